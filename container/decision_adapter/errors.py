@@ -1,0 +1,58 @@
+"""Errors the adapter reports to callers; the app maps them to HTTP in one place."""
+
+from __future__ import annotations
+
+
+class AdapterError(Exception):
+    """A request the adapter will not serve, with the status and the field at fault."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, field: str | None = None, *, status: int | None = None,
+                 code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        if status is not None:
+            self.status = status
+        if code is not None:
+            self.code = code
+
+    def to_json(self) -> dict:
+        return {"error": {"code": self.code, "message": self.message, "field": self.field}}
+
+
+class InvalidType(AdapterError):
+    status = 400
+    code = "invalid_type"
+
+
+class InvalidValue(AdapterError):
+    status = 422
+    code = "invalid_value"
+
+
+class PromptTooLong(AdapterError):
+    status = 422
+    code = "prompt_too_long"
+
+
+class Busy(AdapterError):
+    """The context is taken and the waiting line is full (or the wait ran out)."""
+
+    status = 503
+    code = "busy"
+
+    def __init__(self, message: str, retry_after_s: int):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class NotReady(AdapterError):
+    status = 503
+    code = "not_ready"
+
+    def __init__(self, message: str, retry_after_s: int = 5):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

@@ -1,0 +1,88 @@
+"""Rendering a decision as a chat prompt whose next token is an answer letter.
+
+The user turn is a JSON object whose first member is the state, so every
+question about the same state shares the rendered text up to the end of the
+state; the engine evaluates that prefix once. Option ids never reach the model:
+options are shown under the letters A, B, ... and mapped back afterwards.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from .schema import Question
+
+PROMPT_VERSION = "decision-prompt/1"
+LETTERS = tuple("ABCDEFGHIJKLMNOP")
+
+SYSTEM_PROMPT = (
+    "You are a decision component inside a software system. You receive a JSON object with "
+    "a state (the evidence), a question (the criterion to apply to it) and options labelled "
+    "with capital letters. Apply the question to the state and answer with the single capital "
+    "letter of the best option. Write nothing else."
+)
+
+
+def render_state(state) -> str:
+    """The state as JSON text: strings stay strings, objects get sorted keys."""
+    return json.dumps(state, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+
+
+def user_message(state, question: Question) -> tuple[str, int]:
+    """The user turn, and the offset in it where the state ends."""
+    head = '{"state": ' + render_state(state)
+    options = {letter: option.text for letter, option in zip(LETTERS, question.options)}
+    tail = (', "question": ' + json.dumps(question.question, ensure_ascii=False)
+            + ', "options": ' + json.dumps(options, ensure_ascii=False, separators=(", ", ": ")) + "}")
+    return head + tail, len(head)
+
+
+class TemplateError(RuntimeError):
+    """The model's chat template cannot render a decision prompt."""
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    text: str
+    state_end: int | None  # offset in text right after the state, None if not found
+
+
+class ChatTemplate:
+    """The model's own Jinja chat template, rendered in a sandbox."""
+
+    def __init__(self, source: str, bos_token: str = "", eos_token: str = ""):
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                            loader=jinja2.BaseLoader())
+
+        def raise_exception(message):
+            raise TemplateError(message)
+
+        def strftime_now(fmt):
+            return datetime.datetime.now().strftime(fmt)
+
+        env.globals.update(raise_exception=raise_exception, strftime_now=strftime_now)
+        env.filters.setdefault("tojson", lambda v, **kw: json.dumps(v, ensure_ascii=False, **kw))
+        self.template = env.from_string(source)
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+
+    def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        return self.template.render(
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=self.bos_token,
+            eos_token=self.eos_token,
+            enable_thinking=False,  # Qwen3-style templates: no reasoning block
+        )
+
+    def render_decision(self, state, question: Question) -> RenderedPrompt:
+        content, state_end = user_message(state, question)
+        text = self.render([{"role": "system", "content": SYSTEM_PROMPT},
+                            {"role": "user", "content": content}])
+        at = text.find(content[:state_end])
+        return RenderedPrompt(text, at + state_end if at >= 0 else None)

@@ -1,0 +1,235 @@
+"""Request shapes the adapter accepts, validated before anything reaches the model.
+
+Three bodies arrive on ``POST /invocations`` and are told apart by shape:
+
+* a decision:  ``{"id", "state", "question", "options": [...], "temperature"?}``
+* a shared-state batch: ``{"id", "state", "questions": [{"id", "question", "options",
+  "temperature"?}, ...]}``; the state is evaluated once for all questions
+* a chat request: ``{"messages": [...], ...}`` in the OpenAI chat-completions schema
+
+Options are ``{"id": "billing", "text": "Billing and refunds"}``; a bare string is
+shorthand for an option whose id and text are that string. Wrong JSON types are
+400s, values that are well typed but unusable are 422s; both name the field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .errors import InvalidType, InvalidValue
+
+MIN_OPTIONS = 2
+MAX_OPTIONS = 16
+MAX_QUESTIONS = 32
+MAX_ID_CHARS = 256
+CHAT_ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class Option:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    question: str
+    options: tuple[Option, ...]
+    temperature: float = 1.0
+
+
+@dataclass(frozen=True)
+class DecisionBatch:
+    """One state and one or more questions about it (a single decision is a batch of one)."""
+
+    id: str
+    state: object
+    questions: tuple[Question, ...]
+    single: bool  # True when the body was a single decision
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: tuple[dict, ...]
+    max_tokens: int | None
+    temperature: float
+    top_p: float
+    seed: int | None
+    stop: tuple[str, ...]
+
+
+def _type_name(value) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean",
+            type(None): "null", int: "integer", float: "number"}.get(type(value), type(value).__name__)
+
+
+def _require(body: dict, key: str, field: str):
+    if key not in body:
+        raise InvalidValue(f"{field} is required", field)
+    return body[key]
+
+
+def _string(value, field: str, *, max_chars: int | None = None) -> str:
+    if not isinstance(value, str):
+        raise InvalidType(f"{field} must be a string, got {_type_name(value)}", field)
+    if not value.strip():
+        raise InvalidValue(f"{field} must not be empty", field)
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidValue(f"{field} is longer than {max_chars} characters; shorten it", field)
+    return value
+
+
+def _number(value, field: str, *, minimum_exclusive: float, maximum: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidType(f"{field} must be a number, got {_type_name(value)}", field)
+    if not math.isfinite(value) or not (minimum_exclusive < value <= maximum):
+        raise InvalidValue(f"{field} must be a finite number above {minimum_exclusive} and at most {maximum}", field)
+    return float(value)
+
+
+def _state(value, field: str = "state"):
+    if isinstance(value, str):
+        if not value.strip():
+            raise InvalidValue("state must not be empty: pass the evidence the question is about", field)
+        return value
+    if isinstance(value, (dict, list)):
+        if not value:
+            raise InvalidValue("state must not be empty: pass the evidence the question is about", field)
+        return value
+    raise InvalidType(f"state must be a string, an object or an array, got {_type_name(value)}", field)
+
+
+def _options(value, field: str) -> tuple[Option, ...]:
+    if not isinstance(value, list):
+        raise InvalidType(f"{field} must be an array of options, got {_type_name(value)}", field)
+    if not MIN_OPTIONS <= len(value) <= MAX_OPTIONS:
+        raise InvalidValue(
+            f"{field} has {len(value)} options; a decision takes {MIN_OPTIONS} to {MAX_OPTIONS} "
+            "(split larger sets into two decisions, e.g. a category first)",
+            field,
+        )
+    options, seen = [], set()
+    for i, item in enumerate(value):
+        item_field = f"{field}[{i}]"
+        if isinstance(item, str):
+            option = Option(_string(item, item_field, max_chars=MAX_ID_CHARS), item)
+        elif isinstance(item, dict):
+            oid = _string(_require(item, "id", f"{item_field}.id"), f"{item_field}.id", max_chars=MAX_ID_CHARS)
+            text = item.get("text", oid)
+            option = Option(oid, _string(text, f"{item_field}.text"))
+        else:
+            raise InvalidType(f"{item_field} must be an object {{id, text}} or a string, got {_type_name(item)}",
+                              item_field)
+        if option.id in seen:
+            raise InvalidValue(f"{item_field}.id {option.id!r} is used twice; option ids must be unique",
+                               f"{item_field}.id")
+        seen.add(option.id)
+        options.append(option)
+    return tuple(options)
+
+
+def _question(body: dict, field_prefix: str, default_id: str | None) -> Question:
+    qid = body.get("id", default_id)
+    qid = _string(qid, f"{field_prefix}id", max_chars=MAX_ID_CHARS) if qid is not None else None
+    if qid is None:
+        raise InvalidValue(f"{field_prefix}id is required", f"{field_prefix}id")
+    question = _string(_require(body, "question", f"{field_prefix}question"), f"{field_prefix}question")
+    options = _options(_require(body, "options", f"{field_prefix}options"), f"{field_prefix}options")
+    temperature = 1.0
+    if body.get("temperature") is not None:
+        temperature = _number(body["temperature"], f"{field_prefix}temperature", minimum_exclusive=0.0,
+                              maximum=100.0)
+    return Question(qid, question, options, temperature)
+
+
+def parse_decision(body: dict) -> DecisionBatch:
+    """A single decision or a shared-state batch."""
+    rid = _string(_require(body, "id", "id"), "id", max_chars=MAX_ID_CHARS)
+    state = _state(_require(body, "state", "state"))
+    if "questions" in body:
+        if "question" in body or "options" in body:
+            raise InvalidValue("send either question/options (one decision) or questions (a batch), not both",
+                               "questions")
+        items = body["questions"]
+        if not isinstance(items, list):
+            raise InvalidType(f"questions must be an array, got {_type_name(items)}", "questions")
+        if not 1 <= len(items) <= MAX_QUESTIONS:
+            raise InvalidValue(f"questions has {len(items)} entries; send 1 to {MAX_QUESTIONS}", "questions")
+        questions, seen = [], set()
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise InvalidType(f"questions[{i}] must be an object, got {_type_name(item)}", f"questions[{i}]")
+            q = _question(item, f"questions[{i}].", None)
+            if q.id in seen:
+                raise InvalidValue(f"questions[{i}].id {q.id!r} is used twice; question ids must be unique",
+                                   f"questions[{i}].id")
+            seen.add(q.id)
+            questions.append(q)
+        return DecisionBatch(rid, state, tuple(questions), single=False)
+    return DecisionBatch(rid, state, (_question(body, "", rid),), single=True)
+
+
+def parse_chat(body: dict, default_max_tokens: int) -> ChatRequest:
+    messages = body["messages"]
+    if not isinstance(messages, list):
+        raise InvalidType(f"messages must be an array, got {_type_name(messages)}", "messages")
+    if not messages:
+        raise InvalidValue("messages must hold at least one message", "messages")
+    clean = []
+    for i, message in enumerate(messages):
+        field = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise InvalidType(f"{field} must be an object, got {_type_name(message)}", field)
+        role = message.get("role")
+        if role not in CHAT_ROLES:
+            raise InvalidValue(f"{field}.role must be one of {', '.join(CHAT_ROLES)}", f"{field}.role")
+        content = message.get("content")
+        if not isinstance(content, str):
+            raise InvalidType(f"{field}.content must be a string, got {_type_name(content)}", f"{field}.content")
+        clean.append({"role": role, "content": content})
+    if body.get("stream"):
+        raise InvalidType("stream: true is not supported by the decision adapter; send stream: false or omit it",
+                          "stream")
+    max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
+    if max_tokens is not None:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+            raise InvalidType(f"max_tokens must be an integer, got {_type_name(max_tokens)}", "max_tokens")
+        if not 1 <= max_tokens <= 8192:
+            raise InvalidValue("max_tokens must be between 1 and 8192", "max_tokens")
+    temperature = 0.0
+    if body.get("temperature") is not None:
+        value = body["temperature"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidType(f"temperature must be a number, got {_type_name(value)}", "temperature")
+        if not math.isfinite(value) or not 0 <= value <= 2:
+            raise InvalidValue("temperature must be between 0 and 2", "temperature")
+        temperature = float(value)
+    top_p = 1.0
+    if body.get("top_p") is not None:
+        top_p = _number(body["top_p"], "top_p", minimum_exclusive=0.0, maximum=1.0)
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise InvalidType(f"seed must be an integer, got {_type_name(seed)}", "seed")
+    stop = body.get("stop") or ()
+    if isinstance(stop, str):
+        stop = (stop,)
+    if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
+        raise InvalidType("stop must be a string or an array of strings", "stop")
+    return ChatRequest(tuple(clean), max_tokens or default_max_tokens, temperature, top_p, seed, tuple(stop))
+
+
+def request_kind(body) -> str:
+    """'chat', 'decision' or raise: dispatch on the body's shape."""
+    if not isinstance(body, dict):
+        raise InvalidType(f"the request body must be a JSON object, got {_type_name(body)}", None)
+    if "messages" in body:
+        return "chat"
+    if "question" in body or "questions" in body:
+        return "decision"
+    raise InvalidValue(
+        "the body must carry 'question' and 'options' (a decision), 'questions' (a shared-state batch) "
+        "or 'messages' (a chat request)",
+        None,
+    )

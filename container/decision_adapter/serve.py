@@ -1,0 +1,84 @@
+"""``serve``: the container entrypoint, gunicorn in front of the decision adapter.
+
+SageMaker starts the image as ``docker run <image> serve``. One worker holds the
+one llama.cpp context; its threads keep ``/ping`` answering while a decision
+runs and let a few requests wait at the gate. The model loads inside the worker
+(no preload), so a killed worker is replaced by one that loads it afresh.
+
+Timeouts follow SageMaker's contract: invocations may take 60 s, so the worker
+timeout is above that; SIGTERM is followed by SIGKILL after 30 s, so the
+graceful timeout is below that and the request in flight can still finish.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from gunicorn.app.base import BaseApplication
+
+from .app import create_app
+from .settings import Settings, SettingsError, configure_logging, load_settings
+
+WORKER_TIMEOUT_S = 120
+GRACEFUL_TIMEOUT_S = 25
+SPARE_THREADS = 2  # for /ping while one request runs and max_queue wait
+
+
+def gunicorn_options(settings: Settings, host: str = "0.0.0.0") -> dict:
+    return {
+        "bind": f"{host}:{settings.port}",
+        "workers": 1,
+        "worker_class": "gthread",
+        "threads": settings.max_queue + 1 + SPARE_THREADS,
+        "timeout": WORKER_TIMEOUT_S,
+        "graceful_timeout": GRACEFUL_TIMEOUT_S,
+        "keepalive": 5,
+        "preload_app": False,
+        "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
+        "accesslog": "-",
+        "errorlog": "-",
+        "loglevel": settings.log_level.lower(),
+        "limit_request_line": 8190,
+        # gunicorn >= 24 opens a control socket in $HOME; the adapter needs none.
+        "control_socket_disable": True,
+    }
+
+
+class DecisionServer(BaseApplication):
+    def __init__(self, settings: Settings, options: dict):
+        self.settings = settings
+        self.options = options
+        super().__init__()
+
+    def load_config(self):
+        for key, value in self.options.items():
+            if value is not None and key in self.cfg.settings:  # skip settings this gunicorn lacks
+                self.cfg.set(key, value)
+
+    def load(self):
+        configure_logging(self.settings.log_level)
+        return create_app(self.settings, load="background")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # SageMaker passes "serve"; nothing else is expected.
+    extra = [a for a in argv if a != "serve"]
+    host = "0.0.0.0"
+    if extra[:1] == ["--host"] and len(extra) == 2:
+        host = extra[1]
+    elif extra:
+        print(f"usage: serve [--host ADDRESS]  (got {' '.join(extra)})", file=sys.stderr)
+        return 2
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"decision adapter: {exc}", file=sys.stderr)
+        return 2
+    DecisionServer(settings, gunicorn_options(settings, host)).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

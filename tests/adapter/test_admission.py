@@ -1,0 +1,84 @@
+import threading
+import time
+
+import pytest
+
+from decision_adapter.admission import Gate
+from decision_adapter.errors import Busy
+
+
+def _hold(gate, entered, release):
+    with gate.admit():
+        entered.set()
+        release.wait(5)
+
+
+def test_one_holder_at_a_time_and_full_line_is_refused():
+    gate = Gate(max_queue=1, timeout_s=5, retry_after_s=3)
+    entered, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold, args=(gate, entered, release))
+    holder.start()
+    entered.wait(5)
+    waited = []
+    waiter = threading.Thread(target=lambda: waited.append(_admit_once(gate)))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while gate.waiting < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert gate.waiting == 1
+    with pytest.raises(Busy) as refused:
+        with gate.admit():
+            pass
+    assert refused.value.status == 503 and refused.value.retry_after_s == 3
+    release.set()
+    holder.join(5)
+    waiter.join(5)
+    assert waited and waited[0] > 0  # the waiter got in after the holder left
+    assert not gate.busy and gate.waiting == 0
+
+
+def _admit_once(gate):
+    with gate.admit() as waited_ms:
+        return waited_ms
+
+
+def test_wait_limit_gives_busy_and_leaves_the_line():
+    gate = Gate(max_queue=2, timeout_s=0.05)
+    entered, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold, args=(gate, entered, release))
+    holder.start()
+    entered.wait(5)
+    with pytest.raises(Busy, match="waited"):
+        with gate.admit():
+            pass
+    assert gate.waiting == 0
+    release.set()
+    holder.join(5)
+    with gate.admit():
+        assert gate.busy
+
+
+def test_waiters_are_served_in_arrival_order():
+    gate = Gate(max_queue=8, timeout_s=5)
+    entered, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold, args=(gate, entered, release))
+    holder.start()
+    entered.wait(5)
+    order = []
+    threads = []
+    for i in range(5):
+        t = threading.Thread(target=lambda i=i: _record(gate, order, i))
+        t.start()
+        threads.append(t)
+        deadline = time.monotonic() + 5
+        while gate.waiting < i + 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
+    release.set()
+    for t in threads:
+        t.join(5)
+    assert order == [0, 1, 2, 3, 4]
+
+
+def _record(gate, order, i):
+    with gate.admit():
+        order.append(i)

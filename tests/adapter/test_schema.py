@@ -1,0 +1,92 @@
+import pytest
+
+from decision_adapter.errors import InvalidType, InvalidValue
+from decision_adapter.prompt import render_state, user_message
+from decision_adapter.schema import parse_chat, parse_decision, request_kind
+
+OPTIONS = [{"id": "a", "text": "Alpha"}, {"id": "b", "text": "Beta"}]
+
+
+def decision(**overrides):
+    body = {"id": "r1", "state": "some evidence", "question": "Which?", "options": OPTIONS}
+    body.update(overrides)
+    return {k: v for k, v in body.items() if v is not ...}
+
+
+def test_single_decision_is_a_batch_of_one_keeping_option_order():
+    batch = parse_decision(decision(options=[{"id": "z", "text": "Z"}, "y", {"id": "x"}]))
+    assert batch.single and batch.id == "r1"
+    (q,) = batch.questions
+    assert [o.id for o in q.options] == ["z", "y", "x"]
+    assert [o.text for o in q.options] == ["Z", "y", "x"]  # a bare string or a missing text is the id
+
+
+def test_shared_state_batch():
+    batch = parse_decision({"id": "r", "state": {"ticket": 1}, "questions": [
+        {"id": "q1", "question": "A?", "options": OPTIONS},
+        {"id": "q2", "question": "B?", "options": OPTIONS, "temperature": 0.5}]})
+    assert not batch.single
+    assert [q.id for q in batch.questions] == ["q1", "q2"]
+    assert batch.questions[1].temperature == 0.5
+
+
+@pytest.mark.parametrize("body, error, field", [
+    (decision(id=...), InvalidValue, "id"),
+    (decision(id=7), InvalidType, "id"),
+    (decision(state=""), InvalidValue, "state"),
+    (decision(state="   "), InvalidValue, "state"),
+    (decision(state={}), InvalidValue, "state"),
+    (decision(state=3), InvalidType, "state"),
+    (decision(question=""), InvalidValue, "question"),
+    (decision(question=["x"]), InvalidType, "question"),
+    (decision(options="a,b"), InvalidType, "options"),
+    (decision(options=[OPTIONS[0]]), InvalidValue, "options"),
+    (decision(options=[f"o{i}" for i in range(17)]), InvalidValue, "options"),
+    (decision(options=[{"id": "a"}, {"id": "a"}]), InvalidValue, "options[1].id"),
+    (decision(options=[{"id": "a"}, 5]), InvalidType, "options[1]"),
+    (decision(options=[{"id": "a"}, {"text": "no id"}]), InvalidValue, "options[1].id"),
+    (decision(temperature=0), InvalidValue, "temperature"),
+    (decision(temperature="hot"), InvalidType, "temperature"),
+    ({"id": "r", "state": "s", "questions": []}, InvalidValue, "questions"),
+    ({"id": "r", "state": "s", "questions": [{"id": "q", "question": "?", "options": OPTIONS}] * 2},
+     InvalidValue, "questions[1].id"),
+    ({"id": "r", "state": "s", "questions": ["q"]}, InvalidType, "questions[0]"),
+    ({"id": "r", "state": "s", "question": "?", "options": OPTIONS, "questions": []}, InvalidValue, "questions"),
+])
+def test_bad_decisions_name_the_field(body, error, field):
+    with pytest.raises(error) as raised:
+        parse_decision(body)
+    assert raised.value.field == field
+    assert raised.value.status == (400 if error is InvalidType else 422)
+
+
+def test_request_kind_dispatches_on_shape():
+    assert request_kind({"messages": []}) == "chat"
+    assert request_kind(decision()) == "decision"
+    assert request_kind({"id": "x", "state": "s", "questions": []}) == "decision"
+    with pytest.raises(InvalidValue):
+        request_kind({"state": "only"})
+    with pytest.raises(InvalidType):
+        request_kind([1, 2])
+
+
+def test_chat_refuses_streaming_and_bad_roles():
+    with pytest.raises(InvalidType, match="stream"):
+        parse_chat({"messages": [{"role": "user", "content": "hi"}], "stream": True}, 32)
+    with pytest.raises(InvalidValue) as raised:
+        parse_chat({"messages": [{"role": "robot", "content": "hi"}]}, 32)
+    assert raised.value.field == "messages[0].role"
+    chat = parse_chat({"messages": [{"role": "user", "content": "hi"}]}, 32)
+    assert chat.max_tokens == 32 and chat.temperature == 0.0
+
+
+def test_state_comes_first_so_questions_share_a_prefix():
+    from decision_adapter.schema import Option, Question
+
+    q1 = Question("1", "First?", (Option("a", "A"), Option("b", "B")))
+    q2 = Question("2", "Second?", (Option("c", "C"), Option("d", "D")))
+    text1, end1 = user_message({"b": 1, "a": "x"}, q1)
+    text2, end2 = user_message({"a": "x", "b": 1}, q2)
+    assert end1 == end2 and text1[:end1] == text2[:end2]
+    assert render_state({"b": 1, "a": "x"}) in text1  # keys sorted: deterministic
+    assert '"A": "A"' in text1 and '"a"' not in text1.split('"question"')[1]  # option ids stay out

@@ -1,0 +1,53 @@
+"""environment.yml describes the same environment as pyproject.toml."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _normalise(requirement: str) -> str:
+    return re.sub(r"\s+", "", requirement).lower()
+
+
+def _pyproject_requirements() -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = set(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        requirements.update(extra)
+    requirements.discard("decision-adapter")  # the local package, installed from ./container
+    return {_normalise(r) for r in requirements}
+
+
+def _environment_pip_requirements() -> set[str]:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    return {_normalise(r) for r in pip if not r.startswith("-e")}
+
+
+def test_environment_yml_lists_exactly_the_pyproject_requirements():
+    assert _environment_pip_requirements() == _pyproject_requirements()
+
+
+def test_adapter_pins_match_the_workshop_pins():
+    adapter = tomllib.loads((ROOT / "container" / "pyproject.toml").read_text())["project"]["dependencies"]
+    workshop = _pyproject_requirements()
+    pinned = [r for r in adapter if r.startswith("llama-cpp-python")]
+    assert pinned and all(_normalise(r) in workshop for r in pinned)
+
+
+def test_environment_installs_both_local_packages():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    assert "-e ./container" in pip and "-e ." in pip
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.startswith("#") and not line.startswith(("set ", "cd "))]
+    assert ci == ["make test"]
+    assert "make test" in readme and "make demo" in readme

@@ -1,0 +1,44 @@
+"""Example requests used by the README, the demo and the notebooks."""
+
+from __future__ import annotations
+
+SUPPORT_TICKET = (
+    "Subject: charged twice this month\n"
+    "Hi, my card statement shows two charges of 49.00 EUR for the Pro plan on 3 March. "
+    "I only have one workspace. Can you refund the duplicate? Order ref PRO-88231."
+)
+
+SUPPORT_ROUTE = {
+    "id": "ticket-88231",
+    "state": SUPPORT_TICKET,
+    "question": "Which team should handle this ticket?",
+    "options": [
+        {"id": "billing", "text": "Billing: charges, refunds, invoices"},
+        {"id": "tech_support", "text": "Technical support: bugs, errors, outages"},
+        {"id": "account_security", "text": "Account security: login, password, suspicious access"},
+        {"id": "sales", "text": "Sales: new plans, upgrades, quotes"},
+    ],
+}
+
+SHARED_STATE = {
+    "id": "ticket-88231-triage",
+    "state": SUPPORT_TICKET,
+    "questions": [
+        {"id": "route", "question": SUPPORT_ROUTE["question"], "options": SUPPORT_ROUTE["options"]},
+        {"id": "priority", "question": "How urgent is this ticket?",
+         "options": [{"id": "low", "text": "Low: no deadline"},
+                     {"id": "normal", "text": "Normal: answer within two working days"},
+                     {"id": "high", "text": "High: money or access is affected now"}]},
+        {"id": "refund_requested", "question": "Does the customer ask for money back?",
+         "options": [{"id": "no", "text": "No"}, {"id": "yes", "text": "Yes"}]},
+    ],
+}
+
+CHAT = {
+    "messages": [
+        {"role": "system", "content": "You are a concise assistant."},
+        {"role": "user", "content": "In one sentence: why route support tickets automatically?"},
+    ],
+    "max_tokens": 48,
+    "temperature": 0,
+}
