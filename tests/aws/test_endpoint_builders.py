@@ -1,0 +1,329 @@
+"""The pure builders: every request passes botocore's validation, and what botocore
+does not check (maximums, enums, pool rules, conflicting settings) is refused here."""
+
+import copy
+
+import pytest
+
+from workshop_lib import aws, endpoints
+from workshop_lib.config import InvalidResourceName, InvalidRoleArn
+from workshop_lib.endpoints import (
+    ConflictingModelSource,
+    EndpointSpecError,
+    InvalidInstancePools,
+    OutOfRange,
+    decision_cpu_plan,
+    decision_gpu_plan,
+    standard_plan,
+)
+from workshop_lib.images import MutableImageReference
+
+from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, ROLE
+
+TAGGED = "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-sagemaker-cpu-v1"
+
+
+def _revalidate(plan):
+    for operation, request in plan.requests():
+        aws.validate("sagemaker", operation, request)
+
+
+def gpu_plan(**kw):
+    args = dict(image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    args.update(kw)
+    return decision_gpu_plan("semif-decision-gpu", **args)
+
+
+# ---- botocore validation ------------------------------------------------------------------------
+
+
+def test_validate_catches_a_misspelt_field():
+    plan = gpu_plan()
+    misspelt = copy.deepcopy(plan.endpoint_config)
+    variant = misspelt["ProductionVariants"][0]
+    variant["InstancePool"] = variant.pop("InstancePools")
+    with pytest.raises(aws.InvalidRequest, match="InstancePool"):
+        aws.validate("sagemaker", "CreateEndpointConfig", misspelt)
+    misspelt = copy.deepcopy(plan.model)
+    misspelt["PrimaryContainer"]["ModelDataURL"] = misspelt["PrimaryContainer"].pop("ModelDataUrl")
+    with pytest.raises(aws.InvalidRequest, match="ModelDataURL"):
+        aws.validate("sagemaker", "CreateModel", misspelt)
+
+
+def test_the_gpu_ami_is_in_botocores_enum():
+    assert endpoints.GPU_AMI_VERSION in endpoints.inference_ami_versions()
+    assert endpoints.GPU_AMI_VERSION.startswith("al2023-")  # the AL2023 AMI carries driver 580 / CUDA 13
+
+
+def test_default_instance_types_are_in_botocores_enum():
+    allowed = endpoints.endpoint_instance_types()
+    for t in (endpoints.STANDARD_CPU_INSTANCE, endpoints.DECISION_CPU_INSTANCE, *endpoints.DEFAULT_GPU_POOLS):
+        assert t in allowed
+
+
+# ---- standard DLC ------------------------------------------------------------------------------
+
+
+def test_standard_plan_with_model_tarball():
+    plan = standard_plan("llamacpp-gguf", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    _revalidate(plan)
+    container = plan.model["PrimaryContainer"]
+    assert container["Image"] == DLC_PINNED
+    assert container["ModelDataUrl"] == MODEL_DATA
+    assert container["Environment"] == {"SM_LLAMA_CPP_CTX_SIZE": "4096"}
+    variant = plan.endpoint_config["ProductionVariants"][0]
+    assert variant["InstanceType"] == "ml.c6i.2xlarge"
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
+    assert "InferenceAmiVersion" not in variant and "InstancePools" not in variant
+    assert plan.endpoint == {"EndpointName": "llamacpp-gguf", "EndpointConfigName": "llamacpp-gguf",
+                             "Tags": endpoints.workshop_tags()}
+
+
+def test_every_resource_carries_the_workshop_tags():
+    plan = standard_plan("llamacpp-gguf", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    for _, request in plan.requests():
+        tags = {t["Key"]: t["Value"] for t in request["Tags"]}
+        assert tags == {"workshop": "decision-workshop", "created-by": "workshop_lib"}
+    custom = endpoints.workshop_tags("ws-2026", "alice", {"team": "ml"})
+    plan = standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA, tags=custom)
+    assert plan.endpoint["Tags"] == custom == [{"Key": "workshop", "Value": "ws-2026"},
+                                               {"Key": "created-by", "Value": "alice"},
+                                               {"Key": "team", "Value": "ml"}]
+
+
+def test_standard_plan_sets_llama_settings_from_arguments():
+    plan = standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+                         ctx_size=8192, threads=8, environment={"SM_LLAMA_CPP_PARALLEL": "1"})
+    assert plan.model["PrimaryContainer"]["Environment"] == {
+        "SM_LLAMA_CPP_CTX_SIZE": "8192", "SM_LLAMA_CPP_THREADS": "8", "SM_LLAMA_CPP_PARALLEL": "1"}
+
+
+def test_standard_plan_hugging_face_alternative():
+    plan = standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, hf_repo="bartowski/Qwen_Qwen3.5-4B-GGUF",
+                         hf_file="Qwen_Qwen3.5-4B-Q4_K_M.gguf")
+    _revalidate(plan)
+    container = plan.model["PrimaryContainer"]
+    assert "ModelDataUrl" not in container
+    assert container["Environment"]["SM_LLAMA_CPP_HF_REPO"] == "bartowski/Qwen_Qwen3.5-4B-GGUF"
+    assert container["Environment"]["SM_LLAMA_CPP_HF_FILE"] == "Qwen_Qwen3.5-4B-Q4_K_M.gguf"
+
+
+def test_hugging_face_download_is_refused_together_with_a_tarball():
+    with pytest.raises(ConflictingModelSource, match="--hf-repo"):
+        standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA, hf_repo="a/b")
+    # also when smuggled in through the raw environment
+    with pytest.raises(ConflictingModelSource):
+        endpoints.model_request("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+                                environment={"SM_LLAMA_CPP_HF_REPO": "a/b"})
+
+
+def test_standard_plan_needs_a_model_source():
+    with pytest.raises(EndpointSpecError, match="model_data_url"):
+        standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE)
+    with pytest.raises(EndpointSpecError, match="hf_repo"):
+        standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, hf_file="x.gguf")
+
+
+def test_standard_plan_on_a_gpu_type_gets_the_cuda13_ami():
+    plan = standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+                         instance_type="ml.g6.xlarge", n_gpu_layers=-1)
+    variant = plan.endpoint_config["ProductionVariants"][0]
+    assert variant["InferenceAmiVersion"] == endpoints.GPU_AMI_VERSION
+    assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "999"
+
+
+@pytest.mark.parametrize("url", ["s3://bucket/model.gguf", "https://example.com/model.tar.gz", "bucket/model.tar.gz"])
+def test_model_data_must_be_one_s3_tarball(url):
+    with pytest.raises(EndpointSpecError, match="tar.gz"):
+        standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=url)
+
+
+def test_mutable_image_references_are_refused_by_every_builder():
+    for build in (standard_plan, decision_cpu_plan, decision_gpu_plan):
+        with pytest.raises(MutableImageReference):
+            build("e", image_uri=TAGGED, role_arn=ROLE, model_data_url=MODEL_DATA)
+
+
+def test_bad_names_and_roles_are_refused_before_sending():
+    with pytest.raises(InvalidResourceName):
+        standard_plan("my_endpoint", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    with pytest.raises(InvalidRoleArn):
+        standard_plan("e", image_uri=DLC_PINNED, role_arn="arn:aws:iam::123456789012:user/bob",
+                      model_data_url=MODEL_DATA)
+
+
+def test_unknown_instance_type_is_refused_with_the_family_offered():
+    with pytest.raises(EndpointSpecError, match="ml.c6i.2xlarge"):
+        standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+                      instance_type="ml.c6i.3xlarge")
+
+
+# ---- decision image on CPU -------------------------------------------------------------------------
+
+
+def test_decision_cpu_plan():
+    plan = decision_cpu_plan("semif-decision-workflows", image_uri=DECISION_PINNED, role_arn=ROLE,
+                             model_data_url=MODEL_DATA, environment={"DECISION_ADAPTER_MAX_QUEUE": "8"})
+    _revalidate(plan)
+    assert plan.model["PrimaryContainer"]["Environment"] == {
+        "SM_LLAMA_CPP_CTX_SIZE": "4096", "SM_LLAMA_CPP_THREADS": "32", "SM_LLAMA_CPP_N_GPU_LAYERS": "0",
+        "DECISION_ADAPTER_MAX_QUEUE": "8"}
+    variant = plan.endpoint_config["ProductionVariants"][0]
+    assert variant["InstanceType"] == "ml.c6i.8xlarge"
+    assert not plan.uses_instance_pools
+
+
+def test_decision_cpu_threads_follow_the_instance_or_the_caller():
+    plan = decision_cpu_plan("e", image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+                             instance_type="ml.c6i.2xlarge")
+    assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == "8"
+    plan = decision_cpu_plan("e", image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA, threads=12)
+    assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == "12"
+
+
+def test_decision_cpu_refuses_gpu_types():
+    with pytest.raises(EndpointSpecError, match="decision_gpu_plan"):
+        decision_cpu_plan("e", image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+                          instance_type="ml.g5.xlarge")
+
+
+@pytest.mark.parametrize("instance_type, expected", [
+    ("ml.c6i.large", 2), ("ml.c6i.xlarge", 4), ("ml.c6i.8xlarge", 32), ("ml.c5.9xlarge", 36), ("ml.t2.medium", 1)])
+def test_vcpus(instance_type, expected):
+    assert endpoints.vcpus(instance_type) == expected
+
+
+# ---- decision image on GPU instance pools ---------------------------------------------------------------
+
+
+def test_decision_gpu_plan_defaults():
+    plan = gpu_plan()
+    _revalidate(plan)
+    variant = plan.endpoint_config["ProductionVariants"][0]
+    assert variant["InstancePools"] == [
+        {"InstanceType": "ml.g6e.xlarge", "Priority": 1}, {"InstanceType": "ml.g6.2xlarge", "Priority": 2},
+        {"InstanceType": "ml.g5.2xlarge", "Priority": 3}, {"InstanceType": "ml.g4dn.2xlarge", "Priority": 4}]
+    assert "InstanceType" not in variant
+    assert "VolumeSizeInGB" not in variant
+    assert variant["VariantInstanceProvisionTimeoutInSeconds"] == 1200
+    assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
+    assert variant["ModelDataDownloadTimeoutInSeconds"] == 600
+    assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "999"
+    assert plan.uses_instance_pools
+
+
+def test_pool_priorities_follow_the_given_order():
+    plan = gpu_plan(instance_pools=["ml.g5.2xlarge", "ml.g6e.xlarge"])
+    pools = plan.endpoint_config["ProductionVariants"][0]["InstancePools"]
+    assert pools == [{"InstanceType": "ml.g5.2xlarge", "Priority": 1}, {"InstanceType": "ml.g6e.xlarge", "Priority": 2}]
+
+
+@pytest.mark.parametrize("pools, fragment", [
+    ([], "1 to 5"),
+    (["ml.g6e.xlarge", "ml.g6e.2xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge", "ml.g4dn.2xlarge", "ml.g5.4xlarge"],
+     "1 to 5"),
+    (["ml.g6e.xlarge", "ml.g6e.xlarge"], "repeat ml.g6e.xlarge"),
+    (["ml.g6e.xlarge", "ml.c6i.8xlarge"], "no GPU"),
+    (["ml.g9.xlarge"], "not one SageMaker accepts"),
+])
+def test_invalid_pool_lists(pools, fragment):
+    with pytest.raises(EndpointSpecError) as err:
+        gpu_plan(instance_pools=pools)
+    assert fragment in str(err.value)
+
+
+def test_five_pools_are_accepted():
+    five = ["ml.g6e.xlarge", "ml.g6e.2xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge", "ml.g4dn.2xlarge"]
+    pools = gpu_plan(instance_pools=five).endpoint_config["ProductionVariants"][0]["InstancePools"]
+    assert [p["Priority"] for p in pools] == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("priority", [0, 6, "1", None])
+def test_pool_priorities_outside_1_to_5_are_refused(priority):
+    with pytest.raises(InvalidInstancePools, match="Priority"):
+        endpoints.check_instance_pools([{"InstanceType": "ml.g6e.xlarge", "Priority": priority}])
+
+
+def test_priority_6_passes_botocore_but_not_this_library():
+    # botocore checks only minimums: this is why the library checks maximums itself.
+    plan = gpu_plan(instance_pools=["ml.g6e.xlarge"])
+    request = copy.deepcopy(plan.endpoint_config)
+    request["ProductionVariants"][0]["InstancePools"][0]["Priority"] = 6
+    aws.validate("sagemaker", "CreateEndpointConfig", request)
+    with pytest.raises(InvalidInstancePools):
+        endpoints.endpoint_config_request("e", request["ProductionVariants"][0])
+
+
+def test_cuda13_refuses_volta_gpus():
+    with pytest.raises(EndpointSpecError, match="CUDA 13"):
+        gpu_plan(instance_pools=["ml.g6e.xlarge", "ml.p3.2xlarge"])
+
+
+def test_gpu_ami_on_cpu_types_is_refused():
+    with pytest.raises(EndpointSpecError, match="no GPU"):
+        endpoints.fixed_instance_variant("m", "ml.c6i.2xlarge", ami_version=endpoints.GPU_AMI_VERSION)
+
+
+def test_unknown_ami_is_refused():
+    with pytest.raises(EndpointSpecError, match="InferenceAmiVersion"):
+        gpu_plan(ami_version="al2023-ami-sagemaker-inference-gpu-9-9")
+
+
+@pytest.mark.parametrize("kw, fragment", [
+    ({"provision_timeout_s": 299}, "provision_timeout_s"),
+    ({"provision_timeout_s": 3601}, "provision_timeout_s"),
+    ({"startup_timeout_s": 59}, "startup_timeout_s"),
+    ({"startup_timeout_s": 3601}, "startup_timeout_s"),
+    ({"download_timeout_s": 59}, "download_timeout_s"),
+    ({"download_timeout_s": 3601}, "download_timeout_s"),
+    ({"instance_count": 0}, "instance_count"),
+    ({"n_gpu_layers": -2}, "n_gpu_layers"),
+    ({"ctx_size": 16}, "ctx_size"),
+])
+def test_ranges(kw, fragment):
+    with pytest.raises(OutOfRange, match=fragment):
+        gpu_plan(**kw)
+
+
+@pytest.mark.parametrize("kw", [{"provision_timeout_s": 300}, {"provision_timeout_s": 3600},
+                                {"startup_timeout_s": 60, "download_timeout_s": 3600}])
+def test_range_limits_are_inclusive(kw):
+    _revalidate(gpu_plan(**kw))
+
+
+def test_volume_size_only_where_sagemaker_takes_it():
+    variant = endpoints.fixed_instance_variant("m", "ml.c6i.2xlarge", volume_size_gb=64)
+    assert variant["VolumeSizeInGB"] == 64
+    with pytest.raises(EndpointSpecError, match="NVMe"):
+        endpoints.fixed_instance_variant("m", "ml.g5.2xlarge", volume_size_gb=64)
+    with pytest.raises(OutOfRange):
+        endpoints.fixed_instance_variant("m", "ml.c6i.2xlarge", volume_size_gb=513)
+
+
+def test_environment_limits():
+    with pytest.raises(OutOfRange, match="1024"):
+        endpoints.model_request("m", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+                                environment={"X": "y" * 1025})
+    with pytest.raises(EndpointSpecError, match="not valid"):
+        endpoints.model_request("m", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+                                environment={"1BAD": "x"})
+
+
+def test_tag_rules():
+    with pytest.raises(EndpointSpecError, match="aws:"):
+        endpoints.workshop_tags(extra={"aws:owner": "x"})
+    with pytest.raises(EndpointSpecError, match="not valid"):
+        endpoints.workshop_tags(created_by="alice<script>")
+
+
+# ---- reading DescribeEndpoint ------------------------------------------------------------------------
+
+
+def test_placed_instance_types_reads_the_pool_summary():
+    described = {"ProductionVariants": [{
+        "VariantName": "AllTraffic",
+        "InstancePools": [{"InstanceType": "ml.g6e.xlarge", "CurrentInstanceCount": 0},
+                          {"InstanceType": "ml.g6.2xlarge", "CurrentInstanceCount": 1}]}]}
+    assert endpoints.placed_instance_types(described) == {"ml.g6.2xlarge": 1}
+    assert endpoints.placed_instance_types({"ProductionVariants": [{"VariantName": "AllTraffic"}]}) == {}

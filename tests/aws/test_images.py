@@ -1,0 +1,165 @@
+import json
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from workshop_lib import images
+from workshop_lib.images import (
+    ImageNotFound,
+    ImageRegionMismatch,
+    InvalidImageUri,
+    MutableImageReference,
+    NotASageMakerImage,
+    check_deployable,
+    dlc_image_uri,
+    parse_image_uri,
+    require_pinned,
+    resolve_digest,
+)
+
+from .values import DIGEST
+
+
+def test_dlc_uri_default_registry():
+    assert dlc_image_uri("us-east-1") == \
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-sagemaker-cpu-v1"
+    assert dlc_image_uri("eu-west-1", "cuda") == \
+        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/llama-cpp:server-sagemaker-cuda-v1"
+
+
+def test_dlc_uri_regional_exceptions_and_china():
+    assert dlc_image_uri("af-south-1").startswith("626614931356.dkr.ecr.af-south-1.amazonaws.com/")
+    assert dlc_image_uri("me-central-1").startswith("914824155844.")
+    assert dlc_image_uri("cn-north-1") == \
+        "727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/llama-cpp:server-sagemaker-cpu-v1"
+
+
+def test_dlc_table_has_twelve_digit_accounts():
+    assert len(images.DLC_ACCOUNTS) == 20
+    assert all(len(a) == 12 and a.isdigit() for a in images.DLC_ACCOUNTS.values())
+
+
+def test_dlc_uri_graviton_is_cpu_only():
+    assert dlc_image_uri("us-west-2", arm64=True) == \
+        "763104351884.dkr.ecr.us-west-2.amazonaws.com/llama-cpp-arm64:server-sagemaker-cpu-v1"
+    with pytest.raises(images.ImageError, match="CPU only"):
+        dlc_image_uri("us-west-2", "cuda", arm64=True)
+    with pytest.raises(images.ImageError, match="variant"):
+        dlc_image_uri("us-west-2", "gpu")
+
+
+def test_parse_tagged_and_pinned():
+    ref = parse_image_uri("763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-sagemaker-cpu-v1")
+    assert (ref.account, ref.region, ref.repository, ref.tag, ref.digest) == (
+        "763104351884", "us-east-1", "llama-cpp", "server-sagemaker-cpu-v1", None)
+    assert not ref.pinned
+    ref = parse_image_uri(f"123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/semif-llamacpp-dlc:gpu-1@{DIGEST}")
+    assert (ref.repository, ref.tag, ref.digest, ref.pinned) == ("team/semif-llamacpp-dlc", "gpu-1", DIGEST, True)
+    assert ref.pinned_uri() == f"123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/semif-llamacpp-dlc@{DIGEST}"
+
+
+def test_parse_public_registry_has_no_account():
+    ref = parse_image_uri("public.ecr.aws/deep-learning-containers/llama-cpp:server-sagemaker-cpu-v1")
+    assert ref.account is None and ref.region is None
+    assert ref.repository == "deep-learning-containers/llama-cpp"
+
+
+@pytest.mark.parametrize("uri", [
+    "", "llama-cpp", "host/repo@sha256:short", "host/Repo:tag", "host/repo:bad tag", " host/repo:t",
+    "host/repo:-tag",
+])
+def test_parse_rejects_garbage(uri):
+    with pytest.raises(InvalidImageUri):
+        parse_image_uri(uri)
+
+
+def test_require_pinned_accepts_digest():
+    uri = f"763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@{DIGEST}"
+    assert require_pinned(uri) == uri
+
+
+def test_require_pinned_refuses_tag_and_says_how_to_pin():
+    uri = "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-sagemaker-cpu-v1"
+    with pytest.raises(MutableImageReference) as err:
+        require_pinned(uri)
+    message = str(err.value)
+    assert "resolve_digest" in message
+    assert ("aws ecr describe-images --region us-east-1 --registry-id 763104351884 "
+            "--repository-name llama-cpp --image-ids imageTag=server-sagemaker-cpu-v1") in message
+
+
+def test_require_pinned_refuses_bare_repository():
+    with pytest.raises(MutableImageReference, match="latest"):
+        require_pinned("123456789012.dkr.ecr.us-east-1.amazonaws.com/semif-llamacpp-dlc")
+
+
+def test_check_deployable_wants_private_ecr_in_the_endpoint_region():
+    uri = f"763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@{DIGEST}"
+    assert check_deployable(uri, "us-east-1") == uri
+    with pytest.raises(ImageRegionMismatch, match="is in us-east-1 but the endpoint region is eu-west-1"):
+        check_deployable(uri, "eu-west-1")
+    with pytest.raises(ImageRegionMismatch, match="private ECR"):
+        check_deployable(f"public.ecr.aws/deep-learning-containers/llama-cpp@{DIGEST}", "us-east-1")
+    with pytest.raises(MutableImageReference):
+        check_deployable("763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-sagemaker-cpu-v1",
+                         "us-east-1")
+
+
+def _push(ecr, repository, tag):
+    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                "config": {"digest": "sha256:" + "1" * 64, "size": 1,
+                           "mediaType": "application/vnd.docker.container.image.v1+json"},
+                "layers": []}
+    return ecr.put_image(repositoryName=repository, imageManifest=json.dumps(manifest),
+                         imageTag=tag)["image"]["imageId"]["imageDigest"]
+
+
+def test_resolve_digest_against_moto_ecr(clients):
+    clients.ecr.create_repository(repositoryName="semif-llamacpp-dlc")
+    digest = _push(clients.ecr, "semif-llamacpp-dlc", "gpu-20260101")
+    host = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
+    pinned = resolve_digest(clients.ecr, f"{host}/semif-llamacpp-dlc:gpu-20260101")
+    assert pinned == f"{host}/semif-llamacpp-dlc@{digest}"
+    assert require_pinned(pinned) == pinned
+    with pytest.raises(ImageNotFound, match="semif-llamacpp-dlc:missing"):
+        resolve_digest(clients.ecr, f"{host}/semif-llamacpp-dlc:missing")
+
+
+def test_resolve_digest_of_pinned_reference_drops_the_tag_without_calling_ecr(fake_credentials):
+    ecr = boto3.client("ecr", region_name="us-east-1")
+    with Stubber(ecr):  # any call would fail: nothing is queued
+        uri = f"763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-sagemaker-cpu-v1@{DIGEST}"
+        assert resolve_digest(ecr, uri) == f"763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@{DIGEST}"
+
+
+def test_resolve_dlc_digest_asks_the_dlc_registry_stubber(fake_credentials):
+    ecr = boto3.client("ecr", region_name="eu-south-1")
+    with Stubber(ecr) as stub:
+        stub.add_response(
+            "describe_images",
+            {"imageDetails": [{"registryId": "692866216735", "repositoryName": "llama-cpp", "imageDigest": DIGEST}]},
+            {"registryId": "692866216735", "repositoryName": "llama-cpp",
+             "imageIds": [{"imageTag": "server-sagemaker-cuda-v1"}]},
+        )
+        pinned = resolve_digest(ecr, dlc_image_uri("eu-south-1", "cuda"))
+        stub.assert_no_pending_responses()
+    assert pinned == f"692866216735.dkr.ecr.eu-south-1.amazonaws.com/llama-cpp@{DIGEST}"
+
+
+def test_resolve_falls_back_to_batch_get_image_when_describe_is_denied_stubber(fake_credentials):
+    ecr = boto3.client("ecr", region_name="us-east-1")
+    ids = {"registryId": "763104351884", "repositoryName": "llama-cpp",
+           "imageIds": [{"imageTag": "server-sagemaker-cpu-v1"}]}
+    with Stubber(ecr) as stub:
+        stub.add_client_error("describe_images", "AccessDeniedException", "not authorized", 400, expected_params=ids)
+        stub.add_response("batch_get_image", {"images": [{"imageId": {"imageDigest": DIGEST}}], "failures": []}, ids)
+        pinned = resolve_digest(ecr, dlc_image_uri("us-east-1"))
+        stub.assert_no_pending_responses()
+    assert pinned.endswith(f"/llama-cpp@{DIGEST}")
+
+
+def test_resolve_refuses_the_ec2_tags_of_the_dlc(fake_credentials):
+    ecr = boto3.client("ecr", region_name="us-east-1")
+    with Stubber(ecr), pytest.raises(NotASageMakerImage, match="/ping"):
+        resolve_digest(ecr, "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-cpu-v1")

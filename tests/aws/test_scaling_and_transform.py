@@ -1,0 +1,164 @@
+import copy
+import json
+
+import pytest
+
+from workshop_lib import aws, endpoints
+from workshop_lib.endpoints import (
+    EndpointSpecError,
+    OutOfRange,
+    TransformOutputMismatch,
+    decisions_to_jsonl,
+    join_transform_output,
+    scalable_target_request,
+    scaling_policy_request,
+    transform_job_request,
+)
+
+# ---- Application Auto Scaling ------------------------------------------------------------------
+
+
+def test_scalable_target_request():
+    request = scalable_target_request("semif-decision-workflows", min_instances=1, max_instances=6)
+    assert request == {"ServiceNamespace": "sagemaker",
+                       "ResourceId": "endpoint/semif-decision-workflows/variant/AllTraffic",
+                       "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+                       "MinCapacity": 1, "MaxCapacity": 6}
+    aws.validate("application-autoscaling", "RegisterScalableTarget", request)
+
+
+def test_scaling_policy_request_tracks_invocations_per_instance():
+    request = scaling_policy_request("semif-decision-workflows", invocations_per_instance=20,
+                                     scale_in_cooldown_s=900, scale_out_cooldown_s=120)
+    config = request["TargetTrackingScalingPolicyConfiguration"]
+    assert request["PolicyType"] == "TargetTrackingScaling"
+    assert config == {"TargetValue": 20.0,
+                      "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+                      "ScaleInCooldown": 900, "ScaleOutCooldown": 120}
+    aws.validate("application-autoscaling", "PutScalingPolicy", request)
+
+
+def test_scaling_policy_misspelt_field_fails_validation():
+    request = copy.deepcopy(scaling_policy_request("e", invocations_per_instance=5))
+    request["TargetTrackingScalingPolicyConfiguration"]["ScaleInCoolDown"] = 10
+    with pytest.raises(aws.InvalidRequest, match="ScaleInCoolDown"):
+        aws.validate("application-autoscaling", "PutScalingPolicy", request)
+
+
+@pytest.mark.parametrize("kw", [{"min_instances": 0}, {"min_instances": 3, "max_instances": 2},
+                                {"max_instances": 101}])
+def test_scalable_target_ranges(kw):
+    with pytest.raises(OutOfRange):
+        scalable_target_request("e", **kw)
+
+
+@pytest.mark.parametrize("kw", [{"invocations_per_instance": 0}, {"invocations_per_instance": 5, "scale_in_cooldown_s": -1},
+                                {"invocations_per_instance": 5, "scale_out_cooldown_s": -5}])
+def test_scaling_policy_ranges(kw):
+    with pytest.raises(OutOfRange):
+        scaling_policy_request("e", **kw)
+
+
+def test_target_from_seconds_per_decision():
+    # 0.5 s per decision: at most 120 a minute per instance; aim at 70 % of that
+    assert endpoints.target_invocations_per_minute(0.5) == 84.0
+    assert endpoints.target_invocations_per_minute(2.0, utilisation=0.5) == 15.0
+
+
+# ---- Batch Transform --------------------------------------------------------------------------------
+
+
+def test_transform_job_request():
+    request = transform_job_request("decisions-2026-01-01", model_name="semif-decision-workflows",
+                                    input_s3_uri="s3://bkt/decision-workshop/batch/in/",
+                                    output_s3_uri="s3://bkt/decision-workshop/batch/out/", instance_count=4)
+    aws.validate("sagemaker", "CreateTransformJob", request)
+    assert request["BatchStrategy"] == "SingleRecord"
+    assert request["MaxConcurrentTransforms"] == 1
+    assert request["TransformInput"] == {
+        "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://bkt/decision-workshop/batch/in/"}},
+        "ContentType": "application/json", "SplitType": "Line"}
+    assert request["TransformOutput"] == {"S3OutputPath": "s3://bkt/decision-workshop/batch/out/",
+                                          "Accept": "application/json", "AssembleWith": "Line"}
+    assert request["TransformResources"] == {"InstanceType": "ml.c6i.8xlarge", "InstanceCount": 4}
+    assert {t["Key"] for t in request["Tags"]} == {"workshop", "created-by"}
+
+
+def test_transform_refuses_types_batch_transform_does_not_offer():
+    # botocore's lists change between releases: pick a hosting-only type from the installed model
+    hosting_only = sorted(set(endpoints.endpoint_instance_types()) - set(endpoints.transform_instance_types()))
+    assert hosting_only, "botocore lists no hosting-only instance type"
+    with pytest.raises(EndpointSpecError, match="Batch Transform instance type"):
+        transform_job_request("j", model_name="m", input_s3_uri="s3://b/in/", output_s3_uri="s3://b/out/",
+                              instance_type=hosting_only[0])
+
+
+@pytest.mark.parametrize("kw", [{"invocation_timeout_s": 3601}, {"max_retries": 4}, {"instance_count": 0}])
+def test_transform_ranges(kw):
+    with pytest.raises(OutOfRange):
+        transform_job_request("j", model_name="m", input_s3_uri="s3://b/in/", output_s3_uri="s3://b/out/", **kw)
+
+
+def test_transform_wants_s3_uris():
+    with pytest.raises(EndpointSpecError, match="s3://"):
+        transform_job_request("j", model_name="m", input_s3_uri="/local/in", output_s3_uri="s3://b/out/")
+
+
+def test_transform_job_starts_against_moto(clients):
+    from .values import DLC_PINNED, MODEL_DATA, ROLE
+
+    plan = endpoints.decision_cpu_plan("semif-decision-workflows", image_uri=DLC_PINNED, role_arn=ROLE,
+                                       model_data_url=MODEL_DATA)
+    endpoints.create_model(clients.sm, plan.model)
+    request = transform_job_request("decisions-1", model_name="semif-decision-workflows",
+                                    input_s3_uri="s3://bkt/in/", output_s3_uri="s3://bkt/out/")
+    arn = endpoints.start_transform_job(clients.sm, request)
+    assert arn.endswith("transform-job/decisions-1")
+    described = clients.sm.describe_transform_job(TransformJobName="decisions-1")
+    assert described["BatchStrategy"] == "SingleRecord"
+    assert described["TransformInput"]["SplitType"] == "Line"
+
+
+DECISIONS = [
+    {"id": "t-1", "state": "charged twice", "question": "Which team?", "options": ["billing", "tech"]},
+    {"id": "t-2", "state": "app crashes", "question": "Which team?", "options": ["billing", "tech"]},
+    {"id": "t-3", "state": "triage", "questions": [{"id": "route", "question": "Team?", "options": ["a", "b"]}]},
+]
+
+
+def _answer(decision):
+    if "questions" in decision:
+        return {"id": decision["id"], "results": [{"id": "route", "option_ids": ["a", "b"]}]}
+    return {"result": {"id": decision["id"], "option_ids": decision["options"], "probabilities": [0.9, 0.1]}}
+
+
+def test_jsonl_round_trip_joins_results_by_decision_id():
+    text = decisions_to_jsonl(DECISIONS)
+    assert len(text.splitlines()) == 3 and all(json.loads(line) for line in text.splitlines())
+    output = "\n".join(json.dumps(_answer(d)) for d in DECISIONS) + "\n"
+    joined = join_transform_output(text, output)
+    assert list(joined) == ["t-1", "t-2", "t-3"]
+    assert joined["t-2"]["result"]["id"] == "t-2"
+    assert joined["t-3"]["results"][0]["id"] == "route"
+
+
+def test_join_refuses_shifted_or_missing_lines():
+    text = decisions_to_jsonl(DECISIONS)
+    shifted = "\n".join(json.dumps(_answer(d)) for d in reversed(DECISIONS))
+    with pytest.raises(TransformOutputMismatch, match="line 1: input id 't-1'"):
+        join_transform_output(text, shifted)
+    short = "\n".join(json.dumps(_answer(d)) for d in DECISIONS[:2])
+    with pytest.raises(TransformOutputMismatch, match="3 input lines but 2 output lines"):
+        join_transform_output(text, short)
+
+
+def test_jsonl_needs_unique_string_ids():
+    with pytest.raises(EndpointSpecError, match="twice"):
+        decisions_to_jsonl([DECISIONS[0], DECISIONS[0]])
+    with pytest.raises(EndpointSpecError, match="no string id"):
+        decisions_to_jsonl([{"state": "x"}])
+
+
+def test_transform_output_uri():
+    assert endpoints.transform_output_uri("s3://b/in/decisions.jsonl", "s3://b/out/") == \
+        "s3://b/out/decisions.jsonl.out"

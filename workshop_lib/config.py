@@ -1,0 +1,444 @@
+"""The workshop's one configuration object, and the checks that keep it usable.
+
+``WorkshopConfig.load()`` reads, in this order of precedence:
+
+1. ``WORKSHOP_*`` environment variables (what a CI job or a shell sets on purpose);
+2. the JSON file notebook 00 writes (``.workshop/config.json``, or ``$WORKSHOP_CONFIG``);
+3. ambient defaults: ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, then, inside SageMaker
+   Studio, the region and execution role of the Studio session;
+4. built-in defaults (and, in local mode, placeholders the local emulator accepts).
+
+The mode is ``local`` when ``WORKSHOP_MODE=local`` (or the file says so), or when no
+AWS credentials can be found; otherwise ``aws``.
+
+The checks raise typed exceptions whose message says what to change. Name patterns
+are read from botocore's SageMaker service model, so they follow the real API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, fields, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping
+
+from . import aws
+
+MODES = ("aws", "local")
+DEPLOY_PATHS = ("standard", "decision-cpu", "decision-gpu")
+
+# Only used in local mode, where the emulator accepts any account and bucket.
+LOCAL_REGION = "us-east-1"
+LOCAL_BUCKET = "decision-workshop-local"
+LOCAL_ROLE_ARN = "arn:aws:iam::123456789012:role/decision-workshop-local"
+
+_STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")
+
+
+class ConfigError(ValueError):
+    """A configuration value the workshop cannot use."""
+
+    def __init__(self, message: str, problems: list[ConfigError] | None = None):
+        super().__init__(message)
+        self.problems = problems or [self]
+
+
+class MissingSetting(ConfigError):
+    pass
+
+
+class InvalidRegion(ConfigError):
+    pass
+
+
+class InvalidRoleArn(ConfigError):
+    pass
+
+
+class InvalidResourceName(ConfigError):
+    pass
+
+
+class InvalidBucketName(ConfigError):
+    pass
+
+
+class BucketNotFound(ConfigError):
+    pass
+
+
+class BucketRegionMismatch(ConfigError):
+    pass
+
+
+# field name -> environment variable that sets it
+ENV_VARS = {
+    "region": "WORKSHOP_REGION",
+    "bucket": "WORKSHOP_BUCKET",
+    "prefix": "WORKSHOP_PREFIX",
+    "sagemaker_role_arn": "WORKSHOP_ROLE_ARN",
+    "codebuild_role_arn": "WORKSHOP_CODEBUILD_ROLE_ARN",
+    "standard_endpoint_name": "WORKSHOP_STANDARD_ENDPOINT",
+    "cpu_endpoint_name": "WORKSHOP_CPU_ENDPOINT",
+    "gpu_endpoint_name": "WORKSHOP_GPU_ENDPOINT",
+    "ecr_repository": "WORKSHOP_ECR_REPOSITORY",
+    "mode": "WORKSHOP_MODE",
+    "deploy_path": "WORKSHOP_DEPLOY_PATH",
+}
+
+
+@dataclass(frozen=True)
+class WorkshopConfig:
+    region: str = ""
+    bucket: str = ""
+    prefix: str = "decision-workshop"
+    sagemaker_role_arn: str = ""
+    codebuild_role_arn: str = ""
+    standard_endpoint_name: str = "llamacpp-gguf"
+    cpu_endpoint_name: str = "semif-decision-workflows"
+    gpu_endpoint_name: str = "semif-decision-workflows-gpu"
+    ecr_repository: str = "semif-llamacpp-dlc"
+    mode: str = "aws"
+    deploy_path: str = "standard"
+
+    # ---- loading and saving -------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, env: Mapping[str, str] | None = None) -> WorkshopConfig:
+        """Environment over file over ambient/Studio defaults; see the module docstring."""
+        env = os.environ if env is None else env
+        file = Path(path) if path is not None else default_path(env)
+        values: dict[str, str] = {}
+        if file.is_file():
+            values.update(_read_file(file))
+        for name, var in ENV_VARS.items():
+            if env.get(var, "").strip():
+                values[name] = env[var].strip()
+
+        values["mode"] = values.get("mode", "").lower() or ("aws" if has_aws_credentials() else "local")
+        if not values.get("region"):
+            values["region"] = (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "").strip()
+        if values["mode"] == "aws" and (not values.get("region") or not values.get("sagemaker_role_arn")):
+            for name, value in studio_defaults().items():
+                if not values.get(name):
+                    values[name] = value
+        if values["mode"] == "local":
+            values["region"] = values.get("region") or LOCAL_REGION
+            values["bucket"] = values.get("bucket") or LOCAL_BUCKET
+            values["sagemaker_role_arn"] = values.get("sagemaker_role_arn") or LOCAL_ROLE_ARN
+        return cls(**{k: v for k, v in values.items() if v != ""})
+
+    def save(self, path: str | Path | None = None) -> Path:
+        """Write the config as JSON (the file later ``load()`` calls read); returns the path."""
+        file = Path(path) if path is not None else default_path()
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
+        return file
+
+    def replace(self, **changes) -> WorkshopConfig:
+        return replace(self, **changes)
+
+    # ---- derived values -------------------------------------------------------
+
+    def s3_uri(self, *parts: str) -> str:
+        """``s3://<bucket>/<prefix>/<parts...>``."""
+        self.require("bucket")
+        keys = [self.prefix.strip("/")] + [p.strip("/") for p in parts]
+        return "s3://" + "/".join([self.bucket] + [k for k in keys if k])
+
+    @property
+    def model_data_url(self) -> str:
+        return self.s3_uri("model", "model.tar.gz")
+
+    def endpoint_name(self, deploy_path: str | None = None) -> str:
+        path = deploy_path or self.deploy_path
+        names = {"standard": self.standard_endpoint_name, "decision-cpu": self.cpu_endpoint_name,
+                 "decision-gpu": self.gpu_endpoint_name}
+        if path not in names:
+            raise ConfigError(f"deploy path {path!r} is not one of {', '.join(DEPLOY_PATHS)}")
+        return names[path]
+
+    # ---- checks -----------------------------------------------------------------
+
+    def require(self, *names: str) -> WorkshopConfig:
+        """Raise MissingSetting naming the environment variable for each empty field."""
+        missing = [n for n in names if not getattr(self, n)]
+        if missing:
+            hints = ", ".join(f"{n} (set {ENV_VARS[n]})" for n in missing)
+            raise MissingSetting(
+                f"the workshop config has no {hints}; set them, or run notebook 00 which saves them to "
+                f"{default_path()}"
+            )
+        return self
+
+    def problems(self) -> list[ConfigError]:
+        """Every offline check that fails, as exceptions (empty list: all good)."""
+        found: list[ConfigError] = []
+
+        def run(check, *args):
+            try:
+                check(*args)
+            except ConfigError as exc:
+                found.append(exc)
+
+        if self.mode not in MODES:
+            found.append(ConfigError(f"mode {self.mode!r} is not one of {', '.join(MODES)}; "
+                                     f"set {ENV_VARS['mode']}=aws or =local"))
+        if self.deploy_path not in DEPLOY_PATHS:
+            found.append(ConfigError(f"deploy path {self.deploy_path!r} is not one of {', '.join(DEPLOY_PATHS)}; "
+                                     f"set {ENV_VARS['deploy_path']}"))
+        if self.region:
+            run(check_region, self.region)
+        if self.bucket:
+            run(check_bucket_name, self.bucket)
+        if self.sagemaker_role_arn:
+            run(check_role_arn, self.sagemaker_role_arn, "SageMaker execution role")
+        if self.codebuild_role_arn:
+            run(check_role_arn, self.codebuild_role_arn, "CodeBuild service role")
+        for name in ("standard_endpoint_name", "cpu_endpoint_name", "gpu_endpoint_name"):
+            run(check_resource_name, getattr(self, name), "endpoint")
+        run(check_ecr_repository_name, self.ecr_repository)
+        return found
+
+    def check(self) -> WorkshopConfig:
+        """Raise the one problem found, or a ConfigError listing all of them."""
+        found = self.problems()
+        if len(found) == 1:
+            raise found[0]
+        if found:
+            raise ConfigError("the workshop config has problems:\n" + "\n".join(f"- {p}" for p in found), found)
+        return self
+
+
+# ---- loading helpers -----------------------------------------------------------
+
+
+def repo_root() -> Path:
+    """The checkout holding this package, or the working directory for an installed copy."""
+    here = Path(__file__).resolve().parents[1]
+    return here if (here / "pyproject.toml").is_file() else Path.cwd()
+
+
+def default_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    override = env.get("WORKSHOP_CONFIG", "").strip()
+    return Path(override) if override else repo_root() / ".workshop" / "config.json"
+
+
+def _read_file(file: Path) -> dict[str, str]:
+    try:
+        data = json.loads(file.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{file} is not valid JSON ({exc}); fix it or delete it and run notebook 00 again") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{file} must hold a JSON object; delete it and run notebook 00 again")
+    known = {f.name for f in fields(WorkshopConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{file} has unknown keys {unknown}; known keys are {sorted(known)}")
+    bad = sorted(k for k, v in data.items() if not isinstance(v, str))
+    if bad:
+        raise ConfigError(f"{file}: {bad} must be strings")
+    return data
+
+
+def has_aws_credentials() -> bool:
+    """True when boto3's credential chain finds something (env, profile, SSO, instance role)."""
+    try:
+        import boto3
+
+        return boto3.session.Session().get_credentials() is not None
+    except Exception:  # noqa: BLE001 - a broken profile means "no usable credentials" here
+        return False
+
+
+def in_sagemaker_studio() -> bool:
+    return _STUDIO_METADATA.is_file()
+
+
+def studio_defaults() -> dict[str, str]:
+    """Region and execution role from the SageMaker session, when running inside SageMaker.
+
+    The ``sagemaker`` package is optional; outside SageMaker (or without it) this
+    returns ``{}``. ``get_execution_role`` raises outside SageMaker, hence the guard.
+    """
+    if not in_sagemaker_studio():
+        return {}
+    try:  # SageMaker Python SDK v3
+        from sagemaker.core.helper.session_helper import Session, get_execution_role
+    except Exception:  # noqa: BLE001
+        try:  # v2
+            from sagemaker import Session, get_execution_role
+        except Exception:  # noqa: BLE001
+            return {}
+    found: dict[str, str] = {}
+    try:
+        found["region"] = Session().boto_region_name or ""
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        found["sagemaker_role_arn"] = get_execution_role() or ""
+    except Exception:  # noqa: BLE001
+        pass
+    return {k: v for k, v in found.items() if v}
+
+
+# ---- checks ------------------------------------------------------------------------
+
+_REGION = re.compile(r"[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+")
+
+
+def check_region(region: str) -> str:
+    if not _REGION.fullmatch(region or ""):
+        raise InvalidRegion(
+            f"region {region!r} does not look like an AWS region (e.g. us-east-1); "
+            f"set {ENV_VARS['region']} or AWS_REGION"
+        )
+    return region
+
+
+@lru_cache(maxsize=None)
+def _sagemaker_constraints(shape_path: tuple[str, ...]) -> tuple[re.Pattern, int]:
+    """(compiled pattern, max length) of a SageMaker request member, read from botocore."""
+    operation, *members = shape_path
+    shape = aws.operation_model("sagemaker", operation).input_shape
+    for member in members:
+        shape = shape.members[member]
+    return re.compile(shape.metadata["pattern"]), shape.metadata.get("max", 63)
+
+
+_NAME_SHAPES = {
+    "endpoint": ("CreateEndpoint", "EndpointName"),
+    "endpoint config": ("CreateEndpointConfig", "EndpointConfigName"),
+    "model": ("CreateModel", "ModelName"),
+    "transform job": ("CreateTransformJob", "TransformJobName"),
+}
+
+
+def suggest_name(name: str, max_len: int = 63) -> str:
+    """A name SageMaker accepts that stays close to ``name`` (underscores, dots, spaces -> hyphens)."""
+    cleaned = re.sub(r"[^a-zA-Z0-9-]+", "-", name)
+    cleaned = re.sub(r"-{2,}", "-", cleaned).strip("-")
+    return cleaned[:max_len].rstrip("-") or "workshop"
+
+
+def check_resource_name(name: str, kind: str = "endpoint") -> str:
+    """Raise InvalidResourceName unless SageMaker accepts ``name`` for this kind of resource."""
+    if kind not in _NAME_SHAPES:
+        raise ValueError(f"kind must be one of {sorted(_NAME_SHAPES)}")
+    pattern, max_len = _sagemaker_constraints(_NAME_SHAPES[kind])
+    if not name:
+        raise InvalidResourceName(f"the {kind} name is empty; pass a name such as 'decision-workshop'")
+    if len(name) > max_len:
+        raise InvalidResourceName(
+            f"{kind} name {name!r} has {len(name)} characters; SageMaker allows at most {max_len} "
+            f"(try {suggest_name(name, max_len)!r})"
+        )
+    if not pattern.fullmatch(name):
+        raise InvalidResourceName(
+            f"{kind} name {name!r} is not accepted by SageMaker: use letters, digits and hyphens, "
+            f"starting and ending with a letter or digit (try {suggest_name(name, max_len)!r})"
+        )
+    return name
+
+
+_ASSUMED_ROLE = re.compile(r"arn:(aws[a-z\-]*):sts::(\d{12}):assumed-role/([^/]+)/.+")
+
+
+def check_role_arn(arn: str, what: str = "SageMaker execution role") -> str:
+    """Raise InvalidRoleArn unless ``arn`` is an IAM role ARN (the pattern SageMaker enforces)."""
+    arn = arn or ""
+    pattern, max_len = _sagemaker_constraints(("CreateModel", "ExecutionRoleArn"))
+    if pattern.fullmatch(arn) and len(arn) <= max_len:
+        return arn
+    assumed = _ASSUMED_ROLE.fullmatch(arn)
+    if assumed:
+        partition, account, role = assumed.groups()
+        hint = (f"this is an STS session ARN, not the role; use the role's ARN, probably "
+                f"'arn:{partition}:iam::{account}:role/{role}' (check its path in the IAM console)")
+    elif ":user/" in arn:
+        hint = "this is an IAM user, not a role; create or pick a role that SageMaker can assume"
+    elif not arn:
+        hint = "it is empty"
+    else:
+        hint = "expected arn:aws:iam::<12-digit account>:role/<name>"
+    raise InvalidRoleArn(f"{what} ARN {arn!r} is not valid: {hint}")
+
+
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_IP_ADDRESS = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
+_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+
+
+def check_bucket_name(bucket: str) -> str:
+    """Raise InvalidBucketName unless ``bucket`` follows the S3 general-purpose bucket rules."""
+    bucket = bucket or ""
+    problem = None
+    if not 3 <= len(bucket) <= 63:
+        problem = f"it has {len(bucket)} characters; use 3 to 63"
+    elif bucket != bucket.lower():
+        problem = "it has upper-case letters; use lower case"
+    elif not _BUCKET.fullmatch(bucket):
+        problem = "use lower-case letters, digits, hyphens and dots, starting and ending with a letter or digit"
+    elif ".." in bucket or ".-" in bucket or "-." in bucket:
+        problem = "dots must not be next to another dot or a hyphen"
+    elif _IP_ADDRESS.fullmatch(bucket):
+        problem = "it must not look like an IP address"
+    elif bucket.startswith(_RESERVED_PREFIXES) or bucket.endswith(_RESERVED_SUFFIXES):
+        problem = ("it uses a prefix or suffix S3 reserves (amzn-s3-demo- is for documentation examples); "
+                   "pick your own, e.g. 'decision-workshop-<account id>-<region>'")
+    if problem:
+        raise InvalidBucketName(f"bucket name {bucket!r} is not valid: {problem}")
+    return bucket
+
+
+_ECR_REPOSITORY = re.compile(r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*")
+
+
+def check_ecr_repository_name(name: str) -> str:
+    if not (2 <= len(name or "") <= 256 and _ECR_REPOSITORY.fullmatch(name)):
+        raise ConfigError(
+            f"ECR repository name {name!r} is not valid: use lower-case letters, digits and . _ - / "
+            f"(2 to 256 characters), e.g. 'semif-llamacpp-dlc'"
+        )
+    return name
+
+
+def bucket_region(s3_client, bucket: str) -> str:
+    """The region a bucket lives in (HEAD bucket answers with it even when access is denied)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        response = s3_client.head_bucket(Bucket=bucket)
+        headers = response["ResponseMetadata"]["HTTPHeaders"]
+    except ClientError as exc:
+        headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            raise BucketNotFound(
+                f"bucket {bucket!r} does not exist; create it in the endpoint's region "
+                f"(aws s3 mb s3://{bucket} --region <region>) or set {ENV_VARS['bucket']}"
+            ) from None
+        if "x-amz-bucket-region" not in headers:
+            raise
+    region = headers.get("x-amz-bucket-region")
+    if not region:
+        location = s3_client.get_bucket_location(Bucket=bucket).get("LocationConstraint")
+        region = {None: "us-east-1", "": "us-east-1", "EU": "eu-west-1"}.get(location, location)
+    return region
+
+
+def check_bucket_region(s3_client, bucket: str, region: str) -> str:
+    """Raise BucketRegionMismatch unless the bucket is in ``region`` (the endpoint's region)."""
+    found = bucket_region(s3_client, bucket)
+    if found != region:
+        raise BucketRegionMismatch(
+            f"bucket {bucket!r} is in {found} but the endpoint region is {region}; SageMaker reads model "
+            f"data only from its own region. Use a bucket in {region} (set {ENV_VARS['bucket']}) "
+            f"or deploy in {found} (set {ENV_VARS['region']}={found})"
+        )
+    return found
