@@ -1,9 +1,12 @@
-"""Local rehearsal: the adapter as a real process on a loopback port.
+"""Local servers for rehearsal and tests: the adapter and the AWS emulator as real processes.
 
-Each local "endpoint" is ``python -m decision_adapter.serve`` (gunicorn + llama.cpp
-+ a GGUF) in its own process group, its output in a log file. ``stop()`` ends
-the whole group, and an ``atexit`` hook stops anything still running when the
-Python process exits, so a failed notebook or test leaves nothing behind.
+Each server runs in its own process group with its output in a log file (never
+the caller's pipe). ``stop()`` ends the whole group. By default an ``atexit``
+hook stops anything still running when the Python process exits, so a failed
+test or demo leaves nothing behind. Servers that must outlive one notebook
+kernel (local rehearsal spans several notebooks) are started with
+``keep_alive_s``: they run under ``timeout`` and end by themselves after that
+long even if nobody stops them.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-_RUNNING: set["AdapterProcess"] = set()
+_RUNNING: set["ServerProcess"] = set()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -29,41 +32,63 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-class AdapterFailedToStart(RuntimeError):
+class ServerFailedToStart(RuntimeError):
     pass
 
 
-class AdapterProcess:
-    """A real adapter server for a model directory laid out like /opt/ml/model."""
+AdapterFailedToStart = ServerFailedToStart
 
-    def __init__(self, model_dir: str | Path, *, log_path: str | Path, port: int | None = None,
-                 threads: int = 2, env: dict[str, str] | None = None):
-        self.model_dir = Path(model_dir)
+
+def stop_process_group(pgid: int, timeout_s: float = 30.0) -> bool:
+    """SIGTERM a process group, SIGKILL it after timeout_s; False if it was already gone."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True
+
+
+class ServerProcess:
+    """A loopback HTTP server in its own process group; subclasses say what to run."""
+
+    ready_path = "/"
+
+    def __init__(self, *, log_path: str | Path, port: int | None = None, env: dict[str, str] | None = None,
+                 keep_alive_s: float | None = None):
         self.log_path = Path(log_path)
         self.port = port or free_port()
-        self.threads = threads
         self.extra_env = dict(env or {})
+        self.keep_alive_s = keep_alive_s
         self.process: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
     def environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("SM_LLAMA_CPP_", "DECISION_ADAPTER_"))}
-        env.update({
-            "SM_MODEL_DIR": str(self.model_dir),
-            "SAGEMAKER_BIND_TO_PORT": str(self.port),
-            "SM_LLAMA_CPP_THREADS": str(self.threads),
-            "SM_LLAMA_CPP_N_GPU_LAYERS": "0",
-            "PYTHONUNBUFFERED": "1",
-        })
+        env = dict(os.environ)
         env.update(self.extra_env)
         return env
 
-    def start(self, timeout_s: float = 120.0) -> "AdapterProcess":
-        """Launch the server and wait until /ping says it is ready."""
+    def is_ready(self) -> bool:
+        return self.ping() == 200
+
+    def start(self, timeout_s: float = 120.0):
+        """Launch the server and wait until it says it is ready."""
         self.launch()
         try:
             self.wait_ready(timeout_s)
@@ -72,36 +97,40 @@ class AdapterProcess:
             raise
         return self
 
-    def launch(self) -> "AdapterProcess":
+    def launch(self):
         """Launch the server without waiting for it."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         try:
+            command = self.command()
+            if self.keep_alive_s is not None:
+                command = ["timeout", "--kill-after=30", str(int(self.keep_alive_s)), *command]
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "decision_adapter.serve", "--host", "127.0.0.1"],
-                env=self.environment(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: stop() ends gunicorn and its worker
+                command, env=self.environment(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stop() ends the server and its workers
             )
         finally:
             log.close()
-        _RUNNING.add(self)
+        if self.keep_alive_s is None:
+            _RUNNING.add(self)
         return self
 
     def wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise AdapterFailedToStart(
-                    f"the adapter exited with status {self.process.returncode}; last log lines:\n{self.log_tail()}")
-            if self.ping() == 200:
+                raise ServerFailedToStart(
+                    f"{self!r} exited with status {self.process.returncode}; last log lines:\n{self.log_tail()}")
+            if self.is_ready():
                 return
             time.sleep(0.1)
-        raise AdapterFailedToStart(f"the adapter was not ready after {timeout_s:g} s; last log lines:\n"
-                                   f"{self.log_tail()}")
+        raise ServerFailedToStart(f"{self!r} was not ready after {timeout_s:g} s; last log lines:\n"
+                                  f"{self.log_tail()}")
 
     def ping(self) -> int | None:
+        """The HTTP status of GET ready_path, or None if nothing answers."""
         try:
-            with urllib.request.urlopen(self.url + "/ping", timeout=2) as response:
+            with urllib.request.urlopen(self.url + self.ready_path, timeout=2) as response:
                 return response.status
         except urllib.error.HTTPError as exc:
             return exc.code
@@ -139,14 +168,63 @@ class AdapterProcess:
             pass
         return process.returncode
 
-    def __enter__(self) -> "AdapterProcess":
+    def __enter__(self):
         return self.start() if self.process is None else self
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
     def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url})"
+
+
+class AdapterProcess(ServerProcess):
+    """The decision adapter (gunicorn + llama.cpp) for a model dir laid out like /opt/ml/model."""
+
+    ready_path = "/ping"
+
+    def __init__(self, model_dir: str | Path, *, log_path: str | Path, port: int | None = None,
+                 threads: int = 2, env: dict[str, str] | None = None, keep_alive_s: float | None = None):
+        super().__init__(log_path=log_path, port=port, env=env, keep_alive_s=keep_alive_s)
+        self.model_dir = Path(model_dir)
+        self.threads = threads
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "decision_adapter.serve", "--host", "127.0.0.1"]
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("SM_LLAMA_CPP_", "DECISION_ADAPTER_"))}
+        env.update({
+            "SM_MODEL_DIR": str(self.model_dir),
+            "SAGEMAKER_BIND_TO_PORT": str(self.port),
+            "SM_LLAMA_CPP_THREADS": str(self.threads),
+            "SM_LLAMA_CPP_N_GPU_LAYERS": "0",
+            "PYTHONUNBUFFERED": "1",
+        })
+        env.update(self.extra_env)
+        return env
+
+    def __repr__(self) -> str:
         return f"AdapterProcess({self.url}, model_dir={str(self.model_dir)!r})"
+
+
+class EmulatorProcess(ServerProcess):
+    """The local AWS emulator (moto in server mode) on a loopback port.
+
+    It stands in for AWS's control plane and S3 in local rehearsal; requests to
+    it are still built and validated by botocore against the real service models.
+    """
+
+    ready_path = "/moto-api/"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+
+    def environment(self) -> dict[str, str]:
+        env = super().environment()
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
 
 
 def post_json(url: str, payload, timeout: float = 70.0) -> tuple[int, dict]:
