@@ -1,30 +1,283 @@
-"""``python -m workshop_lib <command>``: the library's functions from a shell."""
+"""``python -m workshop_lib <command>``: the library's functions from a shell.
+
+The commands and flags follow the published sample's ``deploy/`` scripts
+(``--region``, ``--bucket``, ``--image-uri``, ``--instance-pool`` repeated, ...),
+so its users feel at home. Flags left out fall back to the workshop config
+(``.workshop/config.json`` and ``WORKSHOP_*`` variables, see ``config.py``).
+Each command is a few lines around a library function; nothing here talks to
+AWS on its own.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
+EXAMPLE_BUCKET = "amzn-s3-demo-semif-artifacts"
 
-def _demo(args: argparse.Namespace) -> int:
+
+def _config():
+    from .config import WorkshopConfig
+
+    return WorkshopConfig.load()
+
+
+def _region(args) -> str:
+    region = args.region or _config().region
+    if not region:
+        raise SystemExit("error: no region; pass --region or set WORKSHOP_REGION")
+    return region
+
+
+def _clients(region: str, *services: str):
+    from . import aws
+
+    return [aws.client(service, region) for service in services]
+
+
+def _print_json(value) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
+# -- commands -------------------------------------------------------------------
+
+
+def cmd_demo(args) -> int:
     from . import demo
 
     return demo.run(args.work_dir)
 
 
+def cmd_package_model(args) -> int:
+    from .builds import package_model_in_codebuild
+
+    region = _region(args)
+    codebuild, s3, logs = _clients(region, "codebuild", "s3", "logs")
+    packaged = package_model_in_codebuild(
+        codebuild, s3, logs, model_s3_uri=args.model_s3_uri, service_role_arn=args.codebuild_role_arn,
+        source_bucket=args.bucket)
+    print(packaged)
+    return 0
+
+
+def cmd_resolve_image(args) -> int:
+    from .images import dlc_image_uri, resolve_digest
+
+    region = _region(args)
+    (ecr,) = _clients(region, "ecr")
+    tagged = args.image_uri or dlc_image_uri(region, args.variant)
+    print(resolve_digest(ecr, tagged))
+    return 0
+
+
+def cmd_deploy_standard(args) -> int:
+    from .endpoints import standard_plan
+
+    region = _region(args)
+    plan = standard_plan(args.name, image_uri=args.image_uri, role_arn=args.role_arn,
+                         model_data_url=args.model_data_url, instance_type=args.instance_type,
+                         threads=args.threads, ctx_size=args.ctx_size)
+    return _deploy(region, plan, args)
+
+
+def cmd_deploy(args) -> int:
+    from .endpoints import decision_cpu_plan, decision_gpu_plan
+
+    region = _region(args)
+    if args.instance_pool:
+        plan = decision_gpu_plan(args.name, image_uri=args.image_uri, role_arn=args.role_arn,
+                                 model_data_url=args.model_data_url, instance_pools=tuple(args.instance_pool),
+                                 provision_timeout_s=args.provision_timeout, n_gpu_layers=args.gpu_layers,
+                                 ctx_size=args.ctx_size)
+    else:
+        plan = decision_cpu_plan(args.name, image_uri=args.image_uri, role_arn=args.role_arn,
+                                 model_data_url=args.model_data_url, instance_type=args.instance_type,
+                                 threads=args.threads, ctx_size=args.ctx_size)
+    return _deploy(region, plan, args)
+
+
+def _deploy(region: str, plan, args) -> int:
+    from .endpoints import deploy, placed_instance_types
+
+    if args.dry_run:
+        print(plan.to_json())
+        return 0
+    sm, logs, s3 = _clients(region, "sagemaker", "logs", "s3")
+    described = deploy(sm, plan, wait=not args.no_wait, logs_client=logs, s3_client=s3)
+    print(f"{plan.name}: {described['EndpointStatus']}")
+    placed = placed_instance_types(described)
+    if placed:
+        print("placed on: " + ", ".join(f"{t} x{n}" for t, n in placed.items()))
+    return 0
+
+
+def _endpoint_client(args):
+    from .client import EndpointClient
+
+    if args.url:
+        return EndpointClient.local(args.url)
+    return EndpointClient.sagemaker(args.endpoint_name, _region(args))
+
+
+def cmd_invoke_standard(args) -> int:
+    result = _endpoint_client(args).chat([{"role": "user", "content": args.message}],
+                                         max_tokens=args.max_tokens)
+    print(result.content)
+    return 0
+
+
+def cmd_invoke(args) -> int:
+    from . import examples
+
+    body = json.loads(open(args.request).read()) if args.request else examples.SUPPORT_ROUTE
+    client = _endpoint_client(args)
+    if "questions" in body:
+        decisions = client.decide_batch(body["id"], body["state"], body["questions"])
+    else:
+        decisions = [client.decide(body)]
+    for d in decisions:
+        print(f"{d.id}: top {d.top} ({d.top_probability:.3f})")
+        for oid, p in d.as_dict().items():
+            print(f"    {oid:<20} {p:.3f}")
+    return 0
+
+
+def cmd_build_image(args) -> int:
+    from .builds import build_decision_image
+
+    region = _region(args)
+    codebuild, ecr, s3, logs = _clients(region, "codebuild", "ecr", "s3", "logs")
+    image = build_decision_image(codebuild, ecr, s3, logs, base_image=args.base_image,
+                                 service_role_arn=args.codebuild_role_arn, source_bucket=args.bucket,
+                                 dockerfile=args.dockerfile, image_tag=args.image_tag,
+                                 repository_name=args.repository)
+    print(image)
+    return 0
+
+
+def cmd_cleanup(args) -> int:
+    from .cleanup import delete_endpoint_resources
+
+    (sm,) = _clients(_region(args), "sagemaker")
+    result = delete_endpoint_resources(sm, args.name, wait=not args.no_wait)
+    print(result)
+    return 0
+
+
+def cmd_running(args) -> int:
+    from .cleanup import format_running, running_workshop_endpoints
+
+    (sm,) = _clients(_region(args), "sagemaker")
+    print(format_running(running_workshop_endpoints(sm)))
+    return 0
+
+
+# -- parser ---------------------------------------------------------------------
+
+
+def _common(parser, *, region=True):
+    if region:
+        parser.add_argument("--region", help="AWS region (default: the workshop config's)")
+
+
+def _model_flags(parser):
+    parser.add_argument("--image-uri", required=True, help="image pinned by digest: repo@sha256:... (tags are refused)")
+    parser.add_argument("--model-data-url", required=True, help="s3://.../model.tar.gz in the endpoint's region")
+    parser.add_argument("--role-arn", required=True, help="SageMaker execution role ARN")
+    parser.add_argument("--ctx-size", type=int, default=4096, help="llama.cpp context size (default 4096)")
+    parser.add_argument("--dry-run", action="store_true", help="print the validated requests, send nothing")
+    parser.add_argument("--no-wait", action="store_true", help="return once the endpoint is being created")
+
+
+def _target_flags(parser):
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--endpoint-name", help="SageMaker endpoint name")
+    target.add_argument("--url", help="a local adapter's base URL, e.g. http://127.0.0.1:8080")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m workshop_lib",
-        description="Deploy llama.cpp decision models on Amazon SageMaker AI, or rehearse locally.",
-    )
+        description="Deploy llama.cpp decision models on Amazon SageMaker AI, or rehearse locally.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = commands.add_parser("demo", help="rehearse the decision path locally with the embedded model",
-                               description="Package the embedded model, start the real adapter on a local "
-                                           "port, send a decision, a shared-state batch and a chat message, "
-                                           "then stop the server.")
-    demo.add_argument("--work-dir", default=".workshop/demo", help="where the package and logs go")
-    demo.set_defaults(func=_demo)
+    def add(name, func, help_text, description=None):
+        sub = commands.add_parser(name, help=help_text, description=description or help_text)
+        sub.set_defaults(func=func)
+        return sub
+
+    p = add("demo", cmd_demo, "rehearse the decision path locally with the embedded model",
+            "Package the embedded model, start the real adapter on a local port, send a decision, a "
+            "shared-state request and a chat message, then stop the server. No AWS account needed.")
+    p.add_argument("--work-dir", default=".workshop/demo", help="where the package and logs go")
+
+    p = add("package-model", cmd_package_model, "package the pinned GGUF + tokenizer in CodeBuild",
+            "Download the pinned model revision in CodeBuild, verify sizes and sha256 (the build fails on a "
+            "mismatch), write model-manifest.json and upload model.tar.gz to --model-s3-uri.")
+    _common(p)
+    p.add_argument("--bucket", required=True, help=f"artifact bucket for the build source (e.g. {EXAMPLE_BUCKET})")
+    p.add_argument("--codebuild-role-arn", required=True, help="CodeBuild service role ARN")
+    p.add_argument("--model-s3-uri", required=True,
+                   help=f"where model.tar.gz goes, e.g. s3://{EXAMPLE_BUCKET}/semif-llamacpp/")
+
+    p = add("resolve-image", cmd_resolve_image, "pin the llama.cpp DLC (or any ECR image) to its digest")
+    _common(p)
+    p.add_argument("--variant", choices=("cpu", "cuda"), default="cpu", help="DLC variant (default cpu)")
+    p.add_argument("--image-uri", help="a tagged ECR image to pin instead of the DLC")
+
+    p = add("deploy-standard", cmd_deploy_standard, "deploy the llama.cpp DLC as a standard endpoint",
+            "Create model, endpoint config and endpoint for the published DLC (OpenAI chat on /invocations).")
+    _common(p)
+    _model_flags(p)
+    p.add_argument("--instance-type", default="ml.c6i.2xlarge", help="instance type (default ml.c6i.2xlarge)")
+    p.add_argument("--threads", type=int, help="llama.cpp threads (default: the DLC's)")
+    p.add_argument("--name", default="llamacpp-gguf", help="endpoint, config and model name")
+
+    p = add("invoke-standard", cmd_invoke_standard, "send one chat message to an endpoint")
+    _common(p)
+    _target_flags(p)
+    p.add_argument("--message", default="In one sentence: what is a decision model?")
+    p.add_argument("--max-tokens", type=int, default=64)
+
+    p = add("build-image", cmd_build_image, "build the decision image FROM the DLC in CodeBuild, push to ECR",
+            "Build container/Dockerfile (or Dockerfile.gpu) in CodeBuild with BASE_IMAGE set to the pinned "
+            "DLC digest, push it to an immutable ECR repository and print repo@sha256:...")
+    _common(p)
+    p.add_argument("--bucket", required=True, help="artifact bucket for the build source")
+    p.add_argument("--codebuild-role-arn", required=True, help="CodeBuild service role ARN")
+    p.add_argument("--base-image", required=True, help="the DLC pinned by digest (see resolve-image)")
+    p.add_argument("--dockerfile", default="Dockerfile", choices=("Dockerfile", "Dockerfile.gpu"))
+    p.add_argument("--image-tag", help="tag to push (default: cpu-/gpu-<timestamp>)")
+    p.add_argument("--repository", default="semif-llamacpp-dlc", help="ECR repository (default semif-llamacpp-dlc)")
+
+    p = add("deploy", cmd_deploy, "deploy the decision image on CPU or on an ordered GPU pool",
+            "CPU: --instance-type and --threads. GPU: --instance-pool repeated in order of preference "
+            "(first = priority 1), full offload with --gpu-layers=-1, --provision-timeout for finding capacity.")
+    _common(p)
+    _model_flags(p)
+    p.add_argument("--instance-type", default="ml.c6i.8xlarge", help="CPU instance type (default ml.c6i.8xlarge)")
+    p.add_argument("--threads", type=int, help="llama.cpp threads (default: the type's vCPUs)")
+    p.add_argument("--instance-pool", action="append", metavar="TYPE",
+                   help="GPU type, repeat in order (e.g. ml.g6e.xlarge, ml.g6.2xlarge, ml.g5.2xlarge, "
+                        "ml.g4dn.2xlarge)")
+    p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload on GPU (-1 = all)")
+    p.add_argument("--provision-timeout", type=int, default=1200, help="seconds to find pool capacity (300-3600)")
+    p.add_argument("--name", default="semif-decision-workflows", help="endpoint, config and model name")
+
+    p = add("invoke", cmd_invoke, "send a decision (or shared-state request) to a decision endpoint")
+    _common(p)
+    _target_flags(p)
+    p.add_argument("--request", help="a JSON file with a decision or shared-state request "
+                                     "(default: the README's support-route example)")
+
+    p = add("cleanup", cmd_cleanup, "delete the named endpoint, its config and model (nothing else)")
+    _common(p)
+    p.add_argument("--name", required=True, help="the endpoint name (its config and model share it)")
+    p.add_argument("--no-wait", action="store_true", help="do not wait until the endpoint is gone")
+
+    p = add("running", cmd_running, "list workshop-tagged endpoints still running, with their age (read-only)")
+    _common(p)
     return parser
 
 
