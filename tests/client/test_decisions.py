@@ -1,0 +1,126 @@
+"""Application rules on fixed probabilities with known answers (no model involved)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from workshop_lib.client import Decision
+from workshop_lib.decisions import (ACCEPTED, BELOW_THRESHOLD, NOT_ALLOWED, SMALL_MARGIN, Policy,
+                                    accept_if_clear, accept_or_fallback, margin, ranked, scores)
+
+ROUTE = {"billing": 0.62, "tech_support": 0.25, "sales": 0.13}
+CLOSE = {"billing": 0.41, "tech_support": 0.39, "sales": 0.20}
+TIE = {"low": 0.5, "high": 0.5}
+
+
+def test_scores_accepts_a_client_decision_and_a_mapping_alike():
+    made = Decision("t-1", tuple(ROUTE), tuple(ROUTE.values()))
+    assert scores(made) == scores(ROUTE) == ROUTE
+    assert list(scores(made)) == ["billing", "tech_support", "sales"]
+
+
+@pytest.mark.parametrize("bad", [{}, {"a": math.nan, "b": 0.5}, {"a": 1.2, "b": 0.0}, {"a": -0.1, "b": 0.3},
+                                 {"a": "0.5", "b": 0.5}, {"a": True, "b": 0.0}])
+def test_unusable_probabilities_are_refused(bad):
+    with pytest.raises(ValueError):
+        scores(bad)
+
+
+def test_ranked_orders_by_probability_and_keeps_option_order_on_ties():
+    assert [oid for oid, _ in ranked(ROUTE)] == ["billing", "tech_support", "sales"]
+    assert [oid for oid, _ in ranked({"a": 0.2, "b": 0.4, "c": 0.4})] == ["b", "c", "a"]
+    assert ranked(TIE)[0][0] == "low"
+
+
+def test_margin_is_top_minus_runner_up():
+    assert margin(ROUTE) == pytest.approx(0.37)
+    assert margin(CLOSE) == pytest.approx(0.02)
+    assert margin(TIE) == 0.0
+    assert margin({"only": 0.9}) == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize("threshold, expected", [(0.5, "billing"), (0.62, "billing"), (0.63, "needs_review"),
+                                                 (0.0, "billing"), (1.0, "needs_review")])
+def test_accept_or_fallback(threshold, expected):
+    assert accept_or_fallback(ROUTE, threshold, "needs_review") == expected
+
+
+def test_accept_or_fallback_on_a_client_decision():
+    made = Decision("t-1", ("billing", "sales"), (0.3, 0.7))
+    assert accept_or_fallback(made, 0.6, "human") == "sales"
+    assert accept_or_fallback(made, 0.8, "human") == "human"
+
+
+@pytest.mark.parametrize("probabilities, min_margin, expected", [
+    (ROUTE, 0.3, "billing"),
+    (ROUTE, 0.37, "billing"),  # exactly on the boundary: met (float rounding absorbed)
+    (ROUTE, 0.38, "manual"),
+    (CLOSE, 0.05, "manual"),
+    (CLOSE, 0.02, "billing"),
+    (TIE, 0.0, "low"),
+    (TIE, 0.01, "manual"),
+])
+def test_accept_if_clear(probabilities, min_margin, expected):
+    assert accept_if_clear(probabilities, min_margin, "manual") == expected
+
+
+def test_boundary_values_survive_float_rounding():
+    # 0.7 - 0.5 == 0.19999999999999996 in floating point
+    assert accept_if_clear({"a": 0.7, "b": 0.5}, 0.2, "fallback") == "a"
+
+
+def test_policy_accepts_and_explains():
+    outcome = Policy(threshold=0.6, min_margin=0.2).apply(ROUTE)
+    assert (outcome.option_id, outcome.accepted, outcome.rule) == ("billing", True, ACCEPTED)
+    assert outcome.top == "billing" and outcome.top_probability == 0.62
+    assert outcome.margin == pytest.approx(0.37)
+    assert "billing accepted with p=0.620" in outcome.reason
+
+
+def test_policy_threshold_failure_names_the_numbers():
+    outcome = Policy(threshold=0.7, fallback="needs_review").apply(ROUTE)
+    assert (outcome.option_id, outcome.accepted, outcome.rule) == ("needs_review", False, BELOW_THRESHOLD)
+    assert outcome.top == "billing"
+    assert "p=0.620" in outcome.reason and "0.700" in outcome.reason and "needs_review" in outcome.reason
+
+
+def test_policy_margin_failure_names_the_runner_up():
+    outcome = Policy(threshold=0.4, min_margin=0.1, fallback="ask_human").apply(CLOSE)
+    assert (outcome.option_id, outcome.rule) == ("ask_human", SMALL_MARGIN)
+    assert "tech_support" in outcome.reason and "0.020" in outcome.reason
+
+
+def test_allow_list_blocks_the_top_option_instead_of_promoting_the_next():
+    # tech_support is allowed, but the model's choice (billing) is not: fall back, don't redirect.
+    outcome = Policy(allowed={"tech_support", "sales"}, fallback="escalate").apply(ROUTE)
+    assert (outcome.option_id, outcome.accepted, outcome.rule) == ("escalate", False, NOT_ALLOWED)
+    assert outcome.top == "billing" and "not among the allowed" in outcome.reason
+
+
+def test_allow_list_is_checked_before_the_threshold():
+    outcome = Policy(threshold=0.99, allowed=["sales"]).apply(ROUTE)
+    assert outcome.rule == NOT_ALLOWED
+
+
+def test_allowing_derives_a_restricted_policy():
+    base = Policy(threshold=0.5, fallback="review")
+    assert base.apply(ROUTE).option_id == "billing"
+    restricted = base.allowing(["tech_support"])
+    assert restricted.allowed == frozenset({"tech_support"}) and restricted.threshold == 0.5
+    assert restricted.apply(ROUTE).option_id == "review"
+    assert base.allowing(["billing"]).apply(ROUTE).accepted
+
+
+@pytest.mark.parametrize("kwargs", [{"threshold": 1.5}, {"threshold": -0.1}, {"min_margin": 2},
+                                    {"fallback": ""}, {"fallback": None}, {"allowed": "billing"},
+                                    {"threshold": True}])
+def test_policy_refuses_unusable_settings(kwargs):
+    with pytest.raises(ValueError):
+        Policy(**kwargs)
+
+
+def test_helpers_refuse_an_empty_fallback():
+    with pytest.raises(ValueError, match="fallback"):
+        accept_or_fallback(ROUTE, 0.5, "")

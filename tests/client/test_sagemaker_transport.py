@@ -1,0 +1,232 @@
+"""The SageMaker transport. SageMaker itself cannot run here: a botocore Stubber on a real
+``sagemaker-runtime`` client checks each request exactly and plays SageMaker's answers; one
+test feeds botocore a fake HTTP response to check where its parser puts ModelError fields."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.config import Config
+from botocore.response import StreamingBody
+from botocore.stub import Stubber
+from urllib3.response import HTTPResponse
+
+from workshop_lib.client import (READ_TIMEOUT_S, EndpointBusy, EndpointClient, EndpointNotFound,
+                                 EndpointServerError, InvalidResponse, UnprocessableRequest, decision)
+
+REGION = "us-east-1"
+ENDPOINT = "semif-decision-workflows"
+LOG_STREAM = (f"arn:aws:logs:{REGION}:123456789012:log-group:/aws/sagemaker/Endpoints/{ENDPOINT}"
+              ":log-stream:AllTraffic/i-0")
+DECISION = decision("t-1", "The parcel never arrived.", "Which team?", {"refunds": "Refunds", "shipping": "Shipping"})
+RESULT = {"result": {"id": "t-1", "option_ids": ["refunds", "shipping"], "probabilities": [0.3, 0.7],
+                     "timing": {"total_ms": 80.0}, "model": {"file": "model.gguf"}}}
+BUSY = {"error": {"code": "busy", "message": "the model is busy and 0 request(s) are already waiting; "
+                                            "retry after 1 s or add instances", "field": None}}
+
+
+class JsonBytes:
+    """Matches a request Body: bytes that decode to the given JSON value."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, bytes) and json.loads(other) == self.value
+
+    def __repr__(self):
+        return f"JsonBytes({self.value!r})"
+
+
+def expected_request(payload) -> dict:
+    return {"EndpointName": ENDPOINT, "Body": JsonBytes(payload), "ContentType": "application/json",
+            "Accept": "application/json"}
+
+
+def reply(payload) -> dict:
+    raw = json.dumps(payload).encode()
+    return {"Body": StreamingBody(io.BytesIO(raw), len(raw)), "ContentType": "application/json",
+            "InvokedProductionVariant": "AllTraffic"}
+
+
+def model_error(stubber, status: int, body, payload=DECISION):
+    text = body if isinstance(body, str) else json.dumps(body)
+    stubber.add_client_error(
+        "invoke_endpoint", service_error_code="ModelError", http_status_code=424,
+        service_message=f'Received server error ({status}) from primary with message "{text}". See the logs.',
+        modeled_fields={"OriginalStatusCode": status, "OriginalMessage": text, "LogStreamArn": LOG_STREAM},
+        expected_params=expected_request(payload))
+
+
+@pytest.fixture
+def runtime(monkeypatch):
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    client = boto3.client("sagemaker-runtime", region_name=REGION)
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()
+
+
+def make_client(runtime_client, **options):
+    sleeps: list[float] = []
+    client = EndpointClient.sagemaker(ENDPOINT, REGION, runtime_client, sleep=sleeps.append, **options)
+    return client, sleeps
+
+
+def test_stubber_decide_sends_the_exact_request(runtime):
+    sm, stubber = runtime
+    stubber.add_response("invoke_endpoint", reply(RESULT), expected_request(DECISION))
+    client, sleeps = make_client(sm)
+    made = client.decide(DECISION)
+    assert made.id == "t-1" and made.as_dict() == {"refunds": 0.3, "shipping": 0.7}
+    assert made.top == "shipping" and made.server_ms == 80.0 and made.attempts == 1 and not sleeps
+
+
+def test_stubber_model_error_503_then_success(runtime):
+    sm, stubber = runtime
+    model_error(stubber, 503, BUSY)
+    stubber.add_response("invoke_endpoint", reply(RESULT), expected_request(DECISION))
+    client, sleeps = make_client(sm, retries=3)
+    made = client.decide(DECISION)
+    assert made.attempts == 2 and made.top == "shipping"
+    # SageMaker drops the container's Retry-After header, so the client's default applies.
+    assert len(sleeps) == 1 and 1.0 <= sleeps[0] <= 1.25
+
+
+def test_stubber_service_unavailable_is_retried_too(runtime):
+    sm, stubber = runtime
+    stubber.add_client_error("invoke_endpoint", service_error_code="ServiceUnavailable", http_status_code=503,
+                             service_message="Service Unavailable", expected_params=expected_request(DECISION))
+    stubber.add_response("invoke_endpoint", reply(RESULT), expected_request(DECISION))
+    client, sleeps = make_client(sm, default_retry_after_s=2.0)
+    assert client.decide(DECISION).attempts == 2 and 2.0 <= sleeps[0] <= 2.5
+
+
+def test_stubber_busy_after_the_last_retry_raises(runtime):
+    sm, stubber = runtime
+    for _ in range(3):
+        model_error(stubber, 503, BUSY)
+    client, sleeps = make_client(sm, retries=2, max_retry_sleep_s=0.5)
+    with pytest.raises(EndpointBusy) as caught:
+        client.decide(DECISION)
+    exc = caught.value
+    assert exc.attempts == 3 and exc.status == 503 and exc.code == "busy" and exc.retry_after is None
+    assert sleeps == [0.5, 0.5]  # capped
+    assert "gave up after 3 attempts" in str(exc) and LOG_STREAM in str(exc)
+
+
+def test_stubber_model_error_422_carries_the_adapters_field(runtime):
+    sm, stubber = runtime
+    bad = decision("t-2", "s", "q?", ["same", "same"])
+    error = {"error": {"code": "invalid_value", "message": "options[1].id 'same' is used twice; option ids "
+                                                           "must be unique", "field": "options[1].id"}}
+    model_error(stubber, 422, error, payload=bad)
+    client, sleeps = make_client(sm)
+    with pytest.raises(UnprocessableRequest) as caught:
+        client.decide(bad)
+    exc = caught.value
+    assert (exc.status, exc.code, exc.field) == (422, "invalid_value", "options[1].id")
+    assert "used twice" in exc.message and exc.log_stream_arn == LOG_STREAM and not sleeps
+
+
+def test_stubber_model_error_with_a_non_json_body(runtime):
+    sm, stubber = runtime
+    model_error(stubber, 500, "<html>Internal Server Error</html>")
+    client, _ = make_client(sm)
+    with pytest.raises(EndpointServerError) as caught:
+        client.decide(DECISION)
+    assert caught.value.status == 500 and "Internal Server Error" in caught.value.message
+
+
+def test_stubber_unknown_endpoint(runtime):
+    sm, stubber = runtime
+    stubber.add_client_error("invoke_endpoint", service_error_code="ValidationError", http_status_code=400,
+                             service_message=f"Endpoint {ENDPOINT} of account 123456789012 not found.")
+    client, _ = make_client(sm)
+    with pytest.raises(EndpointNotFound, match="Check the endpoint name and region"):
+        client.decide(DECISION)
+
+
+def test_stubber_an_answer_to_another_request_is_refused(runtime):
+    sm, stubber = runtime
+    other = {"result": dict(RESULT["result"], id="someone-else")}
+    stubber.add_response("invoke_endpoint", reply(other), expected_request(DECISION))
+    client, _ = make_client(sm)
+    with pytest.raises(InvalidResponse, match="someone-else"):
+        client.decide(DECISION)
+
+
+def test_stubber_chat_and_batch(runtime):
+    sm, stubber = runtime
+    chat_body = {"messages": [{"role": "user", "content": "hi"}], "temperature": 0.0, "max_tokens": 8}
+    completion = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello."},
+                               "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+    stubber.add_response("invoke_endpoint", reply(completion), expected_request(chat_body))
+    questions = [{"id": "q1", "question": "A?", "options": ["yes", "no"]},
+                 {"id": "q2", "question": "B?", "options": ["x", "y", "z"]}]
+    batch_body = {"id": "b", "state": "s", "questions": questions}
+    batch_reply = {"id": "b", "timing": {"total_ms": 9.0}, "model": {"file": "m.gguf"},
+                   "results": [{"id": "q1", "option_ids": ["yes", "no"], "probabilities": [0.9, 0.1],
+                                "question_eval_ms": 3.0},
+                               {"id": "q2", "option_ids": ["x", "y", "z"], "probabilities": [0.2, 0.3, 0.5],
+                                "question_eval_ms": 4.0}]}
+    stubber.add_response("invoke_endpoint", reply(batch_reply), expected_request(batch_body))
+    client, _ = make_client(sm)
+    chat = client.chat("hi", max_tokens=8)
+    assert chat.content == "Hello." and chat.finish_reason == "stop" and chat.usage["completion_tokens"] == 2
+    first, second = client.decide_batch("b", "s", questions)
+    assert (first.id, first.top, second.id, second.top) == ("q1", "yes", "q2", "z")
+    assert second.server_ms == 9.0 and second.timing["question_eval_ms"] == 4.0 and second.model["file"] == "m.gguf"
+
+
+def test_stubber_ping_is_not_offered_by_sagemaker(runtime):
+    client, _ = make_client(runtime[0])
+    with pytest.raises(NotImplementedError, match="DescribeEndpoint"):
+        client.ping()
+
+
+def test_sagemaker_client_timeouts_and_retry_mode(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    client = EndpointClient.sagemaker(ENDPOINT, REGION)
+    config = client.transport.runtime.meta.config
+    assert config.read_timeout == READ_TIMEOUT_S > 60 and config.connect_timeout == 10
+    assert config.retries["mode"] == "standard"
+    assert client.transport.runtime.meta.region_name == REGION
+
+
+def test_fake_http_model_error_is_parsed_where_the_client_looks(monkeypatch):
+    """No Stubber: botocore's own parser reads a ModelError response shaped like SageMaker's."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    sm = boto3.client("sagemaker-runtime", region_name=REGION, config=Config(retries={"max_attempts": 0}))
+    original = json.dumps({"error": {"code": "invalid_value", "message": "state must not be empty",
+                                     "field": "state"}})
+    wire = json.dumps({"LogStreamArn": LOG_STREAM,
+                       "Message": f'Received client error (422) from primary with message "{original}".',
+                       "OriginalMessage": original, "OriginalStatusCode": 422}).encode()
+    sent = []
+
+    def fake_sagemaker(request, **kwargs):
+        sent.append(request)
+        raw = HTTPResponse(body=io.BytesIO(wire), status=424, preload_content=False)
+        return AWSResponse(request.url, 424, {"x-amzn-ErrorType": "ModelError", "Content-Type": "application/json"},
+                           raw)
+
+    sm.meta.events.register("before-send.sagemaker-runtime.InvokeEndpoint", fake_sagemaker)
+    client = EndpointClient.sagemaker(ENDPOINT, REGION, sm)
+    with pytest.raises(UnprocessableRequest) as caught:
+        client.decide(DECISION)
+    assert (caught.value.status, caught.value.field) == (422, "state")
+    request = sent[0]
+    assert request.url.endswith(f"/endpoints/{ENDPOINT}/invocations")
+    assert request.headers["Content-Type"] in ("application/json", b"application/json")
+    assert request.headers["Accept"] in ("application/json", b"application/json")
+    assert json.loads(request.body) == DECISION

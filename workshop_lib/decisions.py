@@ -1,0 +1,139 @@
+"""Turning decision probabilities into actions, the way the blog recommends.
+
+The model only ranks the options it was shown; what the application does with
+that ranking is decided here, in plain code:
+
+* a threshold: accept the top option only if its probability is high enough;
+* a margin: accept only if the top option clearly beats the runner-up;
+* an allow-list: the caller, not the model, decides which ids this user or
+  context may act on. A top option outside the list is never accepted, and the
+  next-best allowed option is not promoted in its place (that would let the
+  model's ranking of forbidden options steer the outcome).
+
+Anything not accepted goes to a named fallback id (``"needs_review"``, a human
+queue, a safe default). Probabilities from small models are uncalibrated, so
+thresholds are tuned on labelled examples, not read as confidence.
+
+Functions take a ``client.Decision`` or a plain ``{option_id: probability}``
+mapping (in option order) and are pure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+# Boundary values count as met; this absorbs float rounding (0.7 - 0.5 < 0.2).
+TOLERANCE = 1e-12
+
+ACCEPTED = "accepted"
+NOT_ALLOWED = "not_allowed"
+BELOW_THRESHOLD = "below_threshold"
+SMALL_MARGIN = "small_margin"
+
+
+def scores(decision) -> dict[str, float]:
+    """``{option_id: probability}`` in option order, checked to be usable."""
+    values = dict(decision) if isinstance(decision, Mapping) else decision.as_dict()
+    if not values:
+        raise ValueError("the decision has no options")
+    for oid, p in values.items():
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or not math.isfinite(p) or not 0.0 <= p <= 1.0:
+            raise ValueError(f"probability of {oid!r} is {p!r}; expected a number between 0 and 1")
+    return values
+
+
+def ranked(decision) -> list[tuple[str, float]]:
+    """Options from most to least probable; ties keep option order."""
+    return sorted(scores(decision).items(), key=lambda item: -item[1])
+
+
+def margin(decision) -> float:
+    """Top probability minus the runner-up's (the top one's own probability if there is one option)."""
+    order = ranked(decision)
+    return order[0][1] - (order[1][1] if len(order) > 1 else 0.0)
+
+
+def _check_unit(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}")
+
+
+def _check_fallback(fallback: str) -> None:
+    if not isinstance(fallback, str) or not fallback.strip():
+        raise ValueError("fallback must be a non-empty option id, e.g. 'needs_review'")
+
+
+def accept_or_fallback(decision, threshold: float, fallback: str) -> str:
+    """The top option id if its probability is at least ``threshold``, else ``fallback``."""
+    return Policy(threshold=threshold, fallback=fallback).apply(decision).option_id
+
+
+def accept_if_clear(decision, min_margin: float, fallback: str) -> str:
+    """The top option id if it beats the runner-up by at least ``min_margin``, else ``fallback``."""
+    return Policy(min_margin=min_margin, fallback=fallback).apply(decision).option_id
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What to do, and why. ``option_id`` is the accepted id or the fallback."""
+
+    option_id: str
+    accepted: bool
+    rule: str  # ACCEPTED, NOT_ALLOWED, BELOW_THRESHOLD or SMALL_MARGIN
+    reason: str
+    top: str
+    top_probability: float
+    margin: float
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Threshold, margin and allow-list rules in one place; ``apply`` checks them in that order:
+    allowed first (authorization), then threshold, then margin."""
+
+    threshold: float = 0.0
+    min_margin: float = 0.0
+    allowed: frozenset[str] | None = None  # None: every option id may be acted on
+    fallback: str = "needs_review"
+
+    def __post_init__(self):
+        _check_unit("threshold", self.threshold)
+        _check_unit("min_margin", self.min_margin)
+        _check_fallback(self.fallback)
+        if self.allowed is not None:
+            if isinstance(self.allowed, str):
+                raise ValueError("allowed must be a collection of option ids, not one string")
+            object.__setattr__(self, "allowed", frozenset(self.allowed))
+
+    def allowing(self, ids: Iterable[str]) -> Policy:
+        """The same rules restricted to ``ids`` (e.g. what this user is authorised for)."""
+        return Policy(self.threshold, self.min_margin, frozenset(ids), self.fallback)
+
+    def apply(self, decision) -> Outcome:
+        order = ranked(decision)
+        top, p = order[0]
+        gap = p - (order[1][1] if len(order) > 1 else 0.0)
+
+        def outcome(rule: str, reason: str) -> Outcome:
+            accepted = rule == ACCEPTED
+            return Outcome(top if accepted else self.fallback, accepted, rule, reason, top, p, gap)
+
+        if self.allowed is not None and top not in self.allowed:
+            return outcome(NOT_ALLOWED, f"{top} (p={p:.3f}) is not among the allowed options; "
+                                        f"fell back to {self.fallback}")
+        if p < self.threshold - TOLERANCE:
+            return outcome(BELOW_THRESHOLD, f"{top} has p={p:.3f}, below the threshold {self.threshold:.3f}; "
+                                            f"fell back to {self.fallback}")
+        if gap < self.min_margin - TOLERANCE:
+            runner_up = order[1][0] if len(order) > 1 else "nothing"
+            return outcome(SMALL_MARGIN, f"{top} leads {runner_up} by {gap:.3f}, less than the margin "
+                                         f"{self.min_margin:.3f}; fell back to {self.fallback}")
+        return outcome(ACCEPTED, f"{top} accepted with p={p:.3f} (margin {gap:.3f})")
+
+
+__all__ = [
+    "ACCEPTED", "BELOW_THRESHOLD", "NOT_ALLOWED", "SMALL_MARGIN", "Outcome", "Policy",
+    "accept_if_clear", "accept_or_fallback", "margin", "ranked", "scores",
+]
