@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Package the pinned model: download exactly the pinned revisions from the
+# Hugging Face hub, check the GGUF's size and sha256, record every file's size
+# and sha256 in model-manifest.json, and write model.tar.gz with the GGUF at
+# the archive root. Any mismatch exits non-zero before a tarball exists.
+#
+#   package_model.sh OUT_DIR   ->  OUT_DIR/model.tar.gz, OUT_DIR/model-manifest.json
+#
+# Inputs (environment; buildspec/model-package.yml sets them):
+#   GGUF_REPO GGUF_REVISION GGUF_FILE GGUF_SIZE GGUF_SHA256
+#   TOKENIZER_REPO TOKENIZER_REVISION TOKENIZER_FILES (space-separated, may be empty)
+#   MODEL_NAME MODEL_QUANTIZATION MODEL_LICENSE
+#   HF_ENDPOINT (default https://huggingface.co), LLAMA_CPP_DLC (recorded only)
+set -euo pipefail
+umask 022
+
+out_dir="${1:?usage: package_model.sh OUT_DIR}"
+: "${GGUF_REPO:?}" "${GGUF_REVISION:?}" "${GGUF_FILE:?}" "${GGUF_SIZE:?}" "${GGUF_SHA256:?}"
+: "${MODEL_NAME:?}" "${MODEL_QUANTIZATION?}" "${MODEL_LICENSE?}"
+hub="${HF_ENDPOINT:-https://huggingface.co}"
+hub="${hub%/}"
+read -r -a tokenizer_files <<< "${TOKENIZER_FILES:-}"
+if ((${#tokenizer_files[@]})); then
+  : "${TOKENIZER_REPO:?}" "${TOKENIZER_REVISION:?}"
+fi
+
+files_dir="$out_dir/files"
+rm -rf "$files_dir" "$out_dir/model.tar.gz" "$out_dir/model-manifest.json"
+mkdir -p "$files_dir"
+
+fail() {
+  echo "ERROR: $*" >&2
+  exit 1
+}
+
+# download REPO REVISION FILE: exactly that revision, via the hub's resolve URL.
+download() {
+  local url="$hub/$1/resolve/$2/$3"
+  echo "downloading $1@${2:0:12} $3"
+  curl --fail --location --silent --show-error --retry 5 --retry-delay 10 \
+    --connect-timeout 30 --output "$files_dir/$3.part" "$url" \
+    || fail "could not download $url"
+  mv "$files_dir/$3.part" "$files_dir/$3"
+}
+
+download "$GGUF_REPO" "$GGUF_REVISION" "$GGUF_FILE"
+for name in "${tokenizer_files[@]}"; do
+  download "$TOKENIZER_REPO" "$TOKENIZER_REVISION" "$name"
+done
+
+gguf="$files_dir/$GGUF_FILE"
+size="$(stat -c %s "$gguf")"
+[[ "$size" == "$GGUF_SIZE" ]] \
+  || fail "$GGUF_FILE is $size bytes, but $GGUF_REPO@$GGUF_REVISION pins $GGUF_SIZE bytes; nothing was packaged"
+sha256="$(sha256sum "$gguf" | cut -d ' ' -f 1)"
+[[ "$sha256" == "${GGUF_SHA256,,}" ]] \
+  || fail "$GGUF_FILE has sha256 $sha256, but the pin is $GGUF_SHA256; nothing was packaged"
+echo "verified $GGUF_FILE: $size bytes, sha256 $sha256"
+
+# The manifest, in the format of workshop_lib.packaging.build_manifest.
+python3 - "$files_dir" "${tokenizer_files[@]}" > "$files_dir/model-manifest.json" <<'PY'
+import datetime, hashlib, json, os, platform, subprocess, sys
+from pathlib import Path
+
+files_dir, tokenizer_names = Path(sys.argv[1]), sys.argv[2:]
+env = os.environ
+
+def measure(name):
+    digest = hashlib.sha256()
+    with open(files_dir / name, "rb") as handle:
+        while block := handle.read(8 * 1024 * 1024):
+            digest.update(block)
+    return (files_dir / name).stat().st_size, digest.hexdigest()
+
+entries = [(env["GGUF_FILE"], "gguf", env["GGUF_REPO"], env["GGUF_REVISION"])]
+entries += [(name, "tokenizer", env["TOKENIZER_REPO"], env["TOKENIZER_REVISION"]) for name in tokenizer_names]
+files = []
+for path, role, repo, revision in entries:
+    size, sha256 = measure(path)
+    files.append({"path": path, "role": role, "repo": repo, "revision": revision, "size": size, "sha256": sha256})
+
+curl = subprocess.run(["curl", "--version"], capture_output=True, text=True).stdout.split()
+tools = {"packager": "buildspec/model-package.yml", "python": platform.python_version(),
+         "curl": curl[1] if len(curl) > 1 else "unknown"}
+for key, var in (("llama_cpp_dlc", "LLAMA_CPP_DLC"), ("codebuild_image", "CODEBUILD_BUILD_IMAGE")):
+    if env.get(var):
+        tools[key] = env[var]
+
+now = datetime.datetime.now(datetime.timezone.utc)
+build_id = env.get("CODEBUILD_BUILD_ID")
+manifest = {
+    "format": 1,
+    "model": {"name": env["MODEL_NAME"], "repo": env["GGUF_REPO"], "revision": env["GGUF_REVISION"],
+              "file": env["GGUF_FILE"], "quantization": env["MODEL_QUANTIZATION"],
+              "license": env["MODEL_LICENSE"]},
+    "files": files,
+    "tools": tools,
+    "build": {"id": build_id or f"local-{now:%Y%m%d%H%M%S}", "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "where": "codebuild" if build_id else "local"},
+}
+json.dump(manifest, sys.stdout, indent=2)
+sys.stdout.write("\n")
+PY
+
+# gzip -1: GGUF weights barely compress, so spend little time trying.
+tar --create --file=- --directory="$files_dir" --owner=0 --group=0 --numeric-owner \
+  -- "$GGUF_FILE" "${tokenizer_files[@]}" model-manifest.json \
+  | gzip -1 > "$out_dir/model.tar.gz.part"
+mv "$out_dir/model.tar.gz.part" "$out_dir/model.tar.gz"
+cp "$files_dir/model-manifest.json" "$out_dir/model-manifest.json"
+echo "wrote $out_dir/model.tar.gz ($(stat -c %s "$out_dir/model.tar.gz") bytes) and model-manifest.json"

@@ -1,0 +1,212 @@
+"""workshop_lib.builds: the pure builders (every request passes botocore's own validation)."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import zipfile
+
+import pytest
+
+from workshop_lib import aws, builds
+from workshop_lib.images import MutableImageReference
+from workshop_lib.models import EMBEDDED_MODEL, PINNED_MODEL, ModelFile, ModelSpec
+
+from .helpers import REPO_ROOT
+
+ROLE = "arn:aws:iam::123456789012:role/decision-workshop-codebuild"
+BASE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@sha256:" + "12" * 32
+REPOSITORY = "123456789012.dkr.ecr.us-east-1.amazonaws.com/semif-llamacpp-dlc"
+
+
+def image_project(**kw):
+    return builds.project_request("decision-workshop-image-build", buildspec=builds.IMAGE_BUILD_BUILDSPEC,
+                                  source_location="bucket/codebuild-source/source-x.zip",
+                                  service_role_arn=ROLE, privileged=True, **kw)
+
+
+def test_project_request_shape():
+    request = image_project()
+    assert request["source"] == {"type": "S3", "location": "bucket/codebuild-source/source-x.zip",
+                                 "buildspec": "buildspec/image-build.yml"}
+    env = request["environment"]
+    assert env["image"] == "aws/codebuild/amazonlinux-x86_64-standard:5.0"
+    assert env["privilegedMode"] is True and env["type"] == "LINUX_CONTAINER"
+    assert request["serviceRole"] == ROLE
+    assert request["logsConfig"]["cloudWatchLogs"] == {
+        "status": "ENABLED", "groupName": "/aws/codebuild/decision-workshop-image-build", "streamName": "build"}
+    assert {"key": "workshop", "value": "decision-workshop"} in request["tags"]
+    assert request["artifacts"] == {"type": "NO_ARTIFACTS"}
+
+
+def test_model_project_is_not_privileged():
+    request = builds.project_request("decision-workshop-model-package", buildspec=builds.MODEL_PACKAGE_BUILDSPEC,
+                                     source_location="b/k.zip", service_role_arn=ROLE, tags={"team": "ml"})
+    assert request["environment"]["privilegedMode"] is False
+    assert request["tags"] == [{"key": "team", "value": "ml"}]
+
+
+def test_update_request_validates_as_update_project():
+    update = builds.update_project_request(image_project())
+    assert aws.validate("codebuild", "UpdateProject", update) is update
+
+
+def test_builder_output_is_checked_by_botocore():
+    request = image_project()
+    request["environment"]["privilegedMod"] = True  # what a typo would look like
+    with pytest.raises(aws.InvalidRequest, match="privilegedMod"):
+        builds.update_project_request(request)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"name": "-bad name"}, "project name"),
+    ({"service_role_arn": "decision-workshop-codebuild"}, "not an IAM role ARN"),
+    ({"timeout_minutes": 3000}, "5-2160"),
+])
+def test_project_request_refuses(kwargs, message):
+    args = {"name": "ok-name", "buildspec": "b.yml", "source_location": "b/k.zip", "service_role_arn": ROLE}
+    args.update(kwargs)
+    name = args.pop("name")
+    with pytest.raises(builds.BuildSpecError, match=message):
+        builds.project_request(name, **args)
+
+
+def test_start_build_request_overrides_environment():
+    request = builds.start_build_request("decision-workshop-image-build",
+                                         {"IMAGE_TAG": "cpu-1", "BASE_IMAGE": BASE}, source_location="b/k.zip")
+    assert request["environmentVariablesOverride"] == [
+        {"name": "IMAGE_TAG", "value": "cpu-1", "type": "PLAINTEXT"},
+        {"name": "BASE_IMAGE", "value": BASE, "type": "PLAINTEXT"}]
+    assert request["sourceLocationOverride"] == "b/k.zip"
+
+
+def test_ecr_repository_request_is_immutable_and_scanned():
+    request = builds.ecr_repository_request("semif-llamacpp-dlc")
+    assert request["imageTagMutability"] == "IMMUTABLE"
+    assert request["imageScanningConfiguration"] == {"scanOnPush": True}
+    assert {"Key": "created-by", "Value": "workshop_lib"} in request["tags"]
+    with pytest.raises(builds.BuildSpecError, match="repository name"):
+        builds.ecr_repository_request("Semif_LlamaCpp")
+
+
+# ---------------------------------------------------------------- model packaging inputs
+
+def test_model_package_env_for_the_pinned_model():
+    env = builds.model_package_env(PINNED_MODEL, "s3://bucket/semif-llamacpp/model.tar.gz")
+    assert env["GGUF_SHA256"] == PINNED_MODEL.gguf.sha256
+    assert env["GGUF_SIZE"] == "3013027808"
+    assert env["TOKENIZER_FILES"] == "tokenizer.json tokenizer_config.json chat_template.jinja"
+    assert env["MODEL_S3_URI"] == "s3://bucket/semif-llamacpp/"
+    aws.validate("codebuild", "StartBuild", builds.start_build_request("p1", env))
+
+
+def test_model_package_env_refuses_unpinned_or_unsupported_specs():
+    unpinned = ModelSpec(name="x", gguf=ModelFile(path="x.gguf", repo="r/x", revision="1", role="gguf"))
+    with pytest.raises(builds.BuildSpecError, match="no pinned size and sha256"):
+        builds.model_package_env(unpinned, "s3://bucket/p/")
+    with pytest.raises(builds.BuildSpecError, match="package_local"):
+        builds.model_package_env(EMBEDDED_MODEL, "s3://bucket/p/")
+    two_repos = ModelSpec(name="x", gguf=PINNED_MODEL.gguf, extra_files=(
+        ModelFile(path="a.json", repo="r/one", revision="1", role="tokenizer"),
+        ModelFile(path="b.json", repo="r/two", revision="1", role="tokenizer")))
+    with pytest.raises(builds.BuildSpecError, match="one repo and revision"):
+        builds.model_package_env(two_repos, "s3://bucket/p/")
+    in_folder = ModelSpec(name="x", gguf=ModelFile(path="q4/x.gguf", repo="r/x", revision="1", role="gguf",
+                                                   size=1, sha256="0" * 64))
+    with pytest.raises(builds.BuildSpecError, match="plain names"):
+        builds.model_package_env(in_folder, "s3://bucket/p/")
+
+
+@pytest.mark.parametrize("uri, prefix", [
+    ("s3://bucket/models/qwen/", "s3://bucket/models/qwen"),
+    ("s3://bucket/models/qwen", "s3://bucket/models/qwen"),
+    ("s3://bucket/models/qwen/model.tar.gz", "s3://bucket/models/qwen"),
+    ("s3://bucket/model.tar.gz", "s3://bucket"),
+    ("s3://bucket", "s3://bucket"),
+])
+def test_model_s3_prefix(uri, prefix):
+    assert builds.model_s3_prefix(uri) == prefix
+
+
+@pytest.mark.parametrize("uri", ["bucket/key", "s3://", "https://bucket.s3.amazonaws.com/k",
+                                 "s3://bucket/other.tar.gz"])
+def test_model_s3_prefix_refuses(uri):
+    with pytest.raises(builds.BuildSpecError):
+        builds.model_s3_prefix(uri)
+
+
+# ---------------------------------------------------------------- image build inputs
+
+def test_image_build_env():
+    env = builds.image_build_env(BASE, REPOSITORY, "gpu-20250101-120000", "container/Dockerfile.gpu")
+    assert env == {"BASE_IMAGE": BASE, "DLC_ACCOUNT": "763104351884", "REPOSITORY_URI": REPOSITORY,
+                   "IMAGE_TAG": "gpu-20250101-120000", "DOCKERFILE": "Dockerfile.gpu"}
+
+
+def test_image_build_env_takes_the_dlc_account_of_the_region():
+    base = "626614931356.dkr.ecr.af-south-1.amazonaws.com/llama-cpp@sha256:" + "34" * 32
+    repo = "123456789012.dkr.ecr.af-south-1.amazonaws.com/semif-llamacpp-dlc"
+    assert builds.image_build_env(base, repo, "cpu-1")["DLC_ACCOUNT"] == "626614931356"
+
+
+def test_image_build_env_refuses():
+    with pytest.raises(MutableImageReference, match="Pin it by digest"):
+        builds.image_build_env(BASE.split("@")[0] + ":server-sagemaker-cpu-v1", REPOSITORY, "cpu-1")
+    with pytest.raises(builds.BuildSpecError, match="us-east-1 but the build and its repository are in eu-west-1"):
+        builds.image_build_env(BASE, REPOSITORY.replace("us-east-1", "eu-west-1"), "cpu-1")
+    with pytest.raises(builds.BuildSpecError, match="private regional ECR"):
+        builds.image_build_env("public.ecr.aws/deep-learning-containers/llama-cpp@sha256:" + "12" * 32,
+                               REPOSITORY, "cpu-1")
+    with pytest.raises(builds.BuildSpecError, match="not an ECR repository"):
+        builds.image_build_env(BASE, REPOSITORY + ":latest", "cpu-1")
+    with pytest.raises(builds.BuildSpecError, match="image tag"):
+        builds.image_build_env(BASE, REPOSITORY, "-bad tag")
+    with pytest.raises(builds.BuildSpecError, match="Dockerfile.gpu"):
+        builds.image_build_env(BASE, REPOSITORY, "cpu-1", "Dockerfile.arm")
+
+
+def test_default_image_tag():
+    now = datetime.datetime(2025, 1, 2, 3, 4, 5)
+    assert builds.default_image_tag("Dockerfile.gpu", now) == "gpu-20250102-030405"
+    assert builds.default_image_tag("container/Dockerfile", now) == "cpu-20250102-030405"
+
+
+def test_failure_summary():
+    build = {"currentPhase": "COMPLETED", "buildStatus": "FAILED", "phases": [
+        {"phaseType": "PRE_BUILD", "phaseStatus": "SUCCEEDED"},
+        {"phaseType": "BUILD", "phaseStatus": "FAILED",
+         "contexts": [{"statusCode": "COMMAND_EXECUTION_ERROR", "message": "exit status 1"}]}]}
+    assert builds.failure_summary(build) == ("BUILD", "exit status 1")
+
+
+# ---------------------------------------------------------------- source zip
+
+def zip_names(data: bytes) -> list[str]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return archive.namelist()
+
+
+def test_source_zip_holds_what_the_buildspecs_need():
+    names = zip_names(builds.source_zip(REPO_ROOT))
+    assert set(builds.REQUIRED_SOURCE_FILES) <= set(names)
+    assert "container/.dockerignore" in names
+    assert all(n.startswith(("buildspec/", "container/")) for n in names)
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or ".egg-info" in n]
+
+
+def test_source_zip_is_reproducible_and_content_addressed(tmp_path):
+    first, second = builds.source_zip(REPO_ROOT), builds.source_zip(REPO_ROOT)
+    assert first == second
+    assert builds.source_key(first) == builds.source_key(second)
+    assert builds.source_key(first, "work/src/").startswith("work/src/source-")
+
+
+def test_source_zip_keeps_the_script_executable_bit():
+    with zipfile.ZipFile(io.BytesIO(builds.source_zip(REPO_ROOT))) as archive:
+        assert archive.getinfo("buildspec/scripts/package_model.sh").external_attr >> 16 == 0o755
+        assert archive.getinfo("container/Dockerfile").external_attr >> 16 == 0o644
+
+
+def test_source_zip_outside_a_checkout(tmp_path):
+    with pytest.raises(builds.SourceMissing, match="pip install -e"):
+        builds.source_zip(tmp_path)

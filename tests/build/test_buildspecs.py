@@ -1,0 +1,161 @@
+"""The buildspecs: their shape, what the library passes them, shellcheck, and the image build's flow.
+
+The image build runs here with fakes for `aws` and `docker` (see helpers.py):
+no Docker engine exists on this machine, so these tests check the commands and
+their order, not an image.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from workshop_lib import builds
+from workshop_lib.models import PINNED_MODEL
+
+from .helpers import REPO_ROOT, load_buildspec, phase_commands, run_buildspec
+
+MODEL_PACKAGE = REPO_ROOT / builds.MODEL_PACKAGE_BUILDSPEC
+IMAGE_BUILD = REPO_ROOT / builds.IMAGE_BUILD_BUILDSPEC
+REGION = "us-east-1"
+BASE = f"763104351884.dkr.ecr.{REGION}.amazonaws.com/llama-cpp@sha256:" + "12" * 32
+REPOSITORY = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/semif-llamacpp-dlc"
+
+
+def image_env(**changes) -> dict[str, str]:
+    return {**builds.image_build_env(BASE, REPOSITORY, "cpu-20250101-000000"), **changes}
+
+
+@pytest.mark.parametrize("path", [MODEL_PACKAGE, IMAGE_BUILD], ids=lambda p: p.name)
+def test_valid_yaml_version_0_2_with_phases(path):
+    spec = load_buildspec(path)
+    assert spec["version"] == 0.2
+    assert spec["env"]["shell"] == "bash"
+    assert phase_commands(spec, "pre_build") and phase_commands(spec, "build")
+    # Uploads and pushes live in `build`, so a failure earlier skips them; no post_build to guard.
+    assert "post_build" not in spec["phases"]
+    assert all(isinstance(v, str) for v in spec["env"]["variables"].values())
+
+
+def test_image_build_exports_the_digest_the_library_reads():
+    spec = load_buildspec(IMAGE_BUILD)
+    assert spec["env"]["exported-variables"] == ["IMAGE_DIGEST"]
+    assert "IMAGE_DIGEST" in builds.exported_variables(
+        {"exportedEnvironmentVariables": [{"name": "IMAGE_DIGEST", "value": "sha256:00"}]})
+
+
+def test_model_package_exports_the_model_data_url():
+    assert load_buildspec(MODEL_PACKAGE)["env"]["exported-variables"] == ["MODEL_DATA_URL"]
+
+
+def test_library_overrides_are_buildspec_variables():
+    model_vars = set(load_buildspec(MODEL_PACKAGE)["env"]["variables"])
+    image_vars = set(load_buildspec(IMAGE_BUILD)["env"]["variables"])
+    assert set(builds.model_package_env(PINNED_MODEL, "s3://bucket/prefix/")) <= model_vars
+    assert set(image_env()) <= image_vars
+
+
+def test_model_package_defaults_are_the_pinned_model():
+    defaults = load_buildspec(MODEL_PACKAGE)["env"]["variables"]
+    pinned = builds.model_package_env(PINNED_MODEL, "s3://bucket/prefix/")
+    pinned.pop("MODEL_S3_URI")
+    assert {k: defaults[k] for k in pinned} == pinned
+
+
+def test_buildspec_paths_and_scripts_exist():
+    for relative in (builds.MODEL_PACKAGE_BUILDSPEC, builds.IMAGE_BUILD_BUILDSPEC, *builds.REQUIRED_SOURCE_FILES):
+        assert (REPO_ROOT / relative).is_file(), relative
+    commands = " ".join(phase_commands(load_buildspec(MODEL_PACKAGE), "build"))
+    assert "bash buildspec/scripts/package_model.sh" in commands
+
+
+def test_image_build_commands_match_the_reference_recipe():
+    spec = load_buildspec(IMAGE_BUILD)
+    pre, build = " ".join(phase_commands(spec, "pre_build")), phase_commands(spec, "build")
+    assert pre.count("docker login --username AWS --password-stdin") == 2
+    docker_build = next(c for c in build if c.startswith("docker build"))
+    assert "--platform linux/amd64" in docker_build
+    assert '--build-arg BASE_IMAGE="$BASE_IMAGE"' in docker_build
+    assert docker_build.endswith(" container")  # the build context
+    order = [next(i for i, c in enumerate(build) if c.startswith(p))
+             for p in ("docker build", "docker push", "IMAGE_DIGEST=", "export IMAGE_DIGEST")]
+    assert order == sorted(order)
+    assert "imageDetails[0].imageDigest" in build[order[2]]
+
+
+# ---------------------------------------------------------------- the image build, run with fakes
+
+def test_image_build_with_fake_aws_cli_and_docker(tmp_path):
+    result = run_buildspec(IMAGE_BUILD, image_env(), tmp_path)
+    assert result.returncode == 0, result.stderr
+    logins = [c for c in result.calls if c[:2] == ["docker", "login"]]
+    assert [c[-1] for c in logins] == [REPOSITORY.split("/")[0], BASE.split("/")[0]]
+    build = next(c for c in result.calls if c[:2] == ["docker", "build"])
+    assert build[build.index("--build-arg") + 1] == f"BASE_IMAGE={BASE}"
+    assert build[build.index("--file") + 1] == "container/Dockerfile"
+    assert build[build.index("--platform") + 1] == "linux/amd64"
+    assert build[-1] == "container" and (tmp_path / "src" / "container" / "Dockerfile").is_file()
+    assert ["docker", "push", f"{REPOSITORY}:cpu-20250101-000000"] in result.calls
+    describe = next(c for c in result.calls if c[:3] == ["aws", "ecr", "describe-images"])
+    assert describe[describe.index("--repository-name") + 1] == "semif-llamacpp-dlc"
+    assert result.exported == {"IMAGE_DIGEST": "sha256:" + "ab" * 32}
+
+
+def test_image_build_gpu_dockerfile(tmp_path):
+    result = run_buildspec(IMAGE_BUILD, image_env(DOCKERFILE="Dockerfile.gpu"), tmp_path)
+    assert result.returncode == 0, result.stderr
+    build = next(c for c in result.calls if c[:2] == ["docker", "build"])
+    assert build[build.index("--file") + 1] == "container/Dockerfile.gpu"
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"BASE_IMAGE": BASE.split("@")[0] + ":server-sagemaker-cpu-v1"}, "pinned by digest"),
+    ({"DLC_ACCOUNT": "626614931356"}, "not in the DLC registry account"),
+    ({"IMAGE_TAG": "unset"}, "IMAGE_TAG"),
+    ({"DOCKERFILE": "../Dockerfile"}, "DOCKERFILE must be"),
+], ids=["tag-not-digest", "wrong-dlc-account", "no-tag", "bad-dockerfile"])
+def test_image_build_refuses_bad_inputs_before_docker_runs(tmp_path, changes, message):
+    result = run_buildspec(IMAGE_BUILD, image_env(**changes), tmp_path)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert not [c for c in result.calls if c[0] == "docker"]
+
+
+def test_image_build_fails_when_ecr_returns_no_digest(tmp_path):
+    result = run_buildspec(IMAGE_BUILD, image_env(), tmp_path, extra_env={"FAKE_IMAGE_DIGEST": "None"})
+    assert result.returncode != 0
+    assert "no digest" in result.stderr
+
+
+# ---------------------------------------------------------------- shellcheck
+
+def _shellcheck(path):
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed (Debian: apt-get install -y shellcheck)")
+    return subprocess.run(["shellcheck", "--shell=bash", "--severity=style", str(path)],
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("path", sorted((REPO_ROOT / "buildspec" / "scripts").glob("*.sh")), ids=lambda p: p.name)
+def test_shellcheck_scripts(path):
+    result = _shellcheck(path)
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("path", [MODEL_PACKAGE, IMAGE_BUILD], ids=lambda p: p.name)
+def test_shellcheck_inline_commands(path, tmp_path):
+    """All phases' commands as one bash script, as CodeBuild runs them in one shell."""
+    spec = load_buildspec(path)
+    lines = ["#!/usr/bin/env bash",
+             "# Variables CodeBuild provides or the buildspec's env section sets:",
+             'AWS_REGION="${AWS_REGION:-}" AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-}"']
+    lines += [f'{name}="${{{name}:-{value}}}"' for name, value in spec["env"]["variables"].items()]
+    for phase in ("install", "pre_build", "build"):
+        lines += phase_commands(spec, phase)
+    lines.append(" ".join(f'echo "${name}"' for name in spec["env"].get("exported-variables", [])) or ":")
+    script = tmp_path / f"{path.stem}.sh"
+    script.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = _shellcheck(script)
+    assert result.returncode == 0, result.stdout + script.read_text()

@@ -1,0 +1,160 @@
+"""container/Dockerfile and Dockerfile.gpu, checked statically (no Docker engine here).
+
+The image itself is built by CodeBuild (buildspec/image-build.yml); these tests
+hold the invariants that build relies on.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .helpers import REPO_ROOT
+
+CONTEXT = REPO_ROOT / "container"
+DOCKERFILES = [CONTEXT / "Dockerfile", CONTEXT / "Dockerfile.gpu"]
+
+
+def instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, with comments dropped and continuation lines joined."""
+    result, pending = [], ""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        line, pending = pending + line, ""
+        keyword, _, args = line.strip().partition(" ")
+        result.append((keyword.upper(), args.strip()))
+    return result
+
+
+def final_stage(steps):
+    last_from = max(i for i, (k, _) in enumerate(steps) if k == "FROM")
+    return steps[last_from:]
+
+
+def env_of(steps) -> dict[str, str]:
+    env = {}
+    for keyword, args in steps:
+        if keyword == "ENV":
+            env.update(dict(re.findall(r'(\w+)=("[^"]*"|\S+)', args)))
+    return env
+
+
+@pytest.fixture(params=DOCKERFILES, ids=lambda p: p.name)
+def steps(request):
+    return instructions(request.param)
+
+
+def test_arg_base_image_before_every_from(steps):
+    assert steps[0] == ("ARG", "BASE_IMAGE")  # no default: the caller must pass a pinned digest
+    froms = [args for keyword, args in steps if keyword == "FROM"]
+    assert froms and all(re.fullmatch(r"\$\{BASE_IMAGE\}( AS \w+)?", f) for f in froms)
+    assert final_stage(steps)[0] == ("FROM", "${BASE_IMAGE}")
+
+
+def test_exec_form_entrypoint_and_serve_cmd(steps):
+    entry = [json.loads(a) for k, a in steps if k == "ENTRYPOINT"]
+    cmd = [json.loads(a) for k, a in steps if k == "CMD"]
+    assert entry == [["python3", "-m", "decision_adapter.serve"]]
+    assert cmd == [["serve"]]
+
+
+def test_llama_cpp_python_never_compiles_llama_cpp(steps):
+    runs = [args for keyword, args in steps if keyword == "RUN"]
+    from_index = [a for a in runs if re.search(r"pip (install|wheel)", a) and "llama-cpp-python" in a]
+    assert from_index, "llama-cpp-python is not installed at all"
+    for args in from_index:
+        assert "-DLLAMA_BUILD=OFF" in args, args
+    # The adapter depends on llama-cpp-python; installing it next to the prebuilt wheel keeps
+    # pip from fetching the sdist (which would compile llama.cpp).
+    adapter_installs = [a for a in runs if "pip install" in a and "/tmp/adapter" in a]
+    assert adapter_installs and all(re.search(r"llama_cpp_python-\S*\.whl", a) for a in adapter_installs)
+
+
+def test_bindings_version_matches_the_adapter_pin(steps):
+    pinned = re.search(r'"llama-cpp-python==([^"]+)"', (CONTEXT / "pyproject.toml").read_text())[1]
+    args = [a for k, a in steps if k == "ARG" and a.startswith("LLAMA_CPP_PYTHON_VERSION=")]
+    assert args == [f"LLAMA_CPP_PYTHON_VERSION={pinned}"]
+
+
+def test_uses_the_dlc_llama_cpp_libraries(steps):
+    stage = final_stage(steps)
+    # llama_cpp/llama_cpp.py: LLAMA_CPP_LIB_PATH is the directory holding libllama.so.
+    assert env_of(stage)["LLAMA_CPP_LIB_PATH"] == "/opt/llama.cpp/bin"
+    # ggml loads its CPU/CUDA backends from the executable's folder or the working directory.
+    assert [a for k, a in stage if k == "WORKDIR"][-1] == "/opt/llama.cpp/bin"
+    assert any("llama_backend_init" in a for k, a in stage if k == "RUN")
+
+
+def test_build_time_smoke_check_passes_with_the_pinned_bindings(tmp_path):
+    """The Dockerfile's llama.cpp check, run by /bin/sh as Docker would, against this environment's
+    llama-cpp-python (same pinned version; its own libllama rather than the DLC's)."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed in this Python (`make test` installs it)")
+    check = next(a for k, a in final_stage(instructions(DOCKERFILES[0]))
+                 if k == "RUN" and "llama_backend_init" in a)
+    assert check.startswith("python3 -c ")
+    command = shlex.quote(sys.executable) + check[len("python3"):]
+    result = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "llama.cpp: CPU" in result.stdout
+
+
+def test_serving_settings(steps):
+    stage = final_stage(steps)
+    assert env_of(stage)["PYTHONUNBUFFERED"] == "1"
+    assert ("EXPOSE", "8080") in stage
+
+
+def test_runs_as_a_non_root_user(steps):
+    stage = final_stage(steps)
+    users = [(i, a) for i, (k, a) in enumerate(stage) if k == "USER"]
+    assert users and users[-1][1].split(":")[0] not in ("root", "0")
+    entry = next(i for i, (k, _) in enumerate(stage) if k == "ENTRYPOINT")
+    assert users[-1][0] < entry
+    created = " ".join(a for k, a in stage if k == "RUN" and "useradd" in a)
+    assert users[-1][1] in created
+
+
+def _ignored(relative: str, patterns: list[str]) -> bool:
+    """.dockerignore semantics for the patterns used here: last match wins, '!' re-includes."""
+    ignored = False
+    parts = relative.split("/")
+    candidates = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        pattern = pattern.lstrip("!").rstrip("/")
+        if any(fnmatch.fnmatch(c, pattern) or fnmatch.fnmatch(c, pattern.replace("**/", "")) for c in candidates):
+            ignored = not negate
+    return ignored
+
+
+def test_copy_sources_exist_in_the_build_context(steps):
+    patterns = [line.strip() for line in (CONTEXT / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    copies = [a.split() for k, a in steps if k == "COPY" and not a.startswith("--from=")]
+    assert copies
+    for *sources, _dest in copies:
+        for source in sources:
+            assert (CONTEXT / source).exists(), source
+            assert not _ignored(source, patterns), f"{source} is excluded by .dockerignore"
+    assert _ignored("decision_adapter/__pycache__/app.cpython-312.pyc", patterns)
+    assert _ignored("tests/test_x.py", patterns)
+
+
+def test_gpu_variant_is_the_cpu_file_plus_full_offload():
+    cpu, gpu = instructions(DOCKERFILES[0]), instructions(DOCKERFILES[1])
+    extra = [s for s in gpu if s not in cpu]
+    assert extra == [("ENV", "SM_LLAMA_CPP_N_GPU_LAYERS=999")]
+    assert [s for s in gpu if s != extra[0]] == cpu
