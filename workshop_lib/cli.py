@@ -98,7 +98,7 @@ def cmd_deploy(args) -> int:
 
 
 def _deploy(region: str, plan, args) -> int:
-    from .endpoints import deploy, placed_instance_types
+    from .endpoints import deploy, offload_log_lines, placed_instance_types
 
     if args.dry_run:
         print(plan.to_json())
@@ -109,6 +109,9 @@ def _deploy(region: str, plan, args) -> int:
     placed = placed_instance_types(described)
     if placed:
         print("placed on: " + ", ".join(f"{t} x{n}" for t, n in placed.items()))
+    if described["EndpointStatus"] == "InService" and plan.uses_instance_pools:
+        for line in offload_log_lines(logs, plan.name):
+            print(f"llama.cpp: offloaded {line.offloaded}/{line.total} layers to GPU ({line.log_stream})")
     return 0
 
 
