@@ -1,0 +1,122 @@
+"""The notebooks, read without running them: structure, AWS access, widgets, cleanup coverage."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import nbformat
+import pytest
+
+from workshop_lib import steps
+from workshop_lib.config import repo_root
+
+NOTEBOOK_DIR = repo_root() / "notebooks"
+EXPECTED = ["00_setup", "01_package_model", "02_deploy_standard_endpoint", "03_build_decision_image",
+            "04_deploy_decision_endpoints", "05_invoke_decisions", "06_benchmark", "07_cleanup"]
+# ipywidgets calls that are containers or styling, not inputs with a value.
+NOT_INPUTS = {"Layout", "VBox", "HBox", "Box", "GridBox", "Tab", "Accordion", "Stack", "Output"}
+
+
+def load(name: str):
+    return nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+
+
+def code_cells(nb) -> list[str]:
+    return [cell.source for cell in nb.cells if cell.cell_type == "code"]
+
+
+def parse(source: str) -> ast.Module:
+    """A code cell as Python, with IPython magics (``%...``, ``!...``) left out."""
+    return ast.parse("\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!"))))
+
+
+def steps_calls(sources) -> list[str]:
+    found = []
+    for source in sources:
+        for node in ast.walk(parse(source)):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "steps"):
+                found.append(node.func.attr)
+    return found
+
+
+def test_the_notebooks_are_the_ordered_set():
+    assert sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")) == EXPECTED
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_valid_nbformat_4_with_the_python3_kernel_and_no_outputs(name):
+    nb = load(name)
+    nbformat.validate(nb)
+    assert nb.nbformat == 4
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{name}: commit without outputs"
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_starts_by_loading_the_shared_config(name):
+    body = parse(code_cells(load(name))[0]).body
+    work = [n for n in body if not isinstance(n, (ast.Import, ast.ImportFrom))]
+    # The first statement that does anything is `config = WorkshopConfig.load()`.
+    assert work and ast.unparse(work[0]) == "config = WorkshopConfig.load()", ast.unparse(work[0])
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_every_aws_call_goes_through_workshop_lib(name):
+    for source in code_cells(load(name)):
+        assert not re.search(r"\bboto3\b|\bbotocore\b|sagemaker-runtime|\.client\(['\"]", source), source
+        for node in ast.walk(parse(source)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                modules = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                assert all(m and m.split(".")[0] in {"workshop_lib", "os", "json", "ipywidgets"} for m in modules), \
+                    f"{name} imports {modules}"
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_every_widget_has_a_headless_default_read_in_a_later_cell(name):
+    for source in code_cells(load(name)):
+        assert "interact_manual" not in source and ".on_click(" not in source and ".observe(" not in source
+        made = set()
+        for node in ast.walk(parse(source)):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                func = node.value.func
+                if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                        and func.value.id == "widgets" and func.attr not in NOT_INPUTS):
+                    value = next((k.value for k in node.value.keywords if k.arg == "value"), None)
+                    assert value is not None, f"{name}: widgets.{func.attr} needs value= (its headless default)"
+                    assert "os.environ" in ast.unparse(value), \
+                        f"{name}: widgets.{func.attr}'s default should come from an environment variable"
+                    made.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        for node in ast.walk(parse(source)):
+            if isinstance(node, ast.Attribute) and node.attr == "value" and isinstance(node.value, ast.Name):
+                assert node.value.id not in made, \
+                    f"{name}: {node.value.id}.value is read in the cell that builds it; read it in the next cell"
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_every_step_called_exists_and_is_classified(name):
+    for call in steps_calls(code_cells(load(name))):
+        assert callable(getattr(steps, call, None)), f"{name} calls steps.{call}, which does not exist"
+        assert call in steps.CREATES or call in steps.READ_ONLY or name == "07_cleanup", \
+            f"steps.{call} is neither in steps.CREATES nor in steps.READ_ONLY: say what it creates"
+
+
+def test_cleanup_names_every_resource_the_earlier_notebooks_create():
+    earlier = [source for name in EXPECTED[:-1] for source in code_cells(load(name))]
+    cleanup = "\n".join(code_cells(load("07_cleanup")))
+    creating = {call for call in steps_calls(earlier) if call in steps.CREATES}
+    assert creating >= {"setup", "package_model", "deploy_standard", "build_decision_image",
+                        "deploy_decision_cpu", "deploy_decision_gpu"}
+    for call in sorted(creating):
+        for name in steps.CREATES[call]:
+            assert name in cleanup, f"steps.{call} creates {name}, which 07_cleanup never names"
+
+
+def test_cleanup_proves_nothing_is_left_after_deleting():
+    order = steps_calls(code_cells(load("07_cleanup")))
+    assert order.index("running_endpoints") > max(order.index(c) for c in
+                                                  ("delete_endpoint", "delete_build_resources", "delete_artifacts"))
+    assert order[-1] == "stop_local"

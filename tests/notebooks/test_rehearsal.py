@@ -1,0 +1,144 @@
+"""Local rehearsal for real: the emulator and adapter processes, across processes, and stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from workshop_lib import endpoints, rehearsal, steps
+from workshop_lib.config import WorkshopConfig
+from workshop_lib.examples import SUPPORT_ROUTE
+
+
+@pytest.fixture
+def local_mode(tmp_path, monkeypatch):
+    """Local mode with its own config, outputs and process registry; everything stopped afterwards."""
+    monkeypatch.setenv("WORKSHOP_MODE", "local")
+    monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "local"))
+    for name in ("WORKSHOP_REGION", "WORKSHOP_BUCKET", "WORKSHOP_DEPLOY_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    yield tmp_path
+    rehearsal.stop_all()
+    steps._CLIENTS.clear()
+
+
+def recorded_groups() -> list[int]:
+    data = json.loads(rehearsal.registry_path().read_text())
+    groups = [e["pgid"] for e in data["endpoints"].values()]
+    return groups + ([data["emulator"]["pgid"]] if data["emulator"] else [])
+
+
+def test_llama_settings_say_what_each_variable_becomes():
+    lines = steps.llama_settings({"SM_LLAMA_CPP_CTX_SIZE": "4096", "SM_LLAMA_CPP_NO_MMAP": "true",
+                                  "SM_LLAMA_CPP_FLASH_ATTN": "false", "DECISION_ADAPTER_MAX_QUEUE": "4"})
+    assert "SM_LLAMA_CPP_CTX_SIZE=4096  ->  llama-server --ctx-size 4096" in lines
+    assert "SM_LLAMA_CPP_NO_MMAP=true  ->  llama-server --no-mmap" in lines
+    assert "SM_LLAMA_CPP_FLASH_ATTN=false  ->  llama-server dropped" in lines
+    assert "DECISION_ADAPTER_MAX_QUEUE=4  (adapter setting)" in lines
+
+
+def test_widget_options_text_becomes_options():
+    assert steps.parse_options("yes: Yes, refund\n\nno\n") == [{"id": "yes", "text": "Yes, refund"},
+                                                                {"id": "no", "text": "no"}]
+
+
+def test_the_emulator_gets_a_type_it_knows_and_the_request_stays_valid():
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/x@sha256:" + "a" * 64
+    plan = endpoints.decision_cpu_plan("e", image_uri=image, role_arn="arn:aws:iam::123456789012:role/r",
+                                       model_data_url="s3://b/m/model.tar.gz")
+    sent, notes = steps._for_emulator(plan)
+    assert sent.endpoint_config["ProductionVariants"][0]["InstanceType"] == "ml.c5.9xlarge"
+    assert plan.endpoint_config["ProductionVariants"][0]["InstanceType"] == "ml.c6i.8xlarge"
+    assert sent.model == plan.model and "ml.c6i.8xlarge" in notes[0]
+
+
+@pytest.mark.slow
+def test_an_emulator_started_by_another_process_is_found_and_stopped(local_mode):
+    started = subprocess.run([sys.executable, "-c", "from workshop_lib import rehearsal; "
+                              "print(rehearsal.ensure_emulator())"],
+                             capture_output=True, text=True, timeout=120, env=dict(os.environ), check=True)
+    url = started.stdout.strip()
+    assert rehearsal.emulator_url() == url  # the first process has exited; the emulator lives on
+    assert rehearsal.ensure_emulator() == url  # reused, not restarted
+    [pgid] = recorded_groups()
+    assert rehearsal.stop_all() == ["AWS emulator"]
+    assert not rehearsal.group_alive(pgid)
+    assert rehearsal.stop_all() == []
+    assert rehearsal.format_status() == "no local rehearsal processes are running"
+
+
+@pytest.mark.slow
+def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
+    config = steps.setup(WorkshopConfig.load(), deploy_path="decision-cpu").config
+    assert WorkshopConfig.load().bucket == config.bucket  # saved where the next notebook reads it
+    package = steps.package_model(config, progress=False)
+    assert package.manifest["files"][0]["sha256"] == package.manifest["files"][0]["sha256"].lower()
+    image = steps.build_decision_image(config, "cpu", progress=False)
+    assert "@sha256:" in image.image_uri and any("docker build" in n for n in image.notes)
+    assert "refused" in steps.refuse_mutable_tag(config, "cpu")
+
+    cpu = steps.deploy_decision_cpu(config, progress=False)
+    assert cpu.status == "InService"
+    entry = json.loads(rehearsal.registry_path().read_text())["endpoints"][config.cpu_endpoint_name]
+    # THREADS as planned for the instance (its vCPUs) on AWS, 2 here; no GPU layers here.
+    assert cpu.plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == "32"
+    assert entry["environment"]["SM_LLAMA_CPP_THREADS"] == "2"
+    assert entry["environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "0"
+    made = steps.client(config, config.cpu_endpoint_name).decide(SUPPORT_ROUTE)
+    assert made.option_ids == tuple(o["id"] for o in SUPPORT_ROUTE["options"])
+    assert abs(sum(made.probabilities) - 1) < 1e-6
+    assert steps.placement(config, config.cpu_endpoint_name).offloaded.startswith("0/")
+
+    gpu = steps.deploy_decision_gpu(config, image.image_uri, progress=False)
+    assert gpu.status == "stand-in" and "Not exercised locally" in gpu.notes[-1]
+    kept = json.loads((local_mode / "local" / f"{config.gpu_endpoint_name}.requests.json").read_text())
+    assert [p["InstanceType"] for p in kept["CreateEndpointConfig"]["ProductionVariants"][0]["InstancePools"]] \
+        == list(endpoints.DEFAULT_GPU_POOLS)
+
+    groups = recorded_groups()
+    assert len(groups) == 3 and all(rehearsal.group_alive(g) for g in groups)
+    for name in (config.cpu_endpoint_name, config.gpu_endpoint_name):
+        assert "local endpoint process: stopped" in steps.delete_endpoint(config, name)
+    assert steps.running_endpoints(config) == "no workshop endpoints found"
+    assert steps.stop_local(config).endswith("no local rehearsal processes are running")
+    assert not any(rehearsal.group_alive(g) for g in groups)
+
+
+def test_aws_mode_steps_call_the_library_the_same_way(tmp_path, monkeypatch):
+    """The aws branches against moto in-process (a fake AWS; it knows neither ml.c6i nor pools)."""
+    from moto import mock_aws
+
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "WORKSHOP_BUCKET", "WORKSHOP_DEPLOY_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("WORKSHOP_MODE", "aws")
+    monkeypatch.setenv("WORKSHOP_REGION", "eu-west-1")
+    monkeypatch.setenv("WORKSHOP_ROLE_ARN", "arn:aws:iam::123456789012:role/sagemaker-workshop")
+    monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
+    steps._CLIENTS.clear()
+    with mock_aws():
+        checks = steps.check_environment(WorkshopConfig.load())
+        assert dict((n, p) for n, p, _ in checks.rows)["credentials"] is True
+        first = steps.setup(WorkshopConfig.load())
+        config = first.config
+        assert config.bucket == "decision-workshop-123456789012-eu-west-1" and "created bucket" in str(first)
+        assert "exists in eu-west-1" in str(steps.setup(WorkshopConfig.load()))
+        c = steps.clients(config)
+        rehearsal.seed_dlc(c.ecr, config.region)  # moto's ECR has no DLC: put stand-ins where AWS has it
+        c.s3.put_object(Bucket=config.bucket, Key="decision-workshop/model/model.tar.gz", Body=b"x")
+        steps._remember(model_data_url=config.model_data_url)
+        standard = steps.deploy_standard(config, instance_type="ml.c5.2xlarge", progress=False)
+        assert standard.status == "InService" and standard.url is None
+        assert standard.plan.image_uri.startswith("763104351884.dkr.ecr.eu-west-1.amazonaws.com/llama-cpp@sha256:")
+        assert steps.running_endpoints(config).startswith("endpoint")
+        assert "endpoint llamacpp-gguf: deleted" in steps.delete_endpoint(config, config.standard_endpoint_name)
+        assert steps.running_endpoints(config) == "no workshop endpoints found"
+        assert "1 objects deleted" in steps.delete_artifacts(config, config.s3_uri())
+        assert steps.stop_local(config) == "aws mode: no local processes were started"
+    steps._CLIENTS.clear()

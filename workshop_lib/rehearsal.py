@@ -1,0 +1,464 @@
+"""Local rehearsal: the AWS control plane emulated on this machine, endpoints as real processes.
+
+In ``local`` mode the notebooks and the CLI run the same steps as on AWS, against
+
+* the emulator: moto in server mode on a free loopback port, reached by boto3
+  clients with fake credentials (botocore still validates every request against
+  the real service model before it leaves the process);
+* local endpoints: for each SageMaker endpoint created in the emulator, a real
+  decision adapter process (gunicorn + llama.cpp) started from what the emulator
+  recorded: DescribeEndpoint -> endpoint config -> model (``Environment``,
+  ``ModelDataUrl``), the tarball downloaded from emulated S3 and extracted the
+  way SageMaker fills ``/opt/ml/model``.
+
+A rehearsal spans several notebook kernels, so the processes are started with a
+keep-alive (they run under ``timeout`` and end by themselves after
+``KEEP_ALIVE_S``) and recorded in a registry file,
+``.workshop/local/rehearsal.json`` (or ``$WORKSHOP_LOCAL_DIR/rehearsal.json``).
+Any later process can find them there and stop them: ``stop_all()``.
+
+Two settings always differ from the endpoint's: ``SM_LLAMA_CPP_THREADS`` is
+forced to 2 (this machine's cores, not the instance's vCPUs) and
+``SM_LLAMA_CPP_N_GPU_LAYERS`` to 0 (no GPU here). ``start_local_endpoint``
+reports both changes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import signal
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import repo_root
+from .local import AdapterProcess, EmulatorProcess, ServerFailedToStart
+
+KEEP_ALIVE_S = 2 * 3600
+LOCAL_THREADS = 2
+LOCAL_GPU_LAYERS = 0
+FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+EMULATOR_ACCOUNT = "123456789012"  # moto's default account
+FORCED_SETTINGS = {"SM_LLAMA_CPP_THREADS": str(LOCAL_THREADS), "SM_LLAMA_CPP_N_GPU_LAYERS": str(LOCAL_GPU_LAYERS)}
+
+# Processes started by this Python process: stopped through their Popen, so they are reaped.
+_OWNED: dict[int, object] = {}
+
+
+class RehearsalError(RuntimeError):
+    """Local rehearsal cannot do what was asked; the message says what to run first."""
+
+
+# ---- where things live ------------------------------------------------------------------
+
+
+def local_dir() -> Path:
+    override = os.environ.get("WORKSHOP_LOCAL_DIR", "").strip()
+    return Path(override) if override else repo_root() / ".workshop" / "local"
+
+
+def registry_path() -> Path:
+    return local_dir() / "rehearsal.json"
+
+
+def _read_registry() -> dict:
+    path = registry_path()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data.setdefault("emulator", None)
+    data.setdefault("endpoints", {})
+    return data
+
+
+def _write_registry(data: dict) -> None:
+    path = registry_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---- process groups ----------------------------------------------------------------------
+
+
+def _proc_groups() -> dict[int, list[str]] | None:
+    """pgid -> states of its processes, from /proc (None where there is no /proc)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    groups: dict[int, list[str]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 2:
+            groups.setdefault(int(fields[2]), []).append(fields[0])
+    return groups
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except (ChildProcessError, OSError):
+        pass
+
+
+def group_alive(pgid: int | None) -> bool:
+    """True while any process of the group runs (zombies, left unreaped by some inits, do not count)."""
+    if not pgid:
+        return False
+    _reap(pgid)
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    groups = _proc_groups()
+    if groups is None:
+        return True
+    return any(state != "Z" for state in groups.get(pgid, []))
+
+
+def _stop_group(pgid: int, timeout_s: float = 30.0) -> bool:
+    """SIGTERM the group, SIGKILL what is left after timeout_s; False if nothing was running."""
+    owned = _OWNED.pop(pgid, None)
+    if owned is not None:
+        alive = owned.process is not None and owned.process.poll() is None
+        owned.stop(timeout_s=timeout_s)
+        return alive
+    if not group_alive(pgid):
+        return False
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not group_alive(pgid):
+            return True
+        time.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True
+
+
+def _get(url: str, timeout: float = 2.0) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def _record(server, **extra) -> dict:
+    pid = server.process.pid  # started in a new session: the group id is the leader's pid
+    return {"pid": pid, "pgid": pid, "port": server.port,
+            "url": server.url, "log": str(server.log_path), "started": _now(),
+            "keep_alive_s": server.keep_alive_s, **extra}
+
+
+# ---- the emulator --------------------------------------------------------------------------
+
+
+def emulator_url() -> str | None:
+    """The running emulator's URL, or None."""
+    entry = _read_registry()["emulator"]
+    if entry and group_alive(entry["pgid"]) and _get(entry["url"] + "/moto-api/") == 200:
+        return entry["url"]
+    return None
+
+
+def ensure_emulator(keep_alive_s: float = KEEP_ALIVE_S, timeout_s: float = 60.0) -> str:
+    """Return the emulator's URL, starting it first if it is not running and reachable.
+
+    A new emulator starts empty, so local endpoints recorded for an earlier one are stopped.
+    """
+    url = emulator_url()
+    if url:
+        return url
+    data = _read_registry()
+    for name in list(data["endpoints"]):
+        stop_endpoint(name)
+    if data["emulator"]:
+        _stop_group(data["emulator"]["pgid"], timeout_s=10)
+    emulator = EmulatorProcess(log_path=local_dir() / "emulator.log", keep_alive_s=keep_alive_s)
+    emulator.start(timeout_s=timeout_s)
+    _OWNED[emulator.process.pid] = emulator
+    data = _read_registry()
+    data["emulator"] = _record(emulator)
+    data["endpoints"] = {}
+    _write_registry(data)
+    return emulator.url
+
+
+def session():
+    """A boto3 session with fake credentials: whatever it reaches, it can never be a real account."""
+    import boto3
+
+    return boto3.session.Session(**FAKE_CREDENTIALS)
+
+
+def client(service: str, region: str, url: str | None = None):
+    """A boto3 client for ``service`` pointed at the emulator (started if needed)."""
+    from botocore.config import Config
+
+    url = url or ensure_emulator()
+    config = Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=5, read_timeout=60)
+    return session().client(service, region_name=region, endpoint_url=url, config=config)
+
+
+# ---- images that stand in for real ones ----------------------------------------------------
+
+
+def stand_in_manifest(description: str, content_sha256: str) -> str:
+    """An OCI-style image manifest with one layer named by ``content_sha256``.
+
+    The emulator stores manifests, not layers; the layer digest makes each
+    stand-in image's digest distinct and tied to what it stands for.
+    """
+    config_blob = json.dumps({"description": description}).encode()
+    return json.dumps({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config_blob),
+                   "digest": "sha256:" + hashlib.sha256(config_blob).hexdigest()},
+        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": 0,
+                    "digest": "sha256:" + content_sha256}],
+    })
+
+
+def push_stand_in(ecr_client, repository: str, tag: str, description: str, content_sha256: str,
+                  registry_id: str | None = None) -> str:
+    """PutImage of a stand-in manifest; returns its digest (what ECR would report after docker push)."""
+    from botocore.exceptions import ClientError
+
+    kwargs = {"registryId": registry_id} if registry_id else {}
+    try:
+        response = ecr_client.put_image(repositoryName=repository, imageTag=tag,
+                                        imageManifest=stand_in_manifest(description, content_sha256), **kwargs)
+        return response["image"]["imageId"]["imageDigest"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ImageAlreadyExistsException":
+            raise
+    images = ecr_client.describe_images(repositoryName=repository, imageIds=[{"imageTag": tag}], **kwargs)
+    return images["imageDetails"][0]["imageDigest"]
+
+
+def seed_dlc(ecr_client, region: str) -> dict[str, str]:
+    """Put stand-ins for the llama.cpp DLC's SageMaker tags into the emulated DLC registry.
+
+    The repository is created under the DLC's registry id, so ``images.resolve_digest``
+    runs unchanged on ``images.dlc_image_uri(region)``. Returns tag -> digest.
+    """
+    from botocore.exceptions import ClientError
+
+    from . import images
+
+    account = images.dlc_account(region)
+    try:
+        ecr_client.create_repository(repositoryName=images.DLC_REPOSITORY, registryId=account,
+                                     imageTagMutability="MUTABLE")
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "RepositoryAlreadyExistsException":
+            raise
+    digests = {}
+    for tag in images.SAGEMAKER_TAGS.values():
+        what = f"local stand-in for {images.DLC_REPOSITORY}:{tag} (the AWS llama.cpp DLC)"
+        digests[tag] = push_stand_in(ecr_client, images.DLC_REPOSITORY, tag, what,
+                                     hashlib.sha256(what.encode()).hexdigest(), registry_id=account)
+    return digests
+
+
+# ---- local endpoints --------------------------------------------------------------------------
+
+
+@dataclass
+class LocalEndpoint:
+    name: str
+    url: str
+    log: Path
+    model_dir: Path
+    model_name: str
+    environment: dict[str, str]
+    changed: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # var -> (on AWS, here)
+    seconds: float = 0.0
+
+    def changes_text(self) -> str:
+        if not self.changed:
+            return ""
+        parts = [f"{k}: {old if old is not None else '(unset)'} -> {new}" for k, (old, new) in self.changed.items()]
+        return "locally " + ", ".join(parts) + " (2 CPU cores, no GPU on this machine)"
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.url} (model {self.model_name}, log {self.log})"
+
+
+def _model_for_endpoint(sm_client, name: str) -> str:
+    from botocore.exceptions import ClientError
+
+    try:
+        described = sm_client.describe_endpoint(EndpointName=name)
+    except ClientError as exc:
+        raise RehearsalError(f"the emulator has no endpoint {name!r}; deploy it first") from exc
+    config = sm_client.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
+    return config["ProductionVariants"][0]["ModelName"]
+
+
+def _download_and_extract(s3_client, model_data_url: str) -> Path:
+    """Fetch model.tar.gz from emulated S3 once per object version and unpack it like /opt/ml/model."""
+    from .packaging import extract_model
+
+    bucket, key = model_data_url[len("s3://"):].split("/", 1)
+    etag = s3_client.head_object(Bucket=bucket, Key=key)["ETag"].strip('"')
+    target = local_dir() / "models" / etag
+    model_dir = target / "model"
+    if (target / ".complete").is_file():
+        return model_dir
+    target.mkdir(parents=True, exist_ok=True)
+    tarball = target / "model.tar.gz"
+    s3_client.download_file(bucket, key, str(tarball))
+    with tarfile.open(tarball, "r:gz"):
+        pass  # fails early with a clear tarfile error if the object is not a tarball
+    extract_model(tarball, model_dir)
+    tarball.unlink()
+    (target / ".complete").write_text(model_data_url + "\n")
+    return model_dir
+
+
+def start_local_endpoint(name: str, sm_client, s3_client, *, model_name: str | None = None,
+                         keep_alive_s: float = KEEP_ALIVE_S, timeout_s: float = 180.0) -> LocalEndpoint:
+    """Start a real adapter for endpoint ``name`` from what the emulator recorded for it.
+
+    Follows DescribeEndpoint -> DescribeEndpointConfig -> DescribeModel, unless
+    ``model_name`` is given (used when the emulator could not create the endpoint
+    itself, as for instance pools). A running endpoint of that name is replaced.
+    """
+    started = time.perf_counter()
+    model_name = model_name or _model_for_endpoint(sm_client, name)
+    container = sm_client.describe_model(ModelName=model_name)["PrimaryContainer"]
+    if not container.get("ModelDataUrl"):
+        raise RehearsalError(f"model {model_name} has no ModelDataUrl; local endpoints serve a packaged model")
+    model_dir = _download_and_extract(s3_client, container["ModelDataUrl"])
+    declared = dict(container.get("Environment") or {})
+    environment = {**declared, **FORCED_SETTINGS}
+    changed = {k: (declared.get(k), v) for k, v in FORCED_SETTINGS.items() if declared.get(k) != v}
+    stop_endpoint(name)
+    log = local_dir() / "endpoints" / f"{name}.log"
+    if log.exists():
+        log.unlink()
+    adapter = AdapterProcess(model_dir, log_path=log, threads=LOCAL_THREADS, env=environment,
+                             keep_alive_s=keep_alive_s)
+    try:
+        adapter.start(timeout_s=timeout_s)
+    except ServerFailedToStart as exc:
+        raise RehearsalError(f"the local endpoint {name} did not start: {exc}") from None
+    _OWNED[adapter.process.pid] = adapter
+    data = _read_registry()
+    data["endpoints"][name] = _record(adapter, model_dir=str(model_dir), model_name=model_name,
+                                      environment=environment)
+    _write_registry(data)
+    return LocalEndpoint(name, adapter.url, log, model_dir, model_name, environment, changed,
+                         time.perf_counter() - started)
+
+
+def endpoint_url(name: str) -> str:
+    """The URL of the local endpoint ``name``; RehearsalError if it is not running."""
+    entry = _read_registry()["endpoints"].get(name)
+    if not entry or not group_alive(entry["pgid"]):
+        raise RehearsalError(f"no local endpoint {name!r} is running; deploy it (notebooks 02 and 04) first")
+    return entry["url"]
+
+
+def endpoint_log(name: str) -> Path:
+    entry = _read_registry()["endpoints"].get(name)
+    if not entry:
+        raise RehearsalError(f"no local endpoint {name!r} was started")
+    return Path(entry["log"])
+
+
+def stop_endpoint(name: str) -> bool:
+    """Stop the local endpoint ``name``; False if it was not running."""
+    data = _read_registry()
+    entry = data["endpoints"].pop(name, None)
+    stopped = _stop_group(entry["pgid"]) if entry else False
+    if entry:
+        _write_registry(data)
+    return stopped
+
+
+def stop_all() -> list[str]:
+    """Stop every local endpoint and the emulator; returns what was running. Safe to call twice."""
+    data = _read_registry()
+    stopped = [f"local endpoint {name}" for name in list(data["endpoints"]) if stop_endpoint(name)]
+    data = _read_registry()
+    if data["emulator"]:
+        if _stop_group(data["emulator"]["pgid"]):
+            stopped.append("AWS emulator")
+        data["emulator"] = None
+    data["endpoints"] = {}
+    if registry_path().exists() or stopped:
+        _write_registry(data)
+    # Extracted model copies are only for running endpoints; none runs now.
+    shutil.rmtree(local_dir() / "models", ignore_errors=True)
+    return stopped
+
+
+@dataclass(frozen=True)
+class ProcessStatus:
+    what: str
+    url: str
+    running: bool
+    log: str
+
+    def __str__(self) -> str:
+        return f"{self.what:<40} {'running' if self.running else 'stopped':<8} {self.url}  (log {self.log})"
+
+
+def status() -> list[ProcessStatus]:
+    """What the registry records, and whether each process still runs."""
+    data = _read_registry()
+    found = []
+    if data["emulator"]:
+        e = data["emulator"]
+        found.append(ProcessStatus("AWS emulator (moto server)", e["url"], group_alive(e["pgid"]), e["log"]))
+    for name, e in sorted(data["endpoints"].items()):
+        found.append(ProcessStatus(f"local endpoint {name}", e["url"], group_alive(e["pgid"]), e["log"]))
+    return found
+
+
+def format_status(found: list[ProcessStatus] | None = None) -> str:
+    found = status() if found is None else found
+    running = [p for p in found if p.running]
+    if not running:
+        return "no local rehearsal processes are running"
+    return "\n".join(str(p) for p in running)
+
+
+__all__ = [
+    "KEEP_ALIVE_S", "LOCAL_THREADS", "LocalEndpoint", "ProcessStatus", "RehearsalError", "client",
+    "emulator_url", "endpoint_log", "endpoint_url", "ensure_emulator", "format_status", "group_alive",
+    "local_dir", "push_stand_in", "registry_path", "seed_dlc", "session", "stand_in_manifest",
+    "start_local_endpoint", "status", "stop_all", "stop_endpoint",
+]
