@@ -176,6 +176,23 @@ def cmd_running(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from .bench import load_comparison, run_benchmark
+
+    compare_with = load_comparison(args.compare) if args.compare else None
+    report = run_benchmark(
+        _endpoint_client(args), args.tasks, limit=args.limit, concurrency=args.concurrency,
+        baseline=args.baseline, bias=args.bias, debias=args.debias, calibrate=args.calibrate,
+        rotations=args.rotations, study_limit=args.study_limit, label=args.label, compare_with=compare_with,
+        progress=not args.no_progress)
+    paths = report.save(args.out)
+    print(report.to_markdown())
+    print()
+    for kind, path in paths.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
 # -- parser ---------------------------------------------------------------------
 
 
@@ -273,6 +290,36 @@ def build_parser() -> argparse.ArgumentParser:
     _target_flags(p)
     p.add_argument("--request", help="a JSON file with a decision or shared-state request "
                                      "(default: the README's support-route example)")
+
+    p = add("bench", cmd_bench, "benchmark a decision endpoint: validity, accuracy, latency, baselines, plots",
+            "Send labelled tasks (JevBench JSONL or decision records; default: the packaged set) to a decision "
+            "endpoint, sequentially (as the blog) or with --concurrency N clients, and report valid responses, "
+            "accuracy by family and type, client p50/p95/max and throughput. Opt-in: a generation baseline "
+            "through the chat schema, an option-order test, an order-debiased readout and temperature "
+            "calibration. Writes report.json, report.md and PNGs to --out; --compare puts a saved report.json "
+            "beside this run (e.g. CPU vs GPU).")
+    _common(p)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--endpoint", "--endpoint-name", dest="endpoint_name", metavar="NAME",
+                        help="SageMaker endpoint name")
+    target.add_argument("--url", help="a local adapter's base URL, e.g. http://127.0.0.1:8080")
+    p.add_argument("--tasks", metavar="PATH", help="JSONL task file (default: the packaged task set)")
+    p.add_argument("--limit", type=int, metavar="N", help="use N tasks, spread across families")
+    p.add_argument("--concurrency", type=int, default=1, metavar="N",
+                   help="requests in flight for the decision run (default 1: sequential)")
+    p.add_argument("--baseline", action="store_true", help="also answer by generation through the chat schema")
+    p.add_argument("--bias", action="store_true", help="also send the options reversed; report top-choice flips")
+    p.add_argument("--debias", action="store_true",
+                   help="also the order-debiased readout (k rotations in one shared-state request); implies --bias")
+    p.add_argument("--rotations", type=int, metavar="K", help="rotations for --debias (default: one per option)")
+    p.add_argument("--study-limit", type=int, metavar="N",
+                   help="run the baseline and order studies on N of the tasks (default: all)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="fit a temperature on the dev tasks; ECE and Brier before/after on the rest")
+    p.add_argument("--compare", metavar="REPORT_JSON", help="a saved report.json to show side by side")
+    p.add_argument("--label", default="decision", help="name of this run in tables (e.g. cpu, gpu)")
+    p.add_argument("--out", default=".workshop/bench", help="output folder (default .workshop/bench)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     p = add("cleanup", cmd_cleanup, "delete the named endpoint, its config and model (nothing else)")
     _common(p)

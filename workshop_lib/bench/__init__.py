@@ -1,0 +1,23 @@
+"""The decision benchmark: validity, accuracy, latency, a generation baseline,
+position bias and calibration, against any ``EndpointClient``.
+
+    from workshop_lib.bench import run_notebook_benchmark
+    report = run_notebook_benchmark(client, limit=20)   # packaged tasks, every study on
+    report.plot(); report.save("bench-results")
+
+Modules: ``tasks`` (JevBench / decision records -> requests), ``scoring`` (validity,
+argmax, ties), ``runner`` (sequential or N concurrent clients), ``report`` (numbers,
+side by side, JSON / Markdown), ``plots``, ``baseline`` (generation through chat),
+``bias`` (order test, debiased readout), ``calibration`` (temperature, ECE, Brier),
+``suite`` (all of it in one call). Pure computations are kept apart from the
+functions that call the endpoint.
+"""
+
+from .report import BenchReport, compare, load_comparison, percentile, summarize
+from .runner import Run, TaskResult, run_decisions
+from .suite import resolve_tasks, run_benchmark, run_notebook_benchmark
+from .tasks import Task, TaskFormatError, default_tasks_path, load_tasks
+
+__all__ = ["BenchReport", "Run", "Task", "TaskFormatError", "TaskResult", "compare", "default_tasks_path",
+           "load_comparison", "load_tasks", "percentile", "resolve_tasks", "run_benchmark", "run_decisions",
+           "run_notebook_benchmark", "summarize"]
