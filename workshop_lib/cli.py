@@ -44,9 +44,13 @@ def _print_json(value) -> None:
 
 
 def cmd_demo(args) -> int:
-    from . import demo
+    from . import demo, steps
 
-    return demo.run(args.work_dir)
+    status = demo.run(args.work_dir)
+    if status or args.adapter_only:
+        return status
+    print()
+    return steps.rehearse_all()
 
 
 def cmd_package_model(args) -> int:
@@ -227,10 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(func=func)
         return sub
 
-    p = add("demo", cmd_demo, "rehearse the decision path locally with the embedded model",
-            "Package the embedded model, start the real adapter on a local port, send a decision, a "
-            "shared-state request and a chat message, then stop the server. No AWS account needed.")
-    p.add_argument("--work-dir", default=".workshop/demo", help="where the package and logs go")
+    p = add("demo", cmd_demo, "rehearse the workshop locally with the embedded model (no AWS account)",
+            "Part 1: package the embedded model, start the real adapter on a local port, send a decision, a "
+            "shared-state request and a chat message, then stop the server. Part 2: run the notebooks' local "
+            "path (00-07) against the AWS emulator and print one line per notebook. Everything is stopped.")
+    p.add_argument("--work-dir", default=".workshop/demo", help="where part 1's package and logs go")
+    p.add_argument("--adapter-only", action="store_true", help="run part 1 only")
 
     p = add("package-model", cmd_package_model, "package the pinned GGUF + tokenizer in CodeBuild",
             "Download the pinned model revision in CodeBuild, verify sizes and sha256 (the build fails on a "
