@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean-venv
+.PHONY: demo test bench conformance clean-venv
 
 $(STAMP): pyproject.toml container/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,8 +23,12 @@ $(STAMP): pyproject.toml container/pyproject.toml
 demo: $(STAMP)
 	$(PY) -m workshop_lib demo
 
+# Unit, adapter, AWS and benchmark tests first, then every notebook in order
+# (local rehearsal: the AWS emulator and real adapter processes, all stopped at the end).
 test: $(STAMP)
 	$(PY) -m pytest
+	WORKSHOP_MODE=local JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter \
+	  $(PY) -m pytest --nbmake --nbmake-kernel=python3 notebooks/
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.adapter
