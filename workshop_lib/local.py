@@ -39,17 +39,60 @@ class ServerFailedToStart(RuntimeError):
 AdapterFailedToStart = ServerFailedToStart
 
 
+def _proc_groups() -> dict[int, list[str]] | None:
+    """pgid -> states of its processes, from /proc (None where there is no /proc)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    groups: dict[int, list[str]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 2:
+            groups.setdefault(int(fields[2]), []).append(fields[0])
+    return groups
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except (ChildProcessError, OSError):
+        pass
+
+
+def group_alive(pgid: int | None) -> bool:
+    """True while any process of the group runs (zombies, left unreaped by some inits, do not count)."""
+    if not pgid:
+        return False
+    _reap(pgid)
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    groups = _proc_groups()
+    if groups is None:
+        return True
+    return any(state != "Z" for state in groups.get(pgid, []))
+
+
 def stop_process_group(pgid: int, timeout_s: float = 30.0) -> bool:
-    """SIGTERM a process group, SIGKILL it after timeout_s; False if it was already gone."""
+    """SIGTERM a process group, SIGKILL what is left after timeout_s; False if nothing was running."""
+    if not group_alive(pgid):
+        return False
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return False
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
+        if not group_alive(pgid):
             return True
         time.sleep(0.1)
     try:

@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import tarfile
 import time
 import urllib.error
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import repo_root
-from .local import AdapterProcess, EmulatorProcess, ServerFailedToStart
+from .local import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
 
 KEEP_ALIVE_S = 2 * 3600
 LOCAL_THREADS = 2
@@ -94,72 +93,14 @@ def _now() -> str:
 # ---- process groups ----------------------------------------------------------------------
 
 
-def _proc_groups() -> dict[int, list[str]] | None:
-    """pgid -> states of its processes, from /proc (None where there is no /proc)."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return None
-    groups: dict[int, list[str]] = {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 2:
-            groups.setdefault(int(fields[2]), []).append(fields[0])
-    return groups
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except (ChildProcessError, OSError):
-        pass
-
-
-def group_alive(pgid: int | None) -> bool:
-    """True while any process of the group runs (zombies, left unreaped by some inits, do not count)."""
-    if not pgid:
-        return False
-    _reap(pgid)
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    groups = _proc_groups()
-    if groups is None:
-        return True
-    return any(state != "Z" for state in groups.get(pgid, []))
-
-
 def _stop_group(pgid: int, timeout_s: float = 30.0) -> bool:
-    """SIGTERM the group, SIGKILL what is left after timeout_s; False if nothing was running."""
+    """Stop a registered process group (ours or another kernel's); False if nothing was running."""
     owned = _OWNED.pop(pgid, None)
     if owned is not None:
         alive = owned.process is not None and owned.process.poll() is None
         owned.stop(timeout_s=timeout_s)
         return alive
-    if not group_alive(pgid):
-        return False
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not group_alive(pgid):
-            return True
-        time.sleep(0.1)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    return True
+    return stop_process_group(pgid, timeout_s)
 
 
 def _get(url: str, timeout: float = 2.0) -> int | None:

@@ -941,7 +941,6 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     when every step passed; everything it started is stopped before it returns.
     """
     import contextlib
-    import io
 
     from .client import decision as make_decision
     from .decisions import Policy

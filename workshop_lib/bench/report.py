@@ -414,7 +414,7 @@ def render_markdown(report: BenchReport) -> str:
                          fmt_pct(deb["accuracy_original"]), fmt_pct(deb.get("accuracy_reordered")),
                          _flips(deb) if "compared" in deb else "–", fmt_s(deb["client_latency_ms"]["p50"]),
                          f"{deb['evaluated_tokens_mean'] or 0:.0f}"])
-            rows.append([f"(k separate decisions, estimated)", f"{k:.1f} decisions", "", "", "",
+            rows.append(["(k separate decisions, estimated)", f"{k:.1f} decisions", "", "", "",
                          fmt_s(deb["k_separate_estimate_ms"]["p50"]), f"{deb['k_separate_tokens_mean'] or 0:.0f}"])
         out += ["", "## Option order", "",
                 f"The same tasks with the options {order['order']}: how often does the top choice change?", "",
