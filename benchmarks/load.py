@@ -1,0 +1,433 @@
+"""Load run against a real local adapter: ``python -m benchmarks.load``.
+
+Starts the adapter (gunicorn + llama.cpp, the embedded model, loopback only) and
+lets N concurrent clients send a mix of single decisions, shared-state requests
+and chat messages for a fixed time or a fixed number of requests, whichever comes
+first. Each client is the library's ``EndpointClient`` with retries on 503, so
+every request should end answered. Reported:
+
+* requests sent and answered; HTTP attempts including retries; 503s, each checked
+  for a ``Retry-After`` header; any other non-2xx (target: none);
+* answers checked against their own request: the id, option ids and question ids
+  (target: no crossed answers), and "probe" requests whose probabilities must equal
+  those of the same request sent alone before the run;
+* client latency p50/p95 (including retries) per kind, and throughput;
+* the gunicorn worker's resident memory (VmRSS, from /proc) after warm-up and at
+  the end, and its peak (target: growth under 5 %).
+
+It prints a table and writes the figures as JSON (``--out``). Speed is reported,
+not asserted: the exit status is 1 only when a correctness target is missed
+(unanswered, crossed or non-2xx answers, a 503 without Retry-After). Every
+process it starts is stopped before it returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workshop_lib.client import (EndpointBusy, EndpointClient, EndpointError, InvalidResponse, LocalTransport,
+                                 decision, question)
+from workshop_lib.demo import prepare_model_dir
+from workshop_lib.local import AdapterProcess
+
+THREADS = 2
+KINDS = ("decision", "shared", "chat")
+KIND_LABELS = {"decision": "single decision", "shared": "shared state (3 q)", "chat": "chat (8 tokens)",
+               "probe": "probe (vs lone run)"}
+# How long past the run's end a client may still be finishing its last request (retries included).
+DRAIN_S = 240.0
+
+STATES = [
+    "Subject: charged twice\nMy card shows two charges of 49 EUR for the Pro plan on 3 March. Refund one?",
+    "Subject: cannot log in\nSince this morning the app says my password is wrong, but I reset it twice.",
+    "Subject: upgrade\nWe are 40 people now and want the Team plan with yearly billing. Can you send a quote?",
+    "Subject: outage\nThe API returns 502 for every request from eu-west-1 since 09:12 UTC. Urgent, production.",
+    "Subject: parcel\nOrder 7731 was marked delivered but nothing arrived. The neighbour has not seen it either.",
+    "Subject: invoice address\nPlease put our new VAT number on the invoices from next month onwards.",
+]
+TEAMS = [("billing", "Billing: charges, refunds, invoices"), ("tech", "Technical support: errors, outages"),
+         ("security", "Account security: logins, passwords"), ("sales", "Sales: plans, upgrades, quotes")]
+
+
+# ---- the requests -------------------------------------------------------------------------------
+
+
+def _options(pairs, tag: str) -> list[dict]:
+    """Option ids unique to this request, so an answer meant for another request cannot pass as ours."""
+    return [{"id": f"{oid}-{tag}", "text": text} for oid, text in pairs]
+
+
+def decision_request(tag: str, rng: random.Random) -> dict:
+    state = f"{rng.choice(STATES)}\nTicket {tag}."
+    return decision(f"d-{tag}", state, "Which team should handle this ticket?", _options(TEAMS, tag))
+
+
+def shared_request(tag: str, rng: random.Random) -> tuple[str, str, list[dict]]:
+    state = f"{rng.choice(STATES)}\nTicket {tag}."
+    return f"s-{tag}", state, [
+        question(f"route-{tag}", "Which team should handle this ticket?", _options(TEAMS, tag)),
+        question(f"urgent-{tag}", "How urgent is it?", _options([("low", "Low"), ("normal", "Normal"),
+                                                                ("high", "High")], tag)),
+        question(f"refund-{tag}", "Does the customer ask for money back?", _options([("no", "No"), ("yes", "Yes")],
+                                                                                   tag)),
+    ]
+
+
+def chat_request(tag: str, rng: random.Random) -> list[dict]:
+    return [{"role": "user", "content": f"Ticket {tag}: {rng.choice(STATES).splitlines()[1]} Reply in one line."}]
+
+
+PROBES = [decision(f"probe-{i}", STATES[i], "Which team should handle this ticket?", _options(TEAMS, f"p{i}"))
+          for i in range(3)]
+
+
+# ---- counting what crosses the wire ----------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    attempts: int = 0
+    busy: int = 0
+    busy_with_retry_after: int = 0
+    other_non_2xx: dict = field(default_factory=dict)
+    sent: dict = field(default_factory=lambda: {k: 0 for k in (*KINDS, "probe")})
+    answered: dict = field(default_factory=lambda: {k: 0 for k in (*KINDS, "probe")})
+    latencies_ms: dict = field(default_factory=lambda: {k: [] for k in (*KINDS, "probe")})
+    crossed: list = field(default_factory=list)
+    failed: list = field(default_factory=list)
+    probe_equal: int = 0
+    probe_max_diff: float = 0.0
+
+    def add(self, name: str, value=1) -> None:
+        with self.lock:
+            setattr(self, name, getattr(self, name) + value)
+
+
+class CountingTransport(LocalTransport):
+    """``LocalTransport`` that counts every HTTP attempt and checks each 503 for Retry-After."""
+
+    def __init__(self, url: str, tally: Tally, timeout_s: float):
+        super().__init__(url, timeout_s=timeout_s)
+        self.tally = tally
+
+    def invoke(self, body: bytes) -> bytes:
+        self.tally.add("attempts")
+        try:
+            return super().invoke(body)
+        except EndpointBusy as exc:
+            if exc.status == 503:
+                self.tally.add("busy")
+                if exc.retry_after is not None:
+                    self.tally.add("busy_with_retry_after")
+            else:
+                self._other(exc.status)
+            raise
+        except EndpointError as exc:
+            self._other(exc.status)
+            raise
+
+    def _other(self, status) -> None:
+        with self.tally.lock:
+            key = str(status) if status is not None else "no response"
+            self.tally.other_non_2xx[key] = self.tally.other_non_2xx.get(key, 0) + 1
+
+
+# ---- the server's memory ----------------------------------------------------------------------------
+
+
+def worker_pids(arbiter_pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{arbiter_pid}/task/{arbiter_pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def vm_rss_bytes(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def worker_rss(server: AdapterProcess) -> tuple[int | None, int | None]:
+    """(worker pid, its VmRSS) for the one gunicorn worker under the arbiter."""
+    pids = worker_pids(server.process.pid)
+    if len(pids) != 1:
+        return None, None
+    return pids[0], vm_rss_bytes(pids[0])
+
+
+# ---- the run --------------------------------------------------------------------------------------
+
+
+def _check_decision(made, probabilities_count: int) -> None:
+    if len(made.probabilities) != probabilities_count or not all(math.isfinite(p) for p in made.probabilities) \
+            or not math.isclose(sum(made.probabilities), 1.0, abs_tol=1e-6):
+        raise InvalidResponse(f"probabilities {made.probabilities} are not a distribution over "
+                              f"{probabilities_count} options")
+
+
+def one_request(client: EndpointClient, kind: str, tag: str, rng: random.Random, tally: Tally,
+                references: dict) -> None:
+    started = time.perf_counter()
+    with tally.lock:
+        tally.sent[kind] += 1
+    try:
+        if kind == "decision":
+            body = decision_request(tag, rng)
+            _check_decision(client.decide(body), len(body["options"]))
+        elif kind == "shared":
+            rid, state, questions = shared_request(tag, rng)
+            for made, asked in zip(client.decide_batch(rid, state, questions), questions):
+                _check_decision(made, len(asked["options"]))
+        elif kind == "chat":
+            reply = client.chat(chat_request(tag, rng), max_tokens=8)
+            if reply.raw.get("object") != "chat.completion":
+                raise InvalidResponse(f"not a chat completion: {str(reply.raw)[:200]}")
+        else:  # a probe: the same request as before the run, so the same probabilities
+            body = PROBES[rng.randrange(len(PROBES))]
+            made = client.decide(body)
+            _check_decision(made, len(body["options"]))
+            diff = max(abs(a - b) for a, b in zip(made.probabilities, references[body["id"]]))
+            with tally.lock:
+                tally.probe_max_diff = max(tally.probe_max_diff, diff)
+                tally.probe_equal += diff == 0.0
+    except InvalidResponse as exc:
+        with tally.lock:
+            tally.crossed.append(f"{kind} {tag}: {exc}")
+        return
+    except EndpointError as exc:
+        with tally.lock:
+            tally.failed.append(f"{kind} {tag}: {exc}")
+        return
+    with tally.lock:
+        tally.answered[kind] += 1
+        tally.latencies_ms[kind].append((time.perf_counter() - started) * 1000.0)
+
+
+def run_client(index: int, url: str, args, tally: Tally, references: dict, deadline: float,
+               budget: "Budget") -> None:
+    rng = random.Random(1000 + index)
+    client = EndpointClient(CountingTransport(url, tally, timeout_s=70.0), retries=args.retries)
+    weights = [args.decision_weight, args.shared_weight, args.chat_weight]
+    n = 0
+    while time.monotonic() < deadline and budget.take():
+        # Every client sends a probe as its 2nd request and every probe_every-th after that.
+        probe = args.probe_every > 0 and n % args.probe_every == 1
+        kind = "probe" if probe else rng.choices(KINDS, weights=weights)[0]
+        one_request(client, kind, f"c{index}-{n}", rng, tally, references)
+        n += 1
+
+
+class Budget:
+    """The request-count bound, shared by the clients."""
+
+    def __init__(self, total: int):
+        self.left = total
+        self.lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self.lock:
+            if self.left <= 0:
+                return False
+            self.left -= 1
+            return True
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def run(args) -> dict:
+    with tempfile.TemporaryDirectory(prefix="load-run-") as work:  # the packaged model copy goes with it
+        return _run(args, Path(work))
+
+
+def _run(args, work: Path) -> dict:
+    model_dir, _ = prepare_model_dir(work)
+    env = {"SM_LLAMA_CPP_CTX_SIZE": "2048", "DECISION_ADAPTER_MAX_QUEUE": str(args.max_queue),
+           "DECISION_ADAPTER_RETRY_AFTER": "1"}
+    tally = Tally()
+    samples: list[tuple[float, int]] = []
+    with AdapterProcess(model_dir, log_path=work / "adapter.log", threads=THREADS, env=env) as server:
+        warm = EndpointClient.local(server.url, retries=args.retries)
+        rng = random.Random(7)
+        for i in range(args.warmup):  # every kind, so buffers of every shape exist before the first sample
+            warm.decide(decision_request(f"w{i}", rng))
+            warm.decide_batch(*shared_request(f"w{i}", rng))
+            warm.chat(chat_request(f"w{i}", rng), max_tokens=8)
+        references = {p["id"]: warm.decide(p).probabilities for p in PROBES}
+        pid_start, rss_start = worker_rss(server)
+        model = warm.ping().get("model")
+
+        stop_sampling = threading.Event()
+
+        def sample():
+            while not stop_sampling.wait(1.0):
+                _, rss = worker_rss(server)
+                if rss:
+                    samples.append((time.monotonic(), rss))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        started = time.monotonic()
+        deadline = started + args.duration
+        budget = Budget(args.max_requests)
+        with ThreadPoolExecutor(max_workers=args.clients) as pool:
+            futures = [pool.submit(run_client, i, server.url, args, tally, references, deadline, budget)
+                       for i in range(args.clients)]
+            done, pending = wait(futures, timeout=args.duration + DRAIN_S)
+            if pending:  # a client stuck past the drain time: stopping the server ends its request
+                server.stop()
+                wait(futures, timeout=30)
+        elapsed = time.monotonic() - started
+        stop_sampling.set()
+        sampler.join(5)
+        for future in done:
+            future.result()  # a bug in a client shows here rather than as missing counts
+        pid_end, rss_end = worker_rss(server)
+        log_tail = server.log_tail(5)
+    answered = sum(tally.answered.values())
+    sent = sum(tally.sent.values())
+    all_latencies = [v for values in tally.latencies_ms.values() for v in values]
+    peak = max([rss for _, rss in samples] + [rss_start or 0, rss_end or 0])
+    figures = {
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "load_average_at_end": os.getloadavg()},
+        "settings": {"clients": args.clients, "duration_s": args.duration, "max_requests": args.max_requests,
+                     "client_retries": args.retries, "adapter_threads": THREADS, "max_queue": args.max_queue,
+                     "retry_after_s": 1, "mix": {"decision": args.decision_weight, "shared": args.shared_weight,
+                                                  "chat": args.chat_weight, "probe_every": args.probe_every},
+                     "model": model},
+        "elapsed_s": elapsed,
+        "requests_sent": sent,
+        "requests_answered": answered,
+        "http_attempts": tally.attempts,
+        "busy_503": tally.busy,
+        "busy_503_with_retry_after": tally.busy_with_retry_after,
+        "other_non_2xx": tally.other_non_2xx,
+        "unanswered": tally.failed,
+        "crossed_answers": tally.crossed,
+        "probes": {"sent": tally.sent["probe"], "equal_to_lone_run": tally.probe_equal,
+                   "max_abs_difference": tally.probe_max_diff},
+        "by_kind": {k: {"sent": tally.sent[k], "answered": tally.answered[k],
+                        "p50_ms": pct(tally.latencies_ms[k], 0.5), "p95_ms": pct(tally.latencies_ms[k], 0.95)}
+                    for k in (*KINDS, "probe")},
+        "latency_ms": {"p50": pct(all_latencies, 0.5), "p95": pct(all_latencies, 0.95),
+                       "mean": statistics.fmean(all_latencies) if all_latencies else None},
+        "throughput_per_s": answered / elapsed if elapsed else None,
+        "worker_rss_bytes": {"pid_start": pid_start, "pid_end": pid_end, "start_after_warmup": rss_start,
+                             "end": rss_end, "peak": peak, "samples": len(samples),
+                             # one sample per ~5 s: (seconds into the run, bytes), to tell growth from a plateau
+                             "timeline": [(round(t - started, 1), rss) for t, rss in samples[::5]],
+                             "growth_fraction": (rss_end - rss_start) / rss_start if rss_start and rss_end else None},
+        "adapter_log_tail": log_tail.splitlines(),
+    }
+    figures["targets"] = {
+        "every_request_answered": answered == sent and not tally.failed,
+        "no_other_non_2xx": not tally.other_non_2xx,
+        "every_503_has_retry_after": tally.busy == tally.busy_with_retry_after,
+        "no_crossed_answers": not tally.crossed,
+        "probes_equal_lone_run": tally.probe_equal == tally.answered["probe"],
+        "same_worker_throughout": pid_start is not None and pid_start == pid_end,
+        "rss_growth_under_5_percent": figures["worker_rss_bytes"]["growth_fraction"] is not None
+                                      and figures["worker_rss_bytes"]["growth_fraction"] < 0.05,
+    }
+    return figures
+
+
+def _ms(value) -> str:
+    return f"{value:8.0f}" if value is not None else "       -"
+
+
+def report(f: dict) -> str:
+    s, rss, t = f["settings"], f["worker_rss_bytes"], f["targets"]
+    verdict = lambda ok: "meets target" if ok else "MISSES target"  # noqa: E731
+    mib = lambda b: f"{b / 2**20:.1f} MiB" if b else "-"  # noqa: E731
+    lines = [
+        f"Load run: {s['clients']} clients for {s['duration_s']:g} s (at most {s['max_requests']} requests) "
+        f"against the local adapter ({s['model']}, {s['adapter_threads']} threads, max queue {s['max_queue']})",
+        f"machine: {f['machine']['cpus']} CPUs, load average at the end "
+        f"{', '.join(f'{x:.1f}' for x in f['machine']['load_average_at_end'])}",
+        "",
+        f"  {'kind':<22}{'sent':>6}{'answered':>10}{'p50 ms':>9}{'p95 ms':>9}",
+    ]
+    for kind, row in f["by_kind"].items():
+        lines.append(f"  {KIND_LABELS[kind]:<22}{row['sent']:>6}{row['answered']:>10} {_ms(row['p50_ms'])} "
+                     f"{_ms(row['p95_ms'])}")
+    lines += [
+        f"  {'all':<22}{f['requests_sent']:>6}{f['requests_answered']:>10} {_ms(f['latency_ms']['p50'])} "
+        f"{_ms(f['latency_ms']['p95'])}",
+        "",
+        f"  HTTP attempts (incl. retries)   {f['http_attempts']}",
+        f"  503 busy                        {f['busy_503']} ({f['busy_503_with_retry_after']} with Retry-After: "
+        f"{verdict(t['every_503_has_retry_after'])})",
+        f"  other non-2xx                   {sum(f['other_non_2xx'].values())} {f['other_non_2xx'] or ''} "
+        f"({verdict(t['no_other_non_2xx'])}: none)",
+        f"  unanswered after retries        {len(f['unanswered'])} ({verdict(t['every_request_answered'])}: none)",
+        f"  crossed answers                 {len(f['crossed_answers'])} ({verdict(t['no_crossed_answers'])}: none)",
+        f"  probes equal to a lone run      {f['probes']['equal_to_lone_run']}/{f['by_kind']['probe']['answered']} "
+        f"(max |diff| {f['probes']['max_abs_difference']:.1e})",
+        f"  throughput                      {f['throughput_per_s']:.2f} answered requests/s over "
+        f"{f['elapsed_s']:.1f} s",
+        f"  worker RSS after warm-up / end  {mib(rss['start_after_warmup'])} / {mib(rss['end'])} "
+        f"(peak {mib(rss['peak'])}; growth {100 * (rss['growth_fraction'] or 0):+.2f} %: "
+        f"{verdict(t['rss_growth_under_5_percent'])} < 5 %)",
+        "  worker RSS during the run       " + ", ".join(f"{mib(b)} at {t:.0f} s" for t, b in
+                                                       rss["timeline"][:: max(1, len(rss["timeline"]) // 6)]),
+        f"  same gunicorn worker throughout {'yes' if t['same_worker_throughout'] else 'NO'} "
+        f"(pid {rss['pid_start']} -> {rss['pid_end']})",
+    ]
+    for problem in (f["crossed_answers"] + f["unanswered"])[:5]:
+        lines.append(f"    ! {problem}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60)")
+    parser.add_argument("--max-requests", type=int, default=5000, help="stop after this many requests (default 5000)")
+    parser.add_argument("--retries", type=int, default=150, help="client retries on 503 (default 150)")
+    parser.add_argument("--max-queue", type=int, default=4, help="DECISION_ADAPTER_MAX_QUEUE (default 4)")
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up rounds of each kind (default 3)")
+    parser.add_argument("--decision-weight", type=float, default=0.6)
+    parser.add_argument("--shared-weight", type=float, default=0.25)
+    parser.add_argument("--chat-weight", type=float, default=0.15)
+    parser.add_argument("--probe-every", type=int, default=6,
+                        help="each client's 2nd request and every Nth after it is a probe (default 6; 0: none)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/load.json"))
+    args = parser.parse_args(argv)
+    if args.clients < 1 or args.duration <= 0 or args.max_requests < 1:
+        parser.error("--clients, --duration and --max-requests must be positive")
+    figures = run(args)
+    print(report(figures))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"\nfigures written to {args.out}")
+    hard = ("every_request_answered", "no_other_non_2xx", "every_503_has_retry_after", "no_crossed_answers",
+            "probes_equal_lone_run")
+    return 0 if all(figures["targets"][k] for k in hard) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,545 @@
+"""Least-privilege IAM policies for the two roles the workshop's AWS services assume.
+
+* the **CodeBuild service role** (``WorkshopConfig.codebuild_role_arn``): what the two
+  buildspecs do while they run: read the source zip, write the model package, pull
+  the DLC, push the decision image, write the build logs;
+* the **SageMaker execution role** (``WorkshopConfig.sagemaker_role_arn``): what an
+  endpoint needs to start: read ``model.tar.gz``, pull its image, write its logs
+  (plus, opt-in, what a Batch Transform job needs).
+
+Every builder is pure: it takes the config (and the account id, when no role ARN in
+the config carries it) and returns a policy document as a dict. Resources are the
+workshop's own: its bucket and prefix, its ECR repository, the DLC repositories of
+the region's DLC registry account, its CodeBuild projects and their log groups, its
+endpoints' log groups. The only ``"Resource": "*"`` grants are the actions whose
+service offers no resource to name; ``SERVICE_REQUIRED_WILDCARDS`` lists them with
+the reason. ``write_policies`` writes the documents as JSON files an administrator
+can paste into the IAM console or pass to ``aws iam create-policy``.
+
+``evaluate`` / ``allows`` are a small policy evaluator (Allow and Deny statements,
+``Action``/``NotAction``, ``Resource``/``NotResource``, ``*`` and ``?`` wildcards as
+IAM matches them, and the string/ARN condition operators these policies use), so a
+notebook or a test can ask "would this role be allowed to do X on Y?" offline.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from . import aws
+from .builds import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
+from .config import WorkshopConfig, check_bucket_name, check_region
+from .images import DLC_ARM64_REPOSITORY, DLC_REPOSITORY, dlc_account
+
+VERSION = "2012-10-17"
+# Folders under the workshop prefix: the model package (``WorkshopConfig.model_data_url``) and the
+# only keys Batch Transform may write (the endpoint role reads the prefix but cannot overwrite the model).
+MODEL_FOLDER = "model"
+BATCH_OUTPUT_FOLDER = "batch-output"
+# IAM's quota for a customer managed policy, counted without whitespace.
+MANAGED_POLICY_MAX_CHARS = 6144
+
+
+class PolicyError(ValueError):
+    """A policy the workshop cannot build, or a document IAM would reject."""
+
+
+@dataclass(frozen=True)
+class ServiceWildcard:
+    """An action IAM only accepts with ``"Resource": "*"``, and why granting it is safe here."""
+
+    action: str
+    reason: str
+    condition: Mapping | None = None
+
+
+# The documented exceptions: the only statements with an unscoped resource.
+SERVICE_REQUIRED_WILDCARDS: tuple[ServiceWildcard, ...] = (
+    ServiceWildcard(
+        "ecr:GetAuthorizationToken",
+        "ECR issues login tokens per registry, not per repository, and IAM accepts only \"*\" as the resource "
+        "of this action. The token grants nothing by itself: every pull and push is still checked against the "
+        "repository ARNs in the other statements."),
+    ServiceWildcard(
+        "cloudwatch:PutMetricData",
+        "CloudWatch metrics have no resource ARN, so IAM accepts only \"*\"; the grant is limited to the "
+        "SageMaker namespaces by the cloudwatch:namespace condition.",
+        {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}),
+)
+_WILDCARD_ACTIONS = {w.action.lower() for w in SERVICE_REQUIRED_WILDCARDS}
+
+ECR_PULL = ("ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage")
+ECR_PUSH = ("ecr:InitiateLayerUpload", "ecr:UploadLayerPart", "ecr:CompleteLayerUpload", "ecr:PutImage")
+LOG_WRITE = ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents")
+
+
+# ---- ARNs ---------------------------------------------------------------------------
+
+
+def partition(region: str) -> str:
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+def s3_bucket_arn(bucket: str, region: str = "us-east-1") -> str:
+    return f"arn:{partition(region)}:s3:::{bucket}"
+
+
+def s3_object_arn(bucket: str, key: str, region: str = "us-east-1") -> str:
+    return f"arn:{partition(region)}:s3:::{bucket}/{key}"
+
+
+def ecr_repository_arn(region: str, account: str, repository: str) -> str:
+    return f"arn:{partition(region)}:ecr:{region}:{account}:repository/{repository}"
+
+
+def log_group_arn(region: str, account: str, group: str) -> str:
+    return f"arn:{partition(region)}:logs:{region}:{account}:log-group:{group}"
+
+
+def log_stream_arn(region: str, account: str, group: str, stream: str) -> str:
+    return f"{log_group_arn(region, account, group)}:log-stream:{stream}"
+
+
+def codebuild_project_arn(region: str, account: str, project: str) -> str:
+    return f"arn:{partition(region)}:codebuild:{region}:{account}:project/{project}"
+
+
+# ---- what the policies are about ----------------------------------------------------------
+
+_ROLE_ACCOUNT = re.compile(r"arn:aws[a-z-]*:iam::(\d{12}):role/.+")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The names the policies grant access to, taken from the config and the library's constants."""
+
+    region: str
+    account: str
+    bucket: str
+    prefix: str
+    ecr_repository: str = ECR_REPOSITORY
+    codebuild_projects: tuple[str, ...] = (MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT)
+    endpoint_names: tuple[str, ...] = ()
+    source_prefix: str = ""
+    dlc_repositories: tuple[str, ...] = (DLC_REPOSITORY, DLC_ARM64_REPOSITORY)  # endpoints may run either
+    build_base_repositories: tuple[str, ...] = (DLC_REPOSITORY,)  # image builds are linux/amd64 only
+    batch_transform: bool = False
+
+    @property
+    def partition(self) -> str:
+        return partition(self.region)
+
+    @property
+    def dlc_account(self) -> str:
+        return dlc_account(self.region)
+
+    def key_pattern(self, *folders: str) -> str:
+        """``<prefix>/<folders...>/*`` (or ``*`` under an empty prefix)."""
+        parts = [p.strip("/") for p in (self.prefix, *folders) if p.strip("/")]
+        return "/".join(parts + ["*"])
+
+    @property
+    def source_key_pattern(self) -> str:
+        return f"{self.source_prefix.strip('/')}/*"
+
+
+def account_of(config: WorkshopConfig) -> str | None:
+    """The account id in the config's role ARNs (both roles live in the workshop's account)."""
+    for arn in (config.codebuild_role_arn, config.sagemaker_role_arn):
+        match = _ROLE_ACCOUNT.fullmatch(arn or "")
+        if match:
+            return match[1]
+    return None
+
+
+def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transform: bool = False,
+          codebuild_projects: Sequence[str] = (MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT),
+          source_prefix: str | None = None) -> Scope:
+    """The workshop's resource names from ``config``; the account from ``account_id`` or a role ARN.
+
+    ``source_prefix`` is where the CodeBuild source zip goes; by default
+    ``<prefix>/codebuild-source``, as the notebooks' steps upload it.
+    """
+    account = account_id or account_of(config)
+    if not account or not re.fullmatch(r"\d{12}", account):
+        raise PolicyError(
+            f"no AWS account id to scope the policies to (got {account!r}): pass account_id='123456789012' "
+            "or set WORKSHOP_ROLE_ARN / WORKSHOP_CODEBUILD_ROLE_ARN to the roles' ARNs")
+    config.require("region", "bucket")
+    check_region(config.region)
+    check_bucket_name(config.bucket)
+    prefix = config.prefix.strip("/")
+    if source_prefix is None:
+        source_prefix = f"{prefix}/{SOURCE_PREFIX}" if prefix else SOURCE_PREFIX
+    if not source_prefix.strip("/"):
+        raise PolicyError("source_prefix must name a folder; the build role would otherwise read the whole bucket")
+    names = tuple(dict.fromkeys(n for n in (config.standard_endpoint_name, config.cpu_endpoint_name,
+                                            config.gpu_endpoint_name) if n))
+    return Scope(region=config.region, account=account, bucket=config.bucket, prefix=prefix,
+                 ecr_repository=config.ecr_repository, codebuild_projects=tuple(codebuild_projects),
+                 endpoint_names=names, source_prefix=source_prefix.strip("/"), batch_transform=batch_transform)
+
+
+def _as_scope(config_or_scope, account_id: str | None, **options) -> Scope:
+    if isinstance(config_or_scope, Scope):
+        return config_or_scope
+    return scope(config_or_scope, account_id, **options)
+
+
+# ---- the policies -------------------------------------------------------------------------
+
+
+def _statement(sid: str, actions: Iterable[str], resources: Iterable[str] | str,
+               condition: Mapping | None = None) -> dict:
+    statement = {"Sid": sid, "Effect": "Allow", "Action": sorted(set(actions)),
+                 "Resource": resources if isinstance(resources, str) else list(dict.fromkeys(resources))}
+    if condition:
+        statement["Condition"] = {op: dict(values) for op, values in condition.items()}
+    return statement
+
+
+def _wildcard_statement(sid: str, action: str) -> dict:
+    entry = next(w for w in SERVICE_REQUIRED_WILDCARDS if w.action == action)
+    return _statement(sid, [action], "*", entry.condition)
+
+
+def _log_resources(s: Scope, groups: Iterable[str]) -> list[str]:
+    out = []
+    for group in groups:
+        arn = log_group_arn(s.region, s.account, group)
+        out += [arn, arn + ":*"]  # the group itself, and its streams
+    return out
+
+
+def _document(statements: list[dict]) -> dict:
+    return {"Version": VERSION, "Statement": statements}
+
+
+def codebuild_service_role_policy(config: WorkshopConfig | Scope, account_id: str | None = None,
+                                  **options) -> dict:
+    """What the model-package and image-build projects do while they run, and nothing else."""
+    s = _as_scope(config, account_id, **options)
+    bucket = s3_bucket_arn(s.bucket, s.region)
+    own_repo = ecr_repository_arn(s.region, s.account, s.ecr_repository)
+    dlc_repos = [ecr_repository_arn(s.region, s.dlc_account, r) for r in s.build_base_repositories]
+    return _document([
+        _statement("BuildLogs", LOG_WRITE, _log_resources(s, (f"/aws/codebuild/{p}" for p in s.codebuild_projects))),
+        _statement("ReadBuildSource", ["s3:GetObject", "s3:GetObjectVersion"],
+                   [s3_object_arn(s.bucket, s.source_key_pattern, s.region)]),
+        _statement("SourceBucketLocation", ["s3:GetBucketAcl", "s3:GetBucketLocation"], [bucket]),
+        # model-package.yml: `aws s3 cp` of model.tar.gz (multipart) and the manifest under the prefix.
+        _statement("WriteModelPackage", ["s3:PutObject", "s3:AbortMultipartUpload"],
+                   [s3_object_arn(s.bucket, s.key_pattern(MODEL_FOLDER), s.region)]),
+        _wildcard_statement("EcrLogin", "ecr:GetAuthorizationToken"),
+        # image-build.yml: FROM the digest-pinned DLC in the region's DLC registry account.
+        _statement("PullDlcBaseImage", ECR_PULL, dlc_repos),
+        # image-build.yml: docker push, then describe-images for the pushed digest.
+        _statement("PushDecisionImage", (*ECR_PULL, *ECR_PUSH, "ecr:DescribeImages"), [own_repo]),
+    ])
+
+
+def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: str | None = None,
+                                    **options) -> dict:
+    """What an endpoint (and, with ``batch_transform=True``, a transform job) needs to start and run."""
+    s = _as_scope(config, account_id, **options)
+    repos = [ecr_repository_arn(s.region, s.account, s.ecr_repository)]
+    repos += [ecr_repository_arn(s.region, s.dlc_account, r) for r in s.dlc_repositories]
+    groups = [f"/aws/sagemaker/Endpoints/{name}" for name in s.endpoint_names]
+    if s.batch_transform:
+        groups.append("/aws/sagemaker/TransformJobs")
+    statements = [
+        _statement("ReadModelData", ["s3:GetObject"], [s3_object_arn(s.bucket, s.key_pattern(), s.region)]),
+        _wildcard_statement("EcrLogin", "ecr:GetAuthorizationToken"),
+        # The standard endpoint runs the DLC itself; the decision endpoints run the child image.
+        _statement("PullImages", ECR_PULL, repos),
+        _statement("ContainerLogs", (*LOG_WRITE, "logs:DescribeLogStreams"), _log_resources(s, groups)),
+        _wildcard_statement("EndpointMetrics", "cloudwatch:PutMetricData"),
+    ]
+    if s.batch_transform:
+        listed = [s.prefix, s.key_pattern()] if s.prefix else ["*"]
+        statements += [
+            _statement("ListTransformInput", ["s3:ListBucket"], [s3_bucket_arn(s.bucket, s.region)],
+                       {"StringLike": {"s3:prefix": listed}}),
+            _statement("WriteTransformOutput", ["s3:PutObject", "s3:AbortMultipartUpload"],
+                       [s3_object_arn(s.bucket, s.key_pattern(BATCH_OUTPUT_FOLDER), s.region)]),
+        ]
+    return _document(statements)
+
+
+def _trust(service: str, condition: Mapping) -> dict:
+    return {"Version": VERSION, "Statement": [{
+        "Sid": "AssumedBy" + service.split(".")[0].capitalize(), "Effect": "Allow",
+        "Principal": {"Service": service}, "Action": "sts:AssumeRole", "Condition": dict(condition)}]}
+
+
+def codebuild_trust_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
+    """Only CodeBuild, and only for the workshop's projects in this account, may assume the role."""
+    s = _as_scope(config, account_id, **options)
+    return _trust("codebuild.amazonaws.com", {
+        "StringEquals": {"aws:SourceAccount": s.account},
+        "ArnLike": {"aws:SourceArn": [codebuild_project_arn(s.region, s.account, p) for p in s.codebuild_projects]},
+    })
+
+
+def sagemaker_trust_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
+    """Only SageMaker, acting for this account, may assume the role."""
+    s = _as_scope(config, account_id, **options)
+    return _trust("sagemaker.amazonaws.com", {"StringEquals": {"aws:SourceAccount": s.account}})
+
+
+# File name -> (builder, what it is for).
+POLICY_FILES = {
+    "codebuild-service-role-policy.json": (codebuild_service_role_policy, "permissions of the CodeBuild service role"),
+    "codebuild-trust-policy.json": (codebuild_trust_policy, "trust policy of the CodeBuild service role"),
+    "sagemaker-execution-role-policy.json": (sagemaker_execution_role_policy,
+                                             "permissions of the SageMaker execution role"),
+    "sagemaker-trust-policy.json": (sagemaker_trust_policy, "trust policy of the SageMaker execution role"),
+}
+
+
+def policies(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict[str, dict]:
+    """Every document, by file name."""
+    s = _as_scope(config, account_id, **options)
+    return {name: builder(s) for name, (builder, _) in POLICY_FILES.items()}
+
+
+def write_policies(config: WorkshopConfig | Scope, out_dir: str | Path, account_id: str | None = None,
+                   **options) -> dict[str, Path]:
+    """Write the four documents as JSON under ``out_dir`` (checked first); returns name -> path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, document in policies(config, account_id, **options).items():
+        check_policy_document(document, trust=name.endswith("-trust-policy.json"))
+        path = out / name
+        path.write_text(json.dumps(document, indent=2) + "\n")
+        written[name] = path
+    return written
+
+
+def create_policy_request(name: str, document: Mapping, *, description: str = "",
+                          path: str = "/decision-workshop/") -> dict:
+    """IAM CreatePolicy for a permissions document, checked by botocore and by IAM's own rules."""
+    check_policy_document(document)
+    if not re.fullmatch(r"[\w+=,.@-]{1,128}", name):
+        raise PolicyError(f"policy name {name!r} is not valid: 1-128 letters, digits and +=,.@_-")
+    text = minified(document)
+    request = {"PolicyName": name, "Path": path, "PolicyDocument": text,
+               "Description": description or f"decision workshop: {name}"}
+    return aws.validate("iam", "CreatePolicy", request)
+
+
+def create_role_request(name: str, trust: Mapping, *, description: str = "",
+                        path: str = "/decision-workshop/") -> dict:
+    check_policy_document(trust, trust=True)
+    if not re.fullmatch(r"[\w+=,.@-]{1,64}", name):
+        raise PolicyError(f"role name {name!r} is not valid: 1-64 letters, digits and +=,.@_-")
+    request = {"RoleName": name, "Path": path, "AssumeRolePolicyDocument": minified(trust),
+               "Description": description or f"decision workshop: {name}"}
+    return aws.validate("iam", "CreateRole", request)
+
+
+def minified(document: Mapping) -> str:
+    return json.dumps(document, separators=(",", ":"))
+
+
+# ---- checking documents against IAM's grammar -----------------------------------------------
+
+_STATEMENT_KEYS = {"Sid", "Effect", "Principal", "NotPrincipal", "Action", "NotAction", "Resource",
+                   "NotResource", "Condition"}
+_ACTION = re.compile(r"[a-z0-9-]+:[A-Za-z0-9*?]+")
+_SID = re.compile(r"[A-Za-z0-9]*")
+_ARN = re.compile(r"arn:(aws|aws-cn|aws-us-gov):([a-z0-9-]+):([a-z0-9-]*):(\d{12}|\*?):(.+)")
+_CONDITION_OPERATOR = re.compile(
+    r"(ForAnyValue:|ForAllValues:)?(String|Arn|Numeric|Date|Bool|IpAddress|NotIpAddress|Null|Binary)[A-Za-z]*")
+
+
+def _listed(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def policy_problems(document, *, trust: bool = False) -> list[str]:
+    """What IAM's policy grammar (and the 6,144-character quota) would reject in ``document``."""
+    problems: list[str] = []
+    if not isinstance(document, dict):
+        return ["the document must be a JSON object"]
+    unknown = set(document) - {"Version", "Id", "Statement"}
+    if unknown:
+        problems.append(f"unknown top-level keys {sorted(unknown)}")
+    if document.get("Version") != VERSION:
+        problems.append(f"Version must be {VERSION!r}, got {document.get('Version')!r}")
+    statements = document.get("Statement")
+    if not isinstance(statements, list) or not statements:
+        return problems + ["Statement must be a non-empty list"]
+    sids = [s.get("Sid") for s in statements if isinstance(s, dict) and s.get("Sid")]
+    if len(set(sids)) != len(sids):
+        problems.append(f"Sids must be unique, got {sids}")
+    for i, statement in enumerate(statements):
+        where = f"Statement[{i}]"
+        if not isinstance(statement, dict):
+            problems.append(f"{where} must be an object")
+            continue
+        extra = set(statement) - _STATEMENT_KEYS
+        if extra:
+            problems.append(f"{where} has unknown keys {sorted(extra)}")
+        if statement.get("Effect") not in ("Allow", "Deny"):
+            problems.append(f"{where}.Effect must be Allow or Deny")
+        if not isinstance(statement.get("Sid", ""), str) or not _SID.fullmatch(statement.get("Sid", "")):
+            problems.append(f"{where}.Sid must be letters and digits only")
+        if ("Action" in statement) == ("NotAction" in statement):
+            problems.append(f"{where} needs exactly one of Action and NotAction")
+        for action in _listed(statement.get("Action", statement.get("NotAction", []))):
+            if not isinstance(action, str) or not (_ACTION.fullmatch(action) or action == "*"):
+                problems.append(f"{where}: {action!r} is not an action like 'service:Operation'")
+        has_principal = "Principal" in statement or "NotPrincipal" in statement
+        has_resource = "Resource" in statement or "NotResource" in statement
+        if trust:
+            if not has_principal:
+                problems.append(f"{where}: a trust policy statement needs a Principal")
+            if has_resource:
+                problems.append(f"{where}: a trust policy statement takes no Resource")
+        else:
+            if has_principal:
+                problems.append(f"{where}: an identity policy takes no Principal")
+            if ("Resource" in statement) == ("NotResource" in statement):
+                problems.append(f"{where} needs exactly one of Resource and NotResource")
+            for resource in _listed(statement.get("Resource", statement.get("NotResource", []))):
+                if not isinstance(resource, str) or not (resource == "*" or _ARN.fullmatch(resource)):
+                    problems.append(f"{where}: resource {resource!r} is not an ARN or '*'")
+        condition = statement.get("Condition")
+        if condition is not None:
+            if not isinstance(condition, dict):
+                problems.append(f"{where}.Condition must be an object")
+            else:
+                for operator, pairs in condition.items():
+                    if not _CONDITION_OPERATOR.fullmatch(operator) or not isinstance(pairs, dict) or not pairs:
+                        problems.append(f"{where}.Condition: {operator!r} is not an operator with key/values")
+                        continue
+                    for key, values in pairs.items():
+                        if not all(isinstance(v, (str, bool, int)) for v in _listed(values)):
+                            problems.append(f"{where}.Condition.{operator}.{key}: values must be strings")
+    if not trust and len(minified(document)) > MANAGED_POLICY_MAX_CHARS:
+        problems.append(f"the document has {len(minified(document))} characters; IAM allows "
+                        f"{MANAGED_POLICY_MAX_CHARS} for a managed policy")
+    return problems
+
+
+def check_policy_document(document, *, trust: bool = False) -> dict:
+    found = policy_problems(document, trust=trust)
+    if found:
+        raise PolicyError("the policy document is not valid IAM: " + "; ".join(found))
+    return document
+
+
+def wildcard_grants(document: Mapping) -> list[tuple[str, str]]:
+    """(statement Sid, action) for every action granted on ``"Resource": "*"``."""
+    found = []
+    for statement in document["Statement"]:
+        if statement.get("Effect") == "Allow" and "*" in _listed(statement.get("Resource", [])):
+            found += [(statement.get("Sid", ""), a) for a in _listed(statement.get("Action", ["*"]))]
+    return found
+
+
+# ---- a small evaluator ---------------------------------------------------------------------------
+
+
+def _glob(pattern: str, value: str, *, ignore_case: bool) -> bool:
+    """IAM wildcard matching: ``*`` any run of characters (also ``:`` and ``/``), ``?`` one character."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, re.DOTALL | (re.IGNORECASE if ignore_case else 0)) is not None
+
+
+def conditions_hold(condition: Mapping, context: Mapping[str, object]) -> bool:
+    """A statement's Condition against a request context, as IAM reads it.
+
+    Every operator and key must hold (AND); any of a key's values may match (OR). A key
+    missing from the context fails a positive operator and passes a negated or
+    ``...IfExists`` one. Condition keys are case-insensitive, values are not.
+    """
+    lowered = {k.lower(): v for k, v in context.items()}
+    for operator, pairs in condition.items():
+        base = operator.split(":")[-1]
+        if_exists = base.endswith("IfExists")
+        base = base.removesuffix("IfExists")
+        negated = "Not" in base
+        for key, wanted in pairs.items():
+            present = key.lower() in lowered
+            if not present:
+                if if_exists or negated:
+                    continue
+                return False
+            values = [str(v) for v in _listed(lowered[key.lower()])]
+            wanted = [str(w) for w in _listed(wanted)]
+            if base in ("StringEquals", "StringNotEquals", "ArnEquals", "ArnNotEquals"):
+                hit = any(v == w for v in values for w in wanted)
+            elif base in ("StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase"):
+                hit = any(v.lower() == w.lower() for v in values for w in wanted)
+            elif base in ("StringLike", "StringNotLike", "ArnLike", "ArnNotLike"):
+                hit = any(_glob(w, v, ignore_case=False) for v in values for w in wanted)
+            else:
+                raise PolicyError(f"the evaluator does not know the condition operator {operator!r}")
+            if hit == negated:
+                return False
+    return True
+
+
+def _statement_applies(statement: Mapping, action: str, resource: str, context: Mapping) -> bool:
+    if "Action" in statement:
+        if not any(_glob(p, action, ignore_case=True) for p in _listed(statement["Action"])):
+            return False
+    elif any(_glob(p, action, ignore_case=True) for p in _listed(statement.get("NotAction", []))):
+        return False
+    if "Resource" in statement:
+        if not any(_glob(p, resource, ignore_case=False) for p in _listed(statement["Resource"])):
+            return False
+    elif any(_glob(p, resource, ignore_case=False) for p in _listed(statement.get("NotResource", []))):
+        return False
+    return conditions_hold(statement.get("Condition") or {}, context)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    reason: str  # "allowed by <Sid>", "denied by <Sid>" or "no statement allows it"
+    matched: tuple[str, ...] = field(default=())
+
+
+def evaluate(documents: Mapping | Sequence[Mapping], action: str, resource: str,
+             context: Mapping[str, object] | None = None) -> Verdict:
+    """IAM's identity-policy logic: an explicit Deny wins, else any Allow, else an implicit deny."""
+    docs = [documents] if isinstance(documents, Mapping) else list(documents)
+    context = context or {}
+    allowed_by, denied_by = [], []
+    for doc in docs:
+        for i, statement in enumerate(doc["Statement"]):
+            if _statement_applies(statement, action, resource, context):
+                sid = statement.get("Sid") or f"Statement[{i}]"
+                (allowed_by if statement["Effect"] == "Allow" else denied_by).append(sid)
+    if denied_by:
+        return Verdict(False, f"denied by {', '.join(denied_by)}", tuple(denied_by))
+    if allowed_by:
+        return Verdict(True, f"allowed by {', '.join(allowed_by)}", tuple(allowed_by))
+    return Verdict(False, "no statement allows it")
+
+
+def allows(documents: Mapping | Sequence[Mapping], action: str, resource: str,
+           context: Mapping[str, object] | None = None) -> bool:
+    return evaluate(documents, action, resource, context).allowed
+
+
+__all__ = [
+    "BATCH_OUTPUT_FOLDER", "MODEL_FOLDER", "POLICY_FILES", "PolicyError", "SERVICE_REQUIRED_WILDCARDS", "Scope",
+    "ServiceWildcard", "Verdict", "account_of", "allows", "check_policy_document", "codebuild_project_arn",
+    "codebuild_service_role_policy", "codebuild_trust_policy", "conditions_hold", "create_policy_request",
+    "create_role_request", "ecr_repository_arn", "evaluate", "log_group_arn", "log_stream_arn", "minified",
+    "partition", "policies", "policy_problems", "s3_bucket_arn", "s3_object_arn",
+    "sagemaker_execution_role_policy", "sagemaker_trust_policy", "scope", "wildcard_grants", "write_policies",
+]
