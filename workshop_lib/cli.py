@@ -53,6 +53,13 @@ def cmd_demo(args) -> int:
     return steps.rehearse_all()
 
 
+def _source_prefix() -> str:
+    # Under the workshop prefix, where the least-privilege CodeBuild policy lets builds read it.
+    from .builds import SOURCE_PREFIX
+
+    return f"{_config().prefix}/{SOURCE_PREFIX}"
+
+
 def cmd_package_model(args) -> int:
     from .builds import package_model_in_codebuild
 
@@ -60,7 +67,7 @@ def cmd_package_model(args) -> int:
     codebuild, s3, logs = _clients(region, "codebuild", "s3", "logs")
     packaged = package_model_in_codebuild(
         codebuild, s3, logs, model_s3_uri=args.model_s3_uri, service_role_arn=args.codebuild_role_arn,
-        source_bucket=args.bucket)
+        source_bucket=args.bucket, source_prefix=_source_prefix())
     print(packaged)
     return 0
 
@@ -158,7 +165,7 @@ def cmd_build_image(args) -> int:
     image = build_decision_image(codebuild, ecr, s3, logs, base_image=args.base_image,
                                  service_role_arn=args.codebuild_role_arn, source_bucket=args.bucket,
                                  dockerfile=args.dockerfile, image_tag=args.image_tag,
-                                 repository_name=args.repository)
+                                 repository_name=args.repository, source_prefix=_source_prefix())
     print(image)
     return 0
 
