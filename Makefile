@@ -33,5 +33,10 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.adapter
 
+# Outside suites against real local adapters: jevcompat (with and without an API key) and a
+# bounded jevbench run; reports in benchmarks/results/. tests/jev runs the same suites in CI.
+conformance: $(STAMP)
+	$(PY) -m benchmarks.jev
+
 clean-venv:
 	rm -rf $(VENV)

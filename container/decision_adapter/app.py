@@ -1,23 +1,32 @@
-"""The Flask application: SageMaker's ``/ping`` and ``/invocations`` over one engine.
+"""The Flask application: SageMaker's ``/ping`` and ``/invocations`` over one engine,
+plus Jev's ``POST /v1/systemone`` and ``GET /v1/models``.
 
 The engine (one llama.cpp context) is owned by the app factory. Requests are
 validated before they queue, admitted one at a time by the gate, and every
-error leaves as JSON ``{"error": {"code", "message", "field"}}`` from one place.
+error leaves as JSON from one place: ``{"error": {"code", "message", "field"}}``
+for the project's schemas, Jev's ``{"detail": ...}`` for Jev requests (the
+``/v1/`` routes, and a Jev body on ``/invocations``).
+
+With ``DECISION_ADAPTER_API_KEY`` set, every route but ``/ping`` needs
+``Authorization: Bearer <key>``; without it, the header is ignored.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import os
 import threading
 import time
+import zlib
 
-from flask import Flask, Response, request
+from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
+from . import jev
 from .admission import Gate
-from .errors import AdapterError, Busy, InvalidType, NotReady
+from .errors import AdapterError, Busy, InvalidType, NotReady, Unauthorized
 from .model_files import locate_model
 from .schema import parse_chat, parse_decision, request_kind
 from .settings import Settings, load_settings
@@ -84,6 +93,60 @@ def parse_json_body(raw: bytes):
         raise InvalidType("the body is nested too deeply; flatten the JSON", None) from None
 
 
+def _too_large(max_bytes: int) -> AdapterError:
+    return AdapterError(f"the body is larger than {max_bytes} bytes; send a smaller state or raise "
+                        "DECISION_ADAPTER_MAX_BODY_BYTES", None, status=413, code="request_entity_too_large")
+
+
+def _zstd_module():
+    try:
+        from compression import zstd  # Python 3.14+
+    except ImportError:
+        try:
+            from backports import zstd
+        except ImportError:
+            return None
+    return zstd
+
+
+def decode_body(raw: bytes, content_encoding: str | None, max_bytes: int, *, zstd_module=None) -> bytes:
+    """The body with its Content-Encoding undone (gzip; zstd where Python has it), size-limited."""
+    encoding = (content_encoding or "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return raw
+    if encoding in ("gzip", "x-gzip"):
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            data = inflater.decompress(raw, max_bytes + 1)
+        except zlib.error:
+            raise InvalidType("the body is not valid gzip data; check Content-Encoding", "Content-Encoding") from None
+        if len(data) > max_bytes or inflater.unconsumed_tail:
+            raise _too_large(max_bytes)
+        return data
+    if encoding == "zstd":
+        zstd = zstd_module or _zstd_module()
+        if zstd is not None:
+            try:
+                data = zstd.ZstdDecompressor().decompress(raw, max_length=max_bytes + 1)
+            except zstd.ZstdError:
+                raise InvalidType("the body is not valid zstd data; check Content-Encoding",
+                                  "Content-Encoding") from None
+            if len(data) > max_bytes:
+                raise _too_large(max_bytes)
+            return data
+    raise AdapterError(
+        f"Content-Encoding {encoding} is not supported here; send the body uncompressed or gzip-compressed "
+        "(typesafe-sdk: TypeSafeClient(compression=False))", "Content-Encoding", status=415,
+        code="unsupported_media_type")
+
+
+def _bearer_token(header: str | None) -> str | None:
+    if not header:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
 def _json(payload, status: int = 200, headers: dict | None = None) -> Response:
     return Response(json.dumps(payload, ensure_ascii=False), status=status,
                     mimetype="application/json", headers=headers)
@@ -105,6 +168,39 @@ def create_app(settings: Settings | None = None, *, load: str = "now") -> Flask:
     else:
         raise ValueError(f"load must be 'now' or 'background', not {load!r}")
 
+    def engine_or_503():
+        if not holder.ready.is_set():
+            raise NotReady("the model is still loading; retry shortly")
+        return holder.engine
+
+    def read_json(*, jev_route: bool = False):
+        mimetype = request.mimetype
+        json_type = mimetype == "application/json" or mimetype.endswith("+json")
+        if not (json_type or (jev_route and not mimetype)):
+            raise AdapterError(
+                f"Content-Type {mimetype or '(none)'} is not supported; send application/json",
+                "Content-Type", status=415, code="unsupported_media_type")
+        raw = decode_body(request.get_data(cache=False), request.headers.get("Content-Encoding"),
+                          settings.max_body_bytes)
+        if not jev_route:
+            return parse_json_body(raw)
+        try:
+            return parse_json_body(raw)
+        except ValueError:  # an integer literal over Python's 4,300-digit limit
+            raise InvalidType("a number in the body has too many digits; send at most 4,300", None) from None
+
+    @app.before_request
+    def authenticate():
+        g.api = "jev" if request.path.startswith("/v1/") else "sagemaker"
+        if settings.api_key is None or request.path == "/ping":
+            return None
+        token = _bearer_token(request.headers.get("Authorization"))
+        if token is None:
+            raise Unauthorized("this endpoint needs an API key: send Authorization: Bearer <key>")
+        if not hmac.compare_digest(token.encode("utf-8"), settings.api_key.encode("utf-8")):
+            raise Unauthorized("the API key is not valid")
+        return None
+
     @app.get("/ping")
     def ping():
         if holder.ready.is_set():
@@ -115,15 +211,12 @@ def create_app(settings: Settings | None = None, *, load: str = "now") -> Flask:
     @app.post("/invocations")
     def invocations():
         started = time.perf_counter()
-        if not holder.ready.is_set():
-            raise NotReady("the model is still loading; retry shortly")
-        if request.mimetype != "application/json":
-            raise AdapterError(
-                f"Content-Type {request.mimetype or '(none)'} is not supported; send application/json",
-                "Content-Type", status=415, code="unsupported_media_type")
-        body = parse_json_body(request.get_data(cache=False))
+        engine = engine_or_503()
+        body = read_json()
         kind = request_kind(body)
-        engine = holder.engine
+        if kind == "systemone":
+            g.api = "jev"
+            return serve_systemone(engine, body, started)
         if kind == "chat":
             chat = parse_chat(body, settings.chat_max_tokens)
             with gate.admit():
@@ -137,30 +230,57 @@ def create_app(settings: Settings | None = None, *, load: str = "now") -> Flask:
             return _json({"result": {**results[0], "timing": timing, "model": engine.info}})
         return _json({"id": batch.id, "results": results, "timing": timing, "model": engine.info})
 
-    @app.errorhandler(AdapterError)
-    def adapter_error(exc: AdapterError):
+    @app.post("/v1/systemone")
+    def systemone():
+        started = time.perf_counter()
+        engine = engine_or_503()
+        return serve_systemone(engine, read_json(jev_route=True), started)
+
+    def serve_systemone(engine, body, started: float) -> Response:
+        parsed, items = jev.systemone(engine, body)
+        with gate.admit() as waited_ms:
+            results, timing = engine.score_items(items)
+        timing = {"queue_wait_ms": waited_ms, **timing, "total_ms": (time.perf_counter() - started) * 1000.0}
+        return _json(jev.respond(engine, parsed, results, timing))
+
+    @app.get("/v1/models")
+    def models():
+        engine = engine_or_503()
+        return _json(jev.models_payload(engine.info, engine.metadata, engine.model_files.manifest))
+
+    def error_response(exc: AdapterError) -> Response:
         headers = {}
         if isinstance(exc, (Busy, NotReady)):
             headers["Retry-After"] = str(exc.retry_after_s)
-        return _json(exc.to_json(), exc.status, headers)
+        if isinstance(exc, Unauthorized):
+            headers["WWW-Authenticate"] = "Bearer"
+        if g.get("api") == "jev":
+            return _json(jev.error_body(exc), jev.error_status(exc), headers)
+        body = exc.to_json()
+        if isinstance(exc, Unauthorized):  # sent before the body is read: readable by either kind of client
+            body.update(jev.error_body(exc))
+        return _json(body, exc.status, headers)
+
+    @app.errorhandler(AdapterError)
+    def adapter_error(exc: AdapterError):
+        return error_response(exc)
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):
         messages = {
-            404: "no such route; use GET /ping or POST /invocations",
+            404: "no such route; use GET /ping, POST /invocations, POST /v1/systemone or GET /v1/models",
             405: f"{request.method} is not allowed on {request.path}",
             413: f"the body is larger than {settings.max_body_bytes} bytes; send a smaller state "
                  "or raise DECISION_ADAPTER_MAX_BODY_BYTES",
         }
         message = messages.get(exc.code, exc.description or exc.name)
         code = exc.name.lower().replace(" ", "_")
-        return _json({"error": {"code": code, "message": message, "field": None}}, exc.code or 500)
+        return error_response(AdapterError(message, None, status=exc.code or 500, code=code))
 
     @app.errorhandler(Exception)
     def unexpected(exc: Exception):
         log.exception("unexpected error while serving %s", request.path)
-        return _json({"error": {"code": "internal_error",
-                                "message": "the adapter failed on this request; see the endpoint logs",
-                                "field": None}}, 500)
+        return error_response(AdapterError("the adapter failed on this request; see the endpoint logs", None,
+                                           status=500, code="internal_error"))
 
     return app

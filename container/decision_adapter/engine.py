@@ -18,6 +18,17 @@ it. Two ways to get back to the prefix:
 Single decisions take the same path (prefix, then question), so a question
 scored alone and the same question scored in a batch see identical chunking.
 
+Readouts. Up to 16 options: the letters A-P, one forward pass ("letter-slots").
+More options (the Jev API allows 255): each option gets a code, a group letter
+and a digit ("A0", "A1", ... "Z9"), and the readout takes two steps
+("two-level-codes"): the letter logits at the last prompt position give
+P(group), restricted to the groups in use; then, for each group, the group's
+letter is appended (one more token, evaluated from the cached prompt) and the
+digit logits give P(member | group), restricted to that group's members. An
+option's probability is P(group) x P(member | group), a proper distribution
+over exactly the declared options. Cost: one prompt pass plus one single-token
+evaluation per group in use (ceil(n / 10), at most 26).
+
 The engine is not thread-safe; the app lets one request at a time use it.
 """
 
@@ -34,7 +45,8 @@ import numpy as np
 
 from .errors import InvalidValue, PromptTooLong
 from .model_files import ModelFiles
-from .prompt import LETTERS, PROMPT_VERSION, ChatTemplate, RenderedPrompt, TemplateError
+from .prompt import (DIGITS, GROUP_LETTERS, LETTERS, PROMPT_VERSION, ChatTemplate, RenderedPrompt, TemplateError,
+                     option_labels)
 from .schema import ChatRequest, DecisionBatch, Option, Question
 from .settings import Settings
 
@@ -56,6 +68,24 @@ _PROBE_QUESTIONS = (
 _QUANT_RE = re.compile(r"(?:^|[._-])((?:IQ|Q)\d[A-Z0-9_]*?|BF16|F16|F32)(?:\.gguf$|[.-])", re.IGNORECASE)
 
 
+READOUT_LETTER_SLOTS = "letter-slots"
+READOUT_TWO_LEVEL = "two-level-codes"
+READOUT_METHODS = {
+    READOUT_LETTER_SLOTS: (
+        "One forward pass over the rendered prompt; the logits at the last position, restricted to the "
+        "answer-letter tokens of the declared options (A, B, ...), softmaxed. No tokens were generated."
+    ),
+    READOUT_TWO_LEVEL: (
+        "Options are labelled with codes (a group letter and a digit: A0, A1, ... Z9). Step 1: the logits "
+        "at the last prompt position, restricted to the group letters in use, softmaxed: P(group). Step 2: "
+        "for each group, its letter is appended and evaluated from the cached prompt; the logits restricted "
+        "to that group's digits, softmaxed: P(member | group). P(option) = P(group) x P(member | group), a "
+        "distribution over exactly the declared options. Cost: one prompt pass plus one single-token "
+        "evaluation per group in use. No tokens were generated."
+    ),
+}
+
+
 class EngineError(RuntimeError):
     """The model cannot be served by the decision readout (e.g. no usable answer slots)."""
 
@@ -64,6 +94,19 @@ class EngineError(RuntimeError):
 class _Prefix:
     tokens: tuple[int, ...]
     state: bytes | None  # restore mode: the sequence state after the prefix
+
+
+@dataclass(frozen=True)
+class ScoringItem:
+    """One prompt to score over ``n_options`` labelled options (labels from ``Engine.option_labels``)."""
+
+    prompt: RenderedPrompt
+    n_options: int
+    loc: tuple = ()  # where an error about this item points, e.g. ("body", "questions", "q1")
+
+
+def _softmax(values: np.ndarray) -> np.ndarray:
+    return np.exp(values - _logsumexp(values))
 
 
 def _logsumexp(values: np.ndarray) -> float:
@@ -127,6 +170,7 @@ class Engine:
         self._prefix: _Prefix | None = None
 
         self.slot_tokens, self._tail = self._find_slots()
+        self.code_tokens, self.codes_unavailable = self._find_codes()
         self.n_layer = llama_cpp.llama_model_n_layer(vocab_model.model)
         gpu = bool(llama_cpp.llama_supports_gpu_offload())
         requested = settings.n_gpu_layers_for_llama
@@ -162,6 +206,42 @@ class Engine:
         if tail_len == 0:
             raise EngineError("the chat template leaves no fixed tail after the user turn")
         return slots, tuple(probes[0][-tail_len:])
+
+    def _find_codes(self) -> tuple[tuple[tuple[int, ...], tuple[int, ...]] | None, str | None]:
+        """Group-letter and digit tokens for the two-level readout, or (None, why not)."""
+        text = self.template.render_decision(_PROBE_STATE, _PROBE_QUESTIONS[0]).text
+        try:
+            return self._check_codes(text, self.tokenize(text), len(GROUP_LETTERS)), None
+        except EngineError as exc:
+            log.warning("more than %d options are not available with this model: %s", len(LETTERS), exc)
+            return None, str(exc)
+
+    def _check_codes(self, text: str, tokens: list[int], n_groups: int):
+        """Each code (group letter + digit) must be exactly those two tokens appended to the prompt."""
+        groups, digits = [], None
+        for letter in GROUP_LETTERS[:n_groups]:
+            extended = self.tokenize(text + letter)
+            if extended[:-1] != tokens or len(extended) != len(tokens) + 1:
+                raise EngineError(f"appending the group letter {letter!r} re-tokenizes the prompt")
+            group = extended[-1]
+            if self.llm.detokenize([group]).decode("utf-8", errors="replace") != letter:
+                raise EngineError(f"the token for {letter!r} does not decode back to {letter!r}")
+            row = []
+            for digit in DIGITS:
+                coded = self.tokenize(text + letter + digit)
+                if coded[:-1] != extended or len(coded) != len(extended) + 1:
+                    raise EngineError(f"the code {letter + digit!r} is not two tokens (letter, digit) after the prompt")
+                if self.llm.detokenize([coded[-1]]).decode("utf-8", errors="replace") != digit:
+                    raise EngineError(f"the token for {digit!r} does not decode back to {digit!r}")
+                row.append(coded[-1])
+            if digits is None:
+                digits = tuple(row)
+            elif tuple(row) != digits:
+                raise EngineError(f"the digits after {letter!r} are tokenized differently from those after 'A'")
+            groups.append(group)
+        if len(set(groups)) != len(groups) or len(set(digits)) != len(digits):
+            raise EngineError("two group letters or two digits map to the same token")
+        return tuple(groups), digits
 
     def _check_letters(self, text: str, tokens: list[int]) -> tuple[int, ...]:
         slots = []
@@ -213,31 +293,137 @@ class Engine:
         t0 = time.perf_counter()
         rendered = [self._render(batch, i, q) for i, q in enumerate(batch.questions)]
         token_lists = [self.tokenize(r.text) for r in rendered]
-        for i, tokens in enumerate(token_lists):
-            self._check_fits(batch, i, tokens)
+        for tokens in token_lists:
+            self._check_fits(tokens, "state")
         prefix = self._prefix_tokens(rendered[0], token_lists)
         t1 = time.perf_counter()
 
+        def visit(index: int, tokens: list[int], logits: np.ndarray, eval_ms: float) -> dict:
+            return self._readout(batch, batch.questions[index], rendered[index].text, tokens, logits, eval_ms)
+
+        results, timing = self._evaluate(prefix, token_lists, visit)
+        return results, {"tokenize_ms": (t1 - t0) * 1000.0, **timing}
+
+    def _evaluate(self, prefix: tuple[int, ...], token_lists: list[list[int]], visit) -> tuple[list, dict]:
+        """Evaluate the shared prefix once, then each prompt from it; ``visit`` reads each result."""
+        t1 = time.perf_counter()
         prefix_reused = self._enter_prefix(prefix)
         t2 = time.perf_counter()
         results = []
-        for question, r, tokens in zip(batch.questions, rendered, token_lists):
+        for index, tokens in enumerate(token_lists):
             q_start = time.perf_counter()
             self._rewind_to_prefix(prefix)
             self.llm.eval(tokens[len(prefix):])
             logits = self._last_logits()
-            q_eval = time.perf_counter()
-            results.append(self._readout(batch, question, r.text, tokens, logits,
-                                         eval_ms=(q_eval - q_start) * 1000.0))
+            results.append(visit(index, tokens, logits, (time.perf_counter() - q_start) * 1000.0))
         t3 = time.perf_counter()
-        timing = {
-            "tokenize_ms": (t1 - t0) * 1000.0,
+        return results, {
             "prefix_eval_ms": (t2 - t1) * 1000.0,
             "evaluate_ms": (t3 - t1) * 1000.0,
             "shared_prefix_tokens": len(prefix),
             "prefix_reused_from_cache": prefix_reused,
         }
-        return results, timing
+
+    # -- labelled prompts (any number of options the labels cover) -----------------
+
+    @property
+    def max_options(self) -> int:
+        return len(GROUP_LETTERS) * len(DIGITS) if self.code_tokens else len(self.slot_tokens)
+
+    def option_labels(self, n: int, loc: tuple = ()) -> tuple[str, ...]:
+        """Labels to show for n options; a clear 422 when this model cannot read that many."""
+        if n > len(self.slot_tokens) and not self.code_tokens:
+            raise InvalidValue(f"{n} options: this model reads at most {len(self.slot_tokens)} "
+                               f"({self.codes_unavailable})", None, loc=loc)
+        if n > self.max_options:
+            raise InvalidValue(f"{n} options: at most {self.max_options} can be labelled", None, loc=loc)
+        return option_labels(n)
+
+    def score_items(self, items: list[ScoringItem]) -> tuple[list[dict], dict]:
+        """Probabilities over each item's options; every item shares the prefix up to the state.
+
+        An item's result depends only on its own prompt: identical prompts are evaluated once,
+        and each prompt is evaluated from the same cached prefix whatever else is in the list.
+        Returns (one result per item, timing incl. ``input_tokens``: the tokens the model read,
+        shared prefix once, plus the code tokens of two-level readouts).
+        """
+        t0 = time.perf_counter()
+        token_lists = []
+        for item in items:
+            tokens = self.tokenize(item.prompt.text)
+            coded = item.n_options > len(self.slot_tokens)
+            self._check_fits(tokens, "state", loc=item.loc, extra=1 if coded else 0, n_options=item.n_options)
+            token_lists.append(tokens)
+        unique: dict[tuple[int, ...], int] = {}
+        for tokens in token_lists:
+            unique.setdefault(tuple(tokens), len(unique))
+        distinct = [list(t) for t in unique]
+        prefix = self._prefix_tokens(items[0].prompt, distinct)  # distinct[0] is items[0]'s prompt
+        n_options = {unique[tuple(t)]: item.n_options for t, item in zip(token_lists, items)}
+        t1 = time.perf_counter()
+
+        def visit(index: int, tokens: list[int], logits: np.ndarray, eval_ms: float) -> dict:
+            started = time.perf_counter()
+            n = n_options[index]
+            if n <= len(self.slot_tokens):
+                slot_logits = logits[list(self.slot_tokens[:n])]
+                probabilities = _softmax(slot_logits)
+                mass = float(np.exp(_logsumexp(slot_logits) - _logsumexp(logits)))
+                method, passes = READOUT_LETTER_SLOTS, 1
+            else:
+                probabilities, mass, passes = self._two_level(tokens, logits, n)
+                method = READOUT_TWO_LEVEL
+            return {
+                "probabilities": [float(p) for p in probabilities],
+                "readout": method,
+                "forward_passes": passes,
+                "input_tokens": len(tokens),
+                "allowed_token_mass": mass,
+                "question_eval_ms": eval_ms + (time.perf_counter() - started) * 1000.0,
+            }
+
+        computed, timing = self._evaluate(prefix, distinct, visit)
+        results = []
+        for item, tokens in zip(items, token_lists):
+            result = dict(computed[unique[tuple(tokens)]])
+            result["prompt_sha256"] = hashlib.sha256(item.prompt.text.encode("utf-8")).hexdigest()
+            results.append(result)
+        read = len(prefix) + sum(len(t) - len(prefix) + r["forward_passes"] - 1 for t, r in zip(distinct, computed))
+        return results, {"tokenize_ms": (t1 - t0) * 1000.0, **timing, "input_tokens": read,
+                         "distinct_prompts": len(distinct)}
+
+    def _two_level(self, tokens: list[int], logits: np.ndarray, n: int) -> tuple[np.ndarray, float, int]:
+        """P(group) at the prompt's end, then P(member | group) after each group letter."""
+        groups, digits = self.code_tokens
+        width = len(digits)
+        n_groups = -(-n // width)
+        group_logits = logits[list(groups[:n_groups])]
+        p_group = _softmax(group_logits)
+        log_total = _logsumexp(logits)
+        # A recurrent memory cannot be cut back by one token: save the sequence after the prompt.
+        checkpoint = self._save_sequence() if self.recurrent or self.prefix_mode == "restore" else None
+        probabilities, mass = [], 0.0
+        for g in range(n_groups):
+            members = min(width, n - g * width)
+            self._back_to_prompt(tokens, checkpoint)
+            self.llm.eval([groups[g]])
+            after = self._last_logits()
+            digit_logits = after[list(digits[:members])]
+            probabilities.extend(p_group[g] * _softmax(digit_logits))
+            mass += float(np.exp(group_logits[g] - log_total + _logsumexp(digit_logits) - _logsumexp(after)))
+        return np.asarray(probabilities), mass, 1 + n_groups
+
+    def _back_to_prompt(self, tokens: list[int], checkpoint: bytes | None) -> None:
+        """Return to the state right after ``tokens`` (trim the KV cache, or restore a saved sequence)."""
+        if self.llm.n_tokens == len(tokens):
+            return
+        if checkpoint is None:
+            self.llm.n_tokens = len(tokens)  # eval() removes the KV cells past n_tokens
+            return
+        self._reset_context()
+        self._load_sequence(checkpoint)
+        self.llm.input_ids[: len(tokens)] = tokens
+        self.llm.n_tokens = len(tokens)
 
     def _render(self, batch: DecisionBatch, index: int, question: Question) -> RenderedPrompt:
         if len(question.options) > len(self.slot_tokens):
@@ -252,17 +438,24 @@ class Engine:
     def _field(batch: DecisionBatch, index: int, name: str) -> str:
         return name if batch.single else f"questions[{index}].{name}"
 
-    def _check_fits(self, batch: DecisionBatch, index: int, tokens: list[int]) -> None:
+    def _check_fits(self, tokens: list[int], field: str, *, loc: tuple | None = None, extra: int = 0,
+                    n_options: int = 0) -> None:
         limit = self.llm.n_ctx()
-        if len(tokens) >= limit:
+        if len(tokens) + extra >= limit:
             raise PromptTooLong(
                 f"the prompt is {len(tokens)} tokens but the context holds {limit}; shorten the state or "
                 "question (prompts are never truncated) or raise SM_LLAMA_CPP_CTX_SIZE",
-                "state",
+                field, loc=loc,
             )
         if tuple(tokens[-len(self._tail):]) != self._tail:
             # The request's text merged with the template's tail; check the slots directly.
-            self._check_letters(self.llm.detokenize(tokens, special=True).decode("utf-8", errors="replace"), tokens)
+            text = self.llm.detokenize(tokens, special=True).decode("utf-8", errors="replace")
+            try:
+                self._check_letters(text, tokens)
+                if n_options > len(self.slot_tokens):
+                    self._check_codes(text, tokens, -(-n_options // len(DIGITS)))
+            except EngineError as exc:
+                raise InvalidValue(f"this prompt cannot be read with answer letters: {exc}", field, loc=loc) from None
 
     def _prefix_tokens(self, first: RenderedPrompt, token_lists: list[list[int]]) -> tuple[int, ...]:
         if self.prefix_mode == "off" or first.state_end is None:

@@ -10,10 +10,11 @@ class AdapterError(Exception):
     code = "bad_request"
 
     def __init__(self, message: str, field: str | None = None, *, status: int | None = None,
-                 code: str | None = None):
+                 code: str | None = None, loc: tuple | None = None):
         super().__init__(message)
         self.message = message
         self.field = field
+        self.loc = loc  # the field as a path (Jev's error shape), when the caller knows it exactly
         if status is not None:
             self.status = status
         if code is not None:
@@ -47,6 +48,13 @@ class Busy(AdapterError):
     def __init__(self, message: str, retry_after_s: int):
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class Unauthorized(AdapterError):
+    """A missing or wrong API key (only when DECISION_ADAPTER_API_KEY is set)."""
+
+    status = 401
+    code = "authentication_error"
 
 
 class NotReady(AdapterError):

@@ -20,6 +20,21 @@ from .schema import Question
 PROMPT_VERSION = "decision-prompt/1"
 LETTERS = tuple("ABCDEFGHIJKLMNOP")
 
+# Beyond len(LETTERS) options, each option gets a two-character code: a group
+# letter and a digit ("A0" ... "Z9"), read out in two steps (see engine.py).
+GROUP_LETTERS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+DIGITS = tuple("0123456789")
+MAX_CODED_OPTIONS = len(GROUP_LETTERS) * len(DIGITS)
+
+
+def option_labels(n: int) -> tuple[str, ...]:
+    """The answer labels shown for n options: letters up to 16, then group-letter + digit codes."""
+    if n <= len(LETTERS):
+        return LETTERS[:n]
+    if n > MAX_CODED_OPTIONS:
+        raise ValueError(f"at most {MAX_CODED_OPTIONS} options can be labelled")
+    return tuple(GROUP_LETTERS[i // len(DIGITS)] + DIGITS[i % len(DIGITS)] for i in range(n))
+
 SYSTEM_PROMPT = (
     "You are a decision component inside a software system. You receive a JSON object with "
     "a state (the evidence), a question (the criterion to apply to it) and options labelled "
@@ -33,13 +48,27 @@ def render_state(state) -> str:
     return json.dumps(state, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
 
 
-def user_message(state, question: Question) -> tuple[str, int]:
-    """The user turn, and the offset in it where the state ends."""
+def render_json(value) -> str:
+    """Any JSON value as text, deterministically: sorted keys, fixed separators."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+
+
+def compose_user_message(state, question, labelled_options: dict[str, str]) -> tuple[str, int]:
+    """The user turn ``{"state", "question", "options"}``, and the offset where the state ends.
+
+    ``question`` is any JSON value (a string, or structured instructions); the
+    options map each answer label to its text, in the order they are shown.
+    """
     head = '{"state": ' + render_state(state)
-    options = {letter: option.text for letter, option in zip(LETTERS, question.options)}
-    tail = (', "question": ' + json.dumps(question.question, ensure_ascii=False)
-            + ', "options": ' + json.dumps(options, ensure_ascii=False, separators=(", ", ": ")) + "}")
+    tail = (', "question": ' + render_json(question)
+            + ', "options": ' + json.dumps(labelled_options, ensure_ascii=False, separators=(", ", ": ")) + "}")
     return head + tail, len(head)
+
+
+def user_message(state, question: Question) -> tuple[str, int]:
+    """The user turn of a decision, and the offset in it where the state ends."""
+    options = {letter: option.text for letter, option in zip(LETTERS, question.options)}
+    return compose_user_message(state, question.question, options)
 
 
 class TemplateError(RuntimeError):
@@ -82,7 +111,11 @@ class ChatTemplate:
 
     def render_decision(self, state, question: Question) -> RenderedPrompt:
         content, state_end = user_message(state, question)
-        text = self.render([{"role": "system", "content": SYSTEM_PROMPT},
+        return self.render_turn(SYSTEM_PROMPT, content, state_end)
+
+    def render_turn(self, system: str, content: str, state_end: int) -> RenderedPrompt:
+        """System + user turn with the generation prompt; locate the state's end in the result."""
+        text = self.render([{"role": "system", "content": system},
                             {"role": "user", "content": content}])
         at = text.find(content[:state_end])
         return RenderedPrompt(text, at + state_end if at >= 0 else None)

@@ -6,6 +6,8 @@ Three bodies arrive on ``POST /invocations`` and are told apart by shape:
 * a shared-state batch: ``{"id", "state", "questions": [{"id", "question", "options",
   "temperature"?}, ...]}``; the state is evaluated once for all questions
 * a chat request: ``{"messages": [...], ...}`` in the OpenAI chat-completions schema
+* a Jev System One request: ``{"state", "questions": {qid: {...}}, "model"?}`` (``questions``
+  is an object keyed by question id, where the shared-state batch has an array); see jev.py
 
 Options are ``{"id": "billing", "text": "Billing and refunds"}``; a bare string is
 shorthand for an option whose id and text are that string. Wrong JSON types are
@@ -221,15 +223,17 @@ def parse_chat(body: dict, default_max_tokens: int) -> ChatRequest:
 
 
 def request_kind(body) -> str:
-    """'chat', 'decision' or raise: dispatch on the body's shape."""
+    """'chat', 'systemone', 'decision' or raise: dispatch on the body's shape."""
     if not isinstance(body, dict):
         raise InvalidType(f"the request body must be a JSON object, got {_type_name(body)}", None)
     if "messages" in body:
         return "chat"
+    if isinstance(body.get("questions"), dict):
+        return "systemone"
     if "question" in body or "questions" in body:
         return "decision"
     raise InvalidValue(
-        "the body must carry 'question' and 'options' (a decision), 'questions' (a shared-state batch) "
-        "or 'messages' (a chat request)",
+        "the body must carry 'question' and 'options' (a decision), 'questions' (a shared-state batch: an "
+        "array; a Jev System One request: an object keyed by question id) or 'messages' (a chat request)",
         None,
     )

@@ -56,6 +56,8 @@ class Settings:
     chat_max_tokens: int = 256
     log_level: str = "INFO"
     ignored_llama_settings: tuple[str, ...] = field(default=())
+    # DECISION_ADAPTER_API_KEY: when set, every route but /ping needs ``Authorization: Bearer <key>``.
+    api_key: str | None = field(default=None, repr=False)
 
     @property
     def n_gpu_layers_for_llama(self) -> int:
@@ -102,6 +104,16 @@ def _float(env: Mapping[str, str], name: str, default: float, minimum: float = 0
     return value
 
 
+def _api_key(env: Mapping[str, str], name: str) -> str | None:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    key = raw.strip()
+    if not key.isascii() or not key.isprintable() or " " in key:
+        raise SettingsError(f"{name} must be printable ASCII without spaces (it travels in an HTTP header)")
+    return key
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from an environment mapping (``os.environ`` by default)."""
     env = os.environ if env is None else env
@@ -139,6 +151,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         chat_max_tokens=_int(env, A + "CHAT_MAX_TOKENS", 256, minimum=1),
         log_level=(env.get(A + "LOG_LEVEL") or "INFO").upper(),
         ignored_llama_settings=tuple(ignored),
+        api_key=_api_key(env, A + "API_KEY"),
     )
 
 

@@ -1,0 +1,71 @@
+"""Adapters for the Jev tests: the embedded model with an 8192-token context (Jev choices take up
+to 255 options, about 5,400 prompt tokens), one without and one with an API key.
+
+Both are real processes (gunicorn + llama.cpp) on loopback ports, started on first use and
+stopped by their finalizers; their output goes to log files.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workshop_lib.local import AdapterProcess
+
+from tests.conftest import THREADS
+
+JEV_ENV = {"SM_LLAMA_CPP_CTX_SIZE": "8192", "DECISION_ADAPTER_MAX_QUEUE": "4",
+           # an external suite on a shared 2-core machine: wait longer before answering 503
+           "DECISION_ADAPTER_QUEUE_TIMEOUT": "120"}
+
+
+def _start(model_dir: Path, log_path: Path, **env) -> AdapterProcess:
+    process = AdapterProcess(model_dir, log_path=log_path, threads=THREADS, env={**JEV_ENV, **env})
+    return process.start()
+
+
+@pytest.fixture(scope="session")
+def jev_adapter(model_dir, tmp_path_factory):
+    """An adapter with no API key."""
+    process = _start(model_dir, tmp_path_factory.mktemp("jev-logs") / "adapter.log")
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def api_key() -> str:
+    return "wk-" + secrets.token_urlsafe(24)
+
+
+@pytest.fixture(scope="session")
+def keyed_adapter(model_dir, tmp_path_factory, api_key):
+    """An adapter with DECISION_ADAPTER_API_KEY set."""
+    process = _start(model_dir, tmp_path_factory.mktemp("jev-keyed-logs") / "adapter.log",
+                     DECISION_ADAPTER_API_KEY=api_key)
+    yield process
+    process.stop()
+
+
+def console_script(name: str) -> str:
+    """A console script installed next to this interpreter (the venv's), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if not found:
+        pytest.fail(f"{name} is not installed; run `make test` (it installs the dev extra) or "
+                    f"`.venv/bin/pip install -e '.[dev]'`")
+    return found
+
+
+def run_tool(args: list[str], log_path: Path, *, timeout_s: float, env: dict | None = None) -> int:
+    """Run a command with its output in a file; on timeout it is killed and the test fails."""
+    with open(log_path, "wb") as log:
+        try:
+            return subprocess.run(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  timeout=timeout_s, env=env, check=False).returncode
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{Path(args[0]).name} did not finish within {timeout_s:g} s; see {log_path}")

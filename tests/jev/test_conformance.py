@@ -1,0 +1,75 @@
+"""Suites nobody on this project wrote, run as subprocesses against real adapter processes.
+
+* ``jevcompat test`` (the pinned conformance suite): every MUST passes, with and without an
+  API key configured. Its checks include 255-option choices, noise-aware invariance to question
+  ids, batching and order, and the official ``typesafe-sdk`` parsing every answer type.
+* ``jevbench eval`` (label-free coherence tests, offline: frozen suites, no judge model): the
+  bundled one-case ``examples`` suite runs end to end with no refused or invalid answer. The
+  embedded model is far too small to be coherent; the scores are not asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.jev.conftest import console_script, run_tool
+
+pytestmark = pytest.mark.slow
+
+JEVCOMPAT_TIMEOUT_S = 3600  # a whole run; a shared 2-core machine can be slow
+REQUEST_TIMEOUT_S = "600"  # jevcompat's per-request timeout (a timeout would make the run "incomplete")
+
+
+def _jevcompat(url: str, tmp_path, *extra: str, env: dict | None = None) -> tuple[int, dict]:
+    report = tmp_path / "jevcompat.json"
+    status = run_tool([console_script("jevcompat"), "test", url, "--timeout", REQUEST_TIMEOUT_S,
+                       "--json", str(report), "--markdown", str(tmp_path / "jevcompat.md"), *extra],
+                      tmp_path / "jevcompat.log", timeout_s=JEVCOMPAT_TIMEOUT_S, env=env)
+    assert report.exists(), (tmp_path / "jevcompat.log").read_text(errors="replace")[-3000:]
+    return status, json.loads(report.read_text())
+
+
+def _failed_musts(report: dict) -> list[str]:
+    return [f"{r['id']}: {[f['message'] for f in r['findings']][:2]}"
+            for r in report["results"] if r["level"] == "MUST" and r["status"] == "fail"]
+
+
+def test_jevcompat_every_must_passes_without_an_api_key(jev_adapter, tmp_path):
+    status, report = _jevcompat(jev_adapter.url, tmp_path)
+    summary = report["summary"]
+    assert _failed_musts(report) == []
+    assert summary["verdict"] == "conformant" and status == 0, (summary, report["inconclusive"])
+    assert summary["MUST"]["failed"] == 0 and summary["untested_musts"] == []
+    results = {r["id"]: r["status"] for r in report["results"]}
+    assert results["auth.ignored-when-off"] == "pass" and results["choice.options"] == "pass"
+    assert results["dropin.sdk-python"] == "pass" and results["semantics.question-id"] == "pass"
+    assert report["info"]["limits"]["choice options accepted up to"] == 255
+
+
+def test_jevcompat_every_must_passes_with_an_api_key(keyed_adapter, api_key, tmp_path):
+    env = {**os.environ, "WORKSHOP_JEV_KEY": api_key}  # --key-env keeps the key off the command line
+    status, report = _jevcompat(keyed_adapter.url, tmp_path, "--key-env", "WORKSHOP_JEV_KEY", env=env)
+    summary = report["summary"]
+    assert _failed_musts(report) == []
+    assert summary["verdict"] == "conformant" and status == 0, (summary, report["inconclusive"])
+    results = {r["id"]: r["status"] for r in report["results"]}
+    assert results["auth.bearer"] == "pass"
+    assert results["auth.missing"] == "pass" and results["auth.invalid"] == "pass"
+
+
+def test_jevbench_offline_examples_suite_runs_end_to_end(jev_adapter, tmp_path):
+    report_path = tmp_path / "jevbench-examples.json"
+    status = run_tool([console_script("jevbench"), "eval", "--url", jev_adapter.url + "/v1/systemone",
+                       "--model", "jev-latest", "--suite", "examples", "--no-cache", "--name", "adapter-smollm2",
+                       "--out", str(report_path)],
+                      tmp_path / "jevbench.log", timeout_s=1800)
+    log = (tmp_path / "jevbench.log").read_text(errors="replace")
+    assert status == 0, log[-3000:]
+    report = json.loads(report_path.read_text())
+    result = report["result"]
+    assert result["errors"] == [] and not result["backend_down"]
+    assert result["requests"] > 20 and result["outcomes"]
+    assert report["scores"]["pillars"]  # scored, whatever the (tiny) model's coherence
