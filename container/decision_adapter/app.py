@@ -85,12 +85,23 @@ def parse_json_body(raw: bytes):
     except UnicodeDecodeError:
         raise InvalidType("the body is not valid UTF-8; send UTF-8 encoded JSON", None) from None
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys)
+        body = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as exc:
         raise InvalidType(f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
                           None) from None
     except RecursionError:
         raise InvalidType("the body is nested too deeply; flatten the JSON", None) from None
+    except ValueError:  # e.g. an integer literal longer than Python parses (4,300 digits)
+        raise InvalidType("the body holds a number too long to parse; send ordinary numbers", None) from None
+    try:
+        # \ud800-style escapes decode to strings no UTF-8 encoder (tokenizer, reply) accepts.
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidType("the body holds an unpaired UTF-16 surrogate escape (e.g. \\ud800); send valid "
+                          "Unicode text", None) from None
+    except RecursionError:
+        raise InvalidType("the body is nested too deeply; flatten the JSON", None) from None
+    return body
 
 
 def _too_large(max_bytes: int) -> AdapterError:

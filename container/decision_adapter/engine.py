@@ -137,9 +137,15 @@ class Engine:
         self.settings = settings
         self.model_files = model
         started = time.perf_counter()
-        self.llm = llama_cpp.Llama(
-            model_path=str(model.gguf), logits_all=False, verbose=False, **settings.llama_kwargs()
-        )
+        try:
+            self.llm = llama_cpp.Llama(
+                model_path=str(model.gguf), logits_all=False, verbose=False, **settings.llama_kwargs()
+            )
+        except ValueError as exc:  # llama.cpp only says "Failed to load model from file"
+            raise EngineError(
+                f"llama.cpp could not load {model.gguf.name} ({exc}); the file is not a valid GGUF for this "
+                "llama.cpp (truncated or corrupt?): re-extract model.tar.gz or rebuild the model package"
+            ) from None
         self.load_seconds = time.perf_counter() - started
         self.metadata = dict(self.llm.metadata)
         template_source = self.metadata.get("tokenizer.chat_template")

@@ -116,10 +116,20 @@ def _listed_name(model_dir: Path, gguf: Path) -> str:
         return gguf.name
 
 
+def check_gguf_header(path: Path) -> None:
+    with open(path, "rb") as handle:
+        magic = handle.read(4)
+    if magic != b"GGUF":
+        raise ModelFilesError(
+            f"{path.name} is not a valid GGUF file (it does not start with the GGUF header; truncated or "
+            "corrupt?); re-extract model.tar.gz or rebuild the model package")
+
+
 def locate_model(model_dir: str | Path, model_file: str | None = None) -> ModelFiles:
     """Find the GGUF, verify it against the manifest if one exists, return its identity."""
     model_dir = Path(model_dir)
     gguf = find_gguf(model_dir, model_file)
+    check_gguf_header(gguf)
     manifest = read_manifest(model_dir) if model_dir.is_dir() else None
     if manifest is not None:
         verify_manifest(model_dir, manifest, gguf)

@@ -25,6 +25,7 @@ MIN_OPTIONS = 2
 MAX_OPTIONS = 16
 MAX_QUESTIONS = 32
 MAX_ID_CHARS = 256
+MIN_TEMPERATURE = 1e-3  # exclusive lower bound for a decision's temperature
 CHAT_ROLES = ("system", "user", "assistant")
 
 
@@ -86,9 +87,13 @@ def _string(value, field: str, *, max_chars: int | None = None) -> str:
 def _number(value, field: str, *, minimum_exclusive: float, maximum: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidType(f"{field} must be a number, got {_type_name(value)}", field)
-    if not math.isfinite(value) or not (minimum_exclusive < value <= maximum):
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range
+        number = math.inf
+    if not math.isfinite(number) or not (minimum_exclusive < number <= maximum):
         raise InvalidValue(f"{field} must be a finite number above {minimum_exclusive} and at most {maximum}", field)
-    return float(value)
+    return number
 
 
 def _state(value, field: str = "state"):
@@ -141,7 +146,8 @@ def _question(body: dict, field_prefix: str, default_id: str | None) -> Question
     options = _options(_require(body, "options", f"{field_prefix}options"), f"{field_prefix}options")
     temperature = 1.0
     if body.get("temperature") is not None:
-        temperature = _number(body["temperature"], f"{field_prefix}temperature", minimum_exclusive=0.0,
+        # Below 1e-3 the scaled logits overflow to NaN; such a temperature means "argmax" anyway.
+        temperature = _number(body["temperature"], f"{field_prefix}temperature", minimum_exclusive=MIN_TEMPERATURE,
                               maximum=100.0)
     return Question(qid, question, options, temperature)
 
@@ -205,9 +211,12 @@ def parse_chat(body: dict, default_max_tokens: int) -> ChatRequest:
         value = body["temperature"]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InvalidType(f"temperature must be a number, got {_type_name(value)}", "temperature")
-        if not math.isfinite(value) or not 0 <= value <= 2:
+        try:
+            temperature = float(value)
+        except OverflowError:  # an integer beyond float range
+            temperature = math.inf
+        if not math.isfinite(temperature) or not 0 <= temperature <= 2:
             raise InvalidValue("temperature must be between 0 and 2", "temperature")
-        temperature = float(value)
     top_p = 1.0
     if body.get("top_p") is not None:
         top_p = _number(body["top_p"], "top_p", minimum_exclusive=0.0, maximum=1.0)

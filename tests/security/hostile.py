@@ -1,8 +1,8 @@
 """Hostile request bodies for the fuzz tests (hypothesis strategies), and small process helpers.
 
-Three input classes make today's adapter fail with a 500 (or a NaN answer); the
-strategies leave them out and ``KNOWN_GAPS`` names them, each with an explicit
-``xfail(strict=True)`` test in test_hostile_input.py / test_hostile_http.py:
+Three input classes once made the adapter fail with a 500 (or a NaN answer);
+``KNOWN_GAPS`` names them, and each has an explicit test in test_hostile_input.py /
+test_hostile_http.py:
 
 * integers beyond float range where a number is expected (``temperature: 1e400`` as
   an integer literal: OverflowError), and integer literals over 4,300 digits
@@ -11,7 +11,8 @@ strategies leave them out and ``KNOWN_GAPS`` names them, each with an explicit
   or the reply (UnicodeEncodeError when tokenizing or encoding the response);
 * positive temperatures so small that logits / temperature overflow (NaN probabilities).
 
-When the adapter handles them, remove the xfail markers and widen the strategies.
+The adapter now refuses all of them with a 4xx (explicit tests cover each); the random
+strategies still leave them out so that their examples exercise the rest of the grammar.
 """
 
 from __future__ import annotations
