@@ -502,6 +502,21 @@ class EndpointClient:
             decisions.append(made)
         return decisions
 
+    def systemone(self, state, questions: Mapping[str, Mapping], *, model: str | None = "jev-latest", **extra):
+        """Jev System One questions (``workshop_lib.systemone``: noul / choice / score) on one state.
+
+        Sent to ``/invocations`` (the adapter tells the shape apart), so it travels through SageMaker's
+        InvokeEndpoint unchanged; returns a ``systemone.SystemOneResult`` checked against the questions.
+        """
+        from . import systemone
+
+        body = systemone.request(state, questions, model=model, **extra)
+        reply, latency, attempts = self.invoke(body)
+        try:
+            return systemone.parse_response(reply, body, client_latency_ms=latency, attempts=attempts)
+        except systemone.SystemOneFormatError as exc:
+            raise InvalidResponse(str(exc), endpoint=self.transport.name, body=json.dumps(reply)[:2000]) from None
+
     def ping(self) -> dict:
         """The server's /ping reply (local servers only: SageMaker keeps /ping to itself)."""
         reply = self.transport.ping()

@@ -51,6 +51,22 @@ def test_batch_keeps_order_and_matches_single_decisions(client):
         assert answered.probabilities == pytest.approx(alone.probabilities, abs=1e-4)
 
 
+def test_systemone_through_invocations(client):
+    from workshop_lib import systemone
+
+    result = client.systemone(STATE, {
+        "lost": systemone.noul("Is the parcel lost?"),
+        "team": systemone.choice("Which team should handle this?", TEAMS),
+        "urgency": systemone.score("How urgent is this?", [text for _, text in URGENCY])})
+    assert set(result.answers) == {"lost", "team", "urgency"}
+    assert result.model.endswith("SmolLM2-135M-Instruct.Q4_1")  # the real model, not the alias
+    assert result.usage["input_tokens"] > 0 and result.usage["output_tokens"] == 0
+    assert set(result["team"].probabilities) == set(TEAMS)
+    assert sum(result["team"].probabilities.values()) == pytest.approx(1.0, abs=1e-3)
+    assert set(result["lost"].probabilities) == {"no", "yes"}
+    assert set(result["urgency"].probabilities) == {"0", "1", "2"}
+
+
 def test_chat(client):
     reply = client.chat([{"role": "user", "content": "Say hello."}], max_tokens=8)
     assert reply.content.strip() and reply.finish_reason in ("stop", "length")
