@@ -195,6 +195,7 @@ def cmd_bench(args) -> int:
         _endpoint_client(args), args.tasks, limit=args.limit, concurrency=args.concurrency,
         baseline=args.baseline, bias=args.bias, debias=args.debias, calibrate=args.calibrate,
         rotations=args.rotations, study_limit=args.study_limit, label=args.label, compare_with=compare_with,
+        schema=args.schema,
         progress=not args.no_progress)
     paths = report.save(args.out)
     print(report.to_markdown())
@@ -331,6 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fit a temperature on the dev tasks; ECE and Brier before/after on the rest")
     p.add_argument("--compare", metavar="REPORT_JSON", help="a saved report.json to show side by side")
     p.add_argument("--label", default="decision", help="name of this run in tables (e.g. cpu, gpu)")
+    p.add_argument("--schema", choices=("decision", "systemone"), default="decision",
+                   help="send the tasks as decisions (default) or as Jev /v1/systemone questions")
     p.add_argument("--out", default=".workshop/bench", help="output folder (default .workshop/bench)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 

@@ -228,6 +228,37 @@ def run_decisions(client, tasks: Sequence[Task], *, concurrency: int = 1, order:
                settings={"order": order, "temperature": temperature})
 
 
+def systemone_question(task: Task) -> dict:
+    """The task as one Jev System One question (answers keyed by the task's labels)."""
+    if task.type == "noul":
+        return {"type": "noul", "instructions": task.question}
+    if task.type == "score":
+        return {"type": "score", "instructions": task.question, "criteria": [text for _, text in task.options]}
+    return {"type": "choice", "instructions": task.question, "criteria": {oid: text for oid, text in task.options}}
+
+
+def run_systemone(client, tasks: Sequence[Task], *, concurrency: int = 1, progress: bool = True,
+                  label: str = "systemone") -> Run:
+    """The same tasks through the Jev ``/v1/systemone`` schema (``client.systemone``), scored alike."""
+    def attempt(task: Task) -> TaskResult:
+        t0 = time.perf_counter()
+        try:
+            result = client.systemone(task.state, {task.id: systemone_question(task)})
+        except EndpointError as exc:
+            return _timed_failure(task, exc, t0)
+        probabilities = result[task.id].probabilities
+        labels = [oid for oid in task.labels if oid in probabilities] if task.type == "choice" else \
+            list(probabilities)
+        return score_response(task, labels, [probabilities[k] for k in labels],
+                              client_latency_ms=result.client_latency_ms, server_ms=result.server_ms,
+                              input_tokens=result.usage.get("input_tokens"), attempts=result.attempts)
+
+    started_at = _now()
+    results, wall = execute(tasks, attempt, concurrency=concurrency, progress=progress, desc=label)
+    return Run(label=label, kind="decision", results=results, endpoint=_endpoint_name(client),
+               concurrency=concurrency, wall_s=wall, started_at=started_at, settings={"schema": "systemone"})
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 

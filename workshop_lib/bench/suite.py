@@ -20,7 +20,7 @@ from pathlib import Path
 from .baseline import MAX_TOKENS, run_generation_baseline
 from .bias import run_debiased, run_order_test
 from .report import BenchReport
-from .runner import run_decisions
+from .runner import run_decisions, run_systemone
 from .tasks import Task, default_tasks_path, load_tasks, select
 
 
@@ -37,16 +37,21 @@ def run_benchmark(client, tasks=None, *, limit: int | None = None, concurrency: 
                   baseline: bool = False, bias: bool = False, debias: bool = False, calibrate: bool = False,
                   rotations: int | None = None, study_limit: int | None = None, order: str = "reversed",
                   max_tokens: int = MAX_TOKENS, label: str = "decision", compare_with: dict | None = None,
-                  title: str = "Decision benchmark", progress: bool = True) -> BenchReport:
+                  title: str = "Decision benchmark", progress: bool = True, schema: str = "decision") -> BenchReport:
     """Run the benchmark against ``client`` (any ``EndpointClient``) and return a ``BenchReport``.
 
     ``tasks``: a JSONL path, a list of ``Task`` or None for the packaged set; ``limit`` keeps
     that many, spread across families. ``rotations``: k for the debiased readout (default:
     as many as the task has options). ``compare_with``: ``report.load_comparison(path)``.
+    ``schema``: "decision" (the project's schema) or "systemone" (the same tasks as Jev questions);
+    the studies (baseline, order, calibration) always use the decision schema.
     """
     chosen, source = resolve_tasks(tasks, limit)
     studied = select(chosen, study_limit)
-    runs = {"decision": run_decisions(client, chosen, concurrency=concurrency, progress=progress, label=label)}
+    if schema not in ("decision", "systemone"):
+        raise ValueError(f"schema must be 'decision' or 'systemone', not {schema!r}")
+    main = run_systemone if schema == "systemone" else run_decisions
+    runs = {"decision": main(client, chosen, concurrency=concurrency, progress=progress, label=label)}
     if bias or debias:
         runs["decision_reversed"] = run_order_test(client, studied, order=order, progress=progress, label=label)
     if debias:
