@@ -813,6 +813,32 @@ def start_transform_job(sm_client, request: dict) -> str:
                  request["TransformJobName"])["TransformJobArn"]
 
 
+class TransformFailed(RuntimeError):
+    pass
+
+
+def wait_for_transform(sm_client, job_name: str, *, poll_s: float = 30, timeout_s: float = 6 * 3600,
+                       progress: bool = True, sleep=time.sleep) -> dict:
+    """Poll DescribeTransformJob until Completed; raise TransformFailed on Failed or Stopped."""
+    from tqdm.auto import tqdm
+
+    started = time.monotonic()
+    with tqdm(total=None, desc=f"transform {job_name}", disable=not progress, bar_format="{desc}: {postfix}") as bar:
+        while True:
+            job = sm_client.describe_transform_job(TransformJobName=job_name)
+            status = job["TransformJobStatus"]
+            bar.set_postfix_str(f"{status} after {time.monotonic() - started:.0f} s")
+            if status == "Completed":
+                return job
+            if status in ("Failed", "Stopped"):
+                raise TransformFailed(f"transform job {job_name} {status.lower()}: "
+                                      f"{job.get('FailureReason') or 'no reason given'}; see the CloudWatch log "
+                                      f"group /aws/sagemaker/TransformJobs")
+            if time.monotonic() - started > timeout_s:
+                raise TimeoutError(f"transform job {job_name} still {status} after {timeout_s:g} s")
+            sleep(poll_s)
+
+
 def decisions_to_jsonl(decisions: Iterable[Mapping]) -> str:
     """One decision request per line, as Batch Transform's SplitType=Line expects; ids must be unique."""
     lines, seen = [], set()

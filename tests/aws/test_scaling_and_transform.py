@@ -162,3 +162,37 @@ def test_jsonl_needs_unique_string_ids():
 def test_transform_output_uri():
     assert endpoints.transform_output_uri("s3://b/in/decisions.jsonl", "s3://b/out/") == \
         "s3://b/out/decisions.jsonl.out"
+
+
+def _transform_stubber(statuses, reason=None):
+    import boto3
+    from botocore.stub import Stubber
+
+    sm = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(sm)
+    for status in statuses:
+        response = {"TransformJobName": "decisions-1", "TransformJobArn":
+                    "arn:aws:sagemaker:us-east-1:123456789012:transform-job/decisions-1",
+                    "TransformJobStatus": status, "ModelName": "m", "CreationTime": "2026-11-29T00:00:00Z",
+                    "TransformInput": {"DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://b/in/"}}},
+                    "TransformOutput": {"S3OutputPath": "s3://b/out/"},
+                    "TransformResources": {"InstanceType": "ml.c5.2xlarge", "InstanceCount": 1}}
+        if reason and status == "Failed":
+            response["FailureReason"] = reason
+        stub.add_response("describe_transform_job", response, {"TransformJobName": "decisions-1"})
+    stub.activate()
+    return sm, stub
+
+
+def test_wait_for_transform_stubber_polls_until_completed():
+    sm, stub = _transform_stubber(["InProgress", "InProgress", "Completed"])
+    slept = []
+    job = endpoints.wait_for_transform(sm, "decisions-1", poll_s=7, progress=False, sleep=slept.append)
+    assert job["TransformJobStatus"] == "Completed" and slept == [7, 7]
+    stub.assert_no_pending_responses()
+
+
+def test_wait_for_transform_stubber_reports_the_failure_reason():
+    sm, _ = _transform_stubber(["InProgress", "Failed"], reason="ClientError: bad line 3")
+    with pytest.raises(endpoints.TransformFailed, match="bad line 3"):
+        endpoints.wait_for_transform(sm, "decisions-1", poll_s=0, progress=False, sleep=lambda s: None)
