@@ -2,36 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
 import signal
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
+from tests.http_client import call
 
 OPTIONS = [{"id": "refunds", "text": "Refunds"}, {"id": "shipping", "text": "Shipping"}]
 DECISION = {"id": "d-1", "state": "The parcel never arrived.", "question": "Which team?", "options": OPTIONS}
 # About 700 tokens: long enough to keep the model busy for a few seconds here.
 LONG_STATE = " ".join(f"Line {i}: the customer called again about order {1000 + i}." for i in range(50))
-
-
-def call(url, body=None, *, method=None, content_type="application/json", raw: bytes | None = None,
-         timeout=70.0):
-    """Send a request; return (status, headers, parsed JSON body)."""
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    headers = {"Content-Type": content_type} if data is not None else {}
-    request = urllib.request.Request(url, data=data, headers=headers, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, dict(response.headers), json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        payload = exc.read()
-        return exc.code, dict(exc.headers), json.loads(payload) if payload else None
 
 
 def invoke(adapter, body=None, **kw):
@@ -203,25 +187,6 @@ def test_overload_gets_503_with_retry_after(model_dir, start_adapter):
         else:
             assert body["result"]["id"] == sent["id"]
     assert call(server.url + "/ping")[0] == 200
-
-
-def test_manifest_mismatch_refuses_to_start(model_dir, tmp_path, start_adapter):
-    broken = tmp_path / "model"
-    shutil.copytree(model_dir, broken)
-    manifest = json.loads((broken / "model-manifest.json").read_text())
-    good = manifest["files"][0]["sha256"]
-    manifest["files"][0]["sha256"] = "ab" * 32
-    (broken / "model-manifest.json").write_text(json.dumps(manifest))
-    server = start_adapter(broken, wait=False)
-    healthy = False
-    deadline = time.monotonic() + 60
-    while server.process.poll() is None and time.monotonic() < deadline:
-        healthy = healthy or server.ping() == 200
-        time.sleep(0.05)
-    assert server.process.poll() not in (None, 0)
-    assert not healthy
-    log = server.log_path.read_text()
-    assert "ab" * 32 in log and good in log and "SmolLM2-135M-Instruct.Q4_1.gguf" in log
 
 
 def test_sigterm_lets_the_request_in_flight_finish(model_dir, start_adapter):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import urllib.error
-import urllib.request
 
 import pytest
+
+from tests.http_client import call as _call
 
 TICKET = ("I was charged twice for my March invoice and the refund I was promised has not arrived. "
           "Fix it today or I will dispute the charge with my bank.")
@@ -19,18 +19,9 @@ SCORE = {"type": "score", "instructions": "How frustrated is the customer?",
          "criteria": ["Calm", "Frustrated", "Very angry"]}
 
 
-def call(url, body=None, *, method=None, headers=None, raw: bytes | None = None, timeout=300.0):
-    """Send a request; return (status, headers, parsed JSON body)."""
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    sent = {"Content-Type": "application/json"} if data is not None else {}
-    sent.update(headers or {})
-    request = urllib.request.Request(url, data=data, headers=sent, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, dict(response.headers), json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        payload = exc.read()
-        return exc.code, dict(exc.headers), json.loads(payload) if payload else None
+def call(url, body=None, **kw):
+    kw.setdefault("timeout", 300.0)  # a 255-option choice takes minutes on 2 shared cores
+    return _call(url, body, **kw)
 
 
 def ask(adapter, questions, state=TICKET, path="/v1/systemone", **extra):
