@@ -93,6 +93,8 @@ def parse_json_body(raw: bytes):
         raise InvalidType("the body is nested too deeply; flatten the JSON", None) from None
     except ValueError:  # e.g. an integer literal longer than Python parses (4,300 digits)
         raise InvalidType("the body holds a number too long to parse; send ordinary numbers", None) from None
+    if "\\ud" not in text and "\\uD" not in text:
+        return body  # valid UTF-8 cannot hold a lone surrogate; only a JSON escape can make one
     try:
         # \ud800-style escapes decode to strings no UTF-8 encoder (tokenizer, reply) accepts.
         json.dumps(body, ensure_ascii=False).encode("utf-8")
