@@ -3,10 +3,14 @@
 Builders elsewhere in the library return plain request dicts. ``validate``
 checks such a dict against botocore's own service model (the same check boto3
 runs before sending), so a misspelt field fails at build time, in tests and
-in local rehearsal, without an AWS account.
+in local rehearsal, without an AWS account. ``wait_for_status`` is the one
+poll-with-progress loop the senders wait with.
 """
 
 from __future__ import annotations
+
+import time
+from typing import Callable
 
 import botocore.session
 from botocore.exceptions import ParamValidationError
@@ -40,4 +44,38 @@ def client(service: str, region: str, *, endpoint_url: str | None = None, sessio
     return session.client(service, region_name=region, endpoint_url=endpoint_url)
 
 
-__all__ = ["InvalidRequest", "ParamValidationError", "client", "operation_model", "validate"]
+def wait_for_status(describe: Callable[[], dict], key: str, *, done: str, label: str,
+                    failure: Callable[[dict], Exception | None], timeout: Callable[[str], Exception],
+                    poll_s: float, timeout_s: float, progress: bool = True,
+                    sleep: Callable[[float], None] = time.sleep,
+                    clock: Callable[[], float] = time.monotonic) -> dict:
+    """Call ``describe()`` every ``poll_s`` s until ``response[key] == done``; return that response.
+
+    ``failure(response)`` is the exception for a status that will not reach ``done`` (None:
+    keep waiting); once ``timeout_s`` s have passed, ``timeout(status)`` is raised. With
+    ``progress``, one line shows "<label>: <status> [elapsed]", ending "<label>: <status> after N s".
+    """
+    from tqdm.auto import tqdm
+
+    started = clock()
+    status = "unknown"
+    bar = tqdm(desc=label, total=None, bar_format="{desc} [{elapsed}]", disable=not progress)
+    try:
+        while True:
+            response = describe()
+            status = response[key]
+            bar.set_description_str(f"{label}: {status}")
+            if status == done:
+                return response
+            error = failure(response)
+            if error is not None:
+                raise error
+            if clock() - started >= timeout_s:
+                raise timeout(status)
+            sleep(poll_s)
+    finally:
+        bar.set_description_str(f"{label}: {status} after {clock() - started:.0f} s")
+        bar.close()
+
+
+__all__ = ["InvalidRequest", "ParamValidationError", "client", "operation_model", "validate", "wait_for_status"]

@@ -2,8 +2,9 @@
 
 Packages the embedded model as SageMaker receives it (tarball, then extracted
 into a model directory with its manifest), starts the real adapter on a local
-port, sends a decision, a shared-state batch and a chat message, prints the
-answers and stops the server.
+port, sends a decision, a shared-state batch and a chat message through
+``EndpointClient`` (the client the notebooks use), prints the answers and stops
+the server.
 """
 
 from __future__ import annotations
@@ -12,25 +13,19 @@ import time
 from pathlib import Path
 
 from . import examples
-from .local import AdapterProcess, post_json
+from .client import Decision, EndpointClient
+from .local import AdapterProcess
 from .models import EMBEDDED_MODEL, embedded_gguf_path
 from .packaging import extract_model, package_local
+from .steps import show_decision
 
 
-def _bar(p: float, width: int = 24) -> str:
-    filled = round(p * width)
-    return "#" * filled + "." * (width - filled)
-
-
-def format_decision(result: dict) -> str:
-    lines = []
-    for oid, p in sorted(zip(result["option_ids"], result["probabilities"]), key=lambda x: -x[1]):
-        lines.append(f"    {oid:<18} {p:6.3f}  {_bar(p)}")
-    t = result.get("timing", {})
-    extra = f"    {result['input_tokens']} input tokens, allowed-token mass {result['allowed_token_mass']:.3f}"
-    if t:
-        extra += f", {t['total_ms']:.0f} ms server time"
-    return "\n".join(lines + [extra])
+def format_decision(decision: Decision, *, latency: bool = True) -> str:
+    """The notebooks' bar chart (``steps.show_decision``), then what the model read, indented."""
+    raw = decision.raw
+    lines = [*show_decision(decision, latency=latency).splitlines(),
+             f"  {raw['input_tokens']} input tokens, allowed-token mass {raw['allowed_token_mass']:.3f}"]
+    return "\n".join("   " + line for line in lines)
 
 
 def prepare_model_dir(work_dir: Path) -> tuple[Path, dict]:
@@ -52,28 +47,22 @@ def run(work_dir: str | Path = ".workshop/demo") -> int:
     print("2. Starting the decision adapter (gunicorn + llama.cpp) on a local port ...")
     with AdapterProcess(model_dir, log_path=work_dir / "adapter.log") as adapter:
         print(f"   ready at {adapter.url} (log: {adapter.log_path})")
+        client = EndpointClient.local(adapter.url)
 
         print(f"3. Decision: {examples.SUPPORT_ROUTE['question']}")
-        status, body = post_json(adapter.url + "/invocations", examples.SUPPORT_ROUTE)
-        if status != 200:
-            raise RuntimeError(f"decision failed with {status}: {body}")
-        print(format_decision(body["result"]))
+        print(format_decision(client.decide(examples.SUPPORT_ROUTE)))
 
-        print(f"4. Shared-state request: {len(examples.SHARED_STATE['questions'])} questions, state evaluated once")
-        status, body = post_json(adapter.url + "/invocations", examples.SHARED_STATE)
-        if status != 200:
-            raise RuntimeError(f"shared-state request failed with {status}: {body}")
-        for result in body["results"]:
-            print(f"   {result['id']}:")
-            print(format_decision(result))
-        t = body["timing"]
-        print(f"   shared prefix {t['shared_prefix_tokens']} tokens; whole request {t['total_ms']:.0f} ms")
+        shared = examples.SHARED_STATE
+        print(f"4. Shared-state request: {len(shared['questions'])} questions, state evaluated once")
+        answers = client.decide_batch(shared["id"], shared["state"], shared["questions"])
+        for answer in answers:
+            print(format_decision(answer, latency=False))
+        t = answers[0].timing
+        print(f"   shared prefix {t['shared_prefix_tokens']} tokens; whole request: client "
+              f"{answers[0].client_latency_ms:.0f} ms, server {t['total_ms']:.0f} ms")
 
         print("5. Chat (OpenAI schema on the same /invocations):")
-        status, body = post_json(adapter.url + "/invocations", examples.CHAT)
-        if status != 200:
-            raise RuntimeError(f"chat failed with {status}: {body}")
-        print("   " + body["choices"][0]["message"]["content"].strip().replace("\n", "\n   "))
+        print("   " + client.chat(**examples.CHAT).content.strip().replace("\n", "\n   "))
         print("6. Stopping the adapter ...")
     print(f"   stopped (exit status {adapter.process.returncode}). Demo took {time.perf_counter() - started:.1f} s.")
     print("   The embedded model is tiny: its answers show the mechanics, not the 4B model's quality.")

@@ -1,10 +1,11 @@
 """SageMaker endpoints for both paths: pure request builders, then thin senders.
 
 Builders return plain request dicts for CreateModel, CreateEndpointConfig and
-CreateEndpoint (plus Application Auto Scaling and Batch Transform), each checked
-by botocore against the real service model (``aws.validate``). botocore checks
-types, required members and minimums only, so this module also checks what
-SageMaker would reject later: maximums, enums, name patterns, pool rules.
+CreateEndpoint, each checked by botocore against the real service model
+(``aws.validate``). botocore checks types, required members and minimums only,
+so this module also checks what SageMaker would reject later: maximums, enums,
+name patterns, pool rules. Scaling an endpoint out is in ``scaling``, offline
+decisions (Batch Transform) in ``transform``.
 
 Senders take a boto3 client and do one thing each. Model, endpoint config and
 endpoint share one name, so ``cleanup.delete_endpoint_resources(sm, name)``
@@ -105,10 +106,6 @@ def _enum(service: str, operation: str, *members: str) -> tuple[str, ...]:
 
 def endpoint_instance_types() -> tuple[str, ...]:
     return _enum("sagemaker", "CreateEndpointConfig", "ProductionVariants", "[]", "InstanceType")
-
-
-def transform_instance_types() -> tuple[str, ...]:
-    return _enum("sagemaker", "CreateTransformJob", "TransformResources", "InstanceType")
 
 
 def inference_ami_versions() -> tuple[str, ...]:
@@ -596,33 +593,26 @@ def wait_in_service(sm_client, name: str, poll_s: float = 30, timeout_s: float =
     On Failed, raise EndpointFailed with SageMaker's FailureReason and, given
     ``logs_client``, the first lines of ``/aws/sagemaker/Endpoints/<name>``.
     """
-    from tqdm.auto import tqdm
 
-    started = clock()
-    bar = tqdm(desc=f"endpoint {name}", total=None, bar_format="{desc} [{elapsed}]", disable=not progress)
-    status = "unknown"
-    try:
-        while True:
-            described = sm_client.describe_endpoint(EndpointName=name)
-            status = described["EndpointStatus"]
-            bar.set_description_str(f"endpoint {name}: {status}")
-            if status == "InService":
-                return described
-            if status not in _WAITING:
-                reason = described.get("FailureReason", "")
-                lines = endpoint_log_lines(logs_client, name) if logs_client is not None else []
-                raise EndpointFailed(_failure_message(name, status, reason, lines, logs_client is not None),
-                                     endpoint_name=name, status=status, reason=reason, log_lines=lines)
-            if clock() - started >= timeout_s:
-                raise EndpointWaitTimeout(
-                    f"endpoint {name} is still {status} after {timeout_s:.0f} s; it keeps going (and billing "
-                    f"once instances run): wait again with wait_in_service, or delete it with "
-                    f"workshop_lib.cleanup.delete_endpoint_resources(sm, {name!r})"
-                )
-            sleep(poll_s)
-    finally:
-        bar.set_description_str(f"endpoint {name}: {status} after {clock() - started:.0f} s")
-        bar.close()
+    def failure(described: dict) -> EndpointFailed | None:
+        status = described["EndpointStatus"]
+        if status in _WAITING:
+            return None
+        reason = described.get("FailureReason", "")
+        lines = endpoint_log_lines(logs_client, name) if logs_client is not None else []
+        return EndpointFailed(_failure_message(name, status, reason, lines, logs_client is not None),
+                              endpoint_name=name, status=status, reason=reason, log_lines=lines)
+
+    def timeout(status: str) -> EndpointWaitTimeout:
+        return EndpointWaitTimeout(
+            f"endpoint {name} is still {status} after {timeout_s:.0f} s; it keeps going (and billing "
+            f"once instances run): wait again with wait_in_service, or delete it with "
+            f"workshop_lib.cleanup.delete_endpoint_resources(sm, {name!r})"
+        )
+
+    return aws.wait_for_status(lambda: sm_client.describe_endpoint(EndpointName=name), "EndpointStatus",
+                               done="InService", label=f"endpoint {name}", failure=failure, timeout=timeout,
+                               poll_s=poll_s, timeout_s=timeout_s, progress=progress, sleep=sleep, clock=clock)
 
 
 def _failure_message(name: str, status: str, reason: str, lines: list[str], had_logs: bool) -> str:
@@ -701,193 +691,3 @@ def placed_instance_types(describe_endpoint_response: Mapping) -> dict[str, int]
                 placed[pool["InstanceType"]] = placed.get(pool["InstanceType"], 0) + count
     return placed
 
-
-# ---- scaling out: Application Auto Scaling ------------------------------------------------------
-
-SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
-
-
-def autoscaling_resource_id(endpoint_name: str, variant_name: str = VARIANT_NAME) -> str:
-    check_resource_name(endpoint_name, "endpoint")
-    return f"endpoint/{endpoint_name}/variant/{variant_name}"
-
-
-def target_invocations_per_minute(seconds_per_request: float, utilisation: float = 0.7) -> float:
-    """A target for InvocationsPerInstance (a per-minute count): one container serves one request
-    at a time, so an instance handles at most 60 / seconds_per_request a minute."""
-    _in_range(seconds_per_request, 0.001, 60, "seconds_per_request")
-    _in_range(utilisation, 0.05, 1.0, "utilisation")
-    return round(60.0 / seconds_per_request * utilisation, 2)
-
-
-def scalable_target_request(endpoint_name: str, *, min_instances: int = 1, max_instances: int = 2,
-                            variant_name: str = VARIANT_NAME) -> dict:
-    _in_range(min_instances, 1, 100, "min_instances")
-    _in_range(max_instances, min_instances, 100, "max_instances (at least min_instances)")
-    request = {"ServiceNamespace": "sagemaker", "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
-               "ScalableDimension": SCALABLE_DIMENSION, "MinCapacity": min_instances,
-               "MaxCapacity": max_instances}
-    return aws.validate("application-autoscaling", "RegisterScalableTarget", request)
-
-
-def scaling_policy_request(endpoint_name: str, *, invocations_per_instance: float,
-                           scale_in_cooldown_s: int = 300, scale_out_cooldown_s: int = 60,
-                           variant_name: str = VARIANT_NAME, policy_name: str | None = None) -> dict:
-    """Target tracking on SageMakerVariantInvocationsPerInstance (invocations per instance per minute)."""
-    _in_range(invocations_per_instance, 0.1, 100_000, "invocations_per_instance")
-    _in_range(scale_in_cooldown_s, 0, 86_400, "scale_in_cooldown_s")
-    _in_range(scale_out_cooldown_s, 0, 86_400, "scale_out_cooldown_s")
-    request = {
-        "PolicyName": policy_name or f"{endpoint_name}-invocations-per-instance",
-        "ServiceNamespace": "sagemaker",
-        "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
-        "ScalableDimension": SCALABLE_DIMENSION,
-        "PolicyType": "TargetTrackingScaling",
-        "TargetTrackingScalingPolicyConfiguration": {
-            "TargetValue": float(invocations_per_instance),
-            "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
-            "ScaleInCooldown": scale_in_cooldown_s,
-            "ScaleOutCooldown": scale_out_cooldown_s,
-        },
-    }
-    return aws.validate("application-autoscaling", "PutScalingPolicy", request)
-
-
-def enable_autoscaling(autoscaling_client, endpoint_name: str, *, invocations_per_instance: float,
-                       min_instances: int = 1, max_instances: int = 2, scale_in_cooldown_s: int = 300,
-                       scale_out_cooldown_s: int = 60) -> str:
-    """Register the variant as scalable and attach the target-tracking policy; returns the policy ARN."""
-    target = scalable_target_request(endpoint_name, min_instances=min_instances, max_instances=max_instances)
-    policy = scaling_policy_request(endpoint_name, invocations_per_instance=invocations_per_instance,
-                                    scale_in_cooldown_s=scale_in_cooldown_s,
-                                    scale_out_cooldown_s=scale_out_cooldown_s)
-    autoscaling_client.register_scalable_target(**target)
-    return autoscaling_client.put_scaling_policy(**policy)["PolicyARN"]
-
-
-# ---- offline decisions: Batch Transform ---------------------------------------------------------
-
-
-def transform_job_request(job_name: str, *, model_name: str, input_s3_uri: str, output_s3_uri: str,
-                          instance_type: str = DECISION_CPU_INSTANCE, instance_count: int = 1,
-                          invocation_timeout_s: int = 600, max_retries: int = 1, max_payload_mb: int = 6,
-                          tags: list[dict] | None = None) -> dict:
-    """CreateTransformJob: JSON Lines in S3, one decision request per line, one request at a time.
-
-    Output lands in ``output_s3_uri`` as ``<input file>.out``, line i answering input line i.
-    """
-    check_resource_name(job_name, "transform job")
-    check_resource_name(model_name, "model")
-    _check_choice(instance_type, transform_instance_types(), "Batch Transform instance type")
-    _in_range(instance_count, 1, 100, "instance_count")
-    _in_range(invocation_timeout_s, 1, 3600, "invocation_timeout_s")
-    _in_range(max_retries, 0, 3, "max_retries")
-    _in_range(max_payload_mb, 1, 100, "max_payload_mb")
-    for uri in (input_s3_uri, output_s3_uri):
-        if not re.fullmatch(r"s3://[^/]+(/.*)?", uri or ""):
-            raise EndpointSpecError(f"{uri!r} is not an s3://bucket/prefix URI")
-    request = {
-        "TransformJobName": job_name,
-        "ModelName": model_name,
-        # One container serialises decisions, so one request in flight per instance.
-        "MaxConcurrentTransforms": 1,
-        "MaxPayloadInMB": max_payload_mb,
-        "BatchStrategy": "SingleRecord",
-        "ModelClientConfig": {"InvocationsTimeoutInSeconds": invocation_timeout_s,
-                              "InvocationsMaxRetries": max_retries},
-        "TransformInput": {
-            "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": input_s3_uri}},
-            "ContentType": "application/json",
-            "SplitType": "Line",
-        },
-        "TransformOutput": {"S3OutputPath": output_s3_uri, "Accept": "application/json", "AssembleWith": "Line"},
-        "TransformResources": {"InstanceType": instance_type, "InstanceCount": instance_count},
-    }
-    request["Tags"] = check_tags(list(tags if tags is not None else workshop_tags()))
-    return aws.validate("sagemaker", "CreateTransformJob", request)
-
-
-def start_transform_job(sm_client, request: dict) -> str:
-    aws.validate("sagemaker", "CreateTransformJob", request)
-    return _send(sm_client.create_transform_job, "CreateTransformJob", request,
-                 request["TransformJobName"])["TransformJobArn"]
-
-
-class TransformFailed(RuntimeError):
-    pass
-
-
-def wait_for_transform(sm_client, job_name: str, *, poll_s: float = 30, timeout_s: float = 6 * 3600,
-                       progress: bool = True, sleep=time.sleep) -> dict:
-    """Poll DescribeTransformJob until Completed; raise TransformFailed on Failed or Stopped."""
-    from tqdm.auto import tqdm
-
-    started = time.monotonic()
-    with tqdm(total=None, desc=f"transform {job_name}", disable=not progress, bar_format="{desc}: {postfix}") as bar:
-        while True:
-            job = sm_client.describe_transform_job(TransformJobName=job_name)
-            status = job["TransformJobStatus"]
-            bar.set_postfix_str(f"{status} after {time.monotonic() - started:.0f} s")
-            if status == "Completed":
-                return job
-            if status in ("Failed", "Stopped"):
-                raise TransformFailed(f"transform job {job_name} {status.lower()}: "
-                                      f"{job.get('FailureReason') or 'no reason given'}; see the CloudWatch log "
-                                      f"group /aws/sagemaker/TransformJobs")
-            if time.monotonic() - started > timeout_s:
-                raise TimeoutError(f"transform job {job_name} still {status} after {timeout_s:g} s")
-            sleep(poll_s)
-
-
-def decisions_to_jsonl(decisions: Iterable[Mapping]) -> str:
-    """One decision request per line, as Batch Transform's SplitType=Line expects; ids must be unique."""
-    lines, seen = [], set()
-    for i, decision in enumerate(decisions):
-        did = decision.get("id")
-        if not isinstance(did, str) or not did:
-            raise EndpointSpecError(f"decision {i} has no string id; results are joined back by id")
-        if did in seen:
-            raise EndpointSpecError(f"decision id {did!r} appears twice; ids must be unique")
-        seen.add(did)
-        lines.append(json.dumps(decision, ensure_ascii=False, separators=(",", ":")))
-    return "\n".join(lines) + "\n"
-
-
-def transform_output_uri(input_file_uri: str, output_s3_uri: str) -> str:
-    """Where Batch Transform writes the results for one input file."""
-    return output_s3_uri.rstrip("/") + "/" + input_file_uri.rsplit("/", 1)[-1] + ".out"
-
-
-class TransformOutputMismatch(ValueError):
-    pass
-
-
-def _response_id(response: Mapping) -> str | None:
-    if "result" in response and isinstance(response["result"], Mapping):
-        return response["result"].get("id")
-    return response.get("id")
-
-
-def join_transform_output(input_jsonl: str, output_jsonl: str) -> dict[str, dict]:
-    """Decision id -> response, pairing output line i with input line i (AssembleWith=Line keeps order).
-
-    Where a response carries an id, it must match the input's; a mismatch or a
-    different line count raises TransformOutputMismatch.
-    """
-    inputs = [json.loads(line) for line in input_jsonl.splitlines() if line.strip()]
-    outputs = [json.loads(line) for line in output_jsonl.splitlines() if line.strip()]
-    if len(inputs) != len(outputs):
-        raise TransformOutputMismatch(
-            f"{len(inputs)} input lines but {len(outputs)} output lines; the job did not answer every "
-            "decision (check its CloudWatch logs under /aws/sagemaker/TransformJobs)"
-        )
-    joined: dict[str, dict] = {}
-    for i, (request, response) in enumerate(zip(inputs, outputs)):
-        did = request.get("id")
-        if did in joined:
-            raise TransformOutputMismatch(f"decision id {did!r} appears twice in the input")
-        answered = _response_id(response)
-        if answered is not None and answered != did:
-            raise TransformOutputMismatch(f"line {i + 1}: input id {did!r} but the response is for {answered!r}")
-        joined[did] = response
-    return joined

@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from . import aws, builds, cleanup, endpoints, images, rehearsal
 from .config import (LOCAL_BUCKET, BucketNotFound, WorkshopConfig, check_bucket_region, default_path,
@@ -52,7 +52,7 @@ CREATES: dict[str, tuple[str, ...]] = {
 READ_ONLY = frozenset({
     "show_config", "check_environment", "verify_package", "resolve_dlc", "llama_settings", "client",
     "decision_image", "refuse_mutable_tag", "placement", "decision_endpoint", "show_decision",
-    "show_outcome", "sequential_benchmark", "plot_benchmark", "sample_decisions", "parse_options",
+    "show_outcome", "parse_options",
 })
 
 
@@ -722,12 +722,13 @@ def _bar(p: float, width: int = 24) -> str:
     return "#" * filled + "." * (width - filled)
 
 
-def show_decision(decision) -> Text:
-    """Probabilities of a client.Decision as a small bar chart, most probable first."""
+def show_decision(decision, *, latency: bool = True) -> Text:
+    """Probabilities of a client.Decision as a small bar chart, most probable first, then its latency."""
     rows = sorted(zip(decision.option_ids, decision.probabilities), key=lambda r: -r[1])
     lines = [f"{decision.id}:"] + [f"  {oid:<18} {p:6.3f}  {_bar(p)}" for oid, p in rows]
     server = decision.server_ms
-    lines.append(f"  client {decision.client_latency_ms:.0f} ms" + (f", server {server:.0f} ms" if server else ""))
+    if latency:
+        lines.append(f"  client {decision.client_latency_ms:.0f} ms" + (f", server {server:.0f} ms" if server else ""))
     return Text("\n".join(lines))
 
 
@@ -744,101 +745,6 @@ def parse_options(text: str) -> list[dict]:
             oid, _, description = line.partition(":")
             options.append({"id": oid.strip(), "text": description.strip() or oid.strip()})
     return options
-
-
-# ---- 06 benchmark (sequential, until the benchmark module lands) -------------------------------------
-
-_TICKETS = [
-    ("t-login", "I cannot log in since this morning; the reset email never arrives.", "account_security"),
-    ("t-invoice", "Please send the March invoice again with our VAT number on it.", "billing"),
-    ("t-crash", "The desktop app crashes every time I open a shared board.", "tech_support"),
-    ("t-seats", "We want 40 more seats and a quote for the annual plan.", "sales"),
-    ("t-refund", "You charged my card twice for the same order; I want one refunded.", "billing"),
-    ("t-outage", "The API returns 500 errors for all requests since 10:00 UTC.", "tech_support"),
-    ("t-2fa", "Someone changed my two-factor settings and I did not do it.", "account_security"),
-    ("t-upgrade", "What does the Enterprise plan add over Pro, and what would it cost us?", "sales"),
-]
-
-
-def sample_decisions() -> list[tuple[dict, str]]:
-    """A handful of labelled support-routing decisions: (request, expected option id)."""
-    from .examples import SUPPORT_ROUTE
-
-    return [({"id": tid, "state": text, "question": SUPPORT_ROUTE["question"],
-              "options": SUPPORT_ROUTE["options"]}, expected) for tid, text, expected in _TICKETS]
-
-
-@dataclass(repr=False)
-class BenchmarkResult(_Shown):
-    endpoint: str
-    rows: list[dict]  # id, valid, top, expected, latency_ms, error
-
-    @property
-    def valid(self) -> int:
-        return sum(r["valid"] for r in self.rows)
-
-    @property
-    def correct(self) -> int:
-        return sum(r["valid"] and r["top"] == r["expected"] for r in self.rows)
-
-    def percentile(self, q: float) -> float:
-        import numpy as np
-
-        latencies = [r["latency_ms"] for r in self.rows if r["valid"]]
-        return float(np.percentile(latencies, q)) if latencies else float("nan")
-
-    def lines(self) -> list[str]:
-        n = len(self.rows)
-        errors = [f"  {r['id']}: {r['error']}" for r in self.rows if not r["valid"]]
-        return [f"{self.endpoint}: {self.valid}/{n} valid responses, {self.correct}/{n} matched the label",
-                f"client latency p50 {self.percentile(50):.0f} ms, p95 {self.percentile(95):.0f} ms "
-                "(sequential, one request at a time)", *errors]
-
-
-def sequential_benchmark(config: WorkshopConfig, name: str | None = None,
-                         decisions: Iterable[tuple[dict, str]] | None = None, *, repeats: int = 1,
-                         progress: bool = True) -> BenchmarkResult:
-    """Send each decision once (times ``repeats``), one after another; invalid or failed responses count."""
-    from tqdm.auto import tqdm
-
-    from .client import EndpointError
-
-    name = name or decision_endpoint(config)
-    endpoint = client(config, name)
-    work = list(decisions if decisions is not None else sample_decisions()) * max(1, int(repeats))
-    rows = []
-    for request, expected in tqdm(work, desc=f"decisions on {name}", disable=not progress):
-        started = time.perf_counter()
-        try:
-            made = endpoint.decide(request)
-            rows.append({"id": request["id"], "valid": True, "top": made.top, "expected": expected,
-                         "latency_ms": made.client_latency_ms, "error": ""})
-        except EndpointError as exc:
-            rows.append({"id": request["id"], "valid": False, "top": None, "expected": expected,
-                         "latency_ms": (time.perf_counter() - started) * 1000, "error": str(exc)})
-    return BenchmarkResult(name, rows)
-
-
-def plot_benchmark(result: BenchmarkResult, path: str | Path | None = None):
-    """Latency per request with p50/p95 lines; a matplotlib Figure (no pyplot, so it works headless)."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 3.2))
-    ax = fig.add_subplot()
-    latencies = [r["latency_ms"] for r in result.rows]
-    colours = ["tab:blue" if r["valid"] else "tab:red" for r in result.rows]
-    ax.bar(range(len(latencies)), latencies, color=colours)
-    for q, style in ((50, "--"), (95, ":")):
-        value = result.percentile(q)
-        ax.axhline(value, color="black", linestyle=style, linewidth=1, label=f"p{q} {value:.0f} ms")
-    ax.set_xlabel("request (in order sent)")
-    ax.set_ylabel("client latency (ms)")
-    ax.set_title(f"{result.endpoint}: {result.valid}/{len(result.rows)} valid")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=100)
-    return fig
 
 
 # ---- 07 cleanup ---------------------------------------------------------------------------------------
@@ -942,6 +848,8 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     """
     import contextlib
 
+    from .bench import run_notebook_benchmark
+    from .bench.report import fmt_s
     from .client import decision as make_decision
     from .decisions import Policy
     from .examples import CHAT, SHARED_STATE, SUPPORT_ROUTE
@@ -1017,10 +925,14 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
 
             def s06():
                 c = box["config"]
-                result = sequential_benchmark(c, progress=False)
-                plot_benchmark(result, work / "benchmark.png")
-                return (f"{result.valid}/{len(result.rows)} valid, p50 {result.percentile(50):.0f} ms, "
-                        f"p95 {result.percentile(95):.0f} ms; plot {work / 'benchmark.png'}")
+                name = decision_endpoint(c)
+                # notebook 06's defaults: 6 tasks, every study on the first 2
+                report = run_notebook_benchmark(client(c, name), limit=6, study_limit=2, label=name, progress=False)
+                saved = report.save(work / "bench")
+                head = report.summary
+                latency = head["client_latency_ms"]
+                return (f"{head['valid']}/{head['tasks']} valid, {head['correct']}/{head['tasks']} correct, client p50 "
+                        f"{fmt_s(latency['p50'])}, p95 {fmt_s(latency['p95'])}; report {saved['markdown']}")
 
             def s07():
                 c = box["config"]
@@ -1064,11 +976,11 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
 
 
 __all__ = [
-    "CREATES", "READ_ONLY", "BenchmarkResult", "Checks", "Clients", "EndpointResult", "ImageResult",
-    "PackageResult", "Placement", "SetupResult", "StepError", "build_decision_image", "check_environment",
-    "client", "clients", "decision_endpoint", "decision_image", "delete_artifacts", "delete_build_resources",
-    "delete_endpoint", "deploy_decision_cpu", "deploy_decision_gpu", "deploy_standard", "llama_settings",
-    "model_spec", "package_model", "parse_options", "placement", "plot_benchmark", "refuse_mutable_tag",
-    "rehearse_all", "resolve_dlc", "running_endpoints", "sample_decisions", "sequential_benchmark", "setup",
-    "show_config", "show_decision", "show_outcome", "stop_local", "Text", "verify_package",
+    "CREATES", "READ_ONLY", "Checks", "Clients", "EndpointResult", "ImageResult", "PackageResult", "Placement",
+    "SetupResult", "StepError", "build_decision_image", "check_environment", "client", "clients",
+    "decision_endpoint", "decision_image", "delete_artifacts", "delete_build_resources", "delete_endpoint",
+    "deploy_decision_cpu", "deploy_decision_gpu", "deploy_standard", "llama_settings", "model_spec",
+    "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",
+    "running_endpoints", "setup", "show_config", "show_decision", "show_outcome", "stop_local", "Text",
+    "verify_package",
 ]

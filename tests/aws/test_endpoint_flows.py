@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from workshop_lib import endpoints
+from workshop_lib import endpoints, scaling
 from workshop_lib.config import BucketRegionMismatch
 from workshop_lib.endpoints import (
     AlreadyExists,
@@ -131,8 +131,8 @@ def test_endpoint_log_lines_are_the_first_lines(clients):
 
 def test_autoscaling_against_moto(clients):
     deploy(clients.sm, moto_plan("scaled"), progress=False, poll_s=0)
-    arn = endpoints.enable_autoscaling(clients.autoscaling, "scaled", invocations_per_instance=12.0,
-                                       min_instances=1, max_instances=4, scale_in_cooldown_s=600)
+    arn = scaling.enable_autoscaling(clients.autoscaling, "scaled", invocations_per_instance=12.0,
+                                     min_instances=1, max_instances=4, scale_in_cooldown_s=600)
     assert "scaled" in arn
     target = clients.autoscaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"][0]
     assert (target["ResourceId"], target["MinCapacity"], target["MaxCapacity"]) == (

@@ -3,15 +3,13 @@ import json
 
 import pytest
 
-from workshop_lib import aws, endpoints
-from workshop_lib.endpoints import (
-    EndpointSpecError,
-    OutOfRange,
+from workshop_lib import aws, endpoints, scaling, transform
+from workshop_lib.endpoints import EndpointSpecError, OutOfRange
+from workshop_lib.scaling import scalable_target_request, scaling_policy_request
+from workshop_lib.transform import (
     TransformOutputMismatch,
     decisions_to_jsonl,
     join_transform_output,
-    scalable_target_request,
-    scaling_policy_request,
     transform_job_request,
 )
 
@@ -61,8 +59,8 @@ def test_scaling_policy_ranges(kw):
 
 def test_target_from_seconds_per_decision():
     # 0.5 s per decision: at most 120 a minute per instance; aim at 70 % of that
-    assert endpoints.target_invocations_per_minute(0.5) == 84.0
-    assert endpoints.target_invocations_per_minute(2.0, utilisation=0.5) == 15.0
+    assert scaling.target_invocations_per_minute(0.5) == 84.0
+    assert scaling.target_invocations_per_minute(2.0, utilisation=0.5) == 15.0
 
 
 # ---- Batch Transform --------------------------------------------------------------------------------
@@ -86,7 +84,7 @@ def test_transform_job_request():
 
 def test_transform_refuses_types_batch_transform_does_not_offer():
     # botocore's lists change between releases: pick a hosting-only type from the installed model
-    hosting_only = sorted(set(endpoints.endpoint_instance_types()) - set(endpoints.transform_instance_types()))
+    hosting_only = sorted(set(endpoints.endpoint_instance_types()) - set(transform.transform_instance_types()))
     assert hosting_only, "botocore lists no hosting-only instance type"
     with pytest.raises(EndpointSpecError, match="Batch Transform instance type"):
         transform_job_request("j", model_name="m", input_s3_uri="s3://b/in/", output_s3_uri="s3://b/out/",
@@ -112,7 +110,7 @@ def test_transform_job_starts_against_moto(clients):
     endpoints.create_model(clients.sm, plan.model)
     request = transform_job_request("decisions-1", model_name="semif-decision-workflows",
                                     input_s3_uri="s3://bkt/in/", output_s3_uri="s3://bkt/out/")
-    arn = endpoints.start_transform_job(clients.sm, request)
+    arn = transform.start_transform_job(clients.sm, request)
     assert arn.endswith("transform-job/decisions-1")
     described = clients.sm.describe_transform_job(TransformJobName="decisions-1")
     assert described["BatchStrategy"] == "SingleRecord"
@@ -160,7 +158,7 @@ def test_jsonl_needs_unique_string_ids():
 
 
 def test_transform_output_uri():
-    assert endpoints.transform_output_uri("s3://b/in/decisions.jsonl", "s3://b/out/") == \
+    assert transform.transform_output_uri("s3://b/in/decisions.jsonl", "s3://b/out/") == \
         "s3://b/out/decisions.jsonl.out"
 
 
@@ -187,12 +185,18 @@ def _transform_stubber(statuses, reason=None):
 def test_wait_for_transform_stubber_polls_until_completed():
     sm, stub = _transform_stubber(["InProgress", "InProgress", "Completed"])
     slept = []
-    job = endpoints.wait_for_transform(sm, "decisions-1", poll_s=7, progress=False, sleep=slept.append)
+    job = transform.wait_for_transform(sm, "decisions-1", poll_s=7, progress=False, sleep=slept.append)
     assert job["TransformJobStatus"] == "Completed" and slept == [7, 7]
     stub.assert_no_pending_responses()
 
 
 def test_wait_for_transform_stubber_reports_the_failure_reason():
     sm, _ = _transform_stubber(["InProgress", "Failed"], reason="ClientError: bad line 3")
-    with pytest.raises(endpoints.TransformFailed, match="bad line 3"):
-        endpoints.wait_for_transform(sm, "decisions-1", poll_s=0, progress=False, sleep=lambda s: None)
+    with pytest.raises(transform.TransformFailed, match="bad line 3"):
+        transform.wait_for_transform(sm, "decisions-1", poll_s=0, progress=False, sleep=lambda s: None)
+
+
+def test_wait_for_transform_stubber_times_out_with_the_status():
+    sm, _ = _transform_stubber(["InProgress"])
+    with pytest.raises(TimeoutError, match="transform job decisions-1 still InProgress after 0 s"):
+        transform.wait_for_transform(sm, "decisions-1", poll_s=0, timeout_s=0, progress=False)

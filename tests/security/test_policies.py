@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from workshop_lib import builds, endpoints, images, policies
+from workshop_lib import builds, endpoints, images, policies, transform
 from workshop_lib.config import WorkshopConfig, repo_root
 from workshop_lib.models import PINNED_MODEL
 from workshop_lib.policies import (allows, ecr_repository_arn, evaluate, log_group_arn, log_stream_arn,
@@ -159,12 +159,12 @@ def sagemaker_calls(config: WorkshopConfig = CONFIG, *, batch_transform: bool = 
     if batch_transform:
         input_uri = config.s3_uri("batch-input")
         output_uri = config.s3_uri(policies.BATCH_OUTPUT_FOLDER)
-        job = endpoints.transform_job_request("decision-workshop-batch", model_name=config.cpu_endpoint_name,
+        job = transform.transform_job_request("decision-workshop-batch", model_name=config.cpu_endpoint_name,
                                               input_s3_uri=input_uri, output_s3_uri=output_uri)
         in_bucket, in_prefix = _s3(job["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"])
         calls.append(("s3:ListBucket", s3_bucket_arn(in_bucket, region), {"s3:prefix": in_prefix + "/"}))
         calls.append(("s3:GetObject", s3_object_arn(in_bucket, f"{in_prefix}/decisions.jsonl", region), {}))
-        out_bucket, out_key = _s3(endpoints.transform_output_uri(f"{input_uri}/decisions.jsonl",
+        out_bucket, out_key = _s3(transform.transform_output_uri(f"{input_uri}/decisions.jsonl",
                                                                  job["TransformOutput"]["S3OutputPath"]))
         calls.append(("s3:PutObject", s3_object_arn(out_bucket, out_key, region), {}))
         group = "/aws/sagemaker/TransformJobs"
