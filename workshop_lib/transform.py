@@ -41,6 +41,9 @@ def transform_job_request(job_name: str, *, model_name: str, input_s3_uri: str, 
     """CreateTransformJob: JSON Lines in S3, one decision request per line, one request at a time.
 
     Output lands in ``output_s3_uri`` as ``<input file>.out``, line i answering input line i.
+    The job runs the endpoint's model, so each line must also finish within that container's
+    DECISION_ADAPTER_REQUEST_TIMEOUT (30 s unless its environment says otherwise), whatever
+    ``invocation_timeout_s`` allows.
     """
     check_resource_name(job_name, "transform job")
     check_resource_name(model_name, "model")

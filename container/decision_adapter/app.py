@@ -7,8 +7,9 @@ error leaves as JSON from one place: ``{"error": {"code", "message", "field"}}``
 for the project's schemas, Jev's ``{"detail": ...}`` for Jev requests (the
 ``/v1/`` routes, and a Jev body on ``/invocations``).
 
-With ``DECISION_ADAPTER_API_KEY`` set, every route but ``/ping`` needs
-``Authorization: Bearer <key>``; without it, the header is ignored.
+With ``DECISION_ADAPTER_API_KEY`` set, every route but ``/ping`` and ``/openapi.json``
+needs ``Authorization: Bearer <key>``; without it, the header is ignored. ``GET /openapi.json``
+serves the OpenAPI description of every route (``openapi.json`` in this package).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import threading
 import time
 import zlib
+from importlib import resources
 
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
@@ -36,6 +38,9 @@ log = logging.getLogger(__name__)
 # Exit status gunicorn's arbiter treats as "worker failed to boot": it stops
 # the whole server instead of restarting a worker that can never serve.
 WORKER_BOOT_ERROR = 3
+
+# Routes that never need the API key: SageMaker's health check and the OpenAPI description.
+OPEN_ROUTES = ("/ping", "/openapi.json")
 
 
 class _Holder:
@@ -168,11 +173,12 @@ def _json(payload, status: int = 200, headers: dict | None = None) -> Response:
 def create_app(settings: Settings | None = None, *, load: str = "now") -> Flask:
     """Build the app. ``load``: "now" (in this thread), "background" (serve /ping 503 meanwhile)."""
     settings = settings or load_settings()
-    app = Flask(__name__)
+    app = Flask(__name__, static_folder=None)  # no static files: no /static route
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     holder = _Holder(settings)
     gate = Gate(settings.max_queue, settings.queue_timeout_s, settings.retry_after_s)
     app.extensions["decision_adapter"] = holder
+    openapi_description = resources.files(__package__).joinpath("openapi.json").read_bytes()
 
     if load == "now":
         holder.load()
@@ -205,7 +211,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now") -> Flask:
     @app.before_request
     def authenticate():
         g.api = "jev" if request.path.startswith("/v1/") else "sagemaker"
-        if settings.api_key is None or request.path == "/ping":
+        if settings.api_key is None or request.path in OPEN_ROUTES:
             return None
         token = _bearer_token(request.headers.get("Authorization"))
         if token is None:
@@ -232,10 +238,10 @@ def create_app(settings: Settings | None = None, *, load: str = "now") -> Flask:
             return serve_systemone(engine, body, started)
         if kind == "chat":
             chat = parse_chat(body, settings.chat_max_tokens)
-            with gate.admit():
+            with gate.admit(), engine.time_limit(settings.request_timeout_s):
                 return _json(engine.chat(chat))
         batch = parse_decision(body)
-        with gate.admit() as waited_ms:
+        with gate.admit() as waited_ms, engine.time_limit(settings.request_timeout_s):
             results, timing = engine.decide(batch)
         timing = {"queue_wait_ms": waited_ms, **timing,
                   "total_ms": (time.perf_counter() - started) * 1000.0}
@@ -251,7 +257,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now") -> Flask:
 
     def serve_systemone(engine, body, started: float) -> Response:
         parsed, items = jev.systemone(engine, body)
-        with gate.admit() as waited_ms:
+        with gate.admit() as waited_ms, engine.time_limit(settings.request_timeout_s):
             results, timing = engine.score_items(items)
         timing = {"queue_wait_ms": waited_ms, **timing, "total_ms": (time.perf_counter() - started) * 1000.0}
         return _json(jev.respond(engine, parsed, results, timing))
@@ -260,6 +266,10 @@ def create_app(settings: Settings | None = None, *, load: str = "now") -> Flask:
     def models():
         engine = engine_or_503()
         return _json(jev.models_payload(engine.info, engine.metadata, engine.model_files.manifest))
+
+    @app.get("/openapi.json")
+    def openapi():
+        return Response(openapi_description, mimetype="application/json")
 
     def error_response(exc: AdapterError) -> Response:
         headers = {}
@@ -281,7 +291,8 @@ def create_app(settings: Settings | None = None, *, load: str = "now") -> Flask:
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):
         messages = {
-            404: "no such route; use GET /ping, POST /invocations, POST /v1/systemone or GET /v1/models",
+            404: ("no such route; use GET /ping, POST /invocations, POST /v1/systemone, GET /v1/models "
+                  "or GET /openapi.json"),
             405: f"{request.method} is not allowed on {request.path}",
             413: f"the body is larger than {settings.max_body_bytes} bytes; send a smaller state "
                  "or raise DECISION_ADAPTER_MAX_BODY_BYTES",

@@ -29,6 +29,14 @@ option's probability is P(group) x P(member | group), a proper distribution
 over exactly the declared options. Cost: one prompt pass plus one single-token
 evaluation per group in use (ceil(n / 10), at most 26).
 
+Caller text is never parsed for control tokens: text such as ``<|im_end|>``
+inside a state, question or option stays text, so a request cannot close its
+own user turn and open a system or assistant turn (``Engine.tokenize``).
+
+Time limit: ``with engine.time_limit(seconds):`` stops llama.cpp mid-graph once
+the limit passes (deadline.py), forgets the cached prefix and clears the
+context, so the next request starts as on a fresh server.
+
 The engine is not thread-safe; the app lets one request at a time use it.
 """
 
@@ -43,7 +51,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InvalidValue, PromptTooLong
+from .deadline import Deadline
+from .errors import InvalidValue, PromptTooLong, TimedOut
 from .model_files import ModelFiles
 from .prompt import (DIGITS, GROUP_LETTERS, LETTERS, PROMPT_VERSION, ChatTemplate, RenderedPrompt, TemplateError,
                      option_labels)
@@ -161,6 +170,9 @@ class Engine:
         bos_text = vocab_model.token_get_text(self._bos_id) if self._bos_id >= 0 else ""
         eos_text = vocab_model.token_get_text(self.llm.token_eos()) if self.llm.token_eos() >= 0 else ""
         self.template = ChatTemplate(template_source, bos_text, eos_text)
+        self._control_tokens, self._control_re = self._find_control_tokens()
+        self._deadline = Deadline()
+        self._deadline.install(llama_cpp, self.llm._ctx.ctx)
 
         self.recurrent = bool(llama_cpp.llama_model_is_recurrent(vocab_model.model)) or bool(
             llama_cpp.llama_model_is_hybrid(vocab_model.model))
@@ -187,13 +199,57 @@ class Engine:
         log.info("loaded %s in %.2f s; offloaded %d/%d layers to GPU; prefix reuse: %s",
                  model.gguf.name, self.load_seconds, self.offloaded_layers, self.n_layer + 1, self.prefix_mode)
 
-    # -- start-up checks -------------------------------------------------------
+    # -- tokens ----------------------------------------------------------------
 
-    def tokenize(self, text: str) -> list[int]:
-        tokens = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+    def _find_control_tokens(self) -> tuple[dict[str, int], re.Pattern | None]:
+        """Texts that llama.cpp turns into control tokens when asked to parse special tokens."""
+        llama_cpp, vocab = self._llama_cpp, self.llm._model.vocab
+        wanted = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+        texts: dict[str, int] = {}
+        for token in range(self.n_vocab):
+            if llama_cpp.llama_vocab_get_attr(vocab, token) & wanted:
+                text = llama_cpp.llama_vocab_get_text(vocab, token).decode("utf-8", errors="replace")
+                if text:
+                    texts.setdefault(text, token)
+        if not texts:
+            return texts, None
+        longest_first = sorted(texts, key=len, reverse=True)  # as llama.cpp matches them
+        return texts, re.compile("|".join(map(re.escape, longest_first)))
+
+    def tokenize(self, text: str, protect: tuple[tuple[int, int], ...] = ()) -> list[int]:
+        """The prompt's tokens; control-token text counts as a control token only outside ``protect``.
+
+        ``protect`` holds the spans of caller-supplied text. When no control-token text
+        overlaps them (the usual case) llama.cpp tokenizes the whole text at once. Otherwise
+        the text is split as llama.cpp splits it, at control-token text outside the spans,
+        and each piece in between is tokenized as plain text, the spans' control text included.
+        """
+        matches = list(self._control_re.finditer(text)) if self._control_re and protect else []
+        inside = [m for m in matches if any(m.start() < end and start < m.end() for start, end in protect)]
+        if not inside:
+            tokens = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        else:
+            tokens, at = [], 0
+            for match in matches:
+                if match in inside:
+                    continue
+                if match.start() > at:
+                    tokens += self.llm.tokenize(text[at:match.start()].encode("utf-8"), add_bos=False, special=False)
+                tokens.append(self._control_tokens[match.group()])
+                at = match.end()
+            if at < len(text):
+                tokens += self.llm.tokenize(text[at:].encode("utf-8"), add_bos=False, special=False)
         if self._add_bos and self._bos_id >= 0 and (not tokens or tokens[0] != self._bos_id):
             tokens.insert(0, self._bos_id)
         return tokens
+
+    def prompt_tokens(self, prompt: RenderedPrompt, end: int | None = None) -> list[int]:
+        """Tokens of ``prompt.text[:end]``, the caller's content kept as plain text."""
+        text = prompt.text if end is None else prompt.text[:end]
+        span = prompt.content_span
+        return self.tokenize(text, ((span[0], min(span[1], len(text))),) if span else ())
+
+    # -- start-up checks -------------------------------------------------------
 
     def _find_slots(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Check that every letter is one distinct token appended without re-tokenizing.
@@ -205,8 +261,11 @@ class Engine:
         probes = []
         for question in _PROBE_QUESTIONS:
             rendered = self.template.render_decision(_PROBE_STATE, question)
-            probes.append(self.tokenize(rendered.text))
-        first = self.template.render_decision(_PROBE_STATE, _PROBE_QUESTIONS[0]).text
+            probes.append(self.prompt_tokens(rendered))
+        first = self.template.render_decision(_PROBE_STATE, _PROBE_QUESTIONS[0])
+        if first.content_span is None:
+            log.warning("the chat template does not copy the user turn verbatim; control-token text in "
+                        "requests cannot be told apart from the template's own")
         slots = self._check_letters(first, probes[0])
         tail_len = _common_prefix_len(probes[0][::-1], probes[1][::-1])
         if tail_len == 0:
@@ -215,18 +274,18 @@ class Engine:
 
     def _find_codes(self) -> tuple[tuple[tuple[int, ...], tuple[int, ...]] | None, str | None]:
         """Group-letter and digit tokens for the two-level readout, or (None, why not)."""
-        text = self.template.render_decision(_PROBE_STATE, _PROBE_QUESTIONS[0]).text
+        prompt = self.template.render_decision(_PROBE_STATE, _PROBE_QUESTIONS[0])
         try:
-            return self._check_codes(text, self.tokenize(text), len(GROUP_LETTERS)), None
+            return self._check_codes(prompt, self.prompt_tokens(prompt), len(GROUP_LETTERS)), None
         except EngineError as exc:
             log.warning("more than %d options are not available with this model: %s", len(LETTERS), exc)
             return None, str(exc)
 
-    def _check_codes(self, text: str, tokens: list[int], n_groups: int):
+    def _check_codes(self, prompt: RenderedPrompt, tokens: list[int], n_groups: int):
         """Each code (group letter + digit) must be exactly those two tokens appended to the prompt."""
         groups, digits = [], None
         for letter in GROUP_LETTERS[:n_groups]:
-            extended = self.tokenize(text + letter)
+            extended = self._tokens_after(prompt, letter)
             if extended[:-1] != tokens or len(extended) != len(tokens) + 1:
                 raise EngineError(f"appending the group letter {letter!r} re-tokenizes the prompt")
             group = extended[-1]
@@ -234,7 +293,7 @@ class Engine:
                 raise EngineError(f"the token for {letter!r} does not decode back to {letter!r}")
             row = []
             for digit in DIGITS:
-                coded = self.tokenize(text + letter + digit)
+                coded = self._tokens_after(prompt, letter + digit)
                 if coded[:-1] != extended or len(coded) != len(extended) + 1:
                     raise EngineError(f"the code {letter + digit!r} is not two tokens (letter, digit) after the prompt")
                 if self.llm.detokenize([coded[-1]]).decode("utf-8", errors="replace") != digit:
@@ -249,10 +308,13 @@ class Engine:
             raise EngineError("two group letters or two digits map to the same token")
         return tuple(groups), digits
 
-    def _check_letters(self, text: str, tokens: list[int]) -> tuple[int, ...]:
+    def _tokens_after(self, prompt: RenderedPrompt, answer: str) -> list[int]:
+        return self.prompt_tokens(RenderedPrompt(prompt.text + answer, prompt.state_end, prompt.content_span))
+
+    def _check_letters(self, prompt: RenderedPrompt, tokens: list[int]) -> tuple[int, ...]:
         slots = []
         for letter in LETTERS:
-            extended = self.tokenize(text + letter)
+            extended = self._tokens_after(prompt, letter)
             if extended[:-1] != tokens or len(extended) != len(tokens) + 1:
                 raise EngineError(
                     f"appending {letter!r} to the prompt re-tokenizes it or takes more than one token; "
@@ -298,9 +360,9 @@ class Engine:
         """Score every question of the batch; returns (results, batch timing in ms)."""
         t0 = time.perf_counter()
         rendered = [self._render(batch, i, q) for i, q in enumerate(batch.questions)]
-        token_lists = [self.tokenize(r.text) for r in rendered]
-        for tokens in token_lists:
-            self._check_fits(tokens, "state")
+        token_lists = [self.prompt_tokens(r) for r in rendered]
+        for prompt, tokens in zip(rendered, token_lists):
+            self._check_fits(prompt, tokens, "state")
         prefix = self._prefix_tokens(rendered[0], token_lists)
         t1 = time.perf_counter()
 
@@ -319,7 +381,7 @@ class Engine:
         for index, tokens in enumerate(token_lists):
             q_start = time.perf_counter()
             self._rewind_to_prefix(prefix)
-            self.llm.eval(tokens[len(prefix):])
+            self._eval(tokens[len(prefix):])
             logits = self._last_logits()
             results.append(visit(index, tokens, logits, (time.perf_counter() - q_start) * 1000.0))
         t3 = time.perf_counter()
@@ -356,9 +418,10 @@ class Engine:
         t0 = time.perf_counter()
         token_lists = []
         for item in items:
-            tokens = self.tokenize(item.prompt.text)
+            tokens = self.prompt_tokens(item.prompt)
             coded = item.n_options > len(self.slot_tokens)
-            self._check_fits(tokens, "state", loc=item.loc, extra=1 if coded else 0, n_options=item.n_options)
+            self._check_fits(item.prompt, tokens, "state", loc=item.loc, extra=1 if coded else 0,
+                             n_options=item.n_options)
             token_lists.append(tokens)
         unique: dict[tuple[int, ...], int] = {}
         for tokens in token_lists:
@@ -412,7 +475,7 @@ class Engine:
         for g in range(n_groups):
             members = min(width, n - g * width)
             self._back_to_prompt(tokens, checkpoint)
-            self.llm.eval([groups[g]])
+            self._eval([groups[g]])
             after = self._last_logits()
             digit_logits = after[list(digits[:members])]
             probabilities.extend(p_group[g] * _softmax(digit_logits))
@@ -444,8 +507,8 @@ class Engine:
     def _field(batch: DecisionBatch, index: int, name: str) -> str:
         return name if batch.single else f"questions[{index}].{name}"
 
-    def _check_fits(self, tokens: list[int], field: str, *, loc: tuple | None = None, extra: int = 0,
-                    n_options: int = 0) -> None:
+    def _check_fits(self, prompt: RenderedPrompt, tokens: list[int], field: str, *, loc: tuple | None = None,
+                    extra: int = 0, n_options: int = 0) -> None:
         limit = self.llm.n_ctx()
         if len(tokens) + extra >= limit:
             raise PromptTooLong(
@@ -455,18 +518,17 @@ class Engine:
             )
         if tuple(tokens[-len(self._tail):]) != self._tail:
             # The request's text merged with the template's tail; check the slots directly.
-            text = self.llm.detokenize(tokens, special=True).decode("utf-8", errors="replace")
             try:
-                self._check_letters(text, tokens)
+                self._check_letters(prompt, tokens)
                 if n_options > len(self.slot_tokens):
-                    self._check_codes(text, tokens, -(-n_options // len(DIGITS)))
+                    self._check_codes(prompt, tokens, -(-n_options // len(DIGITS)))
             except EngineError as exc:
                 raise InvalidValue(f"this prompt cannot be read with answer letters: {exc}", field, loc=loc) from None
 
     def _prefix_tokens(self, first: RenderedPrompt, token_lists: list[list[int]]) -> tuple[int, ...]:
         if self.prefix_mode == "off" or first.state_end is None:
             return ()
-        cut = self.tokenize(first.text[: first.state_end])
+        cut = self.prompt_tokens(first, first.state_end)
         # One token of margin: the last token of the cut may merge with what follows.
         length = max(0, len(cut) - 1)
         for tokens in token_lists:
@@ -480,7 +542,7 @@ class Engine:
         self._reset_context()
         self._prefix = None
         if prefix:
-            self.llm.eval(list(prefix))
+            self._eval(list(prefix))
         state = self._save_sequence() if self.prefix_mode == "restore" and prefix else None
         self._prefix = _Prefix(prefix, state)
         return False
@@ -497,6 +559,30 @@ class Engine:
             self.llm.n_tokens = len(prefix)  # eval() removes the KV cells past n_tokens
         else:
             self._reset_context()
+
+    # -- time limit --------------------------------------------------------------
+
+    def time_limit(self, seconds: float | None):
+        """Context manager: evaluations inside it stop with TimedOut once ``seconds`` have passed."""
+        return self._deadline.limit(seconds)
+
+    def _eval(self, tokens: list[int]) -> None:
+        self._stop_if_expired()
+        try:
+            self.llm.eval(tokens)
+        except RuntimeError:  # llama-cpp-python: "llama_decode returned 2" when the callback aborted
+            self._stop_if_expired()
+            raise
+
+    def _stop_if_expired(self) -> None:
+        if not self._deadline.expired:
+            return
+        # What an aborted evaluation left in the context is not worth keeping: start afresh.
+        self._reset_context()
+        self._prefix = None
+        raise TimedOut(
+            f"the request held the model for more than {self._deadline.seconds:g} s and was stopped "
+            "(DECISION_ADAPTER_REQUEST_TIMEOUT); send a shorter state or fewer questions, or raise the limit")
 
     def _reset_context(self) -> None:
         self.llm.n_tokens = 0
@@ -564,7 +650,12 @@ class Engine:
             raise PromptTooLong(
                 f"the conversation is {prompt_tokens} tokens but the context holds {self.llm.n_ctx()}; "
                 "shorten it (it is never truncated)", "messages")
-        completion = self.llm.create_chat_completion(**kwargs)
+        self._stop_if_expired()
+        try:
+            completion = self.llm.create_chat_completion(**kwargs)
+        except RuntimeError:
+            self._stop_if_expired()
+            raise
         self._reset_context()
         completion["model"] = self.model_files.gguf.name
         return completion

@@ -64,3 +64,10 @@ class NotReady(AdapterError):
     def __init__(self, message: str, retry_after_s: int = 5):
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class TimedOut(AdapterError):
+    """The request held the model longer than DECISION_ADAPTER_REQUEST_TIMEOUT and was stopped."""
+
+    status = 504
+    code = "deadline_exceeded"

@@ -79,6 +79,8 @@ class TemplateError(RuntimeError):
 class RenderedPrompt:
     text: str
     state_end: int | None  # offset in text right after the state, None if not found
+    # Where the caller's text (the user turn) sits in ``text``: control-token text in it stays text.
+    content_span: tuple[int, int] | None = None
 
 
 class ChatTemplate:
@@ -117,5 +119,8 @@ class ChatTemplate:
         """System + user turn with the generation prompt; locate the state's end in the result."""
         text = self.render([{"role": "system", "content": system},
                             {"role": "user", "content": content}])
-        at = text.find(content[:state_end])
-        return RenderedPrompt(text, at + state_end if at >= 0 else None)
+        at = text.find(content)
+        if at < 0:  # the template changed the content; only the state may still be found
+            at = text.find(content[:state_end])
+            return RenderedPrompt(text, at + state_end if at >= 0 else None)
+        return RenderedPrompt(text, at + state_end, (at, at + len(content)))

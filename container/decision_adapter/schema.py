@@ -197,15 +197,22 @@ def parse_chat(body: dict, default_max_tokens: int) -> ChatRequest:
         if not isinstance(content, str):
             raise InvalidType(f"{field}.content must be a string, got {_type_name(content)}", f"{field}.content")
         clean.append({"role": role, "content": content})
-    if body.get("stream"):
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise InvalidType(f"stream must be a boolean, got {_type_name(stream)}", "stream")
+    if stream:
         raise InvalidType("stream: true is not supported by the decision adapter; send stream: false or omit it",
                           "stream")
-    max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
-    if max_tokens is not None:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
-            raise InvalidType(f"max_tokens must be an integer, got {_type_name(max_tokens)}", "max_tokens")
-        if not 1 <= max_tokens <= 8192:
-            raise InvalidValue("max_tokens must be between 1 and 8192", "max_tokens")
+    max_tokens = None
+    for key in ("max_tokens", "max_completion_tokens"):  # both checked; max_tokens wins when both are set
+        value = body.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidType(f"{key} must be an integer, got {_type_name(value)}", key)
+        if not 1 <= value <= 8192:
+            raise InvalidValue(f"{key} must be between 1 and 8192", key)
+        max_tokens = value if max_tokens is None else max_tokens
     temperature = 0.0
     if body.get("temperature") is not None:
         value = body["temperature"]
@@ -223,9 +230,11 @@ def parse_chat(body: dict, default_max_tokens: int) -> ChatRequest:
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise InvalidType(f"seed must be an integer, got {_type_name(seed)}", "seed")
-    stop = body.get("stop") or ()
-    if isinstance(stop, str):
-        stop = (stop,)
+    stop = body.get("stop")
+    if stop is None:
+        stop = ()
+    elif isinstance(stop, str):
+        stop = (stop,) if stop else ()
     if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
         raise InvalidType("stop must be a string or an array of strings", "stop")
     return ChatRequest(tuple(clean), max_tokens or default_max_tokens, temperature, top_p, seed, tuple(stop))

@@ -50,6 +50,7 @@ class Settings:
     port: int = 8080
     max_queue: int = 4  # requests that may wait for the context
     queue_timeout_s: float = 30.0  # longest wait before a 503
+    request_timeout_s: float = 30.0  # longest time one request may hold the model; 0: no limit
     retry_after_s: int = 1
     max_body_bytes: int = 1_000_000
     prefix_reuse: str = "auto"  # auto | trim | restore | off
@@ -145,6 +146,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         port=_int(env, "SAGEMAKER_BIND_TO_PORT", 8080, minimum=1),
         max_queue=_int(env, A + "MAX_QUEUE", 4, minimum=0),
         queue_timeout_s=_float(env, A + "QUEUE_TIMEOUT", 30.0),
+        request_timeout_s=_float(env, A + "REQUEST_TIMEOUT", 30.0),
         retry_after_s=_int(env, A + "RETRY_AFTER", 1, minimum=1),
         max_body_bytes=_int(env, A + "MAX_BODY_BYTES", 1_000_000, minimum=1024),
         prefix_reuse=prefix_reuse,

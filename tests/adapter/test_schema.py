@@ -80,6 +80,31 @@ def test_chat_refuses_streaming_and_bad_roles():
     assert chat.max_tokens == 32 and chat.temperature == 0.0
 
 
+@pytest.mark.parametrize("extra, field", [
+    ({"stream": {}}, "stream"), ({"stream": 0}, "stream"), ({"stream": "false"}, "stream"),
+    ({"stop": 0}, "stop"), ({"stop": False}, "stop"), ({"stop": {}}, "stop"),
+    ({"max_completion_tokens": "8"}, "max_completion_tokens"),
+    ({"max_tokens": None, "max_completion_tokens": 1.5}, "max_completion_tokens"),
+    ({"max_tokens": 8, "max_completion_tokens": True}, "max_completion_tokens"),
+])
+def test_chat_refuses_wrong_types_even_when_falsy_or_shadowed(extra, field):
+    with pytest.raises(InvalidType) as raised:
+        parse_chat({"messages": [{"role": "user", "content": "hi"}], **extra}, 32)
+    assert raised.value.field == field
+
+
+def test_chat_token_limit_names():
+    hi = [{"role": "user", "content": "hi"}]
+    assert parse_chat({"messages": hi, "max_completion_tokens": 5}, 32).max_tokens == 5
+    assert parse_chat({"messages": hi, "max_tokens": None, "max_completion_tokens": 5}, 32).max_tokens == 5
+    assert parse_chat({"messages": hi, "max_tokens": 7, "max_completion_tokens": 5}, 32).max_tokens == 7
+    with pytest.raises(InvalidValue) as raised:
+        parse_chat({"messages": hi, "max_tokens": 7, "max_completion_tokens": 0}, 32)
+    assert raised.value.field == "max_completion_tokens"
+    chat = parse_chat({"messages": hi, "stream": False, "stop": ""}, 32)
+    assert chat.stop == () and chat.max_tokens == 32
+
+
 def test_state_comes_first_so_questions_share_a_prefix():
     from decision_adapter.schema import Option, Question
 

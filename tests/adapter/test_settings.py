@@ -9,6 +9,12 @@ def test_defaults_follow_the_dlc():
     assert s.port == 8080
     assert s.n_gpu_layers == 0
     assert s.prefix_reuse == "auto"
+    assert s.request_timeout_s == 30.0  # one request may hold the model at most this long
+
+
+def test_a_zero_request_timeout_turns_the_limit_off():
+    assert load_settings({"DECISION_ADAPTER_REQUEST_TIMEOUT": "0"}).request_timeout_s == 0
+    assert load_settings({"DECISION_ADAPTER_REQUEST_TIMEOUT": "2.5"}).request_timeout_s == 2.5
 
 
 def test_dlc_names_configure_llama():
@@ -35,6 +41,8 @@ def test_unknown_llama_flags_are_reported_not_dropped_silently():
     ({"SM_LLAMA_CPP_THREADS": "0"}, "at least 1"),
     ({"DECISION_ADAPTER_PREFIX_REUSE": "sometimes"}, "PREFIX_REUSE"),
     ({"DECISION_ADAPTER_QUEUE_TIMEOUT": "-1"}, "QUEUE_TIMEOUT"),
+    ({"DECISION_ADAPTER_REQUEST_TIMEOUT": "-5"}, "REQUEST_TIMEOUT"),
+    ({"DECISION_ADAPTER_REQUEST_TIMEOUT": "soon"}, "REQUEST_TIMEOUT"),
 ])
 def test_bad_values_name_the_variable(env, needle):
     with pytest.raises(SettingsError, match=needle):
