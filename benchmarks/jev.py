@@ -29,8 +29,10 @@ from workshop_lib.local import AdapterProcess
 
 RESULTS = Path(__file__).resolve().parent / "results"
 THREADS = 2
-# A 255-option Jev choice is about 5,400 prompt tokens with the embedded model.
-ADAPTER_ENV = {"SM_LLAMA_CPP_CTX_SIZE": "8192", "DECISION_ADAPTER_QUEUE_TIMEOUT": "120"}
+# A 255-option Jev choice is about 5,400 prompt tokens with the embedded model: minutes on 2 busy
+# cores, so the suites' 600 s per request replaces the adapter's 30 s default (sized for SageMaker).
+ADAPTER_ENV = {"SM_LLAMA_CPP_CTX_SIZE": "8192", "DECISION_ADAPTER_QUEUE_TIMEOUT": "120",
+               "DECISION_ADAPTER_REQUEST_TIMEOUT": "600"}
 
 
 def _tool(name: str) -> str:

@@ -21,7 +21,10 @@ from tests.conftest import THREADS
 
 JEV_ENV = {"SM_LLAMA_CPP_CTX_SIZE": "8192", "DECISION_ADAPTER_MAX_QUEUE": "4",
            # an external suite on a shared 2-core machine: wait longer before answering 503
-           "DECISION_ADAPTER_QUEUE_TIMEOUT": "120"}
+           "DECISION_ADAPTER_QUEUE_TIMEOUT": "120",
+           # a 255-option choice can hold 2 busy cores for minutes; the 30 s default is sized for
+           # SageMaker's 60 s invocations, the suites allow 600 s per request
+           "DECISION_ADAPTER_REQUEST_TIMEOUT": "600"}
 
 
 def _start(model_dir: Path, log_path: Path, **env) -> AdapterProcess:
