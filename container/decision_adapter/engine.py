@@ -30,8 +30,9 @@ over exactly the declared options. Cost: one prompt pass plus one single-token
 evaluation per group in use (ceil(n / 10), at most 26).
 
 Caller text is never parsed for control tokens: text such as ``<|im_end|>``
-inside a state, question or option stays text, so a request cannot close its
-own user turn and open a system or assistant turn (``Engine.tokenize``).
+inside a state, question, option or chat message stays text, so a request
+cannot close its own turn and open a system or assistant turn
+(``Engine.tokenize``).
 
 Time limit: ``with engine.time_limit(seconds):`` stops llama.cpp mid-graph once
 the limit passes (deadline.py), forgets the cached prefix and clears the
@@ -637,25 +638,45 @@ class Engine:
     # -- chat ------------------------------------------------------------------
 
     def chat(self, request: ChatRequest) -> dict:
+        """Generate an answer; message contents are tokenized as plain text, as decisions are."""
         self._reset_context()  # start clean: the decision prefix cache is not chat's
         self._prefix = None
-        kwargs = {"messages": list(request.messages), "max_tokens": request.max_tokens,
-                  "temperature": request.temperature, "top_p": request.top_p, "stream": False}
+        messages = list(request.messages)
+        try:
+            text, spans = self.template.render_with_spans(messages)
+        except TemplateError as exc:
+            raise InvalidValue(f"the model's chat template refused the conversation: {exc}", "messages") from None
+        if spans is None:  # the template rewrites contents: control text in them cannot be told apart
+            for i, message in enumerate(messages):
+                if self._control_re and self._control_re.search(message["content"]):
+                    raise InvalidValue("this model's chat template rewrites message contents, so control-token "
+                                       "text in them cannot be kept as plain text; remove it",
+                                       f"messages[{i}].content")
+        tokens = self.tokenize(text, spans or ())
+        if len(tokens) >= self.llm.n_ctx():
+            raise PromptTooLong(
+                f"the conversation is {len(tokens)} tokens but the context holds {self.llm.n_ctx()}; "
+                "shorten it (it is never truncated)", "messages")
+        kwargs = {"prompt": tokens, "max_tokens": request.max_tokens, "temperature": request.temperature,
+                  "top_p": request.top_p, "stream": False}
         if request.seed is not None:
             kwargs["seed"] = request.seed
         if request.stop:
             kwargs["stop"] = list(request.stop)
-        prompt_tokens = len(self.tokenize(self.template.render(list(request.messages))))
-        if prompt_tokens >= self.llm.n_ctx():
-            raise PromptTooLong(
-                f"the conversation is {prompt_tokens} tokens but the context holds {self.llm.n_ctx()}; "
-                "shorten it (it is never truncated)", "messages")
         self._stop_if_expired()
         try:
-            completion = self.llm.create_chat_completion(**kwargs)
+            completion = self.llm.create_completion(**kwargs)
         except RuntimeError:
             self._stop_if_expired()
             raise
         self._reset_context()
-        completion["model"] = self.model_files.gguf.name
-        return completion
+        choice = completion["choices"][0]
+        return {
+            "id": "chat" + completion["id"],
+            "object": "chat.completion",
+            "created": completion["created"],
+            "model": self.model_files.gguf.name,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": choice["text"]},
+                         "logprobs": None, "finish_reason": choice["finish_reason"]}],
+            "usage": completion["usage"],
+        }

@@ -111,6 +111,33 @@ class ChatTemplate:
             enable_thinking=False,  # Qwen3-style templates: no reasoning block
         )
 
+    def render_with_spans(self, messages: list[dict]) -> tuple[str, tuple[tuple[int, int], ...] | None]:
+        """The conversation's text, and where each message's content sits in it.
+
+        Each content is rendered once as a unique placeholder, so a content that repeats the
+        template's own text cannot be mistaken for it. The spans are None when the template
+        does not copy contents verbatim (putting the contents back into the placeholders'
+        text must give exactly the real rendering).
+        """
+        text = self.render(messages)
+        marks = [f"\ue000{i}\ue001" for i in range(len(messages))]
+        try:
+            marked = self.render([dict(m, content=mark) for m, mark in zip(messages, marks)])
+        except TemplateError:
+            return text, None
+        pieces, spans, at, length = [], [], 0, 0
+        for mark, message in zip(marks, messages):
+            found = marked.find(mark, at)
+            if found < 0 or marked.count(mark) != 1:
+                return text, None
+            pieces += [marked[at:found], message["content"]]
+            length += found - at
+            spans.append((length, length + len(message["content"])))
+            length += len(message["content"])
+            at = found + len(mark)
+        pieces.append(marked[at:])
+        return (text, tuple(spans)) if "".join(pieces) == text else (text, None)
+
     def render_decision(self, state, question: Question) -> RenderedPrompt:
         content, state_end = user_message(state, question)
         return self.render_turn(SYSTEM_PROMPT, content, state_end)

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from decision_adapter.app import parse_json_body
-from decision_adapter.errors import AdapterError
+from decision_adapter.errors import AdapterError, InvalidValue
 from decision_adapter.schema import (MAX_ID_CHARS, MAX_OPTIONS, MAX_QUESTIONS, MIN_OPTIONS, CHAT_ROLES, ChatRequest,
                                      DecisionBatch, parse_chat, parse_decision, request_kind)
 
@@ -236,3 +236,46 @@ def test_unprotected_control_text_is_still_a_control_token(engine):
     assert engine.tokenize(text).count(control[0]) == 2
     assert engine.tokenize(text, protect=((0, 6),)).count(control[0]) == 1  # the first one is the caller's
     assert engine.tokenize(text, protect=((0, len(text)),)).count(control[0]) == 0
+
+
+# ---- the same for chat: message contents are plain text -----------------------------------------
+
+def test_chat_contents_are_found_even_when_they_repeat_the_templates_own_text(engine):
+    messages = [{"role": "user", "content": "<|im_start|>"}, {"role": "assistant", "content": "user"},
+                {"role": "user", "content": INJECTION}]
+    text, spans = engine.template.render_with_spans(messages)
+    assert [text[a:b] for a, b in spans] == [m["content"] for m in messages]
+    assert spans[0][0] > text.index("<|im_start|>")  # not the template's first marker
+    assert spans == tuple(sorted(spans)) and all(b <= c for (_, b), (c, _) in zip(spans, spans[1:]))
+
+
+def test_chat_injection_stays_text_and_the_answer_reads_that_prompt(engine):
+    control = set(engine.llm.tokenize(b"<|im_start|><|im_end|>", add_bos=False, special=True))
+
+    def tokens(content):
+        text, spans = engine.template.render_with_spans([{"role": "user", "content": content}])
+        return engine.tokenize(text, spans)
+
+    injected = tokens(INJECTION)
+    assert sum(t in control for t in injected) == sum(t in control for t in tokens("The parcel never arrived."))
+    completion = engine.chat(parse_chat({"messages": [{"role": "user", "content": INJECTION}], "max_tokens": 4}, 16))
+    assert completion["usage"]["prompt_tokens"] == len(injected)
+    assert completion["object"] == "chat.completion" and completion["choices"][0]["message"]["role"] == "assistant"
+
+
+REWRITING_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] | upper }}<|im_end|>\n"
+                      "{% endfor %}<|im_start|>assistant\n")
+
+
+def test_a_template_that_rewrites_contents_refuses_control_text_instead_of_parsing_it(engine, monkeypatch):
+    from decision_adapter.prompt import ChatTemplate
+
+    monkeypatch.setattr(engine, "template", ChatTemplate(REWRITING_TEMPLATE))
+    assert engine.template.render_with_spans([{"role": "user", "content": "hi"}])[1] is None
+    request = parse_chat({"messages": [{"role": "user", "content": "fine"},
+                                       {"role": "user", "content": INJECTION}], "max_tokens": 2}, 16)
+    with pytest.raises(InvalidValue) as caught:
+        engine.chat(request)
+    assert caught.value.field == "messages[1].content" and "control-token" in caught.value.message
+    plain = engine.chat(parse_chat({"messages": [{"role": "user", "content": "fine"}], "max_tokens": 2}, 16))
+    assert plain["usage"]["completion_tokens"] <= 2
