@@ -7,8 +7,9 @@ Python, so the callback here is C's own ``strlen`` reading a two-byte flag:
 length 0 means carry on, length 1 means stop. A timer thread writes the flag
 when the limit passes; no Python runs inside llama.cpp.
 
-Backends that never call the callback (CUDA) are stopped at the engine's next
-step instead: the engine reads the same flag before every evaluation.
+A backend that does not call the callback (GPU backends may not) is stopped at
+the engine's next step instead: the engine reads the same flag before every
+evaluation.
 """
 
 from __future__ import annotations
