@@ -43,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
                                debias=True, calibrate=True, label="embedded",
                                title="Decision benchmark: embedded SmolLM2-135M, local adapter, 2 threads")
     elapsed = time.perf_counter() - started
-    report.notes.append(f"machine: {platform.machine()}, {os.cpu_count()} cores shared with other work, no GPU; "
-                        f"whole run {elapsed / 60:.1f} min")
+    report.notes.append(f"machine: {platform.machine()}, {os.cpu_count()} cores, no GPU, load average at the end "
+                        f"{os.getloadavg()[0]:.1f}; whole run {elapsed / 60:.1f} min")
     paths = report.save(args.out)
     print(report.to_markdown())
     for kind, path in paths.items():
