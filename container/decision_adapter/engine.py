@@ -48,6 +48,7 @@ import hashlib
 import logging
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -225,14 +226,16 @@ class Engine:
         the text is split as llama.cpp splits it, at control-token text outside the spans,
         and each piece in between is tokenized as plain text, the spans' control text included.
         """
+        def callers(match) -> bool:
+            return any(match.start() < end and start < match.end() for start, end in protect)
+
         matches = list(self._control_re.finditer(text)) if self._control_re and protect else []
-        inside = [m for m in matches if any(m.start() < end and start < m.end() for start, end in protect)]
-        if not inside:
+        if not any(map(callers, matches)):
             tokens = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
         else:
             tokens, at = [], 0
             for match in matches:
-                if match in inside:
+                if callers(match):
                     continue
                 if match.start() > at:
                     tokens += self.llm.tokenize(text[at:match.start()].encode("utf-8"), add_bos=False, special=False)
@@ -567,13 +570,19 @@ class Engine:
         """Context manager: evaluations inside it stop with TimedOut once ``seconds`` have passed."""
         return self._deadline.limit(seconds)
 
-    def _eval(self, tokens: list[int]) -> None:
+    @contextmanager
+    def _within_limit(self):
+        """Run llama.cpp work; past the time limit, raise TimedOut (before it, or when it was aborted)."""
         self._stop_if_expired()
         try:
-            self.llm.eval(tokens)
+            yield
         except RuntimeError:  # llama-cpp-python: "llama_decode returned 2" when the callback aborted
             self._stop_if_expired()
             raise
+
+    def _eval(self, tokens: list[int]) -> None:
+        with self._within_limit():
+            self.llm.eval(tokens)
 
     def _stop_if_expired(self) -> None:
         if not self._deadline.expired:
@@ -663,12 +672,8 @@ class Engine:
             kwargs["seed"] = request.seed
         if request.stop:
             kwargs["stop"] = list(request.stop)
-        self._stop_if_expired()
-        try:
+        with self._within_limit():
             completion = self.llm.create_completion(**kwargs)
-        except RuntimeError:
-            self._stop_if_expired()
-            raise
         self._reset_context()
         choice = completion["choices"][0]
         return {

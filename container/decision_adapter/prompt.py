@@ -143,11 +143,11 @@ class ChatTemplate:
         return self.render_turn(SYSTEM_PROMPT, content, state_end)
 
     def render_turn(self, system: str, content: str, state_end: int) -> RenderedPrompt:
-        """System + user turn with the generation prompt; locate the state's end in the result."""
-        text = self.render([{"role": "system", "content": system},
-                            {"role": "user", "content": content}])
-        at = text.find(content)
-        if at < 0:  # the template changed the content; only the state may still be found
+        """System + user turn with the generation prompt; locate the user turn and the state's end in it."""
+        text, spans = self.render_with_spans([{"role": "system", "content": system},
+                                              {"role": "user", "content": content}])
+        if spans is None:  # the template changed the content; only the state may still be found
             at = text.find(content[:state_end])
             return RenderedPrompt(text, at + state_end if at >= 0 else None)
-        return RenderedPrompt(text, at + state_end, (at, at + len(content)))
+        start, end = spans[1]
+        return RenderedPrompt(text, start + state_end, (start, end))
