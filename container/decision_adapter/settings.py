@@ -31,6 +31,7 @@ _LLAMA_INT_SETTINGS = {
 _LLAMA_HANDLED_ELSEWHERE = {"MODEL", "MODEL_DIR", "PORT", "HOST", "PARALLEL", "HF_REPO", "HF_FILE"}
 
 PREFIX_REUSE_MODES = ("auto", "trim", "restore", "off")
+EXTRA_BUFFER_MODES = ("auto", "on", "off")  # runtime.py says what each means
 
 
 class SettingsError(ValueError):
@@ -54,6 +55,7 @@ class Settings:
     retry_after_s: int = 1
     max_body_bytes: int = 1_000_000
     prefix_reuse: str = "auto"  # auto | trim | restore | off
+    extra_buffers: str = "auto"  # auto | on | off: llama.cpp's extra (repacking, AMX) buffer types
     chat_max_tokens: int = 256
     log_level: str = "INFO"
     ignored_llama_settings: tuple[str, ...] = field(default=())
@@ -105,6 +107,14 @@ def _float(env: Mapping[str, str], name: str, default: float, minimum: float = 0
     return value
 
 
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (the first is the default)."""
+    value = (env.get(name) or "").strip().lower() or choices[0]
+    if value not in choices:
+        raise SettingsError(f"{name}={value!r} is not one of {', '.join(choices)}")
+    return value
+
+
 def _api_key(env: Mapping[str, str], name: str) -> str | None:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
@@ -123,11 +133,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     n_gpu_layers = _int(env, L + "N_GPU_LAYERS", 0)
     if n_gpu_layers < 0:
         n_gpu_layers = 999  # -1 means "all layers", as in llama-cpp-python
-    prefix_reuse = env.get(A + "PREFIX_REUSE", "auto").strip().lower() or "auto"
-    if prefix_reuse not in PREFIX_REUSE_MODES:
-        raise SettingsError(
-            f"{A}PREFIX_REUSE={prefix_reuse!r} is not one of {', '.join(PREFIX_REUSE_MODES)}"
-        )
+    prefix_reuse = _choice(env, A + "PREFIX_REUSE", PREFIX_REUSE_MODES)
+    extra_buffers = _choice(env, A + "EXTRA_BUFFERS", EXTRA_BUFFER_MODES)
     ignored = sorted(
         name for name in env
         if name.startswith(L)
@@ -150,6 +157,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         retry_after_s=_int(env, A + "RETRY_AFTER", 1, minimum=1),
         max_body_bytes=_int(env, A + "MAX_BODY_BYTES", 1_000_000, minimum=1024),
         prefix_reuse=prefix_reuse,
+        extra_buffers=extra_buffers,
         chat_max_tokens=_int(env, A + "CHAT_MAX_TOKENS", 256, minimum=1),
         log_level=(env.get(A + "LOG_LEVEL") or "INFO").upper(),
         ignored_llama_settings=tuple(ignored),

@@ -1,0 +1,111 @@
+"""What llama.cpp runs on: the CPU features it reports and its extra buffer types.
+
+ggml can keep weights in *extra buffer types* that lay them out for faster CPU
+kernels: ``CPU_REPACK`` (AVX2/AVX-512 layouts for Q4_0, Q4_K, IQ4_NL, ...) and, in
+a build that compiled Intel AMX, the ``AMX`` buffer type. On the AVX-512 + AMX
+machines this project is built and tested on, the AMX path kills the process on
+the first forward pass (SIGSEGV in ``ggml_backend_amx_mul_mat``). ml.c7i, m7i and
+r7i instances are AMX CPUs too, and the DLC's llama.cpp picks an AMX-enabled CPU
+variant there at run time.
+
+``DECISION_ADAPTER_EXTRA_BUFFERS``: ``auto`` (the default) turns extra buffer types
+off when llama.cpp reports AMX and leaves them on otherwise, so repacking still
+speeds up AVX2 and AVX-512 machines; ``on`` and ``off`` force it. Whatever is
+chosen, the worker proves it with a real forward pass before ``/ping`` says ready
+(``Engine.prove``).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The llama.cpp build this process runs, and the extra-buffer choice made for it."""
+
+    llama_cpp_python: str
+    system_info: str
+    cpu_features: tuple[str, ...]
+    extra_buffers: bool
+    extra_buffers_reason: str
+
+    def describe(self) -> dict:
+        return {"llama_cpp_python": self.llama_cpp_python, "cpu_features": list(self.cpu_features),
+                "extra_buffers": self.extra_buffers, "extra_buffers_reason": self.extra_buffers_reason}
+
+
+def inspect(extra_buffers_mode: str) -> Runtime:
+    """Initialise llama.cpp's backends and read what it reports (nothing is loaded yet)."""
+    import llama_cpp
+
+    llama_cpp.llama_backend_init()  # in the DLC this loads ggml's backend libraries, so the report is complete
+    info = system_info(llama_cpp)
+    features = cpu_features(info)
+    use, reason = extra_buffers(extra_buffers_mode, features)
+    return Runtime(getattr(llama_cpp, "__version__", "unknown"), info, features, use, reason)
+
+
+def system_info(llama_cpp) -> str:
+    """llama.cpp's own one-line report of its backends and the CPU features it was built to use."""
+    return llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
+
+
+def cpu_features(info: str) -> tuple[str, ...]:
+    """The features a system-info line reports as on, e.g. ('AVX2', 'FMA', 'AMX_INT8')."""
+    features = []
+    for part in info.replace("\n", "|").split("|"):
+        name, sep, value = part.rpartition("=")
+        if sep and value.strip() == "1":
+            features.append(name.split(":")[-1].strip())
+    return tuple(dict.fromkeys(features))
+
+
+def extra_buffers(mode: str, features: tuple[str, ...]) -> tuple[bool, str]:
+    """Whether to use extra buffer types, and why (for the start-up log and /ping)."""
+    if mode == "on":
+        return True, "on (DECISION_ADAPTER_EXTRA_BUFFERS=on)"
+    if mode == "off":
+        return False, "off (DECISION_ADAPTER_EXTRA_BUFFERS=off)"
+    if any(name.startswith("AMX") for name in features):
+        return False, "off (auto: llama.cpp reports AMX, whose buffer type crashes on this project's test CPUs)"
+    return True, "on (auto: no AMX reported; weight repacking kept)"
+
+
+@contextmanager
+def model_params(llama_cpp, **fields):
+    """Make ``Llama(...)`` load the model with these ``llama_model_params`` fields set.
+
+    ``Llama`` has no argument for e.g. ``use_extra_bufts``; it takes its model
+    parameters from ``llama_model_default_params()``, so that function is wrapped
+    for the duration of the (single-threaded) model load.
+    """
+    bindings = llama_cpp.llama_cpp
+    original = bindings.llama_model_default_params
+
+    def with_fields():
+        params = original()
+        for name, value in fields.items():
+            setattr(params, name, value)
+        return params
+
+    bindings.llama_model_default_params = with_fields
+    try:
+        yield
+    finally:
+        bindings.llama_model_default_params = original
+
+
+def host_cpu_flags(path: str = "/proc/cpuinfo") -> tuple[str, ...]:
+    """The vector and matrix extensions the host CPU reports (Linux), for logs and benchmarks."""
+    wanted = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    present = set(line.split(":", 1)[1].split())
+                    return tuple(flag for flag in wanted if flag in present)
+    except OSError:
+        pass
+    return ()

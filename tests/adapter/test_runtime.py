@@ -1,0 +1,61 @@
+"""What llama.cpp runs on: CPU features, the extra-buffer choice, the portable build in force."""
+
+import platform
+
+import pytest
+
+from decision_adapter import runtime
+from decision_adapter.settings import SettingsError, load_settings
+
+NATIVE_AMX = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
+              "AVX512 = 1 | AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | "
+              "OPENMP = 1 | REPACK = 1 | ")
+PORTABLE = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | REPACK = 1 | "
+
+
+def test_cpu_features_are_read_from_the_system_info_line():
+    assert runtime.cpu_features(PORTABLE) == ("SSE3", "SSSE3", "AVX", "AVX2", "F16C", "FMA", "BMI2", "REPACK")
+    assert "AMX_INT8" in runtime.cpu_features(NATIVE_AMX)
+    assert runtime.cpu_features("CPU : AVX = 0 | AVX2 = 0") == ()
+
+
+def test_auto_turns_extra_buffers_off_only_where_llama_cpp_reports_amx():
+    on, why_on = runtime.extra_buffers("auto", runtime.cpu_features(PORTABLE))
+    off, why_off = runtime.extra_buffers("auto", runtime.cpu_features(NATIVE_AMX))
+    assert (on, off) == (True, False)
+    assert "AMX" in why_off and "auto" in why_on
+
+
+@pytest.mark.parametrize("mode, expected", [("on", True), ("off", False)])
+def test_on_and_off_win_over_what_llama_cpp_reports(mode, expected):
+    for info in (PORTABLE, NATIVE_AMX):
+        assert runtime.extra_buffers(mode, runtime.cpu_features(info))[0] is expected
+
+
+def test_the_setting_is_read_and_checked():
+    assert load_settings({}).extra_buffers == "auto"
+    assert load_settings({"DECISION_ADAPTER_EXTRA_BUFFERS": "OFF"}).extra_buffers == "off"
+    with pytest.raises(SettingsError, match="DECISION_ADAPTER_EXTRA_BUFFERS"):
+        load_settings({"DECISION_ADAPTER_EXTRA_BUFFERS": "sometimes"})
+
+
+def test_model_params_sets_the_field_for_the_load_and_restores_the_default():
+    import llama_cpp
+
+    before = llama_cpp.llama_cpp.llama_model_default_params().use_extra_bufts
+    with runtime.model_params(llama_cpp, use_extra_bufts=not before):
+        assert llama_cpp.llama_cpp.llama_model_default_params().use_extra_bufts is (not before)
+    assert llama_cpp.llama_cpp.llama_model_default_params().use_extra_bufts is before
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the portable baseline is x86-64's")
+def test_the_installed_llama_cpp_is_the_portable_build():
+    """The Makefile's build compiles no AVX-512 and no AMX code, whatever CPU built it.
+
+    A native build on an AMX machine reports AMX_INT8 here (and crashes on its first
+    forward pass there); one built on an AVX-512 machine dies with SIGILL on an AVX2-only one.
+    """
+    info = runtime.inspect("auto").system_info
+    features = runtime.cpu_features(info)
+    assert "AVX2" in features, info
+    assert not [f for f in features if f.startswith(("AVX512", "AMX"))], info

@@ -1,0 +1,116 @@
+"""Ready means proven: the adapter says ready only after a real forward pass succeeded.
+
+The crash that motivated this (ggml's AMX kernels dying on the first forward pass)
+needs an AMX CPU and a native build, so the failing forward pass is simulated: a
+``sitecustomize`` module on the adapter's PYTHONPATH makes llama.cpp's evaluation
+kill the process with SIGSEGV, or return NaN logits. Everything else is the real
+server: gunicorn, the real model, the real start-up path.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from decision_adapter.startup import LOADING, PROVING, READY, StartupRecord, failure_line
+
+FAULTS = '''
+import os, signal
+fault = os.environ.get("TEST_FORWARD_PASS_FAULT")
+if fault:
+    import llama_cpp
+    if fault == "segv":
+        def eval(self, tokens):
+            os.kill(os.getpid(), signal.SIGSEGV)  # what the AMX kernel did on its first call
+        llama_cpp.Llama.eval = eval
+    elif fault == "nan":
+        import ctypes
+        def nan_logits(ctx, i):  # a backend that computes garbage: every logit NaN
+            vocab = llama_cpp.llama_model_get_vocab(llama_cpp.llama_get_model(ctx))
+            row = (ctypes.c_float * llama_cpp.llama_vocab_n_tokens(vocab))(float("nan"))
+            for j in range(len(row)):
+                row[j] = float("nan")
+            nan_logits.keep = row
+            return ctypes.cast(row, ctypes.POINTER(ctypes.c_float))
+        llama_cpp.llama_get_logits_ith = nan_logits
+'''
+
+
+def test_the_record_keeps_what_earlier_stages_wrote(tmp_path):
+    record = StartupRecord(tmp_path / "startup.json")
+    assert record.read() is None
+    record.write(LOADING, model="m.gguf")
+    record.write(LOADING, cpu_features=["AVX2"], extra_buffers=True, extra_buffers_reason="on (auto)")
+    record.write(PROVING)
+    got = record.read()
+    assert (got["stage"], got["model"], got["cpu_features"]) == (PROVING, "m.gguf", ["AVX2"])
+    record.write(READY)
+    assert record.read()["stage"] == READY
+
+
+def test_the_failure_line_says_what_ran_and_what_to_try():
+    base = {"stage": PROVING, "model": "m.gguf", "llama_cpp_python": "0.3.36",
+            "cpu_features": ["AVX2", "AVX512", "AMX_INT8"]}
+    line = failure_line({**base, "extra_buffers": True, "extra_buffers_reason": "on (DECISION_ADAPTER_EXTRA_BUFFERS=on)"})
+    assert "\n" not in line
+    for needle in ("first forward pass", "m.gguf", "0.3.36", "AVX2 AVX512 AMX_INT8", "DECISION_ADAPTER_EXTRA_BUFFERS=off"):
+        assert needle in line
+    off = failure_line({**base, "extra_buffers": False, "extra_buffers_reason": "off (auto: ...)"})
+    assert "already off" in off and "portable" in off
+    assert "while llama.cpp loaded the model" in failure_line({**base, "stage": LOADING})
+
+
+def _watch_until_exit(server, timeout_s: float = 90.0) -> list:
+    """Every /ping status seen until the server exits (the test fails if it never does)."""
+    seen = []
+    deadline = time.monotonic() + timeout_s
+    while server.process.poll() is None:
+        assert time.monotonic() < deadline, f"the adapter kept running:\n{server.log_tail()}"
+        seen.append(server.ping())
+        time.sleep(0.02)
+    return seen
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_on_its_first_forward_pass_never_reports_ready(model_dir, start_adapter, tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(FAULTS)
+    server = start_adapter(model_dir, wait=False, PYTHONPATH=tmp_path, TEST_FORWARD_PASS_FAULT="segv",
+                           DECISION_ADAPTER_EXTRA_BUFFERS="on")
+    seen = _watch_until_exit(server)
+    log = server.log_path.read_text()
+    assert 200 not in seen
+    assert server.process.returncode != 0
+    assert "SIGSEGV" in log  # gunicorn saw the worker die by the signal, not by an exception
+    lines = [line for line in log.splitlines() if "decision adapter did not start" in line]
+    assert len(lines) == 1, log  # one clear line, and no second worker booted to die the same way
+    assert "first forward pass" in lines[0] and "DECISION_ADAPTER_EXTRA_BUFFERS=off" in lines[0]
+    assert model_dir.joinpath(lines[0].split(" on ")[1].split(";")[0]).exists()  # names the model file
+    assert log.count("Booting worker") == 1
+
+
+@pytest.mark.slow
+def test_a_forward_pass_that_returns_nan_stops_the_server_before_ready(model_dir, start_adapter, tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(FAULTS)
+    server = start_adapter(model_dir, wait=False, PYTHONPATH=tmp_path, TEST_FORWARD_PASS_FAULT="nan")
+    seen = _watch_until_exit(server)
+    log = server.log_path.read_text()
+    assert 200 not in seen and server.process.returncode != 0
+    assert "start-up decision returned unusable probabilities" in log
+
+
+@pytest.mark.slow
+def test_ping_reports_the_start_up_proof_and_the_extra_buffer_choice(model_dir, start_adapter):
+    import json
+    import urllib.request
+
+    for mode, expected in (("off", False), ("on", True)):
+        server = start_adapter(model_dir, DECISION_ADAPTER_EXTRA_BUFFERS=mode)
+        with urllib.request.urlopen(server.url + "/ping", timeout=5) as response:
+            ping = json.loads(response.read())
+        assert ping["extra_buffer_types"] is expected
+        assert ping["startup_probe"]["input_tokens"] > 0 and ping["startup_probe"]["options"] == 16
+        log = server.log_path.read_text()
+        assert f"extra buffer types: {mode} (DECISION_ADAPTER_EXTRA_BUFFERS={mode})" in log
+        assert "start-up decision scored" in log
+        server.stop()
