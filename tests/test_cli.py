@@ -58,12 +58,54 @@ def test_cpu_dry_run_sets_threads_and_no_offload(capsys):
     assert env["SM_LLAMA_CPP_THREADS"] == "32" and env["SM_LLAMA_CPP_N_GPU_LAYERS"] == "0"
 
 
+def test_the_sample_deploy_flags_and_defaults(capsys):
+    """deploy_endpoint.py's GPU form, verbatim: pools in order, -1 layers, the sample's 900 s timeouts."""
+    assert main(["deploy", *DEPLOY, "--instance-pool", "ml.g6e.xlarge", "--instance-pool", "ml.g6.2xlarge",
+                 "--instance-pool", "ml.g5.2xlarge", "--instance-pool", "ml.g4dn.2xlarge", "--gpu-layers=-1",
+                 "--provision-timeout", "1200", "--name", "semif-decision-workflows", "--dry-run"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    variant = plan["CreateEndpointConfig"]["ProductionVariants"][0]
+    assert [p["InstanceType"] for p in variant["InstancePools"]] == [
+        "ml.g6e.xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge", "ml.g4dn.2xlarge"]
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 900
+    assert variant["ModelDataDownloadTimeoutInSeconds"] == 900
+    env = plan["CreateModel"]["PrimaryContainer"]["Environment"]
+    assert env["SM_LLAMA_CPP_N_GPU_LAYERS"] == "999" and "SM_LLAMA_CPP_CTX_SIZE" not in env  # the adapter's 8192
+
+
+def test_gpu_layers_default_to_the_samples_zero(capsys):
+    assert main(["deploy", *DEPLOY, "--instance-pool", "ml.g6e.xlarge", "--dry-run"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["CreateModel"]["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "0"
+    assert "--gpu-layers=-1" in out.err  # said once, where the participant sees it
+
+
+def test_one_gpu_instance_type_is_the_samples_fixed_gpu_form(capsys):
+    assert main(["deploy", *DEPLOY, "--instance-type", "ml.g6e.xlarge", "--gpu-layers=-1", "--dry-run"]) == 0
+    variant = json.loads(capsys.readouterr().out)["CreateEndpointConfig"]["ProductionVariants"][0]
+    assert variant["InstancePools"] == [{"InstanceType": "ml.g6e.xlarge", "Priority": 1}]
+    assert variant["InferenceAmiVersion"].startswith("al2023-ami-sagemaker-inference-gpu")
+
+
+def test_placement_is_one_of_instance_type_or_pools(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["deploy", *DEPLOY, "--instance-type", "ml.c6i.8xlarge", "--instance-pool", "ml.g6e.xlarge"])
+    assert done.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+def test_gpu_layers_on_a_cpu_type_are_refused(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["deploy", *DEPLOY, "--instance-type", "ml.c6i.8xlarge", "--gpu-layers=-1", "--dry-run"])
+    assert "needs a GPU instance" in str(done.value.code)
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["deploy", *DEPLOY[:3], IMAGE.split("@")[0] + ":latest", *DEPLOY[4:], "--dry-run"], "Pin it by digest"),
-    (["deploy", *DEPLOY, "--provision-timeout", "100", "--instance-pool", "ml.g6e.xlarge", "--dry-run"], "300"),
+    (["deploy", *DEPLOY, "--provision-timeout", "100", "--instance-pool", "ml.g6e.xlarge", "--gpu-layers=-1",
+      "--dry-run"], "300"),
     (["deploy", *DEPLOY, *sum([["--instance-pool", t] for t in ["ml.g6e.xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge",
                                                                "ml.g4dn.2xlarge", "ml.g5.xlarge", "ml.g6.xlarge"]],
-                              []), "--dry-run"], "5"),
+                              []), "--gpu-layers=-1", "--dry-run"], "5"),
 ])
 def test_refusals_are_one_clear_line(argv, needle, capsys):
     assert main(argv) == 1

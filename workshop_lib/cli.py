@@ -14,6 +14,9 @@ import argparse
 import json
 import sys
 
+from .endpoints import DECISION_CPU_INSTANCE as DEFAULT_DECISION_CPU_TYPE
+from .endpoints import DOWNLOAD_TIMEOUT_S, STARTUP_TIMEOUT_S
+
 EXAMPLE_BUCKET = "amzn-s3-demo-semif-artifacts"
 
 
@@ -88,23 +91,32 @@ def cmd_deploy_standard(args) -> int:
     region = _region(args)
     plan = standard_plan(args.name, image_uri=args.image_uri, role_arn=args.role_arn,
                          model_data_url=args.model_data_url, instance_type=args.instance_type,
-                         threads=args.threads, ctx_size=args.ctx_size)
+                         threads=args.threads, ctx_size=args.ctx_size, startup_timeout_s=args.startup_timeout,
+                         download_timeout_s=args.download_timeout)
     return _deploy(region, plan, args)
 
 
 def cmd_deploy(args) -> int:
-    from .endpoints import decision_cpu_plan, decision_gpu_plan
+    from .endpoints import decision_cpu_plan, decision_gpu_plan, is_gpu_instance
 
     region = _region(args)
+    common = dict(image_uri=args.image_uri, role_arn=args.role_arn, model_data_url=args.model_data_url,
+                  ctx_size=args.ctx_size, threads=args.threads, startup_timeout_s=args.startup_timeout,
+                  download_timeout_s=args.download_timeout)
     if args.instance_pool:
-        plan = decision_gpu_plan(args.name, image_uri=args.image_uri, role_arn=args.role_arn,
-                                 model_data_url=args.model_data_url, instance_pools=tuple(args.instance_pool),
-                                 provision_timeout_s=args.provision_timeout, n_gpu_layers=args.gpu_layers,
-                                 ctx_size=args.ctx_size)
+        if args.gpu_layers == 0:
+            print("note: --gpu-layers 0 (the default) keeps the model on the CPU of the GPU instance; pass "
+                  "--gpu-layers=-1 to offload every layer", file=sys.stderr)
+        plan = decision_gpu_plan(args.name, instance_pools=tuple(args.instance_pool),
+                                 provision_timeout_s=args.provision_timeout, n_gpu_layers=args.gpu_layers, **common)
+    elif args.instance_type and is_gpu_instance(args.instance_type):  # the sample's GPU form: one fixed type
+        plan = decision_gpu_plan(args.name, instance_pools=(args.instance_type,),
+                                 provision_timeout_s=args.provision_timeout, n_gpu_layers=args.gpu_layers, **common)
     else:
-        plan = decision_cpu_plan(args.name, image_uri=args.image_uri, role_arn=args.role_arn,
-                                 model_data_url=args.model_data_url, instance_type=args.instance_type,
-                                 threads=args.threads, ctx_size=args.ctx_size)
+        if args.gpu_layers:
+            raise SystemExit(f"error: --gpu-layers {args.gpu_layers} needs a GPU instance; "
+                             f"{args.instance_type or DEFAULT_DECISION_CPU_TYPE} has none")
+        plan = decision_cpu_plan(args.name, instance_type=args.instance_type or DEFAULT_DECISION_CPU_TYPE, **common)
     return _deploy(region, plan, args)
 
 
@@ -145,16 +157,40 @@ def cmd_invoke(args) -> int:
     from . import examples
 
     body = json.loads(open(args.request).read()) if args.request else examples.SUPPORT_ROUTE
-    client = _endpoint_client(args)
-    if "questions" in body:
-        decisions = client.decide_batch(body["id"], body["state"], body["questions"])
-    else:
-        decisions = [client.decide(body)]
+    decisions = _endpoint_client(args).decide_any(body)
     for d in decisions:
         print(f"{d.id}: top {d.top} ({d.top_probability:.3f})")
         for oid, p in d.as_dict().items():
             print(f"    {oid:<20} {p:.3f}")
     return 0
+
+
+def cmd_serve(args) -> int:
+    """The real adapter in the foreground (its own process: the client side never imports the server)."""
+    import os
+    import signal
+    import subprocess
+
+    from .models import embedded_gguf_path
+
+    command = [sys.executable, "-m", "decision_adapter.serve", "--host", args.host, "--port", str(args.port)]
+    if args.model_dir:
+        command += ["--model-dir", args.model_dir]
+    else:
+        command += ["--model", args.model or str(embedded_gguf_path())]
+    if args.threads:
+        command += ["--threads", str(args.threads)]
+    print(f"Serving on http://{args.host}:{args.port} (POST /invocations, GET /ping); Ctrl-C stops it.",
+          flush=True)
+    process = subprocess.Popen(command, env=dict(os.environ))
+    try:
+        return process.wait()
+    except KeyboardInterrupt:  # the terminal sent SIGINT to the adapter too; let gunicorn finish
+        try:
+            return process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGKILL)
+            return process.wait()
 
 
 def cmd_build_image(args) -> int:
@@ -213,11 +249,16 @@ def _common(parser, *, region=True):
         parser.add_argument("--region", help="AWS region (default: the workshop config's)")
 
 
-def _model_flags(parser):
+def _model_flags(parser, *, ctx_default: int | None):
     parser.add_argument("--image-uri", required=True, help="image pinned by digest: repo@sha256:... (tags are refused)")
     parser.add_argument("--model-data-url", required=True, help="s3://.../model.tar.gz in the endpoint's region")
     parser.add_argument("--role-arn", required=True, help="SageMaker execution role ARN")
-    parser.add_argument("--ctx-size", type=int, default=4096, help="llama.cpp context size (default 4096)")
+    parser.add_argument("--ctx-size", "--context-size", type=int, default=ctx_default,
+                        help=f"llama.cpp context size (default {ctx_default or 'the adapter’s: 8192'})")
+    parser.add_argument("--startup-timeout", type=int, default=STARTUP_TIMEOUT_S,
+                        help=f"ContainerStartupHealthCheckTimeoutInSeconds (default {STARTUP_TIMEOUT_S})")
+    parser.add_argument("--download-timeout", type=int, default=DOWNLOAD_TIMEOUT_S,
+                        help=f"ModelDataDownloadTimeoutInSeconds (default {DOWNLOAD_TIMEOUT_S})")
     parser.add_argument("--dry-run", action="store_true", help="print the validated requests, send nothing")
     parser.add_argument("--no-wait", action="store_true", help="return once the endpoint is being created")
 
@@ -263,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("deploy-standard", cmd_deploy_standard, "deploy the llama.cpp DLC as a standard endpoint",
             "Create model, endpoint config and endpoint for the published DLC (OpenAI chat on /invocations).")
     _common(p)
-    _model_flags(p)
+    _model_flags(p, ctx_default=4096)
     p.add_argument("--instance-type", default="ml.c6i.2xlarge", help="instance type (default ml.c6i.2xlarge)")
     p.add_argument("--threads", type=int, help="llama.cpp threads (default: the DLC's)")
     p.add_argument("--name", default="llamacpp-gguf", help="endpoint, config and model name")
@@ -286,24 +327,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repository", default="semif-llamacpp-dlc", help="ECR repository (default semif-llamacpp-dlc)")
 
     p = add("deploy", cmd_deploy, "deploy the decision image on CPU or on an ordered GPU pool",
-            "CPU: --instance-type and --threads. GPU: --instance-pool repeated in order of preference "
-            "(first = priority 1), full offload with --gpu-layers=-1, --provision-timeout for finding capacity.")
+            "The published sample's deploy_endpoint.py flags and defaults. CPU: --instance-type and --threads. "
+            "GPU: --instance-pool repeated in order of preference (first = priority 1) with --gpu-layers=-1 "
+            "(all layers; the default 0 keeps the model on the CPU, and the adapter refuses to start when "
+            "layers are asked for and no GPU backend loaded) and --provision-timeout for finding capacity.")
     _common(p)
-    _model_flags(p)
-    p.add_argument("--instance-type", default="ml.c6i.8xlarge", help="CPU instance type (default ml.c6i.8xlarge)")
+    _model_flags(p, ctx_default=None)
+    placement = p.add_mutually_exclusive_group()
+    placement.add_argument("--instance-type", help=f"CPU instance type (default {DEFAULT_DECISION_CPU_TYPE})")
+    placement.add_argument("--instance-pool", action="append", metavar="TYPE",
+                           help="GPU type, repeat in order (e.g. ml.g6e.xlarge, ml.g6.2xlarge, ml.g5.2xlarge, "
+                                "ml.g4dn.2xlarge)")
     p.add_argument("--threads", type=int, help="llama.cpp threads (default: the type's vCPUs)")
-    p.add_argument("--instance-pool", action="append", metavar="TYPE",
-                   help="GPU type, repeat in order (e.g. ml.g6e.xlarge, ml.g6.2xlarge, ml.g5.2xlarge, "
-                        "ml.g4dn.2xlarge)")
-    p.add_argument("--gpu-layers", type=int, default=-1, help="layers to offload on GPU (-1 = all)")
+    p.add_argument("--gpu-layers", type=int, default=0,
+                   help="layers to offload to the GPU: -1 = all (default 0, as the published sample)")
     p.add_argument("--provision-timeout", type=int, default=1200, help="seconds to find pool capacity (300-3600)")
     p.add_argument("--name", default="semif-decision-workflows", help="endpoint, config and model name")
 
     p = add("invoke", cmd_invoke, "send a decision (or shared-state request) to a decision endpoint")
     _common(p)
     _target_flags(p)
-    p.add_argument("--request", help="a JSON file with a decision or shared-state request "
-                                     "(default: the README's support-route example)")
+    p.add_argument("--request", help="a JSON file with a decision or shared-state request, in this project's "
+                                     "format or the published sample's (example-request.json, "
+                                     "example-shared-request.json); default: the README's support-route example")
+
+    p = add("serve", cmd_serve, "run the real decision adapter locally, in the foreground (Ctrl-C stops it)",
+            "A local endpoint without AWS: gunicorn + llama.cpp serving /ping and /invocations on this machine, "
+            "by default on the embedded model, so invoke --url, bench --url and any HTTP client can use it.")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--model", metavar="GGUF", help="a GGUF file (default: the embedded SmolLM2-135M)")
+    source.add_argument("--model-dir", metavar="DIR", help="a directory laid out like /opt/ml/model")
+    p.add_argument("--threads", type=int, help="llama.cpp threads (default: llama.cpp's)")
 
     p = add("bench", cmd_bench, "benchmark a decision endpoint: validity, accuracy, latency, baselines, plots",
             "Send labelled tasks (JevBench JSONL or decision records; default: the packaged set) to a decision "

@@ -469,10 +469,13 @@ class EndpointClient:
                           raw=reply)
 
     def decide(self, decision: Mapping) -> Decision:
-        """One decision (a dict in the request schema, e.g. from ``decision(...)``)."""
-        if "questions" in decision:
-            raise TypeError("this is a shared-state request; call decide_batch(id, state, questions)")
+        """One decision: this project's body (e.g. from ``decision(...)``) or the published sample's
+        ``{"decision": {"id", "state", "question", "options": [{"id", "description"}]}}``."""
+        if "questions" in decision or "decisions" in decision:
+            raise TypeError("this is a shared-state request; call decide_batch(id, state, questions) or "
+                            "decide_shared(decisions)")
         reply, latency, attempts = self.invoke(decision)
+        decision = decision.get("decision", decision)
         result = reply.get("result")
         if not isinstance(result, dict):
             raise InvalidResponse("the reply has no 'result' object", endpoint=self.transport.name,
@@ -501,6 +504,36 @@ class EndpointClient:
             self._check_answers(made, asked.get("id"), asked.get("options", ()))
             decisions.append(made)
         return decisions
+
+    def decide_shared(self, decisions: Sequence[Mapping]) -> list[Decision]:
+        """The published sample's shared-state request, ``{"decisions": [...]}``: every decision carries
+        the same state (evaluated once); results in request order."""
+        reply, latency, attempts = self.invoke({"decisions": list(decisions)})
+        results = reply.get("results")
+        if not isinstance(results, list) or len(results) != len(decisions):
+            raise InvalidResponse(f"expected {len(decisions)} results, got "
+                                  f"{len(results) if isinstance(results, list) else 'none'}",
+                                  endpoint=self.transport.name, body=json.dumps(reply)[:2000])
+        timing = reply.get("timing") or {}
+        answers = []
+        for asked, result in zip(decisions, results):
+            if not isinstance(result, dict):
+                raise InvalidResponse("a shared result is not an object", endpoint=self.transport.name)
+            made = Decision.from_result(result, timing={**timing, "question_eval_ms": result.get("question_eval_ms")},
+                                        client_latency_ms=latency, attempts=attempts, endpoint=self.transport.name)
+            self._check_answers(made, asked.get("id"), asked.get("options", ()))
+            answers.append(made)
+        return answers
+
+    def decide_any(self, body: Mapping) -> list[Decision]:
+        """Any decision body, this project's (single or ``questions``) or the sample's (``decision`` or
+        ``decisions``), e.g. read from a file; one Decision per question, in request order."""
+        if "decisions" in body:
+            return self.decide_shared(body["decisions"])
+        if "questions" in body:
+            extra = {k: v for k, v in body.items() if k not in ("id", "state", "questions")}
+            return self.decide_batch(body["id"], body["state"], body["questions"], **extra)
+        return [self.decide(body)]
 
     def systemone(self, state, questions: Mapping[str, Mapping], *, model: str | None = "jev-latest", **extra):
         """Jev System One questions (``workshop_lib.systemone``: noul / choice / score) on one state.

@@ -35,9 +35,10 @@ DEFAULT_GPU_POOLS = ("ml.g6e.xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge", "ml.g4dn
 # Driver 580 / CUDA 13.0: what the server-sagemaker-cuda-v1 DLC (CUDA 13.0.2) needs.
 GPU_AMI_VERSION = "al2023-ami-sagemaker-inference-gpu-4-1"
 FULL_OFFLOAD = 999  # llama.cpp: "all layers"
-DEFAULT_CTX_SIZE = 4096
-STARTUP_TIMEOUT_S = 600  # AWS recommends >= 600 s for the llama.cpp DLC
-DOWNLOAD_TIMEOUT_S = 600
+DEFAULT_CTX_SIZE = 4096  # the standard DLC's; the decision image's default (8192) is the adapter's own
+# The published sample's deploy scripts allow 900 s each (AWS recommends >= 600 s for the llama.cpp DLC).
+STARTUP_TIMEOUT_S = 900
+DOWNLOAD_TIMEOUT_S = 900
 PROVISION_TIMEOUT_S = 1200
 LLAMA_PREFIX = "SM_LLAMA_CPP_"
 TAG_WORKSHOP = "workshop"
@@ -282,7 +283,7 @@ def standard_model_request(name: str, *, image_uri: str, role_arn: str, model_da
 
 
 def decision_model_request(name: str, *, image_uri: str, role_arn: str, model_data_url: str,
-                           ctx_size: int = DEFAULT_CTX_SIZE, threads: int | None = None, n_gpu_layers: int = 0,
+                           ctx_size: int | None = None, threads: int | None = None, n_gpu_layers: int = 0,
                            environment: Mapping[str, str] | None = None, tags: list[dict] | None = None) -> dict:
     """The decision image; ``environment`` carries DECISION_ADAPTER_* settings if any."""
     if not model_data_url:
@@ -473,10 +474,11 @@ def standard_plan(name: str, *, image_uri: str, role_arn: str, model_data_url: s
 
 def decision_cpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_url: str,
                       instance_type: str = DECISION_CPU_INSTANCE, instance_count: int = 1,
-                      threads: int | None = None, ctx_size: int = DEFAULT_CTX_SIZE,
+                      threads: int | None = None, ctx_size: int | None = None,
                       startup_timeout_s: int = STARTUP_TIMEOUT_S, download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
                       environment: Mapping[str, str] | None = None, tags: list[dict] | None = None) -> DeployPlan:
-    """The decision image on a fixed CPU type; threads default to the type's vCPUs."""
+    """The decision image on a fixed CPU type; threads default to the type's vCPUs, the context to the
+    adapter's default (8192 tokens: room for a 255-option Jev choice)."""
     tags = tags if tags is not None else workshop_tags()
     if is_gpu_instance(instance_type):
         raise EndpointSpecError(f"{instance_type} is a GPU type; use decision_gpu_plan for GPUs")
@@ -491,7 +493,7 @@ def decision_cpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_ur
 def decision_gpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_url: str,
                       instance_pools: Sequence[str] = DEFAULT_GPU_POOLS, instance_count: int = 1,
                       provision_timeout_s: int = PROVISION_TIMEOUT_S, ami_version: str = GPU_AMI_VERSION,
-                      n_gpu_layers: int = FULL_OFFLOAD, ctx_size: int = DEFAULT_CTX_SIZE,
+                      n_gpu_layers: int = FULL_OFFLOAD, ctx_size: int | None = None, threads: int | None = None,
                       startup_timeout_s: int = STARTUP_TIMEOUT_S, download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
                       environment: Mapping[str, str] | None = None, tags: list[dict] | None = None) -> DeployPlan:
     """The decision image on ordered GPU instance pools (first with capacity wins), full offload."""
@@ -500,7 +502,8 @@ def decision_gpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_ur
         if not is_gpu_instance(t):
             raise InvalidInstancePools(f"{t} has no GPU; the GPU plan takes GPU types (e.g. {DEFAULT_GPU_POOLS[0]})")
     model = decision_model_request(name, image_uri=image_uri, role_arn=role_arn, model_data_url=model_data_url,
-                                   ctx_size=ctx_size, n_gpu_layers=n_gpu_layers, environment=environment, tags=tags)
+                                   ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers,
+                                   environment=environment, tags=tags)
     variant = instance_pool_variant(name, instance_pools, instance_count=instance_count,
                                     provision_timeout_s=provision_timeout_s, ami_version=ami_version,
                                     startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)

@@ -42,3 +42,39 @@ CHAT = {
     "max_tokens": 48,
     "temperature": 0,
 }
+
+
+# The published SemIf sample's request format (``{"decision": ...}`` / ``{"decisions": [...]}``,
+# options with ``description``), which the decision adapter answers as the sample's server does.
+LOCKED_OUT = "A user writes that the password reset link never reaches their inbox and they cannot log in."
+
+SAMPLE_DECISION = {
+    "decision": {
+        "id": "queue-choice",
+        "state": LOCKED_OUT,
+        "question": "Which support queue should take this?",
+        "options": [
+            {"id": "account_access", "description": "Sign-in, passwords and account recovery."},
+            {"id": "billing", "description": "Invoices, charges and refunds."},
+            {"id": "sales", "description": "Plans, pricing and trials."},
+        ],
+    }
+}
+
+SAMPLE_SHARED = {
+    "decisions": [
+        {"id": "queue-choice", "state": LOCKED_OUT, "question": "Which support queue should take this?",
+         "options": [{"id": "account-access", "description": "Sign-in and recovery."},
+                     {"id": "billing", "description": "Charges and refunds."}]},
+        {"id": "urgency", "state": LOCKED_OUT, "question": "How urgent is it?",
+         "options": [{"id": "urgent", "description": "The user cannot use the product at all."},
+                     {"id": "standard", "description": "The user can keep working meanwhile."}]},
+    ]
+}
+
+SAMPLE_CHAT = {
+    "messages": [{"role": "user", "content": "A user never receives the password reset email. "
+                                             "Name the support queue that should handle it."}],
+    "max_tokens": 64,
+    "stream": False,
+}

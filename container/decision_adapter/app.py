@@ -28,9 +28,9 @@ from werkzeug.exceptions import HTTPException
 
 from . import jev, runtime, startup
 from .admission import Gate
-from .errors import AdapterError, Busy, InvalidType, NotReady, Unauthorized
+from .errors import AdapterError, Busy, InvalidType, InvalidValue, NotReady, PromptTooLong, Unauthorized
 from .model_files import locate_model
-from .schema import parse_chat, parse_decision, request_kind
+from .schema import parse_chat, parse_decision, parse_sample, request_kind
 from .settings import Settings, load_settings
 from .startup import StartupRecord
 
@@ -68,6 +68,11 @@ class _Holder:
         model = locate_model(self.settings.model_dir, self.settings.model_file)
         for name in self.settings.ignored_llama_settings:
             log.warning("%s is a llama-server flag the decision adapter does not use; ignored", name)
+        for name in self.settings.unknown_sample_settings:
+            log.warning("%s is not a setting of the published sample nor of this adapter; ignored (check the "
+                        "spelling)", name)
+        for note in self.settings.notes:
+            log.info("%s", note)
         self._stage(startup.LOADING, model=model.gguf.name)
         rt = runtime.inspect(self.settings.extra_buffers)
         self._stage(startup.LOADING, **rt.describe())
@@ -187,6 +192,33 @@ def _json(payload, status: int = 200, headers: dict | None = None) -> Response:
                     mimetype="application/json", headers=headers)
 
 
+# -- the published sample's response and error shapes ----------------------------------
+
+SAMPLE_BUSY = "model is busy; retry the request"
+
+
+def sample_response(batch, results: list[dict], timing: dict, model: dict) -> dict:
+    """``{"result": ...}`` or ``{"results": [...], "timing": {...}}``, the sample's names first."""
+    if batch.single:
+        return {"result": {**results[0], "timing": timing, "model": model}}
+    return {"results": [{**result, "model": model} for result in results], "timing": {
+        "batch_size": len(results),
+        "prefix_tokens": timing["shared_prefix_tokens"],
+        "prefill_seconds": timing["prefix_eval_ms"] / 1000.0,
+        "suffix_forward_seconds": (timing["evaluate_ms"] - timing["prefix_eval_ms"]) / 1000.0,
+        "total_seconds": timing["total_ms"] / 1000.0,
+        **timing}}
+
+
+def sample_error(exc: AdapterError) -> tuple[dict, int]:
+    """The sample's ``{"error": "..."}``: 400 for anything wrong with the body, 503 retryable when busy."""
+    if isinstance(exc, Busy):
+        return {"error": SAMPLE_BUSY, "retryable": True, "detail": exc.message}, 503
+    message = exc.message + (f" (field: {exc.field})" if exc.field else "")
+    status = 400 if isinstance(exc, (InvalidType, InvalidValue, PromptTooLong)) else exc.status
+    return {"error": message}, status
+
+
 def create_app(settings: Settings | None = None, *, load: str = "now",
                startup_record: StartupRecord | None = None) -> Flask:
     """Build the app. ``load``: "now" (in this thread), "background" (serve /ping 503 meanwhile).
@@ -259,11 +291,18 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
         if kind == "systemone":
             g.api = "jev"
             return serve_systemone(engine, body, started)
+        if kind == "sample":
+            g.api = "sample"
+            batch = parse_sample(body, settings.max_shared_decisions)
+            with gate.admit() as waited_ms, engine.time_limit(settings.request_timeout_s):
+                results, timing = engine.decide(batch)
+            timing = {"queue_wait_ms": waited_ms, **timing, "total_ms": (time.perf_counter() - started) * 1000.0}
+            return _json(sample_response(batch, results, timing, engine.info))
         if kind == "chat":
             chat = parse_chat(body, settings.chat_max_tokens)
             with gate.admit(), engine.time_limit(settings.request_timeout_s):
                 return _json(engine.chat(chat))
-        batch = parse_decision(body)
+        batch = parse_decision(body, settings.max_shared_decisions)
         with gate.admit() as waited_ms, engine.time_limit(settings.request_timeout_s):
             results, timing = engine.decide(batch)
         timing = {"queue_wait_ms": waited_ms, **timing,
@@ -302,7 +341,11 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
             headers["WWW-Authenticate"] = "Bearer"
         if g.get("api") == "jev":
             return _json(jev.error_body(exc), jev.error_status(exc), headers)
+        if g.get("api") == "sample":
+            return _json(*sample_error(exc), headers)
         body = exc.to_json()
+        if exc.status == 503:
+            body["retryable"] = True
         if isinstance(exc, Unauthorized):  # sent before the body is read: readable by either kind of client
             body.update(jev.error_body(exc))
         return _json(body, exc.status, headers)

@@ -151,9 +151,17 @@ class Engine:
         self.runtime = rt or runtime.inspect(settings.extra_buffers)
         log.info("llama.cpp system info: %s", self.runtime.system_info)
         log.info("extra buffer types: %s", self.runtime.extra_buffers_reason)
+        self.gpu_offload = bool(llama_cpp.llama_supports_gpu_offload())
+        if settings.n_gpu_layers and not self.gpu_offload:
+            raise EngineError(
+                f"GPU offload is requested (SM_LLAMA_CPP_N_GPU_LAYERS or SEMIF_N_GPU_LAYERS = "
+                f"{settings.n_gpu_layers}) but llama.cpp loaded no GPU backend ({self.runtime.system_info}); a GPU "
+                "instance must not serve from its CPU: deploy the GPU image (container/Dockerfile.gpu) on a GPU "
+                "instance, or set the layers to 0 for a CPU endpoint")
         started = time.perf_counter()
         try:
-            with runtime.model_params(llama_cpp, use_extra_bufts=self.runtime.extra_buffers):
+            with runtime.model_params(llama_cpp, use_extra_bufts=self.runtime.extra_buffers), \
+                    runtime.llama_log(llama_cpp) as load_log:
                 self.llm = llama_cpp.Llama(
                     model_path=str(model.gguf), logits_all=False, verbose=False, **settings.llama_kwargs()
                 )
@@ -197,14 +205,19 @@ class Engine:
         self.slot_tokens, self._tail = self._find_slots()
         self.code_tokens, self.codes_unavailable = self._find_codes()
         self.n_layer = llama_cpp.llama_model_n_layer(vocab_model.model)
-        gpu = bool(llama_cpp.llama_supports_gpu_offload())
-        requested = settings.n_gpu_layers_for_llama
-        wanted = self.n_layer + 1 if requested < 0 else requested  # +1: the output layer
-        self.offloaded_layers = min(wanted, self.n_layer + 1) if gpu else 0
-        log.info("loaded %s in %.2f s; offloaded %d/%d layers to GPU; prefix reuse: %s",
-                 model.gguf.name, self.load_seconds, self.offloaded_layers, self.n_layer + 1, self.prefix_mode)
+        # What llama.cpp itself says it put on the GPU (it logs nothing about it without a GPU backend).
+        self.offloaded_layers, self.offloadable_layers = (
+            runtime.offloaded_layers("".join(load_log)) or (0, self.n_layer + 1))
+        if settings.n_gpu_layers and self.offloaded_layers == 0:
+            raise EngineError(
+                f"GPU offload is requested ({settings.n_gpu_layers} layers) but llama.cpp offloaded none of "
+                f"{self.offloadable_layers} ({self.runtime.system_info}); a GPU instance must not serve from its "
+                "CPU: check that the instance has a GPU and the image is the GPU one (container/Dockerfile.gpu)")
+        log.info("loaded %s in %.2f s; llama.cpp offloaded %d/%d layers to GPU; prefix reuse: %s",
+                 model.gguf.name, self.load_seconds, self.offloaded_layers, self.offloadable_layers,
+                 self.prefix_mode)
         self.startup_probe: dict | None = None
-        self.info = self._model_info(gpu)
+        self.info = self._model_info()
 
     # -- the start-up proof ------------------------------------------------------
 
@@ -364,7 +377,7 @@ class Engine:
             raise EngineError("two answer letters map to the same token")
         return tuple(slots)
 
-    def _model_info(self, gpu: bool) -> dict:
+    def _model_info(self) -> dict:
         llama_cpp = self._llama_cpp
         source = self.model_files.source
         entry = next((e for e in (self.model_files.manifest or {}).get("files", [])
@@ -382,7 +395,7 @@ class Engine:
             "context_size": self.llm.n_ctx(),
             "gpu_layers_requested": self.settings.n_gpu_layers,
             "gpu_layers_offloaded": self.offloaded_layers,
-            "gpu_offload_supported": gpu,
+            "gpu_offload_supported": self.gpu_offload,
             "threads": self.llm.context_params.n_threads,
             "recurrent_or_hybrid": self.recurrent,
             "prefix_reuse": self.prefix_mode,

@@ -17,8 +17,12 @@ chosen, the worker proves it with a real forward pass before ``/ping`` says read
 
 from __future__ import annotations
 
+import ctypes
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+_OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 
 
 @dataclass(frozen=True)
@@ -109,3 +113,27 @@ def host_cpu_flags(path: str = "/proc/cpuinfo") -> tuple[str, ...]:
     except OSError:
         pass
     return ()
+
+
+@contextmanager
+def llama_log(llama_cpp):
+    """Collect what llama.cpp logs inside the block (e.g. while loading), then give logging back."""
+    pieces: list[str] = []
+
+    @llama_cpp.llama_log_callback
+    def collect(level, text, user_data):
+        pieces.append(text.decode("utf-8", errors="replace"))
+
+    llama_cpp.llama_log_set(collect, ctypes.c_void_p(0))
+    try:
+        yield pieces
+    finally:
+        from llama_cpp import _logger  # llama-cpp-python's own callback, set when it was imported
+
+        llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
+
+
+def offloaded_layers(log_text: str) -> tuple[int, int] | None:
+    """(offloaded, total) from llama.cpp's "offloaded N/M layers to GPU" line, None when it logged none."""
+    match = _OFFLOADED.search(log_text)
+    return (int(match.group(1)), int(match.group(2))) if match else None

@@ -8,10 +8,14 @@ Three bodies arrive on ``POST /invocations`` and are told apart by shape:
 * a chat request: ``{"messages": [...], ...}`` in the OpenAI chat-completions schema
 * a Jev System One request: ``{"state", "questions": {qid: {...}}, "model"?}`` (``questions``
   is an object keyed by question id, where the shared-state batch has an array); see jev.py
+* the published SemIf sample's bodies: ``{"decision": {"id", "state", "question", "options"}}``
+  and ``{"decisions": [...]}`` (one exact state shared by every decision); see ``parse_sample``
 
-Options are ``{"id": "billing", "text": "Billing and refunds"}``; a bare string is
-shorthand for an option whose id and text are that string. Wrong JSON types are
-400s, values that are well typed but unusable are 422s; both name the field.
+Options are ``{"id": "billing", "text": "Billing and refunds"}`` (``description``, the
+sample's name, works as well as ``text``); a bare string is shorthand for an option
+whose id and text are that string. Wrong JSON types are 400s, values that are well
+typed but unusable are 422s; both name the field. (Errors about the sample's bodies
+follow the sample: 400 and ``{"error": "..."}``, shaped in app.py.)
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from .errors import InvalidType, InvalidValue
 
 MIN_OPTIONS = 2
 MAX_OPTIONS = 16
-MAX_QUESTIONS = 32
+MAX_QUESTIONS = 64  # the default of DECISION_ADAPTER_MAX_SHARED_DECISIONS, as the sample's
+SAMPLE_FIELDS = ("decision", "decisions")
 MAX_ID_CHARS = 256
 MIN_TEMPERATURE = 1e-3  # exclusive lower bound for a decision's temperature
 CHAT_ROLES = ("system", "user", "assistant")
@@ -124,8 +129,7 @@ def _options(value, field: str) -> tuple[Option, ...]:
             option = Option(_string(item, item_field, max_chars=MAX_ID_CHARS), item)
         elif isinstance(item, dict):
             oid = _string(_require(item, "id", f"{item_field}.id"), f"{item_field}.id", max_chars=MAX_ID_CHARS)
-            text = item.get("text", oid)
-            option = Option(oid, _string(text, f"{item_field}.text"))
+            option = Option(oid, _option_text(item, oid, item_field))
         else:
             raise InvalidType(f"{item_field} must be an object {{id, text}} or a string, got {_type_name(item)}",
                               item_field)
@@ -135,6 +139,20 @@ def _options(value, field: str) -> tuple[Option, ...]:
         seen.add(option.id)
         options.append(option)
     return tuple(options)
+
+
+def _option_text(item: dict, oid: str, field: str) -> str:
+    """``text`` (this adapter's name) or ``description`` (the sample's); the id when neither is given."""
+    text, description = item.get("text"), item.get("description")
+    if text is not None and description is not None and text != description:
+        raise InvalidValue(f"{field} has both text and description, and they differ; send one of them", field)
+    if text is not None:
+        return _string(text, f"{field}.text")
+    if description is not None:
+        if isinstance(description, str) and not description.strip():
+            return oid  # the sample accepts an empty description; the id is then all the model sees
+        return _string(description, f"{field}.description")
+    return oid
 
 
 def _question(body: dict, field_prefix: str, default_id: str | None) -> Question:
@@ -152,7 +170,54 @@ def _question(body: dict, field_prefix: str, default_id: str | None) -> Question
     return Question(qid, question, options, temperature)
 
 
-def parse_decision(body: dict) -> DecisionBatch:
+def parse_sample(body: dict, max_decisions: int = MAX_QUESTIONS) -> DecisionBatch:
+    """The published sample's ``{"decision": {...}}`` or ``{"decisions": [...]}`` as a batch.
+
+    As in the sample: exactly one of the two, no other top-level field, and in ``decisions``
+    one exact state for all (it is evaluated once) and unique ids. States that differ are
+    refused at the first differing index, never scored one by one behind the caller's back.
+    """
+    extra = sorted(set(body) - set(SAMPLE_FIELDS))
+    if extra:
+        raise InvalidValue(f"unsupported request fields {extra}; a request holds exactly one of decision or "
+                           "decisions", extra[0])
+    if len(set(body) & set(SAMPLE_FIELDS)) != 1:
+        raise InvalidValue("send exactly one of decision (one object) or decisions (a list)", None)
+    if "decision" in body:
+        item = body["decision"]
+        if not isinstance(item, dict):
+            raise InvalidType(f"decision must be an object, got {_type_name(item)}", "decision")
+        question = _question(item, "decision.", None)
+        state = _state(_require(item, "state", "decision.state"), "decision.state")
+        return DecisionBatch(question.id, state, (question,), single=True)
+    items = body["decisions"]
+    if not isinstance(items, list) or not items:
+        raise InvalidType("decisions must be a non-empty list of decision objects", "decisions")
+    if len(items) > max_decisions:
+        raise InvalidValue(f"decisions has {len(items)} items; send at most {max_decisions} per request "
+                           "(DECISION_ADAPTER_MAX_SHARED_DECISIONS)", "decisions")
+    questions, seen, state = [], set(), None
+    for i, item in enumerate(items):
+        field = f"decisions[{i}]"
+        if not isinstance(item, dict):
+            raise InvalidType(f"{field} must be a decision object, got {_type_name(item)}", field)
+        question = _question(item, f"{field}.", None)
+        this_state = _state(_require(item, "state", f"{field}.state"), f"{field}.state")
+        if i == 0:
+            state = this_state
+        elif this_state != state:
+            raise InvalidValue(f"{field}.state differs from decisions[0].state; a shared request scores one "
+                               "exact state (send decisions about other states as separate requests)",
+                               f"{field}.state")
+        if question.id in seen:
+            raise InvalidValue(f"{field}.id {question.id!r} is used twice; decision ids must be unique",
+                               f"{field}.id")
+        seen.add(question.id)
+        questions.append(question)
+    return DecisionBatch("decisions", state, tuple(questions), single=False)
+
+
+def parse_decision(body: dict, max_questions: int = MAX_QUESTIONS) -> DecisionBatch:
     """A single decision or a shared-state batch."""
     rid = _string(_require(body, "id", "id"), "id", max_chars=MAX_ID_CHARS)
     state = _state(_require(body, "state", "state"))
@@ -163,8 +228,8 @@ def parse_decision(body: dict) -> DecisionBatch:
         items = body["questions"]
         if not isinstance(items, list):
             raise InvalidType(f"questions must be an array, got {_type_name(items)}", "questions")
-        if not 1 <= len(items) <= MAX_QUESTIONS:
-            raise InvalidValue(f"questions has {len(items)} entries; send 1 to {MAX_QUESTIONS}", "questions")
+        if not 1 <= len(items) <= max_questions:
+            raise InvalidValue(f"questions has {len(items)} entries; send 1 to {max_questions}", "questions")
         questions, seen = [], set()
         for i, item in enumerate(items):
             if not isinstance(item, dict):
@@ -241,17 +306,20 @@ def parse_chat(body: dict, default_max_tokens: int) -> ChatRequest:
 
 
 def request_kind(body) -> str:
-    """'chat', 'systemone', 'decision' or raise: dispatch on the body's shape."""
+    """'chat', 'systemone', 'sample', 'decision' or raise: dispatch on the body's shape."""
     if not isinstance(body, dict):
         raise InvalidType(f"the request body must be a JSON object, got {_type_name(body)}", None)
     if "messages" in body:
         return "chat"
+    if "decision" in body or "decisions" in body:
+        return "sample"
     if isinstance(body.get("questions"), dict):
         return "systemone"
     if "question" in body or "questions" in body:
         return "decision"
     raise InvalidValue(
         "the body must carry 'question' and 'options' (a decision), 'questions' (a shared-state batch: an "
-        "array; a Jev System One request: an object keyed by question id) or 'messages' (a chat request)",
+        "array; a Jev System One request: an object keyed by question id), 'decision' or 'decisions' (the "
+        "published sample's format) or 'messages' (a chat request)",
         None,
     )

@@ -14,6 +14,7 @@ graceful timeout is below that and the request in flight can still finish.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
@@ -78,22 +79,42 @@ class DecisionServer(BaseApplication):
         raise HaltServer("worker died before it was ready", WORKER_BOOT_ERROR)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="decision-adapter-serve",
+        description="Serve decisions from a GGUF model with llama.cpp: gunicorn in front of the decision adapter, "
+                    "SageMaker's container contract (GET /ping, POST /invocations) plus POST /v1/systemone. "
+                    "SageMaker starts it as `serve`; every setting comes from the environment "
+                    "(SM_LLAMA_CPP_*, DECISION_ADAPTER_*, or the published sample's SEMIF_* names), and the "
+                    "flags below override the matching variable.",
+        epilog="Main variables: SM_MODEL_DIR (default /opt/ml/model), SM_LLAMA_CPP_MODEL, SM_LLAMA_CPP_THREADS, "
+               "SM_LLAMA_CPP_CTX_SIZE (8192), SM_LLAMA_CPP_N_GPU_LAYERS (0; 999 or -1 = all), "
+               "SAGEMAKER_BIND_TO_PORT (8080), DECISION_ADAPTER_MAX_QUEUE, DECISION_ADAPTER_REQUEST_TIMEOUT, "
+               "DECISION_ADAPTER_EXTRA_BUFFERS, DECISION_ADAPTER_API_KEY. The project README lists them all.")
+    parser.add_argument("command", nargs="?", choices=("serve",), help="what SageMaker passes; optional")
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    parser.add_argument("--port", type=int, help="port (default SAGEMAKER_BIND_TO_PORT, else 8080)")
+    model = parser.add_mutually_exclusive_group()
+    model.add_argument("--model", metavar="GGUF", help="the GGUF file to serve (SM_LLAMA_CPP_MODEL)")
+    model.add_argument("--model-dir", metavar="DIR", help="a directory laid out like /opt/ml/model (SM_MODEL_DIR)")
+    parser.add_argument("--threads", type=int, help="llama.cpp threads (SM_LLAMA_CPP_THREADS)")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    # SageMaker passes "serve"; nothing else is expected.
-    extra = [a for a in argv if a != "serve"]
-    host = "0.0.0.0"
-    if extra[:1] == ["--host"] and len(extra) == 2:
-        host = extra[1]
-    elif extra:
-        print(f"usage: serve [--host ADDRESS]  (got {' '.join(extra)})", file=sys.stderr)
-        return 2
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    overrides = {"SAGEMAKER_BIND_TO_PORT": args.port, "SM_MODEL_DIR": args.model_dir,
+                 "SM_LLAMA_CPP_THREADS": args.threads}
+    if args.model:
+        overrides.update(SM_LLAMA_CPP_MODEL=os.path.abspath(args.model),
+                         SM_MODEL_DIR=os.path.dirname(os.path.abspath(args.model)))
+    env = {**os.environ, **{k: str(v) for k, v in overrides.items() if v is not None}}
     try:
-        settings = load_settings()
+        settings = load_settings(env)
     except SettingsError as exc:
         print(f"decision adapter: {exc}", file=sys.stderr)
         return 2
-    server = DecisionServer(settings, gunicorn_options(settings, host))
+    server = DecisionServer(settings, gunicorn_options(settings, args.host))
     try:
         server.run()
     finally:

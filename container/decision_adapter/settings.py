@@ -4,6 +4,12 @@ llama.cpp settings use the DLC's own names (``SM_LLAMA_CPP_THREADS``,
 ``SM_LLAMA_CPP_N_GPU_LAYERS``, ``SM_LLAMA_CPP_CTX_SIZE``, ...) so that one deploy
 code path configures both the standard DLC and this child image. Settings that
 only the adapter understands carry the ``DECISION_ADAPTER_`` prefix.
+
+The published SemIf sample's ``SEMIF_*`` names work too, as aliases of these
+(``SEMIF_ALIASES``): a deployment made with the sample's scripts starts with the
+same meaning. Both spellings set to different values stop the start-up naming
+both; a ``SEMIF_*`` name this adapter does not know is logged, never dropped
+silently.
 """
 
 from __future__ import annotations
@@ -30,6 +36,38 @@ _LLAMA_INT_SETTINGS = {
 # Read by the entrypoint or meaningless for a single-context adapter.
 _LLAMA_HANDLED_ELSEWHERE = {"MODEL", "MODEL_DIR", "PORT", "HOST", "PARALLEL", "HF_REPO", "HF_FILE"}
 
+def _positive(raw: str, name: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not an integer; set it to a whole number or unset it") from None
+    if value < 1:
+        raise SettingsError(f"{name}={value} is below 1; set it to at least 1")
+    return value
+
+
+# The published sample's names -> (this adapter's name, the sample's value in our terms).
+SEMIF_ALIASES = {
+    "SEMIF_MODEL_DIR": ("SM_MODEL_DIR", str),
+    "SEMIF_GGUF_PATH": (LLAMA_PREFIX + "MODEL", str),
+    "SEMIF_THREADS": (LLAMA_PREFIX + "THREADS", str),
+    "SEMIF_N_GPU_LAYERS": (LLAMA_PREFIX + "N_GPU_LAYERS", str),  # -1 = all, as 999 is
+    "SEMIF_MAX_TOKENS": (LLAMA_PREFIX + "CTX_SIZE", str),  # the longest prompt, so the context
+    # The sample admits this many requests at once and answers the rest 503; here one request holds
+    # the model and up to MAX_QUEUE wait, so n in flight is n - 1 waiting.
+    "SEMIF_MAX_IN_FLIGHT": (ADAPTER_PREFIX + "MAX_QUEUE", lambda v: str(_positive(v, "SEMIF_MAX_IN_FLIGHT") - 1)),
+    "SEMIF_MAX_SHARED_DECISIONS": (ADAPTER_PREFIX + "MAX_SHARED_DECISIONS", str),
+    "SEMIF_MAX_BODY_BYTES": (ADAPTER_PREFIX + "MAX_BODY_BYTES", str),
+    "SEMIF_PORT": ("SAGEMAKER_BIND_TO_PORT", str),
+}
+# Sample settings with no counterpart here: accepted, and the log says why they change nothing.
+SEMIF_UNUSED = {
+    "SEMIF_TOKENIZER_REVISION": "the adapter tokenizes with the GGUF's own vocabulary",
+    "SEMIF_TOKENIZER_SOURCE": "the adapter tokenizes with the GGUF's own vocabulary",
+    "SEMIF_LLAMA_CPP_LIB_DIR": "llama-cpp-python finds libllama through LLAMA_CPP_LIB_PATH",
+    "SEMIF_MAX_REQUEST_TOKENS": "a prompt is limited by the context size (SM_LLAMA_CPP_CTX_SIZE)",
+}
+
 PREFIX_REUSE_MODES = ("auto", "trim", "restore", "off")
 EXTRA_BUFFER_MODES = ("auto", "on", "off")  # runtime.py says what each means
 
@@ -42,7 +80,7 @@ class SettingsError(ValueError):
 class Settings:
     model_dir: str = "/opt/ml/model"
     model_file: str | None = None  # SM_LLAMA_CPP_MODEL: explicit path or name
-    n_ctx: int = 4096
+    n_ctx: int = 8192  # holds a 255-option Jev choice (about 5,400 tokens with the embedded model)
     n_threads: int | None = None  # None: llama.cpp's default (physical cores)
     n_threads_batch: int | None = None
     n_gpu_layers: int = 0
@@ -53,12 +91,15 @@ class Settings:
     queue_timeout_s: float = 30.0  # longest wait before a 503
     request_timeout_s: float = 30.0  # longest time one request may hold the model; 0: no limit
     retry_after_s: int = 1
-    max_body_bytes: int = 1_000_000
+    max_body_bytes: int = 1_048_576  # 1 MiB, as the published sample
+    max_shared_decisions: int = 64  # questions (or the sample's decisions) in one shared-state request
     prefix_reuse: str = "auto"  # auto | trim | restore | off
     extra_buffers: str = "auto"  # auto | on | off: llama.cpp's extra (repacking, AMX) buffer types
     chat_max_tokens: int = 256
     log_level: str = "INFO"
     ignored_llama_settings: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())  # how SEMIF_* names were read, for the start-up log
+    unknown_sample_settings: tuple[str, ...] = field(default=())  # SEMIF_* names neither sample nor adapter has
     # DECISION_ADAPTER_API_KEY: when set, every route but /ping needs ``Authorization: Bearer <key>``.
     api_key: str | None = field(default=None, repr=False)
 
@@ -125,9 +166,41 @@ def _api_key(env: Mapping[str, str], name: str) -> str | None:
     return key
 
 
+def _meaning(value: str, name: str):
+    """A value as it will be used, so that "-1" and "999" GPU layers (both "all") compare equal."""
+    value = value.strip()
+    try:
+        number = int(value)
+    except ValueError:
+        return os.path.normpath(value)
+    return "all" if name.endswith("N_GPU_LAYERS") and (number < 0 or number >= 999) else number
+
+
+def with_sample_aliases(env: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
+    """The environment with the sample's SEMIF_* names read as ours; a note per known SEMIF_* name,
+    and the SEMIF_* names nobody knows."""
+    merged, notes, unknown = dict(env), [], []
+    for name in sorted(n for n in env if n.startswith("SEMIF_")):
+        raw = env[name]
+        if name in SEMIF_UNUSED:
+            notes.append(f"{name} is the published sample's setting; not used here: {SEMIF_UNUSED[name]}")
+            continue
+        if name not in SEMIF_ALIASES:
+            unknown.append(name)
+            continue
+        ours, convert = SEMIF_ALIASES[name]
+        value = convert(raw.strip())
+        if env.get(ours, "").strip() and _meaning(env[ours], ours) != _meaning(value, ours):
+            raise SettingsError(f"{name}={raw} (the published sample's name) and {ours}={env[ours]} disagree; "
+                                "set one of them")
+        merged[ours] = value
+        notes.append(f"{name}={raw} (the published sample's name) read as {ours}={value}")
+    return merged, tuple(notes), tuple(unknown)
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from an environment mapping (``os.environ`` by default)."""
-    env = os.environ if env is None else env
+    env, notes, unknown = with_sample_aliases(os.environ if env is None else env)
     L, A = LLAMA_PREFIX, ADAPTER_PREFIX
 
     n_gpu_layers = _int(env, L + "N_GPU_LAYERS", 0)
@@ -144,7 +217,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     return Settings(
         model_dir=env.get("SM_MODEL_DIR") or env.get(L + "MODEL_DIR") or "/opt/ml/model",
         model_file=env.get(L + "MODEL") or None,
-        n_ctx=_int(env, L + "CTX_SIZE", 4096, minimum=64),
+        n_ctx=_int(env, L + "CTX_SIZE", Settings.n_ctx, minimum=64),
         n_threads=_int(env, L + "THREADS", None, minimum=1),
         n_threads_batch=_int(env, L + "THREADS_BATCH", None, minimum=1),
         n_gpu_layers=n_gpu_layers,
@@ -155,12 +228,15 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         queue_timeout_s=_float(env, A + "QUEUE_TIMEOUT", 30.0),
         request_timeout_s=_float(env, A + "REQUEST_TIMEOUT", 30.0),
         retry_after_s=_int(env, A + "RETRY_AFTER", 1, minimum=1),
-        max_body_bytes=_int(env, A + "MAX_BODY_BYTES", 1_000_000, minimum=1024),
+        max_body_bytes=_int(env, A + "MAX_BODY_BYTES", Settings.max_body_bytes, minimum=1024),
+        max_shared_decisions=_int(env, A + "MAX_SHARED_DECISIONS", Settings.max_shared_decisions, minimum=1),
         prefix_reuse=prefix_reuse,
         extra_buffers=extra_buffers,
         chat_max_tokens=_int(env, A + "CHAT_MAX_TOKENS", 256, minimum=1),
         log_level=(env.get(A + "LOG_LEVEL") or "INFO").upper(),
         ignored_llama_settings=tuple(ignored),
+        notes=notes,
+        unknown_sample_settings=unknown,
         api_key=_api_key(env, A + "API_KEY"),
     )
 

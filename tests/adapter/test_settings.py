@@ -47,3 +47,54 @@ def test_unknown_llama_flags_are_reported_not_dropped_silently():
 def test_bad_values_name_the_variable(env, needle):
     with pytest.raises(SettingsError, match=needle):
         load_settings(env)
+
+
+# -- the published sample's SEMIF_* names ------------------------------------------------------
+
+
+def test_the_sample_names_work_as_aliases():
+    s = load_settings({"SEMIF_MODEL_DIR": "/m", "SEMIF_GGUF_PATH": "/m/x.gguf", "SEMIF_THREADS": "32",
+                       "SEMIF_N_GPU_LAYERS": "-1", "SEMIF_MAX_TOKENS": "4096", "SEMIF_MAX_IN_FLIGHT": "1",
+                       "SEMIF_MAX_SHARED_DECISIONS": "8", "SEMIF_PORT": "9090", "SEMIF_MAX_BODY_BYTES": "262144"})
+    assert (s.model_dir, s.model_file, s.n_threads, s.n_gpu_layers, s.n_ctx) == ("/m", "/m/x.gguf", 32, 999, 4096)
+    assert (s.max_queue, s.max_shared_decisions, s.port, s.max_body_bytes) == (0, 8, 9090, 262144)
+    assert any("SEMIF_THREADS=32 (the published sample's name) read as SM_LLAMA_CPP_THREADS=32" in n for n in s.notes)
+
+
+def test_defaults_hold_a_255_option_choice_and_the_sample_limits():
+    s = load_settings({})
+    assert s.n_ctx == 8192 and s.max_shared_decisions == 64 and s.max_body_bytes == 1_048_576
+
+
+@pytest.mark.parametrize("env", [
+    {"SEMIF_N_GPU_LAYERS": "-1", "SM_LLAMA_CPP_N_GPU_LAYERS": "999"},  # both mean "all layers"
+    {"SEMIF_THREADS": "8", "SM_LLAMA_CPP_THREADS": "8"},
+    {"SEMIF_MODEL_DIR": "/opt/ml/model/", "SM_MODEL_DIR": "/opt/ml/model"},
+])
+def test_both_spellings_that_agree_are_fine(env):
+    load_settings(env)
+
+
+@pytest.mark.parametrize("env, ours", [
+    ({"SEMIF_THREADS": "4", "SM_LLAMA_CPP_THREADS": "8"}, "SM_LLAMA_CPP_THREADS"),
+    ({"SEMIF_N_GPU_LAYERS": "10", "SM_LLAMA_CPP_N_GPU_LAYERS": "999"}, "SM_LLAMA_CPP_N_GPU_LAYERS"),
+    ({"SEMIF_MAX_IN_FLIGHT": "3", "DECISION_ADAPTER_MAX_QUEUE": "4"}, "DECISION_ADAPTER_MAX_QUEUE"),
+    ({"SEMIF_MAX_TOKENS": "4096", "SM_LLAMA_CPP_CTX_SIZE": "8192"}, "SM_LLAMA_CPP_CTX_SIZE"),
+])
+def test_both_spellings_that_disagree_stop_the_start_naming_both(env, ours):
+    semif = next(k for k in env if k.startswith("SEMIF_"))
+    with pytest.raises(SettingsError, match=f"{semif}=.*{ours}="):
+        load_settings(env)
+
+
+def test_unknown_sample_names_are_reported_and_known_unused_ones_explained():
+    s = load_settings({"SEMIF_THREAD": "4", "SEMIF_TOKENIZER_REVISION": "851bf6e8"})
+    assert s.unknown_sample_settings == ("SEMIF_THREAD",)
+    assert s.n_threads is None
+    assert any("SEMIF_TOKENIZER_REVISION" in n and "not used" in n for n in s.notes)
+
+
+@pytest.mark.parametrize("value", ["0", "many"])
+def test_bad_sample_values_name_the_sample_variable(value):
+    with pytest.raises(SettingsError, match="SEMIF_MAX_IN_FLIGHT"):
+        load_settings({"SEMIF_MAX_IN_FLIGHT": value})

@@ -114,3 +114,44 @@ def test_ping_reports_the_start_up_proof_and_the_extra_buffer_choice(model_dir, 
         assert f"extra buffer types: {mode} (DECISION_ADAPTER_EXTRA_BUFFERS={mode})" in log
         assert "start-up decision scored" in log
         server.stop()
+
+
+# -- GPU honesty: a GPU endpoint never serves from its CPU ----------------------------------------
+
+GPU_REPORTED = '''
+import llama_cpp
+llama_cpp.llama_supports_gpu_offload = lambda: True  # as a CUDA build would answer
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["SM_LLAMA_CPP_N_GPU_LAYERS", "SEMIF_N_GPU_LAYERS"])
+def test_gpu_layers_without_a_gpu_backend_refuse_to_start(model_dir, start_adapter, name):
+    # AdapterProcess sets SM_LLAMA_CPP_N_GPU_LAYERS=0 for local runs; empty is unset.
+    server = start_adapter(model_dir, wait=False, **{"SM_LLAMA_CPP_N_GPU_LAYERS": "", name: "-1"})
+    seen = _watch_until_exit(server)
+    log = server.log_path.read_text()
+    assert 200 not in seen and server.process.returncode != 0
+    assert "GPU offload is requested" in log and "loaded no GPU backend" in log
+    assert "must not serve from its CPU" in log
+
+
+@pytest.mark.slow
+def test_a_gpu_backend_that_offloads_nothing_is_refused_too(model_dir, start_adapter, tmp_path):
+    """The backend says it can offload (simulated), but llama.cpp's own load log reports no layer on a GPU."""
+    (tmp_path / "sitecustomize.py").write_text(GPU_REPORTED)
+    server = start_adapter(model_dir, wait=False, PYTHONPATH=tmp_path, SM_LLAMA_CPP_N_GPU_LAYERS="999")
+    seen = _watch_until_exit(server)
+    log = server.log_path.read_text()
+    assert 200 not in seen and server.process.returncode != 0
+    assert "llama.cpp offloaded none of" in log
+
+
+@pytest.mark.slow
+def test_a_cpu_endpoint_reports_what_llama_cpp_offloaded(adapter):
+    from workshop_lib import examples
+    from workshop_lib.client import EndpointClient
+
+    model = EndpointClient.local(adapter.url).decide(examples.SUPPORT_ROUTE).model
+    assert model["gpu_offload_supported"] is False and model["gpu_layers_offloaded"] == 0
+    assert "llama.cpp offloaded 0/" in adapter.log_path.read_text()

@@ -73,7 +73,7 @@ def test_standard_plan_with_model_tarball():
     assert container["Environment"] == {"SM_LLAMA_CPP_CTX_SIZE": "4096"}
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstanceType"] == "ml.c6i.2xlarge"
-    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 900
     assert "InferenceAmiVersion" not in variant and "InstancePools" not in variant
     assert plan.endpoint == {"EndpointName": "llamacpp-gguf", "EndpointConfigName": "llamacpp-gguf",
                              "Tags": endpoints.workshop_tags()}
@@ -166,7 +166,7 @@ def test_decision_cpu_plan():
                              model_data_url=MODEL_DATA, environment={"DECISION_ADAPTER_MAX_QUEUE": "8"})
     _revalidate(plan)
     assert plan.model["PrimaryContainer"]["Environment"] == {
-        "SM_LLAMA_CPP_CTX_SIZE": "4096", "SM_LLAMA_CPP_THREADS": "32", "SM_LLAMA_CPP_N_GPU_LAYERS": "0",
+        "SM_LLAMA_CPP_THREADS": "32", "SM_LLAMA_CPP_N_GPU_LAYERS": "0",  # the context: the adapter's default
         "DECISION_ADAPTER_MAX_QUEUE": "8"}
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstanceType"] == "ml.c6i.8xlarge"
@@ -207,8 +207,8 @@ def test_decision_gpu_plan_defaults():
     assert "VolumeSizeInGB" not in variant
     assert variant["VariantInstanceProvisionTimeoutInSeconds"] == 1200
     assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"
-    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
-    assert variant["ModelDataDownloadTimeoutInSeconds"] == 600
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 900  # as the published sample
+    assert variant["ModelDataDownloadTimeoutInSeconds"] == 900
     assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "999"
     assert plan.uses_instance_pools
 

@@ -1,5 +1,5 @@
-"""Adapters for the Jev tests: the embedded model with an 8192-token context (Jev choices take up
-to 255 options, about 5,400 prompt tokens), one without and one with an API key.
+"""Adapters for the Jev tests, with the settings a user deploys (the default 8192-token context holds
+a 255-option Jev choice, about 5,400 prompt tokens): one without and one with an API key.
 
 Both are real processes (gunicorn + llama.cpp) on loopback ports, started on first use and
 stopped by their finalizers; their output goes to log files.
@@ -19,12 +19,9 @@ from workshop_lib.local import AdapterProcess
 
 from tests.conftest import THREADS
 
-JEV_ENV = {"SM_LLAMA_CPP_CTX_SIZE": "8192", "DECISION_ADAPTER_MAX_QUEUE": "4",
-           # an external suite on a shared 2-core machine: wait longer before answering 503
-           "DECISION_ADAPTER_QUEUE_TIMEOUT": "120",
-           # a 255-option choice can hold 2 busy cores for minutes; the 30 s default is sized for
-           # SageMaker's 60 s invocations, the suites allow 600 s per request
-           "DECISION_ADAPTER_REQUEST_TIMEOUT": "600"}
+# Only the request time limit differs from a user's defaults: a 255-option choice can hold these 2 cores
+# for minutes, and the 30 s default is sized for SageMaker's 60 s invocations (the suites allow 600 s).
+JEV_ENV = {"DECISION_ADAPTER_REQUEST_TIMEOUT": "600"}
 
 
 def _start(model_dir: Path, log_path: Path, **env) -> AdapterProcess:
