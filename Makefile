@@ -15,7 +15,7 @@ STAMP := $(VENV)/.installed
 # The wheel is built once into .wheels/, in a folder named after
 # the version and these flags, with pip's own cache off: pip keys that cache on the
 # package alone, so an earlier native build could otherwise come back.
-LLAMA_CPP_PYTHON := 0.3.36
+LLAMA_CPP_PYTHON := 0.3.35
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF
 LLAMA_WHEELS := .wheels/llama-cpp-python-$(LLAMA_CPP_PYTHON)-$(shell printf '%s' '$(LLAMA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)
 

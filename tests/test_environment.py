@@ -49,11 +49,16 @@ def test_environment_yml_lists_exactly_the_pyproject_requirements():
     assert _environment_pip_requirements() == _pyproject_requirements()
 
 
-def test_adapter_pins_match_the_workshop_pins():
+def test_the_local_build_is_the_cpu_images_bindings_and_the_adapter_allows_it():
+    from workshop_lib.images import DLC_PINS
+
     adapter = tomllib.loads((ROOT / "container" / "pyproject.toml").read_text())["project"]["dependencies"]
-    workshop = _pyproject_requirements()
-    pinned = [r for r in adapter if r.startswith("llama-cpp-python")]
-    assert pinned and all(_normalise(r) in workshop for r in pinned)
+    allowed = next(r for r in adapter if r.startswith("llama-cpp-python"))
+    low, high = re.fullmatch(r"llama-cpp-python>=([\d.]+),<([\d.]+)", allowed).groups()
+    local = _makefile_variable("LLAMA_CPP_PYTHON")
+    assert _normalise(f"llama-cpp-python=={local}") in _pyproject_requirements()
+    assert DLC_PINS["cpu"].bindings == f"llama-cpp-python=={local}"  # tests run what the CPU image ships
+    assert low <= local < high
 
 
 def test_environment_installs_both_local_packages():

@@ -29,7 +29,7 @@ from typing import Callable, Mapping
 from botocore.exceptions import ClientError
 
 from . import aws
-from .images import ImageRef, InvalidImageUri, parse_image_uri, require_pinned
+from .images import DLC_PINS, ImageRef, InvalidImageUri, dlc_pin, parse_image_uri, pinned_dlc_uri, require_pinned
 from .models import PINNED_MODEL, ModelSpec
 from .packaging import MANIFEST_NAME, LocalPackage
 
@@ -62,6 +62,7 @@ PHASES = ("SUBMITTED", "QUEUED", "PROVISIONING", "DOWNLOAD_SOURCE", "INSTALL", "
 _IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+_PATTERN = re.compile(r"[A-Za-z0-9_.*?-]+")
 
 
 class BuildError(RuntimeError):
@@ -237,8 +238,13 @@ def start_build_request(project_name: str, env: Mapping[str, str], *, source_loc
     return aws.validate("codebuild", "StartBuild", request)
 
 
-def model_package_env(spec: ModelSpec, model_s3_uri: str) -> dict[str, str]:
-    """The buildspec variables that make buildspec/model-package.yml package ``spec``."""
+def model_package_env(spec: ModelSpec, model_s3_uri: str,
+                      dlc_images: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The buildspec variables that make buildspec/model-package.yml package ``spec``.
+
+    ``dlc_images`` (variant -> pinned DLC URI) is recorded in the manifest: the images the package
+    is prepared for.
+    """
     gguf = spec.gguf
     if gguf.size is None or not gguf.sha256:
         raise BuildSpecError(
@@ -253,26 +259,30 @@ def model_package_env(spec: ModelSpec, model_s3_uri: str) -> dict[str, str]:
     bad = [n for n in names if not _FILE_NAME.fullmatch(n)]
     if bad:
         raise BuildSpecError(f"{spec.name}: file names {bad} must be plain names (no folders or spaces)")
-    extra = spec.extra_files
-    if len({(f.repo, f.revision) for f in extra}) > 1:
-        raise BuildSpecError(f"{spec.name}: the buildspec takes tokenizer files from one repo and revision")
-    if any(f.size is not None or f.sha256 for f in extra):
+    if spec.extra_files:
         raise BuildSpecError(
-            f"{spec.name}: the buildspec records tokenizer checksums but does not verify pinned ones; "
-            "remove their size/sha256 pins or package locally with packaging.package_local")
+            f"{spec.name}: CodeBuild takes tokenizer files by pattern at a pinned revision (ModelSpec.tokenizer), "
+            "not by name; package named files locally with packaging.package_local")
+    tokenizer = spec.tokenizer
+    if tokenizer and not _HUB_REPO.fullmatch(tokenizer.repo):
+        raise BuildSpecError(f"{spec.name}: {tokenizer.repo} is not a Hugging Face repo (owner/name)")
+    if tokenizer and not all(_PATTERN.fullmatch(p) for p in tokenizer.patterns):
+        raise BuildSpecError(f"{spec.name}: tokenizer patterns {tokenizer.patterns} must be shell globs of "
+                             "plain names (letters, digits, . _ - * ?)")
     return {
         "GGUF_REPO": gguf.repo,
         "GGUF_REVISION": gguf.revision,
         "GGUF_FILE": gguf.path,
         "GGUF_SIZE": str(gguf.size),
         "GGUF_SHA256": gguf.sha256.lower(),
-        "TOKENIZER_REPO": extra[0].repo if extra else "",
-        "TOKENIZER_REVISION": extra[0].revision if extra else "",
-        "TOKENIZER_FILES": " ".join(f.path for f in extra),
+        "TOKENIZER_REPO": tokenizer.repo if tokenizer else "",
+        "TOKENIZER_REVISION": tokenizer.revision if tokenizer else "",
+        "TOKENIZER_PATTERNS": " ".join(tokenizer.patterns) if tokenizer else "",
         "MODEL_NAME": spec.name,
         "MODEL_QUANTIZATION": spec.quantization,
         "MODEL_LICENSE": spec.license,
         "MODEL_S3_URI": model_s3_prefix(model_s3_uri) + "/",
+        "LLAMA_CPP_DLC": json.dumps(dict(dlc_images or {}), sort_keys=True),
     }
 
 
@@ -323,12 +333,16 @@ def image_build_env(base_image: str, repository_uri: str, image_tag: str,
             f"repository URI {repository_uri!r} is not an ECR repository "
             "(<account>.dkr.ecr.<region>.amazonaws.com/<name>, without tag or digest)")
     base = check_base_image(base_image, target.region)
+    dockerfile = dockerfile_name(dockerfile)
+    pin = dlc_pin("cuda" if dockerfile.endswith(".gpu") else "cpu")
     return {
         "BASE_IMAGE": base_image,
         "DLC_ACCOUNT": base.account,
         "REPOSITORY_URI": repository_uri,
         "IMAGE_TAG": check_image_tag(image_tag),
-        "DOCKERFILE": dockerfile_name(dockerfile),
+        "DOCKERFILE": dockerfile,
+        "LLAMA_CPP_PYTHON": pin.bindings,
+        "DROP_BINDINGS": " ".join(pin.drop_bindings),
     }
 
 
@@ -543,7 +557,8 @@ def package_model_in_codebuild(codebuild, s3, logs_client, *, model_s3_uri: str,
                                repo_root: str | Path | None = None, tags: Mapping[str, str] | None = None,
                                progress: bool = True, poll_s: float = 10.0) -> PackagedModel:
     """Package ``spec`` in CodeBuild, upload it under ``model_s3_uri``, check the uploaded manifest."""
-    env = model_package_env(spec, model_s3_uri)
+    region = codebuild.meta.region_name
+    env = model_package_env(spec, model_s3_uri, {v: pinned_dlc_uri(region, v) for v in DLC_PINS})
     upload = source_upload_request(source_bucket, repo_root or _default_repo_root(), source_prefix)
     location = f"{upload['Bucket']}/{upload['Key']}"
     project = project_request(project_name, buildspec=MODEL_PACKAGE_BUILDSPEC, source_location=location,

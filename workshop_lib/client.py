@@ -40,7 +40,10 @@ DEFAULT_RETRIES = 3
 # came through SageMaker has no Retry-After; wait this long instead.
 DEFAULT_RETRY_AFTER_S = 1.0
 MAX_RETRY_SLEEP_S = 30.0
-BOTOCORE_MAX_ATTEMPTS = 3  # botocore's own retries (throttling, connection resets), before ours
+# One retry policy, the client's: botocore makes exactly one attempt per call (its standard mode would
+# retry 503s and throttling on its own, unseen, under each of our retries), and EndpointClient retries
+# busy answers itself, counting every attempt it makes (``Decision.attempts``).
+BOTOCORE_TOTAL_ATTEMPTS = 1
 
 
 # -- errors -------------------------------------------------------------------------
@@ -340,6 +343,7 @@ class ChatResult:
     client_latency_ms: float = field(default=0.0, compare=False)
     attempts: int = field(default=1, compare=False)
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    reasoning: str = field(default="", compare=False, repr=False)  # a reasoning model's reasoning_content
 
 
 # -- request helpers ----------------------------------------------------------------
@@ -409,14 +413,16 @@ class EndpointClient:
     @classmethod
     def sagemaker(cls, endpoint_name: str, region: str | None = None, runtime_client=None, *,
                   read_timeout_s: float = READ_TIMEOUT_S, connect_timeout_s: float = CONNECT_TIMEOUT_S,
-                  **options) -> EndpointClient:
-        """A client for a SageMaker endpoint; pass ``runtime_client`` to reuse (or stub) one."""
+                  endpoint_url: str | None = None, **options) -> EndpointClient:
+        """A client for a SageMaker endpoint; pass ``runtime_client`` to reuse (or stub) one, or
+        ``endpoint_url`` for a VPC endpoint of the SageMaker runtime."""
         if runtime_client is None:
             import boto3
 
             config = Config(read_timeout=read_timeout_s, connect_timeout=connect_timeout_s,
-                            retries={"mode": "standard", "max_attempts": BOTOCORE_MAX_ATTEMPTS})
-            runtime_client = boto3.client("sagemaker-runtime", region_name=region, config=config)
+                            retries={"mode": "standard", "total_max_attempts": BOTOCORE_TOTAL_ATTEMPTS})
+            runtime_client = boto3.client("sagemaker-runtime", region_name=region, config=config,
+                                          endpoint_url=endpoint_url)
         return cls(SageMakerTransport(endpoint_name, runtime_client), **options)
 
     def __repr__(self) -> str:
@@ -450,11 +456,19 @@ class EndpointClient:
         return parsed, latency_ms, attempt
 
     def chat(self, messages: Sequence[Mapping[str, str]] | str, *, max_tokens: int | None = None,
-             temperature: float = 0.0, **extra) -> ChatResult:
-        """An OpenAI chat completion; a bare string is one user message."""
+             temperature: float = 0.0, thinking: bool = False, **extra) -> ChatResult:
+        """An OpenAI chat completion; a bare string is one user message.
+
+        ``thinking=False`` (the default) asks a reasoning model such as Qwen3.5 to answer directly:
+        llama-server hands ``chat_template_kwargs`` to the model's chat template, whose
+        ``enable_thinking`` switch would otherwise let the model spend all of ``max_tokens`` in
+        ``reasoning_content`` and return empty content. Templates without the switch ignore it,
+        and the decision adapter always renders without thinking.
+        """
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
-        payload = {"messages": list(messages), "temperature": temperature, **extra}
+        payload = {"messages": list(messages), "temperature": temperature,
+                   "chat_template_kwargs": {"enable_thinking": thinking}, **extra}
         if max_tokens is not None:
             payload["max_tokens"] = max_tokens
         reply, latency, attempts = self.invoke(payload)
@@ -466,7 +480,7 @@ class EndpointClient:
                                   body=json.dumps(reply)[:2000]) from None
         return ChatResult(content=content or "", finish_reason=choice.get("finish_reason"),
                           usage=reply.get("usage") or {}, client_latency_ms=latency, attempts=attempts,
-                          raw=reply)
+                          raw=reply, reasoning=choice["message"].get("reasoning_content") or "")
 
     def decide(self, decision: Mapping) -> Decision:
         """One decision: this project's body (e.g. from ``decision(...)``) or the published sample's

@@ -594,17 +594,27 @@ def wait_in_service(sm_client, name: str, poll_s: float = 30, timeout_s: float =
     """Poll until the endpoint is InService and return DescribeEndpoint.
 
     On Failed, raise EndpointFailed with SageMaker's FailureReason and, given
-    ``logs_client``, the first lines of ``/aws/sagemaker/Endpoints/<name>``.
+    ``logs_client``, the first lines of ``/aws/sagemaker/Endpoints/<name>`` (when the logs
+    cannot be read, the reason still comes through, with a note saying so).
     """
+    from botocore.exceptions import ClientError
 
     def failure(described: dict) -> EndpointFailed | None:
         status = described["EndpointStatus"]
         if status in _WAITING:
             return None
         reason = described.get("FailureReason", "")
-        lines = endpoint_log_lines(logs_client, name) if logs_client is not None else []
-        return EndpointFailed(_failure_message(name, status, reason, lines, logs_client is not None),
-                              endpoint_name=name, status=status, reason=reason, log_lines=lines)
+        lines, unreadable = [], None
+        if logs_client is not None:
+            try:
+                lines = endpoint_log_lines(logs_client, name)
+            except ClientError as exc:  # e.g. a Studio role without logs:FilterLogEvents: keep the reason
+                unreadable = "{}: {}".format(*_error_code(exc))
+        message = _failure_message(name, status, reason, lines, logs_client is not None and not unreadable)
+        if unreadable:
+            message += (f"\n(the endpoint's logs could not be read: {unreadable}; open "
+                        f"/aws/sagemaker/Endpoints/{name} in the CloudWatch console)")
+        return EndpointFailed(message, endpoint_name=name, status=status, reason=reason, log_lines=lines)
 
     def timeout(status: str) -> EndpointWaitTimeout:
         return EndpointWaitTimeout(

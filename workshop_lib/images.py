@@ -1,14 +1,21 @@
 """Container image references: the llama.cpp DLC per region, and pinning by digest.
 
 AWS publishes only floating ``-v1`` tags for the llama.cpp DLC, so a tag can
-point at a different image tomorrow. The workshop resolves a tag to its digest
-once (``resolve_digest``) and deploys ``repo@sha256:...``; every deploy function
-calls ``require_pinned`` and refuses anything else.
+point at a different image tomorrow. Every deploy function calls
+``require_pinned`` and refuses anything but ``repo@sha256:...``.
+
+The decision image loads the DLC's own libllama through llama-cpp-python's ctypes
+bindings, which must match it field for field. ``DLC_PINS`` holds, per variant, a
+DLC digest together with the bindings known to match it; ``resolve_dlc`` returns
+that digest in the region's registry. Following the floating tag instead is an
+explicit opt-in (``follow_tag=True``) that warns: the image build's bindings proof
+(``decision_adapter.bindings``) then decides whether the pair works.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 
 DEFAULT_DLC_ACCOUNT = "763104351884"
@@ -42,6 +49,33 @@ DLC_ARM64_REPOSITORY = "llama-cpp-arm64"
 SAGEMAKER_TAGS = {"cpu": "server-sagemaker-cpu-v1", "cuda": "server-sagemaker-cuda-v1"}
 
 
+@dataclass(frozen=True)
+class DlcPin:
+    """A llama.cpp DLC image by digest, and the llama-cpp-python bindings whose structs match its libllama."""
+
+    variant: str
+    digest: str
+    bindings: str  # the pip requirement the Dockerfile installs (its LLAMA_CPP_PYTHON build argument)
+    drop_bindings: tuple[str, ...] = ()  # bound functions this libllama lacks (DROP_BINDINGS)
+    origin: str = ""
+
+
+# The pairs the published SemIf sample deploys (its Dockerfiles pin both digests on the public mirror,
+# public.ecr.aws/deep-learning-containers/llama-cpp). An image keeps its digest in every registry it is
+# pushed to; resolve_dlc checks that the region's registry holds it (not verifiable from here).
+# llama-cpp-python 0.3.35's llama_cpp.py is byte-identical to the sample's CPU commit 8a0810fa.
+DLC_PINS = {
+    "cpu": DlcPin("cpu", "sha256:1f19c220f5f169228f20cdddca00f4838be22a3a1ce9002bc444006adc3d6d43",
+                  "llama-cpp-python==0.3.35", (),
+                  "server-sagemaker-cpu-v1 as pinned by the published sample, with its bindings"),
+    "cuda": DlcPin("cuda", "sha256:9f2eb2d9cbdc3172c2046117c4a43401bc95dbabdc3e2aeaa35daa11565c8b36",
+                   "llama-cpp-python @ git+https://github.com/abetlen/llama-cpp-python"
+                   "@ea3b56bdc386d5a6f31120338ffe907211b0907c",
+                   ("llama_adapter_lora_init_from_file_ptr",),
+                   "server-sagemaker-cuda-v1 as pinned by the published sample, with its bindings"),
+}
+
+
 class ImageError(ValueError):
     """An image reference the workshop cannot deploy."""
 
@@ -63,6 +97,10 @@ class ImageRegionMismatch(ImageError):
 
 
 class NotASageMakerImage(ImageError):
+    pass
+
+
+class PinnedImageMissing(ImageError):
     pass
 
 
@@ -233,3 +271,51 @@ def resolve_digest(ecr_client, image_uri: str) -> str:
             ) from None
         digest = response["images"][0]["imageId"]["imageDigest"]
     return ref.pinned_uri(digest)
+
+
+def dlc_pin(variant: str) -> DlcPin:
+    if variant not in DLC_PINS:
+        raise ImageError(f"variant {variant!r} is not one of {', '.join(DLC_PINS)}")
+    return DLC_PINS[variant]
+
+
+def pinned_dlc_uri(region: str, variant: str = "cpu") -> str:
+    """The pinned DLC digest in ``region``'s DLC registry (where SageMaker and CodeBuild pull it from)."""
+    return f"{ecr_host(dlc_account(region), region)}/{DLC_REPOSITORY}@{dlc_pin(variant).digest}"
+
+
+def resolve_dlc(ecr_client, region: str, variant: str = "cpu", *, follow_tag: bool = False) -> str:
+    """The DLC to build and deploy on: the pinned digest, checked to exist in the region's registry.
+
+    ``follow_tag=True`` resolves the floating SageMaker tag instead, with a warning: the bindings
+    pinned for the variant were proven against the pinned digest only.
+    """
+    from botocore.exceptions import ClientError
+
+    pin = dlc_pin(variant)
+    if follow_tag:
+        tagged = resolve_digest(ecr_client, dlc_image_uri(region, variant))
+        if not tagged.endswith(pin.digest):
+            warnings.warn(
+                f"following {SAGEMAKER_TAGS[variant]} gives {tagged.rsplit('@', 1)[1][:19]}..., not the pinned "
+                f"{pin.digest[:19]}...: the bindings {pin.bindings!r} may not match its libllama. The image build's "
+                "bindings proof stops the build if they do not.", stacklevel=2)
+        return tagged
+    uri = pinned_dlc_uri(region, variant)
+    ref = parse_image_uri(uri)
+    ids = [{"imageDigest": pin.digest}]
+    try:
+        ecr_client.describe_images(registryId=ref.account, repositoryName=ref.repository, imageIds=ids)
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code == "AccessDeniedException":  # pulling may be allowed where describing is not
+            found = ecr_client.batch_get_image(registryId=ref.account, repositoryName=ref.repository, imageIds=ids)
+            if found.get("images"):
+                return uri
+        elif code not in ("ImageNotFoundException", "RepositoryNotFoundException"):
+            raise
+        raise PinnedImageMissing(
+            f"the llama.cpp DLC registry of {region} ({ref.registry}) does not hold the pinned {variant} image "
+            f"{pin.digest}. Deploy in a region whose registry holds it, or follow the floating tag with "
+            f"resolve_dlc(..., follow_tag=True), knowing the pinned bindings may not match it.") from None
+    return uri

@@ -23,13 +23,24 @@ class ModelFile:
 
 
 @dataclass(frozen=True)
+class TokenizerSource:
+    """Tokenizer files taken by pattern from one repo at a pinned revision (the names found there,
+    with their sizes and sha256, go into the manifest when the model is packaged)."""
+
+    repo: str
+    revision: str
+    patterns: tuple[str, ...] = ("*.json", "*.jinja", "*.model", "*.txt")  # as the published sample
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     gguf: ModelFile
-    extra_files: tuple[ModelFile, ...] = field(default=())
+    extra_files: tuple[ModelFile, ...] = field(default=())  # named files (local packaging)
     license: str = ""
     quantization: str = ""
     layers: int | None = None
+    tokenizer: TokenizerSource | None = None  # files by pattern (CodeBuild packaging)
 
     @property
     def files(self) -> tuple[ModelFile, ...]:
@@ -49,10 +60,7 @@ PINNED_MODEL = ModelSpec(
         size=3_013_027_808,
         sha256="13c16f426047e2de38cd075bdade4a7bcbc8c774384876f677740cda65f8a983",
     ),
-    extra_files=tuple(
-        ModelFile(path=name, repo=_QWEN_TOKENIZER_REPO, revision=_QWEN_TOKENIZER_REVISION, role="tokenizer")
-        for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
-    ),
+    tokenizer=TokenizerSource(_QWEN_TOKENIZER_REPO, _QWEN_TOKENIZER_REVISION),
     license="apache-2.0",
     quantization="Q4_K_M",
     layers=34,

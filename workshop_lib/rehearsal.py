@@ -191,14 +191,15 @@ def stand_in_manifest(description: str, content_sha256: str) -> str:
 
 
 def push_stand_in(ecr_client, repository: str, tag: str, description: str, content_sha256: str,
-                  registry_id: str | None = None) -> str:
+                  registry_id: str | None = None, digest: str | None = None) -> str:
     """PutImage of a stand-in manifest; returns its digest (what ECR would report after docker push)."""
     from botocore.exceptions import ClientError
 
     kwargs = {"registryId": registry_id} if registry_id else {}
     try:
         response = ecr_client.put_image(repositoryName=repository, imageTag=tag,
-                                        imageManifest=stand_in_manifest(description, content_sha256), **kwargs)
+                                        imageManifest=stand_in_manifest(description, content_sha256), **kwargs,
+                                        **({"imageDigest": digest} if digest else {}))
         return response["image"]["imageId"]["imageDigest"]
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ImageAlreadyExistsException":
@@ -225,10 +226,13 @@ def seed_dlc(ecr_client, region: str) -> dict[str, str]:
         if exc.response.get("Error", {}).get("Code") != "RepositoryAlreadyExistsException":
             raise
     digests = {}
-    for tag in images.SAGEMAKER_TAGS.values():
+    for variant, tag in images.SAGEMAKER_TAGS.items():
+        # Under the pinned digest, so images.resolve_dlc finds it (the emulator takes the digest as given;
+        # real ECR derives it from the manifest).
         what = f"local stand-in for {images.DLC_REPOSITORY}:{tag} (the AWS llama.cpp DLC)"
         digests[tag] = push_stand_in(ecr_client, images.DLC_REPOSITORY, tag, what,
-                                     hashlib.sha256(what.encode()).hexdigest(), registry_id=account)
+                                     hashlib.sha256(what.encode()).hexdigest(), registry_id=account,
+                                     digest=images.dlc_pin(variant).digest)
     return digests
 
 

@@ -394,16 +394,18 @@ def verify_package(config: WorkshopConfig) -> Text:
 # ---- images -----------------------------------------------------------------------------------
 
 
-def resolve_dlc(config: WorkshopConfig, variant: str = "cpu") -> str:
-    """The llama.cpp DLC for the config's region, resolved from its floating tag to a digest."""
+def resolve_dlc(config: WorkshopConfig, variant: str = "cpu", *, follow_tag: bool = False) -> str:
+    """The llama.cpp DLC for the config's region: the digest pinned with its matching bindings
+    (``images.DLC_PINS``), checked to be in the region's registry; ``follow_tag`` takes the floating tag."""
     c = clients(config)
     if config.mode == "local":
         rehearsal.seed_dlc(c.ecr, config.region)  # the emulated DLC registry holds stand-in manifests
-    tagged = images.dlc_image_uri(config.region, variant)
-    pinned = images.resolve_digest(c.ecr, tagged)
+    pinned = images.resolve_dlc(c.ecr, config.region, variant, follow_tag=follow_tag)
     _remember(**{f"dlc_{variant}": pinned})
+    pin = images.dlc_pin(variant)
     note = " (a stand-in manifest in the emulated registry)" if config.mode == "local" else ""
-    print(f"{tagged}\n  -> {pinned}{note}")
+    how = f"following {images.SAGEMAKER_TAGS[variant]}" if follow_tag else f"pinned with bindings {pin.bindings}"
+    print(f"{images.dlc_image_uri(config.region, variant)} ({how})\n  -> {pinned}{note}")
     return pinned
 
 
@@ -751,27 +753,65 @@ def parse_options(text: str) -> list[dict]:
 
 
 def _gone(call, *codes, **kwargs) -> str:
+    """Delete something that costs nothing while it stays: "deleted", "already gone", or why not.
+
+    A refusal (AccessDenied, say, when the role may not delete log groups) becomes a note in the
+    result instead of an exception, so it never stops the deletions that stop the billing.
+    """
     from botocore.exceptions import ClientError
 
     try:
         call(**kwargs)
         return cleanup.DELETED
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in codes:
+        error = exc.response.get("Error", {})
+        if error.get("Code") in codes:
             return cleanup.ALREADY_GONE
-        raise
+        return (f"not deleted ({error.get('Code')}: {error.get('Message')}); it costs little or nothing, "
+                "delete it in the console or ask an administrator")
 
 
 def delete_endpoint(config: WorkshopConfig, name: str) -> Text:
     """Delete endpoint, endpoint config and model ``name`` and its log group; locally stop its process."""
+    return delete_endpoints(config, [name])
+
+
+def delete_endpoints(config: WorkshopConfig, names: Sequence[str]) -> Text:
+    """Every named endpoint (with its config and model) first, since they bill; then their log groups.
+
+    An endpoint that cannot be deleted does not stop the others: each failure is reported and the
+    step raises only after all were tried.
+    """
     c = clients(config)
-    result = cleanup.delete_endpoint_resources(c.sm, name, poll_s=15 if config.mode == "aws" else 0.2)
-    lines = [str(result)]
-    group = endpoints.log_group(name)
-    lines.append(f"log group {group}: {_gone(c.logs.delete_log_group, 'ResourceNotFoundException', logGroupName=group)}")
-    if config.mode == "local":
-        lines.append(f"local endpoint process: {'stopped' if rehearsal.stop_endpoint(name) else 'not running'}")
+    lines, failed = [], []
+    for name in names:
+        try:
+            result = cleanup.delete_endpoint_resources(c.sm, name, poll_s=15 if config.mode == "aws" else 0.2)
+            lines.append(str(result))
+        except Exception as exc:  # noqa: BLE001 - reported below, after the other endpoints were tried
+            failed.append(name)
+            lines.append(f"endpoint {name}: NOT deleted: {exc}")
+        if config.mode == "local":
+            lines.append(f"local endpoint process: {'stopped' if rehearsal.stop_endpoint(name) else 'not running'}")
+    for name in names:
+        group = endpoints.log_group(name)
+        lines.append(f"log group {group}: "
+                     f"{_gone(c.logs.delete_log_group, 'ResourceNotFoundException', logGroupName=group)}")
+    if failed:
+        raise StepError("\n".join(lines) + f"\n{', '.join(failed)} may still be billing: delete them in the "
+                        "SageMaker console (Inference > Endpoints) or run this cell again")
     return Text("\n".join(lines))
+
+
+def _delete_project(codebuild):
+    """DeleteProject succeeds for a project that does not exist; ask first so the result says so."""
+    from botocore.exceptions import ClientError
+
+    def delete(name: str) -> None:
+        if not codebuild.batch_get_projects(names=[name]).get("projects"):
+            raise ClientError({"Error": {"Code": "ResourceNotFound", "Message": name}}, "BatchGetProjects")
+        codebuild.delete_project(name=name)
+    return delete
 
 
 def delete_build_resources(config: WorkshopConfig, projects: Sequence[str], repository: str) -> Text:
@@ -779,10 +819,7 @@ def delete_build_resources(config: WorkshopConfig, projects: Sequence[str], repo
     c = clients(config)
     lines = []
     for project in projects:
-        exists = bool(c.codebuild.batch_get_projects(names=[project]).get("projects"))
-        if exists:
-            c.codebuild.delete_project(name=project)
-        lines.append(f"CodeBuild project {project}: {cleanup.DELETED if exists else cleanup.ALREADY_GONE}")
+        lines.append(f"CodeBuild project {project}: {_gone(_delete_project(c.codebuild), 'ResourceNotFound', name=project)}")
         group = f"/aws/codebuild/{project}"
         lines.append(f"log group {group}: "
                      f"{_gone(c.logs.delete_log_group, 'ResourceNotFoundException', logGroupName=group)}")
@@ -936,8 +973,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
 
             def s07():
                 c = box["config"]
-                for name in (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name):
-                    delete_endpoint(c, name)
+                delete_endpoints(c, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
                 delete_build_resources(c, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT],
                                        c.ecr_repository)
                 delete_artifacts(c, c.s3_uri())
@@ -979,6 +1015,7 @@ __all__ = [
     "CREATES", "READ_ONLY", "Checks", "Clients", "EndpointResult", "ImageResult", "PackageResult", "Placement",
     "SetupResult", "StepError", "build_decision_image", "check_environment", "client", "clients",
     "decision_endpoint", "decision_image", "delete_artifacts", "delete_build_resources", "delete_endpoint",
+    "delete_endpoints",
     "deploy_decision_cpu", "deploy_decision_gpu", "deploy_standard", "llama_settings", "model_spec",
     "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",
     "running_endpoints", "setup", "show_config", "show_decision", "show_outcome", "stop_local", "Text",

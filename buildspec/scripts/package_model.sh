@@ -8,9 +8,10 @@
 #
 # Inputs (environment; buildspec/model-package.yml sets them):
 #   GGUF_REPO GGUF_REVISION GGUF_FILE GGUF_SIZE GGUF_SHA256
-#   TOKENIZER_REPO TOKENIZER_REVISION TOKENIZER_FILES (space-separated, may be empty)
+#   TOKENIZER_REPO TOKENIZER_REVISION TOKENIZER_PATTERNS (space-separated globs, may be empty):
+#     every top-level file of the repo at that revision whose name matches one of them
 #   MODEL_NAME MODEL_QUANTIZATION MODEL_LICENSE
-#   HF_ENDPOINT (default https://huggingface.co), LLAMA_CPP_DLC (recorded only)
+#   HF_ENDPOINT (default https://huggingface.co), LLAMA_CPP_DLC (JSON, recorded only)
 set -euo pipefail
 umask 022
 
@@ -19,8 +20,8 @@ out_dir="${1:?usage: package_model.sh OUT_DIR}"
 : "${MODEL_NAME:?}" "${MODEL_QUANTIZATION?}" "${MODEL_LICENSE?}"
 hub="${HF_ENDPOINT:-https://huggingface.co}"
 hub="${hub%/}"
-read -r -a tokenizer_files <<< "${TOKENIZER_FILES:-}"
-if ((${#tokenizer_files[@]})); then
+read -r -a tokenizer_patterns <<< "${TOKENIZER_PATTERNS:-}"
+if ((${#tokenizer_patterns[@]})); then
   : "${TOKENIZER_REPO:?}" "${TOKENIZER_REVISION:?}"
 fi
 
@@ -43,7 +44,36 @@ download() {
   mv "$files_dir/$3.part" "$files_dir/$3"
 }
 
+# tokenizer_names: the repo's top-level files at the pinned revision that match a pattern (the hub's
+# tree listing), each a plain file name; fails when the listing is unreadable or nothing matches.
+tokenizer_names() {
+  local url="$hub/api/models/$TOKENIZER_REPO/tree/$TOKENIZER_REVISION"
+  curl --fail --location --silent --show-error --retry 5 --retry-delay 10 --connect-timeout 30 "$url" \
+    | python3 -c '
+import fnmatch, json, re, sys
+patterns = sys.argv[1:]
+try:
+    entries = json.load(sys.stdin)
+except ValueError:
+    sys.exit("the tree listing is not JSON")
+names = sorted(e["path"] for e in entries if isinstance(e, dict) and e.get("type") == "file"
+               and any(fnmatch.fnmatchcase(e["path"], p) for p in patterns))
+for name in names:
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
+        sys.exit(f"refusing the file name {name!r} from the listing")
+    print(name)
+' "${tokenizer_patterns[@]}" || fail "could not list $TOKENIZER_REPO@$TOKENIZER_REVISION ($url)"
+}
+
 download "$GGUF_REPO" "$GGUF_REVISION" "$GGUF_FILE"
+tokenizer_files=()
+if ((${#tokenizer_patterns[@]})); then
+  names="$(tokenizer_names)"  # a failed listing ends the script here (set -e), with its own message
+  [[ -z "$names" ]] || mapfile -t tokenizer_files <<< "$names"
+  ((${#tokenizer_files[@]})) \
+    || fail "no file of $TOKENIZER_REPO@$TOKENIZER_REVISION matches ${tokenizer_patterns[*]}; nothing was packaged"
+  echo "tokenizer files matching ${tokenizer_patterns[*]}: ${tokenizer_files[*]}"
+fi
 for name in "${tokenizer_files[@]}"; do
   download "$TOKENIZER_REPO" "$TOKENIZER_REVISION" "$name"
 done
@@ -82,9 +112,10 @@ for path, role, repo, revision in entries:
 curl = subprocess.run(["curl", "--version"], capture_output=True, text=True).stdout.split()
 tools = {"packager": "buildspec/model-package.yml", "python": platform.python_version(),
          "curl": curl[1] if len(curl) > 1 else "unknown"}
-for key, var in (("llama_cpp_dlc", "LLAMA_CPP_DLC"), ("codebuild_image", "CODEBUILD_BUILD_IMAGE")):
-    if env.get(var):
-        tools[key] = env[var]
+if json.loads(env.get("LLAMA_CPP_DLC") or "{}"):
+    tools["llama_cpp_dlc"] = json.loads(env["LLAMA_CPP_DLC"])
+if env.get("CODEBUILD_BUILD_IMAGE"):
+    tools["codebuild_image"] = env["CODEBUILD_BUILD_IMAGE"]
 
 now = datetime.datetime.now(datetime.timezone.utc)
 build_id = env.get("CODEBUILD_BUILD_ID")

@@ -226,6 +226,25 @@ def test_wait_failed_shows_reason_and_first_log_lines_stubber(stub_sm, clients):
     assert "delete_endpoint_resources" in str(failure)
 
 
+def test_the_failure_reason_comes_through_when_logs_may_not_be_read_stubber(stub_sm, clients):
+    sm, stub = stub_sm
+
+    class Denied:
+        status_code = 400
+
+    clients.logs.meta.events.register(  # a Studio role without logs:FilterLogEvents
+        "before-call.cloudwatch-logs.FilterLogEvents",
+        lambda **_: (Denied(), {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}))
+    stub.add_response("describe_endpoint", _describe(
+        "broken", "Failed", FailureReason="The primary container did not pass the ping health check."),
+        {"EndpointName": "broken"})
+    with pytest.raises(EndpointFailed) as err:
+        wait_in_service(sm, "broken", poll_s=0, progress=False, logs_client=clients.logs)
+    message = str(err.value)
+    assert "did not pass the ping health check" in message
+    assert "logs could not be read: AccessDeniedException" in message and err.value.log_lines == []
+
+
 def test_wait_times_out_with_a_clear_state_stubber(stub_sm):
     sm, stub = stub_sm
     for _ in range(3):

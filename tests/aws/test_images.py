@@ -163,3 +163,42 @@ def test_resolve_refuses_the_ec2_tags_of_the_dlc(fake_credentials):
     ecr = boto3.client("ecr", region_name="us-east-1")
     with Stubber(ecr), pytest.raises(NotASageMakerImage, match="/ping"):
         resolve_digest(ecr, "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-cpu-v1")
+
+
+# -- the pinned DLC digests and their bindings -------------------------------------------------
+
+
+def test_each_variant_pins_a_digest_with_its_bindings():
+    cpu, cuda = images.DLC_PINS["cpu"], images.DLC_PINS["cuda"]
+    assert cpu.digest != cuda.digest and all(len(p.digest) == 71 for p in (cpu, cuda))
+    assert cpu.bindings == "llama-cpp-python==0.3.35" and cpu.drop_bindings == ()
+    assert cuda.bindings.endswith("@ea3b56bdc386d5a6f31120338ffe907211b0907c")
+    assert cuda.drop_bindings == ("llama_adapter_lora_init_from_file_ptr",)
+    assert images.pinned_dlc_uri("eu-south-1", "cuda") == \
+        f"692866216735.dkr.ecr.eu-south-1.amazonaws.com/llama-cpp@{cuda.digest}"
+
+
+def test_resolve_dlc_returns_the_pin_when_the_region_holds_it(clients):
+    from workshop_lib import rehearsal
+
+    rehearsal.seed_dlc(clients.ecr, "us-east-1")  # the emulated DLC registry, with the pinned digests
+    for variant in ("cpu", "cuda"):
+        assert images.resolve_dlc(clients.ecr, "us-east-1", variant) == images.pinned_dlc_uri("us-east-1", variant)
+
+
+def test_resolve_dlc_says_clearly_when_the_region_lacks_the_pin(clients):
+    clients.ecr.create_repository(repositoryName="llama-cpp", registryId="763104351884")
+    with pytest.raises(images.PinnedImageMissing, match="does not hold the pinned cpu image.*follow_tag=True"):
+        images.resolve_dlc(clients.ecr, "us-east-1", "cpu")
+
+
+def test_following_the_tag_is_an_opt_in_that_warns(clients):
+    from workshop_lib import rehearsal
+
+    clients.ecr.create_repository(repositoryName="llama-cpp", registryId="763104351884")
+    rehearsal.push_stand_in(clients.ecr, "llama-cpp", "server-sagemaker-cpu-v1", "a newer DLC", "2" * 64,
+                            registry_id="763104351884")  # the tag moved on: another digest than the pin
+    with pytest.warns(UserWarning, match="may not match its libllama"):
+        followed = images.resolve_dlc(clients.ecr, "us-east-1", "cpu", follow_tag=True)
+    assert followed.startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@sha256:")
+    assert not followed.endswith(images.DLC_PINS["cpu"].digest)

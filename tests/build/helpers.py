@@ -146,9 +146,17 @@ def run_buildspec(path: str | Path, overrides: dict[str, str], tmp_path: Path, *
 
 
 def make_fake_hub(root: Path, files: dict[tuple[str, str, str], bytes]) -> str:
-    """Lay files out as the hub serves them (<repo>/resolve/<revision>/<file>); return a file:// endpoint."""
+    """Lay files out as the hub serves them (<repo>/resolve/<revision>/<file>, and the tree listing
+    api/models/<repo>/tree/<revision> as JSON); return a file:// endpoint."""
+    listings: dict[tuple[str, str], list[dict]] = {}
     for (repo, revision, name), data in files.items():
         path = root / repo / "resolve" / revision / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+        listings.setdefault((repo, revision), []).append({"type": "file", "path": name, "size": len(data)})
+    for (repo, revision), entries in listings.items():
+        listing = root / "api" / "models" / repo / "tree" / revision
+        listing.parent.mkdir(parents=True, exist_ok=True)
+        entries.append({"type": "directory", "path": "onnx", "size": 0})  # folders are never taken
+        listing.write_text(json.dumps(entries))
     return root.resolve().as_uri()

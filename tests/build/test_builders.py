@@ -9,8 +9,8 @@ import zipfile
 import pytest
 
 from workshop_lib import aws, builds
-from workshop_lib.images import MutableImageReference
-from workshop_lib.models import EMBEDDED_MODEL, PINNED_MODEL, ModelFile, ModelSpec
+from workshop_lib.images import DLC_PINS, MutableImageReference
+from workshop_lib.models import EMBEDDED_MODEL, PINNED_MODEL, ModelFile, ModelSpec, TokenizerSource
 
 from .helpers import REPO_ROOT
 
@@ -95,7 +95,10 @@ def test_model_package_env_for_the_pinned_model():
     env = builds.model_package_env(PINNED_MODEL, "s3://bucket/semif-llamacpp/model.tar.gz")
     assert env["GGUF_SHA256"] == PINNED_MODEL.gguf.sha256
     assert env["GGUF_SIZE"] == "3013027808"
-    assert env["TOKENIZER_FILES"] == "tokenizer.json tokenizer_config.json chat_template.jinja"
+    # the tokenizer by pattern at its pinned revision, as the published sample takes it
+    assert (env["TOKENIZER_REPO"], env["TOKENIZER_REVISION"]) == ("Qwen/Qwen3.5-4B",
+                                                                  "851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a")
+    assert env["TOKENIZER_PATTERNS"] == "*.json *.jinja *.model *.txt"
     assert env["MODEL_S3_URI"] == "s3://bucket/semif-llamacpp/"
     aws.validate("codebuild", "StartBuild", builds.start_build_request("p1", env))
 
@@ -106,11 +109,13 @@ def test_model_package_env_refuses_unpinned_or_unsupported_specs():
         builds.model_package_env(unpinned, "s3://bucket/p/")
     with pytest.raises(builds.BuildSpecError, match="package_local"):
         builds.model_package_env(EMBEDDED_MODEL, "s3://bucket/p/")
-    two_repos = ModelSpec(name="x", gguf=PINNED_MODEL.gguf, extra_files=(
-        ModelFile(path="a.json", repo="r/one", revision="1", role="tokenizer"),
-        ModelFile(path="b.json", repo="r/two", revision="1", role="tokenizer")))
-    with pytest.raises(builds.BuildSpecError, match="one repo and revision"):
-        builds.model_package_env(two_repos, "s3://bucket/p/")
+    named = ModelSpec(name="x", gguf=PINNED_MODEL.gguf, extra_files=(
+        ModelFile(path="a.json", repo="r/one", revision="1", role="tokenizer"),))
+    with pytest.raises(builds.BuildSpecError, match="by pattern"):
+        builds.model_package_env(named, "s3://bucket/p/")
+    odd = ModelSpec(name="x", gguf=PINNED_MODEL.gguf, tokenizer=TokenizerSource("r/x", "1", ("../*.json",)))
+    with pytest.raises(builds.BuildSpecError, match="globs of plain names"):
+        builds.model_package_env(odd, "s3://bucket/p/")
     in_folder = ModelSpec(name="x", gguf=ModelFile(path="q4/x.gguf", repo="r/x", revision="1", role="gguf",
                                                    size=1, sha256="0" * 64))
     with pytest.raises(builds.BuildSpecError, match="plain names"):
@@ -140,7 +145,12 @@ def test_model_s3_prefix_refuses(uri):
 def test_image_build_env():
     env = builds.image_build_env(BASE, REPOSITORY, "gpu-20250101-120000", "container/Dockerfile.gpu")
     assert env == {"BASE_IMAGE": BASE, "DLC_ACCOUNT": "763104351884", "REPOSITORY_URI": REPOSITORY,
-                   "IMAGE_TAG": "gpu-20250101-120000", "DOCKERFILE": "Dockerfile.gpu"}
+                   "IMAGE_TAG": "gpu-20250101-120000", "DOCKERFILE": "Dockerfile.gpu",
+                   # the CUDA DLC's matching bindings travel with the build, minus what its libllama lacks
+                   "LLAMA_CPP_PYTHON": DLC_PINS["cuda"].bindings,
+                   "DROP_BINDINGS": "llama_adapter_lora_init_from_file_ptr"}
+    cpu = builds.image_build_env(BASE, REPOSITORY, "cpu-1", "Dockerfile")
+    assert (cpu["LLAMA_CPP_PYTHON"], cpu["DROP_BINDINGS"]) == ("llama-cpp-python==0.3.35", "")
 
 
 def test_image_build_env_takes_the_dlc_account_of_the_region():

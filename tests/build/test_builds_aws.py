@@ -21,6 +21,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
+from workshop_lib.images import DLC_PINS
 from workshop_lib import builds
 from workshop_lib.models import PINNED_MODEL, ModelFile, ModelSpec
 from workshop_lib.packaging import build_manifest, package_local
@@ -182,7 +183,9 @@ def test_build_decision_image_moto_reads_the_digest_of_the_pushed_tag(clients):
     assert pinned == f"{uri}@{digest}"
     overrides = {v["name"]: v["value"] for v in sent[0]["environmentVariablesOverride"]}
     assert overrides == {"BASE_IMAGE": BASE, "DLC_ACCOUNT": "763104351884", "REPOSITORY_URI": uri,
-                         "IMAGE_TAG": "gpu-1", "DOCKERFILE": "Dockerfile.gpu"}
+                         "IMAGE_TAG": "gpu-1", "DOCKERFILE": "Dockerfile.gpu",
+                         "LLAMA_CPP_PYTHON": DLC_PINS["cuda"].bindings,
+                         "DROP_BINDINGS": "llama_adapter_lora_init_from_file_ptr"}
 
 
 @pytest.mark.parametrize("base, kwargs, message", [

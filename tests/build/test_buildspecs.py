@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from workshop_lib import builds
+from workshop_lib.images import DLC_PINS
 from workshop_lib.models import PINNED_MODEL
 
 from .helpers import REPO_ROOT, load_buildspec, phase_commands, run_buildspec
@@ -103,11 +104,25 @@ def test_image_build_with_fake_aws_cli_and_docker(tmp_path):
     assert result.exported == {"IMAGE_DIGEST": "sha256:" + "ab" * 32}
 
 
+def _build_args(call: list[str]) -> dict[str, str]:
+    return dict(call[i + 1].split("=", 1) for i, a in enumerate(call) if a == "--build-arg")
+
+
 def test_image_build_gpu_dockerfile(tmp_path):
-    result = run_buildspec(IMAGE_BUILD, image_env(DOCKERFILE="Dockerfile.gpu"), tmp_path)
+    env = builds.image_build_env(BASE, REPOSITORY, "gpu-20250101-000000", "Dockerfile.gpu")
+    result = run_buildspec(IMAGE_BUILD, env, tmp_path)
     assert result.returncode == 0, result.stderr
     build = next(c for c in result.calls if c[:2] == ["docker", "build"])
     assert build[build.index("--file") + 1] == "container/Dockerfile.gpu"
+    args = _build_args(build)
+    assert args["LLAMA_CPP_PYTHON"] == DLC_PINS["cuda"].bindings
+    assert args["DROP_BINDINGS"] == "llama_adapter_lora_init_from_file_ptr"
+
+
+def test_the_cpu_build_passes_its_pinned_bindings_and_drops_nothing(tmp_path):
+    result = run_buildspec(IMAGE_BUILD, image_env(), tmp_path)
+    args = _build_args(next(c for c in result.calls if c[:2] == ["docker", "build"]))
+    assert args["LLAMA_CPP_PYTHON"] == "llama-cpp-python==0.3.35" and args["DROP_BINDINGS"] == ""
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -115,7 +130,8 @@ def test_image_build_gpu_dockerfile(tmp_path):
     ({"DLC_ACCOUNT": "626614931356"}, "not in the DLC registry account"),
     ({"IMAGE_TAG": "unset"}, "IMAGE_TAG"),
     ({"DOCKERFILE": "../Dockerfile"}, "DOCKERFILE must be"),
-], ids=["tag-not-digest", "wrong-dlc-account", "no-tag", "bad-dockerfile"])
+    ({"LLAMA_CPP_PYTHON": "unset"}, "LLAMA_CPP_PYTHON"),
+], ids=["tag-not-digest", "wrong-dlc-account", "no-tag", "bad-dockerfile", "no-bindings"])
 def test_image_build_refuses_bad_inputs_before_docker_runs(tmp_path, changes, message):
     result = run_buildspec(IMAGE_BUILD, image_env(**changes), tmp_path)
     assert result.returncode != 0

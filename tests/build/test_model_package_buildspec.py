@@ -7,6 +7,7 @@ simply not found. Only the upload goes to a fake (see helpers.py).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import importlib.util
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from workshop_lib.builds import model_package_env
-from workshop_lib.models import ModelFile, ModelSpec
+from workshop_lib.models import ModelFile, ModelSpec, TokenizerSource
 from workshop_lib.packaging import build_manifest, extract_model
 
 from .helpers import REPO_ROOT, make_fake_hub, run_buildspec
@@ -35,10 +36,15 @@ def fake_spec(*, size: int | None = len(GGUF), sha256: str | None = None, tokeni
         name="Fake 1B Q4_K_M",
         gguf=ModelFile(path="fake-1b-Q4_K_M.gguf", repo="acme/fake-1b-GGUF", revision="a" * 40, role="gguf",
                        size=size, sha256=sha256 or hashlib.sha256(GGUF).hexdigest()),
-        extra_files=tuple(ModelFile(path=name, repo="acme/fake-1b", revision="b" * 40, role="tokenizer")
-                          for name in (TOKENIZER if tokenizer else {})),
+        tokenizer=TokenizerSource("acme/fake-1b", "b" * 40) if tokenizer else None,
         license="apache-2.0", quantization="Q4_K_M",
     )
+
+
+def with_found_tokenizer(spec: ModelSpec) -> ModelSpec:
+    """The spec as packaged: the tokenizer files the patterns found, by name (sorted)."""
+    return dataclasses.replace(spec, extra_files=tuple(
+        ModelFile(path=name, repo="acme/fake-1b", revision="b" * 40, role="tokenizer") for name in sorted(TOKENIZER)))
 
 
 @pytest.fixture
@@ -47,6 +53,9 @@ def hub(tmp_path) -> str:
              # the same name under another revision must never be fetched
              ("acme/fake-1b-GGUF", "main", "fake-1b-Q4_K_M.gguf"): b"not the pinned revision"}
     files.update({("acme/fake-1b", "b" * 40, name): data for name, data in TOKENIZER.items()})
+    # files the patterns do not take, and a tokenizer file that exists only at another revision
+    files.update({("acme/fake-1b", "b" * 40, "model.safetensors"): b"weights", ("acme/fake-1b", "b" * 40,
+                  "README.md"): b"# card", ("acme/fake-1b", "main", "special_tokens_map.json"): b"{}"})
     return make_fake_hub(tmp_path / "hub", files)
 
 
@@ -62,14 +71,42 @@ def measured(spec: ModelSpec) -> dict[str, tuple[int, str]]:
 
 def test_manifest_equals_build_manifest(hub, tmp_path):
     spec = fake_spec()
-    result = run(spec, hub, tmp_path)
+    dlc = {"cpu": "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@sha256:" + "1" * 64}
+    result = run(spec, hub, tmp_path, LLAMA_CPP_DLC=json.dumps(dlc))
     assert result.returncode == 0, result.stderr
     manifest = json.loads(result.s3_object(f"{S3_PREFIX}/model-manifest.json").read_text())
     when = datetime.datetime.strptime(manifest["build"]["time"], "%Y-%m-%dT%H:%M:%SZ")
-    expected = build_manifest(spec, measured(spec), build_id="decision-workshop-test:00000000-0000-0000-0000-000000000000",
+    found = with_found_tokenizer(spec)  # every *.json / *.jinja at the pinned revision, nothing else
+    expected = build_manifest(found, measured(found), build_id="decision-workshop-test:00000000-0000-0000-0000-000000000000",
                               where="codebuild", tools=manifest["tools"], now=when)
     assert manifest == expected
-    assert {"packager", "python", "curl", "llama_cpp_dlc"} <= set(manifest["tools"])
+    assert {"packager", "python", "curl"} <= set(manifest["tools"])
+    assert manifest["tools"]["llama_cpp_dlc"] == dlc  # the digests the package is prepared for
+
+
+def test_the_library_passes_the_regions_pinned_dlc_digests():
+    from workshop_lib.images import pinned_dlc_uri
+
+    env = model_package_env(fake_spec(), S3_PREFIX, {v: pinned_dlc_uri("eu-west-1", v) for v in ("cpu", "cuda")})
+    assert json.loads(env["LLAMA_CPP_DLC"]) == {"cpu": pinned_dlc_uri("eu-west-1", "cpu"),
+                                                "cuda": pinned_dlc_uri("eu-west-1", "cuda")}
+    assert env["TOKENIZER_PATTERNS"] == "*.json *.jinja *.model *.txt"
+
+
+def test_no_tokenizer_file_matching_the_patterns_fails(hub, tmp_path):
+    result = run(fake_spec(), hub, tmp_path, TOKENIZER_PATTERNS="*.model")
+    assert result.returncode != 0 and "matches *.model; nothing was packaged" in result.stderr
+    assert result.calls == []
+
+
+def test_a_file_name_from_the_listing_that_is_not_plain_is_refused(tmp_path):
+    hub = make_fake_hub(tmp_path / "hub", {("acme/fake-1b-GGUF", "a" * 40, "fake-1b-Q4_K_M.gguf"): GGUF,
+                                           ("acme/fake-1b", "b" * 40, "tokenizer.json"): b"{}"})
+    listing = tmp_path / "hub" / "api" / "models" / "acme" / "fake-1b" / "tree" / ("b" * 40)
+    listing.write_text(json.dumps([{"type": "file", "path": "../../evil.json"}]))
+    result = run(fake_spec(), hub, tmp_path)
+    assert result.returncode != 0 and "refusing the file name" in result.stderr
+    assert result.calls == []
 
 
 def test_tarball_has_gguf_at_root_and_passes_the_adapters_check(hub, tmp_path, monkeypatch):
@@ -77,7 +114,7 @@ def test_tarball_has_gguf_at_root_and_passes_the_adapters_check(hub, tmp_path, m
     assert result.returncode == 0, result.stderr
     tarball = result.s3_object(f"{S3_PREFIX}/model.tar.gz")
     with tarfile.open(tarball) as tar:
-        assert tar.getnames() == ["fake-1b-Q4_K_M.gguf", *TOKENIZER, "model-manifest.json"]
+        assert tar.getnames() == ["fake-1b-Q4_K_M.gguf", *sorted(TOKENIZER), "model-manifest.json"]
     model_dir = extract_model(tarball, tmp_path / "opt-ml-model")
     assert (model_dir / "fake-1b-Q4_K_M.gguf").read_bytes() == GGUF
 

@@ -4,8 +4,10 @@ test feeds botocore a fake HTTP response to check where its parser puts ModelErr
 
 from __future__ import annotations
 
+import http.server
 import io
 import json
+import threading
 
 import boto3
 import pytest
@@ -165,7 +167,9 @@ def test_stubber_an_answer_to_another_request_is_refused(runtime):
 
 def test_stubber_chat_and_batch(runtime):
     sm, stubber = runtime
-    chat_body = {"messages": [{"role": "user", "content": "hi"}], "temperature": 0.0, "max_tokens": 8}
+    # thinking off by default: a reasoning model (Qwen3.5 on the standard DLC) answers in content
+    chat_body = {"messages": [{"role": "user", "content": "hi"}], "temperature": 0.0,
+                 "chat_template_kwargs": {"enable_thinking": False}, "max_tokens": 8}
     completion = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello."},
                                "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
     stubber.add_response("invoke_endpoint", reply(completion), expected_request(chat_body))
@@ -198,8 +202,75 @@ def test_sagemaker_client_timeouts_and_retry_mode(monkeypatch):
     client = EndpointClient.sagemaker(ENDPOINT, REGION)
     config = client.transport.runtime.meta.config
     assert config.read_timeout == READ_TIMEOUT_S > 60 and config.connect_timeout == 10
-    assert config.retries["mode"] == "standard"
+    assert config.retries == {"mode": "standard", "total_max_attempts": 1}  # the client counts every retry
     assert client.transport.runtime.meta.region_name == REGION
+
+
+class _SageMakerRuntime(http.server.BaseHTTPRequestHandler):
+    """A local stand-in for the SageMaker runtime API: answers InvokeEndpoint from a script of replies."""
+
+    script: list = []
+    seen: list = []
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).seen.append((self.path, json.loads(body)))
+        status, headers, payload = type(self).script.pop(0)
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        for key, value in {"Content-Type": "application/json", "Content-Length": str(len(data)), **headers}.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def runtime_api(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SageMakerRuntime)
+    _SageMakerRuntime.script, _SageMakerRuntime.seen = [], []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield _SageMakerRuntime, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _answer(decision):
+    return {"result": {"id": decision["id"], "option_ids": [o if isinstance(o, str) else o["id"]
+                                                            for o in decision["options"]],
+                       "probabilities": [0.5] * len(decision["options"])}}
+
+
+@pytest.mark.parametrize("busy", [
+    (503, {}, {"message": "Service Unavailable"}),  # SageMaker itself, briefly unavailable
+    (400, {"x-amzn-ErrorType": "ThrottlingException"}, {"message": "Rate exceeded"}),
+    (424, {"x-amzn-ErrorType": "ModelError"}, {  # the container's own 503: the model was busy
+        "Message": 'Received server error (503) from primary with message "busy".', "OriginalStatusCode": 503,
+        "OriginalMessage": json.dumps({"error": "model is busy; retry the request", "retryable": True})}),
+], ids=["service-unavailable", "throttling", "container-busy"])
+def test_retries_through_botocore_are_counted_once_and_truly(runtime_api, busy):
+    """Real botocore (serialisation, its retry handler, parsing) against a local HTTP stand-in."""
+    api, url = runtime_api
+    api.script = [busy, busy, (200, {}, _answer(DECISION))]
+    client = EndpointClient.sagemaker(ENDPOINT, REGION, endpoint_url=url, retries=3, sleep=lambda s: None)
+    decision = client.decide(DECISION)
+    assert len(api.seen) == 3 == decision.attempts  # no hidden botocore retries under the client's
+    assert all(path.endswith(f"/endpoints/{ENDPOINT}/invocations") for path, _ in api.seen)
+
+
+def test_when_retries_run_out_the_error_says_how_many_attempts_were_made(runtime_api):
+    api, url = runtime_api
+    api.script = [(503, {}, {"message": "Service Unavailable"})] * 3
+    client = EndpointClient.sagemaker(ENDPOINT, REGION, endpoint_url=url, retries=2, sleep=lambda s: None)
+    with pytest.raises(EndpointBusy) as caught:
+        client.decide(DECISION)
+    assert len(api.seen) == 3 == caught.value.attempts
+    assert "gave up after 3 attempts" in str(caught.value)
 
 
 def test_fake_http_model_error_is_parsed_where_the_client_looks(monkeypatch):

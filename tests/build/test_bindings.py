@@ -1,0 +1,85 @@
+"""decision_adapter.bindings, which the Dockerfiles run at image build time, run here for real.
+
+Here the bindings and the library are this project's own build (the CPU image's bindings
+version), so the proof must pass; faults are introduced on purpose to see it fail.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from decision_adapter.bindings import BindingsMismatch, bindings_path, drop_bindings
+
+from workshop_lib.models import embedded_gguf_path
+
+pytestmark = pytest.mark.slow
+
+
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "decision_adapter.bindings", *args], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **(env or {})})
+
+
+def test_the_local_build_passes_the_proof_the_image_build_runs():
+    result = run("prove", "--model", str(embedded_gguf_path()))
+    assert result.returncode == 0, result.stderr
+    assert "bindings proof passed" in result.stdout
+
+
+def test_probabilities_that_differ_from_the_reference_fail_the_proof(tmp_path):
+    from decision_adapter.bindings import REFERENCE
+
+    reference = json.loads(REFERENCE.read_text())
+    reference["probabilities"] = list(reversed(reference["probabilities"]))
+    (tmp_path / "ref.json").write_text(json.dumps(reference))
+    result = run("prove", "--model", str(embedded_gguf_path()), "--reference", str(tmp_path / "ref.json"))
+    assert result.returncode == 1 and "bindings proof FAILED: the decision scored" in result.stderr
+
+
+def test_defaults_read_through_a_shifted_struct_fail_the_proof(tmp_path):
+    """What a misaligned llama_context_params looks like from Python: the fields read other values."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import llama_cpp\n"
+        "real = llama_cpp.llama_context_default_params\n"
+        "def shifted():\n"
+        "    p = real(); p.n_batch, p.n_ubatch = p.n_ubatch, p.n_seq_max; return p\n"
+        "llama_cpp.llama_context_default_params = shifted\n")
+    result = run("prove", "--model", str(embedded_gguf_path()), env={"PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 1
+    assert "llama_context_default_params().n_batch reads 512, llama.cpp's default is 2048" in result.stderr
+
+
+def test_drop_removes_exactly_the_named_bindings():
+    source = bindings_path().read_text(encoding="utf-8")
+    trimmed = drop_bindings(source, ["llama_adapter_meta_val_str", "llama_get_logits_ith"])
+    names = {getattr(n, "name", None) for n in ast.parse(trimmed).body}
+    assert "llama_adapter_meta_val_str" not in names and "llama_get_logits_ith" not in names
+    assert {"llama_adapter_meta_count", "llama_get_logits", "llama_decode"} <= names
+    assert len(source.splitlines()) - len(trimmed.splitlines()) > 20
+    with pytest.raises(BindingsMismatch, match="llama_not_a_function"):
+        drop_bindings(source, ["llama_not_a_function"])
+
+
+def test_the_drop_command_edits_the_installed_bindings_and_they_still_import(tmp_path):
+    """The Dockerfile's step on a copy of the installed package (as the image's pip put it)."""
+    package = bindings_path().parent
+    shutil.copytree(package, tmp_path / "llama_cpp", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PYTHONPATH": str(tmp_path)}
+    result = run("drop", "llama_adapter_meta_val_str", env=env)
+    assert result.returncode == 0, result.stderr
+    assert str(tmp_path / "llama_cpp" / "llama_cpp.py") in result.stdout
+    check = subprocess.run([sys.executable, "-c", "import llama_cpp; print(llama_cpp.__file__, "
+                            "hasattr(llama_cpp, 'llama_adapter_meta_val_str'), hasattr(llama_cpp, 'llama_decode'))"],
+                           capture_output=True, text=True, timeout=120, env={**__import__("os").environ, **env})
+    assert check.returncode == 0, check.stderr
+    where, dropped_present, kept_present = check.stdout.split()
+    assert Path(where).is_relative_to(tmp_path) and (dropped_present, kept_present) == ("False", "True")
