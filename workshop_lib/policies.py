@@ -65,6 +65,10 @@ SERVICE_REQUIRED_WILDCARDS: tuple[ServiceWildcard, ...] = (
         "of this action. The token grants nothing by itself: every pull and push is still checked against the "
         "repository ARNs in the other statements."),
     ServiceWildcard(
+        "sagemaker:ListEndpoints",
+        "Listing has no resource to name, so IAM accepts only \"*\". It returns endpoint names and states, "
+        "nothing inside them; the operator needs it for the report of workshop endpoints still running."),
+    ServiceWildcard(
         "cloudwatch:PutMetricData",
         "CloudWatch metrics have no resource ARN, so IAM accepts only \"*\"; the grant is limited to the "
         "SageMaker namespaces by the cloudwatch:namespace condition.",
@@ -132,6 +136,8 @@ class Scope:
     dlc_repositories: tuple[str, ...] = (DLC_REPOSITORY, DLC_ARM64_REPOSITORY)  # endpoints may run either
     build_base_repositories: tuple[str, ...] = (DLC_REPOSITORY,)  # image builds are linux/amd64 only
     batch_transform: bool = False
+    codebuild_role_arn: str | None = None
+    sagemaker_role_arn: str | None = None
 
     @property
     def partition(self) -> str:
@@ -185,7 +191,9 @@ def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transf
                                             config.gpu_endpoint_name) if n))
     return Scope(region=config.region, account=account, bucket=config.bucket, prefix=prefix,
                  ecr_repository=config.ecr_repository, codebuild_projects=tuple(codebuild_projects),
-                 endpoint_names=names, source_prefix=source_prefix.strip("/"), batch_transform=batch_transform)
+                 endpoint_names=names, source_prefix=source_prefix.strip("/"), batch_transform=batch_transform,
+                 codebuild_role_arn=config.codebuild_role_arn or None,
+                 sagemaker_role_arn=config.sagemaker_role_arn or None)
 
 
 def _as_scope(config_or_scope, account_id: str | None, **options) -> Scope:
@@ -274,6 +282,69 @@ def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: 
     return _document(statements)
 
 
+# The CodeBuild service role notebook 00 creates when the operator may (steps.ensure_codebuild_role).
+CODEBUILD_ROLE_NAME = "decision-workshop-codebuild"
+
+
+def role_arn(region: str, account: str, name: str) -> str:
+    return f"arn:{partition(region)}:iam::{account}:role/{name}"
+
+
+SAGEMAKER_RESOURCE_KINDS = ("model", "endpoint-config", "endpoint")
+OPERATOR_SAGEMAKER_ACTIONS = (
+    "sagemaker:CreateModel", "sagemaker:DescribeModel", "sagemaker:DeleteModel",
+    "sagemaker:CreateEndpointConfig", "sagemaker:DescribeEndpointConfig", "sagemaker:DeleteEndpointConfig",
+    "sagemaker:CreateEndpoint", "sagemaker:DescribeEndpoint", "sagemaker:DeleteEndpoint",
+    "sagemaker:InvokeEndpoint", "sagemaker:AddTags", "sagemaker:ListTags")
+
+
+def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
+    """What whoever runs the notebooks (a Studio execution role, a laptop's user) does, and nothing else.
+
+    Every call the notebooks make, held against this document in the local rehearsal
+    (permissions.audit): the workshop bucket and prefix, the two CodeBuild projects and the roles
+    they and the endpoints run with (PassRole only to the service that uses each), the ECR
+    repository and the DLC registry's digests, the three endpoints with their configs and models,
+    their and the builds' log groups, and the instance quotas notebook 00 reads.
+    """
+    s = _as_scope(config, account_id, **options)
+    region, account = s.region, s.account
+    bucket = s3_bucket_arn(s.bucket, region)
+    sagemaker = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name}"
+                 for name in s.endpoint_names for kind in SAGEMAKER_RESOURCE_KINDS]
+    groups = [f"/aws/sagemaker/Endpoints/{n}" for n in s.endpoint_names]
+    groups += [f"/aws/codebuild/{p}" for p in s.codebuild_projects]
+    statements = [
+        _statement("WorkshopBucket", ["s3:CreateBucket", "s3:PutBucketTagging", "s3:GetBucketLocation",
+                                      "s3:ListBucket", "s3:DeleteBucket"], [bucket]),
+        _statement("WorkshopObjects", ["s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                   [s3_object_arn(s.bucket, s.key_pattern(), region)]),
+        _statement("CodeBuildProjects", ["codebuild:CreateProject", "codebuild:UpdateProject", "codebuild:DeleteProject",
+                                         "codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:BatchGetProjects"],
+                   [codebuild_project_arn(region, account, p) for p in s.codebuild_projects]),
+        _statement("WorkshopRepository", ["ecr:CreateRepository", "ecr:TagResource", "ecr:DescribeRepositories",
+                                          "ecr:DescribeImages", "ecr:BatchGetImage", "ecr:DeleteRepository"],
+                   [ecr_repository_arn(region, account, s.ecr_repository)]),
+        _statement("ResolveDlcDigests", ["ecr:DescribeImages", "ecr:BatchGetImage"],
+                   [ecr_repository_arn(region, s.dlc_account, r) for r in s.dlc_repositories]),
+        _statement("WorkshopEndpoints", OPERATOR_SAGEMAKER_ACTIONS, sagemaker),
+        _wildcard_statement("ListEndpoints", "sagemaker:ListEndpoints"),
+        _statement("ReadAndDeleteLogs", ["logs:FilterLogEvents", "logs:DeleteLogGroup"], _log_resources(s, groups)),
+        _statement("ReadInstanceQuotas", ["servicequotas:GetServiceQuota"],
+                   [f"arn:{s.partition}:servicequotas:{region}:{account}:sagemaker/*"]),
+        # Notebook 00 creates the CodeBuild service role from its two documents when allowed; 07 deletes it.
+        _statement("ManageCodeBuildRole", ["iam:CreateRole", "iam:GetRole", "iam:PutRolePolicy",
+                                           "iam:DeleteRolePolicy", "iam:DeleteRole"],
+                   [role_arn(region, account, CODEBUILD_ROLE_NAME)]),
+    ]
+    for sid, role, service in (("PassCodeBuildRole", s.codebuild_role_arn, "codebuild.amazonaws.com"),
+                               ("PassSageMakerRole", s.sagemaker_role_arn, "sagemaker.amazonaws.com")):
+        if role:
+            statements.append(_statement(sid, ["iam:PassRole"], [role],
+                                         {"StringEquals": {"iam:PassedToService": service}}))
+    return _document(statements)
+
+
 def _trust(service: str, condition: Mapping) -> dict:
     return {"Version": VERSION, "Statement": [{
         "Sid": "AssumedBy" + service.split(".")[0].capitalize(), "Effect": "Allow",
@@ -302,6 +373,7 @@ POLICY_FILES = {
     "sagemaker-execution-role-policy.json": (sagemaker_execution_role_policy,
                                              "permissions of the SageMaker execution role"),
     "sagemaker-trust-policy.json": (sagemaker_trust_policy, "trust policy of the SageMaker execution role"),
+    "operator-policy.json": (operator_policy, "permissions of whoever runs the notebooks (e.g. the Studio role)"),
 }
 
 
@@ -540,6 +612,7 @@ __all__ = [
     "ServiceWildcard", "Verdict", "account_of", "allows", "check_policy_document", "codebuild_project_arn",
     "codebuild_service_role_policy", "codebuild_trust_policy", "conditions_hold", "create_policy_request",
     "create_role_request", "ecr_repository_arn", "evaluate", "log_group_arn", "log_stream_arn", "minified",
+    "operator_policy", "role_arn", "CODEBUILD_ROLE_NAME",
     "partition", "policies", "policy_problems", "s3_bucket_arn", "s3_object_arn",
     "sagemaker_execution_role_policy", "sagemaker_trust_policy", "scope", "wildcard_grants", "write_policies",
 ]

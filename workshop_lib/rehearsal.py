@@ -293,19 +293,31 @@ def _download_and_extract(s3_client, model_data_url: str) -> Path:
 
 
 def start_local_endpoint(name: str, sm_client, s3_client, *, model_name: str | None = None,
-                         keep_alive_s: float = KEEP_ALIVE_S, timeout_s: float = 180.0) -> LocalEndpoint:
+                         keep_alive_s: float = KEEP_ALIVE_S, timeout_s: float = 180.0,
+                         calls=None) -> LocalEndpoint:
     """Start a real adapter for endpoint ``name`` from what the emulator recorded for it.
 
     Follows DescribeEndpoint -> DescribeEndpointConfig -> DescribeModel, unless
     ``model_name`` is given (used when the emulator could not create the endpoint
     itself, as for instance pools). A running endpoint of that name is replaced.
+    With a ``calls`` log (permissions.CallLog), the model download is recorded as the
+    SageMaker execution role's, and SageMaker's reading of its own records not at all.
     """
+    from contextlib import nullcontext
+
+    from .permissions import SAGEMAKER
+
+    def as_(principal):
+        return calls.acting_as(principal) if calls is not None else nullcontext()
+
     started = time.perf_counter()
-    model_name = model_name or _model_for_endpoint(sm_client, name)
-    container = sm_client.describe_model(ModelName=model_name)["PrimaryContainer"]
+    with as_(None):
+        model_name = model_name or _model_for_endpoint(sm_client, name)
+        container = sm_client.describe_model(ModelName=model_name)["PrimaryContainer"]
     if not container.get("ModelDataUrl"):
         raise RehearsalError(f"model {model_name} has no ModelDataUrl; local endpoints serve a packaged model")
-    model_dir = _download_and_extract(s3_client, container["ModelDataUrl"])
+    with as_(SAGEMAKER):
+        model_dir = _download_and_extract(s3_client, container["ModelDataUrl"])
     declared = dict(container.get("Environment") or {})
     environment = {**declared, **FORCED_SETTINGS}
     changed = {k: (declared.get(k), v) for k, v in FORCED_SETTINGS.items() if declared.get(k) != v}

@@ -16,6 +16,7 @@ kept next to the config file in ``outputs.json``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -27,13 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from . import aws, builds, cleanup, endpoints, images, rehearsal
+from . import aws, builds, cleanup, endpoints, images, permissions, rehearsal
 from .config import (LOCAL_BUCKET, BucketNotFound, WorkshopConfig, check_bucket_region, default_path,
                      in_sagemaker_studio, repo_root)
 from .models import EMBEDDED_MODEL, PINNED_MODEL, ModelSpec, embedded_gguf_path
 
 BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePools
-LOCAL_CODEBUILD_ROLE_ARN = "arn:aws:iam::123456789012:role/decision-workshop-local-codebuild"
 # The emulator's instance-type list predates these families; it receives the nearest type it knows.
 EMULATOR_INSTANCE_TYPES = {"ml.c6i.2xlarge": "ml.c5.2xlarge", "ml.c6i.8xlarge": "ml.c5.9xlarge"}
 _EMULATOR_FAMILIES = ("c4", "c5", "c5d", "m4", "m5", "m5d", "r5", "r5d", "t2", "p2", "p3", "g4dn", "inf1")
@@ -47,12 +47,13 @@ CREATES: dict[str, tuple[str, ...]] = {
     "build_decision_image": ("config.ecr_repository", "builds.IMAGE_BUILD_PROJECT", "config.s3_uri()"),
     "deploy_decision_cpu": ("config.cpu_endpoint_name",),
     "deploy_decision_gpu": ("config.gpu_endpoint_name",),
+    "ensure_codebuild_role": ("steps.delete_codebuild_role(",),
 }
 # Steps that only read, invoke or print (resolve_dlc also seeds the emulated DLC registry, locally).
 READ_ONLY = frozenset({
     "show_config", "check_environment", "verify_package", "resolve_dlc", "llama_settings", "client",
     "decision_image", "refuse_mutable_tag", "placement", "decision_endpoint", "show_decision",
-    "show_outcome", "parse_options",
+    "show_outcome", "parse_options", "audit_permissions",
 })
 
 
@@ -82,6 +83,9 @@ class _Shown:
 # ---- clients and saved outputs -------------------------------------------------------------
 
 
+CALL_LOG = "aws-calls.jsonl"  # in the local rehearsal's folder, across the notebooks' kernels
+
+
 class Clients:
     """boto3 clients for the config's mode: the real region, or the local emulator."""
 
@@ -89,11 +93,18 @@ class Clients:
         self.config = config
         self._made: dict[str, object] = {}
         self.endpoint_url = endpoint_url
+        # Local mode records every call, so the rehearsal can check the IAM policies against them.
+        self.calls = permissions.CallLog(rehearsal.local_dir() / CALL_LOG) if endpoint_url else None
+
+    def acting_as(self, principal: str | None):
+        """Record the block's calls as another principal's (local mode; a no-op on AWS)."""
+        return self.calls.acting_as(principal) if self.calls else contextlib.nullcontext()
 
     def get(self, service: str):
         if service not in self._made:
             if self.endpoint_url:
                 self._made[service] = rehearsal.client(service, self.config.region, self.endpoint_url)
+                self.calls.attach(self._made[service])
             else:
                 from botocore.config import Config
 
@@ -291,32 +302,74 @@ def setup(config: WorkshopConfig, deploy_path: str | None = None) -> SetupResult
         if leftovers:
             notes.append(f"stopped a previous rehearsal: {', '.join(leftovers)}")
         url = rehearsal.ensure_emulator()
+        permissions.CallLog(rehearsal.local_dir() / CALL_LOG).clear()  # a fresh emulator: a fresh record
         notes.append(f"AWS emulator (moto server) running at {url}, keep-alive {rehearsal.KEEP_ALIVE_S // 3600} h")
-        config = config.replace(bucket=config.bucket or LOCAL_BUCKET,
-                                codebuild_role_arn=config.codebuild_role_arn or LOCAL_CODEBUILD_ROLE_ARN)
-        config.check()
-        s3 = clients(config).s3
-        existing = [b["Name"] for b in s3.list_buckets().get("Buckets", [])]
-        if config.bucket not in existing:
-            s3.create_bucket(**_create_bucket_request(config))
-        notes.append(f"emulated bucket s3://{config.bucket} ready")
+        config = config.replace(bucket=config.bucket or LOCAL_BUCKET)
     else:
         config.require("region", "sagemaker_role_arn")
-        account = clients(config).sts.get_caller_identity()["Account"]
-        if not config.bucket:
-            config = config.replace(bucket=f"decision-workshop-{account}-{config.region}")
-        config.check()
-        s3 = clients(config).s3
-        try:
-            check_bucket_region(s3, config.bucket, config.region)
-            notes.append(f"bucket s3://{config.bucket} exists in {config.region}")
-        except BucketNotFound:
-            s3.create_bucket(**_create_bucket_request(config))
-            s3.put_bucket_tagging(Bucket=config.bucket, Tagging={"TagSet": [
-                {"Key": "workshop", "Value": "decision-workshop"}, {"Key": "created-by", "Value": "workshop_lib"}]})
-            notes.append(f"created bucket s3://{config.bucket} in {config.region} (07_cleanup can delete it)")
+    account = clients(config).sts.get_caller_identity()["Account"]
+    if not config.bucket:
+        # "sagemaker" in the name: AmazonSageMakerFullAccess (Studio's usual role) may create and use it.
+        config = config.replace(bucket=f"sagemaker-decision-workshop-{account}-{config.region}")
+    config.check()
+    s3 = clients(config).s3
+    try:
+        check_bucket_region(s3, config.bucket, config.region)
+        notes.append(f"bucket s3://{config.bucket} exists in {config.region}")
+    except BucketNotFound:
+        s3.create_bucket(**_create_bucket_request(config))
+        s3.put_bucket_tagging(Bucket=config.bucket, Tagging={"TagSet": [
+            {"Key": "workshop", "Value": "decision-workshop"}, {"Key": "created-by", "Value": "workshop_lib"}]})
+        notes.append(f"created bucket s3://{config.bucket} in {config.region} (07_cleanup can delete it)")
     saved = config.save()
     return SetupResult(config, saved, notes)
+
+
+def ensure_codebuild_role(config: WorkshopConfig, role_arn: str | None = None) -> SetupResult:
+    """The CodeBuild service role notebooks 01 and 03 need: the one given, the one configured, or
+    a new one made from the least-privilege documents (``policies``), saved in the config.
+
+    Creating it needs iam:CreateRole and iam:PutRolePolicy (the operator policy grants them for this
+    one role); without them this stops here, saying what to ask an administrator for, rather than in
+    notebook 01.
+    """
+    from botocore.exceptions import ClientError
+
+    from . import policies
+
+    notes = []
+    if role_arn:
+        config = config.replace(codebuild_role_arn=role_arn.strip())
+        notes.append("CodeBuild role: the ARN given above")
+    elif config.codebuild_role_arn:
+        notes.append("CodeBuild role: from the config (or WORKSHOP_CODEBUILD_ROLE_ARN)")
+    else:
+        c = clients(config)
+        iam = c.get("iam")
+        account = c.sts.get_caller_identity()["Account"]
+        name = policies.CODEBUILD_ROLE_NAME
+        try:
+            try:
+                created = iam.create_role(**policies.create_role_request(
+                    name, policies.codebuild_trust_policy(config, account), path="/"))["Role"]
+                notes.append(f"created the IAM role {name} (trusted by CodeBuild for the workshop's two projects)")
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "EntityAlreadyExists":
+                    raise
+                created = iam.get_role(RoleName=name)["Role"]
+                notes.append(f"the IAM role {name} exists; its permissions were brought up to date")
+            iam.put_role_policy(RoleName=name, PolicyName=name, PolicyDocument=policies.minified(
+                policies.codebuild_service_role_policy(config, account)))
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise StepError(
+                f"could not create the CodeBuild service role ({error.get('Code')}: {error.get('Message')}). Ask an "
+                "administrator to create it from .workshop/policies/codebuild-trust-policy.json and "
+                "codebuild-service-role-policy.json (written below), then paste its ARN into the box above and run "
+                "this cell again, or set WORKSHOP_CODEBUILD_ROLE_ARN") from None
+        config = config.replace(codebuild_role_arn=created["Arn"])
+    config.check()
+    return SetupResult(config, config.save(), notes)
 
 
 def _create_bucket_request(config: WorkshopConfig) -> dict:
@@ -364,7 +417,8 @@ def package_model(config: WorkshopConfig, *, progress: bool = True) -> PackageRe
                              time.perf_counter() - started)
     spec = EMBEDDED_MODEL
     package = package_local(spec, {spec.gguf.path: embedded_gguf_path()}, rehearsal.local_dir() / "package")
-    url = builds.upload_package(c.s3, package, model_s3_uri)
+    with c.acting_as(permissions.CODEBUILD):  # the upload CodeBuild's packaging build makes on AWS
+        url = builds.upload_package(c.s3, package, model_s3_uri)
     manifest = builds.check_manifest(builds.read_manifest(c.s3, model_s3_uri), spec)
     # The CodeBuild job for the pinned model: built and validated by botocore, not sent.
     upload = builds.source_upload_request(config.bucket, repo_root(), source_prefix)
@@ -399,7 +453,8 @@ def resolve_dlc(config: WorkshopConfig, variant: str = "cpu", *, follow_tag: boo
     (``images.DLC_PINS``), checked to be in the region's registry; ``follow_tag`` takes the floating tag."""
     c = clients(config)
     if config.mode == "local":
-        rehearsal.seed_dlc(c.ecr, config.region)  # the emulated DLC registry holds stand-in manifests
+        with c.acting_as(None):  # AWS's own registry content, not anyone's call
+            rehearsal.seed_dlc(c.ecr, config.region)  # the emulated DLC registry holds stand-in manifests
     pinned = images.resolve_dlc(c.ecr, config.region, variant, follow_tag=follow_tag)
     _remember(**{f"dlc_{variant}": pinned})
     pin = images.dlc_pin(variant)
@@ -467,8 +522,9 @@ def build_decision_image(config: WorkshopConfig, variant: str = "cpu", *, progre
                                                                           source_location=location))
     builds.wait_for_build(c.codebuild, build_id, c.logs, progress=progress, poll_s=0.2, timeout_s=60)
     content = hashlib.sha256(upload["Body"] + dockerfile.encode() + base.encode()).hexdigest()
-    rehearsal.push_stand_in(c.ecr, config.ecr_repository, tag, f"local stand-in for container/{dockerfile} "
-                            f"FROM {base}", content)
+    with c.acting_as(permissions.CODEBUILD):  # what the build's docker push does with its role
+        rehearsal.push_stand_in(c.ecr, config.ecr_repository, tag, f"local stand-in for container/{dockerfile} "
+                                f"FROM {base}", content)
     pinned = builds.image_digest(c.ecr, repository_uri, tag)
     _remember(**{f"decision_image_{variant}": pinned})
     return ImageResult(variant, pinned, base, time.perf_counter() - started, [
@@ -582,7 +638,7 @@ def _deploy(config: WorkshopConfig, plan: endpoints.DeployPlan, *, progress: boo
                               time.perf_counter() - started)
     sent, notes = _for_emulator(plan)
     described = endpoints.deploy(c.sm, sent, s3_client=c.s3, progress=False, poll_s=0.2, timeout_s=60)
-    local = rehearsal.start_local_endpoint(plan.name, c.sm, c.s3)
+    local = rehearsal.start_local_endpoint(plan.name, c.sm, c.s3, calls=c.calls)
     notes.append(f"  local endpoint: {local.url} ({local.changes_text()})")
     return EndpointResult(plan.name, plan, described["EndpointStatus"], "emulator + local adapter",
                           time.perf_counter() - started, local.url, notes)
@@ -643,11 +699,12 @@ def deploy_decision_gpu(config: WorkshopConfig, image_uri: str | None = None, *,
         endpoints.create_endpoint_config(c.sm, plan.endpoint_config)
         endpoints.create_endpoint(c.sm, plan.endpoint)
         status = "InService"  # an emulator that learnt instance pools
-        local = rehearsal.start_local_endpoint(plan.name, c.sm, c.s3)
+        local = rehearsal.start_local_endpoint(plan.name, c.sm, c.s3, calls=c.calls)
         emulator_note = "the emulator accepted the InstancePools request"
     except endpoints.DeployError as exc:
         status = "stand-in"
-        local = rehearsal.start_local_endpoint(plan.name, c.sm, c.s3, model_name=plan.model["ModelName"])
+        local = rehearsal.start_local_endpoint(plan.name, c.sm, c.s3, model_name=plan.model["ModelName"],
+                                               calls=c.calls)
         code = re.search(r"failed: (\w+):", str(exc))
         emulator_note = f"the emulator rejected InstancePools ({code[1] if code else 'an error'}: it predates them)"
     return EndpointResult(plan.name, plan, status, "local CPU stand-in", time.perf_counter() - started, local.url, [
@@ -828,6 +885,20 @@ def delete_build_resources(config: WorkshopConfig, projects: Sequence[str], repo
     return Text("\n".join(lines))
 
 
+def delete_codebuild_role(config: WorkshopConfig) -> Text:
+    """Delete the CodeBuild service role notebook 00 created (by its fixed name); a role someone else
+    made and gave by ARN is left alone. It costs nothing, so a refusal is a note, not a stop."""
+    from . import policies
+
+    name = policies.CODEBUILD_ROLE_NAME
+    if not (config.codebuild_role_arn or "").endswith(f":role/{name}"):
+        return Text(f"CodeBuild role {config.codebuild_role_arn or '(none)'}: not created by the workshop, left alone")
+    iam = clients(config).get("iam")
+    policy = _gone(iam.delete_role_policy, "NoSuchEntity", RoleName=name, PolicyName=name)
+    role = _gone(iam.delete_role, "NoSuchEntity", RoleName=name)
+    return Text(f"IAM role {name}: {role} (its inline policy: {policy})")
+
+
 def delete_artifacts(config: WorkshopConfig, s3_uri: str, *, delete_bucket: bool = False) -> Text:
     """Delete the objects under the workshop's S3 prefix (model, build sources); the bucket only if asked."""
     from botocore.exceptions import ClientError
@@ -857,6 +928,30 @@ def delete_artifacts(config: WorkshopConfig, s3_uri: str, *, delete_bucket: bool
     else:
         lines.append(f"bucket {bucket} kept (tick the box above to delete it too)")
     return Text("\n".join(lines))
+
+
+def audit_permissions(config: WorkshopConfig) -> permissions.Audit:
+    """Local mode: every AWS call the rehearsal recorded, held against the policy of whoever made it.
+
+    The operator's calls (these notebooks) against ``policies.operator_policy``, the image push and
+    model upload the stand-ins made for CodeBuild against its service role's policy, and the model
+    download a local endpoint made for SageMaker against the execution role's. A denied call means a
+    participant with exactly these policies would be stopped there.
+    """
+    from . import policies
+
+    if config.mode != "local":
+        return Text("the permission audit checks the calls the local rehearsal recorded (WORKSHOP_MODE=local); "
+                    "on AWS, IAM itself is the check")
+    log = permissions.CallLog(rehearsal.local_dir() / CALL_LOG)
+    scope = policies.scope(config)
+    documents = {permissions.OPERATOR: policies.operator_policy(scope),
+                 permissions.CODEBUILD: policies.codebuild_service_role_policy(scope),
+                 permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope)}
+    audit = permissions.audit(log.calls(), documents, config.region, scope.account)
+    if not audit.ok:
+        raise StepError(f"the generated policies deny calls the rehearsal made:\n{audit}")
+    return audit
 
 
 def running_endpoints(config: WorkshopConfig) -> Text:
@@ -893,6 +988,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
 
     work = Path(work_dir or repo_root() / ".workshop" / "rehearsal").resolve()
     work.mkdir(parents=True, exist_ok=True)
+    (work / "config.json").unlink(missing_ok=True)  # a rehearsal starts as a new participant does
     saved_env = {k: os.environ.get(k) for k in ("WORKSHOP_CONFIG", "WORKSHOP_LOCAL_DIR", "WORKSHOP_MODE")}
     os.environ.update(WORKSHOP_CONFIG=str(work / "config.json"), WORKSHOP_LOCAL_DIR=str(work / "local"),
                       WORKSHOP_MODE="local")
@@ -916,8 +1012,10 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 checks = check_environment(config)
                 if not checks.ok:
                     raise StepError(str(checks))
-                box["config"] = setup(config, "decision-cpu").config
-                return f"checks passed; emulator {rehearsal.emulator_url()}, bucket s3://{box['config'].bucket}"
+                role = ensure_codebuild_role(setup(config, "decision-cpu").config)
+                box["config"] = role.config
+                return (f"checks passed; emulator {rehearsal.emulator_url()}, bucket s3://{box['config'].bucket}; "
+                        f"{role.notes[0].split(' (')[0]}")
 
             def s01():
                 c = box["config"]
@@ -976,10 +1074,15 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 delete_endpoints(c, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
                 delete_build_resources(c, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT],
                                        c.ecr_repository)
+                delete_codebuild_role(c)
                 delete_artifacts(c, c.s3_uri())
                 left = running_endpoints(c)
+                audit = audit_permissions(c)
+                (work / "permission-audit.txt").write_text(str(audit) + "\n")
                 stop_local(c)
-                return f"{left}; {rehearsal.format_status()}"
+                checked = sum(audit.checked.values())
+                return (f"{left}; {rehearsal.format_status()}; {checked} recorded AWS permissions allowed by the "
+                        f"three policies ({len(audit.unused)} statements unused locally, see permission-audit.txt)")
 
             for label, fn in (("00 setup", s00), ("01 package model", s01), ("02 standard endpoint", s02),
                               ("03 decision images", s03), ("04 decision endpoints", s04),
@@ -1014,8 +1117,9 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
 __all__ = [
     "CREATES", "READ_ONLY", "Checks", "Clients", "EndpointResult", "ImageResult", "PackageResult", "Placement",
     "SetupResult", "StepError", "build_decision_image", "check_environment", "client", "clients",
-    "decision_endpoint", "decision_image", "delete_artifacts", "delete_build_resources", "delete_endpoint",
-    "delete_endpoints",
+    "audit_permissions", "decision_endpoint", "decision_image", "delete_artifacts", "delete_build_resources",
+    "delete_codebuild_role", "ensure_codebuild_role",
+    "delete_endpoint", "delete_endpoints",
     "deploy_decision_cpu", "deploy_decision_gpu", "deploy_standard", "llama_settings", "model_spec",
     "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",
     "running_endpoints", "setup", "show_config", "show_decision", "show_outcome", "stop_local", "Text",

@@ -76,6 +76,11 @@ def test_an_emulator_started_by_another_process_is_found_and_stopped(local_mode)
 def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
     config = steps.setup(WorkshopConfig.load(), deploy_path="decision-cpu").config
     assert WorkshopConfig.load().bucket == config.bucket  # saved where the next notebook reads it
+    made = steps.ensure_codebuild_role(config)  # created in the emulator's IAM, from the policy builders
+    config = made.config
+    assert config.codebuild_role_arn.endswith(":role/decision-workshop-codebuild")
+    assert WorkshopConfig.load().codebuild_role_arn == config.codebuild_role_arn
+    assert "exists" in str(steps.ensure_codebuild_role(config.replace(codebuild_role_arn=None)))  # re-run safe
     package = steps.package_model(config, progress=False)
     assert package.manifest["files"][0]["sha256"] == package.manifest["files"][0]["sha256"].lower()
     image = steps.build_decision_image(config, "cpu", progress=False)
@@ -105,6 +110,11 @@ def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
     for name in (config.cpu_endpoint_name, config.gpu_endpoint_name):
         assert "local endpoint process: stopped" in steps.delete_endpoint(config, name)
     assert steps.running_endpoints(config) == "no workshop endpoints found"
+    # Every AWS call recorded on the way, held against the policy of the principal that makes it.
+    audit = steps.audit_permissions(config)
+    assert audit.ok and audit.denied == []
+    assert audit.checked["operator"] > 40 and audit.checked["sagemaker-execution-role"] > 0
+    assert audit.checked["codebuild-service-role"] > 0  # the image push and model upload stand-ins
     assert steps.stop_local(config).endswith("no local rehearsal processes are running")
     assert not any(rehearsal.group_alive(g) for g in groups)
 
@@ -127,7 +137,8 @@ def test_aws_mode_steps_call_the_library_the_same_way(tmp_path, monkeypatch):
         assert dict((n, p) for n, p, _ in checks.rows)["credentials"] is True
         first = steps.setup(WorkshopConfig.load())
         config = first.config
-        assert config.bucket == "decision-workshop-123456789012-eu-west-1" and "created bucket" in str(first)
+        # named so that AmazonSageMakerFullAccess, Studio's usual role, may create and use it
+        assert config.bucket == "sagemaker-decision-workshop-123456789012-eu-west-1" and "created bucket" in str(first)
         assert "exists in eu-west-1" in str(steps.setup(WorkshopConfig.load()))
         c = steps.clients(config)
         rehearsal.seed_dlc(c.ecr, config.region)  # moto's ECR has no DLC: put stand-ins where AWS has it

@@ -244,7 +244,7 @@ def test_sagemaker_role_denies_what_an_endpoint_does_not_do(action, resource, co
 # ---- shape: no "*" action, no unscoped resource beyond the documented ones ------------------------
 
 ALL = [("codebuild", codebuild_policy()), ("sagemaker", sagemaker_policy()),
-       ("sagemaker+transform", sagemaker_policy(batch_transform=True))]
+       ("sagemaker+transform", sagemaker_policy(batch_transform=True)), ("operator", policies.operator_policy(CONFIG))]
 
 
 def _statements(document):
@@ -279,6 +279,10 @@ _SCOPED_ARN = re.compile(
     r"s3:::(?P<bucket>[a-z0-9.-]+)(?:/(?P<key>[^*?]+/)\*)?"  # a named bucket, or a named folder in it
     r"|ecr:(?P<ecr_region>[a-z0-9-]+):(?P<ecr_account>\d{12}):repository/(?P<repo>[a-z0-9._/-]+)"
     r"|logs:(?P<logs_region>[a-z0-9-]+):(?P<logs_account>\d{12}):log-group:(?P<group>/aws/[A-Za-z0-9/._-]+)(?::\*)?"
+    r"|sagemaker:(?P<sm_region>[a-z0-9-]+):(?P<sm_account>\d{12}):(?:model|endpoint-config|endpoint)/(?P<sm_name>[a-z0-9-]+)"
+    r"|codebuild:(?P<cb_region>[a-z0-9-]+):(?P<cb_account>\d{12}):project/(?P<project>[A-Za-z0-9_-]+)"
+    r"|servicequotas:(?P<sq_region>[a-z0-9-]+):(?P<sq_account>\d{12}):sagemaker/\*"
+    r"|iam::(?P<iam_account>\d{12}):role/(?P<role>[A-Za-z0-9+=,.@_/-]+)"
     r")")
 
 
@@ -306,6 +310,16 @@ def test_every_other_resource_names_a_workshop_resource(name, document):
             if match["group"]:
                 assert (match["logs_region"], match["logs_account"]) == (REGION, ACCOUNT)
                 assert match["group"] in groups
+            if match["sm_name"]:
+                assert (match["sm_region"], match["sm_account"]) == (REGION, ACCOUNT)
+                assert match["sm_name"] in (CONFIG.standard_endpoint_name, CONFIG.cpu_endpoint_name,
+                                            CONFIG.gpu_endpoint_name)
+            if match["project"]:
+                assert match["project"] in (builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT)
+            if match["role"]:
+                assert f"arn:aws:iam::{match['iam_account']}:role/{match['role']}" in (
+                    CONFIG.codebuild_role_arn, CONFIG.sagemaker_role_arn,
+                    policies.role_arn(REGION, ACCOUNT, policies.CODEBUILD_ROLE_NAME))
 
 
 def test_the_dlc_account_follows_the_region():
