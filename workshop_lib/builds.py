@@ -29,7 +29,8 @@ from typing import Callable, Mapping
 from botocore.exceptions import ClientError
 
 from . import aws
-from .images import DLC_PINS, ImageRef, InvalidImageUri, dlc_pin, parse_image_uri, pinned_dlc_uri, require_pinned
+from .images import (DLC_PINS, ImageRef, InvalidImageUri, dlc_account, dlc_pin, parse_image_uri, pinned_dlc_uri,
+                     require_pinned)
 from .models import PINNED_MODEL, ModelSpec
 from .packaging import MANIFEST_NAME, LocalPackage
 
@@ -333,11 +334,14 @@ def image_build_env(base_image: str, repository_uri: str, image_tag: str,
             f"repository URI {repository_uri!r} is not an ECR repository "
             "(<account>.dkr.ecr.<region>.amazonaws.com/<name>, without tag or digest)")
     base = check_base_image(base_image, target.region)
+    if base.account != dlc_account(target.region):
+        raise BuildSpecError(
+            f"base image {base_image!r} is not in {target.region}'s DLC registry ({dlc_account(target.region)}); "
+            "the build logs in to that registry only (use images.resolve_dlc)")
     dockerfile = dockerfile_name(dockerfile)
     pin = dlc_pin("cuda" if dockerfile.endswith(".gpu") else "cpu")
     return {
         "BASE_IMAGE": base_image,
-        "DLC_ACCOUNT": base.account,
         "REPOSITORY_URI": repository_uri,
         "IMAGE_TAG": check_image_tag(image_tag),
         "DOCKERFILE": dockerfile,

@@ -201,6 +201,7 @@ class WorkshopConfig:
         for name in ("standard_endpoint_name", "cpu_endpoint_name", "gpu_endpoint_name"):
             run(check_resource_name, getattr(self, name), "endpoint")
         run(check_ecr_repository_name, self.ecr_repository)
+        run(check_prefix, self.prefix)
         return found
 
     def check(self) -> WorkshopConfig:
@@ -397,6 +398,20 @@ def check_bucket_name(bucket: str) -> str:
 
 
 _ECR_REPOSITORY = re.compile(r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*")
+
+
+_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*")
+
+
+def check_prefix(prefix: str) -> str:
+    """The workshop's S3 folder: plain path segments. It ends up in IAM resource ARNs, where ``*``, ``?``
+    and ``$`` would widen the grant (a prefix of ``*`` would cover the whole bucket)."""
+    cleaned = (prefix or "").strip("/")
+    if not (cleaned and len(cleaned) <= 200 and _PREFIX.fullmatch(cleaned) and ".." not in cleaned):
+        raise ConfigError(
+            f"prefix {prefix!r} is not a plain S3 folder: use letters, digits and . _ - in segments separated "
+            f"by /, e.g. 'decision-workshop' (set {ENV_VARS['prefix']}); no wildcards, it scopes the IAM policies")
+    return prefix
 
 
 def check_ecr_repository_name(name: str) -> str:

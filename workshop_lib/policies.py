@@ -32,7 +32,8 @@ from typing import Iterable, Mapping, Sequence
 
 from . import aws
 from .builds import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
-from .config import WorkshopConfig, check_bucket_name, check_region
+from .config import (WorkshopConfig, check_bucket_name, check_ecr_repository_name, check_prefix, check_region,
+                     check_resource_name)
 from .images import DLC_ARM64_REPOSITORY, DLC_REPOSITORY, dlc_account
 
 VERSION = "2012-10-17"
@@ -182,6 +183,13 @@ def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transf
     config.require("region", "bucket")
     check_region(config.region)
     check_bucket_name(config.bucket)
+    check_prefix(config.prefix)
+    check_ecr_repository_name(config.ecr_repository)
+    for name in (config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name):
+        check_resource_name(name, "endpoint")
+    for project in codebuild_projects:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{1,254}", project):
+            raise PolicyError(f"CodeBuild project name {project!r} is not a plain name; it would widen the policy")
     prefix = config.prefix.strip("/")
     if source_prefix is None:
         source_prefix = f"{prefix}/{SOURCE_PREFIX}" if prefix else SOURCE_PREFIX

@@ -247,8 +247,9 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
 
     def read_json(*, jev_route: bool = False):
         mimetype = request.mimetype
-        json_type = mimetype == "application/json" or mimetype.endswith("+json")
-        if not (json_type or (jev_route and not mimetype)):
+        # Every route wants a JSON type: a browser page can post text/plain (or nothing) to a keyless
+        # local adapter without a CORS preflight, but not application/json.
+        if not (mimetype == "application/json" or mimetype.endswith("+json")):
             raise AdapterError(
                 f"Content-Type {mimetype or '(none)'} is not supported; send application/json",
                 "Content-Type", status=415, code="unsupported_media_type")
@@ -266,21 +267,27 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
         g.api = "jev" if request.path.startswith("/v1/") else "sagemaker"
         if settings.api_key is None or request.path in OPEN_ROUTES:
             return None
-        token = _bearer_token(request.headers.get("Authorization"))
-        if token is None:
+        if _bearer_token(request.headers.get("Authorization")) is None:
             raise Unauthorized("this endpoint needs an API key: send Authorization: Bearer <key>")
-        if not hmac.compare_digest(token.encode("utf-8"), settings.api_key.encode("utf-8")):
+        if not _has_key(request.headers.get("Authorization")):
             raise Unauthorized("the API key is not valid")
         return None
 
     @app.get("/ping")
     def ping():
-        if holder.ready.is_set():
-            engine = holder.engine
-            return _json({"status": "ready", "model": engine.info["file"],
-                          "extra_buffer_types": engine.runtime.extra_buffers,
-                          "startup_probe": engine.startup_probe, "busy": gate.busy, "waiting": gate.waiting})
-        return _json({"status": "loading"}, status=503)
+        if not holder.ready.is_set():
+            return _json({"status": "loading"}, status=503)
+        engine = holder.engine
+        status = {"status": "ready", "busy": gate.busy, "waiting": gate.waiting}
+        if settings.api_key is None or _has_key(request.headers.get("Authorization")):
+            # Without a key configured (a local adapter), or for a caller holding it: what runs here.
+            status.update(model=engine.info["file"], extra_buffer_types=engine.runtime.extra_buffers,
+                          startup_probe=engine.startup_probe)
+        return _json(status)
+
+    def _has_key(header: str | None) -> bool:
+        token = _bearer_token(header)
+        return token is not None and hmac.compare_digest(token.encode("utf-8"), settings.api_key.encode("utf-8"))
 
     @app.post("/invocations")
     def invocations():

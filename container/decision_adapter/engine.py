@@ -47,6 +47,7 @@ import ctypes
 import hashlib
 import logging
 import re
+import secrets
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -435,11 +436,13 @@ class Engine:
             logits = self._last_logits()
             results.append(visit(index, tokens, logits, (time.perf_counter() - q_start) * 1000.0))
         t3 = time.perf_counter()
+        # Whether the cached prefix was reused says whether the previous caller sent the same state: it goes
+        # to the log, never into a response.
+        log.debug("prefix of %d tokens %s", len(prefix), "reused from the cache" if prefix_reused else "evaluated")
         return results, {
             "prefix_eval_ms": (t2 - t1) * 1000.0,
             "evaluate_ms": (t3 - t1) * 1000.0,
-            "shared_prefix_tokens": len(prefix),
-            "prefix_reused_from_cache": prefix_reused,
+            "shared_prefix_tokens": len(prefix),  # follows from this request's own prompts
         }
 
     # -- labelled prompts (any number of options the labels cover) -----------------
@@ -714,8 +717,9 @@ class Engine:
                 "shorten it (it is never truncated)", "messages")
         kwargs = {"prompt": tokens, "max_tokens": request.max_tokens, "temperature": request.temperature,
                   "top_p": request.top_p, "stream": False}
-        if request.seed is not None:
-            kwargs["seed"] = request.seed
+        # llama-cpp-python keeps a seed it was given for later calls: give every request its own, so an
+        # unseeded request never samples from the previous caller's seed.
+        kwargs["seed"] = request.seed if request.seed is not None else secrets.randbits(31)
         if request.stop:
             kwargs["stop"] = list(request.stop)
         with self._within_limit():

@@ -100,12 +100,25 @@ def _kind(value) -> str:
             int: "a number", float: "a number"}.get(type(value), type(value).__name__)
 
 
+MAX_ERRORS = 20  # listed per response: a small body with thousands of faults must not get a huge answer
+MAX_LOC_CHARS = 100
+
+
 class _Errors:
     def __init__(self):
         self.items: list[dict] = []
+        self.dropped = 0
 
     def add(self, loc: tuple, msg: str, kind: str) -> None:
-        self.items.append({"loc": ["body", *loc], "msg": msg, "type": kind})
+        if len(self.items) >= MAX_ERRORS:
+            if self.dropped == 0:
+                self.items.append({"loc": ["body"], "msg": "", "type": "too_many_errors"})
+            self.dropped += 1
+            self.items[-1]["msg"] = (f"{self.dropped} more problem(s) not listed; fix the ones above and send "
+                                     "again")
+            return
+        parts = [p if not isinstance(p, str) or len(p) <= MAX_LOC_CHARS else p[:MAX_LOC_CHARS] + "..." for p in loc]
+        self.items.append({"loc": ["body", *parts], "msg": msg, "type": kind})
 
     def content(self, value, loc: tuple, *, nullable: bool) -> bool:
         if isinstance(value, (str, dict, list)) or (nullable and value is None):

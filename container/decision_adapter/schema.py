@@ -244,12 +244,21 @@ def parse_decision(body: dict, max_questions: int = MAX_QUESTIONS) -> DecisionBa
     return DecisionBatch(rid, state, (_question(body, "", rid),), single=True)
 
 
-def parse_chat(body: dict, default_max_tokens: int) -> ChatRequest:
+MAX_STOP = 4  # as OpenAI's chat completions
+MAX_STOP_CHARS = 64
+MAX_MESSAGES = 256
+
+
+def parse_chat(body: dict, default_max_tokens: int, max_tokens_cap: int | None = None) -> ChatRequest:
+    """A chat request; ``max_tokens`` above ``max_tokens_cap`` (the default's value if not given) is refused."""
+    max_tokens_cap = max_tokens_cap or default_max_tokens
     messages = body["messages"]
     if not isinstance(messages, list):
         raise InvalidType(f"messages must be an array, got {_type_name(messages)}", "messages")
     if not messages:
         raise InvalidValue("messages must hold at least one message", "messages")
+    if len(messages) > MAX_MESSAGES:
+        raise InvalidValue(f"messages holds {len(messages)} messages; send at most {MAX_MESSAGES}", "messages")
     clean = []
     for i, message in enumerate(messages):
         field = f"messages[{i}]"
@@ -275,8 +284,9 @@ def parse_chat(body: dict, default_max_tokens: int) -> ChatRequest:
             continue
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidType(f"{key} must be an integer, got {_type_name(value)}", key)
-        if not 1 <= value <= 8192:
-            raise InvalidValue(f"{key} must be between 1 and 8192", key)
+        if not 1 <= value <= max_tokens_cap:
+            raise InvalidValue(f"{key} must be between 1 and {max_tokens_cap} (DECISION_ADAPTER_CHAT_MAX_TOKENS); "
+                               "ask for fewer tokens", key)
         max_tokens = value if max_tokens is None else max_tokens
     temperature = 0.0
     if body.get("temperature") is not None:
@@ -302,6 +312,8 @@ def parse_chat(body: dict, default_max_tokens: int) -> ChatRequest:
         stop = (stop,) if stop else ()
     if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
         raise InvalidType("stop must be a string or an array of strings", "stop")
+    if len(stop) > MAX_STOP or any(len(s) > MAX_STOP_CHARS for s in stop):
+        raise InvalidValue(f"stop takes at most {MAX_STOP} strings of at most {MAX_STOP_CHARS} characters", "stop")
     return ChatRequest(tuple(clean), max_tokens or default_max_tokens, temperature, top_p, seed, tuple(stop))
 
 

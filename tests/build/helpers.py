@@ -131,6 +131,8 @@ def run_buildspec(path: str | Path, overrides: dict[str, str], tmp_path: Path, *
         "AWS_REGION": "us-east-1",
         "AWS_DEFAULT_REGION": "us-east-1",
         "CODEBUILD_BUILD_ID": "decision-workshop-test:00000000-0000-0000-0000-000000000000",
+        "CODEBUILD_BUILD_ARN": "arn:aws:codebuild:us-east-1:123456789012:build/"
+                               "decision-workshop-test:00000000-0000-0000-0000-000000000000",
         "CODEBUILD_SRC_DIR": str(src),
         "FAKE_CALLS": str(calls),
         "FAKE_S3_ROOT": str(s3_root),

@@ -144,7 +144,7 @@ def test_model_s3_prefix_refuses(uri):
 
 def test_image_build_env():
     env = builds.image_build_env(BASE, REPOSITORY, "gpu-20250101-120000", "container/Dockerfile.gpu")
-    assert env == {"BASE_IMAGE": BASE, "DLC_ACCOUNT": "763104351884", "REPOSITORY_URI": REPOSITORY,
+    assert env == {"BASE_IMAGE": BASE, "REPOSITORY_URI": REPOSITORY,
                    "IMAGE_TAG": "gpu-20250101-120000", "DOCKERFILE": "Dockerfile.gpu",
                    # the CUDA DLC's matching bindings travel with the build, minus what its libllama lacks
                    "LLAMA_CPP_PYTHON": DLC_PINS["cuda"].bindings,
@@ -153,10 +153,12 @@ def test_image_build_env():
     assert (cpu["LLAMA_CPP_PYTHON"], cpu["DROP_BINDINGS"]) == ("llama-cpp-python==0.3.35", "")
 
 
-def test_image_build_env_takes_the_dlc_account_of_the_region():
+def test_image_build_env_wants_the_dlc_registry_of_the_region():
     base = "626614931356.dkr.ecr.af-south-1.amazonaws.com/llama-cpp@sha256:" + "34" * 32
     repo = "123456789012.dkr.ecr.af-south-1.amazonaws.com/semif-llamacpp-dlc"
-    assert builds.image_build_env(base, repo, "cpu-1")["DLC_ACCOUNT"] == "626614931356"
+    assert builds.image_build_env(base, repo, "cpu-1")["BASE_IMAGE"] == base
+    with pytest.raises(builds.BuildSpecError, match="not in af-south-1's DLC registry"):
+        builds.image_build_env(base.replace("626614931356", "763104351884"), repo, "cpu-1")
 
 
 def test_image_build_env_refuses():

@@ -182,7 +182,7 @@ def test_build_decision_image_moto_reads_the_digest_of_the_pushed_tag(clients):
                                          image_tag="gpu-1", progress=False, poll_s=0)
     assert pinned == f"{uri}@{digest}"
     overrides = {v["name"]: v["value"] for v in sent[0]["environmentVariablesOverride"]}
-    assert overrides == {"BASE_IMAGE": BASE, "DLC_ACCOUNT": "763104351884", "REPOSITORY_URI": uri,
+    assert overrides == {"BASE_IMAGE": BASE, "REPOSITORY_URI": uri,
                          "IMAGE_TAG": "gpu-1", "DOCKERFILE": "Dockerfile.gpu",
                          "LLAMA_CPP_PYTHON": DLC_PINS["cuda"].bindings,
                          "DROP_BINDINGS": "llama_adapter_lora_init_from_file_ptr"}

@@ -127,11 +127,18 @@ def test_the_cpu_build_passes_its_pinned_bindings_and_drops_nothing(tmp_path):
 
 @pytest.mark.parametrize("changes, message", [
     ({"BASE_IMAGE": BASE.split("@")[0] + ":server-sagemaker-cpu-v1"}, "pinned by digest"),
-    ({"DLC_ACCOUNT": "626614931356"}, "not in the DLC registry account"),
+    ({"BASE_IMAGE": BASE.replace("763104351884", "626614931356")}, "this region's DLC registry"),
+    # a look-alike host that starts like the DLC registry must not receive the ECR login
+    ({"BASE_IMAGE": "763104351884.dkr.ecr.evil.example/x@sha256:" + "12" * 32}, "this region's DLC registry"),
+    ({"BASE_IMAGE": BASE + "x"}, "pinned by digest"),
+    ({"REPOSITORY_URI": "123456789012.dkr.ecr.us-east-1.amazonaws.com.evil.example/r"}, "this account"),
+    ({"REPOSITORY_URI": REPOSITORY.replace("123456789012", "210987654321")}, "this account"),
     ({"IMAGE_TAG": "unset"}, "IMAGE_TAG"),
+    ({"IMAGE_TAG": "x;y"}, "IMAGE_TAG"),
     ({"DOCKERFILE": "../Dockerfile"}, "DOCKERFILE must be"),
     ({"LLAMA_CPP_PYTHON": "unset"}, "LLAMA_CPP_PYTHON"),
-], ids=["tag-not-digest", "wrong-dlc-account", "no-tag", "bad-dockerfile", "no-bindings"])
+], ids=["tag-not-digest", "other-region-dlc", "look-alike-host", "digest-suffix", "look-alike-repo",
+        "other-account-repo", "no-tag", "bad-tag", "bad-dockerfile", "no-bindings"])
 def test_image_build_refuses_bad_inputs_before_docker_runs(tmp_path, changes, message):
     result = run_buildspec(IMAGE_BUILD, image_env(**changes), tmp_path)
     assert result.returncode != 0
@@ -175,3 +182,15 @@ def test_shellcheck_inline_commands(path, tmp_path):
     script.write_text("\n".join(lines) + "\n", encoding="utf-8")
     result = _shellcheck(script)
     assert result.returncode == 0, result.stdout + script.read_text()
+
+
+def test_the_build_takes_the_dlc_account_from_the_regions_table():
+    """buildspec/scripts/dlc_account.sh, run for every region, equals workshop_lib.images."""
+    from workshop_lib import images
+
+    script = REPO_ROOT / "buildspec" / "scripts" / "dlc_account.sh"
+    for region in [*images.DLC_ACCOUNTS, "us-east-1", "eu-west-1"]:
+        done = subprocess.run(["bash", str(script), region], capture_output=True, text=True, timeout=10)
+        assert done.stdout.strip() == images.dlc_account(region), region
+    refused = subprocess.run(["bash", str(script), "us-east-1; echo 1"], capture_output=True, text=True, timeout=10)
+    assert refused.returncode != 0 and refused.stdout == ""

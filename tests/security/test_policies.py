@@ -119,7 +119,7 @@ def codebuild_calls(config: WorkshopConfig = CONFIG) -> list[tuple[str, str, dic
         build_env = builds.image_build_env(_pinned(images.dlc_image_uri(region, variant)), repository_uri,
                                            "cpu-20250101-120000")
         base = images.parse_image_uri(build_env["BASE_IMAGE"])
-        assert base.account == build_env["DLC_ACCOUNT"]
+        assert base.account == images.dlc_account(region)
         for action in policies.ECR_PULL:
             calls.append((action, ecr_repository_arn(region, base.account, base.repository), {}))
     target = images.parse_image_uri(repository_uri)
@@ -438,3 +438,23 @@ def test_account_comes_from_the_role_arns_or_must_be_given():
     assert f":{OTHER}:repository/semif-llamacpp-dlc" in json.dumps(document)
     with pytest.raises(policies.PolicyError, match="account"):
         policies.scope(local, account_id="12345")
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"prefix": "*"}, "prefix"),
+    ({"prefix": "decision-workshop/*"}, "prefix"),
+    ({"prefix": "a?b"}, "prefix"),
+    ({"prefix": "${aws:username}"}, "prefix"),
+    ({"prefix": "../other"}, "prefix"),
+    ({"ecr_repository": "semif-*"}, "ECR repository"),
+    ({"cpu_endpoint_name": "semif-*"}, "endpoint name"),
+])
+def test_names_that_would_widen_an_iam_grant_are_refused(change, needle):
+    """A prefix of '*' used to widen every statement scoped to the prefix to the whole bucket."""
+    from workshop_lib.config import ConfigError
+
+    config = CONFIG.replace(**change)
+    with pytest.raises((ConfigError, ValueError), match=needle):
+        policies.scope(config)
+    with pytest.raises(ConfigError, match=needle):
+        config.check()
