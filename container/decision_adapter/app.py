@@ -325,9 +325,9 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
         return serve_systemone(engine, read_json(jev_route=True), started)
 
     def serve_systemone(engine, body, started: float) -> Response:
-        parsed, items = jev.systemone(engine, body)
+        parsed = jev.systemone(engine, body)
         with gate.admit() as waited_ms, engine.time_limit(settings.request_timeout_s):
-            results, timing = engine.score_items(items)
+            results, timing = engine.score_items(jev.scoring_items(engine, parsed))
         timing = {"queue_wait_ms": waited_ms, **timing, "total_ms": (time.perf_counter() - started) * 1000.0}
         return _json(jev.respond(engine, parsed, results, timing))
 

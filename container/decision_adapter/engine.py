@@ -43,6 +43,7 @@ The engine is not thread-safe; the app lets one request at a time use it.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import hashlib
 import logging
@@ -127,6 +128,18 @@ def _logsumexp(values: np.ndarray) -> float:
     return peak + float(np.log(np.sum(np.exp(values - peak))))
 
 
+TAIL_CHECK_CHARS = 256
+
+
+def _tail_of(prompt: RenderedPrompt, chars: int) -> RenderedPrompt:
+    """The prompt's last ``chars`` characters, with the caller's span moved along (for slot checks)."""
+    cut = max(0, len(prompt.text) - chars)
+    span = prompt.content_span
+    if span is not None:
+        span = (max(0, span[0] - cut), max(0, span[1] - cut))
+    return RenderedPrompt(prompt.text[cut:], None, span)
+
+
 def _common_prefix_len(a, b) -> int:
     n = min(len(a), len(b))
     i = 0
@@ -187,6 +200,8 @@ class Engine:
         eos_text = vocab_model.token_get_text(self.llm.token_eos()) if self.llm.token_eos() >= 0 else ""
         self.template = ChatTemplate(template_source, bos_text, eos_text)
         self._control_tokens, self._control_re = self._find_control_tokens()
+        self._max_token_chars = max(1, max(len(llama_cpp.llama_vocab_get_text(self.llm._model.vocab, t))
+                                           for t in range(self.n_vocab)))
         self._deadline = Deadline()
         self._deadline.install(llama_cpp, self.llm._ctx.ctx)
 
@@ -272,8 +287,13 @@ class Engine:
         the text is split as llama.cpp splits it, at control-token text outside the spans,
         and each piece in between is tokenized as plain text, the spans' control text included.
         """
+        spans = sorted(protect)
+        starts = [start for start, _ in spans]
+
         def callers(match) -> bool:
-            return any(match.start() < end and start < match.end() for start, end in protect)
+            # The spans do not overlap: only the last span starting before the match's end can overlap it.
+            i = bisect.bisect_left(starts, match.end()) - 1
+            return i >= 0 and match.start() < spans[i][1]
 
         matches = list(self._control_re.finditer(text)) if self._control_re and protect else []
         if not any(map(callers, matches)):
@@ -410,10 +430,13 @@ class Engine:
     def decide(self, batch: DecisionBatch) -> tuple[list[dict], dict]:
         """Score every question of the batch; returns (results, batch timing in ms)."""
         t0 = time.perf_counter()
-        rendered = [self._render(batch, i, q) for i, q in enumerate(batch.questions)]
-        token_lists = [self.prompt_tokens(r) for r in rendered]
-        for prompt, tokens in zip(rendered, token_lists):
+        rendered, token_lists = [], []
+        for i, question in enumerate(batch.questions):
+            prompt = self._render(batch, i, question)
+            tokens = self._tokens_that_fit(prompt, "state")
             self._check_fits(prompt, tokens, "state")
+            rendered.append(prompt)
+            token_lists.append(tokens)
         prefix = self._prefix_tokens(rendered[0], token_lists)
         t1 = time.perf_counter()
 
@@ -471,7 +494,7 @@ class Engine:
         t0 = time.perf_counter()
         token_lists = []
         for item in items:
-            tokens = self.prompt_tokens(item.prompt)
+            tokens = self._tokens_that_fit(item.prompt, "state", loc=item.loc)
             coded = item.n_options > len(self.slot_tokens)
             self._check_fits(item.prompt, tokens, "state", loc=item.loc, extra=1 if coded else 0,
                              n_options=item.n_options)
@@ -560,6 +583,19 @@ class Engine:
     def _field(batch: DecisionBatch, index: int, name: str) -> str:
         return name if batch.single else f"questions[{index}].{name}"
 
+    def _tokens_that_fit(self, prompt: RenderedPrompt, field: str, *, loc: tuple | None = None) -> list[int]:
+        """The prompt's tokens, with the cheap checks first: the time limit (checked between prompts, as
+        tokenizing runs in Python time the abort callback cannot stop), and a text so long that not even
+        the context's worth of the vocabulary's longest tokens could hold it is refused untokenized."""
+        self._stop_if_expired()
+        limit = self.llm.n_ctx()
+        if len(prompt.text) > limit * self._max_token_chars:
+            raise PromptTooLong(
+                f"the prompt is {len(prompt.text)} characters, more than a {limit}-token context can hold (no "
+                f"token of this model is longer than {self._max_token_chars} characters); shorten the state or "
+                "question (prompts are never truncated)", field, loc=loc)
+        return self.prompt_tokens(prompt)
+
     def _check_fits(self, prompt: RenderedPrompt, tokens: list[int], field: str, *, loc: tuple | None = None,
                     extra: int = 0, n_options: int = 0) -> None:
         limit = self.llm.n_ctx()
@@ -570,11 +606,15 @@ class Engine:
                 field, loc=loc,
             )
         if tuple(tokens[-len(self._tail):]) != self._tail:
-            # The request's text merged with the template's tail; check the slots directly.
+            # The request's text merged with the template's tail; check the slots directly, on the prompt's
+            # last characters only (an answer letter can only merge with what comes just before it), so a
+            # long state is not tokenized again for each of up to 16 letters and 260 codes.
+            tail = _tail_of(prompt, TAIL_CHECK_CHARS)
+            tail_tokens = self.prompt_tokens(tail)
             try:
-                self._check_letters(prompt, tokens)
+                self._check_letters(tail, tail_tokens)
                 if n_options > len(self.slot_tokens):
-                    self._check_codes(prompt, tokens, -(-n_options // len(DIGITS)))
+                    self._check_codes(tail, tail_tokens, -(-n_options // len(DIGITS)))
             except EngineError as exc:
                 raise InvalidValue(f"this prompt cannot be read with answer letters: {exc}", field, loc=loc) from None
 
@@ -621,12 +661,18 @@ class Engine:
 
     @contextmanager
     def _within_limit(self):
-        """Run llama.cpp work; past the time limit, raise TimedOut (before it, or when it was aborted)."""
+        """Run llama.cpp work; past the time limit, raise TimedOut (before it, or when it was aborted).
+
+        Whatever else goes wrong inside, the context and the cached prefix are dropped too: a half-written
+        cache must never be reused by the next request.
+        """
         self._stop_if_expired()
         try:
             yield
-        except RuntimeError:  # llama-cpp-python: "llama_decode returned 2" when the callback aborted
+        except BaseException:  # llama-cpp-python: "llama_decode returned 2" when the callback aborted
             self._stop_if_expired()
+            self._reset_context()
+            self._prefix = None
             raise
 
     def _eval(self, tokens: list[int]) -> None:
@@ -656,7 +702,7 @@ class Engine:
         written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
         if written == 0:
             raise EngineError("llama.cpp could not save the sequence state for prefix reuse")
-        return bytes(buffer[:written])
+        return ctypes.string_at(buffer, written)  # one C copy (slicing a ctypes array builds a Python list)
 
     def _load_sequence(self, state: bytes) -> None:
         buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)

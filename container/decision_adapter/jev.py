@@ -371,11 +371,12 @@ def respond(engine: Engine, request: JevRequest, results: list[dict], timing: di
     }
 
 
-def systemone(engine: Engine, body) -> tuple[JevRequest, list[ScoringItem]]:
-    """Validate, check the model name and build the prompts: everything before the model runs."""
+def systemone(engine: Engine, body) -> JevRequest:
+    """Validate and check the model name: the cheap part, done before the request waits for the model.
+    The prompts are built (``scoring_items``) once it holds it, inside its time limit."""
     request = parse_systemone(body)
     check_model(request.model, engine.info, engine.model_files.manifest)
-    return request, scoring_items(engine, request)
+    return request
 
 
 # -- the error shapes Jev clients read ------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from dataclasses import dataclass
 
 import jinja2
@@ -71,6 +72,9 @@ def user_message(state, question: Question) -> tuple[str, int]:
     return compose_user_message(state, question.question, options)
 
 
+_MARK = re.compile("\ue000(\\d+)\ue001")  # render_with_spans' placeholders
+
+
 class TemplateError(RuntimeError):
     """The model's chat template cannot render a decision prompt."""
 
@@ -125,16 +129,17 @@ class ChatTemplate:
             marked = self.render([dict(m, content=mark) for m, mark in zip(messages, marks)])
         except TemplateError:
             return text, None
+        # One pass over the placeholders: each must appear exactly once, in message order.
+        found = list(_MARK.finditer(marked))
+        if [int(m.group(1)) for m in found] != list(range(len(messages))):
+            return text, None
         pieces, spans, at, length = [], [], 0, 0
-        for mark, message in zip(marks, messages):
-            found = marked.find(mark, at)
-            if found < 0 or marked.count(mark) != 1:
-                return text, None
-            pieces += [marked[at:found], message["content"]]
-            length += found - at
+        for match, message in zip(found, messages):
+            pieces += [marked[at:match.start()], message["content"]]
+            length += match.start() - at
             spans.append((length, length + len(message["content"])))
             length += len(message["content"])
-            at = found + len(mark)
+            at = match.end()
         pieces.append(marked[at:])
         return (text, tuple(spans)) if "".join(pieces) == text else (text, None)
 

@@ -12,8 +12,8 @@ STATE = "The parcel never arrived and the customer wants to know where it is."
 
 
 def items(engine, questions, state=STATE):
-    request, built = jev.systemone(engine, {"state": state, "questions": questions})
-    return request, built
+    request = jev.systemone(engine, {"state": state, "questions": questions})
+    return request, jev.scoring_items(engine, request)
 
 
 def many(n: int) -> dict:

@@ -87,3 +87,75 @@ def test_an_unseeded_chat_never_samples_with_the_previous_callers_seed(engine):
     assert engine.llm._seed == 7  # llama-cpp-python keeps the seed it was given ...
     engine.chat(parse_chat({"messages": CHAT, "temperature": 1.0, "max_tokens": 2}, 256))
     assert engine.llm._seed != 7  # ... so every request brings its own
+
+
+# -- in-process: work bounded before the model runs, and a clean context after any failure --------
+
+
+def _counting_tokenizer(engine, monkeypatch) -> list[int]:
+    """Record the length of every text the engine tokenizes."""
+    lengths = []
+    real = engine.prompt_tokens
+
+    def counted(prompt, end=None):
+        lengths.append(len(prompt.text if end is None else prompt.text[:end]))
+        return real(prompt, end)
+
+    monkeypatch.setattr(engine, "prompt_tokens", counted)
+    return lengths
+
+
+def test_a_state_too_long_for_any_context_is_refused_untokenized(engine, monkeypatch):
+    from decision_adapter.errors import PromptTooLong
+    from decision_adapter.schema import parse_decision
+
+    lengths = _counting_tokenizer(engine, monkeypatch)
+    chars = engine.llm.n_ctx() * engine._max_token_chars + 1
+    with pytest.raises(PromptTooLong, match="more than a .*-token context can hold"):
+        engine.decide(parse_decision(dict(DECISION, state="x" * chars)))
+    assert lengths == []
+
+
+def test_a_shared_request_stops_at_its_first_prompt_that_does_not_fit(engine, monkeypatch):
+    from decision_adapter.errors import PromptTooLong
+    from decision_adapter.schema import parse_decision
+
+    lengths = _counting_tokenizer(engine, monkeypatch)
+    state = " ".join(f"word{i}" for i in range(engine.llm.n_ctx()))  # more tokens than the context holds
+    questions = [{"id": f"q{i}", "question": "Which team?", "options": ["a", "b"]} for i in range(64)]
+    with pytest.raises(PromptTooLong):
+        engine.decide(parse_decision({"id": "b", "state": state, "questions": questions}))
+    assert len(lengths) == 1  # not 64 tokenizations of the same long state before the first check
+
+
+def test_a_prompt_whose_tail_merged_is_checked_on_its_last_characters_only(engine, monkeypatch):
+    from decision_adapter.schema import parse_decision
+
+    monkeypatch.setattr(engine, "_tail", (-1,))  # as if the request's text merged with the template's tail
+    lengths = _counting_tokenizer(engine, monkeypatch)
+    state = "The parcel never arrived. " * 200
+    (result,), _ = engine.decide(parse_decision(dict(DECISION, state=state)))
+    assert abs(sum(result["probabilities"]) - 1) < 1e-9
+    long_ones = [n for n in lengths if n > 300]
+    assert len(long_ones) <= 2 and len(lengths) > 16  # the full prompt (and its prefix) once; 16 short checks
+
+
+def test_any_failure_inside_the_model_leaves_a_clean_context(engine, monkeypatch):
+    """An exception halfway through an evaluation must not leave a half-written cache for the next request."""
+    from decision_adapter.schema import parse_decision
+
+    body = dict(DECISION, state="The customer wrote three times about the same parcel. " * 10)
+    (before,), _ = engine.decide(parse_decision(body))
+    real_eval = engine.llm.eval
+
+    def fails_halfway(tokens):
+        real_eval(tokens[: len(tokens) // 2])
+        raise RuntimeError("llama_decode returned -1")
+
+    monkeypatch.setattr(engine.llm, "eval", fails_halfway)
+    with pytest.raises(RuntimeError):
+        engine.decide(parse_decision(dict(body, id="other", state=body["state"] + " Again.")))
+    assert engine._prefix is None and engine.llm.n_tokens == 0
+    monkeypatch.setattr(engine.llm, "eval", real_eval)
+    (after,), _ = engine.decide(parse_decision(body))
+    assert after["probabilities"] == pytest.approx(before["probabilities"], abs=1e-6)
