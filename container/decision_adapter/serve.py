@@ -10,6 +10,8 @@ decision stops the whole server with one log line (startup.py).
 Timeouts follow SageMaker's contract: invocations may take 60 s, so the worker
 timeout is above that; SIGTERM is followed by SIGKILL after 30 s, so the
 graceful timeout is below that and the request in flight can still finish.
+Requests are read whole before they take a thread, so slow clients cannot hold
+the threads /ping needs (worker.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from gunicorn.errors import HaltServer
 from .app import WORKER_BOOT_ERROR, create_app
 from .settings import Settings, SettingsError, configure_logging, load_settings
 from .startup import READY, StartupRecord, failure_line
+from .worker import CONNECTIONS
 
 WORKER_TIMEOUT_S = 120
 GRACEFUL_TIMEOUT_S = 25
@@ -37,8 +40,10 @@ def gunicorn_options(settings: Settings, host: str = "0.0.0.0") -> dict:
     return {
         "bind": f"{host}:{settings.port}",
         "workers": 1,
-        "worker_class": "gthread",
+        # gthread that reads each request whole before it takes a thread (worker.py)
+        "worker_class": "decision_adapter.worker.BufferedThreadWorker",
         "threads": settings.max_queue + 1 + SPARE_THREADS,
+        "worker_connections": CONNECTIONS,
         "timeout": WORKER_TIMEOUT_S,
         "graceful_timeout": GRACEFUL_TIMEOUT_S,
         "keepalive": 5,

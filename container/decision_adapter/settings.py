@@ -91,6 +91,7 @@ class Settings:
     queue_timeout_s: float = 30.0  # longest wait before a 503
     request_timeout_s: float = 30.0  # longest time one request may hold the model; 0: no limit
     retry_after_s: int = 1
+    read_timeout_s: float = 10.0  # to receive a whole request, headers and body (worker.py)
     max_body_bytes: int = 1_048_576  # 1 MiB, as the published sample
     max_shared_decisions: int = 64  # questions (or the sample's decisions) in one shared-state request
     prefix_reuse: str = "auto"  # auto | trim | restore | off
@@ -228,6 +229,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         queue_timeout_s=_float(env, A + "QUEUE_TIMEOUT", 30.0),
         request_timeout_s=_float(env, A + "REQUEST_TIMEOUT", 30.0),
         retry_after_s=_int(env, A + "RETRY_AFTER", 1, minimum=1),
+        read_timeout_s=_float(env, A + "READ_TIMEOUT", Settings.read_timeout_s, minimum=0.1),
         max_body_bytes=_int(env, A + "MAX_BODY_BYTES", Settings.max_body_bytes, minimum=1024),
         max_shared_decisions=_int(env, A + "MAX_SHARED_DECISIONS", Settings.max_shared_decisions, minimum=1),
         prefix_reuse=prefix_reuse,
