@@ -180,3 +180,15 @@ def test_gpu_variant_is_the_cpu_file_plus_its_bindings_and_full_offload():
     extra = [s for s in without_pins(gpu) if s not in cpu]
     assert extra == [("ENV", "SM_LLAMA_CPP_N_GPU_LAYERS=999")]
     assert [s for s in without_pins(gpu) if s != extra[0]] == without_pins(cpu)
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_the_images_install_the_lock_with_hashes_then_nothing_else(path):
+    runs = [args for keyword, args in instructions(path) if keyword == "RUN"]
+    copies = [args for keyword, args in instructions(path) if keyword == "COPY"]
+    assert any(c.split()[0] == "requirements.lock" for c in copies)
+    locked = [a for a in runs if "-r /tmp/adapter/requirements.lock" in a]
+    assert len(locked) == 1 and "--require-hashes" in locked[0] and "--only-binary=:all:" in locked[0]
+    installs = re.findall(r"pip install ([^&]*)", locked[0])
+    assert installs[0].count("requirements.lock") == 1
+    assert all("--no-deps" in args for args in installs[1:]), installs  # the wheel and the adapter
