@@ -6,13 +6,17 @@ answer-slot tokens (the letters A, B, ...), give one probability per option.
 Nothing is generated.
 
 Prefix reuse: every question about a state shares the prompt up to the end of
-that state. The engine evaluates that prefix once and then each question from
-it. Two ways to get back to the prefix:
+that state, and every prompt shares the fixed head before the state (system
+prompt, the opening of the user turn). The engine evaluates the state's prefix
+once and then each question from it; across requests it keeps what it can:
 
-* ``trim``: cut the KV cache back to the prefix length (attention-only models);
-* ``restore``: snapshot the sequence's whole state after the prefix and load it
-  back before each question. Hybrid and recurrent models (Qwen3.5) need this,
-  because llama.cpp cannot cut the tail of a recurrent memory.
+* ``trim`` (attention-only models): keep the KV cache up to the longest common
+  prefix with what is cached, cut the rest, evaluate only what follows;
+* ``restore``: hybrid and recurrent models (Qwen3.5) need this, because llama.cpp
+  cannot cut the tail of a recurrent memory. The sequence is saved right after
+  the fixed head (once per head, the decision head at start-up by ``prove``)
+  and loaded back for each request; the request's state prefix is then
+  evaluated and saved too, and loaded back before each of its questions.
 
 ``auto`` picks ``restore`` for hybrid/recurrent models and ``trim`` otherwise.
 Single decisions take the same path (prefix, then question), so a question
@@ -110,6 +114,9 @@ class _Prefix:
     state: bytes | None  # restore mode: the sequence state after the prefix
 
 
+MAX_HEADS = 4  # restore mode: saved heads kept (one per system prompt and template; the date may change one)
+
+
 @dataclass(frozen=True)
 class ScoringItem:
     """One prompt to score over ``n_options`` labelled options (labels from ``Engine.option_labels``)."""
@@ -142,10 +149,8 @@ def _tail_of(prompt: RenderedPrompt, chars: int) -> RenderedPrompt:
 
 def _common_prefix_len(a, b) -> int:
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    differ = np.flatnonzero(np.asarray(a[:n], dtype=np.int64) != np.asarray(b[:n], dtype=np.int64))
+    return int(differ[0]) if differ.size else n
 
 
 def quantization_of(file_name: str, metadata: dict) -> str | None:
@@ -217,6 +222,8 @@ class Engine:
             )
         self.prefix_mode = mode
         self._prefix: _Prefix | None = None
+        self._heads: dict[str, _Prefix] = {}  # restore mode: the head's text -> the sequence saved after it
+        self.tokens_evaluated = 0  # every token given to llama.cpp for decisions, for the benchmark
 
         self.slot_tokens, self._tail = self._find_slots()
         self.code_tokens, self.codes_unavailable = self._find_codes()
@@ -443,18 +450,19 @@ class Engine:
         def visit(index: int, tokens: list[int], logits: np.ndarray, eval_ms: float) -> dict:
             return self._readout(batch, batch.questions[index], rendered[index].text, tokens, logits, eval_ms)
 
-        results, timing = self._evaluate(prefix, token_lists, visit)
+        results, timing = self._evaluate(rendered[0], prefix, token_lists, visit)
         return results, {"tokenize_ms": (t1 - t0) * 1000.0, **timing}
 
-    def _evaluate(self, prefix: tuple[int, ...], token_lists: list[list[int]], visit) -> tuple[list, dict]:
+    def _evaluate(self, first: RenderedPrompt, prefix: tuple[int, ...], token_lists: list[list[int]],
+                  visit) -> tuple[list, dict]:
         """Evaluate the shared prefix once, then each prompt from it; ``visit`` reads each result."""
         t1 = time.perf_counter()
-        prefix_reused = self._enter_prefix(prefix)
+        prefix_reused = self._enter_prefix(first, prefix)
         t2 = time.perf_counter()
         results = []
         for index, tokens in enumerate(token_lists):
             q_start = time.perf_counter()
-            self._rewind_to_prefix(prefix)
+            self._rewind(prefix, self._prefix.state)
             self._eval(tokens[len(prefix):])
             logits = self._last_logits()
             results.append(visit(index, tokens, logits, (time.perf_counter() - q_start) * 1000.0))
@@ -527,7 +535,7 @@ class Engine:
                 "question_eval_ms": eval_ms + (time.perf_counter() - started) * 1000.0,
             }
 
-        computed, timing = self._evaluate(prefix, distinct, visit)
+        computed, timing = self._evaluate(items[0].prompt, prefix, distinct, visit)
         results = []
         for item, tokens in zip(items, token_lists):
             result = dict(computed[unique[tuple(tokens)]])
@@ -550,25 +558,13 @@ class Engine:
         probabilities, mass = [], 0.0
         for g in range(n_groups):
             members = min(width, n - g * width)
-            self._back_to_prompt(tokens, checkpoint)
+            self._rewind(tokens, checkpoint)
             self._eval([groups[g]])
             after = self._last_logits()
             digit_logits = after[list(digits[:members])]
             probabilities.extend(p_group[g] * _softmax(digit_logits))
             mass += float(np.exp(group_logits[g] - log_total + _logsumexp(digit_logits) - _logsumexp(after)))
         return np.asarray(probabilities), mass, 1 + n_groups
-
-    def _back_to_prompt(self, tokens: list[int], checkpoint: bytes | None) -> None:
-        """Return to the state right after ``tokens`` (trim the KV cache, or restore a saved sequence)."""
-        if self.llm.n_tokens == len(tokens):
-            return
-        if checkpoint is None:
-            self.llm.n_tokens = len(tokens)  # eval() removes the KV cells past n_tokens
-            return
-        self._reset_context()
-        self._load_sequence(checkpoint)
-        self.llm.input_ids[: len(tokens)] = tokens
-        self.llm.n_tokens = len(tokens)
 
     def _render(self, batch: DecisionBatch, index: int, question: Question) -> RenderedPrompt:
         if len(question.options) > len(self.slot_tokens):
@@ -628,30 +624,73 @@ class Engine:
             length = min(length, _common_prefix_len(cut, tokens), len(tokens) - 1)
         return tuple(token_lists[0][:length])
 
-    def _enter_prefix(self, prefix: tuple[int, ...]) -> bool:
-        """Evaluate the shared prefix, unless the cached one is the same."""
+    def _enter_prefix(self, first: RenderedPrompt, prefix: tuple[int, ...]) -> bool:
+        """Bring the context to the end of the shared prefix, evaluating only what is not cached."""
         if self._prefix is not None and self._prefix.tokens == prefix and prefix:
             return True
+        if self.prefix_mode == "trim":
+            cached = self.llm.input_ids[: self.llm.n_tokens]
+            common = _common_prefix_len(cached, prefix)
+            self._prefix = None
+            self._set_position(common)  # eval() removes the KV cells past it
+            if common < len(prefix):
+                self._eval(list(prefix[common:]))
+            self._prefix = _Prefix(prefix, None)
+            return False
+        head = self._saved_head(first, prefix) if self.prefix_mode == "restore" and prefix else None
         self._reset_context()
         self._prefix = None
-        if prefix:
-            self._eval(list(prefix))
+        start = 0
+        if head is not None:
+            self._load_sequence(head.state)
+            self._set_position(len(head.tokens), head.tokens)
+            start = len(head.tokens)
+        if start < len(prefix):
+            self._eval(list(prefix[start:]))
         state = self._save_sequence() if self.prefix_mode == "restore" and prefix else None
         self._prefix = _Prefix(prefix, state)
         return False
 
-    def _rewind_to_prefix(self, prefix: tuple[int, ...]) -> None:
-        if self.llm.n_tokens == len(prefix):
-            return  # nothing evaluated past the prefix yet
-        if self.prefix_mode == "restore" and prefix:
+    def _saved_head(self, prompt: RenderedPrompt, prefix: tuple[int, ...]) -> _Prefix | None:
+        """The sequence saved after the prompt's fixed head (evaluated and saved on first use), if it is
+        a prefix of this request's tokens."""
+        if prompt.state_start is None:
+            return None
+        text = prompt.text[: prompt.state_start]  # the system prompt and template only: no caller text
+        head = self._heads.get(text)
+        if head is None:
+            # One token of margin, as at the state's end: the head's last token may merge with the state.
+            tokens = tuple(self.prompt_tokens(prompt, prompt.state_start)[:-1])
+            if not tokens or prefix[: len(tokens)] != tokens:
+                return None
             self._reset_context()
-            self._load_sequence(self._prefix.state)
-            self.llm.input_ids[: len(prefix)] = prefix
-            self.llm.n_tokens = len(prefix)
-        elif prefix:
-            self.llm.n_tokens = len(prefix)  # eval() removes the KV cells past n_tokens
+            self._prefix = None
+            self._eval(list(tokens))
+            head = _Prefix(tokens, self._save_sequence())
+            if len(self._heads) >= MAX_HEADS:
+                self._heads.pop(next(iter(self._heads)))
+            self._heads[text] = head
+        return head if prefix[: len(head.tokens)] == head.tokens else None
+
+    def _rewind(self, tokens, saved: bytes | None) -> None:
+        """Return to the state right after ``tokens``: cut the KV cache back, or load the sequence saved there."""
+        if self.llm.n_tokens == len(tokens):
+            return  # nothing evaluated past them yet
+        if not tokens:
+            self._reset_context()
+        elif saved is None:
+            self._set_position(len(tokens))  # eval() removes the KV cells past it
         else:
             self._reset_context()
+            self._load_sequence(saved)
+            self._set_position(len(tokens), tokens)
+
+    def _set_position(self, n: int, tokens=None) -> None:
+        # Llama.eval() continues from n_tokens and records what it evaluated in input_ids; it has no public
+        # way to move back but reset() (to 0), so the engine sets them (and only here and in _reset_context).
+        if tokens is not None:
+            self.llm.input_ids[:n] = tokens
+        self.llm.n_tokens = n
 
     # -- time limit --------------------------------------------------------------
 
@@ -678,6 +717,7 @@ class Engine:
     def _eval(self, tokens: list[int]) -> None:
         with self._within_limit():
             self.llm.eval(tokens)
+        self.tokens_evaluated += len(tokens)
 
     def _stop_if_expired(self) -> None:
         if not self._deadline.expired:
@@ -690,7 +730,7 @@ class Engine:
             "(DECISION_ADAPTER_REQUEST_TIMEOUT); send a shorter state or fewer questions, or raise the limit")
 
     def _reset_context(self) -> None:
-        self.llm.n_tokens = 0
+        self.llm.reset()
         memory = self._llama_cpp.llama_get_memory(self.llm._ctx.ctx)
         if memory is not None:
             self._llama_cpp.llama_memory_clear(memory, True)

@@ -54,13 +54,17 @@ def render_json(value) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
 
 
+# Every user turn opens with this; what comes before the state is the same for every request (the head).
+STATE_OPENING = '{"state": '
+
+
 def compose_user_message(state, question, labelled_options: dict[str, str]) -> tuple[str, int]:
     """The user turn ``{"state", "question", "options"}``, and the offset where the state ends.
 
     ``question`` is any JSON value (a string, or structured instructions); the
     options map each answer label to its text, in the order they are shown.
     """
-    head = '{"state": ' + render_state(state)
+    head = STATE_OPENING + render_state(state)
     tail = (', "question": ' + render_json(question)
             + ', "options": ' + json.dumps(labelled_options, ensure_ascii=False, separators=(", ", ": ")) + "}")
     return head + tail, len(head)
@@ -85,6 +89,7 @@ class RenderedPrompt:
     state_end: int | None  # offset in text right after the state, None if not found
     # Where the caller's text (the user turn) sits in ``text``: control-token text in it stays text.
     content_span: tuple[int, int] | None = None
+    state_start: int | None = None  # offset where the state begins: text before it is the fixed head
 
 
 class ChatTemplate:
@@ -151,8 +156,11 @@ class ChatTemplate:
         """System + user turn with the generation prompt; locate the user turn and the state's end in it."""
         text, spans = self.render_with_spans([{"role": "system", "content": system},
                                               {"role": "user", "content": content}])
+        opening = len(STATE_OPENING) if content.startswith(STATE_OPENING) else None
         if spans is None:  # the template changed the content; only the state may still be found
             at = text.find(content[:state_end])
-            return RenderedPrompt(text, at + state_end if at >= 0 else None)
+            if at < 0:
+                return RenderedPrompt(text, None)
+            return RenderedPrompt(text, at + state_end, None, None if opening is None else at + opening)
         start, end = spans[1]
-        return RenderedPrompt(text, start + state_end, (start, end))
+        return RenderedPrompt(text, start + state_end, (start, end), None if opening is None else start + opening)
