@@ -23,7 +23,7 @@ from .steps import show_decision
 def format_decision(decision: Decision, *, latency: bool = True) -> str:
     """The notebooks' bar chart (``steps.show_decision``), then what the model read, indented."""
     raw = decision.raw
-    lines = [*show_decision(decision, latency=latency).splitlines(),
+    lines = [*str(show_decision(decision, latency=latency)).splitlines(),
              f"  {raw['input_tokens']} input tokens, allowed-token mass {raw['allowed_token_mass']:.3f}"]
     return "\n".join("   " + line for line in lines)
 

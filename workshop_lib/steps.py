@@ -31,6 +31,7 @@ from typing import Mapping, Sequence
 from . import aws, builds, cleanup, endpoints, images, permissions, rehearsal
 from .config import (LOCAL_BUCKET, BucketNotFound, WorkshopConfig, check_bucket_region, default_path,
                      in_sagemaker_studio, repo_root)
+from .display import DecisionView, outcome_line
 from .models import EMBEDDED_MODEL, PINNED_MODEL, ModelSpec, embedded_gguf_path
 
 BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePools
@@ -53,7 +54,7 @@ CREATES: dict[str, tuple[str, ...]] = {
 READ_ONLY = frozenset({
     "show_config", "check_environment", "verify_package", "resolve_dlc", "llama_settings", "client",
     "decision_image", "refuse_mutable_tag", "placement", "decision_endpoint", "show_decision",
-    "show_outcome", "parse_options", "audit_permissions",
+    "show_outcome", "parse_options", "audit_permissions", "show_decisions", "check_outcome", "short_errors",
 })
 
 
@@ -62,17 +63,34 @@ class StepError(RuntimeError):
 
 
 class Text(str):
-    """A step's message: a plain string that a notebook shows without quotes."""
+    """A step's message: a plain string that a notebook shows without quotes.
+
+    ``problem`` is set when the step ran but did not reach its outcome (``check_outcome`` reports it).
+    """
+
+    def __new__(cls, text: str = "", *, problem: str = ""):
+        made = super().__new__(cls, text)
+        made.problem = problem
+        return made
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
 
     def __repr__(self) -> str:
         return str(self)
 
 
 class _Shown:
-    """Results display as their short text in a notebook (and in print)."""
+    """Results display as their short text in a notebook (and in print); ``ok`` says whether the
+    step reached its outcome (``check_outcome`` reads it)."""
 
     def lines(self) -> list[str]:
         raise NotImplementedError
+
+    @property
+    def ok(self) -> bool:
+        return True
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -282,6 +300,11 @@ class SetupResult(_Shown):
     saved_to: Path
     notes: list[str]
 
+    @property
+    def ok(self) -> bool:
+        running = self.config.mode != "local" or bool(rehearsal.emulator_url())
+        return self.saved_to.exists() and running
+
     def lines(self) -> list[str]:
         c = self.config
         return [f"deploy path: {c.deploy_path}", f"region: {c.region}", f"bucket: {c.bucket}",
@@ -290,20 +313,28 @@ class SetupResult(_Shown):
                 *self.notes, f"saved to {self.saved_to}"]
 
 
-def setup(config: WorkshopConfig, deploy_path: str | None = None) -> SetupResult:
+def setup(config: WorkshopConfig, deploy_path: str | None = None, *, reset: bool = False) -> SetupResult:
     """Resolve role and bucket, prepare the bucket, save the shared config file.
 
-    In local mode this starts a fresh emulator (stopping a previous rehearsal's processes).
+    In local mode a running rehearsal (emulator and local endpoints) is kept, so running this
+    notebook again loses nothing; ``reset`` stops it and starts a fresh emulator instead.
     """
     config = config.replace(deploy_path=deploy_path or config.deploy_path)
     notes: list[str] = []
     if config.mode == "local":
-        leftovers = rehearsal.stop_all()
-        if leftovers:
-            notes.append(f"stopped a previous rehearsal: {', '.join(leftovers)}")
-        url = rehearsal.ensure_emulator()
-        permissions.CallLog(rehearsal.local_dir() / CALL_LOG).clear()  # a fresh emulator: a fresh record
-        notes.append(f"AWS emulator (moto server) running at {url}, keep-alive {rehearsal.KEEP_ALIVE_S // 3600} h")
+        running = rehearsal.emulator_url()
+        if running and not reset:
+            endpoints_up = [p.what for p in rehearsal.status() if p.running and p.what.startswith("local endpoint")]
+            notes.append(f"kept the running rehearsal: AWS emulator at {running}"
+                         + (f" and {len(endpoints_up)} local endpoint(s)" if endpoints_up else "")
+                         + "; what notebooks 01-06 made is still there (tick the reset box to start over)")
+        else:
+            leftovers = rehearsal.stop_all()
+            url = rehearsal.ensure_emulator()
+            permissions.CallLog(rehearsal.local_dir() / CALL_LOG).clear()  # a fresh emulator: a fresh record
+            notes.append(f"started a fresh rehearsal: AWS emulator (moto server) at {url}, keep-alive "
+                         f"{rehearsal.KEEP_ALIVE_S // 3600} h"
+                         + (f"; stopped the previous one ({', '.join(leftovers)})" if leftovers else ""))
         config = config.replace(bucket=config.bucket or LOCAL_BUCKET)
     else:
         config.require("region", "sagemaker_role_arn")
@@ -389,6 +420,10 @@ class PackageResult(_Shown):
     where: str
     seconds: float
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.model_data_url and self.manifest.get("files"))
 
     def lines(self) -> list[str]:
         out = [f"{self.manifest['model']['name']} packaged {self.where} in {self.seconds:.1f} s",
@@ -479,6 +514,10 @@ class ImageResult(_Shown):
     base_image: str | None
     seconds: float
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:  # built and pinned, or skipped on purpose (another deploy path)
+        return self.image_uri is None or "@sha256:" in self.image_uri
 
     def lines(self) -> list[str]:
         if not self.image_uri:
@@ -602,6 +641,12 @@ class EndpointResult(_Shown):
     seconds: float = 0.0
     url: str | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:  # serving (locally: a stand-in for the pools), or skipped on purpose
+        if self.plan is None:
+            return self.status == "skipped"
+        return self.status in ("InService", "stand-in") and (self.where == "SageMaker" or bool(self.url))
 
     def lines(self) -> list[str]:
         if self.plan is None:
@@ -776,24 +821,20 @@ def decision_endpoint(config: WorkshopConfig) -> str:
     return config.cpu_endpoint_name
 
 
-def _bar(p: float, width: int = 24) -> str:
-    filled = round(p * width)
-    return "#" * filled + "." * (width - filled)
+def show_decision(decision, *, latency: bool = True, policy=None) -> DecisionView:
+    """A client.Decision's probabilities as a bar chart (text in logs), most probable first, then its
+    latency; with ``policy`` (a ``decisions.Policy``) also its threshold and what the application does."""
+    return DecisionView([decision], policy=policy, latency=latency)
 
 
-def show_decision(decision, *, latency: bool = True) -> Text:
-    """Probabilities of a client.Decision as a small bar chart, most probable first, then its latency."""
-    rows = sorted(zip(decision.option_ids, decision.probabilities), key=lambda r: -r[1])
-    lines = [f"{decision.id}:"] + [f"  {oid:<18} {p:6.3f}  {_bar(p)}" for oid, p in rows]
-    server = decision.server_ms
-    if latency:
-        lines.append(f"  client {decision.client_latency_ms:.0f} ms" + (f", server {server:.0f} ms" if server else ""))
-    return Text("\n".join(lines))
+def show_decisions(answers) -> DecisionView:
+    """The answers of one shared-state request: a chart each, and the request's time once."""
+    return DecisionView(answers, shared=True)
 
 
 def show_outcome(outcome) -> Text:
     """A decisions.Outcome in one line: what the application does, and why."""
-    return Text(f"{'act on' if outcome.accepted else 'fall back to'} {outcome.option_id}: {outcome.reason}")
+    return Text(outcome_line(outcome))
 
 
 def parse_options(text: str) -> list[dict]:
@@ -840,11 +881,13 @@ def delete_endpoints(config: WorkshopConfig, names: Sequence[str]) -> Text:
     step raises only after all were tried.
     """
     c = clients(config)
-    lines, failed = [], []
+    lines, failed, deleted = [], [], []
     for name in names:
         try:
             result = cleanup.delete_endpoint_resources(c.sm, name, poll_s=15 if config.mode == "aws" else 0.2)
             lines.append(str(result))
+            if result.deleted_anything:
+                deleted.append(name)
         except Exception as exc:  # noqa: BLE001 - reported below, after the other endpoints were tried
             failed.append(name)
             lines.append(f"endpoint {name}: NOT deleted: {exc}")
@@ -857,7 +900,7 @@ def delete_endpoints(config: WorkshopConfig, names: Sequence[str]) -> Text:
     if failed:
         raise StepError("\n".join(lines) + f"\n{', '.join(failed)} may still be billing: delete them in the "
                         "SageMaker console (Inference > Endpoints) or run this cell again")
-    return Text("\n".join(lines))
+    return Text("\n".join(lines), problem="" if deleted else "no endpoint was there to delete")
 
 
 def _delete_project(codebuild):
@@ -956,7 +999,9 @@ def audit_permissions(config: WorkshopConfig) -> permissions.Audit:
 
 def running_endpoints(config: WorkshopConfig) -> Text:
     """Workshop-tagged endpoints still running in the account (or the emulator); should be none."""
-    return Text(cleanup.format_running(cleanup.running_workshop_endpoints(clients(config).sm)))
+    running = cleanup.running_workshop_endpoints(clients(config).sm)
+    return Text(cleanup.format_running(running), problem=f"{len(running)} workshop endpoint(s) still there"
+                if running else "")
 
 
 def stop_local(config: WorkshopConfig) -> Text:
@@ -965,7 +1010,63 @@ def stop_local(config: WorkshopConfig) -> Text:
         return Text("aws mode: no local processes were started")
     stopped = rehearsal.stop_all()
     _CLIENTS.clear()
-    return Text(f"stopped: {', '.join(stopped) or 'nothing was running'}\n{rehearsal.format_status()}")
+    left = [p.what for p in rehearsal.status() if p.running]
+    return Text(f"stopped: {', '.join(stopped) or 'nothing was running'}\n{rehearsal.format_status()}",
+                problem=f"still running: {', '.join(left)}" if left else "")
+
+
+# ---- each notebook's outcome -----------------------------------------------------------------------
+
+
+def short_errors() -> None:
+    """In a notebook: expected mistakes (a missing earlier step, bad input, no quota, a refused
+    request) print one line saying what to do; real bugs keep their traceback (``display``)."""
+    from .display import install_error_handler
+
+    install_error_handler()
+
+
+def _reached(value) -> tuple[bool, str]:
+    """Whether one result shows the step got where the participant needs to be, and what was checked."""
+    from .client import ChatResult, Decision
+
+    if isinstance(value, Decision):
+        p = value.probabilities
+        total = sum(p)
+        valid = bool(p) and len(p) == len(value.option_ids) and all(0.0 <= x <= 1.0 for x in p) \
+            and abs(total - 1.0) < 1e-3
+        return valid, (f"{len(p)} probabilities summing to {total:.3f}, top {value.top}" if valid
+                       else f"not a probability vector over its options: {dict(zip(value.option_ids, p))}")
+    if isinstance(value, ChatResult):
+        words = len(value.content.split())
+        return bool(words), f"an answer of {words} words" if words else "the chat answer is empty"
+    if isinstance(value, (list, tuple)):
+        found = [_reached(v) for v in value]
+        bad = [detail for ok, detail in found if not ok]
+        return bool(found) and not bad, ("; ".join(bad) or f"{len(found)} answers, each valid") if found else "none"
+    if hasattr(value, "runs") and hasattr(value, "summary"):  # a bench.BenchReport
+        failed = {key: sum(not r.answered for r in run.results) for key, run in value.runs.items()}
+        failed = {key: n for key, n in failed.items() if n}
+        head = value.summary
+        valid = head["tasks"] > 0 and head["valid"] == head["tasks"] and not failed
+        detail = f"{head['valid']}/{head['tasks']} decisions valid"
+        if failed:
+            detail += "; requests failed in " + ", ".join(f"{key} ({n})" for key, n in failed.items())
+        return valid, detail
+    if hasattr(value, "ok"):
+        problem = getattr(value, "problem", "") or ("" if value.ok else "did not succeed")
+        return value.ok, problem or str(value).splitlines()[0][:100]
+    raise TypeError(f"check_outcome does not know how to check a {type(value).__name__}")
+
+
+def check_outcome(config: WorkshopConfig, notebook: str, **results) -> Checks:
+    """A notebook's closing check: one row per named result (valid probabilities, an answer with
+    content, something deleted, nothing left running). In local mode (CI, the rehearsal) a failed row
+    stops the notebook with the reason, so a run a participant would be stuck after never passes."""
+    checks = Checks([(name, *_reached(value)) for name, value in results.items()])
+    if config.mode == "local" and not checks.ok:
+        raise StepError(f"notebook {notebook} did not get where it should:\n{checks}")
+    return checks
 
 
 # ---- the whole local path, headless ----------------------------------------------------------------
@@ -1012,7 +1113,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 checks = check_environment(config)
                 if not checks.ok:
                     raise StepError(str(checks))
-                role = ensure_codebuild_role(setup(config, "decision-cpu").config)
+                role = ensure_codebuild_role(setup(config, "decision-cpu", reset=True).config)
                 box["config"] = role.config
                 return (f"checks passed; emulator {rehearsal.emulator_url()}, bucket s3://{box['config'].bucket}; "
                         f"{role.notes[0].split(' (')[0]}")
@@ -1122,6 +1223,7 @@ __all__ = [
     "delete_endpoint", "delete_endpoints",
     "deploy_decision_cpu", "deploy_decision_gpu", "deploy_standard", "llama_settings", "model_spec",
     "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",
-    "running_endpoints", "setup", "show_config", "show_decision", "show_outcome", "stop_local", "Text",
+    "running_endpoints", "setup", "show_config", "show_decision", "show_decisions", "show_outcome", "stop_local",
+    "Text", "check_outcome", "short_errors",
     "verify_package",
 ]

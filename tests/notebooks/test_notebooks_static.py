@@ -63,9 +63,26 @@ def test_starts_by_loading_the_shared_config(name):
         assert cells[0].strip() == "%run studio_setup.py"
         cells = cells[1:]
     body = parse(cells[0]).body
-    work = [n for n in body if not isinstance(n, (ast.Import, ast.ImportFrom))]
-    # The first statement that does anything is `config = WorkshopConfig.load()`.
-    assert work and ast.unparse(work[0]) == "config = WorkshopConfig.load()", ast.unparse(work[0])
+    work = [ast.unparse(n) for n in body if not isinstance(n, (ast.Import, ast.ImportFrom))]
+    # Expected mistakes are shown as one line from the first cell on; then the config is loaded.
+    assert work[:2] == ["steps.short_errors()", "config = WorkshopConfig.load()"], work
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_ends_by_checking_its_own_outcome(name):
+    """The last code cell asserts the notebook's outcome through the library (nbmake fails on it)."""
+    cells = code_cells(load(name))
+    assert steps_calls(cells[-1:]) == ["check_outcome"], cells[-1]
+    assert f'steps.check_outcome(config, "{name[:2]}",' in cells[-1]
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_markdown_never_pairs_dollar_signs_into_maths(name):
+    """JupyterLab typesets $...$ as maths: currency is written \\$ (code spans are left alone)."""
+    for cell in load(name).cells:
+        if cell.cell_type == "markdown":
+            prose = re.sub(r"`[^`]*`", "", cell.source)
+            assert not re.search(r"(?<!\\)\$", prose), f"{name}: unescaped $ in: {cell.source[:80]}"
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -124,4 +141,4 @@ def test_cleanup_proves_nothing_is_left_after_deleting():
     deletions = [order.index(c) for c in ("delete_endpoints", "delete_build_resources", "delete_artifacts")]
     assert deletions == sorted(deletions)  # the endpoints, which bill, first
     assert order.index("running_endpoints") > max(deletions)
-    assert order[-1] == "stop_local"
+    assert order[-2:] == ["stop_local", "check_outcome"]

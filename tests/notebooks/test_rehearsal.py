@@ -110,13 +110,30 @@ def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
     for name in (config.cpu_endpoint_name, config.gpu_endpoint_name):
         assert "local endpoint process: stopped" in steps.delete_endpoint(config, name)
     assert steps.running_endpoints(config) == "no workshop endpoints found"
+    again = steps.delete_endpoints(config, [config.cpu_endpoint_name])  # 07 run twice: nothing to delete
+    assert not again.ok and again.problem == "no endpoint was there to delete"
     # Every AWS call recorded on the way, held against the policy of the principal that makes it.
     audit = steps.audit_permissions(config)
     assert audit.ok and audit.denied == []
     assert audit.checked["operator"] > 40 and audit.checked["sagemaker-execution-role"] > 0
     assert audit.checked["codebuild-service-role"] > 0  # the image push and model upload stand-ins
-    assert steps.stop_local(config).endswith("no local rehearsal processes are running")
+    stopped = steps.stop_local(config)
+    assert stopped.endswith("no local rehearsal processes are running") and stopped.ok
     assert not any(rehearsal.group_alive(g) for g in groups)
+
+
+@pytest.mark.slow
+def test_running_setup_again_keeps_the_rehearsal_unless_asked_to_reset(local_mode):
+    first = steps.setup(WorkshopConfig.load())
+    url = rehearsal.emulator_url()
+    assert any(n.startswith("started a fresh rehearsal") for n in first.notes) and first.ok
+    steps.clients(first.config).s3.put_object(Bucket=first.config.bucket, Key="kept", Body=b"x")
+    again = steps.setup(WorkshopConfig.load())
+    assert rehearsal.emulator_url() == url and any(n.startswith("kept the running rehearsal") for n in again.notes)
+    assert steps.clients(again.config).s3.head_object(Bucket=again.config.bucket, Key="kept")  # nothing lost
+    reset = steps.setup(WorkshopConfig.load(), reset=True)
+    assert rehearsal.emulator_url() != url
+    assert any("stopped the previous one (AWS emulator)" in n for n in reset.notes)
 
 
 def test_aws_mode_steps_call_the_library_the_same_way(tmp_path, monkeypatch):

@@ -53,7 +53,7 @@ def draw_latency(ax, report: BenchReport) -> None:
     ax.set_xlabel("client latency (s); dashed p50, dotted p95")
     ax.set_ylabel("tasks")
     ax.set_title("Latency distribution")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=9)
 
 
 def draw_accuracy_by_family(ax, report: BenchReport) -> None:
@@ -70,12 +70,12 @@ def draw_accuracy_by_family(ax, report: BenchReport) -> None:
     chance = [summaries["decision"]["by_family"][f]["chance"] for f in families]
     ax.scatter(x, chance, marker="_", s=400, color="black", zorder=3, label="chance")
     ax.set_xticks(x, [f"{f}\n(n={summaries['decision']['by_family'][f]['n']})" for f in families],
-                  fontsize=7, rotation=30, ha="right")
+                  fontsize=9, rotation=30, ha="right")
     ax.set_ylim(0, 1.3)
     ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
     ax.set_ylabel("accuracy")
     ax.set_title("Accuracy by family")
-    ax.legend(fontsize=7, ncol=2, loc="upper center")
+    ax.legend(fontsize=9, ncol=2, loc="upper center")
 
 
 def draw_reliability(ax, report: BenchReport) -> None:
@@ -106,7 +106,7 @@ def draw_reliability(ax, report: BenchReport) -> None:
     ax.set_xlabel("top-option probability (bin mean; dot size = tasks)")
     ax.set_ylabel("observed accuracy")
     ax.set_title(title)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=9, loc="upper left")
 
 
 PANELS = {"latency": draw_latency, "accuracy_by_family": draw_accuracy_by_family, "reliability": draw_reliability}
@@ -127,11 +127,11 @@ def save_figures(report: BenchReport, out_dir: str | Path, dpi: int = 120) -> di
 
 
 def plot_report(report: BenchReport):
-    """The three panels side by side on a pyplot figure (shown by notebooks); returns the figure."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), layout="constrained")
-    for ax, draw in zip(axes, PANELS.values()):
+    """The three panels one above the other, sized for a notebook's width (text stays readable
+    without scaling down); a Figure outside pyplot, so a notebook shows it exactly once."""
+    fig = Figure(figsize=(7.5, 13.5), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    for ax, draw in zip(fig.subplots(3, 1), PANELS.values()):
         draw(ax, report)
     return fig
 

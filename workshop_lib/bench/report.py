@@ -376,7 +376,8 @@ def render_markdown(report: BenchReport) -> str:
     if d["predicted_position"]:
         pos = ", ".join(f"#{k}: {v}" for k, v in d["predicted_position"].items())
         out.append(f"Position of the predicted option as shown: {pos}.")
-    out += ["", "By type:", "", table(["type", "tasks", "valid", "correct", "accuracy", "chance"],
+    out += ["", "By type (choice: pick one option; noul: a yes/no question answered `no` or `yes`; score: a rating "
+            "from `0` up):", "", table(["type", "tasks", "valid", "correct", "accuracy", "chance"],
                                       [[k, v["n"], v["valid"], v["correct"], fmt_pct(v["accuracy"]),
                                         fmt_pct(v["chance"])] for k, v in d["by_type"].items()])]
     out += ["", "By family:", "", table(["family", "tasks", "valid", "correct", "accuracy", "chance"],
@@ -410,7 +411,8 @@ def render_markdown(report: BenchReport) -> str:
         if "debiased" in order:
             deb = order["debiased"]
             k = deb.get("rotations_mean") or 0
-            rows.append([f"debiased (mean over {k:.1f} rotations)", "1 shared-state request",
+            rows.append([f"debiased (averaged over every rotation of the options; {k:.1f} per task on average)",
+                         "1 shared-state request",
                          fmt_pct(deb["accuracy_original"]), fmt_pct(deb.get("accuracy_reordered")),
                          _flips(deb) if "compared" in deb else "–", fmt_s(deb["client_latency_ms"]["p50"]),
                          f"{deb['evaluated_tokens_mean'] or 0:.0f}"])
