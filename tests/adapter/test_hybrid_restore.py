@@ -1,0 +1,115 @@
+"""Whole-sequence restore on a real hybrid memory: a tiny random-weight GGUF of llama.cpp's
+``qwen35`` architecture (three gated delta-net layers, one attention layer, as the pinned
+Qwen3.5-4B mixes them), written by scripts/hybrid_gguf.py with the embedded model's tokenizer
+and chat template. llama-cpp-python 0.3.35's llama.cpp has ``qwen35`` itself, so no stand-in
+architecture is needed.
+
+Its answers mean nothing; what is tested is that ``auto`` picks ``restore`` for it and that every
+answer (the fixed head restored, a shared state, after a request stopped mid-pass) equals a fresh
+evaluation of the whole prompt by an engine with prefix reuse off.
+"""
+
+import numpy as np
+import pytest
+
+from decision_adapter import jev
+from decision_adapter.errors import TimedOut
+from decision_adapter.schema import parse_decision
+from scripts.hybrid_gguf import write_hybrid_gguf
+from tests.conftest import adapter_settings
+
+STATES = ["The parcel arrived with a cracked screen and the customer wants a replacement.",
+          "Order 7: the invoice shows a double charge for the same month."]
+QUESTIONS = [{"id": "team", "question": "Which team should handle this?", "options": ["refunds", "billing", "it"]},
+             {"id": "upset", "question": "Is the customer upset?", "options": ["no", "yes"]}]
+
+
+@pytest.fixture(scope="module")
+def hybrid_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hybrid")
+    write_hybrid_gguf(folder / "hybrid-qwen35.gguf")
+    return folder
+
+
+def _engine(folder, mode):
+    from decision_adapter.engine import Engine
+    from decision_adapter.model_files import locate_model
+
+    return Engine(adapter_settings(folder, DECISION_ADAPTER_PREFIX_REUSE=mode), locate_model(folder))
+
+
+@pytest.fixture(scope="module")
+def hybrid(hybrid_dir):
+    engine = _engine(hybrid_dir, "auto")
+    engine.prove()  # saves the decision head, as the worker does at start-up
+    return engine
+
+
+@pytest.fixture(scope="module")
+def fresh(hybrid_dir):
+    return _engine(hybrid_dir, "off")
+
+
+def single(state, q=QUESTIONS[0]):
+    return parse_decision({"id": "r", "state": state, "question": q["question"], "options": q["options"]})
+
+
+def shared(state):
+    return parse_decision({"id": "b", "state": state, "questions": QUESTIONS})
+
+
+def probabilities(engine, batch):
+    return [r["probabilities"] for r in engine.decide(batch)[0]]
+
+
+def assert_same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert np.allclose(x, y, atol=1e-4, rtol=0) and abs(sum(x) - 1) < 1e-9
+
+
+def head_reused(engine, batch) -> bool:
+    before = engine.tokens_evaluated
+    engine.decide(batch)
+    prompt = engine.template.render_decision(batch.state, batch.questions[0])
+    return engine.tokens_evaluated - before < len(engine.prompt_tokens(prompt)) - 40
+
+
+def test_auto_picks_restore_for_the_hybrid_architecture(hybrid):
+    assert hybrid.info["architecture"] == "qwen35"
+    assert hybrid.recurrent and hybrid.prefix_mode == "restore"
+    assert len(hybrid._heads) == 1  # the decision head, saved by the start-up proof
+
+
+def test_restored_head_and_shared_state_equal_fresh_evaluations(hybrid, fresh):
+    for state in STATES:
+        assert_same(probabilities(hybrid, single(state)), probabilities(fresh, single(state)))
+        assert_same(probabilities(hybrid, shared(state)), probabilities(fresh, shared(state)))
+    assert head_reused(hybrid, single(STATES[0] + " Again."))
+
+
+def test_two_level_readout_restores_the_prompt_for_each_group(hybrid, fresh):
+    criteria = {f"Queue {i}": f"topic {i}" for i in range(23)}
+    body = {"state": STATES[0], "questions": {"q": {"type": "choice", "instructions": "Which queue?",
+                                                    "criteria": criteria},
+                                                    "n": {"type": "noul", "instructions": "Lost?"}}}
+    got = [r["probabilities"] for r in hybrid.score_items(jev.scoring_items(hybrid, jev.systemone(hybrid, body)))[0]]
+    want = [r["probabilities"] for r in fresh.score_items(jev.scoring_items(fresh, jev.systemone(fresh, body)))[0]]
+    assert_same(got, want)
+
+
+def test_after_a_request_stopped_mid_pass_answers_equal_fresh_evaluations(hybrid, fresh, monkeypatch):
+    real_eval = hybrid.llm.eval
+
+    def trips_halfway(tokens):  # the time limit passes while llama.cpp is inside a pass
+        real_eval(tokens[: len(tokens) // 2])
+        hybrid._deadline._trip(hybrid._deadline._generation)
+        real_eval(tokens[len(tokens) // 2:])
+
+    monkeypatch.setattr(hybrid.llm, "eval", trips_halfway)
+    with hybrid.time_limit(600), pytest.raises(TimedOut):
+        hybrid.decide(shared(STATES[1] + " It is the third time this happens."))
+    monkeypatch.setattr(hybrid.llm, "eval", real_eval)
+    assert hybrid._prefix is None and hybrid.llm.n_tokens == 0
+    assert_same(probabilities(hybrid, shared(STATES[1])), probabilities(fresh, shared(STATES[1])))
+    assert head_reused(hybrid, single(STATES[0] + " Once more."))
