@@ -70,12 +70,6 @@ from .settings import Settings
 
 log = logging.getLogger(__name__)
 
-READOUT = (
-    "One forward pass over the rendered prompt; the logits at the last position, restricted to "
-    "the answer-slot tokens of the declared options, softmaxed (divided by the temperature). "
-    "No tokens were generated."
-)
-
 # Used once at start-up to find the slot tokens and the template's fixed tail.
 _PROBE_STATE = "probe state"
 _PROBE_QUESTIONS = (
@@ -91,13 +85,15 @@ READOUT_TWO_LEVEL = "two-level-codes"
 READOUT_METHODS = {
     READOUT_LETTER_SLOTS: (
         "One forward pass over the rendered prompt; the logits at the last position, restricted to the "
-        "answer-letter tokens of the declared options (A, B, ...), softmaxed. No tokens were generated."
+        "answer-letter tokens of the declared options (A, B, ...), divided by the temperature, softmaxed. "
+        "No tokens were generated."
     ),
     READOUT_TWO_LEVEL: (
         "Options are labelled with codes (a group letter and a digit: A0, A1, ... Z9). Step 1: the logits "
-        "at the last prompt position, restricted to the group letters in use, softmaxed: P(group). Step 2: "
-        "for each group, its letter is appended and evaluated from the cached prompt; the logits restricted "
-        "to that group's digits, softmaxed: P(member | group). P(option) = P(group) x P(member | group), a "
+        "at the last prompt position, restricted to the group letters in use, divided by the temperature, "
+        "softmaxed: P(group). Step 2: for each group, its letter is appended and evaluated from the cached "
+        "prompt; the logits restricted to that group's digits, divided by the temperature, softmaxed: "
+        "P(member | group). P(option) = P(group) x P(member | group), a "
         "distribution over exactly the declared options. Cost: one prompt pass plus one single-token "
         "evaluation per group in use. No tokens were generated."
     ),
@@ -124,6 +120,8 @@ class ScoringItem:
     prompt: RenderedPrompt
     n_options: int
     loc: tuple = ()  # where an error about this item points, e.g. ("body", "questions", "q1")
+    temperature: float = 1.0
+    field: str = "state"  # the field an error about this item names
 
 
 def _softmax(values: np.ndarray) -> np.ndarray:
@@ -197,21 +195,22 @@ class Engine:
                 f"{model.gguf.name} carries no chat template (tokenizer.chat_template); "
                 "use an instruction-tuned GGUF"
             )
-        vocab_model = self.llm._model
+        self._vocab = vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
         self.n_vocab = self.llm.n_vocab()
-        self._bos_id = vocab_model.token_bos()
-        self._add_bos = vocab_model.add_bos_token()
-        bos_text = vocab_model.token_get_text(self._bos_id) if self._bos_id >= 0 else ""
-        eos_text = vocab_model.token_get_text(self.llm.token_eos()) if self.llm.token_eos() >= 0 else ""
+        self._bos_id = llama_cpp.llama_vocab_bos(vocab)
+        self._add_bos = llama_cpp.llama_vocab_get_add_bos(vocab)
+        eos_id = self.llm.token_eos()
+        bos_text = llama_cpp.llama_vocab_get_text(vocab, self._bos_id).decode() if self._bos_id >= 0 else ""
+        eos_text = llama_cpp.llama_vocab_get_text(vocab, eos_id).decode() if eos_id >= 0 else ""
         self.template = ChatTemplate(template_source, bos_text, eos_text)
         self._control_tokens, self._control_re = self._find_control_tokens()
-        self._max_token_chars = max(1, max(len(llama_cpp.llama_vocab_get_text(self.llm._model.vocab, t))
+        self._max_token_chars = max(1, max(len(llama_cpp.llama_vocab_get_text(vocab, t))
                                            for t in range(self.n_vocab)))
         self._deadline = Deadline()
-        self._deadline.install(llama_cpp, self.llm._ctx.ctx)
+        self._deadline.install(llama_cpp, self.llm.ctx)
 
-        self.recurrent = bool(llama_cpp.llama_model_is_recurrent(vocab_model.model)) or bool(
-            llama_cpp.llama_model_is_hybrid(vocab_model.model))
+        self.recurrent = bool(llama_cpp.llama_model_is_recurrent(self.llm.model)) or bool(
+            llama_cpp.llama_model_is_hybrid(self.llm.model))
         mode = settings.prefix_reuse
         if mode == "auto":
             mode = "restore" if self.recurrent else "trim"
@@ -227,7 +226,7 @@ class Engine:
 
         self.slot_tokens, self._tail = self._find_slots()
         self.code_tokens, self.codes_unavailable = self._find_codes()
-        self.n_layer = llama_cpp.llama_model_n_layer(vocab_model.model)
+        self.n_layer = llama_cpp.llama_model_n_layer(self.llm.model)
         # What llama.cpp itself says it put on the GPU (it logs nothing about it without a GPU backend).
         self.offloaded_layers, self.offloadable_layers = (
             runtime.offloaded_layers("".join(load_log)) or (0, self.n_layer + 1))
@@ -273,7 +272,7 @@ class Engine:
 
     def _find_control_tokens(self) -> tuple[dict[str, int], re.Pattern | None]:
         """Texts that llama.cpp turns into control tokens when asked to parse special tokens."""
-        llama_cpp, vocab = self._llama_cpp, self.llm._model.vocab
+        llama_cpp, vocab = self._llama_cpp, self._vocab
         wanted = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
         texts: dict[str, int] = {}
         for token in range(self.n_vocab):
@@ -358,27 +357,33 @@ class Engine:
             log.warning("more than %d options are not available with this model: %s", len(LETTERS), exc)
             return None, str(exc)
 
+    def _appended_token(self, prompt: RenderedPrompt, tokens: list[int], piece: str, after: str = "") -> int:
+        """The one token ``piece`` adds after ``prompt.text + after`` (whose tokens are ``tokens``): appending
+        it must leave those tokens as they are and add exactly one that decodes back to ``piece``."""
+        extended = self._tokens_after(prompt, after + piece)
+        if extended[:-1] != tokens or len(extended) != len(tokens) + 1:
+            raise EngineError(f"appending {after + piece!r} to the prompt re-tokenizes it or takes more than one "
+                              "token per character; this model's tokenizer cannot use these answer labels")
+        token = extended[-1]
+        if self.llm.detokenize([token]).decode("utf-8", errors="replace") != piece:
+            raise EngineError(f"the token for {piece!r} does not decode back to {piece!r}")
+        return token
+
+    def _check_letters(self, prompt: RenderedPrompt, tokens: list[int]) -> tuple[int, ...]:
+        slots = tuple(self._appended_token(prompt, tokens, letter) for letter in LETTERS)
+        if len(set(slots)) != len(slots):
+            raise EngineError("two answer letters map to the same token")
+        return slots
+
     def _check_codes(self, prompt: RenderedPrompt, tokens: list[int], n_groups: int):
         """Each code (group letter + digit) must be exactly those two tokens appended to the prompt."""
         groups, digits = [], None
         for letter in GROUP_LETTERS[:n_groups]:
-            extended = self._tokens_after(prompt, letter)
-            if extended[:-1] != tokens or len(extended) != len(tokens) + 1:
-                raise EngineError(f"appending the group letter {letter!r} re-tokenizes the prompt")
-            group = extended[-1]
-            if self.llm.detokenize([group]).decode("utf-8", errors="replace") != letter:
-                raise EngineError(f"the token for {letter!r} does not decode back to {letter!r}")
-            row = []
-            for digit in DIGITS:
-                coded = self._tokens_after(prompt, letter + digit)
-                if coded[:-1] != extended or len(coded) != len(extended) + 1:
-                    raise EngineError(f"the code {letter + digit!r} is not two tokens (letter, digit) after the prompt")
-                if self.llm.detokenize([coded[-1]]).decode("utf-8", errors="replace") != digit:
-                    raise EngineError(f"the token for {digit!r} does not decode back to {digit!r}")
-                row.append(coded[-1])
+            group = self._appended_token(prompt, tokens, letter)
+            row = tuple(self._appended_token(prompt, tokens + [group], digit, after=letter) for digit in DIGITS)
             if digits is None:
-                digits = tuple(row)
-            elif tuple(row) != digits:
+                digits = row
+            elif row != digits:
                 raise EngineError(f"the digits after {letter!r} are tokenized differently from those after 'A'")
             groups.append(group)
         if len(set(groups)) != len(groups) or len(set(digits)) != len(digits):
@@ -387,23 +392,6 @@ class Engine:
 
     def _tokens_after(self, prompt: RenderedPrompt, answer: str) -> list[int]:
         return self.prompt_tokens(RenderedPrompt(prompt.text + answer, prompt.state_end, prompt.content_span))
-
-    def _check_letters(self, prompt: RenderedPrompt, tokens: list[int]) -> tuple[int, ...]:
-        slots = []
-        for letter in LETTERS:
-            extended = self._tokens_after(prompt, letter)
-            if extended[:-1] != tokens or len(extended) != len(tokens) + 1:
-                raise EngineError(
-                    f"appending {letter!r} to the prompt re-tokenizes it or takes more than one token; "
-                    "this model's tokenizer cannot use letter answer slots"
-                )
-            token = extended[-1]
-            if self.llm.detokenize([token]).decode("utf-8", errors="replace") != letter:
-                raise EngineError(f"the answer-slot token for {letter!r} does not decode back to {letter!r}")
-            slots.append(token)
-        if len(set(slots)) != len(slots):
-            raise EngineError("two answer letters map to the same token")
-        return tuple(slots)
 
     def _model_info(self) -> dict:
         llama_cpp = self._llama_cpp
@@ -436,22 +424,32 @@ class Engine:
 
     def decide(self, batch: DecisionBatch) -> tuple[list[dict], dict]:
         """Score every question of the batch; returns (results, batch timing in ms)."""
-        t0 = time.perf_counter()
-        rendered, token_lists = [], []
-        for i, question in enumerate(batch.questions):
-            prompt = self._render(batch, i, question)
-            tokens = self._tokens_that_fit(prompt, "state")
-            self._check_fits(prompt, tokens, "state")
-            rendered.append(prompt)
-            token_lists.append(tokens)
-        prefix = self._prefix_tokens(rendered[0], token_lists)
-        t1 = time.perf_counter()
-
-        def visit(index: int, tokens: list[int], logits: np.ndarray, eval_ms: float) -> dict:
-            return self._readout(batch, batch.questions[index], rendered[index].text, tokens, logits, eval_ms)
-
-        results, timing = self._evaluate(rendered[0], prefix, token_lists, visit)
-        return results, {"tokenize_ms": (t1 - t0) * 1000.0, **timing}
+        items = [ScoringItem(self._render(batch, i, q), len(q.options), temperature=q.temperature,
+                             field="state") for i, q in enumerate(batch.questions)]
+        scored, timing = self.score_items(items)
+        results = []
+        for question, result in zip(batch.questions, scored):
+            n = len(question.options)
+            top = result.pop("top_token")
+            results.append({
+                "id": question.id if not batch.single else batch.id,
+                "option_ids": [o.id for o in question.options],
+                "probabilities": result["probabilities"],
+                "option_logits": result["option_logits"],
+                "answer_token_ids": list(self.slot_tokens[:n]),
+                "answer_slots": list(LETTERS[:n]),
+                "input_tokens": result["input_tokens"],
+                "allowed_token_mass": result["allowed_token_mass"],
+                "top_vocab_token": {"id": top, "text": self.llm.detokenize([top], special=True)
+                                    .decode("utf-8", errors="replace")},
+                "temperature": question.temperature,
+                "prompt_sha256": result["prompt_sha256"],
+                "prompt_version": PROMPT_VERSION,
+                "readout": READOUT_METHODS[result["readout"]],
+                "question_eval_ms": result["question_eval_ms"],
+            })
+        return results, {k: timing[k] for k in ("tokenize_ms", "prefix_eval_ms", "evaluate_ms",
+                                                "shared_prefix_tokens")}
 
     def _evaluate(self, first: RenderedPrompt, prefix: tuple[int, ...], token_lists: list[list[int]],
                   visit) -> tuple[list, dict]:
@@ -494,6 +492,7 @@ class Engine:
     def score_items(self, items: list[ScoringItem]) -> tuple[list[dict], dict]:
         """Probabilities over each item's options; every item shares the prefix up to the state.
 
+        The one evaluation path: decisions and Jev questions, letter slots and two-level codes.
         An item's result depends only on its own prompt: identical prompts are evaluated once,
         and each prompt is evaluated from the same cached prefix whatever else is in the list.
         Returns (one result per item, timing incl. ``input_tokens``: the tokens the model read,
@@ -502,56 +501,66 @@ class Engine:
         t0 = time.perf_counter()
         token_lists = []
         for item in items:
-            tokens = self._tokens_that_fit(item.prompt, "state", loc=item.loc)
+            tokens = self._tokens_that_fit(item.prompt, item.field, loc=item.loc)
             coded = item.n_options > len(self.slot_tokens)
-            self._check_fits(item.prompt, tokens, "state", loc=item.loc, extra=1 if coded else 0,
+            self._check_fits(item.prompt, tokens, item.field, loc=item.loc, extra=1 if coded else 0,
                              n_options=item.n_options)
             token_lists.append(tokens)
-        unique: dict[tuple[int, ...], int] = {}
-        for tokens in token_lists:
-            unique.setdefault(tuple(tokens), len(unique))
-        distinct = [list(t) for t in unique]
+        unique: dict[tuple[tuple[int, ...], float], int] = {}
+        for tokens, item in zip(token_lists, items):
+            unique.setdefault((tuple(tokens), item.temperature), len(unique))
+        distinct = [list(t) for t, _ in unique]
         prefix = self._prefix_tokens(items[0].prompt, distinct)  # distinct[0] is items[0]'s prompt
-        n_options = {unique[tuple(t)]: item.n_options for t, item in zip(token_lists, items)}
+        first_item = {}
+        for tokens, item in zip(token_lists, items):
+            first_item.setdefault(unique[(tuple(tokens), item.temperature)], item)
         t1 = time.perf_counter()
 
         def visit(index: int, tokens: list[int], logits: np.ndarray, eval_ms: float) -> dict:
             started = time.perf_counter()
-            n = n_options[index]
-            if n <= len(self.slot_tokens):
-                slot_logits = logits[list(self.slot_tokens[:n])]
-                probabilities = _softmax(slot_logits)
-                mass = float(np.exp(_logsumexp(slot_logits) - _logsumexp(logits)))
-                method, passes = READOUT_LETTER_SLOTS, 1
-            else:
-                probabilities, mass, passes = self._two_level(tokens, logits, n)
-                method = READOUT_TWO_LEVEL
-            return {
-                "probabilities": [float(p) for p in probabilities],
-                "readout": method,
-                "forward_passes": passes,
-                "input_tokens": len(tokens),
-                "allowed_token_mass": mass,
-                "question_eval_ms": eval_ms + (time.perf_counter() - started) * 1000.0,
-            }
+            item = first_item[index]
+            result = self._read(tokens, logits, item.n_options, item.temperature)
+            result["question_eval_ms"] = eval_ms + (time.perf_counter() - started) * 1000.0
+            return result
 
         computed, timing = self._evaluate(items[0].prompt, prefix, distinct, visit)
         results = []
         for item, tokens in zip(items, token_lists):
-            result = dict(computed[unique[tuple(tokens)]])
+            result = dict(computed[unique[(tuple(tokens), item.temperature)]])
             result["prompt_sha256"] = hashlib.sha256(item.prompt.text.encode("utf-8")).hexdigest()
             results.append(result)
         read = len(prefix) + sum(len(t) - len(prefix) + r["forward_passes"] - 1 for t, r in zip(distinct, computed))
         return results, {"tokenize_ms": (t1 - t0) * 1000.0, **timing, "input_tokens": read,
                          "distinct_prompts": len(distinct)}
 
-    def _two_level(self, tokens: list[int], logits: np.ndarray, n: int) -> tuple[np.ndarray, float, int]:
+    def _read(self, tokens: list[int], logits: np.ndarray, n: int, temperature: float) -> dict:
+        """The readout at the prompt's end: letter slots for up to 16 options, else two-level codes."""
+        if n <= len(self.slot_tokens):
+            slot_logits = logits[list(self.slot_tokens[:n])]
+            probabilities = _softmax(slot_logits / temperature)
+            mass = float(np.exp(_logsumexp(slot_logits) - _logsumexp(logits)))
+            method, passes, reported = READOUT_LETTER_SLOTS, 1, [float(v) for v in slot_logits]
+        else:
+            probabilities, mass, passes = self._two_level(tokens, logits, n, temperature)
+            method, reported = READOUT_TWO_LEVEL, None
+        return {
+            "probabilities": [float(p) for p in probabilities],
+            "option_logits": reported,
+            "readout": method,
+            "forward_passes": passes,
+            "input_tokens": len(tokens),
+            "allowed_token_mass": mass,
+            "top_token": int(np.argmax(logits)),
+        }
+
+    def _two_level(self, tokens: list[int], logits: np.ndarray, n: int,
+                   temperature: float) -> tuple[np.ndarray, float, int]:
         """P(group) at the prompt's end, then P(member | group) after each group letter."""
         groups, digits = self.code_tokens
         width = len(digits)
         n_groups = -(-n // width)
         group_logits = logits[list(groups[:n_groups])]
-        p_group = _softmax(group_logits)
+        p_group = _softmax(group_logits / temperature)
         log_total = _logsumexp(logits)
         # A recurrent memory cannot be cut back by one token: save the sequence after the prompt.
         checkpoint = self._save_sequence() if self.recurrent or self.prefix_mode == "restore" else None
@@ -562,7 +571,7 @@ class Engine:
             self._eval([groups[g]])
             after = self._last_logits()
             digit_logits = after[list(digits[:members])]
-            probabilities.extend(p_group[g] * _softmax(digit_logits))
+            probabilities.extend(p_group[g] * _softmax(digit_logits / temperature))
             mass += float(np.exp(group_logits[g] - log_total + _logsumexp(digit_logits) - _logsumexp(after)))
         return np.asarray(probabilities), mass, 1 + n_groups
 
@@ -731,12 +740,12 @@ class Engine:
 
     def _reset_context(self) -> None:
         self.llm.reset()
-        memory = self._llama_cpp.llama_get_memory(self.llm._ctx.ctx)
+        memory = self._llama_cpp.llama_get_memory(self.llm.ctx)
         if memory is not None:
             self._llama_cpp.llama_memory_clear(memory, True)
 
     def _save_sequence(self) -> bytes:
-        llama_cpp, ctx = self._llama_cpp, self.llm._ctx.ctx
+        llama_cpp, ctx = self._llama_cpp, self.llm.ctx
         size = llama_cpp.llama_state_seq_get_size(ctx, 0)
         buffer = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
@@ -746,38 +755,12 @@ class Engine:
 
     def _load_sequence(self, state: bytes) -> None:
         buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-        if self._llama_cpp.llama_state_seq_set_data(self.llm._ctx.ctx, buffer, len(state), 0) == 0:
+        if self._llama_cpp.llama_state_seq_set_data(self.llm.ctx, buffer, len(state), 0) == 0:
             raise EngineError("llama.cpp could not restore the sequence state for prefix reuse")
 
     def _last_logits(self) -> np.ndarray:
-        pointer = self._llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, -1)
+        pointer = self._llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
         return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)).astype(np.float64, copy=True)
-
-    def _readout(self, batch: DecisionBatch, question: Question, text: str, tokens: list[int],
-                 logits: np.ndarray, eval_ms: float) -> dict:
-        n = len(question.options)
-        slot_ids = list(self.slot_tokens[:n])
-        slot_logits = logits[slot_ids]
-        scaled = slot_logits / question.temperature
-        probabilities = np.exp(scaled - _logsumexp(scaled))
-        top = int(np.argmax(logits))
-        return {
-            "id": question.id if not batch.single else batch.id,
-            "option_ids": [o.id for o in question.options],
-            "probabilities": [float(p) for p in probabilities],
-            "option_logits": [float(v) for v in slot_logits],
-            "answer_token_ids": slot_ids,
-            "answer_slots": list(LETTERS[:n]),
-            "input_tokens": len(tokens),
-            "allowed_token_mass": float(np.exp(_logsumexp(slot_logits) - _logsumexp(logits))),
-            "top_vocab_token": {"id": top, "text": self.llm.detokenize([top], special=True)
-                                .decode("utf-8", errors="replace")},
-            "temperature": question.temperature,
-            "prompt_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-            "prompt_version": PROMPT_VERSION,
-            "readout": READOUT,
-            "question_eval_ms": eval_ms,
-        }
 
     # -- chat ------------------------------------------------------------------
 

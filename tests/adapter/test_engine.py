@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from decision_adapter.engine import READOUT_METHODS
 from decision_adapter.errors import PromptTooLong
 from decision_adapter.prompt import LETTERS
 from decision_adapter.schema import parse_chat, parse_decision
@@ -49,6 +50,7 @@ def test_probabilities_are_a_distribution_in_request_order(engine):
     assert 0 < result["allowed_token_mass"] <= 1
     assert result["input_tokens"] > 20 and len(result["prompt_sha256"]) == 64
     assert "No tokens were generated" in result["readout"]
+    assert result["readout"] == READOUT_METHODS["letter-slots"]  # one description per readout
 
 
 def test_reordering_options_reorders_the_answer(engine):

@@ -101,3 +101,24 @@ def test_too_many_options_for_a_model_without_codes_is_a_422(engine, monkeypatch
     with pytest.raises(InvalidValue) as raised:
         items(engine, {"q": many(17)})
     assert raised.value.loc == ("body", "questions", "q", "criteria") and "17 options" in raised.value.message
+
+
+def test_temperature_divides_the_logits_at_both_levels(engine):
+    from decision_adapter.engine import ScoringItem
+
+    _, (item,) = items(engine, {"q": many(17)})
+    (plain,), _ = engine.score_items([item])
+    (hot,), _ = engine.score_items([ScoringItem(item.prompt, item.n_options, item.loc, temperature=4.0)])
+    p, q = np.array(plain["probabilities"]), np.array(hot["probabilities"])
+    assert abs(q.sum() - 1) < 1e-9 and q.max() < p.max() and q.min() > p.min()
+    # the group shares are the softmax of the group letters' logits over T, at T = 1 and at T = 4 alike
+    groups, _ = engine.code_tokens
+    engine._reset_context()
+    engine._prefix = None
+    engine.llm.eval(engine.tokenize(item.prompt.text))
+    g = engine._last_logits()[list(groups[:2])]
+    for probs, t in ((p, 1.0), (q, 4.0)):
+        expected = np.exp(g / t - np.max(g / t))
+        expected /= expected.sum()
+        shares = [probs[:10].sum(), probs[10:].sum()]
+        assert np.allclose(shares, expected, atol=1e-4, rtol=0)
