@@ -42,6 +42,9 @@ $(STAMP): pyproject.toml container/pyproject.toml container/requirements.lock $(
 	# shellcheck (Debian) lints the buildspecs' shell steps; those checks skip without it.
 	command -v shellcheck >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq shellcheck >/dev/null 2>&1; } || true
+	# chromium (Debian) runs the notebooks in JupyterLab (tests/notebooks/test_browser.py); that check skips without it.
+	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; } || true
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -221,6 +221,13 @@ class Checks(_Shown):
     def ok(self) -> bool:
         return all(passed is not False for _, passed, _ in self.rows)
 
+    @property
+    def summary(self) -> str:
+        failed = [name for name, passed, _ in self.rows if passed is False]
+        skipped = sum(passed is None for _, passed, _ in self.rows)
+        return (f"failed: {', '.join(failed)}" if failed else
+                f"{len(self.rows) - skipped} checks passed" + (f", {skipped} skipped" if skipped else ""))
+
     def lines(self) -> list[str]:
         mark = {True: "ok  ", False: "FAIL", None: "skip"}
         return [f"{mark[passed]} {name:<14} {detail}" for name, passed, detail in self.rows]
@@ -304,6 +311,10 @@ class SetupResult(_Shown):
     def ok(self) -> bool:
         running = self.config.mode != "local" or bool(rehearsal.emulator_url())
         return self.saved_to.exists() and running
+
+    @property
+    def summary(self) -> str:
+        return f"config saved to {self.saved_to}" + (", emulator running" if self.config.mode == "local" else "")
 
     def lines(self) -> list[str]:
         c = self.config
@@ -1055,7 +1066,7 @@ def _reached(value) -> tuple[bool, str]:
         return valid, detail
     if hasattr(value, "ok"):
         problem = getattr(value, "problem", "") or ("" if value.ok else "did not succeed")
-        return value.ok, problem or str(value).splitlines()[0][:100]
+        return value.ok, problem or getattr(value, "summary", "") or str(value).splitlines()[0][:100]
     raise TypeError(f"check_outcome does not know how to check a {type(value).__name__}")
 
 
