@@ -132,3 +132,34 @@ def test_only_refusals_and_quotas_count_as_expected_aws_errors():
     assert display.is_expected(error("ResourceLimitExceeded")) and display.is_expected(error("AccessDenied"))
     assert not display.is_expected(error("ValidationException"))  # a request the library built wrongly
     assert not display.is_expected(KeyError("x"))
+
+
+def bench_report(*, failed: bool = False):
+    from workshop_lib.bench.report import BenchReport
+    from workshop_lib.bench.runner import Run, TaskResult
+
+    def result(task_id, answered=True):
+        return TaskResult(task_id=task_id, family="routing", type="choice", expected="a", labels=["a", "b"],
+                          presented=["a", "b"], answered=answered, valid=answered, predicted="a" if answered else None,
+                          correct=answered, probabilities={"a": 0.7, "b": 0.3} if answered else None,
+                          client_latency_ms=900.0 if answered else None, server_ms=850.0 if answered else None,
+                          error=None if answered else "EndpointBusy: 503")
+    results = [result("t1"), result("t2", answered=not failed)]
+    return BenchReport(runs={"decision": Run(label="cpu", kind="decision", results=results, endpoint="x",
+                                             wall_s=2.0)})
+
+
+def test_a_benchmark_passes_only_when_every_request_was_answered():
+    assert "2/2 decisions valid" in str(steps.check_outcome(config("local"), "06", report=bench_report()))
+    with pytest.raises(steps.StepError, match=r"1/2 decisions valid; requests failed in decision \(1\)"):
+        steps.check_outcome(config("local"), "06", report=bench_report(failed=True))
+
+
+def test_the_benchmark_figure_is_drawn_once_and_fits_a_notebook():
+    import matplotlib.pyplot as plt
+
+    before = plt.get_fignums()
+    fig = bench_report().plot()
+    assert plt.get_fignums() == before  # not a pyplot figure: the notebook shows the returned one only
+    width, height = fig.get_size_inches()
+    assert width <= 8 and len(fig.axes) == 3 and height > width  # stacked, readable at notebook width
