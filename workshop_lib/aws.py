@@ -16,10 +16,12 @@ import botocore.session
 from botocore.exceptions import ParamValidationError
 from botocore.validate import ParamValidator
 
+from .errors import WorkshopError
+
 _session = botocore.session.get_session()
 
 
-class InvalidRequest(ValueError):
+class InvalidRequest(WorkshopError, ValueError):
     """A request dict that botocore's service model rejects."""
 
 

@@ -31,6 +31,7 @@ from botocore.exceptions import ClientError
 from . import aws
 from .images import (DLC_PINS, ImageRef, InvalidImageUri, dlc_account, dlc_pin, parse_image_uri, pinned_dlc_uri,
                      require_pinned)
+from .errors import WorkshopError
 from .models import PINNED_MODEL, ModelSpec
 from .packaging import MANIFEST_NAME, LocalPackage
 
@@ -66,11 +67,11 @@ _HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 _PATTERN = re.compile(r"[A-Za-z0-9_.*?-]+")
 
 
-class BuildError(RuntimeError):
+class BuildError(WorkshopError, RuntimeError):
     """A CodeBuild or ECR step did not end as the workshop needs."""
 
 
-class BuildSpecError(ValueError):
+class BuildSpecError(WorkshopError, ValueError):
     """Inputs for a build that CodeBuild, ECR or the buildspec would reject."""
 
 

@@ -15,12 +15,13 @@ from datetime import datetime, timedelta, timezone
 
 from .config import check_resource_name
 from .endpoints import TAG_WORKSHOP
+from .errors import WorkshopError
 
 DELETED = "deleted"
 ALREADY_GONE = "already gone"
 
 
-class CleanupError(RuntimeError):
+class CleanupError(WorkshopError, RuntimeError):
     pass
 
 

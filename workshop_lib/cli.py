@@ -14,8 +14,11 @@ import argparse
 import json
 import sys
 
+from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
+
 from .endpoints import DECISION_CPU_INSTANCE as DEFAULT_DECISION_CPU_TYPE
 from .endpoints import DOWNLOAD_TIMEOUT_S, STARTUP_TIMEOUT_S
+from .errors import WorkshopError
 
 EXAMPLE_BUCKET = "amzn-s3-demo-semif-artifacts"
 
@@ -153,10 +156,20 @@ def cmd_invoke_standard(args) -> int:
     return 0
 
 
+def _request_file(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as exc:
+        raise SystemExit(f"error: cannot read --request {path}: {exc.strerror}; pass a JSON file that exists")
+    except ValueError as exc:
+        raise SystemExit(f"error: --request {path} is not JSON ({exc}); pass a decision body, or the sample's request file")
+
+
 def cmd_invoke(args) -> int:
     from . import examples
 
-    body = json.loads(open(args.request).read()) if args.request else examples.SUPPORT_ROUTE
+    body = _request_file(args.request) if args.request else examples.SUPPORT_ROUTE
     decisions = _endpoint_client(args).decide_any(body)
     for d in decisions:
         print(f"{d.id}: top {d.top} ({d.top_probability:.3f})")
@@ -409,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # noqa: BLE001 - one readable line instead of a traceback
+    except WorkshopError as exc:  # expected: the message says what to do; anything else is a bug
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except (ClientError, NoCredentialsError, ProfileNotFound) as exc:  # AWS said no, or no credentials
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -32,6 +32,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectTimeoutError, HTTPClientError, ReadTimeoutError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
+from .errors import WorkshopError
+
 JSON = "application/json"
 READ_TIMEOUT_S = 70.0  # above SageMaker's 60 s invocation limit, so SageMaker's own error arrives first
 CONNECT_TIMEOUT_S = 10.0
@@ -49,7 +51,7 @@ BOTOCORE_TOTAL_ATTEMPTS = 1
 # -- errors -------------------------------------------------------------------------
 
 
-class EndpointError(Exception):
+class EndpointError(WorkshopError):
     """An invocation that did not produce a usable answer."""
 
     hint = ""

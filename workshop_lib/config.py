@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Mapping
 
 from . import aws
+from .errors import WorkshopError
 
 MODES = ("aws", "local")
 DEPLOY_PATHS = ("standard", "decision-cpu", "decision-gpu")
@@ -38,7 +39,7 @@ LOCAL_ROLE_ARN = "arn:aws:iam::123456789012:role/decision-workshop-local"
 _STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")
 
 
-class ConfigError(ValueError):
+class ConfigError(WorkshopError, ValueError):
     """A configuration value the workshop cannot use."""
 
     def __init__(self, message: str, problems: list[ConfigError] | None = None):

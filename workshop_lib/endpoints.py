@@ -26,6 +26,7 @@ from typing import Iterable, Mapping, Sequence
 
 from . import aws
 from .config import check_bucket_region, check_resource_name, check_role_arn
+from .errors import WorkshopError
 from .images import check_deployable, require_pinned
 
 VARIANT_NAME = "AllTraffic"
@@ -46,7 +47,7 @@ TAG_CREATED_BY = "created-by"
 MAX_POOLS = 5
 
 
-class EndpointSpecError(ValueError):
+class EndpointSpecError(WorkshopError, ValueError):
     """A deployment request SageMaker would reject, caught before sending it."""
 
 
@@ -62,7 +63,7 @@ class ConflictingModelSource(EndpointSpecError):
     pass
 
 
-class DeployError(RuntimeError):
+class DeployError(WorkshopError, RuntimeError):
     """SageMaker refused a request; the message says what to do."""
 
 
@@ -74,7 +75,7 @@ class AlreadyExists(DeployError):
     pass
 
 
-class EndpointFailed(RuntimeError):
+class EndpointFailed(WorkshopError, RuntimeError):
     def __init__(self, message: str, *, endpoint_name: str, status: str, reason: str = "",
                  log_lines: Sequence[str] = ()):
         super().__init__(message)
@@ -84,7 +85,7 @@ class EndpointFailed(RuntimeError):
         self.log_lines = list(log_lines)
 
 
-class EndpointWaitTimeout(TimeoutError):
+class EndpointWaitTimeout(WorkshopError, TimeoutError):
     pass
 
 

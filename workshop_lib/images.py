@@ -18,6 +18,8 @@ import re
 import warnings
 from dataclasses import dataclass
 
+from .errors import WorkshopError
+
 DEFAULT_DLC_ACCOUNT = "763104351884"
 # Regions whose DLC registry is not the default account (AWS DLC "available images" list).
 DLC_ACCOUNTS = {
@@ -76,7 +78,7 @@ DLC_PINS = {
 }
 
 
-class ImageError(ValueError):
+class ImageError(WorkshopError, ValueError):
     """An image reference the workshop cannot deploy."""
 
 

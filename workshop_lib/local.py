@@ -23,6 +23,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from .errors import WorkshopError
+
 _RUNNING: set["ServerProcess"] = set()
 
 
@@ -32,7 +34,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-class ServerFailedToStart(RuntimeError):
+class ServerFailedToStart(WorkshopError, RuntimeError):
     pass
 
 

@@ -11,6 +11,8 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import WorkshopError
+
 
 @dataclass(frozen=True)
 class ModelFile:
@@ -83,7 +85,7 @@ EMBEDDED_MODEL = ModelSpec(
 )
 
 
-class EmbeddedModelMissing(RuntimeError):
+class EmbeddedModelMissing(WorkshopError, RuntimeError):
     pass
 
 

@@ -24,13 +24,14 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import WorkshopError
 from .models import ModelSpec
 
 MANIFEST_NAME = "model-manifest.json"
 MANIFEST_FORMAT = 1
 
 
-class ChecksumMismatch(RuntimeError):
+class ChecksumMismatch(WorkshopError, RuntimeError):
     """A file differs from the pinned size or sha256: nothing is packaged."""
 
 

@@ -34,6 +34,7 @@ from . import aws
 from .builds import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
 from .config import (WorkshopConfig, check_bucket_name, check_ecr_repository_name, check_prefix, check_region,
                      check_resource_name)
+from .errors import WorkshopError
 from .images import DLC_ARM64_REPOSITORY, DLC_REPOSITORY, dlc_account
 
 VERSION = "2012-10-17"
@@ -45,7 +46,7 @@ BATCH_OUTPUT_FOLDER = "batch-output"
 MANAGED_POLICY_MAX_CHARS = 6144
 
 
-class PolicyError(ValueError):
+class PolicyError(WorkshopError, ValueError):
     """A policy the workshop cannot build, or a document IAM would reject."""
 
 

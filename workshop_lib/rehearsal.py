@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import repo_root
+from .errors import WorkshopError
 from .local import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
 
 KEEP_ALIVE_S = 2 * 3600
@@ -51,7 +52,7 @@ FORCED_SETTINGS = {"SM_LLAMA_CPP_THREADS": str(LOCAL_THREADS), "SM_LLAMA_CPP_N_G
 _OWNED: dict[int, object] = {}
 
 
-class RehearsalError(RuntimeError):
+class RehearsalError(WorkshopError, RuntimeError):
     """Local rehearsal cannot do what was asked; the message says what to run first."""
 
 

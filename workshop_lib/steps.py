@@ -31,6 +31,7 @@ from typing import Mapping, Sequence
 from . import aws, builds, cleanup, endpoints, images, permissions, rehearsal
 from .config import (LOCAL_BUCKET, BucketNotFound, WorkshopConfig, check_bucket_region, default_path,
                      in_sagemaker_studio, repo_root)
+from .errors import WorkshopError
 from .display import DecisionView, outcome_line
 from .models import EMBEDDED_MODEL, PINNED_MODEL, ModelSpec, embedded_gguf_path
 
@@ -58,7 +59,7 @@ READ_ONLY = frozenset({
 })
 
 
-class StepError(RuntimeError):
+class StepError(WorkshopError, RuntimeError):
     """A step cannot run yet; the message says which notebook or setting comes first."""
 
 

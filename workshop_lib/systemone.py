@@ -23,6 +23,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from .errors import WorkshopError
+
 DEFAULT_MODEL = "jev-latest"
 QUESTION_TYPES = ("noul", "choice", "score")
 MIN_OPTIONS, MAX_OPTIONS = 2, 255
@@ -30,7 +32,7 @@ MIN_LEVELS, MAX_LEVELS = 2, 10
 SUM_TOLERANCE = 1e-3
 
 
-class SystemOneFormatError(ValueError):
+class SystemOneFormatError(WorkshopError, ValueError):
     """A System One reply that does not answer the request it was sent for."""
 
 

@@ -18,12 +18,14 @@ from .config import check_resource_name
 from .endpoints import (DECISION_CPU_INSTANCE, EndpointSpecError, _check_choice, _enum, _in_range, _send, check_tags,
                         workshop_tags)
 
+from .errors import WorkshopError
 
-class TransformFailed(RuntimeError):
+
+class TransformFailed(WorkshopError, RuntimeError):
     pass
 
 
-class TransformOutputMismatch(ValueError):
+class TransformOutputMismatch(WorkshopError, ValueError):
     pass
 
 

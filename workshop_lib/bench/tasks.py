@@ -28,12 +28,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..errors import WorkshopError
+
 TYPES = ("choice", "noul", "score")
 ORDERS = ("original", "reversed", "rotated")
 MIN_OPTIONS, MAX_OPTIONS = 2, 16
 
 
-class TaskFormatError(ValueError):
+class TaskFormatError(WorkshopError, ValueError):
     """A task record that cannot be turned into a decision (the message names the line and field)."""
 
 

@@ -1,0 +1,70 @@
+"""One base for the library's expected failures: WorkshopError (workshop_lib/errors.py).
+
+Every exception class the library defines derives from it, so callers (the command line, the
+notebooks' error display) can tell a failure with advice from a bug; the command line prints the
+first in one line and lets the second show its traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+import workshop_lib
+from workshop_lib import cli
+from workshop_lib.errors import WorkshopError
+
+
+def _library_exceptions():
+    for info in pkgutil.walk_packages(workshop_lib.__path__, "workshop_lib."):
+        if info.name.endswith("__main__"):
+            continue  # runs the command line on import
+        module = importlib.import_module(info.name)
+        for _, obj in inspect.getmembers(module, inspect.isclass):
+            if issubclass(obj, BaseException) and obj.__module__ == module.__name__:
+                yield obj
+
+
+def test_every_exception_the_library_defines_is_a_workshop_error():
+    found = list(_library_exceptions())
+    assert len(found) > 40  # the walk really saw the library
+    assert [c.__qualname__ for c in found if not issubclass(c, WorkshopError)] == []
+
+
+def test_the_built_in_bases_are_kept_for_existing_handlers():
+    from workshop_lib.config import ConfigError
+    from workshop_lib.endpoints import EndpointWaitTimeout
+
+    assert issubclass(ConfigError, ValueError) and issubclass(EndpointWaitTimeout, TimeoutError)
+
+
+def test_the_cli_prints_a_workshop_error_in_one_line(monkeypatch, capsys):
+    def refuse(args):
+        raise WorkshopError("the bucket is in another region; set WORKSHOP_BUCKET to one in us-east-1")
+
+    monkeypatch.setattr(cli, "cmd_running", refuse)
+    assert cli.main(["running", "--region", "us-east-1"]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: the bucket is in another region; set WORKSHOP_BUCKET to one in us-east-1\n"
+
+
+def test_the_cli_lets_a_bug_show_its_traceback(monkeypatch):
+    def broken(args):
+        return {}["missing"]
+
+    monkeypatch.setattr(cli, "cmd_running", broken)
+    with pytest.raises(KeyError):
+        cli.main(["running", "--region", "us-east-1"])
+
+
+@pytest.mark.parametrize("content, needle", [(None, "cannot read"), ("{not json", "is not JSON")])
+def test_a_bad_request_file_is_one_line(tmp_path, content, needle):
+    path = tmp_path / "request.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as done:
+        cli._request_file(str(path))
+    assert needle in str(done.value.code) and str(path) in str(done.value.code)
