@@ -9,7 +9,9 @@
 4. built-in defaults (and, in local mode, placeholders the local emulator accepts).
 
 The mode is ``local`` when ``WORKSHOP_MODE=local`` (or the file says so), or when no
-AWS credentials can be found; otherwise ``aws``.
+AWS credentials are configured at all; otherwise ``aws``. Credentials that are configured but
+fail (a missing profile, an expired SSO session) are an error naming the profile, never a
+quiet switch to local.
 
 The checks raise typed exceptions whose message says what to change. Name patterns
 are read from botocore's SageMaker service model, so they follow the real API.
@@ -69,6 +71,10 @@ class InvalidBucketName(ConfigError):
 
 class BucketNotFound(ConfigError):
     pass
+
+
+class CredentialsBroken(ConfigError):
+    """AWS credentials are configured but cannot be read; the mode is never guessed around it."""
 
 
 class BucketRegionMismatch(ConfigError):
@@ -248,13 +254,21 @@ def _read_file(file: Path) -> dict[str, str]:
 
 
 def has_aws_credentials() -> bool:
-    """True when boto3's credential chain finds something (env, profile, SSO, instance role)."""
-    try:
-        import boto3
+    """True when boto3's credential chain finds credentials (env, profile, SSO, instance role),
+    False when it finds none. A chain that fails (a missing profile, a broken credential_process,
+    an unreadable config) raises ``CredentialsBroken`` naming the profile: a participant who meant
+    to use AWS must not find themselves rehearsing locally without being told."""
+    import boto3
+    from botocore.exceptions import BotoCoreError
 
+    profile = os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE") or "default"
+    try:
         return boto3.session.Session().get_credentials() is not None
-    except Exception:  # noqa: BLE001 - a broken profile means "no usable credentials" here
-        return False
+    except BotoCoreError as exc:
+        raise CredentialsBroken(
+            f"the AWS credentials of profile {profile!r} cannot be read ({exc}); fix or refresh that profile "
+            f"(e.g. `aws sso login --profile {profile}`), pick another with AWS_PROFILE, or set "
+            f"{ENV_VARS['mode']}=local to rehearse without AWS") from None
 
 
 def in_sagemaker_studio() -> bool:

@@ -122,6 +122,19 @@ def test_has_aws_credentials_reads_the_boto3_chain(monkeypatch, tmp_path):
     assert config.has_aws_credentials() is True
 
 
+def test_credentials_that_fail_are_an_error_naming_the_profile_not_local_mode(monkeypatch, tmp_path, no_studio):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "WORKSHOP_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "aws-config").write_text("[profile workshop]\nregion = us-east-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_PROFILE", "workshp")  # a typo: no such profile
+    with pytest.raises(config.CredentialsBroken, match="'workshp'.*WORKSHOP_MODE=local"):
+        config.WorkshopConfig.load(tmp_path / "config.json", env={})
+    monkeypatch.setenv("WORKSHOP_MODE", "local")  # an explicit choice still works with the typo
+    assert config.WorkshopConfig.load(tmp_path / "config.json", env={"WORKSHOP_MODE": "local"}).mode == "local"
+
+
 def test_save_then_load_round_trips_through_workshop_config_env(tmp_path, credentials):
     path = tmp_path / "sub" / "cfg.json"
     cfg = WorkshopConfig(region="eu-west-1", bucket="my-bucket-1", sagemaker_role_arn=ROLE, mode="aws",
