@@ -1,4 +1,4 @@
-"""Small shared helpers around boto3: clients, and request validation by botocore.
+"""Small shared helpers around boto3: the one client factory, and request validation by botocore.
 
 Builders elsewhere in the library return plain request dicts. ``validate``
 checks such a dict against botocore's own service model (the same check boto3
@@ -13,6 +13,7 @@ import time
 from typing import Callable
 
 import botocore.session
+from botocore.config import Config
 from botocore.exceptions import ParamValidationError
 from botocore.validate import ParamValidator
 
@@ -38,12 +39,22 @@ def validate(service: str, operation: str, params: dict) -> dict:
     return params
 
 
-def client(service: str, region: str, *, endpoint_url: str | None = None, session=None):
-    """A boto3 client; endpoint_url points it at the local AWS emulator in local mode."""
+# One retry policy for every control-plane call (SageMaker, S3, ECR, CodeBuild, IAM, Logs, STS),
+# from the notebooks, the command line and the rehearsal alike: botocore's standard mode, which
+# retries throttling, transient 5xx and connection errors with backoff, 5 attempts in all. The
+# decision client's runtime calls are the one exception: botocore makes a single attempt there and
+# EndpointClient counts its own retries (client.py).
+CONTROL_PLANE = Config(retries={"mode": "standard", "total_max_attempts": 5}, connect_timeout=10, read_timeout=60)
+
+
+def client(service: str, region: str | None, *, endpoint_url: str | None = None, session=None,
+           config: Config | None = None):
+    """The library's one boto3 client factory; ``endpoint_url`` points a client at the local AWS
+    emulator in local mode, ``config`` replaces the control-plane retry policy."""
     import boto3
 
     session = session or boto3.session.Session()
-    return session.client(service, region_name=region, endpoint_url=endpoint_url)
+    return session.client(service, region_name=region, endpoint_url=endpoint_url, config=config or CONTROL_PLANE)
 
 
 def wait_for_status(describe: Callable[[], dict], key: str, *, done: str, label: str,

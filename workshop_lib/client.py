@@ -419,12 +419,11 @@ class EndpointClient:
         """A client for a SageMaker endpoint; pass ``runtime_client`` to reuse (or stub) one, or
         ``endpoint_url`` for a VPC endpoint of the SageMaker runtime."""
         if runtime_client is None:
-            import boto3
+            from . import aws
 
             config = Config(read_timeout=read_timeout_s, connect_timeout=connect_timeout_s,
                             retries={"mode": "standard", "total_max_attempts": BOTOCORE_TOTAL_ATTEMPTS})
-            runtime_client = boto3.client("sagemaker-runtime", region_name=region, config=config,
-                                          endpoint_url=endpoint_url)
+            runtime_client = aws.client("sagemaker-runtime", region, endpoint_url=endpoint_url, config=config)
         return cls(SageMakerTransport(endpoint_name, runtime_client), **options)
 
     def __repr__(self) -> str:

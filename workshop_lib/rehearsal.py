@@ -37,6 +37,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import aws
 from .config import repo_root
 from .errors import WorkshopError
 from .local import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
@@ -164,11 +165,7 @@ def session():
 
 def client(service: str, region: str, url: str | None = None):
     """A boto3 client for ``service`` pointed at the emulator (started if needed)."""
-    from botocore.config import Config
-
-    url = url or ensure_emulator()
-    config = Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=5, read_timeout=60)
-    return session().client(service, region_name=region, endpoint_url=url, config=config)
+    return aws.client(service, region, endpoint_url=url or ensure_emulator(), session=session())
 
 
 # ---- images that stand in for real ones ----------------------------------------------------

@@ -125,13 +125,7 @@ class Clients:
                 self._made[service] = rehearsal.client(service, self.config.region, self.endpoint_url)
                 self.calls.attach(self._made[service])
             else:
-                from botocore.config import Config
-
-                import boto3
-
-                retry = Config(retries={"mode": "standard", "max_attempts": 5})
-                self._made[service] = boto3.session.Session().client(service, region_name=self.config.region,
-                                                                     config=retry)
+                self._made[service] = aws.client(service, self.config.region)
         return self._made[service]
 
     sm = property(lambda self: self.get("sagemaker"))
