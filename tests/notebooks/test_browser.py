@@ -3,9 +3,9 @@
 One JupyterLab (from this project's environment) and one browser run notebooks 00 to 05 and 07 in
 order, each with Run All, on copies of the notebooks under ``.workshop/browser/`` (the committed
 notebooks stay without outputs). For each notebook it checks what nbmake cannot see: the widgets
-render as widgets (not as their text), the decision charts appear, no markdown cell typesets
-currency as maths, no cell shows a traceback, and labels are not cut off. Screenshots and the
-executed notebooks stay in ``.workshop/browser/`` as artefacts.
+render as widgets (not as their text) and values typed into them reach the kernel, the decision
+charts appear, no markdown cell typesets currency as maths, no cell shows a traceback, and labels
+are not cut off. Screenshots and the executed notebooks stay in ``.workshop/browser/`` as artefacts.
 
 Chromium comes from Debian (``apt-get install chromium``; ``make test`` installs it when run as
 root) and Playwright (the ``dev`` extra) drives it; nothing is downloaded at run time. Everything
@@ -202,8 +202,35 @@ def run_all(page, lab: Lab, name: str) -> dict:
         page.wait_for_timeout(500)
     else:
         raise AssertionError(f"{name}: still running after {NOTEBOOK_TIMEOUT_S} s: {state}")
-    page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:save'); }")
     return state
+
+
+def close_saved(page) -> None:
+    """Save the notebook (a copy: an artefact with its outputs) and close it; a dialog would be a failure,
+    so closing never waits for one."""
+    page.evaluate("""async () => {
+      const commands = window.jupyterapp.commands;
+      await commands.execute('docmanager:save');
+      await Promise.race([commands.execute('application:close'), new Promise(done => setTimeout(done, 10000))]);
+    }""")
+    dialogs = page.locator(".jp-Dialog")
+    assert not dialogs.count(), f"a dialog is open: {dialogs.first.inner_text()[:200]}"
+
+
+def rerun_builder_with_typed_values(page) -> str:
+    """05's builder as a participant uses it: type a question and options, run the cell again; returns
+    the text the cell shows (the chart's text/plain), which must name the typed options."""
+    notebook = page.locator(".jp-NotebookPanel:visible .jp-Notebook")
+    notebook.locator(".widget-text input").first.fill("Which colour does the customer mention?")
+    notebook.locator(".widget-textarea textarea").nth(1).fill("red: Red\ngreen: Green\nblue: Blue")
+    return page.evaluate("""async () => {
+      const panel = window.jupyterapp.shell.currentWidget;
+      const index = panel.content.widgets.findIndex(
+        c => c.model.sharedModel.getSource().includes('mine = endpoint.decide'));
+      panel.content.activeCellIndex = index;
+      await window.jupyterapp.commands.execute('notebook:run-cell');  // resolves when the cell has run
+      return JSON.stringify(panel.content.widgets[index].model.outputs.toJSON());
+    }""")
 
 
 def problems_on_page(page, name: str) -> list[str]:
@@ -265,12 +292,19 @@ def test_the_notebooks_in_jupyterlab_in_chromium(lab):
                         failures.append(f"{name}: {charts.count()} decision charts shown, expected 5")
                     for i in range(min(charts.count(), 5)):
                         charts.nth(i).screenshot(path=str(shots / f"{name}-chart-{i}.png"))
+                    shown = rerun_builder_with_typed_values(page)
+                    if not all(f"  {colour} " in json.loads(shown)[0]["data"]["text/plain"]
+                               for colour in ("red", "green", "blue")) or "image/png" not in shown:
+                        failures.append(f"{name}: the values typed into the builder did not reach the kernel: "
+                                        f"{shown[:300]}")
+                    notebook.locator(".jp-OutputArea-output img").nth(4).screenshot(
+                        path=str(shots / f"{name}-chart-typed.png"))
                 if name == "07_cleanup":
                     box = notebook.locator(".widget-checkbox")
                     if not box.count() or "decision-workshop" not in box.first.inner_text():
                         failures.append(f"{name}: the checkbox does not show the bucket it deletes")
+                close_saved(page)
                 lab.shutdown_kernels()
-                page.evaluate("async () => { await window.jupyterapp.commands.execute('application:close'); }")
         finally:
             browser.close()
     timing = ", ".join(f"{n[:2]} {s:.0f} s" for n, s in seconds.items())
