@@ -203,6 +203,8 @@ class Engine:
         bos_text = llama_cpp.llama_vocab_get_text(vocab, self._bos_id).decode() if self._bos_id >= 0 else ""
         eos_text = llama_cpp.llama_vocab_get_text(vocab, eos_id).decode() if eos_id >= 0 else ""
         self.template = ChatTemplate(template_source, bos_text, eos_text)
+        self._bos_text = bos_text
+        self._piece_bytes = self._token_byte_lengths()
         self._control_tokens, self._control_re = self._find_control_tokens()
         self._max_token_chars = max(1, max(len(llama_cpp.llama_vocab_get_text(vocab, t))
                                            for t in range(self.n_vocab)))
@@ -284,6 +286,13 @@ class Engine:
             return texts, None
         longest_first = sorted(texts, key=len, reverse=True)  # as llama.cpp matches them
         return texts, re.compile("|".join(map(re.escape, longest_first)))
+
+    def _token_byte_lengths(self) -> np.ndarray:
+        """How many bytes of text each token spells (control tokens as their text), to cut prompts by offset."""
+        llama_cpp, buffer = self._llama_cpp, ctypes.create_string_buffer(256)
+        lengths = [llama_cpp.llama_token_to_piece(self._vocab, t, buffer, len(buffer), 0, True)
+                   for t in range(self.n_vocab)]
+        return np.asarray([n if n >= 0 else 10**9 for n in lengths], dtype=np.int64)  # < 0: longer than 256
 
     def tokenize(self, text: str, protect: tuple[tuple[int, int], ...] = ()) -> list[int]:
         """The prompt's tokens; control-token text counts as a control token only outside ``protect``.
@@ -455,13 +464,14 @@ class Engine:
                   visit) -> tuple[list, dict]:
         """Evaluate the shared prefix once, then each prompt from it; ``visit`` reads each result."""
         t1 = time.perf_counter()
-        prefix_reused = self._enter_prefix(first, prefix)
+        prefix_reused = self._enter_prefix(first, prefix, token_lists[0])
         t2 = time.perf_counter()
         results = []
         for index, tokens in enumerate(token_lists):
             q_start = time.perf_counter()
-            self._rewind(prefix, self._prefix.state)
-            self._eval(tokens[len(prefix):])
+            if index or self.llm.n_tokens != len(tokens):  # trim mode evaluated the first prompt whole
+                self._rewind(prefix, self._prefix.state)
+                self._eval(tokens[len(prefix):])
             logits = self._last_logits()
             results.append(visit(index, tokens, logits, (time.perf_counter() - q_start) * 1000.0))
         t3 = time.perf_counter()
@@ -626,26 +636,41 @@ class Engine:
     def _prefix_tokens(self, first: RenderedPrompt, token_lists: list[list[int]]) -> tuple[int, ...]:
         if self.prefix_mode == "off" or first.state_end is None:
             return ()
-        cut = self.prompt_tokens(first, first.state_end)
-        # One token of margin: the last token of the cut may merge with what follows.
-        length = max(0, len(cut) - 1)
-        for tokens in token_lists:
-            length = min(length, _common_prefix_len(cut, tokens), len(tokens) - 1)
-        return tuple(token_lists[0][:length])
+        own = token_lists[0]
+        ends = np.cumsum(self._piece_bytes[own])
+        if own and own[0] == self._bos_id and not first.text.startswith(self._bos_text):
+            ends -= ends[0]  # the BOS the engine added spells nothing of the text
+        if len(own) and ends[-1] == len(first.text.encode("utf-8")):
+            # The tokens spell the text byte for byte: the cut is at the last one that ends within the state
+            # (the same in every prompt about it, as the same fixed text follows the state in all).
+            length = int(np.searchsorted(ends, len(first.text[: first.state_end].encode("utf-8")), side="right"))
+        else:
+            # One token of margin: the last token of the state's own tokens may merge with what follows.
+            length = max(0, len(self.prompt_tokens(first, first.state_end)) - 1)
+        for tokens in token_lists[1:]:
+            length = min(length, _common_prefix_len(own, tokens))
+        return tuple(own[: min(length, len(own) - 1)])
 
-    def _enter_prefix(self, first: RenderedPrompt, prefix: tuple[int, ...]) -> bool:
-        """Bring the context to the end of the shared prefix, evaluating only what is not cached."""
-        if self._prefix is not None and self._prefix.tokens == prefix and prefix:
-            return True
-        if self.prefix_mode == "trim":
+    def _enter_prefix(self, first: RenderedPrompt, prefix: tuple[int, ...], tokens: list[int]) -> bool:
+        """Bring the context to the end of the shared prefix, evaluating only what is not cached.
+
+        With ``trim`` the first prompt (``tokens``) is evaluated whole from where it departs from the
+        cache, in as few llama_decode calls as the batch size allows; the others are cut back to the
+        prefix. ``restore`` evaluates up to the prefix and saves the sequence there first, as a recurrent
+        memory cannot be cut back to it afterwards.
+        """
+        if self.prefix_mode == "trim" and prefix:
             cached = self.llm.input_ids[: self.llm.n_tokens]
-            common = _common_prefix_len(cached, prefix)
+            # At least two new tokens: llama.cpp's CPU kernels take another path for a one-token batch, and a
+            # prompt's last token read alone can differ from the same token read with others (~1e-3 in a logit).
+            common = max(0, min(_common_prefix_len(cached, tokens), len(tokens) - 2))
             self._prefix = None
             self._set_position(common)  # eval() removes the KV cells past it
-            if common < len(prefix):
-                self._eval(list(prefix[common:]))
+            self._eval(tokens[common:])
             self._prefix = _Prefix(prefix, None)
-            return False
+            return common >= len(prefix)
+        if self._prefix is not None and self._prefix.tokens == prefix and prefix:
+            return True
         head = self._saved_head(first, prefix) if self.prefix_mode == "restore" and prefix else None
         self._reset_context()
         self._prefix = None

@@ -79,6 +79,23 @@ def user_message(state, question: Question) -> tuple[str, int]:
 _MARK = re.compile("\ue000(\\d+)\ue001")  # render_with_spans' placeholders
 
 
+def _spans(text: str, marked: str, messages: list[dict]) -> tuple[tuple[int, int], ...] | None:
+    """Where each content sits in ``text``, given the rendering with placeholders; None if it does not fit."""
+    # One pass over the placeholders: each must appear exactly once, in message order.
+    found = list(_MARK.finditer(marked))
+    if [int(m.group(1)) for m in found] != list(range(len(messages))):
+        return None
+    pieces, spans, at, length = [], [], 0, 0
+    for match, message in zip(found, messages):
+        pieces += [marked[at:match.start()], message["content"]]
+        length += match.start() - at
+        spans.append((length, length + len(message["content"])))
+        length += len(message["content"])
+        at = match.end()
+    pieces.append(marked[at:])
+    return tuple(spans) if "".join(pieces) == text else None
+
+
 class TemplateError(RuntimeError):
     """The model's chat template cannot render a decision prompt."""
 
@@ -110,6 +127,7 @@ class ChatTemplate:
         self.template = env.from_string(source)
         self.bos_token = bos_token
         self.eos_token = eos_token
+        self._turn_marked: str | None = None
 
     def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         return self.template.render(
@@ -120,33 +138,38 @@ class ChatTemplate:
             enable_thinking=False,  # Qwen3-style templates: no reasoning block
         )
 
-    def render_with_spans(self, messages: list[dict]) -> tuple[str, tuple[tuple[int, int], ...] | None]:
+    def render_with_spans(self, messages: list[dict], marked: str | None = None
+                          ) -> tuple[str, tuple[tuple[int, int], ...] | None]:
         """The conversation's text, and where each message's content sits in it.
 
         Each content is rendered once as a unique placeholder, so a content that repeats the
         template's own text cannot be mistaken for it. The spans are None when the template
         does not copy contents verbatim (putting the contents back into the placeholders'
-        text must give exactly the real rendering).
+        text must give exactly the real rendering). ``marked``: that placeholder rendering, if known.
         """
         text = self.render(messages)
-        marks = [f"\ue000{i}\ue001" for i in range(len(messages))]
+        if marked is None:
+            try:
+                marked = self._marked(messages)
+            except TemplateError:
+                return text, None
+        return text, _spans(text, marked, messages)
+
+    def _marked(self, messages: list[dict]) -> str:
+        return self.render([dict(m, content=f"\ue000{i}\ue001") for i, m in enumerate(messages)])
+
+    def _turn_spans(self, messages: list[dict]) -> tuple[str, tuple[tuple[int, int], ...] | None]:
+        """render_with_spans for a system + user turn, the placeholder rendering kept between requests
+        (it depends on nothing the request sends); made again once when it no longer fits (a date in it)."""
+        if self._turn_marked is not None:
+            text, spans = self.render_with_spans(messages, self._turn_marked)
+            if spans is not None:
+                return text, spans
         try:
-            marked = self.render([dict(m, content=mark) for m, mark in zip(messages, marks)])
+            self._turn_marked = self._marked(messages)
         except TemplateError:
-            return text, None
-        # One pass over the placeholders: each must appear exactly once, in message order.
-        found = list(_MARK.finditer(marked))
-        if [int(m.group(1)) for m in found] != list(range(len(messages))):
-            return text, None
-        pieces, spans, at, length = [], [], 0, 0
-        for match, message in zip(found, messages):
-            pieces += [marked[at:match.start()], message["content"]]
-            length += match.start() - at
-            spans.append((length, length + len(message["content"])))
-            length += len(message["content"])
-            at = match.end()
-        pieces.append(marked[at:])
-        return (text, tuple(spans)) if "".join(pieces) == text else (text, None)
+            return self.render(messages), None
+        return self.render_with_spans(messages, self._turn_marked)
 
     def render_decision(self, state, question: Question) -> RenderedPrompt:
         content, state_end = user_message(state, question)
@@ -154,8 +177,7 @@ class ChatTemplate:
 
     def render_turn(self, system: str, content: str, state_end: int) -> RenderedPrompt:
         """System + user turn with the generation prompt; locate the user turn and the state's end in it."""
-        text, spans = self.render_with_spans([{"role": "system", "content": system},
-                                              {"role": "user", "content": content}])
+        text, spans = self._turn_spans([{"role": "system", "content": system}, {"role": "user", "content": content}])
         opening = len(STATE_OPENING) if content.startswith(STATE_OPENING) else None
         if spans is None:  # the template changed the content; only the state may still be found
             at = text.find(content[:state_end])

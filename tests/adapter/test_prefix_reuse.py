@@ -82,6 +82,8 @@ def test_only_what_is_not_cached_is_read_and_answers_equal_fresh_evaluations(reu
     got, n = evaluated(reusing, single(STATES[1], QUESTIONS[1]))
     assert_same(got, probabilities(fresh, single(STATES[1], QUESTIONS[1])))
     assert n < 40  # the same state: only the question and its options
+    got, n = evaluated(reusing, single(STATES[1], QUESTIONS[1]))  # the same request again: hardly anything new
+    assert_same(got, probabilities(fresh, single(STATES[1], QUESTIONS[1])))
     assert_same(probabilities(reusing, shared(STATES[2])), probabilities(fresh, shared(STATES[2])))
 
 
