@@ -167,25 +167,17 @@ REFUSED_CODES = frozenset({
 
 
 def expected_errors() -> tuple[type[BaseException], ...]:
-    """The library's exception classes whose message says what to do (see DESIGN.md: Errors)."""
-    from .builds import BuildError, BuildSpecError
-    from .client import EndpointError
-    from .config import ConfigError
-    from .endpoints import DeployError, EndpointFailed, EndpointSpecError, EndpointWaitTimeout
-    from .images import ImageError
-    from .policies import PolicyError
-    from .rehearsal import RehearsalError
-    from .steps import StepError
+    """What a notebook shows in one line: every ``errors.WorkshopError`` (its message says what to do),
+    missing AWS credentials, and the AWS refusals and quota errors among botocore's ClientErrors."""
+    from .errors import WorkshopError
 
-    found: list[type[BaseException]] = [StepError, ConfigError, EndpointError, ImageError, BuildError,
-                                        BuildSpecError, DeployError, EndpointFailed, EndpointSpecError,
-                                        EndpointWaitTimeout, PolicyError, RehearsalError]
+    found: list[type[BaseException]] = [WorkshopError]
     try:
-        from botocore.exceptions import ClientError, NoCredentialsError
+        from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
     except ImportError:
         pass
     else:
-        found += [ClientError, NoCredentialsError]
+        found += [ClientError, NoCredentialsError, ProfileNotFound]
     return tuple(found)
 
 
