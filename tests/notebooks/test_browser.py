@@ -211,20 +211,44 @@ def close_saved(page) -> None:
     assert not dialogs.count(), f"a dialog is open: {dialogs.first.inner_text()[:200]}"
 
 
-def rerun_builder_with_typed_values(page) -> str:
-    """05's builder as a participant uses it: type a question and options, run the cell again; returns
-    the text the cell shows (the chart's text/plain), which must name the typed options."""
+def rerun_builder(page, question: str, options: str) -> list[dict]:
+    """05's builder as a participant uses it: type a question and options into the widgets and run
+    the builder cell again; returns that cell's outputs."""
     notebook = page.locator(".jp-NotebookPanel:visible .jp-Notebook")
-    notebook.locator(".widget-text input").first.fill("Which colour does the customer mention?")
-    notebook.locator(".widget-textarea textarea").nth(1).fill("red: Red\ngreen: Green\nblue: Blue")
-    return page.evaluate("""async () => {
+    notebook.locator(".widget-text input").first.fill(question)
+    notebook.locator(".widget-textarea textarea").nth(1).fill(options)
+    return json.loads(page.evaluate("""async () => {
       const panel = window.jupyterapp.shell.currentWidget;
       const index = panel.content.widgets.findIndex(
         c => c.model.sharedModel.getSource().includes('mine = endpoint.decide'));
       panel.content.activeCellIndex = index;
       await window.jupyterapp.commands.execute('notebook:run-cell');  // resolves when the cell has run
       return JSON.stringify(panel.content.widgets[index].model.outputs.toJSON());
-    }""")
+    }"""))
+
+
+def check_builder(page, shots: Path) -> list[str]:
+    """A mistake typed into the builder (one option) shows one line, not a traceback; typed values
+    reach the kernel and redraw the chart."""
+    found = []
+    mistake = rerun_builder(page, "Is this about money?", "yes: Yes")
+    errors = [o for o in mistake if o["output_type"] == "error"]
+    shown = page.locator(".jp-NotebookPanel:visible .jp-OutputArea-output[data-mime-type*='stderr']")
+    if len(errors) != 1 or len(errors[0]["traceback"]) != 1 or errors[0]["ename"] != "UnprocessableRequest":
+        found.append(f"one option in the builder should show one line: {json.dumps(mistake)[:300]}")
+    elif not shown.count() or len(shown.first.inner_text().strip().splitlines()) != 1:
+        found.append(f"the builder's mistake is not shown as one line: {shown.all_inner_texts()}")
+    else:
+        shown.first.screenshot(path=str(shots / "05_invoke_decisions-mistake.png"))
+    typed = rerun_builder(page, "Which colour does the customer mention?", "red: Red\ngreen: Green\nblue: Blue")
+    text = "".join(o.get("data", {}).get("text/plain", "") for o in typed)
+    if not all(f"  {colour} " in text for colour in ("red", "green", "blue")) \
+            or not any("image/png" in o.get("data", {}) for o in typed):
+        found.append(f"the values typed into the builder did not reach the kernel: {json.dumps(typed)[:300]}")
+    else:
+        page.locator(".jp-NotebookPanel:visible .jp-OutputArea-output img").nth(4).screenshot(
+            path=str(shots / "05_invoke_decisions-chart-typed.png"))
+    return found
 
 
 def problems_on_page(page, name: str) -> list[str]:
@@ -286,13 +310,7 @@ def test_the_notebooks_in_jupyterlab_in_chromium(lab):
                         failures.append(f"{name}: {charts.count()} decision charts shown, expected 5")
                     for i in range(min(charts.count(), 5)):
                         charts.nth(i).screenshot(path=str(shots / f"{name}-chart-{i}.png"))
-                    shown = rerun_builder_with_typed_values(page)
-                    if not all(f"  {colour} " in json.loads(shown)[0]["data"]["text/plain"]
-                               for colour in ("red", "green", "blue")) or "image/png" not in shown:
-                        failures.append(f"{name}: the values typed into the builder did not reach the kernel: "
-                                        f"{shown[:300]}")
-                    notebook.locator(".jp-OutputArea-output img").nth(4).screenshot(
-                        path=str(shots / f"{name}-chart-typed.png"))
+                    failures += [f"{name}: {p}" for p in check_builder(page, shots)]
                 if name == "07_cleanup":
                     box = notebook.locator(".widget-checkbox")
                     if not box.count() or "decision-workshop" not in box.first.inner_text():

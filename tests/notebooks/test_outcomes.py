@@ -113,7 +113,8 @@ def test_an_expected_mistake_prints_one_line_and_still_fails_the_cell(shell, cap
     ok, out = run(shell, "raise steps.StepError('no model data url recorded yet: run 01_package_model first')",
                   capsys)
     assert not ok  # Run All stops here, and nbmake fails
-    assert strip_ansi(out).strip().splitlines() == ["StepError: no model data url recorded yet: run 01_package_model first"]
+    expected = "StepError: no model data url recorded yet: run 01_package_model first"
+    assert strip_ansi(out).strip().splitlines() == [expected]
     ok, out = run(shell, "raise UnprocessableRequest('at least 2 options', status=422, field='options')", capsys)
     assert not ok and len(out.strip().splitlines()) == 1 and "at least 2 options" in out
 
