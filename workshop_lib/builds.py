@@ -28,7 +28,7 @@ from typing import Callable, Mapping
 
 from botocore.exceptions import ClientError
 
-from . import aws
+from . import aws, names
 from .images import (DLC_PINS, ImageRef, InvalidImageUri, dlc_account, dlc_pin, parse_image_uri, pinned_dlc_uri,
                      require_pinned)
 from .errors import WorkshopError
@@ -61,7 +61,6 @@ _EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".egg-info")
 # CodeBuild's phases in order; the progress bar advances through them.
 PHASES = ("SUBMITTED", "QUEUED", "PROVISIONING", "DOWNLOAD_SOURCE", "INSTALL", "PRE_BUILD", "BUILD",
           "POST_BUILD", "UPLOAD_ARTIFACTS", "FINALIZING", "COMPLETED")
-_IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 _PATTERN = re.compile(r"[A-Za-z0-9_.*?-]+")
@@ -107,12 +106,8 @@ class ManifestMismatch(BuildError):
 
 # ---------------------------------------------------------------- pure builders
 
-def _pattern(service: str, operation: str, member: str) -> str:
-    return aws.operation_model(service, operation).input_shape.members[member].metadata["pattern"]
-
-
 def check_project_name(name: str) -> str:
-    if not re.fullmatch(_pattern("codebuild", "CreateProject", "name"), name or ""):
+    if not names.is_codebuild_project(name):
         raise BuildSpecError(
             f"CodeBuild project name {name!r} is not valid: 2-150 letters, digits, '-' or '_', "
             "starting with a letter or digit")
@@ -120,7 +115,7 @@ def check_project_name(name: str) -> str:
 
 
 def check_repository_name(name: str) -> str:
-    if not 2 <= len(name or "") <= 256 or not re.fullmatch(_pattern("ecr", "CreateRepository", "repositoryName"), name):
+    if not names.is_ecr_repository(name):
         raise BuildSpecError(
             f"ECR repository name {name!r} is not valid: lowercase letters, digits and . _ - / "
             "(e.g. 'semif-llamacpp-dlc')")
@@ -129,10 +124,10 @@ def check_repository_name(name: str) -> str:
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
     """``s3://bucket/key`` -> (bucket, key); the key may be empty."""
-    match = re.fullmatch(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(.*))?", uri or "")
-    if not match:
+    parts = names.split_s3_uri(uri)
+    if parts is None:
         raise BuildSpecError(f"{uri!r} is not an S3 URI like 's3://my-bucket/models/qwen/'")
-    return match[1], match[2] or ""
+    return parts
 
 
 def model_s3_prefix(uri: str) -> str:
@@ -198,7 +193,7 @@ def project_request(name: str, *, buildspec: str, source_location: str, service_
                     tags: Mapping[str, str] | None = None) -> dict:
     """CreateProject: S3 zip source, the AL2023 standard image, logs to CloudWatch, no artifacts."""
     check_project_name(name)
-    if not re.fullmatch(r"arn:aws[a-z-]*:iam::\d{12}:role/.+", service_role_arn or ""):
+    if not names.is_role_arn(service_role_arn):
         raise BuildSpecError(
             f"CodeBuild service role {service_role_arn!r} is not an IAM role ARN "
             "(arn:aws:iam::<account>:role/<name>); pass the role CodeBuild should assume")
@@ -318,7 +313,7 @@ def check_base_image(base_image: str, region: str | None = None) -> ImageRef:
 
 
 def check_image_tag(image_tag: str) -> str:
-    if not _IMAGE_TAG.fullmatch(image_tag or ""):
+    if not names.is_image_tag(image_tag):
         raise BuildSpecError(f"image tag {image_tag!r} is not valid (letters, digits, _ . -; up to 128)")
     return image_tag
 

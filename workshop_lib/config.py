@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
-from . import aws
+from . import aws, names
 from .errors import WorkshopError
 
 MODES = ("aws", "local")
@@ -319,11 +319,8 @@ def check_region(region: str) -> str:
 @lru_cache(maxsize=None)
 def _sagemaker_constraints(shape_path: tuple[str, ...]) -> tuple[re.Pattern, int]:
     """(compiled pattern, max length) of a SageMaker request member, read from botocore."""
-    operation, *members = shape_path
-    shape = aws.operation_model("sagemaker", operation).input_shape
-    for member in members:
-        shape = shape.members[member]
-    return re.compile(shape.metadata["pattern"]), shape.metadata.get("max", 63)
+    pattern, max_len = names.service_rule("sagemaker", *shape_path)
+    return pattern, max_len or 63
 
 
 _NAME_SHAPES = {
@@ -412,9 +409,6 @@ def check_bucket_name(bucket: str) -> str:
     return bucket
 
 
-_ECR_REPOSITORY = re.compile(r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*")
-
-
 _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*")
 
 
@@ -430,7 +424,7 @@ def check_prefix(prefix: str) -> str:
 
 
 def check_ecr_repository_name(name: str) -> str:
-    if not (2 <= len(name or "") <= 256 and _ECR_REPOSITORY.fullmatch(name)):
+    if not names.is_ecr_repository(name):
         raise ConfigError(
             f"ECR repository name {name!r} is not valid: use lower-case letters, digits and . _ - / "
             f"(2 to 256 characters), e.g. 'semif-llamacpp-dlc'"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 
-from . import aws
+from . import aws, names
 from .config import check_bucket_region, check_resource_name, check_role_arn
 from .errors import WorkshopError
 from .images import check_deployable, require_pinned
@@ -196,7 +196,7 @@ def check_tags(tags: list[dict]) -> list[dict]:
 
 
 def _s3_tarball(url: str) -> str:
-    if not re.fullmatch(r"s3://[^/]+/.+\.tar\.gz", url or ""):
+    if not names.is_s3_tarball(url):
         raise EndpointSpecError(
             f"model data {url!r} must be one s3://<bucket>/<key>.tar.gz object (SageMaker extracts it "
             "into /opt/ml/model); package the model first"

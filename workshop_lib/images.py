@@ -18,6 +18,7 @@ import re
 import warnings
 from dataclasses import dataclass
 
+from . import names
 from .errors import WorkshopError
 
 DEFAULT_DLC_ACCOUNT = "763104351884"
@@ -127,8 +128,6 @@ def dlc_image_uri(region: str, variant: str = "cpu", arm64: bool = False) -> str
 
 _ECR_HOST = re.compile(r"(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-_REPOSITORY = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*")
 
 
 @dataclass(frozen=True)
@@ -180,9 +179,9 @@ def parse_image_uri(image_uri: str) -> ImageRef:
     tag = None
     if ":" in rest:
         rest, tag = rest.rsplit(":", 1)
-        if not _TAG.fullmatch(tag):
+        if not names.is_image_tag(tag):
             raise InvalidImageUri(f"image URI {image_uri!r}: tag {tag!r} is not a valid image tag")
-    if not _REPOSITORY.fullmatch(rest):
+    if not names.IMAGE_REPOSITORY.fullmatch(rest):
         raise InvalidImageUri(f"image URI {image_uri!r}: repository {rest!r} is not a valid repository name")
     host = _ECR_HOST.fullmatch(registry)
     return ImageRef(

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from . import aws
+from . import aws, names
 from .builds import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
 from .config import (WorkshopConfig, check_bucket_name, check_ecr_repository_name, check_prefix, check_region,
                      check_resource_name)
@@ -120,9 +120,6 @@ def codebuild_project_arn(region: str, account: str, project: str) -> str:
 
 # ---- what the policies are about ----------------------------------------------------------
 
-_ROLE_ACCOUNT = re.compile(r"arn:aws[a-z-]*:iam::(\d{12}):role/.+")
-
-
 @dataclass(frozen=True)
 class Scope:
     """The names the policies grant access to, taken from the config and the library's constants."""
@@ -162,9 +159,8 @@ class Scope:
 def account_of(config: WorkshopConfig) -> str | None:
     """The account id in the config's role ARNs (both roles live in the workshop's account)."""
     for arn in (config.codebuild_role_arn, config.sagemaker_role_arn):
-        match = _ROLE_ACCOUNT.fullmatch(arn or "")
-        if match:
-            return match[1]
+        if names.role_account(arn):
+            return names.role_account(arn)
     return None
 
 

@@ -9,11 +9,10 @@ for it. The job runs the decision image's SageMaker model (``endpoints.create_mo
 from __future__ import annotations
 
 import json
-import re
 import time
 from typing import Iterable, Mapping
 
-from . import aws
+from . import aws, names
 from .config import check_resource_name
 from .endpoints import (DECISION_CPU_INSTANCE, EndpointSpecError, _check_choice, _enum, _in_range, _send, check_tags,
                         workshop_tags)
@@ -55,7 +54,7 @@ def transform_job_request(job_name: str, *, model_name: str, input_s3_uri: str, 
     _in_range(max_retries, 0, 3, "max_retries")
     _in_range(max_payload_mb, 1, 100, "max_payload_mb")
     for uri in (input_s3_uri, output_s3_uri):
-        if not re.fullmatch(r"s3://[^/]+(/.*)?", uri or ""):
+        if names.split_s3_uri(uri) is None:
             raise EndpointSpecError(f"{uri!r} is not an s3://bucket/prefix URI")
     request = {
         "TransformJobName": job_name,

@@ -1,0 +1,59 @@
+"""names.py: the one home of naming rules; botocore's models where they state the rule."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import workshop_lib
+from workshop_lib import names
+
+
+@pytest.mark.parametrize("name, ok", [("semif-llamacpp-dlc", True), ("team/semif.dlc_2", True), ("a", False),
+                                      ("Semif", False), ("semif--/x", False), ("x" * 257, False)])
+def test_ecr_repository_names_follow_the_ecr_model(name, ok):
+    assert names.is_ecr_repository(name) is ok
+
+
+def test_the_rules_come_from_botocore_not_from_copies():
+    pattern, max_len = names.service_rule("codebuild", "CreateProject", "name")
+    assert names.is_codebuild_project("decision-workshop-image") and not names.is_codebuild_project("-x")
+    assert pattern.pattern and max_len is None or max_len >= 150
+
+
+@pytest.mark.parametrize("arn, account", [
+    ("arn:aws:iam::111122223333:role/workshop-codebuild", "111122223333"),
+    ("arn:aws:iam::111122223333:role/service-role/x", "111122223333"),
+    ("arn:aws:sts::111122223333:assumed-role/x/session", None),
+    ("arn:aws:iam::111122223333:user/alice", None),
+    ("", None),
+])
+def test_role_arns(arn, account):
+    assert names.role_account(arn) == account
+    assert names.is_role_arn(arn) is (account is not None)
+
+
+@pytest.mark.parametrize("uri, parts", [("s3://my-bucket/models/qwen/", ("my-bucket", "models/qwen/")),
+                                        ("s3://my-bucket", ("my-bucket", "")), ("s3:/my-bucket/x", None),
+                                        ("s3://My_Bucket/x", None), ("https://my-bucket/x", None)])
+def test_s3_uris_are_taken_apart_once(uri, parts):
+    assert names.split_s3_uri(uri) == parts
+
+
+def test_a_model_archive_is_one_tar_gz_object():
+    assert names.is_s3_tarball("s3://b-1/semif/model.tar.gz")
+    assert not names.is_s3_tarball("s3://b-1/semif/") and not names.is_s3_tarball("s3://b-1/.tar.gz")
+
+
+def test_image_tags_follow_docker_grammar():
+    assert names.is_image_tag("cpu-2026-11-30") and not names.is_image_tag("-x") and not names.is_image_tag("x" * 129)
+
+
+def test_no_other_module_keeps_its_own_copy_of_these_rules():
+    root = Path(workshop_lib.__file__).parent
+    copies = re.compile(r"""r["']s3://|\{0,127\}|iam::\\d\{12\}:role""")
+    found = [f"{p.relative_to(root)}:{n}" for p in root.rglob("*.py") if p.name != "names.py"
+             for n, line in enumerate(p.read_text().splitlines(), 1) if copies.search(line)]
+    assert found == []
