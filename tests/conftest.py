@@ -14,7 +14,8 @@ from workshop_lib.local import AdapterProcess
 from workshop_lib.models import EMBEDDED_MODEL, embedded_gguf_path
 from workshop_lib.packaging import extract_model, package_local
 
-THREADS = 2
+from tests.support import THREADS, adapter_settings
+
 
 
 @pytest.fixture(scope="session")
@@ -28,15 +29,6 @@ def model_dir(tmp_path_factory, embedded_gguf) -> Path:
     work = tmp_path_factory.mktemp("model")
     package = package_local(EMBEDDED_MODEL, {EMBEDDED_MODEL.gguf.path: embedded_gguf}, work / "package")
     return extract_model(package.tarball, work / "opt-ml-model")
-
-
-def adapter_settings(model_dir: Path, **env):
-    from decision_adapter.settings import load_settings
-
-    base = {"SM_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": str(THREADS),
-            "SM_LLAMA_CPP_CTX_SIZE": "2048"}
-    base.update({k: str(v) for k, v in env.items()})
-    return load_settings(base)
 
 
 @pytest.fixture(scope="session")

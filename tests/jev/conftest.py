@@ -8,16 +8,13 @@ stopped by their finalizers; their output goes to log files.
 from __future__ import annotations
 
 import secrets
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from workshop_lib.local import AdapterProcess
 
-from tests.conftest import THREADS
+from tests.support import THREADS
 
 # Only the request time limit differs from a user's defaults: a 255-option choice can hold these 2 cores
 # for minutes, and the 30 s default is sized for SageMaker's 60 s invocations (the suites allow 600 s).
@@ -49,23 +46,3 @@ def keyed_adapter(model_dir, tmp_path_factory, api_key):
                      DECISION_ADAPTER_API_KEY=api_key)
     yield process
     process.stop()
-
-
-def console_script(name: str) -> str:
-    """A console script installed next to this interpreter (the venv's), else on PATH."""
-    beside = Path(sys.executable).parent / name
-    found = str(beside) if beside.exists() else shutil.which(name)
-    if not found:
-        pytest.fail(f"{name} is not installed; run `make test` (it installs the dev extra) or "
-                    f"`.venv/bin/pip install -e '.[dev]'`")
-    return found
-
-
-def run_tool(args: list[str], log_path: Path, *, timeout_s: float, env: dict | None = None) -> int:
-    """Run a command with its output in a file; on timeout it is killed and the test fails."""
-    with open(log_path, "wb") as log:
-        try:
-            return subprocess.run(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  timeout=timeout_s, env=env, check=False).returncode
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"{Path(args[0]).name} did not finish within {timeout_s:g} s; see {log_path}")

@@ -18,7 +18,7 @@ import os
 
 import pytest
 
-from tests.jev.conftest import console_script, run_tool
+from tests.support import console_script, run_tool
 
 pytestmark = pytest.mark.slow
 

@@ -1,0 +1,42 @@
+"""Helpers the test suites share (imported, never taken from a conftest): the adapter settings
+the in-process tests use, and running an outside command with its output in a file."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+THREADS = 2
+
+
+def adapter_settings(model_dir: Path, **env):
+    from decision_adapter.settings import load_settings
+
+    base = {"SM_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": str(THREADS),
+            "SM_LLAMA_CPP_CTX_SIZE": "2048"}
+    base.update({k: str(v) for k, v in env.items()})
+    return load_settings(base)
+
+
+def console_script(name: str) -> str:
+    """A console script installed next to this interpreter (the venv's), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if not found:
+        pytest.fail(f"{name} is not installed; run `make test` (it installs the dev extra) or "
+                    f"`.venv/bin/pip install -e '.[dev]'`")
+    return found
+
+
+def run_tool(args: list[str], log_path: Path, *, timeout_s: float, env: dict | None = None) -> int:
+    """Run a command with its output in a file; on timeout it is killed and the test fails."""
+    with open(log_path, "wb") as log:
+        try:
+            return subprocess.run(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  timeout=timeout_s, env=env, check=False).returncode
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{Path(args[0]).name} did not finish within {timeout_s:g} s; see {log_path}")
