@@ -1,0 +1,59 @@
+"""The workshop's steps, as the notebooks call them (``steps.setup(config)``, ...), in ``aws`` or
+``local`` mode.
+
+Each step is a few lines around the library (config, packaging, builds, images, endpoints, client,
+cleanup) and returns a small result whose text is what the notebook shows and which knows whether
+it succeeded. The mode comes from the config (``WorkshopConfig.mode``):
+
+* ``aws``: boto3 clients for the configured region; real CodeBuild, ECR and SageMaker.
+* ``local``: the same calls against the local AWS emulator (``rehearsal``), and each endpoint
+  served by a real adapter process. Where the emulator cannot do what AWS does (docker build,
+  instance pools), the request is still built and validated and the result says, in one
+  sentence, what was not exercised.
+
+One module per notebook, plus what they share:
+
+=================== ==========================================================================
+``context``         clients for the mode, outputs recorded for later notebooks, result types
+``setup``           00: configuration, checks, bucket, CodeBuild role, local rehearsal
+``package``         01: the model packaged with its manifest and verified
+``decision_image``  02/03: the pinned DLC, the decision image built and pushed by digest
+``deploy``          02/04: standard, decision CPU and decision GPU endpoints, placement
+``invoke``          05: endpoint clients, decisions shown as charts
+``cleanup``         07: deletion by name, the permissions audit, what is still running
+``outcome``         every notebook's closing check; expected mistakes in one line
+``rehearse``        every step in order, headless (``make demo``)
+=================== ==========================================================================
+
+Values a later notebook needs (the model's S3 URL, the pinned image digests) are kept next to
+the config file in ``outputs.json``.
+"""
+
+from __future__ import annotations
+
+# Besides the steps: _CLIENTS, _remember and _for_emulator, which tests reach as steps.<name>.
+from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, EMULATOR_INSTANCE_TYPES, READ_ONLY, StepError,
+                      Text, _CLIENTS, _remember, clients, model_spec)
+from .setup import Checks, SetupResult, check_environment, ensure_codebuild_role, setup, show_config
+from .package import PackageResult, package_model, verify_package
+from .decision_image import ImageResult, build_decision_image, decision_image, refuse_mutable_tag, resolve_dlc
+from .deploy import (EndpointResult, Placement, _for_emulator, deploy_decision_cpu, deploy_decision_gpu,
+                     deploy_standard, llama_settings, placement)
+from .invoke import client, decision_endpoint, parse_options, show_decision, show_decisions, show_outcome
+from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
+                      delete_endpoint, delete_endpoints, running_endpoints, stop_local)
+from .outcome import check_outcome, short_errors
+from .rehearse import rehearse_all
+
+__all__ = [
+    "CREATES", "READ_ONLY", "Checks", "Clients", "EndpointResult", "ImageResult", "PackageResult", "Placement",
+    "SetupResult", "StepError", "build_decision_image", "check_environment", "client", "clients",
+    "audit_permissions", "decision_endpoint", "decision_image", "delete_artifacts", "delete_build_resources",
+    "delete_codebuild_role", "ensure_codebuild_role",
+    "delete_endpoint", "delete_endpoints",
+    "deploy_decision_cpu", "deploy_decision_gpu", "deploy_standard", "llama_settings", "model_spec",
+    "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",
+    "running_endpoints", "setup", "show_config", "show_decision", "show_decisions", "show_outcome", "stop_local",
+    "Text", "check_outcome", "short_errors",
+    "verify_package",
+]

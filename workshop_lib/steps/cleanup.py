@@ -1,0 +1,176 @@
+"""Notebook 07: delete what the workshop created, by name only, then the permissions audit and a
+last look for anything still running.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .. import builds, cleanup, endpoints, permissions, rehearsal
+from ..config import WorkshopConfig
+from .context import CALL_LOG, StepError, Text, _CLIENTS, clients
+
+
+def _gone(call, *codes, **kwargs) -> str:
+    """Delete something that costs nothing while it stays: "deleted", "already gone", or why not.
+
+    A refusal (AccessDenied, say, when the role may not delete log groups) becomes a note in the
+    result instead of an exception, so it never stops the deletions that stop the billing.
+    """
+    from botocore.exceptions import ClientError
+
+    try:
+        call(**kwargs)
+        return cleanup.DELETED
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") in codes:
+            return cleanup.ALREADY_GONE
+        return (f"not deleted ({error.get('Code')}: {error.get('Message')}); it costs little or nothing, "
+                "delete it in the console or ask an administrator")
+
+
+def delete_endpoint(config: WorkshopConfig, name: str) -> Text:
+    """Delete endpoint, endpoint config and model ``name`` and its log group; locally stop its process."""
+    return delete_endpoints(config, [name])
+
+
+def delete_endpoints(config: WorkshopConfig, names: Sequence[str]) -> Text:
+    """Every named endpoint (with its config and model) first, since they bill; then their log groups.
+
+    An endpoint that cannot be deleted does not stop the others: each failure is reported and the
+    step raises only after all were tried.
+    """
+    c = clients(config)
+    lines, failed, deleted = [], [], []
+    for name in names:
+        try:
+            result = cleanup.delete_endpoint_resources(c.sm, name, poll_s=15 if config.mode == "aws" else 0.2)
+            lines.append(str(result))
+            if result.deleted_anything:
+                deleted.append(name)
+        except Exception as exc:  # noqa: BLE001 - reported below, after the other endpoints were tried
+            failed.append(name)
+            lines.append(f"endpoint {name}: NOT deleted: {exc}")
+        if config.mode == "local":
+            lines.append(f"local endpoint process: {'stopped' if rehearsal.stop_endpoint(name) else 'not running'}")
+    for name in names:
+        group = endpoints.log_group(name)
+        lines.append(f"log group {group}: "
+                     f"{_gone(c.logs.delete_log_group, 'ResourceNotFoundException', logGroupName=group)}")
+    if failed:
+        raise StepError("\n".join(lines) + f"\n{', '.join(failed)} may still be billing: delete them in the "
+                        "SageMaker console (Inference > Endpoints) or run this cell again")
+    return Text("\n".join(lines), problem="" if deleted else "no endpoint was there to delete")
+
+
+def _delete_project(codebuild):
+    """DeleteProject succeeds for a project that does not exist; ask first so the result says so."""
+    from botocore.exceptions import ClientError
+
+    def delete(name: str) -> None:
+        if not codebuild.batch_get_projects(names=[name]).get("projects"):
+            raise ClientError({"Error": {"Code": "ResourceNotFound", "Message": name}}, "BatchGetProjects")
+        codebuild.delete_project(name=name)
+    return delete
+
+
+def delete_build_resources(config: WorkshopConfig, projects: Sequence[str], repository: str) -> Text:
+    """Delete the named CodeBuild projects (and their log groups) and the ECR repository with its images."""
+    c = clients(config)
+    lines = []
+    for project in projects:
+        lines.append(f"CodeBuild project {project}: {_gone(_delete_project(c.codebuild), 'ResourceNotFound', name=project)}")
+        group = f"/aws/codebuild/{project}"
+        lines.append(f"log group {group}: "
+                     f"{_gone(c.logs.delete_log_group, 'ResourceNotFoundException', logGroupName=group)}")
+    state = _gone(c.ecr.delete_repository, "RepositoryNotFoundException", repositoryName=repository, force=True)
+    lines.append(f"ECR repository {repository} (and its images): {state}")
+    return Text("\n".join(lines))
+
+
+def delete_codebuild_role(config: WorkshopConfig) -> Text:
+    """Delete the CodeBuild service role notebook 00 created (by its fixed name); a role someone else
+    made and gave by ARN is left alone. It costs nothing, so a refusal is a note, not a stop."""
+    from .. import policies
+
+    name = policies.CODEBUILD_ROLE_NAME
+    if not (config.codebuild_role_arn or "").endswith(f":role/{name}"):
+        return Text(f"CodeBuild role {config.codebuild_role_arn or '(none)'}: not created by the workshop, left alone")
+    iam = clients(config).get("iam")
+    policy = _gone(iam.delete_role_policy, "NoSuchEntity", RoleName=name, PolicyName=name)
+    role = _gone(iam.delete_role, "NoSuchEntity", RoleName=name)
+    return Text(f"IAM role {name}: {role} (its inline policy: {policy})")
+
+
+def delete_artifacts(config: WorkshopConfig, s3_uri: str, *, delete_bucket: bool = False) -> Text:
+    """Delete the objects under the workshop's S3 prefix (model, build sources); the bucket only if asked."""
+    from botocore.exceptions import ClientError
+
+    c = clients(config)
+    bucket, prefix = builds.parse_s3_uri(s3_uri)
+    if not prefix:
+        raise StepError(f"{s3_uri} names a whole bucket; pass the workshop's prefix (config.s3_uri())")
+    keys = []
+    try:
+        for page in c.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/"):
+            keys += [o["Key"] for o in page.get("Contents", [])]
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "NoSuchBucket":
+            raise
+        return Text(f"bucket {bucket}: already gone")
+    for i in range(0, len(keys), 1000):
+        c.s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]]})
+    lines = [f"s3://{bucket}/{prefix}/: {len(keys)} objects deleted"]
+    if delete_bucket:
+        left = c.s3.list_objects_v2(Bucket=bucket, MaxKeys=1).get("KeyCount", 0)
+        if left:
+            lines.append(f"bucket {bucket} kept: it holds objects outside the workshop's prefix")
+        else:
+            c.s3.delete_bucket(Bucket=bucket)
+            lines.append(f"bucket {bucket}: {cleanup.DELETED}")
+    else:
+        lines.append(f"bucket {bucket} kept (tick the box above to delete it too)")
+    return Text("\n".join(lines))
+
+
+def audit_permissions(config: WorkshopConfig) -> permissions.Audit:
+    """Local mode: every AWS call the rehearsal recorded, held against the policy of whoever made it.
+
+    The operator's calls (these notebooks) against ``policies.operator_policy``, the image push and
+    model upload the stand-ins made for CodeBuild against its service role's policy, and the model
+    download a local endpoint made for SageMaker against the execution role's. A denied call means a
+    participant with exactly these policies would be stopped there.
+    """
+    from .. import policies
+
+    if config.mode != "local":
+        return Text("the permission audit checks the calls the local rehearsal recorded (WORKSHOP_MODE=local); "
+                    "on AWS, IAM itself is the check")
+    log = permissions.CallLog(rehearsal.local_dir() / CALL_LOG)
+    scope = policies.scope(config)
+    documents = {permissions.OPERATOR: policies.operator_policy(scope),
+                 permissions.CODEBUILD: policies.codebuild_service_role_policy(scope),
+                 permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope)}
+    audit = permissions.audit(log.calls(), documents, config.region, scope.account)
+    if not audit.ok:
+        raise StepError(f"the generated policies deny calls the rehearsal made:\n{audit}")
+    return audit
+
+
+def running_endpoints(config: WorkshopConfig) -> Text:
+    """Workshop-tagged endpoints still running in the account (or the emulator); should be none."""
+    running = cleanup.running_workshop_endpoints(clients(config).sm)
+    return Text(cleanup.format_running(running), problem=f"{len(running)} workshop endpoint(s) still there"
+                if running else "")
+
+
+def stop_local(config: WorkshopConfig) -> Text:
+    """Local mode: stop every local endpoint and the emulator, then show that nothing runs."""
+    if config.mode != "local":
+        return Text("aws mode: no local processes were started")
+    stopped = rehearsal.stop_all()
+    _CLIENTS.clear()
+    left = [p.what for p in rehearsal.status() if p.running]
+    return Text(f"stopped: {', '.join(stopped) or 'nothing was running'}\n{rehearsal.format_status()}",
+                problem=f"still running: {', '.join(left)}" if left else "")

@@ -1,0 +1,138 @@
+"""Notebooks 02 and 03: the pinned DLC for the region, and the decision image built from it
+(CodeBuild -> ECR by immutable digest; locally a stand-in image pushed to the emulator).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+from .. import builds, endpoints, images, permissions, rehearsal
+from ..config import WorkshopConfig, repo_root
+from .context import StepError, Text, _Shown, _on_path, _recall, _remember, clients
+
+
+def resolve_dlc(config: WorkshopConfig, variant: str = "cpu", *, follow_tag: bool = False) -> str:
+    """The llama.cpp DLC for the config's region: the digest pinned with its matching bindings
+    (``images.DLC_PINS``), checked to be in the region's registry; ``follow_tag`` takes the floating tag."""
+    c = clients(config)
+    if config.mode == "local":
+        with c.acting_as(None):  # AWS's own registry content, not anyone's call
+            rehearsal.seed_dlc(c.ecr, config.region)  # the emulated DLC registry holds stand-in manifests
+    pinned = images.resolve_dlc(c.ecr, config.region, variant, follow_tag=follow_tag)
+    _remember(**{f"dlc_{variant}": pinned})
+    pin = images.dlc_pin(variant)
+    note = " (a stand-in manifest in the emulated registry)" if config.mode == "local" else ""
+    how = f"following {images.SAGEMAKER_TAGS[variant]}" if follow_tag else f"pinned with bindings {pin.bindings}"
+    print(f"{images.dlc_image_uri(config.region, variant)} ({how})\n  -> {pinned}{note}")
+    return pinned
+
+
+def _image_tag_of(pinned: str, config: WorkshopConfig, ecr) -> str | None:
+    ref = images.parse_image_uri(pinned)
+    details = ecr.describe_images(repositoryName=ref.repository, imageIds=[{"imageDigest": ref.digest}],
+                                  **({"registryId": ref.account} if ref.account else {}))["imageDetails"]
+    tags = details[0].get("imageTags") or [] if details else []
+    return tags[0] if tags else None
+
+
+@dataclass(repr=False)
+class ImageResult(_Shown):
+    variant: str
+    image_uri: str | None
+    base_image: str | None
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:  # built and pinned, or skipped on purpose (another deploy path)
+        return self.image_uri is None or "@sha256:" in self.image_uri
+
+    def lines(self) -> list[str]:
+        if not self.image_uri:
+            return self.notes
+        return [f"decision image ({self.variant}): {self.image_uri}", f"  FROM {self.base_image}",
+                f"  in {self.seconds:.1f} s", *self.notes]
+
+
+def build_decision_image(config: WorkshopConfig, variant: str = "cpu", *, progress: bool = True) -> ImageResult:
+    """CodeBuild builds container/Dockerfile (cpu) or Dockerfile.gpu FROM the pinned DLC; returns the digest."""
+    kind = {"cpu": "decision-cpu", "gpu": "decision-gpu"}[variant]
+    if not _on_path(config, kind):
+        return ImageResult(variant, None, None, 0.0, [f"skipped the {variant} image: the deploy path is "
+                                                      f"{config.deploy_path!r} (notebook 00)"])
+    started = time.perf_counter()
+    c = clients(config)
+    base = resolve_dlc(config, "cuda" if variant == "gpu" else "cpu")
+    dockerfile = "Dockerfile.gpu" if variant == "gpu" else "Dockerfile"
+    source_prefix = f"{config.prefix}/{builds.SOURCE_PREFIX}"
+    config.require("codebuild_role_arn", "bucket")
+    if config.mode == "aws":
+        pinned = builds.build_decision_image(
+            c.codebuild, c.ecr, c.s3, c.logs, base_image=base, service_role_arn=config.codebuild_role_arn,
+            source_bucket=config.bucket, dockerfile=dockerfile, repository_name=config.ecr_repository,
+            source_prefix=source_prefix, progress=progress)
+        _remember(**{f"decision_image_{variant}": pinned})
+        return ImageResult(variant, pinned, base, time.perf_counter() - started)
+    # Local: the same requests, sent to the emulator; CodeBuild there runs no docker.
+    builds.check_base_image(base, config.region)
+    tag = builds.default_image_tag(dockerfile)
+    upload = builds.source_upload_request(config.bucket, repo_root(), source_prefix)
+    location = f"{upload['Bucket']}/{upload['Key']}"
+    project = builds.project_request(builds.IMAGE_BUILD_PROJECT, buildspec=builds.IMAGE_BUILD_BUILDSPEC,
+                                     source_location=location, service_role_arn=config.codebuild_role_arn,
+                                     privileged=True)
+    repository_uri = builds.ensure_ecr_repository(c.ecr, builds.ecr_repository_request(config.ecr_repository))
+    env = builds.image_build_env(base, repository_uri, tag, dockerfile)
+    c.s3.put_object(**upload)
+    _replace_project_in_emulator(c.codebuild, project)
+    build_id = builds.start_build(c.codebuild, builds.start_build_request(builds.IMAGE_BUILD_PROJECT, env,
+                                                                          source_location=location))
+    builds.wait_for_build(c.codebuild, build_id, c.logs, progress=progress, poll_s=0.2, timeout_s=60)
+    content = hashlib.sha256(upload["Body"] + dockerfile.encode() + base.encode()).hexdigest()
+    with c.acting_as(permissions.CODEBUILD):  # what the build's docker push does with its role
+        rehearsal.push_stand_in(c.ecr, config.ecr_repository, tag, f"local stand-in for container/{dockerfile} "
+                                f"FROM {base}", content)
+    pinned = builds.image_digest(c.ecr, repository_uri, tag)
+    _remember(**{f"decision_image_{variant}": pinned})
+    return ImageResult(variant, pinned, base, time.perf_counter() - started, [
+        f"  CodeBuild build {build_id} ran in the emulator with BASE_IMAGE, REPOSITORY_URI, IMAGE_TAG={tag}",
+        "Not exercised locally: docker build and push (the emulator's CodeBuild runs no Docker); a manifest "
+        "pushed to emulated ECR stands in for the image."])
+
+
+def _replace_project_in_emulator(codebuild, request: dict) -> None:
+    # The emulator has CreateProject but not UpdateProject: replace instead of update.
+    codebuild.delete_project(name=request["name"])
+    builds.ensure_project(codebuild, request)
+
+
+def decision_image(config: WorkshopConfig, variant: str = "cpu") -> str:
+    """The pinned decision image notebook 03 built, checked to be in ECR still."""
+    from botocore.exceptions import ClientError
+
+    pinned = _recall(f"decision_image_{variant}", f"03_build_decision_image ({variant})")
+    try:
+        _image_tag_of(pinned, config, clients(config).ecr)
+    except ClientError as exc:
+        raise StepError(f"{pinned} is no longer in ECR ({exc.response['Error']['Code']}); run notebook 03 "
+                        "again") from None
+    return pinned
+
+
+def refuse_mutable_tag(config: WorkshopConfig, variant: str | None = None) -> Text:
+    """Show the deploy code refusing the same image named by its tag instead of its digest."""
+    if config.mode == "aws" and config.deploy_path == "standard":
+        return Text("skipped: the standard path builds no image (notebook 00)")
+    variant = variant or ("gpu" if config.deploy_path == "decision-gpu" else "cpu")
+    pinned = decision_image(config, variant)
+    tag = _image_tag_of(pinned, config, clients(config).ecr) or "latest"
+    ref = images.parse_image_uri(pinned)
+    tagged = f"{ref.registry}/{ref.repository}:{tag}"
+    try:
+        endpoints.decision_cpu_plan(config.cpu_endpoint_name, image_uri=tagged, role_arn=config.sagemaker_role_arn,
+                                    model_data_url=config.model_data_url)
+    except images.MutableImageReference as exc:
+        return Text(f"refused {tagged}:\n  {exc}")
+    raise AssertionError(f"{tagged} was accepted; the deploy code must refuse tags")  # never expected

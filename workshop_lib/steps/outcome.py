@@ -1,0 +1,60 @@
+"""The closing check of every notebook: did the step reach what a participant needs next, and
+expected mistakes shown in one line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+from ..config import WorkshopConfig
+from .context import StepError
+from .setup import Checks
+
+
+def short_errors() -> None:
+    """In a notebook: expected mistakes (a missing earlier step, bad input, no quota, a refused
+    request) print one line saying what to do; real bugs keep their traceback (``display``)."""
+    from ..display import install_error_handler
+
+    install_error_handler()
+
+
+def _reached(value) -> tuple[bool, str]:
+    """Whether one result shows the step got where the participant needs to be, and what was checked."""
+    from ..client import ChatResult, Decision
+
+    if isinstance(value, Decision):
+        p = value.probabilities
+        total = sum(p)
+        valid = bool(p) and len(p) == len(value.option_ids) and all(0.0 <= x <= 1.0 for x in p) \
+            and abs(total - 1.0) < 1e-3
+        return valid, (f"{len(p)} probabilities summing to {total:.3f}, top {value.top}" if valid
+                       else f"not a probability vector over its options: {dict(zip(value.option_ids, p))}")
+    if isinstance(value, ChatResult):
+        words = len(value.content.split())
+        return bool(words), f"an answer of {words} words" if words else "the chat answer is empty"
+    if isinstance(value, (list, tuple)):
+        found = [_reached(v) for v in value]
+        bad = [detail for ok, detail in found if not ok]
+        return bool(found) and not bad, ("; ".join(bad) or f"{len(found)} answers, each valid") if found else "none"
+    if hasattr(value, "runs") and hasattr(value, "summary"):  # a bench.BenchReport
+        failed = {key: sum(not r.answered for r in run.results) for key, run in value.runs.items()}
+        failed = {key: n for key, n in failed.items() if n}
+        head = value.summary
+        valid = head["tasks"] > 0 and head["valid"] == head["tasks"] and not failed
+        detail = f"{head['valid']}/{head['tasks']} decisions valid"
+        if failed:
+            detail += "; requests failed in " + ", ".join(f"{key} ({n})" for key, n in failed.items())
+        return valid, detail
+    if hasattr(value, "ok"):
+        problem = getattr(value, "problem", "") or ("" if value.ok else "did not succeed")
+        return value.ok, problem or getattr(value, "summary", "") or str(value).splitlines()[0][:100]
+    raise TypeError(f"check_outcome does not know how to check a {type(value).__name__}")
+
+
+def check_outcome(config: WorkshopConfig, notebook: str, **results) -> Checks:
+    """A notebook's closing check: one row per named result (valid probabilities, an answer with
+    content, something deleted, nothing left running). In local mode (CI, the rehearsal) a failed row
+    stops the notebook with the reason, so a run a participant would be stuck after never passes."""
+    checks = Checks([(name, *_reached(value)) for name, value in results.items()])
+    if config.mode == "local" and not checks.ok:
+        raise StepError(f"notebook {notebook} did not get where it should:\n{checks}")
+    return checks

@@ -1,0 +1,80 @@
+"""Notebook 01: the model packaged into ``model.tar.gz`` with its manifest (CodeBuild on AWS, the
+embedded model locally) and verified against the manifest's checksums.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from .. import builds, permissions, rehearsal
+from ..config import WorkshopConfig, repo_root
+from ..models import EMBEDDED_MODEL, PINNED_MODEL, embedded_gguf_path
+from .context import Text, _Shown, _recall, _remember, clients, model_spec
+
+
+@dataclass(repr=False)
+class PackageResult(_Shown):
+    model_data_url: str
+    manifest: dict
+    where: str
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.model_data_url and self.manifest.get("files"))
+
+    def lines(self) -> list[str]:
+        out = [f"{self.manifest['model']['name']} packaged {self.where} in {self.seconds:.1f} s",
+               f"ModelDataUrl: {self.model_data_url}"]
+        for f in self.manifest["files"]:
+            out.append(f"  {f['path']}: {f['size']:,} bytes, sha256 {f['sha256'][:16]}…, "
+                       f"from {f['repo']}@{f['revision'][:12]}")
+        return out + self.notes
+
+
+def package_model(config: WorkshopConfig, *, progress: bool = True) -> PackageResult:
+    """aws: CodeBuild downloads, verifies and packages the pinned model; local: the embedded model."""
+    from ..packaging import package_local
+
+    started = time.perf_counter()
+    c = clients(config)
+    model_s3_uri = config.s3_uri("model")
+    source_prefix = f"{config.prefix}/{builds.SOURCE_PREFIX}"
+    if config.mode == "aws":
+        config.require("codebuild_role_arn", "bucket")
+        packaged = builds.package_model_in_codebuild(
+            c.codebuild, c.s3, c.logs, model_s3_uri=model_s3_uri, service_role_arn=config.codebuild_role_arn,
+            source_bucket=config.bucket, source_prefix=source_prefix, progress=progress)
+        _remember(model_data_url=packaged.model_data_url)
+        return PackageResult(packaged.model_data_url, packaged.manifest, f"by CodeBuild (build {packaged.build_id})",
+                             time.perf_counter() - started)
+    spec = EMBEDDED_MODEL
+    package = package_local(spec, {spec.gguf.path: embedded_gguf_path()}, rehearsal.local_dir() / "package")
+    with c.acting_as(permissions.CODEBUILD):  # the upload CodeBuild's packaging build makes on AWS
+        url = builds.upload_package(c.s3, package, model_s3_uri)
+    manifest = builds.check_manifest(builds.read_manifest(c.s3, model_s3_uri), spec)
+    # The CodeBuild job for the pinned model: built and validated by botocore, not sent.
+    upload = builds.source_upload_request(config.bucket, repo_root(), source_prefix)
+    builds.project_request(builds.MODEL_PACKAGE_PROJECT, buildspec=builds.MODEL_PACKAGE_BUILDSPEC,
+                           source_location=f"{upload['Bucket']}/{upload['Key']}",
+                           service_role_arn=config.codebuild_role_arn)
+    builds.start_build_request(builds.MODEL_PACKAGE_PROJECT, builds.model_package_env(PINNED_MODEL, model_s3_uri))
+    _remember(model_data_url=url)
+    return PackageResult(url, manifest, "on this machine and uploaded to emulated S3", time.perf_counter() - started,
+                         [f"Not exercised locally: the CodeBuild job that downloads and packages {PINNED_MODEL.name} "
+                          "(its requests were built and validated, not run); the embedded model stands in."])
+
+
+def verify_package(config: WorkshopConfig) -> Text:
+    """Re-read the manifest from S3, check it against the pins, and check the tarball is there."""
+    c = clients(config)
+    url = _recall("model_data_url", "01_package_model")
+    manifest = builds.check_manifest(builds.read_manifest(c.s3, url), model_spec(config))
+    bucket, key = builds.parse_s3_uri(url)
+    size = c.s3.head_object(Bucket=bucket, Key=key)["ContentLength"]
+    gguf = manifest["model"]["file"]
+    text = (f"verified: {url} ({size:,} bytes) holds {gguf}; the manifest's sha256 and revision match the pin "
+            f"in workshop_lib/models.py. The adapter re-checks every listed file before it serves.")
+    return Text(text)
