@@ -779,8 +779,9 @@ class Engine:
         return ctypes.string_at(buffer, written)  # one C copy (slicing a ctypes array builds a Python list)
 
     def _load_sequence(self, state: bytes) -> None:
-        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-        if self._llama_cpp.llama_state_seq_set_data(self.llm.ctx, buffer, len(state), 0) == 0:
+        # llama.cpp only reads it: point at the bytes themselves instead of copying them for every question.
+        data = ctypes.cast(ctypes.c_char_p(state), ctypes.POINTER(ctypes.c_uint8))
+        if self._llama_cpp.llama_state_seq_set_data(self.llm.ctx, data, len(state), 0) == 0:
             raise EngineError("llama.cpp could not restore the sequence state for prefix reuse")
 
     def _last_logits(self) -> np.ndarray:
