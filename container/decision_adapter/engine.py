@@ -19,8 +19,14 @@ once and then each question from it; across requests it keeps what it can:
   evaluated and saved too, and loaded back before each of its questions.
 
 ``auto`` picks ``restore`` for hybrid/recurrent models and ``trim`` otherwise.
-Single decisions take the same path (prefix, then question), so a question
-scored alone and the same question scored in a batch see identical chunking.
+With ``trim`` the first prompt of a request is evaluated whole from where it
+departs from the cache (one llama_decode call per batch-size of tokens), so
+``prefix_eval_ms`` includes it. How a prompt is split into calls does not change
+its answer beyond rounding (the tests hold every mode to 1e-4 of a fresh
+evaluation; on the CPU build it is bit-identical), except that a lone token in
+a batch takes another path in llama.cpp: ``trim`` never evaluates a prompt's
+last token alone (the two-level readout reads its appended letter alone in
+every mode alike).
 
 Readouts. Up to 16 options: the letters A-P, one forward pass ("letter-slots").
 More options (the Jev API allows 255): each option gets a code, a group letter
