@@ -9,7 +9,7 @@ from decision_adapter.engine import READOUT_METHODS
 from decision_adapter.errors import PromptTooLong
 from decision_adapter.prompt import LETTERS
 from decision_adapter.schema import parse_chat, parse_decision
-from tests.conftest import adapter_settings
+from tests.support import adapter_settings
 
 STATE = "Order 4411: the parcel arrived with a cracked screen. The customer wants a replacement."
 ROUTE = [{"id": "refunds", "text": "Refunds and returns"}, {"id": "shipping", "text": "Shipping and delivery"},

@@ -16,7 +16,7 @@ from decision_adapter import jev
 from decision_adapter.errors import TimedOut
 from decision_adapter.schema import parse_decision
 from scripts.hybrid_gguf import write_hybrid_gguf
-from tests.conftest import adapter_settings
+from tests.support import adapter_settings
 
 STATES = ["The parcel arrived with a cracked screen and the customer wants a replacement.",
           "Order 7: the invoice shows a double charge for the same month."]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from decision_adapter import jev
-from tests.conftest import adapter_settings
+from tests.support import adapter_settings
 
 STATE = "The parcel never arrived and the customer wants to know where it is."
 
