@@ -17,10 +17,12 @@ keep-alive (they run under ``timeout`` and end by themselves after
 ``.workshop/local/rehearsal.json`` (or ``$WORKSHOP_LOCAL_DIR/rehearsal.json``).
 Any later process can find them there and stop them: ``stop_all()``.
 
-Two settings always differ from the endpoint's: ``SM_LLAMA_CPP_THREADS`` is
-forced to 2 (this machine's cores, not the instance's vCPUs) and
-``SM_LLAMA_CPP_N_GPU_LAYERS`` to 0 (no GPU here). ``start_local_endpoint``
-reports both changes.
+Three settings always differ from the endpoint's: ``SM_LLAMA_CPP_THREADS`` is
+forced to 2 (this machine's cores, not the instance's vCPUs),
+``SM_LLAMA_CPP_N_GPU_LAYERS`` to 0 (no GPU here), and the adapter's request limit
+(``DECISION_ADAPTER_REQUEST_TIMEOUT``) to 120 s: local endpoints share two cores with
+each other, the notebook's kernel and a browser, and llama.cpp's threads slow down
+sharply when they cannot each have a core. ``start_local_endpoint`` reports every change.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ LOCAL_THREADS = 2
 LOCAL_GPU_LAYERS = 0
 FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 EMULATOR_ACCOUNT = "123456789012"  # moto's default account
-FORCED_SETTINGS = {"SM_LLAMA_CPP_THREADS": str(LOCAL_THREADS), "SM_LLAMA_CPP_N_GPU_LAYERS": str(LOCAL_GPU_LAYERS)}
+LOCAL_REQUEST_TIMEOUT_S = 120
+FORCED_SETTINGS = {"SM_LLAMA_CPP_THREADS": str(LOCAL_THREADS), "SM_LLAMA_CPP_N_GPU_LAYERS": str(LOCAL_GPU_LAYERS),
+                   "DECISION_ADAPTER_REQUEST_TIMEOUT": str(LOCAL_REQUEST_TIMEOUT_S)}
 
 # Processes started by this Python process: stopped through their Popen, so they are reaped.
 _OWNED: dict[int, object] = {}

@@ -50,7 +50,7 @@ def test_widget_options_text_becomes_options():
 def test_the_emulator_gets_a_type_it_knows_and_the_request_stays_valid():
     image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/x@sha256:" + "a" * 64
     plan = endpoints.decision_cpu_plan("e", image_uri=image, role_arn="arn:aws:iam::123456789012:role/r",
-                                       model_data_url="s3://b/m/model.tar.gz")
+                                       model_data_url="s3://bkt/m/model.tar.gz")
     sent, notes = steps._for_emulator(plan)
     assert sent.endpoint_config["ProductionVariants"][0]["InstanceType"] == "ml.c5.9xlarge"
     assert plan.endpoint_config["ProductionVariants"][0]["InstanceType"] == "ml.c6i.8xlarge"
