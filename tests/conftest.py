@@ -69,3 +69,14 @@ def start_adapter(tmp_path):
     yield start
     for process in started:
         process.stop()
+
+
+# Fixtures that start a real process (adapter, JupyterLab with a browser). Every test using one is
+# marked slow here, so `pytest -m "not slow"` is the quick in-process run whatever a test file says.
+PROCESS_FIXTURES = frozenset({"adapter", "start_adapter", "jev_adapter", "keyed_adapter", "hostile_adapter", "lab"})
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
