@@ -16,8 +16,6 @@ import math
 import re
 import secrets
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,8 @@ from hypothesis import strategies as st
 
 from workshop_lib.config import repo_root
 from workshop_lib.local import AdapterProcess
+
+from tests import http_client
 
 from . import hostile
 
@@ -52,15 +52,7 @@ def hostile_adapter(model_dir, tmp_path_factory):
 def send(server, method: str, path: str, body: bytes | None = None, content_type: str | None = "application/json",
          timeout: float = 70.0, headers: dict | None = None) -> tuple[int, dict, bytes]:
     headers = {**({"Content-Type": content_type} if content_type and body is not None else {}), **(headers or {})}
-    request = urllib.request.Request(server.url + path, data=body, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as exc:
-        try:
-            return exc.code, dict(exc.headers), exc.read()
-        finally:
-            exc.close()
+    return http_client.send(server.url + path, body, method=method, headers=headers, timeout=timeout)
 
 
 def leaks(server, raw: bytes) -> list[str]:
