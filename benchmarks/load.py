@@ -45,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from workshop_lib.client import (EndpointBusy, EndpointClient, EndpointError, InvalidResponse, LocalTransport,
                                  decision, question)
@@ -276,26 +277,26 @@ def _options_n(n: int, tag: str) -> list[dict]:
     return [{"id": f"o{i}-{tag}", "text": f"Option {i}: {STATES[i % len(STATES)][9:60]}"} for i in range(n)]
 
 
-def context_filling_decision(chars: int) -> dict:
-    return decision("w-ctx", (FILLER * 200)[:chars], "Which team should handle this ticket?", _options_n(16, "ctx"))
-
-
-def worst_case_bodies() -> list[tuple[str, str, dict]]:
-    """(label, route, body): each as costly as one body may be with the default settings."""
-    long_state = (FILLER * 200)[:30_000]
+def worst_case_bodies() -> list[tuple[str, str, Callable[[float], dict]]]:
+    """(label, route, body at a scale): at scale 1 each is as costly as one body may be with the default
+    settings, or beyond what the context holds, in which case a smaller scale is tried."""
+    long_state = (FILLER * 200)[:40_000]
     shared_state = (FILLER * 100)[:12_000]
     return [
-        ("decision, state near the context size", "/invocations", context_filling_decision(40_000)),
+        ("decision, state near the context size", "/invocations",
+         lambda scale: decision("w-ctx", long_state[:int(40_000 * scale)], "Which team should handle this ticket?",
+                                _options_n(16, "ctx"))),
         ("64 questions x 16 options on one state", "/invocations",
-         {"id": "w-shared", "state": shared_state,
-          "questions": [question(f"q{i}", f"Question {i}: which option fits best?", _options_n(16, f"q{i}"))
-                        for i in range(64)]}),
+         lambda scale: {"id": "w-shared", "state": shared_state[:int(12_000 * scale)],
+                        "questions": [question(f"q{i}", f"Question {i}: which option fits best?",
+                                               _options_n(16, f"q{i}")) for i in range(64)]}),
         ("Jev choice with 255 options", "/v1/systemone",
-         {"state": shared_state[:2000], "questions": {"pick": {"type": "choice", "instructions": "Pick the best.",
-                                                               "criteria": {f"c{i}": f"Criterion {i}" for i in range(255)}}}}),
+         lambda scale: {"state": shared_state[:int(2000 * scale)],
+                        "questions": {"pick": {"type": "choice", "instructions": "Pick the best.",
+                                               "criteria": {f"c{i}": f"Criterion {i}" for i in range(255)}}}}),
         ("chat up to its token cap", "/invocations",
-         {"messages": [{"role": "user", "content": long_state[:20_000] + " Summarise at length."}],
-          "max_tokens": 256}),
+         lambda scale: {"messages": [{"role": "user", "content": long_state[:int(20_000 * scale)]
+                                      + " Summarise at length."}], "max_tokens": 256}),
     ]
 
 
@@ -338,12 +339,13 @@ def worst_cases(work: Path, model_dir: Path, half_open: int = 16) -> dict:
         pinger = threading.Thread(target=ping, daemon=True)
         pinger.start()
         try:
-            for label, route, body in worst_case_bodies():
+            for label, route, make in worst_case_bodies():
+                scale = 1.0
+                body = make(scale)
                 status, seconds = _post(server.url + route, body, timeout_s=120)
-                chars = len(body.get("state", ""))
-                while label.startswith("decision, state near") and status == 422 and chars > 1000:
-                    chars = int(chars * 0.95)  # too long for the context: each refusal takes milliseconds
-                    body = context_filling_decision(chars)
+                while status == 422 and scale > 0.05:  # too long for the context: each refusal takes milliseconds
+                    scale *= 0.95
+                    body = make(scale)
                     status, seconds = _post(server.url + route, body, timeout_s=120)
                 size = len(json.dumps(body))
                 results.append({"body": label, "route": route, "bytes": size, "status": status, "seconds": seconds})

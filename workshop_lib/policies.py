@@ -158,10 +158,8 @@ class Scope:
 
 def account_of(config: WorkshopConfig) -> str | None:
     """The account id in the config's role ARNs (both roles live in the workshop's account)."""
-    for arn in (config.codebuild_role_arn, config.sagemaker_role_arn):
-        if names.role_account(arn):
-            return names.role_account(arn)
-    return None
+    accounts = (names.role_account(arn) for arn in (config.codebuild_role_arn, config.sagemaker_role_arn))
+    return next((account for account in accounts if account), None)
 
 
 def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transform: bool = False,

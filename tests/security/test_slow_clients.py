@@ -34,6 +34,14 @@ def _connect(server, stack: ExitStack) -> socket.socket:
     return sock
 
 
+def _exchange(server, raw: bytes) -> tuple[int, bytes, bytes]:
+    """Send ``raw`` on a fresh connection and read the one answer."""
+    with ExitStack() as stack:
+        sock = _connect(server, stack)
+        sock.sendall(raw)
+        return _read_response(sock)
+
+
 def _read_response(sock: socket.socket) -> tuple[int, bytes, bytes]:
     """One HTTP/1.1 response with a Content-Length; returns (status, head, body)."""
     data = b""
@@ -162,18 +170,12 @@ def test_a_chunked_body_sent_slowly_is_read_whole(adapter):
 
 @pytest.mark.slow
 def test_an_oversized_announced_body_is_refused_without_waiting_for_it(adapter):
-    with ExitStack() as stack:
-        sock = _connect(adapter, stack)
-        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: adapter\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 50000000\r\n\r\n{")
-        status, _, answer = _read_response(sock)
-        assert status == 413 and json.loads(answer)["error"]["code"] == "request_entity_too_large"
+    status, _, answer = _exchange(adapter, b"POST /invocations HTTP/1.1\r\nHost: adapter\r\n"
+                                           b"Content-Type: application/json\r\nContent-Length: 50000000\r\n\r\n{")
+    assert status == 413 and json.loads(answer)["error"]["code"] == "request_entity_too_large"
 
 
 @pytest.mark.slow
 def test_a_header_block_beyond_64_kib_is_refused_431(adapter):
-    with ExitStack() as stack:
-        sock = _connect(adapter, stack)
-        sock.sendall(b"GET /ping HTTP/1.1\r\nHost: adapter\r\n" + b"X-Pad: " + b"p" * 70_000 + b"\r\n")
-        status, _, _ = _read_response(sock)
-        assert status == 431
+    status, _, _ = _exchange(adapter, b"GET /ping HTTP/1.1\r\nHost: adapter\r\n" + b"X-Pad: " + b"p" * 70_000 + b"\r\n")
+    assert status == 431
