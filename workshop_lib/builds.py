@@ -11,6 +11,12 @@ Pure builders return request dicts checked by botocore (``aws.validate``) plus
 the rules botocore does not check (name patterns, pinned inputs). The senders
 below them take boto3 clients and do one thing each; ``package_model_in_codebuild``
 and ``build_decision_image`` chain them into the two flows the notebooks run.
+
+The flows run the same way against AWS and against the local emulator. The one thing the
+emulator cannot do, run a build, is a parameter (``runner``): ``CodeBuildRunner`` waits for
+CodeBuild; the local rehearsal passes ``rehearsal.EmulatedCodeBuild``, which does the build's
+effect itself (the packaged model in S3, a stand-in image in ECR), so every other request of a
+flow reaches the emulator and an edit here is rehearsed.
 """
 
 from __future__ import annotations
@@ -551,12 +557,37 @@ def _default_repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+class CodeBuildRunner:
+    """How a flow's build runs: on AWS, CodeBuild does the work and the flow waits for it."""
+
+    def __init__(self, *, poll_s: float = 10.0, timeout_s: float | None = None):
+        self.poll_s, self.timeout_s = poll_s, timeout_s
+
+    def ensure_project(self, codebuild, request: dict) -> str:
+        return ensure_project(codebuild, request)
+
+    def run(self, codebuild, logs_client, build_id: str, request: dict, *, progress: bool) -> dict:
+        """Wait for build ``build_id`` (started with ``request``); return it once it succeeded."""
+        return wait_for_build(codebuild, build_id, logs_client, progress=progress, poll_s=self.poll_s,
+                              timeout_s=self.timeout_s)
+
+    def packaged(self, spec: ModelSpec) -> ModelSpec:
+        """The model a packaging build of ``spec`` leaves in S3: ``spec`` itself, on AWS."""
+        return spec
+
+    def not_exercised(self, project_name: str) -> str:
+        """What this runner does not really do for ``project_name`` (nothing, on AWS)."""
+        return ""
+
+
 def package_model_in_codebuild(codebuild, s3, logs_client, *, model_s3_uri: str, service_role_arn: str,
                                source_bucket: str, spec: ModelSpec = PINNED_MODEL,
                                project_name: str = MODEL_PACKAGE_PROJECT, source_prefix: str = SOURCE_PREFIX,
                                repo_root: str | Path | None = None, tags: Mapping[str, str] | None = None,
-                               progress: bool = True, poll_s: float = 10.0) -> PackagedModel:
+                               progress: bool = True, poll_s: float = 10.0,
+                               runner: CodeBuildRunner | None = None) -> PackagedModel:
     """Package ``spec`` in CodeBuild, upload it under ``model_s3_uri``, check the uploaded manifest."""
+    runner = runner or CodeBuildRunner(poll_s=poll_s)
     region = codebuild.meta.region_name
     env = model_package_env(spec, model_s3_uri, {v: pinned_dlc_uri(region, v) for v in DLC_PINS})
     upload = source_upload_request(source_bucket, repo_root or _default_repo_root(), source_prefix)
@@ -564,11 +595,12 @@ def package_model_in_codebuild(codebuild, s3, logs_client, *, model_s3_uri: str,
     project = project_request(project_name, buildspec=MODEL_PACKAGE_BUILDSPEC, source_location=location,
                               service_role_arn=service_role_arn, tags=tags)
     s3.put_object(**upload)
-    ensure_project(codebuild, project)
-    build_id = start_build(codebuild, start_build_request(project_name, env, source_location=location))
-    wait_for_build(codebuild, build_id, logs_client, progress=progress, poll_s=poll_s)
+    runner.ensure_project(codebuild, project)
+    request = start_build_request(project_name, env, source_location=location)
+    build_id = start_build(codebuild, request)
+    runner.run(codebuild, logs_client, build_id, request, progress=progress)
     prefix = model_s3_prefix(model_s3_uri)
-    manifest = check_manifest(read_manifest(s3, prefix), spec)
+    manifest = check_manifest(read_manifest(s3, prefix), runner.packaged(spec))
     return PackagedModel(f"{prefix}/{TARBALL_NAME}", f"{prefix}/{MANIFEST_NAME}", manifest, build_id)
 
 
@@ -577,8 +609,9 @@ def build_decision_image(codebuild, ecr, s3, logs_client, *, base_image: str, se
                          repository_name: str = ECR_REPOSITORY, project_name: str = IMAGE_BUILD_PROJECT,
                          source_prefix: str = SOURCE_PREFIX, repo_root: str | Path | None = None,
                          tags: Mapping[str, str] | None = None, progress: bool = True,
-                         poll_s: float = 10.0) -> str:
+                         poll_s: float = 10.0, runner: CodeBuildRunner | None = None) -> str:
     """Build container/<dockerfile> FROM ``base_image`` in CodeBuild; return ``repo_uri@sha256:...``."""
+    runner = runner or CodeBuildRunner(poll_s=poll_s)
     # Everything checkable is checked before the first resource is created.
     check_base_image(base_image, ecr.meta.region_name)
     dockerfile = dockerfile_name(dockerfile)
@@ -590,9 +623,10 @@ def build_decision_image(codebuild, ecr, s3, logs_client, *, base_image: str, se
     repository_uri = ensure_ecr_repository(ecr, ecr_repository_request(repository_name, tags))
     env = image_build_env(base_image, repository_uri, image_tag, dockerfile)
     s3.put_object(**upload)
-    ensure_project(codebuild, project)
-    build_id = start_build(codebuild, start_build_request(project_name, env, source_location=location))
-    build = wait_for_build(codebuild, build_id, logs_client, progress=progress, poll_s=poll_s)
+    runner.ensure_project(codebuild, project)
+    request = start_build_request(project_name, env, source_location=location)
+    build_id = start_build(codebuild, request)
+    build = runner.run(codebuild, logs_client, build_id, request, progress=progress)
     pinned = image_digest(ecr, repository_uri, image_tag)
     exported = exported_variables(build).get("IMAGE_DIGEST")
     if exported and not pinned.endswith("@" + exported):

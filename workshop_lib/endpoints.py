@@ -9,7 +9,10 @@ decisions (Batch Transform) in ``transform``.
 
 Senders take a boto3 client and do one thing each. Model, endpoint config and
 endpoint share one name, so ``cleanup.delete_endpoint_resources(sm, name)``
-finds all three without listing anything.
+finds all three without listing anything. ``deploy`` chains them; what only
+SageMaker can do (run the container on instances it places) is a parameter,
+``hosting``: ``SageMakerHosting`` waits for SageMaker, the local rehearsal passes
+``rehearsal.LocalHosting``, which serves the endpoint from a local adapter process.
 
 The llama.cpp settings use the DLC's own ``SM_LLAMA_CPP_*`` variables; the
 decision adapter reads the same names, so one code path configures both images.
@@ -558,32 +561,57 @@ def create_endpoint(sm_client, request: dict) -> str:
     return _send(sm_client.create_endpoint, "CreateEndpoint", request, request["EndpointName"])["EndpointArn"]
 
 
+class SageMakerHosting:
+    """Where ``deploy`` runs an endpoint: SageMaker, which the flow waits for."""
+
+    def __init__(self, *, poll_s: float = 30, timeout_s: float = 3600):
+        self.poll_s, self.timeout_s = poll_s, timeout_s
+
+    def adapt(self, plan: DeployPlan) -> DeployPlan:
+        """The plan as sent (as built, on AWS)."""
+        return plan
+
+    def wait(self, sm_client, name: str, *, logs_client=None, progress: bool = True) -> dict:
+        return wait_in_service(sm_client, name, poll_s=self.poll_s, timeout_s=self.timeout_s, progress=progress,
+                               logs_client=logs_client)
+
+    def served(self, name: str) -> tuple[str | None, list[str]]:
+        """A URL to reach endpoint ``name`` directly and notes on how it is served (none on AWS)."""
+        return None, []
+
+    def offload_lines(self, logs_client, name: str) -> tuple[list[OffloadLine], str]:
+        """llama.cpp's offload lines for endpoint ``name``, and where they were read."""
+        return offload_log_lines(logs_client, name), f"CloudWatch {log_group(name)}"
+
+
 def deploy(sm_client, plan: DeployPlan, *, wait: bool = True, logs_client=None, s3_client=None,
-           progress: bool = True, poll_s: float = 30, timeout_s: float = 3600) -> dict:
+           progress: bool = True, poll_s: float = 30, timeout_s: float = 3600,
+           hosting: SageMakerHosting | None = None) -> dict:
     """Create model, endpoint config and endpoint; return the latest DescribeEndpoint response.
 
     Refuses an image not pinned by digest or in another region; with ``s3_client``
     also checks that the model data bucket is in the endpoint's region.
     """
+    hosting = hosting or SageMakerHosting(poll_s=poll_s, timeout_s=timeout_s)
     region = sm_client.meta.region_name
     check_deployable(plan.image_uri, region)
     if s3_client is not None and plan.model_data_url:
         check_bucket_region(s3_client, plan.model_data_url[len("s3://"):].split("/", 1)[0], region)
+    sent = hosting.adapt(plan)
     created: list[str] = []
     try:
-        create_model(sm_client, plan.model)
-        created.append(f"model {plan.model['ModelName']}")
-        create_endpoint_config(sm_client, plan.endpoint_config)
-        created.append(f"endpoint config {plan.endpoint_config['EndpointConfigName']}")
-        create_endpoint(sm_client, plan.endpoint)
+        create_model(sm_client, sent.model)
+        created.append(f"model {sent.model['ModelName']}")
+        create_endpoint_config(sm_client, sent.endpoint_config)
+        created.append(f"endpoint config {sent.endpoint_config['EndpointConfigName']}")
+        create_endpoint(sm_client, sent.endpoint)
     except DeployError as exc:
         if created:
             exc.args = (f"{exc.args[0]}\nAlready created: {', '.join(created)}; remove them with "
                         f"workshop_lib.cleanup.delete_endpoint_resources(sm, {plan.name!r})",)
         raise
     if wait:
-        return wait_in_service(sm_client, plan.name, poll_s=poll_s, timeout_s=timeout_s, progress=progress,
-                               logs_client=logs_client)
+        return hosting.wait(sm_client, plan.name, logs_client=logs_client, progress=progress)
     return sm_client.describe_endpoint(EndpointName=plan.name)
 
 
@@ -681,15 +709,17 @@ class OffloadLine:
 _OFFLOAD = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 
 
+def parse_offload(message: str, log_stream: str = "") -> OffloadLine | None:
+    """llama.cpp's "offloaded N/M layers to GPU" line, or None for any other line."""
+    m = _OFFLOAD.search(message)
+    return OffloadLine(log_stream, message.strip(), int(m[1]), int(m[2])) if m else None
+
+
 def offload_log_lines(logs_client, endpoint_name: str, limit: int = 50) -> list[OffloadLine]:
-    """llama.cpp's "offloaded N/M layers to GPU" lines from the endpoint's logs (one per model load)."""
-    found = []
-    for event in _log_events(logs_client, endpoint_name, limit, pattern='"offloaded"'):
-        m = _OFFLOAD.search(event["message"])
-        if m:
-            found.append(OffloadLine(event.get("logStreamName", ""), event["message"].strip(),
-                                     int(m[1]), int(m[2])))
-    return found
+    """llama.cpp's offload lines from the endpoint's CloudWatch logs (one per model load)."""
+    found = (parse_offload(e["message"], e.get("logStreamName", ""))
+             for e in _log_events(logs_client, endpoint_name, limit, pattern='"offloaded"'))
+    return [line for line in found if line]
 
 
 def placed_instance_types(describe_endpoint_response: Mapping) -> dict[str, int]:

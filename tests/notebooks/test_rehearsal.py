@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from workshop_lib import endpoints, rehearsal, steps
+from workshop_lib import builds, endpoints, rehearsal, stand_ins, steps
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.examples import SUPPORT_ROUTE
 
@@ -47,14 +47,31 @@ def test_widget_options_text_becomes_options():
                                                                 {"id": "no", "text": "no"}]
 
 
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/x@sha256:" + "a" * 64
+ROLE = "arn:aws:iam::123456789012:role/r"
+
+
 def test_the_emulator_gets_a_type_it_knows_and_the_request_stays_valid():
-    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/x@sha256:" + "a" * 64
-    plan = endpoints.decision_cpu_plan("e", image_uri=image, role_arn="arn:aws:iam::123456789012:role/r",
-                                       model_data_url="s3://bkt/m/model.tar.gz")
-    sent, notes = steps._for_emulator(plan)
+    plan = endpoints.decision_cpu_plan("e", image_uri=IMAGE, role_arn=ROLE, model_data_url="s3://bkt/m/model.tar.gz")
+    hosting = stand_ins.LocalHosting(s3=None)
+    sent = hosting.adapt(plan)
     assert sent.endpoint_config["ProductionVariants"][0]["InstanceType"] == "ml.c5.9xlarge"
     assert plan.endpoint_config["ProductionVariants"][0]["InstanceType"] == "ml.c6i.8xlarge"
-    assert sent.model == plan.model and "ml.c6i.8xlarge" in notes[0]
+    url, notes = hosting.served("e")
+    assert url is None and sent.model == plan.model and "ml.c6i.8xlarge" in notes[0]
+    assert not any("Not exercised" in n for n in notes)  # the decision image on a CPU: all of it runs here
+
+
+def test_pools_reach_the_emulator_as_the_first_pool_and_are_kept_as_validated(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path))
+    plan = endpoints.decision_gpu_plan("g", image_uri=IMAGE, role_arn=ROLE, model_data_url="s3://bkt/m/model.tar.gz")
+    hosting = stand_ins.LocalHosting(s3=None)
+    variant = hosting.adapt(plan).endpoint_config["ProductionVariants"][0]
+    assert "InstancePools" not in variant and variant["InstanceType"] == "ml.g4dn.2xlarge"
+    kept = json.loads((tmp_path / "g.requests.json").read_text())
+    assert kept["CreateEndpointConfig"] == plan.endpoint_config  # what AWS would get, unchanged
+    assert "InstancePools" in plan.endpoint_config["ProductionVariants"][0]
+    assert "GPU placement" in hosting.served("g")[1][-1]
 
 
 @pytest.mark.slow
@@ -83,6 +100,16 @@ def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
     assert "exists" in str(steps.ensure_codebuild_role(config.replace(codebuild_role_arn=None)))  # re-run safe
     package = steps.package_model(config, progress=False)
     assert package.manifest["files"][0]["sha256"] == package.manifest["files"][0]["sha256"].lower()
+    assert "by CodeBuild" in package.where and "Not exercised locally" in package.notes[-1]
+    # The AWS flow itself ran against the emulator: its source zip, project and finished build are there.
+    c = steps.clients(config)
+    with c.acting_as(None):  # the test's own look, not a participant's call
+        [project] = c.codebuild.batch_get_projects(names=[builds.MODEL_PACKAGE_PROJECT])["projects"]
+        assert project["serviceRole"] == config.codebuild_role_arn
+        bucket, key = project["source"]["location"].split("/", 1)
+        assert c.s3.head_object(Bucket=bucket, Key=key)["ContentLength"] > 0
+        build_ids = c.codebuild.list_builds_for_project(projectName=builds.MODEL_PACKAGE_PROJECT)["ids"]
+        assert [b["buildStatus"] for b in c.codebuild.batch_get_builds(ids=build_ids)["builds"]] == ["SUCCEEDED"]
     image = steps.build_decision_image(config, "cpu", progress=False)
     assert "@sha256:" in image.image_uri and any("docker build" in n for n in image.notes)
     assert "refused" in steps.refuse_mutable_tag(config, "cpu")
@@ -100,7 +127,7 @@ def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
     assert steps.placement(config, config.cpu_endpoint_name).offloaded.startswith("0/")
 
     gpu = steps.deploy_decision_gpu(config, image.image_uri, progress=False)
-    assert gpu.status == "stand-in" and "Not exercised locally" in gpu.notes[-1]
+    assert gpu.status == "InService" and gpu.ok and "Not exercised locally" in gpu.notes[-1]
     kept = json.loads((local_mode / "local" / f"{config.gpu_endpoint_name}.requests.json").read_text())
     assert [p["InstanceType"] for p in kept["CreateEndpointConfig"]["ProductionVariants"][0]["InstancePools"]] \
         == list(endpoints.DEFAULT_GPU_POOLS)

@@ -6,10 +6,11 @@ cleanup) and returns a small result whose text is what the notebook shows and wh
 it succeeded. The mode comes from the config (``WorkshopConfig.mode``):
 
 * ``aws``: boto3 clients for the configured region; real CodeBuild, ECR and SageMaker.
-* ``local``: the same calls against the local AWS emulator (``rehearsal``), and each endpoint
-  served by a real adapter process. Where the emulator cannot do what AWS does (docker build,
-  instance pools), the request is still built and validated and the result says, in one
-  sentence, what was not exercised.
+* ``local``: the same flows against the local AWS emulator (``rehearsal``). What the emulator
+  cannot do is a parameter of the flows (``builds.CodeBuildRunner``, ``endpoints.SageMakerHosting``)
+  and local mode passes ``stand_ins``: a build's effect done on this machine (the embedded model
+  packaged, a stand-in image pushed), each endpoint served by a real adapter process. Every other
+  request reaches the emulator, and each result says in one sentence what was not exercised.
 
 One module per notebook, plus what they share:
 
@@ -31,13 +32,13 @@ the config file in ``outputs.json``.
 
 from __future__ import annotations
 
-# Besides the steps: _CLIENTS, _remember and _for_emulator, which tests reach as steps.<name>.
-from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, EMULATOR_INSTANCE_TYPES, READ_ONLY, StepError,
+# Besides the steps: _CLIENTS and _remember, which tests reach as steps.<name>.
+from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, READ_ONLY, StepError,
                       Text, _CLIENTS, _remember, clients, model_spec)
 from .setup import Checks, SetupResult, check_environment, ensure_codebuild_role, setup, show_config
 from .package import PackageResult, package_model, verify_package
 from .decision_image import ImageResult, build_decision_image, decision_image, refuse_mutable_tag, resolve_dlc
-from .deploy import (EndpointResult, Placement, _for_emulator, deploy_decision_cpu, deploy_decision_gpu,
+from .deploy import (EndpointResult, Placement, deploy_decision_cpu, deploy_decision_gpu,
                      deploy_standard, llama_settings, placement)
 from .invoke import client, decision_endpoint, parse_options, show_decision, show_decisions, show_outcome
 from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,

@@ -10,15 +10,12 @@ import json
 import re
 from pathlib import Path
 
-from .. import aws, permissions, rehearsal
+from .. import aws, builds, endpoints, permissions, rehearsal
 from ..config import WorkshopConfig, default_path
 from ..errors import WorkshopError
 from ..models import EMBEDDED_MODEL, ModelSpec, PINNED_MODEL
 
 BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePools
-# The emulator's instance-type list predates these families; it receives the nearest type it knows.
-EMULATOR_INSTANCE_TYPES = {"ml.c6i.2xlarge": "ml.c5.2xlarge", "ml.c6i.8xlarge": "ml.c5.9xlarge"}
-_EMULATOR_FAMILIES = ("c4", "c5", "c5d", "m4", "m5", "m5d", "r5", "r5d", "t2", "p2", "p3", "g4dn", "inf1")
 
 # What each step that creates something creates, spelled as notebook 07 names it.
 # tests/notebooks checks that 07 mentions every name of every creating step 00-06 call.
@@ -31,7 +28,7 @@ CREATES: dict[str, tuple[str, ...]] = {
     "deploy_decision_gpu": ("config.gpu_endpoint_name",),
     "ensure_codebuild_role": ("steps.delete_codebuild_role(",),
 }
-# Steps that only read, invoke or print (resolve_dlc also seeds the emulated DLC registry, locally).
+# Steps that only read, invoke or print.
 READ_ONLY = frozenset({
     "show_config", "check_environment", "verify_package", "resolve_dlc", "llama_settings", "client",
     "decision_image", "refuse_mutable_tag", "placement", "decision_endpoint", "show_decision",
@@ -86,7 +83,9 @@ CALL_LOG = "aws-calls.jsonl"  # in the local rehearsal's folder, across the note
 
 
 class Clients:
-    """boto3 clients for the config's mode: the real region, or the local emulator."""
+    """boto3 clients for the config's mode (the real region, or the local emulator), and the two
+    things only AWS can do: running builds (``builds``) and hosting endpoints (``hosting``), which
+    local mode hands to ``stand_ins``."""
 
     def __init__(self, config: WorkshopConfig, endpoint_url: str | None = None):
         self.config = config
@@ -94,6 +93,15 @@ class Clients:
         self.endpoint_url = endpoint_url
         # Local mode records every call, so the rehearsal can check the IAM policies against them.
         self.calls = permissions.CallLog(rehearsal.local_dir() / CALL_LOG) if endpoint_url else None
+        if endpoint_url:
+            from .. import stand_ins
+
+            self.builds = stand_ins.EmulatedCodeBuild(self.s3, self.ecr, self.calls)
+            self.hosting = stand_ins.LocalHosting(self.s3, self.calls)
+            with self.acting_as(None):  # AWS's own registry content, not anyone's call
+                rehearsal.seed_dlc(self.ecr, config.region)
+        else:
+            self.builds, self.hosting = builds.CodeBuildRunner(), endpoints.SageMakerHosting()
 
     def acting_as(self, principal: str | None):
         """Record the block's calls as another principal's (local mode; a no-op on AWS)."""

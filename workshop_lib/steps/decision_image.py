@@ -1,15 +1,15 @@
 """Notebooks 02 and 03: the pinned DLC for the region, and the decision image built from it
-(CodeBuild -> ECR by immutable digest; locally a stand-in image pushed to the emulator).
+(CodeBuild -> ECR by immutable digest; locally the same flow, with a stand-in image pushed to the
+emulator in place of the docker build).
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field
 
-from .. import builds, endpoints, images, permissions, rehearsal
-from ..config import WorkshopConfig, repo_root
+from .. import builds, endpoints, images
+from ..config import WorkshopConfig
 from .context import StepError, Text, _Shown, _on_path, _recall, _remember, clients
 
 
@@ -17,13 +17,10 @@ def resolve_dlc(config: WorkshopConfig, variant: str = "cpu", *, follow_tag: boo
     """The llama.cpp DLC for the config's region: the digest pinned with its matching bindings
     (``images.DLC_PINS``), checked to be in the region's registry; ``follow_tag`` takes the floating tag."""
     c = clients(config)
-    if config.mode == "local":
-        with c.acting_as(None):  # AWS's own registry content, not anyone's call
-            rehearsal.seed_dlc(c.ecr, config.region)  # the emulated DLC registry holds stand-in manifests
     pinned = images.resolve_dlc(c.ecr, config.region, variant, follow_tag=follow_tag)
     _remember(**{f"dlc_{variant}": pinned})
     pin = images.dlc_pin(variant)
-    note = " (a stand-in manifest in the emulated registry)" if config.mode == "local" else ""
+    note = " (a stand-in manifest in the emulated registry)" if c.endpoint_url else ""
     how = f"following {images.SAGEMAKER_TAGS[variant]}" if follow_tag else f"pinned with bindings {pin.bindings}"
     print(f"{images.dlc_image_uri(config.region, variant)} ({how})\n  -> {pinned}{note}")
     return pinned
@@ -65,47 +62,15 @@ def build_decision_image(config: WorkshopConfig, variant: str = "cpu", *, progre
     started = time.perf_counter()
     c = clients(config)
     base = resolve_dlc(config, "cuda" if variant == "gpu" else "cpu")
-    dockerfile = "Dockerfile.gpu" if variant == "gpu" else "Dockerfile"
-    source_prefix = f"{config.prefix}/{builds.SOURCE_PREFIX}"
     config.require("codebuild_role_arn", "bucket")
-    if config.mode == "aws":
-        pinned = builds.build_decision_image(
-            c.codebuild, c.ecr, c.s3, c.logs, base_image=base, service_role_arn=config.codebuild_role_arn,
-            source_bucket=config.bucket, dockerfile=dockerfile, repository_name=config.ecr_repository,
-            source_prefix=source_prefix, progress=progress)
-        _remember(**{f"decision_image_{variant}": pinned})
-        return ImageResult(variant, pinned, base, time.perf_counter() - started)
-    # Local: the same requests, sent to the emulator; CodeBuild there runs no docker.
-    builds.check_base_image(base, config.region)
-    tag = builds.default_image_tag(dockerfile)
-    upload = builds.source_upload_request(config.bucket, repo_root(), source_prefix)
-    location = f"{upload['Bucket']}/{upload['Key']}"
-    project = builds.project_request(builds.IMAGE_BUILD_PROJECT, buildspec=builds.IMAGE_BUILD_BUILDSPEC,
-                                     source_location=location, service_role_arn=config.codebuild_role_arn,
-                                     privileged=True)
-    repository_uri = builds.ensure_ecr_repository(c.ecr, builds.ecr_repository_request(config.ecr_repository))
-    env = builds.image_build_env(base, repository_uri, tag, dockerfile)
-    c.s3.put_object(**upload)
-    _replace_project_in_emulator(c.codebuild, project)
-    build_id = builds.start_build(c.codebuild, builds.start_build_request(builds.IMAGE_BUILD_PROJECT, env,
-                                                                          source_location=location))
-    builds.wait_for_build(c.codebuild, build_id, c.logs, progress=progress, poll_s=0.2, timeout_s=60)
-    content = hashlib.sha256(upload["Body"] + dockerfile.encode() + base.encode()).hexdigest()
-    with c.acting_as(permissions.CODEBUILD):  # what the build's docker push does with its role
-        rehearsal.push_stand_in(c.ecr, config.ecr_repository, tag, f"local stand-in for container/{dockerfile} "
-                                f"FROM {base}", content)
-    pinned = builds.image_digest(c.ecr, repository_uri, tag)
+    pinned = builds.build_decision_image(
+        c.codebuild, c.ecr, c.s3, c.logs, base_image=base, service_role_arn=config.codebuild_role_arn,
+        source_bucket=config.bucket, dockerfile="Dockerfile.gpu" if variant == "gpu" else "Dockerfile",
+        repository_name=config.ecr_repository, source_prefix=f"{config.prefix}/{builds.SOURCE_PREFIX}",
+        progress=progress, runner=c.builds)
     _remember(**{f"decision_image_{variant}": pinned})
-    return ImageResult(variant, pinned, base, time.perf_counter() - started, [
-        f"  CodeBuild build {build_id} ran in the emulator with BASE_IMAGE, REPOSITORY_URI, IMAGE_TAG={tag}",
-        "Not exercised locally: docker build and push (the emulator's CodeBuild runs no Docker); a manifest "
-        "pushed to emulated ECR stands in for the image."])
-
-
-def _replace_project_in_emulator(codebuild, request: dict) -> None:
-    # The emulator has CreateProject but not UpdateProject: replace instead of update.
-    codebuild.delete_project(name=request["name"])
-    builds.ensure_project(codebuild, request)
+    limits = c.builds.not_exercised(builds.IMAGE_BUILD_PROJECT)
+    return ImageResult(variant, pinned, base, time.perf_counter() - started, [limits] if limits else [])
 
 
 def decision_image(config: WorkshopConfig, variant: str = "cpu") -> str:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .. import builds, permissions, rehearsal
-from ..config import WorkshopConfig, repo_root
-from ..models import EMBEDDED_MODEL, PINNED_MODEL, embedded_gguf_path
+from .. import builds
+from ..config import WorkshopConfig
 from .context import Text, _Shown, _recall, _remember, clients, model_spec
 
 
@@ -35,36 +34,18 @@ class PackageResult(_Shown):
 
 
 def package_model(config: WorkshopConfig, *, progress: bool = True) -> PackageResult:
-    """aws: CodeBuild downloads, verifies and packages the pinned model; local: the embedded model."""
-    from ..packaging import package_local
-
+    """CodeBuild downloads, verifies and packages the pinned model (locally the embedded model stands in)."""
     started = time.perf_counter()
     c = clients(config)
-    model_s3_uri = config.s3_uri("model")
-    source_prefix = f"{config.prefix}/{builds.SOURCE_PREFIX}"
-    if config.mode == "aws":
-        config.require("codebuild_role_arn", "bucket")
-        packaged = builds.package_model_in_codebuild(
-            c.codebuild, c.s3, c.logs, model_s3_uri=model_s3_uri, service_role_arn=config.codebuild_role_arn,
-            source_bucket=config.bucket, source_prefix=source_prefix, progress=progress)
-        _remember(model_data_url=packaged.model_data_url)
-        return PackageResult(packaged.model_data_url, packaged.manifest, f"by CodeBuild (build {packaged.build_id})",
-                             time.perf_counter() - started)
-    spec = EMBEDDED_MODEL
-    package = package_local(spec, {spec.gguf.path: embedded_gguf_path()}, rehearsal.local_dir() / "package")
-    with c.acting_as(permissions.CODEBUILD):  # the upload CodeBuild's packaging build makes on AWS
-        url = builds.upload_package(c.s3, package, model_s3_uri)
-    manifest = builds.check_manifest(builds.read_manifest(c.s3, model_s3_uri), spec)
-    # The CodeBuild job for the pinned model: built and validated by botocore, not sent.
-    upload = builds.source_upload_request(config.bucket, repo_root(), source_prefix)
-    builds.project_request(builds.MODEL_PACKAGE_PROJECT, buildspec=builds.MODEL_PACKAGE_BUILDSPEC,
-                           source_location=f"{upload['Bucket']}/{upload['Key']}",
-                           service_role_arn=config.codebuild_role_arn)
-    builds.start_build_request(builds.MODEL_PACKAGE_PROJECT, builds.model_package_env(PINNED_MODEL, model_s3_uri))
-    _remember(model_data_url=url)
-    return PackageResult(url, manifest, "on this machine and uploaded to emulated S3", time.perf_counter() - started,
-                         [f"Not exercised locally: the CodeBuild job that downloads and packages {PINNED_MODEL.name} "
-                          "(its requests were built and validated, not run); the embedded model stands in."])
+    config.require("codebuild_role_arn", "bucket")
+    packaged = builds.package_model_in_codebuild(
+        c.codebuild, c.s3, c.logs, model_s3_uri=config.s3_uri("model"), service_role_arn=config.codebuild_role_arn,
+        source_bucket=config.bucket, source_prefix=f"{config.prefix}/{builds.SOURCE_PREFIX}", progress=progress,
+        runner=c.builds)
+    _remember(model_data_url=packaged.model_data_url)
+    limits = c.builds.not_exercised(builds.MODEL_PACKAGE_PROJECT)
+    return PackageResult(packaged.model_data_url, packaged.manifest, f"by CodeBuild (build {packaged.build_id})",
+                         time.perf_counter() - started, [limits] if limits else [])
 
 
 def verify_package(config: WorkshopConfig) -> Text:

@@ -1,0 +1,140 @@
+"""What the local emulator cannot do, done on this machine, so the AWS flows run unchanged locally.
+
+``builds`` and ``endpoints`` run every request of their flows against whatever client they are
+given; the two things moto cannot do are parameters of those flows, and local mode passes these:
+
+* ``EmulatedCodeBuild`` (for ``builds.CodeBuildRunner``): the emulator records projects and builds
+  but runs nothing, so once a build has ended this does what its buildspec would have done: the
+  embedded model packaged and uploaded to emulated S3, or a stand-in image manifest pushed to
+  emulated ECR (and its digest exported, as the image build does).
+* ``LocalHosting`` (for ``endpoints.SageMakerHosting``): the endpoint's requests go to the emulator
+  (instance types it does not know mapped to ones it does, after botocore validated the real ones),
+  then a real decision adapter process serves what the emulator recorded for it.
+
+Each says, in one sentence per resource, what was not exercised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+
+from . import aws, builds, endpoints, images, rehearsal
+from .models import EMBEDDED_MODEL, ModelSpec, embedded_gguf_path
+
+# The emulator's instance-type list predates these families; it receives the nearest type it knows.
+EMULATOR_INSTANCE_TYPES = {"ml.c6i.2xlarge": "ml.c5.2xlarge", "ml.c6i.8xlarge": "ml.c5.9xlarge"}
+EMULATOR_FAMILIES = ("c4", "c5", "c5d", "m4", "m5", "m5d", "r5", "r5d", "t2", "p2", "p3", "g4dn", "inf1")
+
+
+def _acting_as(calls, principal):
+    return calls.acting_as(principal) if calls is not None else contextlib.nullcontext()
+
+
+class EmulatedCodeBuild(builds.CodeBuildRunner):
+    """Builds in the emulator, with the buildspec's effect done here once the build has ended."""
+
+    def __init__(self, s3, ecr, calls=None):
+        super().__init__(poll_s=0.2, timeout_s=60)
+        self.s3, self.ecr, self.calls = s3, ecr, calls
+
+    def ensure_project(self, codebuild, request: dict) -> str:
+        # The emulator has CreateProject but not UpdateProject: replace instead of update.
+        codebuild.delete_project(name=request["name"])
+        return builds.ensure_project(codebuild, request)
+
+    def run(self, codebuild, logs_client, build_id: str, request: dict, *, progress: bool) -> dict:
+        build = super().run(codebuild, logs_client, build_id, request, progress=False)
+        env = {v["name"]: v["value"] for v in request.get("environmentVariablesOverride", [])}
+        from .permissions import CODEBUILD
+
+        with _acting_as(self.calls, CODEBUILD):  # what the build does with its service role on AWS
+            if "MODEL_S3_URI" in env:
+                self._package(env["MODEL_S3_URI"])
+            elif "REPOSITORY_URI" in env:
+                digest = self._push(env, request.get("sourceLocationOverride", ""))
+                build = {**build, "exportedEnvironmentVariables": [{"name": "IMAGE_DIGEST", "value": digest}]}
+        return build
+
+    def _package(self, model_s3_uri: str) -> None:
+        from .packaging import package_local
+
+        spec = EMBEDDED_MODEL
+        package = package_local(spec, {spec.gguf.path: embedded_gguf_path()}, rehearsal.local_dir() / "package")
+        builds.upload_package(self.s3, package, model_s3_uri)
+
+    def _push(self, env: dict, source: str) -> str:
+        # The stand-in's digest follows what the image would be built from: source zip, Dockerfile, base.
+        content = hashlib.sha256(json.dumps([source, env["DOCKERFILE"], env["BASE_IMAGE"]]).encode()).hexdigest()
+        repository = images.parse_image_uri(env["REPOSITORY_URI"]).repository
+        return rehearsal.push_stand_in(self.ecr, repository, env["IMAGE_TAG"],
+                                       f"local stand-in for container/{env['DOCKERFILE']} FROM {env['BASE_IMAGE']}",
+                                       content)
+
+    def packaged(self, spec: ModelSpec) -> ModelSpec:
+        return EMBEDDED_MODEL
+
+    def not_exercised(self, project_name: str) -> str:
+        if project_name == builds.MODEL_PACKAGE_PROJECT:
+            return ("Not exercised locally: the build's download and packaging of the pinned model (the emulator's "
+                    f"CodeBuild runs nothing); the embedded {EMBEDDED_MODEL.name} was packaged in its place.")
+        return ("Not exercised locally: docker build and push (the emulator's CodeBuild runs no Docker); a manifest "
+                "pushed to emulated ECR stands in for the image.")
+
+
+class LocalHosting(endpoints.SageMakerHosting):
+    """Endpoints created in the emulator and served by a local decision adapter process each."""
+
+    def __init__(self, s3, calls=None):
+        super().__init__(poll_s=0.2, timeout_s=60)
+        self.s3, self.calls = s3, calls
+        self._notes: dict[str, list[str]] = {}
+        self._limits: dict[str, list[str]] = {}
+        self._urls: dict[str, str] = {}
+
+    def adapt(self, plan: endpoints.DeployPlan) -> endpoints.DeployPlan:
+        variant = dict(plan.endpoint_config["ProductionVariants"][0])
+        notes = self._notes[plan.name] = []
+        limits = self._limits[plan.name] = []
+        if images.parse_image_uri(plan.image_uri).repository == images.DLC_REPOSITORY:
+            limits.append("Not exercised locally: the DLC's llama-server; the decision adapter stands in for it "
+                          "and answers the same OpenAI chat schema on /invocations.")
+        if "InstancePools" in variant:
+            limits.append("Not exercised locally: GPU placement from the ordered pools and full GPU offload; a CPU "
+                          "adapter serving the same model and settings stands in.")
+            kept = rehearsal.local_dir() / f"{plan.name}.requests.json"
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(plan.to_json() + "\n")
+            pools = [p["InstanceType"] for p in variant.pop("InstancePools")]
+            variant.pop("VariantInstanceProvisionTimeoutInSeconds", None)
+            variant["InstanceType"] = pools[0]
+            notes.append(f"  CreateEndpointConfig with InstancePools ({' > '.join(pools)}) built and validated by "
+                         f"botocore and kept in {kept}; the emulator predates pools, so it was sent the first one")
+        wanted = variant["InstanceType"]
+        if wanted.split(".")[1] not in EMULATOR_FAMILIES:
+            sent = EMULATOR_INSTANCE_TYPES.get(wanted, "ml.g4dn.2xlarge" if endpoints.is_gpu_instance(wanted)
+                                               else "ml.c5.2xlarge")
+            variant["InstanceType"] = sent
+            notes.append(f"  the emulator's instance-type list predates {wanted}, so it was sent {sent} "
+                         f"(validated for {wanted})")
+        if variant == plan.endpoint_config["ProductionVariants"][0]:
+            return plan
+        config = {**plan.endpoint_config, "ProductionVariants": [variant]}
+        return endpoints.DeployPlan(plan.model, aws.validate("sagemaker", "CreateEndpointConfig", config),
+                                    plan.endpoint)
+
+    def wait(self, sm_client, name: str, *, logs_client=None, progress: bool = True) -> dict:
+        described = super().wait(sm_client, name, progress=False)  # the emulator keeps no endpoint logs
+        local = rehearsal.start_local_endpoint(name, sm_client, self.s3, calls=self.calls)
+        self._urls[name] = local.url
+        self._notes.setdefault(name, []).append(f"  local endpoint: {local.url} ({local.changes_text()})")
+        return described
+
+    def served(self, name: str) -> tuple[str | None, list[str]]:
+        return self._urls.get(name), [*self._notes.get(name, []), *self._limits.get(name, [])]
+
+    def offload_lines(self, logs_client, name: str) -> tuple[list[endpoints.OffloadLine], str]:
+        log = rehearsal.endpoint_log(name)
+        found = (endpoints.parse_offload(line, log.name) for line in log.read_text(errors="replace").splitlines())
+        return [line for line in found if line], f"the local adapter's log {log} (no GPU here: 0 layers offloaded)"
