@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # llama.cpp is compiled for a fixed x86-64 baseline (AVX2, FMA, F16C, BMI2), never for
 # the CPU of the machine that builds it: a native build runs AVX-512 and AMX code, and the
 # AMX path crashes on the first forward pass on the AMX CPUs CI uses (README: "Works on
-# every x86 machine"). environment.yml carries the same flags; tests/test_environment.py
+# every x86 machine"). environment.yml carries the same flags; tests/container/test_environment.py
 # keeps the two in step. LLAVA_BUILD=OFF skips the multimodal library nothing here uses.
 # The wheel is built once into .wheels/, in a folder named after
 # the version and these flags, with pip's own cache off: pip keys that cache on the
@@ -61,7 +61,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.adapter
 
 # Outside suites against real local adapters: jevcompat (with and without an API key) and a
-# bounded jevbench run; reports in benchmarks/results/. tests/jev runs the same suites in CI.
+# bounded jevbench run; reports in benchmarks/results/. tests/adapter/jev runs the same suites in CI.
 conformance: $(STAMP)
 	$(PY) -m benchmarks.jev
 

@@ -4,7 +4,7 @@ The image installs exactly the versions the tests ran: this script reads them fr
 environment (the project's .venv after `make test`), follows the adapter's requirements
 (without llama-cpp-python itself, which the image builds from its pinned source against the
 DLC's libllama), and takes each file's sha256 from PyPI's JSON API for the wheels the DLC can
-install (CPython 3.12 on x86-64 Linux, or pure Python). tests/build/test_lock.py checks that the
+install (CPython 3.12 on x86-64 Linux, or pure Python). tests/container/test_lock.py checks that the
 lock still matches the tested environment, so a version bump without a new lock fails CI.
 
     .venv/bin/python scripts/lock_container_deps.py        # needs PyPI, nothing else

@@ -2,7 +2,7 @@
 # The llama.cpp DLC's registry account for a region (AWS DLC "available images" list):
 #   dlc_account.sh REGION  ->  prints the 12-digit account
 # The image build takes the account from this table, never from the image reference it is given,
-# so a look-alike registry cannot receive the ECR login. tests/build keep it equal to
+# so a look-alike registry cannot receive the ECR login. tests/container/test_buildspecs.py keeps it equal to
 # workshop_lib/images.py DLC_ACCOUNTS.
 set -euo pipefail
 region="${1:?usage: dlc_account.sh REGION}"

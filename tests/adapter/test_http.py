@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.http_client import call
+from tests.support.http_client import call
 
 OPTIONS = [{"id": "refunds", "text": "Refunds"}, {"id": "shipping", "text": "Shipping"}]
 DECISION = {"id": "d-1", "state": "The parcel never arrived.", "question": "Which team?", "options": OPTIONS}

@@ -17,7 +17,7 @@ import pytest
 from workshop_lib import examples
 from workshop_lib.client import EndpointClient
 
-from tests.http_client import call
+from tests.support.http_client import call
 
 pytestmark = pytest.mark.slow
 

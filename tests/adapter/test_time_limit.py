@@ -8,7 +8,7 @@ import pytest
 from decision_adapter.deadline import Deadline
 from decision_adapter.errors import TimedOut
 from decision_adapter.schema import parse_chat, parse_decision
-from tests.http_client import call
+from tests.support.http_client import call
 
 SHORT = {"id": "short", "state": "The parcel arrived with a cracked screen.",
          "question": "Which team should handle this?", "options": ["refunds", "shipping", "sales"]}

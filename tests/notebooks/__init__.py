@@ -1,0 +1,1 @@
+"""The notebooks: static checks, outcome rows, rehearsal, Studio set-up, JupyterLab in a browser."""

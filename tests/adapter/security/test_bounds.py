@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.http_client import call
+from tests.support.http_client import call
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,9 @@
-"""Helpers the test suites share (imported, never taken from a conftest): the adapter settings
-the in-process tests use, and running an outside command with its output in a file."""
+"""Helpers the test rooms share, in one place (imported, never taken from a conftest).
+
+Here: the adapter settings the in-process tests use, and running an outside command with its output
+in a file. ``http_client``: the one HTTP helper for tests that talk to a real adapter process.
+``buildspec``: running a buildspec's commands with fakes for what CodeBuild provides.
+"""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
-from tests.http_client import call
+from tests.support.http_client import call
 
 HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 MAX_EXAMPLES = 30  # per operation, in the fuzzing phase

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from workshop_lib.config import repo_root
 from workshop_lib.local import AdapterProcess
 
-from tests import http_client
+from tests.support import http_client
 
 from . import hostile
 

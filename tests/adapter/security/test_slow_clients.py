@@ -17,7 +17,7 @@ from contextlib import ExitStack
 import pytest
 
 from decision_adapter.worker import request_complete
-from tests.http_client import call
+from tests.support.http_client import call
 
 DECISION = {"id": "d-1", "state": "The parcel never arrived.", "question": "Which team?",
             "options": [{"id": "refunds", "text": "Refunds"}, {"id": "shipping", "text": "Shipping"}]}

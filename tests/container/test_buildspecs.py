@@ -1,6 +1,6 @@
 """The buildspecs: their shape, what the library passes them, shellcheck, and the image build's flow.
 
-The image build runs here with fakes for `aws` and `docker` (see helpers.py):
+The image build runs here with fakes for `aws` and `docker` (see tests/support/buildspec.py):
 no Docker engine exists on this machine, so these tests check the commands and
 their order, not an image.
 """
@@ -16,7 +16,7 @@ from workshop_lib import builds
 from workshop_lib.images import DLC_PINS
 from workshop_lib.models import PINNED_MODEL
 
-from .helpers import REPO_ROOT, load_buildspec, phase_commands, run_buildspec
+from tests.support.buildspec import REPO_ROOT, load_buildspec, phase_commands, run_buildspec
 
 MODEL_PACKAGE = REPO_ROOT / builds.MODEL_PACKAGE_BUILDSPEC
 IMAGE_BUILD = REPO_ROOT / builds.IMAGE_BUILD_BUILDSPEC

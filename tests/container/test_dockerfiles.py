@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import REPO_ROOT
+from tests.support.buildspec import REPO_ROOT
 
 CONTEXT = REPO_ROOT / "container"
 DOCKERFILES = [CONTEXT / "Dockerfile", CONTEXT / "Dockerfile.gpu"]

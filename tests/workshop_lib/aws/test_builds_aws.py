@@ -26,7 +26,7 @@ from workshop_lib import builds
 from workshop_lib.models import PINNED_MODEL, ModelFile, ModelSpec
 from workshop_lib.packaging import build_manifest, package_local
 
-from .helpers import REPO_ROOT
+from tests.support.buildspec import REPO_ROOT
 
 REGION = "us-east-1"
 ROLE = "arn:aws:iam::123456789012:role/decision-workshop-codebuild"  # moto's default account

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from tests.http_client import call as _call
+from tests.support.http_client import call as _call
 
 TICKET = ("I was charged twice for my March invoice and the refund I was promised has not arrived. "
           "Fix it today or I will dispute the charge with my bank.")

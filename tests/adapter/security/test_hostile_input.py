@@ -57,7 +57,7 @@ def _nonempty(value) -> bool:
 def check_validated(parsed) -> None:
     """What the parser promises the engine about a request it accepts."""
     if not isinstance(parsed, (DecisionBatch, ChatRequest)):
-        return  # a Jev request: its own tests (tests/jev) check what its parser guarantees
+        return  # a Jev request: its own tests (tests/adapter/jev) check what its parser guarantees
     if isinstance(parsed, DecisionBatch):
         assert isinstance(parsed.id, str) and parsed.id.strip() and len(parsed.id) <= MAX_ID_CHARS
         assert _nonempty(parsed.state)

@@ -2,7 +2,7 @@
 
 The hub is a folder laid out like huggingface.co's resolve URLs, so curl fetches
 exactly ``<repo>/resolve/<revision>/<file>``; a file under another revision is
-simply not found. Only the upload goes to a fake (see helpers.py).
+simply not found. Only the upload goes to a fake (see tests/support/buildspec.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from workshop_lib.builds import model_package_env
 from workshop_lib.models import ModelFile, ModelSpec, TokenizerSource
 from workshop_lib.packaging import build_manifest, extract_model
 
-from .helpers import REPO_ROOT, make_fake_hub, run_buildspec
+from tests.support.buildspec import REPO_ROOT, make_fake_hub, run_buildspec
 
 BUILDSPEC = REPO_ROOT / "buildspec" / "model-package.yml"
 GGUF = b"GGUF" + bytes(range(256)) * 40

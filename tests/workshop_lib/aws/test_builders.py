@@ -12,7 +12,7 @@ from workshop_lib import aws, builds
 from workshop_lib.images import DLC_PINS, MutableImageReference
 from workshop_lib.models import EMBEDDED_MODEL, PINNED_MODEL, ModelFile, ModelSpec, TokenizerSource
 
-from .helpers import REPO_ROOT
+from tests.support.buildspec import REPO_ROOT
 
 ROLE = "arn:aws:iam::123456789012:role/decision-workshop-codebuild"
 BASE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@sha256:" + "12" * 32

@@ -116,7 +116,7 @@ def test_every_command_the_buildspecs_run_is_allowed_by_the_codebuild_role(tmp_p
     from workshop_lib import builds, images
     from workshop_lib.models import ModelFile, ModelSpec, TokenizerSource
 
-    from tests.build.helpers import REPO_ROOT, make_fake_hub, run_buildspec
+    from tests.support.buildspec import REPO_ROOT, make_fake_hub, run_buildspec
 
     gguf = b"GGUF" + bytes(200)
     spec = ModelSpec(name="Fake", gguf=ModelFile(path="fake.gguf", repo="acme/fake-GGUF", revision="a" * 40,

@@ -1,0 +1,1 @@
+"""The adapter under hostile callers: fuzzed input, slow clients, faults, bounded work, OpenAPI."""
