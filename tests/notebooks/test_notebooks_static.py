@@ -64,8 +64,8 @@ def test_starts_by_loading_the_shared_config(name):
         cells = cells[1:]
     body = parse(cells[0]).body
     work = [ast.unparse(n) for n in body if not isinstance(n, (ast.Import, ast.ImportFrom))]
-    # Expected mistakes are shown as one line from the first cell on; then the config is loaded.
-    assert work[:2] == ["steps.short_errors()", "config = WorkshopConfig.load()"], work
+    # Expected mistakes are shown as one line from the first cell on; then the workshop is loaded.
+    assert work[:2] == ["steps.short_errors()", "workshop = steps.Workshop.load()"], work
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -73,7 +73,7 @@ def test_ends_by_checking_its_own_outcome(name):
     """The last code cell asserts the notebook's outcome through the library (nbmake fails on it)."""
     cells = code_cells(load(name))
     assert steps_calls(cells[-1:]) == ["check_outcome"], cells[-1]
-    assert f'steps.check_outcome(config, "{name[:2]}",' in cells[-1]
+    assert f'steps.check_outcome(workshop, "{name[:2]}",' in cells[-1]
 
 
 @pytest.mark.parametrize("name", EXPECTED)

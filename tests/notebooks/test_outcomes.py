@@ -18,8 +18,8 @@ ANSWERS = [Decision(q, ("no", "yes"), (0.8, 0.2), timing={"total_ms": 900.0}, cl
            for q in ("refund", "urgent", "angry")]
 
 
-def config(mode: str) -> WorkshopConfig:
-    return WorkshopConfig(mode=mode)
+def config(mode: str) -> steps.Workshop:
+    return steps.Workshop(WorkshopConfig(mode=mode))
 
 
 def test_a_decision_is_text_for_logs_and_a_chart_for_people():

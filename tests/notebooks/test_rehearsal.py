@@ -24,7 +24,6 @@ def local_mode(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     yield tmp_path
     rehearsal.stop_all()
-    steps._CLIENTS.clear()
 
 
 def recorded_groups() -> list[int]:
@@ -91,18 +90,21 @@ def test_an_emulator_started_by_another_process_is_found_and_stopped(local_mode)
 
 @pytest.mark.slow
 def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
-    config = steps.setup(WorkshopConfig.load(), deploy_path="decision-cpu").config
+    workshop = steps.Workshop.load()
+    config = steps.setup(workshop, deploy_path="decision-cpu").config
+    assert workshop.config == config  # the workshop holds the saved config from here on
     assert WorkshopConfig.load().bucket == config.bucket  # saved where the next notebook reads it
-    made = steps.ensure_codebuild_role(config)  # created in the emulator's IAM, from the policy builders
+    made = steps.ensure_codebuild_role(workshop)  # created in the emulator's IAM, from the policy builders
     config = made.config
     assert config.codebuild_role_arn.endswith(":role/decision-workshop-codebuild")
     assert WorkshopConfig.load().codebuild_role_arn == config.codebuild_role_arn
-    assert "exists" in str(steps.ensure_codebuild_role(config.replace(codebuild_role_arn=None)))  # re-run safe
-    package = steps.package_model(config, progress=False)
+    forgot = steps.Workshop(config.replace(codebuild_role_arn=None), workshop.path)
+    assert "exists" in str(steps.ensure_codebuild_role(forgot))  # re-run safe
+    package = steps.package_model(workshop, progress=False)
     assert package.manifest["files"][0]["sha256"] == package.manifest["files"][0]["sha256"].lower()
     assert "by CodeBuild" in package.where and "Not exercised locally" in package.notes[-1]
     # The AWS flow itself ran against the emulator: its source zip, project and finished build are there.
-    c = steps.clients(config)
+    c = workshop.clients
     with c.acting_as(None):  # the test's own look, not a participant's call
         [project] = c.codebuild.batch_get_projects(names=[builds.MODEL_PACKAGE_PROJECT])["projects"]
         assert project["serviceRole"] == config.codebuild_role_arn
@@ -110,23 +112,23 @@ def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
         assert c.s3.head_object(Bucket=bucket, Key=key)["ContentLength"] > 0
         build_ids = c.codebuild.list_builds_for_project(projectName=builds.MODEL_PACKAGE_PROJECT)["ids"]
         assert [b["buildStatus"] for b in c.codebuild.batch_get_builds(ids=build_ids)["builds"]] == ["SUCCEEDED"]
-    image = steps.build_decision_image(config, "cpu", progress=False)
+    image = steps.build_decision_image(workshop, "cpu", progress=False)
     assert "@sha256:" in image.image_uri and any("docker build" in n for n in image.notes)
-    assert "refused" in steps.refuse_mutable_tag(config, "cpu")
+    assert "refused" in steps.refuse_mutable_tag(workshop, "cpu")
 
-    cpu = steps.deploy_decision_cpu(config, progress=False)
+    cpu = steps.deploy_decision_cpu(workshop, progress=False)
     assert cpu.status == "InService"
     entry = json.loads(rehearsal.registry_path().read_text())["endpoints"][config.cpu_endpoint_name]
     # THREADS as planned for the instance (its vCPUs) on AWS, 2 here; no GPU layers here.
     assert cpu.plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == "32"
     assert entry["environment"]["SM_LLAMA_CPP_THREADS"] == "2"
     assert entry["environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "0"
-    made = steps.client(config, config.cpu_endpoint_name).decide(SUPPORT_ROUTE)
+    made = steps.client(workshop, config.cpu_endpoint_name).decide(SUPPORT_ROUTE)
     assert made.option_ids == tuple(o["id"] for o in SUPPORT_ROUTE["options"])
     assert abs(sum(made.probabilities) - 1) < 1e-6
-    assert steps.placement(config, config.cpu_endpoint_name).offloaded.startswith("0/")
+    assert steps.placement(workshop, config.cpu_endpoint_name).offloaded.startswith("0/")
 
-    gpu = steps.deploy_decision_gpu(config, image.image_uri, progress=False)
+    gpu = steps.deploy_decision_gpu(workshop, image.image_uri, progress=False)
     assert gpu.status == "InService" and gpu.ok and "Not exercised locally" in gpu.notes[-1]
     kept = json.loads((local_mode / "local" / f"{config.gpu_endpoint_name}.requests.json").read_text())
     assert [p["InstanceType"] for p in kept["CreateEndpointConfig"]["ProductionVariants"][0]["InstancePools"]] \
@@ -135,30 +137,31 @@ def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
     groups = recorded_groups()
     assert len(groups) == 3 and all(rehearsal.group_alive(g) for g in groups)
     for name in (config.cpu_endpoint_name, config.gpu_endpoint_name):
-        assert "local endpoint process: stopped" in steps.delete_endpoint(config, name)
-    assert steps.running_endpoints(config) == "no workshop endpoints found"
-    again = steps.delete_endpoints(config, [config.cpu_endpoint_name])  # 07 run twice: nothing to delete
+        assert "local endpoint process: stopped" in steps.delete_endpoint(workshop, name)
+    assert steps.running_endpoints(workshop) == "no workshop endpoints found"
+    again = steps.delete_endpoints(workshop, [config.cpu_endpoint_name])  # 07 run twice: nothing to delete
     assert not again.ok and again.problem == "no endpoint was there to delete"
     # Every AWS call recorded on the way, held against the policy of the principal that makes it.
-    audit = steps.audit_permissions(config)
+    audit = steps.audit_permissions(workshop)
     assert audit.ok and audit.denied == []
     assert audit.checked["operator"] > 40 and audit.checked["sagemaker-execution-role"] > 0
     assert audit.checked["codebuild-service-role"] > 0  # the image push and model upload stand-ins
-    stopped = steps.stop_local(config)
+    stopped = steps.stop_local(workshop)
     assert stopped.endswith("no local rehearsal processes are running") and stopped.ok
     assert not any(rehearsal.group_alive(g) for g in groups)
 
 
 @pytest.mark.slow
 def test_running_setup_again_keeps_the_rehearsal_unless_asked_to_reset(local_mode):
-    first = steps.setup(WorkshopConfig.load())
+    workshop = steps.Workshop.load()
+    first = steps.setup(workshop)
     url = rehearsal.emulator_url()
     assert any(n.startswith("started a fresh rehearsal") for n in first.notes) and first.ok
-    steps.clients(first.config).s3.put_object(Bucket=first.config.bucket, Key="kept", Body=b"x")
-    again = steps.setup(WorkshopConfig.load())
+    workshop.clients.s3.put_object(Bucket=first.config.bucket, Key="kept", Body=b"x")
+    again = steps.setup(workshop)
     assert rehearsal.emulator_url() == url and any(n.startswith("kept the running rehearsal") for n in again.notes)
-    assert steps.clients(again.config).s3.head_object(Bucket=again.config.bucket, Key="kept")  # nothing lost
-    reset = steps.setup(WorkshopConfig.load(), reset=True)
+    assert workshop.clients.s3.head_object(Bucket=again.config.bucket, Key="kept")  # nothing lost
+    reset = steps.setup(steps.Workshop.load(), reset=True)
     assert rehearsal.emulator_url() != url
     assert any("stopped the previous one (AWS emulator)" in n for n in reset.notes)
 
@@ -175,25 +178,24 @@ def test_aws_mode_steps_call_the_library_the_same_way(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKSHOP_REGION", "eu-west-1")
     monkeypatch.setenv("WORKSHOP_ROLE_ARN", "arn:aws:iam::123456789012:role/sagemaker-workshop")
     monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
-    steps._CLIENTS.clear()
     with mock_aws():
-        checks = steps.check_environment(WorkshopConfig.load())
+        workshop = steps.Workshop.load()
+        checks = steps.check_environment(workshop)
         assert dict((n, p) for n, p, _ in checks.rows)["credentials"] is True
-        first = steps.setup(WorkshopConfig.load())
+        first = steps.setup(workshop)
         config = first.config
         # named so that AmazonSageMakerFullAccess, Studio's usual role, may create and use it
         assert config.bucket == "sagemaker-decision-workshop-123456789012-eu-west-1" and "created bucket" in str(first)
-        assert "exists in eu-west-1" in str(steps.setup(WorkshopConfig.load()))
-        c = steps.clients(config)
+        assert "exists in eu-west-1" in str(steps.setup(steps.Workshop.load()))
+        c = workshop.clients
         rehearsal.seed_dlc(c.ecr, config.region)  # moto's ECR has no DLC: put stand-ins where AWS has it
         c.s3.put_object(Bucket=config.bucket, Key="decision-workshop/model/model.tar.gz", Body=b"x")
-        steps._remember(model_data_url=config.model_data_url)
-        standard = steps.deploy_standard(config, instance_type="ml.c5.2xlarge", progress=False)
+        workshop.remember(model_data_url=config.model_data_url)
+        standard = steps.deploy_standard(workshop, instance_type="ml.c5.2xlarge", progress=False)
         assert standard.status == "InService" and standard.url is None
         assert standard.plan.image_uri.startswith("763104351884.dkr.ecr.eu-west-1.amazonaws.com/llama-cpp@sha256:")
-        assert steps.running_endpoints(config).startswith("endpoint")
-        assert "endpoint llamacpp-gguf: deleted" in steps.delete_endpoint(config, config.standard_endpoint_name)
-        assert steps.running_endpoints(config) == "no workshop endpoints found"
-        assert "1 objects deleted" in steps.delete_artifacts(config, config.s3_uri())
-        assert steps.stop_local(config) == "aws mode: no local processes were started"
-    steps._CLIENTS.clear()
+        assert steps.running_endpoints(workshop).startswith("endpoint")
+        assert "endpoint llamacpp-gguf: deleted" in steps.delete_endpoint(workshop, config.standard_endpoint_name)
+        assert steps.running_endpoints(workshop) == "no workshop endpoints found"
+        assert "1 objects deleted" in steps.delete_artifacts(workshop, config.s3_uri())
+        assert steps.stop_local(workshop) == "aws mode: no local processes were started"

@@ -26,15 +26,15 @@ One module per notebook, plus what they share:
 ``rehearse``        every step in order, headless (``make demo``)
 =================== ==========================================================================
 
-Values a later notebook needs (the model's S3 URL, the pinned image digests) are kept next to
-the config file in ``outputs.json``.
+Every step takes the ``Workshop`` first (``workshop = steps.Workshop.load()``): the config, the
+clients for its mode and, in ``outputs.json`` next to the config file, the values a later notebook
+needs (the model's S3 URL, the pinned image digests). Nothing is kept at module level.
 """
 
 from __future__ import annotations
 
-# Besides the steps: _CLIENTS and _remember, which tests reach as steps.<name>.
 from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, READ_ONLY, StepError,
-                      Text, _CLIENTS, _remember, clients, model_spec)
+                      Text, Workshop, model_spec)
 from .setup import Checks, SetupResult, check_environment, ensure_codebuild_role, setup, show_config
 from .package import PackageResult, package_model, verify_package
 from .decision_image import ImageResult, build_decision_image, decision_image, refuse_mutable_tag, resolve_dlc
@@ -48,7 +48,7 @@ from .rehearse import rehearse_all
 
 __all__ = [
     "CREATES", "READ_ONLY", "Checks", "Clients", "EndpointResult", "ImageResult", "PackageResult", "Placement",
-    "SetupResult", "StepError", "build_decision_image", "check_environment", "client", "clients",
+    "SetupResult", "StepError", "Workshop", "build_decision_image", "check_environment", "client",
     "audit_permissions", "decision_endpoint", "decision_image", "delete_artifacts", "delete_build_resources",
     "delete_codebuild_role", "ensure_codebuild_role",
     "delete_endpoint", "delete_endpoints",

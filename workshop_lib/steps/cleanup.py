@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .. import builds, cleanup, endpoints, permissions, rehearsal
-from ..config import WorkshopConfig
-from .context import CALL_LOG, StepError, Text, _CLIENTS, clients
+from .context import CALL_LOG, StepError, Text, Workshop
 
 
 def _gone(call, *codes, **kwargs) -> str:
@@ -30,18 +29,19 @@ def _gone(call, *codes, **kwargs) -> str:
                 "delete it in the console or ask an administrator")
 
 
-def delete_endpoint(config: WorkshopConfig, name: str) -> Text:
+def delete_endpoint(workshop: Workshop, name: str) -> Text:
     """Delete endpoint, endpoint config and model ``name`` and its log group; locally stop its process."""
-    return delete_endpoints(config, [name])
+    return delete_endpoints(workshop, [name])
 
 
-def delete_endpoints(config: WorkshopConfig, names: Sequence[str]) -> Text:
+def delete_endpoints(workshop: Workshop, names: Sequence[str]) -> Text:
     """Every named endpoint (with its config and model) first, since they bill; then their log groups.
 
     An endpoint that cannot be deleted does not stop the others: each failure is reported and the
     step raises only after all were tried.
     """
-    c = clients(config)
+    config = workshop.config
+    c = workshop.clients
     lines, failed, deleted = [], [], []
     for name in names:
         try:
@@ -75,9 +75,9 @@ def _delete_project(codebuild):
     return delete
 
 
-def delete_build_resources(config: WorkshopConfig, projects: Sequence[str], repository: str) -> Text:
+def delete_build_resources(workshop: Workshop, projects: Sequence[str], repository: str) -> Text:
     """Delete the named CodeBuild projects (and their log groups) and the ECR repository with its images."""
-    c = clients(config)
+    c = workshop.clients
     lines = []
     for project in projects:
         lines.append(f"CodeBuild project {project}: {_gone(_delete_project(c.codebuild), 'ResourceNotFound', name=project)}")
@@ -89,25 +89,26 @@ def delete_build_resources(config: WorkshopConfig, projects: Sequence[str], repo
     return Text("\n".join(lines))
 
 
-def delete_codebuild_role(config: WorkshopConfig) -> Text:
+def delete_codebuild_role(workshop: Workshop) -> Text:
     """Delete the CodeBuild service role notebook 00 created (by its fixed name); a role someone else
     made and gave by ARN is left alone. It costs nothing, so a refusal is a note, not a stop."""
     from .. import policies
 
+    config = workshop.config
     name = policies.CODEBUILD_ROLE_NAME
     if not (config.codebuild_role_arn or "").endswith(f":role/{name}"):
         return Text(f"CodeBuild role {config.codebuild_role_arn or '(none)'}: not created by the workshop, left alone")
-    iam = clients(config).get("iam")
+    iam = workshop.clients.get("iam")
     policy = _gone(iam.delete_role_policy, "NoSuchEntity", RoleName=name, PolicyName=name)
     role = _gone(iam.delete_role, "NoSuchEntity", RoleName=name)
     return Text(f"IAM role {name}: {role} (its inline policy: {policy})")
 
 
-def delete_artifacts(config: WorkshopConfig, s3_uri: str, *, delete_bucket: bool = False) -> Text:
+def delete_artifacts(workshop: Workshop, s3_uri: str, *, delete_bucket: bool = False) -> Text:
     """Delete the objects under the workshop's S3 prefix (model, build sources); the bucket only if asked."""
     from botocore.exceptions import ClientError
 
-    c = clients(config)
+    c = workshop.clients
     bucket, prefix = builds.parse_s3_uri(s3_uri)
     if not prefix:
         raise StepError(f"{s3_uri} names a whole bucket; pass the workshop's prefix (config.s3_uri())")
@@ -134,7 +135,7 @@ def delete_artifacts(config: WorkshopConfig, s3_uri: str, *, delete_bucket: bool
     return Text("\n".join(lines))
 
 
-def audit_permissions(config: WorkshopConfig) -> permissions.Audit:
+def audit_permissions(workshop: Workshop) -> permissions.Audit:
     """Local mode: every AWS call the rehearsal recorded, held against the policy of whoever made it.
 
     The operator's calls (these notebooks) against ``policies.operator_policy``, the image push and
@@ -144,6 +145,7 @@ def audit_permissions(config: WorkshopConfig) -> permissions.Audit:
     """
     from .. import policies
 
+    config = workshop.config
     if config.mode != "local":
         return Text("the permission audit checks the calls the local rehearsal recorded (WORKSHOP_MODE=local); "
                     "on AWS, IAM itself is the check")
@@ -158,19 +160,20 @@ def audit_permissions(config: WorkshopConfig) -> permissions.Audit:
     return audit
 
 
-def running_endpoints(config: WorkshopConfig) -> Text:
+def running_endpoints(workshop: Workshop) -> Text:
     """Workshop-tagged endpoints still running in the account (or the emulator); should be none."""
-    running = cleanup.running_workshop_endpoints(clients(config).sm)
+    running = cleanup.running_workshop_endpoints(workshop.clients.sm)
     return Text(cleanup.format_running(running), problem=f"{len(running)} workshop endpoint(s) still there"
                 if running else "")
 
 
-def stop_local(config: WorkshopConfig) -> Text:
+def stop_local(workshop: Workshop) -> Text:
     """Local mode: stop every local endpoint and the emulator, then show that nothing runs."""
+    config = workshop.config
     if config.mode != "local":
         return Text("aws mode: no local processes were started")
     stopped = rehearsal.stop_all()
-    _CLIENTS.clear()
+    workshop.forget_clients()
     left = [p.what for p in rehearsal.status() if p.running]
     return Text(f"stopped: {', '.join(stopped) or 'nothing was running'}\n{rehearsal.format_status()}",
                 problem=f"still running: {', '.join(left)}" if left else "")

@@ -1,6 +1,5 @@
-"""What every step shares: the boto3 clients for the configured mode, the outputs one notebook
-records for the next (``outputs.json`` beside the config), and the small result types the
-notebooks show.
+"""What every step shares: the ``Workshop`` (config, the clients for its mode, the outputs one
+notebook records for the next) and the small result types the notebooks show.
 """
 
 from __future__ import annotations
@@ -124,52 +123,74 @@ class Clients:
     sts = property(lambda self: self.get("sts"))
 
 
-_CLIENTS: dict[tuple, Clients] = {}
+class Workshop:
+    """One participant's workshop: the config, the clients for its mode (``clients``), and the
+    outputs one notebook records for the next (``outputs.json`` beside the config file). Every
+    step takes it first; the notebooks make one with ``Workshop.load()``."""
+
+    def __init__(self, config: WorkshopConfig, path: str | Path | None = None):
+        self.config = config
+        self.path = Path(path) if path is not None else default_path()
+        self._clients: Clients | None = None
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> Workshop:
+        """The saved config (environment over file, see ``config``) at ``path`` or the default place."""
+        return cls(WorkshopConfig.load(path), path)
+
+    def __repr__(self) -> str:
+        return f"Workshop({self.config.mode}, {self.config.region}, {self.path})"
+
+    @property
+    def clients(self) -> Clients:
+        """The clients for the config's mode; in local mode for the running emulator (00 starts it)."""
+        url = None
+        if self.config.mode == "local":
+            url = rehearsal.emulator_url()
+            if not url:
+                raise StepError("the local AWS emulator is not running (07_cleanup stops it, and it ends by "
+                                f"itself after {rehearsal.KEEP_ALIVE_S // 3600} h): run 00_setup again, then the "
+                                "notebooks in order")
+        made = self._clients
+        if made is None or (made.config.mode, made.config.region, made.endpoint_url) != \
+                (self.config.mode, self.config.region, url):
+            self._clients = Clients(self.config, url)
+        return self._clients
+
+    def forget_clients(self) -> None:
+        """Drop the clients (after the emulator they reach was stopped)."""
+        self._clients = None
+
+    def save(self, config: WorkshopConfig) -> Path:
+        """Take ``config`` as this workshop's and write it where the next notebook reads it."""
+        self.config = config
+        return config.save(self.path)
+
+    @property
+    def outputs_path(self) -> Path:
+        return self.path.parent / "outputs.json"
+
+    def outputs(self) -> dict:
+        try:
+            return json.loads(self.outputs_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def remember(self, **values) -> None:
+        data = self.outputs()
+        data.update(values)
+        self.outputs_path.parent.mkdir(parents=True, exist_ok=True)
+        self.outputs_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    def recall(self, key: str, first: str):
+        value = self.outputs().get(key)
+        if not value:
+            raise StepError(f"no {key.replace('_', ' ')} recorded yet: run {first} first")
+        return value
 
 
-def clients(config: WorkshopConfig) -> Clients:
-    """The clients for ``config``; in local mode, for the running emulator (notebook 00 starts it)."""
-    url = None
-    if config.mode == "local":
-        url = rehearsal.emulator_url()
-        if not url:
-            raise StepError("the local AWS emulator is not running (07_cleanup stops it, and it ends by itself "
-                            f"after {rehearsal.KEEP_ALIVE_S // 3600} h): run 00_setup again, then the notebooks "
-                            "in order")
-    key = (config.mode, config.region, url)
-    if key not in _CLIENTS:
-        _CLIENTS[key] = Clients(config, url)
-    return _CLIENTS[key]
-
-
-def _outputs_file() -> Path:
-    return default_path().parent / "outputs.json"
-
-
-def _outputs() -> dict:
-    try:
-        return json.loads(_outputs_file().read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _remember(**values) -> None:
-    data = _outputs()
-    data.update(values)
-    path = _outputs_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-def _recall(key: str, first: str):
-    value = _outputs().get(key)
-    if not value:
-        raise StepError(f"no {key.replace('_', ' ')} recorded yet: run {first} first")
-    return value
-
-
-def model_spec(config: WorkshopConfig) -> ModelSpec:
-    return EMBEDDED_MODEL if config.mode == "local" else PINNED_MODEL
+def model_spec(workshop: Workshop) -> ModelSpec:
+    return EMBEDDED_MODEL if workshop.config.mode == "local" else PINNED_MODEL
 
 
 def _on_path(config: WorkshopConfig, kind: str) -> bool:

@@ -10,15 +10,16 @@ from dataclasses import dataclass, field
 
 from .. import builds, endpoints, images
 from ..config import WorkshopConfig
-from .context import StepError, Text, _Shown, _on_path, _recall, _remember, clients
+from .context import StepError, Text, Workshop, _Shown, _on_path
 
 
-def resolve_dlc(config: WorkshopConfig, variant: str = "cpu", *, follow_tag: bool = False) -> str:
+def resolve_dlc(workshop: Workshop, variant: str = "cpu", *, follow_tag: bool = False) -> str:
     """The llama.cpp DLC for the config's region: the digest pinned with its matching bindings
     (``images.DLC_PINS``), checked to be in the region's registry; ``follow_tag`` takes the floating tag."""
-    c = clients(config)
+    config = workshop.config
+    c = workshop.clients
     pinned = images.resolve_dlc(c.ecr, config.region, variant, follow_tag=follow_tag)
-    _remember(**{f"dlc_{variant}": pinned})
+    workshop.remember(**{f"dlc_{variant}": pinned})
     pin = images.dlc_pin(variant)
     note = " (a stand-in manifest in the emulated registry)" if c.endpoint_url else ""
     how = f"following {images.SAGEMAKER_TAGS[variant]}" if follow_tag else f"pinned with bindings {pin.bindings}"
@@ -53,46 +54,49 @@ class ImageResult(_Shown):
                 f"  in {self.seconds:.1f} s", *self.notes]
 
 
-def build_decision_image(config: WorkshopConfig, variant: str = "cpu", *, progress: bool = True) -> ImageResult:
+def build_decision_image(workshop: Workshop, variant: str = "cpu", *, progress: bool = True) -> ImageResult:
     """CodeBuild builds container/Dockerfile (cpu) or Dockerfile.gpu FROM the pinned DLC; returns the digest."""
+    config = workshop.config
     kind = {"cpu": "decision-cpu", "gpu": "decision-gpu"}[variant]
     if not _on_path(config, kind):
         return ImageResult(variant, None, None, 0.0, [f"skipped the {variant} image: the deploy path is "
                                                       f"{config.deploy_path!r} (notebook 00)"])
     started = time.perf_counter()
-    c = clients(config)
-    base = resolve_dlc(config, "cuda" if variant == "gpu" else "cpu")
+    c = workshop.clients
+    base = resolve_dlc(workshop, "cuda" if variant == "gpu" else "cpu")
     config.require("codebuild_role_arn", "bucket")
     pinned = builds.build_decision_image(
         c.codebuild, c.ecr, c.s3, c.logs, base_image=base, service_role_arn=config.codebuild_role_arn,
         source_bucket=config.bucket, dockerfile="Dockerfile.gpu" if variant == "gpu" else "Dockerfile",
         repository_name=config.ecr_repository, source_prefix=f"{config.prefix}/{builds.SOURCE_PREFIX}",
         progress=progress, runner=c.builds)
-    _remember(**{f"decision_image_{variant}": pinned})
+    workshop.remember(**{f"decision_image_{variant}": pinned})
     limits = c.builds.not_exercised(builds.IMAGE_BUILD_PROJECT)
     return ImageResult(variant, pinned, base, time.perf_counter() - started, [limits] if limits else [])
 
 
-def decision_image(config: WorkshopConfig, variant: str = "cpu") -> str:
+def decision_image(workshop: Workshop, variant: str = "cpu") -> str:
     """The pinned decision image notebook 03 built, checked to be in ECR still."""
     from botocore.exceptions import ClientError
 
-    pinned = _recall(f"decision_image_{variant}", f"03_build_decision_image ({variant})")
+    config = workshop.config
+    pinned = workshop.recall(f"decision_image_{variant}", f"03_build_decision_image ({variant})")
     try:
-        _image_tag_of(pinned, config, clients(config).ecr)
+        _image_tag_of(pinned, config, workshop.clients.ecr)
     except ClientError as exc:
         raise StepError(f"{pinned} is no longer in ECR ({exc.response['Error']['Code']}); run notebook 03 "
                         "again") from None
     return pinned
 
 
-def refuse_mutable_tag(config: WorkshopConfig, variant: str | None = None) -> Text:
+def refuse_mutable_tag(workshop: Workshop, variant: str | None = None) -> Text:
     """Show the deploy code refusing the same image named by its tag instead of its digest."""
+    config = workshop.config
     if config.mode == "aws" and config.deploy_path == "standard":
         return Text("skipped: the standard path builds no image (notebook 00)")
     variant = variant or ("gpu" if config.deploy_path == "decision-gpu" else "cpu")
-    pinned = decision_image(config, variant)
-    tag = _image_tag_of(pinned, config, clients(config).ecr) or "latest"
+    pinned = decision_image(workshop, variant)
+    tag = _image_tag_of(pinned, config, workshop.clients.ecr) or "latest"
     ref = images.parse_image_uri(pinned)
     tagged = f"{ref.registry}/{ref.repository}:{tag}"
     try:

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from .. import endpoints
-from ..config import WorkshopConfig
-from .context import Text, _Shown, _on_path, _recall, _short, clients
+from .context import Text, Workshop, _Shown, _on_path, _short
 from .decision_image import decision_image, resolve_dlc
 
 
@@ -63,9 +62,9 @@ class EndpointResult(_Shown):
                 *self.notes]
 
 
-def _deploy(config: WorkshopConfig, plan: endpoints.DeployPlan, *, progress: bool) -> EndpointResult:
+def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool) -> EndpointResult:
     started = time.perf_counter()
-    c = clients(config)
+    c = workshop.clients
     described = endpoints.deploy(c.sm, plan, logs_client=c.logs, s3_client=c.s3, progress=progress,
                                  hosting=c.hosting)
     url, notes = c.hosting.served(plan.name)
@@ -74,46 +73,49 @@ def _deploy(config: WorkshopConfig, plan: endpoints.DeployPlan, *, progress: boo
                           notes)
 
 
-def _model_data_url(config: WorkshopConfig) -> str:
-    return _recall("model_data_url", "01_package_model")
+def _model_data_url(workshop: Workshop) -> str:
+    return workshop.recall("model_data_url", "01_package_model")
 
 
-def deploy_standard(config: WorkshopConfig, image_uri: str | None = None, *,
+def deploy_standard(workshop: Workshop, image_uri: str | None = None, *,
                     instance_type: str = endpoints.STANDARD_CPU_INSTANCE, progress: bool = True) -> EndpointResult:
     """The published DLC (pinned by digest) serving the packaged model: OpenAI chat on /invocations.
 
     Locally the adapter stands in for the DLC's llama-server: it answers the same chat schema.
     """
-    image_uri = image_uri or resolve_dlc(config, "cpu")
+    config = workshop.config
+    image_uri = image_uri or resolve_dlc(workshop, "cpu")
     plan = endpoints.standard_plan(config.standard_endpoint_name, image_uri=image_uri,
-                                   role_arn=config.sagemaker_role_arn, model_data_url=_model_data_url(config),
+                                   role_arn=config.sagemaker_role_arn, model_data_url=_model_data_url(workshop),
                                    instance_type=instance_type)
-    return _deploy(config, plan, progress=progress)
+    return _deploy(workshop, plan, progress=progress)
 
 
-def deploy_decision_cpu(config: WorkshopConfig, image_uri: str | None = None, *,
+def deploy_decision_cpu(workshop: Workshop, image_uri: str | None = None, *,
                         instance_type: str = endpoints.DECISION_CPU_INSTANCE, threads: int | None = None,
                         progress: bool = True) -> EndpointResult:
     """The decision image on a fixed CPU instance; llama.cpp threads = the instance's vCPUs by default."""
+    config = workshop.config
     if not _on_path(config, "decision-cpu"):
         return EndpointResult(config.cpu_endpoint_name, None, "skipped", "", notes=[
             f"skipped the CPU endpoint: the deploy path is {config.deploy_path!r} (notebook 00)"])
-    plan = endpoints.decision_cpu_plan(config.cpu_endpoint_name, image_uri=image_uri or decision_image(config, "cpu"),
-                                       role_arn=config.sagemaker_role_arn, model_data_url=_model_data_url(config),
+    plan = endpoints.decision_cpu_plan(config.cpu_endpoint_name, image_uri=image_uri or decision_image(workshop, "cpu"),
+                                       role_arn=config.sagemaker_role_arn, model_data_url=_model_data_url(workshop),
                                        instance_type=instance_type, threads=threads)
-    return _deploy(config, plan, progress=progress)
+    return _deploy(workshop, plan, progress=progress)
 
 
-def deploy_decision_gpu(config: WorkshopConfig, image_uri: str | None = None, *,
+def deploy_decision_gpu(workshop: Workshop, image_uri: str | None = None, *,
                         pools: Sequence[str] = endpoints.DEFAULT_GPU_POOLS, progress: bool = True) -> EndpointResult:
     """The decision image on ordered GPU instance pools with every layer offloaded."""
+    config = workshop.config
     if not _on_path(config, "decision-gpu"):
         return EndpointResult(config.gpu_endpoint_name, None, "skipped", "", notes=[
             f"skipped the GPU endpoint: the deploy path is {config.deploy_path!r} (notebook 00)"])
-    plan = endpoints.decision_gpu_plan(config.gpu_endpoint_name, image_uri=image_uri or decision_image(config, "gpu"),
-                                       role_arn=config.sagemaker_role_arn, model_data_url=_model_data_url(config),
+    plan = endpoints.decision_gpu_plan(config.gpu_endpoint_name, image_uri=image_uri or decision_image(workshop, "gpu"),
+                                       role_arn=config.sagemaker_role_arn, model_data_url=_model_data_url(workshop),
                                        instance_pools=pools)
-    return _deploy(config, plan, progress=progress)
+    return _deploy(workshop, plan, progress=progress)
 
 
 @dataclass(repr=False)
@@ -134,12 +136,13 @@ class Placement(_Shown):
         return [f"endpoint {self.name}: {placed}", f"  offload: {line}", *self.notes]
 
 
-def placement(config: WorkshopConfig, name: str | None = None) -> Placement | Text:
+def placement(workshop: Workshop, name: str | None = None) -> Placement | Text:
     """Which instance pool SageMaker placed the endpoint on, and llama.cpp's offload log line."""
+    config = workshop.config
     name = name or config.gpu_endpoint_name
     if config.mode == "aws" and name == config.gpu_endpoint_name and config.deploy_path != "decision-gpu":
         return Text(f"skipped: no GPU endpoint on the {config.deploy_path!r} path (notebook 00)")
-    c = clients(config)
+    c = workshop.clients
     placed = endpoints.placed_instance_types(c.sm.describe_endpoint(EndpointName=name))
     lines, where = c.hosting.offload_lines(c.logs, name)
     return Placement(name, placed, lines[-1] if lines else None, [f"  offload read from {where}"])

@@ -4,22 +4,23 @@
 from __future__ import annotations
 
 from .. import rehearsal
-from ..config import WorkshopConfig
 from ..display import DecisionView, outcome_line
-from .context import StepError, Text
+from .context import StepError, Text, Workshop
 
 
-def client(config: WorkshopConfig, name: str):
+def client(workshop: Workshop, name: str):
     """An EndpointClient for endpoint ``name``: SageMaker runtime on AWS, the local adapter's URL locally."""
     from ..client import EndpointClient
 
+    config = workshop.config
     if config.mode == "local":
         return EndpointClient.local(rehearsal.endpoint_url(name))
     return EndpointClient.sagemaker(name, config.region)
 
 
-def decision_endpoint(config: WorkshopConfig) -> str:
+def decision_endpoint(workshop: Workshop) -> str:
     """The decision endpoint notebooks 05 and 06 use: GPU on the GPU path, else CPU."""
+    config = workshop.config
     if config.deploy_path == "decision-gpu":
         return config.gpu_endpoint_name
     if config.mode == "aws" and config.deploy_path == "standard":

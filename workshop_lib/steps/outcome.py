@@ -4,8 +4,7 @@ expected mistakes shown in one line instead of a traceback.
 
 from __future__ import annotations
 
-from ..config import WorkshopConfig
-from .context import StepError
+from .context import StepError, Workshop
 from .setup import Checks
 
 
@@ -50,10 +49,11 @@ def _reached(value) -> tuple[bool, str]:
     raise TypeError(f"check_outcome does not know how to check a {type(value).__name__}")
 
 
-def check_outcome(config: WorkshopConfig, notebook: str, **results) -> Checks:
+def check_outcome(workshop: Workshop, notebook: str, **results) -> Checks:
     """A notebook's closing check: one row per named result (valid probabilities, an answer with
     content, something deleted, nothing left running). In local mode (CI, the rehearsal) a failed row
     stops the notebook with the reason, so a run a participant would be stuck after never passes."""
+    config = workshop.config
     checks = Checks([(name, *_reached(value)) for name, value in results.items()])
     if config.mode == "local" and not checks.ok:
         raise StepError(f"notebook {notebook} did not get where it should:\n{checks}")

@@ -8,8 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from .. import builds
-from ..config import WorkshopConfig
-from .context import Text, _Shown, _recall, _remember, clients, model_spec
+from .context import Text, Workshop, model_spec, _Shown
 
 
 @dataclass(repr=False)
@@ -33,26 +32,27 @@ class PackageResult(_Shown):
         return out + self.notes
 
 
-def package_model(config: WorkshopConfig, *, progress: bool = True) -> PackageResult:
+def package_model(workshop: Workshop, *, progress: bool = True) -> PackageResult:
     """CodeBuild downloads, verifies and packages the pinned model (locally the embedded model stands in)."""
+    config = workshop.config
     started = time.perf_counter()
-    c = clients(config)
+    c = workshop.clients
     config.require("codebuild_role_arn", "bucket")
     packaged = builds.package_model_in_codebuild(
         c.codebuild, c.s3, c.logs, model_s3_uri=config.s3_uri("model"), service_role_arn=config.codebuild_role_arn,
         source_bucket=config.bucket, source_prefix=f"{config.prefix}/{builds.SOURCE_PREFIX}", progress=progress,
         runner=c.builds)
-    _remember(model_data_url=packaged.model_data_url)
+    workshop.remember(model_data_url=packaged.model_data_url)
     limits = c.builds.not_exercised(builds.MODEL_PACKAGE_PROJECT)
     return PackageResult(packaged.model_data_url, packaged.manifest, f"by CodeBuild (build {packaged.build_id})",
                          time.perf_counter() - started, [limits] if limits else [])
 
 
-def verify_package(config: WorkshopConfig) -> Text:
+def verify_package(workshop: Workshop) -> Text:
     """Re-read the manifest from S3, check it against the pins, and check the tarball is there."""
-    c = clients(config)
-    url = _recall("model_data_url", "01_package_model")
-    manifest = builds.check_manifest(builds.read_manifest(c.s3, url), model_spec(config))
+    c = workshop.clients
+    url = workshop.recall("model_data_url", "01_package_model")
+    manifest = builds.check_manifest(builds.read_manifest(c.s3, url), model_spec(workshop))
     bucket, key = builds.parse_s3_uri(url)
     size = c.s3.head_object(Bucket=bucket, Key=key)["ContentLength"]
     gguf = manifest["model"]["file"]

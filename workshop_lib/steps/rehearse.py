@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import builds, rehearsal
 from ..config import WorkshopConfig, repo_root
-from .context import StepError, _CLIENTS, _short
+from .context import StepError, Workshop, _short
 from .setup import check_environment, ensure_codebuild_role, setup
 from .package import package_model, verify_package
 from .decision_image import build_decision_image, refuse_mutable_tag
@@ -37,9 +37,11 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     work = Path(work_dir or repo_root() / ".workshop" / "rehearsal").resolve()
     work.mkdir(parents=True, exist_ok=True)
     (work / "config.json").unlink(missing_ok=True)  # a rehearsal starts as a new participant does
-    saved_env = {k: os.environ.get(k) for k in ("WORKSHOP_CONFIG", "WORKSHOP_LOCAL_DIR", "WORKSHOP_MODE")}
-    os.environ.update(WORKSHOP_CONFIG=str(work / "config.json"), WORKSHOP_LOCAL_DIR=str(work / "local"),
-                      WORKSHOP_MODE="local")
+    (work / "outputs.json").unlink(missing_ok=True)
+    # The process registry's folder is read by every rehearsal function, and by the adapter processes'
+    # keep-alive: the one setting still passed through the environment, restored afterwards.
+    saved_local_dir = os.environ.get("WORKSHOP_LOCAL_DIR")
+    os.environ["WORKSHOP_LOCAL_DIR"] = str(work / "local")
     log_path = work / "steps.log"
     summary: list[tuple[str, str, float]] = []
     failed = None
@@ -53,51 +55,47 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 summary.append((label, text, time.perf_counter() - t))
                 print(f"== {label}\n{text}\n", file=log, flush=True)
 
-            config = WorkshopConfig.load()
-            box: dict = {}
+            ws = Workshop(WorkshopConfig.load(work / "config.json").replace(mode="local"), work / "config.json")
 
             def s00():
-                checks = check_environment(config)
+                checks = check_environment(ws)
                 if not checks.ok:
                     raise StepError(str(checks))
-                role = ensure_codebuild_role(setup(config, "decision-cpu", reset=True).config)
-                box["config"] = role.config
-                return (f"checks passed; emulator {rehearsal.emulator_url()}, bucket s3://{box['config'].bucket}; "
+                setup(ws, "decision-cpu", reset=True)
+                role = ensure_codebuild_role(ws)
+                return (f"checks passed; emulator {rehearsal.emulator_url()}, bucket s3://{ws.config.bucket}; "
                         f"{role.notes[0].split(' (')[0]}")
 
             def s01():
-                c = box["config"]
-                p = package_model(c, progress=False)
+                p = package_model(ws, progress=False)
                 f = p.manifest["files"][0]
-                verify_package(c)
+                verify_package(ws)
                 return f"{f['path']} {f['size']:,} bytes, sha256 {f['sha256'][:12]}… in emulated S3; verified"
 
             def s02():
-                c = box["config"]
-                r = deploy_standard(c, progress=False)
-                reply = client(c, c.standard_endpoint_name).chat(CHAT["messages"], max_tokens=24)
+                c = ws.config
+                r = deploy_standard(ws, progress=False)
+                reply = client(ws, c.standard_endpoint_name).chat(CHAT["messages"], max_tokens=24)
                 return (f"DLC pinned {_short(r.plan.image_uri)}; {r.name} {r.status}; chat: "
                         f"{reply.content.strip()[:60]!r}")
 
             def s03():
-                c = box["config"]
-                cpu = build_decision_image(c, "cpu", progress=False)
-                gpu = build_decision_image(c, "gpu", progress=False)
-                refused = "refused" in refuse_mutable_tag(c, "cpu")
+                cpu = build_decision_image(ws, "cpu", progress=False)
+                gpu = build_decision_image(ws, "gpu", progress=False)
+                refused = "refused" in refuse_mutable_tag(ws, "cpu")
                 return (f"cpu {_short(cpu.image_uri)}, gpu {_short(gpu.image_uri)}; tag refused: {refused}; "
                         "docker build not exercised")
 
             def s04():
-                c = box["config"]
-                cpu = deploy_decision_cpu(c, progress=False)
-                gpu = deploy_decision_gpu(c, progress=False)
-                offloaded = placement(c, c.gpu_endpoint_name).offloaded
+                c = ws.config
+                cpu = deploy_decision_cpu(ws, progress=False)
+                gpu = deploy_decision_gpu(ws, progress=False)
+                offloaded = placement(ws, c.gpu_endpoint_name).offloaded
                 return (f"{cpu.name} {cpu.status}; {gpu.name}: pools request validated, CPU stand-in "
                         f"({offloaded} offloaded)")
 
             def s05():
-                c = box["config"]
-                ep = client(c, decision_endpoint(c))
+                ep = client(ws, decision_endpoint(ws))
                 d = ep.decide(SUPPORT_ROUTE)
                 batch = ep.decide_batch(SHARED_STATE["id"], SHARED_STATE["state"], SHARED_STATE["questions"])
                 outcome = Policy(threshold=0.6, fallback="needs_review").apply(d)
@@ -107,10 +105,9 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                         f"shared state: {len(batch)} answers; builder: {built.top}")
 
             def s06():
-                c = box["config"]
-                name = decision_endpoint(c)
+                name = decision_endpoint(ws)
                 # notebook 06's defaults: 6 tasks, every study on the first 2
-                report = run_notebook_benchmark(client(c, name), limit=6, study_limit=2, label=name, progress=False)
+                report = run_notebook_benchmark(client(ws, name), limit=6, study_limit=2, label=name, progress=False)
                 saved = report.save(work / "bench")
                 head = report.summary
                 latency = head["client_latency_ms"]
@@ -118,16 +115,16 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                         f"{fmt_s(latency['p50'])}, p95 {fmt_s(latency['p95'])}; report {saved['markdown']}")
 
             def s07():
-                c = box["config"]
-                delete_endpoints(c, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
-                delete_build_resources(c, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT],
+                c = ws.config
+                delete_endpoints(ws, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
+                delete_build_resources(ws, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT],
                                        c.ecr_repository)
-                delete_codebuild_role(c)
-                delete_artifacts(c, c.s3_uri())
-                left = running_endpoints(c)
-                audit = audit_permissions(c)
+                delete_codebuild_role(ws)
+                delete_artifacts(ws, c.s3_uri())
+                left = running_endpoints(ws)
+                audit = audit_permissions(ws)
                 (work / "permission-audit.txt").write_text(str(audit) + "\n")
-                stop_local(c)
+                stop_local(ws)
                 checked = sum(audit.checked.values())
                 return (f"{left}; {rehearsal.format_status()}; {checked} recorded AWS permissions allowed by the "
                         f"three policies ({len(audit.unused)} statements unused locally, see permission-audit.txt)")
@@ -145,12 +142,10 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                     break
     finally:
         rehearsal.stop_all()
-        _CLIENTS.clear()
-        for key, value in saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        if saved_local_dir is None:
+            os.environ.pop("WORKSHOP_LOCAL_DIR", None)
+        else:
+            os.environ["WORKSHOP_LOCAL_DIR"] = saved_local_dir
     for label, text, seconds in summary:
         out(f"  {label:<22} {seconds:5.1f} s  {text}")
     if failed:

@@ -13,11 +13,12 @@ from typing import Sequence
 
 from .. import aws, endpoints, permissions, rehearsal
 from ..config import BucketNotFound, LOCAL_BUCKET, WorkshopConfig, check_bucket_region, in_sagemaker_studio
-from .context import BOTO3_FLOOR, CALL_LOG, StepError, Text, _Shown, clients
+from .context import BOTO3_FLOOR, CALL_LOG, StepError, Text, Workshop, _Shown
 
 
-def show_config(config: WorkshopConfig) -> Text:
+def show_config(workshop: Workshop) -> Text:
     """The loaded config, one setting a line (what every notebook starts by showing)."""
+    config = workshop.config
     rows = [("mode", config.mode), ("deploy path", config.deploy_path), ("region", config.region),
             ("bucket", config.bucket or "(not set yet: notebook 00)"),
             ("SageMaker role", config.sagemaker_role_arn or "(not set yet: notebook 00)"),
@@ -61,11 +62,12 @@ def _instance_types_for(config: WorkshopConfig) -> list[str]:
     return types
 
 
-def _endpoint_quotas(config: WorkshopConfig, wanted: Sequence[str]) -> tuple[bool | None, str]:
+def _endpoint_quotas(workshop: Workshop, wanted: Sequence[str]) -> tuple[bool | None, str]:
+    config = workshop.config
     names = {f"{t} for endpoint usage": t for t in wanted}
     found: dict[str, float] = {}
     try:
-        quotas = clients(config).get("service-quotas")
+        quotas = workshop.clients.get("service-quotas")
         for page in quotas.get_paginator("list_service_quotas").paginate(ServiceCode="sagemaker"):
             for quota in page["Quotas"]:
                 if quota["QuotaName"] in names:
@@ -82,10 +84,11 @@ def _endpoint_quotas(config: WorkshopConfig, wanted: Sequence[str]) -> tuple[boo
     return True, detail
 
 
-def check_environment(config: WorkshopConfig) -> Checks:
+def check_environment(workshop: Workshop) -> Checks:
     """Python, boto3 (instance-pool floor), config, credentials, region and quotas."""
     import boto3
 
+    config = workshop.config
     rows: list[tuple[str, bool | None, str]] = []
     rows.append(("python", sys.version_info >= (3, 10), f"{platform.python_version()} (3.10 or newer)"))
     floor = ".".join(map(str, BOTO3_FLOOR))
@@ -104,12 +107,12 @@ def check_environment(config: WorkshopConfig) -> Checks:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        identity = clients(config).sts.get_caller_identity()
+        identity = workshop.clients.sts.get_caller_identity()
         rows.append(("credentials", True, f"account {identity['Account']} as {identity['Arn']}"))
     except (ClientError, BotoCoreError) as exc:
         rows.append(("credentials", False, f"{exc}; configure AWS credentials (or set WORKSHOP_MODE=local)"))
     rows.append(("region", bool(config.region), config.region or "not set: set WORKSHOP_REGION or AWS_REGION"))
-    passed, detail = _endpoint_quotas(config, _instance_types_for(config))
+    passed, detail = _endpoint_quotas(workshop, _instance_types_for(config))
     rows.append(("quotas", passed, detail))
     rows.append(("studio", None, "running in SageMaker Studio" if in_sagemaker_studio() else
                  "not in SageMaker Studio: set WORKSHOP_ROLE_ARN to a SageMaker execution role"))
@@ -139,12 +142,14 @@ class SetupResult(_Shown):
                 *self.notes, f"saved to {self.saved_to}"]
 
 
-def setup(config: WorkshopConfig, deploy_path: str | None = None, *, reset: bool = False) -> SetupResult:
-    """Resolve role and bucket, prepare the bucket, save the shared config file.
+def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = False) -> SetupResult:
+    """Resolve role and bucket, prepare the bucket, save the shared config file (``workshop.config``
+    is the saved one afterwards).
 
     In local mode a running rehearsal (emulator and local endpoints) is kept, so running this
     notebook again loses nothing; ``reset`` stops it and starts a fresh emulator instead.
     """
+    config = workshop.config
     config = config.replace(deploy_path=deploy_path or config.deploy_path)
     notes: list[str] = []
     if config.mode == "local":
@@ -164,12 +169,12 @@ def setup(config: WorkshopConfig, deploy_path: str | None = None, *, reset: bool
         config = config.replace(bucket=config.bucket or LOCAL_BUCKET)
     else:
         config.require("region", "sagemaker_role_arn")
-    account = clients(config).sts.get_caller_identity()["Account"]
+    account = workshop.clients.sts.get_caller_identity()["Account"]
     if not config.bucket:
         # "sagemaker" in the name: AmazonSageMakerFullAccess (Studio's usual role) may create and use it.
         config = config.replace(bucket=f"sagemaker-decision-workshop-{account}-{config.region}")
     config.check()
-    s3 = clients(config).s3
+    s3 = workshop.clients.s3
     try:
         check_bucket_region(s3, config.bucket, config.region)
         notes.append(f"bucket s3://{config.bucket} exists in {config.region}")
@@ -178,11 +183,10 @@ def setup(config: WorkshopConfig, deploy_path: str | None = None, *, reset: bool
         s3.put_bucket_tagging(Bucket=config.bucket, Tagging={"TagSet": [
             {"Key": "workshop", "Value": "decision-workshop"}, {"Key": "created-by", "Value": "workshop_lib"}]})
         notes.append(f"created bucket s3://{config.bucket} in {config.region} (07_cleanup can delete it)")
-    saved = config.save()
-    return SetupResult(config, saved, notes)
+    return SetupResult(config, workshop.save(config), notes)
 
 
-def ensure_codebuild_role(config: WorkshopConfig, role_arn: str | None = None) -> SetupResult:
+def ensure_codebuild_role(workshop: Workshop, role_arn: str | None = None) -> SetupResult:
     """The CodeBuild service role notebooks 01 and 03 need: the one given, the one configured, or
     a new one made from the least-privilege documents (``policies``), saved in the config.
 
@@ -194,6 +198,7 @@ def ensure_codebuild_role(config: WorkshopConfig, role_arn: str | None = None) -
 
     from .. import policies
 
+    config = workshop.config
     notes = []
     if role_arn:
         config = config.replace(codebuild_role_arn=role_arn.strip())
@@ -201,7 +206,7 @@ def ensure_codebuild_role(config: WorkshopConfig, role_arn: str | None = None) -
     elif config.codebuild_role_arn:
         notes.append("CodeBuild role: from the config (or WORKSHOP_CODEBUILD_ROLE_ARN)")
     else:
-        c = clients(config)
+        c = workshop.clients
         iam = c.get("iam")
         account = c.sts.get_caller_identity()["Account"]
         name = policies.CODEBUILD_ROLE_NAME
@@ -226,7 +231,7 @@ def ensure_codebuild_role(config: WorkshopConfig, role_arn: str | None = None) -
                 "this cell again, or set WORKSHOP_CODEBUILD_ROLE_ARN") from None
         config = config.replace(codebuild_role_arn=created["Arn"])
     config.check()
-    return SetupResult(config, config.save(), notes)
+    return SetupResult(config, workshop.save(config), notes)
 
 
 def _create_bucket_request(config: WorkshopConfig) -> dict:

@@ -153,36 +153,31 @@ def aws_mode_steps(tmp_path, monkeypatch, fake_credentials):
     monkeypatch.setenv("WORKSHOP_MODE", "aws")
     monkeypatch.setenv("WORKSHOP_REGION", REGION)
     monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
-    steps._CLIENTS.clear()
     with mock_aws():
         yield steps
-    steps._CLIENTS.clear()
 
 
 def test_endpoints_are_deleted_even_when_log_groups_may_not_be(aws_mode_steps):
-    from workshop_lib.config import WorkshopConfig
-
-    config = WorkshopConfig.load()
-    c = aws_mode_steps.clients(config)
+    workshop = aws_mode_steps.Workshop.load()
+    c = workshop.clients
     for name in ("llamacpp-gguf", "semif-decision-workflows"):
         _deploy(c.sm, name)
         c.logs.create_log_group(logGroupName=f"/aws/sagemaker/Endpoints/{name}")
     _deny(c.logs, "DeleteLogGroup")
-    text = str(aws_mode_steps.delete_endpoints(config, ["llamacpp-gguf", "semif-decision-workflows"]))
+    text = str(aws_mode_steps.delete_endpoints(workshop, ["llamacpp-gguf", "semif-decision-workflows"]))
     assert c.sm.list_endpoints()["Endpoints"] == []
     assert text.count("not deleted (AccessDeniedException") == 2  # a note per log group, not an exception
 
 
 def test_one_endpoint_that_cannot_be_deleted_does_not_keep_the_others(aws_mode_steps):
-    from workshop_lib.config import WorkshopConfig
     from workshop_lib.steps import StepError
 
-    config = WorkshopConfig.load()
-    c = aws_mode_steps.clients(config)
+    workshop = aws_mode_steps.Workshop.load()
+    c = workshop.clients
     for name in ("first", "second"):
         _deploy(c.sm, name)
     _deny(c.sm, "DeleteEndpoint", only_for="first")
     with pytest.raises(StepError, match="first may still be billing") as raised:
-        aws_mode_steps.delete_endpoints(config, ["first", "second"])
+        aws_mode_steps.delete_endpoints(workshop, ["first", "second"])
     assert [e["EndpointName"] for e in c.sm.list_endpoints()["Endpoints"]] == ["first"]
     assert "endpoint second: deleted" in str(raised.value)

@@ -1,0 +1,67 @@
+"""The Workshop every step takes: its saved config, the outputs notebooks pass on, its clients."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workshop_lib import builds, endpoints, stand_ins
+from workshop_lib.config import WorkshopConfig
+from workshop_lib.steps import StepError, Workshop
+
+
+def test_outputs_live_next_to_its_config_file_and_reach_a_later_workshop(tmp_path):
+    first = Workshop(WorkshopConfig(mode="aws", region="eu-west-1"), tmp_path / "one" / "config.json")
+    first.remember(model_data_url="s3://b/m/model.tar.gz")
+    first.remember(dlc_cpu="x@sha256:1")
+    assert json.loads((tmp_path / "one" / "outputs.json").read_text()) == {
+        "dlc_cpu": "x@sha256:1", "model_data_url": "s3://b/m/model.tar.gz"}
+    later = Workshop(WorkshopConfig(mode="aws", region="eu-west-1"), tmp_path / "one" / "config.json")
+    assert later.recall("model_data_url", "01_package_model") == "s3://b/m/model.tar.gz"
+    other = Workshop(WorkshopConfig(mode="aws", region="eu-west-1"), tmp_path / "two" / "config.json")
+    with pytest.raises(StepError, match="no model data url recorded yet: run 01_package_model first"):
+        other.recall("model_data_url", "01_package_model")
+
+
+def test_save_makes_the_config_the_workshops_and_writes_it_where_load_reads(tmp_path, monkeypatch):
+    monkeypatch.delenv("WORKSHOP_BUCKET", raising=False)
+    path = tmp_path / "config.json"
+    workshop = Workshop(WorkshopConfig(mode="aws", region="eu-west-1"), path)
+    workshop.save(workshop.config.replace(bucket="amzn-s3-demo-bucket"))
+    assert workshop.config.bucket == "amzn-s3-demo-bucket"
+    assert Workshop.load(path).config.bucket == "amzn-s3-demo-bucket"
+
+
+def test_aws_mode_waits_for_codebuild_and_sagemaker(tmp_path, monkeypatch):
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        monkeypatch.setenv(name, value)  # clients are made, never used: nothing reaches AWS
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    workshop = Workshop(WorkshopConfig(mode="aws", region="eu-west-1"), tmp_path / "config.json")
+    c = workshop.clients
+    assert type(c.builds) is builds.CodeBuildRunner and type(c.hosting) is endpoints.SageMakerHosting
+    assert c.sm.meta.region_name == "eu-west-1" and c.calls is None
+    assert workshop.clients is c  # made once
+    workshop.save(workshop.config.replace(region="us-west-2"))
+    assert workshop.clients is not c and workshop.clients.sm.meta.region_name == "us-west-2"
+
+
+def test_local_mode_without_the_emulator_says_to_run_setup(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "local"))  # an empty registry: nothing runs
+    workshop = Workshop(WorkshopConfig(mode="local"), tmp_path / "config.json")
+    with pytest.raises(StepError, match="run 00_setup again"):
+        workshop.clients
+
+
+def test_local_mode_hands_builds_and_hosting_to_the_stand_ins(tmp_path, monkeypatch):
+    from workshop_lib import rehearsal
+
+    monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "local"))
+    monkeypatch.setattr(rehearsal, "emulator_url", lambda: "http://127.0.0.1:9")  # nothing is sent below
+    monkeypatch.setattr(rehearsal, "seed_dlc", lambda ecr, region: {})
+    workshop = Workshop(WorkshopConfig(mode="local"), tmp_path / "config.json")
+    c = workshop.clients
+    assert isinstance(c.builds, stand_ins.EmulatedCodeBuild) and isinstance(c.hosting, stand_ins.LocalHosting)
+    assert c.endpoint_url == "http://127.0.0.1:9" and c.calls is not None
+    workshop.forget_clients()
+    assert workshop.clients is not c
