@@ -51,8 +51,6 @@ ECR_REPOSITORY = "semif-llamacpp-dlc"
 SOURCE_PREFIX = "codebuild-source"
 TARBALL_NAME = "model.tar.gz"
 DOCKERFILES = ("Dockerfile", "Dockerfile.gpu")
-# Same values as endpoints.workshop_tags(), so every workshop resource is found the same way.
-DEFAULT_TAGS = {"workshop": "decision-workshop", "created-by": "workshop_lib"}
 
 # What the two buildspecs need from the repository, and what never belongs in the zip.
 SOURCE_PATHS = ("buildspec", "container")
@@ -156,7 +154,7 @@ def model_s3_prefix(uri: str) -> str:
 
 
 def _tag_list(tags: Mapping[str, str] | None, key: str = "key", value: str = "value") -> list[dict]:
-    return [{key: k, value: v} for k, v in (DEFAULT_TAGS if tags is None else tags).items()]
+    return names.tag_list(dict(names.WORKSHOP_TAGS if tags is None else tags), key, value)
 
 
 def source_zip(repo_root: str | Path, paths: tuple[str, ...] = SOURCE_PATHS) -> bytes:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from .config import check_resource_name
-from .endpoints import TAG_WORKSHOP
+from .names import TAG_WORKSHOP
 from .errors import WorkshopError
 
 DELETED = "deleted"

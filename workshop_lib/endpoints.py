@@ -45,8 +45,6 @@ STARTUP_TIMEOUT_S = 900
 DOWNLOAD_TIMEOUT_S = 900
 PROVISION_TIMEOUT_S = 1200
 LLAMA_PREFIX = "SM_LLAMA_CPP_"
-TAG_WORKSHOP = "workshop"
-TAG_CREATED_BY = "created-by"
 MAX_POOLS = 5
 
 
@@ -171,14 +169,12 @@ def _check_environment(env: Mapping[str, str]) -> None:
             raise OutOfRange(f"environment variable {key} is {len(value)} characters long; SageMaker allows 1024")
 
 
-_TAG_TEXT = re.compile(r"[\w\s.:/=+\-@]*")
-
-
-def workshop_tags(workshop: str = "decision-workshop", created_by: str = "workshop_lib",
+def workshop_tags(workshop: str = names.WORKSHOP_TAGS[names.TAG_WORKSHOP],
+                  created_by: str = names.WORKSHOP_TAGS[names.TAG_CREATED_BY],
                   extra: Mapping[str, str] | None = None) -> list[dict]:
-    """The tags every workshop resource carries (``workshop``, ``created-by``), plus ``extra``."""
-    tags = {TAG_WORKSHOP: workshop, TAG_CREATED_BY: created_by, **(extra or {})}
-    return check_tags([{"Key": k, "Value": v} for k, v in tags.items()])
+    """The tags every workshop resource carries (``names.WORKSHOP_TAGS``), plus ``extra``."""
+    tags = {names.TAG_WORKSHOP: workshop, names.TAG_CREATED_BY: created_by, **(extra or {})}
+    return check_tags(names.tag_list(tags))
 
 
 def check_tags(tags: list[dict]) -> list[dict]:
@@ -189,10 +185,10 @@ def check_tags(tags: list[dict]) -> list[dict]:
         raise EndpointSpecError(f"tag keys must be unique, got {keys}")
     for tag in tags:
         key, value = tag["Key"], tag["Value"]
-        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:") or not _TAG_TEXT.fullmatch(key):
+        if not names.is_tag_key(key):
             raise EndpointSpecError(f"tag key {key!r} is not valid (1-128 letters, digits, spaces, _.:/=+-@; "
                                     "not starting with aws:)")
-        if len(value) > 256 or not _TAG_TEXT.fullmatch(value):
+        if not names.is_tag_value(value):
             raise EndpointSpecError(f"tag value {value!r} for {key!r} is not valid (up to 256 letters, digits, "
                                     "spaces, _.:/=+-@)")
     return tags
@@ -596,7 +592,7 @@ def deploy(sm_client, plan: DeployPlan, *, wait: bool = True, logs_client=None, 
     region = sm_client.meta.region_name
     check_deployable(plan.image_uri, region)
     if s3_client is not None and plan.model_data_url:
-        check_bucket_region(s3_client, plan.model_data_url[len("s3://"):].split("/", 1)[0], region)
+        check_bucket_region(s3_client, names.split_s3_uri(plan.model_data_url)[0], region)
     sent = hosting.adapt(plan)
     created: list[str] = []
     try:

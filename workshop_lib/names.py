@@ -2,7 +2,8 @@
 
 Where an AWS service model states the rule (a member's ``pattern`` and ``max``), it is read from
 botocore, so it follows the real API; the hand-written rules cover only what the models leave out
-(S3 URIs, bucket-name subtleties, ECR image tags). The functions here answer yes or no, or take a
+(S3 URIs, bucket-name subtleties, ECR image tags, resource tags). The workshop's own tags live
+here too, so every resource is tagged, and found again, the same way. The functions here answer yes or no, or take a
 value apart; each caller raises its own error, whose message says what to change in its context
 (a config value, a build parameter, a deploy flag).
 """
@@ -76,3 +77,27 @@ def is_s3_tarball(uri: str | None) -> bool:
     """One ``s3://bucket/<key>.tar.gz`` object, as SageMaker's ModelDataUrl expects for a model archive."""
     parts = split_s3_uri(uri)
     return parts is not None and parts[1].endswith(".tar.gz") and len(parts[1]) > len(".tar.gz")
+
+
+# Resource tags. SageMaker's model states the pattern with Unicode classes Python's re lacks, so the
+# rule is written out: letters, digits, spaces and _ . : / = + - @.
+TAG_WORKSHOP = "workshop"
+TAG_CREATED_BY = "created-by"
+WORKSHOP_TAGS = {TAG_WORKSHOP: "decision-workshop", TAG_CREATED_BY: "workshop_lib"}
+_TAG_TEXT = re.compile(r"[\w\s.:/=+\-@]*")
+
+
+def is_tag_key(key: str | None) -> bool:
+    key = key or ""
+    return 1 <= len(key) <= 128 and not key.lower().startswith("aws:") and _TAG_TEXT.fullmatch(key) is not None
+
+
+def is_tag_value(value: str | None) -> bool:
+    value = value or ""
+    return len(value) <= 256 and _TAG_TEXT.fullmatch(value) is not None
+
+
+def tag_list(tags: dict[str, str], key: str = "Key", value: str = "Value") -> list[dict]:
+    """``{k: v}`` as the list of pairs AWS APIs take (SageMaker, S3 and ECR spell it Key/Value,
+    CodeBuild key/value)."""
+    return [{key: k, value: v} for k, v in tags.items()]

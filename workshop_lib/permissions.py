@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from . import policies
+from . import names, policies
 
 OPERATOR, CODEBUILD, SAGEMAKER = "operator", "codebuild-service-role", "sagemaker-execution-role"
 
@@ -244,7 +244,7 @@ def cli_needed(argv: list[str], region: str, account: str) -> list[Need]:
 
     plain = [a for a in argv if not a.startswith("--only-show-errors")]
     if plain[:3] == ["aws", "s3", "cp"]:
-        bucket, _, key = plain[4][len("s3://"):].partition("/")
+        bucket, key = names.split_s3_uri(plain[4])
         return [("s3:PutObject", policies.s3_object_arn(bucket, key, region), {})]
     if plain[:3] == ["aws", "ecr", "get-login-password"]:
         return [("ecr:GetAuthorizationToken", "*", {})]

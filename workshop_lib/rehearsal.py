@@ -39,7 +39,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import aws
+from . import aws, names
 from .config import repo_root
 from .errors import WorkshopError
 from .local import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
@@ -277,7 +277,7 @@ def _download_and_extract(s3_client, model_data_url: str) -> Path:
     """Fetch model.tar.gz from emulated S3 once per object version and unpack it like /opt/ml/model."""
     from .packaging import extract_model
 
-    bucket, key = model_data_url[len("s3://"):].split("/", 1)
+    bucket, key = names.split_s3_uri(model_data_url)
     etag = s3_client.head_object(Bucket=bucket, Key=key)["ETag"].strip('"')
     target = local_dir() / "models" / etag
     model_dir = target / "model"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from .. import aws, endpoints, permissions, rehearsal
+from .. import aws, endpoints, names, permissions, rehearsal
 from ..config import BucketNotFound, LOCAL_BUCKET, WorkshopConfig, check_bucket_region, in_sagemaker_studio
 from .context import BOTO3_FLOOR, CALL_LOG, StepError, Text, Workshop, _Shown
 
@@ -180,8 +180,7 @@ def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = F
         notes.append(f"bucket s3://{config.bucket} exists in {config.region}")
     except BucketNotFound:
         s3.create_bucket(**_create_bucket_request(config))
-        s3.put_bucket_tagging(Bucket=config.bucket, Tagging={"TagSet": [
-            {"Key": "workshop", "Value": "decision-workshop"}, {"Key": "created-by", "Value": "workshop_lib"}]})
+        s3.put_bucket_tagging(Bucket=config.bucket, Tagging={"TagSet": names.tag_list(names.WORKSHOP_TAGS)})
         notes.append(f"created bucket s3://{config.bucket} in {config.region} (07_cleanup can delete it)")
     return SetupResult(config, workshop.save(config), notes)
 

@@ -53,7 +53,25 @@ def test_image_tags_follow_docker_grammar():
 
 def test_no_other_module_keeps_its_own_copy_of_these_rules():
     root = Path(workshop_lib.__file__).parent
-    copies = re.compile(r"""r["']s3://|\{0,127\}|iam::\\d\{12\}:role""")
+    copies = re.compile(r"""r["']s3://|len\(["']s3://|\{0,127\}|iam::\\d\{12\}:role|["']created-by["']|startswith\(["']aws:""")
     found = [f"{p.relative_to(root)}:{n}" for p in root.rglob("*.py") if p.name != "names.py"
              for n, line in enumerate(p.read_text().splitlines(), 1) if copies.search(line)]
     assert found == []
+
+
+def test_tags_follow_the_resource_tag_rules():
+    assert names.is_tag_key("team") and names.is_tag_key("cost-center:ml/1") and not names.is_tag_key("")
+    assert not names.is_tag_key("aws:owner") and not names.is_tag_key("k" * 129) and not names.is_tag_key("a<b")
+    assert names.is_tag_value("") and names.is_tag_value("v" * 256) and not names.is_tag_value("v" * 257)
+    assert not names.is_tag_value("alice<script>")
+
+
+def test_every_workshop_resource_gets_the_same_tags_in_each_apis_spelling():
+    from workshop_lib import builds, endpoints
+
+    pairs = {(t["Key"], t["Value"]) for t in endpoints.workshop_tags()}
+    assert pairs == set(names.WORKSHOP_TAGS.items())
+    project = builds.project_request(builds.IMAGE_BUILD_PROJECT, buildspec=builds.IMAGE_BUILD_BUILDSPEC,
+                                     source_location="b/k.zip", service_role_arn="arn:aws:iam::123456789012:role/r")
+    assert {(t["key"], t["value"]) for t in project["tags"]} == pairs  # CodeBuild spells it key/value
+    assert {(t["Key"], t["Value"]) for t in builds.ecr_repository_request()["tags"]} == pairs
