@@ -1,49 +1,93 @@
-"""``python -m workshop_lib <command>``: the library's functions from a shell.
+"""``python -m workshop_lib <command>``: the notebooks' steps from a shell.
 
-The commands and flags follow the published sample's ``deploy/`` scripts
-(``--region``, ``--bucket``, ``--image-uri``, ``--instance-pool`` repeated, ...),
-so its users feel at home. Flags left out fall back to the workshop config
-(``.workshop/config.json`` and ``WORKSHOP_*`` variables, see ``config.py``).
-Each command is a few lines around a library function; nothing here talks to
-AWS on its own.
+One command per step (``setup``, ``package-model``, ``build-image``, ``deploy``, ``invoke``,
+``cleanup``, ...). Each builds one ``steps.Workshop`` from the config the notebooks use
+(``.workshop/config.json`` or ``--config``, under ``WORKSHOP_*`` variables), with the flags given
+on top (``CONFIG_FLAGS``: ``--region``, ``--bucket``, ``--role-arn``, ``--mode``, ...), calls the
+step the notebooks call and prints its result. So ``--mode local`` (or ``WORKSHOP_MODE=local``)
+runs the same commands against the local emulator, and a flag left out takes the saved config's
+value or the library's default: no default is repeated here (every flag defaults to None, the
+step's or the ``endpoints`` builder's default applies). Only ``setup`` and ``codebuild-role``
+save the config, as notebook 00 does; other commands use the flags for that run only, and record
+what a later command needs (the model's S3 URL, image digests) in ``outputs.json`` as the
+notebooks do.
+
+The flag names follow the published sample's ``deploy/`` scripts (``--region``, ``--bucket``,
+``--image-uri``, ``--instance-pool`` repeated, ``--gpu-layers``, ``--provision-timeout``,
+``--dry-run``, ...), so its users feel at home. ``demo`` and ``serve`` need no config.
+
+Expected mistakes (every ``WorkshopError``, AWS refusals, missing credentials) print one line and
+exit with status 1; anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
+from pathlib import Path
 
 from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
 
-from .endpoints import DECISION_CPU_INSTANCE as DEFAULT_DECISION_CPU_TYPE
-from .endpoints import DOWNLOAD_TIMEOUT_S, STARTUP_TIMEOUT_S
 from .errors import WorkshopError
 
 EXAMPLE_BUCKET = "amzn-s3-demo-semif-artifacts"
 
-
-def _config():
-    from .config import WorkshopConfig
-
-    return WorkshopConfig.load()
-
-
-def _region(args) -> str:
-    region = args.region or _config().region
-    if not region:
-        raise SystemExit("error: no region; pass --region or set WORKSHOP_REGION")
-    return region
-
-
-def _clients(region: str, *services: str):
-    from . import aws
-
-    return [aws.client(service, region) for service in services]
+# flag (its argparse dest) -> the WorkshopConfig field it overrides for the command's run
+CONFIG_FLAGS = {
+    "mode": "mode",
+    "region": "region",
+    "bucket": "bucket",
+    "prefix": "prefix",
+    "role_arn": "sagemaker_role_arn",
+    "codebuild_role_arn": "codebuild_role_arn",
+    "repository": "ecr_repository",
+}
+# A deploy command's --name is the config's endpoint name for the path it deploys.
+ENDPOINT_NAME_FIELDS = {"standard": "standard_endpoint_name", "decision-cpu": "cpu_endpoint_name",
+                        "decision-gpu": "gpu_endpoint_name"}
 
 
-def _print_json(value) -> None:
-    print(json.dumps(value, indent=2, default=str))
+class CommandError(WorkshopError, ValueError):
+    """Flags that do not fit together, or a setting the command needs and nobody gave."""
+
+
+def _given(**values) -> dict:
+    """The values a flag gave; the rest are left to the step's (or builder's) own defaults."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def workshop_for(args, *, deploy_path: str | None = None, check: bool = True):
+    """The ``steps.Workshop`` a command runs with: the config loaded as the notebooks load it, with the
+    flags given over the ``WORKSHOP_*`` variables (so they also decide the mode and its local
+    placeholders), and ``--name`` as the endpoint name of ``deploy_path``. The command's own path, if it
+    has one, is the config's deploy path for this run: asking for it is choosing it."""
+    from .config import ENV_VARS, WorkshopConfig
+    from .steps import Workshop
+
+    env = dict(os.environ)
+    for dest, field in CONFIG_FLAGS.items():
+        if getattr(args, dest, None) is not None:
+            env[ENV_VARS[field]] = getattr(args, dest)
+    if deploy_path and getattr(args, "name", None):
+        env[ENV_VARS[ENDPOINT_NAME_FIELDS[deploy_path]]] = args.name
+    path = getattr(args, "config", None)
+    config = WorkshopConfig.load(path, env)
+    if deploy_path and deploy_path != config.deploy_path:
+        config = config.replace(deploy_path=deploy_path)
+    if check:
+        config.check()
+        if config.mode == "aws" and not config.region:
+            raise CommandError("no AWS region: pass --region, set WORKSHOP_REGION or AWS_REGION, or save one "
+                               "with `python -m workshop_lib setup --region ...`")
+    return Workshop(config, path)
+
+
+def _show(result) -> int:
+    print(result)
+    return 0
 
 
 # -- commands -------------------------------------------------------------------
@@ -59,101 +103,132 @@ def cmd_demo(args) -> int:
     return steps.rehearse_all()
 
 
-def _source_prefix() -> str:
-    # Under the workshop prefix, where the least-privilege CodeBuild policy lets builds read it.
-    from .builds import SOURCE_PREFIX
+def cmd_config(args) -> int:
+    from . import steps
 
-    return f"{_config().prefix}/{SOURCE_PREFIX}"
+    workshop = workshop_for(args, check=False)
+    return _show(f"{steps.show_config(workshop)}\nconfig file: {workshop.path}")
+
+
+def cmd_check(args) -> int:
+    from . import steps
+
+    checks = steps.check_environment(workshop_for(args, check=False))
+    print(checks)
+    return 0 if checks.ok else 1
+
+
+def cmd_setup(args) -> int:
+    from . import steps
+
+    return _show(steps.setup(workshop_for(args), **_given(deploy_path=args.deploy_path), reset=args.reset))
+
+
+def cmd_codebuild_role(args) -> int:
+    from . import steps
+
+    return _show(steps.ensure_codebuild_role(workshop_for(args)))
 
 
 def cmd_package_model(args) -> int:
-    from .builds import package_model_in_codebuild
+    from . import steps
 
-    region = _region(args)
-    codebuild, s3, logs = _clients(region, "codebuild", "s3", "logs")
-    packaged = package_model_in_codebuild(
-        codebuild, s3, logs, model_s3_uri=args.model_s3_uri, service_role_arn=args.codebuild_role_arn,
-        source_bucket=args.bucket, source_prefix=_source_prefix())
-    print(packaged)
-    return 0
+    return _show(steps.package_model(workshop_for(args), **_given(model_s3_uri=args.model_s3_uri)))
+
+
+def cmd_verify_package(args) -> int:
+    from . import steps
+
+    return _show(steps.verify_package(workshop_for(args), args.model_data_url))
 
 
 def cmd_resolve_image(args) -> int:
-    from .images import dlc_image_uri, resolve_digest
+    """The digest alone on stdout (for ``$(...)``); what was resolved, and how, on stderr."""
+    from . import images, steps
 
-    region = _region(args)
-    (ecr,) = _clients(region, "ecr")
-    tagged = args.image_uri or dlc_image_uri(region, args.variant)
-    print(resolve_digest(ecr, tagged))
-    return 0
+    workshop = workshop_for(args)
+    if args.image_uri:
+        return _show(images.resolve_digest(workshop.clients.ecr, args.image_uri))
+    with contextlib.redirect_stdout(sys.stderr):
+        pinned = steps.resolve_dlc(workshop, **_given(variant=args.variant), follow_tag=args.follow_tag)
+    return _show(pinned)
+
+
+def cmd_build_image(args) -> int:
+    from . import steps
+
+    variant = "gpu" if args.dockerfile == "Dockerfile.gpu" else args.variant
+    if args.dockerfile == "Dockerfile" and variant == "gpu":
+        raise CommandError("--dockerfile Dockerfile is the CPU image; the GPU one is Dockerfile.gpu (--variant gpu)")
+    path = "decision-gpu" if variant == "gpu" else "decision-cpu"
+    return _show(steps.build_decision_image(workshop_for(args, deploy_path=path), **_given(variant=variant),
+                                            **_given(base_image=args.base_image, image_tag=args.image_tag)))
+
+
+def _deploy(args, path: str, step, **settings) -> int:
+    """Deploy with the step the notebooks call, or with --dry-run print the requests it would send
+    (built by the same ``steps.deploy_plan``) and send nothing."""
+    from . import steps
+
+    workshop = workshop_for(args, deploy_path=path)
+    settings = _given(startup_timeout_s=args.startup_timeout, download_timeout_s=args.download_timeout,
+                      ctx_size=args.ctx_size, threads=args.threads, **settings)
+    if args.dry_run:
+        with contextlib.redirect_stdout(sys.stderr):  # resolving the DLC says what it pinned; stdout is JSON
+            plan = steps.deploy_plan(workshop, path, args.image_uri, model_data_url=args.model_data_url,
+                                     **{"instance_pools" if k == "pools" else k: v for k, v in settings.items()})
+        return _show(plan.to_json())
+    return _show(step(workshop, args.image_uri, model_data_url=args.model_data_url, wait=not args.no_wait,
+                      **settings))
 
 
 def cmd_deploy_standard(args) -> int:
-    from .endpoints import standard_plan
+    from . import steps
 
-    region = _region(args)
-    plan = standard_plan(args.name, image_uri=args.image_uri, role_arn=args.role_arn,
-                         model_data_url=args.model_data_url, instance_type=args.instance_type,
-                         threads=args.threads, ctx_size=args.ctx_size, startup_timeout_s=args.startup_timeout,
-                         download_timeout_s=args.download_timeout)
-    return _deploy(region, plan, args)
+    return _deploy(args, "standard", steps.deploy_standard, **_given(instance_type=args.instance_type))
 
 
 def cmd_deploy(args) -> int:
-    from .endpoints import decision_cpu_plan, decision_gpu_plan, is_gpu_instance
+    """The sample's deploy_endpoint.py: a CPU type, one GPU type, or ordered GPU pools."""
+    from . import endpoints, steps
 
-    region = _region(args)
-    common = dict(image_uri=args.image_uri, role_arn=args.role_arn, model_data_url=args.model_data_url,
-                  ctx_size=args.ctx_size, threads=args.threads, startup_timeout_s=args.startup_timeout,
-                  download_timeout_s=args.download_timeout)
-    if args.instance_pool:
-        if args.gpu_layers == 0:
-            print("note: --gpu-layers 0 (the default) keeps the model on the CPU of the GPU instance; pass "
-                  "--gpu-layers=-1 to offload every layer", file=sys.stderr)
-        plan = decision_gpu_plan(args.name, instance_pools=tuple(args.instance_pool),
-                                 provision_timeout_s=args.provision_timeout, n_gpu_layers=args.gpu_layers, **common)
-    elif args.instance_type and is_gpu_instance(args.instance_type):  # the sample's GPU form: one fixed type
-        plan = decision_gpu_plan(args.name, instance_pools=(args.instance_type,),
-                                 provision_timeout_s=args.provision_timeout, n_gpu_layers=args.gpu_layers, **common)
-    else:
-        if args.gpu_layers:
-            raise SystemExit(f"error: --gpu-layers {args.gpu_layers} needs a GPU instance; "
-                             f"{args.instance_type or DEFAULT_DECISION_CPU_TYPE} has none")
-        plan = decision_cpu_plan(args.name, instance_type=args.instance_type or DEFAULT_DECISION_CPU_TYPE, **common)
-    return _deploy(region, plan, args)
+    pools = args.instance_pool or ([args.instance_type] if args.instance_type and
+                                   endpoints.is_gpu_instance(args.instance_type) else None)
+    if pools:
+        return _deploy(args, "decision-gpu", steps.deploy_decision_gpu, pools=tuple(pools),
+                       n_gpu_layers=args.gpu_layers, provision_timeout_s=args.provision_timeout)
+    if args.gpu_layers:
+        raise CommandError(f"--gpu-layers {args.gpu_layers} needs a GPU instance; "
+                           f"{args.instance_type or endpoints.DECISION_CPU_INSTANCE} has none (pass GPU types "
+                           "with --instance-pool)")
+    return _deploy(args, "decision-cpu", steps.deploy_decision_cpu, **_given(instance_type=args.instance_type))
 
 
-def _deploy(region: str, plan, args) -> int:
-    from .endpoints import deploy, offload_log_lines, placed_instance_types
+def cmd_placement(args) -> int:
+    from . import steps
 
-    if args.dry_run:
-        print(plan.to_json())
-        return 0
-    sm, logs, s3 = _clients(region, "sagemaker", "logs", "s3")
-    described = deploy(sm, plan, wait=not args.no_wait, logs_client=logs, s3_client=s3)
-    print(f"{plan.name}: {described['EndpointStatus']}")
-    placed = placed_instance_types(described)
-    if placed:
-        print("placed on: " + ", ".join(f"{t} x{n}" for t, n in placed.items()))
-    if described["EndpointStatus"] == "InService" and plan.uses_instance_pools:
-        for line in offload_log_lines(logs, plan.name):
-            print(f"llama.cpp: offloaded {line.offloaded}/{line.total} layers to GPU ({line.log_stream})")
-    return 0
+    return _show(steps.placement(workshop_for(args), args.name))
 
 
-def _endpoint_client(args):
+def _endpoint_client(args, default_name):
+    """A client for --url (a local adapter: no config needed), else for the named endpoint, by default
+    ``default_name(workshop)``, through the step the notebooks use (SageMaker or the local rehearsal)."""
+    from . import steps
     from .client import EndpointClient
 
     if args.url:
         return EndpointClient.local(args.url)
-    return EndpointClient.sagemaker(args.endpoint_name, _region(args))
+    workshop = workshop_for(args)
+    return steps.client(workshop, args.endpoint_name or default_name(workshop))
 
 
 def cmd_invoke_standard(args) -> int:
-    result = _endpoint_client(args).chat([{"role": "user", "content": args.message}],
-                                         max_tokens=args.max_tokens)
-    print(result.content)
-    return 0
+    from . import examples
+
+    messages = [{"role": "user", "content": args.message}] if args.message else examples.CHAT["messages"]
+    client = _endpoint_client(args, lambda workshop: workshop.config.standard_endpoint_name)
+    result = client.chat(messages, max_tokens=args.max_tokens or examples.CHAT["max_tokens"])
+    return _show(result.content)
 
 
 def _request_file(path: str):
@@ -163,14 +238,15 @@ def _request_file(path: str):
     except OSError as exc:
         raise SystemExit(f"error: cannot read --request {path}: {exc.strerror}; pass a JSON file that exists")
     except ValueError as exc:
-        raise SystemExit(f"error: --request {path} is not JSON ({exc}); pass a decision body, or the sample's request file")
+        raise SystemExit(f"error: --request {path} is not JSON ({exc}); pass a decision body, or the sample's "
+                         "request file")
 
 
 def cmd_invoke(args) -> int:
-    from . import examples
+    from . import examples, steps
 
     body = _request_file(args.request) if args.request else examples.SUPPORT_ROUTE
-    decisions = _endpoint_client(args).decide_any(body)
+    decisions = _endpoint_client(args, steps.decision_endpoint).decide_any(body)
     for d in decisions:
         print(f"{d.id}: top {d.top} ({d.top_probability:.3f})")
         for oid, p in d.as_dict().items():
@@ -178,9 +254,54 @@ def cmd_invoke(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from . import steps
+    from .bench import load_comparison, run_benchmark
+    from .config import default_path
+
+    report = run_benchmark(
+        _endpoint_client(args, steps.decision_endpoint), args.tasks, progress=not args.no_progress,
+        **_given(limit=args.limit, concurrency=args.concurrency, rotations=args.rotations,
+                 study_limit=args.study_limit, label=args.label, schema=args.schema,
+                 compare_with=load_comparison(args.compare) if args.compare else None),
+        baseline=args.baseline, bias=args.bias, debias=args.debias, calibrate=args.calibrate)
+    paths = report.save(args.out or Path(args.config or default_path()).parent / "bench")
+    print(report.to_markdown())
+    print()
+    for kind, path in paths.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+def cmd_cleanup(args) -> int:
+    from . import steps
+
+    workshop = workshop_for(args)
+    c = workshop.config
+    names = args.name or (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name)
+    return _show(steps.delete_endpoints(workshop, names, wait=not args.no_wait))
+
+
+def cmd_running(args) -> int:
+    from . import steps
+
+    return _show(steps.running_endpoints(workshop_for(args)))
+
+
+def cmd_audit(args) -> int:
+    from . import steps
+
+    return _show(steps.audit_permissions(workshop_for(args)))
+
+
+def cmd_stop_local(args) -> int:
+    from . import steps
+
+    return _show(steps.stop_local(workshop_for(args, check=False)))
+
+
 def cmd_serve(args) -> int:
     """The real adapter in the foreground (its own process: the client side never imports the server)."""
-    import os
     import signal
     import subprocess
 
@@ -206,90 +327,61 @@ def cmd_serve(args) -> int:
             return process.wait()
 
 
-def cmd_build_image(args) -> int:
-    from .builds import build_decision_image
-
-    region = _region(args)
-    codebuild, ecr, s3, logs = _clients(region, "codebuild", "ecr", "s3", "logs")
-    image = build_decision_image(codebuild, ecr, s3, logs, base_image=args.base_image,
-                                 service_role_arn=args.codebuild_role_arn, source_bucket=args.bucket,
-                                 dockerfile=args.dockerfile, image_tag=args.image_tag,
-                                 repository_name=args.repository, source_prefix=_source_prefix())
-    print(image)
-    return 0
-
-
-def cmd_cleanup(args) -> int:
-    from .cleanup import delete_endpoint_resources
-
-    (sm,) = _clients(_region(args), "sagemaker")
-    result = delete_endpoint_resources(sm, args.name, wait=not args.no_wait)
-    print(result)
-    return 0
-
-
-def cmd_running(args) -> int:
-    from .cleanup import format_running, running_workshop_endpoints
-
-    (sm,) = _clients(_region(args), "sagemaker")
-    print(format_running(running_workshop_endpoints(sm)))
-    return 0
-
-
-def cmd_bench(args) -> int:
-    from .bench import load_comparison, run_benchmark
-
-    compare_with = load_comparison(args.compare) if args.compare else None
-    report = run_benchmark(
-        _endpoint_client(args), args.tasks, limit=args.limit, concurrency=args.concurrency,
-        baseline=args.baseline, bias=args.bias, debias=args.debias, calibrate=args.calibrate,
-        rotations=args.rotations, study_limit=args.study_limit, label=args.label, compare_with=compare_with,
-        schema=args.schema,
-        progress=not args.no_progress)
-    paths = report.save(args.out)
-    print(report.to_markdown())
-    print()
-    for kind, path in paths.items():
-        print(f"{kind}: {path}")
-    return 0
-
-
 # -- parser ---------------------------------------------------------------------
+# Every flag defaults to None (False for switches): what is left out comes from the saved config,
+# or from the step's or the endpoints builder's default (tests/workshop_lib/test_cli.py checks).
 
 
-def _common(parser, *, region=True):
-    if region:
-        parser.add_argument("--region", help="AWS region (default: the workshop config's)")
+def _workshop_flags(parser, *config_flags: str) -> None:
+    """The flags every workshop command takes, and those of ``config_flags`` (CONFIG_FLAGS dests) it uses."""
+    helps = {
+        "bucket": f"S3 bucket for model and build sources (e.g. {EXAMPLE_BUCKET}); config: bucket",
+        "prefix": "S3 folder of the workshop's objects in the bucket; config: prefix",
+        "role_arn": "SageMaker execution role ARN; config: sagemaker_role_arn",
+        "codebuild_role_arn": "CodeBuild service role ARN; config: codebuild_role_arn",
+        "repository": "ECR repository of the decision image; config: ecr_repository",
+    }
+    group = parser.add_argument_group("workshop config (flags override the saved config for this run)")
+    group.add_argument("--config", metavar="PATH", help="config file (default: $WORKSHOP_CONFIG or "
+                                                        ".workshop/config.json; outputs.json sits beside it)")
+    group.add_argument("--mode", choices=("aws", "local"), help="aws, or local to rehearse against the emulator")
+    group.add_argument("--region", help="AWS region; config: region")
+    for dest in config_flags:
+        group.add_argument("--" + dest.replace("_", "-"), help=helps[dest])
 
 
-def _model_flags(parser, *, ctx_default: int | None):
-    parser.add_argument("--image-uri", required=True, help="image pinned by digest: repo@sha256:... (tags are refused)")
-    parser.add_argument("--model-data-url", required=True, help="s3://.../model.tar.gz in the endpoint's region")
-    parser.add_argument("--role-arn", required=True, help="SageMaker execution role ARN")
-    parser.add_argument("--ctx-size", "--context-size", type=int, default=ctx_default,
-                        help=f"llama.cpp context size (default {ctx_default or 'the adapter’s: 8192'})")
-    parser.add_argument("--startup-timeout", type=int, default=STARTUP_TIMEOUT_S,
-                        help=f"ContainerStartupHealthCheckTimeoutInSeconds (default {STARTUP_TIMEOUT_S})")
-    parser.add_argument("--download-timeout", type=int, default=DOWNLOAD_TIMEOUT_S,
-                        help=f"ModelDataDownloadTimeoutInSeconds (default {DOWNLOAD_TIMEOUT_S})")
+def _deploy_flags(parser, *, default_name: str) -> None:
+    parser.add_argument("--image-uri", help="image pinned by digest: repo@sha256:... (tags are refused); default: "
+                                            "the pinned DLC (deploy-standard) or the image build-image recorded")
+    parser.add_argument("--model-data-url", help="s3://.../model.tar.gz in the endpoint's region; default: the "
+                                                 "one package-model recorded")
+    parser.add_argument("--name", help=f"endpoint, config and model name (default: the config's {default_name})")
+    parser.add_argument("--ctx-size", "--context-size", type=int, help="llama.cpp context size")
+    parser.add_argument("--threads", type=int, help="llama.cpp threads")
+    parser.add_argument("--startup-timeout", type=int, help="ContainerStartupHealthCheckTimeoutInSeconds")
+    parser.add_argument("--download-timeout", type=int, help="ModelDataDownloadTimeoutInSeconds")
     parser.add_argument("--dry-run", action="store_true", help="print the validated requests, send nothing")
-    parser.add_argument("--no-wait", action="store_true", help="return once the endpoint is being created")
+    parser.add_argument("--no-wait", action="store_true", help="return once the endpoint is being created (AWS)")
 
 
-def _target_flags(parser):
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--endpoint-name", help="SageMaker endpoint name")
-    target.add_argument("--url", help="a local adapter's base URL, e.g. http://127.0.0.1:8080")
+def _target_flags(parser, *, default: str) -> None:
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--endpoint-name", "--endpoint", "--name", dest="endpoint_name", metavar="NAME",
+                        help=f"endpoint name (default: {default})")
+    target.add_argument("--url", help="a local adapter's base URL, e.g. http://127.0.0.1:8080 (no config needed)")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import endpoints
+
     parser = argparse.ArgumentParser(
         prog="python -m workshop_lib",
-        description="Deploy llama.cpp decision models on Amazon SageMaker AI, or rehearse locally.")
+        description="Deploy llama.cpp decision models on Amazon SageMaker AI, or rehearse locally: the notebooks' "
+                    "steps, one command each, on the saved workshop config (flags override it).")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name, func, help_text, description=None):
-        sub = commands.add_parser(name, help=help_text, description=description or help_text)
+    def add(name, func, help_text, description=None, aliases=()):
+        sub = commands.add_parser(name, help=help_text, description=description or help_text, aliases=list(aliases))
         sub.set_defaults(func=func)
         return sub
 
@@ -300,95 +392,104 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work-dir", default=".workshop/demo", help="where part 1's package and logs go")
     p.add_argument("--adapter-only", action="store_true", help="run part 1 only")
 
-    p = add("package-model", cmd_package_model, "package the pinned GGUF + tokenizer in CodeBuild",
-            "Download the pinned model revision in CodeBuild, verify sizes and sha256 (the build fails on a "
-            "mismatch), write model-manifest.json and upload model.tar.gz to --model-s3-uri.")
-    _common(p)
-    p.add_argument("--bucket", required=True, help=f"artifact bucket for the build source (e.g. {EXAMPLE_BUCKET})")
-    p.add_argument("--codebuild-role-arn", required=True, help="CodeBuild service role ARN")
-    p.add_argument("--model-s3-uri", required=True,
-                   help=f"where model.tar.gz goes, e.g. s3://{EXAMPLE_BUCKET}/semif-llamacpp/")
+    p = add("config", cmd_config, "show the workshop config this command line would use (00)")
+    _workshop_flags(p, "bucket", "prefix", "role_arn", "codebuild_role_arn", "repository")
 
-    p = add("resolve-image", cmd_resolve_image, "pin the llama.cpp DLC (or any ECR image) to its digest")
-    _common(p)
-    p.add_argument("--variant", choices=("cpu", "cuda"), default="cpu", help="DLC variant (default cpu)")
+    p = add("check", cmd_check, "check Python, boto3, config, credentials, region and quotas (00)",
+            "The checks notebook 00 shows; exit status 1 when one fails.")
+    _workshop_flags(p, "bucket", "role_arn")
+
+    p = add("setup", cmd_setup, "save the config, prepare the bucket; locally start the rehearsal (00)",
+            "Resolve role and bucket (created if missing), and save the config with the flags given, where every "
+            "later command (and notebook) reads it. In local mode start the AWS emulator, or keep the one running.")
+    _workshop_flags(p, "bucket", "prefix", "role_arn", "codebuild_role_arn", "repository")
+    p.add_argument("--deploy-path", choices=("standard", "decision-cpu", "decision-gpu"),
+                   help="what the later notebooks deploy (default: the config's)")
+    p.add_argument("--reset", action="store_true", help="local mode: stop the running rehearsal and start afresh")
+
+    p = add("codebuild-role", cmd_codebuild_role, "the CodeBuild service role: the one given, or made (00)",
+            "Save --codebuild-role-arn (or the configured one) in the config, or create the role from the "
+            "least-privilege documents when there is none.")
+    _workshop_flags(p, "bucket", "prefix", "codebuild_role_arn", "repository")
+
+    p = add("package-model", cmd_package_model, "package the pinned GGUF + tokenizer in CodeBuild (01)",
+            "Download the pinned model revision in CodeBuild, verify sizes and sha256 (the build fails on a "
+            "mismatch), write model-manifest.json and upload model.tar.gz; record its S3 URL for deploy.")
+    _workshop_flags(p, "bucket", "prefix", "codebuild_role_arn")
+    p.add_argument("--model-s3-uri", help=f"where model.tar.gz goes, e.g. s3://{EXAMPLE_BUCKET}/semif-llamacpp/ "
+                                          "(default: model/ under the workshop's prefix)")
+
+    p = add("verify-package", cmd_verify_package, "re-read the packaged model's manifest and check it (01)")
+    _workshop_flags(p)
+    p.add_argument("--model-data-url", help="s3://.../model.tar.gz (default: the one package-model recorded)")
+
+    p = add("resolve-image", cmd_resolve_image, "pin the llama.cpp DLC (or any ECR image) to its digest (02)",
+            "Print the region's llama.cpp DLC pinned by digest (the digest tested with this library's bindings; "
+            "--follow-tag for the floating tag's), or --image-uri's digest.")
+    _workshop_flags(p)
+    p.add_argument("--variant", choices=("cpu", "cuda"), help="DLC variant (default cpu)")
+    p.add_argument("--follow-tag", action="store_true", help="the floating SageMaker tag's digest, not the pin")
     p.add_argument("--image-uri", help="a tagged ECR image to pin instead of the DLC")
 
-    p = add("deploy-standard", cmd_deploy_standard, "deploy the llama.cpp DLC as a standard endpoint",
+    p = add("deploy-standard", cmd_deploy_standard, "deploy the llama.cpp DLC as a standard endpoint (02)",
             "Create model, endpoint config and endpoint for the published DLC (OpenAI chat on /invocations).")
-    _common(p)
-    _model_flags(p, ctx_default=4096)
-    p.add_argument("--instance-type", default="ml.c6i.2xlarge", help="instance type (default ml.c6i.2xlarge)")
-    p.add_argument("--threads", type=int, help="llama.cpp threads (default: the DLC's)")
-    p.add_argument("--name", default="llamacpp-gguf", help="endpoint, config and model name")
+    _workshop_flags(p, "bucket", "role_arn")
+    _deploy_flags(p, default_name="standard_endpoint_name")
+    p.add_argument("--instance-type", help=f"instance type (default {endpoints.STANDARD_CPU_INSTANCE})")
 
-    p = add("invoke-standard", cmd_invoke_standard, "send one chat message to an endpoint")
-    _common(p)
-    _target_flags(p)
-    p.add_argument("--message", default="In one sentence: what is a decision model?")
-    p.add_argument("--max-tokens", type=int, default=64)
+    p = add("invoke-standard", cmd_invoke_standard, "send one chat message to an endpoint (02)")
+    _workshop_flags(p)
+    _target_flags(p, default="the config's standard_endpoint_name")
+    p.add_argument("--message", help="the user message (default: the library's example chat)")
+    p.add_argument("--max-tokens", type=int, help="answer length cap (default: the example's)")
 
-    p = add("build-image", cmd_build_image, "build the decision image FROM the DLC in CodeBuild, push to ECR",
+    p = add("build-image", cmd_build_image, "build the decision image FROM the DLC in CodeBuild, push to ECR (03)",
             "Build container/Dockerfile (or Dockerfile.gpu) in CodeBuild with BASE_IMAGE set to the pinned "
-            "DLC digest, push it to an immutable ECR repository and print repo@sha256:...")
-    _common(p)
-    p.add_argument("--bucket", required=True, help="artifact bucket for the build source")
-    p.add_argument("--codebuild-role-arn", required=True, help="CodeBuild service role ARN")
-    p.add_argument("--base-image", required=True, help="the DLC pinned by digest (see resolve-image)")
-    p.add_argument("--dockerfile", default="Dockerfile", choices=("Dockerfile", "Dockerfile.gpu"))
+            "DLC digest, push it to an immutable ECR repository and record repo@sha256:... for deploy.")
+    _workshop_flags(p, "bucket", "prefix", "codebuild_role_arn", "repository")
+    p.add_argument("--variant", choices=("cpu", "gpu"), help="cpu (Dockerfile, the default) or gpu (Dockerfile.gpu)")
+    p.add_argument("--dockerfile", choices=("Dockerfile", "Dockerfile.gpu"), help="the sample's spelling of --variant")
+    p.add_argument("--base-image", help="the DLC pinned by digest (default: the pinned DLC, see resolve-image)")
     p.add_argument("--image-tag", help="tag to push (default: cpu-/gpu-<timestamp>)")
-    p.add_argument("--repository", default="semif-llamacpp-dlc", help="ECR repository (default semif-llamacpp-dlc)")
 
-    p = add("deploy", cmd_deploy, "deploy the decision image on CPU or on an ordered GPU pool",
-            "The published sample's deploy_endpoint.py flags and defaults. CPU: --instance-type and --threads. "
-            "GPU: --instance-pool repeated in order of preference (first = priority 1) with --gpu-layers=-1 "
-            "(all layers; the default 0 keeps the model on the CPU, and the adapter refuses to start when "
-            "layers are asked for and no GPU backend loaded) and --provision-timeout for finding capacity.")
-    _common(p)
-    _model_flags(p, ctx_default=None)
+    p = add("deploy", cmd_deploy, "deploy the decision image on CPU or on ordered GPU pools (04)",
+            "The published sample's deploy_endpoint.py flags. CPU: --instance-type and --threads (default: the "
+            "type's vCPUs). GPU: --instance-pool repeated in order of preference (first = priority 1), or one GPU "
+            "--instance-type; --gpu-layers (default: all; 0 keeps the model on the CPU) and --provision-timeout for "
+            "finding capacity. Decision endpoints get the adapter's context (8192 tokens) unless --ctx-size.")
+    _workshop_flags(p, "bucket", "role_arn")
+    _deploy_flags(p, default_name="cpu_endpoint_name, or gpu_endpoint_name for GPU types")
     placement = p.add_mutually_exclusive_group()
-    placement.add_argument("--instance-type", help=f"CPU instance type (default {DEFAULT_DECISION_CPU_TYPE})")
+    placement.add_argument("--instance-type", help=f"instance type (default {endpoints.DECISION_CPU_INSTANCE})")
     placement.add_argument("--instance-pool", action="append", metavar="TYPE",
-                           help="GPU type, repeat in order (e.g. ml.g6e.xlarge, ml.g6.2xlarge, ml.g5.2xlarge, "
-                                "ml.g4dn.2xlarge)")
-    p.add_argument("--threads", type=int, help="llama.cpp threads (default: the type's vCPUs)")
-    p.add_argument("--gpu-layers", type=int, default=0,
-                   help="layers to offload to the GPU: -1 = all (default 0, as the published sample)")
-    p.add_argument("--provision-timeout", type=int, default=1200, help="seconds to find pool capacity (300-3600)")
-    p.add_argument("--name", default="semif-decision-workflows", help="endpoint, config and model name")
+                           help="GPU type, repeat in order (default " + ", ".join(endpoints.DEFAULT_GPU_POOLS) + ")")
+    p.add_argument("--gpu-layers", type=int, help="layers to offload to the GPU: -1 = all (the default)")
+    p.add_argument("--provision-timeout", type=int,
+                   help=f"seconds to find pool capacity, 300-3600 (default {endpoints.PROVISION_TIMEOUT_S})")
 
-    p = add("invoke", cmd_invoke, "send a decision (or shared-state request) to a decision endpoint")
-    _common(p)
-    _target_flags(p)
+    p = add("placement", cmd_placement, "which GPU pool an endpoint was placed on, and llama.cpp's offload line (04)")
+    _workshop_flags(p)
+    p.add_argument("--name", help="endpoint name (default: the config's gpu_endpoint_name)")
+
+    p = add("invoke", cmd_invoke, "send a decision (or shared-state request) to a decision endpoint (05)")
+    _workshop_flags(p)
+    _target_flags(p, default="the deploy path's decision endpoint")
     p.add_argument("--request", help="a JSON file with a decision or shared-state request, in this project's "
                                      "format or the published sample's (example-request.json, "
                                      "example-shared-request.json); default: the README's support-route example")
 
-    p = add("serve", cmd_serve, "run the real decision adapter locally, in the foreground (Ctrl-C stops it)",
-            "A local endpoint without AWS: gunicorn + llama.cpp serving /ping and /invocations on this machine, "
-            "by default on the embedded model, so invoke --url, bench --url and any HTTP client can use it.")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
-    source = p.add_mutually_exclusive_group()
-    source.add_argument("--model", metavar="GGUF", help="a GGUF file (default: the embedded SmolLM2-135M)")
-    source.add_argument("--model-dir", metavar="DIR", help="a directory laid out like /opt/ml/model")
-    p.add_argument("--threads", type=int, help="llama.cpp threads (default: llama.cpp's)")
-
-    p = add("bench", cmd_bench, "benchmark a decision endpoint: validity, accuracy, latency, baselines, plots",
+    p = add("bench", cmd_bench, "benchmark a decision endpoint: validity, accuracy, latency, baselines, plots (06)",
             "Send labelled tasks (JevBench JSONL or decision records; default: the packaged set) to a decision "
             "endpoint, sequentially (as the blog) or with --concurrency N clients, and report valid responses, "
             "accuracy by family and type, client p50/p95/max and throughput. Opt-in: a generation baseline "
             "through the chat schema, an option-order test, an order-debiased readout and temperature "
             "calibration. Writes report.json, report.md and PNGs to --out; --compare puts a saved report.json "
             "beside this run (e.g. CPU vs GPU).")
-    _common(p)
-    target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--endpoint", "--endpoint-name", dest="endpoint_name", metavar="NAME",
-                        help="SageMaker endpoint name")
-    target.add_argument("--url", help="a local adapter's base URL, e.g. http://127.0.0.1:8080")
+    _workshop_flags(p)
+    _target_flags(p, default="the deploy path's decision endpoint")
     p.add_argument("--tasks", metavar="PATH", help="JSONL task file (default: the packaged task set)")
     p.add_argument("--limit", type=int, metavar="N", help="use N tasks, spread across families")
-    p.add_argument("--concurrency", type=int, default=1, metavar="N",
+    p.add_argument("--concurrency", type=int, metavar="N",
                    help="requests in flight for the decision run (default 1: sequential)")
     p.add_argument("--baseline", action="store_true", help="also answer by generation through the chat schema")
     p.add_argument("--bias", action="store_true", help="also send the options reversed; report top-choice flips")
@@ -400,19 +501,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibrate", action="store_true",
                    help="fit a temperature on the dev tasks; ECE and Brier before/after on the rest")
     p.add_argument("--compare", metavar="REPORT_JSON", help="a saved report.json to show side by side")
-    p.add_argument("--label", default="decision", help="name of this run in tables (e.g. cpu, gpu)")
-    p.add_argument("--schema", choices=("decision", "systemone"), default="decision",
+    p.add_argument("--label", help="name of this run in tables, e.g. cpu, gpu (default: decision)")
+    p.add_argument("--schema", choices=("decision", "systemone"),
                    help="send the tasks as decisions (default) or as Jev /v1/systemone questions")
-    p.add_argument("--out", default=".workshop/bench", help="output folder (default .workshop/bench)")
+    p.add_argument("--out", help="output folder (default: bench/ beside the config file)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    p = add("cleanup", cmd_cleanup, "delete the named endpoint, its config and model (nothing else)")
-    _common(p)
-    p.add_argument("--name", required=True, help="the endpoint name (its config and model share it)")
+    p = add("cleanup", cmd_cleanup, "delete endpoints with their config, model and log group (07)",
+            "Delete the named endpoints (--name, repeated), by default the config's three, each with its "
+            "endpoint config, model and log group; nothing else. Locally also stop their adapter processes.",
+            aliases=("delete-endpoints",))
+    _workshop_flags(p)
+    p.add_argument("--name", action="append", metavar="NAME",
+                   help="an endpoint name (its config and model share it); repeat for more")
     p.add_argument("--no-wait", action="store_true", help="do not wait until the endpoint is gone")
 
-    p = add("running", cmd_running, "list workshop-tagged endpoints still running, with their age (read-only)")
-    _common(p)
+    p = add("running", cmd_running, "list workshop-tagged endpoints still running, with their age (07)")
+    _workshop_flags(p)
+
+    p = add("audit", cmd_audit, "local mode: hold every recorded AWS call against the generated policies (07)")
+    _workshop_flags(p, "bucket", "prefix", "repository")
+
+    p = add("stop-local", cmd_stop_local, "local mode: stop the local endpoints and the AWS emulator (07)")
+    _workshop_flags(p)
+
+    p = add("serve", cmd_serve, "run the real decision adapter locally, in the foreground (Ctrl-C stops it)",
+            "A local endpoint without AWS: gunicorn + llama.cpp serving /ping and /invocations on this machine, "
+            "by default on the embedded model, so invoke --url, bench --url and any HTTP client can use it.")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--model", metavar="GGUF", help="a GGUF file (default: the embedded SmolLM2-135M)")
+    source.add_argument("--model-dir", metavar="DIR", help="a directory laid out like /opt/ml/model")
+    p.add_argument("--threads", type=int, help="llama.cpp threads (default: llama.cpp's)")
     return parser
 
 

@@ -1,11 +1,23 @@
-"""The command line: every command's help, dry runs, refusals, and a moto-backed round trip."""
+"""The command line: one command per step on one Workshop, flags over the saved config, no defaults
+of its own, dry runs, refusals, and a moto-backed round trip.
 
+Every test runs inside moto with fake credentials and its own config file, so nothing reaches AWS
+and nobody's saved config is read or written.
+"""
+
+from __future__ import annotations
+
+import argparse
 import json
+import re
+from pathlib import Path
 
 import pytest
-from moto import mock_aws
 
-from workshop_lib.cli import build_parser, main
+import workshop_lib.cli
+from workshop_lib import endpoints
+from workshop_lib.cli import CONFIG_FLAGS, build_parser, main
+from workshop_lib.config import ENV_VARS, WorkshopConfig
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/semif-llamacpp-dlc@sha256:" + "a" * 64
 MODEL = "s3://amzn-s3-demo-semif-artifacts/semif-llamacpp/model.tar.gz"
@@ -13,12 +25,42 @@ ROLE = "arn:aws:iam::123456789012:role/workshop-sagemaker"
 DEPLOY = ["--region", "us-east-1", "--image-uri", IMAGE, "--model-data-url", MODEL, "--role-arn", ROLE]
 
 
-def _commands():
-    parser = build_parser()
-    return sorted(parser._subparsers._group_actions[0].choices)
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """Fake credentials inside moto (AWS mode, nothing sent anywhere), a config file of the test's own."""
+    from moto import mock_aws
+
+    for name in [*ENV_VARS.values(), "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION",
+                 "AWS_DEFAULT_REGION"]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "local"))
+    with mock_aws():
+        yield tmp_path
 
 
-@pytest.mark.parametrize("command", _commands())
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    """Each command's parser once (aliases share their command's parser)."""
+    choices = build_parser()._subparsers._group_actions[0].choices
+    seen, unique = set(), {}
+    for name, sub in choices.items():
+        if id(sub) not in seen:
+            seen.add(id(sub))
+            unique[name] = sub
+    return unique
+
+
+def _deploy_plan(capsys, *argv) -> dict:
+    assert main(["deploy", *argv, "--dry-run"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+# ---- the parser -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", sorted(_subparsers()))
 def test_every_command_has_readable_help(command, capsys):
     with pytest.raises(SystemExit) as done:
         main([command, "--help"])
@@ -27,24 +69,139 @@ def test_every_command_has_readable_help(command, capsys):
     assert f"python -m workshop_lib {command}" in text and len(text.splitlines()) > 3
 
 
-def test_the_sample_scripts_flags_are_all_here():
+def test_one_command_per_step_the_notebooks_use():
     parser = build_parser()
-    choices = parser._subparsers._group_actions[0].choices
-    flags = {name: {o for a in sub._actions for o in a.option_strings} for name, sub in choices.items()}
+    commands = set(parser._subparsers._group_actions[0].choices)
+    assert {"config", "check", "setup", "codebuild-role", "package-model", "verify-package", "resolve-image",
+            "build-image", "deploy-standard", "deploy", "placement", "invoke-standard", "invoke", "bench",
+            "cleanup", "delete-endpoints", "running", "audit", "stop-local", "demo", "serve"} <= commands
+
+
+def test_the_sample_scripts_flags_are_all_here():
+    flags = {name: {o for a in sub._actions for o in a.option_strings} for name, sub in _subparsers().items()}
     assert {"--region", "--bucket", "--codebuild-role-arn", "--model-s3-uri"} <= flags["package-model"]
-    assert {"--image-uri", "--model-data-url", "--role-arn", "--instance-type", "--name"} <= flags["deploy-standard"]
+    assert {"--image-uri", "--model-data-url", "--role-arn", "--instance-type", "--name", "--threads",
+            "--ctx-size", "--startup-timeout", "--download-timeout", "--dry-run", "--no-wait"} <= flags["deploy-standard"]
     assert {"--instance-type", "--threads", "--instance-pool", "--gpu-layers", "--provision-timeout",
-            "--name"} <= flags["deploy"]
-    assert {"--dockerfile", "--image-tag", "--bucket", "--codebuild-role-arn"} <= flags["build-image"]
-    assert {"--region", "--name"} <= flags["cleanup"]
-    assert {"--endpoint-name"} <= flags["invoke"] and {"--endpoint-name"} <= flags["invoke-standard"]
+            "--name", "--image-uri", "--model-data-url", "--role-arn", "--dry-run"} <= flags["deploy"]
+    assert {"--dockerfile", "--image-tag", "--bucket", "--codebuild-role-arn", "--base-image",
+            "--repository"} <= flags["build-image"]
+    assert {"--variant", "--image-uri"} <= flags["resolve-image"]
+    assert {"--region", "--name", "--no-wait"} <= flags["cleanup"]
+    for command in ("invoke", "invoke-standard", "bench"):
+        assert {"--endpoint-name", "--url"} <= flags[command]
+    assert "--request" in flags["invoke"] and "--endpoint" in flags["bench"]
+
+
+def test_no_flag_repeats_a_default_of_the_library():
+    """A flag left out is None (False for a switch): the saved config, the step's or the endpoints
+    builder's default decides, in one place. demo and serve are not workshop steps and keep theirs."""
+    repeated = [f"{name} {action.option_strings[0]}={action.default!r}"
+                for name, sub in _subparsers().items() if name not in ("demo", "serve")
+                for action in sub._actions
+                if action.default not in (None, False, argparse.SUPPRESS)]
+    assert repeated == []
+    for name, sub in _subparsers().items():  # and nothing is required: the config holds it
+        if name not in ("demo", "serve"):
+            assert not [a.dest for a in sub._actions if a.required], name
+
+
+def test_every_workshop_command_takes_mode_region_and_config_file():
+    for name, sub in _subparsers().items():
+        if name not in ("demo", "serve"):
+            flags = {o for a in sub._actions for o in a.option_strings}
+            assert {"--mode", "--region", "--config"} <= flags, name
+
+
+def test_the_flag_table_names_real_config_fields_and_their_flags_exist():
+    fields = set(WorkshopConfig.__dataclass_fields__)
+    assert set(CONFIG_FLAGS.values()) <= fields
+    every_dest = {a.dest for sub in _subparsers().values() for a in sub._actions}
+    assert set(CONFIG_FLAGS) <= every_dest
+
+
+def test_the_command_line_makes_no_client_and_calls_no_flow_of_its_own():
+    """Commands reach AWS only through the Workshop's clients and the steps."""
+    source = Path(workshop_lib.cli.__file__).read_text()
+    forbidden = re.compile(r"\baws\.client\(|\bimport boto3|boto3\.|rehearsal\.client\(|EndpointClient\.sagemaker|"
+                           r"\bbuilds\.|endpoints\.deploy\(|endpoints\.\w+_plan\(|delete_endpoint_resources|"
+                           r"running_workshop_endpoints|package_model_in_codebuild")
+    offenders = [f"cli.py:{n}: {line.strip()}" for n, line in enumerate(source.splitlines(), 1)
+                 if forbidden.search(line)]
+    assert offenders == []
+
+
+def test_no_command_makes_a_boto3_client_at_run_time(monkeypatch, capsys):
+    """The same, at run time: every client a command uses is made by the one factory, aws.client."""
+    import inspect
+
+    import boto3
+
+    made, outside = [], []
+    real = boto3.session.Session.client
+
+    def watched(self, service, *args, **kwargs):
+        caller = inspect.stack()[1]
+        (made if caller.filename.endswith("workshop_lib/aws.py") else outside).append((service, caller.filename))
+        return real(self, service, *args, **kwargs)
+
+    monkeypatch.setattr(boto3.session.Session, "client", watched)
+    assert main(["running", "--region", "us-east-1"]) == 0
+    assert main(["cleanup", "--region", "us-east-1", "--name", "nothing-here"]) == 0
+    assert outside == [] and {service for service, _ in made} == {"sagemaker", "logs"}
+    assert "endpoint nothing-here" in capsys.readouterr().out
+
+
+# ---- flags over the config --------------------------------------------------------------------
+
+
+def test_flags_override_the_saved_config_and_the_environment_for_one_run(isolated, monkeypatch, capsys):
+    saved = WorkshopConfig(mode="aws", region="eu-west-1", bucket="saved-bucket", sagemaker_role_arn=ROLE)
+    path = saved.save(isolated / "config.json")
+    monkeypatch.setenv("WORKSHOP_BUCKET", "env-bucket")
+    assert main(["config"]) == 0
+    shown = capsys.readouterr().out
+    assert "eu-west-1" in shown and "env-bucket" in shown  # the environment over the file, as notebooks load
+    assert main(["config", "--region", "us-west-2", "--bucket", "flag-bucket"]) == 0
+    shown = capsys.readouterr().out
+    assert "us-west-2" in shown and "flag-bucket" in shown and "env-bucket" not in shown
+    assert WorkshopConfig.load(path).region == "eu-west-1"  # nothing saved by a command that only runs
+
+
+def test_mode_flag_chooses_local_with_its_placeholders(capsys):
+    assert main(["config", "--mode", "local"]) == 0
+    shown = capsys.readouterr().out
+    assert "local rehearsal" in shown and "decision-workshop-local" in shown
+
+
+def test_broken_credentials_are_an_error_naming_the_profile_never_local(monkeypatch, capsys):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_PROFILE", "workshop-missing-profile")
+    assert main(["running", "--region", "us-east-1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "'workshop-missing-profile'" in err and "Traceback" not in err
+    assert main(["running", "--region", "us-east-1", "--mode", "local"]) == 1  # chosen explicitly: no guess
+    assert "emulator is not running" in capsys.readouterr().err
+
+
+def test_no_region_in_aws_mode_says_which_flag(capsys):
+    assert main(["running", "--mode", "aws"]) == 1
+    assert "pass --region" in capsys.readouterr().err
+
+
+def test_a_bad_flag_value_is_the_configs_one_line_error(capsys):
+    assert main(["setup", "--region", "us-east-1", "--role-arn", ROLE, "--bucket", "Not_A_Bucket"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: bucket name 'Not_A_Bucket'") and "Traceback" not in err
+
+
+# ---- deploy --dry-run: the step's plan, printed ------------------------------------------------
 
 
 def test_gpu_pool_dry_run_keeps_the_given_order(capsys):
-    code = main(["deploy", *DEPLOY, "--instance-pool", "ml.g6e.xlarge", "--instance-pool", "ml.g4dn.2xlarge",
-                 "--gpu-layers=-1", "--provision-timeout", "900", "--dry-run"])
-    assert code == 0
-    plan = json.loads(capsys.readouterr().out)
+    plan = _deploy_plan(capsys, *DEPLOY, "--instance-pool", "ml.g6e.xlarge", "--instance-pool", "ml.g4dn.2xlarge",
+                        "--gpu-layers=-1", "--provision-timeout", "900")
     variant = plan["CreateEndpointConfig"]["ProductionVariants"][0]
     assert variant["InstancePools"] == [{"InstanceType": "ml.g6e.xlarge", "Priority": 1},
                                         {"InstanceType": "ml.g4dn.2xlarge", "Priority": 2}]
@@ -53,36 +210,76 @@ def test_gpu_pool_dry_run_keeps_the_given_order(capsys):
 
 
 def test_cpu_dry_run_sets_threads_and_no_offload(capsys):
-    assert main(["deploy", *DEPLOY, "--instance-type", "ml.c6i.8xlarge", "--threads", "32", "--dry-run"]) == 0
-    env = json.loads(capsys.readouterr().out)["CreateModel"]["PrimaryContainer"]["Environment"]
+    plan = _deploy_plan(capsys, *DEPLOY, "--instance-type", "ml.c6i.8xlarge", "--threads", "32")
+    env = plan["CreateModel"]["PrimaryContainer"]["Environment"]
     assert env["SM_LLAMA_CPP_THREADS"] == "32" and env["SM_LLAMA_CPP_N_GPU_LAYERS"] == "0"
 
 
-def test_the_sample_deploy_flags_and_defaults(capsys):
-    """deploy_endpoint.py's GPU form, verbatim: pools in order, -1 layers, the sample's 900 s timeouts."""
-    assert main(["deploy", *DEPLOY, "--instance-pool", "ml.g6e.xlarge", "--instance-pool", "ml.g6.2xlarge",
-                 "--instance-pool", "ml.g5.2xlarge", "--instance-pool", "ml.g4dn.2xlarge", "--gpu-layers=-1",
-                 "--provision-timeout", "1200", "--name", "semif-decision-workflows", "--dry-run"]) == 0
-    plan = json.loads(capsys.readouterr().out)
+def test_the_sample_deploy_flags_verbatim(capsys):
+    """deploy_endpoint.py's GPU form, verbatim: pools in order, -1 layers, 900 s timeouts."""
+    plan = _deploy_plan(capsys, *DEPLOY, "--instance-pool", "ml.g6e.xlarge", "--instance-pool", "ml.g6.2xlarge",
+                        "--instance-pool", "ml.g5.2xlarge", "--instance-pool", "ml.g4dn.2xlarge", "--gpu-layers=-1",
+                        "--provision-timeout", "1200", "--name", "semif-decision-workflows")
     variant = plan["CreateEndpointConfig"]["ProductionVariants"][0]
     assert [p["InstanceType"] for p in variant["InstancePools"]] == [
         "ml.g6e.xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge", "ml.g4dn.2xlarge"]
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 900
     assert variant["ModelDataDownloadTimeoutInSeconds"] == 900
+    assert plan["CreateEndpoint"]["EndpointName"] == "semif-decision-workflows"
     env = plan["CreateModel"]["PrimaryContainer"]["Environment"]
     assert env["SM_LLAMA_CPP_N_GPU_LAYERS"] == "999" and "SM_LLAMA_CPP_CTX_SIZE" not in env  # the adapter's 8192
 
 
-def test_gpu_layers_default_to_the_samples_zero(capsys):
-    assert main(["deploy", *DEPLOY, "--instance-pool", "ml.g6e.xlarge", "--dry-run"]) == 0
-    out = capsys.readouterr()
-    assert json.loads(out.out)["CreateModel"]["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "0"
-    assert "--gpu-layers=-1" in out.err  # said once, where the participant sees it
+def test_flags_left_out_take_the_builders_defaults(capsys):
+    """No flag: the plan is the one the library builds by default (the same as the notebooks')."""
+    gpu = _deploy_plan(capsys, *DEPLOY, "--instance-pool", "ml.g6e.xlarge")
+    variant = gpu["CreateEndpointConfig"]["ProductionVariants"][0]
+    assert gpu["CreateModel"]["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == \
+        str(endpoints.FULL_OFFLOAD)
+    assert variant["VariantInstanceProvisionTimeoutInSeconds"] == endpoints.PROVISION_TIMEOUT_S
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == endpoints.STARTUP_TIMEOUT_S
+    cpu = _deploy_plan(capsys, *DEPLOY)
+    variant = cpu["CreateEndpointConfig"]["ProductionVariants"][0]
+    assert variant["InstanceType"] == endpoints.DECISION_CPU_INSTANCE
+    assert cpu["CreateModel"]["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == \
+        str(endpoints.vcpus(endpoints.DECISION_CPU_INSTANCE))
+
+
+def test_dry_run_takes_names_role_and_model_from_the_saved_workshop(isolated, capsys):
+    config = WorkshopConfig(mode="aws", region="us-east-1", sagemaker_role_arn=ROLE, cpu_endpoint_name="my-cpu",
+                            gpu_endpoint_name="my-gpu")
+    config.save(isolated / "config.json")
+    (isolated / "outputs.json").write_text(json.dumps({"model_data_url": MODEL}))  # what package-model records
+    cpu = _deploy_plan(capsys, "--image-uri", IMAGE)
+    assert cpu["CreateEndpoint"]["EndpointName"] == "my-cpu"
+    assert cpu["CreateModel"]["ExecutionRoleArn"] == ROLE
+    assert cpu["CreateModel"]["PrimaryContainer"]["ModelDataUrl"] == MODEL
+    gpu = _deploy_plan(capsys, "--image-uri", IMAGE, "--instance-pool", "ml.g6e.xlarge")
+    assert gpu["CreateEndpoint"]["EndpointName"] == "my-gpu"
+    named = _deploy_plan(capsys, "--image-uri", IMAGE, "--name", "other-cpu")
+    assert named["CreateModel"]["ModelName"] == "other-cpu"
+    assert main(["deploy-standard", "--image-uri", IMAGE, "--dry-run", "--instance-type", "ml.c6i.xlarge",
+                 "--ctx-size", "2048"]) == 0
+    standard = json.loads(capsys.readouterr().out)
+    assert standard["CreateEndpoint"]["EndpointName"] == config.standard_endpoint_name
+    assert standard["CreateModel"]["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_CTX_SIZE"] == "2048"
+
+
+def test_dry_run_without_a_packaged_model_says_which_step_comes_first(isolated, capsys):
+    WorkshopConfig(mode="aws", region="us-east-1", sagemaker_role_arn=ROLE).save(isolated / "config.json")
+    assert main(["deploy", "--image-uri", IMAGE, "--dry-run"]) == 1
+    assert "no model data url recorded yet" in capsys.readouterr().err
+
+
+def test_dry_run_without_a_role_names_the_setting(capsys):
+    assert main(["deploy", "--region", "us-east-1", "--image-uri", IMAGE, "--model-data-url", MODEL,
+                 "--dry-run"]) == 1
+    assert "WORKSHOP_ROLE_ARN" in capsys.readouterr().err
 
 
 def test_one_gpu_instance_type_is_the_samples_fixed_gpu_form(capsys):
-    assert main(["deploy", *DEPLOY, "--instance-type", "ml.g6e.xlarge", "--gpu-layers=-1", "--dry-run"]) == 0
-    variant = json.loads(capsys.readouterr().out)["CreateEndpointConfig"]["ProductionVariants"][0]
+    plan = _deploy_plan(capsys, *DEPLOY, "--instance-type", "ml.g6e.xlarge", "--gpu-layers=-1")
+    variant = plan["CreateEndpointConfig"]["ProductionVariants"][0]
     assert variant["InstancePools"] == [{"InstanceType": "ml.g6e.xlarge", "Priority": 1}]
     assert variant["InferenceAmiVersion"].startswith("al2023-ami-sagemaker-inference-gpu")
 
@@ -94,9 +291,9 @@ def test_placement_is_one_of_instance_type_or_pools(capsys):
 
 
 def test_gpu_layers_on_a_cpu_type_are_refused(capsys):
-    with pytest.raises(SystemExit) as done:
-        main(["deploy", *DEPLOY, "--instance-type", "ml.c6i.8xlarge", "--gpu-layers=-1", "--dry-run"])
-    assert "needs a GPU instance" in str(done.value.code)
+    assert main(["deploy", *DEPLOY, "--instance-type", "ml.c6i.8xlarge", "--gpu-layers=-1", "--dry-run"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --gpu-layers -1 needs a GPU instance") and "Traceback" not in err
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -113,33 +310,66 @@ def test_refusals_are_one_clear_line(argv, needle, capsys):
     assert err.startswith("error: ") and needle in err and "Traceback" not in err
 
 
-@pytest.fixture
-def fake_aws(monkeypatch):
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        import boto3
+def test_a_bug_keeps_its_traceback(monkeypatch):
+    from workshop_lib import steps
 
-        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="amzn-s3-demo-semif-artifacts")
-        yield
+    def broken(workshop):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(steps, "running_endpoints", broken)
+    with pytest.raises(KeyError):
+        main(["running", "--region", "us-east-1"])
 
 
-def test_deploy_running_cleanup_round_trip_on_the_emulator(fake_aws, capsys):
+# ---- against moto: the steps run, the config is saved by setup only ----------------------------
+
+
+def test_setup_saves_the_flags_where_later_commands_read_them(isolated, capsys):
+    assert main(["setup", "--region", "us-east-1", "--bucket", "workshop-cli-bucket", "--role-arn", ROLE,
+                 "--deploy-path", "decision-cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "created bucket s3://workshop-cli-bucket in us-east-1" in out
+    saved = WorkshopConfig.load(isolated / "config.json")
+    assert (saved.region, saved.bucket, saved.sagemaker_role_arn, saved.deploy_path) == (
+        "us-east-1", "workshop-cli-bucket", ROLE, "decision-cpu")
+    assert main(["setup"]) == 0  # from the saved config alone now
+    assert "bucket s3://workshop-cli-bucket exists in us-east-1" in capsys.readouterr().out
+    assert main(["config"]) == 0
+    assert "workshop-cli-bucket" in capsys.readouterr().out
+
+
+def test_deploy_running_cleanup_round_trip_on_moto(isolated, capsys):
+    import boto3
+
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="amzn-s3-demo-semif-artifacts")
     # moto stands in for SageMaker; it knows older instance types only
     assert main(["deploy-standard", *DEPLOY, "--instance-type", "ml.c5.2xlarge", "--name", "llamacpp-gguf",
                  "--no-wait"]) == 0
+    assert "endpoint llamacpp-gguf: " in capsys.readouterr().out
     assert main(["deploy", *DEPLOY, "--instance-type", "ml.c5.2xlarge", "--threads", "8",
                  "--name", "semif-decision-workflows", "--no-wait"]) == 0
-    capsys.readouterr()
+    out = capsys.readouterr().out
+    assert "endpoint semif-decision-workflows: " in out and "SM_LLAMA_CPP_THREADS=8" in out
+    assert not (isolated / "config.json").exists()  # deploying saves nothing
     assert main(["running", "--region", "us-east-1"]) == 0
     listed = capsys.readouterr().out
     assert "llamacpp-gguf" in listed and "semif-decision-workflows" in listed
     assert main(["cleanup", "--region", "us-east-1", "--name", "llamacpp-gguf"]) == 0
-    assert main(["cleanup", "--region", "us-east-1", "--name", "llamacpp-gguf"]) == 0  # idempotent
+    assert "llamacpp-gguf" in capsys.readouterr().out
+    assert main(["delete-endpoints", "--region", "us-east-1", "--name", "llamacpp-gguf"]) == 0  # idempotent
     capsys.readouterr()
     assert main(["running", "--region", "us-east-1"]) == 0
     after = capsys.readouterr().out
-    print(after)
     assert "semif-decision-workflows" in after  # cleanup touched only the named endpoint
     assert "llamacpp-gguf" not in after
+    assert main(["cleanup", "--region", "us-east-1"]) == 0  # no --name: the config's three endpoints
+    assert "semif-decision-workflows" in capsys.readouterr().out
+    assert main(["running", "--region", "us-east-1"]) == 0
+    assert "semif-decision-workflows" not in capsys.readouterr().out
+
+
+def test_aws_mode_audit_and_stop_local_say_they_are_local_only(capsys):
+    assert main(["audit", "--region", "us-east-1"]) == 0
+    assert "WORKSHOP_MODE=local" in capsys.readouterr().out
+    assert main(["stop-local", "--region", "us-east-1"]) == 0
+    assert "no local processes" in capsys.readouterr().out

@@ -38,7 +38,7 @@ from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, READ_ONLY, StepEr
 from .setup import Checks, SetupResult, check_environment, ensure_codebuild_role, setup, show_config
 from .package import PackageResult, package_model, verify_package
 from .decision_image import ImageResult, build_decision_image, decision_image, refuse_mutable_tag, resolve_dlc
-from .deploy import (EndpointResult, Placement, deploy_decision_cpu, deploy_decision_gpu,
+from .deploy import (EndpointResult, Placement, deploy_decision_cpu, deploy_decision_gpu, deploy_plan,
                      deploy_standard, llama_settings, placement)
 from .invoke import client, decision_endpoint, parse_options, show_decision, show_decisions, show_outcome
 from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
@@ -52,7 +52,7 @@ __all__ = [
     "audit_permissions", "decision_endpoint", "decision_image", "delete_artifacts", "delete_build_resources",
     "delete_codebuild_role", "ensure_codebuild_role",
     "delete_endpoint", "delete_endpoints",
-    "deploy_decision_cpu", "deploy_decision_gpu", "deploy_standard", "llama_settings", "model_spec",
+    "deploy_decision_cpu", "deploy_decision_gpu", "deploy_plan", "deploy_standard", "llama_settings", "model_spec",
     "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",
     "running_endpoints", "setup", "show_config", "show_decision", "show_decisions", "show_outcome", "stop_local",
     "Text", "check_outcome", "short_errors",

@@ -34,18 +34,20 @@ def delete_endpoint(workshop: Workshop, name: str) -> Text:
     return delete_endpoints(workshop, [name])
 
 
-def delete_endpoints(workshop: Workshop, names: Sequence[str]) -> Text:
+def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = True) -> Text:
     """Every named endpoint (with its config and model) first, since they bill; then their log groups.
 
     An endpoint that cannot be deleted does not stop the others: each failure is reported and the
-    step raises only after all were tried.
+    step raises only after all were tried. ``wait`` False: the endpoint config and model are deleted
+    without waiting for the endpoint to be gone.
     """
     config = workshop.config
     c = workshop.clients
     lines, failed, deleted = [], [], []
     for name in names:
         try:
-            result = cleanup.delete_endpoint_resources(c.sm, name, poll_s=15 if config.mode == "aws" else 0.2)
+            result = cleanup.delete_endpoint_resources(c.sm, name, wait=wait,
+                                                       poll_s=15 if config.mode == "aws" else 0.2)
             lines.append(str(result))
             if result.deleted_anything:
                 deleted.append(name)

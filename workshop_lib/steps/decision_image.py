@@ -54,8 +54,10 @@ class ImageResult(_Shown):
                 f"  in {self.seconds:.1f} s", *self.notes]
 
 
-def build_decision_image(workshop: Workshop, variant: str = "cpu", *, progress: bool = True) -> ImageResult:
-    """CodeBuild builds container/Dockerfile (cpu) or Dockerfile.gpu FROM the pinned DLC; returns the digest."""
+def build_decision_image(workshop: Workshop, variant: str = "cpu", *, base_image: str | None = None,
+                         image_tag: str | None = None, progress: bool = True) -> ImageResult:
+    """CodeBuild builds container/Dockerfile (cpu) or Dockerfile.gpu FROM the pinned DLC (or ``base_image``,
+    pinned by digest); returns the digest. ``image_tag`` None: ``builds.build_decision_image``'s default."""
     config = workshop.config
     kind = {"cpu": "decision-cpu", "gpu": "decision-gpu"}[variant]
     if not _on_path(config, kind):
@@ -63,13 +65,13 @@ def build_decision_image(workshop: Workshop, variant: str = "cpu", *, progress: 
                                                       f"{config.deploy_path!r} (notebook 00)"])
     started = time.perf_counter()
     c = workshop.clients
-    base = resolve_dlc(workshop, "cuda" if variant == "gpu" else "cpu")
+    base = base_image or resolve_dlc(workshop, "cuda" if variant == "gpu" else "cpu")
     config.require("codebuild_role_arn", "bucket")
     pinned = builds.build_decision_image(
         c.codebuild, c.ecr, c.s3, c.logs, base_image=base, service_role_arn=config.codebuild_role_arn,
         source_bucket=config.bucket, dockerfile="Dockerfile.gpu" if variant == "gpu" else "Dockerfile",
         repository_name=config.ecr_repository, source_prefix=f"{config.prefix}/{builds.SOURCE_PREFIX}",
-        progress=progress, runner=c.builds)
+        progress=progress, runner=c.builds, **({"image_tag": image_tag} if image_tag else {}))
     workshop.remember(**{f"decision_image_{variant}": pinned})
     limits = c.builds.not_exercised(builds.IMAGE_BUILD_PROJECT)
     return ImageResult(variant, pinned, base, time.perf_counter() - started, [limits] if limits else [])

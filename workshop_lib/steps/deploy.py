@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from .. import endpoints
-from .context import Text, Workshop, _Shown, _on_path, _short
+from .context import StepError, Text, Workshop, _Shown, _on_path, _short
 from .decision_image import decision_image, resolve_dlc
 
 
@@ -62,11 +62,12 @@ class EndpointResult(_Shown):
                 *self.notes]
 
 
-def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool) -> EndpointResult:
+def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, wait: bool = True) -> EndpointResult:
     started = time.perf_counter()
     c = workshop.clients
-    described = endpoints.deploy(c.sm, plan, logs_client=c.logs, s3_client=c.s3, progress=progress,
-                                 hosting=c.hosting)
+    local = c.endpoint_url is not None  # a local endpoint is a process the hosting starts: always waited for
+    described = endpoints.deploy(c.sm, plan, wait=wait or local, logs_client=c.logs, s3_client=c.s3,
+                                 progress=progress, hosting=c.hosting)
     url, notes = c.hosting.served(plan.name)
     where = "SageMaker" if url is None else "emulator + local adapter"
     return EndpointResult(plan.name, plan, described["EndpointStatus"], where, time.perf_counter() - started, url,
@@ -77,45 +78,82 @@ def _model_data_url(workshop: Workshop) -> str:
     return workshop.recall("model_data_url", "01_package_model")
 
 
+_BUILDERS = {"standard": endpoints.standard_plan, "decision-cpu": endpoints.decision_cpu_plan,
+             "decision-gpu": endpoints.decision_gpu_plan}
+
+
+def deploy_plan(workshop: Workshop, path: str, image_uri: str | None = None, *, model_data_url: str | None = None,
+         **settings) -> endpoints.DeployPlan:
+    """The requests the deploy step of ``path`` (``standard``, ``decision-cpu``, ``decision-gpu``) sends,
+    built and validated, nothing sent: the config's endpoint name and execution role, ``image_uri`` (else
+    the pinned DLC for ``standard``, the decision image notebook 03 built for the others) and
+    ``model_data_url`` (else the model notebook 01 packaged). ``settings`` go straight to the ``endpoints``
+    plan builder (``instance_type``, ``instance_pools``, ``threads``, ``ctx_size``, ``n_gpu_layers``,
+    ``provision_timeout_s``, ``startup_timeout_s``, ``download_timeout_s``, ...); those left out or None
+    take the builder's defaults."""
+    if path not in _BUILDERS:
+        raise StepError(f"deploy path {path!r} is not one of {', '.join(_BUILDERS)}")
+    config = workshop.config
+    config.require("sagemaker_role_arn")
+    if path == "standard":
+        image_uri = image_uri or resolve_dlc(workshop, "cpu")
+    else:
+        image_uri = image_uri or decision_image(workshop, "gpu" if path == "decision-gpu" else "cpu")
+    return _BUILDERS[path](config.endpoint_name(path), image_uri=image_uri, role_arn=config.sagemaker_role_arn,
+                           model_data_url=model_data_url or _model_data_url(workshop),
+                           **{k: v for k, v in settings.items() if v is not None})
+
+
 def deploy_standard(workshop: Workshop, image_uri: str | None = None, *,
-                    instance_type: str = endpoints.STANDARD_CPU_INSTANCE, progress: bool = True) -> EndpointResult:
+                    instance_type: str = endpoints.STANDARD_CPU_INSTANCE, threads: int | None = None,
+                    ctx_size: int | None = None, startup_timeout_s: int | None = None,
+                    download_timeout_s: int | None = None, model_data_url: str | None = None, wait: bool = True,
+                    progress: bool = True) -> EndpointResult:
     """The published DLC (pinned by digest) serving the packaged model: OpenAI chat on /invocations.
 
-    Locally the adapter stands in for the DLC's llama-server: it answers the same chat schema.
+    Locally the adapter stands in for the DLC's llama-server: it answers the same chat schema. The
+    llama.cpp settings and timeouts left at None take ``endpoints.standard_plan``'s defaults; ``wait``
+    False returns once SageMaker is creating the endpoint.
     """
-    config = workshop.config
-    image_uri = image_uri or resolve_dlc(workshop, "cpu")
-    plan = endpoints.standard_plan(config.standard_endpoint_name, image_uri=image_uri,
-                                   role_arn=config.sagemaker_role_arn, model_data_url=_model_data_url(workshop),
-                                   instance_type=instance_type)
-    return _deploy(workshop, plan, progress=progress)
+    made = deploy_plan(workshop, "standard", image_uri, model_data_url=model_data_url, instance_type=instance_type,
+                threads=threads, ctx_size=ctx_size, startup_timeout_s=startup_timeout_s,
+                download_timeout_s=download_timeout_s)
+    return _deploy(workshop, made, progress=progress, wait=wait)
 
 
 def deploy_decision_cpu(workshop: Workshop, image_uri: str | None = None, *,
                         instance_type: str = endpoints.DECISION_CPU_INSTANCE, threads: int | None = None,
-                        progress: bool = True) -> EndpointResult:
-    """The decision image on a fixed CPU instance; llama.cpp threads = the instance's vCPUs by default."""
+                        ctx_size: int | None = None, startup_timeout_s: int | None = None,
+                        download_timeout_s: int | None = None, model_data_url: str | None = None,
+                        wait: bool = True, progress: bool = True) -> EndpointResult:
+    """The decision image on a fixed CPU instance; llama.cpp threads = the instance's vCPUs by default
+    (the other settings left at None take ``endpoints.decision_cpu_plan``'s defaults)."""
     config = workshop.config
     if not _on_path(config, "decision-cpu"):
         return EndpointResult(config.cpu_endpoint_name, None, "skipped", "", notes=[
             f"skipped the CPU endpoint: the deploy path is {config.deploy_path!r} (notebook 00)"])
-    plan = endpoints.decision_cpu_plan(config.cpu_endpoint_name, image_uri=image_uri or decision_image(workshop, "cpu"),
-                                       role_arn=config.sagemaker_role_arn, model_data_url=_model_data_url(workshop),
-                                       instance_type=instance_type, threads=threads)
-    return _deploy(workshop, plan, progress=progress)
+    made = deploy_plan(workshop, "decision-cpu", image_uri, model_data_url=model_data_url, instance_type=instance_type,
+                threads=threads, ctx_size=ctx_size, startup_timeout_s=startup_timeout_s,
+                download_timeout_s=download_timeout_s)
+    return _deploy(workshop, made, progress=progress, wait=wait)
 
 
 def deploy_decision_gpu(workshop: Workshop, image_uri: str | None = None, *,
-                        pools: Sequence[str] = endpoints.DEFAULT_GPU_POOLS, progress: bool = True) -> EndpointResult:
-    """The decision image on ordered GPU instance pools with every layer offloaded."""
+                        pools: Sequence[str] = endpoints.DEFAULT_GPU_POOLS, n_gpu_layers: int | None = None,
+                        provision_timeout_s: int | None = None, threads: int | None = None,
+                        ctx_size: int | None = None, startup_timeout_s: int | None = None,
+                        download_timeout_s: int | None = None, model_data_url: str | None = None,
+                        wait: bool = True, progress: bool = True) -> EndpointResult:
+    """The decision image on ordered GPU instance pools (first = first choice) with every layer offloaded
+    unless ``n_gpu_layers`` says otherwise (settings left at None: ``endpoints.decision_gpu_plan``'s defaults)."""
     config = workshop.config
     if not _on_path(config, "decision-gpu"):
         return EndpointResult(config.gpu_endpoint_name, None, "skipped", "", notes=[
             f"skipped the GPU endpoint: the deploy path is {config.deploy_path!r} (notebook 00)"])
-    plan = endpoints.decision_gpu_plan(config.gpu_endpoint_name, image_uri=image_uri or decision_image(workshop, "gpu"),
-                                       role_arn=config.sagemaker_role_arn, model_data_url=_model_data_url(workshop),
-                                       instance_pools=pools)
-    return _deploy(workshop, plan, progress=progress)
+    made = deploy_plan(workshop, "decision-gpu", image_uri, model_data_url=model_data_url, instance_pools=tuple(pools),
+                n_gpu_layers=n_gpu_layers, provision_timeout_s=provision_timeout_s, threads=threads,
+                ctx_size=ctx_size, startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
+    return _deploy(workshop, made, progress=progress, wait=wait)
 
 
 @dataclass(repr=False)

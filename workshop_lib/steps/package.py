@@ -32,14 +32,15 @@ class PackageResult(_Shown):
         return out + self.notes
 
 
-def package_model(workshop: Workshop, *, progress: bool = True) -> PackageResult:
-    """CodeBuild downloads, verifies and packages the pinned model (locally the embedded model stands in)."""
+def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, progress: bool = True) -> PackageResult:
+    """CodeBuild downloads, verifies and packages the pinned model (locally the embedded model stands in)
+    into ``model_s3_uri`` (default: ``model/`` under the workshop's S3 prefix)."""
     config = workshop.config
     started = time.perf_counter()
     c = workshop.clients
     config.require("codebuild_role_arn", "bucket")
     packaged = builds.package_model_in_codebuild(
-        c.codebuild, c.s3, c.logs, model_s3_uri=config.s3_uri("model"), service_role_arn=config.codebuild_role_arn,
+        c.codebuild, c.s3, c.logs, model_s3_uri=model_s3_uri or config.s3_uri("model"), service_role_arn=config.codebuild_role_arn,
         source_bucket=config.bucket, source_prefix=f"{config.prefix}/{builds.SOURCE_PREFIX}", progress=progress,
         runner=c.builds)
     workshop.remember(model_data_url=packaged.model_data_url)
@@ -48,10 +49,11 @@ def package_model(workshop: Workshop, *, progress: bool = True) -> PackageResult
                          time.perf_counter() - started, [limits] if limits else [])
 
 
-def verify_package(workshop: Workshop) -> Text:
-    """Re-read the manifest from S3, check it against the pins, and check the tarball is there."""
+def verify_package(workshop: Workshop, model_data_url: str | None = None) -> Text:
+    """Re-read the manifest from S3, check it against the pins, and check the tarball is there
+    (``model_data_url``, else the one ``package_model`` recorded)."""
     c = workshop.clients
-    url = workshop.recall("model_data_url", "01_package_model")
+    url = model_data_url or workshop.recall("model_data_url", "01_package_model")
     manifest = builds.check_manifest(builds.read_manifest(c.s3, url), model_spec(workshop))
     bucket, key = builds.parse_s3_uri(url)
     size = c.s3.head_object(Bucket=bucket, Key=key)["ContentLength"]
