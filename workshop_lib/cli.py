@@ -1,7 +1,7 @@
 """``python -m workshop_lib <command>``: the notebooks' steps from a shell.
 
 One command per step (``setup``, ``package-model``, ``build-image``, ``deploy``, ``invoke``,
-``cleanup``, ...). Each builds one ``steps.Workshop`` from the config the notebooks use
+``cleanup``, ``delete-builds``, ...). Each builds one ``steps.Workshop`` from the config the notebooks use
 (``.workshop/config.json`` or ``--config``, under ``WORKSHOP_*`` variables), with the flags given
 on top (``CONFIG_FLAGS``: ``--region``, ``--bucket``, ``--role-arn``, ``--mode``, ...), calls the
 step the notebooks call and prints its result. So ``--mode local`` (or ``WORKSHOP_MODE=local``)
@@ -282,6 +282,28 @@ def cmd_cleanup(args) -> int:
     return _show(steps.delete_endpoints(workshop, names, wait=not args.no_wait))
 
 
+def cmd_delete_builds(args) -> int:
+    from . import steps
+    from .builds import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
+
+    workshop = workshop_for(args)
+    return _show(steps.delete_build_resources(workshop, [MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT],
+                                              workshop.config.ecr_repository))
+
+
+def cmd_delete_codebuild_role(args) -> int:
+    from . import steps
+
+    return _show(steps.delete_codebuild_role(workshop_for(args)))
+
+
+def cmd_delete_artifacts(args) -> int:
+    from . import steps
+
+    workshop = workshop_for(args)
+    return _show(steps.delete_artifacts(workshop, workshop.config.s3_uri(), delete_bucket=args.delete_bucket))
+
+
 def cmd_running(args) -> int:
     from . import steps
 
@@ -515,6 +537,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", action="append", metavar="NAME",
                    help="an endpoint name (its config and model share it); repeat for more")
     p.add_argument("--no-wait", action="store_true", help="do not wait until the endpoint is gone")
+
+    p = add("delete-builds", cmd_delete_builds, "delete the two CodeBuild projects and the ECR repository (07)",
+            "Delete the model-packaging and image-build CodeBuild projects with their log groups, and the ECR "
+            "repository with its images; what is already gone is said, not raised.")
+    _workshop_flags(p, "repository")
+
+    p = add("delete-codebuild-role", cmd_delete_codebuild_role,
+            "delete the CodeBuild role codebuild-role created (a role given by ARN is left alone) (07)")
+    _workshop_flags(p, "codebuild_role_arn")
+
+    p = add("delete-artifacts", cmd_delete_artifacts, "delete the objects under the workshop's S3 prefix (07)")
+    _workshop_flags(p, "bucket", "prefix")
+    p.add_argument("--delete-bucket", action="store_true", help="also the bucket, if nothing else is in it")
 
     p = add("running", cmd_running, "list workshop-tagged endpoints still running, with their age (07)")
     _workshop_flags(p)

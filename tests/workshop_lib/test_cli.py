@@ -74,7 +74,8 @@ def test_one_command_per_step_the_notebooks_use():
     commands = set(parser._subparsers._group_actions[0].choices)
     assert {"config", "check", "setup", "codebuild-role", "package-model", "verify-package", "resolve-image",
             "build-image", "deploy-standard", "deploy", "placement", "invoke-standard", "invoke", "bench",
-            "cleanup", "delete-endpoints", "running", "audit", "stop-local", "demo", "serve"} <= commands
+            "cleanup", "delete-endpoints", "delete-builds", "delete-codebuild-role", "delete-artifacts", "running",
+            "audit", "stop-local", "demo", "serve"} <= commands
 
 
 def test_the_sample_scripts_flags_are_all_here():
@@ -373,3 +374,17 @@ def test_aws_mode_audit_and_stop_local_say_they_are_local_only(capsys):
     assert "WORKSHOP_MODE=local" in capsys.readouterr().out
     assert main(["stop-local", "--region", "us-east-1"]) == 0
     assert "no local processes" in capsys.readouterr().out
+
+
+def test_the_other_cleanup_steps_on_moto_say_what_was_already_gone(capsys):
+    import boto3
+
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="workshop-cli-bucket")
+    boto3.client("s3", region_name="us-east-1").put_object(Bucket="workshop-cli-bucket",
+                                                           Key="decision-workshop/model/model.tar.gz", Body=b"x")
+    assert main(["delete-builds", "--region", "us-east-1", "--repository", "my-repo"]) == 0
+    assert "ECR repository my-repo (and its images): already gone" in capsys.readouterr().out
+    assert main(["delete-codebuild-role", "--region", "us-east-1", "--codebuild-role-arn", ROLE]) == 0
+    assert "not created by the workshop, left alone" in capsys.readouterr().out
+    assert main(["delete-artifacts", "--region", "us-east-1", "--bucket", "workshop-cli-bucket"]) == 0
+    assert "s3://workshop-cli-bucket/decision-workshop/: 1 objects deleted" in capsys.readouterr().out

@@ -59,6 +59,10 @@ def test_the_commands_rehearse_the_workshop_and_leave_nothing_running(local_mode
     out = _run(capsys, "cleanup", "--name", config.cpu_endpoint_name)
     assert "local endpoint process: stopped" in out
     assert _run(capsys, "running").strip() == "no workshop endpoints found"
+    out = _run(capsys, "delete-builds")
+    assert f"ECR repository {config.ecr_repository} (and its images): deleted" in out
+    assert "deleted" in _run(capsys, "delete-codebuild-role")
+    assert "objects deleted" in _run(capsys, "delete-artifacts")
     audit = _run(capsys, "audit")  # every call the commands made, held against the generated policies
     assert "permissions checked against its policy" in audit and "DENIED" not in audit
     out = _run(capsys, "stop-local")
