@@ -13,9 +13,10 @@ In ``local`` mode the notebooks and the CLI run the same steps as on AWS, agains
 
 A rehearsal spans several notebook kernels, so the processes are started with a
 keep-alive (they run under ``timeout`` and end by themselves after
-``KEEP_ALIVE_S``) and recorded in a registry file,
-``.workshop/local/rehearsal.json`` (or ``$WORKSHOP_LOCAL_DIR/rehearsal.json``).
-Any later process can find them there and stop them: ``stop_all()``.
+``KEEP_ALIVE_S``) and recorded in a registry file in the rehearsal's folder
+(``Rehearsal(home)``; a workshop's is ``local/`` next to its config file, or
+``$WORKSHOP_LOCAL_DIR``). Any later process can find them there and stop them:
+``Rehearsal(home).stop_all()``; the module-level functions act on the default folder.
 
 Three settings always differ from the endpoint's: ``SM_LLAMA_CPP_THREADS`` is
 forced to 2 (this machine's cores, not the instance's vCPUs),
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import aws, names
-from .config import repo_root
+from .config import default_path
 from .errors import WorkshopError
 from .local import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
 
@@ -64,32 +65,11 @@ class RehearsalError(WorkshopError, RuntimeError):
 # ---- where things live ------------------------------------------------------------------
 
 
-def local_dir() -> Path:
+def local_dir(config_path: str | Path | None = None) -> Path:
+    """The rehearsal folder of the workshop whose config is at ``config_path`` (default: the one
+    notebooks use): ``local/`` next to it, unless ``WORKSHOP_LOCAL_DIR`` says otherwise."""
     override = os.environ.get("WORKSHOP_LOCAL_DIR", "").strip()
-    return Path(override) if override else repo_root() / ".workshop" / "local"
-
-
-def registry_path() -> Path:
-    return local_dir() / "rehearsal.json"
-
-
-def _read_registry() -> dict:
-    path = registry_path()
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        data = {}
-    data.setdefault("emulator", None)
-    data.setdefault("endpoints", {})
-    return data
-
-
-def _write_registry(data: dict) -> None:
-    path = registry_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    return Path(override) if override else Path(config_path or default_path()).parent / "local"
 
 
 def _now() -> str:
@@ -127,37 +107,6 @@ def _record(server, **extra) -> dict:
 
 
 # ---- the emulator --------------------------------------------------------------------------
-
-
-def emulator_url() -> str | None:
-    """The running emulator's URL, or None."""
-    entry = _read_registry()["emulator"]
-    if entry and group_alive(entry["pgid"]) and _get(entry["url"] + "/moto-api/") == 200:
-        return entry["url"]
-    return None
-
-
-def ensure_emulator(keep_alive_s: float = KEEP_ALIVE_S, timeout_s: float = 60.0) -> str:
-    """Return the emulator's URL, starting it first if it is not running and reachable.
-
-    A new emulator starts empty, so local endpoints recorded for an earlier one are stopped.
-    """
-    url = emulator_url()
-    if url:
-        return url
-    data = _read_registry()
-    for name in list(data["endpoints"]):
-        stop_endpoint(name)
-    if data["emulator"]:
-        _stop_group(data["emulator"]["pgid"], timeout_s=10)
-    emulator = EmulatorProcess(log_path=local_dir() / "emulator.log", keep_alive_s=keep_alive_s)
-    emulator.start(timeout_s=timeout_s)
-    _OWNED[emulator.process.pid] = emulator
-    data = _read_registry()
-    data["emulator"] = _record(emulator)
-    data["endpoints"] = {}
-    _write_registry(data)
-    return emulator.url
 
 
 def session():
@@ -262,128 +211,6 @@ class LocalEndpoint:
         return f"{self.name}: {self.url} (model {self.model_name}, log {self.log})"
 
 
-def _model_for_endpoint(sm_client, name: str) -> str:
-    from botocore.exceptions import ClientError
-
-    try:
-        described = sm_client.describe_endpoint(EndpointName=name)
-    except ClientError as exc:
-        raise RehearsalError(f"the emulator has no endpoint {name!r}; deploy it first") from exc
-    config = sm_client.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
-    return config["ProductionVariants"][0]["ModelName"]
-
-
-def _download_and_extract(s3_client, model_data_url: str) -> Path:
-    """Fetch model.tar.gz from emulated S3 once per object version and unpack it like /opt/ml/model."""
-    from .packaging import extract_model
-
-    bucket, key = names.split_s3_uri(model_data_url)
-    etag = s3_client.head_object(Bucket=bucket, Key=key)["ETag"].strip('"')
-    target = local_dir() / "models" / etag
-    model_dir = target / "model"
-    if (target / ".complete").is_file():
-        return model_dir
-    target.mkdir(parents=True, exist_ok=True)
-    tarball = target / "model.tar.gz"
-    s3_client.download_file(bucket, key, str(tarball))
-    with tarfile.open(tarball, "r:gz"):
-        pass  # fails early with a clear tarfile error if the object is not a tarball
-    extract_model(tarball, model_dir)
-    tarball.unlink()
-    (target / ".complete").write_text(model_data_url + "\n")
-    return model_dir
-
-
-def start_local_endpoint(name: str, sm_client, s3_client, *, model_name: str | None = None,
-                         keep_alive_s: float = KEEP_ALIVE_S, timeout_s: float = 180.0,
-                         calls=None) -> LocalEndpoint:
-    """Start a real adapter for endpoint ``name`` from what the emulator recorded for it.
-
-    Follows DescribeEndpoint -> DescribeEndpointConfig -> DescribeModel, unless
-    ``model_name`` is given (used when the emulator could not create the endpoint
-    itself, as for instance pools). A running endpoint of that name is replaced.
-    With a ``calls`` log (permissions.CallLog), the model download is recorded as the
-    SageMaker execution role's, and SageMaker's reading of its own records not at all.
-    """
-    from contextlib import nullcontext
-
-    from .permissions import SAGEMAKER
-
-    def as_(principal):
-        return calls.acting_as(principal) if calls is not None else nullcontext()
-
-    started = time.perf_counter()
-    with as_(None):
-        model_name = model_name or _model_for_endpoint(sm_client, name)
-        container = sm_client.describe_model(ModelName=model_name)["PrimaryContainer"]
-    if not container.get("ModelDataUrl"):
-        raise RehearsalError(f"model {model_name} has no ModelDataUrl; local endpoints serve a packaged model")
-    with as_(SAGEMAKER):
-        model_dir = _download_and_extract(s3_client, container["ModelDataUrl"])
-    declared = dict(container.get("Environment") or {})
-    environment = {**declared, **FORCED_SETTINGS}
-    changed = {k: (declared.get(k), v) for k, v in FORCED_SETTINGS.items() if declared.get(k) != v}
-    stop_endpoint(name)
-    log = local_dir() / "endpoints" / f"{name}.log"
-    if log.exists():
-        log.unlink()
-    adapter = AdapterProcess(model_dir, log_path=log, threads=LOCAL_THREADS, env=environment,
-                             keep_alive_s=keep_alive_s)
-    try:
-        adapter.start(timeout_s=timeout_s)
-    except ServerFailedToStart as exc:
-        raise RehearsalError(f"the local endpoint {name} did not start: {exc}") from None
-    _OWNED[adapter.process.pid] = adapter
-    data = _read_registry()
-    data["endpoints"][name] = _record(adapter, model_dir=str(model_dir), model_name=model_name,
-                                      environment=environment)
-    _write_registry(data)
-    return LocalEndpoint(name, adapter.url, log, model_dir, model_name, environment, changed,
-                         time.perf_counter() - started)
-
-
-def endpoint_url(name: str) -> str:
-    """The URL of the local endpoint ``name``; RehearsalError if it is not running."""
-    entry = _read_registry()["endpoints"].get(name)
-    if not entry or not group_alive(entry["pgid"]):
-        raise RehearsalError(f"no local endpoint {name!r} is running; deploy it (notebooks 02 and 04) first")
-    return entry["url"]
-
-
-def endpoint_log(name: str) -> Path:
-    entry = _read_registry()["endpoints"].get(name)
-    if not entry:
-        raise RehearsalError(f"no local endpoint {name!r} was started")
-    return Path(entry["log"])
-
-
-def stop_endpoint(name: str) -> bool:
-    """Stop the local endpoint ``name``; False if it was not running."""
-    data = _read_registry()
-    entry = data["endpoints"].pop(name, None)
-    stopped = _stop_group(entry["pgid"]) if entry else False
-    if entry:
-        _write_registry(data)
-    return stopped
-
-
-def stop_all() -> list[str]:
-    """Stop every local endpoint and the emulator; returns what was running. Safe to call twice."""
-    data = _read_registry()
-    stopped = [f"local endpoint {name}" for name in list(data["endpoints"]) if stop_endpoint(name)]
-    data = _read_registry()
-    if data["emulator"]:
-        if _stop_group(data["emulator"]["pgid"]):
-            stopped.append("AWS emulator")
-        data["emulator"] = None
-    data["endpoints"] = {}
-    if registry_path().exists() or stopped:
-        _write_registry(data)
-    # Extracted model copies are only for running endpoints; none runs now.
-    shutil.rmtree(local_dir() / "models", ignore_errors=True)
-    return stopped
-
-
 @dataclass(frozen=True)
 class ProcessStatus:
     what: str
@@ -395,29 +222,245 @@ class ProcessStatus:
         return f"{self.what:<40} {'running' if self.running else 'stopped':<8} {self.url}  (log {self.log})"
 
 
+class Rehearsal:
+    """One rehearsal's folder (``home``): its process registry, the emulator, the local endpoints,
+    their logs and extracted models. The workshop's is ``Workshop.rehearsal``; the module-level
+    functions below act on the default one (``local_dir()``)."""
+
+    def __init__(self, home: str | Path):
+        self.home = Path(home)
+
+    def __repr__(self) -> str:
+        return f"Rehearsal({self.home})"
+
+    def registry_path(self) -> Path:
+        return self.home / "rehearsal.json"
+
+    def _read_registry(self) -> dict:
+        path = self.registry_path()
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        data.setdefault("emulator", None)
+        data.setdefault("endpoints", {})
+        return data
+
+    def _write_registry(self, data: dict) -> None:
+        path = self.registry_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        tmp.replace(path)
+
+    def emulator_url(self) -> str | None:
+        """The running emulator's URL, or None."""
+        entry = self._read_registry()["emulator"]
+        if entry and group_alive(entry["pgid"]) and _get(entry["url"] + "/moto-api/") == 200:
+            return entry["url"]
+        return None
+
+    def ensure_emulator(self, keep_alive_s: float = KEEP_ALIVE_S, timeout_s: float = 60.0) -> str:
+        """Return the emulator's URL, starting it first if it is not running and reachable.
+
+        A new emulator starts empty, so local endpoints recorded for an earlier one are stopped.
+        """
+        url = self.emulator_url()
+        if url:
+            return url
+        data = self._read_registry()
+        for name in list(data["endpoints"]):
+            self.stop_endpoint(name)
+        if data["emulator"]:
+            _stop_group(data["emulator"]["pgid"], timeout_s=10)
+        emulator = EmulatorProcess(log_path=self.home / "emulator.log", keep_alive_s=keep_alive_s)
+        emulator.start(timeout_s=timeout_s)
+        _OWNED[emulator.process.pid] = emulator
+        data = self._read_registry()
+        data["emulator"] = _record(emulator)
+        data["endpoints"] = {}
+        self._write_registry(data)
+        return emulator.url
+
+    def _model_for_endpoint(self, sm_client, name: str) -> str:
+        from botocore.exceptions import ClientError
+
+        try:
+            described = sm_client.describe_endpoint(EndpointName=name)
+        except ClientError as exc:
+            raise RehearsalError(f"the emulator has no endpoint {name!r}; deploy it first") from exc
+        config = sm_client.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
+        return config["ProductionVariants"][0]["ModelName"]
+
+    def _download_and_extract(self, s3_client, model_data_url: str) -> Path:
+        """Fetch model.tar.gz from emulated S3 once per object version and unpack it like /opt/ml/model."""
+        from .packaging import extract_model
+
+        bucket, key = names.split_s3_uri(model_data_url)
+        etag = s3_client.head_object(Bucket=bucket, Key=key)["ETag"].strip('"')
+        target = self.home / "models" / etag
+        model_dir = target / "model"
+        if (target / ".complete").is_file():
+            return model_dir
+        target.mkdir(parents=True, exist_ok=True)
+        tarball = target / "model.tar.gz"
+        s3_client.download_file(bucket, key, str(tarball))
+        with tarfile.open(tarball, "r:gz"):
+            pass  # fails early with a clear tarfile error if the object is not a tarball
+        extract_model(tarball, model_dir)
+        tarball.unlink()
+        (target / ".complete").write_text(model_data_url + "\n")
+        return model_dir
+
+    def start_local_endpoint(self, name: str, sm_client, s3_client, *, keep_alive_s: float = KEEP_ALIVE_S,
+                             timeout_s: float = 180.0, calls=None) -> LocalEndpoint:
+        """Start a real adapter for endpoint ``name`` from what the emulator recorded for it.
+
+        Follows DescribeEndpoint -> DescribeEndpointConfig -> DescribeModel. A running
+        endpoint of that name is replaced.
+        With a ``calls`` log (permissions.CallLog), the model download is recorded as the
+        SageMaker execution role's, and SageMaker's reading of its own records not at all.
+        """
+        from contextlib import nullcontext
+
+        from .permissions import SAGEMAKER
+
+        def as_(principal):
+            return calls.acting_as(principal) if calls is not None else nullcontext()
+
+        started = time.perf_counter()
+        with as_(None):
+            model_name = self._model_for_endpoint(sm_client, name)
+            container = sm_client.describe_model(ModelName=model_name)["PrimaryContainer"]
+        if not container.get("ModelDataUrl"):
+            raise RehearsalError(f"model {model_name} has no ModelDataUrl; local endpoints serve a packaged model")
+        with as_(SAGEMAKER):
+            model_dir = self._download_and_extract(s3_client, container["ModelDataUrl"])
+        declared = dict(container.get("Environment") or {})
+        environment = {**declared, **FORCED_SETTINGS}
+        changed = {k: (declared.get(k), v) for k, v in FORCED_SETTINGS.items() if declared.get(k) != v}
+        self.stop_endpoint(name)
+        log = self.home / "endpoints" / f"{name}.log"
+        if log.exists():
+            log.unlink()
+        adapter = AdapterProcess(model_dir, log_path=log, threads=LOCAL_THREADS, env=environment,
+                                 keep_alive_s=keep_alive_s)
+        try:
+            adapter.start(timeout_s=timeout_s)
+        except ServerFailedToStart as exc:
+            raise RehearsalError(f"the local endpoint {name} did not start: {exc}") from None
+        _OWNED[adapter.process.pid] = adapter
+        data = self._read_registry()
+        data["endpoints"][name] = _record(adapter, model_dir=str(model_dir), model_name=model_name,
+                                          environment=environment)
+        self._write_registry(data)
+        return LocalEndpoint(name, adapter.url, log, model_dir, model_name, environment, changed,
+                             time.perf_counter() - started)
+
+    def endpoint_url(self, name: str) -> str:
+        """The URL of the local endpoint ``name``; RehearsalError if it is not running."""
+        entry = self._read_registry()["endpoints"].get(name)
+        if not entry or not group_alive(entry["pgid"]):
+            raise RehearsalError(f"no local endpoint {name!r} is running; deploy it (notebooks 02 and 04) first")
+        return entry["url"]
+
+    def endpoint_log(self, name: str) -> Path:
+        entry = self._read_registry()["endpoints"].get(name)
+        if not entry:
+            raise RehearsalError(f"no local endpoint {name!r} was started")
+        return Path(entry["log"])
+
+    def stop_endpoint(self, name: str) -> bool:
+        """Stop the local endpoint ``name``; False if it was not running."""
+        data = self._read_registry()
+        entry = data["endpoints"].pop(name, None)
+        stopped = _stop_group(entry["pgid"]) if entry else False
+        if entry:
+            self._write_registry(data)
+        return stopped
+
+    def stop_all(self) -> list[str]:
+        """Stop every local endpoint and the emulator; returns what was running. Safe to call twice."""
+        data = self._read_registry()
+        stopped = [f"local endpoint {name}" for name in list(data["endpoints"]) if self.stop_endpoint(name)]
+        data = self._read_registry()
+        if data["emulator"]:
+            if _stop_group(data["emulator"]["pgid"]):
+                stopped.append("AWS emulator")
+            data["emulator"] = None
+        data["endpoints"] = {}
+        if self.registry_path().exists() or stopped:
+            self._write_registry(data)
+        # Extracted model copies are only for running endpoints; none runs now.
+        shutil.rmtree(self.home / "models", ignore_errors=True)
+        return stopped
+
+    def status(self) -> list[ProcessStatus]:
+        """What the registry records, and whether each process still runs."""
+        data = self._read_registry()
+        found = []
+        if data["emulator"]:
+            e = data["emulator"]
+            found.append(ProcessStatus("AWS emulator (moto server)", e["url"], group_alive(e["pgid"]), e["log"]))
+        for name, e in sorted(data["endpoints"].items()):
+            found.append(ProcessStatus(f"local endpoint {name}", e["url"], group_alive(e["pgid"]), e["log"]))
+        return found
+
+    def format_status(self, found: list[ProcessStatus] | None = None) -> str:
+        found = self.status() if found is None else found
+        running = [p for p in found if p.running]
+        if not running:
+            return "no local rehearsal processes are running"
+        return "\n".join(str(p) for p in running)
+
+
+# ---- the default rehearsal (``local_dir()``), for the command line, tests and scripts ----------
+
+
+def default() -> Rehearsal:
+    return Rehearsal(local_dir())
+
+
+def registry_path() -> Path:
+    return default().registry_path()
+
+
+def emulator_url() -> str | None:
+    return default().emulator_url()
+
+
+def ensure_emulator(keep_alive_s: float = KEEP_ALIVE_S, timeout_s: float = 60.0) -> str:
+    return default().ensure_emulator(keep_alive_s, timeout_s)
+
+
+def endpoint_url(name: str) -> str:
+    return default().endpoint_url(name)
+
+
+def endpoint_log(name: str) -> Path:
+    return default().endpoint_log(name)
+
+
+def stop_endpoint(name: str) -> bool:
+    return default().stop_endpoint(name)
+
+
+def stop_all() -> list[str]:
+    return default().stop_all()
+
+
 def status() -> list[ProcessStatus]:
-    """What the registry records, and whether each process still runs."""
-    data = _read_registry()
-    found = []
-    if data["emulator"]:
-        e = data["emulator"]
-        found.append(ProcessStatus("AWS emulator (moto server)", e["url"], group_alive(e["pgid"]), e["log"]))
-    for name, e in sorted(data["endpoints"].items()):
-        found.append(ProcessStatus(f"local endpoint {name}", e["url"], group_alive(e["pgid"]), e["log"]))
-    return found
+    return default().status()
 
 
 def format_status(found: list[ProcessStatus] | None = None) -> str:
-    found = status() if found is None else found
-    running = [p for p in found if p.running]
-    if not running:
-        return "no local rehearsal processes are running"
-    return "\n".join(str(p) for p in running)
+    return default().format_status(found)
 
 
 __all__ = [
-    "KEEP_ALIVE_S", "LOCAL_THREADS", "LocalEndpoint", "ProcessStatus", "RehearsalError", "client",
+    "KEEP_ALIVE_S", "LOCAL_THREADS", "LocalEndpoint", "ProcessStatus", "Rehearsal", "RehearsalError", "client",
+    "default",
     "emulator_url", "endpoint_log", "endpoint_url", "ensure_emulator", "format_status", "group_alive",
     "local_dir", "push_stand_in", "registry_path", "seed_dlc", "session", "stand_in_manifest",
-    "start_local_endpoint", "status", "stop_all", "stop_endpoint",
+    "status", "stop_all", "stop_endpoint",
 ]

@@ -35,9 +35,10 @@ def _acting_as(calls, principal):
 class EmulatedCodeBuild(builds.CodeBuildRunner):
     """Builds in the emulator, with the buildspec's effect done here once the build has ended."""
 
-    def __init__(self, s3, ecr, calls=None):
+    def __init__(self, s3, ecr, calls=None, local: rehearsal.Rehearsal | None = None):
         super().__init__(poll_s=0.2, timeout_s=60)
         self.s3, self.ecr, self.calls = s3, ecr, calls
+        self.local = local or rehearsal.default()
 
     def ensure_project(self, codebuild, request: dict) -> str:
         # The emulator has CreateProject but not UpdateProject: replace instead of update.
@@ -61,7 +62,7 @@ class EmulatedCodeBuild(builds.CodeBuildRunner):
         from .packaging import package_local
 
         spec = EMBEDDED_MODEL
-        package = package_local(spec, {spec.gguf.path: embedded_gguf_path()}, rehearsal.local_dir() / "package")
+        package = package_local(spec, {spec.gguf.path: embedded_gguf_path()}, self.local.home / "package")
         builds.upload_package(self.s3, package, model_s3_uri)
 
     def _push(self, env: dict, source: str) -> str:
@@ -86,9 +87,10 @@ class EmulatedCodeBuild(builds.CodeBuildRunner):
 class LocalHosting(endpoints.SageMakerHosting):
     """Endpoints created in the emulator and served by a local decision adapter process each."""
 
-    def __init__(self, s3, calls=None):
+    def __init__(self, s3, calls=None, local: rehearsal.Rehearsal | None = None):
         super().__init__(poll_s=0.2, timeout_s=60)
         self.s3, self.calls = s3, calls
+        self.local = local or rehearsal.default()
         self._notes: dict[str, list[str]] = {}
         self._limits: dict[str, list[str]] = {}
         self._urls: dict[str, str] = {}
@@ -103,7 +105,7 @@ class LocalHosting(endpoints.SageMakerHosting):
         if "InstancePools" in variant:
             limits.append("Not exercised locally: GPU placement from the ordered pools and full GPU offload; a CPU "
                           "adapter serving the same model and settings stands in.")
-            kept = rehearsal.local_dir() / f"{plan.name}.requests.json"
+            kept = self.local.home / f"{plan.name}.requests.json"
             kept.parent.mkdir(parents=True, exist_ok=True)
             kept.write_text(plan.to_json() + "\n")
             pools = [p["InstanceType"] for p in variant.pop("InstancePools")]
@@ -126,7 +128,7 @@ class LocalHosting(endpoints.SageMakerHosting):
 
     def wait(self, sm_client, name: str, *, logs_client=None, progress: bool = True) -> dict:
         described = super().wait(sm_client, name, progress=False)  # the emulator keeps no endpoint logs
-        local = rehearsal.start_local_endpoint(name, sm_client, self.s3, calls=self.calls)
+        local = self.local.start_local_endpoint(name, sm_client, self.s3, calls=self.calls)
         self._urls[name] = local.url
         self._notes.setdefault(name, []).append(f"  local endpoint: {local.url} ({local.changes_text()})")
         return described
@@ -135,6 +137,6 @@ class LocalHosting(endpoints.SageMakerHosting):
         return self._urls.get(name), [*self._notes.get(name, []), *self._limits.get(name, [])]
 
     def offload_lines(self, logs_client, name: str) -> tuple[list[endpoints.OffloadLine], str]:
-        log = rehearsal.endpoint_log(name)
+        log = self.local.endpoint_log(name)
         found = (endpoints.parse_offload(line, log.name) for line in log.read_text(errors="replace").splitlines())
         return [line for line in found if line], f"the local adapter's log {log} (no GPU here: 0 layers offloaded)"

@@ -57,7 +57,7 @@ def test_local_mode_hands_builds_and_hosting_to_the_stand_ins(tmp_path, monkeypa
     from workshop_lib import rehearsal
 
     monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "local"))
-    monkeypatch.setattr(rehearsal, "emulator_url", lambda: "http://127.0.0.1:9")  # nothing is sent below
+    monkeypatch.setattr(rehearsal.Rehearsal, "emulator_url", lambda self: "http://127.0.0.1:9")  # nothing is sent
     monkeypatch.setattr(rehearsal, "seed_dlc", lambda ecr, region: {})
     workshop = Workshop(WorkshopConfig(mode="local"), tmp_path / "config.json")
     c = workshop.clients
@@ -65,3 +65,13 @@ def test_local_mode_hands_builds_and_hosting_to_the_stand_ins(tmp_path, monkeypa
     assert c.endpoint_url == "http://127.0.0.1:9" and c.calls is not None
     workshop.forget_clients()
     assert workshop.clients is not c
+
+
+def test_each_workshop_keeps_its_rehearsal_next_to_its_config(tmp_path, monkeypatch):
+    monkeypatch.delenv("WORKSHOP_LOCAL_DIR", raising=False)
+    one = Workshop(WorkshopConfig(mode="local"), tmp_path / "one" / "config.json")
+    two = Workshop(WorkshopConfig(mode="local"), tmp_path / "two" / "config.json")
+    assert one.rehearsal.home == tmp_path / "one" / "local" and two.rehearsal.home == tmp_path / "two" / "local"
+    monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "chosen"))
+    assert Workshop(WorkshopConfig(mode="local"), tmp_path / "one" / "config.json").rehearsal.home == \
+        tmp_path / "chosen"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .. import builds, cleanup, endpoints, permissions, rehearsal
+from .. import builds, cleanup, endpoints, permissions
 from .context import CALL_LOG, StepError, Text, Workshop
 
 
@@ -55,7 +55,7 @@ def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = T
             failed.append(name)
             lines.append(f"endpoint {name}: NOT deleted: {exc}")
         if config.mode == "local":
-            lines.append(f"local endpoint process: {'stopped' if rehearsal.stop_endpoint(name) else 'not running'}")
+            lines.append(f"local endpoint process: {'stopped' if workshop.rehearsal.stop_endpoint(name) else 'not running'}")
     for name in names:
         group = endpoints.log_group(name)
         lines.append(f"log group {group}: "
@@ -151,7 +151,7 @@ def audit_permissions(workshop: Workshop) -> permissions.Audit:
     if config.mode != "local":
         return Text("the permission audit checks the calls the local rehearsal recorded (WORKSHOP_MODE=local); "
                     "on AWS, IAM itself is the check")
-    log = permissions.CallLog(rehearsal.local_dir() / CALL_LOG)
+    log = permissions.CallLog(workshop.rehearsal.home / CALL_LOG)
     scope = policies.scope(config)
     documents = {permissions.OPERATOR: policies.operator_policy(scope),
                  permissions.CODEBUILD: policies.codebuild_service_role_policy(scope),
@@ -174,8 +174,8 @@ def stop_local(workshop: Workshop) -> Text:
     config = workshop.config
     if config.mode != "local":
         return Text("aws mode: no local processes were started")
-    stopped = rehearsal.stop_all()
+    stopped = workshop.rehearsal.stop_all()
     workshop.forget_clients()
-    left = [p.what for p in rehearsal.status() if p.running]
-    return Text(f"stopped: {', '.join(stopped) or 'nothing was running'}\n{rehearsal.format_status()}",
+    left = [p.what for p in workshop.rehearsal.status() if p.running]
+    return Text(f"stopped: {', '.join(stopped) or 'nothing was running'}\n{workshop.rehearsal.format_status()}",
                 problem=f"still running: {', '.join(left)}" if left else "")

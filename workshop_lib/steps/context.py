@@ -86,17 +86,18 @@ class Clients:
     things only AWS can do: running builds (``builds``) and hosting endpoints (``hosting``), which
     local mode hands to ``stand_ins``."""
 
-    def __init__(self, config: WorkshopConfig, endpoint_url: str | None = None):
+    def __init__(self, config: WorkshopConfig, endpoint_url: str | None = None,
+                 local: rehearsal.Rehearsal | None = None):
         self.config = config
         self._made: dict[str, object] = {}
         self.endpoint_url = endpoint_url
         # Local mode records every call, so the rehearsal can check the IAM policies against them.
-        self.calls = permissions.CallLog(rehearsal.local_dir() / CALL_LOG) if endpoint_url else None
+        self.calls = permissions.CallLog(local.home / CALL_LOG) if endpoint_url else None
         if endpoint_url:
             from .. import stand_ins
 
-            self.builds = stand_ins.EmulatedCodeBuild(self.s3, self.ecr, self.calls)
-            self.hosting = stand_ins.LocalHosting(self.s3, self.calls)
+            self.builds = stand_ins.EmulatedCodeBuild(self.s3, self.ecr, self.calls, local)
+            self.hosting = stand_ins.LocalHosting(self.s3, self.calls, local)
             with self.acting_as(None):  # AWS's own registry content, not anyone's call
                 rehearsal.seed_dlc(self.ecr, config.region)
         else:
@@ -131,6 +132,8 @@ class Workshop:
     def __init__(self, config: WorkshopConfig, path: str | Path | None = None):
         self.config = config
         self.path = Path(path) if path is not None else default_path()
+        # Local mode's emulator and endpoint processes, recorded in local/ next to the config file.
+        self.rehearsal = rehearsal.Rehearsal(rehearsal.local_dir(self.path))
         self._clients: Clients | None = None
 
     @classmethod
@@ -146,7 +149,7 @@ class Workshop:
         """The clients for the config's mode; in local mode for the running emulator (00 starts it)."""
         url = None
         if self.config.mode == "local":
-            url = rehearsal.emulator_url()
+            url = self.rehearsal.emulator_url()
             if not url:
                 raise StepError("the local AWS emulator is not running (07_cleanup stops it, and it ends by "
                                 f"itself after {rehearsal.KEEP_ALIVE_S // 3600} h): run 00_setup again, then the "
@@ -154,7 +157,7 @@ class Workshop:
         made = self._clients
         if made is None or (made.config.mode, made.config.region, made.endpoint_url) != \
                 (self.config.mode, self.config.region, url):
-            self._clients = Clients(self.config, url)
+            self._clients = Clients(self.config, url, self.rehearsal)
         return self._clients
 
     def forget_clients(self) -> None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from .. import rehearsal
 from ..display import DecisionView, outcome_line
 from .context import StepError, Text, Workshop
 
@@ -14,7 +13,7 @@ def client(workshop: Workshop, name: str):
 
     config = workshop.config
     if config.mode == "local":
-        return EndpointClient.local(rehearsal.endpoint_url(name))
+        return EndpointClient.local(workshop.rehearsal.endpoint_url(name))
     return EndpointClient.sagemaker(name, config.region)
 
 

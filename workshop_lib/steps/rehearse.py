@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -38,10 +37,8 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     work.mkdir(parents=True, exist_ok=True)
     (work / "config.json").unlink(missing_ok=True)  # a rehearsal starts as a new participant does
     (work / "outputs.json").unlink(missing_ok=True)
-    # The process registry's folder is read by every rehearsal function, and by the adapter processes'
-    # keep-alive: the one setting still passed through the environment, restored afterwards.
-    saved_local_dir = os.environ.get("WORKSHOP_LOCAL_DIR")
-    os.environ["WORKSHOP_LOCAL_DIR"] = str(work / "local")
+    ws = Workshop(WorkshopConfig.load(work / "config.json").replace(mode="local"), work / "config.json")
+    ws.rehearsal = rehearsal.Rehearsal(work / "local")  # its own processes, whatever WORKSHOP_LOCAL_DIR says
     log_path = work / "steps.log"
     summary: list[tuple[str, str, float]] = []
     failed = None
@@ -55,15 +52,13 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 summary.append((label, text, time.perf_counter() - t))
                 print(f"== {label}\n{text}\n", file=log, flush=True)
 
-            ws = Workshop(WorkshopConfig.load(work / "config.json").replace(mode="local"), work / "config.json")
-
             def s00():
                 checks = check_environment(ws)
                 if not checks.ok:
                     raise StepError(str(checks))
                 setup(ws, "decision-cpu", reset=True)
                 role = ensure_codebuild_role(ws)
-                return (f"checks passed; emulator {rehearsal.emulator_url()}, bucket s3://{ws.config.bucket}; "
+                return (f"checks passed; emulator {ws.rehearsal.emulator_url()}, bucket s3://{ws.config.bucket}; "
                         f"{role.notes[0].split(' (')[0]}")
 
             def s01():
@@ -126,7 +121,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 (work / "permission-audit.txt").write_text(str(audit) + "\n")
                 stop_local(ws)
                 checked = sum(audit.checked.values())
-                return (f"{left}; {rehearsal.format_status()}; {checked} recorded AWS permissions allowed by the "
+                return (f"{left}; {ws.rehearsal.format_status()}; {checked} recorded AWS permissions allowed by the "
                         f"three policies ({len(audit.unused)} statements unused locally, see permission-audit.txt)")
 
             for label, fn in (("00 setup", s00), ("01 package model", s01), ("02 standard endpoint", s02),
@@ -141,11 +136,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                     traceback.print_exc(file=log)
                     break
     finally:
-        rehearsal.stop_all()
-        if saved_local_dir is None:
-            os.environ.pop("WORKSHOP_LOCAL_DIR", None)
-        else:
-            os.environ["WORKSHOP_LOCAL_DIR"] = saved_local_dir
+        ws.rehearsal.stop_all()
     for label, text, seconds in summary:
         out(f"  {label:<22} {seconds:5.1f} s  {text}")
     if failed:

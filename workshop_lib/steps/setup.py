@@ -124,10 +124,11 @@ class SetupResult(_Shown):
     config: WorkshopConfig
     saved_to: Path
     notes: list[str]
+    rehearsal: rehearsal.Rehearsal | None = None  # local mode: whose emulator must be running
 
     @property
     def ok(self) -> bool:
-        running = self.config.mode != "local" or bool(rehearsal.emulator_url())
+        running = self.rehearsal is None or bool(self.rehearsal.emulator_url())
         return self.saved_to.exists() and running
 
     @property
@@ -153,16 +154,16 @@ def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = F
     config = config.replace(deploy_path=deploy_path or config.deploy_path)
     notes: list[str] = []
     if config.mode == "local":
-        running = rehearsal.emulator_url()
+        running = workshop.rehearsal.emulator_url()
         if running and not reset:
-            endpoints_up = [p.what for p in rehearsal.status() if p.running and p.what.startswith("local endpoint")]
+            endpoints_up = [p.what for p in workshop.rehearsal.status() if p.running and p.what.startswith("local endpoint")]
             notes.append(f"kept the running rehearsal: AWS emulator at {running}"
                          + (f" and {len(endpoints_up)} local endpoint(s)" if endpoints_up else "")
                          + "; what notebooks 01-06 made is still there (tick the reset box to start over)")
         else:
-            leftovers = rehearsal.stop_all()
-            url = rehearsal.ensure_emulator()
-            permissions.CallLog(rehearsal.local_dir() / CALL_LOG).clear()  # a fresh emulator: a fresh record
+            leftovers = workshop.rehearsal.stop_all()
+            url = workshop.rehearsal.ensure_emulator()
+            permissions.CallLog(workshop.rehearsal.home / CALL_LOG).clear()  # a fresh emulator: a fresh record
             notes.append(f"started a fresh rehearsal: AWS emulator (moto server) at {url}, keep-alive "
                          f"{rehearsal.KEEP_ALIVE_S // 3600} h"
                          + (f"; stopped the previous one ({', '.join(leftovers)})" if leftovers else ""))
@@ -182,7 +183,7 @@ def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = F
         s3.create_bucket(**_create_bucket_request(config))
         s3.put_bucket_tagging(Bucket=config.bucket, Tagging={"TagSet": names.tag_list(names.WORKSHOP_TAGS)})
         notes.append(f"created bucket s3://{config.bucket} in {config.region} (07_cleanup can delete it)")
-    return SetupResult(config, workshop.save(config), notes)
+    return SetupResult(config, workshop.save(config), notes, _local(workshop))
 
 
 def ensure_codebuild_role(workshop: Workshop, role_arn: str | None = None) -> SetupResult:
@@ -230,7 +231,11 @@ def ensure_codebuild_role(workshop: Workshop, role_arn: str | None = None) -> Se
                 "this cell again, or set WORKSHOP_CODEBUILD_ROLE_ARN") from None
         config = config.replace(codebuild_role_arn=created["Arn"])
     config.check()
-    return SetupResult(config, workshop.save(config), notes)
+    return SetupResult(config, workshop.save(config), notes, _local(workshop))
+
+
+def _local(workshop: Workshop) -> rehearsal.Rehearsal | None:
+    return workshop.rehearsal if workshop.config.mode == "local" else None
 
 
 def _create_bucket_request(config: WorkshopConfig) -> dict:
