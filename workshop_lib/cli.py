@@ -484,7 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     placement = p.add_mutually_exclusive_group()
     placement.add_argument("--instance-type", help=f"instance type (default {endpoints.DECISION_CPU_INSTANCE})")
     placement.add_argument("--instance-pool", action="append", metavar="TYPE",
-                           help="GPU type, repeat in order (default " + ", ".join(endpoints.DEFAULT_GPU_POOLS) + ")")
+                           help="GPU type, repeat in order of preference, e.g. the notebooks' " + " ".join(
+                                "--instance-pool " + t for t in endpoints.DEFAULT_GPU_POOLS))
     p.add_argument("--gpu-layers", type=int, help="layers to offload to the GPU: -1 = all (the default)")
     p.add_argument("--provision-timeout", type=int,
                    help=f"seconds to find pool capacity, 300-3600 (default {endpoints.PROVISION_TIMEOUT_S})")
