@@ -17,13 +17,13 @@ from .client import Decision, EndpointClient
 from .local import AdapterProcess
 from .models import EMBEDDED_MODEL, embedded_gguf_path
 from .packaging import extract_model, package_local
-from .steps import show_decision
+from .display import DecisionView
 
 
 def format_decision(decision: Decision, *, latency: bool = True) -> str:
     """The notebooks' bar chart (``steps.show_decision``), then what the model read, indented."""
     raw = decision.raw
-    lines = [*str(show_decision(decision, latency=latency)).splitlines(),
+    lines = [*str(DecisionView([decision], latency=latency)).splitlines(),
              f"  {raw['input_tokens']} input tokens, allowed-token mass {raw['allowed_token_mass']:.3f}"]
     return "\n".join("   " + line for line in lines)
 
