@@ -11,6 +11,9 @@
 - ``tests/notebooks/``: the notebooks (static checks, outcomes, rehearsal, JupyterLab in a browser).
 - ``tests/support/``: helpers the rooms share, imported (never taken from a conftest).
 
-Fixtures live in ``tests/conftest.py``; every test that uses a process-starting fixture is marked
-``slow`` there, so ``pytest -m "not slow"`` is the quick in-process run.
+Fixtures live in ``tests/conftest.py``: the packaged model directory, an in-process engine, and
+adapter processes from one pool (``adapters``: ``shared(**env)``, one process per distinct settings
+for the session; ``fresh(...)`` for a test that breaks a server; ``adapter`` and ``start_adapter``
+on top). Every test that uses a process-starting fixture is marked ``slow`` there, so
+``pytest -m "not slow"`` is the quick in-process run.
 """

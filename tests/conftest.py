@@ -1,5 +1,6 @@
 """Shared fixtures: the embedded model laid out as SageMaker lays out /opt/ml/model,
-an in-process engine on it, and a real adapter process (gunicorn) on a free port.
+an in-process engine on it, and real adapter processes (gunicorn) on free ports, all from one
+pool (``adapters``; ``adapter`` and ``start_adapter`` are views onto it).
 
 Every process started here is stopped by a finalizer, even when a test fails.
 """
@@ -14,7 +15,8 @@ from workshop_lib.local import AdapterProcess
 from workshop_lib.models import EMBEDDED_MODEL, embedded_gguf_path
 from workshop_lib.packaging import extract_model, package_local
 
-from tests.support import THREADS, adapter_settings
+from tests.support import adapter_settings
+from tests.support.adapters import TEST_ENV, AdapterPool
 
 
 
@@ -45,35 +47,39 @@ def engine(settings):
 
 
 @pytest.fixture(scope="session")
-def adapter(model_dir, tmp_path_factory):
-    """A real adapter process: python -m decision_adapter.serve on a loopback port."""
-    logs = tmp_path_factory.mktemp("logs")
-    process = AdapterProcess(model_dir, log_path=logs / "adapter.log", threads=THREADS,
-                             env={"SM_LLAMA_CPP_CTX_SIZE": "2048", "DECISION_ADAPTER_MAX_QUEUE": "4"})
-    process.start()
-    yield process
-    process.stop()
+def adapters(model_dir, tmp_path_factory):
+    """The one source of adapter processes (tests/support/adapters.py): ``adapters.shared(**env)`` for
+    a process per distinct settings, reused for the session; ``adapters.fresh(...)`` for one of a
+    test's own. The finalizer stops every process the pool started."""
+    pool = AdapterPool(model_dir, tmp_path_factory.mktemp("adapter-logs"))
+    yield pool
+    pool.stop_all()
+
+
+@pytest.fixture(scope="session")
+def adapter(adapters):
+    """The tests' usual adapter process (TEST_ENV), shared by every test that asks for it."""
+    return adapters.shared(**TEST_ENV)
 
 
 @pytest.fixture
-def start_adapter(tmp_path):
-    """Start extra adapter processes with their own settings; all are stopped afterwards."""
+def start_adapter(adapters, tmp_path):
+    """Start adapter processes of the test's own, with their own settings; all are stopped afterwards."""
     started: list[AdapterProcess] = []
 
     def start(model_dir, *, wait: bool = True, **env) -> AdapterProcess:
-        process = AdapterProcess(model_dir, log_path=tmp_path / f"adapter-{len(started)}.log", threads=THREADS,
-                                 env={k: str(v) for k, v in env.items()})
+        process = adapters.fresh(model_dir, log_path=tmp_path / f"adapter-{len(started)}.log", wait=wait, **env)
         started.append(process)
-        return process.start() if wait else process.launch()
+        return process
 
     yield start
     for process in started:
-        process.stop()
+        adapters.stop(process)
 
 
 # Fixtures that start a real process (adapter, JupyterLab with a browser). Every test using one is
 # marked slow here, so `pytest -m "not slow"` is the quick in-process run whatever a test file says.
-PROCESS_FIXTURES = frozenset({"adapter", "start_adapter", "jev_adapter", "keyed_adapter", "hostile_adapter", "lab"})
+PROCESS_FIXTURES = frozenset({"adapters", "adapter", "start_adapter", "lab"})
 
 
 def pytest_collection_modifyitems(items):

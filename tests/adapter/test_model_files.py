@@ -1,9 +1,17 @@
+"""decision_adapter.model_files: finding the GGUF, its header, and the manifest's sizes and digests.
+
+The packaged model directory is viewed through symlinks (tests.support.model_dir_view): only the
+manifest, or a GGUF cut short, is a file of the test's own; the 98 MB GGUF is never copied.
+"""
+
 import json
 import shutil
 
 import pytest
 
 from decision_adapter.model_files import ModelFilesError, find_gguf, locate_model
+
+from tests.support import model_dir_view, partial_copy
 
 
 def test_first_gguf_alphabetically_then_subfolders(tmp_path):
@@ -32,8 +40,7 @@ def test_explicit_model_must_exist(tmp_path):
 
 
 def test_manifest_verifies_size_and_digest(model_dir, tmp_path):
-    copy = tmp_path / "m"
-    shutil.copytree(model_dir, copy)
+    copy = model_dir_view(model_dir, tmp_path / "m")
     ok = locate_model(copy)
     manifest = json.loads((copy / "model-manifest.json").read_text())
     assert ok.sha256 == manifest["files"][0]["sha256"] and ok.manifest is not None
@@ -47,18 +54,14 @@ def test_manifest_verifies_size_and_digest(model_dir, tmp_path):
 
 
 def test_truncated_gguf_is_caught_by_size(model_dir, tmp_path):
-    copy = tmp_path / "m"
-    shutil.copytree(model_dir, copy)
-    gguf = next(copy.glob("*.gguf"))
-    with open(gguf, "r+b") as handle:
-        handle.truncate(1000)
+    copy = model_dir_view(model_dir, tmp_path / "m")
+    partial_copy(next(model_dir.glob("*.gguf")), copy / next(copy.glob("*.gguf")).name, 1000)
     with pytest.raises(ModelFilesError, match="size 1000 bytes"):
         locate_model(copy)
 
 
 def test_gguf_not_in_manifest_is_refused(model_dir, tmp_path):
-    copy = tmp_path / "m"
-    shutil.copytree(model_dir, copy)
+    copy = model_dir_view(model_dir, tmp_path / "m")
     (copy / "AAA.gguf").write_bytes(b"GGUF")  # sorts before SmolLM2...
     with pytest.raises(ModelFilesError, match="not listed"):
         locate_model(copy)

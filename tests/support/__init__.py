@@ -1,8 +1,10 @@
 """Helpers the test rooms share, in one place (imported, never taken from a conftest).
 
 Here: the adapter settings the in-process tests use, and running an outside command with its output
-in a file. ``http_client``: the one HTTP helper for tests that talk to a real adapter process.
+in a file; a model directory made of symlinks, and a file cut short (no test copies the GGUF).
+``http_client``: the one HTTP helper for tests that talk to a real adapter process.
 ``buildspec``: running a buildspec's commands with fakes for what CodeBuild provides.
+``adapters``: the one place that starts adapter processes (the pool behind the conftest's fixtures).
 """
 
 from __future__ import annotations
@@ -44,3 +46,25 @@ def run_tool(args: list[str], log_path: Path, *, timeout_s: float, env: dict | N
                                   timeout=timeout_s, env=env, check=False).returncode
         except subprocess.TimeoutExpired:
             pytest.fail(f"{Path(args[0]).name} did not finish within {timeout_s:g} s; see {log_path}")
+
+
+def model_dir_view(model_dir: Path, target: Path) -> Path:
+    """``target`` holding model_dir's files as symlinks (the 98 MB GGUF is never copied), except
+    ``model-manifest.json``, which is a copy the test may change. Replace a symlink with a file of
+    its own before writing to it: writing through one would change the session's model."""
+    target.mkdir(parents=True)
+    for source in sorted(Path(model_dir).iterdir()):
+        if source.name == "model-manifest.json":
+            shutil.copyfile(source, target / source.name)
+        else:
+            (target / source.name).symlink_to(source.resolve(), target_is_directory=source.is_dir())
+    return target
+
+
+def partial_copy(source: Path, target: Path, size: int) -> Path:
+    """The first ``size`` bytes of ``source`` as a file of its own at ``target`` (a symlink there is replaced)."""
+    with open(source, "rb") as handle:
+        head = handle.read(size)
+    target.unlink(missing_ok=True)
+    target.write_bytes(head)
+    return target

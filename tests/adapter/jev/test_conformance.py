@@ -17,6 +17,7 @@ import os
 import pytest
 
 from tests.support import console_script, run_tool
+from tests.support.adapters import JEV_API_KEY, JEV_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -38,8 +39,9 @@ def _failed_musts(report: dict) -> list[str]:
             for r in report["results"] if r["level"] == "MUST" and r["status"] == "fail"]
 
 
-def test_jevcompat_every_must_passes_without_an_api_key(jev_adapter, tmp_path):
-    status, report = _jevcompat(jev_adapter.url, tmp_path)
+def test_jevcompat_every_must_passes_without_an_api_key(adapters, tmp_path):
+    server = adapters.shared(**JEV_ENV)
+    status, report = _jevcompat(server.url, tmp_path)
     summary = report["summary"]
     assert _failed_musts(report) == []
     assert summary["verdict"] == "conformant" and status == 0, (summary, report["inconclusive"])
@@ -50,9 +52,10 @@ def test_jevcompat_every_must_passes_without_an_api_key(jev_adapter, tmp_path):
     assert report["info"]["limits"]["choice options accepted up to"] == 255
 
 
-def test_jevcompat_every_must_passes_with_an_api_key(keyed_adapter, api_key, tmp_path):
-    env = {**os.environ, "WORKSHOP_JEV_KEY": api_key}  # --key-env keeps the key off the command line
-    status, report = _jevcompat(keyed_adapter.url, tmp_path, "--key-env", "WORKSHOP_JEV_KEY", env=env)
+def test_jevcompat_every_must_passes_with_an_api_key(adapters, tmp_path):
+    keyed = adapters.shared(**JEV_ENV, DECISION_ADAPTER_API_KEY=JEV_API_KEY)
+    env = {**os.environ, "WORKSHOP_JEV_KEY": JEV_API_KEY}  # --key-env keeps the key off the command line
+    status, report = _jevcompat(keyed.url, tmp_path, "--key-env", "WORKSHOP_JEV_KEY", env=env)
     summary = report["summary"]
     assert _failed_musts(report) == []
     assert summary["verdict"] == "conformant" and status == 0, (summary, report["inconclusive"])

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from tests.support.http_client import call as _call
+from tests.support.adapters import JEV_API_KEY, JEV_ENV
 
 TICKET = ("I was charged twice for my March invoice and the refund I was promised has not arrived. "
           "Fix it today or I will dispute the charge with my bank.")
@@ -43,16 +44,18 @@ def same(a: dict, b: dict, tol=1e-6) -> bool:
     return na.keys() == nb.keys() and all(math.isclose(na[k], nb[k], abs_tol=tol) for k in na)
 
 
-def test_models_lists_the_served_model_and_the_alias(jev_adapter):
-    status, headers, body = call(jev_adapter.url + "/v1/models")
+def test_models_lists_the_served_model_and_the_alias(adapters):
+    server = adapters.shared(**JEV_ENV)
+    status, headers, body = call(server.url + "/v1/models")
     assert status == 200 and headers["Content-Type"].startswith("application/json")
     names = [m["name"] for m in body["models"]]
     assert names == ["SmolLM2-135M-Instruct.Q4_1", "jev-latest"]
     assert all(set(m) >= {"name", "description", "release_date"} for m in body["models"])
 
 
-def test_three_question_types_in_one_request(jev_adapter):
-    reply = ask(jev_adapter, {"refund": NOUL, "team": CHOICE, "anger": SCORE})
+def test_three_question_types_in_one_request(adapters):
+    server = adapters.shared(**JEV_ENV)
+    reply = ask(server, {"refund": NOUL, "team": CHOICE, "anger": SCORE})
     assert reply["model"] == "SmolLM2-135M-Instruct.Q4_1"  # the real model, though jev-latest was asked for
     assert set(reply["answers"]) == {"refund", "team", "anger"}
     usage = reply["usage"]
@@ -79,37 +82,40 @@ def test_three_question_types_in_one_request(jev_adapter):
     assert 0.0 <= anger["confidence"] <= 1.0
 
 
-def test_an_answer_depends_on_nothing_but_its_own_question(jev_adapter):
-    alone = ask(jev_adapter, {"team": CHOICE})["answers"]["team"]
-    crowd = ask(jev_adapter, {"refund": NOUL, "anger": SCORE, "team": CHOICE,
+def test_an_answer_depends_on_nothing_but_its_own_question(adapters):
+    server = adapters.shared(**JEV_ENV)
+    alone = ask(server, {"team": CHOICE})["answers"]["team"]
+    crowd = ask(server, {"refund": NOUL, "anger": SCORE, "team": CHOICE,
                               "urgent": {"type": "noul", "instructions": "Is it urgent?"}})["answers"]
-    renamed_reordered = ask(jev_adapter, {"zz 🙂 renamed": CHOICE, "refund": NOUL})["answers"]
+    renamed_reordered = ask(server, {"zz 🙂 renamed": CHOICE, "refund": NOUL})["answers"]
     assert same(alone, crowd["team"])
     assert same(alone, renamed_reordered["zz 🙂 renamed"])
     assert alone["x_prompt_sha256"] == renamed_reordered["zz 🙂 renamed"]["x_prompt_sha256"]
     # the same question twice in one request gets the same answer twice
-    twice = ask(jev_adapter, {"a": SCORE, "b": SCORE})["answers"]
+    twice = ask(server, {"a": SCORE, "b": SCORE})["answers"]
     assert same(twice["a"], twice["b"], tol=0)
 
 
-def test_structured_state_instructions_and_descriptions_render_deterministically(jev_adapter):
+def test_structured_state_instructions_and_descriptions_render_deterministically(adapters):
+    server = adapters.shared(**JEV_ENV)
     question = {"type": "choice", "instructions": {"task": "Route the ticket", "teams": ["billing", "tech"]},
                 "criteria": {"Billing": {"owns": ["invoices", "refunds"], "sla": "1 day"}, "Technical": ["bugs"]}}
     shuffled = {"type": "choice", "instructions": {"teams": ["billing", "tech"], "task": "Route the ticket"},
                 "criteria": {"Billing": {"sla": "1 day", "owns": ["invoices", "refunds"]}, "Technical": ["bugs"]}}
     state = {"subject": "Charged twice", "customer": {"plan": "pro", "tickets": 3}, "lines": ["a", "b"]}
-    first = ask(jev_adapter, {"q": question}, state=state)["answers"]["q"]
-    second = ask(jev_adapter, {"q": shuffled}, state=dict(reversed(list(state.items()))))["answers"]["q"]
+    first = ask(server, {"q": question}, state=state)["answers"]["q"]
+    second = ask(server, {"q": shuffled}, state=dict(reversed(list(state.items()))))["answers"]["q"]
     assert first["x_prompt_sha256"] == second["x_prompt_sha256"] and same(first, second, tol=0)
     levels = [{"label": "Calm"}, {"label": "Angry", "signals": ["threats"]}]
-    score = ask(jev_adapter, {"s": {"type": "score", "instructions": ["How", "angry?"], "criteria": levels}},
+    score = ask(server, {"s": {"type": "score", "instructions": ["How", "angry?"], "criteria": levels}},
                 state=["one line", "two lines"])["answers"]["s"]
     assert score["legend"] == {"0": levels[0], "1": levels[1]}
 
 
-def test_more_than_sixteen_options_use_the_two_level_readout(jev_adapter):
+def test_more_than_sixteen_options_use_the_two_level_readout(adapters):
+    server = adapters.shared(**JEV_ENV)
     options = {f"Queue {i:02d}": (f"Tickets about topic {i}" if i % 3 else None) for i in range(40)}
-    reply = ask(jev_adapter, {"queue": {"type": "choice", "instructions": "Which queue?", "criteria": options}})
+    reply = ask(server, {"queue": {"type": "choice", "instructions": "Which queue?", "criteria": options}})
     answer = reply["answers"]["queue"]
     p = answer["probabilities"]
     assert list(p) == list(options) and all(0.0 <= v <= 1.0 for v in p.values())
@@ -121,21 +127,23 @@ def test_more_than_sixteen_options_use_the_two_level_readout(jev_adapter):
     assert reply["usage"]["input_tokens"] == answer["x_input_tokens"] + 4
 
 
-def test_the_same_body_on_invocations_and_the_project_batch_beside_it(jev_adapter):
+def test_the_same_body_on_invocations_and_the_project_batch_beside_it(adapters):
+    server = adapters.shared(**JEV_ENV)
     body = {"state": TICKET, "questions": {"team": CHOICE}}  # no model: the served one
-    status, _, via_invocations = call(jev_adapter.url + "/invocations", body)
+    status, _, via_invocations = call(server.url + "/invocations", body)
     assert status == 200
-    direct = ask(jev_adapter, {"team": CHOICE})
+    direct = ask(server, {"team": CHOICE})
     assert same(via_invocations["answers"]["team"], direct["answers"]["team"], tol=0)
     batch = {"id": "b-1", "state": TICKET, "questions": [
         {"id": "team", "question": "Which team?", "options": ["billing", "tech"]}]}
-    status, _, reply = call(jev_adapter.url + "/invocations", batch)
+    status, _, reply = call(server.url + "/invocations", batch)
     assert status == 200 and reply["results"][0]["id"] == "team"
 
 
-def test_gzip_bodies_are_accepted(jev_adapter):
+def test_gzip_bodies_are_accepted(adapters):
+    server = adapters.shared(**JEV_ENV)
     raw = gzip.compress(json.dumps({"state": TICKET, "questions": {"refund": NOUL}}).encode())
-    status, _, reply = call(jev_adapter.url + "/v1/systemone", raw=raw, headers={"Content-Encoding": "gzip"})
+    status, _, reply = call(server.url + "/v1/systemone", raw=raw, headers={"Content-Encoding": "gzip"})
     assert status == 200 and reply["answers"]["refund"]["type"] == "noul"
 
 
@@ -172,18 +180,20 @@ INVALID = [
 
 
 @pytest.mark.parametrize("kwargs, loc", [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
-def test_invalid_requests_get_422_with_a_detail_list(jev_adapter, kwargs, loc):
-    status, headers, body = call(jev_adapter.url + "/v1/systemone", **kwargs)
+def test_invalid_requests_get_422_with_a_detail_list(adapters, kwargs, loc):
+    server = adapters.shared(**JEV_ENV)
+    status, headers, body = call(server.url + "/v1/systemone", **kwargs)
     assert status == 422 and headers["Content-Type"].startswith("application/json")
     detail = body["detail"]
     assert isinstance(detail, list) and detail[0]["loc"] == loc
     assert all(isinstance(d["msg"], str) and isinstance(d["type"], str) for d in detail)
 
 
-def test_a_jev_body_on_invocations_gets_jev_errors_and_a_project_body_the_project_shape(jev_adapter):
-    status, _, body = call(jev_adapter.url + "/invocations", {"state": TICKET, "questions": {}})
+def test_a_jev_body_on_invocations_gets_jev_errors_and_a_project_body_the_project_shape(adapters):
+    server = adapters.shared(**JEV_ENV)
+    status, _, body = call(server.url + "/invocations", {"state": TICKET, "questions": {}})
     assert status == 422 and body["detail"][0]["loc"] == ["body", "questions"]
-    status, _, body = call(jev_adapter.url + "/invocations", {"id": "x", "state": " ", "question": "q",
+    status, _, body = call(server.url + "/invocations", {"id": "x", "state": " ", "question": "q",
                                                               "options": ["a", "b"]})
     assert status == 422 and body["error"]["field"] == "state"
 
@@ -195,32 +205,35 @@ def test_a_jev_body_on_invocations_gets_jev_errors_and_a_project_body_the_projec
     ("GET", "/v1/systemone", {}, 405, "invalid_request_error"),
     ("GET", "/v1/nowhere", {}, 404, "not_found_error"),
 ])
-def test_other_errors_carry_error_type_and_message(jev_adapter, method, path, kwargs, status, error_type):
-    got, _, body = call(jev_adapter.url + path, method=method, **kwargs)
+def test_other_errors_carry_error_type_and_message(adapters, method, path, kwargs, status, error_type):
+    server = adapters.shared(**JEV_ENV)
+    got, _, body = call(server.url + path, method=method, **kwargs)
     assert got == status
     assert body["detail"]["error_type"] == error_type and body["detail"]["message"]
 
 
-def test_without_a_key_an_authorization_header_is_ignored(jev_adapter):
-    status, _, _ = call(jev_adapter.url + "/v1/systemone", BASE, headers={"Authorization": "Bearer anything"})
+def test_without_a_key_an_authorization_header_is_ignored(adapters):
+    server = adapters.shared(**JEV_ENV)
+    status, _, _ = call(server.url + "/v1/systemone", BASE, headers={"Authorization": "Bearer anything"})
     assert status == 200
 
 
-def test_with_a_key_every_route_but_ping_needs_it(keyed_adapter, api_key):
-    url = keyed_adapter.url
+def test_with_a_key_every_route_but_ping_needs_it(adapters):
+    keyed = adapters.shared(**JEV_ENV, DECISION_ADAPTER_API_KEY=JEV_API_KEY)
+    url = keyed.url
     assert call(url + "/ping")[0] == 200
-    good = {"Authorization": f"Bearer {api_key}"}
+    good = {"Authorization": f"Bearer {JEV_API_KEY}"}
     assert call(url + "/v1/systemone", BASE, headers=good)[0] == 200
     assert call(url + "/v1/models", headers=good)[0] == 200
-    for headers in ({}, {"Authorization": "Bearer wrong-key"}, {"Authorization": f"Basic {api_key}"},
-                    {"Authorization": api_key}):
+    for headers in ({}, {"Authorization": "Bearer wrong-key"}, {"Authorization": f"Basic {JEV_API_KEY}"},
+                    {"Authorization": JEV_API_KEY}):
         for method, path, body in (("POST", "/v1/systemone", BASE), ("GET", "/v1/models", None),
                                    ("POST", "/invocations", BASE), ("GET", "/nowhere", None)):
             status, got_headers, reply = call(url + path, body, method=method, headers=headers)
             assert status == 401, (path, headers)
             assert reply["detail"]["error_type"] == "authentication_error"
             assert got_headers.get("WWW-Authenticate") == "Bearer"
-            assert api_key not in json.dumps(reply)
+            assert JEV_API_KEY not in json.dumps(reply)
     # /invocations answers 401 before it knows the body's schema: readable by either kind of client
     _, _, reply = call(url + "/invocations", {"id": "x"})
     assert reply["error"]["code"] == "authentication_error"

@@ -19,6 +19,8 @@ import pytest
 
 from workshop_lib.client import EndpointClient, EndpointError, EndpointServerError, EndpointUnreachable
 
+from tests.support import model_dir_view, partial_copy
+
 from .hostile import worker_pids
 
 pytestmark = pytest.mark.slow
@@ -115,10 +117,9 @@ def _no_gguf(model_dir, target):
 
 
 def _truncated_with_manifest(model_dir, target):
-    shutil.copytree(model_dir, target)
-    gguf = _gguf(target)
-    with open(gguf, "r+b") as handle:
-        handle.truncate(gguf.stat().st_size // 3)
+    model_dir_view(model_dir, target)
+    source = _gguf(model_dir)
+    gguf = partial_copy(source, target / source.name, source.stat().st_size // 3)
     return target, [re.escape(gguf.name), "truncated"]
 
 
@@ -137,7 +138,7 @@ def _corrupt_without_manifest(model_dir, target):
 
 
 def _wrong_digest(model_dir, target):
-    shutil.copytree(model_dir, target)
+    model_dir_view(model_dir, target)
     manifest = json.loads((target / "model-manifest.json").read_text())
     actual = manifest["files"][0]["sha256"]
     manifest["files"][0]["sha256"] = "ab" * 32
