@@ -17,7 +17,7 @@ lacks fails the import. Two tools, both run by the Dockerfiles at build time:
     (``bindings_reference.json``; ``--record`` rewrites it). Any difference exits
     non-zero, which fails the image build before anything is pushed.
 
-The tests run both against the local build (tests/build/test_bindings.py).
+The tests run both against the local build (tests/container/test_bindings.py).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ stops reading gets its connection closed after ``SEND_TIMEOUT_S``.
 
 It builds on gthread's internals (``TConn``, its parser's ``unreader``, the poller), so the
 adapter pins the gunicorn release it was written for (container/pyproject.toml); the tests in
-tests/security/test_slow_clients.py run it against real sockets.
+tests/adapter/security/test_slow_clients.py run it against real sockets.
 """
 
 from __future__ import annotations
