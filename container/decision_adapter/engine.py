@@ -475,7 +475,7 @@ class Engine:
         results = []
         for index, tokens in enumerate(token_lists):
             q_start = time.perf_counter()
-            if index or self.llm.n_tokens != len(tokens):  # trim mode evaluated the first prompt whole
+            if index or not self._holds(tokens):  # trim mode evaluated the first prompt whole
                 self._rewind(prefix, self._prefix.state)
                 self._eval(tokens[len(prefix):])
             logits = self._last_logits()
@@ -714,7 +714,7 @@ class Engine:
 
     def _rewind(self, tokens, saved: bytes | None) -> None:
         """Return to the state right after ``tokens``: cut the KV cache back, or load the sequence saved there."""
-        if self.llm.n_tokens == len(tokens):
+        if self._holds(tokens):
             return  # nothing evaluated past them yet
         if not tokens:
             self._reset_context()
@@ -724,6 +724,12 @@ class Engine:
             self._reset_context()
             self._load_sequence(saved)
             self._set_position(len(tokens), tokens)
+
+    def _holds(self, tokens) -> bool:
+        """Whether the context holds exactly ``tokens``. The same length is not enough: with ``restore`` a
+        cached state may be followed by another question of the same length."""
+        n = self.llm.n_tokens
+        return n == len(tokens) and (n == 0 or bool(np.array_equal(self.llm.input_ids[:n], tokens)))
 
     def _set_position(self, n: int, tokens=None) -> None:
         # Llama.eval() continues from n_tokens and records what it evaluated in input_ids; it has no public

@@ -98,3 +98,13 @@ def test_answers_after_a_timed_out_request_equal_fresh_evaluations(reusing, fres
     if reusing.prefix_mode == "restore":  # the head saved at start-up outlives the time-out
         assert len(reusing._heads) == 1 and n < prompt_length(reusing, single(STATES[2])) - 40
     assert_same(probabilities(reusing, shared(STATES[0])), probabilities(fresh, shared(STATES[0])))
+
+
+def test_a_question_as_long_as_the_cached_one_is_evaluated_anew(reusing, fresh):
+    # ["no", "yes"] and ["yes", "no"] tokenize to prompts of the same length: holding as many tokens as the
+    # prompt is not holding the prompt (restore once answered the second with the first's probabilities).
+    for options in (["no", "yes"], ["yes", "no"], ["no", "yes"]):
+        batch = single(STATES[1], {"question": "Is it urgent?", "options": options})
+        got = probabilities(reusing, batch)
+        assert_same(got, probabilities(fresh, batch))
+    assert got != probabilities(reusing, single(STATES[1], {"question": "Is it urgent?", "options": ["yes", "no"]}))
