@@ -571,6 +571,10 @@ class SageMakerHosting:
         return wait_in_service(sm_client, name, poll_s=self.poll_s, timeout_s=self.timeout_s, progress=progress,
                                logs_client=logs_client)
 
+    def created(self, sm_client, name: str) -> dict:
+        """What ``deploy`` returns when told not to wait: the endpoint as SageMaker describes it now."""
+        return sm_client.describe_endpoint(EndpointName=name)
+
     def served(self, name: str) -> tuple[str | None, list[str]]:
         """A URL to reach endpoint ``name`` directly and notes on how it is served (none on AWS)."""
         return None, []
@@ -608,7 +612,7 @@ def deploy(sm_client, plan: DeployPlan, *, wait: bool = True, logs_client=None, 
         raise
     if wait:
         return hosting.wait(sm_client, plan.name, logs_client=logs_client, progress=progress)
-    return sm_client.describe_endpoint(EndpointName=plan.name)
+    return hosting.created(sm_client, plan.name)
 
 
 _WAITING = ("Creating", "Updating", "SystemUpdating", "RollingBack")

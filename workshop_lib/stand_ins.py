@@ -133,6 +133,9 @@ class LocalHosting(endpoints.SageMakerHosting):
         self._notes.setdefault(name, []).append(f"  local endpoint: {local.url} ({local.changes_text()})")
         return described
 
+    def created(self, sm_client, name: str) -> dict:
+        return self.wait(sm_client, name)  # a local endpoint exists once its process runs: always waited for
+
     def served(self, name: str) -> tuple[str | None, list[str]]:
         return self._urls.get(name), [*self._notes.get(name, []), *self._limits.get(name, [])]
 

@@ -65,9 +65,8 @@ class EndpointResult(_Shown):
 def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, wait: bool = True) -> EndpointResult:
     started = time.perf_counter()
     c = workshop.clients
-    local = c.endpoint_url is not None  # a local endpoint is a process the hosting starts: always waited for
-    described = endpoints.deploy(c.sm, plan, wait=wait or local, logs_client=c.logs, s3_client=c.s3,
-                                 progress=progress, hosting=c.hosting)
+    described = endpoints.deploy(c.sm, plan, wait=wait, logs_client=c.logs, s3_client=c.s3, progress=progress,
+                                 hosting=c.hosting)
     url, notes = c.hosting.served(plan.name)
     where = "SageMaker" if url is None else "emulator + local adapter"
     return EndpointResult(plan.name, plan, described["EndpointStatus"], where, time.perf_counter() - started, url,
@@ -83,7 +82,7 @@ _BUILDERS = {"standard": endpoints.standard_plan, "decision-cpu": endpoints.deci
 
 
 def deploy_plan(workshop: Workshop, path: str, image_uri: str | None = None, *, model_data_url: str | None = None,
-         **settings) -> endpoints.DeployPlan:
+                **settings) -> endpoints.DeployPlan:
     """The requests the deploy step of ``path`` (``standard``, ``decision-cpu``, ``decision-gpu``) sends,
     built and validated, nothing sent: the config's endpoint name and execution role, ``image_uri`` (else
     the pinned DLC for ``standard``, the decision image notebook 03 built for the others) and
@@ -116,8 +115,8 @@ def deploy_standard(workshop: Workshop, image_uri: str | None = None, *,
     False returns once SageMaker is creating the endpoint.
     """
     made = deploy_plan(workshop, "standard", image_uri, model_data_url=model_data_url, instance_type=instance_type,
-                threads=threads, ctx_size=ctx_size, startup_timeout_s=startup_timeout_s,
-                download_timeout_s=download_timeout_s)
+                       threads=threads, ctx_size=ctx_size, startup_timeout_s=startup_timeout_s,
+                       download_timeout_s=download_timeout_s)
     return _deploy(workshop, made, progress=progress, wait=wait)
 
 
@@ -132,9 +131,9 @@ def deploy_decision_cpu(workshop: Workshop, image_uri: str | None = None, *,
     if not _on_path(config, "decision-cpu"):
         return EndpointResult(config.cpu_endpoint_name, None, "skipped", "", notes=[
             f"skipped the CPU endpoint: the deploy path is {config.deploy_path!r} (notebook 00)"])
-    made = deploy_plan(workshop, "decision-cpu", image_uri, model_data_url=model_data_url, instance_type=instance_type,
-                threads=threads, ctx_size=ctx_size, startup_timeout_s=startup_timeout_s,
-                download_timeout_s=download_timeout_s)
+    made = deploy_plan(workshop, "decision-cpu", image_uri, model_data_url=model_data_url,
+                       instance_type=instance_type, threads=threads, ctx_size=ctx_size,
+                       startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
     return _deploy(workshop, made, progress=progress, wait=wait)
 
 
@@ -150,9 +149,10 @@ def deploy_decision_gpu(workshop: Workshop, image_uri: str | None = None, *,
     if not _on_path(config, "decision-gpu"):
         return EndpointResult(config.gpu_endpoint_name, None, "skipped", "", notes=[
             f"skipped the GPU endpoint: the deploy path is {config.deploy_path!r} (notebook 00)"])
-    made = deploy_plan(workshop, "decision-gpu", image_uri, model_data_url=model_data_url, instance_pools=tuple(pools),
-                n_gpu_layers=n_gpu_layers, provision_timeout_s=provision_timeout_s, threads=threads,
-                ctx_size=ctx_size, startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
+    made = deploy_plan(workshop, "decision-gpu", image_uri, model_data_url=model_data_url,
+                       instance_pools=tuple(pools), n_gpu_layers=n_gpu_layers,
+                       provision_timeout_s=provision_timeout_s, threads=threads, ctx_size=ctx_size,
+                       startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
     return _deploy(workshop, made, progress=progress, wait=wait)
 
 
