@@ -103,7 +103,7 @@ def test_after_a_request_stopped_mid_pass_answers_equal_fresh_evaluations(hybrid
 
     def trips_halfway(tokens):  # the time limit passes while llama.cpp is inside a pass
         real_eval(tokens[: len(tokens) // 2])
-        hybrid._deadline._trip(hybrid._deadline._generation)
+        hybrid._deadline._trip()
         real_eval(tokens[len(tokens) // 2:])
 
     monkeypatch.setattr(hybrid.llm, "eval", trips_halfway)

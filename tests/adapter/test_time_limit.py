@@ -44,14 +44,24 @@ def test_no_limit_never_trips():
             assert not deadline.expired
 
 
-def test_a_timer_left_over_from_an_earlier_request_does_not_trip_a_later_one():
+def test_a_limit_left_over_from_an_earlier_request_does_not_trip_a_later_one():
+    deadline = Deadline()
+    with deadline.limit(0.1):
+        pass  # the earlier request ended well within its limit
+    with deadline.limit(60):
+        time.sleep(0.4)  # past the earlier request's limit
+        assert not deadline.expired
+    with deadline.limit(0.1):  # the one watcher keeps serving later requests
+        time.sleep(0.5)
+        assert deadline.expired
+
+
+def test_a_shorter_limit_after_a_longer_one_trips_on_time():
     deadline = Deadline()
     with deadline.limit(60):
-        stale = deadline._generation
-    with deadline.limit(60):
-        deadline._trip(stale)  # what the earlier request's timer would do if it fired late
-        assert not deadline.expired
-        deadline._trip(deadline._generation)
+        pass
+    with deadline.limit(0.1):  # the watcher was waiting for the 60 s limit: it must wake for this one
+        time.sleep(0.5)
         assert deadline.expired
 
 
