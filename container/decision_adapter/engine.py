@@ -116,7 +116,7 @@ class _Prefix:
     state: bytearray | None  # restore mode: the sequence state after the prefix
 
 
-MAX_HEADS = 4  # restore mode: saved heads kept (one per system prompt and template; the date may change one)
+MAX_HEADS = 4  # heads kept, tokenized and (restore mode) saved: one per system prompt and template
 
 
 @dataclass(frozen=True)
@@ -212,6 +212,7 @@ class Engine:
         self._bos_text = bos_text
         self._piece_bytes = self._token_byte_lengths()
         self._control_tokens, self._control_re = self._find_control_tokens()
+        self._head_tokens: dict[str, list[int]] = {}  # fixed text before the caller's -> its tokens (tokenize)
         self._max_token_chars = max(1, max(len(llama_cpp.llama_vocab_get_text(vocab, t))
                                            for t in range(self.n_vocab)))
         self._deadline = Deadline()
@@ -307,7 +308,45 @@ class Engine:
         overlaps them (the usual case) llama.cpp tokenizes the whole text at once. Otherwise
         the text is split as llama.cpp splits it, at control-token text outside the spans,
         and each piece in between is tokenized as plain text, the spans' control text included.
+
+        The fixed text before the caller's (the system prompt and the template up to the user
+        turn, about half of a decision's tokens) is tokenized once: llama.cpp tokenizes the text
+        between control tokens piece by piece, so the text is cut after the last control token
+        before the caller's span, the head's tokens are taken from a cache and only the rest is
+        tokenized. The first prompt with a new head checks the cut against tokenizing it whole;
+        a head whose cut changes any token is never cut.
         """
+        cut = self._head_cut(text, protect)
+        if cut:
+            head = self._head_tokens.get(text[:cut])
+            if head is None:
+                whole = self._with_bos(self._tokenize_pieces(text, protect))
+                head = self._with_bos(self._tokenize_pieces(text[:cut], ()))
+                shifted = tuple((a - cut, b - cut) for a, b in protect)
+                if whole != head + self._tokenize_pieces(text[cut:], shifted):
+                    head = []  # never cut this head
+                if len(self._head_tokens) >= MAX_HEADS:
+                    self._head_tokens.pop(next(iter(self._head_tokens)))
+                self._head_tokens[text[:cut]] = head
+                return whole
+            if head:
+                return head + self._tokenize_pieces(text[cut:], tuple((a - cut, b - cut) for a, b in protect))
+        return self._with_bos(self._tokenize_pieces(text, protect))
+
+    def _head_cut(self, text: str, protect: tuple[tuple[int, int], ...]) -> int:
+        """The end of the last control token before the caller's first span, if fixed text follows it (else 0)."""
+        if not protect or self._control_re is None:
+            return 0
+        first = min(start for start, _ in protect)
+        ends = [match.end() for match in self._control_re.finditer(text, 0, first)]
+        return ends[-1] if ends and ends[-1] < first else 0
+
+    def _with_bos(self, tokens: list[int]) -> list[int]:
+        if self._add_bos and self._bos_id >= 0 and (not tokens or tokens[0] != self._bos_id):
+            tokens.insert(0, self._bos_id)
+        return tokens
+
+    def _tokenize_pieces(self, text: str, protect: tuple[tuple[int, int], ...]) -> list[int]:
         spans = sorted(protect)
         starts = [start for start, _ in spans]
 
@@ -318,20 +357,17 @@ class Engine:
 
         matches = list(self._control_re.finditer(text)) if self._control_re and protect else []
         if not any(map(callers, matches)):
-            tokens = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        else:
-            tokens, at = [], 0
-            for match in matches:
-                if callers(match):
-                    continue
-                if match.start() > at:
-                    tokens += self.llm.tokenize(text[at:match.start()].encode("utf-8"), add_bos=False, special=False)
-                tokens.append(self._control_tokens[match.group()])
-                at = match.end()
-            if at < len(text):
-                tokens += self.llm.tokenize(text[at:].encode("utf-8"), add_bos=False, special=False)
-        if self._add_bos and self._bos_id >= 0 and (not tokens or tokens[0] != self._bos_id):
-            tokens.insert(0, self._bos_id)
+            return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        tokens, at = [], 0
+        for match in matches:
+            if callers(match):
+                continue
+            if match.start() > at:
+                tokens += self.llm.tokenize(text[at:match.start()].encode("utf-8"), add_bos=False, special=False)
+            tokens.append(self._control_tokens[match.group()])
+            at = match.end()
+        if at < len(text):
+            tokens += self.llm.tokenize(text[at:].encode("utf-8"), add_bos=False, special=False)
         return tokens
 
     def prompt_tokens(self, prompt: RenderedPrompt, end: int | None = None) -> list[int]:
