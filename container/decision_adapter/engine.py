@@ -135,8 +135,10 @@ def _softmax(values: np.ndarray) -> np.ndarray:
 
 
 def _logsumexp(values: np.ndarray) -> float:
-    peak = float(np.max(values))
-    return peak + float(np.log(np.sum(np.exp(values - peak))))
+    # A vocabulary's float32 logits stay float32 through exp (4x faster here than float64 for 49k values,
+    # ~1e-8 off in the result) and are summed in float64.
+    peak = values.max()
+    return float(peak) + float(np.log(np.sum(np.exp(values - peak), dtype=np.float64)))
 
 
 TAIL_CHECK_CHARS = 256
@@ -588,7 +590,7 @@ class Engine:
     def _read(self, tokens: list[int], logits: np.ndarray, n: int, temperature: float) -> dict:
         """The readout at the prompt's end: letter slots for up to 16 options, else two-level codes."""
         if n <= len(self.slot_tokens):
-            slot_logits = logits[list(self.slot_tokens[:n])]
+            slot_logits = logits[list(self.slot_tokens[:n])].astype(np.float64)
             probabilities = _softmax(slot_logits / temperature)
             mass = float(np.exp(_logsumexp(slot_logits) - _logsumexp(logits)))
             method, passes, reported = READOUT_LETTER_SLOTS, 1, [float(v) for v in slot_logits]
@@ -611,7 +613,7 @@ class Engine:
         groups, digits = self.code_tokens
         width = len(digits)
         n_groups = -(-n // width)
-        group_logits = logits[list(groups[:n_groups])]
+        group_logits = logits[list(groups[:n_groups])].astype(np.float64)
         p_group = _softmax(group_logits / temperature)
         log_total = _logsumexp(logits)
         # A recurrent memory cannot be cut back by one token: save the sequence after the prompt.
@@ -622,7 +624,7 @@ class Engine:
             self._rewind(tokens, checkpoint)
             self._eval([groups[g]])
             after = self._last_logits()
-            digit_logits = after[list(digits[:members])]
+            digit_logits = after[list(digits[:members])].astype(np.float64)
             probabilities.extend(p_group[g] * _softmax(digit_logits / temperature))
             mass += float(np.exp(group_logits[g] - log_total + _logsumexp(digit_logits) - _logsumexp(after)))
         return np.asarray(probabilities), mass, 1 + n_groups
@@ -838,8 +840,10 @@ class Engine:
             raise EngineError("llama.cpp could not restore the sequence state for prefix reuse")
 
     def _last_logits(self) -> np.ndarray:
+        """The last position's logits over the vocabulary, float32 as llama.cpp wrote them (a copy: the next
+        evaluation overwrites its buffer); readouts take the slots' logits as float64."""
         pointer = self._llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
-        return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)).astype(np.float64, copy=True)
+        return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)).copy()
 
     # -- chat ------------------------------------------------------------------
 
