@@ -16,7 +16,10 @@ once and then each question from it; across requests it keeps what it can:
   cannot cut the tail of a recurrent memory. The sequence is saved right after
   the fixed head (once per head, the decision head at start-up by ``prove``)
   and loaded back for each request; the request's state prefix is then
-  evaluated and saved too, and loaded back before each of its questions.
+  evaluated and its recurrent part saved too. Before each of its questions that
+  part is loaded back and the attention cells past the state are cut (they can
+  be): the state's own attention cells stay where they are, so a snapshot holds
+  the recurrent states only, a few MiB whatever the state's length.
 
 ``auto`` picks ``restore`` for hybrid/recurrent models and ``trim`` otherwise.
 With ``trim`` the first prompt of a request is evaluated whole from where it
@@ -112,8 +115,11 @@ class EngineError(RuntimeError):
 
 @dataclass
 class _Prefix:
+    """The tokens the context holds from cell 0 on. Whatever evaluates over those cells forgets it (sets the
+    engine's ``_prefix`` to None): a partial snapshot is only valid on top of those very cells."""
+
     tokens: tuple[int, ...]
-    state: bytearray | None  # restore mode: the sequence state after the prefix
+    state: bytearray | None  # restore mode: the recurrent part of the sequence after the prefix (_save_sequence)
 
 
 MAX_HEADS = 4  # heads kept, tokenized and (restore mode) saved: one per system prompt and template
@@ -617,7 +623,7 @@ class Engine:
         p_group = _softmax(group_logits / temperature)
         log_total = _logsumexp(logits)
         # A recurrent memory cannot be cut back by one token: save the sequence after the prompt.
-        checkpoint = self._save_sequence() if self.recurrent or self.prefix_mode == "restore" else None
+        checkpoint = self._save_sequence(partial=True) if self.recurrent or self.prefix_mode == "restore" else None
         probabilities, mass = [], 0.0
         for g in range(n_groups):
             members = min(width, n - g * width)
@@ -725,7 +731,7 @@ class Engine:
             start = len(head.tokens)
         if start < len(prefix):
             self._eval(list(prefix[start:]))
-        state = self._save_sequence() if self.prefix_mode == "restore" and prefix else None
+        state = self._save_sequence(partial=True) if self.prefix_mode == "restore" and prefix else None
         self._prefix = _Prefix(prefix, state)
         return False
 
@@ -751,7 +757,8 @@ class Engine:
         return head if prefix[: len(head.tokens)] == head.tokens else None
 
     def _rewind(self, tokens, saved: bytearray | None) -> None:
-        """Return to the state right after ``tokens``: cut the KV cache back, or load the sequence saved there."""
+        """Return to the state right after ``tokens``: cut the KV cache back, or load the recurrent part saved
+        there (a partial snapshot) and cut the attention cells past ``tokens``."""
         if self._holds(tokens):
             return  # nothing evaluated past them yet
         if not tokens:
@@ -759,9 +766,8 @@ class Engine:
         elif saved is None:
             self._set_position(len(tokens))  # eval() removes the KV cells past it
         else:
-            self._reset_context()
-            self._load_sequence(saved)
-            self._set_position(len(tokens), tokens)
+            self._load_sequence(saved, partial=True)
+            self._set_position(len(tokens), tokens)  # eval() removes the attention cells past it
 
     def _holds(self, tokens) -> bool:
         """Whether the context holds exactly ``tokens``. The same length is not enough: with ``restore`` a
@@ -823,20 +829,27 @@ class Engine:
             # token of context with the embedded model: 4 ms at 4096) for each restored question.
             self._llama_cpp.llama_memory_clear(memory, False)
 
-    def _save_sequence(self) -> bytearray:
+    def _save_sequence(self, *, partial: bool = False) -> bytearray:
+        """Sequence 0's state: whole, or (``partial``) only the part that cannot be cut back, the recurrent
+        states of a hybrid or recurrent memory (llama.cpp writes a plain KV cache whole either way)."""
         llama_cpp, ctx = self._llama_cpp, self.llm.ctx
-        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        flags = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY if partial else 0
+        size = llama_cpp.llama_state_seq_get_size_ext(ctx, 0, flags)
         state = bytearray(size)  # llama.cpp writes straight into it: no second copy of a state of megabytes
-        written = llama_cpp.llama_state_seq_get_data(ctx, (ctypes.c_uint8 * size).from_buffer(state), size, 0)
+        written = llama_cpp.llama_state_seq_get_data_ext(ctx, (ctypes.c_uint8 * size).from_buffer(state), size, 0,
+                                                         flags)
         if written == 0:
             raise EngineError("llama.cpp could not save the sequence state for prefix reuse")
         del state[written:]
         return state
 
-    def _load_sequence(self, state: bytearray) -> None:
+    def _load_sequence(self, state: bytearray, *, partial: bool = False) -> None:
+        """Replace sequence 0's state (``partial``: its recurrent part) with a saved one."""
+        llama_cpp = self._llama_cpp
+        flags = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY if partial else 0
         # llama.cpp only reads it: point at the saved bytes themselves instead of copying them per question.
         data = (ctypes.c_uint8 * len(state)).from_buffer(state)
-        if self._llama_cpp.llama_state_seq_set_data(self.llm.ctx, data, len(state), 0) == 0:
+        if llama_cpp.llama_state_seq_set_data_ext(self.llm.ctx, data, len(state), 0, flags) == 0:
             raise EngineError("llama.cpp could not restore the sequence state for prefix reuse")
 
     def _last_logits(self) -> np.ndarray:

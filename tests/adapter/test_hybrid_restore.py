@@ -1,12 +1,13 @@
-"""Whole-sequence restore on a real hybrid memory: a tiny random-weight GGUF of llama.cpp's
+"""Restore on a real hybrid memory: a tiny random-weight GGUF of llama.cpp's
 ``qwen35`` architecture (three gated delta-net layers, one attention layer, as the pinned
 Qwen3.5-4B mixes them), written by scripts/hybrid_gguf.py with the embedded model's tokenizer
 and chat template. llama-cpp-python 0.3.35's llama.cpp has ``qwen35`` itself, so no stand-in
 architecture is needed.
 
-Its answers mean nothing; what is tested is that ``auto`` picks ``restore`` for it and that every
+Its answers mean nothing; what is tested is that ``auto`` picks ``restore`` for it, that every
 answer (the fixed head restored, a shared state, after a request stopped mid-pass) equals a fresh
-evaluation of the whole prompt by an engine with prefix reuse off.
+evaluation of the whole prompt by an engine with prefix reuse off, and that a state's snapshot holds
+only the recurrent part (the attention cells stay in the cache and are cut back instead).
 """
 
 import numpy as np
@@ -86,6 +87,15 @@ def test_restored_head_and_shared_state_equal_fresh_evaluations(hybrid, fresh):
         assert_same(probabilities(hybrid, single(state)), probabilities(fresh, single(state)))
         assert_same(probabilities(hybrid, shared(state)), probabilities(fresh, shared(state)))
     assert head_reused(hybrid, single(STATES[0] + " Again."))
+
+
+def test_a_state_snapshot_holds_the_recurrent_part_only(hybrid, fresh):
+    sizes = []
+    for state in (STATES[0], " ".join([STATES[1]] * 12)):  # a state of ~20 tokens, then one of ~200
+        assert_same(probabilities(hybrid, shared(state)), probabilities(fresh, shared(state)))
+        sizes.append(len(hybrid._prefix.state))
+    whole = len(hybrid._save_sequence())  # the attention cells of the long state's prompt included
+    assert sizes[0] == sizes[1] < whole
 
 
 def test_two_level_readout_restores_the_prompt_for_each_group(hybrid, fresh):
