@@ -160,6 +160,27 @@ def test_chat_answers_and_leaves_decisions_unchanged(engine):
     assert before["probabilities"] == after["probabilities"]
 
 
+def test_chat_leaves_no_sampler_holding_llama_cpp_memory(engine):
+    """llama-cpp-python's sampler chains sit in reference cycles; with the collector off (as between its
+    rare full runs) every chat used to leave one behind, still holding its llama.cpp memory."""
+    import gc
+
+    from llama_cpp._internals import LlamaSampler
+
+    def live_chains() -> int:
+        return sum(isinstance(o, LlamaSampler) and o.sampler is not None for o in gc.get_objects())
+
+    gc.collect()
+    before = live_chains()
+    gc.disable()
+    try:
+        for i in range(4):
+            engine.chat(parse_chat({"messages": [{"role": "user", "content": f"Count to {i}."}], "max_tokens": 2}, 32))
+        assert live_chains() == before
+    finally:
+        gc.enable()
+
+
 def test_model_metadata_comes_from_the_manifest(engine, model_dir):
     info = engine.info
     assert info["file"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
