@@ -19,7 +19,7 @@ once and then each question from it; across requests it keeps what it can:
   evaluated and its recurrent part saved too. Before each of its questions that
   part is loaded back and the attention cells past the state are cut (they can
   be): the state's own attention cells stay where they are, so a snapshot holds
-  the recurrent states only, a few MiB whatever the state's length.
+  the recurrent states only, of one size whatever the state's length.
 
 ``auto`` picks ``restore`` for hybrid/recurrent models and ``trim`` otherwise.
 With ``trim`` the first prompt of a request is evaluated whole from where it
