@@ -14,8 +14,11 @@ lacks fails the import. Two tools, both run by the Dockerfiles at build time:
     and ``llama_context_default_params()`` and compare them with llama.cpp's known
     defaults, then score one decision through the adapter's engine and compare the
     probabilities with those recorded by this project's tested local build
-    (``bindings_reference.json``; ``--record`` rewrites it). Any difference exits
-    non-zero, which fails the image build before anything is pushed.
+    (``bindings_reference.json``; ``--record`` rewrites it). Then the same state with
+    two questions through ``restore`` prefix reuse, which the pinned hybrid model uses:
+    the sequence saved and loaded back through the library's state calls must give
+    the answers of a fresh evaluation. Any difference exits non-zero, which fails the
+    image build before anything is pushed.
 
 The tests run both against the local build (tests/container/test_bindings.py).
 """
@@ -104,18 +107,52 @@ def read_defaults() -> dict:
             "context": {k: getattr(context, k) for k in KNOWN_CONTEXT_DEFAULTS}}
 
 
-def score(model_path: Path) -> list[float]:
+RESTORE_TOLERANCE = 1e-4  # restored and fresh evaluations on one library (the tests hold them to the same)
+
+
+def _engine(model_path: Path, prefix_reuse: str = "auto"):
     from .engine import Engine
     from .model_files import locate_model
-    from .schema import parse_decision
     from .settings import load_settings
 
     settings = load_settings({"SM_MODEL_DIR": str(model_path.parent), "SM_LLAMA_CPP_MODEL": str(model_path),
                               "SM_LLAMA_CPP_THREADS": "2", "SM_LLAMA_CPP_CTX_SIZE": "1024",
-                              "SM_LLAMA_CPP_N_GPU_LAYERS": "0"})
-    engine = Engine(settings, locate_model(settings.model_dir, settings.model_file))
-    (result,), _ = engine.decide(parse_decision(DECISION))
+                              "SM_LLAMA_CPP_N_GPU_LAYERS": "0", "DECISION_ADAPTER_PREFIX_REUSE": prefix_reuse})
+    return Engine(settings, locate_model(settings.model_dir, settings.model_file))
+
+
+def score(model_path: Path) -> list[float]:
+    from .schema import parse_decision
+
+    (result,), _ = _engine(model_path).decide(parse_decision(DECISION))
     return result["probabilities"]
+
+
+def restore_problems(model_path: Path) -> list[str]:
+    """Two questions on one state through ``restore`` (the head and the state saved, the state loaded back
+    for the second question) against each question evaluated from an empty context."""
+    from .schema import parse_decision
+
+    reordered = dict(DECISION, options=list(reversed(DECISION["options"])))
+    questions = [{"id": str(i), "question": q["question"], "options": q["options"]}
+                 for i, q in enumerate((DECISION, reordered))]
+    try:
+        restore = _engine(model_path, "restore")
+        restore.prove()  # saves the head, as the worker does at start-up
+        restored, _ = restore.decide(parse_decision({"id": "restore", "state": DECISION["state"],
+                                                     "questions": questions}))
+    except Exception as exc:  # noqa: BLE001 - any failure of the path is the finding
+        return [f"two questions through restore failed: {type(exc).__name__}: {exc}"]
+    del restore
+    fresh = _engine(model_path, "off")
+    problems = []
+    for got, body in zip(restored, (DECISION, reordered)):
+        (want,), _ = fresh.decide(parse_decision(body))
+        if max(abs(a - b) for a, b in zip(got["probabilities"], want["probabilities"])) > RESTORE_TOLERANCE:
+            problems.append(f"through restore the decision scored {[round(p, 6) for p in got['probabilities']]}, "
+                            f"evaluated afresh {[round(p, 6) for p in want['probabilities']]}: the library's "
+                            "sequence-state calls do not round-trip")
+    return problems
 
 
 def prove(model_path: Path, reference: dict) -> list[str]:
@@ -133,7 +170,7 @@ def prove(model_path: Path, reference: dict) -> list[str]:
     if len(probabilities) != len(expected) or worst > reference["tolerance"]:
         problems.append(f"the decision scored {[round(p, 4) for p in probabilities]} where the tested local "
                         f"build scored {[round(p, 4) for p in expected]} (tolerance {reference['tolerance']})")
-    return problems
+    return problems + restore_problems(model_path)
 
 
 def _record(model_path: Path) -> dict:
@@ -168,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     for problem in problems:
         print(f"bindings proof FAILED: {problem}", file=sys.stderr)
     if not problems:
-        print("bindings proof passed: known defaults read back, the decision matches the local build")
+        print("bindings proof passed: known defaults read back, the decision matches the local build, "
+              "restored sequences match fresh evaluations")
     return 1 if problems else 0
 
 

@@ -58,6 +58,24 @@ def test_defaults_read_through_a_shifted_struct_fail_the_proof(tmp_path):
     assert "llama_context_default_params().n_batch reads 512, llama.cpp's default is 2048" in result.stderr
 
 
+def test_sequence_states_that_do_not_round_trip_fail_the_proof(tmp_path):
+    """What a library whose state calls disagree with the bindings could do: save bytes that load as other
+    values. Here the last 1 % of every saved sequence (values of the last layer; the headers before them stay
+    intact, so it loads) is overwritten after llama.cpp wrote it."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import ctypes, llama_cpp\n"
+        "real = llama_cpp.llama_state_seq_get_data_ext\n"
+        "def garbled(ctx, dst, size, seq_id, flags):\n"
+        "    written = real(ctx, dst, size, seq_id, flags)\n"
+        "    ctypes.memset(ctypes.addressof(dst) + written - written // 100, 0x3c, written // 100)\n"
+        "    return written\n"
+        "llama_cpp.llama_state_seq_get_data_ext = garbled\n")
+    result = run("prove", "--model", str(embedded_gguf_path()), env={"PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 1
+    assert "bindings proof FAILED: through restore the decision scored" in result.stderr
+    assert "the decision scored" not in result.stderr.replace("through restore the decision scored", "")
+
+
 def test_drop_removes_exactly_the_named_bindings():
     source = bindings_path().read_text(encoding="utf-8")
     trimmed = drop_bindings(source, ["llama_adapter_meta_val_str", "llama_get_logits_ith"])
