@@ -325,21 +325,20 @@ class Engine:
         a head whose cut changes any token is never cut.
         """
         cut = self._head_cut(text, protect)
-        if cut:
-            head = self._head_tokens.get(text[:cut])
-            if head is None:
-                whole = self._with_bos(self._tokenize_pieces(text, protect))
-                head = self._with_bos(self._tokenize_pieces(text[:cut], ()))
-                shifted = tuple((a - cut, b - cut) for a, b in protect)
-                if whole != head + self._tokenize_pieces(text[cut:], shifted):
-                    head = []  # never cut this head
-                if len(self._head_tokens) >= MAX_HEADS:
-                    self._head_tokens.pop(next(iter(self._head_tokens)))
-                self._head_tokens[text[:cut]] = head
-                return whole
-            if head:
-                return head + self._tokenize_pieces(text[cut:], tuple((a - cut, b - cut) for a, b in protect))
-        return self._with_bos(self._tokenize_pieces(text, protect))
+        if not cut:
+            return self._with_bos(self._tokenize_pieces(text, protect))
+        head = self._head_tokens.get(text[:cut])
+        if head == []:  # checked before: this head is never cut
+            return self._with_bos(self._tokenize_pieces(text, protect))
+        rest = self._tokenize_pieces(text[cut:], tuple((a - cut, b - cut) for a, b in protect))
+        if head is None:
+            head = self._with_bos(self._tokenize_pieces(text[:cut], ()))
+            whole = self._with_bos(self._tokenize_pieces(text, protect))
+            if len(self._head_tokens) >= MAX_HEADS:
+                self._head_tokens.pop(next(iter(self._head_tokens)))
+            self._head_tokens[text[:cut]] = head if whole == head + rest else []
+            return whole
+        return head + rest
 
     def _head_cut(self, text: str, protect: tuple[tuple[int, int], ...]) -> int:
         """The end of the last control token before the caller's first span, if fixed text follows it (else 0)."""

@@ -29,6 +29,12 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           text=True, timeout=300, env={**os.environ, **(env or {})})
 
 
+def prove_with_patched_bindings(tmp_path, patch: str) -> subprocess.CompletedProcess:
+    """The proof with ``patch`` run first in its interpreter (as sitecustomize), to fake a faulty library."""
+    (tmp_path / "sitecustomize.py").write_text(patch)
+    return run("prove", "--model", str(embedded_gguf_path()), env={"PYTHONPATH": str(tmp_path)})
+
+
 def test_the_local_build_passes_the_proof_the_image_build_runs():
     result = run("prove", "--model", str(embedded_gguf_path()))
     assert result.returncode == 0, result.stderr
@@ -47,13 +53,12 @@ def test_probabilities_that_differ_from_the_reference_fail_the_proof(tmp_path):
 
 def test_defaults_read_through_a_shifted_struct_fail_the_proof(tmp_path):
     """What a misaligned llama_context_params looks like from Python: the fields read other values."""
-    (tmp_path / "sitecustomize.py").write_text(
+    result = prove_with_patched_bindings(tmp_path, (
         "import llama_cpp\n"
         "real = llama_cpp.llama_context_default_params\n"
         "def shifted():\n"
         "    p = real(); p.n_batch, p.n_ubatch = p.n_ubatch, p.n_seq_max; return p\n"
-        "llama_cpp.llama_context_default_params = shifted\n")
-    result = run("prove", "--model", str(embedded_gguf_path()), env={"PYTHONPATH": str(tmp_path)})
+        "llama_cpp.llama_context_default_params = shifted\n"))
     assert result.returncode == 1
     assert "llama_context_default_params().n_batch reads 512, llama.cpp's default is 2048" in result.stderr
 
@@ -62,15 +67,14 @@ def test_sequence_states_that_do_not_round_trip_fail_the_proof(tmp_path):
     """What a library whose state calls disagree with the bindings could do: save bytes that load as other
     values. Here the last 1 % of every saved sequence (values of the last layer; the headers before them stay
     intact, so it loads) is overwritten after llama.cpp wrote it."""
-    (tmp_path / "sitecustomize.py").write_text(
+    result = prove_with_patched_bindings(tmp_path, (
         "import ctypes, llama_cpp\n"
         "real = llama_cpp.llama_state_seq_get_data_ext\n"
         "def garbled(ctx, dst, size, seq_id, flags):\n"
         "    written = real(ctx, dst, size, seq_id, flags)\n"
         "    ctypes.memset(ctypes.addressof(dst) + written - written // 100, 0x3c, written // 100)\n"
         "    return written\n"
-        "llama_cpp.llama_state_seq_get_data_ext = garbled\n")
-    result = run("prove", "--model", str(embedded_gguf_path()), env={"PYTHONPATH": str(tmp_path)})
+        "llama_cpp.llama_state_seq_get_data_ext = garbled\n"))
     assert result.returncode == 1
     assert "bindings proof FAILED: through restore the decision scored" in result.stderr
     assert "the decision scored" not in result.stderr.replace("through restore the decision scored", "")
