@@ -42,7 +42,7 @@ from workshop_lib.demo import prepare_model_dir
 from workshop_lib.local import AdapterProcess, post_json
 
 THREADS = 2
-CTX = 4096
+CTX = 4096  # the standard DLC's default; --context changes it
 MODES = ("trim", "restore")
 QUESTIONS = [
     ("route", "Which team should handle this ticket?", ["billing", "tech", "security", "sales"]),
@@ -120,10 +120,10 @@ def eval_cost(engine: Engine, lengths) -> tuple[list[int], list[float]]:
     return xs, ys
 
 
-def in_process(model_dir: Path, mode: str, bodies: list[dict]) -> dict:
+def in_process(model_dir: Path, mode: str, bodies: list[dict], context: int = CTX) -> dict:
     """Tokens evaluated per decision and llama.cpp's own rate, from an engine fed the same requests."""
     settings = load_settings({"SM_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": str(THREADS),
-                              "SM_LLAMA_CPP_CTX_SIZE": str(CTX), "DECISION_ADAPTER_PREFIX_REUSE": mode})
+                              "SM_LLAMA_CPP_CTX_SIZE": str(context), "DECISION_ADAPTER_PREFIX_REUSE": mode})
     engine = Engine(settings, locate_model(model_dir))
     engine.prove()  # as the worker does before it says ready
     evaluated, prepare_ms = [], []
@@ -138,10 +138,10 @@ def in_process(model_dir: Path, mode: str, bodies: list[dict]) -> dict:
     return {"evaluated": evaluated, "prepare_ms": prepare_ms, "cost": cost, **info}
 
 
-def serve(model_dir: Path, mode: str, tasks, work: Path, local: dict) -> dict:
+def serve(model_dir: Path, mode: str, tasks, work: Path, local: dict, context: int = CTX) -> dict:
     bodies = [t.request() for t in tasks]
     with AdapterProcess(model_dir, log_path=work / f"adapter-{mode}.log", threads=THREADS,
-                        env={"SM_LLAMA_CPP_CTX_SIZE": str(CTX), "DECISION_ADAPTER_PREFIX_REUSE": mode}) as server:
+                        env={"SM_LLAMA_CPP_CTX_SIZE": str(context), "DECISION_ADAPTER_PREFIX_REUSE": mode}) as server:
         url = server.url + "/invocations"
         latency, eval_ms, non_model = [], [], []
         for body in bodies:
@@ -170,18 +170,18 @@ def serve(model_dir: Path, mode: str, tasks, work: Path, local: dict) -> dict:
     }
 
 
-def run(task_file: Path | None, limit: int | None, out: Path | None) -> dict:
+def run(task_file: Path | None, limit: int | None, out: Path | None, context: int = CTX) -> dict:
     work = Path(tempfile.mkdtemp(prefix="adapter-bench-"))
     model_dir, _ = prepare_model_dir(work)
     tasks = load_tasks(task_file, limit=limit)
-    figures: dict = {"threads": THREADS, "context": CTX, "tasks": str(task_file or "packaged"),
+    figures: dict = {"threads": THREADS, "context": context, "tasks": str(task_file or "packaged"),
                      "host_cpu_flags": list(runtime.host_cpu_flags()), "modes": []}
     for mode in MODES:
-        local = in_process(model_dir, mode, [t.request() for t in tasks])
+        local = in_process(model_dir, mode, [t.request() for t in tasks], context)
         figures.update(model=local["file"], llama_cpp_features=list(local["runtime"].cpu_features),
                        extra_buffers=local["runtime"].extra_buffers_reason,
                        in_process_eval_ms={str(n): ms for n, ms in zip(*local["cost"])})
-        figures["modes"].append(serve(model_dir, mode, tasks, work, local))
+        figures["modes"].append(serve(model_dir, mode, tasks, work, local, context))
     if out:
         out.write_text(json.dumps(figures, indent=2) + "\n")
     return figures
@@ -222,8 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=Path, help="a JSONL file of tasks (default: the packaged set)")
     parser.add_argument("--limit", type=int, help="at most this many tasks, across families")
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    parser.add_argument("--context", type=int, default=CTX, help=f"context size in tokens (default {CTX})")
     args = parser.parse_args(argv)
-    print(report(run(args.tasks, args.limit, args.out)))
+    print(report(run(args.tasks, args.limit, args.out, args.context)))
     return 0
 
 
