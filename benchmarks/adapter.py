@@ -36,6 +36,7 @@ from decision_adapter.model_files import locate_model
 from decision_adapter.schema import parse_decision
 from decision_adapter.settings import load_settings
 from workshop_lib.bench.baseline import run_generation_baseline
+from workshop_lib.bench.report import percentile
 from workshop_lib.bench.tasks import load_tasks
 from workshop_lib.client import EndpointClient
 from workshop_lib.demo import prepare_model_dir
@@ -75,11 +76,6 @@ def shared(n: int, k: int) -> dict:
 def single(n: int) -> dict:
     rid, text, opts = QUESTIONS[0]
     return {"id": f"{rid}-{n}", "state": ticket(n), "question": text, "options": opts}
-
-
-def pct(values, q):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def peak_rss_bytes(arbiter_pid: int) -> int:
@@ -132,7 +128,7 @@ def in_process(model_dir: Path, mode: str, bodies: list[dict], context: int = CT
         _, timing = engine.decide(parse_decision(body))
         evaluated.append(engine.tokens_evaluated - before)
         prepare_ms.append(timing["tokenize_ms"])
-    cost = eval_cost(engine, [pct(evaluated, q) for q in (0.0, 0.25, 0.5, 0.75, 1.0)])
+    cost = eval_cost(engine, [percentile(evaluated, q) for q in (0, 25, 50, 75, 100)])
     info = {"runtime": engine.runtime, "file": engine.info["file"]}
     del engine
     return {"evaluated": evaluated, "prepare_ms": prepare_ms, "cost": cost, **info}
@@ -161,7 +157,7 @@ def serve(model_dir: Path, mode: str, tasks, work: Path, local: dict, context: i
     return {
         "mode": mode, "tasks": len(bodies),
         "evaluated_mean": statistics.mean(local["evaluated"]),
-        "p50_ms": statistics.median(latency), "p95_ms": pct(latency, 0.95),
+        "p50_ms": statistics.median(latency), "p95_ms": percentile(latency, 95),
         "generation_p50_ms": statistics.median(gen_ms),
         "eval_over_in_process_p50": statistics.median(float(e / f) for e, f in zip(eval_ms, floor)),
         "prepare_ms_p50": statistics.median(local["prepare_ms"]),

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from workshop_lib.bench.report import percentile
 from workshop_lib.client import (EndpointBusy, EndpointClient, EndpointError, InvalidResponse, LocalTransport,
                                  decision, question)
 from workshop_lib.demo import prepare_model_dir
@@ -260,13 +261,6 @@ class Budget:
             return True
 
 
-def pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
 
 # ---- worst cases: one body at a time at the documented limits, /ping sampled meanwhile ----------
 
@@ -353,8 +347,8 @@ def worst_cases(work: Path, model_dir: Path, half_open: int = 16) -> dict:
             stop.set()
             pinger.join(10)
     return {"requests": results, "half_open_connections": half_open,
-            "ping": {"count": len(pings), "failed": failed_pings, "p50_s": pct(pings, 0.5),
-                     "p95_s": pct(pings, 0.95), "max_s": max(pings) if pings else None},
+            "ping": {"count": len(pings), "failed": failed_pings, "p50_s": percentile(pings, 50),
+                     "p95_s": percentile(pings, 95), "max_s": max(pings) if pings else None},
             "slowest": max(results, key=lambda r: r["seconds"]) if results else None}
 
 
@@ -432,9 +426,9 @@ def _run(args, work: Path) -> dict:
         "probes": {"sent": tally.sent["probe"], "equal_to_lone_run": tally.probe_equal,
                    "max_abs_difference": tally.probe_max_diff},
         "by_kind": {k: {"sent": tally.sent[k], "answered": tally.answered[k],
-                        "p50_ms": pct(tally.latencies_ms[k], 0.5), "p95_ms": pct(tally.latencies_ms[k], 0.95)}
+                        "p50_ms": percentile(tally.latencies_ms[k], 50), "p95_ms": percentile(tally.latencies_ms[k], 95)}
                     for k in (*KINDS, "probe")},
-        "latency_ms": {"p50": pct(all_latencies, 0.5), "p95": pct(all_latencies, 0.95),
+        "latency_ms": {"p50": percentile(all_latencies, 50), "p95": percentile(all_latencies, 95),
                        "mean": statistics.fmean(all_latencies) if all_latencies else None},
         "throughput_per_s": answered / elapsed if elapsed else None,
         "worker_rss_bytes": {"pid_start": pid_start, "pid_end": pid_end, "start_after_warmup": rss_start,

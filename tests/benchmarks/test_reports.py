@@ -1,0 +1,45 @@
+"""The benchmarks' reports read the figures their last recorded runs wrote (benchmarks/results/), and a
+verdict follows its figure: a benchmark is run by hand and rarely, so a report that no longer reads its own
+output, or prints "meets" for a miss, would otherwise go unseen until then."""
+
+import copy
+import json
+from pathlib import Path
+
+from benchmarks import adapter, load
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+
+def recorded(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def rss_line(text: str, mode: str) -> str:
+    section = text.split(f"prefix reuse: {mode} ")[1]
+    return next(line for line in section.splitlines() if "worker peak RSS" in line)
+
+
+def test_the_adapter_report_reads_its_recorded_run_and_each_verdict_follows_its_figure():
+    figures = recorded("adapter.json")
+    text = adapter.report(figures)
+    assert f"context {figures['context']}" in text
+    for mode in figures["modes"]:
+        line = rss_line(text, mode["mode"])
+        assert f"{mode['peak_rss_mib']:.0f} MiB" in line
+        assert ("meets" in line) == (mode["peak_rss_mib"] <= adapter.TARGETS["rss_mib"])
+
+    target = adapter.TARGETS["rss_mib"]
+    for peak, verdict in ((target + 1, "MISSES"), (target, "meets")):
+        changed = copy.deepcopy(figures)
+        for mode in changed["modes"]:
+            mode["peak_rss_mib"] = peak
+        assert all(verdict in rss_line(adapter.report(changed), m["mode"]) for m in changed["modes"])
+
+
+def test_the_load_report_reads_its_recorded_run():
+    figures = recorded("load.json")
+    text = load.report(figures)
+    rss = figures["worker_rss_bytes"]
+    assert f"{100 * rss['growth_fraction']:+.2f} %" in text
+    assert str(figures["requests_sent"]) in text
