@@ -261,7 +261,6 @@ class Budget:
             return True
 
 
-
 # ---- worst cases: one body at a time at the documented limits, /ping sampled meanwhile ----------
 
 FILLER = " ".join(STATES)  # about 4.5 characters per token with the embedded model's tokenizer
