@@ -454,8 +454,7 @@ class Engine:
     def _model_info(self) -> dict:
         llama_cpp = self._llama_cpp
         source = self.model_files.source
-        entry = next((e for e in (self.model_files.manifest or {}).get("files", [])
-                      if e.get("path") == self.model_files.gguf.name), {})
+        entry = self.model_files.entry  # the verified manifest entry of the file loaded
         return {
             "file": self.model_files.gguf.name,
             "sha256": self.model_files.sha256,

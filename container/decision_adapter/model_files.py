@@ -2,19 +2,42 @@
 
 The search order is the DLC entrypoint's: ``SM_LLAMA_CPP_MODEL`` if set, else the
 alphabetically first ``*.gguf`` in the model directory, else the first
-``*/*.gguf``. When ``model-manifest.json`` sits in the model directory, every
-file it lists must have the recorded size and sha256 before anything is served.
+``*/*.gguf``. Whatever is loaded must lie inside the model directory once symlinks
+are resolved.
+
+When ``model-manifest.json`` sits in the model directory it is read in one of two
+shapes, and the GGUF about to be loaded must be one of the files it verifies:
+
+* the workshop's: ``{"files": [{"path", "size", "sha256", "repo", "revision", ...}]}``;
+  every listed file must have its recorded size and sha256;
+* the published sample's: ``{"gguf": {"repo", "revision", "file", "sha256"},
+  "tokenizer": {"repo", "revision"}}``; the GGUF's sha256 is checked, the tokenizer
+  files under ``tokenizer/`` carry no digest there (and the adapter reads its
+  tokenizer from the GGUF).
+
+Every entry is checked (shape, one entry per path, a relative path that stays inside
+the directory) before any listed file is opened.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import re
+import stat
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 MANIFEST_NAME = "model-manifest.json"
+WORKSHOP_SHAPE = "workshop"
+SAMPLE_SHAPE = "published sample"
+TOKENIZER_DIR = "tokenizer"  # where the published sample puts its tokenizer files
+
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+
+log = logging.getLogger(__name__)
 
 
 class ModelFilesError(RuntimeError):
@@ -22,16 +45,52 @@ class ModelFilesError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class ManifestEntry:
+    """One file the manifest vouches for; ``size`` is None where the shape records none."""
+
+    path: str
+    sha256: str
+    size: int | None = None
+    repo: str | None = None
+    revision: str | None = None
+    label: str = ""  # how messages name the entry, e.g. "files[2]"
+
+    def describe(self) -> dict:
+        out = {"path": self.path, "size": self.size, "sha256": self.sha256, "repo": self.repo,
+               "revision": self.revision}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Manifest:
+    shape: str
+    entries: tuple[ManifestEntry, ...]
+    source: dict  # the model's origin: repo, revision, file (and name etc. in the workshop's shape)
+    tokenizer: dict | None = None  # the sample's {"repo", "revision"}
+    raw: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
 class ModelFiles:
     gguf: Path
     size: int
     sha256: str
-    manifest: dict | None = field(default=None, compare=False)
+    manifest: dict | None = field(default=None, compare=False)  # the manifest as read, if any
+    entry: dict = field(default_factory=dict, compare=False)  # the verified entry of the GGUF loaded
+    shape: str | None = None  # which manifest shape was read (None: no manifest)
+    summary: str = ""  # one line: what was verified
 
     @property
     def source(self) -> dict:
-        """The manifest's description of the model (repo, revision, ...), or {}."""
-        return dict((self.manifest or {}).get("model") or {})
+        """Where the loaded GGUF comes from (repo, revision, ...), or {} without a manifest."""
+        if self.manifest is None:
+            return {}
+        if self.shape == SAMPLE_SHAPE:
+            return {k: v for k, v in (self.manifest.get("gguf") or {}).items() if k != "sha256"}
+        return dict(self.manifest.get("model") or {})
+
+
+# ---- finding the GGUF ---------------------------------------------------------------------------
 
 
 def find_gguf(model_dir: str | Path, model_file: str | None = None) -> Path:
@@ -60,6 +119,32 @@ def find_gguf(model_dir: str | Path, model_file: str | None = None) -> Path:
     )
 
 
+def _resolve_inside(root: Path, path: Path, what: str) -> Path:
+    """``path`` with every symlink resolved; refused unless it stays inside ``root`` (already resolved)."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop, an unreadable component
+        raise ModelFilesError(f"{what}: {path} cannot be resolved ({exc}); re-extract model.tar.gz") from None
+    if real == root or not real.is_relative_to(root):
+        raise ModelFilesError(
+            f"{what}: {path} resolves to {real}, outside the model directory {root}; the adapter serves "
+            "only files inside it (no symlink may lead out): put the file in the model directory")
+    return real
+
+
+def _loaded_gguf(model_dir: Path, model_file: str | None) -> Path:
+    """The GGUF to load, resolved and checked to be a regular file inside ``model_dir``."""
+    found = find_gguf(model_dir, model_file)
+    what = "SM_LLAMA_CPP_MODEL" if model_file else "the GGUF found"
+    real = _resolve_inside(model_dir.resolve(), found, what)
+    if not stat.S_ISREG(real.stat().st_mode):
+        raise ModelFilesError(f"{what}: {found} is not a regular file; point SM_LLAMA_CPP_MODEL at the GGUF")
+    return real
+
+
+# ---- reading the manifest -----------------------------------------------------------------------
+
+
 def sha256_of(path: str | Path, chunk: int = 8 * 1024 * 1024) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -68,52 +153,171 @@ def sha256_of(path: str | Path, chunk: int = 8 * 1024 * 1024) -> str:
     return digest.hexdigest()
 
 
-def read_manifest(model_dir: str | Path) -> dict | None:
+def _relative_path(value, label: str) -> str:
+    """A manifest path as given, refused unless it is a plain relative path (no '..', no '/' first)."""
+    if not isinstance(value, str) or not value:
+        raise ModelFilesError(f"{MANIFEST_NAME} {label}: the path must be a non-empty string, not {value!r}; "
+                              "rebuild the model package")
+    if "\x00" in value or "\\" in value:
+        raise ModelFilesError(f"{MANIFEST_NAME} {label}: the path {value!r} holds a NUL or a backslash; "
+                              "write it with '/' separators")
+    pure = PurePosixPath(value)
+    if pure.is_absolute():
+        raise ModelFilesError(f"{MANIFEST_NAME} {label}: the path {value!r} is absolute; manifest paths are "
+                              "relative to the model directory")
+    if ".." in pure.parts:
+        raise ModelFilesError(f"{MANIFEST_NAME} {label}: the path {value!r} leaves the model directory ('..'); "
+                              "manifest paths name files inside it")
+    if pure.as_posix() != value:
+        raise ModelFilesError(f"{MANIFEST_NAME} {label}: the path {value!r} is not written plainly; "
+                              f"write it as {pure.as_posix()!r}")
+    return value
+
+
+def _digest(value, label: str) -> str:
+    if not isinstance(value, str) or not _SHA256.fullmatch(value):
+        raise ModelFilesError(f"{MANIFEST_NAME} {label}: sha256 must be 64 hexadecimal digits, not {value!r}; "
+                              "rebuild the model package")
+    return value.lower()
+
+
+def _optional_text(entry: dict, key: str, label: str) -> str | None:
+    value = entry.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ModelFilesError(f"{MANIFEST_NAME} {label}: {key!r} must be a string, not {value!r}")
+    return value
+
+
+def _workshop_entries(files: list) -> tuple[ManifestEntry, ...]:
+    entries: list[ManifestEntry] = []
+    seen: dict[str, str] = {}
+    for index, entry in enumerate(files):
+        label = f"files[{index}]"
+        if not isinstance(entry, dict):
+            raise ModelFilesError(f"{MANIFEST_NAME} {label} is not an object ({entry!r}); rebuild the model package")
+        path = _relative_path(entry.get("path"), label)
+        label = f"files[{index}] ({path!r})"
+        if path in seen:
+            raise ModelFilesError(
+                f"{MANIFEST_NAME} lists {path!r} twice ({seen[path]} and files[{index}]); one entry per file, "
+                "or which one holds is ambiguous: rebuild the model package")
+        seen[path] = f"files[{index}]"
+        size = entry.get("size")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ModelFilesError(f"{MANIFEST_NAME} {label}: size must be a non-negative integer (bytes), "
+                                  f"not {size!r}; rebuild the model package")
+        entries.append(ManifestEntry(path=path, sha256=_digest(entry.get("sha256"), label), size=size,
+                                     repo=_optional_text(entry, "repo", label),
+                                     revision=_optional_text(entry, "revision", label), label=label))
+    if not entries:
+        raise ModelFilesError(f"{MANIFEST_NAME} has an empty 'files' list; rebuild the model package")
+    return tuple(entries)
+
+
+def _sample_manifest(manifest: dict) -> Manifest:
+    gguf = manifest["gguf"]
+    if not isinstance(gguf, dict):
+        raise ModelFilesError(f"{MANIFEST_NAME} 'gguf' is not an object ({gguf!r}); rebuild the model package")
+    path = _relative_path(gguf.get("file"), "gguf.file")
+    label = f"gguf ({path!r})"
+    entry = ManifestEntry(path=path, sha256=_digest(gguf.get("sha256"), label),
+                          repo=_optional_text(gguf, "repo", label), revision=_optional_text(gguf, "revision", label),
+                          label=label)
+    tokenizer = manifest.get("tokenizer")
+    if tokenizer is not None:
+        if not isinstance(tokenizer, dict):
+            raise ModelFilesError(f"{MANIFEST_NAME} 'tokenizer' is not an object ({tokenizer!r})")
+        for key in ("repo", "revision"):
+            _optional_text(tokenizer, key, "tokenizer")
+    source = {k: v for k, v in (("repo", entry.repo), ("revision", entry.revision), ("file", path)) if v}
+    return Manifest(SAMPLE_SHAPE, (entry,), source, tokenizer, manifest)
+
+
+def parse_manifest(manifest) -> Manifest:
+    """The manifest's entries, every one checked for shape; nothing on disk is touched. Pure."""
+    if not isinstance(manifest, dict):
+        raise ModelFilesError(f"{MANIFEST_NAME} is not a JSON object; rebuild the model package")
+    has_files, has_gguf = "files" in manifest, "gguf" in manifest
+    if has_files and has_gguf:
+        raise ModelFilesError(
+            f"{MANIFEST_NAME} has both a 'files' list (the workshop's shape) and a 'gguf' object (the published "
+            "sample's); which one holds is ambiguous: rebuild the model package")
+    if has_gguf:
+        return _sample_manifest(manifest)
+    if not isinstance(manifest.get("files"), list):
+        raise ModelFilesError(
+            f"{MANIFEST_NAME} has neither a 'files' list (the workshop's shape) nor a 'gguf' object (the "
+            "published sample's); rebuild the model package")
+    source = manifest.get("model") if isinstance(manifest.get("model"), dict) else {}
+    return Manifest(WORKSHOP_SHAPE, _workshop_entries(manifest["files"]), dict(source), None, manifest)
+
+
+def read_manifest(model_dir: str | Path) -> Manifest | None:
     path = Path(model_dir) / MANIFEST_NAME
     if not path.exists():
         return None
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ModelFilesError(f"{path} is not valid JSON ({exc}); rebuild the model package") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
-        raise ModelFilesError(f"{path} has no 'files' list; rebuild the model package")
-    return manifest
+    return parse_manifest(raw)
 
 
-def verify_manifest(model_dir: Path, manifest: dict, gguf: Path) -> None:
-    """Check size and sha256 of every file the manifest lists; the GGUF must be listed."""
-    listed = {entry.get("path"): entry for entry in manifest["files"] if isinstance(entry, dict)}
-    gguf_key = _listed_name(model_dir, gguf)
-    if gguf_key not in listed:
+# ---- verifying ----------------------------------------------------------------------------------
+
+
+def _tokenizer_files(root: Path) -> list[str]:
+    folder = root / TOKENIZER_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(p.relative_to(root).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def verify_manifest(model_dir: str | Path, manifest: Manifest, gguf: Path) -> tuple[ManifestEntry, str, str]:
+    """Check the listed files (the GGUF must be one); return the GGUF's entry, its sha256 and a summary line.
+
+    ``gguf`` is the resolved path of the file about to be loaded. Every listed path is resolved and
+    checked to stay inside the directory before any file is opened; sizes are compared before
+    anything is hashed.
+    """
+    root = Path(model_dir).resolve()
+    located = [(entry, _resolve_inside(root, root / entry.path, f"{MANIFEST_NAME} {entry.label}"))
+               for entry in manifest.entries]
+    loaded = [entry for entry, real in located if real == gguf]
+    if not loaded:
         raise ModelFilesError(
-            f"{gguf_key} is not listed in {MANIFEST_NAME} (it lists {sorted(listed)}); "
-            "serve the packaged GGUF or rebuild the package"
-        )
-    for rel, entry in sorted(listed.items()):
-        path = model_dir / rel
-        if not path.is_file():
-            raise ModelFilesError(f"{rel} is listed in {MANIFEST_NAME} but missing from {model_dir}")
-        size = path.stat().st_size
-        if entry.get("size") is not None and size != entry["size"]:
+            f"{gguf.relative_to(root).as_posix()} (the GGUF to be served) is not listed in {MANIFEST_NAME} "
+            f"(it lists {[e.path for e in manifest.entries]}); serve the packaged GGUF or rebuild the package")
+    gguf_rel = gguf.relative_to(root).as_posix()
+    entry = next((e for e in loaded if e.path == gguf_rel), loaded[0])
+    for listed, real in located:
+        if not real.exists():
+            raise ModelFilesError(f"{listed.path} is listed in {MANIFEST_NAME} but missing from {model_dir}")
+        if not stat.S_ISREG(real.stat().st_mode):
+            raise ModelFilesError(f"{MANIFEST_NAME} {listed.label}: {listed.path} is not a regular file")
+        size = real.stat().st_size
+        if listed.size is not None and size != listed.size:
             raise ModelFilesError(
-                f"{rel}: size {size} bytes does not match the manifest's {entry['size']} bytes "
-                "(truncated or replaced file); re-extract model.tar.gz"
-            )
-        expected = str(entry.get("sha256", "")).lower()
-        actual = sha256_of(path)
-        if expected != actual:
+                f"{listed.path}: size {size} bytes does not match the manifest's {listed.size} bytes "
+                "(truncated or replaced file); re-extract model.tar.gz")
+    digests = {}
+    for listed, real in located:
+        actual = digests.get(real) or sha256_of(real)
+        digests[real] = actual
+        if listed.sha256 != actual:
             raise ModelFilesError(
-                f"{rel}: sha256 mismatch: expected {expected or '(none recorded)'}, actual {actual}; "
-                "the file differs from the packaged one, re-extract or rebuild model.tar.gz"
-            )
-
-
-def _listed_name(model_dir: Path, gguf: Path) -> str:
-    try:
-        return gguf.relative_to(model_dir).as_posix()
-    except ValueError:
-        return gguf.name
+                f"{listed.path}: sha256 mismatch: expected {listed.sha256}, actual {actual}; "
+                "the file differs from the packaged one, re-extract or rebuild model.tar.gz")
+    if manifest.shape == SAMPLE_SHAPE:
+        tokenizer = _tokenizer_files(root)
+        origin = manifest.tokenizer or {}
+        where = f" from {origin.get('repo')}@{str(origin.get('revision'))[:12]}" if origin.get("repo") else ""
+        summary = (f"manifest: published sample's shape, GGUF sha256 verified; tokenizer files not listed with "
+                   f"digests ({len(tokenizer)} under {TOKENIZER_DIR}/{where} not covered; the adapter reads its "
+                   "tokenizer from the GGUF)")
+    else:
+        summary = f"manifest: workshop shape, {len(manifest.entries)} files verified (size and sha256)"
+    return entry, digests[gguf], summary
 
 
 def check_gguf_header(path: Path) -> None:
@@ -126,16 +330,19 @@ def check_gguf_header(path: Path) -> None:
 
 
 def locate_model(model_dir: str | Path, model_file: str | None = None) -> ModelFiles:
-    """Find the GGUF, verify it against the manifest if one exists, return its identity."""
+    """Find the GGUF, verify it against the manifest if one exists, return the identity of the file loaded."""
     model_dir = Path(model_dir)
-    gguf = find_gguf(model_dir, model_file)
-    check_gguf_header(gguf)
-    manifest = read_manifest(model_dir) if model_dir.is_dir() else None
-    if manifest is not None:
-        verify_manifest(model_dir, manifest, gguf)
-        key = _listed_name(model_dir, gguf)
-        entry = next(e for e in manifest["files"] if e.get("path") == key)
-        digest = entry.get("sha256") or sha256_of(gguf)
+    gguf = _loaded_gguf(model_dir, model_file)
+    root = model_dir.resolve()
+    manifest = read_manifest(root)
+    if manifest is None:
+        check_gguf_header(gguf)
+        summary = f"manifest: none ({MANIFEST_NAME} absent), {gguf.name} served unverified"
+        files = ModelFiles(gguf=gguf, size=gguf.stat().st_size, sha256=sha256_of(gguf), summary=summary)
     else:
-        digest = sha256_of(gguf)
-    return ModelFiles(gguf=gguf, size=os.path.getsize(gguf), sha256=digest, manifest=manifest)
+        entry, digest, summary = verify_manifest(root, manifest, gguf)
+        check_gguf_header(gguf)
+        files = ModelFiles(gguf=gguf, size=gguf.stat().st_size, sha256=digest, manifest=manifest.raw,
+                           entry=entry.describe(), shape=manifest.shape, summary=summary)
+    log.info("%s", files.summary)
+    return files

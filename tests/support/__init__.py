@@ -1,7 +1,7 @@
 """Helpers the test rooms share, in one place (imported, never taken from a conftest).
 
 Here: the adapter settings the in-process tests use, and running an outside command with its output
-in a file; a model directory made of symlinks, and a file cut short (no test copies the GGUF).
+in a file; a model directory made of hard links, and a file cut short (no test copies the GGUF).
 ``http_client``: the one HTTP helper for tests that talk to a real adapter process.
 ``buildspec``: running a buildspec's commands with fakes for what CodeBuild provides.
 ``adapters``: the one place that starts adapter processes (the pool behind the conftest's fixtures).
@@ -9,6 +9,7 @@ in a file; a model directory made of symlinks, and a file cut short (no test cop
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -49,15 +50,18 @@ def run_tool(args: list[str], log_path: Path, *, timeout_s: float, env: dict | N
 
 
 def model_dir_view(model_dir: Path, target: Path) -> Path:
-    """``target`` holding model_dir's files as symlinks (the 98 MB GGUF is never copied), except
-    ``model-manifest.json``, which is a copy the test may change. Replace a symlink with a file of
-    its own before writing to it: writing through one would change the session's model."""
+    """``target`` holding model_dir's files as hard links (the 98 MB GGUF is never copied; a symlink
+    would lead out of the directory, which the adapter refuses), except ``model-manifest.json``, which
+    is a copy the test may change. Replace a link with a file of its own before writing to it: writing
+    through one would change the session's model."""
     target.mkdir(parents=True)
     for source in sorted(Path(model_dir).iterdir()):
         if source.name == "model-manifest.json":
             shutil.copyfile(source, target / source.name)
+        elif source.is_dir():
+            shutil.copytree(source, target / source.name, copy_function=os.link)
         else:
-            (target / source.name).symlink_to(source.resolve(), target_is_directory=source.is_dir())
+            os.link(source, target / source.name)
     return target
 
 
