@@ -39,7 +39,8 @@ from .images import (DLC_PINS, ImageRef, InvalidImageUri, dlc_account, dlc_pin, 
                      require_pinned)
 from .errors import WorkshopError
 from .models import PINNED_MODEL, ModelSpec
-from .packaging import MANIFEST_NAME, LocalPackage
+from .packaging import (MANIFEST_NAME, SAMPLE_SHAPE, WORKSHOP_SHAPE, LocalPackage, ManifestInvalid,
+                        parse_manifest)
 
 CODEBUILD_IMAGE = "aws/codebuild/amazonlinux-x86_64-standard:5.0"
 COMPUTE_TYPE = "BUILD_GENERAL1_MEDIUM"
@@ -532,15 +533,50 @@ def read_manifest(s3, s3_uri: str) -> dict:
 
 
 def check_manifest(manifest: dict, spec: ModelSpec) -> dict:
-    """The uploaded manifest must describe ``spec``'s GGUF with its pinned digest."""
-    gguf = next((f for f in manifest.get("files", []) if f.get("path") == spec.gguf.path), None)
-    if gguf is None or gguf.get("revision") != spec.gguf.revision or (
-            spec.gguf.sha256 and gguf.get("sha256") != spec.gguf.sha256):
+    """The uploaded manifest must follow the manifest rules and describe ``spec``'s GGUF as pinned.
+
+    Either shape is read (packaging.parse_manifest): the workshop's, whose GGUF entry must match the
+    pinned repo, revision, size and sha256; or the published sample's, whose ``gguf`` must match the
+    pinned file, repo, revision and sha256 (it records no size). ``describe_manifest`` says which.
+    """
+    try:
+        view = parse_manifest(manifest)
+    except ManifestInvalid as exc:
+        raise ManifestMismatch(f"the uploaded manifest is refused: {exc}; package the model again") from None
+    pin = spec.gguf
+    listed = next((f for f in view.files if f.path == pin.path), None)
+    wrong = [] if listed else [f"no entry for {pin.path} (it lists {[f.path for f in view.files]})"]
+    if listed:
+        checks = [("repo", listed.repo, pin.repo), ("revision", listed.revision, pin.revision),
+                  ("sha256", listed.sha256, pin.sha256 and pin.sha256.lower())]
+        if listed.size is not None:  # the sample's shape records no size
+            checks.append(("size", listed.size, pin.size))
+        wrong += [f"{what} {got!r}, pinned {want!r}" for what, got, want in checks
+                  if want is not None and got != want]  # a pin without a value checks nothing
+        if view.shape == WORKSHOP_SHAPE and view.gguf.path != pin.path:
+            wrong.append(f"its model is {view.gguf.path}, not {pin.path}")
+    others = [f.path for f in view.files if f.path.endswith(".gguf") and f.path != pin.path]
+    if others:
+        wrong.append(f"it also lists {others} (the adapter serves the first GGUF in name order)")
+    if spec.tokenizer is not None:
+        pinned = (spec.tokenizer.repo, spec.tokenizer.revision)
+        if view.shape == SAMPLE_SHAPE and view.tokenizer is not None:
+            sources = {(view.tokenizer.get("repo"), view.tokenizer.get("revision"))}
+        else:
+            sources = {(f.repo, f.revision) for f in view.files if f.role == "tokenizer"}
+        wrong += [f"tokenizer from {repo}@{revision}, pinned {pinned[0]}@{pinned[1]}"
+                  for repo, revision in sorted(sources - {pinned}, key=str)]
+    if wrong:
         raise ManifestMismatch(
-            f"the uploaded manifest does not describe {spec.gguf.repo}@{spec.gguf.revision} {spec.gguf.path} "
-            f"with sha256 {spec.gguf.sha256} (it lists {gguf}); another build may have written the same "
-            "S3 prefix: package again or choose a new prefix")
+            f"the uploaded manifest ({view.shape} shape) does not describe {pin.repo}@{pin.revision} {pin.path} "
+            f"with sha256 {pin.sha256}: {'; '.join(wrong)}. Another build may have written the same S3 prefix: "
+            "package again or choose a new prefix")
     return manifest
+
+
+def describe_manifest(manifest: dict) -> str:
+    """Which shape a manifest that passed ``check_manifest`` was read in, and what it records."""
+    return parse_manifest(manifest).describe()
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,15 @@ Manifest format (version 1)::
      "model": {"name", "repo", "revision", "file", "quantization", "license"},
      "files": [{"path", "role", "repo", "revision", "size", "sha256"}, ...],
      "tools": {...}, "build": {"id", "time", "where"}}
+
+The published sample's packages use another shape, read here too: ``{"gguf": {"repo",
+"revision", "file", "sha256"}, "tokenizer": {"repo", "revision"}}`` (GGUF at the root,
+tokenizer files under ``tokenizer/``, no sizes, no per-file digests for the tokenizer).
+
+``parse_manifest`` holds the rules a manifest must follow whichever side reads it (the
+adapter keeps the same rules in its own room): one entry per path, plain relative paths
+that stay inside the model directory, sizes non-negative integers, sha256 64 hex digits.
+``extract_model`` unpacks under a cap on bytes and members, checked before anything is written.
 """
 
 from __future__ import annotations
@@ -19,10 +28,11 @@ import datetime
 import hashlib
 import json
 import platform
+import re
 import shutil
 import tarfile
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 
 from .errors import WorkshopError
 from .models import ModelSpec
@@ -104,12 +114,207 @@ def package_local(spec: ModelSpec, sources: dict[str, Path], out_dir: str | Path
     return LocalPackage(tarball, manifest_path, manifest)
 
 
-def extract_model(tarball: str | Path, model_dir: str | Path) -> Path:
-    """Unpack model.tar.gz the way SageMaker fills /opt/ml/model."""
+# ---- reading a manifest: the rules both sides follow ------------------------------------------
+
+WORKSHOP_SHAPE = "workshop"
+SAMPLE_SHAPE = "published sample"
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+class ManifestInvalid(WorkshopError, ValueError):
+    """A manifest breaks a rule (shape, duplicate path, path leaving the directory); nothing is trusted."""
+
+
+@dataclass(frozen=True)
+class ListedFile:
+    """One file a manifest vouches for; ``size`` is None where the shape records none."""
+
+    path: str
+    sha256: str
+    size: int | None = None
+    repo: str | None = None
+    revision: str | None = None
+    role: str | None = None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class ManifestView:
+    shape: str
+    files: tuple[ListedFile, ...]
+    gguf: ListedFile  # the workshop's: the entry of model.file (else the one with role gguf); the sample's: gguf
+    tokenizer: dict | None = None  # the sample's {"repo", "revision"}
+    raw: dict = field(default_factory=dict, compare=False)
+
+    def describe(self) -> str:
+        if self.shape == SAMPLE_SHAPE:
+            return ("the published sample's shape: the GGUF's sha256 is recorded; its tokenizer files are not "
+                    "listed with digests (the adapter reads the tokenizer from the GGUF)")
+        return f"the workshop's shape: {len(self.files)} files listed with size and sha256"
+
+
+def _plain_path(value, label: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: the path must be a non-empty string, not {value!r}")
+    if "\x00" in value or "\\" in value:
+        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: the path {value!r} holds a NUL or a backslash")
+    pure = PurePosixPath(value)
+    if pure.is_absolute():
+        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: the path {value!r} is absolute; paths are relative "
+                              "to the model directory")
+    if ".." in pure.parts:
+        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: the path {value!r} leaves the model directory ('..')")
+    if pure.as_posix() != value:
+        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: the path {value!r} is not written plainly "
+                              f"(write {pure.as_posix()!r})")
+    return value
+
+
+def _sha256(value, label: str) -> str:
+    if not isinstance(value, str) or not _SHA256.fullmatch(value):
+        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: sha256 must be 64 hexadecimal digits, not {value!r}")
+    return value.lower()
+
+
+def _text(entry: dict, key: str, label: str) -> str | None:
+    value = entry.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: {key!r} must be a string, not {value!r}")
+    return value
+
+
+def _workshop_files(files: list) -> tuple[ListedFile, ...]:
+    out: list[ListedFile] = []
+    seen: dict[str, str] = {}
+    for index, entry in enumerate(files):
+        label = f"files[{index}]"
+        if not isinstance(entry, dict):
+            raise ManifestInvalid(f"{MANIFEST_NAME} {label} is not an object ({entry!r})")
+        path = _plain_path(entry.get("path"), label)
+        if path in seen:
+            raise ManifestInvalid(f"{MANIFEST_NAME} lists {path!r} twice ({seen[path]} and {label}); one entry "
+                                  "per file, or which one holds is ambiguous")
+        seen[path] = label
+        label = f"{label} ({path!r})"
+        size = entry.get("size")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ManifestInvalid(f"{MANIFEST_NAME} {label}: size must be a non-negative integer (bytes), "
+                                  f"not {size!r}")
+        out.append(ListedFile(path, _sha256(entry.get("sha256"), label), size, _text(entry, "repo", label),
+                              _text(entry, "revision", label), _text(entry, "role", label), label))
+    if not out:
+        raise ManifestInvalid(f"{MANIFEST_NAME} has an empty 'files' list")
+    return tuple(out)
+
+
+def parse_manifest(manifest) -> ManifestView:
+    """The manifest's entries, each checked against the rules above, in either shape. Pure."""
+    if not isinstance(manifest, dict):
+        raise ManifestInvalid(f"{MANIFEST_NAME} is not a JSON object")
+    if "files" in manifest and "gguf" in manifest:
+        raise ManifestInvalid(f"{MANIFEST_NAME} has both a 'files' list (the workshop's shape) and a 'gguf' "
+                              "object (the published sample's); which one holds is ambiguous")
+    if "gguf" in manifest:
+        gguf = manifest["gguf"]
+        if not isinstance(gguf, dict):
+            raise ManifestInvalid(f"{MANIFEST_NAME} 'gguf' is not an object ({gguf!r})")
+        path = _plain_path(gguf.get("file"), "gguf.file")
+        label = f"gguf ({path!r})"
+        entry = ListedFile(path, _sha256(gguf.get("sha256"), label), None, _text(gguf, "repo", label),
+                           _text(gguf, "revision", label), "gguf", label)
+        tokenizer = manifest.get("tokenizer")
+        if tokenizer is not None:
+            if not isinstance(tokenizer, dict):
+                raise ManifestInvalid(f"{MANIFEST_NAME} 'tokenizer' is not an object ({tokenizer!r})")
+            for key in ("repo", "revision"):
+                _text(tokenizer, key, "tokenizer")
+        return ManifestView(SAMPLE_SHAPE, (entry,), entry, tokenizer, manifest)
+    if not isinstance(manifest.get("files"), list):
+        raise ManifestInvalid(f"{MANIFEST_NAME} has neither a 'files' list (the workshop's shape) nor a 'gguf' "
+                              "object (the published sample's)")
+    files = _workshop_files(manifest["files"])
+    model = manifest.get("model") if isinstance(manifest.get("model"), dict) else {}
+    named = model.get("file")
+    gguf = next((f for f in files if f.path == named), None) if named else None
+    gguf = gguf or next((f for f in files if f.role == "gguf"), None) or files[0]
+    return ManifestView(WORKSHOP_SHAPE, files, gguf, None, manifest)
+
+
+# ---- extracting with limits ---------------------------------------------------------------------
+
+MAX_EXTRACT_BYTES = 16 * 1024 ** 3  # well above the pinned model (about 3 GB) and its tokenizer
+MAX_EXTRACT_MEMBERS = 10_000
+_MAX_INNER_MANIFEST = 1024 * 1024
+
+
+class ExtractionRefused(WorkshopError, RuntimeError):
+    """model.tar.gz holds more than the limits allow, or not what its manifest announces; nothing is written."""
+
+
+def _announced_sizes(manifest) -> dict[str, set[int]]:
+    """Sizes by path from a manifest's 'files' list, as far as it is readable (the adapter judges the rest)."""
+    sizes: dict[str, set[int]] = {}
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    for entry in files if isinstance(files, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str) and type(entry.get("size")) is int:
+            sizes.setdefault(entry["path"], set()).add(entry["size"])
+    return sizes
+
+
+def _scan(tar: tarfile.TarFile, model_dir: Path, max_bytes: int, max_members: int) -> tuple[list, dict | None]:
+    """Every member's header, checked against the limits and tarfile's 'data' filter; the inner manifest."""
+    members, total, inner = [], 0, None
+    while (member := tar.next()) is not None:
+        if len(members) >= max_members:
+            raise ExtractionRefused(f"model.tar.gz holds more than {max_members:,} members; nothing was "
+                                    "extracted (pass max_members= to allow more)")
+        try:
+            tarfile.data_filter(member, str(model_dir))
+        except tarfile.FilterError as exc:
+            raise ExtractionRefused(f"model.tar.gz member {member.name!r} is refused ({exc}); nothing was "
+                                    "extracted") from None
+        if member.isreg():
+            total += member.size
+            if total > max_bytes:
+                raise ExtractionRefused(
+                    f"model.tar.gz would unpack to more than {max_bytes:,} bytes (member {member.name!r} "
+                    f"alone announces {member.size:,}); nothing was extracted (pass max_bytes= to allow more)")
+            if member.name == MANIFEST_NAME and member.size <= _MAX_INNER_MANIFEST:
+                try:
+                    inner = json.loads(tar.extractfile(member).read())
+                except (UnicodeDecodeError, json.JSONDecodeError):
+                    inner = None  # the adapter refuses it with its own message
+        members.append(member)
+    return members, inner
+
+
+def extract_model(tarball: str | Path, model_dir: str | Path, *, max_bytes: int = MAX_EXTRACT_BYTES,
+                  max_members: int = MAX_EXTRACT_MEMBERS, manifest: dict | None = None) -> Path:
+    """Unpack model.tar.gz the way SageMaker fills /opt/ml/model, within limits.
+
+    Every header is read first: more than ``max_members`` members, more than ``max_bytes`` of file
+    data, a member the 'data' filter refuses (absolute, '..', links leading out, devices), or a file
+    whose size differs from what the manifest announces (``manifest``, else the one inside the
+    tarball) is refused before anything is written and before an existing ``model_dir`` is removed.
+    """
     model_dir = Path(model_dir)
-    if model_dir.exists():
-        shutil.rmtree(model_dir)
-    model_dir.mkdir(parents=True)
     with tarfile.open(tarball, "r:gz") as tar:
-        tar.extractall(model_dir, filter="data")
+        members, inner = _scan(tar, model_dir, max_bytes, max_members)
+        announced = _announced_sizes(manifest if manifest is not None else inner)
+        for member in members:
+            sizes = announced.get(member.name)
+            if member.isreg() and sizes and sizes != {member.size}:
+                raise ExtractionRefused(
+                    f"model.tar.gz member {member.name!r} is {member.size:,} bytes, but {MANIFEST_NAME} "
+                    f"announces {', '.join(f'{s:,}' for s in sorted(sizes))}; nothing was extracted: "
+                    "package the model again")
+        if model_dir.exists():
+            shutil.rmtree(model_dir)
+        model_dir.mkdir(parents=True)
+        try:
+            for member in members:
+                tar.extract(member, model_dir, filter="data")
+        except BaseException:
+            shutil.rmtree(model_dir, ignore_errors=True)
+            raise
     return model_dir

@@ -54,10 +54,11 @@ def verify_package(workshop: Workshop, model_data_url: str | None = None) -> Tex
     (``model_data_url``, else the one ``package_model`` recorded)."""
     c = workshop.clients
     url = model_data_url or workshop.recall("model_data_url", "01_package_model")
-    manifest = builds.check_manifest(builds.read_manifest(c.s3, url), model_spec(workshop))
+    spec = model_spec(workshop)
+    manifest = builds.check_manifest(builds.read_manifest(c.s3, url), spec)
     bucket, key = builds.parse_s3_uri(url)
     size = c.s3.head_object(Bucket=bucket, Key=key)["ContentLength"]
-    gguf = manifest["model"]["file"]
-    text = (f"verified: {url} ({size:,} bytes) holds {gguf}; the manifest's sha256 and revision match the pin "
-            f"in workshop_lib/models.py. The adapter re-checks every listed file before it serves.")
+    text = (f"verified: {url} ({size:,} bytes) holds {spec.gguf.path}; the manifest is in "
+            f"{builds.describe_manifest(manifest)}, and the GGUF's sha256 and revision match the pin in "
+            "workshop_lib/models.py. The adapter re-checks the listed files before it serves.")
     return Text(text)
