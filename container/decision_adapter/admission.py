@@ -4,6 +4,10 @@ A llama.cpp context holds one KV cache; two requests evaluating on it at once
 would read each other's logits. So exactly one request holds the context, at
 most ``max_queue`` wait for it (each at most ``timeout_s``), and everyone else is
 told to come back later. Waiters are served first come, first served.
+
+At shutdown (SIGTERM) the gate is closed: everyone waiting, and anyone who arrives
+later, is refused at once with 503 and ``Retry-After`` so that SageMaker can send
+them to another instance; the request holding the context carries on.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ class Gate:
         self.retry_after_s = retry_after_s
         self._cond = threading.Condition()
         self._held = False
+        self._closed: str | None = None  # why the gate refuses everyone (shutting down)
         self._line: deque[object] = deque()
 
     @property
@@ -34,6 +39,32 @@ class Gate:
     def busy(self) -> bool:
         with self._cond:
             return self._held
+
+    @property
+    def closed(self) -> bool:
+        with self._cond:
+            return self._closed is not None
+
+    def close(self, reason: str = "the server is shutting down") -> None:
+        """Refuse the waiting line and every later arrival (503); the holder keeps the context."""
+        with self._cond:
+            self._closed = reason
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until nobody holds the context; False if someone still does after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._held:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def _refused(self) -> Busy:
+        return Busy(f"{self._closed}; retry after {self.retry_after_s} s (another instance will answer)",
+                    self.retry_after_s)
 
     @contextmanager
     def admit(self):
@@ -48,6 +79,8 @@ class Gate:
     def _acquire(self) -> None:
         ticket = object()
         with self._cond:
+            if self._closed is not None:
+                raise self._refused()
             if not self._held and not self._line:
                 self._held = True
                 return
@@ -60,7 +93,7 @@ class Gate:
             self._line.append(ticket)
             deadline = time.monotonic() + self.timeout_s
             try:
-                while self._held or self._line[0] is not ticket:
+                while self._closed is None and (self._held or self._line[0] is not ticket):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         raise Busy(
@@ -69,6 +102,8 @@ class Gate:
                             self.retry_after_s,
                         )
                     self._cond.wait(remaining)
+                if self._closed is not None:
+                    raise self._refused()
             except BaseException:
                 self._line.remove(ticket)
                 self._cond.notify_all()

@@ -82,3 +82,53 @@ def test_waiters_are_served_in_arrival_order():
 def _record(gate, order, i):
     with gate.admit():
         order.append(i)
+
+
+def test_closing_refuses_the_waiting_line_at_once_and_leaves_the_holder_alone():
+    gate = Gate(max_queue=4, timeout_s=30, retry_after_s=2)
+    entered, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold, args=(gate, entered, release))
+    holder.start()
+    entered.wait(5)
+    refusals = []
+
+    def wait_in_line():
+        try:
+            with gate.admit():
+                refusals.append(None)  # admitted: the test fails below
+        except Busy as exc:
+            refusals.append((exc, time.monotonic()))
+
+    waiters = [threading.Thread(target=wait_in_line) for _ in range(4)]
+    for waiter in waiters:
+        waiter.start()
+    deadline = time.monotonic() + 5
+    while gate.waiting < 4 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert gate.waiting == 4
+    closed_at = time.monotonic()
+    gate.close("shutting down")
+    for waiter in waiters:
+        waiter.join(5)
+    assert len(refusals) == 4 and all(r is not None for r in refusals)
+    assert all(exc.status == 503 and exc.retry_after_s == 2 and "shutting down" in exc.message
+               for exc, _ in refusals)
+    assert max(at for _, at in refusals) - closed_at < 1.0  # at once, not after the 30 s wait
+    assert gate.busy and gate.waiting == 0 and gate.closed  # the holder still holds the context
+    with pytest.raises(Busy, match="shutting down"):  # and whoever comes later is refused too
+        with gate.admit():
+            pass
+    assert not gate.wait_idle(0.05)
+    release.set()
+    assert gate.wait_idle(5) and not gate.busy
+    holder.join(5)
+
+
+def test_a_closed_idle_gate_admits_nobody():
+    gate = Gate(max_queue=1, timeout_s=5)
+    assert gate.wait_idle(0) and not gate.closed
+    gate.close()
+    with pytest.raises(Busy):
+        with gate.admit():
+            pass
+    assert not gate.busy
