@@ -134,10 +134,10 @@ class CountingTransport(LocalTransport):
         super().__init__(url, timeout_s=timeout_s)
         self.tally = tally
 
-    def invoke(self, body: bytes) -> bytes:
+    def invoke(self, body: bytes, **options) -> bytes:
         self.tally.add("attempts")
         try:
-            return super().invoke(body)
+            return super().invoke(body, **options)
         except EndpointBusy as exc:
             if exc.status == 503:
                 self.tally.add("busy")

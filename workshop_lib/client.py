@@ -12,6 +12,19 @@ A 503 from the model server (busy, or still loading) is retried a bounded number
 of times after its ``Retry-After``; every other failure raises an ``EndpointError``
 subclass carrying the HTTP status and the server's error code, message and field.
 
+The client trusts the server only as far as it checks it:
+
+* one deadline per call (``timeout_s``): connecting, sending, reading and the waits
+  between retries all come out of it, so a server that trickles its answer a byte at
+  a time cannot hold a call past it (the SageMaker transport can only approach this:
+  see ``SageMakerTransport``);
+* answers are read in chunks up to ``max_response_bytes`` (32 MiB unless told, far above
+  the largest answer the adapter gives), a bigger one is refused (``ResponseTooLarge``);
+* no redirect is followed: a 3xx is an error naming where it pointed (``EndpointRedirected``);
+* every decision answer is checked before it is returned (``InvalidDecision``): the
+  request's id, exactly the option ids sent and in their order, one finite probability
+  in [0, 1] per option, summing to 1 within 1e-4.
+
 The client speaks only the documented JSON schemas: it never imports the adapter.
 """
 
@@ -19,17 +32,20 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import random
 import re
+import socket
+import ssl
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectTimeoutError, HTTPClientError, ReadTimeoutError
+from botocore.exceptions import IncompleteReadError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
 from .errors import WorkshopError
@@ -42,6 +58,11 @@ DEFAULT_RETRIES = 3
 # came through SageMaker has no Retry-After; wait this long instead.
 DEFAULT_RETRY_AFTER_S = 1.0
 MAX_RETRY_SLEEP_S = 30.0
+# The adapter's largest answers (a 255-option System One choice, 64 questions on one state) are well
+# under 1 MiB; this leaves room for other servers' chat answers while refusing a body of gigabytes.
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+READ_CHUNK_BYTES = 64 * 1024
+PROBABILITY_SUM_TOLERANCE = 1e-4
 # One retry policy, the client's: botocore makes exactly one attempt per call (its standard mode would
 # retry 503s and throttling on its own, unseen, under each of our retries), and EndpointClient retries
 # busy answers itself, counting every attempt it makes (``Decision.attempts``).
@@ -126,6 +147,25 @@ class InvalidResponse(EndpointError):
     hint = "Is this endpoint running the decision adapter (the standard image only answers chat)?"
 
 
+class InvalidDecision(InvalidResponse):
+    """A decision answer that is not one usable probability per option sent: a NaN, a value outside
+    [0, 1], a sum other than 1, a missing, extra or reordered option id."""
+
+    hint = "Do not act on this answer; the server's reply is not a distribution over the options sent"
+
+
+class ResponseTooLarge(InvalidResponse):
+    """The answer is larger than the client's ``max_response_bytes``; it was not read to its end."""
+
+    hint = "Raise max_response_bytes if this server's answers really are this large"
+
+
+class EndpointRedirected(EndpointError):
+    """A 3xx: the client follows no redirects (a redirect could send the request to another host)."""
+
+    hint = "Use the final URL yourself if you trust it; a decision server answers on its own URL"
+
+
 def error_class(status: int | None) -> type[EndpointError]:
     if status in (429, 503):
         return EndpointBusy
@@ -181,71 +221,224 @@ def error_from_response(status: int, body: bytes | str | None, *, endpoint: str,
 # -- transports ---------------------------------------------------------------------
 
 
-class LocalTransport:
-    """POST /invocations on a URL with urllib (one timeout covers connect and each read)."""
+class Deadline:
+    """The instant (``time.monotonic``) by which a whole call must be done."""
 
-    def __init__(self, url: str, *, timeout_s: float = READ_TIMEOUT_S):
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def remaining(self) -> float:
+        """The time left; TimeoutError once there is none."""
+        left = self.left()
+        if left <= 0:
+            raise TimeoutError(f"the call's {self.seconds:g} s are up")
+        return left
+
+
+class _DeadlineIO:
+    """Every send and receive gets only the time left until the call's deadline. A socket timeout
+    alone starts again with each operation, so a server sending a byte at a time would never trip it."""
+
+    deadline: Deadline | None = None
+
+    def _time_left(self) -> None:
+        if self.deadline is not None:
+            self.settimeout(self.deadline.remaining())
+
+    def recv(self, *args):
+        self._time_left()
+        return super().recv(*args)
+
+    def recv_into(self, *args):
+        self._time_left()
+        return super().recv_into(*args)
+
+    def send(self, *args):
+        self._time_left()
+        return super().send(*args)
+
+    def sendall(self, *args):  # a plain socket's sendall holds its timeout for the whole send
+        self._time_left()
+        return super().sendall(*args)
+
+
+class _DeadlineSocket(_DeadlineIO, socket.socket):
+    pass
+
+
+class _DeadlineSSLSocket(_DeadlineIO, ssl.SSLSocket):
+    pass
+
+
+class _Connection(http.client.HTTPConnection):
+    """http.client's connection on a socket that works to one deadline (plain or TLS)."""
+
+    def __init__(self, host: str, port: int, deadline: Deadline, tls: ssl.SSLContext | None):
+        super().__init__(host, port, timeout=deadline.remaining())
+        self.deadline = deadline
+        self.tls = tls
+
+    def connect(self) -> None:
+        raw = socket.create_connection((self.host, self.port), self.deadline.remaining())
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tls is not None:
+            # The handshake runs with the time left when it starts, per operation (ssl does it in C).
+            raw.settimeout(self.deadline.remaining())
+            sock = self.tls.wrap_socket(raw, server_hostname=self.host)
+        else:
+            sock = _DeadlineSocket(fileno=raw.detach())
+        sock.deadline = self.deadline
+        self.sock = sock
+
+
+def _tls_context() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.sslsocket_class = _DeadlineSSLSocket
+    return context
+
+
+def read_capped(read: Callable[[int], bytes], limit: int, *, announced: int | None = None,
+                endpoint: str | None = None, deadline: Deadline | None = None) -> bytes:
+    """A body read in chunks of at most READ_CHUNK_BYTES through ``read(n)``, refused once it passes
+    ``limit`` bytes (at once when its announced length does); the deadline is checked between chunks."""
+    if announced is not None and announced > limit:
+        raise ResponseTooLarge(f"the answer announces {announced} bytes, more than the client reads "
+                               f"(max_response_bytes={limit})", endpoint=endpoint)
+    chunks, size = [], 0
+    while True:
+        if deadline is not None:
+            deadline.remaining()
+        chunk = read(min(READ_CHUNK_BYTES, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise ResponseTooLarge(f"the answer is longer than {limit} bytes, more than the client reads "
+                                   "(max_response_bytes); it was not read further", endpoint=endpoint)
+        chunks.append(chunk)
+
+
+class LocalTransport:
+    """POST /invocations on an http(s) URL, with one deadline per call for connecting, sending and
+    reading together, a cap on the answer's size and no redirects followed. No proxy is used: the
+    URL is a local server's (an adapter process, a tunnel's end)."""
+
+    def __init__(self, url: str, *, timeout_s: float = READ_TIMEOUT_S,
+                 max_response_bytes: int = MAX_RESPONSE_BYTES):
         self.url = url.rstrip("/")
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{url!r} is not an http:// or https:// URL with a host")
+        if timeout_s <= 0 or max_response_bytes < 1:
+            raise ValueError("timeout_s must be above 0 and max_response_bytes at least 1")
+        self._host = parts.hostname
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._path = parts.path.rstrip("/")
+        self._tls = _tls_context() if parts.scheme == "https" else None
         self.timeout_s = timeout_s
+        self.max_response_bytes = max_response_bytes
 
     @property
     def name(self) -> str:
         return self.url
 
-    def invoke(self, body: bytes) -> bytes:
-        request = urllib.request.Request(self.url + "/invocations", data=body, method="POST",
-                                         headers={"Content-Type": JSON, "Accept": JSON})
-        return self._send(request, self.timeout_s)
+    def invoke(self, body: bytes, *, deadline: Deadline | None = None) -> bytes:
+        return self._send("POST", "/invocations", body, deadline or Deadline(self.timeout_s))
 
     def ping(self, timeout_s: float = CONNECT_TIMEOUT_S) -> bytes:
-        return self._send(urllib.request.Request(self.url + "/ping", method="GET"), timeout_s)
+        return self._send("GET", "/ping", None, Deadline(timeout_s))
 
-    def _send(self, request: urllib.request.Request, timeout_s: float) -> bytes:
+    def get(self, path: str, timeout_s: float = CONNECT_TIMEOUT_S) -> bytes:
+        return self._send("GET", path, None, Deadline(timeout_s))
+
+    def _send(self, method: str, path: str, body: bytes | None, deadline: Deadline) -> bytes:
+        headers = {"Accept": JSON}
+        if body is not None:
+            headers["Content-Type"] = JSON
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                return response.read()
-        except urllib.error.HTTPError as exc:
-            try:
-                body = exc.read()
-            finally:
-                exc.close()
-            raise error_from_response(exc.code, body, endpoint=self.name,
-                                      retry_after=exc.headers.get("Retry-After")) from None
+            connection = _Connection(self._host, self._port, deadline, self._tls)
         except TimeoutError:
-            raise EndpointTimeout(f"no answer within {timeout_s:g} s", endpoint=self.name) from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise EndpointTimeout(f"no connection within {timeout_s:g} s", endpoint=self.name) from None
-            raise EndpointUnreachable(f"cannot connect: {exc.reason}", endpoint=self.name) from None
-        except (ConnectionError, http.client.HTTPException) as exc:
+            raise EndpointTimeout(f"no time left of the call's {deadline.seconds:g} s", endpoint=self.name) from None
+        try:
+            try:
+                connection.connect()
+            except TimeoutError:
+                raise EndpointTimeout(f"no connection within {deadline.seconds:g} s", endpoint=self.name) from None
+            except OSError as exc:
+                raise EndpointUnreachable(f"cannot connect: {exc}", endpoint=self.name) from None
+            connection.request(method, self._path + path, body=body, headers=headers)
+            response = connection.getresponse()
+            if 300 <= response.status < 400:
+                location = response.getheader("Location")
+                where = f"points to {location[:500]!r}" if location else "names no Location"
+                raise EndpointRedirected(f"the server answered {response.status} and {where}; the client follows "
+                                         "no redirects", status=response.status, endpoint=self.name)
+            data = read_capped(response.read, self.max_response_bytes, announced=response.length,
+                               endpoint=self.name)
+        except TimeoutError:
+            raise EndpointTimeout(f"no complete answer within {deadline.seconds:g} s (connecting, sending and "
+                                  "reading together)", endpoint=self.name) from None
+        except (OSError, http.client.HTTPException) as exc:
             raise EndpointUnreachable(f"the connection failed: {exc!r}", endpoint=self.name) from None
+        finally:
+            connection.close()
+        if 200 <= response.status < 300:
+            return data
+        raise error_from_response(response.status, data, endpoint=self.name,
+                                  retry_after=response.getheader("Retry-After"))
 
 
 _STATUS_IN_MESSAGE = re.compile(r"error \((\d{3})\) from")
 
 
 class SageMakerTransport:
-    """``InvokeEndpoint`` through a ``sagemaker-runtime`` client."""
+    """``InvokeEndpoint`` through a ``sagemaker-runtime`` client.
 
-    def __init__(self, endpoint_name: str, runtime_client):
+    What a deadline means here: botocore sends the request and waits for the answer's headers, and
+    its config's ``connect_timeout`` and ``read_timeout`` bound connecting and each socket read, not
+    the call (a byte every few seconds keeps a read alive). The transport reads the answer's body in
+    chunks of at most READ_CHUNK_BYTES, stops once ``max_response_bytes`` is passed (at once when the
+    announced length does), and checks the call's deadline before each chunk; ``EndpointClient``
+    checks it before each retry. So a call ends at most one ``read_timeout`` past its deadline once
+    the headers are in, while the wait for the headers is bounded by SageMaker itself, which ends an
+    invocation the container has not answered within 60 s.
+    """
+
+    def __init__(self, endpoint_name: str, runtime_client, *, timeout_s: float = READ_TIMEOUT_S,
+                 max_response_bytes: int = MAX_RESPONSE_BYTES):
         self.endpoint_name = endpoint_name
         self.runtime = runtime_client
+        self.timeout_s = timeout_s
+        self.max_response_bytes = max_response_bytes
 
     @property
     def name(self) -> str:
         return f"endpoint {self.endpoint_name}"
 
-    def invoke(self, body: bytes) -> bytes:
+    def invoke(self, body: bytes, *, deadline: Deadline | None = None) -> bytes:
+        deadline = deadline or Deadline(self.timeout_s)
         try:
             response = self.runtime.invoke_endpoint(EndpointName=self.endpoint_name, Body=body,
                                                     ContentType=JSON, Accept=JSON)
+            stream = response["Body"]
+            announced = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("content-length")
+            try:
+                return read_capped(stream.read, self.max_response_bytes, endpoint=self.name, deadline=deadline,
+                                   announced=int(announced) if announced and announced.isdigit() else None)
+            finally:
+                stream.close()
         except ClientError as exc:
             raise self._error(exc) from None
         except (ReadTimeoutError, ConnectTimeoutError) as exc:
             raise EndpointTimeout(str(exc), endpoint=self.name) from None
-        except (BotocoreConnectionError, HTTPClientError) as exc:  # refused, reset, DNS, proxy
+        except TimeoutError:
+            raise EndpointTimeout(f"no complete answer within {deadline.seconds:g} s", endpoint=self.name) from None
+        except (BotocoreConnectionError, HTTPClientError, IncompleteReadError) as exc:  # refused, reset, DNS, proxy
             raise EndpointUnreachable(str(exc), endpoint=self.name) from None
-        return response["Body"].read()
 
     def ping(self, timeout_s: float = CONNECT_TIMEOUT_S) -> bytes:
         raise NotImplementedError(
@@ -323,14 +516,16 @@ class Decision:
                     client_latency_ms: float = 0.0, attempts: int = 1, endpoint: str | None = None) -> Decision:
         try:
             option_ids = tuple(str(i) for i in result["option_ids"])
-            probabilities = tuple(float(p) for p in result["probabilities"])
+            probabilities = tuple(result["probabilities"])
             rid = str(result["id"])
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidResponse(f"the decision result lacks a usable {exc}", endpoint=endpoint,
                                   body=json.dumps(result)[:2000]) from None
-        if len(option_ids) != len(probabilities) or not option_ids:
-            raise InvalidResponse(f"{len(option_ids)} option ids but {len(probabilities)} probabilities",
-                                  endpoint=endpoint)
+        problem = distribution_problem(option_ids, probabilities)
+        if problem:
+            raise InvalidDecision(f"the answer to {rid!r} is unusable: {problem}", endpoint=endpoint,
+                                  body=json.dumps(result)[:2000])
+        probabilities = tuple(float(p) for p in probabilities)
         return cls(rid, option_ids, probabilities,
                    timing=dict(timing if timing is not None else result.get("timing") or {}),
                    model=dict(model if model is not None else result.get("model") or {}),
@@ -346,6 +541,39 @@ class ChatResult:
     attempts: int = field(default=1, compare=False)
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     reasoning: str = field(default="", compare=False, repr=False)  # a reasoning model's reasoning_content
+
+
+def distribution_problem(option_ids: Sequence[str], probabilities: Sequence) -> str | None:
+    """What makes these probabilities unusable as one distribution over the options, or None."""
+    if not option_ids:
+        return "it names no options"
+    if len(probabilities) != len(option_ids):
+        return f"{len(probabilities)} probabilities for {len(option_ids)} option ids"
+    for option_id, p in zip(option_ids, probabilities):
+        if isinstance(p, bool) or not isinstance(p, (int, float)):
+            return f"the probability of {option_id!r} is {p!r}, not a number"
+        if not math.isfinite(p):
+            return f"the probability of {option_id!r} is {p!r}, not a finite number"
+        if not 0.0 <= p <= 1.0:
+            return f"the probability of {option_id!r} is {p!r}, outside [0, 1]"
+    total = math.fsum(probabilities)
+    if abs(total - 1.0) > PROBABILITY_SUM_TOLERANCE:
+        return f"the probabilities sum to {total!r}, not 1 (within {PROBABILITY_SUM_TOLERANCE:g})"
+    return None
+
+
+def option_ids_problem(sent: Sequence[str], got: Sequence[str]) -> str | None:
+    """How the answer's option ids differ from those sent (exactly those, in the order sent), or None."""
+    if tuple(got) == tuple(sent):
+        return None
+    doubled = sorted({i for i in got if list(got).count(i) > 1})
+    missing = [i for i in sent if i not in got]
+    extra = [i for i in got if i not in sent]
+    if doubled:
+        return f"it lists {doubled} more than once"
+    if missing or extra:
+        return f"it lacks the options {missing} and has {extra}, which were not sent"
+    return f"it lists the options as {list(got)}, not in the order sent {list(sent)}"
 
 
 # -- request helpers ----------------------------------------------------------------
@@ -408,23 +636,29 @@ class EndpointClient:
         self._jitter = random.Random()
 
     @classmethod
-    def local(cls, url: str, *, timeout_s: float = READ_TIMEOUT_S, **options) -> EndpointClient:
-        """A client for a server on a URL (a local adapter process: ``AdapterProcess.url``)."""
-        return cls(LocalTransport(url, timeout_s=timeout_s), **options)
+    def local(cls, url: str, *, timeout_s: float = READ_TIMEOUT_S, max_response_bytes: int = MAX_RESPONSE_BYTES,
+              **options) -> EndpointClient:
+        """A client for a server on a URL (a local adapter process: ``AdapterProcess.url``). ``timeout_s``
+        is each call's deadline, retries included; answers over ``max_response_bytes`` are refused."""
+        return cls(LocalTransport(url, timeout_s=timeout_s, max_response_bytes=max_response_bytes), **options)
 
     @classmethod
     def sagemaker(cls, endpoint_name: str, region: str | None = None, runtime_client=None, *,
                   read_timeout_s: float = READ_TIMEOUT_S, connect_timeout_s: float = CONNECT_TIMEOUT_S,
+                  timeout_s: float = READ_TIMEOUT_S, max_response_bytes: int = MAX_RESPONSE_BYTES,
                   endpoint_url: str | None = None, **options) -> EndpointClient:
         """A client for a SageMaker endpoint; pass ``runtime_client`` to reuse (or stub) one, or
-        ``endpoint_url`` for a VPC endpoint of the SageMaker runtime."""
+        ``endpoint_url`` for a VPC endpoint of the SageMaker runtime. ``read_timeout_s`` and
+        ``connect_timeout_s`` go to botocore (per socket operation); ``timeout_s`` is the call's
+        deadline as far as the transport can hold it (``SageMakerTransport`` says how far)."""
         if runtime_client is None:
             from . import aws
 
             config = Config(read_timeout=read_timeout_s, connect_timeout=connect_timeout_s,
                             retries={"mode": "standard", "total_max_attempts": BOTOCORE_TOTAL_ATTEMPTS})
             runtime_client = aws.client("sagemaker-runtime", region, endpoint_url=endpoint_url, config=config)
-        return cls(SageMakerTransport(endpoint_name, runtime_client), **options)
+        return cls(SageMakerTransport(endpoint_name, runtime_client, timeout_s=timeout_s,
+                                      max_response_bytes=max_response_bytes), **options)
 
     def __repr__(self) -> str:
         return f"EndpointClient({self.transport.name}, retries={self.retries})"
@@ -435,16 +669,19 @@ class EndpointClient:
         """Send one JSON body; return (parsed reply, client latency in ms incl. retries, attempts)."""
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         started = time.perf_counter()
+        timeout_s = getattr(self.transport, "timeout_s", None)
+        deadline = Deadline(timeout_s) if timeout_s else None  # the whole call's, retries included
         attempt = 1
         while True:
             try:
-                reply = self.transport.invoke(body)
+                reply = self.transport.invoke(body, deadline=deadline)
                 break
             except EndpointBusy as exc:
                 exc.attempts = attempt
-                if attempt > self.retries:
+                delay = self._retry_delay(exc.retry_after)
+                if attempt > self.retries or (deadline is not None and deadline.left() <= delay):
                     raise
-                self._sleep(self._retry_delay(exc.retry_after))
+                self._sleep(delay)
                 attempt += 1
         latency_ms = (time.perf_counter() - started) * 1000.0
         try:
@@ -566,8 +803,22 @@ class EndpointClient:
             raise InvalidResponse(str(exc), endpoint=self.transport.name, body=json.dumps(reply)[:2000]) from None
 
     def ping(self) -> dict:
-        """The server's /ping reply (local servers only: SageMaker keeps /ping to itself)."""
-        reply = self.transport.ping()
+        """The server's /ping reply (local servers only: SageMaker keeps /ping to itself). The adapter
+        says only ``{"status": "ready"}`` there to a caller without its key; ``status()`` says more."""
+        return self._json_reply(self.transport.ping())
+
+    def status(self) -> dict:
+        """The adapter's ``GET /status`` (local servers only): the model file, the start-up proof, and
+        whether a request holds the model (``busy``) and how many wait. An adapter with an API key
+        keeps it to callers holding the key, which this client does not send."""
+        get = getattr(self.transport, "get", None)
+        if get is None:
+            raise NotImplementedError("SageMaker routes callers to /invocations only; /status is for a local "
+                                      "adapter (DescribeEndpoint says how a SageMaker endpoint is)")
+        return self._json_reply(get("/status"))
+
+    @staticmethod
+    def _json_reply(reply: bytes) -> dict:
         try:
             return json.loads(reply) if reply.strip() else {}
         except ValueError:
@@ -581,17 +832,20 @@ class EndpointClient:
         return min(self.max_retry_sleep_s, base * (1.0 + 0.25 * self._jitter.random()))
 
     def _check_answers(self, made: Decision, asked_id, asked_options) -> None:
-        """The answer must be to this request: same id, same option ids in the same order."""
+        """The answer must be to this request: same id, exactly the option ids sent, in their order."""
         expected = _option_ids(asked_options)
-        if made.id != asked_id or made.option_ids != expected:
-            raise InvalidResponse(
-                f"asked {asked_id!r} with options {list(expected)}, got an answer for {made.id!r} "
-                f"with options {list(made.option_ids)}", endpoint=self.transport.name)
+        if made.id != asked_id:
+            raise InvalidDecision(f"asked {asked_id!r}, got an answer for {made.id!r}", endpoint=self.transport.name)
+        problem = option_ids_problem(expected, made.option_ids)
+        if problem:
+            raise InvalidDecision(f"the answer to {asked_id!r} does not fit the options sent: {problem}",
+                                  endpoint=self.transport.name)
 
 
 __all__ = [
-    "BadRequest", "ChatResult", "Decision", "EndpointBusy", "EndpointClient", "EndpointError",
-    "EndpointNotFound", "EndpointServerError", "EndpointTimeout", "EndpointUnreachable", "InvalidResponse",
-    "LocalTransport", "SageMakerTransport", "UnprocessableRequest", "decision", "error_class",
-    "error_from_response", "option_list", "parse_error_body", "parse_retry_after", "question",
+    "BadRequest", "ChatResult", "Deadline", "Decision", "EndpointBusy", "EndpointClient", "EndpointError",
+    "EndpointNotFound", "EndpointRedirected", "EndpointServerError", "EndpointTimeout", "EndpointUnreachable",
+    "InvalidDecision", "InvalidResponse", "LocalTransport", "ResponseTooLarge", "SageMakerTransport",
+    "UnprocessableRequest", "decision", "distribution_problem", "error_class", "error_from_response",
+    "option_ids_problem", "option_list", "parse_error_body", "parse_retry_after", "question", "read_capped",
 ]

@@ -8,6 +8,7 @@ import http.server
 import io
 import json
 import threading
+import time
 
 import boto3
 import pytest
@@ -18,7 +19,8 @@ from botocore.stub import Stubber
 from urllib3.response import HTTPResponse
 
 from workshop_lib.client import (READ_TIMEOUT_S, EndpointBusy, EndpointClient, EndpointNotFound,
-                                 EndpointServerError, InvalidResponse, UnprocessableRequest, decision)
+                                 EndpointServerError, EndpointTimeout, InvalidDecision, InvalidResponse,
+                                 ResponseTooLarge, UnprocessableRequest, decision)
 
 REGION = "us-east-1"
 ENDPOINT = "semif-decision-workflows"
@@ -301,3 +303,64 @@ def test_fake_http_model_error_is_parsed_where_the_client_looks(monkeypatch):
     assert request.headers["Content-Type"] in ("application/json", b"application/json")
     assert request.headers["Accept"] in ("application/json", b"application/json")
     assert json.loads(request.body) == DECISION
+
+
+# -- the client's limits on what SageMaker hands back ------------------------------------------------
+
+
+class _Trickle(io.RawIOBase):
+    """A body arriving a byte at a time, each after ``every_s`` (what botocore's per-read timeout lets by)."""
+
+    def __init__(self, data: bytes, every_s: float):
+        self.data, self.every_s, self.reads = data, every_s, 0
+
+    def readable(self):
+        return True
+
+    def read(self, amt=-1):
+        time.sleep(self.every_s)
+        self.reads += 1
+        chunk, self.data = self.data[:1], self.data[1:]
+        return chunk
+
+
+def test_stubber_a_trickling_body_is_stopped_at_the_call_deadline(runtime):
+    sm, stubber = runtime
+    raw = json.dumps(RESULT).encode()
+    slow = _Trickle(raw, every_s=0.25)
+    stubber.add_response("invoke_endpoint", {"Body": StreamingBody(slow, len(raw)), "ContentType": "application/json"},
+                         expected_request(DECISION))
+    client, _ = make_client(sm, timeout_s=1.0, retries=0)
+    started = time.monotonic()
+    with pytest.raises(EndpointTimeout, match="within 1 s"):
+        client.decide(DECISION)
+    # checked between chunks: the call ends within one chunk's read of its deadline
+    assert time.monotonic() - started < 1.0 + 0.25 + 0.5
+    assert slow.reads < len(raw)
+
+
+def test_stubber_a_body_over_the_cap_is_refused(runtime):
+    sm, stubber = runtime
+    big = json.dumps({"result": dict(RESULT["result"], padding="x" * 5000)}).encode()
+    stubber.add_response("invoke_endpoint", {"Body": StreamingBody(io.BytesIO(big), len(big)),
+                                             "ContentType": "application/json"}, expected_request(DECISION))
+    client, _ = make_client(sm, max_response_bytes=4096)
+    with pytest.raises(ResponseTooLarge, match="longer than 4096 bytes"):
+        client.decide(DECISION)
+
+
+def test_an_announced_body_over_the_cap_is_refused_through_botocore(runtime_api):
+    api, url = runtime_api
+    api.script = [(200, {}, {"result": dict(RESULT["result"], padding="x" * 5000)})]
+    client = EndpointClient.sagemaker(ENDPOINT, REGION, endpoint_url=url, max_response_bytes=4096, retries=0)
+    with pytest.raises(ResponseTooLarge, match="announces 5.* bytes.*max_response_bytes=4096"):
+        client.decide(DECISION)
+
+
+def test_stubber_an_unnormalised_answer_is_refused(runtime):
+    sm, stubber = runtime
+    stubber.add_response("invoke_endpoint", reply({"result": dict(RESULT["result"], probabilities=[0.3, 0.3])}),
+                         expected_request(DECISION))
+    client, _ = make_client(sm)
+    with pytest.raises(InvalidDecision, match="sum to 0.6"):
+        client.decide(DECISION)
