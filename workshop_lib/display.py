@@ -3,6 +3,8 @@
 * ``DecisionView``: one decision (or the answers of one shared-state request) as a horizontal
   bar chart of its probabilities, with the policy's threshold and outcome when one is applied.
   Jupyter shows the chart; ``str()`` and the notebook file's ``text/plain`` keep the text.
+* ``row``, ``shorten`` and ``excerpt``: text cut or wrapped only where a word or a line ends
+  (browsers break a long output line wherever it reaches the edge, mid-word included).
 * ``install_error_handler``: in a notebook, the mistakes a participant is expected to make
   (a missing earlier step, bad input, no quota, a refused request) print one line that says
   what to do instead of a traceback through the library. Anything else keeps its traceback.
@@ -11,7 +13,38 @@
 from __future__ import annotations
 
 import io
+import textwrap
+from pathlib import Path
 from typing import Sequence
+
+TEXT_WIDTH = 100  # characters of a notebook's text output that fit without the browser breaking them
+
+# ---- text that breaks between words --------------------------------------------------------
+
+
+def row(head: str, detail: str, width: int = TEXT_WIDTH) -> str:
+    """``head`` then ``detail`` wrapped at word boundaries, continued under the detail's first column."""
+    indent = " " * len(head)
+    if not detail:
+        return head.rstrip()
+    return textwrap.fill(detail, width=max(width, len(head) + 20), initial_indent=head, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def shorten(text: str, width: int = TEXT_WIDTH) -> str:
+    """``text`` on one line, cut at a word boundary to at most ``width`` characters (marked with …)."""
+    return textwrap.shorten(" ".join(text.split()), width=width, placeholder=" …")
+
+
+def excerpt(path: str | Path, lines: int = 40) -> str:
+    """A file's first ``lines`` whole lines, then how many more there are and where."""
+    path = Path(path)
+    kept = path.read_text().splitlines()
+    if len(kept) <= lines:
+        return "\n".join(kept)
+    rest = len(kept) - lines
+    return "\n".join(kept[:lines] + [f"… {rest} more line{'s' if rest != 1 else ''} in {path}"])
+
 
 # ---- decision charts -----------------------------------------------------------------------
 
@@ -219,4 +252,5 @@ def install_error_handler(shell=None) -> bool:
     return True
 
 
-__all__ = ["DecisionView", "expected_errors", "install_error_handler", "is_expected", "one_line", "outcome_line"]
+__all__ = ["DecisionView", "TEXT_WIDTH", "excerpt", "expected_errors", "install_error_handler", "is_expected", "one_line",
+           "outcome_line", "row", "shorten"]

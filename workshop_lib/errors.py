@@ -13,3 +13,22 @@ from __future__ import annotations
 
 class WorkshopError(Exception):
     """An expected failure; the message names what went wrong and what to do about it."""
+
+
+class StepError(WorkshopError, RuntimeError):
+    """A workshop step cannot run yet; the message says which notebook or setting comes first."""
+
+
+class StepNotRun(StepError):
+    """What an earlier notebook makes is missing: ``what`` names it, ``notebook`` is the one to run.
+
+    Shown in one line: ``<what>: run notebook <notebook> first``. ``notebook`` is the notebook's file
+    name without ``.ipynb`` (``01_package_model``), so the line names exactly what to open.
+    """
+
+    def __init__(self, notebook: str, what: str):
+        self.notebook, self.what = notebook, what
+        super().__init__(f"{what}: run notebook {notebook} first")
+
+    def __reduce__(self):  # pickles (pytest-xdist, multiprocessing) with both fields
+        return type(self), (self.notebook, self.what)

@@ -182,8 +182,8 @@ def test_broken_credentials_are_an_error_naming_the_profile_never_local(monkeypa
     assert main(["running", "--region", "us-east-1"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "'workshop-missing-profile'" in err and "Traceback" not in err
-    assert main(["running", "--region", "us-east-1", "--mode", "local"]) == 1  # chosen explicitly: no guess
-    assert "emulator is not running" in capsys.readouterr().err
+    assert main(["running", "--region", "us-east-1", "--mode", "local"]) == 0  # chosen explicitly: no guess
+    assert "the local rehearsal is not running" in capsys.readouterr().out
 
 
 def test_no_region_in_aws_mode_says_which_flag(capsys):

@@ -8,7 +8,7 @@ import pytest
 
 from workshop_lib import builds, endpoints, stand_ins
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.steps import StepError, Workshop
+from workshop_lib.steps import StepError, StepNotRun, Workshop
 
 
 def test_outputs_live_next_to_its_config_file_and_reach_a_later_workshop(tmp_path):
@@ -20,8 +20,10 @@ def test_outputs_live_next_to_its_config_file_and_reach_a_later_workshop(tmp_pat
     later = Workshop(WorkshopConfig(mode="aws", region="eu-west-1"), tmp_path / "one" / "config.json")
     assert later.recall("model_data_url", "01_package_model") == "s3://b/m/model.tar.gz"
     other = Workshop(WorkshopConfig(mode="aws", region="eu-west-1"), tmp_path / "two" / "config.json")
-    with pytest.raises(StepError, match="no model data url recorded yet: run 01_package_model first"):
+    with pytest.raises(StepNotRun, match="^no model data url recorded yet: run notebook 01_package_model first$") \
+            as raised:
         other.recall("model_data_url", "01_package_model")
+    assert raised.value.notebook == "01_package_model" and isinstance(raised.value, StepError)
 
 
 def test_save_makes_the_config_the_workshops_and_writes_it_where_load_reads(tmp_path, monkeypatch):
@@ -49,8 +51,9 @@ def test_aws_mode_waits_for_codebuild_and_sagemaker(tmp_path, monkeypatch):
 def test_local_mode_without_the_emulator_says_to_run_setup(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "local"))  # an empty registry: nothing runs
     workshop = Workshop(WorkshopConfig(mode="local"), tmp_path / "config.json")
-    with pytest.raises(StepError, match="run 00_setup again"):
+    with pytest.raises(StepNotRun, match="^the local AWS emulator is not running .*: run notebook 00_setup first$"):
         workshop.clients
+    assert "nothing to clean" in workshop.nothing_to_clean()
 
 
 def test_local_mode_hands_builds_and_hosting_to_the_stand_ins(tmp_path, monkeypatch):

@@ -26,6 +26,9 @@ import numpy as np
 FIT_SPLITS = frozenset({"dev", "train", "calibration", "calib", "validation", "val"})
 BETA_RANGE = (1e-3, 100.0)  # 1/T searched in this range (T from 0.01 to 1000)
 DEFAULT_BINS = 10
+# Fewer tasks than this on either side (fit, report) and a fitted temperature, ECE or Brier score is
+# noise: with 10 bins, a handful of tasks leave most bins empty and each task moves ECE by 1/n.
+MIN_TASKS = 20
 
 
 def softmax(logits: Sequence[float], temperature: float = 1.0) -> np.ndarray:
@@ -162,7 +165,8 @@ def calibrate_results(results: Iterable, bins: int = DEFAULT_BINS) -> dict:
     fit_rows, fit_targets = _rows(fit)
     rows, targets = _rows(held_out)
     out = {"split": how, "fit_tasks": len(fit_rows), "report_tasks": len(rows),
-           "invalid_skipped": len(fit) + len(held_out) - len(fit_rows) - len(rows)}
+           "invalid_skipped": len(fit) + len(held_out) - len(fit_rows) - len(rows),
+           "too_few": min(len(fit_rows), len(rows)) < MIN_TASKS}
     if not fit_rows or not rows:
         out["error"] = "not enough valid labelled answers to fit on one part and report on the other"
         return out
@@ -178,5 +182,5 @@ def calibrate_results(results: Iterable, bins: int = DEFAULT_BINS) -> dict:
     return out
 
 
-__all__ = ["FIT_SPLITS", "brier_score", "calibrate_results", "expected_calibration_error", "fit_temperature",
+__all__ = ["FIT_SPLITS", "MIN_TASKS", "brier_score", "calibrate_results", "expected_calibration_error", "fit_temperature",
            "metrics", "nll", "reliability_bins", "softmax", "split_for_calibration"]

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from .bias import flip_stats
-from .calibration import calibrate_results
+from .calibration import MIN_TASKS, calibrate_results
 from .runner import Run, TaskResult
 
 RUN_TITLES = {
@@ -401,6 +401,8 @@ def render_markdown(report: BenchReport) -> str:
                 table(["", *HEADLINE[:5]], rows), "",
                 "Baseline replies: " + ", ".join(f"{k} {v}" for k, v in sorted(parses.items())) +
                 " (exact = the reply is an id; found = exactly one id in the reply; none/ambiguous = invalid)."]
+        if g["tasks"] < MIN_STUDIED:
+            out += ["", too_few_note(g["tasks"], "asked both ways", "either accuracy")]
 
     order = report.order_test
     if order:
@@ -423,6 +425,8 @@ def render_markdown(report: BenchReport) -> str:
                 table(["readout", "requests per task", "accuracy (original order)",
                        f"accuracy ({order['order']})", "top-choice flips", "client p50",
                        "tokens evaluated per task"], rows)]
+        if plain["compared"] < MIN_STUDIED:
+            out += ["", too_few_note(plain["compared"], "compared in both orders", "the flip rate")]
 
     cal = report.calibration
     if cal is not None:
@@ -437,8 +441,10 @@ def render_markdown(report: BenchReport) -> str:
             out += ["", table(["", "temperature", "NLL", "ECE", "Brier", "accuracy"],
                               [["before", "1", f"{b['nll']:.3f}", f"{b['ece']:.3f}", f"{b['brier']:.3f}",
                                 fmt_pct(b["accuracy"])],
-                               ["after", f"{cal['temperature']:.3g}", f"{a['nll']:.3f}", f"{a['ece']:.3f}",
+                               ["after", fmt_temperature(cal), f"{a['nll']:.3f}", f"{a['ece']:.3f}",
                                 f"{a['brier']:.3f}", fmt_pct(a["accuracy"])]])]
+            if min(cal["fit_tasks"], cal["report_tasks"]) < MIN_TASKS:
+                out += ["", too_few_calibration_note(cal)]
 
     if report.compare_with:
         label_a = report.compare_with["label"]
@@ -455,11 +461,36 @@ BOUND_NOTES = {
 }
 
 
+# Fewer studied tasks than this and an order-test rate is a handful of coin flips (one flip moves it by
+# 100/n points); notebook 06's quick defaults study 2.
+MIN_STUDIED = 20
+
+
+def too_few_note(n: int, counted: str, rate: str) -> str:
+    """The caveat under a study table that has too few tasks to mean anything."""
+    return (f"Too few to mean anything: {n} task{'s' if n != 1 else ''} {counted}, so each task is "
+            f"{100 / max(n, 1):.0f} points of {rate}. Study at least {MIN_STUDIED} tasks (notebook 06's "
+            "*Studied* slider, `study_limit=`) before reading it.")
+
+
+def too_few_calibration_note(cal: Mapping) -> str:
+    """The caveat under the calibration table when either side has too few tasks."""
+    return (f"Too few to mean anything: fitted on {cal['fit_tasks']} and reported on {cal['report_tasks']} "
+            f"tasks; with fewer than {MIN_TASKS} on either side a fitted temperature, ECE or Brier score is "
+            "noise. Run more tasks (notebook 06's *Tasks* slider, `limit=`) before reading it.")
+
+
+def fmt_temperature(cal: Mapping) -> str:
+    """The fitted temperature, marked when the search stopped at its bound (the value is then the bound)."""
+    text = f"{cal['temperature']:.3g}"
+    return f"{text} (search bound)" if cal.get("at_search_bound") else text
+
+
 def _flips(section: Mapping) -> str:
     if section.get("rate") is None:
         return "–"
     return f"{section['flips']}/{section['compared']} ({fmt_pct(section['rate'])})"
 
 
-__all__ = ["BenchReport", "compare", "comparison_markdown", "fmt_pct", "fmt_s", "latency_stats", "load_comparison",
+__all__ = ["BenchReport", "MIN_STUDIED", "compare", "comparison_markdown", "fmt_pct", "fmt_s", "latency_stats", "load_comparison",
            "percentile", "render_markdown", "summarize", "table"]

@@ -33,14 +33,15 @@ needs (the model's S3 URL, the pinned image digests). Nothing is kept at module 
 
 from __future__ import annotations
 
-from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, READ_ONLY, StepError,
-                      Text, Workshop, model_spec)
+from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, READ_ONLY, StepError, StepNotRun,
+                      Text, Workshop, keep_choice, model_spec)
 from .setup import Checks, SetupResult, check_environment, ensure_codebuild_role, setup, show_config
 from .package import PackageResult, package_model, verify_package
 from .decision_image import ImageResult, build_decision_image, decision_image, refuse_mutable_tag, resolve_dlc
 from .deploy import (EndpointResult, Placement, deploy_decision_cpu, deploy_decision_gpu, deploy_plan,
                      deploy_standard, llama_settings, placement)
-from .invoke import client, decision_endpoint, parse_options, show_decision, show_decisions, show_outcome
+from .invoke import (builder_default, builder_request, client, decision_client, decision_endpoint, parse_options,
+                     show_decision, show_decisions, show_outcome, which_endpoint)
 from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
                       delete_endpoint, delete_endpoints, running_endpoints, stop_local)
 from .outcome import check_outcome, short_errors
@@ -48,7 +49,8 @@ from .rehearse import rehearse_all
 
 __all__ = [
     "CREATES", "READ_ONLY", "Checks", "Clients", "EndpointResult", "ImageResult", "PackageResult", "Placement",
-    "SetupResult", "StepError", "Workshop", "build_decision_image", "check_environment", "client",
+    "SetupResult", "StepError", "StepNotRun", "Workshop", "builder_default", "builder_request", "decision_client",
+    "keep_choice", "which_endpoint", "build_decision_image", "check_environment", "client",
     "audit_permissions", "decision_endpoint", "decision_image", "delete_artifacts", "delete_build_resources",
     "delete_codebuild_role", "ensure_codebuild_role",
     "delete_endpoint", "delete_endpoints",

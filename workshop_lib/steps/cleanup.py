@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .. import builds, cleanup, endpoints, permissions
-from .context import CALL_LOG, StepError, Text, Workshop
+from .context import CALL_LOG, StepError, Text, Workshop, cleanup_step
 
 
 def _gone(call, *codes, **kwargs) -> str:
@@ -34,6 +34,7 @@ def delete_endpoint(workshop: Workshop, name: str) -> Text:
     return delete_endpoints(workshop, [name])
 
 
+@cleanup_step
 def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = True) -> Text:
     """Every named endpoint (with its config and model) first, since they bill; then their log groups.
 
@@ -77,6 +78,7 @@ def _delete_project(codebuild):
     return delete
 
 
+@cleanup_step
 def delete_build_resources(workshop: Workshop, projects: Sequence[str], repository: str) -> Text:
     """Delete the named CodeBuild projects (and their log groups) and the ECR repository with its images."""
     c = workshop.clients
@@ -91,6 +93,7 @@ def delete_build_resources(workshop: Workshop, projects: Sequence[str], reposito
     return Text("\n".join(lines))
 
 
+@cleanup_step
 def delete_codebuild_role(workshop: Workshop) -> Text:
     """Delete the CodeBuild service role notebook 00 created (by its fixed name); a role someone else
     made and gave by ARN is left alone. It costs nothing, so a refusal is a note, not a stop."""
@@ -106,6 +109,7 @@ def delete_codebuild_role(workshop: Workshop) -> Text:
     return Text(f"IAM role {name}: {role} (its inline policy: {policy})")
 
 
+@cleanup_step
 def delete_artifacts(workshop: Workshop, s3_uri: str, *, delete_bucket: bool = False) -> Text:
     """Delete the objects under the workshop's S3 prefix (model, build sources); the bucket only if asked."""
     from botocore.exceptions import ClientError
@@ -162,6 +166,7 @@ def audit_permissions(workshop: Workshop) -> permissions.Audit:
     return audit
 
 
+@cleanup_step
 def running_endpoints(workshop: Workshop) -> Text:
     """Workshop-tagged endpoints still running in the account (or the emulator); should be none."""
     running = cleanup.running_workshop_endpoints(workshop.clients.sm)

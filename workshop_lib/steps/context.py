@@ -5,13 +5,15 @@ notebook records for the next) and the small result types the notebooks show.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import os
 import re
 from pathlib import Path
 
-from .. import aws, builds, endpoints, permissions, rehearsal
+from .. import aws, builds, endpoints, images, permissions, rehearsal
 from ..config import WorkshopConfig, default_path
-from ..errors import WorkshopError
+from ..errors import StepError, StepNotRun
 from ..models import EMBEDDED_MODEL, ModelSpec, PINNED_MODEL
 
 BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePools
@@ -32,11 +34,10 @@ READ_ONLY = frozenset({
     "show_config", "check_environment", "verify_package", "resolve_dlc", "llama_settings", "client",
     "decision_image", "refuse_mutable_tag", "placement", "decision_endpoint", "show_decision",
     "show_outcome", "parse_options", "audit_permissions", "show_decisions", "check_outcome", "short_errors",
+    "deadline_text", "check_dlc_pins",  # check_dlc_pins records notebook 02's choice in outputs.json only
+    "decision_client", "which_endpoint", "builder_request", "builder_default",
+    "keep_choice",  # writes the widget's value to outputs.json, nothing in AWS
 })
-
-
-class StepError(WorkshopError, RuntimeError):
-    """A step cannot run yet; the message says which notebook or setting comes first."""
 
 
 class Text(str):
@@ -73,6 +74,18 @@ class _Shown:
         return "\n".join(self.lines())
 
     __repr__ = __str__
+
+
+# What the recorded outputs are, as a participant reads them in "no ... recorded yet".
+RECORDED = {
+    "decision_image_cpu": "CPU decision image",
+    "decision_image_gpu": "GPU decision image",
+    "dlc_cpu": "pinned CPU DLC",
+    "dlc_cuda": "pinned GPU DLC",
+}
+# Error codes that mean "it is not there" (as opposed to "you may not look").
+GONE_CODES = frozenset({"404", "NoSuchKey", "NoSuchBucket", "NotFound", "NoSuchEntity", "ImageNotFoundException",
+                        "RepositoryNotFoundException"})
 
 
 # ---- clients and saved outputs -------------------------------------------------------------
@@ -151,9 +164,8 @@ class Workshop:
         if self.config.mode == "local":
             url = self.rehearsal.emulator_url()
             if not url:
-                raise StepError("the local AWS emulator is not running (07_cleanup stops it, and it ends by "
-                                f"itself after {rehearsal.KEEP_ALIVE_S // 3600} h): run 00_setup again, then the "
-                                "notebooks in order")
+                raise StepNotRun("00_setup", "the local AWS emulator is not running (07_cleanup stops it, and it "
+                                 f"ends by itself after {rehearsal.KEEP_ALIVE_S // 3600} h)")
         made = self._clients
         if made is None or (made.config.mode, made.config.region, made.endpoint_url) != \
                 (self.config.mode, self.config.region, url):
@@ -163,6 +175,14 @@ class Workshop:
     def forget_clients(self) -> None:
         """Drop the clients (after the emulator they reach was stopped)."""
         self._clients = None
+
+    def nothing_to_clean(self) -> Text | None:
+        """Local mode with no emulator running: what the rehearsal made in it ended with it, so a cleanup
+        step has nothing to delete (it says so instead of starting an empty emulator). None otherwise."""
+        if self.config.mode != "local" or self.rehearsal.emulator_url():
+            return None
+        return Text("nothing to clean: the local rehearsal is not running, and the emulated AWS resources ended "
+                    "with it (07_cleanup already ran, or it stopped by itself)")
 
     def save(self, config: WorkshopConfig) -> Path:
         """Take ``config`` as this workshop's and write it where the next notebook reads it."""
@@ -185,11 +205,118 @@ class Workshop:
         self.outputs_path.parent.mkdir(parents=True, exist_ok=True)
         self.outputs_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
-    def recall(self, key: str, first: str):
+    def forget(self, *keys: str) -> None:
+        data = self.outputs()
+        if any(key in data for key in keys):
+            for key in keys:
+                data.pop(key, None)
+            self.outputs_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    def recall(self, key: str, first: str, *, check: bool = False):
+        """The value notebook ``first`` recorded under ``key``; StepNotRun if there is none.
+
+        With ``check`` a recorded S3 object or ECR image is looked up first (``check_recorded``).
+        """
         value = self.outputs().get(key)
         if not value:
-            raise StepError(f"no {key.replace('_', ' ')} recorded yet: run {first} first")
+            raise StepNotRun(first, f"no {RECORDED.get(key, key.replace('_', ' '))} recorded yet")
+        if check:
+            self.check_recorded(key, value, first)
         return value
+
+    def check_recorded(self, key: str, value: str | None, first: str) -> None:
+        """When ``value`` is what notebook ``first`` recorded under ``key`` (an S3 object or ECR image URI),
+        check it still exists: one a cleanup or a reset removed is forgotten and reported as StepNotRun
+        instead of handed to the next step. A value the caller chose is left to the caller."""
+        if not value or self.outputs().get(key) != value or self._still_there(value):
+            return
+        self.forget(key)
+        raise StepNotRun(first, f"{_short(value)} is gone (07_cleanup or a reset removed it)")
+
+    def _still_there(self, value: str) -> bool:
+        """Whether a recorded S3 object or ECR image still exists; True for anything else, and when the
+        look-up itself fails or is refused (the step that uses the value then shows why)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            if value.startswith("s3://"):
+                bucket, key = builds.parse_s3_uri(value)
+                self.clients.s3.head_object(Bucket=bucket, Key=key)
+            elif "@sha256:" in value and ".dkr.ecr." in value:
+                ref = images.parse_image_uri(value)
+                self.clients.ecr.describe_images(
+                    repositoryName=ref.repository, imageIds=[{"imageDigest": ref.digest}],
+                    **({"registryId": ref.account} if ref.account else {}))
+        except ClientError as exc:
+            return _error_code(exc) not in GONE_CODES
+        except (BotoCoreError, ValueError):
+            return True
+        return True
+
+
+def keep_choice(workshop: Workshop, key: str, widget, *, env: str | None = None):
+    """Let a notebook widget keep what the participant chose across Run All and kernel restarts.
+
+    The cell that builds a widget runs again on Run All and would start it over at its default; kept,
+    the widget starts at the value last chosen (``outputs.json``, under ``choices``) unless ``env`` is
+    set in the environment (unattended runs choose through it), and each change is written at once.
+    Returns the widget.
+    """
+    kept = workshop.outputs().get("choices", {})
+    if key in kept and not (env and os.environ.get(env, "").strip()):
+        options = getattr(widget, "options", None)
+        if options is None or kept[key] in [o[1] if isinstance(o, tuple) else o for o in options]:
+            widget.value = kept[key]
+
+    def changed(change) -> None:
+        workshop.remember(choices={**workshop.outputs().get("choices", {}), key: change["new"]})
+
+    widget.observe(changed, names="value")
+    return widget
+
+
+def cleanup_step(step):
+    """A cleanup step (notebook 07): in local mode with no emulator running it returns the workshop's
+    ``nothing_to_clean`` line instead of running, so 07 can be run twice or after the rehearsal ended."""
+    @functools.wraps(step)
+    def run(workshop: Workshop, *args, **kwargs):
+        gone = workshop.nothing_to_clean()
+        return gone if gone is not None else step(workshop, *args, **kwargs)
+    return run
+
+
+def require_bucket(workshop: Workshop) -> str:
+    """The config's bucket, checked to exist (07_cleanup may have deleted it); StepNotRun names 00."""
+    from botocore.exceptions import ClientError
+
+    config = workshop.config
+    config.require("bucket")
+    try:
+        workshop.clients.s3.head_bucket(Bucket=config.bucket)
+    except ClientError as exc:
+        if _error_code(exc) in GONE_CODES:
+            raise StepNotRun("00_setup", f"the bucket s3://{config.bucket} does not exist") from None
+    return config.bucket
+
+
+def require_codebuild_role(workshop: Workshop) -> str:
+    """The config's CodeBuild role, checked to exist when it is the one notebook 00 creates (and 07
+    deletes); a role an administrator gave by ARN is taken as given. StepNotRun names 00."""
+    from botocore.exceptions import ClientError
+
+    from ..policies import CODEBUILD_ROLE_NAME
+
+    config = workshop.config
+    config.require("codebuild_role_arn")
+    arn = config.codebuild_role_arn
+    if arn.endswith(f":role/{CODEBUILD_ROLE_NAME}"):
+        try:
+            workshop.clients.get("iam").get_role(RoleName=CODEBUILD_ROLE_NAME)
+        except ClientError as exc:
+            if _error_code(exc) in GONE_CODES:
+                raise StepNotRun("00_setup", f"the CodeBuild role {arn} in the config does not exist (07_cleanup "
+                                 "deletes it)") from None
+    return arn
 
 
 def model_spec(workshop: Workshop) -> ModelSpec:
@@ -199,6 +326,10 @@ def model_spec(workshop: Workshop) -> ModelSpec:
 def _on_path(config: WorkshopConfig, kind: str) -> bool:
     """Local rehearsal runs every path; on AWS only what the chosen deploy path needs (and pays for)."""
     return config.mode == "local" or config.deploy_path == kind
+
+
+def _error_code(exc) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 def _short(uri: str) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from .. import builds, endpoints, images
 from ..config import WorkshopConfig
-from .context import StepError, Text, Workshop, _Shown, _on_path
+from .context import Text, Workshop, _Shown, _on_path, require_bucket, require_codebuild_role
 
 
 def resolve_dlc(workshop: Workshop, variant: str = "cpu", *, follow_tag: bool = False) -> str:
@@ -65,8 +65,9 @@ def build_decision_image(workshop: Workshop, variant: str = "cpu", *, base_image
                                                       f"{config.deploy_path!r} (notebook 00)"])
     started = time.perf_counter()
     c = workshop.clients
+    require_bucket(workshop)
+    require_codebuild_role(workshop)
     base = base_image or resolve_dlc(workshop, "cuda" if variant == "gpu" else "cpu")
-    config.require("codebuild_role_arn", "bucket")
     pinned = builds.build_decision_image(
         c.codebuild, c.ecr, c.s3, c.logs, base_image=base, service_role_arn=config.codebuild_role_arn,
         source_bucket=config.bucket, dockerfile="Dockerfile.gpu" if variant == "gpu" else "Dockerfile",
@@ -78,17 +79,8 @@ def build_decision_image(workshop: Workshop, variant: str = "cpu", *, base_image
 
 
 def decision_image(workshop: Workshop, variant: str = "cpu") -> str:
-    """The pinned decision image notebook 03 built, checked to be in ECR still."""
-    from botocore.exceptions import ClientError
-
-    config = workshop.config
-    pinned = workshop.recall(f"decision_image_{variant}", f"03_build_decision_image ({variant})")
-    try:
-        _image_tag_of(pinned, config, workshop.clients.ecr)
-    except ClientError as exc:
-        raise StepError(f"{pinned} is no longer in ECR ({exc.response['Error']['Code']}); run notebook 03 "
-                        "again") from None
-    return pinned
+    """The pinned decision image notebook 03 built, checked to be in ECR still (``Workshop.recall``)."""
+    return workshop.recall(f"decision_image_{variant}", "03_build_decision_image", check=True)
 
 
 def refuse_mutable_tag(workshop: Workshop, variant: str | None = None) -> Text:

@@ -65,6 +65,7 @@ class EndpointResult(_Shown):
 def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, wait: bool = True) -> EndpointResult:
     started = time.perf_counter()
     c = workshop.clients
+    workshop.check_recorded("model_data_url", plan.model_data_url, "01_package_model")  # gone after 07 or a reset?
     described = endpoints.deploy(c.sm, plan, wait=wait, logs_client=c.logs, s3_client=c.s3, progress=progress,
                                  hosting=c.hosting)
     url, notes = c.hosting.served(plan.name)

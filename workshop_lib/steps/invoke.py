@@ -1,20 +1,85 @@
 """Notebook 05: a client for an endpoint, and decisions shown as charts (text for logs).
+
+Each of notebook 05's cells can run on its own (after a kernel restart, say): ``decision_client()``
+and ``builder_request()`` load the saved workshop themselves, and the builder's widgets remember
+their text in ``outputs.json`` (``keep_choice``).
 """
 
 from __future__ import annotations
 
+import os
+
 from ..display import DecisionView, outcome_line
+from ..errors import StepNotRun
 from .context import StepError, Text, Workshop
+
+STANDARD_NOTEBOOK = "02_deploy_standard_endpoint"
+DECISION_NOTEBOOK = "04_deploy_decision_endpoints"
+
+
+def _kind(workshop: Workshop, name: str) -> tuple[str, str]:
+    """(what endpoint ``name`` is, the notebook that deploys it)."""
+    config = workshop.config
+    if name == config.standard_endpoint_name:
+        return "the standard endpoint (the DLC, chat schema)", STANDARD_NOTEBOOK
+    if name == config.gpu_endpoint_name:
+        return "the GPU decision endpoint (ordered GPU instance pools)", DECISION_NOTEBOOK
+    if name == config.cpu_endpoint_name:
+        return "the CPU decision endpoint (one CPU instance type)", DECISION_NOTEBOOK
+    return f"endpoint {name}", "the notebook that deploys it"
 
 
 def client(workshop: Workshop, name: str):
-    """An EndpointClient for endpoint ``name``: SageMaker runtime on AWS, the local adapter's URL locally."""
+    """An EndpointClient for endpoint ``name``: SageMaker runtime on AWS, the local adapter's URL locally.
+
+    An endpoint that is not serving stops here in one line naming the notebook that deploys it.
+    """
     from ..client import EndpointClient
+    from ..rehearsal import RehearsalError
 
     config = workshop.config
+    kind, notebook = _kind(workshop, name)
     if config.mode == "local":
-        return EndpointClient.local(workshop.rehearsal.endpoint_url(name))
+        try:
+            return EndpointClient.local(workshop.rehearsal.endpoint_url(name))
+        except RehearsalError:
+            raise StepNotRun(notebook, f"{kind}, {name}, is not running locally") from None
+    _require_in_service(workshop, name, kind, notebook)
     return EndpointClient.sagemaker(name, config.region)
+
+
+def _require_in_service(workshop: Workshop, name: str, kind: str, notebook: str) -> None:
+    from botocore.exceptions import ClientError
+
+    try:
+        status = workshop.clients.sm.describe_endpoint(EndpointName=name)["EndpointStatus"]
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") == "ValidationException" and "not find" in error.get("Message", ""):
+            raise StepNotRun(notebook, f"{kind}, {name}, does not exist") from None
+        raise
+    if status != "InService":
+        raise StepError(f"{kind}, {name}, is {status}, not InService: wait for it (Creating and Updating take "
+                        f"minutes), or run notebook {notebook} again if it Failed")
+
+
+def decision_client(workshop: Workshop | None = None):
+    """A client for the decision endpoint notebooks 05 and 06 use (``decision_endpoint``); with no
+    ``workshop``, the saved one, so a cell that starts with this also runs after a kernel restart."""
+    workshop = workshop or Workshop.load()
+    return client(workshop, decision_endpoint(workshop))
+
+
+def which_endpoint(workshop: Workshop, name: str | None = None) -> Text:
+    """Which endpoint the next cells call, in one line (default: the decision endpoint)."""
+    config = workshop.config
+    name = name or decision_endpoint(workshop)
+    kind, _ = _kind(workshop, name)
+    why = f"the deploy path is {config.deploy_path!r} (notebook 00)"
+    if config.mode == "local":
+        where = "a local adapter process" + (" standing in on the CPU" if name == config.gpu_endpoint_name else "")
+        return Text(f"calling {kind}: {name}, served by {where}; {why}")
+    return Text(f"calling {kind}: {name} in {config.region}; {why}")
 
 
 def decision_endpoint(workshop: Workshop) -> str:
@@ -42,6 +107,33 @@ def show_decisions(answers) -> DecisionView:
 def show_outcome(outcome) -> Text:
     """A decisions.Outcome in one line: what the application does, and why."""
     return Text(outcome_line(outcome))
+
+
+# The decision builder's widgets in notebook 05: remembered key, environment variable, default.
+BUILDER_FIELDS = {
+    "state": ("builder_state", "WORKSHOP_BUILDER_STATE", None),  # None: examples.SUPPORT_TICKET
+    "question": ("builder_question", "WORKSHOP_BUILDER_QUESTION", "Does the customer ask for money back?"),
+    "options": ("builder_options", "WORKSHOP_BUILDER_OPTIONS", "yes: Yes, money back\nno: No refund asked"),
+}
+
+
+def builder_default(field: str) -> str:
+    """A builder widget's starting text: its environment variable, else the example."""
+    from ..examples import SUPPORT_TICKET
+
+    _, variable, default = BUILDER_FIELDS[field]
+    return os.environ.get(variable, SUPPORT_TICKET if default is None else default)
+
+
+def builder_request(workshop: Workshop | None = None, request_id: str = "builder-1") -> dict:
+    """The decision request the builder's widgets hold: their last text (remembered in outputs.json
+    as it is typed), else their defaults; so the cell that sends it also runs after a kernel restart."""
+    from ..client import decision
+
+    workshop = workshop or Workshop.load()
+    kept = workshop.outputs().get("choices", {})
+    text = {field: kept.get(key, builder_default(field)) for field, (key, _, _) in BUILDER_FIELDS.items()}
+    return decision(request_id, text["state"], text["question"], parse_options(text["options"]))
 
 
 def parse_options(text: str) -> list[dict]:

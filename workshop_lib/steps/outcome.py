@@ -19,6 +19,7 @@ def short_errors() -> None:
 def _reached(value) -> tuple[bool, str]:
     """Whether one result shows the step got where the participant needs to be, and what was checked."""
     from ..client import ChatResult, Decision
+    from ..display import shorten
 
     if isinstance(value, Decision):
         p = value.probabilities
@@ -45,7 +46,7 @@ def _reached(value) -> tuple[bool, str]:
         return valid, detail
     if hasattr(value, "ok"):
         problem = getattr(value, "problem", "") or ("" if value.ok else "did not succeed")
-        return value.ok, problem or getattr(value, "summary", "") or str(value).splitlines()[0][:100]
+        return value.ok, problem or getattr(value, "summary", "") or shorten((str(value).splitlines() or [""])[0])
     raise TypeError(f"check_outcome does not know how to check a {type(value).__name__}")
 
 

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from .. import builds
-from .context import Text, Workshop, model_spec, _Shown
+from .context import Text, Workshop, model_spec, require_bucket, require_codebuild_role, _Shown
 
 
 @dataclass(repr=False)
@@ -38,7 +38,8 @@ def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, progre
     config = workshop.config
     started = time.perf_counter()
     c = workshop.clients
-    config.require("codebuild_role_arn", "bucket")
+    require_bucket(workshop)
+    require_codebuild_role(workshop)
     packaged = builds.package_model_in_codebuild(
         c.codebuild, c.s3, c.logs, model_s3_uri=model_s3_uri or config.s3_uri("model"), service_role_arn=config.codebuild_role_arn,
         source_bucket=config.bucket, source_prefix=f"{config.prefix}/{builds.SOURCE_PREFIX}", progress=progress,
@@ -53,7 +54,7 @@ def verify_package(workshop: Workshop, model_data_url: str | None = None) -> Tex
     """Re-read the manifest from S3, check it against the pins, and check the tarball is there
     (``model_data_url``, else the one ``package_model`` recorded)."""
     c = workshop.clients
-    url = model_data_url or workshop.recall("model_data_url", "01_package_model")
+    url = model_data_url or workshop.recall("model_data_url", "01_package_model", check=True)
     spec = model_spec(workshop)
     manifest = builds.check_manifest(builds.read_manifest(c.s3, url), spec)
     bucket, key = builds.parse_s3_uri(url)

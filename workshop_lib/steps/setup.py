@@ -46,7 +46,9 @@ class Checks(_Shown):
 
     def lines(self) -> list[str]:
         mark = {True: "ok  ", False: "FAIL", None: "skip"}
-        return [f"{mark[passed]} {name:<14} {detail}" for name, passed, detail in self.rows]
+        from ..display import row  # wrapped between words: a browser breaks long lines mid-word
+
+        return [row(f"{mark[passed]} {name:<14} ", detail) for name, passed, detail in self.rows]
 
 
 def _version(text: str) -> tuple[int, ...]:
