@@ -587,8 +587,21 @@ class PackagedModel:
     build_id: str
 
 
+REPO_VARIABLE = "WORKSHOP_REPO"
+
+
 def _default_repo_root() -> Path:
-    return Path(__file__).resolve().parent.parent
+    """The workshop's checkout, whose buildspec/ and container/ the builds upload: ``$WORKSHOP_REPO``, else
+    the checkout this package runs from. An installed copy (a wheel) has neither: SourceMissing says so."""
+    import os
+
+    given = os.environ.get(REPO_VARIABLE, "").strip()
+    root = Path(given).expanduser() if given else Path(__file__).resolve().parent.parent
+    if all((root / part).is_dir() for part in SOURCE_PATHS):
+        return root
+    where = f"{REPO_VARIABLE}={given}" if given else f"{root} (where workshop_lib is installed)"
+    raise SourceMissing(f"this needs the workshop's checkout (buildspec/, container/), and {where} has none: "
+                        f"clone the workshop's repository and set {REPO_VARIABLE} to its folder")
 
 
 class CodeBuildRunner:
