@@ -231,6 +231,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     holder = _Holder(settings, startup_record)
     gate = Gate(settings.max_queue, settings.queue_timeout_s, settings.retry_after_s)
     app.extensions["decision_adapter"] = holder
+    app.extensions["decision_adapter.gate"] = gate  # closed by the worker on SIGTERM (serve.py)
     openapi_description = resources.files(__package__).joinpath("openapi.json").read_bytes()
 
     if load == "now":

@@ -70,6 +70,7 @@ SEMIF_UNUSED = {
 
 PREFIX_REUSE_MODES = ("auto", "trim", "restore", "off")
 EXTRA_BUFFER_MODES = ("auto", "on", "off")  # runtime.py says what each means
+NGINX_MODES = ("auto", "on", "off")  # nginx in front: if found, required, never (serve.py)
 
 
 class SettingsError(ValueError):
@@ -91,12 +92,13 @@ class Settings:
     queue_timeout_s: float = 30.0  # longest wait before a 503
     request_timeout_s: float = 30.0  # longest time one request may hold the model; 0: no limit
     retry_after_s: int = 1
-    read_timeout_s: float = 10.0  # to receive a whole request, headers and body (worker.py)
+    read_timeout_s: float = 10.0  # to receive a whole request, headers and body (nginx.py)
     max_body_bytes: int = 1_048_576  # 1 MiB, as the published sample
     max_shared_decisions: int = 64  # questions (or the sample's decisions) in one shared-state request
     prefix_reuse: str = "auto"  # auto | trim | restore | off
     extra_buffers: str = "auto"  # auto | on | off: llama.cpp's extra (repacking, AMX) buffer types
     chat_max_tokens: int = 256
+    nginx: str = "auto"  # DECISION_ADAPTER_NGINX: auto | on | off
     log_level: str = "INFO"
     ignored_llama_settings: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())  # how SEMIF_* names were read, for the start-up log
@@ -235,6 +237,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         prefix_reuse=prefix_reuse,
         extra_buffers=extra_buffers,
         chat_max_tokens=_int(env, A + "CHAT_MAX_TOKENS", 256, minimum=1),
+        nginx=_choice(env, A + "NGINX", NGINX_MODES),
         log_level=(env.get(A + "LOG_LEVEL") or "INFO").upper(),
         ignored_llama_settings=tuple(ignored),
         notes=notes,

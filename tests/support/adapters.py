@@ -1,4 +1,4 @@
-"""Real adapter processes for the tests (gunicorn + llama.cpp on a loopback port), from one place.
+"""Real adapter processes for the tests (nginx + gunicorn + llama.cpp on a loopback port), from one place.
 
 ``AdapterPool`` is the only code in the suite that starts an adapter process. The conftest's
 ``adapters`` fixture holds one pool for the session:
@@ -11,6 +11,10 @@
 
 ``adapter`` (the test settings below) and ``start_adapter`` are thin fixtures on top of the pool;
 every test that uses any of them is marked ``slow`` at collection (tests/conftest.py).
+
+``serve`` puts nginx in front of gunicorn when nginx is installed (``make test`` installs Debian's
+as root); ``needs_nginx`` skips a test that is about the pair where it is not, and ``ALONE_ENV``
+starts gunicorn by itself.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ import itertools
 import secrets
 from pathlib import Path
 
+import pytest
+
+from decision_adapter.nginx import find_nginx
 from workshop_lib.local import AdapterProcess
 
 from tests.support import THREADS
@@ -34,6 +41,18 @@ TEST_ENV = {"SM_LLAMA_CPP_CTX_SIZE": "2048", "DECISION_ADAPTER_MAX_QUEUE": "4"}
 JEV_ENV = {"DECISION_ADAPTER_REQUEST_TIMEOUT": "600"}
 # The key of the keyed Jev adapter, new for every session.
 JEV_API_KEY = "wk-" + secrets.token_urlsafe(24)
+
+# gunicorn alone on the port, without nginx in front.
+ALONE_ENV = {"DECISION_ADAPTER_NGINX": "off"}
+NGINX = find_nginx()
+needs_nginx = pytest.mark.skipif(NGINX is None, reason="nginx is not installed (make test installs Debian's "
+                                                       "nginx when run as root; apt-get install nginx)")
+FRONTED = "in front on"  # serve's log line once nginx runs in front of gunicorn
+
+
+def fronted_by_nginx(process: AdapterProcess) -> bool:
+    """Whether this adapter process has nginx in front (its log says so at start-up)."""
+    return FRONTED in process.log_path.read_text(errors="replace")
 
 
 def _env(env: dict) -> dict[str, str]:

@@ -145,9 +145,16 @@ def raw_bodies(text=texts, huge_max: int = 2_000_000):
 
 
 def worker_pids(arbiter_pid: int) -> list[int]:
-    """The gunicorn workers: the arbiter's children, as /proc lists them."""
+    """The gunicorn workers: the arbiter's children, as /proc lists them (nginx, its other child, aside)."""
     try:
         text = Path(f"/proc/{arbiter_pid}/task/{arbiter_pid}/children").read_text()
     except OSError:
         return []
-    return [int(pid) for pid in text.split()]
+    return [int(pid) for pid in text.split() if _command(int(pid)) != "nginx"]
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
