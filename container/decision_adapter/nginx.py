@@ -55,7 +55,7 @@ class Refusal:
     retry_after_s: int | None = None
 
 
-def refusals(settings: Settings, upstream_timeout_s: int) -> list[Refusal]:
+def refusals(settings: Settings, upstream_timeout_s: int, in_flight: int = IN_FLIGHT) -> list[Refusal]:
     return [
         Refusal(400, 400, "the request is not valid HTTP/1.1 (request line, headers or chunked framing); "
                           "send a well-formed request"),
@@ -71,7 +71,7 @@ def refusals(settings: Settings, upstream_timeout_s: int) -> list[Refusal]:
         Refusal(501, 501, "this Transfer-Encoding is not supported; send chunked or a Content-Length"),
         Refusal(502, 502, "the adapter behind nginx is not answering (starting, restarting after a crash, "
                           "or shutting down); retry shortly", retry_after_s=5),
-        Refusal(503, 503, f"too many requests are open on this instance at once (at most {IN_FLIGHT}); "
+        Refusal(503, 503, f"too many requests are open on this instance at once (at most {in_flight}); "
                           f"retry after {settings.retry_after_s} s or add instances",
                 retry_after_s=settings.retry_after_s),
         Refusal(504, 504, f"the adapter did not answer within {upstream_timeout_s} s; see the endpoint logs"),
@@ -104,10 +104,10 @@ def _quoted(body: dict) -> str:
     return f"'{text}'"
 
 
-def error_config(settings: Settings, upstream_timeout_s: int) -> tuple[str, str]:
+def error_config(settings: Settings, upstream_timeout_s: int, in_flight: int = IN_FLIGHT) -> tuple[str, str]:
     """(the server's error_page lines, the internal locations that answer them)."""
     pages, locations = [], []
-    for refusal in refusals(settings, upstream_timeout_s):
+    for refusal in refusals(settings, upstream_timeout_s, in_flight):
         pages.append(f"        error_page {refusal.status} = {ERROR_PREFIX}/$adapter_api/{refusal.answer_status};")
         for api, (status, body) in error_pages(refusal).items():
             lines = [f"        location = {ERROR_PREFIX}/{api}/{refusal.answer_status} {{", "            internal;"]
@@ -138,10 +138,10 @@ def _run_as() -> str:
 
 
 def render_config(settings: Settings, *, host: str, port: int, socket_path: str | Path, prefix: str | Path,
-                  upstream_timeout_s: int, shutdown_s: int, access_log: bool = True) -> str:
+                  upstream_timeout_s: int, shutdown_s: int, access_log: bool = True, in_flight: int = IN_FLIGHT) -> str:
     """nginx.conf for serving ``host:port`` in front of gunicorn on ``socket_path``, from ``prefix``."""
     nofile, connections = _file_limits(CONNECTIONS)
-    pages, locations = error_config(settings, upstream_timeout_s)
+    pages, locations = error_config(settings, upstream_timeout_s, in_flight)
     access = ("access_log /dev/stdout adapter_route if=$adapter_log_here;" if access_log else
               "access_log off;  # this process cannot reopen its standard output")
     fields = {
@@ -149,7 +149,7 @@ def render_config(settings: Settings, *, host: str, port: int, socket_path: str 
         "SHUTDOWN_S": str(shutdown_s), "PREFIX": str(prefix), "ACCESS_LOG": access,
         "READ_TIMEOUT_S": f"{settings.read_timeout_s:g}", "KEEPALIVE_S": str(KEEPALIVE_S),
         "SEND_TIMEOUT_S": str(SEND_TIMEOUT_S), "MAX_BODY_BYTES": str(settings.max_body_bytes),
-        "IN_FLIGHT": str(IN_FLIGHT), "SOCKET": str(socket_path), "LISTEN": _listen(host, port),
+        "IN_FLIGHT": str(in_flight), "SOCKET": str(socket_path), "LISTEN": _listen(host, port),
         "BACKLOG": str(BACKLOG), "UPSTREAM_TIMEOUT_S": str(upstream_timeout_s),
         "ERROR_PAGES": pages, "ERROR_LOCATIONS": locations,
     }
@@ -199,11 +199,14 @@ class NginxProcess:
         return [self.executable, "-p", str(self.prefix), "-e", "stderr", "-c", str(self.config_path),
                 "-g", "daemon off;"]
 
-    def start(self) -> None:
+    def start(self, output=None) -> None:
+        """Start nginx; its log goes to ``output`` (a file), else to this process's own output."""
         for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (self.prefix / name).mkdir(mode=0o700, exist_ok=True)
         self.config_path.write_text(self.config, encoding="utf-8")
-        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, preexec_fn=_own_group_and_die_with_parent)
+        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=output,
+                                        stderr=None if output is None else subprocess.STDOUT,
+                                        preexec_fn=_own_group_and_die_with_parent)
 
     @property
     def pid(self) -> int | None:
