@@ -75,6 +75,10 @@ SERVICE_REQUIRED_WILDCARDS: tuple[ServiceWildcard, ...] = (
         "CloudWatch metrics have no resource ARN, so IAM accepts only \"*\"; the grant is limited to the "
         "SageMaker namespaces by the cloudwatch:namespace condition.",
         {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}),
+    ServiceWildcard(
+        "servicequotas:ListServiceQuotas",
+        "Service Quotas defines no resource type for listing a service's quotas, so IAM accepts only \"*\". "
+        "It reads quota values, nothing else; notebook 00 lists SageMaker's to warn about instance quotas of 0."),
 )
 _WILDCARD_ACTIONS = {w.action.lower() for w in SERVICE_REQUIRED_WILDCARDS}
 
@@ -293,6 +297,11 @@ def role_arn(region: str, account: str, name: str) -> str:
     return f"arn:{partition(region)}:iam::{account}:role/{name}"
 
 
+def codebuild_role_of(s: Scope) -> str:
+    """The CodeBuild role the projects run with: the configured ARN, else the one notebook 00 creates."""
+    return s.codebuild_role_arn or role_arn(s.region, s.account, CODEBUILD_ROLE_NAME)
+
+
 SAGEMAKER_RESOURCE_KINDS = ("model", "endpoint-config", "endpoint")
 OPERATOR_SAGEMAKER_ACTIONS = (
     "sagemaker:CreateModel", "sagemaker:DescribeModel", "sagemaker:DeleteModel",
@@ -309,10 +318,14 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
     they and the endpoints run with (PassRole only to the service that uses each), the ECR
     repository and the DLC registry's digests, the three endpoints with their configs and models,
     their and the builds' log groups, and the instance quotas notebook 00 reads.
+
+    It always lets the operator pass the CodeBuild role (the configured one, or
+    ``CODEBUILD_ROLE_NAME`` before it exists) and the SageMaker role, each only to its service.
     """
     s = _as_scope(config, account_id, **options)
     region, account = s.region, s.account
     bucket = s3_bucket_arn(s.bucket, region)
+    codebuild_role = codebuild_role_of(s)
     sagemaker = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name}"
                  for name in s.endpoint_names for kind in SAGEMAKER_RESOURCE_KINDS]
     groups = [f"/aws/sagemaker/Endpoints/{n}" for n in s.endpoint_names]
@@ -333,14 +346,21 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
         _statement("WorkshopEndpoints", OPERATOR_SAGEMAKER_ACTIONS, sagemaker),
         _wildcard_statement("ListEndpoints", "sagemaker:ListEndpoints"),
         _statement("ReadAndDeleteLogs", ["logs:FilterLogEvents", "logs:DeleteLogGroup"], _log_resources(s, groups)),
-        _statement("ReadInstanceQuotas", ["servicequotas:GetServiceQuota"],
-                   [f"arn:{s.partition}:servicequotas:{region}:{account}:sagemaker/*"]),
-        # Notebook 00 creates the CodeBuild service role from its two documents when allowed; 07 deletes it.
-        _statement("ManageCodeBuildRole", ["iam:CreateRole", "iam:GetRole", "iam:PutRolePolicy",
+        # A failed build shows the tail of its log (builds.log_tail).
+        _statement("ReadBuildLogTails", ["logs:GetLogEvents"],
+                   _log_resources(s, (f"/aws/codebuild/{p}" for p in s.codebuild_projects))),
+        _wildcard_statement("ListInstanceQuotas", "servicequotas:ListServiceQuotas"),
+        # Notebook 00 creates the CodeBuild service role from its two documents when allowed (and brings an
+        # existing one's trust and permissions up to date); 07 deletes it.
+        _statement("ManageCodeBuildRole", ["iam:CreateRole", "iam:UpdateAssumeRolePolicy", "iam:PutRolePolicy",
                                            "iam:DeleteRolePolicy", "iam:DeleteRole"],
                    [role_arn(region, account, CODEBUILD_ROLE_NAME)]),
+        # Notebooks 00, 01 and 03 check that the role still exists before they use it.
+        _statement("CheckCodeBuildRole", ["iam:GetRole"], [codebuild_role]),
     ]
-    for sid, role, service in (("PassCodeBuildRole", s.codebuild_role_arn, "codebuild.amazonaws.com"),
+    # PassRole is there from the first document on, for the role's known name when no other ARN is
+    # configured: the file an administrator attaches before the role exists must already let it be passed.
+    for sid, role, service in (("PassCodeBuildRole", codebuild_role, "codebuild.amazonaws.com"),
                                ("PassSageMakerRole", s.sagemaker_role_arn, "sagemaker.amazonaws.com")):
         if role:
             statements.append(_statement(sid, ["iam:PassRole"], [role],
@@ -547,6 +567,10 @@ def conditions_hold(condition: Mapping, context: Mapping[str, object]) -> bool:
         negated = "Not" in base
         for key, wanted in pairs.items():
             present = key.lower() in lowered
+            if base == "Null":  # "true": the key must be absent; "false": present
+                if present == (str(_listed(wanted)[0]).lower() == "true"):
+                    return False
+                continue
             if not present:
                 if if_exists or negated:
                     continue
@@ -615,7 +639,7 @@ __all__ = [
     "ServiceWildcard", "Verdict", "account_of", "allows", "check_policy_document", "codebuild_project_arn",
     "codebuild_service_role_policy", "codebuild_trust_policy", "conditions_hold", "create_policy_request",
     "create_role_request", "ecr_repository_arn", "evaluate", "log_group_arn", "log_stream_arn", "minified",
-    "operator_policy", "role_arn", "CODEBUILD_ROLE_NAME",
+    "operator_policy", "role_arn", "CODEBUILD_ROLE_NAME", "codebuild_role_of",
     "partition", "policies", "policy_problems", "s3_bucket_arn", "s3_object_arn",
     "sagemaker_execution_role_policy", "sagemaker_trust_policy", "scope", "wildcard_grants", "write_policies",
 ]

@@ -41,8 +41,10 @@ class EmulatedCodeBuild(builds.CodeBuildRunner):
         self.local = local or rehearsal.default()
 
     def ensure_project(self, codebuild, request: dict) -> str:
-        # The emulator has CreateProject but not UpdateProject: replace instead of update.
-        codebuild.delete_project(name=request["name"])
+        # The emulator has CreateProject but not UpdateProject: replace instead of update. The delete is
+        # the emulator's housekeeping, not a call the participant makes on AWS, so it is not recorded.
+        with _acting_as(self.calls, None):
+            codebuild.delete_project(name=request["name"])
         return builds.ensure_project(codebuild, request)
 
     def run(self, codebuild, logs_client, build_id: str, request: dict, *, progress: bool) -> dict:

@@ -1,13 +1,17 @@
-"""Notebook 00: the configuration shown and checked, the bucket, the CodeBuild role, and in local
-mode the rehearsal (emulator and stand-ins), kept running when the notebook is run again.
+"""Notebook 00: the configuration shown and checked, the least-privilege policies written (and, in
+local mode, the operator policy attached to the rehearsal's Studio role), the bucket, the CodeBuild
+role, and in local mode the rehearsal (emulator and stand-ins), kept running when the notebook is run
+again.
 """
 
 from __future__ import annotations
 
+import json
 import platform
 import re
 import sys
-from dataclasses import dataclass
+import urllib.parse
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -121,12 +125,104 @@ def check_environment(workshop: Workshop) -> Checks:
     return Checks(rows)
 
 
+# What IAM's refusal looks like in each protocol (permissions.access_denied gives the same locally).
+ACCESS_DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
+OPERATOR_POLICY_FILE = "operator-policy.json"
+OPERATOR_POLICY_NAME = "decision-workshop-operator"  # the inline policy name the instructions use
+
+
+def policy_folder(workshop: Workshop) -> Path:
+    """Where notebook 00 writes the policy documents: ``policies/`` beside the config file."""
+    return workshop.path.parent / "policies"
+
+
+@dataclass(repr=False)
+class PolicyFiles(_Shown):
+    """The documents notebook 00 wrote, and whether the operator policy is attached to the persona."""
+
+    folder: Path
+    files: dict[str, Path]
+    attached: str  # how the operator policy reaches the participant's role
+
+    def lines(self) -> list[str]:
+        from ..display import row
+
+        return [f"{name:<38} {path}" for name, path in self.files.items()] + [row("", self.attached)]
+
+    def text(self, name: str = OPERATOR_POLICY_FILE) -> Text:
+        """One document as written (whole, for a reader to paste or hand on)."""
+        return Text(self.files[name].read_text())
+
+    def statements(self, name: str = OPERATOR_POLICY_FILE) -> Text:
+        """One document's statements, one per paragraph: Sid, actions, resources (wrapped between words)."""
+        from ..display import row
+
+        lines = []
+        for statement in json.loads(self.files[name].read_text())["Statement"]:
+            actions = statement.get("Action", [])
+            resources = statement.get("Resource", statement.get("NotResource", []))
+            lines.append(row(f"{statement.get('Sid', '')}: ", ", ".join([actions] if isinstance(actions, str)
+                                                                       else actions)))
+            lines.append(row("    on ", ", ".join([resources] if isinstance(resources, str) else resources)))
+            if statement.get("Condition"):
+                lines.append(row("    if ", json.dumps(statement["Condition"])))
+        return Text("\n".join(lines))
+
+
+def operator_files(folder: Path) -> list[Path]:
+    """The operator's documents in ``folder``: operator-policy.json first, then any other operator-*.json
+    (IAM's size quota splits the operator's permissions; whoever attaches one attaches all)."""
+    return sorted(folder.glob("operator-*.json"), key=lambda p: (p.name != OPERATOR_POLICY_FILE, p.name))
+
+
+def _attach_instruction(config: WorkshopConfig, folder: Path) -> str:
+    role = config.sagemaker_role_arn or "your role"
+    name = role.rsplit("/", 1)[-1]
+    files = operator_files(folder) or [folder / OPERATOR_POLICY_FILE]
+    commands = "; ".join(f"aws iam put-role-policy --role-name {name} --policy-name {OPERATOR_POLICY_NAME}"
+                         f"{'' if i == 0 else f'-{i + 1}'} --policy-document file://{path}"
+                         for i, path in enumerate(files))
+    return f"an administrator attaches {' and '.join(str(p) for p in files)} to {role} ({commands})"
+
+
+def write_policies(workshop: Workshop, config: WorkshopConfig | None = None,
+                   account: str | None = None) -> PolicyFiles:
+    """Write the three principals' documents (and the two trust policies) under ``policy_folder``,
+    before anything that needs them is called; in local mode attach the operator policy to the
+    rehearsal's Studio role (the persona, permissions.py), as an administrator would on AWS."""
+    from .. import managed_policies, policies
+
+    config = config or workshop.config
+    account = account or workshop.clients.sts.get_caller_identity()["Account"]
+    folder = policy_folder(workshop)
+    files = policies.write_policies(config, folder, account)
+    operator = [path for path in operator_files(folder) if path.name in files]
+    names_ = ", ".join(path.name for path in operator)
+    if config.mode == "local":
+        attached = permissions.CallLog(workshop.rehearsal.home / CALL_LOG).attached
+        for path in operator:
+            attached.attach(path.name, json.loads(path.read_text()), role_arn=config.sagemaker_role_arn)
+        if permissions.persona() == permissions.ADMINISTRATOR:
+            how = ("local rehearsal as an administrator (WORKSHOP_PERSONA): every call is allowed; notebook 07's "
+                   "audit still holds each one to these documents")
+        else:
+            how = (f"local rehearsal as a Studio participant: the rehearsal attached {names_} to the Studio role "
+                   f"{config.sagemaker_role_arn}, beside {managed_policies.sagemaker_full_access()}; from here a "
+                   "call goes through only if one of them allows it (on AWS, "
+                   f"{_attach_instruction(config, folder)})")
+    else:
+        how = (f"if your role has only AmazonSageMakerFullAccess (Studio's usual): {_attach_instruction(config, folder)}"
+               "; without them the bucket gets no tags and the CodeBuild role cell says what is missing")
+    return PolicyFiles(folder, files, how)
+
+
 @dataclass(repr=False)
 class SetupResult(_Shown):
     config: WorkshopConfig
     saved_to: Path
     notes: list[str]
     rehearsal: rehearsal.Rehearsal | None = None  # local mode: whose emulator must be running
+    policies: PolicyFiles | None = field(default=None)  # the documents written before anything needed them
 
     @property
     def ok(self) -> bool:
@@ -165,7 +261,9 @@ def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = F
         else:
             leftovers = workshop.rehearsal.stop_all()
             url = workshop.rehearsal.ensure_emulator()
-            permissions.CallLog(workshop.rehearsal.home / CALL_LOG).clear()  # a fresh emulator: a fresh record
+            calls = permissions.CallLog(workshop.rehearsal.home / CALL_LOG)
+            calls.clear()  # a fresh emulator: a fresh record, and a Studio role with only its managed policy
+            calls.attached.clear()
             notes.append(f"started a fresh rehearsal: AWS emulator (moto server) at {url}, keep-alive "
                          f"{rehearsal.KEEP_ALIVE_S // 3600} h"
                          + (f"; stopped the previous one ({', '.join(leftovers)})" if leftovers else ""))
@@ -177,63 +275,186 @@ def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = F
         # "sagemaker" in the name: AmazonSageMakerFullAccess (Studio's usual role) may create and use it.
         config = config.replace(bucket=f"sagemaker-decision-workshop-{account}-{config.region}")
     config.check()
+    # The documents first: the operator policy is what lets a Studio participant tag the bucket below.
+    written = write_policies(workshop, config, account)
+    notes.append(f"wrote the policy documents to {written.folder} (shown below)")
     s3 = workshop.clients.s3
     try:
         check_bucket_region(s3, config.bucket, config.region)
         notes.append(f"bucket s3://{config.bucket} exists in {config.region}")
     except BucketNotFound:
         s3.create_bucket(**_create_bucket_request(config))
-        s3.put_bucket_tagging(Bucket=config.bucket, Tagging={"TagSet": names.tag_list(names.WORKSHOP_TAGS)})
         notes.append(f"created bucket s3://{config.bucket} in {config.region} (07_cleanup can delete it)")
-    return SetupResult(config, workshop.save(config), notes, _local(workshop))
+        tagged = tag_bucket(s3, config.bucket, written)
+        if tagged:
+            notes.append(tagged)
+    return SetupResult(config, workshop.save(config), notes, _local(workshop), written)
+
+
+def tag_bucket(s3, bucket: str, written: PolicyFiles) -> str:
+    """Tag a bucket just created; a refusal becomes a note (the tags only label it: nothing deletes by tag)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": names.tag_list(names.WORKSHOP_TAGS)})
+        return ""
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") not in ACCESS_DENIED:
+            raise
+        return (f"the bucket has no workshop tags: s3:PutBucketTagging was refused ({error.get('Code')}). "
+                "AmazonSageMakerFullAccess does not grant it, "
+                f"{written.files[OPERATOR_POLICY_FILE].name} does; the tags only label the bucket "
+                "(07_cleanup deletes it by name), so nothing else depends on them")
+
+
+def _error(exc) -> tuple[str, str]:
+    error = exc.response.get("Error", {})
+    return str(error.get("Code", "")), str(error.get("Message", ""))
+
+
+def _role_name(arn: str) -> str:
+    return arn.rsplit("/", 1)[-1]
+
+
+def _same_document(found, wanted: dict) -> bool:
+    """Whether a policy document IAM returned (a dict, or URL-encoded JSON) is ``wanted``."""
+    if isinstance(found, str):
+        found = json.loads(urllib.parse.unquote(found))
+    return json.dumps(found, sort_keys=True) == json.dumps(wanted, sort_keys=True)
+
+
+def _get_role(iam, name: str, next_step: str) -> dict | None:
+    """The role (GetRole), None if it does not exist; a refusal stops with what to do next."""
+    from botocore.exceptions import ClientError
+
+    try:
+        return iam.get_role(RoleName=name)["Role"]
+    except ClientError as exc:
+        code, message = _error(exc)
+        if code == "NoSuchEntity":
+            return None
+        if code in ACCESS_DENIED:
+            raise StepError(f"could not check that the IAM role {name} exists ({code}: {message}). "
+                            f"{next_step}") from None
+        raise
 
 
 def ensure_codebuild_role(workshop: Workshop, role_arn: str | None = None) -> SetupResult:
-    """The CodeBuild service role notebooks 01 and 03 need: the one given, the one configured, or
-    a new one made from the least-privilege documents (``policies``), saved in the config.
+    """The CodeBuild service role notebooks 01 and 03 need, saved in the config, and checked to exist
+    (GetRole): a role given by ARN (or configured) is taken as it is; the workshop's own
+    (``CODEBUILD_ROLE_NAME``) is created from the least-privilege documents when missing (07_cleanup
+    deletes it), and an existing one gets the current trust policy and permissions.
 
-    Creating it needs iam:CreateRole and iam:PutRolePolicy (the operator policy grants them for this
-    one role); without them this stops here, saying what to ask an administrator for, rather than in
-    notebook 01.
+    ``role_arn``: an ARN to use; ``""`` (the notebook's box emptied): the workshop's own role, whatever
+    the config holds; None: the configured one, else the workshop's own. The operator policy passes the
+    role chosen; when that changes, the documents are written again (and, locally, attached again).
+    Creating the role needs the IAM actions the operator policy grants for this one role; refused,
+    this stops here with the documents' paths and what to do next, rather than in notebook 01.
     """
+    from .. import policies
+
+    config = workshop.config
+    c = workshop.clients
+    iam = c.get("iam")
+    account = c.sts.get_caller_identity()["Account"]
+    name = policies.CODEBUILD_ROLE_NAME
+    folder = policy_folder(workshop)
+    trust, permissions_file = folder / "codebuild-trust-policy.json", folder / "codebuild-service-role-policy.json"
+    given = (role_arn or "").strip()
+    wanted = given if role_arn is not None else config.codebuild_role_arn
+    origin = "the ARN given above" if given else "the config (or WORKSHOP_CODEBUILD_ROLE_ARN)"
+    attach = f"Next: {_attach_instruction(config, folder)}, then run this cell again"
+    create_it = (f"Or an administrator creates the role from {trust} and {permissions_file} (aws iam create-role "
+                 f"--role-name {name} --assume-role-policy-document file://{trust}; aws iam put-role-policy "
+                 f"--role-name {name} --policy-name {name} --policy-document file://{permissions_file}); then paste "
+                 "its ARN into the box above and run this cell again, or set WORKSHOP_CODEBUILD_ROLE_ARN")
+    notes: list[str] = []
+    if wanted and _role_name(wanted) != name:
+        # Someone else's role: the operator policy must name it (to check and pass it); never changed.
+        config = config.replace(codebuild_role_arn=wanted)
+        config.check()
+        rewritten = _policies_name(workshop, config, account, notes)
+        found = _get_role(iam, _role_name(wanted), attach if not rewritten else
+                          f"{rewritten}. {attach}")
+        if found is None:
+            raise StepError(f"the CodeBuild role {wanted} (from {origin}) does not exist: paste the ARN of an "
+                            f"existing role, or empty the box to let this cell create {name}")
+        notes.insert(0, f"CodeBuild role: {found['Arn']} from {origin}; it exists (the workshop changes only the "
+                     "role it creates)")
+    else:
+        config = config.replace(codebuild_role_arn=policies.role_arn(config.region, account, name))
+        _policies_name(workshop, config, account, notes)
+        found = _existing_own_role(iam, config, account, notes, wanted or "", attach, create_it)
+    config = config.replace(codebuild_role_arn=found["Arn"])
+    config.check()
+    return SetupResult(config, workshop.save(config), notes, _local(workshop))
+
+
+def _policies_name(workshop: Workshop, config: WorkshopConfig, account: str, notes: list[str]) -> str:
+    """Write the documents again when the operator policy on disk passes another CodeBuild role than
+    ``config``'s (locally it is attached again); the note said, or "" when nothing changed."""
+    from .. import policies
+
+    operator = policy_folder(workshop) / OPERATOR_POLICY_FILE
+    wanted = policies.codebuild_role_of(policies.scope(config, account))
+    try:
+        current = json.loads(operator.read_text())
+        passes = [s for s in current["Statement"] if s.get("Sid") == "PassCodeBuildRole"]
+        if passes and passes[0]["Resource"] == [wanted]:
+            return ""
+    except (OSError, ValueError, KeyError):
+        pass
+    written = write_policies(workshop, config, account)
+    note = (f"wrote {written.files[OPERATOR_POLICY_FILE]} again: it now lets you check and pass {wanted} to CodeBuild"
+            + ("" if config.mode == "local" else "; attach this version in place of the last one"))
+    notes.append(note)
+    return note
+
+
+def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[str], wanted: str,
+                       attach: str, create_it: str) -> dict:
+    """The workshop's CodeBuild role, made to exist with the current trust policy and permissions."""
     from botocore.exceptions import ClientError
 
     from .. import policies
 
-    config = workshop.config
-    notes = []
-    if role_arn:
-        config = config.replace(codebuild_role_arn=role_arn.strip())
-        notes.append("CodeBuild role: the ARN given above")
-    elif config.codebuild_role_arn:
-        notes.append("CodeBuild role: from the config (or WORKSHOP_CODEBUILD_ROLE_ARN)")
-    else:
-        c = workshop.clients
-        iam = c.get("iam")
-        account = c.sts.get_caller_identity()["Account"]
-        name = policies.CODEBUILD_ROLE_NAME
-        try:
-            try:
-                created = iam.create_role(**policies.create_role_request(
-                    name, policies.codebuild_trust_policy(config, account), path="/"))["Role"]
-                notes.append(f"created the IAM role {name} (trusted by CodeBuild for the workshop's two projects)")
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "EntityAlreadyExists":
-                    raise
-                created = iam.get_role(RoleName=name)["Role"]
-                notes.append(f"the IAM role {name} exists; its permissions were brought up to date")
-            iam.put_role_policy(RoleName=name, PolicyName=name, PolicyDocument=policies.minified(
-                policies.codebuild_service_role_policy(config, account)))
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            raise StepError(
-                f"could not create the CodeBuild service role ({error.get('Code')}: {error.get('Message')}). Ask an "
-                "administrator to create it from .workshop/policies/codebuild-trust-policy.json and "
-                "codebuild-service-role-policy.json (written below), then paste its ARN into the box above and run "
-                "this cell again, or set WORKSHOP_CODEBUILD_ROLE_ARN") from None
-        config = config.replace(codebuild_role_arn=created["Arn"])
-    config.check()
-    return SetupResult(config, workshop.save(config), notes, _local(workshop))
+    name = policies.CODEBUILD_ROLE_NAME
+    trust = policies.codebuild_trust_policy(config, account)
+    found = _get_role(iam, name, f"{attach}. {create_it}")
+    created = found is None
+    try:
+        if created:
+            found = iam.create_role(**policies.create_role_request(name, trust, path="/"))["Role"]
+            notes.append((f"the CodeBuild role {wanted} no longer existed (07_cleanup deletes it): created it again"
+                          if wanted else f"created the IAM role {name}")
+                         + " (trusted by CodeBuild for the workshop's two projects)")
+        elif not _same_document(found.get("AssumeRolePolicyDocument", {}), trust):
+            iam.update_assume_role_policy(RoleName=name, PolicyDocument=policies.minified(trust))
+            notes.append(f"the IAM role {name} exists; its trust policy named other projects or another region, "
+                         "so it was replaced by the current one")
+        else:
+            notes.append(f"the IAM role {name} exists and trusts CodeBuild for the workshop's two projects")
+    except ClientError as exc:
+        code, message = _error(exc)
+        if code not in ACCESS_DENIED:
+            raise
+        verb = "create" if created else "update the trust policy of"
+        raise StepError(f"could not {verb} the CodeBuild service role {name} ({code}: {message}). {attach}. "
+                        f"{create_it}") from None
+    try:
+        iam.put_role_policy(RoleName=name, PolicyName=name, PolicyDocument=policies.minified(
+            policies.codebuild_service_role_policy(config, account)))
+    except ClientError as exc:
+        code, message = _error(exc)
+        if code not in ACCESS_DENIED:
+            raise
+        if created:
+            raise StepError(f"created the CodeBuild service role {name}, but could not give it its permissions "
+                            f"({code}: {message}). {attach}") from None
+        notes.append(f"could not bring the permissions of {name} up to date ({code}); the ones it has are kept "
+                     "(an administrator can apply codebuild-service-role-policy.json to it)")
+    return found
 
 
 def _local(workshop: Workshop) -> rehearsal.Rehearsal | None:

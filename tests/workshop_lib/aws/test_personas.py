@@ -1,0 +1,392 @@
+"""Rehearsing as the participant: the vendored AmazonSageMakerFullAccess, the operator's calls refused
+as they are made (with the message AWS gives), notebook 00's policies and CodeBuild role, and the
+notebooks' flow under both personas.
+
+The refusals are made by real boto3 clients (against moto in this process, or the rehearsal's moto
+server), so every request is still validated by botocore; IAM itself is the project's evaluator
+(policies.evaluate) on the vendored and generated documents.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from workshop_lib import builds, managed_policies, names, permissions, policies, rehearsal, steps
+from workshop_lib.config import ENV_VARS, LOCAL_ROLE_ARN, WorkshopConfig
+from workshop_lib.examples import SUPPORT_ROUTE
+from workshop_lib.steps.setup import PolicyFiles, policy_folder, tag_bucket
+
+REGION, ACCOUNT = "us-east-1", "123456789012"
+STUDIO_ROLE = f"arn:aws:iam::{ACCOUNT}:role/service-role/AmazonSageMaker-ExecutionRole-20260101T000000"
+CONFIG = WorkshopConfig(mode="aws", region=REGION, bucket=f"sagemaker-decision-workshop-{ACCOUNT}-{REGION}",
+                        prefix="decision-workshop", sagemaker_role_arn=STUDIO_ROLE)
+SELF_DENIED = re.compile(r"User: (\S+) is not authorized to perform: (\S+) on resource: (\S+) because no "
+                         r"identity-based policy allows the \2 action")
+
+MANAGED = managed_policies.sagemaker_full_access()
+
+
+def managed_allows(action, resource, **context):
+    return policies.allows(MANAGED.document, action, resource, context)
+
+
+# ---- the vendored managed policy -----------------------------------------------------------------
+
+
+def test_the_managed_policy_is_vendored_with_its_version_date_and_source():
+    assert MANAGED.name == "AmazonSageMakerFullAccess" and MANAGED.arn.endswith(":policy/AmazonSageMakerFullAccess")
+    assert re.fullmatch(r"v\d+", MANAGED.version_id) and re.fullmatch(r"\d{4}-\d\d-\d\dT.*", MANAGED.created)
+    assert MANAGED.source["published"].startswith("https://docs.aws.amazon.com/aws-managed-policy/")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", MANAGED.source["read_on"]) and MANAGED.source["text_from"]
+    statements = MANAGED.document["Statement"]
+    assert MANAGED.document["Version"] == policies.VERSION and len(statements) > 20
+    assert all(s["Effect"] == "Allow" and ("Action" in s) != ("NotAction" in s)
+               and ("Resource" in s) != ("NotResource" in s) for s in statements)
+    assert MANAGED.version_id in str(MANAGED)
+
+
+@pytest.mark.parametrize("action, resource, context, allowed", [
+    # REFERENCE.md section 14, held against the vendored document.
+    ("s3:CreateBucket", "arn:aws:s3:::decision-workshop-local", {}, True),
+    ("s3:PutBucketTagging", "arn:aws:s3:::sagemaker-decision-workshop-1-us-east-1", {}, False),
+    ("s3:PutObject", "arn:aws:s3:::sagemaker-decision-workshop-1-us-east-1/decision-workshop/k", {}, True),
+    ("s3:PutObject", "arn:aws:s3:::decision-workshop-local/decision-workshop/k", {}, False),
+    ("codebuild:CreateProject", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/sagemaker-x", {}, False),
+    ("codebuild:StartBuild", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/sagemaker-x", {}, True),
+    ("codebuild:StartBuild", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/decision-workshop-x", {}, False),
+    ("iam:PassRole", STUDIO_ROLE, {"iam:PassedToService": "sagemaker.amazonaws.com"}, True),
+    ("iam:PassRole", STUDIO_ROLE, {"iam:PassedToService": "codebuild.amazonaws.com"}, False),
+    ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/{policies.CODEBUILD_ROLE_NAME}", {}, False),
+    ("ecr:TagResource", f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/sagemaker-decision-workshop", {}, False),
+    ("logs:GetLogEvents", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/codebuild/p:log-stream:s", {}, True),
+    ("logs:FilterLogEvents", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/Endpoints/e", {}, False),
+    ("servicequotas:ListServiceQuotas", "*", {}, False),
+])
+def test_what_the_studio_role_may_do_on_its_own(action, resource, context, allowed):
+    assert managed_allows(action, resource, **context) is allowed
+
+
+# ---- the operator policy notebook 00 writes ----------------------------------------------------------
+
+
+def test_pass_role_for_the_codebuild_role_is_there_before_the_role_exists():
+    document = policies.operator_policy(CONFIG, ACCOUNT)  # no CodeBuild role ARN anywhere in the config
+    known = policies.role_arn(REGION, ACCOUNT, policies.CODEBUILD_ROLE_NAME)
+    statements = {s["Sid"]: s for s in document["Statement"]}
+    assert statements["PassCodeBuildRole"]["Resource"] == [known]
+    assert statements["PassCodeBuildRole"]["Condition"] == {
+        "StringEquals": {"iam:PassedToService": "codebuild.amazonaws.com"}}
+    assert statements["PassSageMakerRole"]["Resource"] == [STUDIO_ROLE]
+    assert policies.allows(document, "iam:PassRole", known, {"iam:PassedToService": "codebuild.amazonaws.com"})
+    assert not policies.allows(document, "iam:PassRole", known, {"iam:PassedToService": "ec2.amazonaws.com"})
+    assert not policies.allows(document, "iam:PassRole", known)  # a pass without the service is not this grant
+    given = f"arn:aws:iam::{ACCOUNT}:role/admin-made-codebuild"
+    named = policies.operator_policy(CONFIG.replace(codebuild_role_arn=given), ACCOUNT)
+    assert {s["Sid"]: s for s in named["Statement"]}["PassCodeBuildRole"]["Resource"] == [given]
+
+
+def test_the_operator_policy_grants_the_reads_the_code_makes():
+    document = policies.operator_policy(CONFIG, ACCOUNT)
+    stream = policies.log_stream_arn(REGION, ACCOUNT, f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "x/1")
+    assert policies.allows(document, "logs:GetLogEvents", stream)
+    assert not policies.allows(document, "logs:GetLogEvents",
+                               policies.log_stream_arn(REGION, ACCOUNT, "/aws/codebuild/other", "x/1"))
+    assert policies.allows(document, "servicequotas:ListServiceQuotas", "*")
+    assert policies.allows(document, "s3:PutBucketTagging", policies.s3_bucket_arn(CONFIG.bucket))
+    role = policies.role_arn(REGION, ACCOUNT, policies.CODEBUILD_ROLE_NAME)
+    assert policies.allows(document, "iam:UpdateAssumeRolePolicy", role)
+    # the calls those grants are for, as the call log records them
+    log_call = {"service": "logs", "operation": "GetLogEvents",
+                "params": {"logGroupName": f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "logStreamName": "x/1"}}
+    assert permissions.needed(log_call, REGION, ACCOUNT) == [("logs:GetLogEvents", stream, {})]
+    quota_call = {"service": "servicequotas", "operation": "ListServiceQuotas", "params": {"ServiceCode": "sagemaker"}}
+    assert permissions.needed(quota_call, REGION, ACCOUNT) == [("servicequotas:ListServiceQuotas", "*", {})]
+
+
+def test_every_statement_the_rehearsal_cannot_exercise_exists_and_says_why():
+    scope = policies.scope(CONFIG.replace(codebuild_role_arn=policies.role_arn(REGION, ACCOUNT, "cb")), ACCOUNT)
+    documents = {permissions.OPERATOR: policies.operator_policy(scope),
+                 permissions.CODEBUILD: policies.codebuild_service_role_policy(scope),
+                 permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope)}
+    for principal, reasons in permissions.NOT_EXERCISED_LOCALLY.items():
+        sids = {s["Sid"] for s in documents[principal]["Statement"]}
+        assert set(reasons) <= sids, f"{principal}: {set(reasons) - sids} named but not in its policy"
+        assert all(len(why.split()) >= 5 for why in reasons.values())
+
+
+# ---- refused as the call is made ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def studio(tmp_path, monkeypatch, fake_credentials):
+    """boto3 clients (moto in this process) whose operator calls go through a call log as the Studio persona."""
+    monkeypatch.setenv(permissions.PERSONA_ENV, permissions.STUDIO_DEFAULT)
+    log = permissions.CallLog(tmp_path / "local" / "aws-calls.jsonl")
+    with mock_aws():
+        def client(service):
+            made = boto3.client(service, region_name=REGION)
+            log.attach(made)
+            return made
+        yield log, client
+
+
+def test_a_refused_call_raises_what_aws_returns_and_is_never_sent(studio):
+    log, client = studio
+    codebuild = client("codebuild")
+    request = {"name": "decision-workshop-x", "source": {"type": "S3", "location": "decision-workshop-local/src.zip"},
+               "artifacts": {"type": "NO_ARTIFACTS"},
+               "serviceRole": policies.role_arn(REGION, ACCOUNT, policies.CODEBUILD_ROLE_NAME),
+               "environment": {"type": "LINUX_CONTAINER", "image": "aws/codebuild/standard:7.0",
+                               "computeType": "BUILD_GENERAL1_SMALL"}}
+    with pytest.raises(ClientError) as refused:
+        codebuild.create_project(**request)
+    error = refused.value.response["Error"]
+    assert error["Code"] == "AccessDeniedException"
+    assert error["Message"] == (
+        f"User: arn:aws:sts::{ACCOUNT}:assumed-role/decision-workshop-local/SageMaker is not authorized to "
+        f"perform: codebuild:CreateProject on resource: arn:aws:codebuild:{REGION}:{ACCOUNT}:project/"
+        "decision-workshop-x because no identity-based policy allows the codebuild:CreateProject action")
+    assert "\n" not in str(refused.value)
+    assert boto3.client("codebuild", region_name=REGION).list_projects()["projects"] == []  # never sent
+    (entry,) = log.calls()
+    assert entry["operation"] == "CreateProject" and entry["refused"] == error["Message"]
+
+    # The operator policy attached: the same call goes through.
+    log.attached.attach("operator-policy.json", policies.operator_policy(
+        CONFIG.replace(bucket="decision-workshop-local", sagemaker_role_arn=LOCAL_ROLE_ARN),
+        ACCOUNT, codebuild_projects=("decision-workshop-x",)))
+    codebuild.create_project(**request)
+    assert boto3.client("codebuild", region_name=REGION).list_projects()["projects"] == ["decision-workshop-x"]
+
+
+def test_query_and_xml_services_refuse_with_access_denied(studio):
+    _, client = studio
+    s3 = client("s3")
+    s3.create_bucket(Bucket="decision-workshop-local")  # the managed policy's s3:CreateBucket on any bucket
+    with pytest.raises(ClientError) as refused:
+        s3.put_bucket_tagging(Bucket="decision-workshop-local", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
+    assert refused.value.response["Error"]["Code"] == "AccessDenied"
+    assert SELF_DENIED.fullmatch(refused.value.response["Error"]["Message"]).groups()[1:] == (
+        "s3:PutBucketTagging", "arn:aws:s3:::decision-workshop-local")
+    with pytest.raises(ClientError) as refused:
+        client("iam").create_role(**policies.create_role_request(
+            policies.CODEBUILD_ROLE_NAME, policies.codebuild_trust_policy(CONFIG, ACCOUNT)))
+    assert refused.value.response["Error"]["Code"] == "AccessDenied"
+    assert "iam:CreateRole" in refused.value.response["Error"]["Message"]
+
+
+def test_the_administrator_persona_may_do_anything(studio, monkeypatch):
+    log, client = studio
+    monkeypatch.setenv(permissions.PERSONA_ENV, permissions.ADMINISTRATOR)
+    client("s3").create_bucket(Bucket="decision-workshop-local")
+    client("s3").put_bucket_tagging(Bucket="decision-workshop-local", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
+    assert not any(c.get("refused") for c in log.calls()) and len(log.calls()) == 2
+    monkeypatch.setenv(permissions.PERSONA_ENV, "root")
+    with pytest.raises(permissions.PersonaError, match="studio-default, administrator"):
+        permissions.persona()
+
+
+def test_a_refused_bucket_tagging_becomes_a_note(studio, tmp_path):
+    _, client = studio
+    s3 = client("s3")
+    s3.create_bucket(Bucket="decision-workshop-local")
+    written = PolicyFiles(tmp_path, policies.write_policies(
+        CONFIG.replace(bucket="decision-workshop-local"), tmp_path / "policies", ACCOUNT), "")
+    note = tag_bucket(s3, "decision-workshop-local", written)
+    assert "s3:PutBucketTagging was refused (AccessDenied)" in note and "operator-policy.json" in note
+    unrecorded = boto3.client("s3", region_name=REGION)
+    with pytest.raises(ClientError):  # the bucket is there, without tags
+        unrecorded.get_bucket_tagging(Bucket="decision-workshop-local")
+
+
+def test_the_audit_lists_a_refused_call_apart_and_fails(studio):
+    log, client = studio
+    with pytest.raises(ClientError):
+        client("ecr").create_repository(repositoryName="sagemaker-decision-workshop",
+                                        tags=[{"Key": "workshop", "Value": "decision-workshop"}])
+    documents = {permissions.OPERATOR: policies.operator_policy(CONFIG, ACCOUNT)}
+    audit = permissions.audit(log.calls(), documents, REGION, ACCOUNT, not_exercised={})
+    assert not audit.ok and audit.denied == []
+    ((principal, operation, message),) = audit.refused
+    assert (principal, operation) == (permissions.OPERATOR, "ecr:CreateRepository") and "ecr:TagResource" in message
+    assert "REFUSED as it was made" in str(audit)
+
+
+# ---- notebook 00 in the rehearsal -------------------------------------------------------------------
+
+
+@pytest.fixture
+def local_workshop(tmp_path, monkeypatch):
+    """Local mode with its own config and processes, setup done (emulator running); everything stopped after."""
+    for name in ENV_VARS.values():
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv(permissions.PERSONA_ENV, raising=False)  # the default: studio-default
+    monkeypatch.setenv("WORKSHOP_MODE", "local")
+    monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "local"))
+    ws = steps.Workshop.load()
+    try:
+        yield ws
+    finally:
+        ws.rehearsal.stop_all()
+        rehearsal.stop_all()
+
+
+def _iam(ws):
+    """An IAM client on the rehearsal's emulator that is nobody's (not recorded, not refused)."""
+    return rehearsal.client("iam", ws.config.region, ws.rehearsal.emulator_url())
+
+
+@pytest.mark.slow  # starts the rehearsal's emulator
+def test_setup_writes_and_attaches_the_policies_before_the_bucket(local_workshop):
+    ws = local_workshop
+    saved = steps.setup(ws, reset=True)
+    folder = policy_folder(ws)
+    assert saved.policies.folder == folder and (folder / "operator-policy.json").exists()
+    attached = permissions.AttachedPolicies(ws.rehearsal.home / permissions.ATTACHED_FILE).attached()
+    assert attached["operator-policy.json"] == json.loads((folder / "operator-policy.json").read_text())
+    calls = permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
+    tagging = [c for c in calls if c["operation"] == "PutBucketTagging"]
+    assert tagging and not tagging[0].get("refused")  # allowed: the operator policy was attached first
+    s3 = rehearsal.client("s3", ws.config.region, ws.rehearsal.emulator_url())
+    tags = s3.get_bucket_tagging(Bucket=ws.config.bucket)["TagSet"]
+    assert names.tag_list(names.WORKSHOP_TAGS) == tags
+    assert "PassCodeBuildRole" in saved.policies.statements() and "attached" in saved.policies.attached
+
+
+@pytest.mark.slow  # starts the rehearsal's emulator
+def test_a_role_is_ok_only_while_it_exists(local_workshop):
+    ws = local_workshop
+    steps.setup(ws, reset=True)
+    made = steps.ensure_codebuild_role(ws)
+    arn = ws.config.codebuild_role_arn
+    assert arn.endswith(f":role/{policies.CODEBUILD_ROLE_NAME}") and made.ok and "created" in made.notes[0]
+    assert _iam(ws).get_role(RoleName=policies.CODEBUILD_ROLE_NAME)["Role"]["Arn"] == arn
+
+    assert "deleted" in str(steps.delete_codebuild_role(ws))  # what notebook 07 does
+    again = steps.ensure_codebuild_role(ws)  # the config still names the deleted role
+    assert "no longer existed" in again.notes[0] and ws.config.codebuild_role_arn == arn
+    assert _iam(ws).get_role(RoleName=policies.CODEBUILD_ROLE_NAME)["Role"]["Arn"] == arn
+    checked = [c for c in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
+               if c["operation"] == "GetRole"]
+    assert len(checked) == 2 and not any(c.get("refused") for c in checked)
+
+
+@pytest.mark.slow  # starts the rehearsal's emulator
+def test_a_role_given_by_arn_must_exist(local_workshop):
+    ws = local_workshop
+    steps.setup(ws, reset=True)
+    missing = f"arn:aws:iam::{ACCOUNT}:role/admin-made-codebuild"
+    with pytest.raises(steps.StepError, match="admin-made-codebuild .*does not exist"):
+        steps.ensure_codebuild_role(ws, missing)
+    operator = json.loads((policy_folder(ws) / "operator-policy.json").read_text())
+    assert {s["Sid"]: s for s in operator["Statement"]}["PassCodeBuildRole"]["Resource"] == [missing]
+    _iam(ws).create_role(RoleName="admin-made-codebuild",
+                         AssumeRolePolicyDocument=policies.minified(policies.codebuild_trust_policy(ws.config, ACCOUNT)))
+    taken = steps.ensure_codebuild_role(ws, missing)
+    assert ws.config.codebuild_role_arn == missing and "it exists" in taken.notes[0]
+    assert _iam(ws).list_role_policies(RoleName="admin-made-codebuild")["PolicyNames"] == []  # left as it was
+
+
+@pytest.mark.slow  # starts the rehearsal's emulator
+def test_an_existing_roles_trust_policy_is_brought_up_to_date(local_workshop):
+    ws = local_workshop
+    steps.setup(ws, reset=True)
+    steps.ensure_codebuild_role(ws)
+    iam = _iam(ws)
+    elsewhere = policies.codebuild_trust_policy(ws.config.replace(region="eu-west-1"), ACCOUNT)
+    iam.update_assume_role_policy(RoleName=policies.CODEBUILD_ROLE_NAME, PolicyDocument=policies.minified(elsewhere))
+    updated = steps.ensure_codebuild_role(ws)
+    assert any("trust policy" in n and "replaced" in n for n in updated.notes)
+    current = iam.get_role(RoleName=policies.CODEBUILD_ROLE_NAME)["Role"]["AssumeRolePolicyDocument"]
+    assert current == policies.codebuild_trust_policy(ws.config, ACCOUNT)
+    unchanged = steps.ensure_codebuild_role(ws)  # the same trust: nothing to update
+    assert not any("replaced" in n for n in unchanged.notes)
+    sent = [c for c in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
+            if c["operation"] == "UpdateAssumeRolePolicy"]
+    assert len(sent) == 1
+
+
+@pytest.mark.slow  # starts the rehearsal's emulator
+def test_refused_role_creation_points_to_the_written_documents(local_workshop, monkeypatch):
+    ws = local_workshop
+    steps.setup(ws, reset=True)
+    permissions.AttachedPolicies(ws.rehearsal.home / permissions.ATTACHED_FILE).clear()  # not attached yet
+    with pytest.raises(steps.StepError) as stopped:
+        steps.ensure_codebuild_role(ws)
+    message = str(stopped.value)
+    folder = policy_folder(ws)
+    assert "iam:GetRole" in message and "because no identity-based policy allows" in message
+    assert str(folder / "operator-policy.json") in message and str(folder / "codebuild-trust-policy.json") in message
+    assert "aws iam put-role-policy --role-name decision-workshop-local" in message and "run this cell again" in message
+
+
+# ---- the notebooks' flow, as each persona ---------------------------------------------------------------
+
+
+def notebook_flow(ws) -> permissions.Audit:
+    """Notebooks 00-07's steps in order, as ``rehearse_all`` runs them; 06's benchmark is left out (it makes
+    no AWS call: it invokes the local endpoint over HTTP, as 05 does here once)."""
+    assert steps.check_environment(ws).ok
+    steps.setup(ws, "decision-cpu", reset=True)
+    steps.ensure_codebuild_role(ws)
+    steps.package_model(ws, progress=False)
+    steps.verify_package(ws)
+    steps.deploy_standard(ws, progress=False)
+    steps.build_decision_image(ws, "cpu", progress=False)
+    steps.build_decision_image(ws, "gpu", progress=False)
+    steps.refuse_mutable_tag(ws, "cpu")
+    c = ws.config
+    steps.deploy_decision_cpu(ws, progress=False)
+    steps.deploy_decision_gpu(ws, progress=False)
+    steps.placement(ws, c.gpu_endpoint_name)
+    assert steps.client(ws, steps.decision_endpoint(ws)).decide(SUPPORT_ROUTE).option_ids
+    steps.delete_endpoints(ws, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
+    steps.delete_build_resources(ws, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT], c.ecr_repository)
+    steps.delete_codebuild_role(ws)
+    steps.delete_artifacts(ws, c.s3_uri())
+    steps.running_endpoints(ws)
+    audit = steps.audit_permissions(ws)
+    steps.stop_local(ws)
+    return audit
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("persona", [permissions.STUDIO_DEFAULT, permissions.ADMINISTRATOR])
+def test_the_notebooks_flow_passes_as_each_persona(local_workshop, monkeypatch, persona):
+    monkeypatch.setenv(permissions.PERSONA_ENV, persona)
+    audit = notebook_flow(local_workshop)
+    assert audit.ok and audit.denied == [] and audit.refused == []
+    assert audit.unused == [], audit  # the operator policy grants the calls made and nothing else
+    skipped = {(p, sid) for p, sid, _ in audit.not_exercised}
+    assert skipped == {(p, sid) for p, reasons in permissions.NOT_EXERCISED_LOCALLY.items() for sid in reasons}
+    assert audit.checked[permissions.OPERATOR] > 50
+
+
+@pytest.mark.slow
+def test_a_missing_statement_stops_the_studio_participant_once_with_the_aws_message(local_workshop):
+    ws = local_workshop
+    steps.setup(ws, "decision-cpu", reset=True)
+    steps.ensure_codebuild_role(ws)
+    attached = permissions.AttachedPolicies(ws.rehearsal.home / permissions.ATTACHED_FILE)
+    operator = attached.attached()["operator-policy.json"]
+    operator["Statement"] = [s for s in operator["Statement"] if s["Sid"] != "CodeBuildProjects"]
+    attached.attach("operator-policy.json", operator)  # what an administrator attached, one statement short
+    with pytest.raises(ClientError) as refused:
+        steps.package_model(ws, progress=False)
+    project = f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/{builds.MODEL_PACKAGE_PROJECT}"
+    assert str(refused.value) == (
+        "An error occurred (AccessDeniedException) when calling the CreateProject operation: User: "
+        f"arn:aws:sts::{ACCOUNT}:assumed-role/decision-workshop-local/SageMaker is not authorized to perform: "
+        f"codebuild:CreateProject on resource: {project} because no identity-based policy allows the "
+        "codebuild:CreateProject action")
+    calls = permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
+    assert [c["operation"] for c in calls if c.get("refused")] == ["CreateProject"]  # once: not retried
+    assert not any(c["service"] == "codebuild" for c in calls[calls.index(
+        next(c for c in calls if c.get("refused"))) + 1:])  # nothing of the build after it
