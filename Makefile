@@ -45,6 +45,10 @@ $(STAMP): pyproject.toml container/pyproject.toml container/requirements.lock $(
 	# chromium (Debian) runs the notebooks in JupyterLab (tests/notebooks/test_browser.py); that check skips without it.
 	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; } || true
+	# nginx (Debian) fronts the adapter as in the image (decision_adapter/nginx.py); without it gunicorn serves
+	# alone and the tests about the pair skip.
+	command -v nginx >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq nginx >/dev/null 2>&1; } || true
 	touch $(STAMP)
 
 demo: $(STAMP)
