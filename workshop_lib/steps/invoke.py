@@ -40,6 +40,7 @@ def client(workshop: Workshop, name: str):
     config = workshop.config
     kind, notebook = _kind(workshop, name)
     if config.mode == "local":
+        workshop.clients  # no emulator: notebook 00 comes first, and this says so
         try:
             return EndpointClient.local(workshop.rehearsal.endpoint_url(name))
         except RehearsalError:
