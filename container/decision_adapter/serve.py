@@ -291,8 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {"SAGEMAKER_BIND_TO_PORT": args.port, "SM_MODEL_DIR": args.model_dir,
                  "SM_LLAMA_CPP_THREADS": args.threads}
     if args.model:
-        overrides.update(SM_LLAMA_CPP_MODEL=os.path.abspath(args.model),
-                         SM_MODEL_DIR=os.path.dirname(os.path.abspath(args.model)))
+        # The real file and its own folder: a GGUF linked from elsewhere (a hub cache) stays servable.
+        overrides.update(SM_LLAMA_CPP_MODEL=os.path.realpath(args.model),
+                         SM_MODEL_DIR=os.path.dirname(os.path.realpath(args.model)))
     env = {**os.environ, **{k: str(v) for k, v in overrides.items() if v is not None}}
     workdir, arbiter_pid = _workdir(), os.getpid()
     try:
