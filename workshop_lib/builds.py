@@ -46,9 +46,10 @@ CODEBUILD_IMAGE = "aws/codebuild/amazonlinux-x86_64-standard:5.0"
 COMPUTE_TYPE = "BUILD_GENERAL1_MEDIUM"
 MODEL_PACKAGE_BUILDSPEC = "buildspec/model-package.yml"
 IMAGE_BUILD_BUILDSPEC = "buildspec/image-build.yml"
-MODEL_PACKAGE_PROJECT = "decision-workshop-model-package"
-IMAGE_BUILD_PROJECT = "decision-workshop-image-build"
-ECR_REPOSITORY = "semif-llamacpp-dlc"
+# "sagemaker*": the projects AmazonSageMakerFullAccess lets a Studio role start and read builds of.
+MODEL_PACKAGE_PROJECT = "sagemaker-decision-workshop-model-package"
+IMAGE_BUILD_PROJECT = "sagemaker-decision-workshop-image-build"
+ECR_REPOSITORY = "sagemaker-decision-workshop"
 SOURCE_PREFIX = "codebuild-source"
 TARBALL_NAME = "model.tar.gz"
 DOCKERFILES = ("Dockerfile", "Dockerfile.gpu")
@@ -123,7 +124,7 @@ def check_repository_name(name: str) -> str:
     if not names.is_ecr_repository(name):
         raise BuildSpecError(
             f"ECR repository name {name!r} is not valid: lowercase letters, digits and . _ - / "
-            "(e.g. 'semif-llamacpp-dlc')")
+            f"(e.g. {ECR_REPOSITORY!r})")
     return name
 
 
@@ -340,7 +341,7 @@ def image_build_env(base_image: str, repository_uri: str, image_tag: str,
             f"base image {base_image!r} is not in {target.region}'s DLC registry ({dlc_account(target.region)}); "
             "the build logs in to that registry only (use images.resolve_dlc)")
     dockerfile = dockerfile_name(dockerfile)
-    pin = dlc_pin("cuda" if dockerfile.endswith(".gpu") else "cpu")
+    pin = dlc_pin("cuda" if dockerfile.endswith(".gpu") else "cpu", target.region)
     return {
         "BASE_IMAGE": base_image,
         "REPOSITORY_URI": repository_uri,

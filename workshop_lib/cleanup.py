@@ -1,10 +1,16 @@
-"""Cleanup by explicit name, and a read-only report of what is still running.
+"""Cleanup by explicit name, of what carries the workshop's tag, and a read-only report of what still runs.
 
-Nothing here lists resources and deletes what matches a pattern: a participant's
-account may hold endpoints that are not the workshop's. ``delete_endpoint_resources``
-deletes the endpoint, endpoint config and model it is told to (by default all
-three named like the endpoint, as ``endpoints.deploy`` creates them), and
-reports what was already gone instead of failing, so it can be run twice.
+Nothing here lists resources and deletes what matches a pattern: a participant's account may hold
+endpoints that are not the workshop's, some of them with the same names (a reader of the published
+sample keeps its own). ``delete_endpoint_resources`` deletes the endpoint, endpoint config and model
+it is told to (by default all three named like the endpoint, as ``endpoints.deploy`` creates them),
+each only if it carries the workshop's tag (``names.WORKSHOP_TAGS``): one without it is kept and the
+result says why. What was already gone is reported instead of failing, so it can be run twice. Given
+the EventBridge Scheduler client, it also removes the endpoint's deadline (``spend_guard``).
+
+``running_workshop_endpoints`` looks only at the endpoint names it is given (the config's), reads the
+tags of those alone, and turns a refusal into a note: it never calls ListTags on every endpoint of
+the account, which the operator policy rightly forbids.
 """
 
 from __future__ import annotations
@@ -12,17 +18,30 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import Iterable, Mapping
 
 from .config import check_resource_name
-from .names import TAG_WORKSHOP
 from .errors import WorkshopError
+from .names import TAG_WORKSHOP, WORKSHOP_TAGS
 
 DELETED = "deleted"
 ALREADY_GONE = "already gone"
+KEPT = "kept"  # exists, but is not the workshop's (or its tags could not be read)
 
 
 class CleanupError(WorkshopError, RuntimeError):
     pass
+
+
+def is_workshop_tagged(tags: Mapping[str, str] | None) -> bool:
+    """The resource carries ``workshop=decision-workshop``, as everything the workshop creates does."""
+    return bool(tags) and tags.get(TAG_WORKSHOP) == WORKSHOP_TAGS[TAG_WORKSHOP]
+
+
+def not_tagged_note(kind: str, name: str, why: str = "") -> str:
+    tag = f"{TAG_WORKSHOP}={WORKSHOP_TAGS[TAG_WORKSHOP]}"
+    return (f"note: {kind} {name} was kept: {why or f'it does not carry the workshop tag {tag}'}, so it is not "
+            "the workshop's (it may be yours, e.g. from the published sample); delete it yourself if it is not needed")
 
 
 @dataclass
@@ -30,9 +49,10 @@ class CleanupResult:
     endpoint_name: str
     config_name: str
     model_name: str
-    endpoint: str = ""  # DELETED or ALREADY_GONE
+    endpoint: str = ""  # DELETED, ALREADY_GONE or KEPT
     endpoint_config: str = ""
     model: str = ""
+    deadline: str = ""  # spend_guard: "deleted", "already gone", "left alone"; "" when not asked
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -43,12 +63,19 @@ class CleanupResult:
         lines = [f"endpoint {self.endpoint_name}: {self.endpoint}",
                  f"endpoint config {self.config_name}: {self.endpoint_config}",
                  f"model {self.model_name}: {self.model}"]
+        if self.deadline:
+            lines.append(f"deadline of {self.endpoint_name}: {self.deadline}")
         return "\n".join(lines + self.notes)
 
 
-def _is_not_found(exc) -> bool:
+def _error(exc) -> tuple[str, str]:
     error = exc.response.get("Error", {})
-    return error.get("Code") == "ValidationException" and "Could not find" in error.get("Message", "")
+    return str(error.get("Code", "")), str(error.get("Message", ""))
+
+
+def _is_not_found(exc) -> bool:
+    code, message = _error(exc)
+    return code == "ValidationException" and "Could not find" in message
 
 
 def _delete(call, **name) -> str:
@@ -59,8 +86,8 @@ def _delete(call, **name) -> str:
     except ClientError as exc:
         if _is_not_found(exc):
             return ALREADY_GONE
-        error = exc.response.get("Error", {})
-        raise CleanupError(f"{call.__name__}({name}) failed: {error.get('Code')}: {error.get('Message')}") from None
+        code, message = _error(exc)
+        raise CleanupError(f"{call.__name__}({name}) failed: {code}: {message}") from None
     return DELETED
 
 
@@ -74,6 +101,48 @@ def delete_endpoint_config(sm_client, name: str) -> str:
 
 def delete_model(sm_client, name: str) -> str:
     return _delete(sm_client.delete_model, ModelName=check_resource_name(name, "model"))
+
+
+def sagemaker_tags(sm_client, arn: str) -> dict[str, str]:
+    """A SageMaker resource's tags (ListTags, every page)."""
+    tags: dict[str, str] = {}
+    kwargs = {"ResourceArn": arn}
+    while True:
+        page = sm_client.list_tags(**kwargs)
+        tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
+        if not page.get("NextToken"):
+            return tags
+        kwargs["NextToken"] = page["NextToken"]
+
+
+_DESCRIBE = {"endpoint": ("describe_endpoint", "EndpointName", "EndpointArn"),
+             "endpoint config": ("describe_endpoint_config", "EndpointConfigName", "EndpointConfigArn"),
+             "model": ("describe_model", "ModelName", "ModelArn")}
+
+
+def _described(sm_client, kind: str, name: str) -> dict | None:
+    """DescribeX of a named resource, or None when SageMaker does not know it."""
+    from botocore.exceptions import ClientError
+
+    operation, key, _ = _DESCRIBE[kind]
+    try:
+        return getattr(sm_client, operation)(**{key: check_resource_name(name, kind)})
+    except ClientError as exc:
+        if _is_not_found(exc):
+            return None
+        raise
+
+
+def _ownership(sm_client, kind: str, name: str, described: dict) -> str | None:
+    """None when the resource is the workshop's, else the note that says why it is kept."""
+    from botocore.exceptions import ClientError
+
+    try:
+        tags = sagemaker_tags(sm_client, described[_DESCRIBE[kind][2]])
+    except ClientError as exc:
+        code, message = _error(exc)
+        return not_tagged_note(kind, name, f"its tags could not be read ({code}: {message})")
+    return None if is_workshop_tagged(tags) else not_tagged_note(kind, name)
 
 
 def wait_endpoint_gone(sm_client, name: str, poll_s: float = 15, timeout_s: float = 900, *,
@@ -97,32 +166,63 @@ def wait_endpoint_gone(sm_client, name: str, poll_s: float = 15, timeout_s: floa
 
 def delete_endpoint_resources(sm_client, endpoint_name: str, *, config_name: str | None = None,
                               model_name: str | None = None, wait: bool = True, poll_s: float = 15,
-                              timeout_s: float = 900) -> CleanupResult:
-    """Delete the named endpoint, then (once it is gone) its endpoint config and model.
+                              timeout_s: float = 900, scheduler_client=None) -> CleanupResult:
+    """Delete the named endpoint, then (once it is gone) its endpoint config and model, each only if it
+    carries the workshop's tag; with ``scheduler_client`` also the endpoint's deadline.
 
-    ``config_name`` and ``model_name`` default to ``endpoint_name``. Anything
-    already gone is reported in the result, not raised.
+    ``config_name`` and ``model_name`` default to ``endpoint_name``. Anything already gone is reported
+    in the result, not raised; anything not the workshop's is kept, with a note saying why.
     """
-    from botocore.exceptions import ClientError
-
     config_name = config_name or endpoint_name
     model_name = model_name or endpoint_name
     result = CleanupResult(endpoint_name, config_name, model_name)
-    try:
-        used_config = sm_client.describe_endpoint(EndpointName=endpoint_name)["EndpointConfigName"]
-    except ClientError as exc:
-        if not _is_not_found(exc):
-            raise
-        used_config = None
-    if used_config and used_config != config_name:
-        result.notes.append(f"note: endpoint {endpoint_name} used endpoint config {used_config}, which was not "
-                            f"named and is left alone; delete it with delete_endpoint_config(sm, {used_config!r})")
-    result.endpoint = delete_endpoint(sm_client, endpoint_name)
-    if wait and result.endpoint == DELETED:
-        wait_endpoint_gone(sm_client, endpoint_name, poll_s=poll_s, timeout_s=timeout_s)
-    result.endpoint_config = delete_endpoint_config(sm_client, config_name)
-    result.model = delete_model(sm_client, model_name)
+    described = _described(sm_client, "endpoint", endpoint_name)
+    if described is None:
+        result.endpoint = ALREADY_GONE
+    else:
+        used_config = described.get("EndpointConfigName")
+        if used_config and used_config != config_name:
+            result.notes.append(f"note: endpoint {endpoint_name} used endpoint config {used_config}, which was not "
+                                f"named and is left alone; delete it with delete_endpoint_config(sm, {used_config!r})")
+        kept = _ownership(sm_client, "endpoint", endpoint_name, described)
+        if kept:
+            result.endpoint = KEPT
+            result.notes.append(kept)
+        else:
+            result.endpoint = delete_endpoint(sm_client, endpoint_name)
+            if wait and result.endpoint == DELETED:
+                wait_endpoint_gone(sm_client, endpoint_name, poll_s=poll_s, timeout_s=timeout_s)
+    for kind, name, delete, attribute in (("endpoint config", config_name, delete_endpoint_config, "endpoint_config"),
+                                          ("model", model_name, delete_model, "model")):
+        found = _described(sm_client, kind, name)
+        kept = _ownership(sm_client, kind, name, found) if found is not None else None
+        if found is None:
+            setattr(result, attribute, ALREADY_GONE)
+        elif kept:
+            setattr(result, attribute, KEPT)
+            result.notes.append(kept)
+        else:
+            setattr(result, attribute, delete(sm_client, name))
+    if scheduler_client is not None and result.endpoint != KEPT:
+        result.deadline = remove_deadline(scheduler_client, endpoint_name)
     return result
+
+
+def remove_deadline(scheduler_client, endpoint_name: str) -> str:
+    """The endpoint's spend-guard schedule removed: what ``spend_guard.remove_deadline`` says, or why not."""
+    from botocore.exceptions import ClientError
+
+    from . import spend_guard
+
+    try:
+        return spend_guard.remove_deadline(scheduler_client, endpoint_name)
+    except ClientError as exc:  # it costs nothing: a refusal is a note, never a stop
+        code, message = _error(exc)
+        return f"not deleted ({code}: {message}); delete schedule {spend_guard.schedule_name(endpoint_name)} in the " \
+               "EventBridge Scheduler console"
+
+
+# ---- the report of what still runs ------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -140,29 +240,78 @@ class RunningEndpoint:
         return f"{days} d {hours} h" if days else f"{hours} h {rest // 60} min"
 
 
-def running_workshop_endpoints(sm_client, *, now: datetime | None = None,
-                               tag_key: str = TAG_WORKSHOP) -> list[RunningEndpoint]:
-    """Endpoints carrying the workshop tag, oldest first. Read-only: lists and reads tags, deletes nothing."""
-    now = now or datetime.now(timezone.utc)
+class Running(list):
+    """The workshop's endpoints still there (a list of RunningEndpoint), with the report's notes."""
+
+    def __init__(self, endpoints: Iterable[RunningEndpoint] = (), notes: Iterable[str] = ()):
+        super().__init__(endpoints)
+        self.notes = list(notes)
+
+
+def _summaries(sm_client, names: list[str], notes: list[str]) -> list[dict]:
+    """ListEndpoints filtered to ``names``; DescribeEndpoint of each name where listing is refused."""
+    from botocore.exceptions import ClientError
+
+    try:
+        return [s for page in sm_client.get_paginator("list_endpoints").paginate()
+                for s in page["Endpoints"] if s["EndpointName"] in names]
+    except ClientError as exc:
+        code, message = _error(exc)
+        notes.append(f"note: ListEndpoints was refused ({code}: {message}); each workshop endpoint was looked up "
+                     "by name instead")
     found = []
-    for page in sm_client.get_paginator("list_endpoints").paginate():
-        for summary in page["Endpoints"]:
-            tags = {t["Key"]: t["Value"] for t in sm_client.list_tags(ResourceArn=summary["EndpointArn"])["Tags"]}
+    for name in names:
+        try:
+            described = _described(sm_client, "endpoint", name)
+        except ClientError as exc:
+            code, message = _error(exc)
+            notes.append(f"note: endpoint {name} could not be looked up ({code}: {message}); check it in the "
+                         "SageMaker console")
+            continue
+        if described is not None:
+            found.append(described)
+    return found
+
+
+def running_workshop_endpoints(sm_client, names: Iterable[str], *, now: datetime | None = None,
+                               tag_key: str = TAG_WORKSHOP) -> Running:
+    """The endpoints of ``names`` (the config's) that still exist and carry the workshop tag, oldest first.
+
+    Read-only. Tags are read for these names alone; a name whose tags may not be read is listed (by name,
+    with a note), one without the workshop tag is left out (with a note: it is someone else's).
+    """
+    from botocore.exceptions import ClientError
+
+    now = now or datetime.now(timezone.utc)
+    wanted = list(dict.fromkeys(names))
+    notes: list[str] = []
+    found = []
+    for summary in _summaries(sm_client, wanted, notes):
+        name = summary["EndpointName"]
+        try:
+            tags = sagemaker_tags(sm_client, summary["EndpointArn"])
+        except ClientError as exc:
+            code, message = _error(exc)
+            notes.append(f"note: the tags of endpoint {name} could not be read ({code}: {message}); it is listed by "
+                         "its name")
+            tags = {}
+        else:
             if tag_key not in tags:
+                notes.append(not_tagged_note("endpoint", name).replace(" was kept:", " is not listed:"))
                 continue
-            created = summary["CreationTime"]
-            if created.tzinfo is None:
-                created = created.replace(tzinfo=timezone.utc)
-            found.append(RunningEndpoint(summary["EndpointName"], summary["EndpointStatus"], created,
-                                         now - created, tags))
-    return sorted(found, key=lambda e: e.created)
+        created = summary["CreationTime"]
+        if created.tzinfo is None:
+            created = created.replace(tzinfo=timezone.utc)
+        found.append(RunningEndpoint(name, summary["EndpointStatus"], created, now - created, tags))
+    return Running(sorted(found, key=lambda e: e.created), notes)
 
 
 def format_running(endpoints: list[RunningEndpoint]) -> str:
+    notes = list(getattr(endpoints, "notes", []))
     if not endpoints:
-        return "no workshop endpoints found"
+        return "\n".join(["no workshop endpoints found", *notes])
     width = max(len(e.name) for e in endpoints)
     lines = [f"{'endpoint':<{width}}  {'status':<12} age"]
     lines += [f"{e.name:<{width}}  {e.status:<12} {e.age_text}" for e in endpoints]
     lines.append("delete one with workshop_lib.cleanup.delete_endpoint_resources(sm, '<endpoint>')")
-    return "\n".join(lines)
+    return "\n".join(lines + notes)

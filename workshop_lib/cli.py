@@ -1,6 +1,6 @@
 """``python -m workshop_lib <command>``: the notebooks' steps from a shell.
 
-One command per step (``setup``, ``package-model``, ``build-image``, ``deploy``, ``invoke``,
+One command per step (``setup``, ``package-model``, ``build-image``, ``deploy``, ``extend``, ``invoke``,
 ``cleanup``, ``delete-builds``, ...). Each builds one ``steps.Workshop`` from the config the notebooks use
 (``.workshop/config.json`` or ``--config``, under ``WORKSHOP_*`` variables), with the flags given
 on top (``CONFIG_FLAGS``: ``--region``, ``--bucket``, ``--role-arn``, ``--mode``, ...), calls the
@@ -133,7 +133,10 @@ def cmd_codebuild_role(args) -> int:
 def cmd_package_model(args) -> int:
     from . import steps
 
-    return _show(steps.package_model(workshop_for(args), **_given(model_s3_uri=args.model_s3_uri)))
+    workshop = workshop_for(args)
+    if args.model_s3_uri:  # refused before anything is created: the CodeBuild role writes only the model folder
+        workshop.config.check_model_uri(args.model_s3_uri, "--model-s3-uri")
+    return _show(steps.package_model(workshop, **_given(model_s3_uri=args.model_s3_uri)))
 
 
 def cmd_verify_package(args) -> int:
@@ -177,6 +180,9 @@ def _deploy(args, path: str, step, **settings) -> int:
         with contextlib.redirect_stdout(sys.stderr):  # resolving the DLC says what it pinned; stdout is JSON
             plan = steps.deploy_plan(workshop, path, args.image_uri, model_data_url=args.model_data_url,
                                      **{"instance_pools" if k == "pools" else k: v for k, v in settings.items()})
+            print(f"instances: {plan.placement}")
+            for note in plan.notes:
+                print(f"note: {note}")
         return _show(plan.to_json())
     return _show(step(workshop, args.image_uri, model_data_url=args.model_data_url, wait=not args.no_wait,
                       **settings))
@@ -202,6 +208,20 @@ def cmd_deploy(args) -> int:
                            f"{args.instance_type or endpoints.DECISION_CPU_INSTANCE} has none (pass GPU types "
                            "with --instance-pool)")
     return _deploy(args, "decision-cpu", steps.deploy_decision_cpu, **_given(instance_type=args.instance_type))
+
+
+def cmd_extend(args) -> int:
+    from . import steps
+
+    result = steps.extend_deadline(workshop_for(args), args.name, args.hours)
+    print(result)
+    return 0 if result.ok else 1
+
+
+def cmd_deadline(args) -> int:
+    from . import steps
+
+    return _show(steps.deadline_text(workshop_for(args), args.name))
 
 
 def cmd_placement(args) -> int:
@@ -295,6 +315,12 @@ def cmd_delete_codebuild_role(args) -> int:
     from . import steps
 
     return _show(steps.delete_codebuild_role(workshop_for(args)))
+
+
+def cmd_delete_deadline_role(args) -> int:
+    from . import steps
+
+    return _show(steps.delete_deadline_role(workshop_for(args)))
 
 
 def cmd_delete_artifacts(args) -> int:
@@ -438,8 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
             "Download the pinned model revision in CodeBuild, verify sizes and sha256 (the build fails on a "
             "mismatch), write model-manifest.json and upload model.tar.gz; record its S3 URL for deploy.")
     _workshop_flags(p, "bucket", "prefix", "codebuild_role_arn")
-    p.add_argument("--model-s3-uri", help=f"where model.tar.gz goes, e.g. s3://{EXAMPLE_BUCKET}/semif-llamacpp/ "
-                                          "(default: model/ under the workshop's prefix)")
+    p.add_argument("--model-s3-uri", help=f"where model.tar.gz goes, e.g. s3://{EXAMPLE_BUCKET}/decision-workshop/"
+                                          "model/ (default and only place allowed: model/ under the workshop's "
+                                          "prefix, the folder the CodeBuild role may write)")
 
     p = add("verify-package", cmd_verify_package, "re-read the packaged model's manifest and check it (01)")
     _workshop_flags(p)
@@ -490,6 +517,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--provision-timeout", type=int,
                    help=f"seconds to find pool capacity, 300-3600 (default {endpoints.PROVISION_TIMEOUT_S})")
 
+    p = add("extend", cmd_extend, "move an endpoint's deadline to N hours from now (04)",
+            "Every endpoint the workshop creates is deleted at its deadline (endpoint_ttl_hours after it was created, "
+            "chosen in notebook 00) by an EventBridge Scheduler schedule. This moves it to --hours from now, or sets "
+            "it again if it had gone; the endpoint must be the workshop's (tagged).")
+    _workshop_flags(p, "bucket")
+    p.add_argument("--name", help="endpoint name (default: the config's endpoint of the deploy path)")
+    p.add_argument("--hours", type=float, help="hours from now, 0.25-168 (default: the config's endpoint_ttl_hours)")
+
+    p = add("deadline", cmd_deadline, "when an endpoint's deadline deletes it (04, 05)")
+    _workshop_flags(p)
+    p.add_argument("--name", help="endpoint name (default: the deploy path's decision endpoint)")
+
     p = add("placement", cmd_placement, "which GPU pool an endpoint was placed on, and llama.cpp's offload line (04)")
     _workshop_flags(p)
     p.add_argument("--name", help="endpoint name (default: the config's gpu_endpoint_name)")
@@ -530,9 +569,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder (default: bench/ beside the config file)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    p = add("cleanup", cmd_cleanup, "delete endpoints with their config, model and log group (07)",
+    p = add("cleanup", cmd_cleanup, "delete endpoints with their config, model, deadline and log group (07)",
             "Delete the named endpoints (--name, repeated), by default the config's three, each with its "
-            "endpoint config, model and log group; nothing else. Locally also stop their adapter processes.",
+            "endpoint config, model, deadline and log group, and only what carries the workshop's tag; nothing "
+            "else. Locally also stop their adapter processes.",
             aliases=("delete-endpoints",))
     _workshop_flags(p)
     p.add_argument("--name", action="append", metavar="NAME",
@@ -541,12 +581,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("delete-builds", cmd_delete_builds, "delete the two CodeBuild projects and the ECR repository (07)",
             "Delete the model-packaging and image-build CodeBuild projects with their log groups, and the ECR "
-            "repository with its images; what is already gone is said, not raised.")
+            "repository with its images, each only if it carries the workshop's tag (one of the same name without "
+            "it is kept, images and all, and the output says why); what is already gone is said, not raised.")
     _workshop_flags(p, "repository")
 
     p = add("delete-codebuild-role", cmd_delete_codebuild_role,
             "delete the CodeBuild role codebuild-role created (a role given by ARN is left alone) (07)")
     _workshop_flags(p, "codebuild_role_arn")
+
+    p = add("delete-deadline-role", cmd_delete_deadline_role,
+            "delete the role the endpoint deadlines run as (07, once no endpoint is left)")
+    _workshop_flags(p)
 
     p = add("delete-artifacts", cmd_delete_artifacts, "delete the objects under the workshop's S3 prefix (07)")
     _workshop_flags(p, "bucket", "prefix")

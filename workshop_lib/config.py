@@ -38,6 +38,21 @@ LOCAL_REGION = "us-east-1"
 LOCAL_BUCKET = "decision-workshop-local"
 LOCAL_ROLE_ARN = "arn:aws:iam::123456789012:role/decision-workshop-local"
 
+# The workshop's own names, never the published sample's (REFERENCE.md §15: a blog reader's account may
+# hold semif-llamacpp-dlc, llamacpp-gguf, llamacpp-standard and semif-decision-workflows). The ECR
+# repository's name contains "sagemaker", the pattern AmazonSageMakerFullAccess allows ECR writes on.
+DEFAULT_ECR_REPOSITORY = "sagemaker-decision-workshop"
+DEFAULT_ENDPOINT_NAMES = {"standard": "decision-workshop-standard", "decision-cpu": "decision-workshop-cpu",
+                          "decision-gpu": "decision-workshop-gpu"}
+SAMPLE_NAMES = frozenset({"semif-llamacpp-dlc", "llamacpp-gguf", "llamacpp-standard", "semif-decision-workflows"})
+# The folder under the prefix that holds model.tar.gz: the CodeBuild role may write only there, and the
+# SageMaker role reads only under the prefix (policies.MODEL_FOLDER is the same folder).
+MODEL_FOLDER = "model"
+# Every endpoint the workshop creates is deleted by a schedule after this many hours (spend_guard);
+# "0" turns the deadline off. Notebook 00 saves the choice; `workshop extend` moves one deadline.
+DEFAULT_ENDPOINT_TTL_HOURS = "4"
+MAX_ENDPOINT_TTL_HOURS = 168
+
 _STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")
 
 
@@ -81,6 +96,10 @@ class BucketRegionMismatch(ConfigError):
     pass
 
 
+class OutsideWorkshopPrefix(ConfigError):
+    """An S3 URI the workshop's roles may not write or read: outside ``s3://<bucket>/<prefix>/model/``."""
+
+
 # field name -> environment variable that sets it
 ENV_VARS = {
     "region": "WORKSHOP_REGION",
@@ -94,6 +113,7 @@ ENV_VARS = {
     "ecr_repository": "WORKSHOP_ECR_REPOSITORY",
     "mode": "WORKSHOP_MODE",
     "deploy_path": "WORKSHOP_DEPLOY_PATH",
+    "endpoint_ttl_hours": "WORKSHOP_ENDPOINT_TTL_HOURS",
 }
 
 
@@ -104,12 +124,13 @@ class WorkshopConfig:
     prefix: str = "decision-workshop"
     sagemaker_role_arn: str = ""
     codebuild_role_arn: str = ""
-    standard_endpoint_name: str = "llamacpp-gguf"
-    cpu_endpoint_name: str = "semif-decision-workflows"
-    gpu_endpoint_name: str = "semif-decision-workflows-gpu"
-    ecr_repository: str = "semif-llamacpp-dlc"
+    standard_endpoint_name: str = DEFAULT_ENDPOINT_NAMES["standard"]
+    cpu_endpoint_name: str = DEFAULT_ENDPOINT_NAMES["decision-cpu"]
+    gpu_endpoint_name: str = DEFAULT_ENDPOINT_NAMES["decision-gpu"]
+    ecr_repository: str = DEFAULT_ECR_REPOSITORY
     mode: str = "aws"
     deploy_path: str = "standard"
+    endpoint_ttl_hours: str = DEFAULT_ENDPOINT_TTL_HOURS  # a string, as every value of the config file
 
     # ---- loading and saving -------------------------------------------------
 
@@ -158,7 +179,33 @@ class WorkshopConfig:
 
     @property
     def model_data_url(self) -> str:
-        return self.s3_uri("model", "model.tar.gz")
+        return self.s3_uri(MODEL_FOLDER, "model.tar.gz")
+
+    @property
+    def model_folder_uri(self) -> str:
+        """``s3://<bucket>/<prefix>/model/``: the only place the workshop's model packages may live."""
+        return self.s3_uri(MODEL_FOLDER) + "/"
+
+    def check_model_uri(self, uri: str, what: str = "model S3 URI") -> str:
+        """Raise OutsideWorkshopPrefix unless ``uri`` is under ``model_folder_uri``.
+
+        The CodeBuild role writes only there and the SageMaker role reads only under the prefix, so a
+        URI elsewhere would fail late (after a 3 GB download, or when the endpoint starts).
+        """
+        allowed = self.model_folder_uri
+        given = (uri or "").strip()
+        if given == allowed.rstrip("/") or given.startswith(allowed) and ".." not in given.split("/"):
+            return uri
+        raise OutsideWorkshopPrefix(
+            f"{what} {uri!r} is outside the workshop's model folder {allowed}: the CodeBuild role may write, and "
+            f"the SageMaker role read, only there. Use {allowed} (the default), or copy an existing package "
+            f"there (aws s3 cp <your model.tar.gz> {allowed}model.tar.gz), or change the bucket and prefix in "
+            f"notebook 00 ({ENV_VARS['bucket']}, {ENV_VARS['prefix']})")
+
+    @property
+    def ttl_hours(self) -> float:
+        """``endpoint_ttl_hours`` as a number (0: no deadline); ``check()`` reports a bad value."""
+        return check_ttl_hours(self.endpoint_ttl_hours)
 
     def endpoint_name(self, deploy_path: str | None = None) -> str:
         path = deploy_path or self.deploy_path
@@ -209,6 +256,7 @@ class WorkshopConfig:
             run(check_resource_name, getattr(self, name), "endpoint")
         run(check_ecr_repository_name, self.ecr_repository)
         run(check_prefix, self.prefix)
+        run(check_ttl_hours, self.endpoint_ttl_hours)
         return found
 
     def check(self) -> WorkshopConfig:
@@ -427,9 +475,22 @@ def check_ecr_repository_name(name: str) -> str:
     if not names.is_ecr_repository(name):
         raise ConfigError(
             f"ECR repository name {name!r} is not valid: use lower-case letters, digits and . _ - / "
-            f"(2 to 256 characters), e.g. 'semif-llamacpp-dlc'"
+            f"(2 to 256 characters), e.g. {DEFAULT_ECR_REPOSITORY!r}"
         )
     return name
+
+
+def check_ttl_hours(value: str | float) -> float:
+    """Hours an endpoint lives before its deadline deletes it: 0 (no deadline) or 0.25 to 168."""
+    try:
+        hours = float(value)
+    except (TypeError, ValueError):
+        hours = -1.0
+    if hours != 0 and not 0.25 <= hours <= MAX_ENDPOINT_TTL_HOURS:
+        raise ConfigError(
+            f"endpoint_ttl_hours {value!r} is not a number of hours between 0.25 and {MAX_ENDPOINT_TTL_HOURS} "
+            f"(or 0 for no deadline); set {ENV_VARS['endpoint_ttl_hours']}, e.g. {DEFAULT_ENDPOINT_TTL_HOURS}")
+    return hours
 
 
 def bucket_region(s3_client, bucket: str) -> str:

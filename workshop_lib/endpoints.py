@@ -16,6 +16,11 @@ SageMaker can do (run the container on instances it places) is a parameter,
 
 The llama.cpp settings use the DLC's own ``SM_LLAMA_CPP_*`` variables; the
 decision adapter reads the same names, so one code path configures both images.
+
+Both models run with ``EnableNetworkIsolation``: SageMaker downloads ``model.tar.gz`` itself, and
+neither image needs the network at run time (the standard DLC only when told to download from
+Hugging Face instead, which therefore leaves isolation off). The GPU plan uses instance pools where
+SageMaker offers them (``regions``) and the first pool's type as a fixed type elsewhere, with a note.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 
-from . import aws, names
+from . import aws, names, regions
 from .config import check_bucket_region, check_resource_name, check_role_arn
 from .errors import WorkshopError
 from .images import check_deployable, require_pinned
@@ -237,8 +242,10 @@ def llama_environment(*, ctx_size: int | None = DEFAULT_CTX_SIZE, threads: int |
 
 
 def model_request(name: str, *, image_uri: str, role_arn: str, model_data_url: str | None = None,
-                  environment: Mapping[str, str] | None = None, tags: list[dict] | None = None) -> dict:
-    """CreateModel for one container; the image must be pinned by digest."""
+                  environment: Mapping[str, str] | None = None, tags: list[dict] | None = None,
+                  network_isolation: bool = True) -> dict:
+    """CreateModel for one container; the image must be pinned by digest. ``network_isolation``: the
+    container gets no network at run time (SageMaker still downloads the model data for it)."""
     check_resource_name(name, "model")
     check_role_arn(role_arn)
     require_pinned(image_uri)
@@ -251,12 +258,17 @@ def model_request(name: str, *, image_uri: str, role_arn: str, model_data_url: s
             "would pass both --model and --hf-repo. Use the tarball (pinned, checked) or the Hugging Face "
             "download, not both"
         )
+    if network_isolation and hf_repo:
+        raise EndpointSpecError(
+            f"SM_LLAMA_CPP_HF_REPO={hf_repo} downloads the model at start-up, which an isolated container cannot "
+            "do: package the model instead (model_data_url), or pass network_isolation=False")
     container: dict = {"Image": image_uri, "Mode": "SingleModel"}
     if model_data_url:
         container["ModelDataUrl"] = _s3_tarball(model_data_url)
     if env:
         container["Environment"] = env
-    request = {"ModelName": name, "ExecutionRoleArn": role_arn, "PrimaryContainer": container}
+    request = {"ModelName": name, "ExecutionRoleArn": role_arn, "PrimaryContainer": container,
+               "EnableNetworkIsolation": bool(network_isolation)}
     if tags:
         request["Tags"] = check_tags(list(tags))
     return aws.validate("sagemaker", "CreateModel", request)
@@ -267,7 +279,8 @@ def standard_model_request(name: str, *, image_uri: str, role_arn: str, model_da
                            ctx_size: int = DEFAULT_CTX_SIZE, threads: int | None = None,
                            n_gpu_layers: int | None = None, environment: Mapping[str, str] | None = None,
                            tags: list[dict] | None = None) -> dict:
-    """The standard DLC: a model tarball in S3, or (instead) a GGUF the DLC downloads from Hugging Face."""
+    """The standard DLC: a model tarball in S3 (network-isolated), or instead a GGUF the DLC downloads from
+    Hugging Face at start-up (which needs the network, so that model is not isolated)."""
     if model_data_url and hf_repo:
         raise ConflictingModelSource(
             "pass model_data_url (the packaged, pinned model) or hf_repo/hf_file (downloaded at start-up), "
@@ -279,13 +292,13 @@ def standard_model_request(name: str, *, image_uri: str, role_arn: str, model_da
                             hf_repo=hf_repo, hf_file=hf_file)
     env.update(environment or {})
     return model_request(name, image_uri=image_uri, role_arn=role_arn, model_data_url=model_data_url,
-                         environment=env, tags=tags)
+                         environment=env, tags=tags, network_isolation=not hf_repo)
 
 
 def decision_model_request(name: str, *, image_uri: str, role_arn: str, model_data_url: str,
                            ctx_size: int | None = None, threads: int | None = None, n_gpu_layers: int = 0,
                            environment: Mapping[str, str] | None = None, tags: list[dict] | None = None) -> dict:
-    """The decision image; ``environment`` carries DECISION_ADAPTER_* settings if any."""
+    """The decision image (network-isolated); ``environment`` carries DECISION_ADAPTER_* settings if any."""
     if not model_data_url:
         raise EndpointSpecError("the decision endpoint needs model_data_url (s3://.../model.tar.gz)")
     env = llama_environment(ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers)
@@ -421,6 +434,7 @@ class DeployPlan:
     model: dict
     endpoint_config: dict
     endpoint: dict
+    notes: tuple[str, ...] = ()  # what the builder chose that the requests alone do not say
 
     @property
     def name(self) -> str:
@@ -438,6 +452,14 @@ class DeployPlan:
     def uses_instance_pools(self) -> bool:
         return any("InstancePools" in v for v in self.endpoint_config["ProductionVariants"])
 
+    @property
+    def placement(self) -> str:
+        """Where the variant goes: the ordered pools, or the one fixed type."""
+        variant = self.endpoint_config["ProductionVariants"][0]
+        if "InstancePools" in variant:
+            return " > ".join(p["InstanceType"] for p in variant["InstancePools"]) + " (ordered pools)"
+        return f"{variant['InstanceType']} (fixed)"
+
     def requests(self) -> list[tuple[str, dict]]:
         return [("CreateModel", self.model), ("CreateEndpointConfig", self.endpoint_config),
                 ("CreateEndpoint", self.endpoint)]
@@ -446,10 +468,10 @@ class DeployPlan:
         return json.dumps(dict(self.requests()), indent=2)
 
 
-def _plan(name: str, model: dict, variant: dict, tags: list[dict] | None) -> DeployPlan:
+def _plan(name: str, model: dict, variant: dict, tags: list[dict] | None, notes: Sequence[str] = ()) -> DeployPlan:
     tags = tags if tags is not None else workshop_tags()
     return DeployPlan(model=model, endpoint_config=endpoint_config_request(name, variant, tags=tags),
-                      endpoint=endpoint_request(name, tags=tags))
+                      endpoint=endpoint_request(name, tags=tags), notes=tuple(notes))
 
 
 def standard_plan(name: str, *, image_uri: str, role_arn: str, model_data_url: str | None = None,
@@ -495,16 +517,30 @@ def decision_gpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_ur
                       provision_timeout_s: int = PROVISION_TIMEOUT_S, ami_version: str = GPU_AMI_VERSION,
                       n_gpu_layers: int = FULL_OFFLOAD, ctx_size: int | None = None, threads: int | None = None,
                       startup_timeout_s: int = STARTUP_TIMEOUT_S, download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
-                      environment: Mapping[str, str] | None = None, tags: list[dict] | None = None) -> DeployPlan:
-    """The decision image on ordered GPU instance pools (first with capacity wins), full offload."""
+                      environment: Mapping[str, str] | None = None, tags: list[dict] | None = None,
+                      region: str | None = None) -> DeployPlan:
+    """The decision image on ordered GPU instance pools (first with capacity wins), full offload.
+
+    With ``region`` outside ``regions.INSTANCE_POOL_REGIONS``, where SageMaker refuses pools, the
+    variant gets the first pool's type as a fixed InstanceType instead, and the plan's notes say so.
+    """
     tags = tags if tags is not None else workshop_tags()
-    for t in instance_pools if not isinstance(instance_pools, str) else [instance_pools]:
+    types = [instance_pools] if isinstance(instance_pools, str) else list(instance_pools)
+    for t in types:
         if not is_gpu_instance(t):
             raise InvalidInstancePools(f"{t} has no GPU; the GPU plan takes GPU types (e.g. {DEFAULT_GPU_POOLS[0]})")
     model = decision_model_request(name, image_uri=image_uri, role_arn=role_arn, model_data_url=model_data_url,
                                    ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers,
                                    environment=environment, tags=tags)
-    variant = instance_pool_variant(name, instance_pools, instance_count=instance_count,
+    if region is not None and not regions.offers_instance_pools(region):
+        # the list is checked as pools would be, though only its first type is used here
+        check_instance_pools([{"InstanceType": t, "Priority": i} for i, t in enumerate(types, start=1)])
+        _check_cuda13(types[0])
+        _in_range(provision_timeout_s, 300, 3600, "provision_timeout_s (VariantInstanceProvisionTimeoutInSeconds)")
+        variant = fixed_instance_variant(name, types[0], instance_count=instance_count, ami_version=ami_version,
+                                         startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
+        return _plan(name, model, variant, tags, [regions.no_pools_note(region, types[0], types[1:])])
+    variant = instance_pool_variant(name, types, instance_count=instance_count,
                                     provision_timeout_s=provision_timeout_s, ami_version=ami_version,
                                     startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
     return _plan(name, model, variant, tags)
@@ -586,11 +622,13 @@ class SageMakerHosting:
 
 def deploy(sm_client, plan: DeployPlan, *, wait: bool = True, logs_client=None, s3_client=None,
            progress: bool = True, poll_s: float = 30, timeout_s: float = 3600,
-           hosting: SageMakerHosting | None = None) -> dict:
+           hosting: SageMakerHosting | None = None, after_create=None) -> dict:
     """Create model, endpoint config and endpoint; return the latest DescribeEndpoint response.
 
     Refuses an image not pinned by digest or in another region; with ``s3_client``
-    also checks that the model data bucket is in the endpoint's region.
+    also checks that the model data bucket is in the endpoint's region. ``after_create(name)``
+    runs once CreateEndpoint was accepted and before the wait (the spend guard sets the endpoint's
+    deadline there, so it exists however the wait ends).
     """
     hosting = hosting or SageMakerHosting(poll_s=poll_s, timeout_s=timeout_s)
     region = sm_client.meta.region_name
@@ -610,6 +648,8 @@ def deploy(sm_client, plan: DeployPlan, *, wait: bool = True, logs_client=None, 
             exc.args = (f"{exc.args[0]}\nAlready created: {', '.join(created)}; remove them with "
                         f"workshop_lib.cleanup.delete_endpoint_resources(sm, {plan.name!r})",)
         raise
+    if after_create is not None:
+        after_create(plan.name)
     if wait:
         return hosting.wait(sm_client, plan.name, logs_client=logs_client, progress=progress)
     return hosting.created(sm_client, plan.name)

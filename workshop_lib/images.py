@@ -7,9 +7,13 @@ point at a different image tomorrow. Every deploy function calls
 The decision image loads the DLC's own libllama through llama-cpp-python's ctypes
 bindings, which must match it field for field. ``DLC_PINS`` holds, per variant, a
 DLC digest together with the bindings known to match it; ``resolve_dlc`` returns
-that digest in the region's registry. Following the floating tag instead is an
-explicit opt-in (``follow_tag=True``) that warns: the image build's bindings proof
-(``decision_adapter.bindings``) then decides whether the pair works.
+that digest in the region's registry. The pins are looked up per region
+(``dlc_pin(variant, region)``: ``REGIONAL_DLC_PINS`` over ``DLC_PINS``), since a region's
+registry may hold another build than the one the sample pinned. Where the region's registry
+lacks the pinned digest, following the floating tag instead is an explicit opt-in
+(``follow_tag=True``; notebook 02 asks, "no" unless told) that warns: the decision image's
+build-time bindings proof (``decision_adapter.bindings``, run by the image build) then decides
+whether the pair works, and stops the build when it does not.
 """
 
 from __future__ import annotations
@@ -77,6 +81,12 @@ DLC_PINS = {
                    ("llama_adapter_lora_init_from_file_ptr",),
                    "server-sagemaker-cuda-v1 as pinned by the published sample, with its bindings"),
 }
+
+
+# Per region, per variant: a pin that replaces DLC_PINS there (a region whose registry holds another build
+# of the -v1 tag, with the bindings proven against that build). Regions not listed use DLC_PINS; whether
+# a region's registry really holds the digest is asked at run time (pinned_dlc_present), never assumed.
+REGIONAL_DLC_PINS: dict[str, dict[str, DlcPin]] = {}
 
 
 class ImageError(WorkshopError, ValueError):
@@ -274,15 +284,41 @@ def resolve_digest(ecr_client, image_uri: str) -> str:
     return ref.pinned_uri(digest)
 
 
-def dlc_pin(variant: str) -> DlcPin:
+def dlc_pin(variant: str, region: str | None = None) -> DlcPin:
+    """The pin of ``variant`` for ``region``: the region's own (REGIONAL_DLC_PINS) or the default."""
     if variant not in DLC_PINS:
         raise ImageError(f"variant {variant!r} is not one of {', '.join(DLC_PINS)}")
-    return DLC_PINS[variant]
+    return REGIONAL_DLC_PINS.get(region or "", {}).get(variant, DLC_PINS[variant])
+
+
+def dlc_digest_table(regions) -> dict[str, dict[str, str]]:
+    """Region -> variant -> pinned digest, as the deploys would use them (for a notebook or the docs)."""
+    return {region: {variant: dlc_pin(variant, region).digest for variant in DLC_PINS} for region in regions}
 
 
 def pinned_dlc_uri(region: str, variant: str = "cpu") -> str:
     """The pinned DLC digest in ``region``'s DLC registry (where SageMaker and CodeBuild pull it from)."""
-    return f"{ecr_host(dlc_account(region), region)}/{DLC_REPOSITORY}@{dlc_pin(variant).digest}"
+    return f"{ecr_host(dlc_account(region), region)}/{DLC_REPOSITORY}@{dlc_pin(variant, region).digest}"
+
+
+def pinned_dlc_present(ecr_client, region: str, variant: str = "cpu") -> bool:
+    """Whether ``region``'s DLC registry holds the pinned digest (DescribeImages, else BatchGetImage,
+    which pulling needs anyway). Other errors (throttling, a broken endpoint) are raised."""
+    from botocore.exceptions import ClientError
+
+    ref = parse_image_uri(pinned_dlc_uri(region, variant))
+    ids = [{"imageDigest": ref.digest}]
+    try:
+        ecr_client.describe_images(registryId=ref.account, repositoryName=ref.repository, imageIds=ids)
+        return True
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in ("ImageNotFoundException", "RepositoryNotFoundException"):
+            return False
+        if code != "AccessDeniedException":  # pulling may be allowed where describing is not
+            raise
+    found = ecr_client.batch_get_image(registryId=ref.account, repositoryName=ref.repository, imageIds=ids)
+    return bool(found.get("images"))
 
 
 def resolve_dlc(ecr_client, region: str, variant: str = "cpu", *, follow_tag: bool = False) -> str:
@@ -291,9 +327,7 @@ def resolve_dlc(ecr_client, region: str, variant: str = "cpu", *, follow_tag: bo
     ``follow_tag=True`` resolves the floating SageMaker tag instead, with a warning: the bindings
     pinned for the variant were proven against the pinned digest only.
     """
-    from botocore.exceptions import ClientError
-
-    pin = dlc_pin(variant)
+    pin = dlc_pin(variant, region)
     if follow_tag:
         tagged = resolve_digest(ecr_client, dlc_image_uri(region, variant))
         if not tagged.endswith(pin.digest):
@@ -303,20 +337,10 @@ def resolve_dlc(ecr_client, region: str, variant: str = "cpu", *, follow_tag: bo
                 "bindings proof stops the build if they do not.", stacklevel=2)
         return tagged
     uri = pinned_dlc_uri(region, variant)
-    ref = parse_image_uri(uri)
-    ids = [{"imageDigest": pin.digest}]
-    try:
-        ecr_client.describe_images(registryId=ref.account, repositoryName=ref.repository, imageIds=ids)
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "")
-        if code == "AccessDeniedException":  # pulling may be allowed where describing is not
-            found = ecr_client.batch_get_image(registryId=ref.account, repositoryName=ref.repository, imageIds=ids)
-            if found.get("images"):
-                return uri
-        elif code not in ("ImageNotFoundException", "RepositoryNotFoundException"):
-            raise
+    if not pinned_dlc_present(ecr_client, region, variant):
         raise PinnedImageMissing(
-            f"the llama.cpp DLC registry of {region} ({ref.registry}) does not hold the pinned {variant} image "
-            f"{pin.digest}. Deploy in a region whose registry holds it, or follow the floating tag with "
-            f"resolve_dlc(..., follow_tag=True), knowing the pinned bindings may not match it.") from None
+            f"the llama.cpp DLC registry of {region} ({parse_image_uri(uri).registry}) does not hold the pinned "
+            f"{variant} image {pin.digest}. Deploy in a region whose registry holds it, or follow the floating tag "
+            f"(notebook 02's choice, or resolve_dlc(..., follow_tag=True)): the decision image's build-time proof "
+            f"of the bindings then decides whether they match it.")
     return uri

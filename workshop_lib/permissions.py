@@ -333,11 +333,6 @@ def needed(call: Mapping, region: str, account: str) -> list[Need]:
     if service == "servicequotas":
         return [(f"servicequotas:{operation}", f"arn:{policies.partition(region)}:servicequotas:{region}:"
                  f"{account}:{params.get('ServiceCode', '')}/{params.get('QuotaCode', '')}", {})]
-    if service == "scheduler":  # the endpoint deadlines (spend_guard)
-        schedule = (f"arn:{policies.partition(region)}:scheduler:{region}:{account}:schedule/"
-                    f"{params.get('GroupName') or 'default'}/{params.get('Name', '')}")
-        return [(f"scheduler:{operation}", schedule, {}),
-                *_pass_role((params.get("Target") or {}).get("RoleArn"), "scheduler.amazonaws.com")]
     if service == "iam":
         return [(f"iam:{operation}", f"arn:{policies.partition(region)}:iam::{account}:role/"
                  f"{params.get('RoleName', '')}", {})]

@@ -338,8 +338,10 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
         _statement("CodeBuildProjects", ["codebuild:CreateProject", "codebuild:UpdateProject", "codebuild:DeleteProject",
                                          "codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:BatchGetProjects"],
                    [codebuild_project_arn(region, account, p) for p in s.codebuild_projects]),
+        # ListTagsForResource: notebook 07 deletes the repository only if it carries the workshop's tag.
         _statement("WorkshopRepository", ["ecr:CreateRepository", "ecr:TagResource", "ecr:DescribeRepositories",
-                                          "ecr:DescribeImages", "ecr:BatchGetImage", "ecr:DeleteRepository"],
+                                          "ecr:DescribeImages", "ecr:BatchGetImage", "ecr:DeleteRepository",
+                                          "ecr:ListTagsForResource"],
                    [ecr_repository_arn(region, account, s.ecr_repository)]),
         _statement("ResolveDlcDigests", ["ecr:DescribeImages", "ecr:BatchGetImage"],
                    [ecr_repository_arn(region, s.dlc_account, r) for r in s.dlc_repositories]),
@@ -403,7 +405,11 @@ POLICY_FILES = {
 def policies(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict[str, dict]:
     """Every document, by file name."""
     s = _as_scope(config, account_id, **options)
-    return {name: builder(s) for name, (builder, _) in POLICY_FILES.items()}
+    # The endpoint deadlines' role, and the operator's statements for them in a document of their own
+    # (operator-policy.json alone is close to IAM's 6,144 characters in the longer regions' ARNs).
+    from . import spend_guard
+
+    return {**{name: builder(s) for name, (builder, _) in POLICY_FILES.items()}, **spend_guard.policy_documents(s)}
 
 
 def write_policies(config: WorkshopConfig | Scope, out_dir: str | Path, account_id: str | None = None,

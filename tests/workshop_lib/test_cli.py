@@ -19,10 +19,12 @@ from workshop_lib import endpoints
 from workshop_lib.cli import CONFIG_FLAGS, build_parser, main
 from workshop_lib.config import ENV_VARS, WorkshopConfig
 
-IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/semif-llamacpp-dlc@sha256:" + "a" * 64
-MODEL = "s3://amzn-s3-demo-semif-artifacts/semif-llamacpp/model.tar.gz"
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-workshop@sha256:" + "a" * 64
+BUCKET = "workshop-cli-bucket"
+MODEL = f"s3://{BUCKET}/decision-workshop/model/model.tar.gz"  # the workshop's model folder: the only one allowed
 ROLE = "arn:aws:iam::123456789012:role/workshop-sagemaker"
-DEPLOY = ["--region", "us-east-1", "--image-uri", IMAGE, "--model-data-url", MODEL, "--role-arn", ROLE]
+DEPLOY = ["--region", "us-east-1", "--image-uri", IMAGE, "--model-data-url", MODEL, "--role-arn", ROLE,
+          "--bucket", BUCKET]
 
 
 @pytest.fixture(autouse=True)
@@ -73,9 +75,10 @@ def test_one_command_per_step_the_notebooks_use():
     parser = build_parser()
     commands = set(parser._subparsers._group_actions[0].choices)
     assert {"config", "check", "setup", "codebuild-role", "package-model", "verify-package", "resolve-image",
-            "build-image", "deploy-standard", "deploy", "placement", "invoke-standard", "invoke", "bench",
-            "cleanup", "delete-endpoints", "delete-builds", "delete-codebuild-role", "delete-artifacts", "running",
-            "audit", "stop-local", "demo", "serve"} <= commands
+            "build-image", "deploy-standard", "deploy", "extend", "deadline", "placement", "invoke-standard",
+            "invoke", "bench", "cleanup", "delete-endpoints", "delete-builds", "delete-codebuild-role",
+            "delete-deadline-role", "delete-artifacts", "running", "audit", "stop-local", "demo",
+            "serve"} <= commands
 
 
 def test_the_sample_scripts_flags_are_all_here():
@@ -149,7 +152,7 @@ def test_no_command_makes_a_boto3_client_at_run_time(monkeypatch, capsys):
     monkeypatch.setattr(boto3.session.Session, "client", watched)
     assert main(["running", "--region", "us-east-1"]) == 0
     assert main(["cleanup", "--region", "us-east-1", "--name", "nothing-here"]) == 0
-    assert outside == [] and {service for service, _ in made} == {"sagemaker", "logs"}
+    assert outside == [] and {service for service, _ in made} == {"sagemaker", "logs", "scheduler"}
     assert "endpoint nothing-here" in capsys.readouterr().out
 
 
@@ -220,13 +223,13 @@ def test_the_sample_deploy_flags_verbatim(capsys):
     """deploy_endpoint.py's GPU form, verbatim: pools in order, -1 layers, 900 s timeouts."""
     plan = _deploy_plan(capsys, *DEPLOY, "--instance-pool", "ml.g6e.xlarge", "--instance-pool", "ml.g6.2xlarge",
                         "--instance-pool", "ml.g5.2xlarge", "--instance-pool", "ml.g4dn.2xlarge", "--gpu-layers=-1",
-                        "--provision-timeout", "1200", "--name", "semif-decision-workflows")
+                        "--provision-timeout", "1200", "--name", "my-decision-endpoint")
     variant = plan["CreateEndpointConfig"]["ProductionVariants"][0]
     assert [p["InstanceType"] for p in variant["InstancePools"]] == [
         "ml.g6e.xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge", "ml.g4dn.2xlarge"]
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 900
     assert variant["ModelDataDownloadTimeoutInSeconds"] == 900
-    assert plan["CreateEndpoint"]["EndpointName"] == "semif-decision-workflows"
+    assert plan["CreateEndpoint"]["EndpointName"] == "my-decision-endpoint"
     env = plan["CreateModel"]["PrimaryContainer"]["Environment"]
     assert env["SM_LLAMA_CPP_N_GPU_LAYERS"] == "999" and "SM_LLAMA_CPP_CTX_SIZE" not in env  # the adapter's 8192
 
@@ -247,8 +250,8 @@ def test_flags_left_out_take_the_builders_defaults(capsys):
 
 
 def test_dry_run_takes_names_role_and_model_from_the_saved_workshop(isolated, capsys):
-    config = WorkshopConfig(mode="aws", region="us-east-1", sagemaker_role_arn=ROLE, cpu_endpoint_name="my-cpu",
-                            gpu_endpoint_name="my-gpu")
+    config = WorkshopConfig(mode="aws", region="us-east-1", bucket=BUCKET, sagemaker_role_arn=ROLE,
+                            cpu_endpoint_name="my-cpu", gpu_endpoint_name="my-gpu")
     config.save(isolated / "config.json")
     (isolated / "outputs.json").write_text(json.dumps({"model_data_url": MODEL}))  # what package-model records
     cpu = _deploy_plan(capsys, "--image-uri", IMAGE)
@@ -276,6 +279,35 @@ def test_dry_run_without_a_role_names_the_setting(capsys):
     assert main(["deploy", "--region", "us-east-1", "--image-uri", IMAGE, "--model-data-url", MODEL,
                  "--dry-run"]) == 1
     assert "WORKSHOP_ROLE_ARN" in capsys.readouterr().err
+
+
+def test_a_region_without_instance_pools_gets_the_first_pool_fixed_and_the_dry_run_says_so(capsys):
+    image = IMAGE.replace("us-east-1", "af-south-1")
+    argv = ["deploy", "--region", "af-south-1", "--image-uri", image, "--model-data-url", MODEL, "--role-arn", ROLE,
+            "--bucket", BUCKET, "--instance-pool", "ml.g6e.xlarge", "--instance-pool", "ml.g5.2xlarge", "--dry-run"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    variant = json.loads(captured.out)["CreateEndpointConfig"]["ProductionVariants"][0]
+    assert variant["InstanceType"] == "ml.g6e.xlarge" and "InstancePools" not in variant
+    assert "instances: ml.g6e.xlarge (fixed)" in captured.err
+    assert "instance pools are not offered in af-south-1" in captured.err and "ml.g5.2xlarge" in captured.err
+    assert main([*argv[:2], "us-east-1", *argv[3:4], IMAGE, *argv[5:]]) == 0  # the same flags where pools exist
+    assert "InstancePools" in json.loads(capsys.readouterr().out)["CreateEndpointConfig"]["ProductionVariants"][0]
+
+
+def test_a_model_uri_outside_the_workshops_folder_is_refused_before_any_build(capsys):
+    import boto3
+
+    argv = ["package-model", "--region", "us-east-1", "--bucket", BUCKET, "--codebuild-role-arn", ROLE]
+    assert main([*argv, "--model-s3-uri", "s3://someone-elses-bucket/semif-llamacpp/"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --model-s3-uri") and f"s3://{BUCKET}/decision-workshop/model/" in err
+    assert "Traceback" not in err
+    assert boto3.client("codebuild", region_name="us-east-1").list_projects()["projects"] == []  # nothing built
+    assert boto3.client("s3", region_name="us-east-1").list_buckets()["Buckets"] == []  # nothing uploaded
+    assert main(["deploy", *DEPLOY[:5], "s3://someone-elses-bucket/semif-llamacpp/model.tar.gz", *DEPLOY[6:],
+                 "--dry-run"]) == 1
+    assert "model data URL 's3://someone-elses-bucket" in capsys.readouterr().err
 
 
 def test_one_gpu_instance_type_is_the_samples_fixed_gpu_form(capsys):
@@ -342,31 +374,64 @@ def test_setup_saves_the_flags_where_later_commands_read_them(isolated, capsys):
 def test_deploy_running_cleanup_round_trip_on_moto(isolated, capsys):
     import boto3
 
-    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="amzn-s3-demo-semif-artifacts")
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    standard, cpu = WorkshopConfig().standard_endpoint_name, WorkshopConfig().cpu_endpoint_name
     # moto stands in for SageMaker; it knows older instance types only
-    assert main(["deploy-standard", *DEPLOY, "--instance-type", "ml.c5.2xlarge", "--name", "llamacpp-gguf",
-                 "--no-wait"]) == 0
-    assert "endpoint llamacpp-gguf: " in capsys.readouterr().out
-    assert main(["deploy", *DEPLOY, "--instance-type", "ml.c5.2xlarge", "--threads", "8",
-                 "--name", "semif-decision-workflows", "--no-wait"]) == 0
+    assert main(["deploy-standard", *DEPLOY, "--instance-type", "ml.c5.2xlarge", "--no-wait"]) == 0
     out = capsys.readouterr().out
-    assert "endpoint semif-decision-workflows: " in out and "SM_LLAMA_CPP_THREADS=8" in out
+    assert f"endpoint {standard}: " in out and f"deadline: endpoint {standard} is deleted at " in out
+    assert main(["deploy", *DEPLOY, "--instance-type", "ml.c5.2xlarge", "--threads", "8", "--no-wait"]) == 0
+    out = capsys.readouterr().out
+    assert f"endpoint {cpu}: " in out and "SM_LLAMA_CPP_THREADS=8" in out
+    assert re.search(r"UTC \(in (4 h 0|3 h 59) min\) unless extended", out)  # the config's default, 4 h
     assert not (isolated / "config.json").exists()  # deploying saves nothing
     assert main(["running", "--region", "us-east-1"]) == 0
     listed = capsys.readouterr().out
-    assert "llamacpp-gguf" in listed and "semif-decision-workflows" in listed
-    assert main(["cleanup", "--region", "us-east-1", "--name", "llamacpp-gguf"]) == 0
-    assert "llamacpp-gguf" in capsys.readouterr().out
-    assert main(["delete-endpoints", "--region", "us-east-1", "--name", "llamacpp-gguf"]) == 0  # idempotent
-    capsys.readouterr()
+    assert standard in listed and cpu in listed
+    assert main(["cleanup", "--region", "us-east-1", "--name", standard]) == 0
+    out = capsys.readouterr().out
+    assert f"endpoint {standard}: deleted" in out and f"deadline of {standard}: deleted" in out
+    assert main(["delete-endpoints", "--region", "us-east-1", "--name", standard]) == 0  # idempotent
+    assert f"deadline of {standard}: already gone" in capsys.readouterr().out
     assert main(["running", "--region", "us-east-1"]) == 0
     after = capsys.readouterr().out
-    assert "semif-decision-workflows" in after  # cleanup touched only the named endpoint
-    assert "llamacpp-gguf" not in after
+    assert cpu in after  # cleanup touched only the named endpoint
+    assert standard not in after
     assert main(["cleanup", "--region", "us-east-1"]) == 0  # no --name: the config's three endpoints
-    assert "semif-decision-workflows" in capsys.readouterr().out
+    assert f"endpoint {cpu}: deleted" in capsys.readouterr().out
     assert main(["running", "--region", "us-east-1"]) == 0
-    assert "semif-decision-workflows" not in capsys.readouterr().out
+    assert cpu not in capsys.readouterr().out
+
+
+def test_extend_moves_the_deadline_and_deadline_shows_it(isolated, capsys):
+    import boto3
+
+    from workshop_lib import spend_guard
+
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    cpu = WorkshopConfig().cpu_endpoint_name
+    assert main(["deploy", *DEPLOY, "--instance-type", "ml.c5.2xlarge", "--no-wait"]) == 0
+    capsys.readouterr()
+    scheduler = boto3.client("scheduler", region_name="us-east-1")
+    first = scheduler.get_schedule(Name=spend_guard.schedule_name(cpu))
+    assert main(["extend", "--region", "us-east-1", "--bucket", BUCKET, "--name", cpu, "--hours", "8"]) == 0
+    assert f"endpoint {cpu} is deleted at " in capsys.readouterr().out
+    moved = scheduler.get_schedule(Name=spend_guard.schedule_name(cpu))
+    gap = spend_guard.parse_at(moved["ScheduleExpression"]) - spend_guard.parse_at(first["ScheduleExpression"])
+    assert 3.9 * 3600 < gap.total_seconds() < 4.1 * 3600  # 8 h from now instead of 4 h from the deploy
+    assert moved["Target"] == first["Target"] and moved["ActionAfterCompletion"] == "DELETE"
+    assert main(["deadline", "--region", "us-east-1", "--name", cpu]) == 0
+    assert re.search(rf"endpoint {cpu} is deleted at .* UTC \(in (8 h 0|7 h 59) min\)", capsys.readouterr().out)
+    assert main(["extend", "--region", "us-east-1", "--bucket", BUCKET, "--name", "no-such-endpoint",
+                 "--hours", "1"]) == 1
+    assert "there is no endpoint no-such-endpoint" in capsys.readouterr().err
+    assert main(["extend", "--region", "us-east-1", "--bucket", BUCKET, "--name", cpu, "--hours", "500"]) == 1
+    assert "WORKSHOP_ENDPOINT_TTL_HOURS" in capsys.readouterr().err
+
+
+def test_deadline_of_an_endpoint_without_one_says_how_to_set_it(capsys):
+    assert main(["deadline", "--region", "us-east-1", "--name", "decision-workshop-gpu"]) == 0
+    assert "has no deadline" in capsys.readouterr().out
 
 
 def test_aws_mode_audit_and_stop_local_say_they_are_local_only(capsys):
@@ -383,7 +448,9 @@ def test_the_other_cleanup_steps_on_moto_say_what_was_already_gone(capsys):
     boto3.client("s3", region_name="us-east-1").put_object(Bucket="workshop-cli-bucket",
                                                            Key="decision-workshop/model/model.tar.gz", Body=b"x")
     assert main(["delete-builds", "--region", "us-east-1", "--repository", "my-repo"]) == 0
-    assert "ECR repository my-repo (and its images): already gone" in capsys.readouterr().out
+    assert "ECR repository my-repo: already gone" in capsys.readouterr().out
+    assert main(["delete-deadline-role", "--region", "us-east-1"]) == 0
+    assert "IAM role decision-workshop-scheduler: already gone" in capsys.readouterr().out
     assert main(["delete-codebuild-role", "--region", "us-east-1", "--codebuild-role-arn", ROLE]) == 0
     assert "not created by the workshop, left alone" in capsys.readouterr().out
     assert main(["delete-artifacts", "--region", "us-east-1", "--bucket", "workshop-cli-bucket"]) == 0

@@ -38,12 +38,12 @@ from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, READ_ONLY, StepEr
 from .setup import Checks, SetupResult, check_environment, ensure_codebuild_role, setup, show_config
 from .package import PackageResult, package_model, verify_package
 from .decision_image import ImageResult, build_decision_image, decision_image, refuse_mutable_tag, resolve_dlc
-from .deploy import (EndpointResult, Placement, deploy_decision_cpu, deploy_decision_gpu, deploy_plan,
-                     deploy_standard, llama_settings, placement)
+from .deploy import (EndpointResult, Placement, check_dlc_pins, deadline_text, deploy_decision_cpu,
+                     deploy_decision_gpu, deploy_plan, deploy_standard, extend_deadline, llama_settings, placement)
 from .invoke import (builder_default, builder_request, client, decision_client, decision_endpoint, parse_options,
                      show_decision, show_decisions, show_outcome, which_endpoint)
 from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
-                      delete_endpoint, delete_endpoints, running_endpoints, stop_local)
+                      delete_deadline_role, delete_endpoint, delete_endpoints, running_endpoints, stop_local)
 from .outcome import check_outcome, short_errors
 from .rehearse import rehearse_all
 
@@ -53,7 +53,8 @@ __all__ = [
     "keep_choice", "which_endpoint", "build_decision_image", "check_environment", "client",
     "audit_permissions", "decision_endpoint", "decision_image", "delete_artifacts", "delete_build_resources",
     "delete_codebuild_role", "ensure_codebuild_role",
-    "delete_endpoint", "delete_endpoints",
+    "delete_endpoint", "delete_endpoints", "check_dlc_pins", "deadline_text", "delete_deadline_role",
+    "extend_deadline",
     "deploy_decision_cpu", "deploy_decision_gpu", "deploy_plan", "deploy_standard", "llama_settings", "model_spec",
     "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",
     "running_endpoints", "setup", "show_config", "show_decision", "show_decisions", "show_outcome", "stop_local",

@@ -1,5 +1,5 @@
-"""Notebook 07: delete what the workshop created, by name only, then the permissions audit and a
-last look for anything still running.
+"""Notebook 07: delete what the workshop created, by name only and only where it carries the workshop's
+tag, then the permissions audit and a last look for anything still running.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = T
     for name in names:
         try:
             result = cleanup.delete_endpoint_resources(c.sm, name, wait=wait,
-                                                       poll_s=15 if config.mode == "aws" else 0.2)
+                                                       poll_s=15 if config.mode == "aws" else 0.2,
+                                                       scheduler_client=c.get("scheduler"))
             lines.append(str(result))
             if result.deleted_anything:
                 deleted.append(name)
@@ -78,18 +79,65 @@ def _delete_project(codebuild):
     return delete
 
 
+def _project_tags(codebuild, name: str) -> dict[str, str] | None:
+    """A CodeBuild project's tags, or None when there is no such project."""
+    found = codebuild.batch_get_projects(names=[name]).get("projects") or []
+    return {t["key"]: t["value"] for t in found[0].get("tags") or []} if found else None
+
+
+def _repository_tags(ecr, name: str) -> dict[str, str] | None:
+    """An ECR repository's tags, or None when there is no such repository."""
+    from botocore.exceptions import ClientError
+
+    try:
+        arn = ecr.describe_repositories(repositoryNames=[name])["repositories"][0]["repositoryArn"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "RepositoryNotFoundException":
+            return None
+        raise
+    return {t["Key"]: t["Value"] for t in ecr.list_tags_for_resource(resourceArn=arn).get("tags", [])}
+
+
+def _owned(read, *args) -> tuple[bool | None, str]:
+    """(True: the workshop's / False: someone else's / None: gone, why) from a tag reader."""
+    from botocore.exceptions import ClientError
+
+    try:
+        tags = read(*args)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        return False, f"its tags could not be read ({error.get('Code')}: {error.get('Message')})"
+    if tags is None:
+        return None, ""
+    return cleanup.is_workshop_tagged(tags), ""
+
+
 @cleanup_step
 def delete_build_resources(workshop: Workshop, projects: Sequence[str], repository: str) -> Text:
-    """Delete the named CodeBuild projects (and their log groups) and the ECR repository with its images."""
+    """Delete the named CodeBuild projects (and their log groups) and the ECR repository with its images,
+    each only if it carries the workshop's tag: a repository of the same name without it (the published
+    sample's, say) is kept with every image in it, and the result says why."""
     c = workshop.clients
     lines = []
     for project in projects:
+        ours, why = _owned(_project_tags, c.codebuild, project)
+        if ours is False:
+            lines.append(f"CodeBuild project {project}: {cleanup.KEPT}")
+            lines.append(cleanup.not_tagged_note("CodeBuild project", project, why))
+            continue
         lines.append(f"CodeBuild project {project}: {_gone(_delete_project(c.codebuild), 'ResourceNotFound', name=project)}")
         group = f"/aws/codebuild/{project}"
         lines.append(f"log group {group}: "
                      f"{_gone(c.logs.delete_log_group, 'ResourceNotFoundException', logGroupName=group)}")
-    state = _gone(c.ecr.delete_repository, "RepositoryNotFoundException", repositoryName=repository, force=True)
-    lines.append(f"ECR repository {repository} (and its images): {state}")
+    ours, why = _owned(_repository_tags, c.ecr, repository)
+    if ours is None:
+        lines.append(f"ECR repository {repository}: {cleanup.ALREADY_GONE}")
+    elif ours:  # force: its images go with it, which is what the workshop pushed there
+        state = _gone(c.ecr.delete_repository, "RepositoryNotFoundException", repositoryName=repository, force=True)
+        lines.append(f"ECR repository {repository} (and its images): {state}")
+    else:
+        lines.append(f"ECR repository {repository}: {cleanup.KEPT}, with its images")
+        lines.append(cleanup.not_tagged_note("ECR repository", repository, why))
     return Text("\n".join(lines))
 
 
@@ -104,6 +152,18 @@ def delete_codebuild_role(workshop: Workshop) -> Text:
     if not (config.codebuild_role_arn or "").endswith(f":role/{name}"):
         return Text(f"CodeBuild role {config.codebuild_role_arn or '(none)'}: not created by the workshop, left alone")
     iam = workshop.clients.get("iam")
+    policy = _gone(iam.delete_role_policy, "NoSuchEntity", RoleName=name, PolicyName=name)
+    role = _gone(iam.delete_role, "NoSuchEntity", RoleName=name)
+    return Text(f"IAM role {name}: {role} (its inline policy: {policy})")
+
+
+def delete_deadline_role(workshop: Workshop) -> Text:
+    """Delete the role the endpoint deadlines run as (``spend_guard``), once no endpoint needs one. It costs
+    nothing, so a refusal is a note, not a stop."""
+    from .. import spend_guard
+
+    iam = workshop.clients.get("iam")
+    name = spend_guard.SCHEDULER_ROLE_NAME
     policy = _gone(iam.delete_role_policy, "NoSuchEntity", RoleName=name, PolicyName=name)
     role = _gone(iam.delete_role, "NoSuchEntity", RoleName=name)
     return Text(f"IAM role {name}: {role} (its inline policy: {policy})")
@@ -155,12 +215,17 @@ def audit_permissions(workshop: Workshop) -> permissions.Audit:
     if config.mode != "local":
         return Text("the permission audit checks the calls the local rehearsal recorded (WORKSHOP_MODE=local); "
                     "on AWS, IAM itself is the check")
+    from .. import spend_guard
+
     log = permissions.CallLog(workshop.rehearsal.home / CALL_LOG)
     scope = policies.scope(config)
-    documents = {permissions.OPERATOR: policies.operator_policy(scope),
+    documents = {permissions.OPERATOR: spend_guard.operator_documents(scope),  # + operator-deadlines-policy.json
                  permissions.CODEBUILD: policies.codebuild_service_role_policy(scope),
-                 permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope)}
-    audit = permissions.audit(log.calls(), documents, config.region, scope.account)
+                 permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope),
+                 spend_guard.PRINCIPAL: spend_guard.scheduler_role_policy(scope)}
+    calls = log.calls()
+    # The emulator's scheduler never fires: each deadline set is held against its role as the call it makes.
+    audit = permissions.audit([*calls, *spend_guard.deadline_calls(calls)], documents, config.region, scope.account)
     if not audit.ok:
         raise StepError(f"the generated policies deny calls the rehearsal made:\n{audit}")
     return audit
@@ -168,8 +233,11 @@ def audit_permissions(workshop: Workshop) -> permissions.Audit:
 
 @cleanup_step
 def running_endpoints(workshop: Workshop) -> Text:
-    """Workshop-tagged endpoints still running in the account (or the emulator); should be none."""
-    running = cleanup.running_workshop_endpoints(workshop.clients.sm)
+    """The config's endpoints still there and carrying the workshop tag (or the emulator); should be none.
+    Only those names are looked at, so a refusal to read another endpoint's tags never comes up."""
+    config = workshop.config
+    names = (config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name)
+    running = cleanup.running_workshop_endpoints(workshop.clients.sm, names)
     return Text(cleanup.format_running(running), problem=f"{len(running)} workshop endpoint(s) still there"
                 if running else "")
 

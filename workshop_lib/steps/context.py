@@ -23,10 +23,11 @@ BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePool
 CREATES: dict[str, tuple[str, ...]] = {
     "setup": ("config.bucket", "steps.stop_local("),
     "package_model": ("config.s3_uri()", "builds.MODEL_PACKAGE_PROJECT"),
-    "deploy_standard": ("config.standard_endpoint_name",),
+    "deploy_standard": ("config.standard_endpoint_name", "steps.delete_deadline_role("),
     "build_decision_image": ("config.ecr_repository", "builds.IMAGE_BUILD_PROJECT", "config.s3_uri()"),
-    "deploy_decision_cpu": ("config.cpu_endpoint_name",),
-    "deploy_decision_gpu": ("config.gpu_endpoint_name",),
+    "deploy_decision_cpu": ("config.cpu_endpoint_name", "steps.delete_deadline_role("),
+    "deploy_decision_gpu": ("config.gpu_endpoint_name", "steps.delete_deadline_role("),
+    "extend_deadline": ("steps.delete_endpoints(",),  # moves a deadline, which goes with its endpoint
     "ensure_codebuild_role": ("steps.delete_codebuild_role(",),
 }
 # Steps that only read, invoke or print.

@@ -15,12 +15,14 @@ from .context import Text, Workshop, _Shown, _on_path, require_bucket, require_c
 
 def resolve_dlc(workshop: Workshop, variant: str = "cpu", *, follow_tag: bool = False) -> str:
     """The llama.cpp DLC for the config's region: the digest pinned with its matching bindings
-    (``images.DLC_PINS``), checked to be in the region's registry; ``follow_tag`` takes the floating tag."""
+    (``images.dlc_pin``), checked to be in the region's registry; ``follow_tag`` (or notebook 02's choice,
+    ``check_dlc_pins``) takes the floating tag."""
     config = workshop.config
     c = workshop.clients
+    follow_tag = follow_tag or workshop.outputs().get("follow_dlc_tag") is True
     pinned = images.resolve_dlc(c.ecr, config.region, variant, follow_tag=follow_tag)
     workshop.remember(**{f"dlc_{variant}": pinned})
-    pin = images.dlc_pin(variant)
+    pin = images.dlc_pin(variant, config.region)
     note = " (a stand-in manifest in the emulated registry)" if c.endpoint_url else ""
     how = f"following {images.SAGEMAKER_TAGS[variant]}" if follow_tag else f"pinned with bindings {pin.bindings}"
     print(f"{images.dlc_image_uri(config.region, variant)} ({how})\n  -> {pinned}{note}")

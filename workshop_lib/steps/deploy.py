@@ -1,5 +1,7 @@
 """Notebooks 02 and 04: endpoints for the standard DLC and for the decision image on CPU and on an
-ordered GPU instance pool, and where each one was placed.
+ordered GPU instance pool (a fixed GPU type where the region offers no pools), where each one was
+placed, and each endpoint's deadline: the spend guard deletes it after ``endpoint_ttl_hours`` unless
+extended (``extend_deadline``, ``workshop extend``).
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .. import endpoints
+from .. import endpoints, images
 from .context import StepError, Text, Workshop, _Shown, _on_path, _short
 from .decision_image import decision_image, resolve_dlc
 
@@ -43,6 +45,7 @@ class EndpointResult(_Shown):
     seconds: float = 0.0
     url: str | None = None
     notes: list[str] = field(default_factory=list)
+    deadline: str = ""  # the spend guard's line: when the endpoint is deleted, or why it has no deadline
 
     @property
     def ok(self) -> bool:  # serving (locally: by a local adapter), or skipped on purpose
@@ -53,29 +56,162 @@ class EndpointResult(_Shown):
     def lines(self) -> list[str]:
         if self.plan is None:
             return self.notes
-        variant = self.plan.endpoint_config["ProductionVariants"][0]
-        placement = (" > ".join(p["InstanceType"] for p in variant["InstancePools"]) + " (ordered pools)"
-                     if "InstancePools" in variant else variant["InstanceType"])
         return [f"endpoint {self.name}: {self.status} after {self.seconds:.1f} s ({self.where})",
-                f"  image {_short(self.plan.image_uri)}", f"  instances: {placement}",
+                f"  image {_short(self.plan.image_uri)}", f"  instances: {self.plan.placement}",
+                *("  note: " + n for n in self.plan.notes),
                 *("  " + s for s in llama_settings(self.plan.model["PrimaryContainer"].get("Environment", {}))),
-                *self.notes]
+                *([self.deadline] if self.deadline else []), *self.notes]
 
 
 def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, wait: bool = True) -> EndpointResult:
     started = time.perf_counter()
     c = workshop.clients
     workshop.check_recorded("model_data_url", plan.model_data_url, "01_package_model")  # gone after 07 or a reset?
+    deadline: list[str] = []
     described = endpoints.deploy(c.sm, plan, wait=wait, logs_client=c.logs, s3_client=c.s3, progress=progress,
-                                 hosting=c.hosting)
+                                 hosting=c.hosting, after_create=lambda name: deadline.append(_guard(workshop, name)))
     url, notes = c.hosting.served(plan.name)
     where = "SageMaker" if url is None else "emulator + local adapter"
     return EndpointResult(plan.name, plan, described["EndpointStatus"], where, time.perf_counter() - started, url,
-                          notes)
+                          notes, "\n".join(deadline))
+
+
+def _scheduler_role(workshop: Workshop) -> str:
+    """The deadlines' role (spend_guard.ensure_role): created from its documents when missing."""
+    from .. import spend_guard
+
+    c = workshop.clients
+    account = c.sts.get_caller_identity()["Account"]
+    return spend_guard.ensure_role(c.get("iam"), workshop.config, account)[0]
+
+
+def _guard(workshop: Workshop, name: str, hours: float | None = None) -> str:
+    """Give endpoint ``name`` its deadline ``hours`` (default: the config's endpoint_ttl_hours) from now;
+    the line says when, or, loudly, why it has none. Never raises: the endpoint exists already."""
+    from botocore.exceptions import ClientError
+
+    from .. import spend_guard
+
+    hours = workshop.config.ttl_hours if hours is None else hours
+    if hours == 0:
+        return (f"  deadline: none (endpoint_ttl_hours is 0): {name} bills until it is deleted "
+                f"(notebook 07, or steps.delete_endpoint(workshop, {name!r}))")
+    c = workshop.clients
+    try:
+        deadline = spend_guard.set_deadline(c.get("scheduler"), name, role_arn=_scheduler_role(workshop),
+                                            when=spend_guard.deadline_after(hours), region=workshop.config.region)
+    except (ClientError, spend_guard.SpendGuardError) as exc:
+        why = "{}: {}".format(*_error(exc)) if isinstance(exc, ClientError) else str(exc)
+        return (f"  deadline: NOT SET ({why}). {name} bills until it is deleted: run notebook 07 (or "
+                f"steps.delete_endpoint(workshop, {name!r})) when done; operator-policy.json (notebook 00) grants "
+                "what the deadline needs")
+    line = f"  deadline: {deadline.text()}"
+    if c.endpoint_url:
+        line += ("\n  Not exercised locally: the deadline firing (the emulator's EventBridge Scheduler keeps the "
+                 "schedule, validated by botocore, and never runs it)")
+    return line
+
+
+def _error(exc) -> tuple[str, str]:
+    error = exc.response.get("Error", {})
+    return str(error.get("Code", "")), str(error.get("Message", ""))
+
+
+def _workshop_endpoint(workshop: Workshop, name: str) -> None:
+    """Raise StepError unless endpoint ``name`` exists and carries the workshop's tag."""
+    from botocore.exceptions import ClientError
+
+    from .. import cleanup
+
+    sm = workshop.clients.sm
+    try:
+        arn = sm.describe_endpoint(EndpointName=name)["EndpointArn"]
+    except ClientError as exc:
+        if cleanup._is_not_found(exc):
+            raise StepError(f"there is no endpoint {name}: deploy it first (notebook 02 or 04)") from None
+        raise
+    if not cleanup.is_workshop_tagged(cleanup.sagemaker_tags(sm, arn)):
+        raise StepError(f"endpoint {name} does not carry the workshop's tag: it is not the workshop's, and the "
+                        "workshop gives it no deadline")
+
+
+def extend_deadline(workshop: Workshop, name: str | None = None, hours: float | None = None) -> Text:
+    """Move endpoint ``name``'s deadline (default: the deploy path's endpoint) to ``hours`` from now (default:
+    the config's endpoint_ttl_hours); made again if it had gone. ``workshop extend --name X --hours N``."""
+    from .. import spend_guard
+    from ..config import check_ttl_hours
+
+    config = workshop.config
+    name = name or config.endpoint_name()
+    hours = config.ttl_hours if hours is None else check_ttl_hours(hours)
+    if hours == 0:
+        raise StepError("0 hours is no deadline; to keep the endpoint without one, delete its schedule "
+                        f"{spend_guard.schedule_name(name)} (steps.delete_endpoint deletes both when you are done)")
+    _workshop_endpoint(workshop, name)
+    line = _guard(workshop, name, hours)
+    return Text(line.strip(), problem="" if "NOT SET" not in line else f"the deadline of {name} was not moved")
+
+
+def deadline_text(workshop: Workshop, name: str | None = None) -> Text:
+    """When endpoint ``name`` (default: the decision endpoint notebook 05 calls) is deleted by its deadline,
+    as one line (notebooks 04 and 05 show it). Read-only."""
+    from botocore.exceptions import ClientError
+
+    from .. import spend_guard
+    from .invoke import decision_endpoint
+
+    name = name or decision_endpoint(workshop)
+    try:
+        found = spend_guard.read_deadline(workshop.clients.get("scheduler"), name)
+    except ClientError as exc:
+        return Text("endpoint {}: its deadline could not be read ({}: {})".format(name, *_error(exc)))
+    except spend_guard.NotTheWorkshops as exc:
+        return Text(str(exc))
+    if found is None:
+        return Text(f"endpoint {name} has no deadline: it bills until it is deleted (notebook 07); set one with "
+                    f"python -m workshop_lib extend --name {name} --hours N")
+    return Text(found.text())
 
 
 def _model_data_url(workshop: Workshop) -> str:
     return workshop.recall("model_data_url", "01_package_model")
+
+
+FOLLOW_DLC_TAG = "follow_dlc_tag"  # outputs.json: notebook 02's choice, read wherever the DLC is resolved
+
+
+def follows_dlc_tag(workshop: Workshop) -> bool:
+    """Whether notebook 02 chose to follow the DLC's floating tag (only where the pinned digest is missing)."""
+    return workshop.outputs().get(FOLLOW_DLC_TAG) is True
+
+
+def check_dlc_pins(workshop: Workshop, follow_tag: bool = False) -> Text:
+    """Whether the region's DLC registry holds the pinned digests the deploy path needs (images.dlc_pin).
+
+    Where one is missing, ``follow_tag`` True records the choice to follow the floating SageMaker tag
+    instead (notebook 02's box, "no" unless told; notebook 03 and the standard deploy read it): the decision
+    image's build-time proof of the bindings (the image build loads a model through the DLC's libllama)
+    then decides whether they match that build, and stops the build if they do not. Where every pin is
+    present the choice changes nothing and is not recorded.
+    """
+    config = workshop.config
+    variants = ["cpu"] if config.mode == "aws" and config.deploy_path != "decision-gpu" else ["cpu", "cuda"]
+    ecr = workshop.clients.ecr
+    missing = [v for v in variants if not images.pinned_dlc_present(ecr, config.region, v)]
+    workshop.remember(**{FOLLOW_DLC_TAG: bool(missing and follow_tag)})
+    lines = [f"{v}: {_short(images.pinned_dlc_uri(config.region, v))} "
+             f"{'MISSING from' if v in missing else 'present in'} the {config.region} DLC registry" for v in variants]
+    if not missing:
+        return Text("\n".join(lines + ["the pinned digests are used (following the tag is not needed here)"]))
+    tags = ", ".join(images.SAGEMAKER_TAGS[v] for v in missing)
+    if follow_tag:
+        return Text("\n".join(lines + [
+            f"following {tags} instead, as chosen: the bindings pinned for the missing digest may not match that "
+            "build; notebook 03's image build proves them against it (it loads a model through the DLC's libllama "
+            "and scores a decision) and stops if they do not"]))
+    return Text("\n".join(lines + [f"choose 'yes' above to follow {tags} (guarded by notebook 03's build-time "
+                                    "proof), or deploy in a region whose registry holds the pinned digests"]),
+                problem=f"the pinned DLC digests are not in {config.region}'s registry")
 
 
 _BUILDERS = {"standard": endpoints.standard_plan, "decision-cpu": endpoints.decision_cpu_plan,
@@ -95,13 +231,16 @@ def deploy_plan(workshop: Workshop, path: str, image_uri: str | None = None, *, 
         raise StepError(f"deploy path {path!r} is not one of {', '.join(_BUILDERS)}")
     config = workshop.config
     config.require("sagemaker_role_arn")
+    # SageMaker's role reads, and the CodeBuild role writes, only the workshop's model folder.
+    model_data_url = config.check_model_uri(model_data_url or _model_data_url(workshop), "model data URL")
     if path == "standard":
-        image_uri = image_uri or resolve_dlc(workshop, "cpu")
+        image_uri = image_uri or resolve_dlc(workshop, "cpu", follow_tag=follows_dlc_tag(workshop))
     else:
         image_uri = image_uri or decision_image(workshop, "gpu" if path == "decision-gpu" else "cpu")
+    if path == "decision-gpu":
+        settings.setdefault("region", config.region)  # pools where offered, else the first type, fixed
     return _BUILDERS[path](config.endpoint_name(path), image_uri=image_uri, role_arn=config.sagemaker_role_arn,
-                           model_data_url=model_data_url or _model_data_url(workshop),
-                           **{k: v for k, v in settings.items() if v is not None})
+                           model_data_url=model_data_url, **{k: v for k, v in settings.items() if v is not None})
 
 
 def deploy_standard(workshop: Workshop, image_uri: str | None = None, *,
@@ -170,7 +309,8 @@ class Placement(_Shown):
         return f"{self.offload.offloaded}/{self.offload.total} layers" if self.offload else None
 
     def lines(self) -> list[str]:
-        placed = ", ".join(f"{t} x{n}" for t, n in self.placed.items()) or "no pool placement reported"
+        placed = ", ".join(f"{t} x{n}" for t, n in self.placed.items()) or "no pool placement reported (a fixed " \
+            "instance type, or not placed yet)"
         line = self.offload.message if self.offload else "(no offload line yet)"
         return [f"endpoint {self.name}: {placed}", f"  offload: {line}", *self.notes]
 

@@ -40,6 +40,8 @@ def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, progre
     c = workshop.clients
     require_bucket(workshop)
     require_codebuild_role(workshop)
+    if model_s3_uri:  # refused before any build: the CodeBuild role may write only the workshop's model folder
+        config.check_model_uri(model_s3_uri, "model_s3_uri")
     packaged = builds.package_model_in_codebuild(
         c.codebuild, c.s3, c.logs, model_s3_uri=model_s3_uri or config.s3_uri("model"), service_role_arn=config.codebuild_role_arn,
         source_bucket=config.bucket, source_prefix=f"{config.prefix}/{builds.SOURCE_PREFIX}", progress=progress,

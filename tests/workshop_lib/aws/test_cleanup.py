@@ -3,9 +3,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from workshop_lib import cleanup
-from workshop_lib.cleanup import ALREADY_GONE, DELETED, delete_endpoint_resources, running_workshop_endpoints
+from workshop_lib.cleanup import ALREADY_GONE, DELETED, KEPT, delete_endpoint_resources, running_workshop_endpoints
 from workshop_lib.config import InvalidResourceName
-from workshop_lib.endpoints import deploy, standard_plan
+from workshop_lib.endpoints import deploy, standard_plan, workshop_tags
 
 from .values import DLC_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -57,26 +57,45 @@ def test_cleanup_leaves_an_unnamed_config_alone_and_says_so(clients):
                          instance_type="ml.c5.2xlarge")
     clients.sm.create_model(**plan.model)
     clients.sm.create_endpoint_config(**{**plan.endpoint_config, "EndpointConfigName": "other-config"})
-    clients.sm.create_endpoint(EndpointName="outside", EndpointConfigName="other-config")
+    clients.sm.create_endpoint(EndpointName="outside", EndpointConfigName="other-config", Tags=workshop_tags())
     result = delete_endpoint_resources(clients.sm, "outside", poll_s=0)
     assert (result.endpoint, result.endpoint_config, result.model) == (DELETED, ALREADY_GONE, DELETED)
     assert "other-config" in "\n".join(result.notes)
     assert _names(clients.sm) == (set(), {"other-config"}, set())
 
 
+ARN = f"arn:aws:sagemaker:{REGION}:123456789012"
+DESCRIBED = {"EndpointName": "e", "EndpointArn": f"{ARN}:endpoint/e", "EndpointConfigName": "e",
+             "CreationTime": "2026-01-01T00:00:00Z", "LastModifiedTime": "2026-01-01T00:00:00Z"}
+TAGS = {"Tags": [{"Key": "workshop", "Value": "decision-workshop"}]}
+
+
+def _stub_owned(stub, kind: str) -> None:
+    """DescribeX and ListTags of a workshop-tagged config or model named "e"."""
+    if kind == "config":
+        stub.add_response("describe_endpoint_config", {
+            "EndpointConfigName": "e", "EndpointConfigArn": f"{ARN}:endpoint-config/e", "CreationTime": "2026-01-01",
+            "ProductionVariants": [{"VariantName": "AllTraffic", "ModelName": "e"}]}, {"EndpointConfigName": "e"})
+        stub.add_response("list_tags", TAGS, {"ResourceArn": f"{ARN}:endpoint-config/e"})
+    else:
+        stub.add_response("describe_model", {"ModelName": "e", "ModelArn": f"{ARN}:model/e",
+                                             "CreationTime": "2026-01-01"}, {"ModelName": "e"})
+        stub.add_response("list_tags", TAGS, {"ResourceArn": f"{ARN}:model/e"})
+
+
 def test_cleanup_waits_until_the_endpoint_is_gone_stubber(stub_sm):
     sm, stub = stub_sm
     name = {"EndpointName": "e"}
-    described = {"EndpointName": "e", "EndpointArn": f"arn:aws:sagemaker:{REGION}:123456789012:endpoint/e",
-                 "EndpointConfigName": "e", "CreationTime": "2026-01-01T00:00:00Z",
-                 "LastModifiedTime": "2026-01-01T00:00:00Z"}
-    stub.add_response("describe_endpoint", {**described, "EndpointStatus": "InService"}, name)
+    stub.add_response("describe_endpoint", {**DESCRIBED, "EndpointStatus": "InService"}, name)
+    stub.add_response("list_tags", TAGS, {"ResourceArn": f"{ARN}:endpoint/e"})
     stub.add_response("delete_endpoint", {}, name)
-    stub.add_response("describe_endpoint", {**described, "EndpointStatus": "Deleting"}, name)
-    stub.add_response("describe_endpoint", {**described, "EndpointStatus": "Deleting"}, name)
+    stub.add_response("describe_endpoint", {**DESCRIBED, "EndpointStatus": "Deleting"}, name)
+    stub.add_response("describe_endpoint", {**DESCRIBED, "EndpointStatus": "Deleting"}, name)
     stub.add_client_error("describe_endpoint", "ValidationException", "Could not find endpoint \"e\".", 400,
                           expected_params=name)
+    _stub_owned(stub, "config")
     stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": "e"})
+    _stub_owned(stub, "model")
     stub.add_response("delete_model", {}, {"ModelName": "e"})
     result = delete_endpoint_resources(sm, "e", poll_s=0)
     assert (result.endpoint, result.endpoint_config, result.model) == (DELETED, DELETED, DELETED)
@@ -84,11 +103,43 @@ def test_cleanup_waits_until_the_endpoint_is_gone_stubber(stub_sm):
 
 def test_cleanup_errors_other_than_not_found_are_raised_stubber(stub_sm):
     sm, stub = stub_sm
-    stub.add_client_error("describe_endpoint", "ValidationException", "Could not find endpoint \"e\".", 400)
+    stub.add_response("describe_endpoint", {**DESCRIBED, "EndpointStatus": "InService"}, {"EndpointName": "e"})
+    stub.add_response("list_tags", TAGS, {"ResourceArn": f"{ARN}:endpoint/e"})
     stub.add_client_error("delete_endpoint", "AccessDeniedException", "not authorized to sagemaker:DeleteEndpoint",
                           400)
     with pytest.raises(cleanup.CleanupError, match="DeleteEndpoint"):
         delete_endpoint_resources(sm, "e", poll_s=0)
+
+
+def test_an_untagged_endpoint_of_the_same_name_is_kept_with_its_config_and_model(clients):
+    # a blog reader's own endpoint, made by the published sample: no workshop tag on any of the three
+    _deploy(clients.sm, "decision-workshop-cpu", tags=[{"Key": "project", "Value": "semif"}])
+    before = _names(clients.sm)
+    result = delete_endpoint_resources(clients.sm, "decision-workshop-cpu", poll_s=0)
+    assert (result.endpoint, result.endpoint_config, result.model) == (KEPT, KEPT, KEPT)
+    assert not result.deleted_anything
+    assert _names(clients.sm) == before
+    notes = "\n".join(result.notes)
+    assert notes.count("was kept") == 3 and "workshop=decision-workshop" in notes and "not the workshop's" in notes
+    assert clients.sm.describe_endpoint(EndpointName="decision-workshop-cpu")["EndpointStatus"] == "InService"
+
+
+def test_only_the_tagged_ones_of_the_three_are_deleted(clients):
+    _deploy(clients.sm, "mixed")
+    config_arn = clients.sm.describe_endpoint_config(EndpointConfigName="mixed")["EndpointConfigArn"]
+    clients.sm.delete_tags(ResourceArn=config_arn, TagKeys=["workshop"])
+    result = delete_endpoint_resources(clients.sm, "mixed", poll_s=0)
+    assert (result.endpoint, result.endpoint_config, result.model) == (DELETED, KEPT, DELETED)
+    assert _names(clients.sm) == (set(), {"mixed"}, set())
+
+
+def test_tags_that_may_not_be_read_keep_the_resource_and_say_why(clients):
+    _deploy(clients.sm, "guarded")
+    _deny(clients.sm, "ListTags", only_for=":endpoint/guarded")
+    result = delete_endpoint_resources(clients.sm, "guarded", poll_s=0)
+    assert result.endpoint == KEPT and (result.endpoint_config, result.model) == (DELETED, DELETED)
+    assert "could not be read (AccessDeniedException" in "\n".join(result.notes)
+    assert clients.sm.describe_endpoint(EndpointName="guarded")["EndpointStatus"] == "InService"
 
 
 def test_only_could_not_find_counts_as_already_gone_stubber(stub_sm):
@@ -112,7 +163,7 @@ def test_running_report_lists_tagged_endpoints_with_age_and_deletes_nothing(clie
     _deploy(clients.sm, "tagged-b")
     before = _names(clients.sm)
     now = datetime.now(timezone.utc) + timedelta(days=2, hours=3)
-    running = running_workshop_endpoints(clients.sm, now=now)
+    running = running_workshop_endpoints(clients.sm, ["tagged-a", "untagged", "tagged-b"], now=now)
     assert [e.name for e in running] == ["tagged-a", "tagged-b"]
     assert all(e.status == "InService" for e in running)
     assert all(timedelta(days=2, hours=2) < e.age < timedelta(days=2, hours=4) for e in running)
@@ -120,12 +171,46 @@ def test_running_report_lists_tagged_endpoints_with_age_and_deletes_nothing(clie
     assert running[0].tags["created-by"] == "workshop_lib"
     assert _names(clients.sm) == before
     table = cleanup.format_running(running)
-    assert "tagged-a" in table and "untagged" not in table
+    assert "tagged-a" in table and "untagged is not listed" in table and "workshop=decision-workshop" in table
 
 
 def test_running_report_when_nothing_runs(clients):
-    assert running_workshop_endpoints(clients.sm) == []
+    assert running_workshop_endpoints(clients.sm, ["decision-workshop-cpu"]) == []
     assert cleanup.format_running([]) == "no workshop endpoints found"
+
+
+def _listed_tags_of(client) -> list[str]:
+    seen = []
+    client.meta.events.register("before-parameter-build.sagemaker.ListTags",
+                                lambda params, **_: seen.append(params["ResourceArn"]))
+    return seen
+
+
+def test_running_report_reads_the_tags_of_the_named_endpoints_only(clients):
+    for name in ("decision-workshop-cpu", "someone-elses", "another-team"):
+        _deploy(clients.sm, name)
+    seen = _listed_tags_of(clients.sm)
+    running = running_workshop_endpoints(clients.sm, ["decision-workshop-standard", "decision-workshop-cpu"])
+    assert [e.name for e in running] == ["decision-workshop-cpu"]
+    assert [arn.rsplit("/", 1)[1] for arn in seen] == ["decision-workshop-cpu"]  # never the account's others
+
+
+def test_running_report_turns_a_listtags_refusal_into_a_note(clients):
+    _deploy(clients.sm, "decision-workshop-cpu")
+    _deploy(clients.sm, "decision-workshop-gpu")
+    _deny(clients.sm, "ListTags", only_for="decision-workshop-gpu")
+    running = running_workshop_endpoints(clients.sm, ["decision-workshop-cpu", "decision-workshop-gpu"])
+    assert sorted(e.name for e in running) == ["decision-workshop-cpu", "decision-workshop-gpu"]  # by name
+    text = cleanup.format_running(running)
+    assert "the tags of endpoint decision-workshop-gpu could not be read (AccessDeniedException" in text
+
+
+def test_running_report_without_listendpoints_looks_each_name_up(clients):
+    _deploy(clients.sm, "decision-workshop-cpu")
+    _deny(clients.sm, "ListEndpoints")
+    running = running_workshop_endpoints(clients.sm, ["decision-workshop-cpu", "decision-workshop-gpu"])
+    assert [e.name for e in running] == ["decision-workshop-cpu"] and running[0].status == "InService"
+    assert "ListEndpoints was refused" in cleanup.format_running(running)
 
 
 # -- the notebook's cleanup step: billing first, refusals as notes ------------------------------------
@@ -181,3 +266,95 @@ def test_one_endpoint_that_cannot_be_deleted_does_not_keep_the_others(aws_mode_s
         aws_mode_steps.delete_endpoints(workshop, ["first", "second"])
     assert [e["EndpointName"] for e in c.sm.list_endpoints()["Endpoints"]] == ["first"]
     assert "endpoint second: deleted" in str(raised.value)
+
+
+# -- build resources and deadlines: only what carries the workshop's tag -------------------------------
+
+
+def _images(ecr, repository):
+    return [i["imageTags"] for i in ecr.describe_images(repositoryName=repository)["imageDetails"]]
+
+
+def test_an_untagged_repository_of_the_same_name_keeps_its_images_and_says_why(aws_mode_steps):
+    from workshop_lib import builds, rehearsal
+
+    workshop = aws_mode_steps.Workshop.load()
+    c = workshop.clients
+    repository = workshop.config.ecr_repository
+    c.ecr.create_repository(repositoryName=repository)  # as the sample's prepare_build.py does: no tags
+    rehearsal.push_stand_in(c.ecr, repository, "cpu-1", "a reader's own image", "0" * 64)
+    text = str(aws_mode_steps.delete_build_resources(workshop, [builds.IMAGE_BUILD_PROJECT], repository))
+    assert f"ECR repository {repository}: kept, with its images" in text
+    assert "does not carry the workshop tag workshop=decision-workshop" in text and "not the workshop's" in text
+    assert _images(c.ecr, repository) == [["cpu-1"]]  # nothing deleted, no force=True
+
+
+def test_the_workshops_tagged_repository_goes_with_its_images(aws_mode_steps):
+    from workshop_lib import builds, rehearsal
+
+    workshop = aws_mode_steps.Workshop.load()
+    c = workshop.clients
+    repository = workshop.config.ecr_repository
+    builds.ensure_ecr_repository(c.ecr, builds.ecr_repository_request(repository))  # tagged, as notebook 03
+    rehearsal.push_stand_in(c.ecr, repository, "cpu-1", "the decision image", "1" * 64)
+    text = str(aws_mode_steps.delete_build_resources(workshop, [], repository))
+    assert f"ECR repository {repository} (and its images): deleted" in text
+    assert c.ecr.describe_repositories()["repositories"] == []
+
+
+def test_a_repository_whose_tags_may_not_be_read_is_kept(aws_mode_steps):
+    from workshop_lib import builds
+
+    workshop = aws_mode_steps.Workshop.load()
+    c = workshop.clients
+    repository = workshop.config.ecr_repository
+    builds.ensure_ecr_repository(c.ecr, builds.ecr_repository_request(repository))
+    _deny(c.ecr, "ListTagsForResource")
+    text = str(aws_mode_steps.delete_build_resources(workshop, [], repository))
+    assert "kept, with its images" in text and "its tags could not be read (AccessDeniedException" in text
+    assert len(c.ecr.describe_repositories()["repositories"]) == 1
+
+
+def test_an_untagged_codebuild_project_of_the_same_name_is_kept(aws_mode_steps):
+    from workshop_lib import builds
+
+    workshop = aws_mode_steps.Workshop.load()
+    c = workshop.clients
+    for project, tags in (("theirs", {}), ("ours", None)):
+        c.codebuild.create_project(**builds.project_request(
+            project, buildspec=builds.IMAGE_BUILD_BUILDSPEC, source_location="b/src.zip",
+            service_role_arn=ROLE, tags=tags))
+    text = str(aws_mode_steps.delete_build_resources(workshop, ["theirs", "ours"], "no-such-repository"))
+    assert "CodeBuild project theirs: kept" in text and "CodeBuild project ours: deleted" in text
+    assert "ECR repository no-such-repository: already gone" in text
+    assert [p["name"] for p in c.codebuild.batch_get_projects(names=["theirs", "ours"])["projects"]] == ["theirs"]
+
+
+def test_deleting_an_endpoint_through_the_library_removes_its_deadline(aws_mode_steps):
+    from workshop_lib import spend_guard
+
+    workshop = aws_mode_steps.Workshop.load()
+    c = workshop.clients
+    scheduler = c.get("scheduler")
+    _deploy(c.sm, "decision-workshop-cpu")
+    spend_guard.set_deadline(scheduler, "decision-workshop-cpu", region=REGION,
+                             role_arn=spend_guard.scheduler_role_arn(REGION, "123456789012"),
+                             when=spend_guard.deadline_after(4))
+    assert spend_guard.read_deadline(scheduler, "decision-workshop-cpu") is not None
+    text = str(aws_mode_steps.delete_endpoint(workshop, "decision-workshop-cpu"))
+    assert "deadline of decision-workshop-cpu: deleted" in text
+    assert spend_guard.read_deadline(scheduler, "decision-workshop-cpu") is None
+    again = str(aws_mode_steps.delete_endpoint(workshop, "decision-workshop-cpu"))
+    assert "deadline of decision-workshop-cpu: already gone" in again
+
+
+def test_a_kept_endpoint_keeps_its_schedule_too(aws_mode_steps):
+    from workshop_lib import spend_guard
+
+    workshop = aws_mode_steps.Workshop.load()
+    c = workshop.clients
+    _deploy(c.sm, "decision-workshop-gpu", tags=[{"Key": "project", "Value": "semif"}])
+    text = str(aws_mode_steps.delete_endpoints(workshop, ["decision-workshop-gpu"]))
+    assert "endpoint decision-workshop-gpu: kept" in text and "deadline of" not in text
+    assert c.sm.describe_endpoint(EndpointName="decision-workshop-gpu")["EndpointStatus"] == "InService"
+    assert spend_guard.read_deadline(c.get("scheduler"), "decision-workshop-gpu") is None

@@ -68,14 +68,16 @@ def test_all_documented_environment_variables_are_read(tmp_path, credentials):
         "WORKSHOP_ROLE_ARN": ROLE, "WORKSHOP_CODEBUILD_ROLE_ARN": "arn:aws:iam::123456789012:role/cb",
         "WORKSHOP_STANDARD_ENDPOINT": "s-ep", "WORKSHOP_CPU_ENDPOINT": "c-ep", "WORKSHOP_GPU_ENDPOINT": "g-ep",
         "WORKSHOP_ECR_REPOSITORY": "my/repo", "WORKSHOP_MODE": "aws", "WORKSHOP_DEPLOY_PATH": "decision-gpu",
+        "WORKSHOP_ENDPOINT_TTL_HOURS": "2.5",
     }
     cfg = load(tmp_path, env)
     assert cfg == WorkshopConfig(
         region="us-west-2", bucket="b-123", prefix="p", sagemaker_role_arn=ROLE,
         codebuild_role_arn="arn:aws:iam::123456789012:role/cb", standard_endpoint_name="s-ep",
         cpu_endpoint_name="c-ep", gpu_endpoint_name="g-ep", ecr_repository="my/repo", mode="aws",
-        deploy_path="decision-gpu",
+        deploy_path="decision-gpu", endpoint_ttl_hours="2.5",
     )
+    assert cfg.ttl_hours == 2.5
     assert cfg.endpoint_name() == "g-ep"
     assert cfg.endpoint_name("decision-cpu") == "c-ep"
 
@@ -83,9 +85,45 @@ def test_all_documented_environment_variables_are_read(tmp_path, credentials):
 def test_defaults(tmp_path, credentials):
     cfg = load(tmp_path, {"AWS_REGION": "us-east-1"})
     assert cfg.prefix == "decision-workshop"
-    assert cfg.ecr_repository == "semif-llamacpp-dlc"
+    assert cfg.ecr_repository == "sagemaker-decision-workshop"
     assert cfg.deploy_path == "standard"
     assert cfg.mode == "aws"
+    assert cfg.ttl_hours == 4
+
+
+def test_default_names_are_the_workshops_own_not_the_published_samples():
+    cfg = WorkshopConfig()
+    defaults = {cfg.standard_endpoint_name, cfg.cpu_endpoint_name, cfg.gpu_endpoint_name, cfg.ecr_repository}
+    assert len(defaults) == 4 and not defaults & config.SAMPLE_NAMES
+    assert config.SAMPLE_NAMES == {"semif-llamacpp-dlc", "llamacpp-gguf", "llamacpp-standard",
+                                   "semif-decision-workflows"}
+    # no default is one of the sample's with a suffix either (semif-decision-workflows-gpu, say)
+    assert not [d for d in defaults for s in config.SAMPLE_NAMES if d.startswith(s)]
+    # AmazonSageMakerFullAccess lets a Studio role write to ECR repositories named *sagemaker*
+    assert "sagemaker" in cfg.ecr_repository
+    assert cfg.problems() == []
+
+
+def test_builds_constants_follow_the_studio_roles_patterns():
+    from workshop_lib import builds, policies
+
+    assert builds.ECR_REPOSITORY == config.DEFAULT_ECR_REPOSITORY
+    # AmazonSageMakerFullAccess: codebuild:StartBuild/BatchGetBuilds on projects named sagemaker*
+    assert builds.MODEL_PACKAGE_PROJECT.startswith("sagemaker") and builds.IMAGE_BUILD_PROJECT.startswith("sagemaker")
+    assert not {builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT} & config.SAMPLE_NAMES
+    assert policies.MODEL_FOLDER == config.MODEL_FOLDER
+
+
+@pytest.mark.parametrize("value, hours", [("4", 4.0), ("0", 0.0), ("0.25", 0.25), ("168", 168.0), (" 2 ", 2.0)])
+def test_endpoint_ttl_hours_accepted(value, hours):
+    assert WorkshopConfig(endpoint_ttl_hours=value).ttl_hours == hours
+
+
+@pytest.mark.parametrize("value", ["", "four", "-1", "0.1", "169", "nan", "inf"])
+def test_endpoint_ttl_hours_refused_naming_the_variable(value):
+    with pytest.raises(ConfigError, match="WORKSHOP_ENDPOINT_TTL_HOURS"):
+        WorkshopConfig(endpoint_ttl_hours=value).ttl_hours
+    assert any("endpoint_ttl_hours" in str(p) for p in WorkshopConfig(endpoint_ttl_hours=value).problems())
 
 
 def test_mode_is_local_without_credentials_and_fills_local_placeholders(tmp_path, credentials):
@@ -168,6 +206,26 @@ def test_s3_uris():
     assert cfg.replace(bucket="other-1").model_data_url == "s3://other-1/decision-workshop/model/model.tar.gz"
     with pytest.raises(MissingSetting):
         WorkshopConfig().s3_uri("x")
+
+
+@pytest.mark.parametrize("uri", ["s3://bkt-1/decision-workshop/model/", "s3://bkt-1/decision-workshop/model",
+                                 "s3://bkt-1/decision-workshop/model/model.tar.gz",
+                                 "s3://bkt-1/decision-workshop/model/v2/"])
+def test_model_uris_inside_the_model_folder_are_accepted(uri):
+    cfg = WorkshopConfig(bucket="bkt-1", prefix="decision-workshop")
+    assert cfg.model_folder_uri == "s3://bkt-1/decision-workshop/model/"
+    assert cfg.check_model_uri(uri) == uri
+
+
+@pytest.mark.parametrize("uri", ["s3://amzn-s3-demo-semif-artifacts/semif-llamacpp/model.tar.gz",
+                                 "s3://bkt-1/decision-workshop/model.tar.gz", "s3://bkt-1/decision-workshop/models/",
+                                 "s3://bkt-1/decision-workshop/model/../codebuild-source/x.tar.gz",
+                                 "s3://bkt-2/decision-workshop/model/model.tar.gz", "s3://bkt-1/other/model/", ""])
+def test_model_uris_outside_the_model_folder_are_refused_naming_it(uri):
+    cfg = WorkshopConfig(bucket="bkt-1", prefix="decision-workshop")
+    with pytest.raises(config.OutsideWorkshopPrefix) as refused:
+        cfg.check_model_uri(uri, "--model-s3-uri")
+    assert "s3://bkt-1/decision-workshop/model/" in str(refused.value) and "--model-s3-uri" in str(refused.value)
 
 
 # ---- SageMaker Studio defaults ------------------------------------------------------------

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from workshop_lib import aws, endpoints
+from workshop_lib import aws, endpoints, regions
 from workshop_lib.config import InvalidResourceName, InvalidRoleArn
 from workshop_lib.endpoints import (
     ConflictingModelSource,
@@ -106,6 +106,29 @@ def test_standard_plan_hugging_face_alternative():
     assert "ModelDataUrl" not in container
     assert container["Environment"]["SM_LLAMA_CPP_HF_REPO"] == "bartowski/Qwen_Qwen3.5-4B-GGUF"
     assert container["Environment"]["SM_LLAMA_CPP_HF_FILE"] == "Qwen_Qwen3.5-4B-Q4_K_M.gguf"
+    assert plan.model["EnableNetworkIsolation"] is False  # the DLC downloads the GGUF at start-up
+
+
+# ---- network isolation: neither image needs the network at run time ---------------------------------
+
+
+def test_both_models_are_network_isolated_in_the_validated_request():
+    standard = standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    cpu = decision_cpu_plan("e", image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    gpu = gpu_plan()
+    for plan in (standard, cpu, gpu):
+        assert plan.model["EnableNetworkIsolation"] is True
+        aws.validate("sagemaker", "CreateModel", plan.model)  # a member botocore's model knows
+    assert "EnableNetworkIsolation" in aws.operation_model("sagemaker", "CreateModel").input_shape.members
+
+
+def test_an_isolated_model_cannot_download_from_hugging_face():
+    with pytest.raises(EndpointSpecError, match="network_isolation=False"):
+        endpoints.model_request("e", image_uri=DLC_PINNED, role_arn=ROLE,
+                                environment={"SM_LLAMA_CPP_HF_REPO": "a/b"})
+    made = endpoints.model_request("e", image_uri=DLC_PINNED, role_arn=ROLE, network_isolation=False,
+                                   environment={"SM_LLAMA_CPP_HF_REPO": "a/b"})
+    assert made["EnableNetworkIsolation"] is False
 
 
 def test_hugging_face_download_is_refused_together_with_a_tarball():
@@ -211,6 +234,49 @@ def test_decision_gpu_plan_defaults():
     assert variant["ModelDataDownloadTimeoutInSeconds"] == 900
     assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "999"
     assert plan.uses_instance_pools
+    assert plan.notes == () and plan.placement.endswith("(ordered pools)")
+
+
+# ---- regions without instance pools ----------------------------------------------------------------
+
+
+def test_the_region_table_records_its_source_and_date():
+    assert len(regions.INSTANCE_POOL_REGIONS) == 16  # as the AWS sample's README counts them
+    assert "capacity-aware-instance-pool" in regions.INSTANCE_POOL_REGIONS_SOURCE
+    assert regions.INSTANCE_POOL_REGIONS_READ_ON.count("-") == 2
+    for region in regions.INSTANCE_POOL_REGIONS:
+        assert regions.offers_instance_pools(region)
+    for region in ("af-south-1", "us-west-1", "me-central-1", "cn-north-1", "us-gov-west-1", None, ""):
+        assert not regions.offers_instance_pools(region)
+
+
+@pytest.mark.parametrize("region", sorted(regions.INSTANCE_POOL_REGIONS))
+def test_pools_where_the_region_offers_them(region):
+    plan = gpu_plan(region=region)
+    assert plan.uses_instance_pools and plan.notes == ()
+
+
+@pytest.mark.parametrize("region", ["af-south-1", "us-west-1", "eu-south-2"])
+def test_elsewhere_the_first_pool_is_a_fixed_instance_type_and_the_plan_says_so(region):
+    plan = gpu_plan(region=region, instance_pools=("ml.g6.2xlarge", "ml.g5.2xlarge"))
+    _revalidate(plan)  # the request sent there, through botocore's model
+    variant = plan.endpoint_config["ProductionVariants"][0]
+    assert variant["InstanceType"] == "ml.g6.2xlarge"
+    assert "InstancePools" not in variant and "VariantInstanceProvisionTimeoutInSeconds" not in variant
+    assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"  # still the CUDA 13 AMI
+    assert not plan.uses_instance_pools and plan.placement == "ml.g6.2xlarge (fixed)"
+    (note,) = plan.notes
+    assert region in note and "ml.g6.2xlarge" in note and "ml.g5.2xlarge" in note and "fixed InstanceType" in note
+    assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "999"
+
+
+def test_the_fixed_fallback_keeps_the_checks_of_the_pool_list():
+    with pytest.raises(InvalidInstancePools, match="repeat"):
+        gpu_plan(region="af-south-1", instance_pools=("ml.g5.2xlarge", "ml.g5.2xlarge"))
+    with pytest.raises(EndpointSpecError, match="CUDA 13"):
+        gpu_plan(region="af-south-1", instance_pools=("ml.p3.2xlarge",))
+    with pytest.raises(InvalidInstancePools, match="no GPU"):
+        gpu_plan(region="af-south-1", instance_pools=("ml.c5.2xlarge",))
 
 
 def test_pool_priorities_follow_the_given_order():

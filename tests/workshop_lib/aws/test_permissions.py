@@ -87,7 +87,7 @@ def test_the_log_records_real_client_calls_with_their_principal(tmp_path, monkey
 def test_the_audit_names_denied_calls_and_unused_statements():
     scope = policies.scope(CONFIG)
     documents = {permissions.OPERATOR: policies.operator_policy(scope)}
-    made = [call("sagemaker", "CreateEndpoint", EndpointName="llamacpp-gguf"),
+    made = [call("sagemaker", "CreateEndpoint", EndpointName=CONFIG.standard_endpoint_name),
             call("sagemaker", "CreateEndpoint", EndpointName="someone-elses-endpoint")]
     audit = permissions.audit(made, documents, REGION, ACCOUNT)
     assert not audit.ok
