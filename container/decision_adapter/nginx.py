@@ -251,3 +251,45 @@ class NginxProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def check(settings: Settings | None = None) -> str:
+    """Render the configuration into a scratch directory and have nginx test it, as this user.
+
+    The image build runs this (``python3 -m decision_adapter.nginx check``): the DLC's SageMaker
+    image brings nginx, and this proves it is there and takes the adapter's configuration as the
+    unprivileged user the container runs as. Returns nginx's version line; raises RuntimeError.
+    """
+    import tempfile
+
+    from .settings import load_settings
+
+    executable = find_nginx()
+    if executable is None:
+        raise RuntimeError("no nginx on PATH (nor in /usr/sbin); the DLC's SageMaker image installs it: check "
+                           "BASE_IMAGE is a server-sagemaker-* image")
+    with tempfile.TemporaryDirectory(prefix="nginx-check-") as scratch:
+        config = render_config(settings or load_settings({}), host="0.0.0.0", port=8080,
+                               socket_path=Path(scratch) / "gunicorn.sock", prefix=scratch, upstream_timeout_s=120,
+                               shutdown_s=27, access_log=stdout_reopenable())
+        front = NginxProcess(executable, scratch, config)
+        for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            (front.prefix / name).mkdir(mode=0o700)
+        front.config_path.write_text(config, encoding="utf-8")
+        tested = subprocess.run([executable, "-t", "-p", scratch, "-e", "stderr", "-c", str(front.config_path)],
+                                capture_output=True, text=True, timeout=60)
+        if tested.returncode != 0:
+            raise RuntimeError(f"nginx refuses the adapter's configuration: {tested.stderr.strip()}")
+    version = subprocess.run([executable, "-v"], capture_output=True, text=True, timeout=60)
+    return (version.stderr or version.stdout).strip()
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["check"]:
+        sys.exit("usage: python3 -m decision_adapter.nginx check")
+    try:
+        print(f"{check()}: takes the adapter's configuration")
+    except RuntimeError as exc:
+        sys.exit(f"decision adapter: {exc}")

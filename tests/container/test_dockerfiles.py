@@ -192,3 +192,24 @@ def test_the_images_install_the_lock_with_hashes_then_nothing_else(path):
     installs = re.findall(r"pip install ([^&]*)", locked[0])
     assert installs[0].count("requirements.lock") == 1
     assert all("--no-deps" in args for args in installs[1:]), installs  # the wheel and the adapter
+
+
+def test_nginx_is_the_dlcs_own_and_is_checked_as_the_adapter_user(steps):
+    """The DLC's SageMaker image installs nginx (REFERENCE.md §15); the child image adds none of its own,
+    and its build proves, as the user the container runs as, that nginx takes the adapter's configuration."""
+    stage = final_stage(steps)
+    runs = [(i, a) for i, (k, a) in enumerate(stage) if k == "RUN"]
+    assert not [a for _, a in runs if re.search(r"\b(dnf|yum|microdnf|apt-get)\b[^&]*\binstall\b[^&]*\bnginx\b", a)]
+    checks = [i for i, a in runs if a == "python3 -m decision_adapter.nginx check"]
+    last_user = max(i for i, (k, _) in enumerate(stage) if k == "USER")
+    assert checks and all(i > last_user for i in checks)
+
+
+def test_the_nginx_template_ships_with_the_adapter():
+    """serve renders nginx.conf from a template in the package: it must reach the image and the wheel."""
+    patterns = [line.strip() for line in (CONTEXT / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    assert (CONTEXT / "decision_adapter" / "nginx.conf.template").is_file()
+    assert not _ignored("decision_adapter/nginx.conf.template", patterns)
+    package_data = re.search(r'^decision_adapter = \[(.*)\]$', (CONTEXT / "pyproject.toml").read_text(), re.M)[1]
+    assert '"nginx.conf.template"' in package_data

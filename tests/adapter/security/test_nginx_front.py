@@ -12,8 +12,12 @@ import base64
 import http.server
 import json
 import os
+import pwd
+import shutil
+import signal
 import socketserver
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -217,3 +221,46 @@ def test_nothing_that_identifies_a_caller_reaches_nginx_log(front):
         assert line in text  # nginx logged its own answers, by route
     for secret in (*SECRETS, basic):
         assert secret not in text
+
+
+@pytest.fixture
+def unprivileged_dir():
+    """A directory nobody owns, outside pytest's own (root's alone), removed afterwards."""
+    nobody = pwd.getpwnam("nobody")
+    work = Path(tempfile.mkdtemp(prefix="nginx-as-nobody-", dir="/tmp"))
+    os.chown(work, nobody.pw_uid, nobody.pw_gid)
+    yield work, nobody
+    shutil.rmtree(work, ignore_errors=True)
+
+
+@needs_nginx
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")
+def test_nginx_runs_the_configuration_as_the_unprivileged_user_the_image_runs_as(unprivileged_dir, monkeypatch):
+    """The image runs as user ``adapter``: nothing in the configuration may need root (paths, port, user)."""
+    work, nobody = unprivileged_dir
+    monkeypatch.setattr(os, "geteuid", lambda: nobody.pw_uid)  # render as that user would
+    nginx, port, log = _front(work, socket=work / "absent.sock", access_log=False)
+    monkeypatch.undo()
+    assert not [line for line in nginx.config.splitlines() if line.startswith("user ")]
+    for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (nginx.prefix / name).mkdir()
+    nginx.config_path.write_text(nginx.config)
+    for path in (nginx.prefix, *nginx.prefix.iterdir()):
+        os.chown(path, nobody.pw_uid, nobody.pw_gid)
+    as_nobody = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups", "--"]
+    with open(log, "ab") as output:
+        process = subprocess.Popen([*as_nobody, *nginx.command()], stdin=subprocess.DEVNULL, stdout=output,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        answer, deadline = None, time.monotonic() + 10
+        while answer is None and time.monotonic() < deadline and process.poll() is None:
+            try:
+                answer = exchange(port, post("/invocations", b"{}"), timeout=5)
+            except OSError:
+                time.sleep(0.05)
+        assert answer is not None, log.read_text()
+        assert answer[0] == 502 and error_of(answer[2])["code"] == "bad_gateway"  # nginx itself ran, unprivileged
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+        process.wait(10)
