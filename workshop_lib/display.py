@@ -241,15 +241,30 @@ def install_error_handler(shell=None) -> bool:
         return False
 
     def handler(self, etype, value, tb, tb_offset=None):
-        if not is_expected(value):
+        if _unset_in_cell(value, tb):
+            value = f"{value}: a cell above has not run in this kernel (a restart forgets them); {RUN_ABOVE}"
+        elif not is_expected(value):
             self.showtraceback((etype, value, tb), tb_offset=tb_offset)
             return None
         stb = [f"\x1b[1;31m{etype.__name__}\x1b[0m: {value}"]
         self._showtraceback(etype, value, stb)
         return None
 
-    shell.set_custom_exc(expected_errors(), handler)
+    shell.set_custom_exc((*expected_errors(), NameError), handler)
     return True
+
+
+RUN_ABOVE = "run the cells above this one (Run > Run All Above Selected Cell), then this one again"
+
+
+def _unset_in_cell(exc: BaseException, tb) -> bool:
+    """A NameError raised by a notebook cell's own code (a name an unrun cell defines), not deeper down."""
+    if not isinstance(exc, NameError) or tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    name = tb.tb_frame.f_code.co_filename
+    return name.startswith("<") or "ipykernel_" in name  # IPython's and ipykernel's names for a cell
 
 
 __all__ = ["DecisionView", "TEXT_WIDTH", "excerpt", "expected_errors", "install_error_handler", "is_expected", "one_line",

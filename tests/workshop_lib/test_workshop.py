@@ -78,3 +78,17 @@ def test_each_workshop_keeps_its_rehearsal_next_to_its_config(tmp_path, monkeypa
     monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "chosen"))
     assert Workshop(WorkshopConfig(mode="local"), tmp_path / "one" / "config.json").rehearsal.home == \
         tmp_path / "chosen"
+
+
+def test_notebook_05_says_which_endpoint_it_calls(tmp_path):
+    from workshop_lib import steps
+
+    gpu = Workshop(WorkshopConfig(mode="aws", region="eu-west-1", deploy_path="decision-gpu"), tmp_path / "c.json")
+    assert steps.which_endpoint(gpu) == (
+        f"calling the GPU decision endpoint (ordered GPU instance pools): {gpu.config.gpu_endpoint_name} in "
+        "eu-west-1; the deploy path is 'decision-gpu' (notebook 00)")
+    cpu = Workshop(WorkshopConfig(mode="local", deploy_path="decision-cpu"), tmp_path / "c.json")
+    assert steps.which_endpoint(cpu).startswith(
+        f"calling the CPU decision endpoint (one CPU instance type): {cpu.config.cpu_endpoint_name}, served by a "
+        "local adapter process;")
+    assert "standing in on the CPU" in steps.which_endpoint(cpu, cpu.config.gpu_endpoint_name)

@@ -64,15 +64,27 @@ def _require_in_service(workshop: Workshop, name: str, kind: str, notebook: str)
                         f"minutes), or run notebook {notebook} again if it Failed")
 
 
+def _loaded(workshop: Workshop | None) -> Workshop:
+    """``workshop``, else the saved one loaded as a notebook's first cell loads it (expected mistakes
+    shown in one line), so a cell that starts with a step also runs after a kernel restart."""
+    if workshop is not None:
+        return workshop
+    from .outcome import short_errors
+
+    short_errors()
+    return Workshop.load()
+
+
 def decision_client(workshop: Workshop | None = None):
-    """A client for the decision endpoint notebooks 05 and 06 use (``decision_endpoint``); with no
-    ``workshop``, the saved one, so a cell that starts with this also runs after a kernel restart."""
-    workshop = workshop or Workshop.load()
+    """A client for the decision endpoint notebooks 05 and 06 use (``decision_endpoint``), checked to be
+    serving; with no ``workshop``, the saved one (so the cell also runs after a kernel restart)."""
+    workshop = _loaded(workshop)
     return client(workshop, decision_endpoint(workshop))
 
 
-def which_endpoint(workshop: Workshop, name: str | None = None) -> Text:
+def which_endpoint(workshop: Workshop | None = None, name: str | None = None) -> Text:
     """Which endpoint the next cells call, in one line (default: the decision endpoint)."""
+    workshop = _loaded(workshop)
     config = workshop.config
     name = name or decision_endpoint(workshop)
     kind, _ = _kind(workshop, name)
@@ -110,30 +122,34 @@ def show_outcome(outcome) -> Text:
     return Text(outcome_line(outcome))
 
 
-# The decision builder's widgets in notebook 05: remembered key, environment variable, default.
+# The decision builder's widgets in notebook 05: field -> (key kept in outputs.json, environment variable).
 BUILDER_FIELDS = {
-    "state": ("builder_state", "WORKSHOP_BUILDER_STATE", None),  # None: examples.SUPPORT_TICKET
-    "question": ("builder_question", "WORKSHOP_BUILDER_QUESTION", "Does the customer ask for money back?"),
-    "options": ("builder_options", "WORKSHOP_BUILDER_OPTIONS", "yes: Yes, money back\nno: No refund asked"),
+    "state": ("builder_state", "WORKSHOP_BUILDER_STATE"),
+    "question": ("builder_question", "WORKSHOP_BUILDER_QUESTION"),
+    "options": ("builder_options", "WORKSHOP_BUILDER_OPTIONS"),
 }
 
 
 def builder_default(field: str) -> str:
-    """A builder widget's starting text: its environment variable, else the example."""
+    """The example a builder widget starts with when its environment variable is not set."""
     from ..examples import SUPPORT_TICKET
 
-    _, variable, default = BUILDER_FIELDS[field]
-    return os.environ.get(variable, SUPPORT_TICKET if default is None else default)
+    return {"state": SUPPORT_TICKET, "question": "Does the customer ask for money back?",
+            "options": "yes: Yes, money back\nno: No refund asked"}[field]
 
 
 def builder_request(workshop: Workshop | None = None, request_id: str = "builder-1") -> dict:
-    """The decision request the builder's widgets hold: their last text (remembered in outputs.json
-    as it is typed), else their defaults; so the cell that sends it also runs after a kernel restart."""
+    """The decision request the builder's widgets hold: their last text (``keep_choice`` writes it to
+    outputs.json as it is typed), else their environment variables, else the example; so the cell that
+    sends it also runs after a kernel restart."""
     from ..client import decision
 
-    workshop = workshop or Workshop.load()
+    workshop = _loaded(workshop)
     kept = workshop.outputs().get("choices", {})
-    text = {field: kept.get(key, builder_default(field)) for field, (key, _, _) in BUILDER_FIELDS.items()}
+    text = {}
+    for field, (key, variable) in BUILDER_FIELDS.items():
+        given = os.environ.get(variable, "").strip()
+        text[field] = given if given else kept.get(key, builder_default(field))
     return decision(request_id, text["state"], text["question"], parse_options(text["options"]))
 
 

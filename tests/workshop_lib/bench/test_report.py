@@ -107,3 +107,46 @@ def test_figures_are_written_as_png(tmp_path):
     paths = report.save(tmp_path)
     for name in ("latency", "accuracy_by_family", "reliability"):
         assert paths[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _order_runs(n: int) -> dict:
+    """A decision run and its reversed-order run over n tasks, every other top choice flipped."""
+    plain = [_r(f"t{i}", "routing", "choice", "a", "a", latency=100) for i in range(n)]
+    flipped = [_r(f"t{i}", "routing", "choice", "a", "b" if i % 2 else "a", latency=100) for i in range(n)]
+    return {"decision": Run(label="cpu", kind="decision", results=plain, endpoint="http://x", wall_s=1.0),
+            "decision_reversed": Run(label="cpu", kind="decision", results=flipped, endpoint="http://x", wall_s=1.0,
+                                     settings={"order": "reversed"})}
+
+
+def test_the_option_order_table_says_when_too_few_tasks_were_compared():
+    from workshop_lib.bench.report import MIN_STUDIED
+
+    small = BenchReport(runs=_order_runs(2)).to_markdown()
+    assert "| 1/2 (" in small  # the flip count is still shown, under the caveat
+    assert "Too few to mean anything: 2 tasks compared in both orders, so each task is 50 points of the flip rate" \
+        in small
+    enough = BenchReport(runs=_order_runs(MIN_STUDIED)).to_markdown()
+    assert "## Option order" in enough and "Too few to mean anything" not in enough
+
+
+def test_the_calibration_table_marks_a_temperature_at_the_search_bound_and_too_few_tasks():
+    import math
+
+    def result(task_id, split, correct):
+        logits = {"a": 0.0, "b": 3.0}
+        return TaskResult(task_id=task_id, family="f", type="choice", expected="b" if correct else "a",
+                          labels=["a", "b"], presented=["a", "b"], valid=True, answered=True, predicted="b",
+                          correct=correct, split=split, option_logits=logits,
+                          probabilities={k: math.exp(v) / (1 + math.exp(3.0)) for k, v in logits.items()},
+                          client_latency_ms=100.0)
+
+    wrong = [result("d0", "dev", False), result("t0", "test", False)]  # always wrong: T runs to its bound
+    text = BenchReport(runs={"decision": Run("cpu", "decision", wrong, wall_s=1.0)}, calibrate=True).to_markdown()
+    after = next(line for line in text.splitlines() if line.startswith("| after"))
+    assert "(search bound)" in after
+    assert "Too few to mean anything: fitted on 1 and reported on 1 tasks" in text
+    mixed = [result(f"d{i}", "dev", i % 3 != 0) for i in range(20)] + \
+        [result(f"t{i}", "test", i % 3 != 0) for i in range(20)]
+    text = BenchReport(runs={"decision": Run("cpu", "decision", mixed, wall_s=1.0)}, calibrate=True).to_markdown()
+    after = next(line for line in text.splitlines() if line.startswith("| after"))
+    assert "(search bound)" not in after and "Too few to mean anything" not in text
