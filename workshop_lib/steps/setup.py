@@ -144,6 +144,14 @@ class PolicyFiles(_Shown):
     files: dict[str, Path]
     attached: str  # how the operator policy reaches the participant's role
 
+    @property
+    def ok(self) -> bool:
+        return bool(self.files) and all(path.exists() for path in self.files.values())
+
+    @property
+    def summary(self) -> str:
+        return f"{len(self.files)} documents in {self.folder}"
+
     def lines(self) -> list[str]:
         from ..display import row
 

@@ -390,3 +390,28 @@ def test_a_missing_statement_stops_the_studio_participant_once_with_the_aws_mess
     assert [c["operation"] for c in calls if c.get("refused")] == ["CreateProject"]  # once: not retried
     assert not any(c["service"] == "codebuild" for c in calls[calls.index(
         next(c for c in calls if c.get("refused"))) + 1:])  # nothing of the build after it
+
+
+@pytest.mark.slow  # starts the rehearsal's emulator
+def test_notebook_00_writes_the_policies_before_the_cells_that_need_them(local_workshop, capsys):
+    """Notebook 00's code cells, run in order in this process (its first cell, %run studio_setup.py, only
+    installs the project, which is installed here)."""
+    import nbformat
+
+    from workshop_lib.config import repo_root
+
+    notebook = nbformat.read(repo_root() / "notebooks" / "00_setup.ipynb", as_version=4)
+    cells = [c.source for c in notebook.cells if c.cell_type == "code"]
+    setup_at = next(i for i, c in enumerate(cells) if "steps.setup(" in c)
+    shown_at = next(i for i, c in enumerate(cells) if "saved.policies" in c)
+    role_at = next(i for i, c in enumerate(cells) if "ensure_codebuild_role(" in c)
+    assert setup_at < shown_at < role_at
+    namespace: dict = {}
+    for source in cells:
+        if not source.startswith("%"):
+            exec(compile(source, "00_setup.ipynb", "exec"), namespace)
+    assert namespace["policy_files"].ok and namespace["role"].ok
+    shown = capsys.readouterr().out
+    assert "PassCodeBuildRole: iam:PassRole" in shown and "operator-policy.json" in shown
+    arn = namespace["config"].codebuild_role_arn
+    assert _iam(local_workshop).get_role(RoleName=arn.rsplit("/", 1)[-1])["Role"]["Arn"] == arn
