@@ -6,16 +6,22 @@ shaped like an AWS secret, as a container would carry); every response is checke
 for them, for stack traces and for host paths. The random requests are biased
 towards invalid bodies: a valid decision costs model time here (about 1 s on two
 busy cores), an invalid one a few milliseconds.
+
+The adapter is served as in the container, nginx in front of gunicorn: what nginx refuses by
+itself (malformed framing, oversized bodies, headers or URLs) comes back in the route's JSON
+error shape too, and no log line, nginx's or gunicorn's, names a caller.
 """
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import math
 import re
 import secrets
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,9 +31,10 @@ from hypothesis import strategies as st
 from workshop_lib.config import repo_root
 
 from tests.support import http_client
-from tests.support.adapters import TEST_ENV
+from tests.support.adapters import TEST_ENV, fronted_by_nginx, needs_nginx
+from tests.support.http_client import call
 
-from . import hostile
+from . import hostile, raw_http
 
 pytestmark = pytest.mark.slow
 
@@ -248,3 +255,57 @@ def test_edge_case_bodies_get_a_clear_4xx(adapters, body):
     status, headers, raw = send(server, "POST", "/invocations", body)
     assert 400 <= status < 500, raw[:200]
     assert json.loads(raw)["error"]["message"]
+
+
+# ---- nginx's own refusals, on the served stack -----------------------------------------------------
+
+HUGE = 20_000
+NGINX_REFUSALS = [
+    ("400", b"BREW /ping HTCPCP/1.0 nonsense\r\n\r\n", 400, False),
+    ("405", b"TRACE /ping HTTP/1.1\r\nHost: a\r\n\r\n", 405, False),
+    ("413", b"POST /invocations HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 2000000\r\n\r\n",
+     413, False),
+    ("413-jev", b"POST /v1/systemone HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 2000000\r\n\r\n", 413, True),
+    ("414", b"GET /invocations?" + b"q" * HUGE + b" HTTP/1.1\r\nHost: a\r\n\r\n", 414, False),
+    ("431", b"GET /ping HTTP/1.1\r\nHost: a\r\nX-Pad: " + b"p" * HUGE + b"\r\n\r\n", 431, False),
+    ("431-jev", b"GET /v1/models HTTP/1.1\r\nHost: a\r\nX-Pad: " + b"p" * HUGE + b"\r\n\r\n", 431, True),
+    ("501", b"POST /invocations HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501, False),
+    ("400-chunked", b"POST /invocations HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, False),
+    ("422-chunked-jev", b"POST /v1/systemone HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 422, True),
+    ("404-internal", b"GET /_adapter/errors/sagemaker/413 HTTP/1.1\r\nHost: a\r\n\r\n", 404, False),
+]
+
+
+@needs_nginx
+@pytest.mark.parametrize("raw, status, jev", [case[1:] for case in NGINX_REFUSALS], ids=[c[0] for c in NGINX_REFUSALS])
+def test_nginx_refusals_are_json_in_the_routes_shape(adapters, raw, status, jev):
+    server = sentinel_adapter(adapters)
+    assert fronted_by_nginx(server)
+    got, headers, body = raw_http.exchange(server.port, raw, timeout=30)
+    assert got == status and headers["content-type"] == "application/json", (got, body[:200])
+    error = raw_http.error_of(body, jev=jev)
+    assert error.get("message") or error.get("msg")
+    assert not leaks(server, body)
+    assert call(server.url + "/ping", timeout=5)[0] == 200
+
+
+@needs_nginx
+def test_no_log_line_names_a_caller(adapters):
+    """Keys sent as Basic-auth user names, bearer tokens or query parameters reach no log line, whoever
+    answered (nginx itself, or gunicorn behind it)."""
+    server = sentinel_adapter(adapters)
+    secrets_sent = ["basic-" + secrets.token_hex(6), "bearer-" + secrets.token_hex(6), "query-" + secrets.token_hex(6)]
+    basic = base64.b64encode(f"{secrets_sent[0]}:pw".encode()).decode()
+    for authorization in (f"Basic {basic}", f"Bearer {secrets_sent[1]}"):
+        headers = {"Authorization": authorization, "Referer": f"https://x/?k={secrets_sent[2]}"}
+        query = f"?api_key={secrets_sent[2]}"
+        for method, path, body in (("GET", "/ping", None), ("POST", "/invocations", b"{nope"), ("GET", "/v1/models", None),
+                                   ("GET", "/nowhere", None), ("TRACE", "/ping", None),
+                                   ("POST", "/invocations", b"x" * 1_100_000)):
+            send(server, method, path + query, body, headers=headers)
+    time.sleep(0.5)
+    text = server.log_path.read_text(errors="replace")
+    assert '"POST /invocations' in text and '"TRACE /ping" 405' in text  # both logs wrote about these
+    for secret in (*secrets_sent, basic):
+        assert secret not in text
