@@ -26,7 +26,7 @@ DIGEST = "sha256:" + "cd" * 32
 CONFIG = WorkshopConfig(region=REGION, bucket="acme-decision-workshop", prefix="decision-workshop",
                         sagemaker_role_arn=f"arn:aws:iam::{ACCOUNT}:role/WorkshopSageMaker",
                         codebuild_role_arn=f"arn:aws:iam::{ACCOUNT}:role/WorkshopCodeBuild")
-BUILD_ID = "decision-workshop-model-package:0b7e1c0a-1111-2222-3333-444455556666"
+BUILD_ID = "sagemaker-decision-workshop-model-package:0b7e1c0a-1111-2222-3333-444455556666"
 
 
 def codebuild_policy(config=CONFIG):
@@ -214,9 +214,9 @@ OTHER = "444455556666"
     ("ecr:BatchGetImage", ecr_repository_arn(REGION, OTHER, "llama-cpp"), {}),
     ("ecr:DeleteRepository", ecr_repository_arn(REGION, ACCOUNT, CONFIG.ecr_repository), {}),
     ("logs:PutLogEvents", log_stream_arn(REGION, ACCOUNT, "/aws/codebuild/another-project", "build/1"), {}),
-    ("logs:DeleteLogGroup", log_group_arn(REGION, ACCOUNT, "/aws/codebuild/decision-workshop-image-build"), {}),
+    ("logs:DeleteLogGroup", log_group_arn(REGION, ACCOUNT, "/aws/codebuild/sagemaker-decision-workshop-image-build"), {}),
     ("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/WorkshopSageMaker", {}),
-    ("codebuild:StartBuild", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/decision-workshop-image-build", {}),
+    ("codebuild:StartBuild", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/sagemaker-decision-workshop-image-build", {}),
     ("sagemaker:CreateEndpoint", f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/x", {}),
 ])
 def test_codebuild_role_denies_what_the_builds_do_not_do(action, resource, context):
@@ -458,3 +458,12 @@ def test_names_that_would_widen_an_iam_grant_are_refused(change, needle):
         policies.scope(config)
     with pytest.raises(ConfigError, match=needle):
         config.check()
+
+
+def test_null_conditions_ask_whether_the_key_is_there():
+    # AmazonSageMakerFullAccess uses Null (e.g. sagemaker:OwnerUserProfileArn), so the evaluator reads it.
+    absent = {"Null": {"sagemaker:OwnerUserProfileArn": "true"}}
+    present = {"Null": {"sagemaker:OwnerUserProfileArn": "false"}}
+    owner = {"sagemaker:OwnerUserProfileArn": "arn:aws:sagemaker:us-east-1:1:user-profile/d/u"}
+    assert policies.conditions_hold(absent, {}) and not policies.conditions_hold(absent, owner)
+    assert policies.conditions_hold(present, owner) and not policies.conditions_hold(present, {})
