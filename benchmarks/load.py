@@ -1,10 +1,13 @@
 """Load run against a real local adapter: ``python -m benchmarks.load``.
 
-Starts the adapter (gunicorn + llama.cpp, the embedded model, loopback only) and
+Starts the adapter (nginx + gunicorn + llama.cpp, the embedded model, loopback only) and
 lets N concurrent clients send a mix of single decisions, shared-state requests
 and chat messages for a fixed time or a fixed number of requests, whichever comes
 first. Each client is the library's ``EndpointClient`` with retries on 503, so
-every request should end answered. Reported:
+every request should end answered. Hostile clients run alongside them (bounded in
+number, for the run's time, loopback only): connections that send a header a byte at
+a time, oversized bodies trickled a byte at a time, and a few hundred half-open
+connections. Reported:
 
 * requests sent and answered; HTTP attempts including retries; 503s, each checked
   for a ``Retry-After`` header; any other non-2xx (target: none);
@@ -14,6 +17,8 @@ every request should end answered. Reported:
 * client latency p50/p95 (including retries) per kind, and throughput;
 * the gunicorn worker's resident memory (VmRSS, from /proc) after warm-up and at
   the end, and its peak (target: growth under 5 %);
+* what the hostile clients got (413s, connections the server closed) and ``/ping``'s
+  latency while they ran (target: p95 under 1 s, none failed; SageMaker allows 2 s);
 * worst cases, on a second adapter with the documented defaults (8192-token context,
   30 s request limit): the slowest request each single body at the documented limits
   causes (a state filling the context, 64 questions on one long state, a 255-option Jev
@@ -160,10 +165,19 @@ class CountingTransport(LocalTransport):
 
 
 def worker_pids(arbiter_pid: int) -> list[int]:
+    """The gunicorn workers under the arbiter (nginx, its other child, left out)."""
     try:
-        return [int(p) for p in Path(f"/proc/{arbiter_pid}/task/{arbiter_pid}/children").read_text().split()]
+        children = [int(p) for p in Path(f"/proc/{arbiter_pid}/task/{arbiter_pid}/children").read_text().split()]
     except OSError:
         return []
+    return [pid for pid in children if _command(pid) != "nginx"]
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def vm_rss_bytes(pid: int) -> int | None:
@@ -259,6 +273,151 @@ class Budget:
                 return False
             self.left -= 1
             return True
+
+
+# ---- hostile clients alongside the load, and /ping meanwhile ----------------------------------------
+
+
+class PingSampler:
+    """``GET /ping`` on a fresh connection every ``every_s``: latencies, and the failures (no 200 within 5 s)."""
+
+    def __init__(self, url: str, every_s: float = 0.1):
+        self.url, self.every_s = url + "/ping", every_s
+        self.latencies_s: list[float] = []
+        self.failed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ping-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            started = time.monotonic()
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as reply:
+                    reply.read()
+                self.latencies_s.append(time.monotonic() - started)
+            except OSError:
+                self.failed += 1
+
+    def __enter__(self) -> "PingSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def figures(self) -> dict:
+        pings = self.latencies_s
+        return {"count": len(pings), "failed": self.failed, "p50_s": percentile(pings, 50),
+                "p95_s": percentile(pings, 95), "max_s": max(pings) if pings else None}
+
+
+class HostileClients:
+    """What an attacker on the network would run, bounded: a fixed number of sockets to 127.0.0.1, for as long
+    as the ``with`` block lasts, each reopened when the server closes it (at most once a second).
+
+    * slow headers: a request header sent a byte every half second, never finished;
+    * trickled bodies: a body announced one byte over the limit, then sent a byte every 0.1 s;
+    * half-open: connections that send nothing at all.
+    """
+
+    def __init__(self, port: int, *, slow_headers: int = 16, tricklers: int = 4, half_open: int = 200,
+                 max_body_bytes: int = 1_048_576):
+        self.port = port
+        self.groups = {"slow_header": slow_headers, "trickled_body": tricklers, "half_open": half_open}
+        self.oversized = (b"POST /invocations HTTP/1.1\r\nHost: adapter\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n" % (max_body_bytes + 1))
+        self.counts = {"opened": 0, "closed_by_server": 0, "refused_413": 0, "other_answers": 0, "bytes_sent": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hostile-clients", daemon=True)
+
+    def _open(self, kind: str) -> dict | None:
+        try:
+            sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        except OSError:
+            return None
+        sock.setblocking(False)
+        self.counts["opened"] += 1
+        conn = {"kind": kind, "sock": sock, "opened": time.monotonic(), "next": time.monotonic(), "answer": b""}
+        if kind == "trickled_body":
+            self._send(conn, self.oversized)
+        elif kind == "slow_header":
+            self._send(conn, b"POST /invocations HTTP/1.1\r\nHost: adapter\r\nX-Slow: ")
+        return conn
+
+    def _send(self, conn: dict, data: bytes) -> bool:
+        try:
+            self.counts["bytes_sent"] += conn["sock"].send(data)
+            return True
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+
+    def _alive(self, conn: dict) -> bool:
+        """Read what the server sent; False once it closed the connection."""
+        try:
+            data = conn["sock"].recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+        if not data:
+            return False
+        conn["answer"] += data
+        return True
+
+    def _tick(self, conn: dict, now: float) -> bool:
+        if now >= conn["next"]:
+            if conn["kind"] == "slow_header":
+                conn["next"] = now + 0.5
+                if not self._send(conn, b"a"):
+                    return False
+            elif conn["kind"] == "trickled_body":
+                conn["next"] = now + 0.1
+                if not self._send(conn, b"x"):
+                    return False
+        return self._alive(conn)
+
+    def _close(self, conn: dict) -> None:
+        answer = conn["answer"]
+        if answer.startswith((b"HTTP/1.1 413", b"HTTP/1.0 413")):
+            self.counts["refused_413"] += 1
+        elif answer:
+            self.counts["other_answers"] += 1
+        self.counts["closed_by_server"] += 1
+        conn["sock"].close()
+
+    def _run(self) -> None:
+        conns = [c for kind, n in self.groups.items() for c in (self._open(kind) for _ in range(n)) if c]
+        reopen_after: dict[str, float] = {}
+        while not self._stop.wait(0.05):
+            now = time.monotonic()
+            still = []
+            for conn in conns:
+                if self._tick(conn, now):
+                    still.append(conn)
+                else:
+                    self._close(conn)
+                    reopen_after.setdefault(conn["kind"], now + 1.0)
+            for kind in [k for k, at in reopen_after.items() if at <= now]:
+                del reopen_after[kind]
+                missing = self.groups[kind] - sum(c["kind"] == kind for c in still)
+                still += [c for c in (self._open(kind) for _ in range(missing)) if c]
+            conns = still
+        for conn in conns:
+            conn["sock"].close()
+
+    def __enter__(self) -> "HostileClients":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def figures(self) -> dict:
+        return {**self.groups, **self.counts}
 
 
 # ---- worst cases: one body at a time at the documented limits, /ping sampled meanwhile ----------
@@ -371,7 +530,7 @@ def _run(args, work: Path) -> dict:
             warm.chat(chat_request(f"w{i}", rng), max_tokens=8)
         references = {p["id"]: warm.decide(p).probabilities for p in PROBES}
         pid_start, rss_start = worker_rss(server)
-        model = warm.ping().get("model")
+        model = warm.ping().get("model") or _status(server.url).get("model")  # /ping names it to key holders only
 
         stop_sampling = threading.Event()
 
@@ -386,7 +545,8 @@ def _run(args, work: Path) -> dict:
         started = time.monotonic()
         deadline = started + args.duration
         budget = Budget(args.max_requests)
-        with ThreadPoolExecutor(max_workers=args.clients) as pool:
+        hostile = HostileClients(server.port, half_open=args.half_open) if args.hostile else ExitStack()
+        with ThreadPoolExecutor(max_workers=args.clients) as pool, hostile, PingSampler(server.url) as pings:
             futures = [pool.submit(run_client, i, server.url, args, tally, references, deadline, budget)
                        for i in range(args.clients)]
             done, pending = wait(futures, timeout=args.duration + DRAIN_S)
@@ -394,6 +554,7 @@ def _run(args, work: Path) -> dict:
                 server.stop()
                 wait(futures, timeout=30)
         elapsed = time.monotonic() - started
+        fronted = "in front on" in server.log_path.read_text(errors="replace")
         stop_sampling.set()
         sampler.join(5)
         for future in done:
@@ -436,6 +597,9 @@ def _run(args, work: Path) -> dict:
                              "timeline": [(round(t - started, 1), rss) for t, rss in samples[::5]],
                              "growth_fraction": (rss_end - rss_start) / rss_start if rss_start and rss_end else None},
         "adapter_log_tail": log_tail.splitlines(),
+        "nginx_in_front": fronted,
+        "hostile_clients": hostile.figures() if args.hostile else None,
+        "ping_during_load": pings.figures(),
         "worst_cases": worst,
     }
     figures["targets"] = {
@@ -448,10 +612,22 @@ def _run(args, work: Path) -> dict:
         "rss_growth_under_5_percent": figures["worker_rss_bytes"]["growth_fraction"] is not None
                                       and figures["worker_rss_bytes"]["growth_fraction"] < 0.05,
     }
+    ping = figures["ping_during_load"]
+    figures["targets"]["ping_p95_under_1_s_during_load"] = (
+        not ping["failed"] and ping["p95_s"] is not None and ping["p95_s"] < 1.0)
     if worst:
         figures["targets"]["ping_p95_under_1_s_during_worst_cases"] = (
             not worst["ping"]["failed"] and worst["ping"]["p95_s"] is not None and worst["ping"]["p95_s"] < 1.0)
     return figures
+
+
+def _status(url: str) -> dict:
+    """GET /status (the adapter's details), or nothing where it has no such route."""
+    try:
+        with urllib.request.urlopen(url + "/status", timeout=10) as reply:
+            return json.loads(reply.read())
+    except (OSError, ValueError):
+        return {}
 
 
 def _ms(value) -> str:
@@ -498,6 +674,20 @@ def report(f: dict) -> str:
     ]
     for problem in (f["crossed_answers"] + f["unanswered"])[:5]:
         lines.append(f"    ! {problem}")
+    ping, hostile = f.get("ping_during_load"), f.get("hostile_clients")  # runs recorded before they existed: none
+    if ping or hostile:
+        lines.append("")
+    if hostile:
+        lines += [f"Hostile clients alongside ({'nginx in front' if f['nginx_in_front'] else 'gunicorn alone'}): "
+                  f"{hostile['slow_header']} slow headers, {hostile['trickled_body']} trickled oversized bodies, "
+                  f"{hostile['half_open']} half-open connections",
+                  f"  {hostile['opened']} connections opened, {hostile['closed_by_server']} closed by the server, "
+                  f"{hostile['refused_413']} answered 413, {hostile['other_answers']} other answers"]
+    if ping:
+        lines.append(f"  /ping during the load: {ping['count']} answered, {ping['failed']} failed; p50 "
+                     f"{1000 * (ping['p50_s'] or 0):.0f} ms, p95 {1000 * (ping['p95_s'] or 0):.0f} ms, max "
+                     f"{1000 * (ping['max_s'] or 0):.0f} ms ({verdict(t['ping_p95_under_1_s_during_load'])}: "
+                     "p95 < 1 s)")
     worst = f.get("worst_cases")
     if worst:
         ping = worst["ping"]
@@ -525,6 +715,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chat-weight", type=float, default=0.15)
     parser.add_argument("--probe-every", type=int, default=6,
                         help="each client's 2nd request and every Nth after it is a probe (default 6; 0: none)")
+    parser.add_argument("--no-hostile", dest="hostile", action="store_false",
+                        help="skip the hostile clients (slow headers, trickled bodies, half-open connections)")
+    parser.add_argument("--half-open", type=int, default=200, help="half-open connections held (default 200)")
     parser.add_argument("--no-worst-cases", dest="worst_cases", action="store_false",
                         help="skip the worst-case bodies and the /ping sampling during them")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/load.json"))
