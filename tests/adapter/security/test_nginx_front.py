@@ -264,3 +264,34 @@ def test_nginx_runs_the_configuration_as_the_unprivileged_user_the_image_runs_as
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
         process.wait(10)
+
+
+# -- serve's choice, without starting anything -------------------------------------------------------
+
+def test_serve_puts_nginx_in_front_when_found_and_says_why_not_otherwise(tmp_path, monkeypatch):
+    from decision_adapter import nginx as nginx_module
+    from decision_adapter import serve
+    from decision_adapter.settings import SettingsError
+
+    front, why = serve.plan_front(load_settings({"DECISION_ADAPTER_NGINX": "off"}), "0.0.0.0", tmp_path)
+    assert front is None and why == "DECISION_ADAPTER_NGINX=off"
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(nginx_module, "SBIN_DIRS", ())
+    front, why = serve.plan_front(load_settings({}), "0.0.0.0", tmp_path)
+    assert front is None and why == "no nginx on PATH"
+    with pytest.raises(SettingsError, match="DECISION_ADAPTER_NGINX=on"):
+        serve.plan_front(load_settings({"DECISION_ADAPTER_NGINX": "on"}), "0.0.0.0", tmp_path)
+    line = serve.uncontained_line(why, "0.0.0.0", 8080)
+    assert "slow clients are not contained" in line and "\n" not in line
+
+
+def test_gunicorn_listens_on_the_socket_behind_nginx_and_logs_no_caller(tmp_path):
+    from decision_adapter import serve
+
+    settings = load_settings({})
+    behind = serve.gunicorn_options(settings, "0.0.0.0", tmp_path / "g.sock")
+    alone = serve.gunicorn_options(settings, "0.0.0.0")
+    assert behind["bind"] == f"unix:{tmp_path / 'g.sock'}" and alone["bind"] == "0.0.0.0:8080"
+    assert behind["worker_class"] == alone["worker_class"] == "gthread"  # gunicorn's own, stock
+    for atom in ("%(u)s", "%(r)s", "%(q)s", "%(f)s", "%(a)s", "}i", "}e"):
+        assert atom not in serve.ACCESS_LOG_FORMAT
