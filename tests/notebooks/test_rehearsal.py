@@ -195,7 +195,7 @@ def test_aws_mode_steps_call_the_library_the_same_way(tmp_path, monkeypatch):
         assert standard.status == "InService" and standard.url is None
         assert standard.plan.image_uri.startswith("763104351884.dkr.ecr.eu-west-1.amazonaws.com/llama-cpp@sha256:")
         assert steps.running_endpoints(workshop).startswith("endpoint")
-        assert "endpoint llamacpp-gguf: deleted" in steps.delete_endpoint(workshop, config.standard_endpoint_name)
+        assert f"endpoint {config.standard_endpoint_name}: deleted" in steps.delete_endpoint(workshop, config.standard_endpoint_name)
         assert steps.running_endpoints(workshop) == "no workshop endpoints found"
         assert "1 objects deleted" in steps.delete_artifacts(workshop, config.s3_uri())
         assert steps.stop_local(workshop) == "aws mode: no local processes were started"

@@ -143,6 +143,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
         out(f"  {failed[0]:<22} FAILED: {failed[1]}")
         out(f"  details: {log_path}")
     out("Not exercised locally: the CodeBuild model download, docker build/push, the DLC's llama-server, "
-        "GPU pool placement and offload.")
+        "GPU pool placement and offload, the endpoint deadlines firing (the emulator keeps the schedules, never runs "
+        "them).")
     out(f"Everything started was stopped. Total {time.perf_counter() - started:.1f} s (log: {log_path}).")
     return 1 if failed else 0

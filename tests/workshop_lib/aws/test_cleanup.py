@@ -23,12 +23,12 @@ def _names(sm):
 
 
 def test_cleanup_deletes_only_what_it_was_named(clients):
-    _deploy(clients.sm, "llamacpp-gguf")
-    _deploy(clients.sm, "llamacpp-gguf-2")  # shares a prefix: a pattern delete would take it too
-    result = delete_endpoint_resources(clients.sm, "llamacpp-gguf", poll_s=0)
+    _deploy(clients.sm, "decision-workshop-standard")
+    _deploy(clients.sm, "decision-workshop-standard-2")  # shares a prefix: a pattern delete would take it too
+    result = delete_endpoint_resources(clients.sm, "decision-workshop-standard", poll_s=0)
     assert (result.endpoint, result.endpoint_config, result.model) == (DELETED, DELETED, DELETED)
-    assert _names(clients.sm) == ({"llamacpp-gguf-2"}, {"llamacpp-gguf-2"}, {"llamacpp-gguf-2"})
-    assert clients.sm.describe_endpoint(EndpointName="llamacpp-gguf-2")["EndpointStatus"] == "InService"
+    assert _names(clients.sm) == ({"decision-workshop-standard-2"}, {"decision-workshop-standard-2"}, {"decision-workshop-standard-2"})
+    assert clients.sm.describe_endpoint(EndpointName="decision-workshop-standard-2")["EndpointStatus"] == "InService"
 
 
 def test_cleanup_twice_reports_already_gone(clients):
@@ -245,11 +245,11 @@ def aws_mode_steps(tmp_path, monkeypatch, fake_credentials):
 def test_endpoints_are_deleted_even_when_log_groups_may_not_be(aws_mode_steps):
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients
-    for name in ("llamacpp-gguf", "semif-decision-workflows"):
+    for name in ("decision-workshop-standard", "decision-workshop-cpu"):
         _deploy(c.sm, name)
         c.logs.create_log_group(logGroupName=f"/aws/sagemaker/Endpoints/{name}")
     _deny(c.logs, "DeleteLogGroup")
-    text = str(aws_mode_steps.delete_endpoints(workshop, ["llamacpp-gguf", "semif-decision-workflows"]))
+    text = str(aws_mode_steps.delete_endpoints(workshop, ["decision-workshop-standard", "decision-workshop-cpu"]))
     assert c.sm.list_endpoints()["Endpoints"] == []
     assert text.count("not deleted (AccessDeniedException") == 2  # a note per log group, not an exception
 

@@ -65,7 +65,7 @@ def test_default_instance_types_are_in_botocores_enum():
 
 
 def test_standard_plan_with_model_tarball():
-    plan = standard_plan("llamacpp-gguf", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    plan = standard_plan("decision-workshop-standard", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
     _revalidate(plan)
     container = plan.model["PrimaryContainer"]
     assert container["Image"] == DLC_PINNED
@@ -75,12 +75,12 @@ def test_standard_plan_with_model_tarball():
     assert variant["InstanceType"] == "ml.c6i.2xlarge"
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 900
     assert "InferenceAmiVersion" not in variant and "InstancePools" not in variant
-    assert plan.endpoint == {"EndpointName": "llamacpp-gguf", "EndpointConfigName": "llamacpp-gguf",
+    assert plan.endpoint == {"EndpointName": "decision-workshop-standard", "EndpointConfigName": "decision-workshop-standard",
                              "Tags": endpoints.workshop_tags()}
 
 
 def test_every_resource_carries_the_workshop_tags():
-    plan = standard_plan("llamacpp-gguf", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    plan = standard_plan("decision-workshop-standard", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
     for _, request in plan.requests():
         tags = {t["Key"]: t["Value"] for t in request["Tags"]}
         assert tags == {"workshop": "decision-workshop", "created-by": "workshop_lib"}
@@ -185,7 +185,7 @@ def test_unknown_instance_type_is_refused_with_the_family_offered():
 
 
 def test_decision_cpu_plan():
-    plan = decision_cpu_plan("semif-decision-workflows", image_uri=DECISION_PINNED, role_arn=ROLE,
+    plan = decision_cpu_plan("decision-workshop-cpu", image_uri=DECISION_PINNED, role_arn=ROLE,
                              model_data_url=MODEL_DATA, environment={"DECISION_ADAPTER_MAX_QUEUE": "8"})
     _revalidate(plan)
     assert plan.model["PrimaryContainer"]["Environment"] == {

@@ -25,7 +25,7 @@ from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, REGION, ROLE
 MOTO_CPU = "ml.c5.2xlarge"  # in moto's instance-type list, unlike ml.c6i.*
 
 
-def moto_plan(name="llamacpp-gguf", **kw):
+def moto_plan(name="decision-workshop-standard", **kw):
     return standard_plan(name, image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
                          instance_type=MOTO_CPU, **kw)
 
@@ -35,15 +35,15 @@ def moto_plan(name="llamacpp-gguf", **kw):
 
 def test_deploy_standard_endpoint_against_moto(clients):
     described = deploy(clients.sm, moto_plan(), progress=False, poll_s=0)
-    assert described["EndpointName"] == "llamacpp-gguf"
+    assert described["EndpointName"] == "decision-workshop-standard"
     assert described["EndpointStatus"] == "InService"
-    model = clients.sm.describe_model(ModelName="llamacpp-gguf")
+    model = clients.sm.describe_model(ModelName="decision-workshop-standard")
     assert model["PrimaryContainer"]["Image"] == DLC_PINNED
     assert model["PrimaryContainer"]["ModelDataUrl"] == MODEL_DATA
     assert model["PrimaryContainer"]["Environment"] == {"SM_LLAMA_CPP_CTX_SIZE": "4096"}
-    config = clients.sm.describe_endpoint_config(EndpointConfigName="llamacpp-gguf")
+    config = clients.sm.describe_endpoint_config(EndpointConfigName="decision-workshop-standard")
     assert config["ProductionVariants"][0]["InstanceType"] == MOTO_CPU
-    assert config["ProductionVariants"][0]["ModelName"] == "llamacpp-gguf"
+    assert config["ProductionVariants"][0]["ModelName"] == "decision-workshop-standard"
     for arn in (model["ModelArn"], config["EndpointConfigArn"], described["EndpointArn"]):
         tags = {t["Key"]: t["Value"] for t in clients.sm.list_tags(ResourceArn=arn)["Tags"]}
         assert tags == {"workshop": "decision-workshop", "created-by": "workshop_lib"}
@@ -263,3 +263,45 @@ def test_wait_progress_ends_with_the_final_state_stubber(stub_sm, capsys):
     err = capsys.readouterr().err
     final = err.replace("\r", "\n").strip().splitlines()[-1]
     assert final.startswith("endpoint e: InService after")
+
+
+# ---- network isolation reaches the emulator, and local hosting keeps it ---------------------------------
+
+
+def test_the_isolated_models_are_accepted_by_the_emulator(clients):
+    sent = []
+    clients.sm.meta.events.register("before-parameter-build.sagemaker.CreateModel",
+                                    lambda params, **_: sent.append(params.get("EnableNetworkIsolation")))
+    deploy(clients.sm, moto_plan("isolated-standard"), progress=False, poll_s=0)
+    deploy(clients.sm, endpoints.decision_cpu_plan("isolated-cpu", image_uri=DECISION_PINNED, role_arn=ROLE,
+                                                   model_data_url=MODEL_DATA, instance_type=MOTO_CPU),
+           progress=False, poll_s=0)
+    assert sent == [True, True]
+    assert {e["EndpointName"] for e in clients.sm.list_endpoints()["Endpoints"]} == {"isolated-standard",
+                                                                                   "isolated-cpu"}
+
+
+def test_local_hosting_sends_the_models_as_built(tmp_path):
+    from workshop_lib import rehearsal, stand_ins
+
+    hosting = stand_ins.LocalHosting(None, None, rehearsal.Rehearsal(tmp_path))
+    for plan in (moto_plan(), decision_gpu_plan("isolated-gpu", image_uri=DECISION_PINNED, role_arn=ROLE,
+                                                model_data_url=MODEL_DATA)):
+        sent = hosting.adapt(plan)
+        assert sent.model == plan.model and sent.model["EnableNetworkIsolation"] is True
+
+
+def test_the_after_create_hook_runs_once_the_endpoint_was_accepted(clients):
+    called = []
+    deploy(clients.sm, moto_plan("hooked"), wait=False, after_create=lambda name: called.append(
+        (name, clients.sm.describe_endpoint(EndpointName=name)["EndpointStatus"])))
+    assert called and called[0][0] == "hooked"
+
+    class Refused:
+        status_code = 400
+
+    clients.sm.meta.events.register("before-call.sagemaker.CreateEndpoint", lambda **_: (Refused(), {"Error": {
+        "Code": "ValidationException", "Message": 'Cannot create already existing endpoint "theirs".'}}))
+    with pytest.raises(AlreadyExists):
+        deploy(clients.sm, moto_plan("theirs"), wait=False, after_create=called.append)
+    assert len(called) == 1  # a refused deploy sets no deadline (the name may be someone else's)

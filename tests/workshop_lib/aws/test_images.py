@@ -54,9 +54,9 @@ def test_parse_tagged_and_pinned():
     assert (ref.account, ref.region, ref.repository, ref.tag, ref.digest) == (
         "763104351884", "us-east-1", "llama-cpp", "server-sagemaker-cpu-v1", None)
     assert not ref.pinned
-    ref = parse_image_uri(f"123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/semif-llamacpp-dlc:gpu-1@{DIGEST}")
-    assert (ref.repository, ref.tag, ref.digest, ref.pinned) == ("team/semif-llamacpp-dlc", "gpu-1", DIGEST, True)
-    assert ref.pinned_uri() == f"123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/semif-llamacpp-dlc@{DIGEST}"
+    ref = parse_image_uri(f"123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/sagemaker-decision-workshop:gpu-1@{DIGEST}")
+    assert (ref.repository, ref.tag, ref.digest, ref.pinned) == ("team/sagemaker-decision-workshop", "gpu-1", DIGEST, True)
+    assert ref.pinned_uri() == f"123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/sagemaker-decision-workshop@{DIGEST}"
 
 
 def test_parse_public_registry_has_no_account():
@@ -91,7 +91,7 @@ def test_require_pinned_refuses_tag_and_says_how_to_pin():
 
 def test_require_pinned_refuses_bare_repository():
     with pytest.raises(MutableImageReference, match="latest"):
-        require_pinned("123456789012.dkr.ecr.us-east-1.amazonaws.com/semif-llamacpp-dlc")
+        require_pinned("123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-workshop")
 
 
 def test_check_deployable_wants_private_ecr_in_the_endpoint_region():
@@ -116,14 +116,14 @@ def _push(ecr, repository, tag):
 
 
 def test_resolve_digest_against_moto_ecr(clients):
-    clients.ecr.create_repository(repositoryName="semif-llamacpp-dlc")
-    digest = _push(clients.ecr, "semif-llamacpp-dlc", "gpu-20260101")
+    clients.ecr.create_repository(repositoryName="sagemaker-decision-workshop")
+    digest = _push(clients.ecr, "sagemaker-decision-workshop", "gpu-20260101")
     host = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
-    pinned = resolve_digest(clients.ecr, f"{host}/semif-llamacpp-dlc:gpu-20260101")
-    assert pinned == f"{host}/semif-llamacpp-dlc@{digest}"
+    pinned = resolve_digest(clients.ecr, f"{host}/sagemaker-decision-workshop:gpu-20260101")
+    assert pinned == f"{host}/sagemaker-decision-workshop@{digest}"
     assert require_pinned(pinned) == pinned
-    with pytest.raises(ImageNotFound, match="semif-llamacpp-dlc:missing"):
-        resolve_digest(clients.ecr, f"{host}/semif-llamacpp-dlc:missing")
+    with pytest.raises(ImageNotFound, match="sagemaker-decision-workshop:missing"):
+        resolve_digest(clients.ecr, f"{host}/sagemaker-decision-workshop:missing")
 
 
 def test_resolve_digest_of_pinned_reference_drops_the_tag_without_calling_ecr(fake_credentials):
@@ -202,3 +202,48 @@ def test_following_the_tag_is_an_opt_in_that_warns(clients):
         followed = images.resolve_dlc(clients.ecr, "us-east-1", "cpu", follow_tag=True)
     assert followed.startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@sha256:")
     assert not followed.endswith(images.DLC_PINS["cpu"].digest)
+
+
+# ---- the pins, per region -------------------------------------------------------------------------------
+
+
+def test_a_regional_pin_replaces_the_default_there_only(monkeypatch):
+    from workshop_lib import builds
+
+    other = images.DlcPin("cpu", "sha256:" + "c" * 64, "llama-cpp-python==0.3.36", (), "a region's own build")
+    monkeypatch.setitem(images.REGIONAL_DLC_PINS, "af-south-1", {"cpu": other})
+    assert images.dlc_pin("cpu", "af-south-1") is other
+    assert images.dlc_pin("cpu", "us-east-1") is images.DLC_PINS["cpu"]
+    assert images.dlc_pin("cuda", "af-south-1") is images.DLC_PINS["cuda"]  # only the variant listed
+    assert images.pinned_dlc_uri("af-south-1") == f"626614931356.dkr.ecr.af-south-1.amazonaws.com/llama-cpp@{other.digest}"
+    table = images.dlc_digest_table(["us-east-1", "af-south-1"])
+    assert table["af-south-1"]["cpu"] == other.digest and table["us-east-1"]["cpu"] == images.DLC_PINS["cpu"].digest
+    # the image build installs the bindings proven against the region's build
+    env = builds.image_build_env(images.pinned_dlc_uri("af-south-1"),
+                                 "123456789012.dkr.ecr.af-south-1.amazonaws.com/sagemaker-decision-workshop", "cpu-1")
+    assert env["LLAMA_CPP_PYTHON"] == "llama-cpp-python==0.3.36"
+
+
+def test_whether_the_region_holds_the_pinned_digest_is_asked_not_assumed(clients):
+    from workshop_lib import rehearsal
+
+    assert not images.pinned_dlc_present(clients.ecr, "us-east-1", "cpu")  # no DLC repository at all
+    clients.ecr.create_repository(repositoryName="llama-cpp", registryId="763104351884")
+    assert not images.pinned_dlc_present(clients.ecr, "us-east-1", "cpu")  # the repository, not the digest
+    rehearsal.seed_dlc(clients.ecr, "us-east-1")
+    assert images.pinned_dlc_present(clients.ecr, "us-east-1", "cpu")
+    assert images.pinned_dlc_present(clients.ecr, "us-east-1", "cuda")
+
+
+def test_presence_falls_back_to_batch_get_image_when_describe_is_denied_stubber(fake_credentials):
+    ecr = boto3.client("ecr", region_name="eu-west-1")
+    digest = images.DLC_PINS["cpu"].digest
+    ids = {"registryId": "763104351884", "repositoryName": "llama-cpp", "imageIds": [{"imageDigest": digest}]}
+    with Stubber(ecr) as stub:
+        stub.add_client_error("describe_images", "AccessDeniedException", "not authorized", 400, expected_params=ids)
+        stub.add_response("batch_get_image", {"images": [], "failures": [
+            {"imageId": {"imageDigest": digest}, "failureCode": "ImageNotFound"}]}, ids)
+        assert images.pinned_dlc_present(ecr, "eu-west-1", "cpu") is False
+        stub.add_client_error("describe_images", "ThrottlingException", "slow down", 400, expected_params=ids)
+        with pytest.raises(Exception, match="ThrottlingException"):
+            images.pinned_dlc_present(ecr, "eu-west-1", "cpu")

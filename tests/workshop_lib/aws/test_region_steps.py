@@ -1,0 +1,144 @@
+"""The deploy steps where regions differ, in AWS mode against moto: the DLC pins a region's registry
+may lack (notebook 02's choice to follow the tag), the GPU plan where pools are not offered, the model
+folder every URI must be in, and the deadline every endpoint gets."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from workshop_lib import images, rehearsal, spend_guard
+from workshop_lib.config import OutsideWorkshopPrefix, WorkshopConfig
+
+from .values import DECISION_PINNED, ROLE
+
+BUCKET = "sagemaker-decision-workshop-test"
+
+
+@pytest.fixture
+def workshop_in(tmp_path, monkeypatch, fake_credentials):
+    """A Workshop in AWS mode inside moto, in the region asked for, with a packaged model recorded."""
+    from moto import mock_aws
+
+    from workshop_lib import steps
+
+    monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.setenv("WORKSHOP_MODE", "aws")
+    with mock_aws():
+        def make(region: str, **fields):
+            config = WorkshopConfig(mode="aws", region=region, bucket=BUCKET, sagemaker_role_arn=ROLE,
+                                    codebuild_role_arn=ROLE, **fields)
+            workshop = steps.Workshop(config, tmp_path / "config.json")
+            s3 = workshop.clients.s3
+            if region == "us-east-1":
+                s3.create_bucket(Bucket=BUCKET)
+                s3.put_object(Bucket=BUCKET, Key="decision-workshop/model/model.tar.gz", Body=b"packaged")
+            workshop.remember(model_data_url=config.model_data_url)
+            return workshop
+        yield make
+
+
+def test_where_the_region_holds_the_pins_nothing_is_asked(workshop_in):
+    from workshop_lib import steps
+
+    workshop = workshop_in("us-east-1", deploy_path="decision-gpu")
+    rehearsal.seed_dlc(workshop.clients.ecr, "us-east-1")
+    text = steps.check_dlc_pins(workshop, follow_tag=True)
+    assert text.ok and text.count("present in the us-east-1 DLC registry") == 2  # cpu and cuda
+    assert workshop.outputs()["follow_dlc_tag"] is False  # the box changes nothing here
+
+
+def test_a_missing_pin_stops_unless_following_the_tag_was_chosen(workshop_in):
+    from workshop_lib import steps
+
+    workshop = workshop_in("us-east-1")
+    ecr = workshop.clients.ecr
+    ecr.create_repository(repositoryName="llama-cpp", registryId=images.DEFAULT_DLC_ACCOUNT)
+    rehearsal.push_stand_in(ecr, "llama-cpp", "server-sagemaker-cpu-v1", "another build of the tag", "3" * 64,
+                            registry_id=images.DEFAULT_DLC_ACCOUNT)
+    refused = steps.check_dlc_pins(workshop)  # the notebook's headless default: "no"
+    assert not refused.ok and "MISSING from the us-east-1 DLC registry" in refused
+    assert "choose 'yes' above" in refused and workshop.outputs()["follow_dlc_tag"] is False
+    with pytest.raises(images.PinnedImageMissing, match="build-time proof"):
+        steps.deploy_plan(workshop, "standard")
+    chosen = steps.check_dlc_pins(workshop, follow_tag=True)
+    assert chosen.ok and "notebook 03's image build proves them" in chosen
+    assert workshop.outputs()["follow_dlc_tag"] is True
+    with pytest.warns(UserWarning, match="bindings proof stops the build"):
+        plan = steps.deploy_plan(workshop, "standard")  # the standard DLC follows the tag now
+    assert plan.image_uri.startswith(f"{images.DEFAULT_DLC_ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@")
+    assert not plan.image_uri.endswith(images.DLC_PINS["cpu"].digest)
+    with pytest.warns(UserWarning):
+        assert steps.resolve_dlc(workshop, "cpu") == plan.image_uri  # and so does notebook 03's build
+
+
+def test_the_gpu_plan_in_a_region_without_pools(workshop_in):
+    from workshop_lib import aws, steps
+
+    workshop = workshop_in("af-south-1", deploy_path="decision-gpu")
+    image = DECISION_PINNED.replace("us-east-1", "af-south-1")
+    plan = steps.deploy_plan(workshop, "decision-gpu", image, instance_pools=("ml.g5.2xlarge", "ml.g4dn.2xlarge"))
+    variant = plan.endpoint_config["ProductionVariants"][0]
+    assert variant["InstanceType"] == "ml.g5.2xlarge" and "InstancePools" not in variant
+    aws.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
+    assert "not offered in af-south-1" in plan.notes[0]
+    shown = str(steps.EndpointResult(plan.name, plan, "Creating", "SageMaker"))
+    assert "instances: ml.g5.2xlarge (fixed)" in shown and "note: instance pools are not offered" in shown
+    pooled = steps.deploy_plan(workshop_in("eu-west-1", deploy_path="decision-gpu"), "decision-gpu",
+                               DECISION_PINNED.replace("us-east-1", "eu-west-1"))
+    assert pooled.uses_instance_pools and pooled.notes == ()
+
+
+def test_a_model_outside_the_workshops_folder_is_refused_before_anything_is_sent(workshop_in):
+    from workshop_lib import steps
+
+    workshop = workshop_in("us-east-1", deploy_path="decision-cpu")
+    sm = workshop.clients.sm
+    with pytest.raises(OutsideWorkshopPrefix, match=f"s3://{BUCKET}/decision-workshop/model/"):
+        steps.deploy_decision_cpu(workshop, DECISION_PINNED, model_data_url="s3://elsewhere-1/semif/model.tar.gz")
+    with pytest.raises(OutsideWorkshopPrefix):
+        steps.package_model(workshop, model_s3_uri="s3://elsewhere-1/semif/")
+    assert sm.list_models()["Models"] == [] and workshop.clients.codebuild.list_projects()["projects"] == []
+
+
+def test_every_endpoint_the_step_creates_gets_its_deadline(workshop_in):
+    from workshop_lib import steps
+
+    workshop = workshop_in("us-east-1", endpoint_ttl_hours="2", deploy_path="decision-cpu")
+    c = workshop.clients
+    result = steps.deploy_decision_cpu(workshop, DECISION_PINNED, instance_type="ml.c5.2xlarge", wait=False)
+    assert result.plan.model["EnableNetworkIsolation"] is True
+    name = workshop.config.cpu_endpoint_name
+    assert f"deadline: endpoint {name} is deleted at " in str(result)
+    stored = c.get("scheduler").get_schedule(Name=spend_guard.schedule_name(name))
+    assert json.loads(stored["Target"]["Input"]) == {"EndpointName": name}
+    assert stored["Target"]["RoleArn"].endswith(":role/decision-workshop-scheduler")
+    role = c.get("iam").get_role(RoleName=spend_guard.SCHEDULER_ROLE_NAME)["Role"]
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert steps.deadline_text(workshop, name).startswith(f"endpoint {name} is deleted at ")
+    moved = steps.extend_deadline(workshop, name, 6)
+    assert moved.ok and re.search(r"\(in (6 h 0|5 h 59) min\)", moved)
+
+
+def test_no_deadline_when_the_config_says_0_and_a_loud_note_when_it_may_not_be_set(workshop_in):
+    from workshop_lib import steps
+
+    workshop = workshop_in("us-east-1", endpoint_ttl_hours="0", deploy_path="decision-cpu")
+    result = steps.deploy_decision_cpu(workshop, DECISION_PINNED, instance_type="ml.c5.2xlarge", wait=False)
+    assert "deadline: none (endpoint_ttl_hours is 0)" in str(result)
+    assert "has no deadline" in steps.deadline_text(workshop, workshop.config.cpu_endpoint_name)
+
+    guarded = workshop_in("us-east-1")
+    scheduler = guarded.clients.get("scheduler")
+
+    class Denied:
+        status_code = 400
+
+    scheduler.meta.events.register("before-call.scheduler.CreateSchedule", lambda **_: (Denied(), {
+        "Error": {"Code": "AccessDeniedException", "Message": "not authorized to perform scheduler:CreateSchedule"}}))
+    result = steps.deploy_standard(guarded, images.pinned_dlc_uri("us-east-1"), instance_type="ml.c5.2xlarge",
+                                   wait=False)
+    text = str(result)
+    assert result.status and "deadline: NOT SET (AccessDeniedException" in text and "bills until it is deleted" in text

@@ -1,0 +1,251 @@
+"""The spend guard: each endpoint's deadline as an EventBridge Scheduler one-time schedule.
+
+The requests are checked against botocore's Scheduler model; the role's documents and the operator's
+statements go through the same IAM checks as the other policies (``policies.check_policy_document``,
+the evaluator, the audit); the senders run against moto, whose scheduler stores schedules and never
+fires them (what firing would do is held against the role by the audit instead).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from workshop_lib import aws, permissions, policies, spend_guard
+from workshop_lib.config import WorkshopConfig
+
+from .values import REGION, ROLE
+
+ACCOUNT = "123456789012"
+CONFIG = WorkshopConfig(mode="aws", region=REGION, bucket="sagemaker-decision-workshop-test", sagemaker_role_arn=ROLE)
+NOW = datetime(2026, 12, 1, 9, 30, 5, tzinfo=timezone.utc)
+SCHEDULER_ROLE = spend_guard.scheduler_role_arn(REGION, ACCOUNT)
+
+
+def _request(name="decision-workshop-cpu", operation="CreateSchedule", hours=4):
+    return spend_guard.schedule_request(name, role_arn=SCHEDULER_ROLE, when=spend_guard.deadline_after(hours, NOW),
+                                        region=REGION, operation=operation)
+
+
+# ---- the requests, through botocore's model ------------------------------------------------------------
+
+
+def test_the_create_request_is_a_one_time_schedule_that_deletes_the_endpoint():
+    request = _request()
+    aws.validate("scheduler", "CreateSchedule", request)
+    assert request["ScheduleExpression"] == "at(2026-12-01T13:31:00)"  # 4 h on, rounded up to the minute
+    assert request["ScheduleExpressionTimezone"] == "UTC"
+    assert request["ActionAfterCompletion"] == "DELETE" and request["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    target = request["Target"]
+    assert target["Arn"] == "arn:aws:scheduler:::aws-sdk:sagemaker:deleteEndpoint"
+    assert target["RoleArn"] == f"arn:aws:iam::{ACCOUNT}:role/decision-workshop-scheduler"
+    assert json.loads(target["Input"]) == {"EndpointName": "decision-workshop-cpu"}  # DeleteEndpoint's input
+    assert request["Name"] == "decision-workshop-cpu-deadline" and request["GroupName"] == "default"
+
+
+def test_update_get_and_delete_requests_pass_botocores_model():
+    update = _request(operation="UpdateSchedule", hours=8)
+    aws.validate("scheduler", "UpdateSchedule", update)
+    assert update["ScheduleExpression"] == "at(2026-12-01T17:31:00)"
+    assert spend_guard.get_request("e") == {"Name": "e-deadline", "GroupName": "default"}
+    assert spend_guard.delete_request("e") == {"Name": "e-deadline", "GroupName": "default"}
+
+
+def test_botocore_would_refuse_what_the_builder_never_sends():
+    broken = _request()
+    del broken["FlexibleTimeWindow"]
+    with pytest.raises(aws.InvalidRequest, match="FlexibleTimeWindow"):
+        aws.validate("scheduler", "CreateSchedule", broken)
+    with pytest.raises(spend_guard.SpendGuardError, match="not an IAM role ARN"):
+        spend_guard.schedule_request("e", role_arn="arn:aws:iam::1:user/x", when=NOW, region=REGION)
+
+
+def test_schedule_names_fit_the_schedulers_pattern_even_for_the_longest_endpoint_names():
+    pattern, max_len = aws.operation_model("scheduler", "CreateSchedule").input_shape.members["Name"].metadata[
+        "pattern"], 64
+    import re
+
+    long_a, long_b = "a" * 63, "a" * 62 + "b"
+    for name in (long_a, long_b, "e", "decision-workshop-standard"):
+        made = spend_guard.schedule_name(name)
+        assert re.fullmatch(pattern, made) and len(made) <= max_len and made.endswith("-deadline")
+    assert spend_guard.schedule_name(long_a) != spend_guard.schedule_name(long_b)  # the hash keeps them apart
+
+
+def test_deadlines_and_their_text():
+    assert spend_guard.deadline_after(4, NOW) == datetime(2026, 12, 1, 13, 31, tzinfo=timezone.utc)
+    assert spend_guard.deadline_after(0.25, NOW.replace(second=0, microsecond=0)) == \
+        datetime(2026, 12, 1, 9, 45, tzinfo=timezone.utc)
+    with pytest.raises(spend_guard.SpendGuardError):
+        spend_guard.deadline_after(0, NOW)
+    when = spend_guard.parse_at("at(2026-12-01T13:31:00)")
+    assert when == datetime(2026, 12, 1, 13, 31, tzinfo=timezone.utc)
+    assert spend_guard.parse_at("rate(5 minutes)") is None
+    assert spend_guard.parse_at("at(2026-12-01T13:31:00)", "Europe/Paris") is None  # not read in UTC
+    text = spend_guard.Deadline("e", when, "e-deadline").text(NOW)
+    assert text.startswith("endpoint e is deleted at 2026-12-01 13:31 UTC (in 4 h 0 min)")
+    assert "python -m workshop_lib extend --name e --hours N" in text
+    assert spend_guard.remaining_text(when, when + timedelta(seconds=1)) == "passed"
+    assert spend_guard.remaining_text(when, when - timedelta(seconds=20)) == "in less than a minute"
+
+
+# ---- the documents: the same IAM checks as the other policies ---------------------------------------
+
+
+def test_the_role_and_trust_documents_pass_the_policy_checks():
+    role = spend_guard.scheduler_role_policy(CONFIG, ACCOUNT)
+    trust = spend_guard.scheduler_trust_policy(CONFIG, ACCOUNT)
+    policies.check_policy_document(role)
+    policies.check_policy_document(trust, trust=True)
+    (statement,) = trust["Statement"]
+    assert statement["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
+    assert policies.wildcard_grants(role) == []
+    aws.validate("iam", "CreateRole", policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME, trust))
+
+
+def test_the_role_may_delete_exactly_the_workshops_endpoints():
+    role = spend_guard.scheduler_role_policy(CONFIG, ACCOUNT)
+    for name in (CONFIG.standard_endpoint_name, CONFIG.cpu_endpoint_name, CONFIG.gpu_endpoint_name):
+        arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{name}"
+        assert policies.allows(role, "sagemaker:DeleteEndpoint", arn)
+        for action in ("sagemaker:DeleteEndpointConfig", "sagemaker:CreateEndpoint", "sagemaker:InvokeEndpoint"):
+            assert not policies.allows(role, action, arn)
+    assert not policies.allows(role, "sagemaker:DeleteEndpoint",
+                               f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/someone-elses")
+
+
+def test_the_operator_may_manage_the_deadlines_and_pass_the_role_to_the_scheduler_only():
+    document = spend_guard.operator_deadlines_policy(CONFIG, ACCOUNT)
+    policies.check_policy_document(document)
+    assert policies.wildcard_grants(document) == []
+    schedule = spend_guard.schedule_arn(REGION, ACCOUNT, CONFIG.cpu_endpoint_name)
+    for action in ("CreateSchedule", "UpdateSchedule", "GetSchedule", "DeleteSchedule"):
+        assert policies.allows(document, f"scheduler:{action}", schedule)
+    assert not policies.allows(document, "scheduler:DeleteSchedule",
+                               f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/default/someone-elses")
+    assert policies.allows(document, "iam:PassRole", SCHEDULER_ROLE, {"iam:PassedToService": "scheduler.amazonaws.com"})
+    assert not policies.allows(document, "iam:PassRole", SCHEDULER_ROLE, {"iam:PassedToService": "ec2.amazonaws.com"})
+    assert not policies.allows(document, "iam:PassRole", ROLE, {"iam:PassedToService": "scheduler.amazonaws.com"})
+    for action in ("iam:CreateRole", "iam:GetRole", "iam:PutRolePolicy", "iam:DeleteRolePolicy", "iam:DeleteRole"):
+        assert policies.allows(document, action, SCHEDULER_ROLE)
+        assert not policies.allows(document, action, f"arn:aws:iam::{ACCOUNT}:role/Admin")
+
+
+def test_the_documents_are_written_with_the_others_and_each_fits_iams_quota():
+    written = policies.policies(CONFIG, ACCOUNT)
+    assert {"scheduler-role-policy.json", "scheduler-trust-policy.json", "operator-deadlines-policy.json"} <= \
+        set(written)
+    for region in ("us-east-1", "ap-southeast-3", "eu-central-2"):  # the longer regions lengthen every ARN
+        config = CONFIG.replace(region=region, bucket=f"sagemaker-decision-workshop-{ACCOUNT}-{region}")
+        for name, document in policies.policies(config, ACCOUNT).items():
+            policies.check_policy_document(document, trust=name.endswith("-trust-policy.json"))
+
+
+def test_the_audit_holds_the_deadline_calls_to_the_documents():
+    documents = {permissions.OPERATOR: spend_guard.operator_documents(CONFIG, ACCOUNT),
+                 spend_guard.PRINCIPAL: spend_guard.scheduler_role_policy(CONFIG, ACCOUNT)}
+    request = _request(CONFIG.gpu_endpoint_name)
+    made = [{"principal": permissions.OPERATOR, "service": "scheduler", "operation": "CreateSchedule",
+             "params": request},
+            {"principal": permissions.OPERATOR, "service": "scheduler", "operation": "DeleteSchedule",
+             "params": spend_guard.delete_request(CONFIG.gpu_endpoint_name)},
+            {"principal": permissions.OPERATOR, "service": "iam", "operation": "CreateRole",
+             "params": {"RoleName": spend_guard.SCHEDULER_ROLE_NAME}}]
+    fired = spend_guard.deadline_calls(made)
+    assert fired == [{"principal": spend_guard.PRINCIPAL, "service": "sagemaker", "operation": "DeleteEndpoint",
+                      "params": {"EndpointName": CONFIG.gpu_endpoint_name}}]
+    audit = permissions.audit([*made, *fired], documents, REGION, ACCOUNT)
+    assert audit.ok, str(audit)
+    assert audit.checked[spend_guard.PRINCIPAL] == 1
+    # a deadline for an endpoint that is not the workshop's would be refused to the operator and to the role
+    foreign = {**request, "Name": "theirs-deadline", "Target": {**request["Target"],
+                                                               "Input": json.dumps({"EndpointName": "theirs"})}}
+    call = {"principal": permissions.OPERATOR, "service": "scheduler", "operation": "CreateSchedule",
+            "params": foreign}
+    audit = permissions.audit([call, *spend_guard.deadline_calls([call])], documents, REGION, ACCOUNT)
+    assert {(p, a) for p, a, _, _ in audit.denied} == {(permissions.OPERATOR, "scheduler:CreateSchedule"),
+                                                     (spend_guard.PRINCIPAL, "sagemaker:DeleteEndpoint")}
+
+
+# ---- the senders, against moto's scheduler -----------------------------------------------------------
+
+
+@pytest.fixture
+def aws_clients(moto_aws):
+    import boto3
+
+    return {s: boto3.client(s, region_name=REGION) for s in ("scheduler", "iam", "sagemaker")}
+
+
+def test_set_read_extend_and_remove_a_deadline(aws_clients):
+    scheduler = aws_clients["scheduler"]
+    name = CONFIG.cpu_endpoint_name
+    assert spend_guard.read_deadline(scheduler, name) is None
+    made = spend_guard.set_deadline(scheduler, name, role_arn=SCHEDULER_ROLE, region=REGION,
+                                    when=spend_guard.deadline_after(4, NOW))
+    assert made.when == datetime(2026, 12, 1, 13, 31, tzinfo=timezone.utc)
+    assert spend_guard.read_deadline(scheduler, name) == made
+    stored = scheduler.get_schedule(Name=made.schedule)
+    assert stored["ActionAfterCompletion"] == "DELETE" and stored["Target"]["Arn"].endswith(":deleteEndpoint")
+    moved = spend_guard.extend(scheduler, name, 8, role_arn=SCHEDULER_ROLE, region=REGION, now=NOW)
+    assert moved.when == made.when + timedelta(hours=4)
+    assert scheduler.get_schedule(Name=made.schedule)["ScheduleExpression"] == "at(2026-12-01T17:31:00)"
+    again = spend_guard.set_deadline(scheduler, name, role_arn=SCHEDULER_ROLE, region=REGION,
+                                     when=spend_guard.deadline_after(1, NOW))  # an existing one is moved
+    assert spend_guard.read_deadline(scheduler, name).when == again.when
+    assert spend_guard.remove_deadline(scheduler, name) == spend_guard.DELETED
+    assert spend_guard.remove_deadline(scheduler, name) == spend_guard.ALREADY_GONE
+    assert scheduler.list_schedules()["Schedules"] == []
+
+
+def test_a_schedule_of_the_same_name_that_is_not_the_workshops_is_left_alone(aws_clients):
+    scheduler = aws_clients["scheduler"]
+    name = CONFIG.gpu_endpoint_name
+    scheduler.create_schedule(Name=spend_guard.schedule_name(name), ScheduleExpression="rate(1 day)",
+                              FlexibleTimeWindow={"Mode": "OFF"},
+                              Target={"Arn": "arn:aws:lambda:us-east-1:123456789012:function:nightly",
+                                      "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/their-role"})
+    with pytest.raises(spend_guard.NotTheWorkshops):
+        spend_guard.read_deadline(scheduler, name)
+    with pytest.raises(spend_guard.NotTheWorkshops):
+        spend_guard.set_deadline(scheduler, name, role_arn=SCHEDULER_ROLE, region=REGION, when=NOW)
+    assert spend_guard.remove_deadline(scheduler, name) == spend_guard.LEFT_ALONE
+    assert scheduler.get_schedule(Name=spend_guard.schedule_name(name))["ScheduleExpression"] == "rate(1 day)"
+
+
+def test_a_new_role_the_scheduler_cannot_use_yet_is_retried(aws_clients):
+    scheduler = aws_clients["scheduler"]
+    answers = iter(["ValidationException", "ValidationException", None])
+
+    class Denied:
+        status_code = 400
+
+    def first_refuse(**_):
+        code = next(answers)
+        if code:
+            return Denied(), {"Error": {"Code": code, "Message": "The execution role you provide must allow AWS "
+                                                                 "EventBridge Scheduler to assume the role."}}
+        return None
+
+    scheduler.meta.events.register("before-call.scheduler.CreateSchedule", first_refuse)
+    slept = []
+    made = spend_guard.set_deadline(scheduler, "e", role_arn=SCHEDULER_ROLE, region=REGION, when=NOW,
+                                    sleep=slept.append)
+    assert slept == [1, 2] and spend_guard.read_deadline(scheduler, "e") == made
+
+
+def test_ensure_role_creates_the_role_once_and_keeps_its_permissions_current(aws_clients):
+    iam = aws_clients["iam"]
+    arn, done = spend_guard.ensure_role(iam, CONFIG, ACCOUNT)
+    assert arn == SCHEDULER_ROLE and done.startswith("created")
+    trust = iam.get_role(RoleName=spend_guard.SCHEDULER_ROLE_NAME)["Role"]["AssumeRolePolicyDocument"]
+    assert trust["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    renamed = CONFIG.replace(cpu_endpoint_name="renamed-cpu")
+    arn, done = spend_guard.ensure_role(iam, renamed, ACCOUNT)
+    assert "exists" in done
+    inline = iam.get_role_policy(RoleName=spend_guard.SCHEDULER_ROLE_NAME,
+                                 PolicyName=spend_guard.SCHEDULER_ROLE_NAME)["PolicyDocument"]
+    assert "endpoint/renamed-cpu" in json.dumps(inline)
