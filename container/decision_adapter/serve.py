@@ -197,10 +197,10 @@ class DecisionServer(BaseApplication):
         if self.front is None:
             arbiter.log.warning(uncontained_line(self.alone_because or "not asked", self.host, self.settings.port))
             return
+        self._chain(signal.SIGCHLD, self._nginx_gone)  # first: an nginx that fails at once is seen too
         self.front.start()
         arbiter.log.info("nginx %s (pid %s) in front on %s:%s, gunicorn behind it on %s", self.front.executable,
                          self.front.pid, self.host, self.settings.port, self.options["bind"])
-        self._chain(signal.SIGCHLD, self._nginx_gone)
 
     def _stop_requested(self, graceful: bool) -> None:
         self.stopping = True
