@@ -431,7 +431,13 @@ def test_extend_moves_the_deadline_and_deadline_shows_it(isolated, capsys):
 
 def test_deadline_of_an_endpoint_without_one_says_how_to_set_it(capsys):
     assert main(["deadline", "--region", "us-east-1", "--name", "decision-workshop-gpu"]) == 0
-    assert "has no deadline" in capsys.readouterr().out
+    assert "endpoint decision-workshop-gpu is not deployed, so it has no deadline" in capsys.readouterr().out
+    import boto3
+
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
+    assert main(["deploy", *DEPLOY, "--instance-type", "ml.c5.2xlarge", "--no-wait"]) == 0
+    assert main(["deadline", "--region", "us-east-1", "--name", "decision-workshop-cpu"]) == 0
+    assert "is deleted at" in capsys.readouterr().out.splitlines()[-1]
 
 
 def test_aws_mode_audit_and_stop_local_say_they_are_local_only(capsys):

@@ -168,6 +168,14 @@ def deadline_text(workshop: Workshop, name: str | None = None) -> Text:
     except spend_guard.NotTheWorkshops as exc:
         return Text(str(exc))
     if found is None:
+        try:
+            workshop.clients.sm.describe_endpoint(EndpointName=name)
+        except ClientError as exc:
+            from .. import cleanup
+
+            if cleanup._is_not_found(exc):
+                return Text(f"endpoint {name} is not deployed, so it has no deadline (and bills nothing)")
+            raise
         return Text(f"endpoint {name} has no deadline: it bills until it is deleted (notebook 07); set one with "
                     f"python -m workshop_lib extend --name {name} --hours N")
     return Text(found.text())
