@@ -61,6 +61,7 @@ def run_cleanup(workshop: steps.Workshop) -> dict:
                                                          c.gpu_endpoint_name))}
     done["builds"] = steps.delete_build_resources(workshop, [builds.MODEL_PACKAGE_PROJECT,
                                                              builds.IMAGE_BUILD_PROJECT], c.ecr_repository)
+    done["deadline_role"] = steps.delete_deadline_role(workshop)
     done["role"] = steps.delete_codebuild_role(workshop)
     done["artifacts"] = steps.delete_artifacts(workshop, c.s3_uri())
     done["left"] = steps.running_endpoints(workshop)
@@ -78,7 +79,7 @@ def test_before_notebook_00_every_step_names_00_and_07_has_nothing_to_clean(loca
     for twice in range(2):  # 07 before anything, and again: every cell says so in one line and passes
         workshop = notebook()
         done = run_cleanup(workshop)
-        for name in ("deleted", "builds", "role", "artifacts", "left"):
+        for name in ("deleted", "builds", "deadline_role", "role", "artifacts", "left"):
             assert done[name].startswith("nothing to clean: the local rehearsal is not running"), (name, done[name])
             assert "\n" not in done[name] and done[name].ok
         assert done["stopped"].ok and not rehearsal.Rehearsal(local / "local").emulator_url()

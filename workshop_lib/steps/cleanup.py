@@ -157,6 +157,7 @@ def delete_codebuild_role(workshop: Workshop) -> Text:
     return Text(f"IAM role {name}: {role} (its inline policy: {policy})")
 
 
+@cleanup_step
 def delete_deadline_role(workshop: Workshop) -> Text:
     """Delete the role the endpoint deadlines run as (``spend_guard``), once no endpoint needs one. It costs
     nothing, so a refusal is a note, not a stop."""
