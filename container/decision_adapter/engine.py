@@ -8,10 +8,16 @@ Nothing is generated.
 Prefix reuse: every question about a state shares the prompt up to the end of
 that state, and every prompt shares the fixed head before the state (system
 prompt, the opening of the user turn). The engine evaluates the state's prefix
-once and then each question from it; across requests it keeps what it can:
+once and then each question from it. Across requests it keeps only the fixed
+head, which holds nothing a caller wrote: a caller's state is reused inside its
+own request only, so what a request costs does not depend on what the previous
+caller sent (reusing it would let the next caller time a guess of it).
+``DECISION_ADAPTER_CROSS_REQUEST_REUSE=on`` (single-tenant endpoints) reuses the
+previous request's tokens too, as far as they match. How the head is kept:
 
 * ``trim`` (attention-only models): keep the KV cache up to the longest common
-  prefix with what is cached, cut the rest, evaluate only what follows;
+  prefix with what is cached, but no further than the head (with the opt-in: no
+  limit), cut the rest, evaluate only what follows;
 * ``restore``: hybrid and recurrent models (Qwen3.5) need this, because llama.cpp
   cannot cut the tail of a recurrent memory. The sequence is saved right after
   the fixed head (once per head, the decision head at start-up by ``prove``)
@@ -238,7 +244,8 @@ class Engine:
             )
         self.prefix_mode = mode
         self._prefix: _Prefix | None = None
-        self._heads: dict[str, _Prefix] = {}  # restore mode: the head's text -> the sequence saved after it
+        # The head's text -> its tokens, and in restore mode the sequence saved after them.
+        self._heads: dict[str, _Prefix] = {}
         self.tokens_evaluated = 0  # every token given to llama.cpp for decisions, for the benchmark
 
         self.slot_tokens, self._tail = self._find_slots()
@@ -255,6 +262,10 @@ class Engine:
         log.info("loaded %s in %.2f s; llama.cpp offloaded %d/%d layers to GPU; prefix reuse: %s",
                  model.gguf.name, self.load_seconds, self.offloaded_layers, self.offloadable_layers,
                  self.prefix_mode)
+        if settings.cross_request_reuse:
+            log.warning("DECISION_ADAPTER_CROSS_REQUEST_REUSE=on: a request reuses what the previous one sent, so "
+                        "its timing tells a caller whether it guessed the previous caller's state; serve one "
+                        "tenant only")
         self.startup_probe: dict | None = None
         self.info = self._model_info()
 
@@ -705,21 +716,28 @@ class Engine:
         With ``trim`` the first prompt (``tokens``) is evaluated whole from where it departs from the
         cache, in as few llama_decode calls as the batch size allows; the others are cut back to the
         prefix. ``restore`` evaluates up to the prefix and saves the sequence there first, as a recurrent
-        memory cannot be cut back to it afterwards.
+        memory cannot be cut back to it afterwards. Unless cross-request reuse is on, nothing past the
+        fixed head is taken from an earlier request: ``trim`` cuts the cache back to the head at most,
+        ``restore`` starts from the head's saved sequence. Returns whether the whole prefix came from
+        an earlier request (for the log only).
         """
+        across = self.settings.cross_request_reuse
         if self.prefix_mode == "trim" and prefix:
             cached = self.llm.input_ids[: self.llm.n_tokens]
             # At least two new tokens: llama.cpp's CPU kernels take another path for a one-token batch, and a
             # prompt's last token read alone can differ from the same token read with others (~1e-3 in a logit).
             common = max(0, min(_common_prefix_len(cached, tokens), len(tokens) - 2))
+            if not across:
+                head = self._head(first, prefix)
+                common = min(common, len(head.tokens) if head is not None else 0)
             self._prefix = None
             self._set_position(common)  # eval() removes the KV cells past it
             self._eval(tokens[common:])
             self._prefix = _Prefix(prefix, None)
             return common >= len(prefix)
-        if self._prefix is not None and self._prefix.tokens == prefix and prefix:
+        if across and self._prefix is not None and self._prefix.tokens == prefix and prefix:
             return True
-        head = self._saved_head(first, prefix) if self.prefix_mode == "restore" and prefix else None
+        head = self._head(first, prefix) if self.prefix_mode == "restore" and prefix else None
         self._reset_context()
         self._prefix = None
         start = 0
@@ -733,9 +751,9 @@ class Engine:
         self._prefix = _Prefix(prefix, state)
         return False
 
-    def _saved_head(self, prompt: RenderedPrompt, prefix: tuple[int, ...]) -> _Prefix | None:
-        """The sequence saved after the prompt's fixed head (evaluated and saved on first use), if it is
-        a prefix of this request's tokens."""
+    def _head(self, prompt: RenderedPrompt, prefix: tuple[int, ...]) -> _Prefix | None:
+        """The prompt's fixed head, if its tokens begin this request's prefix: its tokens, and with
+        ``restore`` the sequence saved after them (evaluated and saved on first use)."""
         if prompt.state_start is None:
             return None
         text = prompt.text[: prompt.state_start]  # the system prompt and template only: no caller text
@@ -745,10 +763,13 @@ class Engine:
             tokens = tuple(self.prompt_tokens(prompt, prompt.state_start)[:-1])
             if not tokens or prefix[: len(tokens)] != tokens:
                 return None
-            self._reset_context()
-            self._prefix = None
-            self._eval(list(tokens))
-            head = _Prefix(tokens, self._save_sequence())
+            state = None
+            if self.prefix_mode == "restore":
+                self._reset_context()
+                self._prefix = None
+                self._eval(list(tokens))
+                state = self._save_sequence()
+            head = _Prefix(tokens, state)
             if len(self._heads) >= MAX_HEADS:
                 self._heads.pop(next(iter(self._heads)))
             self._heads[text] = head

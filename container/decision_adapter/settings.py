@@ -69,6 +69,7 @@ SEMIF_UNUSED = {
 }
 
 PREFIX_REUSE_MODES = ("auto", "trim", "restore", "off")
+CROSS_REQUEST_REUSE_MODES = ("off", "on")
 EXTRA_BUFFER_MODES = ("auto", "on", "off")  # runtime.py says what each means
 NGINX_MODES = ("auto", "on", "off")  # nginx in front: if found, required, never (serve.py)
 
@@ -96,6 +97,9 @@ class Settings:
     max_body_bytes: int = 1_048_576  # 1 MiB, as the published sample
     max_shared_decisions: int = 64  # questions (or the sample's decisions) in one shared-state request
     prefix_reuse: str = "auto"  # auto | trim | restore | off
+    # DECISION_ADAPTER_CROSS_REQUEST_REUSE: a request may reuse what the previous request left in the
+    # context (its state), not only the fixed head. A timing oracle across callers: single-tenant only.
+    cross_request_reuse: bool = False
     extra_buffers: str = "auto"  # auto | on | off: llama.cpp's extra (repacking, AMX) buffer types
     chat_max_tokens: int = 256
     nginx: str = "auto"  # DECISION_ADAPTER_NGINX: auto | on | off
@@ -210,6 +214,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     if n_gpu_layers < 0:
         n_gpu_layers = 999  # -1 means "all layers", as in llama-cpp-python
     prefix_reuse = _choice(env, A + "PREFIX_REUSE", PREFIX_REUSE_MODES)
+    cross_request_reuse = _choice(env, A + "CROSS_REQUEST_REUSE", CROSS_REQUEST_REUSE_MODES) == "on"
     extra_buffers = _choice(env, A + "EXTRA_BUFFERS", EXTRA_BUFFER_MODES)
     ignored = sorted(
         name for name in env
@@ -235,6 +240,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_body_bytes=_int(env, A + "MAX_BODY_BYTES", Settings.max_body_bytes, minimum=1024),
         max_shared_decisions=_int(env, A + "MAX_SHARED_DECISIONS", Settings.max_shared_decisions, minimum=1),
         prefix_reuse=prefix_reuse,
+        cross_request_reuse=cross_request_reuse,
         extra_buffers=extra_buffers,
         chat_max_tokens=_int(env, A + "CHAT_MAX_TOKENS", 256, minimum=1),
         nginx=_choice(env, A + "NGINX", NGINX_MODES),

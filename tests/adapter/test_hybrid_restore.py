@@ -6,8 +6,10 @@ architecture is needed.
 
 Its answers mean nothing; what is tested is that ``auto`` picks ``restore`` for it, that every
 answer (the fixed head restored, a shared state, after a request stopped mid-pass) equals a fresh
-evaluation of the whole prompt by an engine with prefix reuse off, and that a state's snapshot holds
-only the recurrent part (the attention cells stay in the cache and are cut back instead).
+evaluation of the whole prompt by an engine with prefix reuse off, that a state's snapshot holds
+only the recurrent part (the attention cells stay in the cache and are cut back instead), and that
+a right and a wrong guess of the previous caller's state cost the same tokens unless cross-request
+reuse is turned on.
 """
 
 import numpy as np
@@ -32,11 +34,11 @@ def hybrid_dir(tmp_path_factory):
     return folder
 
 
-def _engine(folder, mode):
+def _engine(folder, mode, **env):
     from decision_adapter.engine import Engine
     from decision_adapter.model_files import locate_model
 
-    return Engine(adapter_settings(folder, DECISION_ADAPTER_PREFIX_REUSE=mode), locate_model(folder))
+    return Engine(adapter_settings(folder, DECISION_ADAPTER_PREFIX_REUSE=mode, **env), locate_model(folder))
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +51,13 @@ def hybrid(hybrid_dir):
 @pytest.fixture(scope="module")
 def fresh(hybrid_dir):
     return _engine(hybrid_dir, "off")
+
+
+@pytest.fixture(scope="module")
+def hybrid_across(hybrid_dir):
+    engine = _engine(hybrid_dir, "auto", DECISION_ADAPTER_CROSS_REQUEST_REUSE="on")
+    engine.prove()
+    return engine
 
 
 def single(state, q=QUESTIONS[0]):
@@ -123,3 +132,35 @@ def test_after_a_request_stopped_mid_pass_answers_equal_fresh_evaluations(hybrid
     assert hybrid._prefix is None and hybrid.llm.n_tokens == 0
     assert_same(probabilities(hybrid, shared(STATES[1])), probabilities(fresh, shared(STATES[1])))
     assert head_reused(hybrid, single(STATES[0] + " Once more."))
+
+
+SECRET = "Customer with social security number 078-05-1120 asks to close the account."
+
+
+def guess_costs(engine, fresh, monkeypatch) -> list[int]:
+    """Tokens handed to llama.cpp's eval for a right and for a wrong guess, each right after the caller's."""
+    right, wrong = single(SECRET, QUESTIONS[1]), single(SECRET.replace("1120", "1121"), QUESTIONS[1])
+    lengths = {len(engine.prompt_tokens(engine.template.render_decision(b.state, b.questions[0])))
+               for b in (right, wrong)}
+    assert len(lengths) == 1  # the same work if nothing is reused
+    real_eval, costs = engine.llm.eval, []
+    for guess in (right, wrong):
+        probabilities(engine, single(SECRET))  # the other caller's request
+        counted = []
+        monkeypatch.setattr(engine.llm, "eval", lambda tokens: (counted.append(len(tokens)), real_eval(tokens))[1])
+        got = probabilities(engine, guess)
+        monkeypatch.setattr(engine.llm, "eval", real_eval)
+        assert_same(got, probabilities(fresh, guess))
+        costs.append(sum(counted))
+    return costs
+
+
+def test_a_right_and_a_wrong_guess_of_the_previous_callers_state_cost_the_same(hybrid, fresh, monkeypatch):
+    right, wrong = guess_costs(hybrid, fresh, monkeypatch)
+    assert right == wrong
+    assert head_reused(hybrid, single(SECRET))  # the fixed head is still restored, not evaluated
+
+
+def test_with_cross_request_reuse_a_right_guess_costs_less(hybrid_across, fresh, monkeypatch):
+    right, wrong = guess_costs(hybrid_across, fresh, monkeypatch)
+    assert right < wrong - 10

@@ -1,5 +1,11 @@
-"""Reuse across requests: the fixed head (system prompt, opening of the user turn) and a repeated
-state are evaluated once, and every answer equals a fresh evaluation of the whole prompt.
+"""Reuse of evaluated tokens, and what one caller can learn of another's from it.
+
+By default a request reuses the fixed head (system prompt, opening of the user turn: nothing a caller
+wrote) and, inside itself, its own state for each of its questions; never what the previous request
+sent. So a right and a wrong guess of the previous caller's state cost the same evaluation: the tokens
+given to llama.cpp are counted (deterministic, no clock). With DECISION_ADAPTER_CROSS_REQUEST_REUSE=on
+(single-tenant endpoints) a repeated state is not evaluated again, and a right guess costs less.
+Every answer equals a fresh evaluation of the whole prompt (1e-4).
 
 The reference is an engine with prefix reuse off: it evaluates each prompt from an empty context.
 """
@@ -16,6 +22,9 @@ STATES = ["The parcel arrived with a cracked screen and the customer wants a rep
           {"customer": {"tier": "gold"}, "message": "My password reset link never arrives."}]
 QUESTIONS = [{"id": "team", "question": "Which team should handle this?", "options": ["refunds", "billing", "it"]},
              {"id": "upset", "question": "Is the customer upset?", "options": ["no", "yes"]}]
+# The previous caller's state, and two guesses of it differing in one digit.
+SECRET = "Customer with social security number 078-05-1120 asks to close the account."
+WRONG = SECRET.replace("1120", "1121")
 
 
 def single(state, q=QUESTIONS[0]):
@@ -26,11 +35,11 @@ def shared(state):
     return parse_decision({"id": "b", "state": state, "questions": QUESTIONS})
 
 
-def _engine(model_dir, mode):
+def _engine(model_dir, mode, **env):
     from decision_adapter.engine import Engine
     from decision_adapter.model_files import locate_model
 
-    return Engine(adapter_settings(model_dir, DECISION_ADAPTER_PREFIX_REUSE=mode), locate_model(model_dir))
+    return Engine(adapter_settings(model_dir, DECISION_ADAPTER_PREFIX_REUSE=mode, **env), locate_model(model_dir))
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +54,50 @@ def restore(model_dir):
     return engine
 
 
+@pytest.fixture(scope="module")
+def trim_across(model_dir):
+    return _engine(model_dir, "trim", DECISION_ADAPTER_CROSS_REQUEST_REUSE="on")
+
+
+@pytest.fixture(scope="module")
+def restore_across(model_dir):
+    engine = _engine(model_dir, "restore", DECISION_ADAPTER_CROSS_REQUEST_REUSE="on")
+    engine.prove()
+    return engine
+
+
 @pytest.fixture(params=["trim", "restore"])
 def reusing(request, engine, restore):
+    """The default: the fixed head only across requests."""
     return engine if request.param == "trim" else restore
+
+
+@pytest.fixture(params=["trim", "restore"])
+def across(request, trim_across, restore_across):
+    """The opt-in: the previous request's tokens reused as far as they match."""
+    return trim_across if request.param == "trim" else restore_across
+
+
+@pytest.fixture(params=["trim", "restore-across"])
+def after_timeout(request, engine, restore_across):
+    """One engine of each kind of memory and each reuse setting (the model's time is the tests' budget)."""
+    return engine if request.param == "trim" else restore_across
 
 
 def probabilities(engine, batch):
     results, _ = engine.decide(batch)
     return [r["probabilities"] for r in results]
+
+
+_FRESH: dict = {}
+
+
+def fresh_probabilities(fresh, batch):
+    """A fresh evaluation's answers, each computed once for the module."""
+    key = (repr(batch.state), tuple((q.question, tuple(o.text for o in q.options)) for q in batch.questions))
+    if key not in _FRESH:
+        _FRESH[key] = probabilities(fresh, batch)
+    return _FRESH[key]
 
 
 def assert_same(a, b):
@@ -62,10 +107,18 @@ def assert_same(a, b):
         assert abs(sum(x) - 1) < 1e-9
 
 
-def evaluated(engine, batch) -> tuple[list, int]:
-    before = engine.tokens_evaluated
-    got = probabilities(engine, batch)
-    return got, engine.tokens_evaluated - before
+def evaluated(engine, batch, monkeypatch) -> tuple[list, int]:
+    """The answer, and how many tokens were handed to llama.cpp's eval (llama_decode) to get it."""
+    real_eval, counted = engine.llm.eval, []
+
+    def counting(tokens):
+        counted.append(len(tokens))
+        return real_eval(tokens)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(engine.llm, "eval", counting)
+        got = probabilities(engine, batch)
+    return got, sum(counted)
 
 
 def prompt_length(engine, batch) -> int:
@@ -73,38 +126,70 @@ def prompt_length(engine, batch) -> int:
     return len(engine.prompt_tokens(prompt))
 
 
-def test_only_what_is_not_cached_is_read_and_answers_equal_fresh_evaluations(reusing, fresh):
-    probabilities(reusing, single(STATES[0]))  # whatever the context held before, it now holds a decision
-    got, n = evaluated(reusing, single(STATES[1]))
-    assert_same(got, probabilities(fresh, single(STATES[1])))
-    # a new state: the head is not read again (the system prompt alone is longer than this margin)
-    assert n < prompt_length(reusing, single(STATES[1])) - 40
-    got, n = evaluated(reusing, single(STATES[1], QUESTIONS[1]))
-    assert_same(got, probabilities(fresh, single(STATES[1], QUESTIONS[1])))
+def guesses(engine, fresh, monkeypatch) -> tuple[int, int]:
+    """Tokens evaluated for a right and for a wrong guess, each asked right after the caller's request."""
+    right, wrong = single(SECRET, QUESTIONS[1]), single(WRONG, QUESTIONS[1])
+    assert prompt_length(engine, right) == prompt_length(engine, wrong)  # the same work if nothing is reused
+    costs = []
+    for guess in (right, wrong):
+        probabilities(engine, single(SECRET))  # the other caller's request
+        got, n = evaluated(engine, guess, monkeypatch)
+        assert_same(got, fresh_probabilities(fresh, guess))
+        costs.append(n)
+    return costs[0], costs[1]
+
+
+def test_a_right_and_a_wrong_guess_of_the_previous_callers_state_cost_the_same(reusing, fresh, monkeypatch):
+    right, wrong = guesses(reusing, fresh, monkeypatch)
+    assert right == wrong  # the same state again is evaluated again, as a new one is
+    # the fixed head is still reused (the system prompt alone is longer than this margin)
+    assert right < prompt_length(reusing, single(SECRET, QUESTIONS[1])) - 40
+
+
+def test_with_cross_request_reuse_a_right_guess_costs_less(across, fresh, monkeypatch):
+    right, wrong = guesses(across, fresh, monkeypatch)
+    assert right < wrong - 10  # the state was not evaluated again: the timing oracle the default closes
+
+
+def test_with_cross_request_reuse_only_what_is_not_cached_is_read(across, fresh, monkeypatch):
+    probabilities(across, single(STATES[0]))  # whatever the context held before, it now holds a decision
+    got, n = evaluated(across, single(STATES[1]), monkeypatch)
+    assert_same(got, fresh_probabilities(fresh, single(STATES[1])))
+    assert n < prompt_length(across, single(STATES[1])) - 40  # a new state: the head is not read again
+    got, n = evaluated(across, single(STATES[1], QUESTIONS[1]), monkeypatch)
+    assert_same(got, fresh_probabilities(fresh, single(STATES[1], QUESTIONS[1])))
     assert n < 40  # the same state: only the question and its options
-    got, n = evaluated(reusing, single(STATES[1], QUESTIONS[1]))  # the same request again: hardly anything new
-    assert_same(got, probabilities(fresh, single(STATES[1], QUESTIONS[1])))
-    assert_same(probabilities(reusing, shared(STATES[2])), probabilities(fresh, shared(STATES[2])))
+    assert_same(probabilities(across, shared(STATES[2])), fresh_probabilities(fresh, shared(STATES[2])))
 
 
-def test_answers_after_a_timed_out_request_equal_fresh_evaluations(reusing, fresh):
+def test_inside_one_request_the_state_is_evaluated_once_for_all_its_questions(reusing, fresh, monkeypatch):
+    alone = [evaluated(reusing, single(STATES[2], q), monkeypatch) for q in QUESTIONS]
+    got, both = evaluated(reusing, shared(STATES[2]), monkeypatch)
+    assert_same(got, fresh_probabilities(fresh, shared(STATES[2])))
+    assert_same(got, [answer[0] for answer, _ in alone])  # batched equals unbatched
+    # asked apart, each question reads the state; asked together, the second one does not
+    assert both < alone[0][1] + alone[1][1] - 10
+
+
+def test_answers_after_a_timed_out_request_equal_fresh_evaluations(after_timeout, fresh, monkeypatch):
     long_state = " ".join(f"line {i}: the customer wrote again about order {i * 7}." for i in range(90))
-    probabilities(reusing, single(STATES[0]))
-    with reusing.time_limit(0.05), pytest.raises(TimedOut):
-        reusing.decide(single(long_state))
-    assert reusing._prefix is None and reusing.llm.n_tokens == 0
-    got, n = evaluated(reusing, single(STATES[2]))
-    assert_same(got, probabilities(fresh, single(STATES[2])))
-    if reusing.prefix_mode == "restore":  # the head saved at start-up outlives the time-out
-        assert len(reusing._heads) == 1 and n < prompt_length(reusing, single(STATES[2])) - 40
-    assert_same(probabilities(reusing, shared(STATES[0])), probabilities(fresh, shared(STATES[0])))
+    probabilities(after_timeout, single(STATES[0]))
+    with after_timeout.time_limit(0.05), pytest.raises(TimedOut):
+        after_timeout.decide(single(long_state))
+    assert after_timeout._prefix is None and after_timeout.llm.n_tokens == 0
+    got, n = evaluated(after_timeout, single(STATES[0]), monkeypatch)  # the state before the time-out
+    assert_same(got, fresh_probabilities(fresh, single(STATES[0])))
+    if after_timeout.prefix_mode == "restore":  # the head saved at start-up outlives the time-out
+        assert len(after_timeout._heads) == 1 and n < prompt_length(after_timeout, single(STATES[0])) - 40
+    else:
+        assert n == prompt_length(after_timeout, single(STATES[0]))  # nothing was kept
 
 
-def test_a_question_as_long_as_the_cached_one_is_evaluated_anew(reusing, fresh):
+def test_a_question_as_long_as_the_cached_one_is_evaluated_anew(across, fresh):
     # ["no", "yes"] and ["yes", "no"] tokenize to prompts of the same length: holding as many tokens as the
     # prompt is not holding the prompt (restore once answered the second with the first's probabilities).
     for options in (["no", "yes"], ["yes", "no"], ["no", "yes"]):
         batch = single(STATES[1], {"question": "Is it urgent?", "options": options})
-        got = probabilities(reusing, batch)
-        assert_same(got, probabilities(fresh, batch))
-    assert got != probabilities(reusing, single(STATES[1], {"question": "Is it urgent?", "options": ["yes", "no"]}))
+        got = probabilities(across, batch)
+        assert_same(got, fresh_probabilities(fresh, batch))
+    assert got != probabilities(across, single(STATES[1], {"question": "Is it urgent?", "options": ["yes", "no"]}))

@@ -9,7 +9,14 @@ def test_defaults_follow_the_dlc():
     assert s.port == 8080
     assert s.n_gpu_layers == 0
     assert s.prefix_reuse == "auto"
+    assert s.cross_request_reuse is False  # no caller's state is reused for the next caller
     assert s.request_timeout_s == 30.0  # one request may hold the model at most this long
+
+
+def test_cross_request_reuse_is_an_opt_in():
+    assert load_settings({"DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on"}).cross_request_reuse is True
+    assert load_settings({"DECISION_ADAPTER_CROSS_REQUEST_REUSE": "OFF"}).cross_request_reuse is False
+    assert load_settings({"DECISION_ADAPTER_CROSS_REQUEST_REUSE": ""}).cross_request_reuse is False
 
 
 def test_a_zero_request_timeout_turns_the_limit_off():
@@ -40,6 +47,7 @@ def test_unknown_llama_flags_are_reported_not_dropped_silently():
     ({"SM_LLAMA_CPP_THREADS": "many"}, "SM_LLAMA_CPP_THREADS"),
     ({"SM_LLAMA_CPP_THREADS": "0"}, "at least 1"),
     ({"DECISION_ADAPTER_PREFIX_REUSE": "sometimes"}, "PREFIX_REUSE"),
+    ({"DECISION_ADAPTER_CROSS_REQUEST_REUSE": "yes"}, "CROSS_REQUEST_REUSE='yes' is not one of off, on"),
     ({"DECISION_ADAPTER_QUEUE_TIMEOUT": "-1"}, "QUEUE_TIMEOUT"),
     ({"DECISION_ADAPTER_REQUEST_TIMEOUT": "-5"}, "REQUEST_TIMEOUT"),
     ({"DECISION_ADAPTER_REQUEST_TIMEOUT": "soon"}, "REQUEST_TIMEOUT"),
