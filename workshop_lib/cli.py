@@ -44,6 +44,7 @@ CONFIG_FLAGS = {
     "role_arn": "sagemaker_role_arn",
     "codebuild_role_arn": "codebuild_role_arn",
     "repository": "ecr_repository",
+    "endpoint_ttl_hours": "endpoint_ttl_hours",
 }
 # A deploy command's --name is the config's endpoint name for the path it deploys.
 ENDPOINT_NAME_FIELDS = {"standard": "standard_endpoint_name", "decision-cpu": "cpu_endpoint_name",
@@ -388,6 +389,8 @@ def _workshop_flags(parser, *config_flags: str) -> None:
         "role_arn": "SageMaker execution role ARN; config: sagemaker_role_arn",
         "codebuild_role_arn": "CodeBuild service role ARN; config: codebuild_role_arn",
         "repository": "ECR repository of the decision image; config: ecr_repository",
+        "endpoint_ttl_hours": "hours each endpoint lives before its deadline deletes it, 0.25-168, or 0 for none; "
+                              "config: endpoint_ttl_hours",
     }
     group = parser.add_argument_group("workshop config (flags override the saved config for this run)")
     group.add_argument("--config", metavar="PATH", help="config file (default: $WORKSHOP_CONFIG or "
@@ -450,7 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("setup", cmd_setup, "save the config, prepare the bucket; locally start the rehearsal (00)",
             "Resolve role and bucket (created if missing), and save the config with the flags given, where every "
             "later command (and notebook) reads it. In local mode start the AWS emulator, or keep the one running.")
-    _workshop_flags(p, "bucket", "prefix", "role_arn", "codebuild_role_arn", "repository")
+    _workshop_flags(p, "bucket", "prefix", "role_arn", "codebuild_role_arn", "repository", "endpoint_ttl_hours")
     p.add_argument("--deploy-path", choices=("standard", "decision-cpu", "decision-gpu"),
                    help="what the later notebooks deploy (default: the config's)")
     p.add_argument("--reset", action="store_true", help="local mode: stop the running rehearsal and start afresh")

@@ -461,3 +461,13 @@ def test_the_other_cleanup_steps_on_moto_say_what_was_already_gone(capsys):
     assert "not created by the workshop, left alone" in capsys.readouterr().out
     assert main(["delete-artifacts", "--region", "us-east-1", "--bucket", "workshop-cli-bucket"]) == 0
     assert "s3://workshop-cli-bucket/decision-workshop/: 1 objects deleted" in capsys.readouterr().out
+
+
+def test_setup_saves_the_endpoint_deadline_and_refuses_a_bad_one(isolated, capsys):
+    argv = ["setup", "--region", "us-east-1", "--bucket", BUCKET, "--role-arn", ROLE]
+    assert main([*argv, "--endpoint-ttl-hours", "8"]) == 0
+    assert WorkshopConfig.load(isolated / "config.json").ttl_hours == 8
+    capsys.readouterr()
+    assert main([*argv, "--endpoint-ttl-hours", "200"]) == 1
+    assert "endpoint_ttl_hours '200'" in capsys.readouterr().err
+    assert WorkshopConfig.load(isolated / "config.json").ttl_hours == 8  # the bad value was not saved

@@ -39,7 +39,8 @@ from .setup import Checks, SetupResult, check_environment, ensure_codebuild_role
 from .package import PackageResult, package_model, verify_package
 from .decision_image import ImageResult, build_decision_image, decision_image, refuse_mutable_tag, resolve_dlc
 from .deploy import (EndpointResult, Placement, check_dlc_pins, deadline_text, deploy_decision_cpu,
-                     deploy_decision_gpu, deploy_plan, deploy_standard, extend_deadline, llama_settings, placement)
+                     deploy_decision_gpu, deploy_plan, deploy_standard, extend_deadline, llama_settings, placement,
+                     set_endpoint_ttl)
 from .invoke import (builder_default, builder_request, client, decision_client, decision_endpoint, parse_options,
                      show_decision, show_decisions, show_outcome, which_endpoint)
 from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
@@ -54,7 +55,7 @@ __all__ = [
     "audit_permissions", "decision_endpoint", "decision_image", "delete_artifacts", "delete_build_resources",
     "delete_codebuild_role", "ensure_codebuild_role",
     "delete_endpoint", "delete_endpoints", "check_dlc_pins", "deadline_text", "delete_deadline_role",
-    "extend_deadline",
+    "extend_deadline", "set_endpoint_ttl",
     "deploy_decision_cpu", "deploy_decision_gpu", "deploy_plan", "deploy_standard", "llama_settings", "model_spec",
     "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",
     "running_endpoints", "setup", "show_config", "show_decision", "show_decisions", "show_outcome", "stop_local",

@@ -135,6 +135,19 @@ def _workshop_endpoint(workshop: Workshop, name: str) -> None:
                         "workshop gives it no deadline")
 
 
+def set_endpoint_ttl(workshop: Workshop, hours: float | str) -> Text:
+    """Save how long every endpoint the workshop creates lives before its deadline deletes it (notebook 00):
+    ``hours`` (0.25 to 168) after it was created, or 0 for no deadline. ``extend_deadline`` moves one."""
+    from ..config import check_ttl_hours
+
+    value = check_ttl_hours(hours)
+    path = workshop.save(workshop.config.replace(endpoint_ttl_hours=f"{value:g}"))
+    if value == 0:
+        return Text(f"no deadline: the endpoints bill until notebook 07 deletes them (saved in {path})")
+    return Text(f"each endpoint the workshop creates is deleted {value:g} h after it was created, unless extended "
+                f"(python -m workshop_lib extend --name <endpoint> --hours N); saved in {path}")
+
+
 def extend_deadline(workshop: Workshop, name: str | None = None, hours: float | None = None) -> Text:
     """Move endpoint ``name``'s deadline (default: the deploy path's endpoint) to ``hours`` from now (default:
     the config's endpoint_ttl_hours); made again if it had gone. ``workshop extend --name X --hours N``."""

@@ -142,3 +142,17 @@ def test_no_deadline_when_the_config_says_0_and_a_loud_note_when_it_may_not_be_s
                                    wait=False)
     text = str(result)
     assert result.status and "deadline: NOT SET (AccessDeniedException" in text and "bills until it is deleted" in text
+
+
+def test_notebook_00_saves_the_deadline_later_deploys_use(workshop_in):
+    from workshop_lib import steps
+
+    workshop = workshop_in("us-east-1", deploy_path="decision-cpu")
+    assert "deleted 2.5 h after it was created" in steps.set_endpoint_ttl(workshop, 2.5)
+    assert steps.Workshop.load(workshop.path).config.endpoint_ttl_hours == "2.5"
+    assert "no deadline" in steps.set_endpoint_ttl(workshop, 0)
+    with pytest.raises(Exception, match="WORKSHOP_ENDPOINT_TTL_HOURS"):
+        steps.set_endpoint_ttl(workshop, 0.1)
+    steps.set_endpoint_ttl(workshop, 1)
+    result = steps.deploy_decision_cpu(workshop, DECISION_PINNED, instance_type="ml.c5.2xlarge", wait=False)
+    assert re.search(r"\(in (1 h 0|59) min\)", str(result))
