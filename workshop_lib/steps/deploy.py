@@ -67,9 +67,11 @@ def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, w
     started = time.perf_counter()
     c = workshop.clients
     workshop.check_recorded("model_data_url", plan.model_data_url, "01_package_model")  # gone after 07 or a reset?
+    hours = workshop.config.ttl_hours  # a bad endpoint_ttl_hours is refused here, before anything is created
     deadline: list[str] = []
     described = endpoints.deploy(c.sm, plan, wait=wait, logs_client=c.logs, s3_client=c.s3, progress=progress,
-                                 hosting=c.hosting, after_create=lambda name: deadline.append(_guard(workshop, name)))
+                                 hosting=c.hosting,
+                                 after_create=lambda name: deadline.append(_guard(workshop, name, hours)))
     url, notes = c.hosting.served(plan.name)
     where = "SageMaker" if url is None else "emulator + local adapter"
     return EndpointResult(plan.name, plan, described["EndpointStatus"], where, time.perf_counter() - started, url,
@@ -91,6 +93,7 @@ def _guard(workshop: Workshop, name: str, hours: float | None = None) -> str:
     from botocore.exceptions import ClientError
 
     from .. import spend_guard
+    from ..errors import WorkshopError
 
     hours = workshop.config.ttl_hours if hours is None else hours
     if hours == 0:
@@ -100,11 +103,11 @@ def _guard(workshop: Workshop, name: str, hours: float | None = None) -> str:
     try:
         deadline = spend_guard.set_deadline(c.get("scheduler"), name, role_arn=_scheduler_role(workshop),
                                             when=spend_guard.deadline_after(hours), region=workshop.config.region)
-    except (ClientError, spend_guard.SpendGuardError) as exc:
+    except (ClientError, WorkshopError) as exc:
         why = "{}: {}".format(*_error(exc)) if isinstance(exc, ClientError) else str(exc)
         return (f"  deadline: NOT SET ({why}). {name} bills until it is deleted: run notebook 07 (or "
-                f"steps.delete_endpoint(workshop, {name!r})) when done; operator-policy.json (notebook 00) grants "
-                "what the deadline needs")
+                f"steps.delete_endpoint(workshop, {name!r})) when done; operator-deadlines-policy.json, which "
+                "notebook 00 writes beside operator-policy.json, grants what the deadline needs")
     line = f"  deadline: {deadline.text()}"
     if c.endpoint_url:
         line += ("\n  Not exercised locally: the deadline firing (the emulator's EventBridge Scheduler keeps the "

@@ -156,3 +156,13 @@ def test_notebook_00_saves_the_deadline_later_deploys_use(workshop_in):
     steps.set_endpoint_ttl(workshop, 1)
     result = steps.deploy_decision_cpu(workshop, DECISION_PINNED, instance_type="ml.c5.2xlarge", wait=False)
     assert re.search(r"\(in (1 h 0|59) min\)", str(result))
+
+
+def test_a_bad_deadline_setting_is_refused_before_the_endpoint_is_created(workshop_in):
+    from workshop_lib import steps
+    from workshop_lib.config import ConfigError
+
+    workshop = workshop_in("us-east-1", deploy_path="decision-cpu", endpoint_ttl_hours="forever")
+    with pytest.raises(ConfigError, match="WORKSHOP_ENDPOINT_TTL_HOURS"):
+        steps.deploy_decision_cpu(workshop, DECISION_PINNED, instance_type="ml.c5.2xlarge", wait=False)
+    assert workshop.clients.sm.list_models()["Models"] == []  # nothing that could bill without a deadline
