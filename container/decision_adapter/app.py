@@ -10,6 +10,13 @@ for the project's schemas, Jev's ``{"detail": ...}`` for Jev requests (the
 With ``DECISION_ADAPTER_API_KEY`` set, every route but ``/ping`` and ``/openapi.json``
 needs ``Authorization: Bearer <key>``; without it, the header is ignored. ``GET /openapi.json``
 serves the OpenAPI description of every route (``openapi.json`` in this package).
+
+``/ping`` says only whether the adapter is healthy: ``{"status": "ready"}`` or 503 while it
+loads. Whether the model is busy helps a caller time its probes of someone else's requests,
+and what runs here is nobody else's business, so the details (model file, extra buffer types,
+the start-up proof, busy and waiting) go only to a caller holding the key, on ``/ping`` when a
+key is configured and on ``GET /status``, which needs the key like every other route (without
+a key configured, ``/status`` is as open as ``/invocations``, whose own timings say as much).
 """
 
 from __future__ import annotations
@@ -274,17 +281,21 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
             raise Unauthorized("the API key is not valid")
         return None
 
+    def details(engine) -> dict:
+        return {"status": "ready", "model": engine.info["file"], "extra_buffer_types": engine.runtime.extra_buffers,
+                "startup_probe": engine.startup_probe, "busy": gate.busy, "waiting": gate.waiting}
+
     @app.get("/ping")
     def ping():
         if not holder.ready.is_set():
             return _json({"status": "loading"}, status=503)
-        engine = holder.engine
-        status = {"status": "ready", "busy": gate.busy, "waiting": gate.waiting}
-        if settings.api_key is None or _has_key(request.headers.get("Authorization")):
-            # Without a key configured (a local adapter), or for a caller holding it: what runs here.
-            status.update(model=engine.info["file"], extra_buffer_types=engine.runtime.extra_buffers,
-                          startup_probe=engine.startup_probe)
-        return _json(status)
+        if settings.api_key is not None and _has_key(request.headers.get("Authorization")):
+            return _json(details(holder.engine))
+        return _json({"status": "ready"})
+
+    @app.get("/status")
+    def status():
+        return _json(details(engine_or_503()))  # behind the key when one is configured (authenticate)
 
     def _has_key(header: str | None) -> bool:
         token = _bearer_token(header)
@@ -365,8 +376,8 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):
         messages = {
-            404: ("no such route; use GET /ping, POST /invocations, POST /v1/systemone, GET /v1/models "
-                  "or GET /openapi.json"),
+            404: ("no such route; use GET /ping, POST /invocations, POST /v1/systemone, GET /v1/models, "
+                  "GET /status or GET /openapi.json"),
             405: f"{request.method} is not allowed on {request.path}",
             413: f"the body is larger than {settings.max_body_bytes} bytes; send a smaller state "
                  "or raise DECISION_ADAPTER_MAX_BODY_BYTES",

@@ -22,9 +22,12 @@ def invoke(adapter, body=None, **kw):
     return call(adapter.url + "/invocations", body, **kw)
 
 
-def test_ping_is_ready_and_names_the_model(adapter):
+def test_ping_says_only_ready_and_status_names_the_model(adapter):
     status, _, body = call(adapter.url + "/ping")
-    assert status == 200 and body["model"].endswith(".gguf")
+    assert status == 200 and body == {"status": "ready"}  # no key configured: nothing but health
+    status, _, body = call(adapter.url + "/status")
+    assert status == 200 and body["status"] == "ready" and body["model"].endswith(".gguf")
+    assert body["busy"] is False and body["waiting"] == 0 and body["startup_probe"]["options"] == 16
 
 
 def test_decision_round_trip(adapter):
@@ -114,10 +117,10 @@ def test_unknown_routes_answer_json(adapter, method, path, status):
 
 
 def _wait_until_busy(server, timeout_s=30.0) -> bool:
-    """Poll /ping until the model is working on a request."""
+    """Poll /status until the model is working on a request."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        status, _, body = call(server.url + "/ping", timeout=5)
+        status, _, body = call(server.url + "/status", timeout=5)
         if status == 200 and body["busy"]:
             return True
         time.sleep(0.02)
@@ -139,6 +142,7 @@ def test_ping_answers_while_a_decision_runs(adapter):
     answered_while_busy = not done.is_set()
     worker.join(60)
     assert saw_busy and status == 200 and answered_while_busy and outcome["status"] == 200
+    assert body == {"status": "ready"}  # busy or not, /ping does not tell
 
 
 def _distinct_request(i: int) -> dict:

@@ -107,7 +107,7 @@ def test_busy_answers_are_retryable_503s_in_both_formats(model_dir, start_adapte
     done = threading.Event()
     threading.Thread(target=lambda: (invoke(server, slow), done.set()), daemon=True).start()
     client = EndpointClient.local(server.url, retries=0)
-    while not client.ping().get("busy"):
+    while not client.status().get("busy"):
         assert not done.is_set(), "the slow request finished before the test could see the model busy"
         time.sleep(0.005)
     sample = invoke(server, examples.SAMPLE_DECISION)

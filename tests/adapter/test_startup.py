@@ -114,7 +114,7 @@ def test_ping_reports_the_start_up_proof_and_the_extra_buffer_choice(model_dir, 
 
     for mode, expected in (("off", False), ("on", True)):
         server = start_adapter(model_dir, DECISION_ADAPTER_EXTRA_BUFFERS=mode)
-        with urllib.request.urlopen(server.url + "/ping", timeout=5) as response:
+        with urllib.request.urlopen(server.url + "/status", timeout=5) as response:
             ping = json.loads(response.read())
         assert ping["extra_buffer_types"] is expected
         assert ping["startup_probe"]["input_tokens"] > 0 and ping["startup_probe"]["options"] == 16

@@ -121,5 +121,5 @@ def test_the_adapter_answers_504_and_then_as_a_fresh_server(model_dir, start_ada
     assert after["result"]["option_ids"] == ["refunds", "shipping", "sales"]
     assert after["result"]["probabilities"] == pytest.approx(expected["result"]["probabilities"], abs=1e-6)
 
-    status, _, ping = call(limited.url + "/ping")
+    status, _, ping = call(limited.url + "/status")
     assert status == 200 and ping["busy"] is False

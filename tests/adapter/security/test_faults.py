@@ -46,7 +46,7 @@ def wait_until_busy(client: EndpointClient, timeout_s: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            if client.ping().get("busy"):
+            if client.status().get("busy"):
                 return True
         except EndpointError:
             pass

@@ -24,8 +24,10 @@ def client(adapter):
     return EndpointClient.local(adapter.url)
 
 
-def test_ping_reports_the_model(client):
-    assert client.ping()["status"] == "ready"
+def test_ping_says_ready_and_status_names_the_model(client):
+    assert client.ping() == {"status": "ready"}
+    status = client.status()
+    assert status["model"].endswith(".gguf") and status["busy"] is False and status["waiting"] == 0
 
 
 def test_decide(client):
@@ -125,7 +127,7 @@ def test_busy_server_without_retries_raises_busy_with_retry_after(model_dir, sta
         long_one = pool.submit(EndpointClient.local(server.url).decide,
                                decision("long", LONG_STATE, "Which team?", TEAMS))
         deadline = time.monotonic() + 30
-        while not client.ping()["busy"]:
+        while not client.status()["busy"]:
             assert time.monotonic() < deadline and not long_one.done(), "the long request never held the model"
             time.sleep(0.02)
         with pytest.raises(EndpointBusy) as caught:
