@@ -31,7 +31,6 @@ from pathlib import Path
 
 from werkzeug.http import HTTP_STATUS_CODES
 
-from . import jev
 from .errors import AdapterError
 from .settings import Settings
 
@@ -89,6 +88,7 @@ def _code(status: int) -> str:
 
 def error_pages(refusal: Refusal) -> dict[str, tuple[int, dict]]:
     """The answer for each API: ``{"sagemaker" | "jev": (status, body)}``, in the app's own shapes."""
+    from . import jev  # here, not at the top: jev loads the engine (llama.cpp), which nginx needs none of
     exc = AdapterError(refusal.message, None, status=refusal.answer_status, code=_code(refusal.answer_status))
     sagemaker = exc.to_json()
     if refusal.answer_status in (502, 503):
