@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -100,6 +102,19 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
         return False
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     return bool(mallopt and mallopt(_M_ARENA_MAX, arenas))
+
+
+class NoQueryStrings(logging.Filter):
+    """gunicorn's warning about a malformed request quotes its request line: drop the query string,
+    where callers put keys (``?api_key=...``), before the line is written."""
+
+    _QUERY = re.compile(r"\?[^\s'\"]*")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "?" in message:
+            record.msg, record.args = self._QUERY.sub("?(query left out)", message), ()
+        return True
 
 
 def uncontained_line(why: str, host: str, port: int) -> str:
@@ -191,6 +206,7 @@ class DecisionServer(BaseApplication):
 
     def when_ready(self, arbiter) -> None:
         """gunicorn is listening: start nginx in front, and tie the two together."""
+        logging.getLogger("gunicorn.error").addFilter(NoQueryStrings())  # the workers inherit it
         self._chain(signal.SIGTERM, lambda: self._stop_requested(graceful=True))
         self._chain(signal.SIGINT, lambda: self._stop_requested(graceful=False))
         self._chain(signal.SIGQUIT, lambda: self._stop_requested(graceful=False))
