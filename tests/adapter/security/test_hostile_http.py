@@ -263,8 +263,8 @@ HUGE = 20_000
 NGINX_REFUSALS = [
     ("400", b"BREW /ping HTCPCP/1.0 nonsense\r\n\r\n", 400, False),
     ("405", b"TRACE /ping HTTP/1.1\r\nHost: a\r\n\r\n", 405, False),
-    ("413", b"POST /invocations HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 2000000\r\n\r\n",
-     413, False),
+    ("413", b"POST /invocations HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 2000000\r\n\r\n", 413, False),
     ("413-jev", b"POST /v1/systemone HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
                 b"Content-Length: 2000000\r\n\r\n", 413, True),
     ("414", b"GET /invocations?" + b"q" * HUGE + b" HTTP/1.1\r\nHost: a\r\n\r\n", 414, False),
@@ -272,7 +272,8 @@ NGINX_REFUSALS = [
     ("431-jev", b"GET /v1/models HTTP/1.1\r\nHost: a\r\nX-Pad: " + b"p" * HUGE + b"\r\n\r\n", 431, True),
     ("501", b"POST /invocations HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501, False),
     ("400-chunked", b"POST /invocations HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, False),
-    ("422-chunked-jev", b"POST /v1/systemone HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 422, True),
+    ("422-chunked-jev", b"POST /v1/systemone HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+     422, True),
     ("404-internal", b"GET /_adapter/errors/sagemaker/413 HTTP/1.1\r\nHost: a\r\n\r\n", 404, False),
 ]
 
@@ -300,8 +301,8 @@ def test_no_log_line_names_a_caller(adapters):
     for authorization in (f"Basic {basic}", f"Bearer {secrets_sent[1]}"):
         headers = {"Authorization": authorization, "Referer": f"https://x/?k={secrets_sent[2]}"}
         query = f"?api_key={secrets_sent[2]}"
-        for method, path, body in (("GET", "/ping", None), ("POST", "/invocations", b"{nope"), ("GET", "/v1/models", None),
-                                   ("GET", "/nowhere", None), ("TRACE", "/ping", None),
+        for method, path, body in (("GET", "/ping", None), ("POST", "/invocations", b"{nope"),
+                                   ("GET", "/v1/models", None), ("GET", "/nowhere", None), ("TRACE", "/ping", None),
                                    ("POST", "/invocations", b"x" * 1_100_000)):
             send(server, method, path + query, body, headers=headers)
     time.sleep(0.5)

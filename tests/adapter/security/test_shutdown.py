@@ -116,7 +116,8 @@ def _wait_fronted(server, timeout_s: float = 60) -> list[int]:
 @needs_nginx
 def test_sigterm_refuses_the_full_line_at_once_and_the_pair_exits_within_the_grace(model_dir, start_adapter):
     # No request time limit: only the shutdown may stop the holder; waiters would wait a minute.
-    server = start_adapter(model_dir, **TEST_ENV, DECISION_ADAPTER_QUEUE_TIMEOUT="60", DECISION_ADAPTER_REQUEST_TIMEOUT="0")
+    server = start_adapter(model_dir, **TEST_ENV, DECISION_ADAPTER_QUEUE_TIMEOUT="60",
+                           DECISION_ADAPTER_REQUEST_TIMEOUT="0")
     nginx = _nginx_pids(server.process.pid)
     held = {}
     holder = threading.Thread(target=lambda: held.update(answer=send(

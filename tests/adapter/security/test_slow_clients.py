@@ -164,5 +164,6 @@ def test_half_sent_requests_hold_no_thread(stack):
     with ExitStack() as held, PingWatch(stack.url):
         for i in range(24):
             sock = held.enter_context(connect(stack.port))
-            sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: adapter\r\n" if i % 2 else post("/invocations", BODY)[:-10])
+            half = b"POST /invocations HTTP/1.1\r\nHost: adapter\r\n" if i % 2 else post("/invocations", BODY)[:-10]
+            sock.sendall(half)
         assert call(stack.url + "/invocations", DECISION, timeout=60)[0] == 200
