@@ -69,5 +69,5 @@ def test_the_commands_rehearse_the_workshop_and_leave_nothing_running(local_mode
     assert "AWS emulator" in out
     assert not [p.what for p in rehearsal.status() if p.running]
     assert rehearsal.emulator_url() is None
-    assert main(["running"]) == 1  # the emulator is gone: one line saying so
-    assert "emulator is not running" in capsys.readouterr().err
+    assert main(["running"]) == 0  # the emulator is gone, and with it everything that could bill: one line
+    assert "the local rehearsal is not running" in capsys.readouterr().out
