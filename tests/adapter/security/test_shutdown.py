@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
+import shutil
 import signal
 import threading
 import time
@@ -177,6 +179,9 @@ def test_when_the_arbiter_dies_nginx_goes_with_it(model_dir, start_adapter):
     nginx = _wait_fronted(server)
     os.kill(server.process.pid, signal.SIGKILL)
     _wait_for(lambda: all(_gone(pid) for pid in nginx), 10, "nginx to follow the arbiter")
+    # A killed arbiter cannot remove its private directory; the test does.
+    workdir = re.search(r"behind it on unix:(\S+)/gunicorn\.sock", server.log_path.read_text())[1]
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.mark.slow
