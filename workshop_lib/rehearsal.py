@@ -6,10 +6,13 @@ In ``local`` mode the notebooks and the CLI run the same steps as on AWS, agains
   clients with fake credentials (botocore still validates every request against
   the real service model before it leaves the process);
 * local endpoints: for each SageMaker endpoint created in the emulator, a real
-  decision adapter process (gunicorn + llama.cpp) started from what the emulator
-  recorded: DescribeEndpoint -> endpoint config -> model (``Environment``,
-  ``ModelDataUrl``), the tarball downloaded from emulated S3 and extracted the
-  way SageMaker fills ``/opt/ml/model``.
+  process started from what the emulator recorded: DescribeEndpoint -> endpoint
+  config -> model (``Image``, ``Environment``, ``ModelDataUrl``), the tarball
+  downloaded from emulated S3 and extracted the way SageMaker fills ``/opt/ml/model``.
+  The DLC's image gets llama-server behind nginx under the DLC entrypoint's rules
+  (``dlc_server``), or, where llama-server or nginx is missing, the decision adapter
+  answering the same chat schema; every other image gets the decision adapter
+  (gunicorn + llama.cpp).
 
 A rehearsal spans several notebook kernels, so the processes are started with a
 keep-alive (they run under ``timeout`` and end by themselves after
@@ -40,7 +43,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import aws, names
+from . import aws, dlc_server, names
 from .config import default_path
 from .errors import WorkshopError
 from .local import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
@@ -53,6 +56,9 @@ EMULATOR_ACCOUNT = "123456789012"  # moto's default account
 LOCAL_REQUEST_TIMEOUT_S = 120
 FORCED_SETTINGS = {"SM_LLAMA_CPP_THREADS": str(LOCAL_THREADS), "SM_LLAMA_CPP_N_GPU_LAYERS": str(LOCAL_GPU_LAYERS),
                    "DECISION_ADAPTER_REQUEST_TIMEOUT": str(LOCAL_REQUEST_TIMEOUT_S)}
+# llama-server reads no DECISION_ADAPTER_* setting; nginx in front of it gets the same request limit.
+LLAMA_SERVER_SETTINGS = {k: v for k, v in FORCED_SETTINGS.items() if k.startswith("SM_LLAMA_CPP_")}
+ADAPTER, LLAMA_SERVER = "decision adapter", "llama-server"
 
 # Processes started by this Python process: stopped through their Popen, so they are reaped.
 _OWNED: dict[int, object] = {}
@@ -200,6 +206,8 @@ class LocalEndpoint:
     environment: dict[str, str]
     changed: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # var -> (on AWS, here)
     seconds: float = 0.0
+    server: str = ADAPTER  # what serves it: ADAPTER or LLAMA_SERVER
+    fallback: str = ""     # why the adapter stands in for the DLC's llama-server, where it does
 
     def changes_text(self) -> str:
         if not self.changed:
@@ -328,7 +336,9 @@ class Rehearsal:
 
     def start_local_endpoint(self, name: str, sm_client, s3_client, *, keep_alive_s: float = KEEP_ALIVE_S,
                              timeout_s: float = 180.0, calls=None) -> LocalEndpoint:
-        """Start a real adapter for endpoint ``name`` from what the emulator recorded for it.
+        """Start a real server for endpoint ``name`` from what the emulator recorded for it: for the
+        DLC's image llama-server behind nginx (the adapter where they are missing: ``fallback`` says
+        why), else the decision adapter.
 
         Follows DescribeEndpoint -> DescribeEndpointConfig -> DescribeModel. A running
         endpoint of that name is replaced.
@@ -351,25 +361,46 @@ class Rehearsal:
         with as_(SAGEMAKER):
             model_dir = self._download_and_extract(s3_client, container["ModelDataUrl"])
         declared = dict(container.get("Environment") or {})
-        environment = {**declared, **FORCED_SETTINGS}
-        changed = {k: (declared.get(k), v) for k, v in FORCED_SETTINGS.items() if declared.get(k) != v}
+        dlc = _is_dlc(container["Image"])
+        fallback = dlc_server.missing() if dlc else ""
+        kind = LLAMA_SERVER if dlc and not fallback else ADAPTER
+        forced = LLAMA_SERVER_SETTINGS if kind == LLAMA_SERVER else FORCED_SETTINGS
+        environment = {**declared, **forced}
+        changed = {k: (declared.get(k), v) for k, v in forced.items() if declared.get(k) != v}
         self.stop_endpoint(name)
         log = self.home / "endpoints" / f"{name}.log"
         if log.exists():
             log.unlink()
-        adapter = AdapterProcess(model_dir, log_path=log, threads=LOCAL_THREADS, env=environment,
-                                 keep_alive_s=keep_alive_s)
+        extra = {}
+        if kind == LLAMA_SERVER:
+            server = dlc_server.LlamaServerProcess(model_dir, log_path=log, settings=environment,
+                                                   work_dir=log.with_suffix(".serve"), keep_alive_s=keep_alive_s,
+                                                   timeout_s=LOCAL_REQUEST_TIMEOUT_S)
+            changed.update({k: (declared.get(k), server.settings[k]) for k in server.moved})
+            environment = server.settings
+            extra = {"private_url": server.private_url}
+        else:
+            server = AdapterProcess(model_dir, log_path=log, threads=LOCAL_THREADS, env=environment,
+                                    keep_alive_s=keep_alive_s)
         try:
-            adapter.start(timeout_s=timeout_s)
-        except ServerFailedToStart as exc:
+            server.start(timeout_s=timeout_s)
+        except (ServerFailedToStart, dlc_server.LauncherError) as exc:
             raise RehearsalError(f"the local endpoint {name} did not start: {exc}") from None
-        _OWNED[adapter.process.pid] = adapter
+        _OWNED[server.process.pid] = server
         data = self._read_registry()
-        data["endpoints"][name] = _record(adapter, model_dir=str(model_dir), model_name=model_name,
-                                          environment=environment)
+        data["endpoints"][name] = _record(server, model_dir=str(model_dir), model_name=model_name,
+                                          environment=environment, served_by=kind, fallback=fallback, **extra)
         self._write_registry(data)
-        return LocalEndpoint(name, adapter.url, log, model_dir, model_name, environment, changed,
-                             time.perf_counter() - started)
+        return LocalEndpoint(name, server.url, log, model_dir, model_name, environment, changed,
+                             time.perf_counter() - started, kind, fallback)
+
+    def endpoint_server(self, name: str) -> dict:
+        """What serves the local endpoint ``name``: ``{"server": ADAPTER | LLAMA_SERVER, "fallback": why the
+        adapter stands in, "private_url": llama-server's own port}``; RehearsalError if it is not running."""
+        self.endpoint_url(name)
+        entry = self._read_registry()["endpoints"][name]
+        return {"server": entry.get("served_by", ADAPTER), "fallback": entry.get("fallback", ""),
+                "private_url": entry.get("private_url")}
 
     def endpoint_url(self, name: str) -> str:
         """The URL of the local endpoint ``name``; RehearsalError if it is not running."""
@@ -426,6 +457,12 @@ class Rehearsal:
         if not running:
             return "no local rehearsal processes are running"
         return "\n".join(str(p) for p in running)
+
+
+def _is_dlc(image_uri: str) -> bool:
+    from . import images
+
+    return images.parse_image_uri(image_uri).repository == images.DLC_REPOSITORY
 
 
 # ---- the default rehearsal (``local_dir()``), for the command line, tests and scripts ----------

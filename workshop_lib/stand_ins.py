@@ -9,7 +9,8 @@ given; the two things moto cannot do are parameters of those flows, and local mo
   emulated ECR (and its digest exported, as the image build does).
 * ``LocalHosting`` (for ``endpoints.SageMakerHosting``): the endpoint's requests go to the emulator
   (instance types it does not know mapped to ones it does, after botocore validated the real ones),
-  then a real decision adapter process serves what the emulator recorded for it.
+  then a real process serves what the emulator recorded for it: llama-server behind nginx for the
+  DLC's image, started by the DLC entrypoint's rules (``dlc_server``), a decision adapter otherwise.
 
 Each says, in one sentence per resource, what was not exercised.
 """
@@ -20,7 +21,7 @@ import contextlib
 import hashlib
 import json
 
-from . import aws, builds, endpoints, images, rehearsal
+from . import aws, builds, dlc_server, endpoints, images, rehearsal
 from .models import EMBEDDED_MODEL, ModelSpec, embedded_gguf_path
 
 # The emulator's instance-type list predates these families; it receives the nearest type it knows.
@@ -87,7 +88,8 @@ class EmulatedCodeBuild(builds.CodeBuildRunner):
 
 
 class LocalHosting(endpoints.SageMakerHosting):
-    """Endpoints created in the emulator and served by a local decision adapter process each."""
+    """Endpoints created in the emulator and served by a local process each: the DLC's by llama-server
+    behind nginx (the decision adapter where either is missing), the decision image's by the adapter."""
 
     def __init__(self, s3, calls=None, local: rehearsal.Rehearsal | None = None):
         super().__init__(poll_s=0.2, timeout_s=60)
@@ -96,14 +98,12 @@ class LocalHosting(endpoints.SageMakerHosting):
         self._notes: dict[str, list[str]] = {}
         self._limits: dict[str, list[str]] = {}
         self._urls: dict[str, str] = {}
+        self._servers: dict[str, str] = {}  # what serving the DLC's endpoint locally does not exercise
 
     def adapt(self, plan: endpoints.DeployPlan) -> endpoints.DeployPlan:
         variant = dict(plan.endpoint_config["ProductionVariants"][0])
         notes = self._notes[plan.name] = []
         limits = self._limits[plan.name] = []
-        if images.parse_image_uri(plan.image_uri).repository == images.DLC_REPOSITORY:
-            limits.append("Not exercised locally: the DLC's llama-server; the decision adapter stands in for it "
-                          "and answers the same OpenAI chat schema on /invocations.")
         if "InstancePools" in variant:
             limits.append("Not exercised locally: GPU placement from the ordered pools and full GPU offload; a CPU "
                           "adapter serving the same model and settings stands in.")
@@ -130,16 +130,26 @@ class LocalHosting(endpoints.SageMakerHosting):
 
     def wait(self, sm_client, name: str, *, logs_client=None, progress: bool = True) -> dict:
         described = super().wait(sm_client, name, progress=False)  # the emulator keeps no endpoint logs
+        self._servers.pop(name, None)
         local = self.local.start_local_endpoint(name, sm_client, self.s3, calls=self.calls)
         self._urls[name] = local.url
-        self._notes.setdefault(name, []).append(f"  local endpoint: {local.url} ({local.changes_text()})")
+        changes = local.changes_text()
+        served_by = "llama-server behind nginx" if local.server == rehearsal.LLAMA_SERVER else "the decision adapter"
+        self._notes.setdefault(name, []).append(f"  local endpoint: {local.url}, served by {served_by}"
+                                                + (f" ({changes})" if changes else ""))
+        if local.server == rehearsal.LLAMA_SERVER:
+            self._servers[name] = f"Not exercised locally: {dlc_server.NOT_REPRODUCED}."
+        elif local.fallback:
+            self._servers[name] = (f"Not exercised locally: the DLC's llama-server ({local.fallback}); the decision "
+                                   "adapter stands in for it and answers the same OpenAI chat schema on /invocations.")
         return described
 
     def created(self, sm_client, name: str) -> dict:
         return self.wait(sm_client, name)  # a local endpoint exists once its process runs: always waited for
 
     def served(self, name: str) -> tuple[str | None, list[str]]:
-        return self._urls.get(name), [*self._notes.get(name, []), *self._limits.get(name, [])]
+        server = [self._servers[name]] if name in self._servers else []
+        return self._urls.get(name), [*self._notes.get(name, []), *self._limits.get(name, []), *server]
 
     def offload_lines(self, logs_client, name: str) -> tuple[list[endpoints.OffloadLine], str]:
         log = self.local.endpoint_log(name)

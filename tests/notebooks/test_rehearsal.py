@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from workshop_lib import builds, endpoints, rehearsal, stand_ins, steps
+from workshop_lib import builds, dlc_server, endpoints, rehearsal, stand_ins, steps
+from workshop_lib.client import ChatResult
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.examples import SUPPORT_ROUTE
 
@@ -149,6 +150,51 @@ def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
     stopped = steps.stop_local(workshop)
     assert stopped.endswith("no local rehearsal processes are running") and stopped.ok
     assert not any(rehearsal.group_alive(g) for g in groups)
+
+
+def deployed_standard(workshop):
+    """Notebooks 00 to 02 on the standard path: its endpoint deployed and asked notebook 02's question."""
+    steps.setup(workshop, deploy_path="standard")
+    steps.ensure_codebuild_role(workshop)
+    steps.package_model(workshop, progress=False)
+    standard = steps.deploy_standard(workshop, progress=False)
+    reply = steps.client(workshop, workshop.config.standard_endpoint_name).chat(
+        [{"role": "user", "content": "In one sentence: what is a decision model?"}], max_tokens=24)
+    return standard, reply
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(dlc_server.missing()), reason=dlc_server.missing() or "-")
+def test_the_standard_endpoint_is_llama_server_behind_nginx_and_notebook_02_checks_it(local_mode):
+    workshop = steps.Workshop.load()
+    standard, reply = deployed_standard(workshop)
+    name = workshop.config.standard_endpoint_name
+    assert standard.ok and standard.url
+    assert any("served by llama-server behind nginx" in n for n in standard.notes)
+    assert standard.notes[-1] == f"Not exercised locally: {dlc_server.NOT_REPRODUCED}."
+    entry = json.loads(rehearsal.registry_path().read_text())["endpoints"][name]
+    assert entry["served_by"] == rehearsal.LLAMA_SERVER and entry["environment"]["SM_LLAMA_CPP_THREADS"] == "2"
+    assert "DECISION_ADAPTER_REQUEST_TIMEOUT" not in entry["environment"]  # an adapter setting: not llama-server's
+    assert "llama-server behind nginx" in steps.which_endpoint(workshop, name)
+    checks = steps.check_outcome(workshop, "02", endpoint=standard, answer=reply)
+    assert checks.ok and "llama-server b" in str(checks) and "/health through nginx" in str(checks)
+    # The check can fail: an answer without llama-server's build in it stops a local run.
+    forged = ChatResult(reply.content, raw={k: v for k, v in reply.raw.items() if k != "system_fingerprint"})
+    with pytest.raises(steps.StepError, match="system_fingerprint"):
+        steps.check_outcome(workshop, "02", endpoint=standard, answer=forged)
+    assert "local endpoint process: stopped" in steps.delete_endpoint(workshop, name)
+    assert not rehearsal.group_alive(entry["pgid"])
+
+
+@pytest.mark.slow
+def test_without_llama_server_the_adapter_stands_in_and_says_why(local_mode, monkeypatch):
+    monkeypatch.setenv(dlc_server.SERVER_ENV, str(local_mode / "no-such-llama-server"))
+    workshop = steps.Workshop.load()
+    standard, reply = deployed_standard(workshop)
+    assert standard.ok and any("served by the decision adapter" in n for n in standard.notes)
+    assert standard.notes[-1].startswith("Not exercised locally: the DLC's llama-server (WORKSHOP_LLAMA_SERVER=")
+    checks = steps.check_outcome(workshop, "02", endpoint=standard, answer=reply)
+    assert checks.ok and "the decision adapter stood in for llama-server" in str(checks)
 
 
 @pytest.mark.slow

@@ -73,7 +73,7 @@ def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, w
                                  hosting=c.hosting,
                                  after_create=lambda name: deadline.append(_guard(workshop, name, hours)))
     url, notes = c.hosting.served(plan.name)
-    where = "SageMaker" if url is None else "emulator + local adapter"
+    where = "SageMaker" if url is None else "emulator + local server"
     return EndpointResult(plan.name, plan, described["EndpointStatus"], where, time.perf_counter() - started, url,
                           notes, "\n".join(deadline))
 
@@ -274,7 +274,7 @@ def deploy_standard(workshop: Workshop, image_uri: str | None = None, *,
                     progress: bool = True) -> EndpointResult:
     """The published DLC (pinned by digest) serving the packaged model: OpenAI chat on /invocations.
 
-    Locally the adapter stands in for the DLC's llama-server: it answers the same chat schema. The
+    Locally llama-server behind nginx stands in for the DLC, started by its entrypoint's rules. The
     llama.cpp settings and timeouts left at None take ``endpoints.standard_plan``'s defaults; ``wait``
     False returns once SageMaker is creating the endpoint.
     """

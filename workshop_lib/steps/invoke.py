@@ -1,4 +1,5 @@
-"""Notebook 05: a client for an endpoint, and decisions shown as charts (text for logs).
+"""Notebook 05: a client for an endpoint, and decisions shown as charts (text for logs); notebook 02's
+check that its chat answer came from llama-server (``answered_by``).
 
 Each of notebook 05's cells can run on its own (after a kernel restart, say): ``decision_client()``
 and ``builder_request()`` load the saved workshop themselves, and the builder's widgets remember
@@ -11,6 +12,7 @@ import os
 
 from ..display import DecisionView, outcome_line
 from ..errors import StepNotRun
+from ..rehearsal import LLAMA_SERVER
 from .context import StepError, Text, Workshop
 
 STANDARD_NOTEBOOK = "02_deploy_standard_endpoint"
@@ -91,8 +93,55 @@ def which_endpoint(workshop: Workshop | None = None, name: str | None = None) ->
     why = f"the deploy path is {config.deploy_path!r} (notebook 00)"
     if config.mode == "local":
         where = "a local adapter process" + (" standing in on the CPU" if name == config.gpu_endpoint_name else "")
+        if name == config.standard_endpoint_name and _served_locally(workshop, name)["server"] == LLAMA_SERVER:
+            where = "llama-server behind nginx, started by the DLC entrypoint's rules"
         return Text(f"calling {kind}: {name}, served by {where}; {why}")
     return Text(f"calling {kind}: {name} in {config.region}; {why}")
+
+
+def _served_locally(workshop: Workshop, name: str) -> dict:
+    from ..rehearsal import RehearsalError
+
+    try:
+        return workshop.rehearsal.endpoint_server(name)
+    except RehearsalError:
+        return {"server": None, "fallback": "", "private_url": None}
+
+
+def answered_by(workshop: Workshop, reply, name: str | None = None) -> tuple[bool, str]:
+    """Whether chat ``reply`` (a ChatResult) from endpoint ``name`` (default: the standard endpoint) came
+    from llama-server, and what showed it.
+
+    Locally the rehearsal records what serves the endpoint. Where that is the launcher's llama-server,
+    the reply must carry that server's build as ``system_fingerprint`` and its model (both read from its
+    ``/props`` on its private port), and the endpoint's ``/ping`` must give ``/health``'s answer through
+    nginx. Where the decision adapter stood in (no llama-server or nginx here), that is the rehearsal's
+    announced fallback, said in the row. On AWS only the reply's own shape can tell: llama-server writes
+    its build and its timings into every completion.
+    """
+    from .. import dlc_server
+
+    config = workshop.config
+    name = name or config.standard_endpoint_name
+    raw = getattr(reply, "raw", reply)
+    if config.mode != "local":
+        problem = dlc_server.answer_problem(raw)
+        return not problem, problem or f"a llama-server answer (build {raw['system_fingerprint']})"
+    served = _served_locally(workshop, name)
+    if served["server"] != LLAMA_SERVER:
+        if served["server"] is not None and served["fallback"]:
+            return True, f"the decision adapter stood in for llama-server ({served['fallback']})"
+        return False, f"{name} is served by {served['server'] or 'nothing that is running'}, not llama-server"
+    try:
+        identity = dlc_server.fetch_identity(served["private_url"])
+        ping = dlc_server.get_json(workshop.rehearsal.endpoint_url(name) + "/ping")
+    except dlc_server.LauncherError as exc:
+        return False, f"llama-server behind {name} did not say who it is: {exc}"
+    problem = dlc_server.answer_problem(raw, identity)
+    if not problem and ping != {"status": "ok"}:
+        problem = f"/ping answered {ping!r}, not llama-server's /health"
+    return not problem, problem or (f"llama-server {identity.build} answered with its model "
+                                    f"{os.path.basename(identity.model)}; /ping gave its /health through nginx")
 
 
 def decision_endpoint(workshop: Workshop) -> str:

@@ -50,12 +50,25 @@ def _reached(value) -> tuple[bool, str]:
     raise TypeError(f"check_outcome does not know how to check a {type(value).__name__}")
 
 
+def _standard_rows(workshop: Workshop, results: dict) -> list[tuple[str, bool, str]]:
+    """Notebook 02: each chat answer came from llama-server (locally: the launcher's, checked against it)."""
+    from ..client import ChatResult
+    from .invoke import answered_by
+
+    chats = [name for name, value in results.items() if isinstance(value, ChatResult)]
+    return [("server" if len(chats) == 1 else f"server ({name})", *answered_by(workshop, results[name]))
+            for name in chats]
+
+
 def check_outcome(workshop: Workshop, notebook: str, **results) -> Checks:
     """A notebook's closing check: one row per named result (valid probabilities, an answer with
     content, something deleted, nothing left running). In local mode (CI, the rehearsal) a failed row
     stops the notebook with the reason, so a run a participant would be stuck after never passes."""
     config = workshop.config
-    checks = Checks([(name, *_reached(value)) for name, value in results.items()])
+    rows = [(name, *_reached(value)) for name, value in results.items()]
+    if notebook == "02":
+        rows += _standard_rows(workshop, results)
+    checks = Checks(rows)
     if config.mode == "local" and not checks.ok:
         raise StepError(f"notebook {notebook} did not get where it should:\n{checks}")
     return checks
