@@ -51,9 +51,9 @@ SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/sbin")  # nginx lives here, often
 UPSTREAM_TIMEOUT_S = 120  # local endpoints share two cores: slower than SageMaker's 60 s allows
 MAX_BODY = "25m"
 
-NOT_REPRODUCED = ("the DLC image itself (its llama.cpp build b10433 with CPU variants per micro-architecture, "
-                  "Amazon Linux, its own nginx settings) and SageMaker's front end; llama-server from this "
-                  "checkout's build ran behind nginx under the entrypoint's rules")
+NOT_REPRODUCED = ("the DLC image itself: its /usr/bin/serve (its documented rules were applied instead), its "
+                  "llama.cpp build b10433 with a CPU variant per micro-architecture, its nginx settings and Amazon "
+                  "Linux 2023; this checkout's llama-server ran behind nginx in its place")
 
 
 class LauncherError(WorkshopError, ValueError):
