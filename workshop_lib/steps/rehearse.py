@@ -142,7 +142,8 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     if failed:
         out(f"  {failed[0]:<22} FAILED: {failed[1]}")
         out(f"  details: {log_path}")
-    out("Not exercised locally: the CodeBuild model download, docker build/push, the DLC's llama-server, "
+    out("Not exercised locally: the CodeBuild model download, docker build/push, the DLC image itself (this "
+        "checkout's llama-server behind nginx stands in where it is built), "
         "GPU pool placement and offload, the endpoint deadlines firing (the emulator keeps the schedules, never runs "
         "them).")
     out(f"Everything started was stopped. Total {time.perf_counter() - started:.1f} s (log: {log_path}).")
