@@ -152,6 +152,15 @@ def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
     assert not any(rehearsal.group_alive(g) for g in groups)
 
 
+def test_on_aws_the_answer_itself_says_whether_llama_server_wrote_it():
+    workshop = steps.Workshop(WorkshopConfig(mode="aws"))
+    written = {"system_fingerprint": "b10433-abc", "timings": {"prompt_n": 9, "predicted_n": 3}}
+    checks = steps.check_outcome(workshop, "02", answer=ChatResult("Two words.", raw=written))
+    assert checks.ok and "build b10433-abc" in str(checks)
+    checks = steps.check_outcome(workshop, "02", answer=ChatResult("Two words.", raw={"choices": []}))
+    assert not checks.ok and "system_fingerprint" in str(checks)  # shown, not raised: on AWS the reader decides
+
+
 def deployed_standard(workshop):
     """Notebooks 00 to 02 on the standard path: its endpoint deployed and asked notebook 02's question."""
     steps.setup(workshop, deploy_path="standard")
