@@ -280,12 +280,25 @@ def cmd_bench(args) -> int:
     from .bench import load_comparison, run_benchmark
     from .config import default_path
 
+    standard = None
+    if "logprobs" in (args.baseline or ()):
+        from .bench.logprobs import url_client
+
+        if not args.standard_url and args.url:
+            raise SystemExit("error: --baseline logprobs asks the standard endpoint (llama-server); with --url give "
+                             "its URL too: --standard-url http://127.0.0.1:PORT/v1/chat/completions")
+        if args.standard_url:
+            standard = url_client(args.standard_url)
+        else:
+            workshop = workshop_for(args)
+            standard = steps.client(workshop, workshop.config.standard_endpoint_name)
     report = run_benchmark(
         _endpoint_client(args, steps.decision_endpoint), args.tasks, progress=not args.no_progress,
         **_given(limit=args.limit, concurrency=args.concurrency, rotations=args.rotations,
                  study_limit=args.study_limit, label=args.label, schema=args.schema,
                  compare_with=load_comparison(args.compare) if args.compare else None),
-        baseline=args.baseline, bias=args.bias, debias=args.debias, calibrate=args.calibrate)
+        baseline=args.baseline or False, standard=standard, bias=args.bias, debias=args.debias,
+        calibrate=args.calibrate)
     paths = report.save(args.out or Path(args.config or default_path()).parent / "bench")
     print(report.to_markdown())
     print()
@@ -556,7 +569,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, metavar="N", help="use N tasks, spread across families")
     p.add_argument("--concurrency", type=int, metavar="N",
                    help="requests in flight for the decision run (default 1: sequential)")
-    p.add_argument("--baseline", action="store_true", help="also answer by generation through the chat schema")
+    p.add_argument("--baseline", action="append", nargs="?", const="generation", choices=("generation", "logprobs"),
+                   help="also a baseline: generation (the default; chat, parse the reply) or logprobs (the decision "
+                        "prompt's first-token top_logprobs from the standard endpoint); repeat for both")
+    p.add_argument("--standard-url", metavar="URL",
+                   help="the standard endpoint for --baseline logprobs: a URL serving /invocations, or a "
+                        "llama-server's .../v1/chat/completions (default: the config's standard endpoint)")
     p.add_argument("--bias", action="store_true", help="also send the options reversed; report top-choice flips")
     p.add_argument("--debias", action="store_true",
                    help="also the order-debiased readout (k rotations in one shared-state request); implies --bias")

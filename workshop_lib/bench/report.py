@@ -26,6 +26,7 @@ from typing import Iterable, Mapping, Sequence
 
 from .bias import flip_stats
 from .calibration import MIN_TASKS, calibrate_results
+from .logprobs import agreement
 from .runner import Run, TaskResult
 
 RUN_TITLES = {
@@ -34,6 +35,7 @@ RUN_TITLES = {
     "debiased": "debiased readout",
     "debiased_reversed": "debiased readout, options reversed",
     "generation": "generation baseline (chat)",
+    "logprobs": "letter-probability baseline (standard endpoint, top_logprobs)",
 }
 
 
@@ -260,6 +262,20 @@ class BenchReport:
         return out
 
     @property
+    def letter_baseline(self) -> dict | None:
+        """The letter-probability baseline against the decision readout on the same tasks."""
+        if "logprobs" not in self.runs:
+            return None
+        run = self.runs["logprobs"]
+        ids = {r.task_id for r in run.results}
+        out = agreement(self.decision.results, run.results)
+        out["top_logprobs"] = run.settings.get("top_logprobs")
+        out["client_latency_ms"] = latency_stats(r.client_latency_ms for r in run.results if r.answered)
+        out["decision_client_latency_ms"] = latency_stats(
+            r.client_latency_ms for r in self.decision.results if r.answered and r.task_id in ids)
+        return out
+
+    @property
     def calibration(self) -> dict | None:
         return calibrate_results(self.decision.results) if self.calibrate else None
 
@@ -275,6 +291,7 @@ class BenchReport:
         return {"title": self.title, "created": self.created, "tasks_source": self.tasks_source,
                 "endpoint": self.decision.endpoint, "model": self.decision.model, "notes": self.notes,
                 "summary": self.summaries, "order_test": self.order_test, "calibration": self.calibration,
+                "letter_baseline": self.letter_baseline,
                 "compare_with": self.compare_with, "comparison": self.comparison,
                 "runs": {key: run.to_dict() for key, run in self.runs.items()}}
 
@@ -404,6 +421,10 @@ def render_markdown(report: BenchReport) -> str:
         if g["tasks"] < MIN_STUDIED:
             out += ["", too_few_note(g["tasks"], "asked both ways", "either accuracy")]
 
+    letters = report.letter_baseline
+    if letters is not None:
+        out += ["", *letter_section(report, letters)]
+
     order = report.order_test
     if order:
         plain = order["plain"]
@@ -451,6 +472,45 @@ def render_markdown(report: BenchReport) -> str:
         label_b = d["label"] if d["label"] != label_a else f"{d['label']} (this run)"
         out += ["", "## Side by side", "", comparison_markdown(report.comparison, label_a, label_b)]
     return "\n".join(out)
+
+
+def letter_section(report: BenchReport, letters: Mapping) -> list[str]:
+    """Markdown lines: the decision readout, the generation baseline (if run) and the letter probabilities."""
+    run = report.runs["logprobs"]
+    n, k = letters["tasks"], letters["top_logprobs"]
+    ids = {r.task_id for r in run.results}
+    same = [r for r in report.decision.results if r.task_id in ids]
+    dec_valid = sum(r.valid for r in same)
+
+    def lat(stats):
+        return [fmt_s(stats["p50"]), fmt_s(stats["p95"])]
+
+    agree = f"{letters['agree']}/{letters['compared']}" if letters["compared"] else "–"
+    diff = "–" if letters["max_abs_diff"] is None else f"{letters['max_abs_diff']:.3f}"
+    rows = [["decision readout (every option's logit)", f"{dec_valid}/{n}", "(itself)", "–",
+             *lat(letters["decision_client_latency_ms"])]]
+    if "generation" in report.runs:
+        gen = [r for r in report.runs["generation"].results if r.task_id in ids]
+        by_id = {r.task_id: r for r in same}
+        gen_agree = sum(r.valid and r.task_id in by_id and by_id[r.task_id].valid
+                        and r.predicted == by_id[r.task_id].predicted for r in gen)
+        rows.append(["generation baseline (chat, parse the reply)", f"{sum(r.valid for r in gen)}/{len(gen)}",
+                     f"{gen_agree}/{len(gen)}", "(no probabilities)",
+                     *lat(latency_stats(r.client_latency_ms for r in gen if r.answered))])
+    rows.append([f"letter probabilities (standard endpoint, top {k})", f"{letters['valid']}/{n}", agree, diff,
+                 *lat(letters["client_latency_ms"])])
+    lines = ["## Decision readout vs letter probabilities from the standard endpoint", "",
+             f"The same decision prompt sent to `{run.endpoint}` as a chat completion with `max_tokens: 1, "
+             f"logprobs: true, top_logprobs: {k}`; the option letters among the returned first tokens are "
+             "renormalised. A task is valid only when every option's letter came back: a letter outside the "
+             f"top {k} has no probability, and is not guessed.", "",
+             table(["", "valid", "top option agrees with the decision readout", "largest probability difference",
+                    "client p50", "client p95"], rows), "",
+             f"Options missing from the top {k}: {letters['missing_options_mean']:.1f} per task on average."]
+    if letters["median_task_diff"] is not None:
+        lines[-1] += (f" Of the {letters['compared']} tasks valid in both, the median task's largest difference is "
+                      f"{letters['median_task_diff']:.3f} (largest: {letters['max_abs_diff_task']}).")
+    return lines
 
 
 BOUND_NOTES = {

@@ -6,7 +6,9 @@ Order of the phases (each one a sequential pass unless noted):
 2. ``bias``: the same tasks with the options reversed (the order test);
 3. ``debias``: the order-debiased readout, for the original and the reversed order;
 4. ``baseline``: the generation baseline through the chat schema (last, because a
-   chat request resets the adapter's cached prefix);
+   chat request resets the adapter's cached prefix), and/or the letter-probability baseline:
+   the decision prompt sent to the standard endpoint (``standard``) for its first token's
+   ``top_logprobs`` (logprobs.py);
 5. ``calibrate``: computed from the decision readout, no extra requests.
 
 The studies run on the first ``study_limit`` tasks (all by default), so a quick run
@@ -18,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .baseline import MAX_TOKENS, run_generation_baseline
+from .logprobs import TOP_LOGPROBS, run_logprobs_baseline
 from .bias import run_debiased, run_order_test
 from .report import BenchReport
 from .runner import run_decisions, run_systemone
@@ -33,8 +36,22 @@ def resolve_tasks(tasks=None, limit: int | None = None) -> tuple[list[Task], str
     return select(list(tasks), limit), "the given tasks"
 
 
+BASELINES = ("generation", "logprobs")
+
+
+def baselines(baseline) -> tuple[str, ...]:
+    """Which baselines ``baseline`` asks for: False/None (none), True (generation), a name or several."""
+    if not baseline:
+        return ()
+    names = ("generation",) if baseline is True else (baseline,) if isinstance(baseline, str) else tuple(baseline)
+    unknown = [n for n in names if n not in BASELINES]
+    if unknown:
+        raise ValueError(f"unknown baseline {unknown[0]!r}; use {' or '.join(BASELINES)}")
+    return tuple(n for n in BASELINES if n in names)
+
+
 def run_benchmark(client, tasks=None, *, limit: int | None = None, concurrency: int = 1,
-                  baseline: bool = False, bias: bool = False, debias: bool = False, calibrate: bool = False,
+                  baseline=False, standard=None, top_logprobs: int = TOP_LOGPROBS, bias: bool = False, debias: bool = False, calibrate: bool = False,
                   rotations: int | None = None, study_limit: int | None = None, order: str = "reversed",
                   max_tokens: int = MAX_TOKENS, label: str = "decision", compare_with: dict | None = None,
                   title: str = "Decision benchmark", progress: bool = True, schema: str = "decision") -> BenchReport:
@@ -45,7 +62,13 @@ def run_benchmark(client, tasks=None, *, limit: int | None = None, concurrency: 
     as many as the task has options). ``compare_with``: ``report.load_comparison(path)``.
     ``schema``: "decision" (the project's schema) or "systemone" (the same tasks as Jev questions);
     the studies (baseline, order, calibration) always use the decision schema.
+    ``baseline``: True or "generation" (chat, parse the reply), "logprobs" (letter probabilities from
+    ``standard``, a client for the standard endpoint: llama-server), or both as a list.
     """
+    wanted = baselines(baseline)
+    if "logprobs" in wanted and standard is None:
+        raise ValueError("the logprobs baseline asks the standard endpoint (llama-server): pass standard= a client "
+                         "for it (workshop bench --standard-url, or the workshop's standard endpoint)")
     chosen, source = resolve_tasks(tasks, limit)
     studied = select(chosen, study_limit)
     if schema not in ("decision", "systemone"):
@@ -58,21 +81,26 @@ def run_benchmark(client, tasks=None, *, limit: int | None = None, concurrency: 
         runs["debiased"] = run_debiased(client, studied, order="original", rotations=rotations, progress=progress)
         runs["debiased_reversed"] = run_debiased(client, studied, order=order, rotations=rotations,
                                                  progress=progress)
-    if baseline:
+    if "generation" in wanted:
         runs["generation"] = run_generation_baseline(client, studied, max_tokens=max_tokens, progress=progress)
+    if "logprobs" in wanted:
+        runs["logprobs"] = run_logprobs_baseline(standard, studied, top_logprobs=top_logprobs, progress=progress)
     notes = []
-    if len(studied) < len(chosen) and (bias or debias or baseline):
+    if len(studied) < len(chosen) and (bias or debias or wanted):
         notes.append(f"baseline / order studies on {len(studied)} of the {len(chosen)} tasks")
     return BenchReport(runs=runs, title=title, tasks_source=source, calibrate=calibrate,
                        compare_with=compare_with, notes=notes)
 
 
-def run_notebook_benchmark(client, tasks=None, limit: int | None = None, *, baseline: bool = True,
+def run_notebook_benchmark(client, tasks=None, limit: int | None = None, *, baseline=True, standard=None,
                            bias: bool = True, debias: bool = True, calibrate: bool = True, **options) -> BenchReport:
     """Notebook 06's one call: every study switched on; ``report.plot()`` draws the figures,
-    ``report.to_markdown()`` (or just showing ``report``) gives the tables, ``report.save(dir)`` writes them."""
-    return run_benchmark(client, tasks, limit=limit, baseline=baseline, bias=bias, debias=debias,
-                         calibrate=calibrate, **options)
+    ``report.to_markdown()`` (or just showing ``report``) gives the tables, ``report.save(dir)`` writes them.
+    With ``standard`` (a client for the standard endpoint) the letter-probability baseline runs as well."""
+    if baseline is True:
+        baseline = ("generation", "logprobs") if standard is not None else ("generation",)
+    return run_benchmark(client, tasks, limit=limit, baseline=baseline, standard=standard, bias=bias,
+                         debias=debias, calibrate=calibrate, **options)
 
 
-__all__ = ["default_tasks_path", "resolve_tasks", "run_benchmark", "run_notebook_benchmark"]
+__all__ = ["BASELINES", "baselines", "default_tasks_path", "resolve_tasks", "run_benchmark", "run_notebook_benchmark"]

@@ -1,0 +1,49 @@
+"""llama-server as a local process, for the benchmarks and the baseline's tests.
+
+Found as the workshop finds it (REFERENCE: the agreed layout): ``$WORKSHOP_LLAMA_SERVER``, then the
+checkout's ``.llama.cpp/bin/llama-server`` (shaped like the DLC's ``/opt/llama.cpp/bin``), then
+``llama-server`` on PATH. Started plainly (``-m <gguf> -t <threads> -c <context>``, loopback) in its own
+process group with its output in a file, as every ``workshop_lib.local.ServerProcess``; the DLC
+launcher's rules (workshop_lib/dlc_server.py) are not needed to measure the server itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from workshop_lib.local import ServerProcess
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def find_llama_server() -> Path | None:
+    """The llama-server binary to use, or None where there is none."""
+    given = os.environ.get("WORKSHOP_LLAMA_SERVER")
+    if given:
+        return Path(given) if Path(given).is_file() else None
+    local = CHECKOUT / ".llama.cpp" / "bin" / "llama-server"
+    if local.is_file():
+        return local
+    found = shutil.which("llama-server")
+    return Path(found) if found else None
+
+
+class LlamaServerProcess(ServerProcess):
+    """llama-server on a loopback port; ready when ``/health`` answers 200 (503 while it loads)."""
+
+    ready_path = "/health"
+
+    def __init__(self, binary: Path, gguf: Path, *, log_path, threads: int = 2, context: int = 4096,
+                 extra_args: tuple[str, ...] = (), port: int | None = None):
+        super().__init__(log_path=log_path, port=port)
+        self.binary, self.gguf, self.threads, self.context = Path(binary), Path(gguf), threads, context
+        self.extra_args = tuple(extra_args)
+
+    def command(self) -> list[str]:
+        return [str(self.binary), "-m", str(self.gguf), "--host", "127.0.0.1", "--port", str(self.port),
+                "-t", str(self.threads), "-c", str(self.context), *self.extra_args]
+
+    def __repr__(self) -> str:
+        return f"LlamaServerProcess({self.url}, {self.gguf.name})"
