@@ -13,7 +13,10 @@ head, which holds nothing a caller wrote: a caller's state is reused inside its
 own request only, so what a request costs does not depend on what the previous
 caller sent (reusing it would let the next caller time a guess of it).
 ``DECISION_ADAPTER_CROSS_REQUEST_REUSE=on`` (single-tenant endpoints) reuses the
-previous request's tokens too, as far as they match. How the head is kept:
+previous request's tokens too, as far as they match; with ``DECISION_ADAPTER_STATE_CACHE_MIB``
+also those of recent requests before it (state_cache.py: their saved sequences, LRU, bounded
+in MiB): ``trim`` loads the cached sequence that shares the longest prefix with the request's
+first prompt, ``restore`` the one saved after exactly the request's state. How the head is kept:
 
 * ``trim`` (attention-only models): keep the KV cache up to the longest common
   prefix with what is cached, but no further than the head (with the opt-in: no
@@ -82,6 +85,7 @@ from .prompt import (DIGITS, GROUP_LETTERS, LETTERS, PROMPT_VERSION, ChatTemplat
                      option_labels)
 from .schema import ChatRequest, DecisionBatch, Option, Question
 from .settings import Settings
+from .state_cache import CachedState, StateCache
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +250,8 @@ class Engine:
         self._prefix: _Prefix | None = None
         # The head's text -> its tokens, and in restore mode the sequence saved after them.
         self._heads: dict[str, _Prefix] = {}
+        # Recent requests' sequences (opt-in; settings require cross-request reuse for it).
+        self.state_cache = StateCache(settings.state_cache_mib * 2**20) if settings.state_cache_mib else None
         self.tokens_evaluated = 0  # every token given to llama.cpp for decisions, for the benchmark
 
         self.slot_tokens, self._tail = self._find_slots()
@@ -287,6 +293,8 @@ class Engine:
                               f"llama.cpp: {self.runtime.system_info}")
         self._reset_context()  # the probe's prompt is not worth keeping as a cached prefix
         self._prefix = None
+        if self.state_cache is not None:
+            self.state_cache.clear()
         self.startup_probe = {"input_tokens": results[0]["input_tokens"], "options": len(question.options),
                               "seconds": round(time.perf_counter() - started, 4),
                               "prompt_tokens_per_s": round(results[0]["input_tokens"] / max(
@@ -731,11 +739,28 @@ class Engine:
                 head = self._head(first, prefix)
                 common = min(common, len(head.tokens) if head is not None else 0)
             self._prefix = None
+            if self.state_cache is not None:
+                hit = self.state_cache.longest(tokens, more_than=common)
+                if hit is not None:  # a recent request shares more than the context holds: start from there
+                    self._reset_context()
+                    self._load_sequence(hit[0].state)
+                    common = min(hit[1], len(tokens) - 2)
+                    self._set_position(common, tokens[:common])
             self._set_position(common)  # eval() removes the KV cells past it
             self._eval(tokens[common:])
             self._prefix = _Prefix(prefix, None)
+            if self.state_cache is not None and self.state_cache.get(tokens) is None:
+                self.state_cache.put(CachedState(tuple(tokens), self._save_sequence()))
             return common >= len(prefix)
         if across and self._prefix is not None and self._prefix.tokens == prefix and prefix:
+            return True
+        cached = self.state_cache.get(prefix) if self.state_cache is not None and prefix else None
+        if cached is not None:
+            self._reset_context()
+            self._prefix = None
+            self._load_sequence(cached.state)
+            self._set_position(len(prefix), prefix)
+            self._prefix = _Prefix(prefix, cached.partial)
             return True
         head = self._head(first, prefix) if self.prefix_mode == "restore" and prefix else None
         self._reset_context()
@@ -749,6 +774,8 @@ class Engine:
             self._eval(list(prefix[start:]))
         state = self._save_sequence(partial=True) if self.prefix_mode == "restore" and prefix else None
         self._prefix = _Prefix(prefix, state)
+        if self.state_cache is not None and prefix:
+            self.state_cache.put(CachedState(prefix, self._save_sequence(), state))
         return False
 
     def _head(self, prompt: RenderedPrompt, prefix: tuple[int, ...]) -> _Prefix | None:

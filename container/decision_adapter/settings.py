@@ -100,6 +100,9 @@ class Settings:
     # DECISION_ADAPTER_CROSS_REQUEST_REUSE: a request may reuse what the previous request left in the
     # context (its state), not only the fixed head. A timing oracle across callers: single-tenant only.
     cross_request_reuse: bool = False
+    # DECISION_ADAPTER_STATE_CACHE_MIB: with cross-request reuse on, also keep the states of recent requests
+    # (LRU, at most this many MiB), not only the last one; 0 = off. The same timing oracle, wider.
+    state_cache_mib: int = 0
     extra_buffers: str = "auto"  # auto | on | off: llama.cpp's extra (repacking, AMX) buffer types
     chat_max_tokens: int = 256
     nginx: str = "auto"  # DECISION_ADAPTER_NGINX: auto | on | off
@@ -216,6 +219,15 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     prefix_reuse = _choice(env, A + "PREFIX_REUSE", PREFIX_REUSE_MODES)
     cross_request_reuse = _choice(env, A + "CROSS_REQUEST_REUSE", CROSS_REQUEST_REUSE_MODES) == "on"
     extra_buffers = _choice(env, A + "EXTRA_BUFFERS", EXTRA_BUFFER_MODES)
+    state_cache_mib = _int(env, A + "STATE_CACHE_MIB", 0, minimum=0)
+    if state_cache_mib and not cross_request_reuse:
+        raise SettingsError(
+            f"{A}STATE_CACHE_MIB={state_cache_mib} keeps earlier callers' states for later requests, which is "
+            f"cross-request reuse: set {A}CROSS_REQUEST_REUSE=on as well (single-tenant endpoints only), or set "
+            "the cache to 0")
+    if state_cache_mib and prefix_reuse == "off":
+        raise SettingsError(f"{A}STATE_CACHE_MIB={state_cache_mib} needs prefix reuse, but {A}PREFIX_REUSE=off; "
+                            "set it to auto, or the cache to 0")
     ignored = sorted(
         name for name in env
         if name.startswith(L)
@@ -241,6 +253,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_shared_decisions=_int(env, A + "MAX_SHARED_DECISIONS", Settings.max_shared_decisions, minimum=1),
         prefix_reuse=prefix_reuse,
         cross_request_reuse=cross_request_reuse,
+        state_cache_mib=state_cache_mib,
         extra_buffers=extra_buffers,
         chat_max_tokens=_int(env, A + "CHAT_MAX_TOKENS", 256, minimum=1),
         nginx=_choice(env, A + "NGINX", NGINX_MODES),
