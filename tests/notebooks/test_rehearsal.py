@@ -141,7 +141,7 @@ def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
         assert "local endpoint process: stopped" in steps.delete_endpoint(workshop, name)
     assert steps.running_endpoints(workshop) == "no workshop endpoints found"
     again = steps.delete_endpoints(workshop, [config.cpu_endpoint_name])  # 07 run twice: nothing to delete
-    assert not again.ok and again.problem == "no endpoint was there to delete"
+    assert again.ok and "nothing was there to delete" in again  # safe to run twice, and says so
     # Every AWS call recorded on the way, held against the policy of the principal that makes it.
     audit = steps.audit_permissions(workshop)
     assert audit.ok and audit.denied == []

@@ -93,7 +93,8 @@ def test_the_builder_request_reads_the_kept_text_so_it_runs_after_a_restart(tmp_
 def shell():
     from IPython.core.interactiveshell import InteractiveShell
 
-    made = InteractiveShell.instance()
+    made = InteractiveShell.instance()  # one per process: other tests may have defined names in it
+    made.reset(new_session=False)
     assert display.install_error_handler(made)
     yield made
     made.set_custom_exc((), None)
