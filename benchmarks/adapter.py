@@ -13,7 +13,8 @@ In one process and one run, on the embedded model with 2 threads, for each prefi
 3. non-model time per request: client latency minus the server's evaluation time;
 4. k = 2, 4, 8 questions on one ~400-token state, one shared-state request, against one
    decision on a state of the same length;
-5. the worker's peak RSS after all of that.
+5. the worker's peak RSS after all of that;
+6. then (unless ``--no-llama-server``) benchmarks/llama_server.py: the adapter against llama-server.
 
 It prints figures and target verdicts and asserts nothing (this machine is shared and noisy,
 so speed is reported, not tested). Every server it starts is stopped before it returns.
@@ -219,8 +220,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="at most this many tasks, across families")
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
     parser.add_argument("--context", type=int, default=CTX, help=f"context size in tokens (default {CTX})")
+    parser.add_argument("--no-llama-server", action="store_true",
+                        help="skip the comparison with llama-server (benchmarks/llama_server.py) that follows")
     args = parser.parse_args(argv)
     print(report(run(args.tasks, args.limit, args.out, args.context)))
+    if not args.no_llama_server:
+        from benchmarks import llama_server
+
+        if llama_server.find_llama_server() is None:
+            print("llama-server comparison skipped: no llama-server build (.llama.cpp/bin/llama-server, "
+                  "WORKSHOP_LLAMA_SERVER or PATH)")
+        else:
+            print(llama_server.report(llama_server.run(args.limit)))
     return 0
 
 

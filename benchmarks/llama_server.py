@@ -1,0 +1,299 @@
+"""The adapter against llama-server: ``python -m benchmarks.llama_server`` (``make bench`` runs it after
+benchmarks/adapter.py).
+
+One run, one machine, the embedded model, 2 threads and a 4096-token context on both sides, the same
+prompts (the decision prompt rendered by the adapter; sent to llama-server as its chat messages with
+``max_tokens: 1, logprobs: true, top_logprobs: 20``, the letter-probability baseline), requests
+alternating between the servers task by task:
+
+1. new prompts: each task's decision once to the adapter (defaults, no cache) and once to llama-server
+   (its first pass: the prompt is new to it);
+2. repeated states: the same tasks again, to an adapter with the state cache on
+   (``DECISION_ADAPTER_CROSS_REQUEST_REUSE=on``, ``DECISION_ADAPTER_STATE_CACHE_MIB``; it saw them in
+   pass 1) and to llama-server (warm: its prompt cache, ``--cache-ram``, holds them);
+3. shared state: k = 2, 4, 8 questions on one ~400-token state, one adapter request against k separate
+   requests to llama-server (whose prompt cache reuses the state between them);
+4. where the adapter's time goes on new prompts: the HTTP stack (client, nginx, gunicorn, response JSON),
+   request handling (JSON parsing, validation, rendering, readout), tokenizing in Python, evaluation; and
+   from an in-process engine, the readout alone and the llama_decode calls per decision.
+
+Prints the figures and writes benchmarks/results/llama_server.json. Asserts nothing: the machine is
+shared, so speed is reported, not tested. Every server it starts is stopped before it returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import statistics
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from benchmarks.servers import LlamaServerProcess, find_llama_server
+from workshop_lib.bench.logprobs import (TOP_LOGPROBS, decision_messages, first_token_logprobs, logprobs_payload,
+                                         read_letters)
+from workshop_lib.bench.report import percentile
+from workshop_lib.bench.tasks import load_tasks
+from workshop_lib.demo import prepare_model_dir
+from workshop_lib.local import AdapterProcess, post_json
+from workshop_lib.models import embedded_gguf_path
+
+THREADS = 2
+CTX = 4096
+CACHE_MIB = 512
+RESULTS = Path(__file__).resolve().parent / "results" / "llama_server.json"
+QUESTIONS = [
+    ("route", "Which team should handle this ticket?", ["billing", "tech", "security", "sales"]),
+    ("priority", "How urgent is it?", ["low", "normal", "high"]),
+    ("refund", "Does the customer ask for money back?", ["no", "yes"]),
+    ("angry", "Is the customer angry?", ["no", "yes"]),
+    ("churn", "Does the customer threaten to cancel?", ["no", "yes"]),
+    ("language", "Which language is the ticket in?", ["english", "german", "french", "other"]),
+    ("product", "Which product is concerned?", ["pro plan", "team plan", "api", "unknown"]),
+    ("followup", "Does the ticket need a call back?", ["no", "yes"]),
+]
+
+
+def ticket(n: int, sentences: int = 8) -> str:
+    """A synthetic support ticket (~400 tokens at 8 sentences); n makes it unique."""
+    lines = [f"Ticket {n}. Customer account {4000 + n}, Pro plan since 2021."]
+    for i in range(sentences):
+        lines.append(f"Note {i}: on day {i + 1} the customer reported that invoice {n}-{i} was charged twice "
+                     f"and asked support to check the card ending {1000 + (n * 7 + i) % 9000}.")
+    return " ".join(lines)
+
+
+def timed(url: str, body: dict) -> tuple[float, dict]:
+    start = time.perf_counter()
+    status, reply = post_json(url, body)
+    elapsed = (time.perf_counter() - start) * 1000.0
+    if status != 200:
+        raise RuntimeError(f"{url}: HTTP {status}: {str(reply)[:300]}")
+    return elapsed, reply
+
+
+def letter_body(state, question, option_texts) -> dict:
+    return logprobs_payload(decision_messages(state, question, option_texts))
+
+
+def p50(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def stats(values) -> dict:
+    values = [v for v in values if v is not None]
+    return {"n": len(values), "p50": p50(values), "p95": percentile(values, 95)}
+
+
+def in_process(model_dir: Path, bodies: list[dict]) -> dict:
+    """The readout alone and the llama_decode calls per decision, from an engine fed the same requests."""
+    from decision_adapter.engine import Engine
+    from decision_adapter.model_files import locate_model
+    from decision_adapter.schema import parse_decision
+    from decision_adapter.settings import load_settings
+
+    settings = load_settings({"SM_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": str(THREADS),
+                              "SM_LLAMA_CPP_CTX_SIZE": str(CTX)})
+    engine = Engine(settings, locate_model(model_dir))
+    engine.prove()
+    real_eval, calls = engine.llm.eval, []
+
+    def counting(tokens):  # Llama.eval calls llama_decode once per n_batch tokens
+        calls.append(math.ceil(len(tokens) / settings.n_batch))
+        return real_eval(tokens)
+
+    engine.llm.eval = counting
+    decode_calls, evaluated, readout_ms, decide_ms = [], [], [], []
+    for body in bodies:
+        calls.clear()
+        before = engine.tokens_evaluated
+        start = time.perf_counter()
+        results, _ = engine.decide(parse_decision(body))
+        decide_ms.append((time.perf_counter() - start) * 1000.0)
+        decode_calls.append(sum(calls))
+        evaluated.append(engine.tokens_evaluated - before)
+        n = len(body["options"])
+        start = time.perf_counter()
+        for _ in range(20):
+            engine._read([], engine._last_logits(), n, 1.0)
+        readout_ms.append((time.perf_counter() - start) * 1000.0 / 20)
+    engine.llm.eval = real_eval
+    del engine
+    return {"decode_calls_p50": p50(decode_calls), "tokens_evaluated_p50": p50(evaluated),
+            "readout_ms_p50": p50(readout_ms), "in_process_decide_ms_p50": p50(decide_ms)}
+
+
+def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
+    binary = find_llama_server()
+    if binary is None:
+        raise SystemExit("no llama-server: build it (make; the checkout's .llama.cpp/bin/llama-server), or set "
+                         "WORKSHOP_LLAMA_SERVER to a llama-server binary")
+    work = Path(tempfile.mkdtemp(prefix="llama-server-bench-"))
+    model_dir, _ = prepare_model_dir(work)
+    tasks = load_tasks(None, limit=limit)
+    bodies = [t.request() for t in tasks]
+    letters = [letter_body(t.state, t.question, [text for _, text in t.presented()]) for t in tasks]
+    adapter_env = {"SM_LLAMA_CPP_CTX_SIZE": str(CTX)}
+    cache_env = {**adapter_env, "DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on",
+                 "DECISION_ADAPTER_STATE_CACHE_MIB": str(CACHE_MIB)}
+    servers = [LlamaServerProcess(binary, embedded_gguf_path(), log_path=work / "llama-server.log",
+                                  threads=THREADS, context=CTX),
+               AdapterProcess(model_dir, log_path=work / "adapter.log", threads=THREADS, env=adapter_env),
+               AdapterProcess(model_dir, log_path=work / "adapter-cache.log", threads=THREADS, env=cache_env)]
+    try:
+        for server in servers:
+            server.start(timeout_s=180)
+        llama, plain, cached = servers
+        chat_url, plain_url, cached_url = (llama.url + "/v1/chat/completions", plain.url + "/invocations",
+                                           cached.url + "/invocations")
+        with urllib.request.urlopen(llama.url + "/props", timeout=10) as response:
+            props = json.loads(response.read())
+
+        new = {"adapter": [], "adapter_cache": [], "llama": []}
+        parts = {"client_minus_server": [], "handling": [], "tokenize": [], "evaluate": [], "llama_prompt_ms": [],
+                 "llama_client_minus_prompt": [], "adapter_tokens": [], "llama_prompt_n": []}
+        valid = agree = 0
+        for body, letter in zip(bodies, letters):
+            ms, reply = timed(plain_url, body)
+            new["adapter"].append(ms)
+            t = reply["result"]["timing"]
+            parts["client_minus_server"].append(ms - t["total_ms"])
+            parts["tokenize"].append(t["tokenize_ms"])
+            parts["evaluate"].append(t["evaluate_ms"])
+            parts["handling"].append(t["total_ms"] - t["tokenize_ms"] - t["evaluate_ms"])
+            parts["adapter_tokens"].append(reply["result"]["input_tokens"])
+            new["adapter_cache"].append(timed(cached_url, body)[0])
+            ms, answer = timed(chat_url, letter)
+            new["llama"].append(ms)
+            parts["llama_prompt_ms"].append(answer["timings"]["prompt_ms"])
+            parts["llama_client_minus_prompt"].append(ms - answer["timings"]["prompt_ms"])
+            parts["llama_prompt_n"].append(answer["timings"]["prompt_n"])
+            read = read_letters(first_token_logprobs(answer), len(body["options"]))
+            if read["probabilities"] is not None:
+                valid += 1
+                probs = reply["result"]["probabilities"]
+                agree += max(range(len(probs)), key=probs.__getitem__) == max(
+                    range(len(probs)), key=read["probabilities"].__getitem__)
+
+        warm = {"adapter_cache": [], "llama": [], "adapter": []}
+        for body, letter in zip(bodies, letters):
+            warm["adapter_cache"].append(timed(cached_url, body)[0])
+            warm["llama"].append(timed(chat_url, letter)[0])
+            warm["adapter"].append(timed(plain_url, body)[0])
+
+        shared_rows = []
+        for k in (2, 4, 8):
+            one_request, separate = [], []
+            for rep in range(3):
+                state = ticket(700 + 10 * k + rep)
+                body = {"id": f"k{k}-{rep}", "state": state,
+                        "questions": [{"id": q, "question": text, "options": opts} for q, text, opts in QUESTIONS[:k]]}
+                one_request.append(timed(plain_url, body)[0])
+                state = ticket(800 + 10 * k + rep)  # new to llama-server too
+                start = time.perf_counter()
+                for _, text, opts in QUESTIONS[:k]:
+                    timed(chat_url, letter_body(state, text, opts))
+                separate.append((time.perf_counter() - start) * 1000.0)
+            shared_rows.append({"k": k, "adapter_one_request_ms": p50(one_request),
+                                "llama_k_requests_ms": p50(separate)})
+    finally:
+        for server in servers:
+            server.stop()
+
+    local = in_process(model_dir, bodies[: min(len(bodies), 24)])
+    figures = {
+        "machine": {"cpu": _cpu_name(), "cores": _cores(), "python": platform.python_version(),
+                    "llama_server_build": props.get("build_info"), "threads": THREADS, "context": CTX},
+        "model": embedded_gguf_path().name, "tasks": len(tasks), "top_logprobs": TOP_LOGPROBS,
+        "state_cache_mib": CACHE_MIB,
+        "new_prompts": {k: stats(v) for k, v in new.items()},
+        "repeated": {k: stats(v) for k, v in warm.items()},
+        "letters": {"valid": valid, "agree": agree},
+        "shared_state": shared_rows,
+        "breakdown_p50_ms": {k: p50(v) for k, v in parts.items()},
+        "in_process": local,
+    }
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(figures, indent=2) + "\n")
+    return figures
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _cores() -> int | None:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:.2f}x" if a is not None and b else "-"
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:.1f} ms"
+
+
+def report(f: dict) -> str:
+    m, new, warm, b = f["machine"], f["new_prompts"], f["repeated"], f["breakdown_p50_ms"]
+    lines = [f"Adapter vs llama-server: {f['model']}, {m['threads']} threads, context {m['context']}, {f['tasks']} "
+             f"tasks, alternating; {m['cpu']}, {m['cores']} cores; llama-server {m['llama_server_build']}",
+             "",
+             "p50 client latency                         adapter        llama-server   adapter / llama-server",
+             f"  new prompts (cache off)                  {_ms(new['adapter']['p50']):>12}   "
+             f"{_ms(new['llama']['p50']):>12}   {_ratio(new['adapter']['p50'], new['llama']['p50'])}",
+             f"  new prompts (state cache on)             {_ms(new['adapter_cache']['p50']):>12}",
+             f"  repeated states (cache on / warm cache)  {_ms(warm['adapter_cache']['p50']):>12}   "
+             f"{_ms(warm['llama']['p50']):>12}   {_ratio(warm['adapter_cache']['p50'], warm['llama']['p50'])}",
+             f"  repeated states, adapter cache off       {_ms(warm['adapter']['p50']):>12}",
+             "",
+             f"letter probabilities from llama-server (top {f['top_logprobs']}): all options present in "
+             f"{f['letters']['valid']}/{f['tasks']} tasks; top option as the adapter's in "
+             f"{f['letters']['agree']}/{f['letters']['valid']} of those",
+             "",
+             "shared state (~400-token state): one adapter request vs k separate llama-server requests"]
+    for row in f["shared_state"]:
+        lines.append(f"  k={row['k']}: {_ms(row['adapter_one_request_ms']):>10} vs {_ms(row['llama_k_requests_ms']):>10}"
+                     f"  ({_ratio(row['adapter_one_request_ms'], row['llama_k_requests_ms'])})")
+    local = f["in_process"]
+    lines += ["",
+              "where the time goes on new prompts (p50)",
+              f"  adapter: HTTP stack (client, nginx, gunicorn, response JSON)  {_ms(b['client_minus_server'])}",
+              f"           request handling (parse, validate, render, readout)  {_ms(b['handling'])}"
+              f" (readout alone {_ms(local['readout_ms_p50'])})",
+              f"           tokenizing in Python                                 {_ms(b['tokenize'])}",
+              f"           evaluation                                           {_ms(b['evaluate'])} for "
+              f"{b['adapter_tokens']:.0f} prompt tokens read, {local['tokens_evaluated_p50']:.0f} evaluated "
+              f"(the fixed head is kept), {local['decode_calls_p50']:.0f} llama_decode call(s)",
+              f"  llama-server: prompt evaluation                               {_ms(b['llama_prompt_ms'])} for "
+              f"{b['llama_prompt_n']:.0f} tokens evaluated (its cache keeps the common prefix)",
+              f"                everything else (HTTP, JSON, sampling 1 token)  {_ms(b['llama_client_minus_prompt'])}",
+              f"  in-process engine.decide, no HTTP                             {_ms(local['in_process_decide_ms_p50'])}"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.llama_server", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--limit", type=int, help="at most this many tasks, across families (default: all)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"write the figures as JSON here (default {RESULTS})")
+    args = parser.parse_args(argv)
+    print(report(run(args.limit, args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
