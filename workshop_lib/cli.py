@@ -628,7 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     _workshop_flags(p)
 
     p = add("serve", cmd_serve, "run the real decision adapter locally, in the foreground (Ctrl-C stops it)",
-            "A local endpoint without AWS: gunicorn + llama.cpp serving /ping and /invocations on this machine, "
+            "A local endpoint without AWS: nginx + gunicorn + llama.cpp serving /ping and /invocations on this machine, "
             "by default on the embedded model, so invoke --url, bench --url and any HTTP client can use it.")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080)")

@@ -44,7 +44,7 @@ def run(work_dir: str | Path = ".workshop/demo") -> int:
     print(f"   model.tar.gz extracted to {model_dir}")
     print(f"   manifest: {gguf['path']}, {gguf['size']:,} bytes, sha256 {gguf['sha256'][:16]}...")
 
-    print("2. Starting the decision adapter (gunicorn + llama.cpp) on a local port ...")
+    print("2. Starting the decision adapter (nginx + gunicorn + llama.cpp) on a local port ...")
     with AdapterProcess(model_dir, log_path=work_dir / "adapter.log") as adapter:
         print(f"   ready at {adapter.url} (log: {adapter.log_path})")
         client = EndpointClient.local(adapter.url)

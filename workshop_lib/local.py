@@ -224,7 +224,7 @@ class ServerProcess:
 
 
 class AdapterProcess(ServerProcess):
-    """The decision adapter (gunicorn + llama.cpp) for a model dir laid out like /opt/ml/model."""
+    """The decision adapter (nginx + gunicorn + llama.cpp) for a model dir laid out like /opt/ml/model."""
 
     ready_path = "/ping"
 

@@ -12,7 +12,7 @@ In ``local`` mode the notebooks and the CLI run the same steps as on AWS, agains
   The DLC's image gets llama-server behind nginx under the DLC entrypoint's rules
   (``dlc_server``), or, where llama-server or nginx is missing, the decision adapter
   answering the same chat schema; every other image gets the decision adapter
-  (gunicorn + llama.cpp).
+  (nginx + gunicorn + llama.cpp).
 
 A rehearsal spans several notebook kernels, so the processes are started with a
 keep-alive (they run under ``timeout`` and end by themselves after

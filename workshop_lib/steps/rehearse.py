@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .. import builds, rehearsal
+from .. import builds, permissions, rehearsal
 from ..config import WorkshopConfig, repo_root
 from .context import StepError, Workshop, _short
 from .setup import check_environment, ensure_codebuild_role, setup
@@ -43,7 +43,9 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     summary: list[tuple[str, str, float]] = []
     failed = None
     started = time.perf_counter()
-    out("Local rehearsal of notebooks 00-07: AWS emulated by moto, endpoints served by the real adapter")
+    persona = permissions.persona()
+    out(f"Local rehearsal of notebooks 00-07 as {persona}: AWS emulated by moto, the standard endpoint served by "
+        "llama-server, the decision endpoints by the real adapter")
     try:
         with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             def step(label, fn):
