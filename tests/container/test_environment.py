@@ -41,8 +41,35 @@ def test_llama_cpp_is_built_with_the_same_flags_by_make_and_by_conda():
     flags = _makefile_variable("LLAMA_CMAKE_ARGS").split()
     assert "-DGGML_NATIVE=OFF" in flags  # never tuned to the CPU that happens to build it
     line = next(r for r in _environment_pip_lines() if r.startswith("llama-cpp-python"))
-    assert line.split("--config-settings=cmake.args=")[1].split(";") == flags
+    # conda compiles llama.cpp inside llama-cpp-python: the same baseline, without the multimodal library
+    assert line.split("--config-settings=cmake.args=")[1].split(";") == [*flags, "-DLLAVA_BUILD=OFF"]
     assert line.split()[0] == f"llama-cpp-python=={_makefile_variable('LLAMA_CPP_PYTHON')}"
+
+
+def test_the_server_build_is_portable_and_leaves_out_what_nothing_here_runs():
+    flags = _makefile_variable("LLAMA_SERVER_ARGS").split()
+    every = flags + _makefile_variable("LLAMA_CMAKE_ARGS").split()
+    assert not [f for f in every if f.startswith("-DGGML_NATIVE=") and f != "-DGGML_NATIVE=OFF"]
+    # BUILD_SHARED_LIBS: a libllama.so for the bindings; UI off: its build runs npm
+    assert {"-DBUILD_SHARED_LIBS=ON", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_BUILD_TESTS=OFF"} <= set(flags)
+    assert re.search(r"--build \S+ --target llama-server ", (ROOT / "Makefile").read_text())
+
+
+def test_the_local_bindings_are_built_as_the_cpu_image_builds_them():
+    """The Makefile's LLAMA_BUILD=OFF bindings take the CMAKE_ARGS of the image's bindings stage."""
+    dockerfile = (ROOT / "container" / "Dockerfile").read_text()
+    image = re.search(r'CMAKE_ARGS="([^"]+)"', dockerfile)[1].split()
+    assert _makefile_variable("LLAMA_BINDINGS_ARGS").split() == image
+    assert "-DLLAMA_BUILD=OFF" in image
+
+
+def test_environment_yml_names_a_make_target_that_exists():
+    """environment.yml says how conda users get llama-server; the command it gives must still work."""
+    header = "\n".join(line for line in (ROOT / "environment.yml").read_text().splitlines() if line.startswith("#"))
+    targets = set(re.findall(r"\bmake ([a-z][\w-]*)", header))
+    assert targets, "environment.yml no longer says how to build llama-server"
+    for target in targets:
+        assert re.search(rf"^{re.escape(target)}:", (ROOT / "Makefile").read_text(), re.MULTILINE), target
 
 
 def test_environment_yml_lists_exactly_the_pyproject_requirements():
