@@ -28,6 +28,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ..client import Deadline, EndpointClient, EndpointError, LocalTransport
+from ..errors import WorkshopError
 from .runner import Run, TaskResult, _endpoint_name, _now, execute, failed_result
 from .scoring import is_correct, predicted_label
 from .tasks import Task
@@ -70,7 +71,7 @@ def logprobs_payload(messages: Sequence[Mapping], top_logprobs: int = TOP_LOGPRO
             "top_logprobs": top_logprobs, "chat_template_kwargs": {"enable_thinking": False}}
 
 
-class NoLogprobs(ValueError):
+class NoLogprobs(WorkshopError, ValueError):
     """The reply carries no ``choices[0].logprobs.content[0].top_logprobs`` (the server does not give them)."""
 
 
