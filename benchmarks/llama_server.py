@@ -133,12 +133,13 @@ def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
     if binary is None:
         raise SystemExit("no llama-server: build it (make; the checkout's .llama.cpp/bin/llama-server), or set "
                          "WORKSHOP_LLAMA_SERVER to a llama-server binary")
+    load_before = _load()
     work = Path(tempfile.mkdtemp(prefix="llama-server-bench-"))
     model_dir, _ = prepare_model_dir(work)
     tasks = load_tasks(None, limit=limit)
     bodies = [t.request() for t in tasks]
     letters = [letter_body(t.state, t.question, [text for _, text in t.presented()]) for t in tasks]
-    adapter_env = {"SM_LLAMA_CPP_CTX_SIZE": str(CTX)}
+    adapter_env = {"SM_LLAMA_CPP_CTX_SIZE": str(CTX), "DECISION_ADAPTER_REQUEST_TIMEOUT": "600"}  # a loaded machine
     cache_env = {**adapter_env, "DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on",
                  "DECISION_ADAPTER_STATE_CACHE_MIB": str(CACHE_MIB)}
     servers = [LlamaServerProcess(binary, embedded_gguf_path(), log_path=work / "llama-server.log",
@@ -208,7 +209,8 @@ def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
     local = in_process(model_dir, bodies[: min(len(bodies), 24)])
     figures = {
         "machine": {"cpu": _cpu_name(), "cores": _cores(), "python": platform.python_version(),
-                    "llama_server_build": props.get("build_info"), "threads": THREADS, "context": CTX},
+                    "llama_server_build": props.get("build_info"), "threads": THREADS, "context": CTX,
+                    "load_average_1min": [load_before, _load()]},
         "model": embedded_gguf_path().name, "tasks": len(tasks), "top_logprobs": TOP_LOGPROBS,
         "state_cache_mib": CACHE_MIB,
         "new_prompts": {k: stats(v) for k, v in new.items()},
@@ -234,6 +236,13 @@ def _cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def _load() -> float | None:
+    """The 1-minute load average (the machine is shared: a figure taken under load says so)."""
+    import os
+
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+
 def _cores() -> int | None:
     import os
 
@@ -251,7 +260,8 @@ def _ms(v) -> str:
 def report(f: dict) -> str:
     m, new, warm, b = f["machine"], f["new_prompts"], f["repeated"], f["breakdown_p50_ms"]
     lines = [f"Adapter vs llama-server: {f['model']}, {m['threads']} threads, context {m['context']}, {f['tasks']} "
-             f"tasks, alternating; {m['cpu']}, {m['cores']} cores; llama-server {m['llama_server_build']}",
+             f"tasks, alternating; {m['cpu']}, {m['cores']} cores; llama-server {m['llama_server_build']}; "
+             f"load average {' -> '.join(str(v) for v in m.get('load_average_1min') or [])}",
              "",
              "p50 client latency                         adapter        llama-server   adapter / llama-server",
              f"  new prompts (cache off)                  {_ms(new['adapter']['p50']):>12}   "

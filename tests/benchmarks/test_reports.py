@@ -43,3 +43,16 @@ def test_the_load_report_reads_its_recorded_run():
     rss = figures["worker_rss_bytes"]
     assert f"{100 * rss['growth_fraction']:+.2f} %" in text
     assert str(figures["requests_sent"]) in text
+
+
+def test_the_llama_server_report_reads_its_recorded_run():
+    from benchmarks import llama_server
+
+    figures = recorded("llama_server.json")
+    text = llama_server.report(figures)
+    assert figures["machine"]["cpu"] in text and f"{figures['tasks']} tasks" in text
+    new = figures["new_prompts"]
+    assert f"{new['adapter']['p50'] / new['llama']['p50']:.2f}x" in text
+    for row in figures["shared_state"]:
+        assert f"k={row['k']}:" in text
+    assert f"{figures['letters']['valid']}/{figures['tasks']} tasks" in text
