@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import logging
+import math
 import os
 import re
 import shutil
@@ -60,6 +61,14 @@ NGINX_FAILED = 1   # serve's exit status when nginx stopped on its own
 ACCESS_LOG_FORMAT = '%(t)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms'
 SHUTDOWN_LINE = ("shutting down: the request holding the model did not finish within {seconds:g} s of "
                  "SIGTERM; it is stopped now and its caller gets 502")
+
+
+def upstream_timeout_s(settings: Settings) -> int:
+    """How long nginx waits for gunicorn's answer: a request's longest legitimate wait (the queue,
+    then its own time limit) with a margin, never below the worker timeout; no limit: an hour."""
+    if not settings.request_timeout_s:
+        return 3600
+    return max(WORKER_TIMEOUT_S, math.ceil(settings.queue_timeout_s + settings.request_timeout_s) + 30)
 
 
 def gunicorn_options(settings: Settings, host: str = "0.0.0.0", socket_path: str | Path | None = None) -> dict:
@@ -134,7 +143,7 @@ def plan_front(settings: Settings, host: str, workdir: Path) -> tuple[NginxProce
                                 "nginx or set DECISION_ADAPTER_NGINX=auto")
         return None, "no nginx on PATH"
     config = render_config(settings, host=host, port=settings.port, socket_path=workdir / "gunicorn.sock",
-                           prefix=workdir, upstream_timeout_s=WORKER_TIMEOUT_S,
+                           prefix=workdir, upstream_timeout_s=upstream_timeout_s(settings),
                            shutdown_s=GRACEFUL_TIMEOUT_S + 2, access_log=stdout_reopenable())
     return NginxProcess(executable, workdir, config), None
 

@@ -295,3 +295,12 @@ def test_gunicorn_listens_on_the_socket_behind_nginx_and_logs_no_caller(tmp_path
     assert behind["worker_class"] == alone["worker_class"] == "gthread"  # gunicorn's own, stock
     for atom in ("%(u)s", "%(r)s", "%(q)s", "%(f)s", "%(a)s", "}i", "}e"):
         assert atom not in serve.ACCESS_LOG_FORMAT
+
+
+def test_nginx_waits_for_gunicorn_as_long_as_a_request_may_legitimately_take():
+    from decision_adapter.serve import WORKER_TIMEOUT_S, upstream_timeout_s
+
+    assert upstream_timeout_s(load_settings({})) == WORKER_TIMEOUT_S  # 30 s in line + 30 s of work, with margin
+    long_work = load_settings({"DECISION_ADAPTER_REQUEST_TIMEOUT": "600", "DECISION_ADAPTER_QUEUE_TIMEOUT": "45"})
+    assert upstream_timeout_s(long_work) > 600 + 45  # a 255-option Jev choice allowed 600 s is not cut at 120 s
+    assert upstream_timeout_s(load_settings({"DECISION_ADAPTER_REQUEST_TIMEOUT": "0"})) == 3600  # no limit set
