@@ -220,7 +220,7 @@ def rerun_builder(page, question: str, options: str) -> list[dict]:
     return json.loads(page.evaluate("""async () => {
       const panel = window.jupyterapp.shell.currentWidget;
       const index = panel.content.widgets.findIndex(
-        c => c.model.sharedModel.getSource().includes('mine = endpoint.decide'));
+        c => c.model.sharedModel.getSource().includes('decide(steps.builder_request())'));
       panel.content.activeCellIndex = index;
       await window.jupyterapp.commands.execute('notebook:run-cell');  // resolves when the cell has run
       return JSON.stringify(panel.content.widgets[index].model.outputs.toJSON());

@@ -212,10 +212,11 @@ def test_running_setup_again_keeps_the_rehearsal_unless_asked_to_reset(local_mod
     first = steps.setup(workshop)
     url = rehearsal.emulator_url()
     assert any(n.startswith("started a fresh rehearsal") for n in first.notes) and first.ok
-    workshop.clients.s3.put_object(Bucket=first.config.bucket, Key="kept", Body=b"x")
+    kept = f"{first.config.prefix}/model/kept"  # inside what the operator policy lets the participant write
+    workshop.clients.s3.put_object(Bucket=first.config.bucket, Key=kept, Body=b"x")
     again = steps.setup(workshop)
     assert rehearsal.emulator_url() == url and any(n.startswith("kept the running rehearsal") for n in again.notes)
-    assert workshop.clients.s3.head_object(Bucket=again.config.bucket, Key="kept")  # nothing lost
+    assert workshop.clients.s3.head_object(Bucket=again.config.bucket, Key=kept)  # nothing lost
     reset = steps.setup(steps.Workshop.load(), reset=True)
     assert rehearsal.emulator_url() != url
     assert any("stopped the previous one (AWS emulator)" in n for n in reset.notes)
