@@ -33,49 +33,20 @@ import time
 import urllib.request
 from pathlib import Path
 
+from benchmarks.adapter import QUESTIONS, ticket, timed_post
 from benchmarks.servers import LlamaServerProcess, find_llama_server
 from workshop_lib.bench.logprobs import (TOP_LOGPROBS, decision_messages, first_token_logprobs, logprobs_payload,
                                          read_letters)
 from workshop_lib.bench.report import percentile
 from workshop_lib.bench.tasks import load_tasks
 from workshop_lib.demo import prepare_model_dir
-from workshop_lib.local import AdapterProcess, post_json
+from workshop_lib.local import AdapterProcess
 from workshop_lib.models import embedded_gguf_path
 
 THREADS = 2
 CTX = 4096
 CACHE_MIB = 512
 RESULTS = Path(__file__).resolve().parent / "results" / "llama_server.json"
-QUESTIONS = [
-    ("route", "Which team should handle this ticket?", ["billing", "tech", "security", "sales"]),
-    ("priority", "How urgent is it?", ["low", "normal", "high"]),
-    ("refund", "Does the customer ask for money back?", ["no", "yes"]),
-    ("angry", "Is the customer angry?", ["no", "yes"]),
-    ("churn", "Does the customer threaten to cancel?", ["no", "yes"]),
-    ("language", "Which language is the ticket in?", ["english", "german", "french", "other"]),
-    ("product", "Which product is concerned?", ["pro plan", "team plan", "api", "unknown"]),
-    ("followup", "Does the ticket need a call back?", ["no", "yes"]),
-]
-
-
-def ticket(n: int, sentences: int = 8) -> str:
-    """A synthetic support ticket (~400 tokens at 8 sentences); n makes it unique."""
-    lines = [f"Ticket {n}. Customer account {4000 + n}, Pro plan since 2021."]
-    for i in range(sentences):
-        lines.append(f"Note {i}: on day {i + 1} the customer reported that invoice {n}-{i} was charged twice "
-                     f"and asked support to check the card ending {1000 + (n * 7 + i) % 9000}.")
-    return " ".join(lines)
-
-
-def timed(url: str, body: dict) -> tuple[float, dict]:
-    start = time.perf_counter()
-    status, reply = post_json(url, body)
-    elapsed = (time.perf_counter() - start) * 1000.0
-    if status != 200:
-        raise RuntimeError(f"{url}: HTTP {status}: {str(reply)[:300]}")
-    return elapsed, reply
-
-
 def letter_body(state, question, option_texts) -> dict:
     return logprobs_payload(decision_messages(state, question, option_texts))
 
@@ -160,7 +131,7 @@ def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
                  "llama_client_minus_prompt": [], "adapter_tokens": [], "llama_prompt_n": []}
         valid = agree = 0
         for body, letter in zip(bodies, letters):
-            ms, reply = timed(plain_url, body)
+            ms, reply = timed_post(plain_url, body)
             new["adapter"].append(ms)
             t = reply["result"]["timing"]
             parts["client_minus_server"].append(ms - t["total_ms"])
@@ -168,8 +139,8 @@ def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
             parts["evaluate"].append(t["evaluate_ms"])
             parts["handling"].append(t["total_ms"] - t["tokenize_ms"] - t["evaluate_ms"])
             parts["adapter_tokens"].append(reply["result"]["input_tokens"])
-            new["adapter_cache"].append(timed(cached_url, body)[0])
-            ms, answer = timed(chat_url, letter)
+            new["adapter_cache"].append(timed_post(cached_url, body)[0])
+            ms, answer = timed_post(chat_url, letter)
             new["llama"].append(ms)
             parts["llama_prompt_ms"].append(answer["timings"]["prompt_ms"])
             parts["llama_client_minus_prompt"].append(ms - answer["timings"]["prompt_ms"])
@@ -183,9 +154,9 @@ def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
 
         warm = {"adapter_cache": [], "llama": [], "adapter": []}
         for body, letter in zip(bodies, letters):
-            warm["adapter_cache"].append(timed(cached_url, body)[0])
-            warm["llama"].append(timed(chat_url, letter)[0])
-            warm["adapter"].append(timed(plain_url, body)[0])
+            warm["adapter_cache"].append(timed_post(cached_url, body)[0])
+            warm["llama"].append(timed_post(chat_url, letter)[0])
+            warm["adapter"].append(timed_post(plain_url, body)[0])
 
         shared_rows = []
         for k in (2, 4, 8):
@@ -194,11 +165,11 @@ def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
                 state = ticket(700 + 10 * k + rep)
                 body = {"id": f"k{k}-{rep}", "state": state,
                         "questions": [{"id": q, "question": text, "options": opts} for q, text, opts in QUESTIONS[:k]]}
-                one_request.append(timed(plain_url, body)[0])
+                one_request.append(timed_post(plain_url, body)[0])
                 state = ticket(800 + 10 * k + rep)  # new to llama-server too
                 start = time.perf_counter()
                 for _, text, opts in QUESTIONS[:k]:
-                    timed(chat_url, letter_body(state, text, opts))
+                    timed_post(chat_url, letter_body(state, text, opts))
                 separate.append((time.perf_counter() - start) * 1000.0)
             shared_rows.append({"k": k, "adapter_one_request_ms": p50(one_request),
                                 "llama_k_requests_ms": p50(separate)})

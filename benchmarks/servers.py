@@ -9,25 +9,18 @@ launcher's rules (workshop_lib/dlc_server.py) are not needed to measure the serv
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
+from workshop_lib import dlc_server
 from workshop_lib.local import ServerProcess
-
-CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 def find_llama_server() -> Path | None:
-    """The llama-server binary to use, or None where there is none."""
-    given = os.environ.get("WORKSHOP_LLAMA_SERVER")
-    if given:
-        return Path(given) if Path(given).is_file() else None
-    local = CHECKOUT / ".llama.cpp" / "bin" / "llama-server"
-    if local.is_file():
-        return local
-    found = shutil.which("llama-server")
-    return Path(found) if found else None
+    """The llama-server binary the workshop would use (dlc_server.find_llama_server), or None where there is none."""
+    try:
+        return dlc_server.find_llama_server()
+    except dlc_server.LauncherError:
+        return None
 
 
 class LlamaServerProcess(ServerProcess):
