@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from . import managed_policies, names, policies
+from . import iam, managed_policies, names, policies
 from .config import LOCAL_ROLE_ARN
 from .errors import WorkshopError
 
@@ -113,7 +113,7 @@ def caller_arn(role_arn: str) -> str:
     return f"arn:{part}:sts::{account}:assumed-role/{name}/SageMaker"
 
 
-def access_denied(operation_model, caller: str, action: str, resource: str, verdict: policies.Verdict):
+def access_denied(operation_model, caller: str, action: str, resource: str, verdict: iam.Verdict):
     """The ClientError AWS returns for a refused call: IAM's one-line message, the protocol's error code."""
     from botocore.exceptions import ClientError
 
@@ -192,7 +192,7 @@ class CallLog:
             return None
         documents = self.attached.documents()
         for action, resource, context in needed(entry, region or "us-east-1", self.attached.account):
-            verdict = policies.evaluate(documents, action, resource, context)
+            verdict = iam.evaluate(documents, action, resource, context)
             if not verdict.allowed:
                 return access_denied(model, caller_arn(self.attached.role_arn), action, resource, verdict)
         return None
@@ -410,7 +410,7 @@ def audit(calls: Iterable[Mapping], documents: Mapping[str, Mapping], region: st
             continue
         for action, resource, context in needed(call, region, account):
             result.checked[principal] = result.checked.get(principal, 0) + 1
-            verdict = policies.evaluate(documents[principal], action, resource, context)
+            verdict = iam.evaluate(documents[principal], action, resource, context)
             if verdict.allowed:
                 used[principal].update(verdict.matched)
             else:

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta, timezone
 from . import aws, names, policies
 from .config import check_resource_name
 from .errors import WorkshopError
+from .iam import check_policy_document, minified
 
 SCHEDULER_ROLE_NAME = "decision-workshop-scheduler"
 SCHEDULER_SERVICE = "scheduler.amazonaws.com"
@@ -279,7 +280,7 @@ def ensure_role(iam, config, account_id: str) -> tuple[str, str]:
     from botocore.exceptions import ClientError
 
     s = policies._as_scope(config, account_id)
-    policy = policies.minified(policies.check_policy_document(scheduler_role_policy(s)))
+    policy = minified(check_policy_document(scheduler_role_policy(s)))
     try:
         arn = iam.get_role(RoleName=SCHEDULER_ROLE_NAME)["Role"]["Arn"]
         done = f"the IAM role {SCHEDULER_ROLE_NAME} exists; its permissions were brought up to date"

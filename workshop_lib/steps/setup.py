@@ -426,6 +426,7 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
     from botocore.exceptions import ClientError
 
     from .. import policies
+    from ..iam import minified
 
     name = policies.CODEBUILD_ROLE_NAME
     trust = policies.codebuild_trust_policy(config, account)
@@ -438,7 +439,7 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
                           if wanted else f"created the IAM role {name}")
                          + " (trusted by CodeBuild for the workshop's two projects)")
         elif not _same_document(found.get("AssumeRolePolicyDocument", {}), trust):
-            iam.update_assume_role_policy(RoleName=name, PolicyDocument=policies.minified(trust))
+            iam.update_assume_role_policy(RoleName=name, PolicyDocument=minified(trust))
             notes.append(f"the IAM role {name} exists; its trust policy named other projects or another region, "
                          "so it was replaced by the current one")
         else:
@@ -451,7 +452,7 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
         raise StepError(f"could not {verb} the CodeBuild service role {name} ({code}: {message}). {attach}. "
                         f"{create_it}") from None
     try:
-        iam.put_role_policy(RoleName=name, PolicyName=name, PolicyDocument=policies.minified(
+        iam.put_role_policy(RoleName=name, PolicyName=name, PolicyDocument=minified(
             policies.codebuild_service_role_policy(config, account)))
     except ClientError as exc:
         code, message = _error(exc)

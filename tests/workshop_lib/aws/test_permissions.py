@@ -1,7 +1,7 @@
 """permissions.py: what IAM checks for each recorded call, the record itself, and the audit.
 
 The record is made by real boto3 clients (against moto standing in for AWS); the audit uses the
-project's IAM evaluator (policies.evaluate) on the generated policies.
+project's IAM evaluator (iam.evaluate) on the generated policies.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from workshop_lib import permissions, policies
+from workshop_lib import iam, permissions, policies
 from workshop_lib.config import WorkshopConfig
 
 REGION, ACCOUNT = "us-east-1", "123456789012"
@@ -102,10 +102,10 @@ def test_the_audit_names_denied_calls_and_unused_statements():
 def test_pass_role_is_allowed_only_to_the_service_that_uses_the_role():
     document = policies.operator_policy(policies.scope(CONFIG))
     to_sagemaker = {"iam:PassedToService": "sagemaker.amazonaws.com"}
-    assert policies.allows(document, "iam:PassRole", CONFIG.sagemaker_role_arn, to_sagemaker)
-    assert not policies.allows(document, "iam:PassRole", CONFIG.sagemaker_role_arn,
+    assert iam.allows(document, "iam:PassRole", CONFIG.sagemaker_role_arn, to_sagemaker)
+    assert not iam.allows(document, "iam:PassRole", CONFIG.sagemaker_role_arn,
                                {"iam:PassedToService": "ec2.amazonaws.com"})
-    assert not policies.allows(document, "iam:PassRole", CONFIG.codebuild_role_arn, to_sagemaker)
+    assert not iam.allows(document, "iam:PassRole", CONFIG.codebuild_role_arn, to_sagemaker)
 
 
 def test_every_command_the_buildspecs_run_is_allowed_by_the_codebuild_role(tmp_path):
@@ -135,7 +135,7 @@ def test_every_command_the_buildspecs_run_is_allowed_by_the_codebuild_role(tmp_p
     document = policies.codebuild_service_role_policy(policies.scope(CONFIG))
     needs = [n for argv in package.calls + image.calls for n in permissions.cli_needed(argv, REGION, ACCOUNT)]
     assert len(needs) >= 12
-    denied = [(a, r) for a, r, c in needs if not policies.allows(document, a, r, c)]
+    denied = [(a, r) for a, r, c in needs if not iam.allows(document, a, r, c)]
     assert denied == []
     # and the same commands for another bucket or repository would be refused
-    assert not policies.allows(document, "s3:PutObject", "arn:aws:s3:::someone-else/decision-workshop/model/x")
+    assert not iam.allows(document, "s3:PutObject", "arn:aws:s3:::someone-else/decision-workshop/model/x")

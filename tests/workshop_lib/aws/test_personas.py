@@ -4,7 +4,7 @@ notebooks' flow under both personas.
 
 The refusals are made by real boto3 clients (against moto in this process, or the rehearsal's moto
 server), so every request is still validated by botocore; IAM itself is the project's evaluator
-(policies.evaluate) on the vendored and generated documents.
+(iam.evaluate) on the vendored and generated documents.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from workshop_lib import builds, managed_policies, names, permissions, policies, rehearsal, steps
+from workshop_lib import builds, iam, managed_policies, names, permissions, policies, rehearsal, steps
 from workshop_lib.config import ENV_VARS, LOCAL_ROLE_ARN, WorkshopConfig
 from workshop_lib.examples import SUPPORT_ROUTE
 from workshop_lib.steps.setup import PolicyFiles, policy_folder, tag_bucket
@@ -33,7 +33,7 @@ MANAGED = managed_policies.sagemaker_full_access()
 
 
 def managed_allows(action, resource, **context):
-    return policies.allows(MANAGED.document, action, resource, context)
+    return iam.allows(MANAGED.document, action, resource, context)
 
 
 # ---- the vendored managed policy -----------------------------------------------------------------
@@ -45,7 +45,7 @@ def test_the_managed_policy_is_vendored_with_its_version_date_and_source():
     assert MANAGED.source["published"].startswith("https://docs.aws.amazon.com/aws-managed-policy/")
     assert re.fullmatch(r"\d{4}-\d\d-\d\d", MANAGED.source["read_on"]) and MANAGED.source["text_from"]
     statements = MANAGED.document["Statement"]
-    assert MANAGED.document["Version"] == policies.VERSION and len(statements) > 20
+    assert MANAGED.document["Version"] == iam.VERSION and len(statements) > 20
     assert all(s["Effect"] == "Allow" and ("Action" in s) != ("NotAction" in s)
                and ("Resource" in s) != ("NotResource" in s) for s in statements)
     assert MANAGED.version_id in str(MANAGED)
@@ -83,9 +83,9 @@ def test_pass_role_for_the_codebuild_role_is_there_before_the_role_exists():
     assert statements["PassCodeBuildRole"]["Condition"] == {
         "StringEquals": {"iam:PassedToService": "codebuild.amazonaws.com"}}
     assert statements["PassSageMakerRole"]["Resource"] == [STUDIO_ROLE]
-    assert policies.allows(document, "iam:PassRole", known, {"iam:PassedToService": "codebuild.amazonaws.com"})
-    assert not policies.allows(document, "iam:PassRole", known, {"iam:PassedToService": "ec2.amazonaws.com"})
-    assert not policies.allows(document, "iam:PassRole", known)  # a pass without the service is not this grant
+    assert iam.allows(document, "iam:PassRole", known, {"iam:PassedToService": "codebuild.amazonaws.com"})
+    assert not iam.allows(document, "iam:PassRole", known, {"iam:PassedToService": "ec2.amazonaws.com"})
+    assert not iam.allows(document, "iam:PassRole", known)  # a pass without the service is not this grant
     given = f"arn:aws:iam::{ACCOUNT}:role/admin-made-codebuild"
     named = policies.operator_policy(CONFIG.replace(codebuild_role_arn=given), ACCOUNT)
     assert {s["Sid"]: s for s in named["Statement"]}["PassCodeBuildRole"]["Resource"] == [given]
@@ -94,13 +94,13 @@ def test_pass_role_for_the_codebuild_role_is_there_before_the_role_exists():
 def test_the_operator_policy_grants_the_reads_the_code_makes():
     document = policies.operator_policy(CONFIG, ACCOUNT)
     stream = policies.log_stream_arn(REGION, ACCOUNT, f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "x/1")
-    assert policies.allows(document, "logs:GetLogEvents", stream)
-    assert not policies.allows(document, "logs:GetLogEvents",
+    assert iam.allows(document, "logs:GetLogEvents", stream)
+    assert not iam.allows(document, "logs:GetLogEvents",
                                policies.log_stream_arn(REGION, ACCOUNT, "/aws/codebuild/other", "x/1"))
-    assert policies.allows(document, "servicequotas:ListServiceQuotas", "*")
-    assert policies.allows(document, "s3:PutBucketTagging", policies.s3_bucket_arn(CONFIG.bucket))
+    assert iam.allows(document, "servicequotas:ListServiceQuotas", "*")
+    assert iam.allows(document, "s3:PutBucketTagging", policies.s3_bucket_arn(CONFIG.bucket))
     role = policies.role_arn(REGION, ACCOUNT, policies.CODEBUILD_ROLE_NAME)
-    assert policies.allows(document, "iam:UpdateAssumeRolePolicy", role)
+    assert iam.allows(document, "iam:UpdateAssumeRolePolicy", role)
     # the calls those grants are for, as the call log records them
     log_call = {"service": "logs", "operation": "GetLogEvents",
                 "params": {"logGroupName": f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "logStreamName": "x/1"}}
@@ -288,7 +288,7 @@ def test_a_role_given_by_arn_must_exist(local_workshop):
     operator = json.loads((policy_folder(ws) / "operator-policy.json").read_text())
     assert {s["Sid"]: s for s in operator["Statement"]}["PassCodeBuildRole"]["Resource"] == [missing]
     _iam(ws).create_role(RoleName="admin-made-codebuild",
-                         AssumeRolePolicyDocument=policies.minified(policies.codebuild_trust_policy(ws.config, ACCOUNT)))
+                         AssumeRolePolicyDocument=iam.minified(policies.codebuild_trust_policy(ws.config, ACCOUNT)))
     taken = steps.ensure_codebuild_role(ws, missing)
     assert ws.config.codebuild_role_arn == missing and "it exists" in taken.notes[0]
     assert _iam(ws).list_role_policies(RoleName="admin-made-codebuild")["PolicyNames"] == []  # left as it was
@@ -299,12 +299,12 @@ def test_an_existing_roles_trust_policy_is_brought_up_to_date(local_workshop):
     ws = local_workshop
     steps.setup(ws, reset=True)
     steps.ensure_codebuild_role(ws)
-    iam = _iam(ws)
+    client = _iam(ws)
     elsewhere = policies.codebuild_trust_policy(ws.config.replace(region="eu-west-1"), ACCOUNT)
-    iam.update_assume_role_policy(RoleName=policies.CODEBUILD_ROLE_NAME, PolicyDocument=policies.minified(elsewhere))
+    client.update_assume_role_policy(RoleName=policies.CODEBUILD_ROLE_NAME, PolicyDocument=iam.minified(elsewhere))
     updated = steps.ensure_codebuild_role(ws)
     assert any("trust policy" in n and "replaced" in n for n in updated.notes)
-    current = iam.get_role(RoleName=policies.CODEBUILD_ROLE_NAME)["Role"]["AssumeRolePolicyDocument"]
+    current = client.get_role(RoleName=policies.CODEBUILD_ROLE_NAME)["Role"]["AssumeRolePolicyDocument"]
     assert current == policies.codebuild_trust_policy(ws.config, ACCOUNT)
     unchanged = steps.ensure_codebuild_role(ws)  # the same trust: nothing to update
     assert not any("replaced" in n for n in unchanged.notes)

@@ -14,11 +14,11 @@ import re
 
 import pytest
 
-from workshop_lib import builds, endpoints, images, policies, transform
+from workshop_lib import builds, endpoints, iam, images, policies, transform
 from workshop_lib.config import WorkshopConfig, repo_root
 from workshop_lib.models import PINNED_MODEL
-from workshop_lib.policies import (allows, ecr_repository_arn, evaluate, log_group_arn, log_stream_arn,
-                                   s3_bucket_arn, s3_object_arn)
+from workshop_lib.iam import allows, evaluate
+from workshop_lib.policies import ecr_repository_arn, log_group_arn, log_stream_arn, s3_bucket_arn, s3_object_arn
 
 ACCOUNT = "111122223333"
 REGION = "eu-west-1"
@@ -265,7 +265,7 @@ def test_no_action_wildcards_anywhere(name, document):
 @pytest.mark.parametrize("name, document", ALL, ids=[n for n, _ in ALL])
 def test_only_documented_actions_get_an_unscoped_resource(name, document):
     documented = {w.action: w for w in policies.SERVICE_REQUIRED_WILDCARDS}
-    for sid, action in policies.wildcard_grants(document):
+    for sid, action in iam.wildcard_grants(document):
         assert action in documented, f"{name}: {sid} grants {action} on '*' but it is not a documented exception"
         statement = next(s for s in document["Statement"] if s["Sid"] == sid)
         assert statement["Action"] == [action]  # alone in its statement: nothing rides along on "*"
@@ -341,9 +341,9 @@ def test_trust_policies_name_one_service_and_this_account():
     assert cb["Condition"]["StringEquals"] == {"aws:SourceAccount": ACCOUNT}
     assert sm["Condition"]["StringEquals"] == {"aws:SourceAccount": ACCOUNT}
     project = f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/{builds.IMAGE_BUILD_PROJECT}"
-    assert policies.conditions_hold(cb["Condition"], {"aws:SourceAccount": ACCOUNT, "aws:SourceArn": project})
-    assert not policies.conditions_hold(cb["Condition"], {"aws:SourceAccount": OTHER, "aws:SourceArn": project})
-    assert not policies.conditions_hold(
+    assert iam.conditions_hold(cb["Condition"], {"aws:SourceAccount": ACCOUNT, "aws:SourceArn": project})
+    assert not iam.conditions_hold(cb["Condition"], {"aws:SourceAccount": OTHER, "aws:SourceArn": project})
+    assert not iam.conditions_hold(
         cb["Condition"], {"aws:SourceAccount": ACCOUNT, "aws:SourceArn": project.replace("image-build", "other")})
 
 
@@ -354,14 +354,14 @@ def test_trust_policies_name_one_service_and_this_account():
 def test_documents_follow_the_iam_grammar(file_name):
     document = policies.policies(CONFIG)[file_name]
     trust = file_name.endswith("-trust-policy.json")
-    assert policies.policy_problems(document, trust=trust) == []
+    assert iam.policy_problems(document, trust=trust) == []
     assert document["Version"] == "2012-10-17" and isinstance(document["Statement"], list)
     for statement in document["Statement"]:
         assert re.fullmatch(r"[A-Za-z0-9]+", statement["Sid"])
         assert statement["Effect"] in ("Allow", "Deny") and statement["Action"]
         assert ("Principal" in statement) is trust and ("Resource" in statement) is not trust
     if not trust:
-        assert len(policies.minified(document)) <= policies.MANAGED_POLICY_MAX_CHARS
+        assert len(iam.minified(document)) <= iam.MANAGED_POLICY_MAX_CHARS
 
 
 @pytest.mark.parametrize("broken, problem", [
@@ -382,7 +382,7 @@ def test_documents_follow_the_iam_grammar(file_name):
                                               "Condition": {"Equals": {"a": "b"}}}]}, "Condition"),
 ])
 def test_the_grammar_check_catches_what_iam_rejects(broken, problem):
-    problems = policies.policy_problems(broken)
+    problems = iam.policy_problems(broken)
     assert problems and any(problem in p for p in problems), problems
 
 
@@ -412,14 +412,14 @@ def test_iam_in_the_emulator_accepts_the_roles_and_policies(monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     documents = policies.policies(CONFIG, batch_transform=True)
     with moto.mock_aws():
-        iam = boto3.client("iam", region_name="us-east-1")
+        client = boto3.client("iam", region_name="us-east-1")
         for role, trust_file, policy_file in (
                 ("WorkshopCodeBuild", "codebuild-trust-policy.json", "codebuild-service-role-policy.json"),
                 ("WorkshopSageMaker", "sagemaker-trust-policy.json", "sagemaker-execution-role-policy.json")):
-            iam.create_role(**policies.create_role_request(role, documents[trust_file]))
-            arn = iam.create_policy(**policies.create_policy_request(role + "Policy", documents[policy_file]))
-            iam.attach_role_policy(RoleName=role, PolicyArn=arn["Policy"]["Arn"])
-            attached = iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"]
+            client.create_role(**policies.create_role_request(role, documents[trust_file]))
+            arn = client.create_policy(**policies.create_policy_request(role + "Policy", documents[policy_file]))
+            client.attach_role_policy(RoleName=role, PolicyArn=arn["Policy"]["Arn"])
+            attached = client.list_attached_role_policies(RoleName=role)["AttachedPolicies"]
             assert [p["PolicyName"] for p in attached] == [role + "Policy"]
 
 
@@ -465,5 +465,5 @@ def test_null_conditions_ask_whether_the_key_is_there():
     absent = {"Null": {"sagemaker:OwnerUserProfileArn": "true"}}
     present = {"Null": {"sagemaker:OwnerUserProfileArn": "false"}}
     owner = {"sagemaker:OwnerUserProfileArn": "arn:aws:sagemaker:us-east-1:1:user-profile/d/u"}
-    assert policies.conditions_hold(absent, {}) and not policies.conditions_hold(absent, owner)
-    assert policies.conditions_hold(present, owner) and not policies.conditions_hold(present, {})
+    assert iam.conditions_hold(absent, {}) and not iam.conditions_hold(absent, owner)
+    assert iam.conditions_hold(present, owner) and not iam.conditions_hold(present, {})

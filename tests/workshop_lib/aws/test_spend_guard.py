@@ -1,7 +1,7 @@
 """The spend guard: each endpoint's deadline as an EventBridge Scheduler one-time schedule.
 
 The requests are checked against botocore's Scheduler model; the role's documents and the operator's
-statements go through the same IAM checks as the other policies (``policies.check_policy_document``,
+statements go through the same IAM checks as the other policies (``iam.check_policy_document``,
 the evaluator, the audit); the senders run against moto, whose scheduler stores schedules and never
 fires them (what firing would do is held against the role by the audit instead).
 """
@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from workshop_lib import aws, permissions, policies, spend_guard
+from workshop_lib import aws, iam, permissions, policies, spend_guard
 from workshop_lib.config import WorkshopConfig
 
 from .values import REGION, ROLE
@@ -97,12 +97,12 @@ def test_deadlines_and_their_text():
 def test_the_role_and_trust_documents_pass_the_policy_checks():
     role = spend_guard.scheduler_role_policy(CONFIG, ACCOUNT)
     trust = spend_guard.scheduler_trust_policy(CONFIG, ACCOUNT)
-    policies.check_policy_document(role)
-    policies.check_policy_document(trust, trust=True)
+    iam.check_policy_document(role)
+    iam.check_policy_document(trust, trust=True)
     (statement,) = trust["Statement"]
     assert statement["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
-    assert policies.wildcard_grants(role) == []
+    assert iam.wildcard_grants(role) == []
     aws.validate("iam", "CreateRole", policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME, trust))
 
 
@@ -110,28 +110,28 @@ def test_the_role_may_delete_exactly_the_workshops_endpoints():
     role = spend_guard.scheduler_role_policy(CONFIG, ACCOUNT)
     for name in (CONFIG.standard_endpoint_name, CONFIG.cpu_endpoint_name, CONFIG.gpu_endpoint_name):
         arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{name}"
-        assert policies.allows(role, "sagemaker:DeleteEndpoint", arn)
+        assert iam.allows(role, "sagemaker:DeleteEndpoint", arn)
         for action in ("sagemaker:DeleteEndpointConfig", "sagemaker:CreateEndpoint", "sagemaker:InvokeEndpoint"):
-            assert not policies.allows(role, action, arn)
-    assert not policies.allows(role, "sagemaker:DeleteEndpoint",
+            assert not iam.allows(role, action, arn)
+    assert not iam.allows(role, "sagemaker:DeleteEndpoint",
                                f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/someone-elses")
 
 
 def test_the_operator_may_manage_the_deadlines_and_pass_the_role_to_the_scheduler_only():
     document = spend_guard.operator_deadlines_policy(CONFIG, ACCOUNT)
-    policies.check_policy_document(document)
-    assert policies.wildcard_grants(document) == []
+    iam.check_policy_document(document)
+    assert iam.wildcard_grants(document) == []
     schedule = spend_guard.schedule_arn(REGION, ACCOUNT, CONFIG.cpu_endpoint_name)
     for action in ("CreateSchedule", "UpdateSchedule", "GetSchedule", "DeleteSchedule"):
-        assert policies.allows(document, f"scheduler:{action}", schedule)
-    assert not policies.allows(document, "scheduler:DeleteSchedule",
+        assert iam.allows(document, f"scheduler:{action}", schedule)
+    assert not iam.allows(document, "scheduler:DeleteSchedule",
                                f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/default/someone-elses")
-    assert policies.allows(document, "iam:PassRole", SCHEDULER_ROLE, {"iam:PassedToService": "scheduler.amazonaws.com"})
-    assert not policies.allows(document, "iam:PassRole", SCHEDULER_ROLE, {"iam:PassedToService": "ec2.amazonaws.com"})
-    assert not policies.allows(document, "iam:PassRole", ROLE, {"iam:PassedToService": "scheduler.amazonaws.com"})
+    assert iam.allows(document, "iam:PassRole", SCHEDULER_ROLE, {"iam:PassedToService": "scheduler.amazonaws.com"})
+    assert not iam.allows(document, "iam:PassRole", SCHEDULER_ROLE, {"iam:PassedToService": "ec2.amazonaws.com"})
+    assert not iam.allows(document, "iam:PassRole", ROLE, {"iam:PassedToService": "scheduler.amazonaws.com"})
     for action in ("iam:CreateRole", "iam:GetRole", "iam:PutRolePolicy", "iam:DeleteRolePolicy", "iam:DeleteRole"):
-        assert policies.allows(document, action, SCHEDULER_ROLE)
-        assert not policies.allows(document, action, f"arn:aws:iam::{ACCOUNT}:role/Admin")
+        assert iam.allows(document, action, SCHEDULER_ROLE)
+        assert not iam.allows(document, action, f"arn:aws:iam::{ACCOUNT}:role/Admin")
 
 
 def test_the_documents_are_written_with_the_others_and_each_fits_iams_quota():
@@ -141,7 +141,7 @@ def test_the_documents_are_written_with_the_others_and_each_fits_iams_quota():
     for region in ("us-east-1", "ap-southeast-3", "eu-central-2"):  # the longer regions lengthen every ARN
         config = CONFIG.replace(region=region, bucket=f"sagemaker-decision-workshop-{ACCOUNT}-{region}")
         for name, document in policies.policies(config, ACCOUNT).items():
-            policies.check_policy_document(document, trust=name.endswith("-trust-policy.json"))
+            iam.check_policy_document(document, trust=name.endswith("-trust-policy.json"))
 
 
 def test_the_audit_holds_the_deadline_calls_to_the_documents():
