@@ -1,0 +1,134 @@
+"""What the dialects share: strict pydantic bases, field paths, and turning a pydantic
+``ValidationError`` into the adapter's own ``InvalidType`` (400) / ``InvalidValue`` (422).
+
+Wrong JSON types are 400s and well-typed but unusable values are 422s, both naming the field
+as a path such as ``questions[1].options[0].id``. Validators raise ``PydanticCustomError`` with
+the type ``invalid_value`` or ``invalid_type`` and a message that the field's path prefixes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
+
+from ..errors import AdapterError, InvalidType, InvalidValue
+
+MAX_ID_CHARS = 256
+
+# Tags of the callable discriminators (a bare-string option or an object): they show in pydantic's
+# error locations and are dropped from field paths. No field of any request is spelt like them.
+TAG_STRING, TAG_OBJECT = "<string>", "<object>"
+
+
+class Strict(BaseModel):
+    """A request object: JSON types as sent (no coercion), unknown fields refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Answer(BaseModel):
+    """An answer object, described for the OpenAPI document (answers are built as plain dicts)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def type_name(value) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean",
+            type(None): "null", int: "integer", float: "number"}.get(type(value), type(value).__name__)
+
+
+def value_error(message: str) -> PydanticCustomError:
+    """A 422 about the field it is raised for; the field's path is put before ``message``."""
+    return PydanticCustomError("invalid_value", message)
+
+
+def type_error(message: str) -> PydanticCustomError:
+    return PydanticCustomError("invalid_type", message)
+
+
+def _non_blank(value: str) -> str:
+    if not value.strip():
+        raise value_error("must not be empty")
+    return value
+
+
+def _short_id(value: str) -> str:
+    if not value.strip():
+        raise value_error("must not be empty")
+    if len(value) > MAX_ID_CHARS:
+        raise value_error(f"is longer than {MAX_ID_CHARS} characters; shorten it")
+    return value
+
+
+NonBlank = Annotated[str, AfterValidator(_non_blank)]
+Id = Annotated[str, AfterValidator(_short_id)]
+
+
+def field_path(loc) -> str:
+    path = ""
+    for part in loc:
+        if part in (TAG_STRING, TAG_OBJECT):
+            continue
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def finite(value: float, field: str) -> float:
+    if not math.isfinite(value):
+        raise InvalidValue(f"{field} must be a finite number", field)
+    return value
+
+
+_TYPES = {"string_type": "a string", "float_type": "a number", "int_type": "an integer", "bool_type": "a boolean",
+          "list_type": "an array", "dict_type": "an object", "model_type": "an object",
+          "model_attributes_type": "an object", "tuple_type": "an array"}
+
+
+def adapter_error(exc: ValidationError, prefix: str = "", messages: dict | None = None) -> AdapterError:
+    """The first problem pydantic found, as the adapter's error naming its field.
+
+    ``messages``: per error type, a function (field, error) -> AdapterError for wording a dialect owns.
+    """
+    errors = exc.errors(include_url=False)
+    extras = [e for e in errors if e["type"] == "extra_forbidden"]
+    first = errors[0]
+    field = prefix + field_path(first["loc"]) if first["loc"] else (prefix.rstrip(".") or None)
+    kind, value = first["type"], first.get("input")
+    if messages and kind in messages:
+        made = messages[kind](field, first)
+        if made is not None:
+            return made
+    if kind == "invalid_value":
+        return InvalidValue(f"{field} {first['msg']}" if field else first["msg"], field)
+    if kind == "invalid_type":
+        return InvalidType(f"{field} {first['msg']}" if field else first["msg"], field)
+    if kind == "missing":
+        return InvalidValue(f"{field} is required", field)
+    if kind == "extra_forbidden":
+        where = field.rpartition(".")[0] if "." in field else ""
+        names = [prefix + field_path(e["loc"]) for e in extras if field_path(e["loc"][:-1]) == field_path(first["loc"][:-1])]
+        listed = ", ".join(n.rpartition(".")[2] for n in names)
+        return InvalidValue(f"unknown field{'s' if len(names) > 1 else ''} {listed}"
+                            + (f" in {where}" if where else "") + "; check the spelling (these are not part of "
+                            "the schema)", field)
+    if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
+        return InvalidValue(f"{field} is too large a number", field)  # an integer beyond float range
+    if kind in _TYPES:
+        return InvalidType(f"{field} must be {_TYPES[kind]}, got {type_name(value)}", field)
+    if kind == "literal_error":
+        return InvalidValue(f"{field} must be one of {first['ctx']['expected']}", field)
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        return InvalidType(f"{field} has the wrong type, got {type_name(value)}", field)
+    if kind in ("too_short", "too_long"):
+        ctx = first.get("ctx", {})
+        return InvalidValue(f"{field} has {ctx.get('actual_length')} items; send "
+                            f"{ctx.get('min_length', 0)} to {ctx.get('max_length', 'any number')}", field)
+    if kind.startswith(("greater", "less")):
+        return InvalidValue(f"{field} {first['msg'].replace('Input should be', 'must be')}", field)
+    return InvalidValue(f"{field}: {first['msg']}" if field else first["msg"], field)

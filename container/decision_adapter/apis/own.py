@@ -1,0 +1,338 @@
+"""This project's decision schema on ``POST /invocations``: one decision, or a shared-state batch.
+
+* a decision: ``{"id", "state", "question", "options": [...], "temperature"?}``
+* a batch: ``{"id", "state", "questions": [{"id", "question", "options", "temperature"?}, ...]}``;
+  the state is evaluated once for all questions
+
+Options are ``{"id": "billing", "text": "Billing and refunds"}`` (``description``, the sample's
+name, works as well as ``text``); a bare string is an option whose id and text are that string.
+Wrong JSON types are 400s, well-typed but unusable values (unknown fields included) are 422s;
+both come as ``{"error": {"code", "message", "field"}}`` naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Union
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PlainValidator, Tag, ValidationError
+from pydantic.json_schema import WithJsonSchema
+
+from ..errors import InvalidValue
+from ..prompt import LETTERS, PROMPT_VERSION, TemplateError
+from ..schema import DecisionBatch, Option, Question
+from .common import TAG_OBJECT, TAG_STRING, Answer, Id, NonBlank, Strict, adapter_error, type_error, type_name, \
+    value_error
+
+MIN_OPTIONS = 2
+MAX_OPTIONS = 16
+MAX_QUESTIONS = 64  # the default of DECISION_ADAPTER_MAX_SHARED_DECISIONS, as the sample's
+MIN_TEMPERATURE = 1e-3  # exclusive lower bound: below it the scaled logits overflow; it means "argmax" anyway
+MAX_TEMPERATURE = 100.0
+
+
+def _state(value):
+    if isinstance(value, (str, dict, list)):
+        if (value.strip() if isinstance(value, str) else value):
+            return value
+        raise value_error("must not be empty: pass the evidence the question is about")
+    raise type_error(f"must be a string, an object or an array, got {type_name(value)}")
+
+
+State = Annotated[Any, PlainValidator(_state), WithJsonSchema({
+    "description": "The evidence the question is about: text, or any JSON object or array (objects are "
+                   "rendered with sorted keys).",
+    "anyOf": [{"type": "string", "minLength": 1, "pattern": r"\S"}, {"type": "object", "minProperties": 1},
+              {"type": "array", "minItems": 1}]})]
+
+
+def _temperature(value: float) -> float:
+    if not (math.isfinite(value) and MIN_TEMPERATURE < value <= MAX_TEMPERATURE):
+        raise value_error(f"must be a finite number above {MIN_TEMPERATURE} and at most {MAX_TEMPERATURE}")
+    return float(value)
+
+
+Temperature = Annotated[float, AfterValidator(_temperature), Field(
+    gt=MIN_TEMPERATURE, le=MAX_TEMPERATURE, description="Divides the option logits before the softmax (1 if absent).")]
+
+
+class OptionObject(Strict):
+    """An option: its id (returned, never shown to the model) and the text the model reads."""
+
+    id: Id
+    text: NonBlank | None = None
+    description: str | None = Field(None, description="The published sample's name for text; an empty one "
+                                                      "leaves the id as all the model sees.")
+
+
+def _option_kind(value) -> str | None:
+    return TAG_STRING if isinstance(value, str) else TAG_OBJECT if isinstance(value, dict) else None
+
+
+OptionItem = Annotated[
+    Union[Annotated[Id, Tag(TAG_STRING)], Annotated[OptionObject, Tag(TAG_OBJECT)]],
+    Discriminator(_option_kind, custom_error_type="invalid_type",
+                  custom_error_message="must be an object {id, text} or a string"),
+]
+Options = Annotated[list[OptionItem], Field(min_length=MIN_OPTIONS, max_length=MAX_OPTIONS,
+                                            description="In the order answers list them; ids unique.")]
+
+
+class DecisionRequest(Strict):
+    """One decision about one state."""
+
+    model_config = ConfigDict(title="Decision")
+    id: Id
+    state: State
+    question: NonBlank
+    options: Options
+    temperature: Temperature | None = None
+
+
+class BatchQuestion(Strict):
+    id: Id
+    question: NonBlank
+    options: Options
+    temperature: Temperature | None = None
+
+
+class BatchRequest(Strict):
+    """Several questions about one state, evaluated once."""
+
+    model_config = ConfigDict(title="Shared-state batch")
+    id: Id
+    state: State
+    questions: Annotated[list[BatchQuestion], Field(min_length=1, json_schema_extra={"maxItems": MAX_QUESTIONS})]
+
+
+# -- parsing ------------------------------------------------------------------------------------------
+
+
+def _count_message(field: str, error: dict):
+    n = error["ctx"].get("actual_length")
+    if field.endswith("options"):
+        return InvalidValue(f"{field} has {n} options; a decision takes {MIN_OPTIONS} to {MAX_OPTIONS} (split larger "
+                            "sets into two decisions, e.g. a category first)", field)
+    return None
+
+
+WORDING = {"too_short": _count_message, "too_long": _count_message}
+
+
+def options_of(items, field: str) -> tuple[Option, ...]:
+    """Validated option models as the engine's options; ids unique, text or description (not both differing)."""
+    options, seen = [], set()
+    for i, item in enumerate(items):
+        item_field = f"{field}[{i}]"
+        if isinstance(item, str):
+            option = Option(item, item)
+        else:
+            if item.text is not None and item.description is not None and item.text != item.description:
+                raise InvalidValue(f"{item_field} has both text and description, and they differ; send one of them",
+                                   item_field)
+            text = item.text if item.text is not None else item.description
+            if text is not None and not text.strip():
+                text = None  # the sample accepts an empty description; the id is then all the model sees
+            option = Option(item.id, text if text is not None else item.id)
+        if option.id in seen:
+            raise InvalidValue(f"{item_field}.id {option.id!r} is used twice; option ids must be unique",
+                               f"{item_field}.id")
+        seen.add(option.id)
+        options.append(option)
+    return tuple(options)
+
+
+def question_of(model, field_prefix: str, qid: str) -> Question:
+    options = options_of(model.options, f"{field_prefix}options")
+    return Question(qid, model.question, options, 1.0 if model.temperature is None else model.temperature)
+
+
+def parse_decision(body: dict, max_questions: int = MAX_QUESTIONS) -> DecisionBatch:
+    """A single decision or a shared-state batch, validated."""
+    if "questions" in body:
+        if "question" in body or "options" in body:
+            raise InvalidValue("send either question/options (one decision) or questions (a batch), not both",
+                               "questions")
+        try:
+            batch = BatchRequest.model_validate(body)
+        except ValidationError as exc:
+            raise adapter_error(exc, messages=WORDING) from None
+        if len(batch.questions) > max_questions:
+            raise InvalidValue(f"questions has {len(batch.questions)} entries; send 1 to {max_questions}",
+                               "questions")
+        questions, seen = [], set()
+        for i, item in enumerate(batch.questions):
+            if item.id in seen:
+                raise InvalidValue(f"questions[{i}].id {item.id!r} is used twice; question ids must be unique",
+                                   f"questions[{i}].id")
+            seen.add(item.id)
+            questions.append(question_of(item, f"questions[{i}].", item.id))
+        return DecisionBatch(batch.id, batch.state, tuple(questions), single=False)
+    try:
+        one = DecisionRequest.model_validate(body)
+    except ValidationError as exc:
+        raise adapter_error(exc, messages=WORDING) from None
+    return DecisionBatch(one.id, one.state, (question_of(one, "", one.id),), single=True)
+
+
+# -- prompts and answers ----------------------------------------------------------------------------
+
+
+def scoring_items(engine, batch: DecisionBatch) -> list:
+    """One decision prompt per question, all opening with the same state (evaluated once)."""
+    from ..engine import ScoringItem
+
+    items = []
+    for index, question in enumerate(batch.questions):
+        if len(question.options) > len(engine.slot_tokens):
+            field = "options" if batch.single else f"questions[{index}].options"
+            raise InvalidValue(f"at most {len(engine.slot_tokens)} options fit the answer slots", field)
+        try:
+            prompt = engine.template.render_decision(batch.state, question)
+        except TemplateError as exc:
+            raise InvalidValue(f"the model's chat template refused the prompt: {exc}", None) from None
+        items.append(ScoringItem(prompt, len(question.options), temperature=question.temperature, field="state"))
+    return items
+
+
+def results(engine, batch: DecisionBatch, scored: list[dict]) -> list[dict]:
+    """One result per question, in request order, options in the order they were sent."""
+    from ..engine import READOUT_METHODS
+
+    out = []
+    for question, result in zip(batch.questions, scored):
+        n = len(question.options)
+        top = result["top_token"]
+        out.append({
+            "id": question.id if not batch.single else batch.id,
+            "option_ids": [o.id for o in question.options],
+            "probabilities": result["probabilities"],
+            "option_logits": result["option_logits"],
+            "answer_token_ids": list(engine.slot_tokens[:n]),
+            "answer_slots": list(LETTERS[:n]),
+            "input_tokens": result["input_tokens"],
+            "allowed_token_mass": result["allowed_token_mass"],
+            "top_vocab_token": {"id": top, "text": engine.llm.detokenize([top], special=True)
+                                .decode("utf-8", errors="replace")},
+            "temperature": question.temperature,
+            "prompt_sha256": result["prompt_sha256"],
+            "prompt_version": PROMPT_VERSION,
+            "readout": READOUT_METHODS[result["readout"]],
+            "question_eval_ms": result["question_eval_ms"],
+        })
+    return out
+
+
+TIMING_KEYS = ("tokenize_ms", "prefix_eval_ms", "evaluate_ms", "shared_prefix_tokens")
+
+
+def decide(engine, batch: DecisionBatch) -> tuple[list[dict], dict]:
+    """Score the batch: (results, the engine's timing in ms), as ``Engine.decide`` did."""
+    scored, timing = engine.score_items(scoring_items(engine, batch))
+    return results(engine, batch, scored), {k: timing[k] for k in TIMING_KEYS}
+
+
+def respond(batch: DecisionBatch, results_: list[dict], timing: dict, model: dict) -> dict:
+    if batch.single:
+        return {"result": {**results_[0], "timing": timing, "model": model}}
+    return {"id": batch.id, "results": results_, "timing": timing, "model": model}
+
+
+def serve(ctx, body: dict, started: float) -> dict:
+    batch = parse_decision(body, ctx.settings.max_shared_decisions)
+    results_, timing = ctx.decide(batch, started)
+    return respond(batch, results_, timing, ctx.engine.info)
+
+
+# -- answers, described -------------------------------------------------------------------------------
+
+
+class TopToken(BaseModel):
+    id: int
+    text: str
+
+
+class DecisionResult(Answer):
+    """One answer: a probability per option id, in the order the options were sent; they sum to 1."""
+
+    id: str = Field(description="The decision's id, or the question's id in a batch.")
+    option_ids: list[str]
+    probabilities: list[Annotated[float, Field(ge=0, le=1)]]
+    option_logits: list[float] | None
+    answer_token_ids: list[int]
+    answer_slots: list[str] = Field(description="The letter each option was shown under (A, B, ...).")
+    input_tokens: int = Field(ge=1)
+    allowed_token_mass: float = Field(ge=0, le=1, description="The share of the whole vocabulary's probability "
+                                                              "that fell on the answer slots.")
+    top_vocab_token: TopToken | None = None
+    temperature: float
+    prompt_sha256: str = Field(pattern="^[0-9a-f]{64}$")
+    prompt_version: str
+    readout: str
+    question_eval_ms: float | None = None
+
+
+class Timing(Answer):
+    """Server-side timings in milliseconds, and counts of the tokens evaluated."""
+
+    queue_wait_ms: float = Field(ge=0, description="Time spent waiting for the model's one context.")
+    tokenize_ms: float | None = Field(None, ge=0)
+    prefix_eval_ms: float | None = Field(None, ge=0)
+    evaluate_ms: float | None = Field(None, ge=0)
+    total_ms: float = Field(ge=0)
+    shared_prefix_tokens: int | None = Field(None, ge=0)
+    input_tokens: int | None = Field(None, ge=0)
+    distinct_prompts: int | None = Field(None, ge=1)
+
+
+class ModelInfo(Answer):
+    """The model this answer came from, as pinned in the model package."""
+
+    file: str
+    sha256: str = Field(pattern="^[0-9a-f]{64}$")
+    size_bytes: int = Field(ge=0)
+    source_repo: str | None = None
+    source_revision: str | None = None
+    manifest_verified: bool
+    architecture: str | None = None
+    name: str | None = None
+    quantization: str | None = None
+    context_size: int = Field(ge=1)
+    gpu_layers_requested: int | None = None
+    gpu_layers_offloaded: int | None = Field(None, ge=0)
+    gpu_offload_supported: bool | None = None
+    threads: int | None = None
+    recurrent_or_hybrid: bool | None = None
+    prefix_reuse: str | None = None
+    runtime: dict | None = None
+
+
+class SingleResult(DecisionResult):
+    timing: Timing
+    model: ModelInfo
+
+
+class DecisionResponse(Answer):
+    model_config = ConfigDict(title="Decision answer")
+    result: SingleResult
+
+
+class BatchResponse(Answer):
+    model_config = ConfigDict(title="Shared-state batch answer")
+    id: str
+    results: list[DecisionResult] = Field(min_length=1, description="One result per question, in request order.")
+    timing: Timing
+    model: ModelInfo
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="invalid_type, invalid_value, prompt_too_long, busy, ...")
+    message: str = Field(description="What went wrong and what to send instead.")
+    field: str | None = Field(description="The request field at fault (e.g. options[2].id), or null.")
+
+
+class Error(Answer):
+    """The error shape of the project's own routes and bodies."""
+
+    error: ErrorDetail
+    retryable: bool | None = None
