@@ -202,6 +202,7 @@ class Engine:
         started = time.perf_counter()
         try:
             with runtime.model_params(llama_cpp, use_extra_bufts=self.runtime.extra_buffers), \
+                    runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[settings.flash_attn]), \
                     runtime.llama_log(llama_cpp) as load_log:
                 self.llm = llama_cpp.Llama(
                     model_path=str(model.gguf), logits_all=False, verbose=False, **settings.llama_kwargs()
@@ -260,6 +261,8 @@ class Engine:
         # What llama.cpp itself says it put on the GPU (it logs nothing about it without a GPU backend).
         self.offloaded_layers, self.offloadable_layers = (
             runtime.offloaded_layers("".join(load_log)) or (0, self.n_layer + 1))
+        self.flash_attention = runtime.flash_attention("".join(load_log), settings.flash_attn)
+        log.info("flash attention: %s (SM_LLAMA_CPP_FLASH_ATTN=%s)", self.flash_attention, settings.flash_attn)
         if settings.n_gpu_layers and self.offloaded_layers == 0:
             raise EngineError(
                 f"GPU offload is requested ({settings.n_gpu_layers} layers) but llama.cpp offloaded none of "
@@ -493,7 +496,8 @@ class Engine:
             "prefix_reuse": self.prefix_mode,
             "runtime": {"llama_cpp_python": getattr(llama_cpp, "__version__", "unknown"),
                         "llama_cpp_system": self.runtime.system_info,
-                        "extra_buffer_types": self.runtime.extra_buffers},
+                        "extra_buffer_types": self.runtime.extra_buffers,
+                        "flash_attention": self.flash_attention},
         }
 
     # -- decisions -------------------------------------------------------------

@@ -23,6 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+# llama.cpp's verdict on --flash-attn auto, from the context's start-up log
+_FLASH_ATTN_RESOLVED = re.compile(r"Flash Attention (enabled|not supported, set to disabled)")
+FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}  # llama_flash_attn_type (llama.h)
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,41 @@ def model_params(llama_cpp, **fields):
         yield
     finally:
         bindings.llama_model_default_params = original
+
+
+@contextmanager
+def context_params(llama_cpp, **fields):
+    """Make ``Llama(...)`` create its context with these ``llama_context_params`` fields set.
+
+    ``Llama`` reduces flash attention to on or off and cannot ask for llama.cpp's ``auto`` (llama-server's
+    default), so the context constructor is wrapped for the duration of the (single-threaded) load, as
+    ``model_params`` wraps the model's defaults. Fields an older binding does not know are left alone.
+    """
+    bindings = llama_cpp.llama_cpp
+    original = bindings.llama_init_from_model
+    known = {name for name, _ in type(bindings.llama_context_default_params())._fields_}
+
+    def with_fields(model, params):
+        for name, value in fields.items():
+            if name in known:
+                setattr(params, name, value)
+        return original(model, params)
+
+    bindings.llama_init_from_model = with_fields
+    try:
+        yield
+    finally:
+        bindings.llama_init_from_model = original
+
+
+def flash_attention(log_text: str, mode: str) -> str:
+    """What the context uses: "on" or "off" (auto as llama.cpp resolved it, from its log)."""
+    if mode != "auto":
+        return mode
+    match = _FLASH_ATTN_RESOLVED.search(log_text)
+    if match is None:
+        return "auto (llama.cpp logged no verdict)"
+    return "on" if match.group(1) == "enabled" else "off"
 
 
 def host_cpu_flags(path: str = "/proc/cpuinfo") -> tuple[str, ...]:

@@ -34,7 +34,7 @@ _LLAMA_INT_SETTINGS = {
     "UBATCH_SIZE": "n_ubatch",
 }
 # Read by the entrypoint or meaningless for a single-context adapter.
-_LLAMA_HANDLED_ELSEWHERE = {"MODEL", "MODEL_DIR", "PORT", "HOST", "PARALLEL", "HF_REPO", "HF_FILE"}
+_LLAMA_HANDLED_ELSEWHERE = {"MODEL", "MODEL_DIR", "PORT", "HOST", "PARALLEL", "HF_REPO", "HF_FILE", "FLASH_ATTN"}
 
 def _positive(raw: str, name: str) -> int:
     try:
@@ -71,7 +71,13 @@ SEMIF_UNUSED = {
 PREFIX_REUSE_MODES = ("auto", "trim", "restore", "off")
 CROSS_REQUEST_REUSE_MODES = ("off", "on")
 EXTRA_BUFFER_MODES = ("auto", "on", "off")  # runtime.py says what each means
-NGINX_MODES = ("auto", "on", "off")  # nginx in front: if found, required, never (serve.py)
+NGINX_MODES = ("auto", "on", "off")
+# SM_LLAMA_CPP_FLASH_ATTN, as llama-server's --flash-attn (auto: llama.cpp enables it where the device
+# holding the layers supports it). The adapter's default is off, not llama-server's auto: llama.cpp's CPU
+# flash attention makes a prompt's probabilities depend on how its tokens were split between evaluations,
+# so a question asked alone and the same question in a shared-state batch would differ.
+FLASH_ATTN_MODES = ("off", "on", "auto")
+_FLASH_ATTN_SPELLINGS = {"true": "on", "1": "on", "enabled": "on", "false": "off", "0": "off", "disabled": "off"}  # nginx in front: if found, required, never (serve.py)
 
 
 class SettingsError(ValueError):
@@ -104,6 +110,7 @@ class Settings:
     # (LRU, at most this many MiB), not only the last one; 0 = off. The same timing oracle, wider.
     state_cache_mib: int = 0
     extra_buffers: str = "auto"  # auto | on | off: llama.cpp's extra (repacking, AMX) buffer types
+    flash_attn: str = "off"  # off | on | auto (SM_LLAMA_CPP_FLASH_ATTN)
     chat_max_tokens: int = 256
     nginx: str = "auto"  # DECISION_ADAPTER_NGINX: auto | on | off
     log_level: str = "INFO"
@@ -219,6 +226,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     prefix_reuse = _choice(env, A + "PREFIX_REUSE", PREFIX_REUSE_MODES)
     cross_request_reuse = _choice(env, A + "CROSS_REQUEST_REUSE", CROSS_REQUEST_REUSE_MODES) == "on"
     extra_buffers = _choice(env, A + "EXTRA_BUFFERS", EXTRA_BUFFER_MODES)
+    flash_attn = (env.get(L + "FLASH_ATTN") or "").strip().lower()
+    flash_attn = _choice({L + "FLASH_ATTN": _FLASH_ATTN_SPELLINGS.get(flash_attn, flash_attn)}, L + "FLASH_ATTN",
+                         FLASH_ATTN_MODES)
     state_cache_mib = _int(env, A + "STATE_CACHE_MIB", 0, minimum=0)
     if state_cache_mib and not cross_request_reuse:
         raise SettingsError(
@@ -255,6 +265,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         cross_request_reuse=cross_request_reuse,
         state_cache_mib=state_cache_mib,
         extra_buffers=extra_buffers,
+        flash_attn=flash_attn,
         chat_max_tokens=_int(env, A + "CHAT_MAX_TOKENS", 256, minimum=1),
         nginx=_choice(env, A + "NGINX", NGINX_MODES),
         log_level=(env.get(A + "LOG_LEVEL") or "INFO").upper(),

@@ -190,3 +190,18 @@ def test_model_metadata_comes_from_the_manifest(engine, model_dir):
     import llama_cpp
 
     assert info["runtime"]["llama_cpp_python"] == llama_cpp.__version__
+
+
+def test_flash_attention_is_off_unless_asked_and_llama_cpp_says_what_auto_became(engine, model_dir):
+    from decision_adapter.engine import Engine
+    from decision_adapter.model_files import locate_model
+
+    assert engine.flash_attention == "off"
+    assert engine.llm.context_params.flash_attn_type == 0
+    auto = Engine(adapter_settings(model_dir, SM_LLAMA_CPP_FLASH_ATTN="auto"), locate_model(model_dir))
+    try:
+        assert auto.llm.context_params.flash_attn_type == -1
+        assert auto.flash_attention in ("on", "off")  # llama.cpp's verdict for this CPU, read from its log
+        assert auto._model_info()["runtime"]["flash_attention"] == auto.flash_attention
+    finally:
+        del auto

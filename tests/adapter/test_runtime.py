@@ -59,3 +59,45 @@ def test_the_installed_llama_cpp_is_the_portable_build():
     features = runtime.cpu_features(info)
     assert "AVX2" in features, info
     assert not [f for f in features if f.startswith(("AVX512", "AMX"))], info
+
+
+@pytest.mark.parametrize("raw, mode", [(None, "off"), ("", "off"), ("auto", "auto"), ("ON", "on"), ("true", "on"),
+                                       ("1", "on"), ("false", "off"), ("disabled", "off")])
+def test_flash_attention_is_read_as_llama_server_spells_it(raw, mode):
+    env = {} if raw is None else {"SM_LLAMA_CPP_FLASH_ATTN": raw}
+    settings = load_settings(env)
+    assert settings.flash_attn == mode
+    assert "SM_LLAMA_CPP_FLASH_ATTN" not in settings.ignored_llama_settings
+
+
+def test_a_bad_flash_attention_value_names_the_variable():
+    with pytest.raises(SettingsError, match="SM_LLAMA_CPP_FLASH_ATTN='sometimes' is not one of off, on, auto"):
+        load_settings({"SM_LLAMA_CPP_FLASH_ATTN": "sometimes"})
+
+
+def test_context_params_sets_known_fields_for_the_load_only():
+    import llama_cpp
+
+    bindings = llama_cpp.llama_cpp
+    original, seen = bindings.llama_init_from_model, []
+
+    def stub(model, params):
+        seen.append(params)
+        return "ctx"
+
+    bindings.llama_init_from_model = stub
+    try:
+        with runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES["auto"], no_such_field=1):
+            assert bindings.llama_init_from_model is not stub
+            assert bindings.llama_init_from_model(None, bindings.llama_context_default_params()) == "ctx"
+        assert bindings.llama_init_from_model is stub
+    finally:
+        bindings.llama_init_from_model = original
+    assert seen[0].flash_attn_type == -1 and not hasattr(seen[0], "no_such_field")
+
+
+def test_flash_attention_reports_what_llama_cpp_resolved():
+    assert runtime.flash_attention("llama_context: Flash Attention enabled\n", "auto") == "on"
+    assert runtime.flash_attention("x: Flash Attention not supported, set to disabled\n", "auto") == "off"
+    assert runtime.flash_attention("nothing about it", "auto").startswith("auto")
+    assert runtime.flash_attention("llama_context: Flash Attention enabled\n", "off") == "off"
