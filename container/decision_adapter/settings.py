@@ -71,13 +71,13 @@ SEMIF_UNUSED = {
 PREFIX_REUSE_MODES = ("auto", "trim", "restore", "off")
 CROSS_REQUEST_REUSE_MODES = ("off", "on")
 EXTRA_BUFFER_MODES = ("auto", "on", "off")  # runtime.py says what each means
-NGINX_MODES = ("auto", "on", "off")
+NGINX_MODES = ("auto", "on", "off")  # nginx in front: if found, required, never (serve.py)
 # SM_LLAMA_CPP_FLASH_ATTN, as llama-server's --flash-attn (auto: llama.cpp enables it where the device
 # holding the layers supports it). The adapter's default is off, not llama-server's auto: llama.cpp's CPU
 # flash attention makes a prompt's probabilities depend on how its tokens were split between evaluations,
 # so a question asked alone and the same question in a shared-state batch would differ.
 FLASH_ATTN_MODES = ("off", "on", "auto")
-_FLASH_ATTN_SPELLINGS = {"true": "on", "1": "on", "enabled": "on", "false": "off", "0": "off", "disabled": "off"}  # nginx in front: if found, required, never (serve.py)
+_FLASH_ATTN_SPELLINGS = {"true": "on", "1": "on", "enabled": "on", "false": "off", "0": "off", "disabled": "off"}
 
 
 class SettingsError(ValueError):
