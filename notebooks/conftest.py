@@ -27,7 +27,7 @@ os.environ.setdefault("WORKSHOP_LOCAL_DIR", str(_RUN_DIR / "local"))
 def _stop_everything() -> None:
     from workshop_lib import rehearsal
 
-    stopped = rehearsal.stop_all()
+    stopped = rehearsal.default().stop_all()
     if stopped:
         print(f"\nstopped what the notebooks left running: {', '.join(stopped)}")
 

@@ -1,10 +1,9 @@
-"""Local rehearsal: the AWS control plane emulated on this machine, endpoints as real processes.
+"""The local rehearsal's processes: the AWS emulator and the local endpoints, and their registry.
 
 In ``local`` mode the notebooks and the CLI run the same steps as on AWS, against
 
-* the emulator: moto in server mode on a free loopback port, reached by boto3
-  clients with fake credentials (botocore still validates every request against
-  the real service model before it leaves the process);
+* the emulator: moto in server mode on a free loopback port (``modes.LocalMode`` makes the
+  boto3 clients that reach it, with fake credentials);
 * local endpoints: for each SageMaker endpoint created in the emulator, a real
   process started from what the emulator recorded: DescribeEndpoint -> endpoint
   config -> model (``Image``, ``Environment``, ``ModelDataUrl``), the tarball
@@ -19,7 +18,7 @@ keep-alive (they run under ``timeout`` and end by themselves after
 ``KEEP_ALIVE_S``) and recorded in a registry file in the rehearsal's folder
 (``Rehearsal(home)``; a workshop's is ``local/`` next to its config file, or
 ``$WORKSHOP_LOCAL_DIR``). Any later process can find them there and stop them:
-``Rehearsal(home).stop_all()``; the module-level functions act on the default folder.
+``Rehearsal(home).stop_all()``; ``default()`` is the default folder's rehearsal.
 
 Three settings always differ from the endpoint's: ``SM_LLAMA_CPP_THREADS`` is
 forced to 2 (this machine's cores, not the instance's vCPUs),
@@ -43,7 +42,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import aws, dlc_server, names
+from . import dlc_server, names
 from .config import default_path
 from .errors import WorkshopError
 from .local import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
@@ -51,8 +50,6 @@ from .local import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_a
 KEEP_ALIVE_S = 2 * 3600
 LOCAL_THREADS = 2
 LOCAL_GPU_LAYERS = 0
-FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-EMULATOR_ACCOUNT = "123456789012"  # moto's default account
 LOCAL_REQUEST_TIMEOUT_S = 120
 FORCED_SETTINGS = {"SM_LLAMA_CPP_THREADS": str(LOCAL_THREADS), "SM_LLAMA_CPP_N_GPU_LAYERS": str(LOCAL_GPU_LAYERS),
                    "DECISION_ADAPTER_REQUEST_TIMEOUT": str(LOCAL_REQUEST_TIMEOUT_S)}
@@ -112,87 +109,6 @@ def _record(server, **extra) -> dict:
             "keep_alive_s": server.keep_alive_s, **extra}
 
 
-# ---- the emulator --------------------------------------------------------------------------
-
-
-def session():
-    """A boto3 session with fake credentials: whatever it reaches, it can never be a real account."""
-    import boto3
-
-    return boto3.session.Session(**FAKE_CREDENTIALS)
-
-
-def client(service: str, region: str, url: str | None = None):
-    """A boto3 client for ``service`` pointed at the emulator (started if needed)."""
-    return aws.client(service, region, endpoint_url=url or ensure_emulator(), session=session())
-
-
-# ---- images that stand in for real ones ----------------------------------------------------
-
-
-def stand_in_manifest(description: str, content_sha256: str) -> str:
-    """An OCI-style image manifest with one layer named by ``content_sha256``.
-
-    The emulator stores manifests, not layers; the layer digest makes each
-    stand-in image's digest distinct and tied to what it stands for.
-    """
-    config_blob = json.dumps({"description": description}).encode()
-    return json.dumps({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config_blob),
-                   "digest": "sha256:" + hashlib.sha256(config_blob).hexdigest()},
-        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": 0,
-                    "digest": "sha256:" + content_sha256}],
-    })
-
-
-def push_stand_in(ecr_client, repository: str, tag: str, description: str, content_sha256: str,
-                  registry_id: str | None = None, digest: str | None = None) -> str:
-    """PutImage of a stand-in manifest; returns its digest (what ECR would report after docker push)."""
-    from botocore.exceptions import ClientError
-
-    kwargs = {"registryId": registry_id} if registry_id else {}
-    try:
-        response = ecr_client.put_image(repositoryName=repository, imageTag=tag,
-                                        imageManifest=stand_in_manifest(description, content_sha256), **kwargs,
-                                        **({"imageDigest": digest} if digest else {}))
-        return response["image"]["imageId"]["imageDigest"]
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "ImageAlreadyExistsException":
-            raise
-    images = ecr_client.describe_images(repositoryName=repository, imageIds=[{"imageTag": tag}], **kwargs)
-    return images["imageDetails"][0]["imageDigest"]
-
-
-def seed_dlc(ecr_client, region: str) -> dict[str, str]:
-    """Put stand-ins for the llama.cpp DLC's SageMaker tags into the emulated DLC registry.
-
-    The repository is created under the DLC's registry id, so ``images.resolve_digest``
-    runs unchanged on ``images.dlc_image_uri(region)``. Returns tag -> digest.
-    """
-    from botocore.exceptions import ClientError
-
-    from . import images
-
-    account = images.dlc_account(region)
-    try:
-        ecr_client.create_repository(repositoryName=images.DLC_REPOSITORY, registryId=account,
-                                     imageTagMutability="MUTABLE")
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "RepositoryAlreadyExistsException":
-            raise
-    digests = {}
-    for variant, tag in images.SAGEMAKER_TAGS.items():
-        # Under the pinned digest, so images.resolve_dlc finds it (the emulator takes the digest as given;
-        # real ECR derives it from the manifest).
-        what = f"local stand-in for {images.DLC_REPOSITORY}:{tag} (the AWS llama.cpp DLC)"
-        digests[tag] = push_stand_in(ecr_client, images.DLC_REPOSITORY, tag, what,
-                                     hashlib.sha256(what.encode()).hexdigest(), registry_id=account,
-                                     digest=images.dlc_pin(variant).digest)
-    return digests
-
-
 # ---- local endpoints --------------------------------------------------------------------------
 
 
@@ -232,8 +148,8 @@ class ProcessStatus:
 
 class Rehearsal:
     """One rehearsal's folder (``home``): its process registry, the emulator, the local endpoints,
-    their logs and extracted models. The workshop's is ``Workshop.rehearsal``; the module-level
-    functions below act on the default one (``local_dir()``)."""
+    their logs and extracted models. The workshop's is ``Workshop.rehearsal``; ``default()`` is the
+    default folder's."""
 
     def __init__(self, home: str | Path):
         self.home = Path(home)
@@ -465,53 +381,12 @@ def _is_dlc(image_uri: str) -> bool:
     return images.parse_image_uri(image_uri).repository == images.DLC_REPOSITORY
 
 
-# ---- the default rehearsal (``local_dir()``), for the command line, tests and scripts ----------
-
-
 def default() -> Rehearsal:
+    """The default folder's rehearsal (``local_dir()``): the one the command line and scripts act on."""
     return Rehearsal(local_dir())
 
 
-def registry_path() -> Path:
-    return default().registry_path()
-
-
-def emulator_url() -> str | None:
-    return default().emulator_url()
-
-
-def ensure_emulator(keep_alive_s: float = KEEP_ALIVE_S, timeout_s: float = 60.0) -> str:
-    return default().ensure_emulator(keep_alive_s, timeout_s)
-
-
-def endpoint_url(name: str) -> str:
-    return default().endpoint_url(name)
-
-
-def endpoint_log(name: str) -> Path:
-    return default().endpoint_log(name)
-
-
-def stop_endpoint(name: str) -> bool:
-    return default().stop_endpoint(name)
-
-
-def stop_all() -> list[str]:
-    return default().stop_all()
-
-
-def status() -> list[ProcessStatus]:
-    return default().status()
-
-
-def format_status(found: list[ProcessStatus] | None = None) -> str:
-    return default().format_status(found)
-
-
 __all__ = [
-    "KEEP_ALIVE_S", "LOCAL_THREADS", "LocalEndpoint", "ProcessStatus", "Rehearsal", "RehearsalError", "client",
-    "default",
-    "emulator_url", "endpoint_log", "endpoint_url", "ensure_emulator", "format_status", "group_alive",
-    "local_dir", "push_stand_in", "registry_path", "seed_dlc", "session", "stand_in_manifest",
-    "status", "stop_all", "stop_endpoint",
+    "ADAPTER", "KEEP_ALIVE_S", "LLAMA_SERVER", "LOCAL_THREADS", "LocalEndpoint", "ProcessStatus", "Rehearsal",
+    "RehearsalError", "default", "group_alive", "local_dir",
 ]

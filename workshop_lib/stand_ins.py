@@ -12,7 +12,9 @@ given; the two things moto cannot do are parameters of those flows, and local mo
   then a real process serves what the emulator recorded for it: llama-server behind nginx for the
   DLC's image, started by the DLC entrypoint's rules (``dlc_server``), a decision adapter otherwise.
 
-Each says, in one sentence per resource, what was not exercised.
+Each says, in one sentence per resource, what was not exercised. The images they push are
+stand-ins too (``push_stand_in``): the emulator stores manifests, not layers; ``seed_dlc`` puts the
+DLC's where AWS publishes it when a fresh emulator starts.
 """
 
 from __future__ import annotations
@@ -27,6 +29,67 @@ from .models import EMBEDDED_MODEL, ModelSpec, embedded_gguf_path
 # The emulator's instance-type list predates these families; it receives the nearest type it knows.
 EMULATOR_INSTANCE_TYPES = {"ml.c6i.2xlarge": "ml.c5.2xlarge", "ml.c6i.8xlarge": "ml.c5.9xlarge"}
 EMULATOR_FAMILIES = ("c4", "c5", "c5d", "m4", "m5", "m5d", "r5", "r5d", "t2", "p2", "p3", "g4dn", "inf1")
+
+
+def stand_in_manifest(description: str, content_sha256: str) -> str:
+    """An OCI-style image manifest with one layer named by ``content_sha256``.
+
+    The emulator stores manifests, not layers; the layer digest makes each
+    stand-in image's digest distinct and tied to what it stands for.
+    """
+    config_blob = json.dumps({"description": description}).encode()
+    return json.dumps({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config_blob),
+                   "digest": "sha256:" + hashlib.sha256(config_blob).hexdigest()},
+        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": 0,
+                    "digest": "sha256:" + content_sha256}],
+    })
+
+
+def push_stand_in(ecr_client, repository: str, tag: str, description: str, content_sha256: str,
+                  registry_id: str | None = None, digest: str | None = None) -> str:
+    """PutImage of a stand-in manifest; returns its digest (what ECR would report after docker push)."""
+    from botocore.exceptions import ClientError
+
+    kwargs = {"registryId": registry_id} if registry_id else {}
+    try:
+        response = ecr_client.put_image(repositoryName=repository, imageTag=tag,
+                                        imageManifest=stand_in_manifest(description, content_sha256), **kwargs,
+                                        **({"imageDigest": digest} if digest else {}))
+        return response["image"]["imageId"]["imageDigest"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ImageAlreadyExistsException":
+            raise
+    found = ecr_client.describe_images(repositoryName=repository, imageIds=[{"imageTag": tag}], **kwargs)
+    return found["imageDetails"][0]["imageDigest"]
+
+
+def seed_dlc(ecr_client, region: str) -> dict[str, str]:
+    """Put stand-ins for the llama.cpp DLC's SageMaker tags into the emulated DLC registry.
+
+    The repository is created under the DLC's registry id, so ``images.resolve_digest``
+    runs unchanged on ``images.dlc_image_uri(region)``. Returns tag -> digest.
+    """
+    from botocore.exceptions import ClientError
+
+    account = images.dlc_account(region)
+    try:
+        ecr_client.create_repository(repositoryName=images.DLC_REPOSITORY, registryId=account,
+                                     imageTagMutability="MUTABLE")
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "RepositoryAlreadyExistsException":
+            raise
+    digests = {}
+    for variant, tag in images.SAGEMAKER_TAGS.items():
+        # Under the pinned digest, so images.resolve_dlc finds it (the emulator takes the digest as given;
+        # real ECR derives it from the manifest).
+        what = f"local stand-in for {images.DLC_REPOSITORY}:{tag} (the AWS llama.cpp DLC)"
+        digests[tag] = push_stand_in(ecr_client, images.DLC_REPOSITORY, tag, what,
+                                     hashlib.sha256(what.encode()).hexdigest(), registry_id=account,
+                                     digest=images.dlc_pin(variant).digest)
+    return digests
 
 
 def _acting_as(calls, principal):
@@ -72,7 +135,7 @@ class EmulatedCodeBuild(builds.CodeBuildRunner):
         # The stand-in's digest follows what the image would be built from: source zip, Dockerfile, base.
         content = hashlib.sha256(json.dumps([source, env["DOCKERFILE"], env["BASE_IMAGE"]]).encode()).hexdigest()
         repository = images.parse_image_uri(env["REPOSITORY_URI"]).repository
-        return rehearsal.push_stand_in(self.ecr, repository, env["IMAGE_TAG"],
+        return push_stand_in(self.ecr, repository, env["IMAGE_TAG"],
                                        f"local stand-in for container/{env['DOCKERFILE']} FROM {env['BASE_IMAGE']}",
                                        content)
 

@@ -132,7 +132,7 @@ def lab(monkeypatch_module):
         monkeypatch_module.delenv(key, raising=False)
     for key, value in run_env.items():  # this process stops what the notebooks start, from the same registry
         monkeypatch_module.setenv(key, value)
-    rehearsal.stop_all()  # anything an interrupted earlier run left, before its registry is removed
+    rehearsal.default().stop_all()  # anything an interrupted earlier run left, before its registry is removed
     shutil.rmtree(ARTEFACTS, ignore_errors=True)
     root = ARTEFACTS / "notebooks"
     root.mkdir(parents=True)
@@ -156,7 +156,7 @@ def lab(monkeypatch_module):
         yield server
     finally:
         server.stop()
-        rehearsal.stop_all()
+        rehearsal.default().stop_all()
 
 
 @pytest.fixture(scope="module")
@@ -322,4 +322,4 @@ def test_the_notebooks_in_jupyterlab_in_chromium(lab):
     timing = ", ".join(f"{n[:2]} {s:.0f} s" for n, s in seconds.items())
     print(f"\nbrowser run: {time.monotonic() - started:.0f} s ({timing}); screenshots in {shots}")
     assert not failures, "\n".join(failures)
-    assert not rehearsal.status(), "07_cleanup left local processes running"
+    assert not rehearsal.default().status(), "07_cleanup left local processes running"

@@ -24,11 +24,11 @@ def local_mode(tmp_path, monkeypatch):
     for name in ("WORKSHOP_REGION", "WORKSHOP_BUCKET", "WORKSHOP_DEPLOY_PATH"):
         monkeypatch.delenv(name, raising=False)
     yield tmp_path
-    rehearsal.stop_all()
+    rehearsal.default().stop_all()
 
 
 def recorded_groups() -> list[int]:
-    data = json.loads(rehearsal.registry_path().read_text())
+    data = json.loads(rehearsal.default().registry_path().read_text())
     groups = [e["pgid"] for e in data["endpoints"].values()]
     return groups + ([data["emulator"]["pgid"]] if data["emulator"] else [])
 
@@ -77,16 +77,16 @@ def test_pools_reach_the_emulator_as_the_first_pool_and_are_kept_as_validated(tm
 @pytest.mark.slow
 def test_an_emulator_started_by_another_process_is_found_and_stopped(local_mode):
     started = subprocess.run([sys.executable, "-c", "from workshop_lib import rehearsal; "
-                              "print(rehearsal.ensure_emulator())"],
+                              "print(rehearsal.default().ensure_emulator())"],
                              capture_output=True, text=True, timeout=120, env=dict(os.environ), check=True)
     url = started.stdout.strip()
-    assert rehearsal.emulator_url() == url  # the first process has exited; the emulator lives on
-    assert rehearsal.ensure_emulator() == url  # reused, not restarted
+    assert rehearsal.default().emulator_url() == url  # the first process has exited; the emulator lives on
+    assert rehearsal.default().ensure_emulator() == url  # reused, not restarted
     [pgid] = recorded_groups()
-    assert rehearsal.stop_all() == ["AWS emulator"]
+    assert rehearsal.default().stop_all() == ["AWS emulator"]
     assert not rehearsal.group_alive(pgid)
-    assert rehearsal.stop_all() == []
-    assert rehearsal.format_status() == "no local rehearsal processes are running"
+    assert rehearsal.default().stop_all() == []
+    assert rehearsal.default().format_status() == "no local rehearsal processes are running"
 
 
 @pytest.mark.slow
@@ -119,7 +119,7 @@ def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
 
     cpu = steps.deploy_decision_cpu(workshop, progress=False)
     assert cpu.status == "InService"
-    entry = json.loads(rehearsal.registry_path().read_text())["endpoints"][config.cpu_endpoint_name]
+    entry = json.loads(rehearsal.default().registry_path().read_text())["endpoints"][config.cpu_endpoint_name]
     # THREADS as planned for the instance (its vCPUs) on AWS, 2 here; no GPU layers here.
     assert cpu.plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == "32"
     assert entry["environment"]["SM_LLAMA_CPP_THREADS"] == "2"
@@ -181,7 +181,7 @@ def test_the_standard_endpoint_is_llama_server_behind_nginx_and_notebook_02_chec
     assert standard.ok and standard.url
     assert any("served by llama-server behind nginx" in n for n in standard.notes)
     assert standard.notes[-1] == f"Not exercised locally: {dlc_server.NOT_REPRODUCED}."
-    entry = json.loads(rehearsal.registry_path().read_text())["endpoints"][name]
+    entry = json.loads(rehearsal.default().registry_path().read_text())["endpoints"][name]
     assert entry["served_by"] == rehearsal.LLAMA_SERVER and entry["environment"]["SM_LLAMA_CPP_THREADS"] == "2"
     assert "DECISION_ADAPTER_REQUEST_TIMEOUT" not in entry["environment"]  # an adapter setting: not llama-server's
     assert "llama-server behind nginx" in steps.which_endpoint(workshop, name)
@@ -210,15 +210,15 @@ def test_without_llama_server_the_adapter_stands_in_and_says_why(local_mode, mon
 def test_running_setup_again_keeps_the_rehearsal_unless_asked_to_reset(local_mode):
     workshop = steps.Workshop.load()
     first = steps.setup(workshop)
-    url = rehearsal.emulator_url()
+    url = rehearsal.default().emulator_url()
     assert any(n.startswith("started a fresh rehearsal") for n in first.notes) and first.ok
     kept = f"{first.config.prefix}/model/kept"  # inside what the operator policy lets the participant write
     workshop.clients.s3.put_object(Bucket=first.config.bucket, Key=kept, Body=b"x")
     again = steps.setup(workshop)
-    assert rehearsal.emulator_url() == url and any(n.startswith("kept the running rehearsal") for n in again.notes)
+    assert rehearsal.default().emulator_url() == url and any(n.startswith("kept the running rehearsal") for n in again.notes)
     assert workshop.clients.s3.head_object(Bucket=again.config.bucket, Key=kept)  # nothing lost
     reset = steps.setup(steps.Workshop.load(), reset=True)
-    assert rehearsal.emulator_url() != url
+    assert rehearsal.default().emulator_url() != url
     assert any("stopped the previous one (AWS emulator)" in n for n in reset.notes)
 
 
@@ -244,7 +244,7 @@ def test_aws_mode_steps_call_the_library_the_same_way(tmp_path, monkeypatch):
         assert config.bucket == "sagemaker-decision-workshop-123456789012-eu-west-1" and "created bucket" in str(first)
         assert "exists in eu-west-1" in str(steps.setup(steps.Workshop.load()))
         c = workshop.clients
-        rehearsal.seed_dlc(c.ecr, config.region)  # moto's ECR has no DLC: put stand-ins where AWS has it
+        stand_ins.seed_dlc(c.ecr, config.region)  # moto's ECR has no DLC: put stand-ins where AWS has it
         c.s3.put_object(Bucket=config.bucket, Key="decision-workshop/model/model.tar.gz", Body=b"x")
         workshop.remember(model_data_url=config.model_data_url)
         standard = steps.deploy_standard(workshop, instance_type="ml.c5.2xlarge", progress=False)

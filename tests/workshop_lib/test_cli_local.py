@@ -24,7 +24,7 @@ def local_mode(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
     monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "local"))
     yield tmp_path
-    rehearsal.stop_all()
+    rehearsal.default().stop_all()
 
 
 def _run(capsys, *argv) -> str:
@@ -34,7 +34,7 @@ def _run(capsys, *argv) -> str:
 
 def test_the_commands_rehearse_the_workshop_and_leave_nothing_running(local_mode, capsys):
     out = _run(capsys, "setup", "--deploy-path", "decision-cpu")
-    assert "started a fresh rehearsal" in out and rehearsal.emulator_url()
+    assert "started a fresh rehearsal" in out and rehearsal.default().emulator_url()
     assert WorkshopConfig.load().deploy_path == "decision-cpu"  # saved where the notebooks read it
     out = _run(capsys, "codebuild-role")
     assert ":role/decision-workshop-codebuild" in WorkshopConfig.load().codebuild_role_arn
@@ -67,7 +67,7 @@ def test_the_commands_rehearse_the_workshop_and_leave_nothing_running(local_mode
     assert "permissions checked against its policy" in audit and "DENIED" not in audit
     out = _run(capsys, "stop-local")
     assert "AWS emulator" in out
-    assert not [p.what for p in rehearsal.status() if p.running]
-    assert rehearsal.emulator_url() is None
+    assert not [p.what for p in rehearsal.default().status() if p.running]
+    assert rehearsal.default().emulator_url() is None
     assert main(["running"]) == 0  # the emulator is gone, and with it everything that could bill: one line
     assert "the local rehearsal is not running" in capsys.readouterr().out

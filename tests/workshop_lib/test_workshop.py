@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from workshop_lib import builds, endpoints, stand_ins
+from workshop_lib import builds, endpoints, modes, rehearsal, stand_ins
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.steps import StepError, StepNotRun, Workshop
 
@@ -40,6 +40,7 @@ def test_aws_mode_waits_for_codebuild_and_sagemaker(tmp_path, monkeypatch):
         monkeypatch.setenv(name, value)  # clients are made, never used: nothing reaches AWS
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     workshop = Workshop(WorkshopConfig(mode="aws", region="eu-west-1"), tmp_path / "config.json")
+    assert isinstance(workshop.mode, modes.AwsMode) and not workshop.local
     c = workshop.clients
     assert type(c.builds) is builds.CodeBuildRunner and type(c.hosting) is endpoints.SageMakerHosting
     assert c.sm.meta.region_name == "eu-west-1" and c.calls is None
@@ -56,18 +57,43 @@ def test_local_mode_without_the_emulator_says_to_run_setup(tmp_path, monkeypatch
     assert "nothing to clean" in workshop.nothing_to_clean()
 
 
-def test_local_mode_hands_builds_and_hosting_to_the_stand_ins(tmp_path, monkeypatch):
-    from workshop_lib import rehearsal
+def _emulator_found_at(monkeypatch, url: str) -> list[str]:
+    """Make the registry report ``url`` as the running emulator without starting one; returns the look-ups."""
+    looked: list[str] = []
 
+    def emulator_url(self):
+        looked.append(str(self.home))
+        return url
+
+    monkeypatch.setattr(rehearsal.Rehearsal, "emulator_url", emulator_url)
+    return looked
+
+
+def test_local_mode_hands_builds_and_hosting_to_the_stand_ins(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "local"))
-    monkeypatch.setattr(rehearsal.Rehearsal, "emulator_url", lambda self: "http://127.0.0.1:9")  # nothing is sent
-    monkeypatch.setattr(rehearsal, "seed_dlc", lambda ecr, region: {})
+    _emulator_found_at(monkeypatch, "http://127.0.0.1:9")  # nothing is sent there
     workshop = Workshop(WorkshopConfig(mode="local"), tmp_path / "config.json")
+    assert isinstance(workshop.mode, modes.LocalMode) and workshop.local
     c = workshop.clients
     assert isinstance(c.builds, stand_ins.EmulatedCodeBuild) and isinstance(c.hosting, stand_ins.LocalHosting)
-    assert c.endpoint_url == "http://127.0.0.1:9" and c.calls is not None
+    assert c.sm.meta.endpoint_url == "http://127.0.0.1:9" and c.calls is workshop.mode.calls
     workshop.forget_clients()
     assert workshop.clients is not c
+
+
+def test_the_mode_looks_for_the_emulator_once_and_makes_no_call_to_build_its_clients(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "local"))
+    looked = _emulator_found_at(monkeypatch, "http://127.0.0.1:9")
+    sent = []
+    monkeypatch.setattr(stand_ins, "seed_dlc", lambda *a, **k: sent.append(a))
+    workshop = Workshop(WorkshopConfig(mode="local"), tmp_path / "config.json")
+    assert looked == []  # loading chooses the mode; it looks for nothing
+    for _ in range(5):
+        workshop.clients.sm, workshop.clients.s3, workshop.clients.hosting, workshop.clients.builds
+    assert len(looked) == 1 and sent == []  # one look-up for every access; nothing seeded behind the steps' back
+    workshop.forget_clients()  # 07 stopped the emulator: the next access looks again
+    workshop.clients.sm
+    assert len(looked) == 2
 
 
 def test_each_workshop_keeps_its_rehearsal_next_to_its_config(tmp_path, monkeypatch):

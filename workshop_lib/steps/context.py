@@ -1,19 +1,19 @@
-"""What every step shares: the ``Workshop`` (config, the clients for its mode, the outputs one
-notebook records for the next) and the small result types the notebooks show.
+"""What every step shares: the ``Workshop`` (config, its mode and the clients the mode supplies, the
+outputs one notebook records for the next) and the small result types the notebooks show.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 import re
 from pathlib import Path
 
-from .. import aws, builds, endpoints, images, permissions, rehearsal
+from .. import builds, images, rehearsal
 from ..config import WorkshopConfig, default_path
 from ..errors import StepError, StepNotRun
+from ..modes import CALL_LOG, Clients, mode_for
 from ..models import EMBEDDED_MODEL, ModelSpec, PINNED_MODEL
 
 BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePools
@@ -93,52 +93,6 @@ GONE_CODES = frozenset({"404", "NoSuchKey", "NoSuchBucket", "NotFound", "NoSuchE
 # ---- clients and saved outputs -------------------------------------------------------------
 
 
-CALL_LOG = "aws-calls.jsonl"  # in the local rehearsal's folder, across the notebooks' kernels
-
-
-class Clients:
-    """boto3 clients for the config's mode (the real region, or the local emulator), and the two
-    things only AWS can do: running builds (``builds``) and hosting endpoints (``hosting``), which
-    local mode hands to ``stand_ins``."""
-
-    def __init__(self, config: WorkshopConfig, endpoint_url: str | None = None,
-                 local: rehearsal.Rehearsal | None = None):
-        self.config = config
-        self._made: dict[str, object] = {}
-        self.endpoint_url = endpoint_url
-        # Local mode records every call, so the rehearsal can check the IAM policies against them.
-        self.calls = permissions.CallLog(local.home / CALL_LOG) if endpoint_url else None
-        if endpoint_url:
-            from .. import stand_ins
-
-            self.builds = stand_ins.EmulatedCodeBuild(self.s3, self.ecr, self.calls, local)
-            self.hosting = stand_ins.LocalHosting(self.s3, self.calls, local)
-            with self.acting_as(None):  # AWS's own registry content, not anyone's call
-                rehearsal.seed_dlc(self.ecr, config.region)
-        else:
-            self.builds, self.hosting = builds.CodeBuildRunner(), endpoints.SageMakerHosting()
-
-    def acting_as(self, principal: str | None):
-        """Record the block's calls as another principal's (local mode; a no-op on AWS)."""
-        return self.calls.acting_as(principal) if self.calls else contextlib.nullcontext()
-
-    def get(self, service: str):
-        if service not in self._made:
-            if self.endpoint_url:
-                self._made[service] = rehearsal.client(service, self.config.region, self.endpoint_url)
-                self.calls.attach(self._made[service])
-            else:
-                self._made[service] = aws.client(service, self.config.region)
-        return self._made[service]
-
-    sm = property(lambda self: self.get("sagemaker"))
-    s3 = property(lambda self: self.get("s3"))
-    ecr = property(lambda self: self.get("ecr"))
-    codebuild = property(lambda self: self.get("codebuild"))
-    logs = property(lambda self: self.get("logs"))
-    sts = property(lambda self: self.get("sts"))
-
-
 class Workshop:
     """One participant's workshop: the config, the clients for its mode (``clients``), and the
     outputs one notebook records for the next (``outputs.json`` beside the config file). Every
@@ -149,6 +103,7 @@ class Workshop:
         self.path = Path(path) if path is not None else default_path()
         # Local mode's emulator and endpoint processes, recorded in local/ next to the config file.
         self.rehearsal = rehearsal.Rehearsal(rehearsal.local_dir(self.path))
+        self.mode = mode_for(config.mode, self.rehearsal)  # chosen once: what supplies clients, builds, hosting
         self._clients: Clients | None = None
 
     @classmethod
@@ -161,22 +116,23 @@ class Workshop:
 
     @property
     def clients(self) -> Clients:
-        """The clients for the config's mode; in local mode for the running emulator (00 starts it)."""
-        url = None
-        if self.config.mode == "local":
-            url = self.rehearsal.emulator_url()
-            if not url:
-                raise StepNotRun("00_setup", "the local AWS emulator is not running (07_cleanup stops it, and it "
-                                 f"ends by itself after {rehearsal.KEEP_ALIVE_S // 3600} h)")
-        made = self._clients
-        if made is None or (made.config.mode, made.config.region, made.endpoint_url) != \
-                (self.config.mode, self.config.region, url):
-            self._clients = Clients(self.config, url, self.rehearsal)
+        """The mode's clients for the config's region, made once; in local mode for the emulator notebook 00
+        started (StepNotRun naming 00 when none runs)."""
+        if self._clients is None or self._clients.region != self.config.region:
+            if self.mode.name == "local":
+                self.mode.emulator_url  # before any client is made: say which notebook starts it
+            self._clients = Clients(self.mode, self.config.region)
         return self._clients
 
+    @property
+    def local(self) -> bool:
+        """Whether this workshop rehearses locally (its mode is ``LocalMode``)."""
+        return self.mode.name == "local"
+
     def forget_clients(self) -> None:
-        """Drop the clients (after the emulator they reach was stopped)."""
+        """Drop the clients and the emulator's URL (after the emulator they reach was stopped or replaced)."""
         self._clients = None
+        self.mode.forget()
 
     def nothing_to_clean(self) -> Text | None:
         """Local mode with no emulator running: what the rehearsal made in it ended with it, so a cleanup
@@ -188,6 +144,9 @@ class Workshop:
 
     def save(self, config: WorkshopConfig) -> Path:
         """Take ``config`` as this workshop's and write it where the next notebook reads it."""
+        if config.mode != self.mode.name:
+            self.mode = mode_for(config.mode, self.rehearsal)
+            self._clients = None
         self.config = config
         return config.save(self.path)
 

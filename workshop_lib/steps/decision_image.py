@@ -23,7 +23,7 @@ def resolve_dlc(workshop: Workshop, variant: str = "cpu", *, follow_tag: bool = 
     pinned = images.resolve_dlc(c.ecr, config.region, variant, follow_tag=follow_tag)
     workshop.remember(**{f"dlc_{variant}": pinned})
     pin = images.dlc_pin(variant, config.region)
-    note = " (a stand-in manifest in the emulated registry)" if c.endpoint_url else ""
+    note = " (a stand-in manifest in the emulated registry)" if c.local else ""
     how = f"following {images.SAGEMAKER_TAGS[variant]}" if follow_tag else f"pinned with bindings {pin.bindings}"
     print(f"{images.dlc_image_uri(config.region, variant)} ({how})\n  -> {pinned}{note}")
     return pinned

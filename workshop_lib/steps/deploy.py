@@ -109,7 +109,7 @@ def _guard(workshop: Workshop, name: str, hours: float | None = None) -> str:
                 f"steps.delete_endpoint(workshop, {name!r})) when done; operator-deadlines-policy.json, which "
                 "notebook 00 writes beside operator-policy.json, grants what the deadline needs")
     line = f"  deadline: {deadline.text()}"
-    if c.endpoint_url:
+    if c.local:
         line += ("\n  Not exercised locally: the deadline firing (the emulator's EventBridge Scheduler keeps the "
                  "schedule, validated by botocore, and never runs it)")
     return line

@@ -267,15 +267,13 @@ def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = F
                          + (f" and {len(endpoints_up)} local endpoint(s)" if endpoints_up else "")
                          + "; what notebooks 01-06 made is still there (tick the reset box to start over)")
         else:
-            leftovers = workshop.rehearsal.stop_all()
-            url = workshop.rehearsal.ensure_emulator()
-            calls = permissions.CallLog(workshop.rehearsal.home / CALL_LOG)
-            calls.clear()  # a fresh emulator: a fresh record, and a Studio role with only its managed policy
-            calls.attached.clear()
+            workshop.forget_clients()
+            url, leftovers = workshop.mode.start_fresh()
             notes.append(f"started a fresh rehearsal: AWS emulator (moto server) at {url}, keep-alive "
                          f"{rehearsal.KEEP_ALIVE_S // 3600} h"
                          + (f"; stopped the previous one ({', '.join(leftovers)})" if leftovers else ""))
         config = config.replace(bucket=config.bucket or LOCAL_BUCKET)
+        workshop.mode.seed(config.region)
     else:
         config.require("region", "sagemaker_role_arn")
     account = workshop.clients.sts.get_caller_identity()["Account"]

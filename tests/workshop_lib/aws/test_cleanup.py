@@ -276,13 +276,13 @@ def _images(ecr, repository):
 
 
 def test_an_untagged_repository_of_the_same_name_keeps_its_images_and_says_why(aws_mode_steps):
-    from workshop_lib import builds, rehearsal
+    from workshop_lib import builds, stand_ins
 
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients
     repository = workshop.config.ecr_repository
     c.ecr.create_repository(repositoryName=repository)  # as the sample's prepare_build.py does: no tags
-    rehearsal.push_stand_in(c.ecr, repository, "cpu-1", "a reader's own image", "0" * 64)
+    stand_ins.push_stand_in(c.ecr, repository, "cpu-1", "a reader's own image", "0" * 64)
     text = str(aws_mode_steps.delete_build_resources(workshop, [builds.IMAGE_BUILD_PROJECT], repository))
     assert f"ECR repository {repository}: kept, with its images" in text
     assert "does not carry the workshop tag workshop=decision-workshop" in text and "not the workshop's" in text
@@ -290,13 +290,13 @@ def test_an_untagged_repository_of_the_same_name_keeps_its_images_and_says_why(a
 
 
 def test_the_workshops_tagged_repository_goes_with_its_images(aws_mode_steps):
-    from workshop_lib import builds, rehearsal
+    from workshop_lib import builds, stand_ins
 
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients
     repository = workshop.config.ecr_repository
     builds.ensure_ecr_repository(c.ecr, builds.ecr_repository_request(repository))  # tagged, as notebook 03
-    rehearsal.push_stand_in(c.ecr, repository, "cpu-1", "the decision image", "1" * 64)
+    stand_ins.push_stand_in(c.ecr, repository, "cpu-1", "the decision image", "1" * 64)
     text = str(aws_mode_steps.delete_build_resources(workshop, [], repository))
     assert f"ECR repository {repository} (and its images): deleted" in text
     assert c.ecr.describe_repositories()["repositories"] == []

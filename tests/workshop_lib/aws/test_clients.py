@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import workshop_lib
-from workshop_lib import aws, rehearsal
+from workshop_lib import aws, modes
 
 POLICY = {"mode": "standard", "total_max_attempts": 5}
 
@@ -17,7 +17,7 @@ def test_the_factory_gives_every_control_plane_client_the_same_retry_policy():
 
 
 def test_the_rehearsal_clients_retry_like_the_real_ones():
-    made = rehearsal.client("sagemaker", "us-east-1", url="http://127.0.0.1:9")  # no emulator needed to build it
+    made = modes.emulator_client("sagemaker", "us-east-1", "http://127.0.0.1:9")  # no emulator needed to build it
     assert made.meta.config.retries == POLICY and made.meta.endpoint_url == "http://127.0.0.1:9"
 
 

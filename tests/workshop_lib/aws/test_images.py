@@ -179,9 +179,9 @@ def test_each_variant_pins_a_digest_with_its_bindings():
 
 
 def test_resolve_dlc_returns_the_pin_when_the_region_holds_it(clients):
-    from workshop_lib import rehearsal
+    from workshop_lib import stand_ins
 
-    rehearsal.seed_dlc(clients.ecr, "us-east-1")  # the emulated DLC registry, with the pinned digests
+    stand_ins.seed_dlc(clients.ecr, "us-east-1")  # the emulated DLC registry, with the pinned digests
     for variant in ("cpu", "cuda"):
         assert images.resolve_dlc(clients.ecr, "us-east-1", variant) == images.pinned_dlc_uri("us-east-1", variant)
 
@@ -193,10 +193,10 @@ def test_resolve_dlc_says_clearly_when_the_region_lacks_the_pin(clients):
 
 
 def test_following_the_tag_is_an_opt_in_that_warns(clients):
-    from workshop_lib import rehearsal
+    from workshop_lib import stand_ins
 
     clients.ecr.create_repository(repositoryName="llama-cpp", registryId="763104351884")
-    rehearsal.push_stand_in(clients.ecr, "llama-cpp", "server-sagemaker-cpu-v1", "a newer DLC", "2" * 64,
+    stand_ins.push_stand_in(clients.ecr, "llama-cpp", "server-sagemaker-cpu-v1", "a newer DLC", "2" * 64,
                             registry_id="763104351884")  # the tag moved on: another digest than the pin
     with pytest.warns(UserWarning, match="may not match its libllama"):
         followed = images.resolve_dlc(clients.ecr, "us-east-1", "cpu", follow_tag=True)
@@ -225,12 +225,12 @@ def test_a_regional_pin_replaces_the_default_there_only(monkeypatch):
 
 
 def test_whether_the_region_holds_the_pinned_digest_is_asked_not_assumed(clients):
-    from workshop_lib import rehearsal
+    from workshop_lib import stand_ins
 
     assert not images.pinned_dlc_present(clients.ecr, "us-east-1", "cpu")  # no DLC repository at all
     clients.ecr.create_repository(repositoryName="llama-cpp", registryId="763104351884")
     assert not images.pinned_dlc_present(clients.ecr, "us-east-1", "cpu")  # the repository, not the digest
-    rehearsal.seed_dlc(clients.ecr, "us-east-1")
+    stand_ins.seed_dlc(clients.ecr, "us-east-1")
     assert images.pinned_dlc_present(clients.ecr, "us-east-1", "cpu")
     assert images.pinned_dlc_present(clients.ecr, "us-east-1", "cuda")
 

@@ -17,7 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from workshop_lib import builds, iam, managed_policies, names, permissions, policies, rehearsal, steps
+from workshop_lib import builds, iam, managed_policies, modes, names, permissions, policies, rehearsal, steps
 from workshop_lib.config import ENV_VARS, LOCAL_ROLE_ARN, WorkshopConfig
 from workshop_lib.examples import SUPPORT_ROUTE
 from workshop_lib.steps.setup import PolicyFiles, policy_folder, tag_bucket
@@ -235,12 +235,12 @@ def local_workshop(tmp_path, monkeypatch):
         yield ws
     finally:
         ws.rehearsal.stop_all()
-        rehearsal.stop_all()
+        rehearsal.default().stop_all()
 
 
 def _iam(ws):
     """An IAM client on the rehearsal's emulator that is nobody's (not recorded, not refused)."""
-    return rehearsal.client("iam", ws.config.region, ws.rehearsal.emulator_url())
+    return modes.emulator_client("iam", ws.config.region, ws.rehearsal.emulator_url())
 
 
 @pytest.mark.slow  # starts the rehearsal's emulator
@@ -254,7 +254,7 @@ def test_setup_writes_and_attaches_the_policies_before_the_bucket(local_workshop
     calls = permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
     tagging = [c for c in calls if c["operation"] == "PutBucketTagging"]
     assert tagging and not tagging[0].get("refused")  # allowed: the operator policy was attached first
-    s3 = rehearsal.client("s3", ws.config.region, ws.rehearsal.emulator_url())
+    s3 = modes.emulator_client("s3", ws.config.region, ws.rehearsal.emulator_url())
     tags = s3.get_bucket_tagging(Bucket=ws.config.bucket)["TagSet"]
     assert names.tag_list(names.WORKSHOP_TAGS) == tags
     assert "PassCodeBuildRole" in saved.policies.statements() and "attached" in saved.policies.attached

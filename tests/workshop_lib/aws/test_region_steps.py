@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from workshop_lib import images, rehearsal, spend_guard
+from workshop_lib import images, spend_guard, stand_ins
 from workshop_lib.config import OutsideWorkshopPrefix, WorkshopConfig
 
 from .values import DECISION_PINNED, ROLE
@@ -44,7 +44,7 @@ def test_where_the_region_holds_the_pins_nothing_is_asked(workshop_in):
     from workshop_lib import steps
 
     workshop = workshop_in("us-east-1", deploy_path="decision-gpu")
-    rehearsal.seed_dlc(workshop.clients.ecr, "us-east-1")
+    stand_ins.seed_dlc(workshop.clients.ecr, "us-east-1")
     text = steps.check_dlc_pins(workshop, follow_tag=True)
     assert text.ok and text.count("present in the us-east-1 DLC registry") == 2  # cpu and cuda
     assert workshop.outputs()["follow_dlc_tag"] is False  # the box changes nothing here
@@ -56,7 +56,7 @@ def test_a_missing_pin_stops_unless_following_the_tag_was_chosen(workshop_in):
     workshop = workshop_in("us-east-1")
     ecr = workshop.clients.ecr
     ecr.create_repository(repositoryName="llama-cpp", registryId=images.DEFAULT_DLC_ACCOUNT)
-    rehearsal.push_stand_in(ecr, "llama-cpp", "server-sagemaker-cpu-v1", "another build of the tag", "3" * 64,
+    stand_ins.push_stand_in(ecr, "llama-cpp", "server-sagemaker-cpu-v1", "another build of the tag", "3" * 64,
                             registry_id=images.DEFAULT_DLC_ACCOUNT)
     refused = steps.check_dlc_pins(workshop)  # the notebook's headless default: "no"
     assert not refused.ok and "MISSING from the us-east-1 DLC registry" in refused
