@@ -86,7 +86,7 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    model_dir: str = "/opt/ml/model"
+    model_dir: str = "/opt/ml/model"  # where SageMaker extracts model.tar.gz; the GGUF is found here
     model_file: str | None = None  # SM_LLAMA_CPP_MODEL: explicit path or name
     n_ctx: int = 8192  # holds a 255-option Jev choice (about 5,400 tokens with the embedded model)
     n_threads: int | None = None  # None: llama.cpp's default (physical cores)
@@ -94,11 +94,11 @@ class Settings:
     n_gpu_layers: int = 0
     n_batch: int = 512
     n_ubatch: int = 512
-    port: int = 8080
+    port: int = 8080  # the port SageMaker sends requests to (nginx listens there)
     max_queue: int = 4  # requests that may wait for the context
     queue_timeout_s: float = 30.0  # longest wait before a 503
     request_timeout_s: float = 30.0  # longest time one request may hold the model; 0: no limit
-    retry_after_s: int = 1
+    retry_after_s: int = 1  # the Retry-After seconds on a 503
     read_timeout_s: float = 10.0  # to receive a whole request, headers and body (nginx.py)
     max_body_bytes: int = 1_048_576  # 1 MiB, as the published sample
     max_shared_decisions: int = 64  # questions (or the sample's decisions) in one shared-state request
@@ -111,9 +111,9 @@ class Settings:
     state_cache_mib: int = 0
     extra_buffers: str = "auto"  # auto | on | off: llama.cpp's extra (repacking, AMX) buffer types
     flash_attn: str = "off"  # off | on | auto (SM_LLAMA_CPP_FLASH_ATTN)
-    chat_max_tokens: int = 256
+    chat_max_tokens: int = 256  # the default and the cap of chat's max_tokens
     nginx: str = "auto"  # DECISION_ADAPTER_NGINX: auto | on | off
-    log_level: str = "INFO"
+    log_level: str = "INFO"  # Python logging level name
     ignored_llama_settings: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())  # how SEMIF_* names were read, for the start-up log
     unknown_sample_settings: tuple[str, ...] = field(default=())  # SEMIF_* names neither sample nor adapter has
