@@ -106,9 +106,11 @@ $(STAMP): pyproject.toml container/pyproject.toml container/requirements.lock $(
 demo: $(STAMP)
 	$(PY) -m workshop_lib demo
 
-# Unit, adapter, AWS and benchmark tests first, then every notebook in order
+# The docs site first (strict: a broken link or a reference that cannot be generated fails; the site
+# goes to .site/), then unit, adapter, AWS and benchmark tests, then every notebook in order
 # (local rehearsal: the AWS emulator and real adapter processes, all stopped at the end).
 test: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 	$(PY) -m pytest
 	WORKSHOP_MODE=local JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter \
 	  $(PY) -m pytest --nbmake --nbmake-kernel=python3 notebooks/
