@@ -102,8 +102,8 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
     """Cap glibc's malloc arenas in this process and the workers it forks; True if capped here.
 
     glibc gives each thread that allocates an arena of its own, up to eight per core, and
-    keeps what they held: as gthread's request threads take turns, a worker's RSS crept up
-    under load (benchmarks/load.py, one run each: +3.7 % over 60 s, +1.7 % with two arenas).
+    keeps what they held, so a worker whose request threads take turns grows under load
+    (docs/benchmarks.md has the load runs).
     ``MALLOC_ARENA_MAX`` in the environment wins (glibc reads it itself); a C library without
     ``mallopt`` is left alone.
     """
