@@ -485,7 +485,7 @@ def render_modules(package: Path) -> str:
         name = str(relative.parent) + "/" if relative.name == "__init__.py" else str(relative)
         if name == "./":
             name = f"{package.name} (the package)"
-        rows.append([code(name), prose(module_summary(path))])
+        rows.append([code(name), prose(module_summary(path)) or "–"])
     return table(["module", "what it holds"], rows)
 
 
