@@ -169,46 +169,42 @@ def cmd_build_image(args) -> int:
                                             **_given(base_image=args.base_image, image_tag=args.image_tag)))
 
 
-def _deploy(args, path: str, step, **settings) -> int:
-    """Deploy with the step the notebooks call, or with --dry-run print the requests it would send
-    (built by the same ``steps.deploy_plan``) and send nothing."""
+def _deploy(args, path: str, **settings) -> int:
+    """Deploy the spec the flags give with the step the notebooks call, or with --dry-run print the
+    requests it would send (``steps.deploy_plan``, which sends, prints and writes nothing) and send nothing."""
     from . import steps
 
+    spec = steps.DeploySpec.of(path, image_uri=args.image_uri, model_data_url=args.model_data_url,
+                               **_given(startup_timeout_s=args.startup_timeout, download_timeout_s=args.download_timeout,
+                                        ctx_size=args.ctx_size, threads=args.threads, **settings))
     workshop = workshop_for(args, deploy_path=path)
-    settings = _given(startup_timeout_s=args.startup_timeout, download_timeout_s=args.download_timeout,
-                      ctx_size=args.ctx_size, threads=args.threads, **settings)
     if args.dry_run:
-        with contextlib.redirect_stdout(sys.stderr):  # resolving the DLC says what it pinned; stdout is JSON
-            plan = steps.deploy_plan(workshop, path, args.image_uri, model_data_url=args.model_data_url,
-                                     **{"instance_pools" if k == "pools" else k: v for k, v in settings.items()})
-            print(f"instances: {plan.placement}")
-            for note in plan.notes:
-                print(f"note: {note}")
+        plan = steps.deploy_plan(workshop, spec)
+        print(f"instances: {plan.placement}", file=sys.stderr)  # stdout is the JSON alone
+        for note in plan.notes:
+            print(f"note: {note}", file=sys.stderr)
         return _show(plan.to_json())
-    return _show(step(workshop, args.image_uri, model_data_url=args.model_data_url, wait=not args.no_wait,
-                      **settings))
+    return _show(steps.deploy_endpoint(workshop, spec, wait=not args.no_wait))
 
 
 def cmd_deploy_standard(args) -> int:
-    from . import steps
-
-    return _deploy(args, "standard", steps.deploy_standard, **_given(instance_type=args.instance_type))
+    return _deploy(args, "standard", instance_type=args.instance_type)
 
 
 def cmd_deploy(args) -> int:
     """The sample's deploy_endpoint.py: a CPU type, one GPU type, or ordered GPU pools."""
-    from . import endpoints, steps
+    from . import endpoints
 
     pools = args.instance_pool or ([args.instance_type] if args.instance_type and
                                    endpoints.is_gpu_instance(args.instance_type) else None)
     if pools:
-        return _deploy(args, "decision-gpu", steps.deploy_decision_gpu, pools=tuple(pools),
-                       n_gpu_layers=args.gpu_layers, provision_timeout_s=args.provision_timeout)
+        return _deploy(args, "decision-gpu", pools=tuple(pools), n_gpu_layers=args.gpu_layers,
+                       provision_timeout_s=args.provision_timeout)
     if args.gpu_layers:
         raise CommandError(f"--gpu-layers {args.gpu_layers} needs a GPU instance; "
                            f"{args.instance_type or endpoints.DECISION_CPU_INSTANCE} has none (pass GPU types "
                            "with --instance-pool)")
-    return _deploy(args, "decision-cpu", steps.deploy_decision_cpu, **_given(instance_type=args.instance_type))
+    return _deploy(args, "decision-cpu", instance_type=args.instance_type)
 
 
 def cmd_extend(args) -> int:

@@ -111,7 +111,7 @@ def test_steps_out_of_order_name_their_notebook_and_what_07_deleted_is_not_reuse
     assert str(missing_image) == "no CPU decision image recorded yet: run notebook 03_build_decision_image first"
     image = steps.build_decision_image(notebook(), "cpu", progress=False)
     assert image.ok
-    plan = steps.deploy_plan(notebook(), "decision-cpu")  # both recorded: 04 has what it needs
+    plan = steps.deploy_plan(notebook(), steps.DeploySpec("decision-cpu"))  # both recorded: 04 has what it needs
     assert plan.image_uri == image.image_uri and plan.model["PrimaryContainer"]["ModelDataUrl"] == \
         model_data_url
 

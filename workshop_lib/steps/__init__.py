@@ -38,9 +38,10 @@ from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, READ_ONLY, StepEr
 from .setup import Checks, SetupResult, check_environment, ensure_codebuild_role, setup, show_config
 from .package import PackageResult, package_model, verify_package
 from .decision_image import ImageResult, build_decision_image, decision_image, refuse_mutable_tag, resolve_dlc
+from ..deploy_spec import DeploySpec
 from .deploy import (EndpointResult, Placement, check_dlc_pins, deadline_text, deploy_decision_cpu,
-                     deploy_decision_gpu, deploy_plan, deploy_standard, extend_deadline, llama_settings, placement,
-                     set_endpoint_ttl)
+                     deploy_decision_gpu, deploy_endpoint, deploy_plan, deploy_standard, extend_deadline,
+                     llama_settings, placement, set_endpoint_ttl)
 from .invoke import (builder_default, builder_request, client, decision_client, decision_endpoint, parse_options,
                      show_decision, show_decisions, show_outcome, which_endpoint)
 from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
@@ -56,7 +57,7 @@ __all__ = [
     "delete_codebuild_role", "ensure_codebuild_role",
     "delete_endpoint", "delete_endpoints", "check_dlc_pins", "deadline_text", "delete_deadline_role",
     "extend_deadline", "set_endpoint_ttl",
-    "deploy_decision_cpu", "deploy_decision_gpu", "deploy_plan", "deploy_standard", "llama_settings", "model_spec",
+    "DeploySpec", "deploy_decision_cpu", "deploy_decision_gpu", "deploy_endpoint", "deploy_plan", "deploy_standard", "llama_settings", "model_spec",
     "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",
     "running_endpoints", "setup", "show_config", "show_decision", "show_decisions", "show_outcome", "stop_local",
     "Text", "check_outcome", "short_errors",

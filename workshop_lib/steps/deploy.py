@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from .. import endpoints, images
+from ..deploy_spec import DeploySpec, plan_for
 from .context import StepError, Text, Workshop, _Shown, _on_path, _short
 from .decision_image import decision_image, resolve_dlc
 
@@ -66,7 +67,6 @@ class EndpointResult(_Shown):
 def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, wait: bool = True) -> EndpointResult:
     started = time.perf_counter()
     c = workshop.clients
-    workshop.check_recorded("model_data_url", plan.model_data_url, "01_package_model")  # gone after 07 or a reset?
     hours = workshop.config.ttl_hours  # a bad endpoint_ttl_hours is refused here, before anything is created
     deadline: list[str] = []
     described = endpoints.deploy(c.sm, plan, wait=wait, logs_client=c.logs, s3_client=c.s3, progress=progress,
@@ -238,86 +238,94 @@ def check_dlc_pins(workshop: Workshop, follow_tag: bool = False) -> Text:
                 problem=f"the pinned DLC digests are not in {config.region}'s registry")
 
 
-_BUILDERS = {"standard": endpoints.standard_plan, "decision-cpu": endpoints.decision_cpu_plan,
-             "decision-gpu": endpoints.decision_gpu_plan}
+def _recorded_image(workshop: Workshop, path: str) -> str:
+    """The image the deploy of ``path`` uses when none is given, as recorded or pinned; nothing is looked up."""
+    config = workshop.config
+    if path == "standard":
+        if follows_dlc_tag(workshop):  # the floating tag's digest is known once notebook 02 resolved it
+            return workshop.recall("dlc_cpu", "02_deploy_standard_endpoint")
+        return images.pinned_dlc_uri(config.region, "cpu")
+    return workshop.recall(f"decision_image_{'gpu' if path == 'decision-gpu' else 'cpu'}", "03_build_decision_image")
 
 
-def deploy_plan(workshop: Workshop, path: str, image_uri: str | None = None, *, model_data_url: str | None = None,
-                **settings) -> endpoints.DeployPlan:
-    """The requests the deploy step of ``path`` (``standard``, ``decision-cpu``, ``decision-gpu``) sends,
-    built and validated, nothing sent: the config's endpoint name and execution role, ``image_uri`` (else
-    the pinned DLC for ``standard``, the decision image notebook 03 built for the others) and
-    ``model_data_url`` (else the model notebook 01 packaged). ``settings`` go straight to the ``endpoints``
-    plan builder (``instance_type``, ``instance_pools``, ``threads``, ``ctx_size``, ``n_gpu_layers``,
-    ``provision_timeout_s``, ``startup_timeout_s``, ``download_timeout_s``, ...); those left out or None
-    take the builder's defaults."""
-    if path not in _BUILDERS:
-        raise StepError(f"deploy path {path!r} is not one of {', '.join(_BUILDERS)}")
+def _resolved_image(workshop: Workshop, path: str) -> str:
+    """The image the deploy of ``path`` sends when none is given, checked against the registry (and the DLC's
+    choice recorded and shown, as notebook 02 shows it)."""
+    if path == "standard":
+        return resolve_dlc(workshop, "cpu", follow_tag=follows_dlc_tag(workshop))
+    return decision_image(workshop, "gpu" if path == "decision-gpu" else "cpu")
+
+
+def deploy_plan(workshop: Workshop, spec: DeploySpec) -> endpoints.DeployPlan:
+    """The requests the deploy of ``spec`` sends, built and validated; it sends, prints and writes nothing.
+
+    The endpoint name and execution role are the config's; the image is ``spec.image_uri``, else the pinned
+    DLC for ``standard`` (the digest notebook 02 recorded when it chose to follow the tag), else the decision
+    image notebook 03 recorded; the model is ``spec.model_data_url``, else the one notebook 01 recorded.
+    """
     config = workshop.config
     config.require("sagemaker_role_arn")
     # SageMaker's role reads, and the CodeBuild role writes, only the workshop's model folder.
-    model_data_url = config.check_model_uri(model_data_url or _model_data_url(workshop), "model data URL")
-    if path == "standard":
-        image_uri = image_uri or resolve_dlc(workshop, "cpu", follow_tag=follows_dlc_tag(workshop))
-    else:
-        image_uri = image_uri or decision_image(workshop, "gpu" if path == "decision-gpu" else "cpu")
-    if path == "decision-gpu":
-        settings.setdefault("region", config.region)  # pools where offered, else the first type, fixed
-    return _BUILDERS[path](config.endpoint_name(path), image_uri=image_uri, role_arn=config.sagemaker_role_arn,
-                           model_data_url=model_data_url, **{k: v for k, v in settings.items() if v is not None})
+    model_data_url = config.check_model_uri(spec.model_data_url or _model_data_url(workshop), "model data URL")
+    return plan_for(spec, name=config.endpoint_name(spec.path), role_arn=config.sagemaker_role_arn,
+                    region=config.region, image_uri=spec.image_uri or _recorded_image(workshop, spec.path),
+                    model_data_url=model_data_url)
 
 
-def deploy_standard(workshop: Workshop, image_uri: str | None = None, *,
-                    instance_type: str = endpoints.STANDARD_CPU_INSTANCE, threads: int | None = None,
-                    ctx_size: int | None = None, startup_timeout_s: int | None = None,
+def deploy_endpoint(workshop: Workshop, spec: DeploySpec, *, wait: bool = True,
+                    progress: bool = True) -> EndpointResult:
+    """Deploy ``spec``: the image resolved (and checked to exist), the plan built (``deploy_plan``), sent,
+    and waited for unless ``wait`` is False. A decision path other than the config's is skipped on AWS."""
+    config = workshop.config
+    if spec.path != "standard" and not _on_path(config, spec.path):
+        which = "GPU" if spec.path == "decision-gpu" else "CPU"
+        return EndpointResult(config.endpoint_name(spec.path), None, "skipped", "", notes=[
+            f"skipped the {which} endpoint: the deploy path is {config.deploy_path!r} (notebook 00)"])
+    model_data_url = spec.model_data_url or _model_data_url(workshop)
+    image_uri = spec.image_uri or _resolved_image(workshop, spec.path)
+    workshop.check_recorded("model_data_url", model_data_url, "01_package_model")  # gone after 07 or a reset?
+    plan = deploy_plan(workshop, spec.with_sources(image_uri=image_uri, model_data_url=model_data_url))
+    return _deploy(workshop, plan, progress=progress, wait=wait)
+
+
+def deploy_standard(workshop: Workshop, image_uri: str | None = None, *, instance_type: str | None = None,
+                    threads: int | None = None, ctx_size: int | None = None, startup_timeout_s: int | None = None,
                     download_timeout_s: int | None = None, model_data_url: str | None = None, wait: bool = True,
                     progress: bool = True) -> EndpointResult:
     """The published DLC (pinned by digest) serving the packaged model: OpenAI chat on /invocations.
 
-    Locally llama-server behind nginx stands in for the DLC, started by its entrypoint's rules. The
-    llama.cpp settings and timeouts left at None take ``endpoints.standard_plan``'s defaults; ``wait``
-    False returns once SageMaker is creating the endpoint.
+    Locally llama-server behind nginx stands in for the DLC, started by its entrypoint's rules. Settings
+    left at None take ``endpoints.standard_plan``'s defaults; ``wait`` False returns once SageMaker is
+    creating the endpoint.
     """
-    made = deploy_plan(workshop, "standard", image_uri, model_data_url=model_data_url, instance_type=instance_type,
-                       threads=threads, ctx_size=ctx_size, startup_timeout_s=startup_timeout_s,
-                       download_timeout_s=download_timeout_s)
-    return _deploy(workshop, made, progress=progress, wait=wait)
+    spec = DeploySpec("standard", image_uri, model_data_url, instance_type=instance_type, threads=threads,
+                      ctx_size=ctx_size, startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
+    return deploy_endpoint(workshop, spec, wait=wait, progress=progress)
 
 
-def deploy_decision_cpu(workshop: Workshop, image_uri: str | None = None, *,
-                        instance_type: str = endpoints.DECISION_CPU_INSTANCE, threads: int | None = None,
-                        ctx_size: int | None = None, startup_timeout_s: int | None = None,
-                        download_timeout_s: int | None = None, model_data_url: str | None = None,
-                        wait: bool = True, progress: bool = True) -> EndpointResult:
+def deploy_decision_cpu(workshop: Workshop, image_uri: str | None = None, *, instance_type: str | None = None,
+                        threads: int | None = None, ctx_size: int | None = None,
+                        startup_timeout_s: int | None = None, download_timeout_s: int | None = None,
+                        model_data_url: str | None = None, wait: bool = True, progress: bool = True) -> EndpointResult:
     """The decision image on a fixed CPU instance; llama.cpp threads = the instance's vCPUs by default
-    (the other settings left at None take ``endpoints.decision_cpu_plan``'s defaults)."""
-    config = workshop.config
-    if not _on_path(config, "decision-cpu"):
-        return EndpointResult(config.cpu_endpoint_name, None, "skipped", "", notes=[
-            f"skipped the CPU endpoint: the deploy path is {config.deploy_path!r} (notebook 00)"])
-    made = deploy_plan(workshop, "decision-cpu", image_uri, model_data_url=model_data_url,
-                       instance_type=instance_type, threads=threads, ctx_size=ctx_size,
-                       startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
-    return _deploy(workshop, made, progress=progress, wait=wait)
+    (the settings left at None take ``endpoints.decision_cpu_plan``'s defaults)."""
+    spec = DeploySpec("decision-cpu", image_uri, model_data_url, instance_type=instance_type, threads=threads,
+                      ctx_size=ctx_size, startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
+    return deploy_endpoint(workshop, spec, wait=wait, progress=progress)
 
 
-def deploy_decision_gpu(workshop: Workshop, image_uri: str | None = None, *,
-                        pools: Sequence[str] = endpoints.DEFAULT_GPU_POOLS, n_gpu_layers: int | None = None,
-                        provision_timeout_s: int | None = None, threads: int | None = None,
-                        ctx_size: int | None = None, startup_timeout_s: int | None = None,
-                        download_timeout_s: int | None = None, model_data_url: str | None = None,
-                        wait: bool = True, progress: bool = True) -> EndpointResult:
-    """The decision image on ordered GPU instance pools (first = first choice) with every layer offloaded
-    unless ``n_gpu_layers`` says otherwise (settings left at None: ``endpoints.decision_gpu_plan``'s defaults)."""
-    config = workshop.config
-    if not _on_path(config, "decision-gpu"):
-        return EndpointResult(config.gpu_endpoint_name, None, "skipped", "", notes=[
-            f"skipped the GPU endpoint: the deploy path is {config.deploy_path!r} (notebook 00)"])
-    made = deploy_plan(workshop, "decision-gpu", image_uri, model_data_url=model_data_url,
-                       instance_pools=tuple(pools), n_gpu_layers=n_gpu_layers,
-                       provision_timeout_s=provision_timeout_s, threads=threads, ctx_size=ctx_size,
-                       startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
-    return _deploy(workshop, made, progress=progress, wait=wait)
+def deploy_decision_gpu(workshop: Workshop, image_uri: str | None = None, *, pools: Sequence[str] | None = None,
+                        n_gpu_layers: int | None = None, provision_timeout_s: int | None = None,
+                        threads: int | None = None, ctx_size: int | None = None,
+                        startup_timeout_s: int | None = None, download_timeout_s: int | None = None,
+                        model_data_url: str | None = None, wait: bool = True, progress: bool = True) -> EndpointResult:
+    """The decision image on ordered GPU instance pools (first = first choice; default
+    ``endpoints.DEFAULT_GPU_POOLS``) with every layer offloaded unless ``n_gpu_layers`` says otherwise
+    (settings left at None: ``endpoints.decision_gpu_plan``'s defaults)."""
+    spec = DeploySpec.of("decision-gpu", image_uri=image_uri, model_data_url=model_data_url, pools=pools,
+                         n_gpu_layers=n_gpu_layers, provision_timeout_s=provision_timeout_s, threads=threads,
+                         ctx_size=ctx_size, startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
+    return deploy_endpoint(workshop, spec, wait=wait, progress=progress)
 
 
 @dataclass(repr=False)

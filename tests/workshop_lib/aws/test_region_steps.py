@@ -62,12 +62,14 @@ def test_a_missing_pin_stops_unless_following_the_tag_was_chosen(workshop_in):
     assert not refused.ok and "MISSING from the us-east-1 DLC registry" in refused
     assert "choose 'yes' above" in refused and workshop.outputs()["follow_dlc_tag"] is False
     with pytest.raises(images.PinnedImageMissing, match="build-time proof"):
-        steps.deploy_plan(workshop, "standard")
+        steps.deploy_standard(workshop, progress=False)  # the pin is looked up before anything is created
     chosen = steps.check_dlc_pins(workshop, follow_tag=True)
     assert chosen.ok and "notebook 03's image build proves them" in chosen
     assert workshop.outputs()["follow_dlc_tag"] is True
     with pytest.warns(UserWarning, match="bindings proof stops the build"):
-        plan = steps.deploy_plan(workshop, "standard")  # the standard DLC follows the tag now
+        followed = steps.resolve_dlc(workshop, "cpu")  # notebook 02 resolves (and records) the tag's digest
+    plan = steps.deploy_plan(workshop, steps.DeploySpec("standard"))  # the standard DLC follows the tag now
+    assert plan.image_uri == followed
     assert plan.image_uri.startswith(f"{images.DEFAULT_DLC_ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@")
     assert not plan.image_uri.endswith(images.DLC_PINS["cpu"].digest)
     with pytest.warns(UserWarning):
@@ -79,15 +81,16 @@ def test_the_gpu_plan_in_a_region_without_pools(workshop_in):
 
     workshop = workshop_in("af-south-1", deploy_path="decision-gpu")
     image = DECISION_PINNED.replace("us-east-1", "af-south-1")
-    plan = steps.deploy_plan(workshop, "decision-gpu", image, instance_pools=("ml.g5.2xlarge", "ml.g4dn.2xlarge"))
+    plan = steps.deploy_plan(workshop, steps.DeploySpec("decision-gpu", image,
+                                                  instance_pools=("ml.g5.2xlarge", "ml.g4dn.2xlarge")))
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstanceType"] == "ml.g5.2xlarge" and "InstancePools" not in variant
     aws.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
     assert "not offered in af-south-1" in plan.notes[0]
     shown = str(steps.EndpointResult(plan.name, plan, "Creating", "SageMaker"))
     assert "instances: ml.g5.2xlarge (fixed)" in shown and "note: instance pools are not offered" in shown
-    pooled = steps.deploy_plan(workshop_in("eu-west-1", deploy_path="decision-gpu"), "decision-gpu",
-                               DECISION_PINNED.replace("us-east-1", "eu-west-1"))
+    pooled = steps.deploy_plan(workshop_in("eu-west-1", deploy_path="decision-gpu"),
+                               steps.DeploySpec("decision-gpu", DECISION_PINNED.replace("us-east-1", "eu-west-1")))
     assert pooled.uses_instance_pools and pooled.notes == ()
 
 
