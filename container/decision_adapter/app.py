@@ -30,14 +30,15 @@ import time
 import zlib
 from importlib import resources
 
-from flask import Flask, Response, g, request
-from werkzeug.exceptions import HTTPException
+from flask import Flask, Response, request
 
-from . import jev, runtime, startup
+from . import runtime, startup
 from .admission import Gate
-from .errors import AdapterError, Busy, InvalidType, InvalidValue, NotReady, PromptTooLong, Unauthorized
+from .apis import decisions, invocations, systemone
+from .apis.common import as_adapter_error, json_response
+from .apis.invocations import project_error
+from .errors import AdapterError, InvalidType, NotReady, Unauthorized
 from .model_files import locate_model
-from .schema import parse_chat, parse_decision, parse_sample, request_kind
 from .settings import Settings, load_settings
 from .startup import StartupRecord
 
@@ -194,36 +195,57 @@ def _bearer_token(header: str | None) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
-def _json(payload, status: int = 200, headers: dict | None = None) -> Response:
-    return Response(json.dumps(payload, ensure_ascii=False), status=status,
-                    mimetype="application/json", headers=headers)
+class Serving:
+    """What every dialect's routes use: the settings, the engine once loaded, the body, the gate."""
+
+    clock = staticmethod(time.perf_counter)
+
+    def __init__(self, settings: Settings, holder: _Holder, gate: Gate):
+        self.settings = settings
+        self.holder = holder
+        self.gate = gate
+
+    @property
+    def engine(self):
+        if not self.holder.ready.is_set():
+            raise NotReady("the model is still loading; retry shortly")
+        return self.holder.engine
+
+    def read_json(self, *, jev_route: bool = False):
+        """The request's JSON body: a JSON content type, Content-Encoding undone, size-limited."""
+        mimetype = request.mimetype
+        # Every route wants a JSON type: a browser page can post text/plain (or nothing) to a keyless
+        # local adapter without a CORS preflight, but not application/json.
+        if not (mimetype == "application/json" or mimetype.endswith("+json")):
+            raise AdapterError(
+                f"Content-Type {mimetype or '(none)'} is not supported; send application/json",
+                "Content-Type", status=415, code="unsupported_media_type")
+        raw = decode_body(request.get_data(cache=False), request.headers.get("Content-Encoding"),
+                          self.settings.max_body_bytes)
+        if not jev_route:
+            return parse_json_body(raw)
+        try:
+            return parse_json_body(raw)
+        except ValueError:  # an integer literal over Python's 4,300-digit limit
+            raise InvalidType("a number in the body has too many digits; send at most 4,300", None) from None
+
+    def run(self, work):
+        """``work(engine)`` once the gate admits the request, inside its time limit: (its result, ms waited)."""
+        with self.gate.admit() as waited_ms, self.engine.time_limit(self.settings.request_timeout_s):
+            result = work(self.holder.engine)
+        return result, waited_ms
+
+    def timing(self, timing: dict, waited_ms: float, started: float) -> dict:
+        return {"queue_wait_ms": waited_ms, **timing, "total_ms": (time.perf_counter() - started) * 1000.0}
 
 
-# -- the published sample's response and error shapes ----------------------------------
-
-SAMPLE_BUSY = "model is busy; retry the request"
-
-
-def sample_response(batch, results: list[dict], timing: dict, model: dict) -> dict:
-    """``{"result": ...}`` or ``{"results": [...], "timing": {...}}``, the sample's names first."""
-    if batch.single:
-        return {"result": {**results[0], "timing": timing, "model": model}}
-    return {"results": [{**result, "model": model} for result in results], "timing": {
-        "batch_size": len(results),
-        "prefix_tokens": timing["shared_prefix_tokens"],
-        "prefill_seconds": timing["prefix_eval_ms"] / 1000.0,
-        "suffix_forward_seconds": (timing["evaluate_ms"] - timing["prefix_eval_ms"]) / 1000.0,
-        "total_seconds": timing["total_ms"] / 1000.0,
-        **timing}}
-
-
-def sample_error(exc: AdapterError) -> tuple[dict, int]:
-    """The sample's ``{"error": "..."}``: 400 for anything wrong with the body, 503 retryable when busy."""
-    if isinstance(exc, Busy):
-        return {"error": SAMPLE_BUSY, "retryable": True, "detail": exc.message}, 503
-    message = exc.message + (f" (field: {exc.field})" if exc.field else "")
-    status = 400 if isinstance(exc, (InvalidType, InvalidValue, PromptTooLong)) else exc.status
-    return {"error": message}, status
+# Routes no blueprint matched (404, 405) answer in the shape of the API their path belongs to.
+def _unmatched_shape(path: str):
+    if path == "/v1/decisions" or path.startswith("/v1/decisions/"):
+        return decisions.error_response
+    if path.startswith("/v1/"):
+        return systemone.error_response
+    return project_error
 
 
 def create_app(settings: Settings | None = None, *, load: str = "now",
@@ -239,6 +261,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     gate = Gate(settings.max_queue, settings.queue_timeout_s, settings.retry_after_s)
     app.extensions["decision_adapter"] = holder
     app.extensions["decision_adapter.gate"] = gate  # closed by the worker on SIGTERM (serve.py)
+    app.extensions["decision_adapter.serving"] = serving = Serving(settings, holder, gate)
     openapi_description = resources.files(__package__).joinpath("openapi.json").read_bytes()
 
     if load == "now":
@@ -248,31 +271,11 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     else:
         raise ValueError(f"load must be 'now' or 'background', not {load!r}")
 
-    def engine_or_503():
-        if not holder.ready.is_set():
-            raise NotReady("the model is still loading; retry shortly")
-        return holder.engine
-
-    def read_json(*, jev_route: bool = False):
-        mimetype = request.mimetype
-        # Every route wants a JSON type: a browser page can post text/plain (or nothing) to a keyless
-        # local adapter without a CORS preflight, but not application/json.
-        if not (mimetype == "application/json" or mimetype.endswith("+json")):
-            raise AdapterError(
-                f"Content-Type {mimetype or '(none)'} is not supported; send application/json",
-                "Content-Type", status=415, code="unsupported_media_type")
-        raw = decode_body(request.get_data(cache=False), request.headers.get("Content-Encoding"),
-                          settings.max_body_bytes)
-        if not jev_route:
-            return parse_json_body(raw)
-        try:
-            return parse_json_body(raw)
-        except ValueError:  # an integer literal over Python's 4,300-digit limit
-            raise InvalidType("a number in the body has too many digits; send at most 4,300", None) from None
+    for blueprint in (invocations.blueprint, systemone.blueprint, decisions.blueprint):
+        app.register_blueprint(blueprint)
 
     @app.before_request
     def authenticate():
-        g.api = "jev" if request.path.startswith("/v1/") else "sagemaker"
         if settings.api_key is None or request.path in OPEN_ROUTES:
             return None
         if _bearer_token(request.headers.get("Authorization")) is None:
@@ -288,108 +291,27 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     @app.get("/ping")
     def ping():
         if not holder.ready.is_set():
-            return _json({"status": "loading"}, status=503)
+            return json_response({"status": "loading"}, status=503)
         if settings.api_key is not None and _has_key(request.headers.get("Authorization")):
-            return _json(details(holder.engine))
-        return _json({"status": "ready"})
+            return json_response(details(holder.engine))
+        return json_response({"status": "ready"})
 
     @app.get("/status")
     def status():
-        return _json(details(engine_or_503()))  # behind the key when one is configured (authenticate)
+        return json_response(details(serving.engine))  # behind the key when one is configured (authenticate)
 
     def _has_key(header: str | None) -> bool:
         token = _bearer_token(header)
         return token is not None and hmac.compare_digest(token.encode("utf-8"), settings.api_key.encode("utf-8"))
 
-    @app.post("/invocations")
-    def invocations():
-        started = time.perf_counter()
-        engine = engine_or_503()
-        body = read_json()
-        kind = request_kind(body)
-        if kind == "systemone":
-            g.api = "jev"
-            return serve_systemone(engine, body, started)
-        if kind == "sample":
-            g.api = "sample"
-            batch = parse_sample(body, settings.max_shared_decisions)
-            with gate.admit() as waited_ms, engine.time_limit(settings.request_timeout_s):
-                results, timing = engine.decide(batch)
-            timing = {"queue_wait_ms": waited_ms, **timing, "total_ms": (time.perf_counter() - started) * 1000.0}
-            return _json(sample_response(batch, results, timing, engine.info))
-        if kind == "chat":
-            chat = parse_chat(body, settings.chat_max_tokens)
-            with gate.admit(), engine.time_limit(settings.request_timeout_s):
-                return _json(engine.chat(chat))
-        batch = parse_decision(body, settings.max_shared_decisions)
-        with gate.admit() as waited_ms, engine.time_limit(settings.request_timeout_s):
-            results, timing = engine.decide(batch)
-        timing = {"queue_wait_ms": waited_ms, **timing,
-                  "total_ms": (time.perf_counter() - started) * 1000.0}
-        if batch.single:
-            return _json({"result": {**results[0], "timing": timing, "model": engine.info}})
-        return _json({"id": batch.id, "results": results, "timing": timing, "model": engine.info})
-
-    @app.post("/v1/systemone")
-    def systemone():
-        started = time.perf_counter()
-        engine = engine_or_503()
-        return serve_systemone(engine, read_json(jev_route=True), started)
-
-    def serve_systemone(engine, body, started: float) -> Response:
-        parsed = jev.systemone(engine, body)
-        with gate.admit() as waited_ms, engine.time_limit(settings.request_timeout_s):
-            results, timing = engine.score_items(jev.scoring_items(engine, parsed))
-        timing = {"queue_wait_ms": waited_ms, **timing, "total_ms": (time.perf_counter() - started) * 1000.0}
-        return _json(jev.respond(engine, parsed, results, timing))
-
-    @app.get("/v1/models")
-    def models():
-        engine = engine_or_503()
-        return _json(jev.models_payload(engine.info, engine.metadata, engine.model_files.manifest))
-
     @app.get("/openapi.json")
     def openapi():
         return Response(openapi_description, mimetype="application/json")
 
-    def error_response(exc: AdapterError) -> Response:
-        headers = {}
-        if isinstance(exc, (Busy, NotReady)):
-            headers["Retry-After"] = str(exc.retry_after_s)
-        if isinstance(exc, Unauthorized):
-            headers["WWW-Authenticate"] = "Bearer"
-        if g.get("api") == "jev":
-            return _json(jev.error_body(exc), jev.error_status(exc), headers)
-        if g.get("api") == "sample":
-            return _json(*sample_error(exc), headers)
-        body = exc.to_json()
-        if exc.status == 503:
-            body["retryable"] = True
-        if isinstance(exc, Unauthorized):  # sent before the body is read: readable by either kind of client
-            body.update(jev.error_body(exc))
-        return _json(body, exc.status, headers)
-
-    @app.errorhandler(AdapterError)
-    def adapter_error(exc: AdapterError):
-        return error_response(exc)
-
-    @app.errorhandler(HTTPException)
-    def http_error(exc: HTTPException):
-        messages = {
-            404: ("no such route; use GET /ping, POST /invocations, POST /v1/systemone, GET /v1/models, "
-                  "GET /status or GET /openapi.json"),
-            405: f"{request.method} is not allowed on {request.path}",
-            413: f"the body is larger than {settings.max_body_bytes} bytes; send a smaller state "
-                 "or raise DECISION_ADAPTER_MAX_BODY_BYTES",
-        }
-        message = messages.get(exc.code, exc.description or exc.name)
-        code = exc.name.lower().replace(" ", "_")
-        return error_response(AdapterError(message, None, status=exc.code or 500, code=code))
-
     @app.errorhandler(Exception)
-    def unexpected(exc: Exception):
-        log.exception("unexpected error while serving %s", request.path)
-        return error_response(AdapterError("the adapter failed on this request; see the endpoint logs", None,
-                                           status=500, code="internal_error"))
+    def error(exc: Exception):
+        # The app's own routes, and requests no route matched: blueprints answer for their own routes.
+        shape = _unmatched_shape(request.path) if request.url_rule is None else project_error
+        return shape(as_adapter_error(exc))
 
     return app

@@ -159,3 +159,13 @@ class ChatCompletion(Answer):
     model: str
     choices: list[ChatChoice] = Field(min_length=1)
     usage: ChatUsage
+
+
+def error_response(exc):
+    from .own import error_response as project_shape
+
+    return project_shape(exc)
+
+
+def parse(body, settings) -> ChatRequest:
+    return parse_chat(body, settings.chat_max_tokens)

@@ -8,13 +8,19 @@ the type ``invalid_value`` or ``invalid_type`` and a message that the field's pa
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
-from ..errors import AdapterError, InvalidType, InvalidValue
+from werkzeug.exceptions import HTTPException
+
+from ..errors import AdapterError, Busy, InvalidType, InvalidValue, NotReady, Unauthorized
+
+log = logging.getLogger("decision_adapter.app")
 
 MAX_ID_CHARS = 256
 
@@ -98,6 +104,8 @@ def adapter_error(exc: ValidationError, prefix: str = "", messages: dict | None 
     errors = exc.errors(include_url=False)
     extras = [e for e in errors if e["type"] == "extra_forbidden"]
     first = errors[0]
+    if first["type"] == "missing" and extras:
+        first = extras[0]  # a required field missing beside an unknown one: most likely misspelt, say which
     field = prefix + field_path(first["loc"]) if first["loc"] else (prefix.rstrip(".") or None)
     kind, value = first["type"], first.get("input")
     if messages and kind in messages:
@@ -125,10 +133,58 @@ def adapter_error(exc: ValidationError, prefix: str = "", messages: dict | None 
         return InvalidValue(f"{field} must be one of {first['ctx']['expected']}", field)
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         return InvalidType(f"{field} has the wrong type, got {type_name(value)}", field)
-    if kind in ("too_short", "too_long"):
+    if kind == "too_short":
         ctx = first.get("ctx", {})
-        return InvalidValue(f"{field} has {ctx.get('actual_length')} items; send "
-                            f"{ctx.get('min_length', 0)} to {ctx.get('max_length', 'any number')}", field)
+        return InvalidValue(f"{field} has {ctx.get('actual_length')} items; send at least {ctx.get('min_length')}",
+                            field)
+    if kind == "too_long":
+        ctx = first.get("ctx", {})
+        return InvalidValue(f"{field} has {ctx.get('actual_length')} items; send at most {ctx.get('max_length')}",
+                            field)
     if kind.startswith(("greater", "less")):
         return InvalidValue(f"{field} {first['msg'].replace('Input should be', 'must be')}", field)
     return InvalidValue(f"{field}: {first['msg']}" if field else first["msg"], field)
+
+
+# -- answering --------------------------------------------------------------------------------------
+
+
+def json_response(payload, status: int = 200, headers: dict | None = None):
+    from flask import Response
+
+    return Response(json.dumps(payload, ensure_ascii=False), status=status, mimetype="application/json",
+                    headers=headers)
+
+
+def error_headers(exc: AdapterError) -> dict:
+    headers = {}
+    if isinstance(exc, (Busy, NotReady)):
+        headers["Retry-After"] = str(exc.retry_after_s)
+    if isinstance(exc, Unauthorized):
+        headers["WWW-Authenticate"] = "Bearer"
+    return headers
+
+
+ROUTES = "GET /ping, POST /invocations, POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /status or " \
+         "GET /openapi.json"
+
+
+def as_adapter_error(exc: Exception) -> AdapterError:
+    """Any exception raised while serving as the adapter's error: HTTP errors keep their status,
+    anything unexpected is logged and becomes a 500 that says where to look."""
+    from flask import current_app, request
+
+    if isinstance(exc, AdapterError):
+        return exc
+    if isinstance(exc, HTTPException):
+        messages = {
+            404: f"no such route; use {ROUTES}",
+            405: f"{request.method} is not allowed on {request.path}",
+            413: f"the body is larger than {current_app.config['MAX_CONTENT_LENGTH']} bytes; send a smaller state "
+                 "or raise DECISION_ADAPTER_MAX_BODY_BYTES",
+        }
+        message = messages.get(exc.code, exc.description or exc.name)
+        return AdapterError(message, None, status=exc.code or 500, code=exc.name.lower().replace(" ", "_"))
+    log.error("unexpected error while serving %s", request.path, exc_info=exc)
+    return AdapterError("the adapter failed on this request; see the endpoint logs", None, status=500,
+                        code="internal_error")

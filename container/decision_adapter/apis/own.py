@@ -21,8 +21,8 @@ from pydantic.json_schema import WithJsonSchema
 from ..errors import InvalidValue
 from ..prompt import LETTERS, PROMPT_VERSION, TemplateError
 from ..schema import DecisionBatch, Option, Question
-from .common import TAG_OBJECT, TAG_STRING, Answer, Id, NonBlank, Strict, adapter_error, type_error, type_name, \
-    value_error
+from .common import TAG_OBJECT, TAG_STRING, Answer, Id, NonBlank, Strict, adapter_error, error_headers, json_response, \
+    type_error, type_name, value_error
 
 MIN_OPTIONS = 2
 MAX_OPTIONS = 16
@@ -240,7 +240,8 @@ def respond(batch: DecisionBatch, results_: list[dict], timing: dict, model: dic
 
 def serve(ctx, body: dict, started: float) -> dict:
     batch = parse_decision(body, ctx.settings.max_shared_decisions)
-    results_, timing = ctx.decide(batch, started)
+    (results_, timing), waited_ms = ctx.run(lambda engine: decide(engine, batch))
+    timing = ctx.timing(timing, waited_ms, started)
     return respond(batch, results_, timing, ctx.engine.info)
 
 
@@ -336,3 +337,21 @@ class Error(Answer):
 
     error: ErrorDetail
     retryable: bool | None = None
+
+
+# -- errors -----------------------------------------------------------------------------------------
+
+
+def error_body(exc) -> dict:
+    body = exc.to_json()
+    if exc.status == 503:
+        body["retryable"] = True
+    return body
+
+
+def error_response(exc):
+    return json_response(error_body(exc), exc.status, error_headers(exc))
+
+
+def parse(body, settings) -> DecisionBatch:
+    return parse_decision(body, settings.max_shared_decisions)

@@ -15,10 +15,10 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from ..errors import AdapterError, Busy, InvalidType, InvalidValue, PromptTooLong
 from ..schema import DecisionBatch
-from .common import Answer, Id, NonBlank, Strict, adapter_error, type_name
+from . import own
+from .common import Answer, Id, NonBlank, Strict, adapter_error, error_headers, json_response, type_name
 from .own import MAX_QUESTIONS, WORDING, DecisionResult, ModelInfo, Options, State, Temperature, Timing, \
     question_of
-from . import own
 
 SAMPLE_FIELDS = ("decision", "decisions")
 SAMPLE_BUSY = "model is busy; retry the request"
@@ -114,7 +114,8 @@ def error_body(exc: AdapterError) -> tuple[dict, int]:
 
 def serve(ctx, body: dict, started: float) -> dict:
     batch = parse_sample(body, ctx.settings.max_shared_decisions)
-    results, timing = ctx.decide(batch, started)
+    (results, timing), waited_ms = ctx.run(lambda engine: own.decide(engine, batch))
+    timing = ctx.timing(timing, waited_ms, started)
     return respond(batch, results, timing, ctx.engine.info)
 
 
@@ -151,4 +152,11 @@ class SampleError(Answer):
     detail: str | None = None
 
 
-__all__ = ["parse_sample", "respond", "error_body", "serve", "own"]
+
+
+def error_response(exc: AdapterError):
+    return json_response(*error_body(exc), error_headers(exc))
+
+
+def parse(body, settings) -> DecisionBatch:
+    return parse_sample(body, settings.max_shared_decisions)

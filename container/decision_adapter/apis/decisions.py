@@ -1,0 +1,390 @@
+"""The OpenAI Decisions API on ``POST /v1/decisions`` (REFERENCE.md §16).
+
+A request asks typed questions about one input::
+
+    {"model": "jev-latest", "input": "The parcel never arrived; I want my money back.",
+     "questions": [
+       {"type": "predicate", "name": "refund", "instructions": "The customer asks for a refund."},
+       {"type": "choice", "name": "team", "instructions": "Which team should handle it?",
+        "choices": [{"value": "billing", "description": "Payments, refunds"}, {"value": "shipping"}]},
+       {"type": "score", "name": "anger", "instructions": "How frustrated is the customer?",
+        "levels": [{"label": "calm"}, {"label": "annoyed"}, {"label": "furious"}]}]}
+
+``input`` is a string or a list of user messages whose ``content`` is a string or ``input_text``
+parts (their texts, joined by blank lines, are the state). Each question becomes a decision prompt
+over labelled options after the same state, so the state is evaluated once for the whole request,
+exactly as System One questions are (a predicate's options are Yes and No; a score's its levels in
+order). Answers come in question order, echoing ``name`` (null when the question has none):
+predicate ``{probability}`` (of yes); choice ``{choice, confidence, probabilities: [{value,
+probability}]}``; score ``{score, confidence, probabilities: [{value, label, probability}]}``, where
+a level's value is its index (0 first) and ``score`` the expected value. ``usage`` counts the
+tokens of every question's prompt as ``input_tokens``, of which ``cached_tokens`` were not
+evaluated again because an earlier question of the same request shared them; nothing is generated.
+
+Errors: ``{"error": {"message", "type", "param", "code"}}``; anything wrong with the body is a 400
+``invalid_request_error`` whose ``param`` names the field (e.g. ``questions[1].choices``), unknown
+fields included (as OpenAI refuses unrecognised arguments).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from flask import Blueprint, current_app
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import AdapterError, InvalidType, InvalidValue, PromptTooLong
+from ..prompt import TemplateError, compose_user_message, render_json
+from .common import Answer, NonBlank, Strict, adapter_error, as_adapter_error, error_headers, json_response
+from .systemone import (JEV_SYSTEM_PROMPT, MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS,
+                        MIN_SCORE_LEVELS, ModelNotFound, accepted_model_names, choice_confidence, score_confidence,
+                        served_model_name)
+
+MAX_NAME_CHARS = 1024
+PREDICATE_OPTIONS = ("Yes", "No")
+
+
+class TextPart(Strict):
+    type: Literal["input_text"]
+    text: str
+
+
+class UserMessage(Strict):
+    role: Literal["user"]
+    content: Union[NonBlank, Annotated[list[TextPart], Field(min_length=1)]]
+    type: Literal["message"] | None = None
+
+
+Input = Union[NonBlank, Annotated[list[UserMessage], Field(min_length=1)]]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)] | None
+
+
+class _Question(Strict):
+    name: Name = Field(None, description="Echoed in the answer; null when absent. Unique within a request.")
+    instructions: NonBlank = Field(description="The question, in plain words.")
+
+
+class PredicateQuestion(_Question):
+    """Is the instruction true of the input? Answered with the probability of yes."""
+
+    model_config = ConfigDict(title="predicate question")
+    type: Literal["predicate"]
+
+
+class ChoiceOption(Strict):
+    value: Union[NonBlank, bool]
+    description: NonBlank | None = None
+
+
+class ChoiceQuestion(_Question):
+    """One of a fixed, unordered set of values."""
+
+    model_config = ConfigDict(title="choice question")
+    type: Literal["choice"]
+    choices: Annotated[list[ChoiceOption], Field(min_length=MIN_CHOICE_OPTIONS, max_length=MAX_CHOICE_OPTIONS)]
+
+
+class ScoreLevel(Strict):
+    label: NonBlank
+    description: NonBlank | None = None
+
+
+class ScoreQuestion(_Question):
+    """A level of an ordered rubric, the first level lowest."""
+
+    model_config = ConfigDict(title="score question")
+    type: Literal["score"]
+    levels: Annotated[list[ScoreLevel], Field(min_length=MIN_SCORE_LEVELS, max_length=MAX_SCORE_LEVELS)]
+
+
+Question = Annotated[Union[PredicateQuestion, ChoiceQuestion, ScoreQuestion], Field(discriminator="type")]
+
+
+class DecisionsRequest(Strict):
+    """Typed questions about one input (the OpenAI Decisions API)."""
+
+    model_config = ConfigDict(title="OpenAI Decisions request")
+    model: str | None = Field(None, description="'jev-latest', the served model's name, or absent.")
+    input: Input
+    questions: Annotated[list[Question], Field(min_length=1, max_length=MAX_QUESTIONS)]
+    # OpenAI's own optional parameters: accepted, not used.
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+
+
+# -- parsing ------------------------------------------------------------------------------------------
+
+
+def _drop_tags(field: str | None) -> str | None:
+    """pydantic names the union member it tried (``.str``, ``.list[...]``, ``.predicate``): not a field."""
+    if not field:
+        return field
+    parts = [p for p in field.split(".") if not (p in ("str", "bool", "predicate", "choice", "score")
+                                                  or p.startswith(("list[", "function-")))]
+    return ".".join(parts)
+
+
+def _missing(field, error):
+    return InvalidValue(f"{field} is required", field, code="missing_required_parameter")
+
+
+def _extra(field, error):
+    return InvalidValue(f"Unrecognized request argument supplied: {field}", field, code="unknown_parameter")
+
+
+def _tag(field, error):
+    value = error.get("input")
+    kind = value.get("type") if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        return InvalidType(f"{field} must be an object, a question", field, code="invalid_type")
+    if "type" not in value:
+        return InvalidValue(f"{field}.type is required: predicate, choice or score", f"{field}.type",
+                            code="missing_required_parameter")
+    return InvalidValue(f"{field}.type must be predicate, choice or score, got {render_json(kind)}", f"{field}.type")
+
+
+_ALTERNATIVES = {"input": "a string or a list of user messages", "value": "a string or a boolean",
+                 "content": "a string or a list of input_text parts"}
+WORDING = {"missing": _missing, "extra_forbidden": _extra, "union_tag_invalid": _tag, "union_tag_not_found": _tag}
+
+
+def parse_decisions(body) -> DecisionsRequest:
+    if not isinstance(body, dict):
+        raise InvalidType("the body must be a JSON object", None)
+    try:
+        request = DecisionsRequest.model_validate(body)
+    except ValidationError as exc:
+        error = adapter_error(exc, messages=WORDING)
+        field = _drop_tags(error.field)
+        if field != error.field:
+            if isinstance(error, InvalidType) and field.rpartition(".")[2] in _ALTERNATIVES:
+                message = f"{field} must be {_ALTERNATIVES[field.rpartition('.')[2]]}"
+            else:
+                message = error.message.replace(error.field or "", field or "", 1)
+            error = type(error)(message, field, code=error.code)
+        raise error from None
+    names = set()
+    for i, question in enumerate(request.questions):
+        if question.name is not None:
+            if question.name in names:
+                raise InvalidValue(f"questions[{i}].name {question.name!r} is used twice; names must be unique",
+                                   f"questions[{i}].name")
+            names.add(question.name)
+        if isinstance(question, ChoiceQuestion):
+            values = [option.value for option in question.choices]
+            # true and "true" are different values (OpenAI tells booleans from strings)
+            keys = [(type(v).__name__, v) for v in values]
+            if len(set(keys)) != len(keys):
+                raise InvalidValue(f"questions[{i}].choices: every value must be unique", f"questions[{i}].choices")
+    return request
+
+
+def state_of(request: DecisionsRequest) -> str:
+    if isinstance(request.input, str):
+        return request.input
+    texts = []
+    for message in request.input:
+        texts.extend([message.content] if isinstance(message.content, str) else [p.text for p in message.content])
+    return "\n\n".join(texts)
+
+
+def check_model(requested: str | None, info: dict, manifest: dict | None) -> None:
+    if requested is None or requested in accepted_model_names(info, manifest):
+        return
+    raise ModelNotFound(f"The model {requested!r} does not exist here; send {served_model_name(info)!r} or leave "
+                        "model out", "model", code="model_not_found")
+
+
+# -- prompts and answers ------------------------------------------------------------------------------
+
+
+def _labelled(name: str, description: str | None) -> str:
+    return name if description is None else f"{name}: {description}"
+
+
+def option_texts(question) -> list[str]:
+    if isinstance(question, PredicateQuestion):
+        return list(PREDICATE_OPTIONS)
+    if isinstance(question, ChoiceQuestion):
+        return [_labelled(o.value if isinstance(o.value, str) else render_json(o.value), o.description)
+                for o in question.choices]
+    return [_labelled(level.label, level.description) for level in question.levels]
+
+
+def scoring_items(engine, request: DecisionsRequest) -> list:
+    from ..engine import ScoringItem
+
+    state = state_of(request)
+    items = []
+    for i, question in enumerate(request.questions):
+        field = f"questions[{i}]"
+        texts = option_texts(question)
+        labels = engine.option_labels(len(texts), loc=("body", "questions", i))
+        content, state_end = compose_user_message(state, question.instructions, dict(zip(labels, texts)))
+        try:
+            prompt = engine.template.render_turn(JEV_SYSTEM_PROMPT, content, state_end)
+        except TemplateError as exc:
+            raise InvalidValue(f"the model's chat template refused the prompt: {exc}", field) from None
+        items.append(ScoringItem(prompt, len(texts), ("body", "questions", i), field="input"))
+    return items
+
+
+def answer(question, result: dict) -> dict:
+    p = result["probabilities"]
+    if isinstance(question, PredicateQuestion):
+        return {"type": "predicate", "name": question.name, "probability": min(1.0, max(0.0, p[0]))}
+    if isinstance(question, ChoiceQuestion):
+        top = max(range(len(p)), key=p.__getitem__)  # the first option on a tie
+        return {"type": "choice", "name": question.name, "choice": question.choices[top].value,
+                "confidence": choice_confidence(p),
+                "probabilities": [{"value": o.value, "probability": v} for o, v in zip(question.choices, p)]}
+    return {"type": "score", "name": question.name, "score": sum(i * v for i, v in enumerate(p)),
+            "confidence": score_confidence(p),
+            "probabilities": [{"value": i, "label": level.label, "probability": v}
+                              for i, (level, v) in enumerate(zip(question.levels, p))]}
+
+
+def respond(engine, request: DecisionsRequest, results: list[dict], timing: dict) -> dict:
+    prompt_tokens = sum(r["input_tokens"] + r["forward_passes"] - 1 for r in results)
+    evaluated = int(timing["input_tokens"])
+    return {"model": served_model_name(engine.info),
+            "answers": [answer(q, r) for q, r in zip(request.questions, results)],
+            "usage": {"input_tokens": prompt_tokens,
+                      "input_tokens_details": {"cached_tokens": max(0, prompt_tokens - evaluated),
+                                               "cache_write_tokens": 0},
+                      "output_tokens": 0, "output_tokens_details": {"reasoning_tokens": 0},
+                      "total_tokens": prompt_tokens}}
+
+
+# -- errors ---------------------------------------------------------------------------------------------
+
+_CODES = {401: "invalid_api_key", 413: "request_too_large", 415: "unsupported_media_type", 503: "server_busy",
+          504: "timeout"}
+
+
+def error_body(exc: AdapterError) -> tuple[dict, int]:
+    """OpenAI's error object; every problem with the body is a 400, as OpenAI sends them."""
+    status = 400 if isinstance(exc, (InvalidType, InvalidValue, PromptTooLong)) else exc.status
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    code = exc.code
+    if isinstance(exc, PromptTooLong):
+        code = "context_length_exceeded"
+    elif status in _CODES and not isinstance(exc, (InvalidType, InvalidValue)):
+        code = exc.code if exc.code in ("busy", "not_ready") else _CODES[status]
+    param = exc.field
+    if param is None and exc.loc:
+        param = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i > 1 else str(p))
+                        for i, p in enumerate(exc.loc) if i > 0) or None
+    return {"error": {"message": exc.message, "type": kind, "param": param, "code": code}}, status
+
+
+def error_response(exc: AdapterError):
+    return json_response(*error_body(exc), error_headers(exc))
+
+
+# -- the route ----------------------------------------------------------------------------------------
+
+blueprint = Blueprint("decisions", __name__)
+
+
+@blueprint.errorhandler(Exception)
+def _error(exc: Exception):
+    return error_response(as_adapter_error(exc))
+
+
+def parse(body, settings) -> DecisionsRequest:
+    return parse_decisions(body)
+
+
+def serve(ctx, body, started: float) -> dict:
+    request = parse_decisions(body)
+    check_model(request.model, ctx.engine.info, ctx.engine.model_files.manifest)
+    (results, timing), _ = ctx.run(lambda engine: engine.score_items(scoring_items(engine, request)))
+    return respond(ctx.engine, request, results, timing)
+
+
+@blueprint.post("/v1/decisions")
+def decisions_route():
+    ctx = current_app.extensions["decision_adapter.serving"]
+    started = ctx.clock()
+    ctx.engine  # 503 while loading, before the body is read
+    return json_response(serve(ctx, ctx.read_json(), started))
+
+
+# -- answers and errors, described ------------------------------------------------------------------
+
+Probability = Annotated[float, Field(ge=0, le=1)]
+
+
+class PredicateAnswer(BaseModel):
+    model_config = ConfigDict(title="predicate answer")
+    type: Literal["predicate"]
+    name: str | None
+    probability: Probability = Field(description="The probability that the predicate holds (yes).")
+
+
+class ChoiceProbability(BaseModel):
+    value: str | bool
+    probability: Probability
+
+
+class ChoiceAnswer(BaseModel):
+    model_config = ConfigDict(title="choice answer")
+    type: Literal["choice"]
+    name: str | None
+    choice: str | bool = Field(description="The most probable value.")
+    confidence: Probability
+    probabilities: list[ChoiceProbability] = Field(description="One per choice, in the order sent.")
+
+
+class ScoreProbability(BaseModel):
+    value: int = Field(ge=0, description="The level's index, 0 first.")
+    label: str
+    probability: Probability
+
+
+class ScoreAnswer(BaseModel):
+    model_config = ConfigDict(title="score answer")
+    type: Literal["score"]
+    name: str | None
+    score: float = Field(ge=0, description="The expected level index: the sum of value * probability.")
+    confidence: Probability
+    probabilities: list[ScoreProbability] = Field(description="One per level, in order.")
+
+
+class InputTokensDetails(BaseModel):
+    cached_tokens: int = Field(ge=0, description="Input tokens an earlier question of this request had evaluated.")
+    cache_write_tokens: int = Field(ge=0)
+
+
+class OutputTokensDetails(BaseModel):
+    reasoning_tokens: int = Field(ge=0)
+
+
+class DecisionsUsage(BaseModel):
+    input_tokens: int = Field(ge=0)
+    input_tokens_details: InputTokensDetails
+    output_tokens: int = Field(ge=0)
+    output_tokens_details: OutputTokensDetails
+    total_tokens: int = Field(ge=0)
+
+
+class DecisionsResponse(Answer):
+    model_config = ConfigDict(title="OpenAI Decisions answer")
+    model: str = Field(description="The served model's name (the GGUF file name without .gguf).")
+    answers: list[Annotated[Union[PredicateAnswer, ChoiceAnswer, ScoreAnswer], Field(discriminator="type")]] = Field(
+        min_length=1, description="One answer per question, in question order.")
+    usage: DecisionsUsage
+
+
+class OpenAIErrorDetail(BaseModel):
+    message: str
+    type: Literal["invalid_request_error", "server_error"]
+    param: str | None
+    code: str | None
+
+
+class OpenAIError(BaseModel):
+    """OpenAI's error shape."""
+
+    error: OpenAIErrorDetail
