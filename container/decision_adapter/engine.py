@@ -253,6 +253,8 @@ class Engine:
         self._heads: dict[str, _Prefix] = {}
         # Recent requests' sequences (opt-in; settings require cross-request reuse for it).
         self.state_cache = StateCache(settings.state_cache_mib * 2**20) if settings.state_cache_mib else None
+        # (tokens, logits) of a prompt the state cache answered whole; read only for exactly those tokens.
+        self._first_logits: tuple[tuple[int, ...], np.ndarray] | None = None
         self.tokens_evaluated = 0  # every token given to llama.cpp for decisions, for the benchmark
 
         self.slot_tokens, self._tail = self._find_slots()
@@ -540,10 +542,13 @@ class Engine:
         results = []
         for index, tokens in enumerate(token_lists):
             q_start = time.perf_counter()
+            kept, self._first_logits = self._first_logits, None
             if index or not self._holds(tokens):  # trim mode evaluated the first prompt whole
                 self._rewind(prefix, self._prefix.state)
                 self._eval(tokens[len(prefix):])
-            logits = self._last_logits()
+                logits = self._last_logits()
+            else:
+                logits = kept[1] if kept is not None and kept[0] == tuple(tokens) else self._last_logits()
             results.append(visit(index, tokens, logits, (time.perf_counter() - q_start) * 1000.0))
         t3 = time.perf_counter()
         # Whether the cached prefix was reused says whether the previous caller sent the same state: it goes
@@ -746,15 +751,21 @@ class Engine:
             if self.state_cache is not None:
                 hit = self.state_cache.longest(tokens, more_than=common)
                 if hit is not None:  # a recent request shares more than the context holds: start from there
+                    entry, shared = hit
                     self._reset_context()
-                    self._load_sequence(hit[0].state)
-                    common = min(hit[1], len(tokens) - 2)
+                    self._load_sequence(entry.state)
+                    if entry.logits is not None and shared == len(entry.tokens) == len(tokens):
+                        self._set_position(len(tokens), tokens)  # this very prompt: read its kept logits
+                        self._first_logits = (entry.tokens, entry.logits)
+                        self._prefix = _Prefix(prefix, None)
+                        return True
+                    common = min(shared, len(tokens) - 2)
                     self._set_position(common, tokens[:common])
             self._set_position(common)  # eval() removes the KV cells past it
             self._eval(tokens[common:])
             self._prefix = _Prefix(prefix, None)
             if self.state_cache is not None and self.state_cache.get(tokens) is None:
-                self.state_cache.put(CachedState(tuple(tokens), self._save_sequence()))
+                self.state_cache.put(CachedState(tuple(tokens), self._save_sequence(), logits=self._last_logits()))
             return common >= len(prefix)
         if across and self._prefix is not None and self._prefix.tokens == prefix and prefix:
             return True

@@ -5,8 +5,10 @@ what earlier callers sent, so how fast a request is answered tells its caller wh
 same state before. Only for endpoints that serve a single tenant.
 
 Each entry is the token sequence that was evaluated and the state llama.cpp saved right after it (the
-whole sequence, and in ``restore`` mode also its recurrent part alone). The byte bound counts the saved
-states; the least recently used entries go first, and a state larger than the bound is not kept.
+whole sequence, and in ``restore`` mode also its recurrent part alone); an entry for a whole prompt also
+keeps the last position's logits, so the same prompt again is read without evaluating anything. The byte
+bound counts what is kept; the least recently used entries go first, and an entry larger than the bound
+is not kept.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ class CachedState:
     tokens: tuple[int, ...]
     state: bytearray  # the whole sequence after ``tokens`` (llama_state_seq_get_data)
     partial: bytearray | None = None  # restore mode: its recurrent part alone, for rewinds between questions
+    logits: np.ndarray | None = None  # a whole prompt: the last position's logits after ``tokens``
 
     @property
     def size(self) -> int:
-        return len(self.state) + (len(self.partial) if self.partial is not None else 0)
+        return (len(self.state) + (len(self.partial) if self.partial is not None else 0)
+                + (self.logits.nbytes if self.logits is not None else 0))
 
 
 def _shared(a: tuple[int, ...], b) -> int:

@@ -177,3 +177,25 @@ def test_the_cache_drops_the_least_recent_state_beyond_its_bound(model_dir, fres
     got, dropped = evaluated(engine, single(STATES[2]))
     assert_same(got, fresh_answers(fresh, single(STATES[2])))
     assert dropped > prompt_length(engine, single(STATES[2])) // 3
+
+
+def test_the_same_prompt_again_is_read_from_its_kept_logits(model_dir, fresh):
+    engine = _engine(model_dir, "trim", **CACHE_ENV)
+    first, n_first = evaluated(engine, single(STATES[3]))
+    answers(engine, single(STATES[4]))  # another prompt in between: the context no longer holds it
+    again, n_again = evaluated(engine, single(STATES[3]))
+    assert n_first > 30 and n_again == 0  # nothing evaluated: the whole prompt and its logits were kept
+    assert again == first
+    assert_same(again, fresh_answers(fresh, single(STATES[3])))
+    other, n_other = evaluated(engine, single(STATES[3], QUESTIONS[1]))  # the kept state, another question
+    assert n_other > 0
+    assert_same(other, fresh_answers(fresh, single(STATES[3], QUESTIONS[1])))
+
+
+def test_kept_logits_count_against_the_bound():
+    logits = np.zeros(1000, dtype=np.float32)
+    with_logits = CachedState((1, 2), bytearray(10), logits=logits)
+    assert with_logits.size == 10 + logits.nbytes
+    cache = StateCache(5000)
+    assert not cache.put(CachedState((3,), bytearray(10), logits=np.zeros(1000, dtype=np.float64)))  # 8,010 bytes
+    assert cache.put(with_logits) and cache.bytes == with_logits.size
