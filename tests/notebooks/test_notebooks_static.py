@@ -8,14 +8,12 @@ import re
 import nbformat
 import pytest
 
-from workshop_lib import steps
+from workshop_lib import steps, widgets
 from workshop_lib.config import repo_root
 
 NOTEBOOK_DIR = repo_root() / "notebooks"
 EXPECTED = ["00_setup", "01_package_model", "02_deploy_standard_endpoint", "03_build_decision_image",
             "04_deploy_decision_endpoints", "05_invoke_decisions", "06_benchmark", "07_cleanup"]
-# ipywidgets calls that are containers or styling, not inputs with a value.
-NOT_INPUTS = {"Layout", "VBox", "HBox", "Box", "GridBox", "Tab", "Accordion", "Stack", "Output"}
 
 
 def load(name: str):
@@ -98,24 +96,34 @@ def test_every_aws_call_goes_through_workshop_lib(name):
 
 
 @pytest.mark.parametrize("name", EXPECTED)
-def test_every_widget_has_a_headless_default_read_in_a_later_cell(name):
+def test_every_widget_comes_from_the_helper_and_is_read_in_a_later_cell(name):
+    """Cells build no widget themselves: ``workshop_lib.widgets`` makes each one with its environment
+    default (tests/workshop_lib/test_widgets.py checks those), and a cell reads ``.value`` only later."""
+    helpers = {n for n in widgets.__all__ if n not in ("ENV", "column", "keep_choice")}
     for source in code_cells(load(name)):
+        assert "ipywidgets" not in source, f"{name} builds a widget inline; make it in workshop_lib.widgets"
         assert "interact_manual" not in source and ".on_click(" not in source and ".observe(" not in source
         made = set()
         for node in ast.walk(parse(source)):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                 func = node.value.func
-                if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-                        and func.value.id == "widgets" and func.attr not in NOT_INPUTS):
-                    value = next((k.value for k in node.value.keywords if k.arg == "value"), None)
-                    assert value is not None, f"{name}: widgets.{func.attr} needs value= (its headless default)"
-                    assert "os.environ" in ast.unparse(value), \
-                        f"{name}: widgets.{func.attr}'s default should come from an environment variable"
-                    made.update(t.id for t in node.targets if isinstance(t, ast.Name))
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "widgets":
+                    assert func.attr in helpers, f"{name}: widgets.{func.attr} is not a widget helper"
+                    for target in node.targets:
+                        names = target.elts if isinstance(target, ast.Tuple) else [target]
+                        made.update(t.id for t in names if isinstance(t, ast.Name))
         for node in ast.walk(parse(source)):
             if isinstance(node, ast.Attribute) and node.attr == "value" and isinstance(node.value, ast.Name):
                 assert node.value.id not in made, \
                     f"{name}: {node.value.id}.value is read in the cell that builds it; read it in the next cell"
+
+
+def test_notebooks_write_only_beside_their_config():
+    """Files a notebook saves go where its config says (``Workshop.folder``), never to a fixed
+    ``.workshop/`` path: nbmake runs use a temporary config folder (notebooks/conftest.py)."""
+    for name in EXPECTED:
+        for source in code_cells(load(name)):
+            assert ".workshop" not in source and "repo_root" not in source, f"{name}: {source[:120]}"
 
 
 @pytest.mark.parametrize("name", EXPECTED)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from .. import builds, images, rehearsal
 from ..config import WorkshopConfig, default_path
 from ..errors import StepError, StepNotRun
 from ..modes import CALL_LOG, Clients, mode_for
+from ..widgets import keep_choice
 from ..models import EMBEDDED_MODEL, ModelSpec, PINNED_MODEL
 
 BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePools
@@ -154,6 +154,11 @@ class Workshop:
     def outputs_path(self) -> Path:
         return self.path.parent / "outputs.json"
 
+    def folder(self, name: str) -> Path:
+        """Where this workshop keeps files of kind ``name`` (``bench``, ...): beside its config file, so a run
+        with its own config (nbmake's, the demo's) writes nothing into a participant's ``.workshop/``."""
+        return self.path.parent / name
+
     def outputs(self) -> dict:
         try:
             return json.loads(self.outputs_path.read_text())
@@ -215,27 +220,6 @@ class Workshop:
         except (BotoCoreError, ValueError):
             return True
         return True
-
-
-def keep_choice(workshop: Workshop, key: str, widget, *, env: str | None = None):
-    """Let a notebook widget keep what the participant chose across Run All and kernel restarts.
-
-    The cell that builds a widget runs again on Run All and would start it over at its default; kept,
-    the widget starts at the value last chosen (``outputs.json``, under ``choices``) unless ``env`` is
-    set in the environment (unattended runs choose through it), and each change is written at once.
-    Returns the widget.
-    """
-    kept = workshop.outputs().get("choices", {})
-    if key in kept and not (env and os.environ.get(env, "").strip()):
-        options = getattr(widget, "options", None)
-        if options is None or kept[key] in [o[1] if isinstance(o, tuple) else o for o in options]:
-            widget.value = kept[key]
-
-    def changed(change) -> None:
-        workshop.remember(choices={**workshop.outputs().get("choices", {}), key: change["new"]})
-
-    widget.observe(changed, names="value")
-    return widget
 
 
 def cleanup_step(step):
