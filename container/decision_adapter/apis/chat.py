@@ -1,8 +1,8 @@
 """OpenAI chat completions on ``POST /invocations``: ``{"messages": [...], ...}``, one choice, no streaming.
 
 OpenAI's own parameters this adapter does not use (``model``, ``n``, ``user``, ``logprobs``, ...)
-are accepted and ignored, so that OpenAI clients work unchanged; any other field is refused
-naming it. Errors use the project's shape, ``{"error": {"code", "message", "field"}}``.
+and a few of llama-server's (``chat_template_kwargs``, ...) are accepted and ignored, so that
+OpenAI clients work unchanged; any other field is refused naming it. Errors use the project's shape, ``{"error": {"code", "message", "field"}}``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ IGNORED_OPENAI = ("model", "n", "user", "logprobs", "top_logprobs", "frequency_p
                   "store", "service_tier", "stream_options", "modalities", "reasoning_effort", "prediction",
                   "audio", "functions", "function_call", "web_search_options", "verbosity", "prompt_cache_key",
                   "safety_identifier")
+# llama-server's own extensions that OpenAI-style clients send to it (this project's client sends
+# chat_template_kwargs to turn a reasoning model's thinking off; the adapter never renders thinking).
+IGNORED_LLAMA_SERVER = ("chat_template_kwargs", "cache_prompt", "top_k", "min_p", "repeat_penalty")
 
 
 class ChatMessage(BaseModel):
@@ -66,7 +69,9 @@ class _ChatFields(Strict):
 
 ChatCompletionRequest = create_model(
     "ChatCompletionRequest", __base__=_ChatFields,
-    **{name: (Any, Field(None, description="OpenAI's parameter; accepted and ignored.")) for name in IGNORED_OPENAI})
+    **{name: (Any, Field(None, description="OpenAI's parameter; accepted and ignored.")) for name in IGNORED_OPENAI},
+    **{name: (Any, Field(None, description="llama-server's parameter; accepted and ignored."))
+       for name in IGNORED_LLAMA_SERVER})
 
 
 def _count(field: str, error: dict):

@@ -64,7 +64,7 @@ class _Question(Strict):
     instructions: NonBlank = Field(description="The question, in plain words.")
 
 
-class PredicateQuestion(_Question):
+class DecisionsPredicate(_Question):
     """Is the instruction true of the input? Answered with the probability of yes."""
 
     model_config = ConfigDict(title="predicate question")
@@ -76,7 +76,7 @@ class ChoiceOption(Strict):
     description: NonBlank | None = None
 
 
-class ChoiceQuestion(_Question):
+class DecisionsChoice(_Question):
     """One of a fixed, unordered set of values."""
 
     model_config = ConfigDict(title="choice question")
@@ -89,7 +89,7 @@ class ScoreLevel(Strict):
     description: NonBlank | None = None
 
 
-class ScoreQuestion(_Question):
+class DecisionsScore(_Question):
     """A level of an ordered rubric, the first level lowest."""
 
     model_config = ConfigDict(title="score question")
@@ -97,7 +97,7 @@ class ScoreQuestion(_Question):
     levels: Annotated[list[ScoreLevel], Field(min_length=MIN_SCORE_LEVELS, max_length=MAX_SCORE_LEVELS)]
 
 
-Question = Annotated[Union[PredicateQuestion, ChoiceQuestion, ScoreQuestion], Field(discriminator="type")]
+Question = Annotated[Union[DecisionsPredicate, DecisionsChoice, DecisionsScore], Field(discriminator="type")]
 
 
 class DecisionsRequest(Strict):
@@ -170,7 +170,7 @@ def parse_decisions(body) -> DecisionsRequest:
                 raise InvalidValue(f"questions[{i}].name {question.name!r} is used twice; names must be unique",
                                    f"questions[{i}].name")
             names.add(question.name)
-        if isinstance(question, ChoiceQuestion):
+        if isinstance(question, DecisionsChoice):
             values = [option.value for option in question.choices]
             # true and "true" are different values (OpenAI tells booleans from strings)
             keys = [(type(v).__name__, v) for v in values]
@@ -203,9 +203,9 @@ def _labelled(name: str, description: str | None) -> str:
 
 
 def option_texts(question) -> list[str]:
-    if isinstance(question, PredicateQuestion):
+    if isinstance(question, DecisionsPredicate):
         return list(PREDICATE_OPTIONS)
-    if isinstance(question, ChoiceQuestion):
+    if isinstance(question, DecisionsChoice):
         return [_labelled(o.value if isinstance(o.value, str) else render_json(o.value), o.description)
                 for o in question.choices]
     return [_labelled(level.label, level.description) for level in question.levels]
@@ -231,9 +231,9 @@ def scoring_items(engine, request: DecisionsRequest) -> list:
 
 def answer(question, result: dict) -> dict:
     p = result["probabilities"]
-    if isinstance(question, PredicateQuestion):
+    if isinstance(question, DecisionsPredicate):
         return {"type": "predicate", "name": question.name, "probability": min(1.0, max(0.0, p[0]))}
-    if isinstance(question, ChoiceQuestion):
+    if isinstance(question, DecisionsChoice):
         top = max(range(len(p)), key=p.__getitem__)  # the first option on a tie
         return {"type": "choice", "name": question.name, "choice": question.choices[top].value,
                 "confidence": choice_confidence(p),
@@ -316,40 +316,40 @@ def decisions_route():
 Probability = Annotated[float, Field(ge=0, le=1)]
 
 
-class PredicateAnswer(BaseModel):
+class DecisionsPredicateAnswer(BaseModel):
     model_config = ConfigDict(title="predicate answer")
     type: Literal["predicate"]
     name: str | None
     probability: Probability = Field(description="The probability that the predicate holds (yes).")
 
 
-class ChoiceProbability(BaseModel):
+class DecisionsChoiceProbability(BaseModel):
     value: str | bool
     probability: Probability
 
 
-class ChoiceAnswer(BaseModel):
+class DecisionsChoiceAnswer(BaseModel):
     model_config = ConfigDict(title="choice answer")
     type: Literal["choice"]
     name: str | None
     choice: str | bool = Field(description="The most probable value.")
     confidence: Probability
-    probabilities: list[ChoiceProbability] = Field(description="One per choice, in the order sent.")
+    probabilities: list[DecisionsChoiceProbability] = Field(description="One per choice, in the order sent.")
 
 
-class ScoreProbability(BaseModel):
+class DecisionsScoreProbability(BaseModel):
     value: int = Field(ge=0, description="The level's index, 0 first.")
     label: str
     probability: Probability
 
 
-class ScoreAnswer(BaseModel):
+class DecisionsScoreAnswer(BaseModel):
     model_config = ConfigDict(title="score answer")
     type: Literal["score"]
     name: str | None
     score: float = Field(ge=0, description="The expected level index: the sum of value * probability.")
     confidence: Probability
-    probabilities: list[ScoreProbability] = Field(description="One per level, in order.")
+    probabilities: list[DecisionsScoreProbability] = Field(description="One per level, in order.")
 
 
 class InputTokensDetails(BaseModel):
@@ -372,7 +372,7 @@ class DecisionsUsage(BaseModel):
 class DecisionsResponse(Answer):
     model_config = ConfigDict(title="OpenAI Decisions answer")
     model: str = Field(description="The served model's name (the GGUF file name without .gguf).")
-    answers: list[Annotated[Union[PredicateAnswer, ChoiceAnswer, ScoreAnswer], Field(discriminator="type")]] = Field(
+    answers: list[Annotated[Union[DecisionsPredicateAnswer, DecisionsChoiceAnswer, DecisionsScoreAnswer], Field(discriminator="type")]] = Field(
         min_length=1, description="One answer per question, in question order.")
     usage: DecisionsUsage
 

@@ -132,7 +132,8 @@ JevContentOrNull = Annotated[Any, PlainValidator(lambda v: v if v is None else _
 class _Question(BaseModel):
     """A question's fields; ``x_`` extensions are accepted (and not used), any other unknown field refused."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True,
+                              json_schema_extra={"patternProperties": {"^x_": {}}})
     instructions: JevContentOrNull = None
 
     @model_validator(mode="before")

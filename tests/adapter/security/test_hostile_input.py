@@ -1,10 +1,12 @@
 """Hostile input, in process: the request parsing refuses bad bodies with a 4xx AdapterError only.
 
 The property under test is the adapter's rule "nothing reaches the model unvalidated":
-for any bytes, parsing as the app does (``parse_json_body`` -> ``request_kind`` ->
-``parse_decision`` / ``parse_chat``) either raises an ``AdapterError`` with a 4xx status
-and a JSON-encodable error, or returns a request whose every value is within the
-documented limits. Any other exception would be a 500.
+for any bytes, parsing as the app does (``parse_json_body``, then the route's dialect:
+``apis.invocations.parse`` picks one by the body's shape on ``/invocations``) either raises an
+``AdapterError`` with a 4xx status and a JSON-encodable error, or returns a request whose every
+value is within the documented limits. Any other exception would be a 500. Besides hand-made
+hostile bodies, every route's bodies are generated from the OpenAPI document, which is generated
+from the dialects' models: bodies that fit it and bodies that break it.
 """
 
 from __future__ import annotations
@@ -13,32 +15,31 @@ import json
 import math
 
 import pytest
+import schemathesis
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from schemathesis import GenerationMode
 
+from decision_adapter import openapi
+from decision_adapter.apis import decisions, invocations, systemone
 from decision_adapter.app import parse_json_body
 from decision_adapter.errors import AdapterError, InvalidValue
 from decision_adapter.schema import (MAX_ID_CHARS, MAX_OPTIONS, MAX_QUESTIONS, MIN_OPTIONS, CHAT_ROLES, ChatRequest,
                                      DecisionBatch, parse_chat, parse_decision, request_kind)
+from decision_adapter.settings import load_settings
 
 from . import hostile
 
 CHAT_MAX_TOKENS = 256
+SETTINGS = load_settings({})
 FUZZ = settings(max_examples=250, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+ROUTES = {"/invocations": invocations.parse, "/v1/systemone": systemone.parse, "/v1/decisions": decisions.parse}
 
 
-def parse_like_the_app(raw: bytes):
-    """What POST /invocations does with a body before anything reaches the model."""
-    body = parse_json_body(raw)
-    kind = request_kind(body)
-    if kind == "chat":
-        return parse_chat(body, CHAT_MAX_TOKENS)
-    if kind == "systemone":  # Jev's System One body (questions keyed by id); its own parser
-        from decision_adapter import jev
-
-        return jev.parse_systemone(body)
-    return parse_decision(body)
+def parse_like_the_app(raw: bytes, route: str = "/invocations"):
+    """What the route does with a body before anything reaches the model: the app's own dispatch."""
+    return ROUTES[route](parse_json_body(raw), SETTINGS)
 
 
 def check_error(exc: AdapterError) -> None:
@@ -56,8 +57,19 @@ def _nonempty(value) -> bool:
 
 def check_validated(parsed) -> None:
     """What the parser promises the engine about a request it accepts."""
-    if not isinstance(parsed, (DecisionBatch, ChatRequest)):
-        return  # a Jev request: its own tests (tests/adapter/jev) check what its parser guarantees
+    if isinstance(parsed, decisions.DecisionsRequest):
+        assert 1 <= len(parsed.questions) <= decisions.MAX_QUESTIONS
+        assert isinstance(decisions.state_of(parsed), str)
+        for q in parsed.questions:
+            assert isinstance(q.instructions, str) and q.instructions.strip()
+            assert 2 <= len(decisions.option_texts(q)) <= decisions.MAX_CHOICE_OPTIONS
+        names = [q.name for q in parsed.questions if q.name is not None]
+        assert len(set(names)) == len(names)
+        return
+    if isinstance(parsed, systemone.JevRequest):
+        assert 1 <= len(parsed.questions) <= systemone.MAX_QUESTIONS
+        assert all(len(q.names) == len(q.descriptions) >= 2 for q in parsed.questions)
+        return
     if isinstance(parsed, DecisionBatch):
         assert isinstance(parsed.id, str) and parsed.id.strip() and len(parsed.id) <= MAX_ID_CHARS
         assert _nonempty(parsed.state)
@@ -124,7 +136,53 @@ def test_request_kind_of_any_json_value(body):
     except AdapterError as exc:
         check_error(exc)
     else:
-        assert kind in ("chat", "decision", "systemone") and isinstance(body, dict)
+        assert kind in ("chat", "decision", "systemone", "sample") and isinstance(body, dict)
+
+
+def test_the_samples_bodies_go_to_the_samples_parser():
+    """The sample's format has its own rules (one exact state, its fields only): not the project's."""
+    shared = {"decisions": [{"id": "a", "state": "s", "question": "q", "options": ["x", "y"]},
+                            {"id": "b", "state": "t", "question": "q", "options": ["x", "y"]}]}
+    with pytest.raises(InvalidValue) as refused:
+        parse_like_the_app(json.dumps(shared).encode())
+    assert refused.value.field == "decisions[1].state"
+    parsed = parse_like_the_app(json.dumps({"decision": shared["decisions"][0]}).encode())
+    assert isinstance(parsed, DecisionBatch) and parsed.single and parsed.id == "a"
+
+
+# ---- every route's bodies, generated from the document (from the models) -----------------------------
+
+DESCRIBED = schemathesis.openapi.from_dict(openapi.document())
+GENERATED = settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
+def _raw(body) -> bytes:
+    return body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["fitting", "breaking"])
+def test_generated_bodies_are_parsed_or_refused_with_a_4xx(route, mode):
+    kinds = set()
+
+    @GENERATED
+    @given(case=DESCRIBED[route]["POST"].as_strategy(generation_mode=mode))
+    def check(case):
+        raw = _raw(case.body)
+        try:
+            parsed = parse_like_the_app(raw, route)
+        except AdapterError as exc:
+            check_error(exc)
+            kinds.add("refused")
+        else:
+            check_validated(parsed)
+            kinds.add(type(parsed).__name__)
+
+    check()
+    if mode is GenerationMode.NEGATIVE:
+        assert kinds == {"refused"}, kinds  # a body the document refuses, the app refuses
+    else:
+        assert kinds - {"refused"}, "no generated body was accepted: the document and the models disagree"
 
 
 @settings(max_examples=100, deadline=None, database=None)

@@ -51,6 +51,7 @@ DECISION = {"id": "openapi-1", "state": "The parcel never arrived and the custom
             "options": [{"id": "refunds", "text": "Refunds"}, {"id": "shipping", "text": "Shipping"},
                         {"id": "sales", "text": "Sales"}]}
 SYSTEMONE = {"state": "The parcel never arrived.", "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}}
+DECISIONS = {"input": "The parcel never arrived.", "questions": [{"type": "predicate", "instructions": "Refund?"}]}
 
 
 def description_bytes() -> bytes:
@@ -145,7 +146,8 @@ def test_every_operation_describes_its_errors():
             if operation.get("security") != []:  # behind the API key when one is configured
                 assert {"401", "503"} <= codes, f"{method.upper()} {path}"
             if "requestBody" in operation:
-                assert {"413", "415", "422", "503", "504"} <= codes, f"{method.upper()} {path}"
+                assert {"413", "415", "503", "504"} <= codes, f"{method.upper()} {path}"
+                assert codes & {"400", "422"}, f"{method.upper()} {path} describes no refusal of a bad body"
 
 
 # -- errors the app sends before the model is needed (in-process, no model) ------------------------
@@ -156,7 +158,7 @@ def test_answers_while_the_model_loads_are_described(monkeypatch):
     client = app_without_model(monkeypatch).test_client()
     for method, path, body in [("get", "/ping", None), ("post", "/invocations", DECISION),
                                ("post", "/invocations", SYSTEMONE), ("post", "/v1/systemone", SYSTEMONE),
-                               ("get", "/v1/models", None)]:
+                               ("post", "/v1/decisions", DECISIONS), ("get", "/v1/models", None)]:
         answer = client.open(path, method=method.upper(), json=body)
         assert answer.status_code == 503, (method, path)
         assert_conforms(doc, described_response(doc, path, method, 503), answer)
@@ -168,7 +170,7 @@ def test_answers_without_the_api_key_are_described(monkeypatch):
     doc = description()
     client = app_without_model(monkeypatch, DECISION_ADAPTER_API_KEY="openapi-test-key").test_client()
     for method, path, body in [("post", "/invocations", DECISION), ("post", "/v1/systemone", SYSTEMONE),
-                               ("get", "/v1/models", None)]:
+                               ("post", "/v1/decisions", DECISIONS), ("get", "/v1/models", None)]:
         for headers in ({}, {"Authorization": "Bearer another-key"}):
             answer = client.open(path, method=method.upper(), json=body, headers=headers)
             assert answer.status_code == 401, (method, path, headers)
@@ -188,6 +190,8 @@ def test_unknown_routes_and_methods_are_described(monkeypatch):
                                        ("GET", "/invocations", 405, "MethodNotAllowed"),
                                        ("DELETE", "/ping", 405, "MethodNotAllowed"),
                                        ("GET", "/v1/systemone", 405, "MethodNotAllowed"),
+                                       ("GET", "/v1/decisions", 405, "MethodNotAllowed"),
+                                       ("POST", "/v1/decisions/x", 404, "NotFound"),
                                        ("POST", "/openapi.json", 405, "MethodNotAllowed")]:
         answer = client.open(path, method=method)
         assert answer.status_code == status, (method, path)

@@ -1,0 +1,42 @@
+"""What ``/ping`` and ``/status`` answer (served by app.py), described for the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class StartupProbe(BaseModel):
+    """The decision the worker scored at start-up before reporting ready."""
+
+    input_tokens: int
+    options: int
+    seconds: float
+    prompt_tokens_per_s: float
+
+
+class PingReady(BaseModel):
+    status: Literal["ready"]
+    model: str | None = Field(None, description="The served GGUF file (to a caller holding the key).")
+    extra_buffer_types: bool | None = Field(None, description="Whether llama.cpp's extra buffer types (weight "
+                                                              "repacking, AMX kernels) are in use.")
+    startup_probe: StartupProbe | None = None
+    busy: bool | None = Field(None, description="Whether a request holds the model right now.")
+    waiting: int | None = Field(None, ge=0, description="Requests waiting for the model.")
+
+
+class PingLoading(BaseModel):
+    status: Literal["loading"]
+
+
+class Status(BaseModel):
+    """What runs here and whether a request holds the model."""
+
+    status: Literal["ready"]
+    model: str = Field(description="The served GGUF file.")
+    extra_buffer_types: bool = Field(description="Whether llama.cpp's extra buffer types (weight repacking, AMX "
+                                                 "kernels) are in use (DECISION_ADAPTER_EXTRA_BUFFERS).")
+    startup_probe: StartupProbe
+    busy: bool = Field(description="Whether a request holds the model right now.")
+    waiting: int = Field(ge=0, description="Requests waiting for the model.")

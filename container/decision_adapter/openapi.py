@@ -1,0 +1,318 @@
+"""The adapter's OpenAPI document, generated from the dialects' pydantic models.
+
+    python -m decision_adapter.openapi           # writes openapi.json next to this module
+    python -m decision_adapter.openapi --check   # exit 1 when the file differs from a fresh generation
+
+Request and answer schemas come from the models (``apis/``); this module adds what only the
+routes know: the operations, their statuses and headers, and which error codes each may send.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pydantic.json_schema import models_json_schema
+
+from . import __name__ as _package
+from .apis import chat, decisions, meta, own, sample, systemone
+
+FILE = Path(__file__).with_name("openapi.json")
+REF = "#/components/schemas/{model}"
+
+MODELS = [
+    own.DecisionRequest, own.BatchRequest, own.DecisionResponse, own.BatchResponse, own.Error,
+    sample.SampleDecisionRequest, sample.SampleDecisionsRequest, sample.SampleSharedResponse, sample.SampleError,
+    chat.ChatCompletionRequest, chat.ChatCompletion,
+    systemone.SystemOneRequest, systemone.SystemOneResponse, systemone.ModelList, systemone.JevValidationErrorBody,
+    systemone.JevError,
+    decisions.DecisionsRequest, decisions.DecisionsResponse, decisions.OpenAIError,
+    meta.PingReady, meta.PingLoading, meta.Status,
+]
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": REF.format(model=name)}
+
+
+def schemas() -> dict:
+    _, generated = models_json_schema([(model, "validation") for model in MODELS], ref_template=REF)
+    found = generated["$defs"]
+    found["SystemOneInvocation"] = {
+        "title": "Jev System One (on /invocations)",
+        "description": "A System One body sent to /invocations: told apart by 'questions' being an object.",
+        "allOf": [_ref("SystemOneRequest"), {"not": {"required": ["messages"]}}]}
+    found["InvocationRequest"] = {
+        "description": "Six bodies share /invocations and are told apart by shape: 'messages' makes a chat request; "
+                       "'decision' or 'decisions' the published sample's format; 'questions' as an object a System "
+                       "One request; 'questions' as an array a shared-state batch; 'question' a single decision.",
+        "oneOf": [_ref("DecisionRequest"), _ref("BatchRequest"), _ref("ChatCompletionRequest"),
+                  _ref("SystemOneInvocation"), _ref("SampleDecisionRequest"), _ref("SampleDecisionsRequest")]}
+    found["InvocationResponse"] = {
+        "description": "The answer's shape follows the request's: decision, batch, chat, System One or the sample's.",
+        "anyOf": [_ref("DecisionResponse"), _ref("BatchResponse"), _ref("ChatCompletion"),
+                  _ref("SystemOneResponse"), _ref("SampleSharedResponse")]}
+    return dict(sorted(found.items()))
+
+
+# -- error bodies, narrowed to the codes a response may carry ----------------------------------------
+
+
+def project(*codes: str) -> dict:
+    return {"allOf": [_ref("Error"), {"properties": {"error": {"properties": {"code": {"enum": list(codes)}}}}}]}
+
+
+def jev(*types: str) -> dict:
+    return {"allOf": [_ref("JevError"), {"properties": {"detail": {"properties": {"error_type": {"enum": list(types)}}}}}]}
+
+
+def openai(*codes: str, kind: str = "invalid_request_error") -> dict:
+    return {"allOf": [_ref("OpenAIError"), {"properties": {"error": {"properties": {
+        "type": {"const": kind}, "code": {"enum": list(codes)}}}}}]}
+
+
+SAMPLE = _ref("SampleError")
+RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.", "required": True,
+                               "schema": {"type": "integer", "minimum": 0}}}
+WWW_AUTHENTICATE = {"WWW-Authenticate": {"description": "Always 'Bearer'.", "required": True,
+                                         "schema": {"type": "string"}}}
+TOO_LARGE = "The body (after decompression) is larger than DECISION_ADAPTER_MAX_BODY_BYTES (1,000,000 by default)."
+MEDIA = ("The Content-Type is not JSON (application/json or a +json type), or the Content-Encoding is neither "
+         "identity, gzip nor (where the Python runtime has it) zstd.")
+INTERNAL = "The adapter failed on this request; details are in the endpoint's logs, never in the response."
+DEADLINE = ("The request ran longer than DECISION_ADAPTER_REQUEST_TIMEOUT and was cut off; send a shorter state, "
+            "fewer questions or fewer tokens to generate.")
+UNAUTHORIZED = ("Only when the adapter runs with DECISION_ADAPTER_API_KEY: the Authorization header is missing or "
+                "holds another key.")
+BUSY = ("not_ready: the model is still loading. busy: one request holds the model and the waiting line "
+        "(DECISION_ADAPTER_MAX_QUEUE) is full, or the wait ran past DECISION_ADAPTER_QUEUE_TIMEOUT. Retry after the "
+        "Retry-After seconds, or add instances.")
+UNREADABLE = ("the body is not JSON the adapter can read: malformed JSON, invalid UTF-8, NaN or Infinity, a key twice "
+              "in one object, nesting too deep, a number too long, an unpaired surrogate escape, or compressed data "
+              "that does not decompress.")
+
+
+def response(description: str, schema: dict, headers: dict | None = None) -> dict:
+    out = {"description": description, "content": {"application/json": {"schema": schema}}}
+    if headers:
+        out["headers"] = headers
+    return out
+
+
+def any_of(*options: dict) -> dict:
+    return options[0] if len(options) == 1 else {"anyOf": list(options)}
+
+
+def responses() -> dict:
+    return {
+        "SageMakerUnauthorized": response(
+            UNAUTHORIZED + " The body carries both error shapes, since it is sent before the body is read.",
+            {"allOf": [project("authentication_error"), jev("authentication_error")]}, WWW_AUTHENTICATE),
+        "JevUnauthorized": response(UNAUTHORIZED, jev("authentication_error"), WWW_AUTHENTICATE),
+        "DecisionsUnauthorized": response(UNAUTHORIZED, openai("invalid_api_key"), WWW_AUTHENTICATE),
+        "SageMakerTooLarge": response(TOO_LARGE, project("request_entity_too_large")),
+        "JevTooLarge": response(TOO_LARGE, jev("request_too_large")),
+        "DecisionsTooLarge": response(TOO_LARGE, openai("request_too_large")),
+        "SageMakerUnsupportedMediaType": response(MEDIA, project("unsupported_media_type")),
+        "JevUnsupportedMediaType": response(MEDIA, jev("invalid_request_error")),
+        "DecisionsUnsupportedMediaType": response(MEDIA, openai("unsupported_media_type")),
+        "NotReadyOrBusy": response(BUSY, any_of(project("busy", "not_ready"), SAMPLE), RETRY_AFTER),
+        "JevBusy": response(BUSY, jev("overloaded_error"), RETRY_AFTER),
+        "DecisionsBusy": response(BUSY, openai("busy", "not_ready", kind="server_error"), RETRY_AFTER),
+        "NotReady": response("The model is still loading; retry after the Retry-After seconds.",
+                             project("not_ready"), RETRY_AFTER),
+        "InternalError": response(INTERNAL, project("internal_error")),
+        "InvocationInternalError": response(INTERNAL, any_of(project("internal_error"), jev("api_error"), SAMPLE)),
+        "JevInternalError": response(INTERNAL, jev("api_error")),
+        "DecisionsInternalError": response(INTERNAL, openai("internal_error", kind="server_error")),
+        "InvocationDeadlineExceeded": response(DEADLINE, any_of(project("deadline_exceeded"), jev("api_error"),
+                                                                SAMPLE)),
+        "JevDeadlineExceeded": response(DEADLINE, jev("api_error")),
+        "DecisionsDeadlineExceeded": response(DEADLINE, openai("timeout", kind="server_error")),
+        "NotFound": response(
+            "No such route (any path not described here). Paths under /v1/decisions answer in OpenAI's shape, "
+            "others under /v1/ in Jev's (error_type not_found_error), the rest in the project's (code not_found).",
+            any_of(project("not_found"), jev("not_found_error"), openai("not_found"))),
+        "MethodNotAllowed": response(
+            "The path exists but not with this method (for example GET /invocations), in the shape of the path's "
+            "API as for 404.",
+            any_of(project("method_not_allowed"), jev("invalid_request_error"), openai("method_not_allowed"))),
+        "InvocationBadRequest": response(
+            "A field has the wrong JSON type (code invalid_type, field names it). Also: " + UNREADABLE + " A body in "
+            "the published sample's format gets its error shape, {\"error\": \"...\"}, with 400 for anything wrong "
+            "in it (wrong types and values, unknown fields, states that differ, too many decisions, a prompt too "
+            "long).", any_of(project("invalid_type", "bad_request"), SAMPLE)),
+    }
+
+
+def _common(prefix: str) -> dict:
+    names = {"SageMaker": ("SageMakerUnauthorized", "SageMakerTooLarge", "SageMakerUnsupportedMediaType",
+                           "InvocationInternalError", "NotReadyOrBusy", "InvocationDeadlineExceeded"),
+             "Jev": ("JevUnauthorized", "JevTooLarge", "JevUnsupportedMediaType", "JevInternalError", "JevBusy",
+                     "JevDeadlineExceeded"),
+             "Decisions": ("DecisionsUnauthorized", "DecisionsTooLarge", "DecisionsUnsupportedMediaType",
+                           "DecisionsInternalError", "DecisionsBusy", "DecisionsDeadlineExceeded")}[prefix]
+    return {status: {"$ref": f"#/components/responses/{name}"}
+            for status, name in zip(("401", "413", "415", "500", "503", "504"), names)}
+
+
+def _body(schema: str) -> dict:
+    return {"required": True, "content": {"application/json": {"schema": _ref(schema)}}}
+
+
+def _ok(description: str, schema: str) -> dict:
+    return response(description, _ref(schema))
+
+
+def paths() -> dict:
+    ref = lambda name: {"$ref": f"#/components/responses/{name}"}  # noqa: E731
+    return {
+        "/ping": {"get": {
+            "operationId": "ping", "tags": ["SageMaker"], "summary": "Health check",
+            "description": "SageMaker's health check: 200 once the model is loaded and has scored one decision at "
+                           "start-up, 503 while it loads. Never needs an API key, and says only {\"status\": "
+                           "\"ready\"} unless the adapter runs with DECISION_ADAPTER_API_KEY and the caller sends "
+                           "the key; then it adds what GET /status tells.",
+            "security": [],
+            "responses": {"200": _ok("Ready.", "PingReady"),
+                          "503": _ok("The model is still loading (no Retry-After here; SageMaker polls).",
+                                     "PingLoading"),
+                          "500": ref("InternalError")}}},
+        "/status": {"get": {
+            "operationId": "status", "tags": ["SageMaker"], "summary": "What runs here, and whether it is busy",
+            "description": "The model file, whether llama.cpp's extra buffer types are in use, the start-up "
+                           "decision, whether a request holds the model and how many wait. Needs the API key when "
+                           "the adapter runs with DECISION_ADAPTER_API_KEY (without one it is as open as "
+                           "/invocations). Not reachable through SageMaker's InvokeEndpoint.",
+            "responses": {"200": _ok("Ready.", "Status"), "401": ref("SageMakerUnauthorized"),
+                          "503": ref("NotReady"), "500": ref("InternalError")}}},
+        "/invocations": {"post": {
+            "operationId": "invoke", "tags": ["SageMaker"],
+            "summary": "Score a decision, a shared-state batch or a System One request, or generate a chat answer",
+            "description": "SageMaker's inference route. The body is validated before it waits for the model (one "
+                           "request at a time holds it). Content-Type must be application/json or another +json "
+                           "type; the body may be gzip-compressed (Content-Encoding: gzip; zstd where the runtime "
+                           "has it). A System One body is answered, and its errors reported, exactly as on POST "
+                           "/v1/systemone. Bodies in the published SemIf sample's format ({\"decision\": ...} or "
+                           "{\"decisions\": [...]}) get the sample's answers and errors.",
+            "requestBody": _body("InvocationRequest"),
+            "responses": {
+                "200": _ok("The answer, shaped after the request.", "InvocationResponse"),
+                "400": ref("InvocationBadRequest"),
+                "404": response("A System One request names a model this endpoint does not serve.",
+                                jev("not_found_error")),
+                "422": response(
+                    "The body is well typed but cannot be served: a required field is missing, a field is unknown, "
+                    "a value is out of range, blank or repeated (invalid_value), or the prompt does not fit the "
+                    "context (prompt_too_long). A System One request gets Jev's list of problems instead, and its "
+                    "JSON and type errors come back as 422 too.",
+                    any_of(project("invalid_value", "prompt_too_long"), _ref("JevValidationErrorBody"))),
+                **_common("SageMaker")}}},
+        "/v1/systemone": {"post": {
+            "operationId": "systemone", "tags": ["Jev"],
+            "summary": "Answer typed questions about one state (Jev System One)",
+            "description": "Jev's System One API on the same model: every question is scored from the logits of "
+                           "one forward pass, nothing is generated. Content-Type must be JSON or absent. Every error "
+                           "uses Jev's shapes; malformed JSON and wrong types are 422 here, not 400.",
+            "requestBody": _body("SystemOneRequest"),
+            "responses": {
+                "200": _ok("One answer per question.", "SystemOneResponse"),
+                "404": response("The request names a model this endpoint does not serve.", jev("not_found_error")),
+                "422": response("Every problem found in the body, each with its location: missing or mistyped "
+                                "fields, malformed JSON, too many options for this model, a prompt that does not "
+                                "fit the context.", _ref("JevValidationErrorBody")),
+                **_common("Jev")}}},
+        "/v1/decisions": {"post": {
+            "operationId": "decisions", "tags": ["OpenAI"],
+            "summary": "Answer predicate, choice and score questions about one input (OpenAI Decisions API)",
+            "description": "The OpenAI Decisions API on the same model and readout as System One: answers in "
+                           "question order, nothing generated. Errors use OpenAI's {\"error\": {message, type, "
+                           "param, code}}; anything wrong with the body (" + UNREADABLE.rstrip(".") + "; wrong "
+                           "types, unknown fields, values out of range, a prompt too long) is a 400 whose param "
+                           "names the field.",
+            "requestBody": _body("DecisionsRequest"),
+            "responses": {
+                "200": _ok("One answer per question, in question order.", "DecisionsResponse"),
+                "400": response("The body cannot be served; param names the field.", openai(
+                    "invalid_type", "invalid_value", "missing_required_parameter", "unknown_parameter",
+                    "context_length_exceeded", "bad_request", "prompt_too_long")),
+                "404": response("The request names a model this endpoint does not serve.",
+                                openai("model_not_found")),
+                **_common("Decisions")}}},
+        "/v1/models": {"get": {
+            "operationId": "models", "tags": ["Jev"], "summary": "List the served model and its alias",
+            "responses": {"200": _ok("The served model and the jev-latest alias.", "ModelList"),
+                          "401": ref("JevUnauthorized"), "500": ref("JevInternalError"), "503": ref("JevBusy")}}},
+        "/openapi.json": {"get": {
+            "operationId": "openapi", "tags": ["Meta"], "summary": "This description",
+            "description": "The OpenAPI description the adapter ships with, byte for byte. Never needs an API key.",
+            "security": [],
+            "responses": {"200": response("This document.", {"type": "object"}), "500": ref("InternalError")}}},
+    }
+
+
+def document() -> dict:
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Decision adapter", "version": "0.1.0",
+            "summary": "Decision scoring on llama.cpp for SageMaker endpoints, plus Jev's System One API and the "
+                       "OpenAI Decisions API.",
+            "description": (
+                "The HTTP interface of the decision adapter (container/decision_adapter), the entrypoint of the "
+                "workshop's child image of the AWS llama.cpp DLC. Generated from the adapter's models by "
+                f"`python -m {_package}.openapi`.\n\n"
+                "A decision declares its options; the answer is one probability per option id, read from the "
+                "model's logits at the answer slots, never parsed from generated text. The same model also answers "
+                "OpenAI-style chat requests, Jev's System One questions and OpenAI Decisions questions.\n\n"
+                "Errors are JSON. The project's routes and bodies use {\"error\": {\"code\", \"message\", "
+                "\"field\"}}: wrong JSON types are 400, well-typed but unusable values (unknown fields included) "
+                "422. Jev's routes (/v1/systemone, /v1/models) and System One bodies on /invocations use Jev's "
+                "{\"detail\": ...} shapes, /v1/decisions OpenAI's {\"error\": {\"message\", \"type\", \"param\", "
+                "\"code\"}}. Paths not described here answer 404, and described paths with another method 405 "
+                "(components.responses NotFound and MethodNotAllowed). Every response that means \"come back "
+                "later\" (503) carries Retry-After, except /ping's.\n\n"
+                "With DECISION_ADAPTER_API_KEY set, every route except GET /ping and GET /openapi.json needs "
+                "Authorization: Bearer <key>; without it the header is ignored. GET /ping says only whether the "
+                "adapter is ready, except to a caller holding the key; GET /status gives the details (the model, "
+                "whether it is busy) and needs the key like every other route."),
+            "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"}},
+        "tags": [{"name": "SageMaker", "description": "The SageMaker hosting contract: /ping and /invocations."},
+                 {"name": "Jev", "description": "Jev's System One API on the same model."},
+                 {"name": "OpenAI", "description": "The OpenAI Decisions API on the same model."},
+                 {"name": "Meta", "description": "About the interface itself."}],
+        "security": [{}, {"apiKey": []}],
+        "paths": paths(),
+        "components": {
+            "securitySchemes": {"apiKey": {
+                "type": "http", "scheme": "bearer",
+                "description": "Needed only when the adapter runs with DECISION_ADAPTER_API_KEY set; then a missing "
+                               "or wrong key gets 401 with WWW-Authenticate: Bearer."}},
+            "schemas": schemas(),
+            "responses": responses()},
+    }
+
+
+def render() -> bytes:
+    return (json.dumps(document(), indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m {_package}.openapi", description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only compare the file with a fresh generation")
+    args = parser.parse_args(argv)
+    fresh = render()
+    if args.check:
+        if FILE.read_bytes() != fresh:
+            print(f"{FILE.name} is stale; run python -m {_package}.openapi", file=sys.stderr)
+            return 1
+        return 0
+    FILE.write_bytes(fresh)
+    print(f"wrote {FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
