@@ -8,9 +8,9 @@ from email.utils import formatdate
 import pytest
 
 from workshop_lib.client import (BadRequest, Decision, EndpointBusy, EndpointClient, EndpointError,
-                                 EndpointNotFound, EndpointServerError, UnprocessableRequest, decision,
-                                 error_class, error_from_response, option_list, parse_error_body,
-                                 parse_retry_after, question)
+                                 EndpointNotFound, EndpointServerError, UnprocessableRequest, decision, option_list,
+                                 question)
+from workshop_lib.endpoint_errors import error_class, error_from_response, parse_error_body, parse_retry_after
 
 
 def test_decision_helper_builds_the_readme_schema():
