@@ -3,7 +3,7 @@
 Nothing here lists resources and deletes what matches a pattern: a participant's account may hold
 endpoints that are not the workshop's, some of them with the same names (a reader of the published
 sample keeps its own). ``delete_endpoint_resources`` deletes the endpoint, endpoint config and model
-it is told to (by default all three named like the endpoint, as ``endpoints.deploy`` creates them),
+it is told to (by default all three named like the endpoint, as ``hosting.deploy`` creates them),
 each only if it carries the workshop's tag (``names.WORKSHOP_TAGS``): one without it is kept and the
 result says why. What was already gone is reported instead of failing, so it can be run twice. Given
 the EventBridge Scheduler client, it also removes the endpoint's deadline (``spend_guard``).

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import contextlib
 
-from . import aws, builds, endpoints, permissions, rehearsal
+from . import aws, builds, permissions, rehearsal
+from .hosting import SageMakerHosting
 from .errors import StepNotRun
 
 CALL_LOG = "aws-calls.jsonl"  # in the local rehearsal's folder, across the notebooks' kernels
@@ -47,8 +48,8 @@ class AwsMode:
     def build_runner(self, clients: Clients) -> builds.CodeBuildRunner:
         return builds.CodeBuildRunner()
 
-    def hosting(self, clients: Clients) -> endpoints.SageMakerHosting:
-        return endpoints.SageMakerHosting()
+    def hosting(self, clients: Clients) -> SageMakerHosting:
+        return SageMakerHosting()
 
     def acting_as(self, principal: str | None):
         return contextlib.nullcontext()

@@ -7,7 +7,7 @@ given; the two things moto cannot do are parameters of those flows, and local mo
   but runs nothing, so once a build has ended this does what its buildspec would have done: the
   embedded model packaged and uploaded to emulated S3, or a stand-in image manifest pushed to
   emulated ECR (and its digest exported, as the image build does).
-* ``LocalHosting`` (for ``endpoints.SageMakerHosting``): the endpoint's requests go to the emulator
+* ``LocalHosting`` (for ``hosting.SageMakerHosting``): the endpoint's requests go to the emulator
   (instance types it does not know mapped to ones it does, after botocore validated the real ones),
   then a real process serves what the emulator recorded for it: llama-server behind nginx for the
   DLC's image, started by the DLC entrypoint's rules (``dlc_server``), a decision adapter otherwise.
@@ -23,7 +23,7 @@ import contextlib
 import hashlib
 import json
 
-from . import aws, builds, dlc_server, endpoints, images, rehearsal
+from . import aws, builds, dlc_server, endpoints, hosting, images, rehearsal
 from .models import EMBEDDED_MODEL, ModelSpec, embedded_gguf_path
 
 # The emulator's instance-type list predates these families; it receives the nearest type it knows.
@@ -150,7 +150,7 @@ class EmulatedCodeBuild(builds.CodeBuildRunner):
                 "pushed to emulated ECR stands in for the image.")
 
 
-class LocalHosting(endpoints.SageMakerHosting):
+class LocalHosting(hosting.SageMakerHosting):
     """Endpoints created in the emulator and served by a local process each: the DLC's by llama-server
     behind nginx (the decision adapter where either is missing), the decision image's by the adapter."""
 
@@ -214,7 +214,7 @@ class LocalHosting(endpoints.SageMakerHosting):
         server = [self._servers[name]] if name in self._servers else []
         return self._urls.get(name), [*self._notes.get(name, []), *self._limits.get(name, []), *server]
 
-    def offload_lines(self, logs_client, name: str) -> tuple[list[endpoints.OffloadLine], str]:
+    def offload_lines(self, logs_client, name: str) -> tuple[list[hosting.OffloadLine], str]:
         log = self.local.endpoint_log(name)
-        found = (endpoints.parse_offload(line, log.name) for line in log.read_text(errors="replace").splitlines())
+        found = (hosting.parse_offload(line, log.name) for line in log.read_text(errors="replace").splitlines())
         return [line for line in found if line], f"the local adapter's log {log} (no GPU here: 0 layers offloaded)"

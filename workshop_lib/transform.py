@@ -3,7 +3,7 @@
 Builders first: the CreateTransformJob request (checked by botocore, ``aws.validate``),
 the input file (one decision request per line), where the output lands, and the
 output joined back to the decisions by id. Then the senders: start the job, wait
-for it. The job runs the decision image's SageMaker model (``endpoints.create_model``).
+for it. The job runs the decision image's SageMaker model (``hosting.create_model``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Iterable, Mapping
 
 from . import aws, names
 from .config import check_resource_name
-from .endpoints import (DECISION_CPU_INSTANCE, EndpointSpecError, _check_choice, _enum, _in_range, _send, check_tags,
-                        workshop_tags)
+from .endpoints import DECISION_CPU_INSTANCE, EndpointSpecError, _in_range, check_tags, workshop_tags
+from .hosting import _send
+from .instance_types import _check_choice, _enum
 
 from .errors import WorkshopError
 

@@ -7,7 +7,7 @@ it succeeded. The mode comes from the config (``WorkshopConfig.mode``):
 
 * ``aws``: boto3 clients for the configured region; real CodeBuild, ECR and SageMaker.
 * ``local``: the same flows against the local AWS emulator (``rehearsal``). What the emulator
-  cannot do is a parameter of the flows (``builds.CodeBuildRunner``, ``endpoints.SageMakerHosting``)
+  cannot do is a parameter of the flows (``builds.CodeBuildRunner``, ``hosting.SageMakerHosting``)
   and local mode passes ``stand_ins``: a build's effect done on this machine (the embedded model
   packaged, a stand-in image pushed), each endpoint served by a real adapter process. Every other
   request reaches the emulator, and each result says in one sentence what was not exercised.

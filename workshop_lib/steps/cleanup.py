@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .. import builds, cleanup, endpoints, permissions
+from .. import builds, cleanup, hosting, permissions
 from .context import CALL_LOG, StepError, Text, Workshop, cleanup_step
 
 
@@ -59,7 +59,7 @@ def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = T
         if config.mode == "local":
             lines.append(f"local endpoint process: {'stopped' if workshop.rehearsal.stop_endpoint(name) else 'not running'}")
     for name in names:
-        group = endpoints.log_group(name)
+        group = hosting.log_group(name)
         lines.append(f"log group {group}: "
                      f"{_gone(c.logs.delete_log_group, 'ResourceNotFoundException', logGroupName=group)}")
     if failed:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .. import endpoints, images
+from .. import endpoints, hosting, images
 from ..deploy_spec import DeploySpec, plan_for
 from .context import StepError, Text, Workshop, _Shown, _on_path, _short
 from .decision_image import decision_image, resolve_dlc
@@ -69,7 +69,7 @@ def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, w
     c = workshop.clients
     hours = workshop.config.ttl_hours  # a bad endpoint_ttl_hours is refused here, before anything is created
     deadline: list[str] = []
-    described = endpoints.deploy(c.sm, plan, wait=wait, logs_client=c.logs, s3_client=c.s3, progress=progress,
+    described = hosting.deploy(c.sm, plan, wait=wait, logs_client=c.logs, s3_client=c.s3, progress=progress,
                                  hosting=c.hosting,
                                  after_create=lambda name: deadline.append(_guard(workshop, name, hours)))
     url, notes = c.hosting.served(plan.name)
@@ -332,7 +332,7 @@ def deploy_decision_gpu(workshop: Workshop, image_uri: str | None = None, *, poo
 class Placement(_Shown):
     name: str
     placed: dict[str, int]
-    offload: endpoints.OffloadLine | None
+    offload: hosting.OffloadLine | None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -354,6 +354,6 @@ def placement(workshop: Workshop, name: str | None = None) -> Placement | Text:
     if config.mode == "aws" and name == config.gpu_endpoint_name and config.deploy_path != "decision-gpu":
         return Text(f"skipped: no GPU endpoint on the {config.deploy_path!r} path (notebook 00)")
     c = workshop.clients
-    placed = endpoints.placed_instance_types(c.sm.describe_endpoint(EndpointName=name))
+    placed = hosting.placed_instance_types(c.sm.describe_endpoint(EndpointName=name))
     lines, where = c.hosting.offload_lines(c.logs, name)
     return Placement(name, placed, lines[-1] if lines else None, [f"  offload read from {where}"])

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from workshop_lib import aws, endpoints, regions
+from workshop_lib import aws, endpoints, hosting, regions
 from workshop_lib.config import InvalidResourceName, InvalidRoleArn
 from workshop_lib.endpoints import (
     ConflictingModelSource,
@@ -391,5 +391,5 @@ def test_placed_instance_types_reads_the_pool_summary():
         "VariantName": "AllTraffic",
         "InstancePools": [{"InstanceType": "ml.g6e.xlarge", "CurrentInstanceCount": 0},
                           {"InstanceType": "ml.g6.2xlarge", "CurrentInstanceCount": 1}]}]}
-    assert endpoints.placed_instance_types(described) == {"ml.g6.2xlarge": 1}
-    assert endpoints.placed_instance_types({"ProductionVariants": [{"VariantName": "AllTraffic"}]}) == {}
+    assert hosting.placed_instance_types(described) == {"ml.g6.2xlarge": 1}
+    assert hosting.placed_instance_types({"ProductionVariants": [{"VariantName": "AllTraffic"}]}) == {}

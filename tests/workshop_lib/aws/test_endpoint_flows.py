@@ -6,18 +6,11 @@ import time
 
 import pytest
 
-from workshop_lib import endpoints, scaling
+from workshop_lib import endpoints, hosting, scaling
 from workshop_lib.config import BucketRegionMismatch
-from workshop_lib.endpoints import (
-    AlreadyExists,
-    EndpointFailed,
-    EndpointWaitTimeout,
-    QuotaExceeded,
-    decision_gpu_plan,
-    deploy,
-    standard_plan,
-    wait_in_service,
-)
+from workshop_lib.endpoints import decision_gpu_plan, standard_plan
+from workshop_lib.hosting import (AlreadyExists, EndpointFailed, EndpointWaitTimeout, QuotaExceeded, deploy,
+                                  wait_in_service)
 from workshop_lib.images import ImageRegionMismatch, MutableImageReference
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, REGION, ROLE
@@ -85,7 +78,7 @@ def test_senders_refuse_a_mutable_image_even_in_a_hand_made_request(clients):
     request = {**plan.model, "PrimaryContainer": {**plan.model["PrimaryContainer"],
                                                   "Image": DLC_PINNED.split("@")[0] + ":server-sagemaker-cpu-v1"}}
     with pytest.raises(MutableImageReference):
-        endpoints.create_model(clients.sm, request)
+        hosting.create_model(clients.sm, request)
     tampered = endpoints.DeployPlan(model=request, endpoint_config=plan.endpoint_config, endpoint=plan.endpoint)
     with pytest.raises(MutableImageReference):
         deploy(clients.sm, tampered, progress=False)
@@ -97,13 +90,13 @@ def test_moto_cannot_take_instance_pools(clients):
     from botocore.exceptions import ClientError
 
     plan = decision_gpu_plan("gpu", image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
-    endpoints.create_model(clients.sm, plan.model)
-    with pytest.raises((ClientError, endpoints.DeployError)):
-        endpoints.create_endpoint_config(clients.sm, plan.endpoint_config)
+    hosting.create_model(clients.sm, plan.model)
+    with pytest.raises((ClientError, hosting.DeployError)):
+        hosting.create_endpoint_config(clients.sm, plan.endpoint_config)
 
 
 def _put_logs(logs, endpoint, messages):
-    group = endpoints.log_group(endpoint)
+    group = hosting.log_group(endpoint)
     logs.create_log_group(logGroupName=group)
     logs.create_log_stream(logGroupName=group, logStreamName="AllTraffic/i-0abc")
     now = int(time.time() * 1000)
@@ -118,15 +111,15 @@ def test_offload_lines_from_moto_logs(clients):
         "load_tensors: offloaded 35/35 layers to GPU",
         "main: server is listening on http://127.0.0.1:8081",
     ])
-    found = endpoints.offload_log_lines(clients.logs, "gpu")
+    found = hosting.offload_log_lines(clients.logs, "gpu")
     assert [(f.offloaded, f.total) for f in found] == [(35, 35)]
     assert found[0].log_stream == "AllTraffic/i-0abc"
-    assert endpoints.offload_log_lines(clients.logs, "no-such-endpoint") == []
+    assert hosting.offload_log_lines(clients.logs, "no-such-endpoint") == []
 
 
 def test_endpoint_log_lines_are_the_first_lines(clients):
     _put_logs(clients.logs, "e", [f"line {i}" for i in range(30)])
-    assert endpoints.endpoint_log_lines(clients.logs, "e", limit=3) == ["line 0", "line 1", "line 2"]
+    assert hosting.endpoint_log_lines(clients.logs, "e", limit=3) == ["line 0", "line 1", "line 2"]
 
 
 def test_autoscaling_against_moto(clients):
@@ -171,7 +164,7 @@ def test_deploy_gpu_instance_pools_stubber(stub_sm):
 
     described = deploy(sm, plan, progress=False, poll_s=0)
     assert described["EndpointStatus"] == "InService"
-    assert endpoints.placed_instance_types(described) == {"ml.g6.2xlarge": 1}
+    assert hosting.placed_instance_types(described) == {"ml.g6.2xlarge": 1}
     sent = plan.endpoint_config["ProductionVariants"][0]
     assert sent["VariantInstanceProvisionTimeoutInSeconds"] == 1800
     assert [p["InstanceType"] for p in sent["InstancePools"]] == list(endpoints.DEFAULT_GPU_POOLS)
@@ -284,10 +277,10 @@ def test_the_isolated_models_are_accepted_by_the_emulator(clients):
 def test_local_hosting_sends_the_models_as_built(tmp_path):
     from workshop_lib import rehearsal, stand_ins
 
-    hosting = stand_ins.LocalHosting(None, None, rehearsal.Rehearsal(tmp_path))
+    local = stand_ins.LocalHosting(None, None, rehearsal.Rehearsal(tmp_path))
     for plan in (moto_plan(), decision_gpu_plan("isolated-gpu", image_uri=DECISION_PINNED, role_arn=ROLE,
                                                 model_data_url=MODEL_DATA)):
-        sent = hosting.adapt(plan)
+        sent = local.adapt(plan)
         assert sent.model == plan.model and sent.model["EnableNetworkIsolation"] is True
 
 

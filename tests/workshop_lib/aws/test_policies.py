@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from workshop_lib import builds, endpoints, iam, images, policies, transform
+from workshop_lib import builds, endpoints, hosting, iam, images, policies, transform
 from workshop_lib.config import WorkshopConfig, repo_root
 from workshop_lib.models import PINNED_MODEL
 from workshop_lib.iam import allows, evaluate
@@ -149,7 +149,7 @@ def sagemaker_calls(config: WorkshopConfig = CONFIG, *, batch_transform: bool = 
         image = images.parse_image_uri(container["Image"])
         for action in policies.ECR_PULL:
             calls.append((action, ecr_repository_arn(region, image.account, image.repository), {}))
-        group = endpoints.log_group(plan.name)
+        group = hosting.log_group(plan.name)
         stream = f"{endpoints.VARIANT_NAME}/i-0123456789abcdef0"
         calls += [("logs:CreateLogGroup", log_group_arn(region, ACCOUNT, group), {}),
                   ("logs:CreateLogStream", log_group_arn(region, ACCOUNT, group), {}),
@@ -290,7 +290,7 @@ _SCOPED_ARN = re.compile(
 def test_every_other_resource_names_a_workshop_resource(name, document):
     dlc_account = images.dlc_account(REGION)
     groups = {f"/aws/codebuild/{p}" for p in (builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT)}
-    groups |= {endpoints.log_group(n) for n in (CONFIG.standard_endpoint_name, CONFIG.cpu_endpoint_name,
+    groups |= {hosting.log_group(n) for n in (CONFIG.standard_endpoint_name, CONFIG.cpu_endpoint_name,
                                                 CONFIG.gpu_endpoint_name)}
     groups.add("/aws/sagemaker/TransformJobs")
     for statement, _, resources in _statements(document):

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from workshop_lib import aws, endpoints, scaling, transform
+from workshop_lib import aws, endpoints, hosting, scaling, transform
 from workshop_lib.endpoints import EndpointSpecError, OutOfRange
 from workshop_lib.scaling import scalable_target_request, scaling_policy_request
 from workshop_lib.transform import (
@@ -107,7 +107,7 @@ def test_transform_job_starts_against_moto(clients):
 
     plan = endpoints.decision_cpu_plan("semif-decision-workflows", image_uri=DLC_PINNED, role_arn=ROLE,
                                        model_data_url=MODEL_DATA)
-    endpoints.create_model(clients.sm, plan.model)
+    hosting.create_model(clients.sm, plan.model)
     request = transform_job_request("decisions-1", model_name="semif-decision-workflows",
                                     input_s3_uri="s3://bkt/in/", output_s3_uri="s3://bkt/out/")
     arn = transform.start_transform_job(clients.sm, request)
