@@ -237,7 +237,7 @@ def paths() -> dict:
                 "200": _ok("One answer per question, in question order.", "DecisionsResponse"),
                 "400": response("The body cannot be served; param names the field.", openai(
                     "invalid_type", "invalid_value", "missing_required_parameter", "unknown_parameter",
-                    "context_length_exceeded", "bad_request", "prompt_too_long")),
+                    "unsupported_content", "context_length_exceeded", "bad_request")),
                 "404": response("The request names a model this endpoint does not serve.",
                                 openai("model_not_found")),
                 **_common("Decisions")}}},

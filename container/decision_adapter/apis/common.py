@@ -13,7 +13,7 @@ import logging
 import math
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, ValidationError
 from pydantic_core import PydanticCustomError
 
 from werkzeug.exceptions import HTTPException
@@ -26,7 +26,7 @@ MAX_ID_CHARS = 256
 
 # Tags of the callable discriminators (a bare-string option or an object): they show in pydantic's
 # error locations and are dropped from field paths. No field of any request is spelt like them.
-TAG_STRING, TAG_OBJECT = "<string>", "<object>"
+TAG_STRING, TAG_OBJECT, TAG_LIST = "<string>", "<object>", "<list>"
 
 
 class Strict(BaseModel):
@@ -73,10 +73,18 @@ NonBlank = Annotated[str, AfterValidator(_non_blank)]
 Id = Annotated[str, AfterValidator(_short_id)]
 
 
+def string_or_list(what: str):
+    """A discriminator for ``str | list[...]`` fields: errors come from the branch the JSON type picks."""
+    def kind(value):
+        return TAG_STRING if isinstance(value, str) else TAG_LIST if isinstance(value, list) else None
+
+    return Discriminator(kind, custom_error_type="invalid_type", custom_error_message=f"must be {what}")
+
+
 def field_path(loc) -> str:
     path = ""
     for part in loc:
-        if part in (TAG_STRING, TAG_OBJECT):
+        if part in (TAG_STRING, TAG_OBJECT, TAG_LIST):
             continue
         if isinstance(part, int):
             path += f"[{part}]"

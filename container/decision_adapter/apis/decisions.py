@@ -31,11 +31,12 @@ from __future__ import annotations
 from typing import Annotated, Literal, Union
 
 from flask import Blueprint, current_app
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError
 
 from ..errors import AdapterError, InvalidType, InvalidValue, PromptTooLong
 from ..prompt import TemplateError, compose_user_message, render_json
-from .common import Answer, NonBlank, Strict, adapter_error, as_adapter_error, error_headers, json_response
+from .common import TAG_LIST, TAG_STRING, Answer, NonBlank, Strict, adapter_error, as_adapter_error, error_headers, \
+    json_response, string_or_list
 from .systemone import (JEV_SYSTEM_PROMPT, MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS,
                         MIN_SCORE_LEVELS, ModelNotFound, accepted_model_names, choice_confidence, score_confidence,
                         served_model_name)
@@ -51,11 +52,15 @@ class TextPart(Strict):
 
 class UserMessage(Strict):
     role: Literal["user"]
-    content: Union[NonBlank, Annotated[list[TextPart], Field(min_length=1)]]
+    content: Annotated[Union[Annotated[NonBlank, Tag(TAG_STRING)],
+                             Annotated[list[TextPart], Field(min_length=1), Tag(TAG_LIST)]],
+                       string_or_list("a string or a list of input_text parts")]
     type: Literal["message"] | None = None
 
 
-Input = Union[NonBlank, Annotated[list[UserMessage], Field(min_length=1)]]
+Input = Annotated[Union[Annotated[NonBlank, Tag(TAG_STRING)],
+                        Annotated[list[UserMessage], Field(min_length=1), Tag(TAG_LIST)]],
+                  string_or_list("a string or a list of user messages")]
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)] | None
 
 
@@ -143,9 +148,16 @@ def _tag(field, error):
     return InvalidValue(f"{field}.type must be predicate, choice or score, got {render_json(kind)}", f"{field}.type")
 
 
-_ALTERNATIVES = {"input": "a string or a list of user messages", "value": "a string or a boolean",
-                 "content": "a string or a list of input_text parts"}
-WORDING = {"missing": _missing, "extra_forbidden": _extra, "union_tag_invalid": _tag, "union_tag_not_found": _tag}
+def _literal(field, error):
+    if error.get("input") == "input_image":
+        return InvalidValue(f"{field}: images are not supported; this endpoint serves a text model (send "
+                            "input_text parts)", field, code="unsupported_content")
+    return None
+
+
+_ALTERNATIVES = {"value": "a string or a boolean"}
+WORDING = {"missing": _missing, "extra_forbidden": _extra, "union_tag_invalid": _tag, "union_tag_not_found": _tag,
+           "literal_error": _literal}
 
 
 def parse_decisions(body) -> DecisionsRequest:
