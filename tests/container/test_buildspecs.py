@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from workshop_lib import builds
+from workshop_lib import build_requests, builds
 from workshop_lib.images import DLC_PINS
 from workshop_lib.models import PINNED_MODEL
 
@@ -66,7 +66,7 @@ def test_model_package_defaults_are_the_pinned_model():
 
 
 def test_buildspec_paths_and_scripts_exist():
-    for relative in (builds.MODEL_PACKAGE_BUILDSPEC, builds.IMAGE_BUILD_BUILDSPEC, *builds.REQUIRED_SOURCE_FILES):
+    for relative in (builds.MODEL_PACKAGE_BUILDSPEC, builds.IMAGE_BUILD_BUILDSPEC, *build_requests.REQUIRED_SOURCE_FILES):
         assert (REPO_ROOT / relative).is_file(), relative
     commands = " ".join(phase_commands(load_buildspec(MODEL_PACKAGE), "build"))
     assert "bash buildspec/scripts/package_model.sh" in commands

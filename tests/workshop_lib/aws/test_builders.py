@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from workshop_lib import aws, builds
+from workshop_lib import aws, build_requests, builds
 from workshop_lib.images import DLC_PINS, MutableImageReference
 from workshop_lib.models import EMBEDDED_MODEL, PINNED_MODEL, ModelFile, ModelSpec, TokenizerSource
 
@@ -199,26 +199,26 @@ def zip_names(data: bytes) -> list[str]:
 
 
 def test_source_zip_holds_what_the_buildspecs_need():
-    names = zip_names(builds.source_zip(REPO_ROOT))
-    assert set(builds.REQUIRED_SOURCE_FILES) <= set(names)
+    names = zip_names(build_requests.source_zip(REPO_ROOT))
+    assert set(build_requests.REQUIRED_SOURCE_FILES) <= set(names)
     assert "container/.dockerignore" in names
     assert all(n.startswith(("buildspec/", "container/")) for n in names)
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or ".egg-info" in n]
 
 
 def test_source_zip_is_reproducible_and_content_addressed(tmp_path):
-    first, second = builds.source_zip(REPO_ROOT), builds.source_zip(REPO_ROOT)
+    first, second = build_requests.source_zip(REPO_ROOT), build_requests.source_zip(REPO_ROOT)
     assert first == second
-    assert builds.source_key(first) == builds.source_key(second)
-    assert builds.source_key(first, "work/src/").startswith("work/src/source-")
+    assert build_requests.source_key(first) == build_requests.source_key(second)
+    assert build_requests.source_key(first, "work/src/").startswith("work/src/source-")
 
 
 def test_source_zip_keeps_the_script_executable_bit():
-    with zipfile.ZipFile(io.BytesIO(builds.source_zip(REPO_ROOT))) as archive:
+    with zipfile.ZipFile(io.BytesIO(build_requests.source_zip(REPO_ROOT))) as archive:
         assert archive.getinfo("buildspec/scripts/package_model.sh").external_attr >> 16 == 0o755
         assert archive.getinfo("container/Dockerfile").external_attr >> 16 == 0o644
 
 
 def test_source_zip_outside_a_checkout(tmp_path):
     with pytest.raises(builds.SourceMissing, match="pip install -e"):
-        builds.source_zip(tmp_path)
+        build_requests.source_zip(tmp_path)
