@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import tomllib
 import urllib.request
 from importlib.metadata import PackageNotFoundError, requires, version
 from pathlib import Path
@@ -25,12 +26,18 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "container" / "requirements.lock"
+PYPROJECT = ROOT / "container" / "pyproject.toml"
 BUILT_IN_IMAGE = {"llama-cpp-python", "decision-adapter"}  # built or copied by the Dockerfile
 # The DLC: Amazon Linux 2023 (glibc 2.34), Python 3.12, x86-64 (REFERENCE.md §1).
 DLC_MARKERS = {**default_environment(), "python_version": "3.12", "python_full_version": "3.12.0",
                "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
                "implementation_name": "cpython", "platform_python_implementation": "CPython"}
 _WHEEL_TAGS = re.compile(r"-(py3|cp312)-(none|abi3|cp312)-(any|manylinux[\w.]*x86_64)\.whl$")
+
+
+def adapter_requirements() -> list[str]:
+    """The adapter's requirements as container/pyproject.toml declares them (not as an older install recorded)."""
+    return tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
 
 
 def closure(root: str = "decision-adapter") -> dict[str, str]:
@@ -45,7 +52,8 @@ def closure(root: str = "decision-adapter") -> dict[str, str]:
             found[name] = version(name)
         except PackageNotFoundError:
             raise SystemExit(f"{name} is not installed here; run `make test` first so the lock matches what it ran")
-        for line in requires(name) or []:
+        declared = adapter_requirements() if name == canonicalize_name(root) else requires(name)
+        for line in declared or []:
             requirement = Requirement(line)
             if requirement.marker is None or requirement.marker.evaluate({**DLC_MARKERS, "extra": ""}):
                 todo.append(requirement.name)
