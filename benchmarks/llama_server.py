@@ -12,10 +12,16 @@ alternating between the servers task by task:
    (``DECISION_ADAPTER_CROSS_REQUEST_REUSE=on``, ``DECISION_ADAPTER_STATE_CACHE_MIB``; it saw them in
    pass 1) and to llama-server (warm: its prompt cache, ``--cache-ram``, holds them);
 3. shared state: k = 2, 4, 8 questions on one ~400-token state, one adapter request against k separate
-   requests to llama-server (whose prompt cache reuses the state between them);
+   requests to llama-server (whose prompt cache reuses the state between them), the same state to each
+   (new to every server);
 4. where the adapter's time goes on new prompts: the HTTP stack (client, nginx, gunicorn, response JSON),
    request handling (JSON parsing, validation, rendering, readout), tokenizing in Python, evaluation; and
    from an in-process engine, the readout alone and the llama_decode calls per decision.
+
+Like for like, both sides run llama.cpp's attention without flash attention (the adapter's default,
+``--flash-attn off`` for llama-server). New prompts and shared states are also sent to the pair as each is
+deployed with flash attention: llama-server's default (auto, which enables it on these CPUs) and the
+adapter with ``SM_LLAMA_CPP_FLASH_ATTN=auto``.
 
 Prints the figures and writes benchmarks/results/llama_server.json. Asserts nothing: the machine is
 shared, so speed is reported, not tested. Every server it starts is stopped before it returns.
@@ -113,20 +119,25 @@ def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
     adapter_env = {"SM_LLAMA_CPP_CTX_SIZE": str(CTX), "DECISION_ADAPTER_REQUEST_TIMEOUT": "600"}  # a loaded machine
     cache_env = {**adapter_env, "DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on",
                  "DECISION_ADAPTER_STATE_CACHE_MIB": str(CACHE_MIB)}
+    fa_env = {**adapter_env, "SM_LLAMA_CPP_FLASH_ATTN": "auto"}
     servers = [LlamaServerProcess(binary, embedded_gguf_path(), log_path=work / "llama-server.log",
-                                  threads=THREADS, context=CTX),
+                                  threads=THREADS, context=CTX, extra_args=("--flash-attn", "off")),
                AdapterProcess(model_dir, log_path=work / "adapter.log", threads=THREADS, env=adapter_env),
-               AdapterProcess(model_dir, log_path=work / "adapter-cache.log", threads=THREADS, env=cache_env)]
+               AdapterProcess(model_dir, log_path=work / "adapter-cache.log", threads=THREADS, env=cache_env),
+               LlamaServerProcess(binary, embedded_gguf_path(), log_path=work / "llama-server-default.log",
+                                  threads=THREADS, context=CTX),
+               AdapterProcess(model_dir, log_path=work / "adapter-fa.log", threads=THREADS, env=fa_env)]
     try:
         for server in servers:
             server.start(timeout_s=180)
-        llama, plain, cached = servers
+        llama, plain, cached, llama_default, plain_fa = servers
         chat_url, plain_url, cached_url = (llama.url + "/v1/chat/completions", plain.url + "/invocations",
                                            cached.url + "/invocations")
+        default_url, fa_url = llama_default.url + "/v1/chat/completions", plain_fa.url + "/invocations"
         with urllib.request.urlopen(llama.url + "/props", timeout=10) as response:
             props = json.loads(response.read())
 
-        new = {"adapter": [], "adapter_cache": [], "llama": []}
+        new = {"adapter": [], "adapter_cache": [], "llama": [], "adapter_flash_attn": [], "llama_default": []}
         parts = {"client_minus_server": [], "handling": [], "tokenize": [], "evaluate": [], "llama_prompt_ms": [],
                  "llama_client_minus_prompt": [], "adapter_tokens": [], "llama_prompt_n": []}
         valid = agree = 0
@@ -145,6 +156,8 @@ def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
             parts["llama_prompt_ms"].append(answer["timings"]["prompt_ms"])
             parts["llama_client_minus_prompt"].append(ms - answer["timings"]["prompt_ms"])
             parts["llama_prompt_n"].append(answer["timings"]["prompt_n"])
+            new["adapter_flash_attn"].append(timed_post(fa_url, body)[0])
+            new["llama_default"].append(timed_post(default_url, letter)[0])
             read = read_letters(first_token_logprobs(answer), len(body["options"]))
             if read["probabilities"] is not None:
                 valid += 1
@@ -158,21 +171,26 @@ def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
             warm["llama"].append(timed_post(chat_url, letter)[0])
             warm["adapter"].append(timed_post(plain_url, body)[0])
 
+        def k_requests(url, state, k) -> float:
+            start = time.perf_counter()
+            for _, text, opts in QUESTIONS[:k]:
+                timed_post(url, letter_body(state, text, opts))
+            return (time.perf_counter() - start) * 1000.0
+
         shared_rows = []
         for k in (2, 4, 8):
-            one_request, separate = [], []
+            one, separate, one_fa, separate_default = [], [], [], []
             for rep in range(3):
-                state = ticket(700 + 10 * k + rep)
+                state = ticket(700 + 10 * k + rep)  # the same state to every server, new to each
                 body = {"id": f"k{k}-{rep}", "state": state,
                         "questions": [{"id": q, "question": text, "options": opts} for q, text, opts in QUESTIONS[:k]]}
-                one_request.append(timed_post(plain_url, body)[0])
-                state = ticket(800 + 10 * k + rep)  # new to llama-server too
-                start = time.perf_counter()
-                for _, text, opts in QUESTIONS[:k]:
-                    timed_post(chat_url, letter_body(state, text, opts))
-                separate.append((time.perf_counter() - start) * 1000.0)
-            shared_rows.append({"k": k, "adapter_one_request_ms": p50(one_request),
-                                "llama_k_requests_ms": p50(separate)})
+                one.append(timed_post(plain_url, body)[0])
+                separate.append(k_requests(chat_url, state, k))
+                one_fa.append(timed_post(fa_url, body)[0])
+                separate_default.append(k_requests(default_url, state, k))
+            shared_rows.append({"k": k, "adapter_one_request_ms": p50(one), "llama_k_requests_ms": p50(separate),
+                                "adapter_flash_attn_one_request_ms": p50(one_fa),
+                                "llama_default_k_requests_ms": p50(separate_default)})
     finally:
         for server in servers:
             server.stop()
@@ -184,6 +202,8 @@ def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
                     "load_average_1min": [load_before, _load()]},
         "model": embedded_gguf_path().name, "tasks": len(tasks), "top_logprobs": TOP_LOGPROBS,
         "state_cache_mib": CACHE_MIB,
+        "flash_attention": {"like_for_like": "off on both sides (SM_LLAMA_CPP_FLASH_ATTN unset; --flash-attn off)",
+                            "as_deployed": "llama-server's default (auto) and SM_LLAMA_CPP_FLASH_ATTN=auto"},
         "new_prompts": {k: stats(v) for k, v in new.items()},
         "repeated": {k: stats(v) for k, v in warm.items()},
         "letters": {"valid": valid, "agree": agree},
@@ -241,6 +261,10 @@ def report(f: dict) -> str:
              f"  repeated states (cache on / warm cache)  {_ms(warm['adapter_cache']['p50']):>12}   "
              f"{_ms(warm['llama']['p50']):>12}   {_ratio(warm['adapter_cache']['p50'], warm['llama']['p50'])}",
              f"  repeated states, adapter cache off       {_ms(warm['adapter']['p50']):>12}",
+             f"  new prompts, flash attention auto        {_ms(new['adapter_flash_attn']['p50']):>12}   "
+             f"{_ms(new['llama_default']['p50']):>12}   "
+             f"{_ratio(new['adapter_flash_attn']['p50'], new['llama_default']['p50'])}",
+             "  (the rows above run without flash attention on both sides; the last, as each is deployed with it)",
              "",
              f"letter probabilities from llama-server (top {f['top_logprobs']}): all options present in "
              f"{f['letters']['valid']}/{f['tasks']} tasks; top option as the adapter's in "
@@ -249,7 +273,9 @@ def report(f: dict) -> str:
              "shared state (~400-token state): one adapter request vs k separate llama-server requests"]
     for row in f["shared_state"]:
         lines.append(f"  k={row['k']}: {_ms(row['adapter_one_request_ms']):>10} vs {_ms(row['llama_k_requests_ms']):>10}"
-                     f"  ({_ratio(row['adapter_one_request_ms'], row['llama_k_requests_ms'])})")
+                     f"  ({_ratio(row['adapter_one_request_ms'], row['llama_k_requests_ms'])}); with flash attention "
+                     f"{_ms(row['adapter_flash_attn_one_request_ms'])} vs {_ms(row['llama_default_k_requests_ms'])}  "
+                     f"({_ratio(row['adapter_flash_attn_one_request_ms'], row['llama_default_k_requests_ms'])})")
     local = f["in_process"]
     lines += ["",
               "where the time goes on new prompts (p50)",

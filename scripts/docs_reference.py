@@ -548,10 +548,18 @@ def render_bench_llama_server(results: Path = RESULTS) -> str:
          f"{repeated['adapter_cache']['p50'] / repeated['llama']['p50']:.2f}×"],
         ["repeated states, adapter without the cache", _ms(repeated["adapter"]["p50"]), "", ""],
     ]
+    if "adapter_flash_attn" in new:
+        rows.append(["new prompts, both with flash attention (auto)", _ms(new["adapter_flash_attn"]["p50"]),
+                     _ms(new["llama_default"]["p50"]),
+                     f"{new['adapter_flash_attn']['p50'] / new['llama_default']['p50']:.2f}×"])
     for shared in run["shared_state"]:
         rows.append([f"shared state, k = {shared['k']}: one request vs k requests",
                      _ms(shared["adapter_one_request_ms"]), _ms(shared["llama_k_requests_ms"]),
                      f"{shared['adapter_one_request_ms'] / shared['llama_k_requests_ms']:.2f}×"])
+        if "adapter_flash_attn_one_request_ms" in shared:
+            rows.append([f"shared state, k = {shared['k']}, both with flash attention (auto)",
+                         _ms(shared["adapter_flash_attn_one_request_ms"]), _ms(shared["llama_default_k_requests_ms"]),
+                         f"{shared['adapter_flash_attn_one_request_ms'] / shared['llama_default_k_requests_ms']:.2f}×"])
     facts = (f"{run['tasks']} tasks, model `{run['model']}`, {machine['threads']} threads, {machine['context']}-token "
              f"context on {machine['cores']} cores ({machine['cpu']}); the second adapter ran with "
              f"DECISION\\_ADAPTER\\_STATE\\_CACHE\\_MIB={run['state_cache_mib']}"
