@@ -16,7 +16,8 @@ import pytest
 
 import workshop_lib.cli
 from workshop_lib import endpoints
-from workshop_lib.cli import CONFIG_FLAGS, build_parser, main
+from workshop_lib.cli import build_parser, main
+from workshop_lib.cli_commands import CONFIG_FLAGS
 from workshop_lib.config import ENV_VARS, WorkshopConfig
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-workshop@sha256:" + "a" * 64

@@ -14,7 +14,7 @@ import pkgutil
 import pytest
 
 import workshop_lib
-from workshop_lib import cli
+from workshop_lib import cli, cli_commands
 from workshop_lib.errors import WorkshopError
 
 
@@ -66,5 +66,5 @@ def test_a_bad_request_file_is_one_line(tmp_path, content, needle):
     if content is not None:
         path.write_text(content)
     with pytest.raises(SystemExit) as done:
-        cli._request_file(str(path))
+        cli_commands._request_file(str(path))
     assert needle in str(done.value.code) and str(path) in str(done.value.code)

@@ -1,0 +1,366 @@
+"""What each ``python -m workshop_lib`` command does (``cli`` builds the parser and dispatches here).
+
+Each command builds one ``steps.Workshop`` from the saved config with the flags given on top
+(``workshop_for``), calls the step the notebooks call and prints its result (``_show``). A flag left
+out is None, so the saved config's value or the step's default applies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+
+
+from .errors import WorkshopError
+
+
+EXAMPLE_BUCKET = "amzn-s3-demo-semif-artifacts"
+
+# flag (its argparse dest) -> the WorkshopConfig field it overrides for the command's run
+CONFIG_FLAGS = {
+    "mode": "mode",
+    "region": "region",
+    "bucket": "bucket",
+    "prefix": "prefix",
+    "role_arn": "sagemaker_role_arn",
+    "codebuild_role_arn": "codebuild_role_arn",
+    "repository": "ecr_repository",
+    "endpoint_ttl_hours": "endpoint_ttl_hours",
+}
+# A deploy command's --name is the config's endpoint name for the path it deploys.
+ENDPOINT_NAME_FIELDS = {"standard": "standard_endpoint_name", "decision-cpu": "cpu_endpoint_name",
+                        "decision-gpu": "gpu_endpoint_name"}
+
+
+class CommandError(WorkshopError, ValueError):
+    """Flags that do not fit together, or a setting the command needs and nobody gave."""
+
+
+def _given(**values) -> dict:
+    """The values a flag gave; the rest are left to the step's (or builder's) own defaults."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def workshop_for(args, *, deploy_path: str | None = None, check: bool = True):
+    """The ``steps.Workshop`` a command runs with: the config loaded as the notebooks load it, with the
+    flags given over the ``WORKSHOP_*`` variables (so they also decide the mode and its local
+    placeholders), and ``--name`` as the endpoint name of ``deploy_path``. The command's own path, if it
+    has one, is the config's deploy path for this run: asking for it is choosing it."""
+    from .config import ENV_VARS, WorkshopConfig
+    from .steps import Workshop
+
+    env = dict(os.environ)
+    for dest, field in CONFIG_FLAGS.items():
+        if getattr(args, dest, None) is not None:
+            env[ENV_VARS[field]] = getattr(args, dest)
+    if deploy_path and getattr(args, "name", None):
+        env[ENV_VARS[ENDPOINT_NAME_FIELDS[deploy_path]]] = args.name
+    path = getattr(args, "config", None)
+    config = WorkshopConfig.load(path, env)
+    if deploy_path and deploy_path != config.deploy_path:
+        config = config.replace(deploy_path=deploy_path)
+    if check:
+        config.check()
+        if config.mode == "aws" and not config.region:
+            raise CommandError("no AWS region: pass --region, set WORKSHOP_REGION or AWS_REGION, or save one "
+                               "with `python -m workshop_lib setup --region ...`")
+    return Workshop(config, path)
+
+
+def _show(result) -> int:
+    print(result)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from . import demo, steps
+
+    status = demo.run(args.work_dir)
+    if status or args.adapter_only:
+        return status
+    print()
+    return steps.rehearse_all()
+
+
+def cmd_config(args) -> int:
+    from . import steps
+
+    workshop = workshop_for(args, check=False)
+    return _show(f"{steps.show_config(workshop)}\nconfig file: {workshop.path}")
+
+
+def cmd_check(args) -> int:
+    from . import steps
+
+    checks = steps.check_environment(workshop_for(args, check=False))
+    print(checks)
+    return 0 if checks.ok else 1
+
+
+def cmd_setup(args) -> int:
+    from . import steps
+
+    return _show(steps.setup(workshop_for(args), **_given(deploy_path=args.deploy_path), reset=args.reset))
+
+
+def cmd_codebuild_role(args) -> int:
+    from . import steps
+
+    return _show(steps.ensure_codebuild_role(workshop_for(args)))
+
+
+def cmd_package_model(args) -> int:
+    from . import steps
+
+    workshop = workshop_for(args)
+    if args.model_s3_uri:  # refused before anything is created: the CodeBuild role writes only the model folder
+        workshop.config.check_model_uri(args.model_s3_uri, "--model-s3-uri")
+    return _show(steps.package_model(workshop, **_given(model_s3_uri=args.model_s3_uri)))
+
+
+def cmd_verify_package(args) -> int:
+    from . import steps
+
+    return _show(steps.verify_package(workshop_for(args), args.model_data_url))
+
+
+def cmd_resolve_image(args) -> int:
+    """The digest alone on stdout (for ``$(...)``); what was resolved, and how, on stderr."""
+    from . import images, steps
+
+    workshop = workshop_for(args)
+    if args.image_uri:
+        return _show(images.resolve_digest(workshop.clients.ecr, args.image_uri))
+    with contextlib.redirect_stdout(sys.stderr):
+        pinned = steps.resolve_dlc(workshop, **_given(variant=args.variant), follow_tag=args.follow_tag)
+    return _show(pinned)
+
+
+def cmd_build_image(args) -> int:
+    from . import steps
+
+    variant = "gpu" if args.dockerfile == "Dockerfile.gpu" else args.variant
+    if args.dockerfile == "Dockerfile" and variant == "gpu":
+        raise CommandError("--dockerfile Dockerfile is the CPU image; the GPU one is Dockerfile.gpu (--variant gpu)")
+    path = "decision-gpu" if variant == "gpu" else "decision-cpu"
+    return _show(steps.build_decision_image(workshop_for(args, deploy_path=path), **_given(variant=variant),
+                                            **_given(base_image=args.base_image, image_tag=args.image_tag)))
+
+
+def _deploy(args, path: str, **settings) -> int:
+    """Deploy the spec the flags give with the step the notebooks call, or with --dry-run print the
+    requests it would send (``steps.deploy_plan``, which sends, prints and writes nothing) and send nothing."""
+    from . import steps
+
+    spec = steps.DeploySpec.of(path, image_uri=args.image_uri, model_data_url=args.model_data_url,
+                               **_given(startup_timeout_s=args.startup_timeout, download_timeout_s=args.download_timeout,
+                                        ctx_size=args.ctx_size, threads=args.threads, **settings))
+    workshop = workshop_for(args, deploy_path=path)
+    if args.dry_run:
+        plan = steps.deploy_plan(workshop, spec)
+        print(f"instances: {plan.placement}", file=sys.stderr)  # stdout is the JSON alone
+        for note in plan.notes:
+            print(f"note: {note}", file=sys.stderr)
+        return _show(plan.to_json())
+    return _show(steps.deploy_endpoint(workshop, spec, wait=not args.no_wait))
+
+
+def cmd_deploy_standard(args) -> int:
+    return _deploy(args, "standard", instance_type=args.instance_type)
+
+
+def cmd_deploy(args) -> int:
+    """The sample's deploy_endpoint.py: a CPU type, one GPU type, or ordered GPU pools."""
+    from . import endpoints
+
+    pools = args.instance_pool or ([args.instance_type] if args.instance_type and
+                                   endpoints.is_gpu_instance(args.instance_type) else None)
+    if pools:
+        return _deploy(args, "decision-gpu", pools=tuple(pools), n_gpu_layers=args.gpu_layers,
+                       provision_timeout_s=args.provision_timeout)
+    if args.gpu_layers:
+        raise CommandError(f"--gpu-layers {args.gpu_layers} needs a GPU instance; "
+                           f"{args.instance_type or endpoints.DECISION_CPU_INSTANCE} has none (pass GPU types "
+                           "with --instance-pool)")
+    return _deploy(args, "decision-cpu", instance_type=args.instance_type)
+
+
+def cmd_extend(args) -> int:
+    from . import steps
+
+    result = steps.extend_deadline(workshop_for(args), args.name, args.hours)
+    print(result)
+    return 0 if result.ok else 1
+
+
+def cmd_deadline(args) -> int:
+    from . import steps
+
+    return _show(steps.deadline_text(workshop_for(args), args.name))
+
+
+def cmd_placement(args) -> int:
+    from . import steps
+
+    return _show(steps.placement(workshop_for(args), args.name))
+
+
+def _endpoint_client(args, default_name):
+    """A client for --url (a local adapter: no config needed), else for the named endpoint, by default
+    ``default_name(workshop)``, through the step the notebooks use (SageMaker or the local rehearsal)."""
+    from . import steps
+    from .client import EndpointClient
+
+    if args.url:
+        return EndpointClient.local(args.url)
+    workshop = workshop_for(args)
+    return steps.client(workshop, args.endpoint_name or default_name(workshop))
+
+
+def cmd_invoke_standard(args) -> int:
+    from . import examples
+
+    messages = [{"role": "user", "content": args.message}] if args.message else examples.CHAT["messages"]
+    client = _endpoint_client(args, lambda workshop: workshop.config.standard_endpoint_name)
+    result = client.chat(messages, max_tokens=args.max_tokens or examples.CHAT["max_tokens"])
+    return _show(result.content)
+
+
+def _request_file(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as exc:
+        raise SystemExit(f"error: cannot read --request {path}: {exc.strerror}; pass a JSON file that exists")
+    except ValueError as exc:
+        raise SystemExit(f"error: --request {path} is not JSON ({exc}); pass a decision body, or the sample's "
+                         "request file")
+
+
+def cmd_invoke(args) -> int:
+    from . import examples, steps
+
+    body = _request_file(args.request) if args.request else examples.SUPPORT_ROUTE
+    decisions = _endpoint_client(args, steps.decision_endpoint).decide_any(body)
+    for d in decisions:
+        print(f"{d.id}: top {d.top} ({d.top_probability:.3f})")
+        for oid, p in d.as_dict().items():
+            print(f"    {oid:<20} {p:.3f}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from . import steps
+    from .bench import load_comparison, run_benchmark
+    from .config import default_path
+
+    standard = None
+    if "logprobs" in (args.baseline or ()):
+        from .bench.logprobs import url_client
+
+        if not args.standard_url and args.url:
+            raise SystemExit("error: --baseline logprobs asks the standard endpoint (llama-server); with --url give "
+                             "its URL too: --standard-url http://127.0.0.1:PORT/v1/chat/completions")
+        if args.standard_url:
+            standard = url_client(args.standard_url)
+        else:
+            workshop = workshop_for(args)
+            standard = steps.client(workshop, workshop.config.standard_endpoint_name)
+    report = run_benchmark(
+        _endpoint_client(args, steps.decision_endpoint), args.tasks, progress=not args.no_progress,
+        **_given(limit=args.limit, concurrency=args.concurrency, rotations=args.rotations,
+                 study_limit=args.study_limit, label=args.label, schema=args.schema,
+                 compare_with=load_comparison(args.compare) if args.compare else None),
+        baseline=args.baseline or False, standard=standard, bias=args.bias, debias=args.debias,
+        calibrate=args.calibrate)
+    paths = report.save(args.out or Path(args.config or default_path()).parent / "bench")
+    print(report.to_markdown())
+    print()
+    for kind, path in paths.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+def cmd_cleanup(args) -> int:
+    from . import steps
+
+    workshop = workshop_for(args)
+    c = workshop.config
+    names = args.name or (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name)
+    return _show(steps.delete_endpoints(workshop, names, wait=not args.no_wait))
+
+
+def cmd_delete_builds(args) -> int:
+    from . import steps
+    from .builds import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
+
+    workshop = workshop_for(args)
+    return _show(steps.delete_build_resources(workshop, [MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT],
+                                              workshop.config.ecr_repository))
+
+
+def cmd_delete_codebuild_role(args) -> int:
+    from . import steps
+
+    return _show(steps.delete_codebuild_role(workshop_for(args)))
+
+
+def cmd_delete_deadline_role(args) -> int:
+    from . import steps
+
+    return _show(steps.delete_deadline_role(workshop_for(args)))
+
+
+def cmd_delete_artifacts(args) -> int:
+    from . import steps
+
+    workshop = workshop_for(args)
+    return _show(steps.delete_artifacts(workshop, workshop.config.s3_uri(), delete_bucket=args.delete_bucket))
+
+
+def cmd_running(args) -> int:
+    from . import steps
+
+    return _show(steps.running_endpoints(workshop_for(args)))
+
+
+def cmd_audit(args) -> int:
+    from . import steps
+
+    return _show(steps.audit_permissions(workshop_for(args)))
+
+
+def cmd_stop_local(args) -> int:
+    from . import steps
+
+    return _show(steps.stop_local(workshop_for(args, check=False)))
+
+
+def cmd_serve(args) -> int:
+    """The real adapter in the foreground (its own process: the client side never imports the server)."""
+    import signal
+    import subprocess
+
+    from .models import embedded_gguf_path
+
+    command = [sys.executable, "-m", "decision_adapter.serve", "--host", args.host, "--port", str(args.port)]
+    if args.model_dir:
+        command += ["--model-dir", args.model_dir]
+    else:
+        command += ["--model", args.model or str(embedded_gguf_path())]
+    if args.threads:
+        command += ["--threads", str(args.threads)]
+    print(f"Serving on http://{args.host}:{args.port} (POST /invocations, GET /ping); Ctrl-C stops it.",
+          flush=True)
+    process = subprocess.Popen(command, env=dict(os.environ))
+    try:
+        return process.wait()
+    except KeyboardInterrupt:  # the terminal sent SIGINT to the adapter too; let gunicorn finish
+        try:
+            return process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGKILL)
+            return process.wait()
