@@ -1,11 +1,14 @@
-"""The Flask application: SageMaker's ``/ping`` and ``/invocations`` over one engine,
-plus Jev's ``POST /v1/systemone`` and ``GET /v1/models``.
+"""The Flask application: what every API shares, over one engine.
 
-The engine (one llama.cpp context) is owned by the app factory. Requests are
-validated before they queue, admitted one at a time by the gate, and every
-error leaves as JSON from one place: ``{"error": {"code", "message", "field"}}``
-for the project's schemas, Jev's ``{"detail": ...}`` for Jev requests (the
-``/v1/`` routes, and a Jev body on ``/invocations``).
+Each API dialect is a module of ``apis/`` with its models, its routes (a blueprint) and its
+error shape: ``POST /invocations`` (``apis/invocations.py``: this project's decisions, the
+published sample's format, OpenAI chat and Jev System One, told apart by the body's shape),
+Jev's ``POST /v1/systemone`` and ``GET /v1/models``, and the OpenAI Decisions API's
+``POST /v1/decisions``. This module keeps the rest: loading the engine, the API key, reading
+and decoding bodies within their limits, admission (one request at a time holds the model),
+``/ping``, ``/status``, ``/openapi.json``, and the shape of 404/405 answers (the API the path
+belongs to: OpenAI's under ``/v1/decisions``, Jev's elsewhere under ``/v1/``, the project's
+``{"error": {"code", "message", "field"}}`` otherwise).
 
 With ``DECISION_ADAPTER_API_KEY`` set, every route but ``/ping`` and ``/openapi.json``
 needs ``Authorization: Bearer <key>``; without it, the header is ignored. ``GET /openapi.json``

@@ -115,3 +115,59 @@ def test_state_comes_first_so_questions_share_a_prefix():
     assert end1 == end2 and text1[:end1] == text2[:end2]
     assert render_state({"b": 1, "a": "x"}) in text1  # keys sorted: deterministic
     assert '"A": "A"' in text1 and '"a"' not in text1.split('"question"')[1]  # option ids stay out
+
+
+# -- unknown fields are refused, naming them (a misspelt field used to be ignored silently) ----------------
+
+
+@pytest.mark.parametrize("body, field", [
+    (decision(temperture=0.5), "temperture"),
+    (decision(options=[{"id": "a", "txt": "Alpha"}, "b"]), "options[0].txt"),
+    ({"id": "r", "state": "s", "questions": [{"id": "q", "question": "?", "options": OPTIONS, "colour": 1}]},
+     "questions[0].colour"),
+    ({"id": "r", "state": "s", "questions": [{"id": "q", "question": "?", "options": OPTIONS}], "mdoel": "x"},
+     "mdoel"),
+])
+def test_unknown_fields_are_refused_naming_them(body, field):
+    with pytest.raises(InvalidValue) as raised:
+        parse_decision(body)
+    assert raised.value.field == field and raised.value.status == 422
+    assert field.rpartition(".")[2] in raised.value.message and "spelling" in raised.value.message
+
+
+def test_a_misspelt_required_field_is_named_rather_than_reported_missing():
+    body = decision(question=...)
+    body["qestion"] = "Which?"
+    with pytest.raises(InvalidValue) as raised:
+        parse_decision(body)
+    assert raised.value.field == "qestion"
+
+
+def test_chat_refuses_unknown_fields_but_takes_openais_and_llama_servers_own():
+    hi = [{"role": "user", "content": "hi"}]
+    with pytest.raises(InvalidValue) as raised:
+        parse_chat({"messages": hi, "temprature": 0.2}, 32)
+    assert raised.value.field == "temprature"
+    chat = parse_chat({"messages": [{"role": "user", "content": "hi", "name": "ann"}], "model": "gpt-x", "n": 1,
+                       "user": "u", "logprobs": False, "chat_template_kwargs": {"enable_thinking": False}}, 32)
+    assert chat.messages == ({"role": "user", "content": "hi"},)
+
+
+def test_the_samples_decisions_refuse_unknown_fields_too():
+    from decision_adapter.schema import parse_sample
+
+    one = {"id": "a", "state": "s", "question": "q", "options": [{"id": "x", "description": "X"}, "y"]}
+    with pytest.raises(InvalidValue) as raised:
+        parse_sample({"decision": {**one, "temperture": 1}})
+    assert raised.value.field == "decision.temperture"
+    with pytest.raises(InvalidValue) as raised:
+        parse_sample({"decisions": [one, {**one, "id": "b", "options": [{"id": "x", "descripton": "X"}, "y"]}]})
+    assert raised.value.field == "decisions[1].options[0].descripton"
+    with pytest.raises(InvalidValue, match="unsupported request fields"):
+        parse_sample({"decision": one, "extra": 1})
+
+
+def test_the_parsers_keep_the_first_problem_with_its_status():
+    with pytest.raises(InvalidType) as raised:  # a type error is a 400 even beside value errors
+        parse_decision(decision(id=3, question=""))
+    assert raised.value.field == "id" and raised.value.status == 400

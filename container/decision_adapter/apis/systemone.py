@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from flask import Blueprint, current_app, request
+from flask import Blueprint, current_app
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, PlainValidator, StringConstraints, Tag, \
     ValidationError, model_validator
 from pydantic.json_schema import WithJsonSchema

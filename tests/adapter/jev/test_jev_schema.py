@@ -127,3 +127,30 @@ def test_decode_body_zstd_when_python_has_it():
     with pytest.raises(AdapterError) as too_big:
         decode_body(b"x" * 200, "zstd", 100, zstd_module=FakeZstd)
     assert too_big.value.status == 413
+
+
+def test_a_question_refuses_unknown_fields_other_than_extensions():
+    with pytest.raises(JevValidationError) as raised:
+        parse_systemone({"state": "s", "questions": {
+            "q": {"type": "choice", "criterias": {"a": None, "b": None}, "x_fine": 1}}})
+    items = {tuple(e["loc"]): e["type"] for e in raised.value.errors}
+    assert items[("body", "questions", "q", "criterias")] == "extra_forbidden"
+    assert items[("body", "questions", "q", "criteria")] == "missing"
+    assert ("body", "questions", "q", "x_fine") not in items
+
+
+@pytest.mark.parametrize("question, loc, kind", [
+    ({"instructions": "?"}, ["body", "questions", "q", "type"], "missing"),
+    ({"type": "box"}, ["body", "questions", "q", "type"], "unsupported"),
+    ({"type": "pick"}, ["body", "questions", "q", "type"], "literal_error"),
+    ("noul", ["body", "questions", "q"], "dict_type"),
+    ({"type": "noul"}, ["body", "questions", "q", "instructions"], "missing"),
+    ({"type": "noul", "criteria": {"maybe": "x"}}, ["body", "questions", "q", "criteria", "maybe"], "extra_forbidden"),
+    ({"type": "score", "criteria": {"0": "a", "1": "b"}}, ["body", "questions", "q", "criteria"], "list_type"),
+    ({"type": "choice", "criteria": {"": "x", "b": None}}, ["body", "questions", "q", "criteria", ""], "string_too_short"),
+    ({"type": "choice", "criteria": {"a": 1, "b": None}}, ["body", "questions", "q", "criteria", "a"], "content_type"),
+])
+def test_each_problem_has_its_location_and_type(question, loc, kind):
+    with pytest.raises(JevValidationError) as raised:
+        parse_systemone({"state": "s", "questions": {"q": question}})
+    assert [(e["loc"], e["type"]) for e in raised.value.errors] == [(loc, kind)]
