@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from . import aws, names
-from .config import check_bucket_region
+from .config_checks import check_bucket_region
 from .errors import WorkshopError
 from .endpoints import DeployPlan
 from .images import check_deployable, require_pinned

@@ -287,5 +287,5 @@ class SageMakerTransport:
         return error_class(status)(message, status=status, code=code, endpoint=self.name)
 
 
-__all__ = ["CONNECT_TIMEOUT_S", "Deadline", "LocalTransport", "MAX_RESPONSE_BYTES", "READ_TIMEOUT_S", "SageMakerTransport",
-           "read_capped"]
+__all__ = ["CONNECT_TIMEOUT_S", "Deadline", "LocalTransport", "MAX_RESPONSE_BYTES", "READ_TIMEOUT_S",
+           "SageMakerTransport", "read_capped"]

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import aws, endpoints, names, permissions, rehearsal
-from ..config import BucketNotFound, LOCAL_BUCKET, WorkshopConfig, check_bucket_region, in_sagemaker_studio
+from ..config import LOCAL_BUCKET, WorkshopConfig, in_sagemaker_studio
+from ..config_checks import BucketNotFound, check_bucket_region
 from .context import BOTO3_FLOOR, CALL_LOG, StepError, Text, Workshop, _Shown
 
 

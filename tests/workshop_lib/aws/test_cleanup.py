@@ -4,7 +4,7 @@ import pytest
 
 from workshop_lib import cleanup
 from workshop_lib.cleanup import ALREADY_GONE, DELETED, KEPT, delete_endpoint_resources, running_workshop_endpoints
-from workshop_lib.config import InvalidResourceName
+from workshop_lib.config_checks import InvalidResourceName
 from workshop_lib.endpoints import standard_plan, workshop_tags
 from workshop_lib.hosting import deploy
 

@@ -5,21 +5,11 @@ import types
 import boto3
 import pytest
 
-from workshop_lib import config
-from workshop_lib.config import (
-    BucketNotFound,
-    BucketRegionMismatch,
-    ConfigError,
-    InvalidBucketName,
-    InvalidResourceName,
-    InvalidRoleArn,
-    MissingSetting,
-    WorkshopConfig,
-    check_bucket_name,
-    check_bucket_region,
-    check_resource_name,
-    check_role_arn,
-)
+from workshop_lib import config, config_checks
+from workshop_lib.config import (ConfigError, MissingSetting, WorkshopConfig, check_bucket_name, check_resource_name,
+                                 check_role_arn)
+from workshop_lib.config_checks import (BucketNotFound, BucketRegionMismatch, InvalidBucketName, InvalidResourceName,
+                                        InvalidRoleArn, check_bucket_region)
 
 from .values import ROLE
 
@@ -316,10 +306,10 @@ def test_names_sagemaker_rejects(name, fragment):
 
 
 def test_name_pattern_comes_from_botocore():
-    pattern, max_len = config._sagemaker_constraints(("CreateEndpoint", "EndpointName"))
+    pattern, max_len = config_checks._sagemaker_constraints(("CreateEndpoint", "EndpointName"))
     assert pattern.pattern == "[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"
     assert max_len == 63
-    role_pattern, _ = config._sagemaker_constraints(("CreateModel", "ExecutionRoleArn"))
+    role_pattern, _ = config_checks._sagemaker_constraints(("CreateModel", "ExecutionRoleArn"))
     assert role_pattern.pattern.startswith("arn:aws[a-z\\-]*:iam::\\d{12}:role/")
 
 
@@ -352,7 +342,7 @@ def test_check_reports_every_problem_at_once():
     with pytest.raises(ConfigError) as err:
         cfg.check()
     kinds = {type(p) for p in err.value.problems}
-    assert kinds == {ConfigError, config.InvalidRegion, InvalidBucketName, InvalidRoleArn, InvalidResourceName}
+    assert kinds == {ConfigError, config_checks.InvalidRegion, InvalidBucketName, InvalidRoleArn, InvalidResourceName}
     assert "WORKSHOP_MODE" in str(err.value)
 
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from workshop_lib import endpoints, hosting, scaling
-from workshop_lib.config import BucketRegionMismatch
+from workshop_lib.config_checks import BucketRegionMismatch
 from workshop_lib.endpoints import decision_gpu_plan, standard_plan
 from workshop_lib.hosting import (AlreadyExists, EndpointFailed, EndpointWaitTimeout, QuotaExceeded, deploy,
                                   wait_in_service)
