@@ -2,8 +2,9 @@
 
 ``python -m decision_adapter.openapi`` writes container/decision_adapter/openapi.json; the app
 serves that file. Here: the committed file and the served bytes equal a fresh generation, and
-every body the client's request builders make (workshop_lib, imported by this test only: the
-client never imports the server) is valid under the document, and accepted by the app's parser.
+every body the client's request builders make, and the workshop's example bodies (workshop_lib,
+imported by this test only: the client never imports the server), is valid under the document and
+accepted by the app's parser.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from decision_adapter import openapi
 from decision_adapter.apis import decisions, invocations
 from decision_adapter.settings import load_settings
-from workshop_lib import client, systemone
+from workshop_lib import client, examples, systemone
 
 OPTIONS = {"refunds": "Refunds", "shipping": "Shipping"}
 STATE = {"ticket": "The parcel never arrived.", "customer": "c-1"}
@@ -99,6 +100,8 @@ def _bodies() -> dict[str, tuple[str, dict]]:
         "systemone_request": ("/v1/systemone", systemone.request(STATE, jev)),
         "systemone_invocation": ("/invocations", systemone.request("plain text", jev, model=None)),
         "systemone_call": ("/invocations", _sent(lambda c: c.systemone(STATE, jev))),
+        **{f"examples.{name}": ("/invocations", getattr(examples, name))
+           for name in ("SUPPORT_ROUTE", "SHARED_STATE", "CHAT", "SAMPLE_DECISION", "SAMPLE_SHARED", "SAMPLE_CHAT")},
     }
 
 
