@@ -87,14 +87,16 @@ def _code(status: int) -> str:
 
 
 def error_pages(refusal: Refusal) -> dict[str, tuple[int, dict]]:
-    """The answer for each API: ``{"sagemaker" | "jev": (status, body)}``, in the app's own shapes."""
-    from . import jev  # here, not at the top: jev loads the engine (llama.cpp), which nginx needs none of
+    """The answer for each API: ``{"sagemaker" | "jev" | "decisions": (status, body)}``, in the app's own shapes."""
+    from . import jev
+    from .apis import decisions
     exc = AdapterError(refusal.message, None, status=refusal.answer_status, code=_code(refusal.answer_status))
     sagemaker = exc.to_json()
     if refusal.answer_status in (502, 503):
         sagemaker["retryable"] = True
     return {"sagemaker": (refusal.answer_status, sagemaker),
-            "jev": (jev.error_status(exc), jev.error_body(exc))}
+            "jev": (jev.error_status(exc), jev.error_body(exc)),
+            "decisions": decisions.error_body(exc)[::-1]}
 
 
 def _quoted(body: dict) -> str:

@@ -134,7 +134,7 @@ def test_the_rendered_configuration_keeps_every_file_in_its_directory_and_the_se
         assert leak not in log_format
 
 
-def test_every_refusal_has_an_answer_in_both_shapes_and_the_413_names_the_setting():
+def test_every_refusal_has_an_answer_in_each_shape_and_the_413_names_the_setting():
     settings = load_settings({})
     for refusal in refusals(settings, 120):
         answers = error_pages(refusal)
@@ -142,6 +142,9 @@ def test_every_refusal_has_an_answer_in_both_shapes_and_the_413_names_the_settin
         assert status == refusal.answer_status and body["error"]["code"] and body["error"]["message"]
         jev_status, jev_body = answers["jev"]
         assert set(jev_body) == {"detail"} and jev_status == (422 if refusal.answer_status == 400 else status)
+        openai_status, openai_body = answers["decisions"]
+        assert openai_status == status and set(openai_body["error"]) == {"message", "type", "param", "code"}
+        assert openai_body["error"]["type"] == ("server_error" if status >= 500 else "invalid_request_error")
     (too_large,) = [r for r in refusals(settings, 120) if r.status == 413]
     assert "DECISION_ADAPTER_MAX_BODY_BYTES" in too_large.message and str(settings.max_body_bytes) in too_large.message
 
@@ -167,6 +170,9 @@ def test_a_missing_upstream_is_a_retryable_502_in_each_shape(front):
     assert error_of(body)["code"] == "bad_gateway"
     status, _, body = exchange(port, b"GET /v1/models HTTP/1.1\r\nHost: a\r\n\r\n")
     assert status == 502 and error_of(body, jev=True)["error_type"] == "api_error"
+    status, _, body = exchange(port, post("/v1/decisions", b"{}"))
+    error = json.loads(body)["error"]
+    assert status == 502 and (error["type"], error["code"]) == ("server_error", "bad_gateway")
 
 
 @needs_nginx
