@@ -119,7 +119,7 @@ def _order_runs(n: int) -> dict:
 
 
 def test_the_option_order_table_says_when_too_few_tasks_were_compared():
-    from workshop_lib.bench.report import MIN_STUDIED
+    from workshop_lib.bench.markdown import MIN_STUDIED
 
     small = BenchReport(runs=_order_runs(2)).to_markdown()
     assert "| 1/2 (" in small  # the flip count is still shown, under the caveat
