@@ -6,16 +6,21 @@ the decision adapter only over HTTP; it never imports the adapter's code.
 
 From the notebooks down:
 
-* ``steps`` (one module per notebook) and ``cli`` (one command per step): every
-  step takes one ``steps.Workshop`` (config, clients for its mode, outputs);
-* the flows against AWS: ``builds`` (CodeBuild, ECR), ``endpoints`` (SageMaker),
-  ``images``, ``cleanup``, ``scaling``, ``transform``, ``policies``; what only AWS
-  can do is a parameter, and ``stand_ins`` does it locally;
-* the local rehearsal: ``rehearsal`` (emulator and endpoint processes), ``local``,
+* ``steps`` (one module per notebook) and ``cli`` / ``cli_commands`` (one command per step): every
+  step takes one ``steps.Workshop`` (config, the mode chosen when it loads, outputs); ``widgets``
+  holds the notebooks' input widgets;
+* the mode (``modes``): AWS or the local rehearsal supplies the clients, the build runner and the
+  hosting; what only AWS can do is a parameter of the flows, and ``stand_ins`` does it locally;
+* the flows against AWS: ``build_requests`` / ``builds`` (CodeBuild, ECR), ``deploy_spec`` (one
+  deploy, specified once), ``endpoints`` (the request builders and plans), ``hosting`` (sending,
+  waiting, logs), ``instance_types``, ``images``, ``cleanup``, ``scaling``, ``transform``,
+  ``policies`` (the IAM documents) and ``iam`` (IAM's grammar and an offline evaluator);
+* the local rehearsal: ``rehearsal`` (the registry of local processes), ``local``, ``dlc_server``,
   ``permissions`` (every call recorded and audited against the policies);
-* plumbing: ``config``, ``names`` (every naming rule), ``aws`` (the one client
+* plumbing: ``config`` and ``config_checks``, ``names`` (every naming rule), ``aws`` (the one client
   factory, request validation), ``errors``, ``models``, ``packaging``;
-* the caller's side of an endpoint: ``client``, ``decisions``, ``display``, ``bench``.
+* the caller's side of an endpoint: ``client`` (with ``transport`` and ``endpoint_errors``),
+  ``decisions``, ``display``, ``bench``.
 """
 
 __version__ = "0.1.0"
