@@ -389,6 +389,23 @@ class EndpointClient:
         except systemone.SystemOneFormatError as exc:
             raise InvalidResponse(str(exc), endpoint=self.transport.name, body=json.dumps(reply)[:2000]) from None
 
+    def openai_decisions(self, input, questions: Sequence[Mapping], *, model: str | None = "jev-latest"):
+        """Predicate, choice and score questions in the OpenAI Decisions format (``workshop_lib.openai_decisions``)
+        about one input, answered in order.
+
+        Sent to ``/invocations`` (the adapter tells the shape apart by ``input``; locally ``/v1/decisions``
+        takes the same body), so it travels through SageMaker's InvokeEndpoint unchanged; returns an
+        ``openai_decisions.DecisionsResult`` checked against the questions.
+        """
+        from . import openai_decisions
+
+        body = openai_decisions.request(input, questions, model=model)
+        reply, latency, attempts = self.invoke(body)
+        try:
+            return openai_decisions.parse_response(reply, body, client_latency_ms=latency, attempts=attempts)
+        except openai_decisions.DecisionsFormatError as exc:
+            raise InvalidResponse(str(exc), endpoint=self.transport.name, body=json.dumps(reply)[:2000]) from None
+
     def ping(self) -> dict:
         """The server's /ping reply (local servers only: SageMaker keeps /ping to itself). The adapter
         says only ``{"status": "ready"}`` there to a caller without its key; ``status()`` says more."""

@@ -45,15 +45,18 @@ def schemas() -> dict:
         "description": "A System One body sent to /invocations: told apart by 'questions' being an object.",
         "allOf": [_ref("SystemOneRequest"), {"not": {"required": ["messages"]}}]}
     found["InvocationRequest"] = {
-        "description": "Six bodies share /invocations and are told apart by shape: 'messages' makes a chat request; "
-                       "'decision' or 'decisions' the published sample's format; 'questions' as an object a System "
-                       "One request; 'questions' as an array a shared-state batch; 'question' a single decision.",
+        "description": "Seven bodies share /invocations and are told apart by shape: 'messages' makes a chat "
+                       "request; 'decision' or 'decisions' the published sample's format; 'questions' as an object "
+                       "a System One request; 'input' with 'questions' as an array an OpenAI Decisions request; "
+                       "'questions' as an array a shared-state batch; 'question' a single decision.",
         "oneOf": [_ref("DecisionRequest"), _ref("BatchRequest"), _ref("ChatCompletionRequest"),
-                  _ref("SystemOneInvocation"), _ref("SampleDecisionRequest"), _ref("SampleDecisionsRequest")]}
+                  _ref("SystemOneInvocation"), _ref("SampleDecisionRequest"), _ref("SampleDecisionsRequest"),
+                  _ref("DecisionsRequest")]}
     found["InvocationResponse"] = {
-        "description": "The answer's shape follows the request's: decision, batch, chat, System One or the sample's.",
+        "description": "The answer's shape follows the request's: decision, batch, chat, System One, OpenAI "
+                       "Decisions or the sample's.",
         "anyOf": [_ref("DecisionResponse"), _ref("BatchResponse"), _ref("ChatCompletion"),
-                  _ref("SystemOneResponse"), _ref("SampleSharedResponse")]}
+                  _ref("SystemOneResponse"), _ref("DecisionsResponse"), _ref("SampleSharedResponse")]}
     return dict(sorted(found.items()))
 
 
@@ -118,17 +121,19 @@ def responses() -> dict:
         "SageMakerUnsupportedMediaType": response(MEDIA, project("unsupported_media_type")),
         "JevUnsupportedMediaType": response(MEDIA, jev("invalid_request_error")),
         "DecisionsUnsupportedMediaType": response(MEDIA, openai("unsupported_media_type")),
-        "NotReadyOrBusy": response(BUSY, any_of(project("busy", "not_ready"), SAMPLE), RETRY_AFTER),
+        "NotReadyOrBusy": response(BUSY, any_of(project("busy", "not_ready"), SAMPLE,
+                                                openai("busy", "not_ready", kind="server_error")), RETRY_AFTER),
         "JevBusy": response(BUSY, jev("overloaded_error"), RETRY_AFTER),
         "DecisionsBusy": response(BUSY, openai("busy", "not_ready", kind="server_error"), RETRY_AFTER),
         "NotReady": response("The model is still loading; retry after the Retry-After seconds.",
                              project("not_ready"), RETRY_AFTER),
         "InternalError": response(INTERNAL, project("internal_error")),
-        "InvocationInternalError": response(INTERNAL, any_of(project("internal_error"), jev("api_error"), SAMPLE)),
+        "InvocationInternalError": response(INTERNAL, any_of(project("internal_error"), jev("api_error"), SAMPLE,
+                                                             openai("internal_error", kind="server_error"))),
         "JevInternalError": response(INTERNAL, jev("api_error")),
         "DecisionsInternalError": response(INTERNAL, openai("internal_error", kind="server_error")),
         "InvocationDeadlineExceeded": response(DEADLINE, any_of(project("deadline_exceeded"), jev("api_error"),
-                                                                SAMPLE)),
+                                                                SAMPLE, openai("timeout", kind="server_error"))),
         "JevDeadlineExceeded": response(DEADLINE, jev("api_error")),
         "DecisionsDeadlineExceeded": response(DEADLINE, openai("timeout", kind="server_error")),
         "NotFound": response(
@@ -143,7 +148,10 @@ def responses() -> dict:
             "A field has the wrong JSON type (code invalid_type, field names it). Also: " + UNREADABLE + " A body in "
             "the published sample's format gets its error shape, {\"error\": \"...\"}, with 400 for anything wrong "
             "in it (wrong types and values, unknown fields, states that differ, too many decisions, a prompt too "
-            "long).", any_of(project("invalid_type", "bad_request"), SAMPLE)),
+            "long). An OpenAI Decisions body gets OpenAI's shape, with 400 for anything wrong in it.",
+            any_of(project("invalid_type", "bad_request"), SAMPLE, openai(
+                "invalid_type", "invalid_value", "missing_required_parameter", "unknown_parameter",
+                "unsupported_content", "context_length_exceeded", "bad_request"))),
     }
 
 
@@ -195,14 +203,15 @@ def paths() -> dict:
                            "request at a time holds it). Content-Type must be application/json or another +json "
                            "type; the body may be gzip-compressed (Content-Encoding: gzip; zstd where the runtime "
                            "has it). A System One body is answered, and its errors reported, exactly as on POST "
-                           "/v1/systemone. Bodies in the published SemIf sample's format ({\"decision\": ...} or "
+                           "/v1/systemone, and an OpenAI Decisions body as on POST /v1/decisions (errors in OpenAI's "
+                           "shape). Bodies in the published SemIf sample's format ({\"decision\": ...} or "
                            "{\"decisions\": [...]}) get the sample's answers and errors.",
             "requestBody": _body("InvocationRequest"),
             "responses": {
                 "200": _ok("The answer, shaped after the request.", "InvocationResponse"),
                 "400": ref("InvocationBadRequest"),
-                "404": response("A System One request names a model this endpoint does not serve.",
-                                jev("not_found_error")),
+                "404": response("A System One or OpenAI Decisions request names a model this endpoint does not "
+                                "serve.", any_of(jev("not_found_error"), openai("model_not_found"))),
                 "422": response(
                     "The body is well typed but cannot be served: a required field is missing, a field is unknown, "
                     "a value is out of range, blank or repeated (invalid_value), or the prompt does not fit the "

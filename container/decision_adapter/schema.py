@@ -89,7 +89,7 @@ def parse_chat(body: dict, default_max_tokens: int, max_tokens_cap: int | None =
 
 
 def request_kind(body) -> str:
-    """'chat', 'systemone', 'sample', 'decision' or raise: dispatch on the body's shape."""
+    """'chat', 'systemone', 'openai_decisions', 'sample', 'decision' or raise: dispatch on the body's shape."""
     if not isinstance(body, dict):
         raise InvalidType(f"the request body must be a JSON object, got {_type_name(body)}", None)
     if "messages" in body:
@@ -98,11 +98,14 @@ def request_kind(body) -> str:
         return "sample"
     if isinstance(body.get("questions"), dict):
         return "systemone"
+    if "input" in body and isinstance(body.get("questions"), list):
+        return "openai_decisions"
     if "question" in body or "questions" in body:
         return "decision"
     raise InvalidValue(
         "the body must carry 'question' and 'options' (a decision), 'questions' (a shared-state batch: an "
-        "array; a Jev System One request: an object keyed by question id), 'decision' or 'decisions' (the "
+        "array; a Jev System One request: an object keyed by question id; with 'input', the OpenAI Decisions "
+        "format), 'decision' or 'decisions' (the "
         "published sample's format) or 'messages' (a chat request)",
         None,
     )

@@ -64,6 +64,7 @@ def test_request_kind_dispatches_on_shape():
     assert request_kind({"messages": []}) == "chat"
     assert request_kind(decision()) == "decision"
     assert request_kind({"id": "x", "state": "s", "questions": []}) == "decision"
+    assert request_kind({"input": "s", "questions": [{"type": "predicate", "instructions": "q"}]}) == "openai_decisions"
     with pytest.raises(InvalidValue):
         request_kind({"state": "only"})
     with pytest.raises(InvalidType):

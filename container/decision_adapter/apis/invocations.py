@@ -1,4 +1,4 @@
-"""SageMaker's ``POST /invocations``: one route for four dialects, told apart by the body's shape.
+"""SageMaker's ``POST /invocations``: one route for five dialects, told apart by the body's shape.
 
 ``request_kind`` picks the dialect; the dialect parses the body, serves it and shapes its own
 answer and errors. Errors raised before the dialect is known (loading, key, content type, JSON)
@@ -12,10 +12,10 @@ from flask import Blueprint, current_app
 
 from ..errors import AdapterError, Unauthorized
 from ..schema import request_kind
-from . import chat, own, sample, systemone
+from . import chat, decisions, own, sample, systemone
 from .common import as_adapter_error, error_headers, json_response
 
-DIALECTS = {"decision": own, "sample": sample, "chat": chat, "systemone": systemone}
+DIALECTS = {"decision": own, "sample": sample, "chat": chat, "systemone": systemone, "openai_decisions": decisions}
 
 blueprint = Blueprint("invocations", __name__)
 

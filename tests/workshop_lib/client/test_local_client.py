@@ -53,6 +53,28 @@ def test_batch_keeps_order_and_matches_single_decisions(client):
         assert answered.probabilities == pytest.approx(alone.probabilities, abs=1e-4)
 
 
+def test_openai_decisions_through_invocations_equal_the_v1_route(client, adapter):
+    import json
+    import urllib.request
+
+    from workshop_lib import openai_decisions as od
+
+    questions = [od.predicate("The parcel is lost.", name="lost"), od.choice("Which team?", list(TEAMS), name="team"),
+                 od.score("How urgent?", [label for _, label in URGENCY], name="urgency")]
+    result = client.openai_decisions(STATE, questions)
+    assert [a.name for a in result.answers] == ["lost", "team", "urgency"]
+    for answer in result.answers:
+        assert sum(answer.probabilities.values()) == pytest.approx(1.0)
+    assert result.usage["input_tokens"] > 0 and result.usage["output_tokens"] == 0
+    direct = urllib.request.Request(adapter.url + "/v1/decisions", json.dumps(od.request(STATE, questions)).encode(),
+                                    {"Content-Type": "application/json"})
+    with urllib.request.urlopen(direct, timeout=120) as response:
+        same = od.parse_response(json.loads(response.read()), od.request(STATE, questions))
+    assert [a.probabilities for a in same.answers] == [a.probabilities for a in result.answers]
+    with pytest.raises(BadRequest, match="questions"):
+        client.invoke({"input": STATE, "questions": [{"type": "predicate", "name": "x"}]})
+
+
 def test_systemone_through_invocations(client):
     from workshop_lib import systemone
 
