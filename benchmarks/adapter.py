@@ -42,6 +42,7 @@ from workshop_lib.bench.tasks import load_tasks
 from workshop_lib.client import EndpointClient
 from workshop_lib.demo import prepare_model_dir
 from workshop_lib.local import AdapterProcess, post_json
+from decision_adapter.apis import own
 
 THREADS = 2
 CTX = 4096  # the standard DLC's default; --context changes it
@@ -126,7 +127,7 @@ def in_process(model_dir: Path, mode: str, bodies: list[dict], context: int = CT
     evaluated, prepare_ms = [], []
     for body in bodies:
         before = engine.tokens_evaluated
-        _, timing = engine.decide(parse_decision(body))
+        _, timing = own.decide(engine, parse_decision(body))
         evaluated.append(engine.tokens_evaluated - before)
         prepare_ms.append(timing["tokenize_ms"])
     cost = eval_cost(engine, [percentile(evaluated, q) for q in (0, 25, 50, 75, 100)])

@@ -48,6 +48,7 @@ from workshop_lib.bench.tasks import load_tasks
 from workshop_lib.demo import prepare_model_dir
 from workshop_lib.local import AdapterProcess
 from workshop_lib.models import embedded_gguf_path
+from decision_adapter.apis import own
 
 THREADS = 2
 CTX = 4096
@@ -90,7 +91,7 @@ def in_process(model_dir: Path, bodies: list[dict]) -> dict:
         calls.clear()
         before = engine.tokens_evaluated
         start = time.perf_counter()
-        results, _ = engine.decide(parse_decision(body))
+        results, _ = own.decide(engine, parse_decision(body))
         decide_ms.append((time.perf_counter() - start) * 1000.0)
         decode_calls.append(sum(calls))
         evaluated.append(engine.tokens_evaluated - before)

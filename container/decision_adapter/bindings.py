@@ -122,15 +122,17 @@ def _engine(model_path: Path, prefix_reuse: str = "auto"):
 
 
 def score(model_path: Path) -> list[float]:
+    from .apis import own
     from .schema import parse_decision
 
-    (result,), _ = _engine(model_path).decide(parse_decision(DECISION))
+    (result,), _ = own.decide(_engine(model_path), parse_decision(DECISION))
     return result["probabilities"]
 
 
 def restore_problems(model_path: Path) -> list[str]:
     """Two questions on one state through ``restore`` (the head and the state saved, the state loaded back
     for the second question) against each question evaluated from an empty context."""
+    from .apis import own
     from .schema import parse_decision
 
     reordered = dict(DECISION, options=list(reversed(DECISION["options"])))
@@ -139,15 +141,15 @@ def restore_problems(model_path: Path) -> list[str]:
     try:
         restore = _engine(model_path, "restore")
         restore.prove()  # saves the head, as the worker does at start-up
-        restored, _ = restore.decide(parse_decision({"id": "restore", "state": DECISION["state"],
-                                                     "questions": questions}))
+        restored, _ = own.decide(restore, parse_decision({"id": "restore", "state": DECISION["state"],
+                                                          "questions": questions}))
     except Exception as exc:  # noqa: BLE001 - any failure of the path is the finding
         return [f"two questions through restore failed: {type(exc).__name__}: {exc}"]
     del restore
     fresh = _engine(model_path, "off")
     problems = []
     for got, body in zip(restored, (DECISION, reordered)):
-        (want,), _ = fresh.decide(parse_decision(body))
+        (want,), _ = own.decide(fresh, parse_decision(body))
         if max(abs(a - b) for a, b in zip(got["probabilities"], want["probabilities"])) > RESTORE_TOLERANCE:
             problems.append(f"through restore the decision scored {[round(p, 6) for p in got['probabilities']]}, "
                             f"evaluated afresh {[round(p, 6) for p in want['probabilities']]}: the library's "

@@ -39,10 +39,9 @@ from .deadline import Deadline
 from .errors import InvalidValue, PromptTooLong, TimedOut
 from .model_files import ModelFiles
 from .prefix_cache import Prefix, PrefixReuse, shared_prefix
-from .prompt import DIGITS, GROUP_LETTERS, LETTERS, PROMPT_VERSION, ChatTemplate, RenderedPrompt, TemplateError, \
-    option_labels
-from .readout import READOUT_LETTER_SLOTS, READOUT_METHODS, READOUT_TWO_LEVEL  # noqa: F401 (imported from here)
-from .schema import ChatRequest, DecisionBatch, Question
+from .prompt import DIGITS, GROUP_LETTERS, ChatTemplate, RenderedPrompt, option_labels
+from .readout import READOUT_LETTER_SLOTS, READOUT_TWO_LEVEL
+from .schema import ChatRequest
 from .settings import Settings
 from .slots import PROBE_QUESTIONS, PROBE_STATE, EngineError
 from .state_cache import StateCache
@@ -176,7 +175,8 @@ class Engine(PrefixReuse):
         """
         started = time.perf_counter()
         question = PROBE_QUESTIONS[0]
-        results, timing = self.decide(DecisionBatch("startup-probe", PROBE_STATE, (question,), single=True))
+        prompt = self.template.render_decision(PROBE_STATE, question)
+        results, timing = self.score_items([ScoringItem(prompt, len(question.options), field="state")])
         probabilities = np.asarray(results[0]["probabilities"])
         if not (np.all(np.isfinite(probabilities)) and abs(float(probabilities.sum()) - 1.0) < 1e-6):
             raise EngineError(f"the start-up decision returned unusable probabilities {probabilities.tolist()}; "
@@ -235,35 +235,6 @@ class Engine(PrefixReuse):
         }
 
     # -- decisions -------------------------------------------------------------
-
-    def decide(self, batch: DecisionBatch) -> tuple[list[dict], dict]:
-        """Score every question of the batch; returns (results, batch timing in ms)."""
-        items = [ScoringItem(self._render(batch, i, q), len(q.options), temperature=q.temperature,
-                             field="state") for i, q in enumerate(batch.questions)]
-        scored, timing = self.score_items(items)
-        results = []
-        for question, result in zip(batch.questions, scored):
-            n = len(question.options)
-            top = result.pop("top_token")
-            results.append({
-                "id": question.id if not batch.single else batch.id,
-                "option_ids": [o.id for o in question.options],
-                "probabilities": result["probabilities"],
-                "option_logits": result["option_logits"],
-                "answer_token_ids": list(self.slot_tokens[:n]),
-                "answer_slots": list(LETTERS[:n]),
-                "input_tokens": result["input_tokens"],
-                "allowed_token_mass": result["allowed_token_mass"],
-                "top_vocab_token": {"id": top, "text": self.llm.detokenize([top], special=True)
-                                    .decode("utf-8", errors="replace")},
-                "temperature": question.temperature,
-                "prompt_sha256": result["prompt_sha256"],
-                "prompt_version": PROMPT_VERSION,
-                "readout": READOUT_METHODS[result["readout"]],
-                "question_eval_ms": result["question_eval_ms"],
-            })
-        return results, {k: timing[k] for k in ("tokenize_ms", "prefix_eval_ms", "evaluate_ms",
-                                                "shared_prefix_tokens")}
 
     def _evaluate(self, first: RenderedPrompt, prefix: tuple[int, ...], token_lists: list[list[int]],
                   visit) -> tuple[list, dict]:
@@ -366,19 +337,6 @@ class Engine(PrefixReuse):
 
         probabilities, mass, passes = readout.two_level(logits, self.code_tokens, n, temperature, logits_after)
         return readout.result(tokens, logits, probabilities, mass, READOUT_TWO_LEVEL, passes, None)
-
-    def _render(self, batch: DecisionBatch, index: int, question: Question) -> RenderedPrompt:
-        if len(question.options) > len(self.slot_tokens):
-            raise InvalidValue(f"at most {len(self.slot_tokens)} options fit the answer slots",
-                               self._field(batch, index, "options"))
-        try:
-            return self.template.render_decision(batch.state, question)
-        except TemplateError as exc:
-            raise InvalidValue(f"the model's chat template refused the prompt: {exc}", None) from None
-
-    @staticmethod
-    def _field(batch: DecisionBatch, index: int, name: str) -> str:
-        return name if batch.single else f"questions[{index}].{name}"
 
     def _tokens_that_fit(self, prompt: RenderedPrompt, field: str, *, loc: tuple | None = None) -> list[int]:
         """The prompt's tokens, with the cheap checks first: the time limit (checked between prompts, as

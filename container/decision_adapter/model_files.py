@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import stat
 from dataclasses import dataclass, field

@@ -88,14 +88,13 @@ def _code(status: int) -> str:
 
 def error_pages(refusal: Refusal) -> dict[str, tuple[int, dict]]:
     """The answer for each API: ``{"sagemaker" | "jev" | "decisions": (status, body)}``, in the app's own shapes."""
-    from . import jev
-    from .apis import decisions
+    from .apis import decisions, systemone
     exc = AdapterError(refusal.message, None, status=refusal.answer_status, code=_code(refusal.answer_status))
     sagemaker = exc.to_json()
     if refusal.answer_status in (502, 503):
         sagemaker["retryable"] = True
     return {"sagemaker": (refusal.answer_status, sagemaker),
-            "jev": (jev.error_status(exc), jev.error_body(exc)),
+            "jev": (systemone.error_status(exc), systemone.error_body(exc)),
             "decisions": decisions.error_body(exc)[::-1]}
 
 

@@ -22,7 +22,7 @@ PROMPT_VERSION = "decision-prompt/1"
 LETTERS = tuple("ABCDEFGHIJKLMNOP")
 
 # Beyond len(LETTERS) options, each option gets a two-character code: a group
-# letter and a digit ("A0" ... "Z9"), read out in two steps (see engine.py).
+# letter and a digit ("A0" ... "Z9"), read out in two steps (see readout.py).
 GROUP_LETTERS = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 DIGITS = tuple("0123456789")
 MAX_CODED_OPTIONS = len(GROUP_LETTERS) * len(DIGITS)

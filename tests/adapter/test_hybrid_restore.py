@@ -15,11 +15,12 @@ reuse is turned on.
 import numpy as np
 import pytest
 
-from decision_adapter import jev
+from decision_adapter.apis import systemone as jev
 from decision_adapter.errors import TimedOut
 from decision_adapter.schema import parse_decision
 from scripts.hybrid_gguf import write_hybrid_gguf
 from tests.support import adapter_settings
+from decision_adapter.apis import own
 
 STATES = ["The parcel arrived with a cracked screen and the customer wants a replacement.",
           "Order 7: the invoice shows a double charge for the same month."]
@@ -69,7 +70,7 @@ def shared(state):
 
 
 def probabilities(engine, batch):
-    return [r["probabilities"] for r in engine.decide(batch)[0]]
+    return [r["probabilities"] for r in own.decide(engine, batch)[0]]
 
 
 def assert_same(a, b):
@@ -80,7 +81,7 @@ def assert_same(a, b):
 
 def head_reused(engine, batch) -> bool:
     before = engine.tokens_evaluated
-    engine.decide(batch)
+    own.decide(engine, batch)
     prompt = engine.template.render_decision(batch.state, batch.questions[0])
     return engine.tokens_evaluated - before < len(engine.prompt_tokens(prompt)) - 40
 
@@ -127,7 +128,7 @@ def test_after_a_request_stopped_mid_pass_answers_equal_fresh_evaluations(hybrid
 
     monkeypatch.setattr(hybrid.llm, "eval", trips_halfway)
     with hybrid.time_limit(600), pytest.raises(TimedOut):
-        hybrid.decide(shared(STATES[1] + " It is the third time this happens."))
+        own.decide(hybrid, shared(STATES[1] + " It is the third time this happens."))
     monkeypatch.setattr(hybrid.llm, "eval", real_eval)
     assert hybrid._prefix is None and hybrid.llm.n_tokens == 0
     assert_same(probabilities(hybrid, shared(STATES[1])), probabilities(fresh, shared(STATES[1])))

@@ -16,6 +16,7 @@ import pytest
 from decision_adapter.errors import TimedOut
 from decision_adapter.schema import parse_decision
 from tests.support import adapter_settings
+from decision_adapter.apis import own
 
 STATES = ["The parcel arrived with a cracked screen and the customer wants a replacement.",
           "Order 7: the invoice shows a double charge for the same month.",
@@ -85,7 +86,7 @@ def after_timeout(request, engine, restore_across):
 
 
 def probabilities(engine, batch):
-    results, _ = engine.decide(batch)
+    results, _ = own.decide(engine, batch)
     return [r["probabilities"] for r in results]
 
 
@@ -175,7 +176,7 @@ def test_answers_after_a_timed_out_request_equal_fresh_evaluations(after_timeout
     long_state = " ".join(f"line {i}: the customer wrote again about order {i * 7}." for i in range(90))
     probabilities(after_timeout, single(STATES[0]))
     with after_timeout.time_limit(0.05), pytest.raises(TimedOut):
-        after_timeout.decide(single(long_state))
+        own.decide(after_timeout, single(long_state))
     assert after_timeout._prefix is None and after_timeout.llm.n_tokens == 0
     got, n = evaluated(after_timeout, single(STATES[0]), monkeypatch)  # the state before the time-out
     assert_same(got, fresh_probabilities(fresh, single(STATES[0])))

@@ -12,6 +12,7 @@ from decision_adapter.schema import parse_decision
 from decision_adapter.settings import Settings, SettingsError, load_settings
 from decision_adapter.state_cache import CachedState, StateCache
 from tests.support import adapter_settings
+from decision_adapter.apis import own
 
 STATES = [f"Ticket {n}: the customer with account {4000 + n} reports that invoice {n}-7 was charged twice "
           f"and asks for the card ending {1000 + 37 * n} to be checked." for n in range(5)]
@@ -56,7 +57,7 @@ _FRESH: dict = {}
 
 
 def answers(engine, batch):
-    return [r["probabilities"] for r in engine.decide(batch)[0]]
+    return [r["probabilities"] for r in own.decide(engine, batch)[0]]
 
 
 def fresh_answers(fresh, batch):

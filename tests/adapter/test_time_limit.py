@@ -9,6 +9,7 @@ from decision_adapter.deadline import Deadline
 from decision_adapter.errors import TimedOut
 from decision_adapter.schema import parse_chat, parse_decision
 from tests.support.http_client import call
+from decision_adapter.apis import own
 
 SHORT = {"id": "short", "state": "The parcel arrived with a cracked screen.",
          "question": "Which team should handle this?", "options": ["refunds", "shipping", "sales"]}
@@ -68,20 +69,20 @@ def test_a_shorter_limit_after_a_longer_one_trips_on_time():
 # ---- the engine, in-process ------------------------------------------------------------------------
 
 def test_a_decision_over_the_limit_is_stopped_and_the_next_answer_is_unchanged(engine):
-    (reference,), _ = engine.decide(parse_decision(SHORT))
+    (reference,), _ = own.decide(engine, parse_decision(SHORT))
     with engine.time_limit(0.05), pytest.raises(TimedOut) as caught:
-        engine.decide(parse_decision(long_decision(1500)))
+        own.decide(engine, parse_decision(long_decision(1500)))
     assert caught.value.status == 504 and "DECISION_ADAPTER_REQUEST_TIMEOUT" in caught.value.message
     assert engine._prefix is None and engine.llm.n_tokens == 0  # nothing of the stopped request is kept
-    (after,), _ = engine.decide(parse_decision(SHORT))
+    (after,), _ = own.decide(engine, parse_decision(SHORT))
     assert after["probabilities"] == reference["probabilities"]
     assert after["option_logits"] == reference["option_logits"]
 
 
 def test_a_decision_within_the_limit_is_answered_as_without_one(engine):
-    (free,), _ = engine.decide(parse_decision(SHORT))
+    (free,), _ = own.decide(engine, parse_decision(SHORT))
     with engine.time_limit(120):
-        (limited,), _ = engine.decide(parse_decision(SHORT))
+        (limited,), _ = own.decide(engine, parse_decision(SHORT))
     assert limited["probabilities"] == free["probabilities"]
 
 

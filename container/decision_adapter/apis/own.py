@@ -197,7 +197,7 @@ def scoring_items(engine, batch: DecisionBatch) -> list:
 
 def results(engine, batch: DecisionBatch, scored: list[dict]) -> list[dict]:
     """One result per question, in request order, options in the order they were sent."""
-    from ..engine import READOUT_METHODS
+    from ..readout import READOUT_METHODS
 
     out = []
     for question, result in zip(batch.questions, scored):

@@ -414,7 +414,7 @@ def answer(question: JevQuestion, result: dict) -> dict:
 
 
 def respond(engine: Engine, request: JevRequest, results: list[dict], timing: dict) -> dict:
-    from ..engine import READOUT_METHODS
+    from ..readout import READOUT_METHODS
 
     return {
         "model": served_model_name(engine.info),

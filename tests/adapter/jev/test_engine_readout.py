@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from decision_adapter import jev
+from decision_adapter.apis import systemone as jev
 from tests.support import adapter_settings
 
 STATE = "The parcel never arrived and the customer wants to know where it is."

@@ -9,7 +9,7 @@ import pytest
 
 from decision_adapter.app import decode_body
 from decision_adapter.errors import AdapterError, Busy, InvalidType, PromptTooLong, Unauthorized
-from decision_adapter.jev import (JevValidationError, answer, check_model, choice_confidence, error_body,
+from decision_adapter.apis.systemone import (JevValidationError, answer, check_model, choice_confidence, error_body,
                                   error_status, option_texts, parse_systemone, score_confidence)
 from decision_adapter.prompt import option_labels
 from decision_adapter.schema import request_kind
