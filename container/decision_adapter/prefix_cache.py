@@ -62,11 +62,17 @@ class Prefix:
 
 def shared_prefix(first: RenderedPrompt, token_lists: list[list[int]], tokenizer: PromptTokenizer,
                   prompt_tokens) -> tuple[int, ...]:
-    """The tokens every prompt of the list shares up to the end of the first prompt's state (never the
-    whole first prompt). ``token_lists[0]`` are ``first``'s tokens."""
+    """The tokens every prompt of the list shares: up to the end of the first prompt's state for a lone
+    prompt, and for several as far as they all agree (the fixed text after the state, a common question
+    stem), leaving each at least two tokens of its own. ``token_lists[0]`` are ``first``'s tokens."""
     if first.state_end is None:
         return ()
     own = token_lists[0]
+    if len(token_lists) > 1:
+        # One request's own prompts: how far they agree says nothing about any other caller. Two tokens kept
+        # back, as a prompt's last token read alone can differ from the same token read with others.
+        length = min(common_prefix_len(own, tokens) for tokens in token_lists[1:])
+        return tuple(own[: max(0, min([length] + [len(t) - 2 for t in token_lists]))])
     ends = np.cumsum(tokenizer.piece_bytes[own])
     if own and own[0] == tokenizer.bos_id and not first.text.startswith(tokenizer.bos_text):
         ends -= ends[0]  # the BOS the engine added spells nothing of the text

@@ -206,3 +206,19 @@ def test_flash_attention_is_off_unless_asked_and_llama_cpp_says_what_auto_became
         assert auto._model_info()["runtime"]["flash_attention"] == auto.flash_attention
     finally:
         del auto
+
+
+def test_a_batch_shares_every_token_its_prompts_agree_on_not_only_the_state(engine):
+    from decision_adapter.tokens import common_prefix_len
+
+    stems = [dict(q, question="About this order: " + q["question"]) for q in QUESTIONS]
+    prompts = [engine.template.render_decision(STATE, q) for q in batch(stems).questions]
+    tokens = [engine.prompt_tokens(p) for p in prompts]
+    agree = min(common_prefix_len(tokens[0], t) for t in tokens[1:])
+    state_cut = len(engine.prompt_tokens(prompts[0], prompts[0].state_end))
+    assert agree > state_cut + 3  # the fixed text after the state and the common stem
+    results, timing = own.decide(engine, batch(stems))
+    assert timing["shared_prefix_tokens"] == agree
+    for q, together in zip(stems, results):
+        (alone,), _ = own.decide(engine, single(q))
+        assert np.allclose(alone["probabilities"], together["probabilities"], atol=1e-4, rtol=0)
