@@ -1,8 +1,11 @@
 """A suite nobody on this project wrote, run as a subprocess against real adapter processes.
 
-``jevcompat test`` (the pinned conformance suite): every MUST passes, with and without an API key
-configured. Its checks include 255-option choices, noise-aware invariance to question ids,
-batching and order, and the official ``typesafe-sdk`` parsing every answer type.
+``jevcompat test`` (the pinned conformance suite): every MUST passes against an adapter with an API
+key configured, the stricter of its two settings (the auth checks run only there). Its checks include
+255-option choices, noise-aware invariance to question ids, batching and order, and the official
+``typesafe-sdk`` parsing every answer type. The run without a key is ``make conformance``'s
+(benchmarks/jev.py runs both); here ``test_systemone_http.py`` checks that a header is ignored without
+one. One run keeps ``make test`` inside CI's time.
 
 ``jevbench eval`` (label-free coherence tests) runs in ``make conformance`` only: even its
 one-case ``examples`` suite takes over two minutes on 2 cores, and the embedded model's scores
@@ -37,19 +40,6 @@ def _jevcompat(url: str, tmp_path, *extra: str, env: dict | None = None) -> tupl
 def _failed_musts(report: dict) -> list[str]:
     return [f"{r['id']}: {[f['message'] for f in r['findings']][:2]}"
             for r in report["results"] if r["level"] == "MUST" and r["status"] == "fail"]
-
-
-def test_jevcompat_every_must_passes_without_an_api_key(adapters, tmp_path):
-    server = adapters.shared(**JEV_ENV)
-    status, report = _jevcompat(server.url, tmp_path)
-    summary = report["summary"]
-    assert _failed_musts(report) == []
-    assert summary["verdict"] == "conformant" and status == 0, (summary, report["inconclusive"])
-    assert summary["MUST"]["failed"] == 0 and summary["untested_musts"] == []
-    results = {r["id"]: r["status"] for r in report["results"]}
-    assert results["auth.ignored-when-off"] == "pass" and results["choice.options"] == "pass"
-    assert results["dropin.sdk-python"] == "pass" and results["semantics.question-id"] == "pass"
-    assert report["info"]["limits"]["choice options accepted up to"] == 255
 
 
 def test_jevcompat_every_must_passes_with_an_api_key(adapters, tmp_path):
