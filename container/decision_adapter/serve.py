@@ -291,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
                "SM_LLAMA_CPP_CTX_SIZE (8192), SM_LLAMA_CPP_N_GPU_LAYERS (0; 999 or -1 = all), "
                "SAGEMAKER_BIND_TO_PORT (8080), DECISION_ADAPTER_MAX_QUEUE, DECISION_ADAPTER_REQUEST_TIMEOUT, "
                "DECISION_ADAPTER_EXTRA_BUFFERS, DECISION_ADAPTER_API_KEY, DECISION_ADAPTER_NGINX (auto: nginx in "
-               "front when it is installed; off). The project README lists them all.")
+               "front when it is installed; off). docs/settings.md lists them all.")
     parser.add_argument("command", nargs="?", choices=("serve",), help="what SageMaker passes; optional")
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     parser.add_argument("--port", type=int, help="port (default SAGEMAKER_BIND_TO_PORT, else 8080)")
