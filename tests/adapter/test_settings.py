@@ -39,8 +39,9 @@ def test_minus_one_gpu_layers_means_all():
 
 
 def test_unknown_llama_flags_are_reported_not_dropped_silently():
-    s = load_settings({"SM_LLAMA_CPP_FLASH_ATTN": "true", "SM_LLAMA_CPP_THREADS": "2", "SM_LLAMA_CPP_PORT": "8080"})
-    assert s.ignored_llama_settings == ("SM_LLAMA_CPP_FLASH_ATTN",)
+    s = load_settings({"SM_LLAMA_CPP_CONT_BATCHING": "true", "SM_LLAMA_CPP_THREADS": "2",
+                       "SM_LLAMA_CPP_PORT": "8080", "SM_LLAMA_CPP_FLASH_ATTN": "true"})
+    assert s.ignored_llama_settings == ("SM_LLAMA_CPP_CONT_BATCHING",)
 
 
 @pytest.mark.parametrize("env, needle", [
