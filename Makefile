@@ -119,7 +119,8 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.adapter
 
 # Outside suites against real local adapters: jevcompat (with and without an API key) and a
-# bounded jevbench run; reports in benchmarks/results/. tests/adapter/jev runs the same suites in CI.
+# bounded jevbench run; reports in benchmarks/results/. CI checks the Jev API with tests/adapter/jev (over HTTP);
+# these suites take minutes each on 2 cores, so they run here only.
 conformance: $(STAMP)
 	$(PY) -m benchmarks.jev
 
