@@ -28,7 +28,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     import contextlib
 
     from ..bench import run_notebook_benchmark
-    from ..bench.report import fmt_s
+    from ..bench.markdown import fmt_s
     from ..client import decision as make_decision
     from ..decisions import Policy
     from ..examples import CHAT, SHARED_STATE, SUPPORT_ROUTE
