@@ -222,6 +222,42 @@ def remove_deadline(scheduler_client, endpoint_name: str) -> str:
                "EventBridge Scheduler console"
 
 
+# ---- alarms and the dashboard ----------------------------------------------------------------------
+
+
+def delete_alarms(cloudwatch, endpoint_names: Iterable[str]) -> dict[str, str]:
+    """The endpoints' alarms (``alarms.alarm_names``, nothing else), each DELETED or ALREADY_GONE."""
+    from . import alarms, aws
+
+    wanted = [name for endpoint in dict.fromkeys(endpoint_names) for name in alarms.alarm_names(endpoint)]
+    found: set[str] = set()
+    for start in range(0, len(wanted), 100):  # DescribeAlarms and DeleteAlarms take 100 names each
+        chunk = wanted[start:start + 100]
+        described = cloudwatch.describe_alarms(**aws.validate("cloudwatch", "DescribeAlarms", {"AlarmNames": chunk}))
+        there = [a["AlarmName"] for a in described.get("MetricAlarms", []) if a["AlarmName"] in chunk]
+        if there:
+            cloudwatch.delete_alarms(**aws.validate("cloudwatch", "DeleteAlarms", {"AlarmNames": there}))
+        found.update(there)
+    return {name: DELETED if name in found else ALREADY_GONE for name in wanted}
+
+
+def delete_dashboard(cloudwatch, name: str | None = None) -> str:
+    """The workshop's dashboard (``alarms.DASHBOARD`` unless named), DELETED or ALREADY_GONE."""
+    from botocore.exceptions import ClientError
+
+    from . import alarms, aws
+
+    request = aws.validate("cloudwatch", "DeleteDashboards", {"DashboardNames": [name or alarms.DASHBOARD]})
+    try:
+        cloudwatch.delete_dashboards(**request)
+    except ClientError as exc:
+        code, message = _error(exc)
+        if code in ("ResourceNotFound", "ResourceNotFoundException") or "does not exist" in message:
+            return ALREADY_GONE
+        raise CleanupError(f"DeleteDashboards({request['DashboardNames']}) failed: {code}: {message}") from None
+    return DELETED
+
+
 # ---- the report of what still runs ------------------------------------------------------------------
 
 
