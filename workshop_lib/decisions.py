@@ -10,18 +10,24 @@ that ranking is decided here, in plain code:
   next-best allowed option is not promoted in its place (that would let the
   model's ranking of forbidden options steer the outcome).
 
+* abstention: when the answer letters held little of the model's next-token
+  probability mass (``allowed_token_mass`` below ``min_answer_mass``, or the server
+  itself marked the answer ``abstained``), the model was not really answering the
+  question, whatever the probabilities say.
+
 Anything not accepted goes to a named fallback id (``"needs_review"``, a human
 queue, a safe default). Probabilities from small models are uncalibrated, so
 thresholds are tuned on labelled examples, not read as confidence.
 
 Functions take a ``client.Decision`` or a plain ``{option_id: probability}``
-mapping (in option order) and are pure.
+mapping (in option order) and are pure. A plain mapping carries no answer mass, so a
+policy with ``min_answer_mass`` above 0 falls back on it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 # Boundary values count as met; this absorbs float rounding (0.7 - 0.5 < 0.2).
@@ -31,6 +37,7 @@ ACCEPTED = "accepted"
 NOT_ALLOWED = "not_allowed"
 BELOW_THRESHOLD = "below_threshold"
 SMALL_MARGIN = "small_margin"
+ABSTAINED = "abstained"
 
 
 def scores(decision) -> dict[str, float]:
@@ -53,6 +60,16 @@ def margin(decision) -> float:
     """Top probability minus the runner-up's (the top one's own probability if there is one option)."""
     order = ranked(decision)
     return order[0][1] - (order[1][1] if len(order) > 1 else 0.0)
+
+
+def answer_mass(decision) -> tuple[float | None, bool]:
+    """(``allowed_token_mass``, whether the server marked the answer abstained) of a decision;
+    (None, False) for a plain mapping or an answer without the fields."""
+    raw = getattr(decision, "raw", None) or {}
+    mass = raw.get("allowed_token_mass") if isinstance(raw, Mapping) else None
+    if isinstance(mass, bool) or not isinstance(mass, (int, float)) or not math.isfinite(mass):
+        mass = None
+    return (float(mass) if mass is not None else None), bool(isinstance(raw, Mapping) and raw.get("abstained") is True)
 
 
 def _check_unit(name: str, value: float) -> None:
@@ -81,26 +98,30 @@ class Outcome:
 
     option_id: str
     accepted: bool
-    rule: str  # ACCEPTED, NOT_ALLOWED, BELOW_THRESHOLD or SMALL_MARGIN
+    rule: str  # ACCEPTED, NOT_ALLOWED, ABSTAINED, BELOW_THRESHOLD or SMALL_MARGIN
     reason: str
     top: str
     top_probability: float
     margin: float
+    answer_mass: float | None = None  # the answer letters' share of the next-token mass, when known
 
 
 @dataclass(frozen=True)
 class Policy:
-    """Threshold, margin and allow-list rules in one place; ``apply`` checks them in that order:
-    allowed first (authorization), then threshold, then margin."""
+    """Allow-list, abstention, threshold and margin rules in one place; ``apply`` checks them in that
+    order: allowed first (authorization), then whether the model answered at all (the server's
+    ``abstained`` flag, or ``allowed_token_mass`` below ``min_answer_mass``), then threshold, then margin."""
 
     threshold: float = 0.0
     min_margin: float = 0.0
     allowed: frozenset[str] | None = None  # None: every option id may be acted on
     fallback: str = "needs_review"
+    min_answer_mass: float = 0.0  # 0: only the server's own abstention counts
 
     def __post_init__(self):
         _check_unit("threshold", self.threshold)
         _check_unit("min_margin", self.min_margin)
+        _check_unit("min_answer_mass", self.min_answer_mass)
         _check_fallback(self.fallback)
         if self.allowed is not None:
             if isinstance(self.allowed, str):
@@ -109,20 +130,31 @@ class Policy:
 
     def allowing(self, ids: Iterable[str]) -> Policy:
         """The same rules restricted to ``ids`` (e.g. what this user is authorised for)."""
-        return Policy(self.threshold, self.min_margin, frozenset(ids), self.fallback)
+        return replace(self, allowed=frozenset(ids))
 
     def apply(self, decision) -> Outcome:
         order = ranked(decision)
         top, p = order[0]
         gap = p - (order[1][1] if len(order) > 1 else 0.0)
+        mass, abstained = answer_mass(decision)
 
         def outcome(rule: str, reason: str) -> Outcome:
             accepted = rule == ACCEPTED
-            return Outcome(top if accepted else self.fallback, accepted, rule, reason, top, p, gap)
+            return Outcome(top if accepted else self.fallback, accepted, rule, reason, top, p, gap, mass)
 
         if self.allowed is not None and top not in self.allowed:
             return outcome(NOT_ALLOWED, f"{top} (p={p:.3f}) is not among the allowed options; "
                                         f"fell back to {self.fallback}")
+        if abstained:
+            held = f" held {mass:.3f} of the next-token mass" if mass is not None else ""
+            return outcome(ABSTAINED, f"the server abstained (the answer letters{held}, below its "
+                                      f"min_answer_mass); fell back to {self.fallback}")
+        if self.min_answer_mass > 0.0 and mass is None:
+            return outcome(ABSTAINED, f"the answer carries no allowed_token_mass to check against "
+                                      f"min_answer_mass {self.min_answer_mass:.3f}; fell back to {self.fallback}")
+        if mass is not None and mass < self.min_answer_mass - TOLERANCE:
+            return outcome(ABSTAINED, f"the answer letters held {mass:.3f} of the next-token mass, below "
+                                      f"min_answer_mass {self.min_answer_mass:.3f}; fell back to {self.fallback}")
         if p < self.threshold - TOLERANCE:
             return outcome(BELOW_THRESHOLD, f"{top} has p={p:.3f}, below the threshold {self.threshold:.3f}; "
                                             f"fell back to {self.fallback}")
@@ -134,6 +166,6 @@ class Policy:
 
 
 __all__ = [
-    "ACCEPTED", "BELOW_THRESHOLD", "NOT_ALLOWED", "SMALL_MARGIN", "Outcome", "Policy",
-    "accept_if_clear", "accept_or_fallback", "margin", "ranked", "scores",
+    "ABSTAINED", "ACCEPTED", "BELOW_THRESHOLD", "NOT_ALLOWED", "SMALL_MARGIN", "Outcome", "Policy",
+    "accept_if_clear", "accept_or_fallback", "answer_mass", "margin", "ranked", "scores",
 ]

@@ -27,6 +27,10 @@ from .tasks import Task
 # What a run keeps of the model metadata the adapter returns.
 MODEL_KEYS = ("file", "sha256", "size_bytes", "source_revision", "quantization", "context_size",
               "gpu_layers_offloaded", "threads")
+# What a result keeps (in ``extra``) of the fields the adapter's order modes, calibration and
+# abstention add to each answer; absent fields are left out.
+SERVED_KEYS = ("order", "order_sensitivity", "prior", "calibration", "abstained", "min_answer_mass",
+               "allowed_token_mass", "prompt_version")
 
 
 @dataclass
@@ -113,13 +117,18 @@ def failed_result(task: Task, error: BaseException | str, *, order: str = "origi
 
 
 def decision_result(task: Task, decision, *, order: str = "original") -> TaskResult:
-    """Score a ``client.Decision`` for ``task``."""
+    """Score a ``client.Decision`` for ``task``; the served order, calibration and abstention fields go
+    to ``extra``."""
     raw = decision.raw or {}
-    return score_response(
+    result = score_response(
         task, decision.option_ids, decision.probabilities, option_logits=raw.get("option_logits"),
         order=order, presented=decision.option_ids, client_latency_ms=decision.client_latency_ms,
         server_ms=decision.timing.get("total_ms"), timing=dict(decision.timing),
         input_tokens=raw.get("input_tokens"), attempts=decision.attempts)
+    result.extra = {k: raw[k] for k in SERVED_KEYS if k in raw}
+    if decision.model.get("sha256"):
+        result.extra["model_sha256"] = decision.model["sha256"]
+    return result
 
 
 def model_summary(model: Mapping | None) -> dict:
@@ -203,13 +212,20 @@ def _timed_failure(task: Task, exc: EndpointError, t0: float, **kw) -> TaskResul
 
 
 def run_decisions(client, tasks: Sequence[Task], *, concurrency: int = 1, order: str = "original",
-                  temperature: float | None = None, progress: bool = True, label: str = "decision") -> Run:
-    """One decision per task through ``client.decide``; failures are recorded, never raised."""
+                  temperature: float | None = None, progress: bool = True, label: str = "decision",
+                  fields: Mapping | Callable[[Task], Mapping] | None = None) -> Run:
+    """One decision per task through ``client.decide``; failures are recorded, never raised.
+
+    ``fields`` are added to every request body (e.g. ``{"order": "rotations"}``), or computed per task
+    by a function of the task.
+    """
     model: dict = {}
 
     def attempt(task: Task) -> TaskResult:
         body = task.request(order, request_id=task.id if order == "original" else f"{task.id}@{order}",
                             temperature=temperature)
+        if fields:
+            body.update(fields(task) if callable(fields) else fields)
         presented = [o["id"] for o in body["options"]]
         t0 = time.perf_counter()
         try:
@@ -225,7 +241,8 @@ def run_decisions(client, tasks: Sequence[Task], *, concurrency: int = 1, order:
                             desc=f"{label} ({order})" if order != "original" else label)
     return Run(label=label, kind="decision", results=results, endpoint=_endpoint_name(client),
                concurrency=concurrency, wall_s=wall, started_at=started_at, model=model,
-               settings={"order": order, "temperature": temperature})
+               settings={"order": order, "temperature": temperature,
+                         **({"fields": dict(fields)} if isinstance(fields, Mapping) else {})})
 
 
 def systemone_question(task: Task) -> dict:

@@ -124,3 +124,42 @@ def test_policy_refuses_unusable_settings(kwargs):
 def test_helpers_refuse_an_empty_fallback():
     with pytest.raises(ValueError, match="fallback"):
         accept_or_fallback(ROUTE, 0.5, "")
+
+
+def _answer(mass, abstained=False):
+    raw = {"allowed_token_mass": mass, "abstained": abstained}
+    return Decision("t-1", tuple(ROUTE), tuple(ROUTE.values()), raw=raw)
+
+
+def test_an_answer_the_server_marked_abstained_falls_back_whatever_its_probabilities():
+    from workshop_lib.decisions import ABSTAINED
+
+    outcome = Policy(threshold=0.1, fallback="review").apply(_answer(0.4, abstained=True))
+    assert (outcome.option_id, outcome.accepted, outcome.rule, outcome.answer_mass) == ("review", False, ABSTAINED, 0.4)
+    assert "0.400" in outcome.reason
+
+
+@pytest.mark.parametrize("mass, accepted", [(0.97, False), (0.98, True), (0.999, True)])
+def test_min_answer_mass_falls_back_below_the_threshold(mass, accepted):
+    outcome = Policy(min_answer_mass=0.98).apply(_answer(mass))
+    assert outcome.accepted is accepted
+    assert outcome.option_id == ("billing" if accepted else "needs_review")
+
+
+def test_min_answer_mass_cannot_be_checked_on_a_plain_mapping_so_it_falls_back():
+    from workshop_lib.decisions import ABSTAINED
+
+    assert Policy(min_answer_mass=0.5).apply(ROUTE).rule == ABSTAINED
+    assert Policy().apply(ROUTE).rule == ACCEPTED  # 0: nothing to check
+
+
+def test_authorization_is_checked_before_abstention_and_allowing_keeps_the_mass_rule():
+    policy = Policy(min_answer_mass=0.9, fallback="review").allowing({"sales"})
+    assert policy.min_answer_mass == 0.9
+    assert policy.apply(_answer(0.1)).rule == NOT_ALLOWED
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, True, "0.9"])
+def test_min_answer_mass_must_be_a_share(bad):
+    with pytest.raises(ValueError, match="min_answer_mass"):
+        Policy(min_answer_mass=bad)

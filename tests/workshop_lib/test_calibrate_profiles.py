@@ -1,0 +1,212 @@
+"""Served calibration, the pure part: profile names, the fit kept only when held-out NLL improves, the
+file's format (round trip and refusals), and the order study's arithmetic (risk/coverage, rotation cost)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from workshop_lib.bench import profiles
+from workshop_lib.bench.order_study import heldout_calibration, per_token_ms, risk_coverage, rotation_cost
+from workshop_lib.bench.profiles import (CalibrationFileError, Labelled, band, calibration_document, check_document,
+                                         fit_profile, profile_name, read_document, write_document)
+from workshop_lib.bench.runner import TaskResult
+
+SHA = "ab" * 32
+
+
+@pytest.mark.parametrize("n, expected", [(2, "2"), (3, "3-4"), (4, "3-4"), (5, "5-8"), (8, "5-8"), (9, "9-16"),
+                                         (16, "9-16"), (17, "17+"), (255, "17+")])
+def test_bands_by_option_count(n, expected):
+    assert band(n) == expected
+    assert profile_name("choice", n) == f"choice/{expected}"
+
+
+@pytest.mark.parametrize("bad", [1, 0, True, 2.0])
+def test_a_band_needs_two_options_or_more(bad):
+    with pytest.raises(ValueError):
+        band(bad)
+
+
+def test_profile_names_only_known_question_types():
+    with pytest.raises(ValueError, match="question_type"):
+        profile_name("ranking", 3)
+
+
+def _rows(rng, n, *, p_top, right_share, k=3, profile="choice/3-4"):
+    """Answers putting p_top on one option, the expected one in ``right_share`` of them."""
+    out = []
+    for i in range(n):
+        top = int(rng.integers(k))
+        target = top if rng.random() < right_share else (top + 1) % k
+        p = np.full(k, (1 - p_top) / (k - 1))
+        p[top] = p_top
+        out.append(Labelled(f"t{i}", profile, tuple(np.log(p)), target))
+    return out
+
+
+def test_an_overconfident_model_is_softened_and_kept_when_held_out_nll_improves():
+    rng = np.random.default_rng(1)
+    fit, held = _rows(rng, 60, p_top=0.98, right_share=0.6), _rows(rng, 40, p_top=0.98, right_share=0.6)
+    entry = fit_profile(fit, held)
+    assert entry["temperature"] > 1.0
+    assert entry["kept"] is True
+    assert entry["heldout"]["nll_after"] < entry["heldout"]["nll_before"]
+    assert entry["heldout"]["ece_after"] < entry["heldout"]["ece_before"]
+    assert (entry["fit_n"], entry["heldout_n"]) == (60, 40)
+
+
+def test_a_fit_that_makes_held_out_nll_worse_is_not_kept():
+    rng = np.random.default_rng(2)
+    # Fitted where the model is always right (sharpen), judged where it is right a third of the time.
+    fit, held = _rows(rng, 30, p_top=0.6, right_share=1.0), _rows(rng, 30, p_top=0.6, right_share=0.3)
+    entry = fit_profile(fit, held)
+    assert entry["temperature"] < 1.0
+    assert entry["heldout"]["nll_after"] > entry["heldout"]["nll_before"]
+    assert entry["kept"] is False
+
+
+def test_a_profile_without_held_out_answers_is_not_kept():
+    rng = np.random.default_rng(3)
+    entry = fit_profile(_rows(rng, 10, p_top=0.9, right_share=0.5), [])
+    assert entry["kept"] is False and entry["heldout"] is None and entry["heldout_n"] == 0
+
+
+def test_a_model_that_reads_positions_is_flattened_within_the_adapters_temperature_range():
+    rng = np.random.default_rng(4)
+    # Always the first option, with confidence, whatever the label: only uniform answers help.
+    rows = []
+    for i in range(40):
+        p = np.array([0.9, 0.05, 0.05])
+        rows.append(Labelled(f"t{i}", "choice/3-4", tuple(np.log(p)), int(rng.integers(3))))
+    entry = fit_profile(rows[:20], rows[20:])
+    low, high = profiles.TEMPERATURE_RANGE
+    assert low < entry["temperature"] <= high
+    assert entry["temperature"] > 10
+
+
+def _result(i, *, split, kind="choice", labels=("a", "b", "c"), p=(0.7, 0.2, 0.1), expected="a", sha=SHA,
+            version="decision-prompt/1", mass=0.99, correct=None):
+    probabilities = dict(zip(labels, p))
+    top = max(probabilities, key=probabilities.get)
+    return TaskResult(task_id=f"task-{i}", family="f", type=kind, expected=expected, labels=list(labels),
+                      split=split, valid=True, predicted=top, correct=(top == expected) if correct is None else correct,
+                      probabilities=probabilities,
+                      extra={"model_sha256": sha, "prompt_version": version, "allowed_token_mass": mass})
+
+
+def _results():
+    out = []
+    for i in range(24):
+        split = "dev" if i % 3 == 0 else "test"
+        expected = "a" if i % 2 else "b"
+        out.append(_result(i, split=split, expected=expected))
+        out.append(_result(100 + i, split=split, kind="noul", labels=("no", "yes"), p=(0.95, 0.05),
+                           expected="yes" if i % 4 == 0 else "no"))
+    return out
+
+
+def test_the_file_holds_what_the_adapter_reads_and_round_trips(tmp_path):
+    doc = calibration_document(_results(), order="rotations", tasks="tasks.jsonl")
+    assert doc["format"] == "decision-calibration/1"
+    assert doc["fit_for"] == {"gguf_sha256": SHA, "prompt_version": "decision-prompt/1"}
+    assert doc["order"] == "rotations"
+    assert set(doc["profiles"]) == {"choice/3-4", "noul/2"}
+    assert doc["data"] == {"tasks": "tasks.jsonl", "fit_n": 16, "heldout_n": 32}
+    for entry in doc["profiles"].values():
+        assert set(entry) == {"temperature", "kept", "fit_n", "heldout_n", "heldout"}
+        assert set(entry["heldout"]) == set(profiles.HELDOUT_KEYS)
+    path = write_document(doc, tmp_path)
+    assert path.name == "calibration.json"
+    assert read_document(path) == json.loads(json.dumps(doc))
+
+
+def test_the_split_falls_back_to_a_stable_hash_when_tasks_carry_none():
+    results = [_result(i, split="test") for i in range(40)]
+    first = calibration_document(results, order="as_given", tasks="t")
+    again = calibration_document(list(reversed(results)), order="as_given", tasks="t")
+    assert first["data"] == again["data"]
+    assert 0 < first["data"]["fit_n"] < 40 and first["data"]["fit_n"] + first["data"]["heldout_n"] == 40
+
+
+def test_answers_from_two_models_cannot_be_fitted_together():
+    results = _results()
+    results[5].extra["model_sha256"] = "cd" * 32
+    with pytest.raises(CalibrationFileError, match="model.sha256"):
+        calibration_document(results, order="as_given", tasks="t")
+
+
+def test_an_unknown_order_mode_is_refused():
+    with pytest.raises(CalibrationFileError, match="order"):
+        calibration_document(_results(), order="shuffled", tasks="t")
+
+
+def _doc():
+    return calibration_document(_results(), order="as_given", tasks="t")
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda d: d.update(format="decision-calibration/2"), "format"),
+    (lambda d: d["fit_for"].update(gguf_sha256="xyz"), "gguf_sha256"),
+    (lambda d: d["fit_for"].update(prompt_version=""), "prompt_version"),
+    (lambda d: d.update(order="sorted"), "order"),
+    (lambda d: d["profiles"].update({"choice/6": d["profiles"]["choice/3-4"]}), "choice/6"),
+    (lambda d: d["profiles"]["noul/2"].update(temperature=1000.0), "temperature"),
+    (lambda d: d["profiles"]["noul/2"].update(temperature=float("nan")), "temperature"),
+    (lambda d: d["profiles"]["noul/2"].update(kept="yes"), "kept"),
+    (lambda d: d["profiles"]["noul/2"].update(kept=True, heldout=None), "held-out"),
+    (lambda d: d["data"].update(fit_n=-1), "data.fit_n"),
+])
+def test_a_broken_file_is_refused_naming_the_field(change, field):
+    doc = json.loads(json.dumps(_doc()))
+    change(doc)
+    with pytest.raises(CalibrationFileError, match=field.replace("/", "/").replace("-", "-")):
+        check_document(doc)
+
+
+def test_held_out_figures_apply_only_kept_profiles():
+    results = _results()
+    doc = _doc()
+    for entry in doc["profiles"].values():
+        entry["kept"] = False
+    unchanged = heldout_calibration(results, doc)
+    assert unchanged["before"] == unchanged["after"] and unchanged["kept"] == []
+    doc["profiles"]["noul/2"].update(kept=True, temperature=4.0)
+    changed = heldout_calibration(results, doc)
+    assert changed["after"]["nll"] != changed["before"]["nll"] and changed["kept"] == ["noul/2"]
+
+
+def test_risk_and_coverage_over_answer_mass_thresholds():
+    results = [_result(0, split="test", mass=0.99, correct=True), _result(1, split="test", mass=0.99, correct=False),
+               _result(2, split="test", mass=0.6, correct=False), _result(3, split="test", mass=0.3, correct=True)]
+    failed = TaskResult("task-9", "f", "choice", "a", ["a", "b"], answered=False)
+    rows = {r["min_answer_mass"]: r for r in risk_coverage([*results, failed], (0.0, 0.5, 0.9, 0.999))}
+    assert (rows[0.0]["answered"], rows[0.0]["coverage"], rows[0.0]["risk"]) == (4, 4 / 5, 2 / 4)
+    assert (rows[0.5]["answered"], rows[0.5]["risk"]) == (3, 2 / 3)
+    assert (rows[0.9]["answered"], rows[0.9]["risk"]) == (2, 1 / 2)
+    assert (rows[0.999]["answered"], rows[0.999]["coverage"], rows[0.999]["risk"]) == (0, 0.0, None)
+
+
+def _timed(i, ms, tokens):
+    r = _result(i, split="test")
+    r.server_ms, r.input_tokens = ms, tokens
+    return r
+
+
+def test_the_per_token_rate_is_the_slope_of_time_against_tokens():
+    assert per_token_ms([100, 200, 300], [15.0, 25.0, 35.0]) == pytest.approx(0.1)
+    assert per_token_ms([100, 100], [1.0, 2.0]) is None
+
+
+def test_rotation_cost_compares_extra_time_with_what_extra_tokens_cost():
+    base = [_timed(i, 10.0 + 0.1 * t, t) for i, t in enumerate((100, 200, 300))]
+    rotations = [_timed(i, 10.0 + 0.1 * t + 0.1 * 50 * 1.5, t + 50) for i, t in enumerate((100, 200, 300))]
+    cost = rotation_cost(base, rotations)
+    assert cost["pairs"] == 3 and cost["extra_tokens"] == 150
+    assert cost["rate_ms_per_token"] == pytest.approx(0.1)
+    assert cost["ratio"] == pytest.approx(1.5)
+    assert rotation_cost(base, rotations, rate_ms=0.15)["ratio"] == pytest.approx(1.0)
+    assert math.isclose(cost["extra_ms"], 22.5)

@@ -1,0 +1,255 @@
+"""The adapter's order modes side by side: accuracy, flips under reversal, order sensitivity, cost,
+calibration on a held-out split, and risk against coverage when low-mass answers abstain.
+
+``measure_order_modes(client, tasks)`` sends every task in each order mode twice (options as
+declared, then reversed), at temperature 1, and returns an ``OrderStudy``: its figures, and the
+``calibration.json`` each mode's run would give (``study.calibration("as_given")``). The rest of the
+module is pure arithmetic on runs, tested on fixed inputs:
+
+* ``flip_stats`` (bias.py): the share of tasks whose top option changes when only the order of
+  the options changes;
+* ``mean_sensitivity``: the rotations' own measure of disagreement (``order_sensitivity``);
+* ``per_token_ms`` and ``rotation_cost``: rotations evaluate the state and question once and one
+  options block per rotation; their extra time is compared with what their extra tokens cost at
+  the engine's per-token rate (the slope of time against tokens over the ``as_given`` answers,
+  unless a measured rate is given);
+* ``heldout_calibration``: NLL, ECE and Brier before and after the fitted profiles, on the
+  held-out tasks;
+* ``risk_coverage``: for each ``min_answer_mass`` threshold, the share of tasks answered (the
+  answer letters held at least that much of the next-token mass) and the error rate among them.
+
+Figures are printed, never asserted: speed on a shared machine is noise, and a small model's
+accuracy is not the point.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .bias import flip_stats
+from .calibration import metrics, split_for_calibration
+from .profiles import ORDER_MODES, calibration_document, labelled
+from .runner import Run, TaskResult
+
+THRESHOLDS = (0.0, 0.5, 0.8, 0.9, 0.95, 0.98, 0.99)
+ROTATION_COST_TARGET = 1.05  # rotations' extra time over what their extra tokens cost
+
+
+def evaluated_tokens(result: TaskResult) -> int | None:
+    """The tokens the server evaluated for this answer (``timing.input_tokens``, else ``input_tokens``)."""
+    for value in (result.timing.get("input_tokens"), result.input_tokens):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _ms(result: TaskResult) -> float | None:
+    return result.server_ms if isinstance(result.server_ms, (int, float)) else result.client_latency_ms
+
+
+def accuracy(results: Sequence[TaskResult]) -> float | None:
+    return sum(r.correct for r in results) / len(results) if results else None
+
+
+def mean_sensitivity(results: Iterable[TaskResult]) -> dict:
+    """Mean ``max_spread`` and the share of ``top_changes`` over the answers that report ``order_sensitivity``."""
+    found = [r.extra["order_sensitivity"] for r in results
+             if r.valid and isinstance(r.extra.get("order_sensitivity"), Mapping)]
+    if not found:
+        return {"n": 0, "max_spread": None, "top_changes": None, "rotations": None}
+    return {"n": len(found), "max_spread": statistics.mean(float(s["max_spread"]) for s in found),
+            "top_changes": sum(bool(s["top_changes"]) for s in found) / len(found),
+            "rotations": statistics.mean(float(s["rotations"]) for s in found)}
+
+
+def per_token_ms(tokens: Sequence[float], ms: Sequence[float]) -> float | None:
+    """The slope of time against tokens (least squares): what one more evaluated token costs."""
+    if len(tokens) < 2 or len(set(tokens)) < 2:
+        return None
+    slope, _ = np.polyfit(np.asarray(tokens, dtype=float), np.asarray(ms, dtype=float), 1)
+    return float(slope)
+
+
+def rotation_cost(base: Sequence[TaskResult], rotations: Sequence[TaskResult], rate_ms: float | None = None) -> dict:
+    """Rotations' extra time against what their extra tokens cost at ``rate_ms`` per token.
+
+    Tasks answered in both runs are paired; ``ratio`` is the summed extra milliseconds over the summed
+    extra tokens times the rate (None when it cannot be formed). Without ``rate_ms`` the rate is the
+    slope of time against tokens over ``base``.
+    """
+    by_id = {r.task_id: r for r in base if r.valid and _ms(r) is not None and evaluated_tokens(r) is not None}
+    pairs = [(by_id[r.task_id], r) for r in rotations
+             if r.task_id in by_id and r.valid and _ms(r) is not None and evaluated_tokens(r) is not None]
+    if rate_ms is None:
+        usable = list(by_id.values())
+        rate_ms = per_token_ms([evaluated_tokens(r) for r in usable], [_ms(r) for r in usable])
+    extra_ms = sum(_ms(r) - _ms(b) for b, r in pairs)
+    extra_tokens = sum(evaluated_tokens(r) - evaluated_tokens(b) for b, r in pairs)
+    cost = rate_ms * extra_tokens if rate_ms is not None else None
+    ratio = extra_ms / cost if pairs and cost and cost > 0 else None
+    return {"pairs": len(pairs), "rate_ms_per_token": rate_ms, "extra_ms": extra_ms, "extra_tokens": extra_tokens,
+            "token_cost_ms": cost, "ratio": ratio, "target": ROTATION_COST_TARGET}
+
+
+def risk_coverage(results: Sequence[TaskResult], thresholds: Sequence[float] = THRESHOLDS) -> list[dict]:
+    """Per threshold: answered (mass at least the threshold), coverage (answered / tasks) and risk (wrong /
+    answered). An invalid or failed answer counts as a task never answered; an answer without
+    ``allowed_token_mass`` is answered only at threshold 0."""
+    total = len(results)
+    rows = []
+    for t in thresholds:
+        answered = [r for r in results if r.valid and (
+            t <= 0 or (isinstance(r.extra.get("allowed_token_mass"), (int, float))
+                       and r.extra["allowed_token_mass"] >= t))]
+        wrong = sum(not r.correct for r in answered)
+        rows.append({"min_answer_mass": t, "answered": len(answered), "tasks": total,
+                     "coverage": len(answered) / total if total else None,
+                     "risk": wrong / len(answered) if answered else None})
+    return rows
+
+
+def heldout_calibration(results: Sequence[TaskResult], doc: Mapping) -> dict:
+    """NLL, ECE, Brier and accuracy on the held-out answers at temperature 1 and with the file's kept profiles."""
+    _, heldout, _ = split_for_calibration(results)
+    rows = [row for row in map(labelled, heldout) if row is not None]
+    if not rows:
+        return {"n": 0}
+    temps = {name: (p["temperature"] if p["kept"] else 1.0) for name, p in doc["profiles"].items()}
+    before = [list(r.log_probs) for r in rows]
+    after = [[v / temps.get(r.profile, 1.0) for v in r.log_probs] for r in rows]
+    targets = [r.target for r in rows]
+    b, a = metrics(before, targets, 1.0), metrics(after, targets, 1.0)
+    keys = ("nll", "ece", "brier", "accuracy")
+    return {"n": len(rows), "before": {k: b[k] for k in keys}, "after": {k: a[k] for k in keys},
+            "kept": sorted(name for name, p in doc["profiles"].items() if p["kept"])}
+
+
+def mode_figures(original: Run, reversed_run: Run, base: Run | None = None) -> dict:
+    """One order mode's figures; ``base`` is the ``as_given`` run its latency is compared with."""
+    results = original.results
+    ms = [_ms(r) for r in results if r.valid and _ms(r) is not None]
+    tokens = [evaluated_tokens(r) for r in results if r.valid and evaluated_tokens(r) is not None]
+    figures = {"mode": original.settings.get("order_mode"), "tasks": len(results),
+               "valid": sum(r.valid for r in results), "accuracy": accuracy(results),
+               "flips": flip_stats(results, reversed_run.results), "sensitivity": mean_sensitivity(results),
+               "p50_ms": statistics.median(ms) if ms else None,
+               "tokens_mean": statistics.mean(tokens) if tokens else None,
+               "risk_coverage": risk_coverage(results)}
+    if base is not None and base is not original:
+        base_ms = [_ms(r) for r in base.results if r.valid and _ms(r) is not None]
+        figures["p50_over_as_given"] = (figures["p50_ms"] / statistics.median(base_ms)
+                                        if ms and base_ms and statistics.median(base_ms) > 0 else None)
+    return figures
+
+
+@dataclass
+class OrderStudy:
+    """The runs of ``measure_order_modes`` and what they show; ``text()`` prints it."""
+
+    runs: dict[str, tuple[Run, Run]]  # mode -> (options as declared, reversed)
+    tasks: str = "tasks"
+    rate_ms_per_token: float | None = None  # a measured engine rate, if one was given
+    figures: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        base = self.runs.get("as_given", (None, None))[0]
+        for mode, (original, reversed_run) in self.runs.items():
+            row = mode_figures(original, reversed_run, base)
+            doc = self.calibration(mode)
+            row["calibration"] = heldout_calibration(original.results, doc) if doc else {"n": 0}
+            if mode == "rotations" and base is not None:
+                row["rotation_cost"] = rotation_cost(base.results, original.results, self.rate_ms_per_token)
+            self.figures[mode] = row
+
+    def calibration(self, mode: str = "as_given") -> dict | None:
+        """The ``calibration.json`` this study's run in ``mode`` gives (None when it has nothing to fit)."""
+        if mode not in self.runs:
+            return None
+        try:
+            return calibration_document(self.runs[mode][0].results, order=mode, tasks=self.tasks)
+        except ValueError:  # CalibrationFileError: no valid fitting answer, or answers from several models
+            return None
+
+    def to_dict(self) -> dict:
+        return {"tasks": self.tasks, "figures": self.figures,
+                "runs": [run.to_dict() for pair in self.runs.values() for run in pair]}
+
+    def text(self) -> str:
+        return format_study(self.figures)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def _repr_markdown_(self) -> str:
+        return "```\n" + self.text() + "\n```"
+
+
+def _pct(value) -> str:
+    return "   -  " if value is None else f"{100 * value:5.1f}%"
+
+
+def _num(value, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def format_study(figures: Mapping[str, Mapping]) -> str:
+    """The figures as a few aligned lines per mode."""
+    lines = ["order mode   accuracy  flips (reversed)  mean spread  top changes  p50 ms  vs as_given  tokens"]
+    for mode, f in figures.items():
+        flips = f["flips"]
+        flip_text = f"{flips['flips']}/{flips['compared']} {_pct(flips['rate'])}"
+        s = f["sensitivity"]
+        ratio = f.get("p50_over_as_given")
+        lines.append(f"{mode:<12} {_pct(f['accuracy'])}   {flip_text:<16}  {_num(s['max_spread']):>11}  "
+                     f"{_pct(s['top_changes']):>11}  {_num(f['p50_ms'], 1):>6}  "
+                     f"{(_num(ratio, 2) + 'x') if ratio is not None else '-':>11}  {_num(f['tokens_mean'], 1)}")
+    for mode, f in figures.items():
+        cost = f.get("rotation_cost")
+        if cost:
+            lines.append(f"{mode}: extra time {_num(cost['extra_ms'], 1)} ms for {cost['extra_tokens']} extra tokens "
+                         f"over {cost['pairs']} tasks; at {_num(cost['rate_ms_per_token'], 4)} ms/token they cost "
+                         f"{_num(cost['token_cost_ms'], 1)} ms: extra time / token cost = "
+                         f"{_num(cost['ratio'], 2)}x (target <= {cost['target']})")
+    lines.append("calibration on the held-out split (temperature 1 -> fitted profiles, kept ones applied)")
+    for mode, f in figures.items():
+        c = f["calibration"]
+        if not c.get("n"):
+            lines.append(f"  {mode:<10} no held-out answers to judge a fit on")
+            continue
+        b, a = c["before"], c["after"]
+        lines.append(f"  {mode:<10} n={c['n']:<3} NLL {b['nll']:.3f} -> {a['nll']:.3f}  ECE {b['ece']:.3f} -> "
+                     f"{a['ece']:.3f}  Brier {b['brier']:.3f} -> {a['brier']:.3f}  kept: "
+                     f"{', '.join(c['kept']) or 'none'}")
+    lines.append("risk / coverage over min_answer_mass (answered share, error rate among the answered)")
+    for mode, f in figures.items():
+        cells = [f"{row['min_answer_mass']:g}: {_pct(row['coverage']).strip()} / {_pct(row['risk']).strip()}"
+                 for row in f["risk_coverage"]]
+        lines.append(f"  {mode:<10} " + ", ".join(cells))
+    return "\n".join(lines)
+
+
+def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODES, limit: int | None = None,
+                        rate_ms_per_token: float | None = None, progress: bool = True) -> OrderStudy:
+    """Every task in each order mode, options as declared and reversed, at temperature 1 (``as_given`` first)."""
+    from .served import run_mode
+    from .suite import resolve_tasks
+
+    unknown = [m for m in modes if m not in ORDER_MODES]
+    if unknown:
+        raise ValueError(f"unknown order modes {unknown}; choose from {', '.join(ORDER_MODES)}")
+    task_list, name = resolve_tasks(tasks, limit)
+    ordered = sorted(dict.fromkeys(modes), key=ORDER_MODES.index)
+    runs = {mode: (run_mode(client, task_list, mode, progress=progress),
+                   run_mode(client, task_list, mode, order="reversed", progress=progress,
+                            label=f"{mode} (reversed)"))
+            for mode in ordered}
+    return OrderStudy(runs, tasks=name, rate_ms_per_token=rate_ms_per_token)
+
+
+__all__ = ["OrderStudy", "THRESHOLDS", "accuracy", "evaluated_tokens", "format_study", "heldout_calibration",
+           "measure_order_modes", "mean_sensitivity", "mode_figures", "per_token_ms", "risk_coverage",
+           "rotation_cost"]

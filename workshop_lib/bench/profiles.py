@@ -1,0 +1,274 @@
+"""Served calibration: one temperature per ``<question_type>/<band>`` profile, and ``calibration.json``.
+
+The adapter applies a profile's temperature T to the probabilities its order mode serves at
+temperature 1: ``softmax(log p / T)``. So the fit here runs on the log of the served
+temperature-1 probabilities (``calibration.fit_temperature``, the same NLL, ECE and Brier score as
+the benchmark's report), per profile:
+
+* the profile is the question type (``choice``, ``noul``, ``score``) and a band of option counts
+  (``2``, ``3-4``, ``5-8``, ``9-16``, ``17+``): a yes/no question and a five-way routing question
+  are wrong in different ways;
+* the temperature is fitted on the fitting tasks and judged on the held-out ones; it is kept only
+  when the held-out NLL improves (otherwise the file says ``kept: false`` and the adapter serves
+  temperature 1 for that profile);
+* the file names the GGUF (sha256) and the prompt version it was fitted for, and the order mode:
+  the adapter refuses a file fitted for another model or prompt, and applies a profile only to
+  requests in the same order mode.
+
+Everything here is pure: rows from benchmark results in, a JSON document out (and back).
+``workshop_lib.bench.served`` runs the tasks against an endpoint.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from ..errors import WorkshopError
+from .calibration import fit_temperature, metrics, split_for_calibration
+
+FORMAT = "decision-calibration/1"
+FILE_NAME = "calibration.json"
+ORDER_MODES = ("as_given", "prior", "rotations")
+QUESTION_TYPES = ("choice", "noul", "score")
+# (lowest, highest option count, name); the last band is open-ended.
+BANDS = ((2, 2, "2"), (3, 4, "3-4"), (5, 8, "5-8"), (9, 16, "9-16"), (17, None, "17+"))
+BAND_NAMES = tuple(name for _, _, name in BANDS)
+HELDOUT_KEYS = ("nll_before", "nll_after", "ece_before", "ece_after", "brier_before", "brier_after")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+# The temperatures the adapter accepts: above 0.001, at most 100. The fit searches 1/T inside that
+# range; at 100 an answer is all but uniform, which is where a model that reads positions, not
+# content, ends up once it is judged on labels.
+TEMPERATURE_RANGE = (1e-3, 100.0)
+BETA_RANGE = (1.0 / TEMPERATURE_RANGE[1], 0.999 / TEMPERATURE_RANGE[0])
+# A probability of exactly 0 has no logarithm; this floor keeps the row finite and the answer wrong.
+_FLOOR = 1e-300
+
+
+class CalibrationFileError(WorkshopError, ValueError):
+    """A calibration file (or the answers it would be fitted on) breaks the format; the message names the field."""
+
+
+def band(n_options: int) -> str:
+    """The option-count band of a question with ``n_options`` options."""
+    if isinstance(n_options, bool) or not isinstance(n_options, int) or n_options < 2:
+        raise ValueError(f"a decision has at least 2 options, not {n_options!r}")
+    for low, high, name in BANDS:
+        if low <= n_options and (high is None or n_options <= high):
+            return name
+    raise AssertionError("unreachable: the last band is open-ended")
+
+
+def profile_name(question_type: str, n_options: int) -> str:
+    """``<question_type>/<band>``, e.g. ``choice/3-4``."""
+    if question_type not in QUESTION_TYPES:
+        raise ValueError(f"question_type must be one of {', '.join(QUESTION_TYPES)}, not {question_type!r}")
+    return f"{question_type}/{band(n_options)}"
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """One labelled answer as the fit sees it: log p per option (task label order) and the expected index."""
+
+    task_id: str
+    profile: str
+    log_probs: tuple[float, ...]
+    target: int
+
+
+def labelled(result) -> Labelled | None:
+    """A benchmark ``TaskResult`` as a fitting row; None for an invalid answer (it has nothing to fit)."""
+    if not result.valid or not result.probabilities:
+        return None
+    labels = list(result.labels)
+    row = tuple(math.log(max(float(result.probabilities[label]), _FLOOR)) for label in labels)
+    return Labelled(result.task_id, profile_name(result.type, len(labels)), row, labels.index(result.expected))
+
+
+def _rows(rows: Sequence[Labelled]) -> tuple[list[list[float]], list[int]]:
+    return [list(r.log_probs) for r in rows], [r.target for r in rows]
+
+
+def fit_profile(fit: Sequence[Labelled], heldout: Sequence[Labelled]) -> dict:
+    """One profile's entry: the temperature fitted on ``fit``, kept only if the NLL on ``heldout`` improves.
+
+    With no held-out answer there is nothing to judge the fit on: it is not kept (``heldout`` null).
+    """
+    if not fit:
+        raise ValueError("a profile needs at least one fitting answer")
+    temperature = fit_temperature(*_rows(fit), beta_range=BETA_RANGE)
+    entry = {"temperature": float(temperature), "kept": False, "fit_n": len(fit), "heldout_n": len(heldout),
+             "heldout": None}
+    if heldout:
+        rows, targets = _rows(heldout)
+        before, after = metrics(rows, targets, 1.0), metrics(rows, targets, temperature)
+        entry["heldout"] = {f"{key}_{when}": float(figures[key]) for key in ("nll", "ece", "brier")
+                            for when, figures in (("before", before), ("after", after))}
+        entry["kept"] = bool(after["nll"] < before["nll"])
+    return entry
+
+
+def fit_profiles(fit: Iterable[Labelled], heldout: Iterable[Labelled]) -> dict[str, dict]:
+    """Every profile with at least one fitting answer, by name (sorted)."""
+    by_fit: dict[str, list[Labelled]] = {}
+    by_heldout: dict[str, list[Labelled]] = {}
+    for row in fit:
+        by_fit.setdefault(row.profile, []).append(row)
+    for row in heldout:
+        by_heldout.setdefault(row.profile, []).append(row)
+    return {name: fit_profile(rows, by_heldout.get(name, [])) for name, rows in sorted(by_fit.items())}
+
+
+def fit_for(results: Iterable) -> dict:
+    """The GGUF sha256 and prompt version every answer reports (``model.sha256``, ``prompt_version``)."""
+    digests, versions = set(), set()
+    for r in results:
+        if not r.valid:
+            continue
+        digests.add(r.extra.get("model_sha256"))
+        versions.add(r.extra.get("prompt_version"))
+    for name, found in (("model.sha256", digests), ("prompt_version", versions)):
+        if len(found) != 1 or None in found:
+            shown = sorted(str(v) for v in found) or ["no valid answer"]
+            raise CalibrationFileError(
+                f"the answers must all report one {name} to tie the calibration to, but they report "
+                f"{', '.join(shown)}; run the tasks against one endpoint serving one model")
+    return {"gguf_sha256": str(digests.pop()).lower(), "prompt_version": str(versions.pop())}
+
+
+def calibration_document(results: Sequence, *, order: str, tasks: str,
+                         now: datetime.datetime | None = None) -> dict:
+    """``calibration.json`` from one temperature-1 run in ``order`` mode (results in any task order).
+
+    The split: the tasks' own ``split`` field when it names fitting tasks (``dev``, ...), else a
+    stable hash of each task id (``calibration.split_for_calibration``).
+    """
+    if order not in ORDER_MODES:
+        raise CalibrationFileError(f"order must be one of {', '.join(ORDER_MODES)}, not {order!r}")
+    results = list(results)
+    fit, heldout, _ = split_for_calibration(results)
+    fit_rows = [row for row in map(labelled, fit) if row is not None]
+    heldout_rows = [row for row in map(labelled, heldout) if row is not None]
+    if not fit_rows:
+        raise CalibrationFileError("no valid answer among the fitting tasks: nothing to fit a temperature on")
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return {"format": FORMAT, "fit_for": fit_for(results), "order": order,
+            "profiles": fit_profiles(fit_rows, heldout_rows),
+            "data": {"tasks": tasks, "fit_n": len(fit_rows), "heldout_n": len(heldout_rows)},
+            "created": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def _number(value, where: str, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or (positive and value <= 0):
+        raise CalibrationFileError(f"{FILE_NAME} {where} must be a finite{' positive' if positive else ''} "
+                                   f"number, not {value!r}")
+    return float(value)
+
+
+def _count(value, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CalibrationFileError(f"{FILE_NAME} {where} must be a non-negative integer, not {value!r}")
+    return value
+
+
+def check_document(doc) -> dict:
+    """The document, checked field by field against the format (returned unchanged)."""
+    if not isinstance(doc, Mapping):
+        raise CalibrationFileError(f"{FILE_NAME} is not a JSON object")
+    if doc.get("format") != FORMAT:
+        raise CalibrationFileError(f"{FILE_NAME} format must be {FORMAT!r}, not {doc.get('format')!r}")
+    target = doc.get("fit_for")
+    if not isinstance(target, Mapping) or not isinstance(target.get("gguf_sha256"), str) \
+            or not _SHA256.fullmatch(target["gguf_sha256"]):
+        raise CalibrationFileError(f"{FILE_NAME} fit_for.gguf_sha256 must be 64 lowercase hex digits")
+    if not isinstance(target.get("prompt_version"), str) or not target["prompt_version"]:
+        raise CalibrationFileError(f"{FILE_NAME} fit_for.prompt_version must be a non-empty string")
+    if doc.get("order") not in ORDER_MODES:
+        raise CalibrationFileError(f"{FILE_NAME} order must be one of {', '.join(ORDER_MODES)}, "
+                                   f"not {doc.get('order')!r}")
+    profiles = doc.get("profiles")
+    if not isinstance(profiles, Mapping):
+        raise CalibrationFileError(f"{FILE_NAME} profiles must be an object of <question_type>/<band> entries")
+    for name, entry in profiles.items():
+        kind, _, band_name = str(name).partition("/")
+        if kind not in QUESTION_TYPES or band_name not in BAND_NAMES:
+            raise CalibrationFileError(f"{FILE_NAME} profile {name!r}: names are <question_type>/<band> with "
+                                       f"types {', '.join(QUESTION_TYPES)} and bands {', '.join(BAND_NAMES)}")
+        where = f"profiles[{name!r}]"
+        if not isinstance(entry, Mapping):
+            raise CalibrationFileError(f"{FILE_NAME} {where} is not an object")
+        value = _number(entry.get("temperature"), f"{where}.temperature", positive=True)
+        low, high = TEMPERATURE_RANGE
+        if not low < value <= high:
+            raise CalibrationFileError(f"{FILE_NAME} {where}.temperature must be above {low:g} and at most "
+                                       f"{high:g}, not {value!r}")
+        if not isinstance(entry.get("kept"), bool):
+            raise CalibrationFileError(f"{FILE_NAME} {where}.kept must be true or false")
+        _count(entry.get("fit_n"), f"{where}.fit_n")
+        _count(entry.get("heldout_n"), f"{where}.heldout_n")
+        heldout = entry.get("heldout")
+        if heldout is None:
+            if entry["kept"]:
+                raise CalibrationFileError(f"{FILE_NAME} {where}: kept without held-out figures")
+            continue
+        if not isinstance(heldout, Mapping):
+            raise CalibrationFileError(f"{FILE_NAME} {where}.heldout must be an object or null")
+        for key in HELDOUT_KEYS:
+            _number(heldout.get(key), f"{where}.heldout.{key}")
+    data = doc.get("data")
+    if not isinstance(data, Mapping) or not isinstance(data.get("tasks"), str):
+        raise CalibrationFileError(f"{FILE_NAME} data must be an object naming the tasks (data.tasks)")
+    _count(data.get("fit_n"), "data.fit_n")
+    _count(data.get("heldout_n"), "data.heldout_n")
+    if not isinstance(doc.get("created"), str):
+        raise CalibrationFileError(f"{FILE_NAME} created must be an ISO time string")
+    return dict(doc)
+
+
+def write_document(doc: Mapping, path: str | Path) -> Path:
+    """Check and write ``doc``; a folder gets ``calibration.json`` inside it."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / FILE_NAME
+    path.write_text(json.dumps(check_document(doc), indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    return path
+
+
+def read_document(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise CalibrationFileError(f"{path} is not JSON ({exc})") from None
+    return check_document(doc)
+
+
+def describe(doc: Mapping) -> str:
+    """The file in a few lines: what it was fitted for, and per profile the temperature and held-out figures."""
+    target = doc["fit_for"]
+    data = doc["data"]
+    lines = [f"calibration for GGUF {target['gguf_sha256'][:16]}…, prompt {target['prompt_version']}, "
+             f"order {doc['order']}; {data['fit_n']} fitting and {data['heldout_n']} held-out answers "
+             f"({data['tasks']})"]
+    for name, entry in doc["profiles"].items():
+        line = (f"  {name:<10} T={entry['temperature']:8.3f}  {'kept   ' if entry['kept'] else 'not kept'}  "
+                f"fit {entry['fit_n']:>3}, held out {entry['heldout_n']:>3}")
+        if entry["heldout"]:
+            h = entry["heldout"]
+            line += (f"  NLL {h['nll_before']:.3f} -> {h['nll_after']:.3f}, ECE {h['ece_before']:.3f} -> "
+                     f"{h['ece_after']:.3f}, Brier {h['brier_before']:.3f} -> {h['brier_after']:.3f}")
+        else:
+            line += "  (no held-out answer to judge it on)"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+__all__ = ["BANDS", "BAND_NAMES", "FILE_NAME", "FORMAT", "ORDER_MODES", "QUESTION_TYPES", "TEMPERATURE_RANGE", "CalibrationFileError",
+           "Labelled", "band", "calibration_document", "check_document", "describe", "fit_for", "fit_profile",
+           "fit_profiles", "labelled", "profile_name", "read_document", "write_document"]

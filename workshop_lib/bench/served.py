@@ -1,0 +1,87 @@
+"""The tasks against an endpoint in one of the adapter's order modes, and ``calibrate`` on top of that.
+
+``run_mode`` sends each task as one decision with ``order`` (``as_given``, ``prior``, ``rotations``)
+and the task's ``question_type``, so the adapter reads it the way it will serve it; ``temperature``
+1 by default, so the answers are the order mode's own probabilities before any served calibration.
+``calibrate`` turns such a run (made here, or read from a saved run) into ``calibration.json``
+(``profiles.calibration_document``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from .profiles import ORDER_MODES, CalibrationFileError, calibration_document, write_document
+from .runner import Run, run_decisions
+from .suite import resolve_tasks
+from .tasks import Task
+
+
+def served_fields(mode: str, *, min_answer_mass: float | None = None):
+    """The request fields of one task in order mode ``mode`` (a function of the task, for ``run_decisions``)."""
+    if mode not in ORDER_MODES:
+        raise ValueError(f"order must be one of {', '.join(ORDER_MODES)}, not {mode!r}")
+
+    def fields(task: Task) -> dict:
+        out = {"order": mode, "question_type": task.type}
+        if min_answer_mass is not None:
+            out["min_answer_mass"] = min_answer_mass
+        return out
+
+    return fields
+
+
+def run_mode(client, tasks: Sequence[Task], mode: str, *, order: str = "original", temperature: float | None = 1.0,
+             min_answer_mass: float | None = None, progress: bool = True, label: str | None = None) -> Run:
+    """Every task once in order mode ``mode``, the options presented in ``order`` (``original``,
+    ``reversed``, ``rotated``); ``temperature=None`` leaves it to the server (its calibration applies)."""
+    run = run_decisions(client, tasks, order=order, temperature=temperature, progress=progress,
+                        label=label or mode, fields=served_fields(mode, min_answer_mass=min_answer_mass))
+    run.settings["order_mode"] = mode
+    return run
+
+
+def _saved_run(path: str | Path) -> Run:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    runs = data.get("runs") if isinstance(data, Mapping) else None
+    if isinstance(runs, list):  # a study or report holding several runs: the first one
+        data = runs[0]
+    if not isinstance(data, Mapping) or "results" not in data:
+        raise CalibrationFileError(f"{path} holds no saved run (a JSON object with 'results', as Run.to_dict writes)")
+    return Run.from_dict(data)
+
+
+def calibrate(client=None, tasks=None, *, order: str = "as_given", limit: int | None = None, run=None,
+              out: str | Path | None = None, progress: bool = True) -> dict:
+    """``calibration.json`` for the endpoint behind ``client``, fitted in order mode ``order``.
+
+    The tasks (JevBench format; default the packaged set) are sent at temperature 1, or ``run`` (a
+    ``Run``, or the path of one saved with ``Run.to_dict``) is read instead. With ``out`` the
+    document is also written there (a folder gets ``calibration.json``).
+    """
+    if run is None:
+        if client is None:
+            raise ValueError("pass a client to run the tasks against, or run= a saved run")
+        task_list, name = resolve_tasks(tasks, limit)
+        run = run_mode(client, task_list, order, progress=progress, label=f"calibrate ({order})")
+    else:
+        name = str(tasks) if tasks is not None else (str(run) if isinstance(run, (str, Path)) else "saved run")
+        run = run if isinstance(run, Run) else _saved_run(run)
+        mode = run.settings.get("order_mode") or (run.settings.get("fields") or {}).get("order")
+        if mode and mode != order:
+            raise CalibrationFileError(f"the saved run was made in order mode {mode!r}, not {order!r}; "
+                                       f"calibrate with order={mode!r} or run the tasks again")
+        served = {float((r.extra.get("calibration") or {}).get("temperature", 1.0)) for r in run.results if r.valid}
+        if run.settings.get("temperature") not in (None, 1, 1.0) or served - {1.0}:
+            shown = run.settings.get("temperature") or sorted(served - {1.0})
+            raise CalibrationFileError(f"the saved run was answered at temperature {shown}; a fit needs the "
+                                       "temperature-1 probabilities: run the tasks again with temperature 1")
+    doc = calibration_document(run.results, order=order, tasks=name)
+    if out is not None:
+        write_document(doc, out)
+    return doc
+
+
+__all__ = ["calibrate", "run_mode", "served_fields"]
