@@ -221,11 +221,11 @@ def start_build_request(project_name: str, env: Mapping[str, str], *, source_loc
 
 
 def model_package_env(spec: ModelSpec, model_s3_uri: str,
-                      dlc_images: Mapping[str, str] | None = None) -> dict[str, str]:
+                      dlc_images: Mapping[str, str] | None = None, calibration_s3_uri: str | None = None) -> dict[str, str]:
     """The buildspec variables that make buildspec/model-package.yml package ``spec``.
 
     ``dlc_images`` (variant -> pinned DLC URI) is recorded in the manifest: the images the package
-    is prepared for.
+    is prepared for. ``calibration_s3_uri``: a calibration.json the build packages next to the GGUF.
     """
     gguf = spec.gguf
     if gguf.size is None or not gguf.sha256:
@@ -265,6 +265,7 @@ def model_package_env(spec: ModelSpec, model_s3_uri: str,
         "MODEL_LICENSE": spec.license,
         "MODEL_S3_URI": model_s3_prefix(model_s3_uri) + "/",
         "LLAMA_CPP_DLC": json.dumps(dict(dlc_images or {}), sort_keys=True),
+        **({"CALIBRATION_S3_URI": calibration_s3_uri} if calibration_s3_uri else {}),
     }
 
 

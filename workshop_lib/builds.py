@@ -21,6 +21,7 @@ flow reaches the emulator and an edit here is rehearsed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from . import aws
 from .images import DLC_PINS, parse_image_uri, pinned_dlc_uri
 from .models import PINNED_MODEL, ModelSpec
 from .packaging import (MANIFEST_NAME, SAMPLE_SHAPE, WORKSHOP_SHAPE, LocalPackage, ManifestInvalid,
-                        parse_manifest)
+                        check_calibration, parse_manifest)
 from .build_requests import (BuildError, BuildFailed, BuildSpecError, BuildStillRunning, DigestMismatch,
                             ECR_REPOSITORY, IMAGE_BUILD_BUILDSPEC, IMAGE_BUILD_PROJECT, ImageNotPushed,
                             MODEL_PACKAGE_BUILDSPEC, MODEL_PACKAGE_PROJECT, ManifestMismatch, MutableRepository,
@@ -303,15 +304,28 @@ def package_model_in_codebuild(codebuild, s3, logs_client, *, model_s3_uri: str,
                                project_name: str = MODEL_PACKAGE_PROJECT, source_prefix: str = SOURCE_PREFIX,
                                repo_root: str | Path | None = None, tags: Mapping[str, str] | None = None,
                                progress: bool = True, poll_s: float = 10.0,
-                               runner: CodeBuildRunner | None = None) -> PackagedModel:
-    """Package ``spec`` in CodeBuild, upload it under ``model_s3_uri``, check the uploaded manifest."""
+                               runner: CodeBuildRunner | None = None,
+                               calibration: str | Path | None = None) -> PackagedModel:
+    """Package ``spec`` in CodeBuild, upload it under ``model_s3_uri``, check the uploaded manifest.
+
+    ``calibration``: a calibration.json fitted for the packaged GGUF (refused here otherwise), uploaded
+    beside the build source (which the build may read) and packaged next to the GGUF."""
     runner = runner or CodeBuildRunner(poll_s=poll_s)
     region = codebuild.meta.region_name
-    env = model_package_env(spec, model_s3_uri, {v: pinned_dlc_uri(region, v) for v in DLC_PINS})
+    calibration_upload = None
+    if calibration is not None:
+        data = Path(calibration).read_bytes()
+        check_calibration(data, runner.packaged(spec).gguf.sha256 or "", str(calibration))
+        key = f"{source_prefix.strip('/')}/calibration-{hashlib.sha256(data).hexdigest()[:16]}.json"
+        calibration_upload = aws.validate("s3", "PutObject", {"Bucket": source_bucket, "Key": key, "Body": data})
+    env = model_package_env(spec, model_s3_uri, {v: pinned_dlc_uri(region, v) for v in DLC_PINS},
+                            f"s3://{source_bucket}/{calibration_upload['Key']}" if calibration_upload else None)
     upload = source_upload_request(source_bucket, repo_root or _default_repo_root(), source_prefix)
     location = f"{upload['Bucket']}/{upload['Key']}"
     project = project_request(project_name, buildspec=MODEL_PACKAGE_BUILDSPEC, source_location=location,
                               service_role_arn=service_role_arn, tags=tags)
+    if calibration_upload:
+        s3.put_object(**calibration_upload)
     s3.put_object(**upload)
     runner.ensure_project(codebuild, project)
     request = start_build_request(project_name, env, source_location=location)

@@ -12,6 +12,11 @@ Manifest format (version 1)::
      "files": [{"path", "role", "repo", "revision", "size", "sha256"}, ...],
      "tools": {...}, "build": {"id", "time", "where"}}
 
+A served calibration (``calibration.json``, written by ``workshop calibrate``) may go into the
+package next to the GGUF: it is listed like every other file (``role: "calibration"``, size and
+sha256, no repo or revision), so the adapter verifies it before it applies it, and it is refused
+here when it was fitted for another GGUF (``check_calibration``).
+
 The published sample's packages use another shape, read here too: ``{"gguf": {"repo",
 "revision", "file", "sha256"}, "tokenizer": {"repo", "revision"}}`` (GGUF at the root,
 tokenizer files under ``tokenizer/``, no sizes, no per-file digests for the tokenizer).
@@ -39,6 +44,9 @@ from .models import ModelSpec
 
 MANIFEST_NAME = "model-manifest.json"
 MANIFEST_FORMAT = 1
+CALIBRATION_NAME = "calibration.json"  # at the archive root, next to the GGUF, where the adapter looks
+CALIBRATION_ROLE = "calibration"
+_MAX_CALIBRATION_BYTES = 1024 * 1024
 
 
 class ChecksumMismatch(WorkshopError, RuntimeError):
@@ -53,15 +61,48 @@ def sha256_of(path: str | Path, chunk: int = 8 * 1024 * 1024) -> str:
     return digest.hexdigest()
 
 
+class CalibrationRefused(WorkshopError, ValueError):
+    """A calibration file that cannot go into this package (unreadable, or fitted for another GGUF)."""
+
+
+def check_calibration(data: bytes, gguf_sha256: str, where: str = CALIBRATION_NAME) -> dict:
+    """The calibration document in ``data``, checked to be fitted for the GGUF with ``gguf_sha256``. Pure."""
+    if len(data) > _MAX_CALIBRATION_BYTES:
+        raise CalibrationRefused(f"{where} is {len(data):,} bytes; a calibration file is a few kB")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CalibrationRefused(f"{where} is not JSON ({exc}); write it with `workshop calibrate`") from None
+    fit_for = doc.get("fit_for") if isinstance(doc, dict) else None
+    fitted = fit_for.get("gguf_sha256") if isinstance(fit_for, dict) else None
+    if not isinstance(fitted, str) or not _SHA256.fullmatch(fitted):
+        raise CalibrationRefused(f"{where} has no fit_for.gguf_sha256; write it with `workshop calibrate`")
+    if fitted.lower() != gguf_sha256.lower():
+        raise CalibrationRefused(
+            f"{where} was fitted for the GGUF with sha256 {fitted.lower()}, but the package's GGUF has sha256 "
+            f"{gguf_sha256.lower()}; the adapter would refuse to start. Fit it again against an endpoint serving "
+            "this model (`workshop calibrate`), or package without it")
+    return doc
+
+
+def calibration_entry(size: int, sha256: str) -> dict:
+    """The manifest's entry of a packaged calibration file."""
+    return {"path": CALIBRATION_NAME, "role": CALIBRATION_ROLE, "size": size, "sha256": sha256}
+
+
 def build_manifest(spec: ModelSpec, measured: dict[str, tuple[int, str]], *, build_id: str,
-                   where: str, tools: dict | None = None, now: datetime.datetime | None = None) -> dict:
-    """The manifest for ``spec`` given each file's measured (size, sha256). Pure."""
+                   where: str, tools: dict | None = None, now: datetime.datetime | None = None,
+                   calibration: tuple[int, str] | None = None) -> dict:
+    """The manifest for ``spec`` given each file's measured (size, sha256), and the calibration file's
+    (size, sha256) when one is packaged. Pure."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     files = []
     for f in spec.files:
         size, digest = measured[f.path]
         files.append({"path": f.path, "role": f.role, "repo": f.repo, "revision": f.revision,
                       "size": size, "sha256": digest})
+    if calibration is not None:
+        files.append(calibration_entry(*calibration))
     return {
         "format": MANIFEST_FORMAT,
         "model": {"name": spec.name, "repo": spec.gguf.repo, "revision": spec.gguf.revision,
@@ -93,15 +134,24 @@ class LocalPackage:
     manifest: dict
 
 
-def package_local(spec: ModelSpec, sources: dict[str, Path], out_dir: str | Path) -> LocalPackage:
-    """Check the files against their pins, then write model.tar.gz and the manifest to out_dir."""
+def package_local(spec: ModelSpec, sources: dict[str, Path], out_dir: str | Path, *,
+                  calibration: str | Path | None = None) -> LocalPackage:
+    """Check the files against their pins, then write model.tar.gz and the manifest to out_dir; with
+    ``calibration`` (a calibration.json fitted for this GGUF) also that file, next to the GGUF."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if spec.gguf.path == CALIBRATION_NAME or any(f.path == CALIBRATION_NAME for f in spec.files):
+        raise CalibrationRefused(f"{spec.name} already has a file named {CALIBRATION_NAME}")
     measured = {name: (Path(p).stat().st_size, sha256_of(p)) for name, p in sources.items()}
     verify_pins(spec, measured)
+    calibrated = None
+    if calibration is not None:
+        data = Path(calibration).read_bytes()
+        check_calibration(data, measured[spec.gguf.path][1], str(calibration))
+        calibrated = (len(data), hashlib.sha256(data).hexdigest())
     manifest = build_manifest(
         spec, measured, build_id=f"local-{datetime.datetime.now():%Y%m%d%H%M%S}", where="local",
-        tools={"python": platform.python_version(), "packager": "workshop_lib.packaging"},
+        tools={"python": platform.python_version(), "packager": "workshop_lib.packaging"}, calibration=calibrated,
     )
     manifest_path = out_dir / MANIFEST_NAME
     manifest_path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
@@ -110,6 +160,8 @@ def package_local(spec: ModelSpec, sources: dict[str, Path], out_dir: str | Path
     with tarfile.open(tarball, "w:gz", compresslevel=1) as tar:
         for f in spec.files:
             tar.add(sources[f.path], arcname=f.path)
+        if calibration is not None:
+            tar.add(calibration, arcname=CALIBRATION_NAME)
         tar.add(manifest_path, arcname=MANIFEST_NAME)
     return LocalPackage(tarball, manifest_path, manifest)
 

@@ -12,6 +12,8 @@
 #     every top-level file of the repo at that revision whose name matches one of them
 #   MODEL_NAME MODEL_QUANTIZATION MODEL_LICENSE
 #   HF_ENDPOINT (default https://huggingface.co), LLAMA_CPP_DLC (JSON, recorded only)
+#   CALIBRATION_S3_URI (optional): a calibration.json (`workshop calibrate`) fitted for this GGUF,
+#     packaged next to it and listed in the manifest; one fitted for another GGUF fails the build
 set -euo pipefail
 umask 022
 
@@ -87,8 +89,24 @@ sha256="$(sha256sum "$gguf" | cut -d ' ' -f 1)"
   || fail "$GGUF_FILE has sha256 $sha256, but the pin is $GGUF_SHA256; nothing was packaged"
 echo "verified $GGUF_FILE: $size bytes, sha256 $sha256"
 
+calibration_files=()
+if [[ -n "${CALIBRATION_S3_URI:-}" ]]; then
+  aws s3 cp --only-show-errors "$CALIBRATION_S3_URI" "$files_dir/calibration.json"
+  python3 - "$files_dir/calibration.json" "$sha256" <<'PY' || fail "$CALIBRATION_S3_URI cannot go into this package; nothing was packaged"
+import json, sys
+try:
+    fitted = str((json.load(open(sys.argv[1], encoding="utf-8")).get("fit_for") or {}).get("gguf_sha256", ""))
+except (ValueError, AttributeError):
+    sys.exit("ERROR: calibration.json is not a calibration document (write it with `workshop calibrate`)")
+if fitted.lower() != sys.argv[2]:
+    sys.exit(f"ERROR: calibration.json was fitted for the GGUF with sha256 {fitted or '(none)'}, not {sys.argv[2]}")
+PY
+  calibration_files=(calibration.json)
+  echo "calibration.json from $CALIBRATION_S3_URI, fitted for this GGUF"
+fi
+
 # The manifest, in the format of workshop_lib.packaging.build_manifest.
-python3 - "$files_dir" "${tokenizer_files[@]}" > "$files_dir/model-manifest.json" <<'PY'
+CALIBRATED="${#calibration_files[@]}" python3 - "$files_dir" "${tokenizer_files[@]}" > "$files_dir/model-manifest.json" <<'PY'
 import datetime, hashlib, json, os, platform, subprocess, sys
 from pathlib import Path
 
@@ -108,6 +126,9 @@ files = []
 for path, role, repo, revision in entries:
     size, sha256 = measure(path)
     files.append({"path": path, "role": role, "repo": repo, "revision": revision, "size": size, "sha256": sha256})
+if env.get("CALIBRATED") == "1":
+    size, sha256 = measure("calibration.json")
+    files.append({"path": "calibration.json", "role": "calibration", "size": size, "sha256": sha256})
 
 curl = subprocess.run(["curl", "--version"], capture_output=True, text=True).stdout.split()
 tools = {"packager": "buildspec/model-package.yml", "python": platform.python_version(),
@@ -135,7 +156,7 @@ PY
 
 # gzip -1: GGUF weights barely compress, so spend little time trying.
 tar --create --file=- --directory="$files_dir" --owner=0 --group=0 --numeric-owner \
-  -- "$GGUF_FILE" "${tokenizer_files[@]}" model-manifest.json \
+  -- "$GGUF_FILE" "${tokenizer_files[@]}" "${calibration_files[@]}" model-manifest.json \
   | gzip -1 > "$out_dir/model.tar.gz.part"
 mv "$out_dir/model.tar.gz.part" "$out_dir/model.tar.gz"
 cp "$files_dir/model-manifest.json" "$out_dir/model-manifest.json"

@@ -39,7 +39,9 @@ args = sys.argv[1:]
 with open(os.environ["FAKE_CALLS"], "a") as log:
     log.write(json.dumps(["aws"] + args) + "\n")
 plain = [a for a in args if not a.startswith("--only-show-errors")]
-if plain[:2] == ["s3", "cp"]:
+if plain[:2] == ["s3", "cp"] and plain[2].startswith("s3://"):  # a download
+    shutil.copyfile(Path(os.environ["FAKE_S3_ROOT"]) / plain[2][len("s3://"):], plain[3])
+elif plain[:2] == ["s3", "cp"]:
     src, dest = plain[2], plain[3]
     assert dest.startswith("s3://"), dest
     target = Path(os.environ["FAKE_S3_ROOT"]) / dest[len("s3://"):]

@@ -27,14 +27,16 @@ class PackageResult(_Shown):
         out = [f"{self.manifest['model']['name']} packaged {self.where} in {self.seconds:.1f} s",
                f"ModelDataUrl: {self.model_data_url}"]
         for f in self.manifest["files"]:
-            out.append(f"  {f['path']}: {f['size']:,} bytes, sha256 {f['sha256'][:16]}…, "
-                       f"from {f['repo']}@{f['revision'][:12]}")
+            origin = f"from {f['repo']}@{f['revision'][:12]}" if f.get("repo") else f"the {f.get('role')} file"
+            out.append(f"  {f['path']}: {f['size']:,} bytes, sha256 {f['sha256'][:16]}…, {origin}")
         return out + self.notes
 
 
-def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, progress: bool = True) -> PackageResult:
+def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, calibration=None,
+                  progress: bool = True) -> PackageResult:
     """CodeBuild downloads, verifies and packages the pinned model (locally the embedded model stands in)
-    into ``model_s3_uri`` (default: ``model/`` under the workshop's S3 prefix)."""
+    into ``model_s3_uri`` (default: ``model/`` under the workshop's S3 prefix); with ``calibration`` (the
+    path of a calibration.json fitted for that GGUF, from ``workshop calibrate``) packaged next to it."""
     config = workshop.config
     started = time.perf_counter()
     c = workshop.clients
@@ -45,7 +47,7 @@ def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, progre
     packaged = builds.package_model_in_codebuild(
         c.codebuild, c.s3, c.logs, model_s3_uri=model_s3_uri or config.s3_uri("model"), service_role_arn=config.codebuild_role_arn,
         source_bucket=config.bucket, source_prefix=f"{config.prefix}/{builds.SOURCE_PREFIX}", progress=progress,
-        runner=c.builds)
+        runner=c.builds, calibration=calibration)
     workshop.remember(model_data_url=packaged.model_data_url)
     limits = c.builds.not_exercised(builds.MODEL_PACKAGE_PROJECT)
     return PackageResult(packaged.model_data_url, packaged.manifest, f"by CodeBuild (build {packaged.build_id})",

@@ -1,0 +1,100 @@
+"""A calibration file in the model package: next to the GGUF in model.tar.gz, listed in the manifest with its
+size and sha256 (local packaging and the CodeBuild buildspec alike), refused when fitted for another GGUF."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+
+import pytest
+
+from decision_adapter.model_files import parse_manifest as adapter_parse
+from workshop_lib.build_requests import model_package_env
+from workshop_lib.models import ModelFile, ModelSpec
+from workshop_lib.packaging import CalibrationRefused, check_calibration, extract_model, package_local, parse_manifest
+
+from tests.support.buildspec import REPO_ROOT, make_fake_hub, run_buildspec
+
+GGUF = b"GGUF" + bytes(range(256)) * 4
+GGUF_SHA = hashlib.sha256(GGUF).hexdigest()
+
+
+def spec() -> ModelSpec:
+    return ModelSpec(name="tiny", gguf=ModelFile(path="tiny.gguf", repo="acme/tiny-GGUF", revision="1" * 40,
+                                                 role="gguf", size=len(GGUF), sha256=GGUF_SHA))
+
+
+def calibration(sha256: str = GGUF_SHA) -> bytes:
+    doc = {"format": "decision-calibration/1", "fit_for": {"gguf_sha256": sha256, "prompt_version": "decision-prompt/1"},
+           "order": "as_given", "profiles": {"choice/2": {"temperature": 2.0, "kept": True, "fit_n": 3, "heldout_n": 2,
+                                                          "heldout": None}},
+           "data": {"tasks": "t", "fit_n": 3, "heldout_n": 2}, "created": "2026-01-01T00:00:00Z"}
+    return json.dumps(doc).encode()
+
+
+def test_local_packaging_puts_the_file_next_to_the_gguf_and_lists_it(tmp_path):
+    (tmp_path / "tiny.gguf").write_bytes(GGUF)
+    (tmp_path / "calibration.json").write_bytes(data := calibration())
+    package = package_local(spec(), {"tiny.gguf": tmp_path / "tiny.gguf"}, tmp_path / "out",
+                            calibration=tmp_path / "calibration.json")
+    with tarfile.open(package.tarball) as tar:
+        assert tar.getnames() == ["tiny.gguf", "calibration.json", "model-manifest.json"]
+    entry = package.manifest["files"][-1]
+    assert entry == {"path": "calibration.json", "role": "calibration", "size": len(data),
+                     "sha256": hashlib.sha256(data).hexdigest()}
+    # both rooms read the manifest alike, and the GGUF stays the model
+    client, adapter = parse_manifest(package.manifest), adapter_parse(package.manifest)
+    assert [f.path for f in client.files] == [e.path for e in adapter.entries] == ["tiny.gguf", "calibration.json"]
+    assert client.gguf.path == "tiny.gguf"
+    model_dir = extract_model(package.tarball, tmp_path / "model")
+    assert (model_dir / "calibration.json").read_bytes() == data
+
+
+def test_without_a_calibration_nothing_changes(tmp_path):
+    (tmp_path / "tiny.gguf").write_bytes(GGUF)
+    package = package_local(spec(), {"tiny.gguf": tmp_path / "tiny.gguf"}, tmp_path / "out")
+    assert [f["path"] for f in package.manifest["files"]] == ["tiny.gguf"]
+
+
+def test_a_calibration_fitted_for_another_gguf_is_refused_before_packaging(tmp_path):
+    (tmp_path / "tiny.gguf").write_bytes(GGUF)
+    (tmp_path / "calibration.json").write_bytes(calibration("cd" * 32))
+    with pytest.raises(CalibrationRefused, match="cd" * 32):
+        package_local(spec(), {"tiny.gguf": tmp_path / "tiny.gguf"}, tmp_path / "out",
+                      calibration=tmp_path / "calibration.json")
+    assert not (tmp_path / "out" / "model.tar.gz").exists()
+
+
+@pytest.mark.parametrize("data", [b"not json", b"{}", b'{"fit_for": {"gguf_sha256": "short"}}'])
+def test_a_file_that_is_not_a_calibration_is_refused(data):
+    with pytest.raises(CalibrationRefused):
+        check_calibration(data, GGUF_SHA)
+
+
+def _build(tmp_path, data: bytes):
+    hub = make_fake_hub(tmp_path / "hub", {("acme/tiny-GGUF", "1" * 40, "tiny.gguf"): GGUF})
+    uri = "s3://workshop-bucket/decision-workshop/codebuild-source/calibration-1.json"
+    source = tmp_path / "s3" / uri[len("s3://"):]
+    source.parent.mkdir(parents=True)
+    source.write_bytes(data)
+    env = {**model_package_env(spec(), "s3://workshop-bucket/models/tiny", calibration_s3_uri=uri), "HF_ENDPOINT": hub}
+    return run_buildspec(REPO_ROOT / "buildspec" / "model-package.yml", env, tmp_path)
+
+
+def test_the_codebuild_buildspec_packages_and_lists_the_file(tmp_path):
+    result = _build(tmp_path, data := calibration())
+    assert result.returncode == 0, result.stderr
+    with tarfile.open(result.s3_object("s3://workshop-bucket/models/tiny/model.tar.gz")) as tar:
+        assert tar.getnames() == ["tiny.gguf", "calibration.json", "model-manifest.json"]
+    manifest = json.loads(result.s3_object("s3://workshop-bucket/models/tiny/model-manifest.json").read_text())
+    assert manifest["files"][-1] == {"path": "calibration.json", "role": "calibration", "size": len(data),
+                                     "sha256": hashlib.sha256(data).hexdigest()}
+    parse_manifest(manifest)
+
+
+def test_the_buildspec_refuses_a_file_fitted_for_another_gguf_and_uploads_nothing(tmp_path):
+    result = _build(tmp_path, calibration("cd" * 32))
+    assert result.returncode != 0
+    assert "cd" * 32 in result.stderr
+    assert not result.s3_object("s3://workshop-bucket/models/tiny/model.tar.gz").exists()
