@@ -28,7 +28,7 @@ import sys
 from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
 
 from .errors import WorkshopError
-from .cli_commands import (EXAMPLE_BUCKET, cmd_audit, cmd_bench, cmd_build_image, cmd_check, cmd_cleanup,
+from .cli_commands import (EXAMPLE_BUCKET, cmd_audit, cmd_bench, cmd_build_image, cmd_calibrate, cmd_check, cmd_cleanup,
                           cmd_codebuild_role, cmd_config, cmd_deadline, cmd_delete_artifacts, cmd_delete_builds,
                           cmd_delete_codebuild_role, cmd_delete_deadline_role, cmd_demo, cmd_deploy,
                           cmd_deploy_standard, cmd_extend, cmd_invoke, cmd_invoke_standard, cmd_package_model,
@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-s3-uri", help=f"where model.tar.gz goes, e.g. s3://{EXAMPLE_BUCKET}/decision-workshop/"
                                           "model/ (default and only place allowed: model/ under the workshop's "
                                           "prefix, the folder the CodeBuild role may write)")
+    p.add_argument("--calibration", metavar="PATH", help="a calibration.json from `calibrate`, fitted for the pinned "
+                                                         "GGUF: packaged next to it and listed in the manifest")
 
     p = add("verify-package", cmd_verify_package, "re-read the packaged model's manifest and check it (01)")
     _workshop_flags(p)
@@ -237,6 +239,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schema", choices=("decision", "systemone"),
                    help="send the tasks as decisions (default) or as Jev /v1/systemone questions")
     p.add_argument("--out", help="output folder (default: bench/ beside the config file)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    p = add("calibrate", cmd_calibrate, "fit a temperature per question type and option count: calibration.json (06)",
+            "Send labelled tasks (JevBench JSONL; default: the packaged set) to a decision endpoint at temperature 1 "
+            "in one order mode (or read a saved run with --run), fit a temperature per <question_type>/<band> "
+            "profile on the fitting split, keep it only where the held-out NLL improves, and write calibration.json "
+            "for that GGUF and prompt version. `package-model --calibration PATH` puts it into the next package; "
+            "the adapter applies it to requests in the same order mode.")
+    _workshop_flags(p)
+    _target_flags(p, default="the deploy path's decision endpoint")
+    p.add_argument("--tasks", metavar="PATH", help="JSONL task file (default: the packaged task set)")
+    p.add_argument("--limit", type=int, metavar="N", help="use N tasks, spread across families")
+    p.add_argument("--order", choices=("as_given", "prior", "rotations"),
+                   help="the order mode to fit for (default as_given); the adapter applies the file in that mode only")
+    p.add_argument("--run", metavar="RUN_JSON", help="a saved temperature-1 run (Run.to_dict) instead of sending tasks")
+    p.add_argument("--out", metavar="PATH", help="where to write it (default: calibration.json beside the config file)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     p = add("cleanup", cmd_cleanup, "delete endpoints with their config, model, deadline and log group (07)",

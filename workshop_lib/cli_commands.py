@@ -118,7 +118,7 @@ def cmd_package_model(args) -> int:
     workshop = workshop_for(args)
     if args.model_s3_uri:  # refused before anything is created: the CodeBuild role writes only the model folder
         workshop.config.check_model_uri(args.model_s3_uri, "--model-s3-uri")
-    return _show(steps.package_model(workshop, **_given(model_s3_uri=args.model_s3_uri)))
+    return _show(steps.package_model(workshop, **_given(model_s3_uri=args.model_s3_uri, calibration=args.calibration)))
 
 
 def cmd_verify_package(args) -> int:
@@ -281,6 +281,21 @@ def cmd_bench(args) -> int:
     print()
     for kind, path in paths.items():
         print(f"{kind}: {path}")
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    from . import steps
+    from .bench.profiles import describe, write_document
+    from .bench.served import calibrate
+    from .config import default_path
+
+    client = None if args.run else _endpoint_client(args, steps.decision_endpoint)
+    doc = calibrate(client, args.tasks, run=args.run, progress=not args.no_progress,
+                    **_given(order=args.order, limit=args.limit))
+    path = write_document(doc, args.out or Path(args.config or default_path()).parent / "calibration.json")
+    print(describe(doc))
+    print(f"written: {path}; the next package carries it with `python -m workshop_lib package-model --calibration {path}`")
     return 0
 
 
