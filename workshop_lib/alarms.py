@@ -5,8 +5,10 @@ Two sources of metrics are watched:
 * SageMaker's own, in ``AWS/SageMaker`` with the dimensions ``EndpointName`` and ``VariantName``:
   ``ModelLatency`` at p95 (microseconds), ``Invocation5XXErrors`` and ``InvocationsPerInstance``;
 * the adapter's, from the one embedded-metric-format line it logs per request (namespace
-  ``ADAPTER_NAMESPACE``, dimension ``EndpointName``): its own latency at p95, the busy 503s it
-  answered and the requests its time limit stopped.
+  ``ADAPTER_NAMESPACE``, dimensions ``endpoint`` and ``api``): its own latency at p95, the busy 503s
+  it answered and the requests its time limit stopped. The adapter publishes one series per API,
+  so each of these alarms is metric math over the endpoint's series: the worst API's p95, the sum
+  of the counts.
 
 Every alarm is named ``<endpoint>/<what>`` (``alarm_name``), so the operator policy grants them by
 the endpoint's name and cleanup deletes exactly these names. The dashboard is the workshop's one
@@ -27,12 +29,14 @@ from .endpoints import VARIANT_NAME, check_tags, workshop_tags
 from .errors import WorkshopError
 
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"
-# The adapter's embedded metric format lines (container/decision_adapter/metrics.py): namespace, the
-# dimension the alarms use, and the metric names (the adapter reports latency in milliseconds).
+# The adapter's embedded metric format lines, as container/decision_adapter/metrics.py writes them (the
+# client never imports server code; tests/workshop_lib/test_alarms.py holds the two to each other):
+# namespace, its one dimension set, the API names and the metrics (latency in milliseconds).
 ADAPTER_NAMESPACE = "DecisionAdapter"
-ADAPTER_DIMENSION = "EndpointName"
-ADAPTER_LATENCY = "LatencyMs"
-ADAPTER_BUSY = "Busy503"
+ADAPTER_DIMENSIONS = ("endpoint", "api")
+ADAPTER_APIS = ("own", "sample", "systemone", "openai_decisions", "chat")
+ADAPTER_LATENCY = "Latency"
+ADAPTER_BUSY = "Busy"
 ADAPTER_TIME_LIMIT = "TimeLimitStops"
 
 DASHBOARD = names.WORKSHOP_TAGS[names.TAG_WORKSHOP]  # "decision-workshop"
@@ -99,10 +103,22 @@ def rollback_alarms(endpoint_name: str) -> list[str]:
     return [alarm_name(endpoint_name, a[0]) for a in _ALARMS if a[7]]
 
 
-def _dimensions(namespace: str, endpoint_name: str, variant: str) -> list[dict]:
-    if namespace == SAGEMAKER_NAMESPACE:
-        return [{"Name": "EndpointName", "Value": endpoint_name}, {"Name": "VariantName", "Value": variant}]
-    return [{"Name": ADAPTER_DIMENSION, "Value": endpoint_name}]
+def _sagemaker_dimensions(endpoint_name: str, variant: str) -> list[dict]:
+    return [{"Name": "EndpointName", "Value": endpoint_name}, {"Name": "VariantName", "Value": variant}]
+
+
+def _adapter_metrics(endpoint_name: str, metric: str, statistic: str, period_s: int) -> list[dict]:
+    """The endpoint's series of ``metric``, one per API, and one expression over them that the alarm
+    watches: the worst p95, or the sum of counts."""
+    queries = [{"Id": f"m{i}", "ReturnData": False,
+                "MetricStat": {"Metric": {"Namespace": ADAPTER_NAMESPACE, "MetricName": metric, "Dimensions": [
+                    {"Name": "endpoint", "Value": endpoint_name}, {"Name": "api", "Value": api}]},
+                    "Period": period_s, "Stat": statistic}}
+               for i, api in enumerate(ADAPTER_APIS)]
+    combine = "MAX" if statistic.startswith("p") else "SUM"
+    queries.append({"Id": "all", "ReturnData": True, "Label": f"{metric} ({statistic}) over every API",
+                    "Expression": f"{combine}(METRICS())"})
+    return queries
 
 
 def alarm_request(endpoint_name: str, suffix: str, *, thresholds: Thresholds = Thresholds(),
@@ -125,9 +141,7 @@ def alarm_request(endpoint_name: str, suffix: str, *, thresholds: Thresholds = T
         "AlarmName": name,
         "AlarmDescription": f"decision workshop: {metric} of endpoint {endpoint_name} ({statistic}) above "
                             f"{threshold:g} {unit.lower()} per {period_s} s",
-        "Namespace": namespace, "MetricName": metric,
-        "Dimensions": _dimensions(namespace, endpoint_name, variant),
-        "Period": period_s, "EvaluationPeriods": evaluation_periods, "DatapointsToAlarm": datapoints_to_alarm,
+        "EvaluationPeriods": evaluation_periods, "DatapointsToAlarm": datapoints_to_alarm,
         "Threshold": threshold,
         "ComparisonOperator": _check_choice("GreaterThanThreshold", "PutMetricAlarm", "ComparisonOperator",
                                             "comparison"),
@@ -135,6 +149,11 @@ def alarm_request(endpoint_name: str, suffix: str, *, thresholds: Thresholds = T
         "TreatMissingData": "notBreaching",
         "Tags": check_tags(list(tags if tags is not None else workshop_tags())),
     }
+    if namespace == ADAPTER_NAMESPACE:
+        request["Metrics"] = _adapter_metrics(endpoint_name, metric, statistic, period_s)
+        return aws.validate("cloudwatch", "PutMetricAlarm", request)
+    request.update({"Namespace": namespace, "MetricName": metric, "Period": period_s,
+                    "Dimensions": _sagemaker_dimensions(endpoint_name, variant)})
     if statistic.startswith("p"):
         request["ExtendedStatistic"] = statistic
     else:
@@ -162,7 +181,7 @@ def dashboard_body(endpoint_names: Sequence[str], region: str, *, variant: str =
         return [[SAGEMAKER_NAMESPACE, metric, "EndpointName", n, "VariantName", variant] for n in endpoint_names]
 
     def adapter(metric: str) -> list[list]:
-        return [[ADAPTER_NAMESPACE, metric, ADAPTER_DIMENSION, n] for n in endpoint_names]
+        return [[ADAPTER_NAMESPACE, metric, "endpoint", n, "api", api] for n in endpoint_names for api in ADAPTER_APIS]
 
     panels = [("ModelLatency p95 (microseconds, SageMaker)", sagemaker("ModelLatency"), "p95"),
               ("adapter latency p95 (ms)", adapter(ADAPTER_LATENCY), "p95"),

@@ -173,15 +173,21 @@ def delete_endpoint_resources(sm_client, endpoint_name: str, *, config_name: str
     ``config_name`` and ``model_name`` default to ``endpoint_name``. Anything already gone is reported
     in the result, not raised; anything not the workshop's is kept, with a note saying why.
     """
+    from . import updates
+
     config_name = config_name or endpoint_name
     model_name = model_name or endpoint_name
     result = CleanupResult(endpoint_name, config_name, model_name)
+    version = None
     described = _described(sm_client, "endpoint", endpoint_name)
     if described is None:
         result.endpoint = ALREADY_GONE
     else:
         used_config = described.get("EndpointConfigName")
-        if used_config and used_config != config_name:
+        if updates.is_version(endpoint_name, used_config) and config_name == endpoint_name:
+            # an update's version (updates.version_name), named by the endpoint itself: its config and model go too
+            version = used_config
+        elif used_config and used_config != config_name:
             result.notes.append(f"note: endpoint {endpoint_name} used endpoint config {used_config}, which was not "
                                 f"named and is left alone; delete it with delete_endpoint_config(sm, {used_config!r})")
         kept = _ownership(sm_client, "endpoint", endpoint_name, described)
@@ -203,9 +209,25 @@ def delete_endpoint_resources(sm_client, endpoint_name: str, *, config_name: str
             result.notes.append(kept)
         else:
             setattr(result, attribute, delete(sm_client, name))
+    if version is not None and result.endpoint == DELETED:
+        result.notes += [f"{kind} {version} (the update it served): "
+                         f"{_delete_owned(sm_client, kind, version, delete, result.notes)}"
+                         for kind, delete in (("endpoint config", delete_endpoint_config), ("model", delete_model))]
     if scheduler_client is not None and result.endpoint != KEPT:
         result.deadline = remove_deadline(scheduler_client, endpoint_name)
     return result
+
+
+def _delete_owned(sm_client, kind: str, name: str, delete, notes: list[str]) -> str:
+    """DELETED, ALREADY_GONE or KEPT (with a note saying why) for one named resource."""
+    found = _described(sm_client, kind, name)
+    if found is None:
+        return ALREADY_GONE
+    kept = _ownership(sm_client, kind, name, found)
+    if kept:
+        notes.append(kept)
+        return KEPT
+    return delete(sm_client, name)
 
 
 def remove_deadline(scheduler_client, endpoint_name: str) -> str:

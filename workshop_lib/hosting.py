@@ -93,6 +93,12 @@ def create_endpoint(sm_client, request: dict) -> str:
     return _send(sm_client.create_endpoint, "CreateEndpoint", request, request["EndpointName"])["EndpointArn"]
 
 
+def update_endpoint(sm_client, request: dict) -> str:
+    """UpdateEndpoint (``updates`` builds it): SageMaker rolls the endpoint onto another config while it serves."""
+    aws.validate("sagemaker", "UpdateEndpoint", request)
+    return _send(sm_client.update_endpoint, "UpdateEndpoint", request, request["EndpointName"])["EndpointArn"]
+
+
 class SageMakerHosting:
     """Where ``deploy`` runs an endpoint: SageMaker, which the flow waits for."""
 
@@ -114,6 +120,10 @@ class SageMakerHosting:
     def served(self, name: str) -> tuple[str | None, list[str]]:
         """A URL to reach endpoint ``name`` directly and notes on how it is served (none on AWS)."""
         return None, []
+
+    def update_endpoint(self, sm_client, request: dict) -> str:
+        """Send an update (``updates.roll_out`` waits for it); on AWS SageMaker runs the blue/green rollout."""
+        return update_endpoint(sm_client, request)
 
     def offload_lines(self, logs_client, name: str) -> tuple[list[OffloadLine], str]:
         """llama.cpp's offload lines for endpoint ``name``, and where they were read."""

@@ -311,6 +311,19 @@ def _scheduler(call: str, params: Mapping, region: str, account: str) -> list[Ne
     return needs
 
 
+def _cloudwatch(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+    if call in ("PutDashboard", "GetDashboard", "DeleteDashboards"):  # dashboards are global: no region
+        dashboards = params.get("DashboardNames") or [params.get("DashboardName", "")]
+        return [(f"cloudwatch:{call}", policies.cloudwatch_dashboard_arn(region, account, d), {}) for d in dashboards]
+    if call == "PutMetricData":
+        return [("cloudwatch:PutMetricData", "*", {"cloudwatch:namespace": params.get("Namespace", "")})]
+    alarms = params.get("AlarmNames") or [params.get("AlarmName", "")]
+    needs = [(f"cloudwatch:{call}", policies.cloudwatch_alarm_arn(region, account, a), {}) for a in alarms]
+    if call == "PutMetricAlarm" and params.get("Tags"):
+        needs.append(("cloudwatch:TagResource", needs[0][1], {}))
+    return needs
+
+
 def needed(call: Mapping, region: str, account: str) -> list[Need]:
     """What IAM checks for one recorded call; [] for calls IAM always allows (sts:GetCallerIdentity)."""
     service, operation, params = call["service"], call["operation"], call.get("params") or {}
@@ -328,6 +341,8 @@ def needed(call: Mapping, region: str, account: str) -> list[Need]:
         return _logs(operation, params, region, account)
     if service == "scheduler":
         return _scheduler(operation, params, region, account)
+    if service == "monitoring":  # CloudWatch signs as "monitoring"
+        return _cloudwatch(operation, params, region, account)
     if service == "servicequotas" and operation == "ListServiceQuotas":
         return [("servicequotas:ListServiceQuotas", "*", {})]  # no resource type to name
     if service == "servicequotas":

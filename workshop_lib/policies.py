@@ -39,6 +39,7 @@ from .images import DLC_ARM64_REPOSITORY, DLC_REPOSITORY, dlc_account
 # only keys Batch Transform may write (the endpoint role reads the prefix but cannot overwrite the model).
 MODEL_FOLDER = "model"
 BATCH_OUTPUT_FOLDER = "batch-output"
+CAPTURE_FOLDER = "capture"  # decision endpoints' data capture (capture.CAPTURE_FOLDER): the role's one write
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,9 @@ def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: 
         groups.append("/aws/sagemaker/TransformJobs")
     statements = [
         _statement("ReadModelData", ["s3:GetObject"], [s3_object_arn(s.bucket, s.key_pattern(), s.region)]),
+        # Data capture: SageMaker writes the decision endpoints' sampled requests and answers here.
+        _statement("WriteCaptures", ["s3:PutObject"],
+                   [s3_object_arn(s.bucket, s.key_pattern(CAPTURE_FOLDER), s.region)]),
         _wildcard_statement("EcrLogin", "ecr:GetAuthorizationToken"),
         # The standard endpoint runs the DLC itself; the decision endpoints run the child image.
         _statement("PullImages", ECR_PULL, repos),
@@ -361,6 +365,47 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
     return _document(statements)
 
 
+def cloudwatch_alarm_arn(region: str, account: str, alarm: str) -> str:
+    return f"arn:{partition(region)}:cloudwatch:{region}:{account}:alarm:{alarm}"
+
+
+def cloudwatch_dashboard_arn(region: str, account: str, dashboard: str) -> str:
+    return f"arn:{partition(region)}:cloudwatch::{account}:dashboard/{dashboard}"  # dashboards are global
+
+
+def operator_operations_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
+    """The operator's permissions for notebook 07 (operate): the endpoints' alarms (``<endpoint>/*``) and
+    the workshop's dashboard, and the safe updates (``updates``): UpdateEndpoint on the workshop's
+    endpoints, and the versions' models and configs, named ``<endpoint>-<version>``. A document of its own
+    beside operator-policy.json (IAM's 6,144 characters per policy); whoever attaches one attaches all."""
+    from .alarms import DASHBOARD
+
+    s = _as_scope(config, account_id, **options)
+    region, account = s.region, s.account
+    versions = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name}-*"
+                for name in s.endpoint_names for kind in ("model", "endpoint-config")]
+    return _document([
+        _statement("EndpointAlarms", ["cloudwatch:PutMetricAlarm", "cloudwatch:DescribeAlarms",
+                                      "cloudwatch:DeleteAlarms", "cloudwatch:TagResource"],
+                   [cloudwatch_alarm_arn(region, account, f"{name}/*") for name in s.endpoint_names]),
+        _statement("WorkshopDashboard", ["cloudwatch:PutDashboard", "cloudwatch:DeleteDashboards"],
+                   [cloudwatch_dashboard_arn(region, account, DASHBOARD)]),
+        _statement("UpdateEndpoints", ["sagemaker:UpdateEndpoint"],
+                   [f"arn:{s.partition}:sagemaker:{region}:{account}:endpoint/{name}" for name in s.endpoint_names]),
+        _statement("EndpointVersions", OPERATOR_SAGEMAKER_ACTIONS[:6] + ("sagemaker:AddTags", "sagemaker:ListTags"),
+                   versions),
+    ])
+
+
+def operator_documents(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
+    """Every operator document as one (IAM unites the attached policies the same way), for evaluating
+    calls offline: operator-policy.json, the deadlines' and the operations' statements."""
+    from . import spend_guard
+
+    s = _as_scope(config, account_id, **options)
+    return _document(spend_guard.operator_documents(s)["Statement"] + operator_operations_policy(s)["Statement"])
+
+
 def _trust(service: str, condition: Mapping) -> dict:
     return {"Version": VERSION, "Statement": [{
         "Sid": "AssumedBy" + service.split(".")[0].capitalize(), "Effect": "Allow",
@@ -390,6 +435,8 @@ POLICY_FILES = {
                                              "permissions of the SageMaker execution role"),
     "sagemaker-trust-policy.json": (sagemaker_trust_policy, "trust policy of the SageMaker execution role"),
     "operator-policy.json": (operator_policy, "permissions of whoever runs the notebooks (e.g. the Studio role)"),
+    "operator-operations-policy.json": (operator_operations_policy,
+                                        "permissions of whoever runs the notebooks, for alarms and safe updates"),
 }
 
 
@@ -442,8 +489,10 @@ def create_role_request(name: str, trust: Mapping, *, description: str = "",
 __all__ = [
     "BATCH_OUTPUT_FOLDER", "CODEBUILD_ROLE_NAME", "MODEL_FOLDER", "POLICY_FILES", "PolicyError",
     "SERVICE_REQUIRED_WILDCARDS", "Scope", "ServiceWildcard", "account_of", "codebuild_project_arn",
-    "codebuild_role_of", "codebuild_service_role_policy", "codebuild_trust_policy", "create_policy_request",
-    "create_role_request", "ecr_repository_arn", "log_group_arn", "log_stream_arn", "operator_policy", "partition",
+    "cloudwatch_alarm_arn", "cloudwatch_dashboard_arn", "codebuild_role_of", "codebuild_service_role_policy",
+    "codebuild_trust_policy", "create_policy_request",
+    "create_role_request", "ecr_repository_arn", "log_group_arn", "log_stream_arn", "operator_documents",
+    "operator_operations_policy", "operator_policy", "partition",
     "policies", "role_arn", "s3_bucket_arn", "s3_object_arn", "sagemaker_execution_role_policy",
     "sagemaker_trust_policy", "scope", "write_policies",
 ]

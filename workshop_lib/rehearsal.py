@@ -46,11 +46,13 @@ from . import dlc_server, names
 from .config import default_path
 from .errors import WorkshopError
 from .local import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
+from .transport import LocalTransport
 
 KEEP_ALIVE_S = 2 * 3600
 LOCAL_THREADS = 2
 LOCAL_GPU_LAYERS = 0
 LOCAL_REQUEST_TIMEOUT_S = 120
+SWITCH_DRAIN_S = 1.0  # a replaced local endpoint's process lives on this long after the switch
 FORCED_SETTINGS = {"SM_LLAMA_CPP_THREADS": str(LOCAL_THREADS), "SM_LLAMA_CPP_N_GPU_LAYERS": str(LOCAL_GPU_LAYERS),
                    "DECISION_ADAPTER_REQUEST_TIMEOUT": str(LOCAL_REQUEST_TIMEOUT_S)}
 # llama-server reads no DECISION_ADAPTER_* setting; nginx in front of it gets the same request limit.
@@ -251,13 +253,16 @@ class Rehearsal:
         return model_dir
 
     def start_local_endpoint(self, name: str, sm_client, s3_client, *, keep_alive_s: float = KEEP_ALIVE_S,
-                             timeout_s: float = 180.0, calls=None) -> LocalEndpoint:
+                             timeout_s: float = 180.0, calls=None, replace: bool = False) -> LocalEndpoint:
         """Start a real server for endpoint ``name`` from what the emulator recorded for it: for the
         DLC's image llama-server behind nginx (the adapter where they are missing: ``fallback`` says
         why), else the decision adapter.
 
         Follows DescribeEndpoint -> DescribeEndpointConfig -> DescribeModel. A running
-        endpoint of that name is replaced.
+        endpoint of that name is replaced: stopped first, or with ``replace`` (an update) only once the
+        new process is ready; the registry then names the new one, which is where clients that follow it
+        (``RoutedTransport``) send their next request, and the old one is stopped after ``SWITCH_DRAIN_S``,
+        finishing what it holds.
         With a ``calls`` log (permissions.CallLog), the model download is recorded as the
         SageMaker execution role's, and SageMaker's reading of its own records not at all.
         """
@@ -283,8 +288,10 @@ class Rehearsal:
         forced = LLAMA_SERVER_SETTINGS if kind == LLAMA_SERVER else FORCED_SETTINGS
         environment = {**declared, **forced}
         changed = {k: (declared.get(k), v) for k, v in forced.items() if declared.get(k) != v}
-        self.stop_endpoint(name)
-        log = self.home / "endpoints" / f"{name}.log"
+        previous = self._read_registry()["endpoints"].get(name) if replace else None
+        if previous is None:
+            self.stop_endpoint(name)
+        log = self.home / "endpoints" / (f"{name}.{model_name}.log" if previous else f"{name}.log")
         if log.exists():
             log.unlink()
         extra = {}
@@ -306,7 +313,10 @@ class Rehearsal:
         data = self._read_registry()
         data["endpoints"][name] = _record(server, model_dir=str(model_dir), model_name=model_name,
                                           environment=environment, served_by=kind, fallback=fallback, **extra)
-        self._write_registry(data)
+        self._write_registry(data)  # the switch: from here on, followers send to the new process
+        if previous is not None:
+            time.sleep(SWITCH_DRAIN_S)  # a request that read the old address just before has reached it
+            _stop_group(previous["pgid"])
         return LocalEndpoint(name, server.url, log, model_dir, model_name, environment, changed,
                              time.perf_counter() - started, kind, fallback)
 
@@ -375,6 +385,37 @@ class Rehearsal:
         return "\n".join(str(p) for p in running)
 
 
+class RoutedTransport(LocalTransport):
+    """``LocalTransport`` to whichever process serves local endpoint ``name`` now: before each request
+    it looks at the registry (its size and time, re-read only when they change) and follows a
+    replacement (``start_local_endpoint(..., replace=True)``), as SageMaker's router follows an update."""
+
+    def __init__(self, local: Rehearsal, name: str, **options):
+        self._local, self._endpoint, self._stamp, self._options = local, name, None, options
+        super().__init__(local.endpoint_url(name), **options)
+        self._stamp = self._registry_stamp()
+
+    def _registry_stamp(self):
+        try:
+            stat = self._local.registry_path().stat()
+        except OSError:
+            return None
+        return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+    def _follow(self) -> None:
+        stamp = self._registry_stamp()
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        entry = self._local._read_registry()["endpoints"].get(self._endpoint)
+        if entry and entry["url"].rstrip("/") != self.url:
+            LocalTransport.__init__(self, entry["url"], **self._options)
+
+    def _send(self, method: str, path: str, body, deadline):
+        self._follow()
+        return super()._send(method, path, body, deadline)
+
+
 def _is_dlc(image_uri: str) -> bool:
     from . import images
 
@@ -388,5 +429,5 @@ def default() -> Rehearsal:
 
 __all__ = [
     "ADAPTER", "KEEP_ALIVE_S", "LLAMA_SERVER", "LOCAL_THREADS", "LocalEndpoint", "ProcessStatus", "Rehearsal",
-    "RehearsalError", "default", "group_alive", "local_dir",
+    "RehearsalError", "RoutedTransport", "default", "group_alive", "local_dir",
 ]

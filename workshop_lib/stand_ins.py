@@ -92,6 +92,33 @@ def seed_dlc(ecr_client, region: str) -> dict[str, str]:
     return digests
 
 
+class _Body:
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def stream(self, **_):
+        yield self.data
+
+
+def answered_here(client, operation: str, request: dict, answer: dict) -> dict:
+    """Call ``operation`` through ``client`` (validated by botocore and recorded like any call) but answer
+    it here with ``answer`` instead of sending it: for the few calls the emulator does not implement."""
+    from botocore import xform_name
+    from botocore.awsrequest import AWSResponse
+
+    event = f"before-send.{client.meta.service_model.service_id.hyphenize()}.{operation}"
+
+    def reply(request, **_):
+        return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"},
+                           _Body(json.dumps(answer).encode()))
+
+    client.meta.events.register(event, reply)
+    try:
+        return getattr(client, xform_name(operation))(**request)
+    finally:
+        client.meta.events.unregister(event, reply)
+
+
 def _acting_as(calls, principal):
     return calls.acting_as(principal) if calls is not None else contextlib.nullcontext()
 
@@ -213,6 +240,30 @@ class LocalHosting(hosting.SageMakerHosting):
     def served(self, name: str) -> tuple[str | None, list[str]]:
         server = [self._servers[name]] if name in self._servers else []
         return self._urls.get(name), [*self._notes.get(name, []), *self._limits.get(name, []), *server]
+
+    def update_endpoint(self, sm_client, request: dict) -> str:
+        """The emulator has no UpdateEndpoint: the request is validated, recorded and answered here, the
+        emulator's endpoint record is pointed at the new config, and the local endpoint's process is
+        replaced once its successor is ready (``Rehearsal.start_local_endpoint(..., replace=True)``)."""
+        name = request["EndpointName"]
+        aws.validate("sagemaker", "UpdateEndpoint", request)
+        with _acting_as(self.calls, None):
+            described = sm_client.describe_endpoint(EndpointName=name)
+        arn = answered_here(sm_client, "UpdateEndpoint", request, {"EndpointArn": described["EndpointArn"]})
+        with _acting_as(self.calls, None):  # the emulator's housekeeping, not a call anyone makes on AWS
+            tags = sm_client.list_tags(ResourceArn=described["EndpointArn"]).get("Tags", [])
+            sm_client.delete_endpoint(EndpointName=name)
+            sm_client.create_endpoint(EndpointName=name, EndpointConfigName=request["EndpointConfigName"],
+                                      **({"Tags": tags} if tags else {}))
+        local = self.local.start_local_endpoint(name, sm_client, self.s3, calls=self.calls, replace=True)
+        self._urls[name] = local.url
+        self._notes[name] = [
+            f"  local endpoint: {local.url}, serving {local.model_name}; the previous process was stopped once "
+            "this one was ready",
+            "  Not exercised locally: SageMaker's blue/green rollout (the baking period, canary traffic and the "
+            "automatic rollback on an alarm); the emulator has no UpdateEndpoint, so the request was validated "
+            "by botocore and recorded, and the local process replaced in its place."]
+        return arn["EndpointArn"]
 
     def offload_lines(self, logs_client, name: str) -> tuple[list[hosting.OffloadLine], str]:
         log = self.local.endpoint_log(name)

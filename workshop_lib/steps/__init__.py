@@ -21,7 +21,8 @@ One module per notebook, plus what they share:
 ``decision_image``  02/03: the pinned DLC, the decision image built and pushed by digest
 ``deploy``          02/04: standard, decision CPU and decision GPU endpoints, placement
 ``invoke``          05: endpoint clients, decisions shown as charts
-``cleanup``         07: deletion by name, the permissions audit, what is still running
+``operate``         07: alarms and the dashboard, a safe (blue/green) update, the endpoint's status
+``cleanup``         08: deletion by name, the permissions audit, what is still running
 ``outcome``         every notebook's closing check; expected mistakes in one line
 ``rehearse``        every step in order, headless (``make demo``)
 =================== ==========================================================================
@@ -44,6 +45,8 @@ from .deploy import (EndpointResult, Placement, check_dlc_pins, deadline_text, d
                      llama_settings, placement, set_endpoint_ttl)
 from .invoke import (builder_default, builder_request, client, decision_client, decision_endpoint, parse_options,
                      show_decision, show_decisions, show_outcome, which_endpoint)
+from .operate import (UpdateResult, alarm_states, delete_alarms, endpoint_status, put_alarms, update_endpoint,
+                      update_package)
 from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
                       delete_deadline_role, delete_endpoint, delete_endpoints, running_endpoints, stop_local)
 from .outcome import check_outcome, short_errors
@@ -61,5 +64,7 @@ __all__ = [
     "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",
     "running_endpoints", "setup", "show_config", "show_decision", "show_decisions", "show_outcome", "stop_local",
     "Text", "check_outcome", "short_errors",
+    "UpdateResult", "alarm_states", "delete_alarms", "endpoint_status", "put_alarms", "update_endpoint",
+    "update_package",
     "verify_package",
 ]

@@ -222,7 +222,7 @@ def audit_permissions(workshop: Workshop) -> permissions.Audit:
 
     log = permissions.CallLog(workshop.rehearsal.home / CALL_LOG)
     scope = policies.scope(config)
-    documents = {permissions.OPERATOR: spend_guard.operator_documents(scope),  # + operator-deadlines-policy.json
+    documents = {permissions.OPERATOR: policies.operator_documents(scope),  # every operator-*.json together
                  permissions.CODEBUILD: policies.codebuild_service_role_policy(scope),
                  permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope),
                  spend_guard.PRINCIPAL: spend_guard.scheduler_role_policy(scope)}

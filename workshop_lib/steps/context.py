@@ -29,6 +29,8 @@ CREATES: dict[str, tuple[str, ...]] = {
     "deploy_decision_gpu": ("config.gpu_endpoint_name", "steps.delete_deadline_role("),
     "extend_deadline": ("steps.delete_endpoints(",),  # moves a deadline, which goes with its endpoint
     "ensure_codebuild_role": ("steps.delete_codebuild_role(",),
+    "put_alarms": ("steps.delete_alarms(",),  # the alarms and the dashboard
+    "update_endpoint": ("steps.delete_endpoints(",),  # the version's config and model go with the endpoint
 }
 # Steps that only read, invoke or print.
 READ_ONLY = frozenset({
@@ -38,6 +40,7 @@ READ_ONLY = frozenset({
     "deadline_text", "check_dlc_pins",  # check_dlc_pins records notebook 02's choice in outputs.json only
     "set_endpoint_ttl",  # saves notebook 00's choice in the config file, nothing in AWS
     "decision_client", "which_endpoint", "builder_request", "builder_default",
+    "alarm_states", "endpoint_status", "update_package",
     "keep_choice",  # writes the widget's value to outputs.json, nothing in AWS
 })
 

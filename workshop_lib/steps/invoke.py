@@ -37,14 +37,15 @@ def client(workshop: Workshop, name: str):
     An endpoint that is not serving stops here in one line naming the notebook that deploys it.
     """
     from ..client import EndpointClient
-    from ..rehearsal import RehearsalError
+    from ..rehearsal import RehearsalError, RoutedTransport
 
     config = workshop.config
     kind, notebook = _kind(workshop, name)
     if config.mode == "local":
         workshop.clients  # no emulator: notebook 00 comes first, and this says so
         try:
-            return EndpointClient.local(workshop.rehearsal.endpoint_url(name))
+            # follows the local endpoint through an update, which replaces its process (workshop update)
+            return EndpointClient(RoutedTransport(workshop.rehearsal, name))
         except RehearsalError:
             raise StepNotRun(notebook, f"{kind}, {name}, is not running locally") from None
     _require_in_service(workshop, name, kind, notebook)
@@ -81,7 +82,14 @@ def decision_client(workshop: Workshop | None = None):
     """A client for the decision endpoint notebooks 05 and 06 use (``decision_endpoint``), checked to be
     serving; with no ``workshop``, the saved one (so the cell also runs after a kernel restart)."""
     workshop = _loaded(workshop)
-    return client(workshop, decision_endpoint(workshop))
+    name = decision_endpoint(workshop)
+    made = client(workshop, name)
+    if workshop.local:  # SageMaker captures on AWS; locally the stand-in does, on the client's side (capture.py)
+        from .. import capture
+
+        made = capture.capture_locally(made, workshop.clients.sm, workshop.clients.s3, name,
+                                       acting_as=workshop.clients.acting_as)
+    return made
 
 
 def which_endpoint(workshop: Workshop | None = None, name: str | None = None) -> Text:

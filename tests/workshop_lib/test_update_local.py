@@ -1,0 +1,137 @@
+"""A safe update in local mode: the stand-in hosting replaces the local endpoint's process only once the
+new one is ready, so a client sending decisions from a thread throughout never sees a failure, and its
+answers switch to the new version; the calls it made are the ones the operator policies grant.
+
+One emulator and two adapter processes (the endpoint before and after); everything is stopped afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from workshop_lib import alarms, cleanup, hosting, modes, permissions, policies, rehearsal, updates
+from workshop_lib.builds import MANIFEST_NAME, TARBALL_NAME, upload_package
+from workshop_lib.client import EndpointClient
+from workshop_lib.config import WorkshopConfig
+from workshop_lib.deploy_spec import DeploySpec, plan_for
+from workshop_lib.examples import SUPPORT_ROUTE
+from workshop_lib.local import group_alive
+from workshop_lib.packaging import LocalPackage
+from workshop_lib.stand_ins import LocalHosting
+
+pytestmark = pytest.mark.slow
+
+REGION = "us-east-1"
+ROLE = "arn:aws:iam::123456789012:role/service-role/WorkshopSageMakerRole"
+IMAGE = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/sagemaker-decision-workshop@sha256:{'ab' * 32}"
+CONFIG = WorkshopConfig(mode="local", region=REGION, bucket="decision-workshop-update-test",
+                        sagemaker_role_arn=ROLE)
+NAME = CONFIG.cpu_endpoint_name
+
+
+@pytest.fixture
+def local(tmp_path, monkeypatch):
+    monkeypatch.setenv(permissions.PERSONA_ENV, permissions.ADMINISTRATOR)  # the audit below holds every call
+    monkeypatch.setattr(rehearsal, "SWITCH_DRAIN_S", 0.5)
+    local = rehearsal.Rehearsal(tmp_path / "local")
+    url = local.ensure_emulator(keep_alive_s=600)
+    calls = permissions.CallLog(tmp_path / "calls.jsonl")
+
+    def client(service):
+        made = modes.emulator_client(service, REGION, url)
+        calls.attach(made)
+        return made
+
+    yield local, client, calls, tmp_path
+    local.stop_all()
+
+
+def _package(s3, model_dir) -> str:
+    """The session's packaged embedded model (tests/conftest.py), uploaded as notebook 01 uploads it."""
+    package = model_dir.parent / "package"
+    tarball, manifest = package / TARBALL_NAME, package / MANIFEST_NAME
+    return upload_package(s3, LocalPackage(tarball, manifest, json.loads(manifest.read_text())), CONFIG.s3_uri("model"))
+
+
+def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, model_dir):
+    local, client, calls, tmp_path = local
+    sm, s3, cloudwatch = client("sagemaker"), client("s3"), client("cloudwatch")
+    with calls.acting_as(None):  # the emulator's setup, not part of what is audited
+        s3.create_bucket(Bucket=CONFIG.bucket)
+        package = _package(s3, model_dir)
+    stand_in = LocalHosting(s3, calls=calls, local=local)  # as local mode makes it
+    plan = plan_for(DeploySpec("decision-cpu", threads=2, ctx_size=1024), name=NAME, role_arn=ROLE, region=REGION,
+                    image_uri=IMAGE, model_data_url=package)
+    hosting.deploy(sm, plan, hosting=stand_in, progress=False)
+    put = alarms.put_alarms(cloudwatch, [NAME], REGION)
+    assert set(alarms.alarm_states(cloudwatch, NAME)) == set(put.alarms) == set(alarms.alarm_names(NAME))
+    old = local._read_registry()["endpoints"][NAME]
+
+    answers, failures, stop = [], [], threading.Event()
+
+    def send():
+        endpoint = EndpointClient(rehearsal.RoutedTransport(local, NAME), retries=0)  # a retry would hide a gap
+        while not stop.is_set():
+            try:
+                decision = endpoint.decide(SUPPORT_ROUTE)
+                answers.append((decision.model["context_size"], decision.attempts))
+            except Exception as exc:  # noqa: BLE001 - every failure is the test's finding
+                failures.append(repr(exc))
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    try:
+        while not answers and not failures:
+            time.sleep(0.05)
+        update = updates.update_plan(DeploySpec("decision-cpu", threads=2, ctx_size=2048), endpoint_name=NAME,
+                                     role_arn=ROLE, region=REGION, image_uri=IMAGE, model_data_url=package,
+                                     rollback_alarms=alarms.rollback_alarms(NAME))
+        seen: list[str] = []
+        rollout = updates.roll_out(sm, update, hosting=stand_in, delay_s=0.1, report=seen.append)
+        during = len(answers)
+        while len(answers) < during + 3 and not failures:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        sender.join(30)
+
+    assert failures == []
+    assert rollout.ok and rollout.config_name == update.version and rollout.statuses[-1] == "InService"
+    assert any("updating to " + update.version in line for line in seen)
+    sizes = [size for size, _ in answers]
+    assert sizes[0] == 1024 and sizes[-1] == 2048  # the answers come from the new version after the rollout
+    switched = sizes.index(2048)
+    assert set(sizes[:switched]) == {1024} and set(sizes[switched:]) == {2048}  # one switch, never back
+    assert {attempts for _, attempts in answers} == {1}
+    new = local._read_registry()["endpoints"][NAME]
+    assert new["url"] != old["url"] and new["model_name"] == update.version
+    assert not group_alive(old["pgid"]) and group_alive(new["pgid"])
+    described = sm.describe_endpoint(EndpointName=NAME)
+    assert described["EndpointConfigName"] == update.version
+
+    # cleanup: the endpoint with both configs and models, then exactly its alarms and the dashboard
+    result = cleanup.delete_endpoint_resources(sm, NAME, poll_s=0)
+    assert (result.endpoint, result.endpoint_config, result.model) == (cleanup.DELETED,) * 3
+    assert any(f"endpoint config {update.version} (the update it served): deleted" in n for n in result.notes)
+    assert set(cleanup.delete_alarms(cloudwatch, [NAME]).values()) == {cleanup.DELETED}
+    assert cleanup.delete_dashboard(cloudwatch) == cleanup.DELETED
+    with calls.acting_as(None):  # the test's own look, not the workshop's calls
+        assert sm.list_models()["Models"] == [] and sm.list_endpoint_configs()["EndpointConfigs"] == []
+        assert cloudwatch.describe_alarms()["MetricAlarms"] == []
+        assert cloudwatch.list_dashboards()["DashboardEntries"] == []
+
+    # every call above, held against the operator's documents: nothing denied, the new statements used
+    scope = policies.scope(CONFIG, "123456789012")
+    documents = {permissions.OPERATOR: policies.operator_documents(scope),
+                 permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope)}
+    audit = permissions.audit(calls.calls(), documents, REGION, "123456789012", not_exercised={})
+    assert audit.denied == [], audit
+    operations = {s["Sid"] for s in policies.operator_operations_policy(scope)["Statement"]}
+    assert operations and not operations & {sid for _, sid in audit.unused}, audit
+    made = {c["operation"] for c in calls.calls()}
+    assert {"UpdateEndpoint", "PutMetricAlarm", "PutDashboard", "DescribeAlarms", "DeleteAlarms",
+            "DeleteDashboards"} <= made

@@ -1,0 +1,154 @@
+"""Notebook 07: operating the decision endpoint: its alarms and the workshop's dashboard, a safe update
+to a new model package (blue/green, rolled back by the alarms), and its status through the rollout.
+Notebook 08 deletes the alarms and the dashboard (``delete_alarms``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .. import alarms, cleanup, updates
+from ..deploy_spec import DeploySpec
+from .context import StepError, Text, Workshop, _Shown, _short
+from .deploy import _model_data_url, _recorded_image
+from .invoke import decision_endpoint
+
+# outputs.json: the calibrated package ``workshop calibrate`` and packaging record, when they have run.
+CALIBRATED_KEYS = ("calibrated_model_data_url", "calibrated_model")
+
+
+def _path_of(workshop: Workshop, name: str) -> str:
+    config = workshop.config
+    if name == config.gpu_endpoint_name:
+        return "decision-gpu"
+    if name == config.cpu_endpoint_name:
+        return "decision-cpu"
+    raise StepError(f"{name} is not one of the workshop's decision endpoints ({config.cpu_endpoint_name}, "
+                    f"{config.gpu_endpoint_name}); alarms and updates are for those")
+
+
+def put_alarms(workshop: Workshop, name: str | None = None, **thresholds) -> Text:
+    """The decision endpoint's alarms (SageMaker's latency, errors and load; the adapter's latency, busy
+    answers and time-limit stops) and the workshop's dashboard; ``thresholds`` as ``alarms.Thresholds``."""
+    name = name or decision_endpoint(workshop)
+    _path_of(workshop, name)
+    region = workshop.config.region
+    result = alarms.put_alarms(workshop.clients.get("cloudwatch"), [name], region,
+                               thresholds=alarms.Thresholds(**thresholds))
+    lines = [str(result)]
+    if workshop.local:
+        lines.append("Not exercised locally: the alarms firing (the emulator's CloudWatch stores them, validated by "
+                     "botocore, and receives no SageMaker metrics; the adapter's metric lines are in the local "
+                     "endpoint's log)")
+    else:
+        lines.append(f"dashboard: https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}"
+                     f"#dashboards/dashboard/{result.dashboard}")
+    return Text("\n".join(lines))
+
+
+def alarm_states(workshop: Workshop, name: str | None = None) -> Text:
+    """Each of the endpoint's alarms and its state (OK, ALARM, INSUFFICIENT_DATA). Read-only."""
+    name = name or decision_endpoint(workshop)
+    states = alarms.alarm_states(workshop.clients.get("cloudwatch"), name)
+    if not states:
+        return Text(f"endpoint {name} has no alarms yet: run steps.put_alarms(workshop) first",
+                    problem=f"no alarms for {name}")
+    return Text("\n".join(f"{alarm}: {state}" for alarm, state in states.items()))
+
+
+def endpoint_status(workshop: Workshop, name: str | None = None) -> Text:
+    """The endpoint's status, the config it serves and its last deployment settings. Read-only."""
+    name = name or decision_endpoint(workshop)
+    described = workshop.clients.sm.describe_endpoint(EndpointName=name)
+    lines = [f"endpoint {name}: {described['EndpointStatus']}, serving {described['EndpointConfigName']}"]
+    last = (described.get("LastDeploymentConfig") or {}).get("BlueGreenUpdatePolicy")
+    if last:
+        routing = last["TrafficRoutingConfiguration"]
+        lines.append(f"  last update: {routing['Type']}, baked {routing['WaitIntervalInSeconds']} s")
+    if described.get("FailureReason"):
+        lines.append(f"  FailureReason: {described['FailureReason']}")
+    return Text("\n".join(lines))
+
+
+def update_package(workshop: Workshop) -> tuple[str, str]:
+    """(the package an update rolls to, why): the calibrated one when it was recorded, else notebook 01's."""
+    outputs = workshop.outputs()
+    for key in CALIBRATED_KEYS:
+        if isinstance(outputs.get(key), str) and outputs[key].startswith("s3://"):
+            return outputs[key], "the calibrated package"
+    return _model_data_url(workshop), ("notebook 01's package again (no calibrated package is recorded: run "
+                                       "`workshop calibrate` and package it to roll out a calibration)")
+
+
+@dataclass(repr=False)
+class UpdateResult(_Shown):
+    plan: updates.UpdatePlan
+    rollout: updates.Rollout
+    why: str
+    progress: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.rollout.ok
+
+    def lines(self) -> list[str]:
+        return [f"update of {self.plan.endpoint_name} to {self.plan.version}: {self.why}",
+                f"  model {self.plan.model_data_url}", f"  image {_short(self.plan.image_uri)}",
+                *("  " + line for line in self.progress), str(self.rollout)]
+
+
+def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_url: str | None = None,
+                    image_uri: str | None = None, routing: str = updates.ALL_AT_ONCE, bake_s: int | None = None,
+                    ctx_size: int | None = None, threads: int | None = None, progress: bool = True) -> UpdateResult:
+    """Roll the decision endpoint to ``model_data_url`` (default: ``update_package``) and ``image_uri``
+    (default: notebook 03's image) as a new version, blue/green, rolled back if a rollback alarm fires
+    (run ``put_alarms`` first); the endpoint's status is reported as it changes."""
+    config = workshop.config
+    name = name or decision_endpoint(workshop)
+    path = _path_of(workshop, name)
+    config.require("sagemaker_role_arn")
+    if model_data_url:
+        why = "the package given"
+    else:
+        model_data_url, why = update_package(workshop)
+    model_data_url = config.check_model_uri(model_data_url, "model data URL")
+    c = workshop.clients
+    rollback = alarms.rollback_alarms(name)
+    if set(rollback) - set(alarms.alarm_states(c.get("cloudwatch"), name)):
+        raise StepError(f"endpoint {name}'s rollback alarms are missing: run steps.put_alarms(workshop) first, "
+                        "so that the update can roll back by itself")
+    spec = DeploySpec(path, ctx_size=ctx_size, threads=threads)
+    plan = updates.update_plan(spec, endpoint_name=name, role_arn=config.sagemaker_role_arn, region=config.region,
+                               image_uri=image_uri or _recorded_image(workshop, path), model_data_url=model_data_url,
+                               rollback_alarms=rollback, routing=routing,
+                               **({"bake_s": bake_s} if bake_s is not None else {}))
+    seen: list[str] = []
+
+    def report(line: str) -> None:
+        seen.append(line)
+        if progress:
+            print(line, flush=True)
+
+    rollout = updates.roll_out(c.sm, plan, hosting=c.hosting, delay_s=0.2 if workshop.local else 30, report=report)
+    return UpdateResult(plan, rollout, why, seen)
+
+
+def delete_alarms(workshop: Workshop, names: Sequence[str] | None = None) -> Text:
+    """Notebook 08: the decision endpoints' alarms (by their names) and the workshop's dashboard."""
+    if (nothing := workshop.nothing_to_clean()) is not None:
+        return nothing
+    config = workshop.config
+    names = list(names or (config.cpu_endpoint_name, config.gpu_endpoint_name))
+    cloudwatch = workshop.clients.get("cloudwatch")
+    deleted = cleanup.delete_alarms(cloudwatch, names)
+    lines = [f"alarm {alarm}: {state}" for alarm, state in deleted.items() if state == cleanup.DELETED]
+    gone = sum(state == cleanup.ALREADY_GONE for state in deleted.values())
+    if gone:
+        lines.append(f"{gone} alarm(s) of {', '.join(names)} were not there (already gone, or never put)")
+    lines.append(f"dashboard {alarms.DASHBOARD}: {cleanup.delete_dashboard(cloudwatch)}")
+    return Text("\n".join(lines))
+
+
+__all__ = ["UpdateResult", "alarm_states", "delete_alarms", "endpoint_status", "put_alarms", "update_endpoint",
+           "update_package"]
