@@ -28,7 +28,8 @@ import sys
 from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
 
 from .errors import WorkshopError
-from .cli_commands import (EXAMPLE_BUCKET, cmd_audit, cmd_bench, cmd_build_image, cmd_calibrate, cmd_check, cmd_cleanup,
+from .cli_commands import (EXAMPLE_BUCKET, cmd_audit, cmd_bench, cmd_build_image, cmd_calibrate, cmd_captured,
+                          cmd_check, cmd_cleanup,
                           cmd_codebuild_role, cmd_config, cmd_deadline, cmd_delete_artifacts, cmd_delete_builds,
                           cmd_delete_codebuild_role, cmd_delete_deadline_role, cmd_demo, cmd_deploy,
                           cmd_deploy_standard, cmd_extend, cmd_invoke, cmd_invoke_standard, cmd_package_model,
@@ -240,6 +241,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="send the tasks as decisions (default) or as Jev /v1/systemone questions")
     p.add_argument("--out", help="output folder (default: bench/ beside the config file)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    p = add("captured", cmd_captured, "read a decision endpoint's captured decisions into tasks to label (06)",
+            "Read what SageMaker's data capture recorded for the endpoint (locally: what the stand-in hosting wrote "
+            "into the emulator's S3, in the same layout), and write its decisions as JevBench task records with an "
+            "empty expected, one a line, for a person to label; labelled, they feed calibrate --tasks.")
+    _workshop_flags(p, "bucket", "prefix")
+    p.add_argument("--name", help="endpoint name (default: the deploy path's decision endpoint)")
+    p.add_argument("--limit", type=int, metavar="N", help="read at most N captured invocations (oldest first)")
+    p.add_argument("--out", metavar="PATH", help="the JSONL file to write (default: captured/<endpoint>.jsonl beside "
+                                                 "the config file)")
 
     p = add("calibrate", cmd_calibrate, "fit a temperature per question type and option count: calibration.json (06)",
             "Send labelled tasks (JevBench JSONL; default: the packaged set) to a decision endpoint at temperature 1 "

@@ -299,6 +299,21 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
+def cmd_captured(args) -> int:
+    from . import capture, steps
+
+    workshop = workshop_for(args)
+    name = args.name or steps.decision_endpoint(workshop)
+    clients = workshop.clients
+    found = capture.collect(clients.sm, clients.s3, name, limit=args.limit,
+                            default_destination=capture.destination_uri(workshop.config))
+    path = capture.write_tasks(found.tasks, args.out or workshop.folder("captured") / f"{name}.jsonl")
+    print(found)
+    print(f"written: {path}; fill in each line's \"expected\" (one of its labels), then `python -m workshop_lib "
+          f"calibrate --tasks {path}` fits from them")
+    return 0
+
+
 def cmd_cleanup(args) -> int:
     from . import steps
 

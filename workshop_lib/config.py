@@ -29,7 +29,7 @@ from . import aws, names
 from .config_checks import (DEFAULT_ECR_REPOSITORY, DEFAULT_ENDPOINT_TTL_HOURS, ENV_VARS, ConfigError,
                             CredentialsBroken, MissingSetting, OutsideWorkshopPrefix, check_bucket_name,
                            check_ecr_repository_name, check_prefix, check_region, check_resource_name,
-                           check_role_arn, check_ttl_hours)
+                           check_role_arn, check_ttl_hours, check_capture_percent)
 
 MODES = ("aws", "local")
 DEPLOY_PATHS = ("standard", "decision-cpu", "decision-gpu")
@@ -67,6 +67,7 @@ class WorkshopConfig:
     mode: str = "aws"
     deploy_path: str = "standard"
     endpoint_ttl_hours: str = DEFAULT_ENDPOINT_TTL_HOURS  # a string, as every value of the config file
+    capture_percent: str = "100"  # decision endpoints' data capture: share of invocations recorded, 0 = off
 
     # ---- loading and saving -------------------------------------------------
 
@@ -193,6 +194,7 @@ class WorkshopConfig:
         run(check_ecr_repository_name, self.ecr_repository)
         run(check_prefix, self.prefix)
         run(check_ttl_hours, self.endpoint_ttl_hours)
+        run(check_capture_percent, self.capture_percent)
         return found
 
     def check(self) -> WorkshopConfig:

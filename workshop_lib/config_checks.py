@@ -35,6 +35,7 @@ ENV_VARS = {
     "mode": "WORKSHOP_MODE",
     "deploy_path": "WORKSHOP_DEPLOY_PATH",
     "endpoint_ttl_hours": "WORKSHOP_ENDPOINT_TTL_HOURS",
+    "capture_percent": "WORKSHOP_CAPTURE_PERCENT",
 }
 
 
@@ -221,6 +222,15 @@ def check_ttl_hours(value: str | float) -> float:
             f"endpoint_ttl_hours {value!r} is not a number of hours between 0.25 and {MAX_ENDPOINT_TTL_HOURS} "
             f"(or 0 for no deadline); set {ENV_VARS['endpoint_ttl_hours']}, e.g. {DEFAULT_ENDPOINT_TTL_HOURS}")
     return hours
+
+
+def check_capture_percent(value: str | int) -> int:
+    """The share of a decision endpoint's invocations SageMaker's data capture records: 0 (none) to 100."""
+    text = str(value).strip()
+    if not text.isdigit() or not 0 <= int(text) <= 100:
+        raise ConfigError(f"capture_percent {value!r} is not a whole percentage between 0 and 100 (0: capture "
+                          f"nothing); set {ENV_VARS['capture_percent']}, e.g. 100")
+    return int(text)
 
 
 def bucket_region(s3_client, bucket: str) -> str:

@@ -78,14 +78,25 @@ class DeploySpec:
         return {k: v for k, v in given.items() if v is not None}
 
 
+# The adapter's name for the endpoint it serves, the dimension of its metric lines (SageMaker sets none).
+ENDPOINT_NAME_ENV = "DECISION_ADAPTER_ENDPOINT_NAME"
+
+
 def plan_for(spec: DeploySpec, *, name: str, role_arn: str, region: str, image_uri: str,
-             model_data_url: str) -> endpoints.DeployPlan:
-    """The validated requests for ``spec`` under the workshop's ``name`` and ``role_arn``; nothing sent."""
+             model_data_url: str, data_capture: dict | None = None) -> endpoints.DeployPlan:
+    """The validated requests for ``spec`` under the workshop's ``name`` and ``role_arn``; nothing sent.
+
+    A decision endpoint also gets ``data_capture`` (a DataCaptureConfig, ``capture.data_capture_config``)
+    and its own name in the adapter's environment; the standard endpoint (the DLC) gets neither.
+    """
     settings = spec.settings()
+    if spec.path != "standard":
+        settings["environment"] = {ENDPOINT_NAME_ENV: name}
+        settings["data_capture"] = data_capture
     if spec.path == "decision-gpu":
         settings["region"] = region  # pools where offered, else the first type, fixed
     return _BUILDERS[spec.path](name, image_uri=image_uri, role_arn=role_arn, model_data_url=model_data_url,
                                 **settings)
 
 
-__all__ = ["DeploySpec", "DeploySpecError", "GPU_ONLY", "plan_for"]
+__all__ = ["DeploySpec", "DeploySpecError", "ENDPOINT_NAME_ENV", "GPU_ONLY", "plan_for"]

@@ -303,7 +303,9 @@ def instance_pool_variant(model_name: str, instance_types: Sequence[str] = DEFAU
             **_timeouts(startup_timeout_s, download_timeout_s), **_ami(ami_version, types)}
 
 
-def endpoint_config_request(name: str, variant: Mapping, *, tags: list[dict] | None = None) -> dict:
+def endpoint_config_request(name: str, variant: Mapping, *, tags: list[dict] | None = None,
+                            data_capture: Mapping | None = None) -> dict:
+    """CreateEndpointConfig for one variant; ``data_capture``: a DataCaptureConfig (``capture``)."""
     check_resource_name(name, "endpoint config")
     check_resource_name(variant["ModelName"], "model")
     if "InstancePools" in variant:
@@ -313,6 +315,8 @@ def endpoint_config_request(name: str, variant: Mapping, *, tags: list[dict] | N
         _in_range(variant.get("VariantInstanceProvisionTimeoutInSeconds", 300), 300, 3600,
                   "VariantInstanceProvisionTimeoutInSeconds")
     request = {"EndpointConfigName": name, "ProductionVariants": [dict(variant)]}
+    if data_capture:
+        request["DataCaptureConfig"] = dict(data_capture)
     if tags:
         request["Tags"] = check_tags(list(tags))
     return aws.validate("sagemaker", "CreateEndpointConfig", request)
@@ -372,9 +376,11 @@ class DeployPlan:
         return json.dumps(dict(self.requests()), indent=2)
 
 
-def _plan(name: str, model: dict, variant: dict, tags: list[dict] | None, notes: Sequence[str] = ()) -> DeployPlan:
+def _plan(name: str, model: dict, variant: dict, tags: list[dict] | None, notes: Sequence[str] = (),
+          data_capture: Mapping | None = None) -> DeployPlan:
     tags = tags if tags is not None else workshop_tags()
-    return DeployPlan(model=model, endpoint_config=endpoint_config_request(name, variant, tags=tags),
+    config = endpoint_config_request(name, variant, tags=tags, data_capture=data_capture)
+    return DeployPlan(model=model, endpoint_config=config,
                       endpoint=endpoint_request(name, tags=tags), notes=tuple(notes))
 
 
@@ -402,9 +408,11 @@ def decision_cpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_ur
                       instance_type: str = DECISION_CPU_INSTANCE, instance_count: int = 1,
                       threads: int | None = None, ctx_size: int | None = None,
                       startup_timeout_s: int = STARTUP_TIMEOUT_S, download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
-                      environment: Mapping[str, str] | None = None, tags: list[dict] | None = None) -> DeployPlan:
+                      environment: Mapping[str, str] | None = None, tags: list[dict] | None = None,
+                      data_capture: Mapping | None = None) -> DeployPlan:
     """The decision image on a fixed CPU type; threads default to the type's vCPUs, the context to the
-    adapter's default (8192 tokens: room for a 255-option Jev choice)."""
+    adapter's default (8192 tokens: room for a 255-option Jev choice). ``data_capture``: SageMaker's
+    capture of requests and answers (``capture.data_capture_config``)."""
     tags = tags if tags is not None else workshop_tags()
     if is_gpu_instance(instance_type):
         raise EndpointSpecError(f"{instance_type} is a GPU type; use decision_gpu_plan for GPUs")
@@ -413,7 +421,7 @@ def decision_cpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_ur
                                    environment=environment, tags=tags)
     variant = fixed_instance_variant(name, instance_type, instance_count=instance_count,
                                      startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
-    return _plan(name, model, variant, tags)
+    return _plan(name, model, variant, tags, data_capture=data_capture)
 
 
 def decision_gpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_url: str,
@@ -422,7 +430,7 @@ def decision_gpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_ur
                       n_gpu_layers: int = FULL_OFFLOAD, ctx_size: int | None = None, threads: int | None = None,
                       startup_timeout_s: int = STARTUP_TIMEOUT_S, download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
                       environment: Mapping[str, str] | None = None, tags: list[dict] | None = None,
-                      region: str | None = None) -> DeployPlan:
+                      region: str | None = None, data_capture: Mapping | None = None) -> DeployPlan:
     """The decision image on ordered GPU instance pools (first with capacity wins), full offload.
 
     With ``region`` outside ``regions.INSTANCE_POOL_REGIONS``, where SageMaker refuses pools, the
@@ -443,11 +451,12 @@ def decision_gpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_ur
         _in_range(provision_timeout_s, 300, 3600, "provision_timeout_s (VariantInstanceProvisionTimeoutInSeconds)")
         variant = fixed_instance_variant(name, types[0], instance_count=instance_count, ami_version=ami_version,
                                          startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
-        return _plan(name, model, variant, tags, [regions.no_pools_note(region, types[0], types[1:])])
+        return _plan(name, model, variant, tags, [regions.no_pools_note(region, types[0], types[1:])],
+                     data_capture=data_capture)
     variant = instance_pool_variant(name, types, instance_count=instance_count,
                                     provision_timeout_s=provision_timeout_s, ami_version=ami_version,
                                     startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
-    return _plan(name, model, variant, tags)
+    return _plan(name, model, variant, tags, data_capture=data_capture)
 
 
 # ---- senders --------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from .images import DLC_ARM64_REPOSITORY, DLC_REPOSITORY, dlc_account
 # only keys Batch Transform may write (the endpoint role reads the prefix but cannot overwrite the model).
 MODEL_FOLDER = "model"
 BATCH_OUTPUT_FOLDER = "batch-output"
+CAPTURE_FOLDER = "capture"  # decision endpoints' data capture (capture.CAPTURE_FOLDER): the role's one write
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,9 @@ def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: 
         groups.append("/aws/sagemaker/TransformJobs")
     statements = [
         _statement("ReadModelData", ["s3:GetObject"], [s3_object_arn(s.bucket, s.key_pattern(), s.region)]),
+        # Data capture: SageMaker writes the decision endpoints' sampled requests and answers here.
+        _statement("WriteCaptures", ["s3:PutObject"],
+                   [s3_object_arn(s.bucket, s.key_pattern(CAPTURE_FOLDER), s.region)]),
         _wildcard_statement("EcrLogin", "ecr:GetAuthorizationToken"),
         # The standard endpoint runs the DLC itself; the decision endpoints run the child image.
         _statement("PullImages", ECR_PULL, repos),

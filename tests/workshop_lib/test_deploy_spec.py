@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from workshop_lib import endpoints, images
+from workshop_lib import capture, endpoints, images
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.deploy_spec import DeploySpec, DeploySpecError, plan_for
+from workshop_lib.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, DeploySpecError, plan_for
 from workshop_lib.steps import StepNotRun, Workshop, deploy_plan
 
 ROLE = "arn:aws:iam::111122223333:role/sagemaker-workshop"
@@ -95,7 +95,13 @@ def test_the_spec_is_passed_down_unchanged_to_the_builder(workshop):
     built = endpoints.decision_gpu_plan(plan.name, image_uri=DECISION_IMAGE, role_arn=ROLE,
                                         model_data_url=workshop.config.model_data_url, region="eu-west-1",
                                         instance_pools=("ml.g6.2xlarge", "ml.g5.2xlarge"), provision_timeout_s=900,
-                                        ctx_size=2048, startup_timeout_s=600)
+                                        ctx_size=2048, startup_timeout_s=600,
+                                        # what every decision deploy adds: its name for the adapter's metric
+                                        # lines, and data capture as the config asks
+                                        environment={ENDPOINT_NAME_ENV: plan.name},
+                                        data_capture=capture.data_capture_config(
+                                            capture.destination_uri(workshop.config), workshop.config.capture_percent))
+    assert plan.endpoint_config["DataCaptureConfig"]["InitialSamplingPercentage"] == 100  # the config's default
     assert json.loads(plan.to_json()) == json.loads(built.to_json())
 
 

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .. import endpoints, hosting, images
+from .. import capture, endpoints, hosting, images
 from ..deploy_spec import DeploySpec, plan_for
 from .context import StepError, Text, Workshop, _Shown, _on_path, _short
 from .decision_image import decision_image, resolve_dlc
@@ -269,7 +269,8 @@ def deploy_plan(workshop: Workshop, spec: DeploySpec) -> endpoints.DeployPlan:
     model_data_url = config.check_model_uri(spec.model_data_url or _model_data_url(workshop), "model data URL")
     return plan_for(spec, name=config.endpoint_name(spec.path), role_arn=config.sagemaker_role_arn,
                     region=config.region, image_uri=spec.image_uri or _recorded_image(workshop, spec.path),
-                    model_data_url=model_data_url)
+                    model_data_url=model_data_url, data_capture=capture.data_capture_config(
+                        capture.destination_uri(config), config.capture_percent))
 
 
 def deploy_endpoint(workshop: Workshop, spec: DeploySpec, *, wait: bool = True,

@@ -82,7 +82,14 @@ def decision_client(workshop: Workshop | None = None):
     """A client for the decision endpoint notebooks 05 and 06 use (``decision_endpoint``), checked to be
     serving; with no ``workshop``, the saved one (so the cell also runs after a kernel restart)."""
     workshop = _loaded(workshop)
-    return client(workshop, decision_endpoint(workshop))
+    name = decision_endpoint(workshop)
+    made = client(workshop, name)
+    if workshop.local:  # SageMaker captures on AWS; locally the stand-in does, on the client's side (capture.py)
+        from .. import capture
+
+        made = capture.capture_locally(made, workshop.clients.sm, workshop.clients.s3, name,
+                                       acting_as=workshop.clients.acting_as)
+    return made
 
 
 def which_endpoint(workshop: Workshop | None = None, name: str | None = None) -> Text:
