@@ -28,7 +28,7 @@ import sys
 from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
 
 from .errors import WorkshopError
-from .cli_commands import (EXAMPLE_BUCKET, cmd_audit, cmd_bench, cmd_build_image, cmd_calibrate, cmd_captured,
+from .cli_commands import (EXAMPLE_BUCKET, cmd_alarms, cmd_delete_alarms, cmd_update, cmd_audit, cmd_bench, cmd_build_image, cmd_calibrate, cmd_captured,
                           cmd_check, cmd_cleanup,
                           cmd_codebuild_role, cmd_config, cmd_deadline, cmd_delete_artifacts, cmd_delete_builds,
                           cmd_delete_codebuild_role, cmd_delete_deadline_role, cmd_demo, cmd_deploy,
@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("demo", cmd_demo, "rehearse the workshop locally with the embedded model (no AWS account)",
             "Part 1: package the embedded model, start the real adapter on a local port, send a decision, a "
             "shared-state request and a chat message, then stop the server. Part 2: run the notebooks' local "
-            "path (00-07) against the AWS emulator and print one line per notebook. Everything is stopped.")
+            "path (00-08) against the AWS emulator and print one line per notebook. Everything is stopped.")
     p.add_argument("--work-dir", default=".workshop/demo", help="where part 1's package and logs go")
     p.add_argument("--adapter-only", action="store_true", help="run part 1 only")
 
@@ -268,7 +268,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="PATH", help="where to write it (default: calibration.json beside the config file)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    p = add("cleanup", cmd_cleanup, "delete endpoints with their config, model, deadline and log group (07)",
+    p = add("alarms", cmd_alarms, "put a decision endpoint's alarms and the workshop's dashboard (07)",
+            "PutMetricAlarm for the endpoint's six alarms, named <endpoint>/<what>: SageMaker's ModelLatency p95, "
+            "Invocation5XXErrors and InvocationsPerInstance, the adapter's latency p95, busy 503s and time-limit "
+            "stops (from its metric lines); then PutDashboard for the workshop's one dashboard. Putting them again "
+            "replaces them; delete-alarms deletes exactly these names.")
+    _workshop_flags(p)
+    p.add_argument("--name", help="endpoint name (default: the deploy path's decision endpoint)")
+    p.add_argument("--latency-p95-ms", type=float, help="latency alarms' threshold in ms (default 2000)")
+    p.add_argument("--errors-5xx", type=float, help="5XX errors per minute that fire the alarm (default 5)")
+
+    p = add("update", cmd_update, "roll a decision endpoint to a new model package or image, blue/green (07)",
+            "Create a new version of the endpoint's model and endpoint config (<endpoint>-<UTC time>, the shape "
+            "deploy makes) and send UpdateEndpoint with a blue/green deployment: traffic moves ALL_AT_ONCE (or a "
+            "CANARY half first, on 2 instances or more), the new fleet is watched for --bake seconds, and the "
+            "endpoint rolls back by itself if one of its rollback alarms fires (put them first with `alarms`). "
+            "Waits, printing each status the endpoint passes through. Locally the stand-in replaces the local "
+            "endpoint's process once the new one is ready.")
+    _workshop_flags(p, "bucket", "role_arn")
+    p.add_argument("--name", help="endpoint name (default: the deploy path's decision endpoint)")
+    p.add_argument("--model-data-url", help="s3://.../model.tar.gz to roll to (default: the calibrated package "
+                                            "notebook 07 made, else the one package-model recorded)")
+    p.add_argument("--image-uri", help="image pinned by digest (default: the one build-image recorded)")
+    p.add_argument("--routing", choices=("ALL_AT_ONCE", "CANARY"), help="traffic routing (default ALL_AT_ONCE)")
+    p.add_argument("--bake", type=int, metavar="SECONDS", help="how long the new fleet is watched (default 300)")
+    p.add_argument("--ctx-size", "--context-size", type=int, help="llama.cpp context size of the new version")
+    p.add_argument("--threads", type=int, help="llama.cpp threads of the new version")
+    p.add_argument("--dry-run", action="store_true", help="print the validated requests, send nothing")
+
+    p = add("delete-alarms", cmd_delete_alarms, "delete the decision endpoints' alarms and the dashboard (08)")
+    _workshop_flags(p)
+    p.add_argument("--name", action="append", metavar="NAME",
+                   help="an endpoint whose alarms to delete; repeat for more (default: both decision endpoints)")
+
+    p = add("cleanup", cmd_cleanup, "delete endpoints with their config, model, deadline and log group (08)",
             "Delete the named endpoints (--name, repeated), by default the config's three, each with its "
             "endpoint config, model, deadline and log group, and only what carries the workshop's tag; nothing "
             "else. Locally also stop their adapter processes.",
@@ -278,31 +311,31 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an endpoint name (its config and model share it); repeat for more")
     p.add_argument("--no-wait", action="store_true", help="do not wait until the endpoint is gone")
 
-    p = add("delete-builds", cmd_delete_builds, "delete the two CodeBuild projects and the ECR repository (07)",
+    p = add("delete-builds", cmd_delete_builds, "delete the two CodeBuild projects and the ECR repository (08)",
             "Delete the model-packaging and image-build CodeBuild projects with their log groups, and the ECR "
             "repository with its images, each only if it carries the workshop's tag (one of the same name without "
             "it is kept, images and all, and the output says why); what is already gone is said, not raised.")
     _workshop_flags(p, "repository")
 
     p = add("delete-codebuild-role", cmd_delete_codebuild_role,
-            "delete the CodeBuild role codebuild-role created (a role given by ARN is left alone) (07)")
+            "delete the CodeBuild role codebuild-role created (a role given by ARN is left alone) (08)")
     _workshop_flags(p, "codebuild_role_arn")
 
     p = add("delete-deadline-role", cmd_delete_deadline_role,
-            "delete the role the endpoint deadlines run as (07, once no endpoint is left)")
+            "delete the role the endpoint deadlines run as (08, once no endpoint is left)")
     _workshop_flags(p)
 
-    p = add("delete-artifacts", cmd_delete_artifacts, "delete the objects under the workshop's S3 prefix (07)")
+    p = add("delete-artifacts", cmd_delete_artifacts, "delete the objects under the workshop's S3 prefix (08)")
     _workshop_flags(p, "bucket", "prefix")
     p.add_argument("--delete-bucket", action="store_true", help="also the bucket, if nothing else is in it")
 
-    p = add("running", cmd_running, "list workshop-tagged endpoints still running, with their age (07)")
+    p = add("running", cmd_running, "list workshop-tagged endpoints still running, with their age (08)")
     _workshop_flags(p)
 
-    p = add("audit", cmd_audit, "local mode: hold every recorded AWS call against the generated policies (07)")
+    p = add("audit", cmd_audit, "local mode: hold every recorded AWS call against the generated policies (08)")
     _workshop_flags(p, "bucket", "prefix", "repository")
 
-    p = add("stop-local", cmd_stop_local, "local mode: stop the local endpoints and the AWS emulator (07)")
+    p = add("stop-local", cmd_stop_local, "local mode: stop the local endpoints and the AWS emulator (08)")
     _workshop_flags(p)
 
     p = add("serve", cmd_serve, "run the real decision adapter locally, in the foreground (Ctrl-C stops it)",

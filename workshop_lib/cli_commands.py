@@ -202,6 +202,31 @@ def cmd_deadline(args) -> int:
     return _show(steps.deadline_text(workshop_for(args), args.name))
 
 
+def cmd_alarms(args) -> int:
+    from . import steps
+
+    workshop = workshop_for(args)
+    print(steps.put_alarms(workshop, args.name, **_given(latency_p95_ms=args.latency_p95_ms,
+                                                          errors_5xx=args.errors_5xx)))
+    return _show(steps.alarm_states(workshop, args.name))
+
+
+def cmd_update(args) -> int:
+    from . import steps
+
+    result = steps.update_endpoint(workshop_for(args), args.name, model_data_url=args.model_data_url,
+                                   image_uri=args.image_uri, bake_s=args.bake, ctx_size=args.ctx_size,
+                                   threads=args.threads, dry_run=args.dry_run, **_given(routing=args.routing))
+    print(result)
+    return 0 if result.ok else 1
+
+
+def cmd_delete_alarms(args) -> int:
+    from . import steps
+
+    return _show(steps.delete_alarms(workshop_for(args), args.name))
+
+
 def cmd_placement(args) -> int:
     from . import steps
 

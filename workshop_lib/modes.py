@@ -74,7 +74,7 @@ class LocalMode:
         if self._url is None:
             url = self.rehearsal.emulator_url()
             if not url:
-                raise StepNotRun("00_setup", "the local AWS emulator is not running (07_cleanup stops it, and it "
+                raise StepNotRun("00_setup", "the local AWS emulator is not running (08_cleanup stops it, and it "
                                  f"ends by itself after {rehearsal.KEEP_ALIVE_S // 3600} h)")
             self._url = url
         return self._url

@@ -333,7 +333,7 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
         _statement("CodeBuildProjects", ["codebuild:CreateProject", "codebuild:UpdateProject", "codebuild:DeleteProject",
                                          "codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:BatchGetProjects"],
                    [codebuild_project_arn(region, account, p) for p in s.codebuild_projects]),
-        # ListTagsForResource: notebook 07 deletes the repository only if it carries the workshop's tag.
+        # ListTagsForResource: notebook 08 deletes the repository only if it carries the workshop's tag.
         _statement("WorkshopRepository", ["ecr:CreateRepository", "ecr:TagResource", "ecr:DescribeRepositories",
                                           "ecr:DescribeImages", "ecr:BatchGetImage", "ecr:DeleteRepository",
                                           "ecr:ListTagsForResource"],

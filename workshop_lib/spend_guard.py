@@ -1,13 +1,13 @@
 """The spend guard: every endpoint the workshop creates is deleted at a deadline unless it is extended.
 
 An endpoint bills by the hour whether or not anyone calls it, and a participant who closes the laptop
-before notebook 07 keeps paying. So, as soon as SageMaker accepts ``CreateEndpoint``, the deploy step
+before notebook 08 keeps paying. So, as soon as SageMaker accepts ``CreateEndpoint``, the deploy step
 creates an EventBridge Scheduler one-time schedule for that endpoint: ``at(<deadline>)`` in UTC,
 deleted by the scheduler once it has run (``ActionAfterCompletion`` DELETE), whose universal target
 (``arn:aws:scheduler:::aws-sdk:sagemaker:deleteEndpoint``) calls SageMaker's DeleteEndpoint with the
 endpoint's name. The schedule runs as a role of its own, trusted only by EventBridge Scheduler acting
 for this account, that may call ``sagemaker:DeleteEndpoint`` on the workshop's endpoints and nothing
-else. Its endpoint config and model cost nothing and stay for notebook 07.
+else. Its endpoint config and model cost nothing and stay for notebook 08.
 
 As in ``policies``: pure builders (schedule names and ARNs, the requests, each validated by botocore's
 EventBridge Scheduler model, the role's two documents and the operator's statements), then thin
@@ -176,7 +176,7 @@ def scheduler_trust_policy(config, account_id: str | None = None, **options) -> 
 
 def operator_statements(s: policies.Scope) -> list[dict]:
     """What the operator needs for the deadlines: the workshop's schedules, and the role they run as
-    (created by the deploy step when allowed, passed to the scheduler only, deleted by notebook 07).
+    (created by the deploy step when allowed, passed to the scheduler only, deleted by notebook 08).
     ``operator_deadlines_policy`` holds them."""
     role = scheduler_role_arn(s.region, s.account)
     return [

@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 
 from . import aws
 from .config import check_resource_name
-from .deploy_spec import DeploySpec, plan_for
+from .deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
 from .endpoints import DeployPlan, endpoint_request
 from .errors import WorkshopError
 
@@ -36,7 +36,6 @@ BAKE_S = 300               # how long SageMaker watches the alarms on the new fl
 TERMINATION_WAIT_S = 0     # the old fleet is stopped as soon as the new one has baked
 MAX_EXECUTION_S = 3600     # the whole rollout, after which SageMaker rolls back
 CANARY_PERCENT = 50        # at most half the fleet takes the canary's traffic
-ENDPOINT_NAME_ENV = "DECISION_ADAPTER_ENDPOINT_NAME"  # the adapter's metric dimension: the endpoint, not the version
 
 
 class UpdateSpecError(WorkshopError, ValueError):
@@ -154,16 +153,18 @@ class UpdatePlan:
 
 def update_plan(spec: DeploySpec, *, endpoint_name: str, role_arn: str, region: str, image_uri: str,
                 model_data_url: str, rollback_alarms: Sequence[str], version: str | None = None,
-                routing: str = ALL_AT_ONCE, instance_count: int = 1, **deployment) -> UpdatePlan:
+                routing: str = ALL_AT_ONCE, instance_count: int = 1, data_capture: dict | None = None,
+                **deployment) -> UpdatePlan:
     """The requests that roll ``endpoint_name`` to ``image_uri`` and ``model_data_url`` with ``spec``'s
-    settings, as a new version (``version_name``); pure: nothing is sent."""
+    settings (and ``data_capture``, as the deploy sends it), as a new version (``version_name``); pure:
+    nothing is sent. The adapter's metrics keep the endpoint's name, not the version's."""
     check_resource_name(endpoint_name, "endpoint")
     version = version or version_name(endpoint_name)
     made = plan_for(spec, name=version, role_arn=role_arn, region=region, image_uri=image_uri,
-                    model_data_url=model_data_url)
+                    model_data_url=model_data_url, data_capture=data_capture)
     model = made.model
     env = model["PrimaryContainer"].get("Environment") or {}
-    if ENDPOINT_NAME_ENV in env and env[ENDPOINT_NAME_ENV] != endpoint_name:  # metrics stay the endpoint's
+    if ENDPOINT_NAME_ENV in env and env[ENDPOINT_NAME_ENV] != endpoint_name:
         container = {**model["PrimaryContainer"], "Environment": {**env, ENDPOINT_NAME_ENV: endpoint_name}}
         model = aws.validate("sagemaker", "CreateModel", {**model, "PrimaryContainer": container})
     config = made.endpoint_config

@@ -157,7 +157,7 @@ def bench_limits(workshop: Workshop):
 
 
 def delete_bucket(bucket: str):
-    """Notebook 07: whether to delete ``bucket`` too (not kept: deleting is asked for each time)."""
+    """Notebook 08: whether to delete ``bucket`` too (not kept: deleting is asked for each time)."""
     import ipywidgets
 
     return ipywidgets.Checkbox(value=_env("delete_bucket", "") == "1", indent=False,

@@ -1,6 +1,6 @@
 """The workshop as a participant sees it: JupyterLab in a real (headless) Chromium, Run All, local mode.
 
-One JupyterLab (from this project's environment) and one browser run notebooks 00 to 05 and 07 in
+One JupyterLab (from this project's environment) and one browser run notebooks 00 to 05 and 08 in
 order, each with Run All, on copies of the notebooks under ``.workshop/browser/`` (the committed
 notebooks stay without outputs). For each notebook it checks what nbmake cannot see: the widgets
 render as widgets (not as their text) and values typed into them reach the kernel, the decision
@@ -34,7 +34,7 @@ from workshop_lib.config import repo_root
 pytestmark = pytest.mark.slow
 
 NOTEBOOKS = ["00_setup", "01_package_model", "02_deploy_standard_endpoint", "03_build_decision_image",
-             "04_deploy_decision_endpoints", "05_invoke_decisions", "07_cleanup"]
+             "04_deploy_decision_endpoints", "05_invoke_decisions", "08_cleanup"]
 ARTEFACTS = repo_root() / ".workshop" / "browser"
 NOTEBOOK_TIMEOUT_S = 900  # a generous bound for a loaded CI machine; a stuck notebook fails, it never hangs
 # JupyterLab settings for the run: every cell attached to the page (so every cell can be checked),
@@ -298,7 +298,7 @@ def test_the_notebooks_in_jupyterlab_in_chromium(lab):
                 failures += [f"{name}: {p}" for p in problems_on_page(page, name)]
                 notebook = page.locator(".jp-NotebookPanel:visible .jp-Notebook")
                 widgets = notebook.locator(".jp-OutputArea-output .jupyter-widgets")
-                if name in ("00_setup", "05_invoke_decisions", "07_cleanup"):
+                if name in ("00_setup", "05_invoke_decisions", "08_cleanup"):
                     if not widgets.count():
                         failures.append(f"{name}: no widget rendered")
                     else:
@@ -311,7 +311,7 @@ def test_the_notebooks_in_jupyterlab_in_chromium(lab):
                     for i in range(min(charts.count(), 5)):
                         charts.nth(i).screenshot(path=str(shots / f"{name}-chart-{i}.png"))
                     failures += [f"{name}: {p}" for p in check_builder(page, shots)]
-                if name == "07_cleanup":
+                if name == "08_cleanup":
                     box = notebook.locator(".widget-checkbox")
                     if not box.count() or "decision-workshop" not in box.first.inner_text():
                         failures.append(f"{name}: the checkbox does not show the bucket it deletes")
@@ -322,4 +322,4 @@ def test_the_notebooks_in_jupyterlab_in_chromium(lab):
     timing = ", ".join(f"{n[:2]} {s:.0f} s" for n, s in seconds.items())
     print(f"\nbrowser run: {time.monotonic() - started:.0f} s ({timing}); screenshots in {shots}")
     assert not failures, "\n".join(failures)
-    assert not rehearsal.default().status(), "07_cleanup left local processes running"
+    assert not rehearsal.default().status(), "08_cleanup left local processes running"

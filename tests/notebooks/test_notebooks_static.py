@@ -13,7 +13,7 @@ from workshop_lib.config import repo_root
 
 NOTEBOOK_DIR = repo_root() / "notebooks"
 EXPECTED = ["00_setup", "01_package_model", "02_deploy_standard_endpoint", "03_build_decision_image",
-            "04_deploy_decision_endpoints", "05_invoke_decisions", "06_benchmark", "07_cleanup"]
+            "04_deploy_decision_endpoints", "05_invoke_decisions", "06_benchmark", "07_operate", "08_cleanup"]
 
 
 def load(name: str):
@@ -130,23 +130,23 @@ def test_notebooks_write_only_beside_their_config():
 def test_every_step_called_exists_and_is_classified(name):
     for call in steps_calls(code_cells(load(name))):
         assert callable(getattr(steps, call, None)), f"{name} calls steps.{call}, which does not exist"
-        assert call in steps.CREATES or call in steps.READ_ONLY or name == "07_cleanup", \
+        assert call in steps.CREATES or call in steps.READ_ONLY or name == "08_cleanup", \
             f"steps.{call} is neither in steps.CREATES nor in steps.READ_ONLY: say what it creates"
 
 
 def test_cleanup_names_every_resource_the_earlier_notebooks_create():
     earlier = [source for name in EXPECTED[:-1] for source in code_cells(load(name))]
-    cleanup = "\n".join(code_cells(load("07_cleanup")))
+    cleanup = "\n".join(code_cells(load("08_cleanup")))
     creating = {call for call in steps_calls(earlier) if call in steps.CREATES}
     assert creating >= {"setup", "package_model", "deploy_standard", "build_decision_image",
                         "deploy_decision_cpu", "deploy_decision_gpu"}
     for call in sorted(creating):
         for name in steps.CREATES[call]:
-            assert name in cleanup, f"steps.{call} creates {name}, which 07_cleanup never names"
+            assert name in cleanup, f"steps.{call} creates {name}, which 08_cleanup never names"
 
 
 def test_cleanup_proves_nothing_is_left_after_deleting():
-    order = steps_calls(code_cells(load("07_cleanup")))
+    order = steps_calls(code_cells(load("08_cleanup")))
     deletions = [order.index(c) for c in ("delete_endpoints", "delete_build_resources", "delete_artifacts")]
     assert deletions == sorted(deletions)  # the endpoints, which bill, first
     assert order.index("running_endpoints") > max(deletions)

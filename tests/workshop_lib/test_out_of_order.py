@@ -1,7 +1,7 @@
 """The notebooks out of order, through the library in local mode (the real emulator, no endpoints).
 
 Each step whose predecessor did not run stops with ``StepNotRun``: one line naming the notebook to
-run, never a botocore traceback; notebook 07 runs twice and before anything; what 07 deleted (the
+run, never a botocore traceback; notebook 08 runs twice and before anything; what 08 deleted (the
 CodeBuild role, the model package, the decision image) is noticed when 00..05 run again, not reused.
 A fresh ``Workshop.load()`` stands for each notebook's kernel.
 """
@@ -55,10 +55,11 @@ def packaged(workshop: steps.Workshop) -> str:
 
 
 def run_cleanup(workshop: steps.Workshop) -> dict:
-    """Notebook 07's cells, in order."""
+    """Notebook 08's cells, in order."""
     c = workshop.config
     done = {"deleted": steps.delete_endpoints(workshop, (c.standard_endpoint_name, c.cpu_endpoint_name,
                                                          c.gpu_endpoint_name))}
+    done["alarms"] = steps.delete_alarms(workshop)
     done["builds"] = steps.delete_build_resources(workshop, [builds.MODEL_PACKAGE_PROJECT,
                                                              builds.IMAGE_BUILD_PROJECT], c.ecr_repository)
     done["deadline_role"] = steps.delete_deadline_role(workshop)
@@ -79,11 +80,11 @@ def test_before_notebook_00_every_step_names_00_and_07_has_nothing_to_clean(loca
     for twice in range(2):  # 07 before anything, and again: every cell says so in one line and passes
         workshop = notebook()
         done = run_cleanup(workshop)
-        for name in ("deleted", "builds", "deadline_role", "role", "artifacts", "left"):
+        for name in ("deleted", "alarms", "builds", "deadline_role", "role", "artifacts", "left"):
             assert done[name].startswith("nothing to clean: the local rehearsal is not running"), (name, done[name])
             assert "\n" not in done[name] and done[name].ok
         assert done["stopped"].ok and not rehearsal.Rehearsal(local / "local").emulator_url()
-        checks = steps.check_outcome(workshop, "07", deleted=done["deleted"], left=done["left"],
+        checks = steps.check_outcome(workshop, "08", deleted=done["deleted"], left=done["left"],
                                      stopped=done["stopped"])
         assert checks.ok
 
@@ -119,7 +120,8 @@ def test_steps_out_of_order_name_their_notebook_and_what_07_deleted_is_not_reuse
     assert "IAM role decision-workshop-codebuild: deleted" in first["role"]
     assert "objects deleted" in first["artifacts"] and first["stopped"].ok
     second = run_cleanup(notebook())  # 07 again: one line each, no emulator started for it
-    assert all(second[k].startswith("nothing to clean") for k in ("deleted", "builds", "role", "artifacts", "left"))
+    assert all(second[k].startswith("nothing to clean") for k in ("deleted", "alarms", "builds", "role", "artifacts",
+                                                                   "left"))
     assert not rehearsal.Rehearsal(local / "local").emulator_url()
 
     # After 07: a later notebook before 00 says to run 00.

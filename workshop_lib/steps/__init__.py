@@ -45,8 +45,8 @@ from .deploy import (EndpointResult, Placement, check_dlc_pins, deadline_text, d
                      llama_settings, placement, set_endpoint_ttl)
 from .invoke import (builder_default, builder_request, client, decision_client, decision_endpoint, parse_options,
                      show_decision, show_decisions, show_outcome, which_endpoint)
-from .operate import (UpdateResult, alarm_states, delete_alarms, endpoint_status, put_alarms, update_endpoint,
-                      update_package)
+from .operate import (UpdateResult, alarm_states, audit_trail, calibrated_package, delete_alarms, endpoint_status,
+                      put_alarms, update_endpoint, update_package)
 from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
                       delete_deadline_role, delete_endpoint, delete_endpoints, running_endpoints, stop_local)
 from .outcome import check_outcome, short_errors
@@ -64,7 +64,8 @@ __all__ = [
     "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",
     "running_endpoints", "setup", "show_config", "show_decision", "show_decisions", "show_outcome", "stop_local",
     "Text", "check_outcome", "short_errors",
-    "UpdateResult", "alarm_states", "delete_alarms", "endpoint_status", "put_alarms", "update_endpoint",
+    "UpdateResult", "alarm_states", "audit_trail", "calibrated_package", "delete_alarms", "endpoint_status",
+    "put_alarms", "update_endpoint",
     "update_package",
     "verify_package",
 ]

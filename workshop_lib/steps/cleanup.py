@@ -1,4 +1,4 @@
-"""Notebook 07: delete what the workshop created, by name only and only where it carries the workshop's
+"""Notebook 08: delete what the workshop created, by name only and only where it carries the workshop's
 tag, then the permissions audit and a last look for anything still running.
 """
 

@@ -18,7 +18,7 @@ from ..models import EMBEDDED_MODEL, ModelSpec, PINNED_MODEL
 
 BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePools
 
-# What each step that creates something creates, spelled as notebook 07 names it.
+# What each step that creates something creates, spelled as notebook 08 names it.
 # tests/notebooks checks that 07 mentions every name of every creating step 00-06 call.
 CREATES: dict[str, tuple[str, ...]] = {
     "setup": ("config.bucket", "steps.stop_local("),
@@ -31,6 +31,7 @@ CREATES: dict[str, tuple[str, ...]] = {
     "ensure_codebuild_role": ("steps.delete_codebuild_role(",),
     "put_alarms": ("steps.delete_alarms(",),  # the alarms and the dashboard
     "update_endpoint": ("steps.delete_endpoints(",),  # the version's config and model go with the endpoint
+    "calibrated_package": ("config.s3_uri()",),  # under the model folder, with notebook 01's package
 }
 # Steps that only read, invoke or print.
 READ_ONLY = frozenset({
@@ -40,7 +41,7 @@ READ_ONLY = frozenset({
     "deadline_text", "check_dlc_pins",  # check_dlc_pins records notebook 02's choice in outputs.json only
     "set_endpoint_ttl",  # saves notebook 00's choice in the config file, nothing in AWS
     "decision_client", "which_endpoint", "builder_request", "builder_default",
-    "alarm_states", "endpoint_status", "update_package",
+    "alarm_states", "endpoint_status", "update_package", "audit_trail",  # audit_trail writes a local file only
     "keep_choice",  # writes the widget's value to outputs.json, nothing in AWS
 })
 
@@ -143,7 +144,7 @@ class Workshop:
         if self.config.mode != "local" or self.rehearsal.emulator_url():
             return None
         return Text("nothing to clean: the local rehearsal is not running, and the emulated AWS resources ended "
-                    "with it (07_cleanup already ran, or it stopped by itself)")
+                    "with it (08_cleanup already ran, or it stopped by itself)")
 
     def save(self, config: WorkshopConfig) -> Path:
         """Take ``config`` as this workshop's and write it where the next notebook reads it."""
@@ -202,7 +203,7 @@ class Workshop:
         if not value or self.outputs().get(key) != value or self._still_there(value):
             return
         self.forget(key)
-        raise StepNotRun(first, f"{_short(value)} is gone (07_cleanup or a reset removed it)")
+        raise StepNotRun(first, f"{_short(value)} is gone (08_cleanup or a reset removed it)")
 
     def _still_there(self, value: str) -> bool:
         """Whether a recorded S3 object or ECR image still exists; True for anything else, and when the
@@ -226,7 +227,7 @@ class Workshop:
 
 
 def cleanup_step(step):
-    """A cleanup step (notebook 07): in local mode with no emulator running it returns the workshop's
+    """A cleanup step (notebook 08): in local mode with no emulator running it returns the workshop's
     ``nothing_to_clean`` line instead of running, so 07 can be run twice or after the rehearsal ended."""
     @functools.wraps(step)
     def run(workshop: Workshop, *args, **kwargs):
@@ -236,7 +237,7 @@ def cleanup_step(step):
 
 
 def require_bucket(workshop: Workshop) -> str:
-    """The config's bucket, checked to exist (07_cleanup may have deleted it); StepNotRun names 00."""
+    """The config's bucket, checked to exist (08_cleanup may have deleted it); StepNotRun names 00."""
     from botocore.exceptions import ClientError
 
     config = workshop.config
@@ -264,7 +265,7 @@ def require_codebuild_role(workshop: Workshop) -> str:
             workshop.clients.get("iam").get_role(RoleName=CODEBUILD_ROLE_NAME)
         except ClientError as exc:
             if _error_code(exc) in GONE_CODES:
-                raise StepNotRun("00_setup", f"the CodeBuild role {arn} in the config does not exist (07_cleanup "
+                raise StepNotRun("00_setup", f"the CodeBuild role {arn} in the config does not exist (08_cleanup "
                                  "deletes it)") from None
     return arn
 

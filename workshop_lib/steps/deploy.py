@@ -98,14 +98,14 @@ def _guard(workshop: Workshop, name: str, hours: float | None = None) -> str:
     hours = workshop.config.ttl_hours if hours is None else hours
     if hours == 0:
         return (f"  deadline: none (endpoint_ttl_hours is 0): {name} bills until it is deleted "
-                f"(notebook 07, or steps.delete_endpoint(workshop, {name!r}))")
+                f"(notebook 08, or steps.delete_endpoint(workshop, {name!r}))")
     c = workshop.clients
     try:
         deadline = spend_guard.set_deadline(c.get("scheduler"), name, role_arn=_scheduler_role(workshop),
                                             when=spend_guard.deadline_after(hours), region=workshop.config.region)
     except (ClientError, WorkshopError) as exc:
         why = "{}: {}".format(*_error(exc)) if isinstance(exc, ClientError) else str(exc)
-        return (f"  deadline: NOT SET ({why}). {name} bills until it is deleted: run notebook 07 (or "
+        return (f"  deadline: NOT SET ({why}). {name} bills until it is deleted: run notebook 08 (or "
                 f"steps.delete_endpoint(workshop, {name!r})) when done; operator-deadlines-policy.json, which "
                 "notebook 00 writes beside operator-policy.json, grants what the deadline needs")
     line = f"  deadline: {deadline.text()}"
@@ -146,7 +146,7 @@ def set_endpoint_ttl(workshop: Workshop, hours: float | str) -> Text:
     value = check_ttl_hours(hours)
     path = workshop.save(workshop.config.replace(endpoint_ttl_hours=f"{value:g}"))
     if value == 0:
-        return Text(f"no deadline: the endpoints bill until notebook 07 deletes them (saved in {path})")
+        return Text(f"no deadline: the endpoints bill until notebook 08 deletes them (saved in {path})")
     return Text(f"each endpoint the workshop creates is deleted {value:g} h after it was created, unless extended "
                 f"(python -m workshop_lib extend --name <endpoint> --hours N); saved in {path}")
 
@@ -192,7 +192,7 @@ def deadline_text(workshop: Workshop, name: str | None = None) -> Text:
             if cleanup._is_not_found(exc):
                 return Text(f"endpoint {name} is not deployed, so it has no deadline (and bills nothing)")
             raise
-        return Text(f"endpoint {name} has no deadline: it bills until it is deleted (notebook 07); set one with "
+        return Text(f"endpoint {name} has no deadline: it bills until it is deleted (notebook 08); set one with "
                     f"python -m workshop_lib extend --name {name} --hours N")
     return Text(found.text())
 

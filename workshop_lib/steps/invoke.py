@@ -159,7 +159,7 @@ def decision_endpoint(workshop: Workshop) -> str:
         return config.gpu_endpoint_name
     if config.mode == "aws" and config.deploy_path == "standard":
         raise StepError("the deploy path is 'standard' (notebook 00), which has no decision endpoint: go on to "
-                        "07_cleanup, or choose decision-cpu or decision-gpu in 00 and run 03 and 04")
+                        "08_cleanup, or choose decision-cpu or decision-gpu in 00 and run 03 and 04")
     return config.cpu_endpoint_name
 
 

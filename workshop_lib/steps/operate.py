@@ -9,13 +9,15 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .. import alarms, cleanup, updates
+from ..capture import data_capture_config, destination_uri
 from ..deploy_spec import DeploySpec
 from .context import StepError, Text, Workshop, _Shown, _short
 from .deploy import _model_data_url, _recorded_image
 from .invoke import decision_endpoint
 
-# outputs.json: the calibrated package ``workshop calibrate`` and packaging record, when they have run.
-CALIBRATED_KEYS = ("calibrated_model_data_url", "calibrated_model")
+# outputs.json: the calibrated package ``calibrated_package`` made, when it has run.
+CALIBRATED_KEY = "calibrated_model_data_url"
+CALIBRATED_FOLDER = "calibrated"  # under the model folder: s3://<bucket>/<prefix>/model/calibrated/
 
 
 def _path_of(workshop: Workshop, name: str) -> str:
@@ -71,14 +73,47 @@ def endpoint_status(workshop: Workshop, name: str | None = None) -> Text:
     return Text("\n".join(lines))
 
 
+def audit_trail(workshop: Workshop, name: str | None = None, limit: int = 20) -> Text:
+    """The decision endpoint's captured requests and answers (data capture), read into the benchmark's task
+    format with an empty ``expected`` for a person to label, as ``workshop captured`` does. Read-only in
+    AWS (it writes the tasks file beside the config)."""
+    from .. import capture
+
+    name = name or decision_endpoint(workshop)
+    c = workshop.clients
+    found = capture.collect(c.sm, c.s3, name, limit=limit, default_destination=capture.destination_uri(workshop.config))
+    path = capture.write_tasks(found.tasks, workshop.folder("captured") / f"{name}.jsonl")
+    return Text(f"{found}\nwritten: {path} (fill in each line's \"expected\" to label it)")
+
+
+def calibrated_package(workshop: Workshop, calibration=None, *, progress: bool = True) -> Text:
+    """Package the model again with ``calibration`` (default: the calibration.json ``workshop calibrate``
+    wrote beside the config) under ``model/calibrated/``, for ``update_endpoint`` to roll out; without a
+    calibration file, nothing is packaged and the update rolls to notebook 01's package again."""
+    from pathlib import Path
+
+    from .package import package_model  # notebook 01's step, with the calibration file
+
+    path = Path(calibration) if calibration else workshop.path.parent / "calibration.json"
+    if not path.is_file():
+        workshop.forget(CALIBRATED_KEY)
+        return Text(f"no calibration file at {path}: the update below rolls the endpoint to notebook 01's package "
+                    "again (fit one with `python -m workshop_lib calibrate --tasks <labelled tasks>` to roll out a "
+                    "calibration)")
+    packaged = package_model(workshop, model_s3_uri=workshop.config.s3_uri("model", CALIBRATED_FOLDER) + "/",
+                             calibration=path, progress=progress)
+    workshop.remember(**{CALIBRATED_KEY: packaged.model_data_url})
+    return Text(f"packaged with {path.name}: {packaged.model_data_url}")
+
+
 def update_package(workshop: Workshop) -> tuple[str, str]:
-    """(the package an update rolls to, why): the calibrated one when it was recorded, else notebook 01's."""
-    outputs = workshop.outputs()
-    for key in CALIBRATED_KEYS:
-        if isinstance(outputs.get(key), str) and outputs[key].startswith("s3://"):
-            return outputs[key], "the calibrated package"
-    return _model_data_url(workshop), ("notebook 01's package again (no calibrated package is recorded: run "
-                                       "`workshop calibrate` and package it to roll out a calibration)")
+    """(the package an update rolls to, why): the calibrated one when ``calibrated_package`` made it, else
+    notebook 01's."""
+    calibrated = workshop.outputs().get(CALIBRATED_KEY)
+    if isinstance(calibrated, str) and calibrated.startswith("s3://"):
+        return calibrated, "the calibrated package"
+    return _model_data_url(workshop), ("notebook 01's package again (no calibrated package was made: see "
+                                       "steps.calibrated_package)")
 
 
 @dataclass(repr=False)
@@ -100,10 +135,12 @@ class UpdateResult(_Shown):
 
 def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_url: str | None = None,
                     image_uri: str | None = None, routing: str = updates.ALL_AT_ONCE, bake_s: int | None = None,
-                    ctx_size: int | None = None, threads: int | None = None, progress: bool = True) -> UpdateResult:
+                    ctx_size: int | None = None, threads: int | None = None, progress: bool = True,
+                    dry_run: bool = False) -> UpdateResult | Text:
     """Roll the decision endpoint to ``model_data_url`` (default: ``update_package``) and ``image_uri``
     (default: notebook 03's image) as a new version, blue/green, rolled back if a rollback alarm fires
-    (run ``put_alarms`` first); the endpoint's status is reported as it changes."""
+    (run ``put_alarms`` first); the endpoint's status is reported as it changes. ``dry_run``: the
+    validated requests as JSON, nothing sent."""
     config = workshop.config
     name = name or decision_endpoint(workshop)
     path = _path_of(workshop, name)
@@ -113,16 +150,19 @@ def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_u
     else:
         model_data_url, why = update_package(workshop)
     model_data_url = config.check_model_uri(model_data_url, "model data URL")
-    c = workshop.clients
     rollback = alarms.rollback_alarms(name)
+    spec = DeploySpec(path, ctx_size=ctx_size, threads=threads)
+    capture = data_capture_config(destination_uri(config), config.capture_percent)  # as the deploy sends it
+    plan = updates.update_plan(spec, endpoint_name=name, role_arn=config.sagemaker_role_arn, region=config.region,
+                               image_uri=image_uri or _recorded_image(workshop, path), model_data_url=model_data_url,
+                               rollback_alarms=rollback, routing=routing, data_capture=capture,
+                               **({"bake_s": bake_s} if bake_s is not None else {}))
+    if dry_run:
+        return Text(plan.to_json())
+    c = workshop.clients
     if set(rollback) - set(alarms.alarm_states(c.get("cloudwatch"), name)):
         raise StepError(f"endpoint {name}'s rollback alarms are missing: run steps.put_alarms(workshop) first, "
                         "so that the update can roll back by itself")
-    spec = DeploySpec(path, ctx_size=ctx_size, threads=threads)
-    plan = updates.update_plan(spec, endpoint_name=name, role_arn=config.sagemaker_role_arn, region=config.region,
-                               image_uri=image_uri or _recorded_image(workshop, path), model_data_url=model_data_url,
-                               rollback_alarms=rollback, routing=routing,
-                               **({"bake_s": bake_s} if bake_s is not None else {}))
     seen: list[str] = []
 
     def report(line: str) -> None:
@@ -150,5 +190,5 @@ def delete_alarms(workshop: Workshop, names: Sequence[str] | None = None) -> Tex
     return Text("\n".join(lines))
 
 
-__all__ = ["UpdateResult", "alarm_states", "delete_alarms", "endpoint_status", "put_alarms", "update_endpoint",
+__all__ = ["UpdateResult", "alarm_states", "audit_trail", "calibrated_package", "delete_alarms", "endpoint_status", "put_alarms", "update_endpoint",
            "update_package"]

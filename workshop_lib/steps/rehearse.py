@@ -14,12 +14,13 @@ from .package import package_model, verify_package
 from .decision_image import build_decision_image, refuse_mutable_tag
 from .deploy import deploy_decision_cpu, deploy_decision_gpu, deploy_standard, placement
 from .invoke import client, decision_endpoint
+from .operate import delete_alarms, put_alarms, update_endpoint
 from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
                       delete_endpoints, running_endpoints, stop_local)
 
 
 def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
-    """Run the notebooks' local path (00-07) in this process and print a short summary.
+    """Run the notebooks' local path (00-08) in this process and print a short summary.
 
     Uses its own directory (default ``.workshop/rehearsal``) for the config, outputs and
     processes, so it neither reads nor overwrites the notebooks' saved config. Returns 0
@@ -27,6 +28,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     """
     import contextlib
 
+    from ..alarms import alarm_names
     from ..bench import run_notebook_benchmark
     from ..bench.markdown import fmt_s
     from ..client import decision as make_decision
@@ -44,7 +46,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     failed = None
     started = time.perf_counter()
     persona = permissions.persona()
-    out(f"Local rehearsal of notebooks 00-07 as {persona}: AWS emulated by moto, the standard endpoint served by "
+    out(f"Local rehearsal of notebooks 00-08 as {persona}: AWS emulated by moto, the standard endpoint served by "
         "llama-server, the decision endpoints by the real adapter")
     try:
         with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
@@ -112,8 +114,19 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                         f"{fmt_s(latency['p50'])}, p95 {fmt_s(latency['p95'])}; report {saved['markdown']}")
 
             def s07():
+                put_alarms(ws)
+                update = update_endpoint(ws, progress=False)
+                if not update.ok:
+                    raise StepError(str(update))
+                d = client(ws, decision_endpoint(ws)).decide(SUPPORT_ROUTE)
+                return (f"{len(alarm_names(update.plan.endpoint_name))} alarms and a dashboard; "
+                        f"{update.rollout.endpoint_name}: {' -> '.join(update.rollout.statuses)} on "
+                        f"{update.plan.version} in {update.rollout.seconds:.1f} s; then {d.id}: top {d.top}")
+
+            def s08():
                 c = ws.config
                 delete_endpoints(ws, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
+                delete_alarms(ws)
                 delete_build_resources(ws, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT],
                                        c.ecr_repository)
                 delete_codebuild_role(ws)
@@ -128,7 +141,8 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
 
             for label, fn in (("00 setup", s00), ("01 package model", s01), ("02 standard endpoint", s02),
                               ("03 decision images", s03), ("04 decision endpoints", s04),
-                              ("05 invoke decisions", s05), ("06 benchmark", s06), ("07 cleanup", s07)):
+                              ("05 invoke decisions", s05), ("06 benchmark", s06), ("07 operate", s07),
+                              ("08 cleanup", s08)):
                 try:
                     step(label, fn)
                 except Exception as exc:  # noqa: BLE001 - reported in the summary, details in the log

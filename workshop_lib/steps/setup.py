@@ -212,7 +212,7 @@ def write_policies(workshop: Workshop, config: WorkshopConfig | None = None,
         for path in operator:
             attached.attach(path.name, json.loads(path.read_text()), role_arn=config.sagemaker_role_arn)
         if permissions.persona() == permissions.ADMINISTRATOR:
-            how = ("local rehearsal as an administrator (WORKSHOP_PERSONA): every call is allowed; notebook 07's "
+            how = ("local rehearsal as an administrator (WORKSHOP_PERSONA): every call is allowed; notebook 08's "
                    "audit still holds each one to these documents")
         else:
             how = (f"local rehearsal as a Studio participant: the rehearsal attached {names_} to the Studio role "
@@ -291,7 +291,7 @@ def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = F
         notes.append(f"bucket s3://{config.bucket} exists in {config.region}")
     except BucketNotFound:
         s3.create_bucket(**_create_bucket_request(config))
-        notes.append(f"created bucket s3://{config.bucket} in {config.region} (07_cleanup can delete it)")
+        notes.append(f"created bucket s3://{config.bucket} in {config.region} (08_cleanup can delete it)")
         tagged = tag_bucket(s3, config.bucket, written)
         if tagged:
             notes.append(tagged)
@@ -312,7 +312,7 @@ def tag_bucket(s3, bucket: str, written: PolicyFiles) -> str:
         return (f"the bucket has no workshop tags: s3:PutBucketTagging was refused ({error.get('Code')}). "
                 "AmazonSageMakerFullAccess does not grant it, "
                 f"{written.files[OPERATOR_POLICY_FILE].name} does; the tags only label the bucket "
-                "(07_cleanup deletes it by name), so nothing else depends on them")
+                "(08_cleanup deletes it by name), so nothing else depends on them")
 
 
 def _error(exc) -> tuple[str, str]:
@@ -350,7 +350,7 @@ def _get_role(iam, name: str, next_step: str) -> dict | None:
 def ensure_codebuild_role(workshop: Workshop, role_arn: str | None = None) -> SetupResult:
     """The CodeBuild service role notebooks 01 and 03 need, saved in the config, and checked to exist
     (GetRole): a role given by ARN (or configured) is taken as it is; the workshop's own
-    (``CODEBUILD_ROLE_NAME``) is created from the least-privilege documents when missing (07_cleanup
+    (``CODEBUILD_ROLE_NAME``) is created from the least-privilege documents when missing (08_cleanup
     deletes it), and an existing one gets the current trust policy and permissions.
 
     ``role_arn``: an ARN to use; ``""`` (the notebook's box emptied): the workshop's own role, whatever
@@ -434,7 +434,7 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
     try:
         if created:
             found = iam.create_role(**policies.create_role_request(name, trust, path="/"))["Role"]
-            notes.append((f"the CodeBuild role {wanted} no longer existed (07_cleanup deletes it): created it again"
+            notes.append((f"the CodeBuild role {wanted} no longer existed (08_cleanup deletes it): created it again"
                           if wanted else f"created the IAM role {name}")
                          + " (trusted by CodeBuild for the workshop's two projects)")
         elif not _same_document(found.get("AssumeRolePolicyDocument", {}), trust):

@@ -269,7 +269,7 @@ def test_a_role_is_ok_only_while_it_exists(local_workshop):
     assert arn.endswith(f":role/{policies.CODEBUILD_ROLE_NAME}") and made.ok and "created" in made.notes[0]
     assert _iam(ws).get_role(RoleName=policies.CODEBUILD_ROLE_NAME)["Role"]["Arn"] == arn
 
-    assert "deleted" in str(steps.delete_codebuild_role(ws))  # what notebook 07 does
+    assert "deleted" in str(steps.delete_codebuild_role(ws))  # what notebook 08 does
     again = steps.ensure_codebuild_role(ws)  # the config still names the deleted role
     assert "no longer existed" in again.notes[0] and ws.config.codebuild_role_arn == arn
     assert _iam(ws).get_role(RoleName=policies.CODEBUILD_ROLE_NAME)["Role"]["Arn"] == arn
@@ -331,7 +331,7 @@ def test_refused_role_creation_points_to_the_written_documents(local_workshop, m
 
 
 def notebook_flow(ws) -> permissions.Audit:
-    """Notebooks 00-07's steps in order, as ``rehearse_all`` runs them; 06's benchmark is left out (it makes
+    """Notebooks 00-08's steps in order, as ``rehearse_all`` runs them; 06's benchmark is left out (it makes
     no AWS call: it invokes the local endpoint over HTTP, as 05 does here once)."""
     assert steps.check_environment(ws).ok
     steps.setup(ws, "decision-cpu", reset=True)
@@ -347,7 +347,9 @@ def notebook_flow(ws) -> permissions.Audit:
     steps.deploy_decision_gpu(ws, progress=False)
     steps.placement(ws, c.gpu_endpoint_name)
     assert steps.client(ws, steps.decision_endpoint(ws)).decide(SUPPORT_ROUTE).option_ids
+    assert steps.put_alarms(ws).ok and steps.update_endpoint(ws, progress=False).ok  # notebook 07
     steps.delete_endpoints(ws, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
+    steps.delete_alarms(ws)
     steps.delete_build_resources(ws, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT], c.ecr_repository)
     steps.delete_codebuild_role(ws)
     steps.delete_artifacts(ws, c.s3_uri())
