@@ -14,7 +14,13 @@ In one process and one run, on the embedded model with 2 threads, for each prefi
 4. k = 2, 4, 8 questions on one ~400-token state, one shared-state request, against one
    decision on a state of the same length;
 5. the worker's peak RSS after all of that;
-6. then (unless ``--no-llama-server``) benchmarks/llama_server.py: the adapter against llama-server.
+6. the order modes (``as_given``, ``prior``, ``rotations``) on the same tasks, options as declared and
+   reversed, at temperature 1 (workshop_lib/bench/order_study.py): accuracy, flips under reversal,
+   mean ``order_sensitivity``, p50 against ``as_given`` with the tokens each evaluates, rotations'
+   extra time against what their extra tokens cost at llama.cpp's own per-token rate (step 2),
+   ECE and NLL before and after the fitted calibration on the held-out split, and risk/coverage
+   over ``min_answer_mass`` thresholds;
+7. then (unless ``--no-llama-server``) benchmarks/llama_server.py: the adapter against llama-server.
 
 It prints figures and target verdicts and asserts nothing (this machine is shared and noisy,
 so speed is reported, not tested). Every server it starts is stopped before it returns.
@@ -37,6 +43,8 @@ from decision_adapter.model_files import locate_model
 from decision_adapter.schema import parse_decision
 from decision_adapter.settings import load_settings
 from workshop_lib.bench.baseline import run_generation_baseline
+from workshop_lib.bench.order_study import measure_order_modes, per_token_ms
+from workshop_lib.bench.profiles import describe
 from workshop_lib.bench.report import percentile
 from workshop_lib.bench.tasks import load_tasks
 from workshop_lib.client import EndpointClient
@@ -58,7 +66,8 @@ QUESTIONS = [
     ("followup", "Does the ticket need a call back?", ["no", "yes"]),
 ]
 TARGETS = {"p50_over_generation": 0.5, "eval_over_in_process": 1.1, "non_model_ms": 3.0, "k8": 1.35,
-           "rss_mib": 260}
+           "rss_mib": 260, "rotations_flips": 0.10, "prior_flips_over_as_given": 0.5, "prior_p50": 1.05,
+           "rotation_cost": 1.05}
 
 
 def ticket(n: int, sentences: int = 8) -> str:
@@ -168,18 +177,33 @@ def serve(model_dir: Path, mode: str, tasks, work: Path, local: dict, context: i
     }
 
 
-def run(task_file: Path | None, limit: int | None, out: Path | None, context: int = CTX) -> dict:
+def order_modes(model_dir: Path, tasks, work: Path, rate_ms_per_token: float | None, context: int = CTX) -> dict:
+    """The order modes side by side on one adapter with the default settings (order_study)."""
+    with AdapterProcess(model_dir, log_path=work / "adapter-order-modes.log", threads=THREADS,
+                        env={"SM_LLAMA_CPP_CTX_SIZE": str(context)}) as server:
+        study = measure_order_modes(EndpointClient.local(server.url), tasks, rate_ms_per_token=rate_ms_per_token,
+                                    progress=False)
+    doc = study.calibration("as_given")
+    return {"figures": study.figures, "text": study.text(), "calibration": describe(doc) if doc else None}
+
+
+def run(task_file: Path | None, limit: int | None, out: Path | None, context: int = CTX, *,
+        orders_only: bool = False) -> dict:
     work = Path(tempfile.mkdtemp(prefix="adapter-bench-"))
     model_dir, _ = prepare_model_dir(work)
     tasks = load_tasks(task_file, limit=limit)
     figures: dict = {"threads": THREADS, "context": context, "tasks": str(task_file or "packaged"),
                      "host_cpu_flags": list(runtime.host_cpu_flags()), "modes": []}
-    for mode in MODES:
+    local = None
+    for mode in MODES[:1] if orders_only else MODES:
         local = in_process(model_dir, mode, [t.request() for t in tasks], context)
         figures.update(model=local["file"], llama_cpp_features=list(local["runtime"].cpu_features),
                        extra_buffers=local["runtime"].extra_buffers_reason,
                        in_process_eval_ms={str(n): ms for n, ms in zip(*local["cost"])})
-        figures["modes"].append(serve(model_dir, mode, tasks, work, local, context))
+        if not orders_only:
+            figures["modes"].append(serve(model_dir, mode, tasks, work, local, context))
+    rate = per_token_ms(*local["cost"]) if local else None
+    figures["order_modes"] = order_modes(model_dir, tasks, work, rate, context)
     if out:
         out.write_text(json.dumps(figures, indent=2) + "\n")
     return figures
@@ -212,7 +236,46 @@ def report(f: dict) -> str:
                   + f" ({ok(m['k'][-1]['ratio'] <= t['k8'])} k=8 <= {t['k8']})",
                   f"  worker peak RSS                         {m['peak_rss_mib']:8.0f} MiB "
                   f"({ok(m['peak_rss_mib'] <= t['rss_mib'])} <= {t['rss_mib']} MiB)", ""]
+    if f.get("order_modes"):
+        lines += ["order modes (temperature 1, one decision at a time over HTTP; flips: options reversed)",
+                  f["order_modes"]["text"], "", *order_verdicts(f["order_modes"]["figures"]), ""]
+        if f["order_modes"]["calibration"]:
+            lines += ["the calibration file the next package would carry (as_given):",
+                      f["order_modes"]["calibration"], ""]
     return "\n".join(lines)
+
+
+def order_verdicts(modes: dict) -> list[str]:
+    """The issue's targets for the order modes and calibration, each with its figure (printed, not asserted)."""
+    ok = lambda good: "meets" if good else "MISSES"  # noqa: E731
+    t, out = TARGETS, []
+    base = modes.get("as_given", {})
+    rot, prior = modes.get("rotations"), modes.get("prior")
+    if rot and rot["flips"]["rate"] is not None:
+        out.append(f"rotations flips under reversal {rot['flips']['rate']:.1%} "
+                   f"({ok(rot['flips']['rate'] <= t['rotations_flips'])} <= {t['rotations_flips']:.0%} of tasks)")
+    if prior and prior["flips"]["rate"] is not None and base.get("flips", {}).get("rate") is not None:
+        limit = t["prior_flips_over_as_given"] * base["flips"]["rate"]
+        out.append(f"prior flips {prior['flips']['rate']:.1%} against as_given {base['flips']['rate']:.1%} "
+                   f"({ok(prior['flips']['rate'] <= limit)} <= half)")
+    if prior and prior.get("p50_over_as_given") is not None:
+        out.append(f"prior p50 {prior['p50_over_as_given']:.2f}x as_given "
+                   f"({ok(prior['p50_over_as_given'] <= t['prior_p50'])} <= {t['prior_p50']})")
+    cost = (rot or {}).get("rotation_cost") or {}
+    if cost.get("ratio") is not None:
+        out.append(f"rotations extra time {cost['ratio']:.2f}x what their {cost['extra_tokens']} extra tokens cost "
+                   f"at llama.cpp's {cost['rate_ms_per_token']:.3f} ms/token "
+                   f"({ok(cost['ratio'] <= t['rotation_cost'])} <= {t['rotation_cost']})")
+    for mode, m in modes.items():
+        c = m.get("calibration") or {}
+        if not c.get("n"):
+            continue
+        b, a = c["before"], c["after"]
+        line = f"{mode} calibration: NLL {b['nll']:.3f} -> {a['nll']:.3f} ({ok(a['nll'] <= b['nll'] + 1e-12)} never worse)"
+        if c["kept"]:
+            line += f", ECE {b['ece']:.3f} -> {a['ece']:.3f} ({ok(a['ece'] <= b['ece'] / 2)} at least halved)"
+        out.append(line)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,9 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", type=int, default=CTX, help=f"context size in tokens (default {CTX})")
     parser.add_argument("--no-llama-server", action="store_true",
                         help="skip the comparison with llama-server (benchmarks/llama_server.py) that follows")
+    parser.add_argument("--orders-only", action="store_true",
+                        help="only the order modes and calibration (step 6; implies --no-llama-server)")
     args = parser.parse_args(argv)
-    print(report(run(args.tasks, args.limit, args.out, args.context)))
-    if not args.no_llama_server:
+    print(report(run(args.tasks, args.limit, args.out, args.context, orders_only=args.orders_only)))
+    if not (args.no_llama_server or args.orders_only):
         from benchmarks import llama_server
 
         if llama_server.find_llama_server() is None:
