@@ -33,15 +33,16 @@ import time
 import zlib
 from importlib import resources
 
-from flask import Flask, Response, request
+from flask import Flask, Response, g, has_request_context, request
 
-from . import runtime, startup
+from . import metrics, runtime, startup
 from .admission import Gate
 from .apis import decisions, invocations, systemone
-from .apis.common import as_adapter_error, json_response
+from .apis.common import REQUEST_ID_HEADER, as_adapter_error, choose_request_id, json_response
 from .apis.invocations import project_error
-from .errors import AdapterError, InvalidType, NotReady, Unauthorized
+from .errors import AdapterError, Busy, InvalidType, NotReady, TimedOut, Unauthorized
 from .model_files import locate_model
+from .schema import request_kind
 from .settings import Settings, load_settings
 from .startup import StartupRecord
 
@@ -53,6 +54,17 @@ WORKER_BOOT_ERROR = 3
 
 # Routes that never need the API key: SageMaker's health check and the OpenAPI description.
 OPEN_ROUTES = ("/ping", "/openapi.json")
+# The API routes' answers carry a request id; POSTs to them also write a metric line (metrics.py).
+METERED_APIS = {"/invocations": None, "/v1/systemone": "systemone", "/v1/decisions": "openai_decisions"}
+
+
+def _is_api_path(path: str) -> bool:
+    return path == "/invocations" or path.startswith("/v1/")
+
+
+def _facts() -> metrics.RequestFacts | None:
+    """The current API request's facts (None outside one)."""
+    return g.get("request_facts") if has_request_context() else None
 
 
 class _Holder:
@@ -226,7 +238,14 @@ class Serving:
         raw = decode_body(request.get_data(cache=False), request.headers.get("Content-Encoding"),
                           self.settings.max_body_bytes)
         if not jev_route:
-            return parse_json_body(raw)
+            body = parse_json_body(raw)
+            facts = _facts()
+            if facts is not None and request.path == "/invocations":
+                try:
+                    facts.api = metrics.API_NAMES.get(request_kind(body), "unknown")
+                except AdapterError:
+                    pass  # the dialect's parse says what is wrong with the body
+            return body
         try:
             return parse_json_body(raw)
         except ValueError:  # an integer literal over Python's 4,300-digit limit
@@ -234,8 +253,22 @@ class Serving:
 
     def run(self, work):
         """``work(engine)`` once the gate admits the request, inside its time limit: (its result, ms waited)."""
-        with self.gate.admit() as waited_ms, self.engine.time_limit(self.settings.request_timeout_s):
-            result = work(self.holder.engine)
+        facts = _facts()
+        try:
+            with self.gate.admit() as waited_ms, self.engine.time_limit(self.settings.request_timeout_s):
+                if facts is not None:
+                    facts.queue_wait_ms = waited_ms
+                result = work(self.holder.engine)
+        except Busy:
+            if facts is not None:
+                facts.busy = 1
+            raise
+        except TimedOut:
+            if facts is not None:
+                facts.time_limit_stops = 1
+            raise
+        if facts is not None:
+            facts.read_work(result)
         return result, waited_ms
 
     def timing(self, timing: dict, waited_ms: float, started: float) -> dict:
@@ -276,6 +309,27 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
 
     for blueprint in (invocations.blueprint, systemone.blueprint, decisions.blueprint):
         app.register_blueprint(blueprint)
+
+    endpoint = metrics.endpoint_name()
+
+    @app.before_request
+    def request_id():
+        # First, so that a refused key or body still answers with the id its log lines carry.
+        if _is_api_path(request.path):
+            g.request_facts = metrics.RequestFacts(choose_request_id(request.headers),
+                                                   api=METERED_APIS.get(request.path) or "unknown")
+
+    @app.after_request
+    def audit_trail(response):
+        facts = _facts()
+        if facts is None:
+            return response
+        response.headers[REQUEST_ID_HEADER] = facts.request_id
+        if request.method == "POST" and request.path in METERED_APIS:
+            facts.finish(response.status_code)
+            facts.read_answer(g.get("answer"))
+            metrics.write(metrics.emf_line(facts, endpoint=endpoint))
+        return response
 
     @app.before_request
     def authenticate():

@@ -57,8 +57,8 @@ GRACEFUL_TIMEOUT_S = 25
 SPARE_THREADS = 2  # for /ping while one request runs and max_queue wait
 NGINX_FAILED = 1   # serve's exit status when nginx stopped on its own
 # Nothing that identifies a caller: no user name from Basic auth (%(u)s), no query string
-# (%(r)s, %(q)s), no referer, user agent or other header.
-ACCESS_LOG_FORMAT = '%(t)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms'
+# (%(r)s, %(q)s), no referer, user agent or other header; the answer's request id (app.py) last.
+ACCESS_LOG_FORMAT = '%(t)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms %({x-request-id}o)s'
 SHUTDOWN_LINE = ("shutting down: the request holding the model did not finish within {seconds:g} s of "
                  "SIGTERM; it is stopped now and its caller gets 502")
 

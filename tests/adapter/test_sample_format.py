@@ -29,7 +29,7 @@ def invoke(server, body, **kw):
 def test_the_sample_single_decision_gets_the_sample_result(adapter):
     status, _, reply = invoke(adapter, examples.SAMPLE_DECISION)
     asked = examples.SAMPLE_DECISION["decision"]
-    assert status == 200 and set(reply) == {"result"}
+    assert status == 200 and set(reply) == {"result", "request_id"}
     result = reply["result"]
     assert result["id"] == asked["id"]
     assert result["option_ids"] == [o["id"] for o in asked["options"]]
@@ -39,7 +39,7 @@ def test_the_sample_single_decision_gets_the_sample_result(adapter):
 
 def test_the_sample_shared_request_equals_each_decision_sent_alone(adapter):
     status, _, reply = invoke(adapter, examples.SAMPLE_SHARED)
-    assert status == 200 and set(reply) == {"results", "timing"}
+    assert status == 200 and set(reply) == {"results", "timing", "request_id"}
     timing = reply["timing"]
     assert list(timing)[:5] == ["batch_size", "prefix_tokens", "prefill_seconds", "suffix_forward_seconds",
                                 "total_seconds"]
@@ -75,7 +75,7 @@ def test_malformed_sample_bodies_get_400_with_a_string_error_naming_the_field(ad
     body = copy.deepcopy(examples.SAMPLE_DECISION)
     mutate(body)
     status, _, reply = invoke(adapter, body)
-    assert status == 400 and set(reply) == {"error"} and needle in reply["error"]
+    assert status == 400 and set(reply) == {"error", "request_id"} and needle in reply["error"]
 
 
 def test_65_decisions_are_refused_by_default(adapter):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
+import uuid
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, ValidationError
@@ -157,9 +159,34 @@ def adapter_error(exc: ValidationError, prefix: str = "", messages: dict | None 
 # -- answering --------------------------------------------------------------------------------------
 
 
-def json_response(payload, status: int = 200, headers: dict | None = None):
-    from flask import Response
+# -- request ids ------------------------------------------------------------------------------------
 
+# The header SageMaker's InvokeEndpoint sets from its InferenceId member (botocore's sagemaker-runtime
+# model), and the caller's own. An id that is longer or holds other characters is not used: it goes
+# into log lines and headers as sent.
+INFERENCE_ID_HEADER = "X-Amzn-SageMaker-Inference-Id"
+REQUEST_ID_HEADER = "X-Request-Id"
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+=@-]{0,127}")
+
+
+def usable_id(value: str | None) -> str | None:
+    value = (value or "").strip()
+    return value if _SAFE_ID.fullmatch(value) else None
+
+
+def choose_request_id(headers, make=lambda: str(uuid.uuid4())) -> str:
+    """SageMaker's inference id, else the caller's X-Request-Id, else a new uuid4."""
+    return usable_id(headers.get(INFERENCE_ID_HEADER)) or usable_id(headers.get(REQUEST_ID_HEADER)) or make()
+
+
+def json_response(payload, status: int = 200, headers: dict | None = None):
+    """A JSON answer; inside an API request (app.py keeps its facts) an object gains ``request_id``."""
+    from flask import Response, g, has_request_context
+
+    facts = g.get("request_facts") if has_request_context() else None
+    if facts is not None and isinstance(payload, dict):
+        payload = {**payload, "request_id": facts.request_id}
+        g.answer = payload
     return Response(json.dumps(payload, ensure_ascii=False), status=status, mimetype="application/json",
                     headers=headers)
 

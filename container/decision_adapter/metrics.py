@@ -1,0 +1,153 @@
+"""One line per API request in CloudWatch's embedded metric format (EMF), on the worker's stdout.
+
+SageMaker sends a container's standard output to CloudWatch Logs (``/aws/sagemaker/Endpoints/<name>``),
+and CloudWatch turns a log event that is an EMF object into metrics without any API call from the
+container: the ``_aws`` member names the namespace, the dimension set and each metric's unit, and
+the values sit at the top level beside them, with properties (``request_id``, ``order``, ``status``)
+that are searchable in the log but are not metrics. Locally the same lines land in the endpoint's
+log file.
+
+What a line holds is collected while the request is served (``RequestFacts``): the API that answered
+it, how long it waited at the gate, what the engine read (tokens: those evaluated where the engine counts them, else the sum of the
+questions' prompt tokens; options: summed over the request's questions; abstentions; order mode)
+and whether it ended busy (503) or stopped at its time limit. A metric the request did not produce
+(no queue wait for a refused body, no abstention field in an answer) is left out of the line, not
+reported as zero; the counts ``Busy`` and ``TimeLimitStops`` are always there, as 0 or 1.
+
+The endpoint dimension is ``DECISION_ADAPTER_ENDPOINT_NAME`` (the workshop sets it to the endpoint's
+name when it deploys; SageMaker itself documents no variable naming the endpoint), else "local".
+The emitting code is the format itself, a few lines of JSON: the ``aws-embedded-metrics`` package
+would add an asynchronous sink and a flush per request to a threaded worker for the same line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+NAMESPACE = "DecisionAdapter"
+ENDPOINT_ENV = "DECISION_ADAPTER_ENDPOINT_NAME"
+LOCAL_ENDPOINT = "local"
+DIMENSIONS = ("endpoint", "api")
+# The names request_kind gives the dialects, as the metric's api dimension spells them.
+API_NAMES = {"decision": "own", "sample": "sample", "systemone": "systemone",
+             "openai_decisions": "openai_decisions", "chat": "chat"}
+
+# name -> (unit, the RequestFacts attribute it reads)
+METRICS = {
+    "Latency": ("Milliseconds", "latency_ms"),
+    "QueueWait": ("Milliseconds", "queue_wait_ms"),
+    "InputTokens": ("Count", "input_tokens"),
+    "Options": ("Count", "options"),
+    "Abstained": ("Count", "abstained"),
+    "Busy": ("Count", "busy"),
+    "TimeLimitStops": ("Count", "time_limit_stops"),
+}
+
+_write_lock = threading.Lock()
+
+
+def endpoint_name(env: Mapping[str, str] | None = None) -> str:
+    env = os.environ if env is None else env
+    return (env.get(ENDPOINT_ENV) or "").strip() or LOCAL_ENDPOINT
+
+
+@dataclass
+class RequestFacts:
+    """What one request produced that its metric line reports; filled in as it is served."""
+
+    request_id: str
+    started: float = field(default_factory=time.perf_counter)
+    api: str = "unknown"
+    status: int | None = None
+    latency_ms: float | None = None
+    queue_wait_ms: float | None = None
+    input_tokens: int | None = None
+    options: int | None = None
+    abstained: int | None = None
+    order: str | None = None
+    busy: int = 0
+    time_limit_stops: int = 0
+
+    def finish(self, status: int) -> None:
+        self.status = status
+        self.latency_ms = (time.perf_counter() - self.started) * 1000.0
+
+    def read_work(self, result: Any) -> None:
+        """Read what the engine returned: ``(results, timing)`` for decisions, a chat completion for chat."""
+        if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], Mapping):
+            results, timing = result
+            if isinstance(timing.get("input_tokens"), (int, float)):
+                self.input_tokens = int(timing["input_tokens"])
+            if isinstance(results, list):
+                self._read_results([r for r in results if isinstance(r, Mapping)])
+
+    def read_answer(self, payload: Any) -> None:
+        """Read the dialect's answer for what the engine's result did not say (fields read if present)."""
+        if not isinstance(payload, Mapping):
+            return
+        results = payload.get("results") if isinstance(payload.get("results"), list) else None
+        if results is None and isinstance(payload.get("result"), Mapping):
+            results = [payload["result"]]
+        if results:
+            self._read_results([r for r in results if isinstance(r, Mapping)], overwrite=False)
+        usage = payload.get("usage")
+        timing = payload.get("timing") or payload.get("x_timing")
+        if isinstance(timing, Mapping) and isinstance(timing.get("input_tokens"), (int, float)):
+            self.input_tokens = int(timing["input_tokens"])
+        if self.input_tokens is None and isinstance(usage, Mapping):
+            tokens = usage.get("input_tokens", usage.get("prompt_tokens"))
+            if isinstance(tokens, int) and not isinstance(tokens, bool):
+                self.input_tokens = tokens
+
+    def _read_results(self, results: list[Mapping], overwrite: bool = True) -> None:
+        tokens = [r["input_tokens"] for r in results if isinstance(r.get("input_tokens"), int)]
+        if tokens and self.input_tokens is None:
+            self.input_tokens = sum(tokens)  # each question's prompt, when no count of tokens evaluated came
+        options = [len(r["probabilities"]) for r in results if isinstance(r.get("probabilities"), list)]
+        if options and (overwrite or self.options is None):
+            self.options = sum(options)
+        flags = [r["abstained"] for r in results if isinstance(r.get("abstained"), bool)]
+        if flags and (overwrite or self.abstained is None):
+            self.abstained = sum(flags)
+        orders = [r["order"] for r in results if isinstance(r.get("order"), str)]
+        if orders and (overwrite or self.order is None):
+            self.order = orders[0]
+
+
+def emf_line(facts: RequestFacts, *, endpoint: str, timestamp_ms: int | None = None) -> dict:
+    """The EMF object for one request (pure): declared metrics are exactly the values present."""
+    values = {name: getattr(facts, attribute) for name, (_, attribute) in METRICS.items()}
+    values = {name: value for name, value in values.items() if value is not None}
+    line: dict = {
+        "_aws": {
+            "Timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": NAMESPACE,
+                "Dimensions": [list(DIMENSIONS)],
+                "Metrics": [{"Name": name, "Unit": METRICS[name][0]} for name in values],
+            }],
+        },
+        "endpoint": endpoint,
+        "api": facts.api,
+        **{name: round(value, 3) if isinstance(value, float) else value for name, value in values.items()},
+        "request_id": facts.request_id,
+        "status": facts.status,
+    }
+    if facts.order is not None:
+        line["order"] = facts.order
+    return line
+
+
+def write(line: dict, stream=None) -> None:
+    """One line, whole: worker threads never interleave their lines."""
+    text = json.dumps(line, ensure_ascii=True, separators=(",", ":")) + "\n"
+    stream = stream or sys.stdout
+    with _write_lock:
+        stream.write(text)
+        stream.flush()

@@ -1,0 +1,136 @@
+"""The adapter's audit trail: a request id on every API answer, and one EMF metric line per request.
+
+The id's precedence (SageMaker's inference id, the caller's X-Request-Id, one the adapter makes) is
+checked in-process on the real app with its model held back (every answer is then a 503, which
+must carry the id too); the metric lines and the access log line are read from the log file of the
+session's shared adapter process after real decisions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+import pytest
+
+from decision_adapter import metrics
+from decision_adapter.apis.common import choose_request_id, usable_id
+from tests.support.http_client import call
+
+OPTIONS = [{"id": "refunds", "text": "Refunds"}, {"id": "shipping", "text": "Shipping"},
+           {"id": "billing", "text": "Billing"}]
+DECISION = {"id": "a-1", "state": "The parcel never arrived.", "question": "Which team?", "options": OPTIONS}
+SAMPLE = {"decision": {"id": "s-1", "state": "Charged twice.", "question": "Which team?",
+                       "options": [{"id": "billing", "description": "Billing"},
+                                   {"id": "shipping", "description": "Shipping"}]}}
+
+
+def app_without_model(monkeypatch):
+    from decision_adapter import app as app_module
+    from decision_adapter.settings import load_settings
+
+    monkeypatch.setattr(app_module._Holder, "load", lambda self: None)
+    return app_module.create_app(load_settings({}), load="now")
+
+
+def emf_lines(text: str) -> list[dict]:
+    found = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{") and '"_aws"' in line:
+            found.append(json.loads(line))
+    return found
+
+
+def check_emf(line: dict) -> None:
+    """What CloudWatch needs to read a line as metrics: every declared metric present, units known."""
+    declared = line["_aws"]["CloudWatchMetrics"]
+    assert isinstance(line["_aws"]["Timestamp"], int)
+    assert [d["Namespace"] for d in declared] == [metrics.NAMESPACE]
+    assert declared[0]["Dimensions"] == [["endpoint", "api"]]
+    assert line["endpoint"] and line["api"] in (*metrics.API_NAMES.values(), "unknown")
+    for metric in declared[0]["Metrics"]:
+        assert metric["Unit"] == metrics.METRICS[metric["Name"]][0]
+        assert isinstance(line[metric["Name"]], (int, float)) and not isinstance(line[metric["Name"]], bool)
+    for name in set(metrics.METRICS) - {m["Name"] for m in declared[0]["Metrics"]}:
+        assert name not in line  # a value never appears undeclared
+
+
+def test_request_id_precedence():
+    made = iter(["made-1", "made-2"])
+    both = {"X-Amzn-SageMaker-Inference-Id": "sm-42", "X-Request-Id": "caller-7"}
+    assert choose_request_id(both, lambda: next(made)) == "sm-42"
+    assert choose_request_id({"X-Request-Id": "caller-7"}, lambda: next(made)) == "caller-7"
+    assert choose_request_id({}, lambda: next(made)) == "made-1"
+    # Unsafe or oversized ids are not echoed into headers and logs: the next source is used.
+    assert choose_request_id({"X-Amzn-SageMaker-Inference-Id": 'a "quoted" id', "X-Request-Id": "ok-1"}) == "ok-1"
+    assert usable_id("x" * 128) and not usable_id("x" * 129) and not usable_id("a\nb") and not usable_id("")
+    uuid.UUID(choose_request_id({"X-Request-Id": "bad id"}))  # made: a uuid4
+
+
+@pytest.mark.parametrize("headers, expected", [
+    ({"X-Amzn-SageMaker-Inference-Id": "inf-1", "X-Request-Id": "mine-1"}, "inf-1"),
+    ({"X-Request-Id": "mine-2"}, "mine-2"),
+    ({}, None),
+], ids=["inference-id", "caller-id", "made"])
+def test_every_api_answer_carries_the_id_errors_too(monkeypatch, capsys, headers, expected):
+    client = app_without_model(monkeypatch).test_client()
+    seen = []
+    for path in ("/invocations", "/v1/systemone", "/v1/decisions"):
+        answer = client.post(path, json=DECISION, headers=headers)
+        assert answer.status_code == 503  # the model is still loading: an error answer
+        body = answer.get_json()
+        assert body["request_id"] == answer.headers["X-Request-Id"]
+        if expected:
+            assert body["request_id"] == expected
+        else:
+            uuid.UUID(body["request_id"])
+        seen.append(body["request_id"])
+    if not expected:
+        assert len(set(seen)) == 3  # a fresh id per request
+    ping = client.get("/ping", headers=headers)
+    assert "request_id" not in ping.get_json() and "X-Request-Id" not in ping.headers  # health: unchanged
+    lines = emf_lines(capsys.readouterr().out)
+    assert [line["request_id"] for line in lines] == seen
+    for line in lines:
+        check_emf(line)
+        assert line["status"] == 503 and line["Busy"] == 0 and line["TimeLimitStops"] == 0
+        assert "QueueWait" not in line  # never reached the gate
+    assert [line["api"] for line in lines] == ["unknown", "systemone", "openai_decisions"]
+
+
+def test_emf_line_declares_only_what_the_request_produced():
+    facts = metrics.RequestFacts("r-1", api="own")
+    facts.read_work(([{"probabilities": [0.5, 0.5]}, {"probabilities": [0.2, 0.3, 0.5], "abstained": True,
+                                                     "order": "rotations"}], {"input_tokens": 99}))
+    facts.queue_wait_ms = 1.5
+    facts.finish(200)
+    line = metrics.emf_line(facts, endpoint="ep", timestamp_ms=123)
+    check_emf(line)
+    assert line["Options"] == 5 and line["InputTokens"] == 99 and line["Abstained"] == 1
+    assert line["order"] == "rotations" and line["endpoint"] == "ep" and line["_aws"]["Timestamp"] == 123
+    bare = metrics.RequestFacts("r-2")
+    bare.finish(400)
+    names = {m["Name"] for m in metrics.emf_line(bare, endpoint="ep")["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert names == {"Latency", "Busy", "TimeLimitStops"}
+    assert metrics.endpoint_name({}) == "local" and metrics.endpoint_name({metrics.ENDPOINT_ENV: "ep-9"}) == "ep-9"
+
+
+def test_decisions_leave_a_metric_line_and_an_access_line_with_their_id(adapter):
+    ids = {"own": f"own-{uuid.uuid4().hex[:8]}", "sample": f"sample-{uuid.uuid4().hex[:8]}"}
+    for api, body in (("own", DECISION), ("sample", SAMPLE)):
+        status, headers, answer = call(adapter.url + "/invocations", body, headers={"X-Request-Id": ids[api]})
+        assert status == 200 and answer["request_id"] == headers["X-Request-Id"] == ids[api]
+    log = adapter.log_path.read_text(errors="replace")
+    lines = {line["request_id"]: line for line in emf_lines(log) if line["request_id"] in ids.values()}
+    assert set(lines) == set(ids.values())
+    for api, request_id in ids.items():
+        line = lines[request_id]
+        check_emf(line)
+        assert line["api"] == api and line["status"] == 200 and line["endpoint"] == "local"
+        assert line["Latency"] > 0 and line["QueueWait"] >= 0 and line["InputTokens"] > 0
+        assert line["Options"] == (3 if api == "own" else 2) and line["Busy"] == 0
+        # the access log's line for the same request ends with its id
+        assert re.search(r'"POST /invocations HTTP/1\.[01]" 200 \d+ \d+ms ' + re.escape(request_id) + r"$", log,
+                         re.MULTILINE)
