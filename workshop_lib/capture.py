@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import logging
 import random
 import uuid
 from contextlib import nullcontext
@@ -43,6 +44,8 @@ CAPTURE_FOLDER = "capture"  # under the workshop prefix: the only place the Sage
 JSON = "application/json"
 EVENT_VERSION = "0"
 MODES = {"endpointInput": "INPUT", "endpointOutput": "OUTPUT"}
+
+log = logging.getLogger(__name__)
 
 
 class CaptureError(WorkshopError, ValueError):
@@ -246,13 +249,20 @@ class CapturingTransport:
 
     def __init__(self, transport, writer: CaptureWriter):
         self.transport, self.writer = transport, writer
+        self.failures = 0
 
     def __getattr__(self, name):
         return getattr(self.transport, name)
 
     def invoke(self, body: bytes, *, deadline=None) -> bytes:
         reply = self.transport.invoke(body, deadline=deadline)
-        self.writer.capture(body, reply)
+        try:
+            self.writer.capture(body, reply)
+        except Exception as exc:  # noqa: BLE001 - as on SageMaker, a capture that fails never fails the call
+            self.failures += 1
+            if self.failures == 1:
+                log.warning("data capture of %s failed (the decision itself was answered): %s",
+                            self.writer.endpoint, exc)
         return reply
 
 

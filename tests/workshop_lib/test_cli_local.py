@@ -54,6 +54,10 @@ def test_the_commands_rehearse_the_workshop_and_leave_nothing_running(local_mode
 
     out = _run(capsys, "invoke")
     assert "ticket-88231: top " in out  # the README's support-route example, on the local adapter
+    to_label = local_mode / "to-label.jsonl"  # the stand-in captured it, as SageMaker would have
+    assert "1 captured invocation of" in _run(capsys, "captured", "--out", str(to_label))
+    [task] = [json.loads(line) for line in to_label.read_text().splitlines()]
+    assert task["id"] == "ticket-88231" and task["expected"] is None and task["provenance"]["capture"]["request_id"]
     assert config.cpu_endpoint_name in _run(capsys, "running")
 
     out = _run(capsys, "cleanup", "--name", config.cpu_endpoint_name)

@@ -45,9 +45,14 @@ def client(workshop: Workshop, name: str):
         workshop.clients  # no emulator: notebook 00 comes first, and this says so
         try:
             # follows the local endpoint through an update, which replaces its process (workshop update)
-            return EndpointClient(RoutedTransport(workshop.rehearsal, name))
+            made = EndpointClient(RoutedTransport(workshop.rehearsal, name))
         except RehearsalError:
             raise StepNotRun(notebook, f"{kind}, {name}, is not running locally") from None
+        # SageMaker captures on AWS; locally the stand-in does, on the client's side (capture.py)
+        from .. import capture
+
+        return capture.capture_locally(made, workshop.clients.sm, workshop.clients.s3, name,
+                                       acting_as=workshop.clients.acting_as)
     _require_in_service(workshop, name, kind, notebook)
     return EndpointClient.sagemaker(name, config.region)
 
@@ -82,14 +87,7 @@ def decision_client(workshop: Workshop | None = None):
     """A client for the decision endpoint notebooks 05 and 06 use (``decision_endpoint``), checked to be
     serving; with no ``workshop``, the saved one (so the cell also runs after a kernel restart)."""
     workshop = _loaded(workshop)
-    name = decision_endpoint(workshop)
-    made = client(workshop, name)
-    if workshop.local:  # SageMaker captures on AWS; locally the stand-in does, on the client's side (capture.py)
-        from .. import capture
-
-        made = capture.capture_locally(made, workshop.clients.sm, workshop.clients.s3, name,
-                                       acting_as=workshop.clients.acting_as)
-    return made
+    return client(workshop, decision_endpoint(workshop))
 
 
 def which_endpoint(workshop: Workshop | None = None, name: str | None = None) -> Text:

@@ -132,6 +132,12 @@ def test_the_stand_in_writes_what_the_reader_reads(clients):
     assert [e.request_id for e in events[:2]] == ["req-t-1", "req-t-2"]
     assert len(capture.read_captured(clients.s3, DESTINATION, "decision-workshop-cpu", "AllTraffic")) == 2
     assert capture.read_captured(clients.s3, DESTINATION, "decision-workshop-gpu") == []
+    for key in clients.s3.list_objects_v2(Bucket=CONFIG.bucket)["Contents"]:
+        clients.s3.delete_object(Bucket=CONFIG.bucket, Key=key["Key"])
+    clients.s3.delete_bucket(Bucket=CONFIG.bucket)  # a capture that fails does not fail the decision
+    times = iter([WHEN])  # the writer's clock reads this name when it runs
+    assert json.loads(transport.invoke(json.dumps({**DECISION, "id": "t-3"}).encode()))["request_id"] == "req-t-3"
+    assert transport.failures == 1
 
 
 def test_sampling_and_a_disabled_config_write_nothing(clients):
