@@ -3,11 +3,15 @@
 1. ``jevcompat test`` (pinned conformance suite for Jev's System One API) against a real adapter
    process without an API key, then against one with ``DECISION_ADAPTER_API_KEY`` set;
 2. ``jevbench eval`` (label-free coherence tests, offline: a frozen bundled suite, no judge
-   model) on a bounded slice of ``jevbench-mini``.
+   model) on a bounded slice of ``jevbench-mini``;
+3. jevbench's ``option_permutation`` relation alone (every domain of ``jevbench-mini``: do the
+   probabilities follow the options when only their order changes?) against an adapter with
+   ``DECISION_ADAPTER_ORDER=rotations``, and the same against the default ``as_given`` to compare;
+   the score is printed with its target (80), not asserted.
 
 Reports go to ``benchmarks/results/``: ``jevcompat-{no-key,api-key}.{json,md}``, and
 ``jevbench-mini-<domains>.json`` with the run's console output (``.txt``) and its coherence card
-(``.card.txt``). The exit status is 0 only if both
+(``.card.txt``), and ``jevbench-option_permutation-<order>.json`` (``.txt``). The exit status is 0 only if both
 jevcompat runs are conformant (every MUST passed) and jevbench ran with no refused or invalid
 answer. Every adapter started here is stopped before it returns.
 """
@@ -33,6 +37,7 @@ THREADS = 2
 # embedded model, inside the default 8192-token context) takes minutes on 2 busy cores, so the suites'
 # 600 s per request replaces the adapter's 30 s default (sized for SageMaker's 60 s invocations).
 ADAPTER_ENV = {"DECISION_ADAPTER_REQUEST_TIMEOUT": "600"}
+PERMUTATION_TARGET = 80  # jevbench's option_permutation score with DECISION_ADAPTER_ORDER=rotations
 
 
 def _tool(name: str) -> str:
@@ -93,6 +98,28 @@ def jevbench(model_dir: Path, work: Path, suite: str, domains: str) -> dict:
     return {"status": status, "errors": len(result["errors"])}
 
 
+def option_permutation(model_dir: Path, work: Path, order: str, suite: str = "jevbench-mini") -> dict:
+    """jevbench's option_permutation relation alone against an adapter whose default order mode is ``order``."""
+    name = f"jevbench-option_permutation-{order}"
+    out = RESULTS / f"{name}.json"
+    out.unlink(missing_ok=True)
+    env = {**ADAPTER_ENV, "DECISION_ADAPTER_ORDER": order}
+    with AdapterProcess(model_dir, log_path=work / f"adapter-permutation-{order}.log", threads=THREADS,
+                        env=env) as adapter:
+        print(f"   adapter at {adapter.url} (DECISION_ADAPTER_ORDER={order})", flush=True)
+        status = _run([_tool("jevbench"), "eval", "--url", adapter.url + "/v1/systemone", "--model", "jev-latest",
+                       "--suite", suite, "--relations", "option_permutation", "--no-cache",
+                       "--name", f"adapter-smollm2-135m-{order}", "--out", str(out)], RESULTS / f"{name}.txt")
+    report = json.loads(out.read_text()) if out.exists() else {}
+    score = ((report.get("scores") or {}).get("relations") or {}).get("option_permutation")
+    errors = len((report.get("result") or {}).get("errors") or []) if report else None
+    shown = f"{100 * score:.1f}" if score is not None else "none (see the .txt)"
+    target = f" (target >= {PERMUTATION_TARGET}: {'meets' if score is not None and 100 * score >= PERMUTATION_TARGET else 'MISSES'})" \
+        if order == "rotations" else ""
+    print(f"   option_permutation score {shown}{target}; exit {status}, {errors} errors; {RESULTS / (name + '.txt')}")
+    return {"status": status, "score": score, "errors": errors}
+
+
 def write_card(report_json: Path) -> Path:
     """The coherence card (violation rates per check) and the scores with min_n 2 beside the report.
 
@@ -117,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="jevbench domains, comma-separated (default customer_support: ~120 requests)")
     parser.add_argument("--skip-jevbench", action="store_true")
     parser.add_argument("--skip-jevcompat", action="store_true")
+    parser.add_argument("--skip-permutation", action="store_true",
+                        help="skip jevbench's option_permutation relation with DECISION_ADAPTER_ORDER=rotations")
     args = parser.parse_args(argv)
     RESULTS.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="jev-conformance-"))
@@ -132,6 +161,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jevbench {args.suite} ({args.domains}):", flush=True)
         outcome = jevbench(model_dir, work, args.suite, args.domains)
         ok = ok and outcome["status"] == 0 and outcome["errors"] == 0
+    if not args.skip_permutation:
+        for order in ("as_given", "rotations"):
+            print(f"jevbench option_permutation, DECISION_ADAPTER_ORDER={order}:", flush=True)
+            outcome = option_permutation(model_dir, work, order)
+            ok = ok and outcome["status"] == 0 and outcome["errors"] == 0  # the score itself is a figure
     print("all suites passed" if ok else "a suite failed; see benchmarks/results/")
     return 0 if ok else 1
 

@@ -12,7 +12,8 @@ import pytest
 
 from decision_adapter import calibration as served_calibration
 from workshop_lib.bench import load_tasks
-from workshop_lib.bench.order_study import measure_order_modes
+from workshop_lib import examples
+from workshop_lib.bench.order_study import ask_in_each_mode, measure_order_modes
 from workshop_lib.bench.profiles import read_document
 from workshop_lib.cli import main
 from workshop_lib.client import EndpointClient
@@ -76,3 +77,17 @@ def test_the_order_study_sends_each_mode_and_reads_what_it_reports(adapter, tmp_
     assert main(["calibrate", "--run", str(saved), "--order", "prior", "--out", str(out), "--no-progress"]) == 0
     assert read_document(out)["profiles"] == study.calibration("prior")["profiles"]
     assert main(["calibrate", "--run", str(saved), "--order", "as_given", "--out", str(out), "--no-progress"]) == 1
+    # notebook 06's cells: the study is checked, and writes the file the next package carries
+    assert study.ok and "each valid" in study.summary
+    written = study.save_calibration(tmp_path, "as_given")
+    assert read_document(written)["order"] == "as_given"
+
+
+def test_one_decision_in_each_mode_as_notebook_05_shows_it(adapter):
+    view = ask_in_each_mode(EndpointClient.local(adapter.url), examples.SUPPORT_ROUTE)
+    assert [d.raw["order"] for d in view.decisions] == ["as_given", "prior", "rotations"]
+    assert [d.id for d in view.decisions] == [f"{examples.SUPPORT_ROUTE['id']} ({m})" for m in ("as_given", "prior",
+                                                                                                "rotations")]
+    text = str(view)
+    assert "content-free prior" in text and "rotations;" in text
+    assert view.figure() is not None

@@ -1,7 +1,8 @@
 """The adapter's order modes side by side: accuracy, flips under reversal, order sensitivity, cost,
 calibration on a held-out split, and risk against coverage when low-mass answers abstain.
 
-``measure_order_modes(client, tasks)`` sends every task in each order mode twice (options as
+``ask_in_each_mode(client, body)`` asks one decision in each mode and shows the answers side by side
+(notebook 05). ``measure_order_modes(client, tasks)`` sends every task in each order mode twice (options as
 declared, then reversed), at temperature 1, and returns an ``OrderStudy``: its figures, and the
 ``calibration.json`` each mode's run would give (``study.calibration("as_given")``). The rest of the
 module is pure arithmetic on runs, tested on fixed inputs:
@@ -30,6 +31,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..display import DecisionView
+from ..errors import WorkshopError
 from .bias import flip_stats
 from .calibration import metrics, split_for_calibration
 from .profiles import ORDER_MODES, calibration_document, labelled
@@ -165,6 +168,32 @@ class OrderStudy:
                 row["rotation_cost"] = rotation_cost(base.results, original.results, self.rate_ms_per_token)
             self.figures[mode] = row
 
+    @property
+    def ok(self) -> bool:
+        """Every request of every mode came back as a valid answer."""
+        return bool(self.runs) and all(r.valid for pair in self.runs.values() for run in pair for r in run.results)
+
+    @property
+    def problem(self) -> str:
+        bad = {f"{run.label}": sum(not r.valid for r in run.results) for pair in self.runs.values() for run in pair}
+        bad = {k: n for k, n in bad.items() if n}
+        return "; ".join(f"{n} invalid or failed answers in {k}" for k, n in bad.items())
+
+    @property
+    def summary(self) -> str:
+        n = sum(len(run.results) for pair in self.runs.values() for run in pair)
+        return f"{n} answers in {len(self.runs)} order modes, each valid" if self.ok else self.problem
+
+    def save_calibration(self, path, mode: str = "as_given"):
+        """Write the ``calibration.json`` of ``mode``'s run to ``path`` (a folder gets the file inside it)."""
+        from .profiles import write_document
+
+        doc = self.calibration(mode)
+        if doc is None:
+            raise WorkshopError(f"the {mode} run has no valid answer among its fitting tasks (split dev, or half "
+                                "the tasks by a hash of their id): run more tasks")
+        return write_document(doc, path)
+
     def calibration(self, mode: str = "as_given") -> dict | None:
         """The ``calibration.json`` this study's run in ``mode`` gives (None when it has nothing to fit)."""
         if mode not in self.runs:
@@ -232,6 +261,30 @@ def format_study(figures: Mapping[str, Mapping]) -> str:
     return "\n".join(lines)
 
 
+class OrderModesView(DecisionView):
+    """One decision asked in each order mode: a chart each, and what each mode reports."""
+
+    def lines(self) -> list[str]:
+        out = super().lines()
+        for decision in self.decisions:
+            raw = decision.raw or {}
+            mode, sensitivity, prior = raw.get("order"), raw.get("order_sensitivity"), raw.get("prior")
+            if sensitivity:
+                out.append(f"{mode}: {sensitivity['rotations']} of {sensitivity['of']} rotations; the largest spread "
+                           f"of one option's probability across them {sensitivity['max_spread']:.3f}; the top "
+                           f"option {'changes' if sensitivity['top_changes'] else 'stays the same'}")
+            elif prior:
+                out.append(f"{mode}: the content-free prior per position " + ", ".join(f"{p:.3f}" for p in prior))
+        return out
+
+
+def ask_in_each_mode(client, body: Mapping, modes: Sequence[str] = ORDER_MODES) -> OrderModesView:
+    """The decision ``body`` asked once in each order mode (its id gets the mode), shown side by side."""
+    answers = [client.decide({**body, "id": f"{body.get('id', 'decision')} ({mode})", "order": mode})
+               for mode in modes]
+    return OrderModesView(answers, latency=False)
+
+
 def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODES, limit: int | None = None,
                         rate_ms_per_token: float | None = None, progress: bool = True) -> OrderStudy:
     """Every task in each order mode, options as declared and reversed, at temperature 1 (``as_given`` first)."""
@@ -250,6 +303,6 @@ def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODE
     return OrderStudy(runs, tasks=name, rate_ms_per_token=rate_ms_per_token)
 
 
-__all__ = ["OrderStudy", "THRESHOLDS", "accuracy", "evaluated_tokens", "format_study", "heldout_calibration",
+__all__ = ["OrderModesView", "OrderStudy", "THRESHOLDS", "accuracy", "ask_in_each_mode", "evaluated_tokens", "format_study", "heldout_calibration",
            "measure_order_modes", "mean_sensitivity", "mode_figures", "per_token_ms", "risk_coverage",
            "rotation_cost"]
