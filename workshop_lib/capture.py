@@ -284,10 +284,16 @@ def capture_locally(client, sm_client, s3_client, name: str, *, acting_as: Calla
     """``client`` (for local endpoint ``name``) capturing as the endpoint's config asks; unchanged without it.
 
     ``acting_as(principal)``: the rehearsal's call log, so the writes count as the SageMaker role's."""
+    from botocore.exceptions import ClientError
+
     from .permissions import SAGEMAKER
 
-    with acting_as(None) if acting_as else nullcontext():  # the stand-in's own lookup: no call AWS would see
-        found = endpoint_capture(sm_client, name)
+    try:
+        with acting_as(None) if acting_as else nullcontext():  # the stand-in's own lookup: no call AWS would see
+            found = endpoint_capture(sm_client, name)
+    except ClientError as exc:  # the emulator no longer knows the endpoint: serve the calls, capture nothing
+        log.warning("no data capture for %s: its endpoint config cannot be read (%s)", name, exc)
+        return client
     if found is None:
         return client
     config, variant = found

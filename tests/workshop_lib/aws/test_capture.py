@@ -206,3 +206,19 @@ def test_the_permission_audit_covers_the_capture_write_and_the_reading():
     assert (permissions.SAGEMAKER, "WriteCaptures") not in audit.unused
     stray = [dict(made[0], params={"Bucket": bucket, "Key": "decision-workshop/model/model.tar.gz"})]
     assert not permissions.audit(stray, documents, REGION, ACCOUNT).ok
+
+
+def test_a_local_client_captures_only_for_an_endpoint_whose_config_asks(clients):
+    class Client:
+        transport = object()
+
+    model = endpoints.decision_model_request("m", image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    clients.sm.create_model(**model)
+    variant = endpoints.fixed_instance_variant("m", "ml.c5.2xlarge")
+    clients.sm.create_endpoint_config(**endpoints.endpoint_config_request(
+        "with", variant, data_capture=capture.data_capture_config(DESTINATION, 100)))
+    clients.sm.create_endpoint(EndpointName="with", EndpointConfigName="with")
+    made = capture.capture_locally(Client(), clients.sm, clients.s3, "with")
+    assert isinstance(made.transport, capture.CapturingTransport) and made.transport.writer.variant == "AllTraffic"
+    plain = Client()
+    assert capture.capture_locally(plain, clients.sm, clients.s3, "gone").transport is Client.transport  # unknown
