@@ -195,6 +195,10 @@ def test_the_permission_audit_covers_the_capture_write_and_the_reading():
     prefix = capture.capture_folder(DESTINATION, CONFIG.cpu_endpoint_name)[1]
     made = [{"principal": permissions.SAGEMAKER, "service": "s3", "operation": "PutObject",
              "params": {"Bucket": bucket, "Key": key}},
+            {"principal": permissions.OPERATOR, "service": "sagemaker", "operation": "DescribeEndpoint",
+             "params": {"EndpointName": CONFIG.cpu_endpoint_name}},  # workshop captured: where the captures are
+            {"principal": permissions.OPERATOR, "service": "sagemaker", "operation": "DescribeEndpointConfig",
+             "params": {"EndpointConfigName": CONFIG.cpu_endpoint_name}},
             {"principal": permissions.OPERATOR, "service": "s3", "operation": "ListObjectsV2",
              "params": {"Bucket": bucket, "Prefix": prefix}},
             {"principal": permissions.OPERATOR, "service": "s3", "operation": "GetObject",
