@@ -267,8 +267,22 @@ def roll_out(sm_client, plan: UpdatePlan, *, hosting=None, delay_s: float = 30, 
                             sleep=sleep)
     after = sm_client.describe_endpoint(EndpointName=plan.endpoint_name)
     _, notes = hosting.served(plan.endpoint_name)
-    return Rollout(plan.endpoint_name, plan.version, statuses, after["EndpointConfigName"],
-                   time.perf_counter() - started, [*("  note: " + n for n in plan.notes), *notes])
+    rollout = Rollout(plan.endpoint_name, plan.version, statuses, after["EndpointConfigName"],
+                      time.perf_counter() - started, [*("  note: " + n for n in plan.notes), *notes])
+    superseded = before["EndpointConfigName"]
+    if rollout.ok and is_version(plan.endpoint_name, superseded):  # an earlier update's: nothing serves it now
+        rollout.notes.append(f"  the version it replaced, {superseded}: {_delete_version(sm_client, superseded)}")
+    return rollout
+
+
+def _delete_version(sm_client, version: str) -> str:
+    """An earlier version's endpoint config and model (each only if it carries the workshop's tag)."""
+    from . import cleanup
+
+    notes: list[str] = []
+    done = [f"{kind} {cleanup._delete_owned(sm_client, kind, version, delete, notes)}" for kind, delete in
+            (("endpoint config", cleanup.delete_endpoint_config), ("model", cleanup.delete_model))]
+    return "; ".join(done + notes)
 
 
 __all__ = ["ALL_AT_ONCE", "CANARY", "Rollout", "UpdateFailed", "UpdatePlan", "UpdateSpecError", "deployment_config",

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from workshop_lib import alarms, aws, cleanup, iam, permissions, policies, updates
+from workshop_lib import alarms, aws, cleanup, endpoints, hosting, iam, permissions, policies, updates
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec
+from workshop_lib.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
 
 from .values import DECISION_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -239,3 +239,34 @@ def test_the_operations_document_is_written_and_attached_with_the_operators():
     union = policies.operator_documents(_scope())
     sids = {s["Sid"] for s in union["Statement"]}
     assert {"EndpointAlarms", "WorkshopDashboard", "UpdateEndpoints", "EndpointVersions", "WorkshopEndpoints"} <= sids
+
+
+class EmulatorOnlyRollout(hosting.SageMakerHosting):
+    """A fake of SageMaker's rollout for moto, which has no UpdateEndpoint: it points moto's endpoint at the
+    new config at once and serves nothing."""
+
+    def update_endpoint(self, sm_client, request: dict) -> str:
+        aws.validate("sagemaker", "UpdateEndpoint", request)
+        sm_client.delete_endpoint(EndpointName=request["EndpointName"])
+        return sm_client.create_endpoint(EndpointName=request["EndpointName"], Tags=endpoints.workshop_tags(),
+                                         EndpointConfigName=request["EndpointConfigName"])["EndpointArn"]
+
+
+def test_a_second_update_deletes_the_version_it_replaced_and_cleanup_the_one_served(clients):
+    sm = clients.sm
+    spec = DeploySpec("decision-cpu", instance_type="ml.c5.2xlarge")
+    first = plan_for(spec, name=NAME, role_arn=ROLE, region=REGION, image_uri=DECISION_PINNED, model_data_url=MODEL_DATA)
+    hosting.deploy(sm, first, progress=False, poll_s=0)
+    versions = []
+    for second in (1, 2):
+        plan = updates.update_plan(spec, endpoint_name=NAME, role_arn=ROLE, region=REGION, image_uri=DECISION_PINNED,
+                                   model_data_url=MODEL_DATA, rollback_alarms=alarms.rollback_alarms(NAME),
+                                   version=f"{NAME}-2026120115360{second}")
+        rollout = updates.roll_out(sm, plan, hosting=EmulatorOnlyRollout(), delay_s=0, sleep=lambda s: None)
+        assert rollout.ok and rollout.config_name == plan.version
+        versions.append(plan.version)
+    assert f"the version it replaced, {versions[0]}: endpoint config deleted; model deleted" in str(rollout)
+    assert sorted(m["ModelName"] for m in sm.list_models()["Models"]) == [NAME, versions[1]]
+    result = cleanup.delete_endpoint_resources(sm, NAME, poll_s=0)
+    assert (result.endpoint, result.endpoint_config, result.model) == (cleanup.DELETED,) * 3
+    assert sm.list_models()["Models"] == [] and sm.list_endpoint_configs()["EndpointConfigs"] == []
