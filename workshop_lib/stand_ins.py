@@ -145,17 +145,24 @@ class EmulatedCodeBuild(builds.CodeBuildRunner):
 
         with _acting_as(self.calls, CODEBUILD):  # what the build does with its service role on AWS
             if "MODEL_S3_URI" in env:
-                self._package(env["MODEL_S3_URI"])
+                self._package(env["MODEL_S3_URI"], env.get("CALIBRATION_S3_URI"))
             elif "REPOSITORY_URI" in env:
                 digest = self._push(env, request.get("sourceLocationOverride", ""))
                 build = {**build, "exportedEnvironmentVariables": [{"name": "IMAGE_DIGEST", "value": digest}]}
         return build
 
-    def _package(self, model_s3_uri: str) -> None:
-        from .packaging import package_local
+    def _package(self, model_s3_uri: str, calibration_s3_uri: str | None = None) -> None:
+        from .packaging import CALIBRATION_NAME, package_local
 
         spec = EMBEDDED_MODEL
-        package = package_local(spec, {spec.gguf.path: embedded_gguf_path()}, self.local.home / "package")
+        calibration = None
+        if calibration_s3_uri:  # what the buildspec's `aws s3 cp` of CALIBRATION_S3_URI does
+            bucket, key = builds.parse_s3_uri(calibration_s3_uri)
+            calibration = self.local.home / "package-input" / CALIBRATION_NAME
+            calibration.parent.mkdir(parents=True, exist_ok=True)
+            calibration.write_bytes(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        package = package_local(spec, {spec.gguf.path: embedded_gguf_path()}, self.local.home / "package",
+                                calibration=calibration)
         builds.upload_package(self.s3, package, model_s3_uri)
 
     def _push(self, env: dict, source: str) -> str:

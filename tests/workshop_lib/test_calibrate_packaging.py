@@ -98,3 +98,34 @@ def test_the_buildspec_refuses_a_file_fitted_for_another_gguf_and_uploads_nothin
     assert result.returncode != 0
     assert "cd" * 32 in result.stderr
     assert not result.s3_object("s3://workshop-bucket/models/tiny/model.tar.gz").exists()
+
+
+@pytest.mark.slow  # starts the rehearsal's emulator
+def test_the_packaging_step_carries_the_file_in_local_rehearsal(tmp_path, monkeypatch):
+    """steps.package_model(calibration=) as notebook 01 would call it: the file goes beside the build source,
+    the (emulated) build packages it next to the embedded GGUF, and the uploaded manifest lists it."""
+    from workshop_lib import permissions, rehearsal, steps
+    from workshop_lib.config import ENV_VARS
+    from workshop_lib.models import EMBEDDED_MODEL
+
+    for name in ENV_VARS.values():
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv(permissions.PERSONA_ENV, raising=False)
+    monkeypatch.setenv("WORKSHOP_MODE", "local")
+    monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "local"))
+    (tmp_path / "calibration.json").write_bytes(data := calibration(EMBEDDED_MODEL.gguf.sha256))
+    ws = steps.Workshop.load()
+    try:
+        steps.setup(ws, "decision-cpu", reset=True)
+        steps.ensure_codebuild_role(ws)
+        packaged = steps.package_model(ws, calibration=tmp_path / "calibration.json", progress=False)
+        listed = {f["path"]: f for f in packaged.manifest["files"]}
+        assert listed["calibration.json"]["sha256"] == hashlib.sha256(data).hexdigest()
+        assert "the calibration file" in str(packaged)
+        with pytest.raises(CalibrationRefused):  # fitted for the pinned 4B model, not the embedded one
+            (tmp_path / "other.json").write_bytes(calibration("cd" * 32))
+            steps.package_model(ws, calibration=tmp_path / "other.json", progress=False)
+    finally:
+        ws.rehearsal.stop_all()
+        rehearsal.default().stop_all()
