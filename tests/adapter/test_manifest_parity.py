@@ -23,6 +23,8 @@ def _files(*entries) -> dict:
 GOOD = [
     pytest.param(_files(), id="workshop"),
     pytest.param(_files({"path": "tok/t.json", "size": 0, "sha256": DIGEST.upper(), "repo": "r"}), id="workshop-2"),
+    pytest.param(_files({"path": "calibration.json", "role": "calibration", "size": 5, "sha256": DIGEST}),
+                 id="calibration"),
     pytest.param({"gguf": {"file": "m.gguf", "sha256": DIGEST}, "tokenizer": {"repo": "r", "revision": "v"}},
                  id="sample"),
 ]
