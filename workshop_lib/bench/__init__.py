@@ -9,8 +9,10 @@ Modules: ``tasks`` (JevBench / decision records -> requests), ``scoring`` (valid
 argmax, ties), ``runner`` (sequential or N concurrent clients), ``report`` (numbers,
 side by side, JSON / Markdown), ``plots``, ``baseline`` (generation through chat),
 ``bias`` (order test, debiased readout), ``calibration`` (temperature, ECE, Brier),
-``suite`` (all of it in one call). Pure computations are kept apart from the
-functions that call the endpoint.
+``suite`` (all of it in one call); for the adapter's own order modes and served
+calibration: ``served`` (tasks in an order mode, ``calibrate``), ``profiles`` (the
+per-profile temperature fit and ``calibration.json``) and ``order_study`` (the modes
+side by side). Pure computations are kept apart from the functions that call the endpoint.
 """
 
 from .report import BenchReport, compare, load_comparison, percentile, summarize
