@@ -121,7 +121,8 @@ class UpdateResult(_Shown):
     plan: updates.UpdatePlan
     rollout: updates.Rollout
     why: str
-    progress: list[str] = field(default_factory=list)
+    progress: list[str] = field(default_factory=list)  # the statuses as reported, shown unless printed live
+    printed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -130,7 +131,7 @@ class UpdateResult(_Shown):
     def lines(self) -> list[str]:
         return [f"update of {self.plan.endpoint_name} to {self.plan.version}: {self.why}",
                 f"  model {self.plan.model_data_url}", f"  image {_short(self.plan.image_uri)}",
-                *("  " + line for line in self.progress), str(self.rollout)]
+                *(() if self.printed else ("  " + line for line in self.progress)), str(self.rollout)]
 
 
 def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_url: str | None = None,
@@ -171,7 +172,7 @@ def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_u
             print(line, flush=True)
 
     rollout = updates.roll_out(c.sm, plan, hosting=c.hosting, delay_s=0.2 if workshop.local else 30, report=report)
-    return UpdateResult(plan, rollout, why, seen)
+    return UpdateResult(plan, rollout, why, seen, printed=progress)
 
 
 def delete_alarms(workshop: Workshop, names: Sequence[str] | None = None) -> Text:
