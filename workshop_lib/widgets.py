@@ -25,6 +25,7 @@ ENV = {
     "builder_state": "WORKSHOP_BUILDER_STATE",
     "builder_question": "WORKSHOP_BUILDER_QUESTION",
     "builder_options": "WORKSHOP_BUILDER_OPTIONS",
+    "capture_percent": "WORKSHOP_CAPTURE_PERCENT",
     "bench_limit": "WORKSHOP_BENCH_LIMIT",
     "bench_study_limit": "WORKSHOP_BENCH_STUDY_LIMIT",
     "delete_bucket": "WORKSHOP_DELETE_BUCKET",
@@ -116,7 +117,7 @@ def codebuild_role(workshop: Workshop):
     return _kept(workshop, "codebuild_role_arn", made)
 
 
-# ---- 02, 05, 06, 07 ---------------------------------------------------------------------
+# ---- 02, 04, 05, 06, 07 ---------------------------------------------------------------------
 
 
 def follow_dlc_tag():
@@ -126,6 +127,15 @@ def follow_dlc_tag():
     return ipywidgets.Dropdown(options=["no", "yes"], value="yes" if _yes("follow_dlc_tag") else "no",
                                description="Follow the DLC's floating tag where the pinned digest is missing",
                                style=_WIDE, layout=ipywidgets.Layout(width="auto"))
+
+
+def capture_percent(workshop: Workshop):
+    """Notebook 04: the share of each decision endpoint's invocations data capture records (0: none)."""
+    import ipywidgets
+
+    made = ipywidgets.BoundedIntText(value=int(_env("capture_percent", workshop.config.capture_percent)), min=0,
+                                     max=100, description="Data capture (% of invocations)", style=_WIDE)
+    return _kept(workshop, "capture_percent", made)
 
 
 def decision_builder(workshop: Workshop):
@@ -165,5 +175,5 @@ def delete_bucket(bucket: str):
                                layout=ipywidgets.Layout(width="auto"))
 
 
-__all__ = ["ENV", "bench_limits", "codebuild_role", "column", "decision_builder", "delete_bucket", "deploy_path",
-           "endpoint_ttl", "follow_dlc_tag", "keep_choice", "reset_rehearsal"]
+__all__ = ["ENV", "bench_limits", "capture_percent", "codebuild_role", "column", "decision_builder", "delete_bucket",
+           "deploy_path", "endpoint_ttl", "follow_dlc_tag", "keep_choice", "reset_rehearsal"]

@@ -22,6 +22,7 @@ MADE = {
     "builder_question": (lambda ws: widgets.decision_builder(ws).children[1], "Is it late?", "Is it late?"),
     "builder_options": (lambda ws: widgets.decision_builder(ws).children[2], "a: A\nb: B", "a: A\nb: B"),
     "builder_state": (lambda ws: widgets.decision_builder(ws).children[0], "a state", "a state"),
+    "capture_percent": (lambda ws: widgets.capture_percent(ws), "25", 25),
     "bench_limit": (lambda ws: widgets.bench_limits(ws)[0], "9", 9),
     "bench_study_limit": (lambda ws: widgets.bench_limits(ws)[1], "3", 3),
     "delete_bucket": (lambda ws: widgets.delete_bucket("amzn-s3-demo-bucket"), "1", True),

@@ -42,7 +42,7 @@ from .decision_image import ImageResult, build_decision_image, decision_image, r
 from ..deploy_spec import DeploySpec
 from .deploy import (EndpointResult, Placement, check_dlc_pins, deadline_text, deploy_decision_cpu,
                      deploy_decision_gpu, deploy_endpoint, deploy_plan, deploy_standard, extend_deadline,
-                     llama_settings, placement, set_endpoint_ttl)
+                     llama_settings, placement, set_capture_percent, set_endpoint_ttl)
 from .invoke import (builder_default, builder_request, client, decision_client, decision_endpoint, parse_options,
                      show_decision, show_decisions, show_outcome, which_endpoint)
 from .operate import (UpdateResult, alarm_states, audit_trail, calibrated_package, delete_alarms, endpoint_status,
@@ -59,7 +59,7 @@ __all__ = [
     "audit_permissions", "decision_endpoint", "decision_image", "delete_artifacts", "delete_build_resources",
     "delete_codebuild_role", "ensure_codebuild_role",
     "delete_endpoint", "delete_endpoints", "check_dlc_pins", "deadline_text", "delete_deadline_role",
-    "extend_deadline", "set_endpoint_ttl",
+    "extend_deadline", "set_capture_percent", "set_endpoint_ttl",
     "DeploySpec", "deploy_decision_cpu", "deploy_decision_gpu", "deploy_endpoint", "deploy_plan", "deploy_standard", "llama_settings", "model_spec",
     "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",
     "running_endpoints", "setup", "show_config", "show_decision", "show_decisions", "show_outcome", "stop_local",

@@ -151,6 +151,19 @@ def set_endpoint_ttl(workshop: Workshop, hours: float | str) -> Text:
                 f"(python -m workshop_lib extend --name <endpoint> --hours N); saved in {path}")
 
 
+def set_capture_percent(workshop: Workshop, percent: int | str) -> Text:
+    """Save the share of each decision endpoint's invocations SageMaker's data capture records (notebook 04):
+    0 to 100, 0 for none. The decision endpoints deployed after this carry it (``DataCaptureConfig``)."""
+    from .. import capture
+
+    value = capture.check_percent(percent)
+    path = workshop.save(workshop.config.replace(capture_percent=str(value)))
+    if value == 0:
+        return Text(f"no data capture: decision endpoints record no requests or answers (saved in {path})")
+    return Text(f"decision endpoints record {value} % of their invocations, request and answer, under "
+                f"{capture.destination_uri(workshop.config)} (saved in {path})")
+
+
 def extend_deadline(workshop: Workshop, name: str | None = None, hours: float | None = None) -> Text:
     """Move endpoint ``name``'s deadline (default: the deploy path's endpoint) to ``hours`` from now (default:
     the config's endpoint_ttl_hours); made again if it had gone. ``workshop extend --name X --hours N``."""

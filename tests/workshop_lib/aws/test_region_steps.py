@@ -161,6 +161,22 @@ def test_notebook_00_saves_the_deadline_later_deploys_use(workshop_in):
     assert re.search(r"\(in (1 h 0|59) min\)", str(result))
 
 
+def test_the_capture_share_chosen_in_notebook_04_is_what_the_decision_endpoint_records(workshop_in):
+    from workshop_lib import steps
+
+    workshop = workshop_in("us-east-1", deploy_path="decision-cpu")
+    assert "25 % of their invocations" in steps.set_capture_percent(workshop, 25)
+    assert steps.Workshop.load(workshop.path).config.capture_percent == "25"
+    with pytest.raises(Exception, match="WORKSHOP_CAPTURE_PERCENT"):
+        steps.set_capture_percent(workshop, 101)
+    steps.deploy_decision_cpu(workshop, DECISION_PINNED, instance_type="ml.c5.2xlarge", wait=False)
+    sm = workshop.clients.sm
+    [config] = sm.list_endpoint_configs()["EndpointConfigs"]
+    sent = sm.describe_endpoint_config(EndpointConfigName=config["EndpointConfigName"])["DataCaptureConfig"]
+    assert sent["InitialSamplingPercentage"] == 25 and sent["EnableCapture"] is True
+    assert "no data capture" in steps.set_capture_percent(workshop, 0)
+
+
 def test_a_bad_deadline_setting_is_refused_before_the_endpoint_is_created(workshop_in):
     from workshop_lib import steps
     from workshop_lib.config import ConfigError
