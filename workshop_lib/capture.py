@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable, Mapping
 from . import aws, names
 from .config_checks import check_capture_percent
 from .errors import WorkshopError
+from .transport import new_inference_id
 
 CAPTURE_FOLDER = "capture"  # under the workshop prefix: the only place the SageMaker role may write captures
 JSON = "application/json"
@@ -254,10 +255,12 @@ class CapturingTransport:
     def __getattr__(self, name):
         return getattr(self.transport, name)
 
-    def invoke(self, body: bytes, *, deadline=None) -> bytes:
-        reply = self.transport.invoke(body, deadline=deadline)
+    def invoke(self, body: bytes, *, deadline=None, inference_id: str | None = None) -> bytes:
+        # As SageMaker does: the invocation's id reaches the adapter and the capture record alike.
+        inference_id = inference_id or new_inference_id()
+        reply = self.transport.invoke(body, deadline=deadline, inference_id=inference_id)
         try:
-            self.writer.capture(body, reply)
+            self.writer.capture(body, reply, inference_id=inference_id)
         except Exception as exc:  # noqa: BLE001 - as on SageMaker, a capture that fails never fails the call
             self.failures += 1
             if self.failures == 1:

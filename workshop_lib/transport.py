@@ -8,12 +8,12 @@ No redirect is followed."""
 from __future__ import annotations
 
 import http.client
-import json
 import re
 import socket
 import ssl
 import time
 import urllib.parse
+import uuid
 from typing import Callable
 
 from botocore.exceptions import ClientError, ConnectTimeoutError, HTTPClientError, ReadTimeoutError
@@ -138,6 +138,14 @@ def read_capped(read: Callable[[int], bytes], limit: int, *, announced: int | No
         chunks.append(chunk)
 
 
+# The header SageMaker passes an InvokeEndpoint's InferenceId to the container in (docs/operate.md).
+INFERENCE_ID_HEADER = "X-Amzn-SageMaker-Inference-Id"
+
+
+def new_inference_id() -> str:
+    return str(uuid.uuid4())
+
+
 class LocalTransport:
     """POST /invocations on an http(s) URL, with one deadline per call for connecting, sending and
     reading together, a cap on the answer's size and no redirects followed. No proxy is used: the
@@ -162,8 +170,11 @@ class LocalTransport:
     def name(self) -> str:
         return self.url
 
-    def invoke(self, body: bytes, *, deadline: Deadline | None = None) -> bytes:
-        return self._send("POST", "/invocations", body, deadline or Deadline(self.timeout_s))
+    def invoke(self, body: bytes, *, deadline: Deadline | None = None, inference_id: str | None = None) -> bytes:
+        """POST /invocations; ``inference_id`` goes in the header SageMaker passes an InvokeEndpoint's
+        InferenceId in (the local rehearsal's stand-in for SageMaker sets it)."""
+        extra = {INFERENCE_ID_HEADER: inference_id} if inference_id else {}
+        return self._send("POST", "/invocations", body, deadline or Deadline(self.timeout_s), extra)
 
     def ping(self, timeout_s: float = CONNECT_TIMEOUT_S) -> bytes:
         return self._send("GET", "/ping", None, Deadline(timeout_s))
@@ -171,8 +182,9 @@ class LocalTransport:
     def get(self, path: str, timeout_s: float = CONNECT_TIMEOUT_S) -> bytes:
         return self._send("GET", path, None, Deadline(timeout_s))
 
-    def _send(self, method: str, path: str, body: bytes | None, deadline: Deadline) -> bytes:
-        headers = {"Accept": JSON}
+    def _send(self, method: str, path: str, body: bytes | None, deadline: Deadline,
+              extra_headers: dict[str, str] | None = None) -> bytes:
+        headers = {"Accept": JSON, **(extra_headers or {})}
         if body is not None:
             headers["Content-Type"] = JSON
         try:
@@ -235,11 +247,15 @@ class SageMakerTransport:
     def name(self) -> str:
         return f"endpoint {self.endpoint_name}"
 
-    def invoke(self, body: bytes, *, deadline: Deadline | None = None) -> bytes:
+    def invoke(self, body: bytes, *, deadline: Deadline | None = None, inference_id: str | None = None) -> bytes:
+        """InvokeEndpoint with an InferenceId (``inference_id``, else a new one): data capture records it, and
+        the adapter answers with it as its ``request_id``, so a captured record, the endpoint's log line and
+        its metric line share one id."""
         deadline = deadline or Deadline(self.timeout_s)
         try:
             response = self.runtime.invoke_endpoint(EndpointName=self.endpoint_name, Body=body,
-                                                    ContentType=JSON, Accept=JSON)
+                                                    ContentType=JSON, Accept=JSON,
+                                                    InferenceId=inference_id or new_inference_id())
             stream = response["Body"]
             announced = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("content-length")
             try:

@@ -114,8 +114,11 @@ def test_the_stand_in_writes_what_the_reader_reads(clients):
     class Answers:  # a transport standing in for the local adapter
         name, timeout_s = "fake", 5.0
 
-        def invoke(self, body, *, deadline=None):
+        def invoke(self, body, *, deadline=None, inference_id=None):
+            sent.append(inference_id)  # the adapter would answer with it as its request_id
             return json.dumps({**ANSWER, "request_id": f"req-{json.loads(body)['id']}"}).encode()
+
+    sent = []
 
     transport = capture.CapturingTransport(Answers(), writer)
     for n in (1, 2):
@@ -130,6 +133,8 @@ def test_the_stand_in_writes_what_the_reader_reads(clients):
     events = capture.read_captured(clients.s3, DESTINATION, "decision-workshop-cpu")
     assert [e.request_json()["id"] for e in events] == ["t-1", "t-2", "t-1", "b-1"]  # by key: AllTraffic, Other
     assert [e.request_id for e in events[:2]] == ["req-t-1", "req-t-2"]
+    # each invocation's id went to the adapter (as SageMaker's header) and into its own record, one id per call
+    assert [e.inference_id for e in events[:2]] == sent and len(set(sent)) == 2 and None not in sent
     assert len(capture.read_captured(clients.s3, DESTINATION, "decision-workshop-cpu", "AllTraffic")) == 2
     assert capture.read_captured(clients.s3, DESTINATION, "decision-workshop-gpu") == []
     for key in clients.s3.list_objects_v2(Bucket=CONFIG.bucket)["Contents"]:

@@ -15,7 +15,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from botocore.response import StreamingBody
-from botocore.stub import Stubber
+from botocore.stub import ANY, Stubber
 from urllib3.response import HTTPResponse
 
 from workshop_lib.client import (READ_TIMEOUT_S, EndpointBusy, EndpointClient, EndpointNotFound,
@@ -48,7 +48,7 @@ class JsonBytes:
 
 def expected_request(payload) -> dict:
     return {"EndpointName": ENDPOINT, "Body": JsonBytes(payload), "ContentType": "application/json",
-            "Accept": "application/json"}
+            "Accept": "application/json", "InferenceId": ANY}
 
 
 def reply(payload) -> dict:
