@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from workshop_lib.bench import profiles
-from workshop_lib.bench.order_study import heldout_calibration, per_token_ms, risk_coverage, rotation_cost
+from workshop_lib.bench.order_study import (evaluated_tokens, heldout_calibration, per_token_ms, risk_coverage,
+                                           rotation_cost)
 from workshop_lib.bench.profiles import (CalibrationFileError, Labelled, band, calibration_document, check_document,
                                          fit_profile, profile_name, read_document, write_document)
 from workshop_lib.bench.runner import TaskResult
@@ -202,11 +203,22 @@ def test_the_per_token_rate_is_the_slope_of_time_against_tokens():
 
 
 def test_rotation_cost_compares_extra_time_with_what_extra_tokens_cost():
-    base = [_timed(i, 10.0 + 0.1 * t, t) for i, t in enumerate((100, 200, 300))]
-    rotations = [_timed(i, 10.0 + 0.1 * t + 0.1 * 50 * 1.5, t + 50) for i, t in enumerate((100, 200, 300))]
+    base = [_timed(i, 0.1 * t, t) for i, t in enumerate((100, 200, 300))]
+    rotations = [_timed(i, 0.1 * t + 0.1 * 50 * 1.5, t + 50) for i, t in enumerate((100, 200, 300))]
     cost = rotation_cost(base, rotations)
     assert cost["pairs"] == 3 and cost["extra_tokens"] == 150
-    assert cost["rate_ms_per_token"] == pytest.approx(0.1)
+    assert cost["rate_ms_per_token"] == pytest.approx(0.1)  # as_given's time per token
     assert cost["ratio"] == pytest.approx(1.5)
     assert rotation_cost(base, rotations, rate_ms=0.15)["ratio"] == pytest.approx(1.0)
     assert math.isclose(cost["extra_ms"], 22.5)
+
+
+def test_rotations_count_their_shared_prefix_once_unless_the_server_says():
+    r = _timed(0, 10.0, 4 * 200)  # four rotation prompts of 200 tokens, sharing their first 150
+    r.timing = {"shared_prefix_tokens": 150}
+    r.extra["order_sensitivity"] = {"rotations": 4, "of": 4, "max_spread": 0.1, "top_changes": False}
+    assert evaluated_tokens(r) == 150 + 4 * 50
+    r.timing["input_tokens"] = 321
+    assert evaluated_tokens(r) == 321
+    plain = _timed(1, 10.0, 200)
+    assert evaluated_tokens(plain) == 200

@@ -12,8 +12,8 @@ module is pure arithmetic on runs, tested on fixed inputs:
 * ``mean_sensitivity``: the rotations' own measure of disagreement (``order_sensitivity``);
 * ``per_token_ms`` and ``rotation_cost``: rotations evaluate the state and question once and one
   options block per rotation; their extra time is compared with what their extra tokens cost at
-  the engine's per-token rate (the slope of time against tokens over the ``as_given`` answers,
-  unless a measured rate is given);
+  the engine's per-token rate (a measured rate, e.g. the slope of llama.cpp's own time against
+  tokens, else the ``as_given`` answers' evaluation time per evaluated token);
 * ``heldout_calibration``: NLL, ECE and Brier before and after the fitted profiles, on the
   held-out tasks;
 * ``risk_coverage``: for each ``min_answer_mass`` threshold, the share of tasks answered (the
@@ -42,12 +42,24 @@ THRESHOLDS = (0.0, 0.5, 0.8, 0.9, 0.95, 0.98, 0.99)
 ROTATION_COST_TARGET = 1.05  # rotations' extra time over what their extra tokens cost
 
 
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def evaluated_tokens(result: TaskResult) -> int | None:
-    """The tokens the server evaluated for this answer (``timing.input_tokens``, else ``input_tokens``)."""
-    for value in (result.timing.get("input_tokens"), result.input_tokens):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
+    """The tokens the server evaluated for this answer: ``timing.input_tokens`` when the server says;
+    else the prompt's ``input_tokens``, and for k rotations (which share ``shared_prefix_tokens``,
+    evaluated once) their prompts' tokens less the k - 1 repeats of that prefix."""
+    told = _int(result.timing.get("input_tokens"))
+    if told is not None:
+        return told
+    tokens = _int(result.input_tokens)
+    sensitivity = result.extra.get("order_sensitivity")
+    shared = _int(result.timing.get("shared_prefix_tokens"))
+    if tokens is not None and isinstance(sensitivity, Mapping) and shared is not None:
+        rotations = _int(sensitivity.get("rotations")) or 1
+        return tokens - (rotations - 1) * shared
+    return tokens
 
 
 def _ms(result: TaskResult) -> float | None:
@@ -81,15 +93,17 @@ def rotation_cost(base: Sequence[TaskResult], rotations: Sequence[TaskResult], r
     """Rotations' extra time against what their extra tokens cost at ``rate_ms`` per token.
 
     Tasks answered in both runs are paired; ``ratio`` is the summed extra milliseconds over the summed
-    extra tokens times the rate (None when it cannot be formed). Without ``rate_ms`` the rate is the
-    slope of time against tokens over ``base``.
+    extra tokens times the rate (None when it cannot be formed). Without ``rate_ms`` the rate is read
+    from ``base``: its evaluation time over the tokens it evaluated, summed over the answers.
     """
     by_id = {r.task_id: r for r in base if r.valid and _ms(r) is not None and evaluated_tokens(r) is not None}
     pairs = [(by_id[r.task_id], r) for r in rotations
              if r.task_id in by_id and r.valid and _ms(r) is not None and evaluated_tokens(r) is not None]
     if rate_ms is None:
         usable = list(by_id.values())
-        rate_ms = per_token_ms([evaluated_tokens(r) for r in usable], [_ms(r) for r in usable])
+        spent = sum(float(r.timing.get("evaluate_ms", _ms(r))) for r in usable)
+        read = sum(evaluated_tokens(r) for r in usable)
+        rate_ms = spent / read if usable and read > 0 else None
     extra_ms = sum(_ms(r) - _ms(b) for b, r in pairs)
     extra_tokens = sum(evaluated_tokens(r) - evaluated_tokens(b) for b, r in pairs)
     cost = rate_ms * extra_tokens if rate_ms is not None else None
