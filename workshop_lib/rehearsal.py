@@ -411,9 +411,9 @@ class RoutedTransport(LocalTransport):
         if entry and entry["url"].rstrip("/") != self.url:
             LocalTransport.__init__(self, entry["url"], **self._options)
 
-    def _send(self, method: str, path: str, body, deadline):
+    def _send(self, method: str, path: str, body, deadline, extra_headers=None):
         self._follow()
-        return super()._send(method, path, body, deadline)
+        return super()._send(method, path, body, deadline, extra_headers)
 
 
 def _is_dlc(image_uri: str) -> bool:
