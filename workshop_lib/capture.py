@@ -34,6 +34,7 @@ import random
 import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from . import aws, names
@@ -399,10 +400,8 @@ def collect(sm_client, s3_client, name: str, *, default_destination: str, limit:
     return Captured(name, destination, len(events), captured_tasks(events))
 
 
-def write_tasks(tasks: Iterable[Mapping], path) -> "Path":
+def write_tasks(tasks: Iterable[Mapping], path) -> Path:
     """The tasks as JSON Lines (one JevBench record a line), ready for a person to fill in ``expected``."""
-    from pathlib import Path
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(task, ensure_ascii=False) + "\n" for task in tasks), encoding="utf-8")

@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Mapping
 
-from . import aws, names
 from .config_checks import (DEFAULT_ECR_REPOSITORY, DEFAULT_ENDPOINT_TTL_HOURS, ENV_VARS, ConfigError,
                             CredentialsBroken, MissingSetting, OutsideWorkshopPrefix, check_bucket_name,
                            check_ecr_repository_name, check_prefix, check_region, check_resource_name,

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import field
 from email.utils import parsedate_to_datetime
-
 
 from .errors import WorkshopError
 
