@@ -55,7 +55,7 @@ def test_the_order_study_sends_each_mode_and_reads_what_it_reports(adapter, tmp_
     one_fit_one_held_out = [_tasks()[0], _tasks()[2]]
     study = measure_order_modes(EndpointClient.local(adapter.url), one_fit_one_held_out, progress=False)
     assert list(study.figures) == ["as_given", "prior", "rotations"]
-    for mode, (original, reversed_run) in study.runs.items():
+    for mode, (original, reversed_run) in study.by_mode.items():
         assert [r.valid for r in original.results + reversed_run.results] == [True] * 4, mode
         assert {r.extra.get("order") for r in original.results} == {mode}
         assert all(r.extra["calibration"]["source"] == "request" for r in original.results)  # temperature 1 sent
@@ -64,7 +64,7 @@ def test_the_order_study_sends_each_mode_and_reads_what_it_reports(adapter, tmp_
     assert rotations["sensitivity"]["n"] == 2 and rotations["sensitivity"]["rotations"] == 4
     assert study.figures["as_given"]["sensitivity"]["n"] == 0
     assert all(isinstance(r.extra["prior"], list) and len(r.extra["prior"]) == 4
-               for r in study.runs["prior"][0].results)
+               for r in study.by_mode["prior"][0].results)
     # every rotation evaluates more than the plain question does
     assert rotations["tokens_mean"] > study.figures["as_given"]["tokens_mean"]
     assert rotations["rotation_cost"]["pairs"] == 2
@@ -72,7 +72,7 @@ def test_the_order_study_sends_each_mode_and_reads_what_it_reports(adapter, tmp_
 
     # calibrate from a run saved instead of asking again: only in the order mode it was made in
     saved = tmp_path / "run.json"
-    saved.write_text(json.dumps(study.runs["prior"][0].to_dict()))
+    saved.write_text(json.dumps(study.by_mode["prior"][0].to_dict()))
     out = tmp_path / "calibration.json"
     assert main(["calibrate", "--run", str(saved), "--order", "prior", "--out", str(out), "--no-progress"]) == 0
     assert read_document(out)["profiles"] == study.calibration("prior")["profiles"]

@@ -222,3 +222,19 @@ def test_rotations_count_their_shared_prefix_once_unless_the_server_says():
     assert evaluated_tokens(r) == 321
     plain = _timed(1, 10.0, 200)
     assert evaluated_tokens(plain) == 200
+
+
+def test_notebook_06s_closing_check_reads_an_order_study():
+    from workshop_lib.bench.order_study import OrderStudy
+    from workshop_lib.bench.runner import Run
+    from workshop_lib.steps.outcome import _reached
+
+    def run(results):
+        return Run(label="x", kind="decision", results=results, settings={"order_mode": "as_given"})
+
+    good = OrderStudy({"as_given": (run(_results()), run(_results()))}, tasks="t")
+    assert _reached(good) == (True, f"{2 * len(_results())} answers in 1 order modes, each valid")
+    failed = TaskResult("task-9", "f", "choice", "a", ["a", "b"], answered=False)
+    bad = OrderStudy({"as_given": (run([*_results(), failed]), run(_results()))}, tasks="t")
+    ok, detail = _reached(bad)
+    assert not ok and "1 invalid or failed answers" in detail

@@ -167,14 +167,14 @@ def mode_figures(original: Run, reversed_run: Run, base: Run | None = None) -> d
 class OrderStudy:
     """The runs of ``measure_order_modes`` and what they show; ``text()`` prints it."""
 
-    runs: dict[str, tuple[Run, Run]]  # mode -> (options as declared, reversed)
+    by_mode: dict[str, tuple[Run, Run]]  # mode -> (options as declared, reversed)
     tasks: str = "tasks"
     rate_ms_per_token: float | None = None  # a measured engine rate, if one was given
     figures: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        base = self.runs.get("as_given", (None, None))[0]
-        for mode, (original, reversed_run) in self.runs.items():
+        base = self.by_mode.get("as_given", (None, None))[0]
+        for mode, (original, reversed_run) in self.by_mode.items():
             row = mode_figures(original, reversed_run, base)
             doc = self.calibration(mode)
             row["calibration"] = heldout_calibration(original.results, doc) if doc else {"n": 0}
@@ -185,18 +185,19 @@ class OrderStudy:
     @property
     def ok(self) -> bool:
         """Every request of every mode came back as a valid answer."""
-        return bool(self.runs) and all(r.valid for pair in self.runs.values() for run in pair for r in run.results)
+        return bool(self.by_mode) and all(r.valid for pair in self.by_mode.values() for run in pair for r in run.results)
 
     @property
     def problem(self) -> str:
-        bad = {f"{run.label}": sum(not r.valid for r in run.results) for pair in self.runs.values() for run in pair}
+        bad = {f"{mode} ({which})": sum(not r.valid for r in run.results) for mode, pair in self.by_mode.items()
+               for which, run in zip(("options as declared", "reversed"), pair)}
         bad = {k: n for k, n in bad.items() if n}
         return "; ".join(f"{n} invalid or failed answers in {k}" for k, n in bad.items())
 
     @property
     def summary(self) -> str:
-        n = sum(len(run.results) for pair in self.runs.values() for run in pair)
-        return f"{n} answers in {len(self.runs)} order modes, each valid" if self.ok else self.problem
+        n = sum(len(run.results) for pair in self.by_mode.values() for run in pair)
+        return f"{n} answers in {len(self.by_mode)} order modes, each valid" if self.ok else self.problem
 
     def save_calibration(self, path, mode: str = "as_given"):
         """Write the ``calibration.json`` of ``mode``'s run to ``path`` (a folder gets the file inside it)."""
@@ -210,16 +211,16 @@ class OrderStudy:
 
     def calibration(self, mode: str = "as_given") -> dict | None:
         """The ``calibration.json`` this study's run in ``mode`` gives (None when it has nothing to fit)."""
-        if mode not in self.runs:
+        if mode not in self.by_mode:
             return None
         try:
-            return calibration_document(self.runs[mode][0].results, order=mode, tasks=self.tasks)
+            return calibration_document(self.by_mode[mode][0].results, order=mode, tasks=self.tasks)
         except ValueError:  # CalibrationFileError: no valid fitting answer, or answers from several models
             return None
 
     def to_dict(self) -> dict:
         return {"tasks": self.tasks, "figures": self.figures,
-                "runs": [run.to_dict() for pair in self.runs.values() for run in pair]}
+                "runs": [run.to_dict() for pair in self.by_mode.values() for run in pair]}
 
     def text(self) -> str:
         return format_study(self.figures)
@@ -310,11 +311,11 @@ def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODE
         raise ValueError(f"unknown order modes {unknown}; choose from {', '.join(ORDER_MODES)}")
     task_list, name = resolve_tasks(tasks, limit)
     ordered = sorted(dict.fromkeys(modes), key=ORDER_MODES.index)
-    runs = {mode: (run_mode(client, task_list, mode, progress=progress),
+    by_mode = {mode: (run_mode(client, task_list, mode, progress=progress),
                    run_mode(client, task_list, mode, order="reversed", progress=progress,
                             label=f"{mode} (reversed)"))
             for mode in ordered}
-    return OrderStudy(runs, tasks=name, rate_ms_per_token=rate_ms_per_token)
+    return OrderStudy(by_mode, tasks=name, rate_ms_per_token=rate_ms_per_token)
 
 
 __all__ = ["OrderModesView", "OrderStudy", "THRESHOLDS", "accuracy", "ask_in_each_mode", "evaluated_tokens", "format_study", "heldout_calibration",
