@@ -343,7 +343,8 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
 
     def details(engine) -> dict:
         return {"status": "ready", "model": engine.info["file"], "extra_buffer_types": engine.runtime.extra_buffers,
-                "startup_probe": engine.startup_probe, "busy": gate.busy, "waiting": gate.waiting}
+                "startup_probe": engine.startup_probe, "busy": gate.busy, "waiting": gate.waiting,
+                **{k: engine.info.get(k) for k in ("order", "order_priors", "order_priors_jev", "calibration")}}
 
     @app.get("/ping")
     def ping():

@@ -13,7 +13,9 @@ the context's state. The pieces it composes, each in its own module:
 * slots.py: the answer labels' tokens, found at start-up and checked per prompt;
 * readout.py: from the logits at a prompt's end to one probability per option;
 * prefix_cache.py: evaluating a request's shared prefix once, and what is kept of it;
-* chat.py: chat completions' tokens, arguments and answer.
+* chat.py: chat completions' tokens, arguments and answer;
+* calibration.py: calibration.json, read and checked against the model here; order.py keeps the
+  content-free priors it measures in ``order_priors``.
 
 Time limit: ``with engine.time_limit(seconds):`` stops llama.cpp mid-graph once
 the limit passes (deadline.py), forgets the cached prefix and clears the
@@ -33,13 +35,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import calibration as calibration_file
 from . import chat as chat_completion
-from . import readout, runtime, slots
+from . import order, readout, runtime, slots
 from .deadline import Deadline
 from .errors import InvalidValue, PromptTooLong, TimedOut
 from .model_files import ModelFiles
 from .prefix_cache import Prefix, PrefixReuse, shared_prefix
-from .prompt import DIGITS, GROUP_LETTERS, ChatTemplate, RenderedPrompt, option_labels
+from .prompt import DIGITS, GROUP_LETTERS, PROMPT_VERSION, ChatTemplate, RenderedPrompt, option_labels
 from .readout import READOUT_LETTER_SLOTS, READOUT_TWO_LEVEL
 from .schema import ChatRequest
 from .settings import Settings
@@ -82,6 +85,12 @@ class Engine(PrefixReuse):
         self.runtime = rt or runtime.inspect(settings.extra_buffers)
         log.info("llama.cpp system info: %s", self.runtime.system_info)
         log.info("extra buffer types: %s", self.runtime.extra_buffers_reason)
+        try:  # before the model loads: a file fit for another build stops the start-up at once
+            self.calibration = calibration_file.load(model.calibration, model.sha256, model.gguf.name, PROMPT_VERSION,
+                                                     settings.calibration)
+        except calibration_file.CalibrationError as exc:
+            raise EngineError(str(exc)) from None
+        self.order_priors: dict[tuple[str, int], np.ndarray] = {}  # (prompt version, n) -> prior (order.py)
         self.gpu_offload = bool(llama_cpp.llama_supports_gpu_offload())
         if settings.n_gpu_layers and not self.gpu_offload:
             raise EngineError(
@@ -181,6 +190,8 @@ class Engine(PrefixReuse):
         if not (np.all(np.isfinite(probabilities)) and abs(float(probabilities.sum()) - 1.0) < 1e-6):
             raise EngineError(f"the start-up decision returned unusable probabilities {probabilities.tolist()}; "
                               f"llama.cpp: {self.runtime.system_info}")
+        if self.settings.order == order.PRIOR:
+            order.measure_startup_priors(self)
         self._reset_context()  # the probe's prompt is not worth keeping as a cached prefix
         self._prefix = None
         if self.state_cache is not None:
@@ -228,6 +239,10 @@ class Engine(PrefixReuse):
             "threads": self.llm.context_params.n_threads,
             "recurrent_or_hybrid": self.recurrent,
             "prefix_reuse": self.prefix_mode,
+            "order": self.settings.order,
+            "order_priors": {},
+            "calibration": None if self.calibration is None else {
+                **self.calibration.describe(), "manifest_verified": self.model_files.calibration_listed},
             "runtime": {"llama_cpp_python": getattr(llama_cpp, "__version__", "unknown"),
                         "llama_cpp_system": self.runtime.system_info,
                         "extra_buffer_types": self.runtime.extra_buffers,

@@ -17,10 +17,15 @@ shapes, and the GGUF about to be loaded must be one of the files it verifies:
 
 Every entry is checked (shape, one entry per path, a relative path that stays inside
 the directory) before any listed file is opened.
+
+``calibration.json`` (calibration.py) is looked for next to the GGUF, then at the top of the
+model directory; when the manifest lists it, its size and sha256 are checked like every listed
+file's (``calibration_listed``), and a manifest that lists it while it is missing stops the start.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 MANIFEST_NAME = "model-manifest.json"
+CALIBRATION_NAME = "calibration.json"
 WORKSHOP_SHAPE = "workshop"
 SAMPLE_SHAPE = "published sample"
 TOKENIZER_DIR = "tokenizer"  # where the published sample puts its tokenizer files
@@ -78,6 +84,8 @@ class ModelFiles:
     entry: dict = field(default_factory=dict, compare=False)  # the verified entry of the GGUF loaded
     shape: str | None = None  # which manifest shape was read (None: no manifest)
     summary: str = ""  # one line: what was verified
+    calibration: Path | None = None  # calibration.json, if the model directory holds one
+    calibration_listed: bool = False  # whether the manifest lists it (then its sha256 was verified)
 
     @property
     def source(self) -> dict:
@@ -343,5 +351,23 @@ def locate_model(model_dir: str | Path, model_file: str | None = None) -> ModelF
         check_gguf_header(gguf)
         files = ModelFiles(gguf=gguf, size=gguf.stat().st_size, sha256=digest, manifest=manifest.raw,
                            entry=entry.describe(), shape=manifest.shape, summary=summary)
+    calibration, listed = find_calibration(root, gguf, manifest)
+    if calibration is not None:
+        files = dataclasses.replace(files, calibration=calibration, calibration_listed=listed)
+        if manifest is not None and not listed:
+            log.warning("%s is not listed in %s: served unverified", calibration.relative_to(root), MANIFEST_NAME)
     log.info("%s", files.summary)
     return files
+
+
+def find_calibration(root: Path, gguf: Path, manifest: Manifest | None) -> tuple[Path | None, bool]:
+    """calibration.json next to the GGUF, else at the top of the directory; and whether the manifest lists it
+    (a listed file was verified by ``verify_manifest``)."""
+    for folder in dict.fromkeys((gguf.parent, root)):
+        candidate = folder / CALIBRATION_NAME
+        if candidate.is_file():
+            path = _resolve_inside(root, candidate, CALIBRATION_NAME)
+            listed = manifest is not None and any(
+                _resolve_inside(root, root / e.path, f"{MANIFEST_NAME} {e.label}") == path for e in manifest.entries)
+            return path, listed
+    return None, False

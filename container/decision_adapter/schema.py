@@ -37,7 +37,10 @@ class Question:
     id: str
     question: str
     options: tuple[Option, ...]
-    temperature: float = 1.0
+    temperature: float | None = None  # None: the calibration's, or 1
+    order: str | None = None  # None: the server's default (DECISION_ADAPTER_ORDER)
+    min_answer_mass: float | None = None  # None: DECISION_ADAPTER_MIN_ANSWER_MASS
+    question_type: str = "choice"  # picks the calibration profile
 
 
 @dataclass(frozen=True)

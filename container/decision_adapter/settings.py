@@ -77,6 +77,10 @@ NGINX_MODES = ("auto", "on", "off")  # nginx in front: if found, required, never
 # flash attention makes a prompt's probabilities depend on how its tokens were split between evaluations,
 # so a question asked alone and the same question in a shared-state batch would differ.
 FLASH_ATTN_MODES = ("off", "on", "auto")
+# DECISION_ADAPTER_ORDER: how a decision's options are read (order.py): as sent, divided by the
+# content-free prior of their positions, or averaged over rotations of the options.
+ORDER_MODES = ("as_given", "prior", "rotations")
+CALIBRATION_MODES = ("auto", "off")  # calibration.json in the model folder: used when present, or never
 _FLASH_ATTN_SPELLINGS = {"true": "on", "1": "on", "enabled": "on", "false": "off", "0": "off", "disabled": "off"}
 
 
@@ -114,6 +118,19 @@ class Settings:
     chat_max_tokens: int = 256  # the default and the cap of chat's max_tokens
     nginx: str = "auto"  # DECISION_ADAPTER_NGINX: auto | on | off
     log_level: str = "INFO"  # Python logging level name
+    # DECISION_ADAPTER_ORDER: the order mode of a request that names none (as_given: the readout as sent;
+    # prior: divided by the content-free decision's probabilities per position; rotations: the mean
+    # log-probabilities over cyclic rotations of the options)
+    order: str = "as_given"
+    # DECISION_ADAPTER_MAX_ROTATIONS: rotations evaluated at most per question in the rotations mode; past
+    # this many options, evenly spaced rotations (the answer says how many)
+    max_rotations: int = 16
+    # DECISION_ADAPTER_MIN_ANSWER_MASS: the share of the next-token probability the answer labels must hold
+    # (allowed_token_mass); below it an answer says abstained (0: never abstain)
+    min_answer_mass: float = 0.0
+    # DECISION_ADAPTER_CALIBRATION: auto uses calibration.json from the model folder when present (its
+    # temperatures per question type and option count); off ignores it
+    calibration: str = "auto"
     ignored_llama_settings: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())  # how SEMIF_* names were read, for the start-up log
     unknown_sample_settings: tuple[str, ...] = field(default=())  # SEMIF_* names neither sample nor adapter has
@@ -230,6 +247,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     flash_attn = _choice({L + "FLASH_ATTN": _FLASH_ATTN_SPELLINGS.get(flash_attn, flash_attn)}, L + "FLASH_ATTN",
                          FLASH_ATTN_MODES)
     state_cache_mib = _int(env, A + "STATE_CACHE_MIB", 0, minimum=0)
+    min_answer_mass = _float(env, A + "MIN_ANSWER_MASS", 0.0)
+    if min_answer_mass > 1:
+        raise SettingsError(f"{A}MIN_ANSWER_MASS={min_answer_mass} is above 1; it is a share of probability "
+                            "(0 to 1, 0 never abstains)")
     if state_cache_mib and not cross_request_reuse:
         raise SettingsError(
             f"{A}STATE_CACHE_MIB={state_cache_mib} keeps earlier callers' states for later requests, which is "
@@ -269,6 +290,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         chat_max_tokens=_int(env, A + "CHAT_MAX_TOKENS", 256, minimum=1),
         nginx=_choice(env, A + "NGINX", NGINX_MODES),
         log_level=(env.get(A + "LOG_LEVEL") or "INFO").upper(),
+        order=_choice(env, A + "ORDER", ORDER_MODES),
+        max_rotations=_int(env, A + "MAX_ROTATIONS", Settings.max_rotations, minimum=2),
+        min_answer_mass=min_answer_mass,
+        calibration=_choice(env, A + "CALIBRATION", CALIBRATION_MODES),
         ignored_llama_settings=tuple(ignored),
         notes=notes,
         unknown_sample_settings=unknown,

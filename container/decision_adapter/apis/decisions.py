@@ -21,6 +21,12 @@ a level's value is its index (0 first) and ``score`` the expected value. ``usage
 tokens of every question's prompt as ``input_tokens``, of which ``cached_tokens`` were not
 evaluated again because an earlier question of the same request shared them; nothing is generated.
 
+The API has no field for this adapter's options, so the order mode, the calibration and abstention
+follow the server's settings (``DECISION_ADAPTER_ORDER``, calibration.json with a predicate's
+profile ``noul/2``, ``DECISION_ADAPTER_MIN_ANSWER_MASS``). An abstention is the API's own refusal
+answer ``{"type": "refusal", "name", "refusal"}`` (the text says why); its probabilities are not
+given, as the API's refusal carries none.
+
 Errors: ``{"error": {"message", "type", "param", "code"}}``; anything wrong with the body is a 400
 ``invalid_request_error`` whose ``param`` names the field (e.g. ``questions[1].choices``), unknown
 fields included (as OpenAI refuses unrecognised arguments).
@@ -37,7 +43,7 @@ from ..errors import AdapterError, InvalidType, InvalidValue, PromptTooLong
 from ..prompt import TemplateError, compose_user_message, render_json
 from .common import TAG_LIST, TAG_STRING, Answer, NonBlank, Strict, adapter_error, as_adapter_error, error_headers, \
     json_response, string_or_list
-from .systemone import (JEV_SYSTEM_PROMPT, MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS,
+from .systemone import (JEV_PROMPT_VERSION, JEV_SYSTEM_PROMPT, MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS,
                         MIN_SCORE_LEVELS, ModelNotFound, accepted_model_names, choice_confidence, score_confidence,
                         served_model_name)
 
@@ -223,25 +229,52 @@ def option_texts(question) -> list[str]:
     return [_labelled(level.label, level.description) for level in question.levels]
 
 
-def scoring_items(engine, request: DecisionsRequest) -> list:
+def _builder(engine, state: str, i: int, question):
+    """The question's ScoringItem with its options shown in a given order, at a given temperature."""
     from ..engine import ScoringItem
 
-    state = state_of(request)
-    items = []
-    for i, question in enumerate(request.questions):
-        field = f"questions[{i}]"
-        texts = option_texts(question)
-        labels = engine.option_labels(len(texts), loc=("body", "questions", i))
-        content, state_end = compose_user_message(state, question.instructions, dict(zip(labels, texts)))
+    texts = option_texts(question)
+    labels = engine.option_labels(len(texts), loc=("body", "questions", i))
+
+    def build(order: tuple[int, ...], temperature: float):
+        content, state_end = compose_user_message(state, question.instructions,
+                                                  dict(zip(labels, (texts[j] for j in order))))
         try:
             prompt = engine.template.render_turn(JEV_SYSTEM_PROMPT, content, state_end)
         except TemplateError as exc:
-            raise InvalidValue(f"the model's chat template refused the prompt: {exc}", field) from None
-        items.append(ScoringItem(prompt, len(texts), ("body", "questions", i), field="input"))
-    return items
+            raise InvalidValue(f"the model's chat template refused the prompt: {exc}", f"questions[{i}]") from None
+        return ScoringItem(prompt, len(texts), ("body", "questions", i), temperature=temperature, field="input")
+
+    return build
+
+
+QUESTION_TYPES = {"predicate": "noul", "choice": "choice", "score": "score"}  # the calibration profiles' names
+
+
+def scoring_items(engine, request: DecisionsRequest) -> list:
+    """One prompt per question, its options as sent, at temperature 1."""
+    state = state_of(request)
+    return [_builder(engine, state, i, q)(tuple(range(len(option_texts(q)))), 1.0)
+            for i, q in enumerate(request.questions)]
+
+
+def score(engine, request: DecisionsRequest) -> tuple[list[dict], dict]:
+    """Every question in the server's order mode, calibrated, with the server's abstention threshold."""
+    from .. import order
+
+    state, settings = state_of(request), engine.settings
+    asked = [order.Asked(len(option_texts(q)), _builder(engine, state, i, q), settings.order, None,
+                         settings.min_answer_mass, JEV_SYSTEM_PROMPT, JEV_PROMPT_VERSION, QUESTION_TYPES[q.type])
+             for i, q in enumerate(request.questions)]
+    return order.score(engine, asked)
 
 
 def answer(question, result: dict) -> dict:
+    if result.get("abstained"):
+        return {"type": "refusal", "name": question.name,
+                "refusal": f"the answer labels held {result['allowed_token_mass']:.3g} of the model's next-token "
+                           f"probability, below this endpoint's threshold {result['min_answer_mass']:g} "
+                           "(DECISION_ADAPTER_MIN_ANSWER_MASS)"}
     p = result["probabilities"]
     if isinstance(question, DecisionsPredicate):
         return {"type": "predicate", "name": question.name, "probability": min(1.0, max(0.0, p[0]))}
@@ -257,7 +290,7 @@ def answer(question, result: dict) -> dict:
 
 
 def respond(engine, request: DecisionsRequest, results: list[dict], timing: dict) -> dict:
-    prompt_tokens = sum(r["input_tokens"] + r["forward_passes"] - 1 for r in results)
+    prompt_tokens = sum(r.get("read_tokens", r["input_tokens"] + r["forward_passes"] - 1) for r in results)
     evaluated = int(timing["input_tokens"])
     return {"model": served_model_name(engine.info),
             "answers": [answer(q, r) for q, r in zip(request.questions, results)],
@@ -311,7 +344,7 @@ def parse(body, settings) -> DecisionsRequest:
 def serve(ctx, body, started: float) -> dict:
     request = parse_decisions(body)
     check_model(request.model, ctx.engine.info, ctx.engine.model_files.manifest)
-    (results, timing), _ = ctx.run(lambda engine: engine.score_items(scoring_items(engine, request)))
+    (results, timing), _ = ctx.run(lambda engine: score(engine, request))
     return respond(ctx.engine, request, results, timing)
 
 
@@ -364,6 +397,14 @@ class DecisionsScoreAnswer(BaseModel):
     probabilities: list[DecisionsScoreProbability] = Field(description="One per level, in order.")
 
 
+class DecisionsRefusalAnswer(BaseModel):
+    model_config = ConfigDict(title="refusal answer")
+    type: Literal["refusal"]
+    name: str | None
+    refusal: str | None = Field(None, description="Why: the answer labels held less of the next-token probability "
+                                                  "than DECISION_ADAPTER_MIN_ANSWER_MASS.")
+
+
 class InputTokensDetails(BaseModel):
     cached_tokens: int = Field(ge=0, description="Input tokens an earlier question of this request had evaluated.")
     cache_write_tokens: int = Field(ge=0)
@@ -384,7 +425,8 @@ class DecisionsUsage(BaseModel):
 class DecisionsResponse(Answer):
     model_config = ConfigDict(title="OpenAI Decisions answer")
     model: str = Field(description="The served model's name (the GGUF file name without .gguf).")
-    answers: list[Annotated[Union[DecisionsPredicateAnswer, DecisionsChoiceAnswer, DecisionsScoreAnswer], Field(discriminator="type")]] = Field(
+    answers: list[Annotated[Union[DecisionsPredicateAnswer, DecisionsChoiceAnswer, DecisionsScoreAnswer,
+                                  DecisionsRefusalAnswer], Field(discriminator="type")]] = Field(
         min_length=1, description="One answer per question, in question order.")
     usage: DecisionsUsage
 

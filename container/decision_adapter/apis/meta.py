@@ -24,6 +24,11 @@ class PingReady(BaseModel):
     startup_probe: StartupProbe | None = None
     busy: bool | None = Field(None, description="Whether a request holds the model right now.")
     waiting: int | None = Field(None, ge=0, description="Requests waiting for the model.")
+    order: str | None = Field(None, description="The default order mode (DECISION_ADAPTER_ORDER).")
+    order_priors: dict[str, list[float]] | None = Field(None, description="Content-free priors measured so far, "
+                                                                          "by option count (the decision prompt).")
+    order_priors_jev: dict[str, list[float]] | None = Field(None, description="The same for the Jev prompt.")
+    calibration: dict | None = Field(None, description="calibration.json in use, or null.")
 
 
 class PingLoading(BaseModel):
@@ -40,3 +45,7 @@ class Status(BaseModel):
     startup_probe: StartupProbe
     busy: bool = Field(description="Whether a request holds the model right now.")
     waiting: int = Field(ge=0, description="Requests waiting for the model.")
+    order: str | None = Field(None, description="The default order mode (DECISION_ADAPTER_ORDER).")
+    order_priors: dict[str, list[float]] | None = None
+    order_priors_jev: dict[str, list[float]] | None = None
+    calibration: dict | None = None

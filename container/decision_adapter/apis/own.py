@@ -1,8 +1,16 @@
 """This project's decision schema on ``POST /invocations``: one decision, or a shared-state batch.
 
-* a decision: ``{"id", "state", "question", "options": [...], "temperature"?}``
-* a batch: ``{"id", "state", "questions": [{"id", "question", "options", "temperature"?}, ...]}``;
-  the state is evaluated once for all questions
+* a decision: ``{"id", "state", "question", "options": [...], "temperature"?, "order"?,
+  "min_answer_mass"?, "question_type"?}``
+* a batch: ``{"id", "state", "questions": [{"id", "question", "options", "temperature"?, ...}, ...]}``;
+  the state is evaluated once for all questions; ``order``, ``min_answer_mass`` and
+  ``question_type`` beside ``questions`` are the defaults of its questions
+
+``order`` (``as_given``, ``prior``, ``rotations``; order.py) defaults to ``DECISION_ADAPTER_ORDER``;
+``min_answer_mass`` (0 to 1) to ``DECISION_ADAPTER_MIN_ANSWER_MASS``: an answer whose labels hold
+less of the next-token probability says ``abstained`` (its probabilities are still given);
+``question_type`` (``choice``, ``noul``, ``score``) picks the calibration profile, which applies
+unless the request sets a ``temperature`` (calibration.py).
 
 Options are ``{"id": "billing", "text": "Billing and refunds"}`` (``description``, the sample's
 name, works as well as ``text``); a bare string is an option whose id and text are that string.
@@ -13,13 +21,13 @@ both come as ``{"error": {"code", "message", "field"}}`` naming the field.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PlainValidator, Tag, ValidationError
 from pydantic.json_schema import WithJsonSchema
 
 from ..errors import InvalidValue
-from ..prompt import LETTERS, PROMPT_VERSION, TemplateError
+from ..prompt import LETTERS, PROMPT_VERSION, SYSTEM_PROMPT, TemplateError
 from ..schema import DecisionBatch, Option, Question
 from .common import TAG_OBJECT, TAG_STRING, Answer, Id, NonBlank, Strict, adapter_error, error_headers, json_response, \
     type_error, type_name, value_error
@@ -56,6 +64,17 @@ Temperature = Annotated[float, AfterValidator(_temperature), Field(
     gt=MIN_TEMPERATURE, le=MAX_TEMPERATURE, description="Divides the option logits before the softmax (1 if absent).")]
 
 
+OrderMode = Annotated[Literal["as_given", "prior", "rotations"], Field(
+    description="How option positions are kept out of the answer: as_given (the readout as sent), prior (divided "
+                "by the content-free prior of the positions), rotations (averaged over cyclic rotations of the "
+                "options). Default: DECISION_ADAPTER_ORDER.")]
+MinAnswerMass = Annotated[float, Field(ge=0, le=1, description=(
+    "Below this share of the next-token probability on the answer labels the answer says abstained. Default: "
+    "DECISION_ADAPTER_MIN_ANSWER_MASS."))]
+QuestionType = Annotated[Literal["choice", "noul", "score"], Field(
+    description="Picks the calibration profile <question_type>/<option-count band> (default choice).")]
+
+
 class OptionObject(Strict):
     """An option: its id (returned, never shown to the model) and the text the model reads."""
 
@@ -87,6 +106,9 @@ class DecisionRequest(Strict):
     question: NonBlank
     options: Options
     temperature: Temperature | None = None
+    order: OrderMode | None = None
+    min_answer_mass: MinAnswerMass | None = None
+    question_type: QuestionType | None = None
 
 
 class BatchQuestion(Strict):
@@ -94,6 +116,9 @@ class BatchQuestion(Strict):
     question: NonBlank
     options: Options
     temperature: Temperature | None = None
+    order: OrderMode | None = None
+    min_answer_mass: MinAnswerMass | None = None
+    question_type: QuestionType | None = None
 
 
 class BatchRequest(Strict):
@@ -103,6 +128,9 @@ class BatchRequest(Strict):
     id: Id
     state: State
     questions: Annotated[list[BatchQuestion], Field(min_length=1, json_schema_extra={"maxItems": MAX_QUESTIONS})]
+    order: OrderMode | None = None
+    min_answer_mass: MinAnswerMass | None = None
+    question_type: QuestionType | None = None
 
 
 # -- parsing ------------------------------------------------------------------------------------------
@@ -142,9 +170,16 @@ def options_of(items, field: str) -> tuple[Option, ...]:
     return tuple(options)
 
 
-def question_of(model, field_prefix: str, qid: str) -> Question:
+def question_of(model, field_prefix: str, qid: str, defaults=None) -> Question:
+    """The engine's question; ``order``, ``min_answer_mass`` and ``question_type`` from the model, else from
+    ``defaults`` (a batch's own), else None (the server's defaults)."""
+    def pick(name):
+        value = getattr(model, name, None)
+        return getattr(defaults, name, None) if value is None else value
+
     options = options_of(model.options, f"{field_prefix}options")
-    return Question(qid, model.question, options, 1.0 if model.temperature is None else model.temperature)
+    return Question(qid, model.question, options, model.temperature, pick("order"), pick("min_answer_mass"),
+                    pick("question_type") or "choice")
 
 
 def parse_decision(body: dict, max_questions: int = MAX_QUESTIONS) -> DecisionBatch:
@@ -166,7 +201,7 @@ def parse_decision(body: dict, max_questions: int = MAX_QUESTIONS) -> DecisionBa
                 raise InvalidValue(f"questions[{i}].id {item.id!r} is used twice; question ids must be unique",
                                    f"questions[{i}].id")
             seen.add(item.id)
-            questions.append(question_of(item, f"questions[{i}].", item.id))
+            questions.append(question_of(item, f"questions[{i}].", item.id, batch))
         return DecisionBatch(batch.id, batch.state, tuple(questions), single=False)
     try:
         one = DecisionRequest.model_validate(body)
@@ -178,21 +213,36 @@ def parse_decision(body: dict, max_questions: int = MAX_QUESTIONS) -> DecisionBa
 # -- prompts and answers ----------------------------------------------------------------------------
 
 
-def scoring_items(engine, batch: DecisionBatch) -> list:
-    """One decision prompt per question, all opening with the same state (evaluated once)."""
-    from ..engine import ScoringItem
+def asked(engine, batch: DecisionBatch) -> list:
+    """One question per question of the batch for order.score: its decision prompt (options in any order
+    the order mode asks for), all opening with the same state (evaluated once)."""
+    from ..order import Asked
 
-    items = []
+    settings = engine.settings
+    out = []
     for index, question in enumerate(batch.questions):
         if len(question.options) > len(engine.slot_tokens):
             field = "options" if batch.single else f"questions[{index}].options"
             raise InvalidValue(f"at most {len(engine.slot_tokens)} options fit the answer slots", field)
+        out.append(Asked(len(question.options), _builder(engine, batch.state, question), question.order or
+                         settings.order, question.temperature, settings.min_answer_mass if
+                         question.min_answer_mass is None else question.min_answer_mass, SYSTEM_PROMPT,
+                         PROMPT_VERSION, question.question_type))
+    return out
+
+
+def _builder(engine, state, question: Question):
+    from ..engine import ScoringItem
+
+    def build(order: tuple[int, ...], temperature: float):
+        shown = Question(question.id, question.question, tuple(question.options[i] for i in order))
         try:
-            prompt = engine.template.render_decision(batch.state, question)
+            prompt = engine.template.render_decision(state, shown)
         except TemplateError as exc:
             raise InvalidValue(f"the model's chat template refused the prompt: {exc}", None) from None
-        items.append(ScoringItem(prompt, len(question.options), temperature=question.temperature, field="state"))
-    return items
+        return ScoringItem(prompt, len(order), temperature=temperature, field="state")
+
+    return build
 
 
 def results(engine, batch: DecisionBatch, scored: list[dict]) -> list[dict]:
@@ -214,21 +264,26 @@ def results(engine, batch: DecisionBatch, scored: list[dict]) -> list[dict]:
             "allowed_token_mass": result["allowed_token_mass"],
             "top_vocab_token": {"id": top, "text": engine.llm.detokenize([top], special=True)
                                 .decode("utf-8", errors="replace")},
-            "temperature": question.temperature,
+            "temperature": result["temperature"],
             "prompt_sha256": result["prompt_sha256"],
             "prompt_version": PROMPT_VERSION,
             "readout": READOUT_METHODS[result["readout"]],
             "question_eval_ms": result["question_eval_ms"],
+            **{key: result[key] for key in ORDER_KEYS},
         })
     return out
 
 
 TIMING_KEYS = ("tokenize_ms", "prefix_eval_ms", "evaluate_ms", "shared_prefix_tokens")
+# What order.score adds to each result, answered as they are.
+ORDER_KEYS = ("order", "order_sensitivity", "prior", "calibration", "abstained", "min_answer_mass")
 
 
 def decide(engine, batch: DecisionBatch) -> tuple[list[dict], dict]:
-    """Score the batch: (results, the engine's timing in ms), as ``Engine.decide`` did."""
-    scored, timing = engine.score_items(scoring_items(engine, batch))
+    """Score the batch in each question's order mode: (results, the engine's timing in ms)."""
+    from .. import order
+
+    scored, timing = order.score(engine, asked(engine, batch))
     return results(engine, batch, scored), {k: timing[k] for k in TIMING_KEYS}
 
 
@@ -253,6 +308,20 @@ class TopToken(BaseModel):
     text: str
 
 
+class OrderSensitivity(BaseModel):
+    rotations: int = Field(ge=1, description="Rotations evaluated.")
+    of: int = Field(ge=2, description="The options (all rotations: as many as options).")
+    max_spread: float = Field(ge=0, le=1, description="The largest difference, over options, between an option's "
+                                                      "highest and lowest probability across the rotations.")
+    top_changes: bool = Field(description="Whether the most probable option differs between rotations.")
+
+
+class CalibrationUsed(BaseModel):
+    profile: str | None = Field(description="The calibration profile applied (<question_type>/<band>), or null.")
+    temperature: float
+    source: Literal["calibration", "request", "none"]
+
+
 class DecisionResult(Answer):
     """One answer: a probability per option id, in the order the options were sent; they sum to 1."""
 
@@ -266,11 +335,20 @@ class DecisionResult(Answer):
     allowed_token_mass: float = Field(ge=0, le=1, description="The share of the whole vocabulary's probability "
                                                               "that fell on the answer slots.")
     top_vocab_token: TopToken | None = None
-    temperature: float
+    temperature: float = Field(description="The temperature in force: the request's, the calibration profile's, "
+                                           "or 1 (see calibration.source).")
     prompt_sha256: str = Field(pattern="^[0-9a-f]{64}$")
     prompt_version: str
     readout: str
     question_eval_ms: float | None = None
+    order: Literal["as_given", "prior", "rotations"] | None = Field(None, description="The order mode used.")
+    order_sensitivity: OrderSensitivity | None = Field(None, description="With rotations: how much they disagree.")
+    prior: list[Annotated[float, Field(ge=0, le=1)]] | None = Field(
+        None, description="With prior: the content-free prior per position that the readout was divided by.")
+    calibration: CalibrationUsed | None = None
+    abstained: bool | None = Field(None, description="Whether allowed_token_mass fell below min_answer_mass (the "
+                                                     "probabilities are given all the same).")
+    min_answer_mass: float | None = Field(None, ge=0, le=1, description="The abstention threshold in force.")
 
 
 class Timing(Answer):
@@ -306,6 +384,13 @@ class ModelInfo(Answer):
     recurrent_or_hybrid: bool | None = None
     prefix_reuse: str | None = None
     runtime: dict | None = None
+    order: str | None = Field(None, description="The server's default order mode (DECISION_ADAPTER_ORDER).")
+    order_priors: dict[str, list[float]] | None = Field(
+        None, description="The content-free priors measured so far for the decision prompt, by option count.")
+    order_priors_jev: dict[str, list[float]] | None = Field(
+        None, description="The same for the prompt of System One and the OpenAI Decisions API.")
+    calibration: dict | None = Field(None, description="calibration.json in use: fit_for, order, profiles, "
+                                                       "temperatures, sha256; null when none.")
 
 
 class SingleResult(DecisionResult):

@@ -5,6 +5,10 @@
 ``decisions`` one exact state shared by all (it is evaluated once) and unique ids. Answers
 ``{"result": ...}`` or ``{"results": [...], "timing": {...}}`` with the sample's names first;
 errors ``{"error": "..."}``: 400 for anything wrong with the body, 503 retryable when busy.
+
+The sample's fields are all it takes: the order mode, the abstention threshold and the calibration
+follow the server's settings (``DECISION_ADAPTER_ORDER``, ``DECISION_ADAPTER_MIN_ANSWER_MASS``,
+calibration.json's ``choice`` profiles), and its answers carry the same fields as the project's.
 """
 
 from __future__ import annotations

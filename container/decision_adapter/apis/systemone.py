@@ -22,6 +22,13 @@ fields carry the ``x_`` prefix. Confidence follows the reference formulas:
 choice ``(p_max - 1/n) / (1 - 1/n)``; score ``1 - spread / spread_uniform`` where
 spread is the expected distance from the most probable level.
 
+Order modes, calibration and abstention (order.py, calibration.py) follow the server's defaults
+(``DECISION_ADAPTER_ORDER``, ``DECISION_ADAPTER_MIN_ANSWER_MASS``); a request may set its own as the
+top-level extensions ``x_order`` and ``x_min_answer_mass``. The calibration profile is the
+question's type. ``confidence`` is computed from the probabilities served (calibrated, in the order
+mode). Jev's answers have no abstention of their own: ``x_abstained`` says it, beside
+``x_order``, ``x_order_sensitivity``, ``x_calibration`` and ``x_min_answer_mass``.
+
 Validation failures are collected into one 422 ``{"detail": [{"loc", "msg", "type"}]}``, pydantic's
 own error list (the models below), with locations under ``body``. Unknown top-level fields are
 ignored, as Jev's servers do (its SDK sends options a server may not know); a question refuses
@@ -98,6 +105,8 @@ class JevRequest:
     model: str | None
     state: object
     questions: tuple[JevQuestion, ...]
+    order: str | None = None  # x_order; None: DECISION_ADAPTER_ORDER
+    min_answer_mass: float | None = None  # x_min_answer_mass; None: DECISION_ADAPTER_MIN_ANSWER_MASS
 
 
 
@@ -216,6 +225,11 @@ class SystemOneRequest(BaseModel):
     assets: Annotated[Any, PlainValidator(_no_assets), WithJsonSchema({"type": ["object", "null"], "maxProperties": 0,
                                                                        "description": "Images: not supported."})] = None
     questions: Annotated[dict[QuestionKey, JevQuestionModel], Field(min_length=1, max_length=MAX_QUESTIONS)]
+    x_order: Literal["as_given", "prior", "rotations"] | None = Field(
+        None, description="This adapter's extension: the order mode (default DECISION_ADAPTER_ORDER).")
+    x_min_answer_mass: Annotated[float, Field(ge=0, le=1)] | None = Field(
+        None, description="This adapter's extension: the abstention threshold (default "
+                          "DECISION_ADAPTER_MIN_ANSWER_MASS).")
 
 
 MAX_ERRORS = 20  # listed per response: a small body with thousands of faults must not get a huge answer
@@ -285,7 +299,8 @@ def parse_systemone(body) -> JevRequest:
         parsed = SystemOneRequest.model_validate(body)
     except ValidationError as exc:
         raise JevValidationError(_jev_errors(exc)) from None
-    return JevRequest(parsed.model, parsed.state, tuple(_question_of(k, q) for k, q in parsed.questions.items()))
+    return JevRequest(parsed.model, parsed.state, tuple(_question_of(k, q) for k, q in parsed.questions.items()),
+                      parsed.x_order, parsed.x_min_answer_mass)
 
 
 def _question_of(key: str, question) -> JevQuestion:
@@ -362,21 +377,44 @@ def option_texts(question: JevQuestion) -> list[str]:
 
 
 def scoring_items(engine: Engine, request: JevRequest) -> list[ScoringItem]:
+    """One prompt per question, its options as sent (the as_given mode at temperature 1)."""
+    return [_builder(engine, request, q)(tuple(range(len(q.names))), 1.0) for q in request.questions]
+
+
+def _builder(engine: Engine, request: JevRequest, question: JevQuestion):
+    """The question's ScoringItem with its options shown in a given order, at a given temperature."""
     from ..engine import ScoringItem
 
-    items = []
-    for question in request.questions:
-        loc = ("body", "questions", question.key)
-        texts = option_texts(question)
-        labels = engine.option_labels(len(texts), loc=(*loc, "criteria"))
-        asked = question.instructions if question.instructions is not None else _DEFAULT_QUESTION[question.type]
-        content, state_end = compose_user_message(request.state, asked, dict(zip(labels, texts)))
+    loc = ("body", "questions", question.key)
+    texts = option_texts(question)
+    labels = engine.option_labels(len(texts), loc=(*loc, "criteria"))
+    asked = question.instructions if question.instructions is not None else _DEFAULT_QUESTION[question.type]
+
+    def build(order: tuple[int, ...], temperature: float) -> ScoringItem:
+        content, state_end = compose_user_message(request.state, asked, dict(zip(labels, (texts[i] for i in order))))
         try:
             prompt = engine.template.render_turn(JEV_SYSTEM_PROMPT, content, state_end)
         except TemplateError as exc:
             raise InvalidValue(f"the model's chat template refused the prompt: {exc}", None, loc=loc) from None
-        items.append(ScoringItem(prompt, len(texts), loc))
-    return items
+        return ScoringItem(prompt, len(texts), loc, temperature=temperature)
+
+    return build
+
+
+def asked(engine: Engine, request: JevRequest) -> list:
+    """The questions for order.score, in the request's (or the server's) order mode."""
+    from ..order import Asked
+
+    settings = engine.settings
+    mass = settings.min_answer_mass if request.min_answer_mass is None else request.min_answer_mass
+    return [Asked(len(q.names), _builder(engine, request, q), request.order or settings.order, None, mass,
+                  JEV_SYSTEM_PROMPT, JEV_PROMPT_VERSION, q.type) for q in request.questions]
+
+
+def score(engine: Engine, request: JevRequest) -> tuple[list[dict], dict]:
+    from .. import order
+
+    return order.score(engine, asked(engine, request))
 
 
 def choice_confidence(probabilities: list[float]) -> float:
@@ -401,6 +439,10 @@ def answer(question: JevQuestion, result: dict) -> dict:
     extras = {"x_readout": result["readout"], "x_forward_passes": result["forward_passes"],
               "x_input_tokens": result["input_tokens"], "x_allowed_token_mass": result["allowed_token_mass"],
               "x_prompt_sha256": result["prompt_sha256"]}
+    if "order" in result:  # scored through order.score
+        extras.update(x_order=result["order"], x_order_sensitivity=result["order_sensitivity"],
+                      x_prior=result["prior"], x_calibration=result["calibration"],
+                      x_abstained=result["abstained"], x_min_answer_mass=result["min_answer_mass"])
     if question.type == "noul":
         return {"type": "noul", "noul": _unit(p[0]), **extras}
     if question.type == "choice":
@@ -489,7 +531,7 @@ def parse(body, settings) -> JevRequest:
 def serve(ctx, body, started: float) -> dict:
     parsed = parse_systemone(body)
     check_model(parsed.model, ctx.engine.info, ctx.engine.model_files.manifest)
-    (results, timing), waited_ms = ctx.run(lambda engine: engine.score_items(scoring_items(engine, parsed)))
+    (results, timing), waited_ms = ctx.run(lambda engine: score(engine, parsed))
     return respond(ctx.engine, parsed, results, ctx.timing(timing, waited_ms, started))
 
 

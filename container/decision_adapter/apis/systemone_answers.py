@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from .common import Answer
-from .own import ModelInfo, Timing
+from .own import CalibrationUsed, ModelInfo, OrderSensitivity, Timing
 
 
 class _Extras(Answer):
@@ -17,6 +17,13 @@ class _Extras(Answer):
     x_input_tokens: int | None = Field(None, ge=1)
     x_allowed_token_mass: float | None = Field(None, ge=0, le=1)
     x_prompt_sha256: str | None = Field(None, pattern="^[0-9a-f]{64}$")
+    x_order: Literal["as_given", "prior", "rotations"] | None = None
+    x_order_sensitivity: OrderSensitivity | None = None
+    x_prior: list[Annotated[float, Field(ge=0, le=1)]] | None = None
+    x_calibration: CalibrationUsed | None = None
+    x_abstained: bool | None = Field(None, description="Whether the answer labels held less of the next-token "
+                                                       "probability than x_min_answer_mass.")
+    x_min_answer_mass: float | None = Field(None, ge=0, le=1)
 
 
 Probability = Annotated[float, Field(ge=0, le=1)]

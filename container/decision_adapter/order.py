@@ -1,0 +1,208 @@
+"""Order modes: how the position of an option in the prompt is kept out of its probability.
+
+A letter readout favours some positions whatever they hold. Three modes (``DECISION_ADAPTER_ORDER``,
+or a request's ``order``):
+
+* ``as_given``: the readout of the options as sent, the temperature inside the readout;
+* ``prior``: the readout at temperature 1 divided by the *content-free prior* of its option count
+  (the probabilities the model gives the positions of a decision whose state, question and every
+  option read "N/A"), renormalised; one prior per option count and prompt, scored once and cached;
+* ``rotations``: the question is asked under cyclic rotations of its options (each option once in
+  each position: n rotations, or an evenly spaced ``DECISION_ADAPTER_MAX_ROTATIONS`` of them past
+  that many options); each rotation is one more prompt on the same state and question, so the
+  engine's shared-prefix evaluation reads those once and only the options per rotation. The
+  per-option log-probabilities are averaged over the rotations and renormalised.
+
+In ``prior`` and ``rotations`` the temperature in force is applied to the combination:
+softmax(log p / T). The first part of this module is the maths (numpy only); ``score`` drives the
+engine for a list of questions (``Asked``), applying the calibration (calibration.py) and the
+abstention threshold to each answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .calibration import in_force
+from .prompt import PROMPT_VERSION
+from .settings import ORDER_MODES
+
+AS_GIVEN, PRIOR, ROTATIONS = ORDER_MODES
+CONTENT_FREE = "N/A"  # the state, the question and every option of the decision a prior is read from
+STARTUP_COUNTS = range(2, 17)  # the option counts whose priors start-up measures when the default is prior
+
+
+# -- the maths ------------------------------------------------------------------------------------------
+
+
+def rotation_shifts(n: int, max_rotations: int) -> list[int]:
+    """The rotations asked for n options: all n, or ``max_rotations`` evenly spaced ones (0 first)."""
+    if n <= max_rotations:
+        return list(range(n))
+    return sorted({(i * n) // max_rotations for i in range(max_rotations)})
+
+
+def rotated(n: int, shift: int) -> tuple[int, ...]:
+    """The options' indices in the order a rotation shows them: position j shows option (j + shift) mod n."""
+    return tuple((j + shift) % n for j in range(n))
+
+
+def unrotate(shown: np.ndarray, shift: int) -> np.ndarray:
+    """A rotation's probabilities per position, back in the request's option order."""
+    return np.roll(np.asarray(shown, dtype=np.float64), shift)
+
+
+def normalised(p: np.ndarray) -> np.ndarray:
+    p = np.asarray(p, dtype=np.float64)
+    return p / p.sum()
+
+
+def mean_log(per_rotation: list[np.ndarray]) -> np.ndarray:
+    """The renormalised geometric mean: softmax of the mean per-option log-probability."""
+    logs = np.mean(np.log(np.maximum(np.asarray(per_rotation, dtype=np.float64), np.finfo(float).tiny)), axis=0)
+    return normalised(np.exp(logs - logs.max()))
+
+
+def divide_by_prior(p: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    return normalised(np.asarray(p, dtype=np.float64) / np.asarray(prior, dtype=np.float64))
+
+
+def with_temperature(p: np.ndarray, temperature: float) -> np.ndarray:
+    """softmax(log p / T); T = 1 gives p back."""
+    if temperature == 1.0:
+        return normalised(p)
+    logs = np.log(np.maximum(np.asarray(p, dtype=np.float64), np.finfo(float).tiny)) / temperature
+    return normalised(np.exp(logs - logs.max()))
+
+
+def order_sensitivity(per_rotation: list[np.ndarray], n: int) -> dict:
+    """How much the rotations disagree: the largest per-option spread, and whether the top option moves."""
+    table = np.asarray(per_rotation, dtype=np.float64)
+    tops = {int(np.argmax(row)) for row in table}
+    return {"rotations": len(per_rotation), "of": n, "max_spread": float(np.max(table.max(0) - table.min(0))),
+            "top_changes": len(tops) > 1}
+
+
+# -- driving the engine -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One question as the order modes see it. ``build(order)`` is the question's ScoringItem with its
+    options shown in that order (a tuple of option indices) at the given temperature."""
+
+    n: int
+    build: Callable[[tuple[int, ...], float], object]
+    order: str
+    temperature: float | None  # the request's own, or None
+    min_answer_mass: float
+    system_prompt: str  # the prompt family a content-free prior is read with
+    prompt_version: str
+    question_type: str = "choice"
+
+
+def prior(engine, n: int, system_prompt: str, prompt_version: str) -> np.ndarray:
+    """The content-free prior of n positions in this prompt family, scored on first use and cached."""
+    key = (prompt_version, n)
+    cached = engine.order_priors.get(key)
+    if cached is not None:
+        return cached
+    from .engine import ScoringItem
+    from .prompt import compose_user_message
+
+    labels = engine.option_labels(n)
+    content, state_end = compose_user_message(CONTENT_FREE, CONTENT_FREE, {label: CONTENT_FREE for label in labels})
+    prompt = engine.template.render_turn(system_prompt, content, state_end)
+    (result,), _ = engine.score_items([ScoringItem(prompt, n, field="state")])
+    value = np.asarray(result["probabilities"], dtype=np.float64)
+    engine.order_priors[key] = value
+    field = "order_priors" if prompt_version == PROMPT_VERSION else "order_priors_jev"
+    reported = {**(engine.info.get(field) or {}), str(n): [float(v) for v in value]}
+    # Replaced, never changed in place: an answer being written out may hold the old one.
+    engine.info[field] = dict(sorted(reported.items(), key=lambda kv: int(kv[0])))
+    return value
+
+
+def measure_priors(engine, families: dict[str, str], counts=range(2, 17)) -> None:
+    """Score the priors of ``counts`` options for each prompt family {version: system prompt} now."""
+    for version, system_prompt in families.items():
+        for n in counts:
+            if n <= engine.max_options:
+                prior(engine, n, system_prompt, version)
+
+
+def measure_startup_priors(engine) -> None:
+    """The priors of 2 to 16 options for both prompt families served (the decision prompt, and Jev's
+    shared by System One and the OpenAI Decisions API), when the server's default order is prior."""
+    from .apis.systemone import JEV_PROMPT_VERSION, JEV_SYSTEM_PROMPT
+    from .prompt import SYSTEM_PROMPT
+
+    measure_priors(engine, {PROMPT_VERSION: SYSTEM_PROMPT, JEV_PROMPT_VERSION: JEV_SYSTEM_PROMPT}, STARTUP_COUNTS)
+
+
+def _expand(engine, asked: Asked, temperature: float) -> list[tuple[int, object]]:
+    """(shift, item) per prompt the question needs, rotations in a fixed order (by prompt text), so the
+    same set of prompts is evaluated alike whatever order the request listed the options in."""
+    if asked.order != ROTATIONS:
+        return [(0, asked.build(tuple(range(asked.n)), temperature if asked.order == AS_GIVEN else 1.0))]
+    items = [(s, asked.build(rotated(asked.n, s), 1.0)) for s in rotation_shifts(asked.n, engine.settings.max_rotations)]
+    return sorted(items, key=lambda pair: pair[1].prompt.text)
+
+
+def score(engine, questions: list[Asked]) -> tuple[list[dict], dict]:
+    """One result per question (request order), and the engine's timing for all prompts together.
+
+    Each result is the readout's (probabilities, mass, tokens, ...) with the order mode applied, plus
+    ``order``, ``order_sensitivity``, ``prior``, ``calibration``, ``temperature`` (in force),
+    ``abstained`` and ``min_answer_mass``.
+    """
+    plans, items = [], []
+    for asked in questions:
+        if asked.order not in ORDER_MODES:
+            raise ValueError(f"unknown order mode {asked.order!r}")
+        temperature, calibration = in_force(engine.calibration, asked.question_type, asked.n, asked.order,
+                                            asked.temperature)
+        priors = prior(engine, asked.n, asked.system_prompt, asked.prompt_version) if asked.order == PRIOR else None
+        expanded = _expand(engine, asked, temperature)
+        plans.append((asked, temperature, calibration, priors, [s for s, _ in expanded], len(items)))
+        items.extend(item for _, item in expanded)
+    scored, timing = engine.score_items(items)
+    results = []
+    for asked, temperature, calibration, priors, shifts, start in plans:
+        parts = scored[start:start + len(shifts)]
+        results.append(_combine(asked, temperature, calibration, priors, shifts, parts))
+    return results, timing
+
+
+def _combine(asked: Asked, temperature: float, calibration: dict, priors, shifts: list[int],
+             parts: list[dict]) -> dict:
+    if asked.order == ROTATIONS:
+        per_rotation = [unrotate(r["probabilities"], s) for s, r in sorted(zip(shifts, parts), key=lambda x: x[0])]
+        combined = mean_log(per_rotation)
+        first = next(r for s, r in zip(shifts, parts) if s == 0)
+        result = dict(first)
+        result.update(
+            allowed_token_mass=float(np.mean([r["allowed_token_mass"] for r in parts])),
+            input_tokens=sum(r["input_tokens"] for r in parts),
+            forward_passes=sum(r["forward_passes"] for r in parts),
+            read_tokens=sum(r["input_tokens"] + r["forward_passes"] - 1 for r in parts),
+            question_eval_ms=sum(r["question_eval_ms"] for r in parts),
+            order_sensitivity=order_sensitivity(per_rotation, asked.n), prior=None)
+    else:
+        result = dict(parts[0])
+        result.update(order_sensitivity=None, prior=None)
+        combined = None
+        if asked.order == PRIOR:
+            combined = divide_by_prior(result["probabilities"], priors)
+            result["prior"] = [float(v) for v in priors]
+    if combined is not None:
+        probabilities = with_temperature(combined, temperature)
+        result["probabilities"] = [float(v) for v in probabilities]
+        result["option_logits"] = [float(v) for v in np.log(np.maximum(combined, np.finfo(float).tiny))]
+    mass = result["allowed_token_mass"]
+    result.update(order=asked.order, calibration=calibration, temperature=temperature,
+                  min_answer_mass=asked.min_answer_mass, abstained=bool(mass < asked.min_answer_mass))
+    return result
