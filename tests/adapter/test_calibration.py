@@ -1,0 +1,185 @@
+"""Served calibration (calibration.py): the file's checks without a model, where the model folder's
+manifest vouches for it (model_files.py), the refusal to start for another build, and which
+temperature an answer gets (the request's, the profile's, or 1) on the embedded model in-process."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from decision_adapter import calibration
+from decision_adapter.apis import own
+from decision_adapter.apis import systemone as jev
+from decision_adapter.model_files import ModelFilesError, locate_model
+from decision_adapter.prompt import PROMPT_VERSION
+from decision_adapter.schema import parse_decision
+from decision_adapter.slots import EngineError
+
+OTHER_SHA = "ab" * 32
+STATE = "The invoice for March was charged twice and the customer asks for the money back."
+OPTIONS = ["billing", "shipping", "technical"]
+
+
+def calibration_file(gguf_sha256: str, *, prompt_version: str = PROMPT_VERSION, order: str = "as_given",
+                     profiles: dict | None = None) -> dict:
+    return {"format": calibration.FORMAT, "fit_for": {"gguf_sha256": gguf_sha256, "prompt_version": prompt_version},
+            "order": order, "profiles": profiles if profiles is not None else {
+                "choice/3-4": {"temperature": 2.0, "kept": True, "fit_n": 30, "heldout_n": 13},
+                "choice/2": {"temperature": 0.5, "kept": False}},
+            "data": {"tasks": "test", "fit_n": 30, "heldout_n": 13}, "created": "2026-01-01T00:00:00Z"}
+
+
+def softmax(z):
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+# -- the file, without a model --------------------------------------------------------------------------------
+
+
+def test_profiles_are_named_by_question_type_and_option_band():
+    assert [calibration.band_of(n) for n in (2, 3, 4, 5, 8, 9, 16, 17, 255)] == [
+        "2", "3-4", "3-4", "5-8", "5-8", "9-16", "9-16", "17+", "17+"]
+    assert calibration.profile_name("noul", 2) == "noul/2"
+
+
+def test_a_kept_profile_applies_in_its_order_mode_unless_the_request_sets_a_temperature():
+    cal = calibration.parse(calibration_file(OTHER_SHA), "calibration.json", "00" * 32)
+    assert cal.temperatures == {"choice/3-4": 2.0}  # choice/2 was not kept
+    assert calibration.in_force(cal, "choice", 3, "as_given", None) == (
+        2.0, {"profile": "choice/3-4", "temperature": 2.0, "source": "calibration"})
+    assert calibration.in_force(cal, "choice", 3, "as_given", 0.7)[1]["source"] == "request"
+    assert calibration.in_force(cal, "choice", 3, "rotations", None)[1]["source"] == "none"  # fit in another mode
+    assert calibration.in_force(cal, "choice", 2, "as_given", None) == (
+        1.0, {"profile": None, "temperature": 1.0, "source": "none"})
+    assert calibration.in_force(None, "score", 5, "as_given", None)[0] == 1.0
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"format": "other/1"}, "format"),
+    ({"order": "sideways"}, "order"),
+    ({"profiles": {"choice/3": {"temperature": 2.0}}}, "choice/3"),
+    ({"profiles": {"choice/2": {"temperature": 0}}}, "temperature"),
+    ({"fit_for": {"gguf_sha256": "xyz", "prompt_version": PROMPT_VERSION}}, "gguf_sha256"),
+])
+def test_a_malformed_file_is_refused_naming_the_field(change, words):
+    with pytest.raises(calibration.CalibrationError, match=words):
+        calibration.parse({**calibration_file(OTHER_SHA), **change}, "calibration.json", "00" * 32)
+
+
+def test_a_file_fit_for_another_build_or_prompt_names_both():
+    cal = calibration.parse(calibration_file(OTHER_SHA), "calibration.json", "00" * 32)
+    mine = "cd" * 32
+    with pytest.raises(calibration.CalibrationError) as caught:
+        calibration.check_fit(cal, mine, "model.gguf", PROMPT_VERSION)
+    assert OTHER_SHA in str(caught.value) and mine in str(caught.value)
+    cal = calibration.parse(calibration_file(mine, prompt_version="decision-prompt/0"), "calibration.json", "00" * 32)
+    with pytest.raises(calibration.CalibrationError) as caught:
+        calibration.check_fit(cal, mine, "model.gguf", PROMPT_VERSION)
+    assert "decision-prompt/0" in str(caught.value) and PROMPT_VERSION in str(caught.value)
+
+
+def _model_folder(tmp_path, listed: bool):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(60))
+    cal = tmp_path / "calibration.json"
+    cal.write_text(json.dumps(calibration_file(hashlib.sha256(gguf.read_bytes()).hexdigest())))
+    files = [gguf] + ([cal] if listed else [])
+    manifest = {"files": [{"path": f.name, "size": f.stat().st_size,
+                           "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in files]}
+    (tmp_path / "model-manifest.json").write_text(json.dumps(manifest))
+    return cal
+
+
+def test_the_manifest_may_list_the_file_and_then_vouches_for_it(tmp_path):
+    cal = _model_folder(tmp_path, listed=True)
+    found = locate_model(tmp_path)
+    assert found.calibration == cal.resolve() and found.calibration_listed
+    cal.write_text(cal.read_text().replace("2.0", "3.0"))  # same size, other bytes
+    with pytest.raises(ModelFilesError, match="calibration.json: sha256 mismatch"):
+        locate_model(tmp_path)
+
+
+def test_an_unlisted_file_is_found_and_reported_unverified(tmp_path):
+    _model_folder(tmp_path, listed=False)
+    found = locate_model(tmp_path)
+    assert found.calibration is not None and not found.calibration_listed
+
+
+# -- on the embedded model --------------------------------------------------------------------------------------
+
+
+def test_the_engine_refuses_to_start_with_a_file_fit_for_another_gguf(engine, tmp_path):
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(calibration_file(OTHER_SHA)))
+    from decision_adapter.engine import Engine
+
+    with pytest.raises(EngineError) as caught:
+        Engine(engine.settings, dataclasses.replace(engine.model_files, calibration=path))
+    assert OTHER_SHA in str(caught.value) and engine.model_files.sha256 in str(caught.value)
+    # off: the file is not read at all
+    off = Engine(dataclasses.replace(engine.settings, calibration="off"),
+                 dataclasses.replace(engine.model_files, calibration=path))
+    assert off.calibration is None and off.info["calibration"] is None
+
+
+def test_a_file_fit_for_this_gguf_is_loaded_and_reported(engine, tmp_path):
+    path = tmp_path / "calibration.json"
+    data = json.dumps(calibration_file(engine.model_files.sha256)).encode()
+    path.write_bytes(data)
+    from decision_adapter.engine import Engine
+
+    served = Engine(engine.settings, dataclasses.replace(engine.model_files, calibration=path))
+    info = served.info["calibration"]
+    assert info["sha256"] == hashlib.sha256(data).hexdigest() and info["order"] == "as_given"
+    assert info["fit_for"] == {"gguf_sha256": engine.model_files.sha256, "prompt_version": PROMPT_VERSION}
+    assert info["temperatures"] == {"choice/3-4": 2.0} and set(info["profiles"]) == {"choice/3-4", "choice/2"}
+
+
+@pytest.fixture
+def calibrated(engine, monkeypatch):
+    cal = calibration.parse(calibration_file(engine.model_files.sha256), "calibration.json", "00" * 32)
+    monkeypatch.setattr(engine, "calibration", cal)
+    return engine
+
+
+def decide(engine, **fields):
+    body = {"id": "d", "state": STATE, "question": "Which team?", "options": OPTIONS, **fields}
+    (result,), _ = own.decide(engine, parse_decision(body))
+    return result
+
+
+def test_the_profile_temperature_is_applied_inside_the_readout(calibrated):
+    result = decide(calibrated)
+    assert result["calibration"] == {"profile": "choice/3-4", "temperature": 2.0, "source": "calibration"}
+    assert result["temperature"] == 2.0
+    assert np.allclose(result["probabilities"], softmax(np.asarray(result["option_logits"]) / 2.0), atol=1e-9)
+
+
+def test_a_request_temperature_overrides_the_profile(calibrated):
+    result = decide(calibrated, temperature=0.5)
+    assert result["calibration"] == {"profile": None, "temperature": 0.5, "source": "request"}
+    assert np.allclose(result["probabilities"], softmax(np.asarray(result["option_logits"]) / 0.5), atol=1e-9)
+
+
+def test_another_question_type_or_order_mode_gets_no_profile(calibrated):
+    assert decide(calibrated, question_type="score")["calibration"]["source"] == "none"
+    prior = decide(calibrated, order="prior")
+    assert prior["calibration"]["source"] == "none" and prior["temperature"] == 1.0
+
+
+def test_jev_confidence_uses_the_calibrated_probabilities(calibrated):
+    body = {"state": STATE, "questions": {"team": {"type": "choice", "instructions": "Which team?",
+                                                   "criteria": {name: None for name in OPTIONS}}}}
+    request = jev.systemone(calibrated, body)
+    results, _ = jev.score(calibrated, request)
+    answer = jev.answer(request.questions[0], {**results[0], "prompt_sha256": results[0]["prompt_sha256"]})
+    assert answer["x_calibration"]["profile"] == "choice/3-4"
+    raw = np.asarray(results[0]["option_logits"])
+    assert np.allclose(list(answer["probabilities"].values()), softmax(raw / 2.0), atol=1e-9)
+    assert answer["confidence"] == pytest.approx(jev.choice_confidence(list(softmax(raw / 2.0))), abs=1e-9)

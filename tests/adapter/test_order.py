@@ -1,0 +1,214 @@
+"""Order modes (order.py): the maths without a model, then the mechanics on the embedded model in-process.
+
+The embedded model reads positions more than content, so nothing here checks which option wins: only
+that rotations do not depend on the order the options were sent in, that they are the mean of the
+rotations asked one by one, that the prior is the explicit division, and that the guarantees (ids in
+request order, same request same answer, batched equals unbatched, the time limit) hold in every mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from decision_adapter import order
+from decision_adapter.apis import own
+from decision_adapter.errors import TimedOut
+from decision_adapter.prompt import PROMPT_VERSION, SYSTEM_PROMPT
+from decision_adapter.schema import parse_decision
+
+STATE = "Order 4411: the parcel arrived with a cracked screen. The customer wants a replacement."
+OPTIONS = [{"id": "refunds", "text": "Refunds and returns"}, {"id": "shipping", "text": "Shipping and delivery"},
+           {"id": "sales", "text": "Sales"}]
+QUESTION = "Which team should handle this?"
+
+
+def softmax(z):
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+# -- the maths ----------------------------------------------------------------------------------------------
+
+
+def test_all_rotations_up_to_the_bound_then_evenly_spaced_ones():
+    assert order.rotation_shifts(4, 16) == [0, 1, 2, 3]
+    assert order.rotation_shifts(16, 16) == list(range(16))
+    shifts = order.rotation_shifts(255, 16)
+    assert len(shifts) == 16 and shifts[0] == 0 and len(set(shifts)) == 16 and max(shifts) < 255
+    gaps = np.diff(shifts + [255])
+    assert gaps.max() - gaps.min() <= 1  # evenly spaced
+
+
+def test_a_rotation_read_back_is_the_request_order():
+    rng = np.random.default_rng(3)
+    p = softmax(rng.normal(size=7))
+    for shift in range(7):
+        shown = p[list(order.rotated(7, shift))]  # what the rotation's positions hold
+        assert np.allclose(order.unrotate(shown, shift), p, atol=1e-15)
+
+
+def test_rotations_combine_as_the_renormalised_geometric_mean():
+    rng = np.random.default_rng(4)
+    rows = [softmax(rng.normal(size=5)) for _ in range(5)]
+    explicit = np.exp(np.mean(np.log(rows), axis=0))
+    explicit /= explicit.sum()
+    assert np.allclose(order.mean_log(rows), explicit, atol=1e-12)
+    assert np.allclose(order.mean_log(rows[::-1]), explicit, atol=1e-12)
+
+
+def test_prior_division_and_temperature():
+    p, prior = np.array([0.6, 0.3, 0.1]), np.array([0.7, 0.2, 0.1])
+    divided = order.divide_by_prior(p, prior)
+    assert np.allclose(divided, (p / prior) / (p / prior).sum()) and abs(divided.sum() - 1) < 1e-12
+    z = np.array([1.0, -0.5, 2.0])
+    assert np.allclose(order.with_temperature(softmax(z), 2.5), softmax(z / 2.5), atol=1e-12)
+    assert np.allclose(order.with_temperature(p, 1.0), p)
+
+
+def test_order_sensitivity_reports_spread_and_top_changes():
+    same = order.order_sensitivity([np.array([0.5, 0.3, 0.2])] * 3, 3)
+    assert same == {"rotations": 3, "of": 3, "max_spread": 0.0, "top_changes": False}
+    moved = order.order_sensitivity([np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.7, 0.1])], 3)
+    assert moved["top_changes"] is True and abs(moved["max_spread"] - 0.4) < 1e-12
+
+
+# -- on the embedded model ------------------------------------------------------------------------------------
+
+
+def decision(options=OPTIONS, **fields):
+    return parse_decision({"id": "d", "state": STATE, "question": QUESTION, "options": options, **fields})
+
+
+def by_id(result) -> dict[str, float]:
+    return dict(zip(result["option_ids"], result["probabilities"]))
+
+
+def decide_one(engine, batch):
+    (result,), _ = own.decide(engine, batch)
+    return result
+
+
+def test_rotations_do_not_depend_on_a_cyclic_shift_and_are_the_mean_of_the_rotations(engine):
+    reference = decide_one(engine, decision(order="rotations"))
+    assert reference["order"] == "rotations" and reference["option_ids"] == [o["id"] for o in OPTIONS]
+    sensitivity = reference["order_sensitivity"]
+    assert sensitivity["rotations"] == sensitivity["of"] == 3 and 0 <= sensitivity["max_spread"] <= 1
+    rows, masses = [], []
+    for shift in (1, 2):
+        shifted = OPTIONS[shift:] + OPTIONS[:shift]
+        got = decide_one(engine, decision(shifted, order="rotations"))
+        assert got["option_ids"] == [o["id"] for o in shifted]  # ids in request order
+        for key, value in by_id(reference).items():
+            assert abs(by_id(got)[key] - value) < 1e-6
+    for shift in range(3):  # each rotation asked alone, as given
+        alone = decide_one(engine, decision(OPTIONS[shift:] + OPTIONS[:shift], order="as_given"))
+        rows.append([by_id(alone)[o["id"]] for o in OPTIONS])
+        masses.append(alone["allowed_token_mass"])
+    assert np.allclose(reference["probabilities"], order.mean_log(rows), atol=1e-4, rtol=0)
+    assert abs(reference["allowed_token_mass"] - np.mean(masses)) < 1e-4
+    assert reference["input_tokens"] > 2 * alone["input_tokens"]
+    # the temperature in force applies to the combination, and the reported logits are its logs
+    hot = decide_one(engine, decision(order="rotations", temperature=2.0))
+    assert hot["temperature"] == 2.0 and hot["calibration"]["source"] == "request"
+    assert np.allclose(hot["probabilities"], softmax(np.log(reference["probabilities"]) / 2.0), atol=1e-9)
+    assert np.allclose(softmax(np.asarray(hot["option_logits"]) / 2.0), hot["probabilities"], atol=1e-9)
+
+
+def test_prior_is_the_explicit_division_by_the_content_free_decision(engine):
+    got = decide_one(engine, decision(order="prior"))
+    plain = decide_one(engine, decision(order="as_given"))
+    # the content-free decision, scored here by hand
+    from decision_adapter.engine import ScoringItem
+    from decision_adapter.prompt import compose_user_message
+
+    content, end = compose_user_message("N/A", "N/A", {label: "N/A" for label in "ABC"})
+    prompt = engine.template.render_turn(SYSTEM_PROMPT, content, end)
+    (blank,), _ = engine.score_items([ScoringItem(prompt, 3)])
+    prior = np.asarray(blank["probabilities"])
+    assert np.allclose(got["prior"], prior, atol=1e-6)
+    want = np.asarray(plain["probabilities"]) / prior
+    assert np.allclose(got["probabilities"], want / want.sum(), atol=1e-6)
+    assert engine.info["order_priors"]["3"] == pytest.approx(list(prior), abs=1e-6)
+    assert got["order_sensitivity"] is None and plain["prior"] is None
+    hot = decide_one(engine, decision(order="prior", temperature=0.5))
+    assert np.allclose(hot["probabilities"], softmax(np.log(got["probabilities"]) / 0.5), atol=1e-9)
+
+
+@pytest.mark.parametrize("mode", ["prior", "rotations"])
+def test_batched_equals_unbatched_and_the_same_request_the_same_answer(engine, mode):
+    questions = [{"id": "team", "question": QUESTION, "options": OPTIONS},
+                 {"id": "damaged", "question": "Was the item damaged?", "options": ["no", "yes"]}]
+    batch = parse_decision({"id": "b", "state": STATE, "questions": questions, "order": mode})
+    results, _ = own.decide(engine, batch)
+    assert [r["id"] for r in results] == ["team", "damaged"] and {r["order"] for r in results} == {mode}
+    if mode == "rotations":
+        assert [r["probabilities"] for r in own.decide(engine, batch)[0]] == [r["probabilities"] for r in results]
+    for first, question in zip(results, questions):
+        alone = decide_one(engine, parse_decision({"id": "x", "state": STATE, "question": question["question"],
+                                                   "options": question["options"], "order": mode}))
+        assert np.allclose(first["probabilities"], alone["probabilities"], atol=1e-4, rtol=0)
+
+
+def test_a_question_of_a_batch_overrides_the_batch_order(engine):
+    batch = parse_decision({"id": "b", "state": STATE, "order": "rotations", "questions": [
+        {"id": "a", "question": QUESTION, "options": OPTIONS},
+        {"id": "b", "question": QUESTION, "options": OPTIONS, "order": "as_given"}]})
+    a, b = own.decide(engine, batch)[0]
+    assert (a["order"], b["order"]) == ("rotations", "as_given")
+    assert a["order_sensitivity"]["rotations"] == 3 and b["order_sensitivity"] is None
+
+
+def test_the_server_default_applies_when_a_request_names_no_mode(engine, monkeypatch):
+    monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, order="rotations", max_rotations=2))
+    result = decide_one(engine, decision(OPTIONS + [{"id": "it", "text": "IT support"}]))
+    assert result["order"] == "rotations"
+    assert result["order_sensitivity"]["rotations"] == 2 and result["order_sensitivity"]["of"] == 4
+
+
+def test_rotations_of_a_shared_state_request_stay_within_its_time_limit(engine):
+    questions = [{"id": f"q{i}", "question": f"{QUESTION} ({i})", "options": OPTIONS} for i in range(2)]
+    batch = parse_decision({"id": "b", "state": STATE, "questions": questions, "order": "rotations"})
+    before = own.decide(engine, batch)[0]
+    with engine.time_limit(0.02), pytest.raises(TimedOut):
+        own.decide(engine, batch)
+    after = own.decide(engine, batch)[0]
+    for a, b in zip(after, before):
+        assert np.allclose(a["probabilities"], b["probabilities"], atol=1e-6, rtol=0)
+
+
+def test_priors_are_measured_at_start_up_when_the_default_is_prior(engine, monkeypatch):
+    monkeypatch.setattr(engine, "order_priors", {})
+    monkeypatch.setattr(engine, "info", {**engine.info, "order_priors": {}, "order_priors_jev": {}})
+    monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, order="prior"))
+    monkeypatch.setattr(order, "STARTUP_COUNTS", range(4, 6))  # 2 to 16 in production: kept short here
+    engine.prove()
+    assert sorted(map(int, engine.info["order_priors"])) == [4, 5]
+    assert sorted(map(int, engine.info["order_priors_jev"])) == [4, 5]
+    for n, prior in engine.info["order_priors"].items():
+        assert len(prior) == int(n) and abs(sum(prior) - 1) < 1e-9
+    counted = engine.tokens_evaluated
+    order.prior(engine, 5, SYSTEM_PROMPT, PROMPT_VERSION)  # cached: nothing evaluated again
+    assert engine.tokens_evaluated == counted
+
+
+def test_rotations_on_the_hybrid_test_gguf_are_the_mean_of_the_rotations(tmp_path_factory):
+    """The restore path (a recurrent memory cannot be cut back): each rotation from the saved state."""
+    from decision_adapter.engine import Engine
+    from decision_adapter.model_files import locate_model
+    from scripts.hybrid_gguf import write_hybrid_gguf
+    from tests.support import adapter_settings
+
+    folder = tmp_path_factory.mktemp("hybrid-order")
+    write_hybrid_gguf(folder / "hybrid-qwen35.gguf")
+    hybrid = Engine(adapter_settings(folder), locate_model(folder))
+    assert hybrid.prefix_mode == "restore"
+    combined = decide_one(hybrid, decision(order="rotations"))
+    rows = []
+    for shift in range(3):
+        alone = decide_one(hybrid, decision(OPTIONS[shift:] + OPTIONS[:shift]))
+        rows.append([by_id(alone)[o["id"]] for o in OPTIONS])
+    assert np.allclose(combined["probabilities"], order.mean_log(rows), atol=1e-4, rtol=0)
