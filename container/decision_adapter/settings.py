@@ -176,7 +176,8 @@ def _float(env: Mapping[str, str], name: str, default: float, minimum: float = 0
     try:
         value = float(raw)
     except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not a number; set it to a number (seconds, for the time limits) or unset it") from None
+        raise SettingsError(f"{name}={raw!r} is not a number; set it to a number (seconds, for the time limits) "
+                            "or unset it") from None
     if not value >= minimum:
         raise SettingsError(f"{name}={value} is below {minimum}; set it to at least {minimum}")
     return value
