@@ -310,7 +310,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     for blueprint in (invocations.blueprint, systemone.blueprint, decisions.blueprint):
         app.register_blueprint(blueprint)
 
-    endpoint = metrics.endpoint_name()
+    endpoint = settings.endpoint_name
 
     @app.before_request
     def request_id():

@@ -14,8 +14,9 @@ and whether it ended busy (503) or stopped at its time limit. A metric the reque
 (no queue wait for a refused body, no abstention field in an answer) is left out of the line, not
 reported as zero; the counts ``Busy`` and ``TimeLimitStops`` are always there, as 0 or 1.
 
-The endpoint dimension is ``DECISION_ADAPTER_ENDPOINT_NAME`` (the workshop sets it to the endpoint's
-name when it deploys; SageMaker itself documents no variable naming the endpoint), else "local".
+The endpoint dimension is the setting ``DECISION_ADAPTER_ENDPOINT_NAME`` (the workshop sets it to the
+endpoint's name when it deploys; SageMaker itself documents no variable naming the endpoint), else
+"local".
 The emitting code is the format itself, a few lines of JSON: the ``aws-embedded-metrics`` package
 would add an asynchronous sink and a flush per request to a threaded worker for the same line.
 """
@@ -23,7 +24,6 @@ would add an asynchronous sink and a flush per request to a threaded worker for 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time
@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 NAMESPACE = "DecisionAdapter"
-ENDPOINT_ENV = "DECISION_ADAPTER_ENDPOINT_NAME"
-LOCAL_ENDPOINT = "local"
 DIMENSIONS = ("endpoint", "api")
 # The names request_kind gives the dialects, as the metric's api dimension spells them.
 API_NAMES = {"decision": "own", "sample": "sample", "systemone": "systemone",
@@ -50,11 +48,6 @@ METRICS = {
 }
 
 _write_lock = threading.Lock()
-
-
-def endpoint_name(env: Mapping[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    return (env.get(ENDPOINT_ENV) or "").strip() or LOCAL_ENDPOINT
 
 
 @dataclass

@@ -131,6 +131,9 @@ class Settings:
     # DECISION_ADAPTER_CALIBRATION: auto uses calibration.json from the model folder when present (its
     # temperatures per question type and option count); off ignores it
     calibration: str = "auto"
+    # DECISION_ADAPTER_ENDPOINT_NAME: the SageMaker endpoint the adapter serves, as its metric lines'
+    # endpoint dimension (the deploy sets it; SageMaker names the endpoint in no variable of its own)
+    endpoint_name: str = "local"
     ignored_llama_settings: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())  # how SEMIF_* names were read, for the start-up log
     unknown_sample_settings: tuple[str, ...] = field(default=())  # SEMIF_* names neither sample nor adapter has
@@ -295,6 +298,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_rotations=_int(env, A + "MAX_ROTATIONS", Settings.max_rotations, minimum=2),
         min_answer_mass=min_answer_mass,
         calibration=_choice(env, A + "CALIBRATION", CALIBRATION_MODES),
+        endpoint_name=(env.get(A + "ENDPOINT_NAME") or "").strip() or Settings.endpoint_name,
         ignored_llama_settings=tuple(ignored),
         notes=notes,
         unknown_sample_settings=unknown,

@@ -114,7 +114,10 @@ def test_emf_line_declares_only_what_the_request_produced():
     bare.finish(400)
     names = {m["Name"] for m in metrics.emf_line(bare, endpoint="ep")["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
     assert names == {"Latency", "Busy", "TimeLimitStops"}
-    assert metrics.endpoint_name({}) == "local" and metrics.endpoint_name({metrics.ENDPOINT_ENV: "ep-9"}) == "ep-9"
+    from decision_adapter.settings import load_settings
+
+    assert load_settings({}).endpoint_name == "local"
+    assert load_settings({"DECISION_ADAPTER_ENDPOINT_NAME": "ep-9"}).endpoint_name == "ep-9"
 
 
 def test_decisions_leave_a_metric_line_and_an_access_line_with_their_id(adapter):
