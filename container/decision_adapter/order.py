@@ -7,11 +7,15 @@ or a request's ``order``):
 * ``prior``: the readout at temperature 1 divided by the *content-free prior* of its option count
   (the probabilities the model gives the positions of a decision whose state, question and every
   option read "N/A"), renormalised; one prior per option count and prompt, scored once and cached;
-* ``rotations``: the question is asked under cyclic rotations of its options (each option once in
-  each position: n rotations, or an evenly spaced ``DECISION_ADAPTER_MAX_ROTATIONS`` of them past
-  that many options); each rotation is one more prompt on the same state and question, so the
-  engine's shared-prefix evaluation reads those once and only the options per rotation. The
-  per-option log-probabilities are averaged over the rotations and renormalised.
+* ``rotations``: the question is asked under the cyclic rotations of its options as given and of
+  the same options reversed (each option once in each position in each direction: 2n presentations,
+  n for two options, whose two rotations are the two orders; past ``DECISION_ADAPTER_MAX_ROTATIONS``
+  options, that many evenly spaced rotations in each direction). A request that lists its options
+  rotated or reversed therefore gets exactly the same presentations, and the same answer: rotations
+  of one direction alone leave a model that reads each option with its neighbours dependent on
+  which way round they were listed. Each presentation is one more prompt on the same state and
+  question, so the engine's shared-prefix evaluation reads those once and only the options per
+  presentation. The per-option log-probabilities are averaged and renormalised.
 
 In ``prior`` and ``rotations`` the temperature in force is applied to the combination:
 softmax(log p / T). The first part of this module is the maths (numpy only); ``score`` drives the
@@ -50,9 +54,20 @@ def rotated(n: int, shift: int) -> tuple[int, ...]:
     return tuple((j + shift) % n for j in range(n))
 
 
-def unrotate(shown: np.ndarray, shift: int) -> np.ndarray:
-    """A rotation's probabilities per position, back in the request's option order."""
-    return np.roll(np.asarray(shown, dtype=np.float64), shift)
+def presentations(n: int, max_rotations: int) -> list[tuple[int, ...]]:
+    """The option orders the rotations mode asks: the rotations of the options as given, then those of
+    the options reversed that are not among them (for two options there are none)."""
+    forward = [rotated(n, s) for s in rotation_shifts(n, max_rotations)]
+    seen = set(forward)
+    backward = [tuple(n - 1 - i for i in shown) for shown in forward]
+    return forward + [shown for shown in backward if shown not in seen]
+
+
+def read_back(shown: np.ndarray, presentation: tuple[int, ...]) -> np.ndarray:
+    """A presentation's probabilities per position, back in the request's option order."""
+    back = np.empty(len(presentation), dtype=np.float64)
+    back[list(presentation)] = np.asarray(shown, dtype=np.float64)
+    return back
 
 
 def normalised(p: np.ndarray) -> np.ndarray:
@@ -143,12 +158,13 @@ def measure_startup_priors(engine) -> None:
     measure_priors(engine, {PROMPT_VERSION: SYSTEM_PROMPT, JEV_PROMPT_VERSION: JEV_SYSTEM_PROMPT}, STARTUP_COUNTS)
 
 
-def _expand(engine, asked: Asked, temperature: float) -> list[tuple[int, object]]:
-    """(shift, item) per prompt the question needs, rotations in a fixed order (by prompt text), so the
-    same set of prompts is evaluated alike whatever order the request listed the options in."""
+def _expand(engine, asked: Asked, temperature: float) -> list[tuple[tuple[int, ...], object]]:
+    """(presentation, item) per prompt the question needs, presentations in a fixed order (by prompt
+    text), so the same set of prompts is evaluated alike whatever order the request listed the options in."""
+    as_sent = tuple(range(asked.n))
     if asked.order != ROTATIONS:
-        return [(0, asked.build(tuple(range(asked.n)), temperature if asked.order == AS_GIVEN else 1.0))]
-    items = [(s, asked.build(rotated(asked.n, s), 1.0)) for s in rotation_shifts(asked.n, engine.settings.max_rotations)]
+        return [(as_sent, asked.build(as_sent, temperature if asked.order == AS_GIVEN else 1.0))]
+    items = [(shown, asked.build(shown, 1.0)) for shown in presentations(asked.n, engine.settings.max_rotations)]
     return sorted(items, key=lambda pair: pair[1].prompt.text)
 
 
@@ -167,22 +183,23 @@ def score(engine, questions: list[Asked]) -> tuple[list[dict], dict]:
                                             asked.temperature)
         priors = prior(engine, asked.n, asked.system_prompt, asked.prompt_version) if asked.order == PRIOR else None
         expanded = _expand(engine, asked, temperature)
-        plans.append((asked, temperature, calibration, priors, [s for s, _ in expanded], len(items)))
+        plans.append((asked, temperature, calibration, priors, [shown for shown, _ in expanded], len(items)))
         items.extend(item for _, item in expanded)
     scored, timing = engine.score_items(items)
     results = []
-    for asked, temperature, calibration, priors, shifts, start in plans:
-        parts = scored[start:start + len(shifts)]
-        results.append(_combine(asked, temperature, calibration, priors, shifts, parts))
+    for asked, temperature, calibration, priors, shown, start in plans:
+        parts = scored[start:start + len(shown)]
+        results.append(_combine(asked, temperature, calibration, priors, shown, parts))
     return results, timing
 
 
-def _combine(asked: Asked, temperature: float, calibration: dict, priors, shifts: list[int],
+def _combine(asked: Asked, temperature: float, calibration: dict, priors, shown: list[tuple[int, ...]],
              parts: list[dict]) -> dict:
     if asked.order == ROTATIONS:
-        per_rotation = [unrotate(r["probabilities"], s) for s, r in sorted(zip(shifts, parts), key=lambda x: x[0])]
+        ordered = sorted(zip(shown, parts), key=lambda pair: pair[0])  # by presentation: the same whatever the text
+        per_rotation = [read_back(r["probabilities"], presentation) for presentation, r in ordered]
         combined = mean_log(per_rotation)
-        first = next(r for s, r in zip(shifts, parts) if s == 0)
+        first = next(r for presentation, r in zip(shown, parts) if presentation == tuple(range(asked.n)))
         result = dict(first)
         result.update(
             allowed_token_mass=float(np.mean([r["allowed_token_mass"] for r in parts])),

@@ -120,10 +120,11 @@ class Settings:
     log_level: str = "INFO"  # Python logging level name
     # DECISION_ADAPTER_ORDER: the order mode of a request that names none (as_given: the readout as sent;
     # prior: divided by the content-free decision's probabilities per position; rotations: the mean
-    # log-probabilities over cyclic rotations of the options)
+    # log-probabilities over the cyclic rotations of the options as given and reversed)
     order: str = "as_given"
-    # DECISION_ADAPTER_MAX_ROTATIONS: rotations evaluated at most per question in the rotations mode; past
-    # this many options, evenly spaced rotations (the answer says how many)
+    # DECISION_ADAPTER_MAX_ROTATIONS: rotations evaluated at most in each direction (options as given and
+    # reversed) per question in the rotations mode; past this many options, evenly spaced ones (the answer
+    # says how many)
     max_rotations: int = 16
     # DECISION_ADAPTER_MIN_ANSWER_MASS: the share of the next-token probability the answer labels must hold
     # (allowed_token_mass); below it an answer says abstained (0: never abstain)

@@ -43,12 +43,26 @@ def test_all_rotations_up_to_the_bound_then_evenly_spaced_ones():
     assert gaps.max() - gaps.min() <= 1  # evenly spaced
 
 
-def test_a_rotation_read_back_is_the_request_order():
+def test_presentations_put_each_option_in_each_position_in_both_directions():
+    assert order.presentations(2, 16) == [(0, 1), (1, 0)]  # two options: the two orders, once each
+    for n in (3, 4, 7):
+        shown = order.presentations(n, 16)
+        assert len(shown) == len(set(shown)) == 2 * n
+        for position in range(n):  # each option twice in each position
+            assert sorted(p[position] for p in shown) == sorted(list(range(n)) * 2)
+        listed_otherwise = {tuple(p[i] for i in order.rotated(n, 1)) for p in shown}  # a request rotated by one
+        assert listed_otherwise == set(shown)
+        reversed_request = {tuple(n - 1 - i for i in p) for p in shown}  # the same options listed backwards
+        assert reversed_request == set(shown)
+    assert len(order.presentations(255, 16)) == 32
+
+
+def test_a_presentation_read_back_is_the_request_order():
     rng = np.random.default_rng(3)
     p = softmax(rng.normal(size=7))
-    for shift in range(7):
-        shown = p[list(order.rotated(7, shift))]  # what the rotation's positions hold
-        assert np.allclose(order.unrotate(shown, shift), p, atol=1e-15)
+    for presentation in order.presentations(7, 16):
+        shown = p[list(presentation)]  # what the presentation's positions hold
+        assert np.allclose(order.read_back(shown, presentation), p, atol=1e-15)
 
 
 def test_rotations_combine_as_the_renormalised_geometric_mean():
@@ -92,20 +106,19 @@ def decide_one(engine, batch):
     return result
 
 
-def test_rotations_do_not_depend_on_a_cyclic_shift_and_are_the_mean_of_the_rotations(engine):
+def test_rotations_do_not_depend_on_a_shift_or_reversal_and_are_the_mean_of_the_presentations(engine):
     reference = decide_one(engine, decision(order="rotations"))
     assert reference["order"] == "rotations" and reference["option_ids"] == [o["id"] for o in OPTIONS]
     sensitivity = reference["order_sensitivity"]
-    assert sensitivity["rotations"] == sensitivity["of"] == 3 and 0 <= sensitivity["max_spread"] <= 1
+    assert sensitivity["rotations"] == 6 and sensitivity["of"] == 3 and 0 <= sensitivity["max_spread"] <= 1
     rows, masses = [], []
-    for shift in (1, 2):
-        shifted = OPTIONS[shift:] + OPTIONS[:shift]
-        got = decide_one(engine, decision(shifted, order="rotations"))
-        assert got["option_ids"] == [o["id"] for o in shifted]  # ids in request order
+    for listed in (OPTIONS[1:] + OPTIONS[:1], OPTIONS[2:] + OPTIONS[:2], OPTIONS[::-1]):  # shifted, and reversed
+        got = decide_one(engine, decision(listed, order="rotations"))
+        assert got["option_ids"] == [o["id"] for o in listed]  # ids in request order
         for key, value in by_id(reference).items():
             assert abs(by_id(got)[key] - value) < 1e-6
-    for shift in range(3):  # each rotation asked alone, as given
-        alone = decide_one(engine, decision(OPTIONS[shift:] + OPTIONS[:shift], order="as_given"))
+    for presentation in order.presentations(3, 16):  # each presentation asked alone, as given
+        alone = decide_one(engine, decision([OPTIONS[i] for i in presentation], order="as_given"))
         rows.append([by_id(alone)[o["id"]] for o in OPTIONS])
         masses.append(alone["allowed_token_mass"])
     assert np.allclose(reference["probabilities"], order.mean_log(rows), atol=1e-4, rtol=0)
@@ -159,14 +172,14 @@ def test_a_question_of_a_batch_overrides_the_batch_order(engine):
         {"id": "b", "question": QUESTION, "options": OPTIONS, "order": "as_given"}]})
     a, b = own.decide(engine, batch)[0]
     assert (a["order"], b["order"]) == ("rotations", "as_given")
-    assert a["order_sensitivity"]["rotations"] == 3 and b["order_sensitivity"] is None
+    assert a["order_sensitivity"]["rotations"] == 6 and b["order_sensitivity"] is None
 
 
 def test_the_server_default_applies_when_a_request_names_no_mode(engine, monkeypatch):
     monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, order="rotations", max_rotations=2))
     result = decide_one(engine, decision(OPTIONS + [{"id": "it", "text": "IT support"}]))
     assert result["order"] == "rotations"
-    assert result["order_sensitivity"]["rotations"] == 2 and result["order_sensitivity"]["of"] == 4
+    assert result["order_sensitivity"]["rotations"] == 4 and result["order_sensitivity"]["of"] == 4  # 2 each way
 
 
 def test_rotations_of_a_shared_state_request_stay_within_its_time_limit(engine):
@@ -195,8 +208,8 @@ def test_priors_are_measured_at_start_up_when_the_default_is_prior(engine, monke
     assert engine.tokens_evaluated == counted
 
 
-def test_rotations_on_the_hybrid_test_gguf_are_the_mean_of_the_rotations(tmp_path_factory):
-    """The restore path (a recurrent memory cannot be cut back): each rotation from the saved state."""
+def test_rotations_on_the_hybrid_test_gguf_are_the_mean_of_the_presentations(tmp_path_factory):
+    """The restore path (a recurrent memory cannot be cut back): each presentation from the saved state."""
     from decision_adapter.engine import Engine
     from decision_adapter.model_files import locate_model
     from scripts.hybrid_gguf import write_hybrid_gguf
@@ -208,7 +221,7 @@ def test_rotations_on_the_hybrid_test_gguf_are_the_mean_of_the_rotations(tmp_pat
     assert hybrid.prefix_mode == "restore"
     combined = decide_one(hybrid, decision(order="rotations"))
     rows = []
-    for shift in range(3):
-        alone = decide_one(hybrid, decision(OPTIONS[shift:] + OPTIONS[:shift]))
+    for presentation in order.presentations(3, 16):
+        alone = decide_one(hybrid, decision([OPTIONS[i] for i in presentation]))
         rows.append([by_id(alone)[o["id"]] for o in OPTIONS])
     assert np.allclose(combined["probabilities"], order.mean_log(rows), atol=1e-4, rtol=0)

@@ -61,7 +61,8 @@ def test_the_order_study_sends_each_mode_and_reads_what_it_reports(adapter, tmp_
         assert all(r.extra["calibration"]["source"] == "request" for r in original.results)  # temperature 1 sent
         assert study.figures[mode]["flips"]["compared"] == 2
     rotations = study.figures["rotations"]
-    assert rotations["sensitivity"]["n"] == 2 and rotations["sensitivity"]["rotations"] == 4
+    # 4 options: their 4 rotations as given and 4 of them reversed
+    assert rotations["sensitivity"]["n"] == 2 and rotations["sensitivity"]["rotations"] == 8
     assert study.figures["as_given"]["sensitivity"]["n"] == 0
     assert all(isinstance(r.extra["prior"], list) and len(r.extra["prior"]) == 4
                for r in study.by_mode["prior"][0].results)

@@ -66,8 +66,8 @@ Temperature = Annotated[float, AfterValidator(_temperature), Field(
 
 OrderMode = Annotated[Literal["as_given", "prior", "rotations"], Field(
     description="How option positions are kept out of the answer: as_given (the readout as sent), prior (divided "
-                "by the content-free prior of the positions), rotations (averaged over cyclic rotations of the "
-                "options). Default: DECISION_ADAPTER_ORDER.")]
+                "by the content-free prior of the positions), rotations (averaged over the cyclic rotations of the "
+                "options as given and reversed). Default: DECISION_ADAPTER_ORDER.")]
 MinAnswerMass = Annotated[float, Field(ge=0, le=1, description=(
     "Below this share of the next-token probability on the answer labels the answer says abstained. Default: "
     "DECISION_ADAPTER_MIN_ANSWER_MASS."))]
