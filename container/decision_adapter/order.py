@@ -122,22 +122,24 @@ class Asked:
 def prior(engine, n: int, system_prompt: str, prompt_version: str) -> np.ndarray:
     """The content-free prior of n positions in this prompt family, scored on first use and cached."""
     key = (prompt_version, n)
-    cached = engine.order_priors.get(key)
-    if cached is not None:
-        return cached
-    from .engine import ScoringItem
-    from .prompt import compose_user_message
+    value = engine.order_priors.get(key)
+    if value is None:
+        from .engine import ScoringItem
+        from .prompt import compose_user_message
 
-    labels = engine.option_labels(n)
-    content, state_end = compose_user_message(CONTENT_FREE, CONTENT_FREE, {label: CONTENT_FREE for label in labels})
-    prompt = engine.template.render_turn(system_prompt, content, state_end)
-    (result,), _ = engine.score_items([ScoringItem(prompt, n, field="state")])
-    value = np.asarray(result["probabilities"], dtype=np.float64)
-    engine.order_priors[key] = value
+        labels = engine.option_labels(n)
+        content, state_end = compose_user_message(CONTENT_FREE, CONTENT_FREE,
+                                                  {label: CONTENT_FREE for label in labels})
+        prompt = engine.template.render_turn(system_prompt, content, state_end)
+        (result,), _ = engine.score_items([ScoringItem(prompt, n, field="state")])
+        value = np.asarray(result["probabilities"], dtype=np.float64)
+        engine.order_priors[key] = value
     field = "order_priors" if prompt_version == PROMPT_VERSION else "order_priors_jev"
-    reported = {**(engine.info.get(field) or {}), str(n): [float(v) for v in value]}
-    # Replaced, never changed in place: an answer being written out may hold the old one.
-    engine.info[field] = dict(sorted(reported.items(), key=lambda kv: int(kv[0])))
+    reported = engine.info.get(field) or {}
+    if str(n) not in reported:  # what model info reports follows the cache, whichever filled it
+        reported = {**reported, str(n): [float(v) for v in value]}
+        # Replaced, never changed in place: an answer being written out may hold the old one.
+        engine.info[field] = dict(sorted(reported.items(), key=lambda kv: int(kv[0])))
     return value
 
 

@@ -82,7 +82,11 @@ def check_validated(parsed) -> None:
             assert len(set(ids)) == len(ids)
             assert all(isinstance(i, str) and i.strip() and len(i) <= MAX_ID_CHARS for i in ids)
             assert all(isinstance(o.text, str) and o.text.strip() for o in q.options)
-            assert isinstance(q.temperature, float) and math.isfinite(q.temperature) and 0 < q.temperature <= 100
+            assert q.temperature is None or (isinstance(q.temperature, float) and math.isfinite(q.temperature)
+                                             and 0 < q.temperature <= 100)  # None: the server's or calibration's
+            assert q.order in (None, "as_given", "prior", "rotations")
+            assert q.min_answer_mass is None or (type(q.min_answer_mass) in (int, float) and 0 <= q.min_answer_mass <= 1)
+            assert q.question_type in ("choice", "noul", "score")
     else:
         assert isinstance(parsed, ChatRequest)
         assert parsed.messages and all(m["role"] in CHAT_ROLES and isinstance(m["content"], str)
