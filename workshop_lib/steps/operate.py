@@ -87,14 +87,19 @@ def audit_trail(workshop: Workshop, name: str | None = None, limit: int = 20) ->
 
 
 def calibrated_package(workshop: Workshop, calibration=None, *, progress: bool = True) -> Text:
-    """Package the model again with ``calibration`` (default: the calibration.json ``workshop calibrate``
-    wrote beside the config) under ``model/calibrated/``, for ``update_endpoint`` to roll out; without a
-    calibration file, nothing is packaged and the update rolls to notebook 01's package again."""
+    """Package the model again with ``calibration`` (default: the calibration.json notebook 06 saved for the
+    decision endpoint, else the one ``workshop calibrate`` wrote beside the config) under ``model/calibrated/``,
+    for ``update_endpoint`` to roll out; without a calibration file, nothing is packaged and the update rolls
+    to notebook 01's package again."""
     from pathlib import Path
 
     from .package import package_model  # notebook 01's step, with the calibration file
 
-    path = Path(calibration) if calibration else workshop.path.parent / "calibration.json"
+    if calibration:
+        path = Path(calibration)
+    else:
+        saved_by_06 = workshop.folder("bench") / decision_endpoint(workshop) / "calibration.json"
+        path = saved_by_06 if saved_by_06.is_file() else workshop.path.parent / "calibration.json"
     if not path.is_file():
         workshop.forget(CALIBRATED_KEY)
         return Text(f"no calibration file at {path}: the update below rolls the endpoint to notebook 01's package "
