@@ -1,6 +1,7 @@
 """A safe update in local mode: the stand-in hosting replaces the local endpoint's process only once the
 new one is ready, so a client sending decisions from a thread throughout never sees a failure, and its
-answers switch to the new version; the calls it made are the ones the operator policies grant.
+answers switch to the new version (a package carrying a calibration profile, as notebook 07 rolls out);
+the calls it made are the ones the operator policies grant.
 
 One emulator and two adapter processes (the endpoint before and after); everything is stopped afterwards.
 """
@@ -20,7 +21,9 @@ from workshop_lib.config import WorkshopConfig
 from workshop_lib.deploy_spec import DeploySpec, plan_for
 from workshop_lib.examples import SUPPORT_ROUTE
 from workshop_lib.local import group_alive
-from workshop_lib.packaging import LocalPackage
+from workshop_lib.bench import profiles
+from workshop_lib.models import EMBEDDED_MODEL
+from workshop_lib.packaging import LocalPackage, package_local, sha256_of
 from workshop_lib.stand_ins import LocalHosting
 
 pytestmark = pytest.mark.slow
@@ -57,12 +60,28 @@ def _package(s3, model_dir) -> str:
     return upload_package(s3, LocalPackage(tarball, manifest, json.loads(manifest.read_text())), CONFIG.s3_uri("model"))
 
 
-def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, model_dir):
+def _calibrated_package(s3, embedded_gguf, work) -> str:
+    """The same model packaged again with a calibration file (every choice band at T = 2), uploaded where
+    steps.calibrated_package puts it."""
+    doc = {"format": profiles.FORMAT, "order": "as_given", "created": "2026-12-01T00:00:00Z",
+           "fit_for": {"gguf_sha256": sha256_of(embedded_gguf), "prompt_version": "decision-prompt/1"},
+           "data": {"tasks": "synthetic", "fit_n": 30, "heldout_n": 10},
+           "profiles": {f"choice/{band}": {"temperature": 2.0, "kept": True, "fit_n": 30, "heldout_n": 10,
+                                           "heldout": {key: 0.5 for key in profiles.HELDOUT_KEYS}}
+                        for band in ("2", "3-4", "5-8", "9-16")}}
+    path = profiles.write_document(profiles.check_document(doc), work / "calibration.json")
+    made = package_local(EMBEDDED_MODEL, {EMBEDDED_MODEL.gguf.path: embedded_gguf}, work / "calibrated",
+                         calibration=path)
+    return upload_package(s3, made, CONFIG.s3_uri("model", "calibrated") + "/")
+
+
+def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, model_dir, embedded_gguf):
     local, client, calls, tmp_path = local
     sm, s3, cloudwatch = client("sagemaker"), client("s3"), client("cloudwatch")
     with calls.acting_as(None):  # the emulator's setup, not part of what is audited
         s3.create_bucket(Bucket=CONFIG.bucket)
         package = _package(s3, model_dir)
+        calibrated = _calibrated_package(s3, embedded_gguf, tmp_path)
     stand_in = LocalHosting(s3, calls=calls, local=local)  # as local mode makes it
     plan = plan_for(DeploySpec("decision-cpu", threads=2, ctx_size=1024), name=NAME, role_arn=ROLE, region=REGION,
                     image_uri=IMAGE, model_data_url=package)
@@ -78,7 +97,8 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
         while not stop.is_set():
             try:
                 decision = endpoint.decide(SUPPORT_ROUTE)
-                answers.append((decision.model["context_size"], decision.attempts))
+                answers.append((decision.model["context_size"], decision.attempts,
+                                decision.raw["calibration"]["source"]))
             except Exception as exc:  # noqa: BLE001 - every failure is the test's finding
                 failures.append(repr(exc))
             stop.wait(0.1)  # a steady caller, leaving the new process's start-up some of the two cores
@@ -89,7 +109,7 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
         while not answers and not failures:
             time.sleep(0.05)
         update = updates.update_plan(DeploySpec("decision-cpu", threads=2, ctx_size=2048), endpoint_name=NAME,
-                                     role_arn=ROLE, region=REGION, image_uri=IMAGE, model_data_url=package,
+                                     role_arn=ROLE, region=REGION, image_uri=IMAGE, model_data_url=calibrated,
                                      rollback_alarms=alarms.rollback_alarms(NAME))
         seen: list[str] = []
         rollout = updates.roll_out(sm, update, hosting=stand_in, delay_s=0.1, report=seen.append)
@@ -103,11 +123,12 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
     assert failures == []
     assert rollout.ok and rollout.config_name == update.version and rollout.statuses[-1] == "InService"
     assert any("updating to " + update.version in line for line in seen)
-    sizes = [size for size, _ in answers]
-    assert sizes[0] == 1024 and sizes[-1] == 2048  # the answers come from the new version after the rollout
-    switched = sizes.index(2048)
-    assert set(sizes[:switched]) == {1024} and set(sizes[switched:]) == {2048}  # one switch, never back
-    assert {attempts for _, attempts in answers} == {1}
+    versions = [(size, source) for size, _, source in answers]
+    before, after = (1024, "none"), (2048, "calibration")  # the new version serves the calibration profile
+    assert versions[0] == before and versions[-1] == after  # the answers come from the new version after it
+    switched = versions.index(after)
+    assert set(versions[:switched]) == {before} and set(versions[switched:]) == {after}  # one switch, never back
+    assert {attempts for _, attempts, _ in answers} == {1}
     new = local._read_registry()["endpoints"][NAME]
     assert new["url"] != old["url"] and new["model_name"] == update.version
     assert not group_alive(old["pgid"]) and group_alive(new["pgid"])
