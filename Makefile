@@ -131,8 +131,8 @@ test: setup
 browser: setup
 	$(PY) -m pytest tests/notebooks/test_browser.py
 
-	$(PY) -m pytest --ignore=tests/notebooks/test_browser.py
-	WORKSHOP_MODE=local	$(PY) -m benchmarks.adapter
+bench: setup
+	$(PY) -m benchmarks.adapter
 
 # Outside suites against real local adapters: jevcompat (with and without an API key) and a
 # bounded jevbench run; reports in benchmarks/results/. CI checks the Jev API with tests/adapter/jev (over HTTP);

@@ -72,6 +72,21 @@ def test_environment_yml_names_a_make_target_that_exists():
         assert re.search(rf"^{re.escape(target)}:", (ROOT / "Makefile").read_text(), re.MULTILINE), target
 
 
+def test_every_make_target_the_docs_name_exists_and_runs_its_own_tool():
+    """README and docs name make targets; each must exist, and bench/browser must run what they say."""
+    named = set()
+    for page in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        named |= set(re.findall(r"`make ([a-z][\w-]*)", page.read_text()))
+    assert {"demo", "test", "bench", "browser"} <= named
+    makefile = (ROOT / "Makefile").read_text()
+    for target in named:
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.MULTILINE), f"make {target} is not a target"
+    recipes = dict(re.findall(r"^([a-z][\w-]*):[^\n]*\n((?:\t[^\n]*\n|\n(?=\t))*)", makefile, re.MULTILINE))
+    assert "benchmarks.adapter" in recipes["bench"] and "pytest" not in recipes["bench"]
+    assert "test_browser.py" in recipes["browser"] and "benchmarks" not in recipes["browser"]
+    assert "--ignore=tests/notebooks/test_browser.py" in recipes["test"]
+
+
 def test_environment_yml_lists_exactly_the_pyproject_requirements():
     assert _environment_pip_requirements() == _pyproject_requirements()
 
