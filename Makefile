@@ -80,7 +80,7 @@ $(BINDINGS_WHEELS)/.built: $(LLAMA_SDIST)
 # Everything the venv installs, none of which needs llama.cpp compiled: the bindings (built with
 # LLAMA_BUILD=OFF), the adapter's run-time dependencies held at the versions the child image
 # installs (container/requirements.lock, with hashes for the image; versions only here, for this
-# Python), the workshop's own, the embedded model, and the Debian tools some tests drive. `make setup`
+# Python), the workshop's own, the embedded model, and the Debian tools make test drives. `make setup`
 # runs this next to the compile (two jobs): downloads and installs overlap the CPU-bound build.
 $(DEPS): pyproject.toml container/pyproject.toml container/requirements.lock $(BINDINGS_WHEELS)/.built | $(PY)
 	$(PY) -m pip install --quiet --force-reinstall --no-deps $(BINDINGS_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PYTHON)-*.whl
@@ -91,9 +91,6 @@ $(DEPS): pyproject.toml container/pyproject.toml container/requirements.lock $(B
 	# shellcheck (Debian) lints the buildspecs' shell steps; those checks skip without it.
 	command -v shellcheck >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq shellcheck >/dev/null 2>&1; } || true
-	# chromium (Debian) runs the notebooks in JupyterLab (tests/notebooks/test_browser.py); that check skips without it.
-	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-	  && apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; } || true
 	# nginx (Debian) fronts the adapter as in the image (decision_adapter/nginx.py); without it gunicorn serves
 	# alone and the tests about the pair skip.
 	command -v nginx >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
@@ -129,6 +126,9 @@ test: setup
 # The notebooks in JupyterLab in a headless Chromium (tests/notebooks/test_browser.py): about 90 s, kept out of
 # make test to hold CI inside its time; nbmake there runs the same notebooks.
 browser: setup
+	# chromium (Debian), installed here only: make test does not need it.
+	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; } || true
 	$(PY) -m pytest tests/notebooks/test_browser.py
 
 bench: setup

@@ -7,7 +7,7 @@ render as widgets (not as their text) and values typed into them reach the kerne
 charts appear, no markdown cell typesets currency as maths, no cell shows a traceback, and labels
 are not cut off. Screenshots and the executed notebooks stay in ``.workshop/browser/`` as artefacts.
 
-Chromium comes from Debian (``apt-get install chromium``; ``make test`` installs it when run as
+Chromium comes from Debian (``apt-get install chromium``; ``make browser`` installs it when run as
 root) and Playwright (the ``dev`` extra) drives it; nothing is downloaded at run time. Everything
 started here (JupyterLab and its kernels, the emulator and local endpoints the notebooks start) is
 stopped at the end, pass or fail.
@@ -50,7 +50,7 @@ def _chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if not found:
         pytest.skip("the browser check needs the Debian package 'chromium' (apt-get install chromium; "
-                    "make test installs it when run as root)")
+                    "make browser installs it when run as root)")
     return found
 
 
