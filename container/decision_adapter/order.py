@@ -94,10 +94,11 @@ def with_temperature(p: np.ndarray, temperature: float) -> np.ndarray:
 
 
 def order_sensitivity(per_rotation: list[np.ndarray], n: int) -> dict:
-    """How much the rotations disagree: the largest per-option spread, and whether the top option moves."""
+    """How much the presentations disagree: how many were averaged, the largest per-option spread, and
+    whether the top option moves."""
     table = np.asarray(per_rotation, dtype=np.float64)
     tops = {int(np.argmax(row)) for row in table}
-    return {"rotations": len(per_rotation), "of": n, "max_spread": float(np.max(table.max(0) - table.min(0))),
+    return {"presentations": len(per_rotation), "of": n, "max_spread": float(np.max(table.max(0) - table.min(0))),
             "top_changes": len(tops) > 1}
 
 

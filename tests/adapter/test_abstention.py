@@ -99,7 +99,7 @@ def test_the_own_schema_and_the_sample_report_the_fields(app_on):
     reply = client.post("/invocations", json={"id": "d", "state": STATE, "question": "Which?", "options": OPTIONS,
                                               "order": "rotations"}).get_json()["result"]
     assert ORDER_FIELDS <= set(reply) and reply["order"] == "rotations" and reply["abstained"] is True
-    assert reply["order_sensitivity"]["rotations"] == 6 and reply["model"]["order"] == "prior"
+    assert reply["order_sensitivity"]["presentations"] == 6 and reply["model"]["order"] == "prior"
     sample = client.post("/invocations", json={"decision": {"id": "s", "state": STATE, "question": "Which?",
                                                             "options": [{"id": o, "description": o}
                                                                         for o in OPTIONS]}}).get_json()["result"]
@@ -116,7 +116,7 @@ def test_system_one_reports_the_fields_and_takes_its_extensions(app_on):
     reply = client.post("/v1/systemone", json=body).get_json()
     want, upset = reply["answers"]["want"], reply["answers"]["upset"]
     assert want["x_order"] == upset["x_order"] == "rotations" and want["x_abstained"] is False
-    assert want["x_order_sensitivity"]["rotations"] == 6 and upset["x_order_sensitivity"]["rotations"] == 2
+    assert want["x_order_sensitivity"]["presentations"] == 6 and upset["x_order_sensitivity"]["presentations"] == 2
     assert want["x_calibration"]["source"] == "none" and want["x_min_answer_mass"] == 0
     body.pop("x_min_answer_mass")
     body["x_order"] = "as_given"

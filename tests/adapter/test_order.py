@@ -85,7 +85,7 @@ def test_prior_division_and_temperature():
 
 def test_order_sensitivity_reports_spread_and_top_changes():
     same = order.order_sensitivity([np.array([0.5, 0.3, 0.2])] * 3, 3)
-    assert same == {"rotations": 3, "of": 3, "max_spread": 0.0, "top_changes": False}
+    assert same == {"presentations": 3, "of": 3, "max_spread": 0.0, "top_changes": False}
     moved = order.order_sensitivity([np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.7, 0.1])], 3)
     assert moved["top_changes"] is True and abs(moved["max_spread"] - 0.4) < 1e-12
 
@@ -110,7 +110,7 @@ def test_rotations_do_not_depend_on_a_shift_or_reversal_and_are_the_mean_of_the_
     reference = decide_one(engine, decision(order="rotations"))
     assert reference["order"] == "rotations" and reference["option_ids"] == [o["id"] for o in OPTIONS]
     sensitivity = reference["order_sensitivity"]
-    assert sensitivity["rotations"] == 6 and sensitivity["of"] == 3 and 0 <= sensitivity["max_spread"] <= 1
+    assert sensitivity["presentations"] == 6 and sensitivity["of"] == 3 and 0 <= sensitivity["max_spread"] <= 1
     rows, masses = [], []
     for listed in (OPTIONS[1:] + OPTIONS[:1], OPTIONS[2:] + OPTIONS[:2], OPTIONS[::-1]):  # shifted, and reversed
         got = decide_one(engine, decision(listed, order="rotations"))
@@ -172,14 +172,14 @@ def test_a_question_of_a_batch_overrides_the_batch_order(engine):
         {"id": "b", "question": QUESTION, "options": OPTIONS, "order": "as_given"}]})
     a, b = own.decide(engine, batch)[0]
     assert (a["order"], b["order"]) == ("rotations", "as_given")
-    assert a["order_sensitivity"]["rotations"] == 6 and b["order_sensitivity"] is None
+    assert a["order_sensitivity"]["presentations"] == 6 and b["order_sensitivity"] is None
 
 
 def test_the_server_default_applies_when_a_request_names_no_mode(engine, monkeypatch):
     monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, order="rotations", max_rotations=2))
     result = decide_one(engine, decision(OPTIONS + [{"id": "it", "text": "IT support"}]))
     assert result["order"] == "rotations"
-    assert result["order_sensitivity"]["rotations"] == 4 and result["order_sensitivity"]["of"] == 4  # 2 each way
+    assert result["order_sensitivity"]["presentations"] == 4 and result["order_sensitivity"]["of"] == 4  # 2 each way
 
 
 def test_rotations_of_a_shared_state_request_stay_within_its_time_limit(engine):

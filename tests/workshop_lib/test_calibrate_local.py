@@ -62,7 +62,7 @@ def test_the_order_study_sends_each_mode_and_reads_what_it_reports(adapter, tmp_
         assert study.figures[mode]["flips"]["compared"] == 2
     rotations = study.figures["rotations"]
     # 4 options: their 4 rotations as given and 4 of them reversed
-    assert rotations["sensitivity"]["n"] == 2 and rotations["sensitivity"]["rotations"] == 8
+    assert rotations["sensitivity"]["n"] == 2 and rotations["sensitivity"]["presentations"] == 8
     assert study.figures["as_given"]["sensitivity"]["n"] == 0
     assert all(isinstance(r.extra["prior"], list) and len(r.extra["prior"]) == 4
                for r in study.by_mode["prior"][0].results)
@@ -90,5 +90,5 @@ def test_one_decision_in_each_mode_as_notebook_05_shows_it(adapter):
     assert [d.id for d in view.decisions] == [f"{examples.SUPPORT_ROUTE['id']} ({m})" for m in ("as_given", "prior",
                                                                                                 "rotations")]
     text = str(view)
-    assert "content-free prior" in text and "rotations;" in text
+    assert "content-free prior" in text and "presentations of 4 options" in text
     assert view.figure() is not None

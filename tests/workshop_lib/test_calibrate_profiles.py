@@ -216,7 +216,7 @@ def test_rotation_cost_compares_extra_time_with_what_extra_tokens_cost():
 def test_rotations_count_their_shared_prefix_once_unless_the_server_says():
     r = _timed(0, 10.0, 4 * 200)  # four rotation prompts of 200 tokens, sharing their first 150
     r.timing = {"shared_prefix_tokens": 150}
-    r.extra["order_sensitivity"] = {"rotations": 4, "of": 4, "max_spread": 0.1, "top_changes": False}
+    r.extra["order_sensitivity"] = {"presentations": 4, "of": 4, "max_spread": 0.1, "top_changes": False}
     assert evaluated_tokens(r) == 150 + 4 * 50
     r.timing["input_tokens"] = 321
     assert evaluated_tokens(r) == 321

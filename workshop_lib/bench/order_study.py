@@ -48,7 +48,7 @@ def _int(value) -> int | None:
 
 def evaluated_tokens(result: TaskResult) -> int | None:
     """The tokens the server evaluated for this answer: ``timing.input_tokens`` when the server says;
-    else the prompt's ``input_tokens``, and for k rotations (which share ``shared_prefix_tokens``,
+    else the prompt's ``input_tokens``, and for k presentations (which share ``shared_prefix_tokens``,
     evaluated once) their prompts' tokens less the k - 1 repeats of that prefix."""
     told = _int(result.timing.get("input_tokens"))
     if told is not None:
@@ -57,8 +57,8 @@ def evaluated_tokens(result: TaskResult) -> int | None:
     sensitivity = result.extra.get("order_sensitivity")
     shared = _int(result.timing.get("shared_prefix_tokens"))
     if tokens is not None and isinstance(sensitivity, Mapping) and shared is not None:
-        rotations = _int(sensitivity.get("rotations")) or 1
-        return tokens - (rotations - 1) * shared
+        shown = _int(sensitivity.get("presentations")) or 1
+        return tokens - (shown - 1) * shared
     return tokens
 
 
@@ -75,10 +75,10 @@ def mean_sensitivity(results: Iterable[TaskResult]) -> dict:
     found = [r.extra["order_sensitivity"] for r in results
              if r.valid and isinstance(r.extra.get("order_sensitivity"), Mapping)]
     if not found:
-        return {"n": 0, "max_spread": None, "top_changes": None, "rotations": None}
+        return {"n": 0, "max_spread": None, "top_changes": None, "presentations": None}
     return {"n": len(found), "max_spread": statistics.mean(float(s["max_spread"]) for s in found),
             "top_changes": sum(bool(s["top_changes"]) for s in found) / len(found),
-            "rotations": statistics.mean(float(s["rotations"]) for s in found)}
+            "presentations": statistics.mean(float(s["presentations"]) for s in found)}
 
 
 def per_token_ms(tokens: Sequence[float], ms: Sequence[float]) -> float | None:
@@ -285,7 +285,8 @@ class OrderModesView(DecisionView):
             raw = decision.raw or {}
             mode, sensitivity, prior = raw.get("order"), raw.get("order_sensitivity"), raw.get("prior")
             if sensitivity:
-                out.append(f"{mode}: {sensitivity['rotations']} of {sensitivity['of']} rotations; the largest spread "
+                out.append(f"{mode}: {sensitivity['presentations']} presentations of {sensitivity['of']} options; "
+                           f"the largest spread "
                            f"of one option's probability across them {sensitivity['max_spread']:.3f}; the top "
                            f"option {'changes' if sensitivity['top_changes'] else 'stays the same'}")
             elif prior:

@@ -309,11 +309,14 @@ class TopToken(BaseModel):
 
 
 class OrderSensitivity(BaseModel):
-    rotations: int = Field(ge=1, description="Rotations evaluated.")
-    of: int = Field(ge=2, description="The options (all rotations: as many as options).")
+    presentations: int = Field(ge=1, description="The option orders averaged: the cyclic rotations of the options "
+                                                "as given and reversed (2n; 2 for two options; past "
+                                                "DECISION_ADAPTER_MAX_ROTATIONS options, that many rotations "
+                                                "each way).")
+    of: int = Field(ge=2, description="The number of options.")
     max_spread: float = Field(ge=0, le=1, description="The largest difference, over options, between an option's "
-                                                      "highest and lowest probability across the rotations.")
-    top_changes: bool = Field(description="Whether the most probable option differs between rotations.")
+                                                      "highest and lowest probability across the presentations.")
+    top_changes: bool = Field(description="Whether the most probable option differs between presentations.")
 
 
 class CalibrationUsed(BaseModel):
@@ -342,7 +345,7 @@ class DecisionResult(Answer):
     readout: str
     question_eval_ms: float | None = None
     order: Literal["as_given", "prior", "rotations"] | None = Field(None, description="The order mode used.")
-    order_sensitivity: OrderSensitivity | None = Field(None, description="With rotations: how much they disagree.")
+    order_sensitivity: OrderSensitivity | None = Field(None, description="With rotations: how much the presentations disagree.")
     prior: list[Annotated[float, Field(ge=0, le=1)]] | None = Field(
         None, description="With prior: the content-free prior per position that the readout was divided by.")
     calibration: CalibrationUsed | None = None
