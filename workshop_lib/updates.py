@@ -119,29 +119,37 @@ def update_request(endpoint_name: str, config_name: str, deployment: dict) -> di
 
 @dataclass(frozen=True)
 class UpdatePlan:
-    """The three requests of one update: the version's model and endpoint config, and UpdateEndpoint."""
+    """One update: the version as a deploy plan (its model and endpoint config; its CreateEndpoint is
+    never sent) and the UpdateEndpoint that moves ``endpoint_name`` onto it. What the version serves
+    (image, model data, notes) is read from that one plan."""
 
     endpoint_name: str
-    model: dict
-    endpoint_config: dict
+    version_plan: DeployPlan
     update: dict
-    notes: tuple[str, ...] = ()
 
     @property
     def version(self) -> str:
-        return self.endpoint_config["EndpointConfigName"]
+        return self.version_plan.endpoint_config["EndpointConfigName"]
+
+    @property
+    def model(self) -> dict:
+        return self.version_plan.model
+
+    @property
+    def endpoint_config(self) -> dict:
+        return self.version_plan.endpoint_config
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.version_plan.notes
 
     @property
     def image_uri(self) -> str:
-        return self.model["PrimaryContainer"]["Image"]
+        return self.version_plan.image_uri
 
     @property
     def model_data_url(self) -> str | None:
-        return self.model["PrimaryContainer"].get("ModelDataUrl")
-
-    def as_deploy_plan(self) -> DeployPlan:
-        """The version as a deploy plan (what the hosting adapts before sending); its endpoint is never sent."""
-        return DeployPlan(self.model, self.endpoint_config, endpoint_request(self.version), self.notes)
+        return self.version_plan.model_data_url
 
     def requests(self) -> list[tuple[str, dict]]:
         return [("CreateModel", self.model), ("CreateEndpointConfig", self.endpoint_config),
@@ -171,7 +179,7 @@ def update_plan(spec: DeploySpec, *, endpoint_name: str, role_arn: str, region: 
     count = config["ProductionVariants"][0].get("InitialInstanceCount", instance_count)
     update = update_request(endpoint_name, version, deployment_config(
         rollback_alarms, routing=routing, instance_count=max(count, instance_count), **deployment))
-    return UpdatePlan(endpoint_name, model, config, update, made.notes)
+    return UpdatePlan(endpoint_name, DeployPlan(model, config, endpoint_request(version), made.notes), update)
 
 
 # ---- sending and waiting ---------------------------------------------------------------------------
@@ -256,7 +264,7 @@ def roll_out(sm_client, plan: UpdatePlan, *, hosting=None, delay_s: float = 30, 
     if before["EndpointStatus"] != "InService":
         raise UpdateFailed(f"endpoint {plan.endpoint_name} is {before['EndpointStatus']}; an update starts from "
                            "InService: wait for it (or for the update under way) first")
-    sent = hosting.adapt(plan.as_deploy_plan())
+    sent = hosting.adapt(plan.version_plan)
     hosting_module.create_model(sm_client, sent.model)
     hosting_module.create_endpoint_config(sm_client, sent.endpoint_config)
     if report is not None:

@@ -5,6 +5,7 @@ documents grant exactly these calls."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 
@@ -160,6 +161,11 @@ def test_the_update_plan_is_a_new_version_of_the_deploys_shape():
     assert env[ENDPOINT_NAME_ENV] == NAME and env["SM_LLAMA_CPP_THREADS"] == "4"  # metrics stay the endpoint's
     for operation, request in plan.requests():
         aws.validate("sagemaker", operation, request)
+    # What the version serves is read from its one deploy plan, so the two cannot disagree.
+    assert [f.name for f in dataclasses.fields(plan)] == ["endpoint_name", "version_plan", "update"]
+    assert (plan.image_uri, plan.model_data_url) == (DECISION_PINNED, MODEL_DATA)
+    assert plan.model is plan.version_plan.model and plan.version_plan.name == plan.version
+    aws.validate("sagemaker", "CreateEndpoint", plan.version_plan.endpoint)
     assert not updates.is_version(NAME, NAME) and not updates.is_version(NAME, f"{NAME}-2-20261201153604")
 
 
