@@ -85,6 +85,15 @@ def _target_flags(parser, *, default: str) -> None:
     target.add_argument("--url", help="a local adapter's base URL, e.g. http://127.0.0.1:8080 (no config needed)")
 
 
+def _task_flags(parser, *, out: str, tasks: bool = True,
+                limit: str = "use N tasks, spread across families") -> None:
+    """``--tasks`` (unless ``tasks=False``), ``--limit`` and ``--out``: the commands that read tasks and write a file."""
+    if tasks:
+        parser.add_argument("--tasks", metavar="PATH", help="JSONL task file (default: the packaged task set)")
+    parser.add_argument("--limit", type=int, metavar="N", help=limit)
+    parser.add_argument("--out", metavar="PATH", help=out)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import endpoints
 
@@ -217,8 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
             "beside this run (e.g. CPU vs GPU).")
     _workshop_flags(p)
     _target_flags(p, default="the deploy path's decision endpoint")
-    p.add_argument("--tasks", metavar="PATH", help="JSONL task file (default: the packaged task set)")
-    p.add_argument("--limit", type=int, metavar="N", help="use N tasks, spread across families")
+    _task_flags(p, out="output folder (default: bench/ beside the config file)")
     p.add_argument("--concurrency", type=int, metavar="N",
                    help="requests in flight for the decision run (default 1: sequential)")
     p.add_argument("--baseline", action="append", nargs="?", const="generation", choices=("generation", "logprobs"),
@@ -239,7 +247,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", help="name of this run in tables, e.g. cpu, gpu (default: decision)")
     p.add_argument("--schema", choices=("decision", "systemone"),
                    help="send the tasks as decisions (default) or as Jev /v1/systemone questions")
-    p.add_argument("--out", help="output folder (default: bench/ beside the config file)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     p = add("captured", cmd_captured, "read a decision endpoint's captured decisions into tasks to label (06)",
@@ -248,9 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
             "empty expected, one a line, for a person to label; labelled, they feed calibrate --tasks.")
     _workshop_flags(p, "bucket", "prefix")
     p.add_argument("--name", help="endpoint name (default: the deploy path's decision endpoint)")
-    p.add_argument("--limit", type=int, metavar="N", help="read at most N captured invocations (oldest first)")
-    p.add_argument("--out", metavar="PATH", help="the JSONL file to write (default: captured/<endpoint>.jsonl beside "
-                                                 "the config file)")
+    _task_flags(p, tasks=False, limit="read at most N captured invocations (oldest first)",
+                out="the JSONL file to write (default: captured/<endpoint>.jsonl beside the config file)")
 
     p = add("calibrate", cmd_calibrate, "fit a temperature per question type and option count: calibration.json (06)",
             "Send labelled tasks (JevBench JSONL; default: the packaged set) to a decision endpoint at temperature 1 "
@@ -260,12 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
             "the adapter applies it to requests in the same order mode.")
     _workshop_flags(p)
     _target_flags(p, default="the deploy path's decision endpoint")
-    p.add_argument("--tasks", metavar="PATH", help="JSONL task file (default: the packaged task set)")
-    p.add_argument("--limit", type=int, metavar="N", help="use N tasks, spread across families")
+    _task_flags(p, out="where to write it (default: calibration.json beside the config file)")
     p.add_argument("--order", choices=("as_given", "prior", "rotations"),
                    help="the order mode to fit for (default as_given); the adapter applies the file in that mode only")
     p.add_argument("--run", metavar="RUN_JSON", help="a saved temperature-1 run (Run.to_dict) instead of sending tasks")
-    p.add_argument("--out", metavar="PATH", help="where to write it (default: calibration.json beside the config file)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     p = add("alarms", cmd_alarms, "put a decision endpoint's alarms and the workshop's dashboard (07)",
