@@ -237,8 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "llama-server's .../v1/chat/completions (default: the config's standard endpoint)")
     p.add_argument("--bias", action="store_true", help="also send the options reversed; report top-choice flips")
     p.add_argument("--debias", action="store_true",
-                   help="also the order-debiased readout (k rotations in one shared-state request); implies --bias")
-    p.add_argument("--rotations", type=int, metavar="K", help="rotations for --debias (default: one per option)")
+                   help="also the order-debiased readout (the adapter's rotations mode, for the options as declared "
+                        "and reversed); implies --bias")
     p.add_argument("--study-limit", type=int, metavar="N",
                    help="run the baseline and order studies on N of the tasks (default: all)")
     p.add_argument("--calibrate", action="store_true",

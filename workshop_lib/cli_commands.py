@@ -296,7 +296,7 @@ def cmd_bench(args) -> int:
             standard = steps.client(workshop, workshop.config.standard_endpoint_name)
     report = run_benchmark(
         _endpoint_client(args, steps.decision_endpoint), args.tasks, progress=not args.no_progress,
-        **_given(limit=args.limit, concurrency=args.concurrency, rotations=args.rotations,
+        **_given(limit=args.limit, concurrency=args.concurrency,
                  study_limit=args.study_limit, label=args.label, schema=args.schema,
                  compare_with=load_comparison(args.compare) if args.compare else None),
         baseline=args.baseline or False, standard=standard, bias=args.bias, debias=args.debias,

@@ -8,7 +8,7 @@ position bias and calibration, against any ``EndpointClient``.
 Modules: ``tasks`` (JevBench / decision records -> requests), ``scoring`` (validity,
 argmax, ties), ``runner`` (sequential or N concurrent clients), ``report`` (numbers,
 side by side, JSON / Markdown), ``plots``, ``baseline`` (generation through chat),
-``bias`` (order test, debiased readout), ``calibration`` (temperature, ECE, Brier),
+``bias`` (order test, flip rate), ``calibration`` (temperature, ECE, Brier),
 ``suite`` (all of it in one call); for the adapter's own order modes and served
 calibration: ``served`` (tasks in an order mode, ``calibrate``), ``profiles`` (the
 per-profile temperature fit and ``calibration.json``) and ``order_study`` (the modes

@@ -134,9 +134,9 @@ def render_markdown(report: BenchReport) -> str:
                  f"{plain['input_tokens_mean'] or 0:.0f}"]]
         if "debiased" in order:
             deb = order["debiased"]
-            k = deb.get("rotations_mean") or 0
-            rows.append([f"debiased (averaged over every rotation of the options; {k:.1f} per task on average)",
-                         "1 shared-state request",
+            k = deb.get("presentations_mean") or 0
+            rows.append([f"debiased (the served rotations mode: {k:.1f} option orders averaged per task on average)",
+                         "1 decision",
                          fmt_pct(deb["accuracy_original"]), fmt_pct(deb.get("accuracy_reordered")),
                          _flips(deb) if "compared" in deb else "–", fmt_s(deb["client_latency_ms"]["p50"]),
                          f"{deb['evaluated_tokens_mean'] or 0:.0f}"])

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from .bias import flip_stats
+from .order_study import evaluated_tokens
 from .calibration import calibrate_results
 from .logprobs import agreement
 from .runner import Run, TaskResult
@@ -202,17 +203,18 @@ class BenchReport:
             if "debiased_reversed" in self.runs:
                 section["accuracy_reordered"] = _accuracy(self.runs["debiased_reversed"].results)
             section["client_latency_ms"] = latency_stats(r.client_latency_ms for r in deb if r.answered)
-            section["rotations_mean"] = _mean(r.extra.get("rotations") for r in deb)
-            section["evaluated_tokens_mean"] = _mean(r.extra.get("evaluated_tokens") for r in deb)
+            shown = {r.task_id: _presentations(r) for r in deb}
+            section["presentations_mean"] = _mean(shown.values())
+            section["evaluated_tokens_mean"] = _mean(evaluated_tokens(r) for r in deb if r.valid)
             # What k separate plain decisions would have cost: k x that task's plain latency and tokens.
             by_id = {r.task_id: r for r in plain}
-            est = [by_id[r.task_id].client_latency_ms * r.extra["rotations"] for r in deb
+            est = [by_id[r.task_id].client_latency_ms * shown[r.task_id] for r in deb
                    if r.answered and r.task_id in by_id and by_id[r.task_id].client_latency_ms
-                   and r.extra.get("rotations")]
+                   and shown[r.task_id]]
             section["k_separate_estimate_ms"] = latency_stats(est)
             section["k_separate_tokens_mean"] = _mean(
-                by_id[r.task_id].input_tokens * r.extra["rotations"] for r in deb
-                if r.task_id in by_id and isinstance(by_id[r.task_id].input_tokens, int) and r.extra.get("rotations"))
+                by_id[r.task_id].input_tokens * shown[r.task_id] for r in deb
+                if r.task_id in by_id and isinstance(by_id[r.task_id].input_tokens, int) and shown[r.task_id])
             out["debiased"] = section
         return out
 
@@ -295,6 +297,13 @@ class BenchReport:
 
 def _accuracy(results: Sequence[TaskResult]) -> float | None:
     return sum(r.correct for r in results) / len(results) if results else None
+
+
+def _presentations(result: TaskResult) -> int | None:
+    """How many option orders the served rotations mode averaged for this answer (None when not told)."""
+    sensitivity = result.extra.get("order_sensitivity")
+    count = sensitivity.get("presentations") if isinstance(sensitivity, Mapping) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
 def _mean(values) -> float | None:

@@ -4,7 +4,8 @@ Order of the phases (each one a sequential pass unless noted):
 
 1. the decision readout over all tasks (``concurrency`` clients; 1 = as the blog);
 2. ``bias``: the same tasks with the options reversed (the order test);
-3. ``debias``: the order-debiased readout, for the original and the reversed order;
+3. ``debias``: the order-debiased readout (the adapter's ``rotations`` mode, ``served.run_mode``),
+   for the original and the reversed order;
 4. ``baseline``: the generation baseline through the chat schema (last, because a
    chat request resets the adapter's cached prefix), and/or the letter-probability baseline:
    the decision prompt sent to the standard endpoint (``standard``) for its first token's
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from .baseline import MAX_TOKENS, run_generation_baseline
 from .logprobs import TOP_LOGPROBS, run_logprobs_baseline
-from .bias import run_debiased, run_order_test
+from .bias import run_order_test
 from .report import BenchReport
 from .runner import run_decisions, run_systemone
 from .tasks import Task, default_tasks_path, load_tasks, select
@@ -52,14 +53,13 @@ def baselines(baseline) -> tuple[str, ...]:
 
 def run_benchmark(client, tasks=None, *, limit: int | None = None, concurrency: int = 1,
                   baseline=False, standard=None, top_logprobs: int = TOP_LOGPROBS, bias: bool = False, debias: bool = False, calibrate: bool = False,
-                  rotations: int | None = None, study_limit: int | None = None, order: str = "reversed",
+                  study_limit: int | None = None, order: str = "reversed",
                   max_tokens: int = MAX_TOKENS, label: str = "decision", compare_with: dict | None = None,
                   title: str = "Decision benchmark", progress: bool = True, schema: str = "decision") -> BenchReport:
     """Run the benchmark against ``client`` (any ``EndpointClient``) and return a ``BenchReport``.
 
     ``tasks``: a JSONL path, a list of ``Task`` or None for the packaged set; ``limit`` keeps
-    that many, spread across families. ``rotations``: k for the debiased readout (default:
-    as many as the task has options). ``compare_with``: ``report.load_comparison(path)``.
+    that many, spread across families. ``compare_with``: ``report.load_comparison(path)``.
     ``schema``: "decision" (the project's schema) or "systemone" (the same tasks as Jev questions);
     the studies (baseline, order, calibration) always use the decision schema.
     ``baseline``: True or "generation" (chat, parse the reply), "logprobs" (letter probabilities from
@@ -78,9 +78,11 @@ def run_benchmark(client, tasks=None, *, limit: int | None = None, concurrency: 
     if bias or debias:
         runs["decision_reversed"] = run_order_test(client, studied, order=order, progress=progress, label=label)
     if debias:
-        runs["debiased"] = run_debiased(client, studied, order="original", rotations=rotations, progress=progress)
-        runs["debiased_reversed"] = run_debiased(client, studied, order=order, rotations=rotations,
-                                                 progress=progress)
+        from .served import run_mode  # served.py reads resolve_tasks from here
+
+        for key, shown in (("debiased", "original"), ("debiased_reversed", order)):
+            runs[key] = run_mode(client, studied, "rotations", order=shown, temperature=None, progress=progress,
+                                 label="debiased")
     if "generation" in wanted:
         runs["generation"] = run_generation_baseline(client, studied, max_tokens=max_tokens, progress=progress)
     if "logprobs" in wanted:

@@ -50,17 +50,25 @@ def test_bench_cli_against_the_local_adapter(adapter, tmp_path, capsys):
     reversed_ids = [r["presented"] for r in runs["decision_reversed"]["results"]]
     assert reversed_ids == [["yes", "no"], ["INV-29031", "INV-20931", "INV-20391"]]
 
-    # The debiased readout: one shared-state request per task, one question per rotation.
+    # The debiased readout is the adapter's rotations mode: 2n option orders (2 for two options), the
+    # state and question evaluated once, and the same orders (so the same answer) whichever way round
+    # the options were sent.
     debiased = {r["task_id"]: r for r in runs["debiased"]["results"]}
-    assert debiased["policy-14"]["extra"]["rotations"] == 2 and debiased["extraction-10"]["extra"]["rotations"] == 3
-    assert all(r["valid"] and r["timing"]["shared_prefix_tokens"] > 0 for r in debiased.values())
-    # Two options: the rotations of [no, yes] and of [yes, no] are the same two prompts,
-    # so the debiased answer cannot depend on the order it started from.
     flipped = {r["task_id"]: r for r in runs["debiased_reversed"]["results"]}
-    for oid, p in debiased["policy-14"]["probabilities"].items():
-        assert flipped["policy-14"]["probabilities"][oid] == pytest.approx(p, abs=1e-4)
+    shown = {"policy-14": 2, "extraction-10": 6}
+    for task_id, k in shown.items():
+        r = debiased[task_id]
+        assert r["valid"] and r["extra"]["order"] == "rotations"
+        assert r["extra"]["order_sensitivity"]["presentations"] == k
+        assert r["timing"]["shared_prefix_tokens"] > 0 and r["input_tokens"] > k * r["timing"]["shared_prefix_tokens"]
+        for oid, p in r["probabilities"].items():
+            assert flipped[task_id]["probabilities"][oid] == pytest.approx(p, abs=1e-4)
     assert report["order_test"]["plain"]["compared"] == 2
-    assert report["order_test"]["debiased"]["rotations_mean"] == 2.5
+    assert report["order_test"]["debiased"]["presentations_mean"] == 4
+    assert report["order_test"]["debiased"]["flips"] == 0
+    # The shared prefix counted once: fewer tokens than k separate plain decisions.
+    deb = report["order_test"]["debiased"]
+    assert 0 < deb["evaluated_tokens_mean"] < deb["k_separate_tokens_mean"]
 
     # The generation baseline answered through chat; whatever it wrote is kept and parsed.
     for r in runs["generation"]["results"]:

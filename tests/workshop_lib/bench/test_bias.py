@@ -1,52 +1,15 @@
-"""Order test and debiased readout: rotations, averaging and flip rates on fixed inputs."""
+"""Order test and the debiased readout's report section, on fixed inputs."""
 
 import pytest
 
-from workshop_lib.bench.bias import average_probabilities, debiased_result, flip_stats, rotation_shifts
-from workshop_lib.bench.runner import TaskResult
-from workshop_lib.bench.tasks import Task
-from workshop_lib.client import Decision
-
-TASK = Task("t1", "routing", "choice", "s", "Which?", (("a", "A"), ("b", "B"), ("c", "C")), "b")
+from workshop_lib.bench.bias import flip_stats
+from workshop_lib.bench.report import BenchReport
+from workshop_lib.bench.runner import Run, TaskResult
 
 
-def test_rotation_shifts():
-    assert rotation_shifts(4) == [0, 1, 2, 3]
-    assert rotation_shifts(4, 2) == [0, 2]
-    assert rotation_shifts(5, 10) == [0, 1, 2, 3, 4]
-    assert rotation_shifts(16, 4) == [0, 4, 8, 12]
-
-
-def test_averaging_removes_a_pure_position_preference():
-    # A model that always gives 0.7 to whatever is shown first: over all rotations every option
-    # is first once, so the average is uniform; the tie then goes to the smallest label.
-    answers = [{"a": 0.7, "b": 0.2, "c": 0.1}, {"b": 0.7, "c": 0.2, "a": 0.1}, {"c": 0.7, "a": 0.2, "b": 0.1}]
-    averaged = average_probabilities(answers)
-    assert averaged == pytest.approx({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3})
-    with pytest.raises(ValueError):
-        average_probabilities([{"a": 1.0}, {"b": 1.0}])
-
-
-def _decision(qid, ids, probs):
-    return Decision.from_result({"id": qid, "option_ids": ids, "probabilities": probs, "input_tokens": 130},
-                                timing={"total_ms": 300.0, "shared_prefix_tokens": 100}, client_latency_ms=320.0)
-
-
-def test_debiased_result_scores_the_average():
-    decisions = [_decision("rot0", ["a", "b", "c"], [0.5, 0.4, 0.1]),
-                 _decision("rot1", ["b", "c", "a"], [0.6, 0.3, 0.1]),
-                 _decision("rot2", ["c", "a", "b"], [0.5, 0.2, 0.3])]
-    result = debiased_result(TASK, decisions, order="original", presented=["a", "b", "c"])
-    assert result.probabilities == pytest.approx({"a": 0.8 / 3, "b": 1.3 / 3, "c": 0.9 / 3})
-    assert result.valid and result.predicted == "b" and result.correct
-    assert result.client_latency_ms == 320.0 and result.server_ms == 300.0
-    # Shared prefix once (100) plus each question's own 30 tokens.
-    assert result.extra == {"rotations": 3, "evaluated_tokens": 190, "rotation_tops": ["a", "b", "c"]}
-
-
-def _tr(task_id, predicted, valid=True):
+def _tr(task_id, predicted, valid=True, **measured):
     return TaskResult(task_id=task_id, family="f", type="choice", expected="a", labels=["a", "b"], valid=valid,
-                      predicted=predicted if valid else None)
+                      predicted=predicted if valid else None, correct=valid and predicted == "a", **measured)
 
 
 def test_flip_stats_counts_changed_top_choices_on_valid_pairs():
@@ -56,3 +19,33 @@ def test_flip_stats_counts_changed_top_choices_on_valid_pairs():
     assert stats == {"compared": 3, "flips": 2, "rate": pytest.approx(2 / 3), "not_comparable": 1,
                      "flipped_tasks": ["2", "3"]}
     assert flip_stats([], [])["rate"] is None
+
+
+def _served(task_id, predicted, presentations, evaluated):
+    """An answer of the adapter's rotations mode: it says how many orders it averaged and what it evaluated."""
+    return _tr(task_id, predicted, client_latency_ms=50.0 * presentations, input_tokens=10 * presentations,
+               timing={"input_tokens": evaluated},
+               extra={"order": "rotations", "order_sensitivity": {"presentations": presentations, "of": 2,
+                                                                  "max_spread": 0.1, "top_changes": False}})
+
+
+def _run(key, results):
+    return Run(label=key, kind="decision", results=results)
+
+
+def test_the_debiased_section_reads_the_served_rotations_answers():
+    plain = [_tr("1", "a", client_latency_ms=100.0, input_tokens=40), _tr("2", "b", client_latency_ms=80.0,
+                                                                        input_tokens=30)]
+    reversed_ = [_tr("1", "b"), _tr("2", "b")]
+    debiased = [_served("1", "a", 2, 50), _served("2", "a", 6, 90)]
+    debiased_reversed = [_served("1", "a", 2, 50), _served("2", "b", 6, 90)]
+    report = BenchReport(runs={"decision": _run("decision", plain), "decision_reversed": _run("r", reversed_),
+                               "debiased": _run("d", debiased), "debiased_reversed": _run("dr", debiased_reversed)})
+    section = report.order_test["debiased"]
+    assert (section["compared"], section["flips"], section["flipped_tasks"]) == (2, 1, ["2"])
+    assert section["presentations_mean"] == 4 and section["evaluated_tokens_mean"] == 70
+    # k separate plain decisions: each task's plain figures times the orders its answer averaged.
+    assert section["k_separate_tokens_mean"] == (40 * 2 + 30 * 6) / 2
+    assert section["k_separate_estimate_ms"]["max"] == 80.0 * 6
+    assert section["accuracy_original"] == 1.0 and section["accuracy_reordered"] == 0.5
+    assert report.order_test["plain"]["flips"] == 1
