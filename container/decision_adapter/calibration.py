@@ -36,6 +36,7 @@ QUESTION_TYPES = ("choice", "noul", "score")
 BANDS = (("2", 2, 2), ("3-4", 3, 4), ("5-8", 5, 8), ("9-16", 9, 16), ("17+", 17, None))
 PROFILE_NAMES = tuple(f"{kind}/{band}" for kind in QUESTION_TYPES for band, _, _ in BANDS)
 SOURCE_CALIBRATION, SOURCE_REQUEST, SOURCE_NONE = "calibration", "request", "none"
+HELDOUT_KEYS = ("nll_before", "nll_after", "ece_before", "ece_after", "brier_before", "brier_after")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -89,6 +90,13 @@ def parse(raw, where: str, file_sha256: str) -> Calibration:
     def bad(what: str) -> CalibrationError:
         return CalibrationError(f"{where}: {what}; write it again with `workshop calibrate` (format {FORMAT})")
 
+    def count(value, what: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise bad(f"{what} must be a non-negative integer, not {value!r}")
+
+    def number(value) -> bool:
+        return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
     if not isinstance(raw, dict):
         raise bad("is not a JSON object")
     if raw.get("format") != FORMAT:
@@ -97,8 +105,8 @@ def parse(raw, where: str, file_sha256: str) -> Calibration:
     if not isinstance(fit_for, dict):
         raise bad("fit_for must be an object {gguf_sha256, prompt_version}")
     gguf = fit_for.get("gguf_sha256")
-    if not isinstance(gguf, str) or not _SHA256.fullmatch(gguf.lower()):
-        raise bad(f"fit_for.gguf_sha256 must be 64 hex digits, not {gguf!r}")
+    if not isinstance(gguf, str) or not _SHA256.fullmatch(gguf):
+        raise bad(f"fit_for.gguf_sha256 must be 64 lowercase hex digits, not {gguf!r}")
     version = fit_for.get("prompt_version")
     if not isinstance(version, str) or not version:
         raise bad("fit_for.prompt_version must be a non-empty string")
@@ -115,16 +123,34 @@ def parse(raw, where: str, file_sha256: str) -> Calibration:
                       f"{'|'.join(b for b, _, _ in BANDS)}>")
         if not isinstance(profile, dict):
             raise bad(f"profiles[{name!r}] must be an object")
-        kept = profile.get("kept", True)
+        kept = profile.get("kept")
         if not isinstance(kept, bool):
             raise bad(f"profiles[{name!r}].kept must be true or false")
         value = profile.get("temperature")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                math.isfinite(value) and 1e-3 < value <= 100):
+        if not (number(value) and 1e-3 < value <= 100):
             raise bad(f"profiles[{name!r}].temperature must be a number above 0.001 and at most 100, not {value!r}")
+        # What the profile was judged on: the file says why it was kept, and the client checks the same.
+        count(profile.get("fit_n"), f"profiles[{name!r}].fit_n")
+        count(profile.get("heldout_n"), f"profiles[{name!r}].heldout_n")
+        heldout = profile.get("heldout")
+        if heldout is None and kept:
+            raise bad(f"profiles[{name!r}] is kept without held-out figures (heldout)")
+        if heldout is not None:
+            if not isinstance(heldout, dict):
+                raise bad(f"profiles[{name!r}].heldout must be an object or null")
+            missing = [key for key in HELDOUT_KEYS if not number(heldout.get(key))]
+            if missing:
+                raise bad(f"profiles[{name!r}].heldout.{missing[0]} must be a finite number")
         if kept:
             temperatures[name] = float(value)
-    return Calibration(where, file_sha256, gguf.lower(), version, order, temperatures, tuple(profiles), raw)
+    data = raw.get("data")
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), str):
+        raise bad("data must be an object naming the tasks (data.tasks)")
+    count(data.get("fit_n"), "data.fit_n")
+    count(data.get("heldout_n"), "data.heldout_n")
+    if not isinstance(raw.get("created"), str):
+        raise bad("created must be an ISO time string")
+    return Calibration(where, file_sha256, gguf, version, order, temperatures, tuple(profiles), raw)
 
 
 def check_fit(calibration: Calibration, gguf_sha256: str, gguf_name: str, prompt_version: str) -> None:

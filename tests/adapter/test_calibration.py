@@ -22,14 +22,16 @@ from decision_adapter.slots import EngineError
 OTHER_SHA = "ab" * 32
 STATE = "The invoice for March was charged twice and the customer asks for the money back."
 OPTIONS = ["billing", "shipping", "technical"]
+HELDOUT = {"nll_before": 1.2, "nll_after": 1.0, "ece_before": 0.5, "ece_after": 0.2, "brier_before": 0.7,
+           "brier_after": 0.6}
 
 
 def calibration_file(gguf_sha256: str, *, prompt_version: str = PROMPT_VERSION, order: str = "as_given",
                      profiles: dict | None = None) -> dict:
     return {"format": calibration.FORMAT, "fit_for": {"gguf_sha256": gguf_sha256, "prompt_version": prompt_version},
             "order": order, "profiles": profiles if profiles is not None else {
-                "choice/3-4": {"temperature": 2.0, "kept": True, "fit_n": 30, "heldout_n": 13},
-                "choice/2": {"temperature": 0.5, "kept": False}},
+                "choice/3-4": {"temperature": 2.0, "kept": True, "fit_n": 30, "heldout_n": 13, "heldout": HELDOUT},
+                "choice/2": {"temperature": 0.5, "kept": False, "fit_n": 3, "heldout_n": 0, "heldout": None}},
             "data": {"tasks": "test", "fit_n": 30, "heldout_n": 13}, "created": "2026-01-01T00:00:00Z"}
 
 
@@ -64,7 +66,7 @@ def test_a_kept_profile_applies_in_its_order_mode_unless_the_request_sets_a_temp
     ({"format": "other/1"}, "format"),
     ({"order": "sideways"}, "order"),
     ({"profiles": {"choice/3": {"temperature": 2.0}}}, "choice/3"),
-    ({"profiles": {"choice/2": {"temperature": 0}}}, "temperature"),
+    ({"profiles": {"choice/2": {"temperature": 0, "kept": False}}}, "temperature"),
     ({"fit_for": {"gguf_sha256": "xyz", "prompt_version": PROMPT_VERSION}}, "gguf_sha256"),
 ])
 def test_a_malformed_file_is_refused_naming_the_field(change, words):
