@@ -261,9 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("calibrate", cmd_calibrate, "fit a temperature per question type and option count: calibration.json (06)",
             "Send labelled tasks (JevBench JSONL; default: the packaged set) to a decision endpoint at temperature 1 "
             "in one order mode (or read a saved run with --run), fit a temperature per <question_type>/<band> "
-            "profile on the fitting split, keep it only where the held-out NLL improves, and write calibration.json "
-            "for that GGUF and prompt version. `package-model --calibration PATH` puts it into the next package; "
-            "the adapter applies it to requests in the same order mode.")
+            "profile on the fitting split, keep it only where at least 5 held-out answers judge it and their NLL "
+            "improves, and write calibration.json for that GGUF and prompt version. `package-model --calibration "
+            "PATH` puts it into the next package; the adapter applies it to requests in the same order mode.")
     _workshop_flags(p)
     _target_flags(p, default="the deploy path's decision endpoint")
     _task_flags(p, out="where to write it (default: calibration.json beside the config file)")

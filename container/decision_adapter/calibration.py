@@ -126,6 +126,8 @@ def parse(raw, where: str, file_sha256: str) -> Calibration:
         kept = profile.get("kept")
         if not isinstance(kept, bool):
             raise bad(f"profiles[{name!r}].kept must be true or false")
+        if not isinstance(profile.get("reason"), (str, type(None))):
+            raise bad(f"profiles[{name!r}].reason must be a string or null")
         value = profile.get("temperature")
         if not (number(value) and 1e-3 < value <= 100):
             raise bad(f"profiles[{name!r}].temperature must be a number above 0.001 and at most 100, not {value!r}")

@@ -53,6 +53,8 @@ GOOD = [
     pytest.param(doc("profiles.score/17+", {"temperature": 1, "kept": False, "fit_n": 0, "heldout_n": 0}),
                  id="open-band-heldout-absent"),
     pytest.param(doc("extra", {"anything": True}), id="unknown-top-level-field"),
+    pytest.param(doc("profiles.noul/2.reason", "only 3 held-out answers"), id="reason"),
+    pytest.param(doc("profiles.choice/3-4.reason", None), id="reason-null"),
 ]
 
 BAD = [
@@ -75,6 +77,7 @@ BAD = [
     pytest.param(doc("profiles.noul/2.temperature", "2"), id="temperature-string"),
     pytest.param(doc("profiles.noul/2.kept", drop=True), id="kept-missing"),
     pytest.param(doc("profiles.noul/2.kept", 1), id="kept-int"),
+    pytest.param(doc("profiles.noul/2.reason", 3), id="reason-int"),
     pytest.param(doc("profiles.noul/2.fit_n", -1), id="fit-n-negative"),
     pytest.param(doc("profiles.noul/2.heldout_n", 2.0), id="heldout-n-float"),
     pytest.param(doc("profiles.choice/3-4.heldout", None), id="kept-without-figures"),

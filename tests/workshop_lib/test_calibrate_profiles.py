@@ -57,7 +57,7 @@ def test_an_overconfident_model_is_softened_and_kept_when_held_out_nll_improves(
     assert entry["kept"] is True
     assert entry["heldout"]["nll_after"] < entry["heldout"]["nll_before"]
     assert entry["heldout"]["ece_after"] < entry["heldout"]["ece_before"]
-    assert (entry["fit_n"], entry["heldout_n"]) == (60, 40)
+    assert (entry["fit_n"], entry["heldout_n"]) == (60, 40) and entry["reason"] is None
 
 
 def test_a_fit_that_makes_held_out_nll_worse_is_not_kept():
@@ -67,13 +67,30 @@ def test_a_fit_that_makes_held_out_nll_worse_is_not_kept():
     entry = fit_profile(fit, held)
     assert entry["temperature"] < 1.0
     assert entry["heldout"]["nll_after"] > entry["heldout"]["nll_before"]
-    assert entry["kept"] is False
+    assert entry["kept"] is False and "does not improve" in entry["reason"]
 
 
 def test_a_profile_without_held_out_answers_is_not_kept():
     rng = np.random.default_rng(3)
     entry = fit_profile(_rows(rng, 10, p_top=0.9, right_share=0.5), [])
     assert entry["kept"] is False and entry["heldout"] is None and entry["heldout_n"] == 0
+    assert "no held-out answer" in entry["reason"]
+
+
+def test_a_profile_judged_on_fewer_than_the_minimum_held_out_answers_is_not_kept():
+    # The overconfident answers of the kept case above, judged on a few held-out ones (one confidently
+    # wrong, so softening helps): one fewer than the minimum and the NLL improves, but the profile is
+    # not kept and says why; with the minimum it is kept.
+    rng = np.random.default_rng(1)
+    fit, held = _rows(rng, 60, p_top=0.98, right_share=0.6), _rows(rng, 40, p_top=0.98, right_share=0.6)
+    few = [h for h in held if h.target != int(np.argmax(h.log_probs))][:1] + held[:profiles.MIN_HELDOUT - 2]
+    assert len(few) == profiles.MIN_HELDOUT - 1
+    entry = fit_profile(fit, few)
+    assert entry["heldout"]["nll_after"] < entry["heldout"]["nll_before"]
+    assert entry["kept"] is False and f"only {len(few)} held-out answers" in entry["reason"]
+    enough = few + [h for h in held if h not in few][:1]
+    judged = fit_profile(fit, enough)
+    assert judged["heldout"]["nll_after"] < judged["heldout"]["nll_before"] and judged["kept"] is True
 
 
 def test_a_model_that_reads_positions_is_flattened_within_the_adapters_temperature_range():
@@ -118,7 +135,7 @@ def test_the_file_holds_what_the_adapter_reads_and_round_trips(tmp_path):
     assert set(doc["profiles"]) == {"choice/3-4", "noul/2"}
     assert doc["data"] == {"tasks": "tasks.jsonl", "fit_n": 16, "heldout_n": 32}
     for entry in doc["profiles"].values():
-        assert set(entry) == {"temperature", "kept", "fit_n", "heldout_n", "heldout"}
+        assert set(entry) == {"temperature", "kept", "fit_n", "heldout_n", "heldout", "reason"}
         assert set(entry["heldout"]) == set(profiles.HELDOUT_KEYS)
     path = write_document(doc, tmp_path)
     assert path.name == "calibration.json"

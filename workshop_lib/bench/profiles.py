@@ -9,8 +9,8 @@ the benchmark's report), per profile:
   (``2``, ``3-4``, ``5-8``, ``9-16``, ``17+``): a yes/no question and a five-way routing question
   are wrong in different ways;
 * the temperature is fitted on the fitting tasks and judged on the held-out ones; it is kept only
-  when the held-out NLL improves (otherwise the file says ``kept: false`` and the adapter serves
-  temperature 1 for that profile);
+  when at least ``MIN_HELDOUT`` answers are held out and their NLL improves (otherwise the file says
+  ``kept: false`` with a ``reason``, and the adapter serves temperature 1 for that profile);
 * the file names the GGUF (sha256) and the prompt version it was fitted for, and the order mode:
   the adapter refuses a file fitted for another model or prompt, and applies a profile only to
   requests in the same order mode.
@@ -46,6 +46,10 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 # content, ends up once it is judged on labels.
 TEMPERATURE_RANGE = (1e-3, 100.0)
 BETA_RANGE = (1.0 / TEMPERATURE_RANGE[1], 0.999 / TEMPERATURE_RANGE[0])
+# A profile is kept only when at least this many held-out answers judged it: below that, a lower
+# held-out NLL is the luck of one or two answers (a profile fitted on one task and judged on one
+# would otherwise be served), so the file says so and the adapter serves temperature 1 there.
+MIN_HELDOUT = 5
 # A probability of exactly 0 has no logarithm; this floor keeps the row finite and the answer wrong.
 _FLOOR = 1e-300
 
@@ -95,21 +99,29 @@ def _rows(rows: Sequence[Labelled]) -> tuple[list[list[float]], list[int]]:
 
 
 def fit_profile(fit: Sequence[Labelled], heldout: Sequence[Labelled]) -> dict:
-    """One profile's entry: the temperature fitted on ``fit``, kept only if the NLL on ``heldout`` improves.
+    """One profile's entry: the temperature fitted on ``fit``, kept only if at least ``MIN_HELDOUT``
+    answers are held out and their NLL improves; ``reason`` says why a profile is not kept.
 
-    With no held-out answer there is nothing to judge the fit on: it is not kept (``heldout`` null).
+    With no held-out answer there is nothing to judge the fit on (``heldout`` null); with fewer than
+    ``MIN_HELDOUT`` the figures are reported but the profile is not kept.
     """
     if not fit:
         raise ValueError("a profile needs at least one fitting answer")
     temperature = fit_temperature(*_rows(fit), beta_range=BETA_RANGE)
     entry = {"temperature": float(temperature), "kept": False, "fit_n": len(fit), "heldout_n": len(heldout),
-             "heldout": None}
+             "heldout": None, "reason": "no held-out answer to judge it on"}
     if heldout:
         rows, targets = _rows(heldout)
         before, after = metrics(rows, targets, 1.0), metrics(rows, targets, temperature)
         entry["heldout"] = {f"{key}_{when}": float(figures[key]) for key in ("nll", "ece", "brier")
                             for when, figures in (("before", before), ("after", after))}
-        entry["kept"] = bool(after["nll"] < before["nll"])
+        if len(heldout) < MIN_HELDOUT:
+            entry["reason"] = (f"only {len(heldout)} held-out answer{'s' if len(heldout) > 1 else ''}; a profile is "
+                               f"kept on at least {MIN_HELDOUT}")
+        elif after["nll"] < before["nll"]:
+            entry.update(kept=True, reason=None)
+        else:
+            entry["reason"] = f"held-out NLL does not improve ({before['nll']:.4f} -> {after['nll']:.4f})"
     return entry
 
 
@@ -210,6 +222,8 @@ def check_document(doc) -> dict:
                                        f"{high:g}, not {value!r}")
         if not isinstance(entry.get("kept"), bool):
             raise CalibrationFileError(f"{FILE_NAME} {where}.kept must be true or false")
+        if not isinstance(entry.get("reason"), (str, type(None))):
+            raise CalibrationFileError(f"{FILE_NAME} {where}.reason must be a string or null")
         _count(entry.get("fit_n"), f"{where}.fit_n")
         _count(entry.get("heldout_n"), f"{where}.heldout_n")
         heldout = entry.get("heldout")
@@ -263,12 +277,12 @@ def describe(doc: Mapping) -> str:
             h = entry["heldout"]
             line += (f"  NLL {h['nll_before']:.3f} -> {h['nll_after']:.3f}, ECE {h['ece_before']:.3f} -> "
                      f"{h['ece_after']:.3f}, Brier {h['brier_before']:.3f} -> {h['brier_after']:.3f}")
-        else:
-            line += "  (no held-out answer to judge it on)"
+        if entry.get("reason"):
+            line += f"  ({entry['reason']})"
         lines.append(line)
     return "\n".join(lines)
 
 
-__all__ = ["BANDS", "BAND_NAMES", "FILE_NAME", "FORMAT", "ORDER_MODES", "QUESTION_TYPES", "TEMPERATURE_RANGE", "CalibrationFileError",
+__all__ = ["BANDS", "BAND_NAMES", "FILE_NAME", "FORMAT", "MIN_HELDOUT", "ORDER_MODES", "QUESTION_TYPES", "TEMPERATURE_RANGE", "CalibrationFileError",
            "Labelled", "band", "calibration_document", "check_document", "describe", "fit_for", "fit_profile",
            "fit_profiles", "labelled", "profile_name", "read_document", "write_document"]
