@@ -122,8 +122,14 @@ class Asked:
 
 def prior(engine, n: int, system_prompt: str, prompt_version: str) -> np.ndarray:
     """The content-free prior of n positions in this prompt family, scored on first use and cached."""
+    return measured_prior(engine, n, system_prompt, prompt_version)[0]
+
+
+def measured_prior(engine, n: int, system_prompt: str, prompt_version: str) -> tuple[np.ndarray, int]:
+    """``prior``, and the tokens the model read to score it now (0 when it came from the cache)."""
     key = (prompt_version, n)
     value = engine.order_priors.get(key)
+    read = 0
     if value is None:
         from .engine import ScoringItem
         from .prompt import compose_user_message
@@ -132,8 +138,9 @@ def prior(engine, n: int, system_prompt: str, prompt_version: str) -> np.ndarray
         content, state_end = compose_user_message(CONTENT_FREE, CONTENT_FREE,
                                                   {label: CONTENT_FREE for label in labels})
         prompt = engine.template.render_turn(system_prompt, content, state_end)
-        (result,), _ = engine.score_items([ScoringItem(prompt, n, field="state")])
+        (result,), timing = engine.score_items([ScoringItem(prompt, n, field="state")])
         value = np.asarray(result["probabilities"], dtype=np.float64)
+        read = int(timing.get("input_tokens", result["input_tokens"]))
         engine.order_priors[key] = value
     field = "order_priors" if prompt_version == PROMPT_VERSION else "order_priors_jev"
     reported = engine.info.get(field) or {}
@@ -141,7 +148,7 @@ def prior(engine, n: int, system_prompt: str, prompt_version: str) -> np.ndarray
         reported = {**reported, str(n): [float(v) for v in value]}
         # Replaced, never changed in place: an answer being written out may hold the old one.
         engine.info[field] = dict(sorted(reported.items(), key=lambda kv: int(kv[0])))
-    return value
+    return value, read
 
 
 def measure_priors(engine, families: dict[str, str], counts=range(2, 17)) -> None:
@@ -176,19 +183,27 @@ def score(engine, questions: list[Asked]) -> tuple[list[dict], dict]:
 
     Each result is the readout's (probabilities, mass, tokens, ...) with the order mode applied, plus
     ``order``, ``order_sensitivity``, ``prior``, ``calibration``, ``temperature`` (in force),
-    ``abstained`` and ``min_answer_mass``.
+    ``abstained`` and ``min_answer_mass``. A prior first needed by this request is scored before any
+    of its prompts (so it never displaces the request's own prefix), and the tokens it read count in
+    the timing's ``input_tokens`` (the metric line's InputTokens, Jev's usage): the request paid for them.
     """
     plans, items = [], []
+    prior_tokens = 0
     for asked in questions:
         if asked.order not in ORDER_MODES:
             raise ValueError(f"unknown order mode {asked.order!r}")
         temperature, calibration = in_force(engine.calibration, asked.question_type, asked.n, asked.order,
                                             asked.temperature)
-        priors = prior(engine, asked.n, asked.system_prompt, asked.prompt_version) if asked.order == PRIOR else None
+        priors = None
+        if asked.order == PRIOR:
+            priors, read = measured_prior(engine, asked.n, asked.system_prompt, asked.prompt_version)
+            prior_tokens += read
         expanded = _expand(engine, asked, temperature)
         plans.append((asked, temperature, calibration, priors, [shown for shown, _ in expanded], len(items)))
         items.extend(item for _, item in expanded)
     scored, timing = engine.score_items(items)
+    if prior_tokens:
+        timing = {**timing, "input_tokens": timing.get("input_tokens", 0) + prior_tokens}
     results = []
     for asked, temperature, calibration, priors, shown, start in plans:
         parts = scored[start:start + len(shown)]

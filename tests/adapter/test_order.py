@@ -208,6 +208,27 @@ def test_priors_are_measured_at_start_up_when_the_default_is_prior(engine, monke
     assert engine.tokens_evaluated == counted
 
 
+def test_a_prior_measured_on_first_use_counts_in_that_requests_input_tokens(engine, monkeypatch):
+    monkeypatch.setattr(engine, "order_priors", {})
+    monkeypatch.setattr(engine, "info", {**engine.info, "order_priors": {}, "order_priors_jev": {}})
+    batch = decision(order="prior")
+    counted = engine.tokens_evaluated
+    first, paid = order.score(engine, own.asked(engine, batch))
+    read_first = engine.tokens_evaluated - counted
+    assert "3" in engine.info["order_priors"]
+    counted = engine.tokens_evaluated
+    again, cached = order.score(engine, own.asked(engine, batch))  # the prior is cached now
+    assert engine.tokens_evaluated - counted < read_first and cached["input_tokens"] < paid["input_tokens"]
+    # the difference is the content-free decision alone, and the answers do not depend on who paid for it
+    from decision_adapter.engine import ScoringItem
+    from decision_adapter.prompt import compose_user_message
+
+    content, end = compose_user_message("N/A", "N/A", {label: "N/A" for label in "ABC"})
+    _, blank = engine.score_items([ScoringItem(engine.template.render_turn(SYSTEM_PROMPT, content, end), 3)])
+    assert paid["input_tokens"] - cached["input_tokens"] == blank["input_tokens"]
+    assert np.allclose(first[0]["probabilities"], again[0]["probabilities"], atol=1e-6, rtol=0)
+
+
 def test_rotations_on_the_hybrid_test_gguf_are_the_mean_of_the_presentations(tmp_path_factory):
     """The restore path (a recurrent memory cannot be cut back): each presentation from the saved state."""
     from decision_adapter.engine import Engine

@@ -255,3 +255,33 @@ def test_notebook_06s_closing_check_reads_an_order_study():
     bad = OrderStudy({"as_given": (run([*_results(), failed]), run(_results()))}, tasks="t")
     ok, detail = _reached(bad)
     assert not ok and "1 invalid or failed answers" in detail
+
+
+def test_the_order_study_warms_each_option_counts_prior_before_any_timed_request(monkeypatch):
+    from workshop_lib.bench import order_study, served
+    from workshop_lib.bench.runner import Run
+    from workshop_lib.bench.tasks import Task
+
+    def task(i, n):
+        return Task(f"t{i}", "f", "choice", "s", "q?", tuple((f"o{j}", f"O{j}") for j in range(n)), "o0")
+
+    tasks = [task(0, 3), task(1, 2), task(2, 3), task(3, 5)]
+    calls = []
+
+    class Recording:
+        def decide(self, body):
+            calls.append(("warm", body["id"], body["order"], len(body["options"])))
+
+    def run_mode(client, task_list, mode, order="original", **_):
+        calls.append(("timed", mode, order))
+        return Run(label=mode, kind="decision", results=[], settings={"order_mode": mode})
+
+    monkeypatch.setattr(served, "run_mode", run_mode)
+    monkeypatch.setattr(order_study, "OrderStudy", lambda by_mode, **_: by_mode)
+    order_study.measure_order_modes(Recording(), tasks, modes=("prior", "as_given"))
+    assert calls[:3] == [("warm", "t1@warm-prior", "prior", 2), ("warm", "t0@warm-prior", "prior", 3),
+                         ("warm", "t3@warm-prior", "prior", 5)]
+    assert [c[0] for c in calls[3:]] == ["timed"] * 4 and calls[3][1] == "as_given"
+    calls.clear()
+    order_study.measure_order_modes(Recording(), tasks, modes=("as_given",))
+    assert [c[0] for c in calls] == ["timed", "timed"]  # no prior mode: nothing to warm

@@ -301,9 +301,23 @@ def ask_in_each_mode(client, body: Mapping, modes: Sequence[str] = ORDER_MODES) 
     return OrderModesView(answers, latency=False)
 
 
+def warm_priors(client, tasks: Sequence) -> list[int]:
+    """One untimed ``prior`` decision per option count among ``tasks`` (the first task of each), so that the
+    adapter has scored and cached each count's content-free prior before a timed run: an adapter whose
+    default is ``prior`` measures them at start-up, and the first request of a count would otherwise pay."""
+    first = {}
+    for task in tasks:
+        first.setdefault(len(task.options), task)
+    for n, task in sorted(first.items()):
+        client.decide({**task.request(request_id=f"{task.id}@warm-prior"), "order": "prior",
+                       "question_type": task.type})
+    return sorted(first)
+
+
 def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODES, limit: int | None = None,
                         rate_ms_per_token: float | None = None, progress: bool = True) -> OrderStudy:
-    """Every task in each order mode, options as declared and reversed, at temperature 1 (``as_given`` first)."""
+    """Every task in each order mode, options as declared and reversed, at temperature 1 (``as_given`` first;
+    the priors of the tasks' option counts warmed first, ``warm_priors``, so no timed request scores one)."""
     from .served import run_mode
     from .suite import resolve_tasks
 
@@ -312,6 +326,8 @@ def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODE
         raise ValueError(f"unknown order modes {unknown}; choose from {', '.join(ORDER_MODES)}")
     task_list, name = resolve_tasks(tasks, limit)
     ordered = sorted(dict.fromkeys(modes), key=ORDER_MODES.index)
+    if "prior" in ordered:
+        warm_priors(client, task_list)
     by_mode = {mode: (run_mode(client, task_list, mode, progress=progress),
                    run_mode(client, task_list, mode, order="reversed", progress=progress,
                             label=f"{mode} (reversed)"))
@@ -321,4 +337,4 @@ def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODE
 
 __all__ = ["OrderModesView", "OrderStudy", "THRESHOLDS", "accuracy", "ask_in_each_mode", "evaluated_tokens", "format_study", "heldout_calibration",
            "measure_order_modes", "mean_sensitivity", "mode_figures", "per_token_ms", "risk_coverage",
-           "rotation_cost"]
+           "rotation_cost", "warm_priors"]
