@@ -37,7 +37,6 @@ import numpy as np
 
 from . import calibration as calibration_file
 from . import chat as chat_completion
-from . import batch as batch_eval
 from . import order, readout, runtime, slots
 from .deadline import Deadline
 from .errors import InvalidValue, PromptTooLong, TimedOut
@@ -101,11 +100,8 @@ class Engine(PrefixReuse):
                 "instance, or set the layers to 0 for a CPU endpoint")
         started = time.perf_counter()
         try:
-            # Only trim reuse (attention-only models) evaluates a request's prompts in one batch (batch.py).
-            sequences = settings.parallel_sequences if settings.prefix_reuse in ("auto", "trim") else 1
             with runtime.model_params(llama_cpp, use_extra_bufts=self.runtime.extra_buffers), \
-                    runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[settings.flash_attn],
-                                           **runtime.sequence_fields(llama_cpp, sequences)), \
+                    runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[settings.flash_attn]), \
                     runtime.llama_log(llama_cpp) as load_log:
                 self.llm = llama_cpp.Llama(
                     model_path=str(model.gguf), logits_all=False, verbose=False, **settings.llama_kwargs()
@@ -144,12 +140,6 @@ class Engine(PrefixReuse):
                 "use auto or restore"
             )
         self.prefix_mode = mode
-        # Prompts evaluated together in one llama.cpp batch at most; 1: one after another (batch.py).
-        self.parallel_sequences = (int(llama_cpp.llama_n_seq_max(self.llm.ctx))
-                                   if mode == "trim" and settings.parallel_sequences > 1 else 1)
-        self.batch_disagreement: float | None = None  # the start-up check's figure, when it ran
-        if self.parallel_sequences > 1:
-            self._check_batches()
         self._prefix: Prefix | None = None  # what the context holds from cell 0 on (prefix_cache.py)
         # The head's text -> its tokens, and in restore mode the sequence saved after them.
         self._heads: dict[str, Prefix] = {}
@@ -173,37 +163,15 @@ class Engine(PrefixReuse):
                 f"GPU offload is requested ({settings.n_gpu_layers} layers) but llama.cpp offloaded none of "
                 f"{self.offloadable_layers} ({self.runtime.system_info}); a GPU instance must not serve from its "
                 "CPU: check that the instance has a GPU and the image is the GPU one (container/Dockerfile.gpu)")
-        log.info("loaded %s in %.2f s; llama.cpp offloaded %d/%d layers to GPU; prefix reuse: %s; prompts per "
-                 "batch: %d", model.gguf.name, self.load_seconds, self.offloaded_layers, self.offloadable_layers,
-                 self.prefix_mode, self.parallel_sequences)
+        log.info("loaded %s in %.2f s; llama.cpp offloaded %d/%d layers to GPU; prefix reuse: %s",
+                 model.gguf.name, self.load_seconds, self.offloaded_layers, self.offloadable_layers,
+                 self.prefix_mode)
         if settings.cross_request_reuse:
             log.warning("DECISION_ADAPTER_CROSS_REQUEST_REUSE=on: a request reuses what the previous one sent, so "
                         "its timing tells a caller whether it guessed the previous caller's state; serve one "
                         "tenant only")
         self.startup_probe: dict | None = None
         self.info = self._model_info()
-
-    def _check_batches(self) -> None:
-        """Evaluate prompts together only where this llama.cpp build gives them the logits it gives each alone.
-
-        Some builds do not: on this project's CPU build (flash attention off or on) the second and later
-        sequences of a batch, or all of them past some batch size, come out with logits up to about 1 away
-        from the same suffix evaluated alone (ggml-org/llama.cpp#24962), which would change answers. The check
-        decodes a few suffixes both ways at load; past ``batch.CHECK_TOLERANCE`` the engine keeps to one
-        after another and says so in the log.
-        """
-        try:
-            self.batch_disagreement = batch_eval.disagreement(
-                self._llama_cpp, self.llm.ctx, self.tokenize(batch_eval.CHECK_TEXT), self.llm.eval,
-                self._last_logits, self._reset_context, self.n_vocab)
-        finally:
-            self._reset_context()
-        if self.batch_disagreement > batch_eval.CHECK_TOLERANCE:
-            log.warning("prompts of a request are evaluated one after another: this llama.cpp build's "
-                        "multi-sequence batch gave logits up to %.3g away from the same prompts evaluated alone "
-                        "(DECISION_ADAPTER_PARALLEL_SEQUENCES=%d not applied)", self.batch_disagreement,
-                        self.settings.parallel_sequences)
-            self.parallel_sequences = 1
 
     # -- the start-up proof ------------------------------------------------------
 
@@ -284,25 +252,13 @@ class Engine(PrefixReuse):
     # -- decisions -------------------------------------------------------------
 
     def _evaluate(self, first: RenderedPrompt, prefix: tuple[int, ...], token_lists: list[list[int]],
-                  visit, batchable: list[bool]) -> tuple[list, dict]:
-        """Evaluate the shared prefix once, then each prompt from it; ``visit`` reads each result.
-
-        The first prompt is read from what entering the prefix left (trim evaluates it whole). The others
-        whose ``batchable`` is true (readouts from the prompt's last logits alone) are evaluated together,
-        in as few llama.cpp batches as fit (``_batches``), the rest one after another from the prefix.
-        """
+                  visit) -> tuple[list, dict]:
+        """Evaluate the shared prefix once, then each prompt from it; ``visit`` reads each result."""
         t1 = time.perf_counter()
         prefix_reused = self._enter_prefix(first, prefix, token_lists[0])
         t2 = time.perf_counter()
-        results: list = [None] * len(token_lists)
-        chunks = self._batches(prefix, token_lists, batchable)
-        together = {index for chunk in chunks for index in chunk}
-        # The first prompt before the batches, which overwrite what entering the prefix left in the context.
+        results = []
         for index, tokens in enumerate(token_lists):
-            if index == 1 and chunks:
-                self._evaluate_together(prefix, token_lists, chunks, visit, results)
-            if index in together:
-                continue
             q_start = time.perf_counter()
             kept, self._first_logits = self._first_logits, None
             if index or not self._holds(tokens):  # trim mode evaluated the first prompt whole
@@ -311,7 +267,7 @@ class Engine(PrefixReuse):
                 logits = self._last_logits()
             else:
                 logits = kept[1] if kept is not None and kept[0] == tuple(tokens) else self._last_logits()
-            results[index] = visit(index, tokens, logits, (time.perf_counter() - q_start) * 1000.0)
+            results.append(visit(index, tokens, logits, (time.perf_counter() - q_start) * 1000.0))
         t3 = time.perf_counter()
         # Whether the cached prefix was reused says whether the previous caller sent the same state: it goes
         # to the log, never into a response.
@@ -321,37 +277,6 @@ class Engine(PrefixReuse):
             "evaluate_ms": (t3 - t1) * 1000.0,
             "shared_prefix_tokens": len(prefix),  # follows from this request's own prompts
         }
-
-    def _batches(self, prefix: tuple[int, ...], token_lists: list[list[int]], batchable: list[bool]) -> list[list[int]]:
-        """The prompts after the first that are evaluated together, grouped into llama.cpp batches that fit
-        (batch.plan_chunks); none unless trim reuse holds a non-empty prefix and the context has sequences
-        to spare (recurrent and hybrid models, restore and off evaluate one after another)."""
-        if self.parallel_sequences < 2 or self.prefix_mode != "trim" or not prefix or len(token_lists) < 2:
-            return []
-        candidates = [i for i in range(1, len(token_lists)) if batchable[i]]
-        chunks = batch_eval.plan_chunks([len(token_lists[i]) - len(prefix) for i in candidates], len(prefix),
-                                        n_batch=int(self._llama_cpp.llama_n_batch(self.llm.ctx)),
-                                        n_seq_max=self.parallel_sequences, n_ctx=self.llm.n_ctx())
-        return [[candidates[j] for j in chunk] for chunk in chunks]
-
-    def _evaluate_together(self, prefix: tuple[int, ...], token_lists: list[list[int]], chunks: list[list[int]],
-                           visit, results: list) -> None:
-        """Each chunk's suffixes in one llama_decode on the prefix; a prompt's ``eval_ms`` is its chunk's time
-        split by its share of the chunk's tokens. The context holds the prefix afterwards."""
-        for chunk in chunks:
-            self._stop_if_expired()
-            suffixes = [token_lists[i][len(prefix):] for i in chunk]
-            started = time.perf_counter()
-            self._first_logits = None
-            self._set_position(len(prefix))  # the prefix's tokens stay in input_ids; what follows is cut
-            with self._within_limit():
-                logits = batch_eval.decode_suffixes(self._llama_cpp, self.llm.ctx, len(prefix), suffixes,
-                                                    self.n_vocab)
-            spent_ms = (time.perf_counter() - started) * 1000.0
-            total = sum(len(s) for s in suffixes)
-            self.tokens_evaluated += total
-            for index, suffix, row in zip(chunk, suffixes, logits):
-                results[index] = visit(index, token_lists[index], row, spent_ms * len(suffix) / total)
 
     # -- labelled prompts (any number of options the labels cover) -----------------
 
@@ -375,11 +300,7 @@ class Engine(PrefixReuse):
         An item's result depends only on its own prompt: identical prompts are evaluated once,
         and each prompt is evaluated from the same cached prefix whatever else is in the list.
         Returns (one result per item, timing incl. ``input_tokens``: the tokens the model read,
-        shared prefix once, plus the code tokens of two-level readouts). Timing: ``prefix_eval_ms`` brings
-        the context to the shared prefix (with trim, the first prompt whole); ``evaluate_ms`` is that and
-        every prompt after it; a result's ``question_eval_ms`` is its own evaluation and readout, where
-        prompts were evaluated together in one llama.cpp batch (batch.py) the batch's time split between
-        them by their share of its tokens.
+        shared prefix once, plus the code tokens of two-level readouts).
         """
         t0 = time.perf_counter()
         token_lists = []
@@ -406,8 +327,7 @@ class Engine(PrefixReuse):
             result["question_eval_ms"] = eval_ms + (time.perf_counter() - started) * 1000.0
             return result
 
-        batchable = [first_item[i].n_options <= len(self.slot_tokens) for i in range(len(distinct))]
-        computed, timing = self._evaluate(items[0].prompt, prefix, distinct, visit, batchable)
+        computed, timing = self._evaluate(items[0].prompt, prefix, distinct, visit)
         results = []
         for item, tokens in zip(items, token_lists):
             result = dict(computed[unique[(tuple(tokens), item.temperature)]])

@@ -110,9 +110,7 @@ def context_params(llama_cpp, **fields):
 
     ``Llama`` reduces flash attention to on or off and cannot ask for llama.cpp's ``auto`` (llama-server's
     default), so the context constructor is wrapped for the duration of the (single-threaded) load, as
-    ``model_params`` wraps the model's defaults. A value may be a function of the loaded model (its
-    ``llama_model_p``), for a field that depends on what the model is. Fields an older binding does not
-    know are left alone.
+    ``model_params`` wraps the model's defaults. Fields an older binding does not know are left alone.
     """
     bindings = llama_cpp.llama_cpp
     original = bindings.llama_init_from_model
@@ -121,7 +119,7 @@ def context_params(llama_cpp, **fields):
     def with_fields(model, params):
         for name, value in fields.items():
             if name in known:
-                setattr(params, name, value(model) if callable(value) else value)
+                setattr(params, name, value)
         return original(model, params)
 
     bindings.llama_init_from_model = with_fields
@@ -129,26 +127,6 @@ def context_params(llama_cpp, **fields):
         yield
     finally:
         bindings.llama_init_from_model = original
-
-
-def sequence_fields(llama_cpp, wanted: int) -> dict:
-    """Context fields for evaluating up to ``wanted`` sequences in one batch (batch.py), or none for 1.
-
-    ``kv_unified`` keeps one cache of n_ctx cells for all sequences (without it llama.cpp gives each
-    sequence n_ctx / n_seq_max cells of its own), so a prefix copied to another sequence shares its cells
-    and the extra sequences cost next to no memory. A recurrent or hybrid model keeps one sequence: its
-    prompts are evaluated one after another (restore mode), and llama.cpp would give each sequence a
-    recurrent state of its own.
-    """
-    if wanted <= 1:
-        return {}
-    n = min(wanted, int(llama_cpp.llama_max_parallel_sequences()))
-
-    def attention_only(model) -> bool:
-        return not (llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
-
-    return {"n_seq_max": lambda model: n if attention_only(model) else 1,
-            "kv_unified": lambda model: attention_only(model)}
 
 
 def flash_attention(log_text: str, mode: str) -> str:

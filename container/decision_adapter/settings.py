@@ -113,10 +113,6 @@ class Settings:
     # DECISION_ADAPTER_STATE_CACHE_MIB: with cross-request reuse on, also keep the states of recent requests
     # (LRU, at most this many MiB), not only the last one; 0 = off. The same timing oracle, wider.
     state_cache_mib: int = 0
-    # DECISION_ADAPTER_PARALLEL_SEQUENCES: a request's prompts on one shared prefix are evaluated together,
-    # this many per llama.cpp batch (one sequence each, in a KV cache shared by all); 1 evaluates them one
-    # after another. Attention-only models with trim prefix reuse (batch.py)
-    parallel_sequences: int = 16
     extra_buffers: str = "auto"  # auto | on | off: llama.cpp's extra (repacking, AMX) buffer types
     flash_attn: str = "off"  # off | on | auto (SM_LLAMA_CPP_FLASH_ATTN)
     chat_max_tokens: int = 256  # the default and the cap of chat's max_tokens
@@ -294,7 +290,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         prefix_reuse=prefix_reuse,
         cross_request_reuse=cross_request_reuse,
         state_cache_mib=state_cache_mib,
-        parallel_sequences=_int(env, A + "PARALLEL_SEQUENCES", Settings.parallel_sequences, minimum=1),
         extra_buffers=extra_buffers,
         flash_attn=flash_attn,
         chat_max_tokens=_int(env, A + "CHAT_MAX_TOKENS", 256, minimum=1),
