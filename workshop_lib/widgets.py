@@ -30,7 +30,7 @@ ENV = {
     "bench_study_limit": "WORKSHOP_BENCH_STUDY_LIMIT",
     "delete_bucket": "WORKSHOP_DELETE_BUCKET",
 }
-BENCH_LIMIT, BENCH_STUDY_LIMIT = 4, 2  # notebook 06's defaults: a few tasks (one held out for calibration), a couple studied
+BENCH_LIMIT, BENCH_STUDY_LIMIT = 3, 2  # notebook 06's defaults: a few tasks (one held out for calibration), a couple studied
 _WIDE = {"description_width": "initial"}
 
 

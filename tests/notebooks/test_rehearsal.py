@@ -9,10 +9,9 @@ import sys
 
 import pytest
 
-from workshop_lib import builds, dlc_server, endpoints, rehearsal, stand_ins, steps
+from workshop_lib import dlc_server, endpoints, rehearsal, stand_ins, steps
 from workshop_lib.client import ChatResult
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.examples import SUPPORT_ROUTE
 
 
 @pytest.fixture
@@ -90,68 +89,6 @@ def test_an_emulator_started_by_another_process_is_found_and_stopped(local_mode)
 
 
 @pytest.mark.slow
-def test_the_local_path_end_to_end_leaves_nothing_running(local_mode):
-    workshop = steps.Workshop.load()
-    config = steps.setup(workshop, deploy_path="decision-cpu").config
-    assert workshop.config == config  # the workshop holds the saved config from here on
-    assert WorkshopConfig.load().bucket == config.bucket  # saved where the next notebook reads it
-    made = steps.ensure_codebuild_role(workshop)  # created in the emulator's IAM, from the policy builders
-    config = made.config
-    assert config.codebuild_role_arn.endswith(":role/decision-workshop-codebuild")
-    assert WorkshopConfig.load().codebuild_role_arn == config.codebuild_role_arn
-    forgot = steps.Workshop(config.replace(codebuild_role_arn=None), workshop.path)
-    assert "exists" in str(steps.ensure_codebuild_role(forgot))  # re-run safe
-    package = steps.package_model(workshop, progress=False)
-    assert package.manifest["files"][0]["sha256"] == package.manifest["files"][0]["sha256"].lower()
-    assert "by CodeBuild" in package.where and "Not exercised locally" in package.notes[-1]
-    # The AWS flow itself ran against the emulator: its source zip, project and finished build are there.
-    c = workshop.clients
-    with c.acting_as(None):  # the test's own look, not a participant's call
-        [project] = c.codebuild.batch_get_projects(names=[builds.MODEL_PACKAGE_PROJECT])["projects"]
-        assert project["serviceRole"] == config.codebuild_role_arn
-        bucket, key = project["source"]["location"].split("/", 1)
-        assert c.s3.head_object(Bucket=bucket, Key=key)["ContentLength"] > 0
-        build_ids = c.codebuild.list_builds_for_project(projectName=builds.MODEL_PACKAGE_PROJECT)["ids"]
-        assert [b["buildStatus"] for b in c.codebuild.batch_get_builds(ids=build_ids)["builds"]] == ["SUCCEEDED"]
-    image = steps.build_decision_image(workshop, "cpu", progress=False)
-    assert "@sha256:" in image.image_uri and any("docker build" in n for n in image.notes)
-    assert "refused" in steps.refuse_mutable_tag(workshop, "cpu")
-
-    cpu = steps.deploy_decision_cpu(workshop, progress=False)
-    assert cpu.status == "InService"
-    entry = json.loads(rehearsal.default().registry_path().read_text())["endpoints"][config.cpu_endpoint_name]
-    # THREADS as planned for the instance (its vCPUs) on AWS, 2 here; no GPU layers here.
-    assert cpu.plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == "32"
-    assert entry["environment"]["SM_LLAMA_CPP_THREADS"] == "2"
-    assert entry["environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "0"
-    made = steps.client(workshop, config.cpu_endpoint_name).decide(SUPPORT_ROUTE)
-    assert made.option_ids == tuple(o["id"] for o in SUPPORT_ROUTE["options"])
-    assert abs(sum(made.probabilities) - 1) < 1e-6
-    assert steps.placement(workshop, config.cpu_endpoint_name).offloaded.startswith("0/")
-
-    gpu = steps.deploy_decision_gpu(workshop, image.image_uri, progress=False)
-    assert gpu.status == "InService" and gpu.ok and "Not exercised locally" in gpu.notes[-1]
-    kept = json.loads((local_mode / "local" / f"{config.gpu_endpoint_name}.requests.json").read_text())
-    assert [p["InstanceType"] for p in kept["CreateEndpointConfig"]["ProductionVariants"][0]["InstancePools"]] \
-        == list(endpoints.DEFAULT_GPU_POOLS)
-
-    groups = recorded_groups()
-    assert len(groups) == 3 and all(rehearsal.group_alive(g) for g in groups)
-    for name in (config.cpu_endpoint_name, config.gpu_endpoint_name):
-        assert "local endpoint process: stopped" in steps.delete_endpoint(workshop, name)
-    assert steps.running_endpoints(workshop) == "no workshop endpoints found"
-    again = steps.delete_endpoints(workshop, [config.cpu_endpoint_name])  # 07 run twice: nothing to delete
-    assert again.ok and "nothing was there to delete" in again  # safe to run twice, and says so
-    # Every AWS call recorded on the way, held against the policy of the principal that makes it.
-    audit = steps.audit_permissions(workshop)
-    assert audit.ok and audit.denied == []
-    assert audit.checked["operator"] > 40 and audit.checked["sagemaker-execution-role"] > 0
-    assert audit.checked["codebuild-service-role"] > 0  # the image push and model upload stand-ins
-    stopped = steps.stop_local(workshop)
-    assert stopped.endswith("no local rehearsal processes are running") and stopped.ok
-    assert not any(rehearsal.group_alive(g) for g in groups)
-
-
 def test_on_aws_the_answer_itself_says_whether_llama_server_wrote_it():
     workshop = steps.Workshop(WorkshopConfig(mode="aws"))
     written = {"system_fingerprint": "b10433-abc", "timings": {"prompt_n": 9, "predicted_n": 3}}

@@ -17,7 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from workshop_lib import builds, iam, managed_policies, modes, names, permissions, policies, rehearsal, steps
+from workshop_lib import builds, endpoints, iam, managed_policies, modes, names, permissions, policies, rehearsal, steps
 from workshop_lib.config import ENV_VARS, LOCAL_ROLE_ARN, WorkshopConfig
 from workshop_lib.examples import SUPPORT_ROUTE
 from workshop_lib.steps.setup import PolicyFiles, policy_folder, tag_bucket
@@ -330,32 +330,68 @@ def test_refused_role_creation_points_to_the_written_documents(local_workshop, m
 # ---- the notebooks' flow, as each persona ---------------------------------------------------------------
 
 
+def _recorded_groups(ws) -> list[int]:
+    data = json.loads(ws.rehearsal.registry_path().read_text())
+    return [e["pgid"] for e in data["endpoints"].values()] + ([data["emulator"]["pgid"]] if data["emulator"] else [])
+
+
 def notebook_flow(ws) -> permissions.Audit:
     """Notebooks 00-08's steps in order, as ``rehearse_all`` runs them; 06's benchmark is left out (it makes
-    no AWS call: it invokes the local endpoint over HTTP, as 05 does here once)."""
+    no AWS call: it invokes the local endpoint over HTTP, as 05 does here once). On the way it checks what
+    each step leaves in the emulator and the rehearsal's process registry, and that all of it is stopped."""
     assert steps.check_environment(ws).ok
-    steps.setup(ws, "decision-cpu", reset=True)
-    steps.ensure_codebuild_role(ws)
-    steps.package_model(ws, progress=False)
+    config = steps.setup(ws, "decision-cpu", reset=True).config
+    assert WorkshopConfig.load().bucket == config.bucket  # saved where the next notebook reads it
+    config = steps.ensure_codebuild_role(ws).config
+    assert config.codebuild_role_arn.endswith(":role/decision-workshop-codebuild")
+    assert "exists" in str(steps.ensure_codebuild_role(ws))  # re-run safe
+    package = steps.package_model(ws, progress=False)
+    assert "by CodeBuild" in package.where and "Not exercised locally" in package.notes[-1]
+    with ws.clients.acting_as(None):  # the test's own look at the emulator, not a participant's call
+        [project] = ws.clients.codebuild.batch_get_projects(names=[builds.MODEL_PACKAGE_PROJECT])["projects"]
+        assert project["serviceRole"] == config.codebuild_role_arn
+        bucket, key = project["source"]["location"].split("/", 1)
+        assert ws.clients.s3.head_object(Bucket=bucket, Key=key)["ContentLength"] > 0
+        ids = ws.clients.codebuild.list_builds_for_project(projectName=builds.MODEL_PACKAGE_PROJECT)["ids"]
+        assert [b["buildStatus"] for b in ws.clients.codebuild.batch_get_builds(ids=ids)["builds"]] == ["SUCCEEDED"]
     steps.verify_package(ws)
     steps.deploy_standard(ws, progress=False)
-    steps.build_decision_image(ws, "cpu", progress=False)
+    image = steps.build_decision_image(ws, "cpu", progress=False)
+    assert "@sha256:" in image.image_uri and any("docker build" in n for n in image.notes)
     steps.build_decision_image(ws, "gpu", progress=False)
-    steps.refuse_mutable_tag(ws, "cpu")
+    assert "refused" in steps.refuse_mutable_tag(ws, "cpu")
     c = ws.config
-    steps.deploy_decision_cpu(ws, progress=False)
-    steps.deploy_decision_gpu(ws, progress=False)
-    steps.placement(ws, c.gpu_endpoint_name)
-    assert steps.client(ws, steps.decision_endpoint(ws)).decide(SUPPORT_ROUTE).option_ids
+    cpu = steps.deploy_decision_cpu(ws, progress=False)
+    assert cpu.status == "InService"
+    entry = json.loads(ws.rehearsal.registry_path().read_text())["endpoints"][c.cpu_endpoint_name]
+    # THREADS as planned for the instance (its vCPUs) on AWS, 2 here; no GPU layers here.
+    assert cpu.plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == "32"
+    assert entry["environment"]["SM_LLAMA_CPP_THREADS"] == "2" and entry["environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "0"
+    gpu = steps.deploy_decision_gpu(ws, progress=False)
+    assert gpu.status == "InService" and "Not exercised locally" in gpu.notes[-1]
+    kept = json.loads((ws.rehearsal.home / f"{c.gpu_endpoint_name}.requests.json").read_text())
+    assert [p["InstanceType"] for p in kept["CreateEndpointConfig"]["ProductionVariants"][0]["InstancePools"]] \
+        == list(endpoints.DEFAULT_GPU_POOLS)
+    assert steps.placement(ws, c.gpu_endpoint_name).offloaded.startswith("0/")
+    made = steps.client(ws, steps.decision_endpoint(ws)).decide(SUPPORT_ROUTE)
+    assert made.option_ids == tuple(o["id"] for o in SUPPORT_ROUTE["options"]) and abs(sum(made.probabilities) - 1) < 1e-6
     assert steps.put_alarms(ws).ok and steps.update_endpoint(ws, progress=False).ok  # notebook 07
-    steps.delete_endpoints(ws, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
+    groups = _recorded_groups(ws)
+    assert len(groups) == 4 and all(rehearsal.group_alive(g) for g in groups)  # the emulator and three endpoints
+    deleted = steps.delete_endpoints(ws, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
+    assert deleted.ok and "local endpoint process: stopped" in deleted
+    again = steps.delete_endpoints(ws, [c.cpu_endpoint_name])  # 08 run twice: nothing to delete, and it says so
+    assert again.ok and "nothing was there to delete" in again
     steps.delete_alarms(ws)
     steps.delete_build_resources(ws, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT], c.ecr_repository)
     steps.delete_codebuild_role(ws)
     steps.delete_artifacts(ws, c.s3_uri())
-    steps.running_endpoints(ws)
+    assert steps.running_endpoints(ws) == "no workshop endpoints found"
     audit = steps.audit_permissions(ws)
-    steps.stop_local(ws)
+    assert audit.checked["sagemaker-execution-role"] > 0 and audit.checked["codebuild-service-role"] > 0
+    stopped = steps.stop_local(ws)
+    assert stopped.ok and stopped.endswith("no local rehearsal processes are running")
+    assert not any(rehearsal.group_alive(g) for g in groups)
     return audit
 
 
