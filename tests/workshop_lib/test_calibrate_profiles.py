@@ -273,15 +273,35 @@ def test_the_order_study_warms_each_option_counts_prior_before_any_timed_request
             calls.append(("warm", body["id"], body["order"], len(body["options"])))
 
     def run_mode(client, task_list, mode, order="original", **_):
-        calls.append(("timed", mode, order))
+        calls.append(("timed", mode, order, tuple(t.id for t in task_list)))
         return Run(label=mode, kind="decision", results=[], settings={"order_mode": mode})
 
     monkeypatch.setattr(served, "run_mode", run_mode)
     monkeypatch.setattr(order_study, "OrderStudy", lambda by_mode, **_: by_mode)
-    order_study.measure_order_modes(Recording(), tasks, modes=("prior", "as_given"))
+    by_mode = order_study.measure_order_modes(Recording(), tasks, modes=("prior", "as_given"))
     assert calls[:3] == [("warm", "t1@warm-prior", "prior", 2), ("warm", "t0@warm-prior", "prior", 3),
                          ("warm", "t3@warm-prior", "prior", 5)]
-    assert [c[0] for c in calls[3:]] == ["timed"] * 4 and calls[3][1] == "as_given"
+    # Task by task, every mode and order before the next task, as_given first: ratios compare requests made
+    # moments apart.
+    combos = [("as_given", "original"), ("as_given", "reversed"), ("prior", "original"), ("prior", "reversed")]
+    assert calls[3:] == [("timed", mode, order, (t.id,)) for t in tasks for mode, order in combos]
+    assert list(by_mode) == ["as_given", "prior"]
+    assert [run.label for run in by_mode["prior"]] == ["prior", "prior (reversed)"]
     calls.clear()
     order_study.measure_order_modes(Recording(), tasks, modes=("as_given",))
-    assert [c[0] for c in calls] == ["timed", "timed"]  # no prior mode: nothing to warm
+    assert [c[0] for c in calls] == ["timed"] * 8  # no prior mode: nothing to warm
+
+
+def test_interleaved_runs_join_into_one_run_per_mode_and_order_in_task_order():
+    from workshop_lib.bench.order_study import _joined
+    from workshop_lib.bench.runner import Run, TaskResult
+
+    def one(task_id, wall):
+        result = TaskResult(task_id=task_id, family="f", type="choice", expected="a", labels=["a", "b"])
+        return Run(label="x", kind="decision", results=[result], wall_s=wall, model={"file": "m.gguf"} if wall > 1 else {},
+                   settings={"order": "reversed", "order_mode": "prior"})
+
+    joined = _joined([one("t0", 1.0), one("t1", 2.0), one("t2", 0.5)], "prior (reversed)")
+    assert [r.task_id for r in joined.results] == ["t0", "t1", "t2"]
+    assert joined.label == "prior (reversed)" and joined.wall_s == 3.5 and joined.model == {"file": "m.gguf"}
+    assert joined.settings == {"order": "reversed", "order_mode": "prior"}

@@ -316,9 +316,9 @@ def warm_priors(client, tasks: Sequence) -> list[int]:
 
 def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODES, limit: int | None = None,
                         rate_ms_per_token: float | None = None, progress: bool = True) -> OrderStudy:
-    """Every task in each order mode, options as declared and reversed, at temperature 1 (``as_given`` first;
-    the priors of the tasks' option counts warmed first, ``warm_priors``, so no timed request scores one)."""
-    from .served import run_mode
+    """Every task in each order mode, options as declared and reversed, at temperature 1, task by task
+    (``_interleaved``); the priors of the tasks' option counts are warmed first (``warm_priors``), so no timed
+    request scores one."""
     from .suite import resolve_tasks
 
     unknown = [m for m in modes if m not in ORDER_MODES]
@@ -328,11 +328,38 @@ def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODE
     ordered = sorted(dict.fromkeys(modes), key=ORDER_MODES.index)
     if "prior" in ordered:
         warm_priors(client, task_list)
-    by_mode = {mode: (run_mode(client, task_list, mode, progress=progress),
-                   run_mode(client, task_list, mode, order="reversed", progress=progress,
-                            label=f"{mode} (reversed)"))
-            for mode in ordered}
-    return OrderStudy(by_mode, tasks=name, rate_ms_per_token=rate_ms_per_token)
+    return OrderStudy(_interleaved(client, task_list, ordered, progress), tasks=name, rate_ms_per_token=rate_ms_per_token)
+
+
+def _interleaved(client, tasks, modes: Sequence[str], progress: bool) -> dict[str, tuple[Run, Run]]:
+    """(as declared, reversed) runs per mode, made task by task: each task is asked in every mode and order
+    before the next one, so a latency ratio between modes compares requests made moments apart (a shared
+    machine's load changes over a mode's whole pass)."""
+    from .runner import _progress
+    from .served import run_mode
+
+    combos = [(mode, order) for mode in modes for order in ("original", "reversed")]
+    parts: dict[tuple[str, str], list[Run]] = {combo: [] for combo in combos}
+    bar = _progress(len(tasks) * len(combos), "order modes", progress)
+    try:
+        for task in tasks:
+            for mode, order in combos:
+                parts[(mode, order)].append(run_mode(client, [task], mode, order=order, progress=False))
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return {mode: tuple(_joined(parts[(mode, order)], mode if order == "original" else f"{mode} (reversed)")
+                        for order in ("original", "reversed")) for mode in modes}
+
+
+def _joined(runs: list[Run], label: str) -> Run:
+    """One run from single-task runs of one mode and order, in task order."""
+    first = runs[0]
+    return Run(label=label, kind=first.kind, results=[r for run in runs for r in run.results], endpoint=first.endpoint,
+               concurrency=first.concurrency, wall_s=sum(run.wall_s for run in runs), started_at=first.started_at,
+               model=next((run.model for run in runs if run.model), {}), settings=dict(first.settings))
 
 
 __all__ = ["OrderModesView", "OrderStudy", "THRESHOLDS", "accuracy", "ask_in_each_mode", "evaluated_tokens", "format_study", "heldout_calibration",
