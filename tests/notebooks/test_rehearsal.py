@@ -13,6 +13,8 @@ from workshop_lib import dlc_server, endpoints, rehearsal, stand_ins, steps
 from workshop_lib.client import ChatResult
 from workshop_lib.config import WorkshopConfig
 
+from tests.support import recorded_groups
+
 
 @pytest.fixture
 def local_mode(tmp_path, monkeypatch):
@@ -24,12 +26,6 @@ def local_mode(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     yield tmp_path
     rehearsal.default().stop_all()
-
-
-def recorded_groups() -> list[int]:
-    data = json.loads(rehearsal.default().registry_path().read_text())
-    groups = [e["pgid"] for e in data["endpoints"].values()]
-    return groups + ([data["emulator"]["pgid"]] if data["emulator"] else [])
 
 
 def test_llama_settings_say_what_each_variable_becomes():
@@ -81,7 +77,7 @@ def test_an_emulator_started_by_another_process_is_found_and_stopped(local_mode)
     url = started.stdout.strip()
     assert rehearsal.default().emulator_url() == url  # the first process has exited; the emulator lives on
     assert rehearsal.default().ensure_emulator() == url  # reused, not restarted
-    [pgid] = recorded_groups()
+    [pgid] = recorded_groups(rehearsal.default().registry_path())
     assert rehearsal.default().stop_all() == ["AWS emulator"]
     assert not rehearsal.group_alive(pgid)
     assert rehearsal.default().stop_all() == []

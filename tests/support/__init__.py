@@ -72,3 +72,11 @@ def partial_copy(source: Path, target: Path, size: int) -> Path:
     target.unlink(missing_ok=True)
     target.write_bytes(head)
     return target
+
+
+def recorded_groups(registry_path: Path) -> list[int]:
+    """The process groups a rehearsal's registry (rehearsal.json) records: its endpoints', then the emulator's."""
+    import json
+
+    data = json.loads(registry_path.read_text())
+    return [e["pgid"] for e in data["endpoints"].values()] + ([data["emulator"]["pgid"]] if data["emulator"] else [])

@@ -22,6 +22,8 @@ from workshop_lib.config import ENV_VARS, LOCAL_ROLE_ARN, WorkshopConfig
 from workshop_lib.examples import SUPPORT_ROUTE
 from workshop_lib.steps.setup import PolicyFiles, policy_folder, tag_bucket
 
+from tests.support import recorded_groups
+
 REGION, ACCOUNT = "us-east-1", "123456789012"
 STUDIO_ROLE = f"arn:aws:iam::{ACCOUNT}:role/service-role/AmazonSageMaker-ExecutionRole-20260101T000000"
 CONFIG = WorkshopConfig(mode="aws", region=REGION, bucket=f"sagemaker-decision-workshop-{ACCOUNT}-{REGION}",
@@ -330,11 +332,6 @@ def test_refused_role_creation_points_to_the_written_documents(local_workshop, m
 # ---- the notebooks' flow, as each persona ---------------------------------------------------------------
 
 
-def _recorded_groups(ws) -> list[int]:
-    data = json.loads(ws.rehearsal.registry_path().read_text())
-    return [e["pgid"] for e in data["endpoints"].values()] + ([data["emulator"]["pgid"]] if data["emulator"] else [])
-
-
 def notebook_flow(ws) -> permissions.Audit:
     """Notebooks 00-08's steps in order, as ``rehearse_all`` runs them; 06's benchmark is left out (it makes
     no AWS call: it invokes the local endpoint over HTTP, as 05 does here once). On the way it checks what
@@ -376,7 +373,7 @@ def notebook_flow(ws) -> permissions.Audit:
     made = steps.client(ws, steps.decision_endpoint(ws)).decide(SUPPORT_ROUTE)
     assert made.option_ids == tuple(o["id"] for o in SUPPORT_ROUTE["options"]) and abs(sum(made.probabilities) - 1) < 1e-6
     assert steps.put_alarms(ws).ok and steps.update_endpoint(ws, progress=False).ok  # notebook 07
-    groups = _recorded_groups(ws)
+    groups = recorded_groups(ws.rehearsal.registry_path())
     assert len(groups) == 4 and all(rehearsal.group_alive(g) for g in groups)  # the emulator and three endpoints
     deleted = steps.delete_endpoints(ws, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
     assert deleted.ok and "local endpoint process: stopped" in deleted
