@@ -17,7 +17,8 @@ In one process and one run, on the embedded model with 2 threads, for each prefi
 6. the order modes (``as_given``, ``prior``, ``rotations``) on the same tasks, options as declared and
    reversed, at temperature 1 (workshop_lib/bench/order_study.py): accuracy, flips under reversal,
    mean ``order_sensitivity``, p50 against ``as_given`` with the tokens each evaluates, rotations'
-   extra time against what their extra tokens cost at llama.cpp's own per-token rate (step 2),
+   extra time against what their extra tokens cost at the as_given answers' own time per token
+   evaluated (step 2's engine shows the head the server keeps) and at llama.cpp's rate on plain token runs,
    ECE and NLL before and after the fitted calibration on the held-out split, and risk/coverage
    over ``min_answer_mass`` thresholds;
 7. then (unless ``--no-llama-server``) benchmarks/llama_server.py: the adapter against llama-server.
@@ -43,7 +44,7 @@ from decision_adapter.model_files import locate_model
 from decision_adapter.schema import parse_decision
 from decision_adapter.settings import load_settings
 from workshop_lib.bench.baseline import run_generation_baseline
-from workshop_lib.bench.order_study import measure_order_modes, per_token_ms
+from workshop_lib.bench.order_study import RATE_SOURCES, measure_order_modes, per_token_ms, rotation_cost
 from workshop_lib.bench.profiles import describe
 from workshop_lib.bench.report import percentile
 from workshop_lib.bench.tasks import load_tasks
@@ -133,16 +134,19 @@ def in_process(model_dir: Path, mode: str, bodies: list[dict], context: int = CT
                               "SM_LLAMA_CPP_CTX_SIZE": str(context), "DECISION_ADAPTER_PREFIX_REUSE": mode})
     engine = Engine(settings, locate_model(model_dir))
     engine.prove()  # as the worker does before it says ready
-    evaluated, prepare_ms = [], []
+    evaluated, read, prepare_ms = [], [], []
     for body in bodies:
         before = engine.tokens_evaluated
-        _, timing = own.decide(engine, parse_decision(body))
+        results, timing = own.decide(engine, parse_decision(body))
         evaluated.append(engine.tokens_evaluated - before)
+        read.append(results[0]["input_tokens"])
         prepare_ms.append(timing["tokenize_ms"])
     cost = eval_cost(engine, [percentile(evaluated, q) for q in (0, 25, 50, 75, 100)])
     info = {"runtime": engine.runtime, "file": engine.info["file"]}
     del engine
-    return {"evaluated": evaluated, "prepare_ms": prepare_ms, "cost": cost, **info}
+    # The head kept between requests: read but not evaluated by all but the first decision.
+    head = statistics.mode(r - e for r, e in zip(read, evaluated))
+    return {"evaluated": evaluated, "head_tokens": head, "prepare_ms": prepare_ms, "cost": cost, **info}
 
 
 def serve(model_dir: Path, mode: str, tasks, work: Path, local: dict, context: int = CTX) -> dict:
@@ -177,14 +181,21 @@ def serve(model_dir: Path, mode: str, tasks, work: Path, local: dict, context: i
     }
 
 
-def order_modes(model_dir: Path, tasks, work: Path, rate_ms_per_token: float | None, context: int = CTX) -> dict:
-    """The order modes side by side on one adapter with the default settings (order_study)."""
+def order_modes(model_dir: Path, tasks, work: Path, local: dict | None, context: int = CTX) -> dict:
+    """The order modes side by side on one adapter with the default settings (order_study). Rotations' extra
+    tokens are priced at the as_given answers' own time per token evaluated (``local``, fed the same requests,
+    shows how long a head the server keeps between them), and for comparison at llama.cpp's rate on plain
+    token runs (step 2)."""
+    head = local["head_tokens"] if local else None
     with AdapterProcess(model_dir, log_path=work / "adapter-order-modes.log", threads=THREADS,
                         env={"SM_LLAMA_CPP_CTX_SIZE": str(context)}) as server:
-        study = measure_order_modes(EndpointClient.local(server.url), tasks, rate_ms_per_token=rate_ms_per_token,
-                                    progress=False)
+        study = measure_order_modes(EndpointClient.local(server.url), tasks, head_tokens=head, progress=False)
     doc = study.calibration("as_given")
-    return {"figures": study.figures, "text": study.text(), "calibration": describe(doc) if doc else None}
+    out = {"figures": study.figures, "text": study.text(), "calibration": describe(doc) if doc else None}
+    if local and "rotations" in study.by_mode and "as_given" in study.by_mode:
+        out["rotation_cost_at_llama_cpp_rate"] = rotation_cost(
+            study.by_mode["as_given"][0].results, study.by_mode["rotations"][0].results, per_token_ms(*local["cost"]))
+    return out
 
 
 def run(task_file: Path | None, limit: int | None, out: Path | None, context: int = CTX, *,
@@ -202,8 +213,7 @@ def run(task_file: Path | None, limit: int | None, out: Path | None, context: in
                        in_process_eval_ms={str(n): ms for n, ms in zip(*local["cost"])})
         if not orders_only:
             figures["modes"].append(serve(model_dir, mode, tasks, work, local, context))
-    rate = per_token_ms(*local["cost"]) if local else None
-    figures["order_modes"] = order_modes(model_dir, tasks, work, rate, context)
+    figures["order_modes"] = order_modes(model_dir, tasks, work, local, context)
     if out:
         out.write_text(json.dumps(figures, indent=2) + "\n")
     return figures
@@ -238,7 +248,12 @@ def report(f: dict) -> str:
                   f"({ok(m['peak_rss_mib'] <= t['rss_mib'])} <= {t['rss_mib']} MiB)", ""]
     if f.get("order_modes"):
         lines += ["order modes (temperature 1, one decision at a time over HTTP; flips: options reversed)",
-                  f["order_modes"]["text"], "", *order_verdicts(f["order_modes"]["figures"]), ""]
+                  f["order_modes"]["text"], "", *order_verdicts(f["order_modes"]["figures"])]
+        floor = f["order_modes"].get("rotation_cost_at_llama_cpp_rate") or {}
+        if floor.get("ratio") is not None:
+            lines.append(f"  (at llama.cpp's {floor['rate_ms_per_token']:.3f} ms/token on plain token runs, best of 3, "
+                         f"the same extra time is {floor['ratio']:.2f}x)")
+        lines.append("")
         if f["order_modes"]["calibration"]:
             lines += ["the calibration file the next package would carry (as_given):",
                       f["order_modes"]["calibration"], ""]
@@ -264,7 +279,7 @@ def order_verdicts(modes: dict) -> list[str]:
     cost = (rot or {}).get("rotation_cost") or {}
     if cost.get("ratio") is not None:
         out.append(f"rotations extra time {cost['ratio']:.2f}x what their {cost['extra_tokens']} extra tokens cost "
-                   f"at llama.cpp's {cost['rate_ms_per_token']:.3f} ms/token "
+                   f"at {cost['rate_ms_per_token']:.3f} ms/token ({RATE_SOURCES[cost.get('rate_source', 'given')]}) "
                    f"({ok(cost['ratio'] <= t['rotation_cost'])} <= {t['rotation_cost']})")
     for mode, m in modes.items():
         c = m.get("calibration") or {}

@@ -196,7 +196,7 @@ def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
         for server in servers:
             server.stop()
 
-    local = in_process(model_dir, bodies[: min(len(bodies), 24)])
+    local = in_process(model_dir, bodies)
     figures = {
         "machine": {"cpu": _cpu_name(), "cores": _cores(), "python": platform.python_version(),
                     "llama_server_build": props.get("build_info"), "threads": THREADS, "context": CTX,

@@ -228,6 +228,17 @@ def test_rotation_cost_compares_extra_time_with_what_extra_tokens_cost():
     assert cost["ratio"] == pytest.approx(1.5)
     assert rotation_cost(base, rotations, rate_ms=0.15)["ratio"] == pytest.approx(1.0)
     assert math.isclose(cost["extra_ms"], 22.5)
+    assert cost["rate_source"] == "read"
+
+
+def test_rotation_cost_leaves_the_head_the_server_kept_out_of_the_rate():
+    # each answer read a 50-token head it did not evaluate: 0.1 ms per token evaluated, 0.075 per token read
+    base = [_timed(i, 0.1 * (t - 50), t) for i, t in enumerate((100, 200, 300))]
+    rotations = [_timed(i, 0.1 * (t - 50) + 0.1 * 40, t + 40) for i, t in enumerate((100, 200, 300))]
+    counted = rotation_cost(base, rotations, head_tokens=50)
+    assert counted["rate_ms_per_token"] == pytest.approx(0.1) and counted["rate_source"] == "evaluated"
+    assert counted["ratio"] == pytest.approx(1.0) and counted["extra_tokens"] == 120
+    assert rotation_cost(base, rotations)["ratio"] == pytest.approx(4 / 3)  # the head priced in: too high
 
 
 def test_rotations_count_their_shared_prefix_once_unless_the_server_says():

@@ -12,8 +12,8 @@ module is pure arithmetic on runs, tested on fixed inputs:
 * ``mean_sensitivity``: the rotations' own measure of disagreement (``order_sensitivity``);
 * ``per_token_ms`` and ``rotation_cost``: rotations evaluate the state and question once and one
   options block per rotation; their extra time is compared with what their extra tokens cost at
-  the engine's per-token rate (a measured rate, e.g. the slope of llama.cpp's own time against
-  tokens, else the ``as_given`` answers' evaluation time per evaluated token);
+  the engine's per-token rate (a measured rate, else the ``as_given`` answers' evaluation time per
+  token they evaluated, or per token read when nobody counted those);
 * ``heldout_calibration``: NLL, ECE and Brier before and after the fitted profiles, on the
   held-out tasks;
 * ``risk_coverage``: for each ``min_answer_mass`` threshold, the share of tasks answered (the
@@ -40,6 +40,8 @@ from .runner import Run, TaskResult
 
 THRESHOLDS = (0.0, 0.05, 0.1, 0.2, 0.5, 0.8, 0.9, 0.95, 0.98)  # small models put little mass on the letters
 ROTATION_COST_TARGET = 1.05  # rotations' extra time over what their extra tokens cost
+RATE_SOURCES = {"given": "the rate given", "evaluated": "as_given's time per token evaluated, the kept head left out",
+                "read": "as_given's time per token read, the kept head included: the ratio is an upper bound"}
 
 
 def _int(value) -> int | None:
@@ -89,27 +91,33 @@ def per_token_ms(tokens: Sequence[float], ms: Sequence[float]) -> float | None:
     return float(slope)
 
 
-def rotation_cost(base: Sequence[TaskResult], rotations: Sequence[TaskResult], rate_ms: float | None = None) -> dict:
+def rotation_cost(base: Sequence[TaskResult], rotations: Sequence[TaskResult], rate_ms: float | None = None,
+                  head_tokens: int | None = None) -> dict:
     """Rotations' extra time against what their extra tokens cost at ``rate_ms`` per token.
 
     Tasks answered in both runs are paired; ``ratio`` is the summed extra milliseconds over the summed
     extra tokens times the rate (None when it cannot be formed). Without ``rate_ms`` the rate is read
-    from ``base``: its evaluation time over the tokens it evaluated, summed over the answers.
+    from ``base``: its evaluation time over the tokens it evaluated, summed over the answers. Each answer
+    read the fixed head that the server keeps between requests without evaluating it: with
+    ``head_tokens`` (its length, which an in-process engine fed the same requests shows) those are
+    left out; without, the rate is too low and the ratio too high (``rate_source`` says which).
     """
     by_id = {r.task_id: r for r in base if r.valid and _ms(r) is not None and evaluated_tokens(r) is not None}
     pairs = [(by_id[r.task_id], r) for r in rotations
              if r.task_id in by_id and r.valid and _ms(r) is not None and evaluated_tokens(r) is not None]
+    source = "given"
     if rate_ms is None:
         usable = list(by_id.values())
+        source = "read" if head_tokens is None else "evaluated"
         spent = sum(float(r.timing.get("evaluate_ms", _ms(r))) for r in usable)
-        read = sum(evaluated_tokens(r) for r in usable)
+        read = sum(evaluated_tokens(r) - (head_tokens or 0) for r in usable)
         rate_ms = spent / read if usable and read > 0 else None
     extra_ms = sum(_ms(r) - _ms(b) for b, r in pairs)
     extra_tokens = sum(evaluated_tokens(r) - evaluated_tokens(b) for b, r in pairs)
     cost = rate_ms * extra_tokens if rate_ms is not None else None
     ratio = extra_ms / cost if pairs and cost and cost > 0 else None
-    return {"pairs": len(pairs), "rate_ms_per_token": rate_ms, "extra_ms": extra_ms, "extra_tokens": extra_tokens,
-            "token_cost_ms": cost, "ratio": ratio, "target": ROTATION_COST_TARGET}
+    return {"pairs": len(pairs), "rate_ms_per_token": rate_ms, "rate_source": source, "extra_ms": extra_ms,
+            "extra_tokens": extra_tokens, "token_cost_ms": cost, "ratio": ratio, "target": ROTATION_COST_TARGET}
 
 
 def risk_coverage(results: Sequence[TaskResult], thresholds: Sequence[float] = THRESHOLDS) -> list[dict]:
@@ -170,6 +178,7 @@ class OrderStudy:
     by_mode: dict[str, tuple[Run, Run]]  # mode -> (options as declared, reversed)
     tasks: str = "tasks"
     rate_ms_per_token: float | None = None  # a measured engine rate, if one was given
+    head_tokens: int | None = None  # the fixed head the server keeps between requests, if known
     figures: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -179,7 +188,8 @@ class OrderStudy:
             doc = self.calibration(mode)
             row["calibration"] = heldout_calibration(original.results, doc) if doc else {"n": 0}
             if mode == "rotations" and base is not None:
-                row["rotation_cost"] = rotation_cost(base.results, original.results, self.rate_ms_per_token)
+                row["rotation_cost"] = rotation_cost(base.results, original.results, self.rate_ms_per_token,
+                                                     self.head_tokens)
             self.figures[mode] = row
 
     @property
@@ -255,7 +265,8 @@ def format_study(figures: Mapping[str, Mapping]) -> str:
         cost = f.get("rotation_cost")
         if cost:
             lines.append(f"{mode}: extra time {_num(cost['extra_ms'], 1)} ms for {cost['extra_tokens']} extra tokens "
-                         f"over {cost['pairs']} tasks; at {_num(cost['rate_ms_per_token'], 4)} ms/token they cost "
+                         f"over {cost['pairs']} tasks; at {_num(cost['rate_ms_per_token'], 4)} ms/token "
+                         f"({RATE_SOURCES[cost.get('rate_source', 'given')]}) they cost "
                          f"{_num(cost['token_cost_ms'], 1)} ms: extra time / token cost = "
                          f"{_num(cost['ratio'], 2)}x (target <= {cost['target']})")
     lines.append("calibration on the held-out split (temperature 1 -> fitted profiles, kept ones applied)")
@@ -315,10 +326,12 @@ def warm_priors(client, tasks: Sequence) -> list[int]:
 
 
 def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODES, limit: int | None = None,
-                        rate_ms_per_token: float | None = None, progress: bool = True) -> OrderStudy:
+                        rate_ms_per_token: float | None = None, head_tokens: int | None = None,
+                        progress: bool = True) -> OrderStudy:
     """Every task in each order mode, options as declared and reversed, at temperature 1, task by task
     (``_interleaved``); the priors of the tasks' option counts are warmed first (``warm_priors``), so no timed
-    request scores one."""
+    request scores one. ``rate_ms_per_token`` or ``head_tokens``: how the rotations' extra tokens are priced
+    (``rotation_cost``)."""
     from .suite import resolve_tasks
 
     unknown = [m for m in modes if m not in ORDER_MODES]
@@ -328,7 +341,8 @@ def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODE
     ordered = sorted(dict.fromkeys(modes), key=ORDER_MODES.index)
     if "prior" in ordered:
         warm_priors(client, task_list)
-    return OrderStudy(_interleaved(client, task_list, ordered, progress), tasks=name, rate_ms_per_token=rate_ms_per_token)
+    return OrderStudy(_interleaved(client, task_list, ordered, progress), tasks=name, rate_ms_per_token=rate_ms_per_token,
+                      head_tokens=head_tokens)
 
 
 def _interleaved(client, tasks, modes: Sequence[str], progress: bool) -> dict[str, tuple[Run, Run]]:
