@@ -185,7 +185,8 @@ def score(engine, questions: list[Asked]) -> tuple[list[dict], dict]:
     ``order``, ``order_sensitivity``, ``prior``, ``calibration``, ``temperature`` (in force),
     ``abstained`` and ``min_answer_mass``. A prior first needed by this request is scored before any
     of its prompts (so it never displaces the request's own prefix), and the tokens it read count in
-    the timing's ``input_tokens`` (the metric line's InputTokens, Jev's usage): the request paid for them.
+    the timing's ``input_tokens`` (the metric line's InputTokens, Jev's and the Decisions API's usage) and
+    ``prior_tokens``: the request paid for them.
     """
     plans, items = [], []
     prior_tokens = 0
@@ -202,8 +203,7 @@ def score(engine, questions: list[Asked]) -> tuple[list[dict], dict]:
         plans.append((asked, temperature, calibration, priors, [shown for shown, _ in expanded], len(items)))
         items.extend(item for _, item in expanded)
     scored, timing = engine.score_items(items)
-    if prior_tokens:
-        timing = {**timing, "input_tokens": timing.get("input_tokens", 0) + prior_tokens}
+    timing = {**timing, "input_tokens": timing.get("input_tokens", 0) + prior_tokens, "prior_tokens": prior_tokens}
     results = []
     for asked, temperature, calibration, priors, shown, start in plans:
         parts = scored[start:start + len(shown)]

@@ -229,6 +229,24 @@ def test_a_prior_measured_on_first_use_counts_in_that_requests_input_tokens(engi
     assert np.allclose(first[0]["probabilities"], again[0]["probabilities"], atol=1e-6, rtol=0)
 
 
+def test_the_decisions_api_counts_a_first_use_prior_in_its_usage(engine, monkeypatch):
+    from decision_adapter.apis import decisions
+
+    monkeypatch.setattr(engine, "order_priors", {})
+    monkeypatch.setattr(engine, "info", {**engine.info, "order_priors": {}, "order_priors_jev": {}})
+    monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, order="prior"))
+    request = decisions.parse_decisions({"input": "I was charged twice for March.", "questions": [
+        {"type": "choice", "instructions": "Which team?", "choices": [{"value": v} for v in ("billing", "tech", "sales")]},
+        {"type": "predicate", "instructions": "Does the customer ask for money back?"}]})
+    results, timing = decisions.score(engine, request)
+    first = decisions.respond(engine, request, results, timing)["usage"]
+    assert timing["prior_tokens"] > 0  # two option counts, both new
+    again = decisions.respond(engine, request, *decisions.score(engine, request))["usage"]  # priors cached
+    assert first["input_tokens"] - again["input_tokens"] == timing["prior_tokens"]
+    assert first["input_tokens_details"]["cached_tokens"] == again["input_tokens_details"]["cached_tokens"] > 0
+    assert first["total_tokens"] == first["input_tokens"]
+
+
 def test_rotations_on_the_hybrid_test_gguf_are_the_mean_of_the_presentations(tmp_path_factory):
     """The restore path (a recurrent memory cannot be cut back): each presentation from the saved state."""
     from decision_adapter.engine import Engine

@@ -18,8 +18,9 @@ order). Answers come in question order, echoing ``name`` (null when the question
 predicate ``{probability}`` (of yes); choice ``{choice, confidence, probabilities: [{value,
 probability}]}``; score ``{score, confidence, probabilities: [{value, label, probability}]}``, where
 a level's value is its index (0 first) and ``score`` the expected value. ``usage`` counts the
-tokens of every question's prompt as ``input_tokens``, of which ``cached_tokens`` were not
-evaluated again because an earlier question of the same request shared them; nothing is generated.
+tokens of every question's prompt (and of a content-free prior scored for the request) as
+``input_tokens``, of which ``cached_tokens`` were not evaluated again because an earlier question of the
+same request shared them; nothing is generated.
 
 The API has no field for this adapter's options, so the order mode, the calibration and abstention
 follow the server's settings (``DECISION_ADAPTER_ORDER``, calibration.json with a predicate's
@@ -290,7 +291,9 @@ def answer(question, result: dict) -> dict:
 
 
 def respond(engine, request: DecisionsRequest, results: list[dict], timing: dict) -> dict:
-    prompt_tokens = sum(r.get("read_tokens", r["input_tokens"] + r["forward_passes"] - 1) for r in results)
+    # A content-free prior scored for this request (order mode prior, first use) is paid for here too.
+    prompt_tokens = (sum(r.get("read_tokens", r["input_tokens"] + r["forward_passes"] - 1) for r in results)
+                     + int(timing.get("prior_tokens", 0)))
     evaluated = int(timing["input_tokens"])
     return {"model": served_model_name(engine.info),
             "answers": [answer(q, r) for q, r in zip(request.questions, results)],
