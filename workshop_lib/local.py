@@ -3,7 +3,9 @@
 Each server runs in its own process group with its output in a log file (never
 the caller's pipe). ``stop()`` ends the whole group. By default an ``atexit``
 hook stops anything still running when the Python process exits, so a failed
-test or demo leaves nothing behind. Servers that must outlive one notebook
+test or demo leaves nothing behind; on Linux a server also gets SIGTERM when the
+process that started it dies without exiting (killed by a signal, where atexit
+never runs). Servers that must outlive one notebook
 kernel (local rehearsal spans several notebooks) are started with
 ``keep_alive_s``: they run under ``timeout`` and end by themselves after that
 long even if nobody stops them.
@@ -12,6 +14,8 @@ long even if nobody stops them.
 from __future__ import annotations
 
 import atexit
+import ctypes
+import functools
 import json
 import os
 import signal
@@ -104,6 +108,29 @@ def stop_process_group(pgid: int, timeout_s: float = 30.0) -> bool:
     return True
 
 
+def _libc_prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _libc_prctl()  # looked up here, not in the forked child
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int) -> None:
+    """Run in the child before exec: SIGTERM when ``parent`` dies, however it dies (a parent gone before
+    this ran is a server nobody would stop: it exits at once)."""
+    if _PRCTL is None:
+        return
+    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 class ServerProcess:
     """A loopback HTTP server in its own process group; subclasses say what to run."""
 
@@ -150,9 +177,12 @@ class ServerProcess:
             command = self.command()
             if self.keep_alive_s is not None:
                 command = ["timeout", "--kill-after=30", str(int(self.keep_alive_s)), *command]
+            # A server that must outlive this process (keep_alive_s) ends by itself; any other dies with it.
+            tied = functools.partial(_die_with, os.getpid()) if self.keep_alive_s is None else None
             self.process = subprocess.Popen(
                 command, env=self.environment(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stop() ends the server and its workers
+                preexec_fn=tied,
             )
         finally:
             log.close()
