@@ -279,7 +279,7 @@ def order_verdicts(modes: dict) -> list[str]:
     cost = (rot or {}).get("rotation_cost") or {}
     if cost.get("ratio") is not None:
         out.append(f"rotations extra time {cost['ratio']:.2f}x what their {cost['extra_tokens']} extra tokens cost "
-                   f"at {cost['rate_ms_per_token']:.3f} ms/token ({RATE_SOURCES[cost.get('rate_source', 'given')]}) "
+                   f"at {cost['rate_ms_per_token']:.3f} ms/token ({RATE_SOURCES[cost['rate_source']]}) "
                    f"({ok(cost['ratio'] <= t['rotation_cost'])} <= {t['rotation_cost']})")
     for mode, m in modes.items():
         c = m.get("calibration") or {}

@@ -74,7 +74,7 @@ def test_a_server_started_to_outlive_its_parent_does(tmp_path):
     try:
         os.killpg(parent.pid, signal.SIGKILL)
         parent.wait(10)
-        assert not gone_within(server, 2)  # the same wait the test above allows a server to end in, less
+        assert not gone_within(server, 2)  # a server tied to its parent is gone by now (the test above)
     finally:
         assert stop_process_group(server, timeout_s=5)
         if parent.poll() is None:

@@ -177,7 +177,6 @@ class OrderStudy:
 
     by_mode: dict[str, tuple[Run, Run]]  # mode -> (options as declared, reversed)
     tasks: str = "tasks"
-    rate_ms_per_token: float | None = None  # a measured engine rate, if one was given
     head_tokens: int | None = None  # the fixed head the server keeps between requests, if known
     figures: dict = field(default_factory=dict)
 
@@ -188,8 +187,8 @@ class OrderStudy:
             doc = self.calibration(mode)
             row["calibration"] = heldout_calibration(original.results, doc) if doc else {"n": 0}
             if mode == "rotations" and base is not None:
-                row["rotation_cost"] = rotation_cost(base.results, original.results, self.rate_ms_per_token,
-                                                     self.head_tokens)
+                row["rotation_cost"] = rotation_cost(base.results, original.results,
+                                                     head_tokens=self.head_tokens)
             self.figures[mode] = row
 
     @property
@@ -266,7 +265,7 @@ def format_study(figures: Mapping[str, Mapping]) -> str:
         if cost:
             lines.append(f"{mode}: extra time {_num(cost['extra_ms'], 1)} ms for {cost['extra_tokens']} extra tokens "
                          f"over {cost['pairs']} tasks; at {_num(cost['rate_ms_per_token'], 4)} ms/token "
-                         f"({RATE_SOURCES[cost.get('rate_source', 'given')]}) they cost "
+                         f"({RATE_SOURCES[cost['rate_source']]}) they cost "
                          f"{_num(cost['token_cost_ms'], 1)} ms: extra time / token cost = "
                          f"{_num(cost['ratio'], 2)}x (target <= {cost['target']})")
     lines.append("calibration on the held-out split (temperature 1 -> fitted profiles, kept ones applied)")
@@ -326,11 +325,10 @@ def warm_priors(client, tasks: Sequence) -> list[int]:
 
 
 def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODES, limit: int | None = None,
-                        rate_ms_per_token: float | None = None, head_tokens: int | None = None,
-                        progress: bool = True) -> OrderStudy:
+                        head_tokens: int | None = None, progress: bool = True) -> OrderStudy:
     """Every task in each order mode, options as declared and reversed, at temperature 1, task by task
     (``_interleaved``); the priors of the tasks' option counts are warmed first (``warm_priors``), so no timed
-    request scores one. ``rate_ms_per_token`` or ``head_tokens``: how the rotations' extra tokens are priced
+    request scores one. ``head_tokens``, when known, prices the rotations' extra tokens exactly
     (``rotation_cost``)."""
     from .suite import resolve_tasks
 
@@ -341,8 +339,7 @@ def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODE
     ordered = sorted(dict.fromkeys(modes), key=ORDER_MODES.index)
     if "prior" in ordered:
         warm_priors(client, task_list)
-    return OrderStudy(_interleaved(client, task_list, ordered, progress), tasks=name, rate_ms_per_token=rate_ms_per_token,
-                      head_tokens=head_tokens)
+    return OrderStudy(_interleaved(client, task_list, ordered, progress), tasks=name, head_tokens=head_tokens)
 
 
 def _interleaved(client, tasks, modes: Sequence[str], progress: bool) -> dict[str, tuple[Run, Run]]:

@@ -293,7 +293,7 @@ def answer(question, result: dict) -> dict:
 def respond(engine, request: DecisionsRequest, results: list[dict], timing: dict) -> dict:
     # A content-free prior scored for this request (order mode prior, first use) is paid for here too.
     prompt_tokens = (sum(r.get("read_tokens", r["input_tokens"] + r["forward_passes"] - 1) for r in results)
-                     + int(timing.get("prior_tokens", 0)))
+                     + timing["prior_tokens"])
     evaluated = int(timing["input_tokens"])
     return {"model": served_model_name(engine.info),
             "answers": [answer(q, r) for q, r in zip(request.questions, results)],
