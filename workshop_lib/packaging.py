@@ -21,9 +21,8 @@ The published sample's packages use another shape, read here too: ``{"gguf": {"r
 "revision", "file", "sha256"}, "tokenizer": {"repo", "revision"}}`` (GGUF at the root,
 tokenizer files under ``tokenizer/``, no sizes, no per-file digests for the tokenizer).
 
-``parse_manifest`` holds the rules a manifest must follow whichever side reads it (the
-adapter keeps the same rules in its own room): one entry per path, plain relative paths
-that stay inside the model directory, sizes non-negative integers, sha256 64 hex digits.
+The format and the rules a manifest follows whichever side reads it are the contract's
+(``decision_contract.manifest``, which the adapter reads them with too): ``parse_manifest`` applies them.
 ``extract_model`` unpacks under a cap on bytes and members, checked before anything is written.
 """
 
@@ -33,32 +32,30 @@ import datetime
 import hashlib
 import json
 import platform
-import re
 import shutil
 import tarfile
-from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from dataclasses import dataclass
+from pathlib import Path
+
+from decision_contract import calibration as calibration_contract
+from decision_contract import manifest as manifest_contract
+from decision_contract.manifest import (CALIBRATION_NAME, MANIFEST_NAME, SAMPLE_SHAPE, WORKSHOP_SHAPE, ListedFile,
+                                        Manifest, ManifestError, calibration_entry, sha256_of)
 
 from .errors import WorkshopError
 from .models import ModelSpec
 
-MANIFEST_NAME = "model-manifest.json"
-MANIFEST_FORMAT = 1
-CALIBRATION_NAME = "calibration.json"  # at the archive root, next to the GGUF, where the adapter looks
-CALIBRATION_ROLE = "calibration"
+MANIFEST_FORMAT = manifest_contract.FORMAT
 _MAX_CALIBRATION_BYTES = 1024 * 1024
+
+__all__ = ["CALIBRATION_NAME", "MANIFEST_NAME", "SAMPLE_SHAPE", "WORKSHOP_SHAPE", "CalibrationRefused",
+           "ChecksumMismatch", "ExtractionRefused", "ListedFile", "LocalPackage", "Manifest", "ManifestInvalid",
+           "build_manifest", "calibration_entry", "check_calibration", "extract_model", "package_local",
+           "parse_manifest", "sha256_of", "verify_pins"]
 
 
 class ChecksumMismatch(WorkshopError, RuntimeError):
     """A file differs from the pinned size or sha256: nothing is packaged."""
-
-
-def sha256_of(path: str | Path, chunk: int = 8 * 1024 * 1024) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class CalibrationRefused(WorkshopError, ValueError):
@@ -73,21 +70,16 @@ def check_calibration(data: bytes, gguf_sha256: str, where: str = CALIBRATION_NA
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CalibrationRefused(f"{where} is not JSON ({exc}); write it with `workshop calibrate`") from None
-    fit_for = doc.get("fit_for") if isinstance(doc, dict) else None
-    fitted = fit_for.get("gguf_sha256") if isinstance(fit_for, dict) else None
-    if not isinstance(fitted, str) or not _SHA256.fullmatch(fitted):
-        raise CalibrationRefused(f"{where} has no fit_for.gguf_sha256; write it with `workshop calibrate`")
-    if fitted.lower() != gguf_sha256.lower():
+    try:
+        fitted = calibration_contract.parse(doc, where).gguf_sha256
+    except calibration_contract.CalibrationError as exc:
+        raise CalibrationRefused(f"{exc}; the adapter would refuse to start") from None
+    if fitted != gguf_sha256.lower():
         raise CalibrationRefused(
-            f"{where} was fitted for the GGUF with sha256 {fitted.lower()}, but the package's GGUF has sha256 "
+            f"{where} was fitted for the GGUF with sha256 {fitted}, but the package's GGUF has sha256 "
             f"{gguf_sha256.lower()}; the adapter would refuse to start. Fit it again against an endpoint serving "
             "this model (`workshop calibrate`), or package without it")
     return doc
-
-
-def calibration_entry(size: int, sha256: str) -> dict:
-    """The manifest's entry of a packaged calibration file."""
-    return {"path": CALIBRATION_NAME, "role": CALIBRATION_ROLE, "size": size, "sha256": sha256}
 
 
 def build_manifest(spec: ModelSpec, measured: dict[str, tuple[int, str]], *, build_id: str,
@@ -166,130 +158,19 @@ def package_local(spec: ModelSpec, sources: dict[str, Path], out_dir: str | Path
     return LocalPackage(tarball, manifest_path, manifest)
 
 
-# ---- reading a manifest: the rules both sides follow ------------------------------------------
-
-WORKSHOP_SHAPE = "workshop"
-SAMPLE_SHAPE = "published sample"
-_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+# ---- reading a manifest: the contract's rules, as this room's error ---------------------------
 
 
 class ManifestInvalid(WorkshopError, ValueError):
     """A manifest breaks a rule (shape, duplicate path, path leaving the directory); nothing is trusted."""
 
 
-@dataclass(frozen=True)
-class ListedFile:
-    """One file a manifest vouches for; ``size`` is None where the shape records none."""
-
-    path: str
-    sha256: str
-    size: int | None = None
-    repo: str | None = None
-    revision: str | None = None
-    role: str | None = None
-    label: str = ""
-
-
-@dataclass(frozen=True)
-class ManifestView:
-    shape: str
-    files: tuple[ListedFile, ...]
-    gguf: ListedFile  # the workshop's: the entry of model.file (else the one with role gguf); the sample's: gguf
-    tokenizer: dict | None = None  # the sample's {"repo", "revision"}
-    raw: dict = field(default_factory=dict, compare=False)
-
-    def describe(self) -> str:
-        if self.shape == SAMPLE_SHAPE:
-            return ("the published sample's shape: the GGUF's sha256 is recorded; its tokenizer files are not "
-                    "listed with digests (the adapter reads the tokenizer from the GGUF)")
-        return f"the workshop's shape: {len(self.files)} files listed with size and sha256"
-
-
-def _plain_path(value, label: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: the path must be a non-empty string, not {value!r}")
-    if "\x00" in value or "\\" in value:
-        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: the path {value!r} holds a NUL or a backslash")
-    pure = PurePosixPath(value)
-    if pure.is_absolute():
-        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: the path {value!r} is absolute; paths are relative "
-                              "to the model directory")
-    if ".." in pure.parts:
-        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: the path {value!r} leaves the model directory ('..')")
-    if pure.as_posix() != value:
-        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: the path {value!r} is not written plainly "
-                              f"(write {pure.as_posix()!r})")
-    return value
-
-
-def _sha256(value, label: str) -> str:
-    if not isinstance(value, str) or not _SHA256.fullmatch(value):
-        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: sha256 must be 64 hexadecimal digits, not {value!r}")
-    return value.lower()
-
-
-def _text(entry: dict, key: str, label: str) -> str | None:
-    value = entry.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ManifestInvalid(f"{MANIFEST_NAME} {label}: {key!r} must be a string, not {value!r}")
-    return value
-
-
-def _workshop_files(files: list) -> tuple[ListedFile, ...]:
-    out: list[ListedFile] = []
-    seen: dict[str, str] = {}
-    for index, entry in enumerate(files):
-        label = f"files[{index}]"
-        if not isinstance(entry, dict):
-            raise ManifestInvalid(f"{MANIFEST_NAME} {label} is not an object ({entry!r})")
-        path = _plain_path(entry.get("path"), label)
-        if path in seen:
-            raise ManifestInvalid(f"{MANIFEST_NAME} lists {path!r} twice ({seen[path]} and {label}); one entry "
-                                  "per file, or which one holds is ambiguous")
-        seen[path] = label
-        label = f"{label} ({path!r})"
-        size = entry.get("size")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ManifestInvalid(f"{MANIFEST_NAME} {label}: size must be a non-negative integer (bytes), "
-                                  f"not {size!r}")
-        out.append(ListedFile(path, _sha256(entry.get("sha256"), label), size, _text(entry, "repo", label),
-                              _text(entry, "revision", label), _text(entry, "role", label), label))
-    if not out:
-        raise ManifestInvalid(f"{MANIFEST_NAME} has an empty 'files' list")
-    return tuple(out)
-
-
-def parse_manifest(manifest) -> ManifestView:
-    """The manifest's entries, each checked against the rules above, in either shape. Pure."""
-    if not isinstance(manifest, dict):
-        raise ManifestInvalid(f"{MANIFEST_NAME} is not a JSON object")
-    if "files" in manifest and "gguf" in manifest:
-        raise ManifestInvalid(f"{MANIFEST_NAME} has both a 'files' list (the workshop's shape) and a 'gguf' "
-                              "object (the published sample's); which one holds is ambiguous")
-    if "gguf" in manifest:
-        gguf = manifest["gguf"]
-        if not isinstance(gguf, dict):
-            raise ManifestInvalid(f"{MANIFEST_NAME} 'gguf' is not an object ({gguf!r})")
-        path = _plain_path(gguf.get("file"), "gguf.file")
-        label = f"gguf ({path!r})"
-        entry = ListedFile(path, _sha256(gguf.get("sha256"), label), None, _text(gguf, "repo", label),
-                           _text(gguf, "revision", label), "gguf", label)
-        tokenizer = manifest.get("tokenizer")
-        if tokenizer is not None:
-            if not isinstance(tokenizer, dict):
-                raise ManifestInvalid(f"{MANIFEST_NAME} 'tokenizer' is not an object ({tokenizer!r})")
-            for key in ("repo", "revision"):
-                _text(tokenizer, key, "tokenizer")
-        return ManifestView(SAMPLE_SHAPE, (entry,), entry, tokenizer, manifest)
-    if not isinstance(manifest.get("files"), list):
-        raise ManifestInvalid(f"{MANIFEST_NAME} has neither a 'files' list (the workshop's shape) nor a 'gguf' "
-                              "object (the published sample's)")
-    files = _workshop_files(manifest["files"])
-    model = manifest.get("model") if isinstance(manifest.get("model"), dict) else {}
-    named = model.get("file")
-    gguf = next((f for f in files if f.path == named), None) if named else None
-    gguf = gguf or next((f for f in files if f.role == "gguf"), None) or files[0]
-    return ManifestView(WORKSHOP_SHAPE, files, gguf, None, manifest)
+def parse_manifest(manifest) -> Manifest:
+    """The manifest's entries, each checked against the contract's rules, in either shape. Pure."""
+    try:
+        return manifest_contract.parse(manifest)
+    except ManifestError as exc:
+        raise ManifestInvalid(str(exc)) from None
 
 
 # ---- extracting with limits ---------------------------------------------------------------------

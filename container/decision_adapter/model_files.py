@@ -5,18 +5,10 @@ alphabetically first ``*.gguf`` in the model directory, else the first
 ``*/*.gguf``. Whatever is loaded must lie inside the model directory once symlinks
 are resolved.
 
-When ``model-manifest.json`` sits in the model directory it is read in one of two
-shapes, and the GGUF about to be loaded must be one of the files it verifies:
-
-* the workshop's: ``{"files": [{"path", "size", "sha256", "repo", "revision", ...}]}``;
-  every listed file must have its recorded size and sha256;
-* the published sample's: ``{"gguf": {"repo", "revision", "file", "sha256"},
-  "tokenizer": {"repo", "revision"}}``; the GGUF's sha256 is checked, the tokenizer
-  files under ``tokenizer/`` carry no digest there (and the adapter reads its
-  tokenizer from the GGUF).
-
-Every entry is checked (shape, one entry per path, a relative path that stays inside
-the directory) before any listed file is opened.
+When ``model-manifest.json`` sits in the model directory it is read in either of the contract's
+two shapes (``decision_contract.manifest``: the workshop's, every file with size and sha256; the
+published sample's, the GGUF's sha256 only), every entry checked against its rules before any
+listed file is opened, and the GGUF about to be loaded must be one of the files it verifies.
 
 ``calibration.json`` (calibration.py) is looked for next to the GGUF, then at the top of the
 model directory; when the manifest lists it, its size and sha256 are checked like every listed
@@ -26,53 +18,25 @@ file's (``calibration_listed``), and a manifest that lists it while it is missin
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
-import re
 import stat
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-MANIFEST_NAME = "model-manifest.json"
-CALIBRATION_NAME = "calibration.json"
-WORKSHOP_SHAPE = "workshop"
-SAMPLE_SHAPE = "published sample"
-TOKENIZER_DIR = "tokenizer"  # where the published sample puts its tokenizer files
-
-_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+from decision_contract import manifest as contract
+from decision_contract.manifest import (CALIBRATION_NAME, MANIFEST_NAME, SAMPLE_SHAPE, TOKENIZER_DIR, WORKSHOP_SHAPE,
+                                        ListedFile, Manifest, ManifestError, sha256_of)
 
 log = logging.getLogger(__name__)
+
+__all__ = ["CALIBRATION_NAME", "MANIFEST_NAME", "SAMPLE_SHAPE", "WORKSHOP_SHAPE", "ListedFile", "Manifest",
+           "ModelFiles", "ModelFilesError", "find_gguf", "locate_model", "parse_manifest", "read_manifest",
+           "sha256_of", "verify_manifest"]
 
 
 class ModelFilesError(RuntimeError):
     """The model directory cannot be served as it is."""
-
-
-@dataclass(frozen=True)
-class ManifestEntry:
-    """One file the manifest vouches for; ``size`` is None where the shape records none."""
-
-    path: str
-    sha256: str
-    size: int | None = None
-    repo: str | None = None
-    revision: str | None = None
-    label: str = ""  # how messages name the entry, e.g. "files[2]"
-
-    def describe(self) -> dict:
-        out = {"path": self.path, "size": self.size, "sha256": self.sha256, "repo": self.repo,
-               "revision": self.revision}
-        return {k: v for k, v in out.items() if v is not None}
-
-
-@dataclass(frozen=True)
-class Manifest:
-    shape: str
-    entries: tuple[ManifestEntry, ...]
-    source: dict  # the model's origin: repo, revision, file (and name etc. in the workshop's shape)
-    tokenizer: dict | None = None  # the sample's {"repo", "revision"}
-    raw: dict = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -152,111 +116,12 @@ def _loaded_gguf(model_dir: Path, model_file: str | None) -> Path:
 # ---- reading the manifest -----------------------------------------------------------------------
 
 
-def sha256_of(path: str | Path, chunk: int = 8 * 1024 * 1024) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _relative_path(value, label: str) -> str:
-    """A manifest path as given, refused unless it is a plain relative path (no '..', no '/' first)."""
-    if not isinstance(value, str) or not value:
-        raise ModelFilesError(f"{MANIFEST_NAME} {label}: the path must be a non-empty string, not {value!r}; "
-                              "rebuild the model package")
-    if "\x00" in value or "\\" in value:
-        raise ModelFilesError(f"{MANIFEST_NAME} {label}: the path {value!r} holds a NUL or a backslash; "
-                              "write it with '/' separators")
-    pure = PurePosixPath(value)
-    if pure.is_absolute():
-        raise ModelFilesError(f"{MANIFEST_NAME} {label}: the path {value!r} is absolute; manifest paths are "
-                              "relative to the model directory")
-    if ".." in pure.parts:
-        raise ModelFilesError(f"{MANIFEST_NAME} {label}: the path {value!r} leaves the model directory ('..'); "
-                              "manifest paths name files inside it")
-    if pure.as_posix() != value:
-        raise ModelFilesError(f"{MANIFEST_NAME} {label}: the path {value!r} is not written plainly; "
-                              f"write it as {pure.as_posix()!r}")
-    return value
-
-
-def _digest(value, label: str) -> str:
-    if not isinstance(value, str) or not _SHA256.fullmatch(value):
-        raise ModelFilesError(f"{MANIFEST_NAME} {label}: sha256 must be 64 hexadecimal digits, not {value!r}; "
-                              "rebuild the model package")
-    return value.lower()
-
-
-def _optional_text(entry: dict, key: str, label: str) -> str | None:
-    value = entry.get(key)
-    if value is not None and not isinstance(value, str):
-        raise ModelFilesError(f"{MANIFEST_NAME} {label}: {key!r} must be a string, not {value!r}")
-    return value
-
-
-def _workshop_entries(files: list) -> tuple[ManifestEntry, ...]:
-    entries: list[ManifestEntry] = []
-    seen: dict[str, str] = {}
-    for index, entry in enumerate(files):
-        label = f"files[{index}]"
-        if not isinstance(entry, dict):
-            raise ModelFilesError(f"{MANIFEST_NAME} {label} is not an object ({entry!r}); rebuild the model package")
-        path = _relative_path(entry.get("path"), label)
-        label = f"files[{index}] ({path!r})"
-        if path in seen:
-            raise ModelFilesError(
-                f"{MANIFEST_NAME} lists {path!r} twice ({seen[path]} and files[{index}]); one entry per file, "
-                "or which one holds is ambiguous: rebuild the model package")
-        seen[path] = f"files[{index}]"
-        size = entry.get("size")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ModelFilesError(f"{MANIFEST_NAME} {label}: size must be a non-negative integer (bytes), "
-                                  f"not {size!r}; rebuild the model package")
-        entries.append(ManifestEntry(path=path, sha256=_digest(entry.get("sha256"), label), size=size,
-                                     repo=_optional_text(entry, "repo", label),
-                                     revision=_optional_text(entry, "revision", label), label=label))
-    if not entries:
-        raise ModelFilesError(f"{MANIFEST_NAME} has an empty 'files' list; rebuild the model package")
-    return tuple(entries)
-
-
-def _sample_manifest(manifest: dict) -> Manifest:
-    gguf = manifest["gguf"]
-    if not isinstance(gguf, dict):
-        raise ModelFilesError(f"{MANIFEST_NAME} 'gguf' is not an object ({gguf!r}); rebuild the model package")
-    path = _relative_path(gguf.get("file"), "gguf.file")
-    label = f"gguf ({path!r})"
-    entry = ManifestEntry(path=path, sha256=_digest(gguf.get("sha256"), label),
-                          repo=_optional_text(gguf, "repo", label), revision=_optional_text(gguf, "revision", label),
-                          label=label)
-    tokenizer = manifest.get("tokenizer")
-    if tokenizer is not None:
-        if not isinstance(tokenizer, dict):
-            raise ModelFilesError(f"{MANIFEST_NAME} 'tokenizer' is not an object ({tokenizer!r})")
-        for key in ("repo", "revision"):
-            _optional_text(tokenizer, key, "tokenizer")
-    source = {k: v for k, v in (("repo", entry.repo), ("revision", entry.revision), ("file", path)) if v}
-    return Manifest(SAMPLE_SHAPE, (entry,), source, tokenizer, manifest)
-
-
-def parse_manifest(manifest) -> Manifest:
-    """The manifest's entries, every one checked for shape; nothing on disk is touched. Pure."""
-    if not isinstance(manifest, dict):
-        raise ModelFilesError(f"{MANIFEST_NAME} is not a JSON object; rebuild the model package")
-    has_files, has_gguf = "files" in manifest, "gguf" in manifest
-    if has_files and has_gguf:
-        raise ModelFilesError(
-            f"{MANIFEST_NAME} has both a 'files' list (the workshop's shape) and a 'gguf' object (the published "
-            "sample's); which one holds is ambiguous: rebuild the model package")
-    if has_gguf:
-        return _sample_manifest(manifest)
-    if not isinstance(manifest.get("files"), list):
-        raise ModelFilesError(
-            f"{MANIFEST_NAME} has neither a 'files' list (the workshop's shape) nor a 'gguf' object (the "
-            "published sample's); rebuild the model package")
-    source = manifest.get("model") if isinstance(manifest.get("model"), dict) else {}
-    return Manifest(WORKSHOP_SHAPE, _workshop_entries(manifest["files"]), dict(source), None, manifest)
+def parse_manifest(raw) -> Manifest:
+    """The contract's rules (``decision_contract.manifest.parse``), refused as this room's error."""
+    try:
+        return contract.parse(raw)
+    except ManifestError as exc:
+        raise ModelFilesError(str(exc)) from None
 
 
 def read_manifest(model_dir: str | Path) -> Manifest | None:
@@ -280,7 +145,7 @@ def _tokenizer_files(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in folder.rglob("*") if p.is_file())
 
 
-def verify_manifest(model_dir: str | Path, manifest: Manifest, gguf: Path) -> tuple[ManifestEntry, str, str]:
+def verify_manifest(model_dir: str | Path, manifest: Manifest, gguf: Path) -> tuple[ListedFile, str, str]:
     """Check the listed files (the GGUF must be one); return the GGUF's entry, its sha256 and a summary line.
 
     ``gguf`` is the resolved path of the file about to be loaded. Every listed path is resolved and
@@ -289,12 +154,12 @@ def verify_manifest(model_dir: str | Path, manifest: Manifest, gguf: Path) -> tu
     """
     root = Path(model_dir).resolve()
     located = [(entry, _resolve_inside(root, root / entry.path, f"{MANIFEST_NAME} {entry.label}"))
-               for entry in manifest.entries]
+               for entry in manifest.files]
     loaded = [entry for entry, real in located if real == gguf]
     if not loaded:
         raise ModelFilesError(
             f"{gguf.relative_to(root).as_posix()} (the GGUF to be served) is not listed in {MANIFEST_NAME} "
-            f"(it lists {[e.path for e in manifest.entries]}); serve the packaged GGUF or rebuild the package")
+            f"(it lists {[e.path for e in manifest.files]}); serve the packaged GGUF or rebuild the package")
     gguf_rel = gguf.relative_to(root).as_posix()
     entry = next((e for e in loaded if e.path == gguf_rel), loaded[0])
     for listed, real in located:
@@ -323,7 +188,7 @@ def verify_manifest(model_dir: str | Path, manifest: Manifest, gguf: Path) -> tu
                    f"digests ({len(tokenizer)} under {TOKENIZER_DIR}/{where} not covered; the adapter reads its "
                    "tokenizer from the GGUF)")
     else:
-        summary = f"manifest: workshop shape, {len(manifest.entries)} files verified (size and sha256)"
+        summary = f"manifest: workshop shape, {len(manifest.files)} files verified (size and sha256)"
     return entry, digests[gguf], summary
 
 
@@ -368,6 +233,6 @@ def find_calibration(root: Path, gguf: Path, manifest: Manifest | None) -> tuple
         if candidate.is_file():
             path = _resolve_inside(root, candidate, CALIBRATION_NAME)
             listed = manifest is not None and any(
-                _resolve_inside(root, root / e.path, f"{MANIFEST_NAME} {e.label}") == path for e in manifest.entries)
+                _resolve_inside(root, root / e.path, f"{MANIFEST_NAME} {e.label}") == path for e in manifest.files)
             return path, listed
     return None, False

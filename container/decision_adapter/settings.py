@@ -19,6 +19,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from decision_contract.names import ORDER_MODES
+
 LLAMA_PREFIX = "SM_LLAMA_CPP_"
 ADAPTER_PREFIX = "DECISION_ADAPTER_"
 
@@ -78,8 +80,8 @@ NGINX_MODES = ("auto", "on", "off")  # nginx in front: if found, required, never
 # so a question asked alone and the same question in a shared-state batch would differ.
 FLASH_ATTN_MODES = ("off", "on", "auto")
 # DECISION_ADAPTER_ORDER: how a decision's options are read (order.py): as sent, divided by the
-# content-free prior of their positions, or averaged over rotations of the options.
-ORDER_MODES = ("as_given", "prior", "rotations")
+# content-free prior of their positions, or averaged over rotations of the options (ORDER_MODES, the
+# contract's names).
 CALIBRATION_MODES = ("auto", "off")  # calibration.json in the model folder: used when present, or never
 _FLASH_ATTN_SPELLINGS = {"true": "on", "1": "on", "enabled": "on", "false": "off", "0": "off", "disabled": "off"}
 

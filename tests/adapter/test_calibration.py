@@ -1,4 +1,4 @@
-"""Served calibration (calibration.py): the file's checks without a model, where the model folder's
+"""Served calibration (calibration.py; the file's rules are the contract's, tests/contract): where the model folder's
 manifest vouches for it (model_files.py), the refusal to start for another build, and which
 temperature an answer gets (the request's, the profile's, or 1) on the embedded model in-process."""
 
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from decision_adapter import calibration
+from decision_contract import calibration as contract
 from decision_adapter.apis import own
 from decision_adapter.apis import systemone as jev
 from decision_adapter.model_files import ModelFilesError, locate_model
@@ -28,7 +29,7 @@ HELDOUT = {"nll_before": 1.2, "nll_after": 1.0, "ece_before": 0.5, "ece_after": 
 
 def calibration_file(gguf_sha256: str, *, prompt_version: str = PROMPT_VERSION, order: str = "as_given",
                      profiles: dict | None = None) -> dict:
-    return {"format": calibration.FORMAT, "fit_for": {"gguf_sha256": gguf_sha256, "prompt_version": prompt_version},
+    return {"format": contract.FORMAT, "fit_for": {"gguf_sha256": gguf_sha256, "prompt_version": prompt_version},
             "order": order, "profiles": profiles if profiles is not None else {
                 "choice/3-4": {"temperature": 2.0, "kept": True, "fit_n": 30, "heldout_n": 13, "heldout": HELDOUT},
                 "choice/2": {"temperature": 0.5, "kept": False, "fit_n": 3, "heldout_n": 0, "heldout": None}},
@@ -44,14 +45,8 @@ def softmax(z):
 # -- the file, without a model --------------------------------------------------------------------------------
 
 
-def test_profiles_are_named_by_question_type_and_option_band():
-    assert [calibration.band_of(n) for n in (2, 3, 4, 5, 8, 9, 16, 17, 255)] == [
-        "2", "3-4", "3-4", "5-8", "5-8", "9-16", "9-16", "17+", "17+"]
-    assert calibration.profile_name("noul", 2) == "noul/2"
-
-
 def test_a_kept_profile_applies_in_its_order_mode_unless_the_request_sets_a_temperature():
-    cal = calibration.parse(calibration_file(OTHER_SHA), "calibration.json", "00" * 32)
+    cal = contract.parse(calibration_file(OTHER_SHA), "calibration.json", "00" * 32)
     assert cal.temperatures == {"choice/3-4": 2.0}  # choice/2 was not kept
     assert calibration.in_force(cal, "choice", 3, "as_given", None) == (
         2.0, {"profile": "choice/3-4", "temperature": 2.0, "source": "calibration"})
@@ -60,30 +55,6 @@ def test_a_kept_profile_applies_in_its_order_mode_unless_the_request_sets_a_temp
     assert calibration.in_force(cal, "choice", 2, "as_given", None) == (
         1.0, {"profile": None, "temperature": 1.0, "source": "none"})
     assert calibration.in_force(None, "score", 5, "as_given", None)[0] == 1.0
-
-
-@pytest.mark.parametrize("change, words", [
-    ({"format": "other/1"}, "format"),
-    ({"order": "sideways"}, "order"),
-    ({"profiles": {"choice/3": {"temperature": 2.0}}}, "choice/3"),
-    ({"profiles": {"choice/2": {"temperature": 0, "kept": False}}}, "temperature"),
-    ({"fit_for": {"gguf_sha256": "xyz", "prompt_version": PROMPT_VERSION}}, "gguf_sha256"),
-])
-def test_a_malformed_file_is_refused_naming_the_field(change, words):
-    with pytest.raises(calibration.CalibrationError, match=words):
-        calibration.parse({**calibration_file(OTHER_SHA), **change}, "calibration.json", "00" * 32)
-
-
-def test_a_file_fit_for_another_build_or_prompt_names_both():
-    cal = calibration.parse(calibration_file(OTHER_SHA), "calibration.json", "00" * 32)
-    mine = "cd" * 32
-    with pytest.raises(calibration.CalibrationError) as caught:
-        calibration.check_fit(cal, mine, "model.gguf", PROMPT_VERSION)
-    assert OTHER_SHA in str(caught.value) and mine in str(caught.value)
-    cal = calibration.parse(calibration_file(mine, prompt_version="decision-prompt/0"), "calibration.json", "00" * 32)
-    with pytest.raises(calibration.CalibrationError) as caught:
-        calibration.check_fit(cal, mine, "model.gguf", PROMPT_VERSION)
-    assert "decision-prompt/0" in str(caught.value) and PROMPT_VERSION in str(caught.value)
 
 
 def _model_folder(tmp_path, listed: bool):
@@ -145,7 +116,7 @@ def test_a_file_fit_for_this_gguf_is_loaded_and_reported(engine, tmp_path):
 
 @pytest.fixture
 def calibrated(engine, monkeypatch):
-    cal = calibration.parse(calibration_file(engine.model_files.sha256), "calibration.json", "00" * 32)
+    cal = contract.parse(calibration_file(engine.model_files.sha256), "calibration.json", "00" * 32)
     monkeypatch.setattr(engine, "calibration", cal)
     return engine
 

@@ -45,8 +45,7 @@ def test_calibrate_writes_the_file_the_adapter_reads_for_the_served_model(adapte
     assert set(doc["profiles"]) == {"choice/3-4"}
     assert "choice/3-4" in printed and str(out) in printed
     # the adapter's own reader takes it, for this model and prompt, in that order mode
-    parsed = served_calibration.parse(json.loads(out.read_text()), str(out), "0" * 64)
-    served_calibration.check_fit(parsed, answer.model["sha256"], "the served GGUF", answer.raw["prompt_version"])
+    parsed = served_calibration.load(out, answer.model["sha256"], "the served GGUF", answer.raw["prompt_version"])
     assert parsed.order == "prior"
     assert set(parsed.temperatures) == {name for name, p in doc["profiles"].items() if p["kept"]}
 

@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from decision_adapter.model_files import parse_manifest as adapter_parse
+from decision_contract.calibration import HELDOUT_KEYS
 from workshop_lib.build_requests import model_package_env
 from workshop_lib.models import ModelFile, ModelSpec
 from workshop_lib.packaging import CalibrationRefused, check_calibration, extract_model, package_local, parse_manifest
@@ -27,9 +27,9 @@ def spec() -> ModelSpec:
 
 def calibration(sha256: str = GGUF_SHA) -> bytes:
     doc = {"format": "decision-calibration/1", "fit_for": {"gguf_sha256": sha256, "prompt_version": "decision-prompt/1"},
-           "order": "as_given", "profiles": {"choice/2": {"temperature": 2.0, "kept": True, "fit_n": 3, "heldout_n": 2,
-                                                          "heldout": None}},
-           "data": {"tasks": "t", "fit_n": 3, "heldout_n": 2}, "created": "2026-01-01T00:00:00Z"}
+           "order": "as_given", "profiles": {"choice/2": {"temperature": 2.0, "kept": True, "fit_n": 3, "heldout_n": 5,
+                                                          "heldout": dict.fromkeys(HELDOUT_KEYS, 0.5)}},
+           "data": {"tasks": "t", "fit_n": 3, "heldout_n": 5}, "created": "2026-01-01T00:00:00Z"}
     return json.dumps(doc).encode()
 
 
@@ -43,10 +43,10 @@ def test_local_packaging_puts_the_file_next_to_the_gguf_and_lists_it(tmp_path):
     entry = package.manifest["files"][-1]
     assert entry == {"path": "calibration.json", "role": "calibration", "size": len(data),
                      "sha256": hashlib.sha256(data).hexdigest()}
-    # both rooms read the manifest alike, and the GGUF stays the model
-    client, adapter = parse_manifest(package.manifest), adapter_parse(package.manifest)
-    assert [f.path for f in client.files] == [e.path for e in adapter.entries] == ["tiny.gguf", "calibration.json"]
-    assert client.gguf.path == "tiny.gguf"
+    # the manifest reads back (the contract's rules, as the adapter reads it), and the GGUF stays the model
+    parsed = parse_manifest(package.manifest)
+    assert [f.path for f in parsed.files] == ["tiny.gguf", "calibration.json"]
+    assert parsed.gguf.path == "tiny.gguf"
     model_dir = extract_model(package.tarball, tmp_path / "model")
     assert (model_dir / "calibration.json").read_bytes() == data
 

@@ -1,4 +1,4 @@
-"""Served calibration, the pure part: profile names, the fit kept only when held-out NLL improves, the
+"""Served calibration, the pure part (profile names are the contract's, tests/contract): the fit kept only when held-out NLL improves, the
 file's format (round trip and refusals), and the order study's arithmetic (risk/coverage, rotation cost)."""
 
 from __future__ import annotations
@@ -12,29 +12,11 @@ import pytest
 from workshop_lib.bench import profiles
 from workshop_lib.bench.order_study import (evaluated_tokens, heldout_calibration, per_token_ms, risk_coverage,
                                            rotation_cost)
-from workshop_lib.bench.profiles import (CalibrationFileError, Labelled, band, calibration_document, check_document,
-                                         fit_profile, profile_name, read_document, write_document)
+from workshop_lib.bench.profiles import (CalibrationFileError, Labelled, calibration_document, check_document,
+                                         fit_profile, read_document, write_document)
 from workshop_lib.bench.runner import TaskResult
 
 SHA = "ab" * 32
-
-
-@pytest.mark.parametrize("n, expected", [(2, "2"), (3, "3-4"), (4, "3-4"), (5, "5-8"), (8, "5-8"), (9, "9-16"),
-                                         (16, "9-16"), (17, "17+"), (255, "17+")])
-def test_bands_by_option_count(n, expected):
-    assert band(n) == expected
-    assert profile_name("choice", n) == f"choice/{expected}"
-
-
-@pytest.mark.parametrize("bad", [1, 0, True, 2.0])
-def test_a_band_needs_two_options_or_more(bad):
-    with pytest.raises(ValueError):
-        band(bad)
-
-
-def test_profile_names_only_known_question_types():
-    with pytest.raises(ValueError, match="question_type"):
-        profile_name("ranking", 3)
 
 
 def _rows(rng, n, *, p_top, right_share, k=3, profile="choice/3-4"):

@@ -28,7 +28,7 @@ from workshop_lib.config import repo_root
 pytestmark = pytest.mark.slow
 
 CHECKOUT = repo_root()
-PACKAGED = ("pyproject.toml", "README.md", "workshop_lib")
+PACKAGED = ("pyproject.toml", "README.md", "workshop_lib", "container/decision_contract")
 
 
 def _bdist_wheel_here() -> bool:

@@ -24,27 +24,20 @@ from __future__ import annotations
 import datetime
 import json
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from decision_contract import calibration as contract
+from decision_contract.calibration import FILE_NAME, FORMAT, HELDOUT_KEYS, TEMPERATURE_RANGE, profile_name
+from decision_contract.names import ORDER_MODES
+
 from ..errors import WorkshopError
 from .calibration import fit_temperature, metrics, split_for_calibration
 
-FORMAT = "decision-calibration/1"
-FILE_NAME = "calibration.json"
-ORDER_MODES = ("as_given", "prior", "rotations")
-QUESTION_TYPES = ("choice", "noul", "score")
-# (lowest, highest option count, name); the last band is open-ended.
-BANDS = ((2, 2, "2"), (3, 4, "3-4"), (5, 8, "5-8"), (9, 16, "9-16"), (17, None, "17+"))
-BAND_NAMES = tuple(name for _, _, name in BANDS)
-HELDOUT_KEYS = ("nll_before", "nll_after", "ece_before", "ece_after", "brier_before", "brier_after")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-# The temperatures the adapter accepts: above 0.001, at most 100. The fit searches 1/T inside that
-# range; at 100 an answer is all but uniform, which is where a model that reads positions, not
-# content, ends up once it is judged on labels.
-TEMPERATURE_RANGE = (1e-3, 100.0)
+# The temperatures the adapter accepts (the contract's range): the fit searches 1/T inside it; at 100 an
+# answer is all but uniform, which is where a model that reads positions, not content, ends up once it
+# is judged on labels.
 BETA_RANGE = (1.0 / TEMPERATURE_RANGE[1], 0.999 / TEMPERATURE_RANGE[0])
 # A profile is kept only when at least this many held-out answers judged it: below that, a lower
 # held-out NLL is the luck of one or two answers (a profile fitted on one task and judged on one
@@ -56,23 +49,6 @@ _FLOOR = 1e-300
 
 class CalibrationFileError(WorkshopError, ValueError):
     """A calibration file (or the answers it would be fitted on) breaks the format; the message names the field."""
-
-
-def band(n_options: int) -> str:
-    """The option-count band of a question with ``n_options`` options."""
-    if isinstance(n_options, bool) or not isinstance(n_options, int) or n_options < 2:
-        raise ValueError(f"a decision has at least 2 options, not {n_options!r}")
-    for low, high, name in BANDS:
-        if low <= n_options and (high is None or n_options <= high):
-            return name
-    raise AssertionError("unreachable: the last band is open-ended")
-
-
-def profile_name(question_type: str, n_options: int) -> str:
-    """``<question_type>/<band>``, e.g. ``choice/3-4``."""
-    if question_type not in QUESTION_TYPES:
-        raise ValueError(f"question_type must be one of {', '.join(QUESTION_TYPES)}, not {question_type!r}")
-    return f"{question_type}/{band(n_options)}"
 
 
 @dataclass(frozen=True)
@@ -175,73 +151,12 @@ def calibration_document(results: Sequence, *, order: str, tasks: str,
             "created": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
-def _number(value, where: str, *, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or (positive and value <= 0):
-        raise CalibrationFileError(f"{FILE_NAME} {where} must be a finite{' positive' if positive else ''} "
-                                   f"number, not {value!r}")
-    return float(value)
-
-
-def _count(value, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise CalibrationFileError(f"{FILE_NAME} {where} must be a non-negative integer, not {value!r}")
-    return value
-
-
 def check_document(doc) -> dict:
-    """The document, checked field by field against the format (returned unchanged)."""
-    if not isinstance(doc, Mapping):
-        raise CalibrationFileError(f"{FILE_NAME} is not a JSON object")
-    if doc.get("format") != FORMAT:
-        raise CalibrationFileError(f"{FILE_NAME} format must be {FORMAT!r}, not {doc.get('format')!r}")
-    target = doc.get("fit_for")
-    if not isinstance(target, Mapping) or not isinstance(target.get("gguf_sha256"), str) \
-            or not _SHA256.fullmatch(target["gguf_sha256"]):
-        raise CalibrationFileError(f"{FILE_NAME} fit_for.gguf_sha256 must be 64 lowercase hex digits")
-    if not isinstance(target.get("prompt_version"), str) or not target["prompt_version"]:
-        raise CalibrationFileError(f"{FILE_NAME} fit_for.prompt_version must be a non-empty string")
-    if doc.get("order") not in ORDER_MODES:
-        raise CalibrationFileError(f"{FILE_NAME} order must be one of {', '.join(ORDER_MODES)}, "
-                                   f"not {doc.get('order')!r}")
-    profiles = doc.get("profiles")
-    if not isinstance(profiles, Mapping):
-        raise CalibrationFileError(f"{FILE_NAME} profiles must be an object of <question_type>/<band> entries")
-    for name, entry in profiles.items():
-        kind, _, band_name = str(name).partition("/")
-        if kind not in QUESTION_TYPES or band_name not in BAND_NAMES:
-            raise CalibrationFileError(f"{FILE_NAME} profile {name!r}: names are <question_type>/<band> with "
-                                       f"types {', '.join(QUESTION_TYPES)} and bands {', '.join(BAND_NAMES)}")
-        where = f"profiles[{name!r}]"
-        if not isinstance(entry, Mapping):
-            raise CalibrationFileError(f"{FILE_NAME} {where} is not an object")
-        value = _number(entry.get("temperature"), f"{where}.temperature", positive=True)
-        low, high = TEMPERATURE_RANGE
-        if not low < value <= high:
-            raise CalibrationFileError(f"{FILE_NAME} {where}.temperature must be above {low:g} and at most "
-                                       f"{high:g}, not {value!r}")
-        if not isinstance(entry.get("kept"), bool):
-            raise CalibrationFileError(f"{FILE_NAME} {where}.kept must be true or false")
-        if not isinstance(entry.get("reason"), (str, type(None))):
-            raise CalibrationFileError(f"{FILE_NAME} {where}.reason must be a string or null")
-        _count(entry.get("fit_n"), f"{where}.fit_n")
-        _count(entry.get("heldout_n"), f"{where}.heldout_n")
-        heldout = entry.get("heldout")
-        if heldout is None:
-            if entry["kept"]:
-                raise CalibrationFileError(f"{FILE_NAME} {where}: kept without held-out figures")
-            continue
-        if not isinstance(heldout, Mapping):
-            raise CalibrationFileError(f"{FILE_NAME} {where}.heldout must be an object or null")
-        for key in HELDOUT_KEYS:
-            _number(heldout.get(key), f"{where}.heldout.{key}")
-    data = doc.get("data")
-    if not isinstance(data, Mapping) or not isinstance(data.get("tasks"), str):
-        raise CalibrationFileError(f"{FILE_NAME} data must be an object naming the tasks (data.tasks)")
-    _count(data.get("fit_n"), "data.fit_n")
-    _count(data.get("heldout_n"), "data.heldout_n")
-    if not isinstance(doc.get("created"), str):
-        raise CalibrationFileError(f"{FILE_NAME} created must be an ISO time string")
+    """The document, checked field by field against the contract's rules (returned unchanged)."""
+    try:
+        contract.parse(dict(doc) if isinstance(doc, Mapping) else doc, FILE_NAME)
+    except contract.CalibrationError as exc:
+        raise CalibrationFileError(str(exc)) from None
     return dict(doc)
 
 
@@ -283,6 +198,6 @@ def describe(doc: Mapping) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BANDS", "BAND_NAMES", "FILE_NAME", "FORMAT", "MIN_HELDOUT", "ORDER_MODES", "QUESTION_TYPES", "TEMPERATURE_RANGE", "CalibrationFileError",
-           "Labelled", "band", "calibration_document", "check_document", "describe", "fit_for", "fit_profile",
+__all__ = ["FILE_NAME", "FORMAT", "HELDOUT_KEYS", "MIN_HELDOUT", "ORDER_MODES", "TEMPERATURE_RANGE",
+           "CalibrationFileError", "Labelled", "calibration_document", "check_document", "describe", "fit_for", "fit_profile",
            "fit_profiles", "labelled", "profile_name", "read_document", "write_document"]

@@ -1,8 +1,7 @@
-"""The calibration.json rules in both rooms agree: what the adapter refuses, check_document refuses, and back.
+"""The calibration contract (decision_contract.calibration): one set of rules, read by both rooms.
 
-The adapter (decision_adapter.calibration) reads the file at start-up; the client
-(workshop_lib.bench.profiles) checks what `workshop calibrate` writes and what packaging carries. Each
-room keeps its own rules; this test holds the two to the same verdict on the same documents.
+The adapter loads calibration.json with ``parse`` at start-up; the client checks what `workshop
+calibrate` writes and what packaging carries with the same ``parse`` (profiles.check_document).
 """
 
 from __future__ import annotations
@@ -11,10 +10,9 @@ import copy
 
 import pytest
 
-from decision_adapter.calibration import CalibrationError
-from decision_adapter.calibration import parse as adapter_parse
-from workshop_lib.bench.profiles import CalibrationFileError
-from workshop_lib.bench.profiles import check_document as client_check
+from decision_adapter import calibration as served
+from decision_contract import calibration
+from workshop_lib.bench.profiles import CalibrationFileError, check_document
 
 SHA = "ab" * 32
 FIGURES = {"nll_before": 1.2, "nll_after": 1.0, "ece_before": 0.5, "ece_after": 0.2, "brier_before": 0.7,
@@ -91,31 +89,59 @@ BAD = [
 ]
 
 
-def _verdicts(document) -> tuple[bool, bool]:
-    try:
-        client_check(document)
-        client = True
-    except CalibrationFileError:
-        client = False
-    try:
-        adapter_parse(document, "calibration.json", "00" * 32)
-        adapter = True
-    except CalibrationError:
-        adapter = False
-    return client, adapter
-
 
 @pytest.mark.parametrize("document", GOOD)
-def test_both_rooms_accept(document):
-    assert _verdicts(document) == (True, True)
+def test_a_valid_file_is_read(document):
+    parsed = calibration.parse(document, "calibration.json", "00" * 32)
+    assert parsed.order == document["order"] and parsed.sha256 == "00" * 32
+    assert set(parsed.temperatures) == {name for name, p in document["profiles"].items() if p["kept"]}
+    assert check_document(document) == document
 
 
 @pytest.mark.parametrize("document", BAD)
-def test_both_rooms_refuse(document):
-    assert _verdicts(document) == (False, False)
+def test_a_broken_file_is_refused_by_both_rooms(document):
+    with pytest.raises(calibration.CalibrationError) as caught:
+        calibration.parse(document, "calibration.json")
+    assert str(caught.value).startswith("calibration.json: ") and "workshop calibrate" in str(caught.value)
+    with pytest.raises(CalibrationFileError):
+        check_document(document)
 
 
-def test_what_both_accept_means_the_same_temperatures():
-    served = adapter_parse(doc(), "calibration.json", "00" * 32)
-    kept = {name for name, p in client_check(doc())["profiles"].items() if p["kept"]}
-    assert set(served.temperatures) == kept == {"choice/3-4"}
+def test_only_kept_profiles_carry_a_temperature():
+    parsed = calibration.parse(doc())
+    assert parsed.temperatures == {"choice/3-4": 2.0}
+    assert parsed.profiles == ("choice/3-4", "noul/2")
+    assert parsed.describe()["temperatures"] == {"choice/3-4": 2.0}
+
+
+def test_a_file_fit_for_another_build_or_prompt_names_both():
+    parsed = calibration.parse(doc())
+    with pytest.raises(calibration.CalibrationError, match=f"{SHA}.*{'cd' * 32}"):
+        parsed.check_fit("cd" * 32, "model.gguf", "decision-prompt/1")
+    with pytest.raises(calibration.CalibrationError, match="decision-prompt/1.*decision-prompt/2"):
+        parsed.check_fit(SHA, "model.gguf", "decision-prompt/2")
+    parsed.check_fit(SHA.upper(), "model.gguf", "decision-prompt/1")
+
+
+@pytest.mark.parametrize("n, band", [(2, "2"), (3, "3-4"), (4, "3-4"), (5, "5-8"), (8, "5-8"), (9, "9-16"),
+                                     (16, "9-16"), (17, "17+"), (255, "17+")])
+def test_every_option_count_falls_in_one_band(n, band):
+    assert calibration.band_of(n) == band
+    assert calibration.profile_name("score", n) == f"score/{band}"
+
+
+@pytest.mark.parametrize("bad", [1, 0, True, 2.0, "3"])
+def test_a_count_below_two_or_not_an_integer_has_no_band(bad):
+    with pytest.raises(ValueError):
+        calibration.band_of(bad)
+
+
+def test_an_unknown_question_type_has_no_profile():
+    with pytest.raises(ValueError, match="question_type"):
+        calibration.profile_name("yesno", 2)
+
+
+def test_the_adapter_serves_a_kept_profile_only_in_the_order_it_was_fitted_in():
+    parsed = calibration.parse(doc())
+    assert served.in_force(parsed, "choice", 3, "as_given", None)[0] == 2.0
+    assert served.in_force(parsed, "choice", 3, "rotations", None)[1]["source"] == "none"

@@ -1,0 +1,20 @@
+"""Names both rooms use on the wire and in files."""
+
+from __future__ import annotations
+
+# The version of the decision schema and its answers that this package describes; the adapter reports
+# it (model info), and a client can tell whether it speaks to an adapter of the same contract.
+WIRE_VERSION = "decision-wire/1"
+
+# How option positions are kept out of an answer (a request's ``order``, DECISION_ADAPTER_ORDER, and the
+# order mode a calibration file was fitted in).
+AS_GIVEN, PRIOR, ROTATIONS = ORDER_MODES = ("as_given", "prior", "rotations")
+
+# How an answer is read from the model: ``letters``, the logits of the options' answer labels after a
+# prompt that lists them (the published method).
+LETTERS = "letters"
+READOUTS = (LETTERS,)
+
+# The question types a calibration profile is fitted for (System One's names; the OpenAI Decisions API's
+# predicate is a noul).
+QUESTION_TYPES = ("choice", "noul", "score")
