@@ -4,7 +4,7 @@ Each ``render_*`` function is pure: it reads a file or an object handed to it an
 Markdown. Pages ask for a piece with a marker line, ``<!-- reference: NAME -->``, which
 ``expand`` replaces (``docs_hooks.py`` calls it for every page MkDocs builds). Nothing here
 imports the adapter's app or starts a process: the API comes from ``openapi.json``, the
-settings from ``decision_adapter.settings`` (its source and its constants), the command line
+settings from the declarations in ``decision_adapter.settings``, the command line
 from the parser ``workshop_lib.cli`` builds, the benchmark tables from
 ``benchmarks/results/*.json``.
 """
@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import argparse
 import ast
-import dataclasses
 import html
 import importlib
-import io
 import json
 import os
 import re
-import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -246,127 +243,33 @@ def render_api(document: dict) -> str:
 
 # -- the adapter's settings, from decision_adapter.settings ----------------------------------------
 
-def _comments(source: str) -> dict[int, str]:
-    found = {}
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.COMMENT:
-            found[token.start[0]] = token.string.lstrip("#").strip()
-    return found
+def _number(value) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
-def _field_comment(lineno: int, comments: dict[int, str], lines: list[str]) -> str:
-    """The comment on a field's line, after the comment lines right above it."""
-    above, line = [], lineno - 1
-    while line in comments and lines[line - 1].lstrip().startswith("#"):
-        above.insert(0, comments[line])
-        line -= 1
-    if lineno in comments:
-        above.append(comments[lineno])
-    return " ".join(above)
-
-
-def _string(node, module, local: dict[str, str] | None = None) -> str | None:
-    """A string expression of load_settings (a literal, a prefix constant, or their sum)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.Name):
-        value = (local or {}).get(node.id, getattr(module, node.id, None))
-        return value if isinstance(value, str) else None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _string(node.left, module, local), _string(node.right, module, local)
-        return left + right if left is not None and right is not None else None
-    return None
-
-
-def _reads(node, module, local_aliases: dict[str, list[dict]], local: dict[str, str]) -> list[dict]:
-    """The environment variables an expression reads, with the choices and minimum it enforces."""
-    found = []
-    for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
-        func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "get" and isinstance(func.value, ast.Name) \
-                and func.value.id == "env" and call.args:
-            name = _string(call.args[0], module, local)
-            if name:
-                found.append({"name": name})
-        elif isinstance(func, ast.Name) and len(call.args) >= 2 and isinstance(call.args[0], ast.Name) \
-                and call.args[0].id == "env":
-            name = _string(call.args[1], module, local)
-            if not name:
-                continue
-            read = {"name": name}
-            if func.id == "_choice" and len(call.args) >= 3 and isinstance(call.args[2], ast.Name):
-                read["choices"] = tuple(getattr(module, call.args[2].id))
-            for keyword in call.keywords:
-                if keyword.arg == "minimum" and isinstance(keyword.value, ast.Constant):
-                    read["minimum"] = keyword.value.value
-            found.append(read)
-    for name in (n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in local_aliases):
-        found.extend(local_aliases[name])
-    return found
+def _default(spec) -> str:
+    if spec.kind == "switch":
+        return "on" if spec.default else "off"
+    return "unset" if spec.default is None else _number(spec.default)
 
 
 def settings_rows(module=None) -> list[dict]:
-    """One row per field of Settings that an environment variable sets, in declaration order."""
+    """One row per declared setting (``decision_adapter.settings.declared()``), in declaration order."""
     module = module or importlib.import_module("decision_adapter.settings")
-    source = Path(module.__file__).read_text()
-    tree = ast.parse(source)
-    comments, lines = _comments(source), source.splitlines()
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Settings")
-    declared = {n.target.id: n.lineno for n in cls.body if isinstance(n, ast.AnnAssign)}
-    loader = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "load_settings")
-    local_aliases: dict[str, list[dict]] = {}  # local variables holding a setting read from env
-    local: dict[str, str] = {}  # local names for string constants (the prefixes)
-    for statement in loader.body:
-        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
-            continue
-        target, value = statement.targets[0], statement.value
-        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
-            pairs = zip(target.elts, value.elts)
-        else:
-            pairs = [(target, value)]
-        for name, expr in pairs:
-            if not isinstance(name, ast.Name):
-                continue
-            text = _string(expr, module, local)
-            if text is not None:
-                local[name.id] = text
-                continue
-            reads = _reads(expr, module, local_aliases, local)
-            if reads:
-                local_aliases[name.id] = reads
-    build = next(n for n in ast.walk(loader) if isinstance(n, ast.Call)
-                 and isinstance(n.func, ast.Name) and n.func.id == "Settings")
-    defaults = {f.name: f.default for f in dataclasses.fields(module.Settings)}
     rows = []
-    for keyword in build.keywords:
-        reads = _reads(keyword.value, module, local_aliases, local)
-        names = list(dict.fromkeys(r["name"] for r in reads))
-        if not names:
-            continue
-        first = next(r for r in reads if r["name"] == names[0])
-        default = defaults.get(keyword.arg)
-        if "choices" in first:
-            shown = first["choices"][0]
-        elif default is None:
-            shown = "unset"
-        elif isinstance(default, float) and default.is_integer():
-            shown = str(int(default))
-        else:
-            shown = str(default)
-        meaning = _field_comment(declared.get(keyword.arg, 0), comments, lines)
-        meaning = re.sub(r"^[A-Z_]+: ", "", meaning)
-        llama = getattr(module, "_LLAMA_INT_SETTINGS", {}).get(names[0].removeprefix(getattr(module, "LLAMA_PREFIX", "")))
-        if llama and names[0].startswith(getattr(module, "LLAMA_PREFIX", "")):
-            meaning = f"passed to llama.cpp as ``{llama}``" + (f"; {meaning}" if meaning else "")
+    for spec in module.declared():
+        meaning = f"passed to llama.cpp as ``{spec.llama}``; {spec.doc}" if spec.llama else spec.doc
         rules = []
-        if "choices" in first:
-            rules.append("one of " + ", ".join(first["choices"]))
-        if "minimum" in first:
-            rules.append(f"at least {first['minimum']}")
-        if len(names) > 1:
-            rules.append("also read from " + ", ".join(f"``{n}``" for n in names[1:]))
-        rows.append({"names": names, "field": keyword.arg, "default": shown, "meaning": meaning,
-                     "rules": "; ".join(rules)})
+        if spec.choices:
+            rules.append("one of " + ", ".join(spec.choices))
+        if spec.minimum is not None:
+            rules.append(f"at least {_number(spec.minimum)}")
+        if spec.maximum is not None:
+            rules.append(f"at most {_number(spec.maximum)}")
+        if spec.also:
+            rules.append("also read from " + ", ".join(f"``{n}``" for n in spec.also))
+        rows.append({"names": [spec.env, *spec.also], "field": spec.name, "default": _default(spec),
+                     "meaning": meaning, "rules": "; ".join(rules)})
     return rows
 
 

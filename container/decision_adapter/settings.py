@@ -1,89 +1,39 @@
 """The adapter's one configuration object, read from the environment.
 
-llama.cpp settings use the DLC's own names (``SM_LLAMA_CPP_THREADS``,
-``SM_LLAMA_CPP_N_GPU_LAYERS``, ``SM_LLAMA_CPP_CTX_SIZE``, ...) so that one deploy
-code path configures both the standard DLC and this child image. Settings that
+Each setting is declared once, as a field of ``Settings`` made by ``setting(...)``: its environment
+variable, default, bounds or choices, the published sample's alias and one line of documentation.
+``load_settings`` reads the environment from those declarations, and the docs site's settings page
+is generated from the same declarations (``declared()``).
+
+llama.cpp settings use the DLC's own names (``SM_LLAMA_CPP_THREADS``, ``SM_LLAMA_CPP_CTX_SIZE``, ...)
+so that one deploy code path configures both the standard DLC and this child image. Settings that
 only the adapter understands carry the ``DECISION_ADAPTER_`` prefix.
 
-The published SemIf sample's ``SEMIF_*`` names work too, as aliases of these
-(``SEMIF_ALIASES``): a deployment made with the sample's scripts starts with the
-same meaning. Both spellings set to different values stop the start-up naming
-both; a ``SEMIF_*`` name this adapter does not know is logged, never dropped
+The published SemIf sample's ``SEMIF_*`` names work too, as aliases of these: a deployment made with
+the sample's scripts starts with the same meaning. Both spellings set to different values stop the
+start-up naming both; a ``SEMIF_*`` name this adapter does not know is logged, never dropped
 silently.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from decision_contract.names import ORDER_MODES
 
 LLAMA_PREFIX = "SM_LLAMA_CPP_"
 ADAPTER_PREFIX = "DECISION_ADAPTER_"
+L, A = LLAMA_PREFIX, ADAPTER_PREFIX
 
-# SM_LLAMA_CPP_* names the adapter maps onto llama-cpp-python's Llama(...).
-# Anything else with that prefix is a llama-server flag the adapter does not
-# use; it is logged once at start-up, never silently dropped.
-_LLAMA_INT_SETTINGS = {
-    "CTX_SIZE": "n_ctx",
-    "THREADS": "n_threads",
-    "THREADS_BATCH": "n_threads_batch",
-    "N_GPU_LAYERS": "n_gpu_layers",
-    "BATCH_SIZE": "n_batch",
-    "UBATCH_SIZE": "n_ubatch",
-}
-# Read by the entrypoint or meaningless for a single-context adapter.
-_LLAMA_HANDLED_ELSEWHERE = {"MODEL", "MODEL_DIR", "PORT", "HOST", "PARALLEL", "HF_REPO", "HF_FILE", "FLASH_ATTN"}
-
-def _positive(raw: str, name: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not an integer; set it to a whole number or unset it") from None
-    if value < 1:
-        raise SettingsError(f"{name}={value} is below 1; set it to at least 1")
-    return value
-
-
-# The published sample's names -> (this adapter's name, the sample's value in our terms).
-SEMIF_ALIASES = {
-    "SEMIF_MODEL_DIR": ("SM_MODEL_DIR", str),
-    "SEMIF_GGUF_PATH": (LLAMA_PREFIX + "MODEL", str),
-    "SEMIF_THREADS": (LLAMA_PREFIX + "THREADS", str),
-    "SEMIF_N_GPU_LAYERS": (LLAMA_PREFIX + "N_GPU_LAYERS", str),  # -1 = all, as 999 is
-    "SEMIF_MAX_TOKENS": (LLAMA_PREFIX + "CTX_SIZE", str),  # the longest prompt, so the context
-    # The sample admits this many requests at once and answers the rest 503; here one request holds
-    # the model and up to MAX_QUEUE wait, so n in flight is n - 1 waiting.
-    "SEMIF_MAX_IN_FLIGHT": (ADAPTER_PREFIX + "MAX_QUEUE", lambda v: str(_positive(v, "SEMIF_MAX_IN_FLIGHT") - 1)),
-    "SEMIF_MAX_SHARED_DECISIONS": (ADAPTER_PREFIX + "MAX_SHARED_DECISIONS", str),
-    "SEMIF_MAX_BODY_BYTES": (ADAPTER_PREFIX + "MAX_BODY_BYTES", str),
-    "SEMIF_PORT": ("SAGEMAKER_BIND_TO_PORT", str),
-}
-# Sample settings with no counterpart here: accepted, and the log says why they change nothing.
-SEMIF_UNUSED = {
-    "SEMIF_TOKENIZER_REVISION": "the adapter tokenizes with the GGUF's own vocabulary",
-    "SEMIF_TOKENIZER_SOURCE": "the adapter tokenizes with the GGUF's own vocabulary",
-    "SEMIF_LLAMA_CPP_LIB_DIR": "llama-cpp-python finds libllama through LLAMA_CPP_LIB_PATH",
-    "SEMIF_MAX_REQUEST_TOKENS": "a prompt is limited by the context size (SM_LLAMA_CPP_CTX_SIZE)",
-}
-
-PREFIX_REUSE_MODES = ("auto", "trim", "restore", "off")
-CROSS_REQUEST_REUSE_MODES = ("off", "on")
-EXTRA_BUFFER_MODES = ("auto", "on", "off")  # runtime.py says what each means
-NGINX_MODES = ("auto", "on", "off")  # nginx in front: if found, required, never (serve.py)
-# SM_LLAMA_CPP_FLASH_ATTN, as llama-server's --flash-attn (auto: llama.cpp enables it where the device
-# holding the layers supports it). The adapter's default is off, not llama-server's auto: llama.cpp's CPU
-# flash attention makes a prompt's probabilities depend on how its tokens were split between evaluations,
-# so a question asked alone and the same question in a shared-state batch would differ.
-FLASH_ATTN_MODES = ("off", "on", "auto")
-# DECISION_ADAPTER_ORDER: how a decision's options are read (order.py): as sent, divided by the
-# content-free prior of their positions, or averaged over rotations of the options (ORDER_MODES, the
-# contract's names).
-CALIBRATION_MODES = ("auto", "off")  # calibration.json in the model folder: used when present, or never
-_FLASH_ATTN_SPELLINGS = {"true": "on", "1": "on", "enabled": "on", "false": "off", "0": "off", "disabled": "off"}
+# SM_LLAMA_CPP_* names that the entrypoint reads, or that mean nothing for a single-context adapter.
+# Any other SM_LLAMA_CPP_* name no setting declares is a llama-server flag the adapter does not use:
+# it is logged once at start-up, never silently dropped.
+LLAMA_HANDLED_ELSEWHERE = {"PORT", "HOST", "PARALLEL", "HF_REPO", "HF_FILE"}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class SettingsError(ValueError):
@@ -91,57 +41,135 @@ class SettingsError(ValueError):
 
 
 @dataclass(frozen=True)
+class Setting:
+    """How one field of ``Settings`` is read from the environment and documented."""
+
+    env: str
+    doc: str
+    kind: str  # int | float | text | choice | switch (off/on as a bool) | level | key
+    default: object = None
+    also: tuple[str, ...] = ()  # read, in this order, when ``env`` is unset
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    spellings: Mapping[str, str] = field(default_factory=dict)  # other words for a choice
+    sample: str | None = None  # the published sample's name for the same setting
+    sample_value: Callable[[str], str] | None = None  # the sample's value in our terms, when not the same
+    llama: str | None = None  # the llama-cpp-python keyword it becomes
+    name: str = ""  # the field's name, filled in by declared()
+
+
+def setting(env: str, default, doc: str, *, kind: str | None = None, **rules):
+    """A ``Settings`` field read from ``env`` (``kind`` follows the default's type when not given)."""
+    if kind is None:
+        kind = {bool: "switch", int: "int", float: "float"}.get(type(default), "choice" if "choices" in rules
+                                                                  else "text")
+    if kind == "switch":
+        rules.setdefault("choices", ("off", "on"))
+    if "choices" in rules and kind != "switch" and default not in rules["choices"]:
+        raise AssertionError(f"{env}: default {default!r} is not one of its choices")
+    spec = Setting(env=env, doc=doc, kind=kind, default=default, **rules)
+    return field(default=default, metadata={"setting": spec}, repr=kind != "key")
+
+
+def _positive(raw: str, name: str) -> int:
+    return _parse_int(raw, name, minimum=1)
+
+
+def _in_flight_as_queue(raw: str) -> str:
+    # The sample admits n requests at once and answers the rest 503; here one request holds the model
+    # and up to MAX_QUEUE wait, so n in flight is n - 1 waiting.
+    return str(_positive(raw, "SEMIF_MAX_IN_FLIGHT") - 1)
+
+
+@dataclass(frozen=True)
 class Settings:
-    model_dir: str = "/opt/ml/model"  # where SageMaker extracts model.tar.gz; the GGUF is found here
-    model_file: str | None = None  # SM_LLAMA_CPP_MODEL: explicit path or name
-    n_ctx: int = 8192  # holds a 255-option Jev choice (about 5,400 tokens with the embedded model)
-    n_threads: int | None = None  # None: llama.cpp's default (physical cores)
-    n_threads_batch: int | None = None
-    n_gpu_layers: int = 0
-    n_batch: int = 512
-    n_ubatch: int = 512
-    port: int = 8080  # the port SageMaker sends requests to (nginx listens there)
-    max_queue: int = 4  # requests that may wait for the context
-    queue_timeout_s: float = 30.0  # longest wait before a 503
-    request_timeout_s: float = 30.0  # longest time one request may hold the model; 0: no limit
-    retry_after_s: int = 1  # the Retry-After seconds on a 503
-    read_timeout_s: float = 10.0  # to receive a whole request, headers and body (nginx.py)
-    max_body_bytes: int = 1_048_576  # 1 MiB, as the published sample
-    max_shared_decisions: int = 64  # questions (or the sample's decisions) in one shared-state request
-    prefix_reuse: str = "auto"  # auto | trim | restore | off
-    # DECISION_ADAPTER_CROSS_REQUEST_REUSE: a request may reuse what the previous request left in the
-    # context (its state), not only the fixed head. A timing oracle across callers: single-tenant only.
-    cross_request_reuse: bool = False
-    # DECISION_ADAPTER_STATE_CACHE_MIB: with cross-request reuse on, also keep the states of recent requests
-    # (LRU, at most this many MiB), not only the last one; 0 = off. The same timing oracle, wider.
-    state_cache_mib: int = 0
-    extra_buffers: str = "auto"  # auto | on | off: llama.cpp's extra (repacking, AMX) buffer types
-    flash_attn: str = "off"  # off | on | auto (SM_LLAMA_CPP_FLASH_ATTN)
-    chat_max_tokens: int = 256  # the default and the cap of chat's max_tokens
-    nginx: str = "auto"  # DECISION_ADAPTER_NGINX: auto | on | off
-    log_level: str = "INFO"  # Python logging level name
-    # DECISION_ADAPTER_ORDER: the order mode of a request that names none (as_given: the readout as sent;
-    # prior: divided by the content-free decision's probabilities per position; rotations: the mean
-    # log-probabilities over the cyclic rotations of the options as given and reversed)
-    order: str = "as_given"
-    # DECISION_ADAPTER_MAX_ROTATIONS: rotations evaluated at most in each direction (options as given and
-    # reversed) per question in the rotations mode; past this many options, evenly spaced ones (the answer
-    # says how many)
-    max_rotations: int = 16
-    # DECISION_ADAPTER_MIN_ANSWER_MASS: the share of the next-token probability the answer labels must hold
-    # (allowed_token_mass); below it an answer says abstained (0: never abstain)
-    min_answer_mass: float = 0.0
-    # DECISION_ADAPTER_CALIBRATION: auto uses calibration.json from the model folder when present (its
-    # temperatures per question type and option count); off ignores it
-    calibration: str = "auto"
-    # DECISION_ADAPTER_ENDPOINT_NAME: the SageMaker endpoint the adapter serves, as its metric lines'
-    # endpoint dimension (the deploy sets it; SageMaker names the endpoint in no variable of its own)
-    endpoint_name: str = "local"
-    ignored_llama_settings: tuple[str, ...] = field(default=())
-    notes: tuple[str, ...] = field(default=())  # how SEMIF_* names were read, for the start-up log
-    unknown_sample_settings: tuple[str, ...] = field(default=())  # SEMIF_* names neither sample nor adapter has
-    # DECISION_ADAPTER_API_KEY: when set, every route but /ping needs ``Authorization: Bearer <key>``.
-    api_key: str | None = field(default=None, repr=False)
+    model_dir: str = setting(
+        "SM_MODEL_DIR", "/opt/ml/model", "where SageMaker extracts model.tar.gz; the GGUF is found here",
+        also=(L + "MODEL_DIR",), sample="SEMIF_MODEL_DIR")
+    model_file: str | None = setting(
+        L + "MODEL", None, "the GGUF's path, or its name in the model folder (unset: found there)",
+        kind="text", sample="SEMIF_GGUF_PATH")
+    n_ctx: int = setting(
+        L + "CTX_SIZE", 8192, "the context in tokens; it holds a 255-option Jev choice (about 5,400 tokens with "
+        "the embedded model)", minimum=64, llama="n_ctx", sample="SEMIF_MAX_TOKENS")
+    n_threads: int | None = setting(
+        L + "THREADS", None, "CPU threads (unset: llama.cpp's default, the physical cores)", kind="int",
+        minimum=1, llama="n_threads", sample="SEMIF_THREADS")
+    n_threads_batch: int | None = setting(
+        L + "THREADS_BATCH", None, "CPU threads for prompt evaluation (unset: as many as the threads)",
+        kind="int", minimum=1, llama="n_threads_batch")
+    n_gpu_layers: int = setting(
+        L + "N_GPU_LAYERS", 0, "layers offloaded to the GPU; 999 or -1 for all", llama="n_gpu_layers",
+        sample="SEMIF_N_GPU_LAYERS")
+    n_batch: int = setting(L + "BATCH_SIZE", 512, "tokens per evaluation call", minimum=1, llama="n_batch")
+    n_ubatch: int = setting(L + "UBATCH_SIZE", 512, "tokens per physical batch", minimum=1, llama="n_ubatch")
+    flash_attn: str = setting(
+        L + "FLASH_ATTN", "off", "flash attention in llama.cpp, as llama-server's --flash-attn. Off by default, "
+        "not llama-server's auto: the CPU kernel makes a prompt's probabilities depend on how its tokens were "
+        "split between evaluations, so a question asked alone and in a shared-state batch would differ",
+        choices=("off", "on", "auto"),
+        spellings={"true": "on", "1": "on", "enabled": "on", "false": "off", "0": "off", "disabled": "off"})
+    port: int = setting(
+        "SAGEMAKER_BIND_TO_PORT", 8080, "the port SageMaker sends requests to (nginx listens there)", minimum=1,
+        sample="SEMIF_PORT")
+    max_queue: int = setting(
+        A + "MAX_QUEUE", 4, "requests that may wait for the context", minimum=0, sample="SEMIF_MAX_IN_FLIGHT",
+        sample_value=_in_flight_as_queue)
+    queue_timeout_s: float = setting(A + "QUEUE_TIMEOUT", 30.0, "seconds a request may wait before a 503",
+                                     minimum=0.0)
+    request_timeout_s: float = setting(
+        A + "REQUEST_TIMEOUT", 30.0, "seconds one request may hold the model; 0: no limit", minimum=0.0)
+    retry_after_s: int = setting(A + "RETRY_AFTER", 1, "the Retry-After seconds on a 503", minimum=1)
+    read_timeout_s: float = setting(
+        A + "READ_TIMEOUT", 10.0, "seconds to receive a whole request, headers and body (nginx)", minimum=0.1)
+    max_body_bytes: int = setting(
+        A + "MAX_BODY_BYTES", 1_048_576, "the largest request body (1 MiB, as the published sample)",
+        minimum=1024, sample="SEMIF_MAX_BODY_BYTES")
+    max_shared_decisions: int = setting(
+        A + "MAX_SHARED_DECISIONS", 64, "questions (or the sample's decisions) in one shared-state request",
+        minimum=1, sample="SEMIF_MAX_SHARED_DECISIONS")
+    prefix_reuse: str = setting(
+        A + "PREFIX_REUSE", "auto", "how the evaluated prefix is reused between prompts (engine.py)",
+        choices=("auto", "trim", "restore", "off"))
+    cross_request_reuse: bool = setting(
+        A + "CROSS_REQUEST_REUSE", False, "a request may reuse what the previous request left in the context "
+        "(its state), not only the fixed head: a timing oracle across callers, for single-tenant endpoints only")
+    state_cache_mib: int = setting(
+        A + "STATE_CACHE_MIB", 0, "with cross-request reuse on, also keep the states of recent requests (LRU, at "
+        "most this many MiB), not only the last one; 0: off. The same timing oracle, wider", minimum=0)
+    extra_buffers: str = setting(
+        A + "EXTRA_BUFFERS", "auto", "the extra buffer types of llama.cpp (repacking, AMX; runtime.py)",
+        choices=("auto", "on", "off"))
+    chat_max_tokens: int = setting(A + "CHAT_MAX_TOKENS", 256, "the default and the cap of chat's max_tokens",
+                                   minimum=1)
+    nginx: str = setting(A + "NGINX", "auto", "whether nginx fronts gunicorn: auto when found, on (required) or off",
+                         choices=("auto", "on", "off"))
+    log_level: str = setting(A + "LOG_LEVEL", "INFO", "the Python logging level", kind="level",
+                             choices=LOG_LEVELS)
+    order: str = setting(
+        A + "ORDER", ORDER_MODES[0], "the order mode of a request that names none (as_given: the readout as sent; "
+        "prior: divided by the content-free decision's probabilities per position; rotations: the mean "
+        "log-probabilities over the cyclic rotations of the options as given and reversed)", choices=ORDER_MODES)
+    max_rotations: int = setting(
+        A + "MAX_ROTATIONS", 16, "rotations evaluated at most in each direction (options as given and reversed) "
+        "per question in the rotations mode; past this many options, evenly spaced ones (the answer says how "
+        "many)", minimum=2)
+    min_answer_mass: float = setting(
+        A + "MIN_ANSWER_MASS", 0.0, "the share of the next-token probability the answer labels must hold "
+        "(allowed_token_mass); below it an answer says abstained (0: never abstain)", minimum=0.0, maximum=1.0)
+    calibration: str = setting(
+        A + "CALIBRATION", "auto", "calibration.json in the model folder (its temperatures per question type "
+        "and option count): auto uses it when present, off ignores it", choices=("auto", "off"))
+    endpoint_name: str = setting(
+        A + "ENDPOINT_NAME", "local", "the SageMaker endpoint the adapter serves, as its metric lines' endpoint "
+        "dimension (the deploy sets it; SageMaker names the endpoint in no variable of its own)")
+    api_key: str | None = setting(
+        A + "API_KEY", None, "when set, every route but /ping needs Authorization: Bearer <key>", kind="key")
+    # What loading found, for the start-up log; no variable sets these.
+    ignored_llama_settings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # how SEMIF_* names were read
+    unknown_sample_settings: tuple[str, ...] = ()  # SEMIF_* names neither the sample nor the adapter has
 
     @property
     def n_gpu_layers_for_llama(self) -> int:
@@ -162,49 +190,64 @@ class Settings:
         return kwargs
 
 
-def _int(env: Mapping[str, str], name: str, default, minimum: int | None = None):
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
+def declared() -> tuple[Setting, ...]:
+    """Every setting an environment variable sets, in declaration order, each with its field's name."""
+    return tuple(dataclasses.replace(f.metadata["setting"], name=f.name)
+                 for f in dataclasses.fields(Settings) if "setting" in f.metadata)
+
+
+# Sample settings with no counterpart here: accepted, and the log says why they change nothing.
+SEMIF_UNUSED = {
+    "SEMIF_TOKENIZER_REVISION": "the adapter tokenizes with the GGUF's own vocabulary",
+    "SEMIF_TOKENIZER_SOURCE": "the adapter tokenizes with the GGUF's own vocabulary",
+    "SEMIF_LLAMA_CPP_LIB_DIR": "llama-cpp-python finds libllama through LLAMA_CPP_LIB_PATH",
+    "SEMIF_MAX_REQUEST_TOKENS": "a prompt is limited by the context size (SM_LLAMA_CPP_CTX_SIZE)",
+}
+# The published sample's names -> (this adapter's name, the sample's value in our terms).
+SEMIF_ALIASES = {s.sample: (s.env, s.sample_value or str) for s in declared() if s.sample}
+
+
+def _parse_int(raw: str, name: str, minimum=None, maximum=None) -> int:
     try:
         value = int(raw)
     except ValueError:
         raise SettingsError(f"{name}={raw!r} is not an integer; set it to a whole number or unset it") from None
-    if minimum is not None and value < minimum:
+    return _bounded(value, name, minimum, maximum)
+
+
+def _bounded(value, name: str, minimum, maximum):
+    if minimum is not None and not value >= minimum:
         raise SettingsError(f"{name}={value} is below {minimum}; set it to at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise SettingsError(f"{name}={value} is above {maximum}; set it to at most {maximum}")
     return value
 
 
-def _float(env: Mapping[str, str], name: str, default: float, minimum: float = 0.0) -> float:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not a number; set it to a number (seconds, for the time limits) "
-                            "or unset it") from None
-    if not value >= minimum:
-        raise SettingsError(f"{name}={value} is below {minimum}; set it to at least {minimum}")
-    return value
-
-
-def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
-    """One of ``choices`` (the first is the default)."""
-    value = (env.get(name) or "").strip().lower() or choices[0]
-    if value not in choices:
-        raise SettingsError(f"{name}={value!r} is not one of {', '.join(choices)}")
-    return value
-
-
-def _api_key(env: Mapping[str, str], name: str) -> str | None:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return None
-    key = raw.strip()
-    if not key.isascii() or not key.isprintable() or " " in key:
-        raise SettingsError(f"{name} must be printable ASCII without spaces (it travels in an HTTP header)")
-    return key
+def _read(spec: Setting, env: Mapping[str, str]):
+    """The value of one setting in ``env``: its default when unset or blank."""
+    name = next((n for n in (spec.env, *spec.also) if (env.get(n) or "").strip()), spec.env)
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return spec.default
+    if spec.kind == "int":
+        return _parse_int(raw, name, spec.minimum, spec.maximum)
+    if spec.kind == "float":
+        try:
+            value = float(raw)
+        except ValueError:
+            raise SettingsError(f"{name}={raw!r} is not a number; set it to a number (seconds, for the time "
+                                "limits) or unset it") from None
+        return _bounded(value, name, spec.minimum, spec.maximum)
+    if spec.kind in ("choice", "switch", "level"):
+        value = raw.upper() if spec.kind == "level" else raw.lower()
+        value = spec.spellings.get(value, value)
+        if value not in spec.choices:
+            raise SettingsError(f"{name}={value!r} is not one of {', '.join(spec.choices)}")
+        return value == "on" if spec.kind == "switch" else value
+    if spec.kind == "key":
+        if not raw.isascii() or not raw.isprintable() or " " in raw:
+            raise SettingsError(f"{name} must be printable ASCII without spaces (it travels in an HTTP header)")
+    return raw
 
 
 def _meaning(value: str, name: str):
@@ -242,71 +285,22 @@ def with_sample_aliases(env: Mapping[str, str]) -> tuple[dict[str, str], tuple[s
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from an environment mapping (``os.environ`` by default)."""
     env, notes, unknown = with_sample_aliases(os.environ if env is None else env)
-    L, A = LLAMA_PREFIX, ADAPTER_PREFIX
-
-    n_gpu_layers = _int(env, L + "N_GPU_LAYERS", 0)
-    if n_gpu_layers < 0:
-        n_gpu_layers = 999  # -1 means "all layers", as in llama-cpp-python
-    prefix_reuse = _choice(env, A + "PREFIX_REUSE", PREFIX_REUSE_MODES)
-    cross_request_reuse = _choice(env, A + "CROSS_REQUEST_REUSE", CROSS_REQUEST_REUSE_MODES) == "on"
-    extra_buffers = _choice(env, A + "EXTRA_BUFFERS", EXTRA_BUFFER_MODES)
-    flash_attn = (env.get(L + "FLASH_ATTN") or "").strip().lower()
-    flash_attn = _choice({L + "FLASH_ATTN": _FLASH_ATTN_SPELLINGS.get(flash_attn, flash_attn)}, L + "FLASH_ATTN",
-                         FLASH_ATTN_MODES)
-    state_cache_mib = _int(env, A + "STATE_CACHE_MIB", 0, minimum=0)
-    min_answer_mass = _float(env, A + "MIN_ANSWER_MASS", 0.0)
-    if min_answer_mass > 1:
-        raise SettingsError(f"{A}MIN_ANSWER_MASS={min_answer_mass} is above 1; it is a share of probability "
-                            "(0 to 1, 0 never abstains)")
-    if state_cache_mib and not cross_request_reuse:
+    specs = declared()
+    values = {spec.name: _read(spec, env) for spec in specs}
+    if values["n_gpu_layers"] < 0:
+        values["n_gpu_layers"] = 999  # -1 means "all layers", as in llama-cpp-python
+    if values["state_cache_mib"] and not values["cross_request_reuse"]:
         raise SettingsError(
-            f"{A}STATE_CACHE_MIB={state_cache_mib} keeps earlier callers' states for later requests, which is "
-            f"cross-request reuse: set {A}CROSS_REQUEST_REUSE=on as well (single-tenant endpoints only), or set "
-            "the cache to 0")
-    if state_cache_mib and prefix_reuse == "off":
-        raise SettingsError(f"{A}STATE_CACHE_MIB={state_cache_mib} needs prefix reuse, but {A}PREFIX_REUSE=off; "
-                            "set it to auto, or the cache to 0")
-    ignored = sorted(
-        name for name in env
-        if name.startswith(L)
-        and name[len(L):] not in _LLAMA_INT_SETTINGS
-        and name[len(L):] not in _LLAMA_HANDLED_ELSEWHERE
-    )
-    return Settings(
-        model_dir=env.get("SM_MODEL_DIR") or env.get(L + "MODEL_DIR") or "/opt/ml/model",
-        model_file=env.get(L + "MODEL") or None,
-        n_ctx=_int(env, L + "CTX_SIZE", Settings.n_ctx, minimum=64),
-        n_threads=_int(env, L + "THREADS", None, minimum=1),
-        n_threads_batch=_int(env, L + "THREADS_BATCH", None, minimum=1),
-        n_gpu_layers=n_gpu_layers,
-        n_batch=_int(env, L + "BATCH_SIZE", 512, minimum=1),
-        n_ubatch=_int(env, L + "UBATCH_SIZE", 512, minimum=1),
-        port=_int(env, "SAGEMAKER_BIND_TO_PORT", 8080, minimum=1),
-        max_queue=_int(env, A + "MAX_QUEUE", 4, minimum=0),
-        queue_timeout_s=_float(env, A + "QUEUE_TIMEOUT", 30.0),
-        request_timeout_s=_float(env, A + "REQUEST_TIMEOUT", 30.0),
-        retry_after_s=_int(env, A + "RETRY_AFTER", 1, minimum=1),
-        read_timeout_s=_float(env, A + "READ_TIMEOUT", Settings.read_timeout_s, minimum=0.1),
-        max_body_bytes=_int(env, A + "MAX_BODY_BYTES", Settings.max_body_bytes, minimum=1024),
-        max_shared_decisions=_int(env, A + "MAX_SHARED_DECISIONS", Settings.max_shared_decisions, minimum=1),
-        prefix_reuse=prefix_reuse,
-        cross_request_reuse=cross_request_reuse,
-        state_cache_mib=state_cache_mib,
-        extra_buffers=extra_buffers,
-        flash_attn=flash_attn,
-        chat_max_tokens=_int(env, A + "CHAT_MAX_TOKENS", 256, minimum=1),
-        nginx=_choice(env, A + "NGINX", NGINX_MODES),
-        log_level=(env.get(A + "LOG_LEVEL") or "INFO").upper(),
-        order=_choice(env, A + "ORDER", ORDER_MODES),
-        max_rotations=_int(env, A + "MAX_ROTATIONS", Settings.max_rotations, minimum=2),
-        min_answer_mass=min_answer_mass,
-        calibration=_choice(env, A + "CALIBRATION", CALIBRATION_MODES),
-        endpoint_name=(env.get(A + "ENDPOINT_NAME") or "").strip() or Settings.endpoint_name,
-        ignored_llama_settings=tuple(ignored),
-        notes=notes,
-        unknown_sample_settings=unknown,
-        api_key=_api_key(env, A + "API_KEY"),
-    )
+            f"{A}STATE_CACHE_MIB={values['state_cache_mib']} keeps earlier callers' states for later requests, "
+            f"which is cross-request reuse: set {A}CROSS_REQUEST_REUSE=on as well (single-tenant endpoints only), "
+            "or set the cache to 0")
+    if values["state_cache_mib"] and values["prefix_reuse"] == "off":
+        raise SettingsError(f"{A}STATE_CACHE_MIB={values['state_cache_mib']} needs prefix reuse, but "
+                            f"{A}PREFIX_REUSE=off; set it to auto, or the cache to 0")
+    ours = {name for spec in specs for name in (spec.env, *spec.also)}
+    ignored = sorted(name for name in env if name.startswith(L) and name not in ours
+                     and name[len(L):] not in LLAMA_HANDLED_ELSEWHERE)
+    return Settings(**values, ignored_llama_settings=tuple(ignored), notes=notes, unknown_sample_settings=unknown)
 
 
 def configure_logging(level: str) -> None:

@@ -1,6 +1,8 @@
 import pytest
 
-from decision_adapter.settings import SettingsError, load_settings
+import dataclasses
+
+from decision_adapter.settings import Settings, SettingsError, declared, load_settings
 
 
 def test_defaults_follow_the_dlc():
@@ -107,3 +109,49 @@ def test_unknown_sample_names_are_reported_and_known_unused_ones_explained():
 def test_bad_sample_values_name_the_sample_variable(value):
     with pytest.raises(SettingsError, match="SEMIF_MAX_IN_FLIGHT"):
         load_settings({"SEMIF_MAX_IN_FLIGHT": value})
+
+
+# -- each setting declared once --------------------------------------------------------------
+
+
+def test_every_field_a_variable_sets_is_declared_once_with_its_own_variable():
+    specs = declared()
+    derived = {"ignored_llama_settings", "notes", "unknown_sample_settings"}
+    assert {s.name for s in specs} | derived == {f.name for f in dataclasses.fields(Settings)}
+    names = [n for s in specs for n in (s.env, *s.also)]
+    assert len(names) == len(set(names)), "two settings read one variable"
+    assert all(s.doc for s in specs)
+
+
+def test_each_declared_default_is_what_an_empty_environment_loads():
+    loaded = load_settings({})
+    for spec in declared():
+        assert getattr(loaded, spec.name) == spec.default, spec.name
+
+
+@pytest.mark.parametrize("spec", declared(), ids=lambda s: s.env)
+def test_each_declared_bound_and_choice_is_enforced(spec):
+    if spec.minimum is not None:
+        below = spec.minimum - 1 if spec.kind == "int" else spec.minimum - 0.05
+        with pytest.raises(SettingsError, match=f"{spec.env}=.* is below"):
+            load_settings({spec.env: str(below)})
+    if spec.maximum is not None:
+        with pytest.raises(SettingsError, match=f"{spec.env}=.* is above"):
+            load_settings({spec.env: str(spec.maximum + 1)})
+    if spec.choices:
+        with pytest.raises(SettingsError, match=f"{spec.env}=.* is not one of"):
+            load_settings({spec.env: "neither"})
+        for choice in spec.choices:
+            load_settings({spec.env: choice})
+
+
+def test_the_log_level_is_one_python_knows():
+    assert load_settings({"DECISION_ADAPTER_LOG_LEVEL": "debug"}).log_level == "DEBUG"
+    with pytest.raises(SettingsError, match="DECISION_ADAPTER_LOG_LEVEL='LOUD' is not one of DEBUG"):
+        load_settings({"DECISION_ADAPTER_LOG_LEVEL": "loud"})
+
+
+def test_the_flash_attention_spellings_of_llama_server_are_read():
+    assert load_settings({"SM_LLAMA_CPP_FLASH_ATTN": "true"}).flash_attn == "on"
+    assert load_settings({"SM_LLAMA_CPP_FLASH_ATTN": "disabled"}).flash_attn == "off"
+    assert load_settings({"SM_LLAMA_CPP_FLASH_ATTN": "auto"}).flash_attn == "auto"

@@ -68,6 +68,15 @@ def test_each_setting_row_shows_the_default_load_settings_gives_and_a_meaning():
         assert row["meaning"] or row["rules"], f"{row['names'][0]} has no meaning: comment its Settings field"
 
 
+def test_the_settings_page_as_built_holds_one_row_per_declared_setting():
+    page = ref.expand((DOCS / "settings.md").read_text())
+    specs = adapter_settings.declared()
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    assert [row.split("|")[1].strip().strip("`") for row in rows[:len(specs)]] == [s.env for s in specs]
+    for spec, row in zip(specs, rows):
+        assert f"| `{ref.settings_rows()[specs.index(spec)]['default']}` |" in row, row
+
+
 def test_sample_aliases_page_lists_every_semif_name():
     page = ref.render_sample_aliases()
     for name in [*adapter_settings.SEMIF_ALIASES, *adapter_settings.SEMIF_UNUSED]:
