@@ -129,7 +129,8 @@ def cmd_verify_package(args) -> int:
 
 def cmd_resolve_image(args) -> int:
     """The digest alone on stdout (for ``$(...)``); what was resolved, and how, on stderr."""
-    from . import images, steps
+    from .aws import images
+    from . import steps
 
     workshop = workshop_for(args)
     if args.image_uri:
@@ -174,7 +175,7 @@ def cmd_deploy_standard(args) -> int:
 
 def cmd_deploy(args) -> int:
     """The sample's deploy_endpoint.py: a CPU type, one GPU type, or ordered GPU pools."""
-    from . import endpoints
+    from .aws import endpoints
 
     pools = args.instance_pool or ([args.instance_type] if args.instance_type and
                                    endpoints.is_gpu_instance(args.instance_type) else None)
@@ -237,7 +238,7 @@ def _endpoint_client(args, default_name):
     """A client for --url (a local adapter: no config needed), else for the named endpoint, by default
     ``default_name(workshop)``, through the step the notebooks use (SageMaker or the local rehearsal)."""
     from . import steps
-    from .client import EndpointClient
+    from .client.endpoint import EndpointClient
 
     if args.url:
         return EndpointClient.local(args.url)
@@ -325,7 +326,8 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_captured(args) -> int:
-    from . import capture, steps
+    from .aws import capture
+    from . import steps
 
     workshop = workshop_for(args)
     name = args.name or steps.decision_endpoint(workshop)
@@ -350,7 +352,7 @@ def cmd_cleanup(args) -> int:
 
 def cmd_delete_builds(args) -> int:
     from . import steps
-    from .builds import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
+    from .aws.codebuild import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
 
     workshop = workshop_for(args)
     return _show(steps.delete_build_resources(workshop, [MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT],

@@ -27,8 +27,8 @@ from typing import Mapping
 
 from .config_checks import (DEFAULT_ECR_REPOSITORY, DEFAULT_ENDPOINT_TTL_HOURS, ENV_VARS, ConfigError,
                             CredentialsBroken, MissingSetting, OutsideWorkshopPrefix, check_bucket_name,
-                           check_ecr_repository_name, check_prefix, check_region, check_resource_name,
-                           check_role_arn, check_ttl_hours, check_capture_percent)
+                            check_ecr_repository_name, check_prefix, check_region, check_resource_name,
+                            check_role_arn, check_ttl_hours, check_capture_percent)
 
 MODES = ("aws", "local")
 DEPLOY_PATHS = ("standard", "decision-cpu", "decision-gpu")

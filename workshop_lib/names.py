@@ -13,13 +13,13 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from . import aws
+from .aws import api
 
 
 @lru_cache(maxsize=None)
 def service_rule(service: str, operation: str, *members: str) -> tuple[re.Pattern, int | None]:
     """(compiled pattern, max length or None) of a request member, read from botocore's model."""
-    shape = aws.operation_model(service, operation).input_shape
+    shape = api.operation_model(service, operation).input_shape
     for member in members:
         shape = shape.members[member]
     return re.compile(shape.metadata["pattern"]), shape.metadata.get("max")

@@ -36,7 +36,7 @@ def test_every_exception_the_library_defines_is_a_workshop_error():
 
 def test_the_built_in_bases_are_kept_for_existing_handlers():
     from workshop_lib.config import ConfigError
-    from workshop_lib.hosting import EndpointWaitTimeout
+    from workshop_lib.aws.hosting import EndpointWaitTimeout
 
     assert issubclass(ConfigError, ValueError) and issubclass(EndpointWaitTimeout, TimeoutError)
 

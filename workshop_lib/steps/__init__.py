@@ -34,12 +34,12 @@ needs (the model's S3 URL, the pinned image digests). Nothing is kept at module 
 
 from __future__ import annotations
 
-from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, READ_ONLY, StepError, StepNotRun,
-                      Text, Workshop, keep_choice, model_spec)
+from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, READ_ONLY, StepError, StepNotRun, Text, Workshop,
+                      keep_choice, model_spec)
 from .setup import Checks, SetupResult, check_environment, ensure_codebuild_role, setup, show_config
 from .package import PackageResult, package_model, verify_package
 from .decision_image import ImageResult, build_decision_image, decision_image, refuse_mutable_tag, resolve_dlc
-from ..deploy_spec import DeploySpec
+from ..aws.deploy_spec import DeploySpec
 from .deploy import (EndpointResult, Placement, check_dlc_pins, deadline_text, deploy_decision_cpu,
                      deploy_decision_gpu, deploy_endpoint, deploy_plan, deploy_standard, extend_deadline,
                      llama_settings, placement, set_capture_percent, set_endpoint_ttl)

@@ -9,10 +9,11 @@ import json
 import re
 from pathlib import Path
 
-from .. import builds, images, rehearsal
+from ..aws import codebuild, images
+from ..local import rehearsal
 from ..config import WorkshopConfig, default_path
 from ..errors import StepError, StepNotRun
-from ..modes import CALL_LOG, Clients, mode_for
+from ..local.modes import CALL_LOG, Clients, mode_for
 from ..widgets import keep_choice
 from ..models import EMBEDDED_MODEL, ModelSpec, PINNED_MODEL
 
@@ -212,7 +213,7 @@ class Workshop:
 
         try:
             if value.startswith("s3://"):
-                bucket, key = builds.parse_s3_uri(value)
+                bucket, key = codebuild.parse_s3_uri(value)
                 self.clients.s3.head_object(Bucket=bucket, Key=key)
             elif "@sha256:" in value and ".dkr.ecr." in value:
                 ref = images.parse_image_uri(value)
@@ -255,7 +256,7 @@ def require_codebuild_role(workshop: Workshop) -> str:
     deletes); a role an administrator gave by ARN is taken as given. StepNotRun names 00."""
     from botocore.exceptions import ClientError
 
-    from ..policies import CODEBUILD_ROLE_NAME
+    from ..aws.policies import CODEBUILD_ROLE_NAME
 
     config = workshop.config
     config.require("codebuild_role_arn")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .. import builds, endpoints, images
+from ..aws import codebuild as builds, endpoints, images
 from ..config import WorkshopConfig
 from .context import Text, Workshop, _Shown, _on_path, require_bucket, require_codebuild_role
 

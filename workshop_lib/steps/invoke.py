@@ -12,7 +12,7 @@ import os
 
 from ..display import DecisionView, outcome_line
 from ..errors import StepNotRun
-from ..rehearsal import LLAMA_SERVER
+from ..local.rehearsal import LLAMA_SERVER
 from .context import StepError, Text, Workshop
 
 STANDARD_NOTEBOOK = "02_deploy_standard_endpoint"
@@ -36,8 +36,8 @@ def client(workshop: Workshop, name: str):
 
     An endpoint that is not serving stops here in one line naming the notebook that deploys it.
     """
-    from ..client import EndpointClient
-    from ..rehearsal import RehearsalError, RoutedTransport
+    from ..client.endpoint import EndpointClient
+    from ..local.rehearsal import RehearsalError, RoutedTransport
 
     config = workshop.config
     kind, notebook = _kind(workshop, name)
@@ -49,7 +49,7 @@ def client(workshop: Workshop, name: str):
         except RehearsalError:
             raise StepNotRun(notebook, f"{kind}, {name}, is not running locally") from None
         # SageMaker captures on AWS; locally the stand-in does, on the client's side (capture.py)
-        from .. import capture
+        from ..aws import capture
 
         return capture.capture_locally(made, workshop.clients.sm, workshop.clients.s3, name,
                                        acting_as=workshop.clients.acting_as)
@@ -106,7 +106,7 @@ def which_endpoint(workshop: Workshop | None = None, name: str | None = None) ->
 
 
 def _served_locally(workshop: Workshop, name: str) -> dict:
-    from ..rehearsal import RehearsalError
+    from ..local.rehearsal import RehearsalError
 
     try:
         return workshop.rehearsal.endpoint_server(name)
@@ -125,7 +125,7 @@ def answered_by(workshop: Workshop, reply, name: str | None = None) -> tuple[boo
     announced fallback, said in the row. On AWS only the reply's own shape can tell: llama-server writes
     its build and its timings into every completion.
     """
-    from .. import dlc_server
+    from ..local import dlc_server
 
     config = workshop.config
     name = name or config.standard_endpoint_name
@@ -197,7 +197,7 @@ def builder_request(workshop: Workshop | None = None, request_id: str = "builder
     """The decision request the builder's widgets hold: their last text (``keep_choice`` writes it to
     outputs.json as it is typed), else their environment variables, else the example; so the cell that
     sends it also runs after a kernel restart."""
-    from ..client import decision
+    from ..client.endpoint import decision
 
     workshop = _loaded(workshop)
     kept = workshop.outputs().get("choices", {})

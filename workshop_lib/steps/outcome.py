@@ -18,7 +18,7 @@ def short_errors() -> None:
 
 def _reached(value) -> tuple[bool, str]:
     """Whether one result shows the step got where the participant needs to be, and what was checked."""
-    from ..client import ChatResult, Decision
+    from ..client.endpoint import ChatResult, Decision
     from ..display import shorten
 
     if isinstance(value, Decision):
@@ -52,7 +52,7 @@ def _reached(value) -> tuple[bool, str]:
 
 def _standard_rows(workshop: Workshop, results: dict) -> list[tuple[str, bool, str]]:
     """Notebook 02: each chat answer came from llama-server (locally: the launcher's, checked against it)."""
-    from ..client import ChatResult
+    from ..client.endpoint import ChatResult
     from .invoke import answered_by
 
     chats = [name for name, value in results.items() if isinstance(value, ChatResult)]

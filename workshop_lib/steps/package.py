@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .. import builds
+from ..aws import codebuild as builds
 from .context import Text, Workshop, model_spec, require_bucket, require_codebuild_role, _Shown
 
 

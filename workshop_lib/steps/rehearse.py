@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .. import builds, permissions, rehearsal
+from ..aws import codebuild
+from ..local import permissions, rehearsal
 from ..config import WorkshopConfig, repo_root
 from .context import StepError, Workshop, _short
 from .setup import check_environment, ensure_codebuild_role, setup
@@ -28,11 +29,11 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     """
     import contextlib
 
-    from ..alarms import alarm_names
+    from ..aws.alarms import alarm_names
     from ..bench import run_notebook_benchmark
     from ..bench.markdown import fmt_s
-    from ..client import decision as make_decision
-    from ..decisions import Policy
+    from ..client.endpoint import decision as make_decision
+    from ..client.policy import Policy
     from ..examples import CHAT, SHARED_STATE, SUPPORT_ROUTE
 
     work = Path(work_dir or repo_root() / ".workshop" / "rehearsal").resolve()
@@ -127,7 +128,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 c = ws.config
                 delete_endpoints(ws, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
                 delete_alarms(ws)
-                delete_build_resources(ws, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT],
+                delete_build_resources(ws, [codebuild.MODEL_PACKAGE_PROJECT, codebuild.IMAGE_BUILD_PROJECT],
                                        c.ecr_repository)
                 delete_codebuild_role(ws)
                 delete_artifacts(ws, c.s3_uri())

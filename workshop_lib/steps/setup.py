@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from .. import aws, endpoints, names, permissions, rehearsal
+from ..aws import api, endpoints
+from .. import names
+from ..local import permissions, rehearsal
 from ..config import LOCAL_BUCKET, WorkshopConfig, in_sagemaker_studio
 from ..config_checks import BucketNotFound, check_bucket_region
 from .context import BOTO3_FLOOR, CALL_LOG, StepError, Text, Workshop, _Shown
@@ -51,7 +53,7 @@ class Checks(_Shown):
 
     def lines(self) -> list[str]:
         mark = {True: "ok  ", False: "FAIL", None: "skip"}
-        from ..display import row  # wrapped between words: a browser breaks long lines mid-word
+        from ..display import row
 
         return [row(f"{mark[passed]} {name:<14} ", detail) for name, passed, detail in self.rows]
 
@@ -99,7 +101,7 @@ def check_environment(workshop: Workshop) -> Checks:
     rows: list[tuple[str, bool | None, str]] = []
     rows.append(("python", sys.version_info >= (3, 10), f"{platform.python_version()} (3.10 or newer)"))
     floor = ".".join(map(str, BOTO3_FLOOR))
-    pools_known = "InstancePools" in (aws.operation_model("sagemaker", "CreateEndpointConfig")
+    pools_known = "InstancePools" in (api.operation_model("sagemaker", "CreateEndpointConfig")
                                       .input_shape.members["ProductionVariants"].member.members)
     rows.append(("boto3", _version(boto3.__version__) >= BOTO3_FLOOR and pools_known,
                  f"{boto3.__version__} (>= {floor}: its SageMaker model knows InstancePools)"))
@@ -199,7 +201,7 @@ def write_policies(workshop: Workshop, config: WorkshopConfig | None = None,
     """Write the three principals' documents (and the two trust policies) under ``policy_folder``,
     before anything that needs them is called; in local mode attach the operator policy to the
     rehearsal's Studio role (the persona, permissions.py), as an administrator would on AWS."""
-    from .. import managed_policies, policies
+    from ..aws import managed_policies, policies
 
     config = config or workshop.config
     account = account or workshop.clients.sts.get_caller_identity()["Account"]
@@ -359,7 +361,7 @@ def ensure_codebuild_role(workshop: Workshop, role_arn: str | None = None) -> Se
     Creating the role needs the IAM actions the operator policy grants for this one role; refused,
     this stops here with the documents' paths and what to do next, rather than in notebook 01.
     """
-    from .. import policies
+    from ..aws import policies
 
     config = workshop.config
     c = workshop.clients
@@ -401,7 +403,7 @@ def ensure_codebuild_role(workshop: Workshop, role_arn: str | None = None) -> Se
 def _policies_name(workshop: Workshop, config: WorkshopConfig, account: str, notes: list[str]) -> str:
     """Write the documents again when the operator policy on disk passes another CodeBuild role than
     ``config``'s (locally it is attached again); the note said, or "" when nothing changed."""
-    from .. import policies
+    from ..aws import policies
 
     operator = policy_folder(workshop) / OPERATOR_POLICY_FILE
     wanted = policies.codebuild_role_of(policies.scope(config, account))
@@ -424,8 +426,8 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
     """The workshop's CodeBuild role, made to exist with the current trust policy and permissions."""
     from botocore.exceptions import ClientError
 
-    from .. import policies
-    from ..iam import minified
+    from ..aws import policies
+    from ..aws.iam import minified
 
     name = policies.CODEBUILD_ROLE_NAME
     trust = policies.codebuild_trust_policy(config, account)
@@ -473,4 +475,4 @@ def _create_bucket_request(config: WorkshopConfig) -> dict:
     request = {"Bucket": config.bucket}
     if config.region != "us-east-1":
         request["CreateBucketConfiguration"] = {"LocationConstraint": config.region}
-    return aws.validate("s3", "CreateBucket", request)
+    return api.validate("s3", "CreateBucket", request)

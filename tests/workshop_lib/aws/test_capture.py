@@ -11,12 +11,13 @@ import re
 
 import pytest
 
-from workshop_lib import aws, capture, endpoints, permissions, policies
+from workshop_lib.aws import api, capture, endpoints, policies
+from workshop_lib.local import permissions
 from workshop_lib.bench.tasks import task_from_record
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.config_checks import ConfigError
-from workshop_lib.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
-from workshop_lib.iam import evaluate
+from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
+from workshop_lib.aws.iam import evaluate
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -60,7 +61,7 @@ def test_decision_plans_capture_request_and_answer_and_botocore_accepts_them():
     for spec in (DeploySpec("decision-cpu"), DeploySpec("decision-gpu")):
         plan = plan_for(spec, name=f"e-{spec.path}", role_arn=ROLE, region=REGION, image_uri=DECISION_PINNED,
                         model_data_url=MODEL_DATA, data_capture=config)
-        aws.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
+        api.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
         assert plan.endpoint_config["DataCaptureConfig"] == config
         assert plan.model["PrimaryContainer"]["Environment"][ENDPOINT_NAME_ENV] == f"e-{spec.path}"
     standard = plan_for(DeploySpec("standard"), name="s", role_arn=ROLE, region=REGION, image_uri=DLC_PINNED,
@@ -71,7 +72,7 @@ def test_decision_plans_capture_request_and_answer_and_botocore_accepts_them():
     variant = plan.endpoint_config["ProductionVariants"][0]
     missing = {k: v for k, v in config.items() if k != "CaptureOptions"}
     for bad in (missing, dict(config, InitialSamplingPercentage="25")):  # botocore's model: required, types
-        with pytest.raises(aws.InvalidRequest, match="CaptureOptions|InitialSamplingPercentage"):
+        with pytest.raises(api.InvalidRequest, match="CaptureOptions|InitialSamplingPercentage"):
             endpoints.endpoint_config_request("x", variant, data_capture=bad)
 
 

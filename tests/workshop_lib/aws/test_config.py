@@ -95,7 +95,7 @@ def test_default_names_are_the_workshops_own_not_the_published_samples():
 
 
 def test_builds_constants_follow_the_studio_roles_patterns():
-    from workshop_lib import builds, policies
+    from workshop_lib.aws import codebuild as builds, policies
 
     assert builds.ECR_REPOSITORY == config.DEFAULT_ECR_REPOSITORY
     # AmazonSageMakerFullAccess: codebuild:StartBuild/BatchGetBuilds on projects named sagemaker*

@@ -13,7 +13,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from workshop_lib import aws, iam, permissions, policies, spend_guard
+from workshop_lib.aws import api, iam, policies, spend_guard
+from workshop_lib.local import permissions
 from workshop_lib.config import WorkshopConfig
 
 from .values import REGION, ROLE
@@ -34,7 +35,7 @@ def _request(name="decision-workshop-cpu", operation="CreateSchedule", hours=4):
 
 def test_the_create_request_is_a_one_time_schedule_that_deletes_the_endpoint():
     request = _request()
-    aws.validate("scheduler", "CreateSchedule", request)
+    api.validate("scheduler", "CreateSchedule", request)
     assert request["ScheduleExpression"] == "at(2026-12-01T13:31:00)"  # 4 h on, rounded up to the minute
     assert request["ScheduleExpressionTimezone"] == "UTC"
     assert request["ActionAfterCompletion"] == "DELETE" and request["FlexibleTimeWindow"] == {"Mode": "OFF"}
@@ -47,7 +48,7 @@ def test_the_create_request_is_a_one_time_schedule_that_deletes_the_endpoint():
 
 def test_update_get_and_delete_requests_pass_botocores_model():
     update = _request(operation="UpdateSchedule", hours=8)
-    aws.validate("scheduler", "UpdateSchedule", update)
+    api.validate("scheduler", "UpdateSchedule", update)
     assert update["ScheduleExpression"] == "at(2026-12-01T17:31:00)"
     assert spend_guard.get_request("e") == {"Name": "e-deadline", "GroupName": "default"}
     assert spend_guard.delete_request("e") == {"Name": "e-deadline", "GroupName": "default"}
@@ -56,14 +57,14 @@ def test_update_get_and_delete_requests_pass_botocores_model():
 def test_botocore_would_refuse_what_the_builder_never_sends():
     broken = _request()
     del broken["FlexibleTimeWindow"]
-    with pytest.raises(aws.InvalidRequest, match="FlexibleTimeWindow"):
-        aws.validate("scheduler", "CreateSchedule", broken)
+    with pytest.raises(api.InvalidRequest, match="FlexibleTimeWindow"):
+        api.validate("scheduler", "CreateSchedule", broken)
     with pytest.raises(spend_guard.SpendGuardError, match="not an IAM role ARN"):
         spend_guard.schedule_request("e", role_arn="arn:aws:iam::1:user/x", when=NOW, region=REGION)
 
 
 def test_schedule_names_fit_the_schedulers_pattern_even_for_the_longest_endpoint_names():
-    pattern, max_len = aws.operation_model("scheduler", "CreateSchedule").input_shape.members["Name"].metadata[
+    pattern, max_len = api.operation_model("scheduler", "CreateSchedule").input_shape.members["Name"].metadata[
         "pattern"], 64
     import re
 
@@ -103,7 +104,7 @@ def test_the_role_and_trust_documents_pass_the_policy_checks():
     assert statement["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
     assert iam.wildcard_grants(role) == []
-    aws.validate("iam", "CreateRole", policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME, trust))
+    api.validate("iam", "CreateRole", policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME, trust))
 
 
 def test_the_role_may_delete_exactly_the_workshops_endpoints():

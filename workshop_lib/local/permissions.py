@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from . import iam, managed_policies, names, policies
-from .config import LOCAL_ROLE_ARN
-from .errors import WorkshopError
+from ..aws import iam, managed_policies, policies
+from .. import names
+from ..config import LOCAL_ROLE_ARN
+from ..errors import WorkshopError
 
 OPERATOR, CODEBUILD, SAGEMAKER = "operator", "codebuild-service-role", "sagemaker-execution-role"
 
@@ -445,7 +446,7 @@ def audit(calls: Iterable[Mapping], documents: Mapping[str, Mapping], region: st
 
 def cli_needed(argv: list[str], region: str, account: str) -> list[Need]:
     """What IAM checks for a command a buildspec runs with the CodeBuild role (``aws`` and ``docker``)."""
-    from .images import parse_image_uri
+    from ..aws.images import parse_image_uri
 
     def option(name: str) -> str | None:
         return argv[argv.index(name) + 1] if name in argv else None

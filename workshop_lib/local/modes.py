@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import contextlib
 
-from . import aws, builds, permissions, rehearsal
-from .hosting import SageMakerHosting
-from .errors import StepNotRun
+from ..aws import api, codebuild as builds
+from . import permissions, rehearsal
+from ..aws.hosting import SageMakerHosting
+from ..errors import StepNotRun
 
 CALL_LOG = "aws-calls.jsonl"  # in the local rehearsal's folder, across the notebooks' kernels
 FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
@@ -33,7 +34,7 @@ def emulator_session():
 
 def emulator_client(service: str, region: str, url: str):
     """A boto3 client for ``service`` pointed at the emulator at ``url``."""
-    return aws.client(service, region, endpoint_url=url, session=emulator_session())
+    return api.client(service, region, endpoint_url=url, session=emulator_session())
 
 
 class AwsMode:
@@ -43,7 +44,7 @@ class AwsMode:
     calls = None  # IAM itself checks every call; nothing is recorded
 
     def client(self, service: str, region: str):
-        return aws.client(service, region)
+        return api.client(service, region)
 
     def build_runner(self, clients: Clients) -> builds.CodeBuildRunner:
         return builds.CodeBuildRunner()

@@ -42,11 +42,12 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import dlc_server, names
-from .config import default_path
-from .errors import WorkshopError
-from .local import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
-from .transport import LocalTransport
+from . import dlc_server
+from .. import names
+from ..config import default_path
+from ..errors import WorkshopError
+from .processes import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
+from ..client.transport import LocalTransport
 
 KEEP_ALIVE_S = 2 * 3600
 LOCAL_THREADS = 2
@@ -225,7 +226,7 @@ class Rehearsal:
         The cache folder is named by a digest of the URL and the object's ETag, so nothing S3 returns
         becomes part of a path; extraction keeps packaging.extract_model's limits.
         """
-        from .packaging import MAX_EXTRACT_BYTES, MAX_EXTRACT_MEMBERS, ExtractionRefused, extract_model
+        from ..packaging import MAX_EXTRACT_BYTES, MAX_EXTRACT_MEMBERS, ExtractionRefused, extract_model
 
         max_bytes = MAX_EXTRACT_BYTES if max_bytes is None else max_bytes
         max_members = MAX_EXTRACT_MEMBERS if max_members is None else max_members
@@ -417,7 +418,7 @@ class RoutedTransport(LocalTransport):
 
 
 def _is_dlc(image_uri: str) -> bool:
-    from . import images
+    from ..aws import images
 
     return images.parse_image_uri(image_uri).repository == images.DLC_REPOSITORY
 

@@ -2,13 +2,13 @@
 
 One container serves one decision at a time, so capacity comes from instances. The
 builders return RegisterScalableTarget and PutScalingPolicy requests, checked by
-botocore (``aws.validate``); ``enable_autoscaling`` sends both.
+botocore (``api.validate``); ``enable_autoscaling`` sends both.
 """
 
 from __future__ import annotations
 
-from . import aws
-from .config import check_resource_name
+from . import api
+from ..config import check_resource_name
 from .endpoints import VARIANT_NAME, _in_range
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
@@ -37,7 +37,7 @@ def scalable_target_request(endpoint_name: str, *, min_instances: int = 1, max_i
     request = {"ServiceNamespace": "sagemaker", "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
                "ScalableDimension": SCALABLE_DIMENSION, "MinCapacity": min_instances,
                "MaxCapacity": max_instances}
-    return aws.validate("application-autoscaling", "RegisterScalableTarget", request)
+    return api.validate("application-autoscaling", "RegisterScalableTarget", request)
 
 
 def scaling_policy_request(endpoint_name: str, *, invocations_per_instance: float,
@@ -60,7 +60,7 @@ def scaling_policy_request(endpoint_name: str, *, invocations_per_instance: floa
             "ScaleOutCooldown": scale_out_cooldown_s,
         },
     }
-    return aws.validate("application-autoscaling", "PutScalingPolicy", request)
+    return api.validate("application-autoscaling", "PutScalingPolicy", request)
 
 
 # ---- sender -----------------------------------------------------------------------------------

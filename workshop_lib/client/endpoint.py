@@ -239,11 +239,11 @@ class EndpointClient:
         ``connect_timeout_s`` go to botocore (per socket operation); ``timeout_s`` is the call's
         deadline as far as the transport can hold it (``SageMakerTransport`` says how far)."""
         if runtime_client is None:
-            from . import aws
+            from ..aws import api
 
             config = Config(read_timeout=read_timeout_s, connect_timeout=connect_timeout_s,
                             retries={"mode": "standard", "total_max_attempts": BOTOCORE_TOTAL_ATTEMPTS})
-            runtime_client = aws.client("sagemaker-runtime", region, endpoint_url=endpoint_url, config=config)
+            runtime_client = api.client("sagemaker-runtime", region, endpoint_url=endpoint_url, config=config)
         return cls(SageMakerTransport(endpoint_name, runtime_client, timeout_s=timeout_s,
                                       max_response_bytes=max_response_bytes), **options)
 
@@ -375,12 +375,12 @@ class EndpointClient:
         return [self.decide(body)]
 
     def systemone(self, state, questions: Mapping[str, Mapping], *, model: str | None = "jev-latest", **extra):
-        """Jev System One questions (``workshop_lib.systemone``: noul / choice / score) on one state.
+        """Jev System One questions (``workshop_lib.client.jev``: noul / choice / score) on one state.
 
         Sent to ``/invocations`` (the adapter tells the shape apart), so it travels through SageMaker's
         InvokeEndpoint unchanged; returns a ``systemone.SystemOneResult`` checked against the questions.
         """
-        from . import systemone
+        from . import jev as systemone
 
         body = systemone.request(state, questions, model=model, **extra)
         reply, latency, attempts = self.invoke(body)
@@ -390,7 +390,7 @@ class EndpointClient:
             raise InvalidResponse(str(exc), endpoint=self.transport.name, body=json.dumps(reply)[:2000]) from None
 
     def openai_decisions(self, input, questions: Sequence[Mapping], *, model: str | None = "jev-latest"):
-        """Predicate, choice and score questions in the OpenAI Decisions format (``workshop_lib.openai_decisions``)
+        """Predicate, choice and score questions in the OpenAI Decisions format (``workshop_lib.client.openai_decisions``)
         about one input, answered in order.
 
         Sent to ``/invocations`` (the adapter tells the shape apart by ``input``; locally ``/v1/decisions``

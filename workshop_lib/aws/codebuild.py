@@ -30,18 +30,18 @@ from typing import Callable, Mapping
 
 from botocore.exceptions import ClientError
 
-from . import aws
+from . import api
 from .images import DLC_PINS, parse_image_uri, pinned_dlc_uri
-from .models import PINNED_MODEL, ModelSpec
-from .packaging import (MANIFEST_NAME, SAMPLE_SHAPE, WORKSHOP_SHAPE, LocalPackage, ManifestInvalid,
-                        check_calibration, parse_manifest)
-from .build_requests import (BuildError, BuildFailed, BuildSpecError, BuildStillRunning, DigestMismatch,
-                            ECR_REPOSITORY, IMAGE_BUILD_BUILDSPEC, IMAGE_BUILD_PROJECT, ImageNotPushed,
-                            MODEL_PACKAGE_BUILDSPEC, MODEL_PACKAGE_PROJECT, ManifestMismatch, MutableRepository,
-                            PHASES, SOURCE_PATHS, SOURCE_PREFIX, SourceMissing, TARBALL_NAME, check_base_image,
-                            check_image_tag, default_image_tag, dockerfile_name, ecr_repository_request,
-                            failure_summary, image_build_env, model_package_env, model_s3_prefix, parse_s3_uri,
-                            project_request, source_upload_request, start_build_request, update_project_request)
+from ..models import PINNED_MODEL, ModelSpec
+from ..packaging import (MANIFEST_NAME, SAMPLE_SHAPE, WORKSHOP_SHAPE, LocalPackage, ManifestInvalid,
+                         check_calibration, parse_manifest)
+from .build_projects import (BuildError, BuildFailed, BuildSpecError, BuildStillRunning, DigestMismatch,
+                             ECR_REPOSITORY, IMAGE_BUILD_BUILDSPEC, IMAGE_BUILD_PROJECT, ImageNotPushed,
+                             MODEL_PACKAGE_BUILDSPEC, MODEL_PACKAGE_PROJECT, ManifestMismatch, MutableRepository,
+                             PHASES, SOURCE_PATHS, SOURCE_PREFIX, SourceMissing, TARBALL_NAME, check_base_image,
+                             check_image_tag, default_image_tag, dockerfile_name, ecr_repository_request,
+                             failure_summary, image_build_env, model_package_env, model_s3_prefix, parse_s3_uri,
+                             project_request, source_upload_request, start_build_request, update_project_request)
 
 # ---------------------------------------------------------------- senders
 
@@ -90,7 +90,7 @@ def log_tail(logs_client, build: dict, lines: int = 40) -> list[str]:
     group, stream = logs.get("groupName"), logs.get("streamName")
     if not group or not stream:
         return ["(the build has no CloudWatch log stream yet)"]
-    request = aws.validate("logs", "GetLogEvents", {"logGroupName": group, "logStreamName": stream,
+    request = api.validate("logs", "GetLogEvents", {"logGroupName": group, "logStreamName": stream,
                                                     "limit": lines, "startFromHead": False})
     try:
         events = logs_client.get_log_events(**request)["events"]
@@ -186,7 +186,7 @@ def upload_package(s3, local_package: LocalPackage, s3_uri: str) -> str:
     keys = {}
     for path, name in ((local_package.tarball, TARBALL_NAME), (local_package.manifest_path, MANIFEST_NAME)):
         key = f"{prefix}/{name}" if prefix else name
-        aws.validate("s3", "PutObject", {"Bucket": bucket, "Key": key})
+        api.validate("s3", "PutObject", {"Bucket": bucket, "Key": key})
         s3.upload_file(str(path), bucket, key)
         keys[name] = key
     return f"s3://{bucket}/{keys[TARBALL_NAME]}"
@@ -268,7 +268,7 @@ def _default_repo_root() -> Path:
     import os
 
     given = os.environ.get(REPO_VARIABLE, "").strip()
-    root = Path(given).expanduser() if given else Path(__file__).resolve().parent.parent
+    root = Path(given).expanduser() if given else Path(__file__).resolve().parents[2]
     if all((root / part).is_dir() for part in SOURCE_PATHS):
         return root
     where = f"{REPO_VARIABLE}={given}" if given else f"{root} (where workshop_lib is installed)"
@@ -317,7 +317,7 @@ def package_model_in_codebuild(codebuild, s3, logs_client, *, model_s3_uri: str,
         data = Path(calibration).read_bytes()
         check_calibration(data, runner.packaged(spec).gguf.sha256 or "", str(calibration))
         key = f"{source_prefix.strip('/')}/calibration-{hashlib.sha256(data).hexdigest()[:16]}.json"
-        calibration_upload = aws.validate("s3", "PutObject", {"Bucket": source_bucket, "Key": key, "Body": data})
+        calibration_upload = api.validate("s3", "PutObject", {"Bucket": source_bucket, "Key": key, "Body": data})
     env = model_package_env(spec, model_s3_uri, {v: pinned_dlc_uri(region, v) for v in DLC_PINS},
                             f"s3://{source_bucket}/{calibration_upload['Key']}" if calibration_upload else None)
     upload = source_upload_request(source_bucket, repo_root or _default_repo_root(), source_prefix)

@@ -7,7 +7,7 @@ import json
 import time
 from email.utils import parsedate_to_datetime
 
-from .errors import WorkshopError
+from ..errors import WorkshopError
 
 
 class EndpointError(WorkshopError):

@@ -17,7 +17,7 @@ from botocore.config import Config
 from botocore.exceptions import ParamValidationError
 from botocore.validate import ParamValidator
 
-from .errors import WorkshopError
+from ..errors import WorkshopError
 
 _session = botocore.session.get_session()
 

@@ -24,11 +24,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from . import aws
-from .config import check_resource_name
+from . import api
+from ..config import check_resource_name
 from .deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
 from .endpoints import DeployPlan, endpoint_request
-from .errors import WorkshopError
+from ..errors import WorkshopError
 
 ALL_AT_ONCE, CANARY = "ALL_AT_ONCE", "CANARY"
 ROUTINGS = (ALL_AT_ONCE, CANARY)
@@ -47,7 +47,7 @@ class UpdateFailed(WorkshopError, RuntimeError):
 
 
 def _shape(*members: str):
-    shape = aws.operation_model("sagemaker", "UpdateEndpoint").input_shape
+    shape = api.operation_model("sagemaker", "UpdateEndpoint").input_shape
     for member in members:
         shape = shape.members[member]
     return shape
@@ -114,7 +114,7 @@ def update_request(endpoint_name: str, config_name: str, deployment: dict) -> di
     request = {"EndpointName": check_resource_name(endpoint_name, "endpoint"),
                "EndpointConfigName": check_resource_name(config_name, "endpoint config"),
                "DeploymentConfig": deployment}
-    return aws.validate("sagemaker", "UpdateEndpoint", request)
+    return api.validate("sagemaker", "UpdateEndpoint", request)
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ def update_plan(spec: DeploySpec, *, endpoint_name: str, role_arn: str, region: 
     env = model["PrimaryContainer"].get("Environment") or {}
     if ENDPOINT_NAME_ENV in env and env[ENDPOINT_NAME_ENV] != endpoint_name:
         container = {**model["PrimaryContainer"], "Environment": {**env, ENDPOINT_NAME_ENV: endpoint_name}}
-        model = aws.validate("sagemaker", "CreateModel", {**model, "PrimaryContainer": container})
+        model = api.validate("sagemaker", "CreateModel", {**model, "PrimaryContainer": container})
     config = made.endpoint_config
     count = config["ProductionVariants"][0].get("InitialInstanceCount", instance_count)
     update = update_request(endpoint_name, version, deployment_config(
@@ -285,11 +285,11 @@ def roll_out(sm_client, plan: UpdatePlan, *, hosting=None, delay_s: float = 30, 
 
 def _delete_version(sm_client, version: str) -> str:
     """An earlier version's endpoint config and model (each only if it carries the workshop's tag)."""
-    from . import cleanup
+    from . import teardown
 
     notes: list[str] = []
-    done = [f"{kind} {cleanup._delete_owned(sm_client, kind, version, delete, notes)}" for kind, delete in
-            (("endpoint config", cleanup.delete_endpoint_config), ("model", cleanup.delete_model))]
+    done = [f"{kind} {teardown._delete_owned(sm_client, kind, version, delete, notes)}" for kind, delete in
+            (("endpoint config", teardown.delete_endpoint_config), ("model", teardown.delete_model))]
     return "; ".join(done + notes)
 
 

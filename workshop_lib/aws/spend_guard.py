@@ -25,9 +25,10 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from . import aws, names, policies
-from .config import check_resource_name
-from .errors import WorkshopError
+from . import api, policies
+from .. import names
+from ..config import check_resource_name
+from ..errors import WorkshopError
 from .iam import check_policy_document, minified
 
 SCHEDULER_ROLE_NAME = "decision-workshop-scheduler"
@@ -145,15 +146,15 @@ def schedule_request(endpoint_name: str, *, role_arn: str, when: datetime, regio
         "Target": {"Arn": delete_endpoint_target(region), "RoleArn": role_arn,
                    "Input": json.dumps({"EndpointName": endpoint_name}), "RetryPolicy": dict(RETRY_POLICY)},
     }
-    return aws.validate("scheduler", operation, request)
+    return api.validate("scheduler", operation, request)
 
 
 def get_request(endpoint_name: str) -> dict:
-    return aws.validate("scheduler", "GetSchedule", {"Name": schedule_name(endpoint_name), "GroupName": SCHEDULE_GROUP})
+    return api.validate("scheduler", "GetSchedule", {"Name": schedule_name(endpoint_name), "GroupName": SCHEDULE_GROUP})
 
 
 def delete_request(endpoint_name: str) -> dict:
-    return aws.validate("scheduler", "DeleteSchedule",
+    return api.validate("scheduler", "DeleteSchedule",
                         {"Name": schedule_name(endpoint_name), "GroupName": SCHEDULE_GROUP})
 
 

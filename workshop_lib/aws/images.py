@@ -22,8 +22,8 @@ import re
 import warnings
 from dataclasses import dataclass
 
-from . import names
-from .errors import WorkshopError
+from .. import names
+from ..errors import WorkshopError
 
 DEFAULT_DLC_ACCOUNT = "763104351884"
 # Regions whose DLC registry is not the default account (AWS DLC "available images" list).
@@ -216,7 +216,7 @@ def require_pinned(image_uri: str) -> str:
     what = f"tag {ref.tag!r}" if ref.tag else "no tag or digest (that means ':latest')"
     raise MutableImageReference(
         f"image {image_uri!r} is referenced by {what}, which can move to another image later. "
-        f"Pin it by digest: workshop_lib.images.resolve_digest(ecr_client, {image_uri!r}), or run "
+        f"Pin it by digest: workshop_lib.aws.images.resolve_digest(ecr_client, {image_uri!r}), or run "
         f"`{_describe_command(ref)}` and deploy {ref.registry}/{ref.repository}@<that digest>."
     )
 

@@ -23,8 +23,9 @@ import contextlib
 import hashlib
 import json
 
-from . import aws, builds, dlc_server, endpoints, hosting, images, rehearsal
-from .models import EMBEDDED_MODEL, ModelSpec, embedded_gguf_path
+from ..aws import api, codebuild as builds, endpoints, hosting, images
+from . import dlc_server, rehearsal
+from ..models import EMBEDDED_MODEL, ModelSpec, embedded_gguf_path
 
 # The emulator's instance-type list predates these families; it receives the nearest type it knows.
 EMULATOR_INSTANCE_TYPES = {"ml.c6i.2xlarge": "ml.c5.2xlarge", "ml.c6i.8xlarge": "ml.c5.9xlarge"}
@@ -152,7 +153,7 @@ class EmulatedCodeBuild(builds.CodeBuildRunner):
         return build
 
     def _package(self, model_s3_uri: str, calibration_s3_uri: str | None = None) -> None:
-        from .packaging import CALIBRATION_NAME, package_local
+        from ..packaging import CALIBRATION_NAME, package_local
 
         spec = EMBEDDED_MODEL
         calibration = None
@@ -222,7 +223,7 @@ class LocalHosting(hosting.SageMakerHosting):
         if variant == plan.endpoint_config["ProductionVariants"][0]:
             return plan
         config = {**plan.endpoint_config, "ProductionVariants": [variant]}
-        return endpoints.DeployPlan(plan.model, aws.validate("sagemaker", "CreateEndpointConfig", config),
+        return endpoints.DeployPlan(plan.model, api.validate("sagemaker", "CreateEndpointConfig", config),
                                     plan.endpoint)
 
     def wait(self, sm_client, name: str, *, logs_client=None, progress: bool = True) -> dict:
@@ -253,7 +254,7 @@ class LocalHosting(hosting.SageMakerHosting):
         emulator's endpoint record is pointed at the new config, and the local endpoint's process is
         replaced once its successor is ready (``Rehearsal.start_local_endpoint(..., replace=True)``)."""
         name = request["EndpointName"]
-        aws.validate("sagemaker", "UpdateEndpoint", request)
+        api.validate("sagemaker", "UpdateEndpoint", request)
         with _acting_as(self.calls, None):
             described = sm_client.describe_endpoint(EndpointName=name)
         arn = answered_here(sm_client, "UpdateEndpoint", request, {"EndpointArn": described["EndpointArn"]})

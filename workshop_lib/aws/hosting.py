@@ -16,9 +16,10 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from . import aws, names
-from .config_checks import check_bucket_region
-from .errors import WorkshopError
+from . import api
+from .. import names
+from ..config_checks import check_bucket_region
+from ..errors import WorkshopError
 from .endpoints import DeployPlan
 from .images import check_deployable, require_pinned
 
@@ -70,32 +71,32 @@ def _send(call, operation: str, request: dict, name: str):
         if "already exist" in message:
             raise AlreadyExists(
                 f"{operation}: {message}. Delete it first with "
-                f"workshop_lib.cleanup.delete_endpoint_resources(sm, {name!r}) or choose another name"
+                f"workshop_lib.aws.teardown.delete_endpoint_resources(sm, {name!r}) or choose another name"
             ) from None
         raise DeployError(f"{operation} for {name!r} failed: {code}: {message}") from None
 
 
 def create_model(sm_client, request: dict) -> str:
     require_pinned(request["PrimaryContainer"]["Image"])
-    aws.validate("sagemaker", "CreateModel", request)
+    api.validate("sagemaker", "CreateModel", request)
     return _send(sm_client.create_model, "CreateModel", request, request["ModelName"])["ModelArn"]
 
 
 def create_endpoint_config(sm_client, request: dict) -> str:
-    aws.validate("sagemaker", "CreateEndpointConfig", request)
+    api.validate("sagemaker", "CreateEndpointConfig", request)
     response = _send(sm_client.create_endpoint_config, "CreateEndpointConfig", request,
                      request["EndpointConfigName"])
     return response["EndpointConfigArn"]
 
 
 def create_endpoint(sm_client, request: dict) -> str:
-    aws.validate("sagemaker", "CreateEndpoint", request)
+    api.validate("sagemaker", "CreateEndpoint", request)
     return _send(sm_client.create_endpoint, "CreateEndpoint", request, request["EndpointName"])["EndpointArn"]
 
 
 def update_endpoint(sm_client, request: dict) -> str:
     """UpdateEndpoint (``updates`` builds it): SageMaker rolls the endpoint onto another config while it serves."""
-    aws.validate("sagemaker", "UpdateEndpoint", request)
+    api.validate("sagemaker", "UpdateEndpoint", request)
     return _send(sm_client.update_endpoint, "UpdateEndpoint", request, request["EndpointName"])["EndpointArn"]
 
 
@@ -156,7 +157,7 @@ def deploy(sm_client, plan: DeployPlan, *, wait: bool = True, logs_client=None, 
     except DeployError as exc:
         if created:
             exc.args = (f"{exc.args[0]}\nAlready created: {', '.join(created)}; remove them with "
-                        f"workshop_lib.cleanup.delete_endpoint_resources(sm, {plan.name!r})",)
+                        f"workshop_lib.aws.teardown.delete_endpoint_resources(sm, {plan.name!r})",)
         raise
     if after_create is not None:
         after_create(plan.name)
@@ -199,10 +200,10 @@ def wait_in_service(sm_client, name: str, poll_s: float = 30, timeout_s: float =
         return EndpointWaitTimeout(
             f"endpoint {name} is still {status} after {timeout_s:.0f} s; it keeps going (and billing "
             f"once instances run): wait again with wait_in_service, or delete it with "
-            f"workshop_lib.cleanup.delete_endpoint_resources(sm, {name!r})"
+            f"workshop_lib.aws.teardown.delete_endpoint_resources(sm, {name!r})"
         )
 
-    return aws.wait_for_status(lambda: sm_client.describe_endpoint(EndpointName=name), "EndpointStatus",
+    return api.wait_for_status(lambda: sm_client.describe_endpoint(EndpointName=name), "EndpointStatus",
                                done="InService", label=f"endpoint {name}", failure=failure, timeout=timeout,
                                poll_s=poll_s, timeout_s=timeout_s, progress=progress, sleep=sleep, clock=clock)
 
@@ -214,7 +215,7 @@ def _failure_message(name: str, status: str, reason: str, lines: list[str], had_
         parts.extend(f"  {line}" for line in lines)
     elif had_logs:
         parts.append(f"no log lines in /aws/sagemaker/Endpoints/{name} (the container may never have started)")
-    parts.append(f"It still exists; delete it with workshop_lib.cleanup.delete_endpoint_resources(sm, {name!r})")
+    parts.append(f"It still exists; delete it with workshop_lib.aws.teardown.delete_endpoint_resources(sm, {name!r})")
     return "\n".join(parts)
 
 

@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .errors import WorkshopError
+from ..errors import WorkshopError
 
 _RUNNING: set["ServerProcess"] = set()
 

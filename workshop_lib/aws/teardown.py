@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping
 
-from .config import check_resource_name
-from .errors import WorkshopError
-from .names import TAG_WORKSHOP, WORKSHOP_TAGS
+from ..config import check_resource_name
+from ..errors import WorkshopError
+from ..names import TAG_WORKSHOP, WORKSHOP_TAGS
 
 DELETED = "deleted"
 ALREADY_GONE = "already gone"
@@ -249,16 +249,16 @@ def remove_deadline(scheduler_client, endpoint_name: str) -> str:
 
 def delete_alarms(cloudwatch, endpoint_names: Iterable[str]) -> dict[str, str]:
     """The endpoints' alarms (``alarms.alarm_names``, nothing else), each DELETED or ALREADY_GONE."""
-    from . import alarms, aws
+    from . import alarms, api
 
     wanted = [name for endpoint in dict.fromkeys(endpoint_names) for name in alarms.alarm_names(endpoint)]
     found: set[str] = set()
     for start in range(0, len(wanted), 100):  # DescribeAlarms and DeleteAlarms take 100 names each
         chunk = wanted[start:start + 100]
-        described = cloudwatch.describe_alarms(**aws.validate("cloudwatch", "DescribeAlarms", {"AlarmNames": chunk}))
+        described = cloudwatch.describe_alarms(**api.validate("cloudwatch", "DescribeAlarms", {"AlarmNames": chunk}))
         there = [a["AlarmName"] for a in described.get("MetricAlarms", []) if a["AlarmName"] in chunk]
         if there:
-            cloudwatch.delete_alarms(**aws.validate("cloudwatch", "DeleteAlarms", {"AlarmNames": there}))
+            cloudwatch.delete_alarms(**api.validate("cloudwatch", "DeleteAlarms", {"AlarmNames": there}))
         found.update(there)
     return {name: DELETED if name in found else ALREADY_GONE for name in wanted}
 
@@ -267,9 +267,9 @@ def delete_dashboard(cloudwatch, name: str | None = None) -> str:
     """The workshop's dashboard (``alarms.DASHBOARD`` unless named), DELETED or ALREADY_GONE."""
     from botocore.exceptions import ClientError
 
-    from . import alarms, aws
+    from . import alarms, api
 
-    request = aws.validate("cloudwatch", "DeleteDashboards", {"DashboardNames": [name or alarms.DASHBOARD]})
+    request = api.validate("cloudwatch", "DeleteDashboards", {"DashboardNames": [name or alarms.DASHBOARD]})
     try:
         cloudwatch.delete_dashboards(**request)
     except ClientError as exc:
@@ -371,5 +371,5 @@ def format_running(endpoints: list[RunningEndpoint]) -> str:
     width = max(len(e.name) for e in endpoints)
     lines = [f"{'endpoint':<{width}}  {'status':<12} age"]
     lines += [f"{e.name:<{width}}  {e.status:<12} {e.age_text}" for e in endpoints]
-    lines.append("delete one with workshop_lib.cleanup.delete_endpoint_resources(sm, '<endpoint>')")
+    lines.append("delete one with workshop_lib.aws.teardown.delete_endpoint_resources(sm, '<endpoint>')")
     return "\n".join(lines + notes)

@@ -24,9 +24,10 @@ import json
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from . import aws, names
+from . import api as aws
+from .. import names
 from .endpoints import VARIANT_NAME, check_tags, workshop_tags
-from .errors import WorkshopError
+from ..errors import WorkshopError
 
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"
 # The adapter's embedded metric format lines, as container/decision_adapter/metrics.py writes them (the

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .errors import WorkshopError
+from ..errors import WorkshopError
 
 DEFAULT_MODEL = "jev-latest"
 SUM_TOLERANCE = 1e-3

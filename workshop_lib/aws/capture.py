@@ -37,10 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from . import aws, names
-from .config_checks import check_capture_percent
-from .errors import WorkshopError
-from .transport import new_inference_id
+from . import api
+from .. import names
+from ..config_checks import check_capture_percent
+from ..errors import WorkshopError
+from ..client.transport import new_inference_id
 
 CAPTURE_FOLDER = "capture"  # under the workshop prefix: the only place the SageMaker role may write captures
 JSON = "application/json"
@@ -76,7 +77,7 @@ def data_capture_config(destination_uri: str, percent: int, *, json_types: Itera
               "DestinationS3Uri": destination_uri.rstrip("/"),
               "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}],
               "CaptureContentTypeHeader": {"JsonContentTypes": list(json_types)}}
-    aws.validate("sagemaker", "CreateEndpointConfig", {
+    api.validate("sagemaker", "CreateEndpointConfig", {
         "EndpointConfigName": "capture-check", "DataCaptureConfig": config,
         "ProductionVariants": [{"VariantName": "v", "ModelName": "m"}]})
     return config
@@ -290,7 +291,7 @@ def capture_locally(client, sm_client, s3_client, name: str, *, acting_as: Calla
     ``acting_as(principal)``: the rehearsal's call log, so the writes count as the SageMaker role's."""
     from botocore.exceptions import ClientError
 
-    from .permissions import SAGEMAKER
+    from ..local.permissions import SAGEMAKER
 
     try:
         with acting_as(None) if acting_as else nullcontext():  # the stand-in's own lookup: no call AWS would see

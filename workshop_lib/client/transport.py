@@ -21,7 +21,8 @@ from botocore.exceptions import IncompleteReadError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
 from .endpoint_errors import (EndpointBusy, EndpointError, EndpointNotFound, EndpointRedirected, EndpointServerError,
-                              EndpointTimeout, EndpointUnreachable, ResponseTooLarge, error_class, error_from_response)
+                              EndpointTimeout, EndpointUnreachable, ResponseTooLarge, error_class,
+                              error_from_response)
 
 
 JSON = "application/json"

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .errors import WorkshopError
+from ..errors import WorkshopError
 
 VERSION = "2012-10-17"
 # IAM's quota for a customer managed policy, counted without whitespace.

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from .errors import WorkshopError
+from ..errors import WorkshopError
 
 DEFAULT_MODEL = "jev-latest"
 QUESTION_TYPES = ("noul", "choice", "score")

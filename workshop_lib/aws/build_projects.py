@@ -1,6 +1,6 @@
 """What a CodeBuild job of the workshop is, as pure builders: the two projects, their source zip, the
 start-build requests and their environment, the decision image's repository, and the names and inputs
-those requests take (pinned, checked). Each request is checked by botocore (``aws.validate``) plus the
+those requests take (pinned, checked). Each request is checked by botocore (``api.validate``) plus the
 rules botocore does not check. ``builds`` sends them.
 """
 
@@ -16,11 +16,12 @@ from pathlib import Path, PurePosixPath
 from typing import Mapping
 
 
-from . import aws, names
+from . import api
+from .. import names
 from .images import ImageRef, InvalidImageUri, dlc_account, dlc_pin, parse_image_uri, require_pinned
-from .errors import WorkshopError
-from .models import ModelSpec
-from .packaging import MANIFEST_NAME
+from ..errors import WorkshopError
+from ..models import ModelSpec
+from ..packaging import MANIFEST_NAME
 
 
 CODEBUILD_IMAGE = "aws/codebuild/amazonlinux-x86_64-standard:5.0"
@@ -169,7 +170,7 @@ def source_key(zip_bytes: bytes, prefix: str = SOURCE_PREFIX) -> str:
 def source_upload_request(bucket: str, repo_root: str | Path, prefix: str = SOURCE_PREFIX) -> dict:
     """PutObject for the source zip; CodeBuild's location for it is ``Bucket/Key``."""
     body = source_zip(repo_root)
-    return aws.validate("s3", "PutObject", {"Bucket": bucket, "Key": source_key(body, prefix), "Body": body})
+    return api.validate("s3", "PutObject", {"Bucket": bucket, "Key": source_key(body, prefix), "Body": body})
 
 
 def project_request(name: str, *, buildspec: str, source_location: str, service_role_arn: str,
@@ -202,12 +203,12 @@ def project_request(name: str, *, buildspec: str, source_location: str, service_
                                           "streamName": log_stream}},
         "tags": _tag_list(tags),
     }
-    return aws.validate("codebuild", "CreateProject", request)
+    return api.validate("codebuild", "CreateProject", request)
 
 
 def update_project_request(create_request: dict) -> dict:
     """UpdateProject with everything CreateProject set (UpdateProject takes the same members)."""
-    return aws.validate("codebuild", "UpdateProject", dict(create_request))
+    return api.validate("codebuild", "UpdateProject", dict(create_request))
 
 
 def start_build_request(project_name: str, env: Mapping[str, str], *, source_location: str | None = None) -> dict:
@@ -217,7 +218,7 @@ def start_build_request(project_name: str, env: Mapping[str, str], *, source_loc
     }
     if source_location:
         request["sourceLocationOverride"] = source_location
-    return aws.validate("codebuild", "StartBuild", request)
+    return api.validate("codebuild", "StartBuild", request)
 
 
 def model_package_env(spec: ModelSpec, model_s3_uri: str,
@@ -290,7 +291,7 @@ def check_base_image(base_image: str, region: str | None = None) -> ImageRef:
     if not base.is_private_ecr:
         raise BuildSpecError(
             f"base image {base_image!r} is not in a private regional ECR registry; use the DLC of the build's "
-            f"region (workshop_lib.images.dlc_image_uri({region or '<region>'!r}), then resolve_digest)")
+            f"region (workshop_lib.aws.images.dlc_image_uri({region or '<region>'!r}), then resolve_digest)")
     if region and base.region != region:
         raise BuildSpecError(
             f"base image is in {base.region} but the build and its repository are in {region}; use the DLC "
@@ -340,7 +341,7 @@ def ecr_repository_request(name: str = ECR_REPOSITORY, tags: Mapping[str, str] |
         "imageScanningConfiguration": {"scanOnPush": True},
         "tags": _tag_list(tags, "Key", "Value"),
     }
-    return aws.validate("ecr", "CreateRepository", request)
+    return api.validate("ecr", "CreateRepository", request)
 
 
 def failure_summary(build: dict) -> tuple[str | None, str]:

@@ -8,8 +8,8 @@ import re
 from functools import lru_cache
 from typing import Sequence
 
-from . import aws
-from .errors import WorkshopError
+from . import api
+from ..errors import WorkshopError
 
 
 class EndpointSpecError(WorkshopError, ValueError):
@@ -19,7 +19,7 @@ class EndpointSpecError(WorkshopError, ValueError):
 @lru_cache(maxsize=None)
 def _enum(service: str, operation: str, *members: str) -> tuple[str, ...]:
     """Allowed values of a request member, from botocore's model (ParamValidator skips enums)."""
-    shape = aws.operation_model(service, operation).input_shape
+    shape = api.operation_model(service, operation).input_shape
     for member in members:
         shape = shape.member if member == "[]" else shape.members[member]
     return tuple(shape.enum)

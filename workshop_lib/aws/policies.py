@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from . import aws, names
-from .builds import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
-from .config import (WorkshopConfig, check_bucket_name, check_ecr_repository_name, check_prefix, check_region,
-                     check_resource_name)
+from . import api
+from .. import names
+from .codebuild import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
+from ..config import (WorkshopConfig, check_bucket_name, check_ecr_repository_name, check_prefix, check_region,
+                      check_resource_name)
 from .iam import VERSION, PolicyError, check_policy_document, minified
 from .images import DLC_ARM64_REPOSITORY, DLC_REPOSITORY, dlc_account
 
@@ -473,7 +474,7 @@ def create_policy_request(name: str, document: Mapping, *, description: str = ""
     text = minified(document)
     request = {"PolicyName": name, "Path": path, "PolicyDocument": text,
                "Description": description or f"decision workshop: {name}"}
-    return aws.validate("iam", "CreatePolicy", request)
+    return api.validate("iam", "CreatePolicy", request)
 
 
 def create_role_request(name: str, trust: Mapping, *, description: str = "",
@@ -483,7 +484,7 @@ def create_role_request(name: str, trust: Mapping, *, description: str = "",
         raise PolicyError(f"role name {name!r} is not valid: 1-64 letters, digits and +=,.@_-")
     request = {"RoleName": name, "Path": path, "AssumeRolePolicyDocument": minified(trust),
                "Description": description or f"decision workshop: {name}"}
-    return aws.validate("iam", "CreateRole", request)
+    return api.validate("iam", "CreateRole", request)
 
 
 __all__ = [

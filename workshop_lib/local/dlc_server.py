@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .errors import WorkshopError
-from .local import ServerProcess, free_port
+from ..errors import WorkshopError
+from .processes import ServerProcess, free_port
 
 PREFIX = "SM_LLAMA_CPP_"
 DEFAULT_MODEL_DIR = "/opt/ml/model"
@@ -46,7 +46,7 @@ DEFAULT_MODEL_DIR = "/opt/ml/model"
 CONSUMED = ("MODEL", "MODEL_DIR", "PORT")
 PRIVATE_HOST = "127.0.0.1"
 SERVER_ENV = "WORKSHOP_LLAMA_SERVER"
-CHECKOUT_SERVER = Path(__file__).resolve().parents[1] / ".llama.cpp" / "bin" / "llama-server"
+CHECKOUT_SERVER = Path(__file__).resolve().parents[2] / ".llama.cpp" / "bin" / "llama-server"
 SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/sbin")  # nginx lives here, often off a user's PATH
 UPSTREAM_TIMEOUT_S = 120  # local endpoints share two cores: slower than SageMaker's 60 s allows
 MAX_BODY = "25m"
@@ -368,7 +368,7 @@ class LlamaServerProcess(ServerProcess):
 
     def command(self) -> list[str]:
         self.plan()  # refuses settings the rules cannot start here, before anything runs
-        return [sys.executable, "-m", "workshop_lib.dlc_server", "--port", str(self.port),
+        return [sys.executable, "-m", "workshop_lib.local.dlc_server", "--port", str(self.port),
                 "--private-port", str(self.private_port), "--model-dir", str(self.model_dir),
                 "--llama-server", str(self.llama_server), "--nginx", str(self.nginx),
                 "--work-dir", str(self.work_dir), "--timeout", str(self.timeout_s)]
@@ -403,7 +403,7 @@ def _end(process: subprocess.Popen | None, signum: int, timeout_s: float = 10.0)
 
 def serve(argv: Sequence[str] | None = None) -> int:
     """The stand-in for the DLC's ``/usr/bin/serve``: llama-server and nginx until either ends or SIGTERM."""
-    parser = argparse.ArgumentParser(prog="python -m workshop_lib.dlc_server")
+    parser = argparse.ArgumentParser(prog="python -m workshop_lib.local.dlc_server")
     parser.add_argument("--port", type=int, required=True, help="nginx's port (SageMaker's 8080)")
     parser.add_argument("--private-port", type=int, required=True, help="llama-server's loopback port (8081)")
     parser.add_argument("--model-dir", default=DEFAULT_MODEL_DIR)

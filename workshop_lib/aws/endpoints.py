@@ -2,7 +2,7 @@
 
 Builders return plain request dicts for CreateModel, CreateEndpointConfig and
 CreateEndpoint, each checked by botocore against the real service model
-(``aws.validate``). botocore checks types, required members and minimums only,
+(``api.validate``). botocore checks types, required members and minimums only,
 so this module also checks what SageMaker would reject later: maximums, enums,
 name patterns, pool rules (instance types: ``instance_types``). Sending a plan and
 waiting for it is ``hosting``; scaling an endpoint out is in ``scaling``, offline
@@ -24,11 +24,12 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from . import aws, names, regions
-from .config import check_resource_name, check_role_arn
+from . import api, regions
+from .. import names
+from ..config import check_resource_name, check_role_arn
 from .images import require_pinned
-from .instance_types import (EndpointSpecError, _check_choice, _check_cuda13, _has_local_nvme, endpoint_instance_types,
-                             inference_ami_versions, is_gpu_instance, vcpus)
+from .instance_types import (EndpointSpecError, _check_choice, _check_cuda13, _has_local_nvme,
+                             endpoint_instance_types, inference_ami_versions, is_gpu_instance, vcpus)
 
 VARIANT_NAME = "AllTraffic"
 STANDARD_CPU_INSTANCE = "ml.c6i.2xlarge"
@@ -175,7 +176,7 @@ def model_request(name: str, *, image_uri: str, role_arn: str, model_data_url: s
                "EnableNetworkIsolation": bool(network_isolation)}
     if tags:
         request["Tags"] = check_tags(list(tags))
-    return aws.validate("sagemaker", "CreateModel", request)
+    return api.validate("sagemaker", "CreateModel", request)
 
 
 def standard_model_request(name: str, *, image_uri: str, role_arn: str, model_data_url: str | None = None,
@@ -319,7 +320,7 @@ def endpoint_config_request(name: str, variant: Mapping, *, tags: list[dict] | N
         request["DataCaptureConfig"] = dict(data_capture)
     if tags:
         request["Tags"] = check_tags(list(tags))
-    return aws.validate("sagemaker", "CreateEndpointConfig", request)
+    return api.validate("sagemaker", "CreateEndpointConfig", request)
 
 
 def endpoint_request(name: str, *, config_name: str | None = None, tags: list[dict] | None = None) -> dict:
@@ -329,7 +330,7 @@ def endpoint_request(name: str, *, config_name: str | None = None, tags: list[di
     request = {"EndpointName": name, "EndpointConfigName": config_name}
     if tags:
         request["Tags"] = check_tags(list(tags))
-    return aws.validate("sagemaker", "CreateEndpoint", request)
+    return api.validate("sagemaker", "CreateEndpoint", request)
 
 
 # ---- the three deployments -----------------------------------------------------------------

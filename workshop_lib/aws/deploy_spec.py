@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Sequence
 
 from . import endpoints
-from .config import DEPLOY_PATHS
-from .errors import WorkshopError
+from ..config import DEPLOY_PATHS
+from ..errors import WorkshopError
 
 # Settings only an ordered-pool GPU deploy takes; n_gpu_layers is also the standard DLC's (on a GPU type).
 GPU_ONLY = ("instance_pools", "provision_timeout_s")

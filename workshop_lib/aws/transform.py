@@ -1,6 +1,6 @@
 """Offline decisions: Batch Transform from JSON Lines in S3 to JSON Lines in S3.
 
-Builders first: the CreateTransformJob request (checked by botocore, ``aws.validate``),
+Builders first: the CreateTransformJob request (checked by botocore, ``api.validate``),
 the input file (one decision request per line), where the output lands, and the
 output joined back to the decisions by id. Then the senders: start the job, wait
 for it. The job runs the decision image's SageMaker model (``hosting.create_model``).
@@ -12,13 +12,14 @@ import json
 import time
 from typing import Iterable, Mapping
 
-from . import aws, names
-from .config import check_resource_name
+from . import api
+from .. import names
+from ..config import check_resource_name
 from .endpoints import DECISION_CPU_INSTANCE, EndpointSpecError, _in_range, check_tags, workshop_tags
 from .hosting import _send
 from .instance_types import _check_choice, _enum
 
-from .errors import WorkshopError
+from ..errors import WorkshopError
 
 
 class TransformFailed(WorkshopError, RuntimeError):
@@ -75,7 +76,7 @@ def transform_job_request(job_name: str, *, model_name: str, input_s3_uri: str, 
         "TransformResources": {"InstanceType": instance_type, "InstanceCount": instance_count},
     }
     request["Tags"] = check_tags(list(tags if tags is not None else workshop_tags()))
-    return aws.validate("sagemaker", "CreateTransformJob", request)
+    return api.validate("sagemaker", "CreateTransformJob", request)
 
 
 def decisions_to_jsonl(decisions: Iterable[Mapping]) -> str:
@@ -132,7 +133,7 @@ def join_transform_output(input_jsonl: str, output_jsonl: str) -> dict[str, dict
 
 
 def start_transform_job(sm_client, request: dict) -> str:
-    aws.validate("sagemaker", "CreateTransformJob", request)
+    api.validate("sagemaker", "CreateTransformJob", request)
     return _send(sm_client.create_transform_job, "CreateTransformJob", request,
                  request["TransformJobName"])["TransformJobArn"]
 
@@ -152,7 +153,7 @@ def wait_for_transform(sm_client, job_name: str, *, poll_s: float = 30, timeout_
     def timeout(status: str) -> TimeoutError:
         return TimeoutError(f"transform job {job_name} still {status} after {timeout_s:g} s")
 
-    return aws.wait_for_status(lambda: sm_client.describe_transform_job(TransformJobName=job_name),
+    return api.wait_for_status(lambda: sm_client.describe_transform_job(TransformJobName=job_name),
                                "TransformJobStatus", done="Completed", label=f"transform {job_name}",
                                failure=failure, timeout=timeout, poll_s=poll_s, timeout_s=timeout_s,
                                progress=progress, sleep=sleep)
