@@ -25,10 +25,12 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Mapping
 
-from .config_checks import (DEFAULT_ECR_REPOSITORY, DEFAULT_ENDPOINT_TTL_HOURS, ENV_VARS, ConfigError,
-                            CredentialsBroken, MissingSetting, OutsideWorkshopPrefix, check_bucket_name,
-                            check_ecr_repository_name, check_prefix, check_region, check_resource_name,
-                            check_role_arn, check_ttl_hours, check_capture_percent)
+from botocore.exceptions import BotoCoreError
+
+from .config_checks import (ConfigError, CredentialsBroken, DEFAULT_ECR_REPOSITORY, DEFAULT_ENDPOINT_TTL_HOURS,
+                            ENV_VARS, MissingSetting, OutsideWorkshopPrefix, check_bucket_name,
+                            check_capture_percent, check_ecr_repository_name, check_prefix, check_region,
+                            check_resource_name, check_role_arn, check_ttl_hours)
 
 MODES = ("aws", "local")
 DEPLOY_PATHS = ("standard", "decision-cpu", "decision-gpu")
@@ -244,7 +246,6 @@ def has_aws_credentials() -> bool:
     an unreadable config) raises ``CredentialsBroken`` naming the profile: a participant who meant
     to use AWS must not find themselves rehearsing locally without being told."""
     import boto3
-    from botocore.exceptions import BotoCoreError
 
     profile = os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE") or "default"
     try:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from . import names
+from botocore.exceptions import ClientError
+
 from .errors import WorkshopError
+from . import names
 
 
 # The workshop's ECR repository: its name contains "sagemaker", the pattern AmazonSageMakerFullAccess
@@ -41,7 +43,6 @@ ENV_VARS = {
 
 class ConfigError(WorkshopError, ValueError):
     """A configuration value the workshop cannot use."""
-
     def __init__(self, message: str, problems: list[ConfigError] | None = None):
         super().__init__(message)
         self.problems = problems or [self]
@@ -235,8 +236,6 @@ def check_capture_percent(value: str | int) -> int:
 
 def bucket_region(s3_client, bucket: str) -> str:
     """The region a bucket lives in (HEAD bucket answers with it even when access is denied)."""
-    from botocore.exceptions import ClientError
-
     try:
         response = s3_client.head_bucket(Bucket=bucket)
         headers = response["ResponseMetadata"]["HTTPHeaders"]

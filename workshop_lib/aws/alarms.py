@@ -13,7 +13,7 @@ Two sources of metrics are watched:
 Every alarm is named ``<endpoint>/<what>`` (``alarm_name``), so the operator policy grants them by
 the endpoint's name and cleanup deletes exactly these names. The dashboard is the workshop's one
 (``DASHBOARD``). ``rollback_alarms`` are the ones a blue/green update watches (``updates``): errors
-and latency, not load. Builders return request dicts checked by botocore's model (``aws.validate``)
+and latency, not load. Builders return request dicts checked by botocore's model (``api.validate``)
 plus the enums and bounds botocore leaves to the service; ``put_alarms`` sends them through a
 CloudWatch client from the workshop's client factory.
 """
@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from . import api as aws
+from . import api
 from .. import names
 from .endpoints import VARIANT_NAME, check_tags, workshop_tags
 from ..errors import WorkshopError
@@ -80,7 +80,7 @@ SUFFIXES = tuple(a[0] for a in _ALARMS)
 
 
 def _check_choice(value: str, operation: str, member: str, what: str) -> str:
-    allowed = aws.operation_model("cloudwatch", operation).input_shape.members[member].enum
+    allowed = api.operation_model("cloudwatch", operation).input_shape.members[member].enum
     if value not in allowed:
         raise AlarmSpecError(f"{what} {value!r} is not one of {', '.join(allowed)}")
     return value
@@ -152,14 +152,14 @@ def alarm_request(endpoint_name: str, suffix: str, *, thresholds: Thresholds = T
     }
     if namespace == ADAPTER_NAMESPACE:
         request["Metrics"] = _adapter_metrics(endpoint_name, metric, statistic, period_s)
-        return aws.validate("cloudwatch", "PutMetricAlarm", request)
+        return api.validate("cloudwatch", "PutMetricAlarm", request)
     request.update({"Namespace": namespace, "MetricName": metric, "Period": period_s,
                     "Dimensions": _sagemaker_dimensions(endpoint_name, variant)})
     if statistic.startswith("p"):
         request["ExtendedStatistic"] = statistic
     else:
         request["Statistic"] = _check_choice(statistic, "PutMetricAlarm", "Statistic", "statistic")
-    return aws.validate("cloudwatch", "PutMetricAlarm", request)
+    return api.validate("cloudwatch", "PutMetricAlarm", request)
 
 
 def alarm_requests(endpoint_name: str, **settings) -> list[dict]:
@@ -200,7 +200,7 @@ def dashboard_request(endpoint_names: Sequence[str], region: str, *, name: str =
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,255}", name):
         raise AlarmSpecError(f"dashboard name {name!r} is not valid: 1-255 letters, digits, - and _")
     body = json.dumps(dashboard_body(endpoint_names, region), separators=(",", ":"))
-    return aws.validate("cloudwatch", "PutDashboard", {"DashboardName": name, "DashboardBody": body})
+    return api.validate("cloudwatch", "PutDashboard", {"DashboardName": name, "DashboardBody": body})
 
 
 # ---- sending --------------------------------------------------------------------------------------
@@ -233,7 +233,7 @@ def put_alarms(cloudwatch, endpoint_names: Iterable[str], region: str, **setting
 
 def alarm_states(cloudwatch, endpoint_name: str) -> dict[str, str]:
     """Alarm name -> state (OK, ALARM, INSUFFICIENT_DATA) for the endpoint's alarms that exist."""
-    request = aws.validate("cloudwatch", "DescribeAlarms", {"AlarmNames": alarm_names(endpoint_name)})
+    request = api.validate("cloudwatch", "DescribeAlarms", {"AlarmNames": alarm_names(endpoint_name)})
     found = cloudwatch.describe_alarms(**request).get("MetricAlarms", [])
     return {a["AlarmName"]: a["StateValue"] for a in found}
 

@@ -14,11 +14,8 @@ under ``<destination>/<endpoint>/<variant>/yyyy/mm/dd/hh/<file>.jsonl``. A recor
 SageMaker's default. The workshop lists ``application/json`` so that captures are readable as they
 are; the reader decodes all three.
 
-In local rehearsal nothing captures on the endpoint's side, so the stand-in does it on the client's:
-``CapturingTransport`` wraps the transport of a client for a local endpoint whose config enables
-capture (``endpoint_capture`` reads it from the emulator) and writes each sampled invocation in
-the same layout into the emulator's S3 with the SageMaker role's identity, one file per invocation
-(SageMaker batches several records a file). ``read_captured`` then reads both alike.
+In local rehearsal nothing captures on the endpoint's side: ``workshop_lib.local.capture`` writes the
+same records from the client's side, and ``read_captured`` reads both alike.
 
 ``captured_tasks`` turns captured decisions into the benchmark's task records (JevBench's format,
 ``bench/tasks.py``) with an empty ``expected`` for a person to fill in.
@@ -30,18 +27,16 @@ import base64
 import datetime as dt
 import json
 import logging
-import random
-import uuid
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
-from . import api
-from .. import names
+from botocore.exceptions import ClientError
+
 from ..config_checks import check_capture_percent
 from ..errors import WorkshopError
-from ..client.transport import new_inference_id
+from .. import names
+from . import api
 
 CAPTURE_FOLDER = "capture"  # under the workshop prefix: the only place the SageMaker role may write captures
 JSON = "application/json"
@@ -214,100 +209,6 @@ def read_captured(s3_client, destination_uri: str, endpoint: str, variant: str |
     return events
 
 
-# ---- the local stand-in's capture ------------------------------------------------------------------
-
-
-class CaptureWriter:
-    """Writes sampled invocations of one endpoint as SageMaker would (the stand-in hosting's capture)."""
-
-    def __init__(self, s3_client, config: Mapping, endpoint: str, variant: str, *,
-                 acting_as: Callable[[], Any] = nullcontext, sample: Callable[[], float] = random.random,
-                 clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)):
-        self.s3, self.endpoint, self.variant = s3_client, endpoint, variant
-        self.destination = config["DestinationS3Uri"]
-        self.percent = check_percent(config.get("InitialSamplingPercentage",
-                                                config.get("CurrentSamplingPercentage", 0)))
-        self.enabled = config.get("EnableCapture", True) and self.percent > 0
-        header = config.get("CaptureContentTypeHeader") or {}
-        self.json_types = tuple(header.get("JsonContentTypes") or ())
-        self.csv_types = tuple(header.get("CsvContentTypes") or ())
-        self.acting_as, self.sample, self.clock = acting_as, sample, clock
-
-    def capture(self, request: bytes, response: bytes, *, inference_id: str | None = None) -> str | None:
-        """Write one invocation if it is sampled; the S3 key written, or None."""
-        if not self.enabled or self.sample() * 100 >= self.percent:
-            return None
-        when, event_id = self.clock(), str(uuid.uuid4())
-        record = capture_record(request, response, when=when, event_id=event_id, inference_id=inference_id,
-                                json_types=self.json_types, csv_types=self.csv_types)
-        bucket, key = capture_key(self.destination, self.endpoint, self.variant, when, event_id)
-        with self.acting_as():
-            self.s3.put_object(Bucket=bucket, Key=key, Body=(json.dumps(record) + "\n").encode("utf-8"),
-                               ContentType="application/jsonl")
-        return key
-
-
-class CapturingTransport:
-    """A transport whose successful invocations are also captured (local rehearsal only)."""
-
-    def __init__(self, transport, writer: CaptureWriter):
-        self.transport, self.writer = transport, writer
-        self.failures = 0
-
-    def __getattr__(self, name):
-        return getattr(self.transport, name)
-
-    def invoke(self, body: bytes, *, deadline=None, inference_id: str | None = None) -> bytes:
-        # As SageMaker does: the invocation's id reaches the adapter and the capture record alike.
-        inference_id = inference_id or new_inference_id()
-        reply = self.transport.invoke(body, deadline=deadline, inference_id=inference_id)
-        try:
-            self.writer.capture(body, reply, inference_id=inference_id)
-        except Exception as exc:  # noqa: BLE001 - as on SageMaker, a capture that fails never fails the call
-            self.failures += 1
-            if self.failures == 1:
-                log.warning("data capture of %s failed (the decision itself was answered): %s",
-                            self.writer.endpoint, exc)
-        return reply
-
-
-def endpoint_capture(sm_client, name: str) -> tuple[dict, str] | None:
-    """(the DataCaptureConfig, the variant name) of endpoint ``name``'s config when it captures, else None.
-
-    Read from DescribeEndpointConfig, which holds the config as created, on AWS and in the emulator
-    alike (the emulator's DescribeEndpoint lacks the sampling percentage).
-    """
-    config_name = sm_client.describe_endpoint(EndpointName=name)["EndpointConfigName"]
-    config = sm_client.describe_endpoint_config(EndpointConfigName=config_name)
-    capture = config.get("DataCaptureConfig") or {}
-    if not capture.get("DestinationS3Uri") or capture.get("EnableCapture") is False:
-        return None
-    return capture, config["ProductionVariants"][0]["VariantName"]
-
-
-def capture_locally(client, sm_client, s3_client, name: str, *, acting_as: Callable[[str], Any] | None = None):
-    """``client`` (for local endpoint ``name``) capturing as the endpoint's config asks; unchanged without it.
-
-    ``acting_as(principal)``: the rehearsal's call log, so the writes count as the SageMaker role's."""
-    from botocore.exceptions import ClientError
-
-    from ..local.permissions import SAGEMAKER
-
-    try:
-        with acting_as(None) if acting_as else nullcontext():  # the stand-in's own lookup: no call AWS would see
-            found = endpoint_capture(sm_client, name)
-    except ClientError as exc:  # the emulator no longer knows the endpoint: serve the calls, capture nothing
-        log.warning("no data capture for %s: its endpoint config cannot be read (%s)", name, exc)
-        return client
-    if found is None:
-        return client
-    config, variant = found
-    as_sagemaker = (lambda: acting_as(SAGEMAKER)) if acting_as else nullcontext
-    client.transport = CapturingTransport(client.transport, CaptureWriter(s3_client, config, name, variant,
-                                                                          acting_as=as_sagemaker))
-    return client
-
-
 # ---- captured decisions as tasks to label ----------------------------------------------------------
 
 
@@ -387,11 +288,23 @@ class Captured:
                 f"{self.destination}: {len(self.tasks)} decision task{'s' if len(self.tasks) != 1 else ''} to label")
 
 
+def endpoint_capture(sm_client, name: str) -> tuple[dict, str] | None:
+    """(the DataCaptureConfig, the variant name) of endpoint ``name``'s config when it captures, else None.
+
+    Read from DescribeEndpointConfig, which holds the config as created, on AWS and in the emulator
+    alike (the emulator's DescribeEndpoint lacks the sampling percentage).
+    """
+    config_name = sm_client.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+    config = sm_client.describe_endpoint_config(EndpointConfigName=config_name)
+    capture = config.get("DataCaptureConfig") or {}
+    if not capture.get("DestinationS3Uri") or capture.get("EnableCapture") is False:
+        return None
+    return capture, config["ProductionVariants"][0]["VariantName"]
+
+
 def collect(sm_client, s3_client, name: str, *, default_destination: str, limit: int | None = None) -> Captured:
     """Endpoint ``name``'s captured decisions as tasks to label; its config names where they are (the
     workshop's ``<prefix>/capture`` once the endpoint is gone)."""
-    from botocore.exceptions import ClientError
-
     try:
         found = endpoint_capture(sm_client, name)
     except ClientError:  # deleted already: its captures stay where the workshop puts them

@@ -19,17 +19,18 @@ SageMaker offers them (``regions``) and the first pool's type as a fixed type el
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from . import api, regions
-from .. import names
 from ..config import check_resource_name, check_role_arn
 from .images import require_pinned
 from .instance_types import (EndpointSpecError, _check_choice, _check_cuda13, _has_local_nvme,
                              endpoint_instance_types, inference_ami_versions, is_gpu_instance, vcpus)
+from .. import names
+from . import api, regions
 
 VARIANT_NAME = "AllTraffic"
 STANDARD_CPU_INSTANCE = "ml.c6i.2xlarge"
@@ -463,3 +464,15 @@ def decision_gpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_ur
 # ---- senders --------------------------------------------------------------------------------
 
 
+# ---- versions: an update's model and endpoint config (updates) ---------------------------------------
+
+
+def version_name(endpoint_name: str, when: datetime.datetime | None = None) -> str:
+    """``<endpoint>-<YYYYmmddHHMMSS>`` (UTC): the name of one version's model and endpoint config."""
+    when = when or datetime.datetime.now(datetime.timezone.utc)
+    return check_resource_name(f"{endpoint_name}-{when:%Y%m%d%H%M%S}", "endpoint config")
+
+
+def is_version(endpoint_name: str, name: str | None) -> bool:
+    """Whether ``name`` is one of ``version_name``'s names for ``endpoint_name``."""
+    return bool(name) and re.fullmatch(re.escape(endpoint_name) + r"-\d{14}", name) is not None

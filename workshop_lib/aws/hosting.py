@@ -16,12 +16,14 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from . import api
-from .. import names
+from botocore.exceptions import ClientError
+
 from ..config_checks import check_bucket_region
 from ..errors import WorkshopError
 from .endpoints import DeployPlan
 from .images import check_deployable, require_pinned
+from .. import names
+from . import api
 
 
 class DeployError(WorkshopError, RuntimeError):
@@ -56,8 +58,6 @@ def _error_code(exc) -> tuple[str, str]:
 
 
 def _send(call, operation: str, request: dict, name: str):
-    from botocore.exceptions import ClientError
-
     try:
         return call(**request)
     except ClientError as exc:
@@ -102,7 +102,6 @@ def update_endpoint(sm_client, request: dict) -> str:
 
 class SageMakerHosting:
     """Where ``deploy`` runs an endpoint: SageMaker, which the flow waits for."""
-
     def __init__(self, *, poll_s: float = 30, timeout_s: float = 3600):
         self.poll_s, self.timeout_s = poll_s, timeout_s
 
@@ -177,8 +176,6 @@ def wait_in_service(sm_client, name: str, poll_s: float = 30, timeout_s: float =
     ``logs_client``, the first lines of ``/aws/sagemaker/Endpoints/<name>`` (when the logs
     cannot be read, the reason still comes through, with a note saying so).
     """
-    from botocore.exceptions import ClientError
-
     def failure(described: dict) -> EndpointFailed | None:
         status = described["EndpointStatus"]
         if status in _WAITING:
@@ -224,8 +221,6 @@ def log_group(endpoint_name: str) -> str:
 
 
 def _log_events(logs_client, endpoint_name: str, limit: int, pattern: str | None = None) -> list[dict]:
-    from botocore.exceptions import ClientError
-
     kwargs = {"logGroupName": log_group(endpoint_name), "limit": min(limit, 10_000)}
     if pattern:
         kwargs["filterPattern"] = pattern

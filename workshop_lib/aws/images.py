@@ -22,8 +22,10 @@ import re
 import warnings
 from dataclasses import dataclass
 
-from .. import names
+from botocore.exceptions import ClientError
+
 from ..errors import WorkshopError
+from .. import names
 
 DEFAULT_DLC_ACCOUNT = "763104351884"
 # Regions whose DLC registry is not the default account (AWS DLC "available images" list).
@@ -59,7 +61,6 @@ SAGEMAKER_TAGS = {"cpu": "server-sagemaker-cpu-v1", "cuda": "server-sagemaker-cu
 @dataclass(frozen=True)
 class DlcPin:
     """A llama.cpp DLC image by digest, and the llama-cpp-python bindings whose structs match its libllama."""
-
     variant: str
     digest: str
     bindings: str  # the pip requirement the Dockerfile installs (its LLAMA_CPP_PYTHON build argument)
@@ -243,8 +244,6 @@ def resolve_digest(ecr_client, image_uri: str) -> str:
 
     An already pinned reference is returned unchanged (without any tag).
     """
-    from botocore.exceptions import ClientError
-
     ref = parse_image_uri(image_uri)
     if ref.pinned:
         return ref.pinned_uri()
@@ -304,8 +303,6 @@ def pinned_dlc_uri(region: str, variant: str = "cpu") -> str:
 def pinned_dlc_present(ecr_client, region: str, variant: str = "cpu") -> bool:
     """Whether ``region``'s DLC registry holds the pinned digest (DescribeImages, else BatchGetImage,
     which pulling needs anyway). Other errors (throttling, a broken endpoint) are raised."""
-    from botocore.exceptions import ClientError
-
     ref = parse_image_uri(pinned_dlc_uri(region, variant))
     ids = [{"imageDigest": ref.digest}]
     try:

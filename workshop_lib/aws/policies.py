@@ -22,19 +22,21 @@ Every document is checked against IAM's grammar (``iam``) before it is written o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from . import api
-from .. import names
-from .codebuild import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
 from ..config import (WorkshopConfig, check_bucket_name, check_ecr_repository_name, check_prefix, check_region,
                       check_resource_name)
-from .iam import VERSION, PolicyError, check_policy_document, minified
+from .alarms import DASHBOARD
+from .codebuild import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
+from .iam import PolicyError, VERSION, check_policy_document, minified
 from .images import DLC_ARM64_REPOSITORY, DLC_REPOSITORY, dlc_account
+from .. import names
+from . import api
 
 # Folders under the workshop prefix: the model package (``WorkshopConfig.model_data_url``) and the
 # only keys Batch Transform may write (the endpoint role reads the prefix but cannot overwrite the model).
@@ -379,8 +381,6 @@ def operator_operations_policy(config: WorkshopConfig | Scope, account_id: str |
     the workshop's dashboard, and the safe updates (``updates``): UpdateEndpoint on the workshop's
     endpoints, and the versions' models and configs, named ``<endpoint>-<version>``. A document of its own
     beside operator-policy.json (IAM's 6,144 characters per policy); whoever attaches one attaches all."""
-    from .alarms import DASHBOARD
-
     s = _as_scope(config, account_id, **options)
     region, account = s.region, s.account
     versions = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name}-*"
@@ -401,10 +401,9 @@ def operator_operations_policy(config: WorkshopConfig | Scope, account_id: str |
 def operator_documents(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
     """Every operator document as one (IAM unites the attached policies the same way), for evaluating
     calls offline: operator-policy.json, the deadlines' and the operations' statements."""
-    from . import spend_guard
-
     s = _as_scope(config, account_id, **options)
-    return _document(spend_guard.operator_documents(s)["Statement"] + operator_operations_policy(s)["Statement"])
+    return _document(operator_policy(s)["Statement"] + operator_deadline_statements(s)
+                     + operator_operations_policy(s)["Statement"])
 
 
 def _trust(service: str, condition: Mapping) -> dict:
@@ -428,6 +427,92 @@ def sagemaker_trust_policy(config: WorkshopConfig | Scope, account_id: str | Non
     return _trust("sagemaker.amazonaws.com", {"StringEquals": {"aws:SourceAccount": s.account}})
 
 
+SCHEDULER_ROLE_NAME = "decision-workshop-scheduler"
+SCHEDULER_SERVICE = "scheduler.amazonaws.com"
+SCHEDULE_GROUP = "default"
+SCHEDULE_SUFFIX = "-deadline"
+
+
+# ---- names and ARNs ------------------------------------------------------------------------------
+
+
+def schedule_name(endpoint_name: str) -> str:
+    """``<endpoint>-deadline``; a name too long for the scheduler (64) keeps a hash of the endpoint's."""
+    check_resource_name(endpoint_name, "endpoint")
+    name = endpoint_name + SCHEDULE_SUFFIX
+    if len(name) > 64:
+        digest = hashlib.sha256(endpoint_name.encode()).hexdigest()[:8]
+        name = f"{endpoint_name[:64 - len(SCHEDULE_SUFFIX) - 9]}-{digest}{SCHEDULE_SUFFIX}"
+    pattern, max_len = names.service_rule("scheduler", "CreateSchedule", "Name")
+    if not pattern.fullmatch(name) or len(name) > (max_len or 64):  # endpoint names are letters, digits, -
+        raise PolicyError(f"no schedule name can be made from endpoint name {endpoint_name!r}")
+    return name
+
+
+def schedule_arn(region: str, account: str, endpoint_name: str) -> str:
+    return (f"arn:{partition(region)}:scheduler:{region}:{account}:schedule/{SCHEDULE_GROUP}/"
+            f"{schedule_name(endpoint_name)}")
+
+
+def delete_endpoint_target(region: str) -> str:
+    """The universal target that calls SageMaker's DeleteEndpoint (global: no region, no account)."""
+    return f"arn:{partition(region)}:scheduler:::aws-sdk:sagemaker:deleteEndpoint"
+
+
+def scheduler_role_arn(region: str, account: str) -> str:
+    return role_arn(region, account, SCHEDULER_ROLE_NAME)
+
+
+def endpoint_arn(region: str, account: str, endpoint_name: str) -> str:
+    # IAM evaluates SageMaker ARNs in lower case, whatever case the name was given in.
+    return f"arn:{partition(region)}:sagemaker:{region}:{account}:endpoint/{endpoint_name.lower()}"
+
+
+# ---- the endpoint deadlines (spend_guard): the scheduler role's documents and the operator's statements -------------------------------------------
+
+
+def scheduler_role_policy(config, account_id: str | None = None, **options) -> dict:
+    """What the deadlines' role may do: delete the workshop's endpoints, nothing else."""
+    s = _as_scope(config, account_id, **options)
+    return _document([_statement(
+        "DeleteWorkshopEndpoints", ["sagemaker:DeleteEndpoint"],
+        [endpoint_arn(s.region, s.account, name) for name in s.endpoint_names])])
+
+
+def scheduler_trust_policy(config, account_id: str | None = None, **options) -> dict:
+    """Only EventBridge Scheduler, acting for this account, may assume the deadlines' role."""
+    s = _as_scope(config, account_id, **options)
+    return _trust(SCHEDULER_SERVICE, {"StringEquals": {"aws:SourceAccount": s.account}})
+
+
+def operator_deadline_statements(s: Scope) -> list[dict]:
+    """What the operator needs for the deadlines: the workshop's schedules, and the role they run as
+    (created by the deploy step when allowed, passed to the scheduler only, deleted by notebook 08).
+    ``operator_deadlines_policy`` holds them."""
+    role = scheduler_role_arn(s.region, s.account)
+    return [
+        _statement("EndpointDeadlines", ["scheduler:CreateSchedule", "scheduler:UpdateSchedule",
+                                                  "scheduler:GetSchedule", "scheduler:DeleteSchedule"],
+                            [schedule_arn(s.region, s.account, name) for name in s.endpoint_names]),
+        _statement("ManageSchedulerRole", ["iam:CreateRole", "iam:GetRole", "iam:PutRolePolicy",
+                                                    "iam:DeleteRolePolicy", "iam:DeleteRole"], [role]),
+        _statement("PassSchedulerRole", ["iam:PassRole"], [role],
+                            {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}),
+    ]
+
+
+def operator_deadlines_policy(config, account_id: str | None = None, **options) -> dict:
+    """The operator's permissions for the endpoint deadlines, attached beside operator-policy.json.
+
+    A document of its own because IAM allows 6,144 characters per managed policy, and operator-policy.json
+    comes close to that with the longer regions' ARNs; whoever attaches the one attaches both.
+    """
+    return _document(operator_deadline_statements(_as_scope(config, account_id, **options)))
+
+
+# The principals the documents are for, as the local rehearsal's call log and audit label them.
+OPERATOR, CODEBUILD, SAGEMAKER = "operator", "codebuild-service-role", "sagemaker-execution-role"
+
 # File name -> (builder, what it is for).
 POLICY_FILES = {
     "codebuild-service-role-policy.json": (codebuild_service_role_policy, "permissions of the CodeBuild service role"),
@@ -438,17 +523,17 @@ POLICY_FILES = {
     "operator-policy.json": (operator_policy, "permissions of whoever runs the notebooks (e.g. the Studio role)"),
     "operator-operations-policy.json": (operator_operations_policy,
                                         "permissions of whoever runs the notebooks, for alarms and safe updates"),
+    "operator-deadlines-policy.json": (operator_deadlines_policy,
+                                       "permissions of whoever runs the notebooks, for the endpoint deadlines"),
+    "scheduler-role-policy.json": (scheduler_role_policy, "permissions of the role the endpoint deadlines run as"),
+    "scheduler-trust-policy.json": (scheduler_trust_policy, "trust policy of the endpoint deadlines' role"),
 }
 
 
 def policies(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict[str, dict]:
     """Every document, by file name."""
     s = _as_scope(config, account_id, **options)
-    # The endpoint deadlines' role, and the operator's statements for them in a document of their own
-    # (operator-policy.json alone is close to IAM's 6,144 characters in the longer regions' ARNs).
-    from . import spend_guard
-
-    return {**{name: builder(s) for name, (builder, _) in POLICY_FILES.items()}, **spend_guard.policy_documents(s)}
+    return {name: builder(s) for name, (builder, _) in POLICY_FILES.items()}
 
 
 def write_policies(config: WorkshopConfig | Scope, out_dir: str | Path, account_id: str | None = None,

@@ -18,23 +18,21 @@ the same name is left alone.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from . import api, policies
-from .. import names
-from ..config import check_resource_name
+from botocore.exceptions import ClientError
+
 from ..errors import WorkshopError
 from .iam import check_policy_document, minified
+from .policies import (SCHEDULER_ROLE_NAME, SCHEDULE_GROUP, delete_endpoint_target, schedule_arn, schedule_name,
+                       scheduler_role_arn, scheduler_role_policy, scheduler_trust_policy)
+from .. import names
+from . import api, policies
 
-SCHEDULER_ROLE_NAME = "decision-workshop-scheduler"
-SCHEDULER_SERVICE = "scheduler.amazonaws.com"
-SCHEDULE_GROUP = "default"
-SCHEDULE_SUFFIX = "-deadline"
 # A deadline that fires while SageMaker is busy (the endpoint still Creating, say) is retried for an hour.
 RETRY_POLICY = {"MaximumRetryAttempts": 20, "MaximumEventAgeInSeconds": 3600}
 DELETED, ALREADY_GONE, LEFT_ALONE = "deleted", "already gone", "left alone"
@@ -48,41 +46,6 @@ class SpendGuardError(WorkshopError, RuntimeError):
 
 class NotTheWorkshops(SpendGuardError):
     """A schedule of the workshop's name that does something else: it is never changed or deleted."""
-
-
-# ---- names and ARNs ------------------------------------------------------------------------------
-
-
-def schedule_name(endpoint_name: str) -> str:
-    """``<endpoint>-deadline``; a name too long for the scheduler (64) keeps a hash of the endpoint's."""
-    check_resource_name(endpoint_name, "endpoint")
-    name = endpoint_name + SCHEDULE_SUFFIX
-    if len(name) > 64:
-        digest = hashlib.sha256(endpoint_name.encode()).hexdigest()[:8]
-        name = f"{endpoint_name[:64 - len(SCHEDULE_SUFFIX) - 9]}-{digest}{SCHEDULE_SUFFIX}"
-    pattern, max_len = names.service_rule("scheduler", "CreateSchedule", "Name")
-    if not pattern.fullmatch(name) or len(name) > (max_len or 64):  # endpoint names are letters, digits, -
-        raise SpendGuardError(f"no schedule name can be made from endpoint name {endpoint_name!r}")
-    return name
-
-
-def schedule_arn(region: str, account: str, endpoint_name: str) -> str:
-    return (f"arn:{policies.partition(region)}:scheduler:{region}:{account}:schedule/{SCHEDULE_GROUP}/"
-            f"{schedule_name(endpoint_name)}")
-
-
-def delete_endpoint_target(region: str) -> str:
-    """The universal target that calls SageMaker's DeleteEndpoint (global: no region, no account)."""
-    return f"arn:{policies.partition(region)}:scheduler:::aws-sdk:sagemaker:deleteEndpoint"
-
-
-def scheduler_role_arn(region: str, account: str) -> str:
-    return policies.role_arn(region, account, SCHEDULER_ROLE_NAME)
-
-
-def endpoint_arn(region: str, account: str, endpoint_name: str) -> str:
-    # IAM evaluates SageMaker ARNs in lower case, whatever case the name was given in.
-    return f"arn:{policies.partition(region)}:sagemaker:{region}:{account}:endpoint/{endpoint_name.lower()}"
 
 
 # ---- time --------------------------------------------------------------------------------------------
@@ -158,69 +121,6 @@ def delete_request(endpoint_name: str) -> dict:
                         {"Name": schedule_name(endpoint_name), "GroupName": SCHEDULE_GROUP})
 
 
-# ---- the role's documents and the operator's statements -------------------------------------------
-
-
-def scheduler_role_policy(config, account_id: str | None = None, **options) -> dict:
-    """What the deadlines' role may do: delete the workshop's endpoints, nothing else."""
-    s = policies._as_scope(config, account_id, **options)
-    return policies._document([policies._statement(
-        "DeleteWorkshopEndpoints", ["sagemaker:DeleteEndpoint"],
-        [endpoint_arn(s.region, s.account, name) for name in s.endpoint_names])])
-
-
-def scheduler_trust_policy(config, account_id: str | None = None, **options) -> dict:
-    """Only EventBridge Scheduler, acting for this account, may assume the deadlines' role."""
-    s = policies._as_scope(config, account_id, **options)
-    return policies._trust(SCHEDULER_SERVICE, {"StringEquals": {"aws:SourceAccount": s.account}})
-
-
-def operator_statements(s: policies.Scope) -> list[dict]:
-    """What the operator needs for the deadlines: the workshop's schedules, and the role they run as
-    (created by the deploy step when allowed, passed to the scheduler only, deleted by notebook 08).
-    ``operator_deadlines_policy`` holds them."""
-    role = scheduler_role_arn(s.region, s.account)
-    return [
-        policies._statement("EndpointDeadlines", ["scheduler:CreateSchedule", "scheduler:UpdateSchedule",
-                                                  "scheduler:GetSchedule", "scheduler:DeleteSchedule"],
-                            [schedule_arn(s.region, s.account, name) for name in s.endpoint_names]),
-        policies._statement("ManageSchedulerRole", ["iam:CreateRole", "iam:GetRole", "iam:PutRolePolicy",
-                                                    "iam:DeleteRolePolicy", "iam:DeleteRole"], [role]),
-        policies._statement("PassSchedulerRole", ["iam:PassRole"], [role],
-                            {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}),
-    ]
-
-
-def operator_deadlines_policy(config, account_id: str | None = None, **options) -> dict:
-    """The operator's permissions for the endpoint deadlines, attached beside operator-policy.json.
-
-    A document of its own because IAM allows 6,144 characters per managed policy, and operator-policy.json
-    comes close to that with the longer regions' ARNs; whoever attaches the one attaches both.
-    """
-    return policies._document(operator_statements(policies._as_scope(config, account_id, **options)))
-
-
-def operator_documents(config, account_id: str | None = None, **options) -> dict:
-    """The operator's permissions as one document (operator-policy.json and the deadlines' together), for
-    evaluating calls offline (the rehearsal's audit): IAM unites the attached policies the same way."""
-    s = policies._as_scope(config, account_id, **options)
-    return policies._document(policies.operator_policy(s)["Statement"] + operator_statements(s))
-
-
-# File name -> (builder, what it is for), written beside the other policies (policies.policies()).
-POLICY_FILES = {
-    "operator-deadlines-policy.json": (operator_deadlines_policy,
-                                       "permissions of whoever runs the notebooks, for the endpoint deadlines"),
-    "scheduler-role-policy.json": (scheduler_role_policy, "permissions of the role the endpoint deadlines run as"),
-    "scheduler-trust-policy.json": (scheduler_trust_policy, "trust policy of the endpoint deadlines' role"),
-}
-
-
-def policy_documents(config, account_id: str | None = None, **options) -> dict[str, dict]:
-    s = policies._as_scope(config, account_id, **options)
-    return {name: builder(s) for name, (builder, _) in POLICY_FILES.items()}
-
-
 def deadline_calls(calls) -> list[dict]:
     """The call each recorded deadline makes when it fires (SageMaker DeleteEndpoint as ``PRINCIPAL``), in
     the call log's form: the emulator never fires a schedule, so the audit holds these against the role."""
@@ -278,8 +178,6 @@ def _code(exc) -> str:
 def ensure_role(iam, config, account_id: str) -> tuple[str, str]:
     """The deadlines' role, created from its documents if missing, its permissions brought up to date
     (the endpoint names may have changed). Returns (ARN, what was done). Refusals are raised."""
-    from botocore.exceptions import ClientError
-
     s = policies._as_scope(config, account_id)
     policy = minified(check_policy_document(scheduler_role_policy(s)))
     try:
@@ -298,8 +196,6 @@ def ensure_role(iam, config, account_id: str) -> tuple[str, str]:
 
 def read_deadline(scheduler, endpoint_name: str) -> Deadline | None:
     """The endpoint's deadline, or None when it has none (never set, already fired, or removed)."""
-    from botocore.exceptions import ClientError
-
     try:
         described = scheduler.get_schedule(**get_request(endpoint_name))
     except ClientError as exc:
@@ -321,8 +217,6 @@ def set_deadline(scheduler, endpoint_name: str, *, role_arn: str, when: datetime
     A role created moments ago may not be usable by the scheduler yet (IAM is eventually consistent):
     the scheduler then answers ValidationException, and the request is retried with backoff.
     """
-    from botocore.exceptions import ClientError
-
     request = schedule_request(endpoint_name, role_arn=role_arn, when=when, region=region)
     for attempt in range(attempts):
         try:
@@ -350,8 +244,6 @@ def extend(scheduler, endpoint_name: str, hours: float, *, role_arn: str, region
 
 def remove_deadline(scheduler, endpoint_name: str) -> str:
     """Delete the endpoint's deadline: DELETED, ALREADY_GONE, or LEFT_ALONE for a schedule not the workshop's."""
-    from botocore.exceptions import ClientError
-
     try:
         if read_deadline(scheduler, endpoint_name) is None:
             return ALREADY_GONE

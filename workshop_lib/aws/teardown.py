@@ -20,9 +20,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping
 
+from botocore.exceptions import ClientError
+
 from ..config import check_resource_name
 from ..errors import WorkshopError
 from ..names import TAG_WORKSHOP, WORKSHOP_TAGS
+from .endpoints import is_version
+from . import alarms, api, spend_guard
 
 DELETED = "deleted"
 ALREADY_GONE = "already gone"
@@ -79,8 +83,6 @@ def _is_not_found(exc) -> bool:
 
 
 def _delete(call, **name) -> str:
-    from botocore.exceptions import ClientError
-
     try:
         call(**name)
     except ClientError as exc:
@@ -122,8 +124,6 @@ _DESCRIBE = {"endpoint": ("describe_endpoint", "EndpointName", "EndpointArn"),
 
 def _described(sm_client, kind: str, name: str) -> dict | None:
     """DescribeX of a named resource, or None when SageMaker does not know it."""
-    from botocore.exceptions import ClientError
-
     operation, key, _ = _DESCRIBE[kind]
     try:
         return getattr(sm_client, operation)(**{key: check_resource_name(name, kind)})
@@ -135,8 +135,6 @@ def _described(sm_client, kind: str, name: str) -> dict | None:
 
 def _ownership(sm_client, kind: str, name: str, described: dict) -> str | None:
     """None when the resource is the workshop's, else the note that says why it is kept."""
-    from botocore.exceptions import ClientError
-
     try:
         tags = sagemaker_tags(sm_client, described[_DESCRIBE[kind][2]])
     except ClientError as exc:
@@ -148,8 +146,6 @@ def _ownership(sm_client, kind: str, name: str, described: dict) -> str | None:
 def wait_endpoint_gone(sm_client, name: str, poll_s: float = 15, timeout_s: float = 900, *,
                        sleep=time.sleep, clock=time.monotonic) -> None:
     """Poll DescribeEndpoint until SageMaker no longer knows the endpoint."""
-    from botocore.exceptions import ClientError
-
     started = clock()
     while True:
         try:
@@ -173,7 +169,6 @@ def delete_endpoint_resources(sm_client, endpoint_name: str, *, config_name: str
     ``config_name`` and ``model_name`` default to ``endpoint_name``. Anything already gone is reported
     in the result, not raised; anything not the workshop's is kept, with a note saying why.
     """
-    from . import updates
 
     config_name = config_name or endpoint_name
     model_name = model_name or endpoint_name
@@ -184,7 +179,7 @@ def delete_endpoint_resources(sm_client, endpoint_name: str, *, config_name: str
         result.endpoint = ALREADY_GONE
     else:
         used_config = described.get("EndpointConfigName")
-        if updates.is_version(endpoint_name, used_config) and config_name == endpoint_name:
+        if is_version(endpoint_name, used_config) and config_name == endpoint_name:
             # an update's version (updates.version_name), named by the endpoint itself: its config and model go too
             version = used_config
         elif used_config and used_config != config_name:
@@ -232,9 +227,6 @@ def _delete_owned(sm_client, kind: str, name: str, delete, notes: list[str]) -> 
 
 def remove_deadline(scheduler_client, endpoint_name: str) -> str:
     """The endpoint's spend-guard schedule removed: what ``spend_guard.remove_deadline`` says, or why not."""
-    from botocore.exceptions import ClientError
-
-    from . import spend_guard
 
     try:
         return spend_guard.remove_deadline(scheduler_client, endpoint_name)
@@ -249,7 +241,6 @@ def remove_deadline(scheduler_client, endpoint_name: str) -> str:
 
 def delete_alarms(cloudwatch, endpoint_names: Iterable[str]) -> dict[str, str]:
     """The endpoints' alarms (``alarms.alarm_names``, nothing else), each DELETED or ALREADY_GONE."""
-    from . import alarms, api
 
     wanted = [name for endpoint in dict.fromkeys(endpoint_names) for name in alarms.alarm_names(endpoint)]
     found: set[str] = set()
@@ -265,9 +256,6 @@ def delete_alarms(cloudwatch, endpoint_names: Iterable[str]) -> dict[str, str]:
 
 def delete_dashboard(cloudwatch, name: str | None = None) -> str:
     """The workshop's dashboard (``alarms.DASHBOARD`` unless named), DELETED or ALREADY_GONE."""
-    from botocore.exceptions import ClientError
-
-    from . import alarms, api
 
     request = api.validate("cloudwatch", "DeleteDashboards", {"DashboardNames": [name or alarms.DASHBOARD]})
     try:
@@ -308,8 +296,6 @@ class Running(list):
 
 def _summaries(sm_client, names: list[str], notes: list[str]) -> list[dict]:
     """ListEndpoints filtered to ``names``; DescribeEndpoint of each name where listing is refused."""
-    from botocore.exceptions import ClientError
-
     try:
         return [s for page in sm_client.get_paginator("list_endpoints").paginate()
                 for s in page["Endpoints"] if s["EndpointName"] in names]
@@ -338,8 +324,6 @@ def running_workshop_endpoints(sm_client, names: Iterable[str], *, now: datetime
     Read-only. Tags are read for these names alone; a name whose tags may not be read is listed (by name,
     with a note), one without the workshop tag is left out (with a note: it is someone else's).
     """
-    from botocore.exceptions import ClientError
-
     now = now or datetime.now(timezone.utc)
     wanted = list(dict.fromkeys(names))
     notes: list[str] = []

@@ -17,18 +17,19 @@ again was rolled back, and the result says so.
 
 from __future__ import annotations
 
-import datetime
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from . import api
+from botocore.exceptions import WaiterError
+
 from ..config import check_resource_name
-from .deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
-from .endpoints import DeployPlan, endpoint_request
 from ..errors import WorkshopError
+from .deploy_spec import DeploySpec, ENDPOINT_NAME_ENV, plan_for
+from .endpoints import DeployPlan, endpoint_request, is_version, version_name
+from .images import check_deployable
+from . import api, hosting as hosting_module, teardown
 
 ALL_AT_ONCE, CANARY = "ALL_AT_ONCE", "CANARY"
 ROUTINGS = (ALL_AT_ONCE, CANARY)
@@ -59,17 +60,6 @@ def _bounded(value, members: Sequence[str], what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise UpdateSpecError(f"{what} is {value!r}; SageMaker takes a whole number from {low} to {high}")
     return value
-
-
-def version_name(endpoint_name: str, when: datetime.datetime | None = None) -> str:
-    """``<endpoint>-<YYYYmmddHHMMSS>`` (UTC): the name of one version's model and endpoint config."""
-    when = when or datetime.datetime.now(datetime.timezone.utc)
-    return check_resource_name(f"{endpoint_name}-{when:%Y%m%d%H%M%S}", "endpoint config")
-
-
-def is_version(endpoint_name: str, name: str | None) -> bool:
-    """Whether ``name`` is one of ``version_name``'s names for ``endpoint_name``."""
-    return bool(name) and re.fullmatch(re.escape(endpoint_name) + r"-\d{14}", name) is not None
 
 
 def deployment_config(rollback_alarms: Sequence[str], *, routing: str = ALL_AT_ONCE, instance_count: int = 1,
@@ -188,7 +178,6 @@ def update_plan(spec: DeploySpec, *, endpoint_name: str, role_arn: str, region: 
 @dataclass
 class Rollout:
     """How an update ended: the statuses the endpoint went through, and the config it serves now."""
-
     endpoint_name: str
     version: str
     statuses: list[str] = field(default_factory=list)
@@ -221,8 +210,6 @@ def wait_rollout(sm_client, endpoint_name: str, *, delay_s: float = 30, max_atte
                  report: Callable[[str], None] | None = None, sleep=time.sleep) -> list[str]:
     """Wait with botocore's ``endpoint_in_service`` waiter (its acceptors decide: InService succeeds, Failed
     fails), one attempt at a time so each new status is reported; returns the statuses seen."""
-    from botocore.exceptions import WaiterError
-
     waiter = sm_client.get_waiter("endpoint_in_service")
     seen: list[str] = []
 
@@ -254,8 +241,6 @@ def roll_out(sm_client, plan: UpdatePlan, *, hosting=None, delay_s: float = 30, 
              report: Callable[[str], None] | None = None, sleep=time.sleep) -> Rollout:
     """Create the version's model and endpoint config, send UpdateEndpoint, and wait for the endpoint to be
     InService again; the result says which config it serves (the old one: rolled back)."""
-    from . import hosting as hosting_module
-    from .images import check_deployable
 
     hosting = hosting or hosting_module.SageMakerHosting()
     started = time.perf_counter()
@@ -285,8 +270,6 @@ def roll_out(sm_client, plan: UpdatePlan, *, hosting=None, delay_s: float = 30, 
 
 def _delete_version(sm_client, version: str) -> str:
     """An earlier version's endpoint config and model (each only if it carries the workshop's tag)."""
-    from . import teardown
-
     notes: list[str] = []
     done = [f"{kind} {teardown._delete_owned(sm_client, kind, version, delete, notes)}" for kind, delete in
             (("endpoint config", teardown.delete_endpoint_config), ("model", teardown.delete_model))]

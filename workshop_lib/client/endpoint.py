@@ -40,6 +40,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from botocore.config import Config
 
 # The errors the client raises, importable from here as from endpoint_errors.
+import workshop_lib.client.jev as jev
+import workshop_lib.client.openai_decisions as openai_decisions
+
+from ..aws import api
 from .endpoint_errors import (BadRequest, EndpointBusy, EndpointError, EndpointNotFound, EndpointRedirected,
                               EndpointServerError, EndpointTimeout, EndpointUnreachable, InvalidDecision,
                               InvalidResponse, ResponseTooLarge, UnprocessableRequest)
@@ -239,8 +243,6 @@ class EndpointClient:
         ``connect_timeout_s`` go to botocore (per socket operation); ``timeout_s`` is the call's
         deadline as far as the transport can hold it (``SageMakerTransport`` says how far)."""
         if runtime_client is None:
-            from ..aws import api
-
             config = Config(read_timeout=read_timeout_s, connect_timeout=connect_timeout_s,
                             retries={"mode": "standard", "total_max_attempts": BOTOCORE_TOTAL_ATTEMPTS})
             runtime_client = api.client("sagemaker-runtime", region, endpoint_url=endpoint_url, config=config)
@@ -378,15 +380,13 @@ class EndpointClient:
         """Jev System One questions (``workshop_lib.client.jev``: noul / choice / score) on one state.
 
         Sent to ``/invocations`` (the adapter tells the shape apart), so it travels through SageMaker's
-        InvokeEndpoint unchanged; returns a ``systemone.SystemOneResult`` checked against the questions.
+        InvokeEndpoint unchanged; returns a ``jev.SystemOneResult`` checked against the questions.
         """
-        from . import jev as systemone
-
-        body = systemone.request(state, questions, model=model, **extra)
+        body = jev.request(state, questions, model=model, **extra)
         reply, latency, attempts = self.invoke(body)
         try:
-            return systemone.parse_response(reply, body, client_latency_ms=latency, attempts=attempts)
-        except systemone.SystemOneFormatError as exc:
+            return jev.parse_response(reply, body, client_latency_ms=latency, attempts=attempts)
+        except jev.SystemOneFormatError as exc:
             raise InvalidResponse(str(exc), endpoint=self.transport.name, body=json.dumps(reply)[:2000]) from None
 
     def openai_decisions(self, input, questions: Sequence[Mapping], *, model: str | None = "jev-latest"):
@@ -397,8 +397,6 @@ class EndpointClient:
         takes the same body), so it travels through SageMaker's InvokeEndpoint unchanged; returns an
         ``openai_decisions.DecisionsResult`` checked against the questions.
         """
-        from . import openai_decisions
-
         body = openai_decisions.request(input, questions, model=model)
         reply, latency, attempts = self.invoke(body)
         try:

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import contextlib
 
-from ..aws import api, codebuild as builds
-from . import permissions, rehearsal
+from ..aws import api, codebuild
 from ..aws.hosting import SageMakerHosting
 from ..errors import StepNotRun
+from .stand_ins import EmulatedCodeBuild, LocalHosting, seed_dlc
+from . import permissions, rehearsal
 
 CALL_LOG = "aws-calls.jsonl"  # in the local rehearsal's folder, across the notebooks' kernels
 FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
@@ -39,15 +40,14 @@ def emulator_client(service: str, region: str, url: str):
 
 class AwsMode:
     """Real AWS in the configured region."""
-
     name = "aws"
     calls = None  # IAM itself checks every call; nothing is recorded
 
     def client(self, service: str, region: str):
         return api.client(service, region)
 
-    def build_runner(self, clients: Clients) -> builds.CodeBuildRunner:
-        return builds.CodeBuildRunner()
+    def build_runner(self, clients: Clients) -> codebuild.CodeBuildRunner:
+        return codebuild.CodeBuildRunner()
 
     def hosting(self, clients: Clients) -> SageMakerHosting:
         return SageMakerHosting()
@@ -61,7 +61,6 @@ class AwsMode:
 
 class LocalMode:
     """The local rehearsal (``rehearsal``): the emulator for the control plane, stand-ins for what it cannot do."""
-
     name = "local"
 
     def __init__(self, local: rehearsal.Rehearsal):
@@ -86,13 +85,9 @@ class LocalMode:
         return made
 
     def build_runner(self, clients: Clients):
-        from .stand_ins import EmulatedCodeBuild
-
         return EmulatedCodeBuild(clients.s3, clients.ecr, self.calls, self.rehearsal)
 
     def hosting(self, clients: Clients):
-        from .stand_ins import LocalHosting
-
         return LocalHosting(clients.s3, self.calls, self.rehearsal)
 
     def acting_as(self, principal: str | None):
@@ -115,8 +110,6 @@ class LocalMode:
     def seed(self, region: str) -> None:
         """Put in the emulator what AWS itself publishes and the workshop reads: the DLC's images in
         ``region``'s DLC registry. Not anyone's call, so not recorded. Safe to repeat."""
-        from .stand_ins import seed_dlc
-
         seed_dlc(emulator_client("ecr", region, self.emulator_url), region)
 
 

@@ -33,12 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from botocore.exceptions import ClientError
+
 from ..aws import iam, managed_policies, policies
-from .. import names
+from ..aws.images import parse_image_uri
+from ..aws.policies import CODEBUILD, OPERATOR, SAGEMAKER
 from ..config import LOCAL_ROLE_ARN
 from ..errors import WorkshopError
+from .. import names
 
-OPERATOR, CODEBUILD, SAGEMAKER = "operator", "codebuild-service-role", "sagemaker-execution-role"
 
 STUDIO_DEFAULT, ADMINISTRATOR = "studio-default", "administrator"
 PERSONAS = {
@@ -116,8 +119,6 @@ def caller_arn(role_arn: str) -> str:
 
 def access_denied(operation_model, caller: str, action: str, resource: str, verdict: iam.Verdict):
     """The ClientError AWS returns for a refused call: IAM's one-line message, the protocol's error code."""
-    from botocore.exceptions import ClientError
-
     xml = operation_model.service_model.protocol in ("query", "rest-xml", "ec2")
     code = "AccessDenied" if xml else "AccessDeniedException"
     why = ("with an explicit deny in an identity-based policy" if verdict.matched
@@ -446,8 +447,6 @@ def audit(calls: Iterable[Mapping], documents: Mapping[str, Mapping], region: st
 
 def cli_needed(argv: list[str], region: str, account: str) -> list[Need]:
     """What IAM checks for a command a buildspec runs with the CodeBuild role (``aws`` and ``docker``)."""
-    from ..aws.images import parse_image_uri
-
     def option(name: str) -> str | None:
         return argv[argv.index(name) + 1] if name in argv else None
 

@@ -42,12 +42,17 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import dlc_server
-from .. import names
+from botocore.exceptions import ClientError
+
+from ..aws import images
+from ..client.transport import LocalTransport
 from ..config import default_path
 from ..errors import WorkshopError
+from ..packaging import ExtractionRefused, MAX_EXTRACT_BYTES, MAX_EXTRACT_MEMBERS, extract_model
+from .permissions import SAGEMAKER
 from .processes import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
-from ..client.transport import LocalTransport
+from .. import names
+from . import dlc_server
 
 KEEP_ALIVE_S = 2 * 3600
 LOCAL_THREADS = 2
@@ -210,8 +215,6 @@ class Rehearsal:
         return emulator.url
 
     def _model_for_endpoint(self, sm_client, name: str) -> str:
-        from botocore.exceptions import ClientError
-
         try:
             described = sm_client.describe_endpoint(EndpointName=name)
         except ClientError as exc:
@@ -226,8 +229,6 @@ class Rehearsal:
         The cache folder is named by a digest of the URL and the object's ETag, so nothing S3 returns
         becomes part of a path; extraction keeps packaging.extract_model's limits.
         """
-        from ..packaging import MAX_EXTRACT_BYTES, MAX_EXTRACT_MEMBERS, ExtractionRefused, extract_model
-
         max_bytes = MAX_EXTRACT_BYTES if max_bytes is None else max_bytes
         max_members = MAX_EXTRACT_MEMBERS if max_members is None else max_members
         bucket, key = names.split_s3_uri(model_data_url)
@@ -268,8 +269,6 @@ class Rehearsal:
         SageMaker execution role's, and SageMaker's reading of its own records not at all.
         """
         from contextlib import nullcontext
-
-        from .permissions import SAGEMAKER
 
         def as_(principal):
             return calls.acting_as(principal) if calls is not None else nullcontext()
@@ -418,8 +417,6 @@ class RoutedTransport(LocalTransport):
 
 
 def _is_dlc(image_uri: str) -> bool:
-    from ..aws import images
-
     return images.parse_image_uri(image_uri).repository == images.DLC_REPOSITORY
 
 

@@ -1,9 +1,9 @@
 """What the local emulator cannot do, done on this machine, so the AWS flows run unchanged locally.
 
-``builds`` and ``endpoints`` run every request of their flows against whatever client they are
+``codebuild`` and ``endpoints`` run every request of their flows against whatever client they are
 given; the two things moto cannot do are parameters of those flows, and local mode passes these:
 
-* ``EmulatedCodeBuild`` (for ``builds.CodeBuildRunner``): the emulator records projects and builds
+* ``EmulatedCodeBuild`` (for ``codebuild.CodeBuildRunner``): the emulator records projects and builds
   but runs nothing, so once a build has ended this does what its buildspec would have done: the
   embedded model packaged and uploaded to emulated S3, or a stand-in image manifest pushed to
   emulated ECR (and its digest exported, as the image build does).
@@ -23,9 +23,16 @@ import contextlib
 import hashlib
 import json
 
-from ..aws import api, codebuild as builds, endpoints, hosting, images
-from . import dlc_server, rehearsal
+from botocore import xform_name
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ClientError
+
+from ..aws import api, endpoints, hosting, images
+from ..aws.codebuild import MODEL_PACKAGE_PROJECT, CodeBuildRunner, ensure_project, parse_s3_uri, upload_package
 from ..models import EMBEDDED_MODEL, ModelSpec, embedded_gguf_path
+from ..packaging import CALIBRATION_NAME, package_local
+from .permissions import CODEBUILD
+from . import dlc_server, rehearsal
 
 # The emulator's instance-type list predates these families; it receives the nearest type it knows.
 EMULATOR_INSTANCE_TYPES = {"ml.c6i.2xlarge": "ml.c5.2xlarge", "ml.c6i.8xlarge": "ml.c5.9xlarge"}
@@ -52,8 +59,6 @@ def stand_in_manifest(description: str, content_sha256: str) -> str:
 def push_stand_in(ecr_client, repository: str, tag: str, description: str, content_sha256: str,
                   registry_id: str | None = None, digest: str | None = None) -> str:
     """PutImage of a stand-in manifest; returns its digest (what ECR would report after docker push)."""
-    from botocore.exceptions import ClientError
-
     kwargs = {"registryId": registry_id} if registry_id else {}
     try:
         response = ecr_client.put_image(repositoryName=repository, imageTag=tag,
@@ -73,8 +78,6 @@ def seed_dlc(ecr_client, region: str) -> dict[str, str]:
     The repository is created under the DLC's registry id, so ``images.resolve_digest``
     runs unchanged on ``images.dlc_image_uri(region)``. Returns tag -> digest.
     """
-    from botocore.exceptions import ClientError
-
     account = images.dlc_account(region)
     try:
         ecr_client.create_repository(repositoryName=images.DLC_REPOSITORY, registryId=account,
@@ -104,9 +107,6 @@ class _Body:
 def answered_here(client, operation: str, request: dict, answer: dict) -> dict:
     """Call ``operation`` through ``client`` (validated by botocore and recorded like any call) but answer
     it here with ``answer`` instead of sending it: for the few calls the emulator does not implement."""
-    from botocore import xform_name
-    from botocore.awsrequest import AWSResponse
-
     event = f"before-send.{client.meta.service_model.service_id.hyphenize()}.{operation}"
 
     def reply(request, **_):
@@ -124,9 +124,8 @@ def _acting_as(calls, principal):
     return calls.acting_as(principal) if calls is not None else contextlib.nullcontext()
 
 
-class EmulatedCodeBuild(builds.CodeBuildRunner):
+class EmulatedCodeBuild(CodeBuildRunner):
     """Builds in the emulator, with the buildspec's effect done here once the build has ended."""
-
     def __init__(self, s3, ecr, calls=None, local: rehearsal.Rehearsal | None = None):
         super().__init__(poll_s=0.2, timeout_s=60)
         self.s3, self.ecr, self.calls = s3, ecr, calls
@@ -137,12 +136,11 @@ class EmulatedCodeBuild(builds.CodeBuildRunner):
         # the emulator's housekeeping, not a call the participant makes on AWS, so it is not recorded.
         with _acting_as(self.calls, None):
             codebuild.delete_project(name=request["name"])
-        return builds.ensure_project(codebuild, request)
+        return ensure_project(codebuild, request)
 
     def run(self, codebuild, logs_client, build_id: str, request: dict, *, progress: bool) -> dict:
         build = super().run(codebuild, logs_client, build_id, request, progress=False)
         env = {v["name"]: v["value"] for v in request.get("environmentVariablesOverride", [])}
-        from .permissions import CODEBUILD
 
         with _acting_as(self.calls, CODEBUILD):  # what the build does with its service role on AWS
             if "MODEL_S3_URI" in env:
@@ -153,18 +151,16 @@ class EmulatedCodeBuild(builds.CodeBuildRunner):
         return build
 
     def _package(self, model_s3_uri: str, calibration_s3_uri: str | None = None) -> None:
-        from ..packaging import CALIBRATION_NAME, package_local
-
         spec = EMBEDDED_MODEL
         calibration = None
         if calibration_s3_uri:  # what the buildspec's `aws s3 cp` of CALIBRATION_S3_URI does
-            bucket, key = builds.parse_s3_uri(calibration_s3_uri)
+            bucket, key = parse_s3_uri(calibration_s3_uri)
             calibration = self.local.home / "package-input" / CALIBRATION_NAME
             calibration.parent.mkdir(parents=True, exist_ok=True)
             calibration.write_bytes(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
         package = package_local(spec, {spec.gguf.path: embedded_gguf_path()}, self.local.home / "package",
                                 calibration=calibration)
-        builds.upload_package(self.s3, package, model_s3_uri)
+        upload_package(self.s3, package, model_s3_uri)
 
     def _push(self, env: dict, source: str) -> str:
         # The stand-in's digest follows what the image would be built from: source zip, Dockerfile, base.
@@ -178,7 +174,7 @@ class EmulatedCodeBuild(builds.CodeBuildRunner):
         return EMBEDDED_MODEL
 
     def not_exercised(self, project_name: str) -> str:
-        if project_name == builds.MODEL_PACKAGE_PROJECT:
+        if project_name == MODEL_PACKAGE_PROJECT:
             return ("Not exercised locally: the build's download and packaging of the pinned model (the emulator's "
                     f"CodeBuild runs nothing); the embedded {EMBEDDED_MODEL.name} was packaged in its place.")
         return ("Not exercised locally: docker build and push (the emulator's CodeBuild runs no Docker); a manifest "

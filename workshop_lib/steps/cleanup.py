@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..aws import codebuild as builds, teardown, hosting
+from botocore.exceptions import ClientError
+
+from ..aws import hosting, policies, spend_guard, teardown
+from ..aws.codebuild import parse_s3_uri
 from ..local import permissions
 from .context import CALL_LOG, StepError, Text, Workshop, cleanup_step
 
@@ -17,8 +20,6 @@ def _gone(call, *codes, **kwargs) -> str:
     A refusal (AccessDenied, say, when the role may not delete log groups) becomes a note in the
     result instead of an exception, so it never stops the deletions that stop the billing.
     """
-    from botocore.exceptions import ClientError
-
     try:
         call(**kwargs)
         return teardown.DELETED
@@ -73,8 +74,6 @@ def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = T
 
 def _delete_project(codebuild):
     """DeleteProject succeeds for a project that does not exist; ask first so the result says so."""
-    from botocore.exceptions import ClientError
-
     def delete(name: str) -> None:
         if not codebuild.batch_get_projects(names=[name]).get("projects"):
             raise ClientError({"Error": {"Code": "ResourceNotFound", "Message": name}}, "BatchGetProjects")
@@ -90,8 +89,6 @@ def _project_tags(codebuild, name: str) -> dict[str, str] | None:
 
 def _repository_tags(ecr, name: str) -> dict[str, str] | None:
     """An ECR repository's tags, or None when there is no such repository."""
-    from botocore.exceptions import ClientError
-
     try:
         arn = ecr.describe_repositories(repositoryNames=[name])["repositories"][0]["repositoryArn"]
     except ClientError as exc:
@@ -103,8 +100,6 @@ def _repository_tags(ecr, name: str) -> dict[str, str] | None:
 
 def _owned(read, *args) -> tuple[bool | None, str]:
     """(True: the workshop's / False: someone else's / None: gone, why) from a tag reader."""
-    from botocore.exceptions import ClientError
-
     try:
         tags = read(*args)
     except ClientError as exc:
@@ -148,8 +143,6 @@ def delete_build_resources(workshop: Workshop, projects: Sequence[str], reposito
 def delete_codebuild_role(workshop: Workshop) -> Text:
     """Delete the CodeBuild service role notebook 00 created (by its fixed name); a role someone else
     made and gave by ARN is left alone. It costs nothing, so a refusal is a note, not a stop."""
-    from ..aws import policies
-
     config = workshop.config
     name = policies.CODEBUILD_ROLE_NAME
     if not (config.codebuild_role_arn or "").endswith(f":role/{name}"):
@@ -164,8 +157,6 @@ def delete_codebuild_role(workshop: Workshop) -> Text:
 def delete_deadline_role(workshop: Workshop) -> Text:
     """Delete the role the endpoint deadlines run as (``spend_guard``), once no endpoint needs one. It costs
     nothing, so a refusal is a note, not a stop."""
-    from ..aws import spend_guard
-
     iam = workshop.clients.get("iam")
     name = spend_guard.SCHEDULER_ROLE_NAME
     policy = _gone(iam.delete_role_policy, "NoSuchEntity", RoleName=name, PolicyName=name)
@@ -176,10 +167,8 @@ def delete_deadline_role(workshop: Workshop) -> Text:
 @cleanup_step
 def delete_artifacts(workshop: Workshop, s3_uri: str, *, delete_bucket: bool = False) -> Text:
     """Delete the objects under the workshop's S3 prefix (model, build sources); the bucket only if asked."""
-    from botocore.exceptions import ClientError
-
     c = workshop.clients
-    bucket, prefix = builds.parse_s3_uri(s3_uri)
+    bucket, prefix = parse_s3_uri(s3_uri)
     if not prefix:
         raise StepError(f"{s3_uri} names a whole bucket; pass the workshop's prefix (config.s3_uri())")
     keys = []
@@ -213,20 +202,17 @@ def audit_permissions(workshop: Workshop) -> permissions.Audit:
     download a local endpoint made for SageMaker against the execution role's. A denied call means a
     participant with exactly these policies would be stopped there.
     """
-    from ..aws import policies
-
     config = workshop.config
     if config.mode != "local":
         return Text("the permission audit checks the calls the local rehearsal recorded (WORKSHOP_MODE=local); "
                     "on AWS, IAM itself is the check")
-    from ..aws import spend_guard
 
     log = permissions.CallLog(workshop.rehearsal.home / CALL_LOG)
     scope = policies.scope(config)
     documents = {permissions.OPERATOR: policies.operator_documents(scope),  # every operator-*.json together
                  permissions.CODEBUILD: policies.codebuild_service_role_policy(scope),
                  permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope),
-                 spend_guard.PRINCIPAL: spend_guard.scheduler_role_policy(scope)}
+                 spend_guard.PRINCIPAL: policies.scheduler_role_policy(scope)}
     calls = log.calls()
     # The emulator's scheduler never fires: each deadline set is held against its role as the call it makes.
     audit = permissions.audit([*calls, *spend_guard.deadline_calls(calls)], documents, config.region, scope.account)

@@ -12,10 +12,9 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
-
 from workshop_lib.aws import api, iam, policies, spend_guard
-from workshop_lib.local import permissions
 from workshop_lib.config import WorkshopConfig
+from workshop_lib.local import permissions
 
 from .values import REGION, ROLE
 
@@ -96,8 +95,8 @@ def test_deadlines_and_their_text():
 
 
 def test_the_role_and_trust_documents_pass_the_policy_checks():
-    role = spend_guard.scheduler_role_policy(CONFIG, ACCOUNT)
-    trust = spend_guard.scheduler_trust_policy(CONFIG, ACCOUNT)
+    role = policies.scheduler_role_policy(CONFIG, ACCOUNT)
+    trust = policies.scheduler_trust_policy(CONFIG, ACCOUNT)
     iam.check_policy_document(role)
     iam.check_policy_document(trust, trust=True)
     (statement,) = trust["Statement"]
@@ -108,7 +107,7 @@ def test_the_role_and_trust_documents_pass_the_policy_checks():
 
 
 def test_the_role_may_delete_exactly_the_workshops_endpoints():
-    role = spend_guard.scheduler_role_policy(CONFIG, ACCOUNT)
+    role = policies.scheduler_role_policy(CONFIG, ACCOUNT)
     for name in (CONFIG.standard_endpoint_name, CONFIG.cpu_endpoint_name, CONFIG.gpu_endpoint_name):
         arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{name}"
         assert iam.allows(role, "sagemaker:DeleteEndpoint", arn)
@@ -119,7 +118,7 @@ def test_the_role_may_delete_exactly_the_workshops_endpoints():
 
 
 def test_the_operator_may_manage_the_deadlines_and_pass_the_role_to_the_scheduler_only():
-    document = spend_guard.operator_deadlines_policy(CONFIG, ACCOUNT)
+    document = policies.operator_deadlines_policy(CONFIG, ACCOUNT)
     iam.check_policy_document(document)
     assert iam.wildcard_grants(document) == []
     schedule = spend_guard.schedule_arn(REGION, ACCOUNT, CONFIG.cpu_endpoint_name)
@@ -146,8 +145,8 @@ def test_the_documents_are_written_with_the_others_and_each_fits_iams_quota():
 
 
 def test_the_audit_holds_the_deadline_calls_to_the_documents():
-    documents = {permissions.OPERATOR: spend_guard.operator_documents(CONFIG, ACCOUNT),
-                 spend_guard.PRINCIPAL: spend_guard.scheduler_role_policy(CONFIG, ACCOUNT)}
+    documents = {permissions.OPERATOR: policies.operator_documents(CONFIG, ACCOUNT),
+                 spend_guard.PRINCIPAL: policies.scheduler_role_policy(CONFIG, ACCOUNT)}
     request = _request(CONFIG.gpu_endpoint_name)
     made = [{"principal": permissions.OPERATOR, "service": "scheduler", "operation": "CreateSchedule",
              "params": request},
