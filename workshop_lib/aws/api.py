@@ -12,22 +12,17 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-import botocore.session
 from botocore.config import Config
 from botocore.exceptions import ParamValidationError
 from botocore.validate import ParamValidator
 
 from ..errors import WorkshopError
+from ..names import operation_model
 
-_session = botocore.session.get_session()
 
 
 class InvalidRequest(WorkshopError, ValueError):
     """A request dict that botocore's service model rejects."""
-
-
-def operation_model(service: str, operation: str):
-    return _session.get_service_model(service).operation_model(operation)
 
 
 def validate(service: str, operation: str, params: dict) -> dict:
