@@ -33,7 +33,7 @@ from typing import Any, Iterable, Mapping
 
 from botocore.exceptions import ClientError
 
-from ..config_checks import check_capture_percent
+from ..config import check_capture_percent
 from ..errors import WorkshopError
 from .. import names
 from . import api

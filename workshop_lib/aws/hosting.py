@@ -18,8 +18,8 @@ from typing import Mapping, Sequence
 
 from botocore.exceptions import ClientError
 
-from ..config_checks import check_bucket_region
 from ..errors import WorkshopError
+from .buckets import check_bucket_region
 from .endpoints import DeployPlan
 from .images import check_deployable, require_pinned
 from .. import names

@@ -18,9 +18,9 @@ from typing import Sequence
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..aws import api, endpoints, managed_policies, policies
+from ..aws.buckets import check_bucket_region
 from ..aws.iam import minified
-from ..config import LOCAL_BUCKET, WorkshopConfig, in_sagemaker_studio
-from ..config_checks import BucketNotFound, check_bucket_region
+from ..config import BucketNotFound, LOCAL_BUCKET, WorkshopConfig, in_sagemaker_studio
 from ..display import row
 from ..local import permissions, rehearsal
 from .context import BOTO3_FLOOR, CALL_LOG, StepError, Text, Workshop, _Shown

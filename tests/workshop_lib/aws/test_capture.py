@@ -15,7 +15,7 @@ from workshop_lib.aws.deploy_spec import DeploySpec, ENDPOINT_NAME_ENV, plan_for
 from workshop_lib.aws.iam import evaluate
 from workshop_lib.bench.tasks import task_from_record
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.config_checks import ConfigError
+from workshop_lib.config import ConfigError
 from workshop_lib.local import capture as local_capture, permissions
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, REGION, ROLE

@@ -4,7 +4,7 @@ import pytest
 
 from workshop_lib.aws import teardown as cleanup
 from workshop_lib.aws.teardown import ALREADY_GONE, DELETED, KEPT, delete_endpoint_resources, running_workshop_endpoints
-from workshop_lib.config_checks import InvalidResourceName
+from workshop_lib.config import InvalidResourceName
 from workshop_lib.aws.endpoints import standard_plan, workshop_tags
 from workshop_lib.aws.hosting import deploy
 

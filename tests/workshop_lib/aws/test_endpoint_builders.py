@@ -6,7 +6,7 @@ import copy
 import pytest
 
 from workshop_lib.aws import api, endpoints, hosting, regions
-from workshop_lib.config_checks import InvalidResourceName, InvalidRoleArn
+from workshop_lib.config import InvalidResourceName, InvalidRoleArn
 from workshop_lib.aws.endpoints import (
     ConflictingModelSource,
     EndpointSpecError,

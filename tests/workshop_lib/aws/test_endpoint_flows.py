@@ -7,7 +7,7 @@ import time
 import pytest
 
 from workshop_lib.aws import endpoints, hosting, scaling
-from workshop_lib.config_checks import BucketRegionMismatch
+from workshop_lib.config import BucketRegionMismatch
 from workshop_lib.aws.endpoints import decision_gpu_plan, standard_plan
 from workshop_lib.aws.hosting import (AlreadyExists, EndpointFailed, EndpointWaitTimeout, QuotaExceeded, deploy,
                                   wait_in_service)
