@@ -21,7 +21,7 @@ from .bench.profiles import describe, write_document
 from .bench.served import calibrate
 from .client.endpoint import EndpointClient
 from .config import ENV_VARS, WorkshopConfig, default_path
-from .errors import WorkshopError
+from .errors import InvalidInput
 from .models import embedded_gguf_path
 from .steps import Workshop
 from . import demo, examples, steps
@@ -45,7 +45,7 @@ ENDPOINT_NAME_FIELDS = {"standard": "standard_endpoint_name", "decision-cpu": "c
                         "decision-gpu": "gpu_endpoint_name"}
 
 
-class CommandError(WorkshopError, ValueError):
+class CommandError(InvalidInput):
     """Flags that do not fit together, or a setting the command needs and nobody gave."""
 
 

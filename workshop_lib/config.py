@@ -31,7 +31,7 @@ from typing import Callable, Mapping
 
 from botocore.exceptions import BotoCoreError
 
-from .errors import WorkshopError
+from .errors import InvalidInput
 from . import names
 
 MODES = ("aws", "local")
@@ -65,7 +65,7 @@ MAX_ENDPOINT_TTL_HOURS = 168
 # ---- what a setting's value must be, and the errors it raises -------------------------------------
 
 
-class ConfigError(WorkshopError, ValueError):
+class ConfigError(InvalidInput):
     """A configuration value the workshop cannot use."""
     def __init__(self, message: str, problems: list[ConfigError] | None = None):
         super().__init__(message)

@@ -27,7 +27,7 @@ from typing import Iterable, Sequence
 from . import api
 from .. import names
 from .endpoints import VARIANT_NAME, check_tags, workshop_tags
-from ..errors import WorkshopError
+from ..errors import InvalidInput
 
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"
 # The adapter's embedded metric format lines, as container/decision_adapter/metrics.py writes them (the
@@ -45,7 +45,7 @@ PERIOD_S = 60
 MAX_ROLLBACK_ALARMS = 10  # UpdateEndpoint's AutoRollbackConfiguration takes at most 10
 
 
-class AlarmSpecError(WorkshopError, ValueError):
+class AlarmSpecError(InvalidInput):
     """An alarm setting CloudWatch would refuse; the message names it and the allowed values."""
 
 

@@ -16,12 +16,12 @@ from botocore.config import Config
 from botocore.exceptions import ParamValidationError
 from botocore.validate import ParamValidator
 
-from ..errors import WorkshopError
+from ..errors import InvalidInput
 from ..names import operation_model
 
 
 
-class InvalidRequest(WorkshopError, ValueError):
+class InvalidRequest(InvalidInput):
     """A request dict that botocore's service model rejects."""
 
 

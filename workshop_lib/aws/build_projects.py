@@ -19,7 +19,7 @@ from typing import Mapping
 from . import api
 from .. import names
 from .images import ImageRef, InvalidImageUri, dlc_account, dlc_pin, parse_image_uri, require_pinned
-from ..errors import WorkshopError
+from ..errors import AwsFailure, InvalidInput
 from ..models import ModelSpec
 from ..packaging import MANIFEST_NAME
 
@@ -54,11 +54,11 @@ _HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 _PATTERN = re.compile(r"[A-Za-z0-9_.*?-]+")
 
 
-class BuildError(WorkshopError, RuntimeError):
+class BuildError(AwsFailure):
     """A CodeBuild or ECR step did not end as the workshop needs."""
 
 
-class BuildSpecError(WorkshopError, ValueError):
+class BuildSpecError(InvalidInput):
     """Inputs for a build that CodeBuild, ECR or the buildspec would reject."""
 
 

@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping
 from botocore.exceptions import ClientError
 
 from ..config import check_capture_percent
-from ..errors import WorkshopError
+from ..errors import InvalidInput
 from .. import names
 from . import api
 
@@ -46,7 +46,7 @@ MODES = {"endpointInput": "INPUT", "endpointOutput": "OUTPUT"}
 log = logging.getLogger(__name__)
 
 
-class CaptureError(WorkshopError, ValueError):
+class CaptureError(InvalidInput):
     """A capture setting or record the workshop cannot use."""
 
 

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from . import endpoints
 from ..config import DEPLOY_PATHS
-from ..errors import WorkshopError
+from ..errors import InvalidInput
 
 # Settings only an ordered-pool GPU deploy takes; n_gpu_layers is also the standard DLC's (on a GPU type).
 GPU_ONLY = ("instance_pools", "provision_timeout_s")
@@ -22,7 +22,7 @@ _BUILDERS = {"standard": endpoints.standard_plan, "decision-cpu": endpoints.deci
              "decision-gpu": endpoints.decision_gpu_plan}
 
 
-class DeploySpecError(WorkshopError, ValueError):
+class DeploySpecError(InvalidInput):
     """A deploy specification that names an unknown path or a setting its path does not take."""
 
 

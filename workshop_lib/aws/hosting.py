@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 from botocore.exceptions import ClientError
 
-from ..errors import WorkshopError
+from ..errors import AwsFailure, WorkshopTimeout
 from .buckets import check_bucket_region
 from .endpoints import DeployPlan
 from .images import check_deployable, require_pinned
@@ -26,7 +26,7 @@ from .. import names
 from . import api
 
 
-class DeployError(WorkshopError, RuntimeError):
+class DeployError(AwsFailure):
     """SageMaker refused a request; the message says what to do."""
 
 
@@ -38,7 +38,7 @@ class AlreadyExists(DeployError):
     pass
 
 
-class EndpointFailed(WorkshopError, RuntimeError):
+class EndpointFailed(AwsFailure):
     def __init__(self, message: str, *, endpoint_name: str, status: str, reason: str = "",
                  log_lines: Sequence[str] = ()):
         super().__init__(message)
@@ -48,7 +48,7 @@ class EndpointFailed(WorkshopError, RuntimeError):
         self.log_lines = list(log_lines)
 
 
-class EndpointWaitTimeout(WorkshopError, TimeoutError):
+class EndpointWaitTimeout(WorkshopTimeout):
     pass
 
 

@@ -15,14 +15,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ..errors import WorkshopError
+from ..errors import InvalidInput
 
 VERSION = "2012-10-17"
 # IAM's quota for a customer managed policy, counted without whitespace.
 MANAGED_POLICY_MAX_CHARS = 6144
 
 
-class PolicyError(WorkshopError, ValueError):
+class PolicyError(InvalidInput):
     """A policy the workshop cannot build, or a document IAM would reject."""
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from botocore.exceptions import ClientError
 
-from ..errors import WorkshopError
+from ..errors import InvalidInput
 from .. import names
 
 DEFAULT_DLC_ACCOUNT = "763104351884"
@@ -90,7 +90,7 @@ DLC_PINS = {
 REGIONAL_DLC_PINS: dict[str, dict[str, DlcPin]] = {}
 
 
-class ImageError(WorkshopError, ValueError):
+class ImageError(InvalidInput):
     """An image reference the workshop cannot deploy."""
 
 

@@ -9,10 +9,10 @@ from functools import lru_cache
 from typing import Sequence
 
 from . import api
-from ..errors import WorkshopError
+from ..errors import InvalidInput
 
 
-class EndpointSpecError(WorkshopError, ValueError):
+class EndpointSpecError(InvalidInput):
     """A deployment request SageMaker would reject, caught before sending it."""
 
 

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 
 from botocore.exceptions import ClientError
 
-from ..errors import WorkshopError
+from ..errors import AwsFailure
 from .iam import check_policy_document, minified
 from .policies import (SCHEDULER_ROLE_NAME, SCHEDULE_GROUP, delete_endpoint_target, schedule_arn, schedule_name,
                        scheduler_role_arn, scheduler_role_policy, scheduler_trust_policy)
@@ -40,7 +40,7 @@ DELETED, ALREADY_GONE, LEFT_ALONE = "deleted", "already gone", "left alone"
 PRINCIPAL = "endpoint-deadline-role"
 
 
-class SpendGuardError(WorkshopError, RuntimeError):
+class SpendGuardError(AwsFailure):
     """A deadline that could not be set, moved or read; the message says what to do instead."""
 
 

@@ -23,7 +23,7 @@ from typing import Iterable, Mapping
 from botocore.exceptions import ClientError
 
 from ..config import check_resource_name
-from ..errors import WorkshopError
+from ..errors import AwsFailure
 from ..names import TAG_WORKSHOP, WORKSHOP_TAGS
 from .endpoints import is_version
 from . import alarms, api, spend_guard
@@ -33,7 +33,7 @@ ALREADY_GONE = "already gone"
 KEPT = "kept"  # exists, but is not the workshop's (or its tags could not be read)
 
 
-class CleanupError(WorkshopError, RuntimeError):
+class CleanupError(AwsFailure):
     pass
 
 

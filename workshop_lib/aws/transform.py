@@ -19,14 +19,14 @@ from .endpoints import DECISION_CPU_INSTANCE, EndpointSpecError, _in_range, chec
 from .hosting import _send
 from .instance_types import _check_choice, _enum
 
-from ..errors import WorkshopError
+from ..errors import AwsFailure, InvalidInput
 
 
-class TransformFailed(WorkshopError, RuntimeError):
+class TransformFailed(AwsFailure):
     pass
 
 
-class TransformOutputMismatch(WorkshopError, ValueError):
+class TransformOutputMismatch(InvalidInput):
     pass
 
 

@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 from botocore.exceptions import WaiterError
 
 from ..config import check_resource_name
-from ..errors import WorkshopError
+from ..errors import AwsFailure, InvalidInput
 from .deploy_spec import DeploySpec, ENDPOINT_NAME_ENV, plan_for
 from .endpoints import DeployPlan, endpoint_request, is_version, version_name
 from .images import check_deployable
@@ -39,11 +39,11 @@ MAX_EXECUTION_S = 3600     # the whole rollout, after which SageMaker rolls back
 CANARY_PERCENT = 50        # at most half the fleet takes the canary's traffic
 
 
-class UpdateSpecError(WorkshopError, ValueError):
+class UpdateSpecError(InvalidInput):
     """An update setting SageMaker would refuse; the message names it and what to use."""
 
 
-class UpdateFailed(WorkshopError, RuntimeError):
+class UpdateFailed(AwsFailure):
     """The endpoint failed during the update, or the rollout did not end in time."""
 
 

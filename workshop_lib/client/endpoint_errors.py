@@ -7,41 +7,7 @@ import json
 import time
 from email.utils import parsedate_to_datetime
 
-from ..errors import WorkshopError
-
-
-class EndpointError(WorkshopError):
-    """An invocation that did not produce a usable answer."""
-
-    hint = ""
-
-    def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
-                 field: str | None = None, endpoint: str | None = None, retry_after: float | None = None,
-                 body: str | None = None, log_stream_arn: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.code = code
-        self.field = field
-        self.endpoint = endpoint
-        self.retry_after = retry_after
-        self.body = body
-        self.log_stream_arn = log_stream_arn
-        self.attempts = 1
-
-    def __str__(self) -> str:
-        where = f"{self.endpoint}: " if self.endpoint else ""
-        status = " ".join(str(p) for p in (self.status, self.code) if p is not None)
-        text = f"{where}{status + ': ' if status else ''}{self.message}"
-        if self.field:
-            text += f" (field: {self.field})"
-        if self.attempts > 1:
-            text += f" (gave up after {self.attempts} attempts)"
-        if self.hint:
-            text += f". {self.hint}"
-        if self.log_stream_arn:
-            text += f" Container log stream: {self.log_stream_arn}"
-        return text
+from ..errors import EndpointError
 
 
 class BadRequest(EndpointError):

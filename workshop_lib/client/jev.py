@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..errors import WorkshopError
+from ..errors import InvalidInput
 
 DEFAULT_MODEL = "jev-latest"
 QUESTION_TYPES = ("noul", "choice", "score")
@@ -32,7 +32,7 @@ MIN_LEVELS, MAX_LEVELS = 2, 10
 SUM_TOLERANCE = 1e-3
 
 
-class SystemOneFormatError(WorkshopError, ValueError):
+class SystemOneFormatError(InvalidInput):
     """A System One reply that does not answer the request it was sent for."""
 
 

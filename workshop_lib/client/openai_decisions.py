@@ -22,13 +22,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..errors import WorkshopError
+from ..errors import InvalidInput
 
 DEFAULT_MODEL = "jev-latest"
 SUM_TOLERANCE = 1e-3
 
 
-class DecisionsFormatError(WorkshopError, ValueError):
+class DecisionsFormatError(InvalidInput):
     """An OpenAI Decisions reply that does not answer the request it was sent for."""
 
 

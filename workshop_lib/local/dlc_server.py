@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..errors import WorkshopError
+from ..errors import InvalidInput
 from .processes import ServerProcess, free_port
 
 PREFIX = "SM_LLAMA_CPP_"
@@ -56,7 +56,7 @@ NOT_REPRODUCED = ("the DLC image itself: its /usr/bin/serve (its documented rule
                   "Linux 2023; this checkout's llama-server ran behind nginx in its place")
 
 
-class LauncherError(WorkshopError, ValueError):
+class LauncherError(InvalidInput):
     """The DLC's rules cannot start llama-server from these settings; the message says which and why."""
 
 

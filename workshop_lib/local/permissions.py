@@ -39,7 +39,7 @@ from ..aws import iam, managed_policies, policies
 from ..aws.images import parse_image_uri
 from ..aws.policies import CODEBUILD, OPERATOR, SAGEMAKER
 from ..config import LOCAL_ROLE_ARN
-from ..errors import WorkshopError
+from ..errors import InvalidInput
 from .. import names
 
 
@@ -53,7 +53,7 @@ PERSONA_ENV = "WORKSHOP_PERSONA"
 ATTACHED_FILE = "attached-policies.json"  # beside the call log: what the persona's role carries so far
 
 
-class PersonaError(WorkshopError, ValueError):
+class PersonaError(InvalidInput):
     """WORKSHOP_PERSONA names no persona."""
 
 
