@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workshop_lib import dlc_server
+from workshop_lib.local import dlc_server
 from workshop_lib.local import ServerProcess
 
 

@@ -30,7 +30,7 @@ if _OWN_DIR:
 
 
 def _stop_everything() -> None:
-    from workshop_lib import rehearsal
+    from workshop_lib.local import rehearsal
 
     stopped = rehearsal.default().stop_all()
     if stopped:

@@ -1,26 +1,22 @@
-"""The workshop's client side: configuration, packaging, images, endpoints,
-invocation, local rehearsal, benchmark and cleanup.
+"""The workshop's client side: configuration, the flows against AWS, their local stand-ins, the
+endpoint client, the benchmark, and the notebooks' steps.
 
-It runs where the participant sits (SageMaker Studio, a laptop, CI) and reaches
-the decision adapter only over HTTP; it never imports the adapter's code.
+It runs where the participant sits (SageMaker Studio, a laptop, CI) and reaches the decision adapter
+only over HTTP; it never imports the adapter's code.
 
-From the notebooks down:
+By concern, from the bottom up (a module imports only from its own layer or the ones below):
 
-* ``steps`` (one module per notebook) and ``cli`` / ``cli_commands`` (one command per step): every
-  step takes one ``steps.Workshop`` (config, the mode chosen when it loads, outputs); ``widgets``
-  holds the notebooks' input widgets;
-* the mode (``modes``): AWS or the local rehearsal supplies the clients, the build runner and the
-  hosting; what only AWS can do is a parameter of the flows, and ``stand_ins`` does it locally;
-* the flows against AWS: ``build_requests`` / ``builds`` (CodeBuild, ECR), ``deploy_spec`` (one
-  deploy, specified once), ``endpoints`` (the request builders and plans), ``hosting`` (sending,
-  waiting, logs), ``instance_types``, ``images``, ``cleanup``, ``scaling``, ``transform``,
-  ``policies`` (the IAM documents) and ``iam`` (IAM's grammar and an offline evaluator);
-* the local rehearsal: ``rehearsal`` (the registry of local processes), ``local``, ``dlc_server``,
-  ``permissions`` (every call recorded and audited against the policies);
-* plumbing: ``config`` and ``config_checks``, ``names`` (every naming rule), ``aws`` (the one client
-  factory, request validation), ``errors``, ``models``, ``packaging``;
-* the caller's side of an endpoint: ``client`` (with ``transport`` and ``endpoint_errors``),
-  ``decisions``, ``display``, ``bench``.
+1. ``errors`` (the one base ``WorkshopError`` and the kinds callers tell apart), then ``config``
+   (``WorkshopConfig``, each setting declared once), ``names`` (every naming rule), ``models`` (the
+   pinned and embedded models) and ``packaging`` (``model.tar.gz`` and its manifest);
+2. ``aws/``: what runs against AWS: the request builders, the IAM policies and the flows that send
+   them; ``client/``: the caller's side of an endpoint (``EndpointClient``, its transports and errors,
+   the Jev and OpenAI Decisions helpers, ``policy``), which uses only ``aws.api``'s client factory;
+3. ``local/``: what stands in for AWS on this machine (the emulator, the local endpoints and their
+   registry, the stand-ins, the permission audit, and the choice of mode); ``bench/``: the benchmark;
+4. ``display`` and ``examples``; ``steps/`` (one module per notebook), on top of everything above;
+5. ``widgets`` (the notebooks' input widgets), ``demo`` and the command line (``cli``,
+   ``cli_commands``: one command per step).
 """
 
 __version__ = "0.1.0"

@@ -27,14 +27,14 @@ import sys
 
 from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
 
+from .aws import endpoints
+from .cli_commands import (EXAMPLE_BUCKET, cmd_alarms, cmd_audit, cmd_bench, cmd_build_image, cmd_calibrate,
+                           cmd_captured, cmd_check, cmd_cleanup, cmd_codebuild_role, cmd_config, cmd_deadline,
+                           cmd_delete_alarms, cmd_delete_artifacts, cmd_delete_builds, cmd_delete_codebuild_role,
+                           cmd_delete_deadline_role, cmd_demo, cmd_deploy, cmd_deploy_standard, cmd_extend,
+                           cmd_invoke, cmd_invoke_standard, cmd_package_model, cmd_placement, cmd_resolve_image,
+                           cmd_running, cmd_serve, cmd_setup, cmd_stop_local, cmd_update, cmd_verify_package)
 from .errors import WorkshopError
-from .cli_commands import (EXAMPLE_BUCKET, cmd_alarms, cmd_delete_alarms, cmd_update, cmd_audit, cmd_bench, cmd_build_image, cmd_calibrate, cmd_captured,
-                          cmd_check, cmd_cleanup,
-                          cmd_codebuild_role, cmd_config, cmd_deadline, cmd_delete_artifacts, cmd_delete_builds,
-                          cmd_delete_codebuild_role, cmd_delete_deadline_role, cmd_demo, cmd_deploy,
-                          cmd_deploy_standard, cmd_extend, cmd_invoke, cmd_invoke_standard, cmd_package_model,
-                          cmd_placement, cmd_resolve_image, cmd_running, cmd_serve, cmd_setup, cmd_stop_local,
-                          cmd_verify_package)
 
 # -- commands -------------------------------------------------------------------
 
@@ -95,8 +95,6 @@ def _task_flags(parser, *, out: str, tasks: bool = True,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import endpoints
-
     parser = argparse.ArgumentParser(
         prog="python -m workshop_lib",
         description="Deploy llama.cpp decision models on Amazon SageMaker AI, or rehearse locally: the notebooks' "

@@ -13,8 +13,18 @@ import os
 import sys
 from pathlib import Path
 
-
-from .errors import WorkshopError
+from .aws import capture, endpoints, images
+from .aws.codebuild import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
+from .bench import load_comparison, run_benchmark
+from .bench.logprobs import url_client
+from .bench.profiles import describe, write_document
+from .bench.served import calibrate
+from .client.endpoint import EndpointClient
+from .config import ENV_VARS, WorkshopConfig, default_path
+from .errors import InvalidInput
+from .models import embedded_gguf_path
+from .steps import Workshop
+from . import demo, examples, steps
 
 
 EXAMPLE_BUCKET = "amzn-s3-demo-semif-artifacts"
@@ -35,7 +45,7 @@ ENDPOINT_NAME_FIELDS = {"standard": "standard_endpoint_name", "decision-cpu": "c
                         "decision-gpu": "gpu_endpoint_name"}
 
 
-class CommandError(WorkshopError, ValueError):
+class CommandError(InvalidInput):
     """Flags that do not fit together, or a setting the command needs and nobody gave."""
 
 
@@ -49,9 +59,6 @@ def workshop_for(args, *, deploy_path: str | None = None, check: bool = True):
     flags given over the ``WORKSHOP_*`` variables (so they also decide the mode and its local
     placeholders), and ``--name`` as the endpoint name of ``deploy_path``. The command's own path, if it
     has one, is the config's deploy path for this run: asking for it is choosing it."""
-    from .config import ENV_VARS, WorkshopConfig
-    from .steps import Workshop
-
     env = dict(os.environ)
     for dest, field in CONFIG_FLAGS.items():
         if getattr(args, dest, None) is not None:
@@ -76,8 +83,6 @@ def _show(result) -> int:
 
 
 def cmd_demo(args) -> int:
-    from . import demo, steps
-
     status = demo.run(args.work_dir)
     if status or args.adapter_only:
         return status
@@ -86,35 +91,25 @@ def cmd_demo(args) -> int:
 
 
 def cmd_config(args) -> int:
-    from . import steps
-
     workshop = workshop_for(args, check=False)
     return _show(f"{steps.show_config(workshop)}\nconfig file: {workshop.path}")
 
 
 def cmd_check(args) -> int:
-    from . import steps
-
     checks = steps.check_environment(workshop_for(args, check=False))
     print(checks)
     return 0 if checks.ok else 1
 
 
 def cmd_setup(args) -> int:
-    from . import steps
-
     return _show(steps.setup(workshop_for(args), **_given(deploy_path=args.deploy_path), reset=args.reset))
 
 
 def cmd_codebuild_role(args) -> int:
-    from . import steps
-
     return _show(steps.ensure_codebuild_role(workshop_for(args)))
 
 
 def cmd_package_model(args) -> int:
-    from . import steps
-
     workshop = workshop_for(args)
     if args.model_s3_uri:  # refused before anything is created: the CodeBuild role writes only the model folder
         workshop.config.check_model_uri(args.model_s3_uri, "--model-s3-uri")
@@ -122,15 +117,11 @@ def cmd_package_model(args) -> int:
 
 
 def cmd_verify_package(args) -> int:
-    from . import steps
-
     return _show(steps.verify_package(workshop_for(args), args.model_data_url))
 
 
 def cmd_resolve_image(args) -> int:
     """The digest alone on stdout (for ``$(...)``); what was resolved, and how, on stderr."""
-    from . import images, steps
-
     workshop = workshop_for(args)
     if args.image_uri:
         return _show(images.resolve_digest(workshop.clients.ecr, args.image_uri))
@@ -140,8 +131,6 @@ def cmd_resolve_image(args) -> int:
 
 
 def cmd_build_image(args) -> int:
-    from . import steps
-
     variant = "gpu" if args.dockerfile == "Dockerfile.gpu" else args.variant
     if args.dockerfile == "Dockerfile" and variant == "gpu":
         raise CommandError("--dockerfile Dockerfile is the CPU image; the GPU one is Dockerfile.gpu (--variant gpu)")
@@ -153,8 +142,6 @@ def cmd_build_image(args) -> int:
 def _deploy(args, path: str, **settings) -> int:
     """Deploy the spec the flags give with the step the notebooks call, or with --dry-run print the
     requests it would send (``steps.deploy_plan``, which sends, prints and writes nothing) and send nothing."""
-    from . import steps
-
     spec = steps.DeploySpec.of(path, image_uri=args.image_uri, model_data_url=args.model_data_url,
                                **_given(startup_timeout_s=args.startup_timeout, download_timeout_s=args.download_timeout,
                                         ctx_size=args.ctx_size, threads=args.threads, **settings))
@@ -174,8 +161,6 @@ def cmd_deploy_standard(args) -> int:
 
 def cmd_deploy(args) -> int:
     """The sample's deploy_endpoint.py: a CPU type, one GPU type, or ordered GPU pools."""
-    from . import endpoints
-
     pools = args.instance_pool or ([args.instance_type] if args.instance_type and
                                    endpoints.is_gpu_instance(args.instance_type) else None)
     if pools:
@@ -189,22 +174,16 @@ def cmd_deploy(args) -> int:
 
 
 def cmd_extend(args) -> int:
-    from . import steps
-
     result = steps.extend_deadline(workshop_for(args), args.name, args.hours)
     print(result)
     return 0 if result.ok else 1
 
 
 def cmd_deadline(args) -> int:
-    from . import steps
-
     return _show(steps.deadline_text(workshop_for(args), args.name))
 
 
 def cmd_alarms(args) -> int:
-    from . import steps
-
     workshop = workshop_for(args)
     print(steps.put_alarms(workshop, args.name, **_given(latency_p95_ms=args.latency_p95_ms,
                                                           errors_5xx=args.errors_5xx)))
@@ -212,8 +191,6 @@ def cmd_alarms(args) -> int:
 
 
 def cmd_update(args) -> int:
-    from . import steps
-
     result = steps.update_endpoint(workshop_for(args), args.name, model_data_url=args.model_data_url,
                                    image_uri=args.image_uri, bake_s=args.bake, ctx_size=args.ctx_size,
                                    threads=args.threads, dry_run=args.dry_run, **_given(routing=args.routing))
@@ -222,23 +199,16 @@ def cmd_update(args) -> int:
 
 
 def cmd_delete_alarms(args) -> int:
-    from . import steps
-
     return _show(steps.delete_alarms(workshop_for(args), args.name))
 
 
 def cmd_placement(args) -> int:
-    from . import steps
-
     return _show(steps.placement(workshop_for(args), args.name))
 
 
 def _endpoint_client(args, default_name):
     """A client for --url (a local adapter: no config needed), else for the named endpoint, by default
     ``default_name(workshop)``, through the step the notebooks use (SageMaker or the local rehearsal)."""
-    from . import steps
-    from .client import EndpointClient
-
     if args.url:
         return EndpointClient.local(args.url)
     workshop = workshop_for(args)
@@ -246,8 +216,6 @@ def _endpoint_client(args, default_name):
 
 
 def cmd_invoke_standard(args) -> int:
-    from . import examples
-
     messages = [{"role": "user", "content": args.message}] if args.message else examples.CHAT["messages"]
     client = _endpoint_client(args, lambda workshop: workshop.config.standard_endpoint_name)
     result = client.chat(messages, max_tokens=args.max_tokens or examples.CHAT["max_tokens"])
@@ -266,8 +234,6 @@ def _request_file(path: str):
 
 
 def cmd_invoke(args) -> int:
-    from . import examples, steps
-
     body = _request_file(args.request) if args.request else examples.SUPPORT_ROUTE
     decisions = _endpoint_client(args, steps.decision_endpoint).decide_any(body)
     for d in decisions:
@@ -278,14 +244,8 @@ def cmd_invoke(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from . import steps
-    from .bench import load_comparison, run_benchmark
-    from .config import default_path
-
     standard = None
     if "logprobs" in (args.baseline or ()):
-        from .bench.logprobs import url_client
-
         if not args.standard_url and args.url:
             raise SystemExit("error: --baseline logprobs asks the standard endpoint (llama-server); with --url give "
                              "its URL too: --standard-url http://127.0.0.1:PORT/v1/chat/completions")
@@ -310,11 +270,6 @@ def cmd_bench(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from . import steps
-    from .bench.profiles import describe, write_document
-    from .bench.served import calibrate
-    from .config import default_path
-
     client = None if args.run else _endpoint_client(args, steps.decision_endpoint)
     doc = calibrate(client, args.tasks, run=args.run, progress=not args.no_progress,
                     **_given(order=args.order, limit=args.limit))
@@ -325,8 +280,6 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_captured(args) -> int:
-    from . import capture, steps
-
     workshop = workshop_for(args)
     name = args.name or steps.decision_endpoint(workshop)
     clients = workshop.clients
@@ -340,8 +293,6 @@ def cmd_captured(args) -> int:
 
 
 def cmd_cleanup(args) -> int:
-    from . import steps
-
     workshop = workshop_for(args)
     c = workshop.config
     names = args.name or (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name)
@@ -349,48 +300,33 @@ def cmd_cleanup(args) -> int:
 
 
 def cmd_delete_builds(args) -> int:
-    from . import steps
-    from .builds import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
-
     workshop = workshop_for(args)
     return _show(steps.delete_build_resources(workshop, [MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT],
                                               workshop.config.ecr_repository))
 
 
 def cmd_delete_codebuild_role(args) -> int:
-    from . import steps
-
     return _show(steps.delete_codebuild_role(workshop_for(args)))
 
 
 def cmd_delete_deadline_role(args) -> int:
-    from . import steps
-
     return _show(steps.delete_deadline_role(workshop_for(args)))
 
 
 def cmd_delete_artifacts(args) -> int:
-    from . import steps
-
     workshop = workshop_for(args)
     return _show(steps.delete_artifacts(workshop, workshop.config.s3_uri(), delete_bucket=args.delete_bucket))
 
 
 def cmd_running(args) -> int:
-    from . import steps
-
     return _show(steps.running_endpoints(workshop_for(args)))
 
 
 def cmd_audit(args) -> int:
-    from . import steps
-
     return _show(steps.audit_permissions(workshop_for(args)))
 
 
 def cmd_stop_local(args) -> int:
-    from . import steps
-
     return _show(steps.stop_local(workshop_for(args, check=False)))
 
 
@@ -398,8 +334,6 @@ def cmd_serve(args) -> int:
     """The real adapter in the foreground (its own process: the client side never imports the server)."""
     import signal
     import subprocess
-
-    from .models import embedded_gguf_path
 
     command = [sys.executable, "-m", "decision_adapter.serve", "--host", args.host, "--port", str(args.port)]
     if args.model_dir:

@@ -13,22 +13,26 @@ AWS credentials are configured at all; otherwise ``aws``. Credentials that are c
 fail (a missing profile, an expired SSO session) are an error naming the profile, never a
 quiet switch to local.
 
-The checks raise typed exceptions whose message says what to change. Name patterns
-are read from botocore's SageMaker service model, so they follow the real API.
+Each setting is declared once, in ``WorkshopConfig``: its default, the environment variable that sets
+it, what it is for and the check its value passes. The checks raise ``ConfigError`` (a ``ValueError``)
+whose message names the setting and what to put there instead; name patterns are read from
+botocore's service models, so they follow the real API.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, fields, replace
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+from functools import lru_cache
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
-from .config_checks import (DEFAULT_ECR_REPOSITORY, DEFAULT_ENDPOINT_TTL_HOURS, ENV_VARS, ConfigError,
-                            CredentialsBroken, MissingSetting, OutsideWorkshopPrefix, check_bucket_name,
-                           check_ecr_repository_name, check_prefix, check_region, check_resource_name,
-                           check_role_arn, check_ttl_hours, check_capture_percent)
+from botocore.exceptions import BotoCoreError
+
+from .errors import InvalidInput
+from . import names
 
 MODES = ("aws", "local")
 DEPLOY_PATHS = ("standard", "decision-cpu", "decision-gpu")
@@ -49,24 +53,265 @@ MODEL_FOLDER = "model"
 
 _STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")
 
+# The workshop's ECR repository: its name contains "sagemaker", the pattern AmazonSageMakerFullAccess
+# allows ECR writes on.
+DEFAULT_ECR_REPOSITORY = "sagemaker-decision-workshop"
+# Every endpoint the workshop creates is deleted by a schedule after this many hours (spend_guard);
+# "0" turns the deadline off. Notebook 00 saves the choice; `workshop extend` moves one deadline.
+DEFAULT_ENDPOINT_TTL_HOURS = "4"
+MAX_ENDPOINT_TTL_HOURS = 168
 
+
+# ---- what a setting's value must be, and the errors it raises -------------------------------------
+
+
+class ConfigError(InvalidInput):
+    """A configuration value the workshop cannot use."""
+    def __init__(self, message: str, problems: list[ConfigError] | None = None):
+        super().__init__(message)
+        self.problems = problems or [self]
+
+
+class MissingSetting(ConfigError):
+    pass
+
+
+class InvalidRegion(ConfigError):
+    pass
+
+
+class InvalidRoleArn(ConfigError):
+    pass
+
+
+class InvalidResourceName(ConfigError):
+    pass
+
+
+class InvalidBucketName(ConfigError):
+    pass
+
+
+class BucketNotFound(ConfigError):
+    pass
+
+
+class CredentialsBroken(ConfigError):
+    """AWS credentials are configured but cannot be read; the mode is never guessed around it."""
+
+
+class BucketRegionMismatch(ConfigError):
+    pass
+
+
+class OutsideWorkshopPrefix(ConfigError):
+    """An S3 URI the workshop's roles may not write or read: outside ``s3://<bucket>/<prefix>/model/``."""
+
+
+_REGION = re.compile(r"[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+")
+
+
+def check_region(region: str) -> str:
+    if not _REGION.fullmatch(region or ""):
+        raise InvalidRegion(
+            f"region {region!r} does not look like an AWS region (e.g. us-east-1); "
+            f"set {ENV_VARS['region']} or AWS_REGION"
+        )
+    return region
+
+
+@lru_cache(maxsize=None)
+def _sagemaker_constraints(shape_path: tuple[str, ...]) -> tuple[re.Pattern, int]:
+    """(compiled pattern, max length) of a SageMaker request member, read from botocore."""
+    pattern, max_len = names.service_rule("sagemaker", *shape_path)
+    return pattern, max_len or 63
+
+
+_NAME_SHAPES = {
+    "endpoint": ("CreateEndpoint", "EndpointName"),
+    "endpoint config": ("CreateEndpointConfig", "EndpointConfigName"),
+    "model": ("CreateModel", "ModelName"),
+    "transform job": ("CreateTransformJob", "TransformJobName"),
+}
+
+
+def suggest_name(name: str, max_len: int = 63) -> str:
+    """A name SageMaker accepts that stays close to ``name`` (underscores, dots, spaces -> hyphens)."""
+    cleaned = re.sub(r"[^a-zA-Z0-9-]+", "-", name)
+    cleaned = re.sub(r"-{2,}", "-", cleaned).strip("-")
+    return cleaned[:max_len].rstrip("-") or "workshop"
+
+
+def check_resource_name(name: str, kind: str = "endpoint") -> str:
+    """Raise InvalidResourceName unless SageMaker accepts ``name`` for this kind of resource."""
+    if kind not in _NAME_SHAPES:
+        raise ValueError(f"kind must be one of {sorted(_NAME_SHAPES)}")
+    pattern, max_len = _sagemaker_constraints(_NAME_SHAPES[kind])
+    if not name:
+        raise InvalidResourceName(f"the {kind} name is empty; pass a name such as 'decision-workshop'")
+    if len(name) > max_len:
+        raise InvalidResourceName(
+            f"{kind} name {name!r} has {len(name)} characters; SageMaker allows at most {max_len} "
+            f"(try {suggest_name(name, max_len)!r})"
+        )
+    if not pattern.fullmatch(name):
+        raise InvalidResourceName(
+            f"{kind} name {name!r} is not accepted by SageMaker: use letters, digits and hyphens, "
+            f"starting and ending with a letter or digit (try {suggest_name(name, max_len)!r})"
+        )
+    return name
+
+
+_ASSUMED_ROLE = re.compile(r"arn:(aws[a-z\-]*):sts::(\d{12}):assumed-role/([^/]+)/.+")
+
+
+def check_role_arn(arn: str, what: str = "SageMaker execution role") -> str:
+    """Raise InvalidRoleArn unless ``arn`` is an IAM role ARN (the pattern SageMaker enforces)."""
+    arn = arn or ""
+    pattern, max_len = _sagemaker_constraints(("CreateModel", "ExecutionRoleArn"))
+    if pattern.fullmatch(arn) and len(arn) <= max_len:
+        return arn
+    assumed = _ASSUMED_ROLE.fullmatch(arn)
+    if assumed:
+        partition, account, role = assumed.groups()
+        hint = (f"this is an STS session ARN, not the role; use the role's ARN, probably "
+                f"'arn:{partition}:iam::{account}:role/{role}' (check its path in the IAM console)")
+    elif ":user/" in arn:
+        hint = "this is an IAM user, not a role; create or pick a role that SageMaker can assume"
+    elif not arn:
+        hint = "it is empty"
+    else:
+        hint = "expected arn:aws:iam::<12-digit account>:role/<name>"
+    raise InvalidRoleArn(f"{what} ARN {arn!r} is not valid: {hint}")
+
+
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_IP_ADDRESS = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
+_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+
+
+def check_bucket_name(bucket: str) -> str:
+    """Raise InvalidBucketName unless ``bucket`` follows the S3 general-purpose bucket rules."""
+    bucket = bucket or ""
+    problem = None
+    if not 3 <= len(bucket) <= 63:
+        problem = f"it has {len(bucket)} characters; use 3 to 63"
+    elif bucket != bucket.lower():
+        problem = "it has upper-case letters; use lower case"
+    elif not _BUCKET.fullmatch(bucket):
+        problem = "use lower-case letters, digits, hyphens and dots, starting and ending with a letter or digit"
+    elif ".." in bucket or ".-" in bucket or "-." in bucket:
+        problem = "dots must not be next to another dot or a hyphen"
+    elif _IP_ADDRESS.fullmatch(bucket):
+        problem = "it must not look like an IP address"
+    elif bucket.startswith(_RESERVED_PREFIXES) or bucket.endswith(_RESERVED_SUFFIXES):
+        problem = ("it uses a prefix or suffix S3 reserves (amzn-s3-demo- is for documentation examples); "
+                   "pick your own, e.g. 'decision-workshop-<account id>-<region>'")
+    if problem:
+        raise InvalidBucketName(f"bucket name {bucket!r} is not valid: {problem}")
+    return bucket
+
+
+_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*")
+
+
+def check_prefix(prefix: str) -> str:
+    """The workshop's S3 folder: plain path segments. It ends up in IAM resource ARNs, where ``*``, ``?``
+    and ``$`` would widen the grant (a prefix of ``*`` would cover the whole bucket)."""
+    cleaned = (prefix or "").strip("/")
+    if not (cleaned and len(cleaned) <= 200 and _PREFIX.fullmatch(cleaned) and ".." not in cleaned):
+        raise ConfigError(
+            f"prefix {prefix!r} is not a plain S3 folder: use letters, digits and . _ - in segments separated "
+            f"by /, e.g. 'decision-workshop' (set {ENV_VARS['prefix']}); no wildcards, it scopes the IAM policies")
+    return prefix
+
+
+def check_ecr_repository_name(name: str) -> str:
+    if not names.is_ecr_repository(name):
+        raise ConfigError(
+            f"ECR repository name {name!r} is not valid: use lower-case letters, digits and . _ - / "
+            f"(2 to 256 characters), e.g. {DEFAULT_ECR_REPOSITORY!r}"
+        )
+    return name
+
+
+def check_ttl_hours(value: str | float) -> float:
+    """Hours an endpoint lives before its deadline deletes it: 0 (no deadline) or 0.25 to 168."""
+    try:
+        hours = float(value)
+    except (TypeError, ValueError):
+        hours = -1.0
+    if hours != 0 and not 0.25 <= hours <= MAX_ENDPOINT_TTL_HOURS:
+        raise ConfigError(
+            f"endpoint_ttl_hours {value!r} is not a number of hours between 0.25 and {MAX_ENDPOINT_TTL_HOURS} "
+            f"(or 0 for no deadline); set {ENV_VARS['endpoint_ttl_hours']}, e.g. {DEFAULT_ENDPOINT_TTL_HOURS}")
+    return hours
+
+
+def check_capture_percent(value: str | int) -> int:
+    """The share of a decision endpoint's invocations SageMaker's data capture records: 0 (none) to 100."""
+    text = str(value).strip()
+    if not text.isdigit() or not 0 <= int(text) <= 100:
+        raise ConfigError(f"capture_percent {value!r} is not a whole percentage between 0 and 100 (0: capture "
+                          f"nothing); set {ENV_VARS['capture_percent']}, e.g. 100")
+    return int(text)
+
+
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ConfigError(f"mode {mode!r} is not one of {', '.join(MODES)}; set {ENV_VARS['mode']}=aws or =local")
+    return mode
+
+
+def check_deploy_path(path: str) -> str:
+    if path not in DEPLOY_PATHS:
+        raise ConfigError(f"deploy path {path!r} is not one of {', '.join(DEPLOY_PATHS)}; "
+                          f"set {ENV_VARS['deploy_path']}")
+    return path
+
+
+def setting(default: str, env: str, doc: str, check: Callable[[str], object] | None = None, *,
+            when_set: bool = False):
+    """One setting of ``WorkshopConfig``, declared once: its default, the environment variable that sets
+    it, what it is for, and the check its value passes (``when_set``: an empty value is not checked,
+    ``require`` asks for it where a step needs it)."""
+    return field(default=default, metadata={"env": env, "doc": doc, "check": check, "when_set": when_set})
 
 
 @dataclass(frozen=True)
 class WorkshopConfig:
-    region: str = ""
-    bucket: str = ""
-    prefix: str = "decision-workshop"
-    sagemaker_role_arn: str = ""
-    codebuild_role_arn: str = ""
-    standard_endpoint_name: str = DEFAULT_ENDPOINT_NAMES["standard"]
-    cpu_endpoint_name: str = DEFAULT_ENDPOINT_NAMES["decision-cpu"]
-    gpu_endpoint_name: str = DEFAULT_ENDPOINT_NAMES["decision-gpu"]
-    ecr_repository: str = DEFAULT_ECR_REPOSITORY
-    mode: str = "aws"
-    deploy_path: str = "standard"
-    endpoint_ttl_hours: str = DEFAULT_ENDPOINT_TTL_HOURS  # a string, as every value of the config file
-    capture_percent: str = "100"  # decision endpoints' data capture: share of invocations recorded, 0 = off
+    """Every value is a string, as in the config file; ``problems()`` runs each setting's check."""
+
+    region: str = setting("", "WORKSHOP_REGION", "AWS region of every resource the workshop creates",
+                          check_region, when_set=True)
+    bucket: str = setting("", "WORKSHOP_BUCKET", "S3 bucket for the model package, the builds' sources and captures",
+                          check_bucket_name, when_set=True)
+    prefix: str = setting("decision-workshop", "WORKSHOP_PREFIX",
+                          "folder in the bucket the workshop and its IAM policies are scoped to", check_prefix)
+    sagemaker_role_arn: str = setting("", "WORKSHOP_ROLE_ARN", "execution role the endpoints run as",
+                                      lambda arn: check_role_arn(arn, "SageMaker execution role"), when_set=True)
+    codebuild_role_arn: str = setting("", "WORKSHOP_CODEBUILD_ROLE_ARN", "service role the CodeBuild projects run as",
+                                      lambda arn: check_role_arn(arn, "CodeBuild service role"), when_set=True)
+    standard_endpoint_name: str = setting(DEFAULT_ENDPOINT_NAMES["standard"], "WORKSHOP_STANDARD_ENDPOINT",
+                                          "name of the standard (DLC) endpoint", check_resource_name)
+    cpu_endpoint_name: str = setting(DEFAULT_ENDPOINT_NAMES["decision-cpu"], "WORKSHOP_CPU_ENDPOINT",
+                                     "name of the CPU decision endpoint", check_resource_name)
+    gpu_endpoint_name: str = setting(DEFAULT_ENDPOINT_NAMES["decision-gpu"], "WORKSHOP_GPU_ENDPOINT",
+                                     "name of the GPU decision endpoint", check_resource_name)
+    ecr_repository: str = setting(DEFAULT_ECR_REPOSITORY, "WORKSHOP_ECR_REPOSITORY",
+                                  "ECR repository of the decision image", check_ecr_repository_name)
+    mode: str = setting("aws", "WORKSHOP_MODE", "aws, or local for the local rehearsal", check_mode)
+    deploy_path: str = setting("standard", "WORKSHOP_DEPLOY_PATH",
+                               "the endpoint a command means by default: " + ", ".join(DEPLOY_PATHS), check_deploy_path)
+    endpoint_ttl_hours: str = setting(DEFAULT_ENDPOINT_TTL_HOURS, "WORKSHOP_ENDPOINT_TTL_HOURS",
+                                      "hours an endpoint lives before its deadline deletes it (0: no deadline)",
+                                      check_ttl_hours)
+    capture_percent: str = setting("100", "WORKSHOP_CAPTURE_PERCENT",
+                                   "share of a decision endpoint's invocations data capture records (0: off)",
+                                   check_capture_percent)
 
     # ---- loading and saving -------------------------------------------------
 
@@ -167,33 +412,14 @@ class WorkshopConfig:
     def problems(self) -> list[ConfigError]:
         """Every offline check that fails, as exceptions (empty list: all good)."""
         found: list[ConfigError] = []
-
-        def run(check, *args):
+        for f in fields(self):
+            value, check = getattr(self, f.name), f.metadata["check"]
+            if check is None or (f.metadata["when_set"] and not value):
+                continue
             try:
-                check(*args)
+                check(value)
             except ConfigError as exc:
                 found.append(exc)
-
-        if self.mode not in MODES:
-            found.append(ConfigError(f"mode {self.mode!r} is not one of {', '.join(MODES)}; "
-                                     f"set {ENV_VARS['mode']}=aws or =local"))
-        if self.deploy_path not in DEPLOY_PATHS:
-            found.append(ConfigError(f"deploy path {self.deploy_path!r} is not one of {', '.join(DEPLOY_PATHS)}; "
-                                     f"set {ENV_VARS['deploy_path']}"))
-        if self.region:
-            run(check_region, self.region)
-        if self.bucket:
-            run(check_bucket_name, self.bucket)
-        if self.sagemaker_role_arn:
-            run(check_role_arn, self.sagemaker_role_arn, "SageMaker execution role")
-        if self.codebuild_role_arn:
-            run(check_role_arn, self.codebuild_role_arn, "CodeBuild service role")
-        for name in ("standard_endpoint_name", "cpu_endpoint_name", "gpu_endpoint_name"):
-            run(check_resource_name, getattr(self, name), "endpoint")
-        run(check_ecr_repository_name, self.ecr_repository)
-        run(check_prefix, self.prefix)
-        run(check_ttl_hours, self.endpoint_ttl_hours)
-        run(check_capture_percent, self.capture_percent)
         return found
 
     def check(self) -> WorkshopConfig:
@@ -204,6 +430,10 @@ class WorkshopConfig:
         if found:
             raise ConfigError("the workshop config has problems:\n" + "\n".join(f"- {p}" for p in found), found)
         return self
+
+
+# field name -> the environment variable that sets it
+ENV_VARS = {f.name: f.metadata["env"] for f in fields(WorkshopConfig)}
 
 
 # ---- loading helpers -----------------------------------------------------------
@@ -244,7 +474,6 @@ def has_aws_credentials() -> bool:
     an unreadable config) raises ``CredentialsBroken`` naming the profile: a participant who meant
     to use AWS must not find themselves rehearsing locally without being told."""
     import boto3
-    from botocore.exceptions import BotoCoreError
 
     profile = os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE") or "default"
     try:
@@ -285,7 +514,3 @@ def studio_defaults() -> dict[str, str]:
     except Exception:  # noqa: BLE001
         pass
     return {k: v for k, v in found.items() if v}
-
-
-# ---- checks ------------------------------------------------------------------------
-

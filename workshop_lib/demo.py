@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from . import examples
-from .client import Decision, EndpointClient
-from .local import AdapterProcess
+from .client.endpoint import Decision, EndpointClient
+from .local.processes import AdapterProcess
 from .models import EMBEDDED_MODEL, embedded_gguf_path
 from .packaging import extract_model, package_local
 from .display import DecisionView

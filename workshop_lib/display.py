@@ -17,6 +17,10 @@ import textwrap
 from pathlib import Path
 from typing import Sequence
 
+from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
+
+from .errors import WorkshopError
+
 TEXT_WIDTH = 100  # characters of a notebook's text output that fit without the browser breaking them
 
 # ---- text that breaks between words --------------------------------------------------------
@@ -202,16 +206,7 @@ REFUSED_CODES = frozenset({
 def expected_errors() -> tuple[type[BaseException], ...]:
     """What a notebook shows in one line: every ``errors.WorkshopError`` (its message says what to do),
     missing AWS credentials, and the AWS refusals and quota errors among botocore's ClientErrors."""
-    from .errors import WorkshopError
-
-    found: list[type[BaseException]] = [WorkshopError]
-    try:
-        from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
-    except ImportError:
-        pass
-    else:
-        found += [ClientError, NoCredentialsError, ProfileNotFound]
-    return tuple(found)
+    return (WorkshopError, ClientError, NoCredentialsError, ProfileNotFound)
 
 
 def is_expected(exc: BaseException) -> bool:

@@ -13,13 +13,21 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from . import aws
+import botocore.session
+
+_session = botocore.session.get_session()
+
+
+def operation_model(service: str, operation: str):
+    """botocore's model of one operation: its members, their patterns and limits."""
+    return _session.get_service_model(service).operation_model(operation)
+
 
 
 @lru_cache(maxsize=None)
 def service_rule(service: str, operation: str, *members: str) -> tuple[re.Pattern, int | None]:
     """(compiled pattern, max length or None) of a request member, read from botocore's model."""
-    shape = aws.operation_model(service, operation).input_shape
+    shape = operation_model(service, operation).input_shape
     for member in members:
         shape = shape.members[member]
     return re.compile(shape.metadata["pattern"]), shape.metadata.get("max")

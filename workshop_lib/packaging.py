@@ -42,7 +42,7 @@ from decision_contract import manifest as manifest_contract
 from decision_contract.manifest import (CALIBRATION_NAME, MANIFEST_NAME, SAMPLE_SHAPE, WORKSHOP_SHAPE, ListedFile,
                                         Manifest, ManifestError, calibration_entry, sha256_of)
 
-from .errors import WorkshopError
+from .errors import InvalidInput, WorkshopError
 from .models import ModelSpec
 
 MANIFEST_FORMAT = manifest_contract.FORMAT
@@ -58,7 +58,7 @@ class ChecksumMismatch(WorkshopError, RuntimeError):
     """A file differs from the pinned size or sha256: nothing is packaged."""
 
 
-class CalibrationRefused(WorkshopError, ValueError):
+class CalibrationRefused(InvalidInput):
     """A calibration file that cannot go into this package (unreadable, or fitted for another GGUF)."""
 
 
@@ -161,7 +161,7 @@ def package_local(spec: ModelSpec, sources: dict[str, Path], out_dir: str | Path
 # ---- reading a manifest: the contract's rules, as this room's error ---------------------------
 
 
-class ManifestInvalid(WorkshopError, ValueError):
+class ManifestInvalid(InvalidInput):
     """A manifest breaks a rule (shape, duplicate path, path leaving the directory); nothing is trusted."""
 
 

@@ -10,10 +10,10 @@ the config's or the step's default. ipywidgets is imported only when a widget is
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .steps.context import Workshop
+from .config import DEPLOY_PATHS
+from .steps.context import Workshop, keep_choice
+from .steps.invoke import builder_default
 
 # Each widget's environment variable: its value there wins over any kept choice.
 ENV = {
@@ -42,27 +42,6 @@ def _yes(key: str) -> bool:
     return _env(key, "").strip().lower() in ("1", "yes", "true")
 
 
-def keep_choice(workshop: Workshop, key: str, widget, *, env: str | None = None):
-    """Let a notebook widget keep what the participant chose across Run All and kernel restarts.
-
-    The cell that builds a widget runs again on Run All and would start it over at its default; kept,
-    the widget starts at the value last chosen (``outputs.json``, under ``choices``) unless ``env`` is
-    set in the environment (unattended runs choose through it), and each change is written at once.
-    Returns the widget.
-    """
-    kept = workshop.outputs().get("choices", {})
-    if key in kept and not (env and os.environ.get(env, "").strip()):
-        options = getattr(widget, "options", None)
-        if options is None or kept[key] in [o[1] if isinstance(o, tuple) else o for o in options]:
-            widget.value = kept[key]
-
-    def changed(change) -> None:
-        workshop.remember(choices={**workshop.outputs().get("choices", {}), key: change["new"]})
-
-    widget.observe(changed, names="value")
-    return widget
-
-
 def _kept(workshop: Workshop, key: str, widget):
     return keep_choice(workshop, key, widget, env=ENV[key])
 
@@ -80,8 +59,6 @@ def column(*made):
 def deploy_path(workshop: Workshop):
     """What the later notebooks deploy (``standard``, ``decision-cpu``, ``decision-gpu``)."""
     import ipywidgets
-
-    from .config import DEPLOY_PATHS
 
     made = ipywidgets.Dropdown(options=DEPLOY_PATHS, value=_env("deploy_path", workshop.config.deploy_path),
                                description="Deploy path")
@@ -141,8 +118,6 @@ def capture_percent(workshop: Workshop):
 def decision_builder(workshop: Workshop):
     """Notebook 05's builder: state, question and options (``steps.builder_request`` reads what was typed)."""
     import ipywidgets
-
-    from .steps.invoke import builder_default
 
     state = ipywidgets.Textarea(value=_env("builder_state", builder_default("state")), description="State",
                                 layout=ipywidgets.Layout(width="95%", height="110px"))

@@ -142,7 +142,7 @@ def test_decisions_leave_a_metric_line_and_an_access_line_with_their_id(adapter)
 def test_the_clients_inference_id_comes_back_as_the_request_id(adapter):
     """The client's transport sends an invocation's id as SageMaker passes InferenceId; the adapter answers
     with it (through nginx when nginx fronts the adapter), so a capture record and the answer share it."""
-    from workshop_lib.transport import LocalTransport, new_inference_id
+    from workshop_lib.client.transport import LocalTransport, new_inference_id
 
     inference_id = new_inference_id()
     answer = json.loads(LocalTransport(adapter.url).invoke(json.dumps(DECISION).encode(), inference_id=inference_id))

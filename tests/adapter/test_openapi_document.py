@@ -18,7 +18,8 @@ import pytest
 from decision_adapter import openapi
 from decision_adapter.apis import decisions, invocations
 from decision_adapter.settings import load_settings
-from workshop_lib import client, examples, systemone
+from workshop_lib import client, examples
+from workshop_lib.client import jev as systemone
 
 OPTIONS = {"refunds": "Refunds", "shipping": "Shipping"}
 STATE = {"ticket": "The parcel never arrived.", "customer": "c-1"}

@@ -12,21 +12,21 @@ import subprocess
 
 import pytest
 
-from workshop_lib import build_requests, builds
-from workshop_lib.images import DLC_PINS
+from workshop_lib.aws import build_projects, codebuild
+from workshop_lib.aws.images import DLC_PINS
 from workshop_lib.models import PINNED_MODEL
 
 from tests.support.buildspec import REPO_ROOT, load_buildspec, phase_commands, run_buildspec
 
-MODEL_PACKAGE = REPO_ROOT / builds.MODEL_PACKAGE_BUILDSPEC
-IMAGE_BUILD = REPO_ROOT / builds.IMAGE_BUILD_BUILDSPEC
+MODEL_PACKAGE = REPO_ROOT / codebuild.MODEL_PACKAGE_BUILDSPEC
+IMAGE_BUILD = REPO_ROOT / codebuild.IMAGE_BUILD_BUILDSPEC
 REGION = "us-east-1"
 BASE = f"763104351884.dkr.ecr.{REGION}.amazonaws.com/llama-cpp@sha256:" + "12" * 32
 REPOSITORY = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/semif-llamacpp-dlc"
 
 
 def image_env(**changes) -> dict[str, str]:
-    return {**builds.image_build_env(BASE, REPOSITORY, "cpu-20250101-000000"), **changes}
+    return {**codebuild.image_build_env(BASE, REPOSITORY, "cpu-20250101-000000"), **changes}
 
 
 @pytest.mark.parametrize("path", [MODEL_PACKAGE, IMAGE_BUILD], ids=lambda p: p.name)
@@ -43,7 +43,7 @@ def test_valid_yaml_version_0_2_with_phases(path):
 def test_image_build_exports_the_digest_the_library_reads():
     spec = load_buildspec(IMAGE_BUILD)
     assert spec["env"]["exported-variables"] == ["IMAGE_DIGEST"]
-    assert "IMAGE_DIGEST" in builds.exported_variables(
+    assert "IMAGE_DIGEST" in codebuild.exported_variables(
         {"exportedEnvironmentVariables": [{"name": "IMAGE_DIGEST", "value": "sha256:00"}]})
 
 
@@ -54,19 +54,19 @@ def test_model_package_exports_the_model_data_url():
 def test_library_overrides_are_buildspec_variables():
     model_vars = set(load_buildspec(MODEL_PACKAGE)["env"]["variables"])
     image_vars = set(load_buildspec(IMAGE_BUILD)["env"]["variables"])
-    assert set(builds.model_package_env(PINNED_MODEL, "s3://bucket/prefix/")) <= model_vars
+    assert set(codebuild.model_package_env(PINNED_MODEL, "s3://bucket/prefix/")) <= model_vars
     assert set(image_env()) <= image_vars
 
 
 def test_model_package_defaults_are_the_pinned_model():
     defaults = load_buildspec(MODEL_PACKAGE)["env"]["variables"]
-    pinned = builds.model_package_env(PINNED_MODEL, "s3://bucket/prefix/")
+    pinned = codebuild.model_package_env(PINNED_MODEL, "s3://bucket/prefix/")
     pinned.pop("MODEL_S3_URI")
     assert {k: defaults[k] for k in pinned} == pinned
 
 
 def test_buildspec_paths_and_scripts_exist():
-    for relative in (builds.MODEL_PACKAGE_BUILDSPEC, builds.IMAGE_BUILD_BUILDSPEC, *build_requests.REQUIRED_SOURCE_FILES):
+    for relative in (codebuild.MODEL_PACKAGE_BUILDSPEC, codebuild.IMAGE_BUILD_BUILDSPEC, *build_projects.REQUIRED_SOURCE_FILES):
         assert (REPO_ROOT / relative).is_file(), relative
     commands = " ".join(phase_commands(load_buildspec(MODEL_PACKAGE), "build"))
     assert "bash buildspec/scripts/package_model.sh" in commands
@@ -109,7 +109,7 @@ def _build_args(call: list[str]) -> dict[str, str]:
 
 
 def test_image_build_gpu_dockerfile(tmp_path):
-    env = builds.image_build_env(BASE, REPOSITORY, "gpu-20250101-000000", "Dockerfile.gpu")
+    env = codebuild.image_build_env(BASE, REPOSITORY, "gpu-20250101-000000", "Dockerfile.gpu")
     result = run_buildspec(IMAGE_BUILD, env, tmp_path)
     assert result.returncode == 0, result.stderr
     build = next(c for c in result.calls if c[:2] == ["docker", "build"])
@@ -185,8 +185,8 @@ def test_shellcheck_inline_commands(path, tmp_path):
 
 
 def test_the_build_takes_the_dlc_account_from_the_regions_table():
-    """buildspec/scripts/dlc_account.sh, run for every region, equals workshop_lib.images."""
-    from workshop_lib import images
+    """buildspec/scripts/dlc_account.sh, run for every region, equals workshop_lib.aws.images."""
+    from workshop_lib.aws import images
 
     script = REPO_ROOT / "buildspec" / "scripts" / "dlc_account.sh"
     for region in [*images.DLC_ACCOUNTS, "us-east-1", "eu-west-1"]:

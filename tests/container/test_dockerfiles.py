@@ -89,7 +89,7 @@ def _arg_defaults(steps) -> dict[str, str]:
 
 @pytest.mark.parametrize("path, variant", [(DOCKERFILES[0], "cpu"), (DOCKERFILES[1], "cuda")], ids=["cpu", "cuda"])
 def test_bindings_defaults_are_the_pinned_pair(path, variant):
-    from workshop_lib.images import DLC_PINS
+    from workshop_lib.aws.images import DLC_PINS
 
     defaults = _arg_defaults(instructions(path))
     pin = DLC_PINS[variant]
@@ -98,7 +98,7 @@ def test_bindings_defaults_are_the_pinned_pair(path, variant):
 
 
 def test_the_bindings_the_images_install_are_allowed_by_the_adapter():
-    from workshop_lib.images import DLC_PINS
+    from workshop_lib.aws.images import DLC_PINS
 
     allowed = re.search(r'"llama-cpp-python(>=[^"]+)"', (CONTEXT / "pyproject.toml").read_text())[1]
     low, high = re.fullmatch(r">=([\d.]+),<([\d.]+)", allowed).groups()

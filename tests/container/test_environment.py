@@ -92,7 +92,7 @@ def test_environment_yml_lists_exactly_the_pyproject_requirements():
 
 
 def test_the_local_build_is_the_cpu_images_bindings_and_the_adapter_allows_it():
-    from workshop_lib.images import DLC_PINS
+    from workshop_lib.aws.images import DLC_PINS
 
     adapter = tomllib.loads((ROOT / "container" / "pyproject.toml").read_text())["project"]["dependencies"]
     allowed = next(r for r in adapter if r.startswith("llama-cpp-python"))

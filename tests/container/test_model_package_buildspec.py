@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from workshop_lib.builds import model_package_env
+from workshop_lib.aws.codebuild import model_package_env
 from workshop_lib.models import ModelFile, ModelSpec, TokenizerSource
 from workshop_lib.packaging import build_manifest, extract_model
 
@@ -85,7 +85,7 @@ def test_manifest_equals_build_manifest(hub, tmp_path):
 
 
 def test_the_library_passes_the_regions_pinned_dlc_digests():
-    from workshop_lib.images import pinned_dlc_uri
+    from workshop_lib.aws.images import pinned_dlc_uri
 
     env = model_package_env(fake_spec(), S3_PREFIX, {v: pinned_dlc_uri("eu-west-1", v) for v in ("cpu", "cuda")})
     assert json.loads(env["LLAMA_CPP_DLC"]) == {"cpu": pinned_dlc_uri("eu-west-1", "cpu"),

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from workshop_lib import rehearsal
+from workshop_lib.local import rehearsal
 from workshop_lib.config import repo_root
 
 pytestmark = pytest.mark.slow

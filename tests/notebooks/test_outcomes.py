@@ -10,7 +10,7 @@ import pytest
 from workshop_lib import display, steps
 from workshop_lib.client import ChatResult, Decision, UnprocessableRequest
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.decisions import Policy
+from workshop_lib.client.policy import Policy
 
 ROUTE = Decision("ticket-1", ("billing", "tech_support", "sales"), (0.465, 0.35, 0.185),
                  timing={"total_ms": 250.0}, client_latency_ms=260.0)

@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-from workshop_lib import dlc_server, endpoints, rehearsal, stand_ins, steps
+from workshop_lib.local import dlc_server, rehearsal, stand_ins
+from workshop_lib.aws import endpoints
+from workshop_lib import steps
 from workshop_lib.client import ChatResult
 from workshop_lib.config import WorkshopConfig
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from workshop_lib.build_requests import source_zip
+from workshop_lib.aws.build_projects import source_zip
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUN_PHASES = ("install", "pre_build", "build")

@@ -10,7 +10,7 @@ import tarfile
 import pytest
 
 from decision_contract.calibration import HELDOUT_KEYS
-from workshop_lib.build_requests import model_package_env
+from workshop_lib.aws.build_projects import model_package_env
 from workshop_lib.models import ModelFile, ModelSpec
 from workshop_lib.packaging import CalibrationRefused, check_calibration, extract_model, package_local, parse_manifest
 
@@ -104,7 +104,8 @@ def test_the_buildspec_refuses_a_file_fitted_for_another_gguf_and_uploads_nothin
 def test_the_packaging_step_carries_the_file_in_local_rehearsal(tmp_path, monkeypatch):
     """steps.package_model(calibration=) as notebook 01 would call it: the file goes beside the build source,
     the (emulated) build packages it next to the embedded GGUF, and the uploaded manifest lists it."""
-    from workshop_lib import permissions, rehearsal, steps
+    from workshop_lib.local import permissions, rehearsal
+    from workshop_lib import steps
     from workshop_lib.config import ENV_VARS
     from workshop_lib.models import EMBEDDED_MODEL
 

@@ -1,6 +1,6 @@
 """Every client workshop_lib makes for an endpoint, and why those that bypass local data capture may.
 
-Locally the stand-in captures on the client's side (capture.capture_locally, applied by steps.client),
+Locally the stand-in captures on the client's side (local.capture.capture_locally, applied by steps.client),
 so a client made any other way would invoke a local endpoint without a capture record. This test
 reads workshop_lib's source for every place that builds a client or a transport and holds it to the
 list docs/operate.md gives: a new place fails here until it goes through steps.client or is
@@ -20,10 +20,10 @@ CLIENTS = {"EndpointClient", "LocalTransport", "RoutedTransport", "SageMakerTran
 
 # (module, function) -> why it may build a client that does not capture locally.
 ALLOWED = {
-    ("steps/invoke.py", "client"): "steps.client: the rehearsal's client, wrapped by capture.capture_locally",
-    ("rehearsal.py", "_follow"): "RoutedTransport re-pointed after an update: the same transport, still wrapped",
-    ("client.py", "local"): "EndpointClient.local itself",
-    ("client.py", "sagemaker"): "EndpointClient.sagemaker itself: SageMaker captures on its side",
+    ("steps/invoke.py", "client"): "steps.client: the rehearsal's client, wrapped by local.capture.capture_locally",
+    ("local/rehearsal.py", "_follow"): "RoutedTransport re-pointed after an update: the same transport, still wrapped",
+    ("client/endpoint.py", "local"): "EndpointClient.local itself",
+    ("client/endpoint.py", "sagemaker"): "EndpointClient.sagemaker itself: SageMaker captures on its side",
     ("cli_commands.py", "_endpoint_client"): "--url: a bare adapter URL, no endpoint config to capture by",
     ("bench/logprobs.py", "url_client"): "--standard-url: the standard endpoint, which never captures",
     ("demo.py", "run"): "make demo's own adapter process, not a workshop endpoint",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import workshop_lib.cli
-from workshop_lib import endpoints
+from workshop_lib.aws import endpoints
 from workshop_lib.cli import build_parser, main
 from workshop_lib.cli_commands import CONFIG_FLAGS
 from workshop_lib.config import ENV_VARS, WorkshopConfig
@@ -128,7 +128,7 @@ def test_the_flag_table_names_real_config_fields_and_their_flags_exist():
 def test_the_command_line_makes_no_client_and_calls_no_flow_of_its_own():
     """Commands reach AWS only through the Workshop's clients and the steps."""
     source = Path(workshop_lib.cli.__file__).read_text()
-    forbidden = re.compile(r"\baws\.client\(|\bimport boto3|boto3\.|rehearsal\.client\(|EndpointClient\.sagemaker|"
+    forbidden = re.compile(r"\baws\.client\(|\bapi\.client\(|\bcodebuild\.|\bimport boto3|boto3\.|rehearsal\.client\(|EndpointClient\.sagemaker|"
                            r"\bbuilds\.|endpoints\.deploy\(|endpoints\.\w+_plan\(|delete_endpoint_resources|"
                            r"running_workshop_endpoints|package_model_in_codebuild")
     offenders = [f"cli.py:{n}: {line.strip()}" for n, line in enumerate(source.splitlines(), 1)
@@ -137,7 +137,7 @@ def test_the_command_line_makes_no_client_and_calls_no_flow_of_its_own():
 
 
 def test_no_command_makes_a_boto3_client_at_run_time(monkeypatch, capsys):
-    """The same, at run time: every client a command uses is made by the one factory, aws.client."""
+    """The same, at run time: every client a command uses is made by the one factory, aws.api.client."""
     import inspect
 
     import boto3
@@ -147,7 +147,7 @@ def test_no_command_makes_a_boto3_client_at_run_time(monkeypatch, capsys):
 
     def watched(self, service, *args, **kwargs):
         caller = inspect.stack()[1]
-        (made if caller.filename.endswith("workshop_lib/aws.py") else outside).append((service, caller.filename))
+        (made if caller.filename.endswith("workshop_lib/aws/api.py") else outside).append((service, caller.filename))
         return real(self, service, *args, **kwargs)
 
     monkeypatch.setattr(boto3.session.Session, "client", watched)
@@ -407,7 +407,7 @@ def test_deploy_running_cleanup_round_trip_on_moto(isolated, capsys):
 def test_extend_moves_the_deadline_and_deadline_shows_it(isolated, capsys):
     import boto3
 
-    from workshop_lib import spend_guard
+    from workshop_lib.aws import spend_guard
 
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
     cpu = WorkshopConfig().cpu_endpoint_name

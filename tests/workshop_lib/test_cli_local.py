@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from workshop_lib import rehearsal
+from workshop_lib.local import rehearsal
 from workshop_lib.cli import main
 from workshop_lib.config import ENV_VARS, WorkshopConfig
 

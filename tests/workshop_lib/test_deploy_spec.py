@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from workshop_lib import capture, endpoints, images
+from workshop_lib.aws import capture, endpoints, images
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, DeploySpecError, plan_for
+from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, DeploySpecError, plan_for
 from workshop_lib.steps import StepNotRun, Workshop, deploy_plan
 
 ROLE = "arn:aws:iam::111122223333:role/sagemaker-workshop"

@@ -1,4 +1,4 @@
-"""The DLC's entrypoint rules (workshop_lib.dlc_server) and llama-server behind nginx started by them.
+"""The DLC's entrypoint rules (workshop_lib.local.dlc_server) and llama-server behind nginx started by them.
 
 The flag mapping and model discovery are checked row by row against REFERENCE.md §1; the real
 server is this checkout's llama-server on the embedded model, reached only through nginx's
@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from workshop_lib import dlc_server, steps
+from workshop_lib.local import dlc_server
+from workshop_lib import steps
 from workshop_lib.client import EndpointClient
-from workshop_lib.dlc_server import LauncherError, find_model, flags, launch_plan
+from workshop_lib.local.dlc_server import LauncherError, find_model, flags, launch_plan
 from workshop_lib.local import group_alive
 
 from tests.support import THREADS

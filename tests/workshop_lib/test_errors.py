@@ -36,7 +36,7 @@ def test_every_exception_the_library_defines_is_a_workshop_error():
 
 def test_the_built_in_bases_are_kept_for_existing_handlers():
     from workshop_lib.config import ConfigError
-    from workshop_lib.hosting import EndpointWaitTimeout
+    from workshop_lib.aws.hosting import EndpointWaitTimeout
 
     assert issubclass(ConfigError, ValueError) and issubclass(EndpointWaitTimeout, TimeoutError)
 
@@ -68,3 +68,22 @@ def test_a_bad_request_file_is_one_line(tmp_path, content, needle):
     with pytest.raises(SystemExit) as done:
         cli_commands._request_file(str(path))
     assert needle in str(done.value.code) and str(path) in str(done.value.code)
+
+
+def test_the_kinds_a_caller_tells_apart_hold_each_modules_errors():
+    import ast
+    from pathlib import Path
+
+    from workshop_lib import errors
+    from workshop_lib.aws.codebuild import BuildFailed
+    from workshop_lib.aws.hosting import EndpointWaitTimeout
+    from workshop_lib.client import EndpointBusy
+    from workshop_lib.config import ConfigError
+
+    assert issubclass(ConfigError, errors.InvalidInput) and issubclass(ConfigError, ValueError)
+    assert issubclass(BuildFailed, errors.AwsFailure) and issubclass(BuildFailed, RuntimeError)
+    assert issubclass(EndpointWaitTimeout, errors.WorkshopTimeout) and issubclass(EndpointWaitTimeout, TimeoutError)
+    assert issubclass(EndpointBusy, errors.EndpointError) and EndpointBusy("busy", status=503).status == 503
+    # the bottom of the library: importable by every layer, the benchmark included
+    tree = ast.parse(Path(errors.__file__).read_text())
+    assert [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.module != "__future__"] == []

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from workshop_lib import builds, display, rehearsal, steps
+from workshop_lib.aws import codebuild as builds
+from workshop_lib import display, steps
+from workshop_lib.local import rehearsal
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.errors import StepNotRun
 

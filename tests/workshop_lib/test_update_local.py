@@ -14,17 +14,18 @@ import time
 
 import pytest
 
-from workshop_lib import alarms, cleanup, hosting, modes, permissions, policies, rehearsal, updates
-from workshop_lib.builds import MANIFEST_NAME, TARBALL_NAME, upload_package
+from workshop_lib.aws import alarms, teardown, hosting, policies, updates
+from workshop_lib.local import modes, permissions, rehearsal
+from workshop_lib.aws.codebuild import MANIFEST_NAME, TARBALL_NAME, upload_package
 from workshop_lib.client import EndpointClient
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.deploy_spec import DeploySpec, plan_for
+from workshop_lib.aws.deploy_spec import DeploySpec, plan_for
 from workshop_lib.examples import SUPPORT_ROUTE
 from workshop_lib.local import group_alive
 from workshop_lib.bench import profiles
 from workshop_lib.models import EMBEDDED_MODEL
 from workshop_lib.packaging import LocalPackage, package_local, sha256_of
-from workshop_lib.stand_ins import LocalHosting
+from workshop_lib.local.stand_ins import LocalHosting
 
 pytestmark = pytest.mark.slow
 
@@ -136,11 +137,11 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
     assert described["EndpointConfigName"] == update.version
 
     # cleanup: the endpoint with both configs and models, then exactly its alarms and the dashboard
-    result = cleanup.delete_endpoint_resources(sm, NAME, poll_s=0)
-    assert (result.endpoint, result.endpoint_config, result.model) == (cleanup.DELETED,) * 3
+    result = teardown.delete_endpoint_resources(sm, NAME, poll_s=0)
+    assert (result.endpoint, result.endpoint_config, result.model) == (teardown.DELETED,) * 3
     assert any(f"endpoint config {update.version} (the update it served): deleted" in n for n in result.notes)
-    assert set(cleanup.delete_alarms(cloudwatch, [NAME]).values()) == {cleanup.DELETED}
-    assert cleanup.delete_dashboard(cloudwatch) == cleanup.DELETED
+    assert set(teardown.delete_alarms(cloudwatch, [NAME]).values()) == {teardown.DELETED}
+    assert teardown.delete_dashboard(cloudwatch) == teardown.DELETED
     with calls.acting_as(None):  # the test's own look, not the workshop's calls
         assert sm.list_models()["Models"] == [] and sm.list_endpoint_configs()["EndpointConfigs"] == []
         assert cloudwatch.describe_alarms()["MetricAlarms"] == []

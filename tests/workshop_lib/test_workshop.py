@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from workshop_lib import builds, hosting, modes, rehearsal, stand_ins
+from workshop_lib.aws import codebuild, hosting
+from workshop_lib.local import modes, rehearsal, stand_ins
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.steps import StepError, StepNotRun, Workshop
 
@@ -42,7 +43,7 @@ def test_aws_mode_waits_for_codebuild_and_sagemaker(tmp_path, monkeypatch):
     workshop = Workshop(WorkshopConfig(mode="aws", region="eu-west-1"), tmp_path / "config.json")
     assert isinstance(workshop.mode, modes.AwsMode) and not workshop.local
     c = workshop.clients
-    assert type(c.builds) is builds.CodeBuildRunner and type(c.hosting) is hosting.SageMakerHosting
+    assert type(c.builds) is codebuild.CodeBuildRunner and type(c.hosting) is hosting.SageMakerHosting
     assert c.sm.meta.region_name == "eu-west-1" and c.calls is None
     assert workshop.clients is c  # made once
     workshop.save(workshop.config.replace(region="us-west-2"))

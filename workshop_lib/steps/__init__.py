@@ -34,12 +34,12 @@ needs (the model's S3 URL, the pinned image digests). Nothing is kept at module 
 
 from __future__ import annotations
 
-from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, READ_ONLY, StepError, StepNotRun,
-                      Text, Workshop, keep_choice, model_spec)
-from .setup import Checks, SetupResult, check_environment, ensure_codebuild_role, setup, show_config
-from .package import PackageResult, package_model, verify_package
+from ..aws.deploy_spec import DeploySpec
+from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
+                      delete_deadline_role, delete_endpoint, delete_endpoints, running_endpoints, stop_local)
+from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, READ_ONLY, StepError, StepNotRun, Text, Workshop,
+                      keep_choice, model_spec, short_errors)
 from .decision_image import ImageResult, build_decision_image, decision_image, refuse_mutable_tag, resolve_dlc
-from ..deploy_spec import DeploySpec
 from .deploy import (EndpointResult, Placement, check_dlc_pins, deadline_text, deploy_decision_cpu,
                      deploy_decision_gpu, deploy_endpoint, deploy_plan, deploy_standard, extend_deadline,
                      llama_settings, placement, set_capture_percent, set_endpoint_ttl)
@@ -47,10 +47,10 @@ from .invoke import (builder_default, builder_request, client, decision_client, 
                      show_decision, show_decisions, show_outcome, which_endpoint)
 from .operate import (UpdateResult, alarm_states, audit_trail, calibrated_package, delete_alarms, endpoint_status,
                       put_alarms, update_endpoint, update_package)
-from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
-                      delete_deadline_role, delete_endpoint, delete_endpoints, running_endpoints, stop_local)
-from .outcome import check_outcome, short_errors
+from .outcome import check_outcome
+from .package import PackageResult, package_model, verify_package
 from .rehearse import rehearse_all
+from .setup import Checks, SetupResult, check_environment, ensure_codebuild_role, setup, show_config
 
 __all__ = [
     "CREATES", "READ_ONLY", "Checks", "Clients", "EndpointResult", "ImageResult", "PackageResult", "Placement",

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .. import builds, cleanup, hosting, permissions
+from botocore.exceptions import ClientError
+
+from ..aws import hosting, policies, spend_guard, teardown
+from ..aws.codebuild import parse_s3_uri
+from ..local import permissions
 from .context import CALL_LOG, StepError, Text, Workshop, cleanup_step
 
 
@@ -16,15 +20,13 @@ def _gone(call, *codes, **kwargs) -> str:
     A refusal (AccessDenied, say, when the role may not delete log groups) becomes a note in the
     result instead of an exception, so it never stops the deletions that stop the billing.
     """
-    from botocore.exceptions import ClientError
-
     try:
         call(**kwargs)
-        return cleanup.DELETED
+        return teardown.DELETED
     except ClientError as exc:
         error = exc.response.get("Error", {})
         if error.get("Code") in codes:
-            return cleanup.ALREADY_GONE
+            return teardown.ALREADY_GONE
         return (f"not deleted ({error.get('Code')}: {error.get('Message')}); it costs little or nothing, "
                 "delete it in the console or ask an administrator")
 
@@ -47,7 +49,7 @@ def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = T
     lines, failed, deleted = [], [], []
     for name in names:
         try:
-            result = cleanup.delete_endpoint_resources(c.sm, name, wait=wait,
+            result = teardown.delete_endpoint_resources(c.sm, name, wait=wait,
                                                        poll_s=15 if config.mode == "aws" else 0.2,
                                                        scheduler_client=c.get("scheduler"))
             lines.append(str(result))
@@ -72,8 +74,6 @@ def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = T
 
 def _delete_project(codebuild):
     """DeleteProject succeeds for a project that does not exist; ask first so the result says so."""
-    from botocore.exceptions import ClientError
-
     def delete(name: str) -> None:
         if not codebuild.batch_get_projects(names=[name]).get("projects"):
             raise ClientError({"Error": {"Code": "ResourceNotFound", "Message": name}}, "BatchGetProjects")
@@ -89,8 +89,6 @@ def _project_tags(codebuild, name: str) -> dict[str, str] | None:
 
 def _repository_tags(ecr, name: str) -> dict[str, str] | None:
     """An ECR repository's tags, or None when there is no such repository."""
-    from botocore.exceptions import ClientError
-
     try:
         arn = ecr.describe_repositories(repositoryNames=[name])["repositories"][0]["repositoryArn"]
     except ClientError as exc:
@@ -102,8 +100,6 @@ def _repository_tags(ecr, name: str) -> dict[str, str] | None:
 
 def _owned(read, *args) -> tuple[bool | None, str]:
     """(True: the workshop's / False: someone else's / None: gone, why) from a tag reader."""
-    from botocore.exceptions import ClientError
-
     try:
         tags = read(*args)
     except ClientError as exc:
@@ -111,7 +107,7 @@ def _owned(read, *args) -> tuple[bool | None, str]:
         return False, f"its tags could not be read ({error.get('Code')}: {error.get('Message')})"
     if tags is None:
         return None, ""
-    return cleanup.is_workshop_tagged(tags), ""
+    return teardown.is_workshop_tagged(tags), ""
 
 
 @cleanup_step
@@ -124,8 +120,8 @@ def delete_build_resources(workshop: Workshop, projects: Sequence[str], reposito
     for project in projects:
         ours, why = _owned(_project_tags, c.codebuild, project)
         if ours is False:
-            lines.append(f"CodeBuild project {project}: {cleanup.KEPT}")
-            lines.append(cleanup.not_tagged_note("CodeBuild project", project, why))
+            lines.append(f"CodeBuild project {project}: {teardown.KEPT}")
+            lines.append(teardown.not_tagged_note("CodeBuild project", project, why))
             continue
         lines.append(f"CodeBuild project {project}: {_gone(_delete_project(c.codebuild), 'ResourceNotFound', name=project)}")
         group = f"/aws/codebuild/{project}"
@@ -133,13 +129,13 @@ def delete_build_resources(workshop: Workshop, projects: Sequence[str], reposito
                      f"{_gone(c.logs.delete_log_group, 'ResourceNotFoundException', logGroupName=group)}")
     ours, why = _owned(_repository_tags, c.ecr, repository)
     if ours is None:
-        lines.append(f"ECR repository {repository}: {cleanup.ALREADY_GONE}")
+        lines.append(f"ECR repository {repository}: {teardown.ALREADY_GONE}")
     elif ours:  # force: its images go with it, which is what the workshop pushed there
         state = _gone(c.ecr.delete_repository, "RepositoryNotFoundException", repositoryName=repository, force=True)
         lines.append(f"ECR repository {repository} (and its images): {state}")
     else:
-        lines.append(f"ECR repository {repository}: {cleanup.KEPT}, with its images")
-        lines.append(cleanup.not_tagged_note("ECR repository", repository, why))
+        lines.append(f"ECR repository {repository}: {teardown.KEPT}, with its images")
+        lines.append(teardown.not_tagged_note("ECR repository", repository, why))
     return Text("\n".join(lines))
 
 
@@ -147,8 +143,6 @@ def delete_build_resources(workshop: Workshop, projects: Sequence[str], reposito
 def delete_codebuild_role(workshop: Workshop) -> Text:
     """Delete the CodeBuild service role notebook 00 created (by its fixed name); a role someone else
     made and gave by ARN is left alone. It costs nothing, so a refusal is a note, not a stop."""
-    from .. import policies
-
     config = workshop.config
     name = policies.CODEBUILD_ROLE_NAME
     if not (config.codebuild_role_arn or "").endswith(f":role/{name}"):
@@ -163,8 +157,6 @@ def delete_codebuild_role(workshop: Workshop) -> Text:
 def delete_deadline_role(workshop: Workshop) -> Text:
     """Delete the role the endpoint deadlines run as (``spend_guard``), once no endpoint needs one. It costs
     nothing, so a refusal is a note, not a stop."""
-    from .. import spend_guard
-
     iam = workshop.clients.get("iam")
     name = spend_guard.SCHEDULER_ROLE_NAME
     policy = _gone(iam.delete_role_policy, "NoSuchEntity", RoleName=name, PolicyName=name)
@@ -175,10 +167,8 @@ def delete_deadline_role(workshop: Workshop) -> Text:
 @cleanup_step
 def delete_artifacts(workshop: Workshop, s3_uri: str, *, delete_bucket: bool = False) -> Text:
     """Delete the objects under the workshop's S3 prefix (model, build sources); the bucket only if asked."""
-    from botocore.exceptions import ClientError
-
     c = workshop.clients
-    bucket, prefix = builds.parse_s3_uri(s3_uri)
+    bucket, prefix = parse_s3_uri(s3_uri)
     if not prefix:
         raise StepError(f"{s3_uri} names a whole bucket; pass the workshop's prefix (config.s3_uri())")
     keys = []
@@ -198,7 +188,7 @@ def delete_artifacts(workshop: Workshop, s3_uri: str, *, delete_bucket: bool = F
             lines.append(f"bucket {bucket} kept: it holds objects outside the workshop's prefix")
         else:
             c.s3.delete_bucket(Bucket=bucket)
-            lines.append(f"bucket {bucket}: {cleanup.DELETED}")
+            lines.append(f"bucket {bucket}: {teardown.DELETED}")
     else:
         lines.append(f"bucket {bucket} kept (tick the box above to delete it too)")
     return Text("\n".join(lines))
@@ -212,20 +202,17 @@ def audit_permissions(workshop: Workshop) -> permissions.Audit:
     download a local endpoint made for SageMaker against the execution role's. A denied call means a
     participant with exactly these policies would be stopped there.
     """
-    from .. import policies
-
     config = workshop.config
     if config.mode != "local":
         return Text("the permission audit checks the calls the local rehearsal recorded (WORKSHOP_MODE=local); "
                     "on AWS, IAM itself is the check")
-    from .. import spend_guard
 
     log = permissions.CallLog(workshop.rehearsal.home / CALL_LOG)
     scope = policies.scope(config)
     documents = {permissions.OPERATOR: policies.operator_documents(scope),  # every operator-*.json together
                  permissions.CODEBUILD: policies.codebuild_service_role_policy(scope),
                  permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope),
-                 spend_guard.PRINCIPAL: spend_guard.scheduler_role_policy(scope)}
+                 spend_guard.PRINCIPAL: policies.scheduler_role_policy(scope)}
     calls = log.calls()
     # The emulator's scheduler never fires: each deadline set is held against its role as the call it makes.
     audit = permissions.audit([*calls, *spend_guard.deadline_calls(calls)], documents, config.region, scope.account)
@@ -240,8 +227,8 @@ def running_endpoints(workshop: Workshop) -> Text:
     Only those names are looked at, so a refusal to read another endpoint's tags never comes up."""
     config = workshop.config
     names = (config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name)
-    running = cleanup.running_workshop_endpoints(workshop.clients.sm, names)
-    return Text(cleanup.format_running(running), problem=f"{len(running)} workshop endpoint(s) still there"
+    running = teardown.running_workshop_endpoints(workshop.clients.sm, names)
+    return Text(teardown.format_running(running), problem=f"{len(running)} workshop endpoint(s) still there"
                 if running else "")
 
 

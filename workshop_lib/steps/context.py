@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from pathlib import Path
 
-from .. import builds, images, rehearsal
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..aws import codebuild, images
+from ..aws.policies import CODEBUILD_ROLE_NAME
 from ..config import WorkshopConfig, default_path
+from ..display import install_error_handler
 from ..errors import StepError, StepNotRun
-from ..modes import CALL_LOG, Clients, mode_for
-from ..widgets import keep_choice
+from ..local import rehearsal
+from ..local.modes import CALL_LOG, Clients, mode_for
 from ..models import EMBEDDED_MODEL, ModelSpec, PINNED_MODEL
 
 BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePools
@@ -22,9 +27,9 @@ BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePool
 # tests/notebooks checks that 07 mentions every name of every creating step 00-06 call.
 CREATES: dict[str, tuple[str, ...]] = {
     "setup": ("config.bucket", "steps.stop_local("),
-    "package_model": ("config.s3_uri()", "builds.MODEL_PACKAGE_PROJECT"),
+    "package_model": ("config.s3_uri()", "codebuild.MODEL_PACKAGE_PROJECT"),
     "deploy_standard": ("config.standard_endpoint_name", "steps.delete_deadline_role("),
-    "build_decision_image": ("config.ecr_repository", "builds.IMAGE_BUILD_PROJECT", "config.s3_uri()"),
+    "build_decision_image": ("config.ecr_repository", "codebuild.IMAGE_BUILD_PROJECT", "config.s3_uri()"),
     "deploy_decision_cpu": ("config.cpu_endpoint_name", "steps.delete_deadline_role("),
     "deploy_decision_gpu": ("config.gpu_endpoint_name", "steps.delete_deadline_role("),
     "extend_deadline": ("steps.delete_endpoints(",),  # moves a deadline, which goes with its endpoint
@@ -208,11 +213,9 @@ class Workshop:
     def _still_there(self, value: str) -> bool:
         """Whether a recorded S3 object or ECR image still exists; True for anything else, and when the
         look-up itself fails or is refused (the step that uses the value then shows why)."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         try:
             if value.startswith("s3://"):
-                bucket, key = builds.parse_s3_uri(value)
+                bucket, key = codebuild.parse_s3_uri(value)
                 self.clients.s3.head_object(Bucket=bucket, Key=key)
             elif "@sha256:" in value and ".dkr.ecr." in value:
                 ref = images.parse_image_uri(value)
@@ -238,8 +241,6 @@ def cleanup_step(step):
 
 def require_bucket(workshop: Workshop) -> str:
     """The config's bucket, checked to exist (08_cleanup may have deleted it); StepNotRun names 00."""
-    from botocore.exceptions import ClientError
-
     config = workshop.config
     config.require("bucket")
     try:
@@ -253,10 +254,6 @@ def require_bucket(workshop: Workshop) -> str:
 def require_codebuild_role(workshop: Workshop) -> str:
     """The config's CodeBuild role, checked to exist when it is the one notebook 00 creates (and 07
     deletes); a role an administrator gave by ARN is taken as given. StepNotRun names 00."""
-    from botocore.exceptions import ClientError
-
-    from ..policies import CODEBUILD_ROLE_NAME
-
     config = workshop.config
     config.require("codebuild_role_arn")
     arn = config.codebuild_role_arn
@@ -285,3 +282,30 @@ def _error_code(exc) -> str:
 
 def _short(uri: str) -> str:
     return re.sub(r"(sha256:[0-9a-f]{12})[0-9a-f]{52}", r"\1…", uri)
+
+
+def keep_choice(workshop: Workshop, key: str, widget, *, env: str | None = None):
+    """Let a notebook widget keep what the participant chose across Run All and kernel restarts.
+
+    The cell that builds a widget runs again on Run All and would start it over at its default; kept,
+    the widget starts at the value last chosen (``outputs.json``, under ``choices``) unless ``env`` is
+    set in the environment (unattended runs choose through it), and each change is written at once.
+    Returns the widget.
+    """
+    kept = workshop.outputs().get("choices", {})
+    if key in kept and not (env and os.environ.get(env, "").strip()):
+        options = getattr(widget, "options", None)
+        if options is None or kept[key] in [o[1] if isinstance(o, tuple) else o for o in options]:
+            widget.value = kept[key]
+
+    def changed(change) -> None:
+        workshop.remember(choices={**workshop.outputs().get("choices", {}), key: change["new"]})
+
+    widget.observe(changed, names="value")
+    return widget
+
+
+def short_errors() -> None:
+    """In a notebook: expected mistakes (a missing earlier step, bad input, no quota, a refused
+    request) print one line saying what to do; real bugs keep their traceback (``display``)."""
+    install_error_handler()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .. import builds, endpoints, images
+from ..aws import codebuild, endpoints, images
 from ..config import WorkshopConfig
 from .context import Text, Workshop, _Shown, _on_path, require_bucket, require_codebuild_role
 
@@ -59,7 +59,7 @@ class ImageResult(_Shown):
 def build_decision_image(workshop: Workshop, variant: str = "cpu", *, base_image: str | None = None,
                          image_tag: str | None = None, progress: bool = True) -> ImageResult:
     """CodeBuild builds container/Dockerfile (cpu) or Dockerfile.gpu FROM the pinned DLC (or ``base_image``,
-    pinned by digest); returns the digest. ``image_tag`` None: ``builds.build_decision_image``'s default."""
+    pinned by digest); returns the digest. ``image_tag`` None: ``codebuild.build_decision_image``'s default."""
     config = workshop.config
     kind = {"cpu": "decision-cpu", "gpu": "decision-gpu"}[variant]
     if not _on_path(config, kind):
@@ -70,13 +70,13 @@ def build_decision_image(workshop: Workshop, variant: str = "cpu", *, base_image
     require_bucket(workshop)
     require_codebuild_role(workshop)
     base = base_image or resolve_dlc(workshop, "cuda" if variant == "gpu" else "cpu")
-    pinned = builds.build_decision_image(
+    pinned = codebuild.build_decision_image(
         c.codebuild, c.ecr, c.s3, c.logs, base_image=base, service_role_arn=config.codebuild_role_arn,
         source_bucket=config.bucket, dockerfile="Dockerfile.gpu" if variant == "gpu" else "Dockerfile",
-        repository_name=config.ecr_repository, source_prefix=f"{config.prefix}/{builds.SOURCE_PREFIX}",
+        repository_name=config.ecr_repository, source_prefix=f"{config.prefix}/{codebuild.SOURCE_PREFIX}",
         progress=progress, runner=c.builds, **({"image_tag": image_tag} if image_tag else {}))
     workshop.remember(**{f"decision_image_{variant}": pinned})
-    limits = c.builds.not_exercised(builds.IMAGE_BUILD_PROJECT)
+    limits = c.builds.not_exercised(codebuild.IMAGE_BUILD_PROJECT)
     return ImageResult(variant, pinned, base, time.perf_counter() - started, [limits] if limits else [])
 
 

@@ -10,10 +10,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .. import capture, endpoints, hosting, images
-from ..deploy_spec import DeploySpec, plan_for
+from botocore.exceptions import ClientError
+
+from ..aws import capture, endpoints, hosting, images, spend_guard, teardown
+from ..aws.deploy_spec import DeploySpec, plan_for
+from ..config import check_ttl_hours
+from ..errors import WorkshopError
 from .context import StepError, Text, Workshop, _Shown, _on_path, _short
 from .decision_image import decision_image, resolve_dlc
+from .invoke import decision_endpoint
 
 
 def llama_settings(environment: Mapping[str, str]) -> list[str]:
@@ -80,8 +85,6 @@ def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, w
 
 def _scheduler_role(workshop: Workshop) -> str:
     """The deadlines' role (spend_guard.ensure_role): created from its documents when missing."""
-    from .. import spend_guard
-
     c = workshop.clients
     account = c.sts.get_caller_identity()["Account"]
     return spend_guard.ensure_role(c.get("iam"), workshop.config, account)[0]
@@ -90,11 +93,6 @@ def _scheduler_role(workshop: Workshop) -> str:
 def _guard(workshop: Workshop, name: str, hours: float | None = None) -> str:
     """Give endpoint ``name`` its deadline ``hours`` (default: the config's endpoint_ttl_hours) from now;
     the line says when, or, loudly, why it has none. Never raises: the endpoint exists already."""
-    from botocore.exceptions import ClientError
-
-    from .. import spend_guard
-    from ..errors import WorkshopError
-
     hours = workshop.config.ttl_hours if hours is None else hours
     if hours == 0:
         return (f"  deadline: none (endpoint_ttl_hours is 0): {name} bills until it is deleted "
@@ -122,18 +120,14 @@ def _error(exc) -> tuple[str, str]:
 
 def _workshop_endpoint(workshop: Workshop, name: str) -> None:
     """Raise StepError unless endpoint ``name`` exists and carries the workshop's tag."""
-    from botocore.exceptions import ClientError
-
-    from .. import cleanup
-
     sm = workshop.clients.sm
     try:
         arn = sm.describe_endpoint(EndpointName=name)["EndpointArn"]
     except ClientError as exc:
-        if cleanup._is_not_found(exc):
+        if teardown._is_not_found(exc):
             raise StepError(f"there is no endpoint {name}: deploy it first (notebook 02 or 04)") from None
         raise
-    if not cleanup.is_workshop_tagged(cleanup.sagemaker_tags(sm, arn)):
+    if not teardown.is_workshop_tagged(teardown.sagemaker_tags(sm, arn)):
         raise StepError(f"endpoint {name} does not carry the workshop's tag: it is not the workshop's, and the "
                         "workshop gives it no deadline")
 
@@ -141,8 +135,6 @@ def _workshop_endpoint(workshop: Workshop, name: str) -> None:
 def set_endpoint_ttl(workshop: Workshop, hours: float | str) -> Text:
     """Save how long every endpoint the workshop creates lives before its deadline deletes it (notebook 00):
     ``hours`` (0.25 to 168) after it was created, or 0 for no deadline. ``extend_deadline`` moves one."""
-    from ..config import check_ttl_hours
-
     value = check_ttl_hours(hours)
     path = workshop.save(workshop.config.replace(endpoint_ttl_hours=f"{value:g}"))
     if value == 0:
@@ -154,8 +146,6 @@ def set_endpoint_ttl(workshop: Workshop, hours: float | str) -> Text:
 def set_capture_percent(workshop: Workshop, percent: int | str) -> Text:
     """Save the share of each decision endpoint's invocations SageMaker's data capture records (notebook 04):
     0 to 100, 0 for none. The decision endpoints deployed after this carry it (``DataCaptureConfig``)."""
-    from .. import capture
-
     value = capture.check_percent(percent)
     path = workshop.save(workshop.config.replace(capture_percent=str(value)))
     if value == 0:
@@ -167,9 +157,6 @@ def set_capture_percent(workshop: Workshop, percent: int | str) -> Text:
 def extend_deadline(workshop: Workshop, name: str | None = None, hours: float | None = None) -> Text:
     """Move endpoint ``name``'s deadline (default: the deploy path's endpoint) to ``hours`` from now (default:
     the config's endpoint_ttl_hours); made again if it had gone. ``workshop extend --name X --hours N``."""
-    from .. import spend_guard
-    from ..config import check_ttl_hours
-
     config = workshop.config
     name = name or config.endpoint_name()
     hours = config.ttl_hours if hours is None else check_ttl_hours(hours)
@@ -184,11 +171,6 @@ def extend_deadline(workshop: Workshop, name: str | None = None, hours: float | 
 def deadline_text(workshop: Workshop, name: str | None = None) -> Text:
     """When endpoint ``name`` (default: the decision endpoint notebook 05 calls) is deleted by its deadline,
     as one line (notebooks 04 and 05 show it). Read-only."""
-    from botocore.exceptions import ClientError
-
-    from .. import spend_guard
-    from .invoke import decision_endpoint
-
     name = name or decision_endpoint(workshop)
     try:
         found = spend_guard.read_deadline(workshop.clients.get("scheduler"), name)
@@ -200,9 +182,7 @@ def deadline_text(workshop: Workshop, name: str | None = None) -> Text:
         try:
             workshop.clients.sm.describe_endpoint(EndpointName=name)
         except ClientError as exc:
-            from .. import cleanup
-
-            if cleanup._is_not_found(exc):
+            if teardown._is_not_found(exc):
                 return Text(f"endpoint {name} is not deployed, so it has no deadline (and bills nothing)")
             raise
         return Text(f"endpoint {name} has no deadline: it bills until it is deleted (notebook 08); set one with "

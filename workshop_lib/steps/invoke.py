@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import os
 
+from botocore.exceptions import ClientError
+
+from ..client.endpoint import EndpointClient, decision
 from ..display import DecisionView, outcome_line
 from ..errors import StepNotRun
-from ..rehearsal import LLAMA_SERVER
-from .context import StepError, Text, Workshop
+from ..examples import SUPPORT_TICKET
+from ..local import dlc_server
+from ..local.capture import capture_locally
+from ..local.rehearsal import LLAMA_SERVER, RehearsalError, RoutedTransport
+from .context import StepError, Text, Workshop, short_errors
 
 STANDARD_NOTEBOOK = "02_deploy_standard_endpoint"
 DECISION_NOTEBOOK = "04_deploy_decision_endpoints"
@@ -36,9 +42,6 @@ def client(workshop: Workshop, name: str):
 
     An endpoint that is not serving stops here in one line naming the notebook that deploys it.
     """
-    from ..client import EndpointClient
-    from ..rehearsal import RehearsalError, RoutedTransport
-
     config = workshop.config
     kind, notebook = _kind(workshop, name)
     if config.mode == "local":
@@ -48,18 +51,14 @@ def client(workshop: Workshop, name: str):
             made = EndpointClient(RoutedTransport(workshop.rehearsal, name))
         except RehearsalError:
             raise StepNotRun(notebook, f"{kind}, {name}, is not running locally") from None
-        # SageMaker captures on AWS; locally the stand-in does, on the client's side (capture.py)
-        from .. import capture
-
-        return capture.capture_locally(made, workshop.clients.sm, workshop.clients.s3, name,
-                                       acting_as=workshop.clients.acting_as)
+        # SageMaker captures on AWS; locally the stand-in does, on the client's side (local/capture.py)
+        return capture_locally(made, workshop.clients.sm, workshop.clients.s3, name,
+                               acting_as=workshop.clients.acting_as)
     _require_in_service(workshop, name, kind, notebook)
     return EndpointClient.sagemaker(name, config.region)
 
 
 def _require_in_service(workshop: Workshop, name: str, kind: str, notebook: str) -> None:
-    from botocore.exceptions import ClientError
-
     try:
         status = workshop.clients.sm.describe_endpoint(EndpointName=name)["EndpointStatus"]
     except ClientError as exc:
@@ -77,7 +76,6 @@ def _loaded(workshop: Workshop | None) -> Workshop:
     shown in one line), so a cell that starts with a step also runs after a kernel restart."""
     if workshop is not None:
         return workshop
-    from .outcome import short_errors
 
     short_errors()
     return Workshop.load()
@@ -106,8 +104,6 @@ def which_endpoint(workshop: Workshop | None = None, name: str | None = None) ->
 
 
 def _served_locally(workshop: Workshop, name: str) -> dict:
-    from ..rehearsal import RehearsalError
-
     try:
         return workshop.rehearsal.endpoint_server(name)
     except RehearsalError:
@@ -125,8 +121,6 @@ def answered_by(workshop: Workshop, reply, name: str | None = None) -> tuple[boo
     announced fallback, said in the row. On AWS only the reply's own shape can tell: llama-server writes
     its build and its timings into every completion.
     """
-    from .. import dlc_server
-
     config = workshop.config
     name = name or config.standard_endpoint_name
     raw = getattr(reply, "raw", reply)
@@ -187,8 +181,6 @@ BUILDER_FIELDS = {
 
 def builder_default(field: str) -> str:
     """The example a builder widget starts with when its environment variable is not set."""
-    from ..examples import SUPPORT_TICKET
-
     return {"state": SUPPORT_TICKET, "question": "Does the customer ask for money back?",
             "options": "yes: Yes, money back\nno: No refund asked"}[field]
 
@@ -197,8 +189,6 @@ def builder_request(workshop: Workshop | None = None, request_id: str = "builder
     """The decision request the builder's widgets hold: their last text (``keep_choice`` writes it to
     outputs.json as it is typed), else their environment variables, else the example; so the cell that
     sends it also runs after a kernel restart."""
-    from ..client import decision
-
     workshop = _loaded(workshop)
     kept = workshop.outputs().get("choices", {})
     text = {}

@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .. import alarms, cleanup, updates
-from ..capture import data_capture_config, destination_uri
-from ..deploy_spec import DeploySpec
+from ..aws import alarms, capture, teardown, updates
+from ..aws.capture import data_capture_config, destination_uri
+from ..aws.deploy_spec import DeploySpec
 from .context import StepError, Text, Workshop, _Shown, _short
 from .deploy import _model_data_url, _recorded_image
 from .invoke import decision_endpoint
+from .package import package_model
 
 # outputs.json: the calibrated package ``calibrated_package`` made, when it has run.
 CALIBRATED_KEY = "calibrated_model_data_url"
@@ -77,8 +78,6 @@ def audit_trail(workshop: Workshop, name: str | None = None, limit: int = 20) ->
     """The decision endpoint's captured requests and answers (data capture), read into the benchmark's task
     format with an empty ``expected`` for a person to label, as ``workshop captured`` does. Read-only in
     AWS (it writes the tasks file beside the config)."""
-    from .. import capture
-
     name = name or decision_endpoint(workshop)
     c = workshop.clients
     found = capture.collect(c.sm, c.s3, name, limit=limit, default_destination=capture.destination_uri(workshop.config))
@@ -92,8 +91,6 @@ def calibrated_package(workshop: Workshop, calibration=None, *, progress: bool =
     for ``update_endpoint`` to roll out; without a calibration file, nothing is packaged and the update rolls
     to notebook 01's package again."""
     from pathlib import Path
-
-    from .package import package_model  # notebook 01's step, with the calibration file
 
     if calibration:
         path = Path(calibration)
@@ -187,12 +184,12 @@ def delete_alarms(workshop: Workshop, names: Sequence[str] | None = None) -> Tex
     config = workshop.config
     names = list(names or (config.cpu_endpoint_name, config.gpu_endpoint_name))
     cloudwatch = workshop.clients.get("cloudwatch")
-    deleted = cleanup.delete_alarms(cloudwatch, names)
-    lines = [f"alarm {alarm}: {state}" for alarm, state in deleted.items() if state == cleanup.DELETED]
-    gone = sum(state == cleanup.ALREADY_GONE for state in deleted.values())
+    deleted = teardown.delete_alarms(cloudwatch, names)
+    lines = [f"alarm {alarm}: {state}" for alarm, state in deleted.items() if state == teardown.DELETED]
+    gone = sum(state == teardown.ALREADY_GONE for state in deleted.values())
     if gone:
         lines.append(f"{gone} alarm(s) of {', '.join(names)} were not there (already gone, or never put)")
-    lines.append(f"dashboard {alarms.DASHBOARD}: {cleanup.delete_dashboard(cloudwatch)}")
+    lines.append(f"dashboard {alarms.DASHBOARD}: {teardown.delete_dashboard(cloudwatch)}")
     return Text("\n".join(lines))
 
 

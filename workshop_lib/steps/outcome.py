@@ -4,23 +4,15 @@ expected mistakes shown in one line instead of a traceback.
 
 from __future__ import annotations
 
+from ..client.endpoint import ChatResult, Decision
+from ..display import shorten
 from .context import StepError, Workshop
+from .invoke import answered_by
 from .setup import Checks
-
-
-def short_errors() -> None:
-    """In a notebook: expected mistakes (a missing earlier step, bad input, no quota, a refused
-    request) print one line saying what to do; real bugs keep their traceback (``display``)."""
-    from ..display import install_error_handler
-
-    install_error_handler()
 
 
 def _reached(value) -> tuple[bool, str]:
     """Whether one result shows the step got where the participant needs to be, and what was checked."""
-    from ..client import ChatResult, Decision
-    from ..display import shorten
-
     if isinstance(value, Decision):
         p = value.probabilities
         total = sum(p)
@@ -52,9 +44,6 @@ def _reached(value) -> tuple[bool, str]:
 
 def _standard_rows(workshop: Workshop, results: dict) -> list[tuple[str, bool, str]]:
     """Notebook 02: each chat answer came from llama-server (locally: the launcher's, checked against it)."""
-    from ..client import ChatResult
-    from .invoke import answered_by
-
     chats = [name for name, value in results.items() if isinstance(value, ChatResult)]
     return [("server" if len(chats) == 1 else f"server ({name})", *answered_by(workshop, results[name]))
             for name in chats]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .. import builds
+from ..aws import codebuild
 from .context import Text, Workshop, model_spec, require_bucket, require_codebuild_role, _Shown
 
 
@@ -44,12 +44,12 @@ def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, calibr
     require_codebuild_role(workshop)
     if model_s3_uri:  # refused before any build: the CodeBuild role may write only the workshop's model folder
         config.check_model_uri(model_s3_uri, "model_s3_uri")
-    packaged = builds.package_model_in_codebuild(
+    packaged = codebuild.package_model_in_codebuild(
         c.codebuild, c.s3, c.logs, model_s3_uri=model_s3_uri or config.s3_uri("model"), service_role_arn=config.codebuild_role_arn,
-        source_bucket=config.bucket, source_prefix=f"{config.prefix}/{builds.SOURCE_PREFIX}", progress=progress,
+        source_bucket=config.bucket, source_prefix=f"{config.prefix}/{codebuild.SOURCE_PREFIX}", progress=progress,
         runner=c.builds, calibration=calibration)
     workshop.remember(model_data_url=packaged.model_data_url)
-    limits = c.builds.not_exercised(builds.MODEL_PACKAGE_PROJECT)
+    limits = c.builds.not_exercised(codebuild.MODEL_PACKAGE_PROJECT)
     return PackageResult(packaged.model_data_url, packaged.manifest, f"by CodeBuild (build {packaged.build_id})",
                          time.perf_counter() - started, [limits] if limits else [])
 
@@ -60,10 +60,10 @@ def verify_package(workshop: Workshop, model_data_url: str | None = None) -> Tex
     c = workshop.clients
     url = model_data_url or workshop.recall("model_data_url", "01_package_model", check=True)
     spec = model_spec(workshop)
-    manifest = builds.check_manifest(builds.read_manifest(c.s3, url), spec)
-    bucket, key = builds.parse_s3_uri(url)
+    manifest = codebuild.check_manifest(codebuild.read_manifest(c.s3, url), spec)
+    bucket, key = codebuild.parse_s3_uri(url)
     size = c.s3.head_object(Bucket=bucket, Key=key)["ContentLength"]
     text = (f"verified: {url} ({size:,} bytes) holds {spec.gguf.path}; the manifest is in "
-            f"{builds.describe_manifest(manifest)}, and the GGUF's sha256 and revision match the pin in "
+            f"{codebuild.describe_manifest(manifest)}, and the GGUF's sha256 and revision match the pin in "
             "workshop_lib/models.py. The adapter re-checks the listed files before it serves.")
     return Text(text)

@@ -6,17 +6,24 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .. import builds, permissions, rehearsal
+from ..aws import codebuild
+from ..aws.alarms import alarm_names
+from ..bench import run_notebook_benchmark
+from ..bench.markdown import fmt_s
+from ..client.endpoint import decision as make_decision
+from ..client.policy import Policy
 from ..config import WorkshopConfig, repo_root
+from ..examples import CHAT, SHARED_STATE, SUPPORT_ROUTE
+from ..local import permissions, rehearsal
+from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
+                      delete_endpoints, running_endpoints, stop_local)
 from .context import StepError, Workshop, _short
-from .setup import check_environment, ensure_codebuild_role, setup
-from .package import package_model, verify_package
 from .decision_image import build_decision_image, refuse_mutable_tag
 from .deploy import deploy_decision_cpu, deploy_decision_gpu, deploy_standard, placement
 from .invoke import client, decision_endpoint
 from .operate import delete_alarms, put_alarms, update_endpoint
-from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
-                      delete_endpoints, running_endpoints, stop_local)
+from .package import package_model, verify_package
+from .setup import check_environment, ensure_codebuild_role, setup
 
 
 def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
@@ -27,13 +34,6 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     when every step passed; everything it started is stopped before it returns.
     """
     import contextlib
-
-    from ..alarms import alarm_names
-    from ..bench import run_notebook_benchmark
-    from ..bench.markdown import fmt_s
-    from ..client import decision as make_decision
-    from ..decisions import Policy
-    from ..examples import CHAT, SHARED_STATE, SUPPORT_ROUTE
 
     work = Path(work_dir or repo_root() / ".workshop" / "rehearsal").resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -127,7 +127,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 c = ws.config
                 delete_endpoints(ws, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
                 delete_alarms(ws)
-                delete_build_resources(ws, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT],
+                delete_build_resources(ws, [codebuild.MODEL_PACKAGE_PROJECT, codebuild.IMAGE_BUILD_PROJECT],
                                        c.ecr_repository)
                 delete_codebuild_role(ws)
                 delete_artifacts(ws, c.s3_uri())

@@ -15,10 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from .. import aws, endpoints, names, permissions, rehearsal
-from ..config import LOCAL_BUCKET, WorkshopConfig, in_sagemaker_studio
-from ..config_checks import BucketNotFound, check_bucket_region
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..aws import api, endpoints, managed_policies, policies
+from ..aws.buckets import check_bucket_region
+from ..aws.iam import minified
+from ..config import BucketNotFound, LOCAL_BUCKET, WorkshopConfig, in_sagemaker_studio
+from ..display import row
+from ..local import permissions, rehearsal
 from .context import BOTO3_FLOOR, CALL_LOG, StepError, Text, Workshop, _Shown
+from .. import names
 
 
 def show_config(workshop: Workshop) -> Text:
@@ -51,7 +57,6 @@ class Checks(_Shown):
 
     def lines(self) -> list[str]:
         mark = {True: "ok  ", False: "FAIL", None: "skip"}
-        from ..display import row  # wrapped between words: a browser breaks long lines mid-word
 
         return [row(f"{mark[passed]} {name:<14} ", detail) for name, passed, detail in self.rows]
 
@@ -99,7 +104,7 @@ def check_environment(workshop: Workshop) -> Checks:
     rows: list[tuple[str, bool | None, str]] = []
     rows.append(("python", sys.version_info >= (3, 10), f"{platform.python_version()} (3.10 or newer)"))
     floor = ".".join(map(str, BOTO3_FLOOR))
-    pools_known = "InstancePools" in (aws.operation_model("sagemaker", "CreateEndpointConfig")
+    pools_known = "InstancePools" in (api.operation_model("sagemaker", "CreateEndpointConfig")
                                       .input_shape.members["ProductionVariants"].member.members)
     rows.append(("boto3", _version(boto3.__version__) >= BOTO3_FLOOR and pools_known,
                  f"{boto3.__version__} (>= {floor}: its SageMaker model knows InstancePools)"))
@@ -111,7 +116,6 @@ def check_environment(workshop: Workshop) -> Checks:
         rows.append(("quotas", None, "local mode: no instance quotas to read; on AWS endpoint quotas are often 0"))
         rows.append(("studio", None, "not needed: nothing runs in SageMaker"))
         return Checks(rows)
-    from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         identity = workshop.clients.sts.get_caller_identity()
@@ -140,7 +144,6 @@ def policy_folder(workshop: Workshop) -> Path:
 @dataclass(repr=False)
 class PolicyFiles(_Shown):
     """The documents notebook 00 wrote, and whether the operator policy is attached to the persona."""
-
     folder: Path
     files: dict[str, Path]
     attached: str  # how the operator policy reaches the participant's role
@@ -154,8 +157,6 @@ class PolicyFiles(_Shown):
         return f"{len(self.files)} documents in {self.folder}"
 
     def lines(self) -> list[str]:
-        from ..display import row
-
         return [f"{name:<38} {path}" for name, path in self.files.items()] + [row("", self.attached)]
 
     def text(self, name: str = OPERATOR_POLICY_FILE) -> Text:
@@ -164,8 +165,6 @@ class PolicyFiles(_Shown):
 
     def statements(self, name: str = OPERATOR_POLICY_FILE) -> Text:
         """One document's statements, one per paragraph: Sid, actions, resources (wrapped between words)."""
-        from ..display import row
-
         lines = []
         for statement in json.loads(self.files[name].read_text())["Statement"]:
             actions = statement.get("Action", [])
@@ -199,8 +198,6 @@ def write_policies(workshop: Workshop, config: WorkshopConfig | None = None,
     """Write the three principals' documents (and the two trust policies) under ``policy_folder``,
     before anything that needs them is called; in local mode attach the operator policy to the
     rehearsal's Studio role (the persona, permissions.py), as an administrator would on AWS."""
-    from .. import managed_policies, policies
-
     config = config or workshop.config
     account = account or workshop.clients.sts.get_caller_identity()["Account"]
     folder = policy_folder(workshop)
@@ -300,8 +297,6 @@ def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = F
 
 def tag_bucket(s3, bucket: str, written: PolicyFiles) -> str:
     """Tag a bucket just created; a refusal becomes a note (the tags only label it: nothing deletes by tag)."""
-    from botocore.exceptions import ClientError
-
     try:
         s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": names.tag_list(names.WORKSHOP_TAGS)})
         return ""
@@ -333,8 +328,6 @@ def _same_document(found, wanted: dict) -> bool:
 
 def _get_role(iam, name: str, next_step: str) -> dict | None:
     """The role (GetRole), None if it does not exist; a refusal stops with what to do next."""
-    from botocore.exceptions import ClientError
-
     try:
         return iam.get_role(RoleName=name)["Role"]
     except ClientError as exc:
@@ -359,8 +352,6 @@ def ensure_codebuild_role(workshop: Workshop, role_arn: str | None = None) -> Se
     Creating the role needs the IAM actions the operator policy grants for this one role; refused,
     this stops here with the documents' paths and what to do next, rather than in notebook 01.
     """
-    from .. import policies
-
     config = workshop.config
     c = workshop.clients
     iam = c.get("iam")
@@ -401,8 +392,6 @@ def ensure_codebuild_role(workshop: Workshop, role_arn: str | None = None) -> Se
 def _policies_name(workshop: Workshop, config: WorkshopConfig, account: str, notes: list[str]) -> str:
     """Write the documents again when the operator policy on disk passes another CodeBuild role than
     ``config``'s (locally it is attached again); the note said, or "" when nothing changed."""
-    from .. import policies
-
     operator = policy_folder(workshop) / OPERATOR_POLICY_FILE
     wanted = policies.codebuild_role_of(policies.scope(config, account))
     try:
@@ -422,11 +411,6 @@ def _policies_name(workshop: Workshop, config: WorkshopConfig, account: str, not
 def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[str], wanted: str,
                        attach: str, create_it: str) -> dict:
     """The workshop's CodeBuild role, made to exist with the current trust policy and permissions."""
-    from botocore.exceptions import ClientError
-
-    from .. import policies
-    from ..iam import minified
-
     name = policies.CODEBUILD_ROLE_NAME
     trust = policies.codebuild_trust_policy(config, account)
     found = _get_role(iam, name, f"{attach}. {create_it}")
@@ -473,4 +457,4 @@ def _create_bucket_request(config: WorkshopConfig) -> dict:
     request = {"Bucket": config.bucket}
     if config.region != "us-east-1":
         request["CreateBucketConfiguration"] = {"LocationConstraint": config.region}
-    return aws.validate("s3", "CreateBucket", request)
+    return api.validate("s3", "CreateBucket", request)

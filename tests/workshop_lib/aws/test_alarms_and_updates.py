@@ -1,5 +1,5 @@
 """Alarms, the dashboard and safe updates: every request built here validated by botocore's models (the
-builders call aws.validate; these tests also hold the bounds botocore leaves to the services), sent to
+builders call api.validate; these tests also hold the bounds botocore leaves to the services), sent to
 moto's CloudWatch where it stands in, and the waiter driven by botocore's Stubber; the operator's
 documents grant exactly these calls."""
 
@@ -11,9 +11,10 @@ import json
 
 import pytest
 
-from workshop_lib import alarms, aws, cleanup, endpoints, hosting, iam, permissions, policies, updates
+from workshop_lib.aws import alarms, api, teardown, endpoints, hosting, iam, policies, updates
+from workshop_lib.local import permissions
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
+from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
 
 from .values import DECISION_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -28,7 +29,7 @@ def test_each_endpoint_gets_six_valid_alarms_named_by_the_endpoint():
     requests = alarms.alarm_requests(NAME)
     assert [r["AlarmName"] for r in requests] == [f"{NAME}/{s}" for s in alarms.SUFFIXES] == alarms.alarm_names(NAME)
     for request in requests:
-        aws.validate("cloudwatch", "PutMetricAlarm", request)
+        api.validate("cloudwatch", "PutMetricAlarm", request)
         assert request["TreatMissingData"] == "notBreaching" and request["Tags"]
     rollback = alarms.rollback_alarms(NAME)
     assert set(rollback) < set(alarms.alarm_names(NAME)) and f"{NAME}/invocations-per-instance" not in rollback
@@ -102,12 +103,12 @@ def test_put_then_delete_exactly_the_named_alarms_and_the_dashboard(moto_aws):
     result = alarms.put_alarms(cw, [NAME], REGION)
     assert set(result.alarms) == set(alarms.alarm_names(NAME)) and result.dashboard == alarms.DASHBOARD
     assert set(alarms.alarm_states(cw, NAME)) == set(result.alarms)
-    deleted = cleanup.delete_alarms(cw, [NAME])
-    assert set(deleted) == set(result.alarms) and set(deleted.values()) == {cleanup.DELETED}
+    deleted = teardown.delete_alarms(cw, [NAME])
+    assert set(deleted) == set(result.alarms) and set(deleted.values()) == {teardown.DELETED}
     assert [a["AlarmName"] for a in cw.describe_alarms()["MetricAlarms"]] == [other["AlarmName"]]
-    assert cleanup.delete_dashboard(cw) == cleanup.DELETED
-    assert cleanup.delete_dashboard(cw) == cleanup.ALREADY_GONE
-    assert set(cleanup.delete_alarms(cw, [NAME]).values()) == {cleanup.ALREADY_GONE}
+    assert teardown.delete_dashboard(cw) == teardown.DELETED
+    assert teardown.delete_dashboard(cw) == teardown.ALREADY_GONE
+    assert set(teardown.delete_alarms(cw, [NAME]).values()) == {teardown.ALREADY_GONE}
 
 
 # ---- updates ----------------------------------------------------------------------------------------
@@ -160,12 +161,12 @@ def test_the_update_plan_is_a_new_version_of_the_deploys_shape():
     env = plan.model["PrimaryContainer"]["Environment"]
     assert env[ENDPOINT_NAME_ENV] == NAME and env["SM_LLAMA_CPP_THREADS"] == "4"  # metrics stay the endpoint's
     for operation, request in plan.requests():
-        aws.validate("sagemaker", operation, request)
+        api.validate("sagemaker", operation, request)
     # What the version serves is read from its one deploy plan, so the two cannot disagree.
     assert [f.name for f in dataclasses.fields(plan)] == ["endpoint_name", "version_plan", "update"]
     assert (plan.image_uri, plan.model_data_url) == (DECISION_PINNED, MODEL_DATA)
     assert plan.model is plan.version_plan.model and plan.version_plan.name == plan.version
-    aws.validate("sagemaker", "CreateEndpoint", plan.version_plan.endpoint)
+    api.validate("sagemaker", "CreateEndpoint", plan.version_plan.endpoint)
     assert not updates.is_version(NAME, NAME) and not updates.is_version(NAME, f"{NAME}-2-20261201153604")
 
 
@@ -252,7 +253,7 @@ class EmulatorOnlyRollout(hosting.SageMakerHosting):
     new config at once and serves nothing."""
 
     def update_endpoint(self, sm_client, request: dict) -> str:
-        aws.validate("sagemaker", "UpdateEndpoint", request)
+        api.validate("sagemaker", "UpdateEndpoint", request)
         sm_client.delete_endpoint(EndpointName=request["EndpointName"])
         return sm_client.create_endpoint(EndpointName=request["EndpointName"], Tags=endpoints.workshop_tags(),
                                          EndpointConfigName=request["EndpointConfigName"])["EndpointArn"]
@@ -273,6 +274,6 @@ def test_a_second_update_deletes_the_version_it_replaced_and_cleanup_the_one_ser
         versions.append(plan.version)
     assert f"the version it replaced, {versions[0]}: endpoint config deleted; model deleted" in str(rollout)
     assert sorted(m["ModelName"] for m in sm.list_models()["Models"]) == [NAME, versions[1]]
-    result = cleanup.delete_endpoint_resources(sm, NAME, poll_s=0)
-    assert (result.endpoint, result.endpoint_config, result.model) == (cleanup.DELETED,) * 3
+    result = teardown.delete_endpoint_resources(sm, NAME, poll_s=0)
+    assert (result.endpoint, result.endpoint_config, result.model) == (teardown.DELETED,) * 3
     assert sm.list_models()["Models"] == [] and sm.list_endpoint_configs()["EndpointConfigs"] == []

@@ -1,4 +1,4 @@
-"""workshop_lib.builds: the pure builders (every request passes botocore's own validation)."""
+"""workshop_lib.aws.codebuild: the pure builders (every request passes botocore's own validation)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import zipfile
 
 import pytest
 
-from workshop_lib import aws, build_requests, builds
-from workshop_lib.images import DLC_PINS, MutableImageReference
+from workshop_lib.aws import api, build_projects, codebuild as builds
+from workshop_lib.aws.images import DLC_PINS, MutableImageReference
 from workshop_lib.models import EMBEDDED_MODEL, PINNED_MODEL, ModelFile, ModelSpec, TokenizerSource
 
 from tests.support.buildspec import REPO_ROOT
@@ -48,13 +48,13 @@ def test_model_project_is_not_privileged():
 
 def test_update_request_validates_as_update_project():
     update = builds.update_project_request(image_project())
-    assert aws.validate("codebuild", "UpdateProject", update) is update
+    assert api.validate("codebuild", "UpdateProject", update) is update
 
 
 def test_builder_output_is_checked_by_botocore():
     request = image_project()
     request["environment"]["privilegedMod"] = True  # what a typo would look like
-    with pytest.raises(aws.InvalidRequest, match="privilegedMod"):
+    with pytest.raises(api.InvalidRequest, match="privilegedMod"):
         builds.update_project_request(request)
 
 
@@ -100,7 +100,7 @@ def test_model_package_env_for_the_pinned_model():
                                                                   "851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a")
     assert env["TOKENIZER_PATTERNS"] == "*.json *.jinja *.model *.txt"
     assert env["MODEL_S3_URI"] == "s3://bucket/semif-llamacpp/"
-    aws.validate("codebuild", "StartBuild", builds.start_build_request("p1", env))
+    api.validate("codebuild", "StartBuild", builds.start_build_request("p1", env))
 
 
 def test_model_package_env_refuses_unpinned_or_unsupported_specs():
@@ -199,26 +199,26 @@ def zip_names(data: bytes) -> list[str]:
 
 
 def test_source_zip_holds_what_the_buildspecs_need():
-    names = zip_names(build_requests.source_zip(REPO_ROOT))
-    assert set(build_requests.REQUIRED_SOURCE_FILES) <= set(names)
+    names = zip_names(build_projects.source_zip(REPO_ROOT))
+    assert set(build_projects.REQUIRED_SOURCE_FILES) <= set(names)
     assert "container/.dockerignore" in names
     assert all(n.startswith(("buildspec/", "container/")) for n in names)
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or ".egg-info" in n]
 
 
 def test_source_zip_is_reproducible_and_content_addressed(tmp_path):
-    first, second = build_requests.source_zip(REPO_ROOT), build_requests.source_zip(REPO_ROOT)
+    first, second = build_projects.source_zip(REPO_ROOT), build_projects.source_zip(REPO_ROOT)
     assert first == second
-    assert build_requests.source_key(first) == build_requests.source_key(second)
-    assert build_requests.source_key(first, "work/src/").startswith("work/src/source-")
+    assert build_projects.source_key(first) == build_projects.source_key(second)
+    assert build_projects.source_key(first, "work/src/").startswith("work/src/source-")
 
 
 def test_source_zip_keeps_the_script_executable_bit():
-    with zipfile.ZipFile(io.BytesIO(build_requests.source_zip(REPO_ROOT))) as archive:
+    with zipfile.ZipFile(io.BytesIO(build_projects.source_zip(REPO_ROOT))) as archive:
         assert archive.getinfo("buildspec/scripts/package_model.sh").external_attr >> 16 == 0o755
         assert archive.getinfo("container/Dockerfile").external_attr >> 16 == 0o644
 
 
 def test_source_zip_outside_a_checkout(tmp_path):
     with pytest.raises(builds.SourceMissing, match="pip install -e"):
-        build_requests.source_zip(tmp_path)
+        build_projects.source_zip(tmp_path)

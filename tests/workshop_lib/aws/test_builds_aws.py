@@ -1,4 +1,4 @@
-"""workshop_lib.builds against moto (S3, ECR, CodeBuild, CloudWatch Logs).
+"""workshop_lib.aws.codebuild against moto (S3, ECR, CodeBuild, CloudWatch Logs).
 
 moto's CodeBuild stores projects and builds but never runs a buildspec, and every
 build it reports has SUCCEEDED; it has no UpdateProject. So:
@@ -21,8 +21,8 @@ import pytest
 from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
-from workshop_lib.images import DLC_PINS
-from workshop_lib import builds
+from workshop_lib.aws.images import DLC_PINS
+from workshop_lib.aws import codebuild as builds
 from workshop_lib.models import PINNED_MODEL, ModelFile, ModelSpec
 from workshop_lib.packaging import build_manifest, package_local
 

@@ -10,13 +10,13 @@ import json
 import re
 
 import pytest
-
-from workshop_lib import aws, capture, endpoints, permissions, policies
+from workshop_lib.aws import api, capture, endpoints, policies
+from workshop_lib.aws.deploy_spec import DeploySpec, ENDPOINT_NAME_ENV, plan_for
+from workshop_lib.aws.iam import evaluate
 from workshop_lib.bench.tasks import task_from_record
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.config_checks import ConfigError
-from workshop_lib.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
-from workshop_lib.iam import evaluate
+from workshop_lib.config import ConfigError
+from workshop_lib.local import capture as local_capture, permissions
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -60,7 +60,7 @@ def test_decision_plans_capture_request_and_answer_and_botocore_accepts_them():
     for spec in (DeploySpec("decision-cpu"), DeploySpec("decision-gpu")):
         plan = plan_for(spec, name=f"e-{spec.path}", role_arn=ROLE, region=REGION, image_uri=DECISION_PINNED,
                         model_data_url=MODEL_DATA, data_capture=config)
-        aws.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
+        api.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
         assert plan.endpoint_config["DataCaptureConfig"] == config
         assert plan.model["PrimaryContainer"]["Environment"][ENDPOINT_NAME_ENV] == f"e-{spec.path}"
     standard = plan_for(DeploySpec("standard"), name="s", role_arn=ROLE, region=REGION, image_uri=DLC_PINNED,
@@ -71,7 +71,7 @@ def test_decision_plans_capture_request_and_answer_and_botocore_accepts_them():
     variant = plan.endpoint_config["ProductionVariants"][0]
     missing = {k: v for k, v in config.items() if k != "CaptureOptions"}
     for bad in (missing, dict(config, InitialSamplingPercentage="25")):  # botocore's model: required, types
-        with pytest.raises(aws.InvalidRequest, match="CaptureOptions|InitialSamplingPercentage"):
+        with pytest.raises(api.InvalidRequest, match="CaptureOptions|InitialSamplingPercentage"):
             endpoints.endpoint_config_request("x", variant, data_capture=bad)
 
 
@@ -109,7 +109,7 @@ def test_the_stand_in_writes_what_the_reader_reads(clients):
     clients.s3.create_bucket(Bucket=CONFIG.bucket)
     config = capture.data_capture_config(DESTINATION, 100)
     times = iter([WHEN, WHEN + dt.timedelta(hours=1)])
-    writer = capture.CaptureWriter(clients.s3, config, "decision-workshop-cpu", "AllTraffic", clock=lambda: next(times))
+    writer = local_capture.CaptureWriter(clients.s3, config, "decision-workshop-cpu", "AllTraffic", clock=lambda: next(times))
 
     class Answers:  # a transport standing in for the local adapter
         name, timeout_s = "fake", 5.0
@@ -120,7 +120,7 @@ def test_the_stand_in_writes_what_the_reader_reads(clients):
 
     sent = []
 
-    transport = capture.CapturingTransport(Answers(), writer)
+    transport = local_capture.CapturingTransport(Answers(), writer)
     for n in (1, 2):
         transport.invoke(json.dumps({**DECISION, "id": f"t-{n}"}).encode())
     assert transport.name == "fake"  # the wrapped transport's attributes are its own
@@ -148,11 +148,11 @@ def test_the_stand_in_writes_what_the_reader_reads(clients):
 def test_sampling_and_a_disabled_config_write_nothing(clients):
     config = capture.data_capture_config(DESTINATION, 30)
     draws = iter([0.29, 0.30, 0.99])
-    writer = capture.CaptureWriter(clients.s3, config, "e", "AllTraffic", sample=lambda: next(draws))
+    writer = local_capture.CaptureWriter(clients.s3, config, "e", "AllTraffic", sample=lambda: next(draws))
     clients.s3.create_bucket(Bucket=CONFIG.bucket)
     written = [writer.capture(b"{}", b"{}") for _ in range(3)]
     assert written[0] is not None and written[1:] == [None, None]
-    off = capture.CaptureWriter(clients.s3, dict(config, EnableCapture=False), "e", "AllTraffic", sample=lambda: 0)
+    off = local_capture.CaptureWriter(clients.s3, dict(config, EnableCapture=False), "e", "AllTraffic", sample=lambda: 0)
     assert off.capture(b"{}", b"{}") is None
 
 
@@ -227,7 +227,7 @@ def test_a_local_client_captures_only_for_an_endpoint_whose_config_asks(clients)
     clients.sm.create_endpoint_config(**endpoints.endpoint_config_request(
         "with", variant, data_capture=capture.data_capture_config(DESTINATION, 100)))
     clients.sm.create_endpoint(EndpointName="with", EndpointConfigName="with")
-    made = capture.capture_locally(Client(), clients.sm, clients.s3, "with")
-    assert isinstance(made.transport, capture.CapturingTransport) and made.transport.writer.variant == "AllTraffic"
+    made = local_capture.capture_locally(Client(), clients.sm, clients.s3, "with")
+    assert isinstance(made.transport, local_capture.CapturingTransport) and made.transport.writer.variant == "AllTraffic"
     plain = Client()
-    assert capture.capture_locally(plain, clients.sm, clients.s3, "gone").transport is Client.transport  # unknown
+    assert local_capture.capture_locally(plain, clients.sm, clients.s3, "gone").transport is Client.transport  # unknown

@@ -2,11 +2,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from workshop_lib import cleanup
-from workshop_lib.cleanup import ALREADY_GONE, DELETED, KEPT, delete_endpoint_resources, running_workshop_endpoints
-from workshop_lib.config_checks import InvalidResourceName
-from workshop_lib.endpoints import standard_plan, workshop_tags
-from workshop_lib.hosting import deploy
+from workshop_lib.aws import teardown as cleanup
+from workshop_lib.aws.teardown import ALREADY_GONE, DELETED, KEPT, delete_endpoint_resources, running_workshop_endpoints
+from workshop_lib.config import InvalidResourceName
+from workshop_lib.aws.endpoints import standard_plan, workshop_tags
+from workshop_lib.aws.hosting import deploy
 
 from .values import DLC_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -277,7 +277,8 @@ def _images(ecr, repository):
 
 
 def test_an_untagged_repository_of_the_same_name_keeps_its_images_and_says_why(aws_mode_steps):
-    from workshop_lib import builds, stand_ins
+    from workshop_lib.aws import codebuild as builds
+    from workshop_lib.local import stand_ins
 
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients
@@ -291,7 +292,8 @@ def test_an_untagged_repository_of_the_same_name_keeps_its_images_and_says_why(a
 
 
 def test_the_workshops_tagged_repository_goes_with_its_images(aws_mode_steps):
-    from workshop_lib import builds, stand_ins
+    from workshop_lib.aws import codebuild as builds
+    from workshop_lib.local import stand_ins
 
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients
@@ -304,7 +306,7 @@ def test_the_workshops_tagged_repository_goes_with_its_images(aws_mode_steps):
 
 
 def test_a_repository_whose_tags_may_not_be_read_is_kept(aws_mode_steps):
-    from workshop_lib import builds
+    from workshop_lib.aws import codebuild as builds
 
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients
@@ -317,7 +319,7 @@ def test_a_repository_whose_tags_may_not_be_read_is_kept(aws_mode_steps):
 
 
 def test_an_untagged_codebuild_project_of_the_same_name_is_kept(aws_mode_steps):
-    from workshop_lib import builds
+    from workshop_lib.aws import codebuild as builds
 
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients
@@ -332,7 +334,7 @@ def test_an_untagged_codebuild_project_of_the_same_name_is_kept(aws_mode_steps):
 
 
 def test_deleting_an_endpoint_through_the_library_removes_its_deadline(aws_mode_steps):
-    from workshop_lib import spend_guard
+    from workshop_lib.aws import spend_guard
 
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients
@@ -350,7 +352,7 @@ def test_deleting_an_endpoint_through_the_library_removes_its_deadline(aws_mode_
 
 
 def test_a_kept_endpoint_keeps_its_schedule_too(aws_mode_steps):
-    from workshop_lib import spend_guard
+    from workshop_lib.aws import spend_guard
 
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients

@@ -5,11 +5,11 @@ import types
 import boto3
 import pytest
 
-from workshop_lib import config, config_checks
-from workshop_lib.config import (ConfigError, MissingSetting, WorkshopConfig, check_bucket_name, check_resource_name,
+from workshop_lib import config
+from workshop_lib.aws.buckets import check_bucket_region
+from workshop_lib.config import (BucketNotFound, BucketRegionMismatch, ConfigError, InvalidBucketName, InvalidResourceName,
+                                 InvalidRoleArn, MissingSetting, WorkshopConfig, check_bucket_name, check_resource_name,
                                  check_role_arn)
-from workshop_lib.config_checks import (BucketNotFound, BucketRegionMismatch, InvalidBucketName, InvalidResourceName,
-                                        InvalidRoleArn, check_bucket_region)
 
 from .values import ROLE
 
@@ -95,7 +95,7 @@ def test_default_names_are_the_workshops_own_not_the_published_samples():
 
 
 def test_builds_constants_follow_the_studio_roles_patterns():
-    from workshop_lib import builds, policies
+    from workshop_lib.aws import codebuild as builds, policies
 
     assert builds.ECR_REPOSITORY == config.DEFAULT_ECR_REPOSITORY
     # AmazonSageMakerFullAccess: codebuild:StartBuild/BatchGetBuilds on projects named sagemaker*
@@ -306,10 +306,10 @@ def test_names_sagemaker_rejects(name, fragment):
 
 
 def test_name_pattern_comes_from_botocore():
-    pattern, max_len = config_checks._sagemaker_constraints(("CreateEndpoint", "EndpointName"))
+    pattern, max_len = config._sagemaker_constraints(("CreateEndpoint", "EndpointName"))
     assert pattern.pattern == "[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"
     assert max_len == 63
-    role_pattern, _ = config_checks._sagemaker_constraints(("CreateModel", "ExecutionRoleArn"))
+    role_pattern, _ = config._sagemaker_constraints(("CreateModel", "ExecutionRoleArn"))
     assert role_pattern.pattern.startswith("arn:aws[a-z\\-]*:iam::\\d{12}:role/")
 
 
@@ -342,7 +342,7 @@ def test_check_reports_every_problem_at_once():
     with pytest.raises(ConfigError) as err:
         cfg.check()
     kinds = {type(p) for p in err.value.problems}
-    assert kinds == {ConfigError, config_checks.InvalidRegion, InvalidBucketName, InvalidRoleArn, InvalidResourceName}
+    assert kinds == {ConfigError, config.InvalidRegion, InvalidBucketName, InvalidRoleArn, InvalidResourceName}
     assert "WORKSHOP_MODE" in str(err.value)
 
 
@@ -367,3 +367,16 @@ def test_bucket_region_check_against_moto(moto_aws):
     assert "is in us-west-2 but the endpoint region is us-east-1" in str(err.value)
     with pytest.raises(BucketNotFound, match="aws s3 mb"):
         check_bucket_region(s3, "no-such-bucket", "us-east-1")
+
+
+def test_each_setting_is_declared_once_with_its_variable_doc_and_check():
+    from dataclasses import fields
+
+    declared = {f.name: f.metadata for f in fields(WorkshopConfig)}
+    assert config.ENV_VARS == {name: meta["env"] for name, meta in declared.items()}
+    assert len(set(config.ENV_VARS.values())) == len(declared)
+    assert all(meta["doc"] and meta["env"].startswith("WORKSHOP_") for meta in declared.values())
+    # a bad value of any checked setting is reported by problems(), naming its variable where the check does
+    bad = WorkshopConfig(endpoint_ttl_hours="forever", capture_percent="101", mode="cloud")
+    assert {type(p) for p in bad.problems()} == {ConfigError}
+    assert any("WORKSHOP_CAPTURE_PERCENT" in str(p) for p in bad.problems())

@@ -5,9 +5,9 @@ import copy
 
 import pytest
 
-from workshop_lib import aws, endpoints, hosting, regions
-from workshop_lib.config_checks import InvalidResourceName, InvalidRoleArn
-from workshop_lib.endpoints import (
+from workshop_lib.aws import api, endpoints, hosting, regions
+from workshop_lib.config import InvalidResourceName, InvalidRoleArn
+from workshop_lib.aws.endpoints import (
     ConflictingModelSource,
     EndpointSpecError,
     InvalidInstancePools,
@@ -16,7 +16,7 @@ from workshop_lib.endpoints import (
     decision_gpu_plan,
     standard_plan,
 )
-from workshop_lib.images import MutableImageReference
+from workshop_lib.aws.images import MutableImageReference
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, ROLE
 
@@ -25,7 +25,7 @@ TAGGED = "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-sagemake
 
 def _revalidate(plan):
     for operation, request in plan.requests():
-        aws.validate("sagemaker", operation, request)
+        api.validate("sagemaker", operation, request)
 
 
 def gpu_plan(**kw):
@@ -42,12 +42,12 @@ def test_validate_catches_a_misspelt_field():
     misspelt = copy.deepcopy(plan.endpoint_config)
     variant = misspelt["ProductionVariants"][0]
     variant["InstancePool"] = variant.pop("InstancePools")
-    with pytest.raises(aws.InvalidRequest, match="InstancePool"):
-        aws.validate("sagemaker", "CreateEndpointConfig", misspelt)
+    with pytest.raises(api.InvalidRequest, match="InstancePool"):
+        api.validate("sagemaker", "CreateEndpointConfig", misspelt)
     misspelt = copy.deepcopy(plan.model)
     misspelt["PrimaryContainer"]["ModelDataURL"] = misspelt["PrimaryContainer"].pop("ModelDataUrl")
-    with pytest.raises(aws.InvalidRequest, match="ModelDataURL"):
-        aws.validate("sagemaker", "CreateModel", misspelt)
+    with pytest.raises(api.InvalidRequest, match="ModelDataURL"):
+        api.validate("sagemaker", "CreateModel", misspelt)
 
 
 def test_the_gpu_ami_is_in_botocores_enum():
@@ -118,8 +118,8 @@ def test_both_models_are_network_isolated_in_the_validated_request():
     gpu = gpu_plan()
     for plan in (standard, cpu, gpu):
         assert plan.model["EnableNetworkIsolation"] is True
-        aws.validate("sagemaker", "CreateModel", plan.model)  # a member botocore's model knows
-    assert "EnableNetworkIsolation" in aws.operation_model("sagemaker", "CreateModel").input_shape.members
+        api.validate("sagemaker", "CreateModel", plan.model)  # a member botocore's model knows
+    assert "EnableNetworkIsolation" in api.operation_model("sagemaker", "CreateModel").input_shape.members
 
 
 def test_an_isolated_model_cannot_download_from_hugging_face():
@@ -316,7 +316,7 @@ def test_priority_6_passes_botocore_but_not_this_library():
     plan = gpu_plan(instance_pools=["ml.g6e.xlarge"])
     request = copy.deepcopy(plan.endpoint_config)
     request["ProductionVariants"][0]["InstancePools"][0]["Priority"] = 6
-    aws.validate("sagemaker", "CreateEndpointConfig", request)
+    api.validate("sagemaker", "CreateEndpointConfig", request)
     with pytest.raises(InvalidInstancePools):
         endpoints.endpoint_config_request("e", request["ProductionVariants"][0])
 

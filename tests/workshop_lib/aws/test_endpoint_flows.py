@@ -6,12 +6,12 @@ import time
 
 import pytest
 
-from workshop_lib import endpoints, hosting, scaling
-from workshop_lib.config_checks import BucketRegionMismatch
-from workshop_lib.endpoints import decision_gpu_plan, standard_plan
-from workshop_lib.hosting import (AlreadyExists, EndpointFailed, EndpointWaitTimeout, QuotaExceeded, deploy,
+from workshop_lib.aws import endpoints, hosting, scaling
+from workshop_lib.config import BucketRegionMismatch
+from workshop_lib.aws.endpoints import decision_gpu_plan, standard_plan
+from workshop_lib.aws.hosting import (AlreadyExists, EndpointFailed, EndpointWaitTimeout, QuotaExceeded, deploy,
                                   wait_in_service)
-from workshop_lib.images import ImageRegionMismatch, MutableImageReference
+from workshop_lib.aws.images import ImageRegionMismatch, MutableImageReference
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -275,7 +275,7 @@ def test_the_isolated_models_are_accepted_by_the_emulator(clients):
 
 
 def test_local_hosting_sends_the_models_as_built(tmp_path):
-    from workshop_lib import rehearsal, stand_ins
+    from workshop_lib.local import rehearsal, stand_ins
 
     local = stand_ins.LocalHosting(None, None, rehearsal.Rehearsal(tmp_path))
     for plan in (moto_plan(), decision_gpu_plan("isolated-gpu", image_uri=DECISION_PINNED, role_arn=ROLE,

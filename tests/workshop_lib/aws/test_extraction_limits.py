@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from workshop_lib.packaging import (MANIFEST_NAME, MAX_EXTRACT_BYTES, ExtractionRefused, extract_model)
-from workshop_lib.rehearsal import Rehearsal
+from workshop_lib.local.rehearsal import Rehearsal
 
 GIB = 1024 ** 3
 

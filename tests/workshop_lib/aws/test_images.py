@@ -4,8 +4,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from workshop_lib import images
-from workshop_lib.images import (
+from workshop_lib.aws import images
+from workshop_lib.aws.images import (
     ImageNotFound,
     ImageRegionMismatch,
     InvalidImageUri,
@@ -179,7 +179,7 @@ def test_each_variant_pins_a_digest_with_its_bindings():
 
 
 def test_resolve_dlc_returns_the_pin_when_the_region_holds_it(clients):
-    from workshop_lib import stand_ins
+    from workshop_lib.local import stand_ins
 
     stand_ins.seed_dlc(clients.ecr, "us-east-1")  # the emulated DLC registry, with the pinned digests
     for variant in ("cpu", "cuda"):
@@ -193,7 +193,7 @@ def test_resolve_dlc_says_clearly_when_the_region_lacks_the_pin(clients):
 
 
 def test_following_the_tag_is_an_opt_in_that_warns(clients):
-    from workshop_lib import stand_ins
+    from workshop_lib.local import stand_ins
 
     clients.ecr.create_repository(repositoryName="llama-cpp", registryId="763104351884")
     stand_ins.push_stand_in(clients.ecr, "llama-cpp", "server-sagemaker-cpu-v1", "a newer DLC", "2" * 64,
@@ -208,7 +208,7 @@ def test_following_the_tag_is_an_opt_in_that_warns(clients):
 
 
 def test_a_regional_pin_replaces_the_default_there_only(monkeypatch):
-    from workshop_lib import builds
+    from workshop_lib.aws import codebuild
 
     other = images.DlcPin("cpu", "sha256:" + "c" * 64, "llama-cpp-python==0.3.36", (), "a region's own build")
     monkeypatch.setitem(images.REGIONAL_DLC_PINS, "af-south-1", {"cpu": other})
@@ -219,13 +219,13 @@ def test_a_regional_pin_replaces_the_default_there_only(monkeypatch):
     table = images.dlc_digest_table(["us-east-1", "af-south-1"])
     assert table["af-south-1"]["cpu"] == other.digest and table["us-east-1"]["cpu"] == images.DLC_PINS["cpu"].digest
     # the image build installs the bindings proven against the region's build
-    env = builds.image_build_env(images.pinned_dlc_uri("af-south-1"),
+    env = codebuild.image_build_env(images.pinned_dlc_uri("af-south-1"),
                                  "123456789012.dkr.ecr.af-south-1.amazonaws.com/sagemaker-decision-workshop", "cpu-1")
     assert env["LLAMA_CPP_PYTHON"] == "llama-cpp-python==0.3.36"
 
 
 def test_whether_the_region_holds_the_pinned_digest_is_asked_not_assumed(clients):
-    from workshop_lib import stand_ins
+    from workshop_lib.local import stand_ins
 
     assert not images.pinned_dlc_present(clients.ecr, "us-east-1", "cpu")  # no DLC repository at all
     clients.ecr.create_repository(repositoryName="llama-cpp", registryId="763104351884")

@@ -10,7 +10,7 @@ import copy
 
 import pytest
 
-from workshop_lib import builds
+from workshop_lib.aws import codebuild as builds
 from workshop_lib.models import PINNED_MODEL
 from workshop_lib.packaging import SAMPLE_SHAPE, WORKSHOP_SHAPE, build_manifest, parse_manifest
 

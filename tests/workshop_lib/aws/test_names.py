@@ -67,7 +67,7 @@ def test_tags_follow_the_resource_tag_rules():
 
 
 def test_every_workshop_resource_gets_the_same_tags_in_each_apis_spelling():
-    from workshop_lib import builds, endpoints
+    from workshop_lib.aws import codebuild as builds, endpoints
 
     pairs = {(t["Key"], t["Value"]) for t in endpoints.workshop_tags()}
     assert pairs == set(names.WORKSHOP_TAGS.items())

@@ -10,7 +10,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from workshop_lib import iam, permissions, policies
+from workshop_lib.aws import iam, policies
+from workshop_lib.local import permissions
 from workshop_lib.config import WorkshopConfig
 
 REGION, ACCOUNT = "us-east-1", "123456789012"
@@ -113,7 +114,7 @@ def test_every_command_the_buildspecs_run_is_allowed_by_the_codebuild_role(tmp_p
     recorded command is held against the CodeBuild service role's policy."""
     import hashlib
 
-    from workshop_lib import builds, images
+    from workshop_lib.aws import codebuild as builds, images
     from workshop_lib.models import ModelFile, ModelSpec, TokenizerSource
 
     from tests.support.buildspec import REPO_ROOT, make_fake_hub, run_buildspec

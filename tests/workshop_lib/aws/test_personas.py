@@ -17,7 +17,9 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from workshop_lib import builds, endpoints, iam, managed_policies, modes, names, permissions, policies, rehearsal, steps
+from workshop_lib.aws import codebuild as builds, endpoints, iam, managed_policies, policies
+from workshop_lib.local import modes, permissions, rehearsal
+from workshop_lib import names, steps
 from workshop_lib.config import ENV_VARS, LOCAL_ROLE_ARN, WorkshopConfig
 from workshop_lib.examples import SUPPORT_ROUTE
 from workshop_lib.steps.setup import PolicyFiles, policy_folder, tag_bucket

@@ -3,7 +3,7 @@
 The calls each role makes are derived from the library's own builders (the same
 functions the notebooks' steps call), so a change in a bucket key, a log group or a
 repository shows up here as a denied call. Policies are evaluated with the small
-evaluator in ``workshop_lib.policies``; the evaluator itself is checked first against
+evaluator in ``workshop_lib.aws.policies``; the evaluator itself is checked first against
 IAM's documented matching rules.
 """
 
@@ -14,11 +14,11 @@ import re
 
 import pytest
 
-from workshop_lib import builds, endpoints, hosting, iam, images, policies, transform
+from workshop_lib.aws import codebuild as builds, endpoints, hosting, iam, images, policies, transform
 from workshop_lib.config import WorkshopConfig, repo_root
 from workshop_lib.models import PINNED_MODEL
-from workshop_lib.iam import allows, evaluate
-from workshop_lib.policies import ecr_repository_arn, log_group_arn, log_stream_arn, s3_bucket_arn, s3_object_arn
+from workshop_lib.aws.iam import allows, evaluate
+from workshop_lib.aws.policies import ecr_repository_arn, log_group_arn, log_stream_arn, s3_bucket_arn, s3_object_arn
 
 ACCOUNT = "111122223333"
 REGION = "eu-west-1"

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from workshop_lib import images, spend_guard, stand_ins
+from workshop_lib.aws import images, spend_guard
+from workshop_lib.local import stand_ins
 from workshop_lib.config import OutsideWorkshopPrefix, WorkshopConfig
 
 from .values import DECISION_PINNED, ROLE
@@ -77,7 +78,8 @@ def test_a_missing_pin_stops_unless_following_the_tag_was_chosen(workshop_in):
 
 
 def test_the_gpu_plan_in_a_region_without_pools(workshop_in):
-    from workshop_lib import aws, steps
+    from workshop_lib.aws import api
+    from workshop_lib import steps
 
     workshop = workshop_in("af-south-1", deploy_path="decision-gpu")
     image = DECISION_PINNED.replace("us-east-1", "af-south-1")
@@ -85,7 +87,7 @@ def test_the_gpu_plan_in_a_region_without_pools(workshop_in):
                                                   instance_pools=("ml.g5.2xlarge", "ml.g4dn.2xlarge")))
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstanceType"] == "ml.g5.2xlarge" and "InstancePools" not in variant
-    aws.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
+    api.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
     assert "not offered in af-south-1" in plan.notes[0]
     shown = str(steps.EndpointResult(plan.name, plan, "Creating", "SageMaker"))
     assert "instances: ml.g5.2xlarge (fixed)" in shown and "note: instance pools are not offered" in shown

@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-from workshop_lib import aws, endpoints, hosting, scaling, transform
-from workshop_lib.endpoints import EndpointSpecError, OutOfRange
-from workshop_lib.scaling import scalable_target_request, scaling_policy_request
-from workshop_lib.transform import (
+from workshop_lib.aws import api, endpoints, hosting, scaling, transform
+from workshop_lib.aws.endpoints import EndpointSpecError, OutOfRange
+from workshop_lib.aws.scaling import scalable_target_request, scaling_policy_request
+from workshop_lib.aws.transform import (
     TransformOutputMismatch,
     decisions_to_jsonl,
     join_transform_output,
@@ -22,7 +22,7 @@ def test_scalable_target_request():
                        "ResourceId": "endpoint/semif-decision-workflows/variant/AllTraffic",
                        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
                        "MinCapacity": 1, "MaxCapacity": 6}
-    aws.validate("application-autoscaling", "RegisterScalableTarget", request)
+    api.validate("application-autoscaling", "RegisterScalableTarget", request)
 
 
 def test_scaling_policy_request_tracks_invocations_per_instance():
@@ -33,14 +33,14 @@ def test_scaling_policy_request_tracks_invocations_per_instance():
     assert config == {"TargetValue": 20.0,
                       "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
                       "ScaleInCooldown": 900, "ScaleOutCooldown": 120}
-    aws.validate("application-autoscaling", "PutScalingPolicy", request)
+    api.validate("application-autoscaling", "PutScalingPolicy", request)
 
 
 def test_scaling_policy_misspelt_field_fails_validation():
     request = copy.deepcopy(scaling_policy_request("e", invocations_per_instance=5))
     request["TargetTrackingScalingPolicyConfiguration"]["ScaleInCoolDown"] = 10
-    with pytest.raises(aws.InvalidRequest, match="ScaleInCoolDown"):
-        aws.validate("application-autoscaling", "PutScalingPolicy", request)
+    with pytest.raises(api.InvalidRequest, match="ScaleInCoolDown"):
+        api.validate("application-autoscaling", "PutScalingPolicy", request)
 
 
 @pytest.mark.parametrize("kw", [{"min_instances": 0}, {"min_instances": 3, "max_instances": 2},
@@ -70,7 +70,7 @@ def test_transform_job_request():
     request = transform_job_request("decisions-2026-01-01", model_name="semif-decision-workflows",
                                     input_s3_uri="s3://bkt/decision-workshop/batch/in/",
                                     output_s3_uri="s3://bkt/decision-workshop/batch/out/", instance_count=4)
-    aws.validate("sagemaker", "CreateTransformJob", request)
+    api.validate("sagemaker", "CreateTransformJob", request)
     assert request["BatchStrategy"] == "SingleRecord"
     assert request["MaxConcurrentTransforms"] == 1
     assert request["TransformInput"] == {

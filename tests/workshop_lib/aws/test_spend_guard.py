@@ -12,9 +12,9 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
-
-from workshop_lib import aws, iam, permissions, policies, spend_guard
+from workshop_lib.aws import api, iam, policies, spend_guard
 from workshop_lib.config import WorkshopConfig
+from workshop_lib.local import permissions
 
 from .values import REGION, ROLE
 
@@ -34,7 +34,7 @@ def _request(name="decision-workshop-cpu", operation="CreateSchedule", hours=4):
 
 def test_the_create_request_is_a_one_time_schedule_that_deletes_the_endpoint():
     request = _request()
-    aws.validate("scheduler", "CreateSchedule", request)
+    api.validate("scheduler", "CreateSchedule", request)
     assert request["ScheduleExpression"] == "at(2026-12-01T13:31:00)"  # 4 h on, rounded up to the minute
     assert request["ScheduleExpressionTimezone"] == "UTC"
     assert request["ActionAfterCompletion"] == "DELETE" and request["FlexibleTimeWindow"] == {"Mode": "OFF"}
@@ -47,7 +47,7 @@ def test_the_create_request_is_a_one_time_schedule_that_deletes_the_endpoint():
 
 def test_update_get_and_delete_requests_pass_botocores_model():
     update = _request(operation="UpdateSchedule", hours=8)
-    aws.validate("scheduler", "UpdateSchedule", update)
+    api.validate("scheduler", "UpdateSchedule", update)
     assert update["ScheduleExpression"] == "at(2026-12-01T17:31:00)"
     assert spend_guard.get_request("e") == {"Name": "e-deadline", "GroupName": "default"}
     assert spend_guard.delete_request("e") == {"Name": "e-deadline", "GroupName": "default"}
@@ -56,14 +56,14 @@ def test_update_get_and_delete_requests_pass_botocores_model():
 def test_botocore_would_refuse_what_the_builder_never_sends():
     broken = _request()
     del broken["FlexibleTimeWindow"]
-    with pytest.raises(aws.InvalidRequest, match="FlexibleTimeWindow"):
-        aws.validate("scheduler", "CreateSchedule", broken)
+    with pytest.raises(api.InvalidRequest, match="FlexibleTimeWindow"):
+        api.validate("scheduler", "CreateSchedule", broken)
     with pytest.raises(spend_guard.SpendGuardError, match="not an IAM role ARN"):
         spend_guard.schedule_request("e", role_arn="arn:aws:iam::1:user/x", when=NOW, region=REGION)
 
 
 def test_schedule_names_fit_the_schedulers_pattern_even_for_the_longest_endpoint_names():
-    pattern, max_len = aws.operation_model("scheduler", "CreateSchedule").input_shape.members["Name"].metadata[
+    pattern, max_len = api.operation_model("scheduler", "CreateSchedule").input_shape.members["Name"].metadata[
         "pattern"], 64
     import re
 
@@ -95,19 +95,19 @@ def test_deadlines_and_their_text():
 
 
 def test_the_role_and_trust_documents_pass_the_policy_checks():
-    role = spend_guard.scheduler_role_policy(CONFIG, ACCOUNT)
-    trust = spend_guard.scheduler_trust_policy(CONFIG, ACCOUNT)
+    role = policies.scheduler_role_policy(CONFIG, ACCOUNT)
+    trust = policies.scheduler_trust_policy(CONFIG, ACCOUNT)
     iam.check_policy_document(role)
     iam.check_policy_document(trust, trust=True)
     (statement,) = trust["Statement"]
     assert statement["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
     assert iam.wildcard_grants(role) == []
-    aws.validate("iam", "CreateRole", policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME, trust))
+    api.validate("iam", "CreateRole", policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME, trust))
 
 
 def test_the_role_may_delete_exactly_the_workshops_endpoints():
-    role = spend_guard.scheduler_role_policy(CONFIG, ACCOUNT)
+    role = policies.scheduler_role_policy(CONFIG, ACCOUNT)
     for name in (CONFIG.standard_endpoint_name, CONFIG.cpu_endpoint_name, CONFIG.gpu_endpoint_name):
         arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{name}"
         assert iam.allows(role, "sagemaker:DeleteEndpoint", arn)
@@ -118,7 +118,7 @@ def test_the_role_may_delete_exactly_the_workshops_endpoints():
 
 
 def test_the_operator_may_manage_the_deadlines_and_pass_the_role_to_the_scheduler_only():
-    document = spend_guard.operator_deadlines_policy(CONFIG, ACCOUNT)
+    document = policies.operator_deadlines_policy(CONFIG, ACCOUNT)
     iam.check_policy_document(document)
     assert iam.wildcard_grants(document) == []
     schedule = spend_guard.schedule_arn(REGION, ACCOUNT, CONFIG.cpu_endpoint_name)
@@ -145,8 +145,8 @@ def test_the_documents_are_written_with_the_others_and_each_fits_iams_quota():
 
 
 def test_the_audit_holds_the_deadline_calls_to_the_documents():
-    documents = {permissions.OPERATOR: spend_guard.operator_documents(CONFIG, ACCOUNT),
-                 spend_guard.PRINCIPAL: spend_guard.scheduler_role_policy(CONFIG, ACCOUNT)}
+    documents = {permissions.OPERATOR: policies.operator_documents(CONFIG, ACCOUNT),
+                 spend_guard.PRINCIPAL: policies.scheduler_role_policy(CONFIG, ACCOUNT)}
     request = _request(CONFIG.gpu_endpoint_name)
     made = [{"principal": permissions.OPERATOR, "service": "scheduler", "operation": "CreateSchedule",
              "params": request},

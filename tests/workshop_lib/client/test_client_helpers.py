@@ -10,7 +10,7 @@ import pytest
 from workshop_lib.client import (BadRequest, Decision, EndpointBusy, EndpointClient, EndpointError,
                                  EndpointNotFound, EndpointServerError, UnprocessableRequest, decision, option_list,
                                  question)
-from workshop_lib.endpoint_errors import error_class, error_from_response, parse_error_body, parse_retry_after
+from workshop_lib.client.endpoint_errors import error_class, error_from_response, parse_error_body, parse_retry_after
 
 
 def test_decision_helper_builds_the_readme_schema():

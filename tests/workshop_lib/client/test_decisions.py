@@ -7,7 +7,7 @@ import math
 import pytest
 
 from workshop_lib.client import Decision
-from workshop_lib.decisions import (ACCEPTED, BELOW_THRESHOLD, NOT_ALLOWED, SMALL_MARGIN, Policy,
+from workshop_lib.client.policy import (ACCEPTED, BELOW_THRESHOLD, NOT_ALLOWED, SMALL_MARGIN, Policy,
                                     accept_if_clear, accept_or_fallback, margin, ranked, scores)
 
 ROUTE = {"billing": 0.62, "tech_support": 0.25, "sales": 0.13}
@@ -132,7 +132,7 @@ def _answer(mass, abstained=False):
 
 
 def test_an_answer_the_server_marked_abstained_falls_back_whatever_its_probabilities():
-    from workshop_lib.decisions import ABSTAINED
+    from workshop_lib.client.policy import ABSTAINED
 
     outcome = Policy(threshold=0.1, fallback="review").apply(_answer(0.4, abstained=True))
     assert (outcome.option_id, outcome.accepted, outcome.rule, outcome.answer_mass) == ("review", False, ABSTAINED, 0.4)
@@ -147,7 +147,7 @@ def test_min_answer_mass_falls_back_below_the_threshold(mass, accepted):
 
 
 def test_min_answer_mass_cannot_be_checked_on_a_plain_mapping_so_it_falls_back():
-    from workshop_lib.decisions import ABSTAINED
+    from workshop_lib.client.policy import ABSTAINED
 
     assert Policy(min_answer_mass=0.5).apply(ROUTE).rule == ABSTAINED
     assert Policy().apply(ROUTE).rule == ACCEPTED  # 0: nothing to check

@@ -57,7 +57,7 @@ def test_openai_decisions_through_invocations_equal_the_v1_route(client, adapter
     import json
     import urllib.request
 
-    from workshop_lib import openai_decisions as od
+    from workshop_lib.client import openai_decisions as od
 
     questions = [od.predicate("The parcel is lost.", name="lost"), od.choice("Which team?", list(TEAMS), name="team"),
                  od.score("How urgent?", [label for _, label in URGENCY], name="urgency")]
@@ -76,12 +76,12 @@ def test_openai_decisions_through_invocations_equal_the_v1_route(client, adapter
 
 
 def test_systemone_through_invocations(client):
-    from workshop_lib import systemone
+    from workshop_lib.client import jev
 
     result = client.systemone(STATE, {
-        "lost": systemone.noul("Is the parcel lost?"),
-        "team": systemone.choice("Which team should handle this?", TEAMS),
-        "urgency": systemone.score("How urgent is this?", [text for _, text in URGENCY])})
+        "lost": jev.noul("Is the parcel lost?"),
+        "team": jev.choice("Which team should handle this?", TEAMS),
+        "urgency": jev.score("How urgent is this?", [text for _, text in URGENCY])})
     assert set(result.answers) == {"lost", "team", "urgency"}
     assert result.model.endswith("SmolLM2-135M-Instruct.Q4_1")  # the real model, not the alias
     assert result.usage["input_tokens"] > 0 and result.usage["output_tokens"] == 0

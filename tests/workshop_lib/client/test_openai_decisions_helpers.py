@@ -1,8 +1,8 @@
-"""workshop_lib.openai_decisions: pure builders and readers of OpenAI Decisions bodies (no server)."""
+"""workshop_lib.client.openai_decisions: pure builders and readers of OpenAI Decisions bodies (no server)."""
 
 import pytest
 
-from workshop_lib import openai_decisions as od
+from workshop_lib.client import openai_decisions as od
 
 QUESTIONS = [od.predicate("The customer asks for a refund.", name="refund"),
              od.choice("Which team?", {"billing": "Payments", "shipping": None}, name="team"),

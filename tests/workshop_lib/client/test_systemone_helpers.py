@@ -1,11 +1,11 @@
-"""workshop_lib.systemone: pure builders and readers of System One bodies (no server)."""
+"""workshop_lib.client.jev: pure builders and readers of System One bodies (no server)."""
 
 from __future__ import annotations
 
 import pytest
 
-from workshop_lib import decisions
-from workshop_lib.systemone import (SystemOneFormatError, choice, error_fields, noul, parse_response, request, score,
+from workshop_lib.client import policy
+from workshop_lib.client.jev import (SystemOneFormatError, choice, error_fields, noul, parse_response, request, score,
                                     task_probabilities, task_request)
 
 TICKET = "Charged twice; refund me."
@@ -65,8 +65,8 @@ def test_parse_response_reads_every_type():
     assert result["anger"].value == 0.5 and list(result["anger"].probabilities) == ["0", "1", "2"]
     assert result.server_ms == 812.0 and result.client_latency_ms == 900.0
     # answers plug into the same policies as decisions
-    assert decisions.accept_or_fallback(result["team"].probabilities, 0.7, "needs_review") == "Billing"
-    assert decisions.accept_or_fallback(result["team"].probabilities, 0.8, "needs_review") == "needs_review"
+    assert policy.accept_or_fallback(result["team"].probabilities, 0.7, "needs_review") == "Billing"
+    assert policy.accept_or_fallback(result["team"].probabilities, 0.8, "needs_review") == "needs_review"
 
 
 @pytest.mark.parametrize("damage", [

@@ -1,0 +1,9 @@
+"""What runs against AWS: the request builders (checked by botocore before anything is sent), the IAM
+policies, and the flows that send them (CodeBuild and ECR, SageMaker hosting, data capture, alarms,
+updates, scaling, Batch Transform, the endpoint deadline, teardown).
+
+``api`` holds the one boto3 client factory and request validation. The modules here import each other
+and the bottom layer (``errors``, ``config``, ``names``, ``models``, ``packaging``), never
+``workshop_lib.local``, ``client``, ``steps`` or anything above: what only AWS can do is a parameter
+of a flow, and the local rehearsal passes its stand-in.
+"""

@@ -1,0 +1,343 @@
+"""Container image references: the llama.cpp DLC per region, and pinning by digest.
+
+AWS publishes only floating ``-v1`` tags for the llama.cpp DLC, so a tag can
+point at a different image tomorrow. Every deploy function calls
+``require_pinned`` and refuses anything but ``repo@sha256:...``.
+
+The decision image loads the DLC's own libllama through llama-cpp-python's ctypes
+bindings, which must match it field for field. ``DLC_PINS`` holds, per variant, a
+DLC digest together with the bindings known to match it; ``resolve_dlc`` returns
+that digest in the region's registry. The pins are looked up per region
+(``dlc_pin(variant, region)``: ``REGIONAL_DLC_PINS`` over ``DLC_PINS``), since a region's
+registry may hold another build than the one the sample pinned. Where the region's registry
+lacks the pinned digest, following the floating tag instead is an explicit opt-in
+(``follow_tag=True``; notebook 02 asks, "no" unless told) that warns: the decision image's
+build-time bindings proof (``decision_adapter.bindings``, run by the image build) then decides
+whether the pair works, and stops the build when it does not.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+
+from botocore.exceptions import ClientError
+
+from ..errors import InvalidInput
+from .. import names
+
+DEFAULT_DLC_ACCOUNT = "763104351884"
+# Regions whose DLC registry is not the default account (AWS DLC "available images" list).
+DLC_ACCOUNTS = {
+    "af-south-1": "626614931356",
+    "ap-east-1": "871362719292",
+    "ap-east-2": "975050140332",
+    "ap-south-2": "772153158452",
+    "ap-southeast-3": "907027046896",
+    "ap-southeast-4": "457447274322",
+    "ap-southeast-5": "550225433462",
+    "ap-southeast-6": "633930458069",
+    "ap-southeast-7": "590183813437",
+    "ap-northeast-3": "364406365360",
+    "ca-west-1": "204538143572",
+    "eu-south-1": "692866216735",
+    "eu-south-2": "503227376785",
+    "eu-central-2": "380420809688",
+    "il-central-1": "780543022126",
+    "mx-central-1": "637423239942",
+    "me-south-1": "217643126080",
+    "me-central-1": "914824155844",
+    "cn-north-1": "727897471807",
+    "cn-northwest-1": "727897471807",
+}
+
+DLC_REPOSITORY = "llama-cpp"
+DLC_ARM64_REPOSITORY = "llama-cpp-arm64"
+# The SageMaker variants implement /ping and /invocations; server-cpu-v1 / server-cuda-v1 are EC2 images.
+SAGEMAKER_TAGS = {"cpu": "server-sagemaker-cpu-v1", "cuda": "server-sagemaker-cuda-v1"}
+
+
+@dataclass(frozen=True)
+class DlcPin:
+    """A llama.cpp DLC image by digest, and the llama-cpp-python bindings whose structs match its libllama."""
+    variant: str
+    digest: str
+    bindings: str  # the pip requirement the Dockerfile installs (its LLAMA_CPP_PYTHON build argument)
+    drop_bindings: tuple[str, ...] = ()  # bound functions this libllama lacks (DROP_BINDINGS)
+    origin: str = ""
+
+
+# The pairs the published SemIf sample deploys (its Dockerfiles pin both digests on the public mirror,
+# public.ecr.aws/deep-learning-containers/llama-cpp). An image keeps its digest in every registry it is
+# pushed to; resolve_dlc checks that the region's registry holds it (not verifiable from here).
+# llama-cpp-python 0.3.35's llama_cpp.py is byte-identical to the sample's CPU commit 8a0810fa.
+DLC_PINS = {
+    "cpu": DlcPin("cpu", "sha256:1f19c220f5f169228f20cdddca00f4838be22a3a1ce9002bc444006adc3d6d43",
+                  "llama-cpp-python==0.3.35", (),
+                  "server-sagemaker-cpu-v1 as pinned by the published sample, with its bindings"),
+    "cuda": DlcPin("cuda", "sha256:9f2eb2d9cbdc3172c2046117c4a43401bc95dbabdc3e2aeaa35daa11565c8b36",
+                   "llama-cpp-python @ git+https://github.com/abetlen/llama-cpp-python"
+                   "@ea3b56bdc386d5a6f31120338ffe907211b0907c",
+                   ("llama_adapter_lora_init_from_file_ptr",),
+                   "server-sagemaker-cuda-v1 as pinned by the published sample, with its bindings"),
+}
+
+
+# Per region, per variant: a pin that replaces DLC_PINS there (a region whose registry holds another build
+# of the -v1 tag, with the bindings proven against that build). Regions not listed use DLC_PINS; whether
+# a region's registry really holds the digest is asked at run time (pinned_dlc_present), never assumed.
+REGIONAL_DLC_PINS: dict[str, dict[str, DlcPin]] = {}
+
+
+class ImageError(InvalidInput):
+    """An image reference the workshop cannot deploy."""
+
+
+class InvalidImageUri(ImageError):
+    pass
+
+
+class MutableImageReference(ImageError):
+    pass
+
+
+class ImageNotFound(ImageError):
+    pass
+
+
+class ImageRegionMismatch(ImageError):
+    pass
+
+
+class NotASageMakerImage(ImageError):
+    pass
+
+
+class PinnedImageMissing(ImageError):
+    pass
+
+
+def dlc_account(region: str) -> str:
+    return DLC_ACCOUNTS.get(region, DEFAULT_DLC_ACCOUNT)
+
+
+def ecr_host(account: str, region: str) -> str:
+    suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    return f"{account}.dkr.ecr.{region}.{suffix}"
+
+
+def dlc_image_uri(region: str, variant: str = "cpu", arm64: bool = False) -> str:
+    """The SageMaker llama.cpp DLC for ``region`` by tag (mutable: pass it to resolve_digest)."""
+    if variant not in SAGEMAKER_TAGS:
+        raise ImageError(f"variant {variant!r} is not one of {', '.join(SAGEMAKER_TAGS)}")
+    if arm64 and variant != "cpu":
+        raise ImageError("the llama.cpp DLC for Graviton (arm64) is CPU only; use variant='cpu' or arm64=False")
+    repository = DLC_ARM64_REPOSITORY if arm64 else DLC_REPOSITORY
+    return f"{ecr_host(dlc_account(region), region)}/{repository}:{SAGEMAKER_TAGS[variant]}"
+
+
+_ECR_HOST = re.compile(r"(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    registry: str  # host, e.g. 763104351884.dkr.ecr.us-east-1.amazonaws.com
+    repository: str
+    tag: str | None = None
+    digest: str | None = None  # "sha256:<64 hex>"
+    account: str | None = None  # set for private ECR registries
+    region: str | None = None
+
+    @property
+    def pinned(self) -> bool:
+        return self.digest is not None
+
+    @property
+    def is_private_ecr(self) -> bool:
+        return self.account is not None
+
+    def pinned_uri(self, digest: str | None = None) -> str:
+        digest = digest or self.digest
+        if not digest:
+            raise MutableImageReference(f"{self} has no digest to pin to")
+        return f"{self.registry}/{self.repository}@{digest}"
+
+    def __str__(self) -> str:
+        uri = f"{self.registry}/{self.repository}"
+        if self.tag:
+            uri += f":{self.tag}"
+        if self.digest:
+            uri += f"@{self.digest}"
+        return uri
+
+
+def parse_image_uri(image_uri: str) -> ImageRef:
+    """Split ``host/repo[:tag][@sha256:...]``; raise InvalidImageUri for anything else."""
+    uri = (image_uri or "").strip()
+    if "/" not in uri or uri != image_uri or any(c.isspace() for c in uri):
+        raise InvalidImageUri(
+            f"image URI {image_uri!r} is not a registry reference like "
+            f"'<account>.dkr.ecr.<region>.amazonaws.com/<repository>@sha256:<digest>'"
+        )
+    registry, rest = uri.split("/", 1)
+    digest = None
+    if "@" in rest:
+        rest, digest = rest.split("@", 1)
+        if not _DIGEST.fullmatch(digest):
+            raise InvalidImageUri(f"image URI {image_uri!r}: digest {digest!r} is not 'sha256:' + 64 hex digits")
+    tag = None
+    if ":" in rest:
+        rest, tag = rest.rsplit(":", 1)
+        if not names.is_image_tag(tag):
+            raise InvalidImageUri(f"image URI {image_uri!r}: tag {tag!r} is not a valid image tag")
+    if not names.IMAGE_REPOSITORY.fullmatch(rest):
+        raise InvalidImageUri(f"image URI {image_uri!r}: repository {rest!r} is not a valid repository name")
+    host = _ECR_HOST.fullmatch(registry)
+    return ImageRef(
+        registry=registry, repository=rest, tag=tag, digest=digest,
+        account=host["account"] if host else None, region=host["region"] if host else None,
+    )
+
+
+def _describe_command(ref: ImageRef) -> str:
+    return (
+        f"aws ecr describe-images --region {ref.region or '<region>'} --registry-id {ref.account or '<account>'} "
+        f"--repository-name {ref.repository} --image-ids imageTag={ref.tag or '<tag>'} "
+        f"--query 'imageDetails[0].imageDigest' --output text"
+    )
+
+
+def require_pinned(image_uri: str) -> str:
+    """Return ``image_uri`` if it names a digest; otherwise raise MutableImageReference."""
+    ref = parse_image_uri(image_uri)
+    if ref.pinned:
+        return image_uri
+    what = f"tag {ref.tag!r}" if ref.tag else "no tag or digest (that means ':latest')"
+    raise MutableImageReference(
+        f"image {image_uri!r} is referenced by {what}, which can move to another image later. "
+        f"Pin it by digest: workshop_lib.aws.images.resolve_digest(ecr_client, {image_uri!r}), or run "
+        f"`{_describe_command(ref)}` and deploy {ref.registry}/{ref.repository}@<that digest>."
+    )
+
+
+def check_deployable(image_uri: str, region: str) -> str:
+    """require_pinned, plus what SageMaker needs: a private ECR registry in the endpoint's region."""
+    require_pinned(image_uri)
+    ref = parse_image_uri(image_uri)
+    if not ref.is_private_ecr:
+        raise ImageRegionMismatch(
+            f"image {image_uri!r} is not in a private ECR registry; SageMaker endpoints pull from ECR in "
+            f"their own region (for the DLC use {dlc_image_uri(region)!r}, then resolve_digest)"
+        )
+    if ref.region != region:
+        raise ImageRegionMismatch(
+            f"image {image_uri!r} is in {ref.region} but the endpoint region is {region}; use the image from "
+            f"{region} (the DLC registry is {ecr_host(dlc_account(region), region)}) or push your image there"
+        )
+    return image_uri
+
+
+def resolve_digest(ecr_client, image_uri: str) -> str:
+    """Ask ECR which digest a tag points at now; return ``registry/repo@sha256:...``.
+
+    An already pinned reference is returned unchanged (without any tag).
+    """
+    ref = parse_image_uri(image_uri)
+    if ref.pinned:
+        return ref.pinned_uri()
+    if not ref.is_private_ecr:
+        raise InvalidImageUri(f"image {image_uri!r} is not in a private ECR registry; resolve_digest needs one")
+    if ref.repository in (DLC_REPOSITORY, DLC_ARM64_REPOSITORY) and ref.tag and not ref.tag.startswith("server-sagemaker-"):
+        raise NotASageMakerImage(
+            f"tag {ref.tag!r} of the llama.cpp DLC is the EC2 image, which lacks /ping and /invocations; "
+            f"use {', '.join(SAGEMAKER_TAGS.values())} (dlc_image_uri() builds the right URI)"
+        )
+    tag = ref.tag or "latest"
+    try:
+        response = ecr_client.describe_images(
+            registryId=ref.account, repositoryName=ref.repository, imageIds=[{"imageTag": tag}]
+        )
+        digest = response["imageDetails"][0]["imageDigest"]
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in ("ImageNotFoundException", "RepositoryNotFoundException"):
+            raise ImageNotFound(
+                f"ECR has no image {ref.repository}:{tag} in registry {ref.account} ({ref.region}): "
+                f"{exc.response['Error'].get('Message', code)}. Check the region, repository and tag."
+            ) from None
+        if code != "AccessDeniedException":
+            raise
+        # Some registries allow pulling but not DescribeImages; BatchGetImage is part of a pull.
+        response = ecr_client.batch_get_image(
+            registryId=ref.account, repositoryName=ref.repository, imageIds=[{"imageTag": tag}]
+        )
+        if not response.get("images"):
+            failure = (response.get("failures") or [{}])[0]
+            raise ImageNotFound(
+                f"ECR could not return {ref.repository}:{tag} from registry {ref.account}: "
+                f"{failure.get('failureReason', 'no image')}"
+            ) from None
+        digest = response["images"][0]["imageId"]["imageDigest"]
+    return ref.pinned_uri(digest)
+
+
+def dlc_pin(variant: str, region: str | None = None) -> DlcPin:
+    """The pin of ``variant`` for ``region``: the region's own (REGIONAL_DLC_PINS) or the default."""
+    if variant not in DLC_PINS:
+        raise ImageError(f"variant {variant!r} is not one of {', '.join(DLC_PINS)}")
+    return REGIONAL_DLC_PINS.get(region or "", {}).get(variant, DLC_PINS[variant])
+
+
+def dlc_digest_table(regions) -> dict[str, dict[str, str]]:
+    """Region -> variant -> pinned digest, as the deploys would use them (for a notebook or the docs)."""
+    return {region: {variant: dlc_pin(variant, region).digest for variant in DLC_PINS} for region in regions}
+
+
+def pinned_dlc_uri(region: str, variant: str = "cpu") -> str:
+    """The pinned DLC digest in ``region``'s DLC registry (where SageMaker and CodeBuild pull it from)."""
+    return f"{ecr_host(dlc_account(region), region)}/{DLC_REPOSITORY}@{dlc_pin(variant, region).digest}"
+
+
+def pinned_dlc_present(ecr_client, region: str, variant: str = "cpu") -> bool:
+    """Whether ``region``'s DLC registry holds the pinned digest (DescribeImages, else BatchGetImage,
+    which pulling needs anyway). Other errors (throttling, a broken endpoint) are raised."""
+    ref = parse_image_uri(pinned_dlc_uri(region, variant))
+    ids = [{"imageDigest": ref.digest}]
+    try:
+        ecr_client.describe_images(registryId=ref.account, repositoryName=ref.repository, imageIds=ids)
+        return True
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in ("ImageNotFoundException", "RepositoryNotFoundException"):
+            return False
+        if code != "AccessDeniedException":  # pulling may be allowed where describing is not
+            raise
+    found = ecr_client.batch_get_image(registryId=ref.account, repositoryName=ref.repository, imageIds=ids)
+    return bool(found.get("images"))
+
+
+def resolve_dlc(ecr_client, region: str, variant: str = "cpu", *, follow_tag: bool = False) -> str:
+    """The DLC to build and deploy on: the pinned digest, checked to exist in the region's registry.
+
+    ``follow_tag=True`` resolves the floating SageMaker tag instead, with a warning: the bindings
+    pinned for the variant were proven against the pinned digest only.
+    """
+    pin = dlc_pin(variant, region)
+    if follow_tag:
+        tagged = resolve_digest(ecr_client, dlc_image_uri(region, variant))
+        if not tagged.endswith(pin.digest):
+            warnings.warn(
+                f"following {SAGEMAKER_TAGS[variant]} gives {tagged.rsplit('@', 1)[1][:19]}..., not the pinned "
+                f"{pin.digest[:19]}...: the bindings {pin.bindings!r} may not match its libllama. The image build's "
+                "bindings proof stops the build if they do not.", stacklevel=2)
+        return tagged
+    uri = pinned_dlc_uri(region, variant)
+    if not pinned_dlc_present(ecr_client, region, variant):
+        raise PinnedImageMissing(
+            f"the llama.cpp DLC registry of {region} ({parse_image_uri(uri).registry}) does not hold the pinned "
+            f"{variant} image {pin.digest}. Deploy in a region whose registry holds it, or follow the floating tag "
+            f"(notebook 02's choice, or resolve_dlc(..., follow_tag=True)): the decision image's build-time proof "
+            f"of the bindings then decides whether they match it.")
+    return uri

@@ -1,0 +1,82 @@
+"""Scaling a decision endpoint out: Application Auto Scaling on invocations per instance.
+
+One container serves one decision at a time, so capacity comes from instances. The
+builders return RegisterScalableTarget and PutScalingPolicy requests, checked by
+botocore (``api.validate``); ``enable_autoscaling`` sends both.
+"""
+
+from __future__ import annotations
+
+from . import api
+from ..config import check_resource_name
+from .endpoints import VARIANT_NAME, _in_range
+
+SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+
+
+# ---- builders ---------------------------------------------------------------------------------
+
+
+def autoscaling_resource_id(endpoint_name: str, variant_name: str = VARIANT_NAME) -> str:
+    check_resource_name(endpoint_name, "endpoint")
+    return f"endpoint/{endpoint_name}/variant/{variant_name}"
+
+
+def target_invocations_per_minute(seconds_per_request: float, utilisation: float = 0.7) -> float:
+    """A target for InvocationsPerInstance (a per-minute count): one container serves one request
+    at a time, so an instance handles at most 60 / seconds_per_request a minute."""
+    _in_range(seconds_per_request, 0.001, 60, "seconds_per_request")
+    _in_range(utilisation, 0.05, 1.0, "utilisation")
+    return round(60.0 / seconds_per_request * utilisation, 2)
+
+
+def scalable_target_request(endpoint_name: str, *, min_instances: int = 1, max_instances: int = 2,
+                            variant_name: str = VARIANT_NAME) -> dict:
+    _in_range(min_instances, 1, 100, "min_instances")
+    _in_range(max_instances, min_instances, 100, "max_instances (at least min_instances)")
+    request = {"ServiceNamespace": "sagemaker", "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
+               "ScalableDimension": SCALABLE_DIMENSION, "MinCapacity": min_instances,
+               "MaxCapacity": max_instances}
+    return api.validate("application-autoscaling", "RegisterScalableTarget", request)
+
+
+def scaling_policy_request(endpoint_name: str, *, invocations_per_instance: float,
+                           scale_in_cooldown_s: int = 300, scale_out_cooldown_s: int = 60,
+                           variant_name: str = VARIANT_NAME, policy_name: str | None = None) -> dict:
+    """Target tracking on SageMakerVariantInvocationsPerInstance (invocations per instance per minute)."""
+    _in_range(invocations_per_instance, 0.1, 100_000, "invocations_per_instance")
+    _in_range(scale_in_cooldown_s, 0, 86_400, "scale_in_cooldown_s")
+    _in_range(scale_out_cooldown_s, 0, 86_400, "scale_out_cooldown_s")
+    request = {
+        "PolicyName": policy_name or f"{endpoint_name}-invocations-per-instance",
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
+        "ScalableDimension": SCALABLE_DIMENSION,
+        "PolicyType": "TargetTrackingScaling",
+        "TargetTrackingScalingPolicyConfiguration": {
+            "TargetValue": float(invocations_per_instance),
+            "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+            "ScaleInCooldown": scale_in_cooldown_s,
+            "ScaleOutCooldown": scale_out_cooldown_s,
+        },
+    }
+    return api.validate("application-autoscaling", "PutScalingPolicy", request)
+
+
+# ---- sender -----------------------------------------------------------------------------------
+
+
+def enable_autoscaling(autoscaling_client, endpoint_name: str, *, invocations_per_instance: float,
+                       min_instances: int = 1, max_instances: int = 2, scale_in_cooldown_s: int = 300,
+                       scale_out_cooldown_s: int = 60) -> str:
+    """Register the variant as scalable and attach the target-tracking policy; returns the policy ARN."""
+    target = scalable_target_request(endpoint_name, min_instances=min_instances, max_instances=max_instances)
+    policy = scaling_policy_request(endpoint_name, invocations_per_instance=invocations_per_instance,
+                                    scale_in_cooldown_s=scale_in_cooldown_s,
+                                    scale_out_cooldown_s=scale_out_cooldown_s)
+    autoscaling_client.register_scalable_target(**target)
+    return autoscaling_client.put_scaling_policy(**policy)["PolicyARN"]
+
+
+__all__ = ["SCALABLE_DIMENSION", "autoscaling_resource_id", "enable_autoscaling", "scalable_target_request",
+           "scaling_policy_request", "target_invocations_per_minute"]

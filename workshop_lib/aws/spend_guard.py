@@ -1,0 +1,269 @@
+"""The spend guard: every endpoint the workshop creates is deleted at a deadline unless it is extended.
+
+An endpoint bills by the hour whether or not anyone calls it, and a participant who closes the laptop
+before notebook 08 keeps paying. So, as soon as SageMaker accepts ``CreateEndpoint``, the deploy step
+creates an EventBridge Scheduler one-time schedule for that endpoint: ``at(<deadline>)`` in UTC,
+deleted by the scheduler once it has run (``ActionAfterCompletion`` DELETE), whose universal target
+(``arn:aws:scheduler:::aws-sdk:sagemaker:deleteEndpoint``) calls SageMaker's DeleteEndpoint with the
+endpoint's name. The schedule runs as a role of its own, trusted only by EventBridge Scheduler acting
+for this account, that may call ``sagemaker:DeleteEndpoint`` on the workshop's endpoints and nothing
+else. Its endpoint config and model cost nothing and stay for notebook 08.
+
+As in ``policies``: pure builders (schedule names and ARNs, the requests, each validated by botocore's
+EventBridge Scheduler model, the role's two documents and the operator's statements), then thin
+senders around a boto3 client. Schedules carry no tags, so a schedule counts as the workshop's only when
+its target is DeleteEndpoint of that endpoint with the workshop's scheduler role; any other schedule of
+the same name is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from botocore.exceptions import ClientError
+
+from ..errors import AwsFailure
+from .iam import check_policy_document, minified
+from .policies import (SCHEDULER_ROLE_NAME, SCHEDULE_GROUP, delete_endpoint_target, schedule_arn, schedule_name,
+                       scheduler_role_arn, scheduler_role_policy, scheduler_trust_policy)
+from .. import names
+from . import api, policies
+
+# A deadline that fires while SageMaker is busy (the endpoint still Creating, say) is retried for an hour.
+RETRY_POLICY = {"MaximumRetryAttempts": 20, "MaximumEventAgeInSeconds": 3600}
+DELETED, ALREADY_GONE, LEFT_ALONE = "deleted", "already gone", "left alone"
+# The principal the deadlines act as, in the local rehearsal's permission audit (permissions.audit).
+PRINCIPAL = "endpoint-deadline-role"
+
+
+class SpendGuardError(AwsFailure):
+    """A deadline that could not be set, moved or read; the message says what to do instead."""
+
+
+class NotTheWorkshops(SpendGuardError):
+    """A schedule of the workshop's name that does something else: it is never changed or deleted."""
+
+
+# ---- time --------------------------------------------------------------------------------------------
+
+
+def deadline_after(hours: float, now: datetime | None = None) -> datetime:
+    """``now`` + ``hours``, rounded up to the next whole minute, in UTC."""
+    if not hours > 0:
+        raise SpendGuardError(f"a deadline needs a positive number of hours, got {hours!r}")
+    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    when = now + timedelta(hours=hours)
+    rounded = when.replace(second=0, microsecond=0)
+    return rounded if rounded == when else rounded + timedelta(minutes=1)
+
+
+def at_expression(when: datetime) -> str:
+    """EventBridge Scheduler's one-time expression, ``at(yyyy-mm-ddThh:mm:ss)`` (read in UTC here)."""
+    return f"at({when.astimezone(timezone.utc):%Y-%m-%dT%H:%M:%S})"
+
+
+_AT = re.compile(r"at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)")
+
+
+def parse_at(expression: str, zone: str = "UTC") -> datetime | None:
+    """The time of an ``at(...)`` expression in UTC, or None for another kind of expression."""
+    match = _AT.fullmatch(expression or "")
+    if not match or zone not in ("UTC", "Etc/UTC", "", None):
+        return None
+    return datetime.strptime(match[1], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+
+
+def remaining_text(when: datetime, now: datetime | None = None) -> str:
+    seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
+    if seconds <= 0:
+        return "passed"
+    if seconds < 60:
+        return "in less than a minute"
+    hours, minutes = divmod(int(seconds // 60), 60)
+    return f"in {hours} h {minutes} min" if hours else f"in {minutes} min"
+
+
+# ---- requests ---------------------------------------------------------------------------------------
+
+
+def schedule_request(endpoint_name: str, *, role_arn: str, when: datetime, region: str,
+                     operation: str = "CreateSchedule") -> dict:
+    """CreateSchedule (or, with ``operation="UpdateSchedule"``, the same full request that replaces it)."""
+    if operation not in ("CreateSchedule", "UpdateSchedule"):
+        raise ValueError("operation is CreateSchedule or UpdateSchedule")
+    if not names.is_role_arn(role_arn):
+        raise SpendGuardError(f"scheduler role ARN {role_arn!r} is not an IAM role ARN")
+    request = {
+        "Name": schedule_name(endpoint_name),
+        "GroupName": SCHEDULE_GROUP,
+        "ScheduleExpression": at_expression(when),
+        "ScheduleExpressionTimezone": "UTC",
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "ActionAfterCompletion": "DELETE",
+        "State": "ENABLED",
+        "Description": f"decision workshop spend guard: delete endpoint {endpoint_name} at its deadline",
+        "Target": {"Arn": delete_endpoint_target(region), "RoleArn": role_arn,
+                   "Input": json.dumps({"EndpointName": endpoint_name}), "RetryPolicy": dict(RETRY_POLICY)},
+    }
+    return api.validate("scheduler", operation, request)
+
+
+def get_request(endpoint_name: str) -> dict:
+    return api.validate("scheduler", "GetSchedule", {"Name": schedule_name(endpoint_name), "GroupName": SCHEDULE_GROUP})
+
+
+def delete_request(endpoint_name: str) -> dict:
+    return api.validate("scheduler", "DeleteSchedule",
+                        {"Name": schedule_name(endpoint_name), "GroupName": SCHEDULE_GROUP})
+
+
+def deadline_calls(calls) -> list[dict]:
+    """The call each recorded deadline makes when it fires (SageMaker DeleteEndpoint as ``PRINCIPAL``), in
+    the call log's form: the emulator never fires a schedule, so the audit holds these against the role."""
+    made = []
+    for call in calls:
+        if call.get("service") == "scheduler" and call.get("operation") in ("CreateSchedule", "UpdateSchedule"):
+            target = (call.get("params") or {}).get("Target") or {}
+            try:
+                endpoint = json.loads(target.get("Input") or "{}").get("EndpointName")
+            except ValueError:
+                endpoint = None
+            if endpoint:
+                made.append({"principal": PRINCIPAL, "service": "sagemaker", "operation": "DeleteEndpoint",
+                             "params": {"EndpointName": endpoint}})
+    return made
+
+
+# ---- what a schedule says ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Deadline:
+    endpoint_name: str
+    when: datetime | None  # None: a schedule whose expression is not a one-time at(...)
+    schedule: str
+
+    def text(self, now: datetime | None = None) -> str:
+        if self.when is None:
+            return f"endpoint {self.endpoint_name}: schedule {self.schedule} is not a one-time deadline"
+        return (f"endpoint {self.endpoint_name} is deleted at {self.when:%Y-%m-%d %H:%M} UTC "
+                f"({remaining_text(self.when, now)}) unless extended: "
+                f"python -m workshop_lib extend --name {self.endpoint_name} --hours N")
+
+    __str__ = text
+
+
+def is_workshop_schedule(described: dict, endpoint_name: str) -> bool:
+    """The schedule deletes exactly this endpoint, as the workshop's scheduler role."""
+    target = described.get("Target") or {}
+    try:
+        given = json.loads(target.get("Input") or "{}").get("EndpointName")
+    except ValueError:
+        return False
+    return (str(target.get("Arn", "")).endswith(":scheduler:::aws-sdk:sagemaker:deleteEndpoint")
+            and str(target.get("RoleArn", "")).endswith(f":role/{SCHEDULER_ROLE_NAME}") and given == endpoint_name)
+
+
+def _code(exc) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+# ---- senders -------------------------------------------------------------------------------------------
+
+
+def ensure_role(iam, config, account_id: str) -> tuple[str, str]:
+    """The deadlines' role, created from its documents if missing, its permissions brought up to date
+    (the endpoint names may have changed). Returns (ARN, what was done). Refusals are raised."""
+    s = policies._as_scope(config, account_id)
+    policy = minified(check_policy_document(scheduler_role_policy(s)))
+    try:
+        arn = iam.get_role(RoleName=SCHEDULER_ROLE_NAME)["Role"]["Arn"]
+        done = f"the IAM role {SCHEDULER_ROLE_NAME} exists; its permissions were brought up to date"
+    except ClientError as exc:
+        if _code(exc) != "NoSuchEntity":
+            raise
+        arn = iam.create_role(**policies.create_role_request(
+            SCHEDULER_ROLE_NAME, scheduler_trust_policy(s), path="/",
+            description="decision workshop: endpoint deadlines delete the workshop's endpoints"))["Role"]["Arn"]
+        done = f"created the IAM role {SCHEDULER_ROLE_NAME} (trusted by EventBridge Scheduler for this account)"
+    iam.put_role_policy(RoleName=SCHEDULER_ROLE_NAME, PolicyName=SCHEDULER_ROLE_NAME, PolicyDocument=policy)
+    return arn, done
+
+
+def read_deadline(scheduler, endpoint_name: str) -> Deadline | None:
+    """The endpoint's deadline, or None when it has none (never set, already fired, or removed)."""
+    try:
+        described = scheduler.get_schedule(**get_request(endpoint_name))
+    except ClientError as exc:
+        if _code(exc) == "ResourceNotFoundException":
+            return None
+        raise
+    if not is_workshop_schedule(described, endpoint_name):
+        raise NotTheWorkshops(
+            f"schedule {described.get('Name')} exists but does not delete endpoint {endpoint_name} as the "
+            f"workshop's role {SCHEDULER_ROLE_NAME}; it is left alone")
+    when = parse_at(described.get("ScheduleExpression", ""), described.get("ScheduleExpressionTimezone") or "UTC")
+    return Deadline(endpoint_name, when, described["Name"])
+
+
+def set_deadline(scheduler, endpoint_name: str, *, role_arn: str, when: datetime, region: str,
+                 attempts: int = 8, sleep=time.sleep) -> Deadline:
+    """Create the endpoint's deadline, or move the workshop's existing one to ``when``.
+
+    A role created moments ago may not be usable by the scheduler yet (IAM is eventually consistent):
+    the scheduler then answers ValidationException, and the request is retried with backoff.
+    """
+    request = schedule_request(endpoint_name, role_arn=role_arn, when=when, region=region)
+    for attempt in range(attempts):
+        try:
+            try:
+                scheduler.create_schedule(**request)
+            except ClientError as exc:
+                if _code(exc) != "ConflictException":
+                    raise
+                read_deadline(scheduler, endpoint_name)  # raises NotTheWorkshops for someone else's
+                scheduler.update_schedule(**schedule_request(endpoint_name, role_arn=role_arn, when=when,
+                                                             region=region, operation="UpdateSchedule"))
+            return Deadline(endpoint_name, when.astimezone(timezone.utc).replace(microsecond=0), request["Name"])
+        except ClientError as exc:
+            if _code(exc) != "ValidationException" or attempt == attempts - 1:
+                raise
+            sleep(min(2 ** attempt, 15))
+    raise AssertionError("unreachable")
+
+
+def extend(scheduler, endpoint_name: str, hours: float, *, role_arn: str, region: str,
+           now: datetime | None = None) -> Deadline:
+    """Move the deadline to ``hours`` from now (made again if it had gone)."""
+    return set_deadline(scheduler, endpoint_name, role_arn=role_arn, when=deadline_after(hours, now), region=region)
+
+
+def remove_deadline(scheduler, endpoint_name: str) -> str:
+    """Delete the endpoint's deadline: DELETED, ALREADY_GONE, or LEFT_ALONE for a schedule not the workshop's."""
+    try:
+        if read_deadline(scheduler, endpoint_name) is None:
+            return ALREADY_GONE
+    except NotTheWorkshops:
+        return LEFT_ALONE
+    try:
+        scheduler.delete_schedule(**delete_request(endpoint_name))
+    except ClientError as exc:
+        if _code(exc) == "ResourceNotFoundException":
+            return ALREADY_GONE
+        raise
+    return DELETED
+
+
+__all__ = [
+    "ALREADY_GONE", "DELETED", "Deadline", "LEFT_ALONE", "NotTheWorkshops", "POLICY_FILES", "PRINCIPAL",
+    "SCHEDULER_ROLE_NAME", "deadline_calls",
+    "SpendGuardError", "at_expression", "deadline_after", "delete_endpoint_target", "delete_request", "ensure_role",
+    "extend", "get_request", "is_workshop_schedule", "operator_deadlines_policy", "operator_documents",
+    "operator_statements", "parse_at", "policy_documents",
+    "read_deadline", "remaining_text", "remove_deadline", "schedule_arn", "schedule_name", "schedule_request",
+    "scheduler_role_arn", "scheduler_role_policy", "scheduler_trust_policy", "set_deadline",
+]

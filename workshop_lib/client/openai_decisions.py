@@ -1,0 +1,164 @@
+"""OpenAI Decisions API requests and answers, built and read without any I/O.
+
+The decision adapter serves this format on ``POST /v1/decisions`` and accepts the same body on
+``POST /invocations`` (told apart by its ``input``), so a request built here goes through SageMaker's
+``InvokeEndpoint`` or to a local adapter unchanged::
+
+    body = request("The parcel never arrived; I want my money back.",
+                   [predicate("The customer asks for a refund.", name="refund"),
+                    choice("Which team should handle it?", ["billing", "shipping"], name="team"),
+                    score("How frustrated is the customer?", ["calm", "annoyed", "furious"], name="anger")])
+    result = parse_response(reply, body)   # reply: the parsed JSON the endpoint sent back
+    result["team"].choice                  # 'billing'
+    result["refund"].probabilities         # {'yes': 0.71, 'no': 0.29}
+
+Every answer exposes ``probabilities`` keyed by option (predicate: ``yes``/``no``; choice: the values;
+score: the levels' labels), so callers read all three types the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..errors import InvalidInput
+
+DEFAULT_MODEL = "jev-latest"
+SUM_TOLERANCE = 1e-3
+
+
+class DecisionsFormatError(InvalidInput):
+    """An OpenAI Decisions reply that does not answer the request it was sent for."""
+
+
+# -- requests -------------------------------------------------------------------------
+
+
+def predicate(instructions: str, *, name: str | None = None) -> dict:
+    """Is the instruction true of the input? Answered with the probability of yes."""
+    return _question("predicate", instructions, name)
+
+
+def choice(instructions: str, values: Sequence[str] | Mapping[str, str | None], *, name: str | None = None) -> dict:
+    """One of a fixed set of values; a mapping gives each value a description."""
+    items = values.items() if isinstance(values, Mapping) else ((value, None) for value in values)
+    choices = [{"value": value, **({"description": text} if text else {})} for value, text in items]
+    if len(choices) < 2:
+        raise ValueError("a choice needs at least two values")
+    return {**_question("choice", instructions, name), "choices": choices}
+
+
+def score(instructions: str, levels: Sequence[str], *, name: str | None = None) -> dict:
+    """A level of an ordered rubric, the first level lowest."""
+    if len(levels) < 2:
+        raise ValueError("a score needs at least two levels")
+    return {**_question("score", instructions, name), "levels": [{"label": label} for label in levels]}
+
+
+def _question(kind: str, instructions: str, name: str | None) -> dict:
+    if not isinstance(instructions, str) or not instructions.strip():
+        raise ValueError(f"a {kind} question needs instructions: a non-blank string")
+    return {"type": kind, **({"name": name} if name is not None else {}), "instructions": instructions}
+
+
+def request(input: str | Sequence[Mapping], questions: Sequence[Mapping], *,
+            model: str | None = DEFAULT_MODEL) -> dict:
+    """The body: one input (a string, or user messages) and its questions, answered in this order."""
+    if not questions:
+        raise ValueError("ask at least one question")
+    names = [q.get("name") for q in questions if q.get("name") is not None]
+    if len(names) != len(set(names)):
+        raise ValueError("question names must be unique within a request")
+    body: dict[str, Any] = {"input": input if isinstance(input, str) else list(input),
+                            "questions": list(questions)}
+    if model is not None:
+        body["model"] = model
+    return body
+
+
+# -- answers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    type: str
+    name: str | None
+    probabilities: dict[str, float]  # option -> probability, in the question's order
+    choice: str | None = None  # choice: the value picked
+    score: float | None = None  # score: the expected level index (0 = the first level)
+    confidence: float | None = None
+
+    @property
+    def top(self) -> str:
+        return max(self.probabilities, key=self.probabilities.__getitem__)
+
+
+@dataclass(frozen=True)
+class DecisionsResult:
+    model: str
+    answers: tuple[Answer, ...]
+    usage: Mapping[str, Any]
+    client_latency_ms: float = 0.0
+    attempts: int = 1
+
+    def __getitem__(self, name: str) -> Answer:
+        for answer in self.answers:
+            if answer.name == name:
+                return answer
+        raise KeyError(name)
+
+
+def _probability(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0.0 <= value <= 1.0:
+        raise DecisionsFormatError(f"{where}: {value!r} is not a probability")
+    return float(value)
+
+
+def _distribution(raw, keys: list[str], key_field: str, where: str) -> dict[str, float]:
+    if not isinstance(raw, list) or len(raw) != len(keys):
+        raise DecisionsFormatError(f"{where}: expected {len(keys)} probabilities, got {raw!r:.200}")
+    got = {}
+    for i, (item, key) in enumerate(zip(raw, keys)):
+        if not isinstance(item, Mapping) or str(item.get(key_field)) != key:
+            raise DecisionsFormatError(f"{where}[{i}]: expected {key_field} {key!r}, got {item!r:.200}")
+        got[key] = _probability(item.get("probability"), f"{where}[{i}].probability")
+    if abs(sum(got.values()) - 1.0) > SUM_TOLERANCE:
+        raise DecisionsFormatError(f"{where}: probabilities sum to {sum(got.values()):.6f}, not 1")
+    return got
+
+
+def parse_answer(index: int, question: Mapping, raw) -> Answer:
+    where = f"answers[{index}]"
+    kind = question["type"]
+    if not isinstance(raw, Mapping) or raw.get("type") != kind or raw.get("name") != question.get("name"):
+        raise DecisionsFormatError(f"{where}: expected the {kind} question {question.get('name')!r}, got {raw!r:.200}")
+    if kind == "predicate":
+        yes = _probability(raw.get("probability"), f"{where}.probability")
+        return Answer(kind, raw.get("name"), {"yes": yes, "no": 1.0 - yes})
+    confidence = _probability(raw.get("confidence"), f"{where}.confidence")
+    if kind == "choice":
+        values = [str(c["value"]) for c in question["choices"]]
+        probabilities = _distribution(raw.get("probabilities"), values, "value", f"{where}.probabilities")
+        if str(raw.get("choice")) not in probabilities:
+            raise DecisionsFormatError(f"{where}.choice: {raw.get('choice')!r} is not one of the values sent")
+        return Answer(kind, raw.get("name"), probabilities, choice=str(raw["choice"]), confidence=confidence)
+    labels = [level["label"] for level in question["levels"]]
+    probabilities = _distribution(raw.get("probabilities"), labels, "label", f"{where}.probabilities")
+    value = raw.get("score")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= len(labels) - 1:
+        raise DecisionsFormatError(f"{where}.score: {value!r} is not a level index between 0 and {len(labels) - 1}")
+    return Answer(kind, raw.get("name"), probabilities, score=float(value), confidence=confidence)
+
+
+def parse_response(reply: Mapping, sent: Mapping, *, client_latency_ms: float = 0.0,
+                   attempts: int = 1) -> DecisionsResult:
+    """The reply read against the request it answers: one answer per question, in order."""
+    answers = reply.get("answers") if isinstance(reply, Mapping) else None
+    questions = sent["questions"]
+    if not isinstance(answers, list) or len(answers) != len(questions):
+        raise DecisionsFormatError(f"expected {len(questions)} answers, got {answers!r:.200}")
+    parsed = tuple(parse_answer(i, q, a) for i, (q, a) in enumerate(zip(questions, answers)))
+    return DecisionsResult(str(reply.get("model")), parsed, dict(reply.get("usage") or {}),
+                           client_latency_ms=client_latency_ms, attempts=attempts)

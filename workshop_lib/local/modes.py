@@ -1,0 +1,162 @@
+"""The two modes a workshop runs in, chosen once when it loads (``mode_for``), and what each supplies.
+
+* ``AwsMode``: boto3 clients for the configured region; CodeBuild runs the builds, SageMaker
+  hosts the endpoints.
+* ``LocalMode``: boto3 clients for the local AWS emulator, with fake credentials (botocore still
+  validates every request against the real service model before it leaves the process), each
+  call recorded in the rehearsal's call log so the audit can hold it against the policies; the
+  builds and the hosting come from ``stand_ins``.
+
+A mode never probes per call: the local mode finds the running emulator the first time a client
+is asked for and keeps its URL until ``forget()`` (after 07 stops it) or ``start_fresh()`` (00).
+``Clients`` holds one mode's clients for one region, made on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ..aws import api, codebuild
+from ..aws.hosting import SageMakerHosting
+from ..errors import StepNotRun
+from .stand_ins import EmulatedCodeBuild, LocalHosting, seed_dlc
+from . import permissions, rehearsal
+
+CALL_LOG = "aws-calls.jsonl"  # in the local rehearsal's folder, across the notebooks' kernels
+FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+def emulator_session():
+    """A boto3 session with fake credentials: whatever it reaches, it can never be a real account."""
+    import boto3
+
+    return boto3.session.Session(**FAKE_CREDENTIALS)
+
+
+def emulator_client(service: str, region: str, url: str):
+    """A boto3 client for ``service`` pointed at the emulator at ``url``."""
+    return api.client(service, region, endpoint_url=url, session=emulator_session())
+
+
+class AwsMode:
+    """Real AWS in the configured region."""
+    name = "aws"
+    calls = None  # IAM itself checks every call; nothing is recorded
+
+    def client(self, service: str, region: str):
+        return api.client(service, region)
+
+    def build_runner(self, clients: Clients) -> codebuild.CodeBuildRunner:
+        return codebuild.CodeBuildRunner()
+
+    def hosting(self, clients: Clients) -> SageMakerHosting:
+        return SageMakerHosting()
+
+    def acting_as(self, principal: str | None):
+        return contextlib.nullcontext()
+
+    def forget(self) -> None:
+        pass
+
+
+class LocalMode:
+    """The local rehearsal (``rehearsal``): the emulator for the control plane, stand-ins for what it cannot do."""
+    name = "local"
+
+    def __init__(self, local: rehearsal.Rehearsal):
+        self.rehearsal = local
+        self.calls = permissions.CallLog(local.home / CALL_LOG)
+        self._url: str | None = None
+
+    @property
+    def emulator_url(self) -> str:
+        """The running emulator's URL, looked up once; StepNotRun naming notebook 00 when none runs."""
+        if self._url is None:
+            url = self.rehearsal.emulator_url()
+            if not url:
+                raise StepNotRun("00_setup", "the local AWS emulator is not running (08_cleanup stops it, and it "
+                                 f"ends by itself after {rehearsal.KEEP_ALIVE_S // 3600} h)")
+            self._url = url
+        return self._url
+
+    def client(self, service: str, region: str):
+        made = emulator_client(service, region, self.emulator_url)
+        self.calls.attach(made)
+        return made
+
+    def build_runner(self, clients: Clients):
+        return EmulatedCodeBuild(clients.s3, clients.ecr, self.calls, self.rehearsal)
+
+    def hosting(self, clients: Clients):
+        return LocalHosting(clients.s3, self.calls, self.rehearsal)
+
+    def acting_as(self, principal: str | None):
+        """Record the block's calls as another principal's (None: AWS's own doing, not recorded)."""
+        return self.calls.acting_as(principal)
+
+    def forget(self) -> None:
+        """The emulator was stopped: the next client looks for a running one again."""
+        self._url = None
+
+    def start_fresh(self) -> tuple[str, list[str]]:
+        """Stop whatever this rehearsal runs, start an empty emulator and a fresh call record (and a
+        Studio role with only its managed policy). Returns the URL and what was stopped."""
+        stopped = self.rehearsal.stop_all()
+        self._url = self.rehearsal.ensure_emulator()
+        self.calls.clear()
+        self.calls.attached.clear()
+        return self._url, stopped
+
+    def seed(self, region: str) -> None:
+        """Put in the emulator what AWS itself publishes and the workshop reads: the DLC's images in
+        ``region``'s DLC registry. Not anyone's call, so not recorded. Safe to repeat."""
+        seed_dlc(emulator_client("ecr", region, self.emulator_url), region)
+
+
+def mode_for(name: str, local: rehearsal.Rehearsal) -> AwsMode | LocalMode:
+    """The mode a config names (``WorkshopConfig.mode``); ``local`` is the rehearsal's folder."""
+    return LocalMode(local) if name == "local" else AwsMode()
+
+
+class Clients:
+    """One mode's boto3 clients for one region, made on first use, and the two things only AWS can do:
+    running builds (``builds``) and hosting endpoints (``hosting``), as the mode supplies them."""
+
+    def __init__(self, mode: AwsMode | LocalMode, region: str):
+        self.mode, self.region = mode, region
+        self.calls = mode.calls
+        self.local = mode.name == "local"
+        self._made: dict[str, object] = {}
+        self._builds = self._hosting = None
+
+    def acting_as(self, principal: str | None):
+        """Record the block's calls as another principal's (local mode; a no-op on AWS)."""
+        return self.mode.acting_as(principal)
+
+    def get(self, service: str):
+        if service not in self._made:
+            self._made[service] = self.mode.client(service, self.region)
+        return self._made[service]
+
+    @property
+    def builds(self):
+        if self._builds is None:
+            self._builds = self.mode.build_runner(self)
+        return self._builds
+
+    @property
+    def hosting(self):
+        if self._hosting is None:
+            self._hosting = self.mode.hosting(self)
+        return self._hosting
+
+    sm = property(lambda self: self.get("sagemaker"))
+    s3 = property(lambda self: self.get("s3"))
+    ecr = property(lambda self: self.get("ecr"))
+    codebuild = property(lambda self: self.get("codebuild"))
+    logs = property(lambda self: self.get("logs"))
+    sts = property(lambda self: self.get("sts"))
+
+
+__all__ = ["AwsMode", "CALL_LOG", "Clients", "FAKE_CREDENTIALS", "LocalMode", "emulator_client", "emulator_session",
+           "mode_for"]

@@ -1,0 +1,473 @@
+"""Which IAM permission each AWS call needs, and a record of the calls each principal made.
+
+In local rehearsal every boto3 client the notebooks use records its calls (``CallLog``), each
+labelled with the principal that makes it on AWS: the operator (whoever runs the notebooks),
+CodeBuild's service role (the image push a stand-in does in its place) and SageMaker's execution
+role (the model a local endpoint reads from S3, as SageMaker would). ``needed`` turns a call into
+what IAM checks (action, resource ARN, request context) and ``audit`` evaluates those against the
+generated policies (policies.py): every denied call, and every statement no call used. The
+emulator enforces no IAM itself; this is how the policies are held to what the flows really send.
+
+The operator's calls are also evaluated as each one is made, as the principal a participant really
+has (the persona, ``WORKSHOP_PERSONA``):
+
+* ``studio-default`` (the default): a SageMaker Studio execution role carrying the AWS managed
+  policy AmazonSageMakerFullAccess (its vendored document, managed_policies.py), plus the
+  operator policy from the moment notebook 00 has written it (the rehearsal attaches it there, as an
+  administrator would on AWS);
+* ``administrator``: may do anything.
+
+A call the persona may not make raises, before it is sent, the ClientError AWS would return
+(``AccessDenied`` or ``AccessDeniedException`` with IAM's one-line "User: ... is not authorized to
+perform: ..." message), so the library's own error handling sees what a participant would get.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from botocore.exceptions import ClientError
+
+from ..aws import iam, managed_policies, policies
+from ..aws.images import parse_image_uri
+from ..aws.policies import CODEBUILD, OPERATOR, SAGEMAKER
+from ..config import LOCAL_ROLE_ARN
+from ..errors import InvalidInput
+from .. import names
+
+
+STUDIO_DEFAULT, ADMINISTRATOR = "studio-default", "administrator"
+PERSONAS = {
+    STUDIO_DEFAULT: "a SageMaker Studio execution role with AmazonSageMakerFullAccess, plus operator-policy.json "
+                    "once notebook 00 has written it",
+    ADMINISTRATOR: "a principal that may do anything",
+}
+PERSONA_ENV = "WORKSHOP_PERSONA"
+ATTACHED_FILE = "attached-policies.json"  # beside the call log: what the persona's role carries so far
+
+
+class PersonaError(InvalidInput):
+    """WORKSHOP_PERSONA names no persona."""
+
+
+def persona(env: Mapping[str, str] | None = None) -> str:
+    """The persona the local rehearsal runs the operator's calls as (``WORKSHOP_PERSONA``)."""
+    value = (os.environ if env is None else env).get(PERSONA_ENV, "").strip() or STUDIO_DEFAULT
+    if value not in PERSONAS:
+        raise PersonaError(f"{PERSONA_ENV}={value!r} is not a persona; set it to one of {', '.join(PERSONAS)} "
+                           "(or leave it unset for studio-default)")
+    return value
+
+
+class AttachedPolicies:
+    """The policies attached to the persona's role in the local rehearsal, kept in a small JSON file
+    so that every notebook's kernel (and the command line) sees the same ones."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def _read(self) -> dict:
+        try:
+            return json.loads(self.path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    @property
+    def role_arn(self) -> str:
+        """The Studio execution role the persona acts as (the config's SageMaker role)."""
+        return self._read().get("role_arn") or LOCAL_ROLE_ARN
+
+    @property
+    def account(self) -> str:
+        return names.role_account(self.role_arn) or names.role_account(LOCAL_ROLE_ARN)
+
+    def attached(self) -> dict[str, dict]:
+        """File name -> document, for each policy attached so far (the managed one is always there)."""
+        return dict(self._read().get("attached", {}))
+
+    def attach(self, name: str, document: Mapping, *, role_arn: str | None = None) -> None:
+        """Attach ``document`` (a copy, as IAM keeps the version attached) under ``name``."""
+        data = self._read()
+        data["attached"] = {**data.get("attached", {}), name: json.loads(json.dumps(document))}
+        if role_arn:
+            data["role_arn"] = role_arn
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+    def documents(self) -> list[Mapping]:
+        return [managed_policies.sagemaker_full_access().document, *self.attached().values()]
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def caller_arn(role_arn: str) -> str:
+    """The ARN IAM names in a refusal: the role's session, as Studio assumes it."""
+    match = re.fullmatch(r"arn:(aws[a-z-]*):iam::(\d{12}):role/(?:.*/)?([^/]+)", role_arn)
+    if not match:
+        return role_arn
+    part, account, name = match.groups()
+    return f"arn:{part}:sts::{account}:assumed-role/{name}/SageMaker"
+
+
+def access_denied(operation_model, caller: str, action: str, resource: str, verdict: iam.Verdict):
+    """The ClientError AWS returns for a refused call: IAM's one-line message, the protocol's error code."""
+    xml = operation_model.service_model.protocol in ("query", "rest-xml", "ec2")
+    code = "AccessDenied" if xml else "AccessDeniedException"
+    why = ("with an explicit deny in an identity-based policy" if verdict.matched
+           else f"because no identity-based policy allows the {action} action")
+    message = f"User: {caller} is not authorized to perform: {action} on resource: {resource} {why}"
+    return ClientError({"Error": {"Code": code, "Message": message},
+                        "ResponseMetadata": {"HTTPStatusCode": 403 if xml else 400}}, operation_model.name)
+
+
+def _plain(value):
+    """Request parameters as JSON: bytes and streams by their size, times as ISO text."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return f"<{type(value).__name__}>"
+
+
+class CallLog:
+    """Every call of the attached clients, one JSON line each: principal, service, operation, params.
+
+    The operator's calls are first evaluated as the persona (``persona()``) against the policies
+    attached so far (``attached``); a refused call is recorded with its refusal and raises it.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.principal = OPERATOR
+        self.attached = AttachedPolicies(self.path.parent / ATTACHED_FILE)
+
+    def attach(self, client) -> None:
+        region = client.meta.region_name
+
+        # before-parameter-build sees the call's own parameters (Bucket, Key, ...), as IAM reads them,
+        # and comes before anything is sent: a refusal raised here is all the caller gets, as on AWS.
+        def record(model, params, **_):
+            self._record(model, params, region)
+
+        client.meta.events.register("before-parameter-build", record)
+
+    @contextmanager
+    def acting_as(self, principal: str | None):
+        """Record the block's calls as ``principal``'s; ``None``: the emulator's own setup, not recorded."""
+        before, self.principal = self.principal, principal
+        try:
+            yield
+        finally:
+            self.principal = before
+
+    def _record(self, model, params, region: str | None = None) -> None:
+        if self.principal is None:
+            return
+        entry = {"principal": self.principal, "service": model.service_model.signing_name,
+                 "operation": model.name, "params": _plain(params)}
+        refusal = self._refusal(entry, model, region) if self.principal == OPERATOR else None
+        if refusal is not None:
+            entry["refused"] = refusal.response["Error"]["Message"]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry) + "\n")
+        if refusal is not None:
+            raise refusal
+
+    def _refusal(self, entry: Mapping, model, region: str | None):
+        """The ClientError for the first permission the persona lacks for this call, or None."""
+        if persona() == ADMINISTRATOR:
+            return None
+        documents = self.attached.documents()
+        for action, resource, context in needed(entry, region or "us-east-1", self.attached.account):
+            verdict = iam.evaluate(documents, action, resource, context)
+            if not verdict.allowed:
+                return access_denied(model, caller_arn(self.attached.role_arn), action, resource, verdict)
+        return None
+
+    def calls(self) -> list[dict]:
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+# -- what IAM checks for each call ---------------------------------------------------------------
+
+Need = tuple[str, str, dict]  # (action, resource ARN, request context)
+
+
+def _sagemaker_arn(region: str, account: str, kind: str, name: str) -> str:
+    return f"arn:{policies.partition(region)}:sagemaker:{region}:{account}:{kind}/{name.lower()}"
+
+
+def _pass_role(role_arn: str | None, service: str) -> list[Need]:
+    return [("iam:PassRole", role_arn, {"iam:PassedToService": service})] if role_arn else []
+
+
+def _s3(call: str, params: Mapping, region: str) -> list[Need]:
+    bucket = params.get("Bucket", "")
+    bucket_arn = policies.s3_bucket_arn(bucket, region)
+    key = params.get("Key")
+    if call in ("PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"):
+        return [("s3:PutObject", policies.s3_object_arn(bucket, key, region), {})]
+    if call == "AbortMultipartUpload":
+        return [("s3:AbortMultipartUpload", policies.s3_object_arn(bucket, key, region), {})]
+    if call in ("GetObject", "HeadObject"):
+        return [("s3:GetObject", policies.s3_object_arn(bucket, key, region), {})]
+    if call == "DeleteObject":
+        return [("s3:DeleteObject", policies.s3_object_arn(bucket, key, region), {})]
+    if call == "DeleteObjects":
+        return [("s3:DeleteObject", policies.s3_object_arn(bucket, o["Key"], region), {})
+                for o in params.get("Delete", {}).get("Objects", [])]
+    if call in ("ListObjectsV2", "ListObjects", "HeadBucket"):
+        return [("s3:ListBucket", bucket_arn, {"s3:prefix": params.get("Prefix", "")})]
+    if call == "ListBuckets":
+        return [("s3:ListAllMyBuckets", "*", {})]
+    return [(f"s3:{call}", bucket_arn, {})]  # CreateBucket, PutBucketTagging, GetBucketLocation, DeleteBucket
+
+
+def _codebuild(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+    def project(name: str) -> str:
+        return policies.codebuild_project_arn(region, account, name)
+
+    if call in ("CreateProject", "UpdateProject"):
+        return [(f"codebuild:{call}", project(params["name"]), {}),
+                *_pass_role(params.get("serviceRole"), "codebuild.amazonaws.com")]
+    if call in ("StartBuild",):
+        return [("codebuild:StartBuild", project(params["projectName"]), {})]
+    if call == "BatchGetBuilds":  # a build id is "<project>:<uuid>"
+        return [("codebuild:BatchGetBuilds", project(i.split(":")[0]), {}) for i in params.get("ids", [])]
+    if call == "BatchGetProjects":
+        return [("codebuild:BatchGetProjects", project(n), {}) for n in params.get("names", [])]
+    return [(f"codebuild:{call}", project(params.get("name", "")), {})]  # DeleteProject
+
+
+def _ecr(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+    registry = params.get("registryId") or account
+    names = params.get("repositoryNames") or [params.get("repositoryName", "")]
+    needs = [(f"ecr:{call}", policies.ecr_repository_arn(region, registry, n), {}) for n in names]
+    if call == "CreateRepository" and params.get("tags"):
+        needs.append(("ecr:TagResource", needs[0][1], {}))
+    if call == "GetAuthorizationToken":
+        return [("ecr:GetAuthorizationToken", "*", {})]
+    if call == "ListTagsForResource":
+        return [("ecr:ListTagsForResource", params.get("resourceArn", ""), {})]
+    return needs
+
+
+_SAGEMAKER_KINDS = {"Model": "model", "EndpointConfig": "endpoint-config", "Endpoint": "endpoint"}
+
+
+def _sagemaker(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+    if call == "ListEndpoints":
+        return [("sagemaker:ListEndpoints", "*", {})]  # list actions take no resource
+    if call in ("ListTags", "AddTags"):
+        return [(f"sagemaker:{call}", params["ResourceArn"], {})]
+    verb, kind = re.fullmatch(r"(Create|Describe|Delete|Update|Invoke)(\w+)", call).groups()
+    if call == "InvokeEndpoint":
+        verb, kind = "Invoke", "Endpoint"
+    name = params.get(f"{kind}Name", "")
+    arn = _sagemaker_arn(region, account, _SAGEMAKER_KINDS.get(kind, kind.lower()), name)
+    needs = [(f"sagemaker:{call}", arn, {})]
+    if verb == "Create" and params.get("Tags"):
+        needs.append(("sagemaker:AddTags", arn, {}))
+    if call == "CreateModel":
+        needs += _pass_role(params.get("ExecutionRoleArn"), "sagemaker.amazonaws.com")
+    return needs
+
+
+def _logs(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+    group = params.get("logGroupName", "")
+    if params.get("logStreamName"):  # GetLogEvents reads one stream
+        return [(f"logs:{call}", policies.log_stream_arn(region, account, group, params["logStreamName"]), {})]
+    return [(f"logs:{call}", policies.log_group_arn(region, account, group), {})]
+
+
+def _scheduler(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+    if call in ("ListSchedules", "ListScheduleGroups"):
+        return [(f"scheduler:{call}", "*", {})]  # list actions take no resource
+    group = params.get("GroupName") or "default"
+    arn = f"arn:{policies.partition(region)}:scheduler:{region}:{account}:schedule/{group}/{params.get('Name', '')}"
+    needs = [(f"scheduler:{call}", arn, {})]
+    if call in ("CreateSchedule", "UpdateSchedule"):
+        needs += _pass_role((params.get("Target") or {}).get("RoleArn"), "scheduler.amazonaws.com")
+    return needs
+
+
+def _cloudwatch(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+    if call in ("PutDashboard", "GetDashboard", "DeleteDashboards"):  # dashboards are global: no region
+        dashboards = params.get("DashboardNames") or [params.get("DashboardName", "")]
+        return [(f"cloudwatch:{call}", policies.cloudwatch_dashboard_arn(region, account, d), {}) for d in dashboards]
+    if call == "PutMetricData":
+        return [("cloudwatch:PutMetricData", "*", {"cloudwatch:namespace": params.get("Namespace", "")})]
+    alarms = params.get("AlarmNames") or [params.get("AlarmName", "")]
+    needs = [(f"cloudwatch:{call}", policies.cloudwatch_alarm_arn(region, account, a), {}) for a in alarms]
+    if call == "PutMetricAlarm" and params.get("Tags"):
+        needs.append(("cloudwatch:TagResource", needs[0][1], {}))
+    return needs
+
+
+def needed(call: Mapping, region: str, account: str) -> list[Need]:
+    """What IAM checks for one recorded call; [] for calls IAM always allows (sts:GetCallerIdentity)."""
+    service, operation, params = call["service"], call["operation"], call.get("params") or {}
+    if service == "sts" and operation == "GetCallerIdentity":
+        return []
+    if service == "s3":
+        return _s3(operation, params, region)
+    if service == "codebuild":
+        return _codebuild(operation, params, region, account)
+    if service == "ecr":
+        return _ecr(operation, params, region, account)
+    if service == "sagemaker":
+        return _sagemaker(operation, params, region, account)
+    if service == "logs":
+        return _logs(operation, params, region, account)
+    if service == "scheduler":
+        return _scheduler(operation, params, region, account)
+    if service == "monitoring":  # CloudWatch signs as "monitoring"
+        return _cloudwatch(operation, params, region, account)
+    if service == "servicequotas" and operation == "ListServiceQuotas":
+        return [("servicequotas:ListServiceQuotas", "*", {})]  # no resource type to name
+    if service == "servicequotas":
+        return [(f"servicequotas:{operation}", f"arn:{policies.partition(region)}:servicequotas:{region}:"
+                 f"{account}:{params.get('ServiceCode', '')}/{params.get('QuotaCode', '')}", {})]
+    if service == "iam":
+        return [(f"iam:{operation}", f"arn:{policies.partition(region)}:iam::{account}:role/"
+                 f"{params.get('RoleName', '')}", {})]
+    raise ValueError(f"no IAM mapping for {service}:{operation}; add it to permissions.needed")
+
+
+# -- checking the record against the policies ------------------------------------------------------
+
+
+# Statements the local rehearsal cannot use, by principal and Sid, and why: what the emulator or a
+# stand-in does not do. They are reported as not exercised instead of unused; any other statement no
+# recorded call used is unused, a grant to remove.
+NOT_EXERCISED_LOCALLY: dict[str, dict[str, str]] = {
+    OPERATOR: {
+        "ListInstanceQuotas": "the emulator has no ListServiceQuotas; notebook 00 reads quotas on AWS only",
+        "ReadBuildLogTails": "a local build never fails, so no build log tail is read",
+    },
+    CODEBUILD: {
+        "BuildLogs": "the emulator's CodeBuild runs nothing, so no build writes a log",
+        "ReadBuildSource": "the emulator's CodeBuild does not fetch the source zip",
+        "SourceBucketLocation": "the emulator's CodeBuild does not fetch the source zip",
+        "EcrLogin": "no docker build or push runs locally",
+        "PullDlcBaseImage": "no docker build runs locally, so the DLC is not pulled",
+    },
+    SAGEMAKER: {
+        "EcrLogin": "local endpoints run from this machine's files, not a pulled image",
+        "PullImages": "local endpoints run from this machine's files, not a pulled image",
+        "ContainerLogs": "local endpoints log to a file, not CloudWatch",
+        "EndpointMetrics": "local endpoints publish no CloudWatch metrics",
+    },
+}
+
+
+@dataclass(repr=False)
+class Audit:
+    """Denied calls per principal (each fails the check), calls the persona was refused as they were
+    made, and statements no recorded call used (apart from those the rehearsal cannot exercise)."""
+
+    checked: dict[str, int] = field(default_factory=dict)  # principal -> permissions checked
+    denied: list[tuple[str, str, str, str]] = field(default_factory=list)  # principal, action, resource, why
+    unused: list[tuple[str, str]] = field(default_factory=list)  # principal, statement Sid
+    refused: list[tuple[str, str, str]] = field(default_factory=list)  # principal, service:operation, message
+    not_exercised: list[tuple[str, str, str]] = field(default_factory=list)  # principal, Sid, why
+
+    @property
+    def ok(self) -> bool:
+        return not self.denied and not self.refused
+
+    def __repr__(self) -> str:  # what a notebook shows
+        return str(self)
+
+    def __str__(self) -> str:
+        lines = [f"{p}: {n} permissions checked against its policy" for p, n in self.checked.items()]
+        lines += [f"DENIED {p}: {a} on {r} ({why})" for p, a, r, why in self.denied]
+        lines += [f"REFUSED as it was made ({p}, {op}): {message}" for p, op, message in self.refused]
+        lines += [f"unused statement in the {p} policy: {sid}" for p, sid in self.unused]
+        lines += [f"not exercised locally, {p} policy {sid}: {why}" for p, sid, why in self.not_exercised]
+        return "\n".join(lines)
+
+
+def audit(calls: Iterable[Mapping], documents: Mapping[str, Mapping], region: str, account: str,
+          not_exercised: Mapping[str, Mapping[str, str]] | None = None) -> Audit:
+    """Evaluate every recorded call of each principal against that principal's policy document.
+
+    A call the persona was refused as it was made never reached AWS: it is listed as refused, not
+    evaluated. ``not_exercised`` (default ``NOT_EXERCISED_LOCALLY``) names the statements the
+    rehearsal cannot use; they are listed apart from the unused ones.
+    """
+    skipped = NOT_EXERCISED_LOCALLY if not_exercised is None else not_exercised
+    result, used = Audit(), {p: set() for p in documents}
+    for call in calls:
+        principal = call["principal"]
+        if call.get("refused"):
+            result.refused.append((principal, f"{call['service']}:{call['operation']}", call["refused"]))
+            continue
+        for action, resource, context in needed(call, region, account):
+            result.checked[principal] = result.checked.get(principal, 0) + 1
+            verdict = iam.evaluate(documents[principal], action, resource, context)
+            if verdict.allowed:
+                used[principal].update(verdict.matched)
+            else:
+                result.denied.append((principal, action, resource, verdict.reason))
+    for principal, document in documents.items():
+        for i, statement in enumerate(document["Statement"]):
+            sid = statement.get("Sid") or f"Statement[{i}]"
+            if sid in used[principal]:
+                continue
+            why = skipped.get(principal, {}).get(sid)
+            if why:
+                result.not_exercised.append((principal, sid, why))
+            else:
+                result.unused.append((principal, sid))
+    return result
+
+
+def cli_needed(argv: list[str], region: str, account: str) -> list[Need]:
+    """What IAM checks for a command a buildspec runs with the CodeBuild role (``aws`` and ``docker``)."""
+    def option(name: str) -> str | None:
+        return argv[argv.index(name) + 1] if name in argv else None
+
+    plain = [a for a in argv if not a.startswith("--only-show-errors")]
+    if plain[:3] == ["aws", "s3", "cp"]:
+        bucket, key = names.split_s3_uri(plain[4])
+        return [("s3:PutObject", policies.s3_object_arn(bucket, key, region), {})]
+    if plain[:3] == ["aws", "ecr", "get-login-password"]:
+        return [("ecr:GetAuthorizationToken", "*", {})]
+    if plain[:3] == ["aws", "ecr", "describe-images"]:
+        return [("ecr:DescribeImages", policies.ecr_repository_arn(region, option("--registry-id") or account,
+                                                                   option("--repository-name")), {})]
+    if plain[:2] == ["docker", "build"]:  # pulls FROM the base image
+        base = next(a.split("=", 1)[1] for i, a in enumerate(plain) if plain[i - 1] == "--build-arg"
+                    and a.startswith("BASE_IMAGE="))
+        ref = parse_image_uri(base)
+        return [(a, policies.ecr_repository_arn(region, ref.account, ref.repository), {}) for a in policies.ECR_PULL]
+    if plain[:2] == ["docker", "push"]:
+        ref = parse_image_uri(plain[2])
+        arn = policies.ecr_repository_arn(region, ref.account, ref.repository)
+        return [(a, arn, {}) for a in ("ecr:BatchCheckLayerAvailability", *policies.ECR_PUSH)]
+    if plain[:2] == ["docker", "login"]:
+        return []  # the token from get-login-password is the permission
+    raise ValueError(f"no IAM mapping for the build command {' '.join(argv[:3])}; add it to permissions.cli_needed")

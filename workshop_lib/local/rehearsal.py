@@ -1,0 +1,431 @@
+"""The local rehearsal's processes: the AWS emulator and the local endpoints, and their registry.
+
+In ``local`` mode the notebooks and the CLI run the same steps as on AWS, against
+
+* the emulator: moto in server mode on a free loopback port (``modes.LocalMode`` makes the
+  boto3 clients that reach it, with fake credentials);
+* local endpoints: for each SageMaker endpoint created in the emulator, a real
+  process started from what the emulator recorded: DescribeEndpoint -> endpoint
+  config -> model (``Image``, ``Environment``, ``ModelDataUrl``), the tarball
+  downloaded from emulated S3 and extracted the way SageMaker fills ``/opt/ml/model``.
+  The DLC's image gets llama-server behind nginx under the DLC entrypoint's rules
+  (``dlc_server``), or, where llama-server or nginx is missing, the decision adapter
+  answering the same chat schema; every other image gets the decision adapter
+  (nginx + gunicorn + llama.cpp).
+
+A rehearsal spans several notebook kernels, so the processes are started with a
+keep-alive (they run under ``timeout`` and end by themselves after
+``KEEP_ALIVE_S``) and recorded in a registry file in the rehearsal's folder
+(``Rehearsal(home)``; a workshop's is ``local/`` next to its config file, or
+``$WORKSHOP_LOCAL_DIR``). Any later process can find them there and stop them:
+``Rehearsal(home).stop_all()``; ``default()`` is the default folder's rehearsal.
+
+Three settings always differ from the endpoint's: ``SM_LLAMA_CPP_THREADS`` is
+forced to 2 (this machine's cores, not the instance's vCPUs),
+``SM_LLAMA_CPP_N_GPU_LAYERS`` to 0 (no GPU here), and the adapter's request limit
+(``DECISION_ADAPTER_REQUEST_TIMEOUT``) to 120 s: local endpoints share two cores with
+each other, the notebook's kernel and a browser, and llama.cpp's threads slow down
+sharply when they cannot each have a core. ``start_local_endpoint`` reports every change.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from botocore.exceptions import ClientError
+
+from ..aws import images
+from ..client.transport import LocalTransport
+from ..config import default_path
+from ..errors import WorkshopError
+from ..packaging import ExtractionRefused, MAX_EXTRACT_BYTES, MAX_EXTRACT_MEMBERS, extract_model
+from .permissions import SAGEMAKER
+from .processes import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
+from .. import names
+from . import dlc_server
+
+KEEP_ALIVE_S = 2 * 3600
+LOCAL_THREADS = 2
+LOCAL_GPU_LAYERS = 0
+LOCAL_REQUEST_TIMEOUT_S = 120
+SWITCH_DRAIN_S = 1.0  # a replaced local endpoint's process lives on this long after the switch
+FORCED_SETTINGS = {"SM_LLAMA_CPP_THREADS": str(LOCAL_THREADS), "SM_LLAMA_CPP_N_GPU_LAYERS": str(LOCAL_GPU_LAYERS),
+                   "DECISION_ADAPTER_REQUEST_TIMEOUT": str(LOCAL_REQUEST_TIMEOUT_S)}
+# llama-server reads no DECISION_ADAPTER_* setting; nginx in front of it gets the same request limit.
+LLAMA_SERVER_SETTINGS = {k: v for k, v in FORCED_SETTINGS.items() if k.startswith("SM_LLAMA_CPP_")}
+ADAPTER, LLAMA_SERVER = "decision adapter", "llama-server"
+
+# Processes started by this Python process: stopped through their Popen, so they are reaped.
+_OWNED: dict[int, object] = {}
+
+
+class RehearsalError(WorkshopError, RuntimeError):
+    """Local rehearsal cannot do what was asked; the message says what to run first."""
+
+
+# ---- where things live ------------------------------------------------------------------
+
+
+def local_dir(config_path: str | Path | None = None) -> Path:
+    """The rehearsal folder of the workshop whose config is at ``config_path`` (default: the one
+    notebooks use): ``local/`` next to it, unless ``WORKSHOP_LOCAL_DIR`` says otherwise."""
+    override = os.environ.get("WORKSHOP_LOCAL_DIR", "").strip()
+    return Path(override) if override else Path(config_path or default_path()).parent / "local"
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---- process groups ----------------------------------------------------------------------
+
+
+def _stop_group(pgid: int, timeout_s: float = 30.0) -> bool:
+    """Stop a registered process group (ours or another kernel's); False if nothing was running."""
+    owned = _OWNED.pop(pgid, None)
+    if owned is not None:
+        alive = owned.process is not None and owned.process.poll() is None
+        owned.stop(timeout_s=timeout_s)
+        return alive
+    return stop_process_group(pgid, timeout_s)
+
+
+def _get(url: str, timeout: float = 2.0) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def _record(server, **extra) -> dict:
+    pid = server.process.pid  # started in a new session: the group id is the leader's pid
+    return {"pid": pid, "pgid": pid, "port": server.port,
+            "url": server.url, "log": str(server.log_path), "started": _now(),
+            "keep_alive_s": server.keep_alive_s, **extra}
+
+
+# ---- local endpoints --------------------------------------------------------------------------
+
+
+@dataclass
+class LocalEndpoint:
+    name: str
+    url: str
+    log: Path
+    model_dir: Path
+    model_name: str
+    environment: dict[str, str]
+    changed: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # var -> (on AWS, here)
+    seconds: float = 0.0
+    server: str = ADAPTER  # what serves it: ADAPTER or LLAMA_SERVER
+    fallback: str = ""     # why the adapter stands in for the DLC's llama-server, where it does
+
+    def changes_text(self) -> str:
+        if not self.changed:
+            return ""
+        parts = [f"{k}: {old if old is not None else '(unset)'} -> {new}" for k, (old, new) in self.changed.items()]
+        return "locally " + ", ".join(parts) + " (2 CPU cores, no GPU on this machine)"
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.url} (model {self.model_name}, log {self.log})"
+
+
+@dataclass(frozen=True)
+class ProcessStatus:
+    what: str
+    url: str
+    running: bool
+    log: str
+
+    def __str__(self) -> str:
+        return f"{self.what:<40} {'running' if self.running else 'stopped':<8} {self.url}  (log {self.log})"
+
+
+class Rehearsal:
+    """One rehearsal's folder (``home``): its process registry, the emulator, the local endpoints,
+    their logs and extracted models. The workshop's is ``Workshop.rehearsal``; ``default()`` is the
+    default folder's."""
+
+    def __init__(self, home: str | Path):
+        self.home = Path(home)
+
+    def __repr__(self) -> str:
+        return f"Rehearsal({self.home})"
+
+    def registry_path(self) -> Path:
+        return self.home / "rehearsal.json"
+
+    def _read_registry(self) -> dict:
+        path = self.registry_path()
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        data.setdefault("emulator", None)
+        data.setdefault("endpoints", {})
+        return data
+
+    def _write_registry(self, data: dict) -> None:
+        path = self.registry_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        tmp.replace(path)
+
+    def emulator_url(self) -> str | None:
+        """The running emulator's URL, or None."""
+        entry = self._read_registry()["emulator"]
+        if entry and group_alive(entry["pgid"]) and _get(entry["url"] + "/moto-api/") == 200:
+            return entry["url"]
+        return None
+
+    def ensure_emulator(self, keep_alive_s: float = KEEP_ALIVE_S, timeout_s: float = 60.0) -> str:
+        """Return the emulator's URL, starting it first if it is not running and reachable.
+
+        A new emulator starts empty, so local endpoints recorded for an earlier one are stopped.
+        """
+        url = self.emulator_url()
+        if url:
+            return url
+        data = self._read_registry()
+        for name in list(data["endpoints"]):
+            self.stop_endpoint(name)
+        if data["emulator"]:
+            _stop_group(data["emulator"]["pgid"], timeout_s=10)
+        emulator = EmulatorProcess(log_path=self.home / "emulator.log", keep_alive_s=keep_alive_s)
+        emulator.start(timeout_s=timeout_s)
+        _OWNED[emulator.process.pid] = emulator
+        data = self._read_registry()
+        data["emulator"] = _record(emulator)
+        data["endpoints"] = {}
+        self._write_registry(data)
+        return emulator.url
+
+    def _model_for_endpoint(self, sm_client, name: str) -> str:
+        try:
+            described = sm_client.describe_endpoint(EndpointName=name)
+        except ClientError as exc:
+            raise RehearsalError(f"the emulator has no endpoint {name!r}; deploy it first") from exc
+        config = sm_client.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
+        return config["ProductionVariants"][0]["ModelName"]
+
+    def _download_and_extract(self, s3_client, model_data_url: str, *, max_bytes: int | None = None,
+                              max_members: int | None = None) -> Path:
+        """Fetch model.tar.gz from emulated S3 once per object version and unpack it like /opt/ml/model.
+
+        The cache folder is named by a digest of the URL and the object's ETag, so nothing S3 returns
+        becomes part of a path; extraction keeps packaging.extract_model's limits.
+        """
+        max_bytes = MAX_EXTRACT_BYTES if max_bytes is None else max_bytes
+        max_members = MAX_EXTRACT_MEMBERS if max_members is None else max_members
+        bucket, key = names.split_s3_uri(model_data_url)
+        head = s3_client.head_object(Bucket=bucket, Key=key)
+        version = hashlib.sha256(f"{model_data_url}\n{head['ETag']}".encode()).hexdigest()[:32]
+        target = self.home / "models" / version
+        model_dir = target / "model"
+        if (target / ".complete").is_file():
+            return model_dir
+        if head.get("ContentLength", 0) > max_bytes:
+            raise ExtractionRefused(
+                f"{model_data_url} is {head['ContentLength']:,} bytes, more than the {max_bytes:,} bytes a model "
+                "may unpack to here; nothing was downloaded")
+        target.mkdir(parents=True, exist_ok=True)
+        tarball = target / "model.tar.gz"
+        s3_client.download_file(bucket, key, str(tarball))
+        with tarfile.open(tarball, "r:gz"):
+            pass  # fails early with a clear tarfile error if the object is not a tarball
+        try:
+            extract_model(tarball, model_dir, max_bytes=max_bytes, max_members=max_members)
+        finally:
+            tarball.unlink()
+        (target / ".complete").write_text(model_data_url + "\n")
+        return model_dir
+
+    def start_local_endpoint(self, name: str, sm_client, s3_client, *, keep_alive_s: float = KEEP_ALIVE_S,
+                             timeout_s: float = 180.0, calls=None, replace: bool = False) -> LocalEndpoint:
+        """Start a real server for endpoint ``name`` from what the emulator recorded for it: for the
+        DLC's image llama-server behind nginx (the adapter where they are missing: ``fallback`` says
+        why), else the decision adapter.
+
+        Follows DescribeEndpoint -> DescribeEndpointConfig -> DescribeModel. A running
+        endpoint of that name is replaced: stopped first, or with ``replace`` (an update) only once the
+        new process is ready; the registry then names the new one, which is where clients that follow it
+        (``RoutedTransport``) send their next request, and the old one is stopped after ``SWITCH_DRAIN_S``,
+        finishing what it holds.
+        With a ``calls`` log (permissions.CallLog), the model download is recorded as the
+        SageMaker execution role's, and SageMaker's reading of its own records not at all.
+        """
+        from contextlib import nullcontext
+
+        def as_(principal):
+            return calls.acting_as(principal) if calls is not None else nullcontext()
+
+        started = time.perf_counter()
+        with as_(None):
+            model_name = self._model_for_endpoint(sm_client, name)
+            container = sm_client.describe_model(ModelName=model_name)["PrimaryContainer"]
+        if not container.get("ModelDataUrl"):
+            raise RehearsalError(f"model {model_name} has no ModelDataUrl; local endpoints serve a packaged model")
+        with as_(SAGEMAKER):
+            model_dir = self._download_and_extract(s3_client, container["ModelDataUrl"])
+        declared = dict(container.get("Environment") or {})
+        dlc = _is_dlc(container["Image"])
+        fallback = dlc_server.missing() if dlc else ""
+        kind = LLAMA_SERVER if dlc and not fallback else ADAPTER
+        forced = LLAMA_SERVER_SETTINGS if kind == LLAMA_SERVER else FORCED_SETTINGS
+        environment = {**declared, **forced}
+        changed = {k: (declared.get(k), v) for k, v in forced.items() if declared.get(k) != v}
+        previous = self._read_registry()["endpoints"].get(name) if replace else None
+        if previous is None:
+            self.stop_endpoint(name)
+        log = self.home / "endpoints" / (f"{name}.{model_name}.log" if previous else f"{name}.log")
+        if log.exists():
+            log.unlink()
+        extra = {}
+        if kind == LLAMA_SERVER:
+            server = dlc_server.LlamaServerProcess(model_dir, log_path=log, settings=environment,
+                                                   work_dir=log.with_suffix(".serve"), keep_alive_s=keep_alive_s,
+                                                   timeout_s=LOCAL_REQUEST_TIMEOUT_S)
+            changed.update({k: (declared.get(k), server.settings[k]) for k in server.moved})
+            environment = server.settings
+            extra = {"private_url": server.private_url}
+        else:
+            server = AdapterProcess(model_dir, log_path=log, threads=LOCAL_THREADS, env=environment,
+                                    keep_alive_s=keep_alive_s)
+        try:
+            server.start(timeout_s=timeout_s)
+        except (ServerFailedToStart, dlc_server.LauncherError) as exc:
+            raise RehearsalError(f"the local endpoint {name} did not start: {exc}") from None
+        _OWNED[server.process.pid] = server
+        data = self._read_registry()
+        data["endpoints"][name] = _record(server, model_dir=str(model_dir), model_name=model_name,
+                                          environment=environment, served_by=kind, fallback=fallback, **extra)
+        self._write_registry(data)  # the switch: from here on, followers send to the new process
+        if previous is not None:
+            time.sleep(SWITCH_DRAIN_S)  # a request that read the old address just before has reached it
+            _stop_group(previous["pgid"])
+        return LocalEndpoint(name, server.url, log, model_dir, model_name, environment, changed,
+                             time.perf_counter() - started, kind, fallback)
+
+    def endpoint_server(self, name: str) -> dict:
+        """What serves the local endpoint ``name``: ``{"server": ADAPTER | LLAMA_SERVER, "fallback": why the
+        adapter stands in, "private_url": llama-server's own port}``; RehearsalError if it is not running."""
+        self.endpoint_url(name)
+        entry = self._read_registry()["endpoints"][name]
+        return {"server": entry.get("served_by", ADAPTER), "fallback": entry.get("fallback", ""),
+                "private_url": entry.get("private_url")}
+
+    def endpoint_url(self, name: str) -> str:
+        """The URL of the local endpoint ``name``; RehearsalError if it is not running."""
+        entry = self._read_registry()["endpoints"].get(name)
+        if not entry or not group_alive(entry["pgid"]):
+            raise RehearsalError(f"no local endpoint {name!r} is running; deploy it (notebooks 02 and 04) first")
+        return entry["url"]
+
+    def endpoint_log(self, name: str) -> Path:
+        entry = self._read_registry()["endpoints"].get(name)
+        if not entry:
+            raise RehearsalError(f"no local endpoint {name!r} was started")
+        return Path(entry["log"])
+
+    def stop_endpoint(self, name: str) -> bool:
+        """Stop the local endpoint ``name``; False if it was not running."""
+        data = self._read_registry()
+        entry = data["endpoints"].pop(name, None)
+        stopped = _stop_group(entry["pgid"]) if entry else False
+        if entry:
+            self._write_registry(data)
+        return stopped
+
+    def stop_all(self) -> list[str]:
+        """Stop every local endpoint and the emulator; returns what was running. Safe to call twice."""
+        data = self._read_registry()
+        stopped = [f"local endpoint {name}" for name in list(data["endpoints"]) if self.stop_endpoint(name)]
+        data = self._read_registry()
+        if data["emulator"]:
+            if _stop_group(data["emulator"]["pgid"]):
+                stopped.append("AWS emulator")
+            data["emulator"] = None
+        data["endpoints"] = {}
+        if self.registry_path().exists() or stopped:
+            self._write_registry(data)
+        # Extracted model copies are only for running endpoints; none runs now.
+        shutil.rmtree(self.home / "models", ignore_errors=True)
+        return stopped
+
+    def status(self) -> list[ProcessStatus]:
+        """What the registry records, and whether each process still runs."""
+        data = self._read_registry()
+        found = []
+        if data["emulator"]:
+            e = data["emulator"]
+            found.append(ProcessStatus("AWS emulator (moto server)", e["url"], group_alive(e["pgid"]), e["log"]))
+        for name, e in sorted(data["endpoints"].items()):
+            found.append(ProcessStatus(f"local endpoint {name}", e["url"], group_alive(e["pgid"]), e["log"]))
+        return found
+
+    def format_status(self, found: list[ProcessStatus] | None = None) -> str:
+        found = self.status() if found is None else found
+        running = [p for p in found if p.running]
+        if not running:
+            return "no local rehearsal processes are running"
+        return "\n".join(str(p) for p in running)
+
+
+class RoutedTransport(LocalTransport):
+    """``LocalTransport`` to whichever process serves local endpoint ``name`` now: before each request
+    it looks at the registry (its size and time, re-read only when they change) and follows a
+    replacement (``start_local_endpoint(..., replace=True)``), as SageMaker's router follows an update."""
+
+    def __init__(self, local: Rehearsal, name: str, **options):
+        self._local, self._endpoint, self._stamp, self._options = local, name, None, options
+        super().__init__(local.endpoint_url(name), **options)
+        self._stamp = self._registry_stamp()
+
+    def _registry_stamp(self):
+        try:
+            stat = self._local.registry_path().stat()
+        except OSError:
+            return None
+        return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+    def _follow(self) -> None:
+        stamp = self._registry_stamp()
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        entry = self._local._read_registry()["endpoints"].get(self._endpoint)
+        if entry and entry["url"].rstrip("/") != self.url:
+            LocalTransport.__init__(self, entry["url"], **self._options)
+
+    def _send(self, method: str, path: str, body, deadline, extra_headers=None):
+        self._follow()
+        return super()._send(method, path, body, deadline, extra_headers)
+
+
+def _is_dlc(image_uri: str) -> bool:
+    return images.parse_image_uri(image_uri).repository == images.DLC_REPOSITORY
+
+
+def default() -> Rehearsal:
+    """The default folder's rehearsal (``local_dir()``): the one the command line and scripts act on."""
+    return Rehearsal(local_dir())
+
+
+__all__ = [
+    "ADAPTER", "KEEP_ALIVE_S", "LLAMA_SERVER", "LOCAL_THREADS", "LocalEndpoint", "ProcessStatus", "Rehearsal",
+    "RehearsalError", "RoutedTransport", "default", "group_alive", "local_dir",
+]
