@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from ..display import DecisionView, outcome_line
-from ..errors import StepNotRun
+from ..errors import StepNotRun, WorkshopError
 from ..rehearsal import LLAMA_SERVER
 from .context import StepError, Text, Workshop
 
@@ -88,6 +88,16 @@ def decision_client(workshop: Workshop | None = None):
     serving; with no ``workshop``, the saved one (so the cell also runs after a kernel restart)."""
     workshop = _loaded(workshop)
     return client(workshop, decision_endpoint(workshop))
+
+
+def standard_client(workshop: Workshop):
+    """A client for the standard endpoint (notebook 06's letter-probability baseline), or None, with why in one
+    line, where it is not serving."""
+    try:
+        return client(workshop, workshop.config.standard_endpoint_name)
+    except WorkshopError as exc:
+        print(f"letter-probability baseline skipped: {exc}")
+        return None
 
 
 def which_endpoint(workshop: Workshop | None = None, name: str | None = None) -> Text:
