@@ -15,7 +15,7 @@ In one process and one run, on the embedded model with 2 threads, for each prefi
    decision on a state of the same length;
 5. the worker's peak RSS after all of that;
 6. the order modes (``as_given``, ``prior``, ``rotations``) on the same tasks, options as declared and
-   reversed, at temperature 1 (workshop_lib/bench/order_study.py): accuracy, flips under reversal,
+   reversed, at temperature 1 (workshop_lib/evaluation/order_study.py): accuracy, flips under reversal,
    mean ``order_sensitivity``, p50 against ``as_given`` with the tokens each evaluates, rotations'
    extra time against what their extra tokens cost at the as_given answers' own time per token
    evaluated (step 2's engine shows the head the server keeps) and at llama.cpp's rate on plain token runs,
@@ -43,11 +43,11 @@ from decision_adapter.engine import Engine
 from decision_adapter.model_files import locate_model
 from decision_adapter.schema import parse_decision
 from decision_adapter.settings import load_settings
-from workshop_lib.bench.baseline import run_generation_baseline
-from workshop_lib.bench.order_study import RATE_SOURCES, measure_order_modes, per_token_ms, rotation_cost
-from workshop_lib.bench.profiles import describe
-from workshop_lib.bench.report import percentile
-from workshop_lib.bench.tasks import load_tasks
+from workshop_lib.evaluation.baseline import run_generation_baseline
+from workshop_lib.evaluation.order_study import RATE_SOURCES, measure_order_modes, per_token_ms, rotation_cost
+from workshop_lib.evaluation.profiles import describe
+from workshop_lib.evaluation.report import percentile
+from workshop_lib.evaluation.tasks import load_tasks
 from workshop_lib.client import EndpointClient
 from workshop_lib.demo import prepare_model_dir
 from workshop_lib.local import AdapterProcess

@@ -41,10 +41,10 @@ from pathlib import Path
 
 from benchmarks.servers import LlamaServerProcess, find_llama_server, timed_post
 from benchmarks.workload import QUESTIONS, ticket
-from workshop_lib.bench.logprobs import (TOP_LOGPROBS, decision_messages, first_token_logprobs, logprobs_payload,
+from workshop_lib.evaluation.logprobs import (TOP_LOGPROBS, decision_messages, first_token_logprobs, logprobs_payload,
                                          read_letters)
-from workshop_lib.bench.report import percentile
-from workshop_lib.bench.tasks import load_tasks
+from workshop_lib.evaluation.report import percentile
+from workshop_lib.evaluation.tasks import load_tasks
 from workshop_lib.demo import prepare_model_dir
 from workshop_lib.local import AdapterProcess
 from workshop_lib.models import embedded_gguf_path

@@ -20,7 +20,7 @@ From the notebooks down:
 * plumbing: ``config`` and ``config_checks``, ``names`` (every naming rule), ``aws`` (the one client
   factory, request validation), ``errors``, ``models``, ``packaging``;
 * the caller's side of an endpoint: ``client`` (with ``transport`` and ``endpoint_errors``),
-  ``decisions``, ``display``, ``bench``.
+  ``decisions``, ``display``, ``evaluation``.
 """
 
 __version__ = "0.1.0"

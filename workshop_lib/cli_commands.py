@@ -279,12 +279,12 @@ def cmd_invoke(args) -> int:
 
 def cmd_bench(args) -> int:
     from . import steps
-    from .bench import load_comparison, run_benchmark
+    from .evaluation import load_comparison, run_benchmark
     from .config import default_path
 
     standard = None
     if "logprobs" in (args.baseline or ()):
-        from .bench.logprobs import url_client
+        from .evaluation.logprobs import url_client
 
         if not args.standard_url and args.url:
             raise SystemExit("error: --baseline logprobs asks the standard endpoint (llama-server); with --url give "
@@ -311,8 +311,8 @@ def cmd_bench(args) -> int:
 
 def cmd_calibrate(args) -> int:
     from . import steps
-    from .bench.profiles import describe, write_document
-    from .bench.served import calibrate
+    from .evaluation.profiles import describe, write_document
+    from .evaluation.served import calibrate
     from .config import default_path
 
     client = None if args.run else _endpoint_client(args, steps.decision_endpoint)

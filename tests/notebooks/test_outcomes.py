@@ -136,8 +136,8 @@ def test_only_refusals_and_quotas_count_as_expected_aws_errors():
 
 
 def bench_report(*, failed: bool = False):
-    from workshop_lib.bench import ReportView
-    from workshop_lib.bench.runner import Run, TaskResult
+    from workshop_lib.evaluation import ReportView
+    from workshop_lib.evaluation.runner import Run, TaskResult
 
     def result(task_id, answered=True):
         return TaskResult(task_id=task_id, family="routing", type="choice", expected="a", labels=["a", "b"],

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from workshop_lib import capture, endpoints
-from workshop_lib.bench.tasks import load_tasks
+from workshop_lib.evaluation.tasks import load_tasks
 from workshop_lib.cli import main
 from workshop_lib.config import ENV_VARS
 

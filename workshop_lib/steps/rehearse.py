@@ -29,8 +29,8 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     import contextlib
 
     from ..alarms import alarm_names
-    from ..bench import run_notebook_benchmark
-    from ..bench.markdown import fmt_s
+    from ..evaluation import run_notebook_benchmark
+    from ..evaluation.markdown import fmt_s
     from ..client import decision as make_decision
     from ..decisions import Policy
     from ..examples import CHAT, SHARED_STATE, SUPPORT_ROUTE

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from workshop_lib import aws, capture, endpoints, permissions, policies
-from workshop_lib.bench.tasks import task_from_record
+from workshop_lib.evaluation.tasks import task_from_record
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.config_checks import ConfigError
 from workshop_lib.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for

@@ -40,8 +40,8 @@ class TaskFormatError(WorkshopError, ValueError):
 
 
 def default_tasks_path():
-    """The task set shipped with the package (``workshop_lib/bench/data/tasks.jsonl``)."""
-    return resources.files("workshop_lib.bench") / "data" / "tasks.jsonl"
+    """The task set shipped with the package (``workshop_lib/evaluation/data/tasks.jsonl``)."""
+    return resources.files("workshop_lib.evaluation") / "data" / "tasks.jsonl"
 
 
 @dataclass(frozen=True)
@@ -303,7 +303,7 @@ def select(tasks: Sequence[Task], limit: int | None) -> list[Task]:
 def resolve_tasks(tasks=None, limit: int | None = None) -> tuple[list[Task], str]:
     """(tasks, where they came from) from a path, a list of tasks, or None (the packaged set)."""
     if tasks is None:
-        return load_tasks(None, limit=limit), "the packaged task set (workshop_lib/bench/data/tasks.jsonl)"
+        return load_tasks(None, limit=limit), "the packaged task set (workshop_lib/evaluation/data/tasks.jsonl)"
     if isinstance(tasks, (str, Path)):
         return load_tasks(tasks, limit=limit), str(tasks)
     return select(list(tasks), limit), "the given tasks"

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from workshop_lib.bench.report import compare, latency_stats, load_comparison, percentile, summarize
-from workshop_lib.bench.report_view import ReportView
-from workshop_lib.bench.runner import Run, TaskResult
+from workshop_lib.evaluation.report import compare, latency_stats, load_comparison, percentile, summarize
+from workshop_lib.evaluation.report_view import ReportView
+from workshop_lib.evaluation.runner import Run, TaskResult
 
 
 def test_percentile_known_values_and_numpy_agreement():
@@ -119,7 +119,7 @@ def _order_runs(n: int) -> dict:
 
 
 def test_the_option_order_table_says_when_too_few_tasks_were_compared():
-    from workshop_lib.bench.markdown import MIN_STUDIED
+    from workshop_lib.evaluation.markdown import MIN_STUDIED
 
     small = ReportView(runs=_order_runs(2)).to_markdown()
     assert "| 1/2 (" in small  # the flip count is still shown, under the caveat

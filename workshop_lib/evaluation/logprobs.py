@@ -16,7 +16,7 @@ return). The decision readout reads every declared option's logit instead.
 readout on the same tasks.
 
 The messages are built here, never imported from the adapter (the two rooms meet only over HTTP):
-tests/workshop_lib/bench/test_logprobs_baseline.py holds them to the adapter's own rendering by
+tests/workshop_lib/evaluation/test_logprobs_baseline.py holds them to the adapter's own rendering by
 comparing the prompt llama-server renders from them with the adapter's ``prompt_sha256``.
 """
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from .bias import flip_stats
-from .calibration import calibrate_results
+from .temperature import calibrate_results
 from .logprobs import agreement
 from .runner import Run, TaskResult, evaluated_tokens
 

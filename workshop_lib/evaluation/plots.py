@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .calibration import reliability_bins
+from .temperature import reliability_bins
 from .report import RUN_TITLES, BenchReport, percentile
 
 COLORS = {"decision": "#1f77b4", "generation": "#d62728", "debiased": "#2ca02c",

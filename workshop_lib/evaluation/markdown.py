@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from .calibration import MIN_TASKS
+from .temperature import MIN_TASKS
 from .report import BenchReport, latency_stats, summarize
 from .runner import Run
 

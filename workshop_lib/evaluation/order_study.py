@@ -34,7 +34,7 @@ import numpy as np
 from ..display import DecisionView
 from ..errors import WorkshopError
 from .bias import flip_stats
-from .calibration import metrics, split_for_calibration
+from .temperature import metrics, split_for_calibration
 from .profiles import ORDER_MODES, calibration_document, labelled, write_document
 from .runner import Run, TaskResult, evaluated_tokens, progress_bar
 from .served import run_mode
