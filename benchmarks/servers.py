@@ -1,4 +1,5 @@
-"""llama-server as a local process, for the benchmarks and the baseline's tests, and one timed request.
+"""What the benchmarks start and time: llama-server as a local process (the baseline's tests use it too),
+and one timed request to any of the servers.
 
 Found as the workshop finds it (REFERENCE: the agreed layout): ``$WORKSHOP_LLAMA_SERVER``, then the
 checkout's ``.llama.cpp/bin/llama-server`` (shaped like the DLC's ``/opt/llama.cpp/bin``), then
