@@ -15,7 +15,7 @@ In one process and one run, on the embedded model with 2 threads, for each prefi
    decision on a state of the same length;
 5. the worker's peak RSS after all of that;
 6. the order modes (``as_given``, ``prior``, ``rotations``) on the same tasks, options as declared and
-   reversed, at temperature 1 (workshop_lib/bench/order_study.py): accuracy, flips under reversal,
+   reversed, at temperature 1 (workshop_lib/evaluation/order_study.py): accuracy, flips under reversal,
    mean ``order_sensitivity``, p50 against ``as_given`` with the tokens each evaluates, rotations'
    extra time against what their extra tokens cost at the as_given answers' own time per token
    evaluated (step 2's engine shows the head the server keeps) and at llama.cpp's rate on plain token runs,
@@ -43,51 +43,26 @@ from decision_adapter.engine import Engine
 from decision_adapter.model_files import locate_model
 from decision_adapter.schema import parse_decision
 from decision_adapter.settings import load_settings
-from workshop_lib.bench.baseline import run_generation_baseline
-from workshop_lib.bench.order_study import RATE_SOURCES, measure_order_modes, per_token_ms, rotation_cost
-from workshop_lib.bench.profiles import describe
-from workshop_lib.bench.report import percentile
-from workshop_lib.bench.tasks import load_tasks
+from workshop_lib.evaluation.baseline import run_generation_baseline
+from workshop_lib.evaluation.order_study import RATE_SOURCES, measure_order_modes, per_token_ms, rotation_cost
+from workshop_lib.evaluation.profiles import describe
+from workshop_lib.evaluation.report import percentile
+from workshop_lib.evaluation.tasks import load_tasks
 from workshop_lib.client import EndpointClient
 from workshop_lib.demo import prepare_model_dir
-from workshop_lib.local import AdapterProcess, post_json
+from workshop_lib.local import AdapterProcess
 from decision_adapter.apis import own
+
+from benchmarks import llama_server
+from benchmarks.servers import find_llama_server, timed_post
+from benchmarks.workload import ticket, shared, single
 
 THREADS = 2
 CTX = 4096  # the standard DLC's default; --context changes it
 MODES = ("trim", "restore")
-QUESTIONS = [
-    ("route", "Which team should handle this ticket?", ["billing", "tech", "security", "sales"]),
-    ("priority", "How urgent is it?", ["low", "normal", "high"]),
-    ("refund", "Does the customer ask for money back?", ["no", "yes"]),
-    ("angry", "Is the customer angry?", ["no", "yes"]),
-    ("churn", "Does the customer threaten to cancel?", ["no", "yes"]),
-    ("language", "Which language is the ticket in?", ["english", "german", "french", "other"]),
-    ("product", "Which product is concerned?", ["pro plan", "team plan", "api", "unknown"]),
-    ("followup", "Does the ticket need a call back?", ["no", "yes"]),
-]
 TARGETS = {"p50_over_generation": 0.5, "eval_over_in_process": 1.1, "non_model_ms": 3.0, "k8": 1.35,
            "rss_mib": 260, "rotations_flips": 0.10, "prior_flips_over_as_given": 0.5, "prior_p50": 1.05,
            "rotation_cost": 1.05}
-
-
-def ticket(n: int, sentences: int = 8) -> str:
-    """A synthetic support ticket (~400 tokens at 8 sentences); n makes it unique."""
-    lines = [f"Ticket {n}. Customer account {4000 + n}, Pro plan since 2021."]
-    for i in range(sentences):
-        lines.append(f"Note {i}: on day {i + 1} the customer reported that invoice {n}-{i} was charged twice "
-                     f"and asked support to check the card ending {1000 + (n * 7 + i) % 9000}.")
-    return " ".join(lines)
-
-
-def shared(n: int, k: int) -> dict:
-    return {"id": f"batch-{n}", "state": ticket(n),
-            "questions": [{"id": q, "question": text, "options": opts} for q, text, opts in QUESTIONS[:k]]}
-
-
-def single(n: int) -> dict:
-    rid, text, opts = QUESTIONS[0]
-    return {"id": f"{rid}-{n}", "state": ticket(n), "question": text, "options": opts}
 
 
 def peak_rss_bytes(arbiter_pid: int) -> int:
@@ -99,15 +74,6 @@ def peak_rss_bytes(arbiter_pid: int) -> int:
             if line.startswith("VmHWM:"):
                 peak = max(peak, int(line.split()[1]) * 1024)
     return peak
-
-
-def timed_post(url: str, body: dict) -> tuple[float, dict]:
-    start = time.perf_counter()
-    status, reply = post_json(url, body)
-    elapsed = (time.perf_counter() - start) * 1000.0
-    if status != 200:
-        raise RuntimeError(f"HTTP {status}: {reply}")
-    return elapsed, reply
 
 
 def eval_cost(engine: Engine, lengths) -> tuple[list[int], list[float]]:
@@ -306,9 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(report(run(args.tasks, args.limit, args.out, args.context, orders_only=args.orders_only)))
     if not (args.no_llama_server or args.orders_only):
-        from benchmarks import llama_server
-
-        if llama_server.find_llama_server() is None:
+        if find_llama_server() is None:
             print("llama-server comparison skipped: no llama-server build (.llama.cpp/bin/llama-server, "
                   "WORKSHOP_LLAMA_SERVER or PATH)")
         else:

@@ -1,7 +1,7 @@
 """The decision benchmark on the embedded model: ``python -m benchmarks.embedded``.
 
 Packages the embedded model (SmolLM2-135M) as SageMaker receives it, starts the
-real adapter on a local port with 2 threads, runs ``workshop_lib.bench`` over the
+real adapter on a local port with 2 threads, runs ``workshop_lib.evaluation`` over the
 packaged task set (decision readout and calibration on every task; generation
 baseline, option-order test and debiased readout on ``--study-limit`` of them),
 writes report.json, report.md and the PNGs to ``--out`` and stops the adapter.
@@ -18,7 +18,7 @@ import platform
 import time
 from pathlib import Path
 
-from workshop_lib.bench import run_benchmark
+from workshop_lib.evaluation import run_benchmark
 from workshop_lib.client import EndpointClient
 from workshop_lib.demo import prepare_model_dir
 from workshop_lib.local import AdapterProcess

@@ -39,16 +39,20 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchmarks.adapter import QUESTIONS, ticket, timed_post
-from benchmarks.servers import LlamaServerProcess, find_llama_server
-from workshop_lib.bench.logprobs import (TOP_LOGPROBS, decision_messages, first_token_logprobs, logprobs_payload,
+from benchmarks.servers import LlamaServerProcess, find_llama_server, timed_post
+from benchmarks.workload import QUESTIONS, ticket
+from workshop_lib.evaluation.logprobs import (TOP_LOGPROBS, decision_messages, first_token_logprobs, logprobs_payload,
                                          read_letters)
-from workshop_lib.bench.report import percentile
-from workshop_lib.bench.tasks import load_tasks
+from workshop_lib.evaluation.report import percentile
+from workshop_lib.evaluation.tasks import load_tasks
 from workshop_lib.demo import prepare_model_dir
 from workshop_lib.local import AdapterProcess
 from workshop_lib.models import embedded_gguf_path
 from decision_adapter.apis import own
+from decision_adapter.engine import Engine
+from decision_adapter.model_files import locate_model
+from decision_adapter.schema import parse_decision
+from decision_adapter.settings import load_settings
 
 THREADS = 2
 CTX = 4096
@@ -70,11 +74,6 @@ def stats(values) -> dict:
 
 def in_process(model_dir: Path, bodies: list[dict]) -> dict:
     """The readout alone and the llama_decode calls per decision, from an engine fed the same requests."""
-    from decision_adapter.engine import Engine
-    from decision_adapter.model_files import locate_model
-    from decision_adapter.schema import parse_decision
-    from decision_adapter.settings import load_settings
-
     settings = load_settings({"SM_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": str(THREADS),
                               "SM_LLAMA_CPP_CTX_SIZE": str(CTX)})
     engine = Engine(settings, locate_model(model_dir))

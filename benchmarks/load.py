@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from workshop_lib.bench.report import percentile
+from workshop_lib.evaluation.report import percentile
 from workshop_lib.client import (EndpointBusy, EndpointClient, EndpointError, InvalidResponse, LocalTransport,
                                  decision, question)
 from workshop_lib.demo import prepare_model_dir

@@ -1,4 +1,5 @@
-"""llama-server as a local process, for the benchmarks and the baseline's tests.
+"""What the benchmarks start and time: llama-server as a local process (the baseline's tests use it too),
+and one timed request to any of the servers.
 
 Found as the workshop finds it (REFERENCE: the agreed layout): ``$WORKSHOP_LLAMA_SERVER``, then the
 checkout's ``.llama.cpp/bin/llama-server`` (shaped like the DLC's ``/opt/llama.cpp/bin``), then
@@ -9,10 +10,10 @@ launcher's rules (workshop_lib/dlc_server.py) are not needed to measure the serv
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from workshop_lib.local import dlc_server
-from workshop_lib.local import ServerProcess
+from workshop_lib.local import ServerProcess, dlc_server, post_json
 
 
 def find_llama_server() -> Path | None:
@@ -40,3 +41,13 @@ class LlamaServerProcess(ServerProcess):
 
     def __repr__(self) -> str:
         return f"LlamaServerProcess({self.url}, {self.gguf.name})"
+
+
+def timed_post(url: str, body: dict) -> tuple[float, dict]:
+    """POST ``body`` as JSON: (milliseconds to the whole reply, the reply); anything but 200 raises."""
+    start = time.perf_counter()
+    status, reply = post_json(url, body)
+    elapsed = (time.perf_counter() - start) * 1000.0
+    if status != 200:
+        raise RuntimeError(f"HTTP {status}: {reply}")
+    return elapsed, reply

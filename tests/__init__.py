@@ -4,7 +4,7 @@
   gunicorn process over HTTP; ``jev/`` its Jev System One API, ``security/`` hostile input, slow
   clients, faults, bounded work and its OpenAPI description.
 - ``tests/workshop_lib/``: the client-side library; ``aws/`` its AWS requests and flows (botocore
-  stubs, moto), builds, names and IAM policies, ``client/``, ``bench/``, and the CLI at the top.
+  stubs, moto), builds, names and IAM policies, ``client/``, ``evaluation/``, and the CLI at the top.
 - ``tests/container/``: what builds the image and the model package: the Dockerfiles, the buildspecs
   run with fakes, the lock file, the llama.cpp bindings proof, environment.yml. (Not ``build/``:
   pytest skips folders named ``build`` by default, which once left these tests uncollected.)

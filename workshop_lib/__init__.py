@@ -13,7 +13,8 @@ By concern, from the bottom up (a module imports only from its own layer or the 
    them; ``client/``: the caller's side of an endpoint (``EndpointClient``, its transports and errors,
    the Jev and OpenAI Decisions helpers, ``policy``), which uses only ``aws.api``'s client factory;
 3. ``local/``: what stands in for AWS on this machine (the emulator, the local endpoints and their
-   registry, the stand-ins, the permission audit, and the choice of mode); ``bench/``: the benchmark;
+   registry, the stand-ins, the permission audit, and the choice of mode); ``evaluation/``: decisions measured
+   against labelled tasks (the notebooks' benchmark and calibration fit);
 4. ``display`` and ``examples``; ``steps/`` (one module per notebook), on top of everything above;
 5. ``widgets`` (the notebooks' input widgets), ``demo`` and the command line (``cli``,
    ``cli_commands``: one command per step).

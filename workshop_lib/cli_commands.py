@@ -15,10 +15,10 @@ from pathlib import Path
 
 from .aws import capture, endpoints, images
 from .aws.codebuild import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
-from .bench import load_comparison, run_benchmark
-from .bench.logprobs import url_client
-from .bench.profiles import describe, write_document
-from .bench.served import calibrate
+from .evaluation import load_comparison, run_benchmark
+from .evaluation.logprobs import url_client
+from .evaluation.profiles import describe, write_document
+from .evaluation.served import calibrate
 from .client.endpoint import EndpointClient
 from .config import ENV_VARS, WorkshopConfig, default_path
 from .errors import InvalidInput

@@ -12,7 +12,7 @@ import pytest
 
 from decision_adapter import calibration as served
 from decision_contract import calibration
-from workshop_lib.bench.profiles import CalibrationFileError, check_document
+from workshop_lib.evaluation.profiles import CalibrationFileError, check_document
 
 SHA = "ab" * 32
 FIGURES = {"nll_before": 1.2, "nll_after": 1.0, "ece_before": 0.5, "ece_after": 0.2, "brier_before": 0.7,

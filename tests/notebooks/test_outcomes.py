@@ -136,8 +136,8 @@ def test_only_refusals_and_quotas_count_as_expected_aws_errors():
 
 
 def bench_report(*, failed: bool = False):
-    from workshop_lib.bench.report import BenchReport
-    from workshop_lib.bench.runner import Run, TaskResult
+    from workshop_lib.evaluation import ReportView
+    from workshop_lib.evaluation.runner import Run, TaskResult
 
     def result(task_id, answered=True):
         return TaskResult(task_id=task_id, family="routing", type="choice", expected="a", labels=["a", "b"],
@@ -146,7 +146,7 @@ def bench_report(*, failed: bool = False):
                           client_latency_ms=900.0 if answered else None, server_ms=850.0 if answered else None,
                           error=None if answered else "EndpointBusy: 503")
     results = [result("t1"), result("t2", answered=not failed)]
-    return BenchReport(runs={"decision": Run(label="cpu", kind="decision", results=results, endpoint="x",
+    return ReportView(runs={"decision": Run(label="cpu", kind="decision", results=results, endpoint="x",
                                              wall_s=2.0)})
 
 

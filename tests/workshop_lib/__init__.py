@@ -1,1 +1,1 @@
-"""Tests of the client-side library (workshop_lib): AWS flows, builds, IAM, client, bench, CLI."""
+"""Tests of the client-side library (workshop_lib): AWS flows, builds, IAM, client, evaluation, CLI."""

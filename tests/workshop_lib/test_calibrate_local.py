@@ -11,10 +11,10 @@ import json
 import pytest
 
 from decision_adapter import calibration as served_calibration
-from workshop_lib.bench import load_tasks
+from workshop_lib.evaluation import load_tasks
 from workshop_lib import examples
-from workshop_lib.bench.order_study import ask_in_each_mode, measure_order_modes
-from workshop_lib.bench.profiles import read_document
+from workshop_lib.evaluation.order_study import ask_in_each_mode, measure_order_modes
+from workshop_lib.evaluation.profiles import read_document
 from workshop_lib.cli import main
 from workshop_lib.client import EndpointClient
 

@@ -9,12 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from workshop_lib.bench import profiles
-from workshop_lib.bench.order_study import (evaluated_tokens, heldout_calibration, per_token_ms, risk_coverage,
-                                           rotation_cost)
-from workshop_lib.bench.profiles import (CalibrationFileError, Labelled, calibration_document, check_document,
+from workshop_lib.evaluation import profiles
+from workshop_lib.evaluation.order_study import heldout_calibration, per_token_ms, risk_coverage, rotation_cost
+from workshop_lib.evaluation.profiles import (CalibrationFileError, Labelled, calibration_document, check_document,
                                          fit_profile, read_document, write_document)
-from workshop_lib.bench.runner import TaskResult
+from workshop_lib.evaluation.runner import TaskResult, evaluated_tokens
 
 SHA = "ab" * 32
 
@@ -235,8 +234,8 @@ def test_rotations_count_their_shared_prefix_once_unless_the_server_says():
 
 
 def test_notebook_06s_closing_check_reads_an_order_study():
-    from workshop_lib.bench.order_study import OrderStudy
-    from workshop_lib.bench.runner import Run
+    from workshop_lib.evaluation.order_study import OrderStudy
+    from workshop_lib.evaluation.runner import Run
     from workshop_lib.steps.outcome import _reached
 
     def run(results):
@@ -251,9 +250,9 @@ def test_notebook_06s_closing_check_reads_an_order_study():
 
 
 def test_the_order_study_warms_each_option_counts_prior_before_any_timed_request(monkeypatch):
-    from workshop_lib.bench import order_study, served
-    from workshop_lib.bench.runner import Run
-    from workshop_lib.bench.tasks import Task
+    from workshop_lib.evaluation import order_study
+    from workshop_lib.evaluation.runner import Run
+    from workshop_lib.evaluation.tasks import Task
 
     def task(i, n):
         return Task(f"t{i}", "f", "choice", "s", "q?", tuple((f"o{j}", f"O{j}") for j in range(n)), "o0")
@@ -269,7 +268,7 @@ def test_the_order_study_warms_each_option_counts_prior_before_any_timed_request
         calls.append(("timed", mode, order, tuple(t.id for t in task_list)))
         return Run(label=mode, kind="decision", results=[], settings={"order_mode": mode})
 
-    monkeypatch.setattr(served, "run_mode", run_mode)
+    monkeypatch.setattr(order_study, "run_mode", run_mode)
     monkeypatch.setattr(order_study, "OrderStudy", lambda by_mode, **_: by_mode)
     by_mode = order_study.measure_order_modes(Recording(), tasks, modes=("prior", "as_given"))
     assert calls[:3] == [("warm", "t1@warm-prior", "prior", 2), ("warm", "t0@warm-prior", "prior", 3),
@@ -286,8 +285,8 @@ def test_the_order_study_warms_each_option_counts_prior_before_any_timed_request
 
 
 def test_interleaved_runs_join_into_one_run_per_mode_and_order_in_task_order():
-    from workshop_lib.bench.order_study import _joined
-    from workshop_lib.bench.runner import Run, TaskResult
+    from workshop_lib.evaluation.order_study import _joined
+    from workshop_lib.evaluation.runner import Run, TaskResult
 
     def one(task_id, wall):
         result = TaskResult(task_id=task_id, family="f", type="choice", expected="a", labels=["a", "b"])

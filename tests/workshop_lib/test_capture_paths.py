@@ -25,7 +25,7 @@ ALLOWED = {
     ("client/endpoint.py", "local"): "EndpointClient.local itself",
     ("client/endpoint.py", "sagemaker"): "EndpointClient.sagemaker itself: SageMaker captures on its side",
     ("cli_commands.py", "_endpoint_client"): "--url: a bare adapter URL, no endpoint config to capture by",
-    ("bench/logprobs.py", "url_client"): "--standard-url: the standard endpoint, which never captures",
+    ("evaluation/logprobs.py", "url_client"): "--standard-url: the standard endpoint, which never captures",
     ("demo.py", "run"): "make demo's own adapter process, not a workshop endpoint",
 }
 

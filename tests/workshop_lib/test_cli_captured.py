@@ -8,7 +8,7 @@ import json
 
 import pytest
 from workshop_lib.aws import capture, endpoints
-from workshop_lib.bench.tasks import load_tasks
+from workshop_lib.evaluation.tasks import load_tasks
 from workshop_lib.cli import main
 from workshop_lib.config import ENV_VARS
 from workshop_lib.local import capture as local_capture

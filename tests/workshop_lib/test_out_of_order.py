@@ -72,12 +72,15 @@ def run_cleanup(workshop: steps.Workshop) -> dict:
     return done
 
 
-def test_before_notebook_00_every_step_names_00_and_07_has_nothing_to_clean(local):
+def test_before_notebook_00_every_step_names_00_and_07_has_nothing_to_clean(local, capsys):
     first = refused(steps.package_model, notebook(), progress=False)
     assert first.notebook == "00_setup" and str(first).startswith("the local AWS emulator is not running")
     assert refused(steps.build_decision_image, notebook(), "cpu", progress=False).notebook == "00_setup"
     assert refused(steps.deploy_standard, notebook(), progress=False).notebook == "00_setup"
     assert refused(steps.decision_client, notebook()).notebook == "00_setup"
+    assert steps.standard_client(notebook()) is None  # 06 runs on without its letter-probability baseline
+    skipped = capsys.readouterr().out
+    assert skipped.startswith("letter-probability baseline skipped: ") and skipped.count("\n") == 1
 
     for twice in range(2):  # 07 before anything, and again: every cell says so in one line and passes
         workshop = notebook()

@@ -22,7 +22,7 @@ from workshop_lib.config import WorkshopConfig
 from workshop_lib.aws.deploy_spec import DeploySpec, plan_for
 from workshop_lib.examples import SUPPORT_ROUTE
 from workshop_lib.local import group_alive
-from workshop_lib.bench import profiles
+from workshop_lib.evaluation import profiles
 from workshop_lib.models import EMBEDDED_MODEL
 from workshop_lib.packaging import LocalPackage, package_local, sha256_of
 from workshop_lib.local.stand_ins import LocalHosting

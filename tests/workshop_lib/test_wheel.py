@@ -84,7 +84,7 @@ def test_the_wheel_holds_every_package_and_the_data_files(installed):
     names = set(zipfile.ZipFile(wheel).namelist())
     wanted = {p.relative_to(CHECKOUT).as_posix() for p in (CHECKOUT / "workshop_lib").rglob("*")
               if p.is_file() and "__pycache__" not in p.parts and (p.suffix == ".py" or p.parent.name == "data")}
-    assert "workshop_lib/steps/__init__.py" in wanted and "workshop_lib/bench/data/tasks.jsonl" in wanted
+    assert "workshop_lib/steps/__init__.py" in wanted and "workshop_lib/evaluation/data/tasks.jsonl" in wanted
     assert sorted(wanted - names) == []
 
 
@@ -103,7 +103,7 @@ def test_every_module_imports_from_the_installed_copy(installed):
     assert ran.returncode == 0, ran.stderr
     where, count = ran.stdout.split()
     assert Path(where).is_relative_to(python.parent.parent)  # the venv's copy, not the checkout
-    assert int(count) > 30  # the walk found the subpackages (steps, bench), not only the top level
+    assert int(count) > 30  # the walk found the subpackages (steps, evaluation), not only the top level
 
 
 def test_the_command_line_runs_from_the_installed_copy(installed):

@@ -18,7 +18,7 @@ In local rehearsal nothing captures on the endpoint's side: ``workshop_lib.local
 same records from the client's side, and ``read_captured`` reads both alike.
 
 ``captured_tasks`` turns captured decisions into the benchmark's task records (JevBench's format,
-``bench/tasks.py``) with an empty ``expected`` for a person to fill in.
+``evaluation/tasks.py``) with an empty ``expected`` for a person to fill in.
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def _jevbench_question(kind: str | None, instructions: str, options: list[tuple[
 
 
 def captured_tasks(events: Iterable[CapturedEvent]) -> list[dict]:
-    """Captured decisions as JevBench task records (``bench/tasks.py``) with ``expected`` null, to be
+    """Captured decisions as JevBench task records (``evaluation/tasks.py``) with ``expected`` null, to be
     labelled by a person; ``provenance`` says which capture each came from. Answers of other APIs
     (chat, Jev, the OpenAI Decisions API) are skipped."""
     tasks = []

@@ -44,7 +44,7 @@ from .deploy import (EndpointResult, Placement, check_dlc_pins, deadline_text, d
                      deploy_decision_gpu, deploy_endpoint, deploy_plan, deploy_standard, extend_deadline,
                      llama_settings, placement, set_capture_percent, set_endpoint_ttl)
 from .invoke import (builder_default, builder_request, client, decision_client, decision_endpoint, parse_options,
-                     show_decision, show_decisions, show_outcome, which_endpoint)
+                     show_decision, show_decisions, show_outcome, standard_client, which_endpoint)
 from .operate import (UpdateResult, alarm_states, audit_trail, calibrated_package, delete_alarms, endpoint_status,
                       put_alarms, update_endpoint, update_package)
 from .outcome import check_outcome
@@ -62,7 +62,8 @@ __all__ = [
     "extend_deadline", "set_capture_percent", "set_endpoint_ttl",
     "DeploySpec", "deploy_decision_cpu", "deploy_decision_gpu", "deploy_endpoint", "deploy_plan", "deploy_standard", "llama_settings", "model_spec",
     "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",
-    "running_endpoints", "setup", "show_config", "show_decision", "show_decisions", "show_outcome", "stop_local",
+    "running_endpoints", "setup", "show_config", "show_decision", "show_decisions", "show_outcome", "standard_client",
+    "stop_local",
     "Text", "check_outcome", "short_errors",
     "UpdateResult", "alarm_states", "audit_trail", "calibrated_package", "delete_alarms", "endpoint_status",
     "put_alarms", "update_endpoint",

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from ..client.endpoint import EndpointClient, decision
 from ..display import DecisionView, outcome_line
-from ..errors import StepNotRun
+from ..errors import StepNotRun, WorkshopError
 from ..examples import SUPPORT_TICKET
 from ..local import dlc_server
 from ..local.capture import capture_locally
@@ -86,6 +86,16 @@ def decision_client(workshop: Workshop | None = None):
     serving; with no ``workshop``, the saved one (so the cell also runs after a kernel restart)."""
     workshop = _loaded(workshop)
     return client(workshop, decision_endpoint(workshop))
+
+
+def standard_client(workshop: Workshop):
+    """A client for the standard endpoint (notebook 06's letter-probability baseline), or None, with why in one
+    line, where it is not serving."""
+    try:
+        return client(workshop, workshop.config.standard_endpoint_name)
+    except WorkshopError as exc:
+        print(f"letter-probability baseline skipped: {exc}")
+        return None
 
 
 def which_endpoint(workshop: Workshop | None = None, name: str | None = None) -> Text:

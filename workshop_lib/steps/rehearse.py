@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ..aws import codebuild
 from ..aws.alarms import alarm_names
-from ..bench import run_notebook_benchmark
-from ..bench.markdown import fmt_s
+from ..evaluation import run_notebook_benchmark
+from ..evaluation.markdown import fmt_s
 from ..client.endpoint import decision as make_decision
 from ..client.policy import Policy
 from ..config import WorkshopConfig, repo_root

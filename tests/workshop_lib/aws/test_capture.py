@@ -13,7 +13,7 @@ import pytest
 from workshop_lib.aws import api, capture, endpoints, policies
 from workshop_lib.aws.deploy_spec import DeploySpec, ENDPOINT_NAME_ENV, plan_for
 from workshop_lib.aws.iam import evaluate
-from workshop_lib.bench.tasks import task_from_record
+from workshop_lib.evaluation.tasks import task_from_record
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.config import ConfigError
 from workshop_lib.local import capture as local_capture, permissions

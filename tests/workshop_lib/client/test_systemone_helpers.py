@@ -111,7 +111,7 @@ def test_jevbench_tasks_travel_through_the_jev_schema():
 
 def test_the_packaged_benchmark_tasks_all_make_valid_jev_requests():
     from decision_adapter.apis.systemone import parse_systemone
-    from workshop_lib.bench.tasks import load_tasks
+    from workshop_lib.evaluation.tasks import load_tasks
 
     for task in load_tasks():
         record = task.to_record()

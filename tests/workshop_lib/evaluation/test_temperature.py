@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from workshop_lib.bench.calibration import (brier_score, calibrate_results, expected_calibration_error,
+from workshop_lib.evaluation.temperature import (brier_score, calibrate_results, expected_calibration_error,
                                             fit_temperature, nll, reliability_bins, softmax)
-from workshop_lib.bench.runner import TaskResult
+from workshop_lib.evaluation.runner import TaskResult
 
 
 def test_fitted_temperature_matches_the_closed_form():

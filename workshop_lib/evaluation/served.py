@@ -15,8 +15,7 @@ from typing import Mapping, Sequence
 
 from .profiles import ORDER_MODES, CalibrationFileError, calibration_document, write_document
 from .runner import Run, run_decisions
-from .suite import resolve_tasks
-from .tasks import Task
+from .tasks import Task, resolve_tasks
 
 
 def served_fields(mode: str, *, min_answer_mass: float | None = None):

@@ -40,8 +40,8 @@ class TaskFormatError(WorkshopError, ValueError):
 
 
 def default_tasks_path():
-    """The task set shipped with the package (``workshop_lib/bench/data/tasks.jsonl``)."""
-    return resources.files("workshop_lib.bench") / "data" / "tasks.jsonl"
+    """The task set shipped with the package (``workshop_lib/evaluation/data/tasks.jsonl``)."""
+    return resources.files("workshop_lib.evaluation") / "data" / "tasks.jsonl"
 
 
 @dataclass(frozen=True)
@@ -299,5 +299,15 @@ def select(tasks: Sequence[Task], limit: int | None) -> list[Task]:
     return [t for t in tasks if t.id in chosen]  # back in file order: tasks about one state stay together
 
 
+
+def resolve_tasks(tasks=None, limit: int | None = None) -> tuple[list[Task], str]:
+    """(tasks, where they came from) from a path, a list of tasks, or None (the packaged set)."""
+    if tasks is None:
+        return load_tasks(None, limit=limit), "the packaged task set (workshop_lib/evaluation/data/tasks.jsonl)"
+    if isinstance(tasks, (str, Path)):
+        return load_tasks(tasks, limit=limit), str(tasks)
+    return select(list(tasks), limit), "the given tasks"
+
+
 __all__ = ["ORDERS", "TYPES", "Task", "TaskFormatError", "default_tasks_path", "load_tasks", "parse_tasks",
-           "permutation", "rotation", "select", "task_from_record"]
+           "permutation", "resolve_tasks", "rotation", "select", "task_from_record"]

@@ -2,9 +2,9 @@
 
 import pytest
 
-from workshop_lib.bench.bias import flip_stats
-from workshop_lib.bench.report import BenchReport
-from workshop_lib.bench.runner import Run, TaskResult
+from workshop_lib.evaluation.bias import flip_stats
+from workshop_lib.evaluation.report import BenchReport
+from workshop_lib.evaluation.runner import Run, TaskResult
 
 
 def _tr(task_id, predicted, valid=True, **measured):

@@ -18,23 +18,13 @@ can keep them small.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from .baseline import MAX_TOKENS, run_generation_baseline
 from .logprobs import TOP_LOGPROBS, run_logprobs_baseline
 from .bias import run_order_test
-from .report import BenchReport
+from .report_view import ReportView
 from .runner import run_decisions, run_systemone
-from .tasks import Task, default_tasks_path, load_tasks, select
-
-
-def resolve_tasks(tasks=None, limit: int | None = None) -> tuple[list[Task], str]:
-    """(tasks, where they came from) from a path, a list of tasks, or None (the packaged set)."""
-    if tasks is None:
-        return load_tasks(None, limit=limit), "the packaged task set (workshop_lib/bench/data/tasks.jsonl)"
-    if isinstance(tasks, (str, Path)):
-        return load_tasks(tasks, limit=limit), str(tasks)
-    return select(list(tasks), limit), "the given tasks"
+from .served import run_mode
+from .tasks import resolve_tasks, select
 
 
 BASELINES = ("generation", "logprobs")
@@ -55,8 +45,8 @@ def run_benchmark(client, tasks=None, *, limit: int | None = None, concurrency: 
                   baseline=False, standard=None, top_logprobs: int = TOP_LOGPROBS, bias: bool = False, debias: bool = False, calibrate: bool = False,
                   study_limit: int | None = None, order: str = "reversed",
                   max_tokens: int = MAX_TOKENS, label: str = "decision", compare_with: dict | None = None,
-                  title: str = "Decision benchmark", progress: bool = True, schema: str = "decision") -> BenchReport:
-    """Run the benchmark against ``client`` (any ``EndpointClient``) and return a ``BenchReport``.
+                  title: str = "Decision benchmark", progress: bool = True, schema: str = "decision") -> ReportView:
+    """Run the benchmark against ``client`` (any ``EndpointClient``) and return its ``ReportView``.
 
     ``tasks``: a JSONL path, a list of ``Task`` or None for the packaged set; ``limit`` keeps
     that many, spread across families. ``compare_with``: ``report.load_comparison(path)``.
@@ -78,8 +68,6 @@ def run_benchmark(client, tasks=None, *, limit: int | None = None, concurrency: 
     if bias or debias:
         runs["decision_reversed"] = run_order_test(client, studied, order=order, progress=progress, label=label)
     if debias:
-        from .served import run_mode  # served.py reads resolve_tasks from here
-
         for key, shown in (("debiased", "original"), ("debiased_reversed", order)):
             runs[key] = run_mode(client, studied, "rotations", order=shown, temperature=None, progress=progress,
                                  label="debiased")
@@ -90,12 +78,12 @@ def run_benchmark(client, tasks=None, *, limit: int | None = None, concurrency: 
     notes = []
     if len(studied) < len(chosen) and (bias or debias or wanted):
         notes.append(f"baseline / order studies on {len(studied)} of the {len(chosen)} tasks")
-    return BenchReport(runs=runs, title=title, tasks_source=source, calibrate=calibrate,
+    return ReportView(runs=runs, title=title, tasks_source=source, calibrate=calibrate,
                        compare_with=compare_with, notes=notes)
 
 
 def run_notebook_benchmark(client, tasks=None, limit: int | None = None, *, baseline=True, standard=None,
-                           bias: bool = True, debias: bool = True, calibrate: bool = True, **options) -> BenchReport:
+                           bias: bool = True, debias: bool = True, calibrate: bool = True, **options) -> ReportView:
     """Notebook 06's one call: every study switched on; ``report.plot()`` draws the figures,
     ``report.to_markdown()`` (or just showing ``report``) gives the tables, ``report.save(dir)`` writes them.
     With ``standard`` (a client for the standard endpoint) the letter-probability baseline runs as well."""
@@ -105,4 +93,4 @@ def run_notebook_benchmark(client, tasks=None, limit: int | None = None, *, base
                          debias=debias, calibrate=calibrate, **options)
 
 
-__all__ = ["BASELINES", "baselines", "default_tasks_path", "resolve_tasks", "run_benchmark", "run_notebook_benchmark"]
+__all__ = ["BASELINES", "baselines", "run_benchmark", "run_notebook_benchmark"]

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from workshop_lib.bench.report import (BenchReport, compare, latency_stats, load_comparison, percentile,
-                                       summarize)
-from workshop_lib.bench.runner import Run, TaskResult
+from workshop_lib.evaluation.report import compare, latency_stats, load_comparison, percentile, summarize
+from workshop_lib.evaluation.report_view import ReportView
+from workshop_lib.evaluation.runner import Run, TaskResult
 
 
 def test_percentile_known_values_and_numpy_agreement():
@@ -77,16 +77,16 @@ def test_compare_gives_a_over_b_ratios():
 
 
 def test_report_markdown_json_round_trip_and_comparison(tmp_path):
-    first = BenchReport(runs={"decision": _run("cpu", scale=5.0)}, tasks_source="fixed")
+    first = ReportView(runs={"decision": _run("cpu", scale=5.0)}, tasks_source="fixed")
     saved = first.save(tmp_path / "cpu", figures=False)
     assert set(saved) == {"json", "markdown"}
-    loaded = BenchReport.load(saved["json"])
+    loaded = ReportView.load(saved["json"])
     assert loaded.summary["accuracy"] == first.summary["accuracy"]
     assert [r.to_dict() for r in loaded.decision.results] == [r.to_dict() for r in first.decision.results]
 
     other = load_comparison(saved["json"])
     assert other["label"] == "cpu"
-    second = BenchReport(runs={"decision": _run("gpu")}, compare_with=other)
+    second = ReportView(runs={"decision": _run("gpu")}, compare_with=other)
     text = second.to_markdown()
     assert "## Side by side" in text and "| client p50 | 12.500 s | 2.500 s | 5.00× |" in text
     assert "| 3/5 | 2/5 (40.0 %) | 2.500 s |" in text  # the headline row of this run
@@ -103,7 +103,7 @@ def test_load_comparison_refuses_other_json(tmp_path):
 
 def test_figures_are_written_as_png(tmp_path):
     pytest.importorskip("matplotlib")
-    report = BenchReport(runs={"decision": _run(), "generation": _run("gen", scale=2.0)}, calibrate=True)
+    report = ReportView(runs={"decision": _run(), "generation": _run("gen", scale=2.0)}, calibrate=True)
     paths = report.save(tmp_path)
     for name in ("latency", "accuracy_by_family", "reliability"):
         assert paths[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -119,13 +119,13 @@ def _order_runs(n: int) -> dict:
 
 
 def test_the_option_order_table_says_when_too_few_tasks_were_compared():
-    from workshop_lib.bench.markdown import MIN_STUDIED
+    from workshop_lib.evaluation.markdown import MIN_STUDIED
 
-    small = BenchReport(runs=_order_runs(2)).to_markdown()
+    small = ReportView(runs=_order_runs(2)).to_markdown()
     assert "| 1/2 (" in small  # the flip count is still shown, under the caveat
     assert "Too few to mean anything: 2 tasks compared in both orders, so each task is 50 points of the flip rate" \
         in small
-    enough = BenchReport(runs=_order_runs(MIN_STUDIED)).to_markdown()
+    enough = ReportView(runs=_order_runs(MIN_STUDIED)).to_markdown()
     assert "## Option order" in enough and "Too few to mean anything" not in enough
 
 
@@ -141,12 +141,12 @@ def test_the_calibration_table_marks_a_temperature_at_the_search_bound_and_too_f
                           client_latency_ms=100.0)
 
     wrong = [result("d0", "dev", False), result("t0", "test", False)]  # always wrong: T runs to its bound
-    text = BenchReport(runs={"decision": Run("cpu", "decision", wrong, wall_s=1.0)}, calibrate=True).to_markdown()
+    text = ReportView(runs={"decision": Run("cpu", "decision", wrong, wall_s=1.0)}, calibrate=True).to_markdown()
     after = next(line for line in text.splitlines() if line.startswith("| after"))
     assert "(search bound)" in after
     assert "Too few to mean anything: fitted on 1 and reported on 1 tasks" in text
     mixed = [result(f"d{i}", "dev", i % 3 != 0) for i in range(20)] + \
         [result(f"t{i}", "test", i % 3 != 0) for i in range(20)]
-    text = BenchReport(runs={"decision": Run("cpu", "decision", mixed, wall_s=1.0)}, calibrate=True).to_markdown()
+    text = ReportView(runs={"decision": Run("cpu", "decision", mixed, wall_s=1.0)}, calibrate=True).to_markdown()
     after = next(line for line in text.splitlines() if line.startswith("| after"))
     assert "(search bound)" not in after and "Too few to mean anything" not in text

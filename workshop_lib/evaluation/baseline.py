@@ -23,7 +23,7 @@ import time
 from typing import Sequence
 
 from ..client import EndpointError
-from .runner import Run, TaskResult, _endpoint_name, _now, execute, failed_result
+from .runner import Run, TaskResult, endpoint_name, execute, failed_result, utc_now
 from .tasks import Task
 
 MAX_TOKENS = 16
@@ -97,9 +97,9 @@ def run_generation_baseline(client, tasks: Sequence[Task], *, max_tokens: int = 
         result.extra["finish_reason"] = reply.finish_reason
         return result
 
-    started_at = _now()
+    started_at = utc_now()
     results, wall = execute(tasks, attempt, concurrency=concurrency, progress=progress, desc=label)
-    return Run(label=label, kind="generation", results=results, endpoint=_endpoint_name(client),
+    return Run(label=label, kind="generation", results=results, endpoint=endpoint_name(client),
                concurrency=concurrency, wall_s=wall, started_at=started_at,
                settings={"max_tokens": max_tokens, "temperature": 0.0})
 

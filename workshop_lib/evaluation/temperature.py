@@ -1,4 +1,5 @@
-"""Calibration: is a top probability of 0.8 right 80 % of the time? Pure numpy.
+"""Temperature scaling and how calibrated answers are: is a top probability of 0.8 right 80 % of the
+time? Pure numpy.
 
 * ``fit_temperature`` finds the temperature T that minimises the negative
   log-likelihood of the expected labels under ``softmax(logits / T)`` on labelled

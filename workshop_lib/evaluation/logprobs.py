@@ -16,7 +16,7 @@ return). The decision readout reads every declared option's logit instead.
 readout on the same tasks.
 
 The messages are built here, never imported from the adapter (the two rooms meet only over HTTP):
-tests/workshop_lib/bench/test_logprobs_baseline.py holds them to the adapter's own rendering by
+tests/workshop_lib/evaluation/test_logprobs_baseline.py holds them to the adapter's own rendering by
 comparing the prompt llama-server renders from them with the adapter's ``prompt_sha256``.
 """
 
@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 
 from ..client import Deadline, EndpointClient, EndpointError, LocalTransport
 from ..errors import WorkshopError
-from .runner import Run, TaskResult, _endpoint_name, _now, execute, failed_result
+from .runner import Run, TaskResult, endpoint_name, execute, failed_result, utc_now
 from .scoring import is_correct, predicted_label
 from .tasks import Task
 
@@ -159,9 +159,9 @@ def run_logprobs_baseline(client, tasks: Sequence[Task], *, top_logprobs: int = 
                                  timing={k: timings[k] for k in ("prompt_n", "prompt_ms", "cache_n") if k in timings})
         return result
 
-    started_at = _now()
+    started_at = utc_now()
     results, wall = execute(tasks, attempt, concurrency=1, progress=progress, desc=label)
-    return Run(label=label, kind="logprobs", results=results, endpoint=_endpoint_name(client), concurrency=1,
+    return Run(label=label, kind="logprobs", results=results, endpoint=endpoint_name(client), concurrency=1,
                wall_s=wall, started_at=started_at,
                settings={"max_tokens": 1, "logprobs": True, "top_logprobs": top_logprobs, "temperature": 0.0})
 
@@ -215,18 +215,6 @@ def url_client(url: str) -> EndpointClient:
     return EndpointClient.local(base)
 
 
-def standard_client(workshop):
-    """A client for the workshop's standard endpoint, or None (and why, in one line) where it is not serving."""
-    from .. import steps
-    from ..errors import WorkshopError
-
-    try:
-        return steps.client(workshop, workshop.config.standard_endpoint_name)
-    except WorkshopError as exc:
-        print(f"letter-probability baseline skipped: {exc}")
-        return None
-
-
 def show_letter_request(client, decision: Mapping, *, top_logprobs: int = TOP_LOGPROBS) -> "LetterView":
     """Send one decision (this project's body: state, question, options) to the standard endpoint as a
     letter-probability request; the view shows what came back and what it leaves out."""
@@ -277,4 +265,4 @@ class LetterView:
 
 __all__ = ["CHAT_COMPLETIONS", "ChatCompletionsTransport", "DECISION_SYSTEM", "LETTERS", "LetterView", "NoLogprobs", "TOP_LOGPROBS", "agreement", "decision_messages",
            "first_token_logprobs", "logprobs_payload", "logprobs_result", "read_letters", "run_logprobs_baseline",
-           "show_letter_request", "standard_client", "task_messages", "url_client"]
+           "show_letter_request", "task_messages", "url_client"]

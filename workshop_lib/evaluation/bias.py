@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from .runner import Run, TaskResult
+from .runner import Run, TaskResult, run_decisions
 from .tasks import Task
 
 
@@ -40,8 +40,6 @@ def flip_stats(base: Iterable[TaskResult], other: Iterable[TaskResult]) -> dict:
 def run_order_test(client, tasks: Sequence[Task], *, order: str = "reversed", progress: bool = True,
                    label: str = "decision") -> Run:
     """The plain readout with the options presented in ``order`` (compare with the original run)."""
-    from .runner import run_decisions
-
     return run_decisions(client, tasks, order=order, progress=progress, label=label)
 
 

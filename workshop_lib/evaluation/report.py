@@ -1,4 +1,4 @@
-"""Benchmark reports: the numbers (pure), two runs side by side, JSON and Markdown.
+"""Benchmark reports: the numbers (pure), two runs side by side, and the report as JSON.
 
 ``summarize(run)`` gives valid responses, accuracy overall / by family / by type,
 client latency p50 / p95 / max (answered requests only: a request that failed
@@ -9,9 +9,10 @@ predicted option had. ``compare`` puts two summaries side by side with the ratio
 A / B, as in the blog's CPU vs GPU table.
 
 ``BenchReport`` holds the runs of one benchmark (decision readout, and optionally
-the reversed-order run, the debiased readout, the generation baseline), derives
-the order test and the calibration from them, and writes ``report.json``,
-``report.md`` and PNG figures.
+the reversed-order run, the debiased readout, the generation baseline) and derives
+the order test, the letter baseline's agreement and the calibration from them, as
+plain values. Rendering them is elsewhere: ``markdown`` (tables), ``plots``
+(figures) and ``report_view`` (a report that shows and saves itself).
 """
 
 from __future__ import annotations
@@ -25,11 +26,9 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from .bias import flip_stats
-from .order_study import evaluated_tokens
-from .calibration import calibrate_results
+from .temperature import calibrate_results
 from .logprobs import agreement
-from .runner import Run, TaskResult
-from .markdown import render_markdown, table
+from .runner import Run, TaskResult, evaluated_tokens
 
 RUN_TITLES = {
     "decision": "decision readout",
@@ -149,9 +148,6 @@ def compare(a: Mapping, b: Mapping) -> list[dict]:
     return rows
 
 
-# -- formatting --------------------------------------------------------------------------
-
-
 # -- the report object -------------------------------------------------------------------
 
 
@@ -266,34 +262,6 @@ class BenchReport:
     def load(cls, path: str | Path) -> BenchReport:
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
-    def to_markdown(self) -> str:
-        return render_markdown(self)
-
-    def save(self, out_dir: str | Path, *, figures: bool = True) -> dict[str, Path]:
-        """Write report.json, report.md and (if matplotlib is installed) the PNGs; returns the paths."""
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        paths = {"json": out / "report.json", "markdown": out / "report.md"}
-        paths["json"].write_text(self.to_json() + "\n", encoding="utf-8")
-        paths["markdown"].write_text(self.to_markdown() + "\n", encoding="utf-8")
-        if figures:
-            try:
-                from .plots import save_figures
-            except ImportError:  # matplotlib is an optional dependency (the notebooks extra)
-                self.notes.append("matplotlib is not installed: no figures")
-            else:
-                paths.update(save_figures(self, out))
-        return paths
-
-    def plot(self):
-        """The three figures in one matplotlib figure (pyplot, so notebooks show it)."""
-        from .plots import plot_report
-
-        return plot_report(self)
-
-    def _repr_markdown_(self) -> str:
-        return self.to_markdown()
-
 
 def _accuracy(results: Sequence[TaskResult]) -> float | None:
     return sum(r.correct for r in results) / len(results) if results else None
@@ -322,10 +290,4 @@ def load_comparison(path: str | Path) -> dict:
     return {"label": summary.get("label") or Path(path).parent.name, "summary": summary, "path": str(path)}
 
 
-# -- markdown ----------------------------------------------------------------------------
-
-
-__all__ = [
-    "BenchReport", "compare", "latency_stats", "load_comparison", "percentile", "render_markdown", "summarize",
-    "table",
-]
+__all__ = ["RUN_TITLES", "BenchReport", "compare", "latency_stats", "load_comparison", "percentile", "summarize"]

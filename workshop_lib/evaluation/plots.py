@@ -15,10 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
-from .calibration import reliability_bins
+from .temperature import reliability_bins
 from .report import RUN_TITLES, BenchReport, percentile
 
 COLORS = {"decision": "#1f77b4", "generation": "#d62728", "debiased": "#2ca02c",
@@ -109,11 +107,23 @@ def draw_reliability(ax, report: BenchReport) -> None:
     ax.legend(fontsize=9, loc="upper left")
 
 
+def _matplotlib():
+    # matplotlib is optional (the notebooks extra) and slow to import: only the functions that make a
+    # figure import it, so the report's tables and JSON work without it.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    return Figure, FigureCanvasAgg
+
+
 PANELS = {"latency": draw_latency, "accuracy_by_family": draw_accuracy_by_family, "reliability": draw_reliability}
 
 
 def save_figures(report: BenchReport, out_dir: str | Path, dpi: int = 120) -> dict[str, Path]:
-    """One PNG per panel in ``out_dir``: latency.png, accuracy_by_family.png, reliability.png."""
+    """One PNG per panel in ``out_dir``: latency.png, accuracy_by_family.png, reliability.png.
+
+    Raises ImportError where matplotlib is not installed."""
+    Figure, FigureCanvasAgg = _matplotlib()
     out = Path(out_dir)
     paths = {}
     for name, draw in PANELS.items():
@@ -129,6 +139,7 @@ def save_figures(report: BenchReport, out_dir: str | Path, dpi: int = 120) -> di
 def plot_report(report: BenchReport):
     """The three panels one above the other, sized for a notebook's width (text stays readable
     without scaling down); a Figure outside pyplot, so a notebook shows it exactly once."""
+    Figure, FigureCanvasAgg = _matplotlib()
     fig = Figure(figsize=(7.5, 13.5), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     for ax, draw in zip(fig.subplots(3, 1), PANELS.values()):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from workshop_lib.bench.baseline import generation_messages, generation_result, parse_answer
-from workshop_lib.bench.tasks import Task
+from workshop_lib.evaluation.baseline import generation_messages, generation_result, parse_answer
+from workshop_lib.evaluation.tasks import Task
 
 LABELS = ["billing", "tech_support", "account_security"]
 

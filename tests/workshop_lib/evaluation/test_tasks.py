@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from workshop_lib.bench.tasks import (Task, TaskFormatError, load_tasks, parse_tasks, permutation, rotation,
+from workshop_lib.evaluation.tasks import (Task, TaskFormatError, load_tasks, parse_tasks, permutation, rotation,
                                       select, task_from_record)
 
 CHOICE = {"id": "c1", "family": "routing", "state": "Charged twice.",

@@ -2,9 +2,9 @@
 
 import pytest
 
-from workshop_lib.bench import load_tasks, run_benchmark
-from workshop_lib.bench.runner import systemone_question
-from workshop_lib.bench.tasks import Task
+from workshop_lib.evaluation import load_tasks, run_benchmark
+from workshop_lib.evaluation.runner import systemone_question
+from workshop_lib.evaluation.tasks import Task
 from workshop_lib.client import EndpointClient
 
 

@@ -2,7 +2,7 @@
 
 The adapter applies a profile's temperature T to the probabilities its order mode serves at
 temperature 1: ``softmax(log p / T)``. So the fit here runs on the log of the served
-temperature-1 probabilities (``calibration.fit_temperature``, the same NLL, ECE and Brier score as
+temperature-1 probabilities (``temperature.fit_temperature``, the same NLL, ECE and Brier score as
 the benchmark's report), per profile:
 
 * the profile is the question type (``choice``, ``noul``, ``score``) and a band of option counts
@@ -16,7 +16,7 @@ the benchmark's report), per profile:
   requests in the same order mode.
 
 Everything here is pure: rows from benchmark results in, a JSON document out (and back).
-``workshop_lib.bench.served`` runs the tasks against an endpoint.
+``workshop_lib.evaluation.served`` runs the tasks against an endpoint.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from decision_contract.calibration import FILE_NAME, FORMAT, HELDOUT_KEYS, TEMPE
 from decision_contract.names import ORDER_MODES
 
 from ..errors import WorkshopError
-from .calibration import fit_temperature, metrics, split_for_calibration
+from .temperature import fit_temperature, metrics, split_for_calibration
 
 # The temperatures the adapter accepts (the contract's range): the fit searches 1/T inside it; at 100 an
 # answer is all but uniform, which is where a model that reads positions, not content, ends up once it
@@ -134,7 +134,7 @@ def calibration_document(results: Sequence, *, order: str, tasks: str,
     """``calibration.json`` from one temperature-1 run in ``order`` mode (results in any task order).
 
     The split: the tasks' own ``split`` field when it names fitting tasks (``dev``, ...), else a
-    stable hash of each task id (``calibration.split_for_calibration``).
+    stable hash of each task id (``temperature.split_for_calibration``).
     """
     if order not in ORDER_MODES:
         raise CalibrationFileError(f"order must be one of {', '.join(ORDER_MODES)}, not {order!r}")

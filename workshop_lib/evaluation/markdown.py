@@ -1,17 +1,16 @@
 """A benchmark report as Markdown: the headline table, each run's breakdown, the comparison with
 another report, the order test, the letter-probability baseline and calibration, with the notes that
-say when too few tasks were studied to read a rate. ``report.BenchReport.to_markdown`` renders here.
+say when too few tasks were studied to read a rate. It reads a ``report.BenchReport`` and computes nothing
+the report does not.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
-from .calibration import MIN_TASKS
+from .temperature import MIN_TASKS
+from .report import BenchReport, latency_stats, summarize
 from .runner import Run
-
-if TYPE_CHECKING:
-    from .report import BenchReport
 
 
 def fmt_s(ms: float | None) -> str:
@@ -74,8 +73,6 @@ def _model_line(model: Mapping) -> str:
 
 
 def render_markdown(report: BenchReport) -> str:
-    from .report import summarize  # the report's own numbers; report imports this module to render
-
     s = report.summaries
     d = s["decision"]
     out = [f"# {report.title}", ""]
@@ -177,8 +174,6 @@ def render_markdown(report: BenchReport) -> str:
 
 def letter_section(report: BenchReport, letters: Mapping) -> list[str]:
     """Markdown lines: the decision readout, the generation baseline (if run) and the letter probabilities."""
-    from .report import latency_stats
-
     run = report.runs["logprobs"]
     n, k = letters["tasks"], letters["top_logprobs"]
     ids = {r.task_id for r in run.results}

@@ -34,34 +34,16 @@ import numpy as np
 from ..display import DecisionView
 from ..errors import WorkshopError
 from .bias import flip_stats
-from .calibration import metrics, split_for_calibration
-from .profiles import ORDER_MODES, calibration_document, labelled
-from .runner import Run, TaskResult
+from .temperature import metrics, split_for_calibration
+from .profiles import ORDER_MODES, calibration_document, labelled, write_document
+from .runner import Run, TaskResult, evaluated_tokens, progress_bar
+from .served import run_mode
+from .tasks import resolve_tasks
 
 THRESHOLDS = (0.0, 0.05, 0.1, 0.2, 0.5, 0.8, 0.9, 0.95, 0.98)  # small models put little mass on the letters
 ROTATION_COST_TARGET = 1.05  # rotations' extra time over what their extra tokens cost
 RATE_SOURCES = {"given": "the rate given", "evaluated": "as_given's time per token evaluated, the kept head left out",
                 "read": "as_given's time per token read, the kept head included: the ratio is an upper bound"}
-
-
-def _int(value) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def evaluated_tokens(result: TaskResult) -> int | None:
-    """The tokens the server evaluated for this answer: ``timing.input_tokens`` when the server says;
-    else the prompt's ``input_tokens``, and for k presentations (which share ``shared_prefix_tokens``,
-    evaluated once) their prompts' tokens less the k - 1 repeats of that prefix."""
-    told = _int(result.timing.get("input_tokens"))
-    if told is not None:
-        return told
-    tokens = _int(result.input_tokens)
-    sensitivity = result.extra.get("order_sensitivity")
-    shared = _int(result.timing.get("shared_prefix_tokens"))
-    if tokens is not None and isinstance(sensitivity, Mapping) and shared is not None:
-        shown = _int(sensitivity.get("presentations")) or 1
-        return tokens - (shown - 1) * shared
-    return tokens
 
 
 def _ms(result: TaskResult) -> float | None:
@@ -210,8 +192,6 @@ class OrderStudy:
 
     def save_calibration(self, path, mode: str = "as_given"):
         """Write the ``calibration.json`` of ``mode``'s run to ``path`` (a folder gets the file inside it)."""
-        from .profiles import write_document
-
         doc = self.calibration(mode)
         if doc is None:
             raise WorkshopError(f"the {mode} run has no valid answer among its fitting tasks (split dev, or half "
@@ -330,8 +310,6 @@ def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODE
     (``_interleaved``); the priors of the tasks' option counts are warmed first (``warm_priors``), so no timed
     request scores one. ``head_tokens``, when known, prices the rotations' extra tokens exactly
     (``rotation_cost``)."""
-    from .suite import resolve_tasks
-
     unknown = [m for m in modes if m not in ORDER_MODES]
     if unknown:
         raise ValueError(f"unknown order modes {unknown}; choose from {', '.join(ORDER_MODES)}")
@@ -346,12 +324,9 @@ def _interleaved(client, tasks, modes: Sequence[str], progress: bool) -> dict[st
     """(as declared, reversed) runs per mode, made task by task: each task is asked in every mode and order
     before the next one, so a latency ratio between modes compares requests made moments apart (a shared
     machine's load changes over a mode's whole pass)."""
-    from .runner import _progress
-    from .served import run_mode
-
     combos = [(mode, order) for mode in modes for order in ("original", "reversed")]
     parts: dict[tuple[str, str], list[Run]] = {combo: [] for combo in combos}
-    bar = _progress(len(tasks) * len(combos), "order modes", progress)
+    bar = progress_bar(len(tasks) * len(combos), "order modes", progress)
     try:
         for task in tasks:
             for mode, order in combos:
@@ -373,6 +348,6 @@ def _joined(runs: list[Run], label: str) -> Run:
                model=next((run.model for run in runs if run.model), {}), settings=dict(first.settings))
 
 
-__all__ = ["OrderModesView", "OrderStudy", "THRESHOLDS", "accuracy", "ask_in_each_mode", "evaluated_tokens", "format_study", "heldout_calibration",
+__all__ = ["OrderModesView", "OrderStudy", "THRESHOLDS", "accuracy", "ask_in_each_mode", "format_study", "heldout_calibration",
            "measure_order_modes", "mean_sensitivity", "mode_figures", "per_token_ms", "risk_coverage",
            "rotation_cost", "warm_priors"]

@@ -15,12 +15,12 @@ import math
 import pytest
 
 from benchmarks.servers import LlamaServerProcess, find_llama_server
-from workshop_lib.bench import run_benchmark
-from workshop_lib.bench.logprobs import (LETTERS, NoLogprobs, agreement, decision_messages, first_token_logprobs,
+from workshop_lib.evaluation import run_benchmark
+from workshop_lib.evaluation.logprobs import (LETTERS, NoLogprobs, agreement, decision_messages, first_token_logprobs,
                                          logprobs_payload, logprobs_result, read_letters, run_logprobs_baseline,
                                          task_messages, url_client)
-from workshop_lib.bench.runner import TaskResult
-from workshop_lib.bench.tasks import Task, load_tasks
+from workshop_lib.evaluation.runner import TaskResult
+from workshop_lib.evaluation.tasks import Task, load_tasks
 from workshop_lib.client import EndpointClient
 from workshop_lib.local import post_json
 

@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from tqdm.auto import tqdm
+
 from ..client import EndpointBusy, EndpointError
 from .scoring import invalid_reason, is_correct, predicted_label
 from .tasks import Task
@@ -79,6 +81,26 @@ class TaskResult:
     def from_dict(cls, data: Mapping) -> TaskResult:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def evaluated_tokens(result: TaskResult) -> int | None:
+    """The tokens the server evaluated for this answer: ``timing.input_tokens`` when the server says;
+    else the prompt's ``input_tokens``, and for k presentations (which share ``shared_prefix_tokens``,
+    evaluated once) their prompts' tokens less the k - 1 repeats of that prefix."""
+    told = _int(result.timing.get("input_tokens"))
+    if told is not None:
+        return told
+    tokens = _int(result.input_tokens)
+    sensitivity = result.extra.get("order_sensitivity")
+    shared = _int(result.timing.get("shared_prefix_tokens"))
+    if tokens is not None and isinstance(sensitivity, Mapping) and shared is not None:
+        shown = _int(sensitivity.get("presentations")) or 1
+        return tokens - (shown - 1) * shared
+    return tokens
 
 
 def _base(task: Task, order: str, presented: Sequence[str]) -> dict:
@@ -166,11 +188,10 @@ class Run:
                    results=[TaskResult.from_dict(r) for r in data.get("results", [])])
 
 
-def _progress(total: int, desc: str, enabled: bool):
+def progress_bar(total: int, desc: str, enabled: bool):
+    """A tqdm bar over ``total`` tasks, or None when ``enabled`` is false."""
     if not enabled:
         return None
-    from tqdm.auto import tqdm
-
     return tqdm(total=total, desc=desc, unit="task", leave=True)
 
 
@@ -183,7 +204,7 @@ def execute(tasks: Sequence[Task], attempt: Callable[[Task], TaskResult], *, con
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
-    bar = _progress(len(tasks), desc, progress)
+    bar = progress_bar(len(tasks), desc, progress)
     started = time.perf_counter()
 
     def one(task: Task) -> TaskResult:
@@ -236,10 +257,10 @@ def run_decisions(client, tasks: Sequence[Task], *, concurrency: int = 1, order:
             model.update(model_summary(decision.model))
         return decision_result(task, decision, order=order)
 
-    started_at = _now()
+    started_at = utc_now()
     results, wall = execute(tasks, attempt, concurrency=concurrency, progress=progress,
                             desc=f"{label} ({order})" if order != "original" else label)
-    return Run(label=label, kind="decision", results=results, endpoint=_endpoint_name(client),
+    return Run(label=label, kind="decision", results=results, endpoint=endpoint_name(client),
                concurrency=concurrency, wall_s=wall, started_at=started_at, model=model,
                settings={"order": order, "temperature": temperature,
                          **({"fields": dict(fields)} if isinstance(fields, Mapping) else {})})
@@ -270,20 +291,22 @@ def run_systemone(client, tasks: Sequence[Task], *, concurrency: int = 1, progre
                               client_latency_ms=result.client_latency_ms, server_ms=result.server_ms,
                               input_tokens=result.usage.get("input_tokens"), attempts=result.attempts)
 
-    started_at = _now()
+    started_at = utc_now()
     results, wall = execute(tasks, attempt, concurrency=concurrency, progress=progress, desc=label)
-    return Run(label=label, kind="decision", results=results, endpoint=_endpoint_name(client),
+    return Run(label=label, kind="decision", results=results, endpoint=endpoint_name(client),
                concurrency=concurrency, wall_s=wall, started_at=started_at, settings={"schema": "systemone"})
 
 
-def _now() -> str:
+def utc_now() -> str:
+    """Now in UTC, to the second (a run's ``started_at``)."""
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _endpoint_name(client) -> str:
+def endpoint_name(client) -> str:
+    """What a run calls the endpoint behind ``client``: its transport's name, else the client's repr."""
     transport = getattr(client, "transport", None)
     return getattr(transport, "name", "") or repr(client)
 
 
-__all__ = ["Run", "TaskResult", "decision_result", "execute", "failed_result", "model_summary",
-           "run_decisions", "score_response"]
+__all__ = ["Run", "TaskResult", "decision_result", "endpoint_name", "evaluated_tokens", "execute", "failed_result",
+           "model_summary", "progress_bar", "run_decisions", "score_response", "utc_now"]

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from workshop_lib.bench.runner import decision_result, failed_result, score_response
-from workshop_lib.bench.scoring import invalid_reason, predicted_label
-from workshop_lib.bench.tasks import Task
+from workshop_lib.evaluation.runner import decision_result, failed_result, score_response
+from workshop_lib.evaluation.scoring import invalid_reason, predicted_label
+from workshop_lib.evaluation.tasks import Task
 from workshop_lib.client import Decision, EndpointBusy, InvalidResponse
 
 TASK = Task("t1", "routing", "choice", "state", "Which?", (("b", "B"), ("a", "A"), ("c", "C")), "a")

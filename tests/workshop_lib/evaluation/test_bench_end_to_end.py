@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from workshop_lib.bench import load_tasks
+from workshop_lib.evaluation import load_tasks
 from workshop_lib.cli import main
 
 pytestmark = pytest.mark.slow

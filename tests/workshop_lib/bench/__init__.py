@@ -1,1 +1,0 @@
-"""workshop_lib.bench: tasks, scoring, calibration, reports, and an end-to-end run."""

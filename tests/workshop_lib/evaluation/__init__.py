@@ -1,0 +1,1 @@
+"""workshop_lib.evaluation: tasks, scoring, temperature scaling, reports, and an end-to-end run."""
