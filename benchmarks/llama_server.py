@@ -72,7 +72,7 @@ def in_process(model_dir: Path, bodies: list[dict]) -> dict:
     """The readout alone and the llama_decode calls per decision, from an engine fed the same requests."""
     from decision_adapter.engine import Engine
     from decision_adapter.model_files import locate_model
-    from decision_adapter.schema import parse_decision
+    from decision_adapter.apis.own import parse_decision
     from decision_adapter.settings import load_settings
 
     settings = load_settings({"SM_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": str(THREADS),
