@@ -41,7 +41,7 @@ import numpy as np
 from decision_adapter import runtime
 from decision_adapter.engine import Engine
 from decision_adapter.model_files import locate_model
-from decision_adapter.schema import parse_decision
+from decision_adapter.apis.own import parse_decision
 from decision_adapter.settings import load_settings
 from workshop_lib.evaluation.baseline import run_generation_baseline
 from workshop_lib.evaluation.order_study import RATE_SOURCES, measure_order_modes, per_token_ms, rotation_cost

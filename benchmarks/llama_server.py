@@ -51,7 +51,7 @@ from workshop_lib.models import embedded_gguf_path
 from decision_adapter.apis import own
 from decision_adapter.engine import Engine
 from decision_adapter.model_files import locate_model
-from decision_adapter.schema import parse_decision
+from decision_adapter.apis.own import parse_decision
 from decision_adapter.settings import load_settings
 
 THREADS = 2

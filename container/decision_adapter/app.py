@@ -4,8 +4,9 @@ Each API dialect is a module of ``apis/`` with its models, its routes (a bluepri
 error shape: ``POST /invocations`` (``apis/invocations.py``: this project's decisions, the
 published sample's format, OpenAI chat and Jev System One, told apart by the body's shape),
 Jev's ``POST /v1/systemone`` and ``GET /v1/models``, and the OpenAI Decisions API's
-``POST /v1/decisions``. This module keeps the rest: loading the engine, the API key, reading
-and decoding bodies within their limits, admission (one request at a time holds the model),
+``POST /v1/decisions``; ``apis/dialect.py`` serves each the same way. This module keeps the rest:
+loading the engine, the API key, reading and decoding bodies within their limits, admission (one
+request at a time holds the model: ``Serving.run``, in front of the core's scoring.py),
 ``/ping``, ``/status``, ``/openapi.json``, and the shape of 404/405 answers (the API the path
 belongs to: OpenAI's under ``/v1/decisions``, Jev's elsewhere under ``/v1/``, the project's
 ``{"error": {"code", "message", "field"}}`` otherwise).
@@ -38,11 +39,12 @@ from flask import Flask, Response, g, has_request_context, request
 from . import metrics, runtime, startup
 from .admission import Gate
 from .apis import decisions, invocations, systemone
-from .apis.common import REQUEST_ID_HEADER, as_adapter_error, choose_request_id, json_response
-from .apis.invocations import project_error
+from .apis.common import REQUEST_ID_HEADER, choose_request_id
+from .apis.dialect import SERVING, as_adapter_error, json_response
+from .apis.invocations import project_error, request_kind
+from .engine import Engine
 from .errors import AdapterError, Busy, InvalidType, NotReady, TimedOut, Unauthorized
 from .model_files import locate_model
-from .schema import request_kind
 from .settings import Settings, load_settings
 from .startup import StartupRecord
 
@@ -86,8 +88,6 @@ class _Holder:
             self.record.write(stage, **details)
 
     def load(self) -> None:
-        from .engine import Engine
-
         model = locate_model(self.settings.model_dir, self.settings.model_file)
         for name in self.settings.ignored_llama_settings:
             log.warning("%s is a llama-server flag the decision adapter does not use; ignored", name)
@@ -278,9 +278,9 @@ class Serving:
 # Routes no blueprint matched (404, 405) answer in the shape of the API their path belongs to.
 def _unmatched_shape(path: str):
     if path == "/v1/decisions" or path.startswith("/v1/decisions/"):
-        return decisions.error_response
+        return decisions.DIALECT.error_response
     if path.startswith("/v1/"):
-        return systemone.error_response
+        return systemone.DIALECT.error_response
     return project_error
 
 
@@ -297,7 +297,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     gate = Gate(settings.max_queue, settings.queue_timeout_s, settings.retry_after_s)
     app.extensions["decision_adapter"] = holder
     app.extensions["decision_adapter.gate"] = gate  # closed by the worker on SIGTERM (serve.py)
-    app.extensions["decision_adapter.serving"] = serving = Serving(settings, holder, gate)
+    app.extensions[SERVING] = serving = Serving(settings, holder, gate)
     openapi_description = resources.files(__package__).joinpath("openapi.json").read_bytes()
 
     if load == "now":

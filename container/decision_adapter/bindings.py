@@ -32,6 +32,12 @@ import json
 import sys
 from pathlib import Path
 
+from .apis import own
+from .apis.own import parse_decision
+from .engine import Engine
+from .model_files import locate_model
+from .settings import load_settings
+
 REFERENCE = Path(__file__).with_name("bindings_reference.json")
 # A wrong field layout reads garbage or crashes; kernels of other CPU variants and llama.cpp
 # builds move a probability by well under 0.01 on this decision.
@@ -110,11 +116,7 @@ def read_defaults() -> dict:
 RESTORE_TOLERANCE = 1e-4  # restored and fresh evaluations on one library (the tests hold them to the same)
 
 
-def _engine(model_path: Path, prefix_reuse: str = "auto"):
-    from .engine import Engine
-    from .model_files import locate_model
-    from .settings import load_settings
-
+def _engine(model_path: Path, prefix_reuse: str = "auto") -> Engine:
     settings = load_settings({"SM_MODEL_DIR": str(model_path.parent), "SM_LLAMA_CPP_MODEL": str(model_path),
                               "SM_LLAMA_CPP_THREADS": "2", "SM_LLAMA_CPP_CTX_SIZE": "1024",
                               "SM_LLAMA_CPP_N_GPU_LAYERS": "0", "DECISION_ADAPTER_PREFIX_REUSE": prefix_reuse})
@@ -122,9 +124,6 @@ def _engine(model_path: Path, prefix_reuse: str = "auto"):
 
 
 def score(model_path: Path) -> list[float]:
-    from .apis import own
-    from .schema import parse_decision
-
     (result,), _ = own.decide(_engine(model_path), parse_decision(DECISION))
     return result["probabilities"]
 
@@ -132,9 +131,6 @@ def score(model_path: Path) -> list[float]:
 def restore_problems(model_path: Path) -> list[str]:
     """Two questions on one state through ``restore`` (the head and the state saved, the state loaded back
     for the second question) against each question evaluated from an empty context."""
-    from .apis import own
-    from .schema import parse_decision
-
     reordered = dict(DECISION, options=list(reversed(DECISION["options"])))
     questions = [{"id": str(i), "question": q["question"], "options": q["options"]}
                  for i, q in enumerate((DECISION, reordered))]

@@ -11,7 +11,7 @@ import secrets
 
 from .errors import InvalidValue, PromptTooLong
 from .prompt import TemplateError
-from .schema import ChatRequest
+from .questions import ChatRequest
 
 
 def conversation_tokens(request: ChatRequest, template, tokenize, control_re, n_ctx: int) -> list[int]:

@@ -1,21 +1,24 @@
-"""The one llama.cpp context and the decision readout on top of it.
+"""The one llama.cpp context, and scoring items evaluated on it.
 
 A decision is one forward pass: the rendered prompt ends where the model would
 write its answer, and the logits at that last position, restricted to the
-answer-slot tokens (the letters A, B, ...), give one probability per option.
+answer-slot tokens (the letters A, B, ...), give one score per option.
 Nothing is generated. Beyond 16 options the labels are codes read in two steps.
 
 The engine loads the model, checks it (GPU offload, answer slots, a start-up
-decision), scores lists of prompts (``score_items``) under a time limit, and holds
+decision), reads lists of prompts (``score_items``) under a time limit, and holds
 the context's state. The pieces it composes, each in its own module:
 
 * tokens.py: prompt text to tokens, the caller's text kept as plain text;
 * slots.py: the answer labels' tokens, found at start-up and checked per prompt;
-* readout.py: from the logits at a prompt's end to one probability per option;
+* readout.py: from the logits at a prompt's end to raw scores per option (the readout each item names);
 * prefix_cache.py: evaluating a request's shared prefix once, and what is kept of it;
 * chat.py: chat completions' tokens, arguments and answer;
 * calibration.py: calibration.json, read and checked against the model here; order.py keeps the
   content-free priors it measures in ``order_priors``.
+
+``score_items`` is the one way scoring items reach the context (scoring.py calls it for a request, order.py
+for a prior); what it returns is raw: order modes, temperatures and calibration are scoring.py's.
 
 Time limit: ``with engine.time_limit(seconds):`` stops llama.cpp mid-graph once
 the limit passes (deadline.py), forgets the cached prefix and clears the
@@ -26,25 +29,27 @@ The engine is not thread-safe; the app lets one request at a time use it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import re
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import numpy as np
 
+from decision_contract.names import PRIOR
+
 from . import calibration as calibration_file
 from . import chat as chat_completion
-from . import order, readout, runtime, slots
+from . import order, runtime, slots
 from .deadline import Deadline
 from .errors import InvalidValue, PromptTooLong, TimedOut
 from .model_files import ModelFiles
 from .prefix_cache import Prefix, PrefixReuse, shared_prefix
-from .prompt import DIGITS, GROUP_LETTERS, PROMPT_VERSION, ChatTemplate, RenderedPrompt, option_labels
-from .readout import READOUT_LETTER_SLOTS, READOUT_TWO_LEVEL
-from .schema import ChatRequest
+from .prompt import DIGITS, GROUP_LETTERS, PROMPT_VERSION, ChatTemplate, option_labels
+from .questions import ChatRequest, RenderedPrompt, ScoringItem
+from .readout import READOUTS, Reading
 from .settings import Settings
 from .slots import PROBE_QUESTIONS, PROBE_STATE, EngineError
 from .state_cache import StateCache
@@ -53,17 +58,6 @@ from .tokens import PromptTokenizer, longest_token_chars
 log = logging.getLogger(__name__)
 
 _QUANT_RE = re.compile(r"(?:^|[._-])((?:IQ|Q)\d[A-Z0-9_]*?|BF16|F16|F32)(?:\.gguf$|[.-])", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class ScoringItem:
-    """One prompt to score over ``n_options`` labelled options (labels from ``Engine.option_labels``)."""
-
-    prompt: RenderedPrompt
-    n_options: int
-    loc: tuple = ()  # where an error about this item points, e.g. ("body", "questions", "q1")
-    temperature: float = 1.0
-    field: str = "state"  # the field an error about this item names
 
 
 def quantization_of(file_name: str, metadata: dict) -> str | None:
@@ -185,20 +179,20 @@ class Engine(PrefixReuse):
         started = time.perf_counter()
         question = PROBE_QUESTIONS[0]
         prompt = self.template.render_decision(PROBE_STATE, question)
-        results, timing = self.score_items([ScoringItem(prompt, len(question.options), field="state")])
-        probabilities = np.asarray(results[0]["probabilities"])
+        readings, timing = self.score_items([ScoringItem(prompt, len(question.options))])
+        probabilities = readings[0].scores.probabilities(1.0)
         if not (np.all(np.isfinite(probabilities)) and abs(float(probabilities.sum()) - 1.0) < 1e-6):
             raise EngineError(f"the start-up decision returned unusable probabilities {probabilities.tolist()}; "
                               f"llama.cpp: {self.runtime.system_info}")
-        if self.settings.order == order.PRIOR:
+        if self.settings.order == PRIOR:
             order.measure_startup_priors(self)
         self._reset_context()  # the probe's prompt is not worth keeping as a cached prefix
         self._prefix = None
         if self.state_cache is not None:
             self.state_cache.clear()
-        self.startup_probe = {"input_tokens": results[0]["input_tokens"], "options": len(question.options),
+        self.startup_probe = {"input_tokens": readings[0].input_tokens, "options": len(question.options),
                               "seconds": round(time.perf_counter() - started, 4),
-                              "prompt_tokens_per_s": round(results[0]["input_tokens"] / max(
+                              "prompt_tokens_per_s": round(readings[0].input_tokens / max(
                                   timing["evaluate_ms"] / 1000.0, 1e-9), 1)}
         self.info["startup_probe"] = self.startup_probe
         log.info("start-up decision scored: %d tokens, %d options, %.3f s", self.startup_probe["input_tokens"],
@@ -215,6 +209,10 @@ class Engine(PrefixReuse):
     def prompt_tokens(self, prompt: RenderedPrompt, end: int | None = None) -> list[int]:
         """Tokens of ``prompt.text[:end]``, the caller's content kept as plain text."""
         return self.tokenizer.prompt_tokens(prompt, end)
+
+    def token_text(self, token: int) -> str:
+        """One token's text, control tokens as their text."""
+        return self.llm.detokenize([token], special=True).decode("utf-8", errors="replace")
 
     # -- what is served ----------------------------------------------------------
 
@@ -293,13 +291,13 @@ class Engine(PrefixReuse):
             raise InvalidValue(f"{n} options: at most {self.max_options} can be labelled", None, loc=loc)
         return option_labels(n)
 
-    def score_items(self, items: list[ScoringItem]) -> tuple[list[dict], dict]:
-        """Probabilities over each item's options; every item shares the prefix up to the state.
+    def score_items(self, items: list[ScoringItem]) -> tuple[list[Reading], dict]:
+        """What each item's readout reads at its prompt's end; every item shares the prefix up to the state.
 
         The one evaluation path: decisions and Jev questions, letter slots and two-level codes.
-        An item's result depends only on its own prompt: identical prompts are evaluated once,
+        An item's reading depends only on its own prompt: identical prompts are evaluated once,
         and each prompt is evaluated from the same cached prefix whatever else is in the list.
-        Returns (one result per item, timing incl. ``input_tokens``: the tokens the model read,
+        Returns (one reading per item, timing incl. ``input_tokens``: the tokens the model read,
         shared prefix once, plus the code tokens of two-level readouts).
         """
         t0 = time.perf_counter()
@@ -310,48 +308,41 @@ class Engine(PrefixReuse):
             self._check_fits(item.prompt, tokens, item.field, loc=item.loc, extra=1 if coded else 0,
                              n_options=item.n_options)
             token_lists.append(tokens)
-        unique: dict[tuple[tuple[int, ...], float], int] = {}
-        for tokens, item in zip(token_lists, items):
-            unique.setdefault((tuple(tokens), item.temperature), len(unique))
-        distinct = [list(t) for t, _ in unique]
-        prefix = self._prefix_tokens(items[0].prompt, distinct)  # distinct[0] is items[0]'s prompt
+        unique: dict[tuple[int, ...], int] = {}
         first_item = {}
         for tokens, item in zip(token_lists, items):
-            first_item.setdefault(unique[(tuple(tokens), item.temperature)], item)
+            first_item.setdefault(unique.setdefault(tuple(tokens), len(unique)), item)
+        distinct = [list(t) for t in unique]
+        prefix = self._prefix_tokens(items[0].prompt, distinct)  # distinct[0] is items[0]'s prompt
         t1 = time.perf_counter()
 
-        def visit(index: int, tokens: list[int], logits: np.ndarray, eval_ms: float) -> dict:
+        def visit(index: int, tokens: list[int], logits: np.ndarray, eval_ms: float) -> Reading:
             started = time.perf_counter()
-            item = first_item[index]
-            result = self._read(tokens, logits, item.n_options, item.temperature)
-            result["question_eval_ms"] = eval_ms + (time.perf_counter() - started) * 1000.0
-            return result
+            reading = self._read(first_item[index], tokens, logits)
+            return dataclasses.replace(reading, question_eval_ms=eval_ms + (time.perf_counter() - started) * 1000.0)
 
         computed, timing = self._evaluate(items[0].prompt, prefix, distinct, visit)
-        results = []
-        for item, tokens in zip(items, token_lists):
-            result = dict(computed[unique[(tuple(tokens), item.temperature)]])
-            result["prompt_sha256"] = hashlib.sha256(item.prompt.text.encode("utf-8")).hexdigest()
-            results.append(result)
-        read = len(prefix) + sum(len(t) - len(prefix) + r["forward_passes"] - 1 for t, r in zip(distinct, computed))
-        return results, {"tokenize_ms": (t1 - t0) * 1000.0, **timing, "input_tokens": read,
-                         "distinct_prompts": len(distinct)}
+        readings = [dataclasses.replace(computed[unique[tuple(tokens)]],
+                                        prompt_sha256=hashlib.sha256(item.prompt.text.encode("utf-8")).hexdigest())
+                    for item, tokens in zip(items, token_lists)]
+        read = len(prefix) + sum(len(t) - len(prefix) + r.forward_passes - 1 for t, r in zip(distinct, computed))
+        return readings, {"tokenize_ms": (t1 - t0) * 1000.0, **timing, "input_tokens": read,
+                          "distinct_prompts": len(distinct)}
 
-    def _read(self, tokens: list[int], logits: np.ndarray, n: int, temperature: float) -> dict:
-        """The readout at the prompt's end: letter slots for up to 16 options, else two-level codes."""
-        if n <= len(self.slot_tokens):
-            probabilities, mass, reported = readout.letter_slots(logits, self.slot_tokens[:n], temperature)
-            return readout.result(tokens, logits, probabilities, mass, READOUT_LETTER_SLOTS, 1, reported)
-        # A recurrent memory cannot be cut back by one token: save the sequence after the prompt.
-        checkpoint = self._save_sequence(partial=True) if self.recurrent or self.prefix_mode == "restore" else None
+    def _read(self, item: ScoringItem, tokens: list[int], logits: np.ndarray) -> Reading:
+        """The item's readout at its prompt's end; what it evaluates past the prompt starts from the prompt."""
+        checkpoint: list = []
 
-        def logits_after(group_token: int) -> np.ndarray:
-            self._rewind(tokens, checkpoint)
-            self._eval([group_token])
+        def logits_after(appended: list[int]) -> np.ndarray:
+            if not checkpoint:  # a recurrent memory cannot be cut back: save the sequence after the prompt once
+                checkpoint.append(self._save_sequence(partial=True) if self.recurrent or self.prefix_mode == "restore"
+                                  else None)
+            self._rewind(tokens, checkpoint[0])
+            self._eval(appended)
             return self._last_logits()
 
-        probabilities, mass, passes = readout.two_level(logits, self.code_tokens, n, temperature, logits_after)
-        return readout.result(tokens, logits, probabilities, mass, READOUT_TWO_LEVEL, passes, None)
+        scores, method, mass, passes = READOUTS[item.readout].read(self, logits, item.n_options, logits_after)
+        return Reading(scores, method, mass, passes, len(tokens), int(np.argmax(logits)))
 
     def _tokens_that_fit(self, prompt: RenderedPrompt, field: str, *, loc: tuple | None = None) -> list[int]:
         """The prompt's tokens, with the cheap checks first: the time limit (checked between prompts, as

@@ -34,6 +34,13 @@ class InvalidValue(AdapterError):
     code = "invalid_value"
 
 
+class ModelNotFound(AdapterError):
+    """A request named a model this endpoint does not serve (Jev System One, the OpenAI Decisions API)."""
+
+    status = 404
+    code = "not_found_error"
+
+
 class PromptTooLong(AdapterError):
     status = 422
     code = "prompt_too_long"

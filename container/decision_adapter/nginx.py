@@ -25,14 +25,17 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from importlib import resources as package_files
 from pathlib import Path
 
 from werkzeug.http import HTTP_STATUS_CODES
 
+from .apis import decisions, systemone
 from .errors import AdapterError
-from .settings import Settings
+from .settings import Settings, load_settings
 
 CONNECTIONS = 2048       # open at once, clients and upstream together
 IN_FLIGHT = 128          # API requests past their header at once (each may be reading its body)
@@ -88,7 +91,6 @@ def _code(status: int) -> str:
 
 def error_pages(refusal: Refusal) -> dict[str, tuple[int, dict]]:
     """The answer for each API: ``{"sagemaker" | "jev" | "decisions": (status, body)}``, in the app's own shapes."""
-    from .apis import decisions, systemone
     exc = AdapterError(refusal.message, None, status=refusal.answer_status, code=_code(refusal.answer_status))
     sagemaker = exc.to_json()
     if refusal.answer_status in (502, 503):
@@ -261,10 +263,6 @@ def check(settings: Settings | None = None) -> str:
     image brings nginx, and this proves it is there and takes the adapter's configuration as the
     unprivileged user the container runs as. Returns nginx's version line; raises RuntimeError.
     """
-    import tempfile
-
-    from .settings import load_settings
-
     executable = find_nginx()
     if executable is None:
         raise RuntimeError("no nginx on PATH (nor in /usr/sbin); the DLC's SageMaker image installs it: check "
@@ -286,8 +284,6 @@ def check(settings: Settings | None = None) -> str:
 
 
 if __name__ == "__main__":
-    import sys
-
     if sys.argv[1:] != ["check"]:
         sys.exit("usage: python3 -m decision_adapter.nginx check")
     try:

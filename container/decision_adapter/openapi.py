@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic.json_schema import models_json_schema
 
 from . import __name__ as _package
-from .apis import chat, decisions, meta, own, sample, systemone, systemone_answers
+from .apis import chat, decisions, meta, own, sample, systemone_answers, systemone_requests
 
 FILE = Path(__file__).with_name("openapi.json")
 REF = "#/components/schemas/{model}"
@@ -26,7 +26,7 @@ MODELS = [
     own.DecisionRequest, own.BatchRequest, own.DecisionResponse, own.BatchResponse, own.Error,
     sample.SampleDecisionRequest, sample.SampleDecisionsRequest, sample.SampleSharedResponse, sample.SampleError,
     chat.ChatCompletionRequest, chat.ChatCompletion,
-    systemone.SystemOneRequest, systemone_answers.SystemOneResponse, systemone_answers.ModelList,
+    systemone_requests.SystemOneRequest, systemone_answers.SystemOneResponse, systemone_answers.ModelList,
     systemone_answers.JevValidationErrorBody, systemone_answers.JevError,
     decisions.DecisionsRequest, decisions.DecisionsResponse, decisions.OpenAIError,
     meta.PingReady, meta.PingLoading, meta.Status,

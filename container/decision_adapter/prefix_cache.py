@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .prompt import RenderedPrompt
+from .questions import RenderedPrompt
 from .slots import EngineError
 from .state_cache import CachedState
 from .tokens import MAX_HEADS, PromptTokenizer, common_prefix_len

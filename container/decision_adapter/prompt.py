@@ -1,9 +1,15 @@
-"""Rendering a decision as a chat prompt whose next token is an answer letter.
+"""The prompt room: what the model reads, for every API, and the model's chat template that wraps it.
 
-The user turn is a JSON object whose first member is the state, so every
-question about the same state shares the rendered text up to the end of the
-state; the engine evaluates that prefix once. Option ids never reach the model:
-options are shown under the letters A, B, ... and mapped back afterwards.
+Every prompt is a system turn and a user turn ending where the model would write its answer. The user
+turn is a JSON object whose first member is the state, so every question about the same state shares
+the rendered text up to the end of the state; the engine evaluates that prefix once. Option ids never
+reach the model: options are shown under labels (the letters A, B, ..., past 16 options codes such as
+"A0") and mapped back afterwards.
+
+Two prompt families (``PromptFamily``), each with its version (answers report it; a calibration file is
+fitted for one): the decision prompt (this project's schema and the published sample's) and Jev's
+(System One and the OpenAI Decisions API, whose typed questions are worded here too: the default
+question of each type, Yes and No, an option's name with its description).
 """
 
 from __future__ import annotations
@@ -16,9 +22,41 @@ from dataclasses import dataclass
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .schema import Question
+from .questions import Question, RenderedPrompt
+
+
+@dataclass(frozen=True)
+class PromptFamily:
+    version: str
+    system: str
+
 
 PROMPT_VERSION = "decision-prompt/1"
+SYSTEM_PROMPT = (
+    "You are a decision component inside a software system. You receive a JSON object with "
+    "a state (the evidence), a question (the criterion to apply to it) and options labelled "
+    "with capital letters. Apply the question to the state and answer with the single capital "
+    "letter of the best option. Write nothing else."
+)
+DECISION_PROMPT = PromptFamily(PROMPT_VERSION, SYSTEM_PROMPT)
+
+JEV_PROMPT_VERSION = "jev-systemone-prompt/1"
+JEV_SYSTEM_PROMPT = (
+    "You are a decision component inside a software system. You receive a JSON object with "
+    "a state (the evidence), a question (the criterion to apply to it) and options, each under "
+    "a short code (a capital letter, or a capital letter and a digit). Apply the question to the "
+    "state and answer with the code of the best option. Write nothing else."
+)
+JEV_PROMPT = PromptFamily(JEV_PROMPT_VERSION, JEV_SYSTEM_PROMPT)
+
+# The typed questions' words (System One's types; the OpenAI Decisions API's predicate is a noul).
+DEFAULT_QUESTIONS = {  # what a question without instructions asks
+    "noul": "Which option describes the state?",
+    "choice": "Which option fits the state best?",
+    "score": "Which level fits the state best?",
+}
+YES_NO = ("Yes", "No")  # a noul's (a predicate's) two options, yes first
+
 LETTERS = tuple("ABCDEFGHIJKLMNOP")
 
 # Beyond len(LETTERS) options, each option gets a two-character code: a group
@@ -36,13 +74,6 @@ def option_labels(n: int) -> tuple[str, ...]:
         raise ValueError(f"at most {MAX_CODED_OPTIONS} options can be labelled")
     return tuple(GROUP_LETTERS[i // len(DIGITS)] + DIGITS[i % len(DIGITS)] for i in range(n))
 
-SYSTEM_PROMPT = (
-    "You are a decision component inside a software system. You receive a JSON object with "
-    "a state (the evidence), a question (the criterion to apply to it) and options labelled "
-    "with capital letters. Apply the question to the state and answer with the single capital "
-    "letter of the best option. Write nothing else."
-)
-
 
 def render_state(state) -> str:
     """The state as JSON text: strings stay strings, objects get sorted keys."""
@@ -52,6 +83,16 @@ def render_state(state) -> str:
 def render_json(value) -> str:
     """Any JSON value as text, deterministically: sorted keys, fixed separators."""
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+
+
+def as_text(value) -> str:
+    """A string as it is, any other JSON value rendered."""
+    return value if isinstance(value, str) else render_json(value)
+
+
+def option_text(name: str, description=None) -> str:
+    """A typed question's option as the model reads it: its name, and its description after a colon."""
+    return name if description is None else f"{name}: {as_text(description)}"
 
 
 # Every user turn opens with this; what comes before the state is the same for every request (the head).
@@ -98,15 +139,6 @@ def _spans(text: str, marked: str, messages: list[dict]) -> tuple[tuple[int, int
 
 class TemplateError(RuntimeError):
     """The model's chat template cannot render a decision prompt."""
-
-
-@dataclass(frozen=True)
-class RenderedPrompt:
-    text: str
-    state_end: int | None  # offset in text right after the state, None if not found
-    # Where the caller's text (the user turn) sits in ``text``: control-token text in it stays text.
-    content_span: tuple[int, int] | None = None
-    state_start: int | None = None  # offset where the state begins: text before it is the fixed head
 
 
 class ChatTemplate:
@@ -172,8 +204,15 @@ class ChatTemplate:
         return self.render_with_spans(messages, self._turn_marked)
 
     def render_decision(self, state, question: Question) -> RenderedPrompt:
+        """A decision prompt with the question's options under the letters, in the order given."""
         content, state_end = user_message(state, question)
         return self.render_turn(SYSTEM_PROMPT, content, state_end)
+
+    def render_question(self, family: PromptFamily, state, question, labelled_options: dict[str, str]
+                        ) -> RenderedPrompt:
+        """A prompt of ``family`` asking ``question`` about ``state`` over the options, each under its label."""
+        content, state_end = compose_user_message(state, question, labelled_options)
+        return self.render_turn(family.system, content, state_end)
 
     def render_turn(self, system: str, content: str, state_end: int) -> RenderedPrompt:
         """System + user turn with the generation prompt; locate the user turn and the state's end in it."""

@@ -1,25 +1,37 @@
-"""From the logits at a prompt's end to one probability per declared option.
+"""The readout: how a question is put to the model, and how the logits at the prompt's end become one
+raw score per declared option. A named step (``READOUTS``, keyed by ``decision_contract.names.READOUTS``);
+``letters`` is the one there is.
 
-Up to 16 options: the letters A-P, read in the one forward pass over the prompt
-("letter-slots"). More options (the Jev API allows 255): each option gets a code,
-a group letter and a digit ("A0", "A1", ... "Z9"), and the readout takes two steps
-("two-level-codes"): the letter logits at the last prompt position give P(group),
-restricted to the groups in use; then, for each group, the group's letter is
-appended (one more token, evaluated from the cached prompt) and the digit logits
-give P(member | group), restricted to that group's members. An option's
-probability is P(group) x P(member | group), a proper distribution over exactly the
-declared options. Cost: one prompt pass plus one single-token evaluation per group
-in use (ceil(n / 10), at most 26).
+``letters`` lists the options in the prompt under answer labels and reads the labels' logits. Up to 16
+options: the letters A-P, read in the one forward pass over the prompt ("letter-slots"). More options
+(the Jev API allows 255): each option gets a code, a group letter and a digit ("A0", "A1", ... "Z9"),
+read in two steps ("two-level-codes"): the letter logits at the last prompt position give P(group),
+restricted to the groups in use; then, for each group, the group's letter is appended (one more token,
+evaluated from the cached prompt) and the digit logits give P(member | group), restricted to that
+group's members. An option's probability is P(group) x P(member | group), a proper distribution over
+exactly the declared options. Cost: one prompt pass plus one single-token evaluation per group in use
+(ceil(n / 10), at most 26).
 
-The maths is here; evaluating the appended group letter is the engine's, handed in
-as a function.
+A readout has two sides, both handed the engine: ``item`` renders one presentation of a question (its
+options in a given order) as a ``ScoringItem``; ``read`` turns the logits at that prompt's end into
+``Scores`` (scores.py: no temperature is applied here), the share of the next-token probability the
+labels hold, and the forward passes it took, evaluating what follows the prompt through the function
+the engine hands it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+from decision_contract import names
+
+from .errors import InvalidValue
+from .prompt import PromptFamily, TemplateError
+from .questions import DecisionBatch, Question, ScoringItem
+from .scores import CodeLogits, Scores, SlotLogits, logsumexp
 
 READOUT_LETTER_SLOTS = "letter-slots"
 READOUT_TWO_LEVEL = "two-level-codes"
@@ -41,54 +53,69 @@ READOUT_METHODS = {
 }
 
 
-def softmax(values: np.ndarray) -> np.ndarray:
-    return np.exp(values - logsumexp(values))
+@dataclass(frozen=True, eq=False)
+class Reading:
+    """What the engine read for one scoring item: raw scores per option (in the order the prompt showed
+    them) and what it cost."""
+
+    scores: Scores
+    method: str  # a key of READOUT_METHODS
+    allowed_token_mass: float  # the share of the next-token probability on the answer labels
+    forward_passes: int
+    input_tokens: int  # the prompt's tokens
+    top_token: int  # the vocabulary's most probable next token
+    question_eval_ms: float = 0.0
+    prompt_sha256: str = ""
 
 
-def logsumexp(values: np.ndarray) -> float:
-    # A vocabulary's float32 logits stay float32 through exp (faster than float64, and close enough for a
-    # normaliser) and are summed in float64.
-    peak = values.max()
-    return float(peak) + float(np.log(np.sum(np.exp(values - peak), dtype=np.float64)))
+class Letters:
+    """Options listed under labels (letters, past 16 options codes); their labels' logits read back."""
+
+    name = names.LETTERS
+
+    def item(self, engine, family: PromptFamily, batch: DecisionBatch, question: Question,
+             shown: tuple[int, ...]) -> ScoringItem:
+        """The question's prompt with its options in the order ``shown`` (option indices)."""
+        labels = engine.option_labels(len(question.options), loc=question.options_loc)
+        texts = (question.options[i].text for i in shown)
+        try:
+            prompt = engine.template.render_question(family, batch.state, question.question, dict(zip(labels, texts)))
+        except TemplateError as exc:
+            raise InvalidValue(f"the model's chat template refused the prompt: {exc}", None, loc=question.loc) from None
+        return ScoringItem(prompt, len(question.options), question.loc, batch.state_field, self.name)
+
+    def read(self, engine, logits: np.ndarray, n: int, logits_after: Callable[[list[int]], np.ndarray]
+             ) -> tuple[Scores, str, float, int]:
+        """(scores, method, the labels' share of the probability, forward passes): letter slots for up to 16
+        options, else two-level codes."""
+        if n <= len(engine.slot_tokens):
+            return letter_slots(logits, engine.slot_tokens[:n])
+        return two_level(logits, engine.code_tokens, n, logits_after)
 
 
-def letter_slots(logits: np.ndarray, slot_tokens, temperature: float) -> tuple[np.ndarray, float, list[float]]:
-    """P(option) over the given letter tokens; the probability mass they hold; their logits."""
+READOUTS = {Letters.name: Letters()}
+
+
+def letter_slots(logits: np.ndarray, slot_tokens) -> tuple[SlotLogits, str, float, int]:
+    """The given letter tokens' logits, and the probability mass they hold."""
     slot_logits = logits[list(slot_tokens)].astype(np.float64)
-    probabilities = softmax(slot_logits / temperature)
     mass = float(np.exp(logsumexp(slot_logits) - logsumexp(logits)))
-    return probabilities, mass, [float(v) for v in slot_logits]
+    return SlotLogits(slot_logits), READOUT_LETTER_SLOTS, mass, 1
 
 
-def two_level(logits: np.ndarray, code_tokens, n: int, temperature: float,
-              logits_after: Callable[[int], np.ndarray]) -> tuple[np.ndarray, float, int]:
-    """P(group) at the prompt's end, then P(member | group) from ``logits_after(group_token)``, the logits
-    once that group's letter follows the prompt. Returns (probabilities, mass, forward passes)."""
+def two_level(logits: np.ndarray, code_tokens, n: int, logits_after: Callable[[list[int]], np.ndarray]
+              ) -> tuple[CodeLogits, str, float, int]:
+    """The group letters' logits at the prompt's end, then each group's digits' logits from
+    ``logits_after([group_token])``, the logits once that group's letter follows the prompt."""
     groups, digits = code_tokens
     width = len(digits)
     n_groups = -(-n // width)
     group_logits = logits[list(groups[:n_groups])].astype(np.float64)
-    p_group = softmax(group_logits / temperature)
     log_total = logsumexp(logits)
-    probabilities, mass = [], 0.0
+    members, mass = [], 0.0
     for g in range(n_groups):
-        members = min(width, n - g * width)
-        after = logits_after(groups[g])
-        digit_logits = after[list(digits[:members])].astype(np.float64)
-        probabilities.extend(p_group[g] * softmax(digit_logits / temperature))
+        after = logits_after([groups[g]])
+        digit_logits = after[list(digits[:min(width, n - g * width)])].astype(np.float64)
+        members.append(digit_logits)
         mass += float(np.exp(group_logits[g] - log_total + logsumexp(digit_logits) - logsumexp(after)))
-    return np.asarray(probabilities), mass, 1 + n_groups
-
-
-def result(tokens: list[int], logits: np.ndarray, probabilities, mass: float, method: str, passes: int,
-           option_logits: list[float] | None) -> dict:
-    """One item's readout as score_items reports it."""
-    return {
-        "probabilities": [float(p) for p in probabilities],
-        "option_logits": option_logits,
-        "readout": method,
-        "forward_passes": passes,
-        "input_tokens": len(tokens),
-        "allowed_token_mass": mass,
-        "top_token": int(np.argmax(logits)),
-    }
+    return CodeLogits(group_logits, tuple(members)), READOUT_TWO_LEVEL, mass, 1 + n_groups

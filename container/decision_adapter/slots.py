@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 
-from .prompt import DIGITS, GROUP_LETTERS, LETTERS, RenderedPrompt
-from .schema import Option, Question
+from .prompt import DIGITS, GROUP_LETTERS, LETTERS
+from .questions import Option, Question, RenderedPrompt
 from .tokens import common_prefix_len
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from .prompt import RenderedPrompt
+from .questions import RenderedPrompt
 
 MAX_HEADS = 4  # heads kept, tokenized and (restore mode) saved: one per system prompt and template
 

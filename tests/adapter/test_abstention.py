@@ -10,7 +10,7 @@ import pytest
 
 from decision_adapter.apis import own
 from decision_adapter.errors import InvalidValue
-from decision_adapter.schema import parse_decision
+from decision_adapter.apis.own import parse_decision
 from decision_adapter.settings import SettingsError, load_settings
 
 STATE = "The parcel arrived with a cracked screen and the customer wants a replacement."

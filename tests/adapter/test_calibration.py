@@ -17,7 +17,7 @@ from decision_adapter.apis import own
 from decision_adapter.apis import systemone as jev
 from decision_adapter.model_files import ModelFilesError, locate_model
 from decision_adapter.prompt import PROMPT_VERSION
-from decision_adapter.schema import parse_decision
+from decision_adapter.apis.own import parse_decision
 from decision_adapter.slots import EngineError
 
 OTHER_SHA = "ab" * 32
@@ -149,7 +149,7 @@ def test_another_question_type_or_order_mode_gets_no_profile(calibrated):
 def test_jev_confidence_uses_the_calibrated_probabilities(calibrated):
     body = {"state": STATE, "questions": {"team": {"type": "choice", "instructions": "Which team?",
                                                    "criteria": {name: None for name in OPTIONS}}}}
-    request = jev.systemone(calibrated, body)
+    request = jev.parse_systemone(body)
     results, _ = jev.score(calibrated, request)
     answer = jev.answer(request.questions[0], {**results[0], "prompt_sha256": results[0]["prompt_sha256"]})
     assert answer["x_calibration"]["profile"] == "choice/3-4"

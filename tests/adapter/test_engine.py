@@ -8,7 +8,8 @@ import pytest
 from decision_adapter.readout import READOUT_METHODS
 from decision_adapter.errors import PromptTooLong
 from decision_adapter.prompt import LETTERS
-from decision_adapter.schema import parse_chat, parse_decision
+from decision_adapter.apis.chat import parse_chat
+from decision_adapter.apis.own import parse_decision
 from tests.support import adapter_settings
 from decision_adapter.apis import own
 
@@ -30,6 +31,14 @@ def single(q, state=STATE, rid="r1"):
 
 def batch(questions=QUESTIONS, state=STATE):
     return parse_decision({"id": "b1", "state": state, "questions": questions})
+
+
+def test_the_readouts_are_the_contracts_by_name():
+    from decision_contract.names import READOUTS
+
+    from decision_adapter.readout import READOUTS as served
+
+    assert tuple(served) == READOUTS and all(readout.name == name for name, readout in served.items())
 
 
 def test_answer_slots_are_distinct_single_tokens(engine):

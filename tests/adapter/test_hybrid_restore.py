@@ -15,9 +15,11 @@ reuse is turned on.
 import numpy as np
 import pytest
 
+from decision_adapter import scoring
 from decision_adapter.apis import systemone as jev
 from decision_adapter.errors import TimedOut
-from decision_adapter.schema import parse_decision
+from decision_adapter.apis.own import parse_decision
+from decision_adapter.prompt import JEV_PROMPT
 from scripts.hybrid_gguf import write_hybrid_gguf
 from tests.support import adapter_settings
 from decision_adapter.apis import own
@@ -113,9 +115,13 @@ def test_two_level_readout_restores_the_prompt_for_each_group(hybrid, fresh):
     body = {"state": STATES[0], "questions": {"q": {"type": "choice", "instructions": "Which queue?",
                                                     "criteria": criteria},
                                                     "n": {"type": "noul", "instructions": "Lost?"}}}
-    got = [r["probabilities"] for r in hybrid.score_items(jev.scoring_items(hybrid, jev.systemone(hybrid, body)))[0]]
-    want = [r["probabilities"] for r in fresh.score_items(jev.scoring_items(fresh, jev.systemone(fresh, body)))[0]]
-    assert_same(got, want)
+    batch = jev.batch_of(jev.parse_systemone(body))
+
+    def read(engine):
+        readings, _ = engine.score_items(list(scoring.plan(engine, batch, JEV_PROMPT).items))
+        return [r.scores.probabilities(1.0).tolist() for r in readings]
+
+    assert_same(read(hybrid), read(fresh))
 
 
 def test_after_a_request_stopped_mid_pass_answers_equal_fresh_evaluations(hybrid, fresh, monkeypatch):

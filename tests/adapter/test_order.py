@@ -13,11 +13,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from decision_adapter import order
+from decision_adapter import order, scores, scoring
 from decision_adapter.apis import own
 from decision_adapter.errors import TimedOut
-from decision_adapter.prompt import PROMPT_VERSION, SYSTEM_PROMPT
-from decision_adapter.schema import parse_decision
+from decision_adapter.prompt import DECISION_PROMPT, SYSTEM_PROMPT
+from decision_adapter.questions import ScoringItem
+from decision_adapter.apis.own import parse_decision
 
 STATE = "Order 4411: the parcel arrived with a cracked screen. The customer wants a replacement."
 OPTIONS = [{"id": "refunds", "text": "Refunds and returns"}, {"id": "shipping", "text": "Shipping and delivery"},
@@ -79,8 +80,8 @@ def test_prior_division_and_temperature():
     divided = order.divide_by_prior(p, prior)
     assert np.allclose(divided, (p / prior) / (p / prior).sum()) and abs(divided.sum() - 1) < 1e-12
     z = np.array([1.0, -0.5, 2.0])
-    assert np.allclose(order.with_temperature(softmax(z), 2.5), softmax(z / 2.5), atol=1e-12)
-    assert np.allclose(order.with_temperature(p, 1.0), p)
+    assert np.allclose(scores.with_temperature(softmax(z), 2.5), softmax(z / 2.5), atol=1e-12)
+    assert np.allclose(scores.with_temperature(p, 1.0), p)
 
 
 def test_order_sensitivity_reports_spread_and_top_changes():
@@ -135,13 +136,12 @@ def test_prior_is_the_explicit_division_by_the_content_free_decision(engine):
     got = decide_one(engine, decision(order="prior"))
     plain = decide_one(engine, decision(order="as_given"))
     # the content-free decision, scored here by hand
-    from decision_adapter.engine import ScoringItem
     from decision_adapter.prompt import compose_user_message
 
     content, end = compose_user_message("N/A", "N/A", {label: "N/A" for label in "ABC"})
     prompt = engine.template.render_turn(SYSTEM_PROMPT, content, end)
     (blank,), _ = engine.score_items([ScoringItem(prompt, 3)])
-    prior = np.asarray(blank["probabilities"])
+    prior = blank.scores.probabilities(1.0)
     assert np.allclose(got["prior"], prior, atol=1e-6)
     want = np.asarray(plain["probabilities"]) / prior
     assert np.allclose(got["probabilities"], want / want.sum(), atol=1e-6)
@@ -204,7 +204,7 @@ def test_priors_are_measured_at_start_up_when_the_default_is_prior(engine, monke
     for n, prior in engine.info["order_priors"].items():
         assert len(prior) == int(n) and abs(sum(prior) - 1) < 1e-9
     counted = engine.tokens_evaluated
-    order.prior(engine, 5, SYSTEM_PROMPT, PROMPT_VERSION)  # cached: nothing evaluated again
+    order.prior(engine, 5, DECISION_PROMPT)  # cached: nothing evaluated again
     assert engine.tokens_evaluated == counted
 
 
@@ -213,14 +213,13 @@ def test_a_prior_measured_on_first_use_counts_in_that_requests_input_tokens(engi
     monkeypatch.setattr(engine, "info", {**engine.info, "order_priors": {}, "order_priors_jev": {}})
     batch = decision(order="prior")
     counted = engine.tokens_evaluated
-    first, paid = order.score(engine, own.asked(engine, batch))
+    first, paid = scoring.decide(engine, batch)
     read_first = engine.tokens_evaluated - counted
     assert "3" in engine.info["order_priors"]
     counted = engine.tokens_evaluated
-    again, cached = order.score(engine, own.asked(engine, batch))  # the prior is cached now
+    again, cached = scoring.decide(engine, batch)  # the prior is cached now
     assert engine.tokens_evaluated - counted < read_first and cached["input_tokens"] < paid["input_tokens"]
     # the difference is the content-free decision alone, and the answers do not depend on who paid for it
-    from decision_adapter.engine import ScoringItem
     from decision_adapter.prompt import compose_user_message
 
     content, end = compose_user_message("N/A", "N/A", {label: "N/A" for label in "ABC"})
@@ -239,9 +238,9 @@ def test_the_decisions_api_counts_a_first_use_prior_in_its_usage(engine, monkeyp
         {"type": "choice", "instructions": "Which team?", "choices": [{"value": v} for v in ("billing", "tech", "sales")]},
         {"type": "predicate", "instructions": "Does the customer ask for money back?"}]})
     results, timing = decisions.score(engine, request)
-    first = decisions.respond(engine, request, results, timing)["usage"]
+    first = decisions.respond(request, results, timing, engine.info)["usage"]
     assert timing["prior_tokens"] > 0  # two option counts, both new
-    again = decisions.respond(engine, request, *decisions.score(engine, request))["usage"]  # priors cached
+    again = decisions.respond(request, *decisions.score(engine, request), engine.info)["usage"]  # priors cached
     assert first["input_tokens"] - again["input_tokens"] == timing["prior_tokens"]
     assert first["input_tokens_details"]["cached_tokens"] == again["input_tokens_details"]["cached_tokens"] > 0
     assert first["total_tokens"] == first["input_tokens"]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from decision_adapter.errors import TimedOut
-from decision_adapter.schema import parse_decision
+from decision_adapter.apis.own import parse_decision
 from tests.support import adapter_settings
 from decision_adapter.apis import own
 

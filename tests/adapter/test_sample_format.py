@@ -85,7 +85,7 @@ def test_65_decisions_are_refused_by_default(adapter):
 
 
 def test_64_decisions_pass_validation():
-    from decision_adapter.schema import parse_sample
+    from decision_adapter.apis.sample import parse_sample
 
     base = examples.SAMPLE_SHARED["decisions"][1]
     batch = parse_sample({"decisions": [dict(base, id=f"d{i}") for i in range(64)]})

@@ -2,7 +2,9 @@ import pytest
 
 from decision_adapter.errors import InvalidType, InvalidValue
 from decision_adapter.prompt import render_state, user_message
-from decision_adapter.schema import parse_chat, parse_decision, request_kind
+from decision_adapter.apis.chat import parse_chat
+from decision_adapter.apis.invocations import request_kind
+from decision_adapter.apis.own import parse_decision
 
 OPTIONS = [{"id": "a", "text": "Alpha"}, {"id": "b", "text": "Beta"}]
 
@@ -107,7 +109,7 @@ def test_chat_token_limit_names():
 
 
 def test_state_comes_first_so_questions_share_a_prefix():
-    from decision_adapter.schema import Option, Question
+    from decision_adapter.questions import Option, Question
 
     q1 = Question("1", "First?", (Option("a", "A"), Option("b", "B")))
     q2 = Question("2", "Second?", (Option("c", "C"), Option("d", "D")))
@@ -155,7 +157,7 @@ def test_chat_refuses_unknown_fields_but_takes_openais_and_llama_servers_own():
 
 
 def test_the_samples_decisions_refuse_unknown_fields_too():
-    from decision_adapter.schema import parse_sample
+    from decision_adapter.apis.sample import parse_sample
 
     one = {"id": "a", "state": "s", "question": "q", "options": [{"id": "x", "description": "X"}, "y"]}
     with pytest.raises(InvalidValue) as raised:

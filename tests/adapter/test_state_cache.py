@@ -8,7 +8,7 @@ Every answer equals a fresh evaluation of the whole prompt (1e-4), in ``trim`` a
 import numpy as np
 import pytest
 
-from decision_adapter.schema import parse_decision
+from decision_adapter.apis.own import parse_decision
 from decision_adapter.settings import Settings, SettingsError, load_settings
 from decision_adapter.state_cache import CachedState, StateCache
 from tests.support import adapter_settings

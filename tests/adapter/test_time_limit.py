@@ -7,7 +7,8 @@ import pytest
 
 from decision_adapter.deadline import Deadline
 from decision_adapter.errors import TimedOut
-from decision_adapter.schema import parse_chat, parse_decision
+from decision_adapter.apis.chat import parse_chat
+from decision_adapter.apis.own import parse_decision
 from tests.support.http_client import call
 from decision_adapter.apis import own
 

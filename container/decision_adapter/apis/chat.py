@@ -12,9 +12,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from ..errors import InvalidType, InvalidValue
-from ..schema import CHAT_ROLES, ChatRequest
+from ..errors import AdapterError, InvalidType, InvalidValue
+from ..questions import CHAT_ROLES, ChatRequest
 from .common import Answer, Strict, adapter_error, type_error, value_error
+from .dialect import Dialect, project_error_body
 
 MAX_STOP = 4  # as OpenAI's chat completions
 MAX_STOP_CHARS = 64
@@ -128,11 +129,6 @@ def parse_chat(body: dict, default_max_tokens: int, max_tokens_cap: int | None =
                        chat.stop or ())
 
 
-def serve(ctx, body: dict, started: float) -> dict:
-    chat = parse_chat(body, ctx.settings.chat_max_tokens)
-    return ctx.run(lambda engine: engine.chat(chat))[0]
-
-
 # -- answers, described -------------------------------------------------------------------------------
 
 
@@ -166,11 +162,21 @@ class ChatCompletion(Answer):
     usage: ChatUsage
 
 
-def error_response(exc):
-    from .own import error_response as project_shape
-
-    return project_shape(exc)
+# -- the dialect ------------------------------------------------------------------------------------
 
 
 def parse(body, settings) -> ChatRequest:
     return parse_chat(body, settings.chat_max_tokens)
+
+
+def complete(engine, chat: ChatRequest) -> tuple[dict, dict]:
+    """The completion; chat reports no timing of its own."""
+    return engine.chat(chat), {}
+
+
+def error(exc: AdapterError) -> tuple[dict, int]:
+    """Chat's errors come in this project's shape."""
+    return project_error_body(exc), exc.status
+
+
+DIALECT = Dialect("chat", parse, complete, lambda chat, completion, timing, model: completion, error)

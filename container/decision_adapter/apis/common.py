@@ -1,5 +1,6 @@
-"""What the dialects share: strict pydantic bases, field paths, and turning a pydantic
-``ValidationError`` into the adapter's own ``InvalidType`` (400) / ``InvalidValue`` (422).
+"""What the dialects' parsers share: strict pydantic bases, field paths, and turning a pydantic
+``ValidationError`` into the adapter's own ``InvalidType`` (400) / ``InvalidValue`` (422); and the
+request ids their answers carry.
 
 Wrong JSON types are 400s and well-typed but unusable values are 422s, both naming the field
 as a path such as ``questions[1].options[0].id``. Validators raise ``PydanticCustomError`` with
@@ -8,8 +9,6 @@ the type ``invalid_value`` or ``invalid_type`` and a message that the field's pa
 
 from __future__ import annotations
 
-import json
-import logging
 import math
 import re
 import uuid
@@ -18,13 +17,8 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, ValidationError
 from pydantic_core import PydanticCustomError
 
-from werkzeug.exceptions import HTTPException
-
-from ..errors import AdapterError, Busy, InvalidType, InvalidValue, NotReady, Unauthorized
-
-log = logging.getLogger("decision_adapter.app")
-
-MAX_ID_CHARS = 256
+from ..errors import AdapterError, InvalidType, InvalidValue
+from ..questions import MAX_ID_CHARS
 
 # Tags of the callable discriminators (a bare-string option or an object): they show in pydantic's
 # error locations and are dropped from field paths. No field of any request is spelt like them.
@@ -156,9 +150,6 @@ def adapter_error(exc: ValidationError, prefix: str = "", messages: dict | None 
     return InvalidValue(f"{field}: {first['msg']}" if field else first["msg"], field)
 
 
-# -- answering --------------------------------------------------------------------------------------
-
-
 # -- request ids ------------------------------------------------------------------------------------
 
 # The header SageMaker's InvokeEndpoint sets from its InferenceId member (botocore's sagemaker-runtime
@@ -177,49 +168,3 @@ def usable_id(value: str | None) -> str | None:
 def choose_request_id(headers, make=lambda: str(uuid.uuid4())) -> str:
     """SageMaker's inference id, else the caller's X-Request-Id, else a new uuid4."""
     return usable_id(headers.get(INFERENCE_ID_HEADER)) or usable_id(headers.get(REQUEST_ID_HEADER)) or make()
-
-
-def json_response(payload, status: int = 200, headers: dict | None = None):
-    """A JSON answer; inside an API request (app.py keeps its facts) an object gains ``request_id``."""
-    from flask import Response, g, has_request_context
-
-    facts = g.get("request_facts") if has_request_context() else None
-    if facts is not None and isinstance(payload, dict):
-        payload = {**payload, "request_id": facts.request_id}
-        g.answer = payload
-    return Response(json.dumps(payload, ensure_ascii=False), status=status, mimetype="application/json",
-                    headers=headers)
-
-
-def error_headers(exc: AdapterError) -> dict:
-    headers = {}
-    if isinstance(exc, (Busy, NotReady)):
-        headers["Retry-After"] = str(exc.retry_after_s)
-    if isinstance(exc, Unauthorized):
-        headers["WWW-Authenticate"] = "Bearer"
-    return headers
-
-
-ROUTES = "GET /ping, POST /invocations, POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /status or " \
-         "GET /openapi.json"
-
-
-def as_adapter_error(exc: Exception) -> AdapterError:
-    """Any exception raised while serving as the adapter's error: HTTP errors keep their status,
-    anything unexpected is logged and becomes a 500 that says where to look."""
-    from flask import current_app, request
-
-    if isinstance(exc, AdapterError):
-        return exc
-    if isinstance(exc, HTTPException):
-        messages = {
-            404: f"no such route; use {ROUTES}",
-            405: f"{request.method} is not allowed on {request.path}",
-            413: f"the body is larger than {current_app.config['MAX_CONTENT_LENGTH']} bytes; send a smaller state "
-                 "or raise DECISION_ADAPTER_MAX_BODY_BYTES",
-        }
-        message = messages.get(exc.code, exc.description or exc.name)
-        return AdapterError(message, None, status=exc.code or 500, code=exc.name.lower().replace(" ", "_"))
-    log.error("unexpected error while serving %s", request.path, exc_info=exc)
-    return AdapterError("the adapter failed on this request; see the endpoint logs", None, status=500,
-                        code="internal_error")

@@ -37,19 +37,20 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from flask import Blueprint, current_app
+from flask import Blueprint
 from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError
 
-from ..errors import AdapterError, InvalidType, InvalidValue, PromptTooLong
-from ..prompt import TemplateError, compose_user_message, render_json
-from .common import TAG_LIST, TAG_STRING, Answer, NonBlank, Strict, adapter_error, as_adapter_error, error_headers, \
-    json_response, string_or_list
-from .systemone import (JEV_PROMPT_VERSION, JEV_SYSTEM_PROMPT, MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS,
-                        MIN_SCORE_LEVELS, ModelNotFound, accepted_model_names, choice_confidence, score_confidence,
-                        served_model_name)
+from .. import scoring
+from ..errors import AdapterError, InvalidType, InvalidValue, ModelNotFound, PromptTooLong
+from ..prompt import JEV_PROMPT, YES_NO, as_text, option_text, render_json
+from ..questions import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS, \
+    DecisionBatch, Option
+from ..questions import Question as CoreQuestion
+from .common import TAG_LIST, TAG_STRING, Answer, NonBlank, Strict, adapter_error, string_or_list
+from .dialect import Dialect, post
+from .typed import accepted_model_names, choice_confidence, score_confidence, served_model_name
 
 MAX_NAME_CHARS = 1024
-PREDICATE_OPTIONS = ("Yes", "No")
 
 
 class TextPart(Strict):
@@ -214,60 +215,35 @@ def check_model(requested: str | None, info: dict, manifest: dict | None) -> Non
                         "model out", "model", code="model_not_found")
 
 
-# -- prompts and answers ------------------------------------------------------------------------------
-
-
-def _labelled(name: str, description: str | None) -> str:
-    return name if description is None else f"{name}: {description}"
+# -- questions and answers ------------------------------------------------------------------------------
 
 
 def option_texts(question) -> list[str]:
     if isinstance(question, DecisionsPredicate):
-        return list(PREDICATE_OPTIONS)
+        return list(YES_NO)
     if isinstance(question, DecisionsChoice):
-        return [_labelled(o.value if isinstance(o.value, str) else render_json(o.value), o.description)
-                for o in question.choices]
-    return [_labelled(level.label, level.description) for level in question.levels]
-
-
-def _builder(engine, state: str, i: int, question):
-    """The question's ScoringItem with its options shown in a given order, at a given temperature."""
-    from ..engine import ScoringItem
-
-    texts = option_texts(question)
-    labels = engine.option_labels(len(texts), loc=("body", "questions", i))
-
-    def build(order: tuple[int, ...], temperature: float):
-        content, state_end = compose_user_message(state, question.instructions,
-                                                  dict(zip(labels, (texts[j] for j in order))))
-        try:
-            prompt = engine.template.render_turn(JEV_SYSTEM_PROMPT, content, state_end)
-        except TemplateError as exc:
-            raise InvalidValue(f"the model's chat template refused the prompt: {exc}", f"questions[{i}]") from None
-        return ScoringItem(prompt, len(texts), ("body", "questions", i), temperature=temperature, field="input")
-
-    return build
+        return [option_text(as_text(o.value), o.description) for o in question.choices]
+    return [option_text(level.label, level.description) for level in question.levels]
 
 
 QUESTION_TYPES = {"predicate": "noul", "choice": "choice", "score": "score"}  # the calibration profiles' names
 
 
-def scoring_items(engine, request: DecisionsRequest) -> list:
-    """One prompt per question, its options as sent, at temperature 1."""
-    state = state_of(request)
-    return [_builder(engine, state, i, q)(tuple(range(len(option_texts(q)))), 1.0)
-            for i, q in enumerate(request.questions)]
+def batch_of(request: DecisionsRequest) -> DecisionBatch:
+    """The request as the core's questions, in the server's order mode and abstention threshold (the API has
+    no field for them); an error about a question or its options points at the question."""
+    questions = []
+    for i, q in enumerate(request.questions):
+        loc = ("body", "questions", i)
+        options = tuple(Option(str(j), text) for j, text in enumerate(option_texts(q)))
+        questions.append(CoreQuestion(str(i), q.instructions, options, question_type=QUESTION_TYPES[q.type], loc=loc,
+                                      options_loc=loc))
+    return DecisionBatch("decisions", state_of(request), tuple(questions), state_field="input")
 
 
 def score(engine, request: DecisionsRequest) -> tuple[list[dict], dict]:
     """Every question in the server's order mode, calibrated, with the server's abstention threshold."""
-    from .. import order
-
-    state, settings = state_of(request), engine.settings
-    asked = [order.Asked(len(option_texts(q)), _builder(engine, state, i, q), settings.order, None,
-                         settings.min_answer_mass, JEV_SYSTEM_PROMPT, JEV_PROMPT_VERSION, QUESTION_TYPES[q.type])
-             for i, q in enumerate(request.questions)]
-    return order.score(engine, asked)
+    return scoring.decide(engine, batch_of(request), JEV_PROMPT)
 
 
 def answer(question, result: dict) -> dict:
@@ -290,12 +266,11 @@ def answer(question, result: dict) -> dict:
                               for i, (level, v) in enumerate(zip(question.levels, p))]}
 
 
-def respond(engine, request: DecisionsRequest, results: list[dict], timing: dict) -> dict:
+def respond(request: DecisionsRequest, results: list[dict], timing: dict, info: dict) -> dict:
     # A content-free prior scored for this request (order mode prior, first use) is paid for here too.
-    prompt_tokens = (sum(r.get("read_tokens", r["input_tokens"] + r["forward_passes"] - 1) for r in results)
-                     + timing["prior_tokens"])
+    prompt_tokens = sum(r["read_tokens"] for r in results) + timing["prior_tokens"]
     evaluated = int(timing["input_tokens"])
-    return {"model": served_model_name(engine.info),
+    return {"model": served_model_name(info),
             "answers": [answer(q, r) for q, r in zip(request.questions, results)],
             "usage": {"input_tokens": prompt_tokens,
                       "input_tokens_details": {"cached_tokens": max(0, prompt_tokens - evaluated),
@@ -326,37 +301,22 @@ def error_body(exc: AdapterError) -> tuple[dict, int]:
     return {"error": {"message": exc.message, "type": kind, "param": param, "code": code}}, status
 
 
-def error_response(exc: AdapterError):
-    return json_response(*error_body(exc), error_headers(exc))
-
-
-# -- the route ----------------------------------------------------------------------------------------
-
-blueprint = Blueprint("decisions", __name__)
-
-
-@blueprint.errorhandler(Exception)
-def _error(exc: Exception):
-    return error_response(as_adapter_error(exc))
+# -- the dialect and its route -------------------------------------------------------------------------
 
 
 def parse(body, settings) -> DecisionsRequest:
     return parse_decisions(body)
 
 
-def serve(ctx, body, started: float) -> dict:
-    request = parse_decisions(body)
-    check_model(request.model, ctx.engine.info, ctx.engine.model_files.manifest)
-    (results, timing), _ = ctx.run(lambda engine: score(engine, request))
-    return respond(ctx.engine, request, results, timing)
+def check(request: DecisionsRequest, engine) -> None:
+    """The model's name, before the request waits for the model."""
+    check_model(request.model, engine.info, engine.model_files.manifest)
 
 
-@blueprint.post("/v1/decisions")
-def decisions_route():
-    ctx = current_app.extensions["decision_adapter.serving"]
-    started = ctx.clock()
-    ctx.engine  # 503 while loading, before the body is read
-    return json_response(serve(ctx, ctx.read_json(), started))
+DIALECT = Dialect("decisions", parse, score, respond, error_body, check)
+
+blueprint = Blueprint("decisions", __name__)
+post(blueprint, "/v1/decisions", DIALECT)
 
 
 # -- answers and errors, described ------------------------------------------------------------------

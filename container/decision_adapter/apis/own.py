@@ -26,17 +26,16 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PlainValidator, Tag, ValidationError
 from pydantic.json_schema import WithJsonSchema
 
-from ..errors import InvalidValue
-from ..prompt import LETTERS, PROMPT_VERSION, SYSTEM_PROMPT, TemplateError
-from ..schema import DecisionBatch, Option, Question
-from .common import TAG_OBJECT, TAG_STRING, Answer, Id, NonBlank, Strict, adapter_error, error_headers, json_response, \
-    type_error, type_name, value_error
-
-MIN_OPTIONS = 2
-MAX_OPTIONS = 16
-MAX_QUESTIONS = 64  # the default of DECISION_ADAPTER_MAX_SHARED_DECISIONS, as the sample's
-MIN_TEMPERATURE = 1e-3  # exclusive lower bound: below it the scaled logits overflow; it means "argmax" anyway
-MAX_TEMPERATURE = 100.0
+from .. import scoring
+from ..errors import AdapterError, InvalidValue
+from ..prompt import DECISION_PROMPT, LETTERS, PROMPT_VERSION
+from ..questions import MAX_OPTIONS, MAX_QUESTIONS, MAX_TEMPERATURE, MIN_OPTIONS, MIN_TEMPERATURE, DecisionBatch, \
+    Option, Question
+from ..readout import READOUT_METHODS
+from .answers import CalibrationUsed, ModelInfo, OrderSensitivity, Timing
+from .common import TAG_OBJECT, TAG_STRING, Answer, Id, NonBlank, Strict, adapter_error, type_error, type_name, \
+    value_error
+from .dialect import Dialect, project_error_body
 
 
 def _state(value):
@@ -210,45 +209,11 @@ def parse_decision(body: dict, max_questions: int = MAX_QUESTIONS) -> DecisionBa
     return DecisionBatch(one.id, one.state, (question_of(one, "", one.id),), single=True)
 
 
-# -- prompts and answers ----------------------------------------------------------------------------
-
-
-def asked(engine, batch: DecisionBatch) -> list:
-    """One question per question of the batch for order.score: its decision prompt (options in any order
-    the order mode asks for), all opening with the same state (evaluated once)."""
-    from ..order import Asked
-
-    settings = engine.settings
-    out = []
-    for index, question in enumerate(batch.questions):
-        if len(question.options) > len(engine.slot_tokens):
-            field = "options" if batch.single else f"questions[{index}].options"
-            raise InvalidValue(f"at most {len(engine.slot_tokens)} options fit the answer slots", field)
-        out.append(Asked(len(question.options), _builder(engine, batch.state, question), question.order or
-                         settings.order, question.temperature, settings.min_answer_mass if
-                         question.min_answer_mass is None else question.min_answer_mass, SYSTEM_PROMPT,
-                         PROMPT_VERSION, question.question_type))
-    return out
-
-
-def _builder(engine, state, question: Question):
-    from ..engine import ScoringItem
-
-    def build(order: tuple[int, ...], temperature: float):
-        shown = Question(question.id, question.question, tuple(question.options[i] for i in order))
-        try:
-            prompt = engine.template.render_decision(state, shown)
-        except TemplateError as exc:
-            raise InvalidValue(f"the model's chat template refused the prompt: {exc}", None) from None
-        return ScoringItem(prompt, len(order), temperature=temperature, field="state")
-
-    return build
+# -- answers ----------------------------------------------------------------------------------------
 
 
 def results(engine, batch: DecisionBatch, scored: list[dict]) -> list[dict]:
     """One result per question, in request order, options in the order they were sent."""
-    from ..readout import READOUT_METHODS
-
     out = []
     for question, result in zip(batch.questions, scored):
         n = len(question.options)
@@ -262,8 +227,7 @@ def results(engine, batch: DecisionBatch, scored: list[dict]) -> list[dict]:
             "answer_slots": list(LETTERS[:n]),
             "input_tokens": result["input_tokens"],
             "allowed_token_mass": result["allowed_token_mass"],
-            "top_vocab_token": {"id": top, "text": engine.llm.detokenize([top], special=True)
-                                .decode("utf-8", errors="replace")},
+            "top_vocab_token": {"id": top, "text": engine.token_text(top)},
             "temperature": result["temperature"],
             "prompt_sha256": result["prompt_sha256"],
             "prompt_version": PROMPT_VERSION,
@@ -275,15 +239,13 @@ def results(engine, batch: DecisionBatch, scored: list[dict]) -> list[dict]:
 
 
 TIMING_KEYS = ("tokenize_ms", "prefix_eval_ms", "evaluate_ms", "shared_prefix_tokens")
-# What order.score adds to each result, answered as they are.
+# What the core adds to each result for the order mode, answered as they are.
 ORDER_KEYS = ("order", "order_sensitivity", "prior", "calibration", "abstained", "min_answer_mass")
 
 
 def decide(engine, batch: DecisionBatch) -> tuple[list[dict], dict]:
     """Score the batch in each question's order mode: (results, the engine's timing in ms)."""
-    from .. import order
-
-    scored, timing = order.score(engine, asked(engine, batch))
+    scored, timing = scoring.decide(engine, batch, DECISION_PROMPT)
     return results(engine, batch, scored), {k: timing[k] for k in TIMING_KEYS}
 
 
@@ -293,36 +255,12 @@ def respond(batch: DecisionBatch, results_: list[dict], timing: dict, model: dic
     return {"id": batch.id, "results": results_, "timing": timing, "model": model}
 
 
-def serve(ctx, body: dict, started: float) -> dict:
-    batch = parse_decision(body, ctx.settings.max_shared_decisions)
-    (results_, timing), waited_ms = ctx.run(lambda engine: decide(engine, batch))
-    timing = ctx.timing(timing, waited_ms, started)
-    return respond(batch, results_, timing, ctx.engine.info)
-
-
 # -- answers, described -------------------------------------------------------------------------------
 
 
 class TopToken(BaseModel):
     id: int
     text: str
-
-
-class OrderSensitivity(BaseModel):
-    presentations: int = Field(ge=1, description="The option orders averaged: the cyclic rotations of the options "
-                                                "as given and reversed (2n; 2 for two options; past "
-                                                "DECISION_ADAPTER_MAX_ROTATIONS options, that many rotations "
-                                                "each way).")
-    of: int = Field(ge=2, description="The number of options.")
-    max_spread: float = Field(ge=0, le=1, description="The largest difference, over options, between an option's "
-                                                      "highest and lowest probability across the presentations.")
-    top_changes: bool = Field(description="Whether the most probable option differs between presentations.")
-
-
-class CalibrationUsed(BaseModel):
-    profile: str | None = Field(description="The calibration profile applied (<question_type>/<band>), or null.")
-    temperature: float
-    source: Literal["calibration", "request", "none"]
 
 
 class DecisionResult(Answer):
@@ -352,48 +290,6 @@ class DecisionResult(Answer):
     abstained: bool | None = Field(None, description="Whether allowed_token_mass fell below min_answer_mass (the "
                                                      "probabilities are given all the same).")
     min_answer_mass: float | None = Field(None, ge=0, le=1, description="The abstention threshold in force.")
-
-
-class Timing(Answer):
-    """Server-side timings in milliseconds, and counts of the tokens evaluated."""
-
-    queue_wait_ms: float = Field(ge=0, description="Time spent waiting for the model's one context.")
-    tokenize_ms: float | None = Field(None, ge=0)
-    prefix_eval_ms: float | None = Field(None, ge=0)
-    evaluate_ms: float | None = Field(None, ge=0)
-    total_ms: float = Field(ge=0)
-    shared_prefix_tokens: int | None = Field(None, ge=0)
-    input_tokens: int | None = Field(None, ge=0)
-    distinct_prompts: int | None = Field(None, ge=1)
-
-
-class ModelInfo(Answer):
-    """The model this answer came from, as pinned in the model package."""
-
-    file: str
-    sha256: str = Field(pattern="^[0-9a-f]{64}$")
-    size_bytes: int = Field(ge=0)
-    source_repo: str | None = None
-    source_revision: str | None = None
-    manifest_verified: bool
-    architecture: str | None = None
-    name: str | None = None
-    quantization: str | None = None
-    context_size: int = Field(ge=1)
-    gpu_layers_requested: int | None = None
-    gpu_layers_offloaded: int | None = Field(None, ge=0)
-    gpu_offload_supported: bool | None = None
-    threads: int | None = None
-    recurrent_or_hybrid: bool | None = None
-    prefix_reuse: str | None = None
-    runtime: dict | None = None
-    order: str | None = Field(None, description="The server's default order mode (DECISION_ADAPTER_ORDER).")
-    order_priors: dict[str, list[float]] | None = Field(
-        None, description="The content-free priors measured so far for the decision prompt, by option count.")
-    order_priors_jev: dict[str, list[float]] | None = Field(
-        None, description="The same for the prompt of System One and the OpenAI Decisions API.")
-    calibration: dict | None = Field(None, description="calibration.json in use: fit_for, order, profiles, "
-                                                       "temperatures, sha256; null when none.")
 
 
 class SingleResult(DecisionResult):
@@ -427,19 +323,15 @@ class Error(Answer):
     retryable: bool | None = None
 
 
-# -- errors -----------------------------------------------------------------------------------------
+# -- errors, and the dialect -------------------------------------------------------------------------
 
 
-def error_body(exc) -> dict:
-    body = exc.to_json()
-    if exc.status == 503:
-        body["retryable"] = True
-    return body
-
-
-def error_response(exc):
-    return json_response(error_body(exc), exc.status, error_headers(exc))
+def error(exc: AdapterError) -> tuple[dict, int]:
+    return project_error_body(exc), exc.status
 
 
 def parse(body, settings) -> DecisionBatch:
     return parse_decision(body, settings.max_shared_decisions)
+
+
+DIALECT = Dialect("decision", parse, decide, respond, error)

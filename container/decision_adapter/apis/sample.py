@@ -18,11 +18,11 @@ from typing import Annotated
 from pydantic import ConfigDict, Field, ValidationError
 
 from ..errors import AdapterError, Busy, InvalidType, InvalidValue, PromptTooLong
-from ..schema import DecisionBatch
-from . import own
-from .common import Answer, Id, NonBlank, Strict, adapter_error, error_headers, json_response, type_name
-from .own import MAX_QUESTIONS, WORDING, DecisionResult, ModelInfo, Options, State, Temperature, Timing, \
-    question_of
+from ..questions import MAX_QUESTIONS, DecisionBatch
+from .answers import ModelInfo, Timing
+from .common import Answer, Id, NonBlank, Strict, adapter_error, type_name
+from .dialect import Dialect
+from .own import WORDING, DecisionResult, Options, State, Temperature, decide, question_of
 
 SAMPLE_FIELDS = ("decision", "decisions")
 SAMPLE_BUSY = "model is busy; retry the request"
@@ -116,13 +116,6 @@ def error_body(exc: AdapterError) -> tuple[dict, int]:
     return {"error": message}, status
 
 
-def serve(ctx, body: dict, started: float) -> dict:
-    batch = parse_sample(body, ctx.settings.max_shared_decisions)
-    (results, timing), waited_ms = ctx.run(lambda engine: own.decide(engine, batch))
-    timing = ctx.timing(timing, waited_ms, started)
-    return respond(batch, results, timing, ctx.engine.info)
-
-
 # -- answers, described -------------------------------------------------------------------------------
 
 
@@ -156,11 +149,8 @@ class SampleError(Answer):
     detail: str | None = None
 
 
-
-
-def error_response(exc: AdapterError):
-    return json_response(*error_body(exc), error_headers(exc))
-
-
 def parse(body, settings) -> DecisionBatch:
     return parse_sample(body, settings.max_shared_decisions)
+
+
+DIALECT = Dialect("sample", parse, decide, respond, error_body)

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from .common import Answer
-from .own import CalibrationUsed, ModelInfo, OrderSensitivity, Timing
+from .answers import CalibrationUsed, ModelInfo, OrderSensitivity, Timing
 
 
 class _Extras(Answer):

@@ -5,15 +5,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from decision_adapter import scoring
 from decision_adapter.apis import systemone as jev
+from decision_adapter.prompt import JEV_PROMPT
 from tests.support import adapter_settings
 
 STATE = "The parcel never arrived and the customer wants to know where it is."
 
 
 def items(engine, questions, state=STATE):
-    request = jev.systemone(engine, {"state": state, "questions": questions})
-    return request, jev.scoring_items(engine, request)
+    """The request, and its questions' prompts with their options as sent."""
+    request = jev.parse_systemone({"state": state, "questions": questions, "x_order": "as_given"})
+    return request, list(scoring.plan(engine, jev.batch_of(request), JEV_PROMPT).items)
+
+
+def probabilities(reading, temperature: float = 1.0):
+    return reading.scores.probabilities(temperature).tolist()
 
 
 def many(n: int) -> dict:
@@ -39,11 +46,11 @@ def test_every_code_is_a_letter_then_a_digit(engine):
 def test_two_level_readout_is_a_distribution_over_exactly_the_options(engine):
     _, built = items(engine, {"q": many(23)})
     (result,), timing = engine.score_items(built)
-    p = np.array(result["probabilities"])
+    p = np.array(probabilities(result))
     assert len(p) == 23 and np.all(p >= 0) and abs(p.sum() - 1) < 1e-9
-    assert result["readout"] == "two-level-codes" and result["forward_passes"] == 1 + 3
-    assert 0 < result["allowed_token_mass"] <= 1
-    assert timing["input_tokens"] == result["input_tokens"] + 3
+    assert result.method == "two-level-codes" and result.forward_passes == 1 + 3
+    assert 0 < result.allowed_token_mass <= 1
+    assert timing["input_tokens"] == result.input_tokens + 3
 
 
 def test_two_level_readout_by_hand(engine):
@@ -70,8 +77,8 @@ def test_two_level_readout_by_hand(engine):
     p_a = softmax(logits_after(tokens[:cut], tokens[cut:], [groups[0]])[list(digits)])
     p_b = softmax(logits_after(tokens[:cut], tokens[cut:], [groups[1]])[list(digits[:9])])
     expected = np.concatenate([p_group[0] * p_a, p_group[1] * p_b])
-    assert result["readout"] == "two-level-codes"
-    assert np.allclose(result["probabilities"], expected, atol=1e-6, rtol=0)
+    assert result.method == "two-level-codes"
+    assert np.allclose(probabilities(result), expected, atol=1e-6, rtol=0)
 
 
 def test_restore_mode_reads_the_same_two_level_answers(engine, restore_engine):
@@ -80,7 +87,7 @@ def test_restore_mode_reads_the_same_two_level_answers(engine, restore_engine):
     trimmed, _ = engine.score_items(items(engine, questions)[1])
     restored, _ = restore_engine.score_items(items(restore_engine, questions)[1])
     for a, b in zip(trimmed, restored):
-        assert np.allclose(a["probabilities"], b["probabilities"], atol=1e-4, rtol=0)
+        assert np.allclose(probabilities(a), probabilities(b), atol=1e-4, rtol=0)
 
 
 def test_an_item_is_scored_the_same_alone_in_a_crowd_and_twice(engine):
@@ -90,7 +97,7 @@ def test_an_item_is_scored_the_same_alone_in_a_crowd_and_twice(engine):
     crowd, timing = engine.score_items(items(engine, {"n": {"type": "noul", "instructions": "Lost?"},
                                                       "t": target, "copy": target, "big": many(18)})[1])
     assert timing["distinct_prompts"] == 3  # the copy is evaluated once
-    assert crowd[1]["probabilities"] == alone["probabilities"] == crowd[2]["probabilities"]
+    assert probabilities(crowd[1]) == probabilities(alone) == probabilities(crowd[2])
 
 
 def test_too_many_options_for_a_model_without_codes_is_a_422(engine, monkeypatch):
@@ -104,12 +111,9 @@ def test_too_many_options_for_a_model_without_codes_is_a_422(engine, monkeypatch
 
 
 def test_temperature_divides_the_logits_at_both_levels(engine):
-    from decision_adapter.engine import ScoringItem
-
     _, (item,) = items(engine, {"q": many(17)})
-    (plain,), _ = engine.score_items([item])
-    (hot,), _ = engine.score_items([ScoringItem(item.prompt, item.n_options, item.loc, temperature=4.0)])
-    p, q = np.array(plain["probabilities"]), np.array(hot["probabilities"])
+    (reading,), _ = engine.score_items([item])
+    p, q = reading.scores.probabilities(1.0), reading.scores.probabilities(4.0)
     assert abs(q.sum() - 1) < 1e-9 and q.max() < p.max() and q.min() > p.min()
     # the group shares are the softmax of the group letters' logits over T, at T = 1 and at T = 4 alike
     groups, _ = engine.code_tokens

@@ -9,10 +9,11 @@ import pytest
 
 from decision_adapter.app import decode_body
 from decision_adapter.errors import AdapterError, Busy, InvalidType, PromptTooLong, Unauthorized
-from decision_adapter.apis.systemone import (JevValidationError, answer, check_model, choice_confidence, error_body,
-                                  error_status, option_texts, parse_systemone, score_confidence)
+from decision_adapter.apis.invocations import request_kind
+from decision_adapter.apis.systemone import answer, check_model, error_body, error_status, option_texts
+from decision_adapter.apis.systemone_requests import JevValidationError, parse_systemone
+from decision_adapter.apis.typed import choice_confidence, score_confidence
 from decision_adapter.prompt import option_labels
-from decision_adapter.schema import request_kind
 
 
 def test_questions_keep_their_order_and_types():
@@ -66,7 +67,9 @@ def test_answers_follow_the_wire_format():
         "c": {"type": "choice", "criteria": {"x": None, "y": None}},
         "s": {"type": "score", "criteria": ["a", "b", "c"]}}})
     result = {"readout": "letter-slots", "forward_passes": 1, "input_tokens": 9, "allowed_token_mass": 0.1,
-              "prompt_sha256": "0" * 64}
+              "prompt_sha256": "0" * 64, "order": "as_given", "order_sensitivity": None, "prior": None,
+              "calibration": {"profile": None, "temperature": 1.0, "source": "none"}, "abstained": False,
+              "min_answer_mass": 0.0}
     n, c, s = request.questions
     assert answer(n, {**result, "probabilities": [0.7, 0.3]})["noul"] == 0.7
     tie = answer(c, {**result, "probabilities": [0.5, 0.5]})

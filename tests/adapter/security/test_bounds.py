@@ -82,7 +82,7 @@ def test_ping_names_the_model_only_to_a_caller_holding_the_key(model_dir, start_
 
 
 def test_an_unseeded_chat_never_samples_with_the_previous_callers_seed(engine):
-    from decision_adapter.schema import parse_chat
+    from decision_adapter.apis.chat import parse_chat
 
     engine.chat(parse_chat({"messages": CHAT, "seed": 7, "temperature": 1.0, "max_tokens": 2}, 256))
     assert engine.llm._seed == 7  # llama-cpp-python keeps the seed it was given ...
@@ -108,7 +108,7 @@ def _counting_tokenizer(engine, monkeypatch) -> list[int]:
 
 def test_a_state_too_long_for_any_context_is_refused_untokenized(engine, monkeypatch):
     from decision_adapter.errors import PromptTooLong
-    from decision_adapter.schema import parse_decision
+    from decision_adapter.apis.own import parse_decision
 
     lengths = _counting_tokenizer(engine, monkeypatch)
     chars = engine.llm.n_ctx() * engine._max_token_chars + 1
@@ -119,7 +119,7 @@ def test_a_state_too_long_for_any_context_is_refused_untokenized(engine, monkeyp
 
 def test_a_shared_request_stops_at_its_first_prompt_that_does_not_fit(engine, monkeypatch):
     from decision_adapter.errors import PromptTooLong
-    from decision_adapter.schema import parse_decision
+    from decision_adapter.apis.own import parse_decision
 
     lengths = _counting_tokenizer(engine, monkeypatch)
     state = " ".join(f"word{i}" for i in range(engine.llm.n_ctx()))  # more tokens than the context holds
@@ -130,7 +130,7 @@ def test_a_shared_request_stops_at_its_first_prompt_that_does_not_fit(engine, mo
 
 
 def test_a_prompt_whose_tail_merged_is_checked_on_its_last_characters_only(engine, monkeypatch):
-    from decision_adapter.schema import parse_decision
+    from decision_adapter.apis.own import parse_decision
 
     monkeypatch.setattr(engine, "_tail", (-1,))  # as if the request's text merged with the template's tail
     lengths = _counting_tokenizer(engine, monkeypatch)
@@ -143,7 +143,7 @@ def test_a_prompt_whose_tail_merged_is_checked_on_its_last_characters_only(engin
 
 def test_any_failure_inside_the_model_leaves_a_clean_context(engine, monkeypatch):
     """An exception halfway through an evaluation must not leave a half-written cache for the next request."""
-    from decision_adapter.schema import parse_decision
+    from decision_adapter.apis.own import parse_decision
 
     body = dict(DECISION, state="The customer wrote three times about the same parcel. " * 10)
     (before,), _ = own.decide(engine, parse_decision(body))

@@ -24,8 +24,11 @@ from decision_adapter import openapi
 from decision_adapter.apis import decisions, invocations, systemone
 from decision_adapter.app import parse_json_body
 from decision_adapter.errors import AdapterError, InvalidValue
-from decision_adapter.schema import (MAX_ID_CHARS, MAX_OPTIONS, MAX_QUESTIONS, MIN_OPTIONS, CHAT_ROLES, ChatRequest,
-                                     DecisionBatch, parse_chat, parse_decision, request_kind)
+from decision_adapter.apis.chat import parse_chat
+from decision_adapter.apis.invocations import request_kind
+from decision_adapter.apis.own import parse_decision
+from decision_adapter.questions import (MAX_CHOICE_OPTIONS, MAX_ID_CHARS, MAX_OPTIONS, MAX_QUESTIONS, MIN_OPTIONS,
+                                        CHAT_ROLES, ChatRequest, DecisionBatch)
 from decision_adapter.settings import load_settings
 
 from . import hostile
@@ -58,16 +61,16 @@ def _nonempty(value) -> bool:
 def check_validated(parsed) -> None:
     """What the parser promises the engine about a request it accepts."""
     if isinstance(parsed, decisions.DecisionsRequest):
-        assert 1 <= len(parsed.questions) <= decisions.MAX_QUESTIONS
+        assert 1 <= len(parsed.questions) <= MAX_QUESTIONS
         assert isinstance(decisions.state_of(parsed), str)
         for q in parsed.questions:
             assert isinstance(q.instructions, str) and q.instructions.strip()
-            assert 2 <= len(decisions.option_texts(q)) <= decisions.MAX_CHOICE_OPTIONS
+            assert 2 <= len(decisions.option_texts(q)) <= MAX_CHOICE_OPTIONS
         names = [q.name for q in parsed.questions if q.name is not None]
         assert len(set(names)) == len(names)
         return
     if isinstance(parsed, systemone.JevRequest):
-        assert 1 <= len(parsed.questions) <= systemone.MAX_QUESTIONS
+        assert 1 <= len(parsed.questions) <= MAX_QUESTIONS
         assert all(len(q.names) == len(q.descriptions) >= 2 for q in parsed.questions)
         return
     if isinstance(parsed, DecisionBatch):

@@ -1,0 +1,121 @@
+"""Scoring a batch of questions on the engine: plan, evaluate, answer. Every API's questions take this
+way through the core, whatever their order mode.
+
+1. ``plan``: each question's order mode (its own, else ``DECISION_ADAPTER_ORDER``), the presentations it is
+   asked in (order.py) and their prompts, rendered by the readout (readout.py) in the API's prompt family;
+   a question's prompts stand in a fixed order (by their text), so the same set of prompts is evaluated
+   alike whatever order the request listed the options in.
+2. ``evaluate``: where an admitted request's scoring items meet the model's one context
+   (``Engine.score_items``), the one seam between admission and evaluation: first each content-free prior
+   this request is the first to need (an evaluation of its own, so it never displaces the request's own
+   prefix), then every item of the request together (identical prompts once, the shared prefix once).
+   The tokens a prior read count in the request's ``input_tokens`` and ``prior_tokens``: it paid for them.
+3. ``answer``: per question, its readings' raw per-option scores → the order correction (order.py) → the
+   temperature in force (the request's, else its calibration profile's, else 1: calibration.py) →
+   probabilities (scores.py) → abstention below the question's ``min_answer_mass``. One function, in
+   this order, for every mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from decision_contract import names
+from decision_contract.names import PRIOR
+
+from . import order
+from .calibration import in_force
+from .prompt import DECISION_PROMPT, PromptFamily
+from .questions import DecisionBatch, Question, ScoringItem
+from .readout import READOUTS, Reading
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One question, planned: its order mode, and its presentations in the order their items stand."""
+
+    question: Question
+    mode: str
+    asked: tuple[tuple[int, ...], ...]
+    start: int  # where its items begin in the plan's items
+
+
+@dataclass(frozen=True)
+class Plan:
+    family: PromptFamily
+    questions: tuple[Planned, ...]
+    items: tuple[ScoringItem, ...]
+
+
+def plan(engine, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT, readout: str = names.LETTERS) -> Plan:
+    """Every question's prompts, rendered (errors in a question's options or prompt are raised here)."""
+    reader, max_rotations = READOUTS[readout], engine.settings.max_rotations
+    planned, items = [], []
+    for question in batch.questions:
+        mode = question.order or engine.settings.order
+        pairs = [(shown, reader.item(engine, family, batch, question, shown))
+                 for shown in order.asked_in(mode, len(question.options), max_rotations)]
+        pairs.sort(key=lambda pair: pair[1].prompt.text)
+        planned.append(Planned(question, mode, tuple(shown for shown, _ in pairs), len(items)))
+        items.extend(item for _, item in pairs)
+    return Plan(family, tuple(planned), tuple(items))
+
+
+def evaluate(engine, planned: Plan) -> tuple[list[Reading], dict[int, np.ndarray], dict]:
+    """(a reading per item, the prior per option count of the questions in prior mode, the engine's timing)."""
+    priors, prior_tokens = {}, 0
+    for question in planned.questions:
+        if question.mode == PRIOR:
+            n = len(question.question.options)
+            priors[n], read = order.measured_prior(engine, n, planned.family)
+            prior_tokens += read
+    readings, timing = engine.score_items(list(planned.items))
+    return readings, priors, {**timing, "input_tokens": timing.get("input_tokens", 0) + prior_tokens,
+                              "prior_tokens": prior_tokens}
+
+
+def answer(planned: Planned, readings: list[Reading], prior: np.ndarray | None, calibration, min_answer_mass: float
+           ) -> dict:
+    """A question's answer from its readings (one per presentation, in ``planned.asked``'s order)."""
+    question, n = planned.question, len(planned.question.options)
+    scores, reported = order.correct(planned.mode, list(planned.asked), readings, prior)
+    temperature, used = in_force(calibration, question.question_type, n, planned.mode, question.temperature)
+    probabilities = scores.probabilities(temperature)
+    as_sent = readings[planned.asked.index(tuple(range(n)))]
+    mass = float(np.mean([r.allowed_token_mass for r in readings]))
+    return {
+        "probabilities": [float(v) for v in probabilities],
+        "option_logits": scores.option_logits(),
+        "readout": as_sent.method,
+        "forward_passes": sum(r.forward_passes for r in readings),
+        "input_tokens": sum(r.input_tokens for r in readings),
+        "read_tokens": sum(r.input_tokens + r.forward_passes - 1 for r in readings),
+        "allowed_token_mass": mass,
+        "top_token": as_sent.top_token,
+        "prompt_sha256": as_sent.prompt_sha256,
+        "question_eval_ms": sum(r.question_eval_ms for r in readings),
+        "order": planned.mode, **reported, "calibration": used, "temperature": temperature,
+        "min_answer_mass": min_answer_mass, "abstained": bool(mass < min_answer_mass),
+    }
+
+
+def decide(engine, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT) -> tuple[list[dict], dict]:
+    """One answer per question (request order), and the engine's timing for all prompts together.
+
+    An answer holds the readout's figures (``probabilities`` in the request's option order, ``option_logits``,
+    ``readout``, ``allowed_token_mass``, tokens, ...) with the order mode applied, and ``order``,
+    ``order_sensitivity``, ``prior``, ``calibration``, ``temperature`` (in force), ``abstained`` and
+    ``min_answer_mass``.
+    """
+    planned = plan(engine, batch, family)
+    readings, priors, timing = evaluate(engine, planned)
+    default_mass = engine.settings.min_answer_mass
+    results = []
+    for question in planned.questions:
+        own = readings[question.start:question.start + len(question.asked)]
+        mass = default_mass if question.question.min_answer_mass is None else question.question.min_answer_mass
+        prior = priors.get(len(question.question.options)) if question.mode == PRIOR else None
+        results.append(answer(question, own, prior, engine.calibration, mass))
+    return results, timing
