@@ -582,6 +582,32 @@ def render_results_index(results: Path = RESULTS) -> str:
     return table(["file", "size"], rows)
 
 
+# -- the import layers, from the import-linter contracts in pyproject.toml --------------------------
+
+def import_contracts(pyproject: Path = ROOT / "pyproject.toml") -> list[dict]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    return tomllib.loads(pyproject.read_text())["tool"]["importlinter"]["contracts"]
+
+
+def render_layers(contracts: list[dict] | None = None) -> str:
+    """Each layers contract as a table, top layer first: who may import whom (a module imports only
+    from rows below its own; modules in one row with ``|`` between them do not import each other)."""
+    contracts = import_contracts() if contracts is None else contracts
+    parts = []
+    for contract in contracts:
+        if contract["type"] != "layers":
+            continue
+        where = ", ".join(code(c) for c in contract.get("containers", [])) or "the packages"
+        rows = [[str(n), " \\| ".join(code(m.strip()) for m in layer.split("|"))]
+                for n, layer in enumerate(contract["layers"], 1)]
+        parts.append(f"**{cell(contract['name'])}** (in {where}):\n\n" + table(["layer", "modules"], rows))
+    rules = [f"- {cell(c['name'])}." for c in contracts if c["type"] != "layers"]
+    return "\n\n".join(parts + ["\n".join(rules)])
+
+
 # -- pages ------------------------------------------------------------------------------------------
 
 def _include(relative: str) -> str:
@@ -606,6 +632,7 @@ def _include(relative: str) -> str:
 RENDERERS = {
     "api": lambda: render_api(json.loads((ROOT / "container/decision_adapter/openapi.json").read_text())),
     "settings": render_settings,
+    "layers": render_layers,
     "sample-settings": render_sample_aliases,
     "cli": render_cli,
     "adapter-modules": lambda: render_modules(ROOT / "container" / "decision_adapter"),

@@ -163,3 +163,18 @@ def test_generators_open_no_connection_and_import_no_server():
         "assert not loaded, loaded\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_layers_page_shows_every_layer_of_every_contract_in_order():
+    contracts = ref.import_contracts()
+    page = ref.render_layers(contracts)
+    layered = [c for c in contracts if c["type"] == "layers"]
+    assert layered
+    for contract in layered:
+        position = -1
+        for layer in contract["layers"]:
+            row = " \\| ".join(f"`{m.strip()}`" for m in layer.split("|"))
+            found = page.find(row, position + 1)
+            assert found > position, (contract["name"], layer)
+            position = found
+    assert "<!-- reference: layers -->" in (DOCS / "architecture.md").read_text()
