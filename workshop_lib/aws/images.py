@@ -93,32 +93,9 @@ DLC_PINS = {
 REGIONAL_DLC_PINS: dict[str, dict[str, DlcPin]] = {}
 
 
-class ImageError(InvalidInput):
-    """An image reference the workshop cannot deploy."""
-
-
-class InvalidImageUri(ImageError):
-    pass
-
-
-class MutableImageReference(ImageError):
-    pass
-
-
-class ImageNotFound(ImageError):
-    pass
-
-
-class ImageRegionMismatch(ImageError):
-    pass
-
-
-class NotASageMakerImage(ImageError):
-    pass
-
-
-class PinnedImageMissing(ImageError):
-    pass
+class MutableImageReference(InvalidInput):
+    """An image named by a tag (or by nothing, which means ':latest'): the deploys want a digest.
+    Notebook 03 catches it to show the refusal."""
 
 
 def dlc_account(region: str) -> str:
@@ -190,7 +167,7 @@ def parse_image_uri(image_uri: str) -> ImageRef:
     """
     uri = (image_uri or "").strip() if isinstance(image_uri, str) else ""
     if "/" not in uri or uri != image_uri or any(c.isspace() for c in uri):
-        raise InvalidImageUri(
+        raise InvalidInput(
             f"image URI {image_uri!r} is not a registry reference like "
             f"'<account>.dkr.ecr.<region>.amazonaws.com/<repository>@sha256:<digest>'"
         )
@@ -199,14 +176,14 @@ def parse_image_uri(image_uri: str) -> ImageRef:
     if "@" in rest:
         rest, digest = rest.split("@", 1)
         if not _DIGEST.fullmatch(digest):
-            raise InvalidImageUri(f"image URI {image_uri!r}: digest {digest!r} is not 'sha256:' + 64 hex digits")
+            raise InvalidInput(f"image URI {image_uri!r}: digest {digest!r} is not 'sha256:' + 64 hex digits")
     tag = None
     if ":" in rest:
         rest, tag = rest.rsplit(":", 1)
         if not names.is_image_tag(tag):
-            raise InvalidImageUri(f"image URI {image_uri!r}: tag {tag!r} is not a valid image tag")
+            raise InvalidInput(f"image URI {image_uri!r}: tag {tag!r} is not a valid image tag")
     if not names.IMAGE_REPOSITORY.fullmatch(rest):
-        raise InvalidImageUri(f"image URI {image_uri!r}: repository {rest!r} is not a valid repository name")
+        raise InvalidInput(f"image URI {image_uri!r}: repository {rest!r} is not a valid repository name")
     host = _ECR_HOST.fullmatch(registry)
     return ImageRef(
         registry=registry, repository=rest, tag=tag, digest=digest,
@@ -217,9 +194,9 @@ def parse_image_uri(image_uri: str) -> ImageRef:
 def dlc_image(region: str, variant: str = "cpu", arm64: bool = False) -> ImageRef:
     """The SageMaker llama.cpp DLC for ``region`` by tag (mutable: pass it to resolve_digest)."""
     if variant not in SAGEMAKER_TAGS:
-        raise ImageError(f"variant {variant!r} is not one of {', '.join(SAGEMAKER_TAGS)}")
+        raise InvalidInput(f"variant {variant!r} is not one of {', '.join(SAGEMAKER_TAGS)}")
     if arm64 and variant != "cpu":
-        raise ImageError("the llama.cpp DLC for Graviton (arm64) is CPU only; use variant='cpu' or arm64=False")
+        raise InvalidInput("the llama.cpp DLC for Graviton (arm64) is CPU only; use variant='cpu' or arm64=False")
     repository = DLC_ARM64_REPOSITORY if arm64 else DLC_REPOSITORY
     return ImageRef.in_ecr(dlc_account(region), region, repository, tag=SAGEMAKER_TAGS[variant])
 
@@ -258,12 +235,12 @@ def check_deployable(image: ImageRef, region: str) -> ImageRef:
     """require_pinned, plus what SageMaker needs: a private ECR registry in the endpoint's region."""
     require_pinned(image)
     if not image.is_private_ecr:
-        raise ImageRegionMismatch(
+        raise InvalidInput(
             f"image {image.uri!r} is not in a private ECR registry; SageMaker endpoints pull from ECR in "
             f"their own region (for the DLC use {dlc_image_uri(region)!r}, then resolve_digest)"
         )
     if image.region != region:
-        raise ImageRegionMismatch(
+        raise InvalidInput(
             f"image {image.uri!r} is in {image.region} but the endpoint region is {region}; use the image from "
             f"{region} (the DLC registry is {ecr_host(dlc_account(region), region)}) or push your image there"
         )
@@ -278,10 +255,10 @@ def resolve_digest(ecr_client, image: ImageRef) -> ImageRef:
     if image.pinned:
         return image.at(image.digest)
     if not image.is_private_ecr:
-        raise InvalidImageUri(f"image {image.uri!r} is not in a private ECR registry; resolve_digest needs one")
+        raise InvalidInput(f"image {image.uri!r} is not in a private ECR registry; resolve_digest needs one")
     if (image.repository in (DLC_REPOSITORY, DLC_ARM64_REPOSITORY) and image.tag
             and not image.tag.startswith("server-sagemaker-")):
-        raise NotASageMakerImage(
+        raise InvalidInput(
             f"tag {image.tag!r} of the llama.cpp DLC is the EC2 image, which lacks /ping and /invocations; "
             f"use {', '.join(SAGEMAKER_TAGS.values())} (dlc_image_uri() builds the right URI)"
         )
@@ -294,7 +271,7 @@ def resolve_digest(ecr_client, image: ImageRef) -> ImageRef:
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         if code in ("ImageNotFoundException", "RepositoryNotFoundException"):
-            raise ImageNotFound(
+            raise InvalidInput(
                 f"ECR has no image {image.repository}:{tag} in registry {image.account} ({image.region}): "
                 f"{exc.response['Error'].get('Message', code)}. Check the region, repository and tag."
             ) from None
@@ -306,7 +283,7 @@ def resolve_digest(ecr_client, image: ImageRef) -> ImageRef:
         )
         if not response.get("images"):
             failure = (response.get("failures") or [{}])[0]
-            raise ImageNotFound(
+            raise InvalidInput(
                 f"ECR could not return {image.repository}:{tag} from registry {image.account}: "
                 f"{failure.get('failureReason', 'no image')}"
             ) from None
@@ -317,7 +294,7 @@ def resolve_digest(ecr_client, image: ImageRef) -> ImageRef:
 def dlc_pin(variant: str, region: str | None = None) -> DlcPin:
     """The pin of ``variant`` for ``region``: the region's own (REGIONAL_DLC_PINS) or the default."""
     if variant not in DLC_PINS:
-        raise ImageError(f"variant {variant!r} is not one of {', '.join(DLC_PINS)}")
+        raise InvalidInput(f"variant {variant!r} is not one of {', '.join(DLC_PINS)}")
     return REGIONAL_DLC_PINS.get(region or "", {}).get(variant, DLC_PINS[variant])
 
 
@@ -371,7 +348,7 @@ def resolve_dlc(ecr_client, region: str, variant: str = "cpu", *, follow_tag: bo
         return tagged
     pinned = pinned_dlc(region, variant)
     if not pinned_dlc_present(ecr_client, region, variant):
-        raise PinnedImageMissing(
+        raise InvalidInput(
             f"the llama.cpp DLC registry of {region} ({pinned.registry}) does not hold the pinned "
             f"{variant} image {pin.digest}. Deploy in a region whose registry holds it, or follow the floating tag "
             f"(notebook 02's choice, or resolve_dlc(..., follow_tag=True)): the decision image's build-time proof "

@@ -11,7 +11,8 @@ from workshop_lib.config import BucketRegionMismatch
 from workshop_lib.aws.endpoints import decision_gpu_plan, standard_plan
 from workshop_lib.aws.hosting import (AlreadyExists, EndpointFailed, EndpointWaitTimeout, QuotaExceeded, deploy,
                                   wait_in_service)
-from workshop_lib.aws.images import ImageRegionMismatch, MutableImageReference
+from workshop_lib.aws.images import MutableImageReference
+from workshop_lib.errors import InvalidInput
 from workshop_lib.aws.images import parse_image_uri
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, REGION, ROLE
@@ -69,13 +70,13 @@ def test_deploy_refuses_an_image_from_another_region(clients):
         model={**plan.model, "PrimaryContainer": {**plan.model["PrimaryContainer"],
                                                   "Image": DLC_PINNED.replace(REGION, "eu-west-1")}},
         endpoint_config=plan.endpoint_config, endpoint=plan.endpoint)
-    with pytest.raises(ImageRegionMismatch):
+    with pytest.raises(InvalidInput, match="is in eu-west-1 but the endpoint region is us-east-1"):
         deploy(clients.sm, other, region=REGION, progress=False)
     assert clients.sm.list_models()["Models"] == []
 
 
 def test_deploy_checks_the_region_it_is_given_not_the_clients(clients):
-    with pytest.raises(ImageRegionMismatch, match="the endpoint region is eu-west-1"):
+    with pytest.raises(InvalidInput, match="the endpoint region is eu-west-1"):
         deploy(clients.sm, moto_plan(), region="eu-west-1", progress=False)
     assert clients.sm.list_models()["Models"] == []
 

@@ -4,13 +4,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from workshop_lib.errors import InvalidInput
 from workshop_lib.aws import images
 from workshop_lib.aws.images import (
-    ImageNotFound,
-    ImageRegionMismatch,
-    InvalidImageUri,
     MutableImageReference,
-    NotASageMakerImage,
     check_deployable,
     dlc_image,
     dlc_image_uri,
@@ -44,9 +41,9 @@ def test_dlc_table_has_twelve_digit_accounts():
 def test_dlc_uri_graviton_is_cpu_only():
     assert dlc_image_uri("us-west-2", arm64=True) == \
         "763104351884.dkr.ecr.us-west-2.amazonaws.com/llama-cpp-arm64:server-sagemaker-cpu-v1"
-    with pytest.raises(images.ImageError, match="CPU only"):
+    with pytest.raises(InvalidInput, match="CPU only"):
         dlc_image_uri("us-west-2", "cuda", arm64=True)
-    with pytest.raises(images.ImageError, match="variant"):
+    with pytest.raises(InvalidInput, match="variant"):
         dlc_image_uri("us-west-2", "gpu")
 
 
@@ -80,7 +77,7 @@ def test_parse_public_registry_has_no_account():
     "host/repo:-tag",
 ])
 def test_parse_rejects_garbage(uri):
-    with pytest.raises(InvalidImageUri):
+    with pytest.raises(InvalidInput, match="image URI"):
         parse_image_uri(uri)
 
 
@@ -108,9 +105,9 @@ def test_require_pinned_refuses_bare_repository():
 def test_check_deployable_wants_private_ecr_in_the_endpoint_region():
     uri = parse_image_uri(f"763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@{DIGEST}")
     assert check_deployable(uri, "us-east-1") == uri
-    with pytest.raises(ImageRegionMismatch, match="is in us-east-1 but the endpoint region is eu-west-1"):
+    with pytest.raises(InvalidInput, match="is in us-east-1 but the endpoint region is eu-west-1"):
         check_deployable(uri, "eu-west-1")
-    with pytest.raises(ImageRegionMismatch, match="private ECR"):
+    with pytest.raises(InvalidInput, match="private ECR"):
         check_deployable(parse_image_uri(f"public.ecr.aws/deep-learning-containers/llama-cpp@{DIGEST}"), "us-east-1")
     with pytest.raises(MutableImageReference):
         check_deployable(dlc_image("us-east-1"), "us-east-1")
@@ -132,7 +129,7 @@ def test_resolve_digest_against_moto_ecr(clients):
     pinned = resolve_digest(clients.ecr, parse_image_uri(f"{host}/sagemaker-decision-workshop:gpu-20260101"))
     assert pinned.uri == f"{host}/sagemaker-decision-workshop@{digest}"
     assert require_pinned(pinned) == pinned
-    with pytest.raises(ImageNotFound, match="sagemaker-decision-workshop:missing"):
+    with pytest.raises(InvalidInput, match="sagemaker-decision-workshop:missing"):
         resolve_digest(clients.ecr, parse_image_uri(f"{host}/sagemaker-decision-workshop:missing"))
 
 
@@ -171,7 +168,7 @@ def test_resolve_falls_back_to_batch_get_image_when_describe_is_denied_stubber(f
 
 def test_resolve_refuses_the_ec2_tags_of_the_dlc(fake_credentials):
     ecr = boto3.client("ecr", region_name="us-east-1")
-    with Stubber(ecr), pytest.raises(NotASageMakerImage, match="/ping"):
+    with Stubber(ecr), pytest.raises(InvalidInput, match="/ping"):
         resolve_digest(ecr, parse_image_uri("763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-cpu-v1"))
 
 
@@ -198,7 +195,7 @@ def test_resolve_dlc_returns_the_pin_when_the_region_holds_it(clients):
 
 def test_resolve_dlc_says_clearly_when_the_region_lacks_the_pin(clients):
     clients.ecr.create_repository(repositoryName="llama-cpp", registryId="763104351884")
-    with pytest.raises(images.PinnedImageMissing, match="does not hold the pinned cpu image.*follow_tag=True"):
+    with pytest.raises(InvalidInput, match="does not hold the pinned cpu image.*follow_tag=True"):
         images.resolve_dlc(clients.ecr, "us-east-1", "cpu")
 
 
