@@ -124,7 +124,7 @@ def cmd_resolve_image(args) -> int:
     """The digest alone on stdout (for ``$(...)``); what was resolved, and how, on stderr."""
     workshop = workshop_for(args)
     if args.image_uri:
-        return _show(images.resolve_digest(workshop.clients.ecr, args.image_uri))
+        return _show(images.resolve_digest(workshop.clients.ecr, images.parse_image_uri(args.image_uri)).uri)
     with contextlib.redirect_stdout(sys.stderr):
         pinned = steps.resolve_dlc(workshop, **_given(variant=args.variant), follow_tag=args.follow_tag)
     return _show(pinned)

@@ -14,6 +14,7 @@ from workshop_lib.aws import endpoints
 from workshop_lib import steps
 from workshop_lib.client import ChatResult
 from workshop_lib.config import WorkshopConfig
+from workshop_lib.aws.images import parse_image_uri
 
 from tests.support import recorded_groups
 
@@ -49,7 +50,7 @@ ROLE = "arn:aws:iam::123456789012:role/r"
 
 
 def test_the_emulator_gets_a_type_it_knows_and_the_request_stays_valid():
-    plan = endpoints.decision_cpu_plan("e", image_uri=IMAGE, role_arn=ROLE, model_data_url="s3://bkt/m/model.tar.gz")
+    plan = endpoints.decision_cpu_plan("e", image=parse_image_uri(IMAGE), role_arn=ROLE, model_data_url="s3://bkt/m/model.tar.gz")
     hosting = stand_ins.LocalHosting(s3=None)
     sent = hosting.adapt(plan)
     assert sent.endpoint_config["ProductionVariants"][0]["InstanceType"] == "ml.c5.9xlarge"
@@ -61,7 +62,7 @@ def test_the_emulator_gets_a_type_it_knows_and_the_request_stays_valid():
 
 def test_pools_reach_the_emulator_as_the_first_pool_and_are_kept_as_validated(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path))
-    plan = endpoints.decision_gpu_plan("g", image_uri=IMAGE, role_arn=ROLE, model_data_url="s3://bkt/m/model.tar.gz")
+    plan = endpoints.decision_gpu_plan("g", image=parse_image_uri(IMAGE), role_arn=ROLE, model_data_url="s3://bkt/m/model.tar.gz")
     hosting = stand_ins.LocalHosting(s3=None)
     variant = hosting.adapt(plan).endpoint_config["ProductionVariants"][0]
     assert "InstancePools" not in variant and variant["InstanceType"] == "ml.g4dn.2xlarge"

@@ -12,6 +12,7 @@ from workshop_lib.evaluation.tasks import load_tasks
 from workshop_lib.cli import main
 from workshop_lib.config import ENV_VARS
 from workshop_lib.local import capture as local_capture
+from workshop_lib.aws.images import parse_image_uri
 
 BUCKET = "decision-workshop-cli"
 ROLE = "arn:aws:iam::123456789012:role/workshop-sagemaker"
@@ -43,7 +44,7 @@ def test_captured_writes_tasks_to_label(aws_env, capsys):
     s3.create_bucket(Bucket=BUCKET)
     destination = f"s3://{BUCKET}/decision-workshop/{capture.CAPTURE_FOLDER}"
     config = capture.data_capture_config(destination, 100)
-    sm.create_model(**endpoints.decision_model_request(NAME, image_uri=IMAGE, role_arn=ROLE,
+    sm.create_model(**endpoints.decision_model_request(NAME, image=parse_image_uri(IMAGE), role_arn=ROLE,
                                                        model_data_url=f"s3://{BUCKET}/decision-workshop/model/m.tar.gz"))
     sm.create_endpoint_config(**endpoints.endpoint_config_request(
         NAME, endpoints.fixed_instance_variant(NAME, "ml.c5.2xlarge"), data_capture=config))

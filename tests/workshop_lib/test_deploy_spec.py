@@ -13,6 +13,7 @@ from workshop_lib.aws import capture, endpoints, images
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, DeploySpecError, plan_for
 from workshop_lib.steps import StepNotRun, Workshop, deploy_plan
+from workshop_lib.aws.images import parse_image_uri
 
 ROLE = "arn:aws:iam::111122223333:role/sagemaker-workshop"
 BUCKET = "amzn-s3-demo-bucket"
@@ -92,7 +93,7 @@ def test_the_spec_is_passed_down_unchanged_to_the_builder(workshop):
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.threads = 4
     plan = deploy_plan(workshop, spec)
-    built = endpoints.decision_gpu_plan(plan.name, image_uri=DECISION_IMAGE, role_arn=ROLE,
+    built = endpoints.decision_gpu_plan(plan.name, image=parse_image_uri(DECISION_IMAGE), role_arn=ROLE,
                                         model_data_url=workshop.config.model_data_url, region="eu-west-1",
                                         instance_pools=("ml.g6.2xlarge", "ml.g5.2xlarge"), provision_timeout_s=900,
                                         ctx_size=2048, startup_timeout_s=600,
@@ -107,7 +108,7 @@ def test_the_spec_is_passed_down_unchanged_to_the_builder(workshop):
 
 def test_settings_left_out_take_the_builders_defaults():
     plan = plan_for(DeploySpec("decision-cpu"), name="cpu", role_arn=ROLE, region="eu-west-1",
-                    image_uri=DECISION_IMAGE, model_data_url=f"s3://{BUCKET}/decision-workshop/model/model.tar.gz")
+                    image=parse_image_uri(DECISION_IMAGE), model_data_url=f"s3://{BUCKET}/decision-workshop/model/model.tar.gz")
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstanceType"] == endpoints.DECISION_CPU_INSTANCE
     assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == \

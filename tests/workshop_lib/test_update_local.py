@@ -26,6 +26,7 @@ from workshop_lib.evaluation import profiles
 from workshop_lib.models import EMBEDDED_MODEL
 from workshop_lib.packaging import LocalPackage, package_local, sha256_of
 from workshop_lib.local.stand_ins import LocalHosting
+from workshop_lib.aws.images import parse_image_uri
 
 pytestmark = pytest.mark.slow
 
@@ -85,8 +86,8 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
         calibrated = _calibrated_package(s3, embedded_gguf, tmp_path)
     stand_in = LocalHosting(s3, calls=calls, local=local)  # as local mode makes it
     plan = plan_for(DeploySpec("decision-cpu", threads=2, ctx_size=1024), name=NAME, role_arn=ROLE, region=REGION,
-                    image_uri=IMAGE, model_data_url=package)
-    hosting.deploy(sm, plan, hosting=stand_in, progress=False)
+                    image=parse_image_uri(IMAGE), model_data_url=package)
+    hosting.deploy(sm, plan, region=REGION, hosting=stand_in, progress=False)
     put = alarms.put_alarms(cloudwatch, [NAME], REGION)
     assert set(alarms.alarm_states(cloudwatch, NAME)) == set(put.alarms) == set(alarms.alarm_names(NAME))
     old = local._read_registry()["endpoints"][NAME]
@@ -110,10 +111,10 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
         while not answers and not failures:
             time.sleep(0.05)
         update = updates.update_plan(DeploySpec("decision-cpu", threads=2, ctx_size=2048), endpoint_name=NAME,
-                                     role_arn=ROLE, region=REGION, image_uri=IMAGE, model_data_url=calibrated,
+                                     role_arn=ROLE, region=REGION, image=parse_image_uri(IMAGE), model_data_url=calibrated,
                                      rollback_alarms=alarms.rollback_alarms(NAME))
         seen: list[str] = []
-        rollout = updates.roll_out(sm, update, hosting=stand_in, delay_s=0.1, report=seen.append)
+        rollout = updates.roll_out(sm, update, region=REGION, hosting=stand_in, delay_s=0.1, report=seen.append)
         during = len(answers)
         while len(answers) < during + 3 and not failures:
             time.sleep(0.05)

@@ -18,7 +18,7 @@ from typing import Mapping
 
 from . import api
 from .. import names
-from .images import ImageRef, InvalidImageUri, dlc_account, dlc_pin, parse_image_uri, require_pinned
+from .images import ImageRef, dlc_account, dlc_pin, require_pinned
 from ..errors import AwsFailure, InvalidInput
 from ..models import ModelSpec
 from ..packaging import MANIFEST_NAME
@@ -284,15 +284,14 @@ def default_image_tag(dockerfile: str = "Dockerfile", now: datetime.datetime | N
     return f"{kind}-{now:%Y%m%d-%H%M%S}"
 
 
-def check_base_image(base_image: str, region: str | None = None) -> ImageRef:
+def check_base_image(base: ImageRef, region: str) -> ImageRef:
     """The base must be a digest-pinned image in a private ECR registry (the DLC) of ``region``."""
-    require_pinned(base_image)
-    base = parse_image_uri(base_image)
+    require_pinned(base)
     if not base.is_private_ecr:
         raise BuildSpecError(
-            f"base image {base_image!r} is not in a private regional ECR registry; use the DLC of the build's "
-            f"region (workshop_lib.aws.images.dlc_image_uri({region or '<region>'!r}), then resolve_digest)")
-    if region and base.region != region:
+            f"base image {base.uri!r} is not in a private regional ECR registry; use the DLC of the build's "
+            f"region (workshop_lib.aws.images.dlc_image_uri({region!r}), then resolve_digest)")
+    if base.region != region:
         raise BuildSpecError(
             f"base image is in {base.region} but the build and its repository are in {region}; use the DLC "
             f"of {region} so one ECR login covers both")
@@ -305,27 +304,23 @@ def check_image_tag(image_tag: str) -> str:
     return image_tag
 
 
-def image_build_env(base_image: str, repository_uri: str, image_tag: str,
+def image_build_env(base: ImageRef, repository: ImageRef, image_tag: str,
                     dockerfile: str = "Dockerfile") -> dict[str, str]:
     """The buildspec variables for buildspec/image-build.yml; the base must be a pinned regional DLC."""
-    try:
-        target = parse_image_uri(repository_uri)
-    except InvalidImageUri:
-        target = None
-    if target is None or not target.is_private_ecr or target.tag or target.digest:
+    if not repository.is_private_ecr or repository.tag or repository.digest:
         raise BuildSpecError(
-            f"repository URI {repository_uri!r} is not an ECR repository "
+            f"repository URI {repository.uri!r} is not an ECR repository "
             "(<account>.dkr.ecr.<region>.amazonaws.com/<name>, without tag or digest)")
-    base = check_base_image(base_image, target.region)
-    if base.account != dlc_account(target.region):
+    check_base_image(base, repository.region)
+    if base.account != dlc_account(repository.region):
         raise BuildSpecError(
-            f"base image {base_image!r} is not in {target.region}'s DLC registry ({dlc_account(target.region)}); "
-            "the build logs in to that registry only (use images.resolve_dlc)")
+            f"base image {base.uri!r} is not in {repository.region}'s DLC registry "
+            f"({dlc_account(repository.region)}); the build logs in to that registry only (use images.resolve_dlc)")
     dockerfile = dockerfile_name(dockerfile)
-    pin = dlc_pin("cuda" if dockerfile.endswith(".gpu") else "cpu", target.region)
+    pin = dlc_pin("cuda" if dockerfile.endswith(".gpu") else "cpu", repository.region)
     return {
-        "BASE_IMAGE": base_image,
-        "REPOSITORY_URI": repository_uri,
+        "BASE_IMAGE": base.uri,
+        "REPOSITORY_URI": repository.uri,
         "IMAGE_TAG": check_image_tag(image_tag),
         "DOCKERFILE": dockerfile,
         "LLAMA_CPP_PYTHON": pin.bindings,

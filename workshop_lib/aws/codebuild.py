@@ -31,7 +31,7 @@ from typing import Callable, Mapping
 from botocore.exceptions import ClientError
 
 from . import api
-from .images import DLC_PINS, parse_image_uri, pinned_dlc_uri
+from .images import DLC_PINS, ImageRef, parse_image_uri, pinned_dlc_uri
 from ..models import PINNED_MODEL, ModelSpec
 from ..packaging import (MANIFEST_NAME, SAMPLE_SHAPE, WORKSHOP_SHAPE, LocalPackage, ManifestInvalid,
                          check_calibration, parse_manifest)
@@ -159,25 +159,17 @@ def ensure_ecr_repository(ecr, request: dict) -> str:
     return repository["repositoryUri"]
 
 
-def image_digest(ecr, repository: str, tag: str) -> str:
-    """Ask ECR which image ``tag`` names; return ``repository_uri@sha256:...``.
-
-    ``repository`` is a repository name in the client's account or a repository URI.
-    """
-    if "/" in repository and ".dkr.ecr." in repository.split("/", 1)[0]:
-        ref = parse_image_uri(repository)
-        uri, name, registry = f"{ref.registry}/{ref.repository}", ref.repository, {"registryId": ref.account}
-    else:
-        name, registry = repository, {}
-        uri = ecr.describe_repositories(repositoryNames=[name])["repositories"][0]["repositoryUri"]
+def image_digest(ecr, repository: ImageRef, tag: str) -> ImageRef:
+    """Ask ECR which image ``tag`` of ``repository`` (an ECR repository, no tag) names; return it pinned."""
     try:
-        details = ecr.describe_images(repositoryName=name, imageIds=[{"imageTag": tag}], **registry)["imageDetails"]
+        details = ecr.describe_images(repositoryName=repository.repository, imageIds=[{"imageTag": tag}],
+                                      registryId=repository.account)["imageDetails"]
     except ClientError as exc:
         if _error_code(exc) in ("ImageNotFoundException", "RepositoryNotFoundException"):
-            raise ImageNotPushed(
-                f"ECR has no image {name}:{tag}; the build did not push it (check the build log)") from None
+            raise ImageNotPushed(f"ECR has no image {repository.repository}:{tag}; the build did not push it "
+                                 "(check the build log)") from None
         raise
-    return f"{uri}@{details[0]['imageDigest']}"
+    return repository.at(details[0]["imageDigest"])
 
 
 def upload_package(s3, local_package: LocalPackage, s3_uri: str) -> str:
@@ -305,13 +297,13 @@ def package_model_in_codebuild(codebuild, s3, logs_client, *, model_s3_uri: str,
                                repo_root: str | Path | None = None, tags: Mapping[str, str] | None = None,
                                progress: bool = True, poll_s: float = 10.0,
                                runner: CodeBuildRunner | None = None,
-                               calibration: str | Path | None = None) -> PackagedModel:
+                               calibration: str | Path | None = None, region: str) -> PackagedModel:
     """Package ``spec`` in CodeBuild, upload it under ``model_s3_uri``, check the uploaded manifest.
 
     ``calibration``: a calibration.json fitted for the packaged GGUF (refused here otherwise), uploaded
-    beside the build source (which the build may read) and packaged next to the GGUF."""
+    beside the build source (which the build may read) and packaged next to the GGUF. ``region``: the
+    clients' region, whose DLC registry the build reads the llama.cpp DLC from."""
     runner = runner or CodeBuildRunner(poll_s=poll_s)
-    region = codebuild.meta.region_name
     calibration_upload = None
     if calibration is not None:
         data = Path(calibration).read_bytes()
@@ -336,33 +328,35 @@ def package_model_in_codebuild(codebuild, s3, logs_client, *, model_s3_uri: str,
     return PackagedModel(f"{prefix}/{TARBALL_NAME}", f"{prefix}/{MANIFEST_NAME}", manifest, build_id)
 
 
-def build_decision_image(codebuild, ecr, s3, logs_client, *, base_image: str, service_role_arn: str,
+def build_decision_image(codebuild, ecr, s3, logs_client, *, base_image: ImageRef, region: str, service_role_arn: str,
                          source_bucket: str, dockerfile: str = "Dockerfile", image_tag: str | None = None,
                          repository_name: str = ECR_REPOSITORY, project_name: str = IMAGE_BUILD_PROJECT,
                          source_prefix: str = SOURCE_PREFIX, repo_root: str | Path | None = None,
                          tags: Mapping[str, str] | None = None, progress: bool = True,
-                         poll_s: float = 10.0, runner: CodeBuildRunner | None = None) -> str:
-    """Build container/<dockerfile> FROM ``base_image`` in CodeBuild; return ``repo_uri@sha256:...``."""
+                         poll_s: float = 10.0, runner: CodeBuildRunner | None = None) -> ImageRef:
+    """Build container/<dockerfile> FROM ``base_image`` in CodeBuild, in ``region`` (the clients'); return
+    the pushed image pinned by digest."""
     runner = runner or CodeBuildRunner(poll_s=poll_s)
     # Everything checkable is checked before the first resource is created.
-    check_base_image(base_image, ecr.meta.region_name)
+    check_base_image(base_image, region)
     dockerfile = dockerfile_name(dockerfile)
     image_tag = check_image_tag(image_tag or default_image_tag(dockerfile))
     upload = source_upload_request(source_bucket, repo_root or _default_repo_root(), source_prefix)
     location = f"{upload['Bucket']}/{upload['Key']}"
     project = project_request(project_name, buildspec=IMAGE_BUILD_BUILDSPEC, source_location=location,
                               service_role_arn=service_role_arn, privileged=True, tags=tags)
-    repository_uri = ensure_ecr_repository(ecr, ecr_repository_request(repository_name, tags))
-    env = image_build_env(base_image, repository_uri, image_tag, dockerfile)
+    # the build's output enters here: the repository URI ECR answers with
+    repository = parse_image_uri(ensure_ecr_repository(ecr, ecr_repository_request(repository_name, tags)))
+    env = image_build_env(base_image, repository, image_tag, dockerfile)
     s3.put_object(**upload)
     runner.ensure_project(codebuild, project)
     request = start_build_request(project_name, env, source_location=location)
     build_id = start_build(codebuild, request)
     build = runner.run(codebuild, logs_client, build_id, request, progress=progress)
-    pinned = image_digest(ecr, repository_uri, image_tag)
+    pinned = image_digest(ecr, repository, image_tag)
     exported = exported_variables(build).get("IMAGE_DIGEST")
-    if exported and not pinned.endswith("@" + exported):
+    if exported and pinned.digest != exported:
         raise DigestMismatch(
-            f"the build exported {exported} for {repository_uri}:{image_tag}, but ECR now says {pinned}; "
+            f"the build exported {exported} for {repository.uri}:{image_tag}, but ECR now says {pinned.uri}; "
             "someone pushed to this repository meanwhile: inspect it before deploying")
     return pinned

@@ -15,6 +15,7 @@ from typing import Sequence
 from . import endpoints
 from ..config import DEPLOY_PATHS
 from ..errors import InvalidInput
+from .images import ImageRef
 
 # Settings only an ordered-pool GPU deploy takes; n_gpu_layers is also the standard DLC's (on a GPU type).
 GPU_ONLY = ("instance_pools", "provision_timeout_s")
@@ -82,7 +83,7 @@ class DeploySpec:
 ENDPOINT_NAME_ENV = "DECISION_ADAPTER_ENDPOINT_NAME"
 
 
-def plan_for(spec: DeploySpec, *, name: str, role_arn: str, region: str, image_uri: str,
+def plan_for(spec: DeploySpec, *, name: str, role_arn: str, region: str, image: ImageRef,
              model_data_url: str, data_capture: dict | None = None) -> endpoints.DeployPlan:
     """The validated requests for ``spec`` under the workshop's ``name`` and ``role_arn``; nothing sent.
 
@@ -95,7 +96,7 @@ def plan_for(spec: DeploySpec, *, name: str, role_arn: str, region: str, image_u
         settings["data_capture"] = data_capture
     if spec.path == "decision-gpu":
         settings["region"] = region  # pools where offered, else the first type, fixed
-    return _BUILDERS[spec.path](name, image_uri=image_uri, role_arn=role_arn, model_data_url=model_data_url,
+    return _BUILDERS[spec.path](name, image=image, role_arn=role_arn, model_data_url=model_data_url,
                                 **settings)
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from ..config import check_resource_name, check_role_arn
-from .images import require_pinned
+from .images import ImageRef, parse_image_uri, require_pinned
 from .instance_types import (EndpointSpecError, _check_choice, _check_cuda13, _has_local_nvme,
                              endpoint_instance_types, inference_ami_versions, is_gpu_instance, vcpus)
 from .. import names
@@ -147,14 +147,14 @@ def llama_environment(*, ctx_size: int | None = DEFAULT_CTX_SIZE, threads: int |
 # ---- CreateModel ----------------------------------------------------------------------
 
 
-def model_request(name: str, *, image_uri: str, role_arn: str, model_data_url: str | None = None,
+def model_request(name: str, *, image: ImageRef, role_arn: str, model_data_url: str | None = None,
                   environment: Mapping[str, str] | None = None, tags: list[dict] | None = None,
                   network_isolation: bool = True) -> dict:
     """CreateModel for one container; the image must be pinned by digest. ``network_isolation``: the
     container gets no network at run time (SageMaker still downloads the model data for it)."""
     check_resource_name(name, "model")
     check_role_arn(role_arn)
-    require_pinned(image_uri)
+    require_pinned(image)
     env = dict(environment or {})
     _check_environment(env)
     hf_repo = env.get(LLAMA_PREFIX + "HF_REPO")
@@ -168,7 +168,7 @@ def model_request(name: str, *, image_uri: str, role_arn: str, model_data_url: s
         raise EndpointSpecError(
             f"SM_LLAMA_CPP_HF_REPO={hf_repo} downloads the model at start-up, which an isolated container cannot "
             "do: package the model instead (model_data_url), or pass network_isolation=False")
-    container: dict = {"Image": image_uri, "Mode": "SingleModel"}
+    container: dict = {"Image": image.uri, "Mode": "SingleModel"}
     if model_data_url:
         container["ModelDataUrl"] = _s3_tarball(model_data_url)
     if env:
@@ -180,7 +180,7 @@ def model_request(name: str, *, image_uri: str, role_arn: str, model_data_url: s
     return api.validate("sagemaker", "CreateModel", request)
 
 
-def standard_model_request(name: str, *, image_uri: str, role_arn: str, model_data_url: str | None = None,
+def standard_model_request(name: str, *, image: ImageRef, role_arn: str, model_data_url: str | None = None,
                            hf_repo: str | None = None, hf_file: str | None = None,
                            ctx_size: int = DEFAULT_CTX_SIZE, threads: int | None = None,
                            n_gpu_layers: int | None = None, environment: Mapping[str, str] | None = None,
@@ -197,11 +197,11 @@ def standard_model_request(name: str, *, image_uri: str, role_arn: str, model_da
     env = llama_environment(ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers,
                             hf_repo=hf_repo, hf_file=hf_file)
     env.update(environment or {})
-    return model_request(name, image_uri=image_uri, role_arn=role_arn, model_data_url=model_data_url,
+    return model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
                          environment=env, tags=tags, network_isolation=not hf_repo)
 
 
-def decision_model_request(name: str, *, image_uri: str, role_arn: str, model_data_url: str,
+def decision_model_request(name: str, *, image: ImageRef, role_arn: str, model_data_url: str,
                            ctx_size: int | None = None, threads: int | None = None, n_gpu_layers: int = 0,
                            environment: Mapping[str, str] | None = None, tags: list[dict] | None = None) -> dict:
     """The decision image (network-isolated); ``environment`` carries DECISION_ADAPTER_* settings if any."""
@@ -209,7 +209,7 @@ def decision_model_request(name: str, *, image_uri: str, role_arn: str, model_da
         raise EndpointSpecError("the decision endpoint needs model_data_url (s3://.../model.tar.gz)")
     env = llama_environment(ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers)
     env.update(environment or {})
-    return model_request(name, image_uri=image_uri, role_arn=role_arn, model_data_url=model_data_url,
+    return model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
                          environment=env, tags=tags)
 
 
@@ -355,6 +355,11 @@ class DeployPlan:
         return self.model["PrimaryContainer"]["Image"]
 
     @property
+    def image(self) -> ImageRef:
+        """The image the CreateModel request names, read from the request (what is sent is what is checked)."""
+        return parse_image_uri(self.image_uri)
+
+    @property
     def model_data_url(self) -> str | None:
         return self.model["PrimaryContainer"].get("ModelDataUrl")
 
@@ -386,7 +391,7 @@ def _plan(name: str, model: dict, variant: dict, tags: list[dict] | None, notes:
                       endpoint=endpoint_request(name, tags=tags), notes=tuple(notes))
 
 
-def standard_plan(name: str, *, image_uri: str, role_arn: str, model_data_url: str | None = None,
+def standard_plan(name: str, *, image: ImageRef, role_arn: str, model_data_url: str | None = None,
                   hf_repo: str | None = None, hf_file: str | None = None,
                   instance_type: str = STANDARD_CPU_INSTANCE, instance_count: int = 1,
                   ctx_size: int = DEFAULT_CTX_SIZE, threads: int | None = None, n_gpu_layers: int | None = None,
@@ -397,7 +402,7 @@ def standard_plan(name: str, *, image_uri: str, role_arn: str, model_data_url: s
     gpu = is_gpu_instance(instance_type)
     if gpu:
         _check_cuda13(instance_type)
-    model = standard_model_request(name, image_uri=image_uri, role_arn=role_arn, model_data_url=model_data_url,
+    model = standard_model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
                                    hf_repo=hf_repo, hf_file=hf_file, ctx_size=ctx_size, threads=threads,
                                    n_gpu_layers=n_gpu_layers, environment=environment, tags=tags)
     variant = fixed_instance_variant(name, instance_type, instance_count=instance_count,
@@ -406,7 +411,7 @@ def standard_plan(name: str, *, image_uri: str, role_arn: str, model_data_url: s
     return _plan(name, model, variant, tags)
 
 
-def decision_cpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_url: str,
+def decision_cpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_url: str,
                       instance_type: str = DECISION_CPU_INSTANCE, instance_count: int = 1,
                       threads: int | None = None, ctx_size: int | None = None,
                       startup_timeout_s: int = STARTUP_TIMEOUT_S, download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
@@ -418,7 +423,7 @@ def decision_cpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_ur
     tags = tags if tags is not None else workshop_tags()
     if is_gpu_instance(instance_type):
         raise EndpointSpecError(f"{instance_type} is a GPU type; use decision_gpu_plan for GPUs")
-    model = decision_model_request(name, image_uri=image_uri, role_arn=role_arn, model_data_url=model_data_url,
+    model = decision_model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
                                    ctx_size=ctx_size, threads=threads or vcpus(instance_type), n_gpu_layers=0,
                                    environment=environment, tags=tags)
     variant = fixed_instance_variant(name, instance_type, instance_count=instance_count,
@@ -426,7 +431,7 @@ def decision_cpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_ur
     return _plan(name, model, variant, tags, data_capture=data_capture)
 
 
-def decision_gpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_url: str,
+def decision_gpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_url: str,
                       instance_pools: Sequence[str] = DEFAULT_GPU_POOLS, instance_count: int = 1,
                       provision_timeout_s: int = PROVISION_TIMEOUT_S, ami_version: str = GPU_AMI_VERSION,
                       n_gpu_layers: int = FULL_OFFLOAD, ctx_size: int | None = None, threads: int | None = None,
@@ -443,7 +448,7 @@ def decision_gpu_plan(name: str, *, image_uri: str, role_arn: str, model_data_ur
     for t in types:
         if not is_gpu_instance(t):
             raise InvalidInstancePools(f"{t} has no GPU; the GPU plan takes GPU types (e.g. {DEFAULT_GPU_POOLS[0]})")
-    model = decision_model_request(name, image_uri=image_uri, role_arn=role_arn, model_data_url=model_data_url,
+    model = decision_model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
                                    ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers,
                                    environment=environment, tags=tags)
     if region is not None and not regions.offers_instance_pools(region):

@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from ..errors import AwsFailure, WorkshopTimeout
 from .buckets import check_bucket_region
 from .endpoints import DeployPlan
-from .images import check_deployable, require_pinned
+from .images import check_deployable, parse_image_uri, require_pinned
 from .. import names
 from . import api
 
@@ -77,7 +77,8 @@ def _send(call, operation: str, request: dict, name: str):
 
 
 def create_model(sm_client, request: dict) -> str:
-    require_pinned(request["PrimaryContainer"]["Image"])
+    # a request may be made by hand: its image is read here, where it enters
+    require_pinned(parse_image_uri(request["PrimaryContainer"]["Image"]))
     api.validate("sagemaker", "CreateModel", request)
     return _send(sm_client.create_model, "CreateModel", request, request["ModelName"])["ModelArn"]
 
@@ -130,19 +131,18 @@ class SageMakerHosting:
         return offload_log_lines(logs_client, name), f"CloudWatch {log_group(name)}"
 
 
-def deploy(sm_client, plan: DeployPlan, *, wait: bool = True, logs_client=None, s3_client=None,
+def deploy(sm_client, plan: DeployPlan, *, region: str, wait: bool = True, logs_client=None, s3_client=None,
            progress: bool = True, poll_s: float = 30, timeout_s: float = 3600,
            hosting: SageMakerHosting | None = None, after_create=None) -> dict:
     """Create model, endpoint config and endpoint; return the latest DescribeEndpoint response.
 
-    Refuses an image not pinned by digest or in another region; with ``s3_client``
-    also checks that the model data bucket is in the endpoint's region. ``after_create(name)``
+    ``region`` is the endpoint's (the clients'). Refuses an image not pinned by digest or in another
+    region; with ``s3_client`` also checks that the model data bucket is in that region. ``after_create(name)``
     runs once CreateEndpoint was accepted and before the wait (the spend guard sets the endpoint's
     deadline there, so it exists however the wait ends).
     """
     hosting = hosting or SageMakerHosting(poll_s=poll_s, timeout_s=timeout_s)
-    region = sm_client.meta.region_name
-    check_deployable(plan.image_uri, region)
+    check_deployable(plan.image, region)
     if s3_client is not None and plan.model_data_url:
         check_bucket_region(s3_client, names.split_s3_uri(plan.model_data_url)[0], region)
     sent = hosting.adapt(plan)

@@ -4,6 +4,9 @@ AWS publishes only floating ``-v1`` tags for the llama.cpp DLC, so a tag can
 point at a different image tomorrow. Every deploy function calls
 ``require_pinned`` and refuses anything but ``repo@sha256:...``.
 
+An image reference is parsed once, where it enters (``parse_image_uri``, ``pinned_image``), into an
+``ImageRef``; the builders and flows take that value and write its ``uri`` into their requests.
+
 The decision image loads the DLC's own libllama through llama-cpp-python's ctypes
 bindings, which must match it field for field. ``DLC_PINS`` holds, per variant, a
 DLC digest together with the bindings known to match it; ``resolve_dlc`` returns
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from botocore.exceptions import ClientError
 
@@ -90,32 +93,9 @@ DLC_PINS = {
 REGIONAL_DLC_PINS: dict[str, dict[str, DlcPin]] = {}
 
 
-class ImageError(InvalidInput):
-    """An image reference the workshop cannot deploy."""
-
-
-class InvalidImageUri(ImageError):
-    pass
-
-
-class MutableImageReference(ImageError):
-    pass
-
-
-class ImageNotFound(ImageError):
-    pass
-
-
-class ImageRegionMismatch(ImageError):
-    pass
-
-
-class NotASageMakerImage(ImageError):
-    pass
-
-
-class PinnedImageMissing(ImageError):
-    pass
+class MutableImageReference(InvalidInput):
+    """An image named by a tag (or by nothing, which means ':latest'): the deploys want a digest.
+    Notebook 03 catches it to show the refusal."""
 
 
 def dlc_account(region: str) -> str:
@@ -127,28 +107,24 @@ def ecr_host(account: str, region: str) -> str:
     return f"{account}.dkr.ecr.{region}.{suffix}"
 
 
-def dlc_image_uri(region: str, variant: str = "cpu", arm64: bool = False) -> str:
-    """The SageMaker llama.cpp DLC for ``region`` by tag (mutable: pass it to resolve_digest)."""
-    if variant not in SAGEMAKER_TAGS:
-        raise ImageError(f"variant {variant!r} is not one of {', '.join(SAGEMAKER_TAGS)}")
-    if arm64 and variant != "cpu":
-        raise ImageError("the llama.cpp DLC for Graviton (arm64) is CPU only; use variant='cpu' or arm64=False")
-    repository = DLC_ARM64_REPOSITORY if arm64 else DLC_REPOSITORY
-    return f"{ecr_host(dlc_account(region), region)}/{repository}:{SAGEMAKER_TAGS[variant]}"
-
-
 _ECR_HOST = re.compile(r"(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
 class ImageRef:
+    """An image reference read once (``parse_image_uri``) and passed down as it is; ``uri`` writes it back."""
     registry: str  # host, e.g. 763104351884.dkr.ecr.us-east-1.amazonaws.com
     repository: str
     tag: str | None = None
     digest: str | None = None  # "sha256:<64 hex>"
     account: str | None = None  # set for private ECR registries
     region: str | None = None
+
+    @classmethod
+    def in_ecr(cls, account: str, region: str, repository: str, *, tag: str | None = None,
+               digest: str | None = None) -> ImageRef:
+        return cls(ecr_host(account, region), repository, tag, digest, account, region)
 
     @property
     def pinned(self) -> bool:
@@ -158,13 +134,8 @@ class ImageRef:
     def is_private_ecr(self) -> bool:
         return self.account is not None
 
-    def pinned_uri(self, digest: str | None = None) -> str:
-        digest = digest or self.digest
-        if not digest:
-            raise MutableImageReference(f"{self} has no digest to pin to")
-        return f"{self.registry}/{self.repository}@{digest}"
-
-    def __str__(self) -> str:
+    @property
+    def uri(self) -> str:
         uri = f"{self.registry}/{self.repository}"
         if self.tag:
             uri += f":{self.tag}"
@@ -172,12 +143,31 @@ class ImageRef:
             uri += f"@{self.digest}"
         return uri
 
+    @property
+    def repository_uri(self) -> str:
+        return f"{self.registry}/{self.repository}"
+
+    def at(self, digest: str) -> ImageRef:
+        """The same repository pinned to ``digest``, without a tag."""
+        return replace(self, tag=None, digest=digest)
+
+    def tagged(self, tag: str) -> ImageRef:
+        """The same repository named by ``tag`` (no digest): what a mutable reference looks like."""
+        return replace(self, tag=tag, digest=None)
+
+    def __str__(self) -> str:
+        return self.uri
+
 
 def parse_image_uri(image_uri: str) -> ImageRef:
-    """Split ``host/repo[:tag][@sha256:...]``; raise InvalidImageUri for anything else."""
-    uri = (image_uri or "").strip()
+    """Split ``host/repo[:tag][@sha256:...]``; raise InvalidImageUri for anything else.
+
+    This is where an image reference enters (a setting, a command-line flag, a recorded output, a
+    request); everything past it takes the ``ImageRef``.
+    """
+    uri = (image_uri or "").strip() if isinstance(image_uri, str) else ""
     if "/" not in uri or uri != image_uri or any(c.isspace() for c in uri):
-        raise InvalidImageUri(
+        raise InvalidInput(
             f"image URI {image_uri!r} is not a registry reference like "
             f"'<account>.dkr.ecr.<region>.amazonaws.com/<repository>@sha256:<digest>'"
         )
@@ -186,19 +176,34 @@ def parse_image_uri(image_uri: str) -> ImageRef:
     if "@" in rest:
         rest, digest = rest.split("@", 1)
         if not _DIGEST.fullmatch(digest):
-            raise InvalidImageUri(f"image URI {image_uri!r}: digest {digest!r} is not 'sha256:' + 64 hex digits")
+            raise InvalidInput(f"image URI {image_uri!r}: digest {digest!r} is not 'sha256:' + 64 hex digits")
     tag = None
     if ":" in rest:
         rest, tag = rest.rsplit(":", 1)
         if not names.is_image_tag(tag):
-            raise InvalidImageUri(f"image URI {image_uri!r}: tag {tag!r} is not a valid image tag")
+            raise InvalidInput(f"image URI {image_uri!r}: tag {tag!r} is not a valid image tag")
     if not names.IMAGE_REPOSITORY.fullmatch(rest):
-        raise InvalidImageUri(f"image URI {image_uri!r}: repository {rest!r} is not a valid repository name")
+        raise InvalidInput(f"image URI {image_uri!r}: repository {rest!r} is not a valid repository name")
     host = _ECR_HOST.fullmatch(registry)
     return ImageRef(
         registry=registry, repository=rest, tag=tag, digest=digest,
         account=host["account"] if host else None, region=host["region"] if host else None,
     )
+
+
+def dlc_image(region: str, variant: str = "cpu", arm64: bool = False) -> ImageRef:
+    """The SageMaker llama.cpp DLC for ``region`` by tag (mutable: pass it to resolve_digest)."""
+    if variant not in SAGEMAKER_TAGS:
+        raise InvalidInput(f"variant {variant!r} is not one of {', '.join(SAGEMAKER_TAGS)}")
+    if arm64 and variant != "cpu":
+        raise InvalidInput("the llama.cpp DLC for Graviton (arm64) is CPU only; use variant='cpu' or arm64=False")
+    repository = DLC_ARM64_REPOSITORY if arm64 else DLC_REPOSITORY
+    return ImageRef.in_ecr(dlc_account(region), region, repository, tag=SAGEMAKER_TAGS[variant])
+
+
+def dlc_image_uri(region: str, variant: str = "cpu", arm64: bool = False) -> str:
+    """``dlc_image``'s URI, as the docs and messages show it."""
+    return dlc_image(region, variant, arm64).uri
 
 
 def _describe_command(ref: ImageRef) -> str:
@@ -209,84 +214,87 @@ def _describe_command(ref: ImageRef) -> str:
     )
 
 
-def require_pinned(image_uri: str) -> str:
-    """Return ``image_uri`` if it names a digest; otherwise raise MutableImageReference."""
-    ref = parse_image_uri(image_uri)
-    if ref.pinned:
-        return image_uri
-    what = f"tag {ref.tag!r}" if ref.tag else "no tag or digest (that means ':latest')"
+def require_pinned(image: ImageRef) -> ImageRef:
+    """Return ``image`` if it names a digest; otherwise raise MutableImageReference."""
+    if image.pinned:
+        return image
+    what = f"tag {image.tag!r}" if image.tag else "no tag or digest (that means ':latest')"
     raise MutableImageReference(
-        f"image {image_uri!r} is referenced by {what}, which can move to another image later. "
-        f"Pin it by digest: workshop_lib.aws.images.resolve_digest(ecr_client, {image_uri!r}), or run "
-        f"`{_describe_command(ref)}` and deploy {ref.registry}/{ref.repository}@<that digest>."
+        f"image {image.uri!r} is referenced by {what}, which can move to another image later. "
+        f"Pin it by digest: workshop_lib.aws.images.resolve_digest(ecr_client, {image.uri!r}), or run "
+        f"`{_describe_command(image)}` and deploy {image.repository_uri}@<that digest>."
     )
 
 
-def check_deployable(image_uri: str, region: str) -> str:
+def pinned_image(image_uri: str) -> ImageRef:
+    """Parse ``image_uri`` and require a digest: the edge for an image a deploy is given."""
+    return require_pinned(parse_image_uri(image_uri))
+
+
+def check_deployable(image: ImageRef, region: str) -> ImageRef:
     """require_pinned, plus what SageMaker needs: a private ECR registry in the endpoint's region."""
-    require_pinned(image_uri)
-    ref = parse_image_uri(image_uri)
-    if not ref.is_private_ecr:
-        raise ImageRegionMismatch(
-            f"image {image_uri!r} is not in a private ECR registry; SageMaker endpoints pull from ECR in "
+    require_pinned(image)
+    if not image.is_private_ecr:
+        raise InvalidInput(
+            f"image {image.uri!r} is not in a private ECR registry; SageMaker endpoints pull from ECR in "
             f"their own region (for the DLC use {dlc_image_uri(region)!r}, then resolve_digest)"
         )
-    if ref.region != region:
-        raise ImageRegionMismatch(
-            f"image {image_uri!r} is in {ref.region} but the endpoint region is {region}; use the image from "
+    if image.region != region:
+        raise InvalidInput(
+            f"image {image.uri!r} is in {image.region} but the endpoint region is {region}; use the image from "
             f"{region} (the DLC registry is {ecr_host(dlc_account(region), region)}) or push your image there"
         )
-    return image_uri
+    return image
 
 
-def resolve_digest(ecr_client, image_uri: str) -> str:
-    """Ask ECR which digest a tag points at now; return ``registry/repo@sha256:...``.
+def resolve_digest(ecr_client, image: ImageRef) -> ImageRef:
+    """Ask ECR which digest a tag points at now; return the image pinned to it (without its tag).
 
-    An already pinned reference is returned unchanged (without any tag).
+    An already pinned reference comes back pinned, without any tag, and ECR is not asked.
     """
-    ref = parse_image_uri(image_uri)
-    if ref.pinned:
-        return ref.pinned_uri()
-    if not ref.is_private_ecr:
-        raise InvalidImageUri(f"image {image_uri!r} is not in a private ECR registry; resolve_digest needs one")
-    if ref.repository in (DLC_REPOSITORY, DLC_ARM64_REPOSITORY) and ref.tag and not ref.tag.startswith("server-sagemaker-"):
-        raise NotASageMakerImage(
-            f"tag {ref.tag!r} of the llama.cpp DLC is the EC2 image, which lacks /ping and /invocations; "
+    if image.pinned:
+        return image.at(image.digest)
+    if not image.is_private_ecr:
+        raise InvalidInput(f"image {image.uri!r} is not in a private ECR registry; resolve_digest needs one")
+    if (image.repository in (DLC_REPOSITORY, DLC_ARM64_REPOSITORY) and image.tag
+            and not image.tag.startswith("server-sagemaker-")):
+        raise InvalidInput(
+            f"tag {image.tag!r} of the llama.cpp DLC is the EC2 image, which lacks /ping and /invocations; "
             f"use {', '.join(SAGEMAKER_TAGS.values())} (dlc_image_uri() builds the right URI)"
         )
-    tag = ref.tag or "latest"
+    tag = image.tag or "latest"
     try:
         response = ecr_client.describe_images(
-            registryId=ref.account, repositoryName=ref.repository, imageIds=[{"imageTag": tag}]
+            registryId=image.account, repositoryName=image.repository, imageIds=[{"imageTag": tag}]
         )
         digest = response["imageDetails"][0]["imageDigest"]
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         if code in ("ImageNotFoundException", "RepositoryNotFoundException"):
-            raise ImageNotFound(
-                f"ECR has no image {ref.repository}:{tag} in registry {ref.account} ({ref.region}): "
+            raise InvalidInput(
+                f"ECR has no image {image.repository}:{tag} in registry {image.account} ({image.region}): "
                 f"{exc.response['Error'].get('Message', code)}. Check the region, repository and tag."
             ) from None
         if code != "AccessDeniedException":
             raise
         # Some registries allow pulling but not DescribeImages; BatchGetImage is part of a pull.
         response = ecr_client.batch_get_image(
-            registryId=ref.account, repositoryName=ref.repository, imageIds=[{"imageTag": tag}]
+            registryId=image.account, repositoryName=image.repository, imageIds=[{"imageTag": tag}]
         )
         if not response.get("images"):
             failure = (response.get("failures") or [{}])[0]
-            raise ImageNotFound(
-                f"ECR could not return {ref.repository}:{tag} from registry {ref.account}: "
+            raise InvalidInput(
+                f"ECR could not return {image.repository}:{tag} from registry {image.account}: "
                 f"{failure.get('failureReason', 'no image')}"
             ) from None
         digest = response["images"][0]["imageId"]["imageDigest"]
-    return ref.pinned_uri(digest)
+    return image.at(digest)
 
 
 def dlc_pin(variant: str, region: str | None = None) -> DlcPin:
     """The pin of ``variant`` for ``region``: the region's own (REGIONAL_DLC_PINS) or the default."""
     if variant not in DLC_PINS:
-        raise ImageError(f"variant {variant!r} is not one of {', '.join(DLC_PINS)}")
+        raise InvalidInput(f"variant {variant!r} is not one of {', '.join(DLC_PINS)}")
     return REGIONAL_DLC_PINS.get(region or "", {}).get(variant, DLC_PINS[variant])
 
 
@@ -295,15 +303,20 @@ def dlc_digest_table(regions) -> dict[str, dict[str, str]]:
     return {region: {variant: dlc_pin(variant, region).digest for variant in DLC_PINS} for region in regions}
 
 
-def pinned_dlc_uri(region: str, variant: str = "cpu") -> str:
+def pinned_dlc(region: str, variant: str = "cpu") -> ImageRef:
     """The pinned DLC digest in ``region``'s DLC registry (where SageMaker and CodeBuild pull it from)."""
-    return f"{ecr_host(dlc_account(region), region)}/{DLC_REPOSITORY}@{dlc_pin(variant, region).digest}"
+    return ImageRef.in_ecr(dlc_account(region), region, DLC_REPOSITORY, digest=dlc_pin(variant, region).digest)
+
+
+def pinned_dlc_uri(region: str, variant: str = "cpu") -> str:
+    """``pinned_dlc``'s URI (the packaging build's environment and the notebooks show it)."""
+    return pinned_dlc(region, variant).uri
 
 
 def pinned_dlc_present(ecr_client, region: str, variant: str = "cpu") -> bool:
     """Whether ``region``'s DLC registry holds the pinned digest (DescribeImages, else BatchGetImage,
     which pulling needs anyway). Other errors (throttling, a broken endpoint) are raised."""
-    ref = parse_image_uri(pinned_dlc_uri(region, variant))
+    ref = pinned_dlc(region, variant)
     ids = [{"imageDigest": ref.digest}]
     try:
         ecr_client.describe_images(registryId=ref.account, repositoryName=ref.repository, imageIds=ids)
@@ -318,7 +331,7 @@ def pinned_dlc_present(ecr_client, region: str, variant: str = "cpu") -> bool:
     return bool(found.get("images"))
 
 
-def resolve_dlc(ecr_client, region: str, variant: str = "cpu", *, follow_tag: bool = False) -> str:
+def resolve_dlc(ecr_client, region: str, variant: str = "cpu", *, follow_tag: bool = False) -> ImageRef:
     """The DLC to build and deploy on: the pinned digest, checked to exist in the region's registry.
 
     ``follow_tag=True`` resolves the floating SageMaker tag instead, with a warning: the bindings
@@ -326,18 +339,18 @@ def resolve_dlc(ecr_client, region: str, variant: str = "cpu", *, follow_tag: bo
     """
     pin = dlc_pin(variant, region)
     if follow_tag:
-        tagged = resolve_digest(ecr_client, dlc_image_uri(region, variant))
-        if not tagged.endswith(pin.digest):
+        tagged = resolve_digest(ecr_client, dlc_image(region, variant))
+        if tagged.digest != pin.digest:
             warnings.warn(
-                f"following {SAGEMAKER_TAGS[variant]} gives {tagged.rsplit('@', 1)[1][:19]}..., not the pinned "
+                f"following {SAGEMAKER_TAGS[variant]} gives {tagged.digest[:19]}..., not the pinned "
                 f"{pin.digest[:19]}...: the bindings {pin.bindings!r} may not match its libllama. The image build's "
                 "bindings proof stops the build if they do not.", stacklevel=2)
         return tagged
-    uri = pinned_dlc_uri(region, variant)
+    pinned = pinned_dlc(region, variant)
     if not pinned_dlc_present(ecr_client, region, variant):
-        raise PinnedImageMissing(
-            f"the llama.cpp DLC registry of {region} ({parse_image_uri(uri).registry}) does not hold the pinned "
+        raise InvalidInput(
+            f"the llama.cpp DLC registry of {region} ({pinned.registry}) does not hold the pinned "
             f"{variant} image {pin.digest}. Deploy in a region whose registry holds it, or follow the floating tag "
             f"(notebook 02's choice, or resolve_dlc(..., follow_tag=True)): the decision image's build-time proof "
             f"of the bindings then decides whether they match it.")
-    return uri
+    return pinned

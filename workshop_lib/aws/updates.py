@@ -28,7 +28,7 @@ from ..config import check_resource_name
 from ..errors import AwsFailure, InvalidInput
 from .deploy_spec import DeploySpec, ENDPOINT_NAME_ENV, plan_for
 from .endpoints import DeployPlan, endpoint_request, is_version, version_name
-from .images import check_deployable
+from .images import ImageRef, check_deployable
 from . import api, hosting as hosting_module, teardown
 
 ALL_AT_ONCE, CANARY = "ALL_AT_ONCE", "CANARY"
@@ -149,16 +149,16 @@ class UpdatePlan:
         return json.dumps(dict(self.requests()), indent=2)
 
 
-def update_plan(spec: DeploySpec, *, endpoint_name: str, role_arn: str, region: str, image_uri: str,
+def update_plan(spec: DeploySpec, *, endpoint_name: str, role_arn: str, region: str, image: ImageRef,
                 model_data_url: str, rollback_alarms: Sequence[str], version: str | None = None,
                 routing: str = ALL_AT_ONCE, instance_count: int = 1, data_capture: dict | None = None,
                 **deployment) -> UpdatePlan:
-    """The requests that roll ``endpoint_name`` to ``image_uri`` and ``model_data_url`` with ``spec``'s
+    """The requests that roll ``endpoint_name`` to ``image`` and ``model_data_url`` with ``spec``'s
     settings (and ``data_capture``, as the deploy sends it), as a new version (``version_name``); pure:
     nothing is sent. The adapter's metrics keep the endpoint's name, not the version's."""
     check_resource_name(endpoint_name, "endpoint")
     version = version or version_name(endpoint_name)
-    made = plan_for(spec, name=version, role_arn=role_arn, region=region, image_uri=image_uri,
+    made = plan_for(spec, name=version, role_arn=role_arn, region=region, image=image,
                     model_data_url=model_data_url, data_capture=data_capture)
     model = made.model
     env = model["PrimaryContainer"].get("Environment") or {}
@@ -237,14 +237,15 @@ def wait_rollout(sm_client, endpoint_name: str, *, delay_s: float = 30, max_atte
                        "updates.wait_rollout, or read its status with describe_endpoint")
 
 
-def roll_out(sm_client, plan: UpdatePlan, *, hosting=None, delay_s: float = 30, max_attempts: int = 240,
+def roll_out(sm_client, plan: UpdatePlan, *, region: str, hosting=None, delay_s: float = 30, max_attempts: int = 240,
              report: Callable[[str], None] | None = None, sleep=time.sleep) -> Rollout:
     """Create the version's model and endpoint config, send UpdateEndpoint, and wait for the endpoint to be
-    InService again; the result says which config it serves (the old one: rolled back)."""
+    InService again; the result says which config it serves (the old one: rolled back). ``region`` is the
+    endpoint's, which the new image must be in."""
 
     hosting = hosting or hosting_module.SageMakerHosting()
     started = time.perf_counter()
-    check_deployable(plan.image_uri, sm_client.meta.region_name)
+    check_deployable(plan.version_plan.image, region)
     before = sm_client.describe_endpoint(EndpointName=plan.endpoint_name)
     if before["EndpointStatus"] != "InService":
         raise UpdateFailed(f"endpoint {plan.endpoint_name} is {before['EndpointStatus']}; an update starts from "

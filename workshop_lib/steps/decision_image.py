@@ -9,7 +9,6 @@ import time
 from dataclasses import dataclass, field
 
 from ..aws import codebuild, endpoints, images
-from ..config import WorkshopConfig
 from .context import Text, Workshop, _Shown, _on_path, require_bucket, require_codebuild_role
 
 
@@ -17,11 +16,15 @@ def resolve_dlc(workshop: Workshop, variant: str = "cpu", *, follow_tag: bool = 
     """The llama.cpp DLC for the config's region: the digest pinned with its matching bindings
     (``images.dlc_pin``), checked to be in the region's registry; ``follow_tag`` (or notebook 02's choice,
     ``check_dlc_pins``) takes the floating tag."""
+    return _resolved_dlc(workshop, variant, follow_tag=follow_tag).uri
+
+
+def _resolved_dlc(workshop: Workshop, variant: str, *, follow_tag: bool = False) -> images.ImageRef:
     config = workshop.config
     c = workshop.clients
     follow_tag = follow_tag or workshop.outputs().get("follow_dlc_tag") is True
     pinned = images.resolve_dlc(c.ecr, config.region, variant, follow_tag=follow_tag)
-    workshop.remember(**{f"dlc_{variant}": pinned})
+    workshop.remember(**{f"dlc_{variant}": pinned.uri})
     pin = images.dlc_pin(variant, config.region)
     note = " (a stand-in manifest in the emulated registry)" if c.local else ""
     how = f"following {images.SAGEMAKER_TAGS[variant]}" if follow_tag else f"pinned with bindings {pin.bindings}"
@@ -29,8 +32,7 @@ def resolve_dlc(workshop: Workshop, variant: str = "cpu", *, follow_tag: bool = 
     return pinned
 
 
-def _image_tag_of(pinned: str, config: WorkshopConfig, ecr) -> str | None:
-    ref = images.parse_image_uri(pinned)
+def _image_tag_of(ref: images.ImageRef, ecr) -> str | None:
     details = ecr.describe_images(repositoryName=ref.repository, imageIds=[{"imageDigest": ref.digest}],
                                   **({"registryId": ref.account} if ref.account else {}))["imageDetails"]
     tags = details[0].get("imageTags") or [] if details else []
@@ -69,15 +71,17 @@ def build_decision_image(workshop: Workshop, variant: str = "cpu", *, base_image
     c = workshop.clients
     require_bucket(workshop)
     require_codebuild_role(workshop)
-    base = base_image or resolve_dlc(workshop, "cuda" if variant == "gpu" else "cpu")
+    base = (images.parse_image_uri(base_image) if base_image
+            else _resolved_dlc(workshop, "cuda" if variant == "gpu" else "cpu"))
     pinned = codebuild.build_decision_image(
-        c.codebuild, c.ecr, c.s3, c.logs, base_image=base, service_role_arn=config.codebuild_role_arn,
+        c.codebuild, c.ecr, c.s3, c.logs, base_image=base, region=config.region,
+        service_role_arn=config.codebuild_role_arn,
         source_bucket=config.bucket, dockerfile="Dockerfile.gpu" if variant == "gpu" else "Dockerfile",
         repository_name=config.ecr_repository, source_prefix=f"{config.prefix}/{codebuild.SOURCE_PREFIX}",
         progress=progress, runner=c.builds, **({"image_tag": image_tag} if image_tag else {}))
-    workshop.remember(**{f"decision_image_{variant}": pinned})
+    workshop.remember(**{f"decision_image_{variant}": pinned.uri})
     limits = c.builds.not_exercised(codebuild.IMAGE_BUILD_PROJECT)
-    return ImageResult(variant, pinned, base, time.perf_counter() - started, [limits] if limits else [])
+    return ImageResult(variant, pinned.uri, base.uri, time.perf_counter() - started, [limits] if limits else [])
 
 
 def decision_image(workshop: Workshop, variant: str = "cpu") -> str:
@@ -91,12 +95,10 @@ def refuse_mutable_tag(workshop: Workshop, variant: str | None = None) -> Text:
     if config.mode == "aws" and config.deploy_path == "standard":
         return Text("skipped: the standard path builds no image (notebook 00)")
     variant = variant or ("gpu" if config.deploy_path == "decision-gpu" else "cpu")
-    pinned = decision_image(workshop, variant)
-    tag = _image_tag_of(pinned, config, workshop.clients.ecr) or "latest"
-    ref = images.parse_image_uri(pinned)
-    tagged = f"{ref.registry}/{ref.repository}:{tag}"
+    pinned = images.parse_image_uri(decision_image(workshop, variant))
+    tagged = pinned.tagged(_image_tag_of(pinned, workshop.clients.ecr) or "latest")
     try:
-        endpoints.decision_cpu_plan(config.cpu_endpoint_name, image_uri=tagged, role_arn=config.sagemaker_role_arn,
+        endpoints.decision_cpu_plan(config.cpu_endpoint_name, image=tagged, role_arn=config.sagemaker_role_arn,
                                     model_data_url=config.model_data_url)
     except images.MutableImageReference as exc:
         return Text(f"refused {tagged}:\n  {exc}")

@@ -74,7 +74,7 @@ def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, w
     c = workshop.clients
     hours = workshop.config.ttl_hours  # a bad endpoint_ttl_hours is refused here, before anything is created
     deadline: list[str] = []
-    described = hosting.deploy(c.sm, plan, wait=wait, logs_client=c.logs, s3_client=c.s3, progress=progress,
+    described = hosting.deploy(c.sm, plan, region=workshop.config.region, wait=wait, logs_client=c.logs, s3_client=c.s3, progress=progress,
                                  hosting=c.hosting,
                                  after_create=lambda name: deadline.append(_guard(workshop, name, hours)))
     url, notes = c.hosting.served(plan.name)
@@ -231,14 +231,20 @@ def check_dlc_pins(workshop: Workshop, follow_tag: bool = False) -> Text:
                 problem=f"the pinned DLC digests are not in {config.region}'s registry")
 
 
-def _recorded_image(workshop: Workshop, path: str) -> str:
+def _recorded_image(workshop: Workshop, path: str) -> images.ImageRef:
     """The image the deploy of ``path`` uses when none is given, as recorded or pinned; nothing is looked up."""
     config = workshop.config
     if path == "standard":
         if follows_dlc_tag(workshop):  # the floating tag's digest is known once notebook 02 resolved it
-            return workshop.recall("dlc_cpu", "02_deploy_standard_endpoint")
-        return images.pinned_dlc_uri(config.region, "cpu")
-    return workshop.recall(f"decision_image_{'gpu' if path == 'decision-gpu' else 'cpu'}", "03_build_decision_image")
+            return images.parse_image_uri(workshop.recall("dlc_cpu", "02_deploy_standard_endpoint"))
+        return images.pinned_dlc(config.region, "cpu")
+    return images.parse_image_uri(workshop.recall(f"decision_image_{'gpu' if path == 'decision-gpu' else 'cpu'}",
+                                                  "03_build_decision_image"))
+
+
+def _given_image(workshop: Workshop, image_uri: str | None, path: str) -> images.ImageRef:
+    """The image a caller named (read here, once), else the one recorded for ``path``."""
+    return images.parse_image_uri(image_uri) if image_uri else _recorded_image(workshop, path)
 
 
 def _resolved_image(workshop: Workshop, path: str) -> str:
@@ -261,7 +267,7 @@ def deploy_plan(workshop: Workshop, spec: DeploySpec) -> endpoints.DeployPlan:
     # SageMaker's role reads, and the CodeBuild role writes, only the workshop's model folder.
     model_data_url = config.check_model_uri(spec.model_data_url or _model_data_url(workshop), "model data URL")
     return plan_for(spec, name=config.endpoint_name(spec.path), role_arn=config.sagemaker_role_arn,
-                    region=config.region, image_uri=spec.image_uri or _recorded_image(workshop, spec.path),
+                    region=config.region, image=_given_image(workshop, spec.image_uri, spec.path),
                     model_data_url=model_data_url, data_capture=capture.data_capture_config(
                         capture.destination_uri(config), config.capture_percent))
 

@@ -12,7 +12,7 @@ from ..aws import alarms, capture, teardown, updates
 from ..aws.capture import data_capture_config, destination_uri
 from ..aws.deploy_spec import DeploySpec
 from .context import StepError, Text, Workshop, _Shown, _short
-from .deploy import _model_data_url, _recorded_image
+from .deploy import _given_image, _model_data_url
 from .invoke import decision_endpoint
 from .package import package_model
 
@@ -157,7 +157,7 @@ def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_u
     spec = DeploySpec(path, ctx_size=ctx_size, threads=threads)
     capture = data_capture_config(destination_uri(config), config.capture_percent)  # as the deploy sends it
     plan = updates.update_plan(spec, endpoint_name=name, role_arn=config.sagemaker_role_arn, region=config.region,
-                               image_uri=image_uri or _recorded_image(workshop, path), model_data_url=model_data_url,
+                               image=_given_image(workshop, image_uri, path), model_data_url=model_data_url,
                                rollback_alarms=rollback, routing=routing, data_capture=capture,
                                **({"bake_s": bake_s} if bake_s is not None else {}))
     if dry_run:
@@ -173,7 +173,7 @@ def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_u
         if progress:
             print(line, flush=True)
 
-    rollout = updates.roll_out(c.sm, plan, hosting=c.hosting, delay_s=0.2 if workshop.local else 30, report=report)
+    rollout = updates.roll_out(c.sm, plan, region=config.region, hosting=c.hosting, delay_s=0.2 if workshop.local else 30, report=report)
     return UpdateResult(plan, rollout, why, seen, printed=progress)
 
 

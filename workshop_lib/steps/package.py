@@ -47,7 +47,7 @@ def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, calibr
     packaged = codebuild.package_model_in_codebuild(
         c.codebuild, c.s3, c.logs, model_s3_uri=model_s3_uri or config.s3_uri("model"), service_role_arn=config.codebuild_role_arn,
         source_bucket=config.bucket, source_prefix=f"{config.prefix}/{codebuild.SOURCE_PREFIX}", progress=progress,
-        runner=c.builds, calibration=calibration)
+        runner=c.builds, calibration=calibration, region=config.region)
     workshop.remember(model_data_url=packaged.model_data_url)
     limits = c.builds.not_exercised(codebuild.MODEL_PACKAGE_PROJECT)
     return PackageResult(packaged.model_data_url, packaged.manifest, f"by CodeBuild (build {packaged.build_id})",

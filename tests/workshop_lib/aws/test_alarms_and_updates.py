@@ -15,6 +15,7 @@ from workshop_lib.aws import alarms, api, teardown, endpoints, hosting, iam, pol
 from workshop_lib.local import permissions
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
+from workshop_lib.aws.images import parse_image_uri
 
 from .values import DECISION_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -152,7 +153,7 @@ def test_an_update_needs_between_one_and_ten_rollback_alarms():
 def test_the_update_plan_is_a_new_version_of_the_deploys_shape():
     when = datetime.datetime(2026, 12, 1, 15, 36, 4, tzinfo=datetime.timezone.utc)
     plan = updates.update_plan(DeploySpec("decision-cpu", threads=4), endpoint_name=NAME, role_arn=ROLE,
-                               region=REGION, image_uri=DECISION_PINNED, model_data_url=MODEL_DATA,
+                               region=REGION, image=parse_image_uri(DECISION_PINNED), model_data_url=MODEL_DATA,
                                rollback_alarms=alarms.rollback_alarms(NAME), version=updates.version_name(NAME, when))
     assert plan.version == f"{NAME}-20261201153604" and updates.is_version(NAME, plan.version)
     assert plan.model["ModelName"] == plan.version
@@ -262,14 +263,14 @@ class EmulatorOnlyRollout(hosting.SageMakerHosting):
 def test_a_second_update_deletes_the_version_it_replaced_and_cleanup_the_one_served(clients):
     sm = clients.sm
     spec = DeploySpec("decision-cpu", instance_type="ml.c5.2xlarge")
-    first = plan_for(spec, name=NAME, role_arn=ROLE, region=REGION, image_uri=DECISION_PINNED, model_data_url=MODEL_DATA)
-    hosting.deploy(sm, first, progress=False, poll_s=0)
+    first = plan_for(spec, name=NAME, role_arn=ROLE, region=REGION, image=parse_image_uri(DECISION_PINNED), model_data_url=MODEL_DATA)
+    hosting.deploy(sm, first, region=REGION, progress=False, poll_s=0)
     versions = []
     for second in (1, 2):
-        plan = updates.update_plan(spec, endpoint_name=NAME, role_arn=ROLE, region=REGION, image_uri=DECISION_PINNED,
+        plan = updates.update_plan(spec, endpoint_name=NAME, role_arn=ROLE, region=REGION, image=parse_image_uri(DECISION_PINNED),
                                    model_data_url=MODEL_DATA, rollback_alarms=alarms.rollback_alarms(NAME),
                                    version=f"{NAME}-2026120115360{second}")
-        rollout = updates.roll_out(sm, plan, hosting=EmulatorOnlyRollout(), delay_s=0, sleep=lambda s: None)
+        rollout = updates.roll_out(sm, plan, region=REGION, hosting=EmulatorOnlyRollout(), delay_s=0, sleep=lambda s: None)
         assert rollout.ok and rollout.config_name == plan.version
         versions.append(plan.version)
     assert f"the version it replaced, {versions[0]}: endpoint config deleted; model deleted" in str(rollout)

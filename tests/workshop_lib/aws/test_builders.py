@@ -9,7 +9,7 @@ import zipfile
 import pytest
 
 from workshop_lib.aws import api, build_projects, codebuild as builds
-from workshop_lib.aws.images import DLC_PINS, MutableImageReference
+from workshop_lib.aws.images import DLC_PINS, MutableImageReference, parse_image_uri
 from workshop_lib.models import EMBEDDED_MODEL, PINNED_MODEL, ModelFile, ModelSpec, TokenizerSource
 
 from tests.support.buildspec import REPO_ROOT
@@ -142,39 +142,43 @@ def test_model_s3_prefix_refuses(uri):
 
 # ---------------------------------------------------------------- image build inputs
 
+def _build_env(base: str, repository: str, *args):
+    return builds.image_build_env(parse_image_uri(base), parse_image_uri(repository), *args)
+
+
 def test_image_build_env():
-    env = builds.image_build_env(BASE, REPOSITORY, "gpu-20250101-120000", "container/Dockerfile.gpu")
+    env = _build_env(BASE, REPOSITORY, "gpu-20250101-120000", "container/Dockerfile.gpu")
     assert env == {"BASE_IMAGE": BASE, "REPOSITORY_URI": REPOSITORY,
                    "IMAGE_TAG": "gpu-20250101-120000", "DOCKERFILE": "Dockerfile.gpu",
                    # the CUDA DLC's matching bindings travel with the build, minus what its libllama lacks
                    "LLAMA_CPP_PYTHON": DLC_PINS["cuda"].bindings,
                    "DROP_BINDINGS": "llama_adapter_lora_init_from_file_ptr"}
-    cpu = builds.image_build_env(BASE, REPOSITORY, "cpu-1", "Dockerfile")
+    cpu = _build_env(BASE, REPOSITORY, "cpu-1", "Dockerfile")
     assert (cpu["LLAMA_CPP_PYTHON"], cpu["DROP_BINDINGS"]) == ("llama-cpp-python==0.3.35", "")
 
 
 def test_image_build_env_wants_the_dlc_registry_of_the_region():
     base = "626614931356.dkr.ecr.af-south-1.amazonaws.com/llama-cpp@sha256:" + "34" * 32
     repo = "123456789012.dkr.ecr.af-south-1.amazonaws.com/semif-llamacpp-dlc"
-    assert builds.image_build_env(base, repo, "cpu-1")["BASE_IMAGE"] == base
+    assert _build_env(base, repo, "cpu-1")["BASE_IMAGE"] == base
     with pytest.raises(builds.BuildSpecError, match="not in af-south-1's DLC registry"):
-        builds.image_build_env(base.replace("626614931356", "763104351884"), repo, "cpu-1")
+        _build_env(base.replace("626614931356", "763104351884"), repo, "cpu-1")
 
 
 def test_image_build_env_refuses():
     with pytest.raises(MutableImageReference, match="Pin it by digest"):
-        builds.image_build_env(BASE.split("@")[0] + ":server-sagemaker-cpu-v1", REPOSITORY, "cpu-1")
+        _build_env(BASE.split("@")[0] + ":server-sagemaker-cpu-v1", REPOSITORY, "cpu-1")
     with pytest.raises(builds.BuildSpecError, match="us-east-1 but the build and its repository are in eu-west-1"):
-        builds.image_build_env(BASE, REPOSITORY.replace("us-east-1", "eu-west-1"), "cpu-1")
+        _build_env(BASE, REPOSITORY.replace("us-east-1", "eu-west-1"), "cpu-1")
     with pytest.raises(builds.BuildSpecError, match="private regional ECR"):
-        builds.image_build_env("public.ecr.aws/deep-learning-containers/llama-cpp@sha256:" + "12" * 32,
+        _build_env("public.ecr.aws/deep-learning-containers/llama-cpp@sha256:" + "12" * 32,
                                REPOSITORY, "cpu-1")
     with pytest.raises(builds.BuildSpecError, match="not an ECR repository"):
-        builds.image_build_env(BASE, REPOSITORY + ":latest", "cpu-1")
+        _build_env(BASE, REPOSITORY + ":latest", "cpu-1")
     with pytest.raises(builds.BuildSpecError, match="image tag"):
-        builds.image_build_env(BASE, REPOSITORY, "-bad tag")
+        _build_env(BASE, REPOSITORY, "-bad tag")
     with pytest.raises(builds.BuildSpecError, match="Dockerfile.gpu"):
-        builds.image_build_env(BASE, REPOSITORY, "cpu-1", "Dockerfile.arm")
+        _build_env(BASE, REPOSITORY, "cpu-1", "Dockerfile.arm")
 
 
 def test_default_image_tag():

@@ -21,7 +21,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
-from workshop_lib.aws.images import DLC_PINS
+from workshop_lib.aws.images import DLC_PINS, parse_image_uri
 from workshop_lib.aws import codebuild as builds
 from workshop_lib.models import PINNED_MODEL, ModelFile, ModelSpec
 from workshop_lib.packaging import build_manifest, package_local
@@ -78,14 +78,14 @@ def test_ensure_ecr_repository_refuses_an_existing_mutable_one(clients):
         builds.ensure_ecr_repository(clients["ecr"], builds.ecr_repository_request("shared-repo"))
 
 
-def test_image_digest_by_name_and_by_uri(clients):
+def test_image_digest_pins_the_pushed_tag_of_a_repository(clients):
     ecr = clients["ecr"]
     uri = builds.ensure_ecr_repository(ecr, builds.ecr_repository_request("semif-llamacpp-dlc"))
     digest = push_image(ecr, "semif-llamacpp-dlc", "cpu-1")
-    assert builds.image_digest(ecr, "semif-llamacpp-dlc", "cpu-1") == f"{uri}@{digest}"
-    assert builds.image_digest(ecr, uri, "cpu-1") == f"{uri}@{digest}"
+    repository = parse_image_uri(uri)
+    assert builds.image_digest(ecr, repository, "cpu-1").uri == f"{uri}@{digest}"
     with pytest.raises(builds.ImageNotPushed, match="cpu-2"):
-        builds.image_digest(ecr, uri, "cpu-2")
+        builds.image_digest(ecr, repository, "cpu-2")
 
 
 # ---------------------------------------------------------------- S3
@@ -141,7 +141,7 @@ def test_package_model_in_codebuild_moto_with_manifest_written_by_the_test(clien
 
     packaged = builds.package_model_in_codebuild(
         codebuild, s3, clients["logs"], model_s3_uri=f"s3://{BUCKET}/semif-llamacpp/model.tar.gz",
-        service_role_arn=ROLE, source_bucket=BUCKET, progress=False, poll_s=0)
+        service_role_arn=ROLE, source_bucket=BUCKET, progress=False, poll_s=0, region=REGION)
 
     assert packaged.model_data_url == f"s3://{BUCKET}/semif-llamacpp/model.tar.gz"
     assert packaged.manifest == manifest
@@ -160,14 +160,14 @@ def test_package_model_in_codebuild_moto_refuses_a_foreign_manifest(clients):
     with pytest.raises(builds.ManifestMismatch, match=PINNED_MODEL.gguf.sha256):
         builds.package_model_in_codebuild(clients["codebuild"], clients["s3"], clients["logs"],
                                           model_s3_uri=f"s3://{BUCKET}/m/", service_role_arn=ROLE,
-                                          source_bucket=BUCKET, progress=False, poll_s=0)
+                                          source_bucket=BUCKET, progress=False, poll_s=0, region=REGION)
 
 
 def test_package_model_in_codebuild_moto_without_upload(clients):
     with pytest.raises(builds.BuildError, match="did not upload"):
         builds.package_model_in_codebuild(clients["codebuild"], clients["s3"], clients["logs"],
                                           model_s3_uri=f"s3://{BUCKET}/empty/", service_role_arn=ROLE,
-                                          source_bucket=BUCKET, progress=False, poll_s=0)
+                                          source_bucket=BUCKET, progress=False, poll_s=0, region=REGION)
 
 
 def test_build_decision_image_moto_reads_the_digest_of_the_pushed_tag(clients):
@@ -177,10 +177,11 @@ def test_build_decision_image_moto_reads_the_digest_of_the_pushed_tag(clients):
     digest = push_image(ecr, builds.ECR_REPOSITORY, "gpu-1")
     sent = capture(codebuild, "StartBuild")
 
-    pinned = builds.build_decision_image(codebuild, ecr, clients["s3"], clients["logs"], base_image=BASE,
-                                         service_role_arn=ROLE, source_bucket=BUCKET, dockerfile="Dockerfile.gpu",
+    pinned = builds.build_decision_image(codebuild, ecr, clients["s3"], clients["logs"],
+                                         base_image=parse_image_uri(BASE), region=REGION, service_role_arn=ROLE,
+                                         source_bucket=BUCKET, dockerfile="Dockerfile.gpu",
                                          image_tag="gpu-1", progress=False, poll_s=0)
-    assert pinned == f"{uri}@{digest}"
+    assert pinned.uri == f"{uri}@{digest}"
     overrides = {v["name"]: v["value"] for v in sent[0]["environmentVariablesOverride"]}
     assert overrides == {"BASE_IMAGE": BASE, "REPOSITORY_URI": uri,
                          "IMAGE_TAG": "gpu-1", "DOCKERFILE": "Dockerfile.gpu",
@@ -201,7 +202,8 @@ def test_build_decision_image_refuses_bad_inputs_before_any_call(clients, base, 
     kwargs = {"service_role_arn": ROLE, **kwargs}
     with pytest.raises(ValueError, match=message):
         builds.build_decision_image(clients["codebuild"], clients["ecr"], clients["s3"], clients["logs"],
-                                    base_image=base, source_bucket=BUCKET, progress=False, **kwargs)
+                                    base_image=parse_image_uri(base), region=REGION, source_bucket=BUCKET,
+                                    progress=False, **kwargs)
     assert sent == []
     assert clients["ecr"].describe_repositories()["repositories"] == []
     assert clients["s3"].list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
@@ -302,6 +304,6 @@ def test_build_decision_image_digest_mismatch_stubber(clients):
         stub.add_response("batch_get_builds", {"builds": [
             build_record("SUCCEEDED", "COMPLETED", exportedEnvironmentVariables=exported)]})
         with pytest.raises(builds.DigestMismatch, match="sha256:" + "99" * 32):
-            builds.build_decision_image(codebuild, ecr, clients["s3"], clients["logs"], base_image=BASE,
-                                        service_role_arn=ROLE, source_bucket=BUCKET, image_tag="cpu-7",
+            builds.build_decision_image(codebuild, ecr, clients["s3"], clients["logs"],
+                                        base_image=parse_image_uri(BASE), region=REGION, service_role_arn=ROLE, source_bucket=BUCKET, image_tag="cpu-7",
                                         progress=False, poll_s=0)

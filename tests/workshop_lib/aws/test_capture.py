@@ -17,6 +17,7 @@ from workshop_lib.evaluation.tasks import task_from_record
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.config import ConfigError
 from workshop_lib.local import capture as local_capture, permissions
+from workshop_lib.aws.images import parse_image_uri
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -58,12 +59,12 @@ def test_decision_plans_capture_request_and_answer_and_botocore_accepts_them():
     assert config["InitialSamplingPercentage"] == 25 and config["DestinationS3Uri"].endswith("/decision-workshop/capture")
     assert {o["CaptureMode"] for o in config["CaptureOptions"]} == {"Input", "Output"}
     for spec in (DeploySpec("decision-cpu"), DeploySpec("decision-gpu")):
-        plan = plan_for(spec, name=f"e-{spec.path}", role_arn=ROLE, region=REGION, image_uri=DECISION_PINNED,
+        plan = plan_for(spec, name=f"e-{spec.path}", role_arn=ROLE, region=REGION, image=parse_image_uri(DECISION_PINNED),
                         model_data_url=MODEL_DATA, data_capture=config)
         api.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
         assert plan.endpoint_config["DataCaptureConfig"] == config
         assert plan.model["PrimaryContainer"]["Environment"][ENDPOINT_NAME_ENV] == f"e-{spec.path}"
-    standard = plan_for(DeploySpec("standard"), name="s", role_arn=ROLE, region=REGION, image_uri=DLC_PINNED,
+    standard = plan_for(DeploySpec("standard"), name="s", role_arn=ROLE, region=REGION, image=parse_image_uri(DLC_PINNED),
                         model_data_url=MODEL_DATA, data_capture=config)
     assert "DataCaptureConfig" not in standard.endpoint_config  # the DLC's chat endpoint: not a decision one
     assert ENDPOINT_NAME_ENV not in standard.model["PrimaryContainer"].get("Environment", {})
@@ -157,7 +158,7 @@ def test_sampling_and_a_disabled_config_write_nothing(clients):
 
 
 def test_the_endpoint_config_says_whether_and_where_an_endpoint_captures(clients):
-    model = endpoints.decision_model_request("m", image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    model = endpoints.decision_model_request("m", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
     clients.sm.create_model(**model)
     variant = endpoints.fixed_instance_variant("m", "ml.c5.2xlarge")
     config = capture.data_capture_config(DESTINATION, 50)
@@ -221,7 +222,7 @@ def test_a_local_client_captures_only_for_an_endpoint_whose_config_asks(clients)
     class Client:
         transport = object()
 
-    model = endpoints.decision_model_request("m", image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    model = endpoints.decision_model_request("m", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
     clients.sm.create_model(**model)
     variant = endpoints.fixed_instance_variant("m", "ml.c5.2xlarge")
     clients.sm.create_endpoint_config(**endpoints.endpoint_config_request(

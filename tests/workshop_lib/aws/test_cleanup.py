@@ -7,14 +7,15 @@ from workshop_lib.aws.teardown import ALREADY_GONE, DELETED, KEPT, delete_endpoi
 from workshop_lib.config import InvalidResourceName
 from workshop_lib.aws.endpoints import standard_plan, workshop_tags
 from workshop_lib.aws.hosting import deploy
+from workshop_lib.aws.images import parse_image_uri
 
 from .values import DLC_PINNED, MODEL_DATA, REGION, ROLE
 
 
 def _deploy(sm, name, tags=None):
-    plan = standard_plan(name, image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+    plan = standard_plan(name, image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                          instance_type="ml.c5.2xlarge", tags=tags)
-    deploy(sm, plan, progress=False, poll_s=0)
+    deploy(sm, plan, region=REGION, progress=False, poll_s=0)
 
 
 def _names(sm):
@@ -44,7 +45,7 @@ def test_cleanup_twice_reports_already_gone(clients):
 
 def test_cleanup_of_a_half_made_deployment(clients):
     # a model left behind by a deploy that stopped early, no config and no endpoint
-    plan = standard_plan("half", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+    plan = standard_plan("half", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                          instance_type="ml.c5.2xlarge")
     clients.sm.create_model(**plan.model)
     result = delete_endpoint_resources(clients.sm, "half", poll_s=0)
@@ -54,7 +55,7 @@ def test_cleanup_of_a_half_made_deployment(clients):
 
 def test_cleanup_leaves_an_unnamed_config_alone_and_says_so(clients):
     # an endpoint made outside the library, whose config is named differently
-    plan = standard_plan("outside", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+    plan = standard_plan("outside", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                          instance_type="ml.c5.2xlarge")
     clients.sm.create_model(**plan.model)
     clients.sm.create_endpoint_config(**{**plan.endpoint_config, "EndpointConfigName": "other-config"})

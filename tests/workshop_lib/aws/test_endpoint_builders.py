@@ -17,6 +17,7 @@ from workshop_lib.aws.endpoints import (
     standard_plan,
 )
 from workshop_lib.aws.images import MutableImageReference
+from workshop_lib.aws.images import parse_image_uri
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, ROLE
 
@@ -29,7 +30,7 @@ def _revalidate(plan):
 
 
 def gpu_plan(**kw):
-    args = dict(image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    args = dict(image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
     args.update(kw)
     return decision_gpu_plan("semif-decision-gpu", **args)
 
@@ -65,7 +66,7 @@ def test_default_instance_types_are_in_botocores_enum():
 
 
 def test_standard_plan_with_model_tarball():
-    plan = standard_plan("decision-workshop-standard", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    plan = standard_plan("decision-workshop-standard", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
     _revalidate(plan)
     container = plan.model["PrimaryContainer"]
     assert container["Image"] == DLC_PINNED
@@ -80,26 +81,26 @@ def test_standard_plan_with_model_tarball():
 
 
 def test_every_resource_carries_the_workshop_tags():
-    plan = standard_plan("decision-workshop-standard", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    plan = standard_plan("decision-workshop-standard", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
     for _, request in plan.requests():
         tags = {t["Key"]: t["Value"] for t in request["Tags"]}
         assert tags == {"workshop": "decision-workshop", "created-by": "workshop_lib"}
     custom = endpoints.workshop_tags("ws-2026", "alice", {"team": "ml"})
-    plan = standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA, tags=custom)
+    plan = standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, tags=custom)
     assert plan.endpoint["Tags"] == custom == [{"Key": "workshop", "Value": "ws-2026"},
                                                {"Key": "created-by", "Value": "alice"},
                                                {"Key": "team", "Value": "ml"}]
 
 
 def test_standard_plan_sets_llama_settings_from_arguments():
-    plan = standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+    plan = standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                          ctx_size=8192, threads=8, environment={"SM_LLAMA_CPP_PARALLEL": "1"})
     assert plan.model["PrimaryContainer"]["Environment"] == {
         "SM_LLAMA_CPP_CTX_SIZE": "8192", "SM_LLAMA_CPP_THREADS": "8", "SM_LLAMA_CPP_PARALLEL": "1"}
 
 
 def test_standard_plan_hugging_face_alternative():
-    plan = standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, hf_repo="bartowski/Qwen_Qwen3.5-4B-GGUF",
+    plan = standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, hf_repo="bartowski/Qwen_Qwen3.5-4B-GGUF",
                          hf_file="Qwen_Qwen3.5-4B-Q4_K_M.gguf")
     _revalidate(plan)
     container = plan.model["PrimaryContainer"]
@@ -113,8 +114,8 @@ def test_standard_plan_hugging_face_alternative():
 
 
 def test_both_models_are_network_isolated_in_the_validated_request():
-    standard = standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
-    cpu = decision_cpu_plan("e", image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    standard = standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
+    cpu = decision_cpu_plan("e", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
     gpu = gpu_plan()
     for plan in (standard, cpu, gpu):
         assert plan.model["EnableNetworkIsolation"] is True
@@ -124,31 +125,31 @@ def test_both_models_are_network_isolated_in_the_validated_request():
 
 def test_an_isolated_model_cannot_download_from_hugging_face():
     with pytest.raises(EndpointSpecError, match="network_isolation=False"):
-        endpoints.model_request("e", image_uri=DLC_PINNED, role_arn=ROLE,
+        endpoints.model_request("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE,
                                 environment={"SM_LLAMA_CPP_HF_REPO": "a/b"})
-    made = endpoints.model_request("e", image_uri=DLC_PINNED, role_arn=ROLE, network_isolation=False,
+    made = endpoints.model_request("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, network_isolation=False,
                                    environment={"SM_LLAMA_CPP_HF_REPO": "a/b"})
     assert made["EnableNetworkIsolation"] is False
 
 
 def test_hugging_face_download_is_refused_together_with_a_tarball():
     with pytest.raises(ConflictingModelSource, match="--hf-repo"):
-        standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA, hf_repo="a/b")
+        standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, hf_repo="a/b")
     # also when smuggled in through the raw environment
     with pytest.raises(ConflictingModelSource):
-        endpoints.model_request("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+        endpoints.model_request("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                                 environment={"SM_LLAMA_CPP_HF_REPO": "a/b"})
 
 
 def test_standard_plan_needs_a_model_source():
     with pytest.raises(EndpointSpecError, match="model_data_url"):
-        standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE)
+        standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE)
     with pytest.raises(EndpointSpecError, match="hf_repo"):
-        standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, hf_file="x.gguf")
+        standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, hf_file="x.gguf")
 
 
 def test_standard_plan_on_a_gpu_type_gets_the_cuda13_ami():
-    plan = standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+    plan = standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                          instance_type="ml.g6.xlarge", n_gpu_layers=-1)
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InferenceAmiVersion"] == endpoints.GPU_AMI_VERSION
@@ -158,26 +159,26 @@ def test_standard_plan_on_a_gpu_type_gets_the_cuda13_ami():
 @pytest.mark.parametrize("url", ["s3://bucket/model.gguf", "https://example.com/model.tar.gz", "bucket/model.tar.gz"])
 def test_model_data_must_be_one_s3_tarball(url):
     with pytest.raises(EndpointSpecError, match="tar.gz"):
-        standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=url)
+        standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=url)
 
 
 def test_mutable_image_references_are_refused_by_every_builder():
     for build in (standard_plan, decision_cpu_plan, decision_gpu_plan):
         with pytest.raises(MutableImageReference):
-            build("e", image_uri=TAGGED, role_arn=ROLE, model_data_url=MODEL_DATA)
+            build("e", image=parse_image_uri(TAGGED), role_arn=ROLE, model_data_url=MODEL_DATA)
 
 
 def test_bad_names_and_roles_are_refused_before_sending():
     with pytest.raises(InvalidResourceName):
-        standard_plan("my_endpoint", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+        standard_plan("my_endpoint", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
     with pytest.raises(InvalidRoleArn):
-        standard_plan("e", image_uri=DLC_PINNED, role_arn="arn:aws:iam::123456789012:user/bob",
+        standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn="arn:aws:iam::123456789012:user/bob",
                       model_data_url=MODEL_DATA)
 
 
 def test_unknown_instance_type_is_refused_with_the_family_offered():
     with pytest.raises(EndpointSpecError, match="ml.c6i.2xlarge"):
-        standard_plan("e", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+        standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                       instance_type="ml.c6i.3xlarge")
 
 
@@ -185,7 +186,7 @@ def test_unknown_instance_type_is_refused_with_the_family_offered():
 
 
 def test_decision_cpu_plan():
-    plan = decision_cpu_plan("decision-workshop-cpu", image_uri=DECISION_PINNED, role_arn=ROLE,
+    plan = decision_cpu_plan("decision-workshop-cpu", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE,
                              model_data_url=MODEL_DATA, environment={"DECISION_ADAPTER_MAX_QUEUE": "8"})
     _revalidate(plan)
     assert plan.model["PrimaryContainer"]["Environment"] == {
@@ -197,16 +198,16 @@ def test_decision_cpu_plan():
 
 
 def test_decision_cpu_threads_follow_the_instance_or_the_caller():
-    plan = decision_cpu_plan("e", image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+    plan = decision_cpu_plan("e", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                              instance_type="ml.c6i.2xlarge")
     assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == "8"
-    plan = decision_cpu_plan("e", image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA, threads=12)
+    plan = decision_cpu_plan("e", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, threads=12)
     assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == "12"
 
 
 def test_decision_cpu_refuses_gpu_types():
     with pytest.raises(EndpointSpecError, match="decision_gpu_plan"):
-        decision_cpu_plan("e", image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+        decision_cpu_plan("e", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                           instance_type="ml.g5.xlarge")
 
 
@@ -369,10 +370,10 @@ def test_volume_size_only_where_sagemaker_takes_it():
 
 def test_environment_limits():
     with pytest.raises(OutOfRange, match="1024"):
-        endpoints.model_request("m", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+        endpoints.model_request("m", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                                 environment={"X": "y" * 1025})
     with pytest.raises(EndpointSpecError, match="not valid"):
-        endpoints.model_request("m", image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+        endpoints.model_request("m", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                                 environment={"1BAD": "x"})
 
 

@@ -11,7 +11,9 @@ from workshop_lib.config import BucketRegionMismatch
 from workshop_lib.aws.endpoints import decision_gpu_plan, standard_plan
 from workshop_lib.aws.hosting import (AlreadyExists, EndpointFailed, EndpointWaitTimeout, QuotaExceeded, deploy,
                                   wait_in_service)
-from workshop_lib.aws.images import ImageRegionMismatch, MutableImageReference
+from workshop_lib.aws.images import MutableImageReference
+from workshop_lib.errors import InvalidInput
+from workshop_lib.aws.images import parse_image_uri
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -19,7 +21,7 @@ MOTO_CPU = "ml.c5.2xlarge"  # in moto's instance-type list, unlike ml.c6i.*
 
 
 def moto_plan(name="decision-workshop-standard", **kw):
-    return standard_plan(name, image_uri=DLC_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA,
+    return standard_plan(name, image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                          instance_type=MOTO_CPU, **kw)
 
 
@@ -27,7 +29,7 @@ def moto_plan(name="decision-workshop-standard", **kw):
 
 
 def test_deploy_standard_endpoint_against_moto(clients):
-    described = deploy(clients.sm, moto_plan(), progress=False, poll_s=0)
+    described = deploy(clients.sm, moto_plan(), region=REGION, progress=False, poll_s=0)
     assert described["EndpointName"] == "decision-workshop-standard"
     assert described["EndpointStatus"] == "InService"
     model = clients.sm.describe_model(ModelName="decision-workshop-standard")
@@ -43,7 +45,7 @@ def test_deploy_standard_endpoint_against_moto(clients):
 
 
 def test_deploy_without_waiting_returns_the_description(clients):
-    described = deploy(clients.sm, moto_plan("no-wait"), wait=False)
+    described = deploy(clients.sm, moto_plan("no-wait"), region=REGION, wait=False)
     assert described["EndpointName"] == "no-wait"
 
 
@@ -51,14 +53,14 @@ def test_deploy_refuses_a_bucket_in_another_region_before_creating_anything(clie
     clients.s3.create_bucket(Bucket="decision-workshop-test",
                              CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
     with pytest.raises(BucketRegionMismatch, match="eu-west-1"):
-        deploy(clients.sm, moto_plan(), s3_client=clients.s3, progress=False)
+        deploy(clients.sm, moto_plan(), region=REGION, s3_client=clients.s3, progress=False)
     assert clients.sm.list_models()["Models"] == []
     assert clients.sm.list_endpoints()["Endpoints"] == []
 
 
 def test_deploy_accepts_a_bucket_in_the_endpoint_region(clients):
     clients.s3.create_bucket(Bucket="decision-workshop-test")
-    assert deploy(clients.sm, moto_plan(), s3_client=clients.s3, progress=False,
+    assert deploy(clients.sm, moto_plan(), region=REGION, s3_client=clients.s3, progress=False,
                   poll_s=0)["EndpointStatus"] == "InService"
 
 
@@ -68,8 +70,14 @@ def test_deploy_refuses_an_image_from_another_region(clients):
         model={**plan.model, "PrimaryContainer": {**plan.model["PrimaryContainer"],
                                                   "Image": DLC_PINNED.replace(REGION, "eu-west-1")}},
         endpoint_config=plan.endpoint_config, endpoint=plan.endpoint)
-    with pytest.raises(ImageRegionMismatch):
-        deploy(clients.sm, other, progress=False)
+    with pytest.raises(InvalidInput, match="is in eu-west-1 but the endpoint region is us-east-1"):
+        deploy(clients.sm, other, region=REGION, progress=False)
+    assert clients.sm.list_models()["Models"] == []
+
+
+def test_deploy_checks_the_region_it_is_given_not_the_clients(clients):
+    with pytest.raises(InvalidInput, match="the endpoint region is eu-west-1"):
+        deploy(clients.sm, moto_plan(), region="eu-west-1", progress=False)
     assert clients.sm.list_models()["Models"] == []
 
 
@@ -81,7 +89,7 @@ def test_senders_refuse_a_mutable_image_even_in_a_hand_made_request(clients):
         hosting.create_model(clients.sm, request)
     tampered = endpoints.DeployPlan(model=request, endpoint_config=plan.endpoint_config, endpoint=plan.endpoint)
     with pytest.raises(MutableImageReference):
-        deploy(clients.sm, tampered, progress=False)
+        deploy(clients.sm, tampered, region=REGION, progress=False)
     assert clients.sm.list_models()["Models"] == []
 
 
@@ -89,7 +97,7 @@ def test_moto_cannot_take_instance_pools(clients):
     """Documents why the pooled flow below uses a Stubber: moto 5 refuses the shape."""
     from botocore.exceptions import ClientError
 
-    plan = decision_gpu_plan("gpu", image_uri=DECISION_PINNED, role_arn=ROLE, model_data_url=MODEL_DATA)
+    plan = decision_gpu_plan("gpu", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
     hosting.create_model(clients.sm, plan.model)
     with pytest.raises((ClientError, hosting.DeployError)):
         hosting.create_endpoint_config(clients.sm, plan.endpoint_config)
@@ -123,7 +131,7 @@ def test_endpoint_log_lines_are_the_first_lines(clients):
 
 
 def test_autoscaling_against_moto(clients):
-    deploy(clients.sm, moto_plan("scaled"), progress=False, poll_s=0)
+    deploy(clients.sm, moto_plan("scaled"), region=REGION, progress=False, poll_s=0)
     arn = scaling.enable_autoscaling(clients.autoscaling, "scaled", invocations_per_instance=12.0,
                                      min_instances=1, max_instances=4, scale_in_cooldown_s=600)
     assert "scaled" in arn
@@ -148,7 +156,7 @@ def _describe(name, status, **extra):
 
 def test_deploy_gpu_instance_pools_stubber(stub_sm):
     sm, stub = stub_sm
-    plan = decision_gpu_plan("semif-decision-gpu", image_uri=DECISION_PINNED, role_arn=ROLE,
+    plan = decision_gpu_plan("semif-decision-gpu", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE,
                              model_data_url=MODEL_DATA, provision_timeout_s=1800)
     arn = f"arn:aws:sagemaker:{REGION}:123456789012:"
     stub.add_response("create_model", {"ModelArn": arn + "model/semif-decision-gpu"}, plan.model)
@@ -162,7 +170,7 @@ def test_deploy_gpu_instance_pools_stubber(stub_sm):
     stub.add_response("describe_endpoint", _describe("semif-decision-gpu", "InService", ProductionVariants=[
         {"VariantName": "AllTraffic", "CurrentInstanceCount": 1, "InstancePools": pools}]), name)
 
-    described = deploy(sm, plan, progress=False, poll_s=0)
+    described = deploy(sm, plan, region=REGION, progress=False, poll_s=0)
     assert described["EndpointStatus"] == "InService"
     assert hosting.placed_instance_types(described) == {"ml.g6.2xlarge": 1}
     sent = plan.endpoint_config["ProductionVariants"][0]
@@ -178,7 +186,7 @@ def test_existing_name_says_how_to_clean_up_stubber(stub_sm):
                           'Cannot create already existing model "arn:aws:sagemaker:us-east-1:123456789012:model/taken".',
                           400, expected_params=plan.model)
     with pytest.raises(AlreadyExists) as err:
-        deploy(sm, plan, progress=False)
+        deploy(sm, plan, region=REGION, progress=False)
     assert "delete_endpoint_resources(sm, 'taken')" in str(err.value)
     assert "Already created" not in str(err.value)
 
@@ -195,7 +203,7 @@ def test_quota_error_is_explained_stubber(stub_sm):
                           "The account-level service limit 'ml.c5.2xlarge for endpoint usage' is 0 Instances",
                           400, expected_params=plan.endpoint)
     with pytest.raises(QuotaExceeded) as err:
-        deploy(sm, plan, progress=False)
+        deploy(sm, plan, region=REGION, progress=False)
     message = str(err.value)
     assert "Service Quotas" in message
     # so the participant can clean up what was made before the refusal
@@ -265,9 +273,9 @@ def test_the_isolated_models_are_accepted_by_the_emulator(clients):
     sent = []
     clients.sm.meta.events.register("before-parameter-build.sagemaker.CreateModel",
                                     lambda params, **_: sent.append(params.get("EnableNetworkIsolation")))
-    deploy(clients.sm, moto_plan("isolated-standard"), progress=False, poll_s=0)
-    deploy(clients.sm, endpoints.decision_cpu_plan("isolated-cpu", image_uri=DECISION_PINNED, role_arn=ROLE,
-                                                   model_data_url=MODEL_DATA, instance_type=MOTO_CPU),
+    deploy(clients.sm, moto_plan("isolated-standard"), region=REGION, progress=False, poll_s=0)
+    deploy(clients.sm, endpoints.decision_cpu_plan("isolated-cpu", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE,
+                                                   model_data_url=MODEL_DATA, instance_type=MOTO_CPU), region=REGION,
            progress=False, poll_s=0)
     assert sent == [True, True]
     assert {e["EndpointName"] for e in clients.sm.list_endpoints()["Endpoints"]} == {"isolated-standard",
@@ -278,7 +286,7 @@ def test_local_hosting_sends_the_models_as_built(tmp_path):
     from workshop_lib.local import rehearsal, stand_ins
 
     local = stand_ins.LocalHosting(None, None, rehearsal.Rehearsal(tmp_path))
-    for plan in (moto_plan(), decision_gpu_plan("isolated-gpu", image_uri=DECISION_PINNED, role_arn=ROLE,
+    for plan in (moto_plan(), decision_gpu_plan("isolated-gpu", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE,
                                                 model_data_url=MODEL_DATA)):
         sent = local.adapt(plan)
         assert sent.model == plan.model and sent.model["EnableNetworkIsolation"] is True
@@ -286,7 +294,7 @@ def test_local_hosting_sends_the_models_as_built(tmp_path):
 
 def test_the_after_create_hook_runs_once_the_endpoint_was_accepted(clients):
     called = []
-    deploy(clients.sm, moto_plan("hooked"), wait=False, after_create=lambda name: called.append(
+    deploy(clients.sm, moto_plan("hooked"), region=REGION, wait=False, after_create=lambda name: called.append(
         (name, clients.sm.describe_endpoint(EndpointName=name)["EndpointStatus"])))
     assert called and called[0][0] == "hooked"
 
@@ -296,5 +304,5 @@ def test_the_after_create_hook_runs_once_the_endpoint_was_accepted(clients):
     clients.sm.meta.events.register("before-call.sagemaker.CreateEndpoint", lambda **_: (Refused(), {"Error": {
         "Code": "ValidationException", "Message": 'Cannot create already existing endpoint "theirs".'}}))
     with pytest.raises(AlreadyExists):
-        deploy(clients.sm, moto_plan("theirs"), wait=False, after_create=called.append)
+        deploy(clients.sm, moto_plan("theirs"), region=REGION, wait=False, after_create=called.append)
     assert len(called) == 1  # a refused deploy sets no deadline (the name may be someone else's)

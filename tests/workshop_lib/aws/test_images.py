@@ -4,14 +4,12 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from workshop_lib.errors import InvalidInput
 from workshop_lib.aws import images
 from workshop_lib.aws.images import (
-    ImageNotFound,
-    ImageRegionMismatch,
-    InvalidImageUri,
     MutableImageReference,
-    NotASageMakerImage,
     check_deployable,
+    dlc_image,
     dlc_image_uri,
     parse_image_uri,
     require_pinned,
@@ -43,9 +41,9 @@ def test_dlc_table_has_twelve_digit_accounts():
 def test_dlc_uri_graviton_is_cpu_only():
     assert dlc_image_uri("us-west-2", arm64=True) == \
         "763104351884.dkr.ecr.us-west-2.amazonaws.com/llama-cpp-arm64:server-sagemaker-cpu-v1"
-    with pytest.raises(images.ImageError, match="CPU only"):
+    with pytest.raises(InvalidInput, match="CPU only"):
         dlc_image_uri("us-west-2", "cuda", arm64=True)
-    with pytest.raises(images.ImageError, match="variant"):
+    with pytest.raises(InvalidInput, match="variant"):
         dlc_image_uri("us-west-2", "gpu")
 
 
@@ -56,7 +54,16 @@ def test_parse_tagged_and_pinned():
     assert not ref.pinned
     ref = parse_image_uri(f"123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/sagemaker-decision-workshop:gpu-1@{DIGEST}")
     assert (ref.repository, ref.tag, ref.digest, ref.pinned) == ("team/sagemaker-decision-workshop", "gpu-1", DIGEST, True)
-    assert ref.pinned_uri() == f"123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/sagemaker-decision-workshop@{DIGEST}"
+    assert ref.at(ref.digest).uri == \
+        f"123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/sagemaker-decision-workshop@{DIGEST}"
+
+
+def test_an_image_reference_writes_back_the_uri_it_was_read_from():
+    for uri in (f"123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/decision:gpu-1@{DIGEST}",
+                "public.ecr.aws/deep-learning-containers/llama-cpp:server-sagemaker-cpu-v1"):
+        assert parse_image_uri(uri).uri == str(parse_image_uri(uri)) == uri
+    assert dlc_image("us-east-1") == parse_image_uri(dlc_image_uri("us-east-1"))
+    assert images.pinned_dlc("eu-south-1", "cuda") == parse_image_uri(images.pinned_dlc_uri("eu-south-1", "cuda"))
 
 
 def test_parse_public_registry_has_no_account():
@@ -70,19 +77,20 @@ def test_parse_public_registry_has_no_account():
     "host/repo:-tag",
 ])
 def test_parse_rejects_garbage(uri):
-    with pytest.raises(InvalidImageUri):
+    with pytest.raises(InvalidInput, match="image URI"):
         parse_image_uri(uri)
 
 
 def test_require_pinned_accepts_digest():
     uri = f"763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@{DIGEST}"
-    assert require_pinned(uri) == uri
+    assert require_pinned(parse_image_uri(uri)).uri == uri
+    assert images.pinned_image(uri) == parse_image_uri(uri)
 
 
 def test_require_pinned_refuses_tag_and_says_how_to_pin():
     uri = "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-sagemaker-cpu-v1"
     with pytest.raises(MutableImageReference) as err:
-        require_pinned(uri)
+        images.pinned_image(uri)
     message = str(err.value)
     assert "resolve_digest" in message
     assert ("aws ecr describe-images --region us-east-1 --registry-id 763104351884 "
@@ -91,19 +99,18 @@ def test_require_pinned_refuses_tag_and_says_how_to_pin():
 
 def test_require_pinned_refuses_bare_repository():
     with pytest.raises(MutableImageReference, match="latest"):
-        require_pinned("123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-workshop")
+        require_pinned(parse_image_uri("123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-workshop"))
 
 
 def test_check_deployable_wants_private_ecr_in_the_endpoint_region():
-    uri = f"763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@{DIGEST}"
+    uri = parse_image_uri(f"763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@{DIGEST}")
     assert check_deployable(uri, "us-east-1") == uri
-    with pytest.raises(ImageRegionMismatch, match="is in us-east-1 but the endpoint region is eu-west-1"):
+    with pytest.raises(InvalidInput, match="is in us-east-1 but the endpoint region is eu-west-1"):
         check_deployable(uri, "eu-west-1")
-    with pytest.raises(ImageRegionMismatch, match="private ECR"):
-        check_deployable(f"public.ecr.aws/deep-learning-containers/llama-cpp@{DIGEST}", "us-east-1")
+    with pytest.raises(InvalidInput, match="private ECR"):
+        check_deployable(parse_image_uri(f"public.ecr.aws/deep-learning-containers/llama-cpp@{DIGEST}"), "us-east-1")
     with pytest.raises(MutableImageReference):
-        check_deployable("763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-sagemaker-cpu-v1",
-                         "us-east-1")
+        check_deployable(dlc_image("us-east-1"), "us-east-1")
 
 
 def _push(ecr, repository, tag):
@@ -119,18 +126,18 @@ def test_resolve_digest_against_moto_ecr(clients):
     clients.ecr.create_repository(repositoryName="sagemaker-decision-workshop")
     digest = _push(clients.ecr, "sagemaker-decision-workshop", "gpu-20260101")
     host = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
-    pinned = resolve_digest(clients.ecr, f"{host}/sagemaker-decision-workshop:gpu-20260101")
-    assert pinned == f"{host}/sagemaker-decision-workshop@{digest}"
+    pinned = resolve_digest(clients.ecr, parse_image_uri(f"{host}/sagemaker-decision-workshop:gpu-20260101"))
+    assert pinned.uri == f"{host}/sagemaker-decision-workshop@{digest}"
     assert require_pinned(pinned) == pinned
-    with pytest.raises(ImageNotFound, match="sagemaker-decision-workshop:missing"):
-        resolve_digest(clients.ecr, f"{host}/sagemaker-decision-workshop:missing")
+    with pytest.raises(InvalidInput, match="sagemaker-decision-workshop:missing"):
+        resolve_digest(clients.ecr, parse_image_uri(f"{host}/sagemaker-decision-workshop:missing"))
 
 
 def test_resolve_digest_of_pinned_reference_drops_the_tag_without_calling_ecr(fake_credentials):
     ecr = boto3.client("ecr", region_name="us-east-1")
     with Stubber(ecr):  # any call would fail: nothing is queued
         uri = f"763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-sagemaker-cpu-v1@{DIGEST}"
-        assert resolve_digest(ecr, uri) == f"763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@{DIGEST}"
+        assert resolve_digest(ecr, parse_image_uri(uri)).uri == f"763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@{DIGEST}"
 
 
 def test_resolve_dlc_digest_asks_the_dlc_registry_stubber(fake_credentials):
@@ -142,9 +149,9 @@ def test_resolve_dlc_digest_asks_the_dlc_registry_stubber(fake_credentials):
             {"registryId": "692866216735", "repositoryName": "llama-cpp",
              "imageIds": [{"imageTag": "server-sagemaker-cuda-v1"}]},
         )
-        pinned = resolve_digest(ecr, dlc_image_uri("eu-south-1", "cuda"))
+        pinned = resolve_digest(ecr, dlc_image("eu-south-1", "cuda"))
         stub.assert_no_pending_responses()
-    assert pinned == f"692866216735.dkr.ecr.eu-south-1.amazonaws.com/llama-cpp@{DIGEST}"
+    assert pinned.uri == f"692866216735.dkr.ecr.eu-south-1.amazonaws.com/llama-cpp@{DIGEST}"
 
 
 def test_resolve_falls_back_to_batch_get_image_when_describe_is_denied_stubber(fake_credentials):
@@ -154,15 +161,15 @@ def test_resolve_falls_back_to_batch_get_image_when_describe_is_denied_stubber(f
     with Stubber(ecr) as stub:
         stub.add_client_error("describe_images", "AccessDeniedException", "not authorized", 400, expected_params=ids)
         stub.add_response("batch_get_image", {"images": [{"imageId": {"imageDigest": DIGEST}}], "failures": []}, ids)
-        pinned = resolve_digest(ecr, dlc_image_uri("us-east-1"))
+        pinned = resolve_digest(ecr, dlc_image("us-east-1"))
         stub.assert_no_pending_responses()
-    assert pinned.endswith(f"/llama-cpp@{DIGEST}")
+    assert pinned.uri.endswith(f"/llama-cpp@{DIGEST}")
 
 
 def test_resolve_refuses_the_ec2_tags_of_the_dlc(fake_credentials):
     ecr = boto3.client("ecr", region_name="us-east-1")
-    with Stubber(ecr), pytest.raises(NotASageMakerImage, match="/ping"):
-        resolve_digest(ecr, "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-cpu-v1")
+    with Stubber(ecr), pytest.raises(InvalidInput, match="/ping"):
+        resolve_digest(ecr, parse_image_uri("763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-cpu-v1"))
 
 
 # -- the pinned DLC digests and their bindings -------------------------------------------------
@@ -183,12 +190,12 @@ def test_resolve_dlc_returns_the_pin_when_the_region_holds_it(clients):
 
     stand_ins.seed_dlc(clients.ecr, "us-east-1")  # the emulated DLC registry, with the pinned digests
     for variant in ("cpu", "cuda"):
-        assert images.resolve_dlc(clients.ecr, "us-east-1", variant) == images.pinned_dlc_uri("us-east-1", variant)
+        assert images.resolve_dlc(clients.ecr, "us-east-1", variant) == images.pinned_dlc("us-east-1", variant)
 
 
 def test_resolve_dlc_says_clearly_when_the_region_lacks_the_pin(clients):
     clients.ecr.create_repository(repositoryName="llama-cpp", registryId="763104351884")
-    with pytest.raises(images.PinnedImageMissing, match="does not hold the pinned cpu image.*follow_tag=True"):
+    with pytest.raises(InvalidInput, match="does not hold the pinned cpu image.*follow_tag=True"):
         images.resolve_dlc(clients.ecr, "us-east-1", "cpu")
 
 
@@ -200,8 +207,8 @@ def test_following_the_tag_is_an_opt_in_that_warns(clients):
                             registry_id="763104351884")  # the tag moved on: another digest than the pin
     with pytest.warns(UserWarning, match="may not match its libllama"):
         followed = images.resolve_dlc(clients.ecr, "us-east-1", "cpu", follow_tag=True)
-    assert followed.startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@sha256:")
-    assert not followed.endswith(images.DLC_PINS["cpu"].digest)
+    assert followed.uri.startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@sha256:")
+    assert followed.digest != images.DLC_PINS["cpu"].digest
 
 
 # ---- the pins, per region -------------------------------------------------------------------------------
@@ -219,8 +226,8 @@ def test_a_regional_pin_replaces_the_default_there_only(monkeypatch):
     table = images.dlc_digest_table(["us-east-1", "af-south-1"])
     assert table["af-south-1"]["cpu"] == other.digest and table["us-east-1"]["cpu"] == images.DLC_PINS["cpu"].digest
     # the image build installs the bindings proven against the region's build
-    env = codebuild.image_build_env(images.pinned_dlc_uri("af-south-1"),
-                                 "123456789012.dkr.ecr.af-south-1.amazonaws.com/sagemaker-decision-workshop", "cpu-1")
+    env = codebuild.image_build_env(images.pinned_dlc("af-south-1"), parse_image_uri(
+        "123456789012.dkr.ecr.af-south-1.amazonaws.com/sagemaker-decision-workshop"), "cpu-1")
     assert env["LLAMA_CPP_PYTHON"] == "llama-cpp-python==0.3.36"
 
 

@@ -130,7 +130,7 @@ def test_every_command_the_buildspecs_run_is_allowed_by_the_codebuild_role(tmp_p
                             tmp_path / "package")
     repository = f"{images.ecr_host(ACCOUNT, REGION)}/{CONFIG.ecr_repository}"
     image = run_buildspec(REPO_ROOT / builds.IMAGE_BUILD_BUILDSPEC,
-                          builds.image_build_env(images.pinned_dlc_uri(REGION, "cuda"), repository, "gpu-1",
+                          builds.image_build_env(images.pinned_dlc(REGION, "cuda"), images.parse_image_uri(repository), "gpu-1",
                                                  "Dockerfile.gpu"), tmp_path / "image")
     assert package.returncode == 0 and image.returncode == 0, package.stderr + image.stderr
     document = policies.codebuild_service_role_policy(policies.scope(CONFIG))

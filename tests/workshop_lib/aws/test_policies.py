@@ -19,6 +19,7 @@ from workshop_lib.config import WorkshopConfig, repo_root
 from workshop_lib.models import PINNED_MODEL
 from workshop_lib.aws.iam import allows, evaluate
 from workshop_lib.aws.policies import ecr_repository_arn, log_group_arn, log_stream_arn, s3_bucket_arn, s3_object_arn
+from workshop_lib.aws.images import parse_image_uri
 
 ACCOUNT = "111122223333"
 REGION = "eu-west-1"
@@ -116,8 +117,8 @@ def codebuild_calls(config: WorkshopConfig = CONFIG) -> list[tuple[str, str, dic
     calls.append(("ecr:GetAuthorizationToken", "*", {}))
     repository_uri = f"{images.ecr_host(ACCOUNT, region)}/{config.ecr_repository}"
     for variant in ("cpu", "cuda"):
-        build_env = builds.image_build_env(_pinned(images.dlc_image_uri(region, variant)), repository_uri,
-                                           "cpu-20250101-120000")
+        build_env = builds.image_build_env(parse_image_uri(_pinned(images.dlc_image_uri(region, variant))),
+                                           parse_image_uri(repository_uri), "cpu-20250101-120000")
         base = images.parse_image_uri(build_env["BASE_IMAGE"])
         assert base.account == images.dlc_account(region)
         for action in policies.ECR_PULL:
@@ -134,11 +135,11 @@ def sagemaker_calls(config: WorkshopConfig = CONFIG, *, batch_transform: bool = 
     dlc = _pinned(images.dlc_image_uri(region, "cpu"))
     decision_image = f"{images.ecr_host(ACCOUNT, region)}/{config.ecr_repository}@{DIGEST}"
     plans = [
-        endpoints.standard_plan(config.standard_endpoint_name, image_uri=dlc, role_arn=config.sagemaker_role_arn,
+        endpoints.standard_plan(config.standard_endpoint_name, image=parse_image_uri(dlc), role_arn=config.sagemaker_role_arn,
                                 model_data_url=config.model_data_url),
-        endpoints.decision_cpu_plan(config.cpu_endpoint_name, image_uri=decision_image,
+        endpoints.decision_cpu_plan(config.cpu_endpoint_name, image=parse_image_uri(decision_image),
                                     role_arn=config.sagemaker_role_arn, model_data_url=config.model_data_url),
-        endpoints.decision_gpu_plan(config.gpu_endpoint_name, image_uri=decision_image,
+        endpoints.decision_gpu_plan(config.gpu_endpoint_name, image=parse_image_uri(decision_image),
                                     role_arn=config.sagemaker_role_arn, model_data_url=config.model_data_url),
     ]
     calls.append(("ecr:GetAuthorizationToken", "*", {}))

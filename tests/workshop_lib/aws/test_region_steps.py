@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from workshop_lib.errors import InvalidInput
 from workshop_lib.aws import images, spend_guard
 from workshop_lib.local import stand_ins
 from workshop_lib.config import OutsideWorkshopPrefix, WorkshopConfig
@@ -62,7 +63,7 @@ def test_a_missing_pin_stops_unless_following_the_tag_was_chosen(workshop_in):
     refused = steps.check_dlc_pins(workshop)  # the notebook's headless default: "no"
     assert not refused.ok and "MISSING from the us-east-1 DLC registry" in refused
     assert "choose 'yes' above" in refused and workshop.outputs()["follow_dlc_tag"] is False
-    with pytest.raises(images.PinnedImageMissing, match="build-time proof"):
+    with pytest.raises(InvalidInput, match="build-time proof"):
         steps.deploy_standard(workshop, progress=False)  # the pin is looked up before anything is created
     chosen = steps.check_dlc_pins(workshop, follow_tag=True)
     assert chosen.ok and "notebook 03's image build proves them" in chosen

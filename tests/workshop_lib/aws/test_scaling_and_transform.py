@@ -12,6 +12,7 @@ from workshop_lib.aws.transform import (
     join_transform_output,
     transform_job_request,
 )
+from workshop_lib.aws.images import parse_image_uri
 
 # ---- Application Auto Scaling ------------------------------------------------------------------
 
@@ -105,7 +106,7 @@ def test_transform_wants_s3_uris():
 def test_transform_job_starts_against_moto(clients):
     from .values import DLC_PINNED, MODEL_DATA, ROLE
 
-    plan = endpoints.decision_cpu_plan("semif-decision-workflows", image_uri=DLC_PINNED, role_arn=ROLE,
+    plan = endpoints.decision_cpu_plan("semif-decision-workflows", image=parse_image_uri(DLC_PINNED), role_arn=ROLE,
                                        model_data_url=MODEL_DATA)
     hosting.create_model(clients.sm, plan.model)
     request = transform_job_request("decisions-1", model_name="semif-decision-workflows",
