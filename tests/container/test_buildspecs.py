@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from workshop_lib.aws import build_projects, codebuild
-from workshop_lib.aws.images import DLC_PINS
+from workshop_lib.aws.images import DLC_PINS, parse_image_uri
 from workshop_lib.models import PINNED_MODEL
 
 from tests.support.buildspec import REPO_ROOT, load_buildspec, phase_commands, run_buildspec
@@ -26,7 +26,7 @@ REPOSITORY = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/semif-llamacpp-dlc"
 
 
 def image_env(**changes) -> dict[str, str]:
-    return {**codebuild.image_build_env(BASE, REPOSITORY, "cpu-20250101-000000"), **changes}
+    return {**codebuild.image_build_env(parse_image_uri(BASE), parse_image_uri(REPOSITORY), "cpu-20250101-000000"), **changes}
 
 
 @pytest.mark.parametrize("path", [MODEL_PACKAGE, IMAGE_BUILD], ids=lambda p: p.name)
@@ -109,7 +109,7 @@ def _build_args(call: list[str]) -> dict[str, str]:
 
 
 def test_image_build_gpu_dockerfile(tmp_path):
-    env = codebuild.image_build_env(BASE, REPOSITORY, "gpu-20250101-000000", "Dockerfile.gpu")
+    env = codebuild.image_build_env(parse_image_uri(BASE), parse_image_uri(REPOSITORY), "gpu-20250101-000000", "Dockerfile.gpu")
     result = run_buildspec(IMAGE_BUILD, env, tmp_path)
     assert result.returncode == 0, result.stderr
     build = next(c for c in result.calls if c[:2] == ["docker", "build"])
