@@ -27,7 +27,7 @@ def _reached(value) -> tuple[bool, str]:
         found = [_reached(v) for v in value]
         bad = [detail for ok, detail in found if not ok]
         return bool(found) and not bad, ("; ".join(bad) or f"{len(found)} answers, each valid") if found else "none"
-    if hasattr(value, "runs") and hasattr(value, "summary"):  # a bench.BenchReport
+    if hasattr(value, "runs") and hasattr(value, "summary"):  # an evaluation.BenchReport
         failed = {key: sum(not r.answered for r in run.results) for key, run in value.runs.items()}
         failed = {key: n for key, n in failed.items() if n}
         head = value.summary
