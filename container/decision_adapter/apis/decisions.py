@@ -48,7 +48,7 @@ from ..questions import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN
 from ..questions import Question as CoreQuestion
 from .common import TAG_LIST, TAG_STRING, Answer, NonBlank, Strict, adapter_error, string_or_list
 from .dialect import Dialect, post
-from .typed import accepted_model_names, choice_confidence, score_confidence, served_model_name
+from .typed import accepted_model_names, choice_confidence, score_confidence, served_model_name, unit
 
 MAX_NAME_CHARS = 1024
 
@@ -254,7 +254,7 @@ def answer(question, result: dict) -> dict:
                            "(DECISION_ADAPTER_MIN_ANSWER_MASS)"}
     p = result["probabilities"]
     if isinstance(question, DecisionsPredicate):
-        return {"type": "predicate", "name": question.name, "probability": min(1.0, max(0.0, p[0]))}
+        return {"type": "predicate", "name": question.name, "probability": unit(p[0])}
     if isinstance(question, DecisionsChoice):
         top = max(range(len(p)), key=p.__getitem__)  # the first option on a tie
         return {"type": "choice", "name": question.name, "choice": question.choices[top].value,
