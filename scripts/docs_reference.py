@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import html
 import importlib
 import json
@@ -289,6 +290,17 @@ def render_sample_aliases(module=None) -> str:
             for name, (ours, convert) in module.SEMIF_ALIASES.items()]
     rows += [[code(name), "not used", cell(why)] for name, why in module.SEMIF_UNUSED.items()]
     return table(["the sample's name", "read as", "value"], rows)
+
+
+# -- the workshop's configuration, from the declarations of WorkshopConfig ----------------------------
+
+def render_workshop_config() -> str:
+    """One row per ``WorkshopConfig`` setting, in declaration order: its variable, default and use."""
+    config = importlib.import_module("workshop_lib.config")
+    rows = [[code(f.metadata["env"]), code(f.default) if f.default else "unset",
+             prose(f.metadata["doc"][:1].upper() + f.metadata["doc"][1:].rstrip(".") + ".")]
+            for f in dataclasses.fields(config.WorkshopConfig)]
+    return table(["variable", "default", "meaning"], rows)
 
 
 # -- the command line, from the parser workshop_lib.cli builds --------------------------------------
@@ -634,6 +646,7 @@ RENDERERS = {
     "settings": render_settings,
     "layers": render_layers,
     "sample-settings": render_sample_aliases,
+    "workshop-config": render_workshop_config,
     "cli": render_cli,
     "adapter-modules": lambda: render_modules(ROOT / "container" / "decision_adapter"),
     "workshop-modules": lambda: render_modules(ROOT / "workshop_lib"),

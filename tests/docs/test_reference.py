@@ -5,6 +5,7 @@ openapi.json, and the recorded benchmark files; and the generators start nothing
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import shutil
@@ -178,3 +179,12 @@ def test_the_layers_page_shows_every_layer_of_every_contract_in_order():
             assert found > position, (contract["name"], layer)
             position = found
     assert "<!-- reference: layers -->" in (DOCS / "architecture.md").read_text()
+
+
+def test_the_cli_page_as_built_lists_every_workshop_setting_with_its_default():
+    from workshop_lib.config import ENV_VARS, WorkshopConfig
+
+    page = ref.expand((DOCS / "cli.md").read_text())
+    for field in dataclasses.fields(WorkshopConfig):
+        shown = f"`{field.default}`" if field.default else "unset"
+        assert f"| `{ENV_VARS[field.name]}` | {shown} |" in page, field.name
