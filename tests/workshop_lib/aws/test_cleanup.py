@@ -4,10 +4,10 @@ import pytest
 
 from workshop_lib.aws import teardown as cleanup
 from workshop_lib.aws.teardown import ALREADY_GONE, DELETED, KEPT, delete_endpoint_resources, running_workshop_endpoints
-from workshop_lib.config import InvalidResourceName
 from workshop_lib.aws.endpoints import standard_plan, workshop_tags
 from workshop_lib.aws.hosting import deploy
 from workshop_lib.aws.images import parse_image_uri
+from workshop_lib.errors import InvalidInput
 
 from .values import DLC_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -155,7 +155,7 @@ def test_only_could_not_find_counts_as_already_gone_stubber(stub_sm):
 
 
 def test_cleanup_refuses_names_sagemaker_could_not_hold(clients):
-    with pytest.raises(InvalidResourceName):
+    with pytest.raises(InvalidInput):
         cleanup.delete_endpoint(clients.sm, "llamacpp-*")
 
 

@@ -6,7 +6,6 @@ import copy
 import pytest
 
 from workshop_lib.aws import api, endpoints, hosting, regions
-from workshop_lib.config import InvalidResourceName, InvalidRoleArn
 from workshop_lib.aws.endpoints import (
     ConflictingModelSource,
     EndpointSpecError,
@@ -18,6 +17,7 @@ from workshop_lib.aws.endpoints import (
 )
 from workshop_lib.aws.images import MutableImageReference
 from workshop_lib.aws.images import parse_image_uri
+from workshop_lib.errors import InvalidInput
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, ROLE
 
@@ -169,9 +169,9 @@ def test_mutable_image_references_are_refused_by_every_builder():
 
 
 def test_bad_names_and_roles_are_refused_before_sending():
-    with pytest.raises(InvalidResourceName):
+    with pytest.raises(InvalidInput):
         standard_plan("my_endpoint", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
-    with pytest.raises(InvalidRoleArn):
+    with pytest.raises(InvalidInput):
         standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn="arn:aws:iam::123456789012:user/bob",
                       model_data_url=MODEL_DATA)
 

@@ -7,7 +7,6 @@ import time
 import pytest
 
 from workshop_lib.aws import endpoints, hosting, scaling
-from workshop_lib.config import BucketRegionMismatch
 from workshop_lib.aws.endpoints import decision_gpu_plan, standard_plan
 from workshop_lib.aws.hosting import (AlreadyExists, EndpointFailed, EndpointWaitTimeout, QuotaExceeded, deploy,
                                   wait_in_service)
@@ -52,7 +51,7 @@ def test_deploy_without_waiting_returns_the_description(clients):
 def test_deploy_refuses_a_bucket_in_another_region_before_creating_anything(clients):
     clients.s3.create_bucket(Bucket="decision-workshop-test",
                              CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
-    with pytest.raises(BucketRegionMismatch, match="eu-west-1"):
+    with pytest.raises(InvalidInput, match="eu-west-1"):
         deploy(clients.sm, moto_plan(), region=REGION, s3_client=clients.s3, progress=False)
     assert clients.sm.list_models()["Models"] == []
     assert clients.sm.list_endpoints()["Endpoints"] == []
