@@ -55,7 +55,7 @@ def test_update_request_validates_as_update_project():
 def test_builder_output_is_checked_by_botocore():
     request = image_project()
     request["environment"]["privilegedMod"] = True  # what a typo would look like
-    with pytest.raises(api.InvalidRequest, match="privilegedMod"):
+    with pytest.raises(InvalidInput, match="privilegedMod"):
         builds.update_project_request(request)
 
 

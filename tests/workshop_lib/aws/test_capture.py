@@ -72,7 +72,7 @@ def test_decision_plans_capture_request_and_answer_and_botocore_accepts_them():
     variant = plan.endpoint_config["ProductionVariants"][0]
     missing = {k: v for k, v in config.items() if k != "CaptureOptions"}
     for bad in (missing, dict(config, InitialSamplingPercentage="25")):  # botocore's model: required, types
-        with pytest.raises(api.InvalidRequest, match="CaptureOptions|InitialSamplingPercentage"):
+        with pytest.raises(InvalidInput, match="CaptureOptions|InitialSamplingPercentage"):
             endpoints.endpoint_config_request("x", variant, data_capture=bad)
 
 

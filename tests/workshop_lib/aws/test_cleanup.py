@@ -7,7 +7,7 @@ from workshop_lib.aws.teardown import ALREADY_GONE, DELETED, KEPT, delete_endpoi
 from workshop_lib.aws.endpoints import standard_plan, workshop_tags
 from workshop_lib.aws.hosting import deploy
 from workshop_lib.aws.images import parse_image_uri
-from workshop_lib.errors import InvalidInput
+from workshop_lib.errors import AwsFailure, InvalidInput
 
 from .values import DLC_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -109,7 +109,7 @@ def test_cleanup_errors_other_than_not_found_are_raised_stubber(stub_sm):
     stub.add_response("list_tags", TAGS, {"ResourceArn": f"{ARN}:endpoint/e"})
     stub.add_client_error("delete_endpoint", "AccessDeniedException", "not authorized to sagemaker:DeleteEndpoint",
                           400)
-    with pytest.raises(cleanup.CleanupError, match="DeleteEndpoint"):
+    with pytest.raises(AwsFailure, match="DeleteEndpoint"):
         delete_endpoint_resources(sm, "e", poll_s=0)
 
 
@@ -148,7 +148,7 @@ def test_only_could_not_find_counts_as_already_gone_stubber(stub_sm):
     sm, stub = stub_sm
     stub.add_client_error("delete_model", "ValidationException",
                           'Cannot delete model "m": it is in use by a transform job', 400)
-    with pytest.raises(cleanup.CleanupError, match="in use"):
+    with pytest.raises(AwsFailure, match="in use"):
         cleanup.delete_model(sm, "m")
     stub.add_client_error("delete_model", "ValidationException", 'Could not find model "m".', 400)
     assert cleanup.delete_model(sm, "m") == ALREADY_GONE

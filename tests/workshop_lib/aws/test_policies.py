@@ -434,11 +434,11 @@ def test_write_policies_writes_json_for_administrators(tmp_path):
 
 def test_account_comes_from_the_role_arns_or_must_be_given():
     local = WorkshopConfig(region=REGION, bucket="acme-decision-workshop")
-    with pytest.raises(policies.PolicyError, match="account_id"):
+    with pytest.raises(InvalidInput, match="account_id"):
         policies.codebuild_service_role_policy(local)
     document = policies.codebuild_service_role_policy(local, account_id=OTHER)
     assert f":{OTHER}:repository/{local.ecr_repository}" in json.dumps(document)
-    with pytest.raises(policies.PolicyError, match="account"):
+    with pytest.raises(InvalidInput, match="account"):
         policies.scope(local, account_id="12345")
 
 
