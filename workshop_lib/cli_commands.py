@@ -45,10 +45,6 @@ ENDPOINT_NAME_FIELDS = {"standard": "standard_endpoint_name", "decision-cpu": "c
                         "decision-gpu": "gpu_endpoint_name"}
 
 
-class CommandError(InvalidInput):
-    """Flags that do not fit together, or a setting the command needs and nobody gave."""
-
-
 def _given(**values) -> dict:
     """The values a flag gave; the rest are left to the step's (or builder's) own defaults."""
     return {k: v for k, v in values.items() if v is not None}
@@ -72,7 +68,7 @@ def workshop_for(args, *, deploy_path: str | None = None, check: bool = True):
     if check:
         config.check()
         if config.mode == "aws" and not config.region:
-            raise CommandError("no AWS region: pass --region, set WORKSHOP_REGION or AWS_REGION, or save one "
+            raise InvalidInput("no AWS region: pass --region, set WORKSHOP_REGION or AWS_REGION, or save one "
                                "with `python -m workshop_lib setup --region ...`")
     return Workshop(config, path)
 
@@ -133,7 +129,7 @@ def cmd_resolve_image(args) -> int:
 def cmd_build_image(args) -> int:
     variant = "gpu" if args.dockerfile == "Dockerfile.gpu" else args.variant
     if args.dockerfile == "Dockerfile" and variant == "gpu":
-        raise CommandError("--dockerfile Dockerfile is the CPU image; the GPU one is Dockerfile.gpu (--variant gpu)")
+        raise InvalidInput("--dockerfile Dockerfile is the CPU image; the GPU one is Dockerfile.gpu (--variant gpu)")
     path = "decision-gpu" if variant == "gpu" else "decision-cpu"
     return _show(steps.build_decision_image(workshop_for(args, deploy_path=path), **_given(variant=variant),
                                             **_given(base_image=args.base_image, image_tag=args.image_tag)))
@@ -167,7 +163,7 @@ def cmd_deploy(args) -> int:
         return _deploy(args, "decision-gpu", pools=tuple(pools), n_gpu_layers=args.gpu_layers,
                        provision_timeout_s=args.provision_timeout)
     if args.gpu_layers:
-        raise CommandError(f"--gpu-layers {args.gpu_layers} needs a GPU instance; "
+        raise InvalidInput(f"--gpu-layers {args.gpu_layers} needs a GPU instance; "
                            f"{args.instance_type or endpoints.DECISION_CPU_INSTANCE} has none (pass GPU types "
                            "with --instance-pool)")
     return _deploy(args, "decision-cpu", instance_type=args.instance_type)

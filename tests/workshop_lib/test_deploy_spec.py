@@ -11,9 +11,10 @@ import pytest
 
 from workshop_lib.aws import capture, endpoints, images
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, DeploySpecError, plan_for
+from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
 from workshop_lib.steps import StepNotRun, Workshop, deploy_plan
 from workshop_lib.aws.images import parse_image_uri
+from workshop_lib.errors import InvalidInput
 
 ROLE = "arn:aws:iam::111122223333:role/sagemaker-workshop"
 BUCKET = "amzn-s3-demo-bucket"
@@ -124,6 +125,6 @@ def test_settings_left_out_take_the_builders_defaults():
     ("decision-gpu", {"instance_type": "ml.g5.2xlarge"}, "instance_pools=('ml.g5.2xlarge',)"),
 ])
 def test_a_setting_its_path_does_not_take_is_refused_by_name(path, settings, needle):
-    with pytest.raises(DeploySpecError) as refused:
+    with pytest.raises(InvalidInput) as refused:
         DeploySpec(path, **settings)
     assert needle in str(refused.value)

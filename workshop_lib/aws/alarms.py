@@ -45,10 +45,6 @@ PERIOD_S = 60
 MAX_ROLLBACK_ALARMS = 10  # UpdateEndpoint's AutoRollbackConfiguration takes at most 10
 
 
-class AlarmSpecError(InvalidInput):
-    """An alarm setting CloudWatch would refuse; the message names it and the allowed values."""
-
-
 @dataclass(frozen=True)
 class Thresholds:
     """When each alarm fires. Latencies in milliseconds, counts per minute; the defaults suit the
@@ -63,7 +59,7 @@ class Thresholds:
     def __post_init__(self):
         for name, value in vars(self).items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise AlarmSpecError(f"Thresholds.{name} is {value!r}; it must be a number above 0")
+                raise InvalidInput(f"Thresholds.{name} is {value!r}; it must be a number above 0")
 
 
 # (suffix, namespace, metric, statistic or pNN, unit, threshold field, scale to the metric's unit, rollback?)
@@ -82,16 +78,16 @@ SUFFIXES = tuple(a[0] for a in _ALARMS)
 def _check_choice(value: str, operation: str, member: str, what: str) -> str:
     allowed = api.operation_model("cloudwatch", operation).input_shape.members[member].enum
     if value not in allowed:
-        raise AlarmSpecError(f"{what} {value!r} is not one of {', '.join(allowed)}")
+        raise InvalidInput(f"{what} {value!r} is not one of {', '.join(allowed)}")
     return value
 
 
 def alarm_name(endpoint_name: str, suffix: str) -> str:
     """``<endpoint>/<suffix>``: the endpoint's name first, so IAM grants its alarms by that prefix."""
     if suffix not in SUFFIXES:
-        raise AlarmSpecError(f"no alarm {suffix!r}; the workshop's are {', '.join(SUFFIXES)}")
+        raise InvalidInput(f"no alarm {suffix!r}; the workshop's are {', '.join(SUFFIXES)}")
     if not endpoint_name or "/" in endpoint_name:
-        raise AlarmSpecError(f"endpoint name {endpoint_name!r} cannot name an alarm (empty or with a /)")
+        raise InvalidInput(f"endpoint name {endpoint_name!r} cannot name an alarm (empty or with a /)")
     return f"{endpoint_name}/{suffix}"
 
 
@@ -131,12 +127,12 @@ def alarm_request(endpoint_name: str, suffix: str, *, thresholds: Thresholds = T
     name = alarm_name(endpoint_name, suffix)
     _, namespace, metric, statistic, unit, field, scale, _ = spec
     if period_s not in (10, 30) and (period_s < 60 or period_s % 60):
-        raise AlarmSpecError(f"period_s is {period_s}; CloudWatch takes 10, 30 or a multiple of 60")
+        raise InvalidInput(f"period_s is {period_s}; CloudWatch takes 10, 30 or a multiple of 60")
     if not 1 <= datapoints_to_alarm <= evaluation_periods:
-        raise AlarmSpecError(f"datapoints_to_alarm ({datapoints_to_alarm}) must be between 1 and evaluation_periods "
+        raise InvalidInput(f"datapoints_to_alarm ({datapoints_to_alarm}) must be between 1 and evaluation_periods "
                              f"({evaluation_periods})")
     if period_s * evaluation_periods > 86400:
-        raise AlarmSpecError("period_s x evaluation_periods may not exceed one day (86400 s)")
+        raise InvalidInput("period_s x evaluation_periods may not exceed one day (86400 s)")
     threshold = float(getattr(thresholds, field)) * scale
     request = {
         "AlarmName": name,
@@ -176,7 +172,7 @@ def _widget(title: str, metrics: list[list], stat: str, region: str, x: int, y: 
 def dashboard_body(endpoint_names: Sequence[str], region: str, *, variant: str = VARIANT_NAME) -> dict:
     """The dashboard's widgets: per endpoint, SageMaker's latency, errors and load beside the adapter's."""
     if not endpoint_names:
-        raise AlarmSpecError("the dashboard needs at least one endpoint name")
+        raise InvalidInput("the dashboard needs at least one endpoint name")
 
     def sagemaker(metric: str) -> list[list]:
         return [[SAGEMAKER_NAMESPACE, metric, "EndpointName", n, "VariantName", variant] for n in endpoint_names]
@@ -198,7 +194,7 @@ def dashboard_request(endpoint_names: Sequence[str], region: str, *, name: str =
     import re
 
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,255}", name):
-        raise AlarmSpecError(f"dashboard name {name!r} is not valid: 1-255 letters, digits, - and _")
+        raise InvalidInput(f"dashboard name {name!r} is not valid: 1-255 letters, digits, - and _")
     body = json.dumps(dashboard_body(endpoint_names, region), separators=(",", ":"))
     return api.validate("cloudwatch", "PutDashboard", {"DashboardName": name, "DashboardBody": body})
 
@@ -238,6 +234,6 @@ def alarm_states(cloudwatch, endpoint_name: str) -> dict[str, str]:
     return {a["AlarmName"]: a["StateValue"] for a in found}
 
 
-__all__ = ["ADAPTER_NAMESPACE", "AlarmSpecError", "AlarmsResult", "DASHBOARD", "SUFFIXES", "Thresholds",
+__all__ = ["ADAPTER_NAMESPACE", "AlarmsResult", "DASHBOARD", "SUFFIXES", "Thresholds",
            "alarm_name", "alarm_names", "alarm_request", "alarm_requests", "alarm_states", "dashboard_body",
            "dashboard_request", "put_alarms", "rollback_alarms"]

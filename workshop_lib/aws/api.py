@@ -20,17 +20,12 @@ from ..errors import InvalidInput
 from ..names import operation_model
 
 
-
-class InvalidRequest(InvalidInput):
-    """A request dict that botocore's service model rejects."""
-
-
 def validate(service: str, operation: str, params: dict) -> dict:
     """Return params unchanged if botocore accepts them for service.operation, else raise."""
     model = operation_model(service, operation)
     report = ParamValidator().validate(params, model.input_shape)
     if report.has_errors():
-        raise InvalidRequest(f"{service}.{operation}: {report.generate_report()}")
+        raise InvalidInput(f"{service}.{operation}: {report.generate_report()}")
     return params
 
 
@@ -86,4 +81,4 @@ def wait_for_status(describe: Callable[[], dict], key: str, *, done: str, label:
         bar.close()
 
 
-__all__ = ["InvalidRequest", "ParamValidationError", "client", "operation_model", "validate", "wait_for_status"]
+__all__ = ["ParamValidationError", "client", "operation_model", "validate", "wait_for_status"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from ..config import ENV_VARS, BucketNotFound, BucketRegionMismatch
+from ..config import ENV_VARS, BucketNotFound
+from ..errors import InvalidInput
 
 
 def bucket_region(s3_client, bucket: str) -> str:
@@ -31,10 +32,10 @@ def bucket_region(s3_client, bucket: str) -> str:
 
 
 def check_bucket_region(s3_client, bucket: str, region: str) -> str:
-    """Raise BucketRegionMismatch unless the bucket is in ``region`` (the endpoint's region)."""
+    """Raise InvalidInput unless the bucket is in ``region`` (the endpoint's region)."""
     found = bucket_region(s3_client, bucket)
     if found != region:
-        raise BucketRegionMismatch(
+        raise InvalidInput(
             f"bucket {bucket!r} is in {found} but the endpoint region is {region}; SageMaker reads model "
             f"data only from its own region. Use a bucket in {region} (set {ENV_VARS['bucket']}) "
             f"or deploy in {found} (set {ENV_VARS['region']}={found})"

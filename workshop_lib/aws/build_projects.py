@@ -54,47 +54,9 @@ _HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 _PATTERN = re.compile(r"[A-Za-z0-9_.*?-]+")
 
 
-class BuildError(AwsFailure):
-    """A CodeBuild or ECR step did not end as the workshop needs."""
-
-
-class BuildSpecError(InvalidInput):
-    """Inputs for a build that CodeBuild, ECR or the buildspec would reject."""
-
-
-class SourceMissing(BuildError):
-    pass
-
-
-class BuildFailed(BuildError):
-    def __init__(self, message: str, *, build_id: str, status: str, phase: str | None, log_tail: list[str]):
-        super().__init__(message)
-        self.build_id, self.status, self.phase, self.log_tail = build_id, status, phase, log_tail
-
-
-class BuildStillRunning(BuildError):
-    pass
-
-
-class MutableRepository(BuildError):
-    pass
-
-
-class ImageNotPushed(BuildError):
-    pass
-
-
-class DigestMismatch(BuildError):
-    pass
-
-
-class ManifestMismatch(BuildError):
-    pass
-
-
 def check_project_name(name: str) -> str:
     if not names.is_codebuild_project(name):
-        raise BuildSpecError(
+        raise InvalidInput(
             f"CodeBuild project name {name!r} is not valid: 2-150 letters, digits, '-' or '_', "
             "starting with a letter or digit")
     return name
@@ -102,7 +64,7 @@ def check_project_name(name: str) -> str:
 
 def check_repository_name(name: str) -> str:
     if not names.is_ecr_repository(name):
-        raise BuildSpecError(
+        raise InvalidInput(
             f"ECR repository name {name!r} is not valid: lowercase letters, digits and . _ - / "
             f"(e.g. {ECR_REPOSITORY!r})")
     return name
@@ -112,7 +74,7 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     """``s3://bucket/key`` -> (bucket, key); the key may be empty."""
     parts = names.split_s3_uri(uri)
     if parts is None:
-        raise BuildSpecError(f"{uri!r} is not an S3 URI like 's3://my-bucket/models/qwen/'")
+        raise InvalidInput(f"{uri!r} is not an S3 URI like 's3://my-bucket/models/qwen/'")
     return parts
 
 
@@ -127,7 +89,7 @@ def model_s3_prefix(uri: str) -> str:
     if key.endswith(".tar.gz") or key.endswith(".json"):
         name = PurePosixPath(key).name
         if name != TARBALL_NAME:
-            raise BuildSpecError(
+            raise InvalidInput(
                 f"{uri!r} names the file {name!r}; give the folder instead (e.g. "
                 f"s3://{bucket}/{PurePosixPath(key).parent}/), model.tar.gz and {MANIFEST_NAME} go in it")
         parent = str(PurePosixPath(key).parent)
@@ -144,7 +106,7 @@ def source_zip(repo_root: str | Path, paths: tuple[str, ...] = SOURCE_PATHS) -> 
     root = Path(repo_root)
     missing = [f for f in REQUIRED_SOURCE_FILES if not (root / f).is_file()]
     if missing:
-        raise SourceMissing(
+        raise AwsFailure(
             f"{root} lacks {', '.join(missing)}; the CodeBuild jobs need a checkout of the workshop "
             "repository (install it with `pip install -e .` and call from there, or pass repo_root)")
     files = sorted(
@@ -180,11 +142,11 @@ def project_request(name: str, *, buildspec: str, source_location: str, service_
     """CreateProject: S3 zip source, the AL2023 standard image, logs to CloudWatch, no artifacts."""
     check_project_name(name)
     if not names.is_role_arn(service_role_arn):
-        raise BuildSpecError(
+        raise InvalidInput(
             f"CodeBuild service role {service_role_arn!r} is not an IAM role ARN "
             "(arn:aws:iam::<account>:role/<name>); pass the role CodeBuild should assume")
     if not 5 <= timeout_minutes <= 2160:
-        raise BuildSpecError(f"timeout_minutes={timeout_minutes}: CodeBuild allows 5-2160 minutes")
+        raise InvalidInput(f"timeout_minutes={timeout_minutes}: CodeBuild allows 5-2160 minutes")
     request = {
         "name": name,
         "description": description or f"decision workshop: {buildspec}",
@@ -230,27 +192,27 @@ def model_package_env(spec: ModelSpec, model_s3_uri: str,
     """
     gguf = spec.gguf
     if gguf.size is None or not gguf.sha256:
-        raise BuildSpecError(
+        raise InvalidInput(
             f"{spec.name}: the GGUF has no pinned size and sha256; CodeBuild packaging downloads from the hub "
             "and must verify both (pin them in workshop_lib/models.py)")
     not_hub = sorted({f.repo for f in spec.files if not _HUB_REPO.fullmatch(f.repo)})
     if not_hub:
-        raise BuildSpecError(
+        raise InvalidInput(
             f"{spec.name}: {', '.join(not_hub)} is not a Hugging Face repo (owner/name), so CodeBuild cannot "
             "download it; package it locally with workshop_lib.packaging.package_local and upload_package")
     names = [f.path for f in spec.files]
     bad = [n for n in names if not _FILE_NAME.fullmatch(n)]
     if bad:
-        raise BuildSpecError(f"{spec.name}: file names {bad} must be plain names (no folders or spaces)")
+        raise InvalidInput(f"{spec.name}: file names {bad} must be plain names (no folders or spaces)")
     if spec.extra_files:
-        raise BuildSpecError(
+        raise InvalidInput(
             f"{spec.name}: CodeBuild takes tokenizer files by pattern at a pinned revision (ModelSpec.tokenizer), "
             "not by name; package named files locally with packaging.package_local")
     tokenizer = spec.tokenizer
     if tokenizer and not _HUB_REPO.fullmatch(tokenizer.repo):
-        raise BuildSpecError(f"{spec.name}: {tokenizer.repo} is not a Hugging Face repo (owner/name)")
+        raise InvalidInput(f"{spec.name}: {tokenizer.repo} is not a Hugging Face repo (owner/name)")
     if tokenizer and not all(_PATTERN.fullmatch(p) for p in tokenizer.patterns):
-        raise BuildSpecError(f"{spec.name}: tokenizer patterns {tokenizer.patterns} must be shell globs of "
+        raise InvalidInput(f"{spec.name}: tokenizer patterns {tokenizer.patterns} must be shell globs of "
                              "plain names (letters, digits, . _ - * ?)")
     return {
         "GGUF_REPO": gguf.repo,
@@ -273,7 +235,7 @@ def model_package_env(spec: ModelSpec, model_s3_uri: str,
 def dockerfile_name(dockerfile: str) -> str:
     name = dockerfile.removeprefix("container/")
     if name not in DOCKERFILES:
-        raise BuildSpecError(f"dockerfile {dockerfile!r} is not one of {', '.join(DOCKERFILES)} (in container/)")
+        raise InvalidInput(f"dockerfile {dockerfile!r} is not one of {', '.join(DOCKERFILES)} (in container/)")
     return name
 
 
@@ -288,11 +250,11 @@ def check_base_image(base: ImageRef, region: str) -> ImageRef:
     """The base must be a digest-pinned image in a private ECR registry (the DLC) of ``region``."""
     require_pinned(base)
     if not base.is_private_ecr:
-        raise BuildSpecError(
+        raise InvalidInput(
             f"base image {base.uri!r} is not in a private regional ECR registry; use the DLC of the build's "
             f"region (workshop_lib.aws.images.dlc_image_uri({region!r}), then resolve_digest)")
     if base.region != region:
-        raise BuildSpecError(
+        raise InvalidInput(
             f"base image is in {base.region} but the build and its repository are in {region}; use the DLC "
             f"of {region} so one ECR login covers both")
     return base
@@ -300,7 +262,7 @@ def check_base_image(base: ImageRef, region: str) -> ImageRef:
 
 def check_image_tag(image_tag: str) -> str:
     if not names.is_image_tag(image_tag):
-        raise BuildSpecError(f"image tag {image_tag!r} is not valid (letters, digits, _ . -; up to 128)")
+        raise InvalidInput(f"image tag {image_tag!r} is not valid (letters, digits, _ . -; up to 128)")
     return image_tag
 
 
@@ -308,12 +270,12 @@ def image_build_env(base: ImageRef, repository: ImageRef, image_tag: str,
                     dockerfile: str = "Dockerfile") -> dict[str, str]:
     """The buildspec variables for buildspec/image-build.yml; the base must be a pinned regional DLC."""
     if not repository.is_private_ecr or repository.tag or repository.digest:
-        raise BuildSpecError(
+        raise InvalidInput(
             f"repository URI {repository.uri!r} is not an ECR repository "
             "(<account>.dkr.ecr.<region>.amazonaws.com/<name>, without tag or digest)")
     check_base_image(base, repository.region)
     if base.account != dlc_account(repository.region):
-        raise BuildSpecError(
+        raise InvalidInput(
             f"base image {base.uri!r} is not in {repository.region}'s DLC registry "
             f"({dlc_account(repository.region)}); the build logs in to that registry only (use images.resolve_dlc)")
     dockerfile = dockerfile_name(dockerfile)

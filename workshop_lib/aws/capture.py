@@ -46,14 +46,10 @@ MODES = {"endpointInput": "INPUT", "endpointOutput": "OUTPUT"}
 log = logging.getLogger(__name__)
 
 
-class CaptureError(InvalidInput):
-    """A capture setting or record the workshop cannot use."""
-
-
 # ---- the config (pure) -----------------------------------------------------------------------------
 
 
-check_percent = check_capture_percent  # 0-100, else a ConfigError naming WORKSHOP_CAPTURE_PERCENT
+check_percent = check_capture_percent  # 0-100, else an InvalidInput naming WORKSHOP_CAPTURE_PERCENT
 
 
 def destination_uri(config) -> str:
@@ -106,7 +102,7 @@ def decode(part: Mapping) -> bytes:
         return data.encode("utf-8")
     if encoding == "BASE64":
         return base64.b64decode(data)
-    raise CaptureError(f"a capture record has encoding {encoding!r}; SageMaker writes JSON, CSV or BASE64")
+    raise InvalidInput(f"a capture record has encoding {encoding!r}; SageMaker writes JSON, CSV or BASE64")
 
 
 def _iso(when: dt.datetime) -> str:
@@ -177,7 +173,7 @@ def parse_line(line: str, key: str = "") -> CapturedEvent:
         data, metadata = record["captureData"], record["eventMetadata"]
         request = data["endpointInput"]
     except (ValueError, KeyError, TypeError):
-        raise CaptureError(f"{key or 'a capture file'} holds a line that is not a SageMaker capture record: "
+        raise InvalidInput(f"{key or 'a capture file'} holds a line that is not a SageMaker capture record: "
                            f"{line[:120]!r}") from None
     output = data.get("endpointOutput")
     return CapturedEvent(event_id=metadata.get("eventId", ""), inference_id=metadata.get("inferenceId"),

@@ -32,13 +32,13 @@ from botocore.exceptions import ClientError
 
 from . import api
 from .images import DLC_PINS, ImageRef, parse_image_uri, pinned_dlc_uri
+from ..errors import AwsFailure, InvalidInput
 from ..models import PINNED_MODEL, ModelSpec
 from ..packaging import (MANIFEST_NAME, SAMPLE_SHAPE, WORKSHOP_SHAPE, LocalPackage, ManifestInvalid,
                          check_calibration, parse_manifest)
-from .build_projects import (BuildError, BuildFailed, BuildSpecError, BuildStillRunning, DigestMismatch,
-                             ECR_REPOSITORY, IMAGE_BUILD_BUILDSPEC, IMAGE_BUILD_PROJECT, ImageNotPushed,
-                             MODEL_PACKAGE_BUILDSPEC, MODEL_PACKAGE_PROJECT, ManifestMismatch, MutableRepository,
-                             PHASES, SOURCE_PATHS, SOURCE_PREFIX, SourceMissing, TARBALL_NAME, check_base_image,
+from .build_projects import (ECR_REPOSITORY, IMAGE_BUILD_BUILDSPEC, IMAGE_BUILD_PROJECT,
+                             MODEL_PACKAGE_BUILDSPEC, MODEL_PACKAGE_PROJECT,
+                             PHASES, SOURCE_PATHS, SOURCE_PREFIX, TARBALL_NAME, check_base_image,
                              check_image_tag, default_image_tag, dockerfile_name, ecr_repository_request,
                              failure_summary, image_build_env, model_package_env, model_s3_prefix, parse_s3_uri,
                              project_request, source_upload_request, start_build_request, update_project_request)
@@ -67,7 +67,7 @@ def ensure_project(codebuild, request: dict) -> str:
         return codebuild.update_project(**update_project_request(request))["project"]["arn"]
     except ClientError as exc:
         if _error_code(exc) == "InvalidInputException":
-            raise BuildSpecError(
+            raise InvalidInput(
                 f"CodeBuild rejected project {request['name']!r}: {exc.response['Error'].get('Message')}. "
                 f"Check that {request['serviceRole']} exists and trusts codebuild.amazonaws.com") from None
         raise
@@ -80,7 +80,7 @@ def start_build(codebuild, request: dict) -> str:
 def _get_build(codebuild, build_id: str) -> dict:
     response = codebuild.batch_get_builds(ids=[build_id])
     if not response.get("builds"):
-        raise BuildError(f"CodeBuild does not know build {build_id!r}")
+        raise AwsFailure(f"CodeBuild does not know build {build_id!r}")
     return response["builds"][0]
 
 
@@ -106,7 +106,7 @@ def exported_variables(build: dict) -> dict[str, str]:
 def wait_for_build(codebuild, build_id: str, logs_client, progress: bool = True, *, poll_s: float = 10.0,
                    timeout_s: float | None = None, tail_lines: int = 40,
                    sleep: Callable[[float], None] = time.sleep) -> dict:
-    """Poll until the build ends; return it if it succeeded, else raise BuildFailed with the log tail."""
+    """Poll until the build ends; return it if it succeeded, else raise AwsFailure ending with the log tail."""
     from tqdm.auto import tqdm
 
     started = time.monotonic()
@@ -122,7 +122,7 @@ def wait_for_build(codebuild, build_id: str, logs_client, progress: bool = True,
             if build.get("buildStatus") != "IN_PROGRESS":
                 break
             if timeout_s is not None and time.monotonic() - started > timeout_s:
-                raise BuildStillRunning(
+                raise AwsFailure(
                     f"build {build_id} is still in {phase} after {timeout_s:.0f} s; it keeps running. "
                     f"Wait again with wait_for_build(codebuild, {build_id!r}, logs) or follow "
                     f"{(build.get('logs') or {}).get('deepLink', 'the CodeBuild console')}")
@@ -135,11 +135,10 @@ def wait_for_build(codebuild, build_id: str, logs_client, progress: bool = True,
     phase, reason = failure_summary(build)
     tail = log_tail(logs_client, build, tail_lines)
     link = (build.get("logs") or {}).get("deepLink")
-    raise BuildFailed(
+    raise AwsFailure(
         f"CodeBuild build {build_id} ended {status} in phase {phase}: {reason}\n"
         f"--- last {len(tail)} log lines ---\n" + "\n".join(tail)
-        + (f"\n--- full log: {link}" if link else ""),
-        build_id=build_id, status=status, phase=phase, log_tail=tail)
+        + (f"\n--- full log: {link}" if link else ""))
 
 
 def ensure_ecr_repository(ecr, request: dict) -> str:
@@ -152,7 +151,7 @@ def ensure_ecr_repository(ecr, request: dict) -> str:
             raise
     repository = ecr.describe_repositories(repositoryNames=[name])["repositories"][0]
     if repository.get("imageTagMutability") != "IMMUTABLE":
-        raise MutableRepository(
+        raise AwsFailure(
             f"ECR repository {name!r} exists with mutable tags, so a tag could later name another image. "
             f"Run `aws ecr put-image-tag-mutability --repository-name {name} --image-tag-mutability IMMUTABLE` "
             "or choose another repository name")
@@ -166,7 +165,7 @@ def image_digest(ecr, repository: ImageRef, tag: str) -> ImageRef:
                                       registryId=repository.account)["imageDetails"]
     except ClientError as exc:
         if _error_code(exc) in ("ImageNotFoundException", "RepositoryNotFoundException"):
-            raise ImageNotPushed(f"ECR has no image {repository.repository}:{tag}; the build did not push it "
+            raise AwsFailure(f"ECR has no image {repository.repository}:{tag}; the build did not push it "
                                  "(check the build log)") from None
         raise
     return repository.at(details[0]["imageDigest"])
@@ -191,7 +190,7 @@ def read_manifest(s3, s3_uri: str) -> dict:
         body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     except ClientError as exc:
         if _error_code(exc) in ("NoSuchKey", "404", "NoSuchBucket"):
-            raise BuildError(f"s3://{bucket}/{key} does not exist; the packaging build did not upload it") from None
+            raise AwsFailure(f"s3://{bucket}/{key} does not exist; the packaging build did not upload it") from None
         raise
     return json.loads(body)
 
@@ -206,7 +205,7 @@ def check_manifest(manifest: dict, spec: ModelSpec) -> dict:
     try:
         view = parse_manifest(manifest)
     except ManifestInvalid as exc:
-        raise ManifestMismatch(f"the uploaded manifest is refused: {exc}; package the model again") from None
+        raise AwsFailure(f"the uploaded manifest is refused: {exc}; package the model again") from None
     pin = spec.gguf
     listed = next((f for f in view.files if f.path == pin.path), None)
     wrong = [] if listed else [f"no entry for {pin.path} (it lists {[f.path for f in view.files]})"]
@@ -231,7 +230,7 @@ def check_manifest(manifest: dict, spec: ModelSpec) -> dict:
         wrong += [f"tokenizer from {repo}@{revision}, pinned {pinned[0]}@{pinned[1]}"
                   for repo, revision in sorted(sources - {pinned}, key=str)]
     if wrong:
-        raise ManifestMismatch(
+        raise AwsFailure(
             f"the uploaded manifest ({view.shape} shape) does not describe {pin.repo}@{pin.revision} {pin.path} "
             f"with sha256 {pin.sha256}: {'; '.join(wrong)}. Another build may have written the same S3 prefix: "
             "package again or choose a new prefix")
@@ -256,7 +255,7 @@ REPO_VARIABLE = "WORKSHOP_REPO"
 
 def _default_repo_root() -> Path:
     """The workshop's checkout, whose buildspec/ and container/ the builds upload: ``$WORKSHOP_REPO``, else
-    the checkout this package runs from. An installed copy (a wheel) has neither: SourceMissing says so."""
+    the checkout this package runs from. An installed copy (a wheel) has neither: the error says so."""
     import os
 
     given = os.environ.get(REPO_VARIABLE, "").strip()
@@ -264,7 +263,7 @@ def _default_repo_root() -> Path:
     if all((root / part).is_dir() for part in SOURCE_PATHS):
         return root
     where = f"{REPO_VARIABLE}={given}" if given else f"{root} (where workshop_lib is installed)"
-    raise SourceMissing(f"this needs the workshop's checkout (buildspec/, container/), and {where} has none: "
+    raise AwsFailure(f"this needs the workshop's checkout (buildspec/, container/), and {where} has none: "
                         f"clone the workshop's repository and set {REPO_VARIABLE} to its folder")
 
 
@@ -356,7 +355,7 @@ def build_decision_image(codebuild, ecr, s3, logs_client, *, base_image: ImageRe
     pinned = image_digest(ecr, repository, image_tag)
     exported = exported_variables(build).get("IMAGE_DIGEST")
     if exported and pinned.digest != exported:
-        raise DigestMismatch(
+        raise AwsFailure(
             f"the build exported {exported} for {repository.uri}:{image_tag}, but ECR now says {pinned.uri}; "
             "someone pushed to this repository meanwhile: inspect it before deploying")
     return pinned

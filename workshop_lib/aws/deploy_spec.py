@@ -23,10 +23,6 @@ _BUILDERS = {"standard": endpoints.standard_plan, "decision-cpu": endpoints.deci
              "decision-gpu": endpoints.decision_gpu_plan}
 
 
-class DeploySpecError(InvalidInput):
-    """A deploy specification that names an unknown path or a setting its path does not take."""
-
-
 @dataclass(frozen=True)
 class DeploySpec:
     """What to deploy on which path; None everywhere means "the builder's default"."""
@@ -45,19 +41,19 @@ class DeploySpec:
 
     def __post_init__(self):
         if self.path not in DEPLOY_PATHS:
-            raise DeploySpecError(f"deploy path {self.path!r} is not one of {', '.join(DEPLOY_PATHS)}")
+            raise InvalidInput(f"deploy path {self.path!r} is not one of {', '.join(DEPLOY_PATHS)}")
         if self.instance_pools is not None:
             pools = (self.instance_pools,) if isinstance(self.instance_pools, str) else tuple(self.instance_pools)
             object.__setattr__(self, "instance_pools", pools)
         if self.path == "decision-gpu":
             if self.instance_type is not None:
-                raise DeploySpecError(f"the decision-gpu path takes instance_pools, in order of preference; pass "
+                raise InvalidInput(f"the decision-gpu path takes instance_pools, in order of preference; pass "
                                       f"instance_pools=({self.instance_type!r},) for one type")
             return
         wrong = [name for name in GPU_ONLY + (("n_gpu_layers",) if self.path == "decision-cpu" else ())
                  if getattr(self, name) is not None]
         if wrong:
-            raise DeploySpecError(f"{', '.join(wrong)} {'is a setting' if len(wrong) == 1 else 'are settings'} of "
+            raise InvalidInput(f"{', '.join(wrong)} {'is a setting' if len(wrong) == 1 else 'are settings'} of "
                                   f"the GPU path; the {self.path} path takes none (choose decision-gpu for GPUs)")
 
     @classmethod
@@ -100,4 +96,4 @@ def plan_for(spec: DeploySpec, *, name: str, role_arn: str, region: str, image: 
                                 **settings)
 
 
-__all__ = ["DeploySpec", "DeploySpecError", "ENDPOINT_NAME_ENV", "GPU_ONLY", "plan_for"]
+__all__ = ["DeploySpec", "ENDPOINT_NAME_ENV", "GPU_ONLY", "plan_for"]

@@ -25,9 +25,10 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
+from ..errors import InvalidInput
 from ..config import check_resource_name, check_role_arn
 from .images import ImageRef, parse_image_uri, require_pinned
-from .instance_types import (EndpointSpecError, _check_choice, _check_cuda13, _has_local_nvme,
+from .instance_types import (_check_choice, _check_cuda13, _has_local_nvme,
                              endpoint_instance_types, inference_ami_versions, is_gpu_instance, vcpus)
 from .. import names
 from . import api, regions
@@ -48,36 +49,24 @@ LLAMA_PREFIX = "SM_LLAMA_CPP_"
 MAX_POOLS = 5
 
 
-class OutOfRange(EndpointSpecError):
-    pass
-
-
-class InvalidInstancePools(EndpointSpecError):
-    pass
-
-
-class ConflictingModelSource(EndpointSpecError):
-    pass
-
-
 # ---- small checks ---------------------------------------------------------------
 
 
 def _in_range(value, low, high, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise OutOfRange(f"{what} is {value!r}; it must be between {low} and {high}")
+        raise InvalidInput(f"{what} is {value!r}; it must be between {low} and {high}")
 
 
 def _check_environment(env: Mapping[str, str]) -> None:
     if len(env) > 100:
-        raise OutOfRange(f"the container environment has {len(env)} variables; SageMaker allows 100")
+        raise InvalidInput(f"the container environment has {len(env)} variables; SageMaker allows 100")
     for key, value in env.items():
         if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", key) or len(key) > 1024:
-            raise EndpointSpecError(f"environment variable name {key!r} is not valid (letters, digits, _)")
+            raise InvalidInput(f"environment variable name {key!r} is not valid (letters, digits, _)")
         if not isinstance(value, str):
-            raise EndpointSpecError(f"environment variable {key} must be a string, got {type(value).__name__}")
+            raise InvalidInput(f"environment variable {key} must be a string, got {type(value).__name__}")
         if len(value) > 1024:
-            raise OutOfRange(f"environment variable {key} is {len(value)} characters long; SageMaker allows 1024")
+            raise InvalidInput(f"environment variable {key} is {len(value)} characters long; SageMaker allows 1024")
 
 
 def workshop_tags(workshop: str = names.WORKSHOP_TAGS[names.TAG_WORKSHOP],
@@ -90,24 +79,24 @@ def workshop_tags(workshop: str = names.WORKSHOP_TAGS[names.TAG_WORKSHOP],
 
 def check_tags(tags: list[dict]) -> list[dict]:
     if len(tags) > 50:
-        raise OutOfRange(f"{len(tags)} tags; SageMaker allows 50 per resource")
+        raise InvalidInput(f"{len(tags)} tags; SageMaker allows 50 per resource")
     keys = [t["Key"] for t in tags]
     if len(set(keys)) != len(keys):
-        raise EndpointSpecError(f"tag keys must be unique, got {keys}")
+        raise InvalidInput(f"tag keys must be unique, got {keys}")
     for tag in tags:
         key, value = tag["Key"], tag["Value"]
         if not names.is_tag_key(key):
-            raise EndpointSpecError(f"tag key {key!r} is not valid (1-128 letters, digits, spaces, _.:/=+-@; "
+            raise InvalidInput(f"tag key {key!r} is not valid (1-128 letters, digits, spaces, _.:/=+-@; "
                                     "not starting with aws:)")
         if not names.is_tag_value(value):
-            raise EndpointSpecError(f"tag value {value!r} for {key!r} is not valid (up to 256 letters, digits, "
+            raise InvalidInput(f"tag value {value!r} for {key!r} is not valid (up to 256 letters, digits, "
                                     "spaces, _.:/=+-@)")
     return tags
 
 
 def _s3_tarball(url: str) -> str:
     if not names.is_s3_tarball(url):
-        raise EndpointSpecError(
+        raise InvalidInput(
             f"model data {url!r} must be one s3://<bucket>/<key>.tar.gz object (SageMaker extracts it "
             "into /opt/ml/model); package the model first"
         )
@@ -136,7 +125,7 @@ def llama_environment(*, ctx_size: int | None = DEFAULT_CTX_SIZE, threads: int |
     if model_file:
         env["MODEL"] = model_file
     if hf_file and not hf_repo:
-        raise EndpointSpecError("hf_file needs hf_repo (the Hugging Face repository to take it from)")
+        raise InvalidInput("hf_file needs hf_repo (the Hugging Face repository to take it from)")
     if hf_repo:
         env["HF_REPO"] = hf_repo
     if hf_file:
@@ -159,13 +148,13 @@ def model_request(name: str, *, image: ImageRef, role_arn: str, model_data_url: 
     _check_environment(env)
     hf_repo = env.get(LLAMA_PREFIX + "HF_REPO")
     if model_data_url and hf_repo:
-        raise ConflictingModelSource(
+        raise InvalidInput(
             f"both a model tarball ({model_data_url}) and SM_LLAMA_CPP_HF_REPO={hf_repo} are set: the DLC "
             "would pass both --model and --hf-repo. Use the tarball (pinned, checked) or the Hugging Face "
             "download, not both"
         )
     if network_isolation and hf_repo:
-        raise EndpointSpecError(
+        raise InvalidInput(
             f"SM_LLAMA_CPP_HF_REPO={hf_repo} downloads the model at start-up, which an isolated container cannot "
             "do: package the model instead (model_data_url), or pass network_isolation=False")
     container: dict = {"Image": image.uri, "Mode": "SingleModel"}
@@ -188,12 +177,12 @@ def standard_model_request(name: str, *, image: ImageRef, role_arn: str, model_d
     """The standard DLC: a model tarball in S3 (network-isolated), or instead a GGUF the DLC downloads from
     Hugging Face at start-up (which needs the network, so that model is not isolated)."""
     if model_data_url and hf_repo:
-        raise ConflictingModelSource(
+        raise InvalidInput(
             "pass model_data_url (the packaged, pinned model) or hf_repo/hf_file (downloaded at start-up), "
             "not both: the DLC would receive both --model and --hf-repo"
         )
     if not model_data_url and not hf_repo:
-        raise EndpointSpecError("the standard endpoint needs model_data_url (s3://.../model.tar.gz) or hf_repo")
+        raise InvalidInput("the standard endpoint needs model_data_url (s3://.../model.tar.gz) or hf_repo")
     env = llama_environment(ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers,
                             hf_repo=hf_repo, hf_file=hf_file)
     env.update(environment or {})
@@ -206,7 +195,7 @@ def decision_model_request(name: str, *, image: ImageRef, role_arn: str, model_d
                            environment: Mapping[str, str] | None = None, tags: list[dict] | None = None) -> dict:
     """The decision image (network-isolated); ``environment`` carries DECISION_ADAPTER_* settings if any."""
     if not model_data_url:
-        raise EndpointSpecError("the decision endpoint needs model_data_url (s3://.../model.tar.gz)")
+        raise InvalidInput("the decision endpoint needs model_data_url (s3://.../model.tar.gz)")
     env = llama_environment(ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers)
     env.update(environment or {})
     return model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
@@ -230,7 +219,7 @@ def _ami(ami_version: str | None, instance_types: Iterable[str]) -> dict:
     if "-gpu-" in ami_version:
         cpu_types = [t for t in instance_types if not is_gpu_instance(t)]
         if cpu_types:
-            raise EndpointSpecError(f"{ami_version} is a GPU AMI but {', '.join(cpu_types)} has no GPU")
+            raise InvalidInput(f"{ami_version} is a GPU AMI but {', '.join(cpu_types)} has no GPU")
     return {"InferenceAmiVersion": ami_version}
 
 
@@ -246,7 +235,7 @@ def fixed_instance_variant(model_name: str, instance_type: str, *, instance_coun
                "InitialInstanceCount": instance_count, **_timeouts(startup_timeout_s, download_timeout_s)}
     if volume_size_gb is not None:
         if _has_local_nvme(instance_type):
-            raise EndpointSpecError(
+            raise InvalidInput(
                 f"{instance_type} comes with local NVMe storage and SageMaker rejects VolumeSizeInGB for it; "
                 "leave volume_size_gb unset"
             )
@@ -269,16 +258,16 @@ def check_instance_pools(pools: Sequence[Mapping]) -> list[dict]:
     """The rules botocore leaves to the service: 1-5 pools, distinct types, priorities 1-5."""
     pools = [dict(p) for p in pools]
     if not 1 <= len(pools) <= MAX_POOLS:
-        raise InvalidInstancePools(f"{len(pools)} instance pools given; a variant takes 1 to {MAX_POOLS}")
+        raise InvalidInput(f"{len(pools)} instance pools given; a variant takes 1 to {MAX_POOLS}")
     types = [p.get("InstanceType") for p in pools]
     duplicates = sorted({t for t in types if types.count(t) > 1})
     if duplicates:
-        raise InvalidInstancePools(f"instance pools repeat {', '.join(duplicates)}; list each type once")
+        raise InvalidInput(f"instance pools repeat {', '.join(duplicates)}; list each type once")
     for pool in pools:
         _check_choice(pool["InstanceType"], endpoint_instance_types(), "instance pool type")
         priority = pool.get("Priority")
         if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= MAX_POOLS:
-            raise InvalidInstancePools(
+            raise InvalidInput(
                 f"pool {pool['InstanceType']} has Priority {priority!r}; use 1 to {MAX_POOLS} (1 = first choice)"
             )
     return pools
@@ -312,7 +301,7 @@ def endpoint_config_request(name: str, variant: Mapping, *, tags: list[dict] | N
     check_resource_name(variant["ModelName"], "model")
     if "InstancePools" in variant:
         if "InstanceType" in variant:
-            raise InvalidInstancePools("a variant takes InstanceType or InstancePools, not both")
+            raise InvalidInput("a variant takes InstanceType or InstancePools, not both")
         check_instance_pools(variant["InstancePools"])
         _in_range(variant.get("VariantInstanceProvisionTimeoutInSeconds", 300), 300, 3600,
                   "VariantInstanceProvisionTimeoutInSeconds")
@@ -422,7 +411,7 @@ def decision_cpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_u
     capture of requests and answers (``capture.data_capture_config``)."""
     tags = tags if tags is not None else workshop_tags()
     if is_gpu_instance(instance_type):
-        raise EndpointSpecError(f"{instance_type} is a GPU type; use decision_gpu_plan for GPUs")
+        raise InvalidInput(f"{instance_type} is a GPU type; use decision_gpu_plan for GPUs")
     model = decision_model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
                                    ctx_size=ctx_size, threads=threads or vcpus(instance_type), n_gpu_layers=0,
                                    environment=environment, tags=tags)
@@ -447,7 +436,7 @@ def decision_gpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_u
     types = [instance_pools] if isinstance(instance_pools, str) else list(instance_pools)
     for t in types:
         if not is_gpu_instance(t):
-            raise InvalidInstancePools(f"{t} has no GPU; the GPU plan takes GPU types (e.g. {DEFAULT_GPU_POOLS[0]})")
+            raise InvalidInput(f"{t} has no GPU; the GPU plan takes GPU types (e.g. {DEFAULT_GPU_POOLS[0]})")
     model = decision_model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
                                    ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers,
                                    environment=environment, tags=tags)

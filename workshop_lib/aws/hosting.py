@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping
 
 from botocore.exceptions import ClientError
 
@@ -30,28 +30,6 @@ class DeployError(AwsFailure):
     """SageMaker refused a request; the message says what to do."""
 
 
-class QuotaExceeded(DeployError):
-    pass
-
-
-class AlreadyExists(DeployError):
-    pass
-
-
-class EndpointFailed(AwsFailure):
-    def __init__(self, message: str, *, endpoint_name: str, status: str, reason: str = "",
-                 log_lines: Sequence[str] = ()):
-        super().__init__(message)
-        self.endpoint_name = endpoint_name
-        self.status = status
-        self.reason = reason
-        self.log_lines = list(log_lines)
-
-
-class EndpointWaitTimeout(WorkshopTimeout):
-    pass
-
-
 def _error_code(exc) -> tuple[str, str]:
     error = exc.response.get("Error", {})
     return str(error.get("Code", "")), str(error.get("Message", ""))
@@ -63,13 +41,13 @@ def _send(call, operation: str, request: dict, name: str):
     except ClientError as exc:
         code, message = _error_code(exc)
         if code == "ResourceLimitExceeded":
-            raise QuotaExceeded(
+            raise DeployError(
                 f"{operation} for {name!r}: {message}. Your account's quota for this instance type "
                 "'for endpoint usage' is too low (often 0): request an increase in Service Quotas "
                 "(Amazon SageMaker) or choose another instance type"
             ) from None
         if "already exist" in message:
-            raise AlreadyExists(
+            raise DeployError(
                 f"{operation}: {message}. Delete it first with "
                 f"workshop_lib.aws.teardown.delete_endpoint_resources(sm, {name!r}) or choose another name"
             ) from None
@@ -172,11 +150,11 @@ def wait_in_service(sm_client, name: str, poll_s: float = 30, timeout_s: float =
                     *, logs_client=None, sleep=time.sleep, clock=time.monotonic) -> dict:
     """Poll until the endpoint is InService and return DescribeEndpoint.
 
-    On Failed, raise EndpointFailed with SageMaker's FailureReason and, given
+    On Failed, raise AwsFailure with SageMaker's FailureReason and, given
     ``logs_client``, the first lines of ``/aws/sagemaker/Endpoints/<name>`` (when the logs
     cannot be read, the reason still comes through, with a note saying so).
     """
-    def failure(described: dict) -> EndpointFailed | None:
+    def failure(described: dict) -> AwsFailure | None:
         status = described["EndpointStatus"]
         if status in _WAITING:
             return None
@@ -191,10 +169,10 @@ def wait_in_service(sm_client, name: str, poll_s: float = 30, timeout_s: float =
         if unreadable:
             message += (f"\n(the endpoint's logs could not be read: {unreadable}; open "
                         f"/aws/sagemaker/Endpoints/{name} in the CloudWatch console)")
-        return EndpointFailed(message, endpoint_name=name, status=status, reason=reason, log_lines=lines)
+        return AwsFailure(message)
 
-    def timeout(status: str) -> EndpointWaitTimeout:
-        return EndpointWaitTimeout(
+    def timeout(status: str) -> WorkshopTimeout:
+        return WorkshopTimeout(
             f"endpoint {name} is still {status} after {timeout_s:.0f} s; it keeps going (and billing "
             f"once instances run): wait again with wait_in_service, or delete it with "
             f"workshop_lib.aws.teardown.delete_endpoint_resources(sm, {name!r})"

@@ -22,10 +22,6 @@ VERSION = "2012-10-17"
 MANAGED_POLICY_MAX_CHARS = 6144
 
 
-class PolicyError(InvalidInput):
-    """A policy the workshop cannot build, or a document IAM would reject."""
-
-
 def minified(document: Mapping) -> str:
     return json.dumps(document, separators=(",", ":"))
 
@@ -114,7 +110,7 @@ def policy_problems(document, *, trust: bool = False) -> list[str]:
 def check_policy_document(document, *, trust: bool = False) -> dict:
     found = policy_problems(document, trust=trust)
     if found:
-        raise PolicyError("the policy document is not valid IAM: " + "; ".join(found))
+        raise InvalidInput("the policy document is not valid IAM: " + "; ".join(found))
     return document
 
 
@@ -168,7 +164,7 @@ def conditions_hold(condition: Mapping, context: Mapping[str, object]) -> bool:
             elif base in ("StringLike", "StringNotLike", "ArnLike", "ArnNotLike"):
                 hit = any(_glob(w, v, ignore_case=False) for v in values for w in wanted)
             else:
-                raise PolicyError(f"the evaluator does not know the condition operator {operator!r}")
+                raise InvalidInput(f"the evaluator does not know the condition operator {operator!r}")
             if hit == negated:
                 return False
     return True
@@ -219,6 +215,6 @@ def allows(documents: Mapping | Sequence[Mapping], action: str, resource: str,
 
 
 __all__ = [
-    "MANAGED_POLICY_MAX_CHARS", "PolicyError", "VERSION", "Verdict", "allows", "check_policy_document",
+    "MANAGED_POLICY_MAX_CHARS", "VERSION", "Verdict", "allows", "check_policy_document",
     "conditions_hold", "evaluate", "minified", "policy_problems", "wildcard_grants",
 ]

@@ -12,10 +12,6 @@ from . import api
 from ..errors import InvalidInput
 
 
-class EndpointSpecError(InvalidInput):
-    """A deployment request SageMaker would reject, caught before sending it."""
-
-
 @lru_cache(maxsize=None)
 def _enum(service: str, operation: str, *members: str) -> tuple[str, ...]:
     """Allowed values of a request member, from botocore's model (ParamValidator skips enums)."""
@@ -38,7 +34,7 @@ def _check_choice(value: str, allowed: Sequence[str], what: str) -> str:
         family = value.split(".")[1] if isinstance(value, str) and value.count(".") == 2 else None
         close = [a for a in allowed if family and a.split(".")[1:2] == [family]]
         hint = f" (this family offers {', '.join(close)})" if close else ""
-        raise EndpointSpecError(f"{what} {value!r} is not one SageMaker accepts here{hint}")
+        raise InvalidInput(f"{what} {value!r} is not one SageMaker accepts here{hint}")
     return value
 
 
@@ -49,7 +45,7 @@ def vcpus(instance_type: str) -> int:
     """vCPUs of an ml.* type from its size (large = 2, xlarge = 4, Nxlarge = 4N)."""
     m = _INSTANCE.fullmatch(instance_type)
     if not m:
-        raise EndpointSpecError(f"cannot tell the vCPUs of {instance_type!r}; pass threads explicitly")
+        raise InvalidInput(f"cannot tell the vCPUs of {instance_type!r}; pass threads explicitly")
     if m["size"] == "medium":
         return 1
     if m["size"] == "large":
@@ -70,9 +66,9 @@ def _has_local_nvme(instance_type: str) -> bool:
 def _check_cuda13(instance_type: str) -> None:
     # CUDA 13 dropped Kepler to Volta: the cuda-v1 DLC cannot run on P2 (K80) or P3 (V100).
     if instance_type.startswith(("ml.p2.", "ml.p3.")):
-        raise EndpointSpecError(
+        raise InvalidInput(
             f"{instance_type} has a GPU that CUDA 13 no longer supports; use g4dn, g5, g6, g6e or newer"
         )
 
 
-__all__ = ["EndpointSpecError", "endpoint_instance_types", "inference_ami_versions", "is_gpu_instance", "vcpus"]
+__all__ = ["endpoint_instance_types", "inference_ami_versions", "is_gpu_instance", "vcpus"]

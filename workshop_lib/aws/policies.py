@@ -31,9 +31,10 @@ from typing import Iterable, Mapping, Sequence
 
 from ..config import (WorkshopConfig, check_bucket_name, check_ecr_repository_name, check_prefix, check_region,
                       check_resource_name)
+from ..errors import InvalidInput
 from .alarms import DASHBOARD
 from .codebuild import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
-from .iam import PolicyError, VERSION, check_policy_document, minified
+from .iam import VERSION, check_policy_document, minified
 from .images import DLC_ARM64_REPOSITORY, DLC_REPOSITORY, dlc_account
 from .. import names
 from . import api
@@ -171,7 +172,7 @@ def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transf
     """
     account = account_id or account_of(config)
     if not account or not re.fullmatch(r"\d{12}", account):
-        raise PolicyError(
+        raise InvalidInput(
             f"no AWS account id to scope the policies to (got {account!r}): pass account_id='123456789012' "
             "or set WORKSHOP_ROLE_ARN / WORKSHOP_CODEBUILD_ROLE_ARN to the roles' ARNs")
     config.require("region", "bucket")
@@ -183,12 +184,12 @@ def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transf
         check_resource_name(name, "endpoint")
     for project in codebuild_projects:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{1,254}", project):
-            raise PolicyError(f"CodeBuild project name {project!r} is not a plain name; it would widen the policy")
+            raise InvalidInput(f"CodeBuild project name {project!r} is not a plain name; it would widen the policy")
     prefix = config.prefix.strip("/")
     if source_prefix is None:
         source_prefix = f"{prefix}/{SOURCE_PREFIX}" if prefix else SOURCE_PREFIX
     if not source_prefix.strip("/"):
-        raise PolicyError("source_prefix must name a folder; the build role would otherwise read the whole bucket")
+        raise InvalidInput("source_prefix must name a folder; the build role would otherwise read the whole bucket")
     names = tuple(dict.fromkeys(n for n in (config.standard_endpoint_name, config.cpu_endpoint_name,
                                             config.gpu_endpoint_name) if n))
     return Scope(region=config.region, account=account, bucket=config.bucket, prefix=prefix,
@@ -445,7 +446,7 @@ def schedule_name(endpoint_name: str) -> str:
         name = f"{endpoint_name[:64 - len(SCHEDULE_SUFFIX) - 9]}-{digest}{SCHEDULE_SUFFIX}"
     pattern, max_len = names.service_rule("scheduler", "CreateSchedule", "Name")
     if not pattern.fullmatch(name) or len(name) > (max_len or 64):  # endpoint names are letters, digits, -
-        raise PolicyError(f"no schedule name can be made from endpoint name {endpoint_name!r}")
+        raise InvalidInput(f"no schedule name can be made from endpoint name {endpoint_name!r}")
     return name
 
 
@@ -555,7 +556,7 @@ def create_policy_request(name: str, document: Mapping, *, description: str = ""
     """IAM CreatePolicy for a permissions document, checked by botocore and by IAM's own rules."""
     check_policy_document(document)
     if not re.fullmatch(r"[\w+=,.@-]{1,128}", name):
-        raise PolicyError(f"policy name {name!r} is not valid: 1-128 letters, digits and +=,.@_-")
+        raise InvalidInput(f"policy name {name!r} is not valid: 1-128 letters, digits and +=,.@_-")
     text = minified(document)
     request = {"PolicyName": name, "Path": path, "PolicyDocument": text,
                "Description": description or f"decision workshop: {name}"}
@@ -566,14 +567,14 @@ def create_role_request(name: str, trust: Mapping, *, description: str = "",
                         path: str = "/decision-workshop/") -> dict:
     check_policy_document(trust, trust=True)
     if not re.fullmatch(r"[\w+=,.@-]{1,64}", name):
-        raise PolicyError(f"role name {name!r} is not valid: 1-64 letters, digits and +=,.@_-")
+        raise InvalidInput(f"role name {name!r} is not valid: 1-64 letters, digits and +=,.@_-")
     request = {"RoleName": name, "Path": path, "AssumeRolePolicyDocument": minified(trust),
                "Description": description or f"decision workshop: {name}"}
     return api.validate("iam", "CreateRole", request)
 
 
 __all__ = [
-    "BATCH_OUTPUT_FOLDER", "CODEBUILD_ROLE_NAME", "MODEL_FOLDER", "POLICY_FILES", "PolicyError",
+    "BATCH_OUTPUT_FOLDER", "CODEBUILD_ROLE_NAME", "MODEL_FOLDER", "POLICY_FILES",
     "SERVICE_REQUIRED_WILDCARDS", "Scope", "ServiceWildcard", "account_of", "codebuild_project_arn",
     "cloudwatch_alarm_arn", "cloudwatch_dashboard_arn", "codebuild_role_of", "codebuild_service_role_policy",
     "codebuild_trust_policy", "create_policy_request",

@@ -40,11 +40,7 @@ DELETED, ALREADY_GONE, LEFT_ALONE = "deleted", "already gone", "left alone"
 PRINCIPAL = "endpoint-deadline-role"
 
 
-class SpendGuardError(AwsFailure):
-    """A deadline that could not be set, moved or read; the message says what to do instead."""
-
-
-class NotTheWorkshops(SpendGuardError):
+class NotTheWorkshops(AwsFailure):
     """A schedule of the workshop's name that does something else: it is never changed or deleted."""
 
 
@@ -54,7 +50,7 @@ class NotTheWorkshops(SpendGuardError):
 def deadline_after(hours: float, now: datetime | None = None) -> datetime:
     """``now`` + ``hours``, rounded up to the next whole minute, in UTC."""
     if not hours > 0:
-        raise SpendGuardError(f"a deadline needs a positive number of hours, got {hours!r}")
+        raise AwsFailure(f"a deadline needs a positive number of hours, got {hours!r}")
     now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     when = now + timedelta(hours=hours)
     rounded = when.replace(second=0, microsecond=0)
@@ -96,7 +92,7 @@ def schedule_request(endpoint_name: str, *, role_arn: str, when: datetime, regio
     if operation not in ("CreateSchedule", "UpdateSchedule"):
         raise ValueError("operation is CreateSchedule or UpdateSchedule")
     if not names.is_role_arn(role_arn):
-        raise SpendGuardError(f"scheduler role ARN {role_arn!r} is not an IAM role ARN")
+        raise AwsFailure(f"scheduler role ARN {role_arn!r} is not an IAM role ARN")
     request = {
         "Name": schedule_name(endpoint_name),
         "GroupName": SCHEDULE_GROUP,
@@ -261,7 +257,7 @@ def remove_deadline(scheduler, endpoint_name: str) -> str:
 __all__ = [
     "ALREADY_GONE", "DELETED", "Deadline", "LEFT_ALONE", "NotTheWorkshops", "POLICY_FILES", "PRINCIPAL",
     "SCHEDULER_ROLE_NAME", "deadline_calls",
-    "SpendGuardError", "at_expression", "deadline_after", "delete_endpoint_target", "delete_request", "ensure_role",
+    "at_expression", "deadline_after", "delete_endpoint_target", "delete_request", "ensure_role",
     "extend", "get_request", "is_workshop_schedule", "operator_deadlines_policy", "operator_documents",
     "operator_statements", "parse_at", "policy_documents",
     "read_deadline", "remaining_text", "remove_deadline", "schedule_arn", "schedule_name", "schedule_request",

@@ -33,10 +33,6 @@ ALREADY_GONE = "already gone"
 KEPT = "kept"  # exists, but is not the workshop's (or its tags could not be read)
 
 
-class CleanupError(AwsFailure):
-    pass
-
-
 def is_workshop_tagged(tags: Mapping[str, str] | None) -> bool:
     """The resource carries ``workshop=decision-workshop``, as everything the workshop creates does."""
     return bool(tags) and tags.get(TAG_WORKSHOP) == WORKSHOP_TAGS[TAG_WORKSHOP]
@@ -89,7 +85,7 @@ def _delete(call, **name) -> str:
         if _is_not_found(exc):
             return ALREADY_GONE
         code, message = _error(exc)
-        raise CleanupError(f"{call.__name__}({name}) failed: {code}: {message}") from None
+        raise AwsFailure(f"{call.__name__}({name}) failed: {code}: {message}") from None
     return DELETED
 
 
@@ -155,7 +151,7 @@ def wait_endpoint_gone(sm_client, name: str, poll_s: float = 15, timeout_s: floa
                 return
             raise
         if clock() - started >= timeout_s:
-            raise CleanupError(f"endpoint {name} is still {status} after {timeout_s:.0f} s; "
+            raise AwsFailure(f"endpoint {name} is still {status} after {timeout_s:.0f} s; "
                                f"check the SageMaker console and run the cleanup again")
         sleep(poll_s)
 
@@ -264,7 +260,7 @@ def delete_dashboard(cloudwatch, name: str | None = None) -> str:
         code, message = _error(exc)
         if code in ("ResourceNotFound", "ResourceNotFoundException") or "does not exist" in message:
             return ALREADY_GONE
-        raise CleanupError(f"DeleteDashboards({request['DashboardNames']}) failed: {code}: {message}") from None
+        raise AwsFailure(f"DeleteDashboards({request['DashboardNames']}) failed: {code}: {message}") from None
     return DELETED
 
 

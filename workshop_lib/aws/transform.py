@@ -15,19 +15,11 @@ from typing import Iterable, Mapping
 from . import api
 from .. import names
 from ..config import check_resource_name
-from .endpoints import DECISION_CPU_INSTANCE, EndpointSpecError, _in_range, check_tags, workshop_tags
+from .endpoints import DECISION_CPU_INSTANCE, _in_range, check_tags, workshop_tags
 from .hosting import _send
 from .instance_types import _check_choice, _enum
 
 from ..errors import AwsFailure, InvalidInput
-
-
-class TransformFailed(AwsFailure):
-    pass
-
-
-class TransformOutputMismatch(InvalidInput):
-    pass
 
 
 # ---- builders ---------------------------------------------------------------------------------
@@ -57,7 +49,7 @@ def transform_job_request(job_name: str, *, model_name: str, input_s3_uri: str, 
     _in_range(max_payload_mb, 1, 100, "max_payload_mb")
     for uri in (input_s3_uri, output_s3_uri):
         if names.split_s3_uri(uri) is None:
-            raise EndpointSpecError(f"{uri!r} is not an s3://bucket/prefix URI")
+            raise InvalidInput(f"{uri!r} is not an s3://bucket/prefix URI")
     request = {
         "TransformJobName": job_name,
         "ModelName": model_name,
@@ -85,9 +77,9 @@ def decisions_to_jsonl(decisions: Iterable[Mapping]) -> str:
     for i, decision in enumerate(decisions):
         did = decision.get("id")
         if not isinstance(did, str) or not did:
-            raise EndpointSpecError(f"decision {i} has no string id; results are joined back by id")
+            raise InvalidInput(f"decision {i} has no string id; results are joined back by id")
         if did in seen:
-            raise EndpointSpecError(f"decision id {did!r} appears twice; ids must be unique")
+            raise InvalidInput(f"decision id {did!r} appears twice; ids must be unique")
         seen.add(did)
         lines.append(json.dumps(decision, ensure_ascii=False, separators=(",", ":")))
     return "\n".join(lines) + "\n"
@@ -108,12 +100,12 @@ def join_transform_output(input_jsonl: str, output_jsonl: str) -> dict[str, dict
     """Decision id -> response, pairing output line i with input line i (AssembleWith=Line keeps order).
 
     Where a response carries an id, it must match the input's; a mismatch or a
-    different line count raises TransformOutputMismatch.
+    different line count raises InvalidInput.
     """
     inputs = [json.loads(line) for line in input_jsonl.splitlines() if line.strip()]
     outputs = [json.loads(line) for line in output_jsonl.splitlines() if line.strip()]
     if len(inputs) != len(outputs):
-        raise TransformOutputMismatch(
+        raise InvalidInput(
             f"{len(inputs)} input lines but {len(outputs)} output lines; the job did not answer every "
             "decision (check its CloudWatch logs under /aws/sagemaker/TransformJobs)"
         )
@@ -121,10 +113,10 @@ def join_transform_output(input_jsonl: str, output_jsonl: str) -> dict[str, dict
     for i, (request, response) in enumerate(zip(inputs, outputs)):
         did = request.get("id")
         if did in joined:
-            raise TransformOutputMismatch(f"decision id {did!r} appears twice in the input")
+            raise InvalidInput(f"decision id {did!r} appears twice in the input")
         answered = _response_id(response)
         if answered is not None and answered != did:
-            raise TransformOutputMismatch(f"line {i + 1}: input id {did!r} but the response is for {answered!r}")
+            raise InvalidInput(f"line {i + 1}: input id {did!r} but the response is for {answered!r}")
         joined[did] = response
     return joined
 
@@ -140,13 +132,13 @@ def start_transform_job(sm_client, request: dict) -> str:
 
 def wait_for_transform(sm_client, job_name: str, *, poll_s: float = 30, timeout_s: float = 6 * 3600,
                        progress: bool = True, sleep=time.sleep) -> dict:
-    """Poll DescribeTransformJob until Completed; raise TransformFailed on Failed or Stopped."""
+    """Poll DescribeTransformJob until Completed; raise AwsFailure on Failed or Stopped."""
 
-    def failure(job: dict) -> TransformFailed | None:
+    def failure(job: dict) -> AwsFailure | None:
         status = job["TransformJobStatus"]
         if status not in ("Failed", "Stopped"):
             return None
-        return TransformFailed(f"transform job {job_name} {status.lower()}: "
+        return AwsFailure(f"transform job {job_name} {status.lower()}: "
                                f"{job.get('FailureReason') or 'no reason given'}; see the CloudWatch log "
                                f"group /aws/sagemaker/TransformJobs")
 
@@ -159,6 +151,6 @@ def wait_for_transform(sm_client, job_name: str, *, poll_s: float = 30, timeout_
                                progress=progress, sleep=sleep)
 
 
-__all__ = ["TransformFailed", "TransformOutputMismatch", "decisions_to_jsonl", "join_transform_output",
+__all__ = ["decisions_to_jsonl", "join_transform_output",
            "start_transform_job", "transform_instance_types", "transform_job_request", "transform_output_uri",
            "wait_for_transform"]

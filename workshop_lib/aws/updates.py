@@ -39,14 +39,6 @@ MAX_EXECUTION_S = 3600     # the whole rollout, after which SageMaker rolls back
 CANARY_PERCENT = 50        # at most half the fleet takes the canary's traffic
 
 
-class UpdateSpecError(InvalidInput):
-    """An update setting SageMaker would refuse; the message names it and what to use."""
-
-
-class UpdateFailed(AwsFailure):
-    """The endpoint failed during the update, or the rollout did not end in time."""
-
-
 def _shape(*members: str):
     shape = api.operation_model("sagemaker", "UpdateEndpoint").input_shape
     for member in members:
@@ -58,7 +50,7 @@ def _bounded(value, members: Sequence[str], what: str) -> int:
     meta = _shape(*members).metadata
     low, high = meta.get("min", 0), meta.get("max", 2 ** 31 - 1)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise UpdateSpecError(f"{what} is {value!r}; SageMaker takes a whole number from {low} to {high}")
+        raise InvalidInput(f"{what} is {value!r}; SageMaker takes a whole number from {low} to {high}")
     return value
 
 
@@ -71,21 +63,21 @@ def deployment_config(rollback_alarms: Sequence[str], *, routing: str = ALL_AT_O
     routings = _shape("DeploymentConfig", "BlueGreenUpdatePolicy", "TrafficRoutingConfiguration", "Type").enum
     if routing not in ROUTINGS:
         other = " (SageMaker also has LINEAR; the workshop offers these two)" if routing in routings else ""
-        raise UpdateSpecError(f"routing {routing!r} is not one of {', '.join(ROUTINGS)}{other}")
+        raise InvalidInput(f"routing {routing!r} is not one of {', '.join(ROUTINGS)}{other}")
     alarms = list(dict.fromkeys(rollback_alarms))
     limit = _shape("DeploymentConfig", "AutoRollbackConfiguration", "Alarms").metadata["max"]
     if not 1 <= len(alarms) <= limit:
-        raise UpdateSpecError(f"{len(alarms)} rollback alarms given; an update watches 1 to {limit}: create them "
+        raise InvalidInput(f"{len(alarms)} rollback alarms given; an update watches 1 to {limit}: create them "
                               "first (alarms.put_alarms) and pass alarms.rollback_alarms(endpoint)")
     traffic = {"Type": routing, "WaitIntervalInSeconds": _bounded(
         bake_s, ("DeploymentConfig", "BlueGreenUpdatePolicy", "TrafficRoutingConfiguration", "WaitIntervalInSeconds"),
         "bake_s (WaitIntervalInSeconds)")}
     if routing == CANARY:
         if instance_count < 2:
-            raise UpdateSpecError(f"a CANARY update needs at least 2 instances (the canary is at most half the fleet) "
+            raise InvalidInput(f"a CANARY update needs at least 2 instances (the canary is at most half the fleet) "
                                   f"and the endpoint has {instance_count}; use routing='{ALL_AT_ONCE}'")
         if isinstance(canary_percent, bool) or not isinstance(canary_percent, int) or not 1 <= canary_percent <= 50:
-            raise UpdateSpecError(f"canary_percent is {canary_percent!r}; it must be 1 to 50 (% of the capacity)")
+            raise InvalidInput(f"canary_percent is {canary_percent!r}; it must be 1 to 50 (% of the capacity)")
         traffic["CanarySize"] = {"Type": "CAPACITY_PERCENT", "Value": canary_percent}
     policy = {"TrafficRoutingConfiguration": traffic,
               "TerminationWaitInSeconds": _bounded(termination_wait_s, (
@@ -93,7 +85,7 @@ def deployment_config(rollback_alarms: Sequence[str], *, routing: str = ALL_AT_O
               "MaximumExecutionTimeoutInSeconds": _bounded(max_execution_s, (
                   "DeploymentConfig", "BlueGreenUpdatePolicy", "MaximumExecutionTimeoutInSeconds"), "max_execution_s")}
     if policy["MaximumExecutionTimeoutInSeconds"] < bake_s * (2 if routing == CANARY else 1):
-        raise UpdateSpecError(f"max_execution_s ({max_execution_s}) is shorter than the baking the rollout needs "
+        raise InvalidInput(f"max_execution_s ({max_execution_s}) is shorter than the baking the rollout needs "
                               f"({bake_s} s{' twice, for the canary and the rest' if routing == CANARY else ''})")
     return {"BlueGreenUpdatePolicy": policy,
             "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": name} for name in alarms]}}
@@ -227,12 +219,12 @@ def wait_rollout(sm_client, endpoint_name: str, *, delay_s: float = 30, max_atte
             saw(status)
             if "terminal failure" in str(exc):
                 reason = (exc.last_response or {}).get("FailureReason", "no FailureReason given")
-                raise UpdateFailed(f"endpoint {endpoint_name} is {status} during the update: {reason}") from None
+                raise AwsFailure(f"endpoint {endpoint_name} is {status} during the update: {reason}") from None
             sleep(delay_s)
             continue
         saw("InService")
         return seen
-    raise UpdateFailed(f"endpoint {endpoint_name} is still {seen[-1] if seen else 'unknown'} after {max_attempts} "
+    raise AwsFailure(f"endpoint {endpoint_name} is still {seen[-1] if seen else 'unknown'} after {max_attempts} "
                        f"checks {delay_s:g} s apart; the rollout goes on in SageMaker: wait again with "
                        "updates.wait_rollout, or read its status with describe_endpoint")
 
@@ -248,7 +240,7 @@ def roll_out(sm_client, plan: UpdatePlan, *, region: str, hosting=None, delay_s:
     check_deployable(plan.version_plan.image, region)
     before = sm_client.describe_endpoint(EndpointName=plan.endpoint_name)
     if before["EndpointStatus"] != "InService":
-        raise UpdateFailed(f"endpoint {plan.endpoint_name} is {before['EndpointStatus']}; an update starts from "
+        raise AwsFailure(f"endpoint {plan.endpoint_name} is {before['EndpointStatus']}; an update starts from "
                            "InService: wait for it (or for the update under way) first")
     sent = hosting.adapt(plan.version_plan)
     hosting_module.create_model(sm_client, sent.model)
@@ -277,5 +269,5 @@ def _delete_version(sm_client, version: str) -> str:
     return "; ".join(done + notes)
 
 
-__all__ = ["ALL_AT_ONCE", "CANARY", "Rollout", "UpdateFailed", "UpdatePlan", "UpdateSpecError", "deployment_config",
+__all__ = ["ALL_AT_ONCE", "CANARY", "Rollout", "UpdatePlan", "deployment_config",
            "is_version", "roll_out", "update_plan", "update_request", "version_name", "wait_rollout"]

@@ -53,15 +53,11 @@ PERSONA_ENV = "WORKSHOP_PERSONA"
 ATTACHED_FILE = "attached-policies.json"  # beside the call log: what the persona's role carries so far
 
 
-class PersonaError(InvalidInput):
-    """WORKSHOP_PERSONA names no persona."""
-
-
 def persona(env: Mapping[str, str] | None = None) -> str:
     """The persona the local rehearsal runs the operator's calls as (``WORKSHOP_PERSONA``)."""
     value = (os.environ if env is None else env).get(PERSONA_ENV, "").strip() or STUDIO_DEFAULT
     if value not in PERSONAS:
-        raise PersonaError(f"{PERSONA_ENV}={value!r} is not a persona; set it to one of {', '.join(PERSONAS)} "
+        raise InvalidInput(f"{PERSONA_ENV}={value!r} is not a persona; set it to one of {', '.join(PERSONAS)} "
                            "(or leave it unset for studio-default)")
     return value
 

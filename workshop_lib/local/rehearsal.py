@@ -47,8 +47,8 @@ from botocore.exceptions import ClientError
 from ..aws import images
 from ..client.transport import LocalTransport
 from ..config import default_path
-from ..errors import WorkshopError
-from ..packaging import ExtractionRefused, MAX_EXTRACT_BYTES, MAX_EXTRACT_MEMBERS, extract_model
+from ..errors import InvalidInput, WorkshopError
+from ..packaging import MAX_EXTRACT_BYTES, MAX_EXTRACT_MEMBERS, extract_model
 from .permissions import SAGEMAKER
 from .processes import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
 from .. import names
@@ -239,7 +239,7 @@ class Rehearsal:
         if (target / ".complete").is_file():
             return model_dir
         if head.get("ContentLength", 0) > max_bytes:
-            raise ExtractionRefused(
+            raise InvalidInput(
                 f"{model_data_url} is {head['ContentLength']:,} bytes, more than the {max_bytes:,} bytes a model "
                 "may unpack to here; nothing was downloaded")
         target.mkdir(parents=True, exist_ok=True)

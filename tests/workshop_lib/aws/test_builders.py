@@ -11,6 +11,7 @@ import pytest
 from workshop_lib.aws import api, build_projects, codebuild as builds
 from workshop_lib.aws.images import DLC_PINS, MutableImageReference, parse_image_uri
 from workshop_lib.models import EMBEDDED_MODEL, PINNED_MODEL, ModelFile, ModelSpec, TokenizerSource
+from workshop_lib.errors import AwsFailure, InvalidInput
 
 from tests.support.buildspec import REPO_ROOT
 
@@ -54,7 +55,7 @@ def test_update_request_validates_as_update_project():
 def test_builder_output_is_checked_by_botocore():
     request = image_project()
     request["environment"]["privilegedMod"] = True  # what a typo would look like
-    with pytest.raises(api.InvalidRequest, match="privilegedMod"):
+    with pytest.raises(InvalidInput, match="privilegedMod"):
         builds.update_project_request(request)
 
 
@@ -67,7 +68,7 @@ def test_project_request_refuses(kwargs, message):
     args = {"name": "ok-name", "buildspec": "b.yml", "source_location": "b/k.zip", "service_role_arn": ROLE}
     args.update(kwargs)
     name = args.pop("name")
-    with pytest.raises(builds.BuildSpecError, match=message):
+    with pytest.raises(InvalidInput, match=message):
         builds.project_request(name, **args)
 
 
@@ -85,7 +86,7 @@ def test_ecr_repository_request_is_immutable_and_scanned():
     assert request["imageTagMutability"] == "IMMUTABLE"
     assert request["imageScanningConfiguration"] == {"scanOnPush": True}
     assert {"Key": "created-by", "Value": "workshop_lib"} in request["tags"]
-    with pytest.raises(builds.BuildSpecError, match="repository name"):
+    with pytest.raises(InvalidInput, match="repository name"):
         builds.ecr_repository_request("Semif_LlamaCpp")
 
 
@@ -105,20 +106,20 @@ def test_model_package_env_for_the_pinned_model():
 
 def test_model_package_env_refuses_unpinned_or_unsupported_specs():
     unpinned = ModelSpec(name="x", gguf=ModelFile(path="x.gguf", repo="r/x", revision="1", role="gguf"))
-    with pytest.raises(builds.BuildSpecError, match="no pinned size and sha256"):
+    with pytest.raises(InvalidInput, match="no pinned size and sha256"):
         builds.model_package_env(unpinned, "s3://bucket/p/")
-    with pytest.raises(builds.BuildSpecError, match="package_local"):
+    with pytest.raises(InvalidInput, match="package_local"):
         builds.model_package_env(EMBEDDED_MODEL, "s3://bucket/p/")
     named = ModelSpec(name="x", gguf=PINNED_MODEL.gguf, extra_files=(
         ModelFile(path="a.json", repo="r/one", revision="1", role="tokenizer"),))
-    with pytest.raises(builds.BuildSpecError, match="by pattern"):
+    with pytest.raises(InvalidInput, match="by pattern"):
         builds.model_package_env(named, "s3://bucket/p/")
     odd = ModelSpec(name="x", gguf=PINNED_MODEL.gguf, tokenizer=TokenizerSource("r/x", "1", ("../*.json",)))
-    with pytest.raises(builds.BuildSpecError, match="globs of plain names"):
+    with pytest.raises(InvalidInput, match="globs of plain names"):
         builds.model_package_env(odd, "s3://bucket/p/")
     in_folder = ModelSpec(name="x", gguf=ModelFile(path="q4/x.gguf", repo="r/x", revision="1", role="gguf",
                                                    size=1, sha256="0" * 64))
-    with pytest.raises(builds.BuildSpecError, match="plain names"):
+    with pytest.raises(InvalidInput, match="plain names"):
         builds.model_package_env(in_folder, "s3://bucket/p/")
 
 
@@ -136,7 +137,7 @@ def test_model_s3_prefix(uri, prefix):
 @pytest.mark.parametrize("uri", ["bucket/key", "s3://", "https://bucket.s3.amazonaws.com/k",
                                  "s3://bucket/other.tar.gz"])
 def test_model_s3_prefix_refuses(uri):
-    with pytest.raises(builds.BuildSpecError):
+    with pytest.raises(InvalidInput):
         builds.model_s3_prefix(uri)
 
 
@@ -161,23 +162,23 @@ def test_image_build_env_wants_the_dlc_registry_of_the_region():
     base = "626614931356.dkr.ecr.af-south-1.amazonaws.com/llama-cpp@sha256:" + "34" * 32
     repo = "123456789012.dkr.ecr.af-south-1.amazonaws.com/semif-llamacpp-dlc"
     assert _build_env(base, repo, "cpu-1")["BASE_IMAGE"] == base
-    with pytest.raises(builds.BuildSpecError, match="not in af-south-1's DLC registry"):
+    with pytest.raises(InvalidInput, match="not in af-south-1's DLC registry"):
         _build_env(base.replace("626614931356", "763104351884"), repo, "cpu-1")
 
 
 def test_image_build_env_refuses():
     with pytest.raises(MutableImageReference, match="Pin it by digest"):
         _build_env(BASE.split("@")[0] + ":server-sagemaker-cpu-v1", REPOSITORY, "cpu-1")
-    with pytest.raises(builds.BuildSpecError, match="us-east-1 but the build and its repository are in eu-west-1"):
+    with pytest.raises(InvalidInput, match="us-east-1 but the build and its repository are in eu-west-1"):
         _build_env(BASE, REPOSITORY.replace("us-east-1", "eu-west-1"), "cpu-1")
-    with pytest.raises(builds.BuildSpecError, match="private regional ECR"):
+    with pytest.raises(InvalidInput, match="private regional ECR"):
         _build_env("public.ecr.aws/deep-learning-containers/llama-cpp@sha256:" + "12" * 32,
                                REPOSITORY, "cpu-1")
-    with pytest.raises(builds.BuildSpecError, match="not an ECR repository"):
+    with pytest.raises(InvalidInput, match="not an ECR repository"):
         _build_env(BASE, REPOSITORY + ":latest", "cpu-1")
-    with pytest.raises(builds.BuildSpecError, match="image tag"):
+    with pytest.raises(InvalidInput, match="image tag"):
         _build_env(BASE, REPOSITORY, "-bad tag")
-    with pytest.raises(builds.BuildSpecError, match="Dockerfile.gpu"):
+    with pytest.raises(InvalidInput, match="Dockerfile.gpu"):
         _build_env(BASE, REPOSITORY, "cpu-1", "Dockerfile.arm")
 
 
@@ -224,5 +225,5 @@ def test_source_zip_keeps_the_script_executable_bit():
 
 
 def test_source_zip_outside_a_checkout(tmp_path):
-    with pytest.raises(builds.SourceMissing, match="pip install -e"):
+    with pytest.raises(AwsFailure, match="pip install -e"):
         build_projects.source_zip(tmp_path)

@@ -25,6 +25,7 @@ from workshop_lib.aws.images import DLC_PINS, parse_image_uri
 from workshop_lib.aws import codebuild as builds
 from workshop_lib.models import PINNED_MODEL, ModelFile, ModelSpec
 from workshop_lib.packaging import build_manifest, package_local
+from workshop_lib.errors import AwsFailure, InvalidInput
 
 from tests.support.buildspec import REPO_ROOT
 
@@ -74,7 +75,7 @@ def test_ensure_ecr_repository_creates_an_immutable_scanned_repository(clients):
 
 def test_ensure_ecr_repository_refuses_an_existing_mutable_one(clients):
     clients["ecr"].create_repository(repositoryName="shared-repo", imageTagMutability="MUTABLE")
-    with pytest.raises(builds.MutableRepository, match="put-image-tag-mutability"):
+    with pytest.raises(AwsFailure, match="put-image-tag-mutability"):
         builds.ensure_ecr_repository(clients["ecr"], builds.ecr_repository_request("shared-repo"))
 
 
@@ -84,7 +85,7 @@ def test_image_digest_pins_the_pushed_tag_of_a_repository(clients):
     digest = push_image(ecr, "semif-llamacpp-dlc", "cpu-1")
     repository = parse_image_uri(uri)
     assert builds.image_digest(ecr, repository, "cpu-1").uri == f"{uri}@{digest}"
-    with pytest.raises(builds.ImageNotPushed, match="cpu-2"):
+    with pytest.raises(AwsFailure, match="cpu-2"):
         builds.image_digest(ecr, repository, "cpu-2")
 
 
@@ -157,14 +158,14 @@ def test_package_model_in_codebuild_moto_refuses_a_foreign_manifest(clients):
     measured = {f.path: (1, "f" * 64) for f in PINNED_MODEL.files}
     manifest = build_manifest(PINNED_MODEL, measured, build_id="b:1", where="codebuild")
     clients["s3"].put_object(Bucket=BUCKET, Key="m/model-manifest.json", Body=json.dumps(manifest).encode())
-    with pytest.raises(builds.ManifestMismatch, match=PINNED_MODEL.gguf.sha256):
+    with pytest.raises(AwsFailure, match=PINNED_MODEL.gguf.sha256):
         builds.package_model_in_codebuild(clients["codebuild"], clients["s3"], clients["logs"],
                                           model_s3_uri=f"s3://{BUCKET}/m/", service_role_arn=ROLE,
                                           source_bucket=BUCKET, progress=False, poll_s=0, region=REGION)
 
 
 def test_package_model_in_codebuild_moto_without_upload(clients):
-    with pytest.raises(builds.BuildError, match="did not upload"):
+    with pytest.raises(AwsFailure, match="did not upload"):
         builds.package_model_in_codebuild(clients["codebuild"], clients["s3"], clients["logs"],
                                           model_s3_uri=f"s3://{BUCKET}/empty/", service_role_arn=ROLE,
                                           source_bucket=BUCKET, progress=False, poll_s=0, region=REGION)
@@ -233,7 +234,7 @@ def test_ensure_project_explains_a_role_problem_stubber():
     with Stubber(codebuild) as stub:
         stub.add_client_error("create_project", "InvalidInputException",
                               "CodeBuild is not authorized to perform: sts:AssumeRole")
-        with pytest.raises(builds.BuildSpecError, match="trusts codebuild.amazonaws.com"):
+        with pytest.raises(InvalidInput, match="trusts codebuild.amazonaws.com"):
             builds.ensure_project(codebuild, request)
 
 
@@ -257,14 +258,15 @@ def test_wait_for_build_failure_shows_the_log_tail_stubber(clients):
     with Stubber(codebuild) as stub:
         for record in (build_record("IN_PROGRESS", "PROVISIONING"), build_record("IN_PROGRESS", "BUILD"), failed):
             stub.add_response("batch_get_builds", {"builds": [record]}, {"ids": ["decision-workshop-image-build:1234"]})
-        with pytest.raises(builds.BuildFailed) as caught:
+        with pytest.raises(AwsFailure) as caught:
             builds.wait_for_build(codebuild, "decision-workshop-image-build:1234", logs, progress=True,
                                   poll_s=7, tail_lines=20, sleep=naps.append)
     error = caught.value
     assert naps == [7, 7]
-    assert error.status == "FAILED" and error.phase == "BUILD"
-    assert len(error.log_tail) == 20 and error.log_tail[-1].startswith("ERROR: fake-1b.gguf has sha256")
     message = str(error)
+    assert "CodeBuild build decision-workshop-image-build:1234 ended FAILED in phase BUILD" in message
+    tail = message.split("--- last 20 log lines ---\n")[1].split("\n--- full log:")[0].splitlines()
+    assert len(tail) == 20 and tail[-1].startswith("ERROR: fake-1b.gguf has sha256")
     assert "ended FAILED in phase BUILD" in message and "exit status 1" in message
     assert "line 59" in message and "line 40" not in message
     assert "https://console.aws.amazon.com/cloudwatch/fake" in message
@@ -275,7 +277,7 @@ def test_wait_for_build_without_a_log_stream_stubber(clients):
     record = build_record("FAULT", "PROVISIONING", logs={"groupName": "/aws/codebuild/x", "streamName": "gone"})
     with Stubber(codebuild) as stub:
         stub.add_response("batch_get_builds", {"builds": [record]}, {"ids": [ANY]})
-        with pytest.raises(builds.BuildFailed, match="could not read log /aws/codebuild/x/gone"):
+        with pytest.raises(AwsFailure, match="could not read log /aws/codebuild/x/gone"):
             builds.wait_for_build(codebuild, record["id"], clients["logs"], progress=False)
 
 
@@ -286,7 +288,7 @@ def test_wait_for_build_gives_up_waiting_stubber(clients, monkeypatch):
     with Stubber(codebuild) as stub:
         for _ in range(3):
             stub.add_response("batch_get_builds", {"builds": [build_record("IN_PROGRESS", "BUILD")]}, {"ids": [ANY]})
-        with pytest.raises(builds.BuildStillRunning, match="still in BUILD"):
+        with pytest.raises(AwsFailure, match="still in BUILD"):
             builds.wait_for_build(codebuild, "decision-workshop-image-build:1234", clients["logs"], progress=False,
                                   timeout_s=150, sleep=lambda s: None)
 
@@ -303,7 +305,7 @@ def test_build_decision_image_digest_mismatch_stubber(clients):
         stub.add_response("start_build", {"build": {"id": "decision-workshop-image-build:1"}})
         stub.add_response("batch_get_builds", {"builds": [
             build_record("SUCCEEDED", "COMPLETED", exportedEnvironmentVariables=exported)]})
-        with pytest.raises(builds.DigestMismatch, match="sha256:" + "99" * 32):
+        with pytest.raises(AwsFailure, match="sha256:" + "99" * 32):
             builds.build_decision_image(codebuild, ecr, clients["s3"], clients["logs"],
                                         base_image=parse_image_uri(BASE), region=REGION, service_role_arn=ROLE, source_bucket=BUCKET, image_tag="cpu-7",
                                         progress=False, poll_s=0)

@@ -15,9 +15,9 @@ from workshop_lib.aws.deploy_spec import DeploySpec, ENDPOINT_NAME_ENV, plan_for
 from workshop_lib.aws.iam import evaluate
 from workshop_lib.evaluation.tasks import task_from_record
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.config import ConfigError
 from workshop_lib.local import capture as local_capture, permissions
 from workshop_lib.aws.images import parse_image_uri
+from workshop_lib.errors import InvalidInput
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -72,13 +72,13 @@ def test_decision_plans_capture_request_and_answer_and_botocore_accepts_them():
     variant = plan.endpoint_config["ProductionVariants"][0]
     missing = {k: v for k, v in config.items() if k != "CaptureOptions"}
     for bad in (missing, dict(config, InitialSamplingPercentage="25")):  # botocore's model: required, types
-        with pytest.raises(api.InvalidRequest, match="CaptureOptions|InitialSamplingPercentage"):
+        with pytest.raises(InvalidInput, match="CaptureOptions|InitialSamplingPercentage"):
             endpoints.endpoint_config_request("x", variant, data_capture=bad)
 
 
 @pytest.mark.parametrize("value", ["101", "-1", "half", "2.5"])
 def test_the_sampling_percentage_is_checked_naming_its_variable(value):
-    with pytest.raises(ConfigError, match="WORKSHOP_CAPTURE_PERCENT"):
+    with pytest.raises(InvalidInput, match="WORKSHOP_CAPTURE_PERCENT"):
         capture.data_capture_config(DESTINATION, value)
     assert any("capture_percent" in str(p) for p in CONFIG.replace(capture_percent=value).problems())
 
@@ -89,7 +89,7 @@ def test_the_documented_layout_is_read():
     assert first.request_id == "req-9" and first.inference_id is None  # the adapter's id, from the answer
     assert second.request_json()["id"] == "b-1" and second.inference_id == "caller-42"
     assert second.request_id == "caller-42"  # no id in the answer: SageMaker's inference id
-    with pytest.raises(capture.CaptureError, match="not a SageMaker capture record"):
+    with pytest.raises(InvalidInput, match="not a SageMaker capture record"):
         capture.parse_file('{"something": "else"}\n', "k.jsonl")
 
 

@@ -4,10 +4,10 @@ import pytest
 
 from workshop_lib.aws import teardown as cleanup
 from workshop_lib.aws.teardown import ALREADY_GONE, DELETED, KEPT, delete_endpoint_resources, running_workshop_endpoints
-from workshop_lib.config import InvalidResourceName
 from workshop_lib.aws.endpoints import standard_plan, workshop_tags
 from workshop_lib.aws.hosting import deploy
 from workshop_lib.aws.images import parse_image_uri
+from workshop_lib.errors import AwsFailure, InvalidInput
 
 from .values import DLC_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -109,7 +109,7 @@ def test_cleanup_errors_other_than_not_found_are_raised_stubber(stub_sm):
     stub.add_response("list_tags", TAGS, {"ResourceArn": f"{ARN}:endpoint/e"})
     stub.add_client_error("delete_endpoint", "AccessDeniedException", "not authorized to sagemaker:DeleteEndpoint",
                           400)
-    with pytest.raises(cleanup.CleanupError, match="DeleteEndpoint"):
+    with pytest.raises(AwsFailure, match="DeleteEndpoint"):
         delete_endpoint_resources(sm, "e", poll_s=0)
 
 
@@ -148,14 +148,14 @@ def test_only_could_not_find_counts_as_already_gone_stubber(stub_sm):
     sm, stub = stub_sm
     stub.add_client_error("delete_model", "ValidationException",
                           'Cannot delete model "m": it is in use by a transform job', 400)
-    with pytest.raises(cleanup.CleanupError, match="in use"):
+    with pytest.raises(AwsFailure, match="in use"):
         cleanup.delete_model(sm, "m")
     stub.add_client_error("delete_model", "ValidationException", 'Could not find model "m".', 400)
     assert cleanup.delete_model(sm, "m") == ALREADY_GONE
 
 
 def test_cleanup_refuses_names_sagemaker_could_not_hold(clients):
-    with pytest.raises(InvalidResourceName):
+    with pytest.raises(InvalidInput):
         cleanup.delete_endpoint(clients.sm, "llamacpp-*")
 
 

@@ -6,18 +6,10 @@ import copy
 import pytest
 
 from workshop_lib.aws import api, endpoints, hosting, regions
-from workshop_lib.config import InvalidResourceName, InvalidRoleArn
-from workshop_lib.aws.endpoints import (
-    ConflictingModelSource,
-    EndpointSpecError,
-    InvalidInstancePools,
-    OutOfRange,
-    decision_cpu_plan,
-    decision_gpu_plan,
-    standard_plan,
-)
+from workshop_lib.aws.endpoints import decision_cpu_plan, decision_gpu_plan, standard_plan
 from workshop_lib.aws.images import MutableImageReference
 from workshop_lib.aws.images import parse_image_uri
+from workshop_lib.errors import InvalidInput
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, ROLE
 
@@ -43,11 +35,11 @@ def test_validate_catches_a_misspelt_field():
     misspelt = copy.deepcopy(plan.endpoint_config)
     variant = misspelt["ProductionVariants"][0]
     variant["InstancePool"] = variant.pop("InstancePools")
-    with pytest.raises(api.InvalidRequest, match="InstancePool"):
+    with pytest.raises(InvalidInput, match="InstancePool"):
         api.validate("sagemaker", "CreateEndpointConfig", misspelt)
     misspelt = copy.deepcopy(plan.model)
     misspelt["PrimaryContainer"]["ModelDataURL"] = misspelt["PrimaryContainer"].pop("ModelDataUrl")
-    with pytest.raises(api.InvalidRequest, match="ModelDataURL"):
+    with pytest.raises(InvalidInput, match="ModelDataURL"):
         api.validate("sagemaker", "CreateModel", misspelt)
 
 
@@ -124,7 +116,7 @@ def test_both_models_are_network_isolated_in_the_validated_request():
 
 
 def test_an_isolated_model_cannot_download_from_hugging_face():
-    with pytest.raises(EndpointSpecError, match="network_isolation=False"):
+    with pytest.raises(InvalidInput, match="network_isolation=False"):
         endpoints.model_request("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE,
                                 environment={"SM_LLAMA_CPP_HF_REPO": "a/b"})
     made = endpoints.model_request("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, network_isolation=False,
@@ -133,18 +125,18 @@ def test_an_isolated_model_cannot_download_from_hugging_face():
 
 
 def test_hugging_face_download_is_refused_together_with_a_tarball():
-    with pytest.raises(ConflictingModelSource, match="--hf-repo"):
+    with pytest.raises(InvalidInput, match="--hf-repo"):
         standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, hf_repo="a/b")
     # also when smuggled in through the raw environment
-    with pytest.raises(ConflictingModelSource):
+    with pytest.raises(InvalidInput):
         endpoints.model_request("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                                 environment={"SM_LLAMA_CPP_HF_REPO": "a/b"})
 
 
 def test_standard_plan_needs_a_model_source():
-    with pytest.raises(EndpointSpecError, match="model_data_url"):
+    with pytest.raises(InvalidInput, match="model_data_url"):
         standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE)
-    with pytest.raises(EndpointSpecError, match="hf_repo"):
+    with pytest.raises(InvalidInput, match="hf_repo"):
         standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, hf_file="x.gguf")
 
 
@@ -158,7 +150,7 @@ def test_standard_plan_on_a_gpu_type_gets_the_cuda13_ami():
 
 @pytest.mark.parametrize("url", ["s3://bucket/model.gguf", "https://example.com/model.tar.gz", "bucket/model.tar.gz"])
 def test_model_data_must_be_one_s3_tarball(url):
-    with pytest.raises(EndpointSpecError, match="tar.gz"):
+    with pytest.raises(InvalidInput, match="tar.gz"):
         standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=url)
 
 
@@ -169,15 +161,15 @@ def test_mutable_image_references_are_refused_by_every_builder():
 
 
 def test_bad_names_and_roles_are_refused_before_sending():
-    with pytest.raises(InvalidResourceName):
+    with pytest.raises(InvalidInput):
         standard_plan("my_endpoint", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
-    with pytest.raises(InvalidRoleArn):
+    with pytest.raises(InvalidInput):
         standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn="arn:aws:iam::123456789012:user/bob",
                       model_data_url=MODEL_DATA)
 
 
 def test_unknown_instance_type_is_refused_with_the_family_offered():
-    with pytest.raises(EndpointSpecError, match="ml.c6i.2xlarge"):
+    with pytest.raises(InvalidInput, match="ml.c6i.2xlarge"):
         standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                       instance_type="ml.c6i.3xlarge")
 
@@ -206,7 +198,7 @@ def test_decision_cpu_threads_follow_the_instance_or_the_caller():
 
 
 def test_decision_cpu_refuses_gpu_types():
-    with pytest.raises(EndpointSpecError, match="decision_gpu_plan"):
+    with pytest.raises(InvalidInput, match="decision_gpu_plan"):
         decision_cpu_plan("e", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                           instance_type="ml.g5.xlarge")
 
@@ -272,11 +264,11 @@ def test_elsewhere_the_first_pool_is_a_fixed_instance_type_and_the_plan_says_so(
 
 
 def test_the_fixed_fallback_keeps_the_checks_of_the_pool_list():
-    with pytest.raises(InvalidInstancePools, match="repeat"):
+    with pytest.raises(InvalidInput, match="repeat"):
         gpu_plan(region="af-south-1", instance_pools=("ml.g5.2xlarge", "ml.g5.2xlarge"))
-    with pytest.raises(EndpointSpecError, match="CUDA 13"):
+    with pytest.raises(InvalidInput, match="CUDA 13"):
         gpu_plan(region="af-south-1", instance_pools=("ml.p3.2xlarge",))
-    with pytest.raises(InvalidInstancePools, match="no GPU"):
+    with pytest.raises(InvalidInput, match="no GPU"):
         gpu_plan(region="af-south-1", instance_pools=("ml.c5.2xlarge",))
 
 
@@ -295,7 +287,7 @@ def test_pool_priorities_follow_the_given_order():
     (["ml.g9.xlarge"], "not one SageMaker accepts"),
 ])
 def test_invalid_pool_lists(pools, fragment):
-    with pytest.raises(EndpointSpecError) as err:
+    with pytest.raises(InvalidInput) as err:
         gpu_plan(instance_pools=pools)
     assert fragment in str(err.value)
 
@@ -308,7 +300,7 @@ def test_five_pools_are_accepted():
 
 @pytest.mark.parametrize("priority", [0, 6, "1", None])
 def test_pool_priorities_outside_1_to_5_are_refused(priority):
-    with pytest.raises(InvalidInstancePools, match="Priority"):
+    with pytest.raises(InvalidInput, match="Priority"):
         endpoints.check_instance_pools([{"InstanceType": "ml.g6e.xlarge", "Priority": priority}])
 
 
@@ -318,22 +310,22 @@ def test_priority_6_passes_botocore_but_not_this_library():
     request = copy.deepcopy(plan.endpoint_config)
     request["ProductionVariants"][0]["InstancePools"][0]["Priority"] = 6
     api.validate("sagemaker", "CreateEndpointConfig", request)
-    with pytest.raises(InvalidInstancePools):
+    with pytest.raises(InvalidInput):
         endpoints.endpoint_config_request("e", request["ProductionVariants"][0])
 
 
 def test_cuda13_refuses_volta_gpus():
-    with pytest.raises(EndpointSpecError, match="CUDA 13"):
+    with pytest.raises(InvalidInput, match="CUDA 13"):
         gpu_plan(instance_pools=["ml.g6e.xlarge", "ml.p3.2xlarge"])
 
 
 def test_gpu_ami_on_cpu_types_is_refused():
-    with pytest.raises(EndpointSpecError, match="no GPU"):
+    with pytest.raises(InvalidInput, match="no GPU"):
         endpoints.fixed_instance_variant("m", "ml.c6i.2xlarge", ami_version=endpoints.GPU_AMI_VERSION)
 
 
 def test_unknown_ami_is_refused():
-    with pytest.raises(EndpointSpecError, match="InferenceAmiVersion"):
+    with pytest.raises(InvalidInput, match="InferenceAmiVersion"):
         gpu_plan(ami_version="al2023-ami-sagemaker-inference-gpu-9-9")
 
 
@@ -349,7 +341,7 @@ def test_unknown_ami_is_refused():
     ({"ctx_size": 16}, "ctx_size"),
 ])
 def test_ranges(kw, fragment):
-    with pytest.raises(OutOfRange, match=fragment):
+    with pytest.raises(InvalidInput, match=fragment):
         gpu_plan(**kw)
 
 
@@ -362,25 +354,25 @@ def test_range_limits_are_inclusive(kw):
 def test_volume_size_only_where_sagemaker_takes_it():
     variant = endpoints.fixed_instance_variant("m", "ml.c6i.2xlarge", volume_size_gb=64)
     assert variant["VolumeSizeInGB"] == 64
-    with pytest.raises(EndpointSpecError, match="NVMe"):
+    with pytest.raises(InvalidInput, match="NVMe"):
         endpoints.fixed_instance_variant("m", "ml.g5.2xlarge", volume_size_gb=64)
-    with pytest.raises(OutOfRange):
+    with pytest.raises(InvalidInput):
         endpoints.fixed_instance_variant("m", "ml.c6i.2xlarge", volume_size_gb=513)
 
 
 def test_environment_limits():
-    with pytest.raises(OutOfRange, match="1024"):
+    with pytest.raises(InvalidInput, match="1024"):
         endpoints.model_request("m", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                                 environment={"X": "y" * 1025})
-    with pytest.raises(EndpointSpecError, match="not valid"):
+    with pytest.raises(InvalidInput, match="not valid"):
         endpoints.model_request("m", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
                                 environment={"1BAD": "x"})
 
 
 def test_tag_rules():
-    with pytest.raises(EndpointSpecError, match="aws:"):
+    with pytest.raises(InvalidInput, match="aws:"):
         endpoints.workshop_tags(extra={"aws:owner": "x"})
-    with pytest.raises(EndpointSpecError, match="not valid"):
+    with pytest.raises(InvalidInput, match="not valid"):
         endpoints.workshop_tags(created_by="alice<script>")
 
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from workshop_lib.packaging import (MANIFEST_NAME, MAX_EXTRACT_BYTES, ExtractionRefused, extract_model)
+from workshop_lib.packaging import MANIFEST_NAME, MAX_EXTRACT_BYTES, extract_model
 from workshop_lib.local.rehearsal import Rehearsal
+from workshop_lib.errors import InvalidInput
 
 GIB = 1024 ** 3
 
@@ -69,7 +70,7 @@ def _untouched(model_dir: Path) -> bool:
 def test_a_small_tarball_announcing_2_gib_is_refused_before_writing(tmp_path, existing):
     tarball = _tarball(tmp_path / "bomb.tar.gz", [("m.gguf", b"\0" * 512)], lie={"m.gguf": 2 * GIB})
     assert tarball.stat().st_size < 2 * 1024 * 1024
-    with pytest.raises(ExtractionRefused, match=r"more than 1,073,741,824 bytes \(member 'm\.gguf' alone "
+    with pytest.raises(InvalidInput, match=r"more than 1,073,741,824 bytes \(member 'm\.gguf' alone "
                                                 r"announces 2,147,483,648\); nothing was extracted"):
         extract_model(tarball, existing, max_bytes=GIB)
     assert _untouched(existing)
@@ -80,14 +81,14 @@ def test_the_default_cap_sits_above_the_pinned_model_and_is_enforced(tmp_path, e
 
     assert MAX_EXTRACT_BYTES >= 4 * PINNED_MODEL.gguf.size
     tarball = _tarball(tmp_path / "bomb.tar.gz", [("m.gguf", b"")], lie={"m.gguf": MAX_EXTRACT_BYTES + 1})
-    with pytest.raises(ExtractionRefused, match="pass max_bytes= to allow more"):
+    with pytest.raises(InvalidInput, match="pass max_bytes= to allow more"):
         extract_model(tarball, existing)
     assert _untouched(existing)
 
 
 def test_the_cap_counts_every_member_together(tmp_path, existing):
     tarball = _tarball(tmp_path / "many.tar.gz", [(f"part{i}.bin", b"x" * 400) for i in range(5)])
-    with pytest.raises(ExtractionRefused, match="more than 1,500 bytes"):
+    with pytest.raises(InvalidInput, match="more than 1,500 bytes"):
         extract_model(tarball, existing, max_bytes=1500)
     assert _untouched(existing)
     assert sorted(p.name for p in extract_model(tarball, existing, max_bytes=2000).iterdir()) == [
@@ -96,7 +97,7 @@ def test_the_cap_counts_every_member_together(tmp_path, existing):
 
 def test_too_many_members_are_refused(tmp_path, existing):
     tarball = _tarball(tmp_path / "many.tar.gz", [(f"f{i}", b"") for i in range(11)])
-    with pytest.raises(ExtractionRefused, match="more than 10 members"):
+    with pytest.raises(InvalidInput, match="more than 10 members"):
         extract_model(tarball, existing, max_members=10)
     assert _untouched(existing)
 
@@ -104,14 +105,14 @@ def test_too_many_members_are_refused(tmp_path, existing):
 def test_a_size_other_than_the_manifest_announces_is_refused_even_when_the_manifest_comes_last(tmp_path, existing):
     # package_local writes the GGUF first and the manifest last: all headers are read before any write.
     tarball = _tarball(tmp_path / "m.tar.gz", [("m.gguf", b"GGUF" + b"\0" * 60), (MANIFEST_NAME, _manifest(m_gguf=10))])
-    with pytest.raises(ExtractionRefused, match=r"'m\.gguf' is 64 bytes, but model-manifest\.json announces 10"):
+    with pytest.raises(InvalidInput, match=r"'m\.gguf' is 64 bytes, but model-manifest\.json announces 10"):
         extract_model(tarball, existing)
     assert _untouched(existing)
 
 
 def test_a_manifest_passed_in_is_checked_instead_of_the_inner_one(tmp_path, existing):
     tarball = _tarball(tmp_path / "m.tar.gz", [("m.gguf", b"GGUF" + b"\0" * 60), (MANIFEST_NAME, _manifest(m_gguf=64))])
-    with pytest.raises(ExtractionRefused, match="announces 65"):
+    with pytest.raises(InvalidInput, match="announces 65"):
         extract_model(tarball, existing, manifest=json.loads(_manifest(m_gguf=65)))
     assert _untouched(existing)
     assert (extract_model(tarball, existing) / "m.gguf").stat().st_size == 64  # the inner one agrees
@@ -124,7 +125,7 @@ def test_a_manifest_passed_in_is_checked_instead_of_the_inner_one(tmp_path, exis
 ], ids=["dotdot", "symlink-out", "device"])
 def test_members_the_data_filter_refuses_stop_everything_before_writing(tmp_path, existing, members, kind, needle):
     tarball = _tarball(tmp_path / "m.tar.gz", [("ok.txt", b"fine"), *members], kind=kind)
-    with pytest.raises(ExtractionRefused, match=needle):
+    with pytest.raises(InvalidInput, match=needle):
         extract_model(tarball, existing)
     assert _untouched(existing) and not (tmp_path / "escape.txt").exists()
 
@@ -174,11 +175,11 @@ def test_the_cache_folder_is_a_digest_of_url_and_etag_never_the_etag(tmp_path):
 def test_the_rehearsal_keeps_the_limits(tmp_path):
     tarball = _tarball(tmp_path / "m.tar.gz", [("m.gguf", b"")], lie={"m.gguf": 2 * GIB})
     home = tmp_path / "home"
-    with pytest.raises(ExtractionRefused, match="nothing was extracted"):
+    with pytest.raises(InvalidInput, match="nothing was extracted"):
         Rehearsal(home)._download_and_extract(HostileS3Fake(tarball, '"a"'), URL, max_bytes=GIB)
     folder = next((home / "models").iterdir())
     assert sorted(p.name for p in folder.iterdir()) == []  # no tarball left, no .complete, no model
     too_big = HostileS3Fake(tarball, '"b"', length=GIB + 1)
-    with pytest.raises(ExtractionRefused, match="nothing was downloaded"):
+    with pytest.raises(InvalidInput, match="nothing was downloaded"):
         Rehearsal(home)._download_and_extract(too_big, URL, max_bytes=GIB)
     assert too_big.downloads == 0

@@ -13,6 +13,7 @@ import pytest
 from workshop_lib.aws import codebuild as builds
 from workshop_lib.models import PINNED_MODEL
 from workshop_lib.packaging import SAMPLE_SHAPE, WORKSHOP_SHAPE, build_manifest, parse_manifest
+from workshop_lib.errors import AwsFailure
 
 PIN = PINNED_MODEL.gguf
 TOKENIZER = PINNED_MODEL.tokenizer
@@ -59,14 +60,14 @@ def test_the_published_samples_shape_is_accepted_and_named():
 def test_a_sample_shape_that_differs_from_the_pin_is_refused(change, needle):
     manifest = sample_manifest()
     change(manifest)
-    with pytest.raises(builds.ManifestMismatch, match=needle):
+    with pytest.raises(AwsFailure, match=needle):
         builds.check_manifest(manifest, PINNED_MODEL)
 
 
 def test_the_size_is_compared_as_well_as_the_digest():
     manifest = workshop_manifest()
     manifest["files"][0]["size"] = PIN.size - 1
-    with pytest.raises(builds.ManifestMismatch, match=f"size {PIN.size - 1}, pinned {PIN.size}"):
+    with pytest.raises(AwsFailure, match=f"size {PIN.size - 1}, pinned {PIN.size}"):
         builds.check_manifest(manifest, PINNED_MODEL)
 
 
@@ -76,21 +77,21 @@ def test_two_entries_for_the_gguf_are_refused_whichever_is_pinned():
         manifest = workshop_manifest()
         tampered = dict(manifest["files"][0], sha256="ab" * 32, size=5)
         manifest["files"].insert(0 if tampered_first else 1, tampered)
-        with pytest.raises(builds.ManifestMismatch, match=rf"lists '{PIN.path}' twice \(files\[0\] and files\[1\]\)"):
+        with pytest.raises(AwsFailure, match=rf"lists '{PIN.path}' twice \(files\[0\] and files\[1\]\)"):
             builds.check_manifest(manifest, PINNED_MODEL)
 
 
 def test_a_second_gguf_listed_is_refused():
     manifest = workshop_manifest()
     manifest["files"].append(dict(manifest["files"][0], path="AAA.gguf"))
-    with pytest.raises(builds.ManifestMismatch, match=r"also lists \['AAA\.gguf'\]"):
+    with pytest.raises(AwsFailure, match=r"also lists \['AAA\.gguf'\]"):
         builds.check_manifest(manifest, PINNED_MODEL)
 
 
 def test_a_tokenizer_from_another_revision_is_refused():
     manifest = workshop_manifest()
     manifest["files"][1]["revision"] = "main"
-    with pytest.raises(builds.ManifestMismatch, match=f"tokenizer from {TOKENIZER.repo}@main"):
+    with pytest.raises(AwsFailure, match=f"tokenizer from {TOKENIZER.repo}@main"):
         builds.check_manifest(manifest, PINNED_MODEL)
 
 
@@ -107,7 +108,7 @@ def test_a_tokenizer_from_another_revision_is_refused():
 def test_bent_or_malformed_entries_are_refused_naming_the_entry(entry, needle):
     manifest = workshop_manifest()
     manifest["files"].append(entry)
-    with pytest.raises(builds.ManifestMismatch, match=needle):
+    with pytest.raises(AwsFailure, match=needle):
         builds.check_manifest(manifest, PINNED_MODEL)
 
 
@@ -117,5 +118,5 @@ def test_bent_or_malformed_entries_are_refused_naming_the_entry(entry, needle):
     ({**workshop_manifest(), **sample_manifest()}, "both a 'files' list"),
 ], ids=["not-object", "no-shape", "both-shapes"])
 def test_a_manifest_of_no_known_shape_is_refused(manifest, needle):
-    with pytest.raises(builds.ManifestMismatch, match=needle):
+    with pytest.raises(AwsFailure, match=needle):
         builds.check_manifest(copy.deepcopy(manifest), PINNED_MODEL)

@@ -23,6 +23,7 @@ from workshop_lib import names, steps
 from workshop_lib.config import ENV_VARS, LOCAL_ROLE_ARN, WorkshopConfig
 from workshop_lib.examples import SUPPORT_ROUTE
 from workshop_lib.steps.setup import PolicyFiles, policy_folder, tag_bucket
+from workshop_lib.errors import InvalidInput
 
 from tests.support import recorded_groups
 
@@ -192,7 +193,7 @@ def test_the_administrator_persona_may_do_anything(studio, monkeypatch):
     client("s3").put_bucket_tagging(Bucket="decision-workshop-local", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
     assert not any(c.get("refused") for c in log.calls()) and len(log.calls()) == 2
     monkeypatch.setenv(permissions.PERSONA_ENV, "root")
-    with pytest.raises(permissions.PersonaError, match="studio-default, administrator"):
+    with pytest.raises(InvalidInput, match="studio-default, administrator"):
         permissions.persona()
 
 

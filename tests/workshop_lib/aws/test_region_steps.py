@@ -12,7 +12,7 @@ import pytest
 from workshop_lib.errors import InvalidInput
 from workshop_lib.aws import images, spend_guard
 from workshop_lib.local import stand_ins
-from workshop_lib.config import OutsideWorkshopPrefix, WorkshopConfig
+from workshop_lib.config import WorkshopConfig
 
 from .values import DECISION_PINNED, ROLE
 
@@ -102,9 +102,9 @@ def test_a_model_outside_the_workshops_folder_is_refused_before_anything_is_sent
 
     workshop = workshop_in("us-east-1", deploy_path="decision-cpu")
     sm = workshop.clients.sm
-    with pytest.raises(OutsideWorkshopPrefix, match=f"s3://{BUCKET}/decision-workshop/model/"):
+    with pytest.raises(InvalidInput, match=f"s3://{BUCKET}/decision-workshop/model/"):
         steps.deploy_decision_cpu(workshop, DECISION_PINNED, model_data_url="s3://elsewhere-1/semif/model.tar.gz")
-    with pytest.raises(OutsideWorkshopPrefix):
+    with pytest.raises(InvalidInput):
         steps.package_model(workshop, model_s3_uri="s3://elsewhere-1/semif/")
     assert sm.list_models()["Models"] == [] and workshop.clients.codebuild.list_projects()["projects"] == []
 
@@ -182,9 +182,9 @@ def test_the_capture_share_chosen_in_notebook_04_is_what_the_decision_endpoint_r
 
 def test_a_bad_deadline_setting_is_refused_before_the_endpoint_is_created(workshop_in):
     from workshop_lib import steps
-    from workshop_lib.config import ConfigError
+    from workshop_lib.errors import InvalidInput
 
     workshop = workshop_in("us-east-1", deploy_path="decision-cpu", endpoint_ttl_hours="forever")
-    with pytest.raises(ConfigError, match="WORKSHOP_ENDPOINT_TTL_HOURS"):
+    with pytest.raises(InvalidInput, match="WORKSHOP_ENDPOINT_TTL_HOURS"):
         steps.deploy_decision_cpu(workshop, DECISION_PINNED, instance_type="ml.c5.2xlarge", wait=False)
     assert workshop.clients.sm.list_models()["Models"] == []  # nothing that could bill without a deadline

@@ -4,15 +4,10 @@ import json
 import pytest
 
 from workshop_lib.aws import api, endpoints, hosting, scaling, transform
-from workshop_lib.aws.endpoints import EndpointSpecError, OutOfRange
 from workshop_lib.aws.scaling import scalable_target_request, scaling_policy_request
-from workshop_lib.aws.transform import (
-    TransformOutputMismatch,
-    decisions_to_jsonl,
-    join_transform_output,
-    transform_job_request,
-)
+from workshop_lib.aws.transform import decisions_to_jsonl, join_transform_output, transform_job_request
 from workshop_lib.aws.images import parse_image_uri
+from workshop_lib.errors import AwsFailure, InvalidInput
 
 # ---- Application Auto Scaling ------------------------------------------------------------------
 
@@ -40,21 +35,21 @@ def test_scaling_policy_request_tracks_invocations_per_instance():
 def test_scaling_policy_misspelt_field_fails_validation():
     request = copy.deepcopy(scaling_policy_request("e", invocations_per_instance=5))
     request["TargetTrackingScalingPolicyConfiguration"]["ScaleInCoolDown"] = 10
-    with pytest.raises(api.InvalidRequest, match="ScaleInCoolDown"):
+    with pytest.raises(InvalidInput, match="ScaleInCoolDown"):
         api.validate("application-autoscaling", "PutScalingPolicy", request)
 
 
 @pytest.mark.parametrize("kw", [{"min_instances": 0}, {"min_instances": 3, "max_instances": 2},
                                 {"max_instances": 101}])
 def test_scalable_target_ranges(kw):
-    with pytest.raises(OutOfRange):
+    with pytest.raises(InvalidInput):
         scalable_target_request("e", **kw)
 
 
 @pytest.mark.parametrize("kw", [{"invocations_per_instance": 0}, {"invocations_per_instance": 5, "scale_in_cooldown_s": -1},
                                 {"invocations_per_instance": 5, "scale_out_cooldown_s": -5}])
 def test_scaling_policy_ranges(kw):
-    with pytest.raises(OutOfRange):
+    with pytest.raises(InvalidInput):
         scaling_policy_request("e", **kw)
 
 
@@ -87,19 +82,19 @@ def test_transform_refuses_types_batch_transform_does_not_offer():
     # botocore's lists change between releases: pick a hosting-only type from the installed model
     hosting_only = sorted(set(endpoints.endpoint_instance_types()) - set(transform.transform_instance_types()))
     assert hosting_only, "botocore lists no hosting-only instance type"
-    with pytest.raises(EndpointSpecError, match="Batch Transform instance type"):
+    with pytest.raises(InvalidInput, match="Batch Transform instance type"):
         transform_job_request("j", model_name="m", input_s3_uri="s3://b/in/", output_s3_uri="s3://b/out/",
                               instance_type=hosting_only[0])
 
 
 @pytest.mark.parametrize("kw", [{"invocation_timeout_s": 3601}, {"max_retries": 4}, {"instance_count": 0}])
 def test_transform_ranges(kw):
-    with pytest.raises(OutOfRange):
+    with pytest.raises(InvalidInput):
         transform_job_request("j", model_name="m", input_s3_uri="s3://b/in/", output_s3_uri="s3://b/out/", **kw)
 
 
 def test_transform_wants_s3_uris():
-    with pytest.raises(EndpointSpecError, match="s3://"):
+    with pytest.raises(InvalidInput, match="s3://"):
         transform_job_request("j", model_name="m", input_s3_uri="/local/in", output_s3_uri="s3://b/out/")
 
 
@@ -144,17 +139,17 @@ def test_jsonl_round_trip_joins_results_by_decision_id():
 def test_join_refuses_shifted_or_missing_lines():
     text = decisions_to_jsonl(DECISIONS)
     shifted = "\n".join(json.dumps(_answer(d)) for d in reversed(DECISIONS))
-    with pytest.raises(TransformOutputMismatch, match="line 1: input id 't-1'"):
+    with pytest.raises(InvalidInput, match="line 1: input id 't-1'"):
         join_transform_output(text, shifted)
     short = "\n".join(json.dumps(_answer(d)) for d in DECISIONS[:2])
-    with pytest.raises(TransformOutputMismatch, match="3 input lines but 2 output lines"):
+    with pytest.raises(InvalidInput, match="3 input lines but 2 output lines"):
         join_transform_output(text, short)
 
 
 def test_jsonl_needs_unique_string_ids():
-    with pytest.raises(EndpointSpecError, match="twice"):
+    with pytest.raises(InvalidInput, match="twice"):
         decisions_to_jsonl([DECISIONS[0], DECISIONS[0]])
-    with pytest.raises(EndpointSpecError, match="no string id"):
+    with pytest.raises(InvalidInput, match="no string id"):
         decisions_to_jsonl([{"state": "x"}])
 
 
@@ -193,7 +188,7 @@ def test_wait_for_transform_stubber_polls_until_completed():
 
 def test_wait_for_transform_stubber_reports_the_failure_reason():
     sm, _ = _transform_stubber(["InProgress", "Failed"], reason="ClientError: bad line 3")
-    with pytest.raises(transform.TransformFailed, match="bad line 3"):
+    with pytest.raises(AwsFailure, match="bad line 3"):
         transform.wait_for_transform(sm, "decisions-1", poll_s=0, progress=False, sleep=lambda s: None)
 
 

@@ -15,6 +15,7 @@ import pytest
 from workshop_lib.aws import api, iam, policies, spend_guard
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.local import permissions
+from workshop_lib.errors import AwsFailure, InvalidInput
 
 from .values import REGION, ROLE
 
@@ -56,9 +57,9 @@ def test_update_get_and_delete_requests_pass_botocores_model():
 def test_botocore_would_refuse_what_the_builder_never_sends():
     broken = _request()
     del broken["FlexibleTimeWindow"]
-    with pytest.raises(api.InvalidRequest, match="FlexibleTimeWindow"):
+    with pytest.raises(InvalidInput, match="FlexibleTimeWindow"):
         api.validate("scheduler", "CreateSchedule", broken)
-    with pytest.raises(spend_guard.SpendGuardError, match="not an IAM role ARN"):
+    with pytest.raises(AwsFailure, match="not an IAM role ARN"):
         spend_guard.schedule_request("e", role_arn="arn:aws:iam::1:user/x", when=NOW, region=REGION)
 
 
@@ -78,7 +79,7 @@ def test_deadlines_and_their_text():
     assert spend_guard.deadline_after(4, NOW) == datetime(2026, 12, 1, 13, 31, tzinfo=timezone.utc)
     assert spend_guard.deadline_after(0.25, NOW.replace(second=0, microsecond=0)) == \
         datetime(2026, 12, 1, 9, 45, tzinfo=timezone.utc)
-    with pytest.raises(spend_guard.SpendGuardError):
+    with pytest.raises(AwsFailure, match="a deadline needs a positive number of hours, got 0"):
         spend_guard.deadline_after(0, NOW)
     when = spend_guard.parse_at("at(2026-12-01T13:31:00)")
     assert when == datetime(2026, 12, 1, 13, 31, tzinfo=timezone.utc)
