@@ -5,7 +5,7 @@ Found as the workshop finds it (REFERENCE: the agreed layout): ``$WORKSHOP_LLAMA
 checkout's ``.llama.cpp/bin/llama-server`` (shaped like the DLC's ``/opt/llama.cpp/bin``), then
 ``llama-server`` on PATH. Started plainly (``-m <gguf> -t <threads> -c <context>``, loopback) in its own
 process group with its output in a file, as every ``workshop_lib.local.ServerProcess``; the DLC
-launcher's rules (workshop_lib/dlc_server.py) are not needed to measure the server itself.
+launcher's rules (workshop_lib/local/dlc_server.py) are not needed to measure the server itself.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 #   dlc_account.sh REGION  ->  prints the 12-digit account
 # The image build takes the account from this table, never from the image reference it is given,
 # so a look-alike registry cannot receive the ECR login. tests/container/test_buildspecs.py keeps it equal to
-# workshop_lib/images.py DLC_ACCOUNTS.
+# workshop_lib/aws/images.py DLC_ACCOUNTS.
 set -euo pipefail
 region="${1:?usage: dlc_account.sh REGION}"
 [[ "$region" =~ ^[a-z]{2}(-[a-z]+)+-[0-9]$ ]] || { echo "ERROR: $region is not a region name" >&2; exit 1; }

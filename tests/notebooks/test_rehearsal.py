@@ -74,7 +74,7 @@ def test_pools_reach_the_emulator_as_the_first_pool_and_are_kept_as_validated(tm
 
 @pytest.mark.slow
 def test_an_emulator_started_by_another_process_is_found_and_stopped(local_mode):
-    started = subprocess.run([sys.executable, "-c", "from workshop_lib import rehearsal; "
+    started = subprocess.run([sys.executable, "-c", "from workshop_lib.local import rehearsal; "
                               "print(rehearsal.default().ensure_emulator())"],
                              capture_output=True, text=True, timeout=120, env=dict(os.environ), check=True)
     url = started.stdout.strip()

@@ -174,7 +174,7 @@ def nginx_config(*, port: int, upstream_port: int, prefix: str | Path, timeout_s
     """nginx.conf for SageMaker's routes on ``127.0.0.1:port`` onto llama-server on ``upstream_port``."""
     return f"""\
 # nginx in front of llama-server as the llama.cpp DLC runs it: SageMaker's two routes mapped onto
-# llama-server's own, every other path refused. Written by workshop_lib/dlc_server.py.
+# llama-server's own, every other path refused. Written by workshop_lib/local/dlc_server.py.
 {run_as}
 worker_processes 1;
 pid {prefix}/nginx.pid;
