@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 
 import pytest
@@ -125,7 +126,15 @@ def test_decisions_leave_a_metric_line_and_an_access_line_with_their_id(adapter)
     for api, body in (("own", DECISION), ("sample", SAMPLE)):
         status, headers, answer = call(adapter.url + "/invocations", body, headers={"X-Request-Id": ids[api]})
         assert status == 200 and answer["request_id"] == headers["X-Request-Id"] == ids[api]
-    log = adapter.log_path.read_text(errors="replace")
+    # gunicorn writes a request's access line after its answer has gone out: wait for both (at most 10 s)
+    access = {rid: re.compile(r'"POST /invocations HTTP/1\.[01]" 200 \d+ \d+ms ' + re.escape(rid) + r"$", re.MULTILINE)
+              for rid in ids.values()}
+    deadline = time.monotonic() + 10
+    while True:
+        log = adapter.log_path.read_text(errors="replace")
+        if all(p.search(log) for p in access.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     lines = {line["request_id"]: line for line in emf_lines(log) if line["request_id"] in ids.values()}
     assert set(lines) == set(ids.values())
     for api, request_id in ids.items():
@@ -135,8 +144,7 @@ def test_decisions_leave_a_metric_line_and_an_access_line_with_their_id(adapter)
         assert line["Latency"] > 0 and line["QueueWait"] >= 0 and line["InputTokens"] > 0
         assert line["Options"] == (3 if api == "own" else 2) and line["Busy"] == 0
         # the access log's line for the same request ends with its id
-        assert re.search(r'"POST /invocations HTTP/1\.[01]" 200 \d+ \d+ms ' + re.escape(request_id) + r"$", log,
-                         re.MULTILINE)
+        assert access[request_id].search(log), request_id
 
 
 def test_the_clients_inference_id_comes_back_as_the_request_id(adapter):
