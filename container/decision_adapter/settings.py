@@ -72,14 +72,10 @@ def setting(env: str, default, doc: str, *, kind: str | None = None, **rules):
     return field(default=default, metadata={"setting": spec}, repr=kind != "key")
 
 
-def _positive(raw: str, name: str) -> int:
-    return _parse_int(raw, name, minimum=1)
-
-
 def _in_flight_as_queue(raw: str) -> str:
     # The sample admits n requests at once and answers the rest 503; here one request holds the model
     # and up to MAX_QUEUE wait, so n in flight is n - 1 waiting.
-    return str(_positive(raw, "SEMIF_MAX_IN_FLIGHT") - 1)
+    return str(_parse_int(raw, "SEMIF_MAX_IN_FLIGHT", minimum=1) - 1)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Mapping
 
 from . import api
 from .. import names
+from ..config import check_ecr_repository_name
 from .images import ImageRef, dlc_account, dlc_pin, require_pinned
 from ..errors import AwsFailure, InvalidInput
 from ..models import ModelSpec
@@ -59,14 +60,6 @@ def check_project_name(name: str) -> str:
         raise InvalidInput(
             f"CodeBuild project name {name!r} is not valid: 2-150 letters, digits, '-' or '_', "
             "starting with a letter or digit")
-    return name
-
-
-def check_repository_name(name: str) -> str:
-    if not names.is_ecr_repository(name):
-        raise InvalidInput(
-            f"ECR repository name {name!r} is not valid: lowercase letters, digits and . _ - / "
-            f"(e.g. {ECR_REPOSITORY!r})")
     return name
 
 
@@ -293,7 +286,7 @@ def image_build_env(base: ImageRef, repository: ImageRef, image_tag: str,
 def ecr_repository_request(name: str = ECR_REPOSITORY, tags: Mapping[str, str] | None = None) -> dict:
     """CreateRepository with immutable tags (a pushed tag never moves) and scan on push."""
     request = {
-        "repositoryName": check_repository_name(name),
+        "repositoryName": check_ecr_repository_name(name),
         "imageTagMutability": "IMMUTABLE",
         "imageScanningConfiguration": {"scanOnPush": True},
         "tags": _tag_list(tags, "Key", "Value"),
