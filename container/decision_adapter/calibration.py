@@ -2,7 +2,8 @@
 
 The format and its rules are the contract's (``decision_contract.calibration``): a temperature per
 profile ``<question_type>/<band>``, fitted for one GGUF, prompt version and order mode, served only
-where it was kept. Here: ``load`` reads the file and stops the start-up when it was fitted for
+where it was kept, and only to the readout it was fitted for (``readout`` in the file; letters when it
+names none). Here: ``load`` reads the file and stops the start-up when it was fitted for
 another GGUF or prompt version, naming both; ``in_force`` picks the temperature of one question: the
 request's own when it sets one, else the profile's when the file was fitted in the request's order
 mode and the profile was kept, else 1.
@@ -16,6 +17,7 @@ import logging
 from pathlib import Path
 
 from decision_contract.calibration import Calibration, CalibrationError, parse, profile_name
+from decision_contract.names import LETTERS
 
 log = logging.getLogger(__name__)
 
@@ -24,14 +26,20 @@ SOURCE_CALIBRATION, SOURCE_REQUEST, SOURCE_NONE = "calibration", "request", "non
 __all__ = ["Calibration", "CalibrationError", "in_force", "load"]
 
 
+def readout_of(calibration: Calibration) -> str:
+    """The readout the file was fitted for; a file that names none was fitted for the letters."""
+    return calibration.raw.get("readout") or LETTERS
+
+
 def in_force(calibration: Calibration | None, question_type: str, n: int, order: str,
-             request_temperature: float | None) -> tuple[float, dict]:
+             request_temperature: float | None, readout: str = LETTERS) -> tuple[float, dict]:
     """(the temperature of this question, how it was chosen: {profile, temperature, source})."""
     if request_temperature is not None:
         return float(request_temperature), {"profile": None, "temperature": float(request_temperature),
                                             "source": SOURCE_REQUEST}
     profile = profile_name(question_type, n)
-    if calibration is not None and calibration.order == order and profile in calibration.temperatures:
+    if (calibration is not None and calibration.order == order and readout_of(calibration) == readout
+            and profile in calibration.temperatures):
         value = calibration.temperatures[profile]
         return value, {"profile": profile, "temperature": value, "source": SOURCE_CALIBRATION}
     return 1.0, {"profile": None, "temperature": 1.0, "source": SOURCE_NONE}

@@ -36,6 +36,7 @@ CHAT_ROLES = ("system", "user", "assistant")
 class Option:
     id: str
     text: str  # what the model reads
+    cloze: str | None = None  # what the cloze readout scores, where the API words it (else from text and id)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class Question:
     question_type: str = "choice"  # picks the calibration profile
     loc: tuple = ()  # where an error about this question points, e.g. ("body", "questions", "q1")
     options_loc: tuple = ()  # where an error about its options points (too many for this model's labels)
+    readout: str | None = None  # None: the server's default (DECISION_ADAPTER_READOUT)
+    normalize: str | None = None  # cloze only; None: pmi
 
 
 @dataclass(frozen=True)
@@ -90,3 +93,5 @@ class ScoringItem:
     loc: tuple = ()  # where an error about this item points, e.g. ("body", "questions", "q1")
     field: str = "state"  # the field an error about this item names
     readout: str = names.LETTERS  # which readout reads it (readout.READOUTS)
+    # cloze: each option's text as tokens, scored as what follows the prompt (in the order shown)
+    continuations: tuple[tuple[int, ...], ...] = ()
