@@ -128,7 +128,7 @@ def answer(planned: Planned, readings: list[Reading], prior: np.ndarray | None, 
     probabilities = scores.probabilities(temperature)
     as_sent = readings[planned.asked.index(tuple(range(n)))]
     mass = float(np.mean([r.allowed_token_mass for r in readings]))
-    return {**cloze,
+    return {"readout_name": planned.readout, **cloze,
         "probabilities": [float(v) for v in probabilities],
         "option_logits": scores.option_logits(),
         "readout": as_sent.method,
@@ -156,7 +156,7 @@ def cloze_scores(question: Question, reading: Reading, priors: dict | None) -> t
     else:
         scores = sums
     return SlotLogits(scores), {"order_sensitivity": None, "prior": None}, {
-        "readout_name": names.CLOZE, "normalize": normalize, "option_tokens": list(reading.option_tokens)}
+        "normalize": normalize, "option_tokens": list(reading.option_tokens)}
 
 
 def decide(engine, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT) -> tuple[list[dict], dict]:

@@ -226,6 +226,17 @@ def option_texts(question) -> list[str]:
     return [option_text(level.label, level.description) for level in question.levels]
 
 
+def cloze_texts(question) -> list[str]:
+    """What the cloze readout scores: yes and no; a choice's description, else its value made readable; a
+    score's level labels."""
+    if isinstance(question, DecisionsPredicate):
+        return [label.lower() for label in YES_NO]
+    if isinstance(question, DecisionsChoice):
+        return [as_text(o.value).replace("_", " ") if not o.description else as_text(o.description)
+                for o in question.choices]
+    return [level.label for level in question.levels]
+
+
 QUESTION_TYPES = {"predicate": "noul", "choice": "choice", "score": "score"}  # the calibration profiles' names
 
 
@@ -235,7 +246,8 @@ def batch_of(request: DecisionsRequest) -> DecisionBatch:
     questions = []
     for i, q in enumerate(request.questions):
         loc = ("body", "questions", i)
-        options = tuple(Option(str(j), text) for j, text in enumerate(option_texts(q)))
+        options = tuple(Option(str(j), text, cloze)
+                        for j, (text, cloze) in enumerate(zip(option_texts(q), cloze_texts(q))))
         questions.append(CoreQuestion(str(i), q.instructions, options, question_type=QUESTION_TYPES[q.type], loc=loc,
                                       options_loc=loc))
     return DecisionBatch("decisions", state_of(request), tuple(questions), state_field="input")

@@ -256,7 +256,7 @@ def results(engine, batch: DecisionBatch, scored: list[dict]) -> list[dict]:
             "readout": READOUT_METHODS[result["readout"]],
             "question_eval_ms": result["question_eval_ms"],
             **{key: result[key] for key in ORDER_KEYS},
-            **{key: result[key] for key in CLOZE_KEYS if key in result},
+            **({key: result[key] for key in CLOZE_KEYS} if result["readout_name"] == names.CLOZE else {}),
         })
     return out
 

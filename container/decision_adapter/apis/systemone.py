@@ -92,6 +92,17 @@ def option_texts(question: JevQuestion) -> list[str]:
     return [as_text(d) for d in question.descriptions]
 
 
+def cloze_texts(question: JevQuestion) -> list[str]:
+    """What the cloze readout scores: a choice's description, else its name made readable; yes and no; a
+    score's level labels."""
+    if question.type == "noul":
+        return [label.lower() for label in YES_NO]
+    if question.type == "choice":
+        return [name.replace("_", " ") if d is None else as_text(d)
+                for name, d in zip(question.names, question.descriptions)]
+    return [as_text(d) for d in question.descriptions]
+
+
 def batch_of(request: JevRequest) -> DecisionBatch:
     """The request as the core's questions: each question's options under their names, its type the
     calibration profile's, its id never shown to the model."""
@@ -99,9 +110,10 @@ def batch_of(request: JevRequest) -> DecisionBatch:
     for q in request.questions:
         loc = ("body", "questions", q.key)
         asked = q.instructions if q.instructions is not None else DEFAULT_QUESTIONS[q.type]
-        options = tuple(Option(name, text) for name, text in zip(q.names, option_texts(q)))
+        options = tuple(Option(name, text, cloze) for name, text, cloze in zip(q.names, option_texts(q), cloze_texts(q)))
         questions.append(Question(q.key, asked, options, None, request.order, request.min_answer_mass, q.type,
-                                  loc=loc, options_loc=(*loc, "criteria")))
+                                  loc=loc, options_loc=(*loc, "criteria"), readout=request.readout,
+                                  normalize=request.normalize))
     return DecisionBatch("systemone", request.state, tuple(questions))
 
 
@@ -117,7 +129,8 @@ def answer(question: JevQuestion, result: dict) -> dict:
               "x_prompt_sha256": result["prompt_sha256"], "x_order": result["order"],
               "x_order_sensitivity": result["order_sensitivity"], "x_prior": result["prior"],
               "x_calibration": result["calibration"], "x_abstained": result["abstained"],
-              "x_min_answer_mass": result["min_answer_mass"]}
+              "x_min_answer_mass": result["min_answer_mass"],
+              **{f"x_{key}": result[key] for key in ("normalize", "option_tokens") if key in result}}
     if question.type == "noul":
         return {"type": "noul", "noul": unit(p[0]), **extras}
     if question.type == "choice":

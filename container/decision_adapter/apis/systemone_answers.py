@@ -24,6 +24,8 @@ class _Extras(Answer):
     x_abstained: bool | None = Field(None, description="Whether the answer labels held less of the next-token "
                                                        "probability than x_min_answer_mass.")
     x_min_answer_mass: float | None = Field(None, ge=0, le=1)
+    x_normalize: Literal["pmi", "sum", "mean"] | None = Field(None, description="cloze: the normalisation used.")
+    x_option_tokens: list[int] | None = Field(None, description="cloze: the tokens of each option's text.")
 
 
 Probability = Annotated[float, Field(ge=0, le=1)]

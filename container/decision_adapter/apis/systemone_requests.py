@@ -53,6 +53,8 @@ class JevRequest:
     questions: tuple[JevQuestion, ...]
     order: str | None = None  # x_order; None: DECISION_ADAPTER_ORDER
     min_answer_mass: float | None = None  # x_min_answer_mass; None: DECISION_ADAPTER_MIN_ANSWER_MASS
+    readout: str | None = None  # x_readout; None: DECISION_ADAPTER_READOUT
+    normalize: str | None = None  # x_normalize (cloze); None: pmi
 
 
 
@@ -176,6 +178,11 @@ class SystemOneRequest(BaseModel):
     x_min_answer_mass: Annotated[float, Field(ge=0, le=1)] | None = Field(
         None, description="This adapter's extension: the abstention threshold (default "
                           "DECISION_ADAPTER_MIN_ANSWER_MASS).")
+    x_readout: Literal["letters", "cloze"] | None = Field(
+        None, description="This adapter's extension: the readout, letters or cloze (each option's own words scored "
+                          "as the answer; x_order must then be as_given or absent). Default DECISION_ADAPTER_READOUT.")
+    x_normalize: Literal["pmi", "sum", "mean"] | None = Field(
+        None, description="This adapter's extension, cloze only: pmi (default), sum or mean.")
 
 
 MAX_ERRORS = 20  # listed per response: a small body with thousands of faults must not get a huge answer
@@ -245,8 +252,12 @@ def parse_systemone(body) -> JevRequest:
         parsed = SystemOneRequest.model_validate(body)
     except ValidationError as exc:
         raise JevValidationError(_jev_errors(exc)) from None
+    if parsed.x_readout == "cloze" and parsed.x_order not in (None, "as_given"):
+        raise JevValidationError([{"loc": ["body", "x_order"], "type": "value_error", "msg": (
+            f"x_order {parsed.x_order!r} does not apply to x_readout cloze: its prompt lists no options, so their "
+            "order cannot move the answer; send x_order as_given or none")}])
     return JevRequest(parsed.model, parsed.state, tuple(_question_of(k, q) for k, q in parsed.questions.items()),
-                      parsed.x_order, parsed.x_min_answer_mass)
+                      parsed.x_order, parsed.x_min_answer_mass, parsed.x_readout, parsed.x_normalize)
 
 
 def _question_of(key: str, question) -> JevQuestion:
