@@ -234,8 +234,15 @@ def results(engine, batch: DecisionBatch, scored: list[dict]) -> list[dict]:
             "readout": READOUT_METHODS[result["readout"]],
             "question_eval_ms": result["question_eval_ms"],
             **{key: result[key] for key in ORDER_KEYS},
+            **prediction_set(result, [o.id for o in question.options]),
         })
     return out
+
+
+def prediction_set(result: dict, ids: list[str]) -> dict:
+    """``{"prediction_set": [ids in request order]}`` where a kept calibration threshold applied, else nothing."""
+    members = result.get("prediction_set")
+    return {} if members is None else {"prediction_set": [ids[i] for i in members]}
 
 
 TIMING_KEYS = ("tokenize_ms", "prefix_eval_ms", "evaluate_ms", "shared_prefix_tokens")
@@ -290,6 +297,12 @@ class DecisionResult(Answer):
     abstained: bool | None = Field(None, description="Whether allowed_token_mass fell below min_answer_mass (the "
                                                      "probabilities are given all the same).")
     min_answer_mass: float | None = Field(None, ge=0, le=1, description="The abstention threshold in force.")
+    prediction_set: list[str] | None = Field(
+        None, description="The option ids (in request order) of the split-conformal prediction set: every option "
+                          "whose probability is at least 1 - the profile's threshold, which covered the labelled "
+                          "answer in at least 1 - alpha of the held-out tasks (calibration.json). Present only "
+                          "when a kept threshold applies: the file's readout and order mode, no request "
+                          "temperature. One id: a clear answer; more (or none): one for review.")
 
 
 class SingleResult(DecisionResult):

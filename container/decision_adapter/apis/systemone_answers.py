@@ -24,6 +24,9 @@ class _Extras(Answer):
     x_abstained: bool | None = Field(None, description="Whether the answer labels held less of the next-token "
                                                        "probability than x_min_answer_mass.")
     x_min_answer_mass: float | None = Field(None, ge=0, le=1)
+    x_prediction_set: list[str] | None = Field(
+        None, description="The criteria names (in request order) of the split-conformal prediction set, present "
+                          "when a kept calibration threshold applies (see the own schema's prediction_set).")
 
 
 Probability = Annotated[float, Field(ge=0, le=1)]
