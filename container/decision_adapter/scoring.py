@@ -26,7 +26,7 @@ from decision_contract import names
 from decision_contract.names import AS_GIVEN, PRIOR
 
 from . import cloze_priors, order
-from .calibration import in_force
+from .calibration import in_force, set_of
 from .errors import InvalidValue
 from .prompt import DECISION_PROMPT, PromptFamily
 from .questions import DecisionBatch, Question, ScoringItem
@@ -126,6 +126,8 @@ def answer(planned: Planned, readings: list[Reading], prior: np.ndarray | None, 
     temperature, used = in_force(calibration, question.question_type, n, planned.mode, question.temperature,
                                  planned.readout)
     probabilities = scores.probabilities(temperature)
+    in_set = set_of(calibration, question.question_type, planned.mode, question.temperature, probabilities,
+                    planned.readout)
     as_sent = readings[planned.asked.index(tuple(range(n)))]
     mass = float(np.mean([r.allowed_token_mass for r in readings]))
     return {"readout_name": planned.readout, **cloze,
@@ -141,6 +143,7 @@ def answer(planned: Planned, readings: list[Reading], prior: np.ndarray | None, 
         "question_eval_ms": sum(r.question_eval_ms for r in readings),
         "order": planned.mode, **reported, "calibration": used, "temperature": temperature,
         "min_answer_mass": min_answer_mass, "abstained": bool(mass < min_answer_mass),
+        "prediction_set": in_set,  # option indices in request order, or None
     }
 
 
@@ -164,8 +167,8 @@ def decide(engine, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT)
 
     An answer holds the readout's figures (``probabilities`` in the request's option order, ``option_logits``,
     ``readout``, ``allowed_token_mass``, tokens, ...) with the order mode applied, and ``order``,
-    ``order_sensitivity``, ``prior``, ``calibration``, ``temperature`` (in force), ``abstained`` and
-    ``min_answer_mass``.
+    ``order_sensitivity``, ``prior``, ``calibration``, ``temperature`` (in force), ``abstained``,
+    ``min_answer_mass`` and ``prediction_set`` (option indices; None unless a kept threshold applies).
     """
     planned = plan(engine, batch, family)
     readings, priors, timing = evaluate(engine, planned)

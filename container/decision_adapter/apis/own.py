@@ -257,8 +257,15 @@ def results(engine, batch: DecisionBatch, scored: list[dict]) -> list[dict]:
             "question_eval_ms": result["question_eval_ms"],
             **{key: result[key] for key in ORDER_KEYS},
             **({key: result[key] for key in CLOZE_KEYS} if result["readout_name"] == names.CLOZE else {}),
+            **prediction_set(result, [o.id for o in question.options]),
         })
     return out
+
+
+def prediction_set(result: dict, ids: list[str]) -> dict:
+    """``{"prediction_set": [ids in request order]}`` where a kept calibration threshold applied, else nothing."""
+    members = result.get("prediction_set")
+    return {} if members is None else {"prediction_set": [ids[i] for i in members]}
 
 
 TIMING_KEYS = ("tokenize_ms", "prefix_eval_ms", "evaluate_ms", "shared_prefix_tokens")
@@ -317,6 +324,12 @@ class DecisionResult(Answer):
     readout_name: Literal["cloze"] | None = Field(None, description="cloze answers only: the readout's name.")
     normalize: Literal["pmi", "sum", "mean"] | None = Field(None, description="cloze: the normalisation used.")
     option_tokens: list[int] | None = Field(None, description="cloze: the tokens of each option's text.")
+    prediction_set: list[str] | None = Field(
+        None, description="The option ids (in request order) of the split-conformal prediction set: every option "
+                          "whose probability is at least 1 - the profile's threshold, which covered the labelled "
+                          "answer in at least 1 - alpha of the held-out tasks (calibration.json). Present only "
+                          "when a kept threshold applies: the file's readout and order mode, no request "
+                          "temperature. One id: a clear answer; more (or none): one for review.")
 
 
 class SingleResult(DecisionResult):

@@ -131,6 +131,8 @@ def answer(question: JevQuestion, result: dict) -> dict:
               "x_calibration": result["calibration"], "x_abstained": result["abstained"],
               "x_min_answer_mass": result["min_answer_mass"],
               **{f"x_{key}": result[key] for key in ("normalize", "option_tokens") if key in result}}
+    if result.get("prediction_set") is not None:
+        extras["x_prediction_set"] = [question.names[i] for i in result["prediction_set"]]
     if question.type == "noul":
         return {"type": "noul", "noul": unit(p[0]), **extras}
     if question.type == "choice":

@@ -26,6 +26,9 @@ class _Extras(Answer):
     x_min_answer_mass: float | None = Field(None, ge=0, le=1)
     x_normalize: Literal["pmi", "sum", "mean"] | None = Field(None, description="cloze: the normalisation used.")
     x_option_tokens: list[int] | None = Field(None, description="cloze: the tokens of each option's text.")
+    x_prediction_set: list[str] | None = Field(
+        None, description="The criteria names (in request order) of the split-conformal prediction set, present "
+                          "when a kept calibration threshold applies (see the own schema's prediction_set).")
 
 
 Probability = Annotated[float, Field(ge=0, le=1)]
