@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+import urllib.error
 import urllib.request
 
 import openai
@@ -129,7 +130,13 @@ def test_strict_model_names_refuse_other_names_naming_the_served_one(adapters):
                                      {"Content-Type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request)
-    assert refused.value.code == 404
+    assert refused.value.code == 404 and json.load(refused.value)["error"]["code"] == "model_not_found"
+    jev = urllib.request.Request(strict.base_url.__str__().rstrip("/") + "/systemone", json.dumps(
+        {"model": "gpt-nothing", "state": "x", "questions": {"q": {"type": "noul", "instructions": "Is it?"}}}).encode(),
+        {"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(jev)
+    assert refused.value.code == 404 and json.load(refused.value)["detail"]["error_type"] == "not_found_error"
 
 
 def _status(server) -> dict:
