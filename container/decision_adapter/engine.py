@@ -461,16 +461,33 @@ class Engine(PrefixReuse):
 
     # -- chat ------------------------------------------------------------------
 
-    def chat(self, request: ChatRequest) -> dict:
-        """Generate an answer; message contents are tokenized as plain text, as decisions are."""
+    def chat_pieces(self, request: ChatRequest):
+        """Generate an answer, piece by piece (chat.py's ``Piece``); message contents are tokenized as plain
+        text, as decisions are. The conversation is checked now (a 422 before anything is generated);
+        closing the iterator stops generation at once and clears the context."""
         self._reset_context()  # start clean: the decision prefix cache is not chat's
         self._prefix = None
         tokens = chat_completion.conversation_tokens(request, self.template, self.tokenize,
                                                      self.tokenizer.control_re, self.llm.n_ctx())
+        return self._generate(request, tokens)
+
+    def _generate(self, request: ChatRequest, tokens: list[int]):
+        vocab = self.llm._model.vocab
+        pieces = chat_completion.generate(
+            self.llm, request, tokens, is_end=lambda t: self._llama_cpp.llama_vocab_is_eog(vocab, t),
+            last_logits=self._last_logits, text_of=self.token_text)
         try:
-            with self._within_limit():
-                completion = self.llm.create_completion(**chat_completion.completion_kwargs(request, tokens))
+            while True:
+                with self._within_limit():
+                    piece = next(pieces, None)
+                if piece is None:
+                    return
+                yield piece
         finally:
-            chat_completion.free_sampler(self.llm)
-        self._reset_context()
-        return chat_completion.chat_response(completion, self.model_files.gguf.name)
+            pieces.close()
+            self._reset_context()
+
+    def chat(self, request: ChatRequest) -> dict:
+        """The whole answer as an OpenAI chat completion."""
+        return chat_completion.chat_response(self.chat_pieces(request), self.model_files.gguf.name,
+                                             request.top_logprobs is not None)

@@ -73,6 +73,12 @@ class ChatRequest:
     top_p: float
     seed: int | None
     stop: tuple[str, ...]
+    top_logprobs: int | None = None  # None: no logprobs; n: each token's logprob and its n likeliest rivals
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    stream: bool = False
+    include_usage: bool = False  # streamed: a last chunk with the usage
+    model: str | None = None
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,9 @@ class Settings:
         choices=("auto", "on", "off"))
     chat_max_tokens: int = setting(A + "CHAT_MAX_TOKENS", 256, "the default and the cap of chat's max_tokens",
                                    minimum=1)
+    strict_model_names: bool = setting(
+        A + "STRICT_MODEL_NAMES", False, "off: a request naming any model is answered by the served one, whose "
+        "name the answer carries (as llama-server does); on: names other than the served model's get 404")
     nginx: str = setting(A + "NGINX", "auto", "whether nginx fronts gunicorn: auto when found, on (required) or off",
                          choices=("auto", "on", "off"))
     log_level: str = setting(A + "LOG_LEVEL", "INFO", "the Python logging level", kind="level",

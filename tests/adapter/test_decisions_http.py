@@ -148,9 +148,7 @@ def test_bad_bodies_are_400s_naming_the_field(server, body, param, code):
 
 
 def test_other_refusals_in_openais_shape(server):
-    status, _, reply = call(server.url + "/v1/decisions", {"model": "gpt-6-luna", "input": TICKET,
-                                                           "questions": [PREDICATE]})
-    assert status == 404 and reply["error"]["code"] == "model_not_found" and reply["error"]["param"] == "model"
+    # Another model's name is answered by the served model (404 only with strict names: tests/adapter/clients).
     status, _, reply = call(server.url + "/v1/decisions", raw=b"{not json")
     assert status == 400 and reply["error"]["code"] == "invalid_type" and reply["error"]["type"] == "invalid_request_error"
     status, _, reply = call(server.url + "/v1/decisions", {"input": TICKET, "questions": [PREDICATE]},

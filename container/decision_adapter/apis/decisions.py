@@ -49,6 +49,7 @@ from ..questions import Question as CoreQuestion
 from .common import TAG_LIST, TAG_STRING, Answer, NonBlank, Strict, adapter_error, string_or_list
 from .dialect import Dialect, post
 from .typed import accepted_model_names, choice_confidence, score_confidence, served_model_name, unit
+from .typed import names_checked
 
 MAX_NAME_CHARS = 1024
 
@@ -322,7 +323,8 @@ def parse(body, settings) -> DecisionsRequest:
 
 def check(request: DecisionsRequest, engine) -> None:
     """The model's name, before the request waits for the model."""
-    check_model(request.model, engine.info, engine.model_files.manifest)
+    if names_checked(engine):
+        check_model(request.model, engine.info, engine.model_files.manifest)
 
 
 DIALECT = Dialect("decisions", parse, score, respond, error_body, check)

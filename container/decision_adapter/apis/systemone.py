@@ -49,6 +49,7 @@ from ..readout import READOUT_METHODS
 from .dialect import SERVING, Dialect, json_response, post
 from .systemone_requests import JevQuestion, JevRequest, JevValidationError, parse_systemone
 from .typed import MODEL_ALIAS, accepted_model_names, choice_confidence, score_confidence, served_model_name, unit
+from .typed import names_checked
 
 # -- the served model -----------------------------------------------------------------
 
@@ -74,7 +75,11 @@ def models_payload(info: dict, metadata: dict, manifest: dict | None) -> dict:
     source = " ".join(str(p) for p in (info.get("source_repo"), info.get("source_revision")) if p)
     description = (f"{info.get('name') or name} ({info.get('quantization') or 'GGUF'}), scored by the decision "
                    f"adapter on llama.cpp; sha256 {info.get('sha256')}" + (f"; from {source}" if source else ""))
-    return {"models": [
+    created = int(datetime.datetime.fromisoformat(date).replace(tzinfo=datetime.timezone.utc).timestamp())
+    owner = metadata.get("general.organization") or "decision-adapter"
+    return {"object": "list",  # OpenAI's list, beside Jev's "models": one document for both kinds of client
+            "data": [{"id": n, "object": "model", "created": created, "owned_by": owner} for n in (name, MODEL_ALIAS)],
+            "models": [
         {"name": name, "description": description, "release_date": date},
         {"name": MODEL_ALIAS, "description": f"Alias of {name}, the one model this endpoint serves.",
          "release_date": date},
@@ -159,7 +164,8 @@ def respond(request: JevRequest, results: list[dict], timing: dict, info: dict) 
 def check(request: JevRequest, engine) -> None:
     """The model's name: checked before the request waits for the model (its prompts are built once it
     holds it, inside its time limit)."""
-    check_model(request.model, engine.info, engine.model_files.manifest)
+    if names_checked(engine):
+        check_model(request.model, engine.info, engine.model_files.manifest)
 
 
 # -- the error shapes Jev clients read ------------------------------------------------------

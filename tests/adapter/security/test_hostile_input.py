@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from decision_adapter import openapi
-from decision_adapter.apis import decisions, invocations, systemone
+from decision_adapter.apis import chat, decisions, invocations, systemone
 from decision_adapter.app import parse_json_body
 from decision_adapter.errors import AdapterError, InvalidValue
 from decision_adapter.apis.chat import parse_chat
@@ -37,7 +37,8 @@ CHAT_MAX_TOKENS = 256
 SETTINGS = load_settings({})
 FUZZ = settings(max_examples=250, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-ROUTES = {"/invocations": invocations.parse, "/v1/systemone": systemone.parse, "/v1/decisions": decisions.parse}
+ROUTES = {"/invocations": invocations.parse, "/v1/systemone": systemone.parse, "/v1/decisions": decisions.parse,
+          "/v1/chat/completions": chat.OPENAI_DIALECT.parse}
 
 
 def parse_like_the_app(raw: bytes, route: str = "/invocations"):
