@@ -10,8 +10,12 @@ A request asks typed questions about one input::
        {"type": "score", "name": "anger", "instructions": "How frustrated is the customer?",
         "levels": [{"label": "calm"}, {"label": "annoyed"}, {"label": "furious"}]}]}
 
-``input`` is a string or a list of user messages whose ``content`` is a string or ``input_text``
-parts (their texts, joined by blank lines, are the state). Each question becomes a decision prompt
+``input`` is a string or a list of the items the ``openai`` library types: user, system, developer and
+assistant messages (content a string or parts: ``input_text``, ``input_json``, an assistant's ``output_text``
+and ``refusal``), function and custom tool calls and their outputs (an output must name an earlier call of
+its kind). The items, in order and joined by blank lines, are the state: a user's text as it is, any other
+item under who said it (``state_of``). Images are refused (a 400: this endpoint reads text). A question's
+``instructions`` is a string or ``input_text`` / ``input_json`` parts; a request asks 1 to 400 questions. Each question becomes a decision prompt
 over labelled options after the same state, so the state is evaluated once for the whole request,
 exactly as System One questions are (a predicate's options are Yes and No; a score's its levels in
 order). Answers come in question order, echoing ``name`` (null when the question has none):

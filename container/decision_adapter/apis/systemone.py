@@ -22,6 +22,10 @@ fields carry the ``x_`` prefix. Confidence follows the reference formulas:
 choice ``(p_max - 1/n) / (1 - 1/n)``; score ``1 - spread / spread_uniform`` where
 spread is the expected distance from the most probable level.
 
+A ``multi_label`` question (``labels``, ``threshold`` 0.7 by default) is a noul per label on the same state
+("Does this label apply: <label>?"), answered ``{"type", "scores", "threshold", "selected", "abstained"}``.
+Every reply carries ``audit`` (apis/audit.py): what Jev's client libraries need to replay the answers.
+
 Order modes, calibration and abstention (scoring.py) follow the server's defaults
 (``DECISION_ADAPTER_ORDER``, ``DECISION_ADAPTER_MIN_ANSWER_MASS``); a request may set its own as the
 top-level extensions ``x_order`` and ``x_min_answer_mass``. The calibration profile is the
