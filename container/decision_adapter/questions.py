@@ -28,6 +28,7 @@ MAX_TEMPERATURE = 100.0
 # A typed question of Jev System One or the OpenAI Decisions API (choice: its options; score: its levels).
 MIN_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS = 2, 255
 MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
+MAX_DECISION_QUESTIONS = 400  # questions of one OpenAI Decisions request, as the API allows
 
 CHAT_ROLES = ("system", "user", "assistant")
 

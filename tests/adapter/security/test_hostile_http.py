@@ -140,6 +140,9 @@ def http_requests(draw) -> tuple[str, str, bytes | None, str | None]:
     if roll < 22:
         return "POST", "/invocations", draw(hostile.raw_bodies(huge_max=300_000)), draw(
             st.sampled_from(WRONG_CONTENT_TYPES))
+    if roll < 26:
+        return "POST", "/v1/decisions", draw(hostile.decisions_like().map(hostile.dumps) | st.binary(max_size=200)), \
+            "application/json"
     if roll < 30:
         return "POST", "/v1/systemone", draw(hostile.jev_like().map(hostile.dumps) | st.binary(max_size=200)), \
             "application/json"
