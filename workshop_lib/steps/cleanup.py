@@ -155,10 +155,25 @@ def delete_codebuild_role(workshop: Workshop) -> Text:
 
 @cleanup_step
 def delete_deadline_role(workshop: Workshop) -> Text:
-    """Delete the role the endpoint deadlines run as (``spend_guard``), once no endpoint needs one. It costs
-    nothing, so a refusal is a note, not a stop."""
+    """Delete the role the endpoint deadlines run as (``spend_guard``), once no deadline needs it: the role is
+    one per account, so it is kept while any region it served (its tag says which) still holds one of the
+    workshop's deadlines. It costs nothing, so a refusal is a note, not a stop."""
     iam = workshop.clients.get("iam")
     name = spend_guard.SCHEDULER_ROLE_NAME
+    try:
+        tags = iam.list_role_tags(RoleName=name).get("Tags", [])
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "NoSuchEntity":
+            raise
+        return Text(f"IAM role {name}: {teardown.ALREADY_GONE}")
+    config = workshop.config
+    mode = workshop.clients.mode
+    left = spend_guard.schedules_left(
+        lambda region: workshop.clients.get("scheduler") if region == config.region else mode.client("scheduler", region),
+        tags, (config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name))
+    if left:
+        return Text(f"IAM role {name}: kept, the deadlines still set run as it ({'; '.join(left)}); run this "
+                    "notebook in those regions (set the region in notebook 00) to delete their endpoints first")
     policy = _gone(iam.delete_role_policy, "NoSuchEntity", RoleName=name, PolicyName=name)
     role = _gone(iam.delete_role, "NoSuchEntity", RoleName=name)
     return Text(f"IAM role {name}: {role} (its inline policy: {policy})")

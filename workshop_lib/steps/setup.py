@@ -17,7 +17,7 @@ from typing import Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..aws import api, endpoints, managed_policies, policies
+from ..aws import api, endpoints, managed_policies, policies, roles
 from ..aws.buckets import check_bucket_region
 from ..aws.iam import minified
 from ..config import BucketNotFound, LOCAL_BUCKET, WorkshopConfig, in_sagemaker_studio
@@ -415,9 +415,10 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
     trust = policies.codebuild_trust_policy(config, account)
     found = _get_role(iam, name, f"{attach}. {create_it}")
     created = found is None
+    boundary = policies.boundary_policy_arn(config.region, account)
     try:
         if created:
-            found = iam.create_role(**policies.create_role_request(name, trust, path="/"))["Role"]
+            found = roles.create(iam, name, trust, boundary)
             notes.append((f"the CodeBuild role {wanted} no longer existed (08_cleanup deletes it): created it again"
                           if wanted else f"created the IAM role {name}")
                          + " (trusted by CodeBuild for the workshop's two projects)")
@@ -427,6 +428,8 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
                          "so it was replaced by the current one")
         else:
             notes.append(f"the IAM role {name} exists and trusts CodeBuild for the workshop's two projects")
+        if not created and roles.keep_bounded(iam, found, boundary):
+            notes.append(f"the IAM role {name} was given the workshop's permissions boundary {boundary}")
     except ClientError as exc:
         code, message = _error(exc)
         if code not in ACCESS_DENIED:
@@ -435,8 +438,7 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
         raise StepError(f"could not {verb} the CodeBuild service role {name} ({code}: {message}). {attach}. "
                         f"{create_it}") from None
     try:
-        iam.put_role_policy(RoleName=name, PolicyName=name, PolicyDocument=minified(
-            policies.codebuild_service_role_policy(config, account)))
+        roles.put_permissions(iam, name, policies.codebuild_service_role_policy(config, account))
     except ClientError as exc:
         code, message = _error(exc)
         if code not in ACCESS_DENIED:

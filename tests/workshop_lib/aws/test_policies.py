@@ -285,6 +285,7 @@ _SCOPED_ARN = re.compile(
     r"|codebuild:(?P<cb_region>[a-z0-9-]+):(?P<cb_account>\d{12}):project/(?P<project>[A-Za-z0-9_-]+)"
     r"|servicequotas:(?P<sq_region>[a-z0-9-]+):(?P<sq_account>\d{12}):sagemaker/\*"
     r"|iam::(?P<iam_account>\d{12}):role/(?P<role>[A-Za-z0-9+=,.@_/-]+)"
+    r"|cloudwatch:(?P<cw_region>[a-z0-9-]+):(?P<cw_account>\d{12}):alarm:(?P<alarm_endpoint>[a-z0-9-]+)/\*"
     r")")
 
 
@@ -316,6 +317,10 @@ def test_every_other_resource_names_a_workshop_resource(name, document):
                 assert (match["sm_region"], match["sm_account"]) == (REGION, ACCOUNT)
                 assert match["sm_name"] in (CONFIG.standard_endpoint_name, CONFIG.cpu_endpoint_name,
                                             CONFIG.gpu_endpoint_name)
+            if match["alarm_endpoint"]:  # an endpoint's own alarms
+                assert (match["cw_region"], match["cw_account"]) == (REGION, ACCOUNT)
+                assert match["alarm_endpoint"] in (CONFIG.standard_endpoint_name, CONFIG.cpu_endpoint_name,
+                                                   CONFIG.gpu_endpoint_name)
             if match["project"]:
                 assert match["project"] in (builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT)
             if match["role"]:
