@@ -199,6 +199,20 @@ def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transf
                  sagemaker_role_arn=config.sagemaker_role_arn or None)
 
 
+def deadline_scope(config: WorkshopConfig, account_id: str) -> Scope:
+    """The names the deadlines' role needs (region, account, endpoint names) and nothing else, so a deploy
+    from the sample's flags alone, without a workshop bucket, still gets its deadline."""
+    if config.bucket:
+        return scope(config, account_id)
+    config.require("region")
+    check_region(config.region)
+    names_ = tuple(dict.fromkeys(n for n in (config.standard_endpoint_name, config.cpu_endpoint_name,
+                                             config.gpu_endpoint_name) if n))
+    for name in names_:
+        check_resource_name(name, "endpoint")
+    return Scope(region=config.region, account=account_id, bucket="", prefix="", endpoint_names=names_)
+
+
 def _as_scope(config_or_scope, account_id: str | None, **options) -> Scope:
     if isinstance(config_or_scope, Scope):
         return config_or_scope
@@ -328,7 +342,8 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
     region, account = s.region, s.account
     bucket = s3_bucket_arn(s.bucket, region)
     codebuild_role = codebuild_role_of(s)
-    sagemaker = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name}"
+    # SageMaker presents its ARNs to IAM in lower case, whatever case a name was given in.
+    sagemaker = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name.lower()}"
                  for name in s.endpoint_names for kind in SAGEMAKER_RESOURCE_KINDS]
     groups = [f"/aws/sagemaker/Endpoints/{n}" for n in s.endpoint_names]
     groups += [f"/aws/codebuild/{p}" for p in s.codebuild_projects]
@@ -382,7 +397,7 @@ def operator_operations_policy(config: WorkshopConfig | Scope, account_id: str |
     beside operator-policy.json (IAM's 6,144 characters per policy); whoever attaches one attaches all."""
     s = _as_scope(config, account_id, **options)
     region, account = s.region, s.account
-    versions = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name}-*"
+    versions = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name.lower()}-*"
                 for name in s.endpoint_names for kind in ("model", "endpoint-config")]
     return _document([
         _statement("EndpointAlarms", ["cloudwatch:PutMetricAlarm", "cloudwatch:DescribeAlarms",
@@ -392,7 +407,7 @@ def operator_operations_policy(config: WorkshopConfig | Scope, account_id: str |
                    [cloudwatch_dashboard_arn(region, account, DASHBOARD)]),
         # IAM checks UpdateEndpoint against the endpoint and against the endpoint config it moves to.
         _statement("UpdateEndpoints", ["sagemaker:UpdateEndpoint"],
-                   [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name}{suffix}"
+                   [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name.lower()}{suffix}"
                     for name in s.endpoint_names for kind, suffix in (("endpoint", ""), ("endpoint-config", "-*"))]),
         _statement("EndpointVersions", OPERATOR_SAGEMAKER_ACTIONS[:6] + ("sagemaker:AddTags", "sagemaker:ListTags"),
                    versions),

@@ -184,7 +184,7 @@ def ensure_role(iam, config, account_id: str) -> tuple[str, str]:
     """The deadlines' role, created from its documents (under the workshop's permissions boundary) if
     missing, its permissions brought up to date (the endpoint names may have changed), and the config's
     region added to the regions it serves (``REGIONS_TAG``). Returns (ARN, what was done). Refusals are raised."""
-    s = policies._as_scope(config, account_id)
+    s = config if isinstance(config, policies.Scope) else policies.deadline_scope(config, account_id)
     boundary = policies.boundary_policy_arn(s.region, s.account)
     document = check_policy_document(scheduler_role_policy(s))
     try:

@@ -278,7 +278,9 @@ def _sagemaker(call: str, params: Mapping, region: str, account: str) -> list[Ne
     if call == "ListEndpoints":
         return [("sagemaker:ListEndpoints", "*", {})]  # list actions take no resource
     if call in ("ListTags", "AddTags"):
-        return [(f"sagemaker:{call}", params["ResourceArn"], {})]
+        kind_and_name = params["ResourceArn"].split(":", 5)
+        kind_and_name[-1] = kind_and_name[-1].lower()  # as SageMaker presents its ARNs to IAM
+        return [(f"sagemaker:{call}", ":".join(kind_and_name), {})]
     verb, kind = re.fullmatch(r"(Create|Describe|Delete|Update|Invoke)(\w+)", call).groups()
     if call == "InvokeEndpoint":
         verb, kind = "Invoke", "Endpoint"

@@ -472,3 +472,20 @@ def test_null_conditions_ask_whether_the_key_is_there():
     owner = {"sagemaker:OwnerUserProfileArn": "arn:aws:sagemaker:us-east-1:1:user-profile/d/u"}
     assert iam.conditions_hold(absent, {}) and not iam.conditions_hold(absent, owner)
     assert iam.conditions_hold(present, owner) and not iam.conditions_hold(present, {})
+
+
+def test_endpoint_names_with_capitals_are_granted_in_the_lower_case_iam_checks():
+    from workshop_lib.local import permissions
+
+    config = CONFIG.replace(cpu_endpoint_name="Decision-CPU")
+    documents = policies.operator_documents(config, ACCOUNT)
+    for operation, params in (("CreateEndpoint", {"EndpointName": "Decision-CPU", "EndpointConfigName": "Decision-CPU"}),
+                              ("CreateEndpointConfig", {"EndpointConfigName": "Decision-CPU-20261201T000000Z"}),
+                              ("UpdateEndpoint", {"EndpointName": "Decision-CPU",
+                                                  "EndpointConfigName": "Decision-CPU-20261201T000000Z"}),
+                              ("ListTags", {"ResourceArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/Decision-CPU"})):
+        call = {"service": "sagemaker", "operation": operation, "params": params}
+        for action, resource, context in permissions.needed(call, REGION, ACCOUNT):
+            assert resource == resource.lower() and iam.allows(documents, action, resource, context), (action, resource)
+    # the log group keeps the name's case (CloudWatch Logs names are case-sensitive)
+    assert "/aws/sagemaker/Endpoints/Decision-CPU" in json.dumps(policies.operator_policy(config, ACCOUNT))
