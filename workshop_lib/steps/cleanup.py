@@ -8,10 +8,11 @@ from typing import Sequence
 
 from botocore.exceptions import ClientError
 
-from ..aws import hosting, policies, spend_guard, teardown
+from ..aws import hosting, policies, spend_guard, teardown, updates
 from ..aws.codebuild import parse_s3_uri
 from ..local import permissions
 from .context import CALL_LOG, StepError, Text, Workshop, cleanup_step
+from .operate import UPDATE_VERSIONS
 
 
 def _gone(call, *codes, **kwargs) -> str:
@@ -55,6 +56,7 @@ def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = T
             lines.append(str(result))
             if result.deleted_anything:
                 deleted.append(name)
+            lines += _delete_versions(workshop, name)
         except Exception as exc:  # noqa: BLE001 - reported below, after the other endpoints were tried
             failed.append(name)
             lines.append(f"endpoint {name}: NOT deleted: {exc}")
@@ -70,6 +72,17 @@ def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = T
     if not deleted:  # 07 ran before, or the rehearsal started over: safe, and said so
         lines.append("nothing was there to delete: these endpoints are already gone")
     return Text("\n".join(lines))
+
+
+def _delete_versions(workshop: Workshop, name: str) -> list[str]:
+    """The versions the endpoint's updates made (``operate.UPDATE_VERSIONS``) that are still there: they outlive
+    an endpoint a deadline deleted. Each goes only if it carries the workshop's tag."""
+    made = workshop.outputs().get(UPDATE_VERSIONS, {})
+    lines = [f"update version {version}: {updates.discard_version(workshop.clients.sm, name, version)}"
+             for version in made.get(name, [])]
+    if name in made:
+        workshop.remember(**{UPDATE_VERSIONS: {k: v for k, v in made.items() if k != name}})
+    return lines
 
 
 def _delete_project(codebuild):

@@ -400,3 +400,16 @@ def test_deadlines_in_two_regions_share_the_role_and_cleanup_in_one_keeps_it_for
     aws_mode_steps.delete_endpoints(first, [name])
     assert str(aws_mode_steps.delete_deadline_role(first)).startswith(f"IAM role {role}: deleted")
     assert str(aws_mode_steps.delete_deadline_role(first)) == f"IAM role {role}: already gone"
+
+
+def test_the_versions_an_update_made_go_even_after_a_deadline_deleted_the_endpoint(aws_mode_steps):
+    workshop = aws_mode_steps.Workshop.load()
+    c = workshop.clients
+    name, version = "decision-workshop-cpu", "decision-workshop-cpu-20261201153601"
+    _deploy(c.sm, version)  # what the update made (model and config, tagged), then served
+    c.sm.delete_endpoint(EndpointName=version)  # the deadline fired: no endpoint left to say what it served
+    workshop.remember(update_versions={name: [version], "other": ["other-20261201153601"]})
+    text = str(aws_mode_steps.delete_endpoints(workshop, [name]))
+    assert f"update version {version}: endpoint config deleted; model deleted" in text
+    assert _names(c.sm) == (set(), set(), set())
+    assert workshop.outputs()["update_versions"] == {"other": ["other-20261201153601"]}  # others' are kept
