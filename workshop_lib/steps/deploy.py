@@ -106,8 +106,9 @@ def _guard(workshop: Workshop, name: str, hours: float | None = None) -> str:
     except (ClientError, WorkshopError) as exc:
         why = "{}: {}".format(*_error(exc)) if isinstance(exc, ClientError) else str(exc)
         return (f"  deadline: NOT SET ({why}). {name} bills until it is deleted: run notebook 08 (or "
-                f"steps.delete_endpoint(workshop, {name!r})) when done; operator-deadlines-policy.json, which "
-                "notebook 00 writes beside operator-policy.json, grants what the deadline needs")
+                f"steps.delete_endpoint(workshop, {name!r})) when done; operator-deadlines-policy.json and "
+                "operator-roles-policy.json, which notebook 00 writes beside operator-policy.json, grant what the "
+                "deadline needs (with role-boundary-policy.json created as the roles' boundary)")
     line = f"  deadline: {deadline.text()}"
     if c.local:
         line += ("\n  Not exercised locally: the deadline firing (the emulator's EventBridge Scheduler keeps the "

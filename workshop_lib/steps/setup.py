@@ -238,7 +238,11 @@ def _attach_instruction(config: WorkshopConfig, folder: Path) -> str:
     commands = "; ".join(f"aws iam put-role-policy --role-name {name} --policy-name {OPERATOR_POLICY_NAME}"
                          f"{'' if i == 0 else f'-{i + 1}'} --policy-document file://{path}"
                          for i, path in enumerate(files))
-    return f"an administrator attaches {' and '.join(str(p) for p in files)} to {role} ({commands})"
+    boundary = folder / "role-boundary-policy.json"
+    create = (f"aws iam create-policy --policy-name {policies.BOUNDARY_POLICY_NAME} --path "
+              f"{policies.BOUNDARY_POLICY_PATH} --policy-document file://{boundary}")
+    return (f"an administrator attaches {' and '.join(str(p) for p in files)} to {role} ({commands}), and creates "
+            f"the boundary the workshop's roles carry once per account ({create})")
 
 
 def write_policies(workshop: Workshop, config: WorkshopConfig | None = None,

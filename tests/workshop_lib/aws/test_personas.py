@@ -330,6 +330,7 @@ def test_refused_role_creation_points_to_the_written_documents(local_workshop, m
     assert "iam:GetRole" in message and "because no identity-based policy allows" in message
     assert str(folder / "operator-policy.json") in message and str(folder / "codebuild-trust-policy.json") in message
     assert "aws iam put-role-policy --role-name decision-workshop-local" in message and "run this cell again" in message
+    assert f"--path /decision-workshop/ --policy-document file://{folder / 'role-boundary-policy.json'}" in message
 
 
 # ---- the notebooks' flow, as each persona ---------------------------------------------------------------
