@@ -208,12 +208,12 @@ def ensure_role(iam, config, account_id: str) -> tuple[str, str]:
     return role["Arn"], done
 
 
-def schedules_left(scheduler_for, role_tags, endpoint_names) -> list[str]:
-    """The workshop's deadlines still set, in every region the role's tags name: ``scheduler_for(region)``
-    gives that region's Scheduler client. Each as ``<region>: <schedule>``; a schedule that is not the
-    workshop's does not count."""
+def schedules_left(scheduler_for, regions, endpoint_names) -> list[str]:
+    """The workshop's deadlines still set in ``regions`` (those the role's tags name, ``regions_of``, and the
+    current one): ``scheduler_for(region)`` gives that region's Scheduler client. Each as
+    ``<region>: <schedule>``; a schedule that is not the workshop's does not count."""
     left = []
-    for region in regions_of(role_tags):
+    for region in sorted(set(regions)):
         client = scheduler_for(region)
         for name in dict.fromkeys(n for n in endpoint_names if n):
             try:

@@ -173,17 +173,21 @@ def delete_deadline_role(workshop: Workshop) -> Text:
     workshop's deadlines. It costs nothing, so a refusal is a note, not a stop."""
     iam = workshop.clients.get("iam")
     name = spend_guard.SCHEDULER_ROLE_NAME
-    try:
-        tags = iam.list_role_tags(RoleName=name).get("Tags", [])
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] != "NoSuchEntity":
-            raise
-        return Text(f"IAM role {name}: {teardown.ALREADY_GONE}")
     config = workshop.config
     mode = workshop.clients.mode
-    left = spend_guard.schedules_left(
-        lambda region: workshop.clients.get("scheduler") if region == config.region else mode.client("scheduler", region),
-        tags, (config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name))
+    try:
+        tags = iam.list_role_tags(RoleName=name).get("Tags", [])
+        left = spend_guard.schedules_left(
+            lambda region: workshop.clients.get("scheduler") if region == config.region else mode.client("scheduler", region),
+            {*spend_guard.regions_of(tags), config.region},
+            (config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name))
+    except ClientError as exc:
+        error = exc.response["Error"]
+        if error["Code"] == "NoSuchEntity":
+            return Text(f"IAM role {name}: {teardown.ALREADY_GONE}")
+        return Text(f"IAM role {name}: kept, the deadlines that may still use it could not be checked "
+                    f"({error['Code']}: {error.get('Message')}); attach the current operator documents (notebook "
+                    "00) and run this cell again, or delete the role once no schedule uses it")
     if left:
         return Text(f"IAM role {name}: kept, the deadlines still set run as it ({'; '.join(left)}); run this "
                     "notebook in those regions (set the region in notebook 00) to delete their endpoints first")

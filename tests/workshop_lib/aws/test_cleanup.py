@@ -413,3 +413,15 @@ def test_the_versions_an_update_made_go_even_after_a_deadline_deleted_the_endpoi
     assert f"update version {version}: endpoint config deleted; model deleted" in text
     assert _names(c.sm) == (set(), set(), set())
     assert workshop.outputs()["update_versions"] == {"other": ["other-20261201153601"]}  # others' are kept
+
+
+def test_a_deadline_role_whose_schedules_cannot_be_checked_is_kept_with_a_note(aws_mode_steps, monkeypatch):
+    from workshop_lib.steps import deploy
+
+    monkeypatch.setenv("WORKSHOP_BUCKET", "sagemaker-decision-workshop-test")
+    workshop = aws_mode_steps.Workshop.load()
+    assert "deleted at" in deploy._guard(workshop, workshop.config.cpu_endpoint_name, 4)
+    _deny(workshop.clients.get("scheduler"), "GetSchedule")
+    text = str(aws_mode_steps.delete_deadline_role(workshop))
+    assert "kept, the deadlines that may still use it could not be checked (AccessDeniedException" in text
+    assert workshop.clients.get("iam").get_role(RoleName="decision-workshop-scheduler")["Role"]
