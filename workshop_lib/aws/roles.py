@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from botocore.exceptions import ClientError
+
+from ..errors import AwsFailure
 from .iam import minified
 from . import policies
 
@@ -17,9 +20,20 @@ def boundary_of(role: Mapping) -> str | None:
 
 
 def create(iam, name: str, trust: Mapping, boundary: str, *, description: str = "") -> dict:
-    """CreateRole with the boundary in the same request; returns the new ``Role``."""
-    return iam.create_role(**policies.create_role_request(name, trust, path="/", boundary=boundary,
-                                                          description=description))["Role"]
+    """CreateRole with the boundary in the same request; returns the new ``Role``. A boundary policy that
+    does not exist yet (an administrator creates it once per account) is one line saying how."""
+    try:
+        return iam.create_role(**policies.create_role_request(name, trust, path="/", boundary=boundary,
+                                                              description=description))["Role"]
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") not in ("NoSuchEntity", "InvalidInput") or boundary not in str(error.get("Message")):
+            raise
+        raise AwsFailure(
+            f"IAM role {name} was not created: its permissions boundary {boundary} does not exist yet "
+            f"({error.get('Code')}). An administrator creates it once per account from role-boundary-policy.json "
+            f"(notebook 00 writes it): aws iam create-policy --policy-name {policies.BOUNDARY_POLICY_NAME} "
+            f"--path {policies.BOUNDARY_POLICY_PATH} --policy-document file://role-boundary-policy.json") from None
 
 
 def keep_bounded(iam, role: Mapping, boundary: str) -> bool:

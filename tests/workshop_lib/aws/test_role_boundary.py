@@ -118,3 +118,24 @@ def test_the_sagemaker_role_may_read_the_endpoints_rollback_alarms_only():
     assert iam.allows(role, "cloudwatch:DescribeAlarms", alarm)
     assert not iam.allows(role, "cloudwatch:DescribeAlarms", policies.cloudwatch_alarm_arn(REGION, ACCOUNT, "other"))
     assert not iam.allows(role, "cloudwatch:DeleteAlarms", alarm)
+
+
+def test_a_boundary_policy_not_created_yet_is_one_line_saying_how(monkeypatch):
+    import boto3
+    from botocore.stub import ANY, Stubber
+    from workshop_lib.aws import roles
+    from workshop_lib.errors import AwsFailure
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    client = boto3.client("iam", region_name="us-east-1")
+    trust = policies.scheduler_trust_policy(CONFIG, ACCOUNT)
+    with Stubber(client) as stub:
+        stub.add_client_error("create_role", "NoSuchEntity", f"Policy {BOUNDARY} does not exist or is not attachable.",
+                              expected_params={"RoleName": "r", "Path": "/", "AssumeRolePolicyDocument": ANY,
+                                               "Description": ANY, "PermissionsBoundary": BOUNDARY})
+        with pytest.raises(AwsFailure) as raised:
+            roles.create(client, "r", trust, BOUNDARY)
+    text = str(raised.value)
+    assert "\n" not in text and "does not exist yet" in text
+    assert "aws iam create-policy --policy-name decision-workshop-role-boundary --path /decision-workshop/" in text
