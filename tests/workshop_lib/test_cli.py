@@ -472,3 +472,45 @@ def test_setup_saves_the_endpoint_deadline_and_refuses_a_bad_one(isolated, capsy
     assert main([*argv, "--endpoint-ttl-hours", "200"]) == 1
     assert "endpoint_ttl_hours '200'" in capsys.readouterr().err
     assert WorkshopConfig.load(isolated / "config.json").ttl_hours == 8  # the bad value was not saved
+
+
+# ---- the sample's flags alone: no workshop config, no emulator -------------------------------------------
+
+SAMPLE = ["--region", "us-east-1", "--image-uri", IMAGE, "--model-data-url", "s3://my-models/llm/model.tar.gz",
+          "--role-arn", ROLE, "--instance-type", "ml.c6i.2xlarge", "--name", "my-decision-endpoint"]
+
+
+def test_the_samples_flags_alone_reach_the_mutable_tag_refusal_first(isolated, capsys):
+    import boto3
+
+    tagged = [*SAMPLE[:3], IMAGE.split("@")[0] + ":latest", *SAMPLE[4:]]
+    for extra in ([], ["--dry-run"]):
+        assert main(["deploy", *tagged, *extra]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: image ") and "Pin it by digest" in err and "bucket" not in err
+    assert boto3.client("sagemaker", region_name="us-east-1").list_models()["Models"] == []  # nothing sent
+    assert not (isolated / "config.json").exists()
+
+
+def test_the_samples_flags_alone_plan_a_deploy_with_data_capture_off_and_a_note(isolated, capsys):
+    assert main(["deploy", *SAMPLE, "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    plan = json.loads(captured.out)
+    assert plan["CreateModel"]["PrimaryContainer"]["ModelDataUrl"] == "s3://my-models/llm/model.tar.gz"
+    assert plan["CreateModel"]["ExecutionRoleArn"] == ROLE
+    assert plan["CreateEndpoint"]["EndpointName"] == "my-decision-endpoint"
+    assert "DataCaptureConfig" not in plan["CreateEndpointConfig"]
+    assert "note: data capture off: no workshop bucket" in captured.err
+    # with a bucket, the workshop's rules are back: the model must be in its folder, and capture is on
+    assert main(["deploy", *SAMPLE, "--bucket", BUCKET, "--dry-run"]) == 1
+    assert "outside the workshop's model folder" in capsys.readouterr().err
+    assert main(["deploy", *SAMPLE[:5], MODEL, *SAMPLE[6:], "--bucket", BUCKET, "--dry-run"]) == 0
+    assert "DataCaptureConfig" in json.loads(capsys.readouterr().out)["CreateEndpointConfig"]
+
+
+def test_a_local_dry_run_needs_no_emulator(isolated, capsys):
+    model = "s3://decision-workshop-local/decision-workshop/model/model.tar.gz"  # local mode's placeholder bucket
+    assert main(["deploy", "--mode", "local", "--image-uri", IMAGE, "--model-data-url", model,
+                 "--instance-type", "ml.c6i.2xlarge", "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out)["CreateModel"]["PrimaryContainer"]["ModelDataUrl"] == model
+    assert not (isolated / "local").exists() or not any((isolated / "local").iterdir())  # nothing started

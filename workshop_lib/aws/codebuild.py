@@ -74,7 +74,18 @@ def ensure_project(codebuild, request: dict) -> str:
 
 
 def start_build(codebuild, request: dict) -> str:
-    return codebuild.start_build(**request)["build"]["id"]
+    """StartBuild; a new account's build limit (its concurrent builds start at 0) becomes one line saying so."""
+    try:
+        return codebuild.start_build(**request)["build"]["id"]
+    except ClientError as exc:
+        if _error_code(exc) != "AccountLimitExceededException":
+            raise
+        raise AwsFailure(
+            f"CodeBuild refused to start {request['projectName']} (AccountLimitExceededException: "
+            f"{exc.response['Error'].get('Message', '')}): new AWS accounts start with a CodeBuild concurrent "
+            "build limit of 0. Request an increase of 'Concurrently running builds' for the build's compute type "
+            "in Service Quotas (service CodeBuild), or retry later; the limit rises as the account is used"
+        ) from None
 
 
 def _get_build(codebuild, build_id: str) -> dict:

@@ -4,8 +4,8 @@
 actions, ARNs, condition operators, the 6,144-character quota of a managed policy).
 ``evaluate`` / ``allows`` answer "would these documents allow this action on this resource?" the way
 IAM's identity-policy logic does: Allow and Deny statements, ``Action``/``NotAction``,
-``Resource``/``NotResource``, ``*`` and ``?`` wildcards, and the string/ARN condition operators the
-workshop's policies use. ``policies`` builds the documents; ``permissions`` audits calls with this.
+``Resource``/``NotResource``, ``*`` and ``?`` wildcards, the string/ARN condition operators the
+workshop's policies use, and a permissions boundary capping what the identity policies grant. ``policies`` builds the documents; ``permissions`` audits calls with this.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ _STATEMENT_KEYS = {"Sid", "Effect", "Principal", "NotPrincipal", "Action", "NotA
                    "NotResource", "Condition"}
 _ACTION = re.compile(r"[a-z0-9-]+:[A-Za-z0-9*?]+")
 _SID = re.compile(r"[A-Za-z0-9]*")
-_ARN = re.compile(r"arn:(aws|aws-cn|aws-us-gov):([a-z0-9-]+):([a-z0-9-]*):(\d{12}|\*?):(.+)")
+_ARN = re.compile(r"arn:(aws|aws-cn|aws-us-gov):([a-z0-9-]+):([a-z0-9*-]*):(\d{12}|\*?):(.+)")
 _CONDITION_OPERATOR = re.compile(
     r"(ForAnyValue:|ForAllValues:)?(String|Arn|Numeric|Date|Bool|IpAddress|NotIpAddress|Null|Binary)[A-Za-z]*")
 
@@ -192,8 +192,23 @@ class Verdict:
 
 
 def evaluate(documents: Mapping | Sequence[Mapping], action: str, resource: str,
-             context: Mapping[str, object] | None = None) -> Verdict:
-    """IAM's identity-policy logic: an explicit Deny wins, else any Allow, else an implicit deny."""
+             context: Mapping[str, object] | None = None, *, boundary: Mapping | None = None) -> Verdict:
+    """IAM's identity-policy logic: an explicit Deny wins, else any Allow, else an implicit deny.
+
+    With ``boundary`` (the principal's permissions boundary) a call is allowed only if the boundary
+    allows it too: the boundary grants nothing, it caps what the identity policies grant.
+    """
+    verdict = _identity_verdict(documents, action, resource, context)
+    if boundary is None or not verdict.allowed:
+        return verdict
+    capped = _identity_verdict(boundary, action, resource, context)
+    if not capped.allowed:
+        return Verdict(False, f"outside the permissions boundary ({capped.reason})", capped.matched)
+    return verdict
+
+
+def _identity_verdict(documents: Mapping | Sequence[Mapping], action: str, resource: str,
+                      context: Mapping[str, object] | None) -> Verdict:
     docs = [documents] if isinstance(documents, Mapping) else list(documents)
     context = context or {}
     allowed_by, denied_by = [], []
@@ -210,8 +225,8 @@ def evaluate(documents: Mapping | Sequence[Mapping], action: str, resource: str,
 
 
 def allows(documents: Mapping | Sequence[Mapping], action: str, resource: str,
-           context: Mapping[str, object] | None = None) -> bool:
-    return evaluate(documents, action, resource, context).allowed
+           context: Mapping[str, object] | None = None, *, boundary: Mapping | None = None) -> bool:
+    return evaluate(documents, action, resource, context, boundary=boundary).allowed
 
 
 __all__ = [

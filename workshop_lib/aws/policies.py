@@ -199,6 +199,20 @@ def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transf
                  sagemaker_role_arn=config.sagemaker_role_arn or None)
 
 
+def deadline_scope(config: WorkshopConfig, account_id: str) -> Scope:
+    """The names the deadlines' role needs (region, account, endpoint names) and nothing else, so a deploy
+    from the sample's flags alone, without a workshop bucket, still gets its deadline."""
+    if config.bucket:
+        return scope(config, account_id)
+    config.require("region")
+    check_region(config.region)
+    names_ = tuple(dict.fromkeys(n for n in (config.standard_endpoint_name, config.cpu_endpoint_name,
+                                             config.gpu_endpoint_name) if n))
+    for name in names_:
+        check_resource_name(name, "endpoint")
+    return Scope(region=config.region, account=account_id, bucket="", prefix="", endpoint_names=names_)
+
+
 def _as_scope(config_or_scope, account_id: str | None, **options) -> Scope:
     if isinstance(config_or_scope, Scope):
         return config_or_scope
@@ -276,6 +290,9 @@ def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: 
         _statement("PullImages", ECR_PULL, repos),
         _statement("ContainerLogs", (*LOG_WRITE, "logs:DescribeLogStreams"), _log_resources(s, groups)),
         _wildcard_statement("EndpointMetrics", "cloudwatch:PutMetricData"),
+        # A blue/green update with auto-rollback: SageMaker reads the endpoint's alarms as this role.
+        _statement("RollbackAlarms", ["cloudwatch:DescribeAlarms"],
+                   [cloudwatch_alarm_arn(s.region, s.account, f"{name}/*") for name in s.endpoint_names]),
     ]
     if s.batch_transform:
         listed = [s.prefix, s.key_pattern()] if s.prefix else ["*"]
@@ -325,7 +342,8 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
     region, account = s.region, s.account
     bucket = s3_bucket_arn(s.bucket, region)
     codebuild_role = codebuild_role_of(s)
-    sagemaker = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name}"
+    # SageMaker presents its ARNs to IAM in lower case, whatever case a name was given in.
+    sagemaker = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name.lower()}"
                  for name in s.endpoint_names for kind in SAGEMAKER_RESOURCE_KINDS]
     groups = [f"/aws/sagemaker/Endpoints/{n}" for n in s.endpoint_names]
     groups += [f"/aws/codebuild/{p}" for p in s.codebuild_projects]
@@ -351,11 +369,6 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
         _statement("ReadBuildLogTails", ["logs:GetLogEvents"],
                    _log_resources(s, (f"/aws/codebuild/{p}" for p in s.codebuild_projects))),
         _wildcard_statement("ListInstanceQuotas", "servicequotas:ListServiceQuotas"),
-        # Notebook 00 creates the CodeBuild service role from its two documents when allowed (and brings an
-        # existing one's trust and permissions up to date); 07 deletes it.
-        _statement("ManageCodeBuildRole", ["iam:CreateRole", "iam:UpdateAssumeRolePolicy", "iam:PutRolePolicy",
-                                           "iam:DeleteRolePolicy", "iam:DeleteRole"],
-                   [role_arn(region, account, CODEBUILD_ROLE_NAME)]),
         # Notebooks 00, 01 and 03 check that the role still exists before they use it.
         _statement("CheckCodeBuildRole", ["iam:GetRole"], [codebuild_role]),
     ]
@@ -384,7 +397,7 @@ def operator_operations_policy(config: WorkshopConfig | Scope, account_id: str |
     beside operator-policy.json (IAM's 6,144 characters per policy); whoever attaches one attaches all."""
     s = _as_scope(config, account_id, **options)
     region, account = s.region, s.account
-    versions = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name}-*"
+    versions = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name.lower()}-*"
                 for name in s.endpoint_names for kind in ("model", "endpoint-config")]
     return _document([
         _statement("EndpointAlarms", ["cloudwatch:PutMetricAlarm", "cloudwatch:DescribeAlarms",
@@ -392,8 +405,10 @@ def operator_operations_policy(config: WorkshopConfig | Scope, account_id: str |
                    [cloudwatch_alarm_arn(region, account, f"{name}/*") for name in s.endpoint_names]),
         _statement("WorkshopDashboard", ["cloudwatch:PutDashboard", "cloudwatch:DeleteDashboards"],
                    [cloudwatch_dashboard_arn(region, account, DASHBOARD)]),
+        # IAM checks UpdateEndpoint against the endpoint and against the endpoint config it moves to.
         _statement("UpdateEndpoints", ["sagemaker:UpdateEndpoint"],
-                   [f"arn:{s.partition}:sagemaker:{region}:{account}:endpoint/{name}" for name in s.endpoint_names]),
+                   [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name.lower()}{suffix}"
+                    for name in s.endpoint_names for kind, suffix in (("endpoint", ""), ("endpoint-config", "-*"))]),
         _statement("EndpointVersions", OPERATOR_SAGEMAKER_ACTIONS[:6] + ("sagemaker:AddTags", "sagemaker:ListTags"),
                    versions),
     ])
@@ -401,10 +416,10 @@ def operator_operations_policy(config: WorkshopConfig | Scope, account_id: str |
 
 def operator_documents(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
     """Every operator document as one (IAM unites the attached policies the same way), for evaluating
-    calls offline: operator-policy.json, the deadlines' and the operations' statements."""
+    calls offline: operator-policy.json, the deadlines', the operations' and the roles' statements."""
     s = _as_scope(config, account_id, **options)
     return _document(operator_policy(s)["Statement"] + operator_deadline_statements(s)
-                     + operator_operations_policy(s)["Statement"])
+                     + operator_operations_policy(s)["Statement"] + operator_role_statements(s))
 
 
 def _trust(service: str, condition: Mapping) -> dict:
@@ -475,9 +490,10 @@ def endpoint_arn(region: str, account: str, endpoint_name: str) -> str:
 def scheduler_role_policy(config, account_id: str | None = None, **options) -> dict:
     """What the deadlines' role may do: delete the workshop's endpoints, nothing else."""
     s = _as_scope(config, account_id, **options)
+    # Region "*": the role is one per account, so a deadline set before a change of region keeps working.
     return _document([_statement(
         "DeleteWorkshopEndpoints", ["sagemaker:DeleteEndpoint"],
-        [endpoint_arn(s.region, s.account, name) for name in s.endpoint_names])])
+        [f"arn:{s.partition}:sagemaker:*:{s.account}:endpoint/{name.lower()}" for name in s.endpoint_names])])
 
 
 def scheduler_trust_policy(config, account_id: str | None = None, **options) -> dict:
@@ -487,18 +503,17 @@ def scheduler_trust_policy(config, account_id: str | None = None, **options) -> 
 
 
 def operator_deadline_statements(s: Scope) -> list[dict]:
-    """What the operator needs for the deadlines: the workshop's schedules, and the role they run as
-    (created by the deploy step when allowed, passed to the scheduler only, deleted by notebook 08).
-    ``operator_deadlines_policy`` holds them."""
+    """What the operator needs for the deadlines: the workshop's schedules in any region (notebook 08 looks
+    for those a region used earlier still holds), and passing their role to the scheduler only. The role
+    itself is managed under ``operator_role_statements``. ``operator_deadlines_policy`` holds them."""
     role = scheduler_role_arn(s.region, s.account)
+    schedules = [f"arn:{s.partition}:scheduler:*:{s.account}:schedule/{SCHEDULE_GROUP}/{schedule_name(name)}"
+                 for name in s.endpoint_names]
     return [
         _statement("EndpointDeadlines", ["scheduler:CreateSchedule", "scheduler:UpdateSchedule",
-                                                  "scheduler:GetSchedule", "scheduler:DeleteSchedule"],
-                            [schedule_arn(s.region, s.account, name) for name in s.endpoint_names]),
-        _statement("ManageSchedulerRole", ["iam:CreateRole", "iam:GetRole", "iam:PutRolePolicy",
-                                                    "iam:DeleteRolePolicy", "iam:DeleteRole"], [role]),
+                                         "scheduler:GetSchedule", "scheduler:DeleteSchedule"], schedules),
         _statement("PassSchedulerRole", ["iam:PassRole"], [role],
-                            {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}),
+                   {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}),
     ]
 
 
@@ -509,6 +524,60 @@ def operator_deadlines_policy(config, account_id: str | None = None, **options) 
     comes close to that with the longer regions' ARNs; whoever attaches the one attaches both.
     """
     return _document(operator_deadline_statements(_as_scope(config, account_id, **options)))
+
+
+# ---- the roles the operator creates, and their permissions boundary ------------------------------------
+
+BOUNDARY_POLICY_NAME = "decision-workshop-role-boundary"
+BOUNDARY_POLICY_PATH = "/decision-workshop/"
+# The IAM actions that carry the iam:PermissionsBoundary condition key for a role (IAM's service
+# authorization reference); on any other action the key is absent, so a condition on it never holds there.
+BOUNDED_ROLE_ACTIONS = ("iam:CreateRole", "iam:PutRolePolicy", "iam:DeleteRolePolicy", "iam:AttachRolePolicy",
+                        "iam:DetachRolePolicy", "iam:PutRolePermissionsBoundary")
+
+
+def boundary_policy_arn(region: str, account: str) -> str:
+    """The managed policy an administrator creates from role-boundary-policy.json (IAM ARNs name no region)."""
+    return f"arn:{partition(region)}:iam::{account}:policy{BOUNDARY_POLICY_PATH}{BOUNDARY_POLICY_NAME}"
+
+
+def workshop_role_arns(s: Scope) -> list[str]:
+    """The roles the operator may create: the CodeBuild service role (by its known name) and the deadlines' role."""
+    return [role_arn(s.region, s.account, CODEBUILD_ROLE_NAME), scheduler_role_arn(s.region, s.account)]
+
+
+def role_boundary_policy(config, account_id: str | None = None, **options) -> dict:
+    """The permissions boundary of the roles the operator creates: exactly what their own policies grant
+    (the CodeBuild service role's and the deadlines' role's statements), so whatever the operator writes
+    into either role, it can never do more than the workshop needs it to."""
+    s = _as_scope(config, account_id, **options)
+    statements = []
+    for prefix, document in (("CodeBuild", codebuild_service_role_policy(s)), ("Deadlines", scheduler_role_policy(s))):
+        statements += [{**statement, "Sid": prefix + statement["Sid"]} for statement in document["Statement"]]
+    return _document(statements)
+
+
+def operator_role_statements(s: Scope) -> list[dict]:
+    """What the operator may do with the workshop's roles: create them and change their permissions only
+    with the workshop's boundary on them, never remove or replace that boundary; read, retrust, tag and
+    delete them (actions IAM gives no boundary key, and which add no permission to a role)."""
+    roles = workshop_role_arns(s)
+    boundary = boundary_policy_arn(s.region, s.account)
+    return [
+        _statement("ManageRolesWithinBoundary", BOUNDED_ROLE_ACTIONS, roles,
+                   {"StringEquals": {"iam:PermissionsBoundary": boundary}}),
+        _statement("ReadAndRetireRoles", ["iam:GetRole", "iam:UpdateAssumeRolePolicy", "iam:TagRole",
+                                          "iam:ListRoleTags", "iam:DeleteRole"], roles),
+        {"Sid": "KeepRoleBoundary", "Effect": "Deny", "Action": ["iam:DeleteRolePermissionsBoundary"],
+         "Resource": roles},
+        {"Sid": "NoOtherBoundary", "Effect": "Deny", "Action": ["iam:PutRolePermissionsBoundary"], "Resource": roles,
+         "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": boundary}}},
+    ]
+
+
+def operator_roles_policy(config, account_id: str | None = None, **options) -> dict:
+    """The operator's permissions on the workshop's roles, attached beside operator-policy.json."""
+    return _document(operator_role_statements(_as_scope(config, account_id, **options)))
 
 
 # The principals the documents are for, as the local rehearsal's call log and audit label them.
@@ -526,6 +595,11 @@ POLICY_FILES = {
                                         "permissions of whoever runs the notebooks, for alarms and safe updates"),
     "operator-deadlines-policy.json": (operator_deadlines_policy,
                                        "permissions of whoever runs the notebooks, for the endpoint deadlines"),
+    "operator-roles-policy.json": (operator_roles_policy,
+                                   "permissions of whoever runs the notebooks, on the roles the workshop creates"),
+    "role-boundary-policy.json": (role_boundary_policy, "permissions boundary of the roles the workshop creates "
+                                  f"(an administrator creates it as the managed policy {BOUNDARY_POLICY_PATH}"
+                                  f"{BOUNDARY_POLICY_NAME})"),
     "scheduler-role-policy.json": (scheduler_role_policy, "permissions of the role the endpoint deadlines run as"),
     "scheduler-trust-policy.json": (scheduler_trust_policy, "trust policy of the endpoint deadlines' role"),
 }
@@ -564,17 +638,23 @@ def create_policy_request(name: str, document: Mapping, *, description: str = ""
 
 
 def create_role_request(name: str, trust: Mapping, *, description: str = "",
-                        path: str = "/decision-workshop/") -> dict:
+                        path: str = "/decision-workshop/", boundary: str | None = None) -> dict:
+    """IAM CreateRole; ``boundary`` (the roles the operator creates: ``boundary_policy_arn``) sets the
+    permissions boundary in the same request, as the operator's documents require."""
     check_policy_document(trust, trust=True)
     if not re.fullmatch(r"[\w+=,.@-]{1,64}", name):
         raise InvalidInput(f"role name {name!r} is not valid: 1-64 letters, digits and +=,.@_-")
     request = {"RoleName": name, "Path": path, "AssumeRolePolicyDocument": minified(trust),
                "Description": description or f"decision workshop: {name}"}
+    if boundary:
+        request["PermissionsBoundary"] = boundary
     return api.validate("iam", "CreateRole", request)
 
 
 __all__ = [
-    "BATCH_OUTPUT_FOLDER", "CODEBUILD_ROLE_NAME", "MODEL_FOLDER", "POLICY_FILES",
+    "BATCH_OUTPUT_FOLDER", "BOUNDARY_POLICY_NAME", "BOUNDED_ROLE_ACTIONS", "CODEBUILD_ROLE_NAME",
+    "boundary_policy_arn", "operator_role_statements", "operator_roles_policy", "role_boundary_policy",
+    "workshop_role_arns", "MODEL_FOLDER", "POLICY_FILES",
     "SERVICE_REQUIRED_WILDCARDS", "Scope", "ServiceWildcard", "account_of", "codebuild_project_arn",
     "cloudwatch_alarm_arn", "cloudwatch_dashboard_arn", "codebuild_role_of", "codebuild_service_role_policy",
     "codebuild_trust_policy", "create_policy_request",

@@ -27,11 +27,11 @@ from datetime import datetime, timedelta, timezone
 from botocore.exceptions import ClientError
 
 from ..errors import AwsFailure
-from .iam import check_policy_document, minified
+from .iam import check_policy_document
 from .policies import (SCHEDULER_ROLE_NAME, SCHEDULE_GROUP, delete_endpoint_target, schedule_arn, schedule_name,
                        scheduler_role_arn, scheduler_role_policy, scheduler_trust_policy)
 from .. import names
-from . import api, policies
+from . import api, policies, roles
 
 # A deadline that fires while SageMaker is busy (the endpoint still Creating, say) is retried for an hour.
 RETRY_POLICY = {"MaximumRetryAttempts": 20, "MaximumEventAgeInSeconds": 3600}
@@ -171,23 +171,58 @@ def _code(exc) -> str:
 # ---- senders -------------------------------------------------------------------------------------------
 
 
+REGIONS_TAG = "decision-workshop:deadline-regions"  # on the role: where deadlines were set (notebook 08 reads it)
+
+
+def regions_of(role_tags) -> list[str]:
+    """The regions a ListRoleTags answer (or a role's ``Tags``) says deadlines were set in."""
+    found = next((t["Value"] for t in role_tags or [] if t.get("Key") == REGIONS_TAG), "")
+    return sorted(set(found.split()))
+
+
 def ensure_role(iam, config, account_id: str) -> tuple[str, str]:
-    """The deadlines' role, created from its documents if missing, its permissions brought up to date
-    (the endpoint names may have changed). Returns (ARN, what was done). Refusals are raised."""
-    s = policies._as_scope(config, account_id)
-    policy = minified(check_policy_document(scheduler_role_policy(s)))
+    """The deadlines' role, created from its documents (under the workshop's permissions boundary) if
+    missing, its permissions brought up to date (the endpoint names may have changed), and the config's
+    region added to the regions it serves (``REGIONS_TAG``). Returns (ARN, what was done). Refusals are raised."""
+    s = config if isinstance(config, policies.Scope) else policies.deadline_scope(config, account_id)
+    boundary = policies.boundary_policy_arn(s.region, s.account)
+    document = check_policy_document(scheduler_role_policy(s))
     try:
-        arn = iam.get_role(RoleName=SCHEDULER_ROLE_NAME)["Role"]["Arn"]
+        role = iam.get_role(RoleName=SCHEDULER_ROLE_NAME)["Role"]
         done = f"the IAM role {SCHEDULER_ROLE_NAME} exists; its permissions were brought up to date"
+        if roles.keep_bounded(iam, role, boundary):
+            done += " and it was given the workshop's permissions boundary"
+        regions = regions_of(iam.list_role_tags(RoleName=SCHEDULER_ROLE_NAME).get("Tags"))
     except ClientError as exc:
         if _code(exc) != "NoSuchEntity":
             raise
-        arn = iam.create_role(**policies.create_role_request(
-            SCHEDULER_ROLE_NAME, scheduler_trust_policy(s), path="/",
-            description="decision workshop: endpoint deadlines delete the workshop's endpoints"))["Role"]["Arn"]
-        done = f"created the IAM role {SCHEDULER_ROLE_NAME} (trusted by EventBridge Scheduler for this account)"
-    iam.put_role_policy(RoleName=SCHEDULER_ROLE_NAME, PolicyName=SCHEDULER_ROLE_NAME, PolicyDocument=policy)
-    return arn, done
+        role = roles.create(iam, SCHEDULER_ROLE_NAME, scheduler_trust_policy(s), boundary,
+                            description="decision workshop: endpoint deadlines delete the workshop's endpoints")
+        done = (f"created the IAM role {SCHEDULER_ROLE_NAME} (trusted by EventBridge Scheduler for this account, "
+                "under the workshop's permissions boundary)")
+        regions = []
+    roles.put_permissions(iam, SCHEDULER_ROLE_NAME, document)
+    if s.region not in regions:
+        iam.tag_role(RoleName=SCHEDULER_ROLE_NAME,
+                     Tags=[{"Key": REGIONS_TAG, "Value": " ".join(sorted({*regions, s.region}))}])
+    return role["Arn"], done
+
+
+def schedules_left(scheduler_for, regions, endpoint_names) -> list[str]:
+    """The workshop's deadlines still set in ``regions`` (those the role's tags name, ``regions_of``, and the
+    current one): ``scheduler_for(region)`` gives that region's Scheduler client. Each as
+    ``<region>: <schedule>``; a schedule that is not the workshop's does not count."""
+    left = []
+    for region in sorted(set(regions)):
+        client = scheduler_for(region)
+        for name in dict.fromkeys(n for n in endpoint_names if n):
+            try:
+                deadline = read_deadline(client, name)
+            except NotTheWorkshops:
+                continue
+            if deadline is not None:
+                left.append(f"{region}: {deadline.schedule}")
+    return left
 
 
 def read_deadline(scheduler, endpoint_name: str) -> Deadline | None:
@@ -255,8 +290,8 @@ def remove_deadline(scheduler, endpoint_name: str) -> str:
 
 
 __all__ = [
-    "ALREADY_GONE", "DELETED", "Deadline", "LEFT_ALONE", "NotTheWorkshops", "POLICY_FILES", "PRINCIPAL",
-    "SCHEDULER_ROLE_NAME", "deadline_calls",
+    "ALREADY_GONE", "DELETED", "Deadline", "LEFT_ALONE", "NotTheWorkshops", "POLICY_FILES", "PRINCIPAL", "REGIONS_TAG",
+    "SCHEDULER_ROLE_NAME", "regions_of", "schedules_left", "deadline_calls",
     "at_expression", "deadline_after", "delete_endpoint_target", "delete_request", "ensure_role",
     "extend", "get_request", "is_workshop_schedule", "operator_deadlines_policy", "operator_documents",
     "operator_statements", "parse_at", "policy_documents",

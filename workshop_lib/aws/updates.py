@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from botocore.exceptions import WaiterError
+from botocore.exceptions import ClientError, WaiterError
 
 from ..config import check_resource_name
 from ..errors import AwsFailure, InvalidInput
@@ -243,22 +243,49 @@ def roll_out(sm_client, plan: UpdatePlan, *, region: str, hosting=None, delay_s:
         raise AwsFailure(f"endpoint {plan.endpoint_name} is {before['EndpointStatus']}; an update starts from "
                            "InService: wait for it (or for the update under way) first")
     sent = hosting.adapt(plan.version_plan)
-    hosting_module.create_model(sm_client, sent.model)
-    hosting_module.create_endpoint_config(sm_client, sent.endpoint_config)
-    if report is not None:
-        report(f"endpoint {plan.endpoint_name}: {before['EndpointStatus']} on {before['EndpointConfigName']}; "
-               f"updating to {plan.version}")
-    hosting.update_endpoint(sm_client, plan.update)
-    statuses = wait_rollout(sm_client, plan.endpoint_name, delay_s=delay_s, max_attempts=max_attempts, report=report,
-                            sleep=sleep)
+    try:
+        hosting_module.create_model(sm_client, sent.model)
+        hosting_module.create_endpoint_config(sm_client, sent.endpoint_config)
+        if report is not None:
+            report(f"endpoint {plan.endpoint_name}: {before['EndpointStatus']} on {before['EndpointConfigName']}; "
+                   f"updating to {plan.version}")
+        hosting.update_endpoint(sm_client, plan.update)
+        statuses = wait_rollout(sm_client, plan.endpoint_name, delay_s=delay_s, max_attempts=max_attempts,
+                                report=report, sleep=sleep)
+    except (ClientError, AwsFailure) as exc:  # refused or failed: the version it made must not stay behind
+        exc.add_note(f"the update's version {plan.version}: {discard_version(sm_client, plan.endpoint_name, plan.version)}")
+        raise
     after = sm_client.describe_endpoint(EndpointName=plan.endpoint_name)
     _, notes = hosting.served(plan.endpoint_name)
     rollout = Rollout(plan.endpoint_name, plan.version, statuses, after["EndpointConfigName"],
                       time.perf_counter() - started, [*("  note: " + n for n in plan.notes), *notes])
+    if rollout.rolled_back:
+        rollout.notes.append(f"  the version rolled back from, {plan.version}: "
+                             f"{discard_version(sm_client, plan.endpoint_name, plan.version)}")
     superseded = before["EndpointConfigName"]
     if rollout.ok and is_version(plan.endpoint_name, superseded):  # an earlier update's: nothing serves it now
         rollout.notes.append(f"  the version it replaced, {superseded}: {_delete_version(sm_client, superseded)}")
     return rollout
+
+
+# While the endpoint is in one of these, the version may still be in use (an update under way).
+_BUSY = ("Creating", "Updating", "SystemUpdating", "RollingBack", "UpdateRollbackFailed")
+
+
+def discard_version(sm_client, endpoint_name: str, version: str) -> str:
+    """Delete an update's version (config and model) unless the endpoint serves it or is still moving."""
+    try:
+        described = sm_client.describe_endpoint(EndpointName=endpoint_name)
+    except ClientError as exc:
+        if "Could not find" not in str(exc.response.get("Error", {}).get("Message", "")):
+            return f"kept (the endpoint could not be read: {exc.response.get('Error', {}).get('Code')})"
+        described = {}
+    if described.get("EndpointConfigName") == version:
+        return "kept: the endpoint serves it"
+    if described.get("EndpointStatus") in _BUSY:
+        return (f"kept: the endpoint is {described['EndpointStatus']}; notebook 08 deletes it with the endpoint "
+                "(steps.delete_endpoints)")
+    return _delete_version(sm_client, version)
 
 
 def _delete_version(sm_client, version: str) -> str:
@@ -269,5 +296,5 @@ def _delete_version(sm_client, version: str) -> str:
     return "; ".join(done + notes)
 
 
-__all__ = ["ALL_AT_ONCE", "CANARY", "Rollout", "UpdatePlan", "deployment_config",
+__all__ = ["ALL_AT_ONCE", "CANARY", "Rollout", "UpdatePlan", "deployment_config", "discard_version",
            "is_version", "roll_out", "update_plan", "update_request", "version_name", "wait_rollout"]

@@ -189,7 +189,8 @@ class CallLog:
         if persona() == ADMINISTRATOR:
             return None
         documents = self.attached.documents()
-        for action, resource, context in needed(entry, region or "us-east-1", self.attached.account):
+        boundaries = role_boundaries(self.calls()) if entry["service"] == "iam" else {}
+        for action, resource, context in needed(entry, region or "us-east-1", self.attached.account, boundaries):
             verdict = iam.evaluate(documents, action, resource, context)
             if not verdict.allowed:
                 return access_denied(model, caller_arn(self.attached.role_arn), action, resource, verdict)
@@ -277,7 +278,9 @@ def _sagemaker(call: str, params: Mapping, region: str, account: str) -> list[Ne
     if call == "ListEndpoints":
         return [("sagemaker:ListEndpoints", "*", {})]  # list actions take no resource
     if call in ("ListTags", "AddTags"):
-        return [(f"sagemaker:{call}", params["ResourceArn"], {})]
+        kind_and_name = params["ResourceArn"].split(":", 5)
+        kind_and_name[-1] = kind_and_name[-1].lower()  # as SageMaker presents its ARNs to IAM
+        return [(f"sagemaker:{call}", ":".join(kind_and_name), {})]
     verb, kind = re.fullmatch(r"(Create|Describe|Delete|Update|Invoke)(\w+)", call).groups()
     if call == "InvokeEndpoint":
         verb, kind = "Invoke", "Endpoint"
@@ -288,6 +291,9 @@ def _sagemaker(call: str, params: Mapping, region: str, account: str) -> list[Ne
         needs.append(("sagemaker:AddTags", arn, {}))
     if call == "CreateModel":
         needs += _pass_role(params.get("ExecutionRoleArn"), "sagemaker.amazonaws.com")
+    if call == "UpdateEndpoint":  # IAM checks the endpoint and the endpoint config it moves to
+        needs.append(("sagemaker:UpdateEndpoint",
+                      _sagemaker_arn(region, account, "endpoint-config", params.get("EndpointConfigName", "")), {}))
     return needs
 
 
@@ -322,8 +328,41 @@ def _cloudwatch(call: str, params: Mapping, region: str, account: str) -> list[N
     return needs
 
 
-def needed(call: Mapping, region: str, account: str) -> list[Need]:
-    """What IAM checks for one recorded call; [] for calls IAM always allows (sts:GetCallerIdentity)."""
+def _iam(call: str, params: Mapping, region: str, account: str, boundaries: Mapping[str, str]) -> list[Need]:
+    role = params.get("RoleName", "")
+    action = f"iam:{call}"
+    context = {}
+    if action in policies.BOUNDED_ROLE_ACTIONS:
+        # The boundary the request sets, or (changing a role's permissions) the one the role has.
+        given = params.get("PermissionsBoundary") if call in ("CreateRole", "PutRolePermissionsBoundary") \
+            else boundaries.get(role)
+        if given:
+            context["iam:PermissionsBoundary"] = given
+    arn = f"arn:{policies.partition(region)}:iam::{account}:role/{role}"
+    needs = [(action, arn, context)]
+    if call == "CreateRole" and params.get("Tags"):
+        needs.append(("iam:TagRole", arn, {}))
+    return needs
+
+
+def role_boundaries(calls: Iterable[Mapping]) -> dict[str, str]:
+    """Each role's permissions boundary as the recorded calls (those not refused) left it."""
+    found: dict[str, str] = {}
+    for call in calls:
+        if call.get("service") != "iam" or call.get("refused"):
+            continue
+        params = call.get("params") or {}
+        role = params.get("RoleName", "")
+        if call["operation"] in ("CreateRole", "PutRolePermissionsBoundary") and params.get("PermissionsBoundary"):
+            found[role] = params["PermissionsBoundary"]
+        elif call["operation"] in ("DeleteRolePermissionsBoundary", "DeleteRole"):
+            found.pop(role, None)
+    return found
+
+
+def needed(call: Mapping, region: str, account: str, boundaries: Mapping[str, str] | None = None) -> list[Need]:
+    """What IAM checks for one recorded call; [] for calls IAM always allows (sts:GetCallerIdentity).
+    ``boundaries`` (role name -> boundary ARN, ``role_boundaries``) gives the roles' boundaries so far."""
     service, operation, params = call["service"], call["operation"], call.get("params") or {}
     if service == "sts" and operation == "GetCallerIdentity":
         return []
@@ -347,8 +386,7 @@ def needed(call: Mapping, region: str, account: str) -> list[Need]:
         return [(f"servicequotas:{operation}", f"arn:{policies.partition(region)}:servicequotas:{region}:"
                  f"{account}:{params.get('ServiceCode', '')}/{params.get('QuotaCode', '')}", {})]
     if service == "iam":
-        return [(f"iam:{operation}", f"arn:{policies.partition(region)}:iam::{account}:role/"
-                 f"{params.get('RoleName', '')}", {})]
+        return _iam(operation, params, region, account, boundaries or {})
     raise ValueError(f"no IAM mapping for {service}:{operation}; add it to permissions.needed")
 
 
@@ -375,6 +413,7 @@ NOT_EXERCISED_LOCALLY: dict[str, dict[str, str]] = {
         "PullImages": "local endpoints run from this machine's files, not a pulled image",
         "ContainerLogs": "local endpoints log to a file, not CloudWatch",
         "EndpointMetrics": "local endpoints publish no CloudWatch metrics",
+        "RollbackAlarms": "the emulator's UpdateEndpoint reads no alarms for an auto-rollback",
     },
 }
 
@@ -416,12 +455,15 @@ def audit(calls: Iterable[Mapping], documents: Mapping[str, Mapping], region: st
     """
     skipped = NOT_EXERCISED_LOCALLY if not_exercised is None else not_exercised
     result, used = Audit(), {p: set() for p in documents}
+    seen: list[Mapping] = []
     for call in calls:
         principal = call["principal"]
         if call.get("refused"):
             result.refused.append((principal, f"{call['service']}:{call['operation']}", call["refused"]))
             continue
-        for action, resource, context in needed(call, region, account):
+        boundaries = role_boundaries(seen) if call["service"] == "iam" else {}
+        seen.append(call)
+        for action, resource, context in needed(call, region, account, boundaries):
             result.checked[principal] = result.checked.get(principal, 0) + 1
             verdict = iam.evaluate(documents[principal], action, resource, context)
             if verdict.allowed:
@@ -431,7 +473,7 @@ def audit(calls: Iterable[Mapping], documents: Mapping[str, Mapping], region: st
     for principal, document in documents.items():
         for i, statement in enumerate(document["Statement"]):
             sid = statement.get("Sid") or f"Statement[{i}]"
-            if sid in used[principal]:
+            if sid in used[principal] or statement.get("Effect") == "Deny":  # a Deny guards; it grants nothing
                 continue
             why = skipped.get(principal, {}).get(sid)
             if why:

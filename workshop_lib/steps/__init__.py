@@ -50,13 +50,14 @@ from .operate import (UpdateResult, alarm_states, audit_trail, calibrated_packag
 from .outcome import check_outcome
 from .package import PackageResult, package_model, verify_package
 from .rehearse import rehearse_all
-from .setup import Checks, SetupResult, check_environment, ensure_codebuild_role, setup, show_config
+from .setup import Checks, SetupResult, check_environment, check_quotas, ensure_codebuild_role, setup, show_config
 
 __all__ = [
     "CREATES", "READ_ONLY", "Checks", "Clients", "EndpointResult", "ImageResult", "PackageResult", "Placement",
     "SetupResult", "StepError", "StepNotRun", "Workshop", "builder_default", "builder_request", "decision_client",
-    "keep_choice", "which_endpoint", "build_decision_image", "check_environment", "client",
-    "audit_permissions", "decision_endpoint", "openai_base_url", "decision_image", "delete_artifacts", "delete_build_resources",
+    "keep_choice", "which_endpoint", "build_decision_image", "check_environment", "check_quotas", "client",
+    "audit_permissions", "decision_endpoint", "openai_base_url", "decision_image", "delete_artifacts",
+    "delete_build_resources",
     "delete_codebuild_role", "ensure_codebuild_role",
     "delete_endpoint", "delete_endpoints", "check_dlc_pins", "deadline_text", "delete_deadline_role",
     "extend_deadline", "set_capture_percent", "set_endpoint_ttl",

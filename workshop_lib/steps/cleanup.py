@@ -8,10 +8,11 @@ from typing import Sequence
 
 from botocore.exceptions import ClientError
 
-from ..aws import hosting, policies, spend_guard, teardown
+from ..aws import hosting, policies, spend_guard, teardown, updates
 from ..aws.codebuild import parse_s3_uri
 from ..local import permissions
 from .context import CALL_LOG, StepError, Text, Workshop, cleanup_step
+from .operate import UPDATE_VERSIONS
 
 
 def _gone(call, *codes, **kwargs) -> str:
@@ -55,6 +56,7 @@ def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = T
             lines.append(str(result))
             if result.deleted_anything:
                 deleted.append(name)
+            lines += _delete_versions(workshop, name)
         except Exception as exc:  # noqa: BLE001 - reported below, after the other endpoints were tried
             failed.append(name)
             lines.append(f"endpoint {name}: NOT deleted: {exc}")
@@ -70,6 +72,17 @@ def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = T
     if not deleted:  # 07 ran before, or the rehearsal started over: safe, and said so
         lines.append("nothing was there to delete: these endpoints are already gone")
     return Text("\n".join(lines))
+
+
+def _delete_versions(workshop: Workshop, name: str) -> list[str]:
+    """The versions the endpoint's updates made (``operate.UPDATE_VERSIONS``) that are still there: they outlive
+    an endpoint a deadline deleted. Each goes only if it carries the workshop's tag."""
+    made = workshop.outputs().get(UPDATE_VERSIONS, {})
+    lines = [f"update version {version}: {updates.discard_version(workshop.clients.sm, name, version)}"
+             for version in made.get(name, [])]
+    if name in made:
+        workshop.remember(**{UPDATE_VERSIONS: {k: v for k, v in made.items() if k != name}})
+    return lines
 
 
 def _delete_project(codebuild):
@@ -155,10 +168,29 @@ def delete_codebuild_role(workshop: Workshop) -> Text:
 
 @cleanup_step
 def delete_deadline_role(workshop: Workshop) -> Text:
-    """Delete the role the endpoint deadlines run as (``spend_guard``), once no endpoint needs one. It costs
-    nothing, so a refusal is a note, not a stop."""
+    """Delete the role the endpoint deadlines run as (``spend_guard``), once no deadline needs it: the role is
+    one per account, so it is kept while any region it served (its tag says which) still holds one of the
+    workshop's deadlines. It costs nothing, so a refusal is a note, not a stop."""
     iam = workshop.clients.get("iam")
     name = spend_guard.SCHEDULER_ROLE_NAME
+    config = workshop.config
+    mode = workshop.clients.mode
+    try:
+        tags = iam.list_role_tags(RoleName=name).get("Tags", [])
+        left = spend_guard.schedules_left(
+            lambda region: workshop.clients.get("scheduler") if region == config.region else mode.client("scheduler", region),
+            {*spend_guard.regions_of(tags), config.region},
+            (config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name))
+    except ClientError as exc:
+        error = exc.response["Error"]
+        if error["Code"] == "NoSuchEntity":
+            return Text(f"IAM role {name}: {teardown.ALREADY_GONE}")
+        return Text(f"IAM role {name}: kept, the deadlines that may still use it could not be checked "
+                    f"({error['Code']}: {error.get('Message')}); attach the current operator documents (notebook "
+                    "00) and run this cell again, or delete the role once no schedule uses it")
+    if left:
+        return Text(f"IAM role {name}: kept, the deadlines still set run as it ({'; '.join(left)}); run this "
+                    "notebook in those regions (set the region in notebook 00) to delete their endpoints first")
     policy = _gone(iam.delete_role_policy, "NoSuchEntity", RoleName=name, PolicyName=name)
     role = _gone(iam.delete_role, "NoSuchEntity", RoleName=name)
     return Text(f"IAM role {name}: {role} (its inline policy: {policy})")

@@ -40,7 +40,7 @@ CREATES: dict[str, tuple[str, ...]] = {
 }
 # Steps that only read, invoke or print.
 READ_ONLY = frozenset({
-    "show_config", "check_environment", "verify_package", "resolve_dlc", "llama_settings", "client",
+    "show_config", "check_environment", "check_quotas", "verify_package", "resolve_dlc", "llama_settings", "client",
     "decision_image", "refuse_mutable_tag", "placement", "decision_endpoint", "show_decision",
     "show_outcome", "parse_options", "audit_permissions", "show_decisions", "check_outcome", "short_errors",
     "deadline_text", "check_dlc_pins",  # check_dlc_pins records notebook 02's choice in outputs.json only

@@ -6,6 +6,7 @@ extended (``extend_deadline``, ``workshop extend``).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -14,8 +15,9 @@ from botocore.exceptions import ClientError
 
 from ..aws import capture, endpoints, hosting, images, spend_guard, teardown
 from ..aws.deploy_spec import DeploySpec, plan_for
-from ..config import check_ttl_hours
-from ..errors import WorkshopError
+from ..config import ENV_VARS, check_ttl_hours
+from ..errors import InvalidInput, WorkshopError
+from .. import names
 from .context import StepError, Text, Workshop, _Shown, _on_path, _short
 from .decision_image import decision_image, resolve_dlc
 from .invoke import decision_endpoint
@@ -104,8 +106,9 @@ def _guard(workshop: Workshop, name: str, hours: float | None = None) -> str:
     except (ClientError, WorkshopError) as exc:
         why = "{}: {}".format(*_error(exc)) if isinstance(exc, ClientError) else str(exc)
         return (f"  deadline: NOT SET ({why}). {name} bills until it is deleted: run notebook 08 (or "
-                f"steps.delete_endpoint(workshop, {name!r})) when done; operator-deadlines-policy.json, which "
-                "notebook 00 writes beside operator-policy.json, grants what the deadline needs")
+                f"steps.delete_endpoint(workshop, {name!r})) when done; operator-deadlines-policy.json and "
+                "operator-roles-policy.json, which notebook 00 writes beside operator-policy.json, grant what the "
+                "deadline needs (with role-boundary-policy.json created as the roles' boundary)")
     line = f"  deadline: {deadline.text()}"
     if c.local:
         line += ("\n  Not exercised locally: the deadline firing (the emulator's EventBridge Scheduler keeps the "
@@ -263,13 +266,26 @@ def deploy_plan(workshop: Workshop, spec: DeploySpec) -> endpoints.DeployPlan:
     image notebook 03 recorded; the model is ``spec.model_data_url``, else the one notebook 01 recorded.
     """
     config = workshop.config
+    # The image first: a mutable tag is refused before anything else is asked for.
+    image = images.pinned_image(spec.image_uri) if spec.image_uri else _given_image(workshop, None, spec.path)
     config.require("sagemaker_role_arn")
-    # SageMaker's role reads, and the CodeBuild role writes, only the workshop's model folder.
-    model_data_url = config.check_model_uri(spec.model_data_url or _model_data_url(workshop), "model data URL")
-    return plan_for(spec, name=config.endpoint_name(spec.path), role_arn=config.sagemaker_role_arn,
-                    region=config.region, image=_given_image(workshop, spec.image_uri, spec.path),
-                    model_data_url=model_data_url, data_capture=capture.data_capture_config(
-                        capture.destination_uri(config), config.capture_percent))
+    notes = []
+    model_data_url = spec.model_data_url or _model_data_url(workshop)
+    if config.bucket:
+        # SageMaker's role reads, and the CodeBuild role writes, only the workshop's model folder.
+        model_data_url = config.check_model_uri(model_data_url, "model data URL")
+        data_capture = capture.data_capture_config(capture.destination_uri(config), config.capture_percent)
+    else:
+        # The sample's flags alone (no workshop bucket): the model URL is the caller's, and nothing to capture to.
+        if not (names.split_s3_uri(model_data_url) or ("", ""))[1]:
+            raise InvalidInput(f"model data URL {model_data_url!r} is not s3://<bucket>/<key> (the model.tar.gz)")
+        data_capture = None
+        if spec.path != "standard" and config.capture_percent:
+            notes.append(f"data capture off: no workshop bucket is known to capture to (pass --bucket, or set "
+                         f"{ENV_VARS['bucket']}, to capture {config.capture_percent} % of requests)")
+    plan = plan_for(spec, name=config.endpoint_name(spec.path), role_arn=config.sagemaker_role_arn,
+                    region=config.region, image=image, model_data_url=model_data_url, data_capture=data_capture)
+    return dataclasses.replace(plan, notes=(*plan.notes, *notes)) if notes else plan
 
 
 def deploy_endpoint(workshop: Workshop, spec: DeploySpec, *, wait: bool = True,

@@ -136,6 +136,9 @@ class UpdateResult(_Shown):
                 *(() if self.printed else ("  " + line for line in self.progress)), str(self.rollout)]
 
 
+UPDATE_VERSIONS = "update_versions"  # outputs.json: endpoint -> the versions its updates made
+
+
 def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_url: str | None = None,
                     image_uri: str | None = None, routing: str = updates.ALL_AT_ONCE, bake_s: int | None = None,
                     ctx_size: int | None = None, threads: int | None = None, progress: bool = True,
@@ -173,6 +176,9 @@ def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_u
         if progress:
             print(line, flush=True)
 
+    # Recorded before it is made: if a deadline deletes the endpoint, notebook 08 still finds the version.
+    made = workshop.outputs().get(UPDATE_VERSIONS, {})
+    workshop.remember(**{UPDATE_VERSIONS: {**made, name: sorted({*made.get(name, []), plan.version})}})
     rollout = updates.roll_out(c.sm, plan, region=config.region, hosting=c.hosting, delay_s=0.2 if workshop.local else 30, report=report)
     return UpdateResult(plan, rollout, why, seen, printed=progress)
 

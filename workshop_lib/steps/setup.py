@@ -13,11 +13,11 @@ import sys
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..aws import api, endpoints, managed_policies, policies
+from ..aws import api, endpoints, managed_policies, policies, regions, roles
 from ..aws.buckets import check_bucket_region
 from ..aws.iam import minified
 from ..config import BucketNotFound, LOCAL_BUCKET, WorkshopConfig, in_sagemaker_studio
@@ -66,16 +66,57 @@ def _version(text: str) -> tuple[int, ...]:
 
 
 def _instance_types_for(config: WorkshopConfig) -> list[str]:
+    """The types whose quotas decide the deploy path's endpoints: where instance pools are not offered the
+    GPU endpoint runs on the first pool's type alone, so only that one counts."""
     types = [endpoints.STANDARD_CPU_INSTANCE]
     if config.deploy_path == "decision-cpu":
         types.append(endpoints.DECISION_CPU_INSTANCE)
     if config.deploy_path == "decision-gpu":
-        types.extend(endpoints.DEFAULT_GPU_POOLS)
+        pools = endpoints.DEFAULT_GPU_POOLS
+        types.extend(pools if regions.offers_instance_pools(config.region) else pools[:1])
     return types
 
 
-def _endpoint_quotas(workshop: Workshop, wanted: Sequence[str]) -> tuple[bool | None, str]:
+QUOTAS_AGAIN = ("read again below, once the operator documents are attached "
+                "(steps.check_quotas; Service Quotas needs servicequotas:ListServiceQuotas)")
+
+
+def quota_verdict(config: WorkshopConfig, found: Mapping[str, float]) -> tuple[bool, str]:
+    """What the quotas ``found`` (type -> instances "for endpoint usage") mean for the deploy path: whether
+    its endpoints can start, and whether notebook 07's blue/green update can (it starts a second fleet
+    of the decision endpoint while the first still serves, so it needs twice the instance count)."""
+    wanted = _instance_types_for(config)
+    detail = ", ".join(f"{t}: {found[t]:g}" if t in found else f"{t}: unknown" for t in wanted)
+    standard_ok = found.get(endpoints.STANDARD_CPU_INSTANCE, 0) >= 1
+    pooled = config.deploy_path == "decision-gpu" and regions.offers_instance_pools(config.region)
+    if config.deploy_path == "standard":
+        decision, update_room = [], 2
+    elif config.deploy_path == "decision-cpu":
+        decision = [endpoints.DECISION_CPU_INSTANCE]
+        update_room = found.get(endpoints.DECISION_CPU_INSTANCE, 0)
+    else:
+        decision = list(wanted[1:])
+        # With pools the new fleet may start on any pool type with room; a fixed type needs 2 of its own.
+        update_room = sum(found.get(t, 0) for t in decision) if pooled else found.get(decision[0], 0)
+    startable = not decision or any(found.get(t, 0) >= 1 for t in decision)
+    if not (standard_ok and startable):
+        missing = [t for t in wanted[:1] if not standard_ok] + ([] if startable else decision)
+        return False, (detail + f" - {', '.join(missing)} has no quota: request an increase in Service Quotas "
+                       "(Amazon SageMaker, '<type> for endpoint usage') before deploying")
+    if pooled and any(found.get(t, 0) < 1 for t in decision):
+        detail += " (pools with quota 0 are skipped at placement)"
+    if config.deploy_path == "decision-gpu" and not pooled:
+        detail += (f" (instance pools are not offered in {config.region}: the GPU endpoint runs on "
+                   f"{decision[0]} alone)")
+    if update_room < 2:
+        detail += (f"; note: notebook 07's blue/green update starts a second {' or '.join(decision)} instance "
+                   "while the first still serves, so it needs a quota of 2: request it before 07, or skip 07's update")
+    return True, detail
+
+
+def _endpoint_quotas(workshop: Workshop) -> tuple[bool | None, str]:
     config = workshop.config
+    wanted = _instance_types_for(config)
     names = {f"{t} for endpoint usage": t for t in wanted}
     found: dict[str, float] = {}
     try:
@@ -85,15 +126,22 @@ def _endpoint_quotas(workshop: Workshop, wanted: Sequence[str]) -> tuple[bool | 
                 if quota["QuotaName"] in names:
                     found[names[quota["QuotaName"]]] = quota["Value"]
     except Exception as exc:  # noqa: BLE001 - unreadable quotas are reported, never fatal
-        return None, (f"could not read Service Quotas ({type(exc).__name__}); check 'Amazon SageMaker' quotas "
-                      f"for {', '.join(wanted)} 'for endpoint usage' in the console")
-    zero = [t for t in wanted if found.get(t, 0) < 1]
-    detail = ", ".join(f"{t}: {found[t]:g}" if t in found else f"{t}: unknown" for t in wanted)
-    if zero and config.deploy_path == "decision-gpu" and any(t not in zero for t in endpoints.DEFAULT_GPU_POOLS):
-        return True, detail + " (pools with quota 0 are skipped at placement)"
-    if zero:
-        return False, detail + " - request an increase in Service Quotas (Amazon SageMaker) before deploying"
-    return True, detail
+        return None, (f"could not read Service Quotas ({type(exc).__name__}); {QUOTAS_AGAIN}, or check "
+                      f"'Amazon SageMaker' quotas for {', '.join(wanted)} 'for endpoint usage' in the console")
+    return quota_verdict(config, found)
+
+
+def check_quotas(workshop: Workshop, checks: Checks | None = None) -> Checks:
+    """The quota row read again (after an administrator attached the operator documents, which grant the
+    read): ``checks`` with its quotas row replaced, or a Checks of that row alone."""
+    config = workshop.config
+    if config.mode == "local":
+        row = ("quotas", None, "local mode: no instance quotas to read; on AWS endpoint quotas are often 0")
+    else:
+        row = ("quotas", *_endpoint_quotas(workshop))
+    if checks is None:
+        return Checks([row])
+    return Checks([row if name == "quotas" else (name, passed, detail) for name, passed, detail in checks.rows])
 
 
 def check_environment(workshop: Workshop) -> Checks:
@@ -123,7 +171,7 @@ def check_environment(workshop: Workshop) -> Checks:
     except (ClientError, BotoCoreError) as exc:
         rows.append(("credentials", False, f"{exc}; configure AWS credentials (or set WORKSHOP_MODE=local)"))
     rows.append(("region", bool(config.region), config.region or "not set: set WORKSHOP_REGION or AWS_REGION"))
-    passed, detail = _endpoint_quotas(workshop, _instance_types_for(config))
+    passed, detail = _endpoint_quotas(workshop)
     rows.append(("quotas", passed, detail))
     rows.append(("studio", None, "running in SageMaker Studio" if in_sagemaker_studio() else
                  "not in SageMaker Studio: set WORKSHOP_ROLE_ARN to a SageMaker execution role"))
@@ -190,7 +238,11 @@ def _attach_instruction(config: WorkshopConfig, folder: Path) -> str:
     commands = "; ".join(f"aws iam put-role-policy --role-name {name} --policy-name {OPERATOR_POLICY_NAME}"
                          f"{'' if i == 0 else f'-{i + 1}'} --policy-document file://{path}"
                          for i, path in enumerate(files))
-    return f"an administrator attaches {' and '.join(str(p) for p in files)} to {role} ({commands})"
+    boundary = folder / "role-boundary-policy.json"
+    create = (f"aws iam create-policy --policy-name {policies.BOUNDARY_POLICY_NAME} --path "
+              f"{policies.BOUNDARY_POLICY_PATH} --policy-document file://{boundary}")
+    return (f"an administrator attaches {' and '.join(str(p) for p in files)} to {role} ({commands}), and creates "
+            f"the boundary the workshop's roles carry once per account ({create})")
 
 
 def write_policies(workshop: Workshop, config: WorkshopConfig | None = None,
@@ -415,9 +467,10 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
     trust = policies.codebuild_trust_policy(config, account)
     found = _get_role(iam, name, f"{attach}. {create_it}")
     created = found is None
+    boundary = policies.boundary_policy_arn(config.region, account)
     try:
         if created:
-            found = iam.create_role(**policies.create_role_request(name, trust, path="/"))["Role"]
+            found = roles.create(iam, name, trust, boundary)
             notes.append((f"the CodeBuild role {wanted} no longer existed (08_cleanup deletes it): created it again"
                           if wanted else f"created the IAM role {name}")
                          + " (trusted by CodeBuild for the workshop's two projects)")
@@ -427,6 +480,8 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
                          "so it was replaced by the current one")
         else:
             notes.append(f"the IAM role {name} exists and trusts CodeBuild for the workshop's two projects")
+        if not created and roles.keep_bounded(iam, found, boundary):
+            notes.append(f"the IAM role {name} was given the workshop's permissions boundary {boundary}")
     except ClientError as exc:
         code, message = _error(exc)
         if code not in ACCESS_DENIED:
@@ -435,8 +490,7 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
         raise StepError(f"could not {verb} the CodeBuild service role {name} ({code}: {message}). {attach}. "
                         f"{create_it}") from None
     try:
-        iam.put_role_policy(RoleName=name, PolicyName=name, PolicyDocument=minified(
-            policies.codebuild_service_role_policy(config, account)))
+        roles.put_permissions(iam, name, policies.codebuild_service_role_policy(config, account))
     except ClientError as exc:
         code, message = _error(exc)
         if code not in ACCESS_DENIED:

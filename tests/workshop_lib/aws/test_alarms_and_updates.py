@@ -279,3 +279,80 @@ def test_a_second_update_deletes_the_version_it_replaced_and_cleanup_the_one_ser
     result = teardown.delete_endpoint_resources(sm, NAME, poll_s=0)
     assert (result.endpoint, result.endpoint_config, result.model) == (teardown.DELETED,) * 3
     assert sm.list_models()["Models"] == [] and sm.list_endpoint_configs()["EndpointConfigs"] == []
+
+
+class RefusedUpdate(EmulatorOnlyRollout):
+    """UpdateEndpoint refused by SageMaker (or IAM) after the version's model and config were made."""
+
+    def update_endpoint(self, sm_client, request: dict) -> str:
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "ValidationException", "Message": "refused (test)"}}, "UpdateEndpoint")
+
+
+class IgnoredUpdate(EmulatorOnlyRollout):
+    """An update the endpoint comes back from on its old config, as after an auto-rollback."""
+
+    def update_endpoint(self, sm_client, request: dict) -> str:
+        api.validate("sagemaker", "UpdateEndpoint", request)
+        return ""
+
+
+def _deployed_and_planned(sm):
+    spec = DeploySpec("decision-cpu", instance_type="ml.c5.2xlarge")
+    first = plan_for(spec, name=NAME, role_arn=ROLE, region=REGION, image=parse_image_uri(DECISION_PINNED),
+                     model_data_url=MODEL_DATA)
+    hosting.deploy(sm, first, region=REGION, progress=False, poll_s=0)
+    return updates.update_plan(spec, endpoint_name=NAME, role_arn=ROLE, region=REGION,
+                               image=parse_image_uri(DECISION_PINNED), model_data_url=MODEL_DATA,
+                               rollback_alarms=alarms.rollback_alarms(NAME), version=f"{NAME}-20261201153601")
+
+
+def _left(sm):
+    return (sorted(m["ModelName"] for m in sm.list_models()["Models"]),
+            sorted(c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]))
+
+
+def test_a_refused_update_leaves_no_version_behind(clients):
+    from botocore.exceptions import ClientError
+
+    plan = _deployed_and_planned(clients.sm)
+    with pytest.raises(ClientError) as raised:
+        updates.roll_out(clients.sm, plan, region=REGION, hosting=RefusedUpdate(), delay_s=0, sleep=lambda s: None)
+    assert f"the update's version {plan.version}: endpoint config deleted; model deleted" in raised.value.__notes__
+    assert _left(clients.sm) == ([NAME], [NAME])
+
+
+def test_a_failed_update_leaves_no_version_behind(clients, monkeypatch):
+    plan = _deployed_and_planned(clients.sm)
+
+    def failed(*_, **__):
+        raise AwsFailure(f"endpoint {NAME} is Failed during the update: the new fleet did not start (test)")
+
+    monkeypatch.setattr(updates, "wait_rollout", failed)
+    with pytest.raises(AwsFailure) as raised:
+        updates.roll_out(clients.sm, plan, region=REGION, hosting=IgnoredUpdate(), delay_s=0, sleep=lambda s: None)
+    assert any("endpoint config deleted; model deleted" in note for note in raised.value.__notes__)
+    assert _left(clients.sm) == ([NAME], [NAME])
+
+
+def test_a_rolled_back_update_deletes_the_version_it_rolled_back_from(clients):
+    plan = _deployed_and_planned(clients.sm)
+    rollout = updates.roll_out(clients.sm, plan, region=REGION, hosting=IgnoredUpdate(), delay_s=0,
+                               sleep=lambda s: None)
+    assert rollout.rolled_back and not rollout.ok
+    assert f"the version rolled back from, {plan.version}: endpoint config deleted; model deleted" in str(rollout)
+    assert _left(clients.sm) == ([NAME], [NAME])
+
+
+def test_a_version_the_endpoint_serves_or_may_still_use_is_kept(stub_sm):
+    sm, stubber = stub_sm
+    version = f"{NAME}-20261201153601"
+    for status, config, expected in (("InService", version, "kept: the endpoint serves it"),
+                                     ("Updating", NAME, "kept: the endpoint is Updating")):
+        stubber.add_response("describe_endpoint", {
+            "EndpointName": NAME, "EndpointArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{NAME}",
+            "EndpointConfigName": config, "EndpointStatus": status,
+            "CreationTime": datetime.datetime(2026, 12, 1), "LastModifiedTime": datetime.datetime(2026, 12, 1)},
+            {"EndpointName": NAME})
+        assert updates.discard_version(sm, NAME, version).startswith(expected)

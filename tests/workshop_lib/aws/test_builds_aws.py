@@ -18,6 +18,7 @@ import zipfile
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
@@ -309,3 +310,22 @@ def test_build_decision_image_digest_mismatch_stubber(clients):
             builds.build_decision_image(codebuild, ecr, clients["s3"], clients["logs"],
                                         base_image=parse_image_uri(BASE), region=REGION, service_role_arn=ROLE, source_bucket=BUCKET, image_tag="cpu-7",
                                         progress=False, poll_s=0)
+
+
+def test_a_new_accounts_build_limit_is_one_line_naming_the_cause_and_the_fix_stubber(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    codebuild = boto3.client("codebuild", region_name=REGION)
+    request = builds.start_build_request(builds.IMAGE_BUILD_PROJECT, {"X": "1"})
+    with Stubber(codebuild) as stubber:
+        stubber.add_client_error("start_build", "AccountLimitExceededException",
+                                 "Cannot have more than 0 builds in queue for the account", expected_params=request)
+        with pytest.raises(AwsFailure) as raised:
+            builds.start_build(codebuild, request)
+    text = str(raised.value)
+    assert "\n" not in text and "Cannot have more than 0 builds in queue" in text
+    assert "new AWS accounts" in text and "Service Quotas" in text and "retry later" in text
+    with Stubber(codebuild) as stubber:  # any other refusal is not rewritten
+        stubber.add_client_error("start_build", "AccessDeniedException", "no", expected_params=request)
+        with pytest.raises(ClientError):
+            builds.start_build(codebuild, request)

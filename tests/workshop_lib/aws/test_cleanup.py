@@ -362,3 +362,66 @@ def test_a_kept_endpoint_keeps_its_schedule_too(aws_mode_steps):
     assert "endpoint decision-workshop-gpu: kept" in text and "deadline of" not in text
     assert c.sm.describe_endpoint(EndpointName="decision-workshop-gpu")["EndpointStatus"] == "InService"
     assert spend_guard.read_deadline(c.get("scheduler"), "decision-workshop-gpu") is None
+
+
+def test_deadlines_in_two_regions_share_the_role_and_cleanup_in_one_keeps_it_for_the_other(aws_mode_steps,
+                                                                                          monkeypatch):
+    import json
+
+    from workshop_lib.aws import iam, spend_guard
+    from workshop_lib.steps import deploy
+
+    monkeypatch.setenv("WORKSHOP_BUCKET", "sagemaker-decision-workshop-test")
+    first = aws_mode_steps.Workshop.load()
+    name = first.config.gpu_endpoint_name
+    assert "deleted at" in deploy._guard(first, name, 4)
+    monkeypatch.setenv("WORKSHOP_REGION", "us-west-2")  # the participant moves region
+    second = aws_mode_steps.Workshop.load()
+    assert second.config.region == "us-west-2" and "deleted at" in deploy._guard(second, name, 4)
+
+    role_iam = second.clients.get("iam")
+    role = spend_guard.SCHEDULER_ROLE_NAME
+    assert spend_guard.regions_of(role_iam.list_role_tags(RoleName=role)["Tags"]) == [REGION, "us-west-2"]
+
+    # notebook 08 in the second region: its deadline goes, the role stays for the first region's
+    aws_mode_steps.delete_endpoints(second, [name])
+    assert spend_guard.read_deadline(second.clients.get("scheduler"), name) is None
+    kept = str(aws_mode_steps.delete_deadline_role(second))
+    assert "kept" in kept and f"{REGION}: {spend_guard.schedule_name(name)}" in kept
+    described = first.clients.get("scheduler").get_schedule(Name=spend_guard.schedule_name(name))
+    assert described["Target"]["RoleArn"] == role_iam.get_role(RoleName=role)["Role"]["Arn"]
+    inline = role_iam.get_role_policy(RoleName=role, PolicyName=role)["PolicyDocument"]
+    inline = json.loads(inline) if isinstance(inline, str) else inline
+    # what the first region's deadline does when it fires is still allowed after the second region's deploy
+    endpoint = f"arn:aws:sagemaker:{REGION}:123456789012:endpoint/{name}"
+    assert iam.allows(inline, "sagemaker:DeleteEndpoint", endpoint)
+
+    # notebook 08 in the first region: nothing needs the role any more
+    aws_mode_steps.delete_endpoints(first, [name])
+    assert str(aws_mode_steps.delete_deadline_role(first)).startswith(f"IAM role {role}: deleted")
+    assert str(aws_mode_steps.delete_deadline_role(first)) == f"IAM role {role}: already gone"
+
+
+def test_the_versions_an_update_made_go_even_after_a_deadline_deleted_the_endpoint(aws_mode_steps):
+    workshop = aws_mode_steps.Workshop.load()
+    c = workshop.clients
+    name, version = "decision-workshop-cpu", "decision-workshop-cpu-20261201153601"
+    _deploy(c.sm, version)  # what the update made (model and config, tagged), then served
+    c.sm.delete_endpoint(EndpointName=version)  # the deadline fired: no endpoint left to say what it served
+    workshop.remember(update_versions={name: [version], "other": ["other-20261201153601"]})
+    text = str(aws_mode_steps.delete_endpoints(workshop, [name]))
+    assert f"update version {version}: endpoint config deleted; model deleted" in text
+    assert _names(c.sm) == (set(), set(), set())
+    assert workshop.outputs()["update_versions"] == {"other": ["other-20261201153601"]}  # others' are kept
+
+
+def test_a_deadline_role_whose_schedules_cannot_be_checked_is_kept_with_a_note(aws_mode_steps, monkeypatch):
+    from workshop_lib.steps import deploy
+
+    monkeypatch.setenv("WORKSHOP_BUCKET", "sagemaker-decision-workshop-test")
+    workshop = aws_mode_steps.Workshop.load()
+    assert "deleted at" in deploy._guard(workshop, workshop.config.cpu_endpoint_name, 4)
+    _deny(workshop.clients.get("scheduler"), "GetSchedule")
+    text = str(aws_mode_steps.delete_deadline_role(workshop))
+    assert "kept, the deadlines that may still use it could not be checked (AccessDeniedException" in text
+    assert workshop.clients.get("iam").get_role(RoleName="decision-workshop-scheduler")["Role"]

@@ -105,7 +105,7 @@ def test_the_operator_policy_grants_the_reads_the_code_makes():
     assert iam.allows(document, "servicequotas:ListServiceQuotas", "*")
     assert iam.allows(document, "s3:PutBucketTagging", policies.s3_bucket_arn(CONFIG.bucket))
     role = policies.role_arn(REGION, ACCOUNT, policies.CODEBUILD_ROLE_NAME)
-    assert iam.allows(document, "iam:UpdateAssumeRolePolicy", role)
+    assert iam.allows(policies.operator_documents(CONFIG, ACCOUNT), "iam:UpdateAssumeRolePolicy", role)
     # the calls those grants are for, as the call log records them
     log_call = {"service": "logs", "operation": "GetLogEvents",
                 "params": {"logGroupName": f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "logStreamName": "x/1"}}
@@ -330,6 +330,7 @@ def test_refused_role_creation_points_to_the_written_documents(local_workshop, m
     assert "iam:GetRole" in message and "because no identity-based policy allows" in message
     assert str(folder / "operator-policy.json") in message and str(folder / "codebuild-trust-policy.json") in message
     assert "aws iam put-role-policy --role-name decision-workshop-local" in message and "run this cell again" in message
+    assert f"--path /decision-workshop/ --policy-document file://{folder / 'role-boundary-policy.json'}" in message
 
 
 # ---- the notebooks' flow, as each persona ---------------------------------------------------------------

@@ -285,6 +285,7 @@ _SCOPED_ARN = re.compile(
     r"|codebuild:(?P<cb_region>[a-z0-9-]+):(?P<cb_account>\d{12}):project/(?P<project>[A-Za-z0-9_-]+)"
     r"|servicequotas:(?P<sq_region>[a-z0-9-]+):(?P<sq_account>\d{12}):sagemaker/\*"
     r"|iam::(?P<iam_account>\d{12}):role/(?P<role>[A-Za-z0-9+=,.@_/-]+)"
+    r"|cloudwatch:(?P<cw_region>[a-z0-9-]+):(?P<cw_account>\d{12}):alarm:(?P<alarm_endpoint>[a-z0-9-]+)/\*"
     r")")
 
 
@@ -316,6 +317,10 @@ def test_every_other_resource_names_a_workshop_resource(name, document):
                 assert (match["sm_region"], match["sm_account"]) == (REGION, ACCOUNT)
                 assert match["sm_name"] in (CONFIG.standard_endpoint_name, CONFIG.cpu_endpoint_name,
                                             CONFIG.gpu_endpoint_name)
+            if match["alarm_endpoint"]:  # an endpoint's own alarms
+                assert (match["cw_region"], match["cw_account"]) == (REGION, ACCOUNT)
+                assert match["alarm_endpoint"] in (CONFIG.standard_endpoint_name, CONFIG.cpu_endpoint_name,
+                                                   CONFIG.gpu_endpoint_name)
             if match["project"]:
                 assert match["project"] in (builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT)
             if match["role"]:
@@ -467,3 +472,20 @@ def test_null_conditions_ask_whether_the_key_is_there():
     owner = {"sagemaker:OwnerUserProfileArn": "arn:aws:sagemaker:us-east-1:1:user-profile/d/u"}
     assert iam.conditions_hold(absent, {}) and not iam.conditions_hold(absent, owner)
     assert iam.conditions_hold(present, owner) and not iam.conditions_hold(present, {})
+
+
+def test_endpoint_names_with_capitals_are_granted_in_the_lower_case_iam_checks():
+    from workshop_lib.local import permissions
+
+    config = CONFIG.replace(cpu_endpoint_name="Decision-CPU")
+    documents = policies.operator_documents(config, ACCOUNT)
+    for operation, params in (("CreateEndpoint", {"EndpointName": "Decision-CPU", "EndpointConfigName": "Decision-CPU"}),
+                              ("CreateEndpointConfig", {"EndpointConfigName": "Decision-CPU-20261201T000000Z"}),
+                              ("UpdateEndpoint", {"EndpointName": "Decision-CPU",
+                                                  "EndpointConfigName": "Decision-CPU-20261201T000000Z"}),
+                              ("ListTags", {"ResourceArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/Decision-CPU"})):
+        call = {"service": "sagemaker", "operation": operation, "params": params}
+        for action, resource, context in permissions.needed(call, REGION, ACCOUNT):
+            assert resource == resource.lower() and iam.allows(documents, action, resource, context), (action, resource)
+    # the log group keeps the name's case (CloudWatch Logs names are case-sensitive)
+    assert "/aws/sagemaker/Endpoints/Decision-CPU" in json.dumps(policies.operator_policy(config, ACCOUNT))

@@ -20,6 +20,7 @@ from workshop_lib.errors import AwsFailure, InvalidInput
 from .values import REGION, ROLE
 
 ACCOUNT = "123456789012"
+OTHER = "210987654321"
 CONFIG = WorkshopConfig(mode="aws", region=REGION, bucket="sagemaker-decision-workshop-test", sagemaker_role_arn=ROLE)
 NOW = datetime(2026, 12, 1, 9, 30, 5, tzinfo=timezone.utc)
 SCHEDULER_ROLE = spend_guard.scheduler_role_arn(REGION, ACCOUNT)
@@ -130,9 +131,28 @@ def test_the_operator_may_manage_the_deadlines_and_pass_the_role_to_the_schedule
     assert iam.allows(document, "iam:PassRole", SCHEDULER_ROLE, {"iam:PassedToService": "scheduler.amazonaws.com"})
     assert not iam.allows(document, "iam:PassRole", SCHEDULER_ROLE, {"iam:PassedToService": "ec2.amazonaws.com"})
     assert not iam.allows(document, "iam:PassRole", ROLE, {"iam:PassedToService": "scheduler.amazonaws.com"})
-    for action in ("iam:CreateRole", "iam:GetRole", "iam:PutRolePolicy", "iam:DeleteRolePolicy", "iam:DeleteRole"):
-        assert iam.allows(document, action, SCHEDULER_ROLE)
-        assert not iam.allows(document, action, f"arn:aws:iam::{ACCOUNT}:role/Admin")
+    # the role itself is managed under operator-roles-policy.json, only with the workshop's boundary on it
+    roles = policies.operator_roles_policy(CONFIG, ACCOUNT)
+    bounded = {"iam:PermissionsBoundary": policies.boundary_policy_arn(REGION, ACCOUNT)}
+    for action in ("iam:CreateRole", "iam:PutRolePolicy", "iam:DeleteRolePolicy"):
+        assert iam.allows(roles, action, SCHEDULER_ROLE, bounded)
+        assert not iam.allows(roles, action, SCHEDULER_ROLE)
+        assert not iam.allows(roles, action, f"arn:aws:iam::{ACCOUNT}:role/Admin", bounded)
+    for action in ("iam:GetRole", "iam:DeleteRole"):
+        assert iam.allows(roles, action, SCHEDULER_ROLE)
+        assert not iam.allows(roles, action, f"arn:aws:iam::{ACCOUNT}:role/Admin")
+
+
+def test_a_deadline_set_before_a_change_of_region_keeps_its_permissions():
+    role = policies.scheduler_role_policy(CONFIG.replace(region="us-west-2"), ACCOUNT)
+    operator = policies.operator_deadlines_policy(CONFIG.replace(region="us-west-2"), ACCOUNT)
+    for region in (REGION, "us-west-2", "ap-southeast-3"):
+        endpoint = f"arn:aws:sagemaker:{region}:{ACCOUNT}:endpoint/{CONFIG.gpu_endpoint_name}"
+        assert iam.allows(role, "sagemaker:DeleteEndpoint", endpoint)
+        assert iam.allows(operator, "scheduler:GetSchedule",
+                          spend_guard.schedule_arn(region, ACCOUNT, CONFIG.gpu_endpoint_name))
+    assert not iam.allows(role, "sagemaker:DeleteEndpoint", f"arn:aws:sagemaker:{REGION}:{OTHER}:endpoint/"
+                                                            f"{CONFIG.gpu_endpoint_name}")
 
 
 def test_the_documents_are_written_with_the_others_and_each_fits_iams_quota():
@@ -154,6 +174,9 @@ def test_the_audit_holds_the_deadline_calls_to_the_documents():
             {"principal": permissions.OPERATOR, "service": "scheduler", "operation": "DeleteSchedule",
              "params": spend_guard.delete_request(CONFIG.gpu_endpoint_name)},
             {"principal": permissions.OPERATOR, "service": "iam", "operation": "CreateRole",
+             "params": {"RoleName": spend_guard.SCHEDULER_ROLE_NAME,
+                        "PermissionsBoundary": policies.boundary_policy_arn(REGION, ACCOUNT)}},
+            {"principal": permissions.OPERATOR, "service": "iam", "operation": "PutRolePolicy",
              "params": {"RoleName": spend_guard.SCHEDULER_ROLE_NAME}}]
     fired = spend_guard.deadline_calls(made)
     assert fired == [{"principal": spend_guard.PRINCIPAL, "service": "sagemaker", "operation": "DeleteEndpoint",
@@ -242,11 +265,27 @@ def test_ensure_role_creates_the_role_once_and_keeps_its_permissions_current(aws
     iam = aws_clients["iam"]
     arn, done = spend_guard.ensure_role(iam, CONFIG, ACCOUNT)
     assert arn == SCHEDULER_ROLE and done.startswith("created")
-    trust = iam.get_role(RoleName=spend_guard.SCHEDULER_ROLE_NAME)["Role"]["AssumeRolePolicyDocument"]
-    assert trust["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    role = iam.get_role(RoleName=spend_guard.SCHEDULER_ROLE_NAME)["Role"]
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == policies.boundary_policy_arn(REGION, ACCOUNT)
+    assert spend_guard.regions_of(iam.list_role_tags(RoleName=spend_guard.SCHEDULER_ROLE_NAME)["Tags"]) == [REGION]
     renamed = CONFIG.replace(cpu_endpoint_name="renamed-cpu")
     arn, done = spend_guard.ensure_role(iam, renamed, ACCOUNT)
     assert "exists" in done
     inline = iam.get_role_policy(RoleName=spend_guard.SCHEDULER_ROLE_NAME,
                                  PolicyName=spend_guard.SCHEDULER_ROLE_NAME)["PolicyDocument"]
     assert "endpoint/renamed-cpu" in json.dumps(inline)
+
+
+def test_ensure_role_adds_each_region_and_bounds_a_role_made_without_a_boundary(aws_clients):
+    iam = aws_clients["iam"]
+    iam.create_role(**policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME,
+                                                   policies.scheduler_trust_policy(CONFIG, ACCOUNT), path="/"))
+    _, done = spend_guard.ensure_role(iam, CONFIG, ACCOUNT)
+    assert "boundary" in done
+    role = iam.get_role(RoleName=spend_guard.SCHEDULER_ROLE_NAME)["Role"]
+    assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == policies.boundary_policy_arn(REGION, ACCOUNT)
+    spend_guard.ensure_role(iam, CONFIG.replace(region="us-west-2"), ACCOUNT)
+    spend_guard.ensure_role(iam, CONFIG, ACCOUNT)
+    tags = iam.list_role_tags(RoleName=spend_guard.SCHEDULER_ROLE_NAME)["Tags"]
+    assert spend_guard.regions_of(tags) == sorted([REGION, "us-west-2"])

@@ -1,0 +1,141 @@
+"""The roles the operator creates sit under the workshop's permissions boundary, so the operator's rights on
+them (create, write their policies, pass them to CodeBuild and the scheduler) cannot become more than the
+workshop needs: held against the documents with the evaluator, and through the rehearsal's audit."""
+
+from __future__ import annotations
+
+import pytest
+from workshop_lib.aws import iam, policies, spend_guard
+from workshop_lib.config import WorkshopConfig
+from workshop_lib.local import permissions
+
+from .values import REGION, ROLE
+
+ACCOUNT = "123456789012"
+CONFIG = WorkshopConfig(mode="aws", region=REGION, bucket="sagemaker-decision-workshop-test", sagemaker_role_arn=ROLE)
+BOUNDARY = policies.boundary_policy_arn(REGION, ACCOUNT)
+OPERATOR = policies.operator_documents(CONFIG, ACCOUNT)
+ROLES = [policies.role_arn(REGION, ACCOUNT, policies.CODEBUILD_ROLE_NAME), spend_guard.scheduler_role_arn(REGION, ACCOUNT)]
+EVERYTHING = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+
+
+def _grants(document) -> set[tuple[str, str, str]]:
+    out = set()
+    for statement in document["Statement"]:
+        for action in statement["Action"]:
+            for resource in statement["Resource"]:
+                out.add((action, resource, repr(statement.get("Condition"))))
+    return out
+
+
+def test_the_boundary_allows_exactly_what_the_roles_own_policies_grant():
+    boundary = policies.role_boundary_policy(CONFIG, ACCOUNT)
+    iam.check_policy_document(boundary)
+    own = _grants(policies.codebuild_service_role_policy(CONFIG, ACCOUNT)) | _grants(
+        policies.scheduler_role_policy(CONFIG, ACCOUNT))
+    assert _grants(boundary) == own
+    assert boundary["Statement"][0]["Sid"].startswith("CodeBuild")  # each Sid says whose grant it is
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("action", policies.BOUNDED_ROLE_ACTIONS)
+def test_the_operator_creates_and_changes_the_roles_only_with_the_workshops_boundary(role, action):
+    assert iam.allows(OPERATOR, action, role, {"iam:PermissionsBoundary": BOUNDARY})
+    assert not iam.allows(OPERATOR, action, role)  # no boundary on the role (or in CreateRole)
+    other = f"arn:aws:iam::{ACCOUNT}:policy/AdministratorAccess"
+    assert not iam.allows(OPERATOR, action, role, {"iam:PermissionsBoundary": other})
+    assert not iam.allows(OPERATOR, action, f"arn:aws:iam::{ACCOUNT}:role/Admin", {"iam:PermissionsBoundary": BOUNDARY})
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_operator_may_not_remove_or_replace_the_boundary(role):
+    verdict = iam.evaluate(OPERATOR, "iam:DeleteRolePermissionsBoundary", role, {"iam:PermissionsBoundary": BOUNDARY})
+    assert not verdict.allowed and verdict.reason == "denied by KeepRoleBoundary"
+    other = f"arn:aws:iam::{ACCOUNT}:policy/AdministratorAccess"
+    verdict = iam.evaluate(OPERATOR, "iam:PutRolePermissionsBoundary", role, {"iam:PermissionsBoundary": other})
+    assert not verdict.allowed and verdict.reason == "denied by NoOtherBoundary"
+    # an explicit deny wins over any Allow another attached policy might add
+    assert not iam.allows([OPERATOR, EVERYTHING], "iam:DeleteRolePermissionsBoundary", role)
+
+
+def test_a_role_given_everything_by_the_operator_can_still_do_only_the_workshops_work():
+    boundary = policies.role_boundary_policy(CONFIG, ACCOUNT)
+    # the operator may write "*" into the deadlines' role: the role carries the boundary...
+    assert iam.allows(OPERATOR, "iam:PutRolePolicy", ROLES[1], {"iam:PermissionsBoundary": BOUNDARY})
+    # ...and what the role may then do, as the scheduler or a build runs it, is capped by the boundary
+    for action, resource in (("iam:CreateUser", f"arn:aws:iam::{ACCOUNT}:user/backdoor"),
+                             ("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/Admin"),
+                             ("s3:GetObject", "arn:aws:s3:::someone-elses-bucket/secrets.txt"),
+                             ("sagemaker:DeleteEndpoint", f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/production"),
+                             ("ecr:PutImage", f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/production")):
+        assert iam.allows(EVERYTHING, action, resource)
+        verdict = iam.evaluate(EVERYTHING, action, resource, boundary=boundary)
+        assert not verdict.allowed and verdict.reason.startswith("outside the permissions boundary"), action
+    endpoint = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{CONFIG.gpu_endpoint_name}"
+    assert iam.allows(EVERYTHING, "sagemaker:DeleteEndpoint", endpoint, boundary=boundary)
+    # the boundary grants nothing by itself
+    listing = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "*"}]}
+    assert not iam.allows(listing, "sagemaker:DeleteEndpoint", endpoint, boundary=boundary)
+
+
+def _call(operation, **params):
+    return {"principal": permissions.OPERATOR, "service": "iam", "operation": operation, "params": params}
+
+
+def test_the_rehearsals_audit_reads_the_boundary_from_the_calls():
+    name = spend_guard.SCHEDULER_ROLE_NAME
+    documents = {permissions.OPERATOR: OPERATOR}
+    bounded = [_call("CreateRole", RoleName=name, PermissionsBoundary=BOUNDARY), _call("PutRolePolicy", RoleName=name)]
+    audit = permissions.audit(bounded, documents, REGION, ACCOUNT, not_exercised={})
+    assert not audit.denied, str(audit)
+    unbounded = [_call("CreateRole", RoleName=name), _call("PutRolePolicy", RoleName=name)]
+    denied = permissions.audit(unbounded, documents, REGION, ACCOUNT, not_exercised={}).denied
+    assert [a for _, a, _, _ in denied] == ["iam:CreateRole", "iam:PutRolePolicy"]
+    # a boundary removed (by someone allowed to) leaves the role's permissions closed to the operator
+    removed = [bounded[0], _call("DeleteRolePermissionsBoundary", RoleName=name), _call("PutRolePolicy", RoleName=name)]
+    denied = permissions.audit(removed, documents, REGION, ACCOUNT, not_exercised={}).denied
+    assert [a for _, a, _, _ in denied] == ["iam:DeleteRolePermissionsBoundary", "iam:PutRolePolicy"]
+    assert permissions.role_boundaries(bounded) == {name: BOUNDARY}
+
+
+def test_the_update_endpoint_is_checked_and_granted_on_the_endpoint_and_its_new_config():
+    call = {"principal": permissions.OPERATOR, "service": "sagemaker", "operation": "UpdateEndpoint",
+            "params": {"EndpointName": CONFIG.gpu_endpoint_name, "EndpointConfigName": f"{CONFIG.gpu_endpoint_name}-v2"}}
+    needs = permissions.needed(call, REGION, ACCOUNT)
+    arns = [resource for action, resource, _ in needs if action == "sagemaker:UpdateEndpoint"]
+    assert arns == [f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{CONFIG.gpu_endpoint_name}",
+                    f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint-config/{CONFIG.gpu_endpoint_name}-v2"]
+    audit = permissions.audit([call], {permissions.OPERATOR: OPERATOR}, REGION, ACCOUNT)
+    assert not audit.denied, str(audit)
+    foreign = {**call, "params": {**call["params"], "EndpointConfigName": "someone-elses-config"}}
+    denied = permissions.audit([foreign], {permissions.OPERATOR: OPERATOR}, REGION, ACCOUNT).denied
+    assert [(a, r.rsplit("/", 1)[-1]) for _, a, r, _ in denied] == [("sagemaker:UpdateEndpoint", "someone-elses-config")]
+
+
+def test_the_sagemaker_role_may_read_the_endpoints_rollback_alarms_only():
+    role = policies.sagemaker_execution_role_policy(CONFIG, ACCOUNT)
+    alarm = policies.cloudwatch_alarm_arn(REGION, ACCOUNT, f"{CONFIG.gpu_endpoint_name}/5xx")
+    assert iam.allows(role, "cloudwatch:DescribeAlarms", alarm)
+    assert not iam.allows(role, "cloudwatch:DescribeAlarms", policies.cloudwatch_alarm_arn(REGION, ACCOUNT, "other"))
+    assert not iam.allows(role, "cloudwatch:DeleteAlarms", alarm)
+
+
+def test_a_boundary_policy_not_created_yet_is_one_line_saying_how(monkeypatch):
+    import boto3
+    from botocore.stub import ANY, Stubber
+    from workshop_lib.aws import roles
+    from workshop_lib.errors import AwsFailure
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    client = boto3.client("iam", region_name="us-east-1")
+    trust = policies.scheduler_trust_policy(CONFIG, ACCOUNT)
+    with Stubber(client) as stub:
+        stub.add_client_error("create_role", "NoSuchEntity", f"Policy {BOUNDARY} does not exist or is not attachable.",
+                              expected_params={"RoleName": "r", "Path": "/", "AssumeRolePolicyDocument": ANY,
+                                               "Description": ANY, "PermissionsBoundary": BOUNDARY})
+        with pytest.raises(AwsFailure) as raised:
+            roles.create(client, "r", trust, BOUNDARY)
+    text = str(raised.value)
+    assert "\n" not in text and "does not exist yet" in text
+    assert "aws iam create-policy --policy-name decision-workshop-role-boundary --path /decision-workshop/" in text
