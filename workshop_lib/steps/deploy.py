@@ -16,7 +16,7 @@ from ..aws import capture, endpoints, hosting, images, spend_guard, teardown
 from ..aws.deploy_spec import DeploySpec, plan_for
 from ..config import check_ttl_hours
 from ..errors import WorkshopError
-from .context import StepError, Text, Workshop, _Shown, _on_path, _short
+from .context import StepError, Text, Workshop, _Shown, _on_path, _short, shows_requests
 from .decision_image import decision_image, resolve_dlc
 from .invoke import decision_endpoint
 
@@ -154,6 +154,7 @@ def set_capture_percent(workshop: Workshop, percent: int | str) -> Text:
                 f"{capture.destination_uri(workshop.config)} (saved in {path})")
 
 
+@shows_requests
 def extend_deadline(workshop: Workshop, name: str | None = None, hours: float | None = None) -> Text:
     """Move endpoint ``name``'s deadline (default: the deploy path's endpoint) to ``hours`` from now (default:
     the config's endpoint_ttl_hours); made again if it had gone. ``workshop extend --name X --hours N``."""
@@ -272,6 +273,7 @@ def deploy_plan(workshop: Workshop, spec: DeploySpec) -> endpoints.DeployPlan:
                         capture.destination_uri(config), config.capture_percent))
 
 
+@shows_requests
 def deploy_endpoint(workshop: Workshop, spec: DeploySpec, *, wait: bool = True,
                     progress: bool = True) -> EndpointResult:
     """Deploy ``spec``: the image resolved (and checked to exist), the plan built (``deploy_plan``), sent,
@@ -288,6 +290,7 @@ def deploy_endpoint(workshop: Workshop, spec: DeploySpec, *, wait: bool = True,
     return _deploy(workshop, plan, progress=progress, wait=wait)
 
 
+@shows_requests
 def deploy_standard(workshop: Workshop, image_uri: str | None = None, *, instance_type: str | None = None,
                     threads: int | None = None, ctx_size: int | None = None, startup_timeout_s: int | None = None,
                     download_timeout_s: int | None = None, model_data_url: str | None = None, wait: bool = True,
@@ -303,6 +306,7 @@ def deploy_standard(workshop: Workshop, image_uri: str | None = None, *, instanc
     return deploy_endpoint(workshop, spec, wait=wait, progress=progress)
 
 
+@shows_requests
 def deploy_decision_cpu(workshop: Workshop, image_uri: str | None = None, *, instance_type: str | None = None,
                         threads: int | None = None, ctx_size: int | None = None,
                         startup_timeout_s: int | None = None, download_timeout_s: int | None = None,
@@ -314,6 +318,7 @@ def deploy_decision_cpu(workshop: Workshop, image_uri: str | None = None, *, ins
     return deploy_endpoint(workshop, spec, wait=wait, progress=progress)
 
 
+@shows_requests
 def deploy_decision_gpu(workshop: Workshop, image_uri: str | None = None, *, pools: Sequence[str] | None = None,
                         n_gpu_layers: int | None = None, provision_timeout_s: int | None = None,
                         threads: int | None = None, ctx_size: int | None = None,
@@ -347,6 +352,7 @@ class Placement(_Shown):
         return [f"endpoint {self.name}: {placed}", f"  offload: {line}", *self.notes]
 
 
+@shows_requests
 def placement(workshop: Workshop, name: str | None = None) -> Placement | Text:
     """Which instance pool SageMaker placed the endpoint on, and llama.cpp's offload log line."""
     config = workshop.config

@@ -376,6 +376,13 @@ def notebook_flow(ws) -> permissions.Audit:
     made = steps.client(ws, steps.decision_endpoint(ws)).decide(SUPPORT_ROUTE)
     assert made.option_ids == tuple(o["id"] for o in SUPPORT_ROUTE["options"]) and abs(sum(made.probabilities) - 1) < 1e-6
     assert steps.put_alarms(ws).ok and steps.update_endpoint(ws, progress=False).ok  # notebook 07
+    scaled = steps.autoscale(ws, invocations_per_instance=12)
+    assert scaled.ok and "1 to 2 instances, tracking 12 invocations" in scaled
+    assert [r.operation for r in scaled.requests if r.service == "application-autoscaling"][:2] == \
+        ["RegisterScalableTarget", "PutScalingPolicy"]
+    batch = steps.run_transform(ws, progress=False)  # the local adapter answers each line read from S3
+    assert batch.ok and list(batch.answers) == [d["id"] for d in steps.scale.TRANSFORM_DECISIONS], batch
+    assert batch.output_uri.endswith("/batch-output/decisions.jsonl.out")
     groups = recorded_groups(ws.rehearsal.registry_path())
     assert len(groups) == 4 and all(rehearsal.group_alive(g) for g in groups)  # the emulator and three endpoints
     deleted = steps.delete_endpoints(ws, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
@@ -383,6 +390,9 @@ def notebook_flow(ws) -> permissions.Audit:
     again = steps.delete_endpoints(ws, [c.cpu_endpoint_name])  # 08 run twice: nothing to delete, and it says so
     assert again.ok and "nothing was there to delete" in again
     steps.delete_alarms(ws)
+    removed = steps.remove_autoscaling(ws)
+    assert f"{c.cpu_endpoint_name}: scaling policy deleted, scalable target deleted" in removed
+    assert "1 object(s) deleted" in steps.delete_transform_output(ws)
     steps.delete_build_resources(ws, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT], c.ecr_repository)
     steps.delete_codebuild_role(ws)
     steps.delete_artifacts(ws, c.s3_uri())
