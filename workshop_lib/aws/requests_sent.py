@@ -56,6 +56,8 @@ def masked(value, name: str = ""):
         return [masked(v) for v in value]
     if isinstance(value, (bytes, bytearray)):
         return f"<{len(value)} bytes>"
+    if hasattr(value, "getbuffer"):  # botocore wraps an S3 body in a BytesIO before the hook sees it
+        return f"<{value.getbuffer().nbytes} bytes>"
     if isinstance(value, (datetime.date, datetime.datetime)):
         return value.isoformat()
     if value is None or isinstance(value, (str, int, float, bool)):

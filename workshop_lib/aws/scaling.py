@@ -111,7 +111,10 @@ def disable_autoscaling(autoscaling_client, endpoint_name: str) -> dict[str, str
             call(**request)
             states[what] = DELETED
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ObjectNotFoundException":
+            error = exc.response.get("Error", {})
+            # AWS says ObjectNotFoundException; the emulator a ValidationException saying "No ... found".
+            if error.get("Code") != "ObjectNotFoundException" and not (
+                    error.get("Code") == "ValidationException" and str(error.get("Message", "")).startswith("No ")):
                 raise
             states[what] = ALREADY_GONE
     return states

@@ -140,12 +140,13 @@ def _valid(answer: Mapping) -> bool:
 
 
 def _top(answer: Mapping) -> str:
-    tops = []
-    for r in _results(answer):
+    tops, found = [], _results(answer)
+    for r in found:
         p, ids = r.get("probabilities") or [], r.get("option_ids") or []
         if p and len(p) == len(ids):
             best = max(range(len(p)), key=p.__getitem__)
-            tops.append(f"{r.get('id', '')}={ids[best]} ({p[best]:.2f})".lstrip("="))
+            question = f"{r.get('id')}=" if len(found) > 1 else ""  # shared state: one answer per question
+            tops.append(f"{question}{ids[best]} ({p[best]:.2f})")
     return ", ".join(tops) or f"no probabilities in {str(answer)[:120]}"
 
 
