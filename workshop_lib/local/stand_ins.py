@@ -276,7 +276,7 @@ class LocalHosting(hosting.SageMakerHosting):
         return [line for line in found if line], f"the local adapter's log {log} (no GPU here: 0 layers offloaded)"
 
 
-    def transform(self, sm_client, s3_client, request: dict, *, endpoint_name: str | None = None,
+    def transform(self, sm_client, s3_client, request: dict, *, run=None, endpoint_name: str | None = None,
                   progress: bool = True) -> tuple[dict, list[str]]:
         """The emulator records a transform job (Completed at once) but runs nothing: here the local process
         of ``endpoint_name``, which serves the job's model, answers every record of the input in S3, one

@@ -183,8 +183,8 @@ def run_transform(workshop: Workshop, name: str | None = None, decisions: Sequen
     s3 = workshop.clients.s3
     s3.put_object(Bucket=bucket, Key=parse_s3_uri(input_uri)[1], Body=text.encode("utf-8"),
                   ContentType="application/jsonlines")
-    job, notes = workshop.clients.hosting.transform(workshop.clients.sm, s3, request, endpoint_name=name,
-                                                    progress=progress)
+    job, notes = workshop.clients.hosting.transform(workshop.clients.sm, s3, request, run=transform.run_transform_job,
+                                                    endpoint_name=name, progress=progress)
     output_uri = transform.transform_output_uri(input_uri, output_prefix)
     out_bucket, out_key = parse_s3_uri(output_uri)
     answers = transform.join_transform_output(text, s3.get_object(Bucket=out_bucket, Key=out_key)["Body"].read()

@@ -194,8 +194,8 @@ def test_run_transform_on_aws_sends_the_job_and_reads_the_answers_back(workshop,
     s3 = workshop.clients.s3
     sent_to_sagemaker = hosting.SageMakerHosting.transform
 
-    def answered_by_sagemaker(self, sm_client, s3_client, request, **_):
-        described = sent_to_sagemaker(self, sm_client, s3_client, request, progress=False)
+    def answered_by_sagemaker(self, sm_client, s3_client, request, **options):
+        described = sent_to_sagemaker(self, sm_client, s3_client, request, **options)
         prefix = request["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"]
         text = s3.get_object(Bucket=BUCKET, Key=prefix.split("/", 3)[3] + "decisions.jsonl")["Body"].read().decode()
         lines = [json.dumps({"result": {"id": json.loads(line)["id"], "option_ids": ["a", "b"],
