@@ -465,3 +465,62 @@ def test_notebook_00_writes_the_policies_before_the_cells_that_need_them(local_w
     assert "PassCodeBuildRole: iam:PassRole" in shown and "operator-policy.json" in shown
     arn = namespace["config"].codebuild_role_arn
     assert _iam(local_workshop).get_role(RoleName=arn.rsplit("/", 1)[-1])["Role"]["Arn"] == arn
+
+
+# ---- notebook 07's auto scaling and Batch Transform, as each persona ---------------------------------
+
+
+@pytest.mark.parametrize("persona", [permissions.STUDIO_DEFAULT, permissions.ADMINISTRATOR])
+def test_autoscale_and_transform_pass_as_each_persona_and_the_operator_documents_cover_them(studio, monkeypatch,
+                                                                                            persona):
+    from workshop_lib.aws import hosting, scaling, transform
+    from workshop_lib.aws.images import parse_image_uri
+
+    from .values import DECISION_PINNED
+
+    log, client = studio
+    monkeypatch.setenv(permissions.PERSONA_ENV, persona)
+    name = CONFIG.cpu_endpoint_name
+    plan = endpoints.decision_cpu_plan(name, image=parse_image_uri(DECISION_PINNED), role_arn=STUDIO_ROLE,
+                                       model_data_url=CONFIG.model_data_url, instance_type="ml.c5.2xlarge")
+    setup = boto3.client("sagemaker", region_name=REGION)  # nobody's: not recorded
+    hosting.create_model(setup, plan.model)
+    setup.create_endpoint_config(**plan.endpoint_config)
+    setup.create_endpoint(**plan.endpoint)
+    autoscaling, sm = client("application-autoscaling"), client("sagemaker")
+    scaling.enable_autoscaling(autoscaling, name, invocations_per_instance=20)
+    assert scaling.scaling_of(autoscaling, name)["Policies"][0]["PolicyName"] == scaling.scaling_policy_name(name)
+    job = transform.transform_job_request(f"{name}-batch-1", model_name=name,
+                                          input_s3_uri=CONFIG.s3_uri("batch-input") + "/",
+                                          output_s3_uri=CONFIG.s3_uri(policies.BATCH_OUTPUT_FOLDER) + "/",
+                                          instance_type="ml.c5.2xlarge")
+    assert transform.run_transform_job(sm, job, poll_s=0, progress=False)["TransformJobStatus"] == "Completed"
+    assert scaling.disable_autoscaling(autoscaling, name) == {"policy": "deleted", "target": "deleted"}
+    calls = log.calls()
+    assert not any(c.get("refused") for c in calls)  # the managed policy (Studio) or anything (administrator)
+    assert {c["operation"] for c in calls} >= {"RegisterScalableTarget", "PutScalingPolicy", "CreateTransformJob",
+                                               "DescribeTransformJob", "DeleteScalingPolicy",
+                                               "DeregisterScalableTarget"}
+    # What a participant outside Studio is given: the operator documents alone allow every one of these calls.
+    audit = permissions.audit(calls, {permissions.OPERATOR: policies.operator_documents(CONFIG, ACCOUNT)}, REGION,
+                              ACCOUNT, not_exercised={})
+    assert audit.ok and audit.denied == [], audit
+    needs = [n for c in calls for n in permissions.needed(c, REGION, ACCOUNT)]
+    assert ("iam:CreateServiceLinkedRole", policies.role_arn(REGION, ACCOUNT, policies.AUTOSCALING_ROLE_PATH),
+            {"iam:AWSServiceName": policies.AUTOSCALING_SERVICE}) in needs
+    assert ("sagemaker:CreateTransformJob", policies.transform_job_arn(REGION, ACCOUNT, f"{name}-batch-1"), {}) in needs
+
+
+def test_the_operator_documents_scale_and_transform_only_the_workshops_endpoints():
+    documents = policies.operator_documents(CONFIG, ACCOUNT)
+    other = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/someone-elses"
+    ours = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{CONFIG.cpu_endpoint_name}"
+    assert iam.allows(documents, "sagemaker:UpdateEndpointWeightsAndCapacities", ours)
+    assert not iam.allows(documents, "sagemaker:UpdateEndpointWeightsAndCapacities", other)
+    assert not iam.allows(documents, "sagemaker:CreateTransformJob",
+                          policies.transform_job_arn(REGION, ACCOUNT, "someone-elses-job"))
+    assert not iam.allows(documents, "cloudwatch:DeleteAlarms",
+                          policies.autoscaling_alarm_arn(REGION, ACCOUNT, "someone-elses"))
+    role = policies.role_arn(REGION, ACCOUNT, policies.AUTOSCALING_ROLE_PATH)
+    assert not iam.allows(documents, "iam:CreateServiceLinkedRole", role,
+                          {"iam:AWSServiceName": "ec2.application-autoscaling.amazonaws.com"})
