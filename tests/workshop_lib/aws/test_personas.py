@@ -383,6 +383,9 @@ def notebook_flow(ws) -> permissions.Audit:
     batch = steps.run_transform(ws, progress=False)  # the local adapter answers each line read from S3
     assert batch.ok and list(batch.answers) == [d["id"] for d in steps.scale.TRANSFORM_DECISIONS], batch
     assert batch.output_uri.endswith("/batch-output/decisions.jsonl.out")
+    received = [(c["operation"], c["params"]) for c in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()]
+    shown = [r for r in (*scaled.requests, *batch.requests) if "Body" not in r.params]  # bodies: by size, differently
+    assert len(shown) > 6 and all((r.operation, r.params) in received for r in shown)  # as the emulator got them
     groups = recorded_groups(ws.rehearsal.registry_path())
     assert len(groups) == 4 and all(rehearsal.group_alive(g) for g in groups)  # the emulator and three endpoints
     deleted = steps.delete_endpoints(ws, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
