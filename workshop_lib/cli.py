@@ -257,17 +257,22 @@ def build_parser() -> argparse.ArgumentParser:
     _task_flags(p, tasks=False, limit="read at most N captured invocations (oldest first)",
                 out="the JSONL file to write (default: captured/<endpoint>.jsonl beside the config file)")
 
-    p = add("calibrate", cmd_calibrate, "fit a temperature per question type and option count: calibration.json (06)",
+    p = add("calibrate", cmd_calibrate, "fit a temperature and a prediction-set threshold per question type and "
+            "option count: calibration.json (06)",
             "Send labelled tasks (JevBench JSONL; default: the packaged set) to a decision endpoint at temperature 1 "
             "in one order mode (or read a saved run with --run), fit a temperature per <question_type>/<band> "
             "profile on the fitting split, keep it only where at least 5 held-out answers judge it and their NLL "
-            "improves, and write calibration.json for that GGUF and prompt version. `package-model --calibration "
+            "improves, fit the split-conformal threshold whose prediction sets cover the labelled answer in at "
+            "least 1 - alpha of held-out tasks (kept with at least ceil(1/alpha) - 1 of them), and write "
+            "calibration.json for that GGUF, prompt version and readout. `package-model --calibration "
             "PATH` puts it into the next package; the adapter applies it to requests in the same order mode.")
     _workshop_flags(p)
     _target_flags(p, default="the deploy path's decision endpoint")
     _task_flags(p, out="where to write it (default: calibration.json beside the config file)")
     p.add_argument("--order", choices=("as_given", "prior", "rotations"),
                    help="the order mode to fit for (default as_given); the adapter applies the file in that mode only")
+    p.add_argument("--alpha", type=float, help="the prediction sets' miss rate: they cover the labelled answer in at "
+                   "least 1 - alpha of held-out tasks (default 0.1; recorded in the file)")
     p.add_argument("--run", metavar="RUN_JSON", help="a saved temperature-1 run (Run.to_dict) instead of sending tasks")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 

@@ -3,12 +3,12 @@
 Each API dialect is a module of ``apis/`` with its models, its routes (a blueprint) and its
 error shape: ``POST /invocations`` (``apis/invocations.py``: this project's decisions, the
 published sample's format, OpenAI chat and Jev System One, told apart by the body's shape),
-Jev's ``POST /v1/systemone`` and ``GET /v1/models``, and the OpenAI Decisions API's
-``POST /v1/decisions``; ``apis/dialect.py`` serves each the same way. This module keeps the rest:
+Jev's ``POST /v1/systemone``, ``GET /v1/models`` (read by Jev's and OpenAI's clients), the OpenAI Decisions
+API's ``POST /v1/decisions`` and OpenAI's ``POST /v1/chat/completions`` (streamed as server-sent events); ``apis/dialect.py`` serves each the same way. This module keeps the rest:
 loading the engine, the API key, reading and decoding bodies within their limits, admission (one
 request at a time holds the model: ``Serving.run``, in front of the core's scoring.py),
 ``/ping``, ``/status``, ``/openapi.json``, and the shape of 404/405 answers (the API the path
-belongs to: OpenAI's under ``/v1/decisions``, Jev's elsewhere under ``/v1/``, the project's
+belongs to: OpenAI's under ``/v1/decisions`` and on ``/v1/chat/completions``, Jev's elsewhere under ``/v1/``, the project's
 ``{"error": {"code", "message", "field"}}`` otherwise).
 
 With ``DECISION_ADAPTER_API_KEY`` set, every route but ``/ping`` and ``/openapi.json``
@@ -38,7 +38,7 @@ from flask import Flask, Response, g, has_request_context, request
 
 from . import metrics, runtime, startup
 from .admission import Gate
-from .apis import decisions, invocations, systemone
+from .apis import chat, decisions, invocations, systemone
 from .apis.common import REQUEST_ID_HEADER, choose_request_id
 from .apis.dialect import SERVING, as_adapter_error, json_response
 from .apis.invocations import project_error, request_kind
@@ -57,7 +57,8 @@ WORKER_BOOT_ERROR = 3
 # Routes that never need the API key: SageMaker's health check and the OpenAPI description.
 OPEN_ROUTES = ("/ping", "/openapi.json")
 # The API routes' answers carry a request id; POSTs to them also write a metric line (metrics.py).
-METERED_APIS = {"/invocations": None, "/v1/systemone": "systemone", "/v1/decisions": "openai_decisions"}
+METERED_APIS = {"/invocations": None, "/v1/systemone": "systemone", "/v1/decisions": "openai_decisions",
+                "/v1/chat/completions": "chat"}
 
 
 def _is_api_path(path: str) -> bool:
@@ -279,6 +280,8 @@ class Serving:
 def _unmatched_shape(path: str):
     if path == "/v1/decisions" or path.startswith("/v1/decisions/"):
         return decisions.DIALECT.error_response
+    if path == "/v1/chat/completions":
+        return chat.OPENAI_DIALECT.error_response
     if path.startswith("/v1/"):
         return systemone.DIALECT.error_response
     return project_error
@@ -307,7 +310,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     else:
         raise ValueError(f"load must be 'now' or 'background', not {load!r}")
 
-    for blueprint in (invocations.blueprint, systemone.blueprint, decisions.blueprint):
+    for blueprint in (invocations.blueprint, systemone.blueprint, decisions.blueprint, chat.blueprint):
         app.register_blueprint(blueprint)
 
     endpoint = settings.endpoint_name

@@ -8,6 +8,11 @@ turn of another role by writing its control tokens.
 from __future__ import annotations
 
 import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
 
 from .errors import InvalidValue, PromptTooLong
 from .prompt import TemplateError
@@ -35,16 +40,17 @@ def conversation_tokens(request: ChatRequest, template, tokenize, control_re, n_
     return tokens
 
 
-def completion_kwargs(request: ChatRequest, tokens: list[int]) -> dict:
-    """The arguments of llama-cpp-python's ``create_completion`` for this request."""
-    kwargs = {"prompt": tokens, "max_tokens": request.max_tokens, "temperature": request.temperature,
-              "top_p": request.top_p, "stream": False}
+def seed_of(request: ChatRequest) -> int:
     # llama-cpp-python keeps a seed it was given for later calls: give every request its own, so an
     # unseeded request never samples from the previous caller's seed.
-    kwargs["seed"] = request.seed if request.seed is not None else secrets.randbits(31)
-    if request.stop:
-        kwargs["stop"] = list(request.stop)
-    return kwargs
+    return request.seed if request.seed is not None else secrets.randbits(31)
+
+
+def sampling_kwargs(request: ChatRequest) -> dict:
+    """The arguments of llama-cpp-python's ``generate`` (its ``create_completion`` defaults otherwise)."""
+    return {"temp": request.temperature, "top_p": request.top_p, "top_k": 40, "min_p": 0.05, "typical_p": 1.0,
+            "repeat_penalty": 1.0, "frequency_penalty": request.frequency_penalty,
+            "presence_penalty": request.presence_penalty}
 
 
 def free_sampler(llm) -> None:
@@ -57,15 +63,109 @@ def free_sampler(llm) -> None:
         sampler.close()
 
 
-def chat_response(completion: dict, model_name: str) -> dict:
-    """The completion as an OpenAI chat completion."""
-    choice = completion["choices"][0]
+def decoded(data: bytes) -> str:
+    """The text of ``data`` up to a multi-byte character cut at its end (the next token completes it)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data":
+            return data[:exc.start].decode("utf-8", errors="replace")
+        return data.decode("utf-8", errors="replace")
+
+
+def held_back(text: str, stops: tuple[str, ...]) -> int:
+    """How many characters at the end of ``text`` could be the start of a stop sequence."""
+    longest = 0
+    for stop in stops:
+        for n in range(min(len(stop) - 1, len(text)), longest, -1):
+            if text.endswith(stop[:n]):
+                longest = n
+                break
+    return longest
+
+
+def token_logprobs(logits: np.ndarray, token: int, top: int, text_of) -> dict:
+    """OpenAI's logprobs entry for ``token`` sampled after ``logits``, with its ``top`` most likely rivals."""
+    values = logits.astype(np.float64)
+    peak = values.max()
+    logprobs = values - (peak + np.log(np.exp(values - peak).sum()))
+
+    def entry(t: int) -> dict:
+        text = text_of(t)
+        return {"token": text, "logprob": float(logprobs[t]), "bytes": list(text.encode("utf-8"))}
+
+    best = []
+    if top:
+        candidates = np.argpartition(-logprobs, top)[:top]
+        best = [entry(int(t)) for t in sorted(candidates, key=lambda t: (-logprobs[t], t))]
+    return {**entry(token), "top_logprobs": best}
+
+
+@dataclass
+class Piece:
+    """A stretch of the completion: its new text and tokens' logprobs, or how it ended (last piece)."""
+
+    text: str = ""
+    logprobs: list[dict] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict | None = None
+
+
+def generate(llm, request: ChatRequest, prompt: list[int], *, is_end, last_logits, text_of) -> Iterator[Piece]:
+    """The completion as it is sampled, token by token: each piece carries text no stop sequence can
+    still claim; the last one says why it ended and the usage. Closing the iterator stops sampling."""
+    llm.set_seed(seed_of(request))
+    made: list[int] = []
+    shown = 0  # characters of the completion already given out
+    pending: list[dict] = []
+    finish = "length"
+    text = ""
+    try:
+        for token in llm.generate(prompt, **sampling_kwargs(request)):
+            if is_end(token):
+                finish = "stop"
+                break
+            if request.top_logprobs is not None:
+                pending.append(token_logprobs(last_logits(), token, request.top_logprobs, text_of))
+            made.append(token)
+            text = decoded(llm.detokenize(made, prev_tokens=prompt))
+            cut = min((text.find(s) for s in request.stop if s in text), default=-1)
+            if cut >= 0:
+                text, finish = text[:cut], "stop"
+                break
+            end = len(text) - held_back(text, request.stop)
+            if len(made) >= request.max_tokens:
+                break
+            if end > shown:
+                yield Piece(text[shown:end], pending)
+                shown, pending = end, []
+    finally:
+        free_sampler(llm)
+    usage = {"prompt_tokens": len(prompt), "completion_tokens": len(made),
+             "total_tokens": len(prompt) + len(made)}
+    if len(text) > shown or pending:
+        yield Piece(text[shown:], pending)
+    yield Piece(finish_reason=finish, usage=usage)
+
+
+def completion_id() -> str:
+    return "chatcmpl-" + secrets.token_hex(12)
+
+
+def chat_response(pieces: Iterator[Piece], model_name: str, logprobs: bool) -> dict:
+    """The whole completion as an OpenAI chat completion."""
+    text, entries, last = [], [], Piece()
+    for piece in pieces:
+        text.append(piece.text)
+        entries.extend(piece.logprobs)
+        last = piece
     return {
-        "id": "chat" + completion["id"],
+        "id": completion_id(),
         "object": "chat.completion",
-        "created": completion["created"],
+        "created": int(time.time()),
         "model": model_name,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": choice["text"]},
-                     "logprobs": None, "finish_reason": choice["finish_reason"]}],
-        "usage": completion["usage"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)},
+                     "logprobs": {"content": entries} if logprobs else None,
+                     "finish_reason": last.finish_reason}],
+        "usage": last.usage,
     }

@@ -43,6 +43,7 @@ from decision_contract.names import PRIOR
 from . import calibration as calibration_file
 from . import chat as chat_completion
 from . import order, runtime, slots
+from .cloze_priors import PriorCache
 from .deadline import Deadline
 from .errors import InvalidValue, PromptTooLong, TimedOut
 from .model_files import ModelFiles
@@ -50,6 +51,7 @@ from .prefix_cache import Prefix, PrefixReuse, shared_prefix
 from .prompt import DIGITS, GROUP_LETTERS, PROMPT_VERSION, ChatTemplate, option_labels
 from .questions import ChatRequest, RenderedPrompt, ScoringItem
 from .readout import READOUTS, Reading
+from .scores import logsumexp
 from .settings import Settings
 from .slots import PROBE_QUESTIONS, PROBE_STATE, EngineError
 from .state_cache import StateCache
@@ -85,6 +87,7 @@ class Engine(PrefixReuse):
         except calibration_file.CalibrationError as exc:
             raise EngineError(str(exc)) from None
         self.order_priors: dict[tuple[str, int], np.ndarray] = {}  # (prompt version, n) -> prior (order.py)
+        self.cloze_priors = PriorCache(settings.cloze_prior_cache)  # the cloze readout's pmi priors (cloze_priors.py)
         self.gpu_offload = bool(llama_cpp.llama_supports_gpu_offload())
         if settings.n_gpu_layers and not self.gpu_offload:
             raise EngineError(
@@ -238,6 +241,7 @@ class Engine(PrefixReuse):
             "recurrent_or_hybrid": self.recurrent,
             "prefix_reuse": self.prefix_mode,
             "order": self.settings.order,
+            "readout": self.settings.readout,
             "order_priors": {},
             "calibration": None if self.calibration is None else {
                 **self.calibration.describe(), "manifest_verified": self.model_files.calibration_listed},
@@ -304,15 +308,20 @@ class Engine(PrefixReuse):
         token_lists = []
         for item in items:
             tokens = self._tokens_that_fit(item.prompt, item.field, loc=item.loc)
-            coded = item.n_options > len(self.slot_tokens)
-            self._check_fits(item.prompt, tokens, item.field, loc=item.loc, extra=1 if coded else 0,
-                             n_options=item.n_options)
+            if item.continuations:  # cloze: the longest option follows the prompt; no labels to check
+                self._check_fits(item.prompt, tokens, item.field, loc=item.loc,
+                                 extra=max(len(c) for c in item.continuations), letters=False)
+            else:
+                coded = item.n_options > len(self.slot_tokens)
+                self._check_fits(item.prompt, tokens, item.field, loc=item.loc, extra=1 if coded else 0,
+                                 n_options=item.n_options)
             token_lists.append(tokens)
-        unique: dict[tuple[int, ...], int] = {}
+        # An item is its prompt and what its readout reads after it: identical ones are read once.
+        unique: dict[tuple, int] = {}
         first_item = {}
         for tokens, item in zip(token_lists, items):
-            first_item.setdefault(unique.setdefault(tuple(tokens), len(unique)), item)
-        distinct = [list(t) for t in unique]
+            first_item.setdefault(unique.setdefault((tuple(tokens), item.continuations), len(unique)), item)
+        distinct = [list(t) for t, _ in unique]
         prefix = self._prefix_tokens(items[0].prompt, distinct)  # distinct[0] is items[0]'s prompt
         t1 = time.perf_counter()
 
@@ -322,7 +331,7 @@ class Engine(PrefixReuse):
             return dataclasses.replace(reading, question_eval_ms=eval_ms + (time.perf_counter() - started) * 1000.0)
 
         computed, timing = self._evaluate(items[0].prompt, prefix, distinct, visit)
-        readings = [dataclasses.replace(computed[unique[tuple(tokens)]],
+        readings = [dataclasses.replace(computed[unique[(tuple(tokens), item.continuations)]],
                                         prompt_sha256=hashlib.sha256(item.prompt.text.encode("utf-8")).hexdigest())
                     for item, tokens in zip(items, token_lists)]
         read = len(prefix) + sum(len(t) - len(prefix) + r.forward_passes - 1 for t, r in zip(distinct, computed))
@@ -341,8 +350,30 @@ class Engine(PrefixReuse):
             self._eval(appended)
             return self._last_logits()
 
-        scores, method, mass, passes = READOUTS[item.readout].read(self, logits, item.n_options, logits_after)
-        return Reading(scores, method, mass, passes, len(tokens), int(np.argmax(logits)))
+        def log_probs_after(continuation: tuple[int, ...]) -> list[float]:
+            """Each token's log-probability after the prompt and the tokens before it, but the first's (read
+            at the prompt's end), evaluated one token at a time from the prompt."""
+            if len(continuation) < 2:
+                return []
+            last = logits_after([continuation[0]])
+            out = []
+            for at in range(1, len(continuation)):
+                if at > 1:
+                    self._eval([continuation[at - 1]])
+                    last = self._last_logits()
+                out.append(float(last[continuation[at]]) - logsumexp(last))
+            return out
+
+        scores, method, mass, passes = READOUTS[item.readout].read(self, logits, item, logits_after, log_probs_after)
+        return Reading(scores, method, mass, passes, len(tokens), int(np.argmax(logits)),
+                       option_tokens=tuple(len(c) for c in item.continuations))
+
+    def continuation_tokens(self, text: str, loc: tuple = ()) -> tuple[int, ...]:
+        """An option's text as the tokens that follow a cloze prompt: plain text, no BOS."""
+        tokens = tuple(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        if not tokens:
+            raise InvalidValue(f"an option's text {text!r} has no tokens to score; give it words", None, loc=loc)
+        return tokens
 
     def _tokens_that_fit(self, prompt: RenderedPrompt, field: str, *, loc: tuple | None = None) -> list[int]:
         """The prompt's tokens, with the cheap checks first: the time limit (checked between prompts, as
@@ -358,7 +389,7 @@ class Engine(PrefixReuse):
         return self.prompt_tokens(prompt)
 
     def _check_fits(self, prompt: RenderedPrompt, tokens: list[int], field: str, *, loc: tuple | None = None,
-                    extra: int = 0, n_options: int = 0) -> None:
+                    extra: int = 0, n_options: int = 0, letters: bool = True) -> None:
         limit = self.llm.n_ctx()
         if len(tokens) + extra >= limit:
             raise PromptTooLong(
@@ -366,7 +397,7 @@ class Engine(PrefixReuse):
                 "question (prompts are never truncated) or raise SM_LLAMA_CPP_CTX_SIZE",
                 field, loc=loc,
             )
-        if tuple(tokens[-len(self._tail):]) != self._tail:
+        if letters and tuple(tokens[-len(self._tail):]) != self._tail:
             # The request's text merged with the template's tail; check the slots directly, on the prompt's
             # last characters only (an answer letter can only merge with what comes just before it), so a
             # long state is not tokenized again for each of up to 16 letters and 260 codes.
@@ -430,16 +461,33 @@ class Engine(PrefixReuse):
 
     # -- chat ------------------------------------------------------------------
 
-    def chat(self, request: ChatRequest) -> dict:
-        """Generate an answer; message contents are tokenized as plain text, as decisions are."""
+    def chat_pieces(self, request: ChatRequest):
+        """Generate an answer, piece by piece (chat.py's ``Piece``); message contents are tokenized as plain
+        text, as decisions are. The conversation is checked now (a 422 before anything is generated);
+        closing the iterator stops generation at once and clears the context."""
         self._reset_context()  # start clean: the decision prefix cache is not chat's
         self._prefix = None
         tokens = chat_completion.conversation_tokens(request, self.template, self.tokenize,
                                                      self.tokenizer.control_re, self.llm.n_ctx())
+        return self._generate(request, tokens)
+
+    def _generate(self, request: ChatRequest, tokens: list[int]):
+        vocab = self.llm._model.vocab
+        pieces = chat_completion.generate(
+            self.llm, request, tokens, is_end=lambda t: self._llama_cpp.llama_vocab_is_eog(vocab, t),
+            last_logits=self._last_logits, text_of=self.token_text)
         try:
-            with self._within_limit():
-                completion = self.llm.create_completion(**chat_completion.completion_kwargs(request, tokens))
+            while True:
+                with self._within_limit():
+                    piece = next(pieces, None)
+                if piece is None:
+                    return
+                yield piece
         finally:
-            chat_completion.free_sampler(self.llm)
-        self._reset_context()
-        return chat_completion.chat_response(completion, self.model_files.gguf.name)
+            pieces.close()
+            self._reset_context()
+
+    def chat(self, request: ChatRequest) -> dict:
+        """The whole answer as an OpenAI chat completion."""
+        return chat_completion.chat_response(self.chat_pieces(request), self.model_files.gguf.name,
+                                             request.top_logprobs is not None)

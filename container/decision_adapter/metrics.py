@@ -3,9 +3,9 @@
 SageMaker sends a container's standard output to CloudWatch Logs (``/aws/sagemaker/Endpoints/<name>``),
 and CloudWatch turns a log event that is an EMF object into metrics without any API call from the
 container: the ``_aws`` member names the namespace, the dimension set and each metric's unit, and
-the values sit at the top level beside them, with properties (``request_id``, ``order``, ``status``)
-that are searchable in the log but are not metrics. Locally the same lines land in the endpoint's
-log file.
+the values sit at the top level beside them, with properties (``request_id``, ``order``, ``readout``,
+``status``) that are searchable in the log but are not metrics. Locally the same lines land in the
+endpoint's log file.
 
 What a line holds is collected while the request is served (``RequestFacts``): the API that answered
 it, how long it waited at the gate, what the engine read (tokens: those evaluated where the engine counts them, else the sum of the
@@ -64,6 +64,7 @@ class RequestFacts:
     options: int | None = None
     abstained: int | None = None
     order: str | None = None
+    readout: str | None = None  # letters or cloze; "mixed" when a batch's questions used both
     busy: int = 0
     time_limit_stops: int = 0
 
@@ -111,6 +112,9 @@ class RequestFacts:
         orders = [r["order"] for r in results if isinstance(r.get("order"), str)]
         if orders and (overwrite or self.order is None):
             self.order = orders[0]
+        readouts = {r["readout_name"] for r in results if isinstance(r.get("readout_name"), str)}
+        if readouts and (overwrite or self.readout is None):
+            self.readout = readouts.pop() if len(readouts) == 1 else "mixed"
 
 
 def emf_line(facts: RequestFacts, *, endpoint: str, timestamp_ms: int | None = None) -> dict:
@@ -134,6 +138,8 @@ def emf_line(facts: RequestFacts, *, endpoint: str, timestamp_ms: int | None = N
     }
     if facts.order is not None:
         line["order"] = facts.order
+    if facts.readout is not None:
+        line["readout"] = facts.readout
     return line
 
 

@@ -61,7 +61,8 @@ def refusals(settings: Settings, upstream_timeout_s: int, in_flight: int = IN_FL
     return [
         Refusal(400, 400, "the request is not valid HTTP/1.1 (request line, headers or chunked framing); "
                           "send a well-formed request"),
-        Refusal(404, 404, "no such route; use GET /ping, POST /invocations, POST /v1/systemone or GET /v1/models"),
+        Refusal(404, 404, "no such route; use GET /ping, POST /invocations, POST /v1/systemone, POST /v1/decisions, "
+                          "POST /v1/chat/completions or GET /v1/models"),
         Refusal(405, 405, "this method is not allowed here; use GET or POST"),
         Refusal(413, 413, f"the body is larger than {settings.max_body_bytes} bytes; send a smaller state "
                           "or raise DECISION_ADAPTER_MAX_BODY_BYTES"),

@@ -25,11 +25,11 @@ REF = "#/components/schemas/{model}"
 MODELS = [
     own.DecisionRequest, own.BatchRequest, own.DecisionResponse, own.BatchResponse, own.Error,
     sample.SampleDecisionRequest, sample.SampleDecisionsRequest, sample.SampleSharedResponse, sample.SampleError,
-    chat.ChatCompletionRequest, chat.ChatCompletion,
+    chat.ChatCompletionRequest, chat.ChatCompletion, chat.ChatCompletionChunk,
     systemone_requests.SystemOneRequest, systemone_answers.SystemOneResponse, systemone_answers.ModelList,
     systemone_answers.JevValidationErrorBody, systemone_answers.JevError,
     decisions.DecisionsRequest, decisions.DecisionsResponse, decisions.OpenAIError,
-    meta.PingReady, meta.PingLoading, meta.Status,
+    meta.PingReady, meta.PingLoading, meta.Status, meta.OpenAIModelList,
 ]
 
 
@@ -210,8 +210,9 @@ def paths() -> dict:
             "responses": {
                 "200": _ok("The answer, shaped after the request.", "InvocationResponse"),
                 "400": ref("InvocationBadRequest"),
-                "404": response("A System One or OpenAI Decisions request names a model this endpoint does not "
-                                "serve.", any_of(jev("not_found_error"), openai("model_not_found"))),
+                "404": response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: a System One, OpenAI "
+                                "Decisions or chat request names a model this endpoint does not serve.",
+                                any_of(jev("not_found_error"), openai("model_not_found"), project("model_not_found"))),
                 "422": response(
                     "The body is well typed but cannot be served: a required field is missing, a field is unknown, "
                     "a value is out of range, blank or repeated (invalid_value), or the prompt does not fit the "
@@ -228,7 +229,8 @@ def paths() -> dict:
             "requestBody": _body("SystemOneRequest"),
             "responses": {
                 "200": _ok("One answer per question.", "SystemOneResponse"),
-                "404": response("The request names a model this endpoint does not serve.", jev("not_found_error")),
+                "404": response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model this "
+                                "endpoint does not serve.", jev("not_found_error")),
                 "422": response("Every problem found in the body, each with its location: missing or mistyped "
                                 "fields, malformed JSON, too many options for this model, a prompt that does not "
                                 "fit the context.", _ref("JevValidationErrorBody")),
@@ -247,12 +249,37 @@ def paths() -> dict:
                 "400": response("The body cannot be served; param names the field.", openai(
                     "invalid_type", "invalid_value", "missing_required_parameter", "unknown_parameter",
                     "unsupported_content", "context_length_exceeded", "bad_request")),
-                "404": response("The request names a model this endpoint does not serve.",
-                                openai("model_not_found")),
+                "404": response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model this "
+                                "endpoint does not serve.", openai("model_not_found")),
+                **_common("Decisions")}}},
+        "/v1/chat/completions": {"post": {
+            "operationId": "chat", "tags": ["OpenAI"], "summary": "Generate a chat answer (OpenAI chat completions)",
+            "description": "The same chat as on /invocations, as OpenAI's clients send it: one choice, sampling, "
+                           "stop, seed, max_completion_tokens, logprobs with top_logprobs, and stream: true as "
+                           "server-sent events (text/event-stream: data: {chunk} per event, data: [DONE] last; "
+                           "stream_options.include_usage adds a last chunk with the usage). A client that leaves "
+                           "mid-stream stops the generation. The model field may name any model: the served one "
+                           "answers and its answer says so (DECISION_ADAPTER_STRICT_MODEL_NAMES=on: 404 for other "
+                           "names). Errors use OpenAI's shape; parameters asking for what the adapter does not do "
+                           "(tools, n above 1, JSON output, audio, logit_bias) are 400 unsupported_parameter "
+                           "naming them.",
+            "requestBody": _body("ChatCompletionRequest"),
+            "responses": {
+                "200": {"description": "The completion; with stream: true, server-sent events of chunks.",
+                        "content": {"application/json": {"schema": _ref("ChatCompletion")},
+                                    "text/event-stream": {"schema": _ref("ChatCompletionChunk")}}},
+                "400": response("The body cannot be served; param names the field.", openai(
+                    "invalid_type", "invalid_value", "missing_required_parameter", "unknown_parameter",
+                    "unsupported_parameter", "context_length_exceeded", "bad_request")),
+                "404": response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model this "
+                                "endpoint does not serve.", openai("model_not_found")),
                 **_common("Decisions")}}},
         "/v1/models": {"get": {
-            "operationId": "models", "tags": ["Jev"], "summary": "List the served model and its alias",
-            "responses": {"200": _ok("The served model and the jev-latest alias.", "ModelList"),
+            "operationId": "models", "tags": ["Jev", "OpenAI"], "summary": "List the served model and its alias",
+            "description": "One document for both kinds of client: OpenAI's {\"object\": \"list\", \"data\": "
+                           "[...]} and Jev's {\"models\": [...]}.",
+            "responses": {"200": response("The served model and the jev-latest alias.",
+                                          {"allOf": [_ref("ModelList"), _ref("OpenAIModelList")]}),
                           "401": ref("JevUnauthorized"), "500": ref("JevInternalError"), "503": ref("JevBusy")}}},
         "/openapi.json": {"get": {
             "operationId": "openapi", "tags": ["Meta"], "summary": "This description",
@@ -280,7 +307,8 @@ def document() -> dict:
                 "\"field\"}}: wrong JSON types are 400, well-typed but unusable values (unknown fields included) "
                 "422. Jev's routes (/v1/systemone, /v1/models) and System One bodies on /invocations use Jev's "
                 "{\"detail\": ...} shapes, /v1/decisions OpenAI's {\"error\": {\"message\", \"type\", \"param\", "
-                "\"code\"}}. Paths not described here answer 404, and described paths with another method 405 "
+                "\"code\"}}, as does /v1/chat/completions. Paths not described here answer 404, and described paths "
+                "with another method 405 "
                 "(components.responses NotFound and MethodNotAllowed). Every response that means \"come back "
                 "later\" (503) carries Retry-After, except /ping's.\n\n"
                 "Every answer and error of the API routes (/invocations, /v1/*) carries request_id at its top "
@@ -295,7 +323,7 @@ def document() -> dict:
             "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"}},
         "tags": [{"name": "SageMaker", "description": "The SageMaker hosting contract: /ping and /invocations."},
                  {"name": "Jev", "description": "Jev's System One API on the same model."},
-                 {"name": "OpenAI", "description": "The OpenAI Decisions API on the same model."},
+                 {"name": "OpenAI", "description": "The OpenAI Decisions API and chat completions on the same model."},
                  {"name": "Meta", "description": "About the interface itself."}],
         "security": [{}, {"apiKey": []}],
         "paths": paths(),

@@ -49,6 +49,15 @@ JEV_SYSTEM_PROMPT = (
 )
 JEV_PROMPT = PromptFamily(JEV_PROMPT_VERSION, JEV_SYSTEM_PROMPT)
 
+# The cloze readout's prompt: the state and the question, no options; the answer's own words follow it.
+CLOZE_PROMPT_VERSION = "decision-cloze-prompt/1"
+CLOZE_SYSTEM_PROMPT = (
+    "You are a decision component inside a software system. You receive a JSON object with "
+    "a state (the evidence) and a question (the criterion to apply to it). Apply the question to the "
+    "state and answer in a few words. Write nothing else."
+)
+CLOZE_PROMPT = PromptFamily(CLOZE_PROMPT_VERSION, CLOZE_SYSTEM_PROMPT)
+
 # The typed questions' words (System One's types; the OpenAI Decisions API's predicate is a noul).
 DEFAULT_QUESTIONS = {  # what a question without instructions asks
     "noul": "Which option describes the state?",
@@ -109,6 +118,12 @@ def compose_user_message(state, question, labelled_options: dict[str, str]) -> t
     tail = (', "question": ' + render_json(question)
             + ', "options": ' + json.dumps(labelled_options, ensure_ascii=False, separators=(", ", ": ")) + "}")
     return head + tail, len(head)
+
+
+def compose_cloze_message(state, question) -> tuple[str, int]:
+    """The user turn ``{"state", "question"}`` of a cloze prompt, and the offset where the state ends."""
+    head = STATE_OPENING + render_state(state)
+    return head + ', "question": ' + render_json(question) + "}", len(head)
 
 
 def user_message(state, question: Question) -> tuple[str, int]:
@@ -213,6 +228,11 @@ class ChatTemplate:
         """A prompt of ``family`` asking ``question`` about ``state`` over the options, each under its label."""
         content, state_end = compose_user_message(state, question, labelled_options)
         return self.render_turn(family.system, content, state_end)
+
+    def render_cloze(self, state, question) -> RenderedPrompt:
+        """A cloze prompt: the state and the question, ending where the answer's words begin."""
+        content, state_end = compose_cloze_message(state, question)
+        return self.render_turn(CLOZE_SYSTEM_PROMPT, content, state_end)
 
     def render_turn(self, system: str, content: str, state_end: int) -> RenderedPrompt:
         """System + user turn with the generation prompt; locate the user turn and the state's end in it."""

@@ -28,6 +28,7 @@ MAX_TEMPERATURE = 100.0
 # A typed question of Jev System One or the OpenAI Decisions API (choice: its options; score: its levels).
 MIN_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS = 2, 255
 MIN_SCORE_LEVELS, MAX_SCORE_LEVELS = 2, 10
+MAX_DECISION_QUESTIONS = 400  # questions of one OpenAI Decisions request, as the API allows
 
 CHAT_ROLES = ("system", "user", "assistant")
 
@@ -36,6 +37,7 @@ CHAT_ROLES = ("system", "user", "assistant")
 class Option:
     id: str
     text: str  # what the model reads
+    cloze: str | None = None  # what the cloze readout scores, where the API words it (else from text and id)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class Question:
     question_type: str = "choice"  # picks the calibration profile
     loc: tuple = ()  # where an error about this question points, e.g. ("body", "questions", "q1")
     options_loc: tuple = ()  # where an error about its options points (too many for this model's labels)
+    readout: str | None = None  # None: the server's default (DECISION_ADAPTER_READOUT)
+    normalize: str | None = None  # cloze only; None: pmi
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,12 @@ class ChatRequest:
     top_p: float
     seed: int | None
     stop: tuple[str, ...]
+    top_logprobs: int | None = None  # None: no logprobs; n: each token's logprob and its n likeliest rivals
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    stream: bool = False
+    include_usage: bool = False  # streamed: a last chunk with the usage
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,3 +100,5 @@ class ScoringItem:
     loc: tuple = ()  # where an error about this item points, e.g. ("body", "questions", "q1")
     field: str = "state"  # the field an error about this item names
     readout: str = names.LETTERS  # which readout reads it (readout.READOUTS)
+    # cloze: each option's text as tokens, scored as what follows the prompt (in the order shown)
+    continuations: tuple[tuple[int, ...], ...] = ()

@@ -1,6 +1,6 @@
 """The readout: how a question is put to the model, and how the logits at the prompt's end become one
-raw score per declared option. A named step (``READOUTS``, keyed by ``decision_contract.names.READOUTS``);
-``letters`` is the one there is.
+raw score per declared option. A named step (``READOUTS``, keyed by ``decision_contract.names.READOUTS``):
+``letters`` and ``cloze``.
 
 ``letters`` lists the options in the prompt under answer labels and reads the labels' logits. Up to 16
 options: the letters A-P, read in the one forward pass over the prompt ("letter-slots"). More options
@@ -11,6 +11,14 @@ evaluated from the cached prompt) and the digit logits give P(member | group), r
 group's members. An option's probability is P(group) x P(member | group), a proper distribution over
 exactly the declared options. Cost: one prompt pass plus one single-token evaluation per group in use
 (ceil(n / 10), at most 26).
+
+``cloze`` lists no options: the prompt holds the state and the question and ends where the answer's words
+begin, and each option's own text (``cloze_text``) is scored as what follows it: the log-probability of its
+first token from the logits at the prompt's end, then of each further token after the ones before it,
+evaluated token by token from the prompt (the engine rewinds to the prompt's end before each option, so an
+option's score depends on nothing but the prompt and its own text, whatever the order the options came in).
+The raw score is the sum of those log-probabilities; the answer step (scoring.py) applies the
+normalisation (``sum``, ``mean`` per token, or ``pmi``: minus the same sum after a content-free prompt).
 
 A readout has two sides, both handed the engine: ``item`` renders one presentation of a question (its
 options in a given order) as a ``ScoringItem``; ``read`` turns the logits at that prompt's end into
@@ -50,6 +58,13 @@ READOUT_METHODS = {
         "distribution over exactly the declared options. Cost: one prompt pass plus one single-token "
         "evaluation per group in use. No tokens were generated."
     ),
+    names.CLOZE: (
+        "The prompt holds the state and the question and lists no options; each option's own text is scored "
+        "as the continuation of the prompt: the sum of its tokens' log-probabilities, each evaluated after the "
+        "prompt and the option's tokens before it (the per-token mean with normalize=mean; with pmi, minus the "
+        "same sum after a content-free prompt of the same question); divided by the temperature, softmaxed. "
+        "No tokens were generated."
+    ),
 }
 
 
@@ -66,6 +81,7 @@ class Reading:
     top_token: int  # the vocabulary's most probable next token
     question_eval_ms: float = 0.0
     prompt_sha256: str = ""
+    option_tokens: tuple[int, ...] = ()  # cloze: the tokens of each option's text
 
 
 class Letters:
@@ -84,16 +100,52 @@ class Letters:
             raise InvalidValue(f"the model's chat template refused the prompt: {exc}", None, loc=question.loc) from None
         return ScoringItem(prompt, len(question.options), question.loc, batch.state_field, self.name)
 
-    def read(self, engine, logits: np.ndarray, n: int, logits_after: Callable[[list[int]], np.ndarray]
-             ) -> tuple[Scores, str, float, int]:
+    def read(self, engine, logits: np.ndarray, item: ScoringItem, logits_after: Callable[[list[int]], np.ndarray],
+             log_probs_after: Callable[[tuple[int, ...]], list[float]]) -> tuple[Scores, str, float, int]:
         """(scores, method, the labels' share of the probability, forward passes): letter slots for up to 16
         options, else two-level codes."""
+        n = item.n_options
         if n <= len(engine.slot_tokens):
             return letter_slots(logits, engine.slot_tokens[:n])
         return two_level(logits, engine.code_tokens, n, logits_after)
 
 
-READOUTS = {Letters.name: Letters()}
+def cloze_text(option) -> str:
+    """What the cloze readout scores for an option: the API's wording, else its text (its id made readable
+    when it has no text of its own)."""
+    if option.cloze is not None:
+        return option.cloze
+    return option.text.replace("_", " ") if option.text == option.id else option.text
+
+
+class Cloze:
+    """No options in the prompt; each option's own text scored as the prompt's continuation."""
+
+    name = names.CLOZE
+
+    def item(self, engine, family: PromptFamily, batch: DecisionBatch, question: Question,
+             shown: tuple[int, ...]) -> ScoringItem:
+        """The question's cloze prompt and its options' texts as tokens (``shown`` is always as given)."""
+        try:
+            prompt = engine.template.render_cloze(batch.state, question.question)
+        except TemplateError as exc:
+            raise InvalidValue(f"the model's chat template refused the prompt: {exc}", None, loc=question.loc) from None
+        continuations = tuple(engine.continuation_tokens(cloze_text(question.options[i]), loc=question.options_loc)
+                              for i in shown)
+        return ScoringItem(prompt, len(question.options), question.loc, batch.state_field, self.name, continuations)
+
+    def read(self, engine, logits: np.ndarray, item: ScoringItem, logits_after, log_probs_after
+             ) -> tuple[Scores, str, float, int]:
+        """(the options' summed log-probabilities, method, the probability of exactly the options' texts
+        (at most 1), forward passes: the prompt's and one per option token past the first)."""
+        log_total = logsumexp(logits)
+        sums = np.array([float(logits[c[0]]) - log_total + float(np.sum(log_probs_after(c)))
+                         for c in item.continuations], dtype=np.float64)
+        mass = min(1.0, float(np.exp(sums).sum()))
+        return SlotLogits(sums), names.CLOZE, mass, 1 + sum(len(c) - 1 for c in item.continuations)
+
+
+READOUTS = {Letters.name: Letters(), Cloze.name: Cloze()}
 
 
 def letter_slots(logits: np.ndarray, slot_tokens) -> tuple[SlotLogits, str, float, int]:

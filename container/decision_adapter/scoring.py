@@ -23,13 +23,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from decision_contract import names
-from decision_contract.names import PRIOR
+from decision_contract.names import AS_GIVEN, PRIOR
 
-from . import order
-from .calibration import in_force
+from . import cloze_priors, order
+from .calibration import in_force, set_of
+from .errors import InvalidValue
 from .prompt import DECISION_PROMPT, PromptFamily
 from .questions import DecisionBatch, Question, ScoringItem
-from .readout import READOUTS, Reading
+from .readout import READOUTS, Reading, cloze_text
+from .scores import SlotLogits
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class Planned:
 
     question: Question
     mode: str
+    readout: str
     asked: tuple[tuple[int, ...], ...]
     start: int  # where its items begin in the plan's items
 
@@ -49,28 +52,63 @@ class Plan:
     items: tuple[ScoringItem, ...]
 
 
-def plan(engine, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT, readout: str = names.LETTERS) -> Plan:
+def readout_of(engine, question: Question) -> str:
+    """The question's readout: its own, else the server's (DECISION_ADAPTER_READOUT)."""
+    return question.readout or engine.settings.readout
+
+
+def normalize_of(question: Question) -> str:
+    return question.normalize or names.PMI
+
+
+def check_readout(question: Question, readout: str, normalize: str | None, field_prefix: str = "") -> None:
+    """A 400 naming the field for what the readout cannot take: an unknown readout or normalisation, or
+    cloze with an order mode that moves options (a cloze prompt lists none)."""
+    if readout not in READOUTS:
+        raise InvalidValue(f"{field_prefix}readout {readout!r} is not a readout; use one of {', '.join(READOUTS)}",
+                           f"{field_prefix}readout", status=400, loc=(*question.loc, "readout"))
+    if normalize is not None and normalize not in names.NORMALIZATIONS:
+        raise InvalidValue(f"{field_prefix}normalize {normalize!r} is not a normalisation; use one of "
+                           f"{', '.join(names.NORMALIZATIONS)} (cloze only)", f"{field_prefix}normalize", status=400,
+                           loc=(*question.loc, "normalize"))
+    if readout == names.CLOZE and question.order not in (None, AS_GIVEN):
+        raise InvalidValue(f"{field_prefix}order {question.order!r} does not apply to the cloze readout: its prompt "
+                           "lists no options, so their order cannot move the answer; send order as_given or none",
+                           f"{field_prefix}order", status=400, loc=(*question.loc, "order"))
+
+
+def plan(engine, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT) -> Plan:
     """Every question's prompts, rendered (errors in a question's options or prompt are raised here)."""
-    reader, max_rotations = READOUTS[readout], engine.settings.max_rotations
+    max_rotations = engine.settings.max_rotations
     planned, items = [], []
     for question in batch.questions:
-        mode = question.order or engine.settings.order
+        readout = readout_of(engine, question)
+        check_readout(question, readout, question.normalize)
+        reader = READOUTS[readout]
+        # cloze: one prompt for every order of the options
+        mode = AS_GIVEN if readout == names.CLOZE else question.order or engine.settings.order
         pairs = [(shown, reader.item(engine, family, batch, question, shown))
                  for shown in order.asked_in(mode, len(question.options), max_rotations)]
         pairs.sort(key=lambda pair: pair[1].prompt.text)
-        planned.append(Planned(question, mode, tuple(shown for shown, _ in pairs), len(items)))
+        planned.append(Planned(question, mode, readout, tuple(shown for shown, _ in pairs), len(items)))
         items.extend(item for _, item in pairs)
     return Plan(family, tuple(planned), tuple(items))
 
 
-def evaluate(engine, planned: Plan) -> tuple[list[Reading], dict[int, np.ndarray], dict]:
-    """(a reading per item, the prior per option count of the questions in prior mode, the engine's timing)."""
+def evaluate(engine, planned: Plan) -> tuple[list[Reading], dict, dict]:
+    """(a reading per item, the priors: per option count of the questions in prior mode, and per cloze
+    prior key of the cloze questions normalised by pmi; the engine's timing)."""
     priors, prior_tokens = {}, 0
     for question in planned.questions:
         if question.mode == PRIOR:
             n = len(question.question.options)
             priors[n], read = order.measured_prior(engine, n, planned.family)
             prior_tokens += read
+    pmi = [q.question for q in planned.questions if q.readout == names.CLOZE and normalize_of(q.question) == names.PMI]
+    if pmi:
+        found, read = cloze_priors.measure(engine, pmi)
+        priors.update(found)
+        prior_tokens += read
     readings, timing = engine.score_items(list(planned.items))
     return readings, priors, {**timing, "input_tokens": timing.get("input_tokens", 0) + prior_tokens,
                               "prior_tokens": prior_tokens}
@@ -80,12 +118,19 @@ def answer(planned: Planned, readings: list[Reading], prior: np.ndarray | None, 
            ) -> dict:
     """A question's answer from its readings (one per presentation, in ``planned.asked``'s order)."""
     question, n = planned.question, len(planned.question.options)
-    scores, reported = order.correct(planned.mode, list(planned.asked), readings, prior)
-    temperature, used = in_force(calibration, question.question_type, n, planned.mode, question.temperature)
+    cloze = {}
+    if planned.readout == names.CLOZE:
+        scores, reported, cloze = cloze_scores(question, readings[0], prior)
+    else:
+        scores, reported = order.correct(planned.mode, list(planned.asked), readings, prior)
+    temperature, used = in_force(calibration, question.question_type, n, planned.mode, question.temperature,
+                                 planned.readout)
     probabilities = scores.probabilities(temperature)
+    in_set = set_of(calibration, question.question_type, planned.mode, question.temperature, probabilities,
+                    planned.readout)
     as_sent = readings[planned.asked.index(tuple(range(n)))]
     mass = float(np.mean([r.allowed_token_mass for r in readings]))
-    return {
+    return {"readout_name": planned.readout, **cloze,
         "probabilities": [float(v) for v in probabilities],
         "option_logits": scores.option_logits(),
         "readout": as_sent.method,
@@ -98,7 +143,23 @@ def answer(planned: Planned, readings: list[Reading], prior: np.ndarray | None, 
         "question_eval_ms": sum(r.question_eval_ms for r in readings),
         "order": planned.mode, **reported, "calibration": used, "temperature": temperature,
         "min_answer_mass": min_answer_mass, "abstained": bool(mass < min_answer_mass),
+        "prediction_set": in_set,  # option indices in request order, or None
     }
+
+
+def cloze_scores(question: Question, reading: Reading, priors: dict | None) -> tuple[SlotLogits, dict, dict]:
+    """A cloze reading's summed log-probabilities, normalised as the question asks; what the answer reports
+    of it (the readout's name, the normalisation, each option's tokens)."""
+    sums = reading.scores.logits
+    normalize = normalize_of(question)
+    if normalize == names.MEAN:
+        scores = sums / np.asarray(reading.option_tokens, dtype=np.float64)
+    elif normalize == names.PMI:
+        scores = sums - np.array([priors[cloze_priors.key(question, cloze_text(o))] for o in question.options])
+    else:
+        scores = sums
+    return SlotLogits(scores), {"order_sensitivity": None, "prior": None}, {
+        "normalize": normalize, "option_tokens": list(reading.option_tokens)}
 
 
 def decide(engine, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT) -> tuple[list[dict], dict]:
@@ -106,8 +167,8 @@ def decide(engine, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT)
 
     An answer holds the readout's figures (``probabilities`` in the request's option order, ``option_logits``,
     ``readout``, ``allowed_token_mass``, tokens, ...) with the order mode applied, and ``order``,
-    ``order_sensitivity``, ``prior``, ``calibration``, ``temperature`` (in force), ``abstained`` and
-    ``min_answer_mass``.
+    ``order_sensitivity``, ``prior``, ``calibration``, ``temperature`` (in force), ``abstained``,
+    ``min_answer_mass`` and ``prediction_set`` (option indices; None unless a kept threshold applies).
     """
     planned = plan(engine, batch, family)
     readings, priors, timing = evaluate(engine, planned)
@@ -116,6 +177,7 @@ def decide(engine, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT)
     for question in planned.questions:
         own = readings[question.start:question.start + len(question.asked)]
         mass = default_mass if question.question.min_answer_mass is None else question.question.min_answer_mass
-        prior = priors.get(len(question.question.options)) if question.mode == PRIOR else None
+        prior = (priors if question.readout == names.CLOZE
+                 else priors.get(len(question.question.options)) if question.mode == PRIOR else None)
         results.append(answer(question, own, prior, engine.calibration, mass))
     return results, timing

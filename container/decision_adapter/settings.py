@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from decision_contract.names import ORDER_MODES
+from decision_contract.names import LETTERS, ORDER_MODES, READOUTS
 
 LLAMA_PREFIX = "SM_LLAMA_CPP_"
 ADAPTER_PREFIX = "DECISION_ADAPTER_"
@@ -139,6 +139,9 @@ class Settings:
         choices=("auto", "on", "off"))
     chat_max_tokens: int = setting(A + "CHAT_MAX_TOKENS", 256, "the default and the cap of chat's max_tokens",
                                    minimum=1)
+    strict_model_names: bool = setting(
+        A + "STRICT_MODEL_NAMES", False, "off: a request naming any model is answered by the served one, whose "
+        "name the answer carries (as llama-server does); on: names other than the served model's get 404")
     nginx: str = setting(A + "NGINX", "auto", "whether nginx fronts gunicorn: auto when found, on (required) or off",
                          choices=("auto", "on", "off"))
     log_level: str = setting(A + "LOG_LEVEL", "INFO", "the Python logging level", kind="level",
@@ -147,6 +150,13 @@ class Settings:
         A + "ORDER", ORDER_MODES[0], "the order mode of a request that names none (as_given: the readout as sent; "
         "prior: divided by the content-free decision's probabilities per position; rotations: the mean "
         "log-probabilities over the cyclic rotations of the options as given and reversed)", choices=ORDER_MODES)
+    readout: str = setting(
+        A + "READOUT", LETTERS, "the readout of a request that names none: letters (the options listed under "
+        "letters, the letters' logits read; the published method) or cloze (each option's own text scored as "
+        "what follows the state and the question)", choices=READOUTS)
+    cloze_prior_cache: int = setting(
+        A + "CLOZE_PRIOR_CACHE", 4096, "the cloze readout's content-free priors kept (an LRU of this many "
+        "(prompt version, question, option text) entries) for its pmi normalisation", minimum=1)
     max_rotations: int = setting(
         A + "MAX_ROTATIONS", 16, "rotations evaluated at most in each direction (options as given and reversed) "
         "per question in the rotations mode; past this many options, evenly spaced ones (the answer says how "

@@ -11,9 +11,13 @@ WIRE_VERSION = "decision-wire/1"
 AS_GIVEN, PRIOR, ROTATIONS = ORDER_MODES = ("as_given", "prior", "rotations")
 
 # How an answer is read from the model: ``letters``, the logits of the options' answer labels after a
-# prompt that lists them (the published method).
-LETTERS = "letters"
-READOUTS = (LETTERS,)
+# prompt that lists them (the published method); ``cloze``, each option's own text scored as the
+# continuation of a prompt that lists none.
+LETTERS, CLOZE = "letters", "cloze"
+READOUTS = (LETTERS, CLOZE)
+# How a cloze option's token log-probabilities become its score: their sum, their mean per token, or the
+# sum minus the same text's after a content-free prompt (pointwise mutual information, the default).
+PMI, SUM, MEAN = NORMALIZATIONS = ("pmi", "sum", "mean")
 
 # The question types a calibration profile is fitted for (System One's names; the OpenAI Decisions API's
 # predicate is a noul).

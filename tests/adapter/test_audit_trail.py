@@ -121,6 +121,16 @@ def test_emf_line_declares_only_what_the_request_produced():
     assert load_settings({"DECISION_ADAPTER_ENDPOINT_NAME": "ep-9"}).endpoint_name == "ep-9"
 
 
+def test_the_metric_line_names_the_readout():
+    facts = metrics.RequestFacts("r-3", api="own")
+    facts.read_work(([{"probabilities": [0.5, 0.5], "readout_name": "cloze"}], {"input_tokens": 9}))
+    assert metrics.emf_line(facts, endpoint="ep")["readout"] == "cloze"
+    mixed = metrics.RequestFacts("r-4", api="own")
+    mixed.read_work(([{"readout_name": "cloze"}, {"readout_name": "letters"}], {}))
+    assert metrics.emf_line(mixed, endpoint="ep")["readout"] == "mixed"
+    assert "readout" not in metrics.emf_line(metrics.RequestFacts("r-5"), endpoint="ep")
+
+
 def test_decisions_leave_a_metric_line_and_an_access_line_with_their_id(adapter):
     ids = {"own": f"own-{uuid.uuid4().hex[:8]}", "sample": f"sample-{uuid.uuid4().hex[:8]}"}
     for api, body in (("own", DECISION), ("sample", SAMPLE)):

@@ -1,6 +1,7 @@
 """Served calibration (calibration.py; the file's rules are the contract's, tests/contract): where the model folder's
-manifest vouches for it (model_files.py), the refusal to start for another build, and which
-temperature an answer gets (the request's, the profile's, or 1) on the embedded model in-process."""
+manifest vouches for it (model_files.py), the refusal to start for another build or readout, which
+temperature an answer gets (the request's, the profile's, or 1) and when it carries a prediction set, on the
+embedded model in-process."""
 
 from __future__ import annotations
 
@@ -27,12 +28,19 @@ HELDOUT = {"nll_before": 1.2, "nll_after": 1.0, "ece_before": 0.5, "ece_after": 
            "brier_after": 0.6}
 
 
+# A threshold of 0.8 puts every option of probability at least 0.2 in the set.
+SETS = {"threshold": 0.8, "kept": True, "reason": None, "heldout_n": 13, "temperature": 2.0, "fit_coverage": 0.9,
+        "fit_set_size": 2.0}
+
+
 def calibration_file(gguf_sha256: str, *, prompt_version: str = PROMPT_VERSION, order: str = "as_given",
-                     profiles: dict | None = None) -> dict:
+                     profiles: dict | None = None, readout: str = "letters") -> dict:
     return {"format": contract.FORMAT, "fit_for": {"gguf_sha256": gguf_sha256, "prompt_version": prompt_version},
-            "order": order, "profiles": profiles if profiles is not None else {
-                "choice/3-4": {"temperature": 2.0, "kept": True, "fit_n": 30, "heldout_n": 13, "heldout": HELDOUT},
-                "choice/2": {"temperature": 0.5, "kept": False, "fit_n": 3, "heldout_n": 0, "heldout": None}},
+            "order": order, "readout": readout, "alpha": 0.1, "profiles": profiles if profiles is not None else {
+                "choice/3-4": {"temperature": 2.0, "kept": True, "fit_n": 30, "heldout_n": 13, "heldout": HELDOUT,
+                               "conformal": SETS},
+                "choice/2": {"temperature": 0.5, "kept": False, "fit_n": 3, "heldout_n": 0, "heldout": None,
+                             "conformal": {"threshold": None, "kept": False, "reason": "too few", "heldout_n": 0}}},
             "data": {"tasks": "test", "fit_n": 30, "heldout_n": 13}, "created": "2026-01-01T00:00:00Z"}
 
 
@@ -101,6 +109,15 @@ def test_the_engine_refuses_to_start_with_a_file_fit_for_another_gguf(engine, tm
     assert off.calibration is None and off.info["calibration"] is None
 
 
+def test_the_engine_refuses_to_start_with_a_file_fit_for_a_readout_it_does_not_serve(engine, tmp_path):
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps(calibration_file(engine.model_files.sha256, readout="tokens")))
+    from decision_adapter.engine import Engine
+
+    with pytest.raises(EngineError, match="readout 'tokens'.*serves letters, cloze"):
+        Engine(engine.settings, dataclasses.replace(engine.model_files, calibration=path))
+
+
 def test_a_file_fit_for_this_gguf_is_loaded_and_reported(engine, tmp_path):
     path = tmp_path / "calibration.json"
     data = json.dumps(calibration_file(engine.model_files.sha256)).encode()
@@ -112,6 +129,7 @@ def test_a_file_fit_for_this_gguf_is_loaded_and_reported(engine, tmp_path):
     assert info["sha256"] == hashlib.sha256(data).hexdigest() and info["order"] == "as_given"
     assert info["fit_for"] == {"gguf_sha256": engine.model_files.sha256, "prompt_version": PROMPT_VERSION}
     assert info["temperatures"] == {"choice/3-4": 2.0} and set(info["profiles"]) == {"choice/3-4", "choice/2"}
+    assert info["readout"] == "letters" and info["alpha"] == 0.1 and info["set_thresholds"] == {"choice/3-4": 0.8}
 
 
 @pytest.fixture
@@ -156,3 +174,32 @@ def test_jev_confidence_uses_the_calibrated_probabilities(calibrated):
     raw = np.asarray(results[0]["option_logits"])
     assert np.allclose(list(answer["probabilities"].values()), softmax(raw / 2.0), atol=1e-9)
     assert answer["confidence"] == pytest.approx(jev.choice_confidence(list(softmax(raw / 2.0))), abs=1e-9)
+
+
+def test_a_kept_threshold_gives_the_prediction_set_in_request_order(calibrated):
+    for options in (OPTIONS, OPTIONS[::-1]):
+        result = decide(calibrated, options=options)
+        p = dict(zip(result["option_ids"], result["probabilities"]))
+        assert result["prediction_set"] == [o for o in options if p[o] >= 0.2 - 1e-12]
+        assert result["option_ids"] == options
+
+
+def test_no_prediction_set_where_no_kept_threshold_applies(calibrated):
+    assert "prediction_set" not in decide(calibrated, order="prior")  # fit in another order mode
+    assert "prediction_set" not in decide(calibrated, temperature=2.0)  # the request's own temperature
+    assert "prediction_set" not in decide(calibrated, question_type="score")  # no such profile
+    assert "prediction_set" not in decide(calibrated, options=OPTIONS[:2])  # choice/2: threshold not kept
+
+
+def test_no_prediction_set_without_a_calibration_file(engine):
+    assert engine.calibration is None
+    assert "prediction_set" not in decide(engine)
+
+
+def test_system_one_names_the_prediction_set_criteria(calibrated):
+    body = {"state": STATE, "questions": {"team": {"type": "choice", "instructions": "Which team?",
+                                                   "criteria": {name: None for name in OPTIONS}}}}
+    request = jev.parse_systemone(body)
+    results, _ = jev.score(calibrated, request)
+    answer = jev.answer(request.questions[0], results[0])
+    assert answer["x_prediction_set"] == [n for n in OPTIONS if answer["probabilities"][n] >= 0.2 - 1e-12]

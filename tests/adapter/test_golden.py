@@ -104,7 +104,7 @@ def calibration(order: str, gguf_sha256: str) -> contract.Calibration:
     def kept(t):
         return {"temperature": t, "kept": True, "fit_n": 30, "heldout_n": 13, "heldout": heldout}
 
-    raw = {"format": contract.FORMAT, "fit_for": {"gguf_sha256": gguf_sha256, "prompt_version": "decision-prompt/1"},
+    raw = {"format": contract.FORMAT_V1, "fit_for": {"gguf_sha256": gguf_sha256, "prompt_version": "decision-prompt/1"},
            "order": order, "profiles": {
                "choice/3-4": kept(2.0), "choice/2": kept(1.3), "choice/5-8": kept(0.9), "choice/17+": kept(1.8),
                "noul/2": kept(0.6), "score/3-4": kept(1.4),

@@ -57,7 +57,7 @@ GOOD = [
 
 BAD = [
     pytest.param([BASE], id="not-object"),
-    pytest.param(doc("format", "decision-calibration/2"), id="format"),
+    pytest.param(doc("format", "decision-calibration/9"), id="format"),
     pytest.param(doc("fit_for", SHA), id="fit-for-not-object"),
     pytest.param(doc("fit_for.gguf_sha256", SHA.upper()), id="sha-uppercase"),
     pytest.param(doc("fit_for.gguf_sha256", SHA[:-1]), id="sha-short"),
@@ -145,3 +145,76 @@ def test_the_adapter_serves_a_kept_profile_only_in_the_order_it_was_fitted_in():
     parsed = calibration.parse(doc())
     assert served.in_force(parsed, "choice", 3, "as_given", None)[0] == 2.0
     assert served.in_force(parsed, "choice", 3, "rotations", None)[1]["source"] == "none"
+
+
+# -- format 2: the readout, alpha and the prediction-set thresholds -------------------------------------------------
+
+SETS = {"threshold": 0.7, "kept": True, "reason": None, "heldout_n": 13, "temperature": 2.0, "fit_coverage": 0.9,
+        "fit_set_size": 1.8}
+V2 = {**copy.deepcopy(BASE), "format": calibration.FORMAT, "readout": "letters", "alpha": 0.1}
+V2["profiles"]["choice/3-4"]["conformal"] = SETS
+V2["profiles"]["noul/2"]["conformal"] = {**SETS, "threshold": None, "kept": False,
+                                        "reason": "0 held-out answers; a set covering 1 - alpha = 0.9 needs at least 9"}
+
+
+def test_a_format_1_file_still_loads_as_fitted_for_the_letters_readout():
+    parsed = calibration.parse(doc())
+    assert calibration.FORMAT != BASE["format"]
+    assert (parsed.readout, parsed.alpha, parsed.thresholds) == ("letters", None, {})
+    parsed.check_fit(SHA, "model.gguf", "decision-prompt/1")  # the adapter serves letters
+
+
+def test_a_format_2_file_carries_its_readout_alpha_and_the_kept_thresholds_only():
+    parsed = calibration.parse(copy.deepcopy(V2))
+    assert (parsed.readout, parsed.alpha) == ("letters", 0.1)
+    assert parsed.thresholds == {"choice/3-4": 0.7}
+    assert parsed.describe()["set_thresholds"] == {"choice/3-4": 0.7}
+    assert check_document(copy.deepcopy(V2)) == V2
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda d: d.pop("readout"), "readout"),
+    (lambda d: d.update(readout="Letters!"), "readout"),
+    (lambda d: d.pop("alpha"), "alpha"),
+    (lambda d: d.update(alpha=0), "alpha"),
+    (lambda d: d.update(alpha=True), "alpha"),
+    (lambda d: d["profiles"]["choice/3-4"].update(conformal=0.7), "conformal"),
+    (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(threshold=-0.1), "conformal.threshold"),
+    (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(threshold=None), "without a threshold"),
+    (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(kept="yes"), "conformal.kept"),
+    (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(heldout_n=-2), "conformal.heldout_n"),
+    (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(fit_coverage=float("inf")), "fit_coverage"),
+])
+def test_a_broken_format_2_field_is_refused_naming_it(change, field):
+    broken = copy.deepcopy(V2)
+    change(broken)
+    with pytest.raises(calibration.CalibrationError, match=field.replace(".", r"\.")):
+        calibration.parse(broken)
+
+
+def test_a_file_fit_for_a_readout_this_side_does_not_serve_is_refused_naming_both():
+    parsed = calibration.parse({**copy.deepcopy(V2), "readout": "cloze"})
+    with pytest.raises(calibration.CalibrationError, match="readout 'cloze'.*serves letters;"):
+        parsed.check_fit(SHA, "model.gguf", "decision-prompt/1", readouts=("letters",))
+    parsed.check_fit(SHA, "model.gguf", "decision-prompt/1")
+    assert not parsed.applies("as_given", "letters") and parsed.applies("as_given", "cloze")
+
+
+def test_a_prediction_set_holds_every_option_at_or_above_one_minus_the_threshold_in_the_given_order():
+    probabilities = [0.05, 0.5, 0.15, 0.3]
+    assert calibration.prediction_set(probabilities, 0.7) == [1, 3]  # p >= 0.3, the boundary included
+    assert calibration.prediction_set(probabilities[::-1], 0.7) == [0, 2]
+    assert calibration.prediction_set(probabilities, 1.0) == [0, 1, 2, 3]
+    assert calibration.prediction_set(probabilities, 0.4) == []  # nothing reaches 0.6: the set may be empty
+
+
+def test_the_adapter_serves_a_set_only_for_the_files_readout_and_order_without_a_request_temperature():
+    parsed = calibration.parse(copy.deepcopy(V2))
+    p = [0.5, 0.3, 0.2]
+    assert served.set_of(parsed, "choice", "as_given", None, p) == [0, 1]
+    assert served.set_of(parsed, "choice", "as_given", None, p, readout="cloze") is None
+    assert served.set_of(parsed, "choice", "rotations", None, p) is None
+    assert served.set_of(parsed, "choice", "as_given", 1.0, p) is None  # the request's own temperature
+    assert served.set_of(parsed, "noul", "as_given", None, [0.6, 0.4]) is None  # not kept
+    assert served.set_of(None, "choice", "as_given", None, p) is None
+    assert served.in_force(parsed, "choice", 3, "as_given", None, readout="cloze")[1]["source"] == "none"

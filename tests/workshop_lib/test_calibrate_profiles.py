@@ -110,13 +110,13 @@ def _results():
 
 def test_the_file_holds_what_the_adapter_reads_and_round_trips(tmp_path):
     doc = calibration_document(_results(), order="rotations", tasks="tasks.jsonl")
-    assert doc["format"] == "decision-calibration/1"
+    assert doc["format"] == "decision-calibration/2"
     assert doc["fit_for"] == {"gguf_sha256": SHA, "prompt_version": "decision-prompt/1"}
-    assert doc["order"] == "rotations"
+    assert doc["order"] == "rotations" and doc["readout"] == "letters" and doc["alpha"] == 0.1
     assert set(doc["profiles"]) == {"choice/3-4", "noul/2"}
     assert doc["data"] == {"tasks": "tasks.jsonl", "fit_n": 16, "heldout_n": 32}
     for entry in doc["profiles"].values():
-        assert set(entry) == {"temperature", "kept", "fit_n", "heldout_n", "heldout", "reason"}
+        assert set(entry) == {"temperature", "kept", "fit_n", "heldout_n", "heldout", "reason", "conformal"}
         assert set(entry["heldout"]) == set(profiles.HELDOUT_KEYS)
     path = write_document(doc, tmp_path)
     assert path.name == "calibration.json"
@@ -148,7 +148,11 @@ def _doc():
 
 
 @pytest.mark.parametrize("change, field", [
-    (lambda d: d.update(format="decision-calibration/2"), "format"),
+    (lambda d: d.update(format="decision-calibration/3"), "format"),
+    (lambda d: d.update(alpha=1.0), "alpha"),
+    (lambda d: d.pop("readout"), "readout"),
+    (lambda d: d["profiles"]["noul/2"]["conformal"].update(threshold=1.5), "conformal.threshold"),
+    (lambda d: d["profiles"]["noul/2"]["conformal"].update(kept=True, threshold=None), "without a threshold"),
     (lambda d: d["fit_for"].update(gguf_sha256="xyz"), "gguf_sha256"),
     (lambda d: d["fit_for"].update(prompt_version=""), "prompt_version"),
     (lambda d: d.update(order="sorted"), "order"),

@@ -65,7 +65,7 @@ def _package(s3, model_dir) -> str:
 def _calibrated_package(s3, embedded_gguf, work) -> str:
     """The same model packaged again with a calibration file (every choice band at T = 2), uploaded where
     steps.calibrated_package puts it."""
-    doc = {"format": profiles.FORMAT, "order": "as_given", "created": "2026-12-01T00:00:00Z",
+    doc = {"format": "decision-calibration/1", "order": "as_given", "created": "2026-12-01T00:00:00Z",
            "fit_for": {"gguf_sha256": sha256_of(embedded_gguf), "prompt_version": "decision-prompt/1"},
            "data": {"tasks": "synthetic", "fit_n": 30, "heldout_n": 10},
            "profiles": {f"choice/{band}": {"temperature": 2.0, "kept": True, "fit_n": 30, "heldout_n": 10,

@@ -11,9 +11,13 @@ the benchmark's report), per profile:
 * the temperature is fitted on the fitting tasks and judged on the held-out ones; it is kept only
   when at least ``MIN_HELDOUT`` answers are held out and their NLL improves (otherwise the file says
   ``kept: false`` with a ``reason``, and the adapter serves temperature 1 for that profile);
-* the file names the GGUF (sha256) and the prompt version it was fitted for, and the order mode:
-  the adapter refuses a file fitted for another model or prompt, and applies a profile only to
-  requests in the same order mode.
+* the prediction-set threshold is split conformal (``conformal.py``) on the held-out answers' served
+  probabilities (at the temperature the adapter will serve for the profile), kept only with at least
+  ``conformal.min_heldout(alpha)`` of them; its coverage and mean set size on the fitting answers are
+  reported beside it;
+* the file names the GGUF (sha256), the prompt version and the readout it was fitted for, and the
+  order mode: the adapter refuses a file fitted for another model or prompt, and applies a profile only
+  to answers of the same readout and order mode.
 
 Everything here is pure: rows from benchmark results in, a JSON document out (and back).
 ``workshop_lib.evaluation.served`` runs the tasks against an endpoint.
@@ -29,11 +33,13 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from decision_contract import calibration as contract
-from decision_contract.calibration import FILE_NAME, FORMAT, HELDOUT_KEYS, TEMPERATURE_RANGE, profile_name
-from decision_contract.names import ORDER_MODES
+from decision_contract.calibration import (DEFAULT_ALPHA, FILE_NAME, FORMAT, HELDOUT_KEYS, TEMPERATURE_RANGE,
+                                           profile_name)
+from decision_contract.names import LETTERS, ORDER_MODES, READOUTS
 
 from ..errors import WorkshopError
-from .temperature import fit_temperature, metrics, split_for_calibration
+from . import conformal
+from .temperature import fit_temperature, metrics, softmax, split_for_calibration
 
 # The temperatures the adapter accepts (the contract's range): the fit searches 1/T inside it; at 100 an
 # answer is all but uniform, which is where a model that reads positions, not content, ends up once it
@@ -74,9 +80,10 @@ def _rows(rows: Sequence[Labelled]) -> tuple[list[list[float]], list[int]]:
     return [list(r.log_probs) for r in rows], [r.target for r in rows]
 
 
-def fit_profile(fit: Sequence[Labelled], heldout: Sequence[Labelled]) -> dict:
+def fit_profile(fit: Sequence[Labelled], heldout: Sequence[Labelled], alpha: float = DEFAULT_ALPHA) -> dict:
     """One profile's entry: the temperature fitted on ``fit``, kept only if at least ``MIN_HELDOUT``
-    answers are held out and their NLL improves; ``reason`` says why a profile is not kept.
+    answers are held out and their NLL improves; ``reason`` says why a profile is not kept; and the
+    prediction-set threshold at level ``alpha`` (``conformal``).
 
     With no held-out answer there is nothing to judge the fit on (``heldout`` null); with fewer than
     ``MIN_HELDOUT`` the figures are reported but the profile is not kept.
@@ -98,10 +105,31 @@ def fit_profile(fit: Sequence[Labelled], heldout: Sequence[Labelled]) -> dict:
             entry.update(kept=True, reason=None)
         else:
             entry["reason"] = f"held-out NLL does not improve ({before['nll']:.4f} -> {after['nll']:.4f})"
+    entry["conformal"] = fit_threshold(fit, heldout, entry["temperature"] if entry["kept"] else 1.0, alpha)
     return entry
 
 
-def fit_profiles(fit: Iterable[Labelled], heldout: Iterable[Labelled]) -> dict[str, dict]:
+def fit_threshold(fit: Sequence[Labelled], heldout: Sequence[Labelled], temperature: float, alpha: float) -> dict:
+    """A profile's ``conformal`` entry: the split-conformal threshold on the held-out answers' probabilities
+    at ``temperature`` (the one the adapter serves for the profile), kept with enough held-out answers."""
+    need = conformal.min_heldout(alpha)
+    entry = {"threshold": None, "kept": False, "reason": None, "heldout_n": len(heldout),
+             "temperature": float(temperature), "fit_coverage": None, "fit_set_size": None}
+    q = None
+    if heldout:
+        probs = [softmax(r.log_probs, temperature) for r in heldout]
+        q = conformal.threshold(conformal.nonconformity(probs, [r.target for r in heldout]), alpha)
+    if q is None:
+        entry["reason"] = (f"{len(heldout)} held-out answer{'' if len(heldout) == 1 else 's'}; a set covering "
+                           f"1 - alpha = {1 - alpha:g} needs at least {need}")
+        return entry
+    coverage, size = conformal.coverage([softmax(r.log_probs, temperature) for r in fit], [r.target for r in fit], q)
+    entry.update(threshold=q, kept=True, fit_coverage=coverage, fit_set_size=size)
+    return entry
+
+
+def fit_profiles(fit: Iterable[Labelled], heldout: Iterable[Labelled], alpha: float = DEFAULT_ALPHA
+                 ) -> dict[str, dict]:
     """Every profile with at least one fitting answer, by name (sorted)."""
     by_fit: dict[str, list[Labelled]] = {}
     by_heldout: dict[str, list[Labelled]] = {}
@@ -109,7 +137,7 @@ def fit_profiles(fit: Iterable[Labelled], heldout: Iterable[Labelled]) -> dict[s
         by_fit.setdefault(row.profile, []).append(row)
     for row in heldout:
         by_heldout.setdefault(row.profile, []).append(row)
-    return {name: fit_profile(rows, by_heldout.get(name, [])) for name, rows in sorted(by_fit.items())}
+    return {name: fit_profile(rows, by_heldout.get(name, []), alpha) for name, rows in sorted(by_fit.items())}
 
 
 def fit_for(results: Iterable) -> dict:
@@ -129,15 +157,22 @@ def fit_for(results: Iterable) -> dict:
     return {"gguf_sha256": str(digests.pop()).lower(), "prompt_version": str(versions.pop())}
 
 
-def calibration_document(results: Sequence, *, order: str, tasks: str,
-                         now: datetime.datetime | None = None) -> dict:
-    """``calibration.json`` from one temperature-1 run in ``order`` mode (results in any task order).
+def calibration_document(results: Sequence, *, order: str, tasks: str, alpha: float = DEFAULT_ALPHA,
+                         readout: str = LETTERS, now: datetime.datetime | None = None) -> dict:
+    """``calibration.json`` from one temperature-1 run in ``order`` mode with ``readout`` (results in any
+    task order); prediction sets at level ``alpha``.
 
     The split: the tasks' own ``split`` field when it names fitting tasks (``dev``, ...), else a
     stable hash of each task id (``temperature.split_for_calibration``).
     """
     if order not in ORDER_MODES:
         raise CalibrationFileError(f"order must be one of {', '.join(ORDER_MODES)}, not {order!r}")
+    if readout not in READOUTS:
+        raise CalibrationFileError(f"readout must be one of {', '.join(READOUTS)}, not {readout!r}")
+    try:
+        alpha = conformal.check_alpha(alpha)
+    except ValueError as exc:
+        raise CalibrationFileError(f"--alpha: {exc}") from None
     results = list(results)
     fit, heldout, _ = split_for_calibration(results)
     fit_rows = [row for row in map(labelled, fit) if row is not None]
@@ -145,8 +180,8 @@ def calibration_document(results: Sequence, *, order: str, tasks: str,
     if not fit_rows:
         raise CalibrationFileError("no valid answer among the fitting tasks: nothing to fit a temperature on")
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    return {"format": FORMAT, "fit_for": fit_for(results), "order": order,
-            "profiles": fit_profiles(fit_rows, heldout_rows),
+    return {"format": FORMAT, "fit_for": fit_for(results), "order": order, "readout": readout, "alpha": alpha,
+            "profiles": fit_profiles(fit_rows, heldout_rows, alpha),
             "data": {"tasks": tasks, "fit_n": len(fit_rows), "heldout_n": len(heldout_rows)},
             "created": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
@@ -182,9 +217,11 @@ def describe(doc: Mapping) -> str:
     """The file in a few lines: what it was fitted for, and per profile the temperature and held-out figures."""
     target = doc["fit_for"]
     data = doc["data"]
+    alpha = doc.get("alpha")
     lines = [f"calibration for GGUF {target['gguf_sha256'][:16]}…, prompt {target['prompt_version']}, "
-             f"order {doc['order']}; {data['fit_n']} fitting and {data['heldout_n']} held-out answers "
-             f"({data['tasks']})"]
+             f"readout {doc.get('readout', LETTERS)}, order {doc['order']}"
+             + (f", prediction sets at alpha {alpha:g}" if alpha is not None else "")
+             + f"; {data['fit_n']} fitting and {data['heldout_n']} held-out answers ({data['tasks']})"]
     for name, entry in doc["profiles"].items():
         line = (f"  {name:<10} T={entry['temperature']:8.3f}  {'kept   ' if entry['kept'] else 'not kept'}  "
                 f"fit {entry['fit_n']:>3}, held out {entry['heldout_n']:>3}")
@@ -195,9 +232,17 @@ def describe(doc: Mapping) -> str:
         if entry.get("reason"):
             line += f"  ({entry['reason']})"
         lines.append(line)
+        sets = entry.get("conformal")
+        if sets and sets["kept"]:
+            lines.append(f"  {'':<10} prediction set: p >= {1 - sets['threshold']:.3f} (q={sets['threshold']:.3f}); "
+                         f"on the fitting answers coverage {sets['fit_coverage']:.2f}, mean size "
+                         f"{sets['fit_set_size']:.2f}")
+        elif sets:
+            lines.append(f"  {'':<10} prediction set: not kept ({sets['reason']})")
     return "\n".join(lines)
 
 
 __all__ = ["FILE_NAME", "FORMAT", "HELDOUT_KEYS", "MIN_HELDOUT", "ORDER_MODES", "TEMPERATURE_RANGE",
            "CalibrationFileError", "Labelled", "calibration_document", "check_document", "describe", "fit_for", "fit_profile",
+           "fit_threshold",
            "fit_profiles", "labelled", "profile_name", "read_document", "write_document"]

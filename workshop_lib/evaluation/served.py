@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from decision_contract.calibration import DEFAULT_ALPHA
+
 from .profiles import ORDER_MODES, CalibrationFileError, calibration_document, write_document
 from .runner import Run, run_decisions
 from .tasks import Task, resolve_tasks
@@ -53,8 +55,9 @@ def _saved_run(path: str | Path) -> Run:
 
 
 def calibrate(client=None, tasks=None, *, order: str = "as_given", limit: int | None = None, run=None,
-              out: str | Path | None = None, progress: bool = True) -> dict:
-    """``calibration.json`` for the endpoint behind ``client``, fitted in order mode ``order``.
+              out: str | Path | None = None, progress: bool = True, alpha: float = DEFAULT_ALPHA) -> dict:
+    """``calibration.json`` for the endpoint behind ``client``, fitted in order mode ``order``, with
+    prediction sets covering the labelled answer in at least ``1 - alpha`` of held-out tasks.
 
     The tasks (JevBench format; default the packaged set) are sent at temperature 1, or ``run`` (a
     ``Run``, or the path of one saved with ``Run.to_dict``) is read instead. With ``out`` the
@@ -77,7 +80,7 @@ def calibrate(client=None, tasks=None, *, order: str = "as_given", limit: int | 
             shown = run.settings.get("temperature") or sorted(served - {1.0})
             raise CalibrationFileError(f"the saved run was answered at temperature {shown}; a fit needs the "
                                        "temperature-1 probabilities: run the tasks again with temperature 1")
-    doc = calibration_document(run.results, order=order, tasks=name)
+    doc = calibration_document(run.results, order=order, tasks=name, alpha=alpha)
     if out is not None:
         write_document(doc, out)
     return doc

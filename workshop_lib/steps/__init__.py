@@ -47,8 +47,8 @@ from .decision_image import ImageResult, build_decision_image, decision_image, r
 from .deploy import (EndpointResult, Placement, check_dlc_pins, deadline_text, deploy_decision_cpu,
                      deploy_decision_gpu, deploy_endpoint, deploy_plan, deploy_standard, extend_deadline,
                      llama_settings, placement, set_capture_percent, set_endpoint_ttl)
-from .invoke import (builder_default, builder_request, client, decision_client, decision_endpoint, parse_options,
-                     show_decision, show_decisions, show_outcome, standard_client, which_endpoint)
+from .invoke import (builder_default, builder_request, client, decision_client, decision_endpoint, openai_base_url,
+                     parse_options, show_decision, show_decisions, show_outcome, standard_client, which_endpoint)
 from .operate import (UpdateResult, alarm_states, audit_trail, calibrated_package, delete_alarms, endpoint_status,
                       put_alarms, update_endpoint, update_package)
 from .outcome import check_outcome
@@ -62,7 +62,7 @@ __all__ = [
     "CREATES", "READ_ONLY", "Checks", "Clients", "EndpointResult", "ImageResult", "PackageResult", "Placement",
     "SetupResult", "StepError", "StepNotRun", "Workshop", "builder_default", "builder_request", "decision_client",
     "keep_choice", "which_endpoint", "build_decision_image", "check_environment", "client",
-    "audit_permissions", "decision_endpoint", "decision_image", "delete_artifacts", "delete_build_resources",
+    "audit_permissions", "decision_endpoint", "openai_base_url", "decision_image", "delete_artifacts", "delete_build_resources",
     "delete_codebuild_role", "ensure_codebuild_role",
     "delete_endpoint", "delete_endpoints", "check_dlc_pins", "deadline_text", "delete_deadline_role",
     "extend_deadline", "set_capture_percent", "set_endpoint_ttl",

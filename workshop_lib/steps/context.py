@@ -48,7 +48,7 @@ READ_ONLY = frozenset({
     "show_outcome", "parse_options", "audit_permissions", "show_decisions", "check_outcome", "short_errors",
     "deadline_text", "check_dlc_pins",  # check_dlc_pins records notebook 02's choice in outputs.json only
     "set_endpoint_ttl", "set_capture_percent",  # save notebook 00's and 04's choices in the config file, nothing in AWS
-    "decision_client", "standard_client", "which_endpoint", "builder_request", "builder_default",
+    "decision_client", "standard_client", "which_endpoint", "openai_base_url", "builder_request", "builder_default",
     "alarm_states", "endpoint_status", "update_package", "audit_trail",  # audit_trail writes a local file only
     "keep_choice",  # writes the widget's value to outputs.json, nothing in AWS
     "record_rate", "scaling_target",  # 06's rate in outputs.json, and the target 07 derives from it

@@ -88,6 +88,19 @@ def decision_client(workshop: Workshop | None = None):
     return client(workshop, decision_endpoint(workshop))
 
 
+def openai_base_url(workshop: Workshop | None = None) -> str | None:
+    """The ``base_url`` the ``openai`` library takes for the local decision endpoint (its ``/v1``), or None on
+    AWS, where no URL reaches the endpoint unsigned (EndpointClient signs the InvokeEndpoint call)."""
+    workshop = _loaded(workshop)
+    if workshop.config.mode != "local":
+        return None
+    name = decision_endpoint(workshop)
+    try:
+        return workshop.rehearsal.endpoint_url(name).rstrip("/") + "/v1"
+    except RehearsalError:
+        raise StepNotRun(DECISION_NOTEBOOK, f"the decision endpoint, {name}, is not running locally") from None
+
+
 def standard_client(workshop: Workshop):
     """A client for the standard endpoint (notebook 06's letter-probability baseline), or None, with why in one
     line, where it is not serving."""

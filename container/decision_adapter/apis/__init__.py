@@ -5,7 +5,7 @@ error shape, declared as a ``Dialect`` that ``dialect.py`` serves like every oth
 * ``own``: this project's decision / shared-state batch on ``POST /invocations``
 * ``sample``: the published SemIf sample's ``{"decision"}`` / ``{"decisions"}`` on ``/invocations``
   (own's decisions in the sample's envelope)
-* ``chat``: OpenAI chat completions on ``/invocations``
+* ``chat``: OpenAI chat completions (``POST /v1/chat/completions``, streamed or not, and on ``/invocations``)
 * ``systemone``: Jev System One (``POST /v1/systemone``, ``GET /v1/models``, and on ``/invocations``);
   ``systemone_requests`` holds its request models and validation errors, ``systemone_answers``
   describes its answers and errors

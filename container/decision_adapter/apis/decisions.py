@@ -10,8 +10,12 @@ A request asks typed questions about one input::
        {"type": "score", "name": "anger", "instructions": "How frustrated is the customer?",
         "levels": [{"label": "calm"}, {"label": "annoyed"}, {"label": "furious"}]}]}
 
-``input`` is a string or a list of user messages whose ``content`` is a string or ``input_text``
-parts (their texts, joined by blank lines, are the state). Each question becomes a decision prompt
+``input`` is a string or a list of the items the ``openai`` library types: user, system, developer and
+assistant messages (content a string or parts: ``input_text``, ``input_json``, an assistant's ``output_text``
+and ``refusal``), function and custom tool calls and their outputs (an output must name an earlier call of
+its kind). The items, in order and joined by blank lines, are the state: a user's text as it is, any other
+item under who said it (``state_of``). Images are refused (a 400: this endpoint reads text). A question's
+``instructions`` is a string or ``input_text`` / ``input_json`` parts; a request asks 1 to 400 questions. Each question becomes a decision prompt
 over labelled options after the same state, so the state is evaluated once for the whole request,
 exactly as System One questions are (a predicate's options are Yes and No; a score's its levels in
 order). Answers come in question order, echoing ``name`` (null when the question has none):
@@ -35,46 +39,170 @@ fields included (as OpenAI refuses unrecognised arguments).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+import re
+from typing import Annotated, Any, Literal, Union
 
 from flask import Blueprint
-from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
 from .. import scoring
 from ..errors import AdapterError, InvalidType, InvalidValue, ModelNotFound, PromptTooLong
 from ..prompt import JEV_PROMPT, YES_NO, as_text, option_text, render_json
-from ..questions import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS, \
+from ..questions import MAX_CHOICE_OPTIONS, MAX_DECISION_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS, \
     DecisionBatch, Option
 from ..questions import Question as CoreQuestion
-from .common import TAG_LIST, TAG_STRING, Answer, NonBlank, Strict, adapter_error, string_or_list
+from .common import TAG_LIST, TAG_STRING, Answer, NonBlank, Strict, adapter_error, string_or_list, type_name
 from .dialect import Dialect, post
 from .typed import accepted_model_names, choice_confidence, score_confidence, served_model_name, unit
+from .typed import names_checked
 
 MAX_NAME_CHARS = 1024
+
+
+class CacheBreakpoint(Strict):
+    mode: Literal["explicit"]
 
 
 class TextPart(Strict):
     type: Literal["input_text"]
     text: str
+    prompt_cache_breakpoint: CacheBreakpoint | None = None  # accepted; the adapter caches the state on its own
+
+
+class JsonPart(Strict):
+    """A JSON object or array of objects, read as its JSON text."""
+
+    type: Literal["input_json"]
+    data: Union[dict[str, Any], list[dict[str, Any]]]
+
+
+class ImagePart(BaseModel):
+    """Typed by the API, refused after parsing (this endpoint reads text): described, not used."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: Literal["input_image"]
+    image_url: str | None = None
+
+
+class OutputTextPart(Strict):
+    type: Literal["output_text"]
+    text: str
+
+
+class RefusalPart(Strict):
+    type: Literal["refusal"]
+    refusal: str
+
+
+def _by_type(*members):
+    """A union of part or item models told apart by their ``type`` (or a message's ``role``); the tags are
+    bracketed so they never read as field names in an error's path."""
+    def kind(value):
+        if not isinstance(value, dict):
+            return None
+        key = value.get("role") if "role" in value else value.get("type")
+        return f"<{key}>" if isinstance(key, str) else None
+
+    return Annotated[Union[tuple(Annotated[m, Tag(f"<{t}>")] for t, m in members)],
+                     Discriminator(kind)]
+
+
+InputPart = _by_type(("input_text", TextPart), ("input_json", JsonPart), ("input_image", ImagePart))
+TextOnlyPart = _by_type(("input_text", TextPart))
+AssistantPart = _by_type(("output_text", OutputTextPart), ("refusal", RefusalPart))
+OutputPart = _by_type(("input_text", TextPart), ("input_image", ImagePart))
+
+
+def _content(part, what: str):
+    return Annotated[Union[Annotated[str, Tag(TAG_STRING)], Annotated[list[part], Field(min_length=1), Tag(TAG_LIST)]],
+                     string_or_list(what)]
 
 
 class UserMessage(Strict):
     role: Literal["user"]
-    content: Annotated[Union[Annotated[NonBlank, Tag(TAG_STRING)],
-                             Annotated[list[TextPart], Field(min_length=1), Tag(TAG_LIST)]],
-                       string_or_list("a string or a list of input_text parts")]
+    content: _content(InputPart, "a string or a list of input_text / input_json parts")
     type: Literal["message"] | None = None
 
 
+class SystemMessage(Strict):
+    role: Literal["system"]
+    content: _content(TextOnlyPart, "a string or a list of input_text parts")
+    type: Literal["message"] | None = None
+
+
+class DeveloperMessage(Strict):
+    role: Literal["developer"]
+    content: _content(TextOnlyPart, "a string or a list of input_text parts")
+    type: Literal["message"] | None = None
+
+
+class AssistantMessage(Strict):
+    role: Literal["assistant"]
+    content: _content(AssistantPart, "a string or a list of output_text / refusal parts")
+    type: Literal["message"] | None = None
+    phase: Literal["commentary", "final_answer"] | None = None
+
+
+Status = Literal["in_progress", "completed", "incomplete"] | None
+
+
+class FunctionCall(Strict):
+    type: Literal["function_call"]
+    call_id: NonBlank
+    name: NonBlank
+    arguments: str
+    id: str | None = None
+    namespace: str | None = None
+    status: Status = None
+
+
+class FunctionCallOutput(Strict):
+    type: Literal["function_call_output"]
+    call_id: NonBlank
+    output: _content(OutputPart, "a string or a list of input_text parts")
+    id: str | None = None
+    status: Status = None
+
+
+class CustomToolCall(Strict):
+    type: Literal["custom_tool_call"]
+    call_id: NonBlank
+    name: NonBlank
+    input: str
+    id: str | None = None
+    namespace: str | None = None
+    status: Status = None
+
+
+class CustomToolCallOutput(Strict):
+    type: Literal["custom_tool_call_output"]
+    call_id: NonBlank
+    output: _content(OutputPart, "a string or a list of input_text parts")
+    id: str | None = None
+    status: Status = None
+
+
+INPUT_ITEMS = (("user", UserMessage), ("system", SystemMessage), ("developer", DeveloperMessage),
+               ("assistant", AssistantMessage), ("function_call", FunctionCall),
+               ("function_call_output", FunctionCallOutput), ("custom_tool_call", CustomToolCall),
+               ("custom_tool_call_output", CustomToolCallOutput))
+InputItem = _by_type(*INPUT_ITEMS)
+MESSAGE_ROLES = ("user", "system", "developer", "assistant")
+ITEM_TYPES = tuple(t for t, _ in INPUT_ITEMS if t not in MESSAGE_ROLES)
+
 Input = Annotated[Union[Annotated[NonBlank, Tag(TAG_STRING)],
-                        Annotated[list[UserMessage], Field(min_length=1), Tag(TAG_LIST)]],
-                  string_or_list("a string or a list of user messages")]
+                        Annotated[list[InputItem], Field(min_length=1), Tag(TAG_LIST)]],
+                  string_or_list("a string or a list of messages and tool calls")]
+QuestionPart = _by_type(("input_text", TextPart), ("input_json", JsonPart), ("input_image", ImagePart))
+Instructions = Annotated[Union[Annotated[NonBlank, Tag(TAG_STRING)],
+                               Annotated[list[QuestionPart], Field(min_length=1), Tag(TAG_LIST)]],
+                         string_or_list("a string or a list of input_text / input_json parts")]
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)] | None
 
 
 class _Question(Strict):
     name: Name = Field(None, description="Echoed in the answer; null when absent. Unique within a request.")
-    instructions: NonBlank = Field(description="The question, in plain words.")
+    instructions: Instructions = Field(description="The question, in plain words (a string or parts).")
 
 
 class DecisionsPredicate(_Question):
@@ -113,27 +241,34 @@ class DecisionsScore(_Question):
 Question = Annotated[Union[DecisionsPredicate, DecisionsChoice, DecisionsScore], Field(discriminator="type")]
 
 
+class CacheOptions(Strict):
+    mode: Literal["implicit", "explicit"] | None = None
+    ttl: Literal["30m"] | None = None
+
+
 class DecisionsRequest(Strict):
     """Typed questions about one input (the OpenAI Decisions API)."""
 
     model_config = ConfigDict(title="OpenAI Decisions request")
     model: str | None = Field(None, description="'jev-latest', the served model's name, or absent.")
     input: Input
-    questions: Annotated[list[Question], Field(min_length=1, max_length=MAX_QUESTIONS)]
-    # OpenAI's own optional parameters: accepted, not used.
+    questions: Annotated[list[Question], Field(min_length=1, max_length=MAX_DECISION_QUESTIONS)]
+    # OpenAI's own optional parameters: accepted, not used (safety_identifier is never logged).
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
+    prompt_cache_options: CacheOptions | None = None
 
 
 # -- parsing ------------------------------------------------------------------------------------------
 
 
 def _drop_tags(field: str | None) -> str | None:
-    """pydantic names the union member it tried (``.str``, ``.list[...]``, ``.predicate``): not a field."""
+    """pydantic names the union member it tried (``.str``, ``.list[...]``, ``.predicate``, ``.<user>``): not a
+    field."""
     if not field:
         return field
     parts = [p for p in field.split(".") if not (p in ("str", "bool", "predicate", "choice", "score")
-                                                  or p.startswith(("list[", "function-")))]
+                                                  or p.startswith(("list[", "function-", "<")))]
     return ".".join(parts)
 
 
@@ -147,6 +282,9 @@ def _extra(field, error):
 
 def _tag(field, error):
     value = error.get("input")
+    field = _drop_tags(field)
+    if not re.fullmatch(r"questions\[\d+\]", field or ""):
+        return _part_tag(field, value)
     kind = value.get("type") if isinstance(value, dict) else None
     if not isinstance(value, dict):
         return InvalidType(f"{field} must be an object, a question", field, code="invalid_type")
@@ -154,6 +292,24 @@ def _tag(field, error):
         return InvalidValue(f"{field}.type is required: predicate, choice or score", f"{field}.type",
                             code="missing_required_parameter")
     return InvalidValue(f"{field}.type must be predicate, choice or score, got {render_json(kind)}", f"{field}.type")
+
+
+def _part_tag(field, value):
+    """An input item or a content part of no type this API reads."""
+    if not isinstance(value, dict):
+        return InvalidType(f"{field} must be an object, got {type_name(value)}", field, code="invalid_type")
+    if field and re.fullmatch(r"input\[\d+\]", field):
+        if "role" in value:
+            return InvalidValue(f"{field}.role must be one of {', '.join(MESSAGE_ROLES)}, got "
+                                f"{render_json(value['role'])}", f"{field}.role")
+        if "type" not in value:
+            return InvalidValue(f"{field} needs a role (a message) or a type ({', '.join(ITEM_TYPES)})",
+                                f"{field}.type", code="missing_required_parameter")
+        return InvalidValue(f"{field}.type must be one of {', '.join(ITEM_TYPES)} (or a message with a role), got "
+                            f"{render_json(value['type'])}", f"{field}.type")
+    if "type" not in value:
+        return InvalidValue(f"{field}.type is required", f"{field}.type", code="missing_required_parameter")
+    return InvalidValue(f"{field}.type {render_json(value['type'])} is not a part this field takes", f"{field}.type")
 
 
 def _literal(field, error):
@@ -183,6 +339,10 @@ def parse_decisions(body) -> DecisionsRequest:
                 message = error.message.replace(error.field or "", field or "", 1)
             error = type(error)(message, field, code=error.code)
         raise error from None
+    _refuse_images(request)
+    _check_calls(request.input)
+    if not state_of(request).strip():
+        raise InvalidValue("input holds no text; send the text the questions are about", "input")
     names = set()
     for i, question in enumerate(request.questions):
         if question.name is not None:
@@ -199,13 +359,82 @@ def parse_decisions(body) -> DecisionsRequest:
     return request
 
 
+def _parts_of(request: DecisionsRequest):
+    """(field path, part) of every part list in the request."""
+    if isinstance(request.input, list):
+        for i, item in enumerate(request.input):
+            field = "content" if hasattr(item, "role") else "output"
+            parts = getattr(item, field, None)
+            if isinstance(parts, list):
+                yield from ((f"input[{i}].{field}[{j}]", part) for j, part in enumerate(parts))
+    for i, question in enumerate(request.questions):
+        if isinstance(question.instructions, list):
+            yield from ((f"questions[{i}].instructions[{j}]", part) for j, part in enumerate(question.instructions))
+
+
+def _refuse_images(request: DecisionsRequest) -> None:
+    for where, part in _parts_of(request):
+        if isinstance(part, ImagePart):
+            raise InvalidValue(f"{where}: images are not supported; this endpoint reads text (send input_text "
+                               "or input_json parts)", f"{where}.type", code="unsupported_content")
+
+
+_OUTPUT_OF = {"function_call_output": "function_call", "custom_tool_call_output": "custom_tool_call"}
+
+
+def _check_calls(items) -> None:
+    """Every tool output names a call of its kind earlier in the input."""
+    if isinstance(items, str):
+        return
+    calls: dict[str, set[str]] = {"function_call": set(), "custom_tool_call": set()}
+    for i, item in enumerate(items):
+        kind = None if hasattr(item, "role") else item.type
+        if kind in calls:
+            calls[kind].add(item.call_id)
+        elif kind in _OUTPUT_OF and item.call_id not in calls[_OUTPUT_OF[kind]]:
+            raise InvalidValue(f"input[{i}].call_id {item.call_id!r} names no {_OUTPUT_OF[kind]} before it in input; "
+                               f"put the {_OUTPUT_OF[kind]} with that call_id first", f"input[{i}].call_id")
+
+
+def _part_text(part) -> str:
+    if isinstance(part, JsonPart):
+        return render_json(part.data)
+    if isinstance(part, RefusalPart):
+        return f"(refused) {part.refusal}"
+    return part.text
+
+
+def _text(content) -> str:
+    return content if isinstance(content, str) else "\n\n".join(_part_text(p) for p in content)
+
+
+_SPEAKERS = {"system": "System", "developer": "Developer", "assistant": "Assistant"}
+
+
+def _item_text(item) -> str:
+    """One input item as the state reads it: a user's text as it is, anything else under who said it."""
+    role = getattr(item, "role", None)
+    if role == "user":
+        return _text(item.content)
+    if role is not None:
+        return f"{_SPEAKERS[role]}: {_text(item.content)}"
+    name = f"{item.namespace}.{item.name}" if getattr(item, "namespace", None) else getattr(item, "name", None)
+    if item.type == "function_call":
+        return f"Function call {name} (call_id {item.call_id}): {item.arguments}"
+    if item.type == "custom_tool_call":
+        return f"Tool call {name} (call_id {item.call_id}): {item.input}"
+    return f"Output of call_id {item.call_id}: {_text(item.output)}"
+
+
 def state_of(request: DecisionsRequest) -> str:
+    """The state every question reads: the input's items in order, separated by blank lines."""
     if isinstance(request.input, str):
         return request.input
-    texts = []
-    for message in request.input:
-        texts.extend([message.content] if isinstance(message.content, str) else [p.text for p in message.content])
-    return "\n\n".join(texts)
+    return "\n\n".join(_item_text(item) for item in request.input)
+
+
+def instructions_of(question) -> str:
+    return _text(question.instructions)
 
 
 def check_model(requested: str | None, info: dict, manifest: dict | None) -> None:
@@ -226,6 +455,17 @@ def option_texts(question) -> list[str]:
     return [option_text(level.label, level.description) for level in question.levels]
 
 
+def cloze_texts(question) -> list[str]:
+    """What the cloze readout scores: yes and no; a choice's description, else its value made readable; a
+    score's level labels."""
+    if isinstance(question, DecisionsPredicate):
+        return [label.lower() for label in YES_NO]
+    if isinstance(question, DecisionsChoice):
+        return [as_text(o.value).replace("_", " ") if not o.description else as_text(o.description)
+                for o in question.choices]
+    return [level.label for level in question.levels]
+
+
 QUESTION_TYPES = {"predicate": "noul", "choice": "choice", "score": "score"}  # the calibration profiles' names
 
 
@@ -235,8 +475,9 @@ def batch_of(request: DecisionsRequest) -> DecisionBatch:
     questions = []
     for i, q in enumerate(request.questions):
         loc = ("body", "questions", i)
-        options = tuple(Option(str(j), text) for j, text in enumerate(option_texts(q)))
-        questions.append(CoreQuestion(str(i), q.instructions, options, question_type=QUESTION_TYPES[q.type], loc=loc,
+        options = tuple(Option(str(j), text, cloze)
+                        for j, (text, cloze) in enumerate(zip(option_texts(q), cloze_texts(q))))
+        questions.append(CoreQuestion(str(i), instructions_of(q), options, question_type=QUESTION_TYPES[q.type], loc=loc,
                                       options_loc=loc))
     return DecisionBatch("decisions", state_of(request), tuple(questions), state_field="input")
 
@@ -310,7 +551,8 @@ def parse(body, settings) -> DecisionsRequest:
 
 def check(request: DecisionsRequest, engine) -> None:
     """The model's name, before the request waits for the model."""
-    check_model(request.model, engine.info, engine.model_files.manifest)
+    if names_checked(engine):
+        check_model(request.model, engine.info, engine.model_files.manifest)
 
 
 DIALECT = Dialect("decisions", parse, score, respond, error_body, check)

@@ -28,8 +28,8 @@ from ..errors import AdapterError, Busy, NotReady, Unauthorized
 log = logging.getLogger("decision_adapter.app")
 
 SERVING = "decision_adapter.serving"  # the app's Serving, in app.extensions
-ROUTES = "GET /ping, POST /invocations, POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /status or " \
-         "GET /openapi.json"
+ROUTES = "GET /ping, POST /invocations, POST /v1/systemone, POST /v1/decisions, POST /v1/chat/completions, " \
+         "GET /v1/models, GET /status or GET /openapi.json"
 
 
 @dataclass(frozen=True)

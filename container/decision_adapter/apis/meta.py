@@ -1,4 +1,5 @@
-"""What ``/ping`` and ``/status`` answer (served by app.py), described for the OpenAPI document."""
+"""What ``/ping`` and ``/status`` answer (served by app.py), and OpenAI's half of ``/v1/models`` (apis/systemone.py
+serves it), described for the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -49,3 +50,17 @@ class Status(BaseModel):
     order_priors: dict[str, list[float]] | None = None
     order_priors_jev: dict[str, list[float]] | None = None
     calibration: dict | None = None
+
+
+class OpenAIModel(BaseModel):
+    id: str = Field(description="A name the endpoint answers to: the served model's, or the jev-latest alias.")
+    object: Literal["model"]
+    created: int = Field(description="Unix time of the model's release date (GGUF metadata, else packaging).")
+    owned_by: str = Field(description="The GGUF's general.organization, else 'decision-adapter'.")
+
+
+class OpenAIModelList(BaseModel):
+    """OpenAI's list of models, which GET /v1/models answers beside Jev's 'models'."""
+
+    object: Literal["list"]
+    data: list[OpenAIModel] = Field(min_length=1)

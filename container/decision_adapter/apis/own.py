@@ -26,6 +26,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PlainValidator, Tag, ValidationError
 from pydantic.json_schema import WithJsonSchema
 
+from decision_contract import names
+
 from .. import scoring
 from ..errors import AdapterError, InvalidValue
 from ..prompt import DECISION_PROMPT, LETTERS, PROMPT_VERSION
@@ -70,6 +72,15 @@ OrderMode = Annotated[Literal["as_given", "prior", "rotations"], Field(
 MinAnswerMass = Annotated[float, Field(ge=0, le=1, description=(
     "Below this share of the next-token probability on the answer labels the answer says abstained. Default: "
     "DECISION_ADAPTER_MIN_ANSWER_MASS."))]
+ReadoutName = Annotated[str, Field(
+    json_schema_extra={"enum": ["letters", "cloze"]},
+    description="How the answer is read: letters (the options listed under letters, the letters' logits read) or "
+                "cloze (each option's own text scored as what follows the state and the question; order must be "
+                "as_given or absent). Default: DECISION_ADAPTER_READOUT.")]
+Normalize = Annotated[str, Field(
+    json_schema_extra={"enum": ["pmi", "sum", "mean"]},
+    description="cloze: an option's score is the sum of its tokens' log-probabilities (sum), their mean (mean), or "
+                "the sum minus the same text's after a content-free prompt (pmi, the default).")]
 QuestionType = Annotated[Literal["choice", "noul", "score"], Field(
     description="Picks the calibration profile <question_type>/<option-count band> (default choice).")]
 
@@ -108,6 +119,8 @@ class DecisionRequest(Strict):
     order: OrderMode | None = None
     min_answer_mass: MinAnswerMass | None = None
     question_type: QuestionType | None = None
+    readout: ReadoutName | None = None
+    normalize: Normalize | None = None
 
 
 class BatchQuestion(Strict):
@@ -118,6 +131,8 @@ class BatchQuestion(Strict):
     order: OrderMode | None = None
     min_answer_mass: MinAnswerMass | None = None
     question_type: QuestionType | None = None
+    readout: ReadoutName | None = None
+    normalize: Normalize | None = None
 
 
 class BatchRequest(Strict):
@@ -130,6 +145,8 @@ class BatchRequest(Strict):
     order: OrderMode | None = None
     min_answer_mass: MinAnswerMass | None = None
     question_type: QuestionType | None = None
+    readout: ReadoutName | None = None
+    normalize: Normalize | None = None
 
 
 # -- parsing ------------------------------------------------------------------------------------------
@@ -177,8 +194,13 @@ def question_of(model, field_prefix: str, qid: str, defaults=None) -> Question:
         return getattr(defaults, name, None) if value is None else value
 
     options = options_of(model.options, f"{field_prefix}options")
-    return Question(qid, model.question, options, model.temperature, pick("order"), pick("min_answer_mass"),
-                    pick("question_type") or "choice")
+    question = Question(qid, model.question, options, model.temperature, pick("order"), pick("min_answer_mass"),
+                        pick("question_type") or "choice", readout=pick("readout"), normalize=pick("normalize"))
+    if question.readout is not None or question.normalize is not None:
+        scoring.check_readout(question, question.readout or names.LETTERS, question.normalize,
+                              field_prefix if getattr(model, "readout", None) or getattr(model, "normalize", None)
+                              or getattr(model, "order", None) else "")
+    return question
 
 
 def parse_decision(body: dict, max_questions: int = MAX_QUESTIONS) -> DecisionBatch:
@@ -234,12 +256,21 @@ def results(engine, batch: DecisionBatch, scored: list[dict]) -> list[dict]:
             "readout": READOUT_METHODS[result["readout"]],
             "question_eval_ms": result["question_eval_ms"],
             **{key: result[key] for key in ORDER_KEYS},
+            **({key: result[key] for key in CLOZE_KEYS} if result["readout_name"] == names.CLOZE else {}),
+            **prediction_set(result, [o.id for o in question.options]),
         })
     return out
 
 
+def prediction_set(result: dict, ids: list[str]) -> dict:
+    """``{"prediction_set": [ids in request order]}`` where a kept calibration threshold applied, else nothing."""
+    members = result.get("prediction_set")
+    return {} if members is None else {"prediction_set": [ids[i] for i in members]}
+
+
 TIMING_KEYS = ("tokenize_ms", "prefix_eval_ms", "evaluate_ms", "shared_prefix_tokens")
 # What the core adds to each result for the order mode, answered as they are.
+CLOZE_KEYS = ("readout_name", "normalize", "option_tokens")  # a cloze answer's own
 ORDER_KEYS = ("order", "order_sensitivity", "prior", "calibration", "abstained", "min_answer_mass")
 
 
@@ -290,6 +321,15 @@ class DecisionResult(Answer):
     abstained: bool | None = Field(None, description="Whether allowed_token_mass fell below min_answer_mass (the "
                                                      "probabilities are given all the same).")
     min_answer_mass: float | None = Field(None, ge=0, le=1, description="The abstention threshold in force.")
+    readout_name: Literal["cloze"] | None = Field(None, description="cloze answers only: the readout's name.")
+    normalize: Literal["pmi", "sum", "mean"] | None = Field(None, description="cloze: the normalisation used.")
+    option_tokens: list[int] | None = Field(None, description="cloze: the tokens of each option's text.")
+    prediction_set: list[str] | None = Field(
+        None, description="The option ids (in request order) of the split-conformal prediction set: every option "
+                          "whose probability is at least 1 - the profile's threshold, which covered the labelled "
+                          "answer in at least 1 - alpha of the held-out tasks (calibration.json). Present only "
+                          "when a kept threshold applies: the file's readout and order mode, no request "
+                          "temperature. One id: a clear answer; more (or none): one for review.")
 
 
 class SingleResult(DecisionResult):

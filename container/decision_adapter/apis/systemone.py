@@ -22,6 +22,10 @@ fields carry the ``x_`` prefix. Confidence follows the reference formulas:
 choice ``(p_max - 1/n) / (1 - 1/n)``; score ``1 - spread / spread_uniform`` where
 spread is the expected distance from the most probable level.
 
+A ``multi_label`` question (``labels``, ``threshold`` 0.7 by default) is a noul per label on the same state
+("Does this label apply: <label>?"), answered ``{"type", "scores", "threshold", "selected", "abstained"}``.
+Every reply carries ``audit`` (apis/audit.py): what Jev's client libraries need to replay the answers.
+
 Order modes, calibration and abstention (scoring.py) follow the server's defaults
 (``DECISION_ADAPTER_ORDER``, ``DECISION_ADAPTER_MIN_ANSWER_MASS``); a request may set its own as the
 top-level extensions ``x_order`` and ``x_min_answer_mass``. The calibration profile is the
@@ -42,6 +46,7 @@ import re
 from flask import Blueprint, current_app
 
 from .. import scoring
+from . import audit
 from ..errors import AdapterError, ModelNotFound
 from ..prompt import DEFAULT_QUESTIONS, JEV_PROMPT, JEV_PROMPT_VERSION, YES_NO, as_text, option_text
 from ..questions import DecisionBatch, Option, Question
@@ -49,6 +54,7 @@ from ..readout import READOUT_METHODS
 from .dialect import SERVING, Dialect, json_response, post
 from .systemone_requests import JevQuestion, JevRequest, JevValidationError, parse_systemone
 from .typed import MODEL_ALIAS, accepted_model_names, choice_confidence, score_confidence, served_model_name, unit
+from .typed import names_checked
 
 # -- the served model -----------------------------------------------------------------
 
@@ -74,7 +80,11 @@ def models_payload(info: dict, metadata: dict, manifest: dict | None) -> dict:
     source = " ".join(str(p) for p in (info.get("source_repo"), info.get("source_revision")) if p)
     description = (f"{info.get('name') or name} ({info.get('quantization') or 'GGUF'}), scored by the decision "
                    f"adapter on llama.cpp; sha256 {info.get('sha256')}" + (f"; from {source}" if source else ""))
-    return {"models": [
+    created = int(datetime.datetime.fromisoformat(date).replace(tzinfo=datetime.timezone.utc).timestamp())
+    owner = metadata.get("general.organization") or "decision-adapter"
+    return {"object": "list",  # OpenAI's list, beside Jev's "models": one document for both kinds of client
+            "data": [{"id": n, "object": "model", "created": created, "owned_by": owner} for n in (name, MODEL_ALIAS)],
+            "models": [
         {"name": name, "description": description, "release_date": date},
         {"name": MODEL_ALIAS, "description": f"Alias of {name}, the one model this endpoint serves.",
          "release_date": date},
@@ -92,32 +102,68 @@ def option_texts(question: JevQuestion) -> list[str]:
     return [as_text(d) for d in question.descriptions]
 
 
+def cloze_texts(question: JevQuestion) -> list[str]:
+    """What the cloze readout scores: a choice's description, else its name made readable; yes and no; a
+    score's level labels."""
+    if question.type == "noul":
+        return [label.lower() for label in YES_NO]
+    if question.type == "choice":
+        return [name.replace("_", " ") if d is None else as_text(d)
+                for name, d in zip(question.names, question.descriptions)]
+    return [as_text(d) for d in question.descriptions]
+
+
+def label_question(instructions, label: str) -> str:
+    """What a multi_label question asks of one label: its own yes/no."""
+    asked = as_text(instructions) if instructions is not None else "Which labels apply to the state?"
+    return f"{asked}\nDoes this label apply: {label}?"
+
+
 def batch_of(request: JevRequest) -> DecisionBatch:
     """The request as the core's questions: each question's options under their names, its type the
-    calibration profile's, its id never shown to the model."""
+    calibration profile's, its id never shown to the model; a multi_label question is a noul per label."""
     questions = []
     for q in request.questions:
         loc = ("body", "questions", q.key)
+        if q.type == "multi_label":
+            for i, label in enumerate(q.names):
+                options = tuple(Option(name, text, text.lower()) for name, text in zip(("true", "false"), YES_NO))
+                questions.append(Question(f"{q.key}#{i}", label_question(q.instructions, label), options, None,
+                                          request.order, request.min_answer_mass, "noul", loc=loc,
+                                          options_loc=(*loc, "labels", i), readout=request.readout,
+                                          normalize=request.normalize))
+            continue
         asked = q.instructions if q.instructions is not None else DEFAULT_QUESTIONS[q.type]
-        options = tuple(Option(name, text) for name, text in zip(q.names, option_texts(q)))
+        options = tuple(Option(name, text, cloze) for name, text, cloze in zip(q.names, option_texts(q), cloze_texts(q)))
         questions.append(Question(q.key, asked, options, None, request.order, request.min_answer_mass, q.type,
-                                  loc=loc, options_loc=(*loc, "criteria")))
+                                  loc=loc, options_loc=(*loc, "criteria"), readout=request.readout,
+                                  normalize=request.normalize))
     return DecisionBatch("systemone", request.state, tuple(questions))
 
 
 def score(engine, request: JevRequest) -> tuple[list[dict], dict]:
-    """Every question in the request's (or the server's) order mode, in Jev's prompt."""
-    return scoring.decide(engine, batch_of(request), JEV_PROMPT)
+    """Every question in the request's (or the server's) order mode, in Jev's prompt; each result also names
+    the answer tokens its readout read (for the audit block)."""
+    batch = batch_of(request)
+    results, timing = scoring.decide(engine, batch, JEV_PROMPT)
+    return [{**r, "allowed_tokens": audit.allowed_tokens(engine, len(q.options))}
+            for q, r in zip(batch.questions, results)], timing
+
+
+def _extras(result: dict) -> dict:
+    return {"x_readout": result["readout"], "x_forward_passes": result["forward_passes"],
+            "x_input_tokens": result["input_tokens"], "x_allowed_token_mass": result["allowed_token_mass"],
+            "x_prompt_sha256": result["prompt_sha256"], "x_order": result["order"],
+            "x_order_sensitivity": result["order_sensitivity"], "x_prior": result["prior"],
+            "x_calibration": result["calibration"], "x_abstained": result["abstained"],
+            "x_min_answer_mass": result["min_answer_mass"]}
 
 
 def answer(question: JevQuestion, result: dict) -> dict:
     p = result["probabilities"]
-    extras = {"x_readout": result["readout"], "x_forward_passes": result["forward_passes"],
-              "x_input_tokens": result["input_tokens"], "x_allowed_token_mass": result["allowed_token_mass"],
-              "x_prompt_sha256": result["prompt_sha256"], "x_order": result["order"],
-              "x_order_sensitivity": result["order_sensitivity"], "x_prior": result["prior"],
-              "x_calibration": result["calibration"], "x_abstained": result["abstained"],
-              "x_min_answer_mass": result["min_answer_mass"]}
+    extras = _extras(result)
+    if result.get("prediction_set") is not None:
+        extras["x_prediction_set"] = [question.names[i] for i in result["prediction_set"]]
     if question.type == "noul":
         return {"type": "noul", "noul": unit(p[0]), **extras}
     if question.type == "choice":
@@ -129,11 +175,41 @@ def answer(question: JevQuestion, result: dict) -> dict:
             "probabilities": dict(zip(question.names, p)), "confidence": score_confidence(p), **extras}
 
 
+def multi_label_answer(question: JevQuestion, results: list[dict]) -> dict:
+    """P(yes) per label, the labels at or above the threshold, and those whose read abstained."""
+    scores = {label: unit(r["probabilities"][0]) for label, r in zip(question.names, results)}
+    return {"type": "multi_label", "scores": scores, "threshold": question.threshold,
+            "selected": [label for label, v in scores.items() if v >= question.threshold],
+            "abstained": [label for label, r in zip(question.names, results) if r["abstained"]],
+            "x_labels": [_extras(r) for r in results]}
+
+
+def grouped(request: JevRequest, results: list[dict]) -> list[list[dict]]:
+    """The core's results, one list per question of the request (a multi_label question has one per label)."""
+    out, at = [], 0
+    for q in request.questions:
+        size = len(q.names) if q.type == "multi_label" else 1
+        out.append(results[at:at + size])
+        at += size
+    return out
+
+
 def respond(request: JevRequest, results: list[dict], timing: dict, info: dict) -> dict:
+    answers, audited = {}, []
+    for q, own in zip(request.questions, grouped(request, results)):
+        if q.type == "multi_label":
+            answers[q.key] = multi_label_answer(q, own)
+            audited.append({"prompt_sha256": audit.combined_sha256([r["prompt_sha256"] for r in own]),
+                            "allowed_tokens": own[0]["allowed_tokens"],
+                            "input_tokens": sum(r["input_tokens"] for r in own)})
+        else:
+            answers[q.key] = answer(q, own[0])
+            audited.append(own[0])
     return {
         "model": served_model_name(info),
-        "answers": {q.key: answer(q, r) for q, r in zip(request.questions, results)},
+        "answers": answers,
         "usage": {"input_tokens": int(timing["input_tokens"]), "output_tokens": 0},
+        "audit": audit.audit_block(audited, info),
         "x_prompt_version": JEV_PROMPT_VERSION,
         "x_readout_methods": {m: READOUT_METHODS[m] for m in sorted({r["readout"] for r in results})},
         "x_timing": timing,
@@ -144,7 +220,8 @@ def respond(request: JevRequest, results: list[dict], timing: dict, info: dict) 
 def check(request: JevRequest, engine) -> None:
     """The model's name: checked before the request waits for the model (its prompts are built once it
     holds it, inside its time limit)."""
-    check_model(request.model, engine.info, engine.model_files.manifest)
+    if names_checked(engine):
+        check_model(request.model, engine.info, engine.model_files.manifest)
 
 
 # -- the error shapes Jev clients read ------------------------------------------------------

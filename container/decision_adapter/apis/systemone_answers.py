@@ -24,6 +24,11 @@ class _Extras(Answer):
     x_abstained: bool | None = Field(None, description="Whether the answer labels held less of the next-token "
                                                        "probability than x_min_answer_mass.")
     x_min_answer_mass: float | None = Field(None, ge=0, le=1)
+    x_normalize: Literal["pmi", "sum", "mean"] | None = Field(None, description="cloze: the normalisation used.")
+    x_option_tokens: list[int] | None = Field(None, description="cloze: the tokens of each option's text.")
+    x_prediction_set: list[str] | None = Field(
+        None, description="The criteria names (in request order) of the split-conformal prediction set, present "
+                          "when a kept calibration threshold applies (see the own schema's prediction_set).")
 
 
 Probability = Annotated[float, Field(ge=0, le=1)]
@@ -52,7 +57,36 @@ class ScoreAnswer(_Extras):
     confidence: Probability
 
 
-JevAnswer = Annotated[Union[NoulAnswer, ChoiceAnswer, ScoreAnswer], Field(discriminator="type")]
+class MultiLabelAnswer(Answer):
+    model_config = ConfigDict(title="multi_label answer")
+    type: Literal["multi_label"]
+    scores: dict[str, Probability] = Field(min_length=1, description="P(yes) per label, each read on its own.")
+    threshold: Probability = Field(description="The question's threshold (0.7 unless it set one).")
+    selected: list[str] = Field(description="The labels whose score is at or above the threshold, in label order.")
+    abstained: list[str] = Field(description="The labels whose read abstained (x_min_answer_mass).")
+    x_labels: list[_Extras] | None = Field(None, description="Each label's read, in label order.")
+
+
+JevAnswer = Annotated[Union[NoulAnswer, ChoiceAnswer, ScoreAnswer, MultiLabelAnswer], Field(discriminator="type")]
+
+
+Sha256 = Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
+
+
+class Audit(BaseModel):
+    """What produced the answers, enough to replay them; the lists follow question order."""
+
+    model_hash: Sha256 = Field(description="The GGUF's sha256.")
+    adapter_hash: str | None = None
+    calibration_version: str = Field(description="The sha256 of the calibration.json in force, or 'none'.")
+    prompt_template_sha256: list[Sha256] = Field(
+        description="Per question, the sha256 of its rendered prompt (multi_label: of its labels' prompt hashes).")
+    allowed_token_set_hash: list[Sha256] = Field(
+        description="Per question, the sha256 of the JSON list of answer-token ids its readout read.")
+    input_tokens: list[Annotated[int, Field(ge=0)]] = Field(description="Per question, the prompt tokens read.")
+    backend: str = Field(description="'llama.cpp cpu' or 'llama.cpp gpu'.")
+    build: str = Field(description="The llama-cpp-python version the adapter runs.")
+    precision: str = Field(description="The GGUF's quantization.")
 
 
 class JevUsage(BaseModel):
@@ -65,6 +99,7 @@ class SystemOneResponse(Answer):
     model: str = Field(description="The served model's name (the GGUF file name without .gguf).")
     answers: dict[str, JevAnswer] = Field(min_length=1, description="One answer per question id.")
     usage: JevUsage
+    audit: Audit
     x_prompt_version: str | None = None
     x_readout_methods: dict[str, str] | None = None
     x_timing: Timing | None = None

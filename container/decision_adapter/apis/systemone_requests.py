@@ -23,7 +23,8 @@ from ..prompt import render_json
 from ..questions import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
 from .typed import MODEL_ALIAS
 
-QUESTION_TYPES = ("noul", "choice", "score")
+QUESTION_TYPES = ("noul", "choice", "score", "multi_label")
+DEFAULT_THRESHOLD = 0.7  # a multi_label label is selected at or above it (as Jev's clients read it)
 MAX_KEY_CHARS = 1024
 
 
@@ -44,6 +45,7 @@ class JevQuestion:
     instructions: object  # None, a string, an object or an array
     names: tuple[str, ...]  # choice: option names; noul: ("true", "false"); score: "0".."n-1"
     descriptions: tuple[object, ...]  # one per name: None, a string, an object or an array
+    threshold: float | None = None  # multi_label: a label is selected at or above it
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class JevRequest:
     questions: tuple[JevQuestion, ...]
     order: str | None = None  # x_order; None: DECISION_ADAPTER_ORDER
     min_answer_mass: float | None = None  # x_min_answer_mass; None: DECISION_ADAPTER_MIN_ANSWER_MASS
+    readout: str | None = None  # x_readout; None: DECISION_ADAPTER_READOUT
+    normalize: str | None = None  # x_normalize (cloze); None: pmi
 
 
 
@@ -143,6 +147,24 @@ class ScoreQuestion(_Question):
     criteria: Annotated[list[JevContent], Field(min_length=MIN_SCORE_LEVELS, max_length=MAX_SCORE_LEVELS)]
 
 
+Label = Annotated[str, StringConstraints(min_length=1, max_length=MAX_KEY_CHARS)]
+
+
+class MultiLabelQuestion(_Question):
+    """Several labels, each read as its own yes/no on the state; answered with P(yes) per label."""
+
+    model_config = ConfigDict(title="multi_label question")
+    type: Literal["multi_label"]
+    labels: Annotated[list[Label], Field(min_length=1, max_length=MAX_CHOICE_OPTIONS)]
+    threshold: Annotated[float, Field(ge=0, le=1)] = DEFAULT_THRESHOLD
+
+    @model_validator(mode="after")
+    def _distinct_labels(self):
+        if len(set(self.labels)) != len(self.labels):
+            raise PydanticCustomError("value_error", "every label must be distinct", {"at": "labels"})
+        return self
+
+
 def _question_type(value):
     kind = value.get("type") if isinstance(value, dict) else None
     return kind if isinstance(kind, str) and kind in QUESTION_TYPES else None
@@ -150,7 +172,7 @@ def _question_type(value):
 
 JevQuestionModel = Annotated[
     Union[Annotated[NoulQuestion, Tag("noul")], Annotated[ChoiceQuestion, Tag("choice")],
-          Annotated[ScoreQuestion, Tag("score")]],
+          Annotated[ScoreQuestion, Tag("score")], Annotated[MultiLabelQuestion, Tag("multi_label")]],
     Discriminator(_question_type)]
 QuestionKey = Annotated[str, StringConstraints(min_length=1, max_length=MAX_KEY_CHARS)]
 
@@ -176,6 +198,11 @@ class SystemOneRequest(BaseModel):
     x_min_answer_mass: Annotated[float, Field(ge=0, le=1)] | None = Field(
         None, description="This adapter's extension: the abstention threshold (default "
                           "DECISION_ADAPTER_MIN_ANSWER_MASS).")
+    x_readout: Literal["letters", "cloze"] | None = Field(
+        None, description="This adapter's extension: the readout, letters or cloze (each option's own words scored "
+                          "as the answer; x_order must then be as_given or absent). Default DECISION_ADAPTER_READOUT.")
+    x_normalize: Literal["pmi", "sum", "mean"] | None = Field(
+        None, description="This adapter's extension, cloze only: pmi (default), sum or mean.")
 
 
 MAX_ERRORS = 20  # listed per response: a small body with thousands of faults must not get a huge answer
@@ -202,12 +229,12 @@ def _jev_item(error: dict) -> dict | None:
         if not isinstance(value, dict):
             kind, msg = "dict_type", f"must be an object {{type, instructions, criteria}}, got {_kind(value)}"
         elif "type" not in value:
-            loc, kind, msg = [*loc, "type"], "missing", "Field required: noul, choice or score"
+            loc, kind, msg = [*loc, "type"], "missing", "Field required: noul, choice, score or multi_label"
         elif qtype == "box":
             loc, kind, msg = [*loc, "type"], "unsupported", "box questions need an image; this endpoint serves a text model"
         else:
-            loc, kind, msg = [*loc, "type"], "literal_error", f"must be one of noul, choice, score; got {render_json(qtype)}"
-    elif kind == "missing" and (error.get("ctx") or {}).get("at"):
+            loc, kind, msg = [*loc, "type"], "literal_error", f"must be one of noul, choice, score, multi_label; got {render_json(qtype)}"
+    elif kind in ("missing", "value_error") and (error.get("ctx") or {}).get("at"):
         loc.append(error["ctx"]["at"])
     elif kind == "missing":
         msg = _MESSAGES.get((".".join(map(str, loc)), kind), msg)
@@ -245,8 +272,12 @@ def parse_systemone(body) -> JevRequest:
         parsed = SystemOneRequest.model_validate(body)
     except ValidationError as exc:
         raise JevValidationError(_jev_errors(exc)) from None
+    if parsed.x_readout == "cloze" and parsed.x_order not in (None, "as_given"):
+        raise JevValidationError([{"loc": ["body", "x_order"], "type": "value_error", "msg": (
+            f"x_order {parsed.x_order!r} does not apply to x_readout cloze: its prompt lists no options, so their "
+            "order cannot move the answer; send x_order as_given or none")}])
     return JevRequest(parsed.model, parsed.state, tuple(_question_of(k, q) for k, q in parsed.questions.items()),
-                      parsed.x_order, parsed.x_min_answer_mass)
+                      parsed.x_order, parsed.x_min_answer_mass, parsed.x_readout, parsed.x_normalize)
 
 
 def _question_of(key: str, question) -> JevQuestion:
@@ -254,6 +285,9 @@ def _question_of(key: str, question) -> JevQuestion:
         c = question.criteria
         return JevQuestion(key, "noul", question.instructions, ("true", "false"),
                            (None, None) if c is None else (c.true, c.false))
+    if question.type == "multi_label":
+        return JevQuestion(key, "multi_label", question.instructions, tuple(question.labels),
+                           (None,) * len(question.labels), question.threshold)
     if question.type == "choice":
         return JevQuestion(key, "choice", question.instructions, tuple(question.criteria),
                            tuple(question.criteria.values()))

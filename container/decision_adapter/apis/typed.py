@@ -25,6 +25,12 @@ def accepted_model_names(info: dict, manifest: dict | None) -> set[str]:
     return names
 
 
+def names_checked(engine) -> bool:
+    """Whether requests naming another model are refused (DECISION_ADAPTER_STRICT_MODEL_NAMES): otherwise the
+    served model answers whatever name was sent, and the answer names it."""
+    return engine.settings.strict_model_names
+
+
 def choice_confidence(probabilities: list[float]) -> float:
     """(p_max - 1/n) / (1 - 1/n): 0 when uniform, 1 when certain."""
     n = len(probabilities)

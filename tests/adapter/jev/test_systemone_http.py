@@ -199,7 +199,6 @@ def test_a_jev_body_on_invocations_gets_jev_errors_and_a_project_body_the_projec
 
 
 @pytest.mark.parametrize("method, path, kwargs, status, error_type", [
-    ("POST", "/v1/systemone", dict(body={**BASE, "model": "no-such-model"}), 404, "not_found_error"),
     ("POST", "/v1/systemone", dict(raw=b"{}", headers={"Content-Type": "text/plain"}), 415, "invalid_request_error"),
     ("POST", "/v1/systemone", dict(raw=b"{}", headers={"Content-Encoding": "br"}), 415, "invalid_request_error"),
     ("GET", "/v1/systemone", {}, 405, "invalid_request_error"),

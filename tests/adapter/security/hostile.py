@@ -106,11 +106,65 @@ def jev_like(text=texts):
     criteria = st.one_of(st.lists(_or_any(text, text), max_size=12),
                          st.dictionaries(text, st.none() | text, max_size=12), json_values(text, 6))
     question = st.fixed_dictionaries({}, optional={
-        "type": _or_any(st.sampled_from(["noul", "choice", "score", "essay"]), text),
-        "instructions": _or_any(text, text), "criteria": criteria, "extra": json_values(text, 3)})
+        "type": _or_any(st.sampled_from(["noul", "choice", "score", "multi_label", "essay"]), text),
+        "instructions": _or_any(text, text), "criteria": criteria, "extra": json_values(text, 3),
+        "labels": _or_any(st.lists(text, max_size=6), text), "threshold": _or_any(safe_floats | safe_ints, text)})
     return st.fixed_dictionaries({"questions": _or_any(st.dictionaries(text, _or_any(question, text), max_size=4),
                                                        text)},
                                  optional={"state": st.one_of(text, json_values(text)), "model": json_values(text, 3)})
+
+
+def decisions_like(text=texts):
+    """OpenAI Decisions shapes: every input item the library types (messages of four roles, tool calls and
+    their outputs, naming calls that may or may not be there), parts of every kind, three question types;
+    mostly well formed, so that some are accepted."""
+    words = text.filter(lambda s: s.strip())
+
+    def _mostly(good, text):  # each field is wrong now and then (1 in 12), so that whole bodies are often right
+        return st.integers(0, 11).flatmap(lambda roll: good if roll else json_values(text, 4))
+
+    loose = json_values(text, 4)
+    part = st.one_of(
+        st.fixed_dictionaries({"type": st.just("input_text"), "text": _mostly(words, text)},
+                              optional={"prompt_cache_breakpoint": _mostly(st.just({"mode": "explicit"}), text)}),
+        st.fixed_dictionaries({"type": st.just("input_json"), "data": _mostly(st.dictionaries(words, loose, max_size=3),
+                                                                             text)}),
+        st.fixed_dictionaries({"type": st.sampled_from(["input_image", "output_text", "refusal", "input_audio"])},
+                              optional={"image_url": text, "text": text, "refusal": text}))
+    content = st.one_of(words, st.lists(part, min_size=1, max_size=3))
+    call_id = _mostly(st.sampled_from(["call_1", "call_2"]), text)
+    message = st.fixed_dictionaries({
+        "role": st.sampled_from(["user", "user", "system", "developer", "assistant", "tool"]),
+        "content": _mostly(content, text)}, optional={"type": _mostly(st.just("message"), text)})
+    assistant = st.fixed_dictionaries({"role": st.just("assistant"), "content": _mostly(content, text)},
+                                      optional={"phase": _mostly(st.sampled_from(["commentary", "final_answer"]),
+                                                                 text)})
+    call = st.fixed_dictionaries({"type": st.sampled_from(["function_call", "custom_tool_call"]), "call_id": call_id,
+                                  "name": _mostly(words, text), "arguments": text, "input": text})
+    output = st.fixed_dictionaries({"type": st.sampled_from(["function_call_output", "custom_tool_call_output"]),
+                                    "call_id": call_id, "output": _mostly(content, text)},
+                                   optional={"status": _mostly(st.just("completed"), text)})
+    items = st.lists(st.one_of(message, message, assistant, call.map(_one_call_field), output), min_size=1, max_size=5)
+    question = st.one_of(
+        st.fixed_dictionaries({"type": st.just("predicate"), "instructions": _mostly(content, text)},
+                              optional={"name": words}),
+        st.fixed_dictionaries({"type": st.just("choice"), "instructions": _mostly(content, text),
+                               "choices": st.lists(st.fixed_dictionaries({"value": _mostly(words | st.booleans(),
+                                                                                          text)}),
+                                                   min_size=1, max_size=4)}),
+        st.fixed_dictionaries({"type": st.sampled_from(["score", "box"]), "instructions": words,
+                               "levels": st.lists(st.fixed_dictionaries({"label": _mostly(words, text)}),
+                                                  min_size=1, max_size=4)}))
+    return st.fixed_dictionaries({"input": _mostly(st.one_of(words, items), text),
+                                  "questions": _mostly(st.lists(question, min_size=1, max_size=3), text)}, optional={
+        "model": st.one_of(st.just("jev-latest"), st.just("jev-latest"), loose), "safety_identifier": _mostly(text, text),
+        "prompt_cache_key": _mostly(text, text), "prompt_cache_options": _mostly(st.just({"mode": "implicit"}), text)})
+
+
+def _one_call_field(call: dict) -> dict:
+    """A function call has arguments, a custom tool call input: the other is dropped."""
+    drop = "input" if call["type"] == "function_call" else "arguments"
+    return {k: v for k, v in call.items() if k != drop}
 
 
 def raw_bodies(text=texts, huge_max: int = 2_000_000):

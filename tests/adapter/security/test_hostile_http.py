@@ -101,7 +101,7 @@ def check_response(server, method: str, path: str, body: bytes | None, status: i
 
 OTHER_ROUTES = [("GET", "/ping"), ("GET", "/invocations"), ("POST", "/ping"), ("PUT", "/invocations"),
                 ("DELETE", "/invocations"), ("PATCH", "/invocations"), ("GET", "/v1/models"), ("POST", "/v1/models"),
-                ("GET", "/v1/systemone"), ("GET", "/nowhere"), ("GET", "/%2e%2e/%2e%2e/etc/passwd"),
+                ("GET", "/v1/systemone"), ("GET", "/v1/chat/completions"), ("GET", "/nowhere"), ("GET", "/%2e%2e/%2e%2e/etc/passwd"),
                 ("POST", "/invocations/extra"), ("GET", "/static/../../app.py"), ("OPTIONS", "/invocations"),
                 ("HEAD", "/ping"), ("HEAD", "/invocations"), ("TRACE", "/ping")]
 WRONG_CONTENT_TYPES = [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
@@ -140,6 +140,9 @@ def http_requests(draw) -> tuple[str, str, bytes | None, str | None]:
     if roll < 22:
         return "POST", "/invocations", draw(hostile.raw_bodies(huge_max=300_000)), draw(
             st.sampled_from(WRONG_CONTENT_TYPES))
+    if roll < 26:
+        return "POST", "/v1/decisions", draw(hostile.decisions_like().map(hostile.dumps) | st.binary(max_size=200)), \
+            "application/json"
     if roll < 30:
         return "POST", "/v1/systemone", draw(hostile.jev_like().map(hostile.dumps) | st.binary(max_size=200)), \
             "application/json"

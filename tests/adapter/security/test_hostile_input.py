@@ -21,13 +21,13 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from decision_adapter import openapi
-from decision_adapter.apis import decisions, invocations, systemone
+from decision_adapter.apis import chat, decisions, invocations, systemone
 from decision_adapter.app import parse_json_body
 from decision_adapter.errors import AdapterError, InvalidValue
 from decision_adapter.apis.chat import parse_chat
 from decision_adapter.apis.invocations import request_kind
 from decision_adapter.apis.own import parse_decision
-from decision_adapter.questions import (MAX_CHOICE_OPTIONS, MAX_ID_CHARS, MAX_OPTIONS, MAX_QUESTIONS, MIN_OPTIONS,
+from decision_adapter.questions import (MAX_CHOICE_OPTIONS, MAX_DECISION_QUESTIONS, MAX_ID_CHARS, MAX_OPTIONS, MAX_QUESTIONS, MIN_OPTIONS,
                                         CHAT_ROLES, ChatRequest, DecisionBatch)
 from decision_adapter.settings import load_settings
 
@@ -37,7 +37,8 @@ CHAT_MAX_TOKENS = 256
 SETTINGS = load_settings({})
 FUZZ = settings(max_examples=250, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-ROUTES = {"/invocations": invocations.parse, "/v1/systemone": systemone.parse, "/v1/decisions": decisions.parse}
+ROUTES = {"/invocations": invocations.parse, "/v1/systemone": systemone.parse, "/v1/decisions": decisions.parse,
+          "/v1/chat/completions": chat.OPENAI_DIALECT.parse}
 
 
 def parse_like_the_app(raw: bytes, route: str = "/invocations"):
@@ -61,17 +62,29 @@ def _nonempty(value) -> bool:
 def check_validated(parsed) -> None:
     """What the parser promises the engine about a request it accepts."""
     if isinstance(parsed, decisions.DecisionsRequest):
-        assert 1 <= len(parsed.questions) <= MAX_QUESTIONS
-        assert isinstance(decisions.state_of(parsed), str)
+        assert 1 <= len(parsed.questions) <= MAX_DECISION_QUESTIONS
+        state = decisions.state_of(parsed)
+        assert isinstance(state, str) and state.strip()
+        calls = [item.call_id for item in parsed.input if getattr(item, "type", None) in ("function_call",
+                                                                                          "custom_tool_call")] \
+            if isinstance(parsed.input, list) else []
+        for item in parsed.input if isinstance(parsed.input, list) else []:
+            if getattr(item, "type", None) in ("function_call_output", "custom_tool_call_output"):
+                assert item.call_id in calls  # an output names a call of the input
+        assert not any(isinstance(part, decisions.ImagePart) for _, part in decisions._parts_of(parsed))
         for q in parsed.questions:
-            assert isinstance(q.instructions, str) and q.instructions.strip()
+            assert isinstance(decisions.instructions_of(q), str)
             assert 2 <= len(decisions.option_texts(q)) <= MAX_CHOICE_OPTIONS
         names = [q.name for q in parsed.questions if q.name is not None]
         assert len(set(names)) == len(names)
         return
     if isinstance(parsed, systemone.JevRequest):
         assert 1 <= len(parsed.questions) <= MAX_QUESTIONS
-        assert all(len(q.names) == len(q.descriptions) >= 2 for q in parsed.questions)
+        assert all(len(q.names) == len(q.descriptions) >= (1 if q.type == "multi_label" else 2)
+                   for q in parsed.questions)
+        assert all(0 <= q.threshold <= 1 and len(set(q.names)) == len(q.names)
+                   for q in parsed.questions if q.type == "multi_label")
+        assert len(systemone.batch_of(parsed).questions) >= len(parsed.questions)
         return
     if isinstance(parsed, DecisionBatch):
         assert isinstance(parsed.id, str) and parsed.id.strip() and len(parsed.id) <= MAX_ID_CHARS
@@ -127,6 +140,18 @@ def test_any_body_is_parsed_or_refused_with_a_4xx(raw):
 @given(body=hostile.decision_like(hostile.texts_with_surrogates))
 def test_decision_shaped_objects(body):
     check_parsed_or_refused(parse_decision, body)
+
+
+@FUZZ
+@given(body=hostile.decisions_like(hostile.texts_with_surrogates))
+def test_openai_decisions_shaped_objects(body):
+    check_parsed_or_refused(decisions.parse, body, SETTINGS)
+
+
+@FUZZ
+@given(body=hostile.jev_like(hostile.texts_with_surrogates))
+def test_system_one_shaped_objects(body):
+    check_parsed_or_refused(systemone.parse, body, SETTINGS)
 
 
 @FUZZ

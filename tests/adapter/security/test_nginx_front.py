@@ -170,9 +170,10 @@ def test_a_missing_upstream_is_a_retryable_502_in_each_shape(front):
     assert error_of(body)["code"] == "bad_gateway"
     status, _, body = exchange(port, b"GET /v1/models HTTP/1.1\r\nHost: a\r\n\r\n")
     assert status == 502 and error_of(body, jev=True)["error_type"] == "api_error"
-    status, _, body = exchange(port, post("/v1/decisions", b"{}"))
-    error = json.loads(body)["error"]
-    assert status == 502 and (error["type"], error["code"]) == ("server_error", "bad_gateway")
+    for route in ("/v1/decisions", "/v1/chat/completions"):
+        status, _, body = exchange(port, post(route, b"{}"))
+        error = json.loads(body)["error"]
+        assert status == 502 and (error["type"], error["code"]) == ("server_error", "bad_gateway"), route
 
 
 @needs_nginx

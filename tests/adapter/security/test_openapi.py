@@ -52,6 +52,7 @@ DECISION = {"id": "openapi-1", "state": "The parcel never arrived and the custom
                         {"id": "sales", "text": "Sales"}]}
 SYSTEMONE = {"state": "The parcel never arrived.", "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}}
 DECISIONS = {"input": "The parcel never arrived.", "questions": [{"type": "predicate", "instructions": "Refund?"}]}
+CHAT = {"messages": [{"role": "user", "content": "Refund?"}], "stream": True}
 
 
 def description_bytes() -> bytes:
@@ -158,7 +159,8 @@ def test_answers_while_the_model_loads_are_described(monkeypatch):
     client = app_without_model(monkeypatch).test_client()
     for method, path, body in [("get", "/ping", None), ("post", "/invocations", DECISION),
                                ("post", "/invocations", SYSTEMONE), ("post", "/v1/systemone", SYSTEMONE),
-                               ("post", "/v1/decisions", DECISIONS), ("get", "/v1/models", None)]:
+                               ("post", "/v1/decisions", DECISIONS), ("post", "/v1/chat/completions", CHAT),
+                               ("get", "/v1/models", None)]:
         answer = client.open(path, method=method.upper(), json=body)
         assert answer.status_code == 503, (method, path)
         assert_conforms(doc, described_response(doc, path, method, 503), answer)
@@ -170,7 +172,8 @@ def test_answers_without_the_api_key_are_described(monkeypatch):
     doc = description()
     client = app_without_model(monkeypatch, DECISION_ADAPTER_API_KEY="openapi-test-key").test_client()
     for method, path, body in [("post", "/invocations", DECISION), ("post", "/v1/systemone", SYSTEMONE),
-                               ("post", "/v1/decisions", DECISIONS), ("get", "/v1/models", None)]:
+                               ("post", "/v1/decisions", DECISIONS), ("post", "/v1/chat/completions", CHAT),
+                               ("get", "/v1/models", None)]:
         for headers in ({}, {"Authorization": "Bearer another-key"}):
             answer = client.open(path, method=method.upper(), json=body, headers=headers)
             assert answer.status_code == 401, (method, path, headers)
@@ -191,6 +194,7 @@ def test_unknown_routes_and_methods_are_described(monkeypatch):
                                        ("DELETE", "/ping", 405, "MethodNotAllowed"),
                                        ("GET", "/v1/systemone", 405, "MethodNotAllowed"),
                                        ("GET", "/v1/decisions", 405, "MethodNotAllowed"),
+                                       ("GET", "/v1/chat/completions", 405, "MethodNotAllowed"),
                                        ("POST", "/v1/decisions/x", 404, "NotFound"),
                                        ("POST", "/openapi.json", 405, "MethodNotAllowed")]:
         answer = client.open(path, method=method)

@@ -1,0 +1,182 @@
+"""The cloze readout (issue #37): each option's own text scored as what follows the state and the question,
+on the embedded model (trim) and on the hybrid test GGUF (restore). In-process engines; no adapter process.
+
+Mechanics only (the tiny model has no signal): probabilities sum to 1; listing the options in another order
+changes nothing; an option's score is its continuation's log-probability as an empty context reads it;
+a batch answers as its questions asked alone; the content-free prior cache keeps its bound and its tokens
+are paid by the request that first needs them; bad combinations are 400s naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from decision_adapter import scoring
+from decision_adapter.apis import own
+from decision_adapter.apis.own import parse_decision
+from decision_adapter.errors import AdapterError
+from decision_adapter.readout import cloze_text
+from decision_adapter.scores import logsumexp
+from scripts.hybrid_gguf import write_hybrid_gguf
+from tests.support import adapter_settings
+
+STATE = "Order 4411: the parcel arrived with a cracked screen. The customer wants a replacement or the money back."
+ROUTE = [{"id": "refunds", "text": "Refunds and returns"}, {"id": "shipping", "text": "Shipping and delivery"},
+         {"id": "sales_team"}]
+QUESTIONS = [{"id": "route", "question": "Which team should handle this?", "options": ROUTE},
+             {"id": "damaged", "question": "Was the item damaged?", "options": ["no", "yes"]},
+             {"id": "tone", "question": "How does the customer sound?",
+              "options": [{"id": "calm", "text": "Calm"}, {"id": "angry", "text": "Very angry indeed"}]}]
+
+
+def single(question: dict, **fields) -> object:
+    return parse_decision({"id": "d1", "state": STATE, **{k: v for k, v in question.items() if k != "id"},
+                           "readout": "cloze", **fields})
+
+
+def decide(engine, body):
+    (result,), _ = own.decide(engine, body)
+    return result
+
+
+@pytest.fixture(scope="module")
+def hybrid(tmp_path_factory):
+    from decision_adapter.engine import Engine
+    from decision_adapter.model_files import locate_model
+
+    folder = tmp_path_factory.mktemp("hybrid-cloze")
+    write_hybrid_gguf(folder / "hybrid-qwen35.gguf")
+    engine = Engine(adapter_settings(folder, DECISION_ADAPTER_PREFIX_REUSE="auto"), locate_model(folder))
+    engine.prove()
+    return engine
+
+
+@pytest.fixture(params=["embedded", "hybrid"])
+def any_engine(request, engine):
+    return engine if request.param == "embedded" else request.getfixturevalue("hybrid")
+
+
+def reference_log_prob(engine, prompt_tokens: list[int], continuation: tuple[int, ...]) -> float:
+    """The continuation's summed log-probability read from an empty context: the prompt evaluated whole, then
+    the continuation one token at a time, without any prefix reuse or saved state."""
+    engine._reset_context()
+    engine._prefix = None
+    llm = engine.llm
+    llm.eval(prompt_tokens)
+    total = 0.0
+    for at, token in enumerate(continuation):
+        if at:
+            llm.eval([continuation[at - 1]])
+        logits = engine._last_logits()
+        total += float(logits[token]) - logsumexp(logits)
+    engine._reset_context()
+    engine._prefix = None
+    return total
+
+
+@pytest.mark.parametrize("normalize", ["pmi", "sum", "mean"])
+def test_probabilities_are_a_distribution_in_request_order(any_engine, normalize):
+    result = decide(any_engine, single(QUESTIONS[0], normalize=normalize))
+    p = np.array(result["probabilities"])
+    assert result["option_ids"] == ["refunds", "shipping", "sales_team"]
+    assert p.shape == (3,) and np.all(p > 0) and math.isclose(p.sum(), 1.0, abs_tol=1e-9)
+    logits = np.array(result["option_logits"])
+    assert np.allclose(np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum(), p)
+    assert result["readout_name"] == "cloze" and result["normalize"] == normalize
+    assert len(result["option_tokens"]) == 3 and all(n >= 1 for n in result["option_tokens"])
+    assert result["order"] == "as_given" and 0 < result["allowed_token_mass"] <= 1
+
+
+def test_the_answer_does_not_depend_on_the_order_of_the_options(any_engine):
+    forward = decide(any_engine, single(QUESTIONS[0]))
+    reversed_ = decide(any_engine, single({**QUESTIONS[0], "options": ROUTE[::-1]}))
+    back = dict(zip(reversed_["option_ids"], reversed_["probabilities"]))
+    assert np.allclose([back[i] for i in forward["option_ids"]], forward["probabilities"], rtol=0, atol=1e-6)
+    assert forward["prompt_sha256"] == reversed_["prompt_sha256"]
+
+
+def test_each_score_is_its_continuation_read_from_an_empty_context(any_engine):
+    batch = single(QUESTIONS[2], normalize="sum")
+    result = decide(any_engine, batch)
+    question = batch.questions[0]
+    prompt = any_engine.prompt_tokens(any_engine.template.render_cloze(STATE, question.question))
+    for option, score, n in zip(question.options, result["option_logits"], result["option_tokens"]):
+        continuation = any_engine.continuation_tokens(cloze_text(option))
+        assert len(continuation) == n
+        assert math.isclose(score, reference_log_prob(any_engine, prompt, continuation), abs_tol=1e-4)
+    mean = decide(any_engine, single(QUESTIONS[2], normalize="mean"))
+    assert np.allclose(mean["option_logits"], np.array(result["option_logits"]) / result["option_tokens"], atol=1e-9)
+
+
+def test_a_batch_answers_as_its_questions_asked_alone(any_engine):
+    batch = parse_decision({"id": "b1", "state": STATE, "readout": "cloze", "questions": QUESTIONS})
+    together, _ = own.decide(any_engine, batch)
+    for question, answer in zip(QUESTIONS, together):
+        alone = decide(any_engine, single(question))
+        assert np.allclose(answer["probabilities"], alone["probabilities"], rtol=0, atol=1e-4)
+        assert np.allclose(answer["option_logits"], alone["option_logits"], rtol=0, atol=1e-4)
+
+
+def test_readout_per_question_of_a_batch(engine):
+    batch = parse_decision({"id": "b1", "state": STATE, "questions": [
+        {**QUESTIONS[0], "readout": "cloze"}, QUESTIONS[1]]})
+    first, second = own.decide(engine, batch)[0]
+    assert first["readout_name"] == "cloze" and "readout_name" not in second
+    assert second["answer_slots"] == ["A", "B"]
+
+
+def test_option_text_is_the_description_else_the_id_made_readable():
+    from decision_adapter.questions import Option
+
+    assert cloze_text(Option("sales_team", "sales_team")) == "sales team"
+    assert cloze_text(Option("x", "Refunds and returns")) == "Refunds and returns"
+    assert cloze_text(Option("yes", "Yes", cloze="yes")) == "yes"
+
+
+def test_the_prior_cache_keeps_its_bound_and_is_paid_for_once(embedded_gguf, tmp_path):
+    from decision_adapter.engine import Engine
+    from decision_adapter.model_files import locate_model
+    from workshop_lib.models import EMBEDDED_MODEL
+    from workshop_lib.packaging import extract_model, package_local
+
+    package = package_local(EMBEDDED_MODEL, {EMBEDDED_MODEL.gguf.path: embedded_gguf}, tmp_path / "package")
+    folder = extract_model(package.tarball, tmp_path / "model")
+    small = Engine(adapter_settings(folder, DECISION_ADAPTER_CLOZE_PRIOR_CACHE="2"), locate_model(folder))
+    _, paid = scoring.decide(small, single(QUESTIONS[0]))
+    assert len(small.cloze_priors) == 2 and paid["prior_tokens"] > 0
+    assert paid["input_tokens"] > paid["prior_tokens"]
+    small.cloze_priors.size = 8
+    _, first = scoring.decide(small, single(QUESTIONS[1]))
+    _, again = scoring.decide(small, single(QUESTIONS[1]))
+    assert first["prior_tokens"] > 0 and again["prior_tokens"] == 0
+    assert first["input_tokens"] - again["input_tokens"] == first["prior_tokens"]
+    _, plain = scoring.decide(small, single(QUESTIONS[1], normalize="sum"))
+    assert plain["prior_tokens"] == 0 and plain["input_tokens"] == again["input_tokens"]
+    assert len(small.cloze_priors) <= 8
+
+
+@pytest.mark.parametrize("fields, field", [
+    ({"order": "rotations"}, "order"),
+    ({"order": "prior"}, "order"),
+    ({"normalize": "softmax"}, "normalize"),
+    ({"readout": "words"}, "readout"),
+])
+def test_bad_combinations_are_400s_naming_the_field(fields, field):
+    with pytest.raises(AdapterError) as caught:
+        single(QUESTIONS[0], **fields)
+    assert caught.value.status == 400 and caught.value.field == field
+
+
+def test_a_cloze_server_refuses_an_order_that_moves_options(engine, monkeypatch):
+    monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, readout="cloze"))
+    batch = parse_decision({"id": "d1", "state": STATE, **{k: v for k, v in QUESTIONS[0].items() if k != "id"},
+                            "order": "rotations"})
+    with pytest.raises(AdapterError) as caught:
+        own.decide(engine, batch)
+    assert caught.value.status == 400 and caught.value.field == "order"
+    result = decide(engine, parse_decision({"id": "d1", "state": STATE, "question": "Which?", "options": ["a", "b"]}))
+    assert result["readout_name"] == "cloze"

@@ -1,0 +1,66 @@
+"""Split-conformal prediction sets: from held-out labelled answers, the threshold q on the nonconformity
+``1 - p(labelled answer)`` such that the set ``{options with p >= 1 - q}`` covers the labelled answer in at
+least ``1 - alpha`` of new questions drawn like them (exchangeable). Pure numpy.
+
+The threshold is the ``ceil((n + 1)(1 - alpha))``-th smallest of the n held-out scores (the finite-sample
+quantile); it exists only when that rank is at most n, i.e. with at least ``ceil(1/alpha) - 1`` held-out
+answers. The set rule itself is the contract's (``decision_contract.calibration.prediction_set``), so the
+adapter serves exactly the sets measured here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from decision_contract.calibration import prediction_set
+
+
+def check_alpha(alpha) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be a number between 0 and 1 (exclusive), e.g. 0.1 for 90 % coverage; "
+                         f"got {alpha!r}")
+    return float(alpha)
+
+
+def rank(n: int, alpha: float) -> int:
+    """The rank (1-based) of the held-out score that is the threshold: ceil((n + 1)(1 - alpha))."""
+    # The small offset keeps (n + 1)(1 - alpha) that is a whole number in exact arithmetic from rounding up.
+    return math.ceil((n + 1) * (1.0 - check_alpha(alpha)) - 1e-9)
+
+
+def min_heldout(alpha: float) -> int:
+    """The fewest held-out answers that give a threshold below "every option" at level ``alpha``."""
+    return math.ceil(1.0 / check_alpha(alpha) - 1e-9) - 1
+
+
+def nonconformity(probability_rows: Sequence[Sequence[float]], targets: Sequence[int]) -> np.ndarray:
+    """``1 - p`` of each row's labelled answer."""
+    return np.array([1.0 - float(row[t]) for row, t in zip(probability_rows, targets)], dtype=float)
+
+
+def threshold(scores: Sequence[float], alpha: float) -> float | None:
+    """The split-conformal threshold of held-out ``scores`` at level ``alpha``; None with too few of them."""
+    scores = np.sort(np.asarray(scores, dtype=float))
+    k = rank(len(scores), alpha)
+    if k > len(scores) or not len(scores):
+        return None
+    return float(scores[k - 1])
+
+
+def sets(probability_rows: Sequence[Sequence[float]], q: float) -> list[list[int]]:
+    return [prediction_set(row, q) for row in probability_rows]
+
+
+def coverage(probability_rows: Sequence[Sequence[float]], targets: Sequence[int], q: float) -> tuple[float, float]:
+    """(share of rows whose set holds the labelled answer, mean set size) at threshold ``q``."""
+    if not len(probability_rows):
+        raise ValueError("no rows")
+    members = sets(probability_rows, q)
+    hits = [t in m for m, t in zip(members, targets)]
+    return float(np.mean(hits)), float(np.mean([len(m) for m in members]))
+
+
+__all__ = ["check_alpha", "coverage", "min_heldout", "nonconformity", "rank", "sets", "threshold"]
