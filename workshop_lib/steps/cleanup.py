@@ -31,6 +31,7 @@ def _gone(call, *codes, **kwargs) -> str:
                 "delete it in the console or ask an administrator")
 
 
+@shows_requests
 def delete_endpoint(workshop: Workshop, name: str) -> Text:
     """Delete endpoint, endpoint config and model ``name`` and its log group; locally stop its process."""
     return delete_endpoints(workshop, [name])
@@ -227,6 +228,7 @@ def audit_permissions(workshop: Workshop) -> permissions.Audit:
 
 
 @cleanup_step
+@shows_requests
 def running_endpoints(workshop: Workshop) -> Text:
     """The config's endpoints still there and carrying the workshop tag (or the emulator); should be none.
     Only those names are looked at, so a refusal to read another endpoint's tags never comes up."""

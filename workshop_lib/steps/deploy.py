@@ -169,6 +169,7 @@ def extend_deadline(workshop: Workshop, name: str | None = None, hours: float | 
     return Text(line.strip(), problem="" if "NOT SET" not in line else f"the deadline of {name} was not moved")
 
 
+@shows_requests
 def deadline_text(workshop: Workshop, name: str | None = None) -> Text:
     """When endpoint ``name`` (default: the decision endpoint notebook 05 calls) is deleted by its deadline,
     as one line (notebooks 04 and 05 show it). Read-only."""
@@ -203,6 +204,7 @@ def follows_dlc_tag(workshop: Workshop) -> bool:
     return workshop.outputs().get(FOLLOW_DLC_TAG) is True
 
 
+@shows_requests
 def check_dlc_pins(workshop: Workshop, follow_tag: bool = False) -> Text:
     """Whether the region's DLC registry holds the pinned digests the deploy path needs (images.dlc_pin).
 

@@ -77,6 +77,7 @@ def endpoint_status(workshop: Workshop, name: str | None = None) -> Text:
     return Text("\n".join(lines))
 
 
+@shows_requests
 def audit_trail(workshop: Workshop, name: str | None = None, limit: int = 20) -> Text:
     """The decision endpoint's captured requests and answers (data capture), read into the benchmark's task
     format with an empty ``expected`` for a person to label, as ``workshop captured`` does. Read-only in
@@ -88,6 +89,7 @@ def audit_trail(workshop: Workshop, name: str | None = None, limit: int = 20) ->
     return Text(f"{found}\nwritten: {path} (fill in each line's \"expected\" to label it)")
 
 
+@shows_requests
 def calibrated_package(workshop: Workshop, calibration=None, *, progress: bool = True) -> Text:
     """Package the model again with ``calibration`` (default: the calibration.json notebook 06 saved for the
     decision endpoint, else the one ``workshop calibrate`` wrote beside the config) under ``model/calibrated/``,

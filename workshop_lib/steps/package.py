@@ -55,6 +55,7 @@ def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, calibr
                          time.perf_counter() - started, [limits] if limits else [])
 
 
+@shows_requests
 def verify_package(workshop: Workshop, model_data_url: str | None = None) -> Text:
     """Re-read the manifest from S3, check it against the pins, and check the tarball is there
     (``model_data_url``, else the one ``package_model`` recorded)."""
