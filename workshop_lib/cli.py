@@ -34,6 +34,7 @@ from .cli_commands import (EXAMPLE_BUCKET, cmd_alarms, cmd_audit, cmd_bench, cmd
                            cmd_delete_deadline_role, cmd_demo, cmd_deploy, cmd_deploy_standard, cmd_extend,
                            cmd_invoke, cmd_invoke_standard, cmd_package_model, cmd_placement, cmd_resolve_image,
                            cmd_running, cmd_serve, cmd_setup, cmd_stop_local, cmd_update, cmd_verify_package)
+from .cli_commands import cmd_autoscale, cmd_transform
 from .errors import WorkshopError
 
 # -- commands -------------------------------------------------------------------
@@ -307,6 +308,33 @@ def build_parser() -> argparse.ArgumentParser:
     _workshop_flags(p)
     p.add_argument("--name", action="append", metavar="NAME",
                    help="an endpoint whose alarms to delete; repeat for more (default: both decision endpoints)")
+
+    p = add("autoscale", cmd_autoscale, "auto scale a decision endpoint on invocations per instance (07)",
+            "RegisterScalableTarget for the endpoint's variant (--min to --max instances) and PutScalingPolicy "
+            "with target tracking on SageMakerVariantInvocationsPerInstance: --target invocations per instance "
+            "per minute, by default 70 %% of what one instance serves at the pace the benchmark (notebook 06) "
+            "measured. --remove deletes the policy and deregisters the variant (08).")
+    _workshop_flags(p)
+    p.add_argument("--name", help="endpoint name (default: the deploy path's decision endpoint)")
+    p.add_argument("--target", type=float, help="invocations per instance per minute to track (default: from 06)")
+    p.add_argument("--min", type=int, help="fewest instances (default 1)")
+    p.add_argument("--max", type=int, help="most instances (default 2)")
+    p.add_argument("--remove", action="store_true", help="delete the scaling policy and the scalable target")
+    p.add_argument("--show-requests", action="store_true", help="print the AWS requests sent, secrets masked")
+
+    p = add("transform", cmd_transform, "run one Batch Transform job of decisions with the decision model (07)",
+            "Upload the decisions as JSON Lines under <prefix>/batch-input/, run a transform job with the model "
+            "the endpoint serves (one record per request, in order), and read the answers back from "
+            "<prefix>/batch-output/decisions.jsonl.out, joined by decision id. Locally the endpoint's process "
+            "answers every record. --delete-output deletes both folders (08).")
+    _workshop_flags(p, "bucket")
+    p.add_argument("--name", help="endpoint whose model the job runs (default: the deploy path's decision endpoint)")
+    p.add_argument("--decisions", metavar="JSONL", help="decisions, one JSON object with an id per line "
+                                                        "(default: three example tickets)")
+    p.add_argument("--instance-type", help="transform instance type (default: the endpoint's, where offered)")
+    p.add_argument("--delete-output", action="store_true", help="delete batch-input/ and batch-output/")
+    p.add_argument("--no-progress", action="store_true", help="do not print the job's status as it changes")
+    p.add_argument("--show-requests", action="store_true", help="print the AWS requests sent, secrets masked")
 
     p = add("cleanup", cmd_cleanup, "delete endpoints with their config, model, deadline and log group (08)",
             "Delete the named endpoints (--name, repeated), by default the config's three, each with its "

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .aws import capture, endpoints, images
 from .aws.codebuild import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
+from .aws.requests_sent import requests_text
 from .evaluation import load_comparison, run_benchmark
 from .evaluation.logprobs import url_client
 from .evaluation.profiles import describe, write_document
@@ -196,6 +197,36 @@ def cmd_update(args) -> int:
 
 def cmd_delete_alarms(args) -> int:
     return _show(steps.delete_alarms(workshop_for(args), args.name))
+
+
+def _with_requests(result, show: bool) -> int:
+    """Print a step's result, then (``--show-requests``) the AWS requests it sent."""
+    print(result)
+    if show and getattr(result, "requests", ()):
+        print("\nrequests sent:\n" + requests_text(result.requests))
+    return 0 if getattr(result, "ok", True) else 1
+
+
+def cmd_autoscale(args) -> int:
+    workshop = workshop_for(args)
+    if args.remove:
+        names = [args.name] if args.name else None
+        return _with_requests(steps.remove_autoscaling(workshop, names), args.show_requests)
+    return _with_requests(steps.autoscale(workshop, args.name, invocations_per_instance=args.target,
+                                          **_given(min_instances=args.min, max_instances=args.max)),
+                          args.show_requests)
+
+
+def cmd_transform(args) -> int:
+    workshop = workshop_for(args)
+    if args.delete_output:
+        return _with_requests(steps.delete_transform_output(workshop), args.show_requests)
+    decisions = None
+    if args.decisions:
+        decisions = [json.loads(line) for line in Path(args.decisions).read_text(encoding="utf-8").splitlines()
+                     if line.strip()]
+    return _with_requests(steps.run_transform(workshop, args.name, decisions, instance_type=args.instance_type,
+                                              progress=not args.no_progress), args.show_requests)
 
 
 def cmd_placement(args) -> int:

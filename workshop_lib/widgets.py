@@ -14,6 +14,7 @@ import os
 from .config import DEPLOY_PATHS
 from .steps.context import Workshop, keep_choice
 from .steps.invoke import builder_default
+from .steps.scale import scaling_target as measured_target
 
 # Each widget's environment variable: its value there wins over any kept choice.
 ENV = {
@@ -29,6 +30,7 @@ ENV = {
     "bench_limit": "WORKSHOP_BENCH_LIMIT",
     "bench_study_limit": "WORKSHOP_BENCH_STUDY_LIMIT",
     "delete_bucket": "WORKSHOP_DELETE_BUCKET",
+    "scaling_target": "WORKSHOP_SCALING_TARGET",
 }
 BENCH_LIMIT, BENCH_STUDY_LIMIT = 3, 2  # notebook 06's defaults: a few tasks (one held out for calibration), a couple studied
 _WIDE = {"description_width": "initial"}
@@ -141,6 +143,18 @@ def bench_limits(workshop: Workshop):
     return _kept(workshop, "bench_limit", limit), _kept(workshop, "bench_study_limit", study_limit)
 
 
+def scaling_target(workshop: Workshop):
+    """Notebook 07: the invocations per instance per minute auto scaling tracks (default: 70 % of one
+    instance's pace as notebook 06 measured it)."""
+    import ipywidgets
+
+    made = ipywidgets.BoundedFloatText(value=float(_env("scaling_target", str(measured_target(workshop)))), min=0.1,
+                                       max=100_000, step=1,
+                                       description="Auto scaling target (invocations per instance per minute)",
+                                       style=_WIDE, layout=ipywidgets.Layout(width="auto"))
+    return _kept(workshop, "scaling_target", made)
+
+
 def delete_bucket(bucket: str):
     """Notebook 08: whether to delete ``bucket`` too (not kept: deleting is asked for each time)."""
     import ipywidgets
@@ -151,4 +165,4 @@ def delete_bucket(bucket: str):
 
 
 __all__ = ["ENV", "bench_limits", "capture_percent", "codebuild_role", "column", "decision_builder", "delete_bucket",
-           "deploy_path", "endpoint_ttl", "follow_dlc_tag", "keep_choice", "reset_rehearsal"]
+           "deploy_path", "endpoint_ttl", "follow_dlc_tag", "keep_choice", "reset_rehearsal", "scaling_target"]

@@ -26,6 +26,7 @@ MADE = {
     "bench_limit": (lambda ws: widgets.bench_limits(ws)[0], "9", 9),
     "bench_study_limit": (lambda ws: widgets.bench_limits(ws)[1], "3", 3),
     "delete_bucket": (lambda ws: widgets.delete_bucket("amzn-s3-demo-bucket"), "1", True),
+    "scaling_target": (lambda ws: widgets.scaling_target(ws), "30", 30.0),
 }
 
 
@@ -70,3 +71,12 @@ def test_choices_asked_each_time_are_not_kept(workshop):
 
 def test_the_bucket_checkbox_names_the_bucket():
     assert "amzn-s3-demo-bucket" in widgets.delete_bucket("amzn-s3-demo-bucket").description
+
+
+def test_the_scaling_target_starts_from_the_rate_06_kept(workshop):
+    from workshop_lib import steps
+    from workshop_lib.aws import scaling
+
+    assert widgets.scaling_target(workshop).value == scaling.target_invocations_per_minute(steps.scale.DEFAULT_SECONDS)
+    workshop.remember(**{steps.scale.RATE_KEY: {steps.decision_endpoint(workshop): 0.5}})
+    assert widgets.scaling_target(workshop).value == scaling.target_invocations_per_minute(0.5) == 84.0

@@ -108,6 +108,13 @@ class SageMakerHosting:
         """llama.cpp's offload lines for endpoint ``name``, and where they were read."""
         return offload_log_lines(logs_client, name), f"CloudWatch {log_group(name)}"
 
+    def transform(self, sm_client, s3_client, request: dict, *, run, endpoint_name: str | None = None,
+                  progress: bool = True) -> tuple[dict, list[str]]:
+        """Run a Batch Transform job to its end with ``run`` (``transform.run_transform_job``): SageMaker's
+        DescribeTransformJob once Completed, and notes on how it ran (none on AWS). ``endpoint_name`` is the
+        endpoint serving the job's model (the local stand-in asks its process)."""
+        return run(sm_client, request, poll_s=self.poll_s, progress=progress), []
+
 
 def deploy(sm_client, plan: DeployPlan, *, region: str, wait: bool = True, logs_client=None, s3_client=None,
            progress: bool = True, poll_s: float = 30, timeout_s: float = 3600,

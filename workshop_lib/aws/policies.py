@@ -55,6 +55,14 @@ class ServiceWildcard:
     condition: Mapping | None = None
 
 
+# Notebook 07's auto scaling of the decision endpoint's variant, and 08's removal of it.
+AUTOSCALING_ACTIONS = tuple(f"application-autoscaling:{call}" for call in (
+    "RegisterScalableTarget", "PutScalingPolicy", "DescribeScalableTargets", "DescribeScalingPolicies",
+    "DeleteScalingPolicy", "DeregisterScalableTarget"))
+AUTOSCALING_SERVICE = "sagemaker.application-autoscaling.amazonaws.com"
+AUTOSCALING_ROLE_PATH = (f"aws-service-role/{AUTOSCALING_SERVICE}/"
+                         "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint")
+
 # The documented exceptions: the only statements with an unscoped resource.
 SERVICE_REQUIRED_WILDCARDS: tuple[ServiceWildcard, ...] = (
     ServiceWildcard(
@@ -75,6 +83,12 @@ SERVICE_REQUIRED_WILDCARDS: tuple[ServiceWildcard, ...] = (
         "servicequotas:ListServiceQuotas",
         "Service Quotas defines no resource type for listing a service's quotas, so IAM accepts only \"*\". "
         "It reads quota values, nothing else; notebook 00 lists SageMaker's to warn about instance quotas of 0."),
+    *(ServiceWildcard(
+        action,
+        "A scalable target's ARN carries an id Application Auto Scaling assigns when the target is registered, so "
+        "no policy can name it beforehand. The calls act only on what the request names (notebook 07 names the "
+        "decision endpoint's variant), and every change of capacity still goes through SageMaker on the endpoint's "
+        "ARN.") for action in AUTOSCALING_ACTIONS),
 )
 _WILDCARD_ACTIONS = {w.action.lower() for w in SERVICE_REQUIRED_WILDCARDS}
 
@@ -134,7 +148,7 @@ class Scope:
     source_prefix: str = ""
     dlc_repositories: tuple[str, ...] = (DLC_REPOSITORY, DLC_ARM64_REPOSITORY)  # endpoints may run either
     build_base_repositories: tuple[str, ...] = (DLC_REPOSITORY,)  # image builds are linux/amd64 only
-    batch_transform: bool = False
+    batch_transform: bool = True  # notebook 07 runs a transform job with the execution role
     codebuild_role_arn: str | None = None
     sagemaker_role_arn: str | None = None
 
@@ -162,7 +176,7 @@ def account_of(config: WorkshopConfig) -> str | None:
     return next((account for account in accounts if account), None)
 
 
-def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transform: bool = False,
+def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transform: bool = True,
           codebuild_projects: Sequence[str] = (MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT),
           source_prefix: str | None = None) -> Scope:
     """The workshop's resource names from ``config``; the account from ``account_id`` or a role ARN.
@@ -273,7 +287,8 @@ def codebuild_service_role_policy(config: WorkshopConfig | Scope, account_id: st
 
 def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: str | None = None,
                                     **options) -> dict:
-    """What an endpoint (and, with ``batch_transform=True``, a transform job) needs to start and run."""
+    """What an endpoint and notebook 07's transform job need to start and run (without the job's input listing,
+    output and logs with ``batch_transform=False``)."""
     s = _as_scope(config, account_id, **options)
     repos = [ecr_repository_arn(s.region, s.account, s.ecr_repository)]
     repos += [ecr_repository_arn(s.region, s.dlc_account, r) for r in s.dlc_repositories]
@@ -411,7 +426,40 @@ def operator_operations_policy(config: WorkshopConfig | Scope, account_id: str |
                     for name in s.endpoint_names for kind, suffix in (("endpoint", ""), ("endpoint-config", "-*"))]),
         _statement("EndpointVersions", OPERATOR_SAGEMAKER_ACTIONS[:6] + ("sagemaker:AddTags", "sagemaker:ListTags"),
                    versions),
+        *autoscaling_statements(s),
+        _statement("TransformJobs", ["sagemaker:CreateTransformJob", "sagemaker:DescribeTransformJob",
+                                     "sagemaker:AddTags"],
+                   [transform_job_arn(region, account, f"{name}-*") for name in s.endpoint_names]),
     ])
+
+
+def transform_job_arn(region: str, account: str, job: str) -> str:
+    return f"arn:{partition(region)}:sagemaker:{region}:{account}:transform-job/{job}"
+
+
+def autoscaling_alarm_arn(region: str, account: str, endpoint_name: str, rest: str = "*") -> str:
+    """The alarms target tracking makes for an endpoint's variant: ``TargetTracking-endpoint/<name>/...``."""
+    return cloudwatch_alarm_arn(region, account, f"TargetTracking-endpoint/{endpoint_name}/{rest}")
+
+
+def autoscaling_statements(s: Scope) -> list[dict]:
+    """Registering the decision endpoints' variants with Application Auto Scaling and tracking invocations per
+    instance (notebook 07), and removing both (08): what the caller needs beside Application Auto Scaling's own
+    actions: the endpoint read and its capacity changed, the alarms target tracking makes, and the service-
+    linked role created on first use."""
+    region, account = s.region, s.account
+    return [
+        *(_wildcard_statement("AutoScaling" + action.split(":")[1], action) for action in AUTOSCALING_ACTIONS),
+        _statement("ScaledEndpoints", ["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig",
+                                       "sagemaker:UpdateEndpointWeightsAndCapacities"],
+                   [f"arn:{s.partition}:sagemaker:{region}:{account}:endpoint/{name}" for name in s.endpoint_names]),
+        _statement("TargetTrackingAlarms", ["cloudwatch:PutMetricAlarm", "cloudwatch:DescribeAlarms",
+                                            "cloudwatch:DeleteAlarms"],
+                   [autoscaling_alarm_arn(region, account, name) for name in s.endpoint_names]),
+        _statement("AutoScalingServiceRole", ["iam:CreateServiceLinkedRole"],
+                   [role_arn(region, account, AUTOSCALING_ROLE_PATH)],
+                   {"StringEquals": {"iam:AWSServiceName": AUTOSCALING_SERVICE}}),
+    ]
 
 
 def operator_documents(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
@@ -656,6 +704,8 @@ __all__ = [
     "boundary_policy_arn", "operator_role_statements", "operator_roles_policy", "role_boundary_policy",
     "workshop_role_arns", "MODEL_FOLDER", "POLICY_FILES",
     "SERVICE_REQUIRED_WILDCARDS", "Scope", "ServiceWildcard", "account_of", "codebuild_project_arn",
+    "AUTOSCALING_ACTIONS", "AUTOSCALING_SERVICE", "autoscaling_alarm_arn", "autoscaling_statements",
+    "transform_job_arn",
     "cloudwatch_alarm_arn", "cloudwatch_dashboard_arn", "codebuild_role_of", "codebuild_service_role_policy",
     "codebuild_trust_policy", "create_policy_request",
     "create_role_request", "ecr_repository_arn", "log_group_arn", "log_stream_arn", "operator_documents",

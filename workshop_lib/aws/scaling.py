@@ -48,7 +48,7 @@ def scaling_policy_request(endpoint_name: str, *, invocations_per_instance: floa
     _in_range(scale_in_cooldown_s, 0, 86_400, "scale_in_cooldown_s")
     _in_range(scale_out_cooldown_s, 0, 86_400, "scale_out_cooldown_s")
     request = {
-        "PolicyName": policy_name or f"{endpoint_name}-invocations-per-instance",
+        "PolicyName": policy_name or scaling_policy_name(endpoint_name),
         "ServiceNamespace": "sagemaker",
         "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
         "ScalableDimension": SCALABLE_DIMENSION,
@@ -61,6 +61,23 @@ def scaling_policy_request(endpoint_name: str, *, invocations_per_instance: floa
         },
     }
     return api.validate("application-autoscaling", "PutScalingPolicy", request)
+
+
+def scaling_policy_name(endpoint_name: str) -> str:
+    return f"{endpoint_name}-invocations-per-instance"
+
+
+def delete_policy_request(endpoint_name: str, variant_name: str = VARIANT_NAME) -> dict:
+    request = {"PolicyName": scaling_policy_name(endpoint_name), "ServiceNamespace": "sagemaker",
+               "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
+               "ScalableDimension": SCALABLE_DIMENSION}
+    return api.validate("application-autoscaling", "DeleteScalingPolicy", request)
+
+
+def deregister_target_request(endpoint_name: str, variant_name: str = VARIANT_NAME) -> dict:
+    request = {"ServiceNamespace": "sagemaker", "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
+               "ScalableDimension": SCALABLE_DIMENSION}
+    return api.validate("application-autoscaling", "DeregisterScalableTarget", request)
 
 
 # ---- sender -----------------------------------------------------------------------------------
@@ -78,5 +95,44 @@ def enable_autoscaling(autoscaling_client, endpoint_name: str, *, invocations_pe
     return autoscaling_client.put_scaling_policy(**policy)["PolicyARN"]
 
 
-__all__ = ["SCALABLE_DIMENSION", "autoscaling_resource_id", "enable_autoscaling", "scalable_target_request",
-           "scaling_policy_request", "target_invocations_per_minute"]
+DELETED, ALREADY_GONE = "deleted", "already gone"
+
+
+def disable_autoscaling(autoscaling_client, endpoint_name: str) -> dict[str, str]:
+    """Delete the target-tracking policy (and with it the alarms Application Auto Scaling made for it), then
+    deregister the variant: ``{"policy": state, "target": state}``, each ``deleted`` or ``already gone``."""
+    from botocore.exceptions import ClientError
+
+    states = {}
+    for what, call, request in (
+            ("policy", autoscaling_client.delete_scaling_policy, delete_policy_request(endpoint_name)),
+            ("target", autoscaling_client.deregister_scalable_target, deregister_target_request(endpoint_name))):
+        try:
+            call(**request)
+            states[what] = DELETED
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            # AWS says ObjectNotFoundException; the emulator a ValidationException saying "No ... found".
+            if error.get("Code") != "ObjectNotFoundException" and not (
+                    error.get("Code") == "ValidationException" and str(error.get("Message", "")).startswith("No ")):
+                raise
+            states[what] = ALREADY_GONE
+    return states
+
+
+def scaling_of(autoscaling_client, endpoint_name: str) -> dict | None:
+    """The variant's registration (MinCapacity, MaxCapacity, ...) with its policies under ``Policies``; None
+    when it is not registered."""
+    resource = autoscaling_resource_id(endpoint_name)
+    targets = autoscaling_client.describe_scalable_targets(
+        ServiceNamespace="sagemaker", ResourceIds=[resource], ScalableDimension=SCALABLE_DIMENSION)
+    if not targets["ScalableTargets"]:
+        return None
+    policies = autoscaling_client.describe_scaling_policies(
+        ServiceNamespace="sagemaker", ResourceId=resource, ScalableDimension=SCALABLE_DIMENSION)
+    return {**targets["ScalableTargets"][0], "Policies": policies["ScalingPolicies"]}
+
+
+__all__ = ["ALREADY_GONE", "DELETED", "SCALABLE_DIMENSION", "autoscaling_resource_id", "delete_policy_request",
+           "deregister_target_request", "disable_autoscaling", "enable_autoscaling", "scaling_policy_name",
+           "scalable_target_request", "scaling_of", "scaling_policy_request", "target_invocations_per_minute"]

@@ -151,6 +151,12 @@ def wait_for_transform(sm_client, job_name: str, *, poll_s: float = 30, timeout_
                                progress=progress, sleep=sleep)
 
 
-__all__ = ["decisions_to_jsonl", "join_transform_output",
+def run_transform_job(sm_client, request: dict, *, poll_s: float = 30, progress: bool = True) -> dict:
+    """Start the job and wait until it is Completed (``wait_for_transform``)."""
+    start_transform_job(sm_client, request)
+    return wait_for_transform(sm_client, request["TransformJobName"], poll_s=poll_s, progress=progress)
+
+
+__all__ = ["decisions_to_jsonl", "join_transform_output", "run_transform_job",
            "start_transform_job", "transform_instance_types", "transform_job_request", "transform_output_uri",
            "wait_for_transform"]

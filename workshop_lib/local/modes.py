@@ -18,6 +18,7 @@ import contextlib
 
 from ..aws import api, codebuild
 from ..aws.hosting import SageMakerHosting
+from ..aws.requests_sent import RequestRecorder
 from ..errors import StepNotRun
 from .stand_ins import EmulatedCodeBuild, LocalHosting, seed_dlc
 from . import permissions, rehearsal
@@ -122,9 +123,10 @@ class Clients:
     """One mode's boto3 clients for one region, made on first use, and the two things only AWS can do:
     running builds (``builds``) and hosting endpoints (``hosting``), as the mode supplies them."""
 
-    def __init__(self, mode: AwsMode | LocalMode, region: str):
+    def __init__(self, mode: AwsMode | LocalMode, region: str, requests: RequestRecorder | None = None):
         self.mode, self.region = mode, region
         self.calls = mode.calls
+        self.requests = requests or RequestRecorder()  # what each step sent, for the notebook to show
         self.local = mode.name == "local"
         self._made: dict[str, object] = {}
         self._builds = self._hosting = None
@@ -135,7 +137,8 @@ class Clients:
 
     def get(self, service: str):
         if service not in self._made:
-            self._made[service] = self.mode.client(service, self.region)
+            made = self._made[service] = self.mode.client(service, self.region)
+            self.requests.attach(made)
         return self._made[service]
 
     @property

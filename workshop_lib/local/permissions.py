@@ -271,7 +271,8 @@ def _ecr(call: str, params: Mapping, region: str, account: str) -> list[Need]:
     return needs
 
 
-_SAGEMAKER_KINDS = {"Model": "model", "EndpointConfig": "endpoint-config", "Endpoint": "endpoint"}
+_SAGEMAKER_KINDS = {"Model": "model", "EndpointConfig": "endpoint-config", "Endpoint": "endpoint",
+                    "TransformJob": "transform-job"}
 
 
 def _sagemaker(call: str, params: Mapping, region: str, account: str) -> list[Need]:
@@ -328,6 +329,30 @@ def _cloudwatch(call: str, params: Mapping, region: str, account: str) -> list[N
     return needs
 
 
+def _autoscaling(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+    """Application Auto Scaling names no resource IAM can know beforehand ("*"); registering a SageMaker variant
+    also needs the endpoint read and its capacity changed and, on first use, the service-linked role; target
+    tracking makes and deletes its alarms with the caller's permission."""
+    needs = [(f"application-autoscaling:{call}", "*", {})]
+    resource = params.get("ResourceId") or ""
+    match = re.fullmatch(r"endpoint/([^/]+)/variant/[^/]+", resource)
+    if not match:
+        return needs
+    endpoint = match[1]
+    if call == "RegisterScalableTarget":
+        arn = _sagemaker_arn(region, account, "endpoint", endpoint)
+        needs += [("sagemaker:DescribeEndpoint", arn, {}), ("sagemaker:DescribeEndpointConfig", arn, {}),
+                  ("sagemaker:UpdateEndpointWeightsAndCapacities", arn, {}),
+                  ("iam:CreateServiceLinkedRole", policies.role_arn(region, account, policies.AUTOSCALING_ROLE_PATH),
+                   {"iam:AWSServiceName": policies.AUTOSCALING_SERVICE})]
+    alarm = policies.autoscaling_alarm_arn(region, account, endpoint, resource.split("/", 2)[2] + "-AlarmHigh-0")
+    if call == "PutScalingPolicy":
+        needs += [("cloudwatch:PutMetricAlarm", alarm, {}), ("cloudwatch:DescribeAlarms", alarm, {})]
+    if call == "DeleteScalingPolicy":
+        needs += [("cloudwatch:DeleteAlarms", alarm, {})]
+    return needs
+
+
 def _iam(call: str, params: Mapping, region: str, account: str, boundaries: Mapping[str, str]) -> list[Need]:
     role = params.get("RoleName", "")
     action = f"iam:{call}"
@@ -380,6 +405,8 @@ def needed(call: Mapping, region: str, account: str, boundaries: Mapping[str, st
         return _scheduler(operation, params, region, account)
     if service == "monitoring":  # CloudWatch signs as "monitoring"
         return _cloudwatch(operation, params, region, account)
+    if service == "application-autoscaling":
+        return _autoscaling(operation, params, region, account)
     if service == "servicequotas" and operation == "ListServiceQuotas":
         return [("servicequotas:ListServiceQuotas", "*", {})]  # no resource type to name
     if service == "servicequotas":

@@ -27,11 +27,12 @@ from botocore import xform_name
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
-from ..aws import api, endpoints, hosting, images
+from ..aws import api, endpoints, hosting, images, transform
 from ..aws.codebuild import MODEL_PACKAGE_PROJECT, CodeBuildRunner, ensure_project, parse_s3_uri, upload_package
 from ..models import EMBEDDED_MODEL, ModelSpec, embedded_gguf_path
 from ..packaging import CALIBRATION_NAME, package_local
-from .permissions import CODEBUILD
+from ..errors import AwsFailure, InvalidInput
+from .permissions import CODEBUILD, SAGEMAKER
 from . import dlc_server, rehearsal
 
 # The emulator's instance-type list predates these families; it receives the nearest type it knows.
@@ -273,3 +274,65 @@ class LocalHosting(hosting.SageMakerHosting):
         log = self.local.endpoint_log(name)
         found = (hosting.parse_offload(line, log.name) for line in log.read_text(errors="replace").splitlines())
         return [line for line in found if line], f"the local adapter's log {log} (no GPU here: 0 layers offloaded)"
+
+
+    def transform(self, sm_client, s3_client, request: dict, *, run=None, endpoint_name: str | None = None,
+                  progress: bool = True) -> tuple[dict, list[str]]:
+        """The emulator records a transform job (Completed at once) but runs nothing: here the local process
+        of ``endpoint_name``, which serves the job's model, answers every record of the input in S3, one
+        request each (SplitType Line, BatchStrategy SingleRecord, the job's ContentType and Accept), and
+        the answers land in S3 as SageMaker writes them (``<output path>/<input file>.out``, one line each),
+        with the SageMaker role's permissions."""
+        if not endpoint_name:
+            raise InvalidInput("endpoint_name: the local stand-in runs a transform on the process of the endpoint "
+                               "that serves the job's model; name it")
+        url = self.local.endpoint_url(endpoint_name)
+        transform.start_transform_job(sm_client, request)
+        name = request["TransformJobName"]
+        with _acting_as(self.calls, SAGEMAKER):  # what the job does with the model's execution role on AWS
+            written = _run_records(s3_client, request, url)
+        described = transform.wait_for_transform(sm_client, name, poll_s=self.poll_s, progress=False)
+        return described, [
+            f"  local transform: {written} record(s) answered by {endpoint_name}'s local process ({url})",
+            "  Not exercised locally: SageMaker's transform instances (the emulator records the job and reports it "
+            "Completed; the local endpoint that serves the same model answered each record)."]
+
+
+def _run_records(s3_client, request: dict, url: str) -> int:
+    """Each line of each input object POSTed to ``url``/invocations, the answers written beside as ``.out``."""
+    import urllib.error
+    import urllib.request
+
+    source, output = request["TransformInput"], request["TransformOutput"]
+    if request.get("BatchStrategy") != "SingleRecord" or source.get("SplitType") != "Line":
+        raise InvalidInput("the local transform runs BatchStrategy SingleRecord with SplitType Line only (one "
+                           "decision per request, as the adapter answers them)")
+    config = request.get("ModelClientConfig", {})
+    timeout_s, retries = config.get("InvocationsTimeoutInSeconds", 600), config.get("InvocationsMaxRetries", 0)
+    headers = {"Content-Type": source.get("ContentType", "application/json"),
+               "Accept": output.get("Accept", "application/json")}
+    uri = source["DataSource"]["S3DataSource"]["S3Uri"]
+    bucket, prefix = parse_s3_uri(uri)
+    listed = s3_client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+    answered = 0
+    for obj in listed:
+        text = s3_client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read().decode("utf-8")
+        answers = []
+        for number, line in enumerate((ln for ln in text.splitlines() if ln.strip()), start=1):
+            for attempt in range(retries + 1):
+                try:
+                    req = urllib.request.Request(url.rstrip("/") + "/invocations", data=line.encode("utf-8"),
+                                                 headers=headers, method="POST")
+                    with urllib.request.urlopen(req, timeout=timeout_s) as response:
+                        answers.append(response.read().decode("utf-8").strip())
+                    break
+                except urllib.error.HTTPError as exc:
+                    if exc.code < 500 or attempt == retries:
+                        detail = exc.read().decode("utf-8", "replace")[:300]
+                        raise AwsFailure(f"transform job {request['TransformJobName']} failed: {obj['Key']} line "
+                                         f"{number} was answered {exc.code}: {detail}") from None
+        out_bucket, out_key = parse_s3_uri(transform.transform_output_uri(f"s3://{bucket}/{obj['Key']}",
+                                                                           output["S3OutputPath"]))
+        s3_client.put_object(Bucket=out_bucket, Key=out_key, Body=("\n".join(answers) + "\n").encode("utf-8"))
+        answered += len(answers)
+    return answered

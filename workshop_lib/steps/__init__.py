@@ -22,6 +22,7 @@ One module per notebook, plus what they share:
 ``deploy``          02/04: standard, decision CPU and decision GPU endpoints, placement
 ``invoke``          05: endpoint clients, decisions shown as charts
 ``operate``         07: alarms and the dashboard, a safe (blue/green) update, the endpoint's status
+``scale``           07: auto scaling from 06's rate, one Batch Transform job; 08 removes both
 ``cleanup``         08: deletion by name, the permissions audit, what is still running
 ``outcome``         every notebook's closing check; expected mistakes in one line
 ``rehearse``        every step in order, headless (``make demo``)
@@ -30,6 +31,9 @@ One module per notebook, plus what they share:
 Every step takes the ``Workshop`` first (``workshop = steps.Workshop.load()``): the config, the
 clients for its mode and, in ``outputs.json`` next to the config file, the values a later notebook
 needs (the model's S3 URL, the pinned image digests). Nothing is kept at module level.
+
+A step that sends AWS requests returns them beside its summary (``result.requests``: service, operation
+and botocore's validated parameters, secrets masked); a notebook shows them folded under the result.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from ..aws.deploy_spec import DeploySpec
 from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
                       delete_deadline_role, delete_endpoint, delete_endpoints, running_endpoints, stop_local)
 from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, READ_ONLY, StepError, StepNotRun, Text, Workshop,
-                      keep_choice, model_spec, short_errors)
+                      keep_choice, model_spec, short_errors, shows_requests)
 from .decision_image import ImageResult, build_decision_image, decision_image, refuse_mutable_tag, resolve_dlc
 from .deploy import (EndpointResult, Placement, check_dlc_pins, deadline_text, deploy_decision_cpu,
                      deploy_decision_gpu, deploy_endpoint, deploy_plan, deploy_standard, extend_deadline,
@@ -50,6 +54,8 @@ from .operate import (UpdateResult, alarm_states, audit_trail, calibrated_packag
 from .outcome import check_outcome
 from .package import PackageResult, package_model, verify_package
 from .rehearse import rehearse_all
+from .scale import (TransformResult, autoscale, delete_transform_output, record_rate, remove_autoscaling,
+                    run_transform, scaling_target)
 from .setup import Checks, SetupResult, check_environment, check_quotas, ensure_codebuild_role, setup, show_config
 
 __all__ = [
@@ -70,4 +76,6 @@ __all__ = [
     "put_alarms", "update_endpoint",
     "update_package",
     "verify_package",
+    "TransformResult", "autoscale", "delete_transform_output", "record_rate", "remove_autoscaling", "run_transform",
+    "scaling_target", "shows_requests",
 ]

@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 from ..aws import hosting, policies, spend_guard, teardown, updates
 from ..aws.codebuild import parse_s3_uri
 from ..local import permissions
-from .context import CALL_LOG, StepError, Text, Workshop, cleanup_step
+from .context import CALL_LOG, StepError, Text, Workshop, cleanup_step, shows_requests
 from .operate import UPDATE_VERSIONS
 
 
@@ -32,12 +32,14 @@ def _gone(call, *codes, **kwargs) -> str:
                 "delete it in the console or ask an administrator")
 
 
+@shows_requests
 def delete_endpoint(workshop: Workshop, name: str) -> Text:
     """Delete endpoint, endpoint config and model ``name`` and its log group; locally stop its process."""
     return delete_endpoints(workshop, [name])
 
 
 @cleanup_step
+@shows_requests
 def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = True) -> Text:
     """Every named endpoint (with its config and model) first, since they bill; then their log groups.
 
@@ -124,6 +126,7 @@ def _owned(read, *args) -> tuple[bool | None, str]:
 
 
 @cleanup_step
+@shows_requests
 def delete_build_resources(workshop: Workshop, projects: Sequence[str], repository: str) -> Text:
     """Delete the named CodeBuild projects (and their log groups) and the ECR repository with its images,
     each only if it carries the workshop's tag: a repository of the same name without it (the published
@@ -153,6 +156,7 @@ def delete_build_resources(workshop: Workshop, projects: Sequence[str], reposito
 
 
 @cleanup_step
+@shows_requests
 def delete_codebuild_role(workshop: Workshop) -> Text:
     """Delete the CodeBuild service role notebook 00 created (by its fixed name); a role someone else
     made and gave by ARN is left alone. It costs nothing, so a refusal is a note, not a stop."""
@@ -167,6 +171,7 @@ def delete_codebuild_role(workshop: Workshop) -> Text:
 
 
 @cleanup_step
+@shows_requests
 def delete_deadline_role(workshop: Workshop) -> Text:
     """Delete the role the endpoint deadlines run as (``spend_guard``), once no deadline needs it: the role is
     one per account, so it is kept while any region it served (its tag says which) still holds one of the
@@ -197,6 +202,7 @@ def delete_deadline_role(workshop: Workshop) -> Text:
 
 
 @cleanup_step
+@shows_requests
 def delete_artifacts(workshop: Workshop, s3_uri: str, *, delete_bucket: bool = False) -> Text:
     """Delete the objects under the workshop's S3 prefix (model, build sources); the bucket only if asked."""
     c = workshop.clients
@@ -254,6 +260,7 @@ def audit_permissions(workshop: Workshop) -> permissions.Audit:
 
 
 @cleanup_step
+@shows_requests
 def running_endpoints(workshop: Workshop) -> Text:
     """The config's endpoints still there and carrying the workshop tag (or the emulator); should be none.
     Only those names are looked at, so a refusal to read another endpoint's tags never comes up."""

@@ -14,6 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..aws import codebuild, images
 from ..aws.policies import CODEBUILD_ROLE_NAME
+from ..aws.requests_sent import RequestRecorder, requests_html
 from ..config import WorkshopConfig, default_path
 from ..display import install_error_handler
 from ..errors import StepError, StepNotRun
@@ -37,6 +38,8 @@ CREATES: dict[str, tuple[str, ...]] = {
     "put_alarms": ("steps.delete_alarms(",),  # the alarms and the dashboard
     "update_endpoint": ("steps.delete_endpoints(",),  # the version's config and model go with the endpoint
     "calibrated_package": ("config.s3_uri()",),  # under the model folder, with notebook 01's package
+    "autoscale": ("steps.remove_autoscaling(",),  # the scalable target and its policy
+    "run_transform": ("steps.delete_transform_output(",),  # batch-input/ and batch-output/ (the job record stays)
 }
 # Steps that only read, invoke or print.
 READ_ONLY = frozenset({
@@ -48,6 +51,7 @@ READ_ONLY = frozenset({
     "decision_client", "standard_client", "which_endpoint", "openai_base_url", "builder_request", "builder_default",
     "alarm_states", "endpoint_status", "update_package", "audit_trail",  # audit_trail writes a local file only
     "keep_choice",  # writes the widget's value to outputs.json, nothing in AWS
+    "record_rate", "scaling_target",  # 06's rate in outputs.json, and the target 07 derives from it
 })
 
 
@@ -69,6 +73,31 @@ class Text(str):
     def __repr__(self) -> str:
         return str(self)
 
+    def _repr_html_(self) -> str | None:
+        return _html(self, str(self))
+
+
+def _html(result, text: str) -> str | None:
+    """A result with the requests its step sent, as HTML: the text, then the requests folded. None (the
+    notebook shows the plain text) when the step sent none."""
+    sent = getattr(result, "requests", ())
+    return requests_html(sent, text) if sent else None
+
+
+def shows_requests(step):
+    """A step that sends AWS requests returns, on its result's ``requests``, the ones it sent (botocore's
+    validated parameters, secrets masked), which the notebook shows folded under the result's text."""
+    @functools.wraps(step)
+    def run(workshop: Workshop, *args, **kwargs):
+        with workshop.requests.recording() as sent:
+            result = step(workshop, *args, **kwargs)
+        try:
+            result.requests = tuple(sent)
+        except AttributeError:  # a result that takes no attribute (None, a tuple): shown as it is
+            pass
+        return result
+    return run
+
 
 class _Shown:
     """Results display as their short text in a notebook (and in print); ``ok`` says whether the
@@ -85,6 +114,9 @@ class _Shown:
         return "\n".join(self.lines())
 
     __repr__ = __str__
+
+    def _repr_html_(self) -> str | None:
+        return _html(self, str(self))
 
 
 # What the recorded outputs are, as a participant reads them in "no ... recorded yet".
@@ -114,6 +146,7 @@ class Workshop:
         self.rehearsal = rehearsal.Rehearsal(rehearsal.local_dir(self.path))
         self.mode = mode_for(config.mode, self.rehearsal)  # chosen once: what supplies clients, builds, hosting
         self._clients: Clients | None = None
+        self.requests = RequestRecorder()  # every client's sent requests, for the steps to show (shows_requests)
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> Workshop:
@@ -130,7 +163,7 @@ class Workshop:
         if self._clients is None or self._clients.region != self.config.region:
             if self.mode.name == "local":
                 self.mode.emulator_url  # before any client is made: say which notebook starts it
-            self._clients = Clients(self.mode, self.config.region)
+            self._clients = Clients(self.mode, self.config.region, self.requests)
         return self._clients
 
     @property

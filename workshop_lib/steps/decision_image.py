@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..aws import codebuild, endpoints, images
-from .context import Text, Workshop, _Shown, _on_path, require_bucket, require_codebuild_role
+from .context import Text, Workshop, _Shown, _on_path, require_bucket, require_codebuild_role, shows_requests
 
 
 def resolve_dlc(workshop: Workshop, variant: str = "cpu", *, follow_tag: bool = False) -> str:
@@ -58,6 +58,7 @@ class ImageResult(_Shown):
                 f"  in {self.seconds:.1f} s", *self.notes]
 
 
+@shows_requests
 def build_decision_image(workshop: Workshop, variant: str = "cpu", *, base_image: str | None = None,
                          image_tag: str | None = None, progress: bool = True) -> ImageResult:
     """CodeBuild builds container/Dockerfile (cpu) or Dockerfile.gpu FROM the pinned DLC (or ``base_image``,

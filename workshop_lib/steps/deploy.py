@@ -18,7 +18,7 @@ from ..aws.deploy_spec import DeploySpec, plan_for
 from ..config import ENV_VARS, check_ttl_hours
 from ..errors import InvalidInput, WorkshopError
 from .. import names
-from .context import StepError, Text, Workshop, _Shown, _on_path, _short
+from .context import StepError, Text, Workshop, _Shown, _on_path, _short, shows_requests
 from .decision_image import decision_image, resolve_dlc
 from .invoke import decision_endpoint
 
@@ -157,6 +157,7 @@ def set_capture_percent(workshop: Workshop, percent: int | str) -> Text:
                 f"{capture.destination_uri(workshop.config)} (saved in {path})")
 
 
+@shows_requests
 def extend_deadline(workshop: Workshop, name: str | None = None, hours: float | None = None) -> Text:
     """Move endpoint ``name``'s deadline (default: the deploy path's endpoint) to ``hours`` from now (default:
     the config's endpoint_ttl_hours); made again if it had gone. ``workshop extend --name X --hours N``."""
@@ -171,6 +172,7 @@ def extend_deadline(workshop: Workshop, name: str | None = None, hours: float | 
     return Text(line.strip(), problem="" if "NOT SET" not in line else f"the deadline of {name} was not moved")
 
 
+@shows_requests
 def deadline_text(workshop: Workshop, name: str | None = None) -> Text:
     """When endpoint ``name`` (default: the decision endpoint notebook 05 calls) is deleted by its deadline,
     as one line (notebooks 04 and 05 show it). Read-only."""
@@ -205,6 +207,7 @@ def follows_dlc_tag(workshop: Workshop) -> bool:
     return workshop.outputs().get(FOLLOW_DLC_TAG) is True
 
 
+@shows_requests
 def check_dlc_pins(workshop: Workshop, follow_tag: bool = False) -> Text:
     """Whether the region's DLC registry holds the pinned digests the deploy path needs (images.dlc_pin).
 
@@ -288,6 +291,7 @@ def deploy_plan(workshop: Workshop, spec: DeploySpec) -> endpoints.DeployPlan:
     return dataclasses.replace(plan, notes=(*plan.notes, *notes)) if notes else plan
 
 
+@shows_requests
 def deploy_endpoint(workshop: Workshop, spec: DeploySpec, *, wait: bool = True,
                     progress: bool = True) -> EndpointResult:
     """Deploy ``spec``: the image resolved (and checked to exist), the plan built (``deploy_plan``), sent,
@@ -304,6 +308,7 @@ def deploy_endpoint(workshop: Workshop, spec: DeploySpec, *, wait: bool = True,
     return _deploy(workshop, plan, progress=progress, wait=wait)
 
 
+@shows_requests
 def deploy_standard(workshop: Workshop, image_uri: str | None = None, *, instance_type: str | None = None,
                     threads: int | None = None, ctx_size: int | None = None, startup_timeout_s: int | None = None,
                     download_timeout_s: int | None = None, model_data_url: str | None = None, wait: bool = True,
@@ -319,6 +324,7 @@ def deploy_standard(workshop: Workshop, image_uri: str | None = None, *, instanc
     return deploy_endpoint(workshop, spec, wait=wait, progress=progress)
 
 
+@shows_requests
 def deploy_decision_cpu(workshop: Workshop, image_uri: str | None = None, *, instance_type: str | None = None,
                         threads: int | None = None, ctx_size: int | None = None,
                         startup_timeout_s: int | None = None, download_timeout_s: int | None = None,
@@ -330,6 +336,7 @@ def deploy_decision_cpu(workshop: Workshop, image_uri: str | None = None, *, ins
     return deploy_endpoint(workshop, spec, wait=wait, progress=progress)
 
 
+@shows_requests
 def deploy_decision_gpu(workshop: Workshop, image_uri: str | None = None, *, pools: Sequence[str] | None = None,
                         n_gpu_layers: int | None = None, provision_timeout_s: int | None = None,
                         threads: int | None = None, ctx_size: int | None = None,
@@ -363,6 +370,7 @@ class Placement(_Shown):
         return [f"endpoint {self.name}: {placed}", f"  offload: {line}", *self.notes]
 
 
+@shows_requests
 def placement(workshop: Workshop, name: str | None = None) -> Placement | Text:
     """Which instance pool SageMaker placed the endpoint on, and llama.cpp's offload log line."""
     config = workshop.config

@@ -11,7 +11,7 @@ from typing import Sequence
 from ..aws import alarms, capture, teardown, updates
 from ..aws.capture import data_capture_config, destination_uri
 from ..aws.deploy_spec import DeploySpec
-from .context import StepError, Text, Workshop, _Shown, _short
+from .context import StepError, Text, Workshop, _Shown, _short, shows_requests
 from .deploy import _given_image, _model_data_url
 from .invoke import decision_endpoint
 from .package import package_model
@@ -31,6 +31,7 @@ def _path_of(workshop: Workshop, name: str) -> str:
                     f"{config.gpu_endpoint_name}); alarms and updates are for those")
 
 
+@shows_requests
 def put_alarms(workshop: Workshop, name: str | None = None, **thresholds) -> Text:
     """The decision endpoint's alarms (SageMaker's latency, errors and load; the adapter's latency, busy
     answers and time-limit stops) and the workshop's dashboard; ``thresholds`` as ``alarms.Thresholds``."""
@@ -50,6 +51,7 @@ def put_alarms(workshop: Workshop, name: str | None = None, **thresholds) -> Tex
     return Text("\n".join(lines))
 
 
+@shows_requests
 def alarm_states(workshop: Workshop, name: str | None = None) -> Text:
     """Each of the endpoint's alarms and its state (OK, ALARM, INSUFFICIENT_DATA). Read-only."""
     name = name or decision_endpoint(workshop)
@@ -60,6 +62,7 @@ def alarm_states(workshop: Workshop, name: str | None = None) -> Text:
     return Text("\n".join(f"{alarm}: {state}" for alarm, state in states.items()))
 
 
+@shows_requests
 def endpoint_status(workshop: Workshop, name: str | None = None) -> Text:
     """The endpoint's status, the config it serves and its last deployment settings. Read-only."""
     name = name or decision_endpoint(workshop)
@@ -74,6 +77,7 @@ def endpoint_status(workshop: Workshop, name: str | None = None) -> Text:
     return Text("\n".join(lines))
 
 
+@shows_requests
 def audit_trail(workshop: Workshop, name: str | None = None, limit: int = 20) -> Text:
     """The decision endpoint's captured requests and answers (data capture), read into the benchmark's task
     format with an empty ``expected`` for a person to label, as ``workshop captured`` does. Read-only in
@@ -85,6 +89,7 @@ def audit_trail(workshop: Workshop, name: str | None = None, limit: int = 20) ->
     return Text(f"{found}\nwritten: {path} (fill in each line's \"expected\" to label it)")
 
 
+@shows_requests
 def calibrated_package(workshop: Workshop, calibration=None, *, progress: bool = True) -> Text:
     """Package the model again with ``calibration`` (default: the calibration.json notebook 06 saved for the
     decision endpoint, else the one ``workshop calibrate`` wrote beside the config) under ``model/calibrated/``,
@@ -139,6 +144,7 @@ class UpdateResult(_Shown):
 UPDATE_VERSIONS = "update_versions"  # outputs.json: endpoint -> the versions its updates made
 
 
+@shows_requests
 def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_url: str | None = None,
                     image_uri: str | None = None, routing: str = updates.ALL_AT_ONCE, bake_s: int | None = None,
                     ctx_size: int | None = None, threads: int | None = None, progress: bool = True,
@@ -183,6 +189,7 @@ def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_u
     return UpdateResult(plan, rollout, why, seen, printed=progress)
 
 
+@shows_requests
 def delete_alarms(workshop: Workshop, names: Sequence[str] | None = None) -> Text:
     """Notebook 08: the decision endpoints' alarms (by their names) and the workshop's dashboard."""
     if (nothing := workshop.nothing_to_clean()) is not None:

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..aws import codebuild
-from .context import Text, Workshop, model_spec, require_bucket, require_codebuild_role, _Shown
+from .context import Text, Workshop, model_spec, require_bucket, require_codebuild_role, _Shown, shows_requests
 
 
 @dataclass(repr=False)
@@ -32,6 +32,7 @@ class PackageResult(_Shown):
         return out + self.notes
 
 
+@shows_requests
 def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, calibration=None,
                   progress: bool = True) -> PackageResult:
     """CodeBuild downloads, verifies and packages the pinned model (locally the embedded model stands in)
@@ -54,6 +55,7 @@ def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, calibr
                          time.perf_counter() - started, [limits] if limits else [])
 
 
+@shows_requests
 def verify_package(workshop: Workshop, model_data_url: str | None = None) -> Text:
     """Re-read the manifest from S3, check it against the pins, and check the tarball is there
     (``model_data_url``, else the one ``package_model`` recorded)."""

@@ -22,6 +22,7 @@ from .decision_image import build_decision_image, refuse_mutable_tag
 from .deploy import deploy_decision_cpu, deploy_decision_gpu, deploy_standard, placement
 from .invoke import client, decision_endpoint
 from .operate import delete_alarms, put_alarms, update_endpoint
+from .scale import autoscale, delete_transform_output, record_rate, remove_autoscaling, run_transform
 from .package import package_model, verify_package
 from .setup import check_environment, ensure_codebuild_role, setup
 
@@ -108,6 +109,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 # notebook 06's defaults: 6 tasks, every study on the first 2
                 report = run_notebook_benchmark(client(ws, name), limit=6, study_limit=2, label=name, progress=False)
                 saved = report.save(work / "bench")
+                record_rate(ws, report, name)
                 head = report.summary
                 latency = head["client_latency_ms"]
                 return (f"{head['valid']}/{head['tasks']} valid, {head['correct']}/{head['tasks']} correct, client p50 "
@@ -119,12 +121,18 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 if not update.ok:
                     raise StepError(str(update))
                 d = client(ws, decision_endpoint(ws)).decide(SUPPORT_ROUTE)
+                scaled, batch = autoscale(ws), run_transform(ws, progress=False)
+                if not (scaled.ok and batch.ok):
+                    raise StepError(f"{scaled}\n{batch}")
                 return (f"{len(alarm_names(update.plan.endpoint_name))} alarms and a dashboard; "
                         f"{update.rollout.endpoint_name}: {' -> '.join(update.rollout.statuses)} on "
-                        f"{update.plan.version} in {update.rollout.seconds:.1f} s; then {d.id}: top {d.top}")
+                        f"{update.plan.version} in {update.rollout.seconds:.1f} s; then {d.id}: top {d.top}; "
+                        f"auto scaling registered; transform: {len(batch.answers)} decisions answered")
 
             def s08():
                 c = ws.config
+                remove_autoscaling(ws)
+                delete_transform_output(ws)
                 delete_endpoints(ws, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
                 delete_alarms(ws)
                 delete_build_resources(ws, [codebuild.MODEL_PACKAGE_PROJECT, codebuild.IMAGE_BUILD_PROJECT],

@@ -23,7 +23,7 @@ from ..aws.iam import minified
 from ..config import BucketNotFound, LOCAL_BUCKET, WorkshopConfig, in_sagemaker_studio
 from ..display import row
 from ..local import permissions, rehearsal
-from .context import BOTO3_FLOOR, CALL_LOG, StepError, Text, Workshop, _Shown
+from .context import BOTO3_FLOOR, CALL_LOG, StepError, Text, Workshop, _Shown, shows_requests
 from .. import names
 
 
@@ -299,6 +299,7 @@ class SetupResult(_Shown):
                 *self.notes, f"saved to {self.saved_to}"]
 
 
+@shows_requests
 def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = False) -> SetupResult:
     """Resolve role and bucket, prepare the bucket, save the shared config file (``workshop.config``
     is the saved one afterwards).
@@ -392,6 +393,7 @@ def _get_role(iam, name: str, next_step: str) -> dict | None:
         raise
 
 
+@shows_requests
 def ensure_codebuild_role(workshop: Workshop, role_arn: str | None = None) -> SetupResult:
     """The CodeBuild service role notebooks 01 and 03 need, saved in the config, and checked to exist
     (GetRole): a role given by ARN (or configured) is taken as it is; the workshop's own

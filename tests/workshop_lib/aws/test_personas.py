@@ -377,6 +377,16 @@ def notebook_flow(ws) -> permissions.Audit:
     made = steps.client(ws, steps.decision_endpoint(ws)).decide(SUPPORT_ROUTE)
     assert made.option_ids == tuple(o["id"] for o in SUPPORT_ROUTE["options"]) and abs(sum(made.probabilities) - 1) < 1e-6
     assert steps.put_alarms(ws).ok and steps.update_endpoint(ws, progress=False).ok  # notebook 07
+    scaled = steps.autoscale(ws, invocations_per_instance=12)
+    assert scaled.ok and "1 to 2 instances, tracking 12 invocations" in scaled
+    assert [r.operation for r in scaled.requests if r.service == "application-autoscaling"][:2] == \
+        ["RegisterScalableTarget", "PutScalingPolicy"]
+    batch = steps.run_transform(ws, progress=False)  # the local adapter answers each line read from S3
+    assert batch.ok and list(batch.answers) == [d["id"] for d in steps.scale.TRANSFORM_DECISIONS], batch
+    assert batch.output_uri.endswith("/batch-output/decisions.jsonl.out")
+    received = [(c["operation"], c["params"]) for c in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()]
+    shown = [r for r in (*scaled.requests, *batch.requests) if "Body" not in r.params]  # bodies: by size, differently
+    assert len(shown) > 6 and all((r.operation, r.params) in received for r in shown)  # as the emulator got them
     groups = recorded_groups(ws.rehearsal.registry_path())
     assert len(groups) == 4 and all(rehearsal.group_alive(g) for g in groups)  # the emulator and three endpoints
     deleted = steps.delete_endpoints(ws, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name))
@@ -384,6 +394,9 @@ def notebook_flow(ws) -> permissions.Audit:
     again = steps.delete_endpoints(ws, [c.cpu_endpoint_name])  # 08 run twice: nothing to delete, and it says so
     assert again.ok and "nothing was there to delete" in again
     steps.delete_alarms(ws)
+    removed = steps.remove_autoscaling(ws)
+    assert f"{c.cpu_endpoint_name}: scaling policy deleted, scalable target deleted" in removed
+    assert "1 object(s) deleted" in steps.delete_transform_output(ws)
     steps.delete_build_resources(ws, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT], c.ecr_repository)
     steps.delete_codebuild_role(ws)
     steps.delete_artifacts(ws, c.s3_uri())
@@ -456,3 +469,62 @@ def test_notebook_00_writes_the_policies_before_the_cells_that_need_them(local_w
     assert "PassCodeBuildRole: iam:PassRole" in shown and "operator-policy.json" in shown
     arn = namespace["config"].codebuild_role_arn
     assert _iam(local_workshop).get_role(RoleName=arn.rsplit("/", 1)[-1])["Role"]["Arn"] == arn
+
+
+# ---- notebook 07's auto scaling and Batch Transform, as each persona ---------------------------------
+
+
+@pytest.mark.parametrize("persona", [permissions.STUDIO_DEFAULT, permissions.ADMINISTRATOR])
+def test_autoscale_and_transform_pass_as_each_persona_and_the_operator_documents_cover_them(studio, monkeypatch,
+                                                                                            persona):
+    from workshop_lib.aws import hosting, scaling, transform
+    from workshop_lib.aws.images import parse_image_uri
+
+    from .values import DECISION_PINNED
+
+    log, client = studio
+    monkeypatch.setenv(permissions.PERSONA_ENV, persona)
+    name = CONFIG.cpu_endpoint_name
+    plan = endpoints.decision_cpu_plan(name, image=parse_image_uri(DECISION_PINNED), role_arn=STUDIO_ROLE,
+                                       model_data_url=CONFIG.model_data_url, instance_type="ml.c5.2xlarge")
+    setup = boto3.client("sagemaker", region_name=REGION)  # nobody's: not recorded
+    hosting.create_model(setup, plan.model)
+    setup.create_endpoint_config(**plan.endpoint_config)
+    setup.create_endpoint(**plan.endpoint)
+    autoscaling, sm = client("application-autoscaling"), client("sagemaker")
+    scaling.enable_autoscaling(autoscaling, name, invocations_per_instance=20)
+    assert scaling.scaling_of(autoscaling, name)["Policies"][0]["PolicyName"] == scaling.scaling_policy_name(name)
+    job = transform.transform_job_request(f"{name}-batch-1", model_name=name,
+                                          input_s3_uri=CONFIG.s3_uri("batch-input") + "/",
+                                          output_s3_uri=CONFIG.s3_uri(policies.BATCH_OUTPUT_FOLDER) + "/",
+                                          instance_type="ml.c5.2xlarge")
+    assert transform.run_transform_job(sm, job, poll_s=0, progress=False)["TransformJobStatus"] == "Completed"
+    assert scaling.disable_autoscaling(autoscaling, name) == {"policy": "deleted", "target": "deleted"}
+    calls = log.calls()
+    assert not any(c.get("refused") for c in calls)  # the managed policy (Studio) or anything (administrator)
+    assert {c["operation"] for c in calls} >= {"RegisterScalableTarget", "PutScalingPolicy", "CreateTransformJob",
+                                               "DescribeTransformJob", "DeleteScalingPolicy",
+                                               "DeregisterScalableTarget"}
+    # What a participant outside Studio is given: the operator documents alone allow every one of these calls.
+    audit = permissions.audit(calls, {permissions.OPERATOR: policies.operator_documents(CONFIG, ACCOUNT)}, REGION,
+                              ACCOUNT, not_exercised={})
+    assert audit.ok and audit.denied == [], audit
+    needs = [n for c in calls for n in permissions.needed(c, REGION, ACCOUNT)]
+    assert ("iam:CreateServiceLinkedRole", policies.role_arn(REGION, ACCOUNT, policies.AUTOSCALING_ROLE_PATH),
+            {"iam:AWSServiceName": policies.AUTOSCALING_SERVICE}) in needs
+    assert ("sagemaker:CreateTransformJob", policies.transform_job_arn(REGION, ACCOUNT, f"{name}-batch-1"), {}) in needs
+
+
+def test_the_operator_documents_scale_and_transform_only_the_workshops_endpoints():
+    documents = policies.operator_documents(CONFIG, ACCOUNT)
+    other = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/someone-elses"
+    ours = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{CONFIG.cpu_endpoint_name}"
+    assert iam.allows(documents, "sagemaker:UpdateEndpointWeightsAndCapacities", ours)
+    assert not iam.allows(documents, "sagemaker:UpdateEndpointWeightsAndCapacities", other)
+    assert not iam.allows(documents, "sagemaker:CreateTransformJob",
+                          policies.transform_job_arn(REGION, ACCOUNT, "someone-elses-job"))
+    assert not iam.allows(documents, "cloudwatch:DeleteAlarms",
+                          policies.autoscaling_alarm_arn(REGION, ACCOUNT, "someone-elses"))
+    role = policies.role_arn(REGION, ACCOUNT, policies.AUTOSCALING_ROLE_PATH)
+    assert not iam.allows(documents, "iam:CreateServiceLinkedRole", role,
+                          {"iam:AWSServiceName": "ec2.application-autoscaling.amazonaws.com"})

@@ -196,3 +196,76 @@ def test_wait_for_transform_stubber_times_out_with_the_status():
     sm, _ = _transform_stubber(["InProgress"])
     with pytest.raises(TimeoutError, match="transform job decisions-1 still InProgress after 0 s"):
         transform.wait_for_transform(sm, "decisions-1", poll_s=0, timeout_s=0, progress=False)
+
+
+# ---- the local stand-in's transform ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def answering_server():
+    """A local HTTP server answering POST /invocations with each record's id and the headers it came with."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    received = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            received.append((self.path, self.headers["Content-Type"], self.headers["Accept"], body))
+            if body.get("id") == "bad":
+                self.send_response(400)
+                self.end_headers()
+                self.wfile.write(b'{"error": "options: at least two"}')
+                return
+            answer = json.dumps({"result": {"id": body["id"], "option_ids": ["a", "b"], "probabilities": [0.4, 0.6]}})
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(answer.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_the_local_transform_answers_every_record_and_writes_sagemakers_layout(clients, answering_server):
+    from workshop_lib.local.stand_ins import _run_records
+
+    url, received = answering_server
+    clients.s3.create_bucket(Bucket="bkt")
+    text = decisions_to_jsonl(DECISIONS)
+    clients.s3.put_object(Bucket="bkt", Key="w/batch-input/decisions.jsonl", Body=text.encode())
+    request = transform_job_request("j-1", model_name="m", input_s3_uri="s3://bkt/w/batch-input/",
+                                    output_s3_uri="s3://bkt/w/batch-output/")
+    assert _run_records(clients.s3, request, url) == 3
+    assert [r[3]["id"] for r in received] == ["t-1", "t-2", "t-3"]  # one request a record, in order
+    assert {(r[0], r[1], r[2]) for r in received} == {("/invocations", "application/json", "application/json")}
+    out = clients.s3.get_object(Bucket="bkt", Key="w/batch-output/decisions.jsonl.out")["Body"].read().decode()
+    joined = join_transform_output(text, out)
+    assert list(joined) == ["t-1", "t-2", "t-3"] and all(sum(a["result"]["probabilities"]) == 1.0
+                                                        for a in joined.values())
+
+
+def test_the_local_transform_fails_the_job_on_a_refused_record(clients, answering_server):
+    from workshop_lib.local.stand_ins import _run_records
+
+    url, _ = answering_server
+    clients.s3.create_bucket(Bucket="bkt")
+    clients.s3.put_object(Bucket="bkt", Key="in/d.jsonl", Body=decisions_to_jsonl([DECISIONS[0], {"id": "bad"}]).encode())
+    request = transform_job_request("j-2", model_name="m", input_s3_uri="s3://bkt/in/", output_s3_uri="s3://bkt/out/")
+    with pytest.raises(AwsFailure, match=r"in/d.jsonl line 2 was answered 400: .*at least two"):
+        _run_records(clients.s3, request, url)
+    assert "Contents" not in clients.s3.list_objects_v2(Bucket="bkt", Prefix="out/")
+    request["BatchStrategy"] = "MultiRecord"
+    with pytest.raises(InvalidInput, match="SingleRecord"):
+        _run_records(clients.s3, request, url)
