@@ -111,10 +111,10 @@ def test_the_engine_refuses_to_start_with_a_file_fit_for_another_gguf(engine, tm
 
 def test_the_engine_refuses_to_start_with_a_file_fit_for_a_readout_it_does_not_serve(engine, tmp_path):
     path = tmp_path / "calibration.json"
-    path.write_text(json.dumps(calibration_file(engine.model_files.sha256, readout="cloze")))
+    path.write_text(json.dumps(calibration_file(engine.model_files.sha256, readout="tea-leaves")))
     from decision_adapter.engine import Engine
 
-    with pytest.raises(EngineError, match="readout 'cloze'.*serves letters"):
+    with pytest.raises(EngineError, match="readout 'tea-leaves'.*this adapter serves letters"):
         Engine(engine.settings, dataclasses.replace(engine.model_files, calibration=path))
 
 

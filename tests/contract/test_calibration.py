@@ -195,7 +195,9 @@ def test_a_broken_format_2_field_is_refused_naming_it(change, field):
 def test_a_file_fit_for_a_readout_this_side_does_not_serve_is_refused_naming_both():
     parsed = calibration.parse({**copy.deepcopy(V2), "readout": "cloze"})
     with pytest.raises(calibration.CalibrationError, match="readout 'cloze'.*serves letters"):
-        parsed.check_fit(SHA, "model.gguf", "decision-prompt/1")
+        parsed.check_fit(SHA, "model.gguf", "decision-prompt/1", readouts=("letters",))
+    with pytest.raises(calibration.CalibrationError, match="readout 'tea-leaves'"):  # none the adapter knows
+        calibration.parse({**copy.deepcopy(V2), "readout": "tea-leaves"}).check_fit(SHA, "m.gguf", "decision-prompt/1")
     parsed.check_fit(SHA, "model.gguf", "decision-prompt/1", readouts=("letters", "cloze"))
     assert not parsed.applies("as_given", "letters") and parsed.applies("as_given", "cloze")
 

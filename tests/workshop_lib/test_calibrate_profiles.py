@@ -123,6 +123,20 @@ def test_the_file_holds_what_the_adapter_reads_and_round_trips(tmp_path):
     assert read_document(path) == json.loads(json.dumps(doc))
 
 
+def test_each_profile_keeps_a_prediction_set_only_with_enough_held_out_answers_for_its_alpha():
+    at_10 = calibration_document(_results(), order="as_given", tasks="t")  # 16 held out per profile; 9 needed
+    assert all(entry["conformal"]["kept"] for entry in at_10["profiles"].values())
+    at_5 = calibration_document(_results(), order="as_given", tasks="t", alpha=0.05)  # 19 needed
+    assert at_5["alpha"] == 0.05
+    for entry in at_5["profiles"].values():
+        assert not entry["conformal"]["kept"] and "needs at least 19" in entry["conformal"]["reason"]
+    assert "prediction set: not kept (16 held-out answers" in profiles.describe(at_5)
+    with pytest.raises(CalibrationFileError, match="alpha"):
+        calibration_document(_results(), order="as_given", tasks="t", alpha=1.0)
+    with pytest.raises(CalibrationFileError, match="readout"):
+        calibration_document(_results(), order="as_given", tasks="t", readout="tea-leaves")
+
+
 def test_the_split_falls_back_to_a_stable_hash_when_tasks_carry_none():
     results = [_result(i, split="test") for i in range(40)]
     first = calibration_document(results, order="as_given", tasks="t")
