@@ -41,7 +41,7 @@ def test_calibrate_writes_the_file_the_adapter_reads_for_the_served_model(adapte
     answer = EndpointClient.local(adapter.url).decide(_tasks()[0].request())
     assert doc["fit_for"] == {"gguf_sha256": answer.model["sha256"], "prompt_version": answer.raw["prompt_version"]}
     assert doc["order"] == "prior"
-    assert doc["data"]["fit_n"] == 2 and doc["data"]["heldout_n"] == 2
+    assert doc["data"]["fit_n"] == 2 and doc["data"]["heldout_n"] == 2, printed
     assert set(doc["profiles"]) == {"choice/3-4"}
     assert "choice/3-4" in printed and str(out) in printed
     # the adapter's own reader takes it, for this model and prompt, in that order mode
