@@ -62,7 +62,7 @@ CTX = 4096  # the standard DLC's default; --context changes it
 MODES = ("trim", "restore")
 TARGETS = {"p50_over_generation": 0.5, "eval_over_in_process": 1.1, "non_model_ms": 3.0, "k8": 1.35,
            "rss_mib": 260, "rotations_flips": 0.10, "prior_flips_over_as_given": 0.5, "prior_p50": 1.05,
-           "rotation_cost": 1.05}
+           "rotation_cost": 1.05, "set_coverage_points": 0.05}
 
 
 def peak_rss_bytes(arbiter_pid: int) -> int:
@@ -256,6 +256,13 @@ def order_verdicts(modes: dict) -> list[str]:
         if c["kept"]:
             line += f", ECE {b['ece']:.3f} -> {a['ece']:.3f} ({ok(a['ece'] <= b['ece'] / 2)} at least halved)"
         out.append(line)
+    for mode, m in modes.items():
+        sets = m.get("prediction_sets") or {}
+        if sets.get("n"):
+            gap = abs(sets["coverage"] - (1 - sets["alpha"]))
+            out.append(f"{mode} prediction sets: coverage {sets['coverage']:.1%} against 1 - alpha "
+                       f"{1 - sets['alpha']:.0%}, mean size {sets['mean_size']:.2f} "
+                       f"({ok(gap <= t['set_coverage_points'])} within {t['set_coverage_points']:.0%})")
     return out
 
 

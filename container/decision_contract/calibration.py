@@ -200,7 +200,8 @@ def parse(raw, where: str = FILE_NAME, sha256: str | None = None) -> Calibration
         if kept:
             temperatures[name] = float(value)
         if not v1 and profile.get("conformal") is not None:
-            threshold = _conformal(profile["conformal"], f"profiles[{name!r}].conformal", bad, count)
+            served = float(value) if kept else 1.0
+            threshold = _conformal(profile["conformal"], f"profiles[{name!r}].conformal", served, bad, count)
             if threshold is not None:
                 thresholds[name] = threshold
     data = raw.get("data")
@@ -214,8 +215,9 @@ def parse(raw, where: str = FILE_NAME, sha256: str | None = None) -> Calibration
                        readout=readout, alpha=None if alpha is None else float(alpha), thresholds=thresholds)
 
 
-def _conformal(entry, where: str, bad, count) -> float | None:
-    """A profile's ``conformal`` entry, checked: its threshold when kept, else None."""
+def _conformal(entry, where: str, served: float, bad, count) -> float | None:
+    """A profile's ``conformal`` entry, checked: its threshold when kept, else None. A kept threshold holds for
+    the probabilities at the temperature the adapter serves for the profile (``served``), so it must say so."""
     if not isinstance(entry, dict):
         raise bad(f"{where} must be an object or null")
     kept = entry.get("kept")
@@ -232,4 +234,7 @@ def _conformal(entry, where: str, bad, count) -> float | None:
     for key in ("temperature", "fit_coverage", "fit_set_size"):
         if entry.get(key) is not None and not _number(entry[key]):
             raise bad(f"{where}.{key} must be a finite number or null")
+    if kept and entry.get("temperature") is not None and not math.isclose(entry["temperature"], served, rel_tol=1e-9):
+        raise bad(f"{where}.temperature is {entry['temperature']!r}, but the profile serves temperature {served:g}: "
+                  "the threshold holds only for the probabilities it was fitted on")
     return float(threshold) if kept else None

@@ -111,10 +111,10 @@ def test_the_engine_refuses_to_start_with_a_file_fit_for_another_gguf(engine, tm
 
 def test_the_engine_refuses_to_start_with_a_file_fit_for_a_readout_it_does_not_serve(engine, tmp_path):
     path = tmp_path / "calibration.json"
-    path.write_text(json.dumps(calibration_file(engine.model_files.sha256, readout="tokens")))
+    path.write_text(json.dumps(calibration_file(engine.model_files.sha256, readout="tea-leaves")))
     from decision_adapter.engine import Engine
 
-    with pytest.raises(EngineError, match="readout 'tokens'.*serves letters, cloze"):
+    with pytest.raises(EngineError, match="readout 'tea-leaves'.*this adapter serves letters"):
         Engine(engine.settings, dataclasses.replace(engine.model_files, calibration=path))
 
 
@@ -203,3 +203,14 @@ def test_system_one_names_the_prediction_set_criteria(calibrated):
     results, _ = jev.score(calibrated, request)
     answer = jev.answer(request.questions[0], results[0])
     assert answer["x_prediction_set"] == [n for n in OPTIONS if answer["probabilities"][n] >= 0.2 - 1e-12]
+
+
+def test_a_threshold_between_two_answers_probabilities_splits_the_set_there(calibrated, monkeypatch):
+    p = dict(zip(OPTIONS, decide(calibrated)["probabilities"]))
+    ranked = sorted(OPTIONS, key=lambda o: -p[o])
+    if p[ranked[0]] - p[ranked[1]] < 1e-6:
+        pytest.skip("the model gives the top two options the same probability")
+    cut = (p[ranked[0]] + p[ranked[1]]) / 2  # the set: probability at least cut, so the top option alone
+    narrowed = dataclasses.replace(calibrated.calibration, thresholds={"choice/3-4": 1.0 - cut})
+    monkeypatch.setattr(calibrated, "calibration", narrowed)
+    assert decide(calibrated)["prediction_set"] == [ranked[0]]

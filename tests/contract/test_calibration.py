@@ -184,6 +184,8 @@ def test_a_format_2_file_carries_its_readout_alpha_and_the_kept_thresholds_only(
     (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(kept="yes"), "conformal.kept"),
     (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(heldout_n=-2), "conformal.heldout_n"),
     (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(fit_coverage=float("inf")), "fit_coverage"),
+    (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(temperature=1.0), "serves temperature 2"),
+    (lambda d: d["profiles"]["choice/3-4"].update(kept=False), "serves temperature 1"),
 ])
 def test_a_broken_format_2_field_is_refused_naming_it(change, field):
     broken = copy.deepcopy(V2)
@@ -194,9 +196,11 @@ def test_a_broken_format_2_field_is_refused_naming_it(change, field):
 
 def test_a_file_fit_for_a_readout_this_side_does_not_serve_is_refused_naming_both():
     parsed = calibration.parse({**copy.deepcopy(V2), "readout": "cloze"})
-    with pytest.raises(calibration.CalibrationError, match="readout 'cloze'.*serves letters;"):
+    with pytest.raises(calibration.CalibrationError, match="readout 'cloze'.*serves letters"):
         parsed.check_fit(SHA, "model.gguf", "decision-prompt/1", readouts=("letters",))
-    parsed.check_fit(SHA, "model.gguf", "decision-prompt/1")
+    with pytest.raises(calibration.CalibrationError, match="readout 'tea-leaves'"):  # none the adapter knows
+        calibration.parse({**copy.deepcopy(V2), "readout": "tea-leaves"}).check_fit(SHA, "m.gguf", "decision-prompt/1")
+    parsed.check_fit(SHA, "model.gguf", "decision-prompt/1", readouts=("letters", "cloze"))
     assert not parsed.applies("as_given", "letters") and parsed.applies("as_given", "cloze")
 
 

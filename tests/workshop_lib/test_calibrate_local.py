@@ -34,20 +34,24 @@ def test_calibrate_writes_the_file_the_adapter_reads_for_the_served_model(adapte
     tasks_file.write_text("".join(json.dumps(t.to_record()) + "\n" for t in _tasks()))
     out = tmp_path / "calibration.json"
     code = main(["calibrate", "--url", adapter.url, "--tasks", str(tasks_file), "--order", "prior",
-                 "--out", str(out), "--no-progress"])
+                 "--alpha", "0.5", "--out", str(out), "--no-progress"])
     printed = capsys.readouterr().out
     assert code == 0, printed
     doc = read_document(out)
     answer = EndpointClient.local(adapter.url).decide(_tasks()[0].request())
     assert doc["fit_for"] == {"gguf_sha256": answer.model["sha256"], "prompt_version": answer.raw["prompt_version"]}
     assert doc["order"] == "prior"
-    assert doc["data"]["fit_n"] == 2 and doc["data"]["heldout_n"] == 2
+    assert doc["data"]["fit_n"] == 2 and doc["data"]["heldout_n"] == 2, printed
     assert set(doc["profiles"]) == {"choice/3-4"}
     assert "choice/3-4" in printed and str(out) in printed
     # the adapter's own reader takes it, for this model and prompt, in that order mode
     parsed = served_calibration.load(out, answer.model["sha256"], "the served GGUF", answer.raw["prompt_version"])
     assert parsed.order == "prior"
     assert set(parsed.temperatures) == {name for name, p in doc["profiles"].items() if p["kept"]}
+    # alpha 0.5 needs one held-out answer for a set: the two held out give one, at the served temperature
+    assert doc["alpha"] == parsed.alpha == 0.5 and doc["readout"] == parsed.readout == "letters"
+    sets = doc["profiles"]["choice/3-4"]["conformal"]
+    assert sets["kept"] and parsed.thresholds == {"choice/3-4": sets["threshold"]} and "prediction set" in printed
 
 
 def test_the_order_study_sends_each_mode_and_reads_what_it_reports(adapter, tmp_path):

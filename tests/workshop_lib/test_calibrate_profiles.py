@@ -123,6 +123,20 @@ def test_the_file_holds_what_the_adapter_reads_and_round_trips(tmp_path):
     assert read_document(path) == json.loads(json.dumps(doc))
 
 
+def test_each_profile_keeps_a_prediction_set_only_with_enough_held_out_answers_for_its_alpha():
+    at_10 = calibration_document(_results(), order="as_given", tasks="t")  # 16 held out per profile; 9 needed
+    assert all(entry["conformal"]["kept"] for entry in at_10["profiles"].values())
+    at_5 = calibration_document(_results(), order="as_given", tasks="t", alpha=0.05)  # 19 needed
+    assert at_5["alpha"] == 0.05
+    for entry in at_5["profiles"].values():
+        assert not entry["conformal"]["kept"] and "needs at least 19" in entry["conformal"]["reason"]
+    assert "prediction set: not kept (16 held-out answers" in profiles.describe(at_5)
+    with pytest.raises(CalibrationFileError, match="alpha"):
+        calibration_document(_results(), order="as_given", tasks="t", alpha=1.0)
+    with pytest.raises(CalibrationFileError, match="readout"):
+        calibration_document(_results(), order="as_given", tasks="t", readout="tea-leaves")
+
+
 def test_the_split_falls_back_to_a_stable_hash_when_tasks_carry_none():
     results = [_result(i, split="test") for i in range(40)]
     first = calibration_document(results, order="as_given", tasks="t")
@@ -301,3 +315,27 @@ def test_interleaved_runs_join_into_one_run_per_mode_and_order_in_task_order():
     assert [r.task_id for r in joined.results] == ["t0", "t1", "t2"]
     assert joined.label == "prior (reversed)" and joined.wall_s == 3.5 and joined.model == {"file": "m.gguf"}
     assert joined.settings == {"order": "reversed", "order_mode": "prior"}
+
+
+def test_the_order_study_reports_the_prediction_sets_and_the_bench_judges_their_coverage():
+    from benchmarks.adapter import order_verdicts
+    from workshop_lib.evaluation.order_study import OrderStudy, set_figures
+    from workshop_lib.evaluation.runner import Run
+
+    doc = calibration_document(_results(), order="as_given", tasks="t")
+    sets = set_figures(doc)
+    entries = doc["profiles"].values()
+    assert sets["alpha"] == 0.1 and sets["n"] == sum(e["fit_n"] for e in entries)
+    assert sets["coverage"] == pytest.approx(sum(e["conformal"]["fit_coverage"] * e["fit_n"] for e in entries) / sets["n"])
+    assert min(e["conformal"]["fit_set_size"] for e in entries) <= sets["mean_size"] <= max(
+        e["conformal"]["fit_set_size"] for e in entries)
+    none_kept = calibration_document(_results(), order="as_given", tasks="t", alpha=0.01)
+    assert set_figures(none_kept) == {"alpha": 0.01, "n": 0, "kept": []}
+
+    run = Run(label="x", kind="decision", results=_results(), settings={"order_mode": "as_given"})
+    study = OrderStudy({"as_given": (run, run)}, tasks="t")
+    assert study.figures["as_given"]["prediction_sets"] == sets
+    assert "prediction sets on the fitting split" in study.text()
+    verdict = [line for line in order_verdicts(study.figures) if "prediction sets" in line]
+    within = abs(sets["coverage"] - 0.9) <= 0.05
+    assert len(verdict) == 1 and ("meets" if within else "MISSES") in verdict[0]

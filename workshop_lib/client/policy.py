@@ -14,6 +14,12 @@ that ranking is decided here, in plain code:
   probability mass (``allowed_token_mass`` below ``min_answer_mass``, or the server
   itself marked the answer ``abstained``), the model was not really answering the
   question, whatever the probabilities say.
+* a set of one: with ``require_set_of_one``, accept only an answer whose prediction
+  set (``prediction_set``, served where ``workshop calibrate`` kept a split-conformal
+  threshold for the question's profile) is the top option alone. A set of several
+  options, an empty set, or no set at all needs review: the set covers the right
+  answer in at least 1 - alpha of questions like the held-out ones, so one member
+  means the model is sure in the sense that was measured.
 
 Anything not accepted goes to a named fallback id (``"needs_review"``, a human
 queue, a safe default). Probabilities from small models are uncalibrated, so
@@ -38,6 +44,7 @@ NOT_ALLOWED = "not_allowed"
 BELOW_THRESHOLD = "below_threshold"
 SMALL_MARGIN = "small_margin"
 ABSTAINED = "abstained"
+NOT_SET_OF_ONE = "not_set_of_one"
 
 
 def scores(decision) -> dict[str, float]:
@@ -72,6 +79,18 @@ def answer_mass(decision) -> tuple[float | None, bool]:
     return (float(mass) if mass is not None else None), bool(isinstance(raw, Mapping) and raw.get("abstained") is True)
 
 
+def prediction_set(decision) -> tuple[str, ...] | None:
+    """The answer's prediction set (option ids; ``x_prediction_set`` for System One's answers), or None for a
+    plain mapping or an answer served without one."""
+    raw = getattr(decision, "raw", None) or {}
+    if not isinstance(raw, Mapping):
+        return None
+    members = raw.get("prediction_set", raw.get("x_prediction_set"))
+    if not isinstance(members, (list, tuple)) or not all(isinstance(m, str) for m in members):
+        return None
+    return tuple(members)
+
+
 def _check_unit(name: str, value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
         raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}")
@@ -98,31 +117,37 @@ class Outcome:
 
     option_id: str
     accepted: bool
-    rule: str  # ACCEPTED, NOT_ALLOWED, ABSTAINED, BELOW_THRESHOLD or SMALL_MARGIN
+    rule: str  # ACCEPTED, NOT_ALLOWED, ABSTAINED, NOT_SET_OF_ONE, BELOW_THRESHOLD or SMALL_MARGIN
     reason: str
     top: str
     top_probability: float
     margin: float
     answer_mass: float | None = None  # the answer letters' share of the next-token mass, when known
+    prediction_set: tuple[str, ...] | None = None  # the served prediction set, when there is one
 
 
 @dataclass(frozen=True)
 class Policy:
-    """Allow-list, abstention, threshold and margin rules in one place; ``apply`` checks them in that
-    order: allowed first (authorization), then whether the model answered at all (the server's
-    ``abstained`` flag, or ``allowed_token_mass`` below ``min_answer_mass``), then threshold, then margin."""
+    """Allow-list, abstention, prediction-set, threshold and margin rules in one place; ``apply`` checks
+    them in that order: allowed first (authorization), then whether the model answered at all (the
+    server's ``abstained`` flag, or ``allowed_token_mass`` below ``min_answer_mass``), then, with
+    ``require_set_of_one``, whether the prediction set is the top option alone, then threshold, then
+    margin."""
 
     threshold: float = 0.0
     min_margin: float = 0.0
     allowed: frozenset[str] | None = None  # None: every option id may be acted on
     fallback: str = "needs_review"
     min_answer_mass: float = 0.0  # 0: only the server's own abstention counts
+    require_set_of_one: bool = False  # True: anything but a prediction set of one option needs review
 
     def __post_init__(self):
         _check_unit("threshold", self.threshold)
         _check_unit("min_margin", self.min_margin)
         _check_unit("min_answer_mass", self.min_answer_mass)
         _check_fallback(self.fallback)
+        if not isinstance(self.require_set_of_one, bool):
+            raise ValueError(f"require_set_of_one must be true or false, got {self.require_set_of_one!r}")
         if self.allowed is not None:
             if isinstance(self.allowed, str):
                 raise ValueError("allowed must be a collection of option ids, not one string")
@@ -137,10 +162,11 @@ class Policy:
         top, p = order[0]
         gap = p - (order[1][1] if len(order) > 1 else 0.0)
         mass, abstained = answer_mass(decision)
+        members = prediction_set(decision)
 
         def outcome(rule: str, reason: str) -> Outcome:
             accepted = rule == ACCEPTED
-            return Outcome(top if accepted else self.fallback, accepted, rule, reason, top, p, gap, mass)
+            return Outcome(top if accepted else self.fallback, accepted, rule, reason, top, p, gap, mass, members)
 
         if self.allowed is not None and top not in self.allowed:
             return outcome(NOT_ALLOWED, f"{top} (p={p:.3f}) is not among the allowed options; "
@@ -155,6 +181,13 @@ class Policy:
         if mass is not None and mass < self.min_answer_mass - TOLERANCE:
             return outcome(ABSTAINED, f"the answer letters held {mass:.3f} of the next-token mass, below "
                                       f"min_answer_mass {self.min_answer_mass:.3f}; fell back to {self.fallback}")
+        if self.require_set_of_one and members is None:
+            return outcome(NOT_SET_OF_ONE, "the answer carries no prediction_set (no kept conformal threshold "
+                                           "applies: see `workshop calibrate`); fell back to " + self.fallback)
+        if self.require_set_of_one and members != (top,):
+            shown = ", ".join(members) if members else "no option"
+            return outcome(NOT_SET_OF_ONE, f"the prediction set holds {shown}, not {top} alone; fell back to "
+                                           f"{self.fallback}")
         if p < self.threshold - TOLERANCE:
             return outcome(BELOW_THRESHOLD, f"{top} has p={p:.3f}, below the threshold {self.threshold:.3f}; "
                                             f"fell back to {self.fallback}")
@@ -166,6 +199,6 @@ class Policy:
 
 
 __all__ = [
-    "ABSTAINED", "ACCEPTED", "BELOW_THRESHOLD", "NOT_ALLOWED", "SMALL_MARGIN", "Outcome", "Policy",
-    "accept_if_clear", "accept_or_fallback", "answer_mass", "margin", "ranked", "scores",
+    "ABSTAINED", "ACCEPTED", "BELOW_THRESHOLD", "NOT_ALLOWED", "NOT_SET_OF_ONE", "SMALL_MARGIN", "Outcome", "Policy",
+    "accept_if_clear", "accept_or_fallback", "answer_mass", "margin", "prediction_set", "ranked", "scores",
 ]

@@ -135,6 +135,19 @@ def heldout_calibration(results: Sequence[TaskResult], doc: Mapping) -> dict:
             "kept": sorted(name for name, p in doc["profiles"].items() if p["kept"])}
 
 
+def set_figures(doc: Mapping) -> dict:
+    """The prediction sets of a calibration document, over its kept thresholds: alpha, and the coverage and
+    mean set size on the fitting split (each profile's threshold was fitted on the held-out one), weighted by
+    each profile's fitting answers."""
+    kept = {name: p for name, p in doc["profiles"].items() if (p.get("conformal") or {}).get("kept")}
+    n = sum(p["fit_n"] for p in kept.values())
+    if not n:
+        return {"alpha": doc.get("alpha"), "n": 0, "kept": []}
+    return {"alpha": doc.get("alpha"), "n": n, "kept": sorted(kept),
+            "coverage": sum(p["conformal"]["fit_coverage"] * p["fit_n"] for p in kept.values()) / n,
+            "mean_size": sum(p["conformal"]["fit_set_size"] * p["fit_n"] for p in kept.values()) / n}
+
+
 def mode_figures(original: Run, reversed_run: Run, base: Run | None = None) -> dict:
     """One order mode's figures; ``base`` is the ``as_given`` run its latency is compared with."""
     results = original.results
@@ -168,6 +181,7 @@ class OrderStudy:
             row = mode_figures(original, reversed_run, base)
             doc = self.calibration(mode)
             row["calibration"] = heldout_calibration(original.results, doc) if doc else {"n": 0}
+            row["prediction_sets"] = set_figures(doc) if doc else {"alpha": None, "n": 0, "kept": []}
             if mode == "rotations" and base is not None:
                 row["rotation_cost"] = rotation_cost(base.results, original.results,
                                                      head_tokens=self.head_tokens)
@@ -258,6 +272,15 @@ def format_study(figures: Mapping[str, Mapping]) -> str:
         lines.append(f"  {mode:<10} n={c['n']:<3} NLL {b['nll']:.3f} -> {a['nll']:.3f}  ECE {b['ece']:.3f} -> "
                      f"{a['ece']:.3f}  Brier {b['brier']:.3f} -> {a['brier']:.3f}  kept: "
                      f"{', '.join(c['kept']) or 'none'}")
+    lines.append("prediction sets on the fitting split (thresholds fitted on the held-out split; target coverage "
+                 "1 - alpha)")
+    for mode, f in figures.items():
+        sets = f.get("prediction_sets") or {}
+        if not sets.get("n"):
+            lines.append(f"  {mode:<10} no kept threshold (too few held-out answers per profile)")
+            continue
+        lines.append(f"  {mode:<10} n={sets['n']:<3} coverage {_pct(sets['coverage']).strip()} (1 - alpha = "
+                     f"{1 - sets['alpha']:.0%})  mean size {sets['mean_size']:.2f}  kept: {', '.join(sets['kept'])}")
     lines.append("risk / coverage over min_answer_mass (answered share, error rate among the answered)")
     for mode, f in figures.items():
         cells = [f"{row['min_answer_mass']:g}: {_pct(row['coverage']).strip()} / {_pct(row['risk']).strip()}"
@@ -348,6 +371,6 @@ def _joined(runs: list[Run], label: str) -> Run:
                model=next((run.model for run in runs if run.model), {}), settings=dict(first.settings))
 
 
-__all__ = ["OrderModesView", "OrderStudy", "THRESHOLDS", "accuracy", "ask_in_each_mode", "format_study", "heldout_calibration",
+__all__ = ["OrderModesView", "OrderStudy", "THRESHOLDS", "accuracy", "ask_in_each_mode", "format_study", "heldout_calibration", "set_figures",
            "measure_order_modes", "mean_sensitivity", "mode_figures", "per_token_ms", "risk_coverage",
            "rotation_cost", "warm_priors"]

@@ -66,5 +66,6 @@ class ModelInfo(Answer):
         None, description="The content-free priors measured so far for the decision prompt, by option count.")
     order_priors_jev: dict[str, list[float]] | None = Field(
         None, description="The same for the prompt of System One and the OpenAI Decisions API.")
-    calibration: dict | None = Field(None, description="calibration.json in use: fit_for, order, profiles, "
-                                                       "temperatures, sha256; null when none.")
+    calibration: dict | None = Field(None, description="calibration.json in use: fit_for, order, readout, alpha, "
+                                                       "profiles, temperatures, set_thresholds, sha256; null when "
+                                                       "none.")

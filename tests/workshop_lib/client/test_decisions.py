@@ -7,8 +7,8 @@ import math
 import pytest
 
 from workshop_lib.client import Decision
-from workshop_lib.client.policy import (ACCEPTED, BELOW_THRESHOLD, NOT_ALLOWED, SMALL_MARGIN, Policy,
-                                    accept_if_clear, accept_or_fallback, margin, ranked, scores)
+from workshop_lib.client.policy import (ACCEPTED, BELOW_THRESHOLD, NOT_ALLOWED, NOT_SET_OF_ONE, SMALL_MARGIN, Policy,
+                                    accept_if_clear, accept_or_fallback, margin, prediction_set, ranked, scores)
 
 ROUTE = {"billing": 0.62, "tech_support": 0.25, "sales": 0.13}
 CLOSE = {"billing": 0.41, "tech_support": 0.39, "sales": 0.20}
@@ -163,3 +163,43 @@ def test_authorization_is_checked_before_abstention_and_allowing_keeps_the_mass_
 def test_min_answer_mass_must_be_a_share(bad):
     with pytest.raises(ValueError, match="min_answer_mass"):
         Policy(min_answer_mass=bad)
+
+
+# -- routing on the prediction set ----------------------------------------------------------------------------
+
+
+def _with_set(members, key="prediction_set"):
+    return Decision("t-1", tuple(ROUTE), tuple(ROUTE.values()), raw={key: members} if members is not None else {})
+
+
+def test_a_set_of_one_top_option_is_accepted_and_anything_else_needs_review():
+    policy = Policy(require_set_of_one=True)
+    accepted = policy.apply(_with_set(["billing"]))
+    assert accepted.accepted and accepted.option_id == "billing" and accepted.prediction_set == ("billing",)
+    for members, says in ((["billing", "sales"], "billing, sales"), ([], "no option"), (["sales"], "sales")):
+        outcome = policy.apply(_with_set(members))
+        assert (outcome.option_id, outcome.rule) == ("needs_review", NOT_SET_OF_ONE)
+        assert f"holds {says}, not billing alone" in outcome.reason
+
+
+def test_without_a_served_set_the_rule_sends_to_review_and_says_why():
+    for decision in (_with_set(None), ROUTE):  # an answer served without a set, a plain mapping
+        outcome = Policy(require_set_of_one=True, fallback="human").apply(decision)
+        assert (outcome.option_id, outcome.rule) == ("human", NOT_SET_OF_ONE) and "no prediction_set" in outcome.reason
+    assert Policy().apply(_with_set(None)).accepted  # off by default: the set is not looked at
+
+
+def test_system_one_answers_carry_the_set_as_x_prediction_set():
+    assert prediction_set(_with_set(["billing"], key="x_prediction_set")) == ("billing",)
+    assert Policy(require_set_of_one=True).apply(_with_set(["billing"], key="x_prediction_set")).accepted
+
+
+def test_the_set_rule_comes_after_the_allow_list_and_before_threshold_and_margin():
+    assert Policy(require_set_of_one=True, allowed={"sales"}).apply(_with_set(["billing"])).rule == NOT_ALLOWED
+    assert Policy(require_set_of_one=True, threshold=0.9).apply(_with_set(["billing", "sales"])).rule == NOT_SET_OF_ONE
+    assert Policy(require_set_of_one=True, threshold=0.9).apply(_with_set(["billing"])).rule == BELOW_THRESHOLD
+
+
+def test_require_set_of_one_must_be_a_boolean():
+    with pytest.raises(ValueError, match="require_set_of_one"):
+        Policy(require_set_of_one="yes")
