@@ -9,7 +9,8 @@ events); ``apis/dialect.py`` serves each the same way. This module keeps the res
 the API key, reading and decoding bodies within their limits, admission (one request at a time holds
 the model: ``Serving.run``, in front of the core's scoring.py), ``/ping``, ``/status``,
 ``/openapi.json``, and the shape of 404/405 answers (the API the path belongs to: OpenAI's under
-``/v1/decisions`` and on ``/v1/chat/completions``, Jev's elsewhere under ``/v1/``, the project's ``{"error": {"code", "message", "field"}}`` otherwise).
+``/v1/decisions`` and on ``/v1/chat/completions``, Jev's elsewhere under ``/v1/``, the project's
+``{"error": {"code", "message", "field"}}`` otherwise).
 
 With ``DECISION_ADAPTER_API_KEY`` set, every route but ``/ping`` and ``/openapi.json``
 needs ``Authorization: Bearer <key>``; without it, the header is ignored. ``GET /openapi.json``
