@@ -99,7 +99,7 @@ def test_every_api_answer_carries_the_id_errors_too(monkeypatch, capsys, headers
         check_emf(line)
         assert line["status"] == 503 and line["Busy"] == 0 and line["TimeLimitStops"] == 0
         assert "QueueWait" not in line  # never reached the gate
-    assert [line["api"] for line in lines] == ["unknown", "systemone", "openai_decisions"]
+    assert [line["api"] for line in lines] == ["unknown", "systemone", "openai_decisions", "chat"]
 
 
 def test_emf_line_declares_only_what_the_request_produced():
