@@ -58,7 +58,10 @@ def _run(args: list[str], log_path: Path, env: dict | None = None, timeout_s: fl
 def jevcompat(model_dir: Path, work: Path, *, with_key: bool) -> dict:
     label = "api-key" if with_key else "no-key"
     key = "wk-" + secrets.token_urlsafe(24) if with_key else None
-    env = {**ADAPTER_ENV, **({"DECISION_ADAPTER_API_KEY": key} if key else {})}
+    # Strict model names: jevcompat's unknown-model case (errors.shape) expects Jev's 404, which the adapter
+    # sends only with them (by default any name is answered by the served model, as llama-server does).
+    env = {**ADAPTER_ENV, "DECISION_ADAPTER_STRICT_MODEL_NAMES": "on",
+           **({"DECISION_ADAPTER_API_KEY": key} if key else {})}
     with AdapterProcess(model_dir, log_path=work / f"adapter-{label}.log", threads=THREADS, env=env) as adapter:
         print(f"   adapter at {adapter.url} ({'with' if key else 'without'} an API key)", flush=True)
         extra, tool_env = [], None

@@ -3,12 +3,13 @@
 Each API dialect is a module of ``apis/`` with its models, its routes (a blueprint) and its
 error shape: ``POST /invocations`` (``apis/invocations.py``: this project's decisions, the
 published sample's format, OpenAI chat and Jev System One, told apart by the body's shape),
-Jev's ``POST /v1/systemone``, ``GET /v1/models`` (read by Jev's and OpenAI's clients), the OpenAI Decisions
-API's ``POST /v1/decisions`` and OpenAI's ``POST /v1/chat/completions`` (streamed as server-sent events); ``apis/dialect.py`` serves each the same way. This module keeps the rest:
-loading the engine, the API key, reading and decoding bodies within their limits, admission (one
-request at a time holds the model: ``Serving.run``, in front of the core's scoring.py),
-``/ping``, ``/status``, ``/openapi.json``, and the shape of 404/405 answers (the API the path
-belongs to: OpenAI's under ``/v1/decisions`` and on ``/v1/chat/completions``, Jev's elsewhere under ``/v1/``, the project's
+Jev's ``POST /v1/systemone``, ``GET /v1/models`` (read by Jev's and OpenAI's clients), the OpenAI
+Decisions API's ``POST /v1/decisions`` and OpenAI's ``POST /v1/chat/completions`` (streamed as server-sent
+events); ``apis/dialect.py`` serves each the same way. This module keeps the rest: loading the engine,
+the API key, reading and decoding bodies within their limits, admission (one request at a time holds
+the model: ``Serving.run``, in front of the core's scoring.py), ``/ping``, ``/status``,
+``/openapi.json``, and the shape of 404/405 answers (the API the path belongs to: OpenAI's under
+``/v1/decisions`` and on ``/v1/chat/completions``, Jev's elsewhere under ``/v1/``, the project's
 ``{"error": {"code", "message", "field"}}`` otherwise).
 
 With ``DECISION_ADAPTER_API_KEY`` set, every route but ``/ping`` and ``/openapi.json``

@@ -78,7 +78,8 @@ def test_request_id_precedence():
 def test_every_api_answer_carries_the_id_errors_too(monkeypatch, capsys, headers, expected):
     client = app_without_model(monkeypatch).test_client()
     seen = []
-    for path in ("/invocations", "/v1/systemone", "/v1/decisions"):
+    paths = ("/invocations", "/v1/systemone", "/v1/decisions", "/v1/chat/completions")
+    for path in paths:
         answer = client.post(path, json=DECISION, headers=headers)
         assert answer.status_code == 503  # the model is still loading: an error answer
         body = answer.get_json()
@@ -89,7 +90,7 @@ def test_every_api_answer_carries_the_id_errors_too(monkeypatch, capsys, headers
             uuid.UUID(body["request_id"])
         seen.append(body["request_id"])
     if not expected:
-        assert len(set(seen)) == 3  # a fresh id per request
+        assert len(set(seen)) == len(paths)  # a fresh id per request
     ping = client.get("/ping", headers=headers)
     assert "request_id" not in ping.get_json() and "X-Request-Id" not in ping.headers  # health: unchanged
     lines = emf_lines(capsys.readouterr().out)
@@ -98,7 +99,7 @@ def test_every_api_answer_carries_the_id_errors_too(monkeypatch, capsys, headers
         check_emf(line)
         assert line["status"] == 503 and line["Busy"] == 0 and line["TimeLimitStops"] == 0
         assert "QueueWait" not in line  # never reached the gate
-    assert [line["api"] for line in lines] == ["unknown", "systemone", "openai_decisions"]
+    assert [line["api"] for line in lines] == ["unknown", "systemone", "openai_decisions", "chat"]
 
 
 def test_emf_line_declares_only_what_the_request_produced():

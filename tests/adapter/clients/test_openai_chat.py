@@ -126,14 +126,14 @@ def test_strict_model_names_refuse_other_names_naming_the_served_one(adapters):
         assert strict.chat.completions.create(model=name, messages=ASK, max_tokens=2).choices
     body = {"model": "gpt-nothing", "input": "x", "questions": [{"type": "predicate", "name": "q",
                                                                    "instructions": "Is it?"}]}
-    request = urllib.request.Request(strict.base_url.__str__().rstrip("/") + "/decisions", json.dumps(body).encode(),
+    request = urllib.request.Request(str(strict.base_url).rstrip("/") + "/decisions", json.dumps(body).encode(),
                                      {"Content-Type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request)
     assert refused.value.code == 404 and json.load(refused.value)["error"]["code"] == "model_not_found"
-    jev = urllib.request.Request(strict.base_url.__str__().rstrip("/") + "/systemone", json.dumps(
-        {"model": "gpt-nothing", "state": "x", "questions": {"q": {"type": "noul", "instructions": "Is it?"}}}).encode(),
-        {"Content-Type": "application/json"})
+    jev_body = {"model": "gpt-nothing", "state": "x", "questions": {"q": {"type": "noul", "instructions": "Is it?"}}}
+    jev = urllib.request.Request(str(strict.base_url).rstrip("/") + "/systemone", json.dumps(jev_body).encode(),
+                                 {"Content-Type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(jev)
     assert refused.value.code == 404 and json.load(refused.value)["detail"]["error_type"] == "not_found_error"
