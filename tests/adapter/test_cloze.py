@@ -263,3 +263,26 @@ def test_a_calibration_fitted_for_letters_is_not_applied_to_cloze():
                         raw={"readout": "cloze"})
     assert in_force(cloze, "choice", 2, "as_given", None, "cloze")[0] == 3.0
     assert in_force(cloze, "choice", 2, "as_given", None, "letters")[0] == 1.0
+
+
+def test_the_routes_accept_the_readout_and_refuse_bad_combinations(engine, monkeypatch):
+    """Through the app's routes (Flask's test client) on the in-process engine: own schema and System One."""
+    from decision_adapter import app as app_module
+
+    def load(holder):
+        holder.engine = engine
+        holder.ready.set()
+
+    monkeypatch.setattr(app_module._Holder, "load", load)
+    settings = dataclasses.replace(engine.settings, request_timeout_s=600.0)
+    client = app_module.create_app(settings, load="now").test_client()
+    body = {"id": "d1", "state": STATE, **{k: v for k, v in QUESTIONS[1].items() if k != "id"}, "readout": "cloze"}
+    reply = client.post("/invocations", json=body)
+    assert reply.status_code == 200, reply.get_json()
+    result = reply.get_json()["result"]
+    assert result["readout_name"] == "cloze" and result["model"]["readout"] == "letters"
+    for extra, field in (({"order": "rotations"}, "order"), ({"normalize": "softmax"}, "normalize")):
+        reply = client.post("/invocations", json={**body, **extra})
+        assert reply.status_code == 400 and reply.get_json()["error"]["field"] == field
+    reply = client.post("/v1/systemone", json={**JEV_BODY, "x_order": "prior"})
+    assert reply.status_code == 422 and reply.get_json()["detail"][0]["loc"] == ["body", "x_order"]
