@@ -171,6 +171,16 @@ def test_bad_combinations_are_400s_naming_the_field(fields, field):
     assert caught.value.status == 400 and caught.value.field == field
 
 
+def test_a_batch_question_at_fault_is_named_by_its_path():
+    body = {"id": "b1", "state": STATE, "readout": "cloze", "questions": [QUESTIONS[1], {**QUESTIONS[0], "order": "prior"}]}
+    with pytest.raises(AdapterError) as caught:
+        parse_decision(body)
+    assert caught.value.status == 400 and caught.value.field == "questions[1].order"
+    with pytest.raises(AdapterError) as caught:
+        parse_decision({**body, "questions": QUESTIONS[:1], "order": "rotations"})
+    assert caught.value.field == "order"
+
+
 def test_a_cloze_server_refuses_an_order_that_moves_options(engine, monkeypatch):
     monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, readout="cloze"))
     batch = parse_decision({"id": "d1", "state": STATE, **{k: v for k, v in QUESTIONS[0].items() if k != "id"},
