@@ -61,20 +61,21 @@ def normalize_of(question: Question) -> str:
     return question.normalize or names.PMI
 
 
-def check_readout(question: Question, readout: str, normalize: str | None, field_prefix: str = "") -> None:
+def check_readout(question: Question, readout: str, normalize: str | None, field=lambda name: name) -> None:
     """A 400 naming the field for what the readout cannot take: an unknown readout or normalisation, or
-    cloze with an order mode that moves options (a cloze prompt lists none)."""
+    cloze with an order mode that moves options (a cloze prompt lists none). ``field(name)``: the request's
+    path of the field that set ``name``."""
     if readout not in READOUTS:
-        raise InvalidValue(f"{field_prefix}readout {readout!r} is not a readout; use one of {', '.join(READOUTS)}",
-                           f"{field_prefix}readout", status=400, loc=(*question.loc, "readout"))
+        raise InvalidValue(f"{field('readout')} {readout!r} is not a readout; use one of {', '.join(READOUTS)}",
+                           field("readout"), status=400, loc=(*question.loc, "readout"))
     if normalize is not None and normalize not in names.NORMALIZATIONS:
-        raise InvalidValue(f"{field_prefix}normalize {normalize!r} is not a normalisation; use one of "
-                           f"{', '.join(names.NORMALIZATIONS)} (cloze only)", f"{field_prefix}normalize", status=400,
+        raise InvalidValue(f"{field('normalize')} {normalize!r} is not a normalisation; use one of "
+                           f"{', '.join(names.NORMALIZATIONS)} (cloze only)", field("normalize"), status=400,
                            loc=(*question.loc, "normalize"))
     if readout == names.CLOZE and question.order not in (None, AS_GIVEN):
-        raise InvalidValue(f"{field_prefix}order {question.order!r} does not apply to the cloze readout: its prompt "
+        raise InvalidValue(f"{field('order')} {question.order!r} does not apply to the cloze readout: its prompt "
                            "lists no options, so their order cannot move the answer; send order as_given or none",
-                           f"{field_prefix}order", status=400, loc=(*question.loc, "order"))
+                           field("order"), status=400, loc=(*question.loc, "order"))
 
 
 def plan(engine, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT) -> Plan:

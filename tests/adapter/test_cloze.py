@@ -171,6 +171,16 @@ def test_bad_combinations_are_400s_naming_the_field(fields, field):
     assert caught.value.status == 400 and caught.value.field == field
 
 
+def test_a_batch_question_at_fault_is_named_by_its_path():
+    body = {"id": "b1", "state": STATE, "readout": "cloze", "questions": [QUESTIONS[1], {**QUESTIONS[0], "order": "prior"}]}
+    with pytest.raises(AdapterError) as caught:
+        parse_decision(body)
+    assert caught.value.status == 400 and caught.value.field == "questions[1].order"
+    with pytest.raises(AdapterError) as caught:
+        parse_decision({**body, "questions": QUESTIONS[:1], "order": "rotations"})
+    assert caught.value.field == "order"
+
+
 def test_a_cloze_server_refuses_an_order_that_moves_options(engine, monkeypatch):
     monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, readout="cloze"))
     batch = parse_decision({"id": "d1", "state": STATE, **{k: v for k, v in QUESTIONS[0].items() if k != "id"},
@@ -180,3 +190,109 @@ def test_a_cloze_server_refuses_an_order_that_moves_options(engine, monkeypatch)
     assert caught.value.status == 400 and caught.value.field == "order"
     result = decide(engine, parse_decision({"id": "d1", "state": STATE, "question": "Which?", "options": ["a", "b"]}))
     assert result["readout_name"] == "cloze"
+
+
+# -- every API (in-process: its parser, the core, its answer) ------------------------------------------------
+
+JEV_BODY = {"state": STATE, "x_readout": "cloze", "questions": {
+    "damaged": {"type": "noul", "instructions": "Was the item damaged?"},
+    "team": {"type": "choice", "instructions": "Which team?", "criteria": {"refunds": "Refunds and returns",
+                                                                           "shipping_desk": None}},
+    "tone": {"type": "score", "instructions": "How upset is the customer?", "criteria": ["calm", "upset", "furious"]}}}
+
+
+def test_system_one_takes_x_readout_and_reports_it(engine):
+    from decision_adapter.apis import systemone as jev
+    from decision_adapter.apis.systemone_requests import parse_systemone
+
+    request = parse_systemone(JEV_BODY)
+    batch = jev.batch_of(request)
+    assert [cloze_text(o) for o in batch.questions[0].options] == ["yes", "no"]
+    assert [cloze_text(o) for o in batch.questions[1].options] == ["Refunds and returns", "shipping desk"]
+    assert [cloze_text(o) for o in batch.questions[2].options] == ["calm", "upset", "furious"]
+    results, timing = jev.score(engine, request)
+    body = jev.respond(request, results, timing, engine.info)
+    for key, n in (("damaged", 2), ("team", 2), ("tone", 3)):
+        answer = body["answers"][key]
+        assert answer["x_readout"] == "cloze" and answer["x_normalize"] == "pmi" and len(answer["x_option_tokens"]) == n
+    assert math.isclose(sum(body["answers"]["tone"]["probabilities"].values()), 1.0, abs_tol=1e-9)
+    assert "cloze" in body["x_readout_methods"] and body["x_model"]["readout"] == "letters"
+    letters = jev.respond(*(lambda r: (r, *jev.score(engine, r)))(parse_systemone({**JEV_BODY, "x_readout": None})),
+                          engine.info)
+    assert letters["answers"]["damaged"]["x_readout"] == "letter-slots"
+
+
+@pytest.mark.parametrize("extra, loc", [({"x_order": "rotations"}, ["body", "x_order"]),
+                                        ({"x_normalize": "softmax"}, ["body", "x_normalize"])])
+def test_system_one_refuses_bad_combinations_naming_the_field(extra, loc):
+    from decision_adapter.apis.systemone_requests import JevValidationError, parse_systemone
+
+    with pytest.raises(JevValidationError) as caught:
+        parse_systemone({**JEV_BODY, **extra})
+    assert [e["loc"] for e in caught.value.errors] == [loc]
+
+
+def test_the_openai_decisions_api_follows_the_server_default(engine, monkeypatch):
+    from decision_adapter.apis import decisions
+
+    monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, readout="cloze"))
+    request = decisions.parse_decisions({"input": STATE, "questions": [
+        {"type": "predicate", "name": "refund", "instructions": "The customer asks for a refund."},
+        {"type": "choice", "name": "team", "instructions": "Which team?",
+         "choices": [{"value": "billing", "description": "Payments, refunds"}, {"value": "shipping_desk"}]},
+        {"type": "score", "name": "anger", "instructions": "How frustrated?",
+         "levels": [{"label": "calm"}, {"label": "annoyed"}, {"label": "furious"}]}]})
+    batch = decisions.batch_of(request)
+    assert [[cloze_text(o) for o in q.options] for q in batch.questions] == [
+        ["yes", "no"], ["Payments, refunds", "shipping desk"], ["calm", "annoyed", "furious"]]
+    results, timing = decisions.score(engine, request)
+    assert {r["readout_name"] for r in results} == {"cloze"}
+    body = decisions.respond(request, results, timing, engine.info)
+    assert math.isclose(sum(p["probability"] for p in body["answers"][2]["probabilities"]), 1.0, abs_tol=1e-9)
+    assert body["usage"]["input_tokens"] >= timing["input_tokens"] > 0
+
+
+def test_the_samples_format_follows_the_server_default(engine, monkeypatch):
+    from decision_adapter.apis import sample
+
+    monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, readout="cloze"))
+    batch = sample.parse_sample({"decisions": [
+        {"id": "d1", "state": STATE, "question": "Which team?", "options": [{"id": "refunds"}, {"id": "shipping_desk"}]}]})
+    results, _ = sample.decide(engine, batch)
+    assert results[0]["readout_name"] == "cloze"
+
+
+def test_a_calibration_fitted_for_letters_is_not_applied_to_cloze():
+    from decision_adapter.calibration import in_force
+    from decision_contract.calibration import Calibration
+
+    letters = Calibration("c.json", "0" * 64, "decision-prompt/1", "as_given", {"choice/2": 2.0}, ("choice/2",))
+    assert in_force(letters, "choice", 2, "as_given", None)[0] == 2.0
+    assert in_force(letters, "choice", 2, "as_given", None, "cloze")[1]["source"] == "none"
+    cloze = Calibration("c.json", "0" * 64, "decision-prompt/1", "as_given", {"choice/2": 3.0}, ("choice/2",),
+                        raw={"readout": "cloze"})
+    assert in_force(cloze, "choice", 2, "as_given", None, "cloze")[0] == 3.0
+    assert in_force(cloze, "choice", 2, "as_given", None, "letters")[0] == 1.0
+
+
+def test_the_routes_accept_the_readout_and_refuse_bad_combinations(engine, monkeypatch):
+    """Through the app's routes (Flask's test client) on the in-process engine: own schema and System One."""
+    from decision_adapter import app as app_module
+
+    def load(holder):
+        holder.engine = engine
+        holder.ready.set()
+
+    monkeypatch.setattr(app_module._Holder, "load", load)
+    settings = dataclasses.replace(engine.settings, request_timeout_s=600.0)
+    client = app_module.create_app(settings, load="now").test_client()
+    body = {"id": "d1", "state": STATE, **{k: v for k, v in QUESTIONS[1].items() if k != "id"}, "readout": "cloze"}
+    reply = client.post("/invocations", json=body)
+    assert reply.status_code == 200, reply.get_json()
+    result = reply.get_json()["result"]
+    assert result["readout_name"] == "cloze" and result["model"]["readout"] == "letters"
+    for extra, field in (({"order": "rotations"}, "order"), ({"normalize": "softmax"}, "normalize")):
+        reply = client.post("/invocations", json={**body, **extra})
+        assert reply.status_code == 400 and reply.get_json()["error"]["field"] == field
+    reply = client.post("/v1/systemone", json={**JEV_BODY, "x_order": "prior"})
+    assert reply.status_code == 422 and reply.get_json()["detail"][0]["loc"] == ["body", "x_order"]

@@ -99,6 +99,11 @@ class Decision:
         """Server-side time for the whole request (for a batch: the whole batch)."""
         return self.timing.get("total_ms")
 
+    @property
+    def readout(self) -> str:
+        """The readout that answered: cloze when the answer says so, else letters."""
+        return "cloze" if self.raw.get("readout_name") == "cloze" else "letters"
+
     def as_dict(self) -> dict[str, float]:
         return dict(zip(self.option_ids, self.probabilities))
 
@@ -216,9 +221,18 @@ class EndpointClient:
 
     def __init__(self, transport, *, retries: int = DEFAULT_RETRIES, max_retry_sleep_s: float = MAX_RETRY_SLEEP_S,
                  default_retry_after_s: float = DEFAULT_RETRY_AFTER_S,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, readout: str | None = None,
+                 normalize: str | None = None):
+        """``readout`` (letters or cloze) and ``normalize`` (cloze: pmi, sum or mean) go with every request in
+        this project's schema and System One's (``x_readout``, ``x_normalize``) that does not set its own;
+        None leaves them to the endpoint (DECISION_ADAPTER_READOUT). The sample's format has no field for them."""
         if retries < 0:
             raise ValueError("retries must be 0 or more")
+        if readout not in (None, "letters", "cloze"):
+            raise ValueError(f"readout must be letters or cloze, not {readout!r}")
+        if normalize not in (None, "pmi", "sum", "mean"):
+            raise ValueError(f"normalize must be pmi, sum or mean, not {normalize!r}")
+        self.readout, self.normalize = readout, normalize
         self.transport = transport
         self.retries = retries
         self.max_retry_sleep_s = max_retry_sleep_s
@@ -251,6 +265,11 @@ class EndpointClient:
 
     def __repr__(self) -> str:
         return f"EndpointClient({self.transport.name}, retries={self.retries})"
+
+    def _readout_fields(self, prefix: str = "") -> dict:
+        """The client's readout and normalize, as fields of a body (``prefix``: System One's ``x_``)."""
+        fields = {"readout": self.readout, "normalize": self.normalize}
+        return {prefix + k: v for k, v in fields.items() if v is not None}
 
     # -- calls --
 
@@ -315,6 +334,8 @@ class EndpointClient:
         if "questions" in decision or "decisions" in decision:
             raise TypeError("this is a shared-state request; call decide_batch(id, state, questions) or "
                             "decide_shared(decisions)")
+        if "decision" not in decision:
+            decision = {**self._readout_fields(), **decision}
         reply, latency, attempts = self.invoke(decision)
         decision = decision.get("decision", decision)
         result = reply.get("result")
@@ -328,7 +349,8 @@ class EndpointClient:
 
     def decide_batch(self, id: str, state, questions: Sequence[Mapping], **extra) -> list[Decision]:
         """Several questions on one state; results in question order, ids = question ids."""
-        reply, latency, attempts = self.invoke({"id": id, "state": state, "questions": list(questions), **extra})
+        reply, latency, attempts = self.invoke({"id": id, "state": state, "questions": list(questions),
+                                                **self._readout_fields(), **extra})
         results = reply.get("results")
         if not isinstance(results, list) or len(results) != len(questions):
             raise InvalidResponse(f"expected {len(questions)} results, got "
@@ -382,7 +404,7 @@ class EndpointClient:
         Sent to ``/invocations`` (the adapter tells the shape apart), so it travels through SageMaker's
         InvokeEndpoint unchanged; returns a ``jev.SystemOneResult`` checked against the questions.
         """
-        body = jev.request(state, questions, model=model, **extra)
+        body = jev.request(state, questions, model=model, **{**self._readout_fields("x_"), **extra})
         reply, latency, attempts = self.invoke(body)
         try:
             return jev.parse_response(reply, body, client_latency_ms=latency, attempts=attempts)

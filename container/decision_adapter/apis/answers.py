@@ -62,6 +62,8 @@ class ModelInfo(Answer):
     prefix_reuse: str | None = None
     runtime: dict | None = None
     order: str | None = Field(None, description="The server's default order mode (DECISION_ADAPTER_ORDER).")
+    readout: Literal["letters", "cloze"] | None = Field(
+        None, description="The server's default readout (DECISION_ADAPTER_READOUT).")
     order_priors: dict[str, list[float]] | None = Field(
         None, description="The content-free priors measured so far for the decision prompt, by option count.")
     order_priors_jev: dict[str, list[float]] | None = Field(

@@ -198,8 +198,7 @@ def question_of(model, field_prefix: str, qid: str, defaults=None) -> Question:
                         pick("question_type") or "choice", readout=pick("readout"), normalize=pick("normalize"))
     if question.readout is not None or question.normalize is not None:
         scoring.check_readout(question, question.readout or names.LETTERS, question.normalize,
-                              field_prefix if getattr(model, "readout", None) or getattr(model, "normalize", None)
-                              or getattr(model, "order", None) else "")
+                              lambda name: field_prefix + name if getattr(model, name, None) is not None else name)
     return question
 
 

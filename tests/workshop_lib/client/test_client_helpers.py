@@ -102,3 +102,31 @@ def test_decide_refuses_a_batch_body():
 def test_negative_retries_are_refused():
     with pytest.raises(ValueError):
         EndpointClient.local("http://127.0.0.1:9", retries=-1)
+
+
+def test_the_clients_readout_goes_with_own_and_system_one_bodies_only():
+    sent = []
+
+    class Recording(EndpointClient):
+        def invoke(self, payload):
+            sent.append(payload)
+            if "decisions" in payload or "decision" in payload:
+                return {"result": {"id": "d", "option_ids": ["a", "b"], "probabilities": [0.5, 0.5]}}, 1.0, 1
+            if "questions" in payload:
+                return {"results": [{"id": "q", "option_ids": ["a", "b"], "probabilities": [0.4, 0.6],
+                                     "readout_name": "cloze"}]}, 1.0, 1
+            return {"result": {"id": "d", "option_ids": ["a", "b"], "probabilities": [0.5, 0.5]}}, 1.0, 1
+
+    client = Recording.local("http://127.0.0.1:9", readout="cloze", normalize="sum")
+    client.decide(decision("d", "s", "q?", ["a", "b"]))
+    assert sent[-1]["readout"] == "cloze" and sent[-1]["normalize"] == "sum"
+    client.decide(decision("d", "s", "q?", ["a", "b"]) | {"readout": "letters"})
+    assert sent[-1]["readout"] == "letters"  # the body's own wins
+    (made,) = client.decide_batch("b", "s", [question("q", "q?", ["a", "b"])])
+    assert sent[-1]["readout"] == "cloze" and made.readout == "cloze"
+    client.decide({"decision": {"id": "d", "state": "s", "question": "q?", "options": [{"id": "a"}, {"id": "b"}]}})
+    assert "readout" not in sent[-1] and "readout" not in sent[-1]["decision"]
+    with pytest.raises(ValueError, match="readout"):
+        EndpointClient.local("http://127.0.0.1:9", readout="words")
+    with pytest.raises(ValueError, match="normalize"):
+        EndpointClient.local("http://127.0.0.1:9", normalize="softmax")
