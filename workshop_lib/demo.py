@@ -15,6 +15,7 @@ from pathlib import Path
 from . import examples
 from .client.endpoint import Decision, EndpointClient
 from .local.processes import AdapterProcess
+from .local.rehearsal import LOCAL_READOUT, READOUT_WHY
 from .models import EMBEDDED_MODEL, embedded_gguf_path
 from .packaging import extract_model, package_local
 from .display import DecisionView
@@ -23,8 +24,11 @@ from .display import DecisionView
 def format_decision(decision: Decision, *, latency: bool = True) -> str:
     """The notebooks' bar chart (``steps.show_decision``), then what the model read, indented."""
     raw = decision.raw
-    lines = [*str(DecisionView([decision], latency=latency)).splitlines(),
-             f"  {raw['input_tokens']} input tokens, allowed-token mass {raw['allowed_token_mass']:.3f}"]
+    if raw.get("option_tokens"):  # cloze: each option's text was read after the prompt
+        read = f"options read as {'+'.join(str(n) for n in raw['option_tokens'])} tokens ({raw.get('normalize')})"
+    else:
+        read = f"allowed-token mass {raw['allowed_token_mass']:.3f}"
+    lines = [*str(DecisionView([decision], latency=latency)).splitlines(), f"  {raw['input_tokens']} input tokens, {read}"]
     return "\n".join("   " + line for line in lines)
 
 
@@ -45,8 +49,10 @@ def run(work_dir: str | Path = ".workshop/demo") -> int:
     print(f"   manifest: {gguf['path']}, {gguf['size']:,} bytes, sha256 {gguf['sha256'][:16]}...")
 
     print("2. Starting the decision adapter (nginx + gunicorn + llama.cpp) on a local port ...")
-    with AdapterProcess(model_dir, log_path=work_dir / "adapter.log") as adapter:
+    with AdapterProcess(model_dir, log_path=work_dir / "adapter.log",
+                        env=LOCAL_READOUT) as adapter:
         print(f"   ready at {adapter.url} (log: {adapter.log_path})")
+        print(f"   {READOUT_WHY}")
         client = EndpointClient.local(adapter.url)
 
         print(f"3. Decision: {examples.SUPPORT_ROUTE['question']}")

@@ -51,6 +51,7 @@ def test_the_commands_rehearse_the_workshop_and_leave_nothing_running(local_mode
     config = WorkshopConfig.load()
     assert f"endpoint {config.cpu_endpoint_name}: InService" in out and "local endpoint: http://" in out
     assert "SM_LLAMA_CPP_THREADS=2" in out
+    assert rehearsal.READOUT_WHY in out  # the local adapter serves cloze on the embedded model, and says why
 
     out = _run(capsys, "invoke")
     assert "ticket-88231: top " in out  # the README's support-route example, on the local adapter

@@ -98,7 +98,8 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
         endpoint = EndpointClient(rehearsal.RoutedTransport(local, NAME), retries=0)  # a retry would hide a gap
         while not stop.is_set():
             try:
-                decision = endpoint.decide(SUPPORT_ROUTE)
+                # letters: the readout the calibration file was fitted for (local endpoints default to cloze)
+                decision = endpoint.decide({**SUPPORT_ROUTE, "readout": "letters"})
                 answers.append((decision.model["context_size"], decision.attempts,
                                 decision.raw["calibration"]["source"]))
             except Exception as exc:  # noqa: BLE001 - every failure is the test's finding

@@ -35,7 +35,7 @@ from ..display import DecisionView
 from ..errors import WorkshopError
 from .bias import flip_stats
 from .temperature import metrics, split_for_calibration
-from .profiles import ORDER_MODES, calibration_document, labelled, write_document
+from .profiles import LETTERS, ORDER_MODES, calibration_document, labelled, write_document
 from .runner import Run, TaskResult, evaluated_tokens, progress_bar
 from .served import run_mode
 from .tasks import resolve_tasks
@@ -309,8 +309,8 @@ class OrderModesView(DecisionView):
 
 def ask_in_each_mode(client, body: Mapping, modes: Sequence[str] = ORDER_MODES) -> OrderModesView:
     """The decision ``body`` asked once in each order mode (its id gets the mode), shown side by side."""
-    answers = [client.decide({**body, "id": f"{body.get('id', 'decision')} ({mode})", "order": mode})
-               for mode in modes]
+    answers = [client.decide({**body, "id": f"{body.get('id', 'decision')} ({mode})", "order": mode,
+                             "readout": LETTERS}) for mode in modes]
     return OrderModesView(answers, latency=False)
 
 
@@ -323,7 +323,7 @@ def warm_priors(client, tasks: Sequence) -> list[int]:
         first.setdefault(len(task.options), task)
     for n, task in sorted(first.items()):
         client.decide({**task.request(request_id=f"{task.id}@warm-prior"), "order": "prior",
-                       "question_type": task.type})
+                       "readout": LETTERS, "question_type": task.type})
     return sorted(first)
 
 

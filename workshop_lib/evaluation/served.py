@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 from decision_contract.calibration import DEFAULT_ALPHA
 
-from .profiles import ORDER_MODES, CalibrationFileError, calibration_document, write_document
+from .profiles import LETTERS, ORDER_MODES, CalibrationFileError, calibration_document, write_document
 from .runner import Run, run_decisions
 from .tasks import Task, resolve_tasks
 
@@ -26,7 +26,7 @@ def served_fields(mode: str, *, min_answer_mass: float | None = None):
         raise ValueError(f"order must be one of {', '.join(ORDER_MODES)}, not {mode!r}")
 
     def fields(task: Task) -> dict:
-        out = {"order": mode, "question_type": task.type}
+        out = {"order": mode, "readout": LETTERS, "question_type": task.type}  # order modes are the letters'
         if min_answer_mass is not None:
             out["min_answer_mass"] = min_answer_mass
         return out

@@ -64,6 +64,12 @@ FORCED_SETTINGS = {"SM_LLAMA_CPP_THREADS": str(LOCAL_THREADS), "SM_LLAMA_CPP_N_G
 # llama-server reads no DECISION_ADAPTER_* setting; nginx in front of it gets the same request limit.
 LLAMA_SERVER_SETTINGS = {k: v for k, v in FORCED_SETTINGS.items() if k.startswith("SM_LLAMA_CPP_")}
 ADAPTER, LLAMA_SERVER = "decision adapter", "llama-server"
+# The embedded model reads positions through the answer letters (issue #37's held-out tasks), so local decision
+# endpoints serve the cloze readout unless the endpoint's environment names one; the AWS path keeps letters.
+LOCAL_READOUT = {"DECISION_ADAPTER_READOUT": "cloze"}
+READOUT_WHY = ("readout cloze (each option's text scored after the question): on this 135M model the letters "
+               "readout reads positions (16 of 43 held-out tasks right, chance 33 %; 42 of 43 flip when the "
+               "options are reversed); the AWS path keeps letters, the published method")
 
 # Processes started by this Python process: stopped through their Popen, so they are reaped.
 _OWNED: dict[int, object] = {}
@@ -132,6 +138,7 @@ class LocalEndpoint:
     seconds: float = 0.0
     server: str = ADAPTER  # what serves it: ADAPTER or LLAMA_SERVER
     fallback: str = ""     # why the adapter stands in for the DLC's llama-server, where it does
+    readout_note: str = ""  # why the local adapter serves another readout than the endpoint declares, where it does
 
     def changes_text(self) -> str:
         if not self.changed:
@@ -286,7 +293,8 @@ class Rehearsal:
         fallback = dlc_server.missing() if dlc else ""
         kind = LLAMA_SERVER if dlc and not fallback else ADAPTER
         forced = LLAMA_SERVER_SETTINGS if kind == LLAMA_SERVER else FORCED_SETTINGS
-        environment = {**declared, **forced}
+        local_readout = LOCAL_READOUT if kind == ADAPTER and not set(LOCAL_READOUT) & set(declared) else {}
+        environment = {**declared, **local_readout, **forced}
         changed = {k: (declared.get(k), v) for k, v in forced.items() if declared.get(k) != v}
         previous = self._read_registry()["endpoints"].get(name) if replace else None
         if previous is None:
@@ -318,7 +326,7 @@ class Rehearsal:
             time.sleep(SWITCH_DRAIN_S)  # a request that read the old address just before has reached it
             _stop_group(previous["pgid"])
         return LocalEndpoint(name, server.url, log, model_dir, model_name, environment, changed,
-                             time.perf_counter() - started, kind, fallback)
+                             time.perf_counter() - started, kind, fallback, READOUT_WHY if local_readout else "")
 
     def endpoint_server(self, name: str) -> dict:
         """What serves the local endpoint ``name``: ``{"server": ADAPTER | LLAMA_SERVER, "fallback": why the

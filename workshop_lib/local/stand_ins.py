@@ -232,6 +232,8 @@ class LocalHosting(hosting.SageMakerHosting):
         served_by = "llama-server behind nginx" if local.server == rehearsal.LLAMA_SERVER else "the decision adapter"
         self._notes.setdefault(name, []).append(f"  local endpoint: {local.url}, served by {served_by}"
                                                 + (f" ({changes})" if changes else ""))
+        if local.readout_note:
+            self._notes[name].append(f"  {local.readout_note}")
         if local.server == rehearsal.LLAMA_SERVER:
             self._servers[name] = f"Not exercised locally: {dlc_server.NOT_REPRODUCED}."
         elif local.fallback:
