@@ -323,6 +323,7 @@ class Engine(PrefixReuse):
             first_item.setdefault(unique.setdefault((tuple(tokens), item.continuations), len(unique)), item)
         distinct = [list(t) for t, _ in unique]
         prefix = self._prefix_tokens(items[0].prompt, distinct)  # distinct[0] is items[0]'s prompt
+        self._check_budget(prefix, distinct, list(first_item.values()))
         t1 = time.perf_counter()
 
         def visit(index: int, tokens: list[int], logits: np.ndarray, eval_ms: float) -> Reading:
@@ -410,6 +411,18 @@ class Engine(PrefixReuse):
                                       self.llm.detokenize)
             except EngineError as exc:
                 raise InvalidValue(f"this prompt cannot be read with answer letters: {exc}", field, loc=loc) from None
+
+    def _check_budget(self, prefix: tuple[int, ...], distinct: list[list[int]], items: list[ScoringItem]) -> None:
+        """Refuse, before evaluating anything, a request whose prompts pass DECISION_ADAPTER_MAX_REQUEST_TOKENS,
+        naming the question that passes it."""
+        limit, total = self.settings.max_request_tokens, len(prefix)
+        for tokens, item in zip(distinct, items):
+            total += len(tokens) - len(prefix)
+            if total > limit:
+                raise PromptTooLong(
+                    f"the request's prompts come to more than {limit} tokens by this question (the request's "
+                    "budget, DECISION_ADAPTER_MAX_REQUEST_TOKENS); send fewer questions or a shorter state, or "
+                    "raise the limit", None, loc=item.loc)
 
     def _prefix_tokens(self, first: RenderedPrompt, token_lists: list[list[int]]) -> tuple[int, ...]:
         if self.prefix_mode == "off":

@@ -122,6 +122,10 @@ class Settings:
     max_body_bytes: int = setting(
         A + "MAX_BODY_BYTES", 1_048_576, "the largest request body (1 MiB, as the published sample)",
         minimum=1024, sample="SEMIF_MAX_BODY_BYTES")
+    max_request_tokens: int = setting(
+        A + "MAX_REQUEST_TOKENS", 65536, "tokens one decision request may have the model read: its prompts past "
+        "the shared prefix, and the prefix once; a request over it is refused before anything is evaluated",
+        minimum=64)
     max_shared_decisions: int = setting(
         A + "MAX_SHARED_DECISIONS", 64, "questions (or the sample's decisions) in one shared-state request",
         minimum=1, sample="SEMIF_MAX_SHARED_DECISIONS")
