@@ -270,7 +270,7 @@ def test_a_calibration_fitted_for_letters_is_not_applied_to_cloze():
     assert in_force(letters, "choice", 2, "as_given", None)[0] == 2.0
     assert in_force(letters, "choice", 2, "as_given", None, "cloze")[1]["source"] == "none"
     cloze = Calibration("c.json", "0" * 64, "decision-prompt/1", "as_given", {"choice/2": 3.0}, ("choice/2",),
-                        raw={"readout": "cloze"})
+                        readout="cloze")
     assert in_force(cloze, "choice", 2, "as_given", None, "cloze")[0] == 3.0
     assert in_force(cloze, "choice", 2, "as_given", None, "letters")[0] == 1.0
 

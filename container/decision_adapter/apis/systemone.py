@@ -156,7 +156,8 @@ def _extras(result: dict) -> dict:
             "x_prompt_sha256": result["prompt_sha256"], "x_order": result["order"],
             "x_order_sensitivity": result["order_sensitivity"], "x_prior": result["prior"],
             "x_calibration": result["calibration"], "x_abstained": result["abstained"],
-            "x_min_answer_mass": result["min_answer_mass"]}
+            "x_min_answer_mass": result["min_answer_mass"],
+            **{f"x_{key}": result[key] for key in ("normalize", "option_tokens") if key in result}}
 
 
 def answer(question: JevQuestion, result: dict) -> dict:
