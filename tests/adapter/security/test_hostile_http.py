@@ -47,8 +47,9 @@ BASELINE = {"id": "baseline-1", "state": "The parcel never arrived and the custo
 
 
 def sentinel_adapter(adapters):
-    """The module's adapter: the tests' usual settings with the sentinels in its environment."""
-    return adapters.shared(**TEST_ENV, **SENTINELS)
+    """The module's adapter: the tests' usual settings with the sentinels in its environment. Chat answers are
+    capped short: a random chat may ask for the longest answer, and generating it tests nothing here."""
+    return adapters.shared(**TEST_ENV, **SENTINELS, DECISION_ADAPTER_CHAT_MAX_TOKENS="32")
 
 
 def send(server, method: str, path: str, body: bytes | None = None, content_type: str | None = "application/json",
