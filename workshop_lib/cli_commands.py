@@ -299,7 +299,7 @@ def cmd_bench(args) -> int:
 def cmd_calibrate(args) -> int:
     client = None if args.run else _endpoint_client(args, steps.decision_endpoint)
     doc = calibrate(client, args.tasks, run=args.run, progress=not args.no_progress,
-                    **_given(order=args.order, limit=args.limit, alpha=args.alpha))
+                    **_given(order=args.order, limit=args.limit, alpha=args.alpha, readout=args.readout))
     path = write_document(doc, args.out or Path(args.config or default_path()).parent / "calibration.json")
     print(describe(doc))
     print(f"written: {path}; the next package carries it with `python -m workshop_lib package-model --calibration {path}`")

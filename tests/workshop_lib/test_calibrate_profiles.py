@@ -339,3 +339,20 @@ def test_the_order_study_reports_the_prediction_sets_and_the_bench_judges_their_
     verdict = [line for line in order_verdicts(study.figures) if "prediction sets" in line]
     within = abs(sets["coverage"] - 0.9) <= 0.05
     assert len(verdict) == 1 and ("meets" if within else "MISSES") in verdict[0]
+
+
+def test_calibrate_fits_for_the_readout_it_is_asked_for_and_names_it_in_every_request():
+    from workshop_lib.evaluation.runner import Run
+    from workshop_lib.evaluation.served import calibrate, served_fields
+
+    task = type("T", (), {"type": "choice"})()
+    assert served_fields("as_given", readout="cloze")(task)["readout"] == "cloze"
+    assert served_fields("prior")(task)["readout"] == "letters"  # named even when it is the default
+    with pytest.raises(ValueError, match="only the letters readout"):
+        served_fields("rotations", readout="cloze")
+    saved = Run("calibrate", "decision", _results(), settings={"order_mode": "as_given", "readout": "cloze"})
+    assert calibrate(run=saved, readout="cloze")["readout"] == "cloze"
+    with pytest.raises(CalibrationFileError, match="'cloze' readout, not 'letters'"):
+        calibrate(run=saved)
+    with pytest.raises(CalibrationFileError, match="only the letters readout"):
+        calibrate(client=object(), order="prior", readout="cloze")

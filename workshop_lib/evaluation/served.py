@@ -15,18 +15,24 @@ from typing import Mapping, Sequence
 
 from decision_contract.calibration import DEFAULT_ALPHA
 
-from .profiles import LETTERS, ORDER_MODES, CalibrationFileError, calibration_document, write_document
+from .profiles import LETTERS, ORDER_MODES, READOUTS, CalibrationFileError, calibration_document, write_document
 from .runner import Run, run_decisions
 from .tasks import Task, resolve_tasks
 
 
-def served_fields(mode: str, *, min_answer_mass: float | None = None):
-    """The request fields of one task in order mode ``mode`` (a function of the task, for ``run_decisions``)."""
+def served_fields(mode: str, *, min_answer_mass: float | None = None, readout: str = LETTERS):
+    """The request fields of one task in order mode ``mode`` with ``readout`` (a function of the task, for
+    ``run_decisions``). The readout is always named, so a server whose default is the other one answers the same."""
     if mode not in ORDER_MODES:
         raise ValueError(f"order must be one of {', '.join(ORDER_MODES)}, not {mode!r}")
+    if readout not in READOUTS:
+        raise ValueError(f"readout must be one of {', '.join(READOUTS)}, not {readout!r}")
+    if readout != LETTERS and mode != ORDER_MODES[0]:
+        raise ValueError(f"order {mode!r} moves the options, which only the letters readout shows: use "
+                         f"{ORDER_MODES[0]!r} with readout {readout!r}")
 
     def fields(task: Task) -> dict:
-        out = {"order": mode, "readout": LETTERS, "question_type": task.type}  # order modes are the letters'
+        out = {"order": mode, "readout": readout, "question_type": task.type}
         if min_answer_mass is not None:
             out["min_answer_mass"] = min_answer_mass
         return out
@@ -35,12 +41,14 @@ def served_fields(mode: str, *, min_answer_mass: float | None = None):
 
 
 def run_mode(client, tasks: Sequence[Task], mode: str, *, order: str = "original", temperature: float | None = 1.0,
-             min_answer_mass: float | None = None, progress: bool = True, label: str | None = None) -> Run:
+             min_answer_mass: float | None = None, progress: bool = True, label: str | None = None,
+             readout: str = LETTERS) -> Run:
     """Every task once in order mode ``mode``, the options presented in ``order`` (``original``,
     ``reversed``, ``rotated``); ``temperature=None`` leaves it to the server (its calibration applies)."""
     run = run_decisions(client, tasks, order=order, temperature=temperature, progress=progress,
-                        label=label or mode, fields=served_fields(mode, min_answer_mass=min_answer_mass))
-    run.settings["order_mode"] = mode
+                        label=label or mode, fields=served_fields(mode, min_answer_mass=min_answer_mass,
+                                                                          readout=readout))
+    run.settings["order_mode"], run.settings["readout"] = mode, readout
     return run
 
 
@@ -55,8 +63,9 @@ def _saved_run(path: str | Path) -> Run:
 
 
 def calibrate(client=None, tasks=None, *, order: str = "as_given", limit: int | None = None, run=None,
-              out: str | Path | None = None, progress: bool = True, alpha: float = DEFAULT_ALPHA) -> dict:
-    """``calibration.json`` for the endpoint behind ``client``, fitted in order mode ``order``, with
+              out: str | Path | None = None, progress: bool = True, alpha: float = DEFAULT_ALPHA,
+              readout: str = LETTERS) -> dict:
+    """``calibration.json`` for the endpoint behind ``client``, fitted for ``readout`` in order mode ``order``, with
     prediction sets covering the labelled answer in at least ``1 - alpha`` of held-out tasks.
 
     The tasks (JevBench format; default the packaged set) are sent at temperature 1, or ``run`` (a
@@ -67,7 +76,12 @@ def calibrate(client=None, tasks=None, *, order: str = "as_given", limit: int | 
         if client is None:
             raise ValueError("pass a client to run the tasks against, or run= a saved run")
         task_list, name = resolve_tasks(tasks, limit)
-        run = run_mode(client, task_list, order, progress=progress, label=f"calibrate ({order})")
+        try:
+            served_fields(order, readout=readout)
+        except ValueError as exc:
+            raise CalibrationFileError(str(exc)) from None
+        run = run_mode(client, task_list, order, progress=progress, label=f"calibrate ({readout}, {order})",
+                       readout=readout)
     else:
         name = str(tasks) if tasks is not None else (str(run) if isinstance(run, (str, Path)) else "saved run")
         run = run if isinstance(run, Run) else _saved_run(run)
@@ -75,12 +89,16 @@ def calibrate(client=None, tasks=None, *, order: str = "as_given", limit: int | 
         if mode and mode != order:
             raise CalibrationFileError(f"the saved run was made in order mode {mode!r}, not {order!r}; "
                                        f"calibrate with order={mode!r} or run the tasks again")
+        made_with = run.settings.get("readout") or LETTERS  # runs saved before it was recorded read letters
+        if made_with != readout:
+            raise CalibrationFileError(f"the saved run was read with the {made_with!r} readout, not {readout!r}; "
+                                       f"calibrate with readout={made_with!r} or run the tasks again")
         served = {float((r.extra.get("calibration") or {}).get("temperature", 1.0)) for r in run.results if r.valid}
         if run.settings.get("temperature") not in (None, 1, 1.0) or served - {1.0}:
             shown = run.settings.get("temperature") or sorted(served - {1.0})
             raise CalibrationFileError(f"the saved run was answered at temperature {shown}; a fit needs the "
                                        "temperature-1 probabilities: run the tasks again with temperature 1")
-    doc = calibration_document(run.results, order=order, tasks=name, alpha=alpha)
+    doc = calibration_document(run.results, order=order, tasks=name, alpha=alpha, readout=readout)
     if out is not None:
         write_document(doc, out)
     return doc
