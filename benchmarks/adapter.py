@@ -21,7 +21,12 @@ In one process and one run, on the embedded model with 2 threads, for each prefi
    evaluated (step 2's engine shows the head the server keeps) and at llama.cpp's rate on plain token runs,
    ECE and NLL before and after the fitted calibration on the held-out split, and risk/coverage
    over ``min_answer_mass`` thresholds;
-7. then (unless ``--no-llama-server``) benchmarks/llama_server.py: the adapter against llama-server.
+7. the readouts (``letters``, ``cloze``) on the same tasks, options as declared and reversed, at
+   temperature 1 (workshop_lib/evaluation/readout_study.py): accuracy against chance, flips under
+   reversal, a cloze decision's time against what its evaluated tokens cost at llama.cpp's rate on
+   plain token runs (step 2), and held-out ECE/NLL before and after each readout's own fitted profile
+   and its prediction sets (``--readouts-only`` runs step 2's engine for the rate, then this alone);
+8. then (unless ``--no-llama-server``) benchmarks/llama_server.py: the adapter against llama-server.
 
 It prints figures and target verdicts and asserts nothing (this machine is shared and noisy,
 so speed is reported, not tested). Every server it starts is stopped before it returns.
@@ -46,6 +51,7 @@ from decision_adapter.settings import load_settings
 from workshop_lib.evaluation.baseline import run_generation_baseline
 from workshop_lib.evaluation.order_study import RATE_SOURCES, measure_order_modes, per_token_ms, rotation_cost
 from workshop_lib.evaluation.profiles import describe
+from workshop_lib.evaluation.readout_study import measure_readouts
 from workshop_lib.evaluation.report import percentile
 from workshop_lib.evaluation.tasks import load_tasks
 from workshop_lib.client import EndpointClient
@@ -62,7 +68,8 @@ CTX = 4096  # the standard DLC's default; --context changes it
 MODES = ("trim", "restore")
 TARGETS = {"p50_over_generation": 0.5, "eval_over_in_process": 1.1, "non_model_ms": 3.0, "k8": 1.35,
            "rss_mib": 260, "rotations_flips": 0.10, "prior_flips_over_as_given": 0.5, "prior_p50": 1.05,
-           "rotation_cost": 1.05, "set_coverage_points": 0.05}
+           "rotation_cost": 1.05, "set_coverage_points": 0.05, "cloze_over_chance": 1.5, "cloze_flips": 0,
+           "cloze_cost": 1.2}
 
 
 def peak_rss_bytes(arbiter_pid: int) -> int:
@@ -164,22 +171,40 @@ def order_modes(model_dir: Path, tasks, work: Path, local: dict | None, context:
     return out
 
 
+def readouts(model_dir: Path, tasks, work: Path, local: dict | None, context: int = CTX) -> dict:
+    """The readouts side by side on one adapter with the default settings (readout_study); each readout's
+    p50 is priced at llama.cpp's own rate per token on plain token runs (``local``'s step 2)."""
+    with AdapterProcess(model_dir, log_path=work / "adapter-readouts.log", threads=THREADS,
+                        env={"SM_LLAMA_CPP_CTX_SIZE": str(context)}) as server:
+        study = measure_readouts(EndpointClient.local(server.url), tasks, progress=False)
+    figures = study.figures
+    rate = per_token_ms(*local["cost"]) if local else None
+    for f in figures.values():
+        f["tokens_cost_ms"] = rate * f["tokens_mean"] if rate and f.get("tokens_mean") else None
+        f["cost_ratio"] = (f["p50_ms"] / f["tokens_cost_ms"] if f["tokens_cost_ms"] and f.get("p50_ms") is not None
+                           else None)
+    return {"figures": figures, "chance": study.chance, "rate_ms_per_token": rate, "text": study.text()}
+
+
 def run(task_file: Path | None, limit: int | None, out: Path | None, context: int = CTX, *,
-        orders_only: bool = False) -> dict:
+        orders_only: bool = False, readouts_only: bool = False) -> dict:
     work = Path(tempfile.mkdtemp(prefix="adapter-bench-"))
     model_dir, _ = prepare_model_dir(work)
     tasks = load_tasks(task_file, limit=limit)
     figures: dict = {"threads": THREADS, "context": context, "tasks": str(task_file or "packaged"),
                      "host_cpu_flags": list(runtime.host_cpu_flags()), "modes": []}
     local = None
-    for mode in MODES[:1] if orders_only else MODES:
+    for mode in MODES[:1] if orders_only or readouts_only else MODES:
         local = in_process(model_dir, mode, [t.request() for t in tasks], context)
         figures.update(model=local["file"], llama_cpp_features=list(local["runtime"].cpu_features),
                        extra_buffers=local["runtime"].extra_buffers_reason,
                        in_process_eval_ms={str(n): ms for n, ms in zip(*local["cost"])})
-        if not orders_only:
+        if not (orders_only or readouts_only):
             figures["modes"].append(serve(model_dir, mode, tasks, work, local, context))
-    figures["order_modes"] = order_modes(model_dir, tasks, work, local, context)
+    if not readouts_only:
+        figures["order_modes"] = order_modes(model_dir, tasks, work, local, context)
+    if not orders_only:
+        figures["readouts"] = readouts(model_dir, tasks, work, local, context)
     if out:
         out.write_text(json.dumps(figures, indent=2) + "\n")
     return figures
@@ -223,7 +248,39 @@ def report(f: dict) -> str:
         if f["order_modes"]["calibration"]:
             lines += ["the calibration file the next package would carry (as_given):",
                       f["order_modes"]["calibration"], ""]
+    if f.get("readouts"):
+        lines += ["readouts (temperature 1, one decision at a time over HTTP; flips: options reversed)",
+                  f["readouts"]["text"], "", *readout_verdicts(f["readouts"]), ""]
     return "\n".join(lines)
+
+
+def readout_verdicts(study: dict) -> list[str]:
+    """The cloze readout's targets, each with its figure (printed, not asserted)."""
+    ok = lambda good: "meets" if good else "MISSES"  # noqa: E731
+    t, out = TARGETS, []
+    cloze, chance = study["figures"].get("cloze"), study.get("chance")
+    if not cloze:
+        return out
+    if cloze.get("accuracy") is not None and chance:
+        ratio = cloze["accuracy"] / chance
+        out.append(f"cloze accuracy {cloze['accuracy']:.1%} is {ratio:.2f}x chance {chance:.1%} "
+                   f"({ok(ratio >= t['cloze_over_chance'])} >= {t['cloze_over_chance']})")
+    flips = cloze.get("flips") or {}
+    if flips.get("compared"):
+        out.append(f"cloze flips under reversal {flips.get('flips', 0)}/{flips['compared']} "
+                   f"({ok(flips.get('flips', 0) <= t['cloze_flips'])} = {t['cloze_flips']})")
+    if cloze.get("cost_ratio") is not None:
+        out.append(f"cloze p50 {cloze['p50_ms']:.0f} ms is {cloze['cost_ratio']:.2f}x what its "
+                   f"{cloze['tokens_mean']:.0f} evaluated tokens cost at llama.cpp's "
+                   f"{study['rate_ms_per_token']:.3f} ms/token ({ok(cloze['cost_ratio'] <= t['cloze_cost'])} <= "
+                   f"{t['cloze_cost']})")
+    for readout, f in study["figures"].items():
+        h = f.get("heldout") or {}
+        if h.get("n"):
+            b, a = h["before"], h["after"]
+            out.append(f"{readout} held-out ECE {b['ece']:.3f} -> {a['ece']:.3f} "
+                       f"({ok(a['ece'] <= b['ece'] / 2)} at least halved)")
+    return out
 
 
 def order_verdicts(modes: dict) -> list[str]:
@@ -274,11 +331,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", type=int, default=CTX, help=f"context size in tokens (default {CTX})")
     parser.add_argument("--no-llama-server", action="store_true",
                         help="skip the comparison with llama-server (benchmarks/llama_server.py) that follows")
-    parser.add_argument("--orders-only", action="store_true",
-                        help="only the order modes and calibration (step 6; implies --no-llama-server)")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--orders-only", action="store_true",
+                      help="only the order modes and calibration (step 6; implies --no-llama-server)")
+    only.add_argument("--readouts-only", action="store_true",
+                      help="only the readouts (step 7, with step 2's engine for the rate; implies --no-llama-server)")
     args = parser.parse_args(argv)
-    print(report(run(args.tasks, args.limit, args.out, args.context, orders_only=args.orders_only)))
-    if not (args.no_llama_server or args.orders_only):
+    print(report(run(args.tasks, args.limit, args.out, args.context, orders_only=args.orders_only,
+                     readouts_only=args.readouts_only)))
+    if not (args.no_llama_server or args.orders_only or args.readouts_only):
         if find_llama_server() is None:
             print("llama-server comparison skipped: no llama-server build (.llama.cpp/bin/llama-server, "
                   "WORKSHOP_LLAMA_SERVER or PATH)")

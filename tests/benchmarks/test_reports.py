@@ -56,3 +56,19 @@ def test_the_llama_server_report_reads_its_recorded_run():
     for row in figures["shared_state"]:
         assert f"k={row['k']}:" in text
     assert f"{figures['letters']['valid']}/{figures['tasks']} tasks" in text
+
+
+def test_the_readout_verdicts_follow_their_figures():
+    def study(accuracy, flips, p50, ece_after):
+        cloze = {"accuracy": accuracy, "flips": {"flips": flips, "compared": 10}, "p50_ms": p50, "tokens_mean": 100,
+                 "cost_ratio": p50 / 100.0, "heldout": {"n": 20, "before": {"ece": 0.2, "nll": 1.0},
+                                                          "after": {"ece": ece_after, "nll": 0.9}}}
+        return {"figures": {"cloze": cloze}, "chance": 0.3, "rate_ms_per_token": 1.0}
+
+    good = adapter.readout_verdicts(study(0.6, 0, 110.0, 0.1))
+    bad = adapter.readout_verdicts(study(0.4, 1, 130.0, 0.11))
+    assert len(good) == len(bad) == 4
+    assert all("meets" in line for line in good) and all("MISSES" in line for line in bad)
+    assert "2.00x chance" in good[0] and "1/10" in bad[1] and "1.30x" in bad[2]
+    text = adapter.report({**recorded("adapter.json"), "readouts": {**study(0.6, 0, 110.0, 0.1), "text": "T"}})
+    assert "readouts (temperature 1" in text and good[0] in text
