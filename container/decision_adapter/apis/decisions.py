@@ -146,40 +146,38 @@ class AssistantMessage(Strict):
 Status = Literal["in_progress", "completed", "incomplete"] | None
 
 
-class FunctionCall(Strict):
+class _ToolItem(Strict):
+    """What every tool call and tool output item carries beside its own fields."""
+    call_id: NonBlank
+    id: str | None = None
+    status: Status = None
+
+
+class _ToolCall(_ToolItem):
+    name: NonBlank
+    namespace: str | None = None
+
+
+class _ToolOutput(_ToolItem):
+    output: _content(OutputPart, "a string or a list of input_text parts")
+
+
+class FunctionCall(_ToolCall):
     type: Literal["function_call"]
-    call_id: NonBlank
-    name: NonBlank
     arguments: str
-    id: str | None = None
-    namespace: str | None = None
-    status: Status = None
 
 
-class FunctionCallOutput(Strict):
+class FunctionCallOutput(_ToolOutput):
     type: Literal["function_call_output"]
-    call_id: NonBlank
-    output: _content(OutputPart, "a string or a list of input_text parts")
-    id: str | None = None
-    status: Status = None
 
 
-class CustomToolCall(Strict):
+class CustomToolCall(_ToolCall):
     type: Literal["custom_tool_call"]
-    call_id: NonBlank
-    name: NonBlank
     input: str
-    id: str | None = None
-    namespace: str | None = None
-    status: Status = None
 
 
-class CustomToolCallOutput(Strict):
+class CustomToolCallOutput(_ToolOutput):
     type: Literal["custom_tool_call_output"]
-    call_id: NonBlank
-    output: _content(OutputPart, "a string or a list of input_text parts")
-    id: str | None = None
-    status: Status = None
 
 
 INPUT_ITEMS = (("user", UserMessage), ("system", SystemMessage), ("developer", DeveloperMessage),
