@@ -101,7 +101,9 @@ def test_a_chat_over_the_limit_is_stopped_and_the_next_chat_is_unchanged(engine)
 def test_the_adapter_answers_504_and_then_as_a_fresh_server(model_dir, start_adapter):
     # Without prefix reuse each of the 16 questions reads the whole 7,000-token state again:
     # minutes of work on any CPU, against a limit of 10 s that the short request needs a fraction of.
-    settings = {"SM_LLAMA_CPP_CTX_SIZE": 8192, "DECISION_ADAPTER_PREFIX_REUSE": "off"}
+    # (112,000 tokens in all: past the default request budget, so the budget is raised here.)
+    settings = {"SM_LLAMA_CPP_CTX_SIZE": 8192, "DECISION_ADAPTER_PREFIX_REUSE": "off",
+                "DECISION_ADAPTER_MAX_REQUEST_TOKENS": 200_000}
     limited = start_adapter(model_dir, DECISION_ADAPTER_REQUEST_TIMEOUT=10, **settings)
     fresh = start_adapter(model_dir, DECISION_ADAPTER_REQUEST_TIMEOUT=0, **settings)
     slow = {"id": "slow", "state": long_state(7000),
