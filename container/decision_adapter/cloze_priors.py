@@ -30,9 +30,6 @@ class PriorCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def __contains__(self, key) -> bool:
-        return key in self._entries
-
     def get(self, key) -> float | None:
         value = self._entries.get(key)
         if value is not None:
@@ -44,9 +41,6 @@ class PriorCache:
         self._entries.move_to_end(key)
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        self._entries.clear()
 
 
 def key(question: Question, text: str) -> tuple[str, str, str]:

@@ -146,12 +146,14 @@ def responses() -> dict:
             any_of(project("method_not_allowed"), jev("invalid_request_error"), openai("method_not_allowed"))),
         "InvocationBadRequest": response(
             "A field has the wrong JSON type (code invalid_type, field names it), or a chat body asks for what the "
-            "adapter does not do (unsupported_parameter: tools, n above 1, JSON output). Also: " + UNREADABLE +
+            "adapter does not do (unsupported_parameter: tools, n above 1, JSON output), or the cloze readout is asked "
+            "for what it cannot take (invalid_value: an order that moves the options, an unknown normalize). Also: "
+            + UNREADABLE +
             " A body in "
             "the published sample's format gets its error shape, {\"error\": \"...\"}, with 400 for anything wrong "
             "in it (wrong types and values, unknown fields, states that differ, too many decisions, a prompt too "
             "long). An OpenAI Decisions body gets OpenAI's shape, with 400 for anything wrong in it.",
-            any_of(project("invalid_type", "unsupported_parameter", "bad_request"), SAMPLE, openai(
+            any_of(project("invalid_type", "invalid_value", "unsupported_parameter", "bad_request"), SAMPLE, openai(
                 "invalid_type", "invalid_value", "missing_required_parameter", "unknown_parameter",
                 "unsupported_content", "context_length_exceeded", "bad_request"))),
     }

@@ -118,28 +118,29 @@ def _content(part, what: str):
                      string_or_list(what)]
 
 
-class UserMessage(Strict):
+class _Message(Strict):
+    """A message item: its role and content are each subclass's own."""
+    type: Literal["message"] | None = None
+
+
+class UserMessage(_Message):
     role: Literal["user"]
     content: _content(InputPart, "a string or a list of input_text / input_json parts")
-    type: Literal["message"] | None = None
 
 
-class SystemMessage(Strict):
+class SystemMessage(_Message):
     role: Literal["system"]
     content: _content(TextOnlyPart, "a string or a list of input_text parts")
-    type: Literal["message"] | None = None
 
 
-class DeveloperMessage(Strict):
+class DeveloperMessage(_Message):
     role: Literal["developer"]
     content: _content(TextOnlyPart, "a string or a list of input_text parts")
-    type: Literal["message"] | None = None
 
 
-class AssistantMessage(Strict):
+class AssistantMessage(_Message):
     role: Literal["assistant"]
     content: _content(AssistantPart, "a string or a list of output_text / refusal parts")
-    type: Literal["message"] | None = None
     phase: Literal["commentary", "final_answer"] | None = None
 
 
