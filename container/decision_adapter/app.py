@@ -46,6 +46,7 @@ from .apis.invocations import project_error, request_kind
 from .engine import Engine
 from .errors import AdapterError, Busy, InvalidType, NotReady, TimedOut, Unauthorized
 from .model_files import locate_model
+from .scheduler import Lanes, open_lanes
 from .settings import Settings, load_settings
 from .startup import StartupRecord
 
@@ -78,10 +79,12 @@ class _Holder:
     so that a crash inside llama.cpp still leaves a word on what was running.
     """
 
-    def __init__(self, settings: Settings, record: StartupRecord | None = None):
+    def __init__(self, settings: Settings, gate: Gate, record: StartupRecord | None = None):
         self.settings = settings
+        self.gate = gate
         self.record = record
-        self.engine = None
+        self.engine = None  # the first context's engine: what is served (model info, checks)
+        self.lanes: Lanes | None = None  # every context, one request on each (scheduler.py)
         self.error: str | None = None
         self.ready = threading.Event()
 
@@ -104,6 +107,8 @@ class _Holder:
         engine = Engine(self.settings, model, rt)
         self._stage(startup.PROVING)
         engine.prove()
+        self._stage(startup.PROVING, parallel=self.settings.parallel)
+        self.lanes = open_lanes(engine, self.settings, self.gate)
         self.engine = engine
         self._stage(startup.READY)
         self.ready.set()
@@ -213,14 +218,13 @@ def _bearer_token(header: str | None) -> str | None:
 
 
 class Serving:
-    """What every dialect's routes use: the settings, the engine once loaded, the body, the gate."""
+    """What every dialect's routes use: the settings, the engine once loaded, the body, a context to run on."""
 
     clock = staticmethod(time.perf_counter)
 
-    def __init__(self, settings: Settings, holder: _Holder, gate: Gate):
+    def __init__(self, settings: Settings, holder: _Holder):
         self.settings = settings
         self.holder = holder
-        self.gate = gate
 
     @property
     def engine(self):
@@ -254,13 +258,15 @@ class Serving:
             raise InvalidType("a number in the body has too many digits; send at most 4,300", None) from None
 
     def run(self, work):
-        """``work(engine)`` once the gate admits the request, inside its time limit: (its result, ms waited)."""
+        """``work(engine)`` on the context the gate admits the request to, inside its time limit: (its result,
+        ms waited)."""
         facts = _facts()
+        self.engine  # noqa: B018 - 503 while loading, before joining the line
         try:
-            with self.gate.admit() as waited_ms, self.engine.time_limit(self.settings.request_timeout_s):
+            with self.holder.lanes.admit() as (engine, waited_ms), engine.time_limit(self.settings.request_timeout_s):
                 if facts is not None:
                     facts.queue_wait_ms = waited_ms
-                result = work(self.holder.engine)
+                result = work(engine)
         except Busy:
             if facts is not None:
                 facts.busy = 1
@@ -297,11 +303,11 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     settings = settings or load_settings()
     app = Flask(__name__, static_folder=None)  # no static files: no /static route
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
-    holder = _Holder(settings, startup_record)
     gate = Gate(settings.max_queue, settings.queue_timeout_s, settings.retry_after_s)
+    holder = _Holder(settings, gate, startup_record)
     app.extensions["decision_adapter"] = holder
     app.extensions["decision_adapter.gate"] = gate  # closed by the worker on SIGTERM (serve.py)
-    app.extensions[SERVING] = serving = Serving(settings, holder, gate)
+    app.extensions[SERVING] = serving = Serving(settings, holder)
     openapi_description = resources.files(__package__).joinpath("openapi.json").read_bytes()
 
     if load == "now":
@@ -348,6 +354,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     def details(engine) -> dict:
         return {"status": "ready", "model": engine.info["file"], "extra_buffer_types": engine.runtime.extra_buffers,
                 "startup_probe": engine.startup_probe, "busy": gate.busy, "waiting": gate.waiting,
+                "in_flight": gate.in_flight, "lanes": gate.lanes,
                 **{k: engine.info.get(k) for k in ("order", "order_priors", "order_priors_jev", "calibration")}}
 
     @app.get("/ping")

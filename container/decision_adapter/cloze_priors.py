@@ -9,6 +9,7 @@ evaluation of their own (so it never displaces the request's own prefix), and pa
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 from decision_contract import names
@@ -26,21 +27,24 @@ class PriorCache:
     def __init__(self, size: int):
         self.size = size
         self._entries: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+        self._lock = threading.Lock()  # one cache for all the model's contexts
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def get(self, key) -> float | None:
-        value = self._entries.get(key)
-        if value is not None:
-            self._entries.move_to_end(key)
-        return value
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+            return value
 
     def put(self, key, value: float) -> None:
-        self._entries[key] = value
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
 
 
 def key(question: Question, text: str) -> tuple[str, str, str]:

@@ -24,11 +24,13 @@ Time limit: ``with engine.time_limit(seconds):`` stops llama.cpp mid-graph once
 the limit passes (deadline.py), forgets the cached prefix and clears the
 context, so the next request starts as on a fresh server.
 
-The engine is not thread-safe; the app lets one request at a time use it.
+An engine is one context and is not thread-safe: the app lets one request at a time use it. More requests
+at once take other contexts on the same loaded model (``twin``), one each (scheduler.py).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import logging
@@ -154,6 +156,11 @@ class Engine(PrefixReuse):
         self.offloaded_layers, self.offloadable_layers = (
             runtime.offloaded_layers("".join(load_log)) or (0, self.n_layer + 1))
         self.flash_attention = runtime.flash_attention("".join(load_log), settings.flash_attn)
+        self.context_mib = runtime.context_memory_mib("".join(load_log))  # this context's KV (and recurrent) memory
+        self.lane = 0  # which of the model's contexts this is (scheduler.py makes the others with ``twin``)
+        self.loaded_threads = (self.llm.context_params.n_threads, self.llm.context_params.n_threads_batch)
+        self._threads = self.loaded_threads
+        self.threads_now = None  # scheduler.py: () -> the threads of this context's next evaluation
         log.info("flash attention: %s (SM_LLAMA_CPP_FLASH_ATTN=%s)", self.flash_attention, settings.flash_attn)
         if settings.n_gpu_layers and self.offloaded_layers == 0:
             raise EngineError(
@@ -169,6 +176,35 @@ class Engine(PrefixReuse):
                         "tenant only")
         self.startup_probe: dict | None = None
         self.info = self._model_info()
+
+    # -- more contexts on the model ------------------------------------------------
+
+    def twin(self, lane: int) -> "Engine":
+        """Another context on this engine's loaded model, for one more request at a time (scheduler.py).
+
+        It shares what does not change per request (the model, tokenizer, template, answer slots,
+        calibration, the content-free priors, the opt-in state cache) and has its own context, time
+        limit and what that context holds (cached prefix, saved heads). What it answers depends only on
+        the model and the request, as on this one: the scheduler proves that at start-up.
+        """
+        llama_cpp = self._llama_cpp
+        twin = copy.copy(self)
+        with runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[self.settings.flash_attn]), \
+                runtime.llama_log(llama_cpp):
+            twin.llm = runtime.another_context(self.llm)
+        twin.lane = lane
+        twin._deadline = Deadline()
+        twin._deadline.install(llama_cpp, twin.llm.ctx)
+        twin._prefix, twin._heads, twin._first_logits = None, {}, None
+        twin._threads = self.loaded_threads
+        twin.tokens_evaluated = 0
+        return twin
+
+    def set_threads(self, threads: tuple[int, int]) -> None:
+        """The CPU threads (generation, prompt evaluation) of this context's next evaluations."""
+        if threads != self._threads:
+            self._llama_cpp.llama_set_n_threads(self.llm.ctx, *threads)
+            self._threads = threads
 
     # -- the start-up proof ------------------------------------------------------
 
@@ -452,6 +488,8 @@ class Engine(PrefixReuse):
             raise
 
     def _eval(self, tokens: list[int]) -> None:
+        if self.threads_now is not None:
+            self.set_threads(self.threads_now())
         with self._within_limit():
             self.llm.eval(tokens)
         self.tokens_evaluated += len(tokens)
@@ -478,6 +516,8 @@ class Engine(PrefixReuse):
         """Generate an answer, piece by piece (chat.py's ``Piece``); message contents are tokenized as plain
         text, as decisions are. The conversation is checked now (a 422 before anything is generated);
         closing the iterator stops generation at once and clears the context."""
+        if self.threads_now is not None:
+            self.set_threads(self.threads_now())
         self._reset_context()  # start clean: the decision prefix cache is not chat's
         self._prefix = None
         tokens = chat_completion.conversation_tokens(request, self.template, self.tokenize,

@@ -23,6 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+# what a context's memory takes, from its start-up log: the KV cache and, in a hybrid or recurrent model, the
+# recurrent states ("CPU KV buffer size =    45.00 MiB", "CUDA0 RS buffer size = ...")
+_CONTEXT_BUFFER = re.compile(r"\b(?:KV|RS) buffer size =\s*([0-9.]+) MiB")
 # llama.cpp's verdict on --flash-attn auto, from the context's start-up log
 _FLASH_ATTN_RESOLVED = re.compile(r"Flash Attention (enabled|not supported, set to disabled)")
 FLASH_ATTN_TYPES = {"auto": -1, "off": 0, "on": 1}  # llama_flash_attn_type (llama.h)
@@ -137,6 +140,39 @@ def flash_attention(log_text: str, mode: str) -> str:
     if match is None:
         return "auto (llama.cpp logged no verdict)"
     return "on" if match.group(1) == "enabled" else "off"
+
+
+def context_memory_mib(log_text: str) -> float:
+    """The MiB a context's KV cache and recurrent states take, as llama.cpp logged them when it made them."""
+    return sum(float(size) for size in _CONTEXT_BUFFER.findall(log_text))
+
+
+def another_context(llm):
+    """A second ``Llama`` over ``llm``'s loaded model with a context, batch and token record of its own.
+
+    ``Llama`` makes one context per model load; loading the model again for a second context would hold
+    the weights twice wherever they are copied (repacked CPU weights, GPU memory). The copy shares the
+    model, vocabulary and settings and frees only its own context and batch; it keeps ``llm`` (which frees
+    the model) alive for as long as it lives.
+    """
+    import contextlib
+
+    import numpy as np
+    from llama_cpp import _internals as internals
+
+    twin = object.__new__(type(llm))  # not copy.copy: Llama pickles (and so copies) by loading the model anew
+    twin.__dict__.update(llm.__dict__)
+    twin._stack = contextlib.ExitStack()
+    twin._ctx = twin._stack.enter_context(contextlib.closing(
+        internals.LlamaContext(model=llm._model, params=llm.context_params, verbose=llm.verbose)))
+    twin._batch = twin._stack.enter_context(contextlib.closing(
+        internals.LlamaBatch(n_tokens=llm.n_batch, embd=0, n_seq_max=llm.context_params.n_ctx, verbose=llm.verbose)))
+    twin._candidates = internals.LlamaTokenDataArray(n_vocab=llm.n_vocab())
+    twin.input_ids = np.zeros_like(llm.input_ids)
+    twin.scores = np.zeros_like(llm.scores)
+    twin.n_tokens = 0
+    twin._loaded_by = llm
+    return twin
 
 
 def host_cpu_flags(path: str = "/proc/cpuinfo") -> tuple[str, ...]:

@@ -9,9 +9,9 @@ bring-your-own-container example (nginx in front of gunicorn). Where nginx is mi
 ``DECISION_ADAPTER_NGINX=off``, gunicorn listens on the port itself and the log says, in
 one line, that slow clients are not contained.
 
-gunicorn runs its stock threaded worker: one worker holds the one llama.cpp context; its
-threads keep ``/ping`` answering while a decision runs and let a few requests wait at the
-gate. The model loads inside the worker (no preload), so a killed worker is replaced by one
+gunicorn runs its stock threaded worker: one worker holds the model and its llama.cpp contexts
+(``SM_LLAMA_CPP_PARALLEL``, scheduler.py); its threads serve a request on each context, keep ``/ping``
+answering meanwhile and let a few requests wait at the gate. The model loads inside the worker (no preload), so a killed worker is replaced by one
 that loads it afresh, except during start-up: a worker that dies before it has scored its
 first decision stops the whole server with one log line (startup.py).
 
@@ -54,7 +54,7 @@ _M_ARENA_MAX = -8  # glibc's mallopt parameter number
 
 WORKER_TIMEOUT_S = 120
 GRACEFUL_TIMEOUT_S = 25
-SPARE_THREADS = 2  # for /ping while one request runs and max_queue wait
+SPARE_THREADS = 2  # for /ping while every context is held and max_queue wait
 NGINX_FAILED = 1   # serve's exit status when nginx stopped on its own
 # Nothing that identifies a caller: no user name from Basic auth (%(u)s), no query string
 # (%(r)s, %(q)s), no referer, user agent or other header; the answer's request id (app.py) last.
@@ -77,7 +77,7 @@ def gunicorn_options(settings: Settings, host: str = "0.0.0.0", socket_path: str
         "bind": f"unix:{socket_path}" if socket_path else f"{host}:{settings.port}",
         "workers": 1,
         "worker_class": "gthread",
-        "threads": settings.max_queue + 1 + SPARE_THREADS,
+        "threads": settings.parallel + settings.max_queue + SPARE_THREADS,
         "timeout": WORKER_TIMEOUT_S,
         "graceful_timeout": GRACEFUL_TIMEOUT_S,
         "keepalive": 5,

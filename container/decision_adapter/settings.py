@@ -29,10 +29,10 @@ LLAMA_PREFIX = "SM_LLAMA_CPP_"
 ADAPTER_PREFIX = "DECISION_ADAPTER_"
 L, A = LLAMA_PREFIX, ADAPTER_PREFIX
 
-# SM_LLAMA_CPP_* names that the entrypoint reads, or that mean nothing for a single-context adapter.
+# SM_LLAMA_CPP_* names that the entrypoint reads, or that mean nothing for the adapter.
 # Any other SM_LLAMA_CPP_* name no setting declares is a llama-server flag the adapter does not use:
 # it is logged once at start-up, never silently dropped.
-LLAMA_HANDLED_ELSEWHERE = {"PORT", "HOST", "PARALLEL", "HF_REPO", "HF_FILE"}
+LLAMA_HANDLED_ELSEWHERE = {"PORT", "HOST", "HF_REPO", "HF_FILE"}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -73,8 +73,8 @@ def setting(env: str, default, doc: str, *, kind: str | None = None, **rules):
 
 
 def _in_flight_as_queue(raw: str) -> str:
-    # The sample admits n requests at once and answers the rest 503; here one request holds the model
-    # and up to MAX_QUEUE wait, so n in flight is n - 1 waiting.
+    # The sample admits n requests at once and answers the rest 503; here one request per context holds
+    # the model and up to MAX_QUEUE wait: with one context, n in flight is n - 1 waiting.
     return str(_parse_int(raw, "SEMIF_MAX_IN_FLIGHT", minimum=1) - 1)
 
 
@@ -109,9 +109,18 @@ class Settings:
     port: int = setting(
         "SAGEMAKER_BIND_TO_PORT", 8080, "the port SageMaker sends requests to (nginx listens there)", minimum=1,
         sample="SEMIF_PORT")
+    parallel: int = setting(
+        L + "PARALLEL", 2, "requests evaluated at once, each on its own llama.cpp context over the one loaded "
+        "model (llama-server's --parallel; scheduler.py). Unlike llama-server, each context holds the whole "
+        "SM_LLAMA_CPP_CTX_SIZE: the contexts' memory together is bounded by DECISION_ADAPTER_MAX_KV_MIB",
+        minimum=1, maximum=64)
+    max_kv_mib: int = setting(
+        A + "MAX_KV_MIB", 4096, "the memory all contexts' KV caches (and recurrent states) may take together, in "
+        "MiB; the first context is always made, further ones only while they fit (the log says how many)",
+        minimum=1)
     max_queue: int = setting(
-        A + "MAX_QUEUE", 4, "requests that may wait for the context", minimum=0, sample="SEMIF_MAX_IN_FLIGHT",
-        sample_value=_in_flight_as_queue)
+        A + "MAX_QUEUE", 4, "requests that may wait for a context when every one is busy", minimum=0,
+        sample="SEMIF_MAX_IN_FLIGHT", sample_value=_in_flight_as_queue)
     queue_timeout_s: float = setting(A + "QUEUE_TIMEOUT", 30.0, "seconds a request may wait before a 503",
                                      minimum=0.0)
     request_timeout_s: float = setting(

@@ -13,6 +13,7 @@ is not kept.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -39,7 +40,8 @@ def _shared(a: tuple[int, ...], b) -> int:
 
 
 class StateCache:
-    """Least-recently-used sequence states, at most ``max_bytes`` of them."""
+    """Least-recently-used sequence states, at most ``max_bytes`` of them; one cache for all the model's
+    contexts (a sequence state loads into any of them), so each call holds a lock."""
 
     def __init__(self, max_bytes: int):
         if max_bytes < 1:
@@ -47,6 +49,7 @@ class StateCache:
         self.max_bytes = max_bytes
         self.bytes = 0
         self._entries: OrderedDict[tuple[int, ...], CachedState] = OrderedDict()
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -56,6 +59,10 @@ class StateCache:
 
     def get(self, tokens) -> CachedState | None:
         """The entry for exactly these tokens (now the most recent), or None."""
+        with self._lock:
+            return self._get(tokens)
+
+    def _get(self, tokens) -> CachedState | None:
         entry = self._entries.get(tuple(tokens))
         if entry is not None:
             self._entries.move_to_end(entry.tokens)
@@ -64,6 +71,10 @@ class StateCache:
     def longest(self, tokens, *, more_than: int = 0) -> tuple[CachedState, int] | None:
         """The entry sharing the longest token prefix with ``tokens``, if longer than ``more_than``, and that
         length (the entry becomes the most recent)."""
+        with self._lock:
+            return self._longest(tokens, more_than)
+
+    def _longest(self, tokens, more_than: int) -> tuple[CachedState, int] | None:
         best, best_len = None, more_than
         for entry in self._entries.values():
             if len(entry.tokens) <= best_len:
@@ -79,6 +90,10 @@ class StateCache:
     def put(self, entry: CachedState) -> bool:
         """Keep ``entry`` as the most recent, dropping the least recent ones beyond the bound; False (and
         nothing kept) when it alone is larger than the bound."""
+        with self._lock:
+            return self._put(entry)
+
+    def _put(self, entry: CachedState) -> bool:
         old = self._entries.pop(entry.tokens, None)
         if old is not None:
             self.bytes -= old.size
@@ -92,5 +107,6 @@ class StateCache:
         return True
 
     def clear(self) -> None:
-        self._entries.clear()
-        self.bytes = 0
+        with self._lock:
+            self._entries.clear()
+            self.bytes = 0

@@ -38,8 +38,8 @@ def test_one_holder_at_a_time_and_full_line_is_refused():
 
 
 def _admit_once(gate):
-    with gate.admit() as waited_ms:
-        return waited_ms
+    with gate.admit() as admission:
+        return admission.waited_ms
 
 
 def test_wait_limit_gives_busy_and_leaves_the_line():

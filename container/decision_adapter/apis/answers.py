@@ -61,6 +61,10 @@ class ModelInfo(Answer):
     recurrent_or_hybrid: bool | None = None
     prefix_reuse: str | None = None
     runtime: dict | None = None
+    parallel: dict | None = Field(None, description="How many requests are evaluated at once (lanes: one llama.cpp "
+                                                    "context each, SM_LLAMA_CPP_PARALLEL), how they share the CPU "
+                                                    "threads (shared or fixed, by the start-up check) and each "
+                                                    "context's KV memory in MiB.")
     order: str | None = Field(None, description="The server's default order mode (DECISION_ADAPTER_ORDER).")
     readout: Literal["letters", "cloze"] | None = Field(
         None, description="The server's default readout (DECISION_ADAPTER_READOUT).")

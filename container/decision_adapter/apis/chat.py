@@ -402,8 +402,8 @@ def chat_completions():
         return json_response(serve(ctx, OPENAI_DIALECT, body, started))
     chat = OPENAI_DIALECT.parse(body, ctx.settings)
     check(chat, engine)
-    held = ExitStack()  # the model, held from here until the stream ends or the client leaves
-    held.enter_context(ctx.gate.admit())
+    held = ExitStack()  # a context of the model, held from here until the stream ends or the client leaves
+    engine, _ = held.enter_context(ctx.holder.lanes.admit())
     try:
         held.enter_context(engine.time_limit(ctx.settings.request_timeout_s))
         pieces = engine.chat_pieces(chat)

@@ -25,6 +25,9 @@ class PingReady(BaseModel):
     startup_probe: StartupProbe | None = None
     busy: bool | None = Field(None, description="Whether a request holds the model right now.")
     waiting: int | None = Field(None, ge=0, description="Requests waiting for the model.")
+    in_flight: int | None = Field(None, ge=0, description="Requests being evaluated now, one per context.")
+    lanes: int | None = Field(None, ge=1, description="Requests the model evaluates at once: its contexts "
+                                                      "(SM_LLAMA_CPP_PARALLEL, as many as fit).")
     order: str | None = Field(None, description="The default order mode (DECISION_ADAPTER_ORDER).")
     order_priors: dict[str, list[float]] | None = Field(None, description="Content-free priors measured so far, "
                                                                           "by option count (the decision prompt).")
@@ -46,6 +49,9 @@ class Status(BaseModel):
     startup_probe: StartupProbe
     busy: bool = Field(description="Whether a request holds the model right now.")
     waiting: int = Field(ge=0, description="Requests waiting for the model.")
+    in_flight: int = Field(ge=0, description="Requests being evaluated now, one per context.")
+    lanes: int = Field(ge=1, description="Requests the model evaluates at once: its contexts (SM_LLAMA_CPP_PARALLEL, "
+                                         "as many as fit in DECISION_ADAPTER_MAX_KV_MIB).")
     order: str | None = Field(None, description="The default order mode (DECISION_ADAPTER_ORDER).")
     order_priors: dict[str, list[float]] | None = None
     order_priors_jev: dict[str, list[float]] | None = None

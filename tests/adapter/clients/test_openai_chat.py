@@ -145,9 +145,10 @@ def _status(server) -> dict:
 
 
 def test_a_client_leaving_mid_stream_frees_the_model(adapters):
-    # A waiting line of 0: while a request holds the model, any other is refused at once (503), so a 200
-    # for the next request proves the first one let go of the model.
-    server = adapters.shared(**{**TEST_ENV, "DECISION_ADAPTER_MAX_QUEUE": "0", "DECISION_ADAPTER_CHAT_MAX_TOKENS": "2000"})
+    # One context and a waiting line of 0: while a request holds the model, any other is refused at once (503),
+    # so a 200 for the next request proves the first one let go of the model.
+    server = adapters.shared(**{**TEST_ENV, "DECISION_ADAPTER_MAX_QUEUE": "0", "SM_LLAMA_CPP_PARALLEL": "1",
+                                "DECISION_ADAPTER_CHAT_MAX_TOKENS": "2000"})
     client = client_for(server)
     long = dict(model="x", messages=ASK, max_tokens=2000, temperature=1.0, seed=3)
     stream = client.chat.completions.create(**long, stream=True)

@@ -78,6 +78,11 @@ def _load(server) -> tuple[bool, int]:
     raise AssertionError("the adapter reports neither busy nor waiting")
 
 
+def _in_flight(server) -> int:
+    status, _, reply = call(server.url + "/status", timeout=5)
+    return reply.get("in_flight", 0) if status == 200 else 0
+
+
 def _wait_for(condition, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -117,16 +122,21 @@ def _wait_fronted(server, timeout_s: float = 60) -> list[int]:
 @pytest.mark.slow
 @needs_nginx
 def test_sigterm_refuses_the_full_line_at_once_and_the_pair_exits_within_the_grace(model_dir, start_adapter):
-    # No request time limit: only the shutdown may stop the holder; waiters would wait a minute.
-    server = start_adapter(model_dir, **TEST_ENV, DECISION_ADAPTER_QUEUE_TIMEOUT="60",
+    # Two contexts, both held. No request time limit: only the shutdown may stop the holders; waiters would
+    # wait a minute.
+    server = start_adapter(model_dir, **TEST_ENV, SM_LLAMA_CPP_PARALLEL="2", DECISION_ADAPTER_QUEUE_TIMEOUT="60",
                            DECISION_ADAPTER_REQUEST_TIMEOUT="0")
     nginx = _nginx_pids(server.process.pid)
     held = {}
-    holder = threading.Thread(target=lambda: held.update(answer=send(
-        server.url + "/invocations", json.dumps(HOLDER).encode(), headers={"Content-Type": "application/json"},
-        timeout=90)))
-    holder.start()
-    _wait_for(lambda: _load(server)[0], 60, "the holder to take the model")
+
+    def hold(i):
+        held[i] = send(server.url + "/invocations", json.dumps(dict(HOLDER, id=f"holder-{i}")).encode(),
+                       headers={"Content-Type": "application/json"}, timeout=90)
+
+    holders = [threading.Thread(target=hold, args=(i,)) for i in range(2)]
+    for holder in holders:
+        holder.start()
+    _wait_for(lambda: _in_flight(server) == 2, 60, "the holders to take both contexts")
     answers = []
 
     def wait_in_line(i):
@@ -137,8 +147,8 @@ def test_sigterm_refuses_the_full_line_at_once_and_the_pair_exits_within_the_gra
     waiters = [threading.Thread(target=wait_in_line, args=(i,)) for i in range(4)]
     for waiter in waiters:
         waiter.start()
-    _wait_for(lambda: _load(server) == (True, 4), 30, "four waiters behind the holder")
-    assert "answer" not in held, "the holder finished before the line was full; make it longer"
+    _wait_for(lambda: _load(server) == (True, 4), 30, "four waiters behind the holders")
+    assert not held, "a holder finished before the line was full; make it longer"
 
     signalled = time.monotonic()
     os.kill(server.process.pid, signal.SIGTERM)  # the arbiter alone, as docker stop does
@@ -151,12 +161,13 @@ def test_sigterm_refuses_the_full_line_at_once_and_the_pair_exits_within_the_gra
 
     server.process.wait(timeout=GRACEFUL_TIMEOUT_S + 5)
     exited = time.monotonic() - signalled
-    holder.join(10)
-    status, _, body = held["answer"]
-    print(f"holder: {status} after SIGTERM; exited {exited:.1f} s after it")
+    for holder in holders:
+        holder.join(10)
+    statuses = sorted(held[i][0] for i in range(2))
+    print(f"holders: {statuses} after SIGTERM; exited {exited:.1f} s after it")
     deadline_lines = server.log_path.read_text(errors="replace").count(DEADLINE_PREFIX)
-    # It finished (200), or it was stopped at the graceful deadline, saying so once (nginx: 502).
-    assert (status, deadline_lines) in ((200, 0), (502, 1)), (status, body[:200], deadline_lines)
+    # Both finished (200), or what was still running was stopped at the graceful deadline, said once (nginx: 502).
+    assert set(statuses) <= {200, 502} and deadline_lines == (502 in statuses), (statuses, deadline_lines)
     assert server.process.returncode == 0 and exited < GRACEFUL_TIMEOUT_S + 5
     assert all(_gone(pid) for pid in nginx), "nginx outlived gunicorn"
 

@@ -1,0 +1,192 @@
+"""Many callers at once: the model's contexts (lanes), one request on each, and the CPU threads they share.
+
+llama-server evaluates its parallel slots together in one batch; on this project's llama.cpp builds a
+sequence evaluated in a batch with others can drift from the same sequence evaluated alone (llama.cpp's
+CPU kernels split work by batch shape), and a decision must never depend on who else asked. So the
+adapter keeps one context per request in flight, all on the one loaded model (``Engine.twin``): the
+weights are loaded once, each context has its own KV cache, and a request is evaluated on its context
+exactly as it would be alone. ``SM_LLAMA_CPP_PARALLEL`` contexts are made, as many as fit in
+``DECISION_ADAPTER_MAX_KV_MIB``; admission.py gives each request a free one or a place in the bounded line.
+
+The CPU threads (``SM_LLAMA_CPP_THREADS``) are divided between the requests in flight. ``shared``: each
+evaluation takes its share of them at that moment (all of them when alone), which needs the answers not
+to depend on the thread count. ``fixed``: each context always uses its share of a full server. The
+start-up check (``open_lanes``) scores probe decisions, letters and cloze, on each context at each thread
+count it could be given, and on all contexts at once, against the same decision alone on the first
+context: ``shared`` only if all agree within ``TOLERANCE``, else ``fixed`` if that agrees, else one
+context only. The log and ``/status`` say which.
+
+Nothing passes between contexts but the fixed head's text (each evaluates and keeps its own), the
+content-free priors and the opt-in state cache (shared, under locks): what one caller sent never changes
+what another is answered, nor what its request costs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from decision_contract import names
+
+from . import scoring
+from .admission import Gate
+from .engine import Engine
+from .questions import DecisionBatch
+from .settings import Settings
+from .slots import PROBE_QUESTIONS, PROBE_STATE
+
+log = logging.getLogger(__name__)
+
+TOLERANCE = 1e-4  # the largest difference in any probability between a decision in company and alone
+SHARED, FIXED, ONE = "shared", "fixed", "one context"
+
+PROBE = DecisionBatch("lanes-probe", PROBE_STATE, (
+    dataclasses.replace(PROBE_QUESTIONS[0], readout=names.LETTERS),
+    dataclasses.replace(PROBE_QUESTIONS[1], id="probe-cloze", options=PROBE_QUESTIONS[1].options[:3],
+                        readout=names.CLOZE, normalize=names.SUM),
+))
+
+
+def lanes_that_fit(parallel: int, context_mib: float, max_kv_mib: int) -> int:
+    """How many contexts to make: ``parallel``, fewer if their memory together would pass the bound; at
+    least one (the first context is the model's own)."""
+    if context_mib <= 0:
+        return parallel
+    return max(1, min(parallel, int(max_kv_mib // context_mib)))
+
+
+def share(threads: tuple[int, int], among: int) -> tuple[int, int]:
+    """One request's share of (generation, prompt) threads when ``among`` requests are in flight."""
+    return tuple(max(1, n // max(1, among)) for n in threads)
+
+
+def thread_counts(threads: tuple[int, int], lanes: int) -> list[tuple[int, int]]:
+    """Every share a request can get on ``lanes`` contexts, the whole first."""
+    return list(dict.fromkeys(share(threads, k) for k in range(1, lanes + 1)))
+
+
+def differs(a: list[float], b: list[float]) -> float:
+    return float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) if len(a) == len(b) else float("inf")
+
+
+def choose_threads(probe, lanes: int, threads: tuple[int, int], tolerance: float = TOLERANCE
+                   ) -> tuple[str, list[str]]:
+    """The start-up check: (the policy whose answers equal a lone request's, what disagreed).
+
+    ``probe(lane, threads)`` scores the probe decisions on that context with those threads and returns
+    their probabilities, one flat list; ``probe(None, threads)`` does so on every context at once (a list
+    per context). Checked, in this order: every share on the first context and each other context, then
+    all at once (``shared``); each context at a full server's share and all at once (``fixed``).
+    """
+    findings: list[str] = []
+
+    def agrees(reference: list[float], runs) -> bool:
+        for what, got in runs:
+            worst = differs(reference, got)
+            if worst > tolerance:
+                findings.append(f"{what} differed by {worst:.2g} from the same decision alone")
+                return False
+        return True
+
+    fixed = share(threads, lanes)
+    alone = probe(0, threads)
+    shared_runs = ([(f"context 0 with {t[0]} thread(s)", probe(0, t)) for t in thread_counts(threads, lanes)[1:]]
+                   + [(f"context {lane} with {fixed[0]} thread(s)", probe(lane, fixed)) for lane in range(1, lanes)])
+    if agrees(alone, shared_runs) and agrees(alone, [(f"context {lane} in company", got)
+                                                     for lane, got in enumerate(probe(None, fixed))]):
+        return SHARED, findings
+    alone = probe(0, fixed)
+    fixed_runs = [(f"context {lane} with {fixed[0]} thread(s)", probe(lane, fixed)) for lane in range(1, lanes)]
+    if agrees(alone, fixed_runs) and agrees(alone, [(f"context {lane} in company (fixed threads)", got)
+                                                    for lane, got in enumerate(probe(None, fixed))]):
+        return FIXED, findings
+    return ONE, findings
+
+
+class Lanes:
+    """The model's contexts and the gate in front of them."""
+
+    def __init__(self, engines: list[Engine], gate: Gate, policy: str):
+        self.engines = engines
+        self.gate = gate
+        self.policy = policy
+        base = engines[0].loaded_threads
+        if policy == SHARED:
+            for engine in engines:
+                engine.threads_now = lambda: share(base, gate.in_flight)
+        else:
+            for engine in engines:
+                engine.set_threads(share(base, len(engines)))
+        gate.set_lanes(len(engines))
+
+    @contextmanager
+    def admit(self):
+        """A free context for the ``with`` block (or the line, or 503): yields (its engine, ms waited)."""
+        with self.gate.admit() as admission:
+            yield self.engines[admission.lane], admission.waited_ms
+
+
+def _probe(engine: Engine, threads: tuple[int, int]) -> list[float]:
+    engine.set_threads(threads)
+    results, _ = scoring.decide(engine, PROBE)
+    return [p for result in results for p in result["probabilities"]]
+
+
+def _all_at_once(engines: list[Engine], threads: tuple[int, int]) -> list[list[float]]:
+    out: list = [None] * len(engines)
+    failures: list[BaseException] = []
+    start = threading.Barrier(len(engines))
+
+    def run(lane: int) -> None:
+        try:
+            start.wait(10)
+            out[lane] = _probe(engines[lane], threads)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the start-up's own thread
+            failures.append(exc)
+
+    workers = [threading.Thread(target=run, args=(lane,), name=f"lanes-probe-{lane}") for lane in range(len(engines))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    if failures:
+        raise failures[0]
+    return out
+
+
+def open_lanes(engine: Engine, settings: Settings, gate: Gate, *, check=choose_threads) -> Lanes:
+    """Make the contexts the settings ask for and fit, prove them (``choose_threads``), open the gate to them."""
+    count = lanes_that_fit(settings.parallel, engine.context_mib, settings.max_kv_mib)
+    if count < settings.parallel:
+        log.warning("SM_LLAMA_CPP_PARALLEL=%d asks for %d contexts of %.0f MiB each; %d fit in "
+                    "DECISION_ADAPTER_MAX_KV_MIB=%d, so %d request(s) are evaluated at once", settings.parallel,
+                    settings.parallel, engine.context_mib, count, settings.max_kv_mib, count)
+    engines = [engine] + [engine.twin(lane) for lane in range(1, count)]
+    policy, findings = SHARED, []
+    if count > 1:
+        def probe(lane, threads):
+            return _probe(engines[lane], threads) if lane is not None else _all_at_once(engines, threads)
+
+        policy, findings = check(probe, count, engine.loaded_threads)
+        for finding in findings:
+            log.warning("start-up check: %s", finding)
+        for each in engines:  # the probes are not worth keeping as cached prefixes
+            each.set_threads(each.loaded_threads)
+            each._reset_context()
+            each._prefix = None
+        if engine.state_cache is not None:
+            engine.state_cache.clear()
+    if policy == ONE:
+        log.error("the model's contexts do not answer alike on this llama.cpp build; serving one request at a "
+                  "time (SM_LLAMA_CPP_PARALLEL=%d not honoured)", settings.parallel)
+        engines = engines[:1]
+    lanes = Lanes(engines, gate, policy)
+    engine.info["parallel"] = {"lanes": len(engines), "threads": policy, "context_mib": round(engine.context_mib, 1)}
+    log.info("%d request(s) evaluated at once, each on its own context (%.0f MiB of KV each); threads: %s",
+             len(engines), engine.context_mib, policy)
+    return lanes
