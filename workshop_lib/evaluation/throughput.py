@@ -18,13 +18,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from ..aws.alarms import Thresholds
 from ..client.endpoint_errors import EndpointBusy, EndpointError
 from .markdown import table
 from .report import percentile
 from .tasks import Task, resolve_tasks
 
 CONCURRENCIES = (1, 2, 4)
-DEFAULT_P95_MS = 2000.0  # notebook 07's latency alarms fire above 2 s at p95
+DEFAULT_P95_MS = Thresholds().latency_p95_ms  # where notebook 07's latency alarms fire
 TASKS = 8  # distinct tasks cycled through; each request is still new to the endpoint (see ``fresh_request``)
 
 
@@ -150,6 +151,11 @@ class Throughput:
     def problem(self) -> str:
         bad = [f"C = {lv.concurrency}: {lv.error or 'no answer'}" for lv in self.levels if not lv.answered or lv.failed]
         return "; ".join(bad) if self.levels else "no level measured"
+
+    @property
+    def summary(self) -> str:
+        return "; ".join(f"C = {lv.concurrency}: {lv.decisions_per_s:.2f} decisions/s, p95 {_ms(lv.p95_ms)}"
+                         for lv in self.levels)
 
     def sustainable(self, p95_ms: float = DEFAULT_P95_MS) -> Sustainable:
         return Sustainable(self.endpoint, float(p95_ms), sustainable_level(self.levels, p95_ms), self.levels)
