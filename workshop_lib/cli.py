@@ -314,11 +314,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("autoscale", cmd_autoscale, "auto scale a decision endpoint on invocations per instance (07)",
             "RegisterScalableTarget for the endpoint's variant (--min to --max instances) and PutScalingPolicy "
             "with target tracking on SageMakerVariantInvocationsPerInstance: --target invocations per instance "
-            "per minute, by default 70 %% of what one instance serves at the pace the benchmark (notebook 06) "
-            "measured. --remove deletes the policy and deregisters the variant (08).")
+            "per minute, by default 70 %% of the sustainable rate notebook 06 measured under concurrent callers "
+            "(or of one instance's pace one decision at a time). --remove deletes the policy and deregisters the variant (08).")
     _workshop_flags(p)
     p.add_argument("--name", help="endpoint name (default: the deploy path's decision endpoint)")
-    p.add_argument("--target", type=float, help="invocations per instance per minute to track (default: from 06)")
+    p.add_argument("--target", type=float, help="invocations per instance per minute to track (default: 70 %% "
+                   "of the sustainable rate 06 kept, else of its median pace one decision at a time)")
     p.add_argument("--min", type=int, help="fewest instances (default 1)")
     p.add_argument("--max", type=int, help="most instances (default 2)")
     p.add_argument("--remove", action="store_true", help="delete the scaling policy and the scalable target")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from .config import DEPLOY_PATHS
+from .evaluation.throughput import DEFAULT_P95_MS
 from .steps.context import Workshop, keep_choice
 from .steps.invoke import builder_default
 from .steps.scale import scaling_target as measured_target
@@ -31,6 +32,7 @@ ENV = {
     "bench_study_limit": "WORKSHOP_BENCH_STUDY_LIMIT",
     "delete_bucket": "WORKSHOP_DELETE_BUCKET",
     "scaling_target": "WORKSHOP_SCALING_TARGET",
+    "throughput_p95_ms": "WORKSHOP_THROUGHPUT_P95_MS",
 }
 BENCH_LIMIT, BENCH_STUDY_LIMIT = 3, 2  # notebook 06's defaults: a few tasks (one held out for calibration), a couple studied
 _WIDE = {"description_width": "initial"}
@@ -143,9 +145,18 @@ def bench_limits(workshop: Workshop):
     return _kept(workshop, "bench_limit", limit), _kept(workshop, "bench_study_limit", study_limit)
 
 
+def throughput_p95(workshop: Workshop):
+    """Notebook 06: the p95 (milliseconds) a sustainable rate must keep (default: 07's latency alarm, 2 s)."""
+    import ipywidgets
+
+    made = ipywidgets.BoundedFloatText(value=float(_env("throughput_p95_ms", str(DEFAULT_P95_MS))), min=1,
+                                       max=600_000, step=100, description="p95 to keep (ms)", style=_WIDE)
+    return _kept(workshop, "throughput_p95_ms", made)
+
+
 def scaling_target(workshop: Workshop):
-    """Notebook 07: the invocations per instance per minute auto scaling tracks (default: 70 % of one
-    instance's pace as notebook 06 measured it)."""
+    """Notebook 07: the invocations per instance per minute auto scaling tracks (default: 70 % of the
+    sustainable rate notebook 06 measured, or of one instance's pace one decision at a time)."""
     import ipywidgets
 
     made = ipywidgets.BoundedFloatText(value=float(_env("scaling_target", str(measured_target(workshop)))), min=0.1,
@@ -165,4 +176,5 @@ def delete_bucket(bucket: str):
 
 
 __all__ = ["ENV", "bench_limits", "capture_percent", "codebuild_role", "column", "decision_builder", "delete_bucket",
-           "deploy_path", "endpoint_ttl", "follow_dlc_tag", "keep_choice", "reset_rehearsal", "scaling_target"]
+           "deploy_path", "endpoint_ttl", "follow_dlc_tag", "keep_choice", "reset_rehearsal", "scaling_target",
+           "throughput_p95"]

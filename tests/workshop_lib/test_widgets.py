@@ -27,6 +27,7 @@ MADE = {
     "bench_study_limit": (lambda ws: widgets.bench_limits(ws)[1], "3", 3),
     "delete_bucket": (lambda ws: widgets.delete_bucket("amzn-s3-demo-bucket"), "1", True),
     "scaling_target": (lambda ws: widgets.scaling_target(ws), "30", 30.0),
+    "throughput_p95_ms": (lambda ws: widgets.throughput_p95(ws), "750", 750.0),
 }
 
 
@@ -80,3 +81,19 @@ def test_the_scaling_target_starts_from_the_rate_06_kept(workshop):
     assert widgets.scaling_target(workshop).value == scaling.target_invocations_per_minute(steps.scale.DEFAULT_SECONDS)
     workshop.remember(**{steps.scale.RATE_KEY: {steps.decision_endpoint(workshop): 0.5}})
     assert widgets.scaling_target(workshop).value == scaling.target_invocations_per_minute(0.5) == 84.0
+
+
+def test_the_scaling_target_starts_from_06s_sustainable_rate_when_one_was_kept(workshop):
+    from workshop_lib import steps
+    from workshop_lib.aws import scaling
+
+    name = steps.decision_endpoint(workshop)
+    workshop.remember(**{steps.scale.RATE_KEY: {name: 0.5},
+                         steps.scale.THROUGHPUT_KEY: {name: {"decisions_per_s": 3.5, "concurrency": 4}}})
+    assert widgets.scaling_target(workshop).value == scaling.target_from_rate(3.5) == 147.0
+
+
+def test_the_p95_to_keep_defaults_to_07s_latency_alarm(workshop):
+    from workshop_lib.evaluation.throughput import DEFAULT_P95_MS
+
+    assert widgets.throughput_p95(workshop).value == DEFAULT_P95_MS == 2000.0

@@ -1,7 +1,7 @@
 """Scaling a decision endpoint out: Application Auto Scaling on invocations per instance.
 
-One container serves one decision at a time, so capacity comes from instances. The
-builders return RegisterScalableTarget and PutScalingPolicy requests, checked by
+The target is what one instance sustains (notebook 06 measures it under concurrent callers), times a
+utilisation below 1 so that scaling starts before the instance is full. The builders return RegisterScalableTarget and PutScalingPolicy requests, checked by
 botocore (``api.validate``); ``enable_autoscaling`` sends both.
 """
 
@@ -22,12 +22,19 @@ def autoscaling_resource_id(endpoint_name: str, variant_name: str = VARIANT_NAME
     return f"endpoint/{endpoint_name}/variant/{variant_name}"
 
 
-def target_invocations_per_minute(seconds_per_request: float, utilisation: float = 0.7) -> float:
-    """A target for InvocationsPerInstance (a per-minute count): one container serves one request
-    at a time, so an instance handles at most 60 / seconds_per_request a minute."""
-    _in_range(seconds_per_request, 0.001, 60, "seconds_per_request")
+def target_from_rate(decisions_per_s: float, utilisation: float = 0.7) -> float:
+    """A target for InvocationsPerInstance (a per-minute count) from the rate one instance sustains
+    (decisions per second, one decision an invocation): ``utilisation`` of that rate, per minute."""
+    _in_range(decisions_per_s, 0.001, 10_000, "decisions_per_s")
     _in_range(utilisation, 0.05, 1.0, "utilisation")
-    return round(60.0 / seconds_per_request * utilisation, 2)
+    return round(decisions_per_s * 60.0 * utilisation, 2)
+
+
+def target_invocations_per_minute(seconds_per_request: float, utilisation: float = 0.7) -> float:
+    """The same target when only one request's time is known (callers served one after another): an
+    instance handles at most 60 / seconds_per_request a minute."""
+    _in_range(seconds_per_request, 0.001, 60, "seconds_per_request")
+    return target_from_rate(1.0 / seconds_per_request, utilisation)
 
 
 def scalable_target_request(endpoint_name: str, *, min_instances: int = 1, max_instances: int = 2,
@@ -135,4 +142,5 @@ def scaling_of(autoscaling_client, endpoint_name: str) -> dict | None:
 
 __all__ = ["ALREADY_GONE", "DELETED", "SCALABLE_DIMENSION", "autoscaling_resource_id", "delete_policy_request",
            "deregister_target_request", "disable_autoscaling", "enable_autoscaling", "scaling_policy_name",
-           "scalable_target_request", "scaling_of", "scaling_policy_request", "target_invocations_per_minute"]
+           "scalable_target_request", "scaling_of", "scaling_policy_request", "target_from_rate",
+           "target_invocations_per_minute"]

@@ -54,8 +54,8 @@ from .operate import (UpdateResult, alarm_states, audit_trail, calibrated_packag
 from .outcome import check_outcome
 from .package import PackageResult, package_model, verify_package
 from .rehearse import rehearse_all
-from .scale import (TransformResult, autoscale, delete_transform_output, record_rate, remove_autoscaling,
-                    run_transform, scaling_target)
+from .scale import (TransformResult, autoscale, delete_transform_output, record_rate, record_throughput,
+                    remove_autoscaling, run_transform, scaling_target)
 from .setup import Checks, SetupResult, check_environment, check_quotas, ensure_codebuild_role, setup, show_config
 
 __all__ = [
@@ -76,6 +76,7 @@ __all__ = [
     "put_alarms", "update_endpoint",
     "update_package",
     "verify_package",
-    "TransformResult", "autoscale", "delete_transform_output", "record_rate", "remove_autoscaling", "run_transform",
+    "TransformResult", "autoscale", "delete_transform_output", "record_rate", "record_throughput", "remove_autoscaling",
+    "run_transform",
     "scaling_target", "shows_requests",
 ]

@@ -51,7 +51,7 @@ READ_ONLY = frozenset({
     "decision_client", "standard_client", "which_endpoint", "openai_base_url", "builder_request", "builder_default",
     "alarm_states", "endpoint_status", "update_package", "audit_trail",  # audit_trail writes a local file only
     "keep_choice",  # writes the widget's value to outputs.json, nothing in AWS
-    "record_rate", "scaling_target",  # 06's rate in outputs.json, and the target 07 derives from it
+    "record_rate", "record_throughput", "scaling_target",  # 06's rates in outputs.json, and the target 07 derives
 })
 
 

@@ -1,5 +1,6 @@
 """Notebook 07's capacity steps on the decision endpoint: auto scaling on invocations per instance, from
-the rate notebook 06 measured (``record_rate``), and one Batch Transform job over a JSON Lines file of
+the rate notebook 06 measured (``record_throughput``: the sustainable rate under concurrent callers;
+``record_rate``: the median time per decision, the fallback), and one Batch Transform job over a JSON Lines file of
 decisions in S3, answers read back. Notebook 08 removes the scaling policy and target
 (``remove_autoscaling``) and the job's files (``delete_transform_output``).
 """
@@ -20,7 +21,11 @@ from .context import Text, Workshop, _Shown, cleanup_step, require_bucket, shows
 from .invoke import decision_endpoint
 
 RATE_KEY = "decision_seconds"  # outputs.json: endpoint name -> seconds per decision (p50) notebook 06 measured
+# outputs.json: endpoint name -> the sustainable rate notebook 06 measured under concurrent callers
+# (``Sustainable.to_dict``: decisions_per_s, concurrency, p95_ms, p95_limit_ms)
+THROUGHPUT_KEY = "decision_throughput"
 DEFAULT_SECONDS = 2.0  # per decision, when 06 has not run: a CPU instance's pace for the pinned model
+UTILISATION = 0.7  # of the measured rate: target tracking adds an instance before one is full
 BATCH_INPUT_FOLDER = "batch-input"
 INPUT_FILE = "decisions.jsonl"
 
@@ -50,16 +55,60 @@ def record_rate(workshop: Workshop, report, name: str | None = None) -> Text:
                 f"({scaling_target(workshop, name):g} invocations per instance per minute)")
 
 
+def record_throughput(workshop: Workshop, sustainable, name: str | None = None) -> Text:
+    """Notebook 06: keep the sustainable rate (``evaluation.throughput.Sustainable``) for notebook 07's scaling
+    target. When no measured level fits the chosen p95, an earlier rate kept for the endpoint is dropped and 07
+    falls back to the median time per decision."""
+    name = name or decision_endpoint(workshop)
+    kept = {k: v for k, v in workshop.outputs().get(THROUGHPUT_KEY, {}).items() if k != name}
+    if sustainable.level is None:
+        workshop.remember(**{THROUGHPUT_KEY: kept})
+        seconds = measured_seconds(workshop, name)
+        fallback = (f"its median {seconds:g} s per decision" if seconds
+                    else f"the default {DEFAULT_SECONDS:g} s per decision")
+        return Text(f"{name}: no sustainable rate at p95 within {sustainable.p95_limit_ms:g} ms, so none kept; "
+                    f"notebook 07's auto scaling target comes from {fallback} ({scaling_target(workshop, name):g} "
+                    "invocations per instance per minute)")
+    workshop.remember(**{THROUGHPUT_KEY: {**kept, name: sustainable.to_dict()}})
+    return Text(f"{name}: {sustainable.decisions_per_s:.2f} decisions/s per instance kept for notebook 07's auto "
+                f"scaling target ({scaling_target(workshop, name):g} invocations per instance per minute, "
+                f"{UTILISATION:.0%} of {sustainable.decisions_per_s * 60:.0f} a minute)")
+
+
 def measured_seconds(workshop: Workshop, name: str | None = None) -> float | None:
     value = workshop.outputs().get(RATE_KEY, {}).get(name or decision_endpoint(workshop))
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
+def measured_throughput(workshop: Workshop, name: str | None = None) -> dict | None:
+    """The sustainable rate 06 kept for the endpoint (decisions_per_s, concurrency, p95_ms, p95_limit_ms)."""
+    kept = workshop.outputs().get(THROUGHPUT_KEY, {}).get(name or decision_endpoint(workshop))
+    rate = kept.get("decisions_per_s") if isinstance(kept, dict) else None
+    return kept if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0 else None
+
+
 def scaling_target(workshop: Workshop, name: str | None = None) -> float:
-    """Invocations per instance per minute to track: 70 % of what one instance serves at the pace 06
-    measured (``DEFAULT_SECONDS`` a decision when it has not run)."""
+    """Invocations per instance per minute to track: ``UTILISATION`` of the sustainable rate 06 measured under
+    concurrent callers; without it, of what one instance serves one decision at a time at 06's median pace
+    (``DEFAULT_SECONDS`` a decision when 06 has not run)."""
+    measured = measured_throughput(workshop, name)
+    if measured:
+        return scaling.target_from_rate(min(max(float(measured["decisions_per_s"]), 1 / 60), 10_000), UTILISATION)
     seconds = measured_seconds(workshop, name) or DEFAULT_SECONDS
-    return scaling.target_invocations_per_minute(min(max(seconds, 0.001), 60))
+    return scaling.target_invocations_per_minute(min(max(seconds, 0.001), 60), UTILISATION)
+
+
+def target_source(workshop: Workshop, name: str | None = None) -> str:
+    """Where ``scaling_target`` took its rate from, in words."""
+    measured = measured_throughput(workshop, name)
+    if measured:
+        limit = measured.get("p95_limit_ms")
+        return (f"from notebook 06's sustainable {measured['decisions_per_s']:g} decisions/s at "
+                f"C = {measured.get('concurrency')}"
+                + (f", p95 within {limit:g} ms" if isinstance(limit, (int, float)) else ""))
+    seconds = measured_seconds(workshop, name)
+    return (f"from notebook 06's {seconds:g} s per decision" if seconds
+            else f"default: {DEFAULT_SECONDS:g} s per decision (06 not run)")
 
 
 # ---- auto scaling --------------------------------------------------------------------------------
@@ -78,9 +127,7 @@ def autoscale(workshop: Workshop, name: str | None = None, *, invocations_per_in
     registered = scaling.scaling_of(client, name)
     if registered is None:
         return Text(f"{name}'s variant is not registered after RegisterScalableTarget", problem="not registered")
-    seconds = measured_seconds(workshop, name)
-    why = (f"from notebook 06's {seconds:g} s per decision" if seconds and invocations_per_instance is None
-           else "as given" if invocations_per_instance else f"default: {DEFAULT_SECONDS:g} s per decision (06 not run)")
+    why = "as given" if invocations_per_instance else target_source(workshop, name)
     lines = [f"{name}: {registered['MinCapacity']} to {registered['MaxCapacity']} instances, tracking "
              f"{target:g} invocations per instance per minute ({why})",
              f"  policy {arn}"]
@@ -214,6 +261,6 @@ def delete_transform_output(workshop: Workshop) -> Text:
     return Text("\n".join(lines))
 
 
-__all__ = ["DEFAULT_SECONDS", "RATE_KEY", "TRANSFORM_DECISIONS", "TransformResult", "autoscale",
-           "delete_transform_output", "measured_seconds", "record_rate", "remove_autoscaling", "run_transform",
-           "scaling_target"]
+__all__ = ["DEFAULT_SECONDS", "RATE_KEY", "THROUGHPUT_KEY", "TRANSFORM_DECISIONS", "TransformResult", "UTILISATION",
+           "autoscale", "delete_transform_output", "measured_seconds", "measured_throughput", "record_rate",
+           "record_throughput", "remove_autoscaling", "run_transform", "scaling_target", "target_source"]

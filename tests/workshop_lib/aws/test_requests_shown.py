@@ -183,6 +183,51 @@ def test_autoscale_without_06_uses_the_default_pace(workshop):
     assert "06 not run" in result
 
 
+def _sustainable(rate: float | None, *, p95_limit_ms: float = 2000.0):
+    """What notebook 06 measured: one level of 20 answers at ``rate`` a second (none fits when ``rate`` is None)."""
+    from workshop_lib.evaluation.throughput import Level, Sustainable
+
+    measured = Level(2, (400.0,) * 20, wall_s=20 / (rate or 1.0))
+    return Sustainable("e", p95_limit_ms, measured if rate else None, (measured,))
+
+
+def test_autoscale_tracks_the_sustainable_rate_06_measured_before_its_seconds_per_decision(workshop):
+    from workshop_lib import steps
+
+    name = workshop.config.gpu_endpoint_name
+
+    class Report:
+        summary = {"client_latency_ms": {"p50": 500.0}}
+
+    steps.record_rate(workshop, Report(), name)  # one at a time: 84 a minute
+    kept = steps.record_throughput(workshop, _sustainable(3.5), name)
+    assert kept.ok and "3.50 decisions/s per instance" in kept
+    expected = scaling.target_from_rate(3.5, steps.scale.UTILISATION)
+    assert expected == 147.0 and steps.scaling_target(workshop, name) == expected
+    assert steps.scaling_target(workshop, workshop.config.cpu_endpoint_name) != expected  # kept per endpoint
+    result = steps.autoscale(workshop, name)
+    assert result.ok and "tracking 147 invocations" in result and "sustainable 3.5 decisions/s at C = 2" in result
+    shown = {r.operation: r.params for r in result.requests}
+    assert shown["PutScalingPolicy"] == scaling.scaling_policy_request(name, invocations_per_instance=expected)
+    policy = scaling.scaling_of(workshop.clients.get("application-autoscaling"), name)["Policies"][0]
+    assert policy["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] == expected
+    given = steps.autoscale(workshop, name, invocations_per_instance=30)  # the widget's or --target's value wins
+    assert "tracking 30 invocations" in given and "as given" in given
+
+
+def test_no_sustainable_rate_drops_the_kept_one_and_falls_back_to_the_seconds_per_decision(workshop):
+    from workshop_lib import steps
+
+    name = workshop.config.gpu_endpoint_name
+    steps.record_throughput(workshop, _sustainable(3.5), name)
+    steps.record_throughput(workshop, _sustainable(5.0), "other-endpoint")
+    dropped = steps.record_throughput(workshop, _sustainable(None, p95_limit_ms=100), name)
+    assert "no sustainable rate at p95 within 100 ms" in dropped and "default 2 s per decision" in dropped
+    assert steps.scaling_target(workshop, name) == scaling.target_invocations_per_minute(steps.scale.DEFAULT_SECONDS)
+    assert steps.scaling_target(workshop, "other-endpoint") == scaling.target_from_rate(5.0)
+    assert "06 not run" in steps.autoscale(workshop, name)
+
+
 def test_run_transform_on_aws_sends_the_job_and_reads_the_answers_back(workshop, monkeypatch):
     """moto records the job (Completed at once) and runs nothing: the answers are put where SageMaker writes
     them, so the step's reading and joining is what is checked here; the local stand-in is in test_personas."""

@@ -59,6 +59,16 @@ def test_target_from_seconds_per_decision():
     assert scaling.target_invocations_per_minute(2.0, utilisation=0.5) == 15.0
 
 
+def test_target_from_a_measured_rate():
+    # 3.5 decisions/s sustained: 210 a minute per instance; aim at 70 % of that
+    assert scaling.target_from_rate(3.5) == 147.0
+    assert scaling.target_from_rate(2.0) == scaling.target_invocations_per_minute(0.5)
+    assert scaling_policy_request("e", invocations_per_instance=scaling.target_from_rate(0.5))
+    for bad in ({"decisions_per_s": 0}, {"decisions_per_s": 2.0, "utilisation": 1.5}):
+        with pytest.raises(InvalidInput):
+            scaling.target_from_rate(**bad)
+
+
 # ---- Batch Transform --------------------------------------------------------------------------------
 
 
