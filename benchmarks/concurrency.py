@@ -151,9 +151,13 @@ def ratios(adapter: dict, llama: dict) -> dict:
             "p95_meets": p95 is not None and p95 <= TARGET_P95}
 
 
-def scaling(row: dict, low: int = 1, high: int = 8) -> dict:
-    """A row's throughput at C=high over C=low, with the GPU target's verdict (at least ``GPU_SCALING``)."""
-    ratio = _over((row.get(str(high)) or {}).get("per_s"), (row.get(str(low)) or {}).get("per_s"))
+def scaling(row: dict) -> dict:
+    """A row's throughput at its most callers over its fewest (C=8 over C=1 in the full table), with the GPU
+    target's verdict (at least ``GPU_SCALING``); no ratio with fewer than two levels."""
+    levels = sorted(int(c) for c in row)
+    low, high = (levels[0], levels[-1]) if levels else (None, None)
+    ratio = (_over((row.get(str(high)) or {}).get("per_s"), (row.get(str(low)) or {}).get("per_s"))
+             if len(levels) > 1 else None)
     return {"low": low, "high": high, "ratio": ratio, "meets": ratio is not None and ratio >= GPU_SCALING}
 
 

@@ -80,7 +80,8 @@ def test_the_gpu_verdict_is_c8_throughput_at_least_three_times_c1():
     assert concurrency.scaling({"1": _cell(2.0, 1), "8": _cell(6.0, 1)}) == {
         "low": 1, "high": 8, "ratio": pytest.approx(3.0), "meets": True}
     assert concurrency.scaling({"1": _cell(2.0, 1), "8": _cell(5.9, 1)})["meets"] is False
-    assert concurrency.scaling({"1": _cell(2.0, 1)}) == {"low": 1, "high": 8, "ratio": None, "meets": False}
+    assert concurrency.scaling({"1": _cell(2.0, 1)}) == {"low": 1, "high": 1, "ratio": None, "meets": False}
+    assert concurrency.scaling({"2": _cell(2.0, 1), "1": _cell(1.0, 1), "4": _cell(4.0, 1)})["ratio"] == 4.0
 
 
 def _table(rows):
@@ -213,3 +214,19 @@ def test_a_server_that_fails_to_start_leaves_none_running(model_dir, embedded_gg
         concurrency.run_table(model_dir, embedded_gguf, broken, tmp_path, levels=(1,), tasks=1, seconds=5,
                               start_timeout_s=120)
     assert set(processes._RUNNING) == before
+
+
+def test_the_llama_server_reports_carry_the_table():
+    import json
+    from pathlib import Path
+
+    from benchmarks import llama_server
+
+    table = _table(_rows([2.0, 3.0, 4.0, 4.0], [2.0, 3.5, 4.0, 5.0]))
+    recorded = json.loads((Path(llama_server.__file__).parent / "results" / "llama_server.json").read_text())
+    assert "concurrency: decisions/s" not in llama_server.report(recorded)
+    full = llama_server.report({**recorded, "concurrency": table})
+    alone = llama_server.report_concurrency({"machine": recorded["machine"], "model": recorded["model"],
+                                             "concurrency": table})
+    for text in (full, alone):
+        assert "concurrency: decisions/s" in text and "C=2 0.86x / 1.00x" in text
