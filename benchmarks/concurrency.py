@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
+from benchmarks.servers import LlamaServerProcess
 from workshop_lib.evaluation.logprobs import decision_messages, logprobs_payload
 from workshop_lib.evaluation.report import percentile
 from workshop_lib.evaluation.tasks import Task, load_tasks
@@ -183,8 +184,6 @@ def run_table(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=L
               seconds: float = SECONDS, threads: int = 2, context: int = 4096, gpu_layers: int = 0,
               prompts: list[Task] | None = None, start_timeout_s: float = 180.0) -> dict:
     """Start the servers, drive every cell, stop every server (also on failure): the table's figures."""
-    from benchmarks.servers import LlamaServerProcess
-
     prompts = held_out() if prompts is None else prompts
     adapter_env = {"SM_LLAMA_CPP_CTX_SIZE": str(context), "DECISION_ADAPTER_REQUEST_TIMEOUT": "600",
                    "SM_LLAMA_CPP_N_GPU_LAYERS": str(gpu_layers)}

@@ -20,7 +20,10 @@ import tempfile
 from pathlib import Path
 
 from benchmarks import concurrency
+from benchmarks.llama_server import _load, machine
 from benchmarks.servers import find_llama_server
+from workshop_lib.errors import WorkshopError
+from workshop_lib.models import embedded_gguf_path
 
 RESULTS = Path(__file__).resolve().parent / "results" / "concurrency_gpu.json"
 GPU_LAYERS = 999  # all (the DLC's spelling)
@@ -71,17 +74,13 @@ def gpu_name() -> str | None:
 
 
 def default_gguf() -> Path | None:
-    from workshop_lib.models import embedded_gguf_path
-
     try:
         return embedded_gguf_path()
-    except Exception:  # not installed: the plan says so
+    except WorkshopError:  # not installed: the plan says so
         return None
 
 
 def run(args, binary: Path, gguf: Path) -> dict:
-    from benchmarks.llama_server import machine, _load
-
     load_before = _load()
     work = Path(tempfile.mkdtemp(prefix="gpu-concurrency-"))
     model_dir = work / "model"
