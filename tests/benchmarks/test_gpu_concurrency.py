@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,8 @@ def makefile_var(name: str) -> str:
 
 
 def dry_run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/bin:/bin", "GPU_MODEL_STAGE": str(tmp_path / "stage"), "HOME": str(tmp_path)}
+    env = {"PATH": "/usr/bin:/bin", "GPU_MODEL_STAGE": str(tmp_path / "stage"), "HOME": str(tmp_path),
+           "PYTHON": sys.executable}
     return subprocess.run([str(SCRIPT), "--dry-run", *args], capture_output=True, text=True, timeout=60, env=env,
                           cwd=tmp_path)
 
