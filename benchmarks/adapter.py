@@ -26,7 +26,8 @@ In one process and one run, on the embedded model with 2 threads, for each prefi
    reversal, a cloze decision's time against what its evaluated tokens cost at llama.cpp's rate on
    plain token runs (step 2), and held-out ECE/NLL before and after each readout's own fitted profile
    and its prediction sets (``--readouts-only`` runs step 2's engine for the rate, then this alone);
-8. then (unless ``--no-llama-server``) benchmarks/llama_server.py: the adapter against llama-server.
+8. then (unless ``--no-llama-server``) benchmarks/llama_server.py: the adapter against llama-server, ending
+   with the concurrency table (C = 1, 2, 4, 8 callers at once; benchmarks/concurrency.py).
 
 It prints figures and target verdicts and asserts nothing (this machine is shared and noisy,
 so speed is reported, not tested). Every server it starts is stopped before it returns.

@@ -16,7 +16,11 @@ alternating between the servers task by task:
    (new to every server);
 4. where the adapter's time goes on new prompts: the HTTP stack (client, nginx, gunicorn, response JSON),
    request handling (JSON parsing, validation, rendering, readout), tokenizing in Python, evaluation; and
-   from an in-process engine, the readout alone and the llama_decode calls per decision.
+   from an in-process engine, the readout alone and the llama_decode calls per decision;
+5. the concurrency table (benchmarks/concurrency.py): C = 1, 2, 4, 8 callers at once against the adapter
+   (``SM_LLAMA_CPP_PARALLEL=C``, and at its default) and llama-server ``-np C`` as deployed, decisions/s and
+   p50/p95, with the ratios and the issue #40 targets' verdicts (``--concurrency-only`` runs this alone and
+   writes benchmarks/results/concurrency.json).
 
 Like for like, both sides run llama.cpp's attention without flash attention (the adapter's default,
 ``--flash-attn off`` for llama-server). New prompts and shared states are also sent to the pair as each is
@@ -39,6 +43,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from benchmarks import concurrency
 from benchmarks.servers import LlamaServerProcess, find_llama_server, timed_post
 from benchmarks.workload import QUESTIONS, ticket
 from workshop_lib.evaluation.logprobs import (TOP_LOGPROBS, decision_messages, first_token_logprobs, logprobs_payload,
@@ -58,6 +63,8 @@ THREADS = 2
 CTX = 4096
 CACHE_MIB = 512
 RESULTS = Path(__file__).resolve().parent / "results" / "llama_server.json"
+CONCURRENCY_RESULTS = RESULTS.with_name("concurrency.json")
+
 def letter_body(state, question, option_texts) -> dict:
     return logprobs_payload(decision_messages(state, question, option_texts))
 
@@ -105,11 +112,47 @@ def in_process(model_dir: Path, bodies: list[dict]) -> dict:
             "readout_ms_p50": p50(readout_ms), "in_process_decide_ms_p50": p50(decide_ms)}
 
 
-def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
+def _binary() -> Path:
     binary = find_llama_server()
     if binary is None:
         raise SystemExit("no llama-server: build it (make; the checkout's .llama.cpp/bin/llama-server), or set "
                          "WORKSHOP_LLAMA_SERVER to a llama-server binary")
+    return binary
+
+
+def machine(binary: Path, load_before: float | None) -> dict:
+    """What the figures were measured on (the llama-server build as its --version says)."""
+    import subprocess
+
+    try:
+        version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+        build = " ".join((version.stdout + version.stderr).split()) or None
+    except (OSError, subprocess.SubprocessError):
+        build = None
+    return {"cpu": _cpu_name(), "cores": _cores(), "python": platform.python_version(), "llama_server_build": build,
+            "threads": THREADS, "context": CTX, "load_average_1min": [load_before, _load()]}
+
+
+def run_concurrency(limit: int | None = None, out: Path | None = CONCURRENCY_RESULTS, *,
+                    levels=concurrency.LEVELS, tasks: int = concurrency.TASKS,
+                    seconds: float = concurrency.SECONDS, gpu_layers: int = 0) -> dict:
+    """The concurrency table alone: ``{"machine", "model", "concurrency"}``, written to ``out``."""
+    binary, load_before = _binary(), _load()
+    work = Path(tempfile.mkdtemp(prefix="concurrency-bench-"))
+    model_dir, _ = prepare_model_dir(work)
+    table = concurrency.run_table(model_dir, embedded_gguf_path(), binary, work, levels=levels, tasks=tasks,
+                                  seconds=seconds, threads=THREADS, context=CTX, gpu_layers=gpu_layers,
+                                  prompts=concurrency.held_out(load_tasks(None, limit=limit)))
+    figures = {"machine": machine(binary, load_before), "model": embedded_gguf_path().name, "concurrency": table}
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(figures, indent=2) + "\n")
+    return figures
+
+
+def run(limit: int | None = None, out: Path | None = RESULTS, *, concurrency_table: bool = True,
+        cell_tasks: int = concurrency.TASKS, seconds: float = concurrency.SECONDS) -> dict:
+    binary = _binary()
     load_before = _load()
     work = Path(tempfile.mkdtemp(prefix="llama-server-bench-"))
     model_dir, _ = prepare_model_dir(work)
@@ -196,6 +239,9 @@ def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
             server.stop()
 
     local = in_process(model_dir, bodies)
+    table = (concurrency.run_table(model_dir, embedded_gguf_path(), binary, work, tasks=cell_tasks,
+                                   seconds=seconds, threads=THREADS, context=CTX, prompts=concurrency.held_out(tasks))
+             if concurrency_table else None)
     figures = {
         "machine": {"cpu": _cpu_name(), "cores": _cores(), "python": platform.python_version(),
                     "llama_server_build": props.get("build_info"), "threads": THREADS, "context": CTX,
@@ -211,6 +257,8 @@ def run(limit: int | None = None, out: Path | None = RESULTS) -> dict:
         "breakdown_p50_ms": {k: p50(v) for k, v in parts.items()},
         "in_process": local,
     }
+    if table is not None:
+        figures["concurrency"] = table
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(figures, indent=2) + "\n")
@@ -290,15 +338,39 @@ def report(f: dict) -> str:
               f"{b['llama_prompt_n']:.0f} tokens evaluated (its cache keeps the common prefix)",
               f"                everything else (HTTP, JSON, sampling 1 token)  {_ms(b['llama_client_minus_prompt'])}",
               f"  in-process engine.decide, no HTTP                             {_ms(local['in_process_decide_ms_p50'])}"]
+    if f.get("concurrency"):
+        lines += ["", *concurrency.report(f["concurrency"])]
     return "\n".join(lines)
+
+
+def report_concurrency(f: dict) -> str:
+    """The table alone (``--concurrency-only``), under the machine it ran on."""
+    m = f["machine"]
+    return "\n".join([f"Adapter vs llama-server under concurrency: {f['model']}; {m['cpu']}, {m['cores']} cores; "
+                      f"llama-server {m['llama_server_build']}; load average "
+                      f"{' -> '.join(str(v) for v in m.get('load_average_1min') or [])}", "",
+                      *concurrency.report(f["concurrency"])])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.llama_server", description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, help="at most this many tasks, across families (default: all)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help=f"write the figures as JSON here (default {RESULTS})")
+    parser.add_argument("--out", type=Path, help=f"write the figures as JSON here (default {RESULTS}, or "
+                                                 f"{CONCURRENCY_RESULTS} with --concurrency-only)")
+    parser.add_argument("--concurrency-only", action="store_true",
+                        help="only the concurrency table (C = 1, 2, 4, 8 callers; a few minutes)")
+    parser.add_argument("--tasks", type=int, default=concurrency.TASKS,
+                        help=f"decisions per concurrency cell at most (default {concurrency.TASKS})")
+    parser.add_argument("--seconds", type=float, default=concurrency.SECONDS,
+                        help=f"seconds of load per concurrency cell at most (default {concurrency.SECONDS:g})")
     args = parser.parse_args(argv)
-    print(report(run(args.limit, args.out)))
+    if args.tasks < 1 or args.seconds <= 0:
+        parser.error("--tasks must be at least 1 and --seconds above 0")
+    if args.concurrency_only:
+        print(report_concurrency(run_concurrency(args.limit, args.out or CONCURRENCY_RESULTS, tasks=args.tasks,
+                                                 seconds=args.seconds)))
+    else:
+        print(report(run(args.limit, args.out or RESULTS, cell_tasks=args.tasks, seconds=args.seconds)))
     return 0
 
 

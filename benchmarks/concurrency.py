@@ -1,0 +1,279 @@
+"""The concurrency table (issue #40): C callers at once against the adapter and against llama-server.
+
+For each C in 1, 2, 4, 8, three cells, each C callers (a thread pool) sending decisions until a fixed number
+is answered or a fixed time has passed, whichever comes first:
+
+* the adapter started with ``SM_LLAMA_CPP_PARALLEL=C``;
+* the adapter at its default (one process for every C: the row a deployment without the setting gets);
+* llama-server ``-np C`` as the DLC starts it with ``SM_LLAMA_CPP_PARALLEL=C`` (flash attention auto, its
+  default; the context divided between the slots, 512 tokens each at C=8, over twice the longest of these
+  prompts), asked the same messages with ``max_tokens: 1, top_logprobs: 20``.
+
+Same model, threads and context on both sides, the same prompts in the same order to each server, every one
+new to every server: a nonce opens each state, so only the template's fixed head can be reused. The adapter's
+503s are retried after their ``Retry-After`` and counted; a decision's latency includes its retries.
+Throughput is answered decisions over the cell's wall time. The servers of one C run one after another, the
+order alternating from one C to the next. Speed is printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+from benchmarks.servers import LlamaServerProcess
+from workshop_lib.evaluation.logprobs import decision_messages, logprobs_payload
+from workshop_lib.evaluation.report import percentile
+from workshop_lib.evaluation.tasks import Task, load_tasks
+from workshop_lib.local import AdapterProcess
+
+LEVELS = (1, 2, 4, 8)
+TARGET_LEVELS = (1, 2, 4)  # where the adapter must match llama-server on a CPU
+TARGET_THROUGHPUT = 1.0  # adapter / llama-server, at least
+TARGET_P95 = 1.0  # adapter / llama-server, at most
+GPU_SCALING = 3.0  # C=8 throughput over C=1, at least, on a GPU
+TASKS = 60  # decisions per cell at most
+SECONDS = 20.0  # load per cell at most
+TIMEOUT_S = 600.0  # one HTTP attempt (a loaded machine)
+ROWS = {"adapter_parallel": "adapter, SM_LLAMA_CPP_PARALLEL=C",
+        "adapter_default": "adapter, its default",
+        "llama_server": "llama-server -np C (as deployed)"}
+ADAPTER_ROWS = ("adapter_parallel", "adapter_default")
+
+
+# ---- the prompts --------------------------------------------------------------------------------
+
+def held_out(tasks: list[Task] | None = None) -> list[Task]:
+    """The packaged tasks' test split (the dev split fits calibrations), or all where none is marked."""
+    tasks = load_tasks() if tasks is None else tasks
+    return [t for t in tasks if t.split == "test"] or list(tasks)
+
+
+def with_nonce(task: Task, nonce: str) -> tuple[dict, dict]:
+    """The task's decision as the adapter's body and as llama-server's chat body, its state opened by ``nonce``."""
+    state = f"Ref {nonce}. {task.state}"
+    body = {**task.request(request_id=f"{task.id}-{nonce}"), "state": state}
+    letters = logprobs_payload(decision_messages(state, task.question, [text for _, text in task.presented()]))
+    return body, letters
+
+
+# ---- one caller's request, with the adapter's 503s retried -------------------------------------
+
+def post(url: str, body: dict, timeout_s: float = TIMEOUT_S) -> tuple[int, str | None]:
+    """POST JSON: (status, the Retry-After header or None). The reply is read and dropped."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            response.read()
+            return response.status, None
+    except urllib.error.HTTPError as exc:
+        exc.read()
+        return exc.code, exc.headers.get("Retry-After")
+
+
+def retry_after_s(header: str | None, default: float = 1.0) -> float:
+    """The wait a 503's ``Retry-After`` asks for, in seconds (its delay form; anything else: ``default``)."""
+    try:
+        return max(0.0, float(header)) if header is not None else default
+    except ValueError:
+        return default
+
+
+def call(send: Callable[[], tuple[int, str | None]], *, max_busy: int = 600,
+         sleep: Callable[[float], None] = time.sleep) -> tuple[float, int]:
+    """One decision: (milliseconds until answered, retries included; the 503s it got on the way)."""
+    start, busy = time.perf_counter(), 0
+    while True:
+        status, retry_after = send()
+        if status == 200:
+            return (time.perf_counter() - start) * 1000.0, busy
+        if status != 503 or busy >= max_busy:
+            raise RuntimeError(f"HTTP {status} after {busy} retried 503s")
+        busy += 1
+        sleep(retry_after_s(retry_after))
+
+
+# ---- one cell: C callers ------------------------------------------------------------------------
+
+def drive(send_nth: Callable[[int], tuple[int, str | None]], callers: int, *, tasks: int = TASKS,
+          seconds: float = SECONDS) -> dict:
+    """``callers`` threads taking decisions 0, 1, 2, ... in turn until ``tasks`` are taken or ``seconds`` have
+    passed; each decision is ``send_nth(i)``. The cell's figures (``cell``)."""
+    lock, taken = threading.Lock(), [0]
+    latencies: list[float] = []
+    busy = [0]
+    start = time.perf_counter()
+    deadline = start + seconds
+
+    def caller() -> None:
+        while True:
+            with lock:
+                if taken[0] >= tasks or time.perf_counter() >= deadline:
+                    return
+                n = taken[0]
+                taken[0] += 1
+            ms, retried = call(lambda: send_nth(n))
+            with lock:
+                latencies.append(ms)
+                busy[0] += retried
+
+    with ThreadPoolExecutor(max_workers=callers) as pool:
+        for future in [pool.submit(caller) for _ in range(callers)]:
+            future.result()  # a failed decision fails the cell
+    return cell(latencies, time.perf_counter() - start, busy[0], callers)
+
+
+def cell(latencies_ms: list[float], elapsed_s: float, busy: int = 0, callers: int | None = None) -> dict:
+    """A cell's figures: decisions answered, per second of wall time, p50/p95 latency, 503s retried."""
+    n = len(latencies_ms)
+    return {"callers": callers, "decisions": n, "seconds": elapsed_s,
+            "per_s": n / elapsed_s if n and elapsed_s > 0 else None,
+            "p50_ms": percentile(latencies_ms, 50), "p95_ms": percentile(latencies_ms, 95), "busy_503": busy}
+
+
+# ---- the table's arithmetic ---------------------------------------------------------------------
+
+def _over(a, b) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def ratios(adapter: dict, llama: dict) -> dict:
+    """adapter / llama-server for one C: throughput and p95, with the CPU targets' verdicts."""
+    throughput, p95 = _over(adapter.get("per_s"), llama.get("per_s")), _over(adapter.get("p95_ms"), llama.get("p95_ms"))
+    return {"throughput": throughput, "p95": p95,
+            "throughput_meets": throughput is not None and throughput >= TARGET_THROUGHPUT,
+            "p95_meets": p95 is not None and p95 <= TARGET_P95}
+
+
+def scaling(row: dict) -> dict:
+    """A row's throughput at its most callers over its fewest (C=8 over C=1 in the full table), with the GPU
+    target's verdict (at least ``GPU_SCALING``); no ratio with fewer than two levels."""
+    levels = sorted(int(c) for c in row)
+    low, high = (levels[0], levels[-1]) if levels else (None, None)
+    ratio = (_over((row.get(str(high)) or {}).get("per_s"), (row.get(str(low)) or {}).get("per_s"))
+             if len(levels) > 1 else None)
+    return {"low": low, "high": high, "ratio": ratio, "meets": ratio is not None and ratio >= GPU_SCALING}
+
+
+def summarise(rows: dict[str, dict[str, dict]]) -> dict:
+    """The ratios per adapter row and C, the CPU verdicts at TARGET_LEVELS, the scaling per row."""
+    llama = rows.get("llama_server", {})
+    out: dict = {"ratios": {}, "verdicts": {}, "scaling": {name: scaling(row) for name, row in rows.items()}}
+    for name in ADAPTER_ROWS:
+        if name not in rows:
+            continue
+        per_c = {c: ratios(rows[name][c], llama[c]) for c in rows[name] if c in llama}
+        out["ratios"][name] = per_c
+        judged = [per_c[str(c)] for c in TARGET_LEVELS if str(c) in per_c]
+        out["verdicts"][name] = {"levels": [c for c in TARGET_LEVELS if str(c) in per_c],
+                                 "throughput_meets": bool(judged) and all(r["throughput_meets"] for r in judged),
+                                 "p95_meets": bool(judged) and all(r["p95_meets"] for r in judged)}
+    return out
+
+
+# ---- the run --------------------------------------------------------------------------------------
+
+def run_table(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=LEVELS, tasks: int = TASKS,
+              seconds: float = SECONDS, threads: int = 2, context: int = 4096, gpu_layers: int = 0,
+              prompts: list[Task] | None = None, start_timeout_s: float = 180.0) -> dict:
+    """Start the servers, drive every cell, stop every server (also on failure): the table's figures."""
+    prompts = held_out() if prompts is None else prompts
+    adapter_env = {"SM_LLAMA_CPP_CTX_SIZE": str(context), "DECISION_ADAPTER_REQUEST_TIMEOUT": "600",
+                   "SM_LLAMA_CPP_N_GPU_LAYERS": str(gpu_layers)}
+    gpu_args = ("-ngl", str(gpu_layers)) if gpu_layers else ()
+    rows: dict[str, dict[str, dict]] = {name: {} for name in ROWS}
+    order: list[list[str]] = []
+
+    def adapter(name: str, env: dict) -> AdapterProcess:
+        return AdapterProcess(model_dir, log_path=work / f"{name}.log", threads=threads, env={**adapter_env, **env})
+
+    default = adapter("adapter-default", {})
+    try:
+        default.start(timeout_s=start_timeout_s)
+        for index, c in enumerate(levels):
+            servers = {
+                "adapter_parallel": adapter(f"adapter-parallel-{c}", {"SM_LLAMA_CPP_PARALLEL": str(c)}),
+                "llama_server": LlamaServerProcess(binary, gguf, log_path=work / f"llama-server-np{c}.log",
+                                                   threads=threads, context=context,
+                                                   extra_args=("-np", str(c), *gpu_args)),
+                "adapter_default": default}
+            try:
+                for name in ("adapter_parallel", "llama_server"):
+                    servers[name].start(timeout_s=start_timeout_s)
+                names = ["adapter_parallel", "llama_server", "adapter_default"]
+                names = names if index % 2 == 0 else names[::-1]
+                order.append(names)
+                for name in names:
+                    rows[name][str(c)] = measure(servers[name], name == "llama_server", prompts, c,
+                                                 tasks=tasks, seconds=seconds)
+            finally:
+                for name in ("adapter_parallel", "llama_server"):
+                    servers[name].stop()
+    finally:
+        default.stop()
+    return {"levels": list(levels), "tasks_per_cell": tasks, "seconds_per_cell": seconds, "threads": threads,
+            "context": context, "gpu_layers": gpu_layers, "prompts": len(prompts), "order": order,
+            "llama_server_args": ["-np", "C", *gpu_args], "rows": rows, **summarise(rows)}
+
+
+def measure(server, is_llama: bool, prompts: list[Task], c: int, *, tasks: int, seconds: float) -> dict:
+    """One cell on a started server: two unmeasured decisions first, then ``drive``."""
+    url = server.url + ("/v1/chat/completions" if is_llama else "/invocations")
+    pick = 1 if is_llama else 0
+
+    def send(n: int, nonce: str) -> tuple[int, str | None]:
+        return post(url, with_nonce(prompts[n % len(prompts)], nonce)[pick])
+
+    for k in range(2):
+        call(lambda: send(k, f"warm-c{c}-{k}"))
+    return drive(lambda n: send(n, f"c{c}-{n}"), c, tasks=tasks, seconds=seconds)
+
+
+# ---- the report -----------------------------------------------------------------------------------
+
+def _cell_text(cell_figures: dict | None) -> str:
+    if not cell_figures or cell_figures.get("per_s") is None:
+        return "-"
+    busy = f", {cell_figures['busy_503']} 503" if cell_figures.get("busy_503") else ""
+    return f"{cell_figures['per_s']:.2f}/s ({cell_figures['p50_ms']:.0f}/{cell_figures['p95_ms']:.0f} ms{busy})"
+
+
+def _x(v) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def report(t: dict, *, gpu: bool = False) -> list[str]:
+    """The table, the ratios and the verdicts as printed lines."""
+    ok = lambda good: "meets" if good else "MISSES"  # noqa: E731
+    levels = [str(c) for c in t["levels"]]
+    width = 30
+    on_gpu = f", {t['gpu_layers']} GPU layers" if t.get("gpu_layers") else ""
+    lines = [f"concurrency: decisions/s (p50/p95 ms; 503s retried) with C callers, at most {t['tasks_per_cell']} "
+             f"decisions or {t['seconds_per_cell']:g} s per cell, {t['prompts']} held-out prompts each opened by a "
+             f"nonce, {t['threads']} threads{on_gpu}",
+             (" " * 36 + "".join(f"C={c:<{width - 2}}" for c in levels)).rstrip()]
+    for name, label in ROWS.items():
+        row = t["rows"].get(name, {})
+        lines.append((f"  {label:<34}" + "".join(f"{_cell_text(row.get(c)):<{width}}" for c in levels)).rstrip())
+    if not gpu:
+        lines.append(f"adapter / llama-server, throughput / p95 (targets at C = {', '.join(map(str, TARGET_LEVELS))}: throughput >= "
+                     f"{TARGET_THROUGHPUT:g}x, p95 <= {TARGET_P95:g}x)")
+        for name in ADAPTER_ROWS:
+            per_c = t["ratios"].get(name, {})
+            parts = [f"C={c} {_x(per_c[c]['throughput'])} / {_x(per_c[c]['p95'])}" for c in levels if c in per_c]
+            v = t["verdicts"].get(name)
+            verdict = (f": throughput {ok(v['throughput_meets'])}, p95 {ok(v['p95_meets'])}" if v and v["levels"]
+                       else "")
+            lines.append(f"  {ROWS[name]:<34}" + ", ".join(parts) + verdict)
+    for name, s in t["scaling"].items():
+        if gpu or s["ratio"] is not None:
+            target = f" ({ok(s['meets'])} >= {GPU_SCALING:g}x on a GPU)" if gpu else ""
+            lines.append(f"  {ROWS[name]}: C={s['high']} throughput {_x(s['ratio'])} C={s['low']}'s{target}")
+    return lines
