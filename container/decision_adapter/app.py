@@ -46,7 +46,7 @@ from .apis.invocations import project_error, request_kind
 from .engine import Engine
 from .errors import AdapterError, Busy, InvalidType, NotReady, TimedOut, Unauthorized
 from .model_files import locate_model
-from .scheduler import Lanes, open_lanes
+from .scheduler import SHARED, Lanes, open_lanes
 from .settings import Settings, load_settings
 from .startup import StartupRecord
 
@@ -108,7 +108,11 @@ class _Holder:
         self._stage(startup.PROVING)
         engine.prove()
         self._stage(startup.PROVING, parallel=self.settings.parallel)
-        self.lanes = open_lanes(engine, self.settings, self.gate)
+        self.serve(engine, open_lanes(engine, self.settings, self.gate))
+
+    def serve(self, engine: Engine, lanes: Lanes | None = None) -> None:
+        """Serve ``engine`` on its contexts (``lanes``; none given: its own one only); ready from here."""
+        self.lanes = lanes or Lanes([engine], self.gate, SHARED)
         self.engine = engine
         self._stage(startup.READY)
         self.ready.set()

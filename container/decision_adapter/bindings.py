@@ -17,8 +17,9 @@ lacks fails the import. Two tools, both run by the Dockerfiles at build time:
     (``bindings_reference.json``; ``--record`` rewrites it). Then the same state with
     two questions through ``restore`` prefix reuse, which the pinned hybrid model uses:
     the sequence saved and loaded back through the library's state calls must give
-    the answers of a fresh evaluation. Any difference exits non-zero, which fails the
-    image build before anything is pushed.
+    the answers of a fresh evaluation; and a second context on the loaded model must
+    pass the adapter's start-up check (scheduler.py). Any difference exits non-zero,
+    which fails the image build before anything is pushed.
 
 The tests run both against the local build (tests/container/test_bindings.py).
 """
@@ -27,15 +28,18 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import importlib.util
 import json
 import sys
 from pathlib import Path
 
+from .admission import Gate
 from .apis import own
 from .apis.own import parse_decision
 from .engine import Engine
 from .model_files import locate_model
+from .scheduler import open_lanes
 from .settings import load_settings
 
 REFERENCE = Path(__file__).with_name("bindings_reference.json")
@@ -153,6 +157,22 @@ def restore_problems(model_path: Path) -> list[str]:
     return problems
 
 
+def lanes_problems(model_path: Path) -> list[str]:
+    """Two contexts on the one loaded model (scheduler.py), through the adapter's start-up check: a context
+    made with the library's calls must answer as the model's own, alone and with the other at work."""
+    engine = _engine(model_path)
+    engine.prove()
+    settings = dataclasses.replace(engine.settings, parallel=2)
+    try:
+        lanes = open_lanes(engine, settings, Gate(max_queue=0, timeout_s=1))
+    except Exception as exc:  # noqa: BLE001 - any failure of the path is the finding
+        return [f"a second context on the model failed: {type(exc).__name__}: {exc}"]
+    if len(lanes.engines) != 2:
+        return ["a second context on the model answered unlike the first (the start-up check kept one "
+                "context): requests would be evaluated one at a time"]
+    return []
+
+
 def prove(model_path: Path, reference: dict) -> list[str]:
     """Every way the bindings and the library disagree (empty: they match)."""
     problems = []
@@ -168,7 +188,7 @@ def prove(model_path: Path, reference: dict) -> list[str]:
     if len(probabilities) != len(expected) or worst > reference["tolerance"]:
         problems.append(f"the decision scored {[round(p, 4) for p in probabilities]} where the tested local "
                         f"build scored {[round(p, 4) for p in expected]} (tolerance {reference['tolerance']})")
-    return problems + restore_problems(model_path)
+    return problems + restore_problems(model_path) + lanes_problems(model_path)
 
 
 def _record(model_path: Path) -> dict:
@@ -204,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bindings proof FAILED: {problem}", file=sys.stderr)
     if not problems:
         print("bindings proof passed: known defaults read back, the decision matches the local build, "
-              "restored sequences match fresh evaluations")
+              "restored sequences match fresh evaluations, a second context answers as the first")
     return 1 if problems else 0
 
 

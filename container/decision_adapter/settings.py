@@ -74,7 +74,8 @@ def setting(env: str, default, doc: str, *, kind: str | None = None, **rules):
 
 def _in_flight_as_queue(raw: str) -> str:
     # The sample admits n requests at once and answers the rest 503; here one request per context holds
-    # the model and up to MAX_QUEUE wait: with one context, n in flight is n - 1 waiting.
+    # the model and up to MAX_QUEUE wait: n in flight is n - 1 waiting with one context (load_settings
+    # divides n between the contexts and the line).
     return str(_parse_int(raw, "SEMIF_MAX_IN_FLIGHT", minimum=1) - 1)
 
 
@@ -303,9 +304,17 @@ def with_sample_aliases(env: Mapping[str, str]) -> tuple[dict[str, str], tuple[s
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from an environment mapping (``os.environ`` by default)."""
-    env, notes, unknown = with_sample_aliases(os.environ if env is None else env)
+    given = os.environ if env is None else env
+    env, notes, unknown = with_sample_aliases(given)
     specs = declared()
     values = {spec.name: _read(spec, env) for spec in specs}
+    if "SEMIF_MAX_IN_FLIGHT" in given:
+        # The sample's n requests in flight in all: evaluated (at most n contexts unless the contexts are set
+        # too) and waiting together.
+        in_flight = values["max_queue"] + 1
+        if L + "PARALLEL" not in given:
+            values["parallel"] = min(values["parallel"], in_flight)
+        values["max_queue"] = max(0, in_flight - values["parallel"])
     if values["n_gpu_layers"] < 0:
         values["n_gpu_layers"] = 999  # -1 means "all layers", as in llama-cpp-python
     if values["state_cache_mib"] and not values["cross_request_reuse"]:

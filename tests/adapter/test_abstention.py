@@ -85,8 +85,7 @@ def app_on(engine, monkeypatch):
         monkeypatch.setattr(engine, "info", {**engine.info, "order": settings.order})  # as at start-up
 
         def load(holder):
-            holder.engine = engine
-            holder.ready.set()
+            holder.serve(engine)  # on its own context
 
         monkeypatch.setattr(app_module._Holder, "load", load)
         return app_module.create_app(settings, load="now").test_client()

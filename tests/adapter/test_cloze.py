@@ -280,8 +280,7 @@ def test_the_routes_accept_the_readout_and_refuse_bad_combinations(engine, monke
     from decision_adapter import app as app_module
 
     def load(holder):
-        holder.engine = engine
-        holder.ready.set()
+        holder.serve(engine)  # on its own context
 
     monkeypatch.setattr(app_module._Holder, "load", load)
     settings = dataclasses.replace(engine.settings, request_timeout_s=600.0)

@@ -226,8 +226,7 @@ def ask_groups(engine, groups, monkeypatch) -> dict:
     from decision_adapter import app as app_module
 
     def load(holder):
-        holder.engine = engine
-        holder.ready.set()
+        holder.serve(engine)  # on its own context
 
     monkeypatch.setattr(app_module._Holder, "load", load)
     base_settings, base_info = engine.settings, engine.info

@@ -241,3 +241,15 @@ def test_a_request_past_its_time_limit_stops_alone(lanes):
     assert isinstance(out[0], TimedOut)
     assert_equal_alone(out[1:], alone)
     assert_equal_alone([probabilities(lanes, others[0])], alone[:1])  # and the contexts serve on
+
+
+def test_the_opt_in_reuse_and_state_cache_answer_as_alone_under_concurrency(model_dir):
+    engine, settings = _engine(model_dir, SM_LLAMA_CPP_PARALLEL=2, DECISION_ADAPTER_CROSS_REQUEST_REUSE="on",
+                               DECISION_ADAPTER_STATE_CACHE_MIB=64)
+    reuse = scheduler.open_lanes(engine, settings, Gate(max_queue=8, timeout_s=120))
+    assert len(reuse.engines) == 2 and reuse.engines[1].state_cache is engine.state_cache  # one cache
+    requests = [body(i) for i in range(3)] + [batch(0)]
+    alone = [probabilities(reuse, r) for r in requests]  # the cache holds these states now
+    assert len(engine.state_cache) > 0
+    assert_equal_alone(at_once(reuse, requests), alone)  # answered from the cache, on either context
+    assert_equal_alone(at_once(reuse, requests[::-1]), alone[::-1])

@@ -69,7 +69,19 @@ def test_the_sample_names_work_as_aliases():
                        "SEMIF_MAX_SHARED_DECISIONS": "8", "SEMIF_PORT": "9090", "SEMIF_MAX_BODY_BYTES": "262144"})
     assert (s.model_dir, s.model_file, s.n_threads, s.n_gpu_layers, s.n_ctx) == ("/m", "/m/x.gguf", 32, 999, 4096)
     assert (s.max_queue, s.max_shared_decisions, s.port, s.max_body_bytes) == (0, 8, 9090, 262144)
+    assert s.parallel == 1  # one in flight in all: one context, nobody waiting
     assert any("SEMIF_THREADS=32 (the published sample's name) read as SM_LLAMA_CPP_THREADS=32" in n for n in s.notes)
+
+
+@pytest.mark.parametrize("env, parallel, queue", [
+    ({"SEMIF_MAX_IN_FLIGHT": "4"}, 2, 2),  # the default contexts, the rest of the four waiting
+    ({"SEMIF_MAX_IN_FLIGHT": "4", "SM_LLAMA_CPP_PARALLEL": "3"}, 3, 1),
+    ({"SEMIF_MAX_IN_FLIGHT": "2", "SM_LLAMA_CPP_PARALLEL": "4"}, 4, 0),  # contexts set: none wait
+    ({}, 2, 4),
+])
+def test_the_samples_requests_in_flight_are_divided_between_contexts_and_the_line(env, parallel, queue):
+    s = load_settings(env)
+    assert (s.parallel, s.max_queue) == (parallel, queue)
 
 
 def test_defaults_hold_a_255_option_choice_and_the_sample_limits():

@@ -143,7 +143,8 @@ def test_busy_server_retries_until_every_request_gets_its_own_answer(model_dir, 
 
 
 def test_busy_server_without_retries_raises_busy_with_retry_after(model_dir, start_adapter):
-    server = start_adapter(model_dir, DECISION_ADAPTER_MAX_QUEUE=0, DECISION_ADAPTER_RETRY_AFTER=1)
+    server = start_adapter(model_dir, SM_LLAMA_CPP_PARALLEL=1, DECISION_ADAPTER_MAX_QUEUE=0,
+                           DECISION_ADAPTER_RETRY_AFTER=1)
     client = EndpointClient.local(server.url, retries=0)
     with ThreadPoolExecutor(max_workers=1) as pool:
         long_one = pool.submit(EndpointClient.local(server.url).decide,
