@@ -11,10 +11,11 @@ exactly as it would be alone. ``SM_LLAMA_CPP_PARALLEL`` contexts are made, as ma
 The CPU threads (``SM_LLAMA_CPP_THREADS``) are divided between the requests in flight. ``shared``: each
 evaluation takes its share of them at that moment (all of them when alone), which needs the answers not
 to depend on the thread count. ``fixed``: each context always uses its share of a full server. The
-start-up check (``open_lanes``) scores probe decisions, letters and cloze, on each context at each thread
-count it could be given, and on all contexts at once, against the same decision alone on the first
-context: ``shared`` only if all agree within ``TOLERANCE``, else ``fixed`` if that agrees, else one
-context only. The log and ``/status`` say which.
+start-up check (``open_lanes``) scores probe decisions, letters and cloze, on the first context at each
+thread count a request could be given, and on all contexts at once, against the same decisions alone on
+the first context with every thread: ``shared`` only if all agree within ``TOLERANCE``, else ``fixed`` if
+the contexts at once agree with the first alone at that share, else one context only. The log and model
+info (``parallel``) say which.
 
 Nothing passes between contexts but the fixed head's text (each evaluates and keeps its own), the
 content-free priors and the opt-in state cache (shared, under locks): what one caller sent never changes
@@ -45,8 +46,9 @@ log = logging.getLogger(__name__)
 TOLERANCE = 1e-4  # the largest difference in any probability between a decision in company and alone
 SHARED, FIXED, ONE = "shared", "fixed", "one context"
 
+# Small on purpose (every start-up scores it five times or more): the kernels a decision takes are the same.
 PROBE = DecisionBatch("lanes-probe", PROBE_STATE, (
-    dataclasses.replace(PROBE_QUESTIONS[0], readout=names.LETTERS),
+    dataclasses.replace(PROBE_QUESTIONS[0], options=PROBE_QUESTIONS[0].options[:4], readout=names.LETTERS),
     dataclasses.replace(PROBE_QUESTIONS[1], id="probe-cloze", options=PROBE_QUESTIONS[1].options[:3],
                         readout=names.CLOZE, normalize=names.SUM),
 ))
@@ -80,8 +82,10 @@ def choose_threads(probe, lanes: int, threads: tuple[int, int], tolerance: float
 
     ``probe(lane, threads)`` scores the probe decisions on that context with those threads and returns
     their probabilities, one flat list; ``probe(None, threads)`` does so on every context at once (a list
-    per context). Checked, in this order: every share on the first context and each other context, then
-    all at once (``shared``); each context at a full server's share and all at once (``fixed``).
+    per context). Against the first context with every thread alone: ``shared`` when the first context at
+    every other share, and every context at once at a full server's share, agree; else ``fixed`` when every
+    context at once agrees with the first alone at that share. The contexts are made alike from one model,
+    so one in company at a share stands for each at that share.
     """
     findings: list[str] = []
 
@@ -95,15 +99,13 @@ def choose_threads(probe, lanes: int, threads: tuple[int, int], tolerance: float
 
     fixed = share(threads, lanes)
     alone = probe(0, threads)
-    shared_runs = ([(f"context 0 with {t[0]} thread(s)", probe(0, t)) for t in thread_counts(threads, lanes)[1:]]
-                   + [(f"context {lane} with {fixed[0]} thread(s)", probe(lane, fixed)) for lane in range(1, lanes)])
-    if agrees(alone, shared_runs) and agrees(alone, [(f"context {lane} in company", got)
-                                                     for lane, got in enumerate(probe(None, fixed))]):
+    counts = [(f"context 0 with {t[0]} thread(s)", probe(0, t)) for t in thread_counts(threads, lanes)[1:]]
+    together = [(f"context {lane} in company with {fixed[0]} thread(s)", got)
+                for lane, got in enumerate(probe(None, fixed))]
+    if agrees(alone, counts) and agrees(alone, together):
         return SHARED, findings
-    alone = probe(0, fixed)
-    fixed_runs = [(f"context {lane} with {fixed[0]} thread(s)", probe(lane, fixed)) for lane in range(1, lanes)]
-    if agrees(alone, fixed_runs) and agrees(alone, [(f"context {lane} in company (fixed threads)", got)
-                                                    for lane, got in enumerate(probe(None, fixed))]):
+    alone = probe(0, fixed) if counts else alone
+    if agrees(alone, together):
         return FIXED, findings
     return ONE, findings
 

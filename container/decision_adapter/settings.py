@@ -111,8 +111,9 @@ class Settings:
         "SAGEMAKER_BIND_TO_PORT", 8080, "the port SageMaker sends requests to (nginx listens there)", minimum=1,
         sample="SEMIF_PORT")
     parallel: int = setting(
-        L + "PARALLEL", 2, "requests evaluated at once, each on its own llama.cpp context over the one loaded "
-        "model (llama-server's --parallel; scheduler.py). Unlike llama-server, each context holds the whole "
+        L + "PARALLEL", 1, "requests evaluated at once, each on its own llama.cpp context over the one loaded "
+        "model (llama-server's --parallel; scheduler.py). 1 by measurement on a CPU, where more gained nothing; "
+        "the workshop's GPU endpoint sets 4. Unlike llama-server, each context holds the whole "
         "SM_LLAMA_CPP_CTX_SIZE: the contexts' memory together is bounded by DECISION_ADAPTER_MAX_KV_MIB",
         minimum=1, maximum=64)
     max_kv_mib: int = setting(

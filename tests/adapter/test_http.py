@@ -161,7 +161,8 @@ def _invoke_with_retry(adapter, body, attempts=50):
     return status, reply
 
 
-def test_concurrent_requests_never_receive_each_others_answers(adapter):
+def test_concurrent_requests_never_receive_each_others_answers(adapters):
+    adapter = adapters.shared(SM_LLAMA_CPP_PARALLEL="2")  # two evaluated at once, the rest in line
     requests = [_distinct_request(i) for i in range(10)]
     expected = {}
     for body in requests:  # the answers each request gets on its own

@@ -74,10 +74,11 @@ def test_the_sample_names_work_as_aliases():
 
 
 @pytest.mark.parametrize("env, parallel, queue", [
-    ({"SEMIF_MAX_IN_FLIGHT": "4"}, 2, 2),  # the default contexts, the rest of the four waiting
+    ({"SEMIF_MAX_IN_FLIGHT": "4"}, 1, 3),  # the default context, the rest of the four waiting
     ({"SEMIF_MAX_IN_FLIGHT": "4", "SM_LLAMA_CPP_PARALLEL": "3"}, 3, 1),
     ({"SEMIF_MAX_IN_FLIGHT": "2", "SM_LLAMA_CPP_PARALLEL": "4"}, 4, 0),  # contexts set: none wait
-    ({}, 2, 4),
+    ({"SEMIF_MAX_IN_FLIGHT": "4", "SM_LLAMA_CPP_PARALLEL": "2"}, 2, 2),
+    ({}, 1, 4),
 ])
 def test_the_samples_requests_in_flight_are_divided_between_contexts_and_the_line(env, parallel, queue):
     s = load_settings(env)

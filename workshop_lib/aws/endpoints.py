@@ -40,6 +40,9 @@ DEFAULT_GPU_POOLS = ("ml.g6e.xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge", "ml.g4dn
 # Driver 580 / CUDA 13.0: what the server-sagemaker-cuda-v1 DLC (CUDA 13.0.2) needs.
 GPU_AMI_VERSION = "al2023-ami-sagemaker-inference-gpu-4-1"
 FULL_OFFLOAD = 999  # llama.cpp: "all layers"
+# Requests the GPU decision endpoint evaluates at once (SM_LLAMA_CPP_PARALLEL): one 200-token decision leaves a
+# GPU mostly idle. llama-server's own default slot count; not yet measured on a GPU (benchmarks/gpu_concurrency.sh).
+GPU_PARALLEL = 4
 DEFAULT_CTX_SIZE = 4096  # the standard DLC's; the decision image's default (8192) is the adapter's own
 # The published sample's deploy scripts allow 900 s each (AWS recommends >= 600 s for the llama.cpp DLC).
 STARTUP_TIMEOUT_S = 900
@@ -108,7 +111,8 @@ def _s3_tarball(url: str) -> str:
 
 def llama_environment(*, ctx_size: int | None = DEFAULT_CTX_SIZE, threads: int | None = None,
                       n_gpu_layers: int | None = None, model_file: str | None = None,
-                      hf_repo: str | None = None, hf_file: str | None = None) -> dict[str, str]:
+                      hf_repo: str | None = None, hf_file: str | None = None,
+                      parallel: int | None = None) -> dict[str, str]:
     """``SM_LLAMA_CPP_*`` variables; the DLC turns each into a llama-server flag, the adapter reads them."""
     env: dict[str, str] = {}
     if ctx_size is not None:
@@ -122,6 +126,9 @@ def llama_environment(*, ctx_size: int | None = DEFAULT_CTX_SIZE, threads: int |
             n_gpu_layers = FULL_OFFLOAD
         _in_range(n_gpu_layers, 0, FULL_OFFLOAD, "n_gpu_layers (-1 or 999 = all)")
         env["N_GPU_LAYERS"] = str(n_gpu_layers)
+    if parallel is not None:
+        _in_range(parallel, 1, 64, "parallel (requests evaluated at once)")
+        env["PARALLEL"] = str(parallel)
     if model_file:
         env["MODEL"] = model_file
     if hf_file and not hf_repo:
@@ -192,11 +199,12 @@ def standard_model_request(name: str, *, image: ImageRef, role_arn: str, model_d
 
 def decision_model_request(name: str, *, image: ImageRef, role_arn: str, model_data_url: str,
                            ctx_size: int | None = None, threads: int | None = None, n_gpu_layers: int = 0,
-                           environment: Mapping[str, str] | None = None, tags: list[dict] | None = None) -> dict:
+                           parallel: int | None = None, environment: Mapping[str, str] | None = None,
+                           tags: list[dict] | None = None) -> dict:
     """The decision image (network-isolated); ``environment`` carries DECISION_ADAPTER_* settings if any."""
     if not model_data_url:
         raise InvalidInput("the decision endpoint needs model_data_url (s3://.../model.tar.gz)")
-    env = llama_environment(ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers)
+    env = llama_environment(ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers, parallel=parallel)
     env.update(environment or {})
     return model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
                          environment=env, tags=tags)
@@ -424,7 +432,7 @@ def decision_gpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_u
                       instance_pools: Sequence[str] = DEFAULT_GPU_POOLS, instance_count: int = 1,
                       provision_timeout_s: int = PROVISION_TIMEOUT_S, ami_version: str = GPU_AMI_VERSION,
                       n_gpu_layers: int = FULL_OFFLOAD, ctx_size: int | None = None, threads: int | None = None,
-                      startup_timeout_s: int = STARTUP_TIMEOUT_S, download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
+                      parallel: int = GPU_PARALLEL, startup_timeout_s: int = STARTUP_TIMEOUT_S, download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
                       environment: Mapping[str, str] | None = None, tags: list[dict] | None = None,
                       region: str | None = None, data_capture: Mapping | None = None) -> DeployPlan:
     """The decision image on ordered GPU instance pools (first with capacity wins), full offload.
@@ -439,7 +447,7 @@ def decision_gpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_u
             raise InvalidInput(f"{t} has no GPU; the GPU plan takes GPU types (e.g. {DEFAULT_GPU_POOLS[0]})")
     model = decision_model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
                                    ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers,
-                                   environment=environment, tags=tags)
+                                   parallel=parallel, environment=environment, tags=tags)
     if region is not None and not regions.offers_instance_pools(region):
         # the list is checked as pools would be, though only its first type is used here
         check_instance_pools([{"InstanceType": t, "Priority": i} for i, t in enumerate(types, start=1)])

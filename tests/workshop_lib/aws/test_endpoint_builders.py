@@ -226,8 +226,15 @@ def test_decision_gpu_plan_defaults():
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 900  # as the published sample
     assert variant["ModelDataDownloadTimeoutInSeconds"] == 900
     assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "999"
+    assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_PARALLEL"] == str(endpoints.GPU_PARALLEL)
     assert plan.uses_instance_pools
     assert plan.notes == () and plan.placement.endswith("(ordered pools)")
+
+
+def test_requests_evaluated_at_once_are_checked_where_they_are_set():
+    assert gpu_plan(parallel=8).model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_PARALLEL"] == "8"
+    with pytest.raises(InvalidInput, match="parallel"):
+        gpu_plan(parallel=0)
 
 
 # ---- regions without instance pools ----------------------------------------------------------------
