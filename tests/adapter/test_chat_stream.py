@@ -3,10 +3,12 @@ the parameters refused by name, and the chunks a stream is made of (the live str
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
-from decision_adapter.apis.chat import UNSUPPORTED, chunks, parse_chat
+from decision_adapter.apis.chat import UNSUPPORTED, chunks, event, parse_chat
 from decision_adapter.chat import Piece, decoded, held_back, token_logprobs
 from decision_adapter.errors import AdapterError, InvalidValue
 
@@ -79,3 +81,11 @@ def test_chunks_carry_the_role_the_text_the_finish_and_the_usage_last():
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in made if c["choices"]) == "Hello"
     assert made[-2]["choices"][0]["finish_reason"] == "length" and made[-2]["usage"] is None
     assert made[-1]["choices"] == [] and made[-1]["usage"] == usage
+
+
+def test_an_event_is_one_line_whatever_the_model_generated():
+    text = "a\u2028b\x85c\x1cd\re\nf"
+    raw = event({"choices": [{"delta": {"content": text}}]})
+    line = raw.decode("ascii")
+    assert line.endswith("\n\n") and len(line[:-2].splitlines()) == 1
+    assert json.loads(line[len("data: "):])["choices"][0]["delta"]["content"] == text

@@ -313,7 +313,9 @@ def chunks(chat: ChatRequest, pieces, model_name: str):
 
 
 def event(payload) -> bytes:
-    return b"data: " + json.dumps(payload, ensure_ascii=False).encode("utf-8") + b"\n\n"
+    # ASCII only: a generated U+2028, U+0085 or U+001C is a line break to readers that split lines as Python's
+    # str.splitlines does, which would cut the event's JSON in two.
+    return b"data: " + json.dumps(payload).encode("ascii") + b"\n\n"
 
 
 DONE = b"data: [DONE]\n\n"
