@@ -121,8 +121,8 @@ class Gate:
                 return self._take()
             if len(self._line) >= self.max_queue:
                 raise Busy(
-                    f"the model is busy (all {self._lanes} lane(s) held) and {len(self._line)} request(s) are already waiting; "
-                    f"retry after {self.retry_after_s} s or add instances",
+                    f"the model is busy (all {self._lanes} lane(s) held) and {len(self._line)} request(s) are "
+                    f"already waiting; retry after {self.retry_after_s} s or add instances",
                     self.retry_after_s,
                 )
             self._line.append(ticket)

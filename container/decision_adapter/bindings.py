@@ -127,8 +127,8 @@ def _engine(model_path: Path, prefix_reuse: str = "auto") -> Engine:
     return Engine(settings, locate_model(settings.model_dir, settings.model_file))
 
 
-def score(model_path: Path) -> list[float]:
-    (result,), _ = own.decide(_engine(model_path), parse_decision(DECISION))
+def score(engine: Engine) -> list[float]:
+    (result,), _ = own.decide(engine, parse_decision(DECISION))
     return result["probabilities"]
 
 
@@ -157,11 +157,9 @@ def restore_problems(model_path: Path) -> list[str]:
     return problems
 
 
-def lanes_problems(model_path: Path) -> list[str]:
+def lanes_problems(engine: Engine) -> list[str]:
     """Two contexts on the one loaded model (scheduler.py), through the adapter's start-up check: a context
     made with the library's calls must answer as the model's own, alone and with the other at work."""
-    engine = _engine(model_path)
-    engine.prove()
     settings = dataclasses.replace(engine.settings, parallel=2)
     try:
         lanes = open_lanes(engine, settings, Gate(max_queue=0, timeout_s=1))
@@ -182,13 +180,14 @@ def prove(model_path: Path, reference: dict) -> list[str]:
             if defaults[kind][field] != value:
                 problems.append(f"llama_{kind}_default_params().{field} reads {defaults[kind][field]!r}, "
                                 f"llama.cpp's default is {value!r}: the struct layouts differ")
-    probabilities = score(model_path)
+    engine = _engine(model_path)
+    probabilities = score(engine)
     expected = reference["probabilities"]
     worst = max(abs(a - b) for a, b in zip(probabilities, expected))
     if len(probabilities) != len(expected) or worst > reference["tolerance"]:
         problems.append(f"the decision scored {[round(p, 4) for p in probabilities]} where the tested local "
                         f"build scored {[round(p, 4) for p in expected]} (tolerance {reference['tolerance']})")
-    return problems + restore_problems(model_path) + lanes_problems(model_path)
+    return problems + restore_problems(model_path) + lanes_problems(engine)
 
 
 def _record(model_path: Path) -> dict:
@@ -196,7 +195,7 @@ def _record(model_path: Path) -> dict:
 
     return {"recorded_with": f"llama-cpp-python {llama_cpp.__version__} (this project's local build)",
             "model": model_path.name, "decision": DECISION, "tolerance": TOLERANCE,
-            "probabilities": score(model_path)}
+            "probabilities": score(_engine(model_path))}
 
 
 def main(argv: list[str] | None = None) -> int:

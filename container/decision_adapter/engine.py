@@ -200,6 +200,15 @@ class Engine(PrefixReuse):
         twin.tokens_evaluated = 0
         return twin
 
+    def start_afresh(self) -> None:
+        """Forget what the context holds (its cells, the cached prefix), as a fresh server would."""
+        self._reset_context()
+        self._prefix = None
+
+    def _take_thread_share(self) -> None:
+        if self.threads_now is not None:
+            self.set_threads(self.threads_now())
+
     def set_threads(self, threads: tuple[int, int]) -> None:
         """The CPU threads (generation, prompt evaluation) of this context's next evaluations."""
         if threads != self._threads:
@@ -225,8 +234,7 @@ class Engine(PrefixReuse):
                               f"llama.cpp: {self.runtime.system_info}")
         if self.settings.order == PRIOR:
             order.measure_startup_priors(self)
-        self._reset_context()  # the probe's prompt is not worth keeping as a cached prefix
-        self._prefix = None
+        self.start_afresh()  # the probe's prompt is not worth keeping as a cached prefix
         if self.state_cache is not None:
             self.state_cache.clear()
         self.startup_probe = {"input_tokens": readings[0].input_tokens, "options": len(question.options),
@@ -483,13 +491,11 @@ class Engine(PrefixReuse):
             yield
         except BaseException:  # llama-cpp-python: "llama_decode returned 2" when the callback aborted
             self._stop_if_expired()
-            self._reset_context()
-            self._prefix = None
+            self.start_afresh()
             raise
 
     def _eval(self, tokens: list[int]) -> None:
-        if self.threads_now is not None:
-            self.set_threads(self.threads_now())
+        self._take_thread_share()
         with self._within_limit():
             self.llm.eval(tokens)
         self.tokens_evaluated += len(tokens)
@@ -498,8 +504,7 @@ class Engine(PrefixReuse):
         if not self._deadline.expired:
             return
         # What an aborted evaluation left in the context is not worth keeping: start afresh.
-        self._reset_context()
-        self._prefix = None
+        self.start_afresh()
         raise TimedOut(
             f"the request held the model for more than {self._deadline.seconds:g} s and was stopped "
             "(DECISION_ADAPTER_REQUEST_TIMEOUT); send a shorter state or fewer questions, or raise the limit")
@@ -516,10 +521,8 @@ class Engine(PrefixReuse):
         """Generate an answer, piece by piece (chat.py's ``Piece``); message contents are tokenized as plain
         text, as decisions are. The conversation is checked now (a 422 before anything is generated);
         closing the iterator stops generation at once and clears the context."""
-        if self.threads_now is not None:
-            self.set_threads(self.threads_now())
-        self._reset_context()  # start clean: the decision prefix cache is not chat's
-        self._prefix = None
+        self._take_thread_share()
+        self.start_afresh()  # the decision prefix cache is not chat's
         tokens = chat_completion.conversation_tokens(request, self.template, self.tokenize,
                                                      self.tokenizer.control_re, self.llm.n_ctx())
         return self._generate(request, tokens)

@@ -179,8 +179,7 @@ def open_lanes(engine: Engine, settings: Settings, gate: Gate, *, check=choose_t
             log.warning("start-up check: %s", finding)
         for each in engines:  # the probes are not worth keeping as cached prefixes
             each.set_threads(each.loaded_threads)
-            each._reset_context()
-            each._prefix = None
+            each.start_afresh()
         if engine.state_cache is not None:
             engine.state_cache.clear()
     if policy == ONE:

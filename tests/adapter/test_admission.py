@@ -22,9 +22,7 @@ def test_one_holder_at_a_time_and_full_line_is_refused():
     waited = []
     waiter = threading.Thread(target=lambda: waited.append(_admit_once(gate)))
     waiter.start()
-    deadline = time.monotonic() + 5
-    while gate.waiting < 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _wait_for_line(gate, 1)
     assert gate.waiting == 1
     with pytest.raises(Busy) as refused:
         with gate.admit():
@@ -70,9 +68,7 @@ def test_waiters_are_served_in_arrival_order():
         t = threading.Thread(target=lambda i=i: _record(gate, order, i))
         t.start()
         threads.append(t)
-        deadline = time.monotonic() + 5
-        while gate.waiting < i + 1 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        _wait_for_line(gate, i + 1)
     release.set()
     for t in threads:
         t.join(5)
@@ -102,9 +98,7 @@ def test_closing_refuses_the_waiting_line_at_once_and_leaves_the_holder_alone():
     waiters = [threading.Thread(target=wait_in_line) for _ in range(4)]
     for waiter in waiters:
         waiter.start()
-    deadline = time.monotonic() + 5
-    while gate.waiting < 4 and time.monotonic() < deadline:
-        time.sleep(0.005)
+    _wait_for_line(gate, 4)
     assert gate.waiting == 4
     closed_at = time.monotonic()
     gate.close("shutting down")
@@ -132,3 +126,33 @@ def test_a_closed_idle_gate_admits_nobody():
         with gate.admit():
             pass
     assert not gate.busy
+
+
+# -- lanes: one request on each of several contexts -------------------------------------------------------
+
+def test_each_lane_holds_one_request_and_the_line_waits_for_a_free_one():
+    gate = Gate(max_queue=1, timeout_s=5, retry_after_s=2, lanes=2)
+    with gate.admit() as first, gate.admit() as second:
+        assert (first.lane, second.lane) == (0, 1) and gate.in_flight == 2 and gate.busy
+        got = []
+        waiter = threading.Thread(target=lambda: got.append(_lane_after_wait(gate)))
+        waiter.start()
+        _wait_for_line(gate, 1)
+        with pytest.raises(Busy) as full:  # two held, one waiting: the line is full
+            with gate.admit():
+                pass
+        assert full.value.status == 503 and full.value.retry_after_s == 2
+    waiter.join(5)
+    assert got == [0] and gate.in_flight == 0  # the lowest free lane
+
+
+def _lane_after_wait(gate):
+    with gate.admit() as admission:
+        return admission.lane
+
+
+def _wait_for_line(gate, n: int, timeout_s: float = 5.0) -> None:
+    """Until ``n`` requests wait at the gate (or ``timeout_s`` passed: the caller's assertion tells)."""
+    deadline = time.monotonic() + timeout_s
+    while gate.waiting < n and time.monotonic() < deadline:
+        time.sleep(0.005)

@@ -6,7 +6,6 @@ test GGUF, restore); the start-up check's choices forced with fake probes; the g
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from decision_adapter import scheduler
 from decision_adapter.admission import Gate
 from decision_adapter.apis import own
 from decision_adapter.apis.own import parse_decision
-from decision_adapter.errors import Busy, TimedOut
+from decision_adapter.errors import TimedOut
 from decision_adapter.scheduler import FIXED, ONE, SHARED, choose_threads, lanes_that_fit, share, thread_counts
 from scripts.hybrid_gguf import write_hybrid_gguf
 from tests.support import adapter_settings
@@ -180,31 +179,6 @@ def test_the_memory_bound_limits_the_contexts(model_dir):
                                DECISION_ADAPTER_MAX_KV_MIB=int(engine.context_mib * 2.5))
     lanes = scheduler.open_lanes(engine, bounded, Gate(1, 5))
     assert len(lanes.engines) == 2 and lanes.gate.lanes == 2 and engine.info["parallel"]["lanes"] == 2
-
-
-# -- the gate's lanes --------------------------------------------------------------------------------------
-
-def test_each_lane_holds_one_request_and_the_line_waits_for_a_free_one():
-    gate = Gate(max_queue=1, timeout_s=5, retry_after_s=2, lanes=2)
-    with gate.admit() as first, gate.admit() as second:
-        assert (first.lane, second.lane) == (0, 1) and gate.in_flight == 2 and gate.busy
-        got = []
-        waiter = threading.Thread(target=lambda: got.append(_lane_after_wait(gate)))
-        waiter.start()
-        deadline = time.monotonic() + 5
-        while gate.waiting < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        with pytest.raises(Busy) as full:  # two held, one waiting: the line is full
-            with gate.admit():
-                pass
-        assert full.value.status == 503 and full.value.retry_after_s == 2
-    waiter.join(5)
-    assert got == [0] and gate.in_flight == 0  # the lowest free lane
-
-
-def _lane_after_wait(gate):
-    with gate.admit() as admission:
-        return admission.lane
 
 
 # -- real contexts: in company as alone ---------------------------------------------------------------------
