@@ -379,7 +379,7 @@ class Engine(PrefixReuse):
         readings = [dataclasses.replace(computed[unique[(tuple(tokens), item.continuations)]],
                                         prompt_sha256=hashlib.sha256(item.prompt.text.encode("utf-8")).hexdigest())
                     for item, tokens in zip(items, token_lists)]
-        read = len(prefix) + sum(len(t) - len(prefix) + r.forward_passes - 1 for t, r in zip(distinct, computed))
+        read = len(prefix) + sum(len(t) - len(prefix) + r.appended_tokens for t, r in zip(distinct, computed))
         return readings, {"tokenize_ms": (t1 - t0) * 1000.0, **timing, "input_tokens": read,
                           "distinct_prompts": len(distinct)}
 
@@ -387,30 +387,33 @@ class Engine(PrefixReuse):
         """The item's readout at its prompt's end; what it evaluates past the prompt starts from the prompt."""
         checkpoint: list = []
 
-        def logits_after(appended: list[int]) -> np.ndarray:
+        def rewind() -> None:
             if not checkpoint:  # a recurrent memory cannot be cut back: save the sequence after the prompt once
                 checkpoint.append(self._save_sequence(partial=True) if self.recurrent or self.prefix_mode == "restore"
                                   else None)
             self._rewind(tokens, checkpoint[0])
+
+        def logits_after(appended: list[int]) -> np.ndarray:
+            rewind()
             self._eval(appended)
             return self._last_logits()
 
-        def log_probs_after(continuation: tuple[int, ...]) -> list[float]:
-            """Each token's log-probability after the prompt and the tokens before it, but the first's (read
-            at the prompt's end), evaluated one token at a time from the prompt."""
+        def log_probs_after(continuation: tuple[int, ...]) -> tuple[list[float], int]:
+            """(each token's log-probability after the prompt and the tokens before it, but the first's (read
+            at the prompt's end), the tokens evaluated): the option's tokens evaluated from the prompt together,
+            read at each position. All but the last would do, but never one alone: llama.cpp's CPU kernels
+            for a single token differ from those for several by up to a logit on this project's build, and a
+            prompt is always evaluated as several; with two or more, any split gives the same logits."""
             if len(continuation) < 2:
-                return []
-            last = logits_after([continuation[0]])
-            out = []
-            for at in range(1, len(continuation)):
-                if at > 1:
-                    self._eval([continuation[at - 1]])
-                    last = self._last_logits()
-                out.append(float(last[continuation[at]]) - logsumexp(last))
-            return out
+                return [], 0
+            ahead = continuation if len(continuation) == 2 else continuation[:-1]
+            rewind()
+            rows = self._eval_reading_each(ahead)
+            return [float(row[token]) - logsumexp(row) for row, token in zip(rows, continuation[1:])], len(ahead)
 
-        scores, method, mass, passes = READOUTS[item.readout].read(self, logits, item, logits_after, log_probs_after)
-        return Reading(scores, method, mass, passes, len(tokens), int(np.argmax(logits)),
+        scores, method, mass, passes, appended = READOUTS[item.readout].read(self, logits, item, logits_after,
+                                                                             log_probs_after)
+        return Reading(scores, method, mass, passes, appended, len(tokens), int(np.argmax(logits)),
                        option_tokens=tuple(len(c) for c in item.continuations))
 
     def continuation_tokens(self, text: str, loc: tuple = ()) -> tuple[int, ...]:
@@ -499,6 +502,29 @@ class Engine(PrefixReuse):
         with self._within_limit():
             self.llm.eval(tokens)
         self.tokens_evaluated += len(tokens)
+
+    def _eval_reading_each(self, tokens) -> np.ndarray:
+        """Evaluate ``tokens`` after what the context holds, in one ``llama_decode`` per batch of them, and
+        return the logits at each of their positions (one float32 row per token). ``Llama.eval`` keeps only the
+        last position's logits unless the whole model was loaded with ``logits_all``."""
+        llm, rows = self.llm, []
+        step = min(llm.n_batch, llm.context_params.n_ubatch)
+        cuts = list(range(0, len(tokens), step)) + [len(tokens)]
+        if len(cuts) > 2 and cuts[-1] - cuts[-2] == 1:
+            cuts[-2] -= 1  # no evaluation of a single token (see log_probs_after)
+        self._take_thread_share()
+        with self._within_limit():
+            llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)  # as Llama.eval: nothing past the position survives
+            for start, end in zip(cuts, cuts[1:]):
+                chunk = list(tokens[start:end])
+                llm._batch.set_batch(batch=chunk, n_past=llm.n_tokens, logits_all=True)
+                llm._ctx.decode(llm._batch)
+                llm.input_ids[llm.n_tokens:llm.n_tokens + len(chunk)] = chunk
+                llm.n_tokens += len(chunk)
+                pointer = self._llama_cpp.llama_get_logits(llm.ctx)
+                rows.append(np.ctypeslib.as_array(pointer, shape=(len(chunk), self.n_vocab)).copy())
+        self.tokens_evaluated += len(tokens)
+        return np.concatenate(rows)
 
     def _stop_if_expired(self) -> None:
         if not self._deadline.expired:

@@ -14,17 +14,18 @@ exactly the declared options. Cost: one prompt pass plus one single-token evalua
 
 ``cloze`` lists no options: the prompt holds the state and the question and ends where the answer's words
 begin, and each option's own text (``cloze_text``) is scored as what follows it: the log-probability of its
-first token from the logits at the prompt's end, then of each further token after the ones before it,
-evaluated token by token from the prompt (the engine rewinds to the prompt's end before each option, so an
-option's score depends on nothing but the prompt and its own text, whatever the order the options came in).
+first token from the logits at the prompt's end, then of each further token after the ones before it, read
+at each position of one evaluation of the option's tokens from the prompt (the engine rewinds to the
+prompt's end before each option, so an option's score depends on nothing but the prompt and its own text,
+whatever the order the options came in).
 The raw score is the sum of those log-probabilities; the answer step (scoring.py) applies the
 normalisation (``sum``, ``mean`` per token, or ``pmi``: minus the same sum after a content-free prompt).
 
 A readout has two sides, both handed the engine: ``item`` renders one presentation of a question (its
 options in a given order) as a ``ScoringItem``; ``read`` turns the logits at that prompt's end into
 ``Scores`` (scores.py: no temperature is applied here), the share of the next-token probability the
-labels hold, and the forward passes it took, evaluating what follows the prompt through the function
-the engine hands it.
+labels hold, the forward passes it took and the tokens it evaluated past the prompt, evaluating what
+follows the prompt through the functions the engine hands it.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class Reading:
     method: str  # a key of READOUT_METHODS
     allowed_token_mass: float  # the share of the next-token probability on the answer labels
     forward_passes: int
+    appended_tokens: int  # the tokens evaluated past the prompt (two-level group letters, cloze option tokens)
     input_tokens: int  # the prompt's tokens
     top_token: int  # the vocabulary's most probable next token
     question_eval_ms: float = 0.0
@@ -101,9 +103,10 @@ class Letters:
         return ScoringItem(prompt, len(question.options), question.loc, batch.state_field, self.name)
 
     def read(self, engine, logits: np.ndarray, item: ScoringItem, logits_after: Callable[[list[int]], np.ndarray],
-             log_probs_after: Callable[[tuple[int, ...]], list[float]]) -> tuple[Scores, str, float, int]:
-        """(scores, method, the labels' share of the probability, forward passes): letter slots for up to 16
-        options, else two-level codes."""
+             log_probs_after: Callable[[tuple[int, ...]], tuple[list[float], int]]
+             ) -> tuple[Scores, str, float, int, int]:
+        """(scores, method, the labels' share of the probability, forward passes, tokens past the prompt): letter
+        slots for up to 16 options, else two-level codes."""
         n = item.n_options
         if n <= len(engine.slot_tokens):
             return letter_slots(logits, engine.slot_tokens[:n])
@@ -135,28 +138,32 @@ class Cloze:
         return ScoringItem(prompt, len(question.options), question.loc, batch.state_field, self.name, continuations)
 
     def read(self, engine, logits: np.ndarray, item: ScoringItem, logits_after, log_probs_after
-             ) -> tuple[Scores, str, float, int]:
+             ) -> tuple[Scores, str, float, int, int]:
         """(the options' summed log-probabilities, method, the probability of exactly the options' texts
-        (at most 1), forward passes: the prompt's and one per option token past the first)."""
-        log_total = logsumexp(logits)
-        sums = np.array([float(logits[c[0]]) - log_total + float(np.sum(log_probs_after(c)))
-                         for c in item.continuations], dtype=np.float64)
+        (at most 1), forward passes: the prompt's and one per option of more than one token, and the tokens
+        those evaluated)."""
+        log_total, sums, appended = logsumexp(logits), [], 0
+        for c in item.continuations:
+            after, evaluated = log_probs_after(c)
+            sums.append(float(logits[c[0]]) - log_total + float(np.sum(after)))
+            appended += evaluated
+        sums = np.array(sums, dtype=np.float64)
         mass = min(1.0, float(np.exp(sums).sum()))
-        return SlotLogits(sums), names.CLOZE, mass, 1 + sum(len(c) - 1 for c in item.continuations)
+        return SlotLogits(sums), names.CLOZE, mass, 1 + sum(len(c) > 1 for c in item.continuations), appended
 
 
 READOUTS = {Letters.name: Letters(), Cloze.name: Cloze()}
 
 
-def letter_slots(logits: np.ndarray, slot_tokens) -> tuple[SlotLogits, str, float, int]:
+def letter_slots(logits: np.ndarray, slot_tokens) -> tuple[SlotLogits, str, float, int, int]:
     """The given letter tokens' logits, and the probability mass they hold."""
     slot_logits = logits[list(slot_tokens)].astype(np.float64)
     mass = float(np.exp(logsumexp(slot_logits) - logsumexp(logits)))
-    return SlotLogits(slot_logits), READOUT_LETTER_SLOTS, mass, 1
+    return SlotLogits(slot_logits), READOUT_LETTER_SLOTS, mass, 1, 0
 
 
 def two_level(logits: np.ndarray, code_tokens, n: int, logits_after: Callable[[list[int]], np.ndarray]
-              ) -> tuple[CodeLogits, str, float, int]:
+              ) -> tuple[CodeLogits, str, float, int, int]:
     """The group letters' logits at the prompt's end, then each group's digits' logits from
     ``logits_after([group_token])``, the logits once that group's letter follows the prompt."""
     groups, digits = code_tokens
@@ -170,4 +177,4 @@ def two_level(logits: np.ndarray, code_tokens, n: int, logits_after: Callable[[l
         digit_logits = after[list(digits[:min(width, n - g * width)])].astype(np.float64)
         members.append(digit_logits)
         mass += float(np.exp(group_logits[g] - log_total + logsumexp(digit_logits) - logsumexp(after)))
-    return CodeLogits(group_logits, tuple(members)), READOUT_TWO_LEVEL, mass, 1 + n_groups
+    return CodeLogits(group_logits, tuple(members)), READOUT_TWO_LEVEL, mass, 1 + n_groups, n_groups

@@ -60,21 +60,37 @@ def any_engine(request, engine):
     return engine if request.param == "embedded" else request.getfixturevalue("hybrid")
 
 
-def reference_log_prob(engine, prompt_tokens: list[int], continuation: tuple[int, ...]) -> float:
-    """The continuation's summed log-probability read from an empty context: the prompt evaluated whole, then
-    the continuation one token at a time, without any prefix reuse or saved state."""
-    engine._reset_context()
-    engine._prefix = None
-    llm = engine.llm
-    llm.eval(prompt_tokens)
+@pytest.fixture(scope="module")
+def whole_readers():
+    """Per engine, a second load of its GGUF with llama-cpp-python's ``logits_all``: nothing of the engine's
+    own evaluation path (prefix reuse, saved states, the readout's evaluations) is used by the reference."""
+    import llama_cpp
+
+    from decision_adapter import runtime
+
+    readers = {}
+
+    def reader(engine):
+        if id(engine) not in readers:
+            with runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[engine.settings.flash_attn]):
+                readers[id(engine)] = llama_cpp.Llama(model_path=str(engine.model_files.gguf), logits_all=True,
+                                                      verbose=False, **{**engine.settings.llama_kwargs(), "n_ctx": 512})
+        return readers[id(engine)]
+
+    yield reader
+    for llm in readers.values():
+        llm.close()
+
+
+def reference_log_prob(llm, prompt_tokens: list[int], continuation: tuple[int, ...]) -> float:
+    """The continuation's summed log-probability read from an empty context: the prompt and the continuation
+    evaluated whole in one evaluation, each token's log-probability read at the position before it."""
+    llm.reset()
+    llm.eval(list(prompt_tokens) + list(continuation))
     total = 0.0
     for at, token in enumerate(continuation):
-        if at:
-            llm.eval([continuation[at - 1]])
-        logits = engine._last_logits()
+        logits = llm.scores[len(prompt_tokens) - 1 + at]
         total += float(logits[token]) - logsumexp(logits)
-    engine._reset_context()
-    engine._prefix = None
     return total
 
 
@@ -99,7 +115,7 @@ def test_the_answer_does_not_depend_on_the_order_of_the_options(any_engine):
     assert forward["prompt_sha256"] == reversed_["prompt_sha256"]
 
 
-def test_each_score_is_its_continuation_read_from_an_empty_context(any_engine):
+def test_each_score_is_its_continuation_read_from_an_empty_context(any_engine, whole_readers):
     batch = single(QUESTIONS[2], normalize="sum")
     result = decide(any_engine, batch)
     question = batch.questions[0]
@@ -107,9 +123,34 @@ def test_each_score_is_its_continuation_read_from_an_empty_context(any_engine):
     for option, score, n in zip(question.options, result["option_logits"], result["option_tokens"]):
         continuation = any_engine.continuation_tokens(cloze_text(option))
         assert len(continuation) == n
-        assert math.isclose(score, reference_log_prob(any_engine, prompt, continuation), abs_tol=1e-4)
+        assert math.isclose(score, reference_log_prob(whole_readers(any_engine), prompt, continuation), abs_tol=1e-4)
     mean = decide(any_engine, single(QUESTIONS[2], normalize="mean"))
     assert np.allclose(mean["option_logits"], np.array(result["option_logits"]) / result["option_tokens"], atol=1e-9)
+
+
+LONG = {"id": "long", "question": "What should the agent do next?", "options": [
+    {"id": "short", "text": "Wait"},
+    {"id": "medium", "text": "Apologise, then offer a replacement screen shipped by express courier today"},
+    {"id": "long", "text": "Open a damage claim with the carrier, attach the customer's photographs of the cracked "
+                           "screen and the packaging, refund the order in full to the original card, and tell the "
+                           "customer by email that no return of the broken device is needed"}]}
+
+
+def test_an_option_of_many_tokens_reads_as_the_whole_text_does(any_engine, whole_readers):
+    """An option's tokens are evaluated together from the prompt: the log-probabilities of the prompt and the
+    option read in one evaluation, past the 32 tokens at which llama.cpp issue 24962 saw CPU kernels change."""
+    batch = single(LONG, normalize="sum")
+    (result,), _ = scoring.decide(any_engine, batch)
+    question = batch.questions[0]
+    prompt = any_engine.prompt_tokens(any_engine.template.render_cloze(STATE, question.question))
+    assert result["option_tokens"][0] == 1 and result["option_tokens"][2] > 32
+    for option, score in zip(question.options, result["option_logits"]):
+        reference = reference_log_prob(whole_readers(any_engine), prompt,
+                                       any_engine.continuation_tokens(cloze_text(option)))
+        assert math.isclose(score, reference, abs_tol=1e-4)
+    assert result["forward_passes"] == 1 + 2  # the prompt, then one evaluation per option of several tokens
+    # each option's tokens but its last, and never one token alone: an option of two is evaluated whole
+    assert result["read_tokens"] == len(prompt) + sum(n - 1 if n > 2 else 2 * (n == 2) for n in result["option_tokens"])
 
 
 def test_a_batch_answers_as_its_questions_asked_alone(any_engine):
