@@ -76,3 +76,22 @@ def test_prediction_sets_weight_the_kept_profiles_by_their_heldout_tasks():
     assert sets["kept"] == 2
     assert sets["coverage"] == pytest.approx(0.925) and sets["set_size"] == pytest.approx(1.5)
     assert prediction_sets({"alpha": 0.1, "profiles": {}})["kept"] == 0
+
+
+def test_calibrate_fits_for_the_readout_the_server_serves_unless_one_is_named(cloze_server, tmp_path, capsys):
+    import json
+
+    from workshop_lib.cli import main
+    from workshop_lib.evaluation.profiles import read_document
+
+    by_id = {t.id: t for t in load_tasks()}
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text("".join(json.dumps(by_id[i].to_record()) + "\n" for i in TASK_IDS))
+    fitted = {}
+    for named in (None, "letters"):
+        out = tmp_path / f"{named}.json"
+        args = ["calibrate", "--url", cloze_server.url, "--tasks", str(tasks_file), "--out", str(out), "--no-progress"]
+        assert main(args + (["--readout", named] if named else [])) == 0
+        fitted[named] = (read_document(out)["readout"], capsys.readouterr().out)
+    assert fitted[None][0] == "cloze" and "cloze readout (the one the endpoint serves)" in fitted[None][1]
+    assert fitted["letters"][0] == "letters" and "letters readout (as asked)" in fitted["letters"][1]
