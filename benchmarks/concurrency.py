@@ -1,7 +1,7 @@
 """The concurrency table (issue #40): C callers at once against the adapter and against llama-server.
 
-For each C in 1, 2, 4, 8, three cells, each C callers (a thread pool) sending decisions until a fixed number
-is answered or a fixed time has passed, whichever comes first:
+For each C in 1, 2, 4, 8, three cells, each C callers sending decisions until a fixed number is sent or a
+fixed time has passed, whichever comes first:
 
 * the adapter started with ``SM_LLAMA_CPP_PARALLEL=C``;
 * the adapter at its default (one process for every C: the row a deployment without the setting gets);
@@ -14,8 +14,8 @@ new to every server: a note with its number opens each state, so only the templa
 The callers are the workshop's own load driver (``workshop_lib.evaluation.throughput.measure_level``, which
 notebook 06 runs against an endpoint), over an ``EndpointClient`` for the adapter and ``LlamaServerClient``
 for llama-server: 503s are retried after their ``Retry-After`` and counted; a decision's latency includes its
-retries. Throughput is answered decisions over the cell's wall time. The servers of one C run one after another, the
-order alternating from one C to the next. Speed is printed, never asserted.
+retries. Throughput is answered decisions over the cell's wall time. The servers of one C run one after
+another, the order alternating from one C to the next. Speed is printed, never asserted.
 """
 
 from __future__ import annotations
