@@ -1,7 +1,7 @@
 """The concurrency table (issue #40): C callers at once against the adapter and against llama-server.
 
-For each C in 1, 2, 4, 8, three cells, each C callers (a thread pool) sending decisions until a fixed number
-is answered or a fixed time has passed, whichever comes first:
+For each C in 1, 2, 4, 8, three cells, each C callers sending decisions until a fixed number is sent or a
+fixed time has passed, whichever comes first:
 
 * the adapter started with ``SM_LLAMA_CPP_PARALLEL=C``;
 * the adapter at its default (one process for every C: the row a deployment without the setting gets);
@@ -10,27 +10,25 @@ is answered or a fixed time has passed, whichever comes first:
   prompts), asked the same messages with ``max_tokens: 1, top_logprobs: 20``.
 
 Same model, threads and context on both sides, the same prompts in the same order to each server, every one
-new to every server: a nonce opens each state, so only the template's fixed head can be reused. The adapter's
-503s are retried after their ``Retry-After`` and counted; a decision's latency includes its retries.
-Throughput is answered decisions over the cell's wall time. The servers of one C run one after another, the
-order alternating from one C to the next. Speed is printed, never asserted.
+new to every server: a note with its number opens each state, so only the template's fixed head can be reused.
+The callers are the workshop's own load driver (``workshop_lib.evaluation.throughput.measure_level``, which
+notebook 06 runs against an endpoint), over an ``EndpointClient`` for the adapter and ``LlamaServerClient``
+for llama-server: 503s are retried after their ``Retry-After`` and counted; a decision's latency includes its
+retries. Throughput is answered decisions over the cell's wall time. The servers of one C run one after
+another, the order alternating from one C to the next. Speed is printed, never asserted.
 """
 
 from __future__ import annotations
 
-import json
-import threading
-import time
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
 
 from benchmarks.servers import LlamaServerProcess
-from workshop_lib.evaluation.logprobs import decision_messages, logprobs_payload
+from workshop_lib.client import ChatResult, EndpointClient
+from workshop_lib.client.transport import LocalTransport
+from workshop_lib.evaluation.logprobs import TOP_LOGPROBS, decision_messages
 from workshop_lib.evaluation.report import percentile
 from workshop_lib.evaluation.tasks import Task, load_tasks
+from workshop_lib.evaluation.throughput import fresh_requests, measure_level
 from workshop_lib.local import AdapterProcess
 
 LEVELS = (1, 2, 4, 8)
@@ -40,14 +38,15 @@ TARGET_P95 = 1.0  # adapter / llama-server, at most
 GPU_SCALING = 3.0  # C=8 throughput over C=1, at least, on a GPU
 TASKS = 60  # decisions per cell at most
 SECONDS = 20.0  # load per cell at most
-TIMEOUT_S = 600.0  # one HTTP attempt (a loaded machine)
+TIMEOUT_S = 600.0  # one decision, its retries included (a loaded machine)
+MAX_BUSY = 600  # 503s retried for one decision before it fails the cell
 ROWS = {"adapter_parallel": "adapter, SM_LLAMA_CPP_PARALLEL=C",
         "adapter_default": "adapter, its default",
         "llama_server": "llama-server -np C (as deployed)"}
 ADAPTER_ROWS = ("adapter_parallel", "adapter_default")
 
 
-# ---- the prompts --------------------------------------------------------------------------------
+# ---- the prompts and the two clients ------------------------------------------------------------
 
 def held_out(tasks: list[Task] | None = None) -> list[Task]:
     """The packaged tasks' test split (the dev split fits calibrations), or all where none is marked."""
@@ -55,80 +54,28 @@ def held_out(tasks: list[Task] | None = None) -> list[Task]:
     return [t for t in tasks if t.split == "test"] or list(tasks)
 
 
-def with_nonce(task: Task, nonce: str) -> tuple[dict, dict]:
-    """The task's decision as the adapter's body and as llama-server's chat body, its state opened by ``nonce``."""
-    state = f"Ref {nonce}. {task.state}"
-    body = {**task.request(request_id=f"{task.id}-{nonce}"), "state": state}
-    letters = logprobs_payload(decision_messages(state, task.question, [text for _, text in task.presented()]))
-    return body, letters
+class LlamaServerClient:
+    """llama-server asked the adapter's decision bodies the standard path's way: the same state, question and
+    options as the letter prompt's chat messages, ``max_tokens: 1, top_logprobs: 20`` (``logprobs_payload``).
+    ``decide(body)`` answers with the reply's timing (``client.ChatResult``), a 503 retried as the adapter's."""
+
+    def __init__(self, url: str, *, timeout_s: float = TIMEOUT_S, retries: int = MAX_BUSY):
+        self.endpoint = EndpointClient(LocalTransport(url, timeout_s=timeout_s, invoke_path="/v1/chat/completions"),
+                                       retries=retries)
+
+    def decide(self, body: dict) -> ChatResult:
+        messages = decision_messages(body["state"], body["question"], [o["text"] for o in body["options"]])
+        return self.endpoint.chat(messages, max_tokens=1, logprobs=True, top_logprobs=TOP_LOGPROBS)
 
 
-# ---- one caller's request, with the adapter's 503s retried -------------------------------------
-
-def post(url: str, body: dict, timeout_s: float = TIMEOUT_S) -> tuple[int, str | None]:
-    """POST JSON: (status, the Retry-After header or None). The reply is read and dropped."""
-    request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"),
-                                     headers={"Content-Type": "application/json"}, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            response.read()
-            return response.status, None
-    except urllib.error.HTTPError as exc:
-        exc.read()
-        return exc.code, exc.headers.get("Retry-After")
-
-
-def retry_after_s(header: str | None, default: float = 1.0) -> float:
-    """The wait a 503's ``Retry-After`` asks for, in seconds (its delay form; anything else: ``default``)."""
-    try:
-        return max(0.0, float(header)) if header is not None else default
-    except ValueError:
-        return default
-
-
-def call(send: Callable[[], tuple[int, str | None]], *, max_busy: int = 600,
-         sleep: Callable[[float], None] = time.sleep) -> tuple[float, int]:
-    """One decision: (milliseconds until answered, retries included; the 503s it got on the way)."""
-    start, busy = time.perf_counter(), 0
-    while True:
-        status, retry_after = send()
-        if status == 200:
-            return (time.perf_counter() - start) * 1000.0, busy
-        if status != 503 or busy >= max_busy:
-            raise RuntimeError(f"HTTP {status} after {busy} retried 503s")
-        busy += 1
-        sleep(retry_after_s(retry_after))
+def client_for(server, is_llama: bool):
+    """The client a cell drives: llama-server's chat, or the adapter's /invocations (its 503s retried)."""
+    if is_llama:
+        return LlamaServerClient(server.url)
+    return EndpointClient.local(server.url, timeout_s=TIMEOUT_S, retries=MAX_BUSY)
 
 
 # ---- one cell: C callers ------------------------------------------------------------------------
-
-def drive(send_nth: Callable[[int], tuple[int, str | None]], callers: int, *, tasks: int = TASKS,
-          seconds: float = SECONDS) -> dict:
-    """``callers`` threads taking decisions 0, 1, 2, ... in turn until ``tasks`` are taken or ``seconds`` have
-    passed; each decision is ``send_nth(i)``. The cell's figures (``cell``)."""
-    lock, taken = threading.Lock(), [0]
-    latencies: list[float] = []
-    busy = [0]
-    start = time.perf_counter()
-    deadline = start + seconds
-
-    def caller() -> None:
-        while True:
-            with lock:
-                if taken[0] >= tasks or time.perf_counter() >= deadline:
-                    return
-                n = taken[0]
-                taken[0] += 1
-            ms, retried = call(lambda: send_nth(n))
-            with lock:
-                latencies.append(ms)
-                busy[0] += retried
-
-    with ThreadPoolExecutor(max_workers=callers) as pool:
-        for future in [pool.submit(caller) for _ in range(callers)]:
-            future.result()  # a failed decision fails the cell
-    return cell(latencies, time.perf_counter() - start, busy[0], callers)
-
 
 def cell(latencies_ms: list[float], elapsed_s: float, busy: int = 0, callers: int | None = None) -> dict:
     """A cell's figures: decisions answered, per second of wall time, p50/p95 latency, 503s retried."""
@@ -224,16 +171,17 @@ def run_table(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=L
 
 
 def measure(server, is_llama: bool, prompts: list[Task], c: int, *, tasks: int, seconds: float) -> dict:
-    """One cell on a started server: two unmeasured decisions first, then ``drive``."""
-    url = server.url + ("/v1/chat/completions" if is_llama else "/invocations")
-    pick = 1 if is_llama else 0
-
-    def send(n: int, nonce: str) -> tuple[int, str | None]:
-        return post(url, with_nonce(prompts[n % len(prompts)], nonce)[pick])
-
-    for k in range(2):
-        call(lambda: send(k, f"warm-c{c}-{k}"))
-    return drive(lambda n: send(n, f"c{c}-{n}"), c, tasks=tasks, seconds=seconds)
+    """One cell on a started server: two unmeasured decisions first, then C callers (``measure_level``) over
+    the cell's prompts, each opened by its number (``fresh_requests``), the same for every server at this C.
+    A decision that fails, or is still refused after its retries, fails the cell."""
+    client = client_for(server, is_llama)
+    warm = fresh_requests(prompts, f"warm-c{c}")
+    for _ in range(2):
+        client.decide(warm())
+    level = measure_level(client.decide, c, seconds, fresh_requests(prompts, f"c{c}"), limit=tasks)
+    if level.failed or level.refused:
+        raise RuntimeError(f"C={c} on {server.url}: {level.error or f'{level.refused} requests still refused (503)'}")
+    return cell(list(level.latencies_ms), level.wall_s, level.busy_503, c)
 
 
 # ---- the report -----------------------------------------------------------------------------------

@@ -272,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--order", choices=("as_given", "prior", "rotations"),
                    help="the order mode to fit for (default as_given); the adapter applies the file in that mode only")
     p.add_argument("--readout", choices=("letters", "cloze"),
-                   help="the readout to fit for (default letters); the adapter applies the file to that readout only")
+                   help="the readout to fit for (default: the one the endpoint serves, as its answers report it; "
+                   "with --run, the one the run was read with); the adapter applies the file to that readout only")
     p.add_argument("--alpha", type=float, help="the prediction sets' miss rate: they cover the labelled answer in at "
                    "least 1 - alpha of held-out tasks (default 0.1; recorded in the file)")
     p.add_argument("--run", metavar="RUN_JSON", help="a saved temperature-1 run (Run.to_dict) instead of sending tasks")

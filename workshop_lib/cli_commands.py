@@ -302,6 +302,9 @@ def cmd_calibrate(args) -> int:
                     **_given(order=args.order, limit=args.limit, alpha=args.alpha, readout=args.readout))
     path = write_document(doc, args.out or Path(args.config or default_path()).parent / "calibration.json")
     print(describe(doc))
+    chosen = "as asked" if args.readout else ("the one the saved run was read with" if args.run
+                                              else "the one the endpoint serves")
+    print(f"fitted for the {doc['readout']} readout ({chosen}): the adapter applies it to {doc['readout']} answers only")
     print(f"written: {path}; the next package carries it with `python -m workshop_lib package-model --calibration {path}`")
     return 0
 

@@ -1,13 +1,14 @@
-"""The concurrency table (benchmarks/concurrency.py): its arithmetic on synthetic timings, the callers' 503
-retries, the prompts' nonces, and one tiny real run against both servers on the embedded model.
+"""The concurrency table (benchmarks/concurrency.py): its arithmetic on synthetic timings, the llama-server
+client over real HTTP (the prompt it sends, its 503 retried), and one tiny real run against both servers on the
+embedded model. The callers themselves are the workshop's driver (tests/workshop_lib/evaluation/test_throughput.py).
 
 The real run's figures are not judged (the machine is shared): only that every cell answered what it was
 asked, the report reads the figures back, and every server it started is stopped, also when one fails."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -103,59 +104,60 @@ def test_the_report_prints_each_cell_ratio_and_verdict():
     assert "targets at C = 1, 2, 4" not in gpu
 
 
-# ---- the callers ---------------------------------------------------------------------------------
+# ---- the llama-server client ---------------------------------------------------------------------
 
-def test_a_503_is_retried_after_its_retry_after_and_counted():
-    replies = iter([(503, "2"), (503, None), (503, "soon"), (200, None)])
-    waits = []
-    ms, busy = concurrency.call(lambda: next(replies), sleep=waits.append)
-    assert busy == 3 and waits == [2.0, 1.0, 1.0] and ms >= 0
+@pytest.fixture
+def chat_server():
+    """A stand-in llama-server on a real socket: the first request gets a 503 (``Retry-After: 0``), the rest a
+    one-token chat reply; every body received is kept. Stopped after the test."""
+    import json
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+    received: list[tuple[str, dict]] = []
 
-def test_any_other_status_or_too_many_503s_fails_the_decision():
-    with pytest.raises(RuntimeError, match="HTTP 400"):
-        concurrency.call(lambda: (400, None), sleep=lambda s: None)
-    with pytest.raises(RuntimeError, match="HTTP 503 after 2"):
-        concurrency.call(lambda: (503, "0"), max_busy=2, sleep=lambda s: None)
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
+            busy = len(received) == 1
+            data = b'{"error": "busy"}' if busy else json.dumps(
+                {"choices": [{"message": {"content": "A"}, "finish_reason": "length"}]}).encode()
+            self.send_response(503 if busy else 200)
+            if busy:
+                self.send_header("Retry-After", "0")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
+        def log_message(self, *args):
+            pass
 
-def test_drive_runs_c_callers_at_once_and_takes_each_decision_once():
-    lock, seen, now, peak = threading.Lock(), [], [0], [0]
-
-    def send(n):
-        with lock:
-            seen.append(n)
-            now[0] += 1
-            peak[0] = max(peak[0], now[0])
-        time.sleep(0.02)
-        with lock:
-            now[0] -= 1
-        return 200, None
-
-    figures = concurrency.drive(send, 4, tasks=20, seconds=30)
-    assert sorted(seen) == list(range(20)) and figures["decisions"] == 20
-    assert peak[0] == 4 and figures["callers"] == 4
-    assert figures["per_s"] == pytest.approx(20 / figures["seconds"])
-
-
-def test_drive_stops_taking_decisions_at_its_time_limit():
-    def send(n):
-        time.sleep(0.05)
-        return 200, None
-
-    figures = concurrency.drive(send, 2, tasks=10_000, seconds=0.3)
-    assert 2 <= figures["decisions"] < 40
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
 
 
-def test_each_nonce_opens_the_same_state_for_both_servers():
+def test_llama_server_is_asked_the_adapters_body_as_the_standard_paths_chat_with_its_503_retried(chat_server):
+    from workshop_lib.evaluation.logprobs import logprobs_payload, task_messages
+    from workshop_lib.evaluation.throughput import fresh_requests
+
+    url, received = chat_server
     task = concurrency.held_out()[0]
-    body, letters = concurrency.with_nonce(task, "c4-17")
-    assert body["state"].startswith("Ref c4-17. ") and body["state"].endswith(task.state)
-    assert body["id"] == f"{task.id}-c4-17" and body["question"] == task.question
-    assert '"state": "Ref c4-17. ' in letters["messages"][-1]["content"]
-    assert letters["max_tokens"] == 1 and letters["top_logprobs"] == 20
-    other, _ = concurrency.with_nonce(task, "c4-18")
-    assert other["state"] != body["state"]
+    body = fresh_requests([task], "c4")()
+    answer = concurrency.LlamaServerClient(url).decide(body)
+    assert answer.attempts == 2 and answer.client_latency_ms > 0  # the 503, then the answer
+    assert [path for path, _ in received] == ["/v1/chat/completions"] * 2
+    sent = received[-1][1]
+    opened = dataclasses.replace(task, state=body["state"])
+    assert sent == logprobs_payload(task_messages(opened))  # the letter prompt, max_tokens 1, top_logprobs 20
+    assert sent["max_tokens"] == 1 and sent["top_logprobs"] == 20
+    assert body["state"] != task.state and body["state"].endswith(task.state)  # new to the server, same task
 
 
 def test_the_prompts_are_the_held_out_split():

@@ -352,7 +352,42 @@ def test_calibrate_fits_for_the_readout_it_is_asked_for_and_names_it_in_every_re
         served_fields("rotations", readout="cloze")
     saved = Run("calibrate", "decision", _results(), settings={"order_mode": "as_given", "readout": "cloze"})
     assert calibrate(run=saved, readout="cloze")["readout"] == "cloze"
+    assert calibrate(run=saved)["readout"] == "cloze"  # unnamed: the readout the run was read with
     with pytest.raises(CalibrationFileError, match="'cloze' readout, not 'letters'"):
-        calibrate(run=saved)
+        calibrate(run=saved, readout="letters")
     with pytest.raises(CalibrationFileError, match="only the letters readout"):
         calibrate(client=object(), order="prior", readout="cloze")
+
+
+class _Answering:
+    """A client whose answers report ``reported`` as the server's readout in their model block."""
+
+    def __init__(self, reported, readout=None):
+        self.reported, self.readout, self.sent = reported, readout, []
+
+    def decide(self, body):
+        from workshop_lib.client.endpoint import Decision
+
+        self.sent.append(body)
+        ids = [o["id"] for o in body["options"]]
+        model = {} if self.reported is None else {"readout": self.reported}
+        return Decision(body["id"], tuple(ids), tuple(1 / len(ids) for _ in ids), model=model)
+
+
+@pytest.mark.parametrize("reported", ["cloze", "letters"])
+def test_the_served_readout_is_read_from_an_answers_model_block(reported):
+    from workshop_lib.evaluation.served import served_readout
+
+    client = _Answering(reported)
+    assert served_readout(client) == reported
+    assert len(client.sent) == 1 and "readout" not in client.sent[0]  # asked as any caller asks
+
+
+def test_the_served_readout_is_the_clients_own_where_it_names_one_and_letters_for_an_older_server():
+    from workshop_lib.evaluation.served import served_readout
+
+    named = _Answering("letters", readout="cloze")
+    assert served_readout(named) == "cloze" and named.sent == []
+    assert served_readout(_Answering(None)) == "letters"  # no readout reported, no cloze fields in the answer
+    with pytest.raises(CalibrationFileError, match="'logits'"):
+        served_readout(_Answering("logits"))

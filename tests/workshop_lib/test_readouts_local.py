@@ -45,7 +45,7 @@ def test_order_modes_ask_the_letters_on_a_cloze_default_server(cloze_server):
     assert all("option_tokens" not in d.raw for d in view.decisions)
 
 
-def test_the_readout_study_sends_each_readout_both_ways(cloze_server):
+def test_the_readout_study_sends_each_readout_both_ways(cloze_server, tmp_path):
     by_id = {t.id: t for t in load_tasks()}
     tasks = [by_id[i] for i in TASK_IDS]
     study = measure_readouts(EndpointClient.local(cloze_server.url), tasks, progress=False)
@@ -54,6 +54,7 @@ def test_the_readout_study_sends_each_readout_both_ways(cloze_server):
         assert original.settings["readout"] == reversed_run.settings["readout"] == readout
         assert [r.valid for r in original.results + reversed_run.results] == [True] * 4, readout
         assert [r.order for r in reversed_run.results] == ["reversed"] * 2
+        assert {r.extra.get("order") for r in original.results} == {"as_given"}  # what its calibration is for
     figures = study.figures
     assert figures["cloze"]["flips"]["compared"] == 2
     assert figures["cloze"]["flips"]["flips"] == 0  # cloze lists no options: the order cannot move the answer
@@ -65,6 +66,15 @@ def test_the_readout_study_sends_each_readout_both_ways(cloze_server):
     assert "letters" in text and "cloze" in text and "prediction sets" in text
     with pytest.raises(ValueError, match="unknown readouts"):
         measure_readouts(EndpointClient.local(cloze_server.url), tasks, readouts=["words"], progress=False)
+    # notebook 06's calibration cell: the file for the readout the endpoint serves
+    from workshop_lib.evaluation.profiles import read_document
+    from workshop_lib.evaluation.served import served_readout
+
+    served = served_readout(EndpointClient.local(cloze_server.url))
+    assert served == "cloze"
+    doc = read_document(study.save_calibration(tmp_path, served))
+    assert (doc["readout"], doc["order"]) == ("cloze", "as_given")
+    assert doc["profiles"] == study.calibration("cloze")["profiles"]
 
 
 def test_prediction_sets_weight_the_kept_profiles_by_their_heldout_tasks():
@@ -76,3 +86,22 @@ def test_prediction_sets_weight_the_kept_profiles_by_their_heldout_tasks():
     assert sets["kept"] == 2
     assert sets["coverage"] == pytest.approx(0.925) and sets["set_size"] == pytest.approx(1.5)
     assert prediction_sets({"alpha": 0.1, "profiles": {}})["kept"] == 0
+
+
+def test_calibrate_fits_for_the_readout_the_server_serves_unless_one_is_named(cloze_server, tmp_path, capsys):
+    import json
+
+    from workshop_lib.cli import main
+    from workshop_lib.evaluation.profiles import read_document
+
+    by_id = {t.id: t for t in load_tasks()}
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text("".join(json.dumps(by_id[i].to_record()) + "\n" for i in TASK_IDS))
+    fitted = {}
+    for named in (None, "letters"):
+        out = tmp_path / f"{named}.json"
+        args = ["calibrate", "--url", cloze_server.url, "--tasks", str(tasks_file), "--out", str(out), "--no-progress"]
+        assert main(args + (["--readout", named] if named else [])) == 0
+        fitted[named] = (read_document(out)["readout"], capsys.readouterr().out)
+    assert fitted[None][0] == "cloze" and "cloze readout (the one the endpoint serves)" in fitted[None][1]
+    assert fitted["letters"][0] == "letters" and "letters readout (as asked)" in fitted["letters"][1]

@@ -150,10 +150,14 @@ def new_inference_id() -> str:
 class LocalTransport:
     """POST /invocations on an http(s) URL, with one deadline per call for connecting, sending and
     reading together, a cap on the answer's size and no redirects followed. No proxy is used: the
-    URL is a local server's (an adapter process, a tunnel's end)."""
+    URL is a local server's (an adapter process, a tunnel's end). ``invoke_path`` posts elsewhere
+    (llama-server's ``/v1/chat/completions``, which has no /invocations)."""
 
     def __init__(self, url: str, *, timeout_s: float = READ_TIMEOUT_S,
-                 max_response_bytes: int = MAX_RESPONSE_BYTES):
+                 max_response_bytes: int = MAX_RESPONSE_BYTES, invoke_path: str = "/invocations"):
+        if not invoke_path.startswith("/"):
+            raise ValueError(f"invoke_path must start with '/', not {invoke_path!r}")
+        self.invoke_path = invoke_path
         self.url = url.rstrip("/")
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -172,10 +176,10 @@ class LocalTransport:
         return self.url
 
     def invoke(self, body: bytes, *, deadline: Deadline | None = None, inference_id: str | None = None) -> bytes:
-        """POST /invocations; ``inference_id`` goes in the header SageMaker passes an InvokeEndpoint's
-        InferenceId in (the local rehearsal's stand-in for SageMaker sets it)."""
+        """POST /invocations (``invoke_path``); ``inference_id`` goes in the header SageMaker passes an
+        InvokeEndpoint's InferenceId in (the local rehearsal's stand-in for SageMaker sets it)."""
         extra = {INFERENCE_ID_HEADER: inference_id} if inference_id else {}
-        return self._send("POST", "/invocations", body, deadline or Deadline(self.timeout_s), extra)
+        return self._send("POST", self.invoke_path, body, deadline or Deadline(self.timeout_s), extra)
 
     def ping(self, timeout_s: float = CONNECT_TIMEOUT_S) -> bytes:
         return self._send("GET", "/ping", None, Deadline(timeout_s))

@@ -19,8 +19,9 @@ from typing import Mapping, Sequence
 from decision_contract.names import READOUTS
 
 from ..display import DecisionView
+from ..errors import WorkshopError
 from .order_study import heldout_calibration, mode_figures
-from .profiles import DEFAULT_ALPHA, CalibrationFileError, calibration_document
+from .profiles import DEFAULT_ALPHA, CalibrationFileError, calibration_document, write_document
 from .runner import Run, run_decisions
 from .tasks import Task, resolve_tasks
 
@@ -57,11 +58,12 @@ def ask_each_readout(client, body: Mapping, readouts: Sequence[str] = READOUTS) 
 
 
 def run_readout(client, tasks: Sequence[Task], readout: str, *, order: str = "original", progress: bool = True) -> Run:
-    """Every task once with ``readout``, the options presented in ``order``, at temperature 1 (no profile)."""
+    """Every task once with ``readout`` in order mode ``as_given`` (whatever the server's default mode), the
+    options presented in ``order``, at temperature 1 (no profile)."""
     run = run_decisions(client, tasks, order=order, temperature=1.0, progress=progress,
                         label=readout if order == "original" else f"{readout} ({order})",
-                        fields=lambda task: {"readout": readout, "question_type": task.type})
-    run.settings["readout"] = readout
+                        fields=lambda task: {"order": "as_given", "readout": readout, "question_type": task.type})
+    run.settings["order_mode"], run.settings["readout"] = "as_given", readout
     return run
 
 
@@ -98,6 +100,14 @@ class ReadoutStudy:
                                         alpha=self.alpha, readout=readout)
         except CalibrationFileError:
             return None
+
+    def save_calibration(self, path, readout: str):
+        """Write ``readout``'s ``calibration.json`` to ``path`` (a folder gets the file inside it)."""
+        doc = self.calibration(readout) if readout in self.by_readout else None
+        if doc is None:
+            raise WorkshopError(f"the {readout} run has no valid answer among its fitting tasks (split dev, or half "
+                                "the tasks by a hash of their id): run more tasks, with that readout among them")
+        return write_document(doc, path)
 
     @property
     def figures(self) -> dict[str, dict]:

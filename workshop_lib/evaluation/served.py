@@ -4,7 +4,8 @@
 and the task's ``question_type``, so the adapter reads it the way it will serve it; ``temperature``
 1 by default, so the answers are the order mode's own probabilities before any served calibration.
 ``calibrate`` turns such a run (made here, or read from a saved run) into ``calibration.json``
-(``profiles.calibration_document``).
+(``profiles.calibration_document``), fitted by default for the readout the endpoint serves
+(``served_readout``): the adapter applies a file to answers of its own readout only.
 """
 
 from __future__ import annotations
@@ -52,6 +53,21 @@ def run_mode(client, tasks: Sequence[Task], mode: str, *, order: str = "original
     return run
 
 
+def served_readout(client, tasks: Sequence[Task] = ()) -> str:
+    """The readout ``client``'s requests are answered with when they name none: the client's own readout where it
+    sets one, else the server's default, which every answer reports in its ``model`` block (one decision asks,
+    the first of ``tasks`` or a packaged one). An answer without that field is read as its own readout."""
+    if getattr(client, "readout", None):
+        return client.readout
+    task = tasks[0] if tasks else resolve_tasks(None, 1)[0][0]
+    answer = client.decide(task.request(request_id=f"{task.id}@served-readout"))
+    readout = answer.model.get("readout") or answer.readout
+    if readout not in READOUTS:
+        raise CalibrationFileError(f"the endpoint reports the readout {readout!r}, which this client does not know "
+                                   f"({', '.join(READOUTS)}): pass the readout to fit for")
+    return readout
+
+
 def _saved_run(path: str | Path) -> Run:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     runs = data.get("runs") if isinstance(data, Mapping) else None
@@ -64,9 +80,10 @@ def _saved_run(path: str | Path) -> Run:
 
 def calibrate(client=None, tasks=None, *, order: str = "as_given", limit: int | None = None, run=None,
               out: str | Path | None = None, progress: bool = True, alpha: float = DEFAULT_ALPHA,
-              readout: str = LETTERS) -> dict:
+              readout: str | None = None) -> dict:
     """``calibration.json`` for the endpoint behind ``client``, fitted for ``readout`` in order mode ``order``, with
-    prediction sets covering the labelled answer in at least ``1 - alpha`` of held-out tasks.
+    prediction sets covering the labelled answer in at least ``1 - alpha`` of held-out tasks. ``readout`` None:
+    the one the endpoint serves (``served_readout``), or for a saved run the one it was read with.
 
     The tasks (JevBench format; default the packaged set) are sent at temperature 1, or ``run`` (a
     ``Run``, or the path of one saved with ``Run.to_dict``) is read instead. With ``out`` the
@@ -76,6 +93,7 @@ def calibrate(client=None, tasks=None, *, order: str = "as_given", limit: int | 
         if client is None:
             raise ValueError("pass a client to run the tasks against, or run= a saved run")
         task_list, name = resolve_tasks(tasks, limit)
+        readout = readout or served_readout(client, task_list)
         try:
             served_fields(order, readout=readout)
         except ValueError as exc:
@@ -90,6 +108,7 @@ def calibrate(client=None, tasks=None, *, order: str = "as_given", limit: int | 
             raise CalibrationFileError(f"the saved run was made in order mode {mode!r}, not {order!r}; "
                                        f"calibrate with order={mode!r} or run the tasks again")
         made_with = run.settings.get("readout") or LETTERS  # runs saved before it was recorded read letters
+        readout = readout or made_with
         if made_with != readout:
             raise CalibrationFileError(f"the saved run was read with the {made_with!r} readout, not {readout!r}; "
                                        f"calibrate with readout={made_with!r} or run the tasks again")
@@ -104,4 +123,4 @@ def calibrate(client=None, tasks=None, *, order: str = "as_given", limit: int | 
     return doc
 
 
-__all__ = ["calibrate", "run_mode", "served_fields"]
+__all__ = ["calibrate", "run_mode", "served_fields", "served_readout"]

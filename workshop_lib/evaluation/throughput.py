@@ -6,6 +6,8 @@ limit, which sets notebook 07's auto scaling target.
     levels.sustainable(p95_ms=2000)        # a Sustainable: the level picked, or none that fits
 
 ``sustainable_level`` and the ``Level`` statistics are pure; ``measure_throughput`` calls the endpoint.
+``measure_level`` is the one load driver: C callers over any "send one request" callable, which
+``benchmarks/concurrency.py`` also drives the adapter and llama-server with.
 """
 
 from __future__ import annotations
@@ -190,25 +192,49 @@ def fresh_request(task: Task, n: int, run: str) -> dict:
     return body
 
 
-def measure_level(client, concurrency: int, seconds: float, next_request: Callable[[], dict], *,
+def fresh_requests(tasks: Sequence[Task], run: str) -> Callable[[], dict]:
+    """A thread-safe source of requests: ``tasks`` in turn, cycled, the n-th opened by ``fresh_request``, so
+    two sources of the same ``run`` give two servers the same prompts in the same order."""
+    if not tasks:
+        raise ValueError("no tasks to send")
+    cycle, numbers, lock = itertools.cycle(tasks), itertools.count(), threading.Lock()
+
+    def next_request() -> dict:
+        with lock:
+            task, n = next(cycle), next(numbers)
+        return fresh_request(task, n, run)
+
+    return next_request
+
+
+def measure_level(send: Callable[[dict], object], concurrency: int, seconds: float,
+                  next_request: Callable[[], dict], *, limit: int | None = None,
                   clock: Callable[[], float] = time.perf_counter) -> Level:
     """``concurrency`` callers each send a request, wait for its answer, and send the next until ``seconds``
-    have passed (requests sent before then are answered and counted). A 503 is retried by ``client`` after its
-    Retry-After; a caller stops at the first error that is not a 503."""
+    have passed or ``limit`` requests were sent (requests sent before then are answered and counted).
+
+    ``send`` sends one request body and returns its answer, which carries ``client_latency_ms`` (the retries'
+    waits included) and ``attempts`` (a ``client.Decision``: ``client.decide``); it retries a 503 after its
+    Retry-After and raises ``EndpointBusy`` when its retries ran out. A caller stops at the first other
+    ``EndpointError``."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, not {concurrency}")
     lock = threading.Lock()
     latencies: list[float] = []
     counts = {"busy_503": 0, "refused": 0, "failed": 0}
     errors: list[str] = []
+    sent = [0]
     started = clock()
     stop_at = started + seconds
 
     def caller() -> None:
-        while clock() < stop_at:
-            body = next_request()
+        while True:
+            with lock:
+                if clock() >= stop_at or (limit is not None and sent[0] >= limit):
+                    return
+                sent[0] += 1
             try:
-                decision = client.decide(body)
+                answer = send(next_request())
             except EndpointBusy as exc:
                 with lock:
                     counts["busy_503"] += getattr(exc, "attempts", 1)
@@ -220,8 +246,8 @@ def measure_level(client, concurrency: int, seconds: float, next_request: Callab
                     errors.append(f"{type(exc).__name__}: {exc}")
                 return
             with lock:
-                latencies.append(decision.client_latency_ms)
-                counts["busy_503"] += decision.attempts - 1
+                latencies.append(answer.client_latency_ms)
+                counts["busy_503"] += answer.attempts - 1
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"throughput-c{concurrency}") as pool:
         for running in [pool.submit(caller) for _ in range(concurrency)]:
@@ -239,20 +265,11 @@ def measure_throughput(client, tasks=None, *, concurrencies: Sequence[int] = CON
     if not concurrencies or any(int(c) < 1 for c in concurrencies):
         raise ValueError(f"concurrencies must be callers counts of 1 or more, not {list(concurrencies)!r}")
     chosen, _ = resolve_tasks(tasks, TASKS)
-    if not chosen:
-        raise ValueError("no tasks to send")
-    run = uuid.uuid4().hex[:8]
-    cycle, numbers, lock = itertools.cycle(chosen), itertools.count(), threading.Lock()
-
-    def next_request() -> dict:
-        with lock:
-            task, n = next(cycle), next(numbers)
-        return fresh_request(task, n, run)
-
+    next_request = fresh_requests(chosen, uuid.uuid4().hex[:8])
     client.decide(next_request())  # not counted: a first request may pay for loading or warming
-    levels = tuple(measure_level(client, int(c), seconds, next_request) for c in concurrencies)
+    levels = tuple(measure_level(client.decide, int(c), seconds, next_request) for c in concurrencies)
     return Throughput(label or getattr(getattr(client, "transport", None), "name", "endpoint"), levels, float(seconds))
 
 
-__all__ = ["CONCURRENCIES", "DEFAULT_P95_MS", "Level", "Sustainable", "Throughput", "fresh_request", "levels_table",
-           "measure_level", "measure_throughput", "sustainable_level"]
+__all__ = ["CONCURRENCIES", "DEFAULT_P95_MS", "Level", "Sustainable", "Throughput", "fresh_request", "fresh_requests",
+           "levels_table", "measure_level", "measure_throughput", "sustainable_level"]

@@ -11,9 +11,11 @@ from typing import Sequence
 from ..aws import alarms, capture, teardown, updates
 from ..aws.capture import data_capture_config, destination_uri
 from ..aws.deploy_spec import DeploySpec
+from ..evaluation.profiles import LETTERS, read_document
+from ..evaluation.served import served_readout
 from .context import StepError, Text, Workshop, _Shown, _short, shows_requests
 from .deploy import _given_image, _model_data_url
-from .invoke import decision_endpoint
+from .invoke import client, decision_endpoint
 from .package import package_model
 
 # outputs.json: the calibrated package ``calibrated_package`` made, when it has run.
@@ -93,8 +95,9 @@ def audit_trail(workshop: Workshop, name: str | None = None, limit: int = 20) ->
 def calibrated_package(workshop: Workshop, calibration=None, *, progress: bool = True) -> Text:
     """Package the model again with ``calibration`` (default: the calibration.json notebook 06 saved for the
     decision endpoint, else the one ``workshop calibrate`` wrote beside the config) under ``model/calibrated/``,
-    for ``update_endpoint`` to roll out; without a calibration file, nothing is packaged and the update rolls
-    to notebook 01's package again."""
+    for ``update_endpoint`` to roll out; without a calibration file, or when the default one was fitted for another
+    readout than the endpoint serves (``served_readout``), nothing is packaged and the update rolls to notebook 01's
+    package again. A ``calibration`` named here is packaged whatever its readout."""
     from pathlib import Path
 
     if calibration:
@@ -107,10 +110,21 @@ def calibrated_package(workshop: Workshop, calibration=None, *, progress: bool =
         return Text(f"no calibration file at {path}: the update below rolls the endpoint to notebook 01's package "
                     "again (fit one with `python -m workshop_lib calibrate --tasks <labelled tasks>` to roll out a "
                     "calibration)")
+    fitted = read_document(path).get("readout", LETTERS)
+    served = served_readout(client(workshop, decision_endpoint(workshop)))
+    if fitted != served and not calibration:
+        workshop.forget(CALIBRATED_KEY)
+        return Text(f"{path} was fitted for the {fitted} readout, but {decision_endpoint(workshop)} serves {served} "
+                    "(the adapter applies a file to answers of its own readout only): nothing is packaged, and the "
+                    f"update below rolls the endpoint to notebook 01's package again (fit one for {served} with "
+                    "notebook 06's calibration cell or `python -m workshop_lib calibrate`, or pass this file as "
+                    "calibration= to package it anyway)")
     packaged = package_model(workshop, model_s3_uri=workshop.config.s3_uri("model", CALIBRATED_FOLDER) + "/",
                              calibration=path, progress=progress)
     workshop.remember(**{CALIBRATED_KEY: packaged.model_data_url})
-    return Text(f"packaged with {path.name}: {packaged.model_data_url}")
+    applies = ("the readout the endpoint serves" if fitted == served
+               else f"it applies only to requests that ask for {fitted}; the endpoint serves {served}")
+    return Text(f"packaged with {path.name}, fitted for the {fitted} readout ({applies}): {packaged.model_data_url}")
 
 
 def update_package(workshop: Workshop) -> tuple[str, str]:

@@ -10,6 +10,7 @@ from ..aws import codebuild
 from ..aws.alarms import alarm_names
 from ..evaluation import run_notebook_benchmark
 from ..evaluation.markdown import fmt_s
+from ..evaluation.throughput import DEFAULT_P95_MS, measure_throughput
 from ..client.endpoint import decision as make_decision
 from ..client.policy import Policy
 from ..config import WorkshopConfig, repo_root
@@ -22,9 +23,14 @@ from .decision_image import build_decision_image, refuse_mutable_tag
 from .deploy import deploy_decision_cpu, deploy_decision_gpu, deploy_standard, placement
 from .invoke import client, decision_endpoint
 from .operate import delete_alarms, put_alarms, update_endpoint
-from .scale import autoscale, delete_transform_output, record_rate, remove_autoscaling, run_transform
+from .scale import (autoscale, delete_transform_output, record_rate, record_throughput, remove_autoscaling,
+                    run_transform, scaling_target, target_source)
 from .package import package_model, verify_package
 from .setup import check_environment, ensure_codebuild_role, setup
+
+
+DEMO_CONCURRENCIES = (1, 2)  # notebook 06 measures 1, 2 and 4 callers; the demo stays short
+DEMO_LOAD_S = 2.0  # of load per level
 
 
 def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
@@ -109,11 +115,19 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 # notebook 06's defaults: 6 tasks, every study on the first 2
                 report = run_notebook_benchmark(client(ws, name), limit=6, study_limit=2, label=name, progress=False)
                 saved = report.save(work / "bench")
-                record_rate(ws, report, name)
+                record_rate(ws, report, name)  # 07's fallback, as in notebook 06
+                # notebook 06's throughput cells, shorter: its sustainable rate sets 07's auto scaling target
+                throughput = measure_throughput(client(ws, name), concurrencies=DEMO_CONCURRENCIES,
+                                                seconds=DEMO_LOAD_S, label=name)
+                if not throughput.ok:
+                    raise StepError(f"throughput: {throughput.problem}")
+                record_throughput(ws, throughput.sustainable(DEFAULT_P95_MS), name)
                 head = report.summary
                 latency = head["client_latency_ms"]
                 return (f"{head['valid']}/{head['tasks']} valid, {head['correct']}/{head['tasks']} correct, client p50 "
-                        f"{fmt_s(latency['p50'])}, p95 {fmt_s(latency['p95'])}; report {saved['markdown']}")
+                        f"{fmt_s(latency['p50'])}, p95 {fmt_s(latency['p95'])}; report {saved['markdown']}; "
+                        f"{throughput.summary}; auto scaling target {scaling_target(ws, name):g} invocations per "
+                        f"instance per minute ({target_source(ws, name)})")
 
             def s07():
                 put_alarms(ws)

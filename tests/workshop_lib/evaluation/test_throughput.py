@@ -12,7 +12,8 @@ from workshop_lib.client.endpoint import Decision
 from workshop_lib.client.endpoint_errors import BadRequest, EndpointBusy
 from workshop_lib.evaluation import load_tasks
 from workshop_lib.evaluation.report import percentile
-from workshop_lib.evaluation.throughput import (Level, Sustainable, Throughput, fresh_request, measure_level,
+from workshop_lib.evaluation.throughput import (Level, Sustainable, Throughput, fresh_request, fresh_requests,
+                                                measure_level,
                                                 measure_throughput, sustainable_level)
 
 
@@ -116,19 +117,13 @@ class FakeClient:
 
 
 def _requests():
-    task, counter, lock = load_tasks()[0], iter(range(10**6)), threading.Lock()
-
-    def next_request():
-        with lock:
-            n = next(counter)
-        return fresh_request(task, n, "t")
-    return next_request
+    return fresh_requests(load_tasks()[:1], "t")
 
 
 @pytest.mark.parametrize("concurrency", [1, 2, 4])
 def test_the_callers_keep_exactly_c_requests_in_flight(concurrency):
     client = FakeClient(busy=2)
-    made = measure_level(client, concurrency, 0.15, _requests())
+    made = measure_level(client.decide, concurrency, 0.15, _requests())
     assert client.most == concurrency and made.concurrency == concurrency
     assert made.answered == client.seen and made.complete
     assert made.busy_503 == 4  # two requests answered on their third attempt
@@ -137,16 +132,46 @@ def test_the_callers_keep_exactly_c_requests_in_flight(concurrency):
 
 def test_requests_refused_after_the_retries_are_counted_and_do_not_stop_the_callers():
     client = FakeClient(refuse=True)
-    made = measure_level(client, 2, 0.1, _requests())
+    made = measure_level(client.decide, 2, 0.1, _requests())
     assert made.answered == 0 and made.refused == client.seen >= 2 and made.busy_503 == 4 * client.seen
     assert not made.complete and sustainable_level([made], 10**6) is None
 
 
 def test_a_caller_stops_at_an_error_that_is_not_load():
     client = FakeClient(bad=True)
-    made = measure_level(client, 2, 5.0, _requests())
+    made = measure_level(client.decide, 2, 5.0, _requests())
     assert made.failed == client.seen == 2 and made.wall_s < 1.0 and "BadRequest" in made.error
     assert not Throughput("fake", (made,), 5.0).ok
+
+
+def test_a_limit_stops_the_callers_after_that_many_requests_each_sent_once():
+    client, source, taken = FakeClient(delay=0.02), _requests(), []
+
+    def next_request():
+        body = source()
+        taken.append(body["id"])
+        return body
+
+    made = measure_level(client.decide, 4, 30.0, next_request, limit=20)
+    assert made.answered == client.seen == 20 and client.most == 4 and made.complete
+    assert len(set(taken)) == len(taken) == 20
+    assert made.wall_s < 5.0  # the limit ended it, not the 30 s
+
+
+def test_the_time_limit_stops_the_callers_taking_requests():
+    made = measure_level(FakeClient(delay=0.05).decide, 2, 0.3, _requests(), limit=10_000)
+    assert 2 <= made.answered < 40
+
+
+def test_requests_from_one_source_are_new_and_two_sources_of_a_run_agree():
+    tasks = load_tasks()[:3]
+    one, two = fresh_requests(tasks, "c2"), fresh_requests(tasks, "c2")
+    first = [one() for _ in range(7)]
+    assert [b["id"] for b in first] == [two()["id"] for _ in range(7)]  # the same prompts to two servers
+    assert len({b["state"] for b in first}) == 7  # each new to a server
+    assert [b["question"] for b in first[:3]] == [t.question for t in tasks] == [b["question"] for b in first[3:6]]
+    with pytest.raises(ValueError, match="no tasks"):
+        fresh_requests([], "r")
 
 
 def test_measuring_runs_each_level_in_turn_after_an_uncounted_first_request():
