@@ -92,7 +92,7 @@ class PrefixReuse:
     """Bringing the engine's context to a request's shared prefix, and back to it before each prompt."""
 
     # Provided by Engine: llm, _llama_cpp, settings, prefix_mode, state_cache, _prefix, _heads, _first_logits,
-    # _eval, _last_logits, prompt_tokens.
+    # _eval, _last_logits, prompt_tokens, start_afresh (_reset_context and the cached prefix forgotten).
 
     def _enter_prefix(self, first: RenderedPrompt, prefix: tuple[int, ...], tokens: list[int]) -> bool:
         """Bring the context to the end of the shared prefix, evaluating only what is not cached.
@@ -138,15 +138,13 @@ class PrefixReuse:
             return True
         cached = self.state_cache.get(prefix) if self.state_cache is not None and prefix else None
         if cached is not None:
-            self._reset_context()
-            self._prefix = None
+            self.start_afresh()
             self._load_sequence(cached.state)
             self._set_position(len(prefix), prefix)
             self._prefix = Prefix(prefix, cached.partial)
             return True
         head = self._head(first, prefix) if self.prefix_mode == "restore" and prefix else None
-        self._reset_context()
-        self._prefix = None
+        self.start_afresh()
         start = 0
         if head is not None:
             self._load_sequence(head.state)
@@ -174,8 +172,7 @@ class PrefixReuse:
                 return None
             state = None
             if self.prefix_mode == "restore":
-                self._reset_context()
-                self._prefix = None
+                self.start_afresh()
                 self._eval(list(tokens))
                 state = self._save_sequence()
             head = Prefix(tokens, state)

@@ -72,11 +72,14 @@ def setting(env: str, default, doc: str, *, kind: str | None = None, **rules):
     return field(default=default, metadata={"setting": spec}, repr=kind != "key")
 
 
-def _in_flight_as_queue(raw: str) -> str:
-    # The sample admits n requests at once and answers the rest 503; here one request per context holds
-    # the model and up to MAX_QUEUE wait: n in flight is n - 1 waiting with one context (load_settings
-    # divides n between the contexts and the line).
-    return str(_parse_int(raw, "SEMIF_MAX_IN_FLIGHT", minimum=1) - 1)
+IN_FLIGHT = "SEMIF_MAX_IN_FLIGHT"
+
+
+def _in_flight(raw: str) -> str:
+    # The sample admits n requests at once and answers the rest 503; here one request per context is
+    # evaluated and up to MAX_QUEUE wait, so n is the contexts and the line together (load_settings
+    # divides it between them).
+    return str(_parse_int(raw, IN_FLIGHT, minimum=1))
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ class Settings:
         minimum=1)
     max_queue: int = setting(
         A + "MAX_QUEUE", 4, "requests that may wait for a context when every one is busy", minimum=0,
-        sample="SEMIF_MAX_IN_FLIGHT", sample_value=_in_flight_as_queue)
+        sample=IN_FLIGHT, sample_value=_in_flight)
     queue_timeout_s: float = setting(A + "QUEUE_TIMEOUT", 30.0, "seconds a request may wait before a 503",
                                      minimum=0.0)
     request_timeout_s: float = setting(
@@ -295,6 +298,8 @@ def with_sample_aliases(env: Mapping[str, str]) -> tuple[dict[str, str], tuple[s
             continue
         ours, convert = SEMIF_ALIASES[name]
         value = convert(raw.strip())
+        if name == IN_FLIGHT:
+            continue  # contexts and line together: divided and checked by load_settings, which knows both
         if env.get(ours, "").strip() and _meaning(env[ours], ours) != _meaning(value, ours):
             raise SettingsError(f"{name}={raw} (the published sample's name) and {ours}={env[ours]} disagree; "
                                 "set one of them")
@@ -303,19 +308,43 @@ def with_sample_aliases(env: Mapping[str, str]) -> tuple[dict[str, str], tuple[s
     return merged, tuple(notes), tuple(unknown)
 
 
+def _divide_in_flight(given: Mapping[str, str], values: dict) -> str:
+    """The sample's n requests in flight in all as contexts (evaluated) plus the line (waiting): the contexts
+    are the default, at most n, unless set; the line is the rest unless set. A combination whose contexts and
+    line do not add up to n stops the start, naming the settings and a fix. Returns the log's note."""
+    n = int(given[IN_FLIGHT].strip())
+    parallel_name, queue_name = L + "PARALLEL", A + "MAX_QUEUE"
+    parallel_set, queue_set = ((given.get(name) or "").strip() != "" for name in (parallel_name, queue_name))
+    if not parallel_set:
+        values["parallel"] = min(values["parallel"], n)
+    parallel = values["parallel"]
+    queue = values["max_queue"] if queue_set else n - parallel
+    said = f"{IN_FLIGHT}={n} (the published sample's name: requests in flight in all, evaluated and waiting)"
+    contexts = f"{parallel_name}={parallel}" + ("" if parallel_set else " (its default)")
+    if queue < 0:  # only a context count set above n leaves less than nothing to wait
+        raise SettingsError(f"{said} is fewer than {contexts} evaluated at once; set {IN_FLIGHT} to at least "
+                            f"{parallel} or {parallel_name} to at most {n}, or unset one of them")
+    if parallel + queue != n:
+        fixes = [f"{queue_name}={n - parallel}"] if n >= parallel else []
+        if n > queue:
+            fixes.append(f"{parallel_name}={n - queue}")
+        raise SettingsError(f"{said} and {contexts} evaluated plus {queue_name}={queue} waiting "
+                            f"({parallel + queue} in all) disagree; set "
+                            + " or ".join(fixes + [f"{IN_FLIGHT}={parallel + queue}"])
+                            + f", or unset {IN_FLIGHT}")
+    values["max_queue"] = queue
+    return (f"{IN_FLIGHT}={n} (the published sample's name) read as {parallel_name}={parallel} evaluated and "
+            f"{queue_name}={queue} waiting")
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Build Settings from an environment mapping (``os.environ`` by default)."""
     given = os.environ if env is None else env
     env, notes, unknown = with_sample_aliases(given)
     specs = declared()
     values = {spec.name: _read(spec, env) for spec in specs}
-    if "SEMIF_MAX_IN_FLIGHT" in given:
-        # The sample's n requests in flight in all: evaluated (at most n contexts unless the contexts are set
-        # too) and waiting together.
-        in_flight = values["max_queue"] + 1
-        if L + "PARALLEL" not in given:
-            values["parallel"] = min(values["parallel"], in_flight)
-        values["max_queue"] = max(0, in_flight - values["parallel"])
+    if IN_FLIGHT in given:
+        notes += (_divide_in_flight(given, values),)
     if values["n_gpu_layers"] < 0:
         values["n_gpu_layers"] = 999  # -1 means "all layers", as in llama-cpp-python
     if values["state_cache_mib"] and not values["cross_request_reuse"]:

@@ -1,10 +1,11 @@
-"""Abstention (min_answer_mass) and what every API reports of the order mode, the calibration and
-abstention: the embedded model in-process, and the real app (its routes) on that same engine, so no
+"""Abstention (min_answer_mass) and what every API reports of the order mode, the calibration,
+abstention and the readout: the embedded model in-process, and the real app (its routes) on that same engine, so no
 adapter process is started."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -136,3 +137,23 @@ def test_openai_decisions_answers_an_abstention_with_a_refusal(app_on):
     assert [(a["type"], a["name"]) for a in refused["answers"]] == [("refusal", "upset"), ("refusal", "want")]
     assert "DECISION_ADAPTER_MIN_ANSWER_MASS" in refused["answers"][0]["refusal"]
     assert refused["usage"]["input_tokens"] > 0
+    assert [a["x_readout"] for a in refused["answers"]] == ["letters", "letters"]
+
+
+@pytest.mark.parametrize("readout", ["letters", "cloze"])
+def test_openai_decisions_answers_name_the_servers_readout_as_the_metric_line_does(app_on, capsys, readout):
+    body = {"input": STATE, "questions": [
+        {"type": "predicate", "name": "upset", "instructions": "The customer is upset."},
+        {"type": "choice", "name": "want", "instructions": "What does the customer want?",
+         "choices": [{"value": o} for o in OPTIONS]},
+        {"type": "score", "name": "anger", "instructions": "How frustrated is the customer?",
+         "levels": [{"label": "calm"}, {"label": "annoyed"}, {"label": "furious"}]}]}
+    capsys.readouterr()
+    reply = app_on(readout=readout).post("/v1/decisions", json=body, headers={"X-Request-Id": f"od-{readout}"})
+    assert reply.status_code == 200, reply.get_json()
+    answers = reply.get_json()["answers"]
+    assert [a["x_readout"] for a in answers] == [readout] * 3
+    assert all("x_prediction_set" not in a for a in answers)  # no calibration file: no set
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    (line,) = [line for line in lines if line["request_id"] == f"od-{readout}"]
+    assert (line["api"], line["readout"]) == ("openai_decisions", readout)

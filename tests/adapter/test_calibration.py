@@ -214,3 +214,60 @@ def test_a_threshold_between_two_answers_probabilities_splits_the_set_there(cali
     narrowed = dataclasses.replace(calibrated.calibration, thresholds={"choice/3-4": 1.0 - cut})
     monkeypatch.setattr(calibrated, "calibration", narrowed)
     assert decide(calibrated)["prediction_set"] == [ranked[0]]
+
+
+# -- the OpenAI Decisions API: the set named by the API's own values -------------------------------------------
+
+TEAM = {"type": "choice", "name": "team", "instructions": "Which team?", "choices": [{"value": v} for v in OPTIONS]}
+DECISIONS_QUESTIONS = [
+    {"type": "predicate", "name": "refund", "instructions": "The customer asks for money back."},
+    TEAM,
+    {"type": "choice", "name": "pair", "instructions": "Which team?",
+     "choices": [{"value": "billing"}, {"value": True, "description": "Someone else"}]},
+    {"type": "score", "name": "anger", "instructions": "How frustrated is the customer?",
+     "levels": [{"label": "calm"}, {"label": "annoyed"}, {"label": "furious"}]}]
+
+
+def openai_decisions(engine, questions):
+    from decision_adapter.apis import decisions
+
+    request = decisions.parse_decisions({"input": STATE, "questions": questions})
+    return decisions.respond(request, *decisions.score(engine, request), engine.info)
+
+
+def in_set(pairs):
+    return [value for value, p in pairs if p >= 0.2 - 1e-12]
+
+
+def test_the_openai_decisions_api_names_the_set_by_its_values_where_a_kept_threshold_applies(engine, monkeypatch):
+    """choice/3-4 and noul/2 keep a threshold; choice/2 does not, and score/3-4 has no profile. The official
+    library's Decision type reads the answers, the extensions included."""
+    from openai.types.decision import Decision
+
+    profiles = calibration_file(engine.model_files.sha256)["profiles"]
+    profiles["noul/2"] = profiles["choice/3-4"]
+    monkeypatch.setattr(engine, "calibration", contract.parse(
+        calibration_file(engine.model_files.sha256, profiles=profiles), "calibration.json", "00" * 32))
+    body = openai_decisions(engine, DECISIONS_QUESTIONS)
+    predicate, team, pair, score = body["answers"]
+    assert [a["x_readout"] for a in body["answers"]] == ["letters"] * 4
+    p = predicate["probability"]
+    assert predicate["x_prediction_set"] == in_set([(True, p), (False, 1.0 - p)])
+    assert team["x_prediction_set"] == in_set((c["value"], c["probability"]) for c in team["probabilities"])
+    assert "x_prediction_set" not in pair and "x_prediction_set" not in score
+
+    reversed_team = {**TEAM, "choices": TEAM["choices"][::-1]}
+    (again,) = openai_decisions(engine, [reversed_team])["answers"]
+    assert again["x_prediction_set"] == in_set((c["value"], c["probability"]) for c in again["probabilities"])
+    assert [c["value"] for c in again["probabilities"]] == OPTIONS[::-1]
+
+    parsed = Decision.model_validate(body)
+    assert [a.x_readout for a in parsed.answers] == ["letters"] * 4
+    assert parsed.answers[0].x_prediction_set == predicate["x_prediction_set"]
+    assert parsed.answers[1].x_prediction_set == team["x_prediction_set"]
+
+
+def test_the_openai_decisions_api_sends_no_set_without_a_kept_threshold(engine):
+    assert engine.calibration is None
+    body = openai_decisions(engine, DECISIONS_QUESTIONS)
+    assert all("x_prediction_set" not in a and a["x_readout"] == "letters" for a in body["answers"])

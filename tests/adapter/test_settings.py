@@ -76,13 +76,41 @@ def test_the_sample_names_work_as_aliases():
 @pytest.mark.parametrize("env, parallel, queue", [
     ({"SEMIF_MAX_IN_FLIGHT": "4"}, 1, 3),  # the default context, the rest of the four waiting
     ({"SEMIF_MAX_IN_FLIGHT": "4", "SM_LLAMA_CPP_PARALLEL": "3"}, 3, 1),
-    ({"SEMIF_MAX_IN_FLIGHT": "2", "SM_LLAMA_CPP_PARALLEL": "4"}, 4, 0),  # contexts set: none wait
+    ({"SEMIF_MAX_IN_FLIGHT": "2", "SM_LLAMA_CPP_PARALLEL": "2"}, 2, 0),  # every one evaluated, none waiting
     ({"SEMIF_MAX_IN_FLIGHT": "4", "SM_LLAMA_CPP_PARALLEL": "2"}, 2, 2),
+    # all three set, adding up: 8 in flight as 4 contexts and 4 waiting
+    ({"SEMIF_MAX_IN_FLIGHT": "8", "SM_LLAMA_CPP_PARALLEL": "4", "DECISION_ADAPTER_MAX_QUEUE": "4"}, 4, 4),
+    ({"SEMIF_MAX_IN_FLIGHT": "8", "DECISION_ADAPTER_MAX_QUEUE": "7"}, 1, 7),  # the default context and 7 waiting
+    ({"SEMIF_MAX_IN_FLIGHT": "3", "SM_LLAMA_CPP_PARALLEL": "3", "DECISION_ADAPTER_MAX_QUEUE": "0"}, 3, 0),
     ({}, 1, 4),
 ])
 def test_the_samples_requests_in_flight_are_divided_between_contexts_and_the_line(env, parallel, queue):
     s = load_settings(env)
     assert (s.parallel, s.max_queue) == (parallel, queue)
+    if env:
+        assert any(f"read as SM_LLAMA_CPP_PARALLEL={parallel} evaluated and DECISION_ADAPTER_MAX_QUEUE={queue} "
+                   "waiting" in note for note in s.notes)
+
+
+@pytest.mark.parametrize("env, named, fix", [
+    # the default context and 4 waiting make 5, not 8
+    ({"SEMIF_MAX_IN_FLIGHT": "8", "DECISION_ADAPTER_MAX_QUEUE": "4"}, ("DECISION_ADAPTER_MAX_QUEUE=4",),
+     "DECISION_ADAPTER_MAX_QUEUE=7 or SM_LLAMA_CPP_PARALLEL=4 or SEMIF_MAX_IN_FLIGHT=5"),
+    ({"SEMIF_MAX_IN_FLIGHT": "8", "SM_LLAMA_CPP_PARALLEL": "4", "DECISION_ADAPTER_MAX_QUEUE": "2"},
+     ("SM_LLAMA_CPP_PARALLEL=4", "DECISION_ADAPTER_MAX_QUEUE=2"),
+     "DECISION_ADAPTER_MAX_QUEUE=4 or SM_LLAMA_CPP_PARALLEL=6 or SEMIF_MAX_IN_FLIGHT=6"),
+    # more contexts than requests in flight
+    ({"SEMIF_MAX_IN_FLIGHT": "2", "SM_LLAMA_CPP_PARALLEL": "4"}, ("SM_LLAMA_CPP_PARALLEL=4",),
+     "SEMIF_MAX_IN_FLIGHT to at least 4 or SM_LLAMA_CPP_PARALLEL to at most 2"),
+    ({"SEMIF_MAX_IN_FLIGHT": "2", "SM_LLAMA_CPP_PARALLEL": "4", "DECISION_ADAPTER_MAX_QUEUE": "0"},
+     ("SM_LLAMA_CPP_PARALLEL=4", "DECISION_ADAPTER_MAX_QUEUE=0"), "SM_LLAMA_CPP_PARALLEL=2 or SEMIF_MAX_IN_FLIGHT=4"),
+])
+def test_requests_in_flight_that_the_contexts_and_the_line_do_not_add_up_to_stop_the_start(env, named, fix):
+    with pytest.raises(SettingsError) as caught:
+        load_settings(env)
+    message = str(caught.value)
+    assert message.startswith(f"SEMIF_MAX_IN_FLIGHT={env['SEMIF_MAX_IN_FLIGHT']} ")
+    assert all(name in message for name in named) and fix in message
 
 
 def test_defaults_hold_a_255_option_choice_and_the_sample_limits():

@@ -32,6 +32,14 @@ profile ``noul/2``, ``DECISION_ADAPTER_MIN_ANSWER_MASS``). An abstention is the 
 answer ``{"type": "refusal", "name", "refusal"}`` (the text says why); its probabilities are not
 given, as the API's refusal carries none.
 
+Beside the API's fields every answer carries this adapter's ``x_readout``: ``letters`` or ``cloze``, the
+readout that read it (the server's ``DECISION_ADAPTER_READOUT``; the API has no field to choose one). Where a
+kept calibration profile's conformal threshold q applied, a predicate, choice or score answer also carries
+``x_prediction_set``: in request order, the answers whose probability is at least 1 - q, named as the API
+names them (a predicate's ``true`` for yes and ``false`` for no, a choice's values, a score's level values).
+``model`` stays the served model's name, as the API types it. The ``openai`` library keeps fields it does not
+know, so its ``Decision`` type parses these answers unchanged.
+
 Errors: ``{"error": {"message", "type", "param", "code"}}``; anything wrong with the body is a 400
 ``invalid_request_error`` whose ``param`` names the field (e.g. ``questions[1].choices``), unknown
 fields included (as OpenAI refuses unrecognised arguments).
@@ -486,24 +494,48 @@ def score(engine, request: DecisionsRequest) -> tuple[list[dict], dict]:
     return scoring.decide(engine, batch_of(request), JEV_PROMPT)
 
 
+def values_of(question) -> list:
+    """What a prediction set names, in request order: a predicate's true (yes) and false (no), a choice's
+    values, a score's level values (indices)."""
+    if isinstance(question, DecisionsPredicate):
+        return [True, False]
+    if isinstance(question, DecisionsChoice):
+        return [o.value for o in question.choices]
+    return list(range(len(question.levels)))
+
+
+def extensions(question, result: dict) -> dict:
+    """This adapter's fields beside the API's: the readout that read the answer, and the prediction set where a
+    kept calibration threshold applied."""
+    members = result.get("prediction_set")
+    if members is None:
+        return {"x_readout": result["readout_name"]}
+    values = values_of(question)
+    return {"x_readout": result["readout_name"], "x_prediction_set": [values[i] for i in members]}
+
+
 def answer(question, result: dict) -> dict:
     if result.get("abstained"):
         return {"type": "refusal", "name": question.name,
                 "refusal": f"the answer labels held {result['allowed_token_mass']:.3g} of the model's next-token "
                            f"probability, below this endpoint's threshold {result['min_answer_mass']:g} "
-                           "(DECISION_ADAPTER_MIN_ANSWER_MASS)"}
+                           "(DECISION_ADAPTER_MIN_ANSWER_MASS)",
+                "x_readout": result["readout_name"]}
     p = result["probabilities"]
     if isinstance(question, DecisionsPredicate):
-        return {"type": "predicate", "name": question.name, "probability": unit(p[0])}
+        return {"type": "predicate", "name": question.name, "probability": unit(p[0]),
+                **extensions(question, result)}
     if isinstance(question, DecisionsChoice):
         top = max(range(len(p)), key=p.__getitem__)  # the first option on a tie
         return {"type": "choice", "name": question.name, "choice": question.choices[top].value,
                 "confidence": choice_confidence(p),
-                "probabilities": [{"value": o.value, "probability": v} for o, v in zip(question.choices, p)]}
+                "probabilities": [{"value": o.value, "probability": v} for o, v in zip(question.choices, p)],
+                **extensions(question, result)}
     return {"type": "score", "name": question.name, "score": sum(i * v for i, v in enumerate(p)),
             "confidence": score_confidence(p),
             "probabilities": [{"value": i, "label": level.label, "probability": v}
-                              for i, (level, v) in enumerate(zip(question.levels, p))]}
+                              for i, (level, v) in enumerate(zip(question.levels, p))],
+            **extensions(question, result)}
 
 
 def respond(request: DecisionsRequest, results: list[dict], timing: dict, info: dict) -> dict:
@@ -563,6 +595,10 @@ post(blueprint, "/v1/decisions", DIALECT)
 # -- answers and errors, described ------------------------------------------------------------------
 
 Probability = Annotated[float, Field(ge=0, le=1)]
+ReadoutUsed = Annotated[Literal["letters", "cloze"], Field(
+    description="This adapter's extension: the readout that read the answer (DECISION_ADAPTER_READOUT).")]
+SET_DESCRIPTION = ("This adapter's extension, only where a kept calibration threshold q applied (as the own "
+                   "schema's prediction_set): the {what} whose probability is at least 1 - q, in request order.")
 
 
 class DecisionsPredicateAnswer(BaseModel):
@@ -570,6 +606,9 @@ class DecisionsPredicateAnswer(BaseModel):
     type: Literal["predicate"]
     name: str | None
     probability: Probability = Field(description="The probability that the predicate holds (yes).")
+    x_readout: ReadoutUsed
+    x_prediction_set: list[bool] | None = Field(None, description=SET_DESCRIPTION.format(
+        what="answers (true: yes, false: no)"))
 
 
 class DecisionsChoiceProbability(BaseModel):
@@ -584,6 +623,8 @@ class DecisionsChoiceAnswer(BaseModel):
     choice: str | bool = Field(description="The most probable value.")
     confidence: Probability
     probabilities: list[DecisionsChoiceProbability] = Field(description="One per choice, in the order sent.")
+    x_readout: ReadoutUsed
+    x_prediction_set: list[str | bool] | None = Field(None, description=SET_DESCRIPTION.format(what="values"))
 
 
 class DecisionsScoreProbability(BaseModel):
@@ -599,6 +640,9 @@ class DecisionsScoreAnswer(BaseModel):
     score: float = Field(ge=0, description="The expected level index: the sum of value * probability.")
     confidence: Probability
     probabilities: list[DecisionsScoreProbability] = Field(description="One per level, in order.")
+    x_readout: ReadoutUsed
+    x_prediction_set: list[Annotated[int, Field(ge=0)]] | None = Field(None, description=SET_DESCRIPTION.format(
+        what="levels' values"))
 
 
 class DecisionsRefusalAnswer(BaseModel):
@@ -607,6 +651,7 @@ class DecisionsRefusalAnswer(BaseModel):
     name: str | None
     refusal: str | None = Field(None, description="Why: the answer labels held less of the next-token probability "
                                                   "than DECISION_ADAPTER_MIN_ANSWER_MASS.")
+    x_readout: ReadoutUsed
 
 
 class InputTokensDetails(BaseModel):

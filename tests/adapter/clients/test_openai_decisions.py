@@ -73,6 +73,9 @@ def test_every_question_type_parses_as_the_librarys_answers(client):
     p = [item.probability for item in choice.probabilities]
     assert choice.choice == values[p.index(max(p))]
     assert [(item.value, item.label) for item in score.probabilities] == [(0, "low"), (1, "high")]
+    # the adapter's extensions ride along as the library's extra fields: the readout that served (the server's
+    # default), and no prediction set, as no calibration file is served
+    assert [a.model_extra for a in decision.answers] == [{"x_readout": "letters"}] * 3
 
 
 def test_every_input_kind_the_library_types_is_read(client):
