@@ -12,8 +12,9 @@ lacks fails the import. Two tools, both run by the Dockerfiles at build time:
 ``python -m decision_adapter.bindings prove --model GGUF``
     Import the bindings against the library, read back ``llama_model_default_params()``
     and ``llama_context_default_params()`` and compare them with llama.cpp's known
-    defaults, then score one decision through the adapter's engine and compare the
-    probabilities with those recorded by this project's tested local build
+    defaults, then score one decision through the adapter's engine with each readout
+    (letters, and cloze, which reads the logits at every position of an option's tokens)
+    and compare the probabilities with those recorded by this project's tested local build
     (``bindings_reference.json``; ``--record`` rewrites it). Then the same state with
     two questions through ``restore`` prefix reuse, which the pinned hybrid model uses:
     the sequence saved and loaded back through the library's state calls must give
@@ -117,6 +118,9 @@ def read_defaults() -> dict:
             "context": {k: getattr(context, k) for k in KNOWN_CONTEXT_DEFAULTS}}
 
 
+# The decision read both ways: the letters' logits at the prompt's end, and cloze, which also reads the logits
+# at every position of an option's tokens evaluated together.
+READOUT_KEYS = {"letters": "probabilities", "cloze": "cloze_probabilities"}
 RESTORE_TOLERANCE = 1e-4  # restored and fresh evaluations on one library (the tests hold them to the same)
 
 
@@ -127,8 +131,8 @@ def _engine(model_path: Path, prefix_reuse: str = "auto") -> Engine:
     return Engine(settings, locate_model(settings.model_dir, settings.model_file))
 
 
-def score(engine: Engine) -> list[float]:
-    (result,), _ = own.decide(engine, parse_decision(DECISION))
+def score(engine: Engine, readout: str = "letters") -> list[float]:
+    (result,), _ = own.decide(engine, parse_decision({**DECISION, "readout": readout}))
     return result["probabilities"]
 
 
@@ -181,21 +185,23 @@ def prove(model_path: Path, reference: dict) -> list[str]:
                 problems.append(f"llama_{kind}_default_params().{field} reads {defaults[kind][field]!r}, "
                                 f"llama.cpp's default is {value!r}: the struct layouts differ")
     engine = _engine(model_path)
-    probabilities = score(engine)
-    expected = reference["probabilities"]
-    worst = max(abs(a - b) for a, b in zip(probabilities, expected))
-    if len(probabilities) != len(expected) or worst > reference["tolerance"]:
-        problems.append(f"the decision scored {[round(p, 4) for p in probabilities]} where the tested local "
-                        f"build scored {[round(p, 4) for p in expected]} (tolerance {reference['tolerance']})")
+    for readout, key in READOUT_KEYS.items():
+        probabilities, expected = score(engine, readout), reference[key]
+        worst = max(abs(a - b) for a, b in zip(probabilities, expected))
+        if len(probabilities) != len(expected) or worst > reference["tolerance"]:
+            problems.append(f"the decision read with {readout} scored {[round(p, 4) for p in probabilities]} where "
+                            f"the tested local build scored {[round(p, 4) for p in expected]} (tolerance "
+                            f"{reference['tolerance']})")
     return problems + restore_problems(model_path) + lanes_problems(engine)
 
 
 def _record(model_path: Path) -> dict:
     import llama_cpp
 
+    engine = _engine(model_path)
     return {"recorded_with": f"llama-cpp-python {llama_cpp.__version__} (this project's local build)",
             "model": model_path.name, "decision": DECISION, "tolerance": TOLERANCE,
-            "probabilities": score(_engine(model_path))}
+            **{key: score(engine, readout) for readout, key in READOUT_KEYS.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -114,14 +114,16 @@ def test_the_build_folder_finds_its_libraries_wherever_it_is(tmp_path):
     assert version.returncode == 0 and "version" in version.stdout + version.stderr, version.stderr
 
 
-def test_probabilities_that_differ_from_the_reference_fail_the_proof(tmp_path):
+@pytest.mark.parametrize("readout, key", [("letters", "probabilities"), ("cloze", "cloze_probabilities")])
+def test_probabilities_that_differ_from_the_reference_fail_the_proof(tmp_path, readout, key):
     from decision_adapter.bindings import REFERENCE
 
     reference = json.loads(REFERENCE.read_text())
-    reference["probabilities"] = list(reversed(reference["probabilities"]))
+    reference[key] = list(reversed(reference[key]))
     (tmp_path / "ref.json").write_text(json.dumps(reference))
     result = run("prove", "--model", str(embedded_gguf_path()), "--reference", str(tmp_path / "ref.json"))
-    assert result.returncode == 1 and "bindings proof FAILED: the decision scored" in result.stderr
+    assert result.returncode == 1 and f"bindings proof FAILED: the decision read with {readout} scored" in result.stderr
+    assert result.stderr.count("the decision read with") == 1, result.stderr  # the other readout still matches
 
 
 def test_defaults_read_through_a_shifted_struct_fail_the_proof(tmp_path):
