@@ -116,7 +116,8 @@ def test_the_file_holds_what_the_adapter_reads_and_round_trips(tmp_path):
     assert set(doc["profiles"]) == {"choice/3-4", "noul/2"}
     assert doc["data"] == {"tasks": "tasks.jsonl", "fit_n": 16, "heldout_n": 32}
     for entry in doc["profiles"].values():
-        assert set(entry) == {"temperature", "kept", "fit_n", "heldout_n", "heldout", "reason", "conformal"}
+        assert set(entry) == {"temperature", "kept", "fit_n", "heldout_n", "heldout", "reason", "conformal",
+                              "temperature_from", "temperature_fit_n"}
         assert set(entry["heldout"]) == set(profiles.HELDOUT_KEYS)
     path = write_document(doc, tmp_path)
     assert path.name == "calibration.json"
@@ -391,3 +392,32 @@ def test_the_served_readout_is_the_clients_own_where_it_names_one_and_letters_fo
     assert served_readout(_Answering(None)) == "letters"  # no readout reported, no cloze fields in the answer
     with pytest.raises(CalibrationFileError, match="'logits'"):
         served_readout(_Answering("logits"))
+
+
+def test_a_profile_with_few_fitting_answers_takes_the_temperature_fitted_on_all_of_them():
+    from workshop_lib.evaluation.profiles import MIN_PROFILE_FIT, fit_profiles
+    from workshop_lib.evaluation.temperature import fit_temperature
+
+    rng = np.random.default_rng(7)
+    many = _rows(rng, MIN_PROFILE_FIT, p_top=0.98, right_share=0.6)
+    # Too few to fit alone, and fitted alone they would sharpen: always right.
+    few = _rows(rng, 4, p_top=0.6, right_share=1.0, k=2, profile="noul/2")
+    held = _rows(rng, 20, p_top=0.98, right_share=0.6) + _rows(rng, 10, p_top=0.6, right_share=0.6, k=2,
+                                                             profile="noul/2")
+    entries = fit_profiles(many + few, held)
+    own, pooled = entries["choice/3-4"], entries["noul/2"]
+    assert own["temperature_from"] == "profile" and own["temperature_fit_n"] == MIN_PROFILE_FIT
+    assert math.isclose(own["temperature"], fit_profile(many, [])["temperature"])
+    everyone = [list(r.log_probs) for r in many + few], [r.target for r in many + few]
+    assert pooled["temperature_from"] == "all profiles" and pooled["temperature_fit_n"] == len(many) + len(few)
+    assert math.isclose(pooled["temperature"], fit_temperature(*everyone, beta_range=profiles.BETA_RANGE))
+    assert pooled["temperature"] > 1.0 > fit_profile(few, [])["temperature"]
+    assert pooled["fit_n"] == 4 and pooled["heldout_n"] == len(held)  # judged on every held-out answer
+    assert pooled["conformal"]["heldout_n"] == 10  # the set's threshold rests on the profile's own
+    assert pooled["heldout"] == fit_profile(many + few, held)["heldout"] and pooled["kept"] is True
+    assert pooled["fit_n"] == 4 and "all 24 fitting answers" in profiles.describe(
+        {"fit_for": {"gguf_sha256": SHA, "prompt_version": "v"}, "data": {"fit_n": 24, "heldout_n": 30, "tasks": "t"},
+         "order": "as_given", "profiles": entries})
+    # With enough answers of its own, no profile is pooled.
+    alone = fit_profiles(many, held[:20])
+    assert alone["choice/3-4"]["temperature_from"] == "profile"

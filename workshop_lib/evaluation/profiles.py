@@ -8,7 +8,9 @@ the benchmark's report), per profile:
 * the profile is the question type (``choice``, ``noul``, ``score``) and a band of option counts
   (``2``, ``3-4``, ``5-8``, ``9-16``, ``17+``): a yes/no question and a five-way routing question
   are wrong in different ways;
-* the temperature is fitted on the fitting tasks and judged on the held-out ones; it is kept only
+* the temperature is fitted on the profile's fitting tasks and judged on its held-out ones (with fewer than
+  ``MIN_PROFILE_FIT`` fitting tasks, fitted on every profile's together and judged on every held-out one:
+  ``temperature_from`` says which); it is kept only
   when at least ``MIN_HELDOUT`` answers are held out and their NLL improves (otherwise the file says
   ``kept: false`` with a ``reason``, and the adapter serves temperature 1 for that profile);
 * the prediction-set threshold is split conformal (``conformal.py``) on the held-out answers' served
@@ -39,7 +41,7 @@ from decision_contract.names import LETTERS, ORDER_MODES, READOUTS
 
 from ..errors import WorkshopError
 from . import conformal
-from .temperature import fit_temperature, metrics, softmax, split_for_calibration
+from .temperature import MIN_TASKS, fit_temperature, metrics, softmax, split_for_calibration
 
 # The temperatures the adapter accepts (the contract's range): the fit searches 1/T inside it; at 100 an
 # answer is all but uniform, which is where a model that reads positions, not content, ends up once it
@@ -49,6 +51,10 @@ BETA_RANGE = (1.0 / TEMPERATURE_RANGE[1], 0.999 / TEMPERATURE_RANGE[0])
 # held-out NLL is the luck of one or two answers (a profile fitted on one task and judged on one
 # would otherwise be served), so the file says so and the adapter serves temperature 1 there.
 MIN_HELDOUT = 5
+# A temperature fitted on fewer answers than this follows their noise (temperature.MIN_TASKS); such a profile
+# takes the temperature fitted on every profile's fitting answers together (docs/benchmarks.md, 2026-12-05).
+MIN_PROFILE_FIT = MIN_TASKS
+OWN, POOLED = "profile", "all profiles"
 # A probability of exactly 0 has no logarithm; this floor keeps the row finite and the answer wrong.
 _FLOOR = 1e-300
 
@@ -80,26 +86,42 @@ def _rows(rows: Sequence[Labelled]) -> tuple[list[list[float]], list[int]]:
     return [list(r.log_probs) for r in rows], [r.target for r in rows]
 
 
-def fit_profile(fit: Sequence[Labelled], heldout: Sequence[Labelled], alpha: float = DEFAULT_ALPHA) -> dict:
-    """One profile's entry: the temperature fitted on ``fit``, kept only if at least ``MIN_HELDOUT``
-    answers are held out and their NLL improves; ``reason`` says why a profile is not kept; and the
-    prediction-set threshold at level ``alpha`` (``conformal``).
+@dataclass(frozen=True)
+class Pooled:
+    """The temperature fitted on every profile's fitting answers together, and every held-out answer to judge it
+    on: what a profile with too few fitting answers of its own takes (``fit_profiles``)."""
+
+    temperature: float
+    fit_n: int
+    heldout: tuple[Labelled, ...]
+
+
+def fit_profile(fit: Sequence[Labelled], heldout: Sequence[Labelled], alpha: float = DEFAULT_ALPHA,
+                pooled: Pooled | None = None) -> dict:
+    """One profile's entry: the temperature fitted on ``fit``, kept only if at least ``MIN_HELDOUT`` answers
+    are held out and their NLL improves (with ``pooled``, its temperature judged on all its held-out answers,
+    ``heldout_n`` and ``heldout`` counting those); ``reason`` says why a profile is not kept; and the
+    prediction-set threshold at level ``alpha`` on the profile's own held-out answers (``conformal``).
 
     With no held-out answer there is nothing to judge the fit on (``heldout`` null); with fewer than
     ``MIN_HELDOUT`` the figures are reported but the profile is not kept.
     """
     if not fit:
         raise ValueError("a profile needs at least one fitting answer")
-    temperature = fit_temperature(*_rows(fit), beta_range=BETA_RANGE)
-    entry = {"temperature": float(temperature), "kept": False, "fit_n": len(fit), "heldout_n": len(heldout),
+    if pooled:
+        temperature, fitted_on, judged = pooled.temperature, pooled.fit_n, pooled.heldout
+    else:
+        temperature, fitted_on, judged = fit_temperature(*_rows(fit), beta_range=BETA_RANGE), len(fit), heldout
+    entry = {"temperature": float(temperature), "kept": False, "fit_n": len(fit), "heldout_n": len(judged),
+             "temperature_from": POOLED if pooled else OWN, "temperature_fit_n": fitted_on,
              "heldout": None, "reason": "no held-out answer to judge it on"}
-    if heldout:
-        rows, targets = _rows(heldout)
+    if judged:
+        rows, targets = _rows(judged)
         before, after = metrics(rows, targets, 1.0), metrics(rows, targets, temperature)
         entry["heldout"] = {f"{key}_{when}": float(figures[key]) for key in ("nll", "ece", "brier")
                             for when, figures in (("before", before), ("after", after))}
-        if len(heldout) < MIN_HELDOUT:
-            entry["reason"] = (f"only {len(heldout)} held-out answer{'s' if len(heldout) > 1 else ''}; a profile is "
+        if len(judged) < MIN_HELDOUT:
+            entry["reason"] = (f"only {len(judged)} held-out answer{'s' if len(judged) > 1 else ''}; a profile is "
                                f"kept on at least {MIN_HELDOUT}")
         elif after["nll"] < before["nll"]:
             entry.update(kept=True, reason=None)
@@ -130,14 +152,22 @@ def fit_threshold(fit: Sequence[Labelled], heldout: Sequence[Labelled], temperat
 
 def fit_profiles(fit: Iterable[Labelled], heldout: Iterable[Labelled], alpha: float = DEFAULT_ALPHA
                  ) -> dict[str, dict]:
-    """Every profile with at least one fitting answer, by name (sorted)."""
+    """Every profile with at least one fitting answer, by name (sorted). A profile with fewer than
+    ``MIN_PROFILE_FIT`` fitting answers takes the temperature fitted on all of them, every profile's together,
+    judged on every held-out answer: what is fitted on all is judged on all."""
+    fit, heldout = list(fit), list(heldout)
     by_fit: dict[str, list[Labelled]] = {}
     by_heldout: dict[str, list[Labelled]] = {}
     for row in fit:
         by_fit.setdefault(row.profile, []).append(row)
     for row in heldout:
         by_heldout.setdefault(row.profile, []).append(row)
-    return {name: fit_profile(rows, by_heldout.get(name, []), alpha) for name, rows in sorted(by_fit.items())}
+    pooled = None
+    if any(len(rows) < MIN_PROFILE_FIT for rows in by_fit.values()):
+        pooled = Pooled(fit_temperature(*_rows(fit), beta_range=BETA_RANGE), len(fit), tuple(heldout))
+    return {name: fit_profile(rows, by_heldout.get(name, []), alpha,
+                              pooled if len(rows) < MIN_PROFILE_FIT else None)
+            for name, rows in sorted(by_fit.items())}
 
 
 def fit_for(results: Iterable) -> dict:
@@ -225,6 +255,9 @@ def describe(doc: Mapping) -> str:
     for name, entry in doc["profiles"].items():
         line = (f"  {name:<10} T={entry['temperature']:8.3f}  {'kept   ' if entry['kept'] else 'not kept'}  "
                 f"fit {entry['fit_n']:>3}, held out {entry['heldout_n']:>3}")
+        if entry.get("temperature_from") == POOLED:
+            line += (f"  (T fitted on all {entry['temperature_fit_n']} fitting answers, judged on all held-out ones: "
+                     "too few of its own)")
         if entry["heldout"]:
             h = entry["heldout"]
             line += (f"  NLL {h['nll_before']:.3f} -> {h['nll_after']:.3f}, ECE {h['ece_before']:.3f} -> "
