@@ -26,6 +26,7 @@ def client(adapter):
 
 def test_ping_says_ready_and_status_names_the_model(client):
     assert client.ping() == {"status": "ready"}
+    status = client.status()
     assert status["model"].endswith(".gguf") and status["busy"] is False and status["waiting"] == 0
 
 
