@@ -17,6 +17,8 @@ score: the levels' labels), so callers read all three types the same way. The ad
 too: ``readout`` (its ``x_readout``: ``letters`` or ``cloze``) and ``prediction_set`` (its
 ``x_prediction_set``, keyed like ``probabilities``; None where no kept calibration threshold applied), so
 ``policy.Policy(require_set_of_one=True).apply(result["team"])`` routes on it as on the other APIs' answers.
+An answer the server abstained on is the API's refusal: ``type`` ``"refusal"``, no probabilities, and
+``refusal`` saying why.
 """
 
 from __future__ import annotations
@@ -94,9 +96,12 @@ class Answer:
     readout: str | None = None  # x_readout: the readout that read it, where the server says
     prediction_set: tuple[str, ...] | None = None  # x_prediction_set, keyed like probabilities
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    refusal: str | None = None  # type "refusal": why the server gave no probabilities (it abstained)
 
     @property
     def top(self) -> str:
+        if not self.probabilities:
+            raise ValueError(f"the answer to {self.name!r} is a refusal, with no options ranked: {self.refusal}")
         return max(self.probabilities, key=self.probabilities.__getitem__)
 
     def as_dict(self) -> dict[str, float]:
@@ -165,9 +170,15 @@ def _prediction_set(raw: Mapping, keys: dict, where: str) -> tuple[str, ...] | N
 def parse_answer(index: int, question: Mapping, raw) -> Answer:
     where = f"answers[{index}]"
     kind = question["type"]
-    if not isinstance(raw, Mapping) or raw.get("type") != kind or raw.get("name") != question.get("name"):
+    if not isinstance(raw, Mapping) or raw.get("type") not in (kind, "refusal") \
+            or raw.get("name") != question.get("name"):
         raise DecisionsFormatError(f"{where}: expected the {kind} question {question.get('name')!r}, got {raw!r:.200}")
     readout = _readout(raw, where)
+    if raw["type"] == "refusal":
+        why = raw.get("refusal")
+        if why is not None and not isinstance(why, str):
+            raise DecisionsFormatError(f"{where}.refusal: {why!r:.200} is not a text")
+        return Answer("refusal", raw.get("name"), {}, readout=readout, raw=raw, refusal=why)
     if kind == "predicate":
         yes = _probability(raw.get("probability"), f"{where}.probability")
         members = _prediction_set(raw, {(bool, True): "yes", (bool, False): "no"}, where)

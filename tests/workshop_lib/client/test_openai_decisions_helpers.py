@@ -130,3 +130,18 @@ def test_a_policy_routes_a_decisions_answer_on_its_prediction_set():
         assert policy.apply(unclear).rule == NOT_SET_OF_ONE
     assert policy.apply(od.parse_response(reply(), body)["team"]).rule == NOT_SET_OF_ONE  # served without a set
     assert policy.apply(od.parse_response(reply(a0={"x_prediction_set": [True]}), body)["refund"]).option_id == "yes"
+
+
+def test_a_refusal_is_read_with_its_readout_and_no_probabilities():
+    refused = {"type": "refusal", "name": "team", "refusal": "the answer labels held 0.01", "x_readout": "letters"}
+    got = reply()
+    got["answers"][1] = refused
+    result = od.parse_response(got, od.request("text", QUESTIONS))
+    team = result["team"]
+    assert (team.type, team.refusal, team.readout, team.probabilities, team.prediction_set) == \
+        ("refusal", "the answer labels held 0.01", "letters", {}, None)
+    with pytest.raises(ValueError, match="refusal"):
+        team.top
+    assert result["refund"].type == "predicate"  # the other answers are read as usual
+    with pytest.raises(od.DecisionsFormatError, match="expected the choice question"):
+        od.parse_response(reply(a1={"type": "refusal", "name": "other"}), od.request("text", QUESTIONS))
