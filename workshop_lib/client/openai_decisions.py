@@ -160,7 +160,7 @@ def _prediction_set(raw: Mapping, keys: dict, where: str) -> tuple[str, ...] | N
         raise DecisionsFormatError(f"{where}.x_prediction_set: {members!r:.200} is not a list")
     found = []
     for member in members:
-        key = keys.get((type(member), member))
+        key = keys.get((type(member), member)) if isinstance(member, (str, int)) else None  # bool is an int
         if key is None:
             raise DecisionsFormatError(f"{where}.x_prediction_set: {member!r} is not one of the question's answers")
         found.append(key)

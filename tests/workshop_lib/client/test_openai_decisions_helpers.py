@@ -109,6 +109,8 @@ def test_boolean_choice_values_in_the_set_are_matched_by_type_too():
     ({"a1": {"x_prediction_set": ["sales"]}}, "not one of the question's answers"),
     ({"a2": {"x_prediction_set": [3]}}, "not one of the question's answers"),
     ({"a2": {"x_prediction_set": ["annoyed"]}}, "not one of the question's answers"),  # levels go by value
+    ({"a2": {"x_prediction_set": [[1]]}}, "not one of the question's answers"),
+    ({"a2": {"x_prediction_set": [1.0]}}, "not one of the question's answers"),
     ({"a1": {"x_prediction_set": "billing"}}, "not a list"),
     ({"a0": {"x_readout": 1}}, "x_readout"),
 ])
