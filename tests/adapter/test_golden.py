@@ -208,7 +208,7 @@ HYBRID_GROUPS = [
 
 # -- asking, and what is kept of an answer ----------------------------------------------------------------------
 
-VOLATILE = {"request_id", "prefill_seconds", "suffix_forward_seconds", "total_seconds", "runtime", "startup_probe"}
+VOLATILE = {"request_id", "x_request_id", "prefill_seconds", "suffix_forward_seconds", "total_seconds", "runtime", "startup_probe"}
 
 
 def kept(value, parent: str | None = None):

@@ -158,12 +158,13 @@ class CapturedEvent:
 
     @property
     def request_id(self) -> str | None:
-        """The adapter's request id from the captured answer, else SageMaker's inference id."""
+        """The adapter's request id from the captured answer (System One's ``x_request_id``), else SageMaker's
+        inference id."""
         try:
             answer = self.response_json()
         except ValueError:
             answer = None
-        found = answer.get("request_id") if isinstance(answer, dict) else None
+        found = (answer.get("request_id") or answer.get("x_request_id")) if isinstance(answer, dict) else None
         return found or self.inference_id
 
 

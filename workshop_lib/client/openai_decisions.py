@@ -13,13 +13,18 @@ The decision adapter serves this format on ``POST /v1/decisions`` and accepts th
     result["refund"].probabilities         # {'yes': 0.71, 'no': 0.29}
 
 Every answer exposes ``probabilities`` keyed by option (predicate: ``yes``/``no``; choice: the values;
-score: the levels' labels), so callers read all three types the same way.
+score: the levels' labels), so callers read all three types the same way. The adapter's own fields are read
+too: ``readout`` (its ``x_readout``: ``letters`` or ``cloze``) and ``prediction_set`` (its
+``x_prediction_set``, keyed like ``probabilities``; None where no kept calibration threshold applied), so
+``policy.Policy(require_set_of_one=True).apply(result["team"])`` routes on it as on the other APIs' answers.
+An answer the server abstained on is the API's refusal: ``type`` ``"refusal"``, no probabilities, and
+``refusal`` saying why.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..errors import InvalidInput
@@ -88,10 +93,19 @@ class Answer:
     choice: str | None = None  # choice: the value picked
     score: float | None = None  # score: the expected level index (0 = the first level)
     confidence: float | None = None
+    readout: str | None = None  # x_readout: the readout that read it, where the server says
+    prediction_set: tuple[str, ...] | None = None  # x_prediction_set, keyed like probabilities
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    refusal: str | None = None  # type "refusal": why the server gave no probabilities (it abstained)
 
     @property
     def top(self) -> str:
+        if not self.probabilities:
+            raise ValueError(f"the answer to {self.name!r} is a refusal, with no options ranked: {self.refusal}")
         return max(self.probabilities, key=self.probabilities.__getitem__)
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(self.probabilities)
 
 
 @dataclass(frozen=True)
@@ -129,27 +143,65 @@ def _distribution(raw, keys: list[str], key_field: str, where: str) -> dict[str,
     return got
 
 
+def _readout(raw: Mapping, where: str) -> str | None:
+    readout = raw.get("x_readout")
+    if readout is not None and not isinstance(readout, str):
+        raise DecisionsFormatError(f"{where}.x_readout: {readout!r} is not a readout's name")
+    return readout
+
+
+def _prediction_set(raw: Mapping, keys: dict, where: str) -> tuple[str, ...] | None:
+    """``x_prediction_set`` in the answer's own keys; ``keys`` maps each value the API names a member by
+    (tagged with its type, as true and "true" differ) to the key ``probabilities`` uses."""
+    members = raw.get("x_prediction_set")
+    if members is None:
+        return None
+    if not isinstance(members, list):
+        raise DecisionsFormatError(f"{where}.x_prediction_set: {members!r:.200} is not a list")
+    found = []
+    for member in members:
+        key = keys.get((type(member), member)) if isinstance(member, (str, int)) else None  # bool is an int
+        if key is None:
+            raise DecisionsFormatError(f"{where}.x_prediction_set: {member!r} is not one of the question's answers")
+        found.append(key)
+    return tuple(found)
+
+
 def parse_answer(index: int, question: Mapping, raw) -> Answer:
     where = f"answers[{index}]"
     kind = question["type"]
-    if not isinstance(raw, Mapping) or raw.get("type") != kind or raw.get("name") != question.get("name"):
+    if not isinstance(raw, Mapping) or raw.get("type") not in (kind, "refusal") \
+            or raw.get("name") != question.get("name"):
         raise DecisionsFormatError(f"{where}: expected the {kind} question {question.get('name')!r}, got {raw!r:.200}")
+    readout = _readout(raw, where)
+    if raw["type"] == "refusal":
+        why = raw.get("refusal")
+        if why is not None and not isinstance(why, str):
+            raise DecisionsFormatError(f"{where}.refusal: {why!r:.200} is not a text")
+        return Answer("refusal", raw.get("name"), {}, readout=readout, raw=raw, refusal=why)
     if kind == "predicate":
         yes = _probability(raw.get("probability"), f"{where}.probability")
-        return Answer(kind, raw.get("name"), {"yes": yes, "no": 1.0 - yes})
+        members = _prediction_set(raw, {(bool, True): "yes", (bool, False): "no"}, where)
+        return Answer(kind, raw.get("name"), {"yes": yes, "no": 1.0 - yes}, readout=readout,
+                      prediction_set=members, raw=raw)
     confidence = _probability(raw.get("confidence"), f"{where}.confidence")
     if kind == "choice":
         values = [str(c["value"]) for c in question["choices"]]
         probabilities = _distribution(raw.get("probabilities"), values, "value", f"{where}.probabilities")
         if str(raw.get("choice")) not in probabilities:
             raise DecisionsFormatError(f"{where}.choice: {raw.get('choice')!r} is not one of the values sent")
-        return Answer(kind, raw.get("name"), probabilities, choice=str(raw["choice"]), confidence=confidence)
+        members = _prediction_set(raw, {(type(c["value"]), c["value"]): str(c["value"]) for c in question["choices"]},
+                                  where)
+        return Answer(kind, raw.get("name"), probabilities, choice=str(raw["choice"]), confidence=confidence,
+                      readout=readout, prediction_set=members, raw=raw)
     labels = [level["label"] for level in question["levels"]]
     probabilities = _distribution(raw.get("probabilities"), labels, "label", f"{where}.probabilities")
     value = raw.get("score")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= len(labels) - 1:
         raise DecisionsFormatError(f"{where}.score: {value!r} is not a level index between 0 and {len(labels) - 1}")
-    return Answer(kind, raw.get("name"), probabilities, score=float(value), confidence=confidence)
+    members = _prediction_set(raw, {(int, i): label for i, label in enumerate(labels)}, where)
+    return Answer(kind, raw.get("name"), probabilities, score=float(value), confidence=confidence,
+                  readout=readout, prediction_set=members, raw=raw)
 
 
 def parse_response(reply: Mapping, sent: Mapping, *, client_latency_ms: float = 0.0,

@@ -25,7 +25,8 @@ Anything not accepted goes to a named fallback id (``"needs_review"``, a human
 queue, a safe default). Probabilities from small models are uncalibrated, so
 thresholds are tuned on labelled examples, not read as confidence.
 
-Functions take a ``client.Decision`` or a plain ``{option_id: probability}``
+Functions take a ``client.Decision``, an OpenAI Decisions answer
+(``openai_decisions.Answer``) or a plain ``{option_id: probability}``
 mapping (in option order) and are pure. A plain mapping carries no answer mass, so a
 policy with ``min_answer_mass`` above 0 falls back on it.
 """
@@ -80,8 +81,11 @@ def answer_mass(decision) -> tuple[float | None, bool]:
 
 
 def prediction_set(decision) -> tuple[str, ...] | None:
-    """The answer's prediction set (option ids; ``x_prediction_set`` for System One's answers), or None for a
-    plain mapping or an answer served without one."""
+    """The answer's prediction set (option ids; ``x_prediction_set`` for System One's answers; an OpenAI
+    Decisions answer's, read into its option keys), or None for a plain mapping or an answer served without one."""
+    parsed = getattr(decision, "prediction_set", None)
+    if isinstance(parsed, tuple):
+        return parsed
     raw = getattr(decision, "raw", None) or {}
     if not isinstance(raw, Mapping):
         return None

@@ -42,9 +42,14 @@ class Dialect:
     answer: Callable[[Any, Any, dict, dict], dict]  # (request, what it scored, timing, model info) -> the body
     error: Callable[[AdapterError], tuple[dict, int]]  # an error as (body, status) in this API's shape
     check: Callable[[Any, Any], None] | None = None  # (request, engine): after parsing, before waiting
+    # the body's field for the request id: System One's x_request_id, as its spec wants extra fields x_-prefixed
+    id_field: str = "request_id"
+
+    def response(self, payload, status: int = 200, headers: dict | None = None) -> Response:
+        return json_response(payload, status, headers, id_field=self.id_field)
 
     def error_response(self, exc: AdapterError) -> Response:
-        return json_response(*self.error(exc), error_headers(exc))
+        return self.response(*self.error(exc), error_headers(exc))
 
 
 def serve(ctx, dialect: Dialect, body, started: float) -> dict:
@@ -63,17 +68,19 @@ def post(blueprint: Blueprint, rule: str, dialect: Dialect, **read) -> None:
         ctx = current_app.extensions[SERVING]
         started = ctx.clock()
         ctx.engine  # 503 while loading, before the body is read
-        return json_response(serve(ctx, dialect, ctx.read_json(**read), started))
+        return dialect.response(serve(ctx, dialect, ctx.read_json(**read), started))
 
     blueprint.add_url_rule(rule, f"{dialect.name}_route", route, methods=["POST"])
     blueprint.register_error_handler(Exception, lambda exc: dialect.error_response(as_adapter_error(exc)))
 
 
-def json_response(payload, status: int = 200, headers: dict | None = None) -> Response:
-    """A JSON answer; inside an API request (app.py keeps its facts) an object gains ``request_id``."""
+def json_response(payload, status: int = 200, headers: dict | None = None, *,
+                  id_field: str = "request_id") -> Response:
+    """A JSON answer; inside an API request (app.py keeps its facts) an object gains the request id, as
+    ``id_field``."""
     facts = g.get("request_facts") if has_request_context() else None
     if facts is not None and isinstance(payload, dict):
-        payload = {**payload, "request_id": facts.request_id}
+        payload = {**payload, id_field: facts.request_id}
         g.answer = payload
     return Response(json.dumps(payload, ensure_ascii=False), status=status, mimetype="application/json",
                     headers=headers)

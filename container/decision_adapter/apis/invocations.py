@@ -69,6 +69,6 @@ def invocations():
     body = ctx.read_json()
     dialect = DIALECTS[request_kind(body)]
     try:
-        return json_response(serve(ctx, dialect, body, started))
+        return dialect.response(serve(ctx, dialect, body, started))
     except Exception as exc:  # noqa: BLE001 - every failure leaves in the dialect's own shape
         return dialect.error_response(as_adapter_error(exc))

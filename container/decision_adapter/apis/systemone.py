@@ -24,7 +24,9 @@ spread is the expected distance from the most probable level.
 
 A ``multi_label`` question (``labels``, ``threshold`` 0.7 by default) is a noul per label on the same state
 ("Does this label apply: <label>?"), answered ``{"type", "scores", "threshold", "selected", "abstained"}``.
-Every reply carries ``audit`` (apis/audit.py): what Jev's client libraries need to replay the answers.
+Every reply carries ``audit`` (apis/audit.py): what Jev's client libraries need to replay the answers, the one
+unprefixed field beside Jev's (avrik-sdk requires it so). Its answers and errors carry the request id as
+``x_request_id`` where the other APIs' carry ``request_id``.
 
 Order modes, calibration and abstention (scoring.py) follow the server's defaults
 (``DECISION_ADAPTER_ORDER``, ``DECISION_ADAPTER_MIN_ANSWER_MASS``); a request may set its own as the
@@ -270,7 +272,7 @@ def error(exc: AdapterError) -> tuple[dict, int]:
     return error_body(exc), error_status(exc)
 
 
-DIALECT = Dialect("systemone", parse, score, respond, error, check)
+DIALECT = Dialect("systemone", parse, score, respond, error, check, id_field="x_request_id")
 
 blueprint = Blueprint("systemone", __name__, url_prefix="/v1")
 post(blueprint, "/systemone", DIALECT, jev_route=True)

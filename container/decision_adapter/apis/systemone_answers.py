@@ -99,7 +99,10 @@ class SystemOneResponse(Answer):
     model: str = Field(description="The served model's name (the GGUF file name without .gguf).")
     answers: dict[str, JevAnswer] = Field(min_length=1, description="One answer per question id.")
     usage: JevUsage
-    audit: Audit
+    audit: Audit = Field(description="The one field beside Jev's without the x_ prefix, deliberately: avrik-sdk's "
+                                     "Decision requires it under this name.")
+    x_request_id: str | None = Field(None, description="The request's id, as in the X-Request-Id header (the other "
+                                                       "APIs' request_id).")
     x_prompt_version: str | None = None
     x_readout_methods: dict[str, str] | None = None
     x_timing: Timing | None = None

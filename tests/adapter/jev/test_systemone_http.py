@@ -82,6 +82,26 @@ def test_three_question_types_in_one_request(adapters):
     assert 0.0 <= anger["confidence"] <= 1.0
 
 
+def test_jevcompat_finds_only_audit_unprefixed_and_the_request_id_is_x_prefixed(adapters):
+    from jevcompat.client import Client
+    from jevcompat.validate import validate_success
+
+    server = adapters.shared(**JEV_ENV)
+    questions = {"refund": NOUL, "team": CHOICE, "anger": SCORE}
+    for path in ("/v1/systemone", "/invocations"):  # one dialect: the same body answered the same way
+        response = Client(server.url).post_json(path, {"model": "jev-latest", "state": TICKET,
+                                                      "questions": questions})
+        assert response.status == 200, response.excerpt()
+        body = response.data
+        # audit stays unprefixed on purpose: avrik-sdk's Decision requires it under that name
+        assert [(v.req, v.message) for v in validate_success({"questions": questions}, response)] == [
+            ("response.extensions", "unprefixed top-level field(s) audit")]
+        assert "request_id" not in body and body["x_request_id"] == response.headers["x-request-id"]
+    status, headers, error = call(server.url + "/v1/systemone", {"state": TICKET, "questions": {}},
+                                  headers={"X-Request-Id": "jev-error-1"})
+    assert status == 422 and "request_id" not in error and error["x_request_id"] == "jev-error-1"
+
+
 def test_an_answer_depends_on_nothing_but_its_own_question(adapters):
     server = adapters.shared(**JEV_ENV)
     alone = ask(server, {"team": CHOICE})["answers"]["team"]

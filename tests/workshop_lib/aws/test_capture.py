@@ -232,3 +232,12 @@ def test_a_local_client_captures_only_for_an_endpoint_whose_config_asks(clients)
     assert isinstance(made.transport, local_capture.CapturingTransport) and made.transport.writer.variant == "AllTraffic"
     plain = Client()
     assert local_capture.capture_locally(plain, clients.sm, clients.s3, "gone").transport is Client.transport  # unknown
+
+
+def test_a_system_one_answer_gives_its_x_request_id():
+    def event(answer):
+        return capture.CapturedEvent("e-1", "caller-7", "2026-12-01T15:04:05Z", b"{}", json.dumps(answer).encode(),
+                                     "systemone")
+
+    assert event({"answers": {}, "x_request_id": "req-jev-1"}).request_id == "req-jev-1"
+    assert event({"answers": {}}).request_id == "caller-7"

@@ -65,6 +65,8 @@ def test_openai_decisions_through_invocations_equal_the_v1_route(client, adapter
     assert [a.name for a in result.answers] == ["lost", "team", "urgency"]
     for answer in result.answers:
         assert sum(answer.probabilities.values()) == pytest.approx(1.0)
+        assert answer.readout in ("letters", "cloze") and answer.readout == answer.raw["x_readout"]
+        assert answer.prediction_set is None  # the embedded model's package keeps no conformal threshold
     assert result.usage["input_tokens"] > 0 and result.usage["output_tokens"] == 0
     direct = urllib.request.Request(adapter.url + "/v1/decisions", json.dumps(od.request(STATE, questions)).encode(),
                                     {"Content-Type": "application/json"})

@@ -71,3 +71,79 @@ def test_a_missing_answer_is_refused():
     short["answers"].pop()
     with pytest.raises(od.DecisionsFormatError, match="expected 3 answers"):
         od.parse_response(short, od.request("text", QUESTIONS))
+
+
+# -- the adapter's x_readout and x_prediction_set --------------------------------------------------------------
+
+
+def test_the_readout_and_prediction_sets_are_read_into_the_answers_own_keys():
+    got = reply(a0={"x_readout": "cloze", "x_prediction_set": [False, True]},
+                a1={"x_readout": "cloze", "x_prediction_set": ["shipping"]},
+                a2={"x_readout": "cloze", "x_prediction_set": [1, 2]})
+    result = od.parse_response(got, od.request("text", QUESTIONS))
+    assert [a.readout for a in result.answers] == ["cloze"] * 3
+    assert [a.prediction_set for a in result.answers] == [("no", "yes"), ("shipping",), ("annoyed", "furious")]
+    assert result["team"].raw is got["answers"][1]
+
+
+def test_an_answer_without_the_adapters_fields_has_none():
+    result = od.parse_response(reply(), od.request("text", QUESTIONS))
+    assert all(a.readout is None and a.prediction_set is None for a in result.answers)
+    assert od.parse_response(reply(a1={"x_prediction_set": []}), od.request("text", QUESTIONS))["team"].prediction_set == ()
+
+
+def test_boolean_choice_values_in_the_set_are_matched_by_type_too():
+    questions = [od.choice("Valid?", [True, False], name="v")]
+    answer = {"type": "choice", "name": "v", "choice": True, "confidence": 0.2,
+              "probabilities": [{"value": True, "probability": 0.6}, {"value": False, "probability": 0.4}]}
+    body = od.request("text", questions)
+    assert od.parse_response({"model": "m", "answers": [{**answer, "x_prediction_set": [True]}]}, body)["v"] \
+        .prediction_set == ("True",)  # keyed as probabilities are
+    for member in ("True", 1):
+        with pytest.raises(od.DecisionsFormatError, match="not one of the question's answers"):
+            od.parse_response({"model": "m", "answers": [{**answer, "x_prediction_set": [member]}]}, body)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"a0": {"x_prediction_set": ["true"]}}, "not one of the question's answers"),
+    ({"a1": {"x_prediction_set": ["sales"]}}, "not one of the question's answers"),
+    ({"a2": {"x_prediction_set": [3]}}, "not one of the question's answers"),
+    ({"a2": {"x_prediction_set": ["annoyed"]}}, "not one of the question's answers"),  # levels go by value
+    ({"a2": {"x_prediction_set": [[1]]}}, "not one of the question's answers"),
+    ({"a2": {"x_prediction_set": [1.0]}}, "not one of the question's answers"),
+    ({"a1": {"x_prediction_set": "billing"}}, "not a list"),
+    ({"a0": {"x_readout": 1}}, "x_readout"),
+])
+def test_adapter_fields_that_do_not_fit_the_question_are_refused(changes, message):
+    with pytest.raises(od.DecisionsFormatError, match=message):
+        od.parse_response(reply(**changes), od.request("text", QUESTIONS))
+
+
+def test_a_policy_routes_a_decisions_answer_on_its_prediction_set():
+    from workshop_lib.client.policy import ACCEPTED, NOT_SET_OF_ONE, Policy
+
+    body = od.request("text", QUESTIONS)
+    policy = Policy(require_set_of_one=True)
+    clear = od.parse_response(reply(a1={"x_prediction_set": ["billing"]}), body)["team"]
+    outcome = policy.apply(clear)
+    assert (outcome.rule, outcome.option_id, outcome.prediction_set) == (ACCEPTED, "billing", ("billing",))
+    for members in (["billing", "shipping"], ["shipping"], []):
+        unclear = od.parse_response(reply(a1={"x_prediction_set": members}), body)["team"]
+        assert policy.apply(unclear).rule == NOT_SET_OF_ONE
+    assert policy.apply(od.parse_response(reply(), body)["team"]).rule == NOT_SET_OF_ONE  # served without a set
+    assert policy.apply(od.parse_response(reply(a0={"x_prediction_set": [True]}), body)["refund"]).option_id == "yes"
+
+
+def test_a_refusal_is_read_with_its_readout_and_no_probabilities():
+    refused = {"type": "refusal", "name": "team", "refusal": "the answer labels held 0.01", "x_readout": "letters"}
+    got = reply()
+    got["answers"][1] = refused
+    result = od.parse_response(got, od.request("text", QUESTIONS))
+    team = result["team"]
+    assert (team.type, team.refusal, team.readout, team.probabilities, team.prediction_set) == \
+        ("refusal", "the answer labels held 0.01", "letters", {}, None)
+    with pytest.raises(ValueError, match="refusal"):
+        team.top
+    assert result["refund"].type == "predicate"  # the other answers are read as usual
+    with pytest.raises(od.DecisionsFormatError, match="expected the choice question"):
+        od.parse_response(reply(a1={"type": "refusal", "name": "other"}), od.request("text", QUESTIONS))
