@@ -19,8 +19,10 @@ alternating between the servers task by task:
    from an in-process engine, the readout alone and the llama_decode calls per decision;
 5. the concurrency table (benchmarks/concurrency.py): C = 1, 2, 4, 8 callers at once against the adapter
    (``SM_LLAMA_CPP_PARALLEL=C``, and at its default) and llama-server ``-np C`` as deployed, decisions/s and
-   p50/p95, with the ratios and the issue #40 targets' verdicts (``--concurrency-only`` runs this alone and
-   writes benchmarks/results/concurrency.json).
+   p50/p95, with the ratios and the issue #40 targets' verdicts; then, apart, the opt-in reuse under
+   concurrency: C = 1, 2, 4 callers repeating a few prompts to the adapter with the state cache, to the
+   adapter without it and to llama-server ``-np C`` (``--concurrency-only`` runs these two alone and writes
+   benchmarks/results/concurrency.json).
 
 Like for like, both sides run llama.cpp's attention without flash attention (the adapter's default,
 ``--flash-attn off`` for llama-server). New prompts and shared states are also sent to the pair as each is
@@ -136,14 +138,19 @@ def machine(binary: Path, load_before: float | None) -> dict:
 def run_concurrency(limit: int | None = None, out: Path | None = CONCURRENCY_RESULTS, *,
                     levels=concurrency.LEVELS, tasks: int = concurrency.TASKS,
                     seconds: float = concurrency.SECONDS, gpu_layers: int = 0) -> dict:
-    """The concurrency table alone: ``{"machine", "model", "concurrency"}``, written to ``out``."""
+    """The concurrency table and the reuse part alone: ``{"machine", "model", "concurrency",
+    "concurrency_reuse"}`` (no reuse part with ``gpu_layers``), written to ``out``."""
     binary, load_before = _binary(), _load()
     work = Path(tempfile.mkdtemp(prefix="concurrency-bench-"))
     model_dir, _ = prepare_model_dir(work)
+    prompts = concurrency.held_out(load_tasks(None, limit=limit))
     table = concurrency.run_table(model_dir, embedded_gguf_path(), binary, work, levels=levels, tasks=tasks,
                                   seconds=seconds, threads=THREADS, context=CTX, gpu_layers=gpu_layers,
-                                  prompts=concurrency.held_out(load_tasks(None, limit=limit)))
+                                  prompts=prompts)
     figures = {"machine": machine(binary, load_before), "model": embedded_gguf_path().name, "concurrency": table}
+    if not gpu_layers:  # the reuse part is a CPU measurement
+        figures["concurrency_reuse"] = concurrency.run_reuse(model_dir, embedded_gguf_path(), binary, work,
+                                                             threads=THREADS, context=CTX, prompts=prompts)
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(figures, indent=2) + "\n")
@@ -242,6 +249,9 @@ def run(limit: int | None = None, out: Path | None = RESULTS, *, concurrency_tab
     table = (concurrency.run_table(model_dir, embedded_gguf_path(), binary, work, tasks=cell_tasks,
                                    seconds=seconds, threads=THREADS, context=CTX, prompts=concurrency.held_out(tasks))
              if concurrency_table else None)
+    reuse = (concurrency.run_reuse(model_dir, embedded_gguf_path(), binary, work, threads=THREADS, context=CTX,
+                                   prompts=concurrency.held_out(tasks))
+             if concurrency_table else None)
     figures = {
         "machine": {"cpu": _cpu_name(), "cores": _cores(), "python": platform.python_version(),
                     "llama_server_build": props.get("build_info"), "threads": THREADS, "context": CTX,
@@ -258,7 +268,7 @@ def run(limit: int | None = None, out: Path | None = RESULTS, *, concurrency_tab
         "in_process": local,
     }
     if table is not None:
-        figures["concurrency"] = table
+        figures["concurrency"], figures["concurrency_reuse"] = table, reuse
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(figures, indent=2) + "\n")
@@ -340,6 +350,8 @@ def report(f: dict) -> str:
               f"  in-process engine.decide, no HTTP                             {_ms(local['in_process_decide_ms_p50'])}"]
     if f.get("concurrency"):
         lines += ["", *concurrency.report(f["concurrency"])]
+    if f.get("concurrency_reuse"):
+        lines += ["", *concurrency.report_reuse(f["concurrency_reuse"])]
     return "\n".join(lines)
 
 
@@ -349,7 +361,8 @@ def report_concurrency(f: dict) -> str:
     return "\n".join([f"Adapter vs llama-server under concurrency: {f['model']}; {m['cpu']}, {m['cores']} cores; "
                       f"llama-server {m['llama_server_build']}; load average "
                       f"{' -> '.join(str(v) for v in m.get('load_average_1min') or [])}", "",
-                      *concurrency.report(f["concurrency"])])
+                      *concurrency.report(f["concurrency"]),
+                      *(["", *concurrency.report_reuse(f["concurrency_reuse"])] if f.get("concurrency_reuse") else [])])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -358,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help=f"write the figures as JSON here (default {RESULTS}, or "
                                                  f"{CONCURRENCY_RESULTS} with --concurrency-only)")
     parser.add_argument("--concurrency-only", action="store_true",
-                        help="only the concurrency table (C = 1, 2, 4, 8 callers; a few minutes)")
+                        help="only the concurrency table (C = 1, 2, 4, 8 callers) and the reuse part "
+                             "(C = 1, 2, 4; repeated prompts); a few minutes")
     parser.add_argument("--tasks", type=int, default=concurrency.TASKS,
                         help=f"decisions per concurrency cell at most (default {concurrency.TASKS})")
     parser.add_argument("--seconds", type=float, default=concurrency.SECONDS,
