@@ -57,8 +57,8 @@ ROWS = {"adapter_parallel": "adapter, SM_LLAMA_CPP_PARALLEL=C",
 ADAPTER_ROWS = ("adapter_parallel", "adapter_default")
 REUSE_LEVELS = (1, 2, 4)
 REUSE_PROMPTS = 4  # the repeating set
-REUSE_TASKS = 16  # decisions per reuse cell at most
-REUSE_SECONDS = 8.0  # load per reuse cell at most
+REUSE_TASKS = 12  # decisions per reuse cell at most
+REUSE_SECONDS = 5.0  # load per reuse cell at most
 REUSE_CACHE_MIB = 256
 REUSE_ENV = {"DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on", "DECISION_ADAPTER_STATE_CACHE_MIB": str(REUSE_CACHE_MIB)}
 REUSE_ROWS = {"adapter_reuse": "adapter, reuse + state cache",
@@ -167,6 +167,8 @@ def summarise(rows: dict[str, dict[str, dict]]) -> dict:
 REUSE_PAIRS = {"reuse_vs_llama_server": ("adapter_reuse", "llama_server"),
                "reuse_vs_plain": ("adapter_reuse", "adapter_plain"),
                "plain_vs_llama_server": ("adapter_plain", "llama_server")}
+REUSE_SHORT = {"adapter_reuse": "adapter with reuse", "adapter_plain": "adapter without",
+               "llama_server": "llama-server"}
 
 
 def reuse_ratios(rows: dict[str, dict[str, dict]]) -> dict:
@@ -331,8 +333,7 @@ def report(t: dict, *, gpu: bool = False) -> list[str]:
 def report_reuse(t: dict) -> list[str]:
     """The reuse measurement as printed lines: its cells and its ratios."""
     levels = [str(c) for c in t["levels"]]
-    labels = {key: f"{REUSE_ROWS[a].split(' (')[0]} / {REUSE_ROWS[b].split(' (')[0]}"
-              for key, (a, b) in REUSE_PAIRS.items()}
+    labels = {key: f"{REUSE_SHORT[a]} / {REUSE_SHORT[b]}" for key, (a, b) in REUSE_PAIRS.items()}
     lines = [f"reuse (opt-in, single-tenant endpoints): decisions/s (p50/p95 ms; 503s retried) with C callers "
              f"repeating {t['prompts']} held-out prompts, each sent once before the cell, at most "
              f"{t['tasks_per_cell']} decisions or {t['seconds_per_cell']:g} s per cell, {t['threads']} threads; "
@@ -342,6 +343,6 @@ def report_reuse(t: dict) -> list[str]:
              "throughput / p95"]
     for key, label in labels.items():
         per_c = t["ratios"].get(key, {})
-        lines.append(f"  {label:<58}" + ", ".join(f"C={c} {_x(per_c[c]['throughput'])} / {_x(per_c[c]['p95'])}"
+        lines.append(f"  {label:<38}" + ", ".join(f"C={c} {_x(per_c[c]['throughput'])} / {_x(per_c[c]['p95'])}"
                                                   for c in levels if c in per_c))
     return lines
