@@ -330,6 +330,10 @@ def report(t: dict, *, gpu: bool = False) -> list[str]:
     return lines
 
 
+def _g(v) -> str:
+    return "-" if v is None else f"{v:.3g}x"  # a cache hit against a full evaluation: ratios far from 1
+
+
 def report_reuse(t: dict) -> list[str]:
     """The reuse measurement as printed lines: its cells and its ratios."""
     levels = [str(c) for c in t["levels"]]
@@ -343,6 +347,6 @@ def report_reuse(t: dict) -> list[str]:
              "throughput / p95"]
     for key, label in labels.items():
         per_c = t["ratios"].get(key, {})
-        lines.append(f"  {label:<38}" + ", ".join(f"C={c} {_x(per_c[c]['throughput'])} / {_x(per_c[c]['p95'])}"
+        lines.append(f"  {label:<38}" + ", ".join(f"C={c} {_g(per_c[c]['throughput'])} / {_g(per_c[c]['p95'])}"
                                                   for c in levels if c in per_c))
     return lines

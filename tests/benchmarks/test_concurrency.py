@@ -123,7 +123,7 @@ def test_the_reuse_part_compares_the_cached_adapter_with_both_others_and_judges_
     assert "DECISION_ADAPTER_CROSS_REQUEST_REUSE=on, DECISION_ADAPTER_STATE_CACHE_MIB=256" in text
     line = next(x for x in text.splitlines() if x.strip().startswith(concurrency.REUSE_ROWS["adapter_reuse"]))
     assert "8.00/s (62/125 ms)" in line and "10.00/s (50/100 ms)" in line
-    assert "C=2 2.00x / 0.50x" in text and "C=4 2.50x / 0.40x" in text
+    assert "C=2 2x / 0.5x" in text and "C=4 2.5x / 0.4x" in text
     assert "meets" not in text.lower() and "misses" not in text.lower()
 
 
@@ -294,4 +294,4 @@ def test_the_llama_server_reports_carry_the_table():
     alone = llama_server.report_concurrency({"machine": recorded["machine"], "model": recorded["model"],
                                              "concurrency": table, "concurrency_reuse": reuse})
     for text in (full, alone):
-        assert text.index("concurrency: decisions/s") < text.index("reuse (opt-in") and "C=4 2.50x / 0.40x" in text
+        assert text.index("concurrency: decisions/s") < text.index("reuse (opt-in") and "C=4 2.5x / 0.4x" in text
