@@ -17,13 +17,16 @@ for llama-server: 503s are retried after their ``Retry-After`` and counted; a de
 retries. Throughput is answered decisions over the cell's wall time. The servers of one C run one after
 another, the order alternating from one C to the next. Speed is printed, never asserted.
 
-Apart from the table, a smaller measurement of the opt-in reuse for single-tenant endpoints (``run_reuse``):
-at C = 1, 2, 4 the callers repeat a few prompts unchanged, each sent once unmeasured before the cell, to
+After the table's cells of a C in ``reuse_levels`` (``make bench``: 1, 2, 4), a smaller measurement of the
+opt-in reuse for single-tenant endpoints, reported apart: the callers repeat a few prompts unchanged, each
+sent once unmeasured before the cell, to
 
-* the adapter with ``SM_LLAMA_CPP_PARALLEL=C``, ``DECISION_ADAPTER_CROSS_REQUEST_REUSE=on`` and
-  ``DECISION_ADAPTER_STATE_CACHE_MIB`` (so a state it has seen can be taken from its cache);
-* the same adapter without them (only the template's fixed head is reused);
-* llama-server ``-np C``, whose prompt cache keeps what it has seen.
+* an adapter started beside the others with ``SM_LLAMA_CPP_PARALLEL=C``,
+  ``DECISION_ADAPTER_CROSS_REQUEST_REUSE=on`` and ``DECISION_ADAPTER_STATE_CACHE_MIB`` (so a state it has
+  seen can be taken from its cache);
+* the table's adapter with ``SM_LLAMA_CPP_PARALLEL=C``, without them (only the template's fixed head is
+  reused);
+* the table's llama-server ``-np C``, whose prompt cache keeps what it has seen.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ REUSE_SECONDS = 5.0  # load per reuse cell at most
 REUSE_CACHE_MIB = 256
 REUSE_ENV = {"DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on", "DECISION_ADAPTER_STATE_CACHE_MIB": str(REUSE_CACHE_MIB)}
 REUSE_ROWS = {"adapter_reuse": "adapter, reuse + state cache",
-              "adapter_plain": "adapter, no cross-request reuse",
+              "adapter_parallel": "adapter, no cross-request reuse",
               "llama_server": "llama-server -np C (its prompt cache)"}
 
 
@@ -165,9 +168,9 @@ def summarise(rows: dict[str, dict[str, dict]]) -> dict:
 
 
 REUSE_PAIRS = {"reuse_vs_llama_server": ("adapter_reuse", "llama_server"),
-               "reuse_vs_plain": ("adapter_reuse", "adapter_plain"),
-               "plain_vs_llama_server": ("adapter_plain", "llama_server")}
-REUSE_SHORT = {"adapter_reuse": "adapter with reuse", "adapter_plain": "adapter without",
+               "reuse_vs_plain": ("adapter_reuse", "adapter_parallel"),
+               "plain_vs_llama_server": ("adapter_parallel", "llama_server")}
+REUSE_SHORT = {"adapter_reuse": "adapter with reuse", "adapter_parallel": "adapter without",
                "llama_server": "llama-server"}
 
 
@@ -184,14 +187,20 @@ def reuse_ratios(rows: dict[str, dict[str, dict]]) -> dict:
 
 def run_table(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=LEVELS, tasks: int = TASKS,
               seconds: float = SECONDS, threads: int = 2, context: int = 4096, gpu_layers: int = 0,
-              prompts: list[Task] | None = None, start_timeout_s: float = 180.0) -> dict:
-    """Start the servers, drive every cell, stop every server (also on failure): the table's figures."""
+              prompts: list[Task] | None = None, start_timeout_s: float = 180.0, reuse_levels=(),
+              reuse_tasks: int = REUSE_TASKS, reuse_seconds: float = REUSE_SECONDS) -> dict:
+    """Start the servers, drive every cell, stop every server (also on failure): the table's figures. At each
+    C of ``reuse_levels`` also the reuse part, under ``"reuse"``: beside the C's servers an adapter with the
+    reuse on, and after the table's cells the three of ``REUSE_ROWS`` driven with the first ``REUSE_PROMPTS``
+    prompts repeated, at most ``reuse_tasks`` decisions or ``reuse_seconds`` a cell."""
     prompts = held_out() if prompts is None else prompts
     adapter_env = {"SM_LLAMA_CPP_CTX_SIZE": str(context), "DECISION_ADAPTER_REQUEST_TIMEOUT": "600",
                    "SM_LLAMA_CPP_N_GPU_LAYERS": str(gpu_layers)}
     gpu_args = ("-ngl", str(gpu_layers)) if gpu_layers else ()
     rows: dict[str, dict[str, dict]] = {name: {} for name in ROWS}
+    reuse_rows: dict[str, dict[str, dict]] = {name: {} for name in REUSE_ROWS}
     order: list[list[str]] = []
+    reuse_order: list[list[str]] = []
 
     def adapter(name: str, env: dict) -> AdapterProcess:
         return AdapterProcess(model_dir, log_path=work / f"{name}.log", threads=threads, env={**adapter_env, **env})
@@ -204,59 +213,40 @@ def run_table(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=L
                 "adapter_parallel": adapter(f"adapter-parallel-{c}", {"SM_LLAMA_CPP_PARALLEL": str(c)}),
                 "llama_server": LlamaServerProcess(binary, gguf, log_path=work / f"llama-server-np{c}.log",
                                                    threads=threads, context=context,
-                                                   extra_args=("-np", str(c), *gpu_args)),
-                "adapter_default": default}
+                                                   extra_args=("-np", str(c), *gpu_args))}
+            if c in reuse_levels:
+                servers["adapter_reuse"] = adapter(f"adapter-reuse-{c}", {"SM_LLAMA_CPP_PARALLEL": str(c), **REUSE_ENV})
             try:
-                for name in ("adapter_parallel", "llama_server"):
-                    servers[name].start(timeout_s=start_timeout_s)
+                for server in servers.values():
+                    server.start(timeout_s=start_timeout_s)
                 names = ["adapter_parallel", "llama_server", "adapter_default"]
                 names = names if index % 2 == 0 else names[::-1]
                 order.append(names)
                 for name in names:
-                    rows[name][str(c)] = measure(servers[name], name == "llama_server", prompts, c,
+                    server = default if name == "adapter_default" else servers[name]
+                    rows[name][str(c)] = measure(server, name == "llama_server", prompts, c,
                                                  tasks=tasks, seconds=seconds)
+                if c in reuse_levels:
+                    names = list(REUSE_ROWS) if len(reuse_order) % 2 == 0 else list(REUSE_ROWS)[::-1]
+                    reuse_order.append(names)
+                    for name in names:
+                        reuse_rows[name][str(c)] = measure(servers[name], name == "llama_server",
+                                                           prompts[:REUSE_PROMPTS], c, tasks=reuse_tasks,
+                                                           seconds=reuse_seconds, repeat=True)
             finally:
-                for name in ("adapter_parallel", "llama_server"):
-                    servers[name].stop()
+                for server in servers.values():
+                    server.stop()
     finally:
         default.stop()
-    return {"levels": list(levels), "tasks_per_cell": tasks, "seconds_per_cell": seconds, "threads": threads,
-            "context": context, "gpu_layers": gpu_layers, "prompts": len(prompts), "order": order,
-            "llama_server_args": ["-np", "C", *gpu_args], "rows": rows, **summarise(rows)}
-
-
-def run_reuse(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=REUSE_LEVELS,
-              tasks: int = REUSE_TASKS, seconds: float = REUSE_SECONDS, threads: int = 2, context: int = 4096,
-              prompts: list[Task] | None = None, start_timeout_s: float = 180.0) -> dict:
-    """The reuse measurement: for each C the three servers of ``REUSE_ROWS`` started, driven with the first
-    ``REUSE_PROMPTS`` of ``prompts`` repeated, stopped (also on failure)."""
-    prompts = (held_out() if prompts is None else prompts)[:REUSE_PROMPTS]
-    adapter_env = {"SM_LLAMA_CPP_CTX_SIZE": str(context), "DECISION_ADAPTER_REQUEST_TIMEOUT": "600"}
-    rows: dict[str, dict[str, dict]] = {name: {} for name in REUSE_ROWS}
-    order: list[list[str]] = []
-    for index, c in enumerate(levels):
-        parallel = {**adapter_env, "SM_LLAMA_CPP_PARALLEL": str(c)}
-        servers = {
-            "adapter_reuse": AdapterProcess(model_dir, log_path=work / f"adapter-reuse-{c}.log", threads=threads,
-                                            env={**parallel, **REUSE_ENV}),
-            "adapter_plain": AdapterProcess(model_dir, log_path=work / f"adapter-plain-{c}.log", threads=threads,
-                                            env=parallel),
-            "llama_server": LlamaServerProcess(binary, gguf, log_path=work / f"llama-server-reuse-np{c}.log",
-                                               threads=threads, context=context, extra_args=("-np", str(c)))}
-        try:
-            for server in servers.values():
-                server.start(timeout_s=start_timeout_s)
-            names = list(REUSE_ROWS) if index % 2 == 0 else list(REUSE_ROWS)[::-1]
-            order.append(names)
-            for name in names:
-                rows[name][str(c)] = measure(servers[name], name == "llama_server", prompts, c, tasks=tasks,
-                                             seconds=seconds, repeat=True)
-        finally:
-            for server in servers.values():
-                server.stop()
-    return {"levels": list(levels), "tasks_per_cell": tasks, "seconds_per_cell": seconds, "threads": threads,
-            "context": context, "prompts": len(prompts), "state_cache_mib": REUSE_CACHE_MIB, "order": order,
-            "rows": rows, "ratios": reuse_ratios(rows)}
+    table = {"levels": list(levels), "tasks_per_cell": tasks, "seconds_per_cell": seconds, "threads": threads,
+             "context": context, "gpu_layers": gpu_layers, "prompts": len(prompts), "order": order,
+             "llama_server_args": ["-np", "C", *gpu_args], "rows": rows, **summarise(rows)}
+    if reuse_order:
+        table["reuse"] = {"levels": [c for c in levels if c in reuse_levels], "tasks_per_cell": reuse_tasks,
+                          "seconds_per_cell": reuse_seconds, "threads": threads,
+                          "prompts": len(prompts[:REUSE_PROMPTS]), "state_cache_mib": REUSE_CACHE_MIB,
+                          "order": reuse_order, "rows": reuse_rows, "ratios": reuse_ratios(reuse_rows)}
+    return table
 
 
 def measure(server, is_llama: bool, prompts: list[Task], c: int, *, tasks: int, seconds: float,
@@ -327,6 +317,8 @@ def report(t: dict, *, gpu: bool = False) -> list[str]:
         if gpu or s["ratio"] is not None:
             target = f" ({ok(s['meets'])} >= {GPU_SCALING:g}x on a GPU)" if gpu else ""
             lines.append(f"  {ROWS[name]}: C={s['high']} throughput {_x(s['ratio'])} C={s['low']}'s{target}")
+    if t.get("reuse"):
+        lines += ["", *report_reuse(t["reuse"])]
     return lines
 
 

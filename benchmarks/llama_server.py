@@ -20,8 +20,8 @@ alternating between the servers task by task:
 5. the concurrency table (benchmarks/concurrency.py): C = 1, 2, 4, 8 callers at once against the adapter
    (``SM_LLAMA_CPP_PARALLEL=C``, and at its default) and llama-server ``-np C`` as deployed, decisions/s and
    p50/p95, with the ratios and the issue #40 targets' verdicts; then, apart, the opt-in reuse under
-   concurrency: C = 1, 2, 4 callers repeating a few prompts to the adapter with the state cache, to the
-   adapter without it and to llama-server ``-np C`` (``--concurrency-only`` runs these two alone and writes
+   concurrency: at C = 1, 2, 4, callers repeating a few prompts to an adapter with the state cache, to the
+   table's adapter without it and to its llama-server (``--concurrency-only`` runs these alone and writes
    benchmarks/results/concurrency.json).
 
 Like for like, both sides run llama.cpp's attention without flash attention (the adapter's default,
@@ -138,19 +138,15 @@ def machine(binary: Path, load_before: float | None) -> dict:
 def run_concurrency(limit: int | None = None, out: Path | None = CONCURRENCY_RESULTS, *,
                     levels=concurrency.LEVELS, tasks: int = concurrency.TASKS,
                     seconds: float = concurrency.SECONDS, gpu_layers: int = 0) -> dict:
-    """The concurrency table and the reuse part alone: ``{"machine", "model", "concurrency",
-    "concurrency_reuse"}`` (no reuse part with ``gpu_layers``), written to ``out``."""
+    """The concurrency table alone: ``{"machine", "model", "concurrency"}``, written to ``out``."""
     binary, load_before = _binary(), _load()
     work = Path(tempfile.mkdtemp(prefix="concurrency-bench-"))
     model_dir, _ = prepare_model_dir(work)
-    prompts = concurrency.held_out(load_tasks(None, limit=limit))
     table = concurrency.run_table(model_dir, embedded_gguf_path(), binary, work, levels=levels, tasks=tasks,
                                   seconds=seconds, threads=THREADS, context=CTX, gpu_layers=gpu_layers,
-                                  prompts=prompts)
+                                  prompts=concurrency.held_out(load_tasks(None, limit=limit)),
+                                  reuse_levels=() if gpu_layers else concurrency.REUSE_LEVELS)
     figures = {"machine": machine(binary, load_before), "model": embedded_gguf_path().name, "concurrency": table}
-    if not gpu_layers:  # the reuse part is a CPU measurement
-        figures["concurrency_reuse"] = concurrency.run_reuse(model_dir, embedded_gguf_path(), binary, work,
-                                                             threads=THREADS, context=CTX, prompts=prompts)
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(figures, indent=2) + "\n")
@@ -247,10 +243,8 @@ def run(limit: int | None = None, out: Path | None = RESULTS, *, concurrency_tab
 
     local = in_process(model_dir, bodies)
     table = (concurrency.run_table(model_dir, embedded_gguf_path(), binary, work, tasks=cell_tasks,
-                                   seconds=seconds, threads=THREADS, context=CTX, prompts=concurrency.held_out(tasks))
-             if concurrency_table else None)
-    reuse = (concurrency.run_reuse(model_dir, embedded_gguf_path(), binary, work, threads=THREADS, context=CTX,
-                                   prompts=concurrency.held_out(tasks))
+                                   seconds=seconds, threads=THREADS, context=CTX, prompts=concurrency.held_out(tasks),
+                                   reuse_levels=concurrency.REUSE_LEVELS)
              if concurrency_table else None)
     figures = {
         "machine": {"cpu": _cpu_name(), "cores": _cores(), "python": platform.python_version(),
@@ -268,7 +262,7 @@ def run(limit: int | None = None, out: Path | None = RESULTS, *, concurrency_tab
         "in_process": local,
     }
     if table is not None:
-        figures["concurrency"], figures["concurrency_reuse"] = table, reuse
+        figures["concurrency"] = table
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(figures, indent=2) + "\n")
@@ -350,8 +344,6 @@ def report(f: dict) -> str:
               f"  in-process engine.decide, no HTTP                             {_ms(local['in_process_decide_ms_p50'])}"]
     if f.get("concurrency"):
         lines += ["", *concurrency.report(f["concurrency"])]
-    if f.get("concurrency_reuse"):
-        lines += ["", *concurrency.report_reuse(f["concurrency_reuse"])]
     return "\n".join(lines)
 
 
@@ -361,8 +353,7 @@ def report_concurrency(f: dict) -> str:
     return "\n".join([f"Adapter vs llama-server under concurrency: {f['model']}; {m['cpu']}, {m['cores']} cores; "
                       f"llama-server {m['llama_server_build']}; load average "
                       f"{' -> '.join(str(v) for v in m.get('load_average_1min') or [])}", "",
-                      *concurrency.report(f["concurrency"]),
-                      *(["", *concurrency.report_reuse(f["concurrency_reuse"])] if f.get("concurrency_reuse") else [])])
+                      *concurrency.report(f["concurrency"])])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -371,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help=f"write the figures as JSON here (default {RESULTS}, or "
                                                  f"{CONCURRENCY_RESULTS} with --concurrency-only)")
     parser.add_argument("--concurrency-only", action="store_true",
-                        help="only the concurrency table (C = 1, 2, 4, 8 callers) and the reuse part "
+                        help="only the concurrency table (C = 1, 2, 4, 8 callers) and its reuse part "
                              "(C = 1, 2, 4; repeated prompts); a few minutes")
     parser.add_argument("--tasks", type=int, default=concurrency.TASKS,
                         help=f"decisions per concurrency cell at most (default {concurrency.TASKS})")

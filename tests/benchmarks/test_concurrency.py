@@ -107,7 +107,7 @@ def test_the_report_prints_each_cell_ratio_and_verdict():
 def _reuse_table(reuse_per_s, plain_per_s, llama_per_s):
     levels = ("1", "2", "4")
     rows = {name: {c: _cell(v, 1000.0 / v) for c, v in zip(levels, values)}
-            for name, values in (("adapter_reuse", reuse_per_s), ("adapter_plain", plain_per_s),
+            for name, values in (("adapter_reuse", reuse_per_s), ("adapter_parallel", plain_per_s),
                                  ("llama_server", llama_per_s))}
     return {"levels": [1, 2, 4], "tasks_per_cell": 16, "seconds_per_cell": 8.0, "prompts": 4, "threads": 2,
             "state_cache_mib": 256, "rows": rows, "ratios": concurrency.reuse_ratios(rows)}
@@ -224,7 +224,8 @@ def no_server_left():
 def test_a_tiny_table_runs_against_both_servers_and_stops_them(model_dir, embedded_gguf, tmp_path, no_server_left):
     before = set(processes._RUNNING)
     table = concurrency.run_table(model_dir, embedded_gguf, LLAMA_SERVER, tmp_path, levels=(1, 2), tasks=3,
-                                  seconds=60, prompts=concurrency.held_out()[:4], start_timeout_s=120)
+                                  seconds=60, prompts=concurrency.held_out()[:6], start_timeout_s=120,
+                                  reuse_levels=(2,), reuse_tasks=3, reuse_seconds=60)
     assert set(processes._RUNNING) == before  # every server it started is stopped
     for name in concurrency.ROWS:
         for c in ("1", "2"):
@@ -237,29 +238,17 @@ def test_a_tiny_table_runs_against_both_servers_and_stops_them(model_dir, embedd
     logs = {p.name for p in tmp_path.iterdir()}
     assert {"adapter-default.log", "adapter-parallel-2.log", "llama-server-np2.log"} <= logs
     assert "n_slots = 2" in (tmp_path / "llama-server-np2.log").read_text()
+    reuse = table["reuse"]  # at C=2 only, on the first REUSE_PROMPTS prompts repeated
+    assert reuse["levels"] == [2] and reuse["prompts"] == concurrency.REUSE_PROMPTS
+    for name in concurrency.REUSE_ROWS:
+        figures = reuse["rows"][name]
+        assert set(figures) == {"2"} and figures["2"]["decisions"] == 3 and figures["2"]["callers"] == 2
+        assert figures["2"]["per_s"] > 0 and figures["2"]["p50_ms"] <= figures["2"]["p95_ms"]
+    assert reuse["order"] == [list(concurrency.REUSE_ROWS)] and set(reuse["ratios"]["reuse_vs_plain"]) == {"2"}
+    assert {"adapter-reuse-2.log"} <= logs and "adapter-reuse-1.log" not in logs
     text = "\n".join(concurrency.report(table))
     assert concurrency.ROWS["llama_server"] in text
-
-
-@pytest.mark.slow
-@needs_llama_server
-def test_a_tiny_reuse_run_answers_every_cell_and_stops_its_servers(model_dir, embedded_gguf, tmp_path,
-                                                                   no_server_left):
-    before = set(processes._RUNNING)
-    table = concurrency.run_reuse(model_dir, embedded_gguf, LLAMA_SERVER, tmp_path, levels=(1, 2), tasks=3,
-                                  seconds=60, prompts=concurrency.held_out()[:6], start_timeout_s=120)
-    assert set(processes._RUNNING) == before
-    assert table["prompts"] == concurrency.REUSE_PROMPTS
-    for name in concurrency.REUSE_ROWS:
-        for c in ("1", "2"):
-            figures = table["rows"][name][c]
-            assert figures["decisions"] == 3 and figures["callers"] == int(c)
-            assert figures["per_s"] > 0 and figures["p50_ms"] <= figures["p95_ms"]
-    assert table["order"] == [list(concurrency.REUSE_ROWS), list(concurrency.REUSE_ROWS)[::-1]]
-    assert set(table["ratios"]["reuse_vs_plain"]) == {"1", "2"}
-    assert "n_slots = 2" in (tmp_path / "llama-server-reuse-np2.log").read_text()
-    assert {"adapter-reuse-2.log", "adapter-plain-2.log"} <= {p.name for p in tmp_path.iterdir()}
-    assert concurrency.REUSE_ROWS["adapter_plain"] in "\n".join(concurrency.report_reuse(table))
+    assert text.index(concurrency.ROWS["llama_server"]) < text.index(concurrency.REUSE_ROWS["adapter_reuse"])
 
 
 @pytest.mark.slow
@@ -290,8 +279,8 @@ def test_the_llama_server_reports_carry_the_table():
         assert "concurrency: decisions/s" in text and "C=2 0.86x / 1.00x" in text
         assert "reuse (opt-in" not in text
     reuse = _reuse_table([8.0, 9.0, 10.0], [2.0, 3.0, 4.0], [4.0, 4.5, 5.0])
-    full = llama_server.report({**recorded, "concurrency": table, "concurrency_reuse": reuse})
+    full = llama_server.report({**recorded, "concurrency": {**table, "reuse": reuse}})
     alone = llama_server.report_concurrency({"machine": recorded["machine"], "model": recorded["model"],
-                                             "concurrency": table, "concurrency_reuse": reuse})
+                                             "concurrency": {**table, "reuse": reuse}})
     for text in (full, alone):
         assert text.index("concurrency: decisions/s") < text.index("reuse (opt-in") and "C=4 2.5x / 0.4x" in text
