@@ -16,10 +16,24 @@ notebook 06 runs against an endpoint), over an ``EndpointClient`` for the adapte
 for llama-server: 503s are retried after their ``Retry-After`` and counted; a decision's latency includes its
 retries. Throughput is answered decisions over the cell's wall time. The servers of one C run one after
 another, the order alternating from one C to the next. Speed is printed, never asserted.
+
+After the table's cells of a C in ``reuse_levels`` (``make bench``: 1, 2, 4), a smaller measurement of the
+opt-in reuse for single-tenant endpoints, reported apart: the callers repeat a few prompts unchanged, each
+sent once unmeasured before the cell, to
+
+* an adapter started beside the others with ``SM_LLAMA_CPP_PARALLEL=C``,
+  ``DECISION_ADAPTER_CROSS_REQUEST_REUSE=on`` and ``DECISION_ADAPTER_STATE_CACHE_MIB`` (so a state it has
+  seen can be taken from its cache);
+* the table's adapter with ``SM_LLAMA_CPP_PARALLEL=C``, without them (only the template's fixed head is
+  reused);
+* the table's llama-server ``-np C``, whose prompt cache keeps what it has seen.
 """
 
 from __future__ import annotations
 
+import itertools
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.servers import LlamaServerProcess
@@ -44,6 +58,15 @@ ROWS = {"adapter_parallel": "adapter, SM_LLAMA_CPP_PARALLEL=C",
         "adapter_default": "adapter, its default",
         "llama_server": "llama-server -np C (as deployed)"}
 ADAPTER_ROWS = ("adapter_parallel", "adapter_default")
+REUSE_LEVELS = (1, 2, 4)
+REUSE_PROMPTS = 4  # the repeating set
+REUSE_TASKS = 12  # decisions per reuse cell at most
+REUSE_SECONDS = 5.0  # load per reuse cell at most
+REUSE_CACHE_MIB = 256
+REUSE_ENV = {"DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on", "DECISION_ADAPTER_STATE_CACHE_MIB": str(REUSE_CACHE_MIB)}
+REUSE_ROWS = {"adapter_reuse": "adapter, reuse + state cache",
+              "adapter_parallel": "adapter, no cross-request reuse",
+              "llama_server": "llama-server -np C (its prompt cache)"}
 
 
 # ---- the prompts and the two clients ------------------------------------------------------------
@@ -66,6 +89,21 @@ class LlamaServerClient:
     def decide(self, body: dict) -> ChatResult:
         messages = decision_messages(body["state"], body["question"], [o["text"] for o in body["options"]])
         return self.endpoint.chat(messages, max_tokens=1, logprobs=True, top_logprobs=TOP_LOGPROBS)
+
+
+def repeated_requests(tasks: list[Task], run: str) -> Callable[[], dict]:
+    """A thread-safe source of requests: ``tasks`` in turn, cycled, each unchanged but for a numbered id, so
+    from the second round on every prompt is one the server has been asked before."""
+    if not tasks:
+        raise ValueError("no tasks to send")
+    cycle, numbers, lock = itertools.cycle(tasks), itertools.count(), threading.Lock()
+
+    def next_request() -> dict:
+        with lock:
+            task, n = next(cycle), next(numbers)
+        return task.request(request_id=f"repeat-{run}-{n}")
+
+    return next_request
 
 
 def client_for(server, is_llama: bool):
@@ -91,12 +129,16 @@ def _over(a, b) -> float | None:
     return a / b if a is not None and b else None
 
 
+def _pair(a: dict, b: dict) -> dict:
+    """a / b for one C: throughput and p95."""
+    return {"throughput": _over(a.get("per_s"), b.get("per_s")), "p95": _over(a.get("p95_ms"), b.get("p95_ms"))}
+
+
 def ratios(adapter: dict, llama: dict) -> dict:
     """adapter / llama-server for one C: throughput and p95, with the CPU targets' verdicts."""
-    throughput, p95 = _over(adapter.get("per_s"), llama.get("per_s")), _over(adapter.get("p95_ms"), llama.get("p95_ms"))
-    return {"throughput": throughput, "p95": p95,
-            "throughput_meets": throughput is not None and throughput >= TARGET_THROUGHPUT,
-            "p95_meets": p95 is not None and p95 <= TARGET_P95}
+    r = _pair(adapter, llama)
+    return {**r, "throughput_meets": r["throughput"] is not None and r["throughput"] >= TARGET_THROUGHPUT,
+            "p95_meets": r["p95"] is not None and r["p95"] <= TARGET_P95}
 
 
 def scaling(row: dict) -> dict:
@@ -125,18 +167,40 @@ def summarise(rows: dict[str, dict[str, dict]]) -> dict:
     return out
 
 
+REUSE_PAIRS = {"reuse_vs_llama_server": ("adapter_reuse", "llama_server"),
+               "reuse_vs_plain": ("adapter_reuse", "adapter_parallel"),
+               "plain_vs_llama_server": ("adapter_parallel", "llama_server")}
+REUSE_SHORT = {"adapter_reuse": "adapter with reuse", "adapter_parallel": "adapter without",
+               "llama_server": "llama-server"}
+
+
+def reuse_ratios(rows: dict[str, dict[str, dict]]) -> dict:
+    """Throughput and p95 ratios per C for each of ``REUSE_PAIRS`` (no targets: the reuse is opt-in)."""
+    out = {}
+    for key, (a, b) in REUSE_PAIRS.items():
+        mine, theirs = rows.get(a, {}), rows.get(b, {})
+        out[key] = {c: _pair(mine[c], theirs[c]) for c in mine if c in theirs}
+    return out
+
+
 # ---- the run --------------------------------------------------------------------------------------
 
 def run_table(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=LEVELS, tasks: int = TASKS,
               seconds: float = SECONDS, threads: int = 2, context: int = 4096, gpu_layers: int = 0,
-              prompts: list[Task] | None = None, start_timeout_s: float = 180.0) -> dict:
-    """Start the servers, drive every cell, stop every server (also on failure): the table's figures."""
+              prompts: list[Task] | None = None, start_timeout_s: float = 180.0, reuse_levels=(),
+              reuse_tasks: int = REUSE_TASKS, reuse_seconds: float = REUSE_SECONDS) -> dict:
+    """Start the servers, drive every cell, stop every server (also on failure): the table's figures. At each
+    C of ``reuse_levels`` also the reuse part, under ``"reuse"``: beside the C's servers an adapter with the
+    reuse on, and after the table's cells the three of ``REUSE_ROWS`` driven with the first ``REUSE_PROMPTS``
+    prompts repeated, at most ``reuse_tasks`` decisions or ``reuse_seconds`` a cell."""
     prompts = held_out() if prompts is None else prompts
     adapter_env = {"SM_LLAMA_CPP_CTX_SIZE": str(context), "DECISION_ADAPTER_REQUEST_TIMEOUT": "600",
                    "SM_LLAMA_CPP_N_GPU_LAYERS": str(gpu_layers)}
     gpu_args = ("-ngl", str(gpu_layers)) if gpu_layers else ()
     rows: dict[str, dict[str, dict]] = {name: {} for name in ROWS}
+    reuse_rows: dict[str, dict[str, dict]] = {name: {} for name in REUSE_ROWS}
     order: list[list[str]] = []
+    reuse_order: list[list[str]] = []
 
     def adapter(name: str, env: dict) -> AdapterProcess:
         return AdapterProcess(model_dir, log_path=work / f"{name}.log", threads=threads, env={**adapter_env, **env})
@@ -149,36 +213,60 @@ def run_table(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=L
                 "adapter_parallel": adapter(f"adapter-parallel-{c}", {"SM_LLAMA_CPP_PARALLEL": str(c)}),
                 "llama_server": LlamaServerProcess(binary, gguf, log_path=work / f"llama-server-np{c}.log",
                                                    threads=threads, context=context,
-                                                   extra_args=("-np", str(c), *gpu_args)),
-                "adapter_default": default}
+                                                   extra_args=("-np", str(c), *gpu_args))}
+            if c in reuse_levels:
+                servers["adapter_reuse"] = adapter(f"adapter-reuse-{c}", {"SM_LLAMA_CPP_PARALLEL": str(c), **REUSE_ENV})
             try:
-                for name in ("adapter_parallel", "llama_server"):
-                    servers[name].start(timeout_s=start_timeout_s)
+                for server in servers.values():
+                    server.start(timeout_s=start_timeout_s)
                 names = ["adapter_parallel", "llama_server", "adapter_default"]
                 names = names if index % 2 == 0 else names[::-1]
                 order.append(names)
                 for name in names:
-                    rows[name][str(c)] = measure(servers[name], name == "llama_server", prompts, c,
+                    server = default if name == "adapter_default" else servers[name]
+                    rows[name][str(c)] = measure(server, name == "llama_server", prompts, c,
                                                  tasks=tasks, seconds=seconds)
+                if c in reuse_levels:
+                    names = list(REUSE_ROWS) if len(reuse_order) % 2 == 0 else list(REUSE_ROWS)[::-1]
+                    reuse_order.append(names)
+                    for name in names:
+                        reuse_rows[name][str(c)] = measure(servers[name], name == "llama_server",
+                                                           prompts[:REUSE_PROMPTS], c, tasks=reuse_tasks,
+                                                           seconds=reuse_seconds, repeat=True)
             finally:
-                for name in ("adapter_parallel", "llama_server"):
-                    servers[name].stop()
+                for server in servers.values():
+                    server.stop()
     finally:
         default.stop()
-    return {"levels": list(levels), "tasks_per_cell": tasks, "seconds_per_cell": seconds, "threads": threads,
-            "context": context, "gpu_layers": gpu_layers, "prompts": len(prompts), "order": order,
-            "llama_server_args": ["-np", "C", *gpu_args], "rows": rows, **summarise(rows)}
+    table = {"levels": list(levels), "tasks_per_cell": tasks, "seconds_per_cell": seconds, "threads": threads,
+             "context": context, "gpu_layers": gpu_layers, "prompts": len(prompts), "order": order,
+             "llama_server_args": ["-np", "C", *gpu_args], "rows": rows, **summarise(rows)}
+    if reuse_order:
+        table["reuse"] = {"levels": [c for c in levels if c in reuse_levels], "tasks_per_cell": reuse_tasks,
+                          "seconds_per_cell": reuse_seconds, "threads": threads,
+                          "prompts": len(prompts[:REUSE_PROMPTS]), "state_cache_mib": REUSE_CACHE_MIB,
+                          "order": reuse_order, "rows": reuse_rows, "ratios": reuse_ratios(reuse_rows)}
+    return table
 
 
-def measure(server, is_llama: bool, prompts: list[Task], c: int, *, tasks: int, seconds: float) -> dict:
-    """One cell on a started server: two unmeasured decisions first, then C callers (``measure_level``) over
-    the cell's prompts, each opened by its number (``fresh_requests``), the same for every server at this C.
-    A decision that fails, or is still refused after its retries, fails the cell."""
+def measure(server, is_llama: bool, prompts: list[Task], c: int, *, tasks: int, seconds: float,
+            repeat: bool = False) -> dict:
+    """One cell on a started server: C callers (``measure_level``) over the cell's prompts, the same for every
+    server at this C. New prompts (the table): each opened by its number (``fresh_requests``), after two
+    unmeasured decisions. Repeated prompts (``repeat``): each prompt sent once unmeasured, then the callers
+    cycle them unchanged (``repeated_requests``). A decision that fails, or is still refused after its
+    retries, fails the cell."""
     client = client_for(server, is_llama)
-    warm = fresh_requests(prompts, f"warm-c{c}")
-    for _ in range(2):
-        client.decide(warm())
-    level = measure_level(client.decide, c, seconds, fresh_requests(prompts, f"c{c}"), limit=tasks)
+    if repeat:
+        for task in prompts:
+            client.decide(task.request(request_id=f"seen-c{c}"))
+        source = repeated_requests(prompts, f"c{c}")
+    else:
+        warm = fresh_requests(prompts, f"warm-c{c}")
+        for _ in range(2):
+            client.decide(warm())
+        source = fresh_requests(prompts, f"c{c}")
+    level = measure_level(client.decide, c, seconds, source, limit=tasks)
     if level.failed or level.refused:
         raise RuntimeError(f"C={c} on {server.url}: {level.error or f'{level.refused} requests still refused (503)'}")
     return cell(list(level.latencies_ms), level.wall_s, level.busy_503, c)
@@ -197,19 +285,24 @@ def _x(v) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
 
+def _grid(rows: dict, labels: dict, levels: list[str], width: int = 30) -> list[str]:
+    pad = max(34, *(len(label) + 2 for label in labels.values()))
+    lines = [(" " * (pad + 2) + "".join(f"C={c:<{width - 2}}" for c in levels)).rstrip()]
+    for name, label in labels.items():
+        row = rows.get(name, {})
+        lines.append((f"  {label:<{pad}}" + "".join(f"{_cell_text(row.get(c)):<{width}}" for c in levels)).rstrip())
+    return lines
+
+
 def report(t: dict, *, gpu: bool = False) -> list[str]:
     """The table, the ratios and the verdicts as printed lines."""
     ok = lambda good: "meets" if good else "MISSES"  # noqa: E731
     levels = [str(c) for c in t["levels"]]
-    width = 30
     on_gpu = f", {t['gpu_layers']} GPU layers" if t.get("gpu_layers") else ""
     lines = [f"concurrency: decisions/s (p50/p95 ms; 503s retried) with C callers, at most {t['tasks_per_cell']} "
              f"decisions or {t['seconds_per_cell']:g} s per cell, {t['prompts']} held-out prompts each opened by a "
              f"nonce, {t['threads']} threads{on_gpu}",
-             (" " * 36 + "".join(f"C={c:<{width - 2}}" for c in levels)).rstrip()]
-    for name, label in ROWS.items():
-        row = t["rows"].get(name, {})
-        lines.append((f"  {label:<34}" + "".join(f"{_cell_text(row.get(c)):<{width}}" for c in levels)).rstrip())
+             *_grid(t["rows"], ROWS, levels)]
     if not gpu:
         lines.append(f"adapter / llama-server, throughput / p95 (targets at C = {', '.join(map(str, TARGET_LEVELS))}: throughput >= "
                      f"{TARGET_THROUGHPUT:g}x, p95 <= {TARGET_P95:g}x)")
@@ -224,4 +317,28 @@ def report(t: dict, *, gpu: bool = False) -> list[str]:
         if gpu or s["ratio"] is not None:
             target = f" ({ok(s['meets'])} >= {GPU_SCALING:g}x on a GPU)" if gpu else ""
             lines.append(f"  {ROWS[name]}: C={s['high']} throughput {_x(s['ratio'])} C={s['low']}'s{target}")
+    if t.get("reuse"):
+        lines += ["", *report_reuse(t["reuse"])]
+    return lines
+
+
+def _g(v) -> str:
+    return "-" if v is None else f"{v:.3g}x"  # a cache hit against a full evaluation: ratios far from 1
+
+
+def report_reuse(t: dict) -> list[str]:
+    """The reuse measurement as printed lines: its cells and its ratios."""
+    levels = [str(c) for c in t["levels"]]
+    labels = {key: f"{REUSE_SHORT[a]} / {REUSE_SHORT[b]}" for key, (a, b) in REUSE_PAIRS.items()}
+    lines = [f"reuse (opt-in, single-tenant endpoints): decisions/s (p50/p95 ms; 503s retried) with C callers "
+             f"repeating {t['prompts']} held-out prompts, each sent once before the cell, at most "
+             f"{t['tasks_per_cell']} decisions or {t['seconds_per_cell']:g} s per cell, {t['threads']} threads; "
+             f"the reuse row: DECISION_ADAPTER_CROSS_REQUEST_REUSE=on, "
+             f"DECISION_ADAPTER_STATE_CACHE_MIB={t['state_cache_mib']}",
+             *_grid(t["rows"], REUSE_ROWS, levels),
+             "throughput / p95"]
+    for key, label in labels.items():
+        per_c = t["ratios"].get(key, {})
+        lines.append(f"  {label:<38}" + ", ".join(f"C={c} {_g(per_c[c]['throughput'])} / {_g(per_c[c]['p95'])}"
+                                                  for c in levels if c in per_c))
     return lines

@@ -19,8 +19,10 @@ alternating between the servers task by task:
    from an in-process engine, the readout alone and the llama_decode calls per decision;
 5. the concurrency table (benchmarks/concurrency.py): C = 1, 2, 4, 8 callers at once against the adapter
    (``SM_LLAMA_CPP_PARALLEL=C``, and at its default) and llama-server ``-np C`` as deployed, decisions/s and
-   p50/p95, with the ratios and the issue #40 targets' verdicts (``--concurrency-only`` runs this alone and
-   writes benchmarks/results/concurrency.json).
+   p50/p95, with the ratios and the issue #40 targets' verdicts; then, apart, the opt-in reuse under
+   concurrency: at C = 1, 2, 4, callers repeating a few prompts to an adapter with the state cache, to the
+   table's adapter without it and to its llama-server (``--concurrency-only`` runs these alone and writes
+   benchmarks/results/concurrency.json).
 
 Like for like, both sides run llama.cpp's attention without flash attention (the adapter's default,
 ``--flash-attn off`` for llama-server). New prompts and shared states are also sent to the pair as each is
@@ -142,7 +144,8 @@ def run_concurrency(limit: int | None = None, out: Path | None = CONCURRENCY_RES
     model_dir, _ = prepare_model_dir(work)
     table = concurrency.run_table(model_dir, embedded_gguf_path(), binary, work, levels=levels, tasks=tasks,
                                   seconds=seconds, threads=THREADS, context=CTX, gpu_layers=gpu_layers,
-                                  prompts=concurrency.held_out(load_tasks(None, limit=limit)))
+                                  prompts=concurrency.held_out(load_tasks(None, limit=limit)),
+                                  reuse_levels=() if gpu_layers else concurrency.REUSE_LEVELS)
     figures = {"machine": machine(binary, load_before), "model": embedded_gguf_path().name, "concurrency": table}
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -240,7 +243,8 @@ def run(limit: int | None = None, out: Path | None = RESULTS, *, concurrency_tab
 
     local = in_process(model_dir, bodies)
     table = (concurrency.run_table(model_dir, embedded_gguf_path(), binary, work, tasks=cell_tasks,
-                                   seconds=seconds, threads=THREADS, context=CTX, prompts=concurrency.held_out(tasks))
+                                   seconds=seconds, threads=THREADS, context=CTX, prompts=concurrency.held_out(tasks),
+                                   reuse_levels=concurrency.REUSE_LEVELS)
              if concurrency_table else None)
     figures = {
         "machine": {"cpu": _cpu_name(), "cores": _cores(), "python": platform.python_version(),
@@ -358,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help=f"write the figures as JSON here (default {RESULTS}, or "
                                                  f"{CONCURRENCY_RESULTS} with --concurrency-only)")
     parser.add_argument("--concurrency-only", action="store_true",
-                        help="only the concurrency table (C = 1, 2, 4, 8 callers; a few minutes)")
+                        help="only the concurrency table (C = 1, 2, 4, 8 callers) and its reuse part "
+                             "(C = 1, 2, 4; repeated prompts); a few minutes")
     parser.add_argument("--tasks", type=int, default=concurrency.TASKS,
                         help=f"decisions per concurrency cell at most (default {concurrency.TASKS})")
     parser.add_argument("--seconds", type=float, default=concurrency.SECONDS,

@@ -79,6 +79,11 @@ def _deploy_flags(parser, *, default_name: str) -> None:
     parser.add_argument("--no-wait", action="store_true", help="return once the endpoint is being created (AWS)")
 
 
+def _name_flag(parser, *, default: str = "the deploy path's decision endpoint", what: str = "endpoint name") -> None:
+    """``--name``: the one endpoint a command acts on."""
+    parser.add_argument("--name", help=f"{what} (default: {default})")
+
+
 def _target_flags(parser, *, default: str) -> None:
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--endpoint-name", "--endpoint", "--name", dest="endpoint_name", metavar="NAME",
@@ -198,16 +203,16 @@ def build_parser() -> argparse.ArgumentParser:
             "chosen in notebook 00) by an EventBridge Scheduler schedule. This moves it to --hours from now, or sets "
             "it again if it had gone; the endpoint must be the workshop's (tagged).")
     _workshop_flags(p, "bucket")
-    p.add_argument("--name", help="endpoint name (default: the config's endpoint of the deploy path)")
+    _name_flag(p, default="the config's endpoint of the deploy path")
     p.add_argument("--hours", type=float, help="hours from now, 0.25-168 (default: the config's endpoint_ttl_hours)")
 
     p = add("deadline", cmd_deadline, "when an endpoint's deadline deletes it (04, 05)")
     _workshop_flags(p)
-    p.add_argument("--name", help="endpoint name (default: the deploy path's decision endpoint)")
+    _name_flag(p)
 
     p = add("placement", cmd_placement, "which GPU pool an endpoint was placed on, and llama.cpp's offload line (04)")
     _workshop_flags(p)
-    p.add_argument("--name", help="endpoint name (default: the config's gpu_endpoint_name)")
+    _name_flag(p, default="the config's gpu_endpoint_name")
 
     p = add("invoke", cmd_invoke, "send a decision (or shared-state request) to a decision endpoint (05)")
     _workshop_flags(p)
@@ -253,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
             "into the emulator's S3, in the same layout), and write its decisions as JevBench task records with an "
             "empty expected, one a line, for a person to label; labelled, they feed calibrate --tasks.")
     _workshop_flags(p, "bucket", "prefix")
-    p.add_argument("--name", help="endpoint name (default: the deploy path's decision endpoint)")
+    _name_flag(p)
     _task_flags(p, tasks=False, limit="read at most N captured invocations (oldest first)",
                 out="the JSONL file to write (default: captured/<endpoint>.jsonl beside the config file)")
 
@@ -285,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
             "stops (from its metric lines); then PutDashboard for the workshop's one dashboard. Putting them again "
             "replaces them; delete-alarms deletes exactly these names.")
     _workshop_flags(p)
-    p.add_argument("--name", help="endpoint name (default: the deploy path's decision endpoint)")
+    _name_flag(p)
     p.add_argument("--latency-p95-ms", type=float, help="latency alarms' threshold in ms (default 2000)")
     p.add_argument("--errors-5xx", type=float, help="5XX errors per minute that fire the alarm (default 5)")
 
@@ -297,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Waits, printing each status the endpoint passes through. Locally the stand-in replaces the local "
             "endpoint's process once the new one is ready.")
     _workshop_flags(p, "bucket", "role_arn")
-    p.add_argument("--name", help="endpoint name (default: the deploy path's decision endpoint)")
+    _name_flag(p)
     p.add_argument("--model-data-url", help="s3://.../model.tar.gz to roll to (default: the calibrated package "
                                             "notebook 07 made, else the one package-model recorded)")
     p.add_argument("--image-uri", help="image pinned by digest (default: the one build-image recorded)")
@@ -318,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
             "per minute, by default 70 %% of the sustainable rate notebook 06 measured under concurrent callers "
             "(or of one instance's pace one decision at a time). --remove deletes the policy and deregisters the variant (08).")
     _workshop_flags(p)
-    p.add_argument("--name", help="endpoint name (default: the deploy path's decision endpoint)")
+    _name_flag(p)
     p.add_argument("--target", type=float, help="invocations per instance per minute to track (default: 70 %% "
                    "of the sustainable rate 06 kept, else of its median pace one decision at a time)")
     p.add_argument("--min", type=int, help="fewest instances (default 1)")
@@ -332,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
             "<prefix>/batch-output/decisions.jsonl.out, joined by decision id. Locally the endpoint's process "
             "answers every record. --delete-output deletes both folders (08).")
     _workshop_flags(p, "bucket")
-    p.add_argument("--name", help="endpoint whose model the job runs (default: the deploy path's decision endpoint)")
+    _name_flag(p, what="endpoint whose model the job runs")
     p.add_argument("--decisions", metavar="JSONL", help="decisions, one JSON object with an id per line "
                                                         "(default: three example tickets)")
     p.add_argument("--instance-type", help="transform instance type (default: the endpoint's, where offered)")

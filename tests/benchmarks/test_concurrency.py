@@ -104,6 +104,41 @@ def test_the_report_prints_each_cell_ratio_and_verdict():
     assert "targets at C = 1, 2, 4" not in gpu
 
 
+def _reuse_table(reuse_per_s, plain_per_s, llama_per_s):
+    levels = ("1", "2", "4")
+    rows = {name: {c: _cell(v, 1000.0 / v) for c, v in zip(levels, values)}
+            for name, values in (("adapter_reuse", reuse_per_s), ("adapter_parallel", plain_per_s),
+                                 ("llama_server", llama_per_s))}
+    return {"levels": [1, 2, 4], "tasks_per_cell": 16, "seconds_per_cell": 8.0, "prompts": 4, "threads": 2,
+            "state_cache_mib": 256, "rows": rows, "ratios": concurrency.reuse_ratios(rows)}
+
+
+def test_the_reuse_part_compares_the_cached_adapter_with_both_others_and_judges_nothing():
+    table = _reuse_table([8.0, 9.0, 10.0], [2.0, 3.0, 4.0], [4.0, 4.5, 5.0])
+    r = table["ratios"]
+    assert r["reuse_vs_llama_server"]["2"] == {"throughput": pytest.approx(2.0), "p95": pytest.approx(0.5)}
+    assert r["reuse_vs_plain"]["4"]["throughput"] == pytest.approx(2.5)
+    assert r["plain_vs_llama_server"]["1"]["p95"] == pytest.approx(2.0)
+    text = "\n".join(concurrency.report_reuse(table))
+    assert "DECISION_ADAPTER_CROSS_REQUEST_REUSE=on, DECISION_ADAPTER_STATE_CACHE_MIB=256" in text
+    line = next(x for x in text.splitlines() if x.strip().startswith(concurrency.REUSE_ROWS["adapter_reuse"]))
+    assert "8.00/s (62/125 ms)" in line and "10.00/s (50/100 ms)" in line
+    assert "C=2 2x / 0.5x" in text and "C=4 2.5x / 0.4x" in text
+    assert "meets" not in text.lower() and "misses" not in text.lower()
+
+
+def test_repeated_requests_cycle_the_prompts_unchanged_with_new_ids():
+    tasks = concurrency.held_out()[:3]
+    source = concurrency.repeated_requests(tasks, "c2")
+    bodies = [source() for _ in range(7)]
+    for n, body in enumerate(bodies):
+        expected = tasks[n % 3].request()
+        assert {k: v for k, v in body.items() if k != "id"} == {k: v for k, v in expected.items() if k != "id"}
+    assert len({body["id"] for body in bodies}) == 7
+    with pytest.raises(ValueError):
+        concurrency.repeated_requests([], "c1")
+
+
 # ---- the llama-server client ---------------------------------------------------------------------
 
 @pytest.fixture
@@ -189,7 +224,8 @@ def no_server_left():
 def test_a_tiny_table_runs_against_both_servers_and_stops_them(model_dir, embedded_gguf, tmp_path, no_server_left):
     before = set(processes._RUNNING)
     table = concurrency.run_table(model_dir, embedded_gguf, LLAMA_SERVER, tmp_path, levels=(1, 2), tasks=3,
-                                  seconds=60, prompts=concurrency.held_out()[:4], start_timeout_s=120)
+                                  seconds=60, prompts=concurrency.held_out()[:6], start_timeout_s=120,
+                                  reuse_levels=(2,), reuse_tasks=3, reuse_seconds=60)
     assert set(processes._RUNNING) == before  # every server it started is stopped
     for name in concurrency.ROWS:
         for c in ("1", "2"):
@@ -202,8 +238,17 @@ def test_a_tiny_table_runs_against_both_servers_and_stops_them(model_dir, embedd
     logs = {p.name for p in tmp_path.iterdir()}
     assert {"adapter-default.log", "adapter-parallel-2.log", "llama-server-np2.log"} <= logs
     assert "n_slots = 2" in (tmp_path / "llama-server-np2.log").read_text()
+    reuse = table["reuse"]  # at C=2 only, on the first REUSE_PROMPTS prompts repeated
+    assert reuse["levels"] == [2] and reuse["prompts"] == concurrency.REUSE_PROMPTS
+    for name in concurrency.REUSE_ROWS:
+        figures = reuse["rows"][name]
+        assert set(figures) == {"2"} and figures["2"]["decisions"] == 3 and figures["2"]["callers"] == 2
+        assert figures["2"]["per_s"] > 0 and figures["2"]["p50_ms"] <= figures["2"]["p95_ms"]
+    assert reuse["order"] == [list(concurrency.REUSE_ROWS)] and set(reuse["ratios"]["reuse_vs_plain"]) == {"2"}
+    assert {"adapter-reuse-2.log"} <= logs and "adapter-reuse-1.log" not in logs
     text = "\n".join(concurrency.report(table))
     assert concurrency.ROWS["llama_server"] in text
+    assert text.index(concurrency.ROWS["llama_server"]) < text.index(concurrency.REUSE_ROWS["adapter_reuse"])
 
 
 @pytest.mark.slow
@@ -232,3 +277,10 @@ def test_the_llama_server_reports_carry_the_table():
                                              "concurrency": table})
     for text in (full, alone):
         assert "concurrency: decisions/s" in text and "C=2 0.86x / 1.00x" in text
+        assert "reuse (opt-in" not in text
+    reuse = _reuse_table([8.0, 9.0, 10.0], [2.0, 3.0, 4.0], [4.0, 4.5, 5.0])
+    full = llama_server.report({**recorded, "concurrency": {**table, "reuse": reuse}})
+    alone = llama_server.report_concurrency({"machine": recorded["machine"], "model": recorded["model"],
+                                             "concurrency": {**table, "reuse": reuse}})
+    for text in (full, alone):
+        assert text.index("concurrency: decisions/s") < text.index("reuse (opt-in") and "C=4 2.5x / 0.4x" in text

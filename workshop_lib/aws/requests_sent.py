@@ -41,19 +41,19 @@ class SentRequest:
         return json.dumps(self.params, indent=2, ensure_ascii=False)
 
 
-def masked(value, name: str = ""):
-    """``value`` as plain JSON with every secret's value replaced by ``MASK``: a parameter whose name
-    looks like a secret's, a map entry whose key does, a name/value pair whose name does. Bytes and
-    streams are shown by size, times as ISO text."""
-    if name and SECRET_NAME.search(name) and not isinstance(value, (Mapping, list, tuple)):
+def plain(value, *, mask: bool = False, name: str = ""):
+    """``value`` (a call's parameters) as plain JSON: nested maps and lists kept, bytes and streams shown by
+    size, times as ISO text, anything else by its type's name. With ``mask``, as ``masked``."""
+    if mask and name and SECRET_NAME.search(name) and not isinstance(value, (Mapping, list, tuple)):
         return MASK
     if isinstance(value, Mapping):
-        for key_field, value_field in _PAIR_KEYS:
-            if set(value) == {key_field, value_field} and SECRET_NAME.search(str(value[key_field])):
-                return {key_field: value[key_field], value_field: MASK}
-        return {str(k): masked(v, str(k)) for k, v in value.items()}
+        if mask:
+            for key_field, value_field in _PAIR_KEYS:
+                if set(value) == {key_field, value_field} and SECRET_NAME.search(str(value[key_field])):
+                    return {key_field: value[key_field], value_field: MASK}
+        return {str(k): plain(v, mask=mask, name=str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [masked(v) for v in value]
+        return [plain(v, mask=mask) for v in value]
     if isinstance(value, (bytes, bytearray)):
         return f"<{len(value)} bytes>"
     if hasattr(value, "getbuffer"):  # botocore wraps an S3 body in a BytesIO before the hook sees it
@@ -63,6 +63,12 @@ def masked(value, name: str = ""):
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return f"<{type(value).__name__}>"
+
+
+def masked(value, name: str = ""):
+    """``value`` as ``plain`` JSON with every secret's value replaced by ``MASK``: a parameter whose name
+    looks like a secret's, a map entry whose key does, a name/value pair whose name does."""
+    return plain(value, mask=True, name=name)
 
 
 class RequestRecorder:

@@ -24,7 +24,6 @@ perform: ..." message), so the library's own error handling sees what a particip
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import re
@@ -37,6 +36,7 @@ from botocore.exceptions import ClientError
 
 from ..aws import iam, managed_policies, policies
 from ..aws.images import parse_image_uri
+from ..aws.requests_sent import plain
 from ..aws.policies import CODEBUILD, OPERATOR, SAGEMAKER
 from ..config import LOCAL_ROLE_ARN
 from ..errors import InvalidInput
@@ -124,21 +124,6 @@ def access_denied(operation_model, caller: str, action: str, resource: str, verd
                         "ResponseMetadata": {"HTTPStatusCode": 403 if xml else 400}}, operation_model.name)
 
 
-def _plain(value):
-    """Request parameters as JSON: bytes and streams by their size, times as ISO text."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return f"<{len(value)} bytes>"
-    if isinstance(value, (datetime.date, datetime.datetime)):
-        return value.isoformat()
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return f"<{type(value).__name__}>"
-
-
 class CallLog:
     """Every call of the attached clients, one JSON line each: principal, service, operation, params.
 
@@ -174,7 +159,7 @@ class CallLog:
         if self.principal is None:
             return
         entry = {"principal": self.principal, "service": model.service_model.signing_name,
-                 "operation": model.name, "params": _plain(params)}
+                 "operation": model.name, "params": plain(params)}
         refusal = self._refusal(entry, model, region) if self.principal == OPERATOR else None
         if refusal is not None:
             entry["refused"] = refusal.response["Error"]["Message"]

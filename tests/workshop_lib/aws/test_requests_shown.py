@@ -9,7 +9,7 @@ import pytest
 from botocore.exceptions import ParamValidationError
 
 from workshop_lib.aws import requests_sent, scaling
-from workshop_lib.aws.requests_sent import MASK, RequestRecorder, masked
+from workshop_lib.aws.requests_sent import MASK, RequestRecorder, masked, plain
 from workshop_lib.config import WorkshopConfig
 
 from .values import DECISION_PINNED, REGION, ROLE
@@ -27,6 +27,25 @@ def test_masked_hides_secrets_wherever_they_sit():
     assert shown["Body"] == "<5 bytes>" and shown["SecretString"] == MASK
     assert shown["Tags"] == params["Tags"]
     assert "hf_live" not in json.dumps(shown) and "ghp_x" not in json.dumps(shown)
+
+
+def test_plain_is_masked_without_the_masking():
+    import datetime
+    import io
+
+    params = {"Environment": {"HF_TOKEN": "hf_live", "A": "1"}, "Pairs": [{"Name": "API_KEY", "Value": "k"}],
+              "Body": io.BytesIO(b"123"), "Data": bytearray(b"12"), "When": datetime.datetime(2026, 1, 2, 3, 4),
+              "Nested": [[1, 2.5, None, True]], "Other": object()}
+    shown = plain(params)
+    assert shown["Environment"] == params["Environment"] and shown["Pairs"] == params["Pairs"]
+    assert shown["Body"] == "<3 bytes>" and shown["Data"] == "<2 bytes>"
+    assert shown["When"] == "2026-01-02T03:04:00" and shown["Nested"] == [[1, 2.5, None, True]]
+    assert shown["Other"] == "<object>"
+    json.dumps(shown)
+    hidden = masked(params)
+    assert hidden["Environment"]["HF_TOKEN"] == MASK and hidden["Pairs"] == [{"Name": "API_KEY", "Value": MASK}]
+    assert {k: v for k, v in hidden.items() if k not in ("Environment", "Pairs")} == {
+        k: v for k, v in shown.items() if k not in ("Environment", "Pairs")}
 
 
 def test_the_recorder_keeps_what_botocore_validated_and_nothing_it_refused(moto_aws):
