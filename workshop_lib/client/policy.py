@@ -123,7 +123,7 @@ class Outcome:
     accepted: bool
     rule: str  # ACCEPTED, NOT_ALLOWED, ABSTAINED, NOT_SET_OF_ONE, BELOW_THRESHOLD or SMALL_MARGIN
     reason: str
-    top: str
+    top: str  # "" for a refusal
     top_probability: float
     margin: float
     answer_mass: float | None = None  # the answer letters' share of the next-token mass, when known
@@ -162,6 +162,11 @@ class Policy:
         return replace(self, allowed=frozenset(ids))
 
     def apply(self, decision) -> Outcome:
+        refusal = getattr(decision, "refusal", None)
+        if refusal is not None:  # an OpenAI Decisions answer the server abstained on: no options ranked
+            return Outcome(self.fallback, False, ABSTAINED, f"the server refused to answer ({refusal}); fell back "
+                                                            f"to {self.fallback}", top="", top_probability=0.0,
+                           margin=0.0)
         order = ranked(decision)
         top, p = order[0]
         gap = p - (order[1][1] if len(order) > 1 else 0.0)

@@ -145,5 +145,10 @@ def test_a_refusal_is_read_with_its_readout_and_no_probabilities():
     with pytest.raises(ValueError, match="refusal"):
         team.top
     assert result["refund"].type == "predicate"  # the other answers are read as usual
+    from workshop_lib.client.policy import ABSTAINED, Policy
+
+    routed = Policy(fallback="human_review").apply(team)
+    assert (routed.option_id, routed.accepted, routed.rule) == ("human_review", False, ABSTAINED)
+    assert "the answer labels held 0.01" in routed.reason
     with pytest.raises(od.DecisionsFormatError, match="expected the choice question"):
         od.parse_response(reply(a1={"type": "refusal", "name": "other"}), od.request("text", QUESTIONS))
