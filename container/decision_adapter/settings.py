@@ -174,7 +174,9 @@ class Settings:
         "what follows the state and the question)", choices=READOUTS)
     cloze_prior_cache: int = setting(
         A + "CLOZE_PRIOR_CACHE", 4096, "the cloze readout's content-free priors kept (an LRU of this many "
-        "(prompt version, question, option text) entries) for its pmi normalisation", minimum=1)
+        "(prompt version, question, option text) entries) for its pmi normalisation; 0: none kept between "
+        "requests, so no caller can tell from its own answer's tokens or time which questions others asked",
+        minimum=0)
     max_rotations: int = setting(
         A + "MAX_ROTATIONS", 16, "rotations evaluated at most in each direction (options as given and reversed) "
         "per question in the rotations mode; past this many options, evenly spaced ones (the answer says how "

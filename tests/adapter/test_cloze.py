@@ -200,6 +200,25 @@ def test_the_prior_cache_keeps_its_bound_and_is_paid_for_once(embedded_gguf, tmp
     assert len(small.cloze_priors) <= 8
 
 
+def test_with_no_prior_cache_every_request_pays_its_priors_and_answers_the_same(engine, monkeypatch):
+    """``DECISION_ADAPTER_CLOZE_PRIOR_CACHE=0``: nothing kept between requests, so a question asked before costs
+    what a new one does; within a request, questions of the same wording still share their priors."""
+    from decision_adapter.cloze_priors import PriorCache
+
+    monkeypatch.setattr(engine, "cloze_priors", PriorCache(0))
+    _, first = scoring.decide(engine, single(QUESTIONS[0]))
+    answers, again = scoring.decide(engine, single(QUESTIONS[0]))
+    assert first["prior_tokens"] > 0 and again["prior_tokens"] == first["prior_tokens"] and len(engine.cloze_priors) == 0
+    twice = parse_decision({"id": "b1", "state": STATE, "readout": "cloze",
+                            "questions": [QUESTIONS[0], {**QUESTIONS[0], "id": "route_again"}]})
+    both, paid = scoring.decide(engine, twice)
+    assert paid["prior_tokens"] == first["prior_tokens"]
+    monkeypatch.setattr(engine, "cloze_priors", PriorCache(8))
+    cached, _ = scoring.decide(engine, single(QUESTIONS[0]))
+    assert np.allclose(answers[0]["probabilities"], cached[0]["probabilities"], rtol=0, atol=1e-9)
+    assert all(np.allclose(b["probabilities"], cached[0]["probabilities"], rtol=0, atol=1e-4) for b in both)
+
+
 @pytest.mark.parametrize("fields, field", [
     ({"order": "rotations"}, "order"),
     ({"order": "prior"}, "order"),
