@@ -8,7 +8,6 @@ asked, the report reads the figures back, and every server it started is stopped
 from __future__ import annotations
 
 import dataclasses
-import threading
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from benchmarks import concurrency
 from benchmarks.servers import find_llama_server
 from workshop_lib.evaluation.tasks import load_tasks
 from workshop_lib.local import processes
+from tests.support.stand_in import serving
 
 LLAMA_SERVER = find_llama_server()
 
@@ -146,7 +146,7 @@ def chat_server():
     """A stand-in llama-server on a real socket: the first request gets a 503 (``Retry-After: 0``), the rest a
     one-token chat reply; every body received is kept. Stopped after the test."""
     import json
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     received: list[tuple[str, dict]] = []
 
@@ -167,15 +167,8 @@ def chat_server():
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", received
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+    with serving(Handler) as url:
+        yield url, received
 
 
 def test_llama_server_is_asked_the_adapters_body_as_the_standard_paths_chat_with_its_503_retried(chat_server):

@@ -8,6 +8,7 @@ from workshop_lib.aws.scaling import scalable_target_request, scaling_policy_req
 from workshop_lib.aws.transform import decisions_to_jsonl, join_transform_output, transform_job_request
 from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.errors import AwsFailure, InvalidInput
+from tests.support.stand_in import serving
 
 # ---- Application Auto Scaling ------------------------------------------------------------------
 
@@ -214,8 +215,7 @@ def test_wait_for_transform_stubber_times_out_with_the_status():
 @pytest.fixture
 def answering_server():
     """A local HTTP server answering POST /invocations with each record's id and the headers it came with."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     received = []
 
@@ -237,15 +237,8 @@ def answering_server():
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", received
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(Handler) as url:
+        yield url, received
 
 
 def test_the_local_transform_answers_every_record_and_writes_sagemakers_layout(clients, answering_server):

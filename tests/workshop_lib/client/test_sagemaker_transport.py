@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.server
 import io
 import json
-import threading
 import time
 
 import boto3
@@ -18,6 +17,7 @@ from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 from urllib3.response import HTTPResponse
 
+from tests.support.stand_in import serving
 from workshop_lib.client import (READ_TIMEOUT_S, EndpointBusy, EndpointClient, EndpointNotFound,
                                  EndpointServerError, EndpointTimeout, InvalidDecision, InvalidResponse,
                                  ResponseTooLarge, UnprocessableRequest, decision)
@@ -233,13 +233,9 @@ class _SageMakerRuntime(http.server.BaseHTTPRequestHandler):
 def runtime_api(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SageMakerRuntime)
     _SageMakerRuntime.script, _SageMakerRuntime.seen = [], []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield _SageMakerRuntime, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_SageMakerRuntime) as url:
+        yield _SageMakerRuntime, url
 
 
 def _answer(decision):
