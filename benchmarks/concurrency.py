@@ -31,8 +31,6 @@ sent once unmeasured before the cell, to
 
 from __future__ import annotations
 
-import itertools
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,7 +40,7 @@ from workshop_lib.client.transport import LocalTransport
 from workshop_lib.evaluation.logprobs import TOP_LOGPROBS, decision_messages
 from workshop_lib.evaluation.report import percentile
 from workshop_lib.evaluation.tasks import Task, load_tasks
-from workshop_lib.evaluation.throughput import fresh_requests, measure_level
+from workshop_lib.evaluation.throughput import cycled_requests, fresh_requests, measure_level
 from workshop_lib.local import AdapterProcess
 
 LEVELS = (1, 2, 4, 8)
@@ -92,18 +90,9 @@ class LlamaServerClient:
 
 
 def repeated_requests(tasks: list[Task], run: str) -> Callable[[], dict]:
-    """A thread-safe source of requests: ``tasks`` in turn, cycled, each unchanged but for a numbered id, so
-    from the second round on every prompt is one the server has been asked before."""
-    if not tasks:
-        raise ValueError("no tasks to send")
-    cycle, numbers, lock = itertools.cycle(tasks), itertools.count(), threading.Lock()
-
-    def next_request() -> dict:
-        with lock:
-            task, n = next(cycle), next(numbers)
-        return task.request(request_id=f"repeat-{run}-{n}")
-
-    return next_request
+    """``tasks`` cycled, each unchanged but for a numbered id, so from the second round on every prompt is one
+    the server has been asked before."""
+    return cycled_requests(tasks, lambda task, n: task.request(request_id=f"repeat-{run}-{n}"))
 
 
 def client_for(server, is_llama: bool):

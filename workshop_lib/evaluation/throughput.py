@@ -192,9 +192,8 @@ def fresh_request(task: Task, n: int, run: str) -> dict:
     return body
 
 
-def fresh_requests(tasks: Sequence[Task], run: str) -> Callable[[], dict]:
-    """A thread-safe source of requests: ``tasks`` in turn, cycled, the n-th opened by ``fresh_request``, so
-    two sources of the same ``run`` give two servers the same prompts in the same order."""
+def cycled_requests(tasks: Sequence[Task], request: Callable[[Task, int], dict]) -> Callable[[], dict]:
+    """A thread-safe source of requests: ``tasks`` in turn, cycled, the n-th (from 0) made by ``request(task, n)``."""
     if not tasks:
         raise ValueError("no tasks to send")
     cycle, numbers, lock = itertools.cycle(tasks), itertools.count(), threading.Lock()
@@ -202,9 +201,15 @@ def fresh_requests(tasks: Sequence[Task], run: str) -> Callable[[], dict]:
     def next_request() -> dict:
         with lock:
             task, n = next(cycle), next(numbers)
-        return fresh_request(task, n, run)
+        return request(task, n)
 
     return next_request
+
+
+def fresh_requests(tasks: Sequence[Task], run: str) -> Callable[[], dict]:
+    """``tasks`` cycled, the n-th opened by ``fresh_request``, so two sources of the same ``run`` give two servers
+    the same prompts in the same order."""
+    return cycled_requests(tasks, lambda task, n: fresh_request(task, n, run))
 
 
 def measure_level(send: Callable[[dict], object], concurrency: int, seconds: float,
@@ -271,5 +276,6 @@ def measure_throughput(client, tasks=None, *, concurrencies: Sequence[int] = CON
     return Throughput(label or getattr(getattr(client, "transport", None), "name", "endpoint"), levels, float(seconds))
 
 
-__all__ = ["CONCURRENCIES", "DEFAULT_P95_MS", "Level", "Sustainable", "Throughput", "fresh_request", "fresh_requests",
+__all__ = ["CONCURRENCIES", "DEFAULT_P95_MS", "Level", "Sustainable", "Throughput", "cycled_requests", "fresh_request",
+           "fresh_requests",
            "levels_table", "measure_level", "measure_throughput", "sustainable_level"]
