@@ -277,5 +277,4 @@ def measure_throughput(client, tasks=None, *, concurrencies: Sequence[int] = CON
 
 
 __all__ = ["CONCURRENCIES", "DEFAULT_P95_MS", "Level", "Sustainable", "Throughput", "cycled_requests", "fresh_request",
-           "fresh_requests",
-           "levels_table", "measure_level", "measure_throughput", "sustainable_level"]
+           "fresh_requests", "levels_table", "measure_level", "measure_throughput", "sustainable_level"]
