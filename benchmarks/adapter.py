@@ -281,6 +281,14 @@ def readout_verdicts(study: dict) -> list[str]:
             b, a = h["before"], h["after"]
             out.append(f"{readout} held-out ECE {b['ece']:.3f} -> {a['ece']:.3f} "
                        f"({ok(a['ece'] <= b['ece'] / 2)} at least halved)")
+    for readout, f in study["figures"].items():
+        sets = f.get("sets") or {}
+        r = sets.get("resampled")
+        if r:
+            gap = abs(r["coverage"] - (1 - sets["alpha"]))
+            out.append(f"{readout} prediction sets on answers their threshold was not fitted on ({r['rounds']} random "
+                       f"splits): coverage {r['coverage']:.1%} against 1 - alpha {1 - sets['alpha']:.0%} "
+                       f"({ok(gap <= t['set_coverage_points'])} within {t['set_coverage_points']:.0%})")
     return out
 
 

@@ -59,15 +59,18 @@ def test_the_llama_server_report_reads_its_recorded_run():
 
 
 def test_the_readout_verdicts_follow_their_figures():
-    def study(accuracy, flips, p50, ece_after):
+    def study(accuracy, flips, p50, ece_after, coverage=0.88):
         cloze = {"accuracy": accuracy, "flips": {"flips": flips, "compared": 10}, "p50_ms": p50, "tokens_mean": 100,
                  "cost_ratio": p50 / 100.0, "heldout": {"n": 20, "before": {"ece": 0.2, "nll": 1.0},
-                                                          "after": {"ece": ece_after, "nll": 0.9}}}
+                                                          "after": {"ece": ece_after, "nll": 0.9}},
+                 "sets": {"alpha": 0.1, "resampled": {"coverage": coverage, "set_size": 2.0, "rounds": 200,
+                                                      "groups": 1, "answers": 39}}}
         return {"figures": {"cloze": cloze}, "chance": 0.3, "rate_ms_per_token": 1.0}
 
-    good = adapter.readout_verdicts(study(0.6, 0, 110.0, 0.1))
-    bad = adapter.readout_verdicts(study(0.4, 1, 130.0, 0.11))
-    assert len(good) == len(bad) == 4
+    good = adapter.readout_verdicts(study(0.6, 0, 110.0, 0.1, coverage=0.86))
+    bad = adapter.readout_verdicts(study(0.4, 1, 130.0, 0.11, coverage=0.84))
+    assert len(good) == len(bad) == 5
+    assert "coverage 86.0% against 1 - alpha 90%" in good[4] and "coverage 84.0%" in bad[4]
     assert all("meets" in line for line in good) and all("MISSES" in line for line in bad)
     assert "2.00x chance" in good[0] and "1/10" in bad[1] and "1.30x" in bad[2]
     text = adapter.report({**recorded("adapter.json"), "readouts": {**study(0.6, 0, 110.0, 0.1), "text": "T"}})

@@ -90,3 +90,22 @@ def test_a_profile_with_too_few_held_out_answers_says_why_no_set_is_kept():
     sets = entry["conformal"]
     assert not sets["kept"] and sets["threshold"] is None and sets["heldout_n"] == 8
     assert "8 held-out answers" in sets["reason"] and "at least 9" in sets["reason"]
+
+
+def test_resampled_coverage_reads_each_split_on_the_half_it_was_not_fitted_on():
+    rng = np.random.default_rng(11)
+    rows, targets = synthetic(rng, 400, honest=True)
+    ragged = [r[:3] / r[:3].sum() for r in rows[:40]]  # a group of 3-option answers beside the 4-option one
+    found = conformal.resampled_coverage([(list(rows), targets), (ragged, [min(t, 2) for t in targets[:40]])], 0.1,
+                                         rounds=50)
+    assert found["groups"] == 2 and found["answers"] == 440 and found["rounds"] == 50
+    assert abs(found["coverage"] - 0.9) <= 0.03 and 1.0 <= found["set_size"] < K
+    again = conformal.resampled_coverage([(list(rows), targets)], 0.1, rounds=50)
+    assert again == conformal.resampled_coverage([(list(rows), targets)], 0.1, rounds=50)  # seeded: repeatable
+    # An over-confident model's sets still cover 1 - alpha: the threshold widens them.
+    over_rows, over_targets = synthetic(rng, 400, honest=False)
+    over = conformal.resampled_coverage([(list(over_rows), over_targets)], 0.1, rounds=50)
+    assert over["coverage"] >= 0.87 and over["set_size"] > again["set_size"]
+    # A group whose half holds fewer answers than a threshold needs is left out; with none left, nothing.
+    need = conformal.min_heldout(0.1)
+    assert conformal.resampled_coverage([(list(rows[:2 * need - 1]), targets[:2 * need - 1])], 0.1) is None

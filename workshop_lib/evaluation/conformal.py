@@ -63,4 +63,29 @@ def coverage(probability_rows: Sequence[Sequence[float]], targets: Sequence[int]
     return float(np.mean(hits)), float(np.mean([len(m) for m in members]))
 
 
-__all__ = ["check_alpha", "coverage", "min_heldout", "nonconformity", "rank", "sets", "threshold"]
+def resampled_coverage(groups: Sequence[tuple[Sequence[Sequence[float]], Sequence[int]]], alpha: float, *,
+                       rounds: int = 200, seed: int = 0) -> dict | None:
+    """The sets' coverage on answers their threshold was not fitted on, over many random splits: in each round
+    every group's answers (a profile's probability rows and labelled answers) are shuffled and halved, the
+    threshold fitted on one half (where it holds enough answers) and the sets read on the other. Returns the
+    share of read answers covered and the mean set size over all rounds, or None when no group has enough."""
+    rng = np.random.default_rng(seed)
+    need = min_heldout(alpha)
+    usable = [(list(rows), list(targets)) for rows, targets in groups if len(rows) // 2 >= need]  # rows may differ in length
+    if not usable:
+        return None
+    hits, sizes = [], []
+    for _ in range(rounds):
+        for rows, targets in usable:
+            order = rng.permutation(len(rows))
+            fit, read = order[:len(rows) // 2], order[len(rows) // 2:]
+            q = threshold(nonconformity([rows[i] for i in fit], [targets[i] for i in fit]), alpha)
+            members = sets([rows[i] for i in read], q)
+            hits += [targets[i] in m for m, i in zip(members, read)]
+            sizes += [len(m) for m in members]
+    return {"coverage": float(np.mean(hits)), "set_size": float(np.mean(sizes)), "rounds": rounds,
+            "groups": len(usable), "answers": sum(len(rows) for rows, _ in usable)}
+
+
+__all__ = ["check_alpha", "coverage", "min_heldout", "nonconformity", "rank", "resampled_coverage", "sets",
+           "threshold"]

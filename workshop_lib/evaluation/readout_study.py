@@ -21,7 +21,9 @@ from decision_contract.names import READOUTS
 from ..display import DecisionView
 from ..errors import WorkshopError
 from .order_study import heldout_calibration, mode_figures
-from .profiles import DEFAULT_ALPHA, CalibrationFileError, calibration_document, write_document
+from . import conformal
+from .profiles import DEFAULT_ALPHA, CalibrationFileError, calibration_document, labelled, write_document
+from .temperature import softmax
 from .runner import Run, run_decisions
 from .tasks import Task, resolve_tasks
 
@@ -84,6 +86,19 @@ def prediction_sets(doc: Mapping) -> dict:
             "alpha": doc.get("alpha")}
 
 
+def resampled_sets(results, doc: Mapping) -> dict | None:
+    """The prediction sets' coverage judged on answers their threshold was not fitted on
+    (``conformal.resampled_coverage``): every labelled answer of the run, by profile, at the temperature the
+    document serves for it; the served split's 18 or so fitting answers are too few to read a coverage on."""
+    served = {name: p["temperature"] if p["kept"] else 1.0 for name, p in doc["profiles"].items()}
+    groups: dict[str, tuple[list, list]] = {}
+    for row in filter(None, map(labelled, results)):
+        rows, targets = groups.setdefault(row.profile, ([], []))
+        rows.append(softmax(row.log_probs, served.get(row.profile, 1.0)))
+        targets.append(row.target)
+    return conformal.resampled_coverage(list(groups.values()), doc["alpha"])
+
+
 @dataclass(repr=False)
 class ReadoutStudy:
     """The runs of ``measure_readouts`` and what they show; ``text()`` prints it."""
@@ -121,6 +136,7 @@ class ReadoutStudy:
             f["heldout"] = heldout_calibration(original.results, doc) if doc else {"n": 0}
             f["sets"] = prediction_sets(doc) if doc else {"kept": 0, "coverage": None, "set_size": None,
                                                           "alpha": self.alpha}
+            f["sets"]["resampled"] = resampled_sets(original.results, doc) if doc else None
             out[readout] = f
         return out
 
@@ -147,6 +163,10 @@ class ReadoutStudy:
             lines.append(f"  {'':<8} prediction sets (1 - alpha = {1 - (s['alpha'] or self.alpha):g}): "
                          + (f"{s['kept']} profile(s), coverage {s['coverage']:.0%}, mean size {s['set_size']:.2f}"
                             if s["kept"] else "none kept (too few held-out tasks)"))
+            r = s.get("resampled")
+            if r:
+                lines.append(f"  {'':<8} over {r['rounds']} random half splits of {r['answers']} answers in "
+                             f"{r['groups']} profile(s): coverage {r['coverage']:.0%}, mean size {r['set_size']:.2f}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
