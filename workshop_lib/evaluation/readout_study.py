@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Mapping, Sequence
 
 from decision_contract.names import READOUTS
 
 from ..display import DecisionView
 from ..errors import WorkshopError
-from .order_study import heldout_calibration, mode_figures
 from . import conformal
+from .order_study import heldout_calibration, mode_figures
 from .profiles import DEFAULT_ALPHA, CalibrationFileError, calibration_document, labelled, write_document
 from .temperature import softmax
 from .runner import Run, run_decisions
@@ -124,8 +125,10 @@ class ReadoutStudy:
                                 "the tasks by a hash of their id): run more tasks, with that readout among them")
         return write_document(doc, path)
 
-    @property
+    @cached_property
     def figures(self) -> dict[str, dict]:
+        """Per readout: its runs' figures, the calibration it gives and that calibration's sets (fitted and
+        resampled once: ``text()``, the benchmark and the notebook read them again)."""
         out = {}
         for readout, (original, reversed_run) in self.by_readout.items():
             f = mode_figures(original, reversed_run)

@@ -507,11 +507,11 @@ def values_of(question) -> list:
 def extensions(question, result: dict) -> dict:
     """This adapter's fields beside the API's: the readout that read the answer, and the prediction set where a
     kept calibration threshold applied."""
-    members = result.get("prediction_set")
-    if members is None:
-        return {"x_readout": result["readout_name"]}
-    values = values_of(question)
-    return {"x_readout": result["readout_name"], "x_prediction_set": [values[i] for i in members]}
+    out, members = {"x_readout": result["readout_name"]}, result.get("prediction_set")
+    if members is not None:
+        values = values_of(question)
+        out["x_prediction_set"] = [values[i] for i in members]
+    return out
 
 
 def answer(question, result: dict) -> dict:
