@@ -47,6 +47,16 @@ def engine(settings):
 
 
 @pytest.fixture(scope="session")
+def plain_engine(model_dir):
+    """The engine without flash attention, whose kernels give a token the same logits in any call of two
+    tokens or more: what tests hold to a reference evaluated whole, outside the engine's own path, use it."""
+    from decision_adapter.engine import Engine
+    from decision_adapter.model_files import locate_model
+
+    return Engine(adapter_settings(model_dir, SM_LLAMA_CPP_FLASH_ATTN="off"), locate_model(model_dir))
+
+
+@pytest.fixture(scope="session")
 def adapters(model_dir, tmp_path_factory):
     """The one source of adapter processes (tests/support/adapters.py): ``adapters.shared(**env)`` for
     a process per distinct settings, reused for the session; ``adapters.fresh(...)`` for one of a

@@ -19,8 +19,10 @@ lacks fails the import. Two tools, both run by the Dockerfiles at build time:
     two questions through ``restore`` prefix reuse, which the pinned hybrid model uses:
     the sequence saved and loaded back through the library's state calls must give
     the answers of a fresh evaluation; and a second context on the loaded model must
-    pass the adapter's start-up check (scheduler.py). Any difference exits non-zero,
-    which fails the image build before anything is pushed.
+    pass the adapter's start-up check (scheduler.py); and the start-up at the default flash
+    attention (``auto``) must run its check of the library's kernels and start. These engines
+    run without flash attention otherwise: whether it is served is each start-up's to decide.
+    Any difference exits non-zero, which fails the image build before anything is pushed.
 
 The tests run both against the local build (tests/container/test_bindings.py).
 """
@@ -124,10 +126,13 @@ READOUT_KEYS = {"letters": "probabilities", "cloze": "cloze_probabilities"}
 RESTORE_TOLERANCE = 1e-4  # restored and fresh evaluations on one library (the tests hold them to the same)
 
 
-def _engine(model_path: Path, prefix_reuse: str = "auto") -> Engine:
+def _engine(model_path: Path, prefix_reuse: str = "auto", flash_attn: str = "off") -> Engine:
+    # Flash attention off unless asked: the proof holds the kernels to the local build's and the evaluation
+    # paths to each other; whether flash attention is served is each start-up's check to decide.
     settings = load_settings({"SM_MODEL_DIR": str(model_path.parent), "SM_LLAMA_CPP_MODEL": str(model_path),
                               "SM_LLAMA_CPP_THREADS": "2", "SM_LLAMA_CPP_CTX_SIZE": "1024",
-                              "SM_LLAMA_CPP_N_GPU_LAYERS": "0", "DECISION_ADAPTER_PREFIX_REUSE": prefix_reuse})
+                              "SM_LLAMA_CPP_N_GPU_LAYERS": "0", "DECISION_ADAPTER_PREFIX_REUSE": prefix_reuse,
+                              "SM_LLAMA_CPP_FLASH_ATTN": flash_attn})
     return Engine(settings, locate_model(settings.model_dir, settings.model_file))
 
 
@@ -175,6 +180,16 @@ def lanes_problems(engine: Engine) -> list[str]:
     return []
 
 
+def flash_attention_problems(model_path: Path) -> list[str]:
+    """The start-up at the default, flash attention ``auto``: its check of the library's kernels (engine.py) runs
+    and decides, and the server starts either way."""
+    try:
+        _engine(model_path, flash_attn="auto").prove()
+    except Exception as exc:  # noqa: BLE001 - any failure of the path is the finding
+        return [f"the start-up with flash attention auto failed: {type(exc).__name__}: {exc}"]
+    return []
+
+
 def prove(model_path: Path, reference: dict) -> list[str]:
     """Every way the bindings and the library disagree (empty: they match)."""
     problems = []
@@ -192,7 +207,7 @@ def prove(model_path: Path, reference: dict) -> list[str]:
             problems.append(f"the decision read with {readout} scored {[round(p, 4) for p in probabilities]} where "
                             f"the tested local build scored {[round(p, 4) for p in expected]} (tolerance "
                             f"{reference['tolerance']})")
-    return problems + restore_problems(model_path) + lanes_problems(engine)
+    return problems + restore_problems(model_path) + lanes_problems(engine) + flash_attention_problems(model_path)
 
 
 def _record(model_path: Path) -> dict:
@@ -229,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bindings proof FAILED: {problem}", file=sys.stderr)
     if not problems:
         print("bindings proof passed: known defaults read back, the decision matches the local build, "
-              "restored sequences match fresh evaluations, a second context answers as the first")
+              "restored sequences match fresh evaluations, a second context answers as the first, the start-up "
+              "at flash attention auto decides and starts")
     return 1 if problems else 0
 
 

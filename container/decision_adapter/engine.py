@@ -13,6 +13,8 @@ the context's state. The pieces it composes, each in its own module:
 * slots.py: the answer labels' tokens, found at start-up and checked per prompt;
 * readout.py: from the logits at a prompt's end to raw scores per option (the readout each item names);
 * prefix_cache.py: evaluating a request's shared prefix once, and what is kept of it;
+* splits.py: how an evaluation is cut into llama.cpp calls, so that the cut never changes a logit (with
+  flash attention too, which the engine serves only where its start-up check proves that);
 * chat.py: chat completions' tokens, arguments and answer;
 * calibration.py: calibration.json, read and checked against the model here; order.py keeps the
   content-free priors it measures in ``order_priors``.
@@ -44,7 +46,7 @@ from decision_contract.names import PRIOR
 
 from . import calibration as calibration_file
 from . import chat as chat_completion
-from . import order, runtime, slots
+from . import order, runtime, slots, splits
 from .cloze_priors import PriorCache
 from .deadline import Deadline
 from .errors import InvalidValue, PromptTooLong, TimedOut
@@ -61,6 +63,7 @@ from .tokens import PromptTokenizer, longest_token_chars
 
 log = logging.getLogger(__name__)
 
+SPLIT_TOLERANCE = 1e-4  # check_splits: the answers' tolerance, on every log-probability
 _QUANT_RE = re.compile(r"(?:^|[._-])((?:IQ|Q)\d[A-Z0-9_]*?|BF16|F16|F32)(?:\.gguf$|[.-])", re.IGNORECASE)
 
 
@@ -139,6 +142,9 @@ class Engine(PrefixReuse):
                 "use auto or restore"
             )
         self.prefix_mode = mode
+        # Whether an evaluation may cut the held cells back to evaluate the last ones again (splits.py): not in a
+        # recurrent memory, nor in restore mode, which keeps its own saved states.
+        self._cuts_back = not self.recurrent and mode != "restore"
         self._prefix: Prefix | None = None  # what the context holds from cell 0 on (prefix_cache.py)
         # The head's text -> its tokens, and in restore mode the sequence saved after them.
         self._heads: dict[str, Prefix] = {}
@@ -146,6 +152,7 @@ class Engine(PrefixReuse):
         self.state_cache = StateCache(settings.state_cache_mib * 2**20) if settings.state_cache_mib else None
         # (tokens, logits) of a prompt the state cache answered whole; read only for exactly those tokens.
         self._first_logits: tuple[tuple[int, ...], np.ndarray] | None = None
+        self._short_cells = False  # the cells held may come from a call of fewer than least_tokens (splits.py)
         self.tokens_evaluated = 0  # every token given to llama.cpp for decisions, for the benchmark
 
         self.slot_tokens, self._tail = slots.find_slots(self.template, self.prompt_tokens, self.llm.detokenize)
@@ -156,6 +163,8 @@ class Engine(PrefixReuse):
         self.offloaded_layers, self.offloadable_layers = (
             runtime.offloaded_layers("".join(load_log)) or (0, self.n_layer + 1))
         self.flash_attention = runtime.flash_attention("".join(load_log), settings.flash_attn)
+        # The fewest tokens one llama_decode call of a prompt may hold (splits.py); "auto" with no verdict counts as on.
+        self.least_tokens = splits.PLAIN_LEAST if self.flash_attention == "off" else splits.FLASH_ATTENTION_LEAST
         self.context_mib = runtime.context_memory_mib("".join(load_log))  # this context's KV (and recurrent) memory
         self.lane = 0  # which of the model's contexts this is (scheduler.py makes the others with ``twin``)
         self.loaded_threads = (self.llm.context_params.n_threads, self.llm.context_params.n_threads_batch)
@@ -174,6 +183,9 @@ class Engine(PrefixReuse):
             log.warning("DECISION_ADAPTER_CROSS_REQUEST_REUSE=on: a request reuses what the previous one sent, so "
                         "its timing tells a caller whether it guessed the previous caller's state; serve one "
                         "tenant only")
+        self.split_check: float | None = None  # check_splits at start-up (prove), with flash attention
+        if self.flash_attention != "off":
+            self._settle_flash_attention(self._flash_attention_blocker())
         self.startup_probe: dict | None = None
         self.info = self._model_info()
 
@@ -189,7 +201,8 @@ class Engine(PrefixReuse):
         """
         llama_cpp = self._llama_cpp
         twin = copy.copy(self)
-        with runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[self.settings.flash_attn]), \
+        with runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[
+                    "off" if self.flash_attention == "off" else "on"]), \
                 runtime.llama_log(llama_cpp):
             twin.llm = runtime.another_context(self.llm)
         twin.lane = lane
@@ -215,6 +228,52 @@ class Engine(PrefixReuse):
             self._llama_cpp.llama_set_n_threads(self.llm.ctx, *threads)
             self._threads = threads
 
+    # -- flash attention ---------------------------------------------------------
+
+    def _flash_attention_blocker(self) -> str | None:
+        """Why this engine cannot serve flash attention whatever the build's kernels do, if it cannot."""
+        step = min(self.llm.n_batch, self.llm.context_params.n_ubatch)
+        if not self._cuts_back:
+            return ("a hybrid or recurrent model's memory cannot be cut back (nor does "
+                    "DECISION_ADAPTER_PREFIX_REUSE=restore cut it) to evaluate a held prompt's last tokens again, so "
+                    "answers would depend on how a prompt was cut into evaluations")
+        if step < 2 * self.least_tokens:
+            return (f"evaluation calls must hold {2 * self.least_tokens} tokens, but SM_LLAMA_CPP_BATCH_SIZE / "
+                    f"SM_LLAMA_CPP_UBATCH_SIZE allow {step}")
+        return None
+
+    def _settle_flash_attention(self, unfit: str | None) -> None:
+        """Serve flash attention only where an answer cannot depend on how its prompt was cut into calls
+        (``unfit`` says why not): otherwise ``on`` stops the start-up, and ``auto`` gives the context flash
+        attention off."""
+        if unfit is None:
+            return
+        if self.settings.flash_attn == "on":
+            raise EngineError(f"SM_LLAMA_CPP_FLASH_ATTN=on: with flash attention {unfit}; set it to auto or off")
+        log.info("SM_LLAMA_CPP_FLASH_ATTN=auto: flash attention left off, as %s", unfit)
+        runtime.replace_context(self.llm, flash_attn_type=runtime.FLASH_ATTN_TYPES["off"])
+        self._deadline.install(self._llama_cpp, self.llm.ctx)
+        self.flash_attention, self.least_tokens = "off", splits.PLAIN_LEAST
+        self.start_afresh()
+
+    def check_splits(self) -> float:
+        """The largest difference in log-probability, over the vocabulary, between the start-up prompt evaluated
+        whole and cut into the calls the engine makes (a short last part after a held prefix; two long parts)."""
+        tokens = self.prompt_tokens(self.template.render_decision(PROBE_STATE, PROBE_QUESTIONS[0]))
+
+        def log_probs(*cuts: int) -> np.ndarray:
+            self.start_afresh()
+            for first, end in zip((0, *cuts), (*cuts, len(tokens))):
+                self._eval(tokens[first:end])
+            logits = self._last_logits().astype(np.float64)
+            return logits - logsumexp(logits)
+
+        whole, n = log_probs(), len(tokens)
+        worst = max(float(np.abs(log_probs(*cuts) - whole).max())
+                    for cuts in ((n - 3,), (min(self.least_tokens + 1, n - 1),)))
+        self.start_afresh()
+        return worst
+
     # -- the start-up proof ------------------------------------------------------
 
     def prove(self) -> dict:
@@ -225,6 +284,15 @@ class Engine(PrefixReuse):
         failed requests. A crash ends the process here, before ``/ping`` said ready.
         """
         started = time.perf_counter()
+        if self.flash_attention != "off":
+            self.split_check = self.check_splits()
+            log.info("flash attention: the start-up prompt cut into evaluations differs from it whole by %.3g",
+                     self.split_check)
+            self._settle_flash_attention(None if self.split_check <= SPLIT_TOLERANCE else (
+                f"this llama.cpp build gives log-probabilities up to {self.split_check:.3g} apart for the same "
+                f"prompt cut into different evaluations ({self.runtime.system_info}), so an answer would depend "
+                "on what else was evaluated with it"))
+            self.info["runtime"]["flash_attention"] = self.flash_attention
         question = PROBE_QUESTIONS[0]
         prompt = self.template.render_decision(PROBE_STATE, question)
         readings, timing = self.score_items([ScoringItem(prompt, len(question.options))])
@@ -395,7 +463,7 @@ class Engine(PrefixReuse):
 
         def logits_after(appended: list[int]) -> np.ndarray:
             rewind()
-            self._eval(appended)
+            self._eval(appended, appended=True)
             return self._last_logits()
 
         def log_probs_after(continuation: tuple[int, ...]) -> tuple[list[float], int]:
@@ -408,11 +476,13 @@ class Engine(PrefixReuse):
                 return [], 0
             ahead = continuation if len(continuation) == 2 else continuation[:-1]
             rewind()
-            rows = self._eval_reading_each(ahead)
+            rows = self._eval_reading_each(ahead, appended=True)
             return [float(row[token]) - logsumexp(row) for row, token in zip(rows, continuation[1:])], len(ahead)
 
         scores, method, mass, passes, appended = READOUTS[item.readout].read(self, logits, item, logits_after,
                                                                              log_probs_after)
+        if checkpoint and checkpoint[0] is None:  # cut off what was appended (read in calls of its own)
+            self._rewind(tokens, None)           # so that no later prompt starts from its cells
         return Reading(scores, method, mass, passes, appended, len(tokens), int(np.argmax(logits)),
                        option_tokens=tuple(len(c) for c in item.continuations))
 
@@ -497,34 +567,46 @@ class Engine(PrefixReuse):
             self.start_afresh()
             raise
 
-    def _eval(self, tokens: list[int]) -> None:
-        self._take_thread_share()
-        with self._within_limit():
-            self.llm.eval(tokens)
-        self.tokens_evaluated += len(tokens)
+    def _eval(self, tokens, *, appended: bool = False) -> None:
+        """Evaluate ``tokens`` after what the context holds, in calls cut as splits.py says. What a readout
+        ``appended`` to a whole prompt is evaluated in the same calls in every request, so it needs no floor
+        but two tokens, and never evaluates the prompt's cells again (another kernel would rewrite them)."""
+        self._decode(tokens, appended, each=False)
 
-    def _eval_reading_each(self, tokens) -> np.ndarray:
-        """Evaluate ``tokens`` after what the context holds, in one ``llama_decode`` per batch of them, and
-        return the logits at each of their positions (one float32 row per token). ``Llama.eval`` keeps only the
-        last position's logits unless the whole model was loaded with ``logits_all``."""
+    def _eval_reading_each(self, tokens, *, appended: bool = False) -> np.ndarray:
+        """As ``_eval``, returning the logits at each of the tokens' positions (one float32 row per token).
+        ``Llama.eval`` keeps only the last position's logits unless the whole model was loaded with ``logits_all``."""
+        return self._decode(tokens, appended, each=True)
+
+    def _decode(self, tokens, appended: bool, *, each: bool) -> np.ndarray | None:
         llm, rows = self.llm, []
-        step = min(llm.n_batch, llm.context_params.n_ubatch)
-        cuts = list(range(0, len(tokens), step)) + [len(tokens)]
-        if len(cuts) > 2 and cuts[-1] - cuts[-2] == 1:
-            cuts[-2] -= 1  # no evaluation of a single token (see log_probs_after)
+        if not len(tokens):
+            return np.empty((0, self.n_vocab), np.float32) if each else None
+        least = splits.PLAIN_LEAST if appended else self.least_tokens
+        back = (splits.back_up(llm.n_tokens, len(tokens), least, short=self._short_cells)
+                if self._cuts_back and not appended else 0)
+        start = llm.n_tokens - back
+        run = [*llm.input_ids[start:llm.n_tokens].tolist(), *tokens]
+        points = splits.cuts(len(run), min(llm.n_batch, llm.context_params.n_ubatch), least)
         self._take_thread_share()
         with self._within_limit():
-            llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)  # as Llama.eval: nothing past the position survives
-            for start, end in zip(cuts, cuts[1:]):
-                chunk = list(tokens[start:end])
+            self._set_position(start)
+            for first, end in zip(points, points[1:]):
+                chunk = run[first:end]
+                if not each:
+                    llm.eval(chunk)
+                    continue
+                llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)  # as Llama.eval: nothing past the position survives
                 llm._batch.set_batch(batch=chunk, n_past=llm.n_tokens, logits_all=True)
                 llm._ctx.decode(llm._batch)
                 llm.input_ids[llm.n_tokens:llm.n_tokens + len(chunk)] = chunk
                 llm.n_tokens += len(chunk)
                 pointer = self._llama_cpp.llama_get_logits(llm.ctx)
                 rows.append(np.ctypeslib.as_array(pointer, shape=(len(chunk), self.n_vocab)).copy())
-        self.tokens_evaluated += len(tokens)
-        return np.concatenate(rows)
+        if not appended:  # a call from a later cell held at least ``least`` tokens (splits.back_up)
+            self._short_cells = start == 0 and len(run) < least
+        self.tokens_evaluated += len(run)
+        return np.concatenate(rows)[back:] if each else None
 
     def _stop_if_expired(self) -> None:
         if not self._deadline.expired:

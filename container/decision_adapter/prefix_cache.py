@@ -209,6 +209,7 @@ class PrefixReuse:
 
     def _reset_context(self) -> None:
         self.llm.reset()
+        self._short_cells = False
         memory = self._llama_cpp.llama_get_memory(self.llm.ctx)
         if memory is not None:
             # Forget every cell but leave the buffers' bytes: llama.cpp zeroed them once at start-up, empty
@@ -234,6 +235,7 @@ class PrefixReuse:
     def _load_sequence(self, state: bytearray, *, partial: bool = False) -> None:
         """Replace sequence 0's state (``partial``: its recurrent part) with a saved one."""
         llama_cpp = self._llama_cpp
+        self._short_cells = True  # how its cells were evaluated is not known here (splits.py)
         flags = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY if partial else 0
         # llama.cpp only reads it: point at the saved bytes themselves instead of copying them per question.
         data = (ctypes.c_uint8 * len(state)).from_buffer(state)

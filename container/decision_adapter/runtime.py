@@ -175,6 +175,18 @@ def another_context(llm):
     return twin
 
 
+def replace_context(llm, **fields) -> None:
+    """Give ``llm`` a new context on its loaded model, made with these ``llama_context_params`` fields, in place of
+    the one it has (freed first: two would hold two KV caches). What the old one held is gone."""
+    import llama_cpp
+    from llama_cpp import _internals as internals
+
+    llm._ctx.close()  # idempotent: Llama's own close finds it freed
+    with context_params(llama_cpp, **fields), llama_log(llama_cpp):
+        llm._ctx = internals.LlamaContext(model=llm._model, params=llm.context_params, verbose=llm.verbose)
+    llm.n_tokens = 0
+
+
 def host_cpu_flags(path: str = "/proc/cpuinfo") -> tuple[str, ...]:
     """The vector and matrix extensions the host CPU reports (Linux), for logs and benchmarks."""
     wanted = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16")

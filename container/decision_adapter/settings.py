@@ -105,9 +105,9 @@ class Settings:
     n_batch: int = setting(L + "BATCH_SIZE", 512, "tokens per evaluation call", minimum=1, llama="n_batch")
     n_ubatch: int = setting(L + "UBATCH_SIZE", 512, "tokens per physical batch", minimum=1, llama="n_ubatch")
     flash_attn: str = setting(
-        L + "FLASH_ATTN", "off", "flash attention in llama.cpp, as llama-server's --flash-attn. Off by default, "
-        "not llama-server's auto: the CPU kernel makes a prompt's probabilities depend on how its tokens were "
-        "split between evaluations, so a question asked alone and in a shared-state batch would differ",
+        L + "FLASH_ATTN", "auto", "flash attention in llama.cpp, as llama-server's --flash-attn. Served only "
+        "where a prompt's answer cannot depend on how it was cut into evaluations (each holds 64 tokens or more, "
+        "checked at start-up): auto leaves it off otherwise, on refuses to start",
         choices=("off", "on", "auto"),
         spellings={"true": "on", "1": "on", "enabled": "on", "false": "off", "0": "off", "disabled": "off"})
     port: int = setting(

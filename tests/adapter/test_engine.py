@@ -111,11 +111,11 @@ def restore_engine(model_dir):
     return Engine(settings, locate_model(model_dir))
 
 
-def test_shared_state_batch_matches_alone_with_whole_sequence_restore(restore_engine, engine):
-    # the path hybrid/recurrent models (Qwen3.5) take, run here on the embedded model
-    assert restore_engine.prefix_mode == "restore"
+def test_shared_state_batch_matches_alone_with_whole_sequence_restore(restore_engine, plain_engine):
+    # the path hybrid/recurrent models (Qwen3.5) take, run here on the embedded model (flash attention left off)
+    assert restore_engine.prefix_mode == "restore" and restore_engine.flash_attention == "off"
     restored = _batch_matches_singles(restore_engine)
-    trimmed, _ = own.decide(engine, batch())
+    trimmed, _ = own.decide(plain_engine, batch())
     for a, b in zip(restored, trimmed):
         assert np.allclose(a["probabilities"], b["probabilities"], atol=1e-4, rtol=0)
 
@@ -200,21 +200,6 @@ def test_model_metadata_comes_from_the_manifest(engine, model_dir):
     import llama_cpp
 
     assert info["runtime"]["llama_cpp_python"] == llama_cpp.__version__
-
-
-def test_flash_attention_is_off_unless_asked_and_llama_cpp_says_what_auto_became(engine, model_dir):
-    from decision_adapter.engine import Engine
-    from decision_adapter.model_files import locate_model
-
-    assert engine.flash_attention == "off"
-    assert engine.llm.context_params.flash_attn_type == 0
-    auto = Engine(adapter_settings(model_dir, SM_LLAMA_CPP_FLASH_ATTN="auto"), locate_model(model_dir))
-    try:
-        assert auto.llm.context_params.flash_attn_type == -1
-        assert auto.flash_attention in ("on", "off")  # llama.cpp's verdict for this CPU, read from its log
-        assert auto._model_info()["runtime"]["flash_attention"] == auto.flash_attention
-    finally:
-        del auto
 
 
 def test_a_batch_shares_every_token_its_prompts_agree_on_not_only_the_state(engine):

@@ -7,7 +7,10 @@ given to llama.cpp are counted (deterministic, no clock). With DECISION_ADAPTER_
 (single-tenant endpoints) a repeated state is not evaluated again, and a right guess costs less.
 Every answer equals a fresh evaluation of the whole prompt (1e-4).
 
-The reference is an engine with prefix reuse off: it evaluates each prompt from an empty context.
+The reference is an engine with prefix reuse off: it evaluates each prompt from an empty context. The
+engines run without flash attention, where the tokens a request hands to llama.cpp are exactly those not
+reused; the default engine (flash attention on, each prompt's calls at least 64 tokens) is held to the
+same by the tests of the default reuse, and test_flash_attention.py holds the opt-in reuse with it.
 """
 
 import numpy as np
@@ -40,12 +43,14 @@ def _engine(model_dir, mode, **env):
     from decision_adapter.engine import Engine
     from decision_adapter.model_files import locate_model
 
+    env = {"SM_LLAMA_CPP_FLASH_ATTN": "off", **env}
     return Engine(adapter_settings(model_dir, DECISION_ADAPTER_PREFIX_REUSE=mode, **env), locate_model(model_dir))
 
 
 @pytest.fixture(scope="module")
 def fresh(model_dir):
-    return _engine(model_dir, "off")
+    """Per flash attention ("on", "off"), an engine that evaluates every prompt from an empty context."""
+    return {"off": _engine(model_dir, "off"), "on": _engine(model_dir, "off", SM_LLAMA_CPP_FLASH_ATTN="on")}
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +72,17 @@ def restore_across(model_dir):
     return engine
 
 
-@pytest.fixture(params=["trim", "restore"])
-def reusing(request, engine, restore):
+@pytest.fixture(params=["trim", "trim-flash-attention", "restore"])
+def reusing(request, plain_engine, engine, restore):
     """The default: the fixed head only across requests."""
-    return engine if request.param == "trim" else restore
+    return {"trim": plain_engine, "trim-flash-attention": engine, "restore": restore}[request.param]
+
+
+@pytest.fixture(params=["trim", "restore"])
+def reusing_plain(request, plain_engine, restore):
+    """The default reuse, counted without flash attention: with it, a question shorter than 64 tokens takes the
+    state's last tokens with it, so two short questions cost as much together as apart."""
+    return plain_engine if request.param == "trim" else restore
 
 
 @pytest.fixture(params=["trim", "restore"])
@@ -80,9 +92,9 @@ def across(request, trim_across, restore_across):
 
 
 @pytest.fixture(params=["trim", "restore-across"])
-def after_timeout(request, engine, restore_across):
+def after_timeout(request, plain_engine, restore_across):
     """One engine of each kind of memory and each reuse setting (the model's time is the tests' budget)."""
-    return engine if request.param == "trim" else restore_across
+    return plain_engine if request.param == "trim" else restore_across
 
 
 def probabilities(engine, batch):
@@ -93,11 +105,13 @@ def probabilities(engine, batch):
 _FRESH: dict = {}
 
 
-def fresh_probabilities(fresh, batch):
-    """A fresh evaluation's answers, each computed once for the module."""
-    key = (repr(batch.state), tuple((q.question, tuple(o.text for o in q.options)) for q in batch.questions))
+def fresh_probabilities(fresh, batch, like):
+    """A fresh evaluation's answers with ``like``'s flash attention, each computed once for the module."""
+    kernels = "off" if like.flash_attention == "off" else "on"
+    key = (kernels, repr(batch.state),
+           tuple((q.question, tuple(o.text for o in q.options)) for q in batch.questions))
     if key not in _FRESH:
-        _FRESH[key] = probabilities(fresh, batch)
+        _FRESH[key] = probabilities(fresh[kernels], batch)
     return _FRESH[key]
 
 
@@ -135,7 +149,7 @@ def guesses(engine, fresh, monkeypatch) -> tuple[int, int]:
     for guess in (right, wrong):
         probabilities(engine, single(SECRET))  # the other caller's request
         got, n = evaluated(engine, guess, monkeypatch)
-        assert_same(got, fresh_probabilities(fresh, guess))
+        assert_same(got, fresh_probabilities(fresh, guess, engine))
         costs.append(n)
     return costs[0], costs[1]
 
@@ -155,18 +169,19 @@ def test_with_cross_request_reuse_a_right_guess_costs_less(across, fresh, monkey
 def test_with_cross_request_reuse_only_what_is_not_cached_is_read(across, fresh, monkeypatch):
     probabilities(across, single(STATES[0]))  # whatever the context held before, it now holds a decision
     got, n = evaluated(across, single(STATES[1]), monkeypatch)
-    assert_same(got, fresh_probabilities(fresh, single(STATES[1])))
+    assert_same(got, fresh_probabilities(fresh, single(STATES[1]), across))
     assert n < prompt_length(across, single(STATES[1])) - 40  # a new state: the head is not read again
     got, n = evaluated(across, single(STATES[1], QUESTIONS[1]), monkeypatch)
-    assert_same(got, fresh_probabilities(fresh, single(STATES[1], QUESTIONS[1])))
+    assert_same(got, fresh_probabilities(fresh, single(STATES[1], QUESTIONS[1]), across))
     assert n < 40  # the same state: only the question and its options
-    assert_same(probabilities(across, shared(STATES[2])), fresh_probabilities(fresh, shared(STATES[2])))
+    assert_same(probabilities(across, shared(STATES[2])), fresh_probabilities(fresh, shared(STATES[2]), across))
 
 
-def test_inside_one_request_the_state_is_evaluated_once_for_all_its_questions(reusing, fresh, monkeypatch):
+def test_inside_one_request_the_state_is_evaluated_once_for_all_its_questions(reusing_plain, fresh, monkeypatch):
+    reusing = reusing_plain
     alone = [evaluated(reusing, single(STATES[2], q), monkeypatch) for q in QUESTIONS]
     got, both = evaluated(reusing, shared(STATES[2]), monkeypatch)
-    assert_same(got, fresh_probabilities(fresh, shared(STATES[2])))
+    assert_same(got, fresh_probabilities(fresh, shared(STATES[2]), reusing))
     assert_same(got, [answer[0] for answer, _ in alone])  # batched equals unbatched
     # asked apart, each question reads the state; asked together, the second one does not
     assert both < alone[0][1] + alone[1][1] - 10
@@ -179,7 +194,7 @@ def test_answers_after_a_timed_out_request_equal_fresh_evaluations(after_timeout
         own.decide(after_timeout, single(long_state))
     assert after_timeout._prefix is None and after_timeout.llm.n_tokens == 0
     got, n = evaluated(after_timeout, single(STATES[0]), monkeypatch)  # the state before the time-out
-    assert_same(got, fresh_probabilities(fresh, single(STATES[0])))
+    assert_same(got, fresh_probabilities(fresh, single(STATES[0]), after_timeout))
     if after_timeout.prefix_mode == "restore":  # the head saved at start-up outlives the time-out
         assert len(after_timeout._heads) == 1 and n < prompt_length(after_timeout, single(STATES[0])) - 40
     else:
@@ -192,5 +207,5 @@ def test_a_question_as_long_as_the_cached_one_is_evaluated_anew(across, fresh):
     for options in (["no", "yes"], ["yes", "no"], ["no", "yes"]):
         batch = single(STATES[1], {"question": "Is it urgent?", "options": options})
         got = probabilities(across, batch)
-        assert_same(got, fresh_probabilities(fresh, batch))
+        assert_same(got, fresh_probabilities(fresh, batch, across))
     assert got != probabilities(across, single(STATES[1], {"question": "Is it urgent?", "options": ["yes", "no"]}))

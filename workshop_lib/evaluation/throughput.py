@@ -12,6 +12,7 @@ limit, which sets notebook 07's auto scaling target.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import threading
 import time
@@ -183,12 +184,19 @@ class Throughput:
 # ---- measuring ----------------------------------------------------------------------------------
 
 
+def note_tag(run: str, n: int) -> str:
+    """Eight hex characters that open the n-th request's note. The first differs between any 16 consecutive
+    requests (5 is prime to 16), so no two prompts in flight share a token after the template's head: a server
+    that reuses another caller's opening (llama-server's slots do) gains nothing from the note itself."""
+    return "0123456789abcdef"[n * 5 % 16] + hashlib.sha256(f"{run}-{n}".encode()).hexdigest()[:7]
+
+
 def fresh_request(task: Task, n: int, run: str) -> dict:
     """The task's request with a unique id and a note opening its state, so that no cache the endpoint
     may keep (the adapter's opt-in state cache, llama-server's prompt cache) answers it from an earlier one."""
     body = task.request(request_id=f"throughput-{run}-{n}")
     if isinstance(body["state"], str):
-        body["state"] = f"[request {run}-{n}]\n{body['state']}"
+        body["state"] = f"{note_tag(run, n)} (request {run}-{n})\n{body['state']}"
     return body
 
 
@@ -277,4 +285,4 @@ def measure_throughput(client, tasks=None, *, concurrencies: Sequence[int] = CON
 
 
 __all__ = ["CONCURRENCIES", "DEFAULT_P95_MS", "Level", "Sustainable", "Throughput", "cycled_requests", "fresh_request",
-           "fresh_requests", "levels_table", "measure_level", "measure_throughput", "sustainable_level"]
+           "fresh_requests", "levels_table", "measure_level", "measure_throughput", "note_tag", "sustainable_level"]

@@ -13,8 +13,7 @@ from workshop_lib.client.endpoint_errors import BadRequest, EndpointBusy
 from workshop_lib.evaluation import load_tasks
 from workshop_lib.evaluation.report import percentile
 from workshop_lib.evaluation.throughput import (Level, Sustainable, Throughput, fresh_request, fresh_requests,
-                                                measure_level,
-                                                measure_throughput, sustainable_level)
+                                                measure_level, measure_throughput, note_tag, sustainable_level)
 
 
 def level(concurrency: int, *, rate: float, p95: float, refused: int = 0, failed: int = 0, n: int = 20) -> Level:
@@ -81,6 +80,16 @@ def test_each_request_is_new_and_keeps_the_task():
     first, second = fresh_request(task, 0, "r1"), fresh_request(task, 1, "r1")
     assert first["id"] != second["id"] and first["state"] != second["state"]
     assert first["state"].endswith(task.state) and first["options"] == task.request()["options"]
+
+
+def test_requests_near_each_other_share_nothing_after_the_head():
+    # A server reusing one caller's opening for the next (llama-server's slots) must gain nothing from the note:
+    # with C callers, the prompts in flight and in its C slots are a few consecutive ones.
+    task = load_tasks()[0]
+    firsts = [fresh_request(task, n, "c8")["state"][0] for n in range(64)]
+    assert all(len(set(firsts[i:i + 16])) == 16 for i in range(len(firsts) - 15))
+    assert fresh_request(task, 3, "c8") == fresh_request(task, 3, "c8")  # both servers get the same prompts
+    assert note_tag("c8", 3) != note_tag("c4", 3)
 
 
 # ---- the callers' loop, against a fake client -----------------------------------------------------
