@@ -58,6 +58,7 @@ from decision_adapter.apis import own
 from decision_adapter.engine import Engine
 from decision_adapter.model_files import locate_model
 from decision_adapter.apis.own import parse_decision
+from decision_adapter.questions import ScoringItem
 from decision_adapter.settings import load_settings
 
 THREADS = 2
@@ -98,14 +99,17 @@ def in_process(model_dir: Path, bodies: list[dict]) -> dict:
         calls.clear()
         before = engine.tokens_evaluated
         start = time.perf_counter()
-        results, _ = own.decide(engine, parse_decision(body))
+        batch = parse_decision(body)
+        results, _ = own.decide(engine, batch)
         decide_ms.append((time.perf_counter() - start) * 1000.0)
         decode_calls.append(sum(calls))
         evaluated.append(engine.tokens_evaluated - before)
-        n = len(body["options"])
+        question = batch.questions[0]
+        item = ScoringItem(engine.template.render_decision(batch.state, question), len(question.options))
+        tokens, logits = engine.prompt_tokens(item.prompt), engine._last_logits()
         start = time.perf_counter()
-        for _ in range(20):
-            engine._read([], engine._last_logits(), n, 1.0)
+        for _ in range(20):  # the letters readout evaluates nothing: it reads the slots of the last logits
+            engine._read(item, tokens, logits)
         readout_ms.append((time.perf_counter() - start) * 1000.0 / 20)
     engine.llm.eval = real_eval
     del engine

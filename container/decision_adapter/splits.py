@@ -4,8 +4,8 @@ llama.cpp's CPU kernels give the same logits for a token whatever other tokens s
 call, as long as the call holds enough of them; below that they take another path. Without flash
 attention the floor is two tokens (one token alone goes through the matrix-vector kernels). With it,
 it is 64: the flash-attention kernel tiles a call's queries by 64 (ggml's ``GGML_FA_TILE_Q``) and reads
-a smaller call with its vector kernel, which differs by up to a few logits; calls of 64 tokens or more
-give the same logits bit for bit, however a prompt is cut into them (measured on this project's build).
+a smaller call with its vector kernel, which gives other logits; calls of 64 tokens or more give the same
+logits, however a prompt is cut into them (docs/benchmarks.md, dated record).
 
 So with flash attention every call that evaluates a prompt holds at least ``least`` tokens: a short
 evaluation after a held prefix evaluates the prefix's last tokens again with it (their cells are rewritten

@@ -75,3 +75,15 @@ def test_the_readout_verdicts_follow_their_figures():
     assert "2.00x chance" in good[0] and "1/10" in bad[1] and "1.30x" in bad[2]
     text = adapter.report({**recorded("adapter.json"), "readouts": {**study(0.6, 0, 110.0, 0.1), "text": "T"}})
     assert "readouts (temperature 1" in text and good[0] in text
+
+
+def test_the_in_process_part_reads_its_engine_as_the_benchmark_runs_it(tmp_path):
+    """``benchmarks.llama_server.in_process`` on two of the benchmark's requests, with the real engine."""
+    from benchmarks import llama_server
+    from workshop_lib.demo import prepare_model_dir
+
+    model_dir, _ = prepare_model_dir(tmp_path)
+    bodies = [t.request() for t in llama_server.load_tasks(None, limit=2)]
+    figures = llama_server.in_process(model_dir, bodies)
+    assert figures["decode_calls_p50"] >= 1 and figures["tokens_evaluated_p50"] > 0
+    assert 0 < figures["readout_ms_p50"] < figures["in_process_decide_ms_p50"]
