@@ -24,9 +24,10 @@ alternating between the servers task by task:
    table's adapter without it and to its llama-server (``--concurrency-only`` runs these alone and writes
    benchmarks/results/concurrency.json).
 
-Like for like, both sides run llama.cpp's attention without flash attention (``SM_LLAMA_CPP_FLASH_ATTN=off``,
-``--flash-attn off``). New prompts and shared states are also sent to the pair as each is deployed: both at
-their default, auto, which enables flash attention on these CPUs (the adapter after its start-up check).
+Like for like, both sides run llama.cpp's attention without flash attention (the adapter's default,
+``--flash-attn off``). New prompts and shared states are also sent to the pair with it: llama-server at its
+default (auto, which enables it on these CPUs) and the adapter with ``SM_LLAMA_CPP_FLASH_ATTN=auto``
+(on after its start-up check).
 
 Prints the figures and writes benchmarks/results/llama_server.json. Asserts nothing: the machine is
 shared, so speed is reported, not tested. Every server it starts is stopped before it returns.
@@ -165,17 +166,17 @@ def run(limit: int | None = None, out: Path | None = RESULTS, *, concurrency_tab
     tasks = load_tasks(None, limit=limit)
     bodies = [t.request() for t in tasks]
     letters = [letter_body(t.state, t.question, [text for _, text in t.presented()]) for t in tasks]
-    deployed_env = {"SM_LLAMA_CPP_CTX_SIZE": str(CTX), "DECISION_ADAPTER_REQUEST_TIMEOUT": "600"}  # a loaded machine
-    adapter_env = {**deployed_env, "SM_LLAMA_CPP_FLASH_ATTN": "off"}
+    adapter_env = {"SM_LLAMA_CPP_CTX_SIZE": str(CTX), "DECISION_ADAPTER_REQUEST_TIMEOUT": "600"}  # a loaded machine
     cache_env = {**adapter_env, "DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on",
                  "DECISION_ADAPTER_STATE_CACHE_MIB": str(CACHE_MIB)}
+    fa_env = {**adapter_env, "SM_LLAMA_CPP_FLASH_ATTN": "auto"}
     servers = [LlamaServerProcess(binary, embedded_gguf_path(), log_path=work / "llama-server.log",
                                   threads=THREADS, context=CTX, extra_args=("--flash-attn", "off")),
                AdapterProcess(model_dir, log_path=work / "adapter.log", threads=THREADS, env=adapter_env),
                AdapterProcess(model_dir, log_path=work / "adapter-cache.log", threads=THREADS, env=cache_env),
                LlamaServerProcess(binary, embedded_gguf_path(), log_path=work / "llama-server-default.log",
                                   threads=THREADS, context=CTX),
-               AdapterProcess(model_dir, log_path=work / "adapter-fa.log", threads=THREADS, env=deployed_env)]
+               AdapterProcess(model_dir, log_path=work / "adapter-fa.log", threads=THREADS, env=fa_env)]
     try:
         for server in servers:
             server.start(timeout_s=180)
@@ -255,8 +256,8 @@ def run(limit: int | None = None, out: Path | None = RESULTS, *, concurrency_tab
                     "load_average_1min": [load_before, _load()]},
         "model": embedded_gguf_path().name, "tasks": len(tasks), "top_logprobs": TOP_LOGPROBS,
         "state_cache_mib": CACHE_MIB,
-        "flash_attention": {"like_for_like": "off on both sides (SM_LLAMA_CPP_FLASH_ATTN=off; --flash-attn off)",
-                            "as_deployed": "both at their default, auto"},
+        "flash_attention": {"like_for_like": "off on both sides (SM_LLAMA_CPP_FLASH_ATTN unset; --flash-attn off)",
+                            "as_deployed": "llama-server's default (auto) and SM_LLAMA_CPP_FLASH_ATTN=auto"},
         "new_prompts": {k: stats(v) for k, v in new.items()},
         "repeated": {k: stats(v) for k, v in warm.items()},
         "letters": {"valid": valid, "agree": agree},

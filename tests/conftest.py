@@ -47,13 +47,14 @@ def engine(settings):
 
 
 @pytest.fixture(scope="session")
-def plain_engine(model_dir):
-    """The engine without flash attention, whose kernels give a token the same logits in any call of two
-    tokens or more: what tests hold to a reference evaluated whole, outside the engine's own path, use it."""
+def flash_engine(model_dir):
+    """The engine with flash attention (``auto``, on for this CPU after its start-up check, as the worker runs it)."""
     from decision_adapter.engine import Engine
     from decision_adapter.model_files import locate_model
 
-    return Engine(adapter_settings(model_dir, SM_LLAMA_CPP_FLASH_ATTN="off"), locate_model(model_dir))
+    engine = Engine(adapter_settings(model_dir, SM_LLAMA_CPP_FLASH_ATTN="auto"), locate_model(model_dir))
+    engine.prove()
+    return engine
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ the context's state. The pieces it composes, each in its own module:
 * readout.py: from the logits at a prompt's end to raw scores per option (the readout each item names);
 * prefix_cache.py: evaluating a request's shared prefix once, and what is kept of it;
 * splits.py: how an evaluation is cut into llama.cpp calls, so that the cut never changes a logit (with
-  flash attention too, which the engine serves only where its start-up check proves that);
+  flash attention too, opt-in, which the engine serves only where its start-up check proves that);
 * chat.py: chat completions' tokens, arguments and answer;
 * calibration.py: calibration.json, read and checked against the model here; order.py keeps the
   content-free priors it measures in ``order_priors``.

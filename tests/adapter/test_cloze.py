@@ -56,10 +56,10 @@ def hybrid(tmp_path_factory):
 
 
 @pytest.fixture(params=["embedded", "hybrid"])
-def any_engine(request, plain_engine):
-    # Without flash attention: the option's own evaluation is held to the prompt and option evaluated whole,
-    # which flash attention's kernels make differ by a little (test_flash_attention.py holds those engines).
-    return plain_engine if request.param == "embedded" else request.getfixturevalue("hybrid")
+def any_engine(request, engine):
+    # Without flash attention (the default): the option's own evaluation is held to the prompt and option
+    # evaluated whole, which flash attention's kernels make differ a little (test_flash_attention.py).
+    return engine if request.param == "embedded" else request.getfixturevalue("hybrid")
 
 
 @pytest.fixture(scope="module")

@@ -111,11 +111,11 @@ def restore_engine(model_dir):
     return Engine(settings, locate_model(model_dir))
 
 
-def test_shared_state_batch_matches_alone_with_whole_sequence_restore(restore_engine, plain_engine):
+def test_shared_state_batch_matches_alone_with_whole_sequence_restore(restore_engine, engine):
     # the path hybrid/recurrent models (Qwen3.5) take, run here on the embedded model (flash attention left off)
     assert restore_engine.prefix_mode == "restore" and restore_engine.flash_attention == "off"
     restored = _batch_matches_singles(restore_engine)
-    trimmed, _ = own.decide(plain_engine, batch())
+    trimmed, _ = own.decide(engine, batch())
     for a, b in zip(restored, trimmed):
         assert np.allclose(a["probabilities"], b["probabilities"], atol=1e-4, rtol=0)
 

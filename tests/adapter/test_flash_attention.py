@@ -1,4 +1,4 @@
-"""Flash attention served only where an answer cannot depend on how its prompt was cut into evaluations.
+"""Flash attention (opt-in) served only where an answer cannot depend on how its prompt was cut into evaluations.
 
 llama.cpp's CPU flash-attention kernel reads a call of 64 tokens or more with its tiled kernel and a smaller
 one with its vector kernel, which differ by up to a few logits; calls of 64 or more agree bit for bit however
@@ -29,11 +29,12 @@ QUESTIONS = [
 
 
 def _engine(folder, **env):
-    """Loaded and proven, as the worker does at start-up (the split check runs in ``prove``)."""
+    """Flash attention ``auto`` unless ``env`` says otherwise; loaded and proven as the worker does at start-up
+    (the split check runs in ``prove``)."""
     from decision_adapter.engine import Engine
     from decision_adapter.model_files import locate_model
 
-    engine = Engine(adapter_settings(folder, **env), locate_model(folder))
+    engine = Engine(adapter_settings(folder, **{"SM_LLAMA_CPP_FLASH_ATTN": "auto", **env}), locate_model(folder))
     engine.prove()
     return engine
 
@@ -70,29 +71,30 @@ def test_a_short_addition_takes_the_last_held_tokens_with_it():
     assert splits.back_up(100, 1, splits.PLAIN_LEAST, short=False) == 1  # never one token alone
 
 
-# ---- the default engine: flash attention on where it cannot change an answer --------------------------------
+# ---- flash attention asked for (auto): on where it cannot change an answer -----------------------------------
 
 
-def test_auto_serves_flash_attention_after_proving_a_split_changes_nothing(engine):
-    engine.prove()
-    assert engine.settings.flash_attn == "auto"
-    assert engine.flash_attention == "on" and engine.llm.context_params.flash_attn_type == -1  # llama.cpp's CPU
-    assert engine.least_tokens == splits.FLASH_ATTENTION_LEAST
-    assert engine.split_check is not None and engine.split_check <= SPLIT_TOLERANCE
-    assert engine.info["runtime"]["flash_attention"] == "on"
+def test_flash_attention_is_off_by_default_and_auto_serves_it_after_proving_a_split_changes_nothing(engine,
+                                                                                                    flash_engine):
+    assert engine.settings.flash_attn == "off" and engine.flash_attention == "off"
+    assert engine.llm.context_params.flash_attn_type == 0 and engine.least_tokens == splits.PLAIN_LEAST
+    assert flash_engine.flash_attention == "on" and flash_engine.llm.context_params.flash_attn_type == -1
+    assert flash_engine.least_tokens == splits.FLASH_ATTENTION_LEAST
+    assert flash_engine.split_check is not None and flash_engine.split_check <= SPLIT_TOLERANCE
+    assert flash_engine.info["runtime"]["flash_attention"] == "on"
 
 
-def test_without_the_floor_the_same_prompt_cut_differently_moves_its_logits(engine, monkeypatch):
+def test_without_the_floor_the_same_prompt_cut_differently_moves_its_logits(flash_engine, monkeypatch):
     """The check can fail: evaluated in calls under 64 tokens, the kernel gives other logits."""
-    monkeypatch.setattr(engine, "least_tokens", splits.PLAIN_LEAST)
+    monkeypatch.setattr(flash_engine, "least_tokens", splits.PLAIN_LEAST)
     try:
-        assert engine.check_splits() > 100 * SPLIT_TOLERANCE
+        assert flash_engine.check_splits() > 100 * SPLIT_TOLERANCE
     finally:
-        engine.start_afresh()
+        flash_engine.start_afresh()
 
 
 @pytest.fixture(scope="module")
-def whole_reader(engine):
+def whole_reader(flash_engine):
     """The GGUF loaded again with flash attention and ``logits_all``, its batch large enough to evaluate any of
     these prompts in one call: none of the engine's path (the held head, a shared state, calls cut short)."""
     import llama_cpp
@@ -100,16 +102,17 @@ def whole_reader(engine):
     from decision_adapter import runtime
 
     with runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES["on"]):
-        llm = llama_cpp.Llama(model_path=str(engine.model_files.gguf), logits_all=True, verbose=False,
-                              **{**engine.settings.llama_kwargs(), "n_ctx": 1024, "n_batch": 1024,
+        llm = llama_cpp.Llama(model_path=str(flash_engine.model_files.gguf), logits_all=True, verbose=False,
+                              **{**flash_engine.settings.llama_kwargs(), "n_ctx": 1024, "n_batch": 1024,
                                  "n_ubatch": 1024})
     yield llm
     llm.close()
 
 
-def test_every_answer_is_its_prompt_evaluated_whole(engine, whole_reader):
+def test_every_answer_is_its_prompt_evaluated_whole(flash_engine, whole_reader):
     """Alone after the held head, in a shared-state batch (short questions take the state's last tokens with
     them), and with a prompt beyond one batch of 512: each question's letters read as from its whole prompt."""
+    engine = flash_engine
     long_state = STATE + " The customer adds: " + "the box was wet and the tape was torn open. " * 40
     bodies = [parse_decision({"id": "b", "state": STATE, "questions": QUESTIONS}),
               parse_decision({"id": "l", "state": long_state, "questions": QUESTIONS[:2]})]
@@ -128,14 +131,15 @@ def test_every_answer_is_its_prompt_evaluated_whole(engine, whole_reader):
             assert np.allclose(result["probabilities"], expected, atol=1e-4, rtol=0), (question.id, len(tokens))
 
 
-def test_cloze_answers_do_not_depend_on_the_batch_or_the_order_of_the_options(engine):
-    alone = [_probabilities(engine, _body(q, readout="cloze"))[0] for q in QUESTIONS]
-    together = _probabilities(engine, parse_decision({"id": "b", "state": STATE, "questions": QUESTIONS,
-                                                      "readout": "cloze"}))
+def test_cloze_answers_do_not_depend_on_the_batch_or_the_order_of_the_options(flash_engine):
+    alone = [_probabilities(flash_engine, _body(q, readout="cloze"))[0] for q in QUESTIONS]
+    together = _probabilities(flash_engine, parse_decision({"id": "b", "state": STATE, "questions": QUESTIONS,
+                                                            "readout": "cloze"}))
     for a, b in zip(alone, together):
         assert np.allclose(a, b, atol=1e-4, rtol=0)
     turned = dict(QUESTIONS[2], options=QUESTIONS[2]["options"][::-1])
-    assert np.allclose(_probabilities(engine, _body(turned, readout="cloze"))[0][::-1], alone[2], atol=1e-4, rtol=0)
+    turned_back = _probabilities(flash_engine, _body(turned, readout="cloze"))[0][::-1]
+    assert np.allclose(turned_back, alone[2], atol=1e-4, rtol=0)
 
 
 def test_reuse_across_requests_and_the_state_cache_answer_as_a_fresh_context(model_dir):
@@ -159,17 +163,18 @@ def test_reuse_across_requests_and_the_state_cache_answer_as_a_fresh_context(mod
 # ---- where it cannot hold: auto leaves it off, on refuses ---------------------------------------------------
 
 
-def test_a_build_whose_split_check_fails_serves_without_flash_attention(model_dir, plain_engine, monkeypatch):
+def test_a_build_whose_split_check_fails_serves_without_flash_attention(model_dir, engine, monkeypatch):
     monkeypatch.setattr(splits, "FLASH_ATTENTION_LEAST", splits.PLAIN_LEAST)  # a kernel the floor cannot fix
-    engine = _engine(model_dir)
-    assert engine.flash_attention == "off" and engine.llm.context_params.flash_attn_type == 0
-    assert engine.least_tokens == splits.PLAIN_LEAST and engine.split_check > SPLIT_TOLERANCE
-    twin = engine.twin(1)
+    fallen = _engine(model_dir)
+    assert fallen.flash_attention == "off" and fallen.llm.context_params.flash_attn_type == 0
+    assert fallen.least_tokens == splits.PLAIN_LEAST and fallen.split_check > SPLIT_TOLERANCE
+    assert fallen.info["runtime"]["flash_attention"] == "off"
+    twin = fallen.twin(1)
     assert twin.llm.context_params.flash_attn_type == 0
-    for served in (engine, twin):
+    for served in (fallen, twin):  # answers as the engine without flash attention does
         for question in QUESTIONS:
             assert np.allclose(_probabilities(served, _body(question))[0],
-                               _probabilities(plain_engine, _body(question))[0], atol=1e-4, rtol=0)
+                               _probabilities(engine, _body(question))[0], atol=1e-4, rtol=0)
     with pytest.raises(EngineError, match="SM_LLAMA_CPP_FLASH_ATTN=on: .*log-probabilities up to .* set it to"):
         _engine(model_dir, SM_LLAMA_CPP_FLASH_ATTN="on")
 

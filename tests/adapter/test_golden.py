@@ -3,9 +3,7 @@ test GGUF, in every order mode, with and without a temperature and a calibration
 answers recorded in ``golden/answers.json``.
 
 The file was recorded before the adapter was rebuilt as a pipeline that only goes down (issue #36),
-so it pins that the rebuild changed no answer; the embedded model's trim answers were recorded again when
-flash attention became the default (issue #40: its kernels move a logit by a little; restore mode and the
-hybrid GGUF are served without it and did not change). Each request goes through the real app's routes
+so it pins that the rebuild changed no answer. Each request goes through the real app's routes
 (Flask's test client) on an in-process engine; no adapter process is started. The engine's context is
 cleared and its priors forgotten before each group, so every run reads the same sequence of prompts.
 

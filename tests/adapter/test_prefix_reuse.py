@@ -8,9 +8,9 @@ given to llama.cpp are counted (deterministic, no clock). With DECISION_ADAPTER_
 Every answer equals a fresh evaluation of the whole prompt (1e-4).
 
 The reference is an engine with prefix reuse off: it evaluates each prompt from an empty context. The
-engines run without flash attention, where the tokens a request hands to llama.cpp are exactly those not
-reused; the default engine (flash attention on, each prompt's calls at least 64 tokens) is held to the
-same by the tests of the default reuse, and test_flash_attention.py holds the opt-in reuse with it.
+engines run without flash attention (the default), where the tokens a request hands to llama.cpp are
+exactly those not reused; the default reuse is also held with flash attention (each prompt's calls at
+least 64 tokens), and test_flash_attention.py holds the opt-in reuse with it.
 """
 
 import numpy as np
@@ -43,7 +43,6 @@ def _engine(model_dir, mode, **env):
     from decision_adapter.engine import Engine
     from decision_adapter.model_files import locate_model
 
-    env = {"SM_LLAMA_CPP_FLASH_ATTN": "off", **env}
     return Engine(adapter_settings(model_dir, DECISION_ADAPTER_PREFIX_REUSE=mode, **env), locate_model(model_dir))
 
 
@@ -73,16 +72,16 @@ def restore_across(model_dir):
 
 
 @pytest.fixture(params=["trim", "trim-flash-attention", "restore"])
-def reusing(request, plain_engine, engine, restore):
+def reusing(request, engine, flash_engine, restore):
     """The default: the fixed head only across requests."""
-    return {"trim": plain_engine, "trim-flash-attention": engine, "restore": restore}[request.param]
+    return {"trim": engine, "trim-flash-attention": flash_engine, "restore": restore}[request.param]
 
 
 @pytest.fixture(params=["trim", "restore"])
-def reusing_plain(request, plain_engine, restore):
+def reusing_plain(request, engine, restore):
     """The default reuse, counted without flash attention: with it, a question shorter than 64 tokens takes the
     state's last tokens with it, so two short questions cost as much together as apart."""
-    return plain_engine if request.param == "trim" else restore
+    return engine if request.param == "trim" else restore
 
 
 @pytest.fixture(params=["trim", "restore"])
@@ -92,9 +91,9 @@ def across(request, trim_across, restore_across):
 
 
 @pytest.fixture(params=["trim", "restore-across"])
-def after_timeout(request, plain_engine, restore_across):
+def after_timeout(request, engine, restore_across):
     """One engine of each kind of memory and each reuse setting (the model's time is the tests' budget)."""
-    return plain_engine if request.param == "trim" else restore_across
+    return engine if request.param == "trim" else restore_across
 
 
 def probabilities(engine, batch):

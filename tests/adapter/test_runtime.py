@@ -61,7 +61,7 @@ def test_the_installed_llama_cpp_is_the_portable_build():
     assert not [f for f in features if f.startswith(("AVX512", "AMX"))], info
 
 
-@pytest.mark.parametrize("raw, mode", [(None, "auto"), ("", "auto"), ("auto", "auto"), ("ON", "on"), ("true", "on"),
+@pytest.mark.parametrize("raw, mode", [(None, "off"), ("", "off"), ("auto", "auto"), ("ON", "on"), ("true", "on"),
                                        ("1", "on"), ("false", "off"), ("disabled", "off")])
 def test_flash_attention_is_read_as_llama_server_spells_it(raw, mode):
     env = {} if raw is None else {"SM_LLAMA_CPP_FLASH_ATTN": raw}

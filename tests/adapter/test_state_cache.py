@@ -33,9 +33,6 @@ def _engine(model_dir, mode, **env):
     from decision_adapter.engine import Engine
     from decision_adapter.model_files import locate_model
 
-    # Without flash attention, a call's tokens are just those not reused (test_flash_attention.py holds the
-    # state cache with it).
-    env = {"SM_LLAMA_CPP_FLASH_ATTN": "off", **env}
     engine = Engine(adapter_settings(model_dir, DECISION_ADAPTER_PREFIX_REUSE=mode, **env), locate_model(model_dir))
     engine.prove()
     return engine

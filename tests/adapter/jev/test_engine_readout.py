@@ -81,11 +81,11 @@ def test_two_level_readout_by_hand(engine):
     assert np.allclose(probabilities(result), expected, atol=1e-6, rtol=0)
 
 
-def test_restore_mode_reads_the_same_two_level_answers(plain_engine, restore_engine):
+def test_restore_mode_reads_the_same_two_level_answers(engine, restore_engine):
     # the path hybrid/recurrent models (Qwen3.5) take: a saved sequence instead of a trimmed cache (both
     # without flash attention, which restore mode is served without)
     questions = {"big": many(31), "small": {"type": "noul", "instructions": "Is the parcel lost?"}}
-    trimmed, _ = plain_engine.score_items(items(plain_engine, questions)[1])
+    trimmed, _ = engine.score_items(items(engine, questions)[1])
     restored, _ = restore_engine.score_items(items(restore_engine, questions)[1])
     for a, b in zip(trimmed, restored):
         assert np.allclose(probabilities(a), probabilities(b), atol=1e-4, rtol=0)
