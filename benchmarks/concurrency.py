@@ -305,7 +305,7 @@ def report(t: dict, *, gpu: bool = False) -> list[str]:
             v = t["verdicts"].get(name)
             verdict = (f": throughput {ok(v['throughput_meets'])}, p95 {ok(v['p95_meets'])}" if v and v["levels"]
                        else "")
-            lines.append(f"  {ROWS[name]:<34}" + ", ".join(parts) + verdict)
+            lines.append(f"  {ROWS[name]:<{max(len(label) for label in ROWS.values()) + 2}}" + ", ".join(parts) + verdict)
     for name, s in t["scaling"].items():
         if gpu or s["ratio"] is not None:
             target = f" ({ok(s['meets'])} >= {GPU_SCALING:g}x on a GPU)" if gpu else ""
