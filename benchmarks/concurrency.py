@@ -61,8 +61,8 @@ REUSE_PROMPTS = 4  # the repeating set
 REUSE_TASKS = 12  # decisions per reuse cell at most
 REUSE_SECONDS = 5.0  # load per reuse cell at most
 REUSE_CACHE_MIB = 256
-# The table's adapter tuned for its load, prompts of one question each (docs/benchmarks.md): C contexts and flash
-# attention, which makes such a prompt about 5 % faster and a shared-state batch of short questions slower.
+# The table's adapter tuned for its load, prompts of one question each: C contexts and flash attention, which
+# speeds up such prompts and slows down shared-state batches of short questions (docs/benchmarks.md).
 TUNED_ENV = {"SM_LLAMA_CPP_FLASH_ATTN": "auto"}
 REUSE_ENV = {"DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on", "DECISION_ADAPTER_STATE_CACHE_MIB": str(REUSE_CACHE_MIB)}
 REUSE_ROWS = {"adapter_reuse": "adapter, reuse + state cache",
@@ -278,8 +278,13 @@ def _x(v) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
 
+def _pad(labels) -> int:
+    """The width of a column of these row labels."""
+    return max(34, *(len(label) + 2 for label in labels))
+
+
 def _grid(rows: dict, labels: dict, levels: list[str], width: int = 30) -> list[str]:
-    pad = max(34, *(len(label) + 2 for label in labels.values()))
+    pad = _pad(labels.values())
     lines = [(" " * (pad + 2) + "".join(f"C={c:<{width - 2}}" for c in levels)).rstrip()]
     for name, label in labels.items():
         row = rows.get(name, {})
@@ -305,7 +310,7 @@ def report(t: dict, *, gpu: bool = False) -> list[str]:
             v = t["verdicts"].get(name)
             verdict = (f": throughput {ok(v['throughput_meets'])}, p95 {ok(v['p95_meets'])}" if v and v["levels"]
                        else "")
-            lines.append(f"  {ROWS[name]:<{max(len(label) for label in ROWS.values()) + 2}}" + ", ".join(parts) + verdict)
+            lines.append(f"  {ROWS[name]:<{_pad(ROWS.values())}}" + ", ".join(parts) + verdict)
     for name, s in t["scaling"].items():
         if gpu or s["ratio"] is not None:
             target = f" ({ok(s['meets'])} >= {GPU_SCALING:g}x on a GPU)" if gpu else ""
@@ -332,6 +337,6 @@ def report_reuse(t: dict) -> list[str]:
              "throughput / p95"]
     for key, label in labels.items():
         per_c = t["ratios"].get(key, {})
-        lines.append(f"  {label:<38}" + ", ".join(f"C={c} {_g(per_c[c]['throughput'])} / {_g(per_c[c]['p95'])}"
+        lines.append(f"  {label:<{_pad(labels.values())}}" + ", ".join(f"C={c} {_g(per_c[c]['throughput'])} / {_g(per_c[c]['p95'])}"
                                                   for c in levels if c in per_c))
     return lines

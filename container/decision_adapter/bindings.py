@@ -19,8 +19,8 @@ lacks fails the import. Two tools, both run by the Dockerfiles at build time:
     two questions through ``restore`` prefix reuse, which the pinned hybrid model uses:
     the sequence saved and loaded back through the library's state calls must give
     the answers of a fresh evaluation; and a second context on the loaded model must
-    pass the adapter's start-up check (scheduler.py); and the start-up at the default flash
-    attention (``auto``) must run its check of the library's kernels and start. These engines
+    pass the adapter's start-up check (scheduler.py); and a start-up with flash attention
+    ``auto`` must run its check of the library's kernels and start. These engines
     run without flash attention otherwise: whether it is served is each start-up's to decide.
     Any difference exits non-zero, which fails the image build before anything is pushed.
 
@@ -181,8 +181,8 @@ def lanes_problems(engine: Engine) -> list[str]:
 
 
 def flash_attention_problems(model_path: Path) -> list[str]:
-    """The start-up at the default, flash attention ``auto``: its check of the library's kernels (engine.py) runs
-    and decides, and the server starts either way."""
+    """A start-up with flash attention ``auto``: its check of the library's kernels (engine.py) runs and decides,
+    and the server starts either way."""
     try:
         _engine(model_path, flash_attn="auto").prove()
     except Exception as exc:  # noqa: BLE001 - any failure of the path is the finding

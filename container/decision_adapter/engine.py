@@ -163,8 +163,6 @@ class Engine(PrefixReuse):
         self.offloaded_layers, self.offloadable_layers = (
             runtime.offloaded_layers("".join(load_log)) or (0, self.n_layer + 1))
         self.flash_attention = runtime.flash_attention("".join(load_log), settings.flash_attn)
-        # The fewest tokens one llama_decode call of a prompt may hold (splits.py); "auto" with no verdict counts as on.
-        self.least_tokens = splits.PLAIN_LEAST if self.flash_attention == "off" else splits.FLASH_ATTENTION_LEAST
         self.context_mib = runtime.context_memory_mib("".join(load_log))  # this context's KV (and recurrent) memory
         self.lane = 0  # which of the model's contexts this is (scheduler.py makes the others with ``twin``)
         self.loaded_threads = (self.llm.context_params.n_threads, self.llm.context_params.n_threads_batch)
@@ -230,6 +228,12 @@ class Engine(PrefixReuse):
 
     # -- flash attention ---------------------------------------------------------
 
+    @property
+    def least_tokens(self) -> int:
+        """The fewest tokens one llama_decode call of a prompt may hold (splits.py); "auto" with no verdict from
+        llama.cpp counts as on."""
+        return splits.PLAIN_LEAST if self.flash_attention == "off" else splits.FLASH_ATTENTION_LEAST
+
     def _flash_attention_blocker(self) -> str | None:
         """Why this engine cannot serve flash attention whatever the build's kernels do, if it cannot."""
         step = min(self.llm.n_batch, self.llm.context_params.n_ubatch)
@@ -253,7 +257,7 @@ class Engine(PrefixReuse):
         log.info("SM_LLAMA_CPP_FLASH_ATTN=auto: flash attention left off, as %s", unfit)
         runtime.replace_context(self.llm, flash_attn_type=runtime.FLASH_ATTN_TYPES["off"])
         self._deadline.install(self._llama_cpp, self.llm.ctx)
-        self.flash_attention, self.least_tokens = "off", splits.PLAIN_LEAST
+        self.flash_attention = "off"
         self.start_afresh()
 
     def check_splits(self) -> float:

@@ -108,7 +108,7 @@ class Settings:
         L + "FLASH_ATTN", "off", "flash attention in llama.cpp, as llama-server's --flash-attn. With it every "
         "prompt is evaluated in calls of 64 tokens or more, so that how a prompt was cut cannot change its answer "
         "(checked at start-up: auto leaves it off where that cannot hold, on refuses to start): on a CPU a new "
-        "prompt about 5 % faster, a shared-state batch of short questions up to a quarter slower. Off by default",
+        "prompt a few percent faster, a shared-state batch of short questions up to a third slower. Off by default",
         choices=("off", "on", "auto"),
         spellings={"true": "on", "1": "on", "enabled": "on", "false": "off", "0": "off", "disabled": "off"})
     port: int = setting(

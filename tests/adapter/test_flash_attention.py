@@ -86,7 +86,7 @@ def test_flash_attention_is_off_by_default_and_auto_serves_it_after_proving_a_sp
 
 def test_without_the_floor_the_same_prompt_cut_differently_moves_its_logits(flash_engine, monkeypatch):
     """The check can fail: evaluated in calls under 64 tokens, the kernel gives other logits."""
-    monkeypatch.setattr(flash_engine, "least_tokens", splits.PLAIN_LEAST)
+    monkeypatch.setattr(splits, "FLASH_ATTENTION_LEAST", splits.PLAIN_LEAST)
     try:
         assert flash_engine.check_splits() > 100 * SPLIT_TOLERANCE
     finally:
