@@ -64,6 +64,9 @@ from .tokens import PromptTokenizer, longest_token_chars
 log = logging.getLogger(__name__)
 
 SPLIT_TOLERANCE = 1e-4  # check_splits: the answers' tolerance, on every log-probability
+# check_splits evaluates the start-up prompt's first tokens: enough for a first call past the flash-attention
+# floor, a middle one over it and the shortest last one (each evaluation adds to the start-up)
+SPLIT_CHECK_TOKENS = 2 * splits.FLASH_ATTENTION_LEAST + 8
 _QUANT_RE = re.compile(r"(?:^|[._-])((?:IQ|Q)\d[A-Z0-9_]*?|BF16|F16|F32)(?:\.gguf$|[.-])", re.IGNORECASE)
 
 
@@ -262,8 +265,9 @@ class Engine(PrefixReuse):
 
     def check_splits(self) -> float:
         """The largest difference in log-probability, over the vocabulary, between the start-up prompt evaluated
-        whole and cut into the calls the engine makes (a short last part after a held prefix; two long parts)."""
-        tokens = self.prompt_tokens(self.template.render_decision(PROBE_STATE, PROBE_QUESTIONS[0]))
+        whole and cut as the engine cuts a prompt into calls: a short first call (a held head's end), and the
+        shortest last one after held cells (a question after its shared state)."""
+        tokens = self.prompt_tokens(self.template.render_decision(PROBE_STATE, PROBE_QUESTIONS[0]))[:SPLIT_CHECK_TOKENS]
 
         def log_probs(*cuts: int) -> np.ndarray:
             self.start_afresh()
@@ -272,11 +276,42 @@ class Engine(PrefixReuse):
             logits = self._last_logits().astype(np.float64)
             return logits - logsumexp(logits)
 
-        whole, n = log_probs(), len(tokens)
-        worst = max(float(np.abs(log_probs(*cuts) - whole).max())
-                    for cuts in ((n - 3,), (min(self.least_tokens + 1, n - 1),)))
+        n = len(tokens)
+        worst = float(np.abs(log_probs(min(self.least_tokens + 1, n - 4), n - splits.PLAIN_LEAST)
+                             - log_probs()).max())
         self.start_afresh()
         return worst
+
+    def _settle_prefix_reuse(self) -> None:
+        """Where this build answers a prompt cut into calls otherwise than whole, evaluate every prompt whole from
+        its first token, in the same calls in every request (``auto``); an explicit mode stops the start-up."""
+        why = (f"this llama.cpp build gives log-probabilities up to {self.split_check:.3g} apart for the same prompt "
+               f"cut into different evaluations ({self.runtime.system_info}), so an answer would depend on the "
+               "other questions of its request and on what the context held before it")
+        if self.settings.prefix_reuse != "auto":
+            raise EngineError(f"DECISION_ADAPTER_PREFIX_REUSE={self.settings.prefix_reuse}: {why}; set it to auto "
+                              "(or off)")
+        log.warning("DECISION_ADAPTER_PREFIX_REUSE=auto: prefix reuse turned off, as %s: every prompt is evaluated "
+                    "whole, from its first token%s", why, "; the state cache with it" if self.state_cache else "")
+        self.prefix_mode = self.info["prefix_reuse"] = "off"
+        self.state_cache = None
+        self.start_afresh()
+
+    def _check_splits(self) -> None:
+        """The start-up check of how prompts are cut into calls: with flash attention (which ``auto`` leaves off
+        where it fails), then without it (where that fails, ``auto`` turns prefix reuse off)."""
+        self.split_check = self.check_splits()
+        log.info("the start-up prompt cut into evaluations differs from it whole by %.3g (flash attention %s)",
+                 self.split_check, self.flash_attention)
+        if self.flash_attention != "off" and self.split_check > SPLIT_TOLERANCE:
+            self._settle_flash_attention(
+                f"this llama.cpp build gives log-probabilities up to {self.split_check:.3g} apart for the same "
+                f"prompt cut into different evaluations ({self.runtime.system_info}), so an answer would depend "
+                "on what else was evaluated with it")
+            self.info["runtime"]["flash_attention"] = self.flash_attention
+            self.split_check = self.check_splits()
+        if self.split_check > SPLIT_TOLERANCE:
+            self._settle_prefix_reuse()
 
     # -- the start-up proof ------------------------------------------------------
 
@@ -288,15 +323,8 @@ class Engine(PrefixReuse):
         failed requests. A crash ends the process here, before ``/ping`` said ready.
         """
         started = time.perf_counter()
-        if self.flash_attention != "off":
-            self.split_check = self.check_splits()
-            log.info("flash attention: the start-up prompt cut into evaluations differs from it whole by %.3g",
-                     self.split_check)
-            self._settle_flash_attention(None if self.split_check <= SPLIT_TOLERANCE else (
-                f"this llama.cpp build gives log-probabilities up to {self.split_check:.3g} apart for the same "
-                f"prompt cut into different evaluations ({self.runtime.system_info}), so an answer would depend "
-                "on what else was evaluated with it"))
-            self.info["runtime"]["flash_attention"] = self.flash_attention
+        if self.prefix_mode != "off":  # with it off, a prompt is evaluated in the same calls in every request
+            self._check_splits()
         question = PROBE_QUESTIONS[0]
         prompt = self.template.render_decision(PROBE_STATE, question)
         readings, timing = self.score_items([ScoringItem(prompt, len(question.options))])

@@ -145,7 +145,9 @@ class Settings:
         A + "MAX_SHARED_DECISIONS", 64, "questions (or the sample's decisions) in one shared-state request",
         minimum=1, sample="SEMIF_MAX_SHARED_DECISIONS")
     prefix_reuse: str = setting(
-        A + "PREFIX_REUSE", "auto", "how the evaluated prefix is reused between prompts (engine.py)",
+        A + "PREFIX_REUSE", "auto", "how the evaluated prefix is reused between prompts (engine.py). auto: restore "
+        "for hybrid or recurrent models, else trim; off where the start-up check finds this build answering a "
+        "prompt cut into calls otherwise than whole (trim and restore refuse to start there)",
         choices=("auto", "trim", "restore", "off"))
     cross_request_reuse: bool = setting(
         A + "CROSS_REQUEST_REUSE", False, "a request may reuse what the previous request left in the context "

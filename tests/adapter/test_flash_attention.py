@@ -167,7 +167,9 @@ def test_a_build_whose_split_check_fails_serves_without_flash_attention(model_di
     monkeypatch.setattr(splits, "FLASH_ATTENTION_LEAST", splits.PLAIN_LEAST)  # a kernel the floor cannot fix
     fallen = _engine(model_dir)
     assert fallen.flash_attention == "off" and fallen.llm.context_params.flash_attn_type == 0
-    assert fallen.least_tokens == splits.PLAIN_LEAST and fallen.split_check > SPLIT_TOLERANCE
+    # checked again without it: this build passes, so prefix reuse stays (test_prefix_reuse.py: where it fails)
+    assert fallen.least_tokens == splits.PLAIN_LEAST and fallen.split_check <= SPLIT_TOLERANCE
+    assert fallen.prefix_mode == "trim"
     assert fallen.info["runtime"]["flash_attention"] == "off"
     twin = fallen.twin(1)
     assert twin.llm.context_params.flash_attn_type == 0
@@ -177,6 +179,30 @@ def test_a_build_whose_split_check_fails_serves_without_flash_attention(model_di
                                _probabilities(engine, _body(question))[0], atol=1e-4, rtol=0)
     with pytest.raises(EngineError, match="SM_LLAMA_CPP_FLASH_ATTN=on: .*log-probabilities up to .* set it to"):
         _engine(model_dir, SM_LLAMA_CPP_FLASH_ATTN="on")
+
+
+def test_evaluating_every_prompt_whole_answers_as_alone_where_cut_prompts_differ(model_dir, monkeypatch):
+    """What ``auto`` prefix reuse falls back to where the start-up check fails, on kernels that do differ with the
+    cut (flash attention without its floor): each prompt evaluated whole from its first token answers a batch's
+    questions exactly as alone; reusing the state across them does not."""
+    from decision_adapter.engine import Engine
+    from decision_adapter.model_files import locate_model
+
+    monkeypatch.setattr(splits, "FLASH_ATTENTION_LEAST", splits.PLAIN_LEAST)
+    whole = _engine(model_dir, DECISION_ADAPTER_PREFIX_REUSE="off")
+    assert whole.flash_attention == "on" and whole.split_check is None  # nothing is cut: nothing to check
+    # not proven: its start-up check would leave flash attention off
+    cutting = Engine(adapter_settings(model_dir, SM_LLAMA_CPP_FLASH_ATTN="auto"), locate_model(model_dir))
+    assert cutting.flash_attention == "on" and cutting.prefix_mode == "trim"
+    batch = parse_decision({"id": "b", "state": STATE, "questions": QUESTIONS})
+
+    def gap(engine):
+        together = _probabilities(engine, batch)
+        return max(float(np.abs(_probabilities(engine, _body(q))[0] - answer).max())
+                   for q, answer in zip(QUESTIONS, together))
+
+    assert gap(whole) == 0.0
+    assert gap(cutting) > 1e-3
 
 
 def test_calls_too_small_for_the_floor_leave_it_off(model_dir):

@@ -208,3 +208,41 @@ def test_a_question_as_long_as_the_cached_one_is_evaluated_anew(across, fresh):
         got = probabilities(across, batch)
         assert_same(got, fresh_probabilities(fresh, batch, across))
     assert got != probabilities(across, single(STATES[1], {"question": "Is it urgent?", "options": ["yes", "no"]}))
+
+
+# ---- a build that answers a prompt cut into calls otherwise than whole ---------------------------------------
+
+
+def test_where_the_start_up_check_fails_auto_evaluates_every_prompt_whole_and_explicit_modes_refuse(
+        model_dir, fresh, monkeypatch):
+    """Reuse rests on a token's logits not depending on how its prompt was cut into llama.cpp calls: checked at
+    start-up (with the kernels here it holds, bit for bit). Where it does not, ``auto`` evaluates every prompt
+    from its first token in the same calls whatever else is asked, and ``trim`` / ``restore`` stop the start."""
+    from decision_adapter.engine import SPLIT_TOLERANCE, Engine
+    from decision_adapter.slots import EngineError
+
+    env = {"DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on", "DECISION_ADAPTER_STATE_CACHE_MIB": 16}
+    checked = _engine(model_dir, "auto", **env)
+    checked.prove()
+    assert checked.split_check <= SPLIT_TOLERANCE and checked.prefix_mode == "trim"
+    assert checked.state_cache is not None
+    assert _engine(model_dir, "off").split_check is None  # nothing to check: nothing is cut
+
+    monkeypatch.setattr(Engine, "check_splits", lambda self: 0.25)  # the kernels of a build that differs
+    fallen = _engine(model_dir, "auto", **env)
+    fallen.prove()
+    assert fallen.prefix_mode == fallen.info["prefix_reuse"] == "off" and fallen.state_cache is None
+    twin = fallen.twin(1)
+    for served in (fallen, twin):
+        assert served.prefix_mode == "off"
+        for batch in (shared(STATES[0]), single(STATES[0]), single(STATES[0])):
+            got, n = evaluated(served, batch, monkeypatch)
+            assert_same(got, fresh_probabilities(fresh, batch, fallen))
+            # each prompt whole, the same state again included: nothing was taken from the request before
+            assert n == sum(prompt_length(served, single(STATES[0], {"question": q.question,
+                                                                       "options": [o.text for o in q.options]}))
+                            for q in batch.questions)
+    for mode in ("trim", "restore"):
+        with pytest.raises(EngineError, match=f"DECISION_ADAPTER_PREFIX_REUSE={mode}: this llama.cpp build gives "
+                                              "log-probabilities up to 0.25 apart .* set it to auto"):
+            _engine(model_dir, mode).prove()
