@@ -300,18 +300,21 @@ class Engine(PrefixReuse):
     def _check_splits(self) -> None:
         """The start-up check of how prompts are cut into calls: with flash attention (which ``auto`` leaves off
         where it fails), then without it (where that fails, ``auto`` turns prefix reuse off)."""
-        self.split_check = self.check_splits()
-        log.info("the start-up prompt cut into evaluations differs from it whole by %.3g (flash attention %s)",
-                 self.split_check, self.flash_attention)
+        self._measure_splits()
         if self.flash_attention != "off" and self.split_check > SPLIT_TOLERANCE:
             self._settle_flash_attention(
                 f"this llama.cpp build gives log-probabilities up to {self.split_check:.3g} apart for the same "
                 f"prompt cut into different evaluations ({self.runtime.system_info}), so an answer would depend "
                 "on what else was evaluated with it")
             self.info["runtime"]["flash_attention"] = self.flash_attention
-            self.split_check = self.check_splits()
+            self._measure_splits()
         if self.split_check > SPLIT_TOLERANCE:
             self._settle_prefix_reuse()
+
+    def _measure_splits(self) -> None:
+        self.split_check = self.check_splits()
+        log.info("the start-up prompt cut into evaluations differs from it whole by %.3g (flash attention %s)",
+                 self.split_check, self.flash_attention)
 
     # -- the start-up proof ------------------------------------------------------
 
