@@ -514,12 +514,11 @@ class Engine(PrefixReuse):
             rows = self._eval_reading_each(ahead, appended=True)
             return [float(row[token]) - logsumexp(row) for row, token in zip(rows, continuation[1:])], len(ahead)
 
-        scores, method, mass, passes, appended = READOUTS[item.readout].read(self, logits, item, logits_after,
-                                                                             log_probs_after)
+        got = READOUTS[item.readout].read(self, logits, item, logits_after, log_probs_after)
         if checkpoint and checkpoint[0] is None:  # cut off what was appended (read in calls of its own)
             self._rewind(tokens, None)           # so that no later prompt starts from its cells
-        return Reading(scores, method, mass, passes, appended, len(tokens), int(np.argmax(logits)),
-                       option_tokens=tuple(len(c) for c in item.continuations))
+        return Reading(got.scores, got.method, got.allowed_token_mass, got.forward_passes, got.appended_tokens,
+                       len(tokens), int(np.argmax(logits)), option_tokens=tuple(len(c) for c in item.continuations))
 
     def continuation_tokens(self, text: str, loc: tuple = ()) -> tuple[int, ...]:
         """An option's text as the tokens that follow a cloze prompt: plain text, no BOS."""

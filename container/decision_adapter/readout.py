@@ -23,9 +23,9 @@ normalisation (``sum``, ``mean`` per token, or ``pmi``: minus the same sum after
 
 A readout has two sides, both handed the engine: ``item`` renders one presentation of a question (its
 options in a given order) as a ``ScoringItem``; ``read`` turns the logits at that prompt's end into
-``Scores`` (scores.py: no temperature is applied here), the share of the next-token probability the
-labels hold, the forward passes it took and the tokens it evaluated past the prompt, evaluating what
-follows the prompt through the functions the engine hands it.
+``Scored``: ``Scores`` (scores.py: no temperature is applied here), the share of the next-token
+probability the labels hold, the forward passes it took and the tokens it evaluated past the prompt,
+evaluating what follows the prompt through the functions the engine hands it.
 """
 
 from __future__ import annotations
@@ -70,6 +70,17 @@ READOUT_METHODS = {
 
 
 @dataclass(frozen=True, eq=False)
+class Scored:
+    """What a readout read at one prompt's end."""
+
+    scores: Scores  # raw, per option in the order the prompt showed them
+    method: str  # a key of READOUT_METHODS
+    allowed_token_mass: float  # the share of the next-token probability on the answer labels (cloze: texts)
+    forward_passes: int
+    appended_tokens: int  # the tokens evaluated past the prompt
+
+
+@dataclass(frozen=True, eq=False)
 class Reading:
     """What the engine read for one scoring item: raw scores per option (in the order the prompt showed
     them) and what it cost."""
@@ -103,10 +114,8 @@ class Letters:
         return ScoringItem(prompt, len(question.options), question.loc, batch.state_field, self.name)
 
     def read(self, engine, logits: np.ndarray, item: ScoringItem, logits_after: Callable[[list[int]], np.ndarray],
-             log_probs_after: Callable[[tuple[int, ...]], tuple[list[float], int]]
-             ) -> tuple[Scores, str, float, int, int]:
-        """(scores, method, the labels' share of the probability, forward passes, tokens past the prompt): letter
-        slots for up to 16 options, else two-level codes."""
+             log_probs_after: Callable[[tuple[int, ...]], tuple[list[float], int]]) -> Scored:
+        """Letter slots for up to 16 options, else two-level codes."""
         n = item.n_options
         if n <= len(engine.slot_tokens):
             return letter_slots(logits, engine.slot_tokens[:n])
@@ -137,11 +146,9 @@ class Cloze:
                               for i in shown)
         return ScoringItem(prompt, len(question.options), question.loc, batch.state_field, self.name, continuations)
 
-    def read(self, engine, logits: np.ndarray, item: ScoringItem, logits_after, log_probs_after
-             ) -> tuple[Scores, str, float, int, int]:
-        """(the options' summed log-probabilities, method, the probability of exactly the options' texts
-        (at most 1), forward passes: the prompt's and one per option of more than one token, and the tokens
-        those evaluated)."""
+    def read(self, engine, logits: np.ndarray, item: ScoringItem, logits_after, log_probs_after) -> Scored:
+        """The options' summed log-probabilities; the mass is the probability of exactly the options' texts (at
+        most 1), the passes the prompt's and one per option of more than one token."""
         log_total, sums, appended = logsumexp(logits), [], 0
         for c in item.continuations:
             after, evaluated = log_probs_after(c)
@@ -149,21 +156,21 @@ class Cloze:
             appended += evaluated
         sums = np.array(sums, dtype=np.float64)
         mass = min(1.0, float(np.exp(sums).sum()))
-        return SlotLogits(sums), names.CLOZE, mass, 1 + sum(len(c) > 1 for c in item.continuations), appended
+        return Scored(SlotLogits(sums), names.CLOZE, mass, 1 + sum(len(c) > 1 for c in item.continuations), appended)
 
 
 READOUTS = {Letters.name: Letters(), Cloze.name: Cloze()}
 
 
-def letter_slots(logits: np.ndarray, slot_tokens) -> tuple[SlotLogits, str, float, int, int]:
+def letter_slots(logits: np.ndarray, slot_tokens) -> Scored:
     """The given letter tokens' logits, and the probability mass they hold."""
     slot_logits = logits[list(slot_tokens)].astype(np.float64)
     mass = float(np.exp(logsumexp(slot_logits) - logsumexp(logits)))
-    return SlotLogits(slot_logits), READOUT_LETTER_SLOTS, mass, 1, 0
+    return Scored(SlotLogits(slot_logits), READOUT_LETTER_SLOTS, mass, 1, 0)
 
 
 def two_level(logits: np.ndarray, code_tokens, n: int, logits_after: Callable[[list[int]], np.ndarray]
-              ) -> tuple[CodeLogits, str, float, int, int]:
+              ) -> Scored:
     """The group letters' logits at the prompt's end, then each group's digits' logits from
     ``logits_after([group_token])``, the logits once that group's letter follows the prompt."""
     groups, digits = code_tokens
@@ -177,4 +184,4 @@ def two_level(logits: np.ndarray, code_tokens, n: int, logits_after: Callable[[l
         digit_logits = after[list(digits[:min(width, n - g * width)])].astype(np.float64)
         members.append(digit_logits)
         mass += float(np.exp(group_logits[g] - log_total + logsumexp(digit_logits) - logsumexp(after)))
-    return CodeLogits(group_logits, tuple(members)), READOUT_TWO_LEVEL, mass, 1 + n_groups, n_groups
+    return Scored(CodeLogits(group_logits, tuple(members)), READOUT_TWO_LEVEL, mass, 1 + n_groups, n_groups)
