@@ -123,7 +123,7 @@ def report(f: dict) -> str:
     if missing:
         lines.append(f"WARNING: {', '.join(missing)} did not report offloading: those figures may be the CPU's")
     checks = f.get("start_up_checks", {})
-    lines += ["", "start-up check of cut prompts (log-probability difference), per adapter log: "
+    lines += ["", "start-up check of cut prompts (answer difference), per adapter log: "
               + ("; ".join(f"{name} {', '.join(events)}" for name, events in checks.items()) or "NONE FOUND")]
     turned = [name for name, events in checks.items() if any(TURNED_OFF.fullmatch(e) for e in events)]
     if turned:

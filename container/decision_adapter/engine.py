@@ -63,7 +63,7 @@ from .tokens import PromptTokenizer, longest_token_chars
 
 log = logging.getLogger(__name__)
 
-SPLIT_TOLERANCE = 1e-4  # check_splits: the answers' tolerance, on every log-probability
+SPLIT_TOLERANCE = 1e-4  # check_splits: the answers' tolerance, on each answer letter's probability
 # check_splits evaluates the start-up prompt's first tokens: enough for a first call past the flash-attention
 # floor, a middle one over it and the shortest last one (each evaluation adds to the start-up)
 SPLIT_CHECK_TOKENS = 2 * splits.FLASH_ATTENTION_LEAST + 8
@@ -264,28 +264,28 @@ class Engine(PrefixReuse):
         self.start_afresh()
 
     def check_splits(self) -> float:
-        """The largest difference in log-probability, over the vocabulary, between the start-up prompt evaluated
-        whole and cut as the engine cuts a prompt into calls: a short first call (a held head's end), and the
-        shortest last one after held cells (a question after its shared state)."""
+        """The largest difference in the 16 answer letters' probabilities (the answer's space: its tolerance, not
+        the last digits of logits no answer reads) between the start of the start-up prompt evaluated whole and cut
+        as the engine cuts a prompt into calls: a short first call (a held head's end), and the shortest last one
+        after held cells (a question after its shared state)."""
         tokens = self.prompt_tokens(self.template.render_decision(PROBE_STATE, PROBE_QUESTIONS[0]))[:SPLIT_CHECK_TOKENS]
 
-        def log_probs(*cuts: int) -> np.ndarray:
+        def letters(*cuts: int) -> np.ndarray:
             self.start_afresh()
             for first, end in zip((0, *cuts), (*cuts, len(tokens))):
                 self._eval(tokens[first:end])
-            logits = self._last_logits().astype(np.float64)
-            return logits - logsumexp(logits)
+            logits = self._last_logits().astype(np.float64)[list(self.slot_tokens)]
+            return np.exp(logits - logsumexp(logits))
 
         n = len(tokens)
-        worst = float(np.abs(log_probs(min(self.least_tokens + 1, n - 4), n - splits.PLAIN_LEAST)
-                             - log_probs()).max())
+        worst = float(np.abs(letters(min(self.least_tokens + 1, n - 4), n - splits.PLAIN_LEAST) - letters()).max())
         self.start_afresh()
         return worst
 
     def _settle_prefix_reuse(self) -> None:
         """Where this build answers a prompt cut into calls otherwise than whole, evaluate every prompt whole from
         its first token, in the same calls in every request (``auto``); an explicit mode stops the start-up."""
-        why = (f"this llama.cpp build gives log-probabilities up to {self.split_check:.3g} apart for the same prompt "
+        why = (f"this llama.cpp build gives answers up to {self.split_check:.3g} apart for the same prompt "
                f"cut into different evaluations ({self.runtime.system_info}), so an answer would depend on the "
                "other questions of its request and on what the context held before it")
         if self.settings.prefix_reuse != "auto":
@@ -303,7 +303,7 @@ class Engine(PrefixReuse):
         self._measure_splits()
         if self.flash_attention != "off" and self.split_check > SPLIT_TOLERANCE:
             self._settle_flash_attention(
-                f"this llama.cpp build gives log-probabilities up to {self.split_check:.3g} apart for the same "
+                f"this llama.cpp build gives answers up to {self.split_check:.3g} apart for the same "
                 f"prompt cut into different evaluations ({self.runtime.system_info}), so an answer would depend "
                 "on what else was evaluated with it")
             self.info["runtime"]["flash_attention"] = self.flash_attention

@@ -177,7 +177,7 @@ def test_a_build_whose_split_check_fails_serves_without_flash_attention(model_di
         for question in QUESTIONS:
             assert np.allclose(_probabilities(served, _body(question))[0],
                                _probabilities(engine, _body(question))[0], atol=1e-4, rtol=0)
-    with pytest.raises(EngineError, match="SM_LLAMA_CPP_FLASH_ATTN=on: .*log-probabilities up to .* set it to"):
+    with pytest.raises(EngineError, match="SM_LLAMA_CPP_FLASH_ATTN=on: .*answers up to .* set it to"):
         _engine(model_dir, SM_LLAMA_CPP_FLASH_ATTN="on")
 
 

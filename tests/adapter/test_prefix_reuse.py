@@ -244,5 +244,5 @@ def test_where_the_start_up_check_fails_auto_evaluates_every_prompt_whole_and_ex
                             for q in batch.questions)
     for mode in ("trim", "restore"):
         with pytest.raises(EngineError, match=f"DECISION_ADAPTER_PREFIX_REUSE={mode}: this llama.cpp build gives "
-                                              "log-probabilities up to 0.25 apart .* set it to auto"):
+                                              "answers up to 0.25 apart .* set it to auto"):
             _engine(model_dir, mode).prove()
