@@ -264,9 +264,9 @@ class Engine(PrefixReuse):
         self.start_afresh()
 
     def check_splits(self) -> float:
-        """The largest difference in the 16 answer letters' probabilities (the answer's space: its tolerance, not
-        the last digits of logits no answer reads) between the start of the start-up prompt evaluated whole and cut
-        as the engine cuts a prompt into calls: a short first call (a held head's end), and the shortest last one
+        """The largest difference in the answer letters' probabilities (the answer's space and tolerance, not the
+        last digits of logits no answer reads) between the start of the start-up prompt evaluated whole and cut as
+        the engine cuts a prompt into calls: a short first call (a held head's end), and the shortest last one
         after held cells (a question after its shared state)."""
         tokens = self.prompt_tokens(self.template.render_decision(PROBE_STATE, PROBE_QUESTIONS[0]))[:SPLIT_CHECK_TOKENS]
 
@@ -282,30 +282,13 @@ class Engine(PrefixReuse):
         self.start_afresh()
         return worst
 
-    def _settle_prefix_reuse(self) -> None:
-        """Where this build answers a prompt cut into calls otherwise than whole, evaluate every prompt whole from
-        its first token, in the same calls in every request (``auto``); an explicit mode stops the start-up."""
-        why = (f"this llama.cpp build gives answers up to {self.split_check:.3g} apart for the same prompt "
-               f"cut into different evaluations ({self.runtime.system_info}), so an answer would depend on the "
-               "other questions of its request and on what the context held before it")
-        if self.settings.prefix_reuse != "auto":
-            raise EngineError(f"DECISION_ADAPTER_PREFIX_REUSE={self.settings.prefix_reuse}: {why}; set it to auto "
-                              "(or off)")
-        log.warning("DECISION_ADAPTER_PREFIX_REUSE=auto: prefix reuse turned off, as %s: every prompt is evaluated "
-                    "whole, from its first token%s", why, "; the state cache with it" if self.state_cache else "")
-        self.prefix_mode = self.info["prefix_reuse"] = "off"
-        self.state_cache = None
-        self.start_afresh()
-
     def _check_splits(self) -> None:
         """The start-up check of how prompts are cut into calls: with flash attention (which ``auto`` leaves off
         where it fails), then without it (where that fails, ``auto`` turns prefix reuse off)."""
         self._measure_splits()
         if self.flash_attention != "off" and self.split_check > SPLIT_TOLERANCE:
-            self._settle_flash_attention(
-                f"this llama.cpp build gives answers up to {self.split_check:.3g} apart for the same "
-                f"prompt cut into different evaluations ({self.runtime.system_info}), so an answer would depend "
-                "on what else was evaluated with it")
+            self._settle_flash_attention(f"{self._split_finding()}, so an answer would depend on what else was "
+                                         "evaluated with it")
             self.info["runtime"]["flash_attention"] = self.flash_attention
             self._measure_splits()
         if self.split_check > SPLIT_TOLERANCE:
@@ -315,6 +298,24 @@ class Engine(PrefixReuse):
         self.split_check = self.check_splits()
         log.info("the start-up prompt cut into evaluations differs from it whole by %.3g (flash attention %s)",
                  self.split_check, self.flash_attention)
+
+    def _split_finding(self) -> str:
+        return (f"this llama.cpp build gives answers up to {self.split_check:.3g} apart for the same prompt cut into "
+                f"different evaluations ({self.runtime.system_info})")
+
+    def _settle_prefix_reuse(self) -> None:
+        """Where this build answers a prompt cut into calls otherwise than whole, evaluate every prompt whole from
+        its first token, in the same calls in every request (``auto``); an explicit mode stops the start-up."""
+        why = (f"{self._split_finding()}, so an answer would depend on the other questions of its request and on "
+               "what the context held before it")
+        if self.settings.prefix_reuse != "auto":
+            raise EngineError(f"DECISION_ADAPTER_PREFIX_REUSE={self.settings.prefix_reuse}: {why}; set it to auto "
+                              "(or off)")
+        log.warning("DECISION_ADAPTER_PREFIX_REUSE=auto: prefix reuse turned off, as %s: every prompt is evaluated "
+                    "whole, from its first token%s", why, "; the state cache with it" if self.state_cache else "")
+        self.prefix_mode = self.info["prefix_reuse"] = "off"
+        self.state_cache = None
+        self.start_afresh()
 
     # -- the start-up proof ------------------------------------------------------
 
