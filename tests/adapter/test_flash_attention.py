@@ -88,7 +88,7 @@ def test_without_the_floor_the_same_prompt_cut_differently_moves_its_logits(flas
     """The check can fail: evaluated in calls under 64 tokens, the kernel gives other logits."""
     monkeypatch.setattr(splits, "FLASH_ATTENTION_LEAST", splits.PLAIN_LEAST)
     try:
-        assert flash_engine.check_splits() > 100 * SPLIT_TOLERANCE
+        assert flash_engine.check_splits() > 10 * SPLIT_TOLERANCE  # 0.04 in an answer letter's probability here
     finally:
         flash_engine.start_afresh()
 
@@ -202,7 +202,7 @@ def test_evaluating_every_prompt_whole_answers_as_alone_where_cut_prompts_differ
                    for q, answer in zip(QUESTIONS, together))
 
     assert gap(whole) == 0.0
-    assert gap(cutting) > 1e-3
+    assert gap(cutting) > SPLIT_TOLERANCE  # 0.004 here
 
 
 def test_calls_too_small_for_the_floor_leave_it_off(model_dir):
