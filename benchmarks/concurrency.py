@@ -17,7 +17,9 @@ The callers are the workshop's own load driver (``workshop_lib.evaluation.throug
 notebook 06 runs against an endpoint), over an ``EndpointClient`` for the adapter and ``LlamaServerClient``
 for llama-server: 503s are retried after their ``Retry-After`` and counted; a decision's latency includes its
 retries. Throughput is answered decisions over the cell's wall time. The servers of one C run one after
-another, the order alternating from one C to the next. Speed is printed, never asserted.
+another, the order alternating from one C to the next. Speed is printed, never asserted. Each adapter's log is
+read back for its start-up check of prompts cut into calls (``start_up_checks``): a row whose check turned
+flash attention or prefix reuse off is not the settings it names.
 
 After the table's cells of a C in ``reuse_levels`` (``make bench``: 1, 2, 4), a smaller measurement of the
 opt-in reuse for single-tenant endpoints, reported apart: the callers repeat a few prompts unchanged, each
@@ -31,6 +33,7 @@ sent once unmeasured before the cell, to
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +47,9 @@ from workshop_lib.evaluation.throughput import cycled_requests, fresh_requests, 
 from workshop_lib.local import AdapterProcess
 
 LEVELS = (1, 2, 4, 8)
+# Engine.prove's log lines: its check's difference, and what a failed check turned off
+CHECKED = re.compile(r"cut into evaluations differs from it whole by (\S+) \(flash attention (\w+)\)")
+TURNED_OFF = re.compile(r"flash attention left off|prefix reuse turned off")
 TARGET_LEVELS = (1, 2, 4)  # where the adapter must match llama-server on a CPU
 TARGET_THROUGHPUT = 1.0  # adapter / llama-server, at least
 TARGET_P95 = 1.0  # adapter / llama-server, at most
@@ -233,7 +239,8 @@ def run_table(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=L
         default.stop()
     table = {"levels": list(levels), "tasks_per_cell": tasks, "seconds_per_cell": seconds, "threads": threads,
              "context": context, "gpu_layers": gpu_layers, "prompts": len(prompts), "order": order,
-             "llama_server_args": ["-np", "C", *gpu_args], "rows": rows, **summarise(rows)}
+             "llama_server_args": ["-np", "C", *gpu_args], "rows": rows, **summarise(rows),
+             "start_up_checks": start_up_checks(work)}
     if reuse_order:
         table["reuse"] = {"levels": [c for c in levels if c in reuse_levels], "tasks_per_cell": reuse_tasks,
                           "seconds_per_cell": reuse_seconds, "threads": threads,
@@ -292,6 +299,29 @@ def _grid(rows: dict, labels: dict, levels: list[str], width: int = 30) -> list[
     return lines
 
 
+def start_up_checks(work: Path) -> dict[str, list[str]]:
+    """Each adapter log's start-up checks of a prompt cut into calls against it whole, then what they turned
+    off, e.g. ``["0.041 with flash attention on", "flash attention left off", "0 with flash attention off"]``."""
+    found: dict[str, list[str]] = {}
+    for log in sorted(work.glob("*.log")):
+        text = log.read_text(errors="replace")
+        events = sorted([(m.start(), f"{m.group(1)} with flash attention {m.group(2)}") for m in CHECKED.finditer(text)]
+                        + [(m.start(), m.group(0)) for m in TURNED_OFF.finditer(text)])
+        if events:
+            found[log.stem] = [event for _, event in events]
+    return found
+
+
+def report_checks(checks: dict[str, list[str]]) -> list[str]:
+    lines = ["start-up check of cut prompts (the largest answer difference from the prompt whole), per adapter: "
+             + ("; ".join(f"{name} {', '.join(events)}" for name, events in checks.items()) or "none logged")]
+    turned = [name for name, events in checks.items() if any(TURNED_OFF.fullmatch(e) for e in events)]
+    if turned:
+        lines.append(f"NOTE: the check turned something off in {', '.join(turned)}: those rows are not the "
+                     "settings they name (flash attention off, or every prompt evaluated whole)")
+    return lines
+
+
 def report(t: dict, *, gpu: bool = False) -> list[str]:
     """The table, the ratios and the verdicts as printed lines."""
     ok = lambda good: "meets" if good else "MISSES"  # noqa: E731
@@ -315,6 +345,8 @@ def report(t: dict, *, gpu: bool = False) -> list[str]:
         if gpu or s["ratio"] is not None:
             target = f" ({ok(s['meets'])} >= {GPU_SCALING:g}x on a GPU)" if gpu else ""
             lines.append(f"  {ROWS[name]}: C={s['high']} throughput {_x(s['ratio'])} C={s['low']}'s{target}")
+    if "start_up_checks" in t:
+        lines += report_checks(t["start_up_checks"])
     if t.get("reuse"):
         lines += ["", *report_reuse(t["reuse"])]
     return lines

@@ -5,9 +5,9 @@ The table of benchmarks/concurrency.py (C = 1, 2, 4, 8 callers; the adapter with
 and at its default, llama-server ``-np C`` as deployed), with every layer on the GPU
 (``SM_LLAMA_CPP_N_GPU_LAYERS`` and ``-ngl``), and the GPU target's verdict per row: C=8 throughput at least
 3x C=1's. Each server's log is read back for llama.cpp's "offloaded N/M layers to GPU" line, so a run that
-silently stayed on the CPU shows, and each adapter's for its start-up check of prompts cut into calls (whether
-the GPU's kernels answer a cut prompt as a whole one, with flash attention and without, and what the check
-turned off). Prints the figures and writes them as JSON; asserts nothing.
+silently stayed on the CPU shows; the table reads each adapter's start-up check of prompts cut into calls
+(whether the GPU's kernels answer a cut prompt as a whole one, with flash attention and without). Prints the
+figures and writes them as JSON; asserts nothing.
 ``--dry-run`` prints what it would run and exits.
 """
 
@@ -32,9 +32,6 @@ GPU_LAYERS = 999  # all (the DLC's spelling)
 SECONDS = 10.0
 TASKS = 1000  # per cell; on a GPU the time limit ends a cell first
 OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
-# Engine.prove's log lines: the check's difference, and what a failed check turned off
-CHECKED = re.compile(r"cut into evaluations differs from it whole by (\S+) \(flash attention (\w+)\)")
-TURNED_OFF = re.compile(r"flash attention left off|prefix reuse turned off")
 
 
 def levels(text: str) -> tuple[int, ...]:
@@ -69,19 +66,6 @@ def offload(work: Path) -> dict[str, str | None]:
     return found
 
 
-def start_up_checks(work: Path) -> dict[str, list[str]]:
-    """Each adapter log's start-up checks of a prompt cut into calls against it whole, then what they turned
-    off, e.g. ``["0.41 with flash attention on", "flash attention left off", "0 with flash attention off"]``."""
-    found: dict[str, list[str]] = {}
-    for log in sorted(work.glob("*.log")):
-        text = log.read_text(errors="replace")
-        events = sorted([(m.start(), f"{m.group(1)} with flash attention {m.group(2)}") for m in CHECKED.finditer(text)]
-                        + [(m.start(), m.group(0)) for m in TURNED_OFF.finditer(text)])
-        if events:
-            found[log.stem] = [event for _, event in events]
-    return found
-
-
 def gpu_name() -> str | None:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
@@ -109,7 +93,7 @@ def run(args, binary: Path, gguf: Path) -> dict:
                                   seconds=args.seconds, threads=args.threads, context=args.context,
                                   gpu_layers=args.gpu_layers)
     return {"machine": {**machine(binary, load_before), "gpu": gpu_name()}, "model": gguf.name,
-            "offloaded": offload(logs), "start_up_checks": start_up_checks(logs), "concurrency": table}
+            "offloaded": offload(logs), "concurrency": table}
 
 
 def report(f: dict) -> str:
@@ -122,13 +106,6 @@ def report(f: dict) -> str:
               + ", ".join(f"{name} {layers or 'NONE'}" for name, layers in f["offloaded"].items())]
     if missing:
         lines.append(f"WARNING: {', '.join(missing)} did not report offloading: those figures may be the CPU's")
-    checks = f.get("start_up_checks", {})
-    lines += ["", "start-up check of cut prompts (answer difference), per adapter log: "
-              + ("; ".join(f"{name} {', '.join(events)}" for name, events in checks.items()) or "NONE FOUND")]
-    turned = [name for name, events in checks.items() if any(TURNED_OFF.fullmatch(e) for e in events)]
-    if turned:
-        lines.append(f"NOTE: the check turned something off in {', '.join(turned)}: their rows are not the "
-                     "settings asked for (flash attention off, or every prompt evaluated whole)")
     return "\n".join(lines)
 
 

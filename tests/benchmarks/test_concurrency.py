@@ -1,6 +1,6 @@
 """The concurrency table (benchmarks/concurrency.py): its arithmetic on synthetic timings, the llama-server
 client over real HTTP (the prompt it sends, its 503 retried), and one tiny real run against both servers on the
-embedded model. The callers themselves are the workshop's driver (tests/workshop_lib/evaluation/test_throughput.py).
+embedded model (each adapter's start-up check read back from its log). The callers themselves are the workshop's driver (tests/workshop_lib/evaluation/test_throughput.py).
 
 The real run's figures are not judged (the machine is shared): only that every cell answered what it was
 asked, the report reads the figures back, and every server it started is stopped, also when one fails."""
@@ -8,6 +8,8 @@ asked, the report reads the figures back, and every server it started is stopped
 from __future__ import annotations
 
 import dataclasses
+import logging
+import re
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from benchmarks import concurrency
 from benchmarks.servers import find_llama_server
 from workshop_lib.evaluation.tasks import load_tasks
 from workshop_lib.local import processes
+from tests.support import adapter_settings
 from tests.support.stand_in import serving
 
 LLAMA_SERVER = find_llama_server()
@@ -102,6 +105,28 @@ def test_the_report_prints_each_cell_ratio_and_verdict():
     assert "C=8 throughput 3.50x C=1's (meets >= 3x on a GPU)" in gpu
     assert "C=8 throughput 2.00x C=1's (MISSES >= 3x on a GPU)" in gpu
     assert "targets at C = 1, 2, 4" not in gpu
+
+
+def test_the_start_up_checks_are_read_from_each_adapters_log(tmp_path, model_dir, caplog, monkeypatch):
+    """From the lines a real engine logs at start-up: one whose check passes with flash attention, and one whose
+    check is made to fail (flash attention left off, then prefix reuse)."""
+    from decision_adapter.engine import Engine
+    from decision_adapter.model_files import locate_model
+
+    def started(name):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="decision_adapter.engine"):
+            Engine(adapter_settings(model_dir, SM_LLAMA_CPP_FLASH_ATTN="auto"), locate_model(model_dir)).prove()
+        (tmp_path / f"{name}.log").write_text(caplog.text)
+
+    started("adapter-parallel-8")
+    monkeypatch.setattr(Engine, "check_splits", lambda self: 0.25)
+    started("adapter-default")
+    (tmp_path / "llama-server-np8.log").write_text("load_tensors: offloaded 31/31 layers to GPU\n")
+    assert concurrency.start_up_checks(tmp_path) == {
+        "adapter-default": ["0.25 with flash attention on", "flash attention left off", "0.25 with flash attention off",
+                            "prefix reuse turned off"],
+        "adapter-parallel-8": ["0 with flash attention on"]}
 
 
 def _reuse_table(reuse_per_s, plain_per_s, llama_per_s):
@@ -239,8 +264,14 @@ def test_a_tiny_table_runs_against_both_servers_and_stops_them(model_dir, embedd
         assert figures["2"]["per_s"] > 0 and figures["2"]["p50_ms"] <= figures["2"]["p95_ms"]
     assert reuse["order"] == [list(concurrency.REUSE_ROWS)] and set(reuse["ratios"]["reuse_vs_plain"]) == {"2"}
     assert {"adapter-reuse-2.log"} <= logs and "adapter-reuse-1.log" not in logs
+    # each adapter's own start-up check (flash attention on for the tuned ones, here where it passes); not
+    # llama-server's
+    checks = table["start_up_checks"]
+    assert set(checks) == {"adapter-default", "adapter-parallel-1", "adapter-parallel-2", "adapter-reuse-2"}
+    assert re.fullmatch(r"\S+ with flash attention off", *checks["adapter-default"])
+    assert re.fullmatch(r"\S+ with flash attention on", *checks["adapter-parallel-2"])
     text = "\n".join(concurrency.report(table))
-    assert concurrency.ROWS["llama_server"] in text
+    assert concurrency.ROWS["llama_server"] in text and "per adapter: adapter-default " in text
     assert text.index(concurrency.ROWS["llama_server"]) < text.index(concurrency.REUSE_ROWS["adapter_reuse"])
 
 

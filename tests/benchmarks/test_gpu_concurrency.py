@@ -1,9 +1,8 @@
 """The GPU script's parts that need no GPU: the shell script's plan (--dry-run) and lint, and the Python
-entry's plan, offload check, the reading of the adapters' start-up checks and report on synthetic figures. The GPU run itself is not tested here."""
+entry's plan, offload check and report on synthetic figures. The GPU run itself is not tested here."""
 
 from __future__ import annotations
 
-import logging
 import re
 import shutil
 import subprocess
@@ -13,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from benchmarks import concurrency, gpu_concurrency
-from tests.support import adapter_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_concurrency.sh"
@@ -87,28 +85,6 @@ def test_the_offload_check_reads_each_server_log(tmp_path):
                                                  "llama-server-np8": "31/31"}
 
 
-def test_the_start_up_checks_are_read_from_each_adapters_log(tmp_path, model_dir, caplog, monkeypatch):
-    """From the lines a real engine logs at start-up: one whose check passes with flash attention, and one whose
-    check is made to fail (flash attention left off, then prefix reuse)."""
-    from decision_adapter.engine import Engine
-    from decision_adapter.model_files import locate_model
-
-    def started(name):
-        caplog.clear()
-        with caplog.at_level(logging.INFO, logger="decision_adapter.engine"):
-            Engine(adapter_settings(model_dir, SM_LLAMA_CPP_FLASH_ATTN="auto"), locate_model(model_dir)).prove()
-        (tmp_path / f"{name}.log").write_text(caplog.text)
-
-    started("adapter-parallel-8")
-    monkeypatch.setattr(Engine, "check_splits", lambda self: 0.25)
-    started("adapter-default")
-    (tmp_path / "llama-server-np8.log").write_text("load_tensors: offloaded 31/31 layers to GPU\n")
-    assert gpu_concurrency.start_up_checks(tmp_path) == {
-        "adapter-default": ["0.25 with flash attention on", "flash attention left off", "0.25 with flash attention off",
-                            "prefix reuse turned off"],
-        "adapter-parallel-8": ["0 with flash attention on"]}
-
-
 def test_the_gpu_report_gives_the_verdict_and_warns_about_a_server_left_on_the_cpu():
     def cell(per_s):
         return {"per_s": per_s, "p50_ms": 10.0, "p95_ms": 20.0, "busy_503": 0, "decisions": 100}
@@ -116,18 +92,18 @@ def test_the_gpu_report_gives_the_verdict_and_warns_about_a_server_left_on_the_c
     rows = {name: {"1": cell(10.0), "8": cell(per_s)} for name, per_s in
             zip(concurrency.ROWS, (35.0, 12.0, 40.0))}
     table = {"levels": [1, 8], "tasks_per_cell": 1000, "seconds_per_cell": 10.0, "prompts": 48, "threads": 2,
-             "gpu_layers": 999, "rows": rows, **concurrency.summarise(rows)}
+             "gpu_layers": 999, "rows": rows, **concurrency.summarise(rows),
+             "start_up_checks": {"adapter-default": ["0 with flash attention off"],
+                                 "adapter-parallel-8": ["0.4 with flash attention on", "flash attention left off",
+                                                        "0 with flash attention off"]}}
     figures = {"machine": {"gpu": "NVIDIA H200, 580", "cpu": "x", "cores": 16, "llama_server_build": "b1"},
                "model": "m.gguf", "offloaded": {"adapter-default": "31/31", "llama-server-np8": None},
-               "start_up_checks": {"adapter-default": ["0 with flash attention off"],
-                                   "adapter-parallel-8": ["0.4 with flash attention on", "flash attention left off",
-                                                          "0 with flash attention off"]},
                "concurrency": table}
     text = gpu_concurrency.report(figures)
     assert "NVIDIA H200" in text and "999 GPU layers" in text
     assert f"{concurrency.ROWS['adapter_parallel']}: C=8 throughput 3.50x C=1's (meets >= 3x on a GPU)" in text
     assert f"{concurrency.ROWS['adapter_default']}: C=8 throughput 1.20x C=1's (MISSES >= 3x on a GPU)" in text
     assert "WARNING: llama-server-np8 did not report offloading" in text
-    assert ("per adapter log: adapter-default 0 with flash attention off; adapter-parallel-8 0.4 with flash "
+    assert ("per adapter: adapter-default 0 with flash attention off; adapter-parallel-8 0.4 with flash "
             "attention on, flash attention left off, 0 with flash attention off") in text
     assert "NOTE: the check turned something off in adapter-parallel-8:" in text
