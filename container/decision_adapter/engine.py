@@ -14,7 +14,9 @@ the context's state. The pieces it composes, each in its own module:
 * readout.py: from the logits at a prompt's end to raw scores per option (the readout each item names);
 * prefix_cache.py: evaluating a request's shared prefix once, and what is kept of it;
 * splits.py: how an evaluation is cut into llama.cpp calls, so that the cut never changes a logit (with
-  flash attention too, opt-in, which the engine serves only where its start-up check proves that);
+  flash attention too, opt-in);
+* split_check.py: the start-up check that a cut prompt answers as a whole one on the build that runs, and what
+  it turns off where not (flash attention, prefix reuse);
 * chat.py: chat completions' tokens, arguments and answer;
 * calibration.py: calibration.json, read and checked against the model here; order.py keeps the
   content-free priors it measures in ``order_priors``.
@@ -58,15 +60,12 @@ from .readout import READOUTS, Reading
 from .scores import logsumexp
 from .settings import Settings
 from .slots import PROBE_QUESTIONS, PROBE_STATE, EngineError
+from .split_check import SplitCheck
 from .state_cache import StateCache
 from .tokens import PromptTokenizer, longest_token_chars
 
 log = logging.getLogger(__name__)
 
-SPLIT_TOLERANCE = 1e-4  # check_splits: the answers' tolerance, on each answer letter's probability
-# check_splits evaluates the start-up prompt's first tokens: enough for a first call past the flash-attention
-# floor, a middle one over it and the shortest last one (each evaluation adds to the start-up)
-SPLIT_CHECK_TOKENS = 2 * splits.FLASH_ATTENTION_LEAST + 8
 _QUANT_RE = re.compile(r"(?:^|[._-])((?:IQ|Q)\d[A-Z0-9_]*?|BF16|F16|F32)(?:\.gguf$|[.-])", re.IGNORECASE)
 
 
@@ -77,8 +76,9 @@ def quantization_of(file_name: str, metadata: dict) -> str | None:
     return metadata.get("general.file_type")
 
 
-class Engine(PrefixReuse):
-    """The loaded model, its one llama.cpp context and what that context holds (``PrefixReuse``)."""
+class Engine(PrefixReuse, SplitCheck):
+    """The loaded model, its one llama.cpp context and what that context holds (``PrefixReuse``), and the
+    start-up check of how its prompts are cut into calls (``SplitCheck``)."""
 
     def __init__(self, settings: Settings, model: ModelFiles, rt: runtime.Runtime | None = None):
         import llama_cpp
@@ -228,94 +228,6 @@ class Engine(PrefixReuse):
         if threads != self._threads:
             self._llama_cpp.llama_set_n_threads(self.llm.ctx, *threads)
             self._threads = threads
-
-    # -- flash attention ---------------------------------------------------------
-
-    @property
-    def least_tokens(self) -> int:
-        """The fewest tokens one llama_decode call of a prompt may hold (splits.py); "auto" with no verdict from
-        llama.cpp counts as on."""
-        return splits.PLAIN_LEAST if self.flash_attention == "off" else splits.FLASH_ATTENTION_LEAST
-
-    def _flash_attention_blocker(self) -> str | None:
-        """Why this engine cannot serve flash attention whatever the build's kernels do, if it cannot."""
-        step = min(self.llm.n_batch, self.llm.context_params.n_ubatch)
-        if not self._cuts_back:
-            return ("a hybrid or recurrent model's memory cannot be cut back (nor does "
-                    "DECISION_ADAPTER_PREFIX_REUSE=restore cut it) to evaluate a held prompt's last tokens again, so "
-                    "answers would depend on how a prompt was cut into evaluations")
-        if step < 2 * self.least_tokens:
-            return (f"evaluation calls must hold {2 * self.least_tokens} tokens, but SM_LLAMA_CPP_BATCH_SIZE / "
-                    f"SM_LLAMA_CPP_UBATCH_SIZE allow {step}")
-        return None
-
-    def _settle_flash_attention(self, unfit: str | None) -> None:
-        """Serve flash attention only where an answer cannot depend on how its prompt was cut into calls
-        (``unfit`` says why not): otherwise ``on`` stops the start-up, and ``auto`` gives the context flash
-        attention off."""
-        if unfit is None:
-            return
-        if self.settings.flash_attn == "on":
-            raise EngineError(f"SM_LLAMA_CPP_FLASH_ATTN=on: with flash attention {unfit}; set it to auto or off")
-        log.info("SM_LLAMA_CPP_FLASH_ATTN=auto: flash attention left off, as %s", unfit)
-        runtime.replace_context(self.llm, flash_attn_type=runtime.FLASH_ATTN_TYPES["off"])
-        self._deadline.install(self._llama_cpp, self.llm.ctx)
-        self.flash_attention = "off"
-        self.start_afresh()
-
-    def check_splits(self) -> float:
-        """The largest difference in the answer letters' probabilities (the answer's space and tolerance, not the
-        last digits of logits no answer reads) between the start of the start-up prompt evaluated whole and cut as
-        the engine cuts a prompt into calls: a short first call (a held head's end), and the shortest last one
-        after held cells (a question after its shared state)."""
-        tokens = self.prompt_tokens(self.template.render_decision(PROBE_STATE, PROBE_QUESTIONS[0]))[:SPLIT_CHECK_TOKENS]
-
-        def letters(*cuts: int) -> np.ndarray:
-            self.start_afresh()
-            for first, end in zip((0, *cuts), (*cuts, len(tokens))):
-                self._eval(tokens[first:end])
-            logits = self._last_logits().astype(np.float64)[list(self.slot_tokens)]
-            return np.exp(logits - logsumexp(logits))
-
-        n = len(tokens)
-        worst = float(np.abs(letters(min(self.least_tokens + 1, n - 4), n - splits.PLAIN_LEAST) - letters()).max())
-        self.start_afresh()
-        return worst
-
-    def _check_splits(self) -> None:
-        """The start-up check of how prompts are cut into calls: with flash attention (which ``auto`` leaves off
-        where it fails), then without it (where that fails, ``auto`` turns prefix reuse off)."""
-        self._measure_splits()
-        if self.flash_attention != "off" and self.split_check > SPLIT_TOLERANCE:
-            self._settle_flash_attention(f"{self._split_finding()}, so an answer would depend on what else was "
-                                         "evaluated with it")
-            self.info["runtime"]["flash_attention"] = self.flash_attention
-            self._measure_splits()
-        if self.split_check > SPLIT_TOLERANCE:
-            self._settle_prefix_reuse()
-
-    def _measure_splits(self) -> None:
-        self.split_check = self.check_splits()
-        log.info("the start-up prompt cut into evaluations differs from it whole by %.3g (flash attention %s)",
-                 self.split_check, self.flash_attention)
-
-    def _split_finding(self) -> str:
-        return (f"this llama.cpp build gives answers up to {self.split_check:.3g} apart for the same prompt cut into "
-                f"different evaluations ({self.runtime.system_info})")
-
-    def _settle_prefix_reuse(self) -> None:
-        """Where this build answers a prompt cut into calls otherwise than whole, evaluate every prompt whole from
-        its first token, in the same calls in every request (``auto``); an explicit mode stops the start-up."""
-        why = (f"{self._split_finding()}, so an answer would depend on the other questions of its request and on "
-               "what the context held before it")
-        if self.settings.prefix_reuse != "auto":
-            raise EngineError(f"DECISION_ADAPTER_PREFIX_REUSE={self.settings.prefix_reuse}: {why}; set it to auto "
-                              "(or off)")
-        log.warning("DECISION_ADAPTER_PREFIX_REUSE=auto: prefix reuse turned off, as %s: every prompt is evaluated "
-                    "whole, from its first token%s", why, "; the state cache with it" if self.state_cache else "")
-        self.prefix_mode = self.info["prefix_reuse"] = "off"
-        self.state_cache = None
-        self.start_afresh()
 
     # -- the start-up proof ------------------------------------------------------
 

@@ -10,8 +10,8 @@ logits, however a prompt is cut into them (docs/benchmarks.md, dated record).
 So with flash attention every call that evaluates a prompt holds at least ``least`` tokens: a short
 evaluation after a held prefix evaluates the prefix's last tokens again with it (their cells are rewritten
 with the values they had), and a prompt of fewer than ``least`` tokens is evaluated whole (its cells, from a
-short call, are evaluated again before anything is added to them). The engine checks it on the build that
-runs at start-up (``Engine.check_splits``).
+short call, are evaluated again before anything is added to them). The build that runs is checked at
+start-up (split_check.py).
 """
 
 from __future__ import annotations

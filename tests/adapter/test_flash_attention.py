@@ -12,7 +12,7 @@ import pytest
 from decision_adapter import splits
 from decision_adapter.apis import own
 from decision_adapter.apis.own import parse_decision
-from decision_adapter.engine import SPLIT_TOLERANCE
+from decision_adapter.split_check import SPLIT_TOLERANCE
 from decision_adapter.slots import EngineError
 from decision_adapter.scores import logsumexp
 from scripts.hybrid_gguf import write_hybrid_gguf

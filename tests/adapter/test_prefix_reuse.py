@@ -218,7 +218,8 @@ def test_where_the_start_up_check_fails_auto_evaluates_every_prompt_whole_and_ex
     """Reuse rests on a token's logits not depending on how its prompt was cut into llama.cpp calls: checked at
     start-up (with the kernels here it holds, bit for bit). Where it does not, ``auto`` evaluates every prompt
     from its first token in the same calls whatever else is asked, and ``trim`` / ``restore`` stop the start."""
-    from decision_adapter.engine import SPLIT_TOLERANCE, Engine
+    from decision_adapter.engine import Engine
+    from decision_adapter.split_check import SPLIT_TOLERANCE
     from decision_adapter.slots import EngineError
 
     env = {"DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on", "DECISION_ADAPTER_STATE_CACHE_MIB": 16}

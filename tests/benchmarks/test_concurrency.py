@@ -115,7 +115,7 @@ def test_the_start_up_checks_are_read_from_each_adapters_log(tmp_path, model_dir
 
     def started(name):
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="decision_adapter.engine"):
+        with caplog.at_level(logging.INFO, logger="decision_adapter"):
             Engine(adapter_settings(model_dir, SM_LLAMA_CPP_FLASH_ATTN="auto"), locate_model(model_dir)).prove()
         (tmp_path / f"{name}.log").write_text(caplog.text)
 
