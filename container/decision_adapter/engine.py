@@ -237,6 +237,8 @@ class Engine(PrefixReuse, SplitCheck):
         A model can load and still fail on its first forward pass (a CPU kernel that
         crashes, a backend that returns NaN); serving it would turn a failed start into
         failed requests. A crash ends the process here, before ``/ping`` said ready.
+        First the check of prompts cut into calls (split_check.py), which may leave flash
+        attention or prefix reuse off.
         """
         started = time.perf_counter()
         if self.prefix_mode != "off":  # with it off, a prompt is evaluated in the same calls in every request
@@ -418,8 +420,8 @@ class Engine(PrefixReuse, SplitCheck):
             """(each token's log-probability after the prompt and the tokens before it, but the first's (read
             at the prompt's end), the tokens evaluated): the option's tokens evaluated from the prompt together,
             read at each position. All but the last would do, but never one alone: llama.cpp's CPU kernels
-            for a single token differ from those for several by up to a logit on this project's build, and a
-            prompt is always evaluated as several; with two or more, any split gives the same logits."""
+            for a single token can differ from those for several (by up to a logit on one machine of this
+            project's kind, not on another), and a prompt is always evaluated as several."""
             if len(continuation) < 2:
                 return [], 0
             ahead = continuation if len(continuation) == 2 else continuation[:-1]
