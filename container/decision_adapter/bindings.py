@@ -180,18 +180,22 @@ def lanes_problems(engine: Engine) -> list[str]:
     return []
 
 
-def flash_attention_problems(model_path: Path) -> list[str]:
-    """A start-up with flash attention ``auto``: its check of the library's kernels (engine.py) runs and decides,
-    and the server starts either way."""
+def start_up_problems(model_path: Path) -> tuple[list[str], str]:
+    """A start-up at flash attention ``auto``: the library's kernels go through the check of prompts cut into calls
+    (split_check.py), which decides what is served, and the server starts either way. Returns (problems, what
+    the check settled)."""
     try:
-        _engine(model_path, flash_attn="auto").prove()
+        engine = _engine(model_path, flash_attn="auto")
+        engine.prove()
     except Exception as exc:  # noqa: BLE001 - any failure of the path is the finding
-        return [f"the start-up with flash attention auto failed: {type(exc).__name__}: {exc}"]
-    return []
+        return [f"the start-up with flash attention auto failed: {type(exc).__name__}: {exc}"], ""
+    return [], (f"start-up check on this library: a prompt cut into calls answers within {engine.split_check:.3g} of "
+                f"it whole; served with flash attention {engine.flash_attention}, prefix reuse {engine.prefix_mode}")
 
 
-def prove(model_path: Path, reference: dict) -> list[str]:
-    """Every way the bindings and the library disagree (empty: they match)."""
+def prove(model_path: Path, reference: dict) -> tuple[list[str], str]:
+    """Every way the bindings and the library disagree (empty: they match), and what the start-up check of cut
+    prompts settled on this library."""
     problems = []
     defaults = read_defaults()
     for kind, known in (("model", KNOWN_MODEL_DEFAULTS), ("context", KNOWN_CONTEXT_DEFAULTS)):
@@ -207,7 +211,8 @@ def prove(model_path: Path, reference: dict) -> list[str]:
             problems.append(f"the decision read with {readout} scored {[round(p, 4) for p in probabilities]} where "
                             f"the tested local build scored {[round(p, 4) for p in expected]} (tolerance "
                             f"{reference['tolerance']})")
-    return problems + restore_problems(model_path) + lanes_problems(engine) + flash_attention_problems(model_path)
+    started, settled = start_up_problems(model_path)
+    return problems + restore_problems(model_path) + lanes_problems(engine) + started, settled
 
 
 def _record(model_path: Path) -> dict:
@@ -239,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         args.reference.write_text(json.dumps(_record(args.model), indent=2) + "\n", encoding="utf-8")
         print(f"recorded {args.reference}")
         return 0
-    problems = prove(args.model, json.loads(args.reference.read_text(encoding="utf-8")))
+    problems, settled = prove(args.model, json.loads(args.reference.read_text(encoding="utf-8")))
+    if settled:
+        print(settled)
     for problem in problems:
         print(f"bindings proof FAILED: {problem}", file=sys.stderr)
     if not problems:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,6 +56,9 @@ def test_the_local_build_passes_the_proof_the_image_build_runs():
     result = run("prove", "--model", str(embedded_gguf_path()))
     assert result.returncode == 0, result.stderr
     assert "bindings proof passed" in result.stdout
+    # this build passes the check of prompts cut into calls, so flash attention (auto) is served, with reuse
+    assert re.search(r"start-up check on this library: a prompt cut into calls answers within \S+ of it whole; "
+                     r"served with flash attention on, prefix reuse trim", result.stdout), result.stdout
 
 
 @makefile_venv
