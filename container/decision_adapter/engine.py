@@ -184,7 +184,7 @@ class Engine(PrefixReuse, SplitCheck):
             log.warning("DECISION_ADAPTER_CROSS_REQUEST_REUSE=on: a request reuses what the previous one sent, so "
                         "its timing tells a caller whether it guessed the previous caller's state; serve one "
                         "tenant only")
-        self.split_check: float | None = None  # check_splits at start-up (prove), with flash attention
+        self.split_check: float | None = None  # check_splits at start-up (prove; none with prefix reuse off)
         if self.flash_attention != "off":
             self._settle_flash_attention(self._flash_attention_blocker())
         self.startup_probe: dict | None = None
@@ -432,8 +432,8 @@ class Engine(PrefixReuse, SplitCheck):
         got = READOUTS[item.readout].read(self, logits, item, logits_after, log_probs_after)
         if checkpoint and checkpoint[0] is None:  # cut off what was appended (read in calls of its own)
             self._rewind(tokens, None)           # so that no later prompt starts from its cells
-        return Reading(got.scores, got.method, got.allowed_token_mass, got.forward_passes, got.appended_tokens,
-                       len(tokens), int(np.argmax(logits)), option_tokens=tuple(len(c) for c in item.continuations))
+        return Reading(**vars(got), input_tokens=len(tokens), top_token=int(np.argmax(logits)),
+                       option_tokens=tuple(len(c) for c in item.continuations))
 
     def continuation_tokens(self, text: str, loc: tuple = ()) -> tuple[int, ...]:
         """An option's text as the tokens that follow a cloze prompt: plain text, no BOS."""

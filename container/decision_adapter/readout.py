@@ -77,19 +77,13 @@ class Scored:
     method: str  # a key of READOUT_METHODS
     allowed_token_mass: float  # the share of the next-token probability on the answer labels (cloze: texts)
     forward_passes: int
-    appended_tokens: int  # the tokens evaluated past the prompt
+    appended_tokens: int  # the tokens evaluated past the prompt (two-level group letters, cloze option tokens)
 
 
 @dataclass(frozen=True, eq=False)
-class Reading:
-    """What the engine read for one scoring item: raw scores per option (in the order the prompt showed
-    them) and what it cost."""
+class Reading(Scored):
+    """What the engine read for one scoring item: the readout's ``Scored``, and what the prompt was."""
 
-    scores: Scores
-    method: str  # a key of READOUT_METHODS
-    allowed_token_mass: float  # the share of the next-token probability on the answer labels
-    forward_passes: int
-    appended_tokens: int  # the tokens evaluated past the prompt (two-level group letters, cloze option tokens)
     input_tokens: int  # the prompt's tokens
     top_token: int  # the vocabulary's most probable next token
     question_eval_ms: float = 0.0
