@@ -83,6 +83,11 @@ SERVICE_REQUIRED_WILDCARDS: tuple[ServiceWildcard, ...] = (
         "servicequotas:ListServiceQuotas",
         "Service Quotas defines no resource type for listing a service's quotas, so IAM accepts only \"*\". "
         "It reads quota values, nothing else; notebook 00 lists SageMaker's to warn about instance quotas of 0."),
+    ServiceWildcard(
+        "servicequotas:ListAWSDefaultServiceQuotas",
+        "Service Quotas defines no resource type for listing a service's default quotas, so IAM accepts only \"*\". "
+        "It reads AWS's default values, nothing else; notebook 00 reads the defaults of the instance quotas the "
+        "account has no value applied for (those ListServiceQuotas leaves out)."),
     *(ServiceWildcard(
         action,
         "A scalable target's ARN carries an id Application Auto Scaling assigns when the target is registered, so "
@@ -384,6 +389,7 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
         _statement("ReadBuildLogTails", ["logs:GetLogEvents"],
                    _log_resources(s, (f"/aws/codebuild/{p}" for p in s.codebuild_projects))),
         _wildcard_statement("ListInstanceQuotas", "servicequotas:ListServiceQuotas"),
+        _wildcard_statement("ListDefaultInstanceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"),
         # Notebooks 00, 01 and 03 check that the role still exists before they use it.
         _statement("CheckCodeBuildRole", ["iam:GetRole"], [codebuild_role]),
     ]

@@ -29,6 +29,12 @@ def transform_instance_types() -> tuple[str, ...]:
     return _enum("sagemaker", "CreateTransformJob", "TransformResources", "InstanceType")
 
 
+def transform_type(serving_type: str) -> str:
+    """The type a transform job of an endpoint's model runs on: the endpoint's own where Batch Transform offers
+    it, else ``DECISION_CPU_INSTANCE``."""
+    return serving_type if serving_type in transform_instance_types() else DECISION_CPU_INSTANCE
+
+
 def transform_job_request(job_name: str, *, model_name: str, input_s3_uri: str, output_s3_uri: str,
                           instance_type: str = DECISION_CPU_INSTANCE, instance_count: int = 1,
                           invocation_timeout_s: int = 600, max_retries: int = 1, max_payload_mb: int = 6,
@@ -158,5 +164,5 @@ def run_transform_job(sm_client, request: dict, *, poll_s: float = 30, progress:
 
 
 __all__ = ["decisions_to_jsonl", "join_transform_output", "run_transform_job",
-           "start_transform_job", "transform_instance_types", "transform_job_request", "transform_output_uri",
+           "start_transform_job", "transform_instance_types", "transform_job_request", "transform_output_uri", "transform_type",
            "wait_for_transform"]

@@ -392,8 +392,8 @@ def needed(call: Mapping, region: str, account: str, boundaries: Mapping[str, st
         return _cloudwatch(operation, params, region, account)
     if service == "application-autoscaling":
         return _autoscaling(operation, params, region, account)
-    if service == "servicequotas" and operation == "ListServiceQuotas":
-        return [("servicequotas:ListServiceQuotas", "*", {})]  # no resource type to name
+    if service == "servicequotas" and operation in ("ListServiceQuotas", "ListAWSDefaultServiceQuotas"):
+        return [(f"servicequotas:{operation}", "*", {})]  # no resource type to name
     if service == "servicequotas":
         return [(f"servicequotas:{operation}", f"arn:{policies.partition(region)}:servicequotas:{region}:"
                  f"{account}:{params.get('ServiceCode', '')}/{params.get('QuotaCode', '')}", {})]
@@ -411,6 +411,7 @@ def needed(call: Mapping, region: str, account: str, boundaries: Mapping[str, st
 NOT_EXERCISED_LOCALLY: dict[str, dict[str, str]] = {
     OPERATOR: {
         "ListInstanceQuotas": "the emulator has no ListServiceQuotas; notebook 00 reads quotas on AWS only",
+        "ListDefaultInstanceQuotas": "the emulator has no SageMaker default quotas; notebook 00 reads quotas on AWS only",
         "ReadBuildLogTails": "a local build never fails, so no build log tail is read",
     },
     CODEBUILD: {

@@ -219,8 +219,7 @@ def run_transform(workshop: Workshop, name: str | None = None, decisions: Sequen
     text = transform.decisions_to_jsonl(decisions)
     model_name, serving_type = _served_model(workshop, name)
     if instance_type is None:
-        instance_type = serving_type if serving_type in transform.transform_instance_types() \
-            else endpoints.DECISION_CPU_INSTANCE
+        instance_type = transform.transform_type(serving_type)
     input_prefix = config.s3_uri(BATCH_INPUT_FOLDER) + "/"
     output_prefix = config.s3_uri(BATCH_OUTPUT_FOLDER) + "/"
     input_uri = input_prefix + INPUT_FILE

@@ -13,11 +13,11 @@ import sys
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..aws import api, endpoints, managed_policies, policies, regions, roles
+from ..aws import api, endpoints, managed_policies, policies, regions, roles, transform
 from ..aws.buckets import check_bucket_region
 from ..aws.iam import minified
 from ..config import BucketNotFound, LOCAL_BUCKET, WorkshopConfig, in_sagemaker_studio
@@ -77,16 +77,38 @@ def _instance_types_for(config: WorkshopConfig) -> list[str]:
     return types
 
 
-QUOTAS_AGAIN = ("read again below, once the operator documents are attached "
-                "(steps.check_quotas; Service Quotas needs servicequotas:ListServiceQuotas)")
+def _transform_types_for(config: WorkshopConfig) -> list[str]:
+    """The types notebook 07's Batch Transform job may run on: the decision endpoint's (steps.run_transform)."""
+    if config.deploy_path == "standard":
+        return []
+    return list(dict.fromkeys(transform.transform_type(t) for t in _instance_types_for(config)[1:]))
 
 
-def quota_verdict(config: WorkshopConfig, found: Mapping[str, float]) -> tuple[bool, str]:
+ENDPOINT_USAGE, TRANSFORM_USAGE = "endpoint usage", "transform job usage"
+QUOTAS_AGAIN = ("read again below, once the operator documents are attached (steps.check_quotas; Service Quotas "
+                "needs servicequotas:ListServiceQuotas and servicequotas:ListAWSDefaultServiceQuotas)")
+
+
+def quota_name(instance_type: str, usage: str = ENDPOINT_USAGE) -> str:
+    """Service Quotas' name of SageMaker's quota of ``instance_type`` for ``usage``."""
+    return f"{instance_type} for {usage}"
+
+
+def quota_verdict(config: WorkshopConfig, found: Mapping[str, float], transform_found: Mapping[str, float] | None = None,
+                  defaults: Collection[str] = ()) -> tuple[bool, str]:
     """What the quotas ``found`` (type -> instances "for endpoint usage") mean for the deploy path: whether
     its endpoints can start, and whether notebook 07's blue/green update can (it starts a second fleet
-    of the decision endpoint while the first still serves, so it needs twice the instance count)."""
+    of the decision endpoint while the first still serves, so it needs twice the instance count) and its Batch
+    Transform job (``transform_found``: type -> instances "for transform job usage"; None: not read).
+    ``defaults``: the quota names whose value is AWS's default, the account having none applied. A type in
+    neither map is unknown: Service Quotas lists no such quota in the region."""
     wanted = _instance_types_for(config)
-    detail = ", ".join(f"{t}: {found[t]:g}" if t in found else f"{t}: unknown" for t in wanted)
+
+    def shown(values: Mapping[str, float], types: Sequence[str], usage: str) -> str:
+        return ", ".join(f"{t}: {values[t]:g}" + (" (AWS default)" if quota_name(t, usage) in defaults else "")
+                         if t in values else f"{t}: unknown" for t in types)
+
+    detail = shown(found, wanted, ENDPOINT_USAGE)
     standard_ok = found.get(endpoints.STANDARD_CPU_INSTANCE, 0) >= 1
     pooled = config.deploy_path == "decision-gpu" and regions.offers_instance_pools(config.region)
     if config.deploy_path == "standard":
@@ -101,8 +123,17 @@ def quota_verdict(config: WorkshopConfig, found: Mapping[str, float]) -> tuple[b
     startable = not decision or any(found.get(t, 0) >= 1 for t in decision)
     if not (standard_ok and startable):
         missing = [t for t in wanted[:1] if not standard_ok] + ([] if startable else decision)
-        return False, (detail + f" - {', '.join(missing)} has no quota: request an increase in Service Quotas "
-                       "(Amazon SageMaker, '<type> for endpoint usage') before deploying")
+        zero = [t for t in missing if t in found]
+        unknown = [t for t in missing if t not in found]
+        reasons = []
+        if zero:
+            reasons.append(f"{', '.join(zero)} has no quota: request an increase in Service Quotas (Amazon SageMaker, "
+                           f"'<type> for endpoint usage') before deploying")
+        if unknown:
+            reasons.append(f"Service Quotas lists no '{quota_name(unknown[0])}'"
+                           + (f" (nor for {', '.join(unknown[1:])})" if unknown[1:] else "")
+                           + f" in {config.region}, applied or default: SageMaker may not offer it there")
+        return False, detail + " - " + "; ".join(reasons)
     if pooled and any(found.get(t, 0) < 1 for t in decision):
         detail += " (pools with quota 0 are skipped at placement)"
     if config.deploy_path == "decision-gpu" and not pooled:
@@ -111,24 +142,46 @@ def quota_verdict(config: WorkshopConfig, found: Mapping[str, float]) -> tuple[b
     if update_room < 2:
         detail += (f"; note: notebook 07's blue/green update starts a second {' or '.join(decision)} instance "
                    "while the first still serves, so it needs a quota of 2: request it before 07, or skip 07's update")
+    transform_types = _transform_types_for(config)
+    if transform_found is not None and transform_types:
+        detail += f"; {TRANSFORM_USAGE}: {shown(transform_found, transform_types, TRANSFORM_USAGE)}"
+        short = [t for t in transform_types if transform_found.get(t, 0) < 1]
+        if short:
+            detail += (f"; note: notebook 07's Batch Transform job runs on the endpoint's type, whose quota "
+                       f"'<type> for {TRANSFORM_USAGE}' is apart from the endpoint's: {', '.join(short)} has none, "
+                       "so request it before 07, or skip 07's transform")
+    if defaults:
+        detail += ("; (AWS default): no value applied to this account, so Service Quotas' default is what holds "
+                   "(ListAWSDefaultServiceQuotas)")
     return True, detail
 
 
+def _quota_values(quotas, operation: str, names: Collection[str]) -> dict[str, float]:
+    """Quota name -> value for the ``names`` SageMaker's quotas list under ``operation`` (a paginated listing)."""
+    values: dict[str, float] = {}
+    for page in quotas.get_paginator(operation).paginate(ServiceCode="sagemaker"):
+        values.update((q["QuotaName"], q["Value"]) for q in page["Quotas"] if q["QuotaName"] in names)
+    return values
+
+
 def _endpoint_quotas(workshop: Workshop) -> tuple[bool | None, str]:
+    """Notebook 00's quota row. A quota whose value was never applied to the account is absent from
+    ListServiceQuotas (Service Quotas' documentation); AWS's default holds for it, read from
+    ListAWSDefaultServiceQuotas, and the row says which values are defaults."""
     config = workshop.config
-    wanted = _instance_types_for(config)
-    names = {f"{t} for endpoint usage": t for t in wanted}
-    found: dict[str, float] = {}
+    wanted, transform_types = _instance_types_for(config), _transform_types_for(config)
+    names = ({quota_name(t): t for t in wanted}, {quota_name(t, TRANSFORM_USAGE): t for t in transform_types})
     try:
         quotas = workshop.clients.get("service-quotas")
-        for page in quotas.get_paginator("list_service_quotas").paginate(ServiceCode="sagemaker"):
-            for quota in page["Quotas"]:
-                if quota["QuotaName"] in names:
-                    found[names[quota["QuotaName"]]] = quota["Value"]
+        values = _quota_values(quotas, "list_service_quotas", [*names[0], *names[1]])
+        unset = [name for name in (*names[0], *names[1]) if name not in values]
+        defaults = _quota_values(quotas, "list_aws_default_service_quotas", unset) if unset else {}
     except Exception as exc:  # noqa: BLE001 - unreadable quotas are reported, never fatal
         return None, (f"could not read Service Quotas ({type(exc).__name__}); {QUOTAS_AGAIN}, or check "
                       f"'Amazon SageMaker' quotas for {', '.join(wanted)} 'for endpoint usage' in the console")
-    return quota_verdict(config, found)
+    values.update(defaults)
+    endpoint, transform_job = ({t: values[name] for name, t in usage.items() if name in values} for usage in names)
+    return quota_verdict(config, endpoint, transform_job, defaults)
 
 
 def check_quotas(workshop: Workshop, checks: Checks | None = None) -> Checks:
