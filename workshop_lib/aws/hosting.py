@@ -35,16 +35,17 @@ def _error_code(exc) -> tuple[str, str]:
     return str(error.get("Code", "")), str(error.get("Message", ""))
 
 
-def _send(call, operation: str, request: dict, name: str):
+def _send(call, operation: str, request: dict, name: str, quota: str = "this instance type 'for endpoint usage'"):
+    """Send one request; a refusal becomes a DeployError saying what to do (``quota``: the quota a
+    ResourceLimitExceeded is about, in words)."""
     try:
         return call(**request)
     except ClientError as exc:
         code, message = _error_code(exc)
         if code == "ResourceLimitExceeded":
             raise DeployError(
-                f"{operation} for {name!r}: {message}. Your account's quota for this instance type "
-                "'for endpoint usage' is too low (often 0): request an increase in Service Quotas "
-                "(Amazon SageMaker) or choose another instance type"
+                f"{operation} for {name!r}: {message}. Your account's quota for {quota} is too low (often 0): "
+                "request an increase in Service Quotas (Amazon SageMaker) or choose another instance type"
             ) from None
         if "already exist" in message:
             raise DeployError(

@@ -132,8 +132,11 @@ def join_transform_output(input_jsonl: str, output_jsonl: str) -> dict[str, dict
 
 def start_transform_job(sm_client, request: dict) -> str:
     api.validate("sagemaker", "CreateTransformJob", request)
-    return _send(sm_client.create_transform_job, "CreateTransformJob", request,
-                 request["TransformJobName"])["TransformJobArn"]
+    instance_type = request["TransformResources"]["InstanceType"]
+    # Batch Transform has quotas of its own, apart from the endpoints'.
+    return _send(sm_client.create_transform_job, "CreateTransformJob", request, request["TransformJobName"],
+                 quota=f"'{instance_type} for transform job usage' (Batch Transform's, apart from the "
+                       "endpoints' quota of the type)")["TransformJobArn"]
 
 
 def wait_for_transform(sm_client, job_name: str, *, poll_s: float = 30, timeout_s: float = 6 * 3600,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Mapping, Sequence
 
-from ..aws import endpoints, scaling, transform
+from ..aws import hosting, scaling, transform
 from ..aws.build_projects import parse_s3_uri
 from ..aws.policies import BATCH_OUTPUT_FOLDER
 from ..errors import StepError
@@ -197,20 +197,22 @@ def _top(answer: Mapping) -> str:
     return ", ".join(tops) or f"no probabilities in {str(answer)[:120]}"
 
 
-def _served_model(workshop: Workshop, name: str) -> tuple[str, str]:
-    """(the model the endpoint serves now, its instance type): the job runs the same model."""
+def _served_model(workshop: Workshop, name: str) -> tuple[str, str | None]:
+    """(the model the endpoint serves now, the instance type it runs on): the job runs the same model. A pooled
+    endpoint runs on the pool SageMaker placed it on (DescribeEndpoint); None when no placement is reported."""
     sm = workshop.clients.sm
-    config_name = sm.describe_endpoint(EndpointName=name)["EndpointConfigName"]
-    variant = sm.describe_endpoint_config(EndpointConfigName=config_name)["ProductionVariants"][0]
-    instance = variant.get("InstanceType") or (variant.get("InstancePools") or [{}])[0].get("InstanceType")
-    return variant["ModelName"], instance or endpoints.DECISION_CPU_INSTANCE
+    described = sm.describe_endpoint(EndpointName=name)
+    variant = sm.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])["ProductionVariants"][0]
+    placed = hosting.placed_instance_types(described)
+    return variant["ModelName"], variant.get("InstanceType") or max(placed, key=placed.get, default=None)
 
 
 @shows_requests
 def run_transform(workshop: Workshop, name: str | None = None, decisions: Sequence[Mapping] | None = None, *,
                   instance_type: str | None = None, progress: bool = True) -> TransformResult:
-    """One Batch Transform job with the model ``name`` serves (its instance type unless Batch Transform does
-    not offer it): ``decisions`` (default ``TRANSFORM_DECISIONS``) as JSON Lines under ``batch-input/``, the
+    """One Batch Transform job with the model ``name`` serves, on the instance type it runs on (for ordered pools
+    the one SageMaker placed it on) unless Batch Transform does not offer it: ``decisions`` (default
+    ``TRANSFORM_DECISIONS``) as JSON Lines under ``batch-input/``, the
     answers from ``batch-output/`` joined back by decision id."""
     name = name or decision_endpoint(workshop)
     config = workshop.config
@@ -219,6 +221,9 @@ def run_transform(workshop: Workshop, name: str | None = None, decisions: Sequen
     text = transform.decisions_to_jsonl(decisions)
     model_name, serving_type = _served_model(workshop, name)
     if instance_type is None:
+        if serving_type is None:
+            raise StepError(f"endpoint {name} reports no instance on any of its pools yet (steps.placement): run "
+                            "the transform once it is InService, or pass instance_type")
         instance_type = transform.transform_type(serving_type)
     input_prefix = config.s3_uri(BATCH_INPUT_FOLDER) + "/"
     output_prefix = config.s3_uri(BATCH_OUTPUT_FOLDER) + "/"

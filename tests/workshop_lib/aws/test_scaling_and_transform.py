@@ -272,3 +272,88 @@ def test_the_local_transform_fails_the_job_on_a_refused_record(clients, answerin
     request["BatchStrategy"] = "MultiRecord"
     with pytest.raises(InvalidInput, match="SingleRecord"):
         _run_records(clients.s3, request, url)
+
+
+# ---- notebook 07's transform step on AWS: where it runs, and its quota ----------------------------------------------
+
+
+def _answered(client, answers):
+    """The SageMaker requests ``client`` puts on the wire, by operation, answered here: ``answers`` maps an
+    operation to its JSON answer, or to an error code (a str) answered with HTTP 400 (moto predates pools)."""
+    from botocore.awsrequest import AWSResponse
+
+    seen = {}
+
+    class Body:
+        def __init__(self, data):
+            self.data = data
+
+        def stream(self, **_):
+            yield self.data
+
+    def answer(request, **_):
+        target = request.headers["X-Amz-Target"]
+        operation = (target.decode() if isinstance(target, bytes) else target).split(".")[-1]
+        seen[operation] = json.loads(request.body)
+        if operation not in answers:
+            return None
+        given = answers[operation]
+        status, body = (400, {"__type": given, "message": "limit reached"}) if isinstance(given, str) else (200, given)
+        return AWSResponse(request.url, status, {"Content-Type": "application/x-amz-json-1.1"},
+                           Body(json.dumps(body).encode()))
+
+    client.meta.events.register("before-send.sagemaker", answer)
+    return seen
+
+
+@pytest.fixture
+def aws_workshop(tmp_path, monkeypatch, fake_credentials):
+    """A Workshop in AWS mode on the GPU path, inside moto, with its bucket."""
+    from moto import mock_aws
+
+    from workshop_lib import steps
+    from workshop_lib.config import WorkshopConfig
+    from .values import REGION, ROLE
+
+    monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
+    with mock_aws():
+        config = WorkshopConfig(mode="aws", region=REGION, bucket="decision-workshop-test", sagemaker_role_arn=ROLE,
+                                deploy_path="decision-gpu", endpoint_ttl_hours="0")
+        made = steps.Workshop(config, tmp_path / "config.json")
+        made.clients.s3.create_bucket(Bucket=config.bucket)
+        yield made
+
+
+def test_the_transform_runs_on_the_pool_the_endpoint_was_placed_on_and_names_the_transform_quota(aws_workshop):
+    from workshop_lib import steps
+
+    name = aws_workshop.config.gpu_endpoint_name
+    pools = endpoints.DEFAULT_GPU_POOLS
+    wire = _answered(aws_workshop.clients.sm, {
+        "DescribeEndpoint": {
+            "EndpointName": name, "EndpointArn": f"arn:aws:sagemaker:us-east-1:123456789012:endpoint/{name}",
+            "EndpointConfigName": name, "EndpointStatus": "InService", "CreationTime": 0, "LastModifiedTime": 0,
+            "ProductionVariants": [{"VariantName": "AllTraffic", "InstancePools": [
+                {"InstanceType": pools[0], "CurrentInstanceCount": 0},
+                {"InstanceType": pools[1], "CurrentInstanceCount": 1}]}]},
+        "DescribeEndpointConfig": {
+            "EndpointConfigName": name, "EndpointConfigArn": "arn:aws:sagemaker:us-east-1:123456789012:x/y",
+            "CreationTime": 0, "ProductionVariants": [{"VariantName": "AllTraffic", "ModelName": name,
+                                                       "InstancePools": endpoints.instance_pools(pools)}]},
+        "CreateTransformJob": "ResourceLimitExceeded"})
+    with pytest.raises(hosting.DeployError) as refused:
+        steps.run_transform(aws_workshop, name, progress=False)
+    assert wire["CreateTransformJob"]["TransformResources"]["InstanceType"] == pools[1]  # placed there, not on g6e
+    message = str(refused.value)
+    assert f"'{pools[1]} for transform job usage'" in message and "'for endpoint usage'" not in message
+
+
+def test_a_refused_transform_job_names_the_transform_quota_not_the_endpoints(stub_sm):
+    sm, stub = stub_sm
+    request = transform_job_request("decisions-1", model_name="m", input_s3_uri="s3://bkt/in/",
+                                    output_s3_uri="s3://bkt/out/", instance_type="ml.g5.2xlarge")
+    stub.add_client_error("create_transform_job", "ResourceLimitExceeded", "account-level service limit", 400,
+                          expected_params=request)
+    with pytest.raises(hosting.DeployError, match="'ml.g5.2xlarge for transform job usage'") as refused:
+        transform.start_transform_job(sm, request)
+    assert "endpoint usage" not in str(refused.value)
