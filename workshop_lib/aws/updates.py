@@ -92,10 +92,14 @@ def deployment_config(rollback_alarms: Sequence[str], *, routing: str = ALL_AT_O
 
 
 def update_request(endpoint_name: str, config_name: str, deployment: dict) -> dict:
-    """UpdateEndpoint onto ``config_name`` with ``deployment`` (``deployment_config``)."""
+    """UpdateEndpoint onto ``config_name`` with ``deployment`` (``deployment_config``), keeping the variant's
+    instance count and weight as they are now (``RetainAllVariantProperties``): the version's config says 1
+    instance, and without it an endpoint auto scaling had scaled out would drop to one instance in the update
+    (SageMaker guide, "Update endpoints that use auto scaling"). The version keeps the variant's name, which is
+    what SageMaker matches the retained properties by."""
     request = {"EndpointName": check_resource_name(endpoint_name, "endpoint"),
                "EndpointConfigName": check_resource_name(config_name, "endpoint config"),
-               "DeploymentConfig": deployment}
+               "RetainAllVariantProperties": True, "DeploymentConfig": deployment}
     return api.validate("sagemaker", "UpdateEndpoint", request)
 
 

@@ -172,6 +172,20 @@ def test_the_update_plan_is_a_new_version_of_the_deploys_shape():
     assert not updates.is_version(NAME, NAME) and not updates.is_version(NAME, f"{NAME}-2-20261201153604")
 
 
+def test_the_update_keeps_the_instance_count_auto_scaling_reached():
+    # SageMaker guide, "Update endpoints that use auto scaling": with RetainAllVariantProperties, a variant of the
+    # same name keeps DescribeEndpoint's DesiredInstanceCount whatever the new config's InitialInstanceCount says;
+    # without it an endpoint scaled out to 3 would drop to the version's 1 during the update.
+    plan = updates.update_plan(DeploySpec("decision-cpu"), endpoint_name=NAME, role_arn=ROLE, region=REGION,
+                               image=parse_image_uri(DECISION_PINNED), model_data_url=MODEL_DATA,
+                               rollback_alarms=alarms.rollback_alarms(NAME))
+    (variant,) = plan.endpoint_config["ProductionVariants"]
+    assert variant["InitialInstanceCount"] == 1 and variant["VariantName"] == endpoints.VARIANT_NAME
+    assert plan.update["RetainAllVariantProperties"] is True
+    assert "ExcludeRetainedVariantProperties" not in plan.update  # the count is not taken from the config
+    api.validate("sagemaker", "UpdateEndpoint", plan.update)
+
+
 def _describe(status, config="v1", **extra):
     return {"EndpointName": NAME, "EndpointArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{NAME}",
             "EndpointConfigName": config, "EndpointStatus": status,
