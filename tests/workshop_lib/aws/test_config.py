@@ -290,6 +290,33 @@ def test_names_sagemaker_accepts(name):
         assert check_resource_name(name, kind) == name
 
 
+@pytest.mark.parametrize("field, env", [("standard_endpoint_name", "WORKSHOP_STANDARD_ENDPOINT"),
+                                        ("cpu_endpoint_name", "WORKSHOP_CPU_ENDPOINT"),
+                                        ("gpu_endpoint_name", "WORKSHOP_GPU_ENDPOINT")])
+def test_an_endpoint_name_with_capitals_is_refused_naming_its_setting_and_the_lower_case_name(tmp_path, credentials,
+                                                                                              field, env):
+    # SageMaker's ARNs are lower case, and IAM matches the grants (scaling, Batch Transform) against them
+    loaded = load(tmp_path, {"WORKSHOP_MODE": "local", env: "Decision-Endpoint"})
+    with pytest.raises(InvalidInput) as refused:
+        loaded.check()
+    message = str(refused.value)
+    assert field in message and env in message and "'decision-endpoint'" in message
+    assert not WorkshopConfig(**{field: "decision-endpoint"}).problems()
+
+
+@pytest.mark.parametrize("command", [["deploy", "--name", "Decision-CPU"], ["autoscale", "--name", "Decision-CPU"],
+                                     ["transform", "--name", "Decision-CPU"]])
+def test_the_command_lines_name_flag_refuses_capitals(capsys, command):
+    from workshop_lib.cli import build_parser
+
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(command)
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert "--name 'Decision-CPU' has capital letters" in error and "'decision-cpu'" in error
+    assert build_parser().parse_args([command[0], "--name", "decision-cpu"]).name == "decision-cpu"
+
+
 @pytest.mark.parametrize("name, fragment", [
     ("my_endpoint", "try 'my-endpoint'"),
     ("-leading", "letters, digits and hyphens"),

@@ -23,6 +23,7 @@ from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.errors import InvalidInput
 
 ACCOUNT = "111122223333"
+OWN = {"s3:ResourceAccount": ACCOUNT}  # the bucket's owner, as IAM sees it
 REGION = "eu-west-1"
 DIGEST = "sha256:" + "cd" * 32
 CONFIG = WorkshopConfig(region=REGION, bucket="acme-decision-workshop", prefix="decision-workshop",
@@ -94,16 +95,16 @@ def codebuild_calls(config: WorkshopConfig = CONFIG) -> list[tuple[str, str, dic
     # Source: steps.package_model / steps.build_decision_image upload the zip here; CodeBuild reads it.
     source_prefix = f"{config.prefix}/{builds.SOURCE_PREFIX}"
     upload = builds.source_upload_request(config.bucket, repo_root(), source_prefix)
-    calls += [("s3:GetObject", s3_object_arn(upload["Bucket"], upload["Key"], region), {}),
-              ("s3:GetObjectVersion", s3_object_arn(upload["Bucket"], upload["Key"], region), {}),
-              ("s3:GetBucketLocation", s3_bucket_arn(upload["Bucket"], region), {})]
+    calls += [("s3:GetObject", s3_object_arn(upload["Bucket"], upload["Key"], region), OWN),
+              ("s3:GetObjectVersion", s3_object_arn(upload["Bucket"], upload["Key"], region), OWN),
+              ("s3:GetBucketLocation", s3_bucket_arn(upload["Bucket"], region), OWN)]
     # model-package.yml: aws s3 cp of model.tar.gz (multipart) and the manifest to MODEL_S3_URI.
     env = builds.model_package_env(PINNED_MODEL, config.s3_uri("model"))
     bucket, prefix = _s3(env["MODEL_S3_URI"])
     for name in (builds.TARBALL_NAME, builds.MANIFEST_NAME):
-        calls.append(("s3:PutObject", s3_object_arn(bucket, prefix.rstrip("/") + "/" + name, region), {}))
+        calls.append(("s3:PutObject", s3_object_arn(bucket, prefix.rstrip("/") + "/" + name, region), OWN))
     calls.append(("s3:AbortMultipartUpload", s3_object_arn(bucket, f"{prefix.rstrip('/')}/{builds.TARBALL_NAME}",
-                                                           region), {}))
+                                                           region), OWN))
     # Both projects log to the group and stream their CreateProject request names.
     for project, spec in ((builds.MODEL_PACKAGE_PROJECT, builds.MODEL_PACKAGE_BUILDSPEC),
                           (builds.IMAGE_BUILD_PROJECT, builds.IMAGE_BUILD_BUILDSPEC)):
@@ -147,7 +148,7 @@ def sagemaker_calls(config: WorkshopConfig = CONFIG, *, batch_transform: bool = 
     for plan in plans:
         container = plan.model["PrimaryContainer"]
         bucket, key = _s3(container["ModelDataUrl"])
-        calls.append(("s3:GetObject", s3_object_arn(bucket, key, region), {}))
+        calls.append(("s3:GetObject", s3_object_arn(bucket, key, region), OWN))
         image = images.parse_image_uri(container["Image"])
         for action in policies.ECR_PULL:
             calls.append((action, ecr_repository_arn(region, image.account, image.repository), {}))
@@ -164,11 +165,11 @@ def sagemaker_calls(config: WorkshopConfig = CONFIG, *, batch_transform: bool = 
         job = transform.transform_job_request("decision-workshop-batch", model_name=config.cpu_endpoint_name,
                                               input_s3_uri=input_uri, output_s3_uri=output_uri)
         in_bucket, in_prefix = _s3(job["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"])
-        calls.append(("s3:ListBucket", s3_bucket_arn(in_bucket, region), {"s3:prefix": in_prefix + "/"}))
-        calls.append(("s3:GetObject", s3_object_arn(in_bucket, f"{in_prefix}/decisions.jsonl", region), {}))
+        calls.append(("s3:ListBucket", s3_bucket_arn(in_bucket, region), {"s3:prefix": in_prefix + "/", **OWN}))
+        calls.append(("s3:GetObject", s3_object_arn(in_bucket, f"{in_prefix}/decisions.jsonl", region), OWN))
         out_bucket, out_key = _s3(transform.transform_output_uri(f"{input_uri}/decisions.jsonl",
                                                                  job["TransformOutput"]["S3OutputPath"]))
-        calls.append(("s3:PutObject", s3_object_arn(out_bucket, out_key, region), {}))
+        calls.append(("s3:PutObject", s3_object_arn(out_bucket, out_key, region), OWN))
         group = "/aws/sagemaker/TransformJobs"
         calls += [("logs:CreateLogStream", log_group_arn(region, ACCOUNT, group), {}),
                   ("logs:PutLogEvents", log_stream_arn(region, ACCOUNT, group, "decision-workshop-batch/i-0a"), {})]
@@ -176,6 +177,9 @@ def sagemaker_calls(config: WorkshopConfig = CONFIG, *, batch_transform: bool = 
 
 
 def _denied(document, calls):
+    """The calls ``document`` refuses, and (every S3 call made on another account's bucket) those it allows."""
+    foreign = [(a, r, {**c, "s3:ResourceAccount": "210987654321"}) for a, r, c in calls if a.startswith("s3:")]
+    assert foreign and not any(allows(document, *call) for call in foreign)
     return [(a, r, evaluate(document, a, r, c).reason) for a, r, c in calls if not allows(document, a, r, c)]
 
 

@@ -5,6 +5,7 @@ workshop needs: held against the documents with the evaluator, and through the r
 from __future__ import annotations
 
 import pytest
+from workshop_lib import names
 from workshop_lib.aws import iam, policies, spend_guard
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.local import permissions
@@ -19,22 +20,30 @@ ROLES = [policies.role_arn(REGION, ACCOUNT, policies.CODEBUILD_ROLE_NAME), spend
 EVERYTHING = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
 
 
-def _grants(document) -> set[tuple[str, str, str]]:
-    out = set()
+def _own_grants(document) -> list[tuple[str, str, dict]]:
+    """Each (action, resource, context) a document grants, its conditions met by the values they name."""
+    out = []
     for statement in document["Statement"]:
-        for action in statement["Action"]:
-            for resource in statement["Resource"]:
-                out.add((action, resource, repr(statement.get("Condition"))))
+        context = {k: v for values in (statement.get("Condition") or {}).values() for k, v in values.items()}
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        out += [(action, resource, context) for action in statement["Action"] for resource in resources]
     return out
 
 
-def test_the_boundary_allows_exactly_what_the_roles_own_policies_grant():
+# Another region, bucket and endpoint names than the boundary was written with.
+ELSEWHERE = CONFIG.replace(region="ap-southeast-3", bucket="another-bucket-of-this-account", cpu_endpoint_name="renamed")
+
+
+@pytest.mark.parametrize("config", [CONFIG, ELSEWHERE], ids=["as-written", "after-a-change-of-region"])
+def test_the_one_boundary_covers_the_roles_own_policies_in_any_region_bucket_and_name(config):
     boundary = policies.role_boundary_policy(CONFIG, ACCOUNT)
     iam.check_policy_document(boundary)
-    own = _grants(policies.codebuild_service_role_policy(CONFIG, ACCOUNT)) | _grants(
-        policies.scheduler_role_policy(CONFIG, ACCOUNT))
-    assert _grants(boundary) == own
-    assert boundary["Statement"][0]["Sid"].startswith("CodeBuild")  # each Sid says whose grant it is
+    grants = _own_grants(policies.codebuild_service_role_policy(config, ACCOUNT))
+    grants += _own_grants(policies.scheduler_role_policy(config, ACCOUNT))
+    assert len(grants) > 20
+    outside = [(a, r) for a, r, c in grants if not iam.allows(boundary, a, r, c)]
+    assert outside == []
+    assert boundary == policies.role_boundary_policy(ELSEWHERE, ACCOUNT)  # nothing in it depends on the run
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -67,15 +76,21 @@ def test_a_role_given_everything_by_the_operator_can_still_do_only_the_workshops
                              ("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/Admin"),
                              ("s3:GetObject", "arn:aws:s3:::someone-elses-bucket/secrets.txt"),
                              ("sagemaker:DeleteEndpoint", f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/production"),
+                             ("s3:GetObject", "arn:aws:s3:::decision-workshop-sniped/model.tar.gz"),
                              ("ecr:PutImage", f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/production")):
         assert iam.allows(EVERYTHING, action, resource)
         verdict = iam.evaluate(EVERYTHING, action, resource, boundary=boundary)
         assert not verdict.allowed and verdict.reason.startswith("outside the permissions boundary"), action
     endpoint = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{CONFIG.gpu_endpoint_name}"
-    assert iam.allows(EVERYTHING, "sagemaker:DeleteEndpoint", endpoint, boundary=boundary)
+    tagged = {f"aws:ResourceTag/{k}": v for k, v in names.WORKSHOP_TAGS.items()}
+    assert iam.allows(EVERYTHING, "sagemaker:DeleteEndpoint", endpoint, tagged, boundary=boundary)
+    own_bucket = {"s3:ResourceAccount": ACCOUNT}
+    assert iam.allows(EVERYTHING, "s3:PutObject", "arn:aws:s3:::any-bucket/x", own_bucket, boundary=boundary)
+    assert not iam.allows(EVERYTHING, "s3:PutObject", "arn:aws:s3:::any-bucket/x", {"s3:ResourceAccount": "2" * 12},
+                          boundary=boundary)
     # the boundary grants nothing by itself
     listing = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "*"}]}
-    assert not iam.allows(listing, "sagemaker:DeleteEndpoint", endpoint, boundary=boundary)
+    assert not iam.allows(listing, "sagemaker:DeleteEndpoint", endpoint, tagged, boundary=boundary)
 
 
 def _call(operation, **params):

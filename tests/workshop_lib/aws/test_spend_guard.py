@@ -12,6 +12,7 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from workshop_lib import names
 from workshop_lib.aws import api, iam, policies, spend_guard
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.local import permissions
@@ -104,19 +105,42 @@ def test_the_role_and_trust_documents_pass_the_policy_checks():
     (statement,) = trust["Statement"]
     assert statement["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
-    assert iam.wildcard_grants(role) == []
+    # the one "*": deregistering a scaled variant, which deleting it requires, held to SageMaker's variants
+    assert iam.wildcard_grants(role) == [("DeregisterScaledVariants", "application-autoscaling:DeregisterScalableTarget")]
     api.validate("iam", "CreateRole", policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME, trust))
 
 
-def test_the_role_may_delete_exactly_the_workshops_endpoints():
+TAGGED = {f"aws:ResourceTag/{k}": v for k, v in names.WORKSHOP_TAGS.items()}
+SCALING = {"application-autoscaling:service-namespace": "sagemaker",
+           "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount"}
+
+
+def test_the_role_may_delete_exactly_the_endpoints_that_carry_the_workshops_tag():
     role = policies.scheduler_role_policy(CONFIG, ACCOUNT)
-    for name in (CONFIG.standard_endpoint_name, CONFIG.cpu_endpoint_name, CONFIG.gpu_endpoint_name):
+    for name in (CONFIG.gpu_endpoint_name, "deployed-with-the-samples-flags"):  # any name, by the tag
         arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{name}"
-        assert iam.allows(role, "sagemaker:DeleteEndpoint", arn)
+        assert iam.allows(role, "sagemaker:DeleteEndpoint", arn, TAGGED)
         for action in ("sagemaker:DeleteEndpointConfig", "sagemaker:CreateEndpoint", "sagemaker:InvokeEndpoint"):
-            assert not iam.allows(role, action, arn)
-    assert not iam.allows(role, "sagemaker:DeleteEndpoint",
-                               f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/someone-elses")
+            assert not iam.allows(role, action, arn, TAGGED)
+        assert not iam.allows(role, "sagemaker:DeleteEndpoint", arn)  # untagged: someone else's
+    # the documents do not name a run's endpoints: a new deploy never rewrites them
+    assert role == policies.scheduler_role_policy(CONFIG.replace(cpu_endpoint_name="renamed"), ACCOUNT)
+
+
+def test_the_role_may_delete_a_scaled_endpoint():
+    """Deleting an auto-scaled endpoint needs DeregisterScalableTarget from the caller (SageMaker guide)."""
+    role = policies.scheduler_role_policy(CONFIG, ACCOUNT)
+    assert iam.allows(role, "application-autoscaling:DeregisterScalableTarget", "*", SCALING)
+    ecs = {**SCALING, "application-autoscaling:service-namespace": "ecs"}
+    assert not iam.allows(role, "application-autoscaling:DeregisterScalableTarget", "*", ecs)
+    call = {"principal": spend_guard.PRINCIPAL, "service": "sagemaker", "operation": "DeleteEndpoint",
+            "params": {"EndpointName": "e"},
+            "facts": {"resource_tags": dict(names.WORKSHOP_TAGS), "scaled_variants": ["endpoint/e/variant/AllTraffic"]}}
+    needs = permissions.needed(call, REGION, ACCOUNT)
+    assert [a for a, _, _ in needs] == ["sagemaker:DeleteEndpoint", "application-autoscaling:DeregisterScalableTarget"]
+    assert all(iam.allows(role, *need) for need in needs)
+    old = {"Version": "2012-10-17", "Statement": [role["Statement"][0]]}  # the role before: DeleteEndpoint only
+    assert not iam.allows(old, *needs[1])
 
 
 def test_the_operator_may_manage_the_deadlines_and_pass_the_role_to_the_scheduler_only():
@@ -148,11 +172,11 @@ def test_a_deadline_set_before_a_change_of_region_keeps_its_permissions():
     operator = policies.operator_deadlines_policy(CONFIG.replace(region="us-west-2"), ACCOUNT)
     for region in (REGION, "us-west-2", "ap-southeast-3"):
         endpoint = f"arn:aws:sagemaker:{region}:{ACCOUNT}:endpoint/{CONFIG.gpu_endpoint_name}"
-        assert iam.allows(role, "sagemaker:DeleteEndpoint", endpoint)
+        assert iam.allows(role, "sagemaker:DeleteEndpoint", endpoint, TAGGED)
         assert iam.allows(operator, "scheduler:GetSchedule",
                           spend_guard.schedule_arn(region, ACCOUNT, CONFIG.gpu_endpoint_name))
     assert not iam.allows(role, "sagemaker:DeleteEndpoint", f"arn:aws:sagemaker:{REGION}:{OTHER}:endpoint/"
-                                                            f"{CONFIG.gpu_endpoint_name}")
+                                                            f"{CONFIG.gpu_endpoint_name}", TAGGED)
 
 
 def test_the_documents_are_written_with_the_others_and_each_fits_iams_quota():
@@ -178,20 +202,22 @@ def test_the_audit_holds_the_deadline_calls_to_the_documents():
                         "PermissionsBoundary": policies.boundary_policy_arn(REGION, ACCOUNT)}},
             {"principal": permissions.OPERATOR, "service": "iam", "operation": "PutRolePolicy",
              "params": {"RoleName": spend_guard.SCHEDULER_ROLE_NAME}}]
-    fired = spend_guard.deadline_calls(made)
+    created = {"principal": permissions.OPERATOR, "service": "sagemaker", "operation": "CreateEndpoint",
+               "params": {"EndpointName": CONFIG.gpu_endpoint_name, "Tags": names.tag_list(names.WORKSHOP_TAGS)}}
+    fired = spend_guard.deadline_calls([created, *made])
     assert fired == [{"principal": spend_guard.PRINCIPAL, "service": "sagemaker", "operation": "DeleteEndpoint",
-                      "params": {"EndpointName": CONFIG.gpu_endpoint_name}}]
+                      "params": {"EndpointName": CONFIG.gpu_endpoint_name},
+                      "facts": {"resource_tags": dict(names.WORKSHOP_TAGS), "scaled_variants": []}}]
     audit = permissions.audit([*made, *fired], documents, REGION, ACCOUNT)
     assert audit.ok, str(audit)
     assert audit.checked[spend_guard.PRINCIPAL] == 1
-    # a deadline for an endpoint that is not the workshop's would be refused to the operator and to the role
+    # a deadline for an endpoint that is not the workshop's (no workshop tag) would be refused to the role
     foreign = {**request, "Name": "theirs-deadline", "Target": {**request["Target"],
                                                                "Input": json.dumps({"EndpointName": "theirs"})}}
     call = {"principal": permissions.OPERATOR, "service": "scheduler", "operation": "CreateSchedule",
             "params": foreign}
     audit = permissions.audit([call, *spend_guard.deadline_calls([call])], documents, REGION, ACCOUNT)
-    assert {(p, a) for p, a, _, _ in audit.denied} == {(permissions.OPERATOR, "scheduler:CreateSchedule"),
-                                                     (spend_guard.PRINCIPAL, "sagemaker:DeleteEndpoint")}
+    assert {(p, a) for p, a, _, _ in audit.denied} == {(spend_guard.PRINCIPAL, "sagemaker:DeleteEndpoint")}
 
 
 # ---- the senders, against moto's scheduler -----------------------------------------------------------
@@ -274,7 +300,8 @@ def test_ensure_role_creates_the_role_once_and_keeps_its_permissions_current(aws
     assert "exists" in done
     inline = iam.get_role_policy(RoleName=spend_guard.SCHEDULER_ROLE_NAME,
                                  PolicyName=spend_guard.SCHEDULER_ROLE_NAME)["PolicyDocument"]
-    assert "endpoint/renamed-cpu" in json.dumps(inline)
+    # keyed on the workshop's tag, not on names: a deploy under another name leaves the role as it was
+    assert inline == policies.scheduler_role_policy(CONFIG, ACCOUNT) and "renamed" not in json.dumps(inline)
 
 
 def test_ensure_role_adds_each_region_and_bounds_a_role_made_without_a_boundary(aws_clients):
