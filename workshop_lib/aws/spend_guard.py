@@ -3,11 +3,12 @@
 An endpoint bills by the hour whether or not anyone calls it, and a participant who closes the laptop
 before notebook 08 keeps paying. So, as soon as SageMaker accepts ``CreateEndpoint``, the deploy step
 creates an EventBridge Scheduler one-time schedule for that endpoint: ``at(<deadline>)`` in UTC,
-deleted by the scheduler once it has run (``ActionAfterCompletion`` DELETE), whose universal target
+kept after it has run (``ActionAfterCompletion`` NONE: a deadline that failed stays visible, and notebook 08
+removes it), whose universal target
 (``arn:aws:scheduler:::aws-sdk:sagemaker:deleteEndpoint``) calls SageMaker's DeleteEndpoint with the
 endpoint's name. The schedule runs as a role of its own, trusted only by EventBridge Scheduler acting
-for this account, that may call ``sagemaker:DeleteEndpoint`` on the workshop's endpoints and nothing
-else. Its endpoint config and model cost nothing and stay for notebook 08.
+for this account, that may delete endpoints carrying the workshop's tag (and deregister their auto scaling,
+which such a deletion requires of the caller) and nothing else. Its endpoint config and model cost nothing and stay for notebook 08.
 
 As in ``policies``: pure builders (schedule names and ARNs, the requests, each validated by botocore's
 EventBridge Scheduler model, the role's two documents and the operator's statements), then thin
@@ -99,7 +100,7 @@ def schedule_request(endpoint_name: str, *, role_arn: str, when: datetime, regio
         "ScheduleExpression": at_expression(when),
         "ScheduleExpressionTimezone": "UTC",
         "FlexibleTimeWindow": {"Mode": "OFF"},
-        "ActionAfterCompletion": "DELETE",
+        "ActionAfterCompletion": "NONE",
         "State": "ENABLED",
         "Description": f"decision workshop spend guard: delete endpoint {endpoint_name} at its deadline",
         "Target": {"Arn": delete_endpoint_target(region), "RoleArn": role_arn,
@@ -160,6 +161,10 @@ class Deadline:
     def text(self, now: datetime | None = None) -> str:
         if self.when is None:
             return f"endpoint {self.endpoint_name}: schedule {self.schedule} is not a one-time deadline"
+        if remaining_text(self.when, now) == "passed":
+            return (f"endpoint {self.endpoint_name}: its deadline {self.when:%Y-%m-%d %H:%M} UTC has passed; if the "
+                    "endpoint is still there, the deletion failed (EventBridge Scheduler's TargetErrorCount metric, "
+                    f"schedule {self.schedule}): delete it with python -m workshop_lib cleanup")
         return (f"endpoint {self.endpoint_name} is deleted at {self.when:%Y-%m-%d %H:%M} UTC "
                 f"({remaining_text(self.when, now)}) unless extended: "
                 f"python -m workshop_lib extend --name {self.endpoint_name} --hours N")

@@ -21,7 +21,7 @@ from typing import Sequence
 from botocore import xform_name
 from botocore.exceptions import ClientError
 
-from ..aws import admin, api, codebuild
+from ..aws import admin, api, codebuild, policies, spend_guard
 from ..aws.buckets import expect_owner
 from ..aws.hosting import SageMakerHosting
 from ..aws.requests_sent import RequestRecorder
@@ -131,6 +131,17 @@ class LocalMode:
         ``region``'s DLC registry. Not anyone's call, so not recorded. Safe to repeat."""
         seed_dlc(emulator_client("ecr", region, self.emulator_url), region)
         seed_studio_role(emulator_client("iam", region, self.emulator_url))
+
+    def fire_deadline(self, endpoint_name: str, region: str) -> None:
+        """What EventBridge Scheduler does at an endpoint's deadline (the emulator never fires one): call the
+        schedule's target, DeleteEndpoint, as the schedule's role, which the account holds with its policies and
+        boundary (strict.py), and the rules of a deletion enforced. A refusal is raised, and the schedule stays."""
+        described = self._reader("scheduler", region).get_schedule(**spend_guard.get_request(endpoint_name))
+        if not spend_guard.is_workshop_schedule(described, endpoint_name):
+            raise spend_guard.NotTheWorkshops(f"schedule {described['Name']} is not the workshop's deadline")
+        sagemaker = self.client("sagemaker", region)
+        with self.acting_as(policies.DEADLINES):
+            sagemaker.delete_endpoint(**json.loads(described["Target"]["Input"]))
 
     def run_as_administrator(self, commands: Sequence[Sequence[str]], region: str) -> list[str]:
         """Run AWS CLI lines (``admin.commands``) as an administrator would: each through an emulator client,

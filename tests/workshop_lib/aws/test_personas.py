@@ -543,3 +543,77 @@ def test_the_operator_documents_scale_and_transform_only_the_workshops_endpoints
     role = policies.role_arn(REGION, ACCOUNT, policies.AUTOSCALING_ROLE_PATH)
     assert not iam.allows(documents, "iam:CreateServiceLinkedRole", role,
                           {"iam:AWSServiceName": "ec2.application-autoscaling.amazonaws.com"})
+
+
+@pytest.mark.slow  # starts the rehearsal's emulator
+def test_a_deadline_firing_deletes_a_scaled_endpoint_as_the_account_holds_its_role(local_workshop):
+    """The administrator's commands, the deadline role under its boundary, 07's scaling and the deadline firing,
+    all against the strict rehearsal: the endpoint and its scaling are gone. With the role as it was before
+    (DeleteEndpoint alone), AWS refuses the deletion, and so does the rehearsal."""
+    from workshop_lib.aws import scaling, spend_guard
+    from workshop_lib.aws.images import parse_image_uri
+
+    from .values import DECISION_PINNED
+
+    ws = local_workshop
+    steps.setup(ws, reset=True)  # runs the administrator's printed commands against the emulator
+    config, c = ws.config, ws.clients
+    name = config.cpu_endpoint_name
+    plan = endpoints.decision_cpu_plan(name, image=parse_image_uri(DECISION_PINNED), role_arn=config.sagemaker_role_arn,
+                                       model_data_url=config.model_data_url, instance_type="ml.c5.2xlarge")
+    with c.acting_as(None):  # the endpoint as 04 leaves it, tagged
+        c.sm.create_model(**plan.model)
+        c.sm.create_endpoint_config(**plan.endpoint_config)
+        c.sm.create_endpoint(**plan.endpoint)
+    assert names.WORKSHOP_TAGS.items() <= {t["Key"]: t["Value"] for t in plan.endpoint["Tags"]}.items()
+    account = c.sts.get_caller_identity()["Account"]
+    role, _ = spend_guard.ensure_role(c.get("iam"), config, account)
+    spend_guard.set_deadline(c.get("scheduler"), name, role_arn=role, when=spend_guard.deadline_after(1),
+                             region=config.region)
+    autoscaling = c.get("application-autoscaling")
+    scaling.enable_autoscaling(autoscaling, name, invocations_per_instance=20)
+
+    iam_client = _iam(ws)
+    old = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint",
+                                                   "Resource": f"arn:aws:sagemaker:*:{account}:endpoint/{name}"}]}
+    with c.acting_as(None):
+        iam_client.put_role_policy(RoleName=spend_guard.SCHEDULER_ROLE_NAME, PolicyName=spend_guard.SCHEDULER_ROLE_NAME,
+                                   PolicyDocument=json.dumps(old))
+    with pytest.raises(ClientError) as refused:
+        ws.mode.fire_deadline(name, config.region)
+    assert "application-autoscaling:DeregisterScalableTarget" in str(refused.value)
+    assert c.sm.describe_endpoint(EndpointName=name)["EndpointName"] == name  # still billing: what AWS does too
+
+    spend_guard.ensure_role(c.get("iam"), config, account)  # the current documents
+    ws.mode.fire_deadline(name, config.region)
+    with pytest.raises(ClientError):
+        c.sm.describe_endpoint(EndpointName=name)
+    assert scaling.scaling_of(autoscaling, name) is None  # SageMaker deregistered it with the deletion
+    fired = [e for e in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
+             if e["principal"] == spend_guard.PRINCIPAL]
+    assert [bool(e.get("refused")) for e in fired] == [True, False]
+    assert fired[1]["facts"]["scaled_variants"] == [f"endpoint/{name}/variant/AllTraffic"]
+
+
+@pytest.mark.slow  # starts the rehearsal's emulator
+def test_the_printed_administrator_commands_run_against_the_strict_rehearsal(local_workshop):
+    """Inline, the four operator documents exceed IAM's 10,240 characters per role (the commands notebook 00 used to
+    print fail on the fourth); as managed policies each is within 6,144 and the role holds five of ten."""
+    from workshop_lib.aws import admin
+    from workshop_lib.steps.setup import administrator_commands, policy_folder
+
+    ws = local_workshop
+    written = steps.setup(ws, reset=True)
+    folder, role = policy_folder(ws), ws.config.sagemaker_role_arn.rsplit("/", 1)[1]
+    printed = written.policies.attached  # what notebook 00 prints for the administrator
+    commands = administrator_commands(ws.config, folder, "123456789012")
+    assert all(admin.shell(argv) in printed for argv in commands)
+    client = _iam(ws)
+    attached = client.list_attached_role_policies(RoleName=role)["AttachedPolicies"]
+    assert len(attached) == 1 + len(admin.operator_files())  # AmazonSageMakerFullAccess and the operator's
+    old = [["aws", "iam", "put-role-policy", "--role-name", role, "--policy-name", f"decision-workshop-operator-{i}",
+            "--policy-document", f"file://{folder / name}"] for i, name in enumerate(admin.operator_files())]
+    with pytest.raises(ClientError) as refused:
+        ws.mode.run_as_administrator(old, ws.config.region)
+    assert refused.value.response["Error"]["Code"] == "LimitExceeded"
+    assert len(client.list_role_policies(RoleName=role)["PolicyNames"]) < len(old)

@@ -40,7 +40,7 @@ def test_the_create_request_is_a_one_time_schedule_that_deletes_the_endpoint():
     api.validate("scheduler", "CreateSchedule", request)
     assert request["ScheduleExpression"] == "at(2026-12-01T13:31:00)"  # 4 h on, rounded up to the minute
     assert request["ScheduleExpressionTimezone"] == "UTC"
-    assert request["ActionAfterCompletion"] == "DELETE" and request["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    assert request["ActionAfterCompletion"] == "NONE" and request["FlexibleTimeWindow"] == {"Mode": "OFF"}
     target = request["Target"]
     assert target["Arn"] == "arn:aws:scheduler:::aws-sdk:sagemaker:deleteEndpoint"
     assert target["RoleArn"] == f"arn:aws:iam::{ACCOUNT}:role/decision-workshop-scheduler"
@@ -239,7 +239,7 @@ def test_set_read_extend_and_remove_a_deadline(aws_clients):
     assert made.when == datetime(2026, 12, 1, 13, 31, tzinfo=timezone.utc)
     assert spend_guard.read_deadline(scheduler, name) == made
     stored = scheduler.get_schedule(Name=made.schedule)
-    assert stored["ActionAfterCompletion"] == "DELETE" and stored["Target"]["Arn"].endswith(":deleteEndpoint")
+    assert stored["ActionAfterCompletion"] == "NONE" and stored["Target"]["Arn"].endswith(":deleteEndpoint")
     moved = spend_guard.extend(scheduler, name, 8, role_arn=SCHEDULER_ROLE, region=REGION, now=NOW)
     assert moved.when == made.when + timedelta(hours=4)
     assert scheduler.get_schedule(Name=made.schedule)["ScheduleExpression"] == "at(2026-12-01T17:31:00)"
