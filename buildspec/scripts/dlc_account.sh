@@ -26,6 +26,8 @@ case "$region" in
   mx-central-1) echo 637423239942 ;;
   me-south-1) echo 217643126080 ;;
   me-central-1) echo 914824155844 ;;
+  me-west-1) echo 124382933778 ;;
   cn-north-1|cn-northwest-1) echo 727897471807 ;;
+  us-gov-*|us-iso*|eu-iso*) echo "ERROR: AWS publishes no llama.cpp DLC in $region" >&2; exit 1 ;;
   *) echo 763104351884 ;;
 esac

@@ -15,6 +15,7 @@ import pytest
 from workshop_lib.aws import build_projects, codebuild
 from workshop_lib.aws.images import DLC_PINS, parse_image_uri
 from workshop_lib.models import PINNED_MODEL
+from workshop_lib.errors import InvalidInput
 
 from tests.support.buildspec import REPO_ROOT, load_buildspec, phase_commands, run_buildspec
 
@@ -194,3 +195,8 @@ def test_the_build_takes_the_dlc_account_from_the_regions_table():
         assert done.stdout.strip() == images.dlc_account(region), region
     refused = subprocess.run(["bash", str(script), "us-east-1; echo 1"], capture_output=True, text=True, timeout=10)
     assert refused.returncode != 0 and refused.stdout == ""
+    for region in ("us-gov-west-1", "us-gov-east-1"):  # no llama.cpp DLC published there: both refuse
+        refused = subprocess.run(["bash", str(script), region], capture_output=True, text=True, timeout=10)
+        assert refused.returncode != 0 and refused.stdout == "" and "no llama.cpp DLC" in refused.stderr
+        with pytest.raises(InvalidInput, match="no llama.cpp DLC"):
+            images.dlc_account(region)

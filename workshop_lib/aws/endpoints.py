@@ -14,7 +14,7 @@ decision adapter reads the same names, so one code path configures both images.
 Both models run with ``EnableNetworkIsolation``: SageMaker downloads ``model.tar.gz`` itself, and
 neither image needs the network at run time (the standard DLC only when told to download from
 Hugging Face instead, which therefore leaves isolation off). The GPU plan uses instance pools where
-SageMaker offers them (``regions``) and the first pool's type as a fixed type elsewhere, with a note.
+SageMaker offers them (``regions``) and one fixed type elsewhere (``gpu_instance_types``), with a note.
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ VARIANT_NAME = "AllTraffic"
 STANDARD_CPU_INSTANCE = "ml.c6i.2xlarge"
 DECISION_CPU_INSTANCE = "ml.c6i.8xlarge"
 DEFAULT_GPU_POOLS = ("ml.g6e.xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge", "ml.g4dn.2xlarge")
+# Where instance pools are not offered the GPU endpoint gets one fixed type: not the pools' first choice (g6e,
+# the scarcest) but their last resort, the GPU type SageMaker offers in the most regions (its T4's 16 GB hold
+# the pinned 4B model).
+FIXED_GPU_INSTANCE = "ml.g4dn.2xlarge"
 # Driver 580 / CUDA 13.0: what the server-sagemaker-cuda-v1 DLC (CUDA 13.0.2) needs.
 GPU_AMI_VERSION = "al2023-ami-sagemaker-inference-gpu-4-1"
 FULL_OFFLOAD = 999  # llama.cpp: "all layers"
@@ -428,6 +432,15 @@ def decision_cpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_u
     return _plan(name, model, variant, tags, data_capture=data_capture)
 
 
+def gpu_instance_types(region: str | None, pools: Sequence[str] = DEFAULT_GPU_POOLS) -> list[str]:
+    """The GPU types the plan for ``region`` uses: the ordered ``pools`` where SageMaker offers pools (or no region
+    is given); elsewhere one fixed type, ``FIXED_GPU_INSTANCE`` for the default pools, else the first one given."""
+    types = [pools] if isinstance(pools, str) else list(pools)
+    if region is None or regions.offers_instance_pools(region):
+        return types
+    return [FIXED_GPU_INSTANCE if tuple(types) == DEFAULT_GPU_POOLS else types[0]]
+
+
 def decision_gpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_url: str,
                       instance_pools: Sequence[str] = DEFAULT_GPU_POOLS, instance_count: int = 1,
                       provision_timeout_s: int = PROVISION_TIMEOUT_S, ami_version: str = GPU_AMI_VERSION,
@@ -438,7 +451,7 @@ def decision_gpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_u
     """The decision image on ordered GPU instance pools (first with capacity wins), full offload.
 
     With ``region`` outside ``regions.INSTANCE_POOL_REGIONS``, where SageMaker refuses pools, the
-    variant gets the first pool's type as a fixed InstanceType instead, and the plan's notes say so.
+    variant gets one fixed InstanceType instead (``gpu_instance_types``), and the plan's notes say so.
     """
     tags = tags if tags is not None else workshop_tags()
     types = [instance_pools] if isinstance(instance_pools, str) else list(instance_pools)
@@ -449,14 +462,15 @@ def decision_gpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_u
                                    ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers,
                                    parallel=parallel, environment=environment, tags=tags)
     if region is not None and not regions.offers_instance_pools(region):
-        # the list is checked as pools would be, though only its first type is used here
+        # the list is checked as pools would be, though only one type is used here
         check_instance_pools([{"InstanceType": t, "Priority": i} for i, t in enumerate(types, start=1)])
-        _check_cuda13(types[0])
+        (fixed,) = gpu_instance_types(region, types)
+        _check_cuda13(fixed)
         _in_range(provision_timeout_s, 300, 3600, "provision_timeout_s (VariantInstanceProvisionTimeoutInSeconds)")
-        variant = fixed_instance_variant(name, types[0], instance_count=instance_count, ami_version=ami_version,
+        variant = fixed_instance_variant(name, fixed, instance_count=instance_count, ami_version=ami_version,
                                          startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
-        return _plan(name, model, variant, tags, [regions.no_pools_note(region, types[0], types[1:])],
-                     data_capture=data_capture)
+        note = regions.no_pools_note(region, fixed, [t for t in types if t != fixed])
+        return _plan(name, model, variant, tags, [note], data_capture=data_capture)
     variant = instance_pool_variant(name, types, instance_count=instance_count,
                                     provision_timeout_s=provision_timeout_s, ami_version=ami_version,
                                     startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)

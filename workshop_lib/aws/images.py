@@ -31,7 +31,8 @@ from ..errors import InvalidInput
 from .. import names
 
 DEFAULT_DLC_ACCOUNT = "763104351884"
-# Regions whose DLC registry is not the default account (AWS DLC "available images" list).
+# Regions whose DLC registry is not the default account (AWS DLC "available images" list; its region table,
+# aws/deep-learning-containers docs/reference/region_availability.md, read 2026-12-06).
 DLC_ACCOUNTS = {
     "af-south-1": "626614931356",
     "ap-east-1": "871362719292",
@@ -51,9 +52,13 @@ DLC_ACCOUNTS = {
     "mx-central-1": "637423239942",
     "me-south-1": "217643126080",
     "me-central-1": "914824155844",
+    "me-west-1": "124382933778",
     "cn-north-1": "727897471807",
     "cn-northwest-1": "727897471807",
 }
+# That table lists no GovCloud (or other isolated) region: the DLCs published there (the SageMaker Python SDK
+# knows registries 442386744353 and 446045086412 for other frameworks) do not include the llama.cpp image.
+DLC_UNPUBLISHED = ("us-gov-", "us-iso", "eu-iso")
 
 DLC_REPOSITORY = "llama-cpp"
 DLC_ARM64_REPOSITORY = "llama-cpp-arm64"
@@ -99,6 +104,12 @@ class MutableImageReference(InvalidInput):
 
 
 def dlc_account(region: str) -> str:
+    """The account of ``region``'s DLC registry; InvalidInput where AWS publishes no llama.cpp DLC."""
+    if region.startswith(DLC_UNPUBLISHED):
+        raise InvalidInput(
+            f"AWS publishes no llama.cpp DLC in {region}: its list of DLC registries has no region of that "
+            "partition, and both of the workshop's endpoints start from that image. Run the workshop in a "
+            "commercial or China region (us-east-1, for one)")
     return DLC_ACCOUNTS.get(region, DEFAULT_DLC_ACCOUNT)
 
 

@@ -2,8 +2,8 @@
 
 Instance pools (``InstancePools`` in a production variant) are offered in a subset of the commercial
 regions only; elsewhere ``CreateEndpointConfig`` refuses a variant that carries them. The GPU plan
-(``endpoints.decision_gpu_plan``) reads this table: outside it, the variant gets the first pool's
-type as a fixed ``InstanceType`` and the plan says so.
+(``endpoints.decision_gpu_plan``) reads this table: outside it, the variant gets one fixed ``InstanceType``
+(``endpoints.gpu_instance_types``) and the plan says so.
 
 The table is a snapshot, so a region missing from it gets the fixed type (which works everywhere the
 type is offered) rather than a request that may be refused. Add a region here once AWS lists it.
@@ -48,5 +48,16 @@ def no_pools_note(region: str, instance_type: str, others: tuple[str, ...] | lis
     """The one line a plan carries when it falls back to a fixed type."""
     rest = f"; no fallback to {', '.join(others)}" if others else ""
     return (f"instance pools are not offered in {region} (regions.INSTANCE_POOL_REGIONS, read "
-            f"{INSTANCE_POOL_REGIONS_READ_ON}): the GPU endpoint uses the first pool's type, {instance_type}, as a "
-            f"fixed InstanceType{rest}")
+            f"{INSTANCE_POOL_REGIONS_READ_ON}): the GPU endpoint runs on one type, {instance_type}, as a fixed "
+            f"InstanceType{rest}")
+
+
+# China and GovCloud have consoles of their own; the commercial one takes the region as a subdomain.
+CONSOLE_HOSTS = {"cn-": "console.amazonaws.cn", "us-gov-": "console.amazonaws-us-gov.com"}
+
+
+def console_url(region: str, service: str, fragment: str = "") -> str:
+    """A page of ``service``'s console in ``region``, on the console of the region's partition."""
+    host = next((h for prefix, h in CONSOLE_HOSTS.items() if region.startswith(prefix)),
+                f"{region}.console.aws.amazon.com")
+    return f"https://{host}/{service}/home?region={region}" + (f"#{fragment}" if fragment else "")

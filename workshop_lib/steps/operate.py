@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..aws import alarms, capture, teardown, updates
+from ..aws import alarms, capture, regions, teardown, updates
 from ..aws.capture import data_capture_config, destination_uri
 from ..aws.deploy_spec import DeploySpec
 from ..evaluation.profiles import LETTERS, read_document
@@ -48,8 +48,8 @@ def put_alarms(workshop: Workshop, name: str | None = None, **thresholds) -> Tex
                      "botocore, and receives no SageMaker metrics; the adapter's metric lines are in the local "
                      "endpoint's log)")
     else:
-        lines.append(f"dashboard: https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}"
-                     f"#dashboards/dashboard/{result.dashboard}")
+        url = regions.console_url(region, "cloudwatch", f"dashboards/dashboard/{result.dashboard}")
+        lines.append(f"dashboard: {url}")
     return Text("\n".join(lines))
 
 

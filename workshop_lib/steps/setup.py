@@ -67,13 +67,12 @@ def _version(text: str) -> tuple[int, ...]:
 
 def _instance_types_for(config: WorkshopConfig) -> list[str]:
     """The types whose quotas decide the deploy path's endpoints: where instance pools are not offered the
-    GPU endpoint runs on the first pool's type alone, so only that one counts."""
+    GPU endpoint runs on one fixed type, so only that one counts (the GPU plan's own choice)."""
     types = [endpoints.STANDARD_CPU_INSTANCE]
     if config.deploy_path == "decision-cpu":
         types.append(endpoints.DECISION_CPU_INSTANCE)
     if config.deploy_path == "decision-gpu":
-        pools = endpoints.DEFAULT_GPU_POOLS
-        types.extend(pools if regions.offers_instance_pools(config.region) else pools[:1])
+        types.extend(endpoints.gpu_instance_types(config.region or ""))
     return types
 
 

@@ -34,7 +34,7 @@ def test_dlc_uri_regional_exceptions_and_china():
 
 
 def test_dlc_table_has_twelve_digit_accounts():
-    assert len(images.DLC_ACCOUNTS) == 20
+    assert len(images.DLC_ACCOUNTS) == 21
     assert all(len(a) == 12 and a.isdigit() for a in images.DLC_ACCOUNTS.values())
 
 

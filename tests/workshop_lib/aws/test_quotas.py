@@ -13,7 +13,7 @@ from workshop_lib.config import WorkshopConfig
 setup = importlib.import_module("workshop_lib.steps.setup")  # the module (steps.setup is the step)
 
 STANDARD, CPU = endpoints.STANDARD_CPU_INSTANCE, endpoints.DECISION_CPU_INSTANCE
-POOLS = endpoints.DEFAULT_GPU_POOLS
+POOLS, FIXED = endpoints.DEFAULT_GPU_POOLS, endpoints.FIXED_GPU_INSTANCE
 
 
 def _config(path, region="us-east-1"):
@@ -21,11 +21,11 @@ def _config(path, region="us-east-1"):
 
 
 def test_without_pools_only_the_fixed_type_counts():
-    # af-south-1 offers no instance pools: the GPU endpoint runs on the first pool's type alone
+    # af-south-1 offers no instance pools: the GPU endpoint runs on one fixed type alone
     config = _config("decision-gpu", "af-south-1")
-    passed, detail = setup.quota_verdict(config, {STANDARD: 1, POOLS[0]: 0, POOLS[1]: 4, POOLS[2]: 4})
-    assert passed is False and f"{POOLS[0]} has no quota" in detail
-    passed, detail = setup.quota_verdict(config, {STANDARD: 1, POOLS[0]: 2})
+    passed, detail = setup.quota_verdict(config, {STANDARD: 1, FIXED: 0, POOLS[0]: 4, POOLS[1]: 4})
+    assert passed is False and f"{FIXED} has no quota" in detail
+    passed, detail = setup.quota_verdict(config, {STANDARD: 1, FIXED: 2})
     assert passed is True and "not offered in af-south-1" in detail and POOLS[1] not in detail
     # where pools are offered, any pool type with room lets the endpoint start
     passed, detail = setup.quota_verdict(_config("decision-gpu"), {STANDARD: 1, POOLS[0]: 0, POOLS[1]: 1})
@@ -46,7 +46,7 @@ def test_a_blue_green_update_needs_twice_the_instance_count(path, found, note):
 
 
 def test_the_fixed_gpu_type_needs_two_for_the_update_where_pools_are_not_offered():
-    passed, detail = setup.quota_verdict(_config("decision-gpu", "af-south-1"), {STANDARD: 1, POOLS[0]: 1, POOLS[1]: 5})
+    passed, detail = setup.quota_verdict(_config("decision-gpu", "af-south-1"), {STANDARD: 1, FIXED: 1, POOLS[1]: 5})
     assert passed is True and "needs a quota of 2" in detail
 
 

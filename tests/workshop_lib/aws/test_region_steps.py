@@ -188,3 +188,55 @@ def test_a_bad_deadline_setting_is_refused_before_the_endpoint_is_created(worksh
     with pytest.raises(InvalidInput, match="WORKSHOP_ENDPOINT_TTL_HOURS"):
         steps.deploy_decision_cpu(workshop, DECISION_PINNED, instance_type="ml.c5.2xlarge", wait=False)
     assert workshop.clients.sm.list_models()["Models"] == []  # nothing that could bill without a deadline
+
+
+# ---- partitions and regions without pools -------------------------------------------------------------------------
+
+
+def test_outside_the_pool_regions_the_gpu_endpoint_gets_the_widely_offered_type_and_the_quota_row_counts_it(
+        workshop_in):
+    import importlib
+
+    from workshop_lib import steps
+    from workshop_lib.aws import endpoints
+
+    setup = importlib.import_module("workshop_lib.steps.setup")
+    workshop = workshop_in("af-south-1", deploy_path="decision-gpu")
+    plan = steps.deploy_plan(workshop, steps.DeploySpec("decision-gpu", DECISION_PINNED.replace("us-east-1",
+                                                                                                "af-south-1")))
+    variant = plan.endpoint_config["ProductionVariants"][0]
+    assert variant["InstanceType"] == endpoints.FIXED_GPU_INSTANCE != endpoints.DEFAULT_GPU_POOLS[0]  # not g6e
+    assert f"runs on one type, {endpoints.FIXED_GPU_INSTANCE}" in plan.notes[0]
+    assert setup._instance_types_for(workshop.config)[1:] == [variant["InstanceType"]]  # the quota the plan needs
+    passed, detail = setup.quota_verdict(workshop.config, {endpoints.STANDARD_CPU_INSTANCE: 1,
+                                                           endpoints.DEFAULT_GPU_POOLS[0]: 4,
+                                                           endpoints.FIXED_GPU_INSTANCE: 0})
+    assert passed is False and f"{endpoints.FIXED_GPU_INSTANCE} has no quota" in detail
+
+
+@pytest.mark.parametrize("region", ["us-gov-west-1", "us-gov-east-1"])
+def test_govcloud_is_refused_where_the_dlc_is_looked_up_not_sent_to_the_commercial_registry(workshop_in, region):
+    from workshop_lib import steps
+
+    workshop = workshop_in(region)
+    with pytest.raises(InvalidInput, match=f"AWS publishes no llama.cpp DLC in {region}"):
+        steps.deploy_plan(workshop, steps.DeploySpec("standard"))
+    with pytest.raises(InvalidInput, match="no llama.cpp DLC"):
+        images.dlc_image_uri(region)
+
+
+def test_me_west_1_has_its_own_dlc_registry():
+    assert images.dlc_image_uri("me-west-1").startswith("124382933778.dkr.ecr.me-west-1.amazonaws.com/llama-cpp:")
+
+
+@pytest.mark.parametrize("region, host", [("us-east-1", "us-east-1.console.aws.amazon.com"),
+                                          ("us-gov-west-1", "console.amazonaws-us-gov.com"),
+                                          ("cn-north-1", "console.amazonaws.cn")])
+def test_the_dashboard_link_opens_the_console_of_the_regions_partition(workshop_in, region, host):
+    from workshop_lib import steps
+
+    workshop = workshop_in(region, deploy_path="decision-cpu")
+    shown = steps.put_alarms(workshop)
+    link = next(line for line in shown.splitlines() if line.startswith("dashboard: "))
+    assert link == (f"dashboard: https://{host}/cloudwatch/home?region={region}"
+                    f"#dashboards/dashboard/{steps.operate.alarms.DASHBOARD}")
