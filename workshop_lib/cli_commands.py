@@ -324,8 +324,7 @@ def cmd_captured(args) -> int:
 
 def cmd_cleanup(args) -> int:
     workshop = workshop_for(args)
-    c = workshop.config
-    names = args.name or (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name)
+    names = args.name or steps.workshop_endpoints(workshop)  # the config's, and any other carrying the tag
     return _show(steps.delete_endpoints(workshop, names, wait=not args.no_wait))
 
 

@@ -420,7 +420,7 @@ def test_extend_moves_the_deadline_and_deadline_shows_it(isolated, capsys):
     moved = scheduler.get_schedule(Name=spend_guard.schedule_name(cpu))
     gap = spend_guard.parse_at(moved["ScheduleExpression"]) - spend_guard.parse_at(first["ScheduleExpression"])
     assert 3.9 * 3600 < gap.total_seconds() < 4.1 * 3600  # 8 h from now instead of 4 h from the deploy
-    assert moved["Target"] == first["Target"] and moved["ActionAfterCompletion"] == "DELETE"
+    assert moved["Target"] == first["Target"] and moved["ActionAfterCompletion"] == "NONE"
     assert main(["deadline", "--region", "us-east-1", "--name", cpu]) == 0
     assert re.search(rf"endpoint {cpu} is deleted at .* UTC \(in (8 h 0|7 h 59) min\)", capsys.readouterr().out)
     assert main(["extend", "--region", "us-east-1", "--bucket", BUCKET, "--name", "no-such-endpoint",

@@ -604,11 +604,25 @@ def operator_deadline_statements(s: Scope) -> list[dict]:
                                          "scheduler:GetSchedule", "scheduler:DeleteSchedule"], schedules),
         _statement("PassSchedulerRole", ["iam:PassRole"], [role],
                    {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}),
+        *tagged_endpoint_statements(s),
+    ]
+
+
+def tagged_endpoint_statements(s: Scope) -> list[dict]:
+    """Endpoints deployed under any name (the sample's ``--name``, say) are the workshop's by its tag: notebook 08
+    and ``workshop cleanup`` find them by their tags and delete them, with their configs and models."""
+    arns = [f"arn:{s.partition}:sagemaker:{s.region}:{s.account}:{kind}/*" for kind in SAGEMAKER_RESOURCE_KINDS]
+    return [
+        _statement("FindWorkshopEndpoints", ["sagemaker:ListTags"], arns),
+        _statement("DeleteTaggedEndpoints", ["sagemaker:DescribeEndpoint", "sagemaker:DeleteEndpoint",
+                                             "sagemaker:DescribeEndpointConfig", "sagemaker:DeleteEndpointConfig",
+                                             "sagemaker:DescribeModel", "sagemaker:DeleteModel"], arns, workshop_tagged()),
     ]
 
 
 def operator_deadlines_policy(config, account_id: str | None = None, **options) -> dict:
-    """The operator's permissions for the endpoint deadlines, attached beside operator-policy.json.
+    """The operator's permissions for the endpoint deadlines and the endpoints deployed under any name, attached
+    beside operator-policy.json.
 
     A document of its own because IAM allows 6,144 characters per managed policy, and operator-policy.json
     comes close to that with the longer regions' ARNs; whoever attaches the one attaches both.
@@ -699,7 +713,8 @@ POLICY_FILES = {
     "operator-operations-policy.json": (operator_operations_policy,
                                         "permissions of whoever runs the notebooks, for alarms and safe updates"),
     "operator-deadlines-policy.json": (operator_deadlines_policy,
-                                       "permissions of whoever runs the notebooks, for the endpoint deadlines"),
+                                       "permissions of whoever runs the notebooks, for the endpoint deadlines and "
+                                       "the endpoints deployed under any name"),
     "operator-roles-policy.json": (operator_roles_policy,
                                    "permissions of whoever runs the notebooks, on the roles the workshop creates"),
     "role-boundary-policy.json": (role_boundary_policy, "permissions boundary of the roles the workshop creates "

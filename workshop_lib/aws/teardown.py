@@ -8,9 +8,9 @@ each only if it carries the workshop's tag (``names.WORKSHOP_TAGS``): one withou
 result says why. What was already gone is reported instead of failing, so it can be run twice. Given
 the EventBridge Scheduler client, it also removes the endpoint's deadline (``spend_guard``).
 
-``running_workshop_endpoints`` looks only at the endpoint names it is given (the config's), reads the
-tags of those alone, and turns a refusal into a note: it never calls ListTags on every endpoint of
-the account, which the operator policy rightly forbids.
+``running_workshop_endpoints`` lists the region's endpoints and reads their tags (the operator may read any
+endpoint's tags, and delete only those carrying the workshop's), so an endpoint deployed under another name is
+found too; a refusal becomes a note.
 """
 
 from __future__ import annotations
@@ -290,17 +290,18 @@ class Running(list):
         self.notes = list(notes)
 
 
-def _summaries(sm_client, names: list[str], notes: list[str]) -> list[dict]:
-    """ListEndpoints filtered to ``names``; DescribeEndpoint of each name where listing is refused."""
+def _summaries(sm_client, names: list[str] | None, notes: list[str]) -> list[dict]:
+    """ListEndpoints filtered to ``names`` (None: every endpoint); DescribeEndpoint of each name where listing
+    is refused."""
     try:
         return [s for page in sm_client.get_paginator("list_endpoints").paginate()
-                for s in page["Endpoints"] if s["EndpointName"] in names]
+                for s in page["Endpoints"] if names is None or s["EndpointName"] in names]
     except ClientError as exc:
         code, message = _error(exc)
         notes.append(f"note: ListEndpoints was refused ({code}: {message}); each workshop endpoint was looked up "
                      "by name instead")
     found = []
-    for name in names:
+    for name in names or ():
         try:
             described = _described(sm_client, "endpoint", name)
         except ClientError as exc:
@@ -313,15 +314,16 @@ def _summaries(sm_client, names: list[str], notes: list[str]) -> list[dict]:
     return found
 
 
-def running_workshop_endpoints(sm_client, names: Iterable[str], *, now: datetime | None = None,
+def running_workshop_endpoints(sm_client, names: Iterable[str] | None = None, *, now: datetime | None = None,
                                tag_key: str = TAG_WORKSHOP) -> Running:
-    """The endpoints of ``names`` (the config's) that still exist and carry the workshop tag, oldest first.
+    """The endpoints that still exist and carry the workshop tag, oldest first: every one in the region (under
+    whatever name it was deployed), or those of ``names``.
 
-    Read-only. Tags are read for these names alone; a name whose tags may not be read is listed (by name,
-    with a note), one without the workshop tag is left out (with a note: it is someone else's).
+    Read-only. A name of ``names`` whose tags may not be read is listed (by name, with a note), one without the
+    workshop tag is left out (with a note: it is someone else's); other endpoints without it are not mentioned.
     """
     now = now or datetime.now(timezone.utc)
-    wanted = list(dict.fromkeys(names))
+    wanted = None if names is None else list(dict.fromkeys(names))
     notes: list[str] = []
     found = []
     for summary in _summaries(sm_client, wanted, notes):
@@ -335,7 +337,8 @@ def running_workshop_endpoints(sm_client, names: Iterable[str], *, now: datetime
             tags = {}
         else:
             if tag_key not in tags:
-                notes.append(not_tagged_note("endpoint", name).replace(" was kept:", " is not listed:"))
+                if wanted is not None:
+                    notes.append(not_tagged_note("endpoint", name).replace(" was kept:", " is not listed:"))
                 continue
         created = summary["CreationTime"]
         if created.tzinfo is None:

@@ -18,6 +18,7 @@ import re
 import urllib.parse
 from typing import Callable, Mapping
 
+from botocore import xform_name
 from botocore.exceptions import ClientError
 
 from ..aws import policies
@@ -51,7 +52,7 @@ RULES: dict[str, tuple[str, str]] = {
         "application-autoscaling:DeregisterScalableTarget from the caller, and deregisters it",
         "SageMaker developer guide, 'Delete endpoints configured for auto scaling'"),
     "resource-tags-in-iam": (
-        "IAM sees a SageMaker resource's tags as aws:ResourceTag/<key>",
+        "IAM sees a SageMaker endpoint's, endpoint config's or model's tags as aws:ResourceTag/<key>",
         "IAM user guide, 'Controlling access to AWS resources using tags'"),
 }
 
@@ -101,10 +102,11 @@ class Strict:
             return self.account  # no such bucket: whoever creates it owns it
         return None
 
-    def endpoint_tags(self, name: str, region: str) -> dict[str, str]:
+    def resource_tags(self, kind: str, name: str, region: str) -> dict[str, str]:
+        """A SageMaker endpoint's, endpoint config's or model's tags; {} when there is no such resource."""
         sm = self.reader("sagemaker", region)
         try:
-            arn = sm.describe_endpoint(EndpointName=name)["EndpointArn"]
+            arn = getattr(sm, f"describe_{xform_name(kind)}")(**{f"{kind}Name": name})[f"{kind}Arn"]
         except ClientError:
             return {}
         return {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn).get("Tags", [])}
@@ -119,10 +121,13 @@ class Strict:
         """What IAM reads from the account for this call, beyond the request (``permissions.needed`` uses it)."""
         if service == "s3" and params.get("Bucket") and operation != "CreateBucket":
             return {"bucket_owner": self.bucket_owner(params["Bucket"], region)}
-        if service == "sagemaker" and operation == "DeleteEndpoint":
-            name = params.get("EndpointName", "")
-            return {"resource_tags": self.endpoint_tags(name, region),
-                    "scaled_variants": self.scaled_variants(name, region)}
+        tagged = re.fullmatch(r"(Describe|Delete)(Endpoint|EndpointConfig|Model)", operation)
+        if service == "sagemaker" and tagged:
+            kind = tagged[2]
+            facts = {"resource_tags": self.resource_tags(kind, params.get(f"{kind}Name", ""), region)}
+            if operation == "DeleteEndpoint":
+                facts["scaled_variants"] = self.scaled_variants(params.get("EndpointName", ""), region)
+            return facts
         return {}
 
     # ---- refusals -------------------------------------------------------------------------------------

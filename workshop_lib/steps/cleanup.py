@@ -32,6 +32,15 @@ def _gone(call, *codes, **kwargs) -> str:
                 "delete it in the console or ask an administrator")
 
 
+def workshop_endpoints(workshop: Workshop) -> list[str]:
+    """The endpoints notebook 08 deletes: the config's three, and every other one in the region that carries the
+    workshop's tag (deployed under another name, with the sample's ``--name`` say, or under an earlier config)."""
+    config = workshop.config
+    tagged = [e.name for e in teardown.running_workshop_endpoints(workshop.clients.sm)]
+    return list(dict.fromkeys((config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name,
+                               *tagged)))
+
+
 @shows_requests
 def delete_endpoint(workshop: Workshop, name: str) -> Text:
     """Delete endpoint, endpoint config and model ``name`` and its log group; locally stop its process."""
@@ -262,11 +271,8 @@ def audit_permissions(workshop: Workshop) -> permissions.Audit:
 @cleanup_step
 @shows_requests
 def running_endpoints(workshop: Workshop) -> Text:
-    """The config's endpoints still there and carrying the workshop tag (or the emulator); should be none.
-    Only those names are looked at, so a refusal to read another endpoint's tags never comes up."""
-    config = workshop.config
-    names = (config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name)
-    running = teardown.running_workshop_endpoints(workshop.clients.sm, names)
+    """The endpoints still there that carry the workshop tag, under any name; should be none."""
+    running = teardown.running_workshop_endpoints(workshop.clients.sm)
     return Text(teardown.format_running(running), problem=f"{len(running)} workshop endpoint(s) still there"
                 if running else "")
 

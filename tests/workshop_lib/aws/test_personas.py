@@ -617,3 +617,37 @@ def test_the_printed_administrator_commands_run_against_the_strict_rehearsal(loc
         ws.mode.run_as_administrator(old, ws.config.region)
     assert refused.value.response["Error"]["Code"] == "LimitExceeded"
     assert len(client.list_role_policies(RoleName=role)["PolicyNames"]) < len(old)
+
+
+@pytest.mark.slow  # starts the rehearsal's emulator
+def test_cleanup_finds_and_deletes_an_endpoint_deployed_under_another_name(local_workshop):
+    """An endpoint deployed with the sample's --name is the workshop's by its tag: 08 finds it and, as the Studio
+    participant, deletes it; an endpoint without the tag is neither listed nor touched."""
+    from workshop_lib.aws.images import parse_image_uri
+
+    from .values import DECISION_PINNED
+
+    ws = local_workshop
+    steps.setup(ws, reset=True)
+    c = ws.clients
+    for name, tagged in (("sample-flags-endpoint", True), ("someone-elses", False)):
+        plan = endpoints.decision_cpu_plan(name, image=parse_image_uri(DECISION_PINNED),
+                                           role_arn=ws.config.sagemaker_role_arn, model_data_url=ws.config.model_data_url,
+                                           instance_type="ml.c5.2xlarge")
+        with c.acting_as(None):
+            for request, create in ((plan.model, c.sm.create_model), (plan.endpoint_config, c.sm.create_endpoint_config),
+                                    (plan.endpoint, c.sm.create_endpoint)):
+                create(**(request if tagged else {k: v for k, v in request.items() if k != "Tags"}))
+    found = steps.workshop_endpoints(ws)
+    assert "sample-flags-endpoint" in found and "someone-elses" not in found
+    assert "sample-flags-endpoint" in steps.running_endpoints(ws)
+    deleted = steps.delete_endpoints(ws, found)
+    assert deleted.ok, deleted
+    assert steps.running_endpoints(ws) == "no workshop endpoints found"
+    assert c.sm.describe_endpoint(EndpointName="someone-elses")["EndpointName"] == "someone-elses"
+    # only its log group is refused (a grant on every endpoint's logs would reach beyond the workshop); it costs
+    # next to nothing, and the result says so
+    refused = [e for e in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls() if e.get("refused")]
+    assert [(e["operation"], e["params"]["logGroupName"]) for e in refused] == \
+        [("DeleteLogGroup", "/aws/sagemaker/Endpoints/sample-flags-endpoint")]
+    assert "log group /aws/sagemaker/Endpoints/sample-flags-endpoint: not deleted (AccessDenied" in deleted
