@@ -651,3 +651,25 @@ def test_cleanup_finds_and_deletes_an_endpoint_deployed_under_another_name(local
     assert [(e["operation"], e["params"]["logGroupName"]) for e in refused] == \
         [("DeleteLogGroup", "/aws/sagemaker/Endpoints/sample-flags-endpoint")]
     assert "log group /aws/sagemaker/Endpoints/sample-flags-endpoint: not deleted (AccessDenied" in deleted
+
+
+@pytest.mark.slow  # starts the rehearsal's emulator
+def test_a_bucket_another_account_created_first_is_refused_and_nothing_is_written(local_workshop):
+    """Bucket names are global: another account may create the workshop's name first. Every S3 call states the
+    expected owner, so notebook 00 stops there instead of writing the model and the build source into it."""
+    from workshop_lib.aws.buckets import BucketNotOurs
+    from workshop_lib.config import LOCAL_BUCKET
+
+    ws = local_workshop
+    url, _ = ws.mode.start_fresh()
+    sts = modes.emulator_client("sts", REGION, url)
+    other = sts.assume_role(RoleArn="arn:aws:iam::210987654321:role/sniper", RoleSessionName="sniper")["Credentials"]
+    sniper = boto3.client("s3", region_name=REGION, endpoint_url=url, aws_access_key_id=other["AccessKeyId"],
+                          aws_secret_access_key=other["SecretAccessKey"], aws_session_token=other["SessionToken"])
+    sniper.create_bucket(Bucket=LOCAL_BUCKET)
+    with pytest.raises(BucketNotOurs, match="does not own it"):
+        steps.setup(ws)
+    sent = [(e["operation"], e["params"]) for e in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
+            if e["service"] == "s3"]
+    assert sent and all(params.get("ExpectedBucketOwner") == "123456789012" for _, params in sent)
+    assert not any(operation.startswith("Put") for operation, _ in sent)
