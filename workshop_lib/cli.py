@@ -410,9 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except KeyboardInterrupt:
         return 130
-    except WorkshopError as exc:  # expected: the message says what to do; anything else is a bug
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except (ClientError, NoCredentialsError, ProfileNotFound) as exc:  # AWS said no, or no credentials
-        print(f"error: {exc}", file=sys.stderr)
+    except (WorkshopError,  # expected: the message says what to do; anything else is a bug
+            ClientError, NoCredentialsError, ProfileNotFound) as exc:  # AWS said no, or no credentials
+        # the notes: what a failing step sent before it failed (steps.context.shows_requests)
+        print("\n".join([f"error: {exc}", *getattr(exc, "__notes__", ())]), file=sys.stderr)
         return 1

@@ -223,9 +223,10 @@ def one_line(exc: BaseException) -> str:
 
 
 def install_error_handler(shell=None) -> bool:
-    """In IPython, show expected mistakes as one line (the cell still counts as failed, so Run All
-    stops there and nbmake still fails); other exceptions keep their full traceback. Returns whether
-    it was installed (False outside IPython)."""
+    """In IPython, show expected mistakes as one line, then the notes they carry (a failing step's: the AWS
+    requests it sent before it failed), the cell still counting as failed, so Run All stops there and nbmake
+    still fails; other exceptions keep their full traceback. Returns whether it was installed (False outside
+    IPython)."""
     if shell is None:
         try:
             from IPython import get_ipython
@@ -241,7 +242,7 @@ def install_error_handler(shell=None) -> bool:
         elif not is_expected(value):
             self.showtraceback((etype, value, tb), tb_offset=tb_offset)
             return None
-        stb = [f"\x1b[1;31m{etype.__name__}\x1b[0m: {value}"]
+        stb = [f"\x1b[1;31m{etype.__name__}\x1b[0m: {value}", *getattr(value, "__notes__", ())]
         self._showtraceback(etype, value, stb)
         return None
 

@@ -14,7 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..aws import codebuild, images
 from ..aws.policies import CODEBUILD_ROLE_NAME
-from ..aws.requests_sent import RequestRecorder, requests_html
+from ..aws.requests_sent import RequestRecorder, requests_html, requests_text
 from ..config import WorkshopConfig, default_path
 from ..display import install_error_handler
 from ..errors import StepError, StepNotRun
@@ -86,17 +86,37 @@ def _html(result, text: str) -> str | None:
 
 def shows_requests(step):
     """A step that sends AWS requests returns, on its result's ``requests``, the ones it sent (botocore's
-    validated parameters, secrets masked), which the notebook shows folded under the result's text."""
+    validated parameters, secrets masked), which the notebook shows folded under the result's text. A step
+    that fails raises its error carrying the requests it sent before it failed (``requests``, and a note
+    listing them, which the notebook's error line and the command line print): a refusal or a validation
+    error is when they need reading."""
     @functools.wraps(step)
     def run(workshop: Workshop, *args, **kwargs):
         with workshop.requests.recording() as sent:
-            result = step(workshop, *args, **kwargs)
+            try:
+                result = step(workshop, *args, **kwargs)
+            except Exception as exc:
+                if sent:
+                    _carry(exc, tuple(sent))
+                raise
         try:
             result.requests = tuple(sent)
         except AttributeError:  # a result that takes no attribute (None, a tuple): shown as it is
             pass
         return result
     return run
+
+
+def _carry(exc: Exception, sent: tuple) -> None:
+    """``exc`` with the requests ``sent`` as its ``requests`` and as one note; a step around another one, which
+    saw more of them, replaces the inner step's note."""
+    note = "AWS requests sent before it failed:\n" + requests_text(sent)
+    earlier = getattr(exc, "requests_note", None)
+    try:
+        exc.__notes__ = [*(n for n in getattr(exc, "__notes__", []) if n != earlier), note]
+        exc.requests, exc.requests_note = sent, note
+    except AttributeError:  # an exception that takes no attribute: raised as it is
+        pass
 
 
 class _Shown:

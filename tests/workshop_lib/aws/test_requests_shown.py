@@ -4,6 +4,7 @@ folded in the notebook's HTML; and notebook 07's scaling and transform steps in 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from botocore.exceptions import ParamValidationError
@@ -313,3 +314,58 @@ def test_the_calibrated_package_takes_06s_file_only_when_it_was_fitted_for_the_s
         assert operate.CALIBRATED_KEY not in workshop.outputs()
         named = steps.calibrated_package(workshop, saved)  # a file named here is packaged whatever its readout
         assert packaged == [saved] and "applies only to requests that ask for letters" in named
+
+
+def test_a_refused_step_raises_its_error_with_the_requests_it_sent_and_both_shells_show_them(workshop, capsys,
+                                                                                             monkeypatch):
+    """AWS refuses notebook 07's scaling policy (the variant was registered first): the error the notebook and
+    the command line show carries both requests, the refused one included, as AWS received them."""
+    from botocore.awsrequest import AWSResponse
+    from botocore.exceptions import ClientError
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from workshop_lib import cli, display, steps
+
+    name = workshop.config.cpu_endpoint_name
+    client = workshop.clients.get("application-autoscaling")
+
+    class Body:
+        def __init__(self, data):
+            self.data = data
+
+        def stream(self, **_):
+            yield self.data
+
+    def refuse(request, **_):
+        if request.headers["X-Amz-Target"].decode().endswith(".PutScalingPolicy"):
+            body = {"__type": "AccessDeniedException", "Message": "not authorized to perform: PutScalingPolicy"}
+            return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.1"},
+                               Body(json.dumps(body).encode()))
+        return None
+
+    client.meta.events.register("before-send.application-autoscaling", refuse)
+    with pytest.raises(ClientError) as refused:
+        steps.autoscale(workshop, name, max_instances=3)
+    error = refused.value
+    assert [r.operation for r in error.requests] == ["RegisterScalableTarget", "PutScalingPolicy"]
+    assert error.requests[0].params == scaling.scalable_target_request(name, max_instances=3)
+    (note,) = error.__notes__
+    assert note.startswith("AWS requests sent before it failed:\napplication-autoscaling RegisterScalableTarget\n")
+    assert "application-autoscaling PutScalingPolicy" in note and '"MaxCapacity": 3' in note
+    # the notebook: the error's one line, then the requests
+    shell = InteractiveShell.instance()
+    shell.reset(new_session=False)
+    assert display.install_error_handler(shell)
+    try:
+        shell.user_ns["error"] = error
+        assert not shell.run_cell("raise error").success
+    finally:
+        shell.set_custom_exc((), None)
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert "Traceback" not in shown and shown.startswith("ClientError: An error occurred (AccessDeniedException)")
+    assert note in shown
+    # the command line: the same
+    monkeypatch.setattr(cli, "cmd_autoscale", lambda args: (_ for _ in ()).throw(error))
+    assert cli.main(["autoscale", "--region", REGION]) == 1
+    printed = capsys.readouterr().err
+    assert printed.startswith("error: An error occurred (AccessDeniedException)") and note in printed
