@@ -11,6 +11,7 @@ operation and the parameters), which is how the local rehearsal runs the very li
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -72,7 +73,7 @@ def call_of(argv: Sequence[str]) -> tuple[str, str, dict]:
     ``file://`` values are read as the CLI reads them, flags without a value are True."""
     if len(argv) < 3 or argv[0] != "aws":
         raise InvalidInput(f"not an AWS CLI command: {shell(argv)}")
-    service = argv[1]
+    service = {"s3api": "s3"}.get(argv[1], argv[1])
     model = service_model(service)
     operation = {xform_name(name, "-"): name for name in model.operation_names}.get(argv[2])
     if operation is None:
@@ -90,7 +91,10 @@ def call_of(argv: Sequence[str]) -> tuple[str, str, dict]:
             params[member] = True
             continue
         value = rest.pop(0)
-        params[member] = Path(value.removeprefix("file://")).read_text() if value.startswith("file://") else value
+        if value.startswith("file://"):
+            value = Path(value.removeprefix("file://")).read_text()
+        # a structure (a lifecycle configuration, say) is given as JSON, as the CLI takes it
+        params[member] = json.loads(value) if members[member].type_name in ("structure", "list") else value
     return service, operation, api.validate(service, operation, params)
 
 

@@ -9,10 +9,6 @@ from ..config import ENV_VARS, BucketNotFound
 from ..errors import InvalidInput
 
 
-class BucketNotOurs(InvalidInput):
-    """The bucket exists but this account does not own it (or may not read it)."""
-
-
 def expect_owner(s3_client, account) -> None:
     """Every request of ``s3_client`` that names a bucket states ``account()`` as the bucket's expected owner,
     so S3 refuses it (403) when another account owns a bucket of that name: names are global, and a
@@ -38,7 +34,7 @@ def bucket_region(s3_client, bucket: str) -> str:
                 f"(aws s3 mb s3://{bucket} --region <region>) or set {ENV_VARS['bucket']}"
             ) from None
         if code in ("403", "AccessDenied", "Forbidden"):
-            raise BucketNotOurs(
+            raise InvalidInput(
                 f"bucket {bucket!r} exists but this account does not own it, or may not read it (403): bucket "
                 f"names are global, so another account may have created it first. Choose another name "
                 f"({ENV_VARS['bucket']}=<name>) and run notebook 00 again; nothing was written to it") from None

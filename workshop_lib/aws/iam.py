@@ -159,7 +159,7 @@ def conditions_hold(condition: Mapping, context: Mapping[str, object]) -> bool:
             wanted = [str(w) for w in _listed(wanted)]
             if base in ("StringEquals", "StringNotEquals", "ArnEquals", "ArnNotEquals"):
                 hit = any(v == w for v in values for w in wanted)
-            elif base in ("StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase"):
+            elif base in ("StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase", "Bool"):
                 hit = any(v.lower() == w.lower() for v in values for w in wanted)
             elif base in ("StringLike", "StringNotLike", "ArnLike", "ArnNotLike"):
                 hit = any(_glob(w, v, ignore_case=False) for v in values for w in wanted)

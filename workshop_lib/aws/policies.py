@@ -403,7 +403,9 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
                    [ecr_repository_arn(region, s.dlc_account, r) for r in s.dlc_repositories]),
         _statement("WorkshopEndpoints", OPERATOR_SAGEMAKER_ACTIONS, sagemaker),
         _wildcard_statement("ListEndpoints", "sagemaker:ListEndpoints"),
-        _statement("ReadAndDeleteLogs", ["logs:FilterLogEvents", "logs:DeleteLogGroup"], _log_resources(s, groups)),
+        # CreateLogGroup and PutRetentionPolicy: the groups made ahead of SageMaker and CodeBuild, with a retention.
+        _statement("WorkshopLogs", ["logs:FilterLogEvents", "logs:DeleteLogGroup", "logs:CreateLogGroup",
+                                    "logs:PutRetentionPolicy"], _log_resources(s, groups)),
         # A failed build shows the tail of its log (builds.log_tail).
         _statement("ReadBuildLogTails", ["logs:GetLogEvents"],
                    _log_resources(s, (f"/aws/codebuild/{p}" for p in s.codebuild_projects))),

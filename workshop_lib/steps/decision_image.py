@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..aws import codebuild, endpoints, images
+from ..aws import codebuild, endpoints, hygiene, images
 from .context import Text, Workshop, _Shown, _on_path, require_bucket, require_codebuild_role, shows_requests
 
 
@@ -74,6 +74,7 @@ def build_decision_image(workshop: Workshop, variant: str = "cpu", *, base_image
     require_codebuild_role(workshop)
     base = (images.parse_image_uri(base_image) if base_image
             else _resolved_dlc(workshop, "cuda" if variant == "gpu" else "cpu"))
+    kept = hygiene.keep_logs(c.logs, f"/aws/codebuild/{codebuild.IMAGE_BUILD_PROJECT}")
     pinned = codebuild.build_decision_image(
         c.codebuild, c.ecr, c.s3, c.logs, base_image=base, region=config.region,
         service_role_arn=config.codebuild_role_arn,
@@ -82,7 +83,8 @@ def build_decision_image(workshop: Workshop, variant: str = "cpu", *, base_image
         progress=progress, runner=c.builds, **({"image_tag": image_tag} if image_tag else {}))
     workshop.remember(**{f"decision_image_{variant}": pinned.uri})
     limits = c.builds.not_exercised(codebuild.IMAGE_BUILD_PROJECT)
-    return ImageResult(variant, pinned.uri, base.uri, time.perf_counter() - started, [limits] if limits else [])
+    return ImageResult(variant, pinned.uri, base.uri, time.perf_counter() - started,
+                       [note for note in (limits, kept) if note])
 
 
 def decision_image(workshop: Workshop, variant: str = "cpu") -> str:

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 from botocore.exceptions import ClientError
 
-from ..aws import capture, endpoints, hosting, images, spend_guard, teardown
+from ..aws import capture, endpoints, hosting, hygiene, images, spend_guard, teardown
 from ..aws.deploy_spec import DeploySpec, plan_for
 from ..config import ENV_VARS, check_ttl_hours
 from ..errors import InvalidInput, WorkshopError
@@ -76,13 +76,14 @@ def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, w
     c = workshop.clients
     hours = workshop.config.ttl_hours  # a bad endpoint_ttl_hours is refused here, before anything is created
     deadline: list[str] = []
+    kept = hygiene.keep_logs(c.logs, hosting.log_group(plan.name))  # before SageMaker makes it without a retention
     described = hosting.deploy(c.sm, plan, region=workshop.config.region, wait=wait, logs_client=c.logs, s3_client=c.s3, progress=progress,
                                  hosting=c.hosting,
                                  after_create=lambda name: deadline.append(_guard(workshop, name, hours)))
     url, notes = c.hosting.served(plan.name)
     where = "SageMaker" if url is None else "emulator + local server"
     return EndpointResult(plan.name, plan, described["EndpointStatus"], where, time.perf_counter() - started, url,
-                          notes, "\n".join(deadline))
+                          [*notes, *([kept] if kept else [])], "\n".join(deadline))
 
 
 def _scheduler_role(workshop: Workshop) -> str:
@@ -111,8 +112,9 @@ def _guard(workshop: Workshop, name: str, hours: float | None = None) -> str:
                 "deadline needs (with role-boundary-policy.json created as the roles' boundary)")
     line = f"  deadline: {deadline.text()}"
     if c.local:
-        line += ("\n  Not exercised locally: the deadline firing (the emulator's EventBridge Scheduler keeps the "
-                 "schedule, validated by botocore, and never runs it)")
+        line += ("\n  Not exercised locally: the deadline firing at its time (the emulator's EventBridge Scheduler "
+                 "keeps the schedule, validated by botocore, and never runs it by itself; the rehearsal's "
+                 "LocalMode.fire_deadline runs it as the scheduler would)")
     return line
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..aws import codebuild
+from ..aws import codebuild, hygiene
 from .context import Text, Workshop, model_spec, require_bucket, require_codebuild_role, _Shown, shows_requests
 
 
@@ -45,6 +45,7 @@ def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, calibr
     require_codebuild_role(workshop)
     if model_s3_uri:  # refused before any build: the CodeBuild role may write only the workshop's model folder
         config.check_model_uri(model_s3_uri, "model_s3_uri")
+    kept = hygiene.keep_logs(c.logs, f"/aws/codebuild/{codebuild.MODEL_PACKAGE_PROJECT}")
     packaged = codebuild.package_model_in_codebuild(
         c.codebuild, c.s3, c.logs, model_s3_uri=model_s3_uri or config.s3_uri("model"), service_role_arn=config.codebuild_role_arn,
         source_bucket=config.bucket, source_prefix=f"{config.prefix}/{codebuild.SOURCE_PREFIX}", progress=progress,
@@ -52,7 +53,7 @@ def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, calibr
     workshop.remember(model_data_url=packaged.model_data_url)
     limits = c.builds.not_exercised(codebuild.MODEL_PACKAGE_PROJECT)
     return PackageResult(packaged.model_data_url, packaged.manifest, f"by CodeBuild (build {packaged.build_id})",
-                         time.perf_counter() - started, [limits] if limits else [])
+                         time.perf_counter() - started, [note for note in (limits, kept) if note])
 
 
 @shows_requests

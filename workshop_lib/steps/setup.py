@@ -17,7 +17,7 @@ from typing import Collection, Mapping, Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..aws import admin, api, endpoints, managed_policies, policies, regions, roles, transform
+from ..aws import admin, api, endpoints, hygiene, managed_policies, policies, regions, roles, transform
 from ..aws.buckets import check_bucket_region
 from ..aws.iam import minified
 from ..config import BucketNotFound, LOCAL_BUCKET, WorkshopConfig, in_sagemaker_studio
@@ -430,7 +430,24 @@ def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = F
         tagged = tag_bucket(s3, config.bucket, written)
         if tagged:
             notes.append(tagged)
+        notes.append(_secure_bucket(workshop, config, written.folder, account))
     return SetupResult(config, workshop.save(config), notes, _local(workshop), written)
+
+
+def _secure_bucket(workshop: Workshop, config: WorkshopConfig, folder: Path, account: str) -> str:
+    """The bucket's TLS-only policy and lifecycle, written beside the IAM documents for the administrator (the
+    operator may not change a bucket policy); in local mode the administrator's lines run against the emulator."""
+    hygiene.write_bucket_documents(folder, config.bucket, config.prefix, config.region)
+    commands = hygiene.bucket_commands(folder, config.bucket, account)
+    what = (f"requests over TLS only, captured requests expiring after {hygiene.CAPTURE_EXPIRY_DAYS} days and "
+            f"unfinished uploads after {hygiene.INCOMPLETE_UPLOAD_DAYS}")
+    if config.mode == "local":  # the emulator answers plain HTTP, which the TLS-only policy would refuse
+        lifecycle = [argv for argv in commands if argv[2] != "put-bucket-policy"]
+        workshop.mode.run_as_administrator(lifecycle, config.region)
+        return (f"the administrator's lines give the bucket {what}; the lifecycle's ran against the emulator:\n"
+                + "\n".join("  " + admin.shell(argv) for argv in commands)
+                + "\nNot exercised locally: the TLS-only bucket policy (the emulator answers plain HTTP)")
+    return (f"an administrator gives the bucket {what}:\n" + "\n".join("  " + admin.shell(argv) for argv in commands))
 
 
 def tag_bucket(s3, bucket: str, written: PolicyFiles) -> str:

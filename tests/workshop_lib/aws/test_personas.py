@@ -17,7 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from workshop_lib.aws import codebuild as builds, endpoints, iam, managed_policies, policies
+from workshop_lib.aws import codebuild as builds, endpoints, hygiene, iam, managed_policies, policies
 from workshop_lib.local import modes, permissions, rehearsal
 from workshop_lib import names, steps
 from workshop_lib.config import ENV_VARS, LOCAL_ROLE_ARN, WorkshopConfig
@@ -369,6 +369,12 @@ def notebook_flow(ws) -> permissions.Audit:
         assert ws.clients.s3.head_object(Bucket=bucket, Key=key)["ContentLength"] > 0
         ids = ws.clients.codebuild.list_builds_for_project(projectName=builds.MODEL_PACKAGE_PROJECT)["ids"]
         assert [b["buildStatus"] for b in ws.clients.codebuild.batch_get_builds(ids=ids)["builds"]] == ["SUCCEEDED"]
+        # the build's log group, made ahead of CodeBuild with a retention; the administrator's lifecycle on the bucket
+        (group,) = ws.clients.logs.describe_log_groups(
+            logGroupNamePrefix=f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}")["logGroups"]
+        assert group["retentionInDays"] == hygiene.LOG_RETENTION_DAYS
+        rules = ws.clients.s3.get_bucket_lifecycle_configuration(Bucket=config.bucket)["Rules"]
+        assert {r["ID"] for r in rules} == {"expire-captured-requests", "abort-incomplete-uploads"}
     steps.verify_package(ws)
     steps.deploy_standard(ws, progress=False)
     image = steps.build_decision_image(ws, "cpu", progress=False)
@@ -657,8 +663,8 @@ def test_cleanup_finds_and_deletes_an_endpoint_deployed_under_another_name(local
 def test_a_bucket_another_account_created_first_is_refused_and_nothing_is_written(local_workshop):
     """Bucket names are global: another account may create the workshop's name first. Every S3 call states the
     expected owner, so notebook 00 stops there instead of writing the model and the build source into it."""
-    from workshop_lib.aws.buckets import BucketNotOurs
     from workshop_lib.config import LOCAL_BUCKET
+    from workshop_lib.errors import InvalidInput
 
     ws = local_workshop
     url, _ = ws.mode.start_fresh()
@@ -667,7 +673,7 @@ def test_a_bucket_another_account_created_first_is_refused_and_nothing_is_writte
     sniper = boto3.client("s3", region_name=REGION, endpoint_url=url, aws_access_key_id=other["AccessKeyId"],
                           aws_secret_access_key=other["SecretAccessKey"], aws_session_token=other["SessionToken"])
     sniper.create_bucket(Bucket=LOCAL_BUCKET)
-    with pytest.raises(BucketNotOurs, match="does not own it"):
+    with pytest.raises(InvalidInput, match="does not own it"):
         steps.setup(ws)
     sent = [(e["operation"], e["params"]) for e in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
             if e["service"] == "s3"]
