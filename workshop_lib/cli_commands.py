@@ -324,7 +324,7 @@ def cmd_captured(args) -> int:
 
 def cmd_cleanup(args) -> int:
     workshop = workshop_for(args)
-    names = args.name or steps.workshop_endpoints(workshop)  # the config's, and any other carrying the tag
+    names = args.name or steps.tagged_endpoints(workshop)  # the config's, and any other carrying the tag
     return _show(steps.delete_endpoints(workshop, names, wait=not args.no_wait))
 
 

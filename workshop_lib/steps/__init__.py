@@ -41,7 +41,7 @@ from __future__ import annotations
 from ..aws.deploy_spec import DeploySpec
 from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
                       delete_deadline_role, delete_endpoint, delete_endpoints, running_endpoints, stop_local,
-                      workshop_endpoints)
+                      tagged_endpoints)
 from .context import (BOTO3_FLOOR, CALL_LOG, CREATES, Clients, READ_ONLY, StepError, StepNotRun, Text, Workshop,
                       keep_choice, model_spec, short_errors, shows_requests)
 from .decision_image import ImageResult, build_decision_image, decision_image, refuse_mutable_tag, resolve_dlc
@@ -66,7 +66,7 @@ __all__ = [
     "audit_permissions", "decision_endpoint", "openai_base_url", "decision_image", "delete_artifacts",
     "delete_build_resources",
     "delete_codebuild_role", "ensure_codebuild_role",
-    "delete_endpoint", "delete_endpoints", "workshop_endpoints", "check_dlc_pins", "deadline_text", "delete_deadline_role",
+    "delete_endpoint", "delete_endpoints", "tagged_endpoints", "check_dlc_pins", "deadline_text", "delete_deadline_role",
     "extend_deadline", "set_capture_percent", "set_endpoint_ttl",
     "DeploySpec", "deploy_decision_cpu", "deploy_decision_gpu", "deploy_endpoint", "deploy_plan", "deploy_standard", "llama_settings", "model_spec",
     "package_model", "parse_options", "placement", "refuse_mutable_tag", "rehearse_all", "resolve_dlc",

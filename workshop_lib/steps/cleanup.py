@@ -32,13 +32,14 @@ def _gone(call, *codes, **kwargs) -> str:
                 "delete it in the console or ask an administrator")
 
 
-def workshop_endpoints(workshop: Workshop) -> list[str]:
-    """The endpoints notebook 08 deletes: the config's three, and every other one in the region that carries the
-    workshop's tag (deployed under another name, with the sample's ``--name`` say, or under an earlier config)."""
+def tagged_endpoints(workshop: Workshop, names: Sequence[str] | None = None) -> list[str]:
+    """The endpoints notebook 08 deletes: ``names`` (default: the config's three), then every other one in the
+    region that carries the workshop's tag (deployed under another name, with the sample's ``--name`` say, or
+    under an earlier config)."""
     config = workshop.config
+    names = names or (config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name)
     tagged = [e.name for e in teardown.running_workshop_endpoints(workshop.clients.sm)]
-    return list(dict.fromkeys((config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name,
-                               *tagged)))
+    return list(dict.fromkeys((*names, *tagged)))
 
 
 @shows_requests

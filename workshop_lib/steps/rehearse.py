@@ -17,7 +17,7 @@ from ..config import WorkshopConfig, repo_root
 from ..examples import CHAT, SHARED_STATE, SUPPORT_ROUTE
 from ..local import permissions, rehearsal
 from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
-                      delete_endpoints, running_endpoints, stop_local, workshop_endpoints)
+                      delete_endpoints, running_endpoints, stop_local, tagged_endpoints)
 from .context import StepError, Workshop, _short
 from .decision_image import build_decision_image, refuse_mutable_tag
 from .deploy import deploy_decision_cpu, deploy_decision_gpu, deploy_standard, placement
@@ -147,7 +147,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 c = ws.config
                 remove_autoscaling(ws)
                 delete_transform_output(ws)
-                delete_endpoints(ws, workshop_endpoints(ws))
+                delete_endpoints(ws, tagged_endpoints(ws))
                 delete_alarms(ws)
                 delete_build_resources(ws, [codebuild.MODEL_PACKAGE_PROJECT, codebuild.IMAGE_BUILD_PROJECT],
                                        c.ecr_repository)

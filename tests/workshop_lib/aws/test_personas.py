@@ -644,7 +644,7 @@ def test_cleanup_finds_and_deletes_an_endpoint_deployed_under_another_name(local
             for request, create in ((plan.model, c.sm.create_model), (plan.endpoint_config, c.sm.create_endpoint_config),
                                     (plan.endpoint, c.sm.create_endpoint)):
                 create(**(request if tagged else {k: v for k, v in request.items() if k != "Tags"}))
-    found = steps.workshop_endpoints(ws)
+    found = steps.tagged_endpoints(ws)
     assert "sample-flags-endpoint" in found and "someone-elses" not in found
     assert "sample-flags-endpoint" in steps.running_endpoints(ws)
     deleted = steps.delete_endpoints(ws, found)
