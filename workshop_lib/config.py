@@ -137,6 +137,18 @@ def check_endpoint_name(name: str, what: str = "endpoint name") -> str:
 _ASSUMED_ROLE = re.compile(r"arn:(aws[a-z\-]*):sts::(\d{12}):assumed-role/([^/]+)/.+")
 
 
+_KMS_KEY_ARN = re.compile(r"arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]{1,128}")
+
+
+def check_kms_key_arn(arn: str) -> str:
+    """A KMS key's ARN (IAM grants name the key, not an alias), or InvalidInput naming the setting."""
+    if not _KMS_KEY_ARN.fullmatch(arn or ""):
+        raise InvalidInput(f"kms_key_arn {arn!r} is not a KMS key ARN like arn:aws:kms:<region>:<account>:key/<key-id> "
+                           "(an alias will not do: the policies grant the key itself); set WORKSHOP_KMS_KEY_ARN, or "
+                           "leave it empty for AWS's own keys")
+    return arn
+
+
 def check_role_arn(arn: str, what: str = "SageMaker execution role") -> str:
     """Raise InvalidInput unless ``arn`` is an IAM role ARN (the pattern SageMaker enforces)."""
     arn = arn or ""
@@ -287,6 +299,9 @@ class WorkshopConfig:
     capture_percent: str = setting("100", "WORKSHOP_CAPTURE_PERCENT",
                                    "share of a decision endpoint's invocations data capture records (0: off)",
                                    check_capture_percent)
+    kms_key_arn: str = setting("", "WORKSHOP_KMS_KEY_ARN",
+                               "an organisation's KMS key for the bucket, captured requests, transform output and "
+                               "endpoint volumes (empty: AWS's own keys)", check_kms_key_arn, when_set=True)
 
     # ---- loading and saving -------------------------------------------------
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from botocore.exceptions import ClientError
 
-from . import api, policies
+from . import api, encryption, policies
 
 LOG_RETENTION_DAYS = 14
 CAPTURE_EXPIRY_DAYS = 30
@@ -49,11 +49,15 @@ def lifecycle(prefix: str) -> dict:
     ]}
 
 
-def write_bucket_documents(folder: str | Path, bucket: str, prefix: str, region: str) -> dict[str, Path]:
-    """The bucket's policy and lifecycle as files beside the IAM documents, each checked by botocore."""
+def write_bucket_documents(folder: str | Path, bucket: str, prefix: str, region: str,
+                           kms_key_arn: str = "") -> dict[str, Path]:
+    """The bucket's policy and lifecycle (and, with an organisation's key, its default encryption) as files
+    beside the IAM documents, each checked by botocore."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     documents = {BUCKET_POLICY_FILE: tls_only_policy(bucket, region), LIFECYCLE_FILE: lifecycle(prefix)}
+    if kms_key_arn:
+        documents[encryption.BUCKET_ENCRYPTION_FILE] = encryption.bucket_encryption(kms_key_arn)
     api.validate("s3", "PutBucketPolicy", {"Bucket": bucket, "Policy": json.dumps(documents[BUCKET_POLICY_FILE])})
     api.validate("s3", "PutBucketLifecycleConfiguration", {"Bucket": bucket,
                                                            "LifecycleConfiguration": documents[LIFECYCLE_FILE]})
@@ -64,14 +68,20 @@ def write_bucket_documents(folder: str | Path, bucket: str, prefix: str, region:
     return written
 
 
-def bucket_commands(folder: str | Path, bucket: str, account: str) -> list[list[str]]:
-    """The administrator's lines for the bucket notebook 00 created (once it exists)."""
+def bucket_commands(folder: str | Path, bucket: str, account: str, *, encrypted: bool = False) -> list[list[str]]:
+    """The administrator's lines for the bucket notebook 00 created (once it exists); ``encrypted``: with the
+    default encryption by the organisation's key (``encryption``)."""
     folder = Path(folder).resolve()
     owner = ["--expected-bucket-owner", account]
-    return [["aws", "s3api", "put-bucket-policy", "--bucket", bucket, "--policy", f"file://{folder / BUCKET_POLICY_FILE}",
-             *owner],
-            ["aws", "s3api", "put-bucket-lifecycle-configuration", "--bucket", bucket, "--lifecycle-configuration",
-             f"file://{folder / LIFECYCLE_FILE}", *owner]]
+    commands = [["aws", "s3api", "put-bucket-policy", "--bucket", bucket, "--policy",
+                 f"file://{folder / BUCKET_POLICY_FILE}", *owner],
+                ["aws", "s3api", "put-bucket-lifecycle-configuration", "--bucket", bucket, "--lifecycle-configuration",
+                 f"file://{folder / LIFECYCLE_FILE}", *owner]]
+    if encrypted:
+        commands.append(["aws", "s3api", "put-bucket-encryption", "--bucket", bucket,
+                         "--server-side-encryption-configuration", f"file://{folder / encryption.BUCKET_ENCRYPTION_FILE}",
+                         *owner])
+    return commands
 
 
 def keep_logs(logs_client, group: str, days: int = LOG_RETENTION_DAYS) -> str:

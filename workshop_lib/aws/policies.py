@@ -166,6 +166,7 @@ class Scope:
     batch_transform: bool = True  # notebook 07 runs a transform job with the execution role
     codebuild_role_arn: str | None = None
     sagemaker_role_arn: str | None = None
+    kms_key_arn: str | None = None  # an organisation's key (encryption.py); None: AWS's own keys
 
     @property
     def partition(self) -> str:
@@ -225,7 +226,7 @@ def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transf
                  ecr_repository=config.ecr_repository, codebuild_projects=tuple(codebuild_projects),
                  endpoint_names=names, source_prefix=source_prefix.strip("/"), batch_transform=batch_transform,
                  codebuild_role_arn=config.codebuild_role_arn or None,
-                 sagemaker_role_arn=config.sagemaker_role_arn or None)
+                 sagemaker_role_arn=config.sagemaker_role_arn or None, kms_key_arn=config.kms_key_arn or None)
 
 
 def deadline_scope(config: WorkshopConfig, account_id: str) -> Scope:
@@ -268,6 +269,29 @@ def in_account(s: Scope, condition: Mapping | None = None) -> dict:
     return merged
 
 
+def s3_service(region: str) -> str:
+    """The name S3 calls KMS by in ``region`` (the ``kms:ViaService`` condition's value)."""
+    return f"s3.{region}.amazonaws.com" + (".cn" if region.startswith("cn-") else "")
+
+
+def key_statements(s: Scope, sid: str, via_s3: Iterable[str] = (), direct: Iterable[str] = ()) -> list[dict]:
+    """The organisation's key, when one is configured: ``via_s3`` actions only as S3 uses it for the bucket's
+    objects, ``direct`` ones (SageMaker's volume and captures) on the key itself, a grant only for an AWS
+    resource. Nothing without a key."""
+    if not s.kms_key_arn:
+        return []
+    out = []
+    if via_s3:
+        out.append(_statement(sid + "ViaS3", via_s3, [s.kms_key_arn], {"StringEquals": {"kms:ViaService": s3_service(s.region)}}))
+    direct = list(direct)
+    grants = [a for a in direct if a == "kms:CreateGrant"]
+    if grants:
+        out.append(_statement(sid + "Grants", grants, [s.kms_key_arn], {"Bool": {"kms:GrantIsForAWSResource": True}}))
+    if set(direct) - set(grants):
+        out.append(_statement(sid, set(direct) - set(grants), [s.kms_key_arn]))
+    return out
+
+
 def _wildcard_statement(sid: str, action: str) -> dict:
     entry = next(w for w in SERVICE_REQUIRED_WILDCARDS if w.action == action)
     return _statement(sid, [action], "*", entry.condition)
@@ -305,6 +329,7 @@ def codebuild_service_role_policy(config: WorkshopConfig | Scope, account_id: st
         _statement("PullDlcBaseImage", ECR_PULL, dlc_repos),
         # image-build.yml: docker push, then describe-images for the pushed digest.
         _statement("PushDecisionImage", (*ECR_PULL, *ECR_PUSH, "ecr:DescribeImages"), [own_repo]),
+        *key_statements(s, "OrganisationKey", via_s3=("kms:Decrypt", "kms:GenerateDataKey")),
     ])
 
 
@@ -333,6 +358,9 @@ def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: 
         _statement("RollbackAlarms", ["cloudwatch:DescribeAlarms"],
                    [cloudwatch_alarm_arn(s.region, s.account, f"{name}/*") for name in s.endpoint_names]),
     ]
+    # The organisation's key: the model read, captures and transform output written through S3, the volume's grant.
+    statements += key_statements(s, "OrganisationKey", via_s3=("kms:Decrypt", "kms:GenerateDataKey"),
+                                 direct=("kms:DescribeKey", "kms:CreateGrant"))
     if s.batch_transform:
         listed = [s.prefix, s.key_pattern()] if s.prefix else ["*"]
         statements += [
@@ -607,6 +635,10 @@ def operator_deadline_statements(s: Scope) -> list[dict]:
         _statement("PassSchedulerRole", ["iam:PassRole"], [role],
                    {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}),
         *tagged_endpoint_statements(s),
+        # The organisation's key (operator-policy.json is near IAM's 6,144 characters): the workshop's objects
+        # written and read through S3, and the grant SageMaker makes for an endpoint's volume.
+        *key_statements(s, "OrganisationKey", via_s3=("kms:Decrypt", "kms:GenerateDataKey"),
+                        direct=("kms:DescribeKey", "kms:CreateGrant")),
     ]
 
 
@@ -672,6 +704,9 @@ def role_boundary_policy(config, account_id: str | None = None, **options) -> di
                                                   for dlc in dlc_accounts for repository in s.build_base_repositories]),
         _statement("CodeBuildPushImage", (*ECR_PULL, *ECR_PUSH, "ecr:DescribeImages"),
                    [f"arn:{p}:ecr:*:{account}:repository/{s.ecr_repository}"]),
+        # An organisation's key, should one be configured later: only as S3 uses it, for this account's keys.
+        _statement("CodeBuildBucketKey", ["kms:Decrypt", "kms:GenerateDataKey"], f"arn:{p}:kms:*:{account}:key/*",
+                   {"StringLike": {"kms:ViaService": "s3.*"}}),
         *({**statement, "Sid": "Deadlines" + statement["Sid"]} for statement in deadlines),
     ])
 
@@ -715,8 +750,8 @@ POLICY_FILES = {
     "operator-operations-policy.json": (operator_operations_policy,
                                         "permissions of whoever runs the notebooks, for alarms and safe updates"),
     "operator-deadlines-policy.json": (operator_deadlines_policy,
-                                       "permissions of whoever runs the notebooks, for the endpoint deadlines and "
-                                       "the endpoints deployed under any name"),
+                                       "permissions of whoever runs the notebooks, for the endpoint deadlines, "
+                                       "the endpoints deployed under any name and an organisation's KMS key"),
     "operator-roles-policy.json": (operator_roles_policy,
                                    "permissions of whoever runs the notebooks, on the roles the workshop creates"),
     "role-boundary-policy.json": (role_boundary_policy, "permissions boundary of the roles the workshop creates "

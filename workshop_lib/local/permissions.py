@@ -232,9 +232,20 @@ def _pass_role(role_arn: str | None, service: str) -> list[Need]:
     return [("iam:PassRole", role_arn, {"iam:PassedToService": service})] if role_arn else []
 
 
-def _s3(call: str, params: Mapping, region: str, owner: str | None) -> list[Need]:
+def _s3(call: str, params: Mapping, region: str, owner: str | None, key: str | None = None) -> list[Need]:
     """``owner``: the bucket's account as IAM sees it (s3:ResourceAccount); None for another account's bucket,
-    whose account the emulator does not name (no grant conditioned on the caller's account matches it)."""
+    whose account the emulator does not name (no grant conditioned on the caller's account matches it).
+    ``key``: the KMS key of the bucket's default encryption, which S3 uses as the caller."""
+    needs = _s3_alone(call, params, region, owner)
+    # A new object's data key, or an object's own key decrypted (a HEAD reads no data, an upload's parts reuse
+    # the key its start made).
+    kms = {"PutObject": "kms:GenerateDataKey", "CreateMultipartUpload": "kms:GenerateDataKey", "GetObject": "kms:Decrypt"}
+    if key and call in kms:
+        needs.append((kms[call], key, {"kms:ViaService": policies.s3_service(region)}))
+    return needs
+
+
+def _s3_alone(call: str, params: Mapping, region: str, owner: str | None) -> list[Need]:
     bucket = params.get("Bucket", "")
     bucket_arn = policies.s3_bucket_arn(bucket, region)
     key = params.get("Key")
@@ -423,7 +434,7 @@ def needed(call: Mapping, region: str, account: str, boundaries: Mapping[str, st
     if service == "sts" and operation == "GetCallerIdentity":
         return []
     if service == "s3":
-        return _s3(operation, params, region, facts.get("bucket_owner", account))
+        return _s3(operation, params, region, facts.get("bucket_owner", account), facts.get("bucket_key"))
     if service == "codebuild":
         return _codebuild(operation, params, region, account)
     if service == "ecr":

@@ -47,6 +47,10 @@ RULES: dict[str, tuple[str, str]] = {
         "IAM sees the bucket's owner as s3:ResourceAccount; a bucket of another account does not match a "
         "grant conditioned on the caller's own",
         "S3 user guide, 'Verifying bucket ownership'; IAM condition key s3:ResourceAccount"),
+    "bucket-key-in-iam": (
+        "writing an object to a bucket whose default encryption is SSE-KMS needs kms:GenerateDataKey on its key, "
+        "reading one kms:Decrypt, as S3 calls KMS for the caller",
+        "S3 user guide, 'Using server-side encryption with AWS KMS keys (SSE-KMS)': permissions"),
     "delete-scaled-endpoint": (
         "deleting an endpoint whose variant is registered with Application Auto Scaling needs "
         "application-autoscaling:DeregisterScalableTarget from the caller, and deregisters it",
@@ -102,6 +106,19 @@ class Strict:
             return self.account  # no such bucket: whoever creates it owns it
         return None
 
+    def bucket_key(self, bucket: str, region: str) -> str | None:
+        """The KMS key of the bucket's default encryption (SSE-KMS), or None."""
+        try:
+            rules = self.reader("s3", region).get_bucket_encryption(Bucket=bucket)[
+                "ServerSideEncryptionConfiguration"]["Rules"]
+        except ClientError:
+            return None
+        for rule in rules:
+            default = rule.get("ApplyServerSideEncryptionByDefault") or {}
+            if default.get("SSEAlgorithm") == "aws:kms" and default.get("KMSMasterKeyID"):
+                return default["KMSMasterKeyID"]
+        return None
+
     def resource_tags(self, kind: str, name: str, region: str) -> dict[str, str]:
         """A SageMaker endpoint's, endpoint config's or model's tags; {} when there is no such resource."""
         sm = self.reader("sagemaker", region)
@@ -120,7 +137,9 @@ class Strict:
     def facts(self, service: str, operation: str, params: Mapping, region: str) -> dict:
         """What IAM reads from the account for this call, beyond the request (``permissions.needed`` uses it)."""
         if service == "s3" and params.get("Bucket") and operation != "CreateBucket":
-            return {"bucket_owner": self.bucket_owner(params["Bucket"], region)}
+            owner = self.bucket_owner(params["Bucket"], region)
+            key = self.bucket_key(params["Bucket"], region) if owner else None
+            return {"bucket_owner": owner, **({"bucket_key": key} if key else {})}
         tagged = re.fullmatch(r"(Describe|Delete)(Endpoint|EndpointConfig|Model)", operation)
         if service == "sagemaker" and tagged:
             kind = tagged[2]

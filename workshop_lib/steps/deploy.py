@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 from botocore.exceptions import ClientError
 
-from ..aws import capture, endpoints, hosting, hygiene, images, spend_guard, teardown
+from ..aws import capture, encryption, endpoints, hosting, hygiene, images, spend_guard, teardown
 from ..aws.deploy_spec import DeploySpec, plan_for
 from ..config import ENV_VARS, check_ttl_hours
 from ..errors import InvalidInput, WorkshopError
@@ -290,6 +290,8 @@ def deploy_plan(workshop: Workshop, spec: DeploySpec) -> endpoints.DeployPlan:
                          f"{ENV_VARS['bucket']}, to capture {config.capture_percent} % of requests)")
     plan = plan_for(spec, name=config.endpoint_name(spec.path), role_arn=config.sagemaker_role_arn,
                     region=config.region, image=image, model_data_url=model_data_url, data_capture=data_capture)
+    if config.kms_key_arn:
+        plan = encryption.encrypted_plan(plan, config.kms_key_arn)
     return dataclasses.replace(plan, notes=(*plan.notes, *notes)) if notes else plan
 
 

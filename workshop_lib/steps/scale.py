@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Mapping, Sequence
 
-from ..aws import hosting, scaling, transform
+from ..aws import encryption, hosting, scaling, transform
 from ..aws.build_projects import parse_s3_uri
 from ..aws.policies import BATCH_OUTPUT_FOLDER
 from ..errors import StepError
@@ -231,6 +231,8 @@ def run_transform(workshop: Workshop, name: str | None = None, decisions: Sequen
     job_name = f"{name}-batch-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
     request = transform.transform_job_request(job_name, model_name=model_name, input_s3_uri=input_prefix,
                                               output_s3_uri=output_prefix, instance_type=instance_type)
+    if config.kms_key_arn:
+        request = encryption.encrypted_transform(request, config.kms_key_arn)
     s3 = workshop.clients.s3
     s3.put_object(Bucket=bucket, Key=parse_s3_uri(input_uri)[1], Body=text.encode("utf-8"),
                   ContentType="application/jsonlines")

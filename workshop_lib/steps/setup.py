@@ -437,10 +437,11 @@ def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = F
 def _secure_bucket(workshop: Workshop, config: WorkshopConfig, folder: Path, account: str) -> str:
     """The bucket's TLS-only policy and lifecycle, written beside the IAM documents for the administrator (the
     operator may not change a bucket policy); in local mode the administrator's lines run against the emulator."""
-    hygiene.write_bucket_documents(folder, config.bucket, config.prefix, config.region)
-    commands = hygiene.bucket_commands(folder, config.bucket, account)
+    hygiene.write_bucket_documents(folder, config.bucket, config.prefix, config.region, config.kms_key_arn)
+    commands = hygiene.bucket_commands(folder, config.bucket, account, encrypted=bool(config.kms_key_arn))
     what = (f"requests over TLS only, captured requests expiring after {hygiene.CAPTURE_EXPIRY_DAYS} days and "
-            f"unfinished uploads after {hygiene.INCOMPLETE_UPLOAD_DAYS}")
+            f"unfinished uploads after {hygiene.INCOMPLETE_UPLOAD_DAYS}"
+            + (", every object encrypted with the configured KMS key" if config.kms_key_arn else ""))
     if config.mode == "local":  # the emulator answers plain HTTP, which the TLS-only policy would refuse
         lifecycle = [argv for argv in commands if argv[2] != "put-bucket-policy"]
         workshop.mode.run_as_administrator(lifecycle, config.region)

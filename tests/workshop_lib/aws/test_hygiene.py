@@ -74,3 +74,57 @@ def test_a_refused_retention_is_a_note_not_a_stop(fake_credentials):
         stub.add_client_error("create_log_group", "ServiceUnavailableException", "down", 503)
         with pytest.raises(Exception, match="ServiceUnavailable"):
             hygiene.keep_logs(logs, "/aws/codebuild/x")
+
+
+# ---- an organisation's KMS key ------------------------------------------------------------------------
+
+KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+def test_the_key_encrypts_a_cpu_volume_but_not_the_local_storage_of_the_gpu_pools():
+    from workshop_lib.aws import encryption, endpoints
+    from workshop_lib.aws.images import parse_image_uri
+
+    from .values import DECISION_PINNED
+
+    capture = {"EnableCapture": True, "InitialSamplingPercentage": 100, "DestinationS3Uri": "s3://b/p/capture",
+               "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}]}
+    kwargs = dict(image=parse_image_uri(DECISION_PINNED), role_arn="arn:aws:iam::123456789012:role/r",
+                  model_data_url=f"s3://{BUCKET}/decision-workshop/model/model.tar.gz", data_capture=capture)
+    cpu = encryption.encrypted_plan(endpoints.decision_cpu_plan("c", instance_type="ml.c5.2xlarge", **kwargs), KEY)
+    assert cpu.endpoint_config["KmsKeyId"] == KEY and cpu.endpoint_config["DataCaptureConfig"]["KmsKeyId"] == KEY
+    gpu = encryption.encrypted_plan(endpoints.decision_gpu_plan("g", **kwargs), KEY)
+    assert "KmsKeyId" not in gpu.endpoint_config  # SageMaker refuses a key on local NVMe storage
+    assert gpu.endpoint_config["DataCaptureConfig"]["KmsKeyId"] == KEY and "local NVMe" in gpu.notes[-1]
+    assert [encryption.has_local_storage(t) for t in ("ml.g4dn.xlarge", "ml.g6e.2xlarge", "ml.c5d.xlarge",
+                                                      "ml.m6id.large", "ml.c5.2xlarge", "ml.c7i.4xlarge")] == \
+        [True, True, True, True, False, False]
+
+
+def test_each_principal_may_use_the_key_only_as_the_workshop_does():
+    from workshop_lib.config import WorkshopConfig
+
+    config = WorkshopConfig(region=REGION, bucket=BUCKET, sagemaker_role_arn="arn:aws:iam::123456789012:role/studio",
+                            kms_key_arn=KEY)
+    via_s3 = {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}
+    build = policies.codebuild_service_role_policy(config, "123456789012")
+    assert iam.allows(build, "kms:GenerateDataKey", KEY, via_s3)
+    assert not iam.allows(build, "kms:GenerateDataKey", KEY)  # only as S3 uses it
+    assert not iam.allows(build, "kms:Decrypt", KEY.replace("1234abcd", "9999abcd"), via_s3)  # another key
+    role = policies.sagemaker_execution_role_policy(config, "123456789012")
+    assert iam.allows(role, "kms:CreateGrant", KEY, {"kms:GrantIsForAWSResource": "true"})
+    assert not iam.allows(role, "kms:CreateGrant", KEY, {"kms:GrantIsForAWSResource": "false"})
+    boundary = policies.role_boundary_policy(config.replace(kms_key_arn=""), "123456789012")  # written before
+    assert iam.allows(build, "kms:GenerateDataKey", KEY, via_s3, boundary=boundary)
+    plain = WorkshopConfig(region=REGION, bucket=BUCKET, sagemaker_role_arn="arn:aws:iam::123456789012:role/studio")
+    granted = {a for name, d in policies.policies(plain, "123456789012").items() if name != "role-boundary-policy.json"
+               for st in d["Statement"] for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
+    assert granted and not any(a.startswith("kms:") for a in granted)  # no key configured: no KMS grant
+
+
+def test_a_key_alias_is_refused_naming_the_setting():
+    from workshop_lib.config import WorkshopConfig
+    from workshop_lib.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="WORKSHOP_KMS_KEY_ARN"):
+        WorkshopConfig(region=REGION, kms_key_arn="alias/my-key").check()

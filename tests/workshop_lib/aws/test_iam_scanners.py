@@ -53,9 +53,13 @@ class Finding:
 
 def config(region: str) -> WorkshopConfig:
     partition = policies.partition(region)
+    # one region with an organisation's KMS key, so its grants are scanned too
+    key = f"arn:{partition}:kms:{region}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab" \
+        if region == "eu-central-1" else ""
     return WorkshopConfig(region=region, bucket=f"decision-workshop-{ACCOUNT}-{region}", prefix="decision-workshop",
                           sagemaker_role_arn=f"arn:{partition}:iam::{ACCOUNT}:role/WorkshopSageMaker",
-                          codebuild_role_arn=f"arn:{partition}:iam::{ACCOUNT}:role/WorkshopCodeBuild")
+                          codebuild_role_arn=f"arn:{partition}:iam::{ACCOUNT}:role/WorkshopCodeBuild",
+                          kms_key_arn=key)
 
 
 def is_trust(name: str) -> bool:

@@ -679,3 +679,33 @@ def test_a_bucket_another_account_created_first_is_refused_and_nothing_is_writte
             if e["service"] == "s3"]
     assert sent and all(params.get("ExpectedBucketOwner") == "123456789012" for _, params in sent)
     assert not any(operation.startswith("Put") for operation, _ in sent)
+
+
+@pytest.mark.slow  # starts the rehearsal's emulator
+def test_an_organisations_key_encrypts_the_bucket_and_each_principal_needs_it(local_workshop, monkeypatch):
+    """With WORKSHOP_KMS_KEY_ARN the administrator's lines give the bucket that key as its default encryption;
+    every write then needs kms:GenerateDataKey (S3 asks KMS as the caller), which the workshop's documents grant
+    each principal, and nothing else does."""
+    ws = local_workshop
+    url, _ = ws.mode.start_fresh()
+    key = modes.emulator_client("kms", REGION, url).create_key(Description="the organisation's")["KeyMetadata"]["Arn"]
+    monkeypatch.setenv("WORKSHOP_KMS_KEY_ARN", key)
+    ws = steps.Workshop.load()
+    config = steps.setup(ws).config
+    assert config.kms_key_arn == key
+    with ws.clients.acting_as(None):
+        rule = ws.clients.s3.get_bucket_encryption(Bucket=config.bucket)["ServerSideEncryptionConfiguration"]["Rules"][0]
+    assert rule["ApplyServerSideEncryptionByDefault"] == {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key}
+    steps.ensure_codebuild_role(ws)
+    steps.package_model(ws, progress=False)  # the operator uploads the source, CodeBuild's role the model
+    log = permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG)
+    writes = [e for e in log.calls() if e["service"] == "s3" and e["operation"] in ("PutObject", "CreateMultipartUpload")]
+    assert {e["principal"] for e in writes} >= {permissions.OPERATOR, permissions.CODEBUILD}
+    assert all(e["facts"]["bucket_key"] == key and not e.get("refused") for e in writes)
+    # the operator's documents without the key's statements: the same upload is refused, as on AWS
+    attached = log.attached
+    for name, document in attached.attached().items():
+        kept = [s for s in document["Statement"] if not s["Sid"].startswith("OrganisationKey")]
+        attached.attach(name, {**document, "Statement": kept})
+    with pytest.raises(ClientError, match="kms:GenerateDataKey"):
+        steps.package_model(ws, progress=False)
