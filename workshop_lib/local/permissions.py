@@ -516,12 +516,14 @@ class Audit:
 
 
 def audit(calls: Iterable[Mapping], documents: Mapping[str, Mapping], region: str, account: str,
-          not_exercised: Mapping[str, Mapping[str, str]] | None = None) -> Audit:
+          not_exercised: Mapping[str, Mapping[str, str]] | None = None,
+          capped_by: Mapping[str, Mapping] | None = None) -> Audit:
     """Evaluate every recorded call of each principal against that principal's policy document.
 
     A call the persona was refused as it was made never reached AWS: it is listed as refused, not
     evaluated. ``not_exercised`` (default ``NOT_EXERCISED_LOCALLY``) names the statements the
-    rehearsal cannot use; they are listed apart from the unused ones.
+    rehearsal cannot use; they are listed apart from the unused ones. ``capped_by``: a principal's
+    permissions boundary (the roles the workshop creates), which caps what its document grants.
     """
     skipped = NOT_EXERCISED_LOCALLY if not_exercised is None else not_exercised
     result, used = Audit(), {p: set() for p in documents}
@@ -535,7 +537,8 @@ def audit(calls: Iterable[Mapping], documents: Mapping[str, Mapping], region: st
         seen.append(call)
         for action, resource, context in needed(call, region, account, boundaries):
             result.checked[principal] = result.checked.get(principal, 0) + 1
-            verdict = iam.evaluate(documents[principal], action, resource, context)
+            verdict = iam.evaluate(documents[principal], action, resource, context,
+                                   boundary=(capped_by or {}).get(principal))
             if verdict.allowed:
                 used[principal].update(verdict.matched)
             else:

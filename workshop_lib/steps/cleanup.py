@@ -262,8 +262,12 @@ def audit_permissions(workshop: Workshop) -> permissions.Audit:
                  permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope),
                  spend_guard.PRINCIPAL: policies.scheduler_role_policy(scope)}
     calls = log.calls()
+    # The roles the workshop creates carry its boundary (the SageMaker role is the participant's own).
+    boundary = policies.role_boundary_policy(scope)
+    bounded = {permissions.CODEBUILD: boundary, spend_guard.PRINCIPAL: boundary}
     # The emulator's scheduler never fires: each deadline set is held against its role as the call it makes.
-    audit = permissions.audit([*calls, *spend_guard.deadline_calls(calls)], documents, config.region, scope.account)
+    audit = permissions.audit([*calls, *spend_guard.deadline_calls(calls)], documents, config.region, scope.account,
+                              capped_by=bounded)
     if not audit.ok:
         raise StepError(f"the generated policies deny calls the rehearsal made:\n{audit}")
     return audit

@@ -154,3 +154,17 @@ def test_a_boundary_policy_not_created_yet_is_one_line_saying_how(monkeypatch):
     text = str(raised.value)
     assert "\n" not in text and "does not exist yet" in text
     assert "aws iam create-policy --policy-name decision-workshop-role-boundary --path /decision-workshop/" in text
+
+
+def test_the_audit_holds_the_workshops_roles_to_their_boundary():
+    """A call the role's own policy allows but its boundary does not is denied in the audit, as IAM would."""
+    everything = {"Version": "2012-10-17", "Statement": [{"Sid": "All", "Effect": "Allow", "Action": "*", "Resource": "*"}]}
+    boundary = policies.role_boundary_policy(CONFIG, ACCOUNT)
+    push = {"principal": permissions.CODEBUILD, "service": "ecr", "operation": "PutImage",
+            "params": {"repositoryName": "production"}}
+    documents = {permissions.CODEBUILD: everything}
+    assert permissions.audit([push], documents, REGION, ACCOUNT, not_exercised={}).ok
+    capped = permissions.audit([push], documents, REGION, ACCOUNT, not_exercised={},
+                               capped_by={permissions.CODEBUILD: boundary})
+    assert [(a, why.split(" (")[0]) for _, a, _, why in capped.denied] == [
+        ("ecr:PutImage", "outside the permissions boundary")]
