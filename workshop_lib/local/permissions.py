@@ -144,18 +144,28 @@ class CallLog:
     def attach(self, client) -> None:
         region = client.meta.region_name
         sent: dict[str, Mapping] = {}
+        refused: dict[str, ClientError] = {}
 
-        # before-parameter-build sees the call's own parameters (Bucket, Key, ...), as IAM reads them,
-        # and comes before anything is sent: a refusal raised here is all the caller gets, as on AWS.
+        # before-parameter-build sees the call's own parameters (Bucket, Key, ...), as IAM reads them.
         def record(model, params, **_):
-            self._record(model, params, region)
+            refusal = self._record(model, params, region)
             sent[model.name] = dict(params)
+            if refusal is not None:
+                refused[model.name] = refusal
+
+        # The refusal comes where AWS's would, once the request is built and validated: last of before-call,
+        # so whoever shows the requests sent (requests_sent.RequestRecorder) has the refused one too.
+        def refuse(model, **_):
+            refusal = refused.pop(model.name, None)
+            if refusal is not None:
+                raise refusal
 
         def done(http_response, model, **_):
             if self.strict is not None and http_response.status_code < 300 and model.name in sent:
                 self.strict.after(model.service_model.signing_name, model.name, sent.pop(model.name), region)
 
         client.meta.events.register("before-parameter-build", record)
+        client.meta.events.register_last("before-call", refuse)
         client.meta.events.register("after-call", done)
 
     @contextmanager
@@ -167,14 +177,13 @@ class CallLog:
         finally:
             self.principal = before
 
-    def _record(self, model, params, region: str | None = None) -> None:
+    def _record(self, model, params, region: str | None = None) -> ClientError | None:
+        """Record the call; the refusal AWS would answer it with, or None."""
         service, region = model.service_model.signing_name, region or "us-east-1"
         facts = self.strict.facts(service, model.name, params, region) if self.strict else {}
         refusal = self.strict.check(service, model.name, params, region, facts) if self.strict else None
         if self.principal is None:  # AWS's own doing or an administrator's: AWS's rules still hold
-            if refusal is not None:
-                raise refusal
-            return
+            return refusal
         entry = {"principal": self.principal, "service": service, "operation": model.name, "params": plain(params)}
         if facts:
             entry["facts"] = plain(facts)
@@ -184,8 +193,7 @@ class CallLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
-        if refusal is not None:
-            raise refusal
+        return refusal
 
     def _refusal(self, entry: Mapping, model, region: str):
         """The ClientError for the first permission the principal lacks for this call, or None: the operator

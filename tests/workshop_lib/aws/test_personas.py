@@ -709,3 +709,17 @@ def test_an_organisations_key_encrypts_the_bucket_and_each_principal_needs_it(lo
         attached.attach(name, {**document, "Statement": kept})
     with pytest.raises(ClientError, match="kms:GenerateDataKey"):
         steps.package_model(ws, progress=False)
+
+
+@pytest.mark.slow  # starts the rehearsal's emulator
+def test_a_request_the_rehearsal_refuses_is_among_those_the_step_shows(local_workshop):
+    """On AWS a refused request was sent, and a learner needs to read it: the rehearsal refuses where AWS
+    would, after the request is built, so the failed step's requests include it."""
+    ws = local_workshop
+    steps.setup(ws, reset=True)
+    permissions.AttachedPolicies(ws.rehearsal.home / permissions.ATTACHED_FILE).clear()  # not attached yet
+    with pytest.raises(steps.StepError) as stopped:
+        steps.ensure_codebuild_role(ws)
+    shown = [(r.service, r.operation) for r in stopped.value.requests]
+    assert ("iam", "GetRole") in shown
+    assert "iam GetRole" in stopped.value.requests_note
