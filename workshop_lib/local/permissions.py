@@ -13,11 +13,16 @@ has (the persona, ``WORKSHOP_PERSONA``):
 
 * ``studio-default`` (the default): a SageMaker Studio execution role carrying the AWS managed
   policy AmazonSageMakerFullAccess (its vendored document, managed_policies.py), plus the
-  operator policy from the moment notebook 00 has written it (the rehearsal attaches it there, as an
-  administrator would on AWS);
+  operator documents from the moment notebook 00 has written them (it runs the administrator's
+  commands against the emulator, as an administrator would on AWS);
 * ``administrator``: may do anything.
 
-A call the persona may not make raises, before it is sent, the ClientError AWS would return
+The roles the workshop creates (CodeBuild's, the deadlines') are evaluated the same way, as the
+emulator's IAM holds them: their policies capped by their boundary (strict.py reads them). AWS's
+other rules that the emulator lacks (quotas, bucket ownership, what a deletion requires) come from
+strict.py for every call, whoever makes it.
+
+A call that may not be made raises, where AWS would answer it, the ClientError AWS would return
 (``AccessDenied`` or ``AccessDeniedException`` with IAM's one-line "User: ... is not authorized to
 perform: ..." message), so the library's own error handling sees what a participant would get.
 """

@@ -1,5 +1,5 @@
 """Notebook 00: the configuration shown and checked, the least-privilege policies written (and, in
-local mode, the operator policy attached to the rehearsal's Studio role), the bucket, the CodeBuild
+local mode, the administrator's commands run against the emulator), the bucket, the CodeBuild
 role, and in local mode the rehearsal (emulator and stand-ins), kept running when the notebook is run
 again.
 """
@@ -331,8 +331,9 @@ def _same_version(iam, policy: Mapping, path: Path, workshop: Workshop) -> bool:
 def write_policies(workshop: Workshop, config: WorkshopConfig | None = None,
                    account: str | None = None) -> PolicyFiles:
     """Write the three principals' documents (and the two trust policies) under ``policy_folder``,
-    before anything that needs them is called; in local mode attach the operator policy to the
-    rehearsal's Studio role (the persona, permissions.py), as an administrator would on AWS."""
+    before anything that needs them is called; in local mode run the administrator's commands against the
+    emulator (``apply_locally``) and attach the operator documents to the rehearsal's Studio role (the
+    persona, permissions.py), as an administrator would on AWS."""
     config = config or workshop.config
     account = account or workshop.clients.sts.get_caller_identity()["Account"]
     folder = policy_folder(workshop)
