@@ -13,6 +13,8 @@ from workshop_lib.aws import requests_sent, scaling
 from workshop_lib.aws.requests_sent import MASK, RequestRecorder, masked, plain
 from workshop_lib.config import WorkshopConfig
 
+from tests.support.wire import StreamedBody
+
 from .values import DECISION_PINNED, REGION, ROLE
 
 BUCKET = "sagemaker-decision-workshop-test"
@@ -108,20 +110,13 @@ def _wire(client, answers):
 
     seen = {}
 
-    class Body:
-        def __init__(self, data):
-            self.data = data
-
-        def stream(self, **_):
-            yield self.data
-
     def capture(request, operation_name=None, **_):
         operation = request.headers["X-Amz-Target"].decode().split(".")[-1] if isinstance(
             request.headers["X-Amz-Target"], bytes) else request.headers["X-Amz-Target"].split(".")[-1]
         seen[operation] = json.loads(request.body)
         if operation in answers:
             return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"},
-                               Body(json.dumps(answers[operation]).encode()))
+                               StreamedBody(json.dumps(answers[operation]).encode()))
         return None
 
     client.meta.events.register("before-send.sagemaker", capture)
@@ -329,18 +324,11 @@ def test_a_refused_step_raises_its_error_with_the_requests_it_sent_and_both_shel
     name = workshop.config.cpu_endpoint_name
     client = workshop.clients.get("application-autoscaling")
 
-    class Body:
-        def __init__(self, data):
-            self.data = data
-
-        def stream(self, **_):
-            yield self.data
-
     def refuse(request, **_):
         if request.headers["X-Amz-Target"].decode().endswith(".PutScalingPolicy"):
             body = {"__type": "AccessDeniedException", "Message": "not authorized to perform: PutScalingPolicy"}
             return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.1"},
-                               Body(json.dumps(body).encode()))
+                               StreamedBody(json.dumps(body).encode()))
         return None
 
     client.meta.events.register("before-send.application-autoscaling", refuse)

@@ -9,6 +9,7 @@ from workshop_lib.aws.transform import decisions_to_jsonl, join_transform_output
 from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.errors import AwsFailure, InvalidInput
 from tests.support.stand_in import serving
+from tests.support.wire import StreamedBody
 
 # ---- Application Auto Scaling ------------------------------------------------------------------
 
@@ -284,13 +285,6 @@ def _answered(client, answers):
 
     seen = {}
 
-    class Body:
-        def __init__(self, data):
-            self.data = data
-
-        def stream(self, **_):
-            yield self.data
-
     def answer(request, **_):
         target = request.headers["X-Amz-Target"]
         operation = (target.decode() if isinstance(target, bytes) else target).split(".")[-1]
@@ -300,7 +294,7 @@ def _answered(client, answers):
         given = answers[operation]
         status, body = (400, {"__type": given, "message": "limit reached"}) if isinstance(given, str) else (200, given)
         return AWSResponse(request.url, status, {"Content-Type": "application/x-amz-json-1.1"},
-                           Body(json.dumps(body).encode()))
+                           StreamedBody(json.dumps(body).encode()))
 
     client.meta.events.register("before-send.sagemaker", answer)
     return seen
