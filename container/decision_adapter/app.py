@@ -5,12 +5,13 @@ error shape: ``POST /invocations`` (``apis/invocations.py``: this project's deci
 published sample's format, OpenAI chat and Jev System One, told apart by the body's shape),
 Jev's ``POST /v1/systemone``, ``GET /v1/models`` (read by Jev's and OpenAI's clients), the OpenAI
 Decisions API's ``POST /v1/decisions`` and OpenAI's ``POST /v1/chat/completions`` (streamed as server-sent
-events); ``apis/dialect.py`` serves each the same way. This module keeps the rest: loading the engine,
-the API key, reading and decoding bodies within their limits, admission (one request at a time holds
-the model: ``Serving.run``, in front of the core's scoring.py), ``/ping``, ``/status``,
-``/openapi.json``, and the shape of 404/405 answers (the API the path belongs to: OpenAI's under
-``/v1/decisions`` and on ``/v1/chat/completions``, Jev's elsewhere under ``/v1/``, the project's
-``{"error": {"code", "message", "field"}}`` otherwise).
+events); ``apis/dialect.py`` serves each the same way, and ``apis/registry.py`` lists them: the app
+registers their routes, meters them and names their API on the metric line from that list. This module
+keeps the rest: loading the engine, the API key, reading and decoding bodies within their limits,
+admission (one request at a time holds the model: ``Serving.run``, in front of the core's scoring.py),
+``/ping``, ``/status``, ``/openapi.json``, and the shape of 404/405 answers (that of the API whose scope
+the path falls in: OpenAI's under ``/v1/decisions`` and on ``/v1/chat/completions``, Jev's elsewhere under
+``/v1/``, the project's ``{"error": {"code", "message", "field"}}`` otherwise).
 
 With ``DECISION_ADAPTER_API_KEY`` set, every route but ``/ping`` and ``/openapi.json``
 needs ``Authorization: Bearer <key>``; without it, the header is ignored. ``GET /openapi.json``
@@ -39,10 +40,11 @@ from flask import Flask, Response, g, has_request_context, request
 
 from . import metrics, runtime, startup
 from .admission import Gate
-from .apis import chat, decisions, invocations, systemone
+from .apis import invocations
 from .apis.common import REQUEST_ID_HEADER, choose_request_id
 from .apis.dialect import SERVING, as_adapter_error, json_response
-from .apis.invocations import project_error, request_kind
+from .apis.invocations import body_api, project_error
+from .apis.registry import DIALECTS, INVOCATIONS, Registry
 from .engine import Engine
 from .errors import AdapterError, Busy, InvalidType, NotReady, TimedOut, Unauthorized
 from .model_files import locate_model
@@ -58,13 +60,6 @@ WORKER_BOOT_ERROR = 3
 
 # Routes that never need the API key: SageMaker's health check and the OpenAPI description.
 OPEN_ROUTES = ("/ping", "/openapi.json")
-# The API routes' answers carry a request id; POSTs to them also write a metric line (metrics.py).
-METERED_APIS = {"/invocations": None, "/v1/systemone": "systemone", "/v1/decisions": "openai_decisions",
-                "/v1/chat/completions": "chat"}
-
-
-def _is_api_path(path: str) -> bool:
-    return path == "/invocations" or path.startswith("/v1/")
 
 
 def _facts() -> metrics.RequestFacts | None:
@@ -226,9 +221,10 @@ class Serving:
 
     clock = staticmethod(time.perf_counter)
 
-    def __init__(self, settings: Settings, holder: _Holder):
+    def __init__(self, settings: Settings, holder: _Holder, dialects: Registry = DIALECTS):
         self.settings = settings
         self.holder = holder
+        self.dialects = dialects
 
     @property
     def engine(self):
@@ -250,9 +246,9 @@ class Serving:
         if not jev_route:
             body = parse_json_body(raw)
             facts = _facts()
-            if facts is not None and request.path == "/invocations":
+            if facts is not None and request.path == INVOCATIONS:
                 try:
-                    facts.api = metrics.API_NAMES.get(request_kind(body), "unknown")
+                    facts.api = body_api(body, self.dialects).metric
                 except AdapterError:
                     pass  # the dialect's parse says what is wrong with the body
             return body
@@ -288,21 +284,17 @@ class Serving:
 
 
 # Routes no blueprint matched (404, 405) answer in the shape of the API their path belongs to.
-def _unmatched_shape(path: str):
-    if path == "/v1/decisions" or path.startswith("/v1/decisions/"):
-        return decisions.DIALECT.error_response
-    if path == "/v1/chat/completions":
-        return chat.OPENAI_DIALECT.error_response
-    if path.startswith("/v1/"):
-        return systemone.DIALECT.error_response
-    return project_error
+def _unmatched_shape(path: str, dialects: Registry):
+    dialect = dialects.scoped(path)
+    return project_error if dialect is None else dialect.error_response
 
 
 def create_app(settings: Settings | None = None, *, load: str = "now",
-               startup_record: StartupRecord | None = None) -> Flask:
+               startup_record: StartupRecord | None = None, dialects: Registry = DIALECTS) -> Flask:
     """Build the app. ``load``: "now" (in this thread), "background" (serve /ping 503 meanwhile).
 
     ``startup_record``: where the worker records its start-up stages for the arbiter (serve.py).
+    ``dialects``: the APIs it serves (apis/registry.py).
     """
     settings = settings or load_settings()
     app = Flask(__name__, static_folder=None)  # no static files: no /static route
@@ -311,7 +303,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     holder = _Holder(settings, gate, startup_record)
     app.extensions["decision_adapter"] = holder
     app.extensions["decision_adapter.gate"] = gate  # closed by the worker on SIGTERM (serve.py)
-    app.extensions[SERVING] = serving = Serving(settings, holder)
+    app.extensions[SERVING] = serving = Serving(settings, holder, dialects)
     openapi_description = resources.files(__package__).joinpath("openapi.json").read_bytes()
 
     if load == "now":
@@ -321,7 +313,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     else:
         raise ValueError(f"load must be 'now' or 'background', not {load!r}")
 
-    for blueprint in (invocations.blueprint, systemone.blueprint, decisions.blueprint, chat.blueprint):
+    for blueprint in (invocations.blueprint, *dialects.blueprints()):
         app.register_blueprint(blueprint)
 
     endpoint = settings.endpoint_name
@@ -329,9 +321,9 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     @app.before_request
     def request_id():
         # First, so that a refused key or body still answers with the id its log lines carry.
-        if _is_api_path(request.path):
+        if dialects.is_api_path(request.path):
             g.request_facts = metrics.RequestFacts(choose_request_id(request.headers),
-                                                   api=METERED_APIS.get(request.path) or "unknown")
+                                                   api=dialects.metric(request.path) or "unknown")
 
     @app.after_request
     def audit_trail(response):
@@ -339,7 +331,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
         if facts is None:
             return response
         response.headers[REQUEST_ID_HEADER] = facts.request_id
-        if request.method == "POST" and request.path in METERED_APIS:
+        if request.method == "POST" and dialects.metered(request.path):
             facts.finish(response.status_code)
             facts.read_answer(g.get("answer"))
             metrics.write(metrics.emf_line(facts, endpoint=endpoint))
@@ -384,7 +376,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     @app.errorhandler(Exception)
     def error(exc: Exception):
         # The app's own routes, and requests no route matched: blueprints answer for their own routes.
-        shape = _unmatched_shape(request.path) if request.url_rule is None else project_error
+        shape = _unmatched_shape(request.path, dialects) if request.url_rule is None else project_error
         return shape(as_adapter_error(exc))
 
     return app

@@ -32,7 +32,9 @@ from typing import Any, Mapping
 
 NAMESPACE = "DecisionAdapter"
 DIMENSIONS = ("endpoint", "api")
-# The names request_kind gives the dialects, as the metric's api dimension spells them.
+# The names request_kind gives the dialects, as the metric's api dimension spells them: what the workshop's
+# alarms are set on. The line itself takes the name from the API's record (apis/registry.py); a test keeps
+# the two equal.
 API_NAMES = {"decision": "own", "sample": "sample", "systemone": "systemone",
              "openai_decisions": "openai_decisions", "chat": "chat"}
 

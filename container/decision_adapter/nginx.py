@@ -33,7 +33,7 @@ from pathlib import Path
 
 from werkzeug.http import HTTP_STATUS_CODES
 
-from .apis import decisions, systemone
+from .apis.registry import DIALECTS, INVOCATIONS, Registry
 from .errors import AdapterError
 from .settings import Settings, load_settings
 
@@ -57,12 +57,12 @@ class Refusal:
     retry_after_s: int | None = None
 
 
-def refusals(settings: Settings, upstream_timeout_s: int, in_flight: int = IN_FLIGHT) -> list[Refusal]:
+def refusals(settings: Settings, upstream_timeout_s: int, in_flight: int = IN_FLIGHT,
+             dialects: Registry = DIALECTS) -> list[Refusal]:
     return [
         Refusal(400, 400, "the request is not valid HTTP/1.1 (request line, headers or chunked framing); "
                           "send a well-formed request"),
-        Refusal(404, 404, "no such route; use GET /ping, POST /invocations, POST /v1/systemone, POST /v1/decisions, "
-                          "POST /v1/chat/completions or GET /v1/models"),
+        Refusal(404, 404, f"no such route; use {dialects.described(meta=False)}"),
         Refusal(405, 405, "this method is not allowed here; use GET or POST"),
         Refusal(413, 413, f"the body is larger than {settings.max_body_bytes} bytes; send a smaller state "
                           "or raise DECISION_ADAPTER_MAX_BODY_BYTES"),
@@ -90,15 +90,15 @@ def _code(status: int) -> str:
     return HTTP_STATUS_CODES[status].lower().replace(" ", "_")
 
 
-def error_pages(refusal: Refusal) -> dict[str, tuple[int, dict]]:
-    """The answer for each API: ``{"sagemaker" | "jev" | "decisions": (status, body)}``, in the app's own shapes."""
+def error_pages(refusal: Refusal, dialects: Registry = DIALECTS) -> dict[str, tuple[int, dict]]:
+    """The answer in each error shape: ``{"sagemaker" | <each registered shape: "jev", "decisions">: (status,
+    body)}``, as the app answers."""
     exc = AdapterError(refusal.message, None, status=refusal.answer_status, code=_code(refusal.answer_status))
     sagemaker = exc.to_json()
     if refusal.answer_status in (502, 503):
         sagemaker["retryable"] = True
     return {"sagemaker": (refusal.answer_status, sagemaker),
-            "jev": (systemone.error_status(exc), systemone.error_body(exc)),
-            "decisions": decisions.error_body(exc)[::-1]}
+            **{shape: dialect.error(exc)[::-1] for shape, dialect in dialects.shapes().items()}}
 
 
 def _quoted(body: dict) -> str:
@@ -108,18 +108,30 @@ def _quoted(body: dict) -> str:
     return f"'{text}'"
 
 
-def error_config(settings: Settings, upstream_timeout_s: int, in_flight: int = IN_FLIGHT) -> tuple[str, str]:
+def error_config(settings: Settings, upstream_timeout_s: int, in_flight: int = IN_FLIGHT,
+                 dialects: Registry = DIALECTS) -> tuple[str, str]:
     """(the server's error_page lines, the internal locations that answer them)."""
     pages, locations = [], []
-    for refusal in refusals(settings, upstream_timeout_s, in_flight):
+    for refusal in refusals(settings, upstream_timeout_s, in_flight, dialects):
         pages.append(f"        error_page {refusal.status} = {ERROR_PREFIX}/$adapter_api/{refusal.answer_status};")
-        for api, (status, body) in error_pages(refusal).items():
+        for api, (status, body) in error_pages(refusal, dialects).items():
             lines = [f"        location = {ERROR_PREFIX}/{api}/{refusal.answer_status} {{", "            internal;"]
             if refusal.retry_after_s is not None:
                 lines.append(f"            add_header Retry-After {refusal.retry_after_s} always;")
             lines += [f"            return {status} {_quoted(body)};", "        }"]
             locations.append("\n".join(lines))
     return "\n".join(pages), "\n".join(locations)
+
+
+def route_names(dialects: Registry) -> str:
+    """The access log's map from the request line to the route it names (never the query string)."""
+    paths = ["/ping", INVOCATIONS, *dialects.paths(), "/status", "/openapi.json"]
+    return "\n".join(f'        "~^([A-Z]{{1,20}}) {path}(?:[? ]|$)" "$1 {path}";' for path in paths)
+
+
+def error_shapes(dialects: Registry) -> str:
+    """The map from the request's path to the error shape its refusals take, narrowest scope first."""
+    return "\n".join(f"        {api.scope.nginx_pattern()} {api.shape};" for api in dialects.scopes())
 
 
 def _listen(host: str, port: int) -> str:
@@ -142,10 +154,12 @@ def _run_as() -> str:
 
 
 def render_config(settings: Settings, *, host: str, port: int, socket_path: str | Path, prefix: str | Path,
-                  upstream_timeout_s: int, shutdown_s: int, access_log: bool = True, in_flight: int = IN_FLIGHT) -> str:
-    """nginx.conf for serving ``host:port`` in front of gunicorn on ``socket_path``, from ``prefix``."""
+                  upstream_timeout_s: int, shutdown_s: int, access_log: bool = True, in_flight: int = IN_FLIGHT,
+                  dialects: Registry = DIALECTS) -> str:
+    """nginx.conf for serving ``host:port`` in front of gunicorn on ``socket_path``, from ``prefix``; the routes
+    and error shapes are ``dialects``'."""
     nofile, connections = _file_limits(CONNECTIONS)
-    pages, locations = error_config(settings, upstream_timeout_s, in_flight)
+    pages, locations = error_config(settings, upstream_timeout_s, in_flight, dialects)
     access = ("access_log /dev/stdout adapter_route if=$adapter_log_here;" if access_log else
               "access_log off;  # this process cannot reopen its standard output")
     fields = {
@@ -155,7 +169,8 @@ def render_config(settings: Settings, *, host: str, port: int, socket_path: str 
         "SEND_TIMEOUT_S": str(SEND_TIMEOUT_S), "MAX_BODY_BYTES": str(settings.max_body_bytes),
         "IN_FLIGHT": str(in_flight), "SOCKET": str(socket_path), "LISTEN": _listen(host, port),
         "BACKLOG": str(BACKLOG), "UPSTREAM_TIMEOUT_S": str(upstream_timeout_s),
-        "ERROR_PAGES": pages, "ERROR_LOCATIONS": locations,
+        "ERROR_PAGES": pages, "ERROR_LOCATIONS": locations, "ROUTE_NAMES": route_names(dialects),
+        "ERROR_SHAPES": error_shapes(dialects),
     }
     template = package_files.files(__package__).joinpath("nginx.conf.template").read_text(encoding="utf-8")
     return re.sub(r"@([A-Z_]+)@", lambda field: fields[field.group(1)], template)

@@ -12,6 +12,9 @@ error shape, declared as a ``Dialect`` that ``dialect.py`` serves like every oth
 * ``decisions``: the OpenAI Decisions API (``POST /v1/decisions``, and on ``/invocations``)
 * ``invocations``: ``POST /invocations``, dispatching on the body's shape
 
+Each declares itself once, as an ``Api`` record (``api``: its bodies' sniffer, routes, metric name and
+error shape), and ``registry`` lists them for the app, ``/invocations``, the metric line and nginx.
+
 What they share: ``dialect`` (serving, routes, error responses), ``common`` (parsing helpers, request
 ids), ``answers`` (answer models of the decision APIs), ``typed`` (System One's and the OpenAI
 Decisions API's model names and confidence formulas). ``openapi`` builds the OpenAPI document from

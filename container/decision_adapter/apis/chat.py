@@ -26,6 +26,7 @@ from .. import chat as chat_completion
 from ..errors import AdapterError, InvalidType, InvalidValue, ModelNotFound
 from ..questions import CHAT_ROLES, ChatRequest
 from . import decisions
+from .api import Api, Scope
 from .common import Answer, Strict, adapter_error, type_error, value_error
 from .dialect import SERVING, Dialect, as_adapter_error, json_response, project_error_body, serve
 from .typed import accepted_model_names, names_checked, served_model_name
@@ -390,11 +391,12 @@ def openai_error(exc: AdapterError) -> tuple[dict, int]:
 OPENAI_DIALECT = Dialect("chat_completions", lambda body, settings: parse_chat(
     body, settings.chat_max_tokens, streaming=True), complete, DIALECT.answer, openai_error, check)
 
+PATH = "/v1/chat/completions"
 blueprint = Blueprint("chat", __name__)
 blueprint.register_error_handler(Exception, lambda exc: OPENAI_DIALECT.error_response(as_adapter_error(exc)))
 
 
-@blueprint.post("/v1/chat/completions")
+@blueprint.post(PATH)
 def chat_completions():
     ctx = current_app.extensions[SERVING]
     started = ctx.clock()
@@ -416,3 +418,7 @@ def chat_completions():
     # X-Accel-Buffering: nginx passes each event on as it comes (nginx.conf.template says so too).
     return Response(stream, mimetype="text/event-stream",
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+API = Api("chat", "chat", body=DIALECT, sniff=lambda body: "messages" in body, routes=(f"POST {PATH}",),
+          blueprint=blueprint, scope=Scope(PATH), errors=OPENAI_DIALECT, shape="decisions")

@@ -59,6 +59,7 @@ from ..prompt import JEV_PROMPT, YES_NO, as_text, option_text, render_json
 from ..questions import MAX_CHOICE_OPTIONS, MAX_DECISION_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS, \
     DecisionBatch, Option
 from ..questions import Question as CoreQuestion
+from .api import Api, Scope
 from .common import TAG_LIST, TAG_STRING, Answer, NonBlank, Strict, adapter_error, string_or_list, type_name
 from .dialect import Dialect, post
 from .typed import accepted_model_names, choice_confidence, score_confidence, served_model_name, unit
@@ -588,8 +589,13 @@ def check(request: DecisionsRequest, engine) -> None:
 
 DIALECT = Dialect("decisions", parse, score, respond, error_body, check)
 
+PATH = "/v1/decisions"
 blueprint = Blueprint("decisions", __name__)
-post(blueprint, "/v1/decisions", DIALECT)
+post(blueprint, PATH, DIALECT)
+API = Api("openai_decisions", "openai_decisions", body=DIALECT,
+          sniff=lambda body: "input" in body and isinstance(body.get("questions"), list),
+          routes=(f"POST {PATH}",), blueprint=blueprint, scope=Scope(PATH, under=True), errors=DIALECT,
+          shape="decisions")
 
 
 # -- answers and errors, described ------------------------------------------------------------------

@@ -27,9 +27,7 @@ from ..errors import AdapterError, Busy, NotReady, Unauthorized
 
 log = logging.getLogger("decision_adapter.app")
 
-SERVING = "decision_adapter.serving"  # the app's Serving, in app.extensions
-ROUTES = "GET /ping, POST /invocations, POST /v1/systemone, POST /v1/decisions, POST /v1/chat/completions, " \
-         "GET /v1/models, GET /status or GET /openapi.json"
+SERVING = "decision_adapter.serving"  # the app's Serving (its settings, its dialects' registry), in app.extensions
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,7 @@ def as_adapter_error(exc: Exception) -> AdapterError:
         return exc
     if isinstance(exc, HTTPException):
         messages = {
-            404: f"no such route; use {ROUTES}",
+            404: f"no such route; use {current_app.extensions[SERVING].dialects.described()}",
             405: f"{request.method} is not allowed on {request.path}",
             413: f"the body is larger than {current_app.config['MAX_CONTENT_LENGTH']} bytes; send a smaller state "
                  "or raise DECISION_ADAPTER_MAX_BODY_BYTES",

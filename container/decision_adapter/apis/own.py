@@ -37,6 +37,7 @@ from ..readout import READOUT_METHODS
 from .answers import CalibrationUsed, ModelInfo, OrderSensitivity, Timing
 from .common import TAG_OBJECT, TAG_STRING, Answer, Id, NonBlank, Strict, adapter_error, type_error, type_name, \
     value_error
+from .api import Api
 from .dialect import Dialect, project_error_body
 
 
@@ -374,3 +375,4 @@ def parse(body, settings) -> DecisionBatch:
 
 
 DIALECT = Dialect("decision", parse, decide, respond, error)
+API = Api("decision", "own", body=DIALECT, sniff=lambda body: "question" in body or "questions" in body)

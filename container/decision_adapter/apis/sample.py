@@ -21,6 +21,7 @@ from ..errors import AdapterError, Busy, InvalidType, InvalidValue, PromptTooLon
 from ..questions import MAX_QUESTIONS, DecisionBatch
 from .answers import ModelInfo, Timing
 from .common import Answer, Id, NonBlank, Strict, adapter_error, type_name
+from .api import Api
 from .dialect import Dialect
 from .own import WORDING, DecisionResult, Options, State, Temperature, decide, question_of
 
@@ -154,3 +155,4 @@ def parse(body, settings) -> DecisionBatch:
 
 
 DIALECT = Dialect("sample", parse, decide, respond, error_body)
+API = Api("sample", "sample", body=DIALECT, sniff=lambda body: "decision" in body or "decisions" in body)

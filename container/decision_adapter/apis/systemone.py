@@ -53,6 +53,7 @@ from ..errors import AdapterError, ModelNotFound
 from ..prompt import DEFAULT_QUESTIONS, JEV_PROMPT, JEV_PROMPT_VERSION, YES_NO, as_text, option_text
 from ..questions import DecisionBatch, Option, Question
 from ..readout import READOUT_METHODS
+from .api import Api, Scope
 from .dialect import SERVING, Dialect, json_response, post
 from .systemone_requests import JevQuestion, JevRequest, JevValidationError, parse_systemone
 from .typed import MODEL_ALIAS, accepted_model_names, choice_confidence, score_confidence, served_model_name, unit
@@ -274,11 +275,17 @@ def error(exc: AdapterError) -> tuple[dict, int]:
 
 DIALECT = Dialect("systemone", parse, score, respond, error, check, id_field="x_request_id")
 
-blueprint = Blueprint("systemone", __name__, url_prefix="/v1")
-post(blueprint, "/systemone", DIALECT, jev_route=True)
+PATH, MODELS_PATH = "/v1/systemone", "/v1/models"
+blueprint = Blueprint("systemone", __name__)
+post(blueprint, PATH, DIALECT, jev_route=True)
 
 
-@blueprint.get("/models")
+@blueprint.get(MODELS_PATH)
 def models_route():
     engine = current_app.extensions[SERVING].engine
     return json_response(models_payload(engine.info, engine.metadata, engine.model_files.manifest))
+
+
+API = Api("systemone", "systemone", body=DIALECT, sniff=lambda body: isinstance(body.get("questions"), dict),
+          routes=(f"POST {PATH}", f"GET {MODELS_PATH}"), blueprint=blueprint, scope=Scope("/v1/"), errors=DIALECT,
+          shape="jev")  # Jev's shape: every path under /v1/ that no narrower scope claims

@@ -1,0 +1,61 @@
+"""What one API declares to the rest of the adapter: an ``Api`` record, one per API module.
+
+The app, ``POST /invocations``, the metric line and nginx's configuration learn every API from these
+records (``registry.py`` lists them), never from a path written again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from flask import Blueprint
+
+from .dialect import Dialect
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The paths whose errors (unmatched routes included) answer in an API's shape: ``path`` itself, and with
+    ``under`` the paths below it; a path ending in ``/`` means everything below it."""
+
+    path: str
+    under: bool = False
+
+    def matches(self, path: str) -> bool:
+        if self.path.endswith("/"):
+            return path.startswith(self.path)
+        return path == self.path or (self.under and path.startswith(self.path + "/"))
+
+    def nginx_pattern(self) -> str:
+        """The same paths as a regular expression on nginx's ``$request_uri`` (query string included)."""
+        if self.path.endswith("/"):
+            return f"~^{self.path}"
+        return f"~^{self.path}(?:[{'/' if self.under else ''}?]|$)"
+
+
+@dataclass(frozen=True)
+class Api:
+    """One API: its bodies on ``/invocations``, its own routes and its error shape."""
+
+    name: str  # what /invocations calls its bodies (request_kind)
+    metric: str  # the metric line's api dimension
+    body: Dialect | None = None  # how /invocations serves its bodies
+    sniff: Callable[[dict], bool] | None = None  # whether a JSON object sent to /invocations is its body
+    routes: tuple[str, ...] = ()  # its own routes, "METHOD /path"; a POST writes a metric line
+    blueprint: Blueprint | None = None  # those routes
+    scope: Scope | None = None  # the paths that answer in its error shape
+    errors: Dialect | None = None  # the dialect whose error shape they answer in
+    shape: str | None = None  # that shape's name among nginx's error pages (APIs may share one)
+
+    def __post_init__(self):
+        if (self.body is None) != (self.sniff is None):
+            raise ValueError(f"{self.name}: a body served on /invocations needs a sniffer, and a sniffer a body")
+        if (self.scope is None) != (self.errors is None) or (self.scope is None) != (self.shape is None):
+            raise ValueError(f"{self.name}: a scope needs its error dialect and shape name, and they a scope")
+        if self.routes and self.blueprint is None:
+            raise ValueError(f"{self.name}: routes need the blueprint that serves them")
+
+    @property
+    def posts(self) -> tuple[str, ...]:
+        return tuple(route.split(" ", 1)[1] for route in self.routes if route.startswith("POST "))
