@@ -4,7 +4,9 @@
     python -m decision_adapter.openapi --check   # exit 1 when the file differs from a fresh generation
 
 Request and answer schemas come from the models (``apis/``); this module adds what only the
-routes know: the operations, their statuses and headers, and which error codes each may send.
+routes know: the operations, their statuses and headers, and which error codes each may send. Each
+registered API describes its own paths (its record's ``openapi``, apis/registry.py); this module the
+SageMaker routes and its own.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from pydantic.json_schema import models_json_schema
 
 from . import __name__ as _package
 from .apis import chat, decisions, meta, own, sample, systemone_answers, systemone_requests
+from .apis.openapi_parts import REF, SAMPLE, UNREADABLE, any_of, body, common, jev, ok, openai, project, ref, \
+    response, shared
+from .apis.registry import DIALECTS, Registry
 
 FILE = Path(__file__).with_name("openapi.json")
-REF = "#/components/schemas/{model}"
 
 MODELS = [
     own.DecisionRequest, own.BatchRequest, own.DecisionResponse, own.BatchResponse, own.Error,
@@ -33,50 +37,29 @@ MODELS = [
 ]
 
 
-def _ref(name: str) -> dict:
-    return {"$ref": REF.format(model=name)}
-
-
 def schemas() -> dict:
     _, generated = models_json_schema([(model, "validation") for model in MODELS], ref_template=REF)
     found = generated["$defs"]
     found["SystemOneInvocation"] = {
         "title": "Jev System One (on /invocations)",
         "description": "A System One body sent to /invocations: told apart by 'questions' being an object.",
-        "allOf": [_ref("SystemOneRequest"), {"not": {"required": ["messages"]}}]}
+        "allOf": [ref("SystemOneRequest"), {"not": {"required": ["messages"]}}]}
     found["InvocationRequest"] = {
         "description": "Seven bodies share /invocations and are told apart by shape: 'messages' makes a chat "
                        "request; 'decision' or 'decisions' the published sample's format; 'questions' as an object "
                        "a System One request; 'input' with 'questions' as an array an OpenAI Decisions request; "
                        "'questions' as an array a shared-state batch; 'question' a single decision.",
-        "oneOf": [_ref("DecisionRequest"), _ref("BatchRequest"), _ref("ChatCompletionRequest"),
-                  _ref("SystemOneInvocation"), _ref("SampleDecisionRequest"), _ref("SampleDecisionsRequest"),
-                  _ref("DecisionsRequest")]}
+        "oneOf": [ref("DecisionRequest"), ref("BatchRequest"), ref("ChatCompletionRequest"),
+                  ref("SystemOneInvocation"), ref("SampleDecisionRequest"), ref("SampleDecisionsRequest"),
+                  ref("DecisionsRequest")]}
     found["InvocationResponse"] = {
         "description": "The answer's shape follows the request's: decision, batch, chat, System One, OpenAI "
                        "Decisions or the sample's.",
-        "anyOf": [_ref("DecisionResponse"), _ref("BatchResponse"), _ref("ChatCompletion"),
-                  _ref("SystemOneResponse"), _ref("DecisionsResponse"), _ref("SampleSharedResponse")]}
+        "anyOf": [ref("DecisionResponse"), ref("BatchResponse"), ref("ChatCompletion"),
+                  ref("SystemOneResponse"), ref("DecisionsResponse"), ref("SampleSharedResponse")]}
     return dict(sorted(found.items()))
 
 
-# -- error bodies, narrowed to the codes a response may carry ----------------------------------------
-
-
-def project(*codes: str) -> dict:
-    return {"allOf": [_ref("Error"), {"properties": {"error": {"properties": {"code": {"enum": list(codes)}}}}}]}
-
-
-def jev(*types: str) -> dict:
-    return {"allOf": [_ref("JevError"), {"properties": {"detail": {"properties": {"error_type": {"enum": list(types)}}}}}]}
-
-
-def openai(*codes: str, kind: str = "invalid_request_error") -> dict:
-    return {"allOf": [_ref("OpenAIError"), {"properties": {"error": {"properties": {
-        "type": {"const": kind}, "code": {"enum": list(codes)}}}}}]}
-
-
-SAMPLE = _ref("SampleError")
 RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.", "required": True,
                                "schema": {"type": "integer", "minimum": 0}}}
 WWW_AUTHENTICATE = {"WWW-Authenticate": {"description": "Always 'Bearer'.", "required": True,
@@ -92,20 +75,6 @@ UNAUTHORIZED = ("Only when the adapter runs with DECISION_ADAPTER_API_KEY: the A
 BUSY = ("not_ready: the model is still loading. busy: one request holds the model and the waiting line "
         "(DECISION_ADAPTER_MAX_QUEUE) is full, or the wait ran past DECISION_ADAPTER_QUEUE_TIMEOUT. Retry after the "
         "Retry-After seconds, or add instances.")
-UNREADABLE = ("the body is not JSON the adapter can read: malformed JSON, invalid UTF-8, NaN or Infinity, a key twice "
-              "in one object, nesting too deep, a number too long, an unpaired surrogate escape, or compressed data "
-              "that does not decompress.")
-
-
-def response(description: str, schema: dict, headers: dict | None = None) -> dict:
-    out = {"description": description, "content": {"application/json": {"schema": schema}}}
-    if headers:
-        out["headers"] = headers
-    return out
-
-
-def any_of(*options: dict) -> dict:
-    return options[0] if len(options) == 1 else {"anyOf": list(options)}
 
 
 def responses() -> dict:
@@ -159,27 +128,8 @@ def responses() -> dict:
     }
 
 
-def _common(prefix: str) -> dict:
-    names = {"SageMaker": ("SageMakerUnauthorized", "SageMakerTooLarge", "SageMakerUnsupportedMediaType",
-                           "InvocationInternalError", "NotReadyOrBusy", "InvocationDeadlineExceeded"),
-             "Jev": ("JevUnauthorized", "JevTooLarge", "JevUnsupportedMediaType", "JevInternalError", "JevBusy",
-                     "JevDeadlineExceeded"),
-             "Decisions": ("DecisionsUnauthorized", "DecisionsTooLarge", "DecisionsUnsupportedMediaType",
-                           "DecisionsInternalError", "DecisionsBusy", "DecisionsDeadlineExceeded")}[prefix]
-    return {status: {"$ref": f"#/components/responses/{name}"}
-            for status, name in zip(("401", "413", "415", "500", "503", "504"), names)}
-
-
-def _body(schema: str) -> dict:
-    return {"required": True, "content": {"application/json": {"schema": _ref(schema)}}}
-
-
-def _ok(description: str, schema: str) -> dict:
-    return response(description, _ref(schema))
-
-
-def paths() -> dict:
-    ref = lambda name: {"$ref": f"#/components/responses/{name}"}  # noqa: E731
+def paths(dialects: Registry = DIALECTS) -> dict:
+    """SageMaker's and the app's own paths, with each registered API's in between (its record's part)."""
     return {
         "/ping": {"get": {
             "operationId": "ping", "tags": ["SageMaker"], "summary": "Health check",
@@ -188,18 +138,18 @@ def paths() -> dict:
                            "\"ready\"} unless the adapter runs with DECISION_ADAPTER_API_KEY and the caller sends "
                            "the key; then it adds what GET /status tells.",
             "security": [],
-            "responses": {"200": _ok("Ready.", "PingReady"),
-                          "503": _ok("The model is still loading (no Retry-After here; SageMaker polls).",
+            "responses": {"200": ok("Ready.", "PingReady"),
+                          "503": ok("The model is still loading (no Retry-After here; SageMaker polls).",
                                      "PingLoading"),
-                          "500": ref("InternalError")}}},
+                          "500": shared("InternalError")}}},
         "/status": {"get": {
             "operationId": "status", "tags": ["SageMaker"], "summary": "What runs here, and whether it is busy",
             "description": "The model file, whether llama.cpp's extra buffer types are in use, the start-up "
                            "decision, whether a request holds the model and how many wait. Needs the API key when "
                            "the adapter runs with DECISION_ADAPTER_API_KEY (without one it is as open as "
                            "/invocations). Not reachable through SageMaker's InvokeEndpoint.",
-            "responses": {"200": _ok("Ready.", "Status"), "401": ref("SageMakerUnauthorized"),
-                          "503": ref("NotReady"), "500": ref("InternalError")}}},
+            "responses": {"200": ok("Ready.", "Status"), "401": shared("SageMakerUnauthorized"),
+                          "503": shared("NotReady"), "500": shared("InternalError")}}},
         "/invocations": {"post": {
             "operationId": "invoke", "tags": ["SageMaker"],
             "summary": "Score a decision, a shared-state batch or a System One request, or generate a chat answer",
@@ -210,10 +160,10 @@ def paths() -> dict:
                            "/v1/systemone, and an OpenAI Decisions body as on POST /v1/decisions (errors in OpenAI's "
                            "shape). Bodies in the published SemIf sample's format ({\"decision\": ...} or "
                            "{\"decisions\": [...]}) get the sample's answers and errors.",
-            "requestBody": _body("InvocationRequest"),
+            "requestBody": body("InvocationRequest"),
             "responses": {
-                "200": _ok("The answer, shaped after the request.", "InvocationResponse"),
-                "400": ref("InvocationBadRequest"),
+                "200": ok("The answer, shaped after the request.", "InvocationResponse"),
+                "400": shared("InvocationBadRequest"),
                 "404": response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: a System One, OpenAI "
                                 "Decisions or chat request names a model this endpoint does not serve.",
                                 any_of(jev("not_found_error"), openai("model_not_found"), project("model_not_found"))),
@@ -222,78 +172,18 @@ def paths() -> dict:
                     "a value is out of range, blank or repeated (invalid_value), or the prompt does not fit the "
                     "context (prompt_too_long). A System One request gets Jev's list of problems instead, and its "
                     "JSON and type errors come back as 422 too.",
-                    any_of(project("invalid_value", "prompt_too_long"), _ref("JevValidationErrorBody"))),
-                **_common("SageMaker")}}},
-        "/v1/systemone": {"post": {
-            "operationId": "systemone", "tags": ["Jev"],
-            "summary": "Answer typed questions about one state (Jev System One)",
-            "description": "Jev's System One API on the same model: every question is scored from the logits of "
-                           "one forward pass, nothing is generated. Content-Type must be JSON or absent. Every error "
-                           "uses Jev's shapes; malformed JSON and wrong types are 422 here, not 400.",
-            "requestBody": _body("SystemOneRequest"),
-            "responses": {
-                "200": _ok("One answer per question.", "SystemOneResponse"),
-                "404": response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model this "
-                                "endpoint does not serve.", jev("not_found_error")),
-                "422": response("Every problem found in the body, each with its location: missing or mistyped "
-                                "fields, malformed JSON, too many options for this model, a prompt that does not "
-                                "fit the context.", _ref("JevValidationErrorBody")),
-                **_common("Jev")}}},
-        "/v1/decisions": {"post": {
-            "operationId": "decisions", "tags": ["OpenAI"],
-            "summary": "Answer predicate, choice and score questions about one input (OpenAI Decisions API)",
-            "description": "The OpenAI Decisions API on the same model and readout as System One: answers in "
-                           "question order, nothing generated. Errors use OpenAI's {\"error\": {message, type, "
-                           "param, code}}; anything wrong with the body (" + UNREADABLE.rstrip(".") + "; wrong "
-                           "types, unknown fields, values out of range, a prompt too long) is a 400 whose param "
-                           "names the field.",
-            "requestBody": _body("DecisionsRequest"),
-            "responses": {
-                "200": _ok("One answer per question, in question order.", "DecisionsResponse"),
-                "400": response("The body cannot be served; param names the field.", openai(
-                    "invalid_type", "invalid_value", "missing_required_parameter", "unknown_parameter",
-                    "unsupported_content", "context_length_exceeded", "bad_request")),
-                "404": response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model this "
-                                "endpoint does not serve.", openai("model_not_found")),
-                **_common("Decisions")}}},
-        "/v1/chat/completions": {"post": {
-            "operationId": "chat", "tags": ["OpenAI"], "summary": "Generate a chat answer (OpenAI chat completions)",
-            "description": "The same chat as on /invocations, as OpenAI's clients send it: one choice, sampling, "
-                           "stop, seed, max_completion_tokens, logprobs with top_logprobs, and stream: true as "
-                           "server-sent events (text/event-stream: data: {chunk} per event, data: [DONE] last; "
-                           "stream_options.include_usage adds a last chunk with the usage). A client that leaves "
-                           "mid-stream stops the generation. The model field may name any model: the served one "
-                           "answers and its answer says so (DECISION_ADAPTER_STRICT_MODEL_NAMES=on: 404 for other "
-                           "names). Errors use OpenAI's shape; parameters asking for what the adapter does not do "
-                           "(tools, n above 1, JSON output, audio, logit_bias) are 400 unsupported_parameter "
-                           "naming them.",
-            "requestBody": _body("ChatCompletionRequest"),
-            "responses": {
-                "200": {"description": "The completion; with stream: true, server-sent events of chunks.",
-                        "content": {"application/json": {"schema": _ref("ChatCompletion")},
-                                    "text/event-stream": {"schema": _ref("ChatCompletionChunk")}}},
-                "400": response("The body cannot be served; param names the field.", openai(
-                    "invalid_type", "invalid_value", "missing_required_parameter", "unknown_parameter",
-                    "unsupported_parameter", "context_length_exceeded", "bad_request")),
-                "404": response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model this "
-                                "endpoint does not serve.", openai("model_not_found")),
-                **_common("Decisions")}}},
-        "/v1/models": {"get": {
-            "operationId": "models", "tags": ["Jev", "OpenAI"], "summary": "List the served model and its alias",
-            "description": "One document for both kinds of client: OpenAI's {\"object\": \"list\", \"data\": "
-                           "[...]} and Jev's {\"models\": [...]}.",
-            "responses": {"200": response("The served model and the jev-latest alias.",
-                                          {"allOf": [_ref("ModelList"), _ref("OpenAIModelList")]}),
-                          "401": ref("JevUnauthorized"), "500": ref("JevInternalError"), "503": ref("JevBusy")}}},
+                    any_of(project("invalid_value", "prompt_too_long"), ref("JevValidationErrorBody"))),
+                **common("SageMaker")}}},
+        **dialects.openapi_paths(),
         "/openapi.json": {"get": {
             "operationId": "openapi", "tags": ["Meta"], "summary": "This description",
             "description": "The OpenAPI description the adapter ships with, byte for byte. Never needs an API key.",
             "security": [],
-            "responses": {"200": response("This document.", {"type": "object"}), "500": ref("InternalError")}}},
+            "responses": {"200": response("This document.", {"type": "object"}), "500": shared("InternalError")}}},
     }
 
 
-def document() -> dict:
+def document(dialects: Registry = DIALECTS) -> dict:
     return {
         "openapi": "3.1.0",
         "info": {
@@ -331,7 +221,7 @@ def document() -> dict:
                  {"name": "OpenAI", "description": "The OpenAI Decisions API and chat completions on the same model."},
                  {"name": "Meta", "description": "About the interface itself."}],
         "security": [{}, {"apiKey": []}],
-        "paths": paths(),
+        "paths": paths(dialects),
         "components": {
             "securitySchemes": {"apiKey": {
                 "type": "http", "scheme": "bearer",

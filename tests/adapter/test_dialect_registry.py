@@ -1,8 +1,8 @@
 """The APIs are one registry that everyone iterates (apis/registry.py).
 
 A stand-in API, declared here and nowhere else (a record with a route, a sniffer and an error shape),
-is picked up by the app's routing, ``/invocations``' sniffing, the metric line and nginx's configuration
-once it is in the registry handed to them. The stand-in's work runs on the real
+is picked up by the app's routing, ``/invocations``' sniffing, the metric line, nginx's configuration
+and the OpenAPI document once it is in the registry handed to them. The stand-in's work runs on the real
 engine; only the API is made up.
 """
 
@@ -13,7 +13,7 @@ import json
 import pytest
 from flask import Blueprint
 
-from decision_adapter import metrics, nginx
+from decision_adapter import metrics, nginx, openapi
 from decision_adapter.apis.api import Api, Scope
 from decision_adapter.apis.dialect import Dialect, post
 from decision_adapter.apis.invocations import request_kind
@@ -37,7 +37,8 @@ ECHO = Dialect("echo", _parse, lambda engine, text: ((text, engine.info["file"])
 ECHO_ROUTES = Blueprint("echo", __name__)
 post(ECHO_ROUTES, "/echo/v2/say", ECHO)
 ECHO_API = Api("echo", "echo_api", body=ECHO, sniff=lambda body: "echo" in body, routes=("POST /echo/v2/say",),
-               blueprint=ECHO_ROUTES, scope=Scope("/echo/"), errors=ECHO, shape="echo")
+               blueprint=ECHO_ROUTES, scope=Scope("/echo/"), errors=ECHO, shape="echo",
+               openapi=lambda: {"/echo/v2/say": {"post": {"operationId": "echo", "responses": {}}}})
 WITH_ECHO = Registry((*DIALECTS.apis, ECHO_API))
 
 
@@ -90,6 +91,13 @@ def test_nginx_names_the_stand_ins_route_and_answers_in_its_shape(tmp_path):
     assert "/echo/" not in nginx.render_config(load_settings({}), host="127.0.0.1", port=8080,
                                                socket_path=tmp_path / "g.sock", prefix=tmp_path,
                                                upstream_timeout_s=120, shutdown_s=27)
+
+
+def test_the_openapi_document_describes_the_stand_ins_path_among_the_others():
+    paths = list(openapi.document(WITH_ECHO)["paths"])
+    assert paths == ["/ping", "/status", "/invocations", "/v1/systemone", "/v1/decisions", "/v1/chat/completions",
+                     "/echo/v2/say", "/v1/models", "/openapi.json"]  # POSTs first, each kind from z to a
+    assert "/echo/v2/say" not in openapi.document()["paths"]
 
 
 def test_a_registry_refuses_a_route_declared_twice():

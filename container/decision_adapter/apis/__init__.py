@@ -13,7 +13,8 @@ error shape, declared as a ``Dialect`` that ``dialect.py`` serves like every oth
 * ``invocations``: ``POST /invocations``, dispatching on the body's shape
 
 Each declares itself once, as an ``Api`` record (``api``: its bodies' sniffer, routes, metric name and
-error shape), and ``registry`` lists them for the app, ``/invocations``, the metric line and nginx.
+error shape, OpenAPI paths), and ``registry`` lists them for the app, ``/invocations``, the metric line,
+nginx and the OpenAPI document (``openapi_parts``: what the API's parts of that document share).
 
 What they share: ``dialect`` (serving, routes, error responses), ``common`` (parsing helpers, request
 ids), ``answers`` (answer models of the decision APIs), ``typed`` (System One's and the OpenAI

@@ -1,7 +1,7 @@
 """What one API declares to the rest of the adapter: an ``Api`` record, one per API module.
 
-The app, ``POST /invocations``, the metric line and nginx's configuration learn every API from these
-records (``registry.py`` lists them), never from a path written again.
+The app, ``POST /invocations``, the metric line, nginx's configuration and the OpenAPI document learn
+every API from these records (``registry.py`` lists them), never from a path written again.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class Scope:
 
 @dataclass(frozen=True)
 class Api:
-    """One API: its bodies on ``/invocations``, its own routes and its error shape."""
+    """One API: its bodies on ``/invocations``, its own routes, its error shape and its OpenAPI paths."""
 
     name: str  # what /invocations calls its bodies (request_kind)
     metric: str  # the metric line's api dimension
@@ -47,6 +47,7 @@ class Api:
     scope: Scope | None = None  # the paths that answer in its error shape
     errors: Dialect | None = None  # the dialect whose error shape they answer in
     shape: str | None = None  # that shape's name among nginx's error pages (APIs may share one)
+    openapi: Callable[[], dict] | None = None  # its paths of the OpenAPI document (with apis/openapi_parts.py)
 
     def __post_init__(self):
         if (self.body is None) != (self.sniff is None):

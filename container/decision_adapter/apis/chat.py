@@ -26,6 +26,7 @@ from .. import chat as chat_completion
 from ..errors import AdapterError, InvalidType, InvalidValue, ModelNotFound
 from ..questions import CHAT_ROLES, ChatRequest
 from . import decisions
+from . import openapi_parts as doc
 from .api import Api, Scope
 from .common import Answer, Strict, adapter_error, type_error, value_error
 from .dialect import SERVING, Dialect, as_adapter_error, json_response, project_error_body, serve
@@ -420,5 +421,33 @@ def chat_completions():
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
+def openapi_paths() -> dict:
+    """Its path of the OpenAPI document (openapi.py)."""
+    return {
+        "/v1/chat/completions": {"post": {
+            "operationId": "chat", "tags": ["OpenAI"], "summary": "Generate a chat answer (OpenAI chat completions)",
+            "description": "The same chat as on /invocations, as OpenAI's clients send it: one choice, sampling, "
+                           "stop, seed, max_completion_tokens, logprobs with top_logprobs, and stream: true as "
+                           "server-sent events (text/event-stream: data: {chunk} per event, data: [DONE] last; "
+                           "stream_options.include_usage adds a last chunk with the usage). A client that leaves "
+                           "mid-stream stops the generation. The model field may name any model: the served one "
+                           "answers and its answer says so (DECISION_ADAPTER_STRICT_MODEL_NAMES=on: 404 for other "
+                           "names). Errors use OpenAI's shape; parameters asking for what the adapter does not do "
+                           "(tools, n above 1, JSON output, audio, logit_bias) are 400 unsupported_parameter "
+                           "naming them.",
+            "requestBody": doc.body("ChatCompletionRequest"),
+            "responses": {
+                "200": {"description": "The completion; with stream: true, server-sent events of chunks.",
+                        "content": {"application/json": {"schema": doc.ref("ChatCompletion")},
+                                    "text/event-stream": {"schema": doc.ref("ChatCompletionChunk")}}},
+                "400": doc.response("The body cannot be served; param names the field.", doc.openai(
+                    "invalid_type", "invalid_value", "missing_required_parameter", "unknown_parameter",
+                    "unsupported_parameter", "context_length_exceeded", "bad_request")),
+                "404": doc.response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model "
+                                    "this endpoint does not serve.", doc.openai("model_not_found")),
+                **doc.common("Decisions")}}}}
+
+
 API = Api("chat", "chat", body=DIALECT, sniff=lambda body: "messages" in body, routes=(f"POST {PATH}",),
-          blueprint=blueprint, scope=Scope(PATH), errors=OPENAI_DIALECT, shape="decisions")
+          blueprint=blueprint, scope=Scope(PATH), errors=OPENAI_DIALECT, shape="decisions",
+          openapi=openapi_paths)

@@ -59,6 +59,7 @@ from ..prompt import JEV_PROMPT, YES_NO, as_text, option_text, render_json
 from ..questions import MAX_CHOICE_OPTIONS, MAX_DECISION_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS, \
     DecisionBatch, Option
 from ..questions import Question as CoreQuestion
+from . import openapi_parts as doc
 from .api import Api, Scope
 from .common import TAG_LIST, TAG_STRING, Answer, NonBlank, Strict, adapter_error, string_or_list, type_name
 from .dialect import Dialect, post
@@ -589,13 +590,36 @@ def check(request: DecisionsRequest, engine) -> None:
 
 DIALECT = Dialect("decisions", parse, score, respond, error_body, check)
 
+
+def openapi_paths() -> dict:
+    """Its path of the OpenAPI document (openapi.py)."""
+    return {
+        "/v1/decisions": {"post": {
+            "operationId": "decisions", "tags": ["OpenAI"],
+            "summary": "Answer predicate, choice and score questions about one input (OpenAI Decisions API)",
+            "description": "The OpenAI Decisions API on the same model and readout as System One: answers in "
+                           "question order, nothing generated. Errors use OpenAI's {\"error\": {message, type, "
+                           "param, code}}; anything wrong with the body (" + doc.UNREADABLE.rstrip(".") + "; wrong "
+                           "types, unknown fields, values out of range, a prompt too long) is a 400 whose param "
+                           "names the field.",
+            "requestBody": doc.body("DecisionsRequest"),
+            "responses": {
+                "200": doc.ok("One answer per question, in question order.", "DecisionsResponse"),
+                "400": doc.response("The body cannot be served; param names the field.", doc.openai(
+                    "invalid_type", "invalid_value", "missing_required_parameter", "unknown_parameter",
+                    "unsupported_content", "context_length_exceeded", "bad_request")),
+                "404": doc.response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model "
+                                    "this endpoint does not serve.", doc.openai("model_not_found")),
+                **doc.common("Decisions")}}}}
+
+
 PATH = "/v1/decisions"
 blueprint = Blueprint("decisions", __name__)
 post(blueprint, PATH, DIALECT)
 API = Api("openai_decisions", "openai_decisions", body=DIALECT,
           sniff=lambda body: "input" in body and isinstance(body.get("questions"), list),
           routes=(f"POST {PATH}",), blueprint=blueprint, scope=Scope(PATH, under=True), errors=DIALECT,
-          shape="decisions")
+          shape="decisions", openapi=openapi_paths)
 
 
 # -- answers and errors, described ------------------------------------------------------------------

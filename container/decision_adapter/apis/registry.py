@@ -1,11 +1,13 @@
-"""The adapter's APIs, listed once (``DIALECTS``): the app, ``/invocations``, the metric line and nginx's
-configuration iterate it, so a new API is a module with its ``Api`` record and a line here.
+"""The adapter's APIs, listed once (``DIALECTS``): the app, ``/invocations``, the metric line, nginx's
+configuration and the OpenAPI document iterate it, so a new API is a module with its ``Api`` record and a
+line here.
 
 The list's order is ``/invocations``' sniffing order: the first API whose sniffer takes a body serves it
 (chat's ``messages`` first; this project's ``question`` / ``questions`` last, as the least specific).
-Where paths are written out (the 404 message, nginx's maps) they are sorted from z to a: a fixed order
-in which a path comes before every path that begins it, so that the first scope that matches is the
-narrowest.
+Where the APIs' routes are written out (the 404 message, nginx's access-log map, the OpenAPI paths) they
+are sorted by path from z to a (the 404 message and the OpenAPI paths: POSTs first), and so are the
+error shapes' scopes: in that order a path comes before every path that begins it, so the first scope
+that matches is the narrowest.
 """
 
 from __future__ import annotations
@@ -84,6 +86,12 @@ class Registry:
         for api in self.scopes():
             found.setdefault(api.shape, api.errors)
         return dict(sorted(found.items(), reverse=True))
+
+    def openapi_paths(self) -> dict:
+        """The APIs' paths of the OpenAPI document, in ``routes()``' order."""
+        parts = {path: item for api in self.apis if api.openapi is not None for path, item in api.openapi().items()}
+        order = [route.split(" ", 1)[1] for route in self.routes(meta=False)]
+        return {path: parts[path] for path in dict.fromkeys(order) if path in parts}
 
     def blueprints(self) -> list:
         return [api.blueprint for api in self.apis if api.blueprint is not None]

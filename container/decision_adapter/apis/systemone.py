@@ -48,11 +48,12 @@ import re
 from flask import Blueprint, current_app
 
 from .. import scoring
-from . import audit
 from ..errors import AdapterError, ModelNotFound
 from ..prompt import DEFAULT_QUESTIONS, JEV_PROMPT, JEV_PROMPT_VERSION, YES_NO, as_text, option_text
 from ..questions import DecisionBatch, Option, Question
 from ..readout import READOUT_METHODS
+from . import audit
+from . import openapi_parts as doc
 from .api import Api, Scope
 from .dialect import SERVING, Dialect, json_response, post
 from .systemone_requests import JevQuestion, JevRequest, JevValidationError, parse_systemone
@@ -286,6 +287,34 @@ def models_route():
     return json_response(models_payload(engine.info, engine.metadata, engine.model_files.manifest))
 
 
+def openapi_paths() -> dict:
+    """Its paths of the OpenAPI document (openapi.py)."""
+    return {
+        "/v1/systemone": {"post": {
+            "operationId": "systemone", "tags": ["Jev"],
+            "summary": "Answer typed questions about one state (Jev System One)",
+            "description": "Jev's System One API on the same model: every question is scored from the logits of "
+                           "one forward pass, nothing is generated. Content-Type must be JSON or absent. Every error "
+                           "uses Jev's shapes; malformed JSON and wrong types are 422 here, not 400.",
+            "requestBody": doc.body("SystemOneRequest"),
+            "responses": {
+                "200": doc.ok("One answer per question.", "SystemOneResponse"),
+                "404": doc.response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model "
+                                    "this endpoint does not serve.", doc.jev("not_found_error")),
+                "422": doc.response("Every problem found in the body, each with its location: missing or mistyped "
+                                    "fields, malformed JSON, too many options for this model, a prompt that does not "
+                                    "fit the context.", doc.ref("JevValidationErrorBody")),
+                **doc.common("Jev")}}},
+        "/v1/models": {"get": {
+            "operationId": "models", "tags": ["Jev", "OpenAI"], "summary": "List the served model and its alias",
+            "description": "One document for both kinds of client: OpenAI's {\"object\": \"list\", \"data\": "
+                           "[...]} and Jev's {\"models\": [...]}.",
+            "responses": {"200": doc.response("The served model and the jev-latest alias.",
+                                              {"allOf": [doc.ref("ModelList"), doc.ref("OpenAIModelList")]}),
+                          "401": doc.shared("JevUnauthorized"), "500": doc.shared("JevInternalError"),
+                          "503": doc.shared("JevBusy")}}}}
+
+
 API = Api("systemone", "systemone", body=DIALECT, sniff=lambda body: isinstance(body.get("questions"), dict),
           routes=(f"POST {PATH}", f"GET {MODELS_PATH}"), blueprint=blueprint, scope=Scope("/v1/"), errors=DIALECT,
-          shape="jev")  # Jev's shape: every path under /v1/ that no narrower scope claims
+          shape="jev", openapi=openapi_paths)  # Jev's shape: every path under /v1/ that no narrower scope claims
