@@ -424,7 +424,7 @@ def chat_completions():
 def openapi_paths() -> dict:
     """Its path of the OpenAPI document (openapi.py)."""
     return {
-        "/v1/chat/completions": {"post": {
+        PATH: {"post": {
             "operationId": "chat", "tags": ["OpenAI"], "summary": "Generate a chat answer (OpenAI chat completions)",
             "description": "The same chat as on /invocations, as OpenAI's clients send it: one choice, sampling, "
                            "stop, seed, max_completion_tokens, logprobs with top_logprobs, and stream: true as "

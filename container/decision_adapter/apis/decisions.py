@@ -591,10 +591,15 @@ def check(request: DecisionsRequest, engine) -> None:
 DIALECT = Dialect("decisions", parse, score, respond, error_body, check)
 
 
+PATH = "/v1/decisions"
+blueprint = Blueprint("decisions", __name__)
+post(blueprint, PATH, DIALECT)
+
+
 def openapi_paths() -> dict:
     """Its path of the OpenAPI document (openapi.py)."""
     return {
-        "/v1/decisions": {"post": {
+        PATH: {"post": {
             "operationId": "decisions", "tags": ["OpenAI"],
             "summary": "Answer predicate, choice and score questions about one input (OpenAI Decisions API)",
             "description": "The OpenAI Decisions API on the same model and readout as System One: answers in "
@@ -613,9 +618,6 @@ def openapi_paths() -> dict:
                 **doc.common("Decisions")}}}}
 
 
-PATH = "/v1/decisions"
-blueprint = Blueprint("decisions", __name__)
-post(blueprint, PATH, DIALECT)
 API = Api("openai_decisions", "openai_decisions", body=DIALECT,
           sniff=lambda body: "input" in body and isinstance(body.get("questions"), list),
           routes=(f"POST {PATH}",), blueprint=blueprint, scope=Scope(PATH, under=True), errors=DIALECT,

@@ -290,7 +290,7 @@ def models_route():
 def openapi_paths() -> dict:
     """Its paths of the OpenAPI document (openapi.py)."""
     return {
-        "/v1/systemone": {"post": {
+        PATH: {"post": {
             "operationId": "systemone", "tags": ["Jev"],
             "summary": "Answer typed questions about one state (Jev System One)",
             "description": "Jev's System One API on the same model: every question is scored from the logits of "
@@ -305,7 +305,7 @@ def openapi_paths() -> dict:
                                     "fields, malformed JSON, too many options for this model, a prompt that does not "
                                     "fit the context.", doc.ref("JevValidationErrorBody")),
                 **doc.common("Jev")}}},
-        "/v1/models": {"get": {
+        MODELS_PATH: {"get": {
             "operationId": "models", "tags": ["Jev", "OpenAI"], "summary": "List the served model and its alias",
             "description": "One document for both kinds of client: OpenAI's {\"object\": \"list\", \"data\": "
                            "[...]} and Jev's {\"models\": [...]}.",
