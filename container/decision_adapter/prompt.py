@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .errors import InvalidValue
 from .questions import Question, RenderedPrompt
 
 
@@ -86,12 +87,17 @@ def option_labels(n: int) -> tuple[str, ...]:
 
 def render_state(state) -> str:
     """The state as JSON text: strings stay strings, objects get sorted keys."""
-    return json.dumps(state, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+    return render_json(state, "state")
 
 
-def render_json(value) -> str:
-    """Any JSON value as text, deterministically: sorted keys, fixed separators."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+def render_json(value, field: str | None = None) -> str:
+    """Any JSON value as text, deterministically: sorted keys, fixed separators. A value nested deeper than
+    Python's recursion allows (the parser takes more than ``json.dumps`` can write) is the caller's error."""
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+    except RecursionError:
+        raise InvalidValue(f"{field or 'a value'} is nested too deeply to render; flatten it to a few levels",
+                           field) from None
 
 
 def as_text(value) -> str:
