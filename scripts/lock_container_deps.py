@@ -27,7 +27,7 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "container" / "requirements.lock"
 PYPROJECT = ROOT / "container" / "pyproject.toml"
-BUILT_IN_IMAGE = {"llama-cpp-python", "decision-adapter"}  # built or copied by the Dockerfile
+BUILT_IN_IMAGE = {"llama-cpp-python", "decision-adapter", "decision-contract"}  # built or copied by the Dockerfile
 # The DLC: Amazon Linux 2023 (glibc 2.34), Python 3.12, x86-64 (REFERENCE.md §1).
 DLC_MARKERS = {**default_environment(), "python_version": "3.12", "python_full_version": "3.12.0",
                "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",

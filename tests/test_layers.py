@@ -16,7 +16,7 @@ import pytest
 from scripts.docs_reference import import_contracts
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {"decision_contract": ROOT / "container" / "decision_contract",
+PACKAGES = {"decision_contract": ROOT / "container" / "contract" / "decision_contract",
             "decision_adapter": ROOT / "container" / "decision_adapter",
             "workshop_lib": ROOT / "workshop_lib",
             "benchmarks": ROOT / "benchmarks"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,15 @@ def test_the_nginx_template_ships_with_the_adapter():
     assert not _ignored("decision_adapter/nginx.conf.template", patterns)
     package_data = re.search(r'^decision_adapter = \[(.*)\]$', (CONTEXT / "pyproject.toml").read_text(), re.M)[1]
     assert '"nginx.conf.template"' in package_data
+
+
+def test_the_contract_goes_in_as_its_own_distribution_beside_the_adapter(steps):
+    """The contract both rooms share is a distribution of its own (container/contract), which the adapter
+    depends on; the image installs it from its project folder in the same no-deps step as the adapter."""
+    contract = tomllib.loads((CONTEXT / "contract" / "pyproject.toml").read_text())["project"]
+    adapter = tomllib.loads((CONTEXT / "pyproject.toml").read_text())
+    assert contract["name"] in adapter["project"]["dependencies"] and not contract.get("dependencies")
+    assert "decision_contract" not in adapter["tool"]["setuptools"]["packages"]
+    assert ("COPY", "contract /tmp/contract") in steps
+    [install] = [a for k, a in final_stage(steps) if k == "RUN" and "/tmp/adapter" in a and "/tmp/contract" in a]
+    assert re.search(r"pip install [^&]*--no-deps [^&]*/tmp/contract /tmp/adapter", install)

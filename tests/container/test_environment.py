@@ -18,7 +18,7 @@ def _pyproject_requirements() -> set[str]:
     requirements = set(project["dependencies"])
     for extra in project["optional-dependencies"].values():
         requirements.update(extra)
-    requirements.discard("decision-adapter")  # the local package, installed from ./container
+    requirements -= {"decision-adapter", "decision-contract"}  # the local packages, installed from ./container
     return {_normalise(r) for r in requirements}
 
 
@@ -103,10 +103,10 @@ def test_the_local_build_is_the_cpu_images_bindings_and_the_adapter_allows_it():
     assert low <= local < high
 
 
-def test_environment_installs_both_local_packages():
+def test_environment_installs_the_three_local_packages():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
-    assert "-e ./container" in pip and "-e ." in pip
+    assert {"-e ./container/contract", "-e ./container", "-e ."} <= set(pip)
 
 
 def test_ci_runs_the_readme_test_command():

@@ -4,9 +4,10 @@ to get one.
 
 The wheel is built from a copy of only what pyproject.toml packages (pyproject.toml, README.md,
 workshop_lib/), so nothing else in the checkout can leak into it and nothing is written into the
-checkout. It is installed with --no-deps into a fresh venv of its own; the dependencies (boto3,
-numpy, ...) come from this venv's site-packages on PYTHONPATH, which Python reads without its .pth
-files, so this venv's editable install of the checkout stays out of the way.
+checkout; the contract it depends on is a distribution of its own (container/contract), built the
+same way. Both are installed with --no-deps into a fresh venv of its own; the other dependencies
+(boto3, numpy, ...) come from this venv's site-packages on PYTHONPATH, which Python reads without
+its .pth files, so this venv's editable installs of the checkout stay out of the way.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from workshop_lib.config import repo_root
 pytestmark = pytest.mark.slow
 
 CHECKOUT = repo_root()
-PACKAGED = ("pyproject.toml", "README.md", "workshop_lib", "container/decision_contract")
+PACKAGED = ("pyproject.toml", "README.md", "workshop_lib")
+CONTRACT = CHECKOUT / "container" / "contract"
 
 
 def _bdist_wheel_here() -> bool:
@@ -47,9 +49,9 @@ def _run(argv, *, env=None, cwd=None, timeout=120) -> subprocess.CompletedProces
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """(python of a fresh venv holding only the wheel, the environment to run it with, the wheel)."""
+    """(python of a fresh venv holding only the wheels, the environment to run it with, the workshop's wheel)."""
     work = tmp_path_factory.mktemp("wheel")
-    source = work / "source"
+    source, contract = work / "source", work / "contract"
     source.mkdir()
     for name in PACKAGED:
         found = CHECKOUT / name
@@ -57,19 +59,21 @@ def installed(tmp_path_factory):
             shutil.copytree(found, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy2(found, source / name)
+    shutil.copytree(CONTRACT, contract, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
     build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(work / "dist"),
-             str(source)]
+             str(source), str(contract)]
     if _bdist_wheel_here():
         build.insert(4, "--no-build-isolation")
     built = _run(build, cwd=work, timeout=300)
     assert built.returncode == 0, built.stdout + built.stderr
     [wheel] = (work / "dist").glob("decision_workshop-*.whl")
+    [contract_wheel] = (work / "dist").glob("decision_contract-*.whl")
 
     target = work / "venv"
     venv.create(target, with_pip=False)  # pip from this venv installs into it (--python)
     python = target / "bin" / "python"
     done = _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--quiet",
-                 str(wheel)], cwd=work)
+                 str(wheel), str(contract_wheel)], cwd=work)
     assert done.returncode == 0, done.stdout + done.stderr
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WORKSHOP_", "PYTHON"))}
     env["PYTHONPATH"] = sysconfig.get_paths()["purelib"]  # dependencies only: no .pth, so no editable checkout
@@ -82,6 +86,7 @@ def installed(tmp_path_factory):
 def test_the_wheel_holds_every_package_and_the_data_files(installed):
     _, _, wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
+    assert not [n for n in names if n.startswith("decision_contract/")]  # its own distribution's
     wanted = {p.relative_to(CHECKOUT).as_posix() for p in (CHECKOUT / "workshop_lib").rglob("*")
               if p.is_file() and "__pycache__" not in p.parts and (p.suffix == ".py" or p.parent.name == "data")}
     assert "workshop_lib/steps/__init__.py" in wanted and "workshop_lib/evaluation/data/tasks.jsonl" in wanted
@@ -91,8 +96,9 @@ def test_the_wheel_holds_every_package_and_the_data_files(installed):
 def test_every_module_imports_from_the_installed_copy(installed):
     python, env, _, outside = installed
     code = (
-        "import importlib, pkgutil, workshop_lib\n"
+        "import importlib, pkgutil, workshop_lib, decision_contract\n"
         "print(workshop_lib.__file__)\n"
+        "assert decision_contract.__file__.startswith(workshop_lib.__file__.rsplit('/workshop_lib/', 1)[0])\n"
         "names = [m.name for m in pkgutil.walk_packages(workshop_lib.__path__, 'workshop_lib.')\n"
         "         if not m.name.endswith('__main__')]\n"
         "for name in names:\n"
