@@ -9,8 +9,15 @@ class AdapterError(Exception):
     status = 400
     code = "bad_request"
 
-    def __init__(self, message: str, field: str | None = None, *, status: int | None = None,
-                 code: str | None = None, loc: tuple | None = None):
+    def __init__(
+        self,
+        message: str,
+        field: str | None = None,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        loc: tuple[str | int, ...] | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.field = field
@@ -20,7 +27,7 @@ class AdapterError(Exception):
         if code is not None:
             self.code = code
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, dict[str, str | None]]:
         return {"error": {"code": self.code, "message": self.message, "field": self.field}}
 
 
