@@ -153,3 +153,33 @@ def test_cleanup_proves_nothing_is_left_after_deleting():
     assert deletions == sorted(deletions)  # the endpoints, which bill, first
     assert order.index("running_endpoints") > max(deletions)
     assert order[-2:] == ["stop_local", "check_outcome"]
+
+
+HEADER = ("You learn", "Time", "Cost while it runs", "Cost if left running", "Creates", "Removed by")
+
+
+def header(nb) -> dict[str, str]:
+    """The rows of the header table in the notebook's first cell: ``| **Name** | value |``."""
+    first = nb.cells[0]
+    assert first.cell_type == "markdown" and first.source.startswith("# "), "the first cell is the title"
+    return dict(re.findall(r"^\| \*\*(.+?)\*\* \| (.+?) \|$", first.source, flags=re.MULTILINE))
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_opens_with_the_header_every_notebook_shares(name):
+    """Title, then what you learn, time, cost while it runs and left running, what it creates and
+    which notebook removes it; a notebook whose cells create AWS resources says 08 removes them."""
+    rows = header(load(name))
+    assert tuple(rows) == HEADER, f"{name}: header rows {tuple(rows)}"
+    assert all(value.strip() for value in rows.values()), name
+    for cost in ("Cost while it runs", "Cost if left running"):
+        assert re.search(r"USD|nothing", rows[cost]), f"{name}: {cost} names no price"
+    creating = [call for call in steps_calls(code_cells(load(name))) if call in steps.CREATES]
+    if creating and name != "08_cleanup":
+        assert "08" in rows["Removed by"], f"{name} creates resources ({creating}); say that 08 removes them"
+
+
+def test_cleanup_ends_with_what_deliberately_remains():
+    last = load("08_cleanup").cells[-1]
+    assert last.cell_type == "markdown" and last.source.startswith("## What deliberately remains")
+    assert "bucket" in last.source and "Studio space" in last.source
