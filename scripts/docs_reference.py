@@ -81,9 +81,17 @@ def type_expr(schema, depth: int = 0) -> str:
         return code(json.dumps(schema["const"]))
     if "enum" in schema:
         return " \\| ".join(code(json.dumps(v)) for v in schema["enum"])
-    for key, joiner in (("oneOf", " or "), ("anyOf", " or "), ("allOf", " and ")):
+    if "allOf" in schema:  # a type narrowed by parts that only pin some of its fields' values
+        parts = schema["allOf"]
+        absent = [name for s in parts if _absent(s) for name in _absent(s)]
+        pinned = [f"{code(path)} {values}" for s in parts for path, values in _narrowing(s)]
+        typed = [s for s in parts if not _narrowing(s) and not _absent(s)]
+        shown = " and ".join(type_expr(s, depth + 1) for s in typed) or "object"
+        return (shown + (" with " + ", ".join(pinned) if pinned else "")
+                + (" without " + ", ".join(code(name) for name in absent) if absent else ""))
+    for key in ("oneOf", "anyOf"):
         if key in schema:
-            return joiner.join(type_expr(s, depth + 1) for s in schema[key])
+            return " or ".join(type_expr(s, depth + 1) for s in schema[key])
     kinds = schema.get("type", [])
     kinds = [kinds] if isinstance(kinds, str) else list(kinds)
     words = []
@@ -96,6 +104,30 @@ def type_expr(schema, depth: int = 0) -> str:
         else:
             words.append(kind)
     return " or ".join(words)
+
+
+def _absent(schema) -> list[str]:
+    """The fields a ``{"not": {"required": [...]}}`` part rules out; empty for any other schema."""
+    if isinstance(schema, dict) and set(schema) == {"not"} and set(schema["not"]) == {"required"}:
+        return list(schema["not"]["required"])
+    return []
+
+
+def _narrowing(schema, path: str = "") -> list[tuple[str, str]]:
+    """The fields a schema without a type of its own pins (``{"properties": {"error": {"properties":
+    {"code": {"enum": [...]}}}}}``) as (dotted path, the values allowed); empty for any other schema."""
+    if not isinstance(schema, dict) or set(schema) - {"properties"}:
+        if path and isinstance(schema, dict) and ("enum" in schema or "const" in schema) \
+                and not set(schema) - {"enum", "const"}:
+            return [(path, type_expr(schema))]
+        return []
+    found = []
+    for name, sub in schema.get("properties", {}).items():
+        pinned = _narrowing(sub, f"{path}.{name}" if path else name)
+        if not pinned:
+            return []
+        found += pinned
+    return found
 
 
 _CONSTRAINTS = (

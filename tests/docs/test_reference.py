@@ -123,6 +123,16 @@ def test_api_page_follows_the_document_it_is_given():
     assert "| `x` | integer | yes | ≤ 3 |" in page
 
 
+def test_a_narrowed_schema_shows_the_values_it_pins_and_the_fields_it_rules_out():
+    narrowed = {"allOf": [{"$ref": "#/components/schemas/Error"},
+                          {"properties": {"error": {"properties": {"code": {"enum": ["a", "b"]}}}}}]}
+    assert ref.type_expr(narrowed) == '[Error](#schema-Error) with `error.code` `"a"` \\| `"b"`'
+    excluded = {"allOf": [{"$ref": "#/components/schemas/Body"}, {"not": {"required": ["messages"]}}]}
+    assert ref.type_expr(excluded) == "[Body](#schema-Body) without `messages`"
+    page = ref.expand((DOCS / "api-reference.md").read_text())
+    assert " and any" not in page
+
+
 def test_benchmark_tables_are_read_from_the_results_files(tmp_path):
     results = tmp_path / "results"
     shutil.copytree(ref.RESULTS, results)
