@@ -18,7 +18,13 @@ import ctypes
 import os
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llama_cpp import llama_context_p
 
 
 class Deadline:
@@ -29,15 +35,15 @@ class Deadline:
     millisecond of every request on a busy two-core machine.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._flag = ctypes.create_string_buffer(2)  # b"" or b"x", NUL-terminated
         self._cond = threading.Condition()
         self._due: float | None = None  # time.monotonic() at which the armed limit passes; None: none armed
         self._watcher_pid: int | None = None  # the process whose watcher runs (a forked child needs its own)
-        self._callback = None
+        self._callback: object = None
         self.seconds: float | None = None  # the limit of the request in progress
 
-    def install(self, llama_cpp, ctx) -> None:
+    def install(self, llama_cpp: ModuleType, ctx: llama_context_p) -> None:
         strlen = ctypes.cast(ctypes.CDLL(None).strlen, ctypes.c_void_p).value
         self._callback = llama_cpp.ggml_abort_callback(strlen)  # kept referenced while ctx lives
         llama_cpp.llama_set_abort_callback(ctx, self._callback, ctypes.cast(self._flag, ctypes.c_void_p))
@@ -47,7 +53,7 @@ class Deadline:
         return self._flag.value != b""
 
     @contextmanager
-    def limit(self, seconds: float | None):
+    def limit(self, seconds: float | None) -> Iterator[Deadline]:
         """Trip the flag ``seconds`` from now (never when ``seconds`` is 0 or None)."""
         with self._cond:
             self._flag.value = b""

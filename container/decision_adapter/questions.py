@@ -32,6 +32,9 @@ MAX_DECISION_QUESTIONS = 400  # questions of one OpenAI Decisions request, as th
 
 CHAT_ROLES = ("system", "user", "assistant")
 
+Loc = tuple[str | int, ...]  # where an error points in a request body, e.g. ("body", "questions", "q1")
+Message = dict[str, str]  # a chat message: its role and its content
+
 
 @dataclass(frozen=True)
 class Option:
@@ -49,8 +52,8 @@ class Question:
     order: str | None = None  # None: the server's default (DECISION_ADAPTER_ORDER)
     min_answer_mass: float | None = None  # None: DECISION_ADAPTER_MIN_ANSWER_MASS
     question_type: str = "choice"  # picks the calibration profile
-    loc: tuple = ()  # where an error about this question points, e.g. ("body", "questions", "q1")
-    options_loc: tuple = ()  # where an error about its options points (too many for this model's labels)
+    loc: Loc = ()  # where an error about this question points
+    options_loc: Loc = ()  # where an error about its options points (too many for this model's labels)
     readout: str | None = None  # None: the server's default (DECISION_ADAPTER_READOUT)
     normalize: str | None = None  # cloze only; None: pmi
 
@@ -68,7 +71,7 @@ class DecisionBatch:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    messages: tuple[dict, ...]
+    messages: tuple[Message, ...]
     max_tokens: int | None
     temperature: float
     top_p: float
@@ -97,7 +100,7 @@ class ScoringItem:
 
     prompt: RenderedPrompt
     n_options: int
-    loc: tuple = ()  # where an error about this item points, e.g. ("body", "questions", "q1")
+    loc: Loc = ()  # where an error about this item points
     field: str = "state"  # the field an error about this item names
     readout: str = names.LETTERS  # which readout reads it (readout.READOUTS)
     # cloze: each option's text as tokens, scored as what follows the prompt (in the order shown)
