@@ -21,9 +21,11 @@ The client trusts the server only as far as it checks it:
 * answers are read in chunks up to ``max_response_bytes`` (32 MiB unless told, far above
   the largest answer the adapter gives), a bigger one is refused (``ResponseTooLarge``);
 * no redirect is followed: a 3xx is an error naming where it pointed (``EndpointRedirected``);
-* every decision answer is checked before it is returned (``InvalidDecision``): the
-  request's id, exactly the option ids sent and in their order, one finite probability
-  in [0, 1] per option, summing to 1 within 1e-4.
+* every decision answer is checked before it is returned, by the rule the adapter writes
+  it to (``decision_contract.wire``): the request's id, exactly the option ids sent and in
+  their order, one finite probability in [0, 1] per option, summing to 1 within
+  ``wire.SUM_TOLERANCE`` (else ``InvalidDecision``), from an adapter speaking this client's
+  wire version (else ``WireVersionMismatch``, naming both).
 
 The client speaks only the documented JSON schemas: it never imports the adapter.
 """
@@ -31,13 +33,14 @@ The client speaks only the documented JSON schemas: it never imports the adapter
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from botocore.config import Config
+
+from decision_contract import names, wire
 
 # The errors the client raises, importable from here as from endpoint_errors.
 import workshop_lib.client.jev as jev
@@ -46,7 +49,7 @@ import workshop_lib.client.openai_decisions as openai_decisions
 from ..aws import api
 from .endpoint_errors import (BadRequest, EndpointBusy, EndpointError, EndpointNotFound, EndpointRedirected,
                               EndpointServerError, EndpointTimeout, EndpointUnreachable, InvalidDecision,
-                              InvalidResponse, ResponseTooLarge, UnprocessableRequest)
+                              InvalidResponse, ResponseTooLarge, UnprocessableRequest, WireVersionMismatch)
 from .transport import (BOTOCORE_TOTAL_ATTEMPTS, CONNECT_TIMEOUT_S, MAX_RESPONSE_BYTES, READ_TIMEOUT_S, Deadline,
                         LocalTransport, SageMakerTransport)
 
@@ -55,11 +58,6 @@ DEFAULT_RETRIES = 3
 # came through SageMaker has no Retry-After; wait this long instead.
 DEFAULT_RETRY_AFTER_S = 1.0
 MAX_RETRY_SLEEP_S = 30.0
-PROBABILITY_SUM_TOLERANCE = 1e-4
-# -- errors -------------------------------------------------------------------------
-
-
-# -- transports ---------------------------------------------------------------------
 
 
 # -- results ------------------------------------------------------------------------
@@ -100,9 +98,9 @@ class Decision:
         return self.timing.get("total_ms")
 
     @property
-    def readout(self) -> str:
-        """The readout that answered: cloze when the answer says so, else letters."""
-        return "cloze" if self.raw.get("readout_name") == "cloze" else "letters"
+    def readout(self) -> str | None:
+        """The readout that answered, as the answer names it (``wire.readout_of``); None where it names none."""
+        return wire.readout_of(self.raw)
 
     def as_dict(self) -> dict[str, float]:
         return dict(zip(self.option_ids, self.probabilities))
@@ -111,13 +109,18 @@ class Decision:
     def from_result(cls, result: Mapping, *, timing: Mapping | None = None, model: Mapping | None = None,
                     client_latency_ms: float = 0.0, attempts: int = 1, endpoint: str | None = None) -> Decision:
         try:
-            option_ids = tuple(str(i) for i in result["option_ids"])
-            probabilities = tuple(result["probabilities"])
-            rid = str(result["id"])
+            option_ids = tuple(str(i) for i in result[wire.OPTION_IDS])
+            probabilities = tuple(result[wire.PROBABILITIES])
+            rid = str(result[wire.ID])
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidResponse(f"the decision result lacks a usable {exc}", endpoint=endpoint,
                                   body=json.dumps(result)[:2000]) from None
-        problem = distribution_problem(option_ids, probabilities)
+        try:
+            wire.readout_of(result)
+        except wire.WireError as exc:
+            raise InvalidDecision(f"the answer to {rid!r} is unusable: {exc}", endpoint=endpoint,
+                                  body=json.dumps(result)[:2000]) from None
+        problem = wire.distribution_problem(option_ids, probabilities)
         if problem:
             raise InvalidDecision(f"the answer to {rid!r} is unusable: {problem}", endpoint=endpoint,
                                   body=json.dumps(result)[:2000])
@@ -137,39 +140,6 @@ class ChatResult:
     attempts: int = field(default=1, compare=False)
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     reasoning: str = field(default="", compare=False, repr=False)  # a reasoning model's reasoning_content
-
-
-def distribution_problem(option_ids: Sequence[str], probabilities: Sequence) -> str | None:
-    """What makes these probabilities unusable as one distribution over the options, or None."""
-    if not option_ids:
-        return "it names no options"
-    if len(probabilities) != len(option_ids):
-        return f"{len(probabilities)} probabilities for {len(option_ids)} option ids"
-    for option_id, p in zip(option_ids, probabilities):
-        if isinstance(p, bool) or not isinstance(p, (int, float)):
-            return f"the probability of {option_id!r} is {p!r}, not a number"
-        if not math.isfinite(p):
-            return f"the probability of {option_id!r} is {p!r}, not a finite number"
-        if not 0.0 <= p <= 1.0:
-            return f"the probability of {option_id!r} is {p!r}, outside [0, 1]"
-    total = math.fsum(probabilities)
-    if abs(total - 1.0) > PROBABILITY_SUM_TOLERANCE:
-        return f"the probabilities sum to {total!r}, not 1 (within {PROBABILITY_SUM_TOLERANCE:g})"
-    return None
-
-
-def option_ids_problem(sent: Sequence[str], got: Sequence[str]) -> str | None:
-    """How the answer's option ids differ from those sent (exactly those, in the order sent), or None."""
-    if tuple(got) == tuple(sent):
-        return None
-    doubled = sorted({i for i in got if list(got).count(i) > 1})
-    missing = [i for i in sent if i not in got]
-    extra = [i for i in got if i not in sent]
-    if doubled:
-        return f"it lists {doubled} more than once"
-    if missing or extra:
-        return f"it lacks the options {missing} and has {extra}, which were not sent"
-    return f"it lists the options as {list(got)}, not in the order sent {list(sent)}"
 
 
 # -- request helpers ----------------------------------------------------------------
@@ -228,10 +198,10 @@ class EndpointClient:
         None leaves them to the endpoint (DECISION_ADAPTER_READOUT). The sample's format has no field for them."""
         if retries < 0:
             raise ValueError("retries must be 0 or more")
-        if readout not in (None, "letters", "cloze"):
-            raise ValueError(f"readout must be letters or cloze, not {readout!r}")
-        if normalize not in (None, "pmi", "sum", "mean"):
-            raise ValueError(f"normalize must be pmi, sum or mean, not {normalize!r}")
+        if readout is not None and readout not in names.READOUTS:
+            raise ValueError(f"readout must be one of {', '.join(names.READOUTS)}, not {readout!r}")
+        if normalize is not None and normalize not in names.NORMALIZATIONS:
+            raise ValueError(f"normalize must be one of {', '.join(names.NORMALIZATIONS)}, not {normalize!r}")
         self.readout, self.normalize = readout, normalize
         self.transport = transport
         self.retries = retries
@@ -275,6 +245,18 @@ class EndpointClient:
 
     def invoke(self, payload: Mapping) -> tuple[dict, float, int]:
         """Send one JSON body; return (parsed reply, client latency in ms incl. retries, attempts)."""
+        reply, latency_ms, attempts = self._send(payload)
+        return self._parsed(reply), latency_ms, attempts
+
+    def _decision_reply(self, payload: Mapping) -> tuple[dict, float, int]:
+        """``invoke`` for a decision answer: refused unless its adapter speaks this client's wire version."""
+        reply, latency_ms, attempts = self._send(payload)
+        problem = wire.version_problem(getattr(reply, "wire_version", None))
+        if problem:
+            raise WireVersionMismatch(problem, endpoint=self.transport.name)
+        return self._parsed(reply), latency_ms, attempts
+
+    def _send(self, payload: Mapping) -> tuple[bytes, float, int]:
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         started = time.perf_counter()
         timeout_s = getattr(self.transport, "timeout_s", None)
@@ -291,7 +273,9 @@ class EndpointClient:
                     raise
                 self._sleep(delay)
                 attempt += 1
-        latency_ms = (time.perf_counter() - started) * 1000.0
+        return reply, (time.perf_counter() - started) * 1000.0, attempt
+
+    def _parsed(self, reply: bytes) -> dict:
         try:
             parsed = json.loads(reply)
         except ValueError:
@@ -299,7 +283,7 @@ class EndpointClient:
                                   body=reply[:2000].decode("utf-8", errors="replace")) from None
         if not isinstance(parsed, dict):
             raise InvalidResponse("the reply is not a JSON object", endpoint=self.transport.name)
-        return parsed, latency_ms, attempt
+        return parsed
 
     def chat(self, messages: Sequence[Mapping[str, str]] | str, *, max_tokens: int | None = None,
              temperature: float = 0.0, thinking: bool = False, **extra) -> ChatResult:
@@ -336,9 +320,9 @@ class EndpointClient:
                             "decide_shared(decisions)")
         if "decision" not in decision:
             decision = {**self._readout_fields(), **decision}
-        reply, latency, attempts = self.invoke(decision)
+        reply, latency, attempts = self._decision_reply(decision)
         decision = decision.get("decision", decision)
-        result = reply.get("result")
+        result = reply.get(wire.RESULT)
         if not isinstance(result, dict):
             raise InvalidResponse("the reply has no 'result' object", endpoint=self.transport.name,
                                   body=json.dumps(reply)[:2000])
@@ -349,9 +333,9 @@ class EndpointClient:
 
     def decide_batch(self, id: str, state, questions: Sequence[Mapping], **extra) -> list[Decision]:
         """Several questions on one state; results in question order, ids = question ids."""
-        reply, latency, attempts = self.invoke({"id": id, "state": state, "questions": list(questions),
-                                                **self._readout_fields(), **extra})
-        results = reply.get("results")
+        reply, latency, attempts = self._decision_reply({"id": id, "state": state, "questions": list(questions),
+                                                         **self._readout_fields(), **extra})
+        results = reply.get(wire.RESULTS)
         if not isinstance(results, list) or len(results) != len(questions):
             raise InvalidResponse(f"expected {len(questions)} results, got "
                                   f"{len(results) if isinstance(results, list) else 'none'}",
@@ -371,8 +355,8 @@ class EndpointClient:
     def decide_shared(self, decisions: Sequence[Mapping]) -> list[Decision]:
         """The published sample's shared-state request, ``{"decisions": [...]}``: every decision carries
         the same state (evaluated once); results in request order."""
-        reply, latency, attempts = self.invoke({"decisions": list(decisions)})
-        results = reply.get("results")
+        reply, latency, attempts = self._decision_reply({"decisions": list(decisions)})
+        results = reply.get(wire.RESULTS)
         if not isinstance(results, list) or len(results) != len(decisions):
             raise InvalidResponse(f"expected {len(decisions)} results, got "
                                   f"{len(results) if isinstance(results, list) else 'none'}",
@@ -405,7 +389,7 @@ class EndpointClient:
         InvokeEndpoint unchanged; returns a ``jev.SystemOneResult`` checked against the questions.
         """
         body = jev.request(state, questions, model=model, **{**self._readout_fields("x_"), **extra})
-        reply, latency, attempts = self.invoke(body)
+        reply, latency, attempts = self._decision_reply(body)
         try:
             return jev.parse_response(reply, body, client_latency_ms=latency, attempts=attempts)
         except jev.SystemOneFormatError as exc:
@@ -420,7 +404,7 @@ class EndpointClient:
         ``openai_decisions.DecisionsResult`` checked against the questions.
         """
         body = openai_decisions.request(input, questions, model=model)
-        reply, latency, attempts = self.invoke(body)
+        reply, latency, attempts = self._decision_reply(body)
         try:
             return openai_decisions.parse_response(reply, body, client_latency_ms=latency, attempts=attempts)
         except openai_decisions.DecisionsFormatError as exc:
@@ -460,7 +444,7 @@ class EndpointClient:
         expected = _option_ids(asked_options)
         if made.id != asked_id:
             raise InvalidDecision(f"asked {asked_id!r}, got an answer for {made.id!r}", endpoint=self.transport.name)
-        problem = option_ids_problem(expected, made.option_ids)
+        problem = wire.ids_problem(expected, made.option_ids)
         if problem:
             raise InvalidDecision(f"the answer to {asked_id!r} does not fit the options sent: {problem}",
                                   endpoint=self.transport.name)
@@ -469,6 +453,6 @@ class EndpointClient:
 __all__ = [
     "BadRequest", "ChatResult", "Decision", "EndpointBusy", "EndpointClient", "EndpointError", "EndpointNotFound",
     "EndpointRedirected", "EndpointServerError", "EndpointTimeout", "EndpointUnreachable", "InvalidDecision",
-    "InvalidResponse", "LocalTransport", "ResponseTooLarge", "SageMakerTransport", "UnprocessableRequest", "decision",
-    "distribution_problem", "option_ids_problem", "option_list", "question",
+    "InvalidResponse", "LocalTransport", "ResponseTooLarge", "SageMakerTransport", "UnprocessableRequest",
+    "WireVersionMismatch", "decision", "option_list", "question",
 ]

@@ -58,6 +58,13 @@ class InvalidDecision(InvalidResponse):
     hint = "Do not act on this answer; the server's reply is not a distribution over the options sent"
 
 
+class WireVersionMismatch(InvalidResponse):
+    """The endpoint's adapter speaks another version of the decision wire (``decision_contract.wire``) than this
+    client: the message names both and what to update."""
+
+    hint = "The answer was not read"
+
+
 class ResponseTooLarge(InvalidResponse):
     """The answer is larger than the client's ``max_response_bytes``; it was not read to its end."""
 
@@ -125,5 +132,6 @@ def error_from_response(status: int, body: bytes | str | None, *, endpoint: str,
 __all__ = [
     "BadRequest", "EndpointBusy", "EndpointError", "EndpointNotFound", "EndpointRedirected", "EndpointServerError",
     "EndpointTimeout", "EndpointUnreachable", "InvalidDecision", "InvalidResponse", "ResponseTooLarge",
-    "UnprocessableRequest", "error_class", "error_from_response", "parse_error_body", "parse_retry_after",
+    "UnprocessableRequest", "WireVersionMismatch", "error_class", "error_from_response", "parse_error_body",
+    "parse_retry_after",
 ]

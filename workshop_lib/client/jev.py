@@ -14,7 +14,9 @@ local adapter unchanged::
 
 Every answer exposes ``probabilities`` keyed like a JevBench task's labels (choice: option
 names; noul: ``no``/``yes``; score: ``"0"``..``"n-1"``), so ``decisions.accept_or_fallback``
-and the benchmark read Jev answers the same way as decisions.
+and the benchmark read Jev answers the same way as decisions. An answer is checked by the contract's one
+rule (``decision_contract.wire``) and says which readout read it (``readout``, from the method the adapter
+names in ``x_readout``; None from a server that names none).
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from decision_contract import wire
+
 from ..errors import InvalidInput
 
 DEFAULT_MODEL = "jev-latest"
 QUESTION_TYPES = ("noul", "choice", "score")
 MIN_OPTIONS, MAX_OPTIONS = 2, 255
 MIN_LEVELS, MAX_LEVELS = 2, 10
-SUM_TOLERANCE = 1e-3
 
 
 class SystemOneFormatError(InvalidInput):
@@ -121,6 +124,7 @@ class Answer:
     confidence: float | None = None
     legend: dict[str, Any] | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    readout: str | None = None  # the readout that read it, where the server names its method (x_readout)
 
     @property
     def top(self) -> str:
@@ -147,21 +151,28 @@ class SystemOneResult:
 
 
 def _probability(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0.0 <= value <= 1.0:
-        raise SystemOneFormatError(f"{where} is {value!r}, not a probability")
+    problem = wire.probability_problem(value)
+    if problem:
+        raise SystemOneFormatError(f"{where} {problem}, not a probability")
     return float(value)
 
 
 def _distribution(raw, keys: list[str], where: str) -> dict[str, float]:
-    if not isinstance(raw, Mapping) or set(raw) != set(keys):
-        got = sorted(raw) if isinstance(raw, Mapping) else type(raw).__name__
-        raise SystemOneFormatError(f"{where}.probabilities has keys {got}, expected {keys}")
-    values = {k: _probability(raw[k], f"{where}.probabilities[{k!r}]") for k in keys}
-    total = sum(values.values())
-    if abs(total - 1.0) > SUM_TOLERANCE:
-        raise SystemOneFormatError(f"{where}.probabilities sum to {total:.6f}, not 1")
-    return values
+    """The answer's ``probabilities``, an object keyed by exactly ``keys`` (in any order), by the contract's rule."""
+    if not isinstance(raw, Mapping):
+        raise SystemOneFormatError(f"{where}.probabilities is a {type(raw).__name__}, not an object keyed by {keys}")
+    got = [str(key) for key in raw]
+    problem = wire.answer_problem(keys, got, list(raw.values()), ordered=False)
+    if problem:
+        raise SystemOneFormatError(f"{where}.probabilities: {problem}")
+    return {key: float(raw[key]) for key in keys}
+
+
+def _readout(raw: Mapping, where: str) -> str | None:
+    try:
+        return wire.readout_of(raw, "systemone")
+    except wire.WireError as exc:
+        raise SystemOneFormatError(f"{where}: {exc}") from None
 
 
 def parse_answer(qid: str, question: Mapping, raw) -> Answer:
@@ -170,22 +181,24 @@ def parse_answer(qid: str, question: Mapping, raw) -> Answer:
     if not isinstance(raw, Mapping) or raw.get("type") != qtype:
         got = raw.get("type") if isinstance(raw, Mapping) else type(raw).__name__
         raise SystemOneFormatError(f"{where} is of type {got!r}, the question is {qtype!r}")
+    readout = _readout(raw, where)
     if qtype == "noul":
         p = _probability(raw.get("noul"), f"{where}.noul")
-        return Answer(qid, qtype, p, {"no": 1.0 - p, "yes": p}, raw=raw)
+        return Answer(qid, qtype, p, {"no": 1.0 - p, "yes": p}, raw=raw, readout=readout)
     if qtype == "choice":
         names = list(question["criteria"])
         probabilities = _distribution(raw.get("probabilities"), names, where)
         picked = raw.get("choice")
         if picked not in probabilities:
             raise SystemOneFormatError(f"{where}.choice {picked!r} is not one of the options")
-        return Answer(qid, qtype, picked, probabilities, raw.get("confidence"), raw=raw)
+        return Answer(qid, qtype, picked, probabilities, raw.get("confidence"), raw=raw, readout=readout)
     levels = [str(i) for i in range(len(question["criteria"]))]
     probabilities = _distribution(raw.get("probabilities"), levels, where)
     value = raw.get("score")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise SystemOneFormatError(f"{where}.score is {value!r}, not a number")
-    return Answer(qid, qtype, float(value), probabilities, raw.get("confidence"), raw.get("legend"), raw=raw)
+    return Answer(qid, qtype, float(value), probabilities, raw.get("confidence"), raw.get("legend"), raw=raw,
+                  readout=readout)
 
 
 def parse_response(reply: Mapping, sent: Mapping, *, client_latency_ms: float = 0.0,

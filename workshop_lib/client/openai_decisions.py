@@ -14,7 +14,7 @@ The decision adapter serves this format on ``POST /v1/decisions`` and accepts th
 
 Every answer exposes ``probabilities`` keyed by option (predicate: ``yes``/``no``; choice: the values;
 score: the levels' labels), so callers read all three types the same way. The adapter's own fields are read
-too: ``readout`` (its ``x_readout``: ``letters`` or ``cloze``) and ``prediction_set`` (its
+too: ``readout`` (its ``x_readout``: a readout of ``decision_contract.names.READOUTS``) and ``prediction_set`` (its
 ``x_prediction_set``, keyed like ``probabilities``; None where no kept calibration threshold applied), so
 ``policy.Policy(require_set_of_one=True).apply(result["team"])`` routes on it as on the other APIs' answers.
 An answer the server abstained on is the API's refusal: ``type`` ``"refusal"``, no probabilities, and
@@ -23,14 +23,14 @@ An answer the server abstained on is the API's refusal: ``type`` ``"refusal"``, 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
+
+from decision_contract import wire
 
 from ..errors import InvalidInput
 
 DEFAULT_MODEL = "jev-latest"
-SUM_TOLERANCE = 1e-3
 
 
 class DecisionsFormatError(InvalidInput):
@@ -124,36 +124,36 @@ class DecisionsResult:
 
 
 def _probability(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0.0 <= value <= 1.0:
-        raise DecisionsFormatError(f"{where}: {value!r} is not a probability")
+    problem = wire.probability_problem(value)
+    if problem:
+        raise DecisionsFormatError(f"{where}: {value!r} is not a probability ({problem.removeprefix('is ')})")
     return float(value)
 
 
 def _distribution(raw, keys: list[str], key_field: str, where: str) -> dict[str, float]:
-    if not isinstance(raw, list) or len(raw) != len(keys):
-        raise DecisionsFormatError(f"{where}: expected {len(keys)} probabilities, got {raw!r:.200}")
-    got = {}
-    for i, (item, key) in enumerate(zip(raw, keys)):
-        if not isinstance(item, Mapping) or str(item.get(key_field)) != key:
-            raise DecisionsFormatError(f"{where}[{i}]: expected {key_field} {key!r}, got {item!r:.200}")
-        got[key] = _probability(item.get("probability"), f"{where}[{i}].probability")
-    if abs(sum(got.values()) - 1.0) > SUM_TOLERANCE:
-        raise DecisionsFormatError(f"{where}: probabilities sum to {sum(got.values()):.6f}, not 1")
-    return got
+    """The answer's list of ``{key_field, probability}``, one per key in the question's order, by the contract's
+    rule."""
+    if not isinstance(raw, list) or not all(isinstance(item, Mapping) for item in raw):
+        raise DecisionsFormatError(f"{where}: expected a list of {len(keys)} probabilities, got {raw!r:.200}")
+    got = [str(item.get(key_field)) for item in raw]
+    probabilities = [item.get("probability") for item in raw]
+    problem = wire.answer_problem(keys, got, probabilities)
+    if problem:
+        raise DecisionsFormatError(f"{where}: {problem}")
+    return {key: float(p) for key, p in zip(got, probabilities)}
 
 
 def _readout(raw: Mapping, where: str) -> str | None:
-    readout = raw.get("x_readout")
-    if readout is not None and not isinstance(readout, str):
-        raise DecisionsFormatError(f"{where}.x_readout: {readout!r} is not a readout's name")
-    return readout
+    try:
+        return wire.readout_of(raw, "decisions")
+    except wire.WireError as exc:
+        raise DecisionsFormatError(f"{where}: {exc}") from None
 
 
 def _prediction_set(raw: Mapping, keys: dict, where: str) -> tuple[str, ...] | None:
     """``x_prediction_set`` in the answer's own keys; ``keys`` maps each value the API names a member by
     (tagged with its type, as true and "true" differ) to the key ``probabilities`` uses."""
-    members = raw.get("x_prediction_set")
+    members = raw.get(wire.X_PREDICTION_SET)
     if members is None:
         return None
     if not isinstance(members, list):

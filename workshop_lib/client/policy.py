@@ -33,9 +33,10 @@ policy with ``min_answer_mass`` above 0 falls back on it.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
+
+from decision_contract import wire
 
 # Boundary values count as met; this absorbs float rounding (0.7 - 0.5 < 0.2).
 TOLERANCE = 1e-12
@@ -49,13 +50,15 @@ NOT_SET_OF_ONE = "not_set_of_one"
 
 
 def scores(decision) -> dict[str, float]:
-    """``{option_id: probability}`` in option order, checked to be usable."""
+    """``{option_id: probability}`` in option order, each checked to be a probability (a plain mapping may
+    hold some of an answer's options only, so its sum is not checked)."""
     values = dict(decision) if isinstance(decision, Mapping) else decision.as_dict()
     if not values:
         raise ValueError("the decision has no options")
     for oid, p in values.items():
-        if not isinstance(p, (int, float)) or isinstance(p, bool) or not math.isfinite(p) or not 0.0 <= p <= 1.0:
-            raise ValueError(f"probability of {oid!r} is {p!r}; expected a number between 0 and 1")
+        problem = wire.probability_problem(p)
+        if problem:
+            raise ValueError(f"probability of {oid!r} {problem}; expected a number between 0 and 1")
     return values
 
 
@@ -74,10 +77,11 @@ def answer_mass(decision) -> tuple[float | None, bool]:
     """(``allowed_token_mass``, whether the server marked the answer abstained) of a decision;
     (None, False) for a plain mapping or an answer without the fields."""
     raw = getattr(decision, "raw", None) or {}
-    mass = raw.get("allowed_token_mass") if isinstance(raw, Mapping) else None
-    if isinstance(mass, bool) or not isinstance(mass, (int, float)) or not math.isfinite(mass):
+    mass = raw.get(wire.ALLOWED_TOKEN_MASS) if isinstance(raw, Mapping) else None
+    if wire.probability_problem(mass):
         mass = None
-    return (float(mass) if mass is not None else None), bool(isinstance(raw, Mapping) and raw.get("abstained") is True)
+    return (float(mass) if mass is not None else None), bool(isinstance(raw, Mapping)
+                                                             and raw.get(wire.ABSTAINED) is True)
 
 
 def prediction_set(decision) -> tuple[str, ...] | None:
@@ -89,7 +93,7 @@ def prediction_set(decision) -> tuple[str, ...] | None:
     raw = getattr(decision, "raw", None) or {}
     if not isinstance(raw, Mapping):
         return None
-    members = raw.get("prediction_set", raw.get("x_prediction_set"))
+    members = raw.get(wire.PREDICTION_SET, raw.get(wire.X_PREDICTION_SET))
     if not isinstance(members, (list, tuple)) or not all(isinstance(m, str) for m in members):
         return None
     return tuple(members)

@@ -1,6 +1,7 @@
 """How ``EndpointClient`` reaches an endpoint: ``LocalTransport`` posts to a local server's
 ``/invocations`` over HTTP, ``SageMakerTransport`` calls ``InvokeEndpoint`` through boto3. Both
-answer ``(status, headers, body)`` and keep to one deadline per call (``Deadline``): connecting,
+answer with the body as a ``Reply`` (bytes that also carry the wire version the server reported:
+``decision_contract.wire``) and keep to one deadline per call (``Deadline``): connecting,
 sending, reading and the waits between retries come out of it, and a body is read in chunks up to
 a cap (``read_capped``), so a server that trickles or floods its answer cannot hold a call past it.
 No redirect is followed."""
@@ -20,6 +21,8 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, HTTPClientErro
 from botocore.exceptions import IncompleteReadError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
+from decision_contract import wire
+
 from .endpoint_errors import (EndpointBusy, EndpointError, EndpointNotFound, EndpointRedirected, EndpointServerError,
                               EndpointTimeout, EndpointUnreachable, ResponseTooLarge, error_class,
                               error_from_response)
@@ -36,6 +39,19 @@ READ_CHUNK_BYTES = 64 * 1024
 # retry 503s and throttling on its own, unseen, under each of our retries), and EndpointClient retries
 # busy answers itself, counting every attempt it makes (``Decision.attempts``).
 BOTOCORE_TOTAL_ATTEMPTS = 1
+
+
+class Reply(bytes):
+    """An answer's body, and the wire version its server reported in ``wire.VERSION_HEADER`` (None where it
+    reported none, or the way the answer came hides the header). Plain bytes otherwise, so a transport
+    that wraps another passes it on unchanged."""
+
+    wire_version: str | None
+
+    def __new__(cls, body: bytes, wire_version: str | None = None):
+        reply = super().__new__(cls, body)
+        reply.wire_version = wire_version
+        return reply
 
 
 class Deadline:
@@ -220,7 +236,7 @@ class LocalTransport:
         finally:
             connection.close()
         if 200 <= response.status < 300:
-            return data
+            return Reply(data, wire.version_in(response.getheader(wire.VERSION_HEADER)))
         raise error_from_response(response.status, data, endpoint=self.name,
                                   retry_after=response.getheader("Retry-After"))
 
@@ -255,7 +271,8 @@ class SageMakerTransport:
     def invoke(self, body: bytes, *, deadline: Deadline | None = None, inference_id: str | None = None) -> bytes:
         """InvokeEndpoint with an InferenceId (``inference_id``, else a new one): data capture records it, and
         the adapter answers with it as its ``request_id``, so a captured record, the endpoint's log line and
-        its metric line share one id."""
+        its metric line share one id. SageMaker hands back the container's ``wire.VERSION_HEADER`` alone of its
+        headers, as ``CustomAttributes``."""
         deadline = deadline or Deadline(self.timeout_s)
         try:
             response = self.runtime.invoke_endpoint(EndpointName=self.endpoint_name, Body=body,
@@ -264,8 +281,9 @@ class SageMakerTransport:
             stream = response["Body"]
             announced = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("content-length")
             try:
-                return read_capped(stream.read, self.max_response_bytes, endpoint=self.name, deadline=deadline,
+                body = read_capped(stream.read, self.max_response_bytes, endpoint=self.name, deadline=deadline,
                                    announced=int(announced) if announced and announced.isdigit() else None)
+                return Reply(body, wire.version_in(response.get("CustomAttributes")))
             finally:
                 stream.close()
         except ClientError as exc:

@@ -7,9 +7,15 @@ library and is installed in both places (with the adapter in the image, with the
 
 * ``manifest``: ``model-manifest.json``, its two shapes and the rules every entry follows;
 * ``calibration``: ``calibration.json``, its profiles and the rules a file follows;
-* ``names``: the order modes, the readouts, the question types and the wire version.
+* ``names``: the order modes, the readouts and the question types;
+* ``wire``: the wire version, the fields a decision answer names its readout and options in, and the one
+  rule every answer follows (one distribution over exactly the options sent).
+
+It is a distribution of its own (``decision-contract``, in ``container/contract``) that the adapter and the
+workshop library both depend on.
 """
 
-from .names import ORDER_MODES, QUESTION_TYPES, READOUTS, WIRE_VERSION
+from .names import ORDER_MODES, QUESTION_TYPES, READOUTS
+from .wire import WIRE_VERSION
 
 __all__ = ["ORDER_MODES", "QUESTION_TYPES", "READOUTS", "WIRE_VERSION"]

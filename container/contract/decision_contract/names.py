@@ -1,10 +1,6 @@
-"""Names both rooms use on the wire and in files."""
+"""Names both rooms use on the wire and in files (the wire's own rules: ``wire``)."""
 
 from __future__ import annotations
-
-# The version of the decision schema and its answers that this package describes; the adapter reports
-# it (model info), and a client can tell whether it speaks to an adapter of the same contract.
-WIRE_VERSION = "decision-wire/1"
 
 # How option positions are kept out of an answer (a request's ``order``, DECISION_ADAPTER_ORDER, and the
 # order mode a calibration file was fitted in).

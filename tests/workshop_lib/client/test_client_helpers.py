@@ -107,17 +107,18 @@ def test_negative_retries_are_refused():
 def test_the_clients_readout_goes_with_own_and_system_one_bodies_only():
     sent = []
 
-    class Recording(EndpointClient):
-        def invoke(self, payload):
-            sent.append(payload)
-            if "decisions" in payload or "decision" in payload:
-                return {"result": {"id": "d", "option_ids": ["a", "b"], "probabilities": [0.5, 0.5]}}, 1.0, 1
-            if "questions" in payload:
-                return {"results": [{"id": "q", "option_ids": ["a", "b"], "probabilities": [0.4, 0.6],
-                                     "readout_name": "cloze"}]}, 1.0, 1
-            return {"result": {"id": "d", "option_ids": ["a", "b"], "probabilities": [0.5, 0.5]}}, 1.0, 1
+    class Recording:
+        name, timeout_s = "recording", None
 
-    client = Recording.local("http://127.0.0.1:9", readout="cloze", normalize="sum")
+        def invoke(self, body, *, deadline=None):
+            payload = json.loads(body)
+            sent.append(payload)
+            if "questions" in payload:
+                return json.dumps({"results": [{"id": "q", "option_ids": ["a", "b"], "probabilities": [0.4, 0.6],
+                                                "readout_name": "cloze"}]}).encode()
+            return json.dumps({"result": {"id": "d", "option_ids": ["a", "b"], "probabilities": [0.5, 0.5]}}).encode()
+
+    client = EndpointClient(Recording(), readout="cloze", normalize="sum")
     client.decide(decision("d", "s", "q?", ["a", "b"]))
     assert sent[-1]["readout"] == "cloze" and sent[-1]["normalize"] == "sum"
     client.decide(decision("d", "s", "q?", ["a", "b"]) | {"readout": "letters"})

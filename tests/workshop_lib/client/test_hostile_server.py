@@ -1,6 +1,7 @@
 """EndpointClient.local against a hostile server: a raw TCP server on loopback, started by each test
 in threads of its own and stopped by a finalizer, that trickles its answer a byte at a time, announces
-or streams a body of gigabytes, answers with probabilities no distribution has, or redirects.
+or streams a body of gigabytes, answers with probabilities no distribution has, redirects, or speaks
+another version of the decision wire.
 
 A well-formed answer from the same server is accepted (``test_a_well_formed_answer_is_accepted``), so
 each refusal below is the client's doing, not the harness's.
@@ -15,8 +16,12 @@ import time
 
 import pytest
 
+from decision_contract import wire
 from workshop_lib.client import (MAX_RESPONSE_BYTES, EndpointBusy, EndpointClient, EndpointRedirected,
-                                 EndpointTimeout, InvalidDecision, ResponseTooLarge, decision, question)
+                                 EndpointTimeout, InvalidDecision, ResponseTooLarge, WireVersionMismatch, decision,
+                                 question)
+from workshop_lib.client import jev
+from workshop_lib.client import openai_decisions as od
 
 DECISION = decision("d-1", "The parcel never arrived.", "Which team?",
                     {"refunds": "Refunds", "shipping": "Shipping", "sales": "Sales"})
@@ -221,3 +226,45 @@ def test_a_redirect_is_not_followed_and_names_where_it_pointed(hostile):
         EndpointClient.local(server.url, retries=0).decide(DECISION)
     assert caught.value.status == 307
     assert len(server.requests) == 1 and elsewhere.requests == []  # nothing was sent to the Location
+
+
+# -- the wire version (decision_contract.wire) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("header", [None, wire.WIRE_VERSION, f"trace-7, {wire.WIRE_VERSION}"],
+                         ids=["absent", "this-version", "among-other-attributes"])
+def test_an_answer_of_this_clients_wire_version_is_read(hostile, header):
+    server = hostile(sends(http_response(200, json.dumps({"result": GOOD}).encode(), {wire.VERSION_HEADER: header})))
+    assert EndpointClient.local(server.url, retries=0).decide(DECISION).top == "shipping"
+
+
+@pytest.mark.parametrize("ask", ["decide", "decide_batch", "systemone", "openai_decisions"])
+def test_an_adapter_of_another_wire_version_is_refused_naming_both(hostile, ask):
+    other = "decision-wire/999"
+    server = hostile(sends(http_response(200, json.dumps({"result": GOOD}).encode(), {wire.VERSION_HEADER: other})))
+    client = EndpointClient.local(server.url, retries=0)
+    calls = {"decide": lambda: client.decide(DECISION),
+             "decide_batch": lambda: client.decide_batch("b", "s", [question("a", "A?", ["yes", "no"])]),
+             "systemone": lambda: client.systemone("s", {"q": jev.noul("Is it?")}),
+             "openai_decisions": lambda: client.openai_decisions("s", [od.predicate("It is.")])}
+    with pytest.raises(WireVersionMismatch) as caught:
+        calls[ask]()
+    message = str(caught.value)
+    assert other in message and wire.WIRE_VERSION in message and "make setup" in message
+    assert "build-image" in message  # the way to bring the adapter to the client's version
+
+
+def test_an_older_adapter_without_the_header_speaks_the_first_version(hostile, monkeypatch):
+    """An answer that names no version comes from an adapter older than the header: it is read as the first
+    version, which a client of a later version refuses rather than misreads."""
+    server = hostile(sends(http_response(200, json.dumps({"result": GOOD}).encode())))
+    monkeypatch.setattr(wire, "WIRE_VERSION", "decision-wire/2")
+    with pytest.raises(WireVersionMismatch, match=f"speaks {wire.FIRST_VERSION}, this client decision-wire/2"):
+        EndpointClient.local(server.url, retries=0).decide(DECISION)
+
+
+def test_chat_is_not_held_to_the_decision_wire(hostile):
+    """llama-server answers chat without the header, and an adapter of any version answers chat the same way."""
+    chat = {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}
+    server = hostile(sends(http_response(200, json.dumps(chat).encode(), {wire.VERSION_HEADER: "decision-wire/999"})))
+    assert EndpointClient.local(server.url, retries=0).chat("hello").content == "hi"
