@@ -9,9 +9,10 @@ events); ``apis/dialect.py`` serves each the same way, and ``apis/registry.py`` 
 registers their routes, meters them and names their API on the metric line from that list. This module
 keeps the rest: loading the engine, the API key, reading and decoding bodies within their limits,
 admission (one request at a time holds the model: ``Serving.run``, in front of the core's scoring.py),
-``/ping``, ``/status``, ``/openapi.json``, and the shape of 404/405 answers (that of the API whose scope
-the path falls in: OpenAI's under ``/v1/decisions`` and on ``/v1/chat/completions``, Jev's elsewhere under
-``/v1/``, the project's ``{"error": {"code", "message", "field"}}`` otherwise).
+``/ping``, ``/status``, ``/openapi.json``, the wire version every response reports (``decision_contract.wire``)
+and the shape of 404/405 answers (that of the API whose scope the path falls in: OpenAI's under
+``/v1/decisions`` and on ``/v1/chat/completions``, Jev's elsewhere under ``/v1/``, the project's
+``{"error": {"code", "message", "field"}}`` otherwise).
 
 With ``DECISION_ADAPTER_API_KEY`` set, every route but ``/ping`` and ``/openapi.json``
 needs ``Authorization: Bearer <key>``; without it, the header is ignored. ``GET /openapi.json``
@@ -37,6 +38,8 @@ import zlib
 from importlib import resources
 
 from flask import Flask, Response, g, has_request_context, request
+
+from decision_contract import wire
 
 from . import metrics, runtime, startup
 from .admission import Gate
@@ -335,6 +338,13 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
             facts.finish(response.status_code)
             facts.read_answer(g.get("answer"))
             metrics.write(metrics.emf_line(facts, endpoint=endpoint))
+        return response
+
+    @app.after_request
+    def wire_version(response):
+        # Every answer names the version of the decision wire it speaks (decision_contract.wire), in the one
+        # header SageMaker hands back to the caller of InvokeEndpoint (as CustomAttributes).
+        response.headers[wire.VERSION_HEADER] = wire.WIRE_VERSION
         return response
 
     @app.before_request
