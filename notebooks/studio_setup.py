@@ -30,15 +30,19 @@ def ensure_project(root: Path) -> str:
 
         return f"workshop_lib is importable ({Path(workshop_lib.__file__).parent}); nothing to install"
     loaded_before = {name for name in ("boto3", "botocore") if name in sys.modules}
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--editable", f"{root}[notebooks]"]
+    # The contract both rooms share is a distribution of its own that no index serves: naming its folder in
+    # the same command lets pip meet the workshop's dependency on it from here, never from PyPI.
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--editable", f"{root}/container/contract",
+               "--editable", f"{root}[notebooks]"]
     print("installing the workshop into this kernel:", " ".join(command), flush=True)
     subprocess.run(command, check=True)
     for directory in site.getsitepackages() + [site.getusersitepackages()]:
         site.addsitedir(directory)  # runs the new editable install's .pth hook in this process
     importlib.invalidate_caches()
-    import workshop_lib  # noqa: F401  - fails loudly if the install did not take
+    import decision_contract  # noqa: F401  - both fail loudly if the install did not take
+    import workshop_lib  # noqa: F401
 
-    note = f"installed {root} (editable, [notebooks] extras) into {sys.executable}"
+    note = f"installed {root} (editable, [notebooks] extras, with its contract) into {sys.executable}"
     if loaded_before:
         note += (f"; {', '.join(sorted(loaded_before))} had been imported before the install: restart the kernel "
                  "(Kernel > Restart Kernel) and run this notebook again from the top")
