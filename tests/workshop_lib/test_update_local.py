@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from workshop_lib.aws import alarms, teardown, hosting, policies, updates
+from workshop_lib.aws import alarms, hosting, operator_policies, policy_scope, service_roles, teardown, updates
 from workshop_lib.local import modes, permissions, rehearsal
 from workshop_lib.aws.codebuild import MANIFEST_NAME, TARBALL_NAME, upload_package
 from workshop_lib.client import EndpointClient
@@ -150,14 +150,14 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
         assert cloudwatch.list_dashboards()["DashboardEntries"] == []
 
     # every call above, held against the operator's documents: nothing denied, the new statements used
-    scope = policies.scope(CONFIG, "123456789012")
-    documents = {permissions.OPERATOR: policies.operator_documents(scope),
-                 permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope)}
+    scope = policy_scope.scope(CONFIG, "123456789012")
+    documents = {permissions.OPERATOR: operator_policies.operator_documents(scope),
+                 permissions.SAGEMAKER: service_roles.sagemaker_execution_role_policy(scope)}
     audit = permissions.audit(calls.calls(), documents, REGION, "123456789012", not_exercised={})
     assert audit.denied == [], audit
     # auto scaling and Batch Transform (notebook 07's last steps) are exercised by test_personas' full flow
-    later = {s["Sid"] for s in policies.autoscaling_statements(scope)} | {"TransformJobs"}
-    operations = {s["Sid"] for s in policies.operator_operations_policy(scope)["Statement"]} - later
+    later = {s["Sid"] for s in operator_policies.autoscaling_statements(scope)} | {"TransformJobs"}
+    operations = {s["Sid"] for s in operator_policies.operator_operations_policy(scope)["Statement"]} - later
     assert operations and not operations & {sid for _, sid in audit.unused}, audit
     made = {c["operation"] for c in calls.calls()}
     assert {"UpdateEndpoint", "PutMetricAlarm", "PutDashboard", "DescribeAlarms", "DeleteAlarms",

@@ -20,9 +20,11 @@ from botocore import xform_name
 
 from ..errors import InvalidInput
 from ..names import service_model
+from .arns import partition
+from .role_boundary import BOUNDARY_POLICY_PATH
 from . import api, policies
 
-POLICY_PATH = policies.BOUNDARY_POLICY_PATH
+POLICY_PATH = BOUNDARY_POLICY_PATH
 BOUNDARY_FILE = "role-boundary-policy.json"
 MANAGED_POLICIES_PER_ROLE = 10  # IAM's default quota
 
@@ -39,7 +41,7 @@ def policy_name(file_name: str) -> str:
 
 
 def policy_arn(region: str, account: str, file_name: str) -> str:
-    return f"arn:{policies.partition(region)}:iam::{account}:policy{POLICY_PATH}{policy_name(file_name)}"
+    return f"arn:{partition(region)}:iam::{account}:policy{POLICY_PATH}{policy_name(file_name)}"
 
 
 def _create(folder: Path, file_name: str) -> list[str]:

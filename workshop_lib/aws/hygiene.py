@@ -17,7 +17,9 @@ from pathlib import Path
 
 from botocore.exceptions import ClientError
 
-from . import api, encryption, policies
+from .arns import s3_bucket_arn
+from .policy_scope import CAPTURE_FOLDER
+from . import api, encryption
 
 LOG_RETENTION_DAYS = 14
 CAPTURE_EXPIRY_DAYS = 30
@@ -32,7 +34,7 @@ def retention_request(group: str, days: int = LOG_RETENTION_DAYS) -> dict:
 
 def tls_only_policy(bucket: str, region: str) -> dict:
     """A bucket policy that denies any request made without TLS (S3 guide: "aws:SecureTransport")."""
-    bucket_arn = policies.s3_bucket_arn(bucket, region)
+    bucket_arn = s3_bucket_arn(bucket, region)
     return {"Version": "2012-10-17", "Statement": [{
         "Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
         "Resource": [bucket_arn, f"{bucket_arn}/*"], "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]}
@@ -40,7 +42,7 @@ def tls_only_policy(bucket: str, region: str) -> dict:
 
 def lifecycle(prefix: str) -> dict:
     """Captured requests expire after ``CAPTURE_EXPIRY_DAYS``; unfinished multipart uploads are aborted."""
-    capture = "/".join(p for p in (prefix.strip("/"), policies.CAPTURE_FOLDER) if p) + "/"
+    capture = "/".join(p for p in (prefix.strip("/"), CAPTURE_FOLDER) if p) + "/"
     return {"Rules": [
         {"ID": "expire-captured-requests", "Status": "Enabled", "Filter": {"Prefix": capture},
          "Expiration": {"Days": CAPTURE_EXPIRY_DAYS}},

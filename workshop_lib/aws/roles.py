@@ -1,5 +1,5 @@
 """The IAM roles the operator creates (the CodeBuild service role, the deadlines' role), always under the
-workshop's permissions boundary (``policies.role_boundary_policy``): the operator's documents allow
+workshop's permissions boundary (``role_boundary.role_boundary_policy``): the operator's documents allow
 creating them and changing their permissions only with that boundary on them, so a role made before the
 boundary existed is given it first. Thin senders around a boto3 IAM client; refusals are raised."""
 
@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from ..errors import AwsFailure
 from .iam import minified
+from .role_boundary import BOUNDARY_POLICY_NAME, BOUNDARY_POLICY_PATH
 from . import policies
 
 
@@ -32,8 +33,8 @@ def create(iam, name: str, trust: Mapping, boundary: str, *, description: str = 
         raise AwsFailure(
             f"IAM role {name} was not created: its permissions boundary {boundary} does not exist yet "
             f"({error.get('Code')}). An administrator creates it once per account from role-boundary-policy.json "
-            f"(notebook 00 writes it): aws iam create-policy --policy-name {policies.BOUNDARY_POLICY_NAME} "
-            f"--path {policies.BOUNDARY_POLICY_PATH} --policy-document file://role-boundary-policy.json") from None
+            f"(notebook 00 writes it): aws iam create-policy --policy-name {BOUNDARY_POLICY_NAME} "
+            f"--path {BOUNDARY_POLICY_PATH} --policy-document file://role-boundary-policy.json") from None
 
 
 def keep_bounded(iam, role: Mapping, boundary: str) -> bool:

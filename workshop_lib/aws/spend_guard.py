@@ -10,7 +10,7 @@ endpoint's name. The schedule runs as a role of its own, trusted only by EventBr
 for this account, that may delete endpoints carrying the workshop's tag (and deregister their auto scaling,
 which such a deletion requires of the caller) and nothing else. Its endpoint config and model cost nothing and stay for notebook 08.
 
-As in ``policies``: pure builders (schedule names and ARNs, the requests, each validated by botocore's
+As in the IAM documents' modules (``service_roles``): pure builders (schedule names and ARNs, the requests, each validated by botocore's
 EventBridge Scheduler model, the role's two documents and the operator's statements), then thin
 senders around a boto3 client. Schedules carry no tags, so a schedule counts as the workshop's only when
 its target is DeleteEndpoint of that endpoint with the workshop's scheduler role; any other schedule of
@@ -29,8 +29,10 @@ from botocore.exceptions import ClientError
 
 from ..errors import AwsFailure
 from .iam import check_policy_document
-from .policies import (SCHEDULER_ROLE_NAME, SCHEDULE_GROUP, delete_endpoint_target, schedule_arn, schedule_name,
-                       scheduler_role_arn, scheduler_role_policy, scheduler_trust_policy)
+from .arns import SCHEDULE_GROUP, delete_endpoint_target, schedule_arn, schedule_name
+from .policy_scope import Scope, deadline_scope
+from .role_boundary import boundary_policy_arn
+from .service_roles import SCHEDULER_ROLE_NAME, scheduler_role_arn, scheduler_role_policy, scheduler_trust_policy
 from .. import names
 from . import api, policies, roles
 
@@ -203,8 +205,8 @@ def ensure_role(iam, config, account_id: str) -> tuple[str, str]:
     """The deadlines' role, created from its documents (under the workshop's permissions boundary) if
     missing, its permissions brought up to date (the endpoint names may have changed), and the config's
     region added to the regions it serves (``REGIONS_TAG``). Returns (ARN, what was done). Refusals are raised."""
-    s = config if isinstance(config, policies.Scope) else policies.deadline_scope(config, account_id)
-    boundary = policies.boundary_policy_arn(s.region, s.account)
+    s = config if isinstance(config, Scope) else deadline_scope(config, account_id)
+    boundary = boundary_policy_arn(s.region, s.account)
     document = check_policy_document(scheduler_role_policy(s))
     try:
         role = iam.get_role(RoleName=SCHEDULER_ROLE_NAME)["Role"]
@@ -309,11 +311,9 @@ def remove_deadline(scheduler, endpoint_name: str) -> str:
 
 
 __all__ = [
-    "ALREADY_GONE", "DELETED", "Deadline", "LEFT_ALONE", "NotTheWorkshops", "POLICY_FILES", "PRINCIPAL", "REGIONS_TAG",
-    "SCHEDULER_ROLE_NAME", "regions_of", "schedules_left", "deadline_calls",
-    "at_expression", "deadline_after", "delete_endpoint_target", "delete_request", "ensure_role",
-    "extend", "get_request", "is_workshop_schedule", "operator_deadlines_policy", "operator_documents",
-    "operator_statements", "parse_at", "policy_documents",
-    "read_deadline", "remaining_text", "remove_deadline", "schedule_arn", "schedule_name", "schedule_request",
-    "scheduler_role_arn", "scheduler_role_policy", "scheduler_trust_policy", "set_deadline",
+    "ALREADY_GONE", "DELETED", "Deadline", "LEFT_ALONE", "NotTheWorkshops", "PRINCIPAL", "REGIONS_TAG",
+    "SCHEDULER_ROLE_NAME", "at_expression", "deadline_after", "deadline_calls", "delete_endpoint_target",
+    "delete_request", "ensure_role", "extend", "get_request", "is_workshop_schedule", "parse_at", "read_deadline",
+    "regions_of", "remaining_text", "remove_deadline", "schedule_arn", "schedule_name", "schedule_request",
+    "schedules_left", "scheduler_role_arn", "scheduler_role_policy", "scheduler_trust_policy", "set_deadline",
 ]

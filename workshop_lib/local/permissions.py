@@ -39,7 +39,7 @@ from typing import Iterable, Mapping
 
 from botocore.exceptions import ClientError
 
-from ..aws import iam, managed_policies, policies
+from ..aws import arns, iam, kms_statements, managed_policies, role_boundary, service_roles, statements
 from ..aws.images import parse_image_uri
 from ..aws.requests_sent import plain
 from ..aws.policies import CODEBUILD, DEADLINES, OPERATOR, SAGEMAKER
@@ -49,7 +49,7 @@ from .strict import Strict
 from .. import names
 
 # The principals that are roles the workshop creates, by the name the account holds them under.
-ROLE_NAMES = {CODEBUILD: policies.CODEBUILD_ROLE_NAME, DEADLINES: policies.SCHEDULER_ROLE_NAME}
+ROLE_NAMES = {CODEBUILD: service_roles.CODEBUILD_ROLE_NAME, DEADLINES: service_roles.SCHEDULER_ROLE_NAME}
 
 
 STUDIO_DEFAULT, ADMINISTRATOR = "studio-default", "administrator"
@@ -213,7 +213,7 @@ class CallLog:
             found = self.strict.role_documents(role) if self.strict is not None and role else None
             if found is None:  # not a role the account holds: the audit checks it afterwards
                 return None
-            (documents, boundary), caller = found, caller_arn(policies.role_arn(region, self.attached.account, role))
+            (documents, boundary), caller = found, caller_arn(arns.role_arn(region, self.attached.account, role))
         boundaries = role_boundaries(self.calls()) if entry["service"] == "iam" else {}
         for action, resource, context in needed(entry, region, self.attached.account, boundaries):
             verdict = iam.evaluate(documents, action, resource, context, boundary=boundary)
@@ -238,7 +238,7 @@ Need = tuple[str, str, dict]  # (action, resource ARN, request context)
 
 
 def _sagemaker_arn(region: str, account: str, kind: str, name: str) -> str:
-    return f"arn:{policies.partition(region)}:sagemaker:{region}:{account}:{kind}/{name.lower()}"
+    return f"arn:{arns.partition(region)}:sagemaker:{region}:{account}:{kind}/{name.lower()}"
 
 
 def _pass_role(role_arn: str | None, service: str) -> list[Need]:
@@ -254,25 +254,25 @@ def _s3(call: str, params: Mapping, region: str, owner: str | None, key: str | N
     # the key its start made).
     kms = {"PutObject": "kms:GenerateDataKey", "CreateMultipartUpload": "kms:GenerateDataKey", "GetObject": "kms:Decrypt"}
     if key and call in kms:
-        needs.append((kms[call], key, {"kms:ViaService": policies.s3_service(region)}))
+        needs.append((kms[call], key, {"kms:ViaService": kms_statements.s3_service(region)}))
     return needs
 
 
 def _s3_alone(call: str, params: Mapping, region: str, owner: str | None) -> list[Need]:
     bucket = params.get("Bucket", "")
-    bucket_arn = policies.s3_bucket_arn(bucket, region)
+    bucket_arn = arns.s3_bucket_arn(bucket, region)
     key = params.get("Key")
     owned = {"s3:ResourceAccount": owner} if owner else {}
     if call in ("PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"):
-        return [("s3:PutObject", policies.s3_object_arn(bucket, key, region), owned)]
+        return [("s3:PutObject", arns.s3_object_arn(bucket, key, region), owned)]
     if call == "AbortMultipartUpload":
-        return [("s3:AbortMultipartUpload", policies.s3_object_arn(bucket, key, region), owned)]
+        return [("s3:AbortMultipartUpload", arns.s3_object_arn(bucket, key, region), owned)]
     if call in ("GetObject", "HeadObject"):
-        return [("s3:GetObject", policies.s3_object_arn(bucket, key, region), owned)]
+        return [("s3:GetObject", arns.s3_object_arn(bucket, key, region), owned)]
     if call == "DeleteObject":
-        return [("s3:DeleteObject", policies.s3_object_arn(bucket, key, region), owned)]
+        return [("s3:DeleteObject", arns.s3_object_arn(bucket, key, region), owned)]
     if call == "DeleteObjects":
-        return [("s3:DeleteObject", policies.s3_object_arn(bucket, o["Key"], region), owned)
+        return [("s3:DeleteObject", arns.s3_object_arn(bucket, o["Key"], region), owned)
                 for o in params.get("Delete", {}).get("Objects", [])]
     if call in ("ListObjectsV2", "ListObjects", "HeadBucket"):
         return [("s3:ListBucket", bucket_arn, {"s3:prefix": params.get("Prefix", ""), **owned})]
@@ -285,7 +285,7 @@ def _s3_alone(call: str, params: Mapping, region: str, owner: str | None) -> lis
 
 def _codebuild(call: str, params: Mapping, region: str, account: str) -> list[Need]:
     def project(name: str) -> str:
-        return policies.codebuild_project_arn(region, account, name)
+        return arns.codebuild_project_arn(region, account, name)
 
     if call in ("CreateProject", "UpdateProject"):
         return [(f"codebuild:{call}", project(params["name"]), {}),
@@ -302,7 +302,7 @@ def _codebuild(call: str, params: Mapping, region: str, account: str) -> list[Ne
 def _ecr(call: str, params: Mapping, region: str, account: str) -> list[Need]:
     registry = params.get("registryId") or account
     names = params.get("repositoryNames") or [params.get("repositoryName", "")]
-    needs = [(f"ecr:{call}", policies.ecr_repository_arn(region, registry, n), {}) for n in names]
+    needs = [(f"ecr:{call}", arns.ecr_repository_arn(region, registry, n), {}) for n in names]
     if call == "CreateRepository" and params.get("tags"):
         needs.append(("ecr:TagResource", needs[0][1], {}))
     if call == "GetAuthorizationToken":
@@ -346,15 +346,15 @@ def _sagemaker(call: str, params: Mapping, region: str, account: str, facts: Map
 def _logs(call: str, params: Mapping, region: str, account: str) -> list[Need]:
     group = params.get("logGroupName", "")
     if params.get("logStreamName"):  # GetLogEvents reads one stream
-        return [(f"logs:{call}", policies.log_stream_arn(region, account, group, params["logStreamName"]), {})]
-    return [(f"logs:{call}", policies.log_group_arn(region, account, group), {})]
+        return [(f"logs:{call}", arns.log_stream_arn(region, account, group, params["logStreamName"]), {})]
+    return [(f"logs:{call}", arns.log_group_arn(region, account, group), {})]
 
 
 def _scheduler(call: str, params: Mapping, region: str, account: str) -> list[Need]:
     if call in ("ListSchedules", "ListScheduleGroups"):
         return [(f"scheduler:{call}", "*", {})]  # list actions take no resource
     group = params.get("GroupName") or "default"
-    arn = f"arn:{policies.partition(region)}:scheduler:{region}:{account}:schedule/{group}/{params.get('Name', '')}"
+    arn = f"arn:{arns.partition(region)}:scheduler:{region}:{account}:schedule/{group}/{params.get('Name', '')}"
     needs = [(f"scheduler:{call}", arn, {})]
     if call in ("CreateSchedule", "UpdateSchedule"):
         needs += _pass_role((params.get("Target") or {}).get("RoleArn"), "scheduler.amazonaws.com")
@@ -364,11 +364,11 @@ def _scheduler(call: str, params: Mapping, region: str, account: str) -> list[Ne
 def _cloudwatch(call: str, params: Mapping, region: str, account: str) -> list[Need]:
     if call in ("PutDashboard", "GetDashboard", "DeleteDashboards"):  # dashboards are global: no region
         dashboards = params.get("DashboardNames") or [params.get("DashboardName", "")]
-        return [(f"cloudwatch:{call}", policies.cloudwatch_dashboard_arn(region, account, d), {}) for d in dashboards]
+        return [(f"cloudwatch:{call}", arns.cloudwatch_dashboard_arn(region, account, d), {}) for d in dashboards]
     if call == "PutMetricData":
         return [("cloudwatch:PutMetricData", "*", {"cloudwatch:namespace": params.get("Namespace", "")})]
     alarms = params.get("AlarmNames") or [params.get("AlarmName", "")]
-    needs = [(f"cloudwatch:{call}", policies.cloudwatch_alarm_arn(region, account, a), {}) for a in alarms]
+    needs = [(f"cloudwatch:{call}", arns.cloudwatch_alarm_arn(region, account, a), {}) for a in alarms]
     if call == "PutMetricAlarm" and params.get("Tags"):
         needs.append(("cloudwatch:TagResource", needs[0][1], {}))
     return needs
@@ -380,7 +380,7 @@ def _autoscaling(call: str, params: Mapping, region: str, account: str) -> list[
     tracking makes and deletes its alarms with the caller's permission."""
     action = f"application-autoscaling:{call}"
     context = (_scaling_context(params.get("ServiceNamespace", ""), params.get("ScalableDimension", ""))
-               if action in policies.AUTOSCALING_WRITES else {})
+               if action in statements.AUTOSCALING_WRITES else {})
     needs = [(action, "*", context)]
     resource = params.get("ResourceId") or ""
     match = re.fullmatch(r"endpoint/([^/]+)/variant/[^/]+", resource)
@@ -391,9 +391,9 @@ def _autoscaling(call: str, params: Mapping, region: str, account: str) -> list[
         arn = _sagemaker_arn(region, account, "endpoint", endpoint)
         needs += [("sagemaker:DescribeEndpoint", arn, {}), ("sagemaker:DescribeEndpointConfig", arn, {}),
                   ("sagemaker:UpdateEndpointWeightsAndCapacities", arn, {}),
-                  ("iam:CreateServiceLinkedRole", policies.role_arn(region, account, policies.AUTOSCALING_ROLE_PATH),
-                   {"iam:AWSServiceName": policies.AUTOSCALING_SERVICE})]
-    alarm = policies.autoscaling_alarm_arn(region, account, endpoint, resource.split("/", 2)[2] + "-AlarmHigh-0")
+                  ("iam:CreateServiceLinkedRole", arns.role_arn(region, account, statements.AUTOSCALING_ROLE_PATH),
+                   {"iam:AWSServiceName": statements.AUTOSCALING_SERVICE})]
+    alarm = arns.autoscaling_alarm_arn(region, account, endpoint, resource.split("/", 2)[2] + "-AlarmHigh-0")
     if call == "PutScalingPolicy":
         needs += [("cloudwatch:PutMetricAlarm", alarm, {}), ("cloudwatch:DescribeAlarms", alarm, {})]
     if call == "DeleteScalingPolicy":
@@ -401,7 +401,7 @@ def _autoscaling(call: str, params: Mapping, region: str, account: str) -> list[
     return needs
 
 
-def _scaling_context(namespace: str, dimension: str = policies.SCALED_DIMENSION) -> dict:
+def _scaling_context(namespace: str, dimension: str = statements.SCALED_DIMENSION) -> dict:
     """The condition keys Application Auto Scaling's writes carry."""
     return {"application-autoscaling:service-namespace": namespace,
             "application-autoscaling:scalable-dimension": dimension}
@@ -411,13 +411,13 @@ def _iam(call: str, params: Mapping, region: str, account: str, boundaries: Mapp
     role = params.get("RoleName", "")
     action = f"iam:{call}"
     context = {}
-    if action in policies.BOUNDED_ROLE_ACTIONS:
+    if action in role_boundary.BOUNDED_ROLE_ACTIONS:
         # The boundary the request sets, or (changing a role's permissions) the one the role has.
         given = params.get("PermissionsBoundary") if call in ("CreateRole", "PutRolePermissionsBoundary") \
             else boundaries.get(role)
         if given:
             context["iam:PermissionsBoundary"] = given
-    arn = f"arn:{policies.partition(region)}:iam::{account}:role/{role}"
+    arn = f"arn:{arns.partition(region)}:iam::{account}:role/{role}"
     needs = [(action, arn, context)]
     if call == "CreateRole" and params.get("Tags"):
         needs.append(("iam:TagRole", arn, {}))
@@ -465,7 +465,7 @@ def needed(call: Mapping, region: str, account: str, boundaries: Mapping[str, st
     if service == "servicequotas" and operation in ("ListServiceQuotas", "ListAWSDefaultServiceQuotas"):
         return [(f"servicequotas:{operation}", "*", {})]  # no resource type to name
     if service == "servicequotas":
-        return [(f"servicequotas:{operation}", f"arn:{policies.partition(region)}:servicequotas:{region}:"
+        return [(f"servicequotas:{operation}", f"arn:{arns.partition(region)}:servicequotas:{region}:"
                  f"{account}:{params.get('ServiceCode', '')}/{params.get('QuotaCode', '')}", {})]
     if service == "iam":
         return _iam(operation, params, region, account, boundaries or {})
@@ -577,21 +577,21 @@ def cli_needed(argv: list[str], region: str, account: str) -> list[Need]:
     plain = [a for a in argv if not a.startswith("--only-show-errors")]
     if plain[:3] == ["aws", "s3", "cp"]:
         bucket, key = names.split_s3_uri(plain[4])  # the build's own bucket: IAM sees its account as the owner
-        return [("s3:PutObject", policies.s3_object_arn(bucket, key, region), {"s3:ResourceAccount": account})]
+        return [("s3:PutObject", arns.s3_object_arn(bucket, key, region), {"s3:ResourceAccount": account})]
     if plain[:3] == ["aws", "ecr", "get-login-password"]:
         return [("ecr:GetAuthorizationToken", "*", {})]
     if plain[:3] == ["aws", "ecr", "describe-images"]:
-        return [("ecr:DescribeImages", policies.ecr_repository_arn(region, option("--registry-id") or account,
+        return [("ecr:DescribeImages", arns.ecr_repository_arn(region, option("--registry-id") or account,
                                                                    option("--repository-name")), {})]
     if plain[:2] == ["docker", "build"]:  # pulls FROM the base image
         base = next(a.split("=", 1)[1] for i, a in enumerate(plain) if plain[i - 1] == "--build-arg"
                     and a.startswith("BASE_IMAGE="))
         ref = parse_image_uri(base)
-        return [(a, policies.ecr_repository_arn(region, ref.account, ref.repository), {}) for a in policies.ECR_PULL]
+        return [(a, arns.ecr_repository_arn(region, ref.account, ref.repository), {}) for a in statements.ECR_PULL]
     if plain[:2] == ["docker", "push"]:
         ref = parse_image_uri(plain[2])
-        arn = policies.ecr_repository_arn(region, ref.account, ref.repository)
-        return [(a, arn, {}) for a in ("ecr:BatchCheckLayerAvailability", *policies.ECR_PUSH)]
+        arn = arns.ecr_repository_arn(region, ref.account, ref.repository)
+        return [(a, arn, {}) for a in ("ecr:BatchCheckLayerAvailability", *statements.ECR_PUSH)]
     if plain[:2] == ["docker", "login"]:
         return []  # the token from get-login-password is the permission
     raise ValueError(f"no IAM mapping for the build command {' '.join(argv[:3])}; add it to permissions.cli_needed")

@@ -21,7 +21,7 @@ from typing import Callable, Mapping
 from botocore import xform_name
 from botocore.exceptions import ClientError
 
-from ..aws import policies
+from ..aws import statements
 
 # rule -> (what AWS enforces, where it is documented)
 RULES: dict[str, tuple[str, str]] = {
@@ -219,7 +219,7 @@ class Strict:
                     scaling.delete_scaling_policy(PolicyName=policy["PolicyName"], ServiceNamespace="sagemaker",
                                                   ResourceId=resource, ScalableDimension=policy["ScalableDimension"])
                 scaling.deregister_scalable_target(ServiceNamespace="sagemaker", ResourceId=resource,
-                                                   ScalableDimension=policies.SCALED_DIMENSION)
+                                                   ScalableDimension=statements.SCALED_DIMENSION)
 
     # ---- what a role may do, read from the account ----------------------------------------------------------
 

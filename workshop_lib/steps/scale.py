@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 from ..aws import encryption, hosting, scaling, transform
 from ..aws.build_projects import parse_s3_uri
-from ..aws.policies import BATCH_OUTPUT_FOLDER
+from ..aws.policy_scope import BATCH_OUTPUT_FOLDER
 from ..errors import StepError
 from ..examples import SHARED_STATE, SUPPORT_ROUTE
 from .context import Text, Workshop, _Shown, cleanup_step, require_bucket, shows_requests

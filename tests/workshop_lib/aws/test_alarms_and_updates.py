@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from workshop_lib.aws import alarms, api, teardown, endpoints, hosting, iam, policies, updates
+from workshop_lib.aws import (alarms, api, arns, endpoints, hosting, iam, operator_policies, policies, policy_scope,
+                              teardown, updates)
 from workshop_lib.local import permissions
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
@@ -222,13 +223,13 @@ def test_a_rollout_back_on_its_old_config_says_it_was_rolled_back():
 
 
 def _scope():
-    return policies.scope(WorkshopConfig(region=REGION, bucket="decision-workshop-test", sagemaker_role_arn=ROLE),
+    return policy_scope.scope(WorkshopConfig(region=REGION, bucket="decision-workshop-test", sagemaker_role_arn=ROLE),
                           ACCOUNT)
 
 
 def test_the_operations_document_grants_these_calls_and_no_others():
     scope = _scope()
-    document = policies.operator_operations_policy(scope)
+    document = operator_policies.operator_operations_policy(scope)
     iam.check_policy_document(document)
     assert len(iam.minified(document)) < 6144  # IAM's size quota for one managed policy
     version = f"{NAME}-20261201153604"
@@ -248,8 +249,8 @@ def test_the_operations_document_grants_these_calls_and_no_others():
         assert needs, call
         for action, resource, context in needs:
             assert iam.evaluate(document, action, resource, context).allowed, (action, resource)
-    refused = [("cloudwatch:PutMetricAlarm", policies.cloudwatch_alarm_arn(REGION, ACCOUNT, "someone-else/alarm")),
-               ("cloudwatch:PutDashboard", policies.cloudwatch_dashboard_arn(REGION, ACCOUNT, "other")),
+    refused = [("cloudwatch:PutMetricAlarm", arns.cloudwatch_alarm_arn(REGION, ACCOUNT, "someone-else/alarm")),
+               ("cloudwatch:PutDashboard", arns.cloudwatch_dashboard_arn(REGION, ACCOUNT, "other")),
                ("sagemaker:UpdateEndpoint", f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/other"),
                ("cloudwatch:PutMetricData", "*")]
     for action, resource in refused:
@@ -259,7 +260,7 @@ def test_the_operations_document_grants_these_calls_and_no_others():
 def test_the_operations_document_is_written_and_attached_with_the_operators():
     written = policies.policies(_scope())
     assert "operator-operations-policy.json" in written
-    union = policies.operator_documents(_scope())
+    union = operator_policies.operator_documents(_scope())
     sids = {s["Sid"] for s in union["Statement"]}
     assert {"EndpointAlarms", "WorkshopDashboard", "UpdateEndpoints", "EndpointVersions", "WorkshopEndpoints"} <= sids
 

@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from workshop_lib.aws import api, capture, endpoints, policies
+from workshop_lib.aws import api, arns, capture, endpoints, operator_policies, policy_scope, service_roles
 from workshop_lib.aws.deploy_spec import DeploySpec, ENDPOINT_NAME_ENV, plan_for
 from workshop_lib.aws.iam import evaluate
 from workshop_lib.evaluation.tasks import task_from_record
@@ -187,16 +187,16 @@ def test_captured_decisions_become_tasks_to_label():
 
 
 def test_the_sagemaker_role_may_write_captures_and_nothing_else_new():
-    document = policies.sagemaker_execution_role_policy(CONFIG, ACCOUNT)
+    document = service_roles.sagemaker_execution_role_policy(CONFIG, ACCOUNT)
     bucket, key = capture.capture_key(DESTINATION, CONFIG.cpu_endpoint_name, "AllTraffic", WHEN, "f")
     own = {"s3:ResourceAccount": ACCOUNT}
-    assert evaluate(document, "s3:PutObject", policies.s3_object_arn(bucket, key, REGION), own).matched == ("WriteCaptures",)
+    assert evaluate(document, "s3:PutObject", arns.s3_object_arn(bucket, key, REGION), own).matched == ("WriteCaptures",)
     # a bucket of that name in another account (created first by someone else) receives nothing
-    assert not evaluate(document, "s3:PutObject", policies.s3_object_arn(bucket, key, REGION),
+    assert not evaluate(document, "s3:PutObject", arns.s3_object_arn(bucket, key, REGION),
                         {"s3:ResourceAccount": "210987654321"}).allowed
     for elsewhere in ("decision-workshop/model/model.tar.gz", "decision-workshop/other/x.jsonl", "capture/x.jsonl"):
-        assert not evaluate(document, "s3:PutObject", policies.s3_object_arn(bucket, elsewhere, REGION), own).allowed
-    assert capture.CAPTURE_FOLDER == policies.CAPTURE_FOLDER
+        assert not evaluate(document, "s3:PutObject", arns.s3_object_arn(bucket, elsewhere, REGION), own).allowed
+    assert capture.CAPTURE_FOLDER == policy_scope.CAPTURE_FOLDER
 
 
 def test_the_permission_audit_covers_the_capture_write_and_the_reading():
@@ -212,8 +212,8 @@ def test_the_permission_audit_covers_the_capture_write_and_the_reading():
              "params": {"Bucket": bucket, "Prefix": prefix}},
             {"principal": permissions.OPERATOR, "service": "s3", "operation": "GetObject",
              "params": {"Bucket": bucket, "Key": key}}]
-    documents = {permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(CONFIG, ACCOUNT),
-                 permissions.OPERATOR: policies.operator_policy(CONFIG, ACCOUNT)}
+    documents = {permissions.SAGEMAKER: service_roles.sagemaker_execution_role_policy(CONFIG, ACCOUNT),
+                 permissions.OPERATOR: operator_policies.operator_policy(CONFIG, ACCOUNT)}
     audit = permissions.audit(made, documents, REGION, ACCOUNT)
     assert audit.ok and audit.denied == [], str(audit)
     assert (permissions.SAGEMAKER, "WriteCaptures") not in audit.unused

@@ -5,9 +5,10 @@ import types
 import boto3
 import pytest
 
-from workshop_lib import config
+from workshop_lib import config, name_checks
 from workshop_lib.aws.buckets import check_bucket_region
-from workshop_lib.config import BucketNotFound, WorkshopConfig, check_bucket_name, check_resource_name, check_role_arn
+from workshop_lib.config import BucketNotFound, WorkshopConfig
+from workshop_lib.name_checks import check_bucket_name, check_resource_name, check_role_arn
 from workshop_lib.errors import InvalidInput
 
 from .values import ROLE
@@ -94,13 +95,13 @@ def test_default_names_are_the_workshops_own_not_the_published_samples():
 
 
 def test_builds_constants_follow_the_studio_roles_patterns():
-    from workshop_lib.aws import codebuild as builds, policies
+    from workshop_lib.aws import codebuild as builds, policy_scope
 
     assert builds.ECR_REPOSITORY == config.DEFAULT_ECR_REPOSITORY
     # AmazonSageMakerFullAccess: codebuild:StartBuild/BatchGetBuilds on projects named sagemaker*
     assert builds.MODEL_PACKAGE_PROJECT.startswith("sagemaker") and builds.IMAGE_BUILD_PROJECT.startswith("sagemaker")
     assert not {builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT} & config.SAMPLE_NAMES
-    assert policies.MODEL_FOLDER == config.MODEL_FOLDER
+    assert policy_scope.MODEL_FOLDER == config.MODEL_FOLDER
 
 
 @pytest.mark.parametrize("value, hours", [("4", 4.0), ("0", 0.0), ("0.25", 0.25), ("168", 168.0), (" 2 ", 2.0)])
@@ -332,10 +333,10 @@ def test_names_sagemaker_rejects(name, fragment):
 
 
 def test_name_pattern_comes_from_botocore():
-    pattern, max_len = config._sagemaker_constraints(("CreateEndpoint", "EndpointName"))
+    pattern, max_len = name_checks.sagemaker_rule(("CreateEndpoint", "EndpointName"))
     assert pattern.pattern == "[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"
     assert max_len == 63
-    role_pattern, _ = config._sagemaker_constraints(("CreateModel", "ExecutionRoleArn"))
+    role_pattern, _ = name_checks.sagemaker_rule(("CreateModel", "ExecutionRoleArn"))
     assert role_pattern.pattern.startswith("arn:aws[a-z\\-]*:iam::\\d{12}:role/")
 
 

@@ -8,7 +8,8 @@ import json
 import pytest
 from botocore.stub import Stubber
 
-from workshop_lib.aws import admin, hygiene, iam, policies
+from workshop_lib.aws import (admin, arns, hygiene, iam, operator_policies, policies, policy_scope, role_boundary,
+                              service_roles)
 
 from .values import REGION
 
@@ -28,7 +29,7 @@ def test_the_bucket_policy_refuses_plain_http_and_grants_nothing():
 
 def test_captured_requests_expire_and_nothing_else_does():
     rules = {r["ID"]: r for r in hygiene.lifecycle("decision-workshop")["Rules"]}
-    assert rules["expire-captured-requests"]["Filter"] == {"Prefix": f"decision-workshop/{policies.CAPTURE_FOLDER}/"}
+    assert rules["expire-captured-requests"]["Filter"] == {"Prefix": f"decision-workshop/{policy_scope.CAPTURE_FOLDER}/"}
     assert rules["expire-captured-requests"]["Expiration"] == {"Days": hygiene.CAPTURE_EXPIRY_DAYS}
     assert "Expiration" not in rules["abort-incomplete-uploads"]  # the model and sources are kept
 
@@ -47,8 +48,8 @@ def test_the_operator_may_not_change_the_bucket_policy_or_its_lifecycle():
     from workshop_lib.config import WorkshopConfig
 
     config = WorkshopConfig(region=REGION, bucket=BUCKET, sagemaker_role_arn="arn:aws:iam::123456789012:role/studio")
-    operator = policies.operator_documents(config, "123456789012")
-    bucket = policies.s3_bucket_arn(BUCKET)
+    operator = operator_policies.operator_documents(config, "123456789012")
+    bucket = arns.s3_bucket_arn(BUCKET)
     own = {"s3:ResourceAccount": "123456789012"}
     for action in ("s3:PutBucketPolicy", "s3:PutLifecycleConfiguration", "s3:DeleteBucketPolicy"):
         assert not iam.allows(operator, action, bucket, own)
@@ -107,14 +108,14 @@ def test_each_principal_may_use_the_key_only_as_the_workshop_does():
     config = WorkshopConfig(region=REGION, bucket=BUCKET, sagemaker_role_arn="arn:aws:iam::123456789012:role/studio",
                             kms_key_arn=KEY)
     via_s3 = {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}
-    build = policies.codebuild_service_role_policy(config, "123456789012")
+    build = service_roles.codebuild_service_role_policy(config, "123456789012")
     assert iam.allows(build, "kms:GenerateDataKey", KEY, via_s3)
     assert not iam.allows(build, "kms:GenerateDataKey", KEY)  # only as S3 uses it
     assert not iam.allows(build, "kms:Decrypt", KEY.replace("1234abcd", "9999abcd"), via_s3)  # another key
-    role = policies.sagemaker_execution_role_policy(config, "123456789012")
+    role = service_roles.sagemaker_execution_role_policy(config, "123456789012")
     assert iam.allows(role, "kms:CreateGrant", KEY, {"kms:GrantIsForAWSResource": "true"})
     assert not iam.allows(role, "kms:CreateGrant", KEY, {"kms:GrantIsForAWSResource": "false"})
-    boundary = policies.role_boundary_policy(config.replace(kms_key_arn=""), "123456789012")  # written before
+    boundary = role_boundary.role_boundary_policy(config.replace(kms_key_arn=""), "123456789012")  # written before
     assert iam.allows(build, "kms:GenerateDataKey", KEY, via_s3, boundary=boundary)
     plain = WorkshopConfig(region=REGION, bucket=BUCKET, sagemaker_role_arn="arn:aws:iam::123456789012:role/studio")
     granted = {a for name, d in policies.policies(plain, "123456789012").items() if name != "role-boundary-policy.json"

@@ -25,7 +25,7 @@ import parliament
 from cloudsplaining.command.scan_policy_file import scan_policy
 from policy_sentry.shared.iam_data import get_service_prefix_data
 
-from workshop_lib.aws import policies
+from workshop_lib.aws import arns, policies, policy_scope, role_boundary
 from workshop_lib.config import WorkshopConfig
 
 ACCOUNT = "111122223333"
@@ -52,7 +52,7 @@ class Finding:
 
 
 def config(region: str) -> WorkshopConfig:
-    partition = policies.partition(region)
+    partition = arns.partition(region)
     # one region with an organisation's KMS key, so its grants are scanned too
     key = f"arn:{partition}:kms:{region}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab" \
         if region == "eu-central-1" else ""
@@ -132,7 +132,7 @@ def scan(region: str) -> set[Finding]:
     found = set()
     for name, document in policies.policies(cfg, ACCOUNT).items():
         if is_trust(name):
-            role = policies.role_arn(region, ACCOUNT, name.removesuffix("-trust-policy.json"))
+            role = arns.role_arn(region, ACCOUNT, name.removesuffix("-trust-policy.json"))
             found |= parliament_findings(name, as_role_resource_policy(document, role))
         else:
             found |= parliament_findings(name, document) | cloudsplaining_findings(name, document)
@@ -222,9 +222,9 @@ HELD_OTHERWISE = {
 
 
 def test_the_bounded_role_actions_are_the_ones_iam_gives_the_boundary_key():
-    table, keyed = set(policies.BOUNDED_ROLE_ACTIONS), role_actions_with_condition_key("iam:PermissionsBoundary")
+    table, keyed = set(role_boundary.BOUNDED_ROLE_ACTIONS), role_actions_with_condition_key("iam:PermissionsBoundary")
     assert not table - keyed, f"in BOUNDED_ROLE_ACTIONS, without the iam:PermissionsBoundary key: {sorted(table - keyed)}"
     assert keyed - table == set(HELD_OTHERWISE), sorted(keyed - table)
-    granted = {a for st in policies.operator_role_statements(policies.scope(config(REGIONS[0]), ACCOUNT))
+    granted = {a for st in role_boundary.operator_role_statements(policy_scope.scope(config(REGIONS[0]), ACCOUNT))
                if st["Effect"] == "Allow" and "Condition" not in st for a in st["Action"]}
     assert granted & set(HELD_OTHERWISE) == {"iam:GetRole", "iam:DeleteRole"}

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from workshop_lib.aws import iam, policies
+from workshop_lib.aws import iam, operator_policies, policy_scope, service_roles
 from workshop_lib.local import permissions
 from workshop_lib.config import WorkshopConfig
 
@@ -86,8 +86,8 @@ def test_the_log_records_real_client_calls_with_their_principal(tmp_path, monkey
 
 
 def test_the_audit_names_denied_calls_and_unused_statements():
-    scope = policies.scope(CONFIG)
-    documents = {permissions.OPERATOR: policies.operator_policy(scope)}
+    scope = policy_scope.scope(CONFIG)
+    documents = {permissions.OPERATOR: operator_policies.operator_policy(scope)}
     made = [call("sagemaker", "CreateEndpoint", EndpointName=CONFIG.standard_endpoint_name),
             call("sagemaker", "CreateEndpoint", EndpointName="someone-elses-endpoint")]
     audit = permissions.audit(made, documents, REGION, ACCOUNT)
@@ -101,7 +101,7 @@ def test_the_audit_names_denied_calls_and_unused_statements():
 
 
 def test_pass_role_is_allowed_only_to_the_service_that_uses_the_role():
-    document = policies.operator_policy(policies.scope(CONFIG))
+    document = operator_policies.operator_policy(policy_scope.scope(CONFIG))
     to_sagemaker = {"iam:PassedToService": "sagemaker.amazonaws.com"}
     assert iam.allows(document, "iam:PassRole", CONFIG.sagemaker_role_arn, to_sagemaker)
     assert not iam.allows(document, "iam:PassRole", CONFIG.sagemaker_role_arn,
@@ -133,7 +133,7 @@ def test_every_command_the_buildspecs_run_is_allowed_by_the_codebuild_role(tmp_p
                           builds.image_build_env(images.pinned_dlc(REGION, "cuda"), images.parse_image_uri(repository), "gpu-1",
                                                  "Dockerfile.gpu"), tmp_path / "image")
     assert package.returncode == 0 and image.returncode == 0, package.stderr + image.stderr
-    document = policies.codebuild_service_role_policy(policies.scope(CONFIG))
+    document = service_roles.codebuild_service_role_policy(policy_scope.scope(CONFIG))
     needs = [n for argv in package.calls + image.calls for n in permissions.cli_needed(argv, REGION, ACCOUNT)]
     assert len(needs) >= 12
     denied = [(a, r) for a, r, c in needs if not iam.allows(document, a, r, c)]

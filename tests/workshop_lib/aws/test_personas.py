@@ -17,12 +17,14 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from workshop_lib.aws import codebuild as builds, endpoints, hygiene, iam, managed_policies, policies
+from workshop_lib.aws import (arns, codebuild as builds, endpoints, hygiene, iam, managed_policies, operator_policies,
+                              policies, policy_scope, service_roles, statements)
 from workshop_lib.local import modes, permissions, rehearsal
 from workshop_lib import names, steps
 from workshop_lib.config import ENV_VARS, LOCAL_ROLE_ARN, WorkshopConfig
 from workshop_lib.examples import SUPPORT_ROUTE
-from workshop_lib.steps.setup import PolicyFiles, policy_folder, tag_bucket
+from workshop_lib.steps.policy_files import PolicyFiles, policy_folder
+from workshop_lib.steps.setup import tag_bucket
 from workshop_lib.errors import InvalidInput
 
 from tests.support import recorded_groups
@@ -67,7 +69,7 @@ def test_the_managed_policy_is_vendored_with_its_version_date_and_source():
     ("codebuild:StartBuild", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/decision-workshop-x", {}, False),
     ("iam:PassRole", STUDIO_ROLE, {"iam:PassedToService": "sagemaker.amazonaws.com"}, True),
     ("iam:PassRole", STUDIO_ROLE, {"iam:PassedToService": "codebuild.amazonaws.com"}, False),
-    ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/{policies.CODEBUILD_ROLE_NAME}", {}, False),
+    ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/{service_roles.CODEBUILD_ROLE_NAME}", {}, False),
     ("ecr:TagResource", f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/sagemaker-decision-workshop", {}, False),
     ("logs:GetLogEvents", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/codebuild/p:log-stream:s", {}, True),
     ("logs:FilterLogEvents", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/Endpoints/e", {}, False),
@@ -81,8 +83,8 @@ def test_what_the_studio_role_may_do_on_its_own(action, resource, context, allow
 
 
 def test_pass_role_for_the_codebuild_role_is_there_before_the_role_exists():
-    document = policies.operator_policy(CONFIG, ACCOUNT)  # no CodeBuild role ARN anywhere in the config
-    known = policies.role_arn(REGION, ACCOUNT, policies.CODEBUILD_ROLE_NAME)
+    document = operator_policies.operator_policy(CONFIG, ACCOUNT)  # no CodeBuild role ARN anywhere in the config
+    known = arns.role_arn(REGION, ACCOUNT, service_roles.CODEBUILD_ROLE_NAME)
     statements = {s["Sid"]: s for s in document["Statement"]}
     assert statements["PassCodeBuildRole"]["Resource"] == [known]
     assert statements["PassCodeBuildRole"]["Condition"] == {
@@ -92,24 +94,24 @@ def test_pass_role_for_the_codebuild_role_is_there_before_the_role_exists():
     assert not iam.allows(document, "iam:PassRole", known, {"iam:PassedToService": "ec2.amazonaws.com"})
     assert not iam.allows(document, "iam:PassRole", known)  # a pass without the service is not this grant
     given = f"arn:aws:iam::{ACCOUNT}:role/admin-made-codebuild"
-    named = policies.operator_policy(CONFIG.replace(codebuild_role_arn=given), ACCOUNT)
+    named = operator_policies.operator_policy(CONFIG.replace(codebuild_role_arn=given), ACCOUNT)
     assert {s["Sid"]: s for s in named["Statement"]}["PassCodeBuildRole"]["Resource"] == [given]
 
 
 def test_the_operator_policy_grants_the_reads_the_code_makes():
-    document = policies.operator_policy(CONFIG, ACCOUNT)
-    stream = policies.log_stream_arn(REGION, ACCOUNT, f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "x/1")
+    document = operator_policies.operator_policy(CONFIG, ACCOUNT)
+    stream = arns.log_stream_arn(REGION, ACCOUNT, f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "x/1")
     assert iam.allows(document, "logs:GetLogEvents", stream)
     assert not iam.allows(document, "logs:GetLogEvents",
-                               policies.log_stream_arn(REGION, ACCOUNT, "/aws/codebuild/other", "x/1"))
+                               arns.log_stream_arn(REGION, ACCOUNT, "/aws/codebuild/other", "x/1"))
     assert iam.allows(document, "servicequotas:ListServiceQuotas", "*")
-    bucket = policies.s3_bucket_arn(CONFIG.bucket)
+    bucket = arns.s3_bucket_arn(CONFIG.bucket)
     assert iam.allows(document, "s3:PutBucketTagging", bucket, {"s3:ResourceAccount": ACCOUNT})
     # a bucket of the workshop's name that another account created first is never touched
     assert not iam.allows(document, "s3:PutBucketTagging", bucket, {"s3:ResourceAccount": "210987654321"})
     # no trust rewrite: it would let the operator make a role trust anyone
-    role = policies.role_arn(REGION, ACCOUNT, policies.CODEBUILD_ROLE_NAME)
-    assert not iam.allows(policies.operator_documents(CONFIG, ACCOUNT), "iam:UpdateAssumeRolePolicy", role)
+    role = arns.role_arn(REGION, ACCOUNT, service_roles.CODEBUILD_ROLE_NAME)
+    assert not iam.allows(operator_policies.operator_documents(CONFIG, ACCOUNT), "iam:UpdateAssumeRolePolicy", role)
     # the calls those grants are for, as the call log records them
     log_call = {"service": "logs", "operation": "GetLogEvents",
                 "params": {"logGroupName": f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "logStreamName": "x/1"}}
@@ -119,10 +121,10 @@ def test_the_operator_policy_grants_the_reads_the_code_makes():
 
 
 def test_every_statement_the_rehearsal_cannot_exercise_exists_and_says_why():
-    scope = policies.scope(CONFIG.replace(codebuild_role_arn=policies.role_arn(REGION, ACCOUNT, "cb")), ACCOUNT)
-    documents = {permissions.OPERATOR: policies.operator_policy(scope),
-                 permissions.CODEBUILD: policies.codebuild_service_role_policy(scope),
-                 permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope)}
+    scope = policy_scope.scope(CONFIG.replace(codebuild_role_arn=arns.role_arn(REGION, ACCOUNT, "cb")), ACCOUNT)
+    documents = {permissions.OPERATOR: operator_policies.operator_policy(scope),
+                 permissions.CODEBUILD: service_roles.codebuild_service_role_policy(scope),
+                 permissions.SAGEMAKER: service_roles.sagemaker_execution_role_policy(scope)}
     for principal, reasons in permissions.NOT_EXERCISED_LOCALLY.items():
         sids = {s["Sid"] for s in documents[principal]["Statement"]}
         assert set(reasons) <= sids, f"{principal}: {set(reasons) - sids} named but not in its policy"
@@ -150,7 +152,7 @@ def test_a_refused_call_raises_what_aws_returns_and_is_never_sent(studio):
     codebuild = client("codebuild")
     request = {"name": "decision-workshop-x", "source": {"type": "S3", "location": "decision-workshop-local/src.zip"},
                "artifacts": {"type": "NO_ARTIFACTS"},
-               "serviceRole": policies.role_arn(REGION, ACCOUNT, policies.CODEBUILD_ROLE_NAME),
+               "serviceRole": arns.role_arn(REGION, ACCOUNT, service_roles.CODEBUILD_ROLE_NAME),
                "environment": {"type": "LINUX_CONTAINER", "image": "aws/codebuild/standard:7.0",
                                "computeType": "BUILD_GENERAL1_SMALL"}}
     with pytest.raises(ClientError) as refused:
@@ -167,7 +169,7 @@ def test_a_refused_call_raises_what_aws_returns_and_is_never_sent(studio):
     assert entry["operation"] == "CreateProject" and entry["refused"] == error["Message"]
 
     # The operator policy attached: the same call goes through.
-    log.attached.attach("operator-policy.json", policies.operator_policy(
+    log.attached.attach("operator-policy.json", operator_policies.operator_policy(
         CONFIG.replace(bucket="decision-workshop-local", sagemaker_role_arn=LOCAL_ROLE_ARN),
         ACCOUNT, codebuild_projects=("decision-workshop-x",)))
     codebuild.create_project(**request)
@@ -185,7 +187,7 @@ def test_query_and_xml_services_refuse_with_access_denied(studio):
         "s3:PutBucketTagging", "arn:aws:s3:::decision-workshop-local")
     with pytest.raises(ClientError) as refused:
         client("iam").create_role(**policies.create_role_request(
-            policies.CODEBUILD_ROLE_NAME, policies.codebuild_trust_policy(CONFIG, ACCOUNT)))
+            service_roles.CODEBUILD_ROLE_NAME, service_roles.codebuild_trust_policy(CONFIG, ACCOUNT)))
     assert refused.value.response["Error"]["Code"] == "AccessDenied"
     assert "iam:CreateRole" in refused.value.response["Error"]["Message"]
 
@@ -219,7 +221,7 @@ def test_the_audit_lists_a_refused_call_apart_and_fails(studio):
     with pytest.raises(ClientError):
         client("ecr").create_repository(repositoryName="sagemaker-decision-workshop",
                                         tags=[{"Key": "workshop", "Value": "decision-workshop"}])
-    documents = {permissions.OPERATOR: policies.operator_policy(CONFIG, ACCOUNT)}
+    documents = {permissions.OPERATOR: operator_policies.operator_policy(CONFIG, ACCOUNT)}
     audit = permissions.audit(log.calls(), documents, REGION, ACCOUNT, not_exercised={})
     assert not audit.ok and audit.denied == []
     ((principal, operation, message),) = audit.refused
@@ -275,13 +277,13 @@ def test_a_role_is_ok_only_while_it_exists(local_workshop):
     steps.setup(ws, reset=True)
     made = steps.ensure_codebuild_role(ws)
     arn = ws.config.codebuild_role_arn
-    assert arn.endswith(f":role/{policies.CODEBUILD_ROLE_NAME}") and made.ok and "created" in made.notes[0]
-    assert _iam(ws).get_role(RoleName=policies.CODEBUILD_ROLE_NAME)["Role"]["Arn"] == arn
+    assert arn.endswith(f":role/{service_roles.CODEBUILD_ROLE_NAME}") and made.ok and "created" in made.notes[0]
+    assert _iam(ws).get_role(RoleName=service_roles.CODEBUILD_ROLE_NAME)["Role"]["Arn"] == arn
 
     assert "deleted" in str(steps.delete_codebuild_role(ws))  # what notebook 08 does
     again = steps.ensure_codebuild_role(ws)  # the config still names the deleted role
     assert "no longer existed" in again.notes[0] and ws.config.codebuild_role_arn == arn
-    assert _iam(ws).get_role(RoleName=policies.CODEBUILD_ROLE_NAME)["Role"]["Arn"] == arn
+    assert _iam(ws).get_role(RoleName=service_roles.CODEBUILD_ROLE_NAME)["Role"]["Arn"] == arn
     checked = [c for c in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
                if c["operation"] == "GetRole"]
     assert len(checked) == 2 and not any(c.get("refused") for c in checked)
@@ -297,15 +299,15 @@ def test_a_role_given_by_arn_must_exist(local_workshop):
     operator = json.loads((policy_folder(ws) / "operator-policy.json").read_text())
     assert {s["Sid"]: s for s in operator["Statement"]}["PassCodeBuildRole"]["Resource"] == [missing]
     _iam(ws).create_role(RoleName="admin-made-codebuild",
-                         AssumeRolePolicyDocument=iam.minified(policies.codebuild_trust_policy(ws.config, ACCOUNT)))
+                         AssumeRolePolicyDocument=iam.minified(service_roles.codebuild_trust_policy(ws.config, ACCOUNT)))
     taken = steps.ensure_codebuild_role(ws, missing)
     assert ws.config.codebuild_role_arn == missing and "it exists" in taken.notes[0]
     assert _iam(ws).list_role_policies(RoleName="admin-made-codebuild")["PolicyNames"] == []  # left as it was
 
 
 def test_the_codebuild_trust_holds_in_every_region():
-    here = policies.codebuild_trust_policy(CONFIG, ACCOUNT)
-    assert here == policies.codebuild_trust_policy(CONFIG.replace(region="eu-west-1"), ACCOUNT)
+    here = service_roles.codebuild_trust_policy(CONFIG, ACCOUNT)
+    assert here == service_roles.codebuild_trust_policy(CONFIG.replace(region="eu-west-1"), ACCOUNT)
     arns = here["Statement"][0]["Condition"]["ArnLike"]["aws:SourceArn"]
     project = f"arn:aws:codebuild:ap-southeast-2:{ACCOUNT}:project/{builds.IMAGE_BUILD_PROJECT}"
     assert iam.conditions_hold(here["Statement"][0]["Condition"], {"aws:SourceArn": project, "aws:SourceAccount": ACCOUNT})
@@ -322,10 +324,10 @@ def test_an_old_trust_policy_is_left_to_the_administrator(local_workshop):
     client = _iam(ws)
     old = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"},
                                                    "Action": "sts:AssumeRole"}]}
-    client.update_assume_role_policy(RoleName=policies.CODEBUILD_ROLE_NAME, PolicyDocument=iam.minified(old))
+    client.update_assume_role_policy(RoleName=service_roles.CODEBUILD_ROLE_NAME, PolicyDocument=iam.minified(old))
     noted = steps.ensure_codebuild_role(ws)
     assert any("aws iam update-assume-role-policy --role-name decision-workshop-codebuild" in n for n in noted.notes)
-    assert client.get_role(RoleName=policies.CODEBUILD_ROLE_NAME)["Role"]["AssumeRolePolicyDocument"] == old
+    assert client.get_role(RoleName=service_roles.CODEBUILD_ROLE_NAME)["Role"]["AssumeRolePolicyDocument"] == old
     sent = [c for c in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
             if c["operation"] == "UpdateAssumeRolePolicy"]
     assert sent == []
@@ -517,7 +519,7 @@ def test_autoscale_and_transform_pass_as_each_persona_and_the_operator_documents
     assert scaling.scaling_of(autoscaling, name)["Policies"][0]["PolicyName"] == scaling.scaling_policy_name(name)
     job = transform.transform_job_request(f"{name}-batch-1", model_name=name,
                                           input_s3_uri=CONFIG.s3_uri("batch-input") + "/",
-                                          output_s3_uri=CONFIG.s3_uri(policies.BATCH_OUTPUT_FOLDER) + "/",
+                                          output_s3_uri=CONFIG.s3_uri(policy_scope.BATCH_OUTPUT_FOLDER) + "/",
                                           instance_type="ml.c5.2xlarge")
     assert transform.run_transform_job(sm, job, poll_s=0, progress=False)["TransformJobStatus"] == "Completed"
     assert scaling.disable_autoscaling(autoscaling, name) == {"policy": "deleted", "target": "deleted"}
@@ -527,26 +529,26 @@ def test_autoscale_and_transform_pass_as_each_persona_and_the_operator_documents
                                                "DescribeTransformJob", "DeleteScalingPolicy",
                                                "DeregisterScalableTarget"}
     # What a participant outside Studio is given: the operator documents alone allow every one of these calls.
-    audit = permissions.audit(calls, {permissions.OPERATOR: policies.operator_documents(CONFIG, ACCOUNT)}, REGION,
+    audit = permissions.audit(calls, {permissions.OPERATOR: operator_policies.operator_documents(CONFIG, ACCOUNT)}, REGION,
                               ACCOUNT, not_exercised={})
     assert audit.ok and audit.denied == [], audit
     needs = [n for c in calls for n in permissions.needed(c, REGION, ACCOUNT)]
-    assert ("iam:CreateServiceLinkedRole", policies.role_arn(REGION, ACCOUNT, policies.AUTOSCALING_ROLE_PATH),
-            {"iam:AWSServiceName": policies.AUTOSCALING_SERVICE}) in needs
-    assert ("sagemaker:CreateTransformJob", policies.transform_job_arn(REGION, ACCOUNT, f"{name}-batch-1"), {}) in needs
+    assert ("iam:CreateServiceLinkedRole", arns.role_arn(REGION, ACCOUNT, statements.AUTOSCALING_ROLE_PATH),
+            {"iam:AWSServiceName": statements.AUTOSCALING_SERVICE}) in needs
+    assert ("sagemaker:CreateTransformJob", arns.transform_job_arn(REGION, ACCOUNT, f"{name}-batch-1"), {}) in needs
 
 
 def test_the_operator_documents_scale_and_transform_only_the_workshops_endpoints():
-    documents = policies.operator_documents(CONFIG, ACCOUNT)
+    documents = operator_policies.operator_documents(CONFIG, ACCOUNT)
     other = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/someone-elses"
     ours = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{CONFIG.cpu_endpoint_name}"
     assert iam.allows(documents, "sagemaker:UpdateEndpointWeightsAndCapacities", ours)
     assert not iam.allows(documents, "sagemaker:UpdateEndpointWeightsAndCapacities", other)
     assert not iam.allows(documents, "sagemaker:CreateTransformJob",
-                          policies.transform_job_arn(REGION, ACCOUNT, "someone-elses-job"))
+                          arns.transform_job_arn(REGION, ACCOUNT, "someone-elses-job"))
     assert not iam.allows(documents, "cloudwatch:DeleteAlarms",
-                          policies.autoscaling_alarm_arn(REGION, ACCOUNT, "someone-elses"))
-    role = policies.role_arn(REGION, ACCOUNT, policies.AUTOSCALING_ROLE_PATH)
+                          arns.autoscaling_alarm_arn(REGION, ACCOUNT, "someone-elses"))
+    role = arns.role_arn(REGION, ACCOUNT, statements.AUTOSCALING_ROLE_PATH)
     assert not iam.allows(documents, "iam:CreateServiceLinkedRole", role,
                           {"iam:AWSServiceName": "ec2.application-autoscaling.amazonaws.com"})
 
@@ -606,7 +608,7 @@ def test_the_printed_administrator_commands_run_against_the_strict_rehearsal(loc
     """Inline, the four operator documents exceed IAM's 10,240 characters per role (the commands notebook 00 used to
     print fail on the fourth); as managed policies each is within 6,144 and the role holds five of ten."""
     from workshop_lib.aws import admin
-    from workshop_lib.steps.setup import administrator_commands, policy_folder
+    from workshop_lib.steps.policy_files import administrator_commands, policy_folder
 
     ws = local_workshop
     written = steps.setup(ws, reset=True)

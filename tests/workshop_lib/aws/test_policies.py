@@ -14,11 +14,12 @@ import re
 
 import pytest
 
-from workshop_lib.aws import codebuild as builds, endpoints, hosting, iam, images, policies, transform
+from workshop_lib.aws import (arns, codebuild as builds, endpoints, hosting, iam, images, operator_policies, policies,
+                              policy_scope, service_roles, statements, transform)
 from workshop_lib.config import WorkshopConfig, repo_root
 from workshop_lib.models import PINNED_MODEL
 from workshop_lib.aws.iam import allows, evaluate
-from workshop_lib.aws.policies import ecr_repository_arn, log_group_arn, log_stream_arn, s3_bucket_arn, s3_object_arn
+from workshop_lib.aws.arns import ecr_repository_arn, log_group_arn, log_stream_arn, s3_bucket_arn, s3_object_arn
 from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.errors import InvalidInput
 
@@ -33,11 +34,11 @@ BUILD_ID = "sagemaker-decision-workshop-model-package:0b7e1c0a-1111-2222-3333-44
 
 
 def codebuild_policy(config=CONFIG):
-    return policies.codebuild_service_role_policy(config)
+    return service_roles.codebuild_service_role_policy(config)
 
 
 def sagemaker_policy(config=CONFIG, **options):
-    return policies.sagemaker_execution_role_policy(config, **options)
+    return service_roles.sagemaker_execution_role_policy(config, **options)
 
 
 # ---- the evaluator follows IAM's rules ------------------------------------------------------
@@ -123,10 +124,10 @@ def codebuild_calls(config: WorkshopConfig = CONFIG) -> list[tuple[str, str, dic
                                            parse_image_uri(repository_uri), "cpu-20250101-120000")
         base = images.parse_image_uri(build_env["BASE_IMAGE"])
         assert base.account == images.dlc_account(region)
-        for action in policies.ECR_PULL:
+        for action in statements.ECR_PULL:
             calls.append((action, ecr_repository_arn(region, base.account, base.repository), {}))
     target = images.parse_image_uri(repository_uri)
-    for action in (*policies.ECR_PULL, *policies.ECR_PUSH, "ecr:DescribeImages"):
+    for action in (*statements.ECR_PULL, *statements.ECR_PUSH, "ecr:DescribeImages"):
         calls.append((action, ecr_repository_arn(region, target.account, target.repository), {}))
     return calls
 
@@ -150,7 +151,7 @@ def sagemaker_calls(config: WorkshopConfig = CONFIG, *, batch_transform: bool = 
         bucket, key = _s3(container["ModelDataUrl"])
         calls.append(("s3:GetObject", s3_object_arn(bucket, key, region), OWN))
         image = images.parse_image_uri(container["Image"])
-        for action in policies.ECR_PULL:
+        for action in statements.ECR_PULL:
             calls.append((action, ecr_repository_arn(region, image.account, image.repository), {}))
         group = hosting.log_group(plan.name)
         stream = f"{endpoints.VARIANT_NAME}/i-0123456789abcdef0"
@@ -161,7 +162,7 @@ def sagemaker_calls(config: WorkshopConfig = CONFIG, *, batch_transform: bool = 
     calls.append(("cloudwatch:PutMetricData", "*", {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}))
     if batch_transform:
         input_uri = config.s3_uri("batch-input")
-        output_uri = config.s3_uri(policies.BATCH_OUTPUT_FOLDER)
+        output_uri = config.s3_uri(policy_scope.BATCH_OUTPUT_FOLDER)
         job = transform.transform_job_request("decision-workshop-batch", model_name=config.cpu_endpoint_name,
                                               input_s3_uri=input_uri, output_s3_uri=output_uri)
         in_bucket, in_prefix = _s3(job["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"])
@@ -252,7 +253,7 @@ def test_sagemaker_role_denies_what_an_endpoint_does_not_do(action, resource, co
 # ---- shape: no "*" action, no unscoped resource beyond the documented ones ------------------------
 
 ALL = [("codebuild", codebuild_policy()), ("sagemaker", sagemaker_policy()),
-       ("sagemaker+transform", sagemaker_policy(batch_transform=True)), ("operator", policies.operator_policy(CONFIG))]
+       ("sagemaker+transform", sagemaker_policy(batch_transform=True)), ("operator", operator_policies.operator_policy(CONFIG))]
 
 
 def _statements(document):
@@ -272,13 +273,13 @@ def test_no_action_wildcards_anywhere(name, document):
 
 @pytest.mark.parametrize("name, document", ALL, ids=[n for n, _ in ALL])
 def test_only_documented_actions_get_an_unscoped_resource(name, document):
-    documented = {w.action: w for w in policies.SERVICE_REQUIRED_WILDCARDS}
+    documented = {w.action: w for w in statements.SERVICE_REQUIRED_WILDCARDS}
     for sid, action in iam.wildcard_grants(document):
         assert action in documented, f"{name}: {sid} grants {action} on '*' but it is not a documented exception"
         statement = next(s for s in document["Statement"] if s["Sid"] == sid)
         assert statement["Action"] == [action]  # alone in its statement: nothing rides along on "*"
         assert statement.get("Condition") == documented[action].condition
-    for exception in policies.SERVICE_REQUIRED_WILDCARDS:
+    for exception in statements.SERVICE_REQUIRED_WILDCARDS:
         assert len(exception.reason) > 40
 
 
@@ -332,21 +333,21 @@ def test_every_other_resource_names_a_workshop_resource(name, document):
             if match["role"]:
                 assert f"arn:aws:iam::{match['iam_account']}:role/{match['role']}" in (
                     CONFIG.codebuild_role_arn, CONFIG.sagemaker_role_arn,
-                    policies.role_arn(REGION, ACCOUNT, policies.CODEBUILD_ROLE_NAME))
+                    arns.role_arn(REGION, ACCOUNT, service_roles.CODEBUILD_ROLE_NAME))
 
 
 def test_the_dlc_account_follows_the_region():
     config = CONFIG.replace(region="af-south-1")
-    resources = json.dumps(policies.codebuild_service_role_policy(config))
+    resources = json.dumps(service_roles.codebuild_service_role_policy(config))
     assert f"arn:aws:ecr:af-south-1:{images.dlc_account('af-south-1')}:repository/llama-cpp" in resources
     assert "763104351884" not in resources
-    china = policies.sagemaker_execution_role_policy(CONFIG.replace(region="cn-north-1"))
+    china = service_roles.sagemaker_execution_role_policy(CONFIG.replace(region="cn-north-1"))
     assert all(r == "*" or r.startswith("arn:aws-cn:") for _, _, rs in _statements(china) for r in rs)
 
 
 def test_trust_policies_name_one_service_and_this_account():
-    codebuild = policies.codebuild_trust_policy(CONFIG)
-    sagemaker = policies.sagemaker_trust_policy(CONFIG)
+    codebuild = service_roles.codebuild_trust_policy(CONFIG)
+    sagemaker = service_roles.sagemaker_trust_policy(CONFIG)
     (cb,) = codebuild["Statement"]
     (sm,) = sagemaker["Statement"]
     assert cb["Principal"] == {"Service": "codebuild.amazonaws.com"} and cb["Action"] == "sts:AssumeRole"
@@ -446,11 +447,11 @@ def test_write_policies_writes_json_for_administrators(tmp_path):
 def test_account_comes_from_the_role_arns_or_must_be_given():
     local = WorkshopConfig(region=REGION, bucket="acme-decision-workshop")
     with pytest.raises(InvalidInput, match="account_id"):
-        policies.codebuild_service_role_policy(local)
-    document = policies.codebuild_service_role_policy(local, account_id=OTHER)
+        service_roles.codebuild_service_role_policy(local)
+    document = service_roles.codebuild_service_role_policy(local, account_id=OTHER)
     assert f":{OTHER}:repository/{local.ecr_repository}" in json.dumps(document)
     with pytest.raises(InvalidInput, match="account"):
-        policies.scope(local, account_id="12345")
+        policy_scope.scope(local, account_id="12345")
 
 
 @pytest.mark.parametrize("change, needle", [
@@ -466,7 +467,7 @@ def test_names_that_would_widen_an_iam_grant_are_refused(change, needle):
     """A prefix of '*' used to widen every statement scoped to the prefix to the whole bucket."""
     config = CONFIG.replace(**change)
     with pytest.raises(ValueError, match=needle):
-        policies.scope(config)
+        policy_scope.scope(config)
     with pytest.raises(InvalidInput, match=needle):
         config.check()
 
@@ -484,7 +485,7 @@ def test_endpoint_names_with_capitals_are_granted_in_the_lower_case_iam_checks()
     from workshop_lib.local import permissions
 
     config = CONFIG.replace(cpu_endpoint_name="Decision-CPU")
-    documents = policies.operator_documents(config, ACCOUNT)
+    documents = operator_policies.operator_documents(config, ACCOUNT)
     for operation, params in (("CreateEndpoint", {"EndpointName": "Decision-CPU", "EndpointConfigName": "Decision-CPU"}),
                               ("CreateEndpointConfig", {"EndpointConfigName": "Decision-CPU-20261201T000000Z"}),
                               ("UpdateEndpoint", {"EndpointName": "Decision-CPU",
@@ -494,4 +495,4 @@ def test_endpoint_names_with_capitals_are_granted_in_the_lower_case_iam_checks()
         for action, resource, context in permissions.needed(call, REGION, ACCOUNT):
             assert resource == resource.lower() and iam.allows(documents, action, resource, context), (action, resource)
     # the log group keeps the name's case (CloudWatch Logs names are case-sensitive)
-    assert "/aws/sagemaker/Endpoints/Decision-CPU" in json.dumps(policies.operator_policy(config, ACCOUNT))
+    assert "/aws/sagemaker/Endpoints/Decision-CPU" in json.dumps(operator_policies.operator_policy(config, ACCOUNT))

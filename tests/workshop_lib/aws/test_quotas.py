@@ -7,10 +7,11 @@ from __future__ import annotations
 import importlib
 
 import pytest
+from workshop_lib import steps
 from workshop_lib.aws import endpoints
 from workshop_lib.config import WorkshopConfig
 
-setup = importlib.import_module("workshop_lib.steps.setup")  # the module (steps.setup is the step)
+quota_check = importlib.import_module("workshop_lib.steps.quotas")
 
 STANDARD, CPU = endpoints.STANDARD_CPU_INSTANCE, endpoints.DECISION_CPU_INSTANCE
 POOLS, FIXED = endpoints.DEFAULT_GPU_POOLS, endpoints.FIXED_GPU_INSTANCE
@@ -23,12 +24,12 @@ def _config(path, region="us-east-1"):
 def test_without_pools_only_the_fixed_type_counts():
     # af-south-1 offers no instance pools: the GPU endpoint runs on one fixed type alone
     config = _config("decision-gpu", "af-south-1")
-    passed, detail = setup.quota_verdict(config, {STANDARD: 1, FIXED: 0, POOLS[0]: 4, POOLS[1]: 4})
+    passed, detail = quota_check.quota_verdict(config, {STANDARD: 1, FIXED: 0, POOLS[0]: 4, POOLS[1]: 4})
     assert passed is False and f"{FIXED} has no quota" in detail
-    passed, detail = setup.quota_verdict(config, {STANDARD: 1, FIXED: 2})
+    passed, detail = quota_check.quota_verdict(config, {STANDARD: 1, FIXED: 2})
     assert passed is True and "not offered in af-south-1" in detail and POOLS[1] not in detail
     # where pools are offered, any pool type with room lets the endpoint start
-    passed, detail = setup.quota_verdict(_config("decision-gpu"), {STANDARD: 1, POOLS[0]: 0, POOLS[1]: 1})
+    passed, detail = quota_check.quota_verdict(_config("decision-gpu"), {STANDARD: 1, POOLS[0]: 0, POOLS[1]: 1})
     assert passed is True and "skipped at placement" in detail
 
 
@@ -40,13 +41,13 @@ def test_without_pools_only_the_fixed_type_counts():
     ("standard", {STANDARD: 1}, False),  # 07 updates a decision endpoint only
 ])
 def test_a_blue_green_update_needs_twice_the_instance_count(path, found, note):
-    passed, detail = setup.quota_verdict(_config(path), found)
+    passed, detail = quota_check.quota_verdict(_config(path), found)
     assert passed is True
     assert ("notebook 07's blue/green update" in detail) is note
 
 
 def test_the_fixed_gpu_type_needs_two_for_the_update_where_pools_are_not_offered():
-    passed, detail = setup.quota_verdict(_config("decision-gpu", "af-south-1"), {STANDARD: 1, FIXED: 1, POOLS[1]: 5})
+    passed, detail = quota_check.quota_verdict(_config("decision-gpu", "af-south-1"), {STANDARD: 1, FIXED: 1, POOLS[1]: 5})
     assert passed is True and "needs a quota of 2" in detail
 
 
@@ -56,18 +57,18 @@ def test_an_unreadable_quota_says_it_is_read_again_and_check_quotas_replaces_the
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    workshop = setup.Workshop(_config("decision-cpu"), tmp_path / "config.json")
+    workshop = steps.Workshop(_config("decision-cpu"), tmp_path / "config.json")
     client = boto3.client("service-quotas", region_name="us-east-1")
     monkeypatch.setattr(workshop.clients, "get", lambda service: client)
     with Stubber(client) as stub:
         stub.add_client_error("list_service_quotas", "AccessDeniedException", "not authorized")
-        passed, detail = setup._endpoint_quotas(workshop)
+        passed, detail = quota_check.endpoint_quotas(workshop)
         assert passed is None and "read again below, once the operator documents are attached" in detail
         quotas = [{"QuotaName": f"{t} for endpoint usage", "Value": v} for t, v in ((STANDARD, 1.0), (CPU, 2.0))]
         stub.add_response("list_service_quotas", {"Quotas": quotas}, {"ServiceCode": "sagemaker"})
         stub.add_response("list_aws_default_service_quotas", {"Quotas": []}, {"ServiceCode": "sagemaker"})
-        before = setup.Checks([("python", True, "3.11"), ("quotas", None, detail)])
-        after = setup.check_quotas(workshop, before)
+        before = steps.Checks([("python", True, "3.11"), ("quotas", None, detail)])
+        after = quota_check.check_quotas(workshop, before)
     assert after.rows[0] == before.rows[0]
     assert after.rows[1][0] == "quotas" and after.rows[1][1] is True and f"{CPU}: 2" in after.rows[1][2]
 
@@ -77,21 +78,21 @@ def _quota(name, value):
 
 
 def _read(tmp_path, monkeypatch, path, applied, defaults):
-    """``_endpoint_quotas`` against a Stubber'd Service Quotas client answering ``applied`` (ListServiceQuotas)
+    """``endpoint_quotas`` against a Stubber'd Service Quotas client answering ``applied`` (ListServiceQuotas)
     and, when given, ``defaults`` (ListAWSDefaultServiceQuotas)."""
     import boto3
     from botocore.stub import Stubber
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    workshop = setup.Workshop(_config(path), tmp_path / "config.json")
+    workshop = steps.Workshop(_config(path), tmp_path / "config.json")
     client = boto3.client("service-quotas", region_name="us-east-1")
     monkeypatch.setattr(workshop.clients, "get", lambda service: client)
     with Stubber(client) as stub:
         stub.add_response("list_service_quotas", {"Quotas": applied}, {"ServiceCode": "sagemaker"})
         if defaults is not None:
             stub.add_response("list_aws_default_service_quotas", {"Quotas": defaults}, {"ServiceCode": "sagemaker"})
-        found = setup._endpoint_quotas(workshop)
+        found = quota_check.endpoint_quotas(workshop)
         stub.assert_no_pending_responses()
     return found
 
@@ -117,30 +118,30 @@ def test_applied_quotas_are_not_called_defaults_and_the_defaults_are_not_read_wh
 
 
 def test_a_transform_quota_of_zero_is_a_note_for_notebook_07():
-    passed, detail = setup.quota_verdict(_config("decision-cpu"), {STANDARD: 1, CPU: 2}, {CPU: 0})
+    passed, detail = quota_check.quota_verdict(_config("decision-cpu"), {STANDARD: 1, CPU: 2}, {CPU: 0})
     assert passed is True
     assert f"transform job usage: {CPU}: 0" in detail and "Batch Transform job runs on the endpoint's type" in detail
     assert f"{CPU} has none" in detail
     # pools: the job runs on whichever pool type the endpoint was placed on, each counted for transform
-    passed, detail = setup.quota_verdict(_config("decision-gpu"), {STANDARD: 1, POOLS[0]: 1},
+    passed, detail = quota_check.quota_verdict(_config("decision-gpu"), {STANDARD: 1, POOLS[0]: 1},
                                          {POOLS[0]: 1, POOLS[1]: 1, POOLS[2]: 1})
     assert passed is True and f"{POOLS[3]}: unknown" in detail and f"{POOLS[3]} has none" in detail
     # the standard path runs no transform
-    passed, detail = setup.quota_verdict(_config("standard"), {STANDARD: 1}, {})
+    passed, detail = quota_check.quota_verdict(_config("standard"), {STANDARD: 1}, {})
     assert "transform" not in detail
 
 
 def test_a_quota_listed_neither_applied_nor_default_is_unknown_not_zero():
-    passed, detail = setup.quota_verdict(_config("decision-cpu"), {STANDARD: 1}, {})
+    passed, detail = quota_check.quota_verdict(_config("decision-cpu"), {STANDARD: 1}, {})
     assert passed is False and f"{CPU}: unknown" in detail
     assert f"lists no '{CPU} for endpoint usage'" in detail and "request an increase" not in detail
 
 
 def test_the_operator_may_read_the_default_quotas():
-    from workshop_lib.aws import iam, policies
+    from workshop_lib.aws import iam, operator_policies
     from workshop_lib.local import permissions
 
-    document = policies.operator_policy(_config("decision-cpu").replace(bucket="decision-workshop-b"), "123456789012")
+    document = operator_policies.operator_policy(_config("decision-cpu").replace(bucket="decision-workshop-b"), "123456789012")
     assert iam.allows(document, "servicequotas:ListAWSDefaultServiceQuotas", "*")
     call = {"service": "servicequotas", "operation": "ListAWSDefaultServiceQuotas", "params": {"ServiceCode": "sagemaker"}}
     assert permissions.needed(call, "us-east-1", "123456789012") == [("servicequotas:ListAWSDefaultServiceQuotas", "*", {})]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from workshop_lib import names
-from workshop_lib.aws import iam, policies, spend_guard
+from workshop_lib.aws import arns, iam, operator_policies, role_boundary, service_roles, spend_guard
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.local import permissions
 
@@ -14,9 +14,9 @@ from .values import REGION, ROLE
 
 ACCOUNT = "123456789012"
 CONFIG = WorkshopConfig(mode="aws", region=REGION, bucket="sagemaker-decision-workshop-test", sagemaker_role_arn=ROLE)
-BOUNDARY = policies.boundary_policy_arn(REGION, ACCOUNT)
-OPERATOR = policies.operator_documents(CONFIG, ACCOUNT)
-ROLES = [policies.role_arn(REGION, ACCOUNT, policies.CODEBUILD_ROLE_NAME), spend_guard.scheduler_role_arn(REGION, ACCOUNT)]
+BOUNDARY = role_boundary.boundary_policy_arn(REGION, ACCOUNT)
+OPERATOR = operator_policies.operator_documents(CONFIG, ACCOUNT)
+ROLES = [arns.role_arn(REGION, ACCOUNT, service_roles.CODEBUILD_ROLE_NAME), spend_guard.scheduler_role_arn(REGION, ACCOUNT)]
 EVERYTHING = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
 
 
@@ -36,18 +36,18 @@ ELSEWHERE = CONFIG.replace(region="ap-southeast-3", bucket="another-bucket-of-th
 
 @pytest.mark.parametrize("config", [CONFIG, ELSEWHERE], ids=["as-written", "after-a-change-of-region"])
 def test_the_one_boundary_covers_the_roles_own_policies_in_any_region_bucket_and_name(config):
-    boundary = policies.role_boundary_policy(CONFIG, ACCOUNT)
+    boundary = role_boundary.role_boundary_policy(CONFIG, ACCOUNT)
     iam.check_policy_document(boundary)
-    grants = _own_grants(policies.codebuild_service_role_policy(config, ACCOUNT))
-    grants += _own_grants(policies.scheduler_role_policy(config, ACCOUNT))
+    grants = _own_grants(service_roles.codebuild_service_role_policy(config, ACCOUNT))
+    grants += _own_grants(service_roles.scheduler_role_policy(config, ACCOUNT))
     assert len(grants) > 20
     outside = [(a, r) for a, r, c in grants if not iam.allows(boundary, a, r, c)]
     assert outside == []
-    assert boundary == policies.role_boundary_policy(ELSEWHERE, ACCOUNT)  # nothing in it depends on the run
+    assert boundary == role_boundary.role_boundary_policy(ELSEWHERE, ACCOUNT)  # nothing in it depends on the run
 
 
 @pytest.mark.parametrize("role", ROLES)
-@pytest.mark.parametrize("action", policies.BOUNDED_ROLE_ACTIONS)
+@pytest.mark.parametrize("action", role_boundary.BOUNDED_ROLE_ACTIONS)
 def test_the_operator_creates_and_changes_the_roles_only_with_the_workshops_boundary(role, action):
     assert iam.allows(OPERATOR, action, role, {"iam:PermissionsBoundary": BOUNDARY})
     assert not iam.allows(OPERATOR, action, role)  # no boundary on the role (or in CreateRole)
@@ -68,7 +68,7 @@ def test_the_operator_may_not_remove_or_replace_the_boundary(role):
 
 
 def test_a_role_given_everything_by_the_operator_can_still_do_only_the_workshops_work():
-    boundary = policies.role_boundary_policy(CONFIG, ACCOUNT)
+    boundary = role_boundary.role_boundary_policy(CONFIG, ACCOUNT)
     # the operator may write "*" into the deadlines' role: the role carries the boundary...
     assert iam.allows(OPERATOR, "iam:PutRolePolicy", ROLES[1], {"iam:PermissionsBoundary": BOUNDARY})
     # ...and what the role may then do, as the scheduler or a build runs it, is capped by the boundary
@@ -128,10 +128,10 @@ def test_the_update_endpoint_is_checked_and_granted_on_the_endpoint_and_its_new_
 
 
 def test_the_sagemaker_role_may_read_the_endpoints_rollback_alarms_only():
-    role = policies.sagemaker_execution_role_policy(CONFIG, ACCOUNT)
-    alarm = policies.cloudwatch_alarm_arn(REGION, ACCOUNT, f"{CONFIG.gpu_endpoint_name}/5xx")
+    role = service_roles.sagemaker_execution_role_policy(CONFIG, ACCOUNT)
+    alarm = arns.cloudwatch_alarm_arn(REGION, ACCOUNT, f"{CONFIG.gpu_endpoint_name}/5xx")
     assert iam.allows(role, "cloudwatch:DescribeAlarms", alarm)
-    assert not iam.allows(role, "cloudwatch:DescribeAlarms", policies.cloudwatch_alarm_arn(REGION, ACCOUNT, "other"))
+    assert not iam.allows(role, "cloudwatch:DescribeAlarms", arns.cloudwatch_alarm_arn(REGION, ACCOUNT, "other"))
     assert not iam.allows(role, "cloudwatch:DeleteAlarms", alarm)
 
 
@@ -144,7 +144,7 @@ def test_a_boundary_policy_not_created_yet_is_one_line_saying_how(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     client = boto3.client("iam", region_name="us-east-1")
-    trust = policies.scheduler_trust_policy(CONFIG, ACCOUNT)
+    trust = service_roles.scheduler_trust_policy(CONFIG, ACCOUNT)
     with Stubber(client) as stub:
         stub.add_client_error("create_role", "NoSuchEntity", f"Policy {BOUNDARY} does not exist or is not attachable.",
                               expected_params={"RoleName": "r", "Path": "/", "AssumeRolePolicyDocument": ANY,
@@ -159,7 +159,7 @@ def test_a_boundary_policy_not_created_yet_is_one_line_saying_how(monkeypatch):
 def test_the_audit_holds_the_workshops_roles_to_their_boundary():
     """A call the role's own policy allows but its boundary does not is denied in the audit, as IAM would."""
     everything = {"Version": "2012-10-17", "Statement": [{"Sid": "All", "Effect": "Allow", "Action": "*", "Resource": "*"}]}
-    boundary = policies.role_boundary_policy(CONFIG, ACCOUNT)
+    boundary = role_boundary.role_boundary_policy(CONFIG, ACCOUNT)
     push = {"principal": permissions.CODEBUILD, "service": "ecr", "operation": "PutImage",
             "params": {"repositoryName": "production"}}
     documents = {permissions.CODEBUILD: everything}

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from workshop_lib import names
-from workshop_lib.aws import api, iam, policies, spend_guard
+from workshop_lib.aws import api, iam, operator_policies, policies, role_boundary, service_roles, spend_guard
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.local import permissions
 from workshop_lib.errors import AwsFailure, InvalidInput
@@ -98,8 +98,8 @@ def test_deadlines_and_their_text():
 
 
 def test_the_role_and_trust_documents_pass_the_policy_checks():
-    role = policies.scheduler_role_policy(CONFIG, ACCOUNT)
-    trust = policies.scheduler_trust_policy(CONFIG, ACCOUNT)
+    role = service_roles.scheduler_role_policy(CONFIG, ACCOUNT)
+    trust = service_roles.scheduler_trust_policy(CONFIG, ACCOUNT)
     iam.check_policy_document(role)
     iam.check_policy_document(trust, trust=True)
     (statement,) = trust["Statement"]
@@ -116,7 +116,7 @@ SCALING = {"application-autoscaling:service-namespace": "sagemaker",
 
 
 def test_the_role_may_delete_exactly_the_endpoints_that_carry_the_workshops_tag():
-    role = policies.scheduler_role_policy(CONFIG, ACCOUNT)
+    role = service_roles.scheduler_role_policy(CONFIG, ACCOUNT)
     for name in (CONFIG.gpu_endpoint_name, "deployed-with-the-samples-flags"):  # any name, by the tag
         arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{name}"
         assert iam.allows(role, "sagemaker:DeleteEndpoint", arn, TAGGED)
@@ -124,12 +124,12 @@ def test_the_role_may_delete_exactly_the_endpoints_that_carry_the_workshops_tag(
             assert not iam.allows(role, action, arn, TAGGED)
         assert not iam.allows(role, "sagemaker:DeleteEndpoint", arn)  # untagged: someone else's
     # the documents do not name a run's endpoints: a new deploy never rewrites them
-    assert role == policies.scheduler_role_policy(CONFIG.replace(cpu_endpoint_name="renamed"), ACCOUNT)
+    assert role == service_roles.scheduler_role_policy(CONFIG.replace(cpu_endpoint_name="renamed"), ACCOUNT)
 
 
 def test_the_role_may_delete_a_scaled_endpoint():
     """Deleting an auto-scaled endpoint needs DeregisterScalableTarget from the caller (SageMaker guide)."""
-    role = policies.scheduler_role_policy(CONFIG, ACCOUNT)
+    role = service_roles.scheduler_role_policy(CONFIG, ACCOUNT)
     assert iam.allows(role, "application-autoscaling:DeregisterScalableTarget", "*", SCALING)
     ecs = {**SCALING, "application-autoscaling:service-namespace": "ecs"}
     assert not iam.allows(role, "application-autoscaling:DeregisterScalableTarget", "*", ecs)
@@ -144,7 +144,7 @@ def test_the_role_may_delete_a_scaled_endpoint():
 
 
 def test_the_operator_may_manage_the_deadlines_and_pass_the_role_to_the_scheduler_only():
-    document = policies.operator_deadlines_policy(CONFIG, ACCOUNT)
+    document = operator_policies.operator_deadlines_policy(CONFIG, ACCOUNT)
     iam.check_policy_document(document)
     assert iam.wildcard_grants(document) == []
     schedule = spend_guard.schedule_arn(REGION, ACCOUNT, CONFIG.cpu_endpoint_name)
@@ -156,8 +156,8 @@ def test_the_operator_may_manage_the_deadlines_and_pass_the_role_to_the_schedule
     assert not iam.allows(document, "iam:PassRole", SCHEDULER_ROLE, {"iam:PassedToService": "ec2.amazonaws.com"})
     assert not iam.allows(document, "iam:PassRole", ROLE, {"iam:PassedToService": "scheduler.amazonaws.com"})
     # the role itself is managed under operator-roles-policy.json, only with the workshop's boundary on it
-    roles = policies.operator_roles_policy(CONFIG, ACCOUNT)
-    bounded = {"iam:PermissionsBoundary": policies.boundary_policy_arn(REGION, ACCOUNT)}
+    roles = role_boundary.operator_roles_policy(CONFIG, ACCOUNT)
+    bounded = {"iam:PermissionsBoundary": role_boundary.boundary_policy_arn(REGION, ACCOUNT)}
     for action in ("iam:CreateRole", "iam:PutRolePolicy", "iam:DeleteRolePolicy"):
         assert iam.allows(roles, action, SCHEDULER_ROLE, bounded)
         assert not iam.allows(roles, action, SCHEDULER_ROLE)
@@ -168,8 +168,8 @@ def test_the_operator_may_manage_the_deadlines_and_pass_the_role_to_the_schedule
 
 
 def test_a_deadline_set_before_a_change_of_region_keeps_its_permissions():
-    role = policies.scheduler_role_policy(CONFIG.replace(region="us-west-2"), ACCOUNT)
-    operator = policies.operator_deadlines_policy(CONFIG.replace(region="us-west-2"), ACCOUNT)
+    role = service_roles.scheduler_role_policy(CONFIG.replace(region="us-west-2"), ACCOUNT)
+    operator = operator_policies.operator_deadlines_policy(CONFIG.replace(region="us-west-2"), ACCOUNT)
     for region in (REGION, "us-west-2", "ap-southeast-3"):
         endpoint = f"arn:aws:sagemaker:{region}:{ACCOUNT}:endpoint/{CONFIG.gpu_endpoint_name}"
         assert iam.allows(role, "sagemaker:DeleteEndpoint", endpoint, TAGGED)
@@ -190,8 +190,8 @@ def test_the_documents_are_written_with_the_others_and_each_fits_iams_quota():
 
 
 def test_the_audit_holds_the_deadline_calls_to_the_documents():
-    documents = {permissions.OPERATOR: policies.operator_documents(CONFIG, ACCOUNT),
-                 spend_guard.PRINCIPAL: policies.scheduler_role_policy(CONFIG, ACCOUNT)}
+    documents = {permissions.OPERATOR: operator_policies.operator_documents(CONFIG, ACCOUNT),
+                 spend_guard.PRINCIPAL: service_roles.scheduler_role_policy(CONFIG, ACCOUNT)}
     request = _request(CONFIG.gpu_endpoint_name)
     made = [{"principal": permissions.OPERATOR, "service": "scheduler", "operation": "CreateSchedule",
              "params": request},
@@ -199,7 +199,7 @@ def test_the_audit_holds_the_deadline_calls_to_the_documents():
              "params": spend_guard.delete_request(CONFIG.gpu_endpoint_name)},
             {"principal": permissions.OPERATOR, "service": "iam", "operation": "CreateRole",
              "params": {"RoleName": spend_guard.SCHEDULER_ROLE_NAME,
-                        "PermissionsBoundary": policies.boundary_policy_arn(REGION, ACCOUNT)}},
+                        "PermissionsBoundary": role_boundary.boundary_policy_arn(REGION, ACCOUNT)}},
             {"principal": permissions.OPERATOR, "service": "iam", "operation": "PutRolePolicy",
              "params": {"RoleName": spend_guard.SCHEDULER_ROLE_NAME}}]
     created = {"principal": permissions.OPERATOR, "service": "sagemaker", "operation": "CreateEndpoint",
@@ -293,7 +293,7 @@ def test_ensure_role_creates_the_role_once_and_keeps_its_permissions_current(aws
     assert arn == SCHEDULER_ROLE and done.startswith("created")
     role = iam.get_role(RoleName=spend_guard.SCHEDULER_ROLE_NAME)["Role"]
     assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
-    assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == policies.boundary_policy_arn(REGION, ACCOUNT)
+    assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == role_boundary.boundary_policy_arn(REGION, ACCOUNT)
     assert spend_guard.regions_of(iam.list_role_tags(RoleName=spend_guard.SCHEDULER_ROLE_NAME)["Tags"]) == [REGION]
     renamed = CONFIG.replace(cpu_endpoint_name="renamed-cpu")
     arn, done = spend_guard.ensure_role(iam, renamed, ACCOUNT)
@@ -301,17 +301,17 @@ def test_ensure_role_creates_the_role_once_and_keeps_its_permissions_current(aws
     inline = iam.get_role_policy(RoleName=spend_guard.SCHEDULER_ROLE_NAME,
                                  PolicyName=spend_guard.SCHEDULER_ROLE_NAME)["PolicyDocument"]
     # keyed on the workshop's tag, not on names: a deploy under another name leaves the role as it was
-    assert inline == policies.scheduler_role_policy(CONFIG, ACCOUNT) and "renamed" not in json.dumps(inline)
+    assert inline == service_roles.scheduler_role_policy(CONFIG, ACCOUNT) and "renamed" not in json.dumps(inline)
 
 
 def test_ensure_role_adds_each_region_and_bounds_a_role_made_without_a_boundary(aws_clients):
     iam = aws_clients["iam"]
     iam.create_role(**policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME,
-                                                   policies.scheduler_trust_policy(CONFIG, ACCOUNT), path="/"))
+                                                   service_roles.scheduler_trust_policy(CONFIG, ACCOUNT), path="/"))
     _, done = spend_guard.ensure_role(iam, CONFIG, ACCOUNT)
     assert "boundary" in done
     role = iam.get_role(RoleName=spend_guard.SCHEDULER_ROLE_NAME)["Role"]
-    assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == policies.boundary_policy_arn(REGION, ACCOUNT)
+    assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == role_boundary.boundary_policy_arn(REGION, ACCOUNT)
     spend_guard.ensure_role(iam, CONFIG.replace(region="us-west-2"), ACCOUNT)
     spend_guard.ensure_role(iam, CONFIG, ACCOUNT)
     tags = iam.list_role_tags(RoleName=spend_guard.SCHEDULER_ROLE_NAME)["Tags"]
