@@ -17,10 +17,11 @@ from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 from urllib3.response import HTTPResponse
 
+from decision_contract import wire
 from tests.support.stand_in import serving
 from workshop_lib.client import (READ_TIMEOUT_S, EndpointBusy, EndpointClient, EndpointNotFound,
                                  EndpointServerError, EndpointTimeout, InvalidDecision, InvalidResponse,
-                                 ResponseTooLarge, UnprocessableRequest, decision)
+                                 ResponseTooLarge, UnprocessableRequest, WireVersionMismatch, decision)
 
 REGION = "us-east-1"
 ENDPOINT = "semif-decision-workflows"
@@ -359,4 +360,19 @@ def test_stubber_an_unnormalised_answer_is_refused(runtime):
                          expected_request(DECISION))
     client, _ = make_client(sm)
     with pytest.raises(InvalidDecision, match="sum to 0.6"):
+        client.decide(DECISION)
+
+
+@pytest.mark.parametrize("attributes, refused", [(None, False), (wire.WIRE_VERSION, False),
+                                                 ("decision-wire/999", True)], ids=["absent", "same", "other"])
+def test_the_adapters_wire_version_comes_back_through_invoke_endpoint(runtime_api, attributes, refused):
+    """SageMaker hands back the container's wire.VERSION_HEADER as InvokeEndpoint's CustomAttributes: real
+    botocore parses it from the runtime API's answer, and the client judges it as it does a local adapter's."""
+    api, url = runtime_api
+    api.script = [(200, {wire.VERSION_HEADER: attributes} if attributes else {}, _answer(DECISION))]
+    client = EndpointClient.sagemaker(ENDPOINT, REGION, endpoint_url=url, retries=0)
+    if not refused:
+        assert client.decide(DECISION).id == DECISION["id"]
+        return
+    with pytest.raises(WireVersionMismatch, match=f"speaks {attributes}, this client {wire.WIRE_VERSION}"):
         client.decide(DECISION)
