@@ -3,7 +3,8 @@
 One command per step (``setup``, ``package-model``, ``build-image``, ``deploy``, ``extend``, ``invoke``,
 ``cleanup``, ``delete-builds``, ...). Each builds one ``steps.Workshop`` from the config the notebooks use
 (``.workshop/config.json`` or ``--config``, under ``WORKSHOP_*`` variables), with the flags given
-on top (``cli_commands.CONFIG_FLAGS``: ``--region``, ``--bucket``, ``--role-arn``, ``--mode``, ...), calls the
+on top (``--region``, ``--bucket``, ``--role-arn``, ``--mode``, ...: each made from its setting's declaration in
+``WorkshopConfig``, so a setting with a ``flag`` is a flag of every command that names it), calls the
 step the notebooks call and prints its result. So ``--mode local`` (or ``WORKSHOP_MODE=local``)
 runs the same commands against the local emulator, and a flag left out takes the saved config's
 value or the library's default: no default is repeated here (every flag defaults to None, the
@@ -23,6 +24,7 @@ exit with status 1; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
@@ -35,35 +37,36 @@ from .cli_commands import (EXAMPLE_BUCKET, cmd_alarms, cmd_audit, cmd_bench, cmd
                            cmd_invoke, cmd_invoke_standard, cmd_package_model, cmd_placement, cmd_resolve_image,
                            cmd_running, cmd_serve, cmd_setup, cmd_stop_local, cmd_update, cmd_verify_package)
 from .cli_commands import cmd_autoscale, cmd_transform
-from .config import check_endpoint_name
+from .config import WorkshopConfig, check_endpoint_name
+from .deploy_paths import DECISION_CPU, DECISION_GPU, DEPLOY_PATHS, STANDARD, decision_paths
 from .errors import InvalidInput, WorkshopError
-
-# -- commands -------------------------------------------------------------------
-
 
 # -- parser ---------------------------------------------------------------------
 # Every flag defaults to None (False for switches): what is left out comes from the saved config,
 # or from the step's or the endpoints builder's default (tests/workshop_lib/test_cli.py checks).
 
+SETTINGS = {f.name: f for f in dataclasses.fields(WorkshopConfig)}
+EVERY_COMMAND = ("mode", "region")  # the settings every workshop command takes a flag for
 
-def _workshop_flags(parser, *config_flags: str) -> None:
-    """The flags every workshop command takes, and those of ``config_flags`` (CONFIG_FLAGS dests) it uses."""
-    helps = {
-        "bucket": f"S3 bucket for model and build sources (e.g. {EXAMPLE_BUCKET}); config: bucket",
-        "prefix": "S3 folder of the workshop's objects in the bucket; config: prefix",
-        "role_arn": "SageMaker execution role ARN; config: sagemaker_role_arn",
-        "codebuild_role_arn": "CodeBuild service role ARN; config: codebuild_role_arn",
-        "repository": "ECR repository of the decision image; config: ecr_repository",
-        "endpoint_ttl_hours": "hours each endpoint lives before its deadline deletes it, 0.25-168, or 0 for none; "
-                              "config: endpoint_ttl_hours",
-    }
+
+def _setting_flag(group, name: str) -> None:
+    """The flag of setting ``name``, from its declaration: flag, choices and meaning; its value is the setting's
+    for this run (``cli_commands.workshop_for``), so it defaults to None."""
+    declared = SETTINGS[name].metadata
+    default = SETTINGS[name].default
+    metavar = None if declared["choices"] else declared["flag"].lstrip("-").replace("-", "_").upper()
+    group.add_argument(declared["flag"], dest=name, choices=declared["choices"], metavar=metavar,
+                       help=f"{declared['doc']}; left out: the config's {name}" + (f" (default {default})" if default else ""))
+
+
+def _workshop_flags(parser, *settings: str) -> None:
+    """The flags every workshop command takes (``--config`` and those of ``EVERY_COMMAND``), and those of the
+    ``settings`` (WorkshopConfig fields) it uses."""
     group = parser.add_argument_group("workshop config (flags override the saved config for this run)")
     group.add_argument("--config", metavar="PATH", help="config file (default: $WORKSHOP_CONFIG or "
                                                         ".workshop/config.json; outputs.json sits beside it)")
-    group.add_argument("--mode", choices=("aws", "local"), help="aws, or local to rehearse against the emulator")
-    group.add_argument("--region", help="AWS region; config: region")
-    for dest in config_flags:
-        group.add_argument("--" + dest.replace("_", "-"), help=helps[dest])
+    for name in (*EVERY_COMMAND, *settings):
+        _setting_flag(group, name)
 
 
 def _endpoint_name(value: str) -> str:
@@ -130,24 +133,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--adapter-only", action="store_true", help="run part 1 only")
 
     p = add("config", cmd_config, "show the workshop config this command line would use (00)")
-    _workshop_flags(p, "bucket", "prefix", "role_arn", "codebuild_role_arn", "repository")
+    _workshop_flags(p, "bucket", "prefix", "sagemaker_role_arn", "codebuild_role_arn", "ecr_repository")
 
     p = add("check", cmd_check, "check Python, boto3, config, credentials, region and quotas (00)",
             "The checks notebook 00 shows; exit status 1 when one fails.")
-    _workshop_flags(p, "bucket", "role_arn")
+    _workshop_flags(p, "bucket", "sagemaker_role_arn")
 
     p = add("setup", cmd_setup, "save the config, prepare the bucket; locally start the rehearsal (00)",
             "Resolve role and bucket (created if missing), and save the config with the flags given, where every "
             "later command (and notebook) reads it. In local mode start the AWS emulator, or keep the one running.")
-    _workshop_flags(p, "bucket", "prefix", "role_arn", "codebuild_role_arn", "repository", "endpoint_ttl_hours")
-    p.add_argument("--deploy-path", choices=("standard", "decision-cpu", "decision-gpu"),
-                   help="what the later notebooks deploy (default: the config's)")
+    _workshop_flags(p, "bucket", "prefix", "sagemaker_role_arn", "codebuild_role_arn", "ecr_repository",
+                    "endpoint_ttl_hours", "deploy_path")
     p.add_argument("--reset", action="store_true", help="local mode: stop the running rehearsal and start afresh")
 
     p = add("codebuild-role", cmd_codebuild_role, "the CodeBuild service role: the one given, or made (00)",
             "Save --codebuild-role-arn (or the configured one) in the config, or create the role from the "
             "least-privilege documents when there is none.")
-    _workshop_flags(p, "bucket", "prefix", "codebuild_role_arn", "repository")
+    _workshop_flags(p, "bucket", "prefix", "codebuild_role_arn", "ecr_repository")
 
     p = add("package-model", cmd_package_model, "package the pinned GGUF + tokenizer in CodeBuild (01)",
             "Download the pinned model revision in CodeBuild, verify sizes and sha256 (the build fails on a "
@@ -167,14 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
             "Print the region's llama.cpp DLC pinned by digest (the digest tested with this library's bindings; "
             "--follow-tag for the floating tag's), or --image-uri's digest.")
     _workshop_flags(p)
-    p.add_argument("--variant", choices=("cpu", "cuda"), help="DLC variant (default cpu)")
+    p.add_argument("--variant", choices=tuple(dict.fromkeys(path.dlc_variant for path in DEPLOY_PATHS)),
+                   help=f"DLC variant (default {STANDARD.dlc_variant})")
     p.add_argument("--follow-tag", action="store_true", help="the floating SageMaker tag's digest, not the pin")
     p.add_argument("--image-uri", help="a tagged ECR image to pin instead of the DLC")
 
     p = add("deploy-standard", cmd_deploy_standard, "deploy the llama.cpp DLC as a standard endpoint (02)",
             "Create model, endpoint config and endpoint for the published DLC (OpenAI chat on /invocations).")
-    _workshop_flags(p, "bucket", "role_arn")
-    _deploy_flags(p, default_name="standard_endpoint_name")
+    _workshop_flags(p, "bucket", "sagemaker_role_arn")
+    _deploy_flags(p, default_name=STANDARD.endpoint_field)
     p.add_argument("--instance-type", help=f"instance type (default {endpoints.STANDARD_CPU_INSTANCE})")
 
     p = add("invoke-standard", cmd_invoke_standard, "send one chat message to an endpoint (02)")
@@ -186,9 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("build-image", cmd_build_image, "build the decision image FROM the DLC in CodeBuild, push to ECR (03)",
             "Build container/Dockerfile (or Dockerfile.gpu) in CodeBuild with BASE_IMAGE set to the pinned "
             "DLC digest, push it to an immutable ECR repository and record repo@sha256:... for deploy.")
-    _workshop_flags(p, "bucket", "prefix", "codebuild_role_arn", "repository")
-    p.add_argument("--variant", choices=("cpu", "gpu"), help="cpu (Dockerfile, the default) or gpu (Dockerfile.gpu)")
-    p.add_argument("--dockerfile", choices=("Dockerfile", "Dockerfile.gpu"), help="the sample's spelling of --variant")
+    _workshop_flags(p, "bucket", "prefix", "codebuild_role_arn", "ecr_repository")
+    p.add_argument("--variant", choices=tuple(path.image_variant for path in decision_paths()),
+                   help=" or ".join(f"{path.image_variant} ({path.dockerfile})" for path in decision_paths())
+                   + f"; default {DECISION_CPU.image_variant}")
+    p.add_argument("--dockerfile", choices=tuple(path.dockerfile for path in decision_paths()),
+                   help="the sample's spelling of --variant")
     p.add_argument("--base-image", help="the DLC pinned by digest (default: the pinned DLC, see resolve-image)")
     p.add_argument("--image-tag", help="tag to push (default: cpu-/gpu-<timestamp>)")
 
@@ -197,8 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
             "type's vCPUs). GPU: --instance-pool repeated in order of preference (first = priority 1), or one GPU "
             "--instance-type; --gpu-layers (default: all; 0 keeps the model on the CPU) and --provision-timeout for "
             "finding capacity. Decision endpoints get the adapter's context (8192 tokens) unless --ctx-size.")
-    _workshop_flags(p, "bucket", "role_arn")
-    _deploy_flags(p, default_name="cpu_endpoint_name, or gpu_endpoint_name for GPU types")
+    _workshop_flags(p, "bucket", "sagemaker_role_arn")
+    _deploy_flags(p, default_name=f"{DECISION_CPU.endpoint_field}, or {DECISION_GPU.endpoint_field} for GPU types")
     placement = p.add_mutually_exclusive_group()
     placement.add_argument("--instance-type", help=f"instance type (default {endpoints.DECISION_CPU_INSTANCE})")
     placement.add_argument("--instance-pool", action="append", metavar="TYPE",
@@ -311,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
             "endpoint rolls back by itself if one of its rollback alarms fires (put them first with `alarms`). "
             "Waits, printing each status the endpoint passes through. Locally the stand-in replaces the local "
             "endpoint's process once the new one is ready.")
-    _workshop_flags(p, "bucket", "role_arn")
+    _workshop_flags(p, "bucket", "sagemaker_role_arn")
     _name_flag(p)
     p.add_argument("--model-data-url", help="s3://.../model.tar.gz to roll to (default: the calibrated package "
                                             "notebook 07 made, else the one package-model recorded)")
@@ -369,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Delete the model-packaging and image-build CodeBuild projects with their log groups, and the ECR "
             "repository with its images, each only if it carries the workshop's tag (one of the same name without "
             "it is kept, images and all, and the output says why); what is already gone is said, not raised.")
-    _workshop_flags(p, "repository")
+    _workshop_flags(p, "ecr_repository")
 
     p = add("delete-codebuild-role", cmd_delete_codebuild_role,
             "delete the CodeBuild role codebuild-role created (a role given by ARN is left alone) (08)")
@@ -387,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     _workshop_flags(p)
 
     p = add("audit", cmd_audit, "local mode: hold every recorded AWS call against the generated policies (08)")
-    _workshop_flags(p, "bucket", "prefix", "repository")
+    _workshop_flags(p, "bucket", "prefix", "ecr_repository")
 
     p = add("stop-local", cmd_stop_local, "local mode: stop the local endpoints and the AWS emulator (08)")
     _workshop_flags(p)

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from .aws import capture, endpoints, images
@@ -22,6 +23,7 @@ from .evaluation.profiles import describe, write_document
 from .evaluation.served import calibrate
 from .client.endpoint import EndpointClient
 from .config import ENV_VARS, WorkshopConfig, default_path
+from .deploy_paths import DECISION_CPU, DECISION_GPU, STANDARD, decision_paths, deploy_path as path_called, for_image
 from .errors import InvalidInput
 from .models import embedded_gguf_path
 from .steps import Workshop
@@ -30,20 +32,8 @@ from . import demo, examples, steps
 
 EXAMPLE_BUCKET = "amzn-s3-demo-semif-artifacts"
 
-# flag (its argparse dest) -> the WorkshopConfig field it overrides for the command's run
-CONFIG_FLAGS = {
-    "mode": "mode",
-    "region": "region",
-    "bucket": "bucket",
-    "prefix": "prefix",
-    "role_arn": "sagemaker_role_arn",
-    "codebuild_role_arn": "codebuild_role_arn",
-    "repository": "ecr_repository",
-    "endpoint_ttl_hours": "endpoint_ttl_hours",
-}
-# A deploy command's --name is the config's endpoint name for the path it deploys.
-ENDPOINT_NAME_FIELDS = {"standard": "standard_endpoint_name", "decision-cpu": "cpu_endpoint_name",
-                        "decision-gpu": "gpu_endpoint_name"}
+# WorkshopConfig field (the flag's argparse dest) -> its flag, for each setting declared with one
+CONFIG_FLAGS = {f.name: f.metadata["flag"] for f in fields(WorkshopConfig) if f.metadata["flag"]}
 
 
 def _given(**values) -> dict:
@@ -57,11 +47,11 @@ def workshop_for(args, *, deploy_path: str | None = None, check: bool = True):
     placeholders), and ``--name`` as the endpoint name of ``deploy_path``. The command's own path, if it
     has one, is the config's deploy path for this run: asking for it is choosing it."""
     env = dict(os.environ)
-    for dest, field in CONFIG_FLAGS.items():
-        if getattr(args, dest, None) is not None:
-            env[ENV_VARS[field]] = getattr(args, dest)
+    for name in CONFIG_FLAGS:
+        if getattr(args, name, None) is not None:
+            env[ENV_VARS[name]] = getattr(args, name)
     if deploy_path and getattr(args, "name", None):
-        env[ENV_VARS[ENDPOINT_NAME_FIELDS[deploy_path]]] = args.name
+        env[path_called(deploy_path).endpoint_env] = args.name
     path = getattr(args, "config", None)
     config = WorkshopConfig.load(path, env)
     if deploy_path and deploy_path != config.deploy_path:
@@ -128,11 +118,14 @@ def cmd_resolve_image(args) -> int:
 
 
 def cmd_build_image(args) -> int:
-    variant = "gpu" if args.dockerfile == "Dockerfile.gpu" else args.variant
-    if args.dockerfile == "Dockerfile" and variant == "gpu":
-        raise InvalidInput("--dockerfile Dockerfile is the CPU image; the GPU one is Dockerfile.gpu (--variant gpu)")
-    path = "decision-gpu" if variant == "gpu" else "decision-cpu"
-    return _show(steps.build_decision_image(workshop_for(args, deploy_path=path), **_given(variant=variant),
+    by_file = next((p for p in decision_paths() if p.dockerfile == args.dockerfile), None)
+    variant = by_file.image_variant if by_file and by_file.gpu else args.variant  # the sample's Dockerfile.gpu
+    if by_file and variant and by_file.image_variant != variant:
+        wanted = for_image(variant)
+        raise InvalidInput(f"--dockerfile {by_file.dockerfile} is the {by_file.label} image; the {wanted.label} one is "
+                           f"{wanted.dockerfile} (--variant {variant})")
+    path = for_image(variant or DECISION_CPU.image_variant)
+    return _show(steps.build_decision_image(workshop_for(args, deploy_path=path.name), **_given(variant=variant),
                                             **_given(base_image=args.base_image, image_tag=args.image_tag)))
 
 
@@ -153,7 +146,7 @@ def _deploy(args, path: str, **settings) -> int:
 
 
 def cmd_deploy_standard(args) -> int:
-    return _deploy(args, "standard", instance_type=args.instance_type)
+    return _deploy(args, STANDARD.name, instance_type=args.instance_type)
 
 
 def cmd_deploy(args) -> int:
@@ -161,13 +154,13 @@ def cmd_deploy(args) -> int:
     pools = args.instance_pool or ([args.instance_type] if args.instance_type and
                                    endpoints.is_gpu_instance(args.instance_type) else None)
     if pools:
-        return _deploy(args, "decision-gpu", pools=tuple(pools), n_gpu_layers=args.gpu_layers,
+        return _deploy(args, DECISION_GPU.name, pools=tuple(pools), n_gpu_layers=args.gpu_layers,
                        provision_timeout_s=args.provision_timeout)
     if args.gpu_layers:
         raise InvalidInput(f"--gpu-layers {args.gpu_layers} needs a GPU instance; "
                            f"{args.instance_type or endpoints.DECISION_CPU_INSTANCE} has none (pass GPU types "
                            "with --instance-pool)")
-    return _deploy(args, "decision-cpu", instance_type=args.instance_type)
+    return _deploy(args, DECISION_CPU.name, instance_type=args.instance_type)
 
 
 def cmd_extend(args) -> int:

@@ -25,27 +25,27 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Mapping
 
 from botocore.exceptions import BotoCoreError
 
+from .deploy_paths import (DECISION_CPU, DECISION_GPU, DEPLOY_PATHS, NAMES as DEPLOY_PATH_NAMES, STANDARD, DeployPath,
+                           deploy_path as path_called)
 from .errors import InvalidInput
+# check_resource_name is re-exported: aws/ checks the names it builds with the config's rules.
+from .name_checks import check_bucket_name, check_endpoint_name, check_resource_name as check_resource_name, check_role_arn
 from . import names
 
 MODES = ("aws", "local")
-DEPLOY_PATHS = ("standard", "decision-cpu", "decision-gpu")
 
 # Only used in local mode, where the emulator accepts any account and bucket.
 LOCAL_REGION = "us-east-1"
 LOCAL_BUCKET = "decision-workshop-local"
 LOCAL_ROLE_ARN = "arn:aws:iam::123456789012:role/decision-workshop-local"
 
-# The workshop's own names, never the published sample's (REFERENCE.md §15: a blog reader's account may
-# hold semif-llamacpp-dlc, llamacpp-gguf, llamacpp-standard and semif-decision-workflows).
-DEFAULT_ENDPOINT_NAMES = {"standard": "decision-workshop-standard", "decision-cpu": "decision-workshop-cpu",
-                          "decision-gpu": "decision-workshop-gpu"}
+# The published sample's names, never the workshop's (the deploy paths' own are in deploy_paths): a blog
+# reader's account may hold these.
 SAMPLE_NAMES = frozenset({"semif-llamacpp-dlc", "llamacpp-gguf", "llamacpp-standard", "semif-decision-workflows"})
 # The folder under the prefix that holds model.tar.gz: the CodeBuild role may write only there, and the
 # SageMaker role reads only under the prefix (policies.MODEL_FOLDER is the same folder).
@@ -81,62 +81,6 @@ def check_region(region: str) -> str:
     return region
 
 
-@lru_cache(maxsize=None)
-def _sagemaker_constraints(shape_path: tuple[str, ...]) -> tuple[re.Pattern, int]:
-    """(compiled pattern, max length) of a SageMaker request member, read from botocore."""
-    pattern, max_len = names.service_rule("sagemaker", *shape_path)
-    return pattern, max_len or 63
-
-
-_NAME_SHAPES = {
-    "endpoint": ("CreateEndpoint", "EndpointName"),
-    "endpoint config": ("CreateEndpointConfig", "EndpointConfigName"),
-    "model": ("CreateModel", "ModelName"),
-    "transform job": ("CreateTransformJob", "TransformJobName"),
-}
-
-
-def suggest_name(name: str, max_len: int = 63) -> str:
-    """A name SageMaker accepts that stays close to ``name`` (underscores, dots, spaces -> hyphens)."""
-    cleaned = re.sub(r"[^a-zA-Z0-9-]+", "-", name)
-    cleaned = re.sub(r"-{2,}", "-", cleaned).strip("-")
-    return cleaned[:max_len].rstrip("-") or "workshop"
-
-
-def check_resource_name(name: str, kind: str = "endpoint") -> str:
-    """Raise InvalidInput unless SageMaker accepts ``name`` for this kind of resource."""
-    if kind not in _NAME_SHAPES:
-        raise ValueError(f"kind must be one of {sorted(_NAME_SHAPES)}")
-    pattern, max_len = _sagemaker_constraints(_NAME_SHAPES[kind])
-    if not name:
-        raise InvalidInput(f"the {kind} name is empty; pass a name such as 'decision-workshop'")
-    if len(name) > max_len:
-        raise InvalidInput(
-            f"{kind} name {name!r} has {len(name)} characters; SageMaker allows at most {max_len} "
-            f"(try {suggest_name(name, max_len)!r})"
-        )
-    if not pattern.fullmatch(name):
-        raise InvalidInput(
-            f"{kind} name {name!r} is not accepted by SageMaker: use letters, digits and hyphens, "
-            f"starting and ending with a letter or digit (try {suggest_name(name, max_len)!r})"
-        )
-    return name
-
-
-def check_endpoint_name(name: str, what: str = "endpoint name") -> str:
-    """``check_resource_name`` for an endpoint, in lower case: SageMaker writes an endpoint's ARN in lower case
-    and IAM compares ARNs as written, so a name with capitals slips past grants that name it (the scaling and
-    Batch Transform ones). ``what`` names the setting or flag the name came from."""
-    check_resource_name(name, "endpoint")
-    if name != name.lower():
-        raise InvalidInput(f"{what} {name!r} has capital letters; the workshop's IAM grants match the lower-case ARN "
-                           f"SageMaker gives the endpoint, so use lower case: {name.lower()!r}")
-    return name
-
-
-_ASSUMED_ROLE = re.compile(r"arn:(aws[a-z\-]*):sts::(\d{12}):assumed-role/([^/]+)/.+")
-
-
 _KMS_KEY_ARN = re.compile(r"arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]{1,128}")
 
 
@@ -147,54 +91,6 @@ def check_kms_key_arn(arn: str) -> str:
                            "(an alias will not do: the policies grant the key itself); set WORKSHOP_KMS_KEY_ARN, or "
                            "leave it empty for AWS's own keys")
     return arn
-
-
-def check_role_arn(arn: str, what: str = "SageMaker execution role") -> str:
-    """Raise InvalidInput unless ``arn`` is an IAM role ARN (the pattern SageMaker enforces)."""
-    arn = arn or ""
-    pattern, max_len = _sagemaker_constraints(("CreateModel", "ExecutionRoleArn"))
-    if pattern.fullmatch(arn) and len(arn) <= max_len:
-        return arn
-    assumed = _ASSUMED_ROLE.fullmatch(arn)
-    if assumed:
-        partition, account, role = assumed.groups()
-        hint = (f"this is an STS session ARN, not the role; use the role's ARN, probably "
-                f"'arn:{partition}:iam::{account}:role/{role}' (check its path in the IAM console)")
-    elif ":user/" in arn:
-        hint = "this is an IAM user, not a role; create or pick a role that SageMaker can assume"
-    elif not arn:
-        hint = "it is empty"
-    else:
-        hint = "expected arn:aws:iam::<12-digit account>:role/<name>"
-    raise InvalidInput(f"{what} ARN {arn!r} is not valid: {hint}")
-
-
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-_IP_ADDRESS = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
-_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
-_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
-
-
-def check_bucket_name(bucket: str) -> str:
-    """Raise InvalidInput unless ``bucket`` follows the S3 general-purpose bucket rules."""
-    bucket = bucket or ""
-    problem = None
-    if not 3 <= len(bucket) <= 63:
-        problem = f"it has {len(bucket)} characters; use 3 to 63"
-    elif bucket != bucket.lower():
-        problem = "it has upper-case letters; use lower case"
-    elif not _BUCKET.fullmatch(bucket):
-        problem = "use lower-case letters, digits, hyphens and dots, starting and ending with a letter or digit"
-    elif ".." in bucket or ".-" in bucket or "-." in bucket:
-        problem = "dots must not be next to another dot or a hyphen"
-    elif _IP_ADDRESS.fullmatch(bucket):
-        problem = "it must not look like an IP address"
-    elif bucket.startswith(_RESERVED_PREFIXES) or bucket.endswith(_RESERVED_SUFFIXES):
-        problem = ("it uses a prefix or suffix S3 reserves (amzn-s3-demo- is for documentation examples); "
-                   "pick your own, e.g. 'decision-workshop-<account id>-<region>'")
-    if problem:
-        raise InvalidInput(f"bucket name {bucket!r} is not valid: {problem}")
-    return bucket
 
 
 _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9][A-Za-z0-9._-]*)*")
@@ -251,18 +147,27 @@ def check_mode(mode: str) -> str:
 
 
 def check_deploy_path(path: str) -> str:
-    if path not in DEPLOY_PATHS:
-        raise InvalidInput(f"deploy path {path!r} is not one of {', '.join(DEPLOY_PATHS)}; "
-                          f"set {ENV_VARS['deploy_path']}")
+    if path not in DEPLOY_PATH_NAMES:
+        raise InvalidInput(f"deploy path {path!r} is not one of {', '.join(DEPLOY_PATH_NAMES)}; "
+                           f"set {ENV_VARS['deploy_path']}")
     return path
 
 
 def setting(default: str, env: str, doc: str, check: Callable[[str], object] | None = None, *,
-            when_set: bool = False):
+            when_set: bool = False, flag: str | None = None, choices: tuple[str, ...] | None = None):
     """One setting of ``WorkshopConfig``, declared once: its default, the environment variable that sets
     it, what it is for, and the check its value passes (``when_set``: an empty value is not checked,
-    ``require`` asks for it where a step needs it)."""
-    return field(default=default, metadata={"env": env, "doc": doc, "check": check, "when_set": when_set})
+    ``require`` asks for it where a step needs it). ``flag``: the command-line flag that overrides it for one
+    run (``cli`` makes it from this declaration, with ``choices`` where the value is one of a few)."""
+    return field(default=default, metadata={"env": env, "doc": doc, "check": check, "when_set": when_set,
+                                            "flag": flag, "choices": choices})
+
+
+def endpoint_setting(path: DeployPath):
+    """The setting naming the endpoint of deploy path ``path``, from its row."""
+    what = f"{path.endpoint_field} ({path.endpoint_env})"
+    return setting(path.default_endpoint, path.endpoint_env, f"name of the {path.label} endpoint",
+                   lambda name: check_endpoint_name(name, what))
 
 
 @dataclass(frozen=True)
@@ -270,32 +175,33 @@ class WorkshopConfig:
     """Every value is a string, as in the config file; ``problems()`` runs each setting's check."""
 
     region: str = setting("", "WORKSHOP_REGION", "AWS region of every resource the workshop creates",
-                          check_region, when_set=True)
+                          check_region, when_set=True, flag="--region")
     bucket: str = setting("", "WORKSHOP_BUCKET", "S3 bucket for the model package, the builds' sources and captures",
-                          check_bucket_name, when_set=True)
+                          check_bucket_name, when_set=True, flag="--bucket")
     prefix: str = setting("decision-workshop", "WORKSHOP_PREFIX",
-                          "folder in the bucket the workshop and its IAM policies are scoped to", check_prefix)
+                          "folder in the bucket the workshop and its IAM policies are scoped to", check_prefix,
+                          flag="--prefix")
     sagemaker_role_arn: str = setting("", "WORKSHOP_ROLE_ARN", "execution role the endpoints run as",
-                                      lambda arn: check_role_arn(arn, "SageMaker execution role"), when_set=True)
+                                      lambda arn: check_role_arn(arn, "SageMaker execution role"), when_set=True,
+                                      flag="--role-arn")
     codebuild_role_arn: str = setting("", "WORKSHOP_CODEBUILD_ROLE_ARN", "service role the CodeBuild projects run as",
-                                      lambda arn: check_role_arn(arn, "CodeBuild service role"), when_set=True)
-    standard_endpoint_name: str = setting(DEFAULT_ENDPOINT_NAMES["standard"], "WORKSHOP_STANDARD_ENDPOINT",
-                                          "name of the standard (DLC) endpoint",
-                                          lambda name: check_endpoint_name(name, "standard_endpoint_name (WORKSHOP_STANDARD_ENDPOINT)"))
-    cpu_endpoint_name: str = setting(DEFAULT_ENDPOINT_NAMES["decision-cpu"], "WORKSHOP_CPU_ENDPOINT",
-                                     "name of the CPU decision endpoint",
-                                     lambda name: check_endpoint_name(name, "cpu_endpoint_name (WORKSHOP_CPU_ENDPOINT)"))
-    gpu_endpoint_name: str = setting(DEFAULT_ENDPOINT_NAMES["decision-gpu"], "WORKSHOP_GPU_ENDPOINT",
-                                     "name of the GPU decision endpoint",
-                                     lambda name: check_endpoint_name(name, "gpu_endpoint_name (WORKSHOP_GPU_ENDPOINT)"))
+                                      lambda arn: check_role_arn(arn, "CodeBuild service role"), when_set=True,
+                                      flag="--codebuild-role-arn")
+    # One per row of deploy_paths; a deploy command's --name sets the one of the path it deploys.
+    standard_endpoint_name: str = endpoint_setting(STANDARD)
+    cpu_endpoint_name: str = endpoint_setting(DECISION_CPU)
+    gpu_endpoint_name: str = endpoint_setting(DECISION_GPU)
     ecr_repository: str = setting(DEFAULT_ECR_REPOSITORY, "WORKSHOP_ECR_REPOSITORY",
-                                  "ECR repository of the decision image", check_ecr_repository_name)
-    mode: str = setting("aws", "WORKSHOP_MODE", "aws, or local for the local rehearsal", check_mode)
-    deploy_path: str = setting("standard", "WORKSHOP_DEPLOY_PATH",
-                               "the endpoint a command means by default: " + ", ".join(DEPLOY_PATHS), check_deploy_path)
+                                  "ECR repository of the decision image", check_ecr_repository_name,
+                                  flag="--repository")
+    mode: str = setting("aws", "WORKSHOP_MODE", "aws, or local for the local rehearsal", check_mode, flag="--mode",
+                        choices=MODES)
+    deploy_path: str = setting(STANDARD.name, "WORKSHOP_DEPLOY_PATH",
+                               "what the later notebooks deploy, and the endpoint a command means by default",
+                               check_deploy_path, flag="--deploy-path", choices=DEPLOY_PATH_NAMES)
     endpoint_ttl_hours: str = setting(DEFAULT_ENDPOINT_TTL_HOURS, "WORKSHOP_ENDPOINT_TTL_HOURS",
-                                      "hours an endpoint lives before its deadline deletes it (0: no deadline)",
-                                      check_ttl_hours)
+                                      "hours each endpoint lives before its deadline deletes it, 0.25-168, or 0 for "
+                                      "no deadline", check_ttl_hours, flag="--endpoint-ttl-hours")
     capture_percent: str = setting("100", "WORKSHOP_CAPTURE_PERCENT",
                                    "share of a decision endpoint's invocations data capture records (0: off)",
                                    check_capture_percent)
@@ -378,13 +284,18 @@ class WorkshopConfig:
         """``endpoint_ttl_hours`` as a number (0: no deadline); ``check()`` reports a bad value."""
         return check_ttl_hours(self.endpoint_ttl_hours)
 
-    def endpoint_name(self, deploy_path: str | None = None) -> str:
-        path = deploy_path or self.deploy_path
-        names = {"standard": self.standard_endpoint_name, "decision-cpu": self.cpu_endpoint_name,
-                 "decision-gpu": self.gpu_endpoint_name}
-        if path not in names:
-            raise InvalidInput(f"deploy path {path!r} is not one of {', '.join(DEPLOY_PATHS)}")
-        return names[path]
+    def endpoint_name(self, deploy_path: str | DeployPath | None = None) -> str:
+        """The endpoint name of ``deploy_path`` (a row or its name; default: the config's deploy path)."""
+        path = deploy_path if isinstance(deploy_path, DeployPath) else path_called(deploy_path or self.deploy_path)
+        return getattr(self, path.endpoint_field)
+
+    def path_of(self, endpoint_name: str) -> DeployPath | None:
+        """The deploy path whose endpoint is called ``endpoint_name``, or None."""
+        return next((p for p in DEPLOY_PATHS if self.endpoint_name(p) == endpoint_name), None)
+
+    def endpoint_names(self) -> list[str]:
+        """Every deploy path's endpoint name, in the table's order."""
+        return [self.endpoint_name(p) for p in DEPLOY_PATHS]
 
     # ---- checks -----------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from .config import DEPLOY_PATHS
+from .deploy_paths import NAMES as DEPLOY_PATHS
 from .evaluation.throughput import DEFAULT_P95_MS
 from .steps.context import Workshop, keep_choice
 from .steps.invoke import builder_default
@@ -61,7 +61,7 @@ def column(*made):
 
 
 def deploy_path(workshop: Workshop):
-    """What the later notebooks deploy (``standard``, ``decision-cpu``, ``decision-gpu``)."""
+    """What the later notebooks deploy: one of the deploy paths (``deploy_paths``)."""
     import ipywidgets
 
     made = ipywidgets.Dropdown(options=DEPLOY_PATHS, value=_env("deploy_path", workshop.config.deploy_path),

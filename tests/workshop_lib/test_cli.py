@@ -8,6 +8,7 @@ and nobody's saved config is read or written.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -118,11 +119,20 @@ def test_every_workshop_command_takes_mode_region_and_config_file():
             assert {"--mode", "--region", "--config"} <= flags, name
 
 
-def test_the_flag_table_names_real_config_fields_and_their_flags_exist():
-    fields = set(WorkshopConfig.__dataclass_fields__)
-    assert set(CONFIG_FLAGS.values()) <= fields
-    every_dest = {a.dest for sub in _subparsers().values() for a in sub._actions}
-    assert set(CONFIG_FLAGS) <= every_dest
+def test_each_config_flag_is_made_from_its_settings_declaration():
+    """A setting declared with a flag is that flag wherever a command takes it: the setting's name as its dest,
+    its choices, its meaning in the help, and no default of its own (the config's applies)."""
+    declared = {f.name: f for f in dataclasses.fields(WorkshopConfig)}
+    assert set(CONFIG_FLAGS) <= set(declared) and {"mode", "region", "deploy_path"} <= set(CONFIG_FLAGS)
+    actions = [a for sub in _subparsers().values() for a in sub._actions]
+    for name, flag in CONFIG_FLAGS.items():
+        made = [a for a in actions if flag in a.option_strings]
+        assert made, flag
+        for action in made:
+            assert action.dest == name and action.default is None
+            assert tuple(action.choices or ()) == tuple(declared[name].metadata["choices"] or ())
+            assert declared[name].metadata["doc"] in action.help
+    assert build_parser().parse_args(["setup", "--role-arn", ROLE]).sagemaker_role_arn == ROLE
 
 
 def test_the_command_line_makes_no_client_and_calls_no_flow_of_its_own():

@@ -12,7 +12,7 @@ from ..aws import hosting, policies, spend_guard, teardown, updates
 from ..aws.codebuild import parse_s3_uri
 from ..local import permissions
 from .context import CALL_LOG, StepError, Text, Workshop, cleanup_step, shows_requests
-from .operate import UPDATE_VERSIONS
+from .recorded import UPDATE_VERSIONS
 
 
 def _gone(call, *codes, **kwargs) -> str:

@@ -1,5 +1,6 @@
 """What every step shares: the ``Workshop`` (config, its mode and the clients the mode supplies, the
-outputs one notebook records for the next) and the small result types the notebooks show.
+outputs one notebook records for the next), the small result types the notebooks show, and which
+endpoint the decision steps call.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import functools
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -16,7 +18,8 @@ from ..aws import codebuild, images
 from ..aws.policies import CODEBUILD_ROLE_NAME
 from ..aws.requests_sent import RequestRecorder, requests_html, requests_text
 from ..config import WorkshopConfig, default_path
-from ..display import install_error_handler
+from ..deploy_paths import DEFAULT_DECISION, DEPLOY_PATHS, deploy_path
+from ..display import install_error_handler, row
 from ..errors import StepError, StepNotRun
 from ..local import rehearsal
 from ..local.modes import CALL_LOG, Clients, mode_for
@@ -29,10 +32,8 @@ BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePool
 CREATES: dict[str, tuple[str, ...]] = {
     "setup": ("config.bucket", "steps.stop_local("),
     "package_model": ("config.s3_uri()", "codebuild.MODEL_PACKAGE_PROJECT"),
-    "deploy_standard": ("config.standard_endpoint_name", "steps.delete_deadline_role("),
     "build_decision_image": ("config.ecr_repository", "codebuild.IMAGE_BUILD_PROJECT", "config.s3_uri()"),
-    "deploy_decision_cpu": ("config.cpu_endpoint_name", "steps.delete_deadline_role("),
-    "deploy_decision_gpu": ("config.gpu_endpoint_name", "steps.delete_deadline_role("),
+    **{path.deploy_step: (f"config.{path.endpoint_field}", "steps.delete_deadline_role(") for path in DEPLOY_PATHS},
     "extend_deadline": ("steps.delete_endpoints(",),  # moves a deadline, which goes with its endpoint
     "ensure_codebuild_role": ("steps.delete_codebuild_role(",),
     "put_alarms": ("steps.delete_alarms(",),  # the alarms and the dashboard
@@ -119,7 +120,7 @@ def _carry(exc: Exception, sent: tuple) -> None:
         pass
 
 
-class _Shown:
+class Shown:
     """Results display as their short text in a notebook (and in print); ``ok`` says whether the
     step reached its outcome (``check_outcome`` reads it)."""
 
@@ -137,6 +138,29 @@ class _Shown:
 
     def _repr_html_(self) -> str | None:
         return _html(self, str(self))
+
+
+@dataclass(repr=False)
+class Checks(Shown):
+    """Rows of checks, each passed, failed or skipped (None), with what was found: notebook 00's
+    environment checks and every notebook's closing check."""
+
+    rows: list[tuple[str, bool | None, str]]  # (check, passed / None = skipped, detail)
+
+    @property
+    def ok(self) -> bool:
+        return all(passed is not False for _, passed, _ in self.rows)
+
+    @property
+    def summary(self) -> str:
+        failed = [name for name, passed, _ in self.rows if passed is False]
+        skipped = sum(passed is None for _, passed, _ in self.rows)
+        return (f"failed: {', '.join(failed)}" if failed else
+                f"{len(self.rows) - skipped} checks passed" + (f", {skipped} skipped" if skipped else ""))
+
+    def lines(self) -> list[str]:
+        mark = {True: "ok  ", False: "FAIL", None: "skip"}
+        return [row(f"{mark[passed]} {name:<14} ", detail) for name, passed, detail in self.rows]
 
 
 # What the recorded outputs are, as a participant reads them in "no ... recorded yet".
@@ -261,7 +285,7 @@ class Workshop:
         if not value or self.outputs().get(key) != value or self._still_there(value):
             return
         self.forget(key)
-        raise StepNotRun(first, f"{_short(value)} is gone (08_cleanup or a reset removed it)")
+        raise StepNotRun(first, f"{short(value)} is gone (08_cleanup or a reset removed it)")
 
     def _still_there(self, value: str) -> bool:
         """Whether a recorded S3 object or ECR image still exists; True for anything else, and when the
@@ -324,16 +348,38 @@ def model_spec(workshop: Workshop) -> ModelSpec:
     return EMBEDDED_MODEL if workshop.config.mode == "local" else PINNED_MODEL
 
 
-def _on_path(config: WorkshopConfig, kind: str) -> bool:
+def on_path(config: WorkshopConfig, kind: str) -> bool:
     """Local rehearsal runs every path; on AWS only what the chosen deploy path needs (and pays for)."""
     return config.mode == "local" or config.deploy_path == kind
+
+
+def decision_endpoint(workshop: Workshop) -> str:
+    """The decision endpoint notebooks 05 to 07 call: the deploy path's, or on a path without one (the
+    standard path, rehearsed locally) the default decision path's."""
+    config = workshop.config
+    path = deploy_path(config.deploy_path)
+    if not path.decision:
+        if config.mode == "aws":
+            raise StepError(f"the deploy path is {path.name!r} (notebook 00), which has no decision endpoint: go on "
+                            f"to 08_cleanup, or choose {' or '.join(p.name for p in DEPLOY_PATHS if p.decision)} in "
+                            "00 and run 03 and 04")
+        path = DEFAULT_DECISION
+    return config.endpoint_name(path)
 
 
 def _error_code(exc) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def _short(uri: str) -> str:
+def endpoint_missing(exc: ClientError) -> bool:
+    """Whether SageMaker's refusal says the endpoint (or its config, or model) does not exist: a
+    ValidationException saying so, where other services answer 404."""
+    error = exc.response.get("Error", {})
+    return error.get("Code") == "ValidationException" and "Could not find" in str(error.get("Message", ""))
+
+
+def short(uri: str) -> str:
+    """``uri`` with its image digest cut to 12 characters, for reading."""
     return re.sub(r"(sha256:[0-9a-f]{12})[0-9a-f]{52}", r"\1…", uri)
 
 

@@ -16,11 +16,12 @@ from botocore.exceptions import ClientError
 from ..aws import capture, encryption, endpoints, hosting, hygiene, images, spend_guard, teardown
 from ..aws.deploy_spec import DeploySpec, plan_for
 from ..config import ENV_VARS, check_ttl_hours
+from ..deploy_paths import DECISION_CPU, DECISION_GPU, DEPLOY_PATHS, STANDARD
 from ..errors import InvalidInput, WorkshopError
 from .. import names
-from .context import StepError, Text, Workshop, _Shown, _on_path, _short, shows_requests
-from .decision_image import decision_image, resolve_dlc
-from .invoke import decision_endpoint
+from .context import (Shown, StepError, Text, Workshop, decision_endpoint, endpoint_missing, on_path, short,
+                      shows_requests)
+from .recorded import FOLLOW_DLC_TAG, model_data_url as recorded_model, recorded_image, resolved_image
 
 
 def llama_settings(environment: Mapping[str, str]) -> list[str]:
@@ -45,7 +46,7 @@ def llama_settings(environment: Mapping[str, str]) -> list[str]:
 
 
 @dataclass(repr=False)
-class EndpointResult(_Shown):
+class EndpointResult(Shown):
     name: str
     plan: endpoints.DeployPlan | None
     status: str
@@ -65,7 +66,7 @@ class EndpointResult(_Shown):
         if self.plan is None:
             return self.notes
         return [f"endpoint {self.name}: {self.status} after {self.seconds:.1f} s ({self.where})",
-                f"  image {_short(self.plan.image_uri)}", f"  instances: {self.plan.placement}",
+                f"  image {short(self.plan.image_uri)}", f"  instances: {self.plan.placement}",
                 *("  note: " + n for n in self.plan.notes),
                 *("  " + s for s in llama_settings(self.plan.model["PrimaryContainer"].get("Environment", {}))),
                 *([self.deadline] if self.deadline else []), *self.notes]
@@ -129,7 +130,7 @@ def _workshop_endpoint(workshop: Workshop, name: str) -> None:
     try:
         arn = sm.describe_endpoint(EndpointName=name)["EndpointArn"]
     except ClientError as exc:
-        if teardown._is_not_found(exc):
+        if endpoint_missing(exc):
             raise StepError(f"there is no endpoint {name}: deploy it first (notebook 02 or 04)") from None
         raise
     if not teardown.is_workshop_tagged(teardown.sagemaker_tags(sm, arn)):
@@ -189,24 +190,12 @@ def deadline_text(workshop: Workshop, name: str | None = None) -> Text:
         try:
             workshop.clients.sm.describe_endpoint(EndpointName=name)
         except ClientError as exc:
-            if teardown._is_not_found(exc):
+            if endpoint_missing(exc):
                 return Text(f"endpoint {name} is not deployed, so it has no deadline (and bills nothing)")
             raise
         return Text(f"endpoint {name} has no deadline: it bills until it is deleted (notebook 08); set one with "
                     f"python -m workshop_lib extend --name {name} --hours N")
     return Text(found.text())
-
-
-def _model_data_url(workshop: Workshop) -> str:
-    return workshop.recall("model_data_url", "01_package_model")
-
-
-FOLLOW_DLC_TAG = "follow_dlc_tag"  # outputs.json: notebook 02's choice, read wherever the DLC is resolved
-
-
-def follows_dlc_tag(workshop: Workshop) -> bool:
-    """Whether notebook 02 chose to follow the DLC's floating tag (only where the pinned digest is missing)."""
-    return workshop.outputs().get(FOLLOW_DLC_TAG) is True
 
 
 @shows_requests
@@ -220,11 +209,12 @@ def check_dlc_pins(workshop: Workshop, follow_tag: bool = False) -> Text:
     present the choice changes nothing and is not recorded.
     """
     config = workshop.config
-    variants = ["cpu"] if config.mode == "aws" and config.deploy_path != "decision-gpu" else ["cpu", "cuda"]
+    # the standard endpoint's DLC always, and the one each decision path on the way builds FROM
+    variants = list(dict.fromkeys(p.dlc_variant for p in DEPLOY_PATHS if p is STANDARD or on_path(config, p.name)))
     ecr = workshop.clients.ecr
     missing = [v for v in variants if not images.pinned_dlc_present(ecr, config.region, v)]
     workshop.remember(**{FOLLOW_DLC_TAG: bool(missing and follow_tag)})
-    lines = [f"{v}: {_short(images.pinned_dlc_uri(config.region, v))} "
+    lines = [f"{v}: {short(images.pinned_dlc_uri(config.region, v))} "
              f"{'MISSING from' if v in missing else 'present in'} the {config.region} DLC registry" for v in variants]
     if not missing:
         return Text("\n".join(lines + ["the pinned digests are used (following the tag is not needed here)"]))
@@ -239,30 +229,6 @@ def check_dlc_pins(workshop: Workshop, follow_tag: bool = False) -> Text:
                 problem=f"the pinned DLC digests are not in {config.region}'s registry")
 
 
-def _recorded_image(workshop: Workshop, path: str) -> images.ImageRef:
-    """The image the deploy of ``path`` uses when none is given, as recorded or pinned; nothing is looked up."""
-    config = workshop.config
-    if path == "standard":
-        if follows_dlc_tag(workshop):  # the floating tag's digest is known once notebook 02 resolved it
-            return images.parse_image_uri(workshop.recall("dlc_cpu", "02_deploy_standard_endpoint"))
-        return images.pinned_dlc(config.region, "cpu")
-    return images.parse_image_uri(workshop.recall(f"decision_image_{'gpu' if path == 'decision-gpu' else 'cpu'}",
-                                                  "03_build_decision_image"))
-
-
-def _given_image(workshop: Workshop, image_uri: str | None, path: str) -> images.ImageRef:
-    """The image a caller named (read here, once), else the one recorded for ``path``."""
-    return images.parse_image_uri(image_uri) if image_uri else _recorded_image(workshop, path)
-
-
-def _resolved_image(workshop: Workshop, path: str) -> str:
-    """The image the deploy of ``path`` sends when none is given, checked against the registry (and the DLC's
-    choice recorded and shown, as notebook 02 shows it)."""
-    if path == "standard":
-        return resolve_dlc(workshop, "cpu", follow_tag=follows_dlc_tag(workshop))
-    return decision_image(workshop, "gpu" if path == "decision-gpu" else "cpu")
-
-
 def deploy_plan(workshop: Workshop, spec: DeploySpec) -> endpoints.DeployPlan:
     """The requests the deploy of ``spec`` sends, built and validated; it sends, prints and writes nothing.
 
@@ -272,10 +238,10 @@ def deploy_plan(workshop: Workshop, spec: DeploySpec) -> endpoints.DeployPlan:
     """
     config = workshop.config
     # The image first: a mutable tag is refused before anything else is asked for.
-    image = images.pinned_image(spec.image_uri) if spec.image_uri else _given_image(workshop, None, spec.path)
+    image = images.pinned_image(spec.image_uri) if spec.image_uri else recorded_image(workshop, spec.row)
     config.require("sagemaker_role_arn")
     notes = []
-    model_data_url = spec.model_data_url or _model_data_url(workshop)
+    model_data_url = spec.model_data_url or recorded_model(workshop)
     if config.bucket:
         # SageMaker's role reads, and the CodeBuild role writes, only the workshop's model folder.
         model_data_url = config.check_model_uri(model_data_url, "model data URL")
@@ -285,7 +251,7 @@ def deploy_plan(workshop: Workshop, spec: DeploySpec) -> endpoints.DeployPlan:
         if not (names.split_s3_uri(model_data_url) or ("", ""))[1]:
             raise InvalidInput(f"model data URL {model_data_url!r} is not s3://<bucket>/<key> (the model.tar.gz)")
         data_capture = None
-        if spec.path != "standard" and config.capture_percent:
+        if spec.row.decision and config.capture_percent:
             notes.append(f"data capture off: no workshop bucket is known to capture to (pass --bucket, or set "
                          f"{ENV_VARS['bucket']}, to capture {config.capture_percent} % of requests)")
     plan = plan_for(spec, name=config.endpoint_name(spec.path), role_arn=config.sagemaker_role_arn,
@@ -301,12 +267,11 @@ def deploy_endpoint(workshop: Workshop, spec: DeploySpec, *, wait: bool = True,
     """Deploy ``spec``: the image resolved (and checked to exist), the plan built (``deploy_plan``), sent,
     and waited for unless ``wait`` is False. A decision path other than the config's is skipped on AWS."""
     config = workshop.config
-    if spec.path != "standard" and not _on_path(config, spec.path):
-        which = "GPU" if spec.path == "decision-gpu" else "CPU"
+    if spec.row.decision and not on_path(config, spec.path):
         return EndpointResult(config.endpoint_name(spec.path), None, "skipped", "", notes=[
-            f"skipped the {which} endpoint: the deploy path is {config.deploy_path!r} (notebook 00)"])
-    model_data_url = spec.model_data_url or _model_data_url(workshop)
-    image_uri = spec.image_uri or _resolved_image(workshop, spec.path)
+            f"skipped the {spec.row.label} endpoint: the deploy path is {config.deploy_path!r} (notebook 00)"])
+    model_data_url = spec.model_data_url or recorded_model(workshop)
+    image_uri = spec.image_uri or resolved_image(workshop, spec.row)
     workshop.check_recorded("model_data_url", model_data_url, "01_package_model")  # gone after 07 or a reset?
     plan = deploy_plan(workshop, spec.with_sources(image_uri=image_uri, model_data_url=model_data_url))
     return _deploy(workshop, plan, progress=progress, wait=wait)
@@ -323,7 +288,7 @@ def deploy_standard(workshop: Workshop, image_uri: str | None = None, *, instanc
     left at None take ``endpoints.standard_plan``'s defaults; ``wait`` False returns once SageMaker is
     creating the endpoint.
     """
-    spec = DeploySpec("standard", image_uri, model_data_url, instance_type=instance_type, threads=threads,
+    spec = DeploySpec(STANDARD.name, image_uri, model_data_url, instance_type=instance_type, threads=threads,
                       ctx_size=ctx_size, startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
     return deploy_endpoint(workshop, spec, wait=wait, progress=progress)
 
@@ -335,7 +300,7 @@ def deploy_decision_cpu(workshop: Workshop, image_uri: str | None = None, *, ins
                         model_data_url: str | None = None, wait: bool = True, progress: bool = True) -> EndpointResult:
     """The decision image on a fixed CPU instance; llama.cpp threads = the instance's vCPUs by default
     (the settings left at None take ``endpoints.decision_cpu_plan``'s defaults)."""
-    spec = DeploySpec("decision-cpu", image_uri, model_data_url, instance_type=instance_type, threads=threads,
+    spec = DeploySpec(DECISION_CPU.name, image_uri, model_data_url, instance_type=instance_type, threads=threads,
                       ctx_size=ctx_size, startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
     return deploy_endpoint(workshop, spec, wait=wait, progress=progress)
 
@@ -349,14 +314,14 @@ def deploy_decision_gpu(workshop: Workshop, image_uri: str | None = None, *, poo
     """The decision image on ordered GPU instance pools (first = first choice; default
     ``endpoints.DEFAULT_GPU_POOLS``) with every layer offloaded unless ``n_gpu_layers`` says otherwise
     (settings left at None: ``endpoints.decision_gpu_plan``'s defaults)."""
-    spec = DeploySpec.of("decision-gpu", image_uri=image_uri, model_data_url=model_data_url, pools=pools,
+    spec = DeploySpec.of(DECISION_GPU.name, image_uri=image_uri, model_data_url=model_data_url, pools=pools,
                          n_gpu_layers=n_gpu_layers, provision_timeout_s=provision_timeout_s, threads=threads,
                          ctx_size=ctx_size, startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
     return deploy_endpoint(workshop, spec, wait=wait, progress=progress)
 
 
 @dataclass(repr=False)
-class Placement(_Shown):
+class Placement(Shown):
     name: str
     placed: dict[str, int]
     offload: hosting.OffloadLine | None
@@ -378,8 +343,9 @@ class Placement(_Shown):
 def placement(workshop: Workshop, name: str | None = None) -> Placement | Text:
     """Which instance pool SageMaker placed the endpoint on, and llama.cpp's offload log line."""
     config = workshop.config
-    name = name or config.gpu_endpoint_name
-    if config.mode == "aws" and name == config.gpu_endpoint_name and config.deploy_path != "decision-gpu":
+    gpu = next(p for p in DEPLOY_PATHS if p.gpu)
+    name = name or config.endpoint_name(gpu)
+    if name == config.endpoint_name(gpu) and not on_path(config, gpu.name):
         return Text(f"skipped: no GPU endpoint on the {config.deploy_path!r} path (notebook 00)")
     c = workshop.clients
     placed = hosting.placed_instance_types(c.sm.describe_endpoint(EndpointName=name))

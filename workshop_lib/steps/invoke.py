@@ -1,5 +1,5 @@
-"""Notebook 05: a client for an endpoint, and decisions shown as charts (text for logs); notebook 02's
-check that its chat answer came from llama-server (``answered_by``).
+"""Notebook 05: a client for the decision endpoint, which endpoint the next cells call, and decisions
+shown as charts (text for logs).
 
 Each of notebook 05's cells can run on its own (after a kernel restart, say): ``decision_client()``
 and ``builder_request()`` load the saved workshop themselves, and the builder's widgets remember
@@ -10,65 +10,14 @@ from __future__ import annotations
 
 import os
 
-from botocore.exceptions import ClientError
-
-from ..client.endpoint import EndpointClient, decision
+from ..client.endpoint import decision
+from ..deploy_paths import DECISION_NOTEBOOK
 from ..display import DecisionView, outcome_line
 from ..errors import StepNotRun, WorkshopError
 from ..examples import SUPPORT_TICKET
-from ..local import dlc_server
-from ..local.capture import capture_locally
-from ..local.rehearsal import LLAMA_SERVER, RehearsalError, RoutedTransport
-from .context import StepError, Text, Workshop, short_errors
-
-STANDARD_NOTEBOOK = "02_deploy_standard_endpoint"
-DECISION_NOTEBOOK = "04_deploy_decision_endpoints"
-
-
-def _kind(workshop: Workshop, name: str) -> tuple[str, str]:
-    """(what endpoint ``name`` is, the notebook that deploys it)."""
-    config = workshop.config
-    if name == config.standard_endpoint_name:
-        return "the standard endpoint (the DLC, chat schema)", STANDARD_NOTEBOOK
-    if name == config.gpu_endpoint_name:
-        return "the GPU decision endpoint (ordered GPU instance pools)", DECISION_NOTEBOOK
-    if name == config.cpu_endpoint_name:
-        return "the CPU decision endpoint (one CPU instance type)", DECISION_NOTEBOOK
-    return f"endpoint {name}", "the notebook that deploys it"
-
-
-def client(workshop: Workshop, name: str):
-    """An EndpointClient for endpoint ``name``: SageMaker runtime on AWS, the local adapter's URL locally.
-
-    An endpoint that is not serving stops here in one line naming the notebook that deploys it.
-    """
-    config = workshop.config
-    kind, notebook = _kind(workshop, name)
-    if config.mode == "local":
-        workshop.clients  # no emulator: notebook 00 comes first, and this says so
-        try:
-            # follows the local endpoint through an update, which replaces its process (workshop update)
-            made = EndpointClient(RoutedTransport(workshop.rehearsal, name))
-        except RehearsalError:
-            raise StepNotRun(notebook, f"{kind}, {name}, is not running locally") from None
-        # SageMaker captures on AWS; locally the stand-in does, on the client's side (local/capture.py)
-        return capture_locally(made, workshop.clients.sm, workshop.clients.s3, name,
-                               acting_as=workshop.clients.acting_as)
-    _require_in_service(workshop, name, kind, notebook)
-    return EndpointClient.sagemaker(name, config.region)
-
-
-def _require_in_service(workshop: Workshop, name: str, kind: str, notebook: str) -> None:
-    try:
-        status = workshop.clients.sm.describe_endpoint(EndpointName=name)["EndpointStatus"]
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        if error.get("Code") == "ValidationException" and "not find" in error.get("Message", ""):
-            raise StepNotRun(notebook, f"{kind}, {name}, does not exist") from None
-        raise
-    if status != "InService":
-        raise StepError(f"{kind}, {name}, is {status}, not InService: wait for it (Creating and Updating take "
-                        f"minutes), or run notebook {notebook} again if it Failed")
+from ..local.rehearsal import LLAMA_SERVER, RehearsalError
+from .context import Text, Workshop, decision_endpoint, short_errors
+from .endpoint_clients import client, endpoint_kind, served_locally
 
 
 def _loaded(workshop: Workshop | None) -> Workshop:
@@ -116,66 +65,15 @@ def which_endpoint(workshop: Workshop | None = None, name: str | None = None) ->
     workshop = _loaded(workshop)
     config = workshop.config
     name = name or decision_endpoint(workshop)
-    kind, _ = _kind(workshop, name)
+    kind, _ = endpoint_kind(workshop, name)
     why = f"the deploy path is {config.deploy_path!r} (notebook 00)"
     if config.mode == "local":
-        where = "a local adapter process" + (" standing in on the CPU" if name == config.gpu_endpoint_name else "")
-        if name == config.standard_endpoint_name and _served_locally(workshop, name)["server"] == LLAMA_SERVER:
+        path = config.path_of(name)
+        where = "a local adapter process" + (" standing in on the CPU" if path and path.gpu else "")
+        if path and not path.decision and served_locally(workshop, name)["server"] == LLAMA_SERVER:
             where = "llama-server behind nginx, started by the DLC entrypoint's rules"
         return Text(f"calling {kind}: {name}, served by {where}; {why}")
     return Text(f"calling {kind}: {name} in {config.region}; {why}")
-
-
-def _served_locally(workshop: Workshop, name: str) -> dict:
-    try:
-        return workshop.rehearsal.endpoint_server(name)
-    except RehearsalError:
-        return {"server": None, "fallback": "", "private_url": None}
-
-
-def answered_by(workshop: Workshop, reply, name: str | None = None) -> tuple[bool, str]:
-    """Whether chat ``reply`` (a ChatResult) from endpoint ``name`` (default: the standard endpoint) came
-    from llama-server, and what showed it.
-
-    Locally the rehearsal records what serves the endpoint. Where that is the launcher's llama-server,
-    the reply must carry that server's build as ``system_fingerprint`` and its model (both read from its
-    ``/props`` on its private port), and the endpoint's ``/ping`` must give ``/health``'s answer through
-    nginx. Where the decision adapter stood in (no llama-server or nginx here), that is the rehearsal's
-    announced fallback, said in the row. On AWS only the reply's own shape can tell: llama-server writes
-    its build and its timings into every completion.
-    """
-    config = workshop.config
-    name = name or config.standard_endpoint_name
-    raw = getattr(reply, "raw", reply)
-    if config.mode != "local":
-        problem = dlc_server.answer_problem(raw)
-        return not problem, problem or f"a llama-server answer (build {raw['system_fingerprint']})"
-    served = _served_locally(workshop, name)
-    if served["server"] != LLAMA_SERVER:
-        if served["server"] is not None and served["fallback"]:
-            return True, f"the decision adapter stood in for llama-server ({served['fallback']})"
-        return False, f"{name} is served by {served['server'] or 'nothing that is running'}, not llama-server"
-    try:
-        identity = dlc_server.fetch_identity(served["private_url"])
-        ping = dlc_server.get_json(workshop.rehearsal.endpoint_url(name) + "/ping")
-    except dlc_server.LauncherError as exc:
-        return False, f"llama-server behind {name} did not say who it is: {exc}"
-    problem = dlc_server.answer_problem(raw, identity)
-    if not problem and ping != {"status": "ok"}:
-        problem = f"/ping answered {ping!r}, not llama-server's /health"
-    return not problem, problem or (f"llama-server {identity.build} answered with its model "
-                                    f"{os.path.basename(identity.model)}; /ping gave its /health through nginx")
-
-
-def decision_endpoint(workshop: Workshop) -> str:
-    """The decision endpoint notebooks 05 and 06 use: GPU on the GPU path, else CPU."""
-    config = workshop.config
-    if config.deploy_path == "decision-gpu":
-        return config.gpu_endpoint_name
-    if config.mode == "aws" and config.deploy_path == "standard":
-        raise StepError("the deploy path is 'standard' (notebook 00), which has no decision endpoint: go on to "
-                        "08_cleanup, or choose decision-cpu or decision-gpu in 00 and run 03 and 04")
-    return config.cpu_endpoint_name
 
 
 def show_decision(decision, *, latency: bool = True, policy=None) -> DecisionView:

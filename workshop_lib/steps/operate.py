@@ -1,5 +1,6 @@
 """Notebook 07: operating the decision endpoint: its alarms and the workshop's dashboard, a safe update
-to a new model package (blue/green, rolled back by the alarms), and its status through the rollout.
+to a new model package (blue/green, rolled back by the alarms; the calibrated package is made in
+``package``), and its status through the rollout.
 Notebook 08 deletes the alarms and the dashboard (``delete_alarms``).
 """
 
@@ -11,26 +12,19 @@ from typing import Sequence
 from ..aws import alarms, capture, regions, teardown, updates
 from ..aws.capture import data_capture_config, destination_uri
 from ..aws.deploy_spec import DeploySpec
-from ..evaluation.profiles import LETTERS, read_document
-from ..evaluation.served import served_readout
-from .context import StepError, Text, Workshop, _Shown, _short, shows_requests
-from .deploy import _given_image, _model_data_url
-from .invoke import client, decision_endpoint
-from .package import package_model
-
-# outputs.json: the calibrated package ``calibrated_package`` made, when it has run.
-CALIBRATED_KEY = "calibrated_model_data_url"
-CALIBRATED_FOLDER = "calibrated"  # under the model folder: s3://<bucket>/<prefix>/model/calibrated/
+from ..deploy_paths import DeployPath, decision_paths
+from .context import Shown, StepError, Text, Workshop, decision_endpoint, short, shows_requests
+from .recorded import UPDATE_VERSIONS, given_image, update_package
 
 
-def _path_of(workshop: Workshop, name: str) -> str:
+def _path_of(workshop: Workshop, name: str) -> DeployPath:
     config = workshop.config
-    if name == config.gpu_endpoint_name:
-        return "decision-gpu"
-    if name == config.cpu_endpoint_name:
-        return "decision-cpu"
-    raise StepError(f"{name} is not one of the workshop's decision endpoints ({config.cpu_endpoint_name}, "
-                    f"{config.gpu_endpoint_name}); alarms and updates are for those")
+    path = config.path_of(name)
+    if path is None or not path.decision:
+        names = ", ".join(config.endpoint_name(p) for p in decision_paths())
+        raise StepError(f"{name} is not one of the workshop's decision endpoints ({names}); alarms and updates are "
+                        "for those")
+    return path
 
 
 @shows_requests
@@ -91,54 +85,8 @@ def audit_trail(workshop: Workshop, name: str | None = None, limit: int = 20) ->
     return Text(f"{found}\nwritten: {path} (fill in each line's \"expected\" to label it)")
 
 
-@shows_requests
-def calibrated_package(workshop: Workshop, calibration=None, *, progress: bool = True) -> Text:
-    """Package the model again with ``calibration`` (default: the calibration.json notebook 06 saved for the
-    decision endpoint, else the one ``workshop calibrate`` wrote beside the config) under ``model/calibrated/``,
-    for ``update_endpoint`` to roll out; without a calibration file, or when the default one was fitted for another
-    readout than the endpoint serves (``served_readout``), nothing is packaged and the update rolls to notebook 01's
-    package again. A ``calibration`` named here is packaged whatever its readout."""
-    from pathlib import Path
-
-    if calibration:
-        path = Path(calibration)
-    else:
-        saved_by_06 = workshop.folder("bench") / decision_endpoint(workshop) / "calibration.json"
-        path = saved_by_06 if saved_by_06.is_file() else workshop.path.parent / "calibration.json"
-    if not path.is_file():
-        workshop.forget(CALIBRATED_KEY)
-        return Text(f"no calibration file at {path}: the update below rolls the endpoint to notebook 01's package "
-                    "again (fit one with `python -m workshop_lib calibrate --tasks <labelled tasks>` to roll out a "
-                    "calibration)")
-    fitted = read_document(path).get("readout", LETTERS)
-    served = served_readout(client(workshop, decision_endpoint(workshop)))
-    if fitted != served and not calibration:
-        workshop.forget(CALIBRATED_KEY)
-        return Text(f"{path} was fitted for the {fitted} readout, but {decision_endpoint(workshop)} serves {served} "
-                    "(the adapter applies a file to answers of its own readout only): nothing is packaged, and the "
-                    f"update below rolls the endpoint to notebook 01's package again (fit one for {served} with "
-                    "notebook 06's calibration cell or `python -m workshop_lib calibrate`, or pass this file as "
-                    "calibration= to package it anyway)")
-    packaged = package_model(workshop, model_s3_uri=workshop.config.s3_uri("model", CALIBRATED_FOLDER) + "/",
-                             calibration=path, progress=progress)
-    workshop.remember(**{CALIBRATED_KEY: packaged.model_data_url})
-    applies = ("the readout the endpoint serves" if fitted == served
-               else f"it applies only to requests that ask for {fitted}; the endpoint serves {served}")
-    return Text(f"packaged with {path.name}, fitted for the {fitted} readout ({applies}): {packaged.model_data_url}")
-
-
-def update_package(workshop: Workshop) -> tuple[str, str]:
-    """(the package an update rolls to, why): the calibrated one when ``calibrated_package`` made it, else
-    notebook 01's."""
-    calibrated = workshop.outputs().get(CALIBRATED_KEY)
-    if isinstance(calibrated, str) and calibrated.startswith("s3://"):
-        return calibrated, "the calibrated package"
-    return _model_data_url(workshop), ("notebook 01's package again (no calibrated package was made: see "
-                                       "steps.calibrated_package)")
-
-
 @dataclass(repr=False)
-class UpdateResult(_Shown):
+class UpdateResult(Shown):
     plan: updates.UpdatePlan
     rollout: updates.Rollout
     why: str
@@ -151,11 +99,8 @@ class UpdateResult(_Shown):
 
     def lines(self) -> list[str]:
         return [f"update of {self.plan.endpoint_name} to {self.plan.version}: {self.why}",
-                f"  model {self.plan.model_data_url}", f"  image {_short(self.plan.image_uri)}",
+                f"  model {self.plan.model_data_url}", f"  image {short(self.plan.image_uri)}",
                 *(() if self.printed else ("  " + line for line in self.progress)), str(self.rollout)]
-
-
-UPDATE_VERSIONS = "update_versions"  # outputs.json: endpoint -> the versions its updates made
 
 
 @shows_requests
@@ -177,10 +122,10 @@ def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_u
         model_data_url, why = update_package(workshop)
     model_data_url = config.check_model_uri(model_data_url, "model data URL")
     rollback = alarms.rollback_alarms(name)
-    spec = DeploySpec(path, ctx_size=ctx_size, threads=threads)
+    spec = DeploySpec(path.name, ctx_size=ctx_size, threads=threads)
     capture = data_capture_config(destination_uri(config), config.capture_percent)  # as the deploy sends it
     plan = updates.update_plan(spec, endpoint_name=name, role_arn=config.sagemaker_role_arn, region=config.region,
-                               image=_given_image(workshop, image_uri, path), model_data_url=model_data_url,
+                               image=given_image(workshop, image_uri, path), model_data_url=model_data_url,
                                rollback_alarms=rollback, routing=routing, data_capture=capture,
                                **({"bake_s": bake_s} if bake_s is not None else {}))
     if dry_run:
@@ -209,7 +154,7 @@ def delete_alarms(workshop: Workshop, names: Sequence[str] | None = None) -> Tex
     if (nothing := workshop.nothing_to_clean()) is not None:
         return nothing
     config = workshop.config
-    names = list(names or (config.cpu_endpoint_name, config.gpu_endpoint_name))
+    names = list(names or (config.endpoint_name(p) for p in decision_paths()))
     cloudwatch = workshop.clients.get("cloudwatch")
     deleted = teardown.delete_alarms(cloudwatch, names)
     lines = [f"alarm {alarm}: {state}" for alarm, state in deleted.items() if state == teardown.DELETED]
@@ -220,5 +165,5 @@ def delete_alarms(workshop: Workshop, names: Sequence[str] | None = None) -> Tex
     return Text("\n".join(lines))
 
 
-__all__ = ["UpdateResult", "alarm_states", "audit_trail", "calibrated_package", "delete_alarms", "endpoint_status", "put_alarms", "update_endpoint",
-           "update_package"]
+__all__ = ["UpdateResult", "alarm_states", "audit_trail", "delete_alarms", "endpoint_status", "put_alarms",
+           "update_endpoint"]

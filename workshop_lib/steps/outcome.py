@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from ..client.endpoint import ChatResult, Decision
 from ..display import shorten
-from .context import StepError, Workshop
-from .invoke import answered_by
-from .setup import Checks
+from .context import Checks, StepError, Workshop
+from .endpoint_clients import answered_by
 
 
 def _reached(value) -> tuple[bool, str]:

@@ -14,14 +14,15 @@ from ..evaluation.throughput import DEFAULT_P95_MS, measure_throughput
 from ..client.endpoint import decision as make_decision
 from ..client.policy import Policy
 from ..config import WorkshopConfig, repo_root
+from ..deploy_paths import DECISION_CPU
 from ..examples import CHAT, SHARED_STATE, SUPPORT_ROUTE
 from ..local import permissions, rehearsal
 from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
                       delete_endpoints, running_endpoints, stop_local, tagged_endpoints)
-from .context import StepError, Workshop, _short
+from .context import StepError, Workshop, decision_endpoint, short
 from .decision_image import build_decision_image, refuse_mutable_tag
 from .deploy import deploy_decision_cpu, deploy_decision_gpu, deploy_standard, placement
-from .invoke import client, decision_endpoint
+from .endpoint_clients import client
 from .operate import delete_alarms, put_alarms, update_endpoint
 from .scale import (autoscale, delete_transform_output, record_rate, record_throughput, remove_autoscaling,
                     run_transform, scaling_target, target_source)
@@ -67,7 +68,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 checks = check_environment(ws)
                 if not checks.ok:
                     raise StepError(str(checks))
-                setup(ws, "decision-cpu", reset=True)
+                setup(ws, DECISION_CPU.name, reset=True)
                 role = ensure_codebuild_role(ws)
                 return (f"checks passed; emulator {ws.rehearsal.emulator_url()}, bucket s3://{ws.config.bucket}; "
                         f"{role.notes[0].split(' (')[0]}")
@@ -82,14 +83,14 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 c = ws.config
                 r = deploy_standard(ws, progress=False)
                 reply = client(ws, c.standard_endpoint_name).chat(CHAT["messages"], max_tokens=24)
-                return (f"DLC pinned {_short(r.plan.image_uri)}; {r.name} {r.status}; chat: "
+                return (f"DLC pinned {short(r.plan.image_uri)}; {r.name} {r.status}; chat: "
                         f"{reply.content.strip()[:60]!r}")
 
             def s03():
                 cpu = build_decision_image(ws, "cpu", progress=False)
                 gpu = build_decision_image(ws, "gpu", progress=False)
                 refused = "refused" in refuse_mutable_tag(ws, "cpu")
-                return (f"cpu {_short(cpu.image_uri)}, gpu {_short(gpu.image_uri)}; tag refused: {refused}; "
+                return (f"cpu {short(cpu.image_uri)}, gpu {short(gpu.image_uri)}; tag refused: {refused}; "
                         "docker build not exercised")
 
             def s04():

@@ -17,8 +17,7 @@ from ..aws.build_projects import parse_s3_uri
 from ..aws.policy_scope import BATCH_OUTPUT_FOLDER
 from ..errors import StepError
 from ..examples import SHARED_STATE, SUPPORT_ROUTE
-from .context import Text, Workshop, _Shown, cleanup_step, require_bucket, shows_requests
-from .invoke import decision_endpoint
+from .context import Shown, Text, Workshop, cleanup_step, decision_endpoint, require_bucket, shows_requests
 
 RATE_KEY = "decision_seconds"  # outputs.json: endpoint name -> seconds per decision (p50) notebook 06 measured
 # outputs.json: endpoint name -> the sustainable rate notebook 06 measured under concurrent callers
@@ -154,7 +153,7 @@ def remove_autoscaling(workshop: Workshop, names: Sequence[str] | None = None) -
 
 
 @dataclass(repr=False)
-class TransformResult(_Shown):
+class TransformResult(Shown):
     job: dict
     input_uri: str
     output_uri: str

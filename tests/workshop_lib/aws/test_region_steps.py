@@ -200,15 +200,15 @@ def test_outside_the_pool_regions_the_gpu_endpoint_gets_the_widely_offered_type_
     from workshop_lib import steps
     from workshop_lib.aws import endpoints
 
-    setup = importlib.import_module("workshop_lib.steps.setup")
+    quotas = importlib.import_module("workshop_lib.steps.quotas")
     workshop = workshop_in("af-south-1", deploy_path="decision-gpu")
     plan = steps.deploy_plan(workshop, steps.DeploySpec("decision-gpu", DECISION_PINNED.replace("us-east-1",
                                                                                                 "af-south-1")))
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstanceType"] == endpoints.FIXED_GPU_INSTANCE != endpoints.DEFAULT_GPU_POOLS[0]  # not g6e
     assert f"runs on one type, {endpoints.FIXED_GPU_INSTANCE}" in plan.notes[0]
-    assert setup._instance_types_for(workshop.config)[1:] == [variant["InstanceType"]]  # the quota the plan needs
-    passed, detail = setup.quota_verdict(workshop.config, {endpoints.STANDARD_CPU_INSTANCE: 1,
+    assert quotas.instance_types_for(workshop.config)[1:] == [variant["InstanceType"]]  # the quota the plan needs
+    passed, detail = quotas.quota_verdict(workshop.config, {endpoints.STANDARD_CPU_INSTANCE: 1,
                                                            endpoints.DEFAULT_GPU_POOLS[0]: 4,
                                                            endpoints.FIXED_GPU_INSTANCE: 0})
     assert passed is False and f"{endpoints.FIXED_GPU_INSTANCE} has no quota" in detail

@@ -288,7 +288,7 @@ def test_the_calibrated_package_takes_06s_file_only_when_it_was_fitted_for_the_s
 
     from workshop_lib import steps
     from workshop_lib.evaluation.profiles import calibration_document, write_document
-    from workshop_lib.steps import operate
+    from workshop_lib.steps import package, recorded
     from tests.workshop_lib.test_calibrate_profiles import _Answering, _results
 
     name = steps.decision_endpoint(workshop)
@@ -297,16 +297,16 @@ def test_the_calibrated_package_takes_06s_file_only_when_it_was_fitted_for_the_s
     folder.mkdir(parents=True)
     saved = write_document(doc, folder)
     packaged = []
-    monkeypatch.setattr(operate, "client", lambda ws, endpoint: _Answering("cloze"))  # the endpoint serves cloze
-    monkeypatch.setattr(operate, "package_model", lambda ws, **kw: packaged.append(kw["calibration"])
+    monkeypatch.setattr(package, "client", lambda ws, endpoint: _Answering("cloze"))  # the endpoint serves cloze
+    monkeypatch.setattr(package, "package_model", lambda ws, **kw: packaged.append(kw["calibration"])
                         or SimpleNamespace(model_data_url="s3://b/calibrated/model.tar.gz"))
     made = steps.calibrated_package(workshop)
     if fitted == "cloze":
         assert packaged == [saved] and "fitted for the cloze readout (the readout the endpoint serves)" in made
-        assert workshop.outputs()[operate.CALIBRATED_KEY] == "s3://b/calibrated/model.tar.gz"
+        assert workshop.outputs()[recorded.CALIBRATED_KEY] == "s3://b/calibrated/model.tar.gz"
     else:
         assert packaged == [] and "fitted for the letters readout, but" in made and "serves cloze" in made
-        assert operate.CALIBRATED_KEY not in workshop.outputs()
+        assert recorded.CALIBRATED_KEY not in workshop.outputs()
         named = steps.calibrated_package(workshop, saved)  # a file named here is packaged whatever its readout
         assert packaged == [saved] and "applies only to requests that ask for letters" in named
 
