@@ -1,7 +1,7 @@
 """What the benchmarks start and time: llama-server as a local process (the baseline's tests use it too),
 and one timed request to any of the servers.
 
-Found as the workshop finds it (REFERENCE: the agreed layout): ``$WORKSHOP_LLAMA_SERVER``, then the
+Found as the workshop finds it (``dlc_server.find_llama_server``): ``$WORKSHOP_LLAMA_SERVER``, then the
 checkout's ``.llama.cpp/bin/llama-server`` (shaped like the DLC's ``/opt/llama.cpp/bin``), then
 ``llama-server`` on PATH. Started plainly (``-m <gguf> -t <threads> -c <context>``, loopback) in its own
 process group with its output in a file, as every ``workshop_lib.local.ServerProcess``; the DLC

@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "container" / "requirements.lock"
 PYPROJECT = ROOT / "container" / "pyproject.toml"
 BUILT_IN_IMAGE = {"llama-cpp-python", "decision-adapter", "decision-contract"}  # built or copied by the Dockerfile
-# The DLC: Amazon Linux 2023 (glibc 2.34), Python 3.12, x86-64 (REFERENCE.md §1).
+# The DLC: Amazon Linux 2023 (glibc 2.34), Python 3.12, x86-64 (aws/deep-learning-containers,
+# docker/llama_cpp/Dockerfile.amzn2023).
 DLC_MARKERS = {**default_environment(), "python_version": "3.12", "python_full_version": "3.12.0",
                "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
                "implementation_name": "cpython", "platform_python_implementation": "CPython"}

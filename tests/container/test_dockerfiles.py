@@ -196,7 +196,8 @@ def test_the_images_install_the_lock_with_hashes_then_nothing_else(path):
 
 
 def test_nginx_is_the_dlcs_own_and_is_checked_as_the_adapter_user(steps):
-    """The DLC's SageMaker image installs nginx (REFERENCE.md §15); the child image adds none of its own,
+    """The DLC's SageMaker image installs nginx (aws/deep-learning-containers,
+    docker/llama_cpp/Dockerfile.amzn2023, target llama-cpp-sagemaker); the child image adds none of its own,
     and its build proves, as the user the container runs as, that nginx takes the adapter's configuration."""
     stage = final_stage(steps)
     runs = [(i, a) for i, (k, a) in enumerate(stage) if k == "RUN"]

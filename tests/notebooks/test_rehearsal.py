@@ -180,7 +180,7 @@ def test_aws_mode_steps_call_the_library_the_same_way(tmp_path, monkeypatch):
         assert config.bucket == "sagemaker-decision-workshop-123456789012-eu-west-1" and "created bucket" in str(first)
         assert "exists in eu-west-1" in str(steps.setup(steps.Workshop.load()))
         c = workshop.clients
-        stand_ins.seed_dlc(c.ecr, config.region)  # moto's ECR has no DLC: put stand-ins where AWS has it
+        stand_ins.seed_dlc(c.ecr)  # moto's ECR has no DLC: put stand-ins where AWS has it
         c.s3.put_object(Bucket=config.bucket, Key="decision-workshop/model/model.tar.gz", Body=b"x")
         workshop.remember(model_data_url=config.model_data_url)
         standard = steps.deploy_standard(workshop, instance_type="ml.c5.2xlarge", progress=False)

@@ -1,6 +1,6 @@
 """Every client workshop_lib makes for an endpoint, and why those that bypass local data capture may.
 
-Locally the stand-in captures on the client's side (local.capture.capture_locally, applied by steps.client),
+Locally the stand-in captures on the client's side (local.capture_stand_in.capture_locally, applied by steps.client),
 so a client made any other way would invoke a local endpoint without a capture record. This test
 reads workshop_lib's source for every place that builds a client or a transport and holds it to the
 list docs/operate.md gives: a new place fails here until it goes through steps.client or is
@@ -20,7 +20,8 @@ CLIENTS = {"EndpointClient", "LocalTransport", "RoutedTransport", "SageMakerTran
 
 # (module, function) -> why it may build a client that does not capture locally.
 ALLOWED = {
-    ("steps/invoke.py", "client"): "steps.client: the rehearsal's client, wrapped by local.capture.capture_locally",
+    ("steps/endpoint_clients.py", "client"): "steps.client: the rehearsal's client, wrapped by "
+                                             "capture_stand_in.capture_locally",
     ("local/rehearsal.py", "_follow"): "RoutedTransport re-pointed after an update: the same transport, still wrapped",
     ("client/endpoint.py", "local"): "EndpointClient.local itself",
     ("client/endpoint.py", "sagemaker"): "EndpointClient.sagemaker itself: SageMaker captures on its side",
@@ -52,7 +53,7 @@ def test_every_client_workshop_lib_builds_is_steps_client_or_a_documented_except
     found = _calls()
     assert found == set(ALLOWED), (f"new: {sorted(found - set(ALLOWED))}; gone: {sorted(set(ALLOWED) - found)}: "
                                    "go through steps.client, or say in docs/operate.md why it does not capture")
-    assert ("steps/invoke.py", "client") in found
+    assert ("steps/endpoint_clients.py", "client") in found
 
 
 def test_operate_md_names_each_path_that_does_not_capture_locally():

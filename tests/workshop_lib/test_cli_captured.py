@@ -11,7 +11,7 @@ from workshop_lib.aws import capture, endpoints
 from workshop_lib.evaluation.tasks import load_tasks
 from workshop_lib.cli import main
 from workshop_lib.config import ENV_VARS
-from workshop_lib.local import capture as local_capture
+from workshop_lib.local import capture_stand_in
 from workshop_lib.aws.images import parse_image_uri
 
 BUCKET = "decision-workshop-cli"
@@ -50,7 +50,7 @@ def test_captured_writes_tasks_to_label(aws_env, capsys):
         NAME, endpoints.fixed_instance_variant(NAME, "ml.c5.2xlarge"), data_capture=config))
     sm.create_endpoint(EndpointName=NAME, EndpointConfigName=NAME)
     when = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.timezone.utc)
-    writer = local_capture.CaptureWriter(s3, config, NAME, endpoints.VARIANT_NAME, clock=lambda: when)
+    writer = capture_stand_in.CaptureWriter(s3, config, NAME, endpoints.VARIANT_NAME, clock=lambda: when)
     for n in range(3):
         asked = {**DECISION, "id": f"ticket-{n}"}
         writer.capture(json.dumps(asked).encode(), json.dumps({"result": {}, "request_id": f"r-{n}"}).encode())

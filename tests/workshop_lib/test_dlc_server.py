@@ -1,6 +1,7 @@
 """The DLC's entrypoint rules (workshop_lib.local.dlc_server) and llama-server behind nginx started by them.
 
-The flag mapping and model discovery are checked row by row against REFERENCE.md §1; the real
+The flag mapping and model discovery are checked row by row against the DLC's entrypoint
+(``scripts/docker/llama_cpp/sagemaker_entrypoint.sh`` in github.com/aws/deep-learning-containers); the real
 server is this checkout's llama-server on the embedded model, reached only through nginx's
 /ping and /invocations, and stopped by its fixture.
 """
@@ -26,7 +27,7 @@ from tests.support import THREADS
 
 P = dlc_server.PREFIX
 
-# (variable, value, the flags the DLC makes of it): REFERENCE.md §1's rules, one row each.
+# (variable, value, the flags the DLC makes of it): the entrypoint's rules, one row each.
 FLAG_RULES = [
     ("CTX_SIZE", "4096", ["--ctx-size", "4096"]),
     ("N_GPU_LAYERS", "999", ["--n-gpu-layers", "999"]),

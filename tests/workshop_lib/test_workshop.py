@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from workshop_lib.aws import codebuild, hosting
+from workshop_lib.aws import codebuild, hosting, session
 from workshop_lib.local import modes, rehearsal, stand_ins
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.steps import StepError, StepNotRun, Workshop
@@ -41,7 +41,7 @@ def test_aws_mode_waits_for_codebuild_and_sagemaker(tmp_path, monkeypatch):
         monkeypatch.setenv(name, value)  # clients are made, never used: nothing reaches AWS
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     workshop = Workshop(WorkshopConfig(mode="aws", region="eu-west-1"), tmp_path / "config.json")
-    assert isinstance(workshop.mode, modes.AwsMode) and not workshop.local
+    assert isinstance(workshop.mode, session.AwsMode) and not workshop.local
     c = workshop.clients
     assert type(c.builds) is codebuild.CodeBuildRunner and type(c.hosting) is hosting.SageMakerHosting
     assert c.sm.meta.region_name == "eu-west-1" and c.calls is None

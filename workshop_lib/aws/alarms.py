@@ -213,8 +213,9 @@ class AlarmsResult:
                           for name in self.alarms] + [f"dashboard {self.dashboard}: put"])
 
 
-def put_alarms(cloudwatch, endpoint_names: Iterable[str], region: str, **settings) -> AlarmsResult:
-    """PutMetricAlarm for every alarm of each endpoint, then PutDashboard; both replace what is there."""
+def put_alarms(cloudwatch, endpoint_names: Iterable[str], region: str | None = None, **settings) -> AlarmsResult:
+    """PutMetricAlarm for every alarm of each endpoint, then PutDashboard (its graphs in the client's region,
+    or ``region``); both replace what is there."""
     endpoint_names = list(dict.fromkeys(endpoint_names))
     sent, rollback = [], []
     for endpoint in endpoint_names:
@@ -222,7 +223,7 @@ def put_alarms(cloudwatch, endpoint_names: Iterable[str], region: str, **setting
             cloudwatch.put_metric_alarm(**request)
             sent.append(request["AlarmName"])
         rollback += rollback_alarms(endpoint)
-    dashboard = dashboard_request(endpoint_names, region)
+    dashboard = dashboard_request(endpoint_names, region or api.region_of(cloudwatch))
     cloudwatch.put_dashboard(**dashboard)
     return AlarmsResult(tuple(sent), dashboard["DashboardName"], tuple(rollback))
 

@@ -47,6 +47,11 @@ def client(service: str, region: str | None, *, endpoint_url: str | None = None,
     return session.client(service, region_name=region, endpoint_url=endpoint_url, config=config or CONTROL_PLANE)
 
 
+def region_of(client) -> str:
+    """The region a boto3 client was made for: the flows that take a client read it here, not from a caller."""
+    return client.meta.region_name
+
+
 def wait_for_status(describe: Callable[[], dict], key: str, *, done: str, label: str,
                     failure: Callable[[dict], Exception | None], timeout: Callable[[str], Exception],
                     poll_s: float, timeout_s: float, progress: bool = True,
@@ -81,4 +86,4 @@ def wait_for_status(describe: Callable[[], dict], key: str, *, done: str, label:
         bar.close()
 
 
-__all__ = ["ParamValidationError", "client", "operation_model", "validate", "wait_for_status"]
+__all__ = ["ParamValidationError", "client", "operation_model", "region_of", "validate", "wait_for_status"]

@@ -14,7 +14,7 @@ under ``<destination>/<endpoint>/<variant>/yyyy/mm/dd/hh/<file>.jsonl``. A recor
 SageMaker's default. The workshop lists ``application/json`` so that captures are readable as they
 are; the reader decodes all three.
 
-In local rehearsal nothing captures on the endpoint's side: ``workshop_lib.local.capture`` writes the
+In local rehearsal nothing captures on the endpoint's side: ``workshop_lib.local.capture_stand_in`` writes the
 same records from the client's side, and ``read_captured`` reads both alike.
 
 ``captured_tasks`` turns captured decisions into the benchmark's task records (JevBench's format,

@@ -307,12 +307,13 @@ def package_model_in_codebuild(codebuild, s3, logs_client, *, model_s3_uri: str,
                                repo_root: str | Path | None = None, tags: Mapping[str, str] | None = None,
                                progress: bool = True, poll_s: float = 10.0,
                                runner: CodeBuildRunner | None = None,
-                               calibration: str | Path | None = None, region: str) -> PackagedModel:
+                               calibration: str | Path | None = None, region: str | None = None) -> PackagedModel:
     """Package ``spec`` in CodeBuild, upload it under ``model_s3_uri``, check the uploaded manifest.
 
     ``calibration``: a calibration.json fitted for the packaged GGUF (refused here otherwise), uploaded
     beside the build source (which the build may read) and packaged next to the GGUF. ``region``: the
-    clients' region, whose DLC registry the build reads the llama.cpp DLC from."""
+    clients' region (read from ``codebuild`` when not given), whose DLC registry the build reads the llama.cpp
+    DLC from."""
     runner = runner or CodeBuildRunner(poll_s=poll_s)
     calibration_upload = None
     if calibration is not None:
@@ -320,6 +321,7 @@ def package_model_in_codebuild(codebuild, s3, logs_client, *, model_s3_uri: str,
         check_calibration(data, runner.packaged(spec).gguf.sha256 or "", str(calibration))
         key = f"{source_prefix.strip('/')}/calibration-{hashlib.sha256(data).hexdigest()[:16]}.json"
         calibration_upload = api.validate("s3", "PutObject", {"Bucket": source_bucket, "Key": key, "Body": data})
+    region = region or api.region_of(codebuild)
     env = model_package_env(spec, model_s3_uri, {v: pinned_dlc_uri(region, v) for v in DLC_PINS},
                             f"s3://{source_bucket}/{calibration_upload['Key']}" if calibration_upload else None)
     upload = source_upload_request(source_bucket, repo_root or _default_repo_root(), source_prefix)
@@ -338,17 +340,18 @@ def package_model_in_codebuild(codebuild, s3, logs_client, *, model_s3_uri: str,
     return PackagedModel(f"{prefix}/{TARBALL_NAME}", f"{prefix}/{MANIFEST_NAME}", manifest, build_id)
 
 
-def build_decision_image(codebuild, ecr, s3, logs_client, *, base_image: ImageRef, region: str, service_role_arn: str,
+def build_decision_image(codebuild, ecr, s3, logs_client, *, base_image: ImageRef, service_role_arn: str,
                          source_bucket: str, dockerfile: str = "Dockerfile", image_tag: str | None = None,
                          repository_name: str = ECR_REPOSITORY, project_name: str = IMAGE_BUILD_PROJECT,
                          source_prefix: str = SOURCE_PREFIX, repo_root: str | Path | None = None,
                          tags: Mapping[str, str] | None = None, progress: bool = True,
-                         poll_s: float = 10.0, runner: CodeBuildRunner | None = None) -> ImageRef:
-    """Build container/<dockerfile> FROM ``base_image`` in CodeBuild, in ``region`` (the clients'); return
-    the pushed image pinned by digest."""
+                         poll_s: float = 10.0, runner: CodeBuildRunner | None = None,
+                         region: str | None = None) -> ImageRef:
+    """Build container/<dockerfile> FROM ``base_image`` in CodeBuild, in ``region`` (the clients', read from
+    ``codebuild`` when not given); return the pushed image pinned by digest."""
     runner = runner or CodeBuildRunner(poll_s=poll_s)
     # Everything checkable is checked before the first resource is created.
-    check_base_image(base_image, region)
+    check_base_image(base_image, region or api.region_of(codebuild))
     dockerfile = dockerfile_name(dockerfile)
     image_tag = check_image_tag(image_tag or default_image_tag(dockerfile))
     upload = source_upload_request(source_bucket, repo_root or _default_repo_root(), source_prefix)

@@ -28,7 +28,7 @@ from typing import Iterable, Mapping, Sequence
 from ..errors import InvalidInput
 from ..config import check_resource_name, check_role_arn
 from .images import ImageRef, parse_image_uri, require_pinned
-from .instance_types import (_check_choice, _check_cuda13, _has_local_nvme,
+from .instance_types import (check_choice, check_cuda13, has_local_nvme,
                              endpoint_instance_types, inference_ami_versions, is_gpu_instance, vcpus)
 from .. import names
 from . import api, regions
@@ -59,7 +59,7 @@ MAX_POOLS = 5
 # ---- small checks ---------------------------------------------------------------
 
 
-def _in_range(value, low, high, what: str) -> None:
+def check_in_range(value, low, high, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise InvalidInput(f"{what} is {value!r}; it must be between {low} and {high}")
 
@@ -120,18 +120,18 @@ def llama_environment(*, ctx_size: int | None = DEFAULT_CTX_SIZE, threads: int |
     """``SM_LLAMA_CPP_*`` variables; the DLC turns each into a llama-server flag, the adapter reads them."""
     env: dict[str, str] = {}
     if ctx_size is not None:
-        _in_range(ctx_size, 64, 1_048_576, "ctx_size")
+        check_in_range(ctx_size, 64, 1_048_576, "ctx_size")
         env["CTX_SIZE"] = str(ctx_size)
     if threads is not None:
-        _in_range(threads, 1, 512, "threads")
+        check_in_range(threads, 1, 512, "threads")
         env["THREADS"] = str(threads)
     if n_gpu_layers is not None:
         if n_gpu_layers == -1:  # llama-cpp-python's spelling of "all"
             n_gpu_layers = FULL_OFFLOAD
-        _in_range(n_gpu_layers, 0, FULL_OFFLOAD, "n_gpu_layers (-1 or 999 = all)")
+        check_in_range(n_gpu_layers, 0, FULL_OFFLOAD, "n_gpu_layers (-1 or 999 = all)")
         env["N_GPU_LAYERS"] = str(n_gpu_layers)
     if parallel is not None:
-        _in_range(parallel, 1, 64, "parallel (requests evaluated at once)")
+        check_in_range(parallel, 1, 64, "parallel (requests evaluated at once)")
         env["PARALLEL"] = str(parallel)
     if model_file:
         env["MODEL"] = model_file
@@ -218,8 +218,8 @@ def decision_model_request(name: str, *, image: ImageRef, role_arn: str, model_d
 
 
 def _timeouts(startup_timeout_s: int, download_timeout_s: int) -> dict:
-    _in_range(startup_timeout_s, 60, 3600, "startup_timeout_s (ContainerStartupHealthCheckTimeoutInSeconds)")
-    _in_range(download_timeout_s, 60, 3600, "download_timeout_s (ModelDataDownloadTimeoutInSeconds)")
+    check_in_range(startup_timeout_s, 60, 3600, "startup_timeout_s (ContainerStartupHealthCheckTimeoutInSeconds)")
+    check_in_range(download_timeout_s, 60, 3600, "download_timeout_s (ModelDataDownloadTimeoutInSeconds)")
     return {"ContainerStartupHealthCheckTimeoutInSeconds": startup_timeout_s,
             "ModelDataDownloadTimeoutInSeconds": download_timeout_s}
 
@@ -227,7 +227,7 @@ def _timeouts(startup_timeout_s: int, download_timeout_s: int) -> dict:
 def _ami(ami_version: str | None, instance_types: Iterable[str]) -> dict:
     if ami_version is None:
         return {}
-    _check_choice(ami_version, inference_ami_versions(), "InferenceAmiVersion")
+    check_choice(ami_version, inference_ami_versions(), "InferenceAmiVersion")
     if "-gpu-" in ami_version:
         cpu_types = [t for t in instance_types if not is_gpu_instance(t)]
         if cpu_types:
@@ -241,17 +241,17 @@ def fixed_instance_variant(model_name: str, instance_type: str, *, instance_coun
                            variant_name: str = VARIANT_NAME) -> dict:
     """A ProductionVariant on one instance type."""
     check_resource_name(variant_name, "endpoint")
-    _check_choice(instance_type, endpoint_instance_types(), "instance type")
-    _in_range(instance_count, 1, 100, "instance_count")
+    check_choice(instance_type, endpoint_instance_types(), "instance type")
+    check_in_range(instance_count, 1, 100, "instance_count")
     variant = {"VariantName": variant_name, "ModelName": model_name, "InstanceType": instance_type,
                "InitialInstanceCount": instance_count, **_timeouts(startup_timeout_s, download_timeout_s)}
     if volume_size_gb is not None:
-        if _has_local_nvme(instance_type):
+        if has_local_nvme(instance_type):
             raise InvalidInput(
                 f"{instance_type} comes with local NVMe storage and SageMaker rejects VolumeSizeInGB for it; "
                 "leave volume_size_gb unset"
             )
-        _in_range(volume_size_gb, 1, 512, "volume_size_gb")
+        check_in_range(volume_size_gb, 1, 512, "volume_size_gb")
         variant["VolumeSizeInGB"] = volume_size_gb
     variant.update(_ami(ami_version, [instance_type]))
     return variant
@@ -276,7 +276,7 @@ def check_instance_pools(pools: Sequence[Mapping]) -> list[dict]:
     if duplicates:
         raise InvalidInput(f"instance pools repeat {', '.join(duplicates)}; list each type once")
     for pool in pools:
-        _check_choice(pool["InstanceType"], endpoint_instance_types(), "instance pool type")
+        check_choice(pool["InstanceType"], endpoint_instance_types(), "instance pool type")
         priority = pool.get("Priority")
         if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= MAX_POOLS:
             raise InvalidInput(
@@ -298,9 +298,9 @@ def instance_pool_variant(model_name: str, instance_types: Sequence[str] = DEFAU
     types = [p["InstanceType"] for p in pools]
     if ami_version and "-gpu-" in ami_version:
         for t in types:
-            _check_cuda13(t)
-    _in_range(instance_count, 1, 100, "instance_count")
-    _in_range(provision_timeout_s, 300, 3600, "provision_timeout_s (VariantInstanceProvisionTimeoutInSeconds)")
+            check_cuda13(t)
+    check_in_range(instance_count, 1, 100, "instance_count")
+    check_in_range(provision_timeout_s, 300, 3600, "provision_timeout_s (VariantInstanceProvisionTimeoutInSeconds)")
     return {"VariantName": variant_name, "ModelName": model_name, "InitialInstanceCount": instance_count,
             "InstancePools": pools, "VariantInstanceProvisionTimeoutInSeconds": provision_timeout_s,
             **_timeouts(startup_timeout_s, download_timeout_s), **_ami(ami_version, types)}
@@ -315,7 +315,7 @@ def endpoint_config_request(name: str, variant: Mapping, *, tags: list[dict] | N
         if "InstanceType" in variant:
             raise InvalidInput("a variant takes InstanceType or InstancePools, not both")
         check_instance_pools(variant["InstancePools"])
-        _in_range(variant.get("VariantInstanceProvisionTimeoutInSeconds", 300), 300, 3600,
+        check_in_range(variant.get("VariantInstanceProvisionTimeoutInSeconds", 300), 300, 3600,
                   "VariantInstanceProvisionTimeoutInSeconds")
     request = {"EndpointConfigName": name, "ProductionVariants": [dict(variant)]}
     if data_capture:
@@ -402,7 +402,7 @@ def standard_plan(name: str, *, image: ImageRef, role_arn: str, model_data_url: 
     tags = tags if tags is not None else workshop_tags()
     gpu = is_gpu_instance(instance_type)
     if gpu:
-        _check_cuda13(instance_type)
+        check_cuda13(instance_type)
     model = standard_model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
                                    hf_repo=hf_repo, hf_file=hf_file, ctx_size=ctx_size, threads=threads,
                                    n_gpu_layers=n_gpu_layers, environment=environment, tags=tags)
@@ -465,8 +465,8 @@ def decision_gpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_u
         # the list is checked as pools would be, though only one type is used here
         check_instance_pools([{"InstanceType": t, "Priority": i} for i, t in enumerate(types, start=1)])
         (fixed,) = gpu_instance_types(region, types)
-        _check_cuda13(fixed)
-        _in_range(provision_timeout_s, 300, 3600, "provision_timeout_s (VariantInstanceProvisionTimeoutInSeconds)")
+        check_cuda13(fixed)
+        check_in_range(provision_timeout_s, 300, 3600, "provision_timeout_s (VariantInstanceProvisionTimeoutInSeconds)")
         variant = fixed_instance_variant(name, fixed, instance_count=instance_count, ami_version=ami_version,
                                          startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
         note = regions.no_pools_note(region, fixed, [t for t in types if t != fixed])

@@ -35,7 +35,8 @@ def _error_code(exc) -> tuple[str, str]:
     return str(error.get("Code", "")), str(error.get("Message", ""))
 
 
-def _send(call, operation: str, request: dict, name: str, quota: str = "this instance type 'for endpoint usage'"):
+def send_request(call, operation: str, request: dict, name: str,
+                 quota: str = "this instance type 'for endpoint usage'"):
     """Send one request; a refusal becomes a DeployError saying what to do (``quota``: the quota a
     ResourceLimitExceeded is about, in words)."""
     try:
@@ -59,25 +60,25 @@ def create_model(sm_client, request: dict) -> str:
     # a request may be made by hand: its image is read here, where it enters
     require_pinned(parse_image_uri(request["PrimaryContainer"]["Image"]))
     api.validate("sagemaker", "CreateModel", request)
-    return _send(sm_client.create_model, "CreateModel", request, request["ModelName"])["ModelArn"]
+    return send_request(sm_client.create_model, "CreateModel", request, request["ModelName"])["ModelArn"]
 
 
 def create_endpoint_config(sm_client, request: dict) -> str:
     api.validate("sagemaker", "CreateEndpointConfig", request)
-    response = _send(sm_client.create_endpoint_config, "CreateEndpointConfig", request,
-                     request["EndpointConfigName"])
+    response = send_request(sm_client.create_endpoint_config, "CreateEndpointConfig", request,
+                            request["EndpointConfigName"])
     return response["EndpointConfigArn"]
 
 
 def create_endpoint(sm_client, request: dict) -> str:
     api.validate("sagemaker", "CreateEndpoint", request)
-    return _send(sm_client.create_endpoint, "CreateEndpoint", request, request["EndpointName"])["EndpointArn"]
+    return send_request(sm_client.create_endpoint, "CreateEndpoint", request, request["EndpointName"])["EndpointArn"]
 
 
 def update_endpoint(sm_client, request: dict) -> str:
     """UpdateEndpoint (``updates`` builds it): SageMaker rolls the endpoint onto another config while it serves."""
     api.validate("sagemaker", "UpdateEndpoint", request)
-    return _send(sm_client.update_endpoint, "UpdateEndpoint", request, request["EndpointName"])["EndpointArn"]
+    return send_request(sm_client.update_endpoint, "UpdateEndpoint", request, request["EndpointName"])["EndpointArn"]
 
 
 class SageMakerHosting:
@@ -117,17 +118,18 @@ class SageMakerHosting:
         return run(sm_client, request, poll_s=self.poll_s, progress=progress), []
 
 
-def deploy(sm_client, plan: DeployPlan, *, region: str, wait: bool = True, logs_client=None, s3_client=None,
-           progress: bool = True, poll_s: float = 30, timeout_s: float = 3600,
+def deploy(sm_client, plan: DeployPlan, *, region: str | None = None, wait: bool = True, logs_client=None,
+           s3_client=None, progress: bool = True, poll_s: float = 30, timeout_s: float = 3600,
            hosting: SageMakerHosting | None = None, after_create=None) -> dict:
     """Create model, endpoint config and endpoint; return the latest DescribeEndpoint response.
 
-    ``region`` is the endpoint's (the clients'). Refuses an image not pinned by digest or in another
-    region; with ``s3_client`` also checks that the model data bucket is in that region. ``after_create(name)``
-    runs once CreateEndpoint was accepted and before the wait (the spend guard sets the endpoint's
-    deadline there, so it exists however the wait ends).
+    ``region`` is the endpoint's: the clients' (read from ``sm_client`` when not given). Refuses an image
+    not pinned by digest or in another region; with ``s3_client`` also checks that the model data bucket is
+    in that region. ``after_create(name)`` runs once CreateEndpoint was accepted and before the wait (the
+    spend guard sets the endpoint's deadline there, so it exists however the wait ends).
     """
     hosting = hosting or SageMakerHosting(poll_s=poll_s, timeout_s=timeout_s)
+    region = region or api.region_of(sm_client)
     check_deployable(plan.image, region)
     if s3_client is not None and plan.model_data_url:
         check_bucket_region(s3_client, names.split_s3_uri(plan.model_data_url)[0], region)

@@ -29,6 +29,7 @@ from botocore.exceptions import ClientError
 
 from ..errors import InvalidInput
 from .. import names
+from . import api
 
 DEFAULT_DLC_ACCOUNT = "763104351884"
 # Regions whose DLC registry is not the default account (AWS DLC "available images" list; its region table,
@@ -324,10 +325,11 @@ def pinned_dlc_uri(region: str, variant: str = "cpu") -> str:
     return pinned_dlc(region, variant).uri
 
 
-def pinned_dlc_present(ecr_client, region: str, variant: str = "cpu") -> bool:
-    """Whether ``region``'s DLC registry holds the pinned digest (DescribeImages, else BatchGetImage,
-    which pulling needs anyway). Other errors (throttling, a broken endpoint) are raised."""
-    ref = pinned_dlc(region, variant)
+def pinned_dlc_present(ecr_client, region: str | None = None, variant: str = "cpu") -> bool:
+    """Whether the DLC registry of ``region`` (the client's when not given) holds the pinned digest
+    (DescribeImages, else BatchGetImage, which pulling needs anyway). Other errors (throttling, a broken
+    endpoint) are raised."""
+    ref = pinned_dlc(region or api.region_of(ecr_client), variant)
     ids = [{"imageDigest": ref.digest}]
     try:
         ecr_client.describe_images(registryId=ref.account, repositoryName=ref.repository, imageIds=ids)
@@ -342,12 +344,14 @@ def pinned_dlc_present(ecr_client, region: str, variant: str = "cpu") -> bool:
     return bool(found.get("images"))
 
 
-def resolve_dlc(ecr_client, region: str, variant: str = "cpu", *, follow_tag: bool = False) -> ImageRef:
-    """The DLC to build and deploy on: the pinned digest, checked to exist in the region's registry.
+def resolve_dlc(ecr_client, region: str | None = None, variant: str = "cpu", *, follow_tag: bool = False) -> ImageRef:
+    """The DLC to build and deploy on: the pinned digest, checked to exist in the registry of ``region``
+    (the client's when not given).
 
     ``follow_tag=True`` resolves the floating SageMaker tag instead, with a warning: the bindings
     pinned for the variant were proven against the pinned digest only.
     """
+    region = region or api.region_of(ecr_client)
     pin = dlc_pin(variant, region)
     if follow_tag:
         tagged = resolve_digest(ecr_client, dlc_image(region, variant))
@@ -358,7 +362,7 @@ def resolve_dlc(ecr_client, region: str, variant: str = "cpu", *, follow_tag: bo
                 "bindings proof stops the build if they do not.", stacklevel=2)
         return tagged
     pinned = pinned_dlc(region, variant)
-    if not pinned_dlc_present(ecr_client, region, variant):
+    if not pinned_dlc_present(ecr_client, variant=variant):
         raise InvalidInput(
             f"the llama.cpp DLC registry of {region} ({pinned.registry}) does not hold the pinned "
             f"{variant} image {pin.digest}. Deploy in a region whose registry holds it, or follow the floating tag "

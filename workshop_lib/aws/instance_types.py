@@ -13,7 +13,7 @@ from ..errors import InvalidInput
 
 
 @lru_cache(maxsize=None)
-def _enum(service: str, operation: str, *members: str) -> tuple[str, ...]:
+def enum_of(service: str, operation: str, *members: str) -> tuple[str, ...]:
     """Allowed values of a request member, from botocore's model (ParamValidator skips enums)."""
     shape = api.operation_model(service, operation).input_shape
     for member in members:
@@ -22,14 +22,14 @@ def _enum(service: str, operation: str, *members: str) -> tuple[str, ...]:
 
 
 def endpoint_instance_types() -> tuple[str, ...]:
-    return _enum("sagemaker", "CreateEndpointConfig", "ProductionVariants", "[]", "InstanceType")
+    return enum_of("sagemaker", "CreateEndpointConfig", "ProductionVariants", "[]", "InstanceType")
 
 
 def inference_ami_versions() -> tuple[str, ...]:
-    return _enum("sagemaker", "CreateEndpointConfig", "ProductionVariants", "[]", "InferenceAmiVersion")
+    return enum_of("sagemaker", "CreateEndpointConfig", "ProductionVariants", "[]", "InferenceAmiVersion")
 
 
-def _check_choice(value: str, allowed: Sequence[str], what: str) -> str:
+def check_choice(value: str, allowed: Sequence[str], what: str) -> str:
     if value not in allowed:
         family = value.split(".")[1] if isinstance(value, str) and value.count(".") == 2 else None
         close = [a for a in allowed if family and a.split(".")[1:2] == [family]]
@@ -58,12 +58,12 @@ def is_gpu_instance(instance_type: str) -> bool:
     return bool(m) and m["family"][0] in "gp"
 
 
-def _has_local_nvme(instance_type: str) -> bool:
+def has_local_nvme(instance_type: str) -> bool:
     m = _INSTANCE.fullmatch(instance_type)
     return bool(m) and (m["family"][0] in "gp" or m["family"].endswith("d"))
 
 
-def _check_cuda13(instance_type: str) -> None:
+def check_cuda13(instance_type: str) -> None:
     # CUDA 13 dropped Kepler to Volta: the cuda-v1 DLC cannot run on P2 (K80) or P3 (V100).
     if instance_type.startswith(("ml.p2.", "ml.p3.")):
         raise InvalidInput(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from . import api
 from ..config import check_resource_name
-from .endpoints import VARIANT_NAME, _in_range
+from .endpoints import VARIANT_NAME, check_in_range
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
@@ -25,22 +25,22 @@ def autoscaling_resource_id(endpoint_name: str, variant_name: str = VARIANT_NAME
 def target_from_rate(decisions_per_s: float, utilisation: float = 0.7) -> float:
     """A target for InvocationsPerInstance (a per-minute count) from the rate one instance sustains
     (decisions per second, one decision an invocation): ``utilisation`` of that rate, per minute."""
-    _in_range(decisions_per_s, 0.001, 10_000, "decisions_per_s")
-    _in_range(utilisation, 0.05, 1.0, "utilisation")
+    check_in_range(decisions_per_s, 0.001, 10_000, "decisions_per_s")
+    check_in_range(utilisation, 0.05, 1.0, "utilisation")
     return round(decisions_per_s * 60.0 * utilisation, 2)
 
 
 def target_invocations_per_minute(seconds_per_request: float, utilisation: float = 0.7) -> float:
     """The same target when only one request's time is known (callers served one after another): an
     instance handles at most 60 / seconds_per_request a minute."""
-    _in_range(seconds_per_request, 0.001, 60, "seconds_per_request")
+    check_in_range(seconds_per_request, 0.001, 60, "seconds_per_request")
     return target_from_rate(1.0 / seconds_per_request, utilisation)
 
 
 def scalable_target_request(endpoint_name: str, *, min_instances: int = 1, max_instances: int = 2,
                             variant_name: str = VARIANT_NAME) -> dict:
-    _in_range(min_instances, 1, 100, "min_instances")
-    _in_range(max_instances, min_instances, 100, "max_instances (at least min_instances)")
+    check_in_range(min_instances, 1, 100, "min_instances")
+    check_in_range(max_instances, min_instances, 100, "max_instances (at least min_instances)")
     request = {"ServiceNamespace": "sagemaker", "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
                "ScalableDimension": SCALABLE_DIMENSION, "MinCapacity": min_instances,
                "MaxCapacity": max_instances}
@@ -51,9 +51,9 @@ def scaling_policy_request(endpoint_name: str, *, invocations_per_instance: floa
                            scale_in_cooldown_s: int = 300, scale_out_cooldown_s: int = 60,
                            variant_name: str = VARIANT_NAME, policy_name: str | None = None) -> dict:
     """Target tracking on SageMakerVariantInvocationsPerInstance (invocations per instance per minute)."""
-    _in_range(invocations_per_instance, 0.1, 100_000, "invocations_per_instance")
-    _in_range(scale_in_cooldown_s, 0, 86_400, "scale_in_cooldown_s")
-    _in_range(scale_out_cooldown_s, 0, 86_400, "scale_out_cooldown_s")
+    check_in_range(invocations_per_instance, 0.1, 100_000, "invocations_per_instance")
+    check_in_range(scale_in_cooldown_s, 0, 86_400, "scale_in_cooldown_s")
+    check_in_range(scale_out_cooldown_s, 0, 86_400, "scale_out_cooldown_s")
     request = {
         "PolicyName": policy_name or scaling_policy_name(endpoint_name),
         "ServiceNamespace": "sagemaker",

@@ -10,8 +10,8 @@ endpoint's name. The schedule runs as a role of its own, trusted only by EventBr
 for this account, that may delete endpoints carrying the workshop's tag (and deregister their auto scaling,
 which such a deletion requires of the caller) and nothing else. Its endpoint config and model cost nothing and stay for notebook 08.
 
-As in the IAM documents' modules (``service_roles``): pure builders (schedule names and ARNs, the requests, each validated by botocore's
-EventBridge Scheduler model, the role's two documents and the operator's statements), then thin
+As in the IAM documents' modules (``service_roles``): pure builders (schedule names and ARNs, the
+requests, each validated by botocore's EventBridge Scheduler model, the role's two documents), then thin
 senders around a boto3 client. Schedules carry no tags, so a schedule counts as the workshop's only when
 its target is DeleteEndpoint of that endpoint with the workshop's scheduler role; any other schedule of
 the same name is left alone.
@@ -262,13 +262,15 @@ def read_deadline(scheduler, endpoint_name: str) -> Deadline | None:
     return Deadline(endpoint_name, when, described["Name"])
 
 
-def set_deadline(scheduler, endpoint_name: str, *, role_arn: str, when: datetime, region: str,
+def set_deadline(scheduler, endpoint_name: str, *, role_arn: str, when: datetime, region: str | None = None,
                  attempts: int = 8, sleep=time.sleep) -> Deadline:
-    """Create the endpoint's deadline, or move the workshop's existing one to ``when``.
+    """Create the endpoint's deadline, or move the workshop's existing one to ``when``, in the scheduler
+    client's region (``region``: the same, read from the client when not given).
 
     A role created moments ago may not be usable by the scheduler yet (IAM is eventually consistent):
     the scheduler then answers ValidationException, and the request is retried with backoff.
     """
+    region = region or api.region_of(scheduler)
     request = schedule_request(endpoint_name, role_arn=role_arn, when=when, region=region)
     for attempt in range(attempts):
         try:
@@ -288,7 +290,7 @@ def set_deadline(scheduler, endpoint_name: str, *, role_arn: str, when: datetime
     raise AssertionError("unreachable")
 
 
-def extend(scheduler, endpoint_name: str, hours: float, *, role_arn: str, region: str,
+def extend(scheduler, endpoint_name: str, hours: float, *, role_arn: str, region: str | None = None,
            now: datetime | None = None) -> Deadline:
     """Move the deadline to ``hours`` from now (made again if it had gone)."""
     return set_deadline(scheduler, endpoint_name, role_arn=role_arn, when=deadline_after(hours, now), region=region)

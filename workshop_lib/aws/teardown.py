@@ -202,14 +202,14 @@ def delete_endpoint_resources(sm_client, endpoint_name: str, *, config_name: str
             setattr(result, attribute, delete(sm_client, name))
     if version is not None and result.endpoint == DELETED:
         result.notes += [f"{kind} {version} (the update it served): "
-                         f"{_delete_owned(sm_client, kind, version, delete, result.notes)}"
+                         f"{delete_owned(sm_client, kind, version, delete, result.notes)}"
                          for kind, delete in (("endpoint config", delete_endpoint_config), ("model", delete_model))]
     if scheduler_client is not None and result.endpoint != KEPT:
         result.deadline = remove_deadline(scheduler_client, endpoint_name)
     return result
 
 
-def _delete_owned(sm_client, kind: str, name: str, delete, notes: list[str]) -> str:
+def delete_owned(sm_client, kind: str, name: str, delete, notes: list[str]) -> str:
     """DELETED, ALREADY_GONE or KEPT (with a note saying why) for one named resource."""
     found = _described(sm_client, kind, name)
     if found is None:

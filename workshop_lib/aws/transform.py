@@ -15,9 +15,9 @@ from typing import Iterable, Mapping
 from . import api
 from .. import names
 from ..config import check_resource_name
-from .endpoints import DECISION_CPU_INSTANCE, _in_range, check_tags, workshop_tags
-from .hosting import _send
-from .instance_types import _check_choice, _enum
+from .endpoints import DECISION_CPU_INSTANCE, check_in_range, check_tags, workshop_tags
+from .hosting import send_request
+from .instance_types import check_choice, enum_of
 
 from ..errors import AwsFailure, InvalidInput
 
@@ -26,7 +26,7 @@ from ..errors import AwsFailure, InvalidInput
 
 
 def transform_instance_types() -> tuple[str, ...]:
-    return _enum("sagemaker", "CreateTransformJob", "TransformResources", "InstanceType")
+    return enum_of("sagemaker", "CreateTransformJob", "TransformResources", "InstanceType")
 
 
 def transform_type(serving_type: str) -> str:
@@ -48,11 +48,11 @@ def transform_job_request(job_name: str, *, model_name: str, input_s3_uri: str, 
     """
     check_resource_name(job_name, "transform job")
     check_resource_name(model_name, "model")
-    _check_choice(instance_type, transform_instance_types(), "Batch Transform instance type")
-    _in_range(instance_count, 1, 100, "instance_count")
-    _in_range(invocation_timeout_s, 1, 3600, "invocation_timeout_s")
-    _in_range(max_retries, 0, 3, "max_retries")
-    _in_range(max_payload_mb, 1, 100, "max_payload_mb")
+    check_choice(instance_type, transform_instance_types(), "Batch Transform instance type")
+    check_in_range(instance_count, 1, 100, "instance_count")
+    check_in_range(invocation_timeout_s, 1, 3600, "invocation_timeout_s")
+    check_in_range(max_retries, 0, 3, "max_retries")
+    check_in_range(max_payload_mb, 1, 100, "max_payload_mb")
     for uri in (input_s3_uri, output_s3_uri):
         if names.split_s3_uri(uri) is None:
             raise InvalidInput(f"{uri!r} is not an s3://bucket/prefix URI")
@@ -134,9 +134,9 @@ def start_transform_job(sm_client, request: dict) -> str:
     api.validate("sagemaker", "CreateTransformJob", request)
     instance_type = request["TransformResources"]["InstanceType"]
     # Batch Transform has quotas of its own, apart from the endpoints'.
-    return _send(sm_client.create_transform_job, "CreateTransformJob", request, request["TransformJobName"],
-                 quota=f"'{instance_type} for transform job usage' (Batch Transform's, apart from the "
-                       "endpoints' quota of the type)")["TransformJobArn"]
+    return send_request(sm_client.create_transform_job, "CreateTransformJob", request, request["TransformJobName"],
+                        quota=f"'{instance_type} for transform job usage' (Batch Transform's, apart from the "
+                              "endpoints' quota of the type)")["TransformJobArn"]
 
 
 def wait_for_transform(sm_client, job_name: str, *, poll_s: float = 30, timeout_s: float = 6 * 3600,

@@ -233,15 +233,15 @@ def wait_rollout(sm_client, endpoint_name: str, *, delay_s: float = 30, max_atte
                        "updates.wait_rollout, or read its status with describe_endpoint")
 
 
-def roll_out(sm_client, plan: UpdatePlan, *, region: str, hosting=None, delay_s: float = 30, max_attempts: int = 240,
-             report: Callable[[str], None] | None = None, sleep=time.sleep) -> Rollout:
+def roll_out(sm_client, plan: UpdatePlan, *, region: str | None = None, hosting=None, delay_s: float = 30,
+             max_attempts: int = 240, report: Callable[[str], None] | None = None, sleep=time.sleep) -> Rollout:
     """Create the version's model and endpoint config, send UpdateEndpoint, and wait for the endpoint to be
     InService again; the result says which config it serves (the old one: rolled back). ``region`` is the
-    endpoint's, which the new image must be in."""
+    endpoint's (read from ``sm_client`` when not given), which the new image must be in."""
 
     hosting = hosting or hosting_module.SageMakerHosting()
     started = time.perf_counter()
-    check_deployable(plan.version_plan.image, region)
+    check_deployable(plan.version_plan.image, region or api.region_of(sm_client))
     before = sm_client.describe_endpoint(EndpointName=plan.endpoint_name)
     if before["EndpointStatus"] != "InService":
         raise AwsFailure(f"endpoint {plan.endpoint_name} is {before['EndpointStatus']}; an update starts from "
@@ -295,7 +295,7 @@ def discard_version(sm_client, endpoint_name: str, version: str) -> str:
 def _delete_version(sm_client, version: str) -> str:
     """An earlier version's endpoint config and model (each only if it carries the workshop's tag)."""
     notes: list[str] = []
-    done = [f"{kind} {teardown._delete_owned(sm_client, kind, version, delete, notes)}" for kind, delete in
+    done = [f"{kind} {teardown.delete_owned(sm_client, kind, version, delete, notes)}" for kind, delete in
             (("endpoint config", teardown.delete_endpoint_config), ("model", teardown.delete_model))]
     return "; ".join(done + notes)
 

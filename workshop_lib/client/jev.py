@@ -234,7 +234,7 @@ def error_fields(body) -> tuple[str | None, str, str | None] | None:
     return None
 
 
-# -- JevBench task records (REFERENCE §5) ---------------------------------------------------
+# -- JevBench task records (docs/glossary.md) --------------------------------------------------
 
 
 def task_request(task: Mapping, *, model: str | None = DEFAULT_MODEL) -> dict:

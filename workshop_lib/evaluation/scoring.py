@@ -1,6 +1,6 @@
 """Scoring one answer against one task: validity, predicted label, correctness. Pure functions.
 
-The rules (REFERENCE.md §5):
+The rules (JevBench's: docs/glossary.md#jevbench):
 
 * a response is **valid** when it is a proper probability vector over exactly the
   task's labels: every label once, nothing else, each value a finite number in

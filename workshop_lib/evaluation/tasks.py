@@ -3,7 +3,7 @@
 A task is one labelled question about one state, with its options in a declared
 order. Two record formats are read, one JSON object per line:
 
-* JevBench (REFERENCE.md §5): ``{id, family, state, question: {type, instructions,
+* JevBench (docs/glossary.md#jevbench): ``{id, family, state, question: {type, instructions,
   criteria}, labels, expected, split, group, provenance}`` with ``type``
 
   - ``choice``: ``criteria`` maps option id -> description (or null: the id is the text);

@@ -1,10 +1,11 @@
 """The llama.cpp DLC's own server, on this machine: llama-server behind nginx, started by its rules.
 
-The standard endpoint runs the AWS llama.cpp DLC unchanged. Its entrypoint (``/usr/bin/serve``,
-REFERENCE.md §1) chooses the model, turns every ``SM_LLAMA_CPP_*`` variable into a llama-server
-flag, starts llama-server on a private loopback port and puts nginx in front of it on the
-endpoint's port, with SageMaker's two routes mapped onto llama-server's own:
-``GET /ping`` -> ``/health`` and ``POST /invocations`` -> ``/v1/chat/completions``.
+The standard endpoint runs the AWS llama.cpp DLC unchanged. Its entrypoint (``/usr/bin/serve``:
+``scripts/docker/llama_cpp/sagemaker_entrypoint.sh`` in github.com/aws/deep-learning-containers)
+chooses the model, turns every ``SM_LLAMA_CPP_*`` variable into a llama-server flag, starts
+llama-server on a private loopback port and puts nginx in front of it on the endpoint's port, with
+SageMaker's two routes mapped onto llama-server's own: ``GET /ping`` -> ``/health`` and
+``POST /invocations`` -> ``/v1/chat/completions``.
 Local rehearsal stands in for that image with this module:
 
 * pure rules: ``find_model`` (model discovery), ``flags`` (variables -> argv), ``launch_plan``

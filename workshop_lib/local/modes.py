@@ -1,30 +1,24 @@
-"""The two modes a workshop runs in, chosen once when it loads (``mode_for``), and what each supplies.
+"""The local rehearsal's mode (``LocalMode``), and the choice, once when a workshop loads, between it
+and real AWS (``mode_for``; ``workshop_lib.aws.session.AwsMode``).
 
-* ``AwsMode``: boto3 clients for the configured region; CodeBuild runs the builds, SageMaker
-  hosts the endpoints.
-* ``LocalMode``: boto3 clients for the local AWS emulator, with fake credentials (botocore still
-  validates every request against the real service model before it leaves the process), each
-  call recorded in the rehearsal's call log so the audit can hold it against the policies; the
-  builds and the hosting come from ``stand_ins``.
-
-A mode never probes per call: the local mode finds the running emulator the first time a client
-is asked for and keeps its URL until ``forget()`` (after 07 stops it) or ``start_fresh()`` (00).
-``Clients`` holds one mode's clients for one region, made on first use.
+``LocalMode`` gives boto3 clients for the local AWS emulator, with fake credentials (botocore still
+validates every request against the real service model before it leaves the process), each call
+recorded in the rehearsal's call log so the audit can hold it against the policies; the builds and
+the hosting come from ``stand_ins``. It never probes per call: it finds the running emulator the
+first time a client is asked for and keeps its URL until ``forget()`` (after 07 stops it) or
+``start_fresh()`` (00). ``workshop_lib.aws.session.Clients`` holds a mode's clients for one region.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from typing import Sequence
 
 from botocore import xform_name
 from botocore.exceptions import ClientError
 
-from ..aws import admin, api, codebuild, policies, spend_guard
-from ..aws.buckets import expect_owner
-from ..aws.hosting import SageMakerHosting
-from ..aws.requests_sent import RequestRecorder
+from ..aws import admin, api, policies, spend_guard
+from ..aws.session import AwsMode, Clients
 from ..errors import StepNotRun
 from ..config import LOCAL_ROLE_ARN
 from ..names import role_account
@@ -46,27 +40,6 @@ def emulator_session():
 def emulator_client(service: str, region: str, url: str):
     """A boto3 client for ``service`` pointed at the emulator at ``url``."""
     return api.client(service, region, endpoint_url=url, session=emulator_session())
-
-
-class AwsMode:
-    """Real AWS in the configured region."""
-    name = "aws"
-    calls = None  # IAM itself checks every call; nothing is recorded
-
-    def client(self, service: str, region: str):
-        return api.client(service, region)
-
-    def build_runner(self, clients: Clients) -> codebuild.CodeBuildRunner:
-        return codebuild.CodeBuildRunner()
-
-    def hosting(self, clients: Clients) -> SageMakerHosting:
-        return SageMakerHosting()
-
-    def acting_as(self, principal: str | None):
-        return contextlib.nullcontext()
-
-    def forget(self) -> None:
-        pass
 
 
 class LocalMode:
@@ -129,7 +102,7 @@ class LocalMode:
     def seed(self, region: str) -> None:
         """Put in the emulator what AWS itself publishes and the workshop reads: the DLC's images in
         ``region``'s DLC registry. Not anyone's call, so not recorded. Safe to repeat."""
-        seed_dlc(emulator_client("ecr", region, self.emulator_url), region)
+        seed_dlc(emulator_client("ecr", region, self.emulator_url))
         seed_studio_role(emulator_client("iam", region, self.emulator_url))
 
     def fire_deadline(self, endpoint_name: str, region: str) -> None:
@@ -179,55 +152,4 @@ def mode_for(name: str, local: rehearsal.Rehearsal) -> AwsMode | LocalMode:
     return LocalMode(local) if name == "local" else AwsMode()
 
 
-class Clients:
-    """One mode's boto3 clients for one region, made on first use, and the two things only AWS can do:
-    running builds (``builds``) and hosting endpoints (``hosting``), as the mode supplies them."""
-
-    def __init__(self, mode: AwsMode | LocalMode, region: str, requests: RequestRecorder | None = None):
-        self.mode, self.region = mode, region
-        self.calls = mode.calls
-        self.requests = requests or RequestRecorder()  # what each step sent, for the notebook to show
-        self.local = mode.name == "local"
-        self._made: dict[str, object] = {}
-        self._builds = self._hosting = None
-
-    def acting_as(self, principal: str | None):
-        """Record the block's calls as another principal's (local mode; a no-op on AWS)."""
-        return self.mode.acting_as(principal)
-
-    def get(self, service: str):
-        if service not in self._made:
-            made = self._made[service] = self.mode.client(service, self.region)
-            if service == "s3":
-                expect_owner(made, self.account)
-            self.requests.attach(made)
-        return self._made[service]
-
-    @property
-    def builds(self):
-        if self._builds is None:
-            self._builds = self.mode.build_runner(self)
-        return self._builds
-
-    @property
-    def hosting(self):
-        if self._hosting is None:
-            self._hosting = self.mode.hosting(self)
-        return self._hosting
-
-    def account(self) -> str:
-        """The account the clients act in (asked once)."""
-        if "account" not in self._made:
-            self._made["account"] = self.sts.get_caller_identity()["Account"]
-        return self._made["account"]
-
-    sm = property(lambda self: self.get("sagemaker"))
-    s3 = property(lambda self: self.get("s3"))
-    ecr = property(lambda self: self.get("ecr"))
-    codebuild = property(lambda self: self.get("codebuild"))
-    logs = property(lambda self: self.get("logs"))
-    sts = property(lambda self: self.get("sts"))
-
-
-__all__ = ["AwsMode", "CALL_LOG", "Clients", "FAKE_CREDENTIALS", "LocalMode", "emulator_client", "emulator_session",
-           "mode_for"]
+__all__ = ["CALL_LOG", "FAKE_CREDENTIALS", "LocalMode", "emulator_client", "emulator_session", "mode_for"]

@@ -3,9 +3,9 @@
 In local rehearsal every boto3 client the notebooks use records its calls (``CallLog``), each
 labelled with the principal that makes it on AWS: the operator (whoever runs the notebooks),
 CodeBuild's service role (the image push a stand-in does in its place) and SageMaker's execution
-role (the model a local endpoint reads from S3, as SageMaker would). ``needed`` turns a call into
-what IAM checks (action, resource ARN, request context) and ``audit`` evaluates those against the
-generated policies (policies.py): every denied call, and every statement no call used. The
+role (the model a local endpoint reads from S3, as SageMaker would). ``iam_needs.needed`` turns a call
+into what IAM checks (action, resource ARN, request context) and ``audit`` evaluates those against
+the generated policies (policies.py): every denied call, and every statement no call used. The
 emulator enforces no IAM itself; this is how the policies are held to what the flows really send.
 
 The operator's calls are also evaluated as each one is made, as the principal a participant really
@@ -39,12 +39,12 @@ from typing import Iterable, Mapping
 
 from botocore.exceptions import ClientError
 
-from ..aws import arns, iam, kms_statements, managed_policies, role_boundary, service_roles, statements
-from ..aws.images import parse_image_uri
+from ..aws import arns, iam, managed_policies, service_roles
 from ..aws.requests_sent import plain
 from ..aws.policies import CODEBUILD, DEADLINES, OPERATOR, SAGEMAKER
 from ..config import LOCAL_ROLE_ARN
 from ..errors import InvalidInput
+from .iam_needs import needed, role_boundaries
 from .strict import Strict
 from .. import names
 
@@ -232,246 +232,6 @@ class CallLog:
         self.path.unlink(missing_ok=True)
 
 
-# -- what IAM checks for each call ---------------------------------------------------------------
-
-Need = tuple[str, str, dict]  # (action, resource ARN, request context)
-
-
-def _sagemaker_arn(region: str, account: str, kind: str, name: str) -> str:
-    return f"arn:{arns.partition(region)}:sagemaker:{region}:{account}:{kind}/{name.lower()}"
-
-
-def _pass_role(role_arn: str | None, service: str) -> list[Need]:
-    return [("iam:PassRole", role_arn, {"iam:PassedToService": service})] if role_arn else []
-
-
-def _s3(call: str, params: Mapping, region: str, owner: str | None, key: str | None = None) -> list[Need]:
-    """``owner``: the bucket's account as IAM sees it (s3:ResourceAccount); None for another account's bucket,
-    whose account the emulator does not name (no grant conditioned on the caller's account matches it).
-    ``key``: the KMS key of the bucket's default encryption, which S3 uses as the caller."""
-    needs = _s3_alone(call, params, region, owner)
-    # A new object's data key, or an object's own key decrypted (a HEAD reads no data, an upload's parts reuse
-    # the key its start made).
-    kms = {"PutObject": "kms:GenerateDataKey", "CreateMultipartUpload": "kms:GenerateDataKey", "GetObject": "kms:Decrypt"}
-    if key and call in kms:
-        needs.append((kms[call], key, {"kms:ViaService": kms_statements.s3_service(region)}))
-    return needs
-
-
-def _s3_alone(call: str, params: Mapping, region: str, owner: str | None) -> list[Need]:
-    bucket = params.get("Bucket", "")
-    bucket_arn = arns.s3_bucket_arn(bucket, region)
-    key = params.get("Key")
-    owned = {"s3:ResourceAccount": owner} if owner else {}
-    if call in ("PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"):
-        return [("s3:PutObject", arns.s3_object_arn(bucket, key, region), owned)]
-    if call == "AbortMultipartUpload":
-        return [("s3:AbortMultipartUpload", arns.s3_object_arn(bucket, key, region), owned)]
-    if call in ("GetObject", "HeadObject"):
-        return [("s3:GetObject", arns.s3_object_arn(bucket, key, region), owned)]
-    if call == "DeleteObject":
-        return [("s3:DeleteObject", arns.s3_object_arn(bucket, key, region), owned)]
-    if call == "DeleteObjects":
-        return [("s3:DeleteObject", arns.s3_object_arn(bucket, o["Key"], region), owned)
-                for o in params.get("Delete", {}).get("Objects", [])]
-    if call in ("ListObjectsV2", "ListObjects", "HeadBucket"):
-        return [("s3:ListBucket", bucket_arn, {"s3:prefix": params.get("Prefix", ""), **owned})]
-    if call == "ListBuckets":
-        return [("s3:ListAllMyBuckets", "*", {})]
-    if call in ("PutBucketLifecycleConfiguration", "GetBucketLifecycleConfiguration"):
-        call = call.replace("BucketLifecycleConfiguration", "LifecycleConfiguration")
-    return [(f"s3:{call}", bucket_arn, owned)]  # CreateBucket, PutBucketTagging, GetBucketLocation, DeleteBucket
-
-
-def _codebuild(call: str, params: Mapping, region: str, account: str) -> list[Need]:
-    def project(name: str) -> str:
-        return arns.codebuild_project_arn(region, account, name)
-
-    if call in ("CreateProject", "UpdateProject"):
-        return [(f"codebuild:{call}", project(params["name"]), {}),
-                *_pass_role(params.get("serviceRole"), "codebuild.amazonaws.com")]
-    if call in ("StartBuild",):
-        return [("codebuild:StartBuild", project(params["projectName"]), {})]
-    if call == "BatchGetBuilds":  # a build id is "<project>:<uuid>"
-        return [("codebuild:BatchGetBuilds", project(i.split(":")[0]), {}) for i in params.get("ids", [])]
-    if call == "BatchGetProjects":
-        return [("codebuild:BatchGetProjects", project(n), {}) for n in params.get("names", [])]
-    return [(f"codebuild:{call}", project(params.get("name", "")), {})]  # DeleteProject
-
-
-def _ecr(call: str, params: Mapping, region: str, account: str) -> list[Need]:
-    registry = params.get("registryId") or account
-    names = params.get("repositoryNames") or [params.get("repositoryName", "")]
-    needs = [(f"ecr:{call}", arns.ecr_repository_arn(region, registry, n), {}) for n in names]
-    if call == "CreateRepository" and params.get("tags"):
-        needs.append(("ecr:TagResource", needs[0][1], {}))
-    if call == "GetAuthorizationToken":
-        return [("ecr:GetAuthorizationToken", "*", {})]
-    if call == "ListTagsForResource":
-        return [("ecr:ListTagsForResource", params.get("resourceArn", ""), {})]
-    return needs
-
-
-_SAGEMAKER_KINDS = {"Model": "model", "EndpointConfig": "endpoint-config", "Endpoint": "endpoint",
-                    "TransformJob": "transform-job"}
-
-
-def _sagemaker(call: str, params: Mapping, region: str, account: str, facts: Mapping) -> list[Need]:
-    if call == "ListEndpoints":
-        return [("sagemaker:ListEndpoints", "*", {})]  # list actions take no resource
-    if call in ("ListTags", "AddTags"):
-        kind_and_name = params["ResourceArn"].split(":", 5)
-        kind_and_name[-1] = kind_and_name[-1].lower()  # as SageMaker presents its ARNs to IAM
-        return [(f"sagemaker:{call}", ":".join(kind_and_name), {})]
-    verb, kind = re.fullmatch(r"(Create|Describe|Delete|Update|Invoke)(\w+)", call).groups()
-    if call == "InvokeEndpoint":
-        verb, kind = "Invoke", "Endpoint"
-    name = params.get(f"{kind}Name", "")
-    arn = _sagemaker_arn(region, account, _SAGEMAKER_KINDS.get(kind, kind.lower()), name)
-    tags = {f"aws:ResourceTag/{k}": v for k, v in (facts.get("resource_tags") or {}).items()}
-    needs = [(f"sagemaker:{call}", arn, tags)]
-    if call == "DeleteEndpoint" and facts.get("scaled_variants"):  # SageMaker deregisters them as the caller
-        needs += [("application-autoscaling:DeregisterScalableTarget", "*", _scaling_context("sagemaker"))
-                  for _ in facts["scaled_variants"]]
-    if verb == "Create" and params.get("Tags"):
-        needs.append(("sagemaker:AddTags", arn, {}))
-    if call == "CreateModel":
-        needs += _pass_role(params.get("ExecutionRoleArn"), "sagemaker.amazonaws.com")
-    if call == "UpdateEndpoint":  # IAM checks the endpoint and the endpoint config it moves to
-        needs.append(("sagemaker:UpdateEndpoint",
-                      _sagemaker_arn(region, account, "endpoint-config", params.get("EndpointConfigName", "")), {}))
-    return needs
-
-
-def _logs(call: str, params: Mapping, region: str, account: str) -> list[Need]:
-    group = params.get("logGroupName", "")
-    if params.get("logStreamName"):  # GetLogEvents reads one stream
-        return [(f"logs:{call}", arns.log_stream_arn(region, account, group, params["logStreamName"]), {})]
-    return [(f"logs:{call}", arns.log_group_arn(region, account, group), {})]
-
-
-def _scheduler(call: str, params: Mapping, region: str, account: str) -> list[Need]:
-    if call in ("ListSchedules", "ListScheduleGroups"):
-        return [(f"scheduler:{call}", "*", {})]  # list actions take no resource
-    group = params.get("GroupName") or "default"
-    arn = f"arn:{arns.partition(region)}:scheduler:{region}:{account}:schedule/{group}/{params.get('Name', '')}"
-    needs = [(f"scheduler:{call}", arn, {})]
-    if call in ("CreateSchedule", "UpdateSchedule"):
-        needs += _pass_role((params.get("Target") or {}).get("RoleArn"), "scheduler.amazonaws.com")
-    return needs
-
-
-def _cloudwatch(call: str, params: Mapping, region: str, account: str) -> list[Need]:
-    if call in ("PutDashboard", "GetDashboard", "DeleteDashboards"):  # dashboards are global: no region
-        dashboards = params.get("DashboardNames") or [params.get("DashboardName", "")]
-        return [(f"cloudwatch:{call}", arns.cloudwatch_dashboard_arn(region, account, d), {}) for d in dashboards]
-    if call == "PutMetricData":
-        return [("cloudwatch:PutMetricData", "*", {"cloudwatch:namespace": params.get("Namespace", "")})]
-    alarms = params.get("AlarmNames") or [params.get("AlarmName", "")]
-    needs = [(f"cloudwatch:{call}", arns.cloudwatch_alarm_arn(region, account, a), {}) for a in alarms]
-    if call == "PutMetricAlarm" and params.get("Tags"):
-        needs.append(("cloudwatch:TagResource", needs[0][1], {}))
-    return needs
-
-
-def _autoscaling(call: str, params: Mapping, region: str, account: str) -> list[Need]:
-    """Application Auto Scaling names no resource IAM can know beforehand ("*"); registering a SageMaker variant
-    also needs the endpoint read and its capacity changed and, on first use, the service-linked role; target
-    tracking makes and deletes its alarms with the caller's permission."""
-    action = f"application-autoscaling:{call}"
-    context = (_scaling_context(params.get("ServiceNamespace", ""), params.get("ScalableDimension", ""))
-               if action in statements.AUTOSCALING_WRITES else {})
-    needs = [(action, "*", context)]
-    resource = params.get("ResourceId") or ""
-    match = re.fullmatch(r"endpoint/([^/]+)/variant/[^/]+", resource)
-    if not match:
-        return needs
-    endpoint = match[1]
-    if call == "RegisterScalableTarget":
-        arn = _sagemaker_arn(region, account, "endpoint", endpoint)
-        needs += [("sagemaker:DescribeEndpoint", arn, {}), ("sagemaker:DescribeEndpointConfig", arn, {}),
-                  ("sagemaker:UpdateEndpointWeightsAndCapacities", arn, {}),
-                  ("iam:CreateServiceLinkedRole", arns.role_arn(region, account, statements.AUTOSCALING_ROLE_PATH),
-                   {"iam:AWSServiceName": statements.AUTOSCALING_SERVICE})]
-    alarm = arns.autoscaling_alarm_arn(region, account, endpoint, resource.split("/", 2)[2] + "-AlarmHigh-0")
-    if call == "PutScalingPolicy":
-        needs += [("cloudwatch:PutMetricAlarm", alarm, {}), ("cloudwatch:DescribeAlarms", alarm, {})]
-    if call == "DeleteScalingPolicy":
-        needs += [("cloudwatch:DeleteAlarms", alarm, {})]
-    return needs
-
-
-def _scaling_context(namespace: str, dimension: str = statements.SCALED_DIMENSION) -> dict:
-    """The condition keys Application Auto Scaling's writes carry."""
-    return {"application-autoscaling:service-namespace": namespace,
-            "application-autoscaling:scalable-dimension": dimension}
-
-
-def _iam(call: str, params: Mapping, region: str, account: str, boundaries: Mapping[str, str]) -> list[Need]:
-    role = params.get("RoleName", "")
-    action = f"iam:{call}"
-    context = {}
-    if action in role_boundary.BOUNDED_ROLE_ACTIONS:
-        # The boundary the request sets, or (changing a role's permissions) the one the role has.
-        given = params.get("PermissionsBoundary") if call in ("CreateRole", "PutRolePermissionsBoundary") \
-            else boundaries.get(role)
-        if given:
-            context["iam:PermissionsBoundary"] = given
-    arn = f"arn:{arns.partition(region)}:iam::{account}:role/{role}"
-    needs = [(action, arn, context)]
-    if call == "CreateRole" and params.get("Tags"):
-        needs.append(("iam:TagRole", arn, {}))
-    return needs
-
-
-def role_boundaries(calls: Iterable[Mapping]) -> dict[str, str]:
-    """Each role's permissions boundary as the recorded calls (those not refused) left it."""
-    found: dict[str, str] = {}
-    for call in calls:
-        if call.get("service") != "iam" or call.get("refused"):
-            continue
-        params = call.get("params") or {}
-        role = params.get("RoleName", "")
-        if call["operation"] in ("CreateRole", "PutRolePermissionsBoundary") and params.get("PermissionsBoundary"):
-            found[role] = params["PermissionsBoundary"]
-        elif call["operation"] in ("DeleteRolePermissionsBoundary", "DeleteRole"):
-            found.pop(role, None)
-    return found
-
-
-def needed(call: Mapping, region: str, account: str, boundaries: Mapping[str, str] | None = None) -> list[Need]:
-    """What IAM checks for one recorded call; [] for calls IAM always allows (sts:GetCallerIdentity).
-    ``boundaries`` (role name -> boundary ARN, ``role_boundaries``) gives the roles' boundaries so far."""
-    service, operation, params = call["service"], call["operation"], call.get("params") or {}
-    facts = call.get("facts") or {}
-    if service == "sts" and operation == "GetCallerIdentity":
-        return []
-    if service == "s3":
-        return _s3(operation, params, region, facts.get("bucket_owner", account), facts.get("bucket_key"))
-    if service == "codebuild":
-        return _codebuild(operation, params, region, account)
-    if service == "ecr":
-        return _ecr(operation, params, region, account)
-    if service == "sagemaker":
-        return _sagemaker(operation, params, region, account, facts)
-    if service == "logs":
-        return _logs(operation, params, region, account)
-    if service == "scheduler":
-        return _scheduler(operation, params, region, account)
-    if service == "monitoring":  # CloudWatch signs as "monitoring"
-        return _cloudwatch(operation, params, region, account)
-    if service == "application-autoscaling":
-        return _autoscaling(operation, params, region, account)
-    if service == "servicequotas" and operation in ("ListServiceQuotas", "ListAWSDefaultServiceQuotas"):
-        return [(f"servicequotas:{operation}", "*", {})]  # no resource type to name
-    if service == "servicequotas":
-        return [(f"servicequotas:{operation}", f"arn:{arns.partition(region)}:servicequotas:{region}:"
-                 f"{account}:{params.get('ServiceCode', '')}/{params.get('QuotaCode', '')}", {})]
-    if service == "iam":
-        return _iam(operation, params, region, account, boundaries or {})
-    raise ValueError(f"no IAM mapping for {service}:{operation}; add it to permissions.needed")
-
-
 # -- checking the record against the policies ------------------------------------------------------
 
 
@@ -567,31 +327,3 @@ def audit(calls: Iterable[Mapping], documents: Mapping[str, Mapping], region: st
             else:
                 result.unused.append((principal, sid))
     return result
-
-
-def cli_needed(argv: list[str], region: str, account: str) -> list[Need]:
-    """What IAM checks for a command a buildspec runs with the CodeBuild role (``aws`` and ``docker``)."""
-    def option(name: str) -> str | None:
-        return argv[argv.index(name) + 1] if name in argv else None
-
-    plain = [a for a in argv if not a.startswith("--only-show-errors")]
-    if plain[:3] == ["aws", "s3", "cp"]:
-        bucket, key = names.split_s3_uri(plain[4])  # the build's own bucket: IAM sees its account as the owner
-        return [("s3:PutObject", arns.s3_object_arn(bucket, key, region), {"s3:ResourceAccount": account})]
-    if plain[:3] == ["aws", "ecr", "get-login-password"]:
-        return [("ecr:GetAuthorizationToken", "*", {})]
-    if plain[:3] == ["aws", "ecr", "describe-images"]:
-        return [("ecr:DescribeImages", arns.ecr_repository_arn(region, option("--registry-id") or account,
-                                                                   option("--repository-name")), {})]
-    if plain[:2] == ["docker", "build"]:  # pulls FROM the base image
-        base = next(a.split("=", 1)[1] for i, a in enumerate(plain) if plain[i - 1] == "--build-arg"
-                    and a.startswith("BASE_IMAGE="))
-        ref = parse_image_uri(base)
-        return [(a, arns.ecr_repository_arn(region, ref.account, ref.repository), {}) for a in statements.ECR_PULL]
-    if plain[:2] == ["docker", "push"]:
-        ref = parse_image_uri(plain[2])
-        arn = arns.ecr_repository_arn(region, ref.account, ref.repository)
-        return [(a, arn, {}) for a in ("ecr:BatchCheckLayerAvailability", *statements.ECR_PUSH)]
-    if plain[:2] == ["docker", "login"]:
-        return []  # the token from get-login-password is the permission
-    raise ValueError(f"no IAM mapping for the build command {' '.join(argv[:3])}; add it to permissions.cli_needed")

@@ -96,8 +96,8 @@ def stop_process_group(pgid: int, timeout_s: float = 30.0) -> bool:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return False
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    give_up_at = time.monotonic() + timeout_s
+    while time.monotonic() < give_up_at:
         if not group_alive(pgid):
             return True
         time.sleep(0.1)
@@ -191,8 +191,8 @@ class ServerProcess:
         return self
 
     def wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        give_up_at = time.monotonic() + timeout_s
+        while time.monotonic() < give_up_at:
             if self.process.poll() is not None:
                 raise ServerFailedToStart(
                     f"{self!r} exited with status {self.process.returncode}; last log lines:\n{self.log_tail()}")

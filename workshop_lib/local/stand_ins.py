@@ -73,12 +73,13 @@ def push_stand_in(ecr_client, repository: str, tag: str, description: str, conte
     return found["imageDetails"][0]["imageDigest"]
 
 
-def seed_dlc(ecr_client, region: str) -> dict[str, str]:
-    """Put stand-ins for the llama.cpp DLC's SageMaker tags into the emulated DLC registry.
+def seed_dlc(ecr_client) -> dict[str, str]:
+    """Put stand-ins for the llama.cpp DLC's SageMaker tags into the emulated DLC registry of the client's region.
 
     The repository is created under the DLC's registry id, so ``images.resolve_digest``
     runs unchanged on ``images.dlc_image_uri(region)``. Returns tag -> digest.
     """
+    region = api.region_of(ecr_client)
     account = images.dlc_account(region)
     try:
         ecr_client.create_repository(repositoryName=images.DLC_REPOSITORY, registryId=account,

@@ -135,7 +135,7 @@ class Strict:
         return [t["ResourceId"] for t in targets if t["ResourceId"].startswith(f"endpoint/{endpoint}/variant/")]
 
     def facts(self, service: str, operation: str, params: Mapping, region: str) -> dict:
-        """What IAM reads from the account for this call, beyond the request (``permissions.needed`` uses it)."""
+        """What IAM reads from the account for this call, beyond the request (``iam_needs.needed`` uses it)."""
         if service == "s3" and params.get("Bucket") and operation != "CreateBucket":
             owner = self.bucket_owner(params["Bucket"], region)
             key = self.bucket_key(params["Bucket"], region) if owner else None

@@ -22,7 +22,8 @@ from ..deploy_paths import DEFAULT_DECISION, DEPLOY_PATHS, deploy_path
 from ..display import install_error_handler, row
 from ..errors import StepError, StepNotRun
 from ..local import rehearsal
-from ..local.modes import CALL_LOG, Clients, mode_for
+from ..aws.session import Clients
+from ..local.modes import CALL_LOG, mode_for
 from ..models import EMBEDDED_MODEL, ModelSpec, PINNED_MODEL
 
 BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePools

@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 from ..client.endpoint import EndpointClient
 from ..errors import StepNotRun
 from ..local import dlc_server
-from ..local.capture import capture_locally
+from ..local.capture_stand_in import capture_locally
 from ..local.rehearsal import LLAMA_SERVER, RehearsalError, RoutedTransport
 from .context import StepError, Workshop
 
@@ -38,7 +38,7 @@ def client(workshop: Workshop, name: str):
             made = EndpointClient(RoutedTransport(workshop.rehearsal, name))
         except RehearsalError:
             raise StepNotRun(notebook, f"{kind}, {name}, is not running locally") from None
-        # SageMaker captures on AWS; locally the stand-in does, on the client's side (local/capture.py)
+        # SageMaker captures on AWS; locally the stand-in does, on the client's side (local/capture_stand_in.py)
         return capture_locally(made, workshop.clients.sm, workshop.clients.s3, name,
                                acting_as=workshop.clients.acting_as)
     require_in_service(workshop, name, kind, notebook)

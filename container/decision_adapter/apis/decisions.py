@@ -1,4 +1,4 @@
-"""The OpenAI Decisions API on ``POST /v1/decisions`` (REFERENCE.md §16).
+"""The OpenAI Decisions API on ``POST /v1/decisions`` (docs/api.md).
 
 A request asks typed questions about one input::
 

@@ -1,4 +1,5 @@
-"""The published SemIf sample's format on ``POST /invocations`` (REFERENCE.md §11).
+"""The published SemIf sample's format on ``POST /invocations`` (aws-samples/sagemaker-genai-hosting-examples,
+03-features/semif-decision-model/server.py).
 
 ``{"decision": {"id", "state", "question", "options": [{"id", "description"}]}}`` or
 ``{"decisions": [...]}``: exactly one of the two and no other top-level field, and in

@@ -13,7 +13,7 @@ import pytest
 
 from workshop_lib.aws import (alarms, api, arns, endpoints, hosting, iam, operator_policies, policies, policy_scope,
                               teardown, updates)
-from workshop_lib.local import permissions
+from workshop_lib.local import iam_needs
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
 from workshop_lib.aws.images import parse_image_uri
@@ -224,7 +224,7 @@ def test_a_rollout_back_on_its_old_config_says_it_was_rolled_back():
 
 def _scope():
     return policy_scope.scope(WorkshopConfig(region=REGION, bucket="decision-workshop-test", sagemaker_role_arn=ROLE),
-                          ACCOUNT)
+                              ACCOUNT)
 
 
 def test_the_operations_document_grants_these_calls_and_no_others():
@@ -245,7 +245,7 @@ def test_the_operations_document_grants_these_calls_and_no_others():
         {"service": "sagemaker", "operation": "DeleteModel", "params": {"ModelName": version}},
     ]
     for call in allowed:
-        needs = permissions.needed(call, REGION, ACCOUNT)
+        needs = iam_needs.needed(call, REGION, ACCOUNT)
         assert needs, call
         for action, resource, context in needs:
             assert iam.evaluate(document, action, resource, context).allowed, (action, resource)

@@ -15,7 +15,7 @@ from workshop_lib.aws.deploy_spec import DeploySpec, ENDPOINT_NAME_ENV, plan_for
 from workshop_lib.aws.iam import evaluate
 from workshop_lib.evaluation.tasks import task_from_record
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.local import capture as local_capture, permissions
+from workshop_lib.local import capture_stand_in, permissions
 from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.errors import InvalidInput
 
@@ -110,7 +110,7 @@ def test_the_stand_in_writes_what_the_reader_reads(clients):
     clients.s3.create_bucket(Bucket=CONFIG.bucket)
     config = capture.data_capture_config(DESTINATION, 100)
     times = iter([WHEN, WHEN + dt.timedelta(hours=1)])
-    writer = local_capture.CaptureWriter(clients.s3, config, "decision-workshop-cpu", "AllTraffic", clock=lambda: next(times))
+    writer = capture_stand_in.CaptureWriter(clients.s3, config, "decision-workshop-cpu", "AllTraffic", clock=lambda: next(times))
 
     class Answers:  # a transport standing in for the local adapter
         name, timeout_s = "fake", 5.0
@@ -121,7 +121,7 @@ def test_the_stand_in_writes_what_the_reader_reads(clients):
 
     sent = []
 
-    transport = local_capture.CapturingTransport(Answers(), writer)
+    transport = capture_stand_in.CapturingTransport(Answers(), writer)
     for n in (1, 2):
         transport.invoke(json.dumps({**DECISION, "id": f"t-{n}"}).encode())
     assert transport.name == "fake"  # the wrapped transport's attributes are its own
@@ -149,11 +149,11 @@ def test_the_stand_in_writes_what_the_reader_reads(clients):
 def test_sampling_and_a_disabled_config_write_nothing(clients):
     config = capture.data_capture_config(DESTINATION, 30)
     draws = iter([0.29, 0.30, 0.99])
-    writer = local_capture.CaptureWriter(clients.s3, config, "e", "AllTraffic", sample=lambda: next(draws))
+    writer = capture_stand_in.CaptureWriter(clients.s3, config, "e", "AllTraffic", sample=lambda: next(draws))
     clients.s3.create_bucket(Bucket=CONFIG.bucket)
     written = [writer.capture(b"{}", b"{}") for _ in range(3)]
     assert written[0] is not None and written[1:] == [None, None]
-    off = local_capture.CaptureWriter(clients.s3, dict(config, EnableCapture=False), "e", "AllTraffic", sample=lambda: 0)
+    off = capture_stand_in.CaptureWriter(clients.s3, dict(config, EnableCapture=False), "e", "AllTraffic", sample=lambda: 0)
     assert off.capture(b"{}", b"{}") is None
 
 
@@ -231,10 +231,10 @@ def test_a_local_client_captures_only_for_an_endpoint_whose_config_asks(clients)
     clients.sm.create_endpoint_config(**endpoints.endpoint_config_request(
         "with", variant, data_capture=capture.data_capture_config(DESTINATION, 100)))
     clients.sm.create_endpoint(EndpointName="with", EndpointConfigName="with")
-    made = local_capture.capture_locally(Client(), clients.sm, clients.s3, "with")
-    assert isinstance(made.transport, local_capture.CapturingTransport) and made.transport.writer.variant == "AllTraffic"
+    made = capture_stand_in.capture_locally(Client(), clients.sm, clients.s3, "with")
+    assert isinstance(made.transport, capture_stand_in.CapturingTransport) and made.transport.writer.variant == "AllTraffic"
     plain = Client()
-    assert local_capture.capture_locally(plain, clients.sm, clients.s3, "gone").transport is Client.transport  # unknown
+    assert capture_stand_in.capture_locally(plain, clients.sm, clients.s3, "gone").transport is Client.transport  # unknown
 
 
 def test_a_system_one_answer_gives_its_x_request_id():

@@ -188,7 +188,7 @@ def test_each_variant_pins_a_digest_with_its_bindings():
 def test_resolve_dlc_returns_the_pin_when_the_region_holds_it(clients):
     from workshop_lib.local import stand_ins
 
-    stand_ins.seed_dlc(clients.ecr, "us-east-1")  # the emulated DLC registry, with the pinned digests
+    stand_ins.seed_dlc(clients.ecr)  # the emulated DLC registry, with the pinned digests
     for variant in ("cpu", "cuda"):
         assert images.resolve_dlc(clients.ecr, "us-east-1", variant) == images.pinned_dlc("us-east-1", variant)
 
@@ -237,7 +237,7 @@ def test_whether_the_region_holds_the_pinned_digest_is_asked_not_assumed(clients
     assert not images.pinned_dlc_present(clients.ecr, "us-east-1", "cpu")  # no DLC repository at all
     clients.ecr.create_repository(repositoryName="llama-cpp", registryId="763104351884")
     assert not images.pinned_dlc_present(clients.ecr, "us-east-1", "cpu")  # the repository, not the digest
-    stand_ins.seed_dlc(clients.ecr, "us-east-1")
+    stand_ins.seed_dlc(clients.ecr)
     assert images.pinned_dlc_present(clients.ecr, "us-east-1", "cpu")
     assert images.pinned_dlc_present(clients.ecr, "us-east-1", "cuda")
 

@@ -1,7 +1,8 @@
 """builds.check_manifest: the uploaded manifest follows the manifest rules and describes the pinned GGUF.
 
 Pure: the manifests are built here (the workshop's shape by packaging.build_manifest, the published
-sample's as its buildspec writes it, REFERENCE.md §15); no AWS call is made.
+sample's as its buildspec writes it: aws-samples/sagemaker-genai-hosting-examples,
+03-features/semif-decision-model/deploy/model-buildspec.yml); no AWS call is made.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from workshop_lib.aws import iam, operator_policies, policy_scope, service_roles
-from workshop_lib.local import permissions
+from workshop_lib.local import iam_needs, permissions
 from workshop_lib.config import WorkshopConfig
 
 REGION, ACCOUNT = "us-east-1", "123456789012"
@@ -52,11 +52,11 @@ def call(service, operation, principal=permissions.OPERATOR, **params):
     (call("sts", "GetCallerIdentity"), []),
 ])
 def test_each_call_becomes_what_iam_checks(recorded, expected):
-    assert [(a, r) for a, r, _ in permissions.needed(recorded, REGION, ACCOUNT)] == expected
+    assert [(a, r) for a, r, _ in iam_needs.needed(recorded, REGION, ACCOUNT)] == expected
 
 
 def test_pass_role_carries_the_service_it_is_passed_to():
-    (_, _, ctx), = [n for n in permissions.needed(
+    (_, _, ctx), = [n for n in iam_needs.needed(
         call("sagemaker", "CreateModel", ModelName="m", ExecutionRoleArn="arn:aws:iam::1:role/sm"), REGION, ACCOUNT)
         if n[0] == "iam:PassRole"]
     assert ctx == {"iam:PassedToService": "sagemaker.amazonaws.com"}
@@ -64,7 +64,7 @@ def test_pass_role_carries_the_service_it_is_passed_to():
 
 def test_an_unmapped_call_is_an_error_not_a_silent_pass():
     with pytest.raises(ValueError, match="no IAM mapping for kms:Decrypt"):
-        permissions.needed(call("kms", "Decrypt"), REGION, ACCOUNT)
+        iam_needs.needed(call("kms", "Decrypt"), REGION, ACCOUNT)
 
 
 def test_the_log_records_real_client_calls_with_their_principal(tmp_path, monkeypatch):
@@ -134,7 +134,7 @@ def test_every_command_the_buildspecs_run_is_allowed_by_the_codebuild_role(tmp_p
                                                  "Dockerfile.gpu"), tmp_path / "image")
     assert package.returncode == 0 and image.returncode == 0, package.stderr + image.stderr
     document = service_roles.codebuild_service_role_policy(policy_scope.scope(CONFIG))
-    needs = [n for argv in package.calls + image.calls for n in permissions.cli_needed(argv, REGION, ACCOUNT)]
+    needs = [n for argv in package.calls + image.calls for n in iam_needs.cli_needed(argv, REGION, ACCOUNT)]
     assert len(needs) >= 12
     denied = [(a, r) for a, r, c in needs if not iam.allows(document, a, r, c)]
     assert denied == []

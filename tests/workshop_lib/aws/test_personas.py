@@ -19,7 +19,7 @@ from moto import mock_aws
 
 from workshop_lib.aws import (arns, codebuild as builds, endpoints, hygiene, iam, managed_policies, operator_policies,
                               policies, policy_scope, service_roles, statements)
-from workshop_lib.local import modes, permissions, rehearsal
+from workshop_lib.local import iam_needs, modes, permissions, rehearsal
 from workshop_lib import names, steps
 from workshop_lib.config import ENV_VARS, LOCAL_ROLE_ARN, WorkshopConfig
 from workshop_lib.examples import SUPPORT_ROUTE
@@ -59,7 +59,9 @@ def test_the_managed_policy_is_vendored_with_its_version_date_and_source():
 
 
 @pytest.mark.parametrize("action, resource, context, allowed", [
-    # REFERENCE.md section 14, held against the vendored document.
+    # What AmazonSageMakerFullAccess allows a Studio role (AWS managed policy reference,
+    # docs.aws.amazon.com/aws-managed-policy/latest/reference/AmazonSageMakerFullAccess.html), held against
+    # the vendored document.
     ("s3:CreateBucket", "arn:aws:s3:::decision-workshop-local", {}, True),
     ("s3:PutBucketTagging", "arn:aws:s3:::sagemaker-decision-workshop-1-us-east-1", {}, False),
     ("s3:PutObject", "arn:aws:s3:::sagemaker-decision-workshop-1-us-east-1/decision-workshop/k", {}, True),
@@ -115,9 +117,9 @@ def test_the_operator_policy_grants_the_reads_the_code_makes():
     # the calls those grants are for, as the call log records them
     log_call = {"service": "logs", "operation": "GetLogEvents",
                 "params": {"logGroupName": f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "logStreamName": "x/1"}}
-    assert permissions.needed(log_call, REGION, ACCOUNT) == [("logs:GetLogEvents", stream, {})]
+    assert iam_needs.needed(log_call, REGION, ACCOUNT) == [("logs:GetLogEvents", stream, {})]
     quota_call = {"service": "servicequotas", "operation": "ListServiceQuotas", "params": {"ServiceCode": "sagemaker"}}
-    assert permissions.needed(quota_call, REGION, ACCOUNT) == [("servicequotas:ListServiceQuotas", "*", {})]
+    assert iam_needs.needed(quota_call, REGION, ACCOUNT) == [("servicequotas:ListServiceQuotas", "*", {})]
 
 
 def test_every_statement_the_rehearsal_cannot_exercise_exists_and_says_why():
@@ -532,7 +534,7 @@ def test_autoscale_and_transform_pass_as_each_persona_and_the_operator_documents
     audit = permissions.audit(calls, {permissions.OPERATOR: operator_policies.operator_documents(CONFIG, ACCOUNT)}, REGION,
                               ACCOUNT, not_exercised={})
     assert audit.ok and audit.denied == [], audit
-    needs = [n for c in calls for n in permissions.needed(c, REGION, ACCOUNT)]
+    needs = [n for c in calls for n in iam_needs.needed(c, REGION, ACCOUNT)]
     assert ("iam:CreateServiceLinkedRole", arns.role_arn(REGION, ACCOUNT, statements.AUTOSCALING_ROLE_PATH),
             {"iam:AWSServiceName": statements.AUTOSCALING_SERVICE}) in needs
     assert ("sagemaker:CreateTransformJob", arns.transform_job_arn(REGION, ACCOUNT, f"{name}-batch-1"), {}) in needs

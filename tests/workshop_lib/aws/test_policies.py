@@ -482,7 +482,7 @@ def test_null_conditions_ask_whether_the_key_is_there():
 
 
 def test_endpoint_names_with_capitals_are_granted_in_the_lower_case_iam_checks():
-    from workshop_lib.local import permissions
+    from workshop_lib.local import iam_needs
 
     config = CONFIG.replace(cpu_endpoint_name="Decision-CPU")
     documents = operator_policies.operator_documents(config, ACCOUNT)
@@ -492,7 +492,7 @@ def test_endpoint_names_with_capitals_are_granted_in_the_lower_case_iam_checks()
                                                   "EndpointConfigName": "Decision-CPU-20261201T000000Z"}),
                               ("ListTags", {"ResourceArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/Decision-CPU"})):
         call = {"service": "sagemaker", "operation": operation, "params": params}
-        for action, resource, context in permissions.needed(call, REGION, ACCOUNT):
+        for action, resource, context in iam_needs.needed(call, REGION, ACCOUNT):
             assert resource == resource.lower() and iam.allows(documents, action, resource, context), (action, resource)
     # the log group keeps the name's case (CloudWatch Logs names are case-sensitive)
     assert "/aws/sagemaker/Endpoints/Decision-CPU" in json.dumps(operator_policies.operator_policy(config, ACCOUNT))

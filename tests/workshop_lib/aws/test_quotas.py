@@ -124,7 +124,7 @@ def test_a_transform_quota_of_zero_is_a_note_for_notebook_07():
     assert f"{CPU} has none" in detail
     # pools: the job runs on whichever pool type the endpoint was placed on, each counted for transform
     passed, detail = quota_check.quota_verdict(_config("decision-gpu"), {STANDARD: 1, POOLS[0]: 1},
-                                         {POOLS[0]: 1, POOLS[1]: 1, POOLS[2]: 1})
+                                               {POOLS[0]: 1, POOLS[1]: 1, POOLS[2]: 1})
     assert passed is True and f"{POOLS[3]}: unknown" in detail and f"{POOLS[3]} has none" in detail
     # the standard path runs no transform
     passed, detail = quota_check.quota_verdict(_config("standard"), {STANDARD: 1}, {})
@@ -139,9 +139,9 @@ def test_a_quota_listed_neither_applied_nor_default_is_unknown_not_zero():
 
 def test_the_operator_may_read_the_default_quotas():
     from workshop_lib.aws import iam, operator_policies
-    from workshop_lib.local import permissions
+    from workshop_lib.local import iam_needs
 
     document = operator_policies.operator_policy(_config("decision-cpu").replace(bucket="decision-workshop-b"), "123456789012")
     assert iam.allows(document, "servicequotas:ListAWSDefaultServiceQuotas", "*")
     call = {"service": "servicequotas", "operation": "ListAWSDefaultServiceQuotas", "params": {"ServiceCode": "sagemaker"}}
-    assert permissions.needed(call, "us-east-1", "123456789012") == [("servicequotas:ListAWSDefaultServiceQuotas", "*", {})]
+    assert iam_needs.needed(call, "us-east-1", "123456789012") == [("servicequotas:ListAWSDefaultServiceQuotas", "*", {})]

@@ -46,7 +46,7 @@ def test_where_the_region_holds_the_pins_nothing_is_asked(workshop_in):
     from workshop_lib import steps
 
     workshop = workshop_in("us-east-1", deploy_path="decision-gpu")
-    stand_ins.seed_dlc(workshop.clients.ecr, "us-east-1")
+    stand_ins.seed_dlc(workshop.clients.ecr)
     text = steps.check_dlc_pins(workshop, follow_tag=True)
     assert text.ok and text.count("present in the us-east-1 DLC registry") == 2  # cpu and cuda
     assert workshop.outputs()["follow_dlc_tag"] is False  # the box changes nothing here

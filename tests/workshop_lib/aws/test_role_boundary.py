@@ -8,7 +8,7 @@ import pytest
 from workshop_lib import names
 from workshop_lib.aws import arns, iam, operator_policies, role_boundary, service_roles, spend_guard
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.local import permissions
+from workshop_lib.local import iam_needs, permissions
 
 from .values import REGION, ROLE
 
@@ -110,13 +110,13 @@ def test_the_rehearsals_audit_reads_the_boundary_from_the_calls():
     removed = [bounded[0], _call("DeleteRolePermissionsBoundary", RoleName=name), _call("PutRolePolicy", RoleName=name)]
     denied = permissions.audit(removed, documents, REGION, ACCOUNT, not_exercised={}).denied
     assert [a for _, a, _, _ in denied] == ["iam:DeleteRolePermissionsBoundary", "iam:PutRolePolicy"]
-    assert permissions.role_boundaries(bounded) == {name: BOUNDARY}
+    assert iam_needs.role_boundaries(bounded) == {name: BOUNDARY}
 
 
 def test_the_update_endpoint_is_checked_and_granted_on_the_endpoint_and_its_new_config():
     call = {"principal": permissions.OPERATOR, "service": "sagemaker", "operation": "UpdateEndpoint",
             "params": {"EndpointName": CONFIG.gpu_endpoint_name, "EndpointConfigName": f"{CONFIG.gpu_endpoint_name}-v2"}}
-    needs = permissions.needed(call, REGION, ACCOUNT)
+    needs = iam_needs.needed(call, REGION, ACCOUNT)
     arns = [resource for action, resource, _ in needs if action == "sagemaker:UpdateEndpoint"]
     assert arns == [f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{CONFIG.gpu_endpoint_name}",
                     f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint-config/{CONFIG.gpu_endpoint_name}-v2"]

@@ -15,7 +15,7 @@ import pytest
 from workshop_lib import names
 from workshop_lib.aws import api, iam, operator_policies, policies, role_boundary, service_roles, spend_guard
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.local import permissions
+from workshop_lib.local import iam_needs, permissions
 from workshop_lib.errors import AwsFailure, InvalidInput
 
 from .values import REGION, ROLE
@@ -136,7 +136,7 @@ def test_the_role_may_delete_a_scaled_endpoint():
     call = {"principal": spend_guard.PRINCIPAL, "service": "sagemaker", "operation": "DeleteEndpoint",
             "params": {"EndpointName": "e"},
             "facts": {"resource_tags": dict(names.WORKSHOP_TAGS), "scaled_variants": ["endpoint/e/variant/AllTraffic"]}}
-    needs = permissions.needed(call, REGION, ACCOUNT)
+    needs = iam_needs.needed(call, REGION, ACCOUNT)
     assert [a for a, _, _ in needs] == ["sagemaker:DeleteEndpoint", "application-autoscaling:DeregisterScalableTarget"]
     assert all(iam.allows(role, *need) for need in needs)
     old = {"Version": "2012-10-17", "Statement": [role["Statement"][0]]}  # the role before: DeleteEndpoint only
