@@ -62,14 +62,15 @@ def test_deploy_accepts_a_bucket_in_the_endpoint_region(clients):
                   poll_s=0)["EndpointStatus"] == "InService"
 
 
-def test_deploy_refuses_an_image_from_another_region(clients):
+def test_deploy_refuses_an_image_from_another_region_than_the_clients(clients):
     plan = moto_plan()
     other = endpoints.DeployPlan(
         model={**plan.model, "PrimaryContainer": {**plan.model["PrimaryContainer"],
                                                   "Image": DLC_PINNED.replace(REGION, "eu-west-1")}},
         endpoint_config=plan.endpoint_config, endpoint=plan.endpoint)
+    assert clients.sm.meta.region_name == REGION == "us-east-1"
     with pytest.raises(InvalidInput, match="is in eu-west-1 but the endpoint region is us-east-1"):
-        deploy(clients.sm, other, region=REGION, progress=False)
+        deploy(clients.sm, other, progress=False)  # no region given: the client's
     assert clients.sm.list_models()["Models"] == []
 
 

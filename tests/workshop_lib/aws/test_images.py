@@ -191,6 +191,7 @@ def test_resolve_dlc_returns_the_pin_when_the_region_holds_it(clients):
     stand_ins.seed_dlc(clients.ecr)  # the emulated DLC registry, with the pinned digests
     for variant in ("cpu", "cuda"):
         assert images.resolve_dlc(clients.ecr, "us-east-1", variant) == images.pinned_dlc("us-east-1", variant)
+        assert images.resolve_dlc(clients.ecr, variant=variant) == images.pinned_dlc("us-east-1", variant)  # the client's
 
 
 def test_resolve_dlc_says_clearly_when_the_region_lacks_the_pin(clients):
