@@ -11,12 +11,19 @@ from decision_contract import names, wire
 from workshop_lib.client import EndpointClient, WireVersionMismatch, decision, jev
 from workshop_lib.client import openai_decisions as od
 
+from tests.support.adapters import JEV_ENV
 from tests.support.http_client import call
 
 pytestmark = pytest.mark.slow
 
 STATE = "Order 4411: the parcel arrived with a cracked screen. The customer wants the money back."
 OPTIONS = {"refunds": "Refunds and returns", "shipping": "Shipping and delivery", "sales": "Sales"}
+
+
+@pytest.fixture(scope="module")
+def adapter(adapters):
+    """The process the System One and Decisions API tests use: its request time limit holds on a busy machine."""
+    return adapters.shared(**JEV_ENV)
 
 
 def _header(headers: dict, name: str) -> str | None:
