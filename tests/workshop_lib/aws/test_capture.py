@@ -110,7 +110,8 @@ def test_the_stand_in_writes_what_the_reader_reads(clients):
     clients.s3.create_bucket(Bucket=CONFIG.bucket)
     config = capture.data_capture_config(DESTINATION, 100)
     times = iter([WHEN, WHEN + dt.timedelta(hours=1)])
-    writer = capture_stand_in.CaptureWriter(clients.s3, config, "decision-workshop-cpu", "AllTraffic", clock=lambda: next(times))
+    writer = capture_stand_in.CaptureWriter(clients.s3, config, "decision-workshop-cpu", "AllTraffic",
+                                            clock=lambda: next(times))
 
     class Answers:  # a transport standing in for the local adapter
         name, timeout_s = "fake", 5.0
@@ -153,7 +154,8 @@ def test_sampling_and_a_disabled_config_write_nothing(clients):
     clients.s3.create_bucket(Bucket=CONFIG.bucket)
     written = [writer.capture(b"{}", b"{}") for _ in range(3)]
     assert written[0] is not None and written[1:] == [None, None]
-    off = capture_stand_in.CaptureWriter(clients.s3, dict(config, EnableCapture=False), "e", "AllTraffic", sample=lambda: 0)
+    off = capture_stand_in.CaptureWriter(clients.s3, dict(config, EnableCapture=False), "e", "AllTraffic",
+                                         sample=lambda: 0)
     assert off.capture(b"{}", b"{}") is None
 
 
@@ -190,7 +192,8 @@ def test_the_sagemaker_role_may_write_captures_and_nothing_else_new():
     document = service_roles.sagemaker_execution_role_policy(CONFIG, ACCOUNT)
     bucket, key = capture.capture_key(DESTINATION, CONFIG.cpu_endpoint_name, "AllTraffic", WHEN, "f")
     own = {"s3:ResourceAccount": ACCOUNT}
-    assert evaluate(document, "s3:PutObject", arns.s3_object_arn(bucket, key, REGION), own).matched == ("WriteCaptures",)
+    captured = arns.s3_object_arn(bucket, key, REGION)
+    assert evaluate(document, "s3:PutObject", captured, own).matched == ("WriteCaptures",)
     # a bucket of that name in another account (created first by someone else) receives nothing
     assert not evaluate(document, "s3:PutObject", arns.s3_object_arn(bucket, key, REGION),
                         {"s3:ResourceAccount": "210987654321"}).allowed
@@ -232,9 +235,11 @@ def test_a_local_client_captures_only_for_an_endpoint_whose_config_asks(clients)
         "with", variant, data_capture=capture.data_capture_config(DESTINATION, 100)))
     clients.sm.create_endpoint(EndpointName="with", EndpointConfigName="with")
     made = capture_stand_in.capture_locally(Client(), clients.sm, clients.s3, "with")
-    assert isinstance(made.transport, capture_stand_in.CapturingTransport) and made.transport.writer.variant == "AllTraffic"
+    assert isinstance(made.transport, capture_stand_in.CapturingTransport)
+    assert made.transport.writer.variant == "AllTraffic"
     plain = Client()
-    assert capture_stand_in.capture_locally(plain, clients.sm, clients.s3, "gone").transport is Client.transport  # unknown
+    unknown = capture_stand_in.capture_locally(plain, clients.sm, clients.s3, "gone")
+    assert unknown.transport is Client.transport
 
 
 def test_a_system_one_answer_gives_its_x_request_id():

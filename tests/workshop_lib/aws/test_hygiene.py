@@ -29,7 +29,8 @@ def test_the_bucket_policy_refuses_plain_http_and_grants_nothing():
 
 def test_captured_requests_expire_and_nothing_else_does():
     rules = {r["ID"]: r for r in hygiene.lifecycle("decision-workshop")["Rules"]}
-    assert rules["expire-captured-requests"]["Filter"] == {"Prefix": f"decision-workshop/{policy_scope.CAPTURE_FOLDER}/"}
+    captured = f"decision-workshop/{policy_scope.CAPTURE_FOLDER}/"
+    assert rules["expire-captured-requests"]["Filter"] == {"Prefix": captured}
     assert rules["expire-captured-requests"]["Expiration"] == {"Days": hygiene.CAPTURE_EXPIRY_DAYS}
     assert "Expiration" not in rules["abort-incomplete-uploads"]  # the model and sources are kept
 

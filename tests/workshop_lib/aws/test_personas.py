@@ -300,8 +300,8 @@ def test_a_role_given_by_arn_must_exist(local_workshop):
         steps.ensure_codebuild_role(ws, missing)
     operator = json.loads((policy_folder(ws) / "operator-policy.json").read_text())
     assert {s["Sid"]: s for s in operator["Statement"]}["PassCodeBuildRole"]["Resource"] == [missing]
-    _iam(ws).create_role(RoleName="admin-made-codebuild",
-                         AssumeRolePolicyDocument=iam.minified(service_roles.codebuild_trust_policy(ws.config, ACCOUNT)))
+    trust = service_roles.codebuild_trust_policy(ws.config, ACCOUNT)
+    _iam(ws).create_role(RoleName="admin-made-codebuild", AssumeRolePolicyDocument=iam.minified(trust))
     taken = steps.ensure_codebuild_role(ws, missing)
     assert ws.config.codebuild_role_arn == missing and "it exists" in taken.notes[0]
     assert _iam(ws).list_role_policies(RoleName="admin-made-codebuild")["PolicyNames"] == []  # left as it was
@@ -531,8 +531,8 @@ def test_autoscale_and_transform_pass_as_each_persona_and_the_operator_documents
                                                "DescribeTransformJob", "DeleteScalingPolicy",
                                                "DeregisterScalableTarget"}
     # What a participant outside Studio is given: the operator documents alone allow every one of these calls.
-    audit = permissions.audit(calls, {permissions.OPERATOR: operator_policies.operator_documents(CONFIG, ACCOUNT)}, REGION,
-                              ACCOUNT, not_exercised={})
+    documents = {permissions.OPERATOR: operator_policies.operator_documents(CONFIG, ACCOUNT)}
+    audit = permissions.audit(calls, documents, REGION, ACCOUNT, not_exercised={})
     assert audit.ok and audit.denied == [], audit
     needs = [n for c in calls for n in iam_needs.needed(c, REGION, ACCOUNT)]
     assert ("iam:CreateServiceLinkedRole", arns.role_arn(REGION, ACCOUNT, statements.AUTOSCALING_ROLE_PATH),

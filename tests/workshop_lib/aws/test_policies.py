@@ -253,7 +253,8 @@ def test_sagemaker_role_denies_what_an_endpoint_does_not_do(action, resource, co
 # ---- shape: no "*" action, no unscoped resource beyond the documented ones ------------------------
 
 ALL = [("codebuild", codebuild_policy()), ("sagemaker", sagemaker_policy()),
-       ("sagemaker+transform", sagemaker_policy(batch_transform=True)), ("operator", operator_policies.operator_policy(CONFIG))]
+       ("sagemaker+transform", sagemaker_policy(batch_transform=True)),
+       ("operator", operator_policies.operator_policy(CONFIG))]
 
 
 def _statements(document):

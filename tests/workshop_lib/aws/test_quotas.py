@@ -141,7 +141,9 @@ def test_the_operator_may_read_the_default_quotas():
     from workshop_lib.aws import iam, operator_policies
     from workshop_lib.local import iam_needs
 
-    document = operator_policies.operator_policy(_config("decision-cpu").replace(bucket="decision-workshop-b"), "123456789012")
+    config = _config("decision-cpu").replace(bucket="decision-workshop-b")
+    document = operator_policies.operator_policy(config, "123456789012")
     assert iam.allows(document, "servicequotas:ListAWSDefaultServiceQuotas", "*")
     call = {"service": "servicequotas", "operation": "ListAWSDefaultServiceQuotas", "params": {"ServiceCode": "sagemaker"}}
-    assert iam_needs.needed(call, "us-east-1", "123456789012") == [("servicequotas:ListAWSDefaultServiceQuotas", "*", {})]
+    needs = iam_needs.needed(call, "us-east-1", "123456789012")
+    assert needs == [("servicequotas:ListAWSDefaultServiceQuotas", "*", {})]
