@@ -1,7 +1,7 @@
 """The ARNs and names the workshop's IAM documents grant on, built from a region, an account and a name.
 
-Pure functions: the partition comes from the region (``aws-cn``, ``aws-us-gov``, else ``aws``), and SageMaker's
-ARNs are written in lower case, as IAM evaluates them.
+Pure functions: the partition comes from the region (``aws-cn``, ``aws-us-gov``, else ``aws``), and a
+SageMaker resource's ARN (``sagemaker_arn``) is written in lower case, as IAM evaluates it.
 """
 
 from __future__ import annotations

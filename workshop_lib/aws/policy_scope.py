@@ -120,6 +120,7 @@ def deadline_scope(config: WorkshopConfig, account_id: str) -> Scope:
 
 
 def as_scope(config_or_scope, account_id: str | None, **options) -> Scope:
+    """A ``Scope`` as given, or made from a config by ``scope``: what every document's builder accepts."""
     if isinstance(config_or_scope, Scope):
         return config_or_scope
     return scope(config_or_scope, account_id, **options)

@@ -95,11 +95,13 @@ def in_account(s: Scope, condition: Mapping | None = None) -> dict:
 
 
 def allow_unscoped(sid: str, action: str) -> dict:
+    """``action`` on ``"*"``, with its condition: only for an action ``SERVICE_REQUIRED_WILDCARDS`` lists."""
     entry = next(w for w in SERVICE_REQUIRED_WILDCARDS if w.action == action)
     return allow(sid, [action], "*", entry.condition)
 
 
 def log_group_resources(s: Scope, groups: Iterable[str]) -> list[str]:
+    """Each log group's ARN and its streams', in the scope's region and account."""
     out = []
     for group in groups:
         arn = log_group_arn(s.region, s.account, group)
@@ -108,10 +110,12 @@ def log_group_resources(s: Scope, groups: Iterable[str]) -> list[str]:
 
 
 def policy_document(statements: list[dict]) -> dict:
+    """A policy document of ``statements``, in the IAM policy language version."""
     return {"Version": VERSION, "Statement": statements}
 
 
 def service_trust(service: str, condition: Mapping) -> dict:
+    """A trust policy: only ``service``, under ``condition``, may assume the role."""
     return {"Version": VERSION, "Statement": [{
         "Sid": "AssumedBy" + service.split(".")[0].capitalize(), "Effect": "Allow",
         "Principal": {"Service": service}, "Action": "sts:AssumeRole", "Condition": dict(condition)}]}
