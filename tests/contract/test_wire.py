@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from decision_adapter.apis.registry import DIALECTS
 from decision_contract import names, wire
 from workshop_lib.client import Decision, InvalidDecision
 from workshop_lib.client import jev
@@ -44,6 +45,11 @@ def test_another_version_is_a_problem_naming_both_and_the_fix(spoken, expected):
 # -- readouts and order -----------------------------------------------------------------------------------------
 
 
+def test_every_dialect_that_answers_decisions_says_where_it_names_the_readout():
+    """The contract's dialects are the adapter's APIs (by their registry names), chat aside."""
+    assert set(wire.READOUT_FIELDS) == {api.name for api in DIALECTS.apis} - {"chat"}
+
+
 def test_every_method_belongs_to_a_readout_and_every_readout_has_a_method():
     assert set(wire.METHODS.values()) == set(names.READOUTS)
 
@@ -55,8 +61,8 @@ def test_every_method_belongs_to_a_readout_and_every_readout_has_a_method():
     ("systemone", {"x_readout": "two-level-codes"}, "letters"),
     ("systemone", {"x_readout": "cloze"}, "cloze"),
     ("systemone", {}, None),
-    ("decisions", {"x_readout": "letters"}, "letters"),
-    ("decisions", {"x_readout": "cloze"}, "cloze"),
+    ("openai_decisions", {"x_readout": "letters"}, "letters"),
+    ("openai_decisions", {"x_readout": "cloze"}, "cloze"),
 ])
 def test_an_answer_names_its_readout_in_its_dialects_field(dialect, answer, readout):
     assert wire.readout_of(answer, dialect) == readout
@@ -66,7 +72,7 @@ def test_an_answer_names_its_readout_in_its_dialects_field(dialect, answer, read
     ("decision", {"readout_name": "words"}, "not a readout"),
     ("decision", {"readout_name": 3}, "not a readout's name"),
     ("systemone", {"x_readout": "letters"}, "not a method"),  # System One names the method, not the readout
-    ("decisions", {"x_readout": "letter-slots"}, "not a readout"),
+    ("openai_decisions", {"x_readout": "letter-slots"}, "not a readout"),
     ("chat", {}, "not a dialect"),
 ])
 def test_a_readout_this_contract_does_not_know_is_refused(dialect, answer, needle):

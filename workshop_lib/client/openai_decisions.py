@@ -145,7 +145,7 @@ def _distribution(raw, keys: list[str], key_field: str, where: str) -> dict[str,
 
 def _readout(raw: Mapping, where: str) -> str | None:
     try:
-        return wire.readout_of(raw, "decisions")
+        return wire.readout_of(raw, "openai_decisions")
     except wire.WireError as exc:
         raise DecisionsFormatError(f"{where}: {exc}") from None
 

@@ -55,9 +55,10 @@ ALLOWED_TOKEN_MASS, ABSTAINED, PREDICTION_SET = "allowed_token_mass", "abstained
 # Jev's System One API and the OpenAI Decisions API: the adapter's fields beside theirs.
 X_READOUT, X_PREDICTION_SET = "x_readout", "x_prediction_set"
 
-# Per dialect, the field that says what read an answer, and what it holds: a readout's name or a method's.
-READOUT_FIELDS = {"decision": (READOUT_NAME, "readout"), "systemone": (X_READOUT, "method"),
-                  "decisions": (X_READOUT, "readout")}
+# Per dialect (by the name the adapter's API registry gives it), the field that says what read an answer, and
+# what it holds: a readout's name or a method's.
+READOUT_FIELDS = {"decision": (READOUT_NAME, "readout"), "sample": (READOUT_NAME, "readout"),
+                  "systemone": (X_READOUT, "method"), "openai_decisions": (X_READOUT, "readout")}
 
 
 class WireError(ValueError):
