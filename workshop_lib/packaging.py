@@ -182,9 +182,11 @@ def _announced_sizes(manifest) -> dict[str, set[int]]:
     return sizes
 
 
-def _scan(tar: tarfile.TarFile, model_dir: Path, max_bytes: int, max_members: int) -> tuple[list, dict | None]:
+def _scan(tar: tarfile.TarFile, model_dir: Path, max_bytes: int, max_members: int
+          ) -> tuple[list[tarfile.TarInfo], dict | None]:
     """Every member's header, checked against the limits and tarfile's 'data' filter; the inner manifest."""
-    members, total, inner = [], 0, None
+    members: list[tarfile.TarInfo] = []
+    total, inner = 0, None
     while (member := tar.next()) is not None:
         if len(members) >= max_members:
             raise InvalidInput(f"model.tar.gz holds more than {max_members:,} members; nothing was "
@@ -201,8 +203,9 @@ def _scan(tar: tarfile.TarFile, model_dir: Path, max_bytes: int, max_members: in
                     f"model.tar.gz would unpack to more than {max_bytes:,} bytes (member {member.name!r} "
                     f"alone announces {member.size:,}); nothing was extracted (pass max_bytes= to allow more)")
             if member.name == MANIFEST_NAME and member.size <= _MAX_INNER_MANIFEST:
+                handle = tar.extractfile(member)  # a regular member's: never None
                 try:
-                    inner = json.loads(tar.extractfile(member).read())
+                    inner = json.loads(handle.read()) if handle is not None else None
                 except (UnicodeDecodeError, json.JSONDecodeError):
                     inner = None  # the adapter refuses it with its own message
         members.append(member)

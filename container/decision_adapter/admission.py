@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ class Admission:
 
 
 class Gate:
-    def __init__(self, max_queue: int, timeout_s: float, retry_after_s: int = 1, lanes: int = 1):
+    def __init__(self, max_queue: int, timeout_s: float, retry_after_s: int = 1, lanes: int = 1) -> None:
         self.max_queue = max_queue
         self.timeout_s = timeout_s
         self.retry_after_s = retry_after_s
@@ -91,11 +92,12 @@ class Gate:
             return True
 
     def _refused(self) -> Busy:
-        return Busy(f"{self._closed}; retry after {self.retry_after_s} s (another instance will answer)",
-                    self.retry_after_s)
+        return Busy(
+            f"{self._closed}; retry after {self.retry_after_s} s (another instance will answer)", self.retry_after_s
+        )
 
     @contextmanager
-    def admit(self):
+    def admit(self) -> Iterator[Admission]:
         """Hold a lane for the ``with`` block; yields an ``Admission`` (the lane, the wait in milliseconds)."""
         start = time.perf_counter()
         lane = self._acquire()
@@ -109,6 +111,7 @@ class Gate:
 
     def _take(self) -> int:
         lane = self._free_lane()
+        assert lane is not None  # called only once a lane is free
         self._held.add(lane)
         return lane
 

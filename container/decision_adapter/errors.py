@@ -27,7 +27,7 @@ class AdapterError(Exception):
         if code is not None:
             self.code = code
 
-    def to_json(self) -> dict[str, dict[str, str | None]]:
+    def to_json(self) -> dict[str, object]:
         return {"error": {"code": self.code, "message": self.message, "field": self.field}}
 
 

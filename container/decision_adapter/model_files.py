@@ -23,16 +23,39 @@ import logging
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from decision_contract import manifest as contract
-from decision_contract.manifest import (CALIBRATION_NAME, MANIFEST_NAME, SAMPLE_SHAPE, TOKENIZER_DIR, WORKSHOP_SHAPE,
-                                        ListedFile, Manifest, ManifestError, sha256_of)
+from decision_contract.manifest import (
+    CALIBRATION_NAME,
+    MANIFEST_NAME,
+    SAMPLE_SHAPE,
+    TOKENIZER_DIR,
+    WORKSHOP_SHAPE,
+    ListedFile,
+    Manifest,
+    ManifestError,
+    sha256_of,
+)
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CALIBRATION_NAME", "MANIFEST_NAME", "SAMPLE_SHAPE", "WORKSHOP_SHAPE", "ListedFile", "Manifest",
-           "ModelFiles", "ModelFilesError", "find_gguf", "locate_model", "parse_manifest", "read_manifest",
-           "sha256_of", "verify_manifest"]
+__all__ = [
+    "CALIBRATION_NAME",
+    "MANIFEST_NAME",
+    "SAMPLE_SHAPE",
+    "WORKSHOP_SHAPE",
+    "ListedFile",
+    "Manifest",
+    "ModelFiles",
+    "ModelFilesError",
+    "find_gguf",
+    "locate_model",
+    "parse_manifest",
+    "read_manifest",
+    "sha256_of",
+    "verify_manifest",
+]
 
 
 class ModelFilesError(RuntimeError):
@@ -44,15 +67,15 @@ class ModelFiles:
     gguf: Path
     size: int
     sha256: str
-    manifest: dict | None = field(default=None, compare=False)  # the manifest as read, if any
-    entry: dict = field(default_factory=dict, compare=False)  # the verified entry of the GGUF loaded
+    manifest: dict[str, Any] | None = field(default=None, compare=False)  # the manifest's JSON as read, if any
+    entry: dict[str, object] = field(default_factory=dict, compare=False)  # the verified entry of the GGUF loaded
     shape: str | None = None  # which manifest shape was read (None: no manifest)
     summary: str = ""  # one line: what was verified
     calibration: Path | None = None  # calibration.json, if the model directory holds one
     calibration_listed: bool = False  # whether the manifest lists it (then its sha256 was verified)
 
     @property
-    def source(self) -> dict:
+    def source(self) -> dict[str, object]:
         """Where the loaded GGUF comes from (repo, revision, ...), or {} without a manifest."""
         if self.manifest is None:
             return {}
@@ -85,9 +108,7 @@ def find_gguf(model_dir: str | Path, model_file: str | None = None) -> Path:
         found = sorted(p for p in model_dir.glob(pattern) if p.is_file())
         if found:
             return found[0]
-    raise ModelFilesError(
-        f"no *.gguf file in {model_dir} or its subfolders; put the GGUF at the root of model.tar.gz"
-    )
+    raise ModelFilesError(f"no *.gguf file in {model_dir} or its subfolders; put the GGUF at the root of model.tar.gz")
 
 
 def _resolve_inside(root: Path, path: Path, what: str) -> Path:
@@ -99,7 +120,8 @@ def _resolve_inside(root: Path, path: Path, what: str) -> Path:
     if real == root or not real.is_relative_to(root):
         raise ModelFilesError(
             f"{what}: {path} resolves to {real}, outside the model directory {root}; the adapter serves "
-            "only files inside it (no symlink may lead out): put the file in the model directory")
+            "only files inside it (no symlink may lead out): put the file in the model directory"
+        )
     return real
 
 
@@ -116,7 +138,7 @@ def _loaded_gguf(model_dir: Path, model_file: str | None) -> Path:
 # ---- reading the manifest -----------------------------------------------------------------------
 
 
-def parse_manifest(raw) -> Manifest:
+def parse_manifest(raw: object) -> Manifest:
     """The contract's rules (``decision_contract.manifest.parse``), refused as this room's error."""
     try:
         return contract.parse(raw)
@@ -153,13 +175,15 @@ def verify_manifest(model_dir: str | Path, manifest: Manifest, gguf: Path) -> tu
     anything is hashed.
     """
     root = Path(model_dir).resolve()
-    located = [(entry, _resolve_inside(root, root / entry.path, f"{MANIFEST_NAME} {entry.label}"))
-               for entry in manifest.files]
+    located = [
+        (entry, _resolve_inside(root, root / entry.path, f"{MANIFEST_NAME} {entry.label}")) for entry in manifest.files
+    ]
     loaded = [entry for entry, real in located if real == gguf]
     if not loaded:
         raise ModelFilesError(
             f"{gguf.relative_to(root).as_posix()} (the GGUF to be served) is not listed in {MANIFEST_NAME} "
-            f"(it lists {[e.path for e in manifest.files]}); serve the packaged GGUF or rebuild the package")
+            f"(it lists {[e.path for e in manifest.files]}); serve the packaged GGUF or rebuild the package"
+        )
     gguf_rel = gguf.relative_to(root).as_posix()
     entry = next((e for e in loaded if e.path == gguf_rel), loaded[0])
     for listed, real in located:
@@ -171,22 +195,26 @@ def verify_manifest(model_dir: str | Path, manifest: Manifest, gguf: Path) -> tu
         if listed.size is not None and size != listed.size:
             raise ModelFilesError(
                 f"{listed.path}: size {size} bytes does not match the manifest's {listed.size} bytes "
-                "(truncated or replaced file); re-extract model.tar.gz")
-    digests = {}
+                "(truncated or replaced file); re-extract model.tar.gz"
+            )
+    digests: dict[Path, str] = {}
     for listed, real in located:
         actual = digests.get(real) or sha256_of(real)
         digests[real] = actual
         if listed.sha256 != actual:
             raise ModelFilesError(
                 f"{listed.path}: sha256 mismatch: expected {listed.sha256}, actual {actual}; "
-                "the file differs from the packaged one, re-extract or rebuild model.tar.gz")
+                "the file differs from the packaged one, re-extract or rebuild model.tar.gz"
+            )
     if manifest.shape == SAMPLE_SHAPE:
         tokenizer = _tokenizer_files(root)
         origin = manifest.tokenizer or {}
         where = f" from {origin.get('repo')}@{str(origin.get('revision'))[:12]}" if origin.get("repo") else ""
-        summary = (f"manifest: published sample's shape, GGUF sha256 verified; tokenizer files not listed with "
-                   f"digests ({len(tokenizer)} under {TOKENIZER_DIR}/{where} not covered; the adapter reads its "
-                   "tokenizer from the GGUF)")
+        summary = (
+            f"manifest: published sample's shape, GGUF sha256 verified; tokenizer files not listed with "
+            f"digests ({len(tokenizer)} under {TOKENIZER_DIR}/{where} not covered; the adapter reads its "
+            "tokenizer from the GGUF)"
+        )
     else:
         summary = f"manifest: workshop shape, {len(manifest.files)} files verified (size and sha256)"
     return entry, digests[gguf], summary
@@ -198,7 +226,8 @@ def check_gguf_header(path: Path) -> None:
     if magic != b"GGUF":
         raise ModelFilesError(
             f"{path.name} is not a valid GGUF file (it does not start with the GGUF header; truncated or "
-            "corrupt?); re-extract model.tar.gz or rebuild the model package")
+            "corrupt?); re-extract model.tar.gz or rebuild the model package"
+        )
 
 
 def locate_model(model_dir: str | Path, model_file: str | None = None) -> ModelFiles:
@@ -214,8 +243,15 @@ def locate_model(model_dir: str | Path, model_file: str | None = None) -> ModelF
     else:
         entry, digest, summary = verify_manifest(root, manifest, gguf)
         check_gguf_header(gguf)
-        files = ModelFiles(gguf=gguf, size=gguf.stat().st_size, sha256=digest, manifest=manifest.raw,
-                           entry=entry.describe(), shape=manifest.shape, summary=summary)
+        files = ModelFiles(
+            gguf=gguf,
+            size=gguf.stat().st_size,
+            sha256=digest,
+            manifest=manifest.raw,
+            entry=entry.describe(),
+            shape=manifest.shape,
+            summary=summary,
+        )
     calibration, listed = find_calibration(root, gguf, manifest)
     if calibration is not None:
         files = dataclasses.replace(files, calibration=calibration, calibration_listed=listed)
@@ -233,6 +269,7 @@ def find_calibration(root: Path, gguf: Path, manifest: Manifest | None) -> tuple
         if candidate.is_file():
             path = _resolve_inside(root, candidate, CALIBRATION_NAME)
             listed = manifest is not None and any(
-                _resolve_inside(root, root / e.path, f"{MANIFEST_NAME} {e.label}") == path for e in manifest.files)
+                _resolve_inside(root, root / e.path, f"{MANIFEST_NAME} {e.label}") == path for e in manifest.files
+            )
             return path, listed
     return None, False

@@ -27,9 +27,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources as package_files
 from pathlib import Path
+from typing import BinaryIO
 
 from werkzeug.http import HTTP_STATUS_CODES
 
@@ -37,10 +39,10 @@ from .apis.registry import DIALECTS, INVOCATIONS, Registry
 from .errors import AdapterError
 from .settings import Settings, load_settings
 
-CONNECTIONS = 2048       # open at once, clients and upstream together
-IN_FLIGHT = 128          # API requests past their header at once (each may be reading its body)
-KEEPALIVE_S = 5          # an idle kept-alive client connection is closed after this
-SEND_TIMEOUT_S = 10      # a client that stops reading its answer is dropped after this
+CONNECTIONS = 2048  # open at once, clients and upstream together
+IN_FLIGHT = 128  # API requests past their header at once (each may be reading its body)
+KEEPALIVE_S = 5  # an idle kept-alive client connection is closed after this
+SEND_TIMEOUT_S = 10  # a client that stops reading its answer is dropped after this
 BACKLOG = 511
 SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/sbin")  # often missing from a user's PATH
 ERROR_PREFIX = "/_adapter/errors"
@@ -51,32 +53,54 @@ _PR_SET_PDEATHSIG = 1
 class Refusal:
     """One status nginx answers by itself: what it means to the caller and what to do."""
 
-    status: int            # what nginx decides (494: its "header too large")
-    answer_status: int     # what the adapter's shape reports
+    status: int  # what nginx decides (494: its "header too large")
+    answer_status: int  # what the adapter's shape reports
     message: str
     retry_after_s: int | None = None
 
 
-def refusals(settings: Settings, upstream_timeout_s: int, in_flight: int = IN_FLIGHT,
-             dialects: Registry = DIALECTS) -> list[Refusal]:
+def refusals(
+    settings: Settings, upstream_timeout_s: int, in_flight: int = IN_FLIGHT, dialects: Registry = DIALECTS
+) -> list[Refusal]:
     return [
-        Refusal(400, 400, "the request is not valid HTTP/1.1 (request line, headers or chunked framing); "
-                          "send a well-formed request"),
+        Refusal(
+            400,
+            400,
+            "the request is not valid HTTP/1.1 (request line, headers or chunked framing); send a well-formed request",
+        ),
         Refusal(404, 404, f"no such route; use {dialects.described(meta=False)}"),
         Refusal(405, 405, "this method is not allowed here; use GET or POST"),
-        Refusal(413, 413, f"the body is larger than {settings.max_body_bytes} bytes; send a smaller state "
-                          "or raise DECISION_ADAPTER_MAX_BODY_BYTES"),
-        Refusal(414, 414, "the request line is longer than 16 KiB; the API takes its input in the body, "
-                          "send a shorter URL"),
-        Refusal(494, 431, "the request headers are too large (one line at most 16 KiB, all of them at most "
-                          "64 KiB); send fewer or shorter headers"),
+        Refusal(
+            413,
+            413,
+            f"the body is larger than {settings.max_body_bytes} bytes; send a smaller state "
+            "or raise DECISION_ADAPTER_MAX_BODY_BYTES",
+        ),
+        Refusal(
+            414, 414, "the request line is longer than 16 KiB; the API takes its input in the body, send a shorter URL"
+        ),
+        Refusal(
+            494,
+            431,
+            "the request headers are too large (one line at most 16 KiB, all of them at most "
+            "64 KiB); send fewer or shorter headers",
+        ),
         Refusal(500, 500, "the adapter failed on this request; see the endpoint logs"),
         Refusal(501, 501, "this Transfer-Encoding is not supported; send chunked or a Content-Length"),
-        Refusal(502, 502, "the adapter behind nginx is not answering (starting, restarting after a crash, "
-                          "or shutting down); retry shortly", retry_after_s=5),
-        Refusal(503, 503, f"too many requests are open on this instance at once (at most {in_flight}); "
-                          f"retry after {settings.retry_after_s} s or add instances",
-                retry_after_s=settings.retry_after_s),
+        Refusal(
+            502,
+            502,
+            "the adapter behind nginx is not answering (starting, restarting after a crash, "
+            "or shutting down); retry shortly",
+            retry_after_s=5,
+        ),
+        Refusal(
+            503,
+            503,
+            f"too many requests are open on this instance at once (at most {in_flight}); "
+            f"retry after {settings.retry_after_s} s or add instances",
+            retry_after_s=settings.retry_after_s,
+        ),
         Refusal(504, 504, f"the adapter did not answer within {upstream_timeout_s} s; see the endpoint logs"),
     ]
 
@@ -90,26 +114,29 @@ def _code(status: int) -> str:
     return HTTP_STATUS_CODES[status].lower().replace(" ", "_")
 
 
-def error_pages(refusal: Refusal, dialects: Registry = DIALECTS) -> dict[str, tuple[int, dict]]:
+def error_pages(refusal: Refusal, dialects: Registry = DIALECTS) -> dict[str, tuple[int, Mapping[str, object]]]:
     """The answer in each error shape: ``{"sagemaker" | <each registered shape: "jev", "decisions">: (status,
     body)}``, as the app answers."""
     exc = AdapterError(refusal.message, None, status=refusal.answer_status, code=_code(refusal.answer_status))
     sagemaker = exc.to_json()
     if refusal.answer_status in (502, 503):
         sagemaker["retryable"] = True
-    return {"sagemaker": (refusal.answer_status, sagemaker),
-            **{shape: dialect.error(exc)[::-1] for shape, dialect in dialects.shapes().items()}}
+    return {
+        "sagemaker": (refusal.answer_status, sagemaker),
+        **{shape: dialect.error(exc)[::-1] for shape, dialect in dialects.shapes().items()},
+    }
 
 
-def _quoted(body: dict) -> str:
+def _quoted(body: Mapping[str, object]) -> str:
     text = json.dumps(body, ensure_ascii=True, separators=(", ", ": "))
     if any(c in text for c in "'\\$"):
         raise ValueError(f"an nginx error body must not hold ', \\ or $: {text}")
     return f"'{text}'"
 
 
-def error_config(settings: Settings, upstream_timeout_s: int, in_flight: int = IN_FLIGHT,
-                 dialects: Registry = DIALECTS) -> tuple[str, str]:
+def error_config(
+    settings: Settings, upstream_timeout_s: int, in_flight: int = IN_FLIGHT, dialects: Registry = DIALECTS
+) -> tuple[str, str]:
     """(the server's error_page lines, the internal locations that answer them)."""
     pages, locations = [], []
     for refusal in refusals(settings, upstream_timeout_s, in_flight, dialects):
@@ -131,7 +158,9 @@ def route_names(dialects: Registry) -> str:
 
 def error_shapes(dialects: Registry) -> str:
     """The map from the request's path to the error shape its refusals take, narrowest scope first."""
-    return "\n".join(f"        {api.scope.nginx_pattern()} {api.shape};" for api in dialects.scopes())
+    return "\n".join(
+        f"        {scope.nginx_pattern()} {api.shape};" for api in dialects.scopes() if (scope := api.scope) is not None
+    )
 
 
 def _listen(host: str, port: int) -> str:
@@ -140,7 +169,7 @@ def _listen(host: str, port: int) -> str:
 
 def _file_limits(connections: int) -> tuple[int, int]:
     """(open files nginx asks for, worker connections that fit in them)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = 2 * connections + 64  # a client, its upstream and a body file each, and some spare
     ceiling = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
     return ceiling, max(64, min(connections, (ceiling - 64) // 2))
@@ -153,23 +182,47 @@ def _run_as() -> str:
     return f"user {pwd.getpwuid(os.geteuid()).pw_name} {grp.getgrgid(os.getegid()).gr_name};"
 
 
-def render_config(settings: Settings, *, host: str, port: int, socket_path: str | Path, prefix: str | Path,
-                  upstream_timeout_s: int, shutdown_s: int, access_log: bool = True, in_flight: int = IN_FLIGHT,
-                  dialects: Registry = DIALECTS) -> str:
+def render_config(
+    settings: Settings,
+    *,
+    host: str,
+    port: int,
+    socket_path: str | Path,
+    prefix: str | Path,
+    upstream_timeout_s: int,
+    shutdown_s: int,
+    access_log: bool = True,
+    in_flight: int = IN_FLIGHT,
+    dialects: Registry = DIALECTS,
+) -> str:
     """nginx.conf for serving ``host:port`` in front of gunicorn on ``socket_path``, from ``prefix``; the routes
     and error shapes are ``dialects``'."""
     nofile, connections = _file_limits(CONNECTIONS)
     pages, locations = error_config(settings, upstream_timeout_s, in_flight, dialects)
-    access = ("access_log /dev/stdout adapter_route if=$adapter_log_here;" if access_log else
-              "access_log off;  # this process cannot reopen its standard output")
+    access = (
+        "access_log /dev/stdout adapter_route if=$adapter_log_here;"
+        if access_log
+        else "access_log off;  # this process cannot reopen its standard output"
+    )
     fields = {
-        "USER": _run_as(), "NOFILE": str(nofile), "CONNECTIONS": str(connections),
-        "SHUTDOWN_S": str(shutdown_s), "PREFIX": str(prefix), "ACCESS_LOG": access,
-        "READ_TIMEOUT_S": f"{settings.read_timeout_s:g}", "KEEPALIVE_S": str(KEEPALIVE_S),
-        "SEND_TIMEOUT_S": str(SEND_TIMEOUT_S), "MAX_BODY_BYTES": str(settings.max_body_bytes),
-        "IN_FLIGHT": str(in_flight), "SOCKET": str(socket_path), "LISTEN": _listen(host, port),
-        "BACKLOG": str(BACKLOG), "UPSTREAM_TIMEOUT_S": str(upstream_timeout_s),
-        "ERROR_PAGES": pages, "ERROR_LOCATIONS": locations, "ROUTE_NAMES": route_names(dialects),
+        "USER": _run_as(),
+        "NOFILE": str(nofile),
+        "CONNECTIONS": str(connections),
+        "SHUTDOWN_S": str(shutdown_s),
+        "PREFIX": str(prefix),
+        "ACCESS_LOG": access,
+        "READ_TIMEOUT_S": f"{settings.read_timeout_s:g}",
+        "KEEPALIVE_S": str(KEEPALIVE_S),
+        "SEND_TIMEOUT_S": str(SEND_TIMEOUT_S),
+        "MAX_BODY_BYTES": str(settings.max_body_bytes),
+        "IN_FLIGHT": str(in_flight),
+        "SOCKET": str(socket_path),
+        "LISTEN": _listen(host, port),
+        "BACKLOG": str(BACKLOG),
+        "UPSTREAM_TIMEOUT_S": str(upstream_timeout_s),
+        "ERROR_PAGES": pages,
+        "ERROR_LOCATIONS": locations,
+        "ROUTE_NAMES": route_names(dialects),
         "ERROR_SHAPES": error_shapes(dialects),
     }
     template = package_files.files(__package__).joinpath("nginx.conf.template").read_text(encoding="utf-8")
@@ -206,7 +259,7 @@ class NginxProcess:
         self.executable = executable
         self.prefix = Path(prefix)
         self.config = config
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.stopping = False
         self.failed: int | None = None  # nginx's exit status when it stopped on its own
 
@@ -215,17 +268,30 @@ class NginxProcess:
         return self.prefix / "nginx.conf"
 
     def command(self) -> list[str]:
-        return [self.executable, "-p", str(self.prefix), "-e", "stderr", "-c", str(self.config_path),
-                "-g", "daemon off;"]
+        return [
+            self.executable,
+            "-p",
+            str(self.prefix),
+            "-e",
+            "stderr",
+            "-c",
+            str(self.config_path),
+            "-g",
+            "daemon off;",
+        ]
 
-    def start(self, output=None) -> None:
+    def start(self, output: BinaryIO | None = None) -> None:
         """Start nginx; its log goes to ``output`` (a file), else to this process's own output."""
         for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (self.prefix / name).mkdir(mode=0o700, exist_ok=True)
         self.config_path.write_text(self.config, encoding="utf-8")
-        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=output,
-                                        stderr=None if output is None else subprocess.STDOUT,
-                                        preexec_fn=_own_group_and_die_with_parent)
+        self.process = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=None if output is None else subprocess.STDOUT,
+            preexec_fn=_own_group_and_die_with_parent,
+        )
 
     @property
     def pid(self) -> int | None:
@@ -281,18 +347,31 @@ def check(settings: Settings | None = None) -> str:
     """
     executable = find_nginx()
     if executable is None:
-        raise RuntimeError("no nginx on PATH (nor in /usr/sbin); the DLC's SageMaker image installs it: check "
-                           "BASE_IMAGE is a server-sagemaker-* image")
+        raise RuntimeError(
+            "no nginx on PATH (nor in /usr/sbin); the DLC's SageMaker image installs it: check "
+            "BASE_IMAGE is a server-sagemaker-* image"
+        )
     with tempfile.TemporaryDirectory(prefix="nginx-check-") as scratch:
-        config = render_config(settings or load_settings({}), host="0.0.0.0", port=8080,
-                               socket_path=Path(scratch) / "gunicorn.sock", prefix=scratch, upstream_timeout_s=120,
-                               shutdown_s=27, access_log=stdout_reopenable())
+        config = render_config(
+            settings or load_settings({}),
+            host="0.0.0.0",
+            port=8080,
+            socket_path=Path(scratch) / "gunicorn.sock",
+            prefix=scratch,
+            upstream_timeout_s=120,
+            shutdown_s=27,
+            access_log=stdout_reopenable(),
+        )
         front = NginxProcess(executable, scratch, config)
         for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (front.prefix / name).mkdir(mode=0o700)
         front.config_path.write_text(config, encoding="utf-8")
-        tested = subprocess.run([executable, "-t", "-p", scratch, "-e", "stderr", "-c", str(front.config_path)],
-                                capture_output=True, text=True, timeout=60)
+        tested = subprocess.run(
+            [executable, "-t", "-p", scratch, "-e", "stderr", "-c", str(front.config_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if tested.returncode != 0:
             raise RuntimeError(f"nginx refuses the adapter's configuration: {tested.stderr.strip()}")
     version = subprocess.run([executable, "-v"], capture_output=True, text=True, timeout=60)

@@ -18,12 +18,13 @@ import datetime
 import json
 import re
 from dataclasses import dataclass
+from typing import NoReturn
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import InvalidValue
-from .questions import Question, RenderedPrompt
+from .questions import Message, Question, RenderedPrompt
 
 
 @dataclass(frozen=True)
@@ -85,27 +86,28 @@ def option_labels(n: int) -> tuple[str, ...]:
     return tuple(GROUP_LETTERS[i // len(DIGITS)] + DIGITS[i % len(DIGITS)] for i in range(n))
 
 
-def render_state(state) -> str:
+def render_state(state: object) -> str:
     """The state as JSON text: strings stay strings, objects get sorted keys."""
     return render_json(state, "state")
 
 
-def render_json(value, field: str | None = None) -> str:
+def render_json(value: object, field: str | None = None) -> str:
     """Any JSON value as text, deterministically: sorted keys, fixed separators. A value nested deeper than
     Python's recursion allows (the parser takes more than ``json.dumps`` can write) is the caller's error."""
     try:
         return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
     except RecursionError:
-        raise InvalidValue(f"{field or 'a value'} is nested too deeply to render; flatten it to a few levels",
-                           field) from None
+        raise InvalidValue(
+            f"{field or 'a value'} is nested too deeply to render; flatten it to a few levels", field
+        ) from None
 
 
-def as_text(value) -> str:
+def as_text(value: object) -> str:
     """A string as it is, any other JSON value rendered."""
     return value if isinstance(value, str) else render_json(value)
 
 
-def option_text(name: str, description=None) -> str:
+def option_text(name: str, description: object = None) -> str:
     """A typed question's option as the model reads it: its name, and its description after a colon."""
     return name if description is None else f"{name}: {as_text(description)}"
 
@@ -114,25 +116,30 @@ def option_text(name: str, description=None) -> str:
 STATE_OPENING = '{"state": '
 
 
-def compose_user_message(state, question, labelled_options: dict[str, str]) -> tuple[str, int]:
+def compose_user_message(state: object, question: object, labelled_options: dict[str, str]) -> tuple[str, int]:
     """The user turn ``{"state", "question", "options"}``, and the offset where the state ends.
 
     ``question`` is any JSON value (a string, or structured instructions); the
     options map each answer label to its text, in the order they are shown.
     """
     head = STATE_OPENING + render_state(state)
-    tail = (', "question": ' + render_json(question)
-            + ', "options": ' + json.dumps(labelled_options, ensure_ascii=False, separators=(", ", ": ")) + "}")
+    tail = (
+        ', "question": '
+        + render_json(question)
+        + ', "options": '
+        + json.dumps(labelled_options, ensure_ascii=False, separators=(", ", ": "))
+        + "}"
+    )
     return head + tail, len(head)
 
 
-def compose_cloze_message(state, question) -> tuple[str, int]:
+def compose_cloze_message(state: object, question: object) -> tuple[str, int]:
     """The user turn ``{"state", "question"}`` of a cloze prompt, and the offset where the state ends."""
     head = STATE_OPENING + render_state(state)
     return head + ', "question": ' + render_json(question) + "}", len(head)
 
 
-def user_message(state, question: Question) -> tuple[str, int]:
+def user_message(state: object, question: Question) -> tuple[str, int]:
     """The user turn of a decision, and the offset in it where the state ends."""
     options = {letter: option.text for letter, option in zip(LETTERS, question.options)}
     return compose_user_message(state, question.question, options)
@@ -141,15 +148,17 @@ def user_message(state, question: Question) -> tuple[str, int]:
 _MARK = re.compile("\ue000(\\d+)\ue001")  # render_with_spans' placeholders
 
 
-def _spans(text: str, marked: str, messages: list[dict]) -> tuple[tuple[int, int], ...] | None:
+def _spans(text: str, marked: str, messages: list[Message]) -> tuple[tuple[int, int], ...] | None:
     """Where each content sits in ``text``, given the rendering with placeholders; None if it does not fit."""
     # One pass over the placeholders: each must appear exactly once, in message order.
     found = list(_MARK.finditer(marked))
     if [int(m.group(1)) for m in found] != list(range(len(messages))):
         return None
-    pieces, spans, at, length = [], [], 0, 0
+    pieces: list[str] = []
+    spans: list[tuple[int, int]] = []
+    at = length = 0
     for match, message in zip(found, messages):
-        pieces += [marked[at:match.start()], message["content"]]
+        pieces += [marked[at : match.start()], message["content"]]
         length += match.start() - at
         spans.append((length, length + len(message["content"])))
         length += len(message["content"])
@@ -165,14 +174,13 @@ class TemplateError(RuntimeError):
 class ChatTemplate:
     """The model's own Jinja chat template, rendered in a sandbox."""
 
-    def __init__(self, source: str, bos_token: str = "", eos_token: str = ""):
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                            loader=jinja2.BaseLoader())
+    def __init__(self, source: str, bos_token: str = "", eos_token: str = "") -> None:
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, loader=jinja2.BaseLoader())
 
-        def raise_exception(message):
+        def raise_exception(message: str) -> NoReturn:
             raise TemplateError(message)
 
-        def strftime_now(fmt):
+        def strftime_now(fmt: str) -> str:
             return datetime.datetime.now().strftime(fmt)
 
         env.globals.update(raise_exception=raise_exception, strftime_now=strftime_now)
@@ -182,7 +190,7 @@ class ChatTemplate:
         self.eos_token = eos_token
         self._turn_marked: str | None = None
 
-    def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+    def render(self, messages: list[Message], add_generation_prompt: bool = True) -> str:
         return self.template.render(
             messages=messages,
             add_generation_prompt=add_generation_prompt,
@@ -191,8 +199,9 @@ class ChatTemplate:
             enable_thinking=False,  # Qwen3-style templates: no reasoning block
         )
 
-    def render_with_spans(self, messages: list[dict], marked: str | None = None
-                          ) -> tuple[str, tuple[tuple[int, int], ...] | None]:
+    def render_with_spans(
+        self, messages: list[Message], marked: str | None = None
+    ) -> tuple[str, tuple[tuple[int, int], ...] | None]:
         """The conversation's text, and where each message's content sits in it.
 
         Each content is rendered once as a unique placeholder, so a content that repeats the
@@ -208,10 +217,10 @@ class ChatTemplate:
                 return text, None
         return text, _spans(text, marked, messages)
 
-    def _marked(self, messages: list[dict]) -> str:
+    def _marked(self, messages: list[Message]) -> str:
         return self.render([dict(m, content=f"\ue000{i}\ue001") for i, m in enumerate(messages)])
 
-    def _turn_spans(self, messages: list[dict]) -> tuple[str, tuple[tuple[int, int], ...] | None]:
+    def _turn_spans(self, messages: list[Message]) -> tuple[str, tuple[tuple[int, int], ...] | None]:
         """render_with_spans for a system + user turn, the placeholder rendering kept between requests
         (it depends on nothing the request sends); made again once when it no longer fits (a date in it)."""
         if self._turn_marked is not None:
@@ -224,18 +233,19 @@ class ChatTemplate:
             return self.render(messages), None
         return self.render_with_spans(messages, self._turn_marked)
 
-    def render_decision(self, state, question: Question) -> RenderedPrompt:
+    def render_decision(self, state: object, question: Question) -> RenderedPrompt:
         """A decision prompt with the question's options under the letters, in the order given."""
         content, state_end = user_message(state, question)
         return self.render_turn(SYSTEM_PROMPT, content, state_end)
 
-    def render_question(self, family: PromptFamily, state, question, labelled_options: dict[str, str]
-                        ) -> RenderedPrompt:
+    def render_question(
+        self, family: PromptFamily, state: object, question: object, labelled_options: dict[str, str]
+    ) -> RenderedPrompt:
         """A prompt of ``family`` asking ``question`` about ``state`` over the options, each under its label."""
         content, state_end = compose_user_message(state, question, labelled_options)
         return self.render_turn(family.system, content, state_end)
 
-    def render_cloze(self, state, question) -> RenderedPrompt:
+    def render_cloze(self, state: object, question: object) -> RenderedPrompt:
         """A cloze prompt: the state and the question, ending where the answer's words begin."""
         content, state_end = compose_cloze_message(state, question)
         return self.render_turn(CLOZE_SYSTEM_PROMPT, content, state_end)

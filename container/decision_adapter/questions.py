@@ -72,7 +72,7 @@ class DecisionBatch:
 @dataclass(frozen=True)
 class ChatRequest:
     messages: tuple[Message, ...]
-    max_tokens: int | None
+    max_tokens: int  # the request's cap, else the server's default
     temperature: float
     top_p: float
     seed: int | None

@@ -19,8 +19,14 @@ from __future__ import annotations
 
 import ctypes
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
 
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 # what a context's memory takes, from its start-up log: the KV cache and, in a hybrid or recurrent model, the
@@ -41,9 +47,13 @@ class Runtime:
     extra_buffers: bool
     extra_buffers_reason: str
 
-    def describe(self) -> dict:
-        return {"llama_cpp_python": self.llama_cpp_python, "cpu_features": list(self.cpu_features),
-                "extra_buffers": self.extra_buffers, "extra_buffers_reason": self.extra_buffers_reason}
+    def describe(self) -> dict[str, object]:
+        return {
+            "llama_cpp_python": self.llama_cpp_python,
+            "cpu_features": list(self.cpu_features),
+            "extra_buffers": self.extra_buffers,
+            "extra_buffers_reason": self.extra_buffers_reason,
+        }
 
 
 def inspect(extra_buffers_mode: str) -> Runtime:
@@ -57,9 +67,10 @@ def inspect(extra_buffers_mode: str) -> Runtime:
     return Runtime(getattr(llama_cpp, "__version__", "unknown"), info, features, use, reason)
 
 
-def system_info(llama_cpp) -> str:
+def system_info(llama_cpp: ModuleType) -> str:
     """llama.cpp's own one-line report of its backends and the CPU features it was built to use."""
-    return llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
+    report: bytes = llama_cpp.llama_print_system_info()
+    return report.decode("utf-8", errors="replace").strip()
 
 
 def cpu_features(info: str) -> tuple[str, ...]:
@@ -84,7 +95,7 @@ def extra_buffers(mode: str, features: tuple[str, ...]) -> tuple[bool, str]:
 
 
 @contextmanager
-def model_params(llama_cpp, **fields):
+def model_params(llama_cpp: ModuleType, **fields: object) -> Iterator[None]:
     """Make ``Llama(...)`` load the model with these ``llama_model_params`` fields set.
 
     ``Llama`` has no argument for e.g. ``use_extra_bufts``; it takes its model
@@ -94,7 +105,7 @@ def model_params(llama_cpp, **fields):
     bindings = llama_cpp.llama_cpp
     original = bindings.llama_model_default_params
 
-    def with_fields():
+    def with_fields() -> object:
         params = original()
         for name, value in fields.items():
             setattr(params, name, value)
@@ -108,7 +119,7 @@ def model_params(llama_cpp, **fields):
 
 
 @contextmanager
-def context_params(llama_cpp, **fields):
+def context_params(llama_cpp: ModuleType, **fields: object) -> Iterator[None]:
     """Make ``Llama(...)`` create its context with these ``llama_context_params`` fields set.
 
     ``Llama`` reduces flash attention to on or off and cannot ask for llama.cpp's ``auto`` (llama-server's
@@ -119,7 +130,7 @@ def context_params(llama_cpp, **fields):
     original = bindings.llama_init_from_model
     known = {name for name, _ in type(bindings.llama_context_default_params())._fields_}
 
-    def with_fields(model, params):
+    def with_fields(model: object, params: object) -> object:
         for name, value in fields.items():
             if name in known:
                 setattr(params, name, value)
@@ -147,7 +158,7 @@ def context_memory_mib(log_text: str) -> float:
     return sum(float(size) for size in _CONTEXT_BUFFER.findall(log_text))
 
 
-def another_context(llm):
+def another_context(llm: Llama) -> Llama:
     """A second ``Llama`` over ``llm``'s loaded model with a context, batch and token record of its own.
 
     ``Llama`` makes one context per model load; loading the model again for a second context would hold
@@ -163,19 +174,23 @@ def another_context(llm):
     twin = object.__new__(type(llm))  # not copy.copy: Llama pickles (and so copies) by loading the model anew
     twin.__dict__.update(llm.__dict__)
     twin._stack = contextlib.ExitStack()
-    twin._ctx = twin._stack.enter_context(contextlib.closing(
-        internals.LlamaContext(model=llm._model, params=llm.context_params, verbose=llm.verbose)))
-    twin._batch = twin._stack.enter_context(contextlib.closing(
-        internals.LlamaBatch(n_tokens=llm.n_batch, embd=0, n_seq_max=llm.context_params.n_ctx, verbose=llm.verbose)))
+    twin._ctx = twin._stack.enter_context(
+        contextlib.closing(internals.LlamaContext(model=llm._model, params=llm.context_params, verbose=llm.verbose))
+    )
+    twin._batch = twin._stack.enter_context(
+        contextlib.closing(
+            internals.LlamaBatch(n_tokens=llm.n_batch, embd=0, n_seq_max=llm.context_params.n_ctx, verbose=llm.verbose)
+        )
+    )
     twin._candidates = internals.LlamaTokenDataArray(n_vocab=llm.n_vocab())
     twin.input_ids = np.zeros_like(llm.input_ids)
     twin.scores = np.zeros_like(llm.scores)
     twin.n_tokens = 0
-    twin._loaded_by = llm
+    twin._loaded_by = llm  # type: ignore[attr-defined]  # our own attribute on llama-cpp-python's object
     return twin
 
 
-def replace_context(llm, **fields) -> None:
+def replace_context(llm: Llama, **fields: object) -> None:
     """Give ``llm`` a new context on its loaded model, made with these ``llama_context_params`` fields, in place of
     the one it has (freed first: two would hold two KV caches). What the old one held is gone."""
     import llama_cpp
@@ -202,15 +217,15 @@ def host_cpu_flags(path: str = "/proc/cpuinfo") -> tuple[str, ...]:
 
 
 @contextmanager
-def llama_log(llama_cpp):
+def llama_log(llama_cpp: ModuleType) -> Iterator[list[str]]:
     """Collect what llama.cpp logs inside the block (e.g. while loading), then give logging back."""
     pieces: list[str] = []
 
-    @llama_cpp.llama_log_callback
-    def collect(level, text, user_data):
+    def collect(level: int, text: bytes, user_data: object) -> None:
         pieces.append(text.decode("utf-8", errors="replace"))
 
-    llama_cpp.llama_log_set(collect, ctypes.c_void_p(0))
+    callback = llama_cpp.llama_log_callback(collect)  # kept referenced while llama.cpp may call it
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
     try:
         yield pieces
     finally:

@@ -39,7 +39,10 @@ import signal
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Protocol
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.errors import HaltServer
@@ -49,18 +52,27 @@ from .nginx import NginxProcess, find_nginx, render_config, stdout_reopenable
 from .settings import Settings, SettingsError, configure_logging, load_settings
 from .startup import READY, StartupRecord, failure_line
 
+if TYPE_CHECKING:
+    from flask import Flask
+    from gunicorn.arbiter import Arbiter  # gunicorn ships no types: these name its objects for the reader
+    from gunicorn.workers.base import Worker
+
+    from .admission import Gate
+
 MALLOC_ARENAS = 2
 _M_ARENA_MAX = -8  # glibc's mallopt parameter number
 
 WORKER_TIMEOUT_S = 120
 GRACEFUL_TIMEOUT_S = 25
 SPARE_THREADS = 2  # for /ping while every context is held and max_queue wait
-NGINX_FAILED = 1   # serve's exit status when nginx stopped on its own
+NGINX_FAILED = 1  # serve's exit status when nginx stopped on its own
 # Nothing that identifies a caller: no user name from Basic auth (%(u)s), no query string
 # (%(r)s, %(q)s), no referer, user agent or other header; the answer's request id (app.py) last.
 ACCESS_LOG_FORMAT = '%(t)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms %({x-request-id}o)s'
-SHUTDOWN_LINE = ("shutting down: the request holding the model did not finish within {seconds:g} s of "
-                 "SIGTERM; it is stopped now and its caller gets 502")
+SHUTDOWN_LINE = (
+    "shutting down: the request holding the model did not finish within {seconds:g} s of "
+    "SIGTERM; it is stopped now and its caller gets 502"
+)
 
 
 def upstream_timeout_s(settings: Settings) -> int:
@@ -71,9 +83,11 @@ def upstream_timeout_s(settings: Settings) -> int:
     return max(WORKER_TIMEOUT_S, math.ceil(settings.queue_timeout_s + settings.request_timeout_s) + 30)
 
 
-def gunicorn_options(settings: Settings, host: str = "0.0.0.0", socket_path: str | Path | None = None) -> dict:
+def gunicorn_options(
+    settings: Settings, host: str = "0.0.0.0", socket_path: str | Path | None = None
+) -> dict[str, object]:
     """gunicorn's settings: on ``socket_path`` behind nginx, else on ``host``:port by itself."""
-    options = {
+    options: dict[str, object] = {
         "bind": f"unix:{socket_path}" if socket_path else f"{host}:{settings.port}",
         "workers": 1,
         "worker_class": "gthread",
@@ -127,9 +141,11 @@ class NoQueryStrings(logging.Filter):
 
 
 def uncontained_line(why: str, host: str, port: int) -> str:
-    return (f"nginx is not in front ({why}): gunicorn listens on {host}:{port} itself and slow clients are not "
-            "contained (a few connections that send slowly can hold every worker thread, /ping's included); "
-            "install nginx or put it on PATH")
+    return (
+        f"nginx is not in front ({why}): gunicorn listens on {host}:{port} itself and slow clients are not "
+        "contained (a few connections that send slowly can hold every worker thread, /ping's included); "
+        "install nginx or put it on PATH"
+    )
 
 
 def plan_front(settings: Settings, host: str, workdir: Path) -> tuple[NginxProcess | None, str | None]:
@@ -139,13 +155,26 @@ def plan_front(settings: Settings, host: str, workdir: Path) -> tuple[NginxProce
     executable = find_nginx()
     if executable is None:
         if settings.nginx == "on":
-            raise SettingsError("DECISION_ADAPTER_NGINX=on but no nginx is on PATH (nor in /usr/sbin); install "
-                                "nginx or set DECISION_ADAPTER_NGINX=auto")
+            raise SettingsError(
+                "DECISION_ADAPTER_NGINX=on but no nginx is on PATH (nor in /usr/sbin); install "
+                "nginx or set DECISION_ADAPTER_NGINX=auto"
+            )
         return None, "no nginx on PATH"
-    config = render_config(settings, host=host, port=settings.port, socket_path=workdir / "gunicorn.sock",
-                           prefix=workdir, upstream_timeout_s=upstream_timeout_s(settings),
-                           shutdown_s=GRACEFUL_TIMEOUT_S + 2, access_log=stdout_reopenable())
+    config = render_config(
+        settings,
+        host=host,
+        port=settings.port,
+        socket_path=workdir / "gunicorn.sock",
+        prefix=workdir,
+        upstream_timeout_s=upstream_timeout_s(settings),
+        shutdown_s=GRACEFUL_TIMEOUT_S + 2,
+        access_log=stdout_reopenable(),
+    )
     return NginxProcess(executable, workdir, config), None
+
+
+class Log(Protocol):
+    def warning(self, msg: str, *args: object) -> None: ...
 
 
 class ShutdownGuard:
@@ -156,7 +185,7 @@ class ShutdownGuard:
     ending the worker, with one log line, before the arbiter's SIGKILL does the same unannounced.
     """
 
-    def __init__(self, gate, log, deadline_s: float, exit=os._exit):
+    def __init__(self, gate: Gate, log: Log, deadline_s: float, exit: Callable[[int], object] = os._exit) -> None:
         self.gate = gate
         self.log = log
         self.deadline_s = deadline_s
@@ -165,7 +194,7 @@ class ShutdownGuard:
     def install(self, signum: int = signal.SIGTERM) -> None:
         previous = signal.getsignal(signum)
 
-        def on_signal(sig, frame):
+        def on_signal(sig: int, frame: FrameType | None) -> None:
             self.begin()
             if callable(previous):
                 previous(sig, frame)
@@ -188,9 +217,16 @@ class ShutdownGuard:
         self.exit(1)
 
 
-class DecisionServer(BaseApplication):
-    def __init__(self, settings: Settings, options: dict, workdir: Path, front: NginxProcess | None = None,
-                 alone_because: str | None = None, host: str = "0.0.0.0"):
+class DecisionServer(BaseApplication):  # type: ignore[misc]  # gunicorn ships no types
+    def __init__(
+        self,
+        settings: Settings,
+        options: dict[str, object],
+        workdir: Path,
+        front: NginxProcess | None = None,
+        alone_because: str | None = None,
+        host: str = "0.0.0.0",
+    ) -> None:
         self.settings = settings
         self.options = options
         self.front = front
@@ -200,20 +236,20 @@ class DecisionServer(BaseApplication):
         self.startup = StartupRecord(workdir / "startup.json")
         super().__init__()
 
-    def load_config(self):
+    def load_config(self) -> None:
         for key, value in self.options.items():
             if value is not None and key in self.cfg.settings:  # skip settings this gunicorn lacks
                 self.cfg.set(key, value)
         for hook in ("child_exit", "when_ready", "on_exit", "post_worker_init"):
             self.cfg.set(hook, getattr(self, hook))
 
-    def load(self):
+    def load(self) -> Flask:
         configure_logging(self.settings.log_level)
         return create_app(self.settings, load="background", startup_record=self.startup)
 
     # -- in the arbiter ------------------------------------------------------------------------
 
-    def when_ready(self, arbiter) -> None:
+    def when_ready(self, arbiter: Arbiter) -> None:
         """gunicorn is listening: start nginx in front, and tie the two together."""
         logging.getLogger("gunicorn.error").addFilter(NoQueryStrings())  # the workers inherit it
         self._chain(signal.SIGTERM, lambda: self._stop_requested(graceful=True))
@@ -224,8 +260,14 @@ class DecisionServer(BaseApplication):
             return
         self._chain(signal.SIGCHLD, self._nginx_gone)  # first: an nginx that fails at once is seen too
         self.front.start()
-        arbiter.log.info("nginx %s (pid %s) in front on %s:%s, gunicorn behind it on %s", self.front.executable,
-                         self.front.pid, self.host, self.settings.port, self.options["bind"])
+        arbiter.log.info(
+            "nginx %s (pid %s) in front on %s:%s, gunicorn behind it on %s",
+            self.front.executable,
+            self.front.pid,
+            self.host,
+            self.settings.port,
+            self.options["bind"],
+        )
 
     def _stop_requested(self, graceful: bool) -> None:
         self.stopping = True
@@ -235,11 +277,11 @@ class DecisionServer(BaseApplication):
             self.front.terminate()
 
     @staticmethod
-    def _chain(signum: int, first) -> None:
+    def _chain(signum: int, first: Callable[[], None]) -> None:
         """Run ``first`` in the arbiter's signal handler, then gunicorn's own."""
         previous = signal.getsignal(signum)
 
-        def handler(sig, frame):
+        def handler(sig: int, frame: FrameType | None) -> None:
             first()
             if callable(previous):
                 previous(sig, frame)
@@ -247,21 +289,24 @@ class DecisionServer(BaseApplication):
         signal.signal(signum, handler)
 
     def _nginx_gone(self) -> None:
-        if self.front.stopping or not self.front.exited():
+        front = self.front
+        if front is None or front.process is None or front.stopping or not front.exited():
             return
-        self.front.failed = self.front.process.returncode
-        self.front.stopping = True
+        front.failed = front.process.returncode
+        front.stopping = True
         os.kill(os.getpid(), signal.SIGTERM)  # gunicorn stops as on any SIGTERM; main() reports the failure
 
-    def on_exit(self, arbiter) -> None:
+    def on_exit(self, arbiter: Arbiter) -> None:
         if self.front is None:
             return
         if self.front.failed is not None:
-            arbiter.log.critical("nginx stopped on its own (exit status %s; its own lines above say why); the "
-                                 "adapter stops with it", self.front.failed)
+            arbiter.log.critical(
+                "nginx stopped on its own (exit status %s; its own lines above say why); the adapter stops with it",
+                self.front.failed,
+            )
         self.front.stop(timeout_s=2)  # gunicorn is done: nginx only relays its last answers
 
-    def child_exit(self, arbiter, worker) -> None:
+    def child_exit(self, arbiter: Arbiter, worker: Worker) -> None:
         """In the arbiter: a worker that died before it was ready ends the server (startup.py)."""
         record = self.startup.read()
         if record is None or record.get("stage") == READY or record.get("pid") != worker.pid:
@@ -273,7 +318,7 @@ class DecisionServer(BaseApplication):
 
     # -- in the worker ---------------------------------------------------------------------------
 
-    def post_worker_init(self, worker) -> None:
+    def post_worker_init(self, worker: Worker) -> None:
         gate = worker.wsgi.extensions.get("decision_adapter.gate")
         if gate is not None:
             ShutdownGuard(gate, worker.log, GRACEFUL_TIMEOUT_S - 1).install()
@@ -283,15 +328,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="decision-adapter-serve",
         description="Serve decisions from a GGUF model with llama.cpp: nginx and gunicorn in front of the decision "
-                    "adapter, SageMaker's container contract (GET /ping, POST /invocations) plus POST /v1/systemone. "
-                    "SageMaker starts it as `serve`; every setting comes from the environment "
-                    "(SM_LLAMA_CPP_*, DECISION_ADAPTER_*, or the published sample's SEMIF_* names), and the "
-                    "flags below override the matching variable.",
+        "adapter, SageMaker's container contract (GET /ping, POST /invocations) plus POST /v1/systemone. "
+        "SageMaker starts it as `serve`; every setting comes from the environment "
+        "(SM_LLAMA_CPP_*, DECISION_ADAPTER_*, or the published sample's SEMIF_* names), and the "
+        "flags below override the matching variable.",
         epilog="Main variables: SM_MODEL_DIR (default /opt/ml/model), SM_LLAMA_CPP_MODEL, SM_LLAMA_CPP_THREADS, "
-               "SM_LLAMA_CPP_CTX_SIZE (8192), SM_LLAMA_CPP_N_GPU_LAYERS (0; 999 or -1 = all), "
-               "SAGEMAKER_BIND_TO_PORT (8080), DECISION_ADAPTER_MAX_QUEUE, DECISION_ADAPTER_REQUEST_TIMEOUT, "
-               "DECISION_ADAPTER_EXTRA_BUFFERS, DECISION_ADAPTER_API_KEY, DECISION_ADAPTER_NGINX (auto: nginx in "
-               "front when it is installed; off). docs/settings.md lists them all.")
+        "SM_LLAMA_CPP_CTX_SIZE (8192), SM_LLAMA_CPP_N_GPU_LAYERS (0; 999 or -1 = all), "
+        "SAGEMAKER_BIND_TO_PORT (8080), DECISION_ADAPTER_MAX_QUEUE, DECISION_ADAPTER_REQUEST_TIMEOUT, "
+        "DECISION_ADAPTER_EXTRA_BUFFERS, DECISION_ADAPTER_API_KEY, DECISION_ADAPTER_NGINX (auto: nginx in "
+        "front when it is installed; off). docs/settings.md lists them all.",
+    )
     parser.add_argument("command", nargs="?", choices=("serve",), help="what SageMaker passes; optional")
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     parser.add_argument("--port", type=int, help="port (default SAGEMAKER_BIND_TO_PORT, else 8080)")
@@ -313,12 +359,16 @@ def _workdir() -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    overrides = {"SAGEMAKER_BIND_TO_PORT": args.port, "SM_MODEL_DIR": args.model_dir,
-                 "SM_LLAMA_CPP_THREADS": args.threads}
+    overrides = {
+        "SAGEMAKER_BIND_TO_PORT": args.port,
+        "SM_MODEL_DIR": args.model_dir,
+        "SM_LLAMA_CPP_THREADS": args.threads,
+    }
     if args.model:
         # The real file and its own folder: a GGUF linked from elsewhere (a hub cache) stays servable.
-        overrides.update(SM_LLAMA_CPP_MODEL=os.path.realpath(args.model),
-                         SM_MODEL_DIR=os.path.dirname(os.path.realpath(args.model)))
+        overrides.update(
+            SM_LLAMA_CPP_MODEL=os.path.realpath(args.model), SM_MODEL_DIR=os.path.dirname(os.path.realpath(args.model))
+        )
     env = {**os.environ, **{k: str(v) for k, v in overrides.items() if v is not None}}
     workdir, arbiter_pid = _workdir(), os.getpid()
     try:
@@ -330,8 +380,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         limit_malloc_arenas()
         socket_path = workdir / "gunicorn.sock" if front else None
-        server = DecisionServer(settings, gunicorn_options(settings, args.host, socket_path), workdir, front,
-                                alone_because, args.host)
+        server = DecisionServer(
+            settings, gunicorn_options(settings, args.host, socket_path), workdir, front, alone_because, args.host
+        )
         status = 0
         try:
             server.run()

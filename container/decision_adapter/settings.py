@@ -20,10 +20,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from decision_contract.names import LETTERS, ORDER_MODES, READOUTS
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 LLAMA_PREFIX = "SM_LLAMA_CPP_"
 ADAPTER_PREFIX = "DECISION_ADAPTER_"
@@ -59,11 +63,30 @@ class Setting:
     name: str = ""  # the field's name, filled in by declared()
 
 
-def setting(env: str, default, doc: str, *, kind: str | None = None, **rules):
-    """A ``Settings`` field read from ``env`` (``kind`` follows the default's type when not given)."""
+class Rules(TypedDict, total=False):
+    """What ``setting`` passes on to ``Setting``, beyond its name, default, documentation and kind."""
+
+    also: tuple[str, ...]
+    minimum: float
+    maximum: float
+    choices: tuple[str, ...]
+    spellings: Mapping[str, str]
+    sample: str
+    sample_value: Callable[[str], str]
+    llama: str
+
+
+T = TypeVar("T")
+Number = TypeVar("Number", int, float)
+
+
+def setting(env: str, default: T, doc: str, *, kind: str | None = None, **rules: Unpack[Rules]) -> T:
+    """A ``Settings`` field read from ``env`` (``kind`` follows the default's type when not given); typed as
+    its default, as ``dataclasses.field`` is."""
     if kind is None:
-        kind = {bool: "switch", int: "int", float: "float"}.get(type(default), "choice" if "choices" in rules
-                                                                  else "text")
+        kind = {bool: "switch", int: "int", float: "float"}.get(
+            type(default), "choice" if "choices" in rules else "text"
+        )
     if kind == "switch":
         rules.setdefault("choices", ("off", "on"))
     if "choices" in rules and kind != "switch" and default not in rules["choices"]:
@@ -85,116 +108,223 @@ def _in_flight(raw: str) -> str:
 @dataclass(frozen=True)
 class Settings:
     model_dir: str = setting(
-        "SM_MODEL_DIR", "/opt/ml/model", "where SageMaker extracts model.tar.gz; the GGUF is found here",
-        also=(L + "MODEL_DIR",), sample="SEMIF_MODEL_DIR")
+        "SM_MODEL_DIR",
+        "/opt/ml/model",
+        "where SageMaker extracts model.tar.gz; the GGUF is found here",
+        also=(L + "MODEL_DIR",),
+        sample="SEMIF_MODEL_DIR",
+    )
     model_file: str | None = setting(
-        L + "MODEL", None, "the GGUF's path, or its name in the model folder (unset: found there)",
-        kind="text", sample="SEMIF_GGUF_PATH")
+        L + "MODEL",
+        None,
+        "the GGUF's path, or its name in the model folder (unset: found there)",
+        kind="text",
+        sample="SEMIF_GGUF_PATH",
+    )
     n_ctx: int = setting(
-        L + "CTX_SIZE", 8192, "the context in tokens; it holds a 255-option Jev choice (about 5,400 tokens with "
-        "the embedded model)", minimum=64, llama="n_ctx", sample="SEMIF_MAX_TOKENS")
+        L + "CTX_SIZE",
+        8192,
+        "the context in tokens; it holds a 255-option Jev choice (about 5,400 tokens with the embedded model)",
+        minimum=64,
+        llama="n_ctx",
+        sample="SEMIF_MAX_TOKENS",
+    )
     n_threads: int | None = setting(
-        L + "THREADS", None, "CPU threads (unset: llama.cpp's default, the physical cores)", kind="int",
-        minimum=1, llama="n_threads", sample="SEMIF_THREADS")
+        L + "THREADS",
+        None,
+        "CPU threads (unset: llama.cpp's default, the physical cores)",
+        kind="int",
+        minimum=1,
+        llama="n_threads",
+        sample="SEMIF_THREADS",
+    )
     n_threads_batch: int | None = setting(
-        L + "THREADS_BATCH", None, "CPU threads for prompt evaluation (unset: as many as the threads)",
-        kind="int", minimum=1, llama="n_threads_batch")
+        L + "THREADS_BATCH",
+        None,
+        "CPU threads for prompt evaluation (unset: as many as the threads)",
+        kind="int",
+        minimum=1,
+        llama="n_threads_batch",
+    )
     n_gpu_layers: int = setting(
-        L + "N_GPU_LAYERS", 0, "layers offloaded to the GPU; 999 or -1 for all", llama="n_gpu_layers",
-        sample="SEMIF_N_GPU_LAYERS")
+        L + "N_GPU_LAYERS",
+        0,
+        "layers offloaded to the GPU; 999 or -1 for all",
+        llama="n_gpu_layers",
+        sample="SEMIF_N_GPU_LAYERS",
+    )
     n_batch: int = setting(L + "BATCH_SIZE", 512, "tokens per evaluation call", minimum=1, llama="n_batch")
     n_ubatch: int = setting(L + "UBATCH_SIZE", 512, "tokens per physical batch", minimum=1, llama="n_ubatch")
     flash_attn: str = setting(
-        L + "FLASH_ATTN", "off", "flash attention in llama.cpp, as llama-server's --flash-attn. With it every "
+        L + "FLASH_ATTN",
+        "off",
+        "flash attention in llama.cpp, as llama-server's --flash-attn. With it every "
         "prompt is evaluated in calls of 64 tokens or more, so that how a prompt was cut cannot change its answer "
         "(checked at start-up: auto leaves it off where that cannot hold, on refuses to start): on a CPU a new "
         "prompt a few percent faster, a shared-state batch of short questions up to a third slower. Off by default",
         choices=("off", "on", "auto"),
-        spellings={"true": "on", "1": "on", "enabled": "on", "false": "off", "0": "off", "disabled": "off"})
+        spellings={"true": "on", "1": "on", "enabled": "on", "false": "off", "0": "off", "disabled": "off"},
+    )
     port: int = setting(
-        "SAGEMAKER_BIND_TO_PORT", 8080, "the port SageMaker sends requests to (nginx listens there)", minimum=1,
-        sample="SEMIF_PORT")
+        "SAGEMAKER_BIND_TO_PORT",
+        8080,
+        "the port SageMaker sends requests to (nginx listens there)",
+        minimum=1,
+        sample="SEMIF_PORT",
+    )
     parallel: int = setting(
-        L + "PARALLEL", 1, "requests evaluated at once, each on its own llama.cpp context over the one loaded "
+        L + "PARALLEL",
+        1,
+        "requests evaluated at once, each on its own llama.cpp context over the one loaded "
         "model (llama-server's --parallel; scheduler.py). 1 by measurement on a CPU, where more gained nothing; "
         "the workshop's GPU endpoint sets 4. Unlike llama-server, each context holds the whole "
         "SM_LLAMA_CPP_CTX_SIZE: the contexts' memory together is bounded by DECISION_ADAPTER_MAX_KV_MIB",
-        minimum=1, maximum=64)
+        minimum=1,
+        maximum=64,
+    )
     max_kv_mib: int = setting(
-        A + "MAX_KV_MIB", 4096, "the memory all contexts' KV caches (and recurrent states) may take together, in "
+        A + "MAX_KV_MIB",
+        4096,
+        "the memory all contexts' KV caches (and recurrent states) may take together, in "
         "MiB; the first context is always made, further ones only while they fit (the log says how many)",
-        minimum=1)
+        minimum=1,
+    )
     max_queue: int = setting(
-        A + "MAX_QUEUE", 4, "requests that may wait for a context when every one is busy", minimum=0,
-        sample=IN_FLIGHT, sample_value=_in_flight)
-    queue_timeout_s: float = setting(A + "QUEUE_TIMEOUT", 30.0, "seconds a request may wait before a 503",
-                                     minimum=0.0)
+        A + "MAX_QUEUE",
+        4,
+        "requests that may wait for a context when every one is busy",
+        minimum=0,
+        sample=IN_FLIGHT,
+        sample_value=_in_flight,
+    )
+    queue_timeout_s: float = setting(A + "QUEUE_TIMEOUT", 30.0, "seconds a request may wait before a 503", minimum=0.0)
     request_timeout_s: float = setting(
-        A + "REQUEST_TIMEOUT", 30.0, "seconds one request may hold the model; 0: no limit", minimum=0.0)
+        A + "REQUEST_TIMEOUT", 30.0, "seconds one request may hold the model; 0: no limit", minimum=0.0
+    )
     retry_after_s: int = setting(A + "RETRY_AFTER", 1, "the Retry-After seconds on a 503", minimum=1)
     read_timeout_s: float = setting(
-        A + "READ_TIMEOUT", 10.0, "seconds to receive a whole request, headers and body (nginx)", minimum=0.1)
+        A + "READ_TIMEOUT", 10.0, "seconds to receive a whole request, headers and body (nginx)", minimum=0.1
+    )
     max_body_bytes: int = setting(
-        A + "MAX_BODY_BYTES", 1_048_576, "the largest request body (1 MiB, as the published sample)",
-        minimum=1024, sample="SEMIF_MAX_BODY_BYTES")
+        A + "MAX_BODY_BYTES",
+        1_048_576,
+        "the largest request body (1 MiB, as the published sample)",
+        minimum=1024,
+        sample="SEMIF_MAX_BODY_BYTES",
+    )
     max_request_tokens: int = setting(
-        A + "MAX_REQUEST_TOKENS", 65536, "tokens one decision request may have the model read: its prompts past "
+        A + "MAX_REQUEST_TOKENS",
+        65536,
+        "tokens one decision request may have the model read: its prompts past "
         "the shared prefix, and the prefix once; a request over it is refused before anything is evaluated",
-        minimum=64)
+        minimum=64,
+    )
     max_shared_decisions: int = setting(
-        A + "MAX_SHARED_DECISIONS", 64, "questions (or the sample's decisions) in one shared-state request",
-        minimum=1, sample="SEMIF_MAX_SHARED_DECISIONS")
+        A + "MAX_SHARED_DECISIONS",
+        64,
+        "questions (or the sample's decisions) in one shared-state request",
+        minimum=1,
+        sample="SEMIF_MAX_SHARED_DECISIONS",
+    )
     prefix_reuse: str = setting(
-        A + "PREFIX_REUSE", "auto", "how the evaluated prefix is reused between prompts (engine.py). auto: restore "
+        A + "PREFIX_REUSE",
+        "auto",
+        "how the evaluated prefix is reused between prompts (engine.py). auto: restore "
         "for hybrid or recurrent models, else trim; off where the start-up check finds this build answering a "
         "prompt cut into calls otherwise than whole (trim and restore refuse to start there)",
-        choices=("auto", "trim", "restore", "off"))
+        choices=("auto", "trim", "restore", "off"),
+    )
     cross_request_reuse: bool = setting(
-        A + "CROSS_REQUEST_REUSE", False, "a request may reuse what the previous request left in the context "
-        "(its state), not only the fixed head: a timing oracle across callers, for single-tenant endpoints only")
+        A + "CROSS_REQUEST_REUSE",
+        False,
+        "a request may reuse what the previous request left in the context "
+        "(its state), not only the fixed head: a timing oracle across callers, for single-tenant endpoints only",
+    )
     state_cache_mib: int = setting(
-        A + "STATE_CACHE_MIB", 0, "with cross-request reuse on, also keep the states of recent requests (LRU, at "
-        "most this many MiB), not only the last one; 0: off. The same timing oracle, wider", minimum=0)
+        A + "STATE_CACHE_MIB",
+        0,
+        "with cross-request reuse on, also keep the states of recent requests (LRU, at "
+        "most this many MiB), not only the last one; 0: off. The same timing oracle, wider",
+        minimum=0,
+    )
     extra_buffers: str = setting(
-        A + "EXTRA_BUFFERS", "auto", "the extra buffer types of llama.cpp (repacking, AMX; runtime.py)",
-        choices=("auto", "on", "off"))
-    chat_max_tokens: int = setting(A + "CHAT_MAX_TOKENS", 256, "the default and the cap of chat's max_tokens",
-                                   minimum=1)
+        A + "EXTRA_BUFFERS",
+        "auto",
+        "the extra buffer types of llama.cpp (repacking, AMX; runtime.py)",
+        choices=("auto", "on", "off"),
+    )
+    chat_max_tokens: int = setting(
+        A + "CHAT_MAX_TOKENS", 256, "the default and the cap of chat's max_tokens", minimum=1
+    )
     strict_model_names: bool = setting(
-        A + "STRICT_MODEL_NAMES", False, "off: a request naming any model is answered by the served one, whose "
-        "name the answer carries (as llama-server does); on: names other than the served model's get 404")
-    nginx: str = setting(A + "NGINX", "auto", "whether nginx fronts gunicorn: auto when found, on (required) or off",
-                         choices=("auto", "on", "off"))
-    log_level: str = setting(A + "LOG_LEVEL", "INFO", "the Python logging level", kind="level",
-                             choices=LOG_LEVELS)
+        A + "STRICT_MODEL_NAMES",
+        False,
+        "off: a request naming any model is answered by the served one, whose "
+        "name the answer carries (as llama-server does); on: names other than the served model's get 404",
+    )
+    nginx: str = setting(
+        A + "NGINX",
+        "auto",
+        "whether nginx fronts gunicorn: auto when found, on (required) or off",
+        choices=("auto", "on", "off"),
+    )
+    log_level: str = setting(A + "LOG_LEVEL", "INFO", "the Python logging level", kind="level", choices=LOG_LEVELS)
     order: str = setting(
-        A + "ORDER", ORDER_MODES[0], "the order mode of a request that names none (as_given: the readout as sent; "
+        A + "ORDER",
+        ORDER_MODES[0],
+        "the order mode of a request that names none (as_given: the readout as sent; "
         "prior: divided by the content-free decision's probabilities per position; rotations: the mean "
-        "log-probabilities over the cyclic rotations of the options as given and reversed)", choices=ORDER_MODES)
+        "log-probabilities over the cyclic rotations of the options as given and reversed)",
+        choices=ORDER_MODES,
+    )
     readout: str = setting(
-        A + "READOUT", LETTERS, "the readout of a request that names none: letters (the options listed under "
+        A + "READOUT",
+        LETTERS,
+        "the readout of a request that names none: letters (the options listed under "
         "letters, the letters' logits read; the published method) or cloze (each option's own text scored as "
-        "what follows the state and the question)", choices=READOUTS)
+        "what follows the state and the question)",
+        choices=READOUTS,
+    )
     cloze_prior_cache: int = setting(
-        A + "CLOZE_PRIOR_CACHE", 4096, "the cloze readout's content-free priors kept (an LRU of this many "
+        A + "CLOZE_PRIOR_CACHE",
+        4096,
+        "the cloze readout's content-free priors kept (an LRU of this many "
         "(prompt version, question, option text) entries) for its pmi normalisation; 0: none kept between "
         "requests, so no caller can tell from its own answer's tokens or time which questions others asked",
-        minimum=0)
+        minimum=0,
+    )
     max_rotations: int = setting(
-        A + "MAX_ROTATIONS", 16, "rotations evaluated at most in each direction (options as given and reversed) "
+        A + "MAX_ROTATIONS",
+        16,
+        "rotations evaluated at most in each direction (options as given and reversed) "
         "per question in the rotations mode; past this many options, evenly spaced ones (the answer says how "
-        "many)", minimum=2)
+        "many)",
+        minimum=2,
+    )
     min_answer_mass: float = setting(
-        A + "MIN_ANSWER_MASS", 0.0, "the share of the next-token probability the answer labels must hold "
-        "(allowed_token_mass); below it an answer says abstained (0: never abstain)", minimum=0.0, maximum=1.0)
+        A + "MIN_ANSWER_MASS",
+        0.0,
+        "the share of the next-token probability the answer labels must hold "
+        "(allowed_token_mass); below it an answer says abstained (0: never abstain)",
+        minimum=0.0,
+        maximum=1.0,
+    )
     calibration: str = setting(
-        A + "CALIBRATION", "auto", "calibration.json in the model folder (its temperatures per question type "
-        "and option count): auto uses it when present, off ignores it", choices=("auto", "off"))
+        A + "CALIBRATION",
+        "auto",
+        "calibration.json in the model folder (its temperatures per question type "
+        "and option count): auto uses it when present, off ignores it",
+        choices=("auto", "off"),
+    )
     endpoint_name: str = setting(
-        A + "ENDPOINT_NAME", "local", "the SageMaker endpoint the adapter serves, as its metric lines' endpoint "
-        "dimension (the deploy sets it; SageMaker names the endpoint in no variable of its own)")
+        A + "ENDPOINT_NAME",
+        "local",
+        "the SageMaker endpoint the adapter serves, as its metric lines' endpoint "
+        "dimension (the deploy sets it; SageMaker names the endpoint in no variable of its own)",
+    )
     api_key: str | None = setting(
-        A + "API_KEY", None, "when set, every route but /ping needs Authorization: Bearer <key>", kind="key")
+        A + "API_KEY", None, "when set, every route but /ping needs Authorization: Bearer <key>", kind="key"
+    )
     # What loading found, for the start-up log; no variable sets these.
     ignored_llama_settings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # how SEMIF_* names were read
@@ -205,7 +335,7 @@ class Settings:
         # llama-server treats 999 as "all"; llama-cpp-python uses -1.
         return -1 if self.n_gpu_layers >= 999 else self.n_gpu_layers
 
-    def llama_kwargs(self) -> dict:
+    def llama_kwargs(self) -> dict[str, int]:
         kwargs = {
             "n_ctx": self.n_ctx,
             "n_gpu_layers": self.n_gpu_layers_for_llama,
@@ -214,15 +344,19 @@ class Settings:
         }
         if self.n_threads is not None:
             kwargs["n_threads"] = self.n_threads
-        if self.n_threads_batch is not None or self.n_threads is not None:
-            kwargs["n_threads_batch"] = self.n_threads_batch or self.n_threads
+        threads_batch = self.n_threads_batch or self.n_threads
+        if threads_batch is not None:
+            kwargs["n_threads_batch"] = threads_batch
         return kwargs
 
 
 def declared() -> tuple[Setting, ...]:
     """Every setting an environment variable sets, in declaration order, each with its field's name."""
-    return tuple(dataclasses.replace(f.metadata["setting"], name=f.name)
-                 for f in dataclasses.fields(Settings) if "setting" in f.metadata)
+    return tuple(
+        dataclasses.replace(f.metadata["setting"], name=f.name)
+        for f in dataclasses.fields(Settings)
+        if "setting" in f.metadata
+    )
 
 
 # Sample settings with no counterpart here: accepted, and the log says why they change nothing.
@@ -236,7 +370,7 @@ SEMIF_UNUSED = {
 SEMIF_ALIASES = {s.sample: (s.env, s.sample_value or str) for s in declared() if s.sample}
 
 
-def _parse_int(raw: str, name: str, minimum=None, maximum=None) -> int:
+def _parse_int(raw: str, name: str, minimum: float | None = None, maximum: float | None = None) -> int:
     try:
         value = int(raw)
     except ValueError:
@@ -244,7 +378,7 @@ def _parse_int(raw: str, name: str, minimum=None, maximum=None) -> int:
     return _bounded(value, name, minimum, maximum)
 
 
-def _bounded(value, name: str, minimum, maximum):
+def _bounded(value: Number, name: str, minimum: float | None, maximum: float | None) -> Number:
     if minimum is not None and not value >= minimum:
         raise SettingsError(f"{name}={value} is below {minimum}; set it to at least {minimum}")
     if maximum is not None and value > maximum:
@@ -252,7 +386,7 @@ def _bounded(value, name: str, minimum, maximum):
     return value
 
 
-def _read(spec: Setting, env: Mapping[str, str]):
+def _read(spec: Setting, env: Mapping[str, str]) -> object:
     """The value of one setting in ``env``: its default when unset or blank."""
     name = next((n for n in (spec.env, *spec.also) if (env.get(n) or "").strip()), spec.env)
     raw = (env.get(name) or "").strip()
@@ -262,24 +396,24 @@ def _read(spec: Setting, env: Mapping[str, str]):
         return _parse_int(raw, name, spec.minimum, spec.maximum)
     if spec.kind == "float":
         try:
-            value = float(raw)
+            number = float(raw)
         except ValueError:
-            raise SettingsError(f"{name}={raw!r} is not a number; set it to a number (seconds, for the time "
-                                "limits) or unset it") from None
-        return _bounded(value, name, spec.minimum, spec.maximum)
+            raise SettingsError(
+                f"{name}={raw!r} is not a number; set it to a number (seconds, for the time limits) or unset it"
+            ) from None
+        return _bounded(number, name, spec.minimum, spec.maximum)
     if spec.kind in ("choice", "switch", "level"):
-        value = raw.upper() if spec.kind == "level" else raw.lower()
-        value = spec.spellings.get(value, value)
-        if value not in spec.choices:
-            raise SettingsError(f"{name}={value!r} is not one of {', '.join(spec.choices)}")
-        return value == "on" if spec.kind == "switch" else value
-    if spec.kind == "key":
-        if not raw.isascii() or not raw.isprintable() or " " in raw:
-            raise SettingsError(f"{name} must be printable ASCII without spaces (it travels in an HTTP header)")
+        word = raw.upper() if spec.kind == "level" else raw.lower()
+        word = spec.spellings.get(word, word)
+        if word not in spec.choices:
+            raise SettingsError(f"{name}={word!r} is not one of {', '.join(spec.choices)}")
+        return word == "on" if spec.kind == "switch" else word
+    if spec.kind == "key" and not (raw.isascii() and raw.isprintable() and " " not in raw):
+        raise SettingsError(f"{name} must be printable ASCII without spaces (it travels in an HTTP header)")
     return raw
 
 
-def _meaning(value: str, name: str):
+def _meaning(value: str, name: str) -> str | int:
     """A value as it will be used, so that "-1" and "999" GPU layers (both "all") compare equal."""
     value = value.strip()
     try:
@@ -292,7 +426,9 @@ def _meaning(value: str, name: str):
 def with_sample_aliases(env: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
     """The environment with the sample's SEMIF_* names read as ours; a note per known SEMIF_* name,
     and the SEMIF_* names nobody knows."""
-    merged, notes, unknown = dict(env), [], []
+    merged = dict(env)
+    notes: list[str] = []
+    unknown: list[str] = []
     for name in sorted(n for n in env if n.startswith("SEMIF_")):
         raw = env[name]
         if name in SEMIF_UNUSED:
@@ -306,14 +442,15 @@ def with_sample_aliases(env: Mapping[str, str]) -> tuple[dict[str, str], tuple[s
         if name == IN_FLIGHT:
             continue  # contexts and line together: divided and checked by load_settings, which knows both
         if env.get(ours, "").strip() and _meaning(env[ours], ours) != _meaning(value, ours):
-            raise SettingsError(f"{name}={raw} (the published sample's name) and {ours}={env[ours]} disagree; "
-                                "set one of them")
+            raise SettingsError(
+                f"{name}={raw} (the published sample's name) and {ours}={env[ours]} disagree; set one of them"
+            )
         merged[ours] = value
         notes.append(f"{name}={raw} (the published sample's name) read as {ours}={value}")
     return merged, tuple(notes), tuple(unknown)
 
 
-def _divide_in_flight(given: Mapping[str, str], values: dict) -> str:
+def _divide_in_flight(given: Mapping[str, str], values: dict[str, Any]) -> str:
     """The sample's n requests in flight in all as contexts (evaluated) plus the line (waiting): the contexts
     are the default, at most n, unless set; the line is the rest unless set. A combination whose contexts and
     line do not add up to n stops the start, naming the settings and a fix. Returns the log's note."""
@@ -327,19 +464,25 @@ def _divide_in_flight(given: Mapping[str, str], values: dict) -> str:
     said = f"{IN_FLIGHT}={n} (the published sample's name: requests in flight in all, evaluated and waiting)"
     contexts = f"{parallel_name}={parallel}" + ("" if parallel_set else " (its default)")
     if queue < 0:  # only a context count set above n leaves less than nothing to wait
-        raise SettingsError(f"{said} is fewer than {contexts} evaluated at once; set {IN_FLIGHT} to at least "
-                            f"{parallel} or {parallel_name} to at most {n}, or unset one of them")
+        raise SettingsError(
+            f"{said} is fewer than {contexts} evaluated at once; set {IN_FLIGHT} to at least "
+            f"{parallel} or {parallel_name} to at most {n}, or unset one of them"
+        )
     if parallel + queue != n:
         fixes = [f"{queue_name}={n - parallel}"] if n >= parallel else []
         if n > queue:
             fixes.append(f"{parallel_name}={n - queue}")
-        raise SettingsError(f"{said} and {contexts} evaluated plus {queue_name}={queue} waiting "
-                            f"({parallel + queue} in all) disagree; set "
-                            + " or ".join(fixes + [f"{IN_FLIGHT}={parallel + queue}"])
-                            + f", or unset {IN_FLIGHT}")
+        raise SettingsError(
+            f"{said} and {contexts} evaluated plus {queue_name}={queue} waiting "
+            f"({parallel + queue} in all) disagree; set "
+            + " or ".join(fixes + [f"{IN_FLIGHT}={parallel + queue}"])
+            + f", or unset {IN_FLIGHT}"
+        )
     values["max_queue"] = queue
-    return (f"{IN_FLIGHT}={n} (the published sample's name) read as {parallel_name}={parallel} evaluated and "
-            f"{queue_name}={queue} waiting")
+    return (
+        f"{IN_FLIGHT}={n} (the published sample's name) read as {parallel_name}={parallel} evaluated and "
+        f"{queue_name}={queue} waiting"
+    )
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -347,7 +490,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     given = os.environ if env is None else env
     env, notes, unknown = with_sample_aliases(given)
     specs = declared()
-    values = {spec.name: _read(spec, env) for spec in specs}
+    values: dict[str, Any] = {spec.name: _read(spec, env) for spec in specs}  # each of its field's type
     if IN_FLIGHT in given:
         notes += (_divide_in_flight(given, values),)
     if values["n_gpu_layers"] < 0:
@@ -356,13 +499,19 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         raise SettingsError(
             f"{A}STATE_CACHE_MIB={values['state_cache_mib']} keeps earlier callers' states for later requests, "
             f"which is cross-request reuse: set {A}CROSS_REQUEST_REUSE=on as well (single-tenant endpoints only), "
-            "or set the cache to 0")
+            "or set the cache to 0"
+        )
     if values["state_cache_mib"] and values["prefix_reuse"] == "off":
-        raise SettingsError(f"{A}STATE_CACHE_MIB={values['state_cache_mib']} needs prefix reuse, but "
-                            f"{A}PREFIX_REUSE=off; set it to auto, or the cache to 0")
+        raise SettingsError(
+            f"{A}STATE_CACHE_MIB={values['state_cache_mib']} needs prefix reuse, but "
+            f"{A}PREFIX_REUSE=off; set it to auto, or the cache to 0"
+        )
     ours = {name for spec in specs for name in (spec.env, *spec.also)}
-    ignored = sorted(name for name in env if name.startswith(L) and name not in ours
-                     and name[len(L):] not in LLAMA_HANDLED_ELSEWHERE)
+    ignored = sorted(
+        name
+        for name in env
+        if name.startswith(L) and name not in ours and name[len(L) :] not in LLAMA_HANDLED_ELSEWHERE
+    )
     return Settings(**values, ignored_llama_settings=tuple(ignored), notes=notes, unknown_sample_settings=unknown)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 LOADING, PROVING, READY = "loading", "proving", "ready"
 
@@ -26,32 +27,37 @@ _WHAT_DIED = {
 class StartupRecord:
     """One JSON file, rewritten whole at each stage (rename is atomic, so a reader never sees half)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
 
-    def write(self, stage: str, **details) -> None:
+    def write(self, stage: str, **details: object) -> None:
         record = {**(self.read() or {}), **details, "stage": stage, "pid": os.getpid()}
         partial = self.path.with_suffix(".partial")
         partial.write_text(json.dumps(record), encoding="utf-8")
         os.replace(partial, self.path)
 
-    def read(self) -> dict | None:
+    def read(self) -> dict[str, Any] | None:
         try:
-            return json.loads(self.path.read_text(encoding="utf-8"))
+            record = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
+        return record if isinstance(record, dict) else None
 
 
-def failure_line(record: dict) -> str:
+def failure_line(record: dict[str, Any]) -> str:
     """The one log line for a worker that exited before it was ready."""
     stage = record.get("stage", LOADING)
     features = " ".join(record.get("cpu_features") or []) or "unknown"
     if record.get("extra_buffers"):
         advice = "set DECISION_ADAPTER_EXTRA_BUFFERS=off and start again"
     else:
-        advice = ("extra buffer types were already off, so the llama.cpp build itself fails on this CPU: "
-                  "install llama-cpp-python built for a portable baseline (README: 'Works on every x86 machine')")
-    return (f"decision adapter did not start: the worker died {_WHAT_DIED.get(stage, 'before it was ready')} "
-            f"on {record.get('model', 'the model')}; llama-cpp-python {record.get('llama_cpp_python', '?')}, "
-            f"llama.cpp CPU features: {features}; extra buffer types "
-            f"{record.get('extra_buffers_reason', 'unknown')}; {advice}")
+        advice = (
+            "extra buffer types were already off, so the llama.cpp build itself fails on this CPU: "
+            "install llama-cpp-python built for a portable baseline (README: 'Works on every x86 machine')"
+        )
+    return (
+        f"decision adapter did not start: the worker died {_WHAT_DIED.get(stage, 'before it was ready')} "
+        f"on {record.get('model', 'the model')}; llama-cpp-python {record.get('llama_cpp_python', '?')}, "
+        f"llama.cpp CPU features: {features}; extra buffer types "
+        f"{record.get('extra_buffers_reason', 'unknown')}; {advice}"
+    )

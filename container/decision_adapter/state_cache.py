@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass(frozen=True)
@@ -25,15 +27,18 @@ class CachedState:
     tokens: tuple[int, ...]
     state: bytearray  # the whole sequence after ``tokens`` (llama_state_seq_get_data)
     partial: bytearray | None = None  # restore mode: its recurrent part alone, for rewinds between questions
-    logits: np.ndarray | None = None  # a whole prompt: the last position's logits after ``tokens``
+    logits: npt.NDArray[np.float32] | None = None  # a whole prompt: the last position's logits after ``tokens``
 
     @property
     def size(self) -> int:
-        return (len(self.state) + (len(self.partial) if self.partial is not None else 0)
-                + (self.logits.nbytes if self.logits is not None else 0))
+        return (
+            len(self.state)
+            + (len(self.partial) if self.partial is not None else 0)
+            + (self.logits.nbytes if self.logits is not None else 0)
+        )
 
 
-def _shared(a: tuple[int, ...], b) -> int:
+def _shared(a: tuple[int, ...], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     differ = np.flatnonzero(np.asarray(a[:n], dtype=np.int64) != np.asarray(b[:n], dtype=np.int64))
     return int(differ[0]) if differ.size else n
@@ -43,7 +48,7 @@ class StateCache:
     """Least-recently-used sequence states, at most ``max_bytes`` of them; one cache for all the model's
     contexts (a sequence state loads into any of them), so each call holds a lock."""
 
-    def __init__(self, max_bytes: int):
+    def __init__(self, max_bytes: int) -> None:
         if max_bytes < 1:
             raise ValueError("max_bytes must be at least 1")
         self.max_bytes = max_bytes
@@ -54,27 +59,27 @@ class StateCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def __contains__(self, tokens) -> bool:
+    def __contains__(self, tokens: Sequence[int]) -> bool:
         return tuple(tokens) in self._entries
 
-    def get(self, tokens) -> CachedState | None:
+    def get(self, tokens: Sequence[int]) -> CachedState | None:
         """The entry for exactly these tokens (now the most recent), or None."""
         with self._lock:
             return self._get(tokens)
 
-    def _get(self, tokens) -> CachedState | None:
+    def _get(self, tokens: Sequence[int]) -> CachedState | None:
         entry = self._entries.get(tuple(tokens))
         if entry is not None:
             self._entries.move_to_end(entry.tokens)
         return entry
 
-    def longest(self, tokens, *, more_than: int = 0) -> tuple[CachedState, int] | None:
+    def longest(self, tokens: Sequence[int], *, more_than: int = 0) -> tuple[CachedState, int] | None:
         """The entry sharing the longest token prefix with ``tokens``, if longer than ``more_than``, and that
         length (the entry becomes the most recent)."""
         with self._lock:
             return self._longest(tokens, more_than)
 
-    def _longest(self, tokens, more_than: int) -> tuple[CachedState, int] | None:
+    def _longest(self, tokens: Sequence[int], more_than: int) -> tuple[CachedState, int] | None:
         best, best_len = None, more_than
         for entry in self._entries.values():
             if len(entry.tokens) <= best_len:

@@ -16,29 +16,39 @@ from __future__ import annotations
 import bisect
 import ctypes
 import re
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from .questions import RenderedPrompt
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama, llama_vocab_p
 
 MAX_HEADS = 4  # heads kept, tokenized and (restore mode) saved: one per system prompt and template
 
 
-def common_prefix_len(a, b) -> int:
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     """How many tokens two token sequences share from the start."""
     n = min(len(a), len(b))
     differ = np.flatnonzero(np.asarray(a[:n], dtype=np.int64) != np.asarray(b[:n], dtype=np.int64))
     return int(differ[0]) if differ.size else n
 
 
-def control_tokens(llama_cpp, vocab, n_vocab: int) -> tuple[dict[str, int], re.Pattern | None]:
+def control_tokens(
+    llama_cpp: ModuleType, vocab: llama_vocab_p, n_vocab: int
+) -> tuple[dict[str, int], re.Pattern[str] | None]:
     """Texts that llama.cpp turns into control tokens when asked to parse special tokens, and a pattern
     matching any of them (None when there are none)."""
     wanted = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
     texts: dict[str, int] = {}
     for token in range(n_vocab):
         if llama_cpp.llama_vocab_get_attr(vocab, token) & wanted:
-            text = llama_cpp.llama_vocab_get_text(vocab, token).decode("utf-8", errors="replace")
+            spelled: bytes = llama_cpp.llama_vocab_get_text(vocab, token)
+            text = spelled.decode("utf-8", errors="replace")
             if text:
                 texts.setdefault(text, token)
     if not texts:
@@ -47,14 +57,14 @@ def control_tokens(llama_cpp, vocab, n_vocab: int) -> tuple[dict[str, int], re.P
     return texts, re.compile("|".join(map(re.escape, longest_first)))
 
 
-def piece_byte_lengths(llama_cpp, vocab, n_vocab: int) -> np.ndarray:
+def piece_byte_lengths(llama_cpp: ModuleType, vocab: llama_vocab_p, n_vocab: int) -> npt.NDArray[np.int64]:
     """How many bytes of text each token spells (control tokens as their text), to cut prompts by offset."""
     buffer = ctypes.create_string_buffer(256)
     lengths = [llama_cpp.llama_token_to_piece(vocab, t, buffer, len(buffer), 0, True) for t in range(n_vocab)]
     return np.asarray([n if n >= 0 else 10**9 for n in lengths], dtype=np.int64)  # < 0: longer than 256
 
 
-def longest_token_chars(llama_cpp, vocab, n_vocab: int) -> int:
+def longest_token_chars(llama_cpp: ModuleType, vocab: llama_vocab_p, n_vocab: int) -> int:
     """The length of the vocabulary's longest token text (at least 1)."""
     return max(1, max(len(llama_cpp.llama_vocab_get_text(vocab, t)) for t in range(n_vocab)))
 
@@ -63,13 +73,13 @@ class PromptTokenizer:
     """The model's tokenizer with control-token text kept as text inside the caller's spans, and the
     tokens of recent fixed heads kept."""
 
-    def __init__(self, llama_cpp, llm):
+    def __init__(self, llama_cpp: ModuleType, llm: Llama) -> None:
         self._llm = llm
         vocab = llama_cpp.llama_model_get_vocab(llm.model)
         n_vocab = llm.n_vocab()
-        self.bos_id = llama_cpp.llama_vocab_bos(vocab)
-        self._add_bos = llama_cpp.llama_vocab_get_add_bos(vocab)
-        self.bos_text = llama_cpp.llama_vocab_get_text(vocab, self.bos_id).decode() if self.bos_id >= 0 else ""
+        self.bos_id: int = llama_cpp.llama_vocab_bos(vocab)
+        self._add_bos: bool = llama_cpp.llama_vocab_get_add_bos(vocab)
+        self.bos_text: str = llama_cpp.llama_vocab_get_text(vocab, self.bos_id).decode() if self.bos_id >= 0 else ""
         self.piece_bytes = piece_byte_lengths(llama_cpp, vocab, n_vocab)
         self._control_tokens, self.control_re = control_tokens(llama_cpp, vocab, n_vocab)
         self._head_tokens: dict[str, list[int]] = {}  # fixed text before the caller's -> its tokens
@@ -128,7 +138,7 @@ class PromptTokenizer:
         spans = sorted(protect)
         starts = [start for start, _ in spans]
 
-        def callers(match) -> bool:
+        def callers(match: re.Match[str]) -> bool:
             # The spans do not overlap: only the last span starting before the match's end can overlap it.
             i = bisect.bisect_left(starts, match.end()) - 1
             return i >= 0 and match.start() < spans[i][1]
@@ -137,12 +147,13 @@ class PromptTokenizer:
         matches = list(self.control_re.finditer(text)) if self.control_re and protect else []
         if not any(map(callers, matches)):
             return llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        tokens, at = [], 0
+        tokens: list[int] = []
+        at = 0
         for match in matches:
             if callers(match):
                 continue
             if match.start() > at:
-                tokens += llm.tokenize(text[at:match.start()].encode("utf-8"), add_bos=False, special=False)
+                tokens += llm.tokenize(text[at : match.start()].encode("utf-8"), add_bos=False, special=False)
             tokens.append(self._control_tokens[match.group()])
             at = match.end()
         if at < len(text):

@@ -36,25 +36,25 @@ def min_heldout(alpha: float) -> int:
     return math.ceil(1.0 / check_alpha(alpha) - 1e-9) - 1
 
 
-def nonconformity(probability_rows: Sequence[Sequence[float]], targets: Sequence[int]) -> np.ndarray:
+def nonconformity(probability_rows: Sequence[Sequence[float] | np.ndarray], targets: Sequence[int]) -> np.ndarray:
     """``1 - p`` of each row's labelled answer."""
     return np.array([1.0 - float(row[t]) for row, t in zip(probability_rows, targets)], dtype=float)
 
 
-def threshold(scores: Sequence[float], alpha: float) -> float | None:
+def threshold(scores: Sequence[float] | np.ndarray, alpha: float) -> float | None:
     """The split-conformal threshold of held-out ``scores`` at level ``alpha``; None with too few of them."""
-    scores = np.sort(np.asarray(scores, dtype=float))
-    k = rank(len(scores), alpha)
-    if k > len(scores) or not len(scores):
+    ordered = np.sort(np.asarray(scores, dtype=float))
+    k = rank(len(ordered), alpha)
+    if k > len(ordered) or not len(ordered):
         return None
-    return float(scores[k - 1])
+    return float(ordered[k - 1])
 
 
-def sets(probability_rows: Sequence[Sequence[float]], q: float) -> list[list[int]]:
+def sets(probability_rows: Sequence[Sequence[float] | np.ndarray], q: float) -> list[list[int]]:
     return [prediction_set(row, q) for row in probability_rows]
 
 
-def coverage(probability_rows: Sequence[Sequence[float]], targets: Sequence[int], q: float) -> tuple[float, float]:
+def coverage(probability_rows: Sequence[Sequence[float] | np.ndarray], targets: Sequence[int], q: float) -> tuple[float, float]:
     """(share of rows whose set holds the labelled answer, mean set size) at threshold ``q``."""
     if not len(probability_rows):
         raise ValueError("no rows")
@@ -80,6 +80,7 @@ def resampled_coverage(groups: Sequence[tuple[Sequence[Sequence[float]], Sequenc
             order = rng.permutation(len(rows))
             fit, read = order[:len(rows) // 2], order[len(rows) // 2:]
             q = threshold(nonconformity([rows[i] for i in fit], [targets[i] for i in fit]), alpha)
+            assert q is not None  # each half holds at least min_heldout(alpha) answers
             members = sets([rows[i] for i in read], q)
             hits += [targets[i] in m for m, i in zip(members, read)]
             sizes += [len(m) for m in members]

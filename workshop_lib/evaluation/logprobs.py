@@ -201,7 +201,8 @@ CHAT_COMPLETIONS = "/v1/chat/completions"
 class ChatCompletionsTransport(LocalTransport):
     """POST to the URL's own path (a bare llama-server's ``/v1/chat/completions``), not ``/invocations``."""
 
-    def invoke(self, body: bytes, *, deadline: Deadline | None = None) -> bytes:
+    def invoke(self, body: bytes, *, deadline: Deadline | None = None, inference_id: str | None = None) -> bytes:
+        # a bare llama-server has no use for SageMaker's InferenceId header: ``inference_id`` is not sent
         return self._send("POST", "", body, deadline or Deadline(self.timeout_s))
 
 

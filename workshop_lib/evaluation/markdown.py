@@ -165,10 +165,10 @@ def render_markdown(report: BenchReport) -> str:
             if min(cal["fit_tasks"], cal["report_tasks"]) < MIN_TASKS:
                 out += ["", too_few_calibration_note(cal)]
 
-    if report.compare_with:
+    if report.compare_with and (comparison := report.comparison) is not None:
         label_a = report.compare_with["label"]
         label_b = d["label"] if d["label"] != label_a else f"{d['label']} (this run)"
-        out += ["", "## Side by side", "", comparison_markdown(report.comparison, label_a, label_b)]
+        out += ["", "## Side by side", "", comparison_markdown(comparison, label_a, label_b)]
     return "\n".join(out)
 
 
@@ -211,7 +211,7 @@ def letter_section(report: BenchReport, letters: Mapping) -> list[str]:
     return lines
 
 
-BOUND_NOTES = {
+BOUND_NOTES: dict[str | None, str] = {  # by the fit's at_search_bound, None when inside the range
     "flatten": " The fit ran to the largest temperature searched: on the fitting tasks the model's ranking does "
                "no better than a uniform guess, so the best it can do is flatten every answer.",
     "sharpen": " The fit ran to the smallest temperature searched: every fitting task was answered right, so "

@@ -108,11 +108,12 @@ def fit_profile(fit: Sequence[Labelled], heldout: Sequence[Labelled], alpha: flo
     """
     if not fit:
         raise ValueError("a profile needs at least one fitting answer")
+    judged: Sequence[Labelled]
     if pooled:
         temperature, fitted_on, judged = pooled.temperature, pooled.fit_n, pooled.heldout
     else:
         temperature, fitted_on, judged = fit_temperature(*_rows(fit), beta_range=BETA_RANGE), len(fit), heldout
-    entry = {"temperature": float(temperature), "kept": False, "fit_n": len(fit), "heldout_n": len(judged),
+    entry: dict[str, object] = {"temperature": float(temperature), "kept": False, "fit_n": len(fit), "heldout_n": len(judged),
              "temperature_from": POOLED if pooled else OWN, "temperature_fit_n": fitted_on,
              "heldout": None, "reason": "no held-out answer to judge it on"}
     if judged:
@@ -127,7 +128,7 @@ def fit_profile(fit: Sequence[Labelled], heldout: Sequence[Labelled], alpha: flo
             entry.update(kept=True, reason=None)
         else:
             entry["reason"] = f"held-out NLL does not improve ({before['nll']:.4f} -> {after['nll']:.4f})"
-    entry["conformal"] = fit_threshold(fit, heldout, entry["temperature"] if entry["kept"] else 1.0, alpha)
+    entry["conformal"] = fit_threshold(fit, heldout, float(temperature) if entry["kept"] else 1.0, alpha)
     return entry
 
 
@@ -135,7 +136,7 @@ def fit_threshold(fit: Sequence[Labelled], heldout: Sequence[Labelled], temperat
     """A profile's ``conformal`` entry: the split-conformal threshold on the held-out answers' probabilities
     at ``temperature`` (the one the adapter serves for the profile), kept with enough held-out answers."""
     need = conformal.min_heldout(alpha)
-    entry = {"threshold": None, "kept": False, "reason": None, "heldout_n": len(heldout),
+    entry: dict[str, object] = {"threshold": None, "kept": False, "reason": None, "heldout_n": len(heldout),
              "temperature": float(temperature), "fit_coverage": None, "fit_set_size": None}
     q = None
     if heldout:

@@ -23,7 +23,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .bias import flip_stats
 from .temperature import calibrate_results
@@ -43,7 +43,7 @@ RUN_TITLES = {
 # -- numbers ----------------------------------------------------------------------------
 
 
-def percentile(values: Iterable[float], q: float) -> float | None:
+def percentile(values: Iterable[float | None], q: float) -> float | None:
     """The q-th percentile (0-100) with linear interpolation between order statistics
     (numpy's default method); ``None`` for no values."""
     data = sorted(float(v) for v in values if v is not None)
@@ -57,7 +57,7 @@ def percentile(values: Iterable[float], q: float) -> float | None:
     return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
-def latency_stats(values_ms: Iterable[float]) -> dict:
+def latency_stats(values_ms: Iterable[float | None]) -> dict:
     data = [float(v) for v in values_ms if v is not None]
     if not data:
         return {"n": 0, "p50": None, "p95": None, "max": None, "mean": None}
@@ -128,7 +128,7 @@ COMPARED = (
 
 def _get(summary: Mapping, key):
     if isinstance(key, tuple):
-        value = summary
+        value: Any = summary  # a JSON object, then whatever its keys lead to
         for k in key:
             value = (value or {}).get(k)
         return value
@@ -204,13 +204,14 @@ class BenchReport:
             section["evaluated_tokens_mean"] = _mean(evaluated_tokens(r) for r in deb if r.valid)
             # What k separate plain decisions would have cost: k x that task's plain latency and tokens.
             by_id = {r.task_id: r for r in plain}
-            est = [by_id[r.task_id].client_latency_ms * shown[r.task_id] for r in deb
-                   if r.answered and r.task_id in by_id and by_id[r.task_id].client_latency_ms
-                   and shown[r.task_id]]
+            est = [latency * k for r in deb
+                   if r.answered and r.task_id in by_id and (latency := by_id[r.task_id].client_latency_ms)
+                   and (k := shown[r.task_id])]
             section["k_separate_estimate_ms"] = latency_stats(est)
             section["k_separate_tokens_mean"] = _mean(
-                by_id[r.task_id].input_tokens * shown[r.task_id] for r in deb
-                if r.task_id in by_id and isinstance(by_id[r.task_id].input_tokens, int) and shown[r.task_id])
+                tokens * k for r in deb
+                if r.task_id in by_id and isinstance(tokens := by_id[r.task_id].input_tokens, int)
+                and (k := shown[r.task_id]))
             out["debiased"] = section
         return out
 

@@ -33,7 +33,7 @@ def served_fields(mode: str, *, min_answer_mass: float | None = None, readout: s
                          f"{ORDER_MODES[0]!r} with readout {readout!r}")
 
     def fields(task: Task) -> dict:
-        out = {"order": mode, "readout": readout, "question_type": task.type}
+        out: dict[str, object] = {"order": mode, "readout": readout, "question_type": task.type}
         if min_answer_mass is not None:
             out["min_answer_mass"] = min_answer_mass
         return out

@@ -105,7 +105,7 @@ def expected_calibration_error(confidences: Sequence[float], correct: Sequence[b
                for b in reliability_bins(confidences, correct, bins) if b["n"])
 
 
-def brier_score(probability_rows: Sequence[Sequence[float]], targets: Sequence[int]) -> float:
+def brier_score(probability_rows: Sequence[Sequence[float] | np.ndarray], targets: Sequence[int]) -> float:
     if not probability_rows:
         raise ValueError("no rows")
     total = 0.0

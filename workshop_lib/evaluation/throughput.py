@@ -19,7 +19,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from ..aws.alarms import Thresholds
 from ..client.endpoint_errors import EndpointBusy, EndpointError
@@ -220,7 +220,17 @@ def fresh_requests(tasks: Sequence[Task], run: str) -> Callable[[], dict]:
     return cycled_requests(tasks, lambda task, n: fresh_request(task, n, run))
 
 
-def measure_level(send: Callable[[dict], object], concurrency: int, seconds: float,
+class Answered(Protocol):
+    """What ``measure_level`` reads of an answer."""
+
+    @property
+    def client_latency_ms(self) -> float: ...
+
+    @property
+    def attempts(self) -> int: ...  # 503s retried, plus one
+
+
+def measure_level(send: Callable[[dict], Answered], concurrency: int, seconds: float,
                   next_request: Callable[[], dict], *, limit: int | None = None,
                   clock: Callable[[], float] = time.perf_counter) -> Level:
     """``concurrency`` callers each send a request, wait for its answer, and send the next until ``seconds``
@@ -281,7 +291,8 @@ def measure_throughput(client, tasks=None, *, concurrencies: Sequence[int] = CON
     next_request = fresh_requests(chosen, uuid.uuid4().hex[:8])
     client.decide(next_request())  # not counted: a first request may pay for loading or warming
     levels = tuple(measure_level(client.decide, int(c), seconds, next_request) for c in concurrencies)
-    return Throughput(label or getattr(getattr(client, "transport", None), "name", "endpoint"), levels, float(seconds))
+    return Throughput(label or str(getattr(getattr(client, "transport", None), "name", "endpoint")), levels,
+                      float(seconds))
 
 
 __all__ = ["CONCURRENCIES", "DEFAULT_P95_MS", "Level", "Sustainable", "Throughput", "cycled_requests", "fresh_request",
