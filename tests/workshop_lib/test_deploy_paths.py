@@ -14,7 +14,7 @@ from workshop_lib import deploy_paths, steps
 from workshop_lib.aws import capture, endpoints, images
 from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_builder, plan_for
 from workshop_lib.aws.images import parse_image_uri
-from workshop_lib.cli import build_parser
+from workshop_lib.cli import build_parser, main
 from workshop_lib.cli_commands import workshop_for
 from workshop_lib.config import ENV_VARS, WorkshopConfig, check_deploy_path
 from workshop_lib.deploy_paths import DEPLOY_PATHS
@@ -146,3 +146,14 @@ def test_no_module_but_the_table_spells_a_deploy_path():
     found = [f"{path.relative_to(root)}:{n}" for path in sorted(root.rglob("*.py")) if path.name != "deploy_paths.py"
              for n, line in enumerate(path.read_text().splitlines(), 1) if spelled.search(line)]
     assert found == []
+
+
+def test_build_image_offers_each_decision_rows_image_and_refuses_a_dockerfile_of_another(capsys):
+    sub = build_parser()._subparsers._group_actions[0].choices["build-image"]
+    choices = {a.dest: tuple(a.choices) for a in sub._actions if a.choices}
+    assert choices["variant"] == tuple(p.image_variant for p in deploy_paths.decision_paths())
+    assert choices["dockerfile"] == tuple(p.dockerfile for p in deploy_paths.decision_paths())
+    cpu, gpu = deploy_paths.DECISION_CPU, deploy_paths.DECISION_GPU
+    assert main(["build-image", "--dockerfile", cpu.dockerfile, "--variant", gpu.image_variant]) == 1
+    error = capsys.readouterr().err
+    assert f"--dockerfile {cpu.dockerfile} is the {cpu.label} image" in error and gpu.dockerfile in error

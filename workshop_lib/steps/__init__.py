@@ -1,5 +1,5 @@
 """The workshop's steps, as the notebooks call them (``steps.setup(config)``, ...), in ``aws`` or
-``local`` mode.
+``local``            mode.
 
 Each step is a few lines around the library (config, packaging, builds, images, endpoints, client,
 cleanup) and returns a small result whose text is what the notebook shows and which knows whether
@@ -15,28 +15,28 @@ it succeeded. The mode comes from the config (``WorkshopConfig.mode``):
 One module per notebook, each importing only what the steps share (never another step), with
 ``rehearse`` the one module above them:
 
-=================== ==========================================================================
-``setup``           00: configuration, checks, bucket, CodeBuild role, local rehearsal
-``package``         01: the model packaged with its manifest and verified; 07: with a calibration
-``decision_image``  03: the decision image built and pushed by digest, a tag refused
-``deploy``          02/04: the endpoint of each deploy path, its placement and deadline
-``invoke``          05: the decision client, decisions shown as charts
-``operate``         07: alarms and the dashboard, a safe (blue/green) update, the endpoint's status
-``scale``           07: auto scaling from 06's rate, one Batch Transform job; 08 removes both
-``cleanup``         08: deletion by name, the permissions audit, what is still running
-``outcome``         every notebook's closing check; expected mistakes in one line
-``rehearse``        every step in order, headless (``make demo``)
-=================== ==========================================================================
+==================== ==========================================================================
+``setup``            00: configuration, checks, bucket, CodeBuild role, local rehearsal
+``package``          01: the model packaged with its manifest and verified; 07: with a calibration
+``decision_image``   03: the decision image built and pushed by digest, a tag refused
+``deploy``           02/04: the endpoint of each deploy path, its placement and deadline
+``invoke``           05: the decision client, decisions shown as charts
+``operate``          07: alarms and the dashboard, a safe (blue/green) update, the endpoint's status
+``scale``            07: auto scaling from 06's rate, one Batch Transform job; 08 removes both
+``cleanup``          08: deletion by name, the permissions audit, what is still running
+``outcome``          every notebook's closing check; expected mistakes in one line
+``rehearse``         every step in order, headless (``make demo``)
+==================== ==========================================================================
 
 What they share, below them:
 
-=================== ==========================================================================
-``recorded``        what one notebook records for a later one: packages, the pinned DLC, images
+==================== ==========================================================================
+``recorded``         what one notebook records for a later one: packages, the pinned DLC, images
 ``endpoint_clients`` a client for each endpoint, and whether llama-server answered
-``quotas``          00's quota check, from the deploy path's instance types
-``policy_files``    00's least-privilege documents and the administrator's lines
-``context``         the ``Workshop``: clients for the mode, outputs, result types, the decision endpoint
-=================== ==========================================================================
+``quotas``           00's quota check, from the deploy path's instance types
+``policy_files``     00's least-privilege documents and the administrator's lines
+``context``          the ``Workshop``: clients for the mode, outputs, result types, the decision endpoint
+==================== ==========================================================================
 
 Every step takes the ``Workshop`` first (``workshop = steps.Workshop.load()``): the config, the
 clients for its mode and, in ``outputs.json`` next to the config file, the values a later notebook
