@@ -8,7 +8,8 @@ removes it), whose universal target
 (``arn:aws:scheduler:::aws-sdk:sagemaker:deleteEndpoint``) calls SageMaker's DeleteEndpoint with the
 endpoint's name. The schedule runs as a role of its own, trusted only by EventBridge Scheduler acting
 for this account, that may delete endpoints carrying the workshop's tag (and deregister their auto scaling,
-which such a deletion requires of the caller) and nothing else. Its endpoint config and model cost nothing and stay for notebook 08.
+which such a deletion requires of the caller) and nothing else. Its endpoint config and model cost
+nothing and stay for notebook 08.
 
 As in the IAM documents' modules (``service_roles``): pure builders (schedule names and ARNs, the
 requests, each validated by botocore's EventBridge Scheduler model, the role's two documents), then thin
@@ -155,7 +156,9 @@ def deadline_calls(calls) -> list[dict]:
 
 
 @dataclass(frozen=True)
-class Deadline:
+class EndpointDeadline:
+    """When an endpoint's schedule deletes it (not a request's time limit: ``client.Deadline``)."""
+
     endpoint_name: str
     when: datetime | None  # None: a schedule whose expression is not a one-time at(...)
     schedule: str
@@ -246,7 +249,7 @@ def schedules_left(scheduler_for, regions, endpoint_names) -> list[str]:
     return left
 
 
-def read_deadline(scheduler, endpoint_name: str) -> Deadline | None:
+def read_deadline(scheduler, endpoint_name: str) -> EndpointDeadline | None:
     """The endpoint's deadline, or None when it has none (never set, already fired, or removed)."""
     try:
         described = scheduler.get_schedule(**get_request(endpoint_name))
@@ -259,11 +262,11 @@ def read_deadline(scheduler, endpoint_name: str) -> Deadline | None:
             f"schedule {described.get('Name')} exists but does not delete endpoint {endpoint_name} as the "
             f"workshop's role {SCHEDULER_ROLE_NAME}; it is left alone")
     when = parse_at(described.get("ScheduleExpression", ""), described.get("ScheduleExpressionTimezone") or "UTC")
-    return Deadline(endpoint_name, when, described["Name"])
+    return EndpointDeadline(endpoint_name, when, described["Name"])
 
 
 def set_deadline(scheduler, endpoint_name: str, *, role_arn: str, when: datetime, region: str | None = None,
-                 attempts: int = 8, sleep=time.sleep) -> Deadline:
+                 attempts: int = 8, sleep=time.sleep) -> EndpointDeadline:
     """Create the endpoint's deadline, or move the workshop's existing one to ``when``, in the scheduler
     client's region (``region``: the same, read from the client when not given).
 
@@ -282,7 +285,8 @@ def set_deadline(scheduler, endpoint_name: str, *, role_arn: str, when: datetime
                 read_deadline(scheduler, endpoint_name)  # raises NotTheWorkshops for someone else's
                 scheduler.update_schedule(**schedule_request(endpoint_name, role_arn=role_arn, when=when,
                                                              region=region, operation="UpdateSchedule"))
-            return Deadline(endpoint_name, when.astimezone(timezone.utc).replace(microsecond=0), request["Name"])
+            at = when.astimezone(timezone.utc).replace(microsecond=0)
+            return EndpointDeadline(endpoint_name, at, request["Name"])
         except ClientError as exc:
             if _code(exc) != "ValidationException" or attempt == attempts - 1:
                 raise
@@ -291,7 +295,7 @@ def set_deadline(scheduler, endpoint_name: str, *, role_arn: str, when: datetime
 
 
 def extend(scheduler, endpoint_name: str, hours: float, *, role_arn: str, region: str | None = None,
-           now: datetime | None = None) -> Deadline:
+           now: datetime | None = None) -> EndpointDeadline:
     """Move the deadline to ``hours`` from now (made again if it had gone)."""
     return set_deadline(scheduler, endpoint_name, role_arn=role_arn, when=deadline_after(hours, now), region=region)
 
@@ -313,7 +317,7 @@ def remove_deadline(scheduler, endpoint_name: str) -> str:
 
 
 __all__ = [
-    "ALREADY_GONE", "DELETED", "Deadline", "LEFT_ALONE", "NotTheWorkshops", "PRINCIPAL", "REGIONS_TAG",
+    "ALREADY_GONE", "DELETED", "EndpointDeadline", "LEFT_ALONE", "NotTheWorkshops", "PRINCIPAL", "REGIONS_TAG",
     "SCHEDULER_ROLE_NAME", "at_expression", "deadline_after", "deadline_calls", "delete_endpoint_target",
     "delete_request", "ensure_role", "extend", "get_request", "is_workshop_schedule", "parse_at", "read_deadline",
     "regions_of", "remaining_text", "remove_deadline", "schedule_arn", "schedule_name", "schedule_request",

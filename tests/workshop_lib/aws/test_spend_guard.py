@@ -87,7 +87,7 @@ def test_deadlines_and_their_text():
     assert when == datetime(2026, 12, 1, 13, 31, tzinfo=timezone.utc)
     assert spend_guard.parse_at("rate(5 minutes)") is None
     assert spend_guard.parse_at("at(2026-12-01T13:31:00)", "Europe/Paris") is None  # not read in UTC
-    text = spend_guard.Deadline("e", when, "e-deadline").text(NOW)
+    text = spend_guard.EndpointDeadline("e", when, "e-deadline").text(NOW)
     assert text.startswith("endpoint e is deleted at 2026-12-01 13:31 UTC (in 4 h 0 min)")
     assert "python -m workshop_lib extend --name e --hours N" in text
     assert spend_guard.remaining_text(when, when + timedelta(seconds=1)) == "passed"
