@@ -182,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("invoke-standard", cmd_invoke_standard, "send one chat message to an endpoint (02)")
     _workshop_flags(p)
-    _target_flags(p, default="the config's standard_endpoint_name")
+    _target_flags(p, default=f"the config's {STANDARD.endpoint_field}")
     p.add_argument("--message", help="the user message (default: the library's example chat)")
     p.add_argument("--max-tokens", type=int, help="answer length cap (default: the example's)")
 
@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("placement", cmd_placement, "which GPU pool an endpoint was placed on, and llama.cpp's offload line (04)")
     _workshop_flags(p)
-    _name_flag(p, default="the config's gpu_endpoint_name")
+    _name_flag(p, default=f"the config's {DECISION_GPU.endpoint_field}")
 
     p = add("invoke", cmd_invoke, "send a decision (or shared-state request) to a decision endpoint (05)")
     _workshop_flags(p)

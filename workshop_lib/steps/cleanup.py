@@ -33,11 +33,11 @@ def _gone(call, *codes, **kwargs) -> str:
 
 
 def tagged_endpoints(workshop: Workshop, names: Sequence[str] | None = None) -> list[str]:
-    """The endpoints notebook 08 deletes: ``names`` (default: the config's three), then every other one in the
+    """The endpoints notebook 08 deletes: ``names`` (default: each deploy path's), then every other one in the
     region that carries the workshop's tag (deployed under another name, with the sample's ``--name`` say, or
     under an earlier config)."""
     config = workshop.config
-    names = names or (config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name)
+    names = names or config.endpoint_names()
     tagged = [e.name for e in teardown.running_workshop_endpoints(workshop.clients.sm)]
     return list(dict.fromkeys((*names, *tagged)))
 
@@ -195,7 +195,7 @@ def delete_deadline_role(workshop: Workshop) -> Text:
         left = spend_guard.schedules_left(
             lambda region: workshop.clients.get("scheduler") if region == config.region else mode.client("scheduler", region),
             {*spend_guard.regions_of(tags), config.region},
-            (config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name))
+            config.endpoint_names())
     except ClientError as exc:
         error = exc.response["Error"]
         if error["Code"] == "NoSuchEntity":

@@ -15,6 +15,7 @@ from typing import Mapping, Sequence
 from ..aws import encryption, hosting, scaling, transform
 from ..aws.build_projects import parse_s3_uri
 from ..aws.policy_scope import BATCH_OUTPUT_FOLDER
+from ..deploy_paths import decision_paths
 from ..errors import StepError
 from ..examples import SHARED_STATE, SUPPORT_ROUTE
 from .context import Shown, Text, Workshop, cleanup_step, decision_endpoint, require_bucket, shows_requests
@@ -143,7 +144,7 @@ def remove_autoscaling(workshop: Workshop, names: Sequence[str] | None = None) -
     config = workshop.config
     client = workshop.clients.get("application-autoscaling")
     lines = []
-    for name in names or (config.cpu_endpoint_name, config.gpu_endpoint_name):
+    for name in names or [config.endpoint_name(path) for path in decision_paths()]:
         states = scaling.disable_autoscaling(client, name)
         lines.append(f"{name}: scaling policy {states['policy']}, scalable target {states['target']}")
     return Text("\n".join(lines))
