@@ -86,19 +86,18 @@ def peak_rss_bytes(arbiter_pid: int) -> int:
 
 def eval_cost(engine: Engine, lengths) -> tuple[list[int], list[float]]:
     """llama.cpp's own time to evaluate n tokens from an empty context, at a few lengths (best of 3)."""
-    tokens = engine.tokenize(" ".join(ticket(90_000 + i, 20) for i in range(3)))
+    tokens = engine.model.tokenize(" ".join(ticket(90_000 + i, 20) for i in range(3)))
     xs = sorted({max(2, min(int(v), len(tokens))) for v in lengths})
     ys = []
     for n in xs:
         best = float("inf")
         for _ in range(3):
-            engine._reset_context()
+            engine.start_afresh()
             start = time.perf_counter()
             engine.llm.eval(tokens[:n])
             best = min(best, (time.perf_counter() - start) * 1000.0)
         ys.append(best)
-    engine._reset_context()
-    engine._prefix = None
+    engine.start_afresh()
     return xs, ys
 
 
@@ -110,13 +109,13 @@ def in_process(model_dir: Path, mode: str, bodies: list[dict], context: int = CT
     engine.prove()  # as the worker does before it says ready
     evaluated, read, prepare_ms = [], [], []
     for body in bodies:
-        before = engine.tokens_evaluated
+        before = engine.context.tokens_evaluated
         results, timing = own.decide(engine, parse_decision(body))
-        evaluated.append(engine.tokens_evaluated - before)
-        read.append(results[0]["input_tokens"])
+        evaluated.append(engine.context.tokens_evaluated - before)
+        read.append(results[0].input_tokens)
         prepare_ms.append(timing["tokenize_ms"])
     cost = eval_cost(engine, [percentile(evaluated, q) for q in (0, 25, 50, 75, 100)])
-    info = {"runtime": engine.runtime, "file": engine.info["file"]}
+    info = {"runtime": engine.model.runtime, "file": engine.info["file"]}
     del engine
     # The head kept between requests: read but not evaluated by all but the first decision.
     head = statistics.mode(r - e for r, e in zip(read, evaluated))

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
 import statistics
 import tempfile
@@ -88,31 +87,22 @@ def in_process(model_dir: Path, bodies: list[dict]) -> dict:
                               "SM_LLAMA_CPP_CTX_SIZE": str(CTX)})
     engine = Engine(settings, locate_model(model_dir))
     engine.prove()
-    real_eval, calls = engine.llm.eval, []
-
-    def counting(tokens):  # Llama.eval calls llama_decode once per n_batch tokens
-        calls.append(math.ceil(len(tokens) / settings.n_batch))
-        return real_eval(tokens)
-
-    engine.llm.eval = counting
     decode_calls, evaluated, readout_ms, decide_ms = [], [], [], []
     for body in bodies:
-        calls.clear()
-        before = engine.tokens_evaluated
+        calls, before = engine.context.decode_calls, engine.context.tokens_evaluated
         start = time.perf_counter()
         batch = parse_decision(body)
         results, _ = own.decide(engine, batch)
         decide_ms.append((time.perf_counter() - start) * 1000.0)
-        decode_calls.append(sum(calls))
-        evaluated.append(engine.tokens_evaluated - before)
+        decode_calls.append(engine.context.decode_calls - calls)
+        evaluated.append(engine.context.tokens_evaluated - before)
         question = batch.questions[0]
-        item = ScoringItem(engine.template.render_decision(batch.state, question), len(question.options))
-        tokens, logits = engine.prompt_tokens(item.prompt), engine._last_logits()
+        item = ScoringItem(engine.model.template.render_decision(batch.state, question), len(question.options))
+        tokens, logits = engine.model.prompt_tokens(item.prompt), engine.context.last_logits()
         start = time.perf_counter()
         for _ in range(20):  # the letters readout evaluates nothing: it reads the slots of the last logits
-            engine._read(item, tokens, logits)
+            engine.read(item, tokens, logits)
         readout_ms.append((time.perf_counter() - start) * 1000.0 / 20)
-    engine.llm.eval = real_eval
     del engine
     return {"decode_calls_p50": p50(decode_calls), "tokens_evaluated_p50": p50(evaluated),
             "readout_ms_p50": p50(readout_ms), "in_process_decide_ms_p50": p50(decide_ms)}

@@ -336,7 +336,6 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
         response.headers[REQUEST_ID_HEADER] = facts.request_id
         if request.method == "POST" and dialects.metered(request.path):
             facts.finish(response.status_code)
-            facts.read_answer(g.get("answer"))
             metrics.write(metrics.emf_line(facts, endpoint=endpoint))
         return response
 
@@ -358,7 +357,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
         return None
 
     def details(engine) -> dict:
-        return {"status": "ready", "model": engine.info["file"], "extra_buffer_types": engine.runtime.extra_buffers,
+        return {"status": "ready", "model": engine.info["file"], "extra_buffer_types": engine.model.runtime.extra_buffers,
                 "startup_probe": engine.startup_probe, "busy": gate.busy, "waiting": gate.waiting,
                 "in_flight": gate.in_flight, "lanes": gate.lanes,
                 **{k: engine.info.get(k) for k in ("order", "order_priors", "order_priors_jev", "calibration")}}

@@ -138,7 +138,7 @@ def _engine(model_path: Path, prefix_reuse: str = "auto", flash_attn: str = "off
 
 def score(engine: Engine, readout: str = "letters") -> list[float]:
     (result,), _ = own.decide(engine, parse_decision({**DECISION, "readout": readout}))
-    return result["probabilities"]
+    return list(result.probabilities)
 
 
 def restore_problems(model_path: Path) -> list[str]:
@@ -159,9 +159,9 @@ def restore_problems(model_path: Path) -> list[str]:
     problems = []
     for got, body in zip(restored, (DECISION, reordered)):
         (want,), _ = own.decide(fresh, parse_decision(body))
-        if max(abs(a - b) for a, b in zip(got["probabilities"], want["probabilities"])) > RESTORE_TOLERANCE:
-            problems.append(f"through restore the decision scored {[round(p, 6) for p in got['probabilities']]}, "
-                            f"evaluated afresh {[round(p, 6) for p in want['probabilities']]}: the library's "
+        if max(abs(a - b) for a, b in zip(got.probabilities, want.probabilities)) > RESTORE_TOLERANCE:
+            problems.append(f"through restore the decision scored {[round(p, 6) for p in got.probabilities]}, "
+                            f"evaluated afresh {[round(p, 6) for p in want.probabilities]}: the library's "
                             "sequence-state calls do not round-trip")
     return problems
 
@@ -190,7 +190,7 @@ def start_up_problems(model_path: Path) -> tuple[list[str], str]:
     except Exception as exc:  # noqa: BLE001 - any failure of the path is the finding
         return [f"the start-up with flash attention auto failed: {type(exc).__name__}: {exc}"], ""
     return [], (f"start-up check on this library: a prompt cut into calls answers within {engine.split_check:.3g} of "
-                f"it whole; served with flash attention {engine.flash_attention}, prefix reuse {engine.prefix_mode}")
+                f"it whole; served with flash attention {engine.context.flash_attention}, prefix reuse {engine.context.prefix_mode}")
 
 
 def prove(model_path: Path, reference: dict) -> tuple[list[str], str]:

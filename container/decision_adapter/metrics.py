@@ -8,9 +8,9 @@ the values sit at the top level beside them, with properties (``request_id``, ``
 endpoint's log file.
 
 What a line holds is collected while the request is served (``RequestFacts``): the API that answered
-it, how long it waited at the gate, what the engine read (tokens: those evaluated where the engine counts them, else the sum of the
-questions' prompt tokens; options: summed over the request's questions; abstentions; order mode)
-and whether it ended busy (503) or stopped at its time limit. A metric the request did not produce
+it, how long it waited at the gate, what the scoring core answered, read from its answer records
+(options summed over the request's questions, abstentions, order mode, readout), the tokens the engine
+read (its count where the work's timing gives one, else the questions' prompt tokens summed) and whether it ended busy (503) or stopped at its time limit. A metric the request did not produce
 (no queue wait for a refused body, no abstention field in an answer) is left out of the line, not
 reported as zero; the counts ``Busy`` and ``TimeLimitStops`` are always there, as 0 or 1.
 
@@ -29,6 +29,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from .answer_record import AnswerRecord
 
 NAMESPACE = "DecisionAdapter"
 DIMENSIONS = ("endpoint", "api")
@@ -75,47 +77,22 @@ class RequestFacts:
         self.latency_ms = (time.perf_counter() - self.started) * 1000.0
 
     def read_work(self, result: Any) -> None:
-        """Read what the engine returned: ``(results, timing)`` for decisions, a chat completion for chat."""
-        if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], Mapping):
-            results, timing = result
-            if isinstance(timing.get("input_tokens"), (int, float)):
-                self.input_tokens = int(timing["input_tokens"])
-            if isinstance(results, list):
-                self._read_results([r for r in results if isinstance(r, Mapping)])
-
-    def read_answer(self, payload: Any) -> None:
-        """Read the dialect's answer for what the engine's result did not say (fields read if present)."""
-        if not isinstance(payload, Mapping):
+        """Read what the API's work returned: ``(answers, timing)``, the answers the scoring core's records
+        (decisions) or something else (a chat completion, whose timing counts its prompt's tokens)."""
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], Mapping)):
             return
-        results = payload.get("results") if isinstance(payload.get("results"), list) else None
-        if results is None and isinstance(payload.get("result"), Mapping):
-            results = [payload["result"]]
-        if results:
-            self._read_results([r for r in results if isinstance(r, Mapping)], overwrite=False)
-        usage = payload.get("usage")
-        timing = payload.get("timing") or payload.get("x_timing")
-        if isinstance(timing, Mapping) and isinstance(timing.get("input_tokens"), (int, float)):
-            self.input_tokens = int(timing["input_tokens"])
-        if self.input_tokens is None and isinstance(usage, Mapping):
-            tokens = usage.get("input_tokens", usage.get("prompt_tokens"))
-            if isinstance(tokens, int) and not isinstance(tokens, bool):
-                self.input_tokens = tokens
-
-    def _read_results(self, results: list[Mapping], overwrite: bool = True) -> None:
-        tokens = [r["input_tokens"] for r in results if isinstance(r.get("input_tokens"), int)]
-        if tokens and self.input_tokens is None:
-            self.input_tokens = sum(tokens)  # each question's prompt, when no count of tokens evaluated came
-        options = [len(r["probabilities"]) for r in results if isinstance(r.get("probabilities"), list)]
-        if options and (overwrite or self.options is None):
-            self.options = sum(options)
-        flags = [r["abstained"] for r in results if isinstance(r.get("abstained"), bool)]
-        if flags and (overwrite or self.abstained is None):
-            self.abstained = sum(flags)
-        orders = [r["order"] for r in results if isinstance(r.get("order"), str)]
-        if orders and (overwrite or self.order is None):
-            self.order = orders[0]
-        readouts = {r["readout_name"] for r in results if isinstance(r.get("readout_name"), str)}
-        if readouts and (overwrite or self.readout is None):
+        answers, timing = result
+        answers = [a for a in answers if isinstance(a, AnswerRecord)] if isinstance(answers, (list, tuple)) else []
+        tokens = timing.get("input_tokens")
+        if isinstance(tokens, (int, float)) and not isinstance(tokens, bool):
+            self.input_tokens = int(tokens)
+        elif answers:
+            self.input_tokens = sum(a.input_tokens for a in answers)  # each question's prompt, when no count came
+        if answers:
+            self.options = sum(a.n_options for a in answers)
+            self.abstained = sum(a.abstained for a in answers)
+            self.order = answers[0].order
+            readouts = {a.readout for a in answers}
             self.readout = readouts.pop() if len(readouts) == 1 else "mixed"
 
 

@@ -17,10 +17,9 @@ or a request's ``order``):
   question, so the engine's shared-prefix evaluation reads those once and only the options per
   presentation. The per-option log-probabilities are averaged and renormalised.
 
-Here: the maths (numpy only), the presentations a question is asked in (``asked_in``), the content-free
-priors (scored through the engine handed in, on first use, and kept in its ``order_priors``), and the
-correction itself (``correct``): the readings of a question's presentations as one set of scores at
-temperature 1. The temperature in force is applied after it, by the answer step (scoring.py), in every
+Here: the maths (numpy only), the presentations a question is asked in (``asked_in``) and the correction
+itself (``correct``): the readings of a question's presentations as one set of scores at temperature 1. The
+content-free priors are the letters readout's to measure (readout_letters.py). The temperature in force is applied after it, by the answer step (scoring.py), in every
 mode: softmax(log p / T) of a combination, the logits over T of a readout as given.
 """
 
@@ -28,16 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from decision_contract import names
 from decision_contract.names import AS_GIVEN, ORDER_MODES, PRIOR, ROTATIONS
 
-from .prompt import DECISION_PROMPT, JEV_PROMPT, PromptFamily
-from .questions import DecisionBatch, Option, Question
-from .readout import READOUTS, Reading
-from .scores import TINY, Combined, Scores, normalised
-
-CONTENT_FREE = "N/A"  # the state, the question and every option of the decision a prior is read from
-STARTUP_COUNTS = range(2, 17)  # the option counts whose priors start-up measures when the default is prior
+from .scores import TINY, Combined, Reading, Scores, normalised
 
 
 # -- the maths ------------------------------------------------------------------------------------------
@@ -90,7 +82,7 @@ def order_sensitivity(per_rotation: list[np.ndarray], n: int) -> dict:
             "top_changes": len(tops) > 1}
 
 
-# -- the presentations, the priors and the correction -----------------------------------------------------
+# -- the presentations and the correction -----------------------------------------------------
 
 
 def asked_in(mode: str, n: int, max_rotations: int) -> list[tuple[int, ...]]:
@@ -98,47 +90,6 @@ def asked_in(mode: str, n: int, max_rotations: int) -> list[tuple[int, ...]]:
     if mode not in ORDER_MODES:
         raise ValueError(f"unknown order mode {mode!r}")
     return presentations(n, max_rotations) if mode == ROTATIONS else [tuple(range(n))]
-
-
-def prior(engine, n: int, family: PromptFamily) -> np.ndarray:
-    """The content-free prior of n positions in this prompt family, scored on first use and cached."""
-    return measured_prior(engine, n, family)[0]
-
-
-def measured_prior(engine, n: int, family: PromptFamily) -> tuple[np.ndarray, int]:
-    """``prior``, and the tokens the model read to score it now (0 when it came from the cache)."""
-    key = (family.version, n)
-    value = engine.order_priors.get(key)
-    read = 0
-    if value is None:
-        blank = Question("prior", CONTENT_FREE, tuple(Option(str(i), CONTENT_FREE) for i in range(n)))
-        item = READOUTS[names.LETTERS].item(engine, family, DecisionBatch("prior", CONTENT_FREE, (blank,)), blank,
-                                              tuple(range(n)))
-        (reading,), timing = engine.score_items([item])
-        value = np.asarray(reading.scores.probabilities(1.0), dtype=np.float64)
-        read = int(timing.get("input_tokens", reading.input_tokens))
-        engine.order_priors[key] = value
-    field = "order_priors" if family.version == DECISION_PROMPT.version else "order_priors_jev"
-    reported = engine.info.get(field) or {}
-    if str(n) not in reported:  # what model info reports follows the cache, whichever filled it
-        reported = {**reported, str(n): [float(v) for v in value]}
-        # Replaced, never changed in place: an answer being written out may hold the old one.
-        engine.info[field] = dict(sorted(reported.items(), key=lambda kv: int(kv[0])))
-    return value, read
-
-
-def measure_priors(engine, families: tuple[PromptFamily, ...], counts=range(2, 17)) -> None:
-    """Score the priors of ``counts`` options for each prompt family now."""
-    for family in families:
-        for n in counts:
-            if n <= engine.max_options:
-                prior(engine, n, family)
-
-
-def measure_startup_priors(engine) -> None:
-    """The priors of 2 to 16 options for both prompt families served (the decision prompt, and Jev's
-    shared by System One and the OpenAI Decisions API), when the server's default order is prior."""
-    measure_priors(engine, (DECISION_PROMPT, JEV_PROMPT), STARTUP_COUNTS)
 
 
 def correct(mode: str, asked: list[tuple[int, ...]], readings: list[Reading], prior_value: np.ndarray | None

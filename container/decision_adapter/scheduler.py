@@ -117,13 +117,13 @@ class Lanes:
         self.engines = engines
         self.gate = gate
         self.policy = policy
-        base = engines[0].loaded_threads
+        base = engines[0].model.loaded_threads
         if policy == SHARED:
             for engine in engines:
-                engine.threads_now = lambda: share(base, gate.in_flight)
+                engine.context.threads_now = lambda: share(base, gate.in_flight)
         else:
             for engine in engines:
-                engine.set_threads(share(base, len(engines)))
+                engine.context.set_threads(share(base, len(engines)))
         gate.set_lanes(len(engines))
 
     @contextmanager
@@ -134,9 +134,9 @@ class Lanes:
 
 
 def _probe(engine: Engine, threads: tuple[int, int]) -> list[float]:
-    engine.set_threads(threads)
+    engine.context.set_threads(threads)
     results, _ = scoring.decide(engine, PROBE)
-    return [p for result in results for p in result["probabilities"]]
+    return [p for result in results for p in result.probabilities]
 
 
 def _all_at_once(engines: list[Engine], threads: tuple[int, int]) -> list[list[float]]:
@@ -163,31 +163,31 @@ def _all_at_once(engines: list[Engine], threads: tuple[int, int]) -> list[list[f
 
 def open_lanes(engine: Engine, settings: Settings, gate: Gate, *, check=choose_threads) -> Lanes:
     """Make the contexts the settings ask for and fit, prove them (``choose_threads``), open the gate to them."""
-    count = lanes_that_fit(settings.parallel, engine.context_mib, settings.max_kv_mib)
+    count = lanes_that_fit(settings.parallel, engine.model.context_mib, settings.max_kv_mib)
     if count < settings.parallel:
         log.warning("SM_LLAMA_CPP_PARALLEL=%d asks for %d contexts of %.0f MiB each; %d fit in "
                     "DECISION_ADAPTER_MAX_KV_MIB=%d, so %d request(s) are evaluated at once", settings.parallel,
-                    settings.parallel, engine.context_mib, count, settings.max_kv_mib, count)
+                    settings.parallel, engine.model.context_mib, count, settings.max_kv_mib, count)
     engines = [engine] + [engine.twin(lane) for lane in range(1, count)]
     policy, findings = SHARED, []
     if count > 1:
         def probe(lane, threads):
             return _probe(engines[lane], threads) if lane is not None else _all_at_once(engines, threads)
 
-        policy, findings = check(probe, count, engine.loaded_threads)
+        policy, findings = check(probe, count, engine.model.loaded_threads)
         for finding in findings:
             log.warning("start-up check: %s", finding)
         for each in engines:  # the probes are not worth keeping as cached prefixes
-            each.set_threads(each.loaded_threads)
+            each.context.set_threads(each.model.loaded_threads)
             each.start_afresh()
-        if engine.state_cache is not None:
-            engine.state_cache.clear()
+        if engine.context.state_cache is not None:
+            engine.context.state_cache.clear()
     if policy == ONE:
         log.error("the model's contexts do not answer alike on this llama.cpp build; serving one request at a "
                   "time (SM_LLAMA_CPP_PARALLEL=%d not honoured)", settings.parallel)
         engines = engines[:1]
     lanes = Lanes(engines, gate, policy)
-    engine.info["parallel"] = {"lanes": len(engines), "threads": policy, "context_mib": round(engine.context_mib, 1)}
+    engine.info["parallel"] = {"lanes": len(engines), "threads": policy, "context_mib": round(engine.model.context_mib, 1)}
     log.info("%d request(s) evaluated at once, each on its own context (%.0f MiB of KV each); threads: %s",
-             len(engines), engine.context_mib, policy)
+             len(engines), engine.model.context_mib, policy)
     return lanes

@@ -91,3 +91,25 @@ class Combined:
 
 
 Scores = SlotLogits | CodeLogits | Combined
+
+
+@dataclass(frozen=True, eq=False)
+class Scored:
+    """What a readout read at one prompt's end."""
+
+    scores: Scores  # raw, per option in the order the prompt showed them
+    method: str  # how it read them (readout.READOUT_METHODS' keys)
+    allowed_token_mass: float  # the share of the next-token probability on the answer labels (cloze: texts)
+    forward_passes: int
+    appended_tokens: int  # the tokens evaluated past the prompt (two-level group letters, cloze option tokens)
+
+
+@dataclass(frozen=True, eq=False)
+class Reading(Scored):
+    """What the engine read for one scoring item: the readout's ``Scored``, and what the prompt was."""
+
+    input_tokens: int  # the prompt's tokens
+    top_token: int  # the vocabulary's most probable next token
+    question_eval_ms: float = 0.0
+    prompt_sha256: str = ""
+    option_tokens: tuple[int, ...] = ()  # cloze: the tokens of each option's text

@@ -8,7 +8,7 @@ plus the generation prompt) is recorded, so a request whose tokens end with that
 same tail needs no check of its own, and one whose text merged with the tail is
 checked on its last characters only.
 
-The functions take the engine's ``prompt_tokens`` and ``detokenize``.
+The functions take the model's ``prompt_tokens`` and ``detokenize``.
 """
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ import logging
 
 from .prompt import DIGITS, GROUP_LETTERS, LETTERS
 from .questions import Option, Question, RenderedPrompt
+from .seams import EngineError
 from .tokens import common_prefix_len
 
 log = logging.getLogger(__name__)
-
-
-class EngineError(RuntimeError):
-    """The model cannot be served by the decision readout (e.g. no usable answer slots)."""
 
 
 # Used at start-up to find the slot tokens and the template's fixed tail, and by the start-up proof.
@@ -88,6 +85,18 @@ def check_codes(prompt: RenderedPrompt, tokens: list[int], n_groups: int, prompt
     if len(set(groups)) != len(groups) or len(set(digits)) != len(digits):
         raise EngineError("two group letters or two digits map to the same token")
     return tuple(groups), digits
+
+
+def label_tokens(slot_tokens: tuple[int, ...], code_tokens, n_options: int) -> tuple[int, ...]:
+    """The token ids a letters readout of an n-option question reads: the first n answer letters, or the
+    group letters in use and the digits (``code_tokens``: the groups' and the digits' tokens; none where the
+    model has no codes)."""
+    if n_options <= len(slot_tokens):
+        return tuple(slot_tokens[:n_options])
+    if code_tokens is None:
+        return ()
+    groups, digits = code_tokens
+    return tuple(groups[:-(-n_options // len(DIGITS))]) + tuple(digits)
 
 
 def tail_of(prompt: RenderedPrompt, chars: int = TAIL_CHECK_CHARS) -> RenderedPrompt:

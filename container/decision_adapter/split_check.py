@@ -15,7 +15,7 @@ settles what is served:
   is evaluated whole from its first token, in the same calls whatever else is asked; ``trim`` and ``restore``
   stop the start-up.
 
-``SplitCheck`` is a base class of ``Engine``, as ``PrefixReuse`` is.
+Here as functions of the context they settle (context.py) and the model whose start-up prompt they cut.
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ import numpy as np
 
 from . import runtime, splits
 from .scores import logsumexp
-from .slots import PROBE_QUESTIONS, PROBE_STATE, EngineError
+from .context import Context
+from .model import Model
+from .seams import EngineError
+from .slots import PROBE_QUESTIONS, PROBE_STATE
 
 log = logging.getLogger(__name__)
 
@@ -36,94 +39,89 @@ SPLIT_TOLERANCE = 1e-4  # the answers' tolerance, on each answer letter's probab
 SPLIT_CHECK_TOKENS = 2 * splits.FLASH_ATTENTION_LEAST + 8
 
 
-class SplitCheck:
-    """Flash attention's floor, and the start-up check of cut prompts with what it turns off."""
+def flash_attention_blocker(context: Context) -> str | None:
+    """Why this context cannot serve flash attention whatever the build's kernels do, if it cannot."""
+    step = min(context.llm.n_batch, context.llm.context_params.n_ubatch)
+    if not context.cuts_back:
+        return ("a hybrid or recurrent model's memory cannot be cut back (nor does "
+                "DECISION_ADAPTER_PREFIX_REUSE=restore cut it) to evaluate a held prompt's last tokens again, so "
+                "answers would depend on how a prompt was cut into evaluations")
+    if step < 2 * context.least_tokens:
+        return (f"evaluation calls must hold {2 * context.least_tokens} tokens, but SM_LLAMA_CPP_BATCH_SIZE / "
+                f"SM_LLAMA_CPP_UBATCH_SIZE allow {step}")
+    return None
 
-    # Provided by Engine: llm, _llama_cpp, settings, runtime, info, flash_attention, split_check, prefix_mode,
-    # state_cache, slot_tokens, template, _cuts_back, _deadline, prompt_tokens, start_afresh, _eval, _last_logits.
 
-    @property
-    def least_tokens(self) -> int:
-        """The fewest tokens one llama_decode call of a prompt may hold (splits.py); "auto" with no verdict from
-        llama.cpp counts as on."""
-        return splits.PLAIN_LEAST if self.flash_attention == "off" else splits.FLASH_ATTENTION_LEAST
+def settle_flash_attention(context: Context, unfit: str | None) -> None:
+    """Serve flash attention only where an answer cannot depend on how its prompt was cut into calls
+    (``unfit`` says why not): otherwise ``on`` stops the start-up, and ``auto`` gives the context flash
+    attention off."""
+    if unfit is None:
+        return
+    if context.settings.flash_attn == "on":
+        raise EngineError(f"SM_LLAMA_CPP_FLASH_ATTN=on: with flash attention {unfit}; set it to auto or off")
+    log.info("SM_LLAMA_CPP_FLASH_ATTN=auto: flash attention left off, as %s", unfit)
+    context.replace(flash_attn_type=runtime.FLASH_ATTN_TYPES["off"])
+    context.flash_attention = "off"
 
-    def _flash_attention_blocker(self) -> str | None:
-        """Why this engine cannot serve flash attention whatever the build's kernels do, if it cannot."""
-        step = min(self.llm.n_batch, self.llm.context_params.n_ubatch)
-        if not self._cuts_back:
-            return ("a hybrid or recurrent model's memory cannot be cut back (nor does "
-                    "DECISION_ADAPTER_PREFIX_REUSE=restore cut it) to evaluate a held prompt's last tokens again, so "
-                    "answers would depend on how a prompt was cut into evaluations")
-        if step < 2 * self.least_tokens:
-            return (f"evaluation calls must hold {2 * self.least_tokens} tokens, but SM_LLAMA_CPP_BATCH_SIZE / "
-                    f"SM_LLAMA_CPP_UBATCH_SIZE allow {step}")
-        return None
 
-    def _settle_flash_attention(self, unfit: str | None) -> None:
-        """Serve flash attention only where an answer cannot depend on how its prompt was cut into calls
-        (``unfit`` says why not): otherwise ``on`` stops the start-up, and ``auto`` gives the context flash
-        attention off."""
-        if unfit is None:
-            return
-        if self.settings.flash_attn == "on":
-            raise EngineError(f"SM_LLAMA_CPP_FLASH_ATTN=on: with flash attention {unfit}; set it to auto or off")
-        log.info("SM_LLAMA_CPP_FLASH_ATTN=auto: flash attention left off, as %s", unfit)
-        runtime.replace_context(self.llm, flash_attn_type=runtime.FLASH_ATTN_TYPES["off"])
-        self._deadline.install(self._llama_cpp, self.llm.ctx)
-        self.flash_attention = "off"
-        self.start_afresh()
+def check_splits(context: Context, model: Model) -> float:
+    """The largest difference in the answer letters' probabilities (the answer's space and tolerance, not the
+    last digits of logits no answer reads) between the start of the start-up prompt evaluated whole and cut as
+    the context cuts a prompt into calls: a short first call (a held head's end), and the shortest last one
+    after held cells (a question after its shared state)."""
+    tokens = model.prompt_tokens(model.template.render_decision(PROBE_STATE, PROBE_QUESTIONS[0]))[:SPLIT_CHECK_TOKENS]
 
-    def check_splits(self) -> float:
-        """The largest difference in the answer letters' probabilities (the answer's space and tolerance, not the
-        last digits of logits no answer reads) between the start of the start-up prompt evaluated whole and cut as
-        the engine cuts a prompt into calls: a short first call (a held head's end), and the shortest last one
-        after held cells (a question after its shared state)."""
-        tokens = self.prompt_tokens(self.template.render_decision(PROBE_STATE, PROBE_QUESTIONS[0]))[:SPLIT_CHECK_TOKENS]
+    def letters(*cuts: int) -> np.ndarray:
+        context.start_afresh()
+        for first, end in zip((0, *cuts), (*cuts, len(tokens))):
+            context.eval(tokens[first:end])
+        logits = context.last_logits().astype(np.float64)[list(model.slot_tokens)]
+        return np.exp(logits - logsumexp(logits))
 
-        def letters(*cuts: int) -> np.ndarray:
-            self.start_afresh()
-            for first, end in zip((0, *cuts), (*cuts, len(tokens))):
-                self._eval(tokens[first:end])
-            logits = self._last_logits().astype(np.float64)[list(self.slot_tokens)]
-            return np.exp(logits - logsumexp(logits))
+    n = len(tokens)
+    worst = float(np.abs(letters(min(context.least_tokens + 1, n - 4), n - splits.PLAIN_LEAST) - letters()).max())
+    context.start_afresh()
+    return worst
 
-        n = len(tokens)
-        worst = float(np.abs(letters(min(self.least_tokens + 1, n - 4), n - splits.PLAIN_LEAST) - letters()).max())
-        self.start_afresh()
-        return worst
 
-    def _check_splits(self) -> None:
-        """The start-up check of how prompts are cut into calls: with flash attention (which ``auto`` leaves off
-        where it fails), then without it (where that fails, ``auto`` turns prefix reuse off)."""
-        self._measure_splits()
-        if self.flash_attention != "off" and self.split_check > SPLIT_TOLERANCE:
-            self._settle_flash_attention(f"{self._split_finding()}, so an answer would depend on what else was "
-                                         "evaluated with it")
-            self.info["runtime"]["flash_attention"] = self.flash_attention
-            self._measure_splits()
-        if self.split_check > SPLIT_TOLERANCE:
-            self._settle_prefix_reuse()
+def check_and_settle(context: Context, model: Model, info: dict) -> float:
+    """The start-up check of how prompts are cut into calls: with flash attention (which ``auto`` leaves off
+    where it fails), then without it (where that fails, ``auto`` turns prefix reuse off). ``info``: the model
+    info, which reports what was settled. Returns the last difference measured."""
+    worst = _measure(context, model)
+    if context.flash_attention != "off" and worst > SPLIT_TOLERANCE:
+        settle_flash_attention(context, f"{_finding(worst, model)}, so an answer would depend on what else was "
+                                        "evaluated with it")
+        info["runtime"]["flash_attention"] = context.flash_attention
+        worst = _measure(context, model)
+    if worst > SPLIT_TOLERANCE:
+        _settle_prefix_reuse(context, f"{_finding(worst, model)}, so an answer would depend on the other questions "
+                                      "of its request and on what the context held before it")
+        info["prefix_reuse"] = context.prefix_mode
+    return worst
 
-    def _measure_splits(self) -> None:
-        self.split_check = self.check_splits()
-        log.info("the start-up prompt cut into evaluations differs from it whole by %.3g (flash attention %s)",
-                 self.split_check, self.flash_attention)
 
-    def _split_finding(self) -> str:
-        return (f"this llama.cpp build gives answers up to {self.split_check:.3g} apart for the same prompt cut into "
-                f"different evaluations ({self.runtime.system_info})")
+def _measure(context: Context, model: Model) -> float:
+    worst = check_splits(context, model)
+    log.info("the start-up prompt cut into evaluations differs from it whole by %.3g (flash attention %s)",
+             worst, context.flash_attention)
+    return worst
 
-    def _settle_prefix_reuse(self) -> None:
-        """Where this build answers a prompt cut into calls otherwise than whole, evaluate every prompt whole from
-        its first token, in the same calls in every request (``auto``); an explicit mode stops the start-up."""
-        why = (f"{self._split_finding()}, so an answer would depend on the other questions of its request and on "
-               "what the context held before it")
-        if self.settings.prefix_reuse != "auto":
-            raise EngineError(f"DECISION_ADAPTER_PREFIX_REUSE={self.settings.prefix_reuse}: {why}; set it to auto "
-                              "(or off)")
-        log.warning("DECISION_ADAPTER_PREFIX_REUSE=auto: prefix reuse turned off, as %s: every prompt is evaluated "
-                    "whole, from its first token%s", why, "; the state cache with it" if self.state_cache else "")
-        self.prefix_mode = self.info["prefix_reuse"] = "off"
-        self.state_cache = None
-        self.start_afresh()
+
+def _finding(worst: float, model: Model) -> str:
+    return (f"this llama.cpp build gives answers up to {worst:.3g} apart for the same prompt cut into "
+            f"different evaluations ({model.runtime.system_info})")
+
+
+def _settle_prefix_reuse(context: Context, why: str) -> None:
+    """Where this build answers a prompt cut into calls otherwise than whole, evaluate every prompt whole from
+    its first token, in the same calls in every request (``auto``); an explicit mode stops the start-up."""
+    mode = context.settings.prefix_reuse
+    if mode != "auto":
+        raise EngineError(f"DECISION_ADAPTER_PREFIX_REUSE={mode}: {why}; set it to auto (or off)")
+    log.warning("DECISION_ADAPTER_PREFIX_REUSE=auto: prefix reuse turned off, as %s: every prompt is evaluated "
+                "whole, from its first token%s", why, "; the state cache with it" if context.state_cache else "")
+    context.prefix_mode = "off"
+    context.state_cache = None
+    context.start_afresh()

@@ -21,7 +21,8 @@ ORDER_FIELDS = {"order", "order_sensitivity", "prior", "calibration", "abstained
 
 def decide(engine, **fields):
     body = {"id": "d", "state": STATE, "question": "What does the customer want?", "options": OPTIONS, **fields}
-    (result,), _ = own.decide(engine, parse_decision(body))
+    batch = parse_decision(body)
+    (result,) = own.results(batch, own.decide(engine, batch)[0])
     return result
 
 

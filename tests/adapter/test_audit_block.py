@@ -1,27 +1,26 @@
-"""System One's audit block (apis/audit.py) without a model: which answer tokens a question's readout reads,
+"""System One's audit block (apis/audit.py) without a model: which answer tokens a question's readout reads (slots.py),
 and the block built from per-question facts and the model info."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from types import SimpleNamespace
 
+from decision_adapter import slots
 from decision_adapter.apis import audit
 
 LETTERS = tuple(range(100, 116))  # 16 answer-letter token ids
 GROUPS, DIGITS = tuple(range(200, 226)), tuple(range(300, 310))
-ENGINE = SimpleNamespace(slot_tokens=LETTERS, code_tokens=(GROUPS, DIGITS))
 INFO = {"sha256": "a" * 64, "quantization": "Q4_1", "gpu_layers_offloaded": 0, "calibration": None,
         "runtime": {"llama_cpp_python": "0.3.35"}}
 
 
 def test_letters_up_to_sixteen_then_the_groups_in_use_and_the_digits():
-    assert audit.allowed_tokens(ENGINE, 2) == LETTERS[:2]
-    assert audit.allowed_tokens(ENGINE, 16) == LETTERS
-    assert audit.allowed_tokens(ENGINE, 17) == GROUPS[:2] + DIGITS
-    assert audit.allowed_tokens(ENGINE, 20) == GROUPS[:2] + DIGITS
-    assert audit.allowed_tokens(ENGINE, 21) == GROUPS[:3] + DIGITS
+    assert slots.label_tokens(LETTERS, (GROUPS, DIGITS), 2) == LETTERS[:2]
+    assert slots.label_tokens(LETTERS, (GROUPS, DIGITS), 16) == LETTERS
+    assert slots.label_tokens(LETTERS, (GROUPS, DIGITS), 17) == GROUPS[:2] + DIGITS
+    assert slots.label_tokens(LETTERS, (GROUPS, DIGITS), 20) == GROUPS[:2] + DIGITS
+    assert slots.label_tokens(LETTERS, (GROUPS, DIGITS), 21) == GROUPS[:3] + DIGITS
 
 
 def test_the_block_lists_per_question_facts_in_order():

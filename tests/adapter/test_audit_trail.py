@@ -16,6 +16,7 @@ import uuid
 import pytest
 
 from decision_adapter import metrics
+from decision_adapter.answer_record import AnswerRecord
 from decision_adapter.apis.common import choose_request_id, usable_id
 from tests.support.http_client import call
 
@@ -104,16 +105,32 @@ def test_every_api_answer_carries_the_id_errors_too(monkeypatch, capsys, headers
     assert [line["api"] for line in lines] == ["unknown", "systemone", "openai_decisions", "chat"]
 
 
+def record(probabilities, **fields) -> AnswerRecord:
+    """An answer of the scoring core with plain values wherever the test does not set one."""
+    values = dict(readout="letters", method="letter-slots", option_logits=None, order="as_given",
+                  order_sensitivity=None, prior=None, calibration={}, temperature=1.0, min_answer_mass=0.0,
+                  abstained=False, prediction_set=None, allowed_token_mass=0.9, forward_passes=1, input_tokens=20,
+                  read_tokens=20, top_token=1, top_token_text="A", label_tokens=(), prompt_sha256="0" * 64,
+                  question_eval_ms=1.0)
+    return AnswerRecord(probabilities=tuple(probabilities), **{**values, **fields})
+
+
 def test_emf_line_declares_only_what_the_request_produced():
     facts = metrics.RequestFacts("r-1", api="own")
-    facts.read_work(([{"probabilities": [0.5, 0.5]}, {"probabilities": [0.2, 0.3, 0.5], "abstained": True,
-                                                     "order": "rotations"}], {"input_tokens": 99}))
+    facts.read_work(([record([0.5, 0.5]), record([0.2, 0.3, 0.5], abstained=True, order="rotations")],
+                     {"input_tokens": 99}))
     facts.queue_wait_ms = 1.5
     facts.finish(200)
     line = metrics.emf_line(facts, endpoint="ep", timestamp_ms=123)
     check_emf(line)
     assert line["Options"] == 5 and line["InputTokens"] == 99 and line["Abstained"] == 1
-    assert line["order"] == "rotations" and line["endpoint"] == "ep" and line["_aws"]["Timestamp"] == 123
+    assert line["order"] == "as_given" and line["endpoint"] == "ep" and line["_aws"]["Timestamp"] == 123
+    counted = metrics.RequestFacts("r-1b", api="own")
+    counted.read_work(([record([0.5, 0.5], input_tokens=7), record([0.5, 0.5], input_tokens=5)], {}))
+    assert counted.input_tokens == 12  # no count from the engine: the questions' prompts summed
+    chat = metrics.RequestFacts("r-1c", api="chat")
+    chat.read_work(({"choices": []}, {"input_tokens": 31}))
+    assert chat.input_tokens == 31 and chat.options is None and chat.readout is None
     bare = metrics.RequestFacts("r-2")
     bare.finish(400)
     names = {m["Name"] for m in metrics.emf_line(bare, endpoint="ep")["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
@@ -126,10 +143,10 @@ def test_emf_line_declares_only_what_the_request_produced():
 
 def test_the_metric_line_names_the_readout():
     facts = metrics.RequestFacts("r-3", api="own")
-    facts.read_work(([{"probabilities": [0.5, 0.5], "readout_name": "cloze"}], {"input_tokens": 9}))
+    facts.read_work(([record([0.5, 0.5], readout="cloze")], {"input_tokens": 9}))
     assert metrics.emf_line(facts, endpoint="ep")["readout"] == "cloze"
     mixed = metrics.RequestFacts("r-4", api="own")
-    mixed.read_work(([{"readout_name": "cloze"}, {"readout_name": "letters"}], {}))
+    mixed.read_work(([record([0.5, 0.5], readout="cloze"), record([0.5, 0.5])], {}))
     assert metrics.emf_line(mixed, endpoint="ep")["readout"] == "mixed"
     assert "readout" not in metrics.emf_line(metrics.RequestFacts("r-5"), endpoint="ep")
 

@@ -19,7 +19,7 @@ from decision_adapter.apis import systemone as jev
 from decision_adapter.model_files import ModelFilesError, locate_model
 from decision_adapter.prompt import PROMPT_VERSION
 from decision_adapter.apis.own import parse_decision
-from decision_adapter.slots import EngineError
+from decision_adapter.seams import EngineError
 
 OTHER_SHA = "ab" * 32
 STATE = "The invoice for March was charged twice and the customer asks for the money back."
@@ -101,47 +101,47 @@ def test_the_engine_refuses_to_start_with_a_file_fit_for_another_gguf(engine, tm
     from decision_adapter.engine import Engine
 
     with pytest.raises(EngineError) as caught:
-        Engine(engine.settings, dataclasses.replace(engine.model_files, calibration=path))
-    assert OTHER_SHA in str(caught.value) and engine.model_files.sha256 in str(caught.value)
+        Engine(engine.settings, dataclasses.replace(engine.model.files, calibration=path))
+    assert OTHER_SHA in str(caught.value) and engine.model.files.sha256 in str(caught.value)
     # off: the file is not read at all
     off = Engine(dataclasses.replace(engine.settings, calibration="off"),
-                 dataclasses.replace(engine.model_files, calibration=path))
+                 dataclasses.replace(engine.model.files, calibration=path))
     assert off.calibration is None and off.info["calibration"] is None
 
 
 def test_the_engine_refuses_to_start_with_a_file_fit_for_a_readout_it_does_not_serve(engine, tmp_path):
     path = tmp_path / "calibration.json"
-    path.write_text(json.dumps(calibration_file(engine.model_files.sha256, readout="tea-leaves")))
+    path.write_text(json.dumps(calibration_file(engine.model.files.sha256, readout="tea-leaves")))
     from decision_adapter.engine import Engine
 
     with pytest.raises(EngineError, match="readout 'tea-leaves'.*this adapter serves letters"):
-        Engine(engine.settings, dataclasses.replace(engine.model_files, calibration=path))
+        Engine(engine.settings, dataclasses.replace(engine.model.files, calibration=path))
 
 
 def test_a_file_fit_for_this_gguf_is_loaded_and_reported(engine, tmp_path):
     path = tmp_path / "calibration.json"
-    data = json.dumps(calibration_file(engine.model_files.sha256)).encode()
+    data = json.dumps(calibration_file(engine.model.files.sha256)).encode()
     path.write_bytes(data)
     from decision_adapter.engine import Engine
 
-    served = Engine(engine.settings, dataclasses.replace(engine.model_files, calibration=path))
+    served = Engine(engine.settings, dataclasses.replace(engine.model.files, calibration=path))
     info = served.info["calibration"]
     assert info["sha256"] == hashlib.sha256(data).hexdigest() and info["order"] == "as_given"
-    assert info["fit_for"] == {"gguf_sha256": engine.model_files.sha256, "prompt_version": PROMPT_VERSION}
+    assert info["fit_for"] == {"gguf_sha256": engine.model.files.sha256, "prompt_version": PROMPT_VERSION}
     assert info["temperatures"] == {"choice/3-4": 2.0} and set(info["profiles"]) == {"choice/3-4", "choice/2"}
     assert info["readout"] == "letters" and info["alpha"] == 0.1 and info["set_thresholds"] == {"choice/3-4": 0.8}
 
 
 @pytest.fixture
 def calibrated(engine, monkeypatch):
-    cal = contract.parse(calibration_file(engine.model_files.sha256), "calibration.json", "00" * 32)
+    cal = contract.parse(calibration_file(engine.model.files.sha256), "calibration.json", "00" * 32)
     monkeypatch.setattr(engine, "calibration", cal)
     return engine
 
 
 def decide(engine, **fields):
     body = {"id": "d", "state": STATE, "question": "Which team?", "options": OPTIONS, **fields}
-    (result,), _ = own.decide(engine, parse_decision(body))
+    (result,), _ = own.answered(engine, parse_decision(body))
     return result
 
 
@@ -244,10 +244,10 @@ def test_the_openai_decisions_api_names_the_set_by_its_values_where_a_kept_thres
     library's Decision type reads the answers, the extensions included."""
     from openai.types.decision import Decision
 
-    profiles = calibration_file(engine.model_files.sha256)["profiles"]
+    profiles = calibration_file(engine.model.files.sha256)["profiles"]
     profiles["noul/2"] = profiles["choice/3-4"]
     monkeypatch.setattr(engine, "calibration", contract.parse(
-        calibration_file(engine.model_files.sha256, profiles=profiles), "calibration.json", "00" * 32))
+        calibration_file(engine.model.files.sha256, profiles=profiles), "calibration.json", "00" * 32))
     body = openai_decisions(engine, DECISIONS_QUESTIONS)
     predicate, team, pair, score = body["answers"]
     assert [a["x_readout"] for a in body["answers"]] == ["letters"] * 4

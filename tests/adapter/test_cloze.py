@@ -19,7 +19,7 @@ from decision_adapter import scoring
 from decision_adapter.apis import own
 from decision_adapter.apis.own import parse_decision
 from decision_adapter.errors import AdapterError
-from decision_adapter.readout import cloze_text
+from decision_adapter.readout_cloze import cloze_text
 from decision_adapter.scores import logsumexp
 from scripts.hybrid_gguf import write_hybrid_gguf
 from tests.support import adapter_settings
@@ -39,7 +39,7 @@ def single(question: dict, **fields) -> object:
 
 
 def decide(engine, body):
-    (result,), _ = own.decide(engine, body)
+    (result,) = own.results(body, own.decide(engine, body)[0])
     return result
 
 
@@ -74,8 +74,8 @@ def whole_readers():
 
     def reader(engine):
         if id(engine) not in readers:
-            with runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[engine.flash_attention]):
-                readers[id(engine)] = llama_cpp.Llama(model_path=str(engine.model_files.gguf), logits_all=True,
+            with runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[engine.context.flash_attention]):
+                readers[id(engine)] = llama_cpp.Llama(model_path=str(engine.model.files.gguf), logits_all=True,
                                                       verbose=False, **{**engine.settings.llama_kwargs(), "n_ctx": 512})
         return readers[id(engine)]
 
@@ -121,9 +121,9 @@ def test_each_score_is_its_continuation_read_from_an_empty_context(any_engine, w
     batch = single(QUESTIONS[2], normalize="sum")
     result = decide(any_engine, batch)
     question = batch.questions[0]
-    prompt = any_engine.prompt_tokens(any_engine.template.render_cloze(STATE, question.question))
+    prompt = any_engine.model.prompt_tokens(any_engine.model.template.render_cloze(STATE, question.question))
     for option, score, n in zip(question.options, result["option_logits"], result["option_tokens"]):
-        continuation = any_engine.continuation_tokens(cloze_text(option))
+        continuation = any_engine.model.continuation_tokens(cloze_text(option))
         assert len(continuation) == n
         assert math.isclose(score, reference_log_prob(whole_readers(any_engine), prompt, continuation), abs_tol=1e-4)
     mean = decide(any_engine, single(QUESTIONS[2], normalize="mean"))
@@ -144,20 +144,20 @@ def test_an_option_of_many_tokens_reads_as_the_whole_text_does(any_engine, whole
     batch = single(LONG, normalize="sum")
     (result,), _ = scoring.decide(any_engine, batch)
     question = batch.questions[0]
-    prompt = any_engine.prompt_tokens(any_engine.template.render_cloze(STATE, question.question))
-    assert result["option_tokens"][0] == 1 and result["option_tokens"][2] > 32
-    for option, score in zip(question.options, result["option_logits"]):
+    prompt = any_engine.model.prompt_tokens(any_engine.model.template.render_cloze(STATE, question.question))
+    assert result.extras["option_tokens"][0] == 1 and result.extras["option_tokens"][2] > 32
+    for option, score in zip(question.options, result.option_logits):
         reference = reference_log_prob(whole_readers(any_engine), prompt,
-                                       any_engine.continuation_tokens(cloze_text(option)))
+                                       any_engine.model.continuation_tokens(cloze_text(option)))
         assert math.isclose(score, reference, abs_tol=1e-4)
-    assert result["forward_passes"] == 1 + 2  # the prompt, then one evaluation per option of several tokens
+    assert result.forward_passes == 1 + 2  # the prompt, then one evaluation per option of several tokens
     # each option's tokens but its last, and never one token alone: an option of two is evaluated whole
-    assert result["read_tokens"] == len(prompt) + sum(n - 1 if n > 2 else 2 * (n == 2) for n in result["option_tokens"])
+    assert result.read_tokens == len(prompt) + sum(n - 1 if n > 2 else 2 * (n == 2) for n in result.extras["option_tokens"])
 
 
 def test_a_batch_answers_as_its_questions_asked_alone(any_engine):
     batch = parse_decision({"id": "b1", "state": STATE, "readout": "cloze", "questions": QUESTIONS})
-    together, _ = own.decide(any_engine, batch)
+    together = own.results(batch, own.decide(any_engine, batch)[0])
     for question, answer in zip(QUESTIONS, together):
         alone = decide(any_engine, single(question))
         assert np.allclose(answer["probabilities"], alone["probabilities"], rtol=0, atol=1e-4)
@@ -190,35 +190,35 @@ def test_the_prior_cache_keeps_its_bound_and_is_paid_for_once(embedded_gguf, tmp
     folder = extract_model(package.tarball, tmp_path / "model")
     small = Engine(adapter_settings(folder, DECISION_ADAPTER_CLOZE_PRIOR_CACHE="2"), locate_model(folder))
     _, paid = scoring.decide(small, single(QUESTIONS[0]))
-    assert len(small.cloze_priors) == 2 and paid["prior_tokens"] > 0
+    assert len(small.priors.cloze) == 2 and paid["prior_tokens"] > 0
     assert paid["input_tokens"] > paid["prior_tokens"]
-    small.cloze_priors.size = 8
+    small.priors.cloze.size = 8
     _, first = scoring.decide(small, single(QUESTIONS[1]))
     _, again = scoring.decide(small, single(QUESTIONS[1]))
     assert first["prior_tokens"] > 0 and again["prior_tokens"] == 0
     assert first["input_tokens"] - again["input_tokens"] == first["prior_tokens"]
     _, plain = scoring.decide(small, single(QUESTIONS[1], normalize="sum"))
     assert plain["prior_tokens"] == 0 and plain["input_tokens"] == again["input_tokens"]
-    assert len(small.cloze_priors) <= 8
+    assert len(small.priors.cloze) <= 8
 
 
 def test_with_no_prior_cache_every_request_pays_its_priors_and_answers_the_same(engine, monkeypatch):
     """``DECISION_ADAPTER_CLOZE_PRIOR_CACHE=0``: nothing kept between requests, so a question asked before costs
     what a new one does; within a request, questions of the same wording still share their priors."""
-    from decision_adapter.cloze_priors import PriorCache
+    from decision_adapter.priors import PriorCache
 
-    monkeypatch.setattr(engine, "cloze_priors", PriorCache(0))
+    monkeypatch.setattr(engine.priors, "cloze", PriorCache(0))
     _, first = scoring.decide(engine, single(QUESTIONS[0]))
     answers, again = scoring.decide(engine, single(QUESTIONS[0]))
-    assert first["prior_tokens"] > 0 and again["prior_tokens"] == first["prior_tokens"] and len(engine.cloze_priors) == 0
+    assert first["prior_tokens"] > 0 and again["prior_tokens"] == first["prior_tokens"] and len(engine.priors.cloze) == 0
     twice = parse_decision({"id": "b1", "state": STATE, "readout": "cloze",
                             "questions": [QUESTIONS[0], {**QUESTIONS[0], "id": "route_again"}]})
     both, paid = scoring.decide(engine, twice)
     assert paid["prior_tokens"] == first["prior_tokens"]
-    monkeypatch.setattr(engine, "cloze_priors", PriorCache(8))
+    monkeypatch.setattr(engine.priors, "cloze", PriorCache(8))
     cached, _ = scoring.decide(engine, single(QUESTIONS[0]))
-    assert np.allclose(answers[0]["probabilities"], cached[0]["probabilities"], rtol=0, atol=1e-9)
-    assert all(np.allclose(b["probabilities"], cached[0]["probabilities"], rtol=0, atol=1e-4) for b in both)
+    assert np.allclose(answers[0].probabilities, cached[0].probabilities, rtol=0, atol=1e-9)
+    assert all(np.allclose(b.probabilities, cached[0].probabilities, rtol=0, atol=1e-4) for b in both)
 
 
 @pytest.mark.parametrize("fields, field", [

@@ -9,11 +9,11 @@ that at start-up, and leaves flash attention off where it cannot hold (``auto``)
 import numpy as np
 import pytest
 
-from decision_adapter import splits
+from decision_adapter import split_check, splits
 from decision_adapter.apis import own
 from decision_adapter.apis.own import parse_decision
 from decision_adapter.split_check import SPLIT_TOLERANCE
-from decision_adapter.slots import EngineError
+from decision_adapter.seams import EngineError
 from decision_adapter.scores import logsumexp
 from scripts.hybrid_gguf import write_hybrid_gguf
 from tests.support import adapter_settings
@@ -45,7 +45,7 @@ def _body(question, state=STATE, **fields):
 
 
 def _probabilities(engine, body):
-    return [np.array(r["probabilities"]) for r in own.decide(engine, body)[0]]
+    return [np.array(r["probabilities"]) for r in own.answered(engine, body)[0]]
 
 
 # ---- how calls are cut (pure) -------------------------------------------------------------------------------
@@ -76,10 +76,10 @@ def test_a_short_addition_takes_the_last_held_tokens_with_it():
 
 def test_flash_attention_is_off_by_default_and_auto_serves_it_after_proving_a_split_changes_nothing(engine,
                                                                                                     flash_engine):
-    assert engine.settings.flash_attn == "off" and engine.flash_attention == "off"
-    assert engine.llm.context_params.flash_attn_type == 0 and engine.least_tokens == splits.PLAIN_LEAST
-    assert flash_engine.flash_attention == "on" and flash_engine.llm.context_params.flash_attn_type == -1
-    assert flash_engine.least_tokens == splits.FLASH_ATTENTION_LEAST
+    assert engine.settings.flash_attn == "off" and engine.context.flash_attention == "off"
+    assert engine.llm.context_params.flash_attn_type == 0 and engine.context.least_tokens == splits.PLAIN_LEAST
+    assert flash_engine.context.flash_attention == "on" and flash_engine.llm.context_params.flash_attn_type == -1
+    assert flash_engine.context.least_tokens == splits.FLASH_ATTENTION_LEAST
     assert flash_engine.split_check is not None and flash_engine.split_check <= SPLIT_TOLERANCE
     assert flash_engine.info["runtime"]["flash_attention"] == "on"
 
@@ -88,7 +88,8 @@ def test_without_the_floor_the_same_prompt_cut_differently_moves_its_logits(flas
     """The check can fail: evaluated in calls under 64 tokens, the kernel gives other logits."""
     monkeypatch.setattr(splits, "FLASH_ATTENTION_LEAST", splits.PLAIN_LEAST)
     try:
-        assert flash_engine.check_splits() > 10 * SPLIT_TOLERANCE  # 0.04 in an answer letter's probability here
+        # 0.04 in an answer letter's probability here
+        assert split_check.check_splits(flash_engine.context, flash_engine.model) > 10 * SPLIT_TOLERANCE
     finally:
         flash_engine.start_afresh()
 
@@ -102,7 +103,7 @@ def whole_reader(flash_engine):
     from decision_adapter import runtime
 
     with runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES["on"]):
-        llm = llama_cpp.Llama(model_path=str(flash_engine.model_files.gguf), logits_all=True, verbose=False,
+        llm = llama_cpp.Llama(model_path=str(flash_engine.model.files.gguf), logits_all=True, verbose=False,
                               **{**flash_engine.settings.llama_kwargs(), "n_ctx": 1024, "n_batch": 1024,
                                  "n_ubatch": 1024})
     yield llm
@@ -118,10 +119,10 @@ def test_every_answer_is_its_prompt_evaluated_whole(flash_engine, whole_reader):
               parse_decision({"id": "l", "state": long_state, "questions": QUESTIONS[:2]})]
     bodies += [_body(q) for q in QUESTIONS]
     for body in bodies:
-        results, _ = own.decide(engine, body)
+        results, _ = own.answered(engine, body)
         for question, result in zip(body.questions, results):
-            prompt = engine.template.render_decision(body.state, question)
-            tokens = engine.prompt_tokens(prompt)
+            prompt = engine.model.template.render_decision(body.state, question)
+            tokens = engine.model.prompt_tokens(prompt)
             whole_reader.reset()
             whole_reader.eval(tokens)
             logits = np.asarray(whole_reader.scores[len(tokens) - 1], dtype=np.float64)
@@ -144,7 +145,7 @@ def test_cloze_answers_do_not_depend_on_the_batch_or_the_order_of_the_options(fl
 
 def test_reuse_across_requests_and_the_state_cache_answer_as_a_fresh_context(model_dir):
     reusing = _engine(model_dir, DECISION_ADAPTER_CROSS_REQUEST_REUSE="on", DECISION_ADAPTER_STATE_CACHE_MIB=64)
-    assert reusing.flash_attention == "on"
+    assert reusing.context.flash_attention == "on"
     fresh = {}
     # the same state again, a state that shares only its opening, then the first again (from the cache)
     states = [STATE, STATE, STATE[:40] + " and the courier left it outside.", STATE]
@@ -166,10 +167,10 @@ def test_reuse_across_requests_and_the_state_cache_answer_as_a_fresh_context(mod
 def test_a_build_whose_split_check_fails_serves_without_flash_attention(model_dir, engine, monkeypatch):
     monkeypatch.setattr(splits, "FLASH_ATTENTION_LEAST", splits.PLAIN_LEAST)  # a kernel the floor cannot fix
     fallen = _engine(model_dir)
-    assert fallen.flash_attention == "off" and fallen.llm.context_params.flash_attn_type == 0
+    assert fallen.context.flash_attention == "off" and fallen.llm.context_params.flash_attn_type == 0
     # checked again without it: this build passes, so prefix reuse stays (test_prefix_reuse.py: where it fails)
-    assert fallen.least_tokens == splits.PLAIN_LEAST and fallen.split_check <= SPLIT_TOLERANCE
-    assert fallen.prefix_mode == "trim"
+    assert fallen.context.least_tokens == splits.PLAIN_LEAST and fallen.split_check <= SPLIT_TOLERANCE
+    assert fallen.context.prefix_mode == "trim"
     assert fallen.info["runtime"]["flash_attention"] == "off"
     twin = fallen.twin(1)
     assert twin.llm.context_params.flash_attn_type == 0
@@ -190,10 +191,10 @@ def test_evaluating_every_prompt_whole_answers_as_alone_where_cut_prompts_differ
 
     monkeypatch.setattr(splits, "FLASH_ATTENTION_LEAST", splits.PLAIN_LEAST)
     whole = _engine(model_dir, DECISION_ADAPTER_PREFIX_REUSE="off")
-    assert whole.flash_attention == "on" and whole.split_check is None  # nothing is cut: nothing to check
+    assert whole.context.flash_attention == "on" and whole.split_check is None  # nothing is cut: nothing to check
     # not proven: its start-up check would leave flash attention off
     cutting = Engine(adapter_settings(model_dir, SM_LLAMA_CPP_FLASH_ATTN="auto"), locate_model(model_dir))
-    assert cutting.flash_attention == "on" and cutting.prefix_mode == "trim"
+    assert cutting.context.flash_attention == "on" and cutting.context.prefix_mode == "trim"
     batch = parse_decision({"id": "b", "state": STATE, "questions": QUESTIONS})
 
     def gap(engine):
@@ -215,7 +216,7 @@ def test_calls_too_small_for_the_floor_leave_it_off(model_dir):
 def test_a_hybrid_model_is_served_without_it(tmp_path):
     write_hybrid_gguf(tmp_path / "hybrid-qwen35.gguf")
     engine = _engine(tmp_path)
-    assert engine.prefix_mode == "restore" and engine.flash_attention == "off"
+    assert engine.context.prefix_mode == "restore" and engine.context.flash_attention == "off"
     assert engine.llm.context_params.flash_attn_type == 0
     assert _engine(tmp_path, DECISION_ADAPTER_PREFIX_REUSE="off").flash_attention == "off"
     with pytest.raises(EngineError, match="recurrent model's memory cannot be cut back"):

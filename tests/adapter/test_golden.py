@@ -224,6 +224,7 @@ def kept(value, parent: str | None = None):
 def ask_groups(engine, groups, monkeypatch) -> dict:
     """Every request of every group through the app's routes on ``engine``: {group: {label: answer}}."""
     from decision_adapter import app as app_module
+    from decision_adapter.priors import Priors
 
     def load(holder):
         holder.serve(engine)  # on its own context
@@ -236,12 +237,13 @@ def ask_groups(engine, groups, monkeypatch) -> dict:
         settings = dataclasses.replace(base_settings, request_timeout_s=600.0, **changes)
         monkeypatch.setattr(engine, "settings", settings)
         monkeypatch.setattr(engine, "calibration",
-                            None if calibrated is None else calibration(calibrated, engine.model_files.sha256))
-        monkeypatch.setattr(engine, "order_priors", {})
-        monkeypatch.setattr(engine, "info", {**base_info, "order": settings.order, "order_priors": {},
-                                             "order_priors_jev": {}})
-        engine._reset_context()  # every group reads its prompts from an empty context
-        engine._prefix = None
+                            None if calibrated is None else calibration(calibrated, engine.model.files.sha256))
+        priors = Priors(settings.cloze_prior_cache, report=engine.model.report_prior)
+        priors.cloze = engine.priors.cloze  # the order priors forgotten, the cloze ones kept, as ever
+        monkeypatch.setattr(engine, "priors", priors)
+        monkeypatch.setattr(engine.model, "info", {**base_info, "order": settings.order, "order_priors": {},
+                                                   "order_priors_jev": {}})
+        engine.start_afresh()  # every group reads its prompts from an empty context
         client = app_module.create_app(settings, load="now").test_client()
         answers = {}
         for label, path, body in requests:
@@ -298,13 +300,13 @@ def _engine(folder: Path, **env):
 
 
 def test_embedded_model_trim(engine, monkeypatch):
-    assert engine.prefix_mode == "trim"
+    assert engine.context.prefix_mode == "trim"
     check("embedded trim", ask_groups(engine, EMBEDDED_GROUPS, monkeypatch))
 
 
 def test_embedded_model_restore(model_dir, monkeypatch):
     restore = _engine(model_dir, DECISION_ADAPTER_PREFIX_REUSE="restore")
-    assert restore.prefix_mode == "restore"
+    assert restore.context.prefix_mode == "restore"
     check("embedded restore", ask_groups(restore, RESTORE_GROUPS, monkeypatch))
 
 
@@ -313,7 +315,7 @@ def test_hybrid_gguf(tmp_path, monkeypatch):
 
     write_hybrid_gguf(tmp_path / "hybrid-qwen35.gguf")
     hybrid = _engine(tmp_path)
-    assert hybrid.prefix_mode == "restore"
+    assert hybrid.context.prefix_mode == "restore"
     check("hybrid", ask_groups(hybrid, HYBRID_GROUPS, monkeypatch))
 
 

@@ -72,7 +72,7 @@ def shared(state):
 
 
 def probabilities(engine, batch):
-    return [r["probabilities"] for r in own.decide(engine, batch)[0]]
+    return [r["probabilities"] for r in own.answered(engine, batch)[0]]
 
 
 def assert_same(a, b):
@@ -82,16 +82,16 @@ def assert_same(a, b):
 
 
 def head_reused(engine, batch) -> bool:
-    before = engine.tokens_evaluated
-    own.decide(engine, batch)
-    prompt = engine.template.render_decision(batch.state, batch.questions[0])
-    return engine.tokens_evaluated - before < len(engine.prompt_tokens(prompt)) - 40
+    before = engine.context.tokens_evaluated
+    own.answered(engine, batch)
+    prompt = engine.model.template.render_decision(batch.state, batch.questions[0])
+    return engine.context.tokens_evaluated - before < len(engine.model.prompt_tokens(prompt)) - 40
 
 
 def test_auto_picks_restore_for_the_hybrid_architecture(hybrid):
     assert hybrid.info["architecture"] == "qwen35"
-    assert hybrid.recurrent and hybrid.prefix_mode == "restore"
-    assert len(hybrid._heads) == 1  # the decision head, saved by the start-up proof
+    assert hybrid.context.recurrent and hybrid.context.prefix_mode == "restore"
+    assert len(hybrid.context._heads) == 1  # the decision head, saved by the start-up proof
 
 
 def test_restored_head_and_shared_state_equal_fresh_evaluations(hybrid, fresh):
@@ -105,8 +105,8 @@ def test_a_state_snapshot_holds_the_recurrent_part_only(hybrid, fresh):
     sizes = []
     for state in (STATES[0], " ".join([STATES[1]] * 12)):  # a state of ~20 tokens, then one of ~200
         assert_same(probabilities(hybrid, shared(state)), probabilities(fresh, shared(state)))
-        sizes.append(len(hybrid._prefix.state))
-    whole = len(hybrid._save_sequence())  # the attention cells of the long state's prompt included
+        sizes.append(len(hybrid.context.prefix.state))
+    whole = len(hybrid.context.save_sequence())  # the attention cells of the long state's prompt included
     assert sizes[0] == sizes[1] < whole
 
 
@@ -129,14 +129,14 @@ def test_after_a_request_stopped_mid_pass_answers_equal_fresh_evaluations(hybrid
 
     def trips_halfway(tokens):  # the time limit passes while llama.cpp is inside a pass
         real_eval(tokens[: len(tokens) // 2])
-        hybrid._deadline._trip()
+        hybrid.context.deadline._trip()
         real_eval(tokens[len(tokens) // 2:])
 
     monkeypatch.setattr(hybrid.llm, "eval", trips_halfway)
     with hybrid.time_limit(600), pytest.raises(TimedOut):
-        own.decide(hybrid, shared(STATES[1] + " It is the third time this happens."))
+        own.answered(hybrid, shared(STATES[1] + " It is the third time this happens."))
     monkeypatch.setattr(hybrid.llm, "eval", real_eval)
-    assert hybrid._prefix is None and hybrid.llm.n_tokens == 0
+    assert hybrid.context.prefix is None and hybrid.llm.n_tokens == 0
     assert_same(probabilities(hybrid, shared(STATES[1])), probabilities(fresh, shared(STATES[1])))
     assert head_reused(hybrid, single(STATES[0] + " Once more."))
 
@@ -147,7 +147,7 @@ SECRET = "Customer with social security number 078-05-1120 asks to close the acc
 def guess_costs(engine, fresh, monkeypatch) -> list[int]:
     """Tokens handed to llama.cpp's eval for a right and for a wrong guess, each right after the caller's."""
     right, wrong = single(SECRET, QUESTIONS[1]), single(SECRET.replace("1120", "1121"), QUESTIONS[1])
-    lengths = {len(engine.prompt_tokens(engine.template.render_decision(b.state, b.questions[0])))
+    lengths = {len(engine.model.prompt_tokens(engine.model.template.render_decision(b.state, b.questions[0])))
                for b in (right, wrong)}
     assert len(lengths) == 1  # the same work if nothing is reused
     real_eval, costs = engine.llm.eval, []

@@ -13,9 +13,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from decision_adapter import order, scores, scoring
+from decision_adapter import order, readout_letters, scores, scoring
 from decision_adapter.apis import own
 from decision_adapter.errors import TimedOut
+from decision_adapter.priors import Priors
 from decision_adapter.prompt import DECISION_PROMPT, SYSTEM_PROMPT
 from decision_adapter.questions import ScoringItem
 from decision_adapter.apis.own import parse_decision
@@ -103,7 +104,7 @@ def by_id(result) -> dict[str, float]:
 
 
 def decide_one(engine, batch):
-    (result,), _ = own.decide(engine, batch)
+    (result,) = own.results(batch, own.decide(engine, batch)[0])
     return result
 
 
@@ -139,7 +140,7 @@ def test_prior_is_the_explicit_division_by_the_content_free_decision(engine):
     from decision_adapter.prompt import compose_user_message
 
     content, end = compose_user_message("N/A", "N/A", {label: "N/A" for label in "ABC"})
-    prompt = engine.template.render_turn(SYSTEM_PROMPT, content, end)
+    prompt = engine.model.template.render_turn(SYSTEM_PROMPT, content, end)
     (blank,), _ = engine.score_items([ScoringItem(prompt, 3)])
     prior = blank.scores.probabilities(1.0)
     assert np.allclose(got["prior"], prior, atol=1e-6)
@@ -156,10 +157,10 @@ def test_batched_equals_unbatched_and_the_same_request_the_same_answer(engine, m
     questions = [{"id": "team", "question": QUESTION, "options": OPTIONS},
                  {"id": "damaged", "question": "Was the item damaged?", "options": ["no", "yes"]}]
     batch = parse_decision({"id": "b", "state": STATE, "questions": questions, "order": mode})
-    results, _ = own.decide(engine, batch)
+    results = own.results(batch, own.decide(engine, batch)[0])
     assert [r["id"] for r in results] == ["team", "damaged"] and {r["order"] for r in results} == {mode}
     if mode == "rotations":
-        assert [r["probabilities"] for r in own.decide(engine, batch)[0]] == [r["probabilities"] for r in results]
+        assert [r.probabilities for r in own.decide(engine, batch)[0]] == [tuple(r["probabilities"]) for r in results]
     for first, question in zip(results, questions):
         alone = decide_one(engine, parse_decision({"id": "x", "state": STATE, "question": question["question"],
                                                    "options": question["options"], "order": mode}))
@@ -171,8 +172,8 @@ def test_a_question_of_a_batch_overrides_the_batch_order(engine):
         {"id": "a", "question": QUESTION, "options": OPTIONS},
         {"id": "b", "question": QUESTION, "options": OPTIONS, "order": "as_given"}]})
     a, b = own.decide(engine, batch)[0]
-    assert (a["order"], b["order"]) == ("rotations", "as_given")
-    assert a["order_sensitivity"]["presentations"] == 6 and b["order_sensitivity"] is None
+    assert (a.order, b.order) == ("rotations", "as_given")
+    assert a.order_sensitivity["presentations"] == 6 and b.order_sensitivity is None
 
 
 def test_the_server_default_applies_when_a_request_names_no_mode(engine, monkeypatch):
@@ -190,49 +191,52 @@ def test_rotations_of_a_shared_state_request_stay_within_its_time_limit(engine):
         own.decide(engine, batch)
     after = own.decide(engine, batch)[0]
     for a, b in zip(after, before):
-        assert np.allclose(a["probabilities"], b["probabilities"], atol=1e-6, rtol=0)
+        assert np.allclose(a.probabilities, b.probabilities, atol=1e-6, rtol=0)
+
+
+def forget_priors(engine, monkeypatch) -> None:
+    """A fresh priors' cache for this test, and model info that reports none yet."""
+    monkeypatch.setattr(engine, "priors", Priors(engine.settings.cloze_prior_cache, report=engine.model.report_prior))
+    monkeypatch.setattr(engine.model, "info", {**engine.info, "order_priors": {}, "order_priors_jev": {}})
 
 
 def test_priors_are_measured_at_start_up_when_the_default_is_prior(engine, monkeypatch):
-    monkeypatch.setattr(engine, "order_priors", {})
-    monkeypatch.setattr(engine, "info", {**engine.info, "order_priors": {}, "order_priors_jev": {}})
+    forget_priors(engine, monkeypatch)
     monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, order="prior"))
-    monkeypatch.setattr(order, "STARTUP_COUNTS", range(4, 6))  # 2 to 16 in production: kept short here
+    monkeypatch.setattr(readout_letters, "STARTUP_COUNTS", range(4, 6))  # 2 to 16 in production: kept short here
     engine.prove()
     assert sorted(map(int, engine.info["order_priors"])) == [4, 5]
     assert sorted(map(int, engine.info["order_priors_jev"])) == [4, 5]
     for n, prior in engine.info["order_priors"].items():
         assert len(prior) == int(n) and abs(sum(prior) - 1) < 1e-9
-    counted = engine.tokens_evaluated
-    order.prior(engine, 5, DECISION_PROMPT)  # cached: nothing evaluated again
-    assert engine.tokens_evaluated == counted
+    counted = engine.context.tokens_evaluated
+    readout_letters.prior(engine, engine.model, engine.priors, 5, DECISION_PROMPT)  # cached: nothing evaluated again
+    assert engine.context.tokens_evaluated == counted
 
 
 def test_a_prior_measured_on_first_use_counts_in_that_requests_input_tokens(engine, monkeypatch):
-    monkeypatch.setattr(engine, "order_priors", {})
-    monkeypatch.setattr(engine, "info", {**engine.info, "order_priors": {}, "order_priors_jev": {}})
+    forget_priors(engine, monkeypatch)
     batch = decision(order="prior")
-    counted = engine.tokens_evaluated
+    counted = engine.context.tokens_evaluated
     first, paid = scoring.decide(engine, batch)
-    read_first = engine.tokens_evaluated - counted
+    read_first = engine.context.tokens_evaluated - counted
     assert "3" in engine.info["order_priors"]
-    counted = engine.tokens_evaluated
+    counted = engine.context.tokens_evaluated
     again, cached = scoring.decide(engine, batch)  # the prior is cached now
-    assert engine.tokens_evaluated - counted < read_first and cached["input_tokens"] < paid["input_tokens"]
+    assert engine.context.tokens_evaluated - counted < read_first and cached["input_tokens"] < paid["input_tokens"]
     # the difference is the content-free decision alone, and the answers do not depend on who paid for it
     from decision_adapter.prompt import compose_user_message
 
     content, end = compose_user_message("N/A", "N/A", {label: "N/A" for label in "ABC"})
-    _, blank = engine.score_items([ScoringItem(engine.template.render_turn(SYSTEM_PROMPT, content, end), 3)])
+    _, blank = engine.score_items([ScoringItem(engine.model.template.render_turn(SYSTEM_PROMPT, content, end), 3)])
     assert paid["input_tokens"] - cached["input_tokens"] == blank["input_tokens"]
-    assert np.allclose(first[0]["probabilities"], again[0]["probabilities"], atol=1e-6, rtol=0)
+    assert np.allclose(first[0].probabilities, again[0].probabilities, atol=1e-6, rtol=0)
 
 
 def test_the_decisions_api_counts_a_first_use_prior_in_its_usage(engine, monkeypatch):
     from decision_adapter.apis import decisions
 
-    monkeypatch.setattr(engine, "order_priors", {})
-    monkeypatch.setattr(engine, "info", {**engine.info, "order_priors": {}, "order_priors_jev": {}})
+    forget_priors(engine, monkeypatch)
     monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, order="prior"))
     request = decisions.parse_decisions({"input": "I was charged twice for March.", "questions": [
         {"type": "choice", "instructions": "Which team?", "choices": [{"value": v} for v in ("billing", "tech", "sales")]},
@@ -256,7 +260,7 @@ def test_rotations_on_the_hybrid_test_gguf_are_the_mean_of_the_presentations(tmp
     folder = tmp_path_factory.mktemp("hybrid-order")
     write_hybrid_gguf(folder / "hybrid-qwen35.gguf")
     hybrid = Engine(adapter_settings(folder), locate_model(folder))
-    assert hybrid.prefix_mode == "restore"
+    assert hybrid.context.prefix_mode == "restore"
     combined = decide_one(hybrid, decision(order="rotations"))
     rows = []
     for presentation in order.presentations(3, 16):

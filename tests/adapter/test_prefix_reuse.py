@@ -98,7 +98,7 @@ def after_timeout(request, engine, restore_across):
 
 def probabilities(engine, batch):
     results, _ = own.decide(engine, batch)
-    return [r["probabilities"] for r in results]
+    return [r.probabilities for r in results]
 
 
 _FRESH: dict = {}
@@ -106,7 +106,7 @@ _FRESH: dict = {}
 
 def fresh_probabilities(fresh, batch, like):
     """A fresh evaluation's answers with ``like``'s flash attention, each computed once for the module."""
-    kernels = "off" if like.flash_attention == "off" else "on"
+    kernels = "off" if like.context.flash_attention == "off" else "on"
     key = (kernels, repr(batch.state),
            tuple((q.question, tuple(o.text for o in q.options)) for q in batch.questions))
     if key not in _FRESH:
@@ -136,8 +136,8 @@ def evaluated(engine, batch, monkeypatch) -> tuple[list, int]:
 
 
 def prompt_length(engine, batch) -> int:
-    prompt = engine.template.render_decision(batch.state, batch.questions[0])
-    return len(engine.prompt_tokens(prompt))
+    prompt = engine.model.template.render_decision(batch.state, batch.questions[0])
+    return len(engine.model.prompt_tokens(prompt))
 
 
 def guesses(engine, fresh, monkeypatch) -> tuple[int, int]:
@@ -191,11 +191,11 @@ def test_answers_after_a_timed_out_request_equal_fresh_evaluations(after_timeout
     probabilities(after_timeout, single(STATES[0]))
     with after_timeout.time_limit(0.05), pytest.raises(TimedOut):
         own.decide(after_timeout, single(long_state))
-    assert after_timeout._prefix is None and after_timeout.llm.n_tokens == 0
+    assert after_timeout.context.prefix is None and after_timeout.llm.n_tokens == 0
     got, n = evaluated(after_timeout, single(STATES[0]), monkeypatch)  # the state before the time-out
     assert_same(got, fresh_probabilities(fresh, single(STATES[0]), after_timeout))
-    if after_timeout.prefix_mode == "restore":  # the head saved at start-up outlives the time-out
-        assert len(after_timeout._heads) == 1 and n < prompt_length(after_timeout, single(STATES[0])) - 40
+    if after_timeout.context.prefix_mode == "restore":  # the head saved at start-up outlives the time-out
+        assert len(after_timeout.context._heads) == 1 and n < prompt_length(after_timeout, single(STATES[0])) - 40
     else:
         assert n == prompt_length(after_timeout, single(STATES[0]))  # nothing was kept
 
@@ -218,24 +218,24 @@ def test_where_the_start_up_check_fails_auto_evaluates_every_prompt_whole_and_ex
     """Reuse rests on a token's logits not depending on how its prompt was cut into llama.cpp calls: checked at
     start-up (with the kernels here it holds, bit for bit). Where it does not, ``auto`` evaluates every prompt
     from its first token in the same calls whatever else is asked, and ``trim`` / ``restore`` stop the start."""
-    from decision_adapter.engine import Engine
+    from decision_adapter import split_check
     from decision_adapter.split_check import SPLIT_TOLERANCE
-    from decision_adapter.slots import EngineError
+    from decision_adapter.seams import EngineError
 
     env = {"DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on", "DECISION_ADAPTER_STATE_CACHE_MIB": 16}
     checked = _engine(model_dir, "auto", **env)
     checked.prove()
-    assert checked.split_check <= SPLIT_TOLERANCE and checked.prefix_mode == "trim"
-    assert checked.state_cache is not None
+    assert checked.split_check <= SPLIT_TOLERANCE and checked.context.prefix_mode == "trim"
+    assert checked.context.state_cache is not None
     assert _engine(model_dir, "off").split_check is None  # nothing to check: nothing is cut
 
-    monkeypatch.setattr(Engine, "check_splits", lambda self: 0.25)  # the kernels of a build that differs
+    monkeypatch.setattr(split_check, "check_splits", lambda context, model: 0.25)  # the kernels of a build that differs
     fallen = _engine(model_dir, "auto", **env)
     fallen.prove()
-    assert fallen.prefix_mode == fallen.info["prefix_reuse"] == "off" and fallen.state_cache is None
+    assert fallen.context.prefix_mode == fallen.info["prefix_reuse"] == "off" and fallen.context.state_cache is None
     twin = fallen.twin(1)
     for served in (fallen, twin):
-        assert served.prefix_mode == "off"
+        assert served.context.prefix_mode == "off"
         for batch in (shared(STATES[0]), single(STATES[0]), single(STATES[0])):
             got, n = evaluated(served, batch, monkeypatch)
             assert_same(got, fresh_probabilities(fresh, batch, fallen))

@@ -73,7 +73,7 @@ KINDS = {
 def probabilities(lanes, request: dict, *, limit_s: float | None = None) -> list[list[float]]:
     with lanes.admit() as (engine, _), engine.time_limit(limit_s):
         results, _ = own.decide(engine, parse_decision(request))
-    return [result["probabilities"] for result in results]
+    return [list(result.probabilities) for result in results]
 
 
 def at_once(lanes, requests: list[dict], limits: dict[int, float] | None = None) -> list:
@@ -167,16 +167,16 @@ def test_open_lanes_follows_the_check(model_dir):
     engine, settings = _engine(model_dir, SM_LLAMA_CPP_PARALLEL=2)
     fixed = scheduler.open_lanes(engine, settings, Gate(1, 5), check=lambda probe, n, threads: (FIXED, ["forced"]))
     assert fixed.policy == FIXED and len(fixed.engines) == 2
-    assert all(e._threads == share(engine.loaded_threads, 2) and e.threads_now is None for e in fixed.engines)
+    assert all(e.context._threads == share(engine.model.loaded_threads, 2) and e.context.threads_now is None for e in fixed.engines)
     one = scheduler.open_lanes(engine, settings, Gate(1, 5), check=lambda probe, n, threads: (ONE, ["forced"]))
     assert one.policy == ONE and len(one.engines) == 1 and one.gate.lanes == 1
 
 
 def test_the_memory_bound_limits_the_contexts(model_dir):
     engine, settings = _engine(model_dir, SM_LLAMA_CPP_PARALLEL=4)
-    assert engine.context_mib > 0
+    assert engine.model.context_mib > 0
     bounded = adapter_settings(model_dir, SM_LLAMA_CPP_PARALLEL=4,
-                               DECISION_ADAPTER_MAX_KV_MIB=int(engine.context_mib * 2.5))
+                               DECISION_ADAPTER_MAX_KV_MIB=int(engine.model.context_mib * 2.5))
     lanes = scheduler.open_lanes(engine, bounded, Gate(1, 5))
     assert len(lanes.engines) == 2 and lanes.gate.lanes == 2 and engine.info["parallel"]["lanes"] == 2
 
@@ -221,9 +221,9 @@ def test_the_opt_in_reuse_and_state_cache_answer_as_alone_under_concurrency(mode
     engine, settings = _engine(model_dir, SM_LLAMA_CPP_PARALLEL=2, DECISION_ADAPTER_CROSS_REQUEST_REUSE="on",
                                DECISION_ADAPTER_STATE_CACHE_MIB=64)
     reuse = scheduler.open_lanes(engine, settings, Gate(max_queue=8, timeout_s=120))
-    assert len(reuse.engines) == 2 and reuse.engines[1].state_cache is engine.state_cache  # one cache
+    assert len(reuse.engines) == 2 and reuse.engines[1].state_cache is engine.context.state_cache  # one cache
     requests = [body(i) for i in range(3)] + [batch(0)]
     alone = [probabilities(reuse, r) for r in requests]  # the cache holds these states now
-    assert len(engine.state_cache) > 0
+    assert len(engine.context.state_cache) > 0
     assert_equal_alone(at_once(reuse, requests), alone)  # answered from the cache, on either context
     assert_equal_alone(at_once(reuse, requests[::-1]), alone[::-1])

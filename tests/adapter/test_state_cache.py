@@ -57,7 +57,7 @@ _FRESH: dict = {}
 
 
 def answers(engine, batch):
-    return [r["probabilities"] for r in own.decide(engine, batch)[0]]
+    return [r.probabilities for r in own.decide(engine, batch)[0]]
 
 
 def fresh_answers(fresh, batch):
@@ -69,9 +69,9 @@ def fresh_answers(fresh, batch):
 
 def evaluated(engine, batch):
     """The answers, and how many tokens went to llama.cpp for them."""
-    before = engine.tokens_evaluated
+    before = engine.context.tokens_evaluated
     got = answers(engine, batch)
-    return got, engine.tokens_evaluated - before
+    return got, engine.context.tokens_evaluated - before
 
 
 def assert_same(a, b):
@@ -81,7 +81,7 @@ def assert_same(a, b):
 
 
 def prompt_length(engine, batch) -> int:
-    return len(engine.prompt_tokens(engine.template.render_decision(batch.state, batch.questions[0])))
+    return len(engine.model.prompt_tokens(engine.model.template.render_decision(batch.state, batch.questions[0])))
 
 
 # -- settings -----------------------------------------------------------------------------
@@ -89,7 +89,7 @@ def prompt_length(engine, batch) -> int:
 
 def test_the_cache_is_off_by_default(engine):
     assert Settings().state_cache_mib == 0 and load_settings({}).state_cache_mib == 0
-    assert engine.state_cache is None  # the tests' usual engine: the defaults
+    assert engine.context.state_cache is None  # the tests' usual engine: the defaults
 
 
 def test_the_cache_needs_cross_request_reuse_and_prefix_reuse():
@@ -149,7 +149,7 @@ def test_a_state_sent_before_other_requests_is_not_evaluated_again(cached, fresh
     assert other < prompt_length(cached, single(STATES[1], QUESTIONS[1])) - 30
     got, _ = evaluated(cached, shared(STATES[2]))
     assert_same(got, fresh_answers(fresh, shared(STATES[2])))
-    assert cached.state_cache.bytes <= cached.state_cache.max_bytes == 64 * 2**20
+    assert cached.context.state_cache.bytes <= cached.context.state_cache.max_bytes == 64 * 2**20
 
 
 def test_without_the_cache_only_the_last_request_is_reused(across_only, fresh):
@@ -157,20 +157,20 @@ def test_without_the_cache_only_the_last_request_is_reused(across_only, fresh):
         answers(across_only, single(state))
     got, again = evaluated(across_only, single(STATES[0]))
     assert_same(got, fresh_answers(fresh, single(STATES[0])))
-    assert across_only.state_cache is None
+    assert across_only.context.state_cache is None
     assert again > prompt_length(across_only, single(STATES[0])) // 3  # read again: only the head was shared
 
 
 def test_the_cache_drops_the_least_recent_state_beyond_its_bound(model_dir, fresh):
     engine = _engine(model_dir, "trim", **CACHE_ENV)
-    assert len(engine.state_cache) == 0  # the start-up probe is not kept
+    assert len(engine.context.state_cache) == 0  # the start-up probe is not kept
     answers(engine, single(STATES[0]))
-    size = engine.state_cache.bytes  # one entry, a prompt of about this length
-    engine.state_cache = StateCache(int(size * 2.5))  # room for two such states
+    size = engine.context.state_cache.bytes  # one entry, a prompt of about this length
+    engine.context.state_cache = StateCache(int(size * 2.5))  # room for two such states
     for state in STATES[:3]:
         answers(engine, single(state))
-        assert engine.state_cache.bytes <= engine.state_cache.max_bytes
-    assert len(engine.state_cache) == 2
+        assert engine.context.state_cache.bytes <= engine.context.state_cache.max_bytes
+    assert len(engine.context.state_cache) == 2
     got, newest = evaluated(engine, single(STATES[1]))  # kept: STATES[1] and STATES[2]
     assert_same(got, fresh_answers(fresh, single(STATES[1])))
     assert newest <= 2

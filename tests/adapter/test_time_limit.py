@@ -74,17 +74,17 @@ def test_a_decision_over_the_limit_is_stopped_and_the_next_answer_is_unchanged(e
     with engine.time_limit(0.05), pytest.raises(TimedOut) as caught:
         own.decide(engine, parse_decision(long_decision(1500)))
     assert caught.value.status == 504 and "DECISION_ADAPTER_REQUEST_TIMEOUT" in caught.value.message
-    assert engine._prefix is None and engine.llm.n_tokens == 0  # nothing of the stopped request is kept
+    assert engine.context.prefix is None and engine.llm.n_tokens == 0  # nothing of the stopped request is kept
     (after,), _ = own.decide(engine, parse_decision(SHORT))
-    assert after["probabilities"] == reference["probabilities"]
-    assert after["option_logits"] == reference["option_logits"]
+    assert after.probabilities == reference.probabilities
+    assert after.option_logits == reference.option_logits
 
 
 def test_a_decision_within_the_limit_is_answered_as_without_one(engine):
     (free,), _ = own.decide(engine, parse_decision(SHORT))
     with engine.time_limit(120):
         (limited,), _ = own.decide(engine, parse_decision(SHORT))
-    assert limited["probabilities"] == free["probabilities"]
+    assert limited.probabilities == free.probabilities
 
 
 def test_a_chat_over_the_limit_is_stopped_and_the_next_chat_is_unchanged(engine):

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from decision_contract.names import READOUTS
+
 from .common import Answer
 
 
@@ -66,7 +68,7 @@ class ModelInfo(Answer):
                                                     "threads (shared or fixed, by the start-up check) and each "
                                                     "context's KV memory in MiB.")
     order: str | None = Field(None, description="The server's default order mode (DECISION_ADAPTER_ORDER).")
-    readout: Literal["letters", "cloze"] | None = Field(
+    readout: Literal[READOUTS] | None = Field(  # the contract's readouts, in its order
         None, description="The server's default readout (DECISION_ADAPTER_READOUT).")
     order_priors: dict[str, list[float]] | None = Field(
         None, description="The content-free priors measured so far for the decision prompt, by option count.")

@@ -14,18 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..prompt import DIGITS
-
 UNCALIBRATED = "none"  # the calibration version when no calibration.json is in force
-
-
-def allowed_tokens(engine, n_options: int) -> tuple[int, ...]:
-    """The token ids the readout of an n-option question reads (readout.py): the first n answer letters, or
-    the group letters in use and the digits."""
-    if n_options <= len(engine.slot_tokens):
-        return tuple(engine.slot_tokens[:n_options])
-    groups, digits = engine.code_tokens
-    return tuple(groups[:-(-n_options // len(DIGITS))]) + tuple(digits)
 
 
 def token_set_hash(tokens) -> str:

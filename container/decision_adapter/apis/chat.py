@@ -23,6 +23,7 @@ from flask import Blueprint, Response, current_app
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from .. import chat as chat_completion
+from ..engine import Engine
 from ..errors import AdapterError, InvalidType, InvalidValue, ModelNotFound
 from ..questions import CHAT_ROLES, ChatRequest
 from . import decisions
@@ -275,11 +276,11 @@ class ChatCompletionChunk(Answer):
 # -- the served model's name ---------------------------------------------------------------------------
 
 
-def check(chat: ChatRequest, engine) -> None:
+def check(chat: ChatRequest, engine: Engine) -> None:
     """The model's name, before the request waits for the model: any name unless the names are strict."""
     if chat.model is None or not names_checked(engine):
         return
-    if chat.model not in accepted_model_names(engine.info, engine.model_files.manifest):
+    if chat.model not in accepted_model_names(engine.info, engine.model.files.manifest):
         raise ModelNotFound(f"The model {chat.model!r} does not exist here; send {served_model_name(engine.info)!r} "
                             "or leave model out (GET /v1/models lists the names)", "model", code="model_not_found")
 
@@ -371,9 +372,10 @@ def parse(body, settings) -> ChatRequest:
     return parse_chat(body, settings.chat_max_tokens)
 
 
-def complete(engine, chat: ChatRequest) -> tuple[dict, dict]:
-    """The completion; chat reports no timing of its own."""
-    return engine.chat(chat), {}
+def complete(engine: Engine, chat: ChatRequest) -> tuple[dict, dict]:
+    """The completion, and the prompt's tokens for the metric line (chat answers no timing of its own)."""
+    completion = engine.chat(chat)
+    return completion, {"input_tokens": completion["usage"]["prompt_tokens"]}
 
 
 def error(exc: AdapterError) -> tuple[dict, int]:
@@ -415,7 +417,7 @@ def chat_completions():
     except BaseException:
         held.close()
         raise
-    stream = EventStream(events(chat, pieces, engine.model_files.gguf.name), held.close)
+    stream = EventStream(events(chat, pieces, engine.model.files.gguf.name), held.close)
     # X-Accel-Buffering: nginx passes each event on as it comes (nginx.conf.template says so too).
     return Response(stream, mimetype="text/event-stream",
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

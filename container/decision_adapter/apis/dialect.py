@@ -79,7 +79,6 @@ def json_response(payload, status: int = 200, headers: dict | None = None, *,
     facts = g.get("request_facts") if has_request_context() else None
     if facts is not None and isinstance(payload, dict):
         payload = {**payload, id_field: facts.request_id}
-        g.answer = payload
     return Response(json.dumps(payload, ensure_ascii=False), status=status, mimetype="application/json",
                     headers=headers)
 

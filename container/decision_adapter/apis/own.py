@@ -33,7 +33,9 @@ from ..errors import AdapterError, InvalidValue
 from ..prompt import DECISION_PROMPT, LETTERS, PROMPT_VERSION
 from ..questions import MAX_OPTIONS, MAX_QUESTIONS, MAX_TEMPERATURE, MIN_OPTIONS, MIN_TEMPERATURE, DecisionBatch, \
     Option, Question
-from ..readout import READOUT_METHODS
+from ..answer_record import AnswerRecord
+from ..readouts import READOUT_METHODS
+from ..seams import Scorer
 from .answers import CalibrationUsed, ModelInfo, OrderSensitivity, Timing
 from .common import TAG_OBJECT, TAG_STRING, Answer, Id, NonBlank, Strict, adapter_error, type_error, type_name, \
     value_error
@@ -73,13 +75,14 @@ OrderMode = Annotated[Literal["as_given", "prior", "rotations"], Field(
 MinAnswerMass = Annotated[float, Field(ge=0, le=1, description=(
     "Below this share of the next-token probability on the answer labels the answer says abstained. Default: "
     "DECISION_ADAPTER_MIN_ANSWER_MASS."))]
+OTHER_READOUTS = tuple(name for name in names.READOUTS if name != names.LETTERS)  # those that name themselves
 ReadoutName = Annotated[str, Field(
-    json_schema_extra={"enum": ["letters", "cloze"]},
+    json_schema_extra={"enum": list(names.READOUTS)},
     description="How the answer is read: letters (the options listed under letters, the letters' logits read) or "
                 "cloze (each option's own text scored as what follows the state and the question; order must be "
                 "as_given or absent). Default: DECISION_ADAPTER_READOUT.")]
 Normalize = Annotated[str, Field(
-    json_schema_extra={"enum": ["pmi", "sum", "mean"]},
+    json_schema_extra={"enum": list(names.NORMALIZATIONS)},
     description="cloze: an option's score is the sum of its tokens' log-probabilities (sum), their mean (mean), or "
                 "the sum minus the same text's after a content-free prompt (pmi, the default).")]
 QuestionType = Annotated[Literal["choice", "noul", "score"], Field(
@@ -234,53 +237,73 @@ def parse_decision(body: dict, max_questions: int = MAX_QUESTIONS) -> DecisionBa
 # -- answers ----------------------------------------------------------------------------------------
 
 
-def results(engine, batch: DecisionBatch, scored: list[dict]) -> list[dict]:
+def results(batch: DecisionBatch, answers: list[AnswerRecord]) -> list[dict]:
     """One result per question, in request order, options in the order they were sent."""
     out = []
-    for question, result in zip(batch.questions, scored):
+    for question, answer in zip(batch.questions, answers):
         n = len(question.options)
-        top = result["top_token"]
         out.append({
             "id": question.id if not batch.single else batch.id,
             "option_ids": [o.id for o in question.options],
-            "probabilities": result["probabilities"],
-            "option_logits": result["option_logits"],
-            "answer_token_ids": list(engine.slot_tokens[:n]),
+            "probabilities": list(answer.probabilities),
+            "option_logits": optional_list(answer.option_logits),
+            "answer_token_ids": list(answer.label_tokens),
             "answer_slots": list(LETTERS[:n]),
-            "input_tokens": result["input_tokens"],
-            "allowed_token_mass": result["allowed_token_mass"],
-            "top_vocab_token": {"id": top, "text": engine.token_text(top)},
-            "temperature": result["temperature"],
-            "prompt_sha256": result["prompt_sha256"],
+            "input_tokens": answer.input_tokens,
+            "allowed_token_mass": answer.allowed_token_mass,
+            "top_vocab_token": {"id": answer.top_token, "text": answer.top_token_text},
+            "temperature": answer.temperature,
+            "prompt_sha256": answer.prompt_sha256,
             "prompt_version": PROMPT_VERSION,
-            "readout": READOUT_METHODS[result["readout"]],
-            "question_eval_ms": result["question_eval_ms"],
-            **{key: result[key] for key in ORDER_KEYS},
-            **({key: result[key] for key in CLOZE_KEYS} if result["readout_name"] == names.CLOZE else {}),
-            **prediction_set(result, [o.id for o in question.options]),
+            "readout": READOUT_METHODS[answer.method],
+            "question_eval_ms": answer.question_eval_ms,
+            **order_fields(answer),
+            # another readout than the letters names itself and adds its own fields
+            **({"readout_name": answer.readout, **answer.extras} if answer.readout != names.LETTERS else {}),
+            **prediction_set(answer, [o.id for o in question.options]),
         })
     return out
 
 
-def prediction_set(result: dict, ids: list[str]) -> dict:
+def optional_list(values) -> list | None:
+    return None if values is None else list(values)
+
+
+def order_fields(answer: AnswerRecord) -> dict:
+    """What the core adds to each answer for the order mode, calibration and abstention."""
+    return {"order": answer.order, "order_sensitivity": answer.order_sensitivity, "prior": optional_list(answer.prior),
+            "calibration": answer.calibration, "abstained": answer.abstained,
+            "min_answer_mass": answer.min_answer_mass}
+
+
+def prediction_set(answer: AnswerRecord, ids: list[str]) -> dict:
     """``{"prediction_set": [ids in request order]}`` where a kept calibration threshold applied, else nothing."""
-    members = result.get("prediction_set")
+    members = answer.prediction_set
     return {} if members is None else {"prediction_set": [ids[i] for i in members]}
 
 
 TIMING_KEYS = ("tokenize_ms", "prefix_eval_ms", "evaluate_ms", "shared_prefix_tokens")
-# What the core adds to each result for the order mode, answered as they are.
-CLOZE_KEYS = ("readout_name", "normalize", "option_tokens")  # a cloze answer's own
-ORDER_KEYS = ("order", "order_sensitivity", "prior", "calibration", "abstained", "min_answer_mass")
 
 
-def decide(engine, batch: DecisionBatch) -> tuple[list[dict], dict]:
-    """Score the batch in each question's order mode: (results, the engine's timing in ms)."""
-    scored, timing = scoring.decide(engine, batch, DECISION_PROMPT)
-    return results(engine, batch, scored), {k: timing[k] for k in TIMING_KEYS}
+def answered_timing(timing: dict) -> dict:
+    """The timing this API answers: the wait, the engine's ``TIMING_KEYS`` and the total."""
+    return {k: timing[k] for k in ("queue_wait_ms", *TIMING_KEYS, "total_ms") if k in timing}
 
 
-def respond(batch: DecisionBatch, results_: list[dict], timing: dict, model: dict) -> dict:
+def decide(engine: Scorer, batch: DecisionBatch) -> tuple[list[AnswerRecord], dict]:
+    """Score the batch in each question's order mode: (answers, the engine's timing in ms)."""
+    return scoring.decide(engine, batch, DECISION_PROMPT)
+
+
+def answered(engine: Scorer, batch: DecisionBatch) -> tuple[list[dict], dict]:
+    """``decide``, its answers rendered as this API's results (without the model info and timing it adds)."""
+    answers, timing = decide(engine, batch)
+    return results(batch, answers), timing
+
+
+def respond(batch: DecisionBatch, answers: list[AnswerRecord], timing: dict, model: dict) -> dict:
+    results_ = results(batch, answers)
+    timing = answered_timing(timing)
     if batch.single:
         return {"result": {**results_[0], "timing": timing, "model": model}}
     return {"id": batch.id, "results": results_, "timing": timing, "model": model}
@@ -321,8 +344,8 @@ class DecisionResult(Answer):
     abstained: bool | None = Field(None, description="Whether allowed_token_mass fell below min_answer_mass (the "
                                                      "probabilities are given all the same).")
     min_answer_mass: float | None = Field(None, ge=0, le=1, description="The abstention threshold in force.")
-    readout_name: Literal["cloze"] | None = Field(None, description="cloze answers only: the readout's name.")
-    normalize: Literal["pmi", "sum", "mean"] | None = Field(None, description="cloze: the normalisation used.")
+    readout_name: Literal[OTHER_READOUTS] | None = Field(None, description="cloze answers only: the readout's name.")
+    normalize: Literal[names.NORMALIZATIONS] | None = Field(None, description="cloze: the normalisation used.")
     option_tokens: list[int] | None = Field(None, description="cloze: the tokens of each option's text.")
     prediction_set: list[str] | None = Field(
         None, description="The option ids (in request order) of the split-conformal prediction set: every option "

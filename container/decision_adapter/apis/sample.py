@@ -18,12 +18,14 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field, ValidationError
 
+from ..answer_record import AnswerRecord
 from ..errors import AdapterError, Busy, InvalidType, InvalidValue, PromptTooLong
 from ..questions import MAX_QUESTIONS, DecisionBatch
 from .answers import ModelInfo, Timing
 from .common import Answer, Id, NonBlank, Strict, adapter_error, type_name
 from .api import Api
 from .dialect import Dialect
+from . import own
 from .own import WORDING, DecisionResult, Options, State, Temperature, decide, question_of
 
 SAMPLE_FIELDS = ("decision", "decisions")
@@ -97,7 +99,8 @@ def parse_sample(body: dict, max_decisions: int = MAX_QUESTIONS) -> DecisionBatc
     return DecisionBatch("decisions", state, tuple(questions), single=False)
 
 
-def respond(batch: DecisionBatch, results: list[dict], timing: dict, model: dict) -> dict:
+def respond(batch: DecisionBatch, answers: list[AnswerRecord], timing: dict, model: dict) -> dict:
+    results, timing = own.results(batch, answers), own.answered_timing(timing)
     if batch.single:
         return {"result": {**results[0], "timing": timing, "model": model}}
     return {"results": [{**result, "model": model} for result in results], "timing": {

@@ -48,10 +48,13 @@ import re
 from flask import Blueprint, current_app
 
 from .. import scoring
+from ..answer_record import AnswerRecord
+from ..engine import Engine
 from ..errors import AdapterError, ModelNotFound
 from ..prompt import DEFAULT_QUESTIONS, JEV_PROMPT, JEV_PROMPT_VERSION, YES_NO, as_text, option_text
 from ..questions import DecisionBatch, Option, Question
-from ..readout import READOUT_METHODS
+from ..readouts import READOUT_METHODS
+from ..seams import Scorer
 from . import audit
 from . import openapi_parts as doc
 from .api import Api, Scope
@@ -145,30 +148,35 @@ def batch_of(request: JevRequest) -> DecisionBatch:
     return DecisionBatch("systemone", request.state, tuple(questions))
 
 
-def score(engine, request: JevRequest) -> tuple[list[dict], dict]:
-    """Every question in the request's (or the server's) order mode, in Jev's prompt; each result also names
-    the answer tokens its readout read (for the audit block)."""
-    batch = batch_of(request)
-    results, timing = scoring.decide(engine, batch, JEV_PROMPT)
-    return [{**r, "allowed_tokens": audit.allowed_tokens(engine, len(q.options))}
-            for q, r in zip(batch.questions, results)], timing
+def score(engine: Scorer, request: JevRequest) -> tuple[list[AnswerRecord], dict]:
+    """Every question in the request's (or the server's) order mode, in Jev's prompt."""
+    return scoring.decide(engine, batch_of(request), JEV_PROMPT)
 
 
-def _extras(result: dict) -> dict:
-    return {"x_readout": result["readout"], "x_forward_passes": result["forward_passes"],
-            "x_input_tokens": result["input_tokens"], "x_allowed_token_mass": result["allowed_token_mass"],
-            "x_prompt_sha256": result["prompt_sha256"], "x_order": result["order"],
-            "x_order_sensitivity": result["order_sensitivity"], "x_prior": result["prior"],
-            "x_calibration": result["calibration"], "x_abstained": result["abstained"],
-            "x_min_answer_mass": result["min_answer_mass"],
-            **{f"x_{key}": result[key] for key in ("normalize", "option_tokens") if key in result}}
+def _extras(answer: AnswerRecord) -> dict:
+    return {"x_readout": answer.method, "x_forward_passes": answer.forward_passes,
+            "x_input_tokens": answer.input_tokens, "x_allowed_token_mass": answer.allowed_token_mass,
+            "x_prompt_sha256": answer.prompt_sha256, "x_order": answer.order,
+            "x_order_sensitivity": answer.order_sensitivity, "x_prior": None if answer.prior is None else list(answer.prior),
+            "x_calibration": answer.calibration, "x_abstained": answer.abstained,
+            "x_min_answer_mass": answer.min_answer_mass,
+            **{f"x_{key}": value for key, value in answer.extras.items()}}
 
 
-def answer(question: JevQuestion, result: dict) -> dict:
-    p = result["probabilities"]
+def _audited(question: JevQuestion, answers: list[AnswerRecord]) -> dict:
+    """The audit block's facts of one question (of several prompts for a multi_label one)."""
+    if question.type != "multi_label":
+        return {"prompt_sha256": answers[0].prompt_sha256, "allowed_tokens": answers[0].label_tokens,
+                "input_tokens": answers[0].input_tokens}
+    return {"prompt_sha256": audit.combined_sha256([a.prompt_sha256 for a in answers]),
+            "allowed_tokens": answers[0].label_tokens, "input_tokens": sum(a.input_tokens for a in answers)}
+
+
+def answer(question: JevQuestion, result: AnswerRecord) -> dict:
+    p = list(result.probabilities)
     extras = _extras(result)
-    if result.get("prediction_set") is not None:
-        extras["x_prediction_set"] = [question.names[i] for i in result["prediction_set"]]
+    if result.prediction_set is not None:
+        extras["x_prediction_set"] = [question.names[i] for i in result.prediction_set]
     if question.type == "noul":
         return {"type": "noul", "noul": unit(p[0]), **extras}
     if question.type == "choice":
@@ -180,16 +188,16 @@ def answer(question: JevQuestion, result: dict) -> dict:
             "probabilities": dict(zip(question.names, p)), "confidence": score_confidence(p), **extras}
 
 
-def multi_label_answer(question: JevQuestion, results: list[dict]) -> dict:
+def multi_label_answer(question: JevQuestion, results: list[AnswerRecord]) -> dict:
     """P(yes) per label, the labels at or above the threshold, and those whose read abstained."""
-    scores = {label: unit(r["probabilities"][0]) for label, r in zip(question.names, results)}
+    scores = {label: unit(r.probabilities[0]) for label, r in zip(question.names, results)}
     return {"type": "multi_label", "scores": scores, "threshold": question.threshold,
             "selected": [label for label, v in scores.items() if v >= question.threshold],
-            "abstained": [label for label, r in zip(question.names, results) if r["abstained"]],
+            "abstained": [label for label, r in zip(question.names, results) if r.abstained],
             "x_labels": [_extras(r) for r in results]}
 
 
-def grouped(request: JevRequest, results: list[dict]) -> list[list[dict]]:
+def grouped(request: JevRequest, results: list[AnswerRecord]) -> list[list[AnswerRecord]]:
     """The core's results, one list per question of the request (a multi_label question has one per label)."""
     out, at = [], 0
     for q in request.questions:
@@ -199,34 +207,28 @@ def grouped(request: JevRequest, results: list[dict]) -> list[list[dict]]:
     return out
 
 
-def respond(request: JevRequest, results: list[dict], timing: dict, info: dict) -> dict:
+def respond(request: JevRequest, results: list[AnswerRecord], timing: dict, info: dict) -> dict:
     answers, audited = {}, []
     for q, own in zip(request.questions, grouped(request, results)):
-        if q.type == "multi_label":
-            answers[q.key] = multi_label_answer(q, own)
-            audited.append({"prompt_sha256": audit.combined_sha256([r["prompt_sha256"] for r in own]),
-                            "allowed_tokens": own[0]["allowed_tokens"],
-                            "input_tokens": sum(r["input_tokens"] for r in own)})
-        else:
-            answers[q.key] = answer(q, own[0])
-            audited.append(own[0])
+        answers[q.key] = multi_label_answer(q, own) if q.type == "multi_label" else answer(q, own[0])
+        audited.append(_audited(q, own))
     return {
         "model": served_model_name(info),
         "answers": answers,
         "usage": {"input_tokens": int(timing["input_tokens"]), "output_tokens": 0},
         "audit": audit.audit_block(audited, info),
         "x_prompt_version": JEV_PROMPT_VERSION,
-        "x_readout_methods": {m: READOUT_METHODS[m] for m in sorted({r["readout"] for r in results})},
+        "x_readout_methods": {m: READOUT_METHODS[m] for m in sorted({r.method for r in results})},
         "x_timing": timing,
         "x_model": info,
     }
 
 
-def check(request: JevRequest, engine) -> None:
+def check(request: JevRequest, engine: Engine) -> None:
     """The model's name: checked before the request waits for the model (its prompts are built once it
     holds it, inside its time limit)."""
     if names_checked(engine):
-        check_model(request.model, engine.info, engine.model_files.manifest)
+        check_model(request.model, engine.info, engine.model.files.manifest)
 
 
 # -- the error shapes Jev clients read ------------------------------------------------------
@@ -284,7 +286,7 @@ post(blueprint, PATH, DIALECT, jev_route=True)
 @blueprint.get(MODELS_PATH)
 def models_route():
     engine = current_app.extensions[SERVING].engine
-    return json_response(models_payload(engine.info, engine.metadata, engine.model_files.manifest))
+    return json_response(models_payload(engine.info, engine.model.metadata, engine.model.files.manifest))
 
 
 def openapi_paths() -> dict:

@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from decision_contract import names
+
 from .common import Answer
 from .answers import CalibrationUsed, ModelInfo, OrderSensitivity, Timing
 
@@ -24,7 +26,7 @@ class _Extras(Answer):
     x_abstained: bool | None = Field(None, description="Whether the answer labels held less of the next-token "
                                                        "probability than x_min_answer_mass.")
     x_min_answer_mass: float | None = Field(None, ge=0, le=1)
-    x_normalize: Literal["pmi", "sum", "mean"] | None = Field(None, description="cloze: the normalisation used.")
+    x_normalize: Literal[names.NORMALIZATIONS] | None = Field(None, description="cloze: the normalisation used.")
     x_option_tokens: list[int] | None = Field(None, description="cloze: the tokens of each option's text.")
     x_prediction_set: list[str] | None = Field(
         None, description="The criteria names (in request order) of the split-conformal prediction set, present "

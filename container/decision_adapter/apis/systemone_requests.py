@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, PlainValidator
 from pydantic.json_schema import WithJsonSchema
 from pydantic_core import PydanticCustomError
 
+from decision_contract import names
+
 from ..errors import InvalidValue
 from ..prompt import render_json
 from ..questions import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
@@ -198,10 +200,10 @@ class SystemOneRequest(BaseModel):
     x_min_answer_mass: Annotated[float, Field(ge=0, le=1)] | None = Field(
         None, description="This adapter's extension: the abstention threshold (default "
                           "DECISION_ADAPTER_MIN_ANSWER_MASS).")
-    x_readout: Literal["letters", "cloze"] | None = Field(
+    x_readout: Literal[names.READOUTS] | None = Field(
         None, description="This adapter's extension: the readout, letters or cloze (each option's own words scored "
                           "as the answer; x_order must then be as_given or absent). Default DECISION_ADAPTER_READOUT.")
-    x_normalize: Literal["pmi", "sum", "mean"] | None = Field(
+    x_normalize: Literal[names.NORMALIZATIONS] | None = Field(
         None, description="This adapter's extension, cloze only: pmi (default), sum or mean.")
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from ..seams import Scorer
+
 MODEL_ALIAS = "jev-latest"
 
 
@@ -25,7 +27,7 @@ def accepted_model_names(info: dict, manifest: dict | None) -> set[str]:
     return names
 
 
-def names_checked(engine) -> bool:
+def names_checked(engine: Scorer) -> bool:
     """Whether requests naming another model are refused (DECISION_ADAPTER_STRICT_MODEL_NAMES): otherwise the
     served model answers whatever name was sent, and the answer names it."""
     return engine.settings.strict_model_names

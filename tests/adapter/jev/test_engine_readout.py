@@ -37,10 +37,10 @@ def restore_engine(model_dir):
 
 
 def test_every_code_is_a_letter_then_a_digit(engine):
-    groups, digits = engine.code_tokens
+    groups, digits = engine.model.code_tokens
     assert len(groups) == 26 and len(digits) == 10
-    assert groups[:16] == engine.slot_tokens  # A-P are the same tokens as the letter slots
-    assert engine.max_options == 260
+    assert groups[:16] == engine.model.slot_tokens  # A-P are the same tokens as the letter slots
+    assert engine.model.max_options == 260
 
 
 def test_two_level_readout_is_a_distribution_over_exactly_the_options(engine):
@@ -57,16 +57,16 @@ def test_two_level_readout_by_hand(engine):
     """P(option) = P(group letter | prompt) x P(digit | prompt + group letter), each restricted."""
     _, built = items(engine, {"q": many(19)})  # codes A0-A9 and B0-B8
     (result,), timing = engine.score_items(built)
-    groups, digits = engine.code_tokens
-    tokens = engine.tokenize(built[0].prompt.text)
+    groups, digits = engine.model.code_tokens
+    tokens = engine.model.tokenize(built[0].prompt.text)
     cut = timing["shared_prefix_tokens"]
 
     def logits_after(*chunks):  # evaluated in the engine's chunks, so the arithmetic is the same
-        engine._reset_context()
-        engine._prefix = None
+        engine.context.reset()
+        engine.context.prefix = None
         for chunk in chunks:
             engine.llm.eval(chunk)
-        return engine._last_logits()
+        return engine.context.last_logits()
 
     def softmax(x):
         e = np.exp(x - x.max())
@@ -104,8 +104,8 @@ def test_an_item_is_scored_the_same_alone_in_a_crowd_and_twice(engine):
 def test_too_many_options_for_a_model_without_codes_is_a_422(engine, monkeypatch):
     from decision_adapter.errors import InvalidValue
 
-    monkeypatch.setattr(engine, "code_tokens", None)
-    monkeypatch.setattr(engine, "codes_unavailable", "the codes are not two tokens")
+    monkeypatch.setattr(engine.model, "_code_tokens", None)
+    monkeypatch.setattr(engine.model, "codes_unavailable", "the codes are not two tokens")
     with pytest.raises(InvalidValue) as raised:
         items(engine, {"q": many(17)})
     assert raised.value.loc == ("body", "questions", "q", "criteria") and "17 options" in raised.value.message
@@ -117,11 +117,11 @@ def test_temperature_divides_the_logits_at_both_levels(engine):
     p, q = reading.scores.probabilities(1.0), reading.scores.probabilities(4.0)
     assert abs(q.sum() - 1) < 1e-9 and q.max() < p.max() and q.min() > p.min()
     # the group shares are the softmax of the group letters' logits over T, at T = 1 and at T = 4 alike
-    groups, _ = engine.code_tokens
-    engine._reset_context()
-    engine._prefix = None
-    engine.llm.eval(engine.tokenize(item.prompt.text))
-    g = engine._last_logits()[list(groups[:2])]
+    groups, _ = engine.model.code_tokens
+    engine.context.reset()
+    engine.context.prefix = None
+    engine.llm.eval(engine.model.tokenize(item.prompt.text))
+    g = engine.context.last_logits()[list(groups[:2])]
     for probs, t in ((p, 1.0), (q, 4.0)):
         expected = np.exp(g / t - np.max(g / t))
         expected /= expected.sum()

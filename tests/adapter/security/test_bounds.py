@@ -96,13 +96,13 @@ def test_an_unseeded_chat_never_samples_with_the_previous_callers_seed(engine):
 def _counting_tokenizer(engine, monkeypatch) -> list[int]:
     """Record the length of every text the engine tokenizes."""
     lengths = []
-    real = engine.prompt_tokens
+    real = engine.model.prompt_tokens
 
     def counted(prompt, end=None):
         lengths.append(len(prompt.text if end is None else prompt.text[:end]))
         return real(prompt, end)
 
-    monkeypatch.setattr(engine, "prompt_tokens", counted)
+    monkeypatch.setattr(engine.model, "prompt_tokens", counted)
     return lengths
 
 
@@ -111,9 +111,9 @@ def test_a_state_too_long_for_any_context_is_refused_untokenized(engine, monkeyp
     from decision_adapter.apis.own import parse_decision
 
     lengths = _counting_tokenizer(engine, monkeypatch)
-    chars = engine.llm.n_ctx() * engine._max_token_chars + 1
+    chars = engine.llm.n_ctx() * engine.model.max_token_chars + 1
     with pytest.raises(PromptTooLong, match="more than a .*-token context can hold"):
-        own.decide(engine, parse_decision(dict(DECISION, state="x" * chars)))
+        own.answered(engine, parse_decision(dict(DECISION, state="x" * chars)))
     assert lengths == []
 
 
@@ -125,17 +125,17 @@ def test_a_shared_request_stops_at_its_first_prompt_that_does_not_fit(engine, mo
     state = " ".join(f"word{i}" for i in range(engine.llm.n_ctx()))  # more tokens than the context holds
     questions = [{"id": f"q{i}", "question": "Which team?", "options": ["a", "b"]} for i in range(64)]
     with pytest.raises(PromptTooLong):
-        own.decide(engine, parse_decision({"id": "b", "state": state, "questions": questions}))
+        own.answered(engine, parse_decision({"id": "b", "state": state, "questions": questions}))
     assert len(lengths) == 1  # not 64 tokenizations of the same long state before the first check
 
 
 def test_a_prompt_whose_tail_merged_is_checked_on_its_last_characters_only(engine, monkeypatch):
     from decision_adapter.apis.own import parse_decision
 
-    monkeypatch.setattr(engine, "_tail", (-1,))  # as if the request's text merged with the template's tail
+    monkeypatch.setattr(engine.model, "tail", (-1,))  # as if the request's text merged with the template's tail
     lengths = _counting_tokenizer(engine, monkeypatch)
     state = "The parcel never arrived. " * 200
-    (result,), _ = own.decide(engine, parse_decision(dict(DECISION, state=state)))
+    (result,), _ = own.answered(engine, parse_decision(dict(DECISION, state=state)))
     assert abs(sum(result["probabilities"]) - 1) < 1e-9
     long_ones = [n for n in lengths if n > 300]
     assert len(long_ones) <= 2 and len(lengths) > 16  # the full prompt (and its prefix) once; 16 short checks
@@ -146,7 +146,7 @@ def test_any_failure_inside_the_model_leaves_a_clean_context(engine, monkeypatch
     from decision_adapter.apis.own import parse_decision
 
     body = dict(DECISION, state="The customer wrote three times about the same parcel. " * 10)
-    (before,), _ = own.decide(engine, parse_decision(body))
+    (before,), _ = own.answered(engine, parse_decision(body))
     real_eval = engine.llm.eval
 
     def fails_halfway(tokens):
@@ -155,8 +155,8 @@ def test_any_failure_inside_the_model_leaves_a_clean_context(engine, monkeypatch
 
     monkeypatch.setattr(engine.llm, "eval", fails_halfway)
     with pytest.raises(RuntimeError):
-        own.decide(engine, parse_decision(dict(body, id="other", state=body["state"] + " Again.")))
-    assert engine._prefix is None and engine.llm.n_tokens == 0
+        own.answered(engine, parse_decision(dict(body, id="other", state=body["state"] + " Again.")))
+    assert engine.context.prefix is None and engine.llm.n_tokens == 0
     monkeypatch.setattr(engine.llm, "eval", real_eval)
-    (after,), _ = own.decide(engine, parse_decision(body))
+    (after,), _ = own.answered(engine, parse_decision(body))
     assert after["probabilities"] == pytest.approx(before["probabilities"], abs=1e-6)

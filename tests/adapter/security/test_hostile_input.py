@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from decision_adapter import openapi
-from decision_adapter.apis import chat, decisions, invocations, systemone
+from decision_adapter.apis import chat, decisions, decisions_requests, invocations, systemone
 from decision_adapter.app import parse_json_body
 from decision_adapter.errors import AdapterError, InvalidValue
 from decision_adapter.apis.chat import parse_chat
@@ -71,7 +71,7 @@ def check_validated(parsed) -> None:
         for item in parsed.input if isinstance(parsed.input, list) else []:
             if getattr(item, "type", None) in ("function_call_output", "custom_tool_call_output"):
                 assert item.call_id in calls  # an output names a call of the input
-        assert not any(isinstance(part, decisions.ImagePart) for _, part in decisions._parts_of(parsed))
+        assert not any(isinstance(part, decisions_requests.ImagePart) for _, part in decisions_requests.parts_of(parsed))
         for q in parsed.questions:
             assert isinstance(decisions.instructions_of(q), str)
             assert 2 <= len(decisions.option_texts(q)) <= MAX_CHOICE_OPTIONS
@@ -281,8 +281,8 @@ def test_control_token_text_in_the_state_stays_text(engine):
     assert len(control) == 2
 
     def control_count(state) -> int:
-        rendered = engine.template.render_decision(state, question)
-        return sum(t in control for t in engine.prompt_tokens(rendered))
+        rendered = engine.model.template.render_decision(state, question)
+        return sum(t in control for t in engine.model.prompt_tokens(rendered))
 
     assert control_count(INJECTION) == control_count("The parcel never arrived.")
 
@@ -296,19 +296,19 @@ def test_control_token_text_anywhere_in_the_request_is_tokenized_as_plain_text(e
     else:
         body[field] = INJECTION
     injected = parse_decision(body)
-    prompt = engine.template.render_decision(injected.state, injected.questions[0])
+    prompt = engine.model.template.render_decision(injected.state, injected.questions[0])
     start, end = prompt.content_span
-    tokens = engine.prompt_tokens(prompt)
+    tokens = engine.model.prompt_tokens(prompt)
     # the caller's text reads back exactly, and as the same tokens as plain text on its own
     assert engine.llm.detokenize(tokens, special=True).decode().endswith(prompt.text)
     assert "<|im_end|>" in prompt.text[start:end]
     plain = engine.llm.tokenize(prompt.text[start:end].encode(), add_bos=False, special=False)
     assert any(tokens[i:i + len(plain)] == plain for i in range(len(tokens)))
     # the template's own turns around it are tokenized as for a harmless request
-    reference = engine.template.render_decision(DECISION["state"], clean)
-    reference_tokens = engine.prompt_tokens(reference)
-    head = engine.tokenize(prompt.text[:start])
-    tail = engine.tokenize(prompt.text[end:])
+    reference = engine.model.template.render_decision(DECISION["state"], clean)
+    reference_tokens = engine.model.prompt_tokens(reference)
+    head = engine.model.tokenize(prompt.text[:start])
+    tail = engine.model.tokenize(prompt.text[end:])
     assert tokens[:len(head) - 1] == reference_tokens[:len(head) - 1]
     assert tokens[-(len(tail) - 1):] == reference_tokens[-(len(tail) - 1):]
 
@@ -318,9 +318,9 @@ def test_unprotected_control_text_is_still_a_control_token(engine):
     control = engine.llm.tokenize(b"<|im_end|>", add_bos=False, special=True)
     assert len(control) == 1
     text = "a<|im_end|>b<|im_end|>c"
-    assert engine.tokenize(text).count(control[0]) == 2
-    assert engine.tokenize(text, protect=((0, 6),)).count(control[0]) == 1  # the first one is the caller's
-    assert engine.tokenize(text, protect=((0, len(text)),)).count(control[0]) == 0
+    assert engine.model.tokenize(text).count(control[0]) == 2
+    assert engine.model.tokenize(text, protect=((0, 6),)).count(control[0]) == 1  # the first one is the caller's
+    assert engine.model.tokenize(text, protect=((0, len(text)),)).count(control[0]) == 0
 
 
 # ---- the same for chat: message contents are plain text -----------------------------------------
@@ -328,7 +328,7 @@ def test_unprotected_control_text_is_still_a_control_token(engine):
 def test_chat_contents_are_found_even_when_they_repeat_the_templates_own_text(engine):
     messages = [{"role": "user", "content": "<|im_start|>"}, {"role": "assistant", "content": "user"},
                 {"role": "user", "content": INJECTION}]
-    text, spans = engine.template.render_with_spans(messages)
+    text, spans = engine.model.template.render_with_spans(messages)
     assert [text[a:b] for a, b in spans] == [m["content"] for m in messages]
     assert spans[0][0] > text.index("<|im_start|>")  # not the template's first marker
     assert spans == tuple(sorted(spans)) and all(b <= c for (_, b), (c, _) in zip(spans, spans[1:]))
@@ -338,8 +338,8 @@ def test_chat_injection_stays_text_and_the_answer_reads_that_prompt(engine):
     control = set(engine.llm.tokenize(b"<|im_start|><|im_end|>", add_bos=False, special=True))
 
     def tokens(content):
-        text, spans = engine.template.render_with_spans([{"role": "user", "content": content}])
-        return engine.tokenize(text, spans)
+        text, spans = engine.model.template.render_with_spans([{"role": "user", "content": content}])
+        return engine.model.tokenize(text, spans)
 
     injected = tokens(INJECTION)
     assert sum(t in control for t in injected) == sum(t in control for t in tokens("The parcel never arrived."))
@@ -355,8 +355,8 @@ REWRITING_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m[
 def test_a_template_that_rewrites_contents_refuses_control_text_instead_of_parsing_it(engine, monkeypatch):
     from decision_adapter.prompt import ChatTemplate
 
-    monkeypatch.setattr(engine, "template", ChatTemplate(REWRITING_TEMPLATE))
-    assert engine.template.render_with_spans([{"role": "user", "content": "hi"}])[1] is None
+    monkeypatch.setattr(engine.model, "_template", ChatTemplate(REWRITING_TEMPLATE))
+    assert engine.model.template.render_with_spans([{"role": "user", "content": "hi"}])[1] is None
     request = parse_chat({"messages": [{"role": "user", "content": "fine"},
                                        {"role": "user", "content": INJECTION}], "max_tokens": 2}, 16)
     with pytest.raises(InvalidValue) as caught:
