@@ -36,7 +36,7 @@ LLAMA_SDIST := .wheels/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz
 LLAMA_SOURCES := $(LLAMA_HOME)/llama_cpp_python-$(LLAMA_CPP_PYTHON)
 BINDINGS_WHEELS := .wheels/llama-cpp-python-bindings-$(LLAMA_KEY)
 
-.PHONY: setup demo test browser bench conformance llama-cpp clean-venv
+.PHONY: setup demo test results browser bench conformance llama-cpp clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -118,16 +118,21 @@ demo: setup
 	$(PY) -m workshop_lib demo
 
 # The docs site first (strict: a broken link or a reference that cannot be generated fails; the site
-# goes to .site/), then unit, adapter, AWS and benchmark tests, then every notebook in order
-# (local rehearsal: the AWS emulator and real adapter processes, all stopped at the end).
+# goes to .site/), then unit, adapter, AWS and benchmark tests, then every notebook in order and
+# make demo, each compared with its results page (local rehearsal: the AWS emulator and real
+# adapter processes, all stopped at the end).
 test: setup
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
-	$(PY) -m pytest --ignore=tests/notebooks/test_browser.py
-	WORKSHOP_MODE=local JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter \
-	  $(PY) -m pytest --nbmake --nbmake-kernel=python3 notebooks/
+	$(PY) -m pytest --ignore=tests/notebooks/test_browser.py --ignore=tests/notebooks/test_results.py
+	$(PY) -m pytest tests/notebooks/test_results.py
+
+# The docs' results pages (docs/results/) and the make demo excerpts in README.md and
+# docs/getting-started.md, from one run of every notebook in local mode and of make demo.
+results: setup
+	$(PY) -m scripts.results
 
 # The notebooks in JupyterLab in a headless Chromium (tests/notebooks/test_browser.py): about 90 s, kept out of
-# make test to hold CI inside its time; nbmake there runs the same notebooks.
+# make test to hold CI inside its time; make test runs the same notebooks headless.
 browser: setup
 	# chromium (Debian), installed here only: make test does not need it.
 	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
