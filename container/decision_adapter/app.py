@@ -356,7 +356,7 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
             raise Unauthorized("the API key is not valid")
         return None
 
-    def details(engine) -> dict:
+    def details(engine: Engine) -> dict:
         return {"status": "ready", "model": engine.info["file"], "extra_buffer_types": engine.model.runtime.extra_buffers,
                 "startup_probe": engine.startup_probe, "busy": gate.busy, "waiting": gate.waiting,
                 "in_flight": gate.in_flight, "lanes": gate.lanes,
