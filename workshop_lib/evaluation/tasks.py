@@ -156,7 +156,7 @@ def _from_jevbench(record: Mapping, where: str) -> dict:
     instructions = _text(q.get("instructions"), where, "question.instructions")
     criteria = q.get("criteria")
     labels = record.get("labels")
-    if labels is not None and (not isinstance(labels, list) or not all(isinstance(l, str) for l in labels)):
+    if labels is not None and (not isinstance(labels, list) or not all(isinstance(label, str) for label in labels)):
         raise _fail(where, "labels must be a list of strings")
     expected = record.get("expected")
     if qtype == "choice":
