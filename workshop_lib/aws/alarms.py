@@ -124,6 +124,8 @@ def alarm_request(endpoint_name: str, suffix: str, *, thresholds: Thresholds = T
     """PutMetricAlarm for one of the endpoint's alarms: fires when ``datapoints_to_alarm`` of the last
     ``evaluation_periods`` periods pass the threshold; no data (an idle endpoint) is not a breach."""
     spec = next((a for a in _ALARMS if a[0] == suffix), None)
+    if spec is None:
+        raise InvalidInput(f"no alarm {suffix!r}; an endpoint's alarms are {', '.join(a[0] for a in _ALARMS)}")
     name = alarm_name(endpoint_name, suffix)
     _, namespace, metric, statistic, unit, field, scale, _ = spec
     if period_s not in (10, 30) and (period_s < 60 or period_s % 60):

@@ -262,7 +262,7 @@ def check_image_tag(image_tag: str) -> str:
 def image_build_env(base: ImageRef, repository: ImageRef, image_tag: str,
                     dockerfile: str = "Dockerfile") -> dict[str, str]:
     """The buildspec variables for buildspec/image-build.yml; the base must be a pinned regional DLC."""
-    if not repository.is_private_ecr or repository.tag or repository.digest:
+    if not repository.is_private_ecr or repository.region is None or repository.tag or repository.digest:
         raise InvalidInput(
             f"repository URI {repository.uri!r} is not an ECR repository "
             "(<account>.dkr.ecr.<region>.amazonaws.com/<name>, without tag or digest)")

@@ -126,7 +126,10 @@ def capture_record(request: bytes, response: bytes, *, when: dt.datetime, event_
 
 def capture_folder(destination_uri: str, endpoint: str, variant: str | None = None) -> tuple[str, str]:
     """(bucket, key prefix) of one endpoint's captures (one variant's, given ``variant``)."""
-    bucket, key = names.split_s3_uri(destination_uri.rstrip("/"))
+    split = names.split_s3_uri(destination_uri.rstrip("/"))
+    if split is None:
+        raise InvalidInput(f"capture destination {destination_uri!r} is not an s3://bucket/prefix URI")
+    bucket, key = split
     parts = [p for p in (key.strip("/"), endpoint, variant) if p]
     return bucket, "/".join(parts) + "/"
 

@@ -221,8 +221,9 @@ def check_manifest(manifest: dict, spec: ModelSpec) -> dict:
     listed = next((f for f in view.files if f.path == pin.path), None)
     wrong = [] if listed else [f"no entry for {pin.path} (it lists {[f.path for f in view.files]})"]
     if listed:
-        checks = [("repo", listed.repo, pin.repo), ("revision", listed.revision, pin.revision),
-                  ("sha256", listed.sha256, pin.sha256 and pin.sha256.lower())]
+        checks: list[tuple[str, object, object]] = [
+            ("repo", listed.repo, pin.repo), ("revision", listed.revision, pin.revision),
+            ("sha256", listed.sha256, pin.sha256 and pin.sha256.lower())]
         if listed.size is not None:  # the sample's shape records no size
             checks.append(("size", listed.size, pin.size))
         wrong += [f"{what} {got!r}, pinned {want!r}" for what, got, want in checks

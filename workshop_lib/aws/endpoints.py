@@ -268,21 +268,21 @@ def instance_pools(instance_types: Sequence[str]) -> list[dict]:
 
 def check_instance_pools(pools: Sequence[Mapping]) -> list[dict]:
     """The rules botocore leaves to the service: 1-5 pools, distinct types, priorities 1-5."""
-    pools = [dict(p) for p in pools]
-    if not 1 <= len(pools) <= MAX_POOLS:
-        raise InvalidInput(f"{len(pools)} instance pools given; a variant takes 1 to {MAX_POOLS}")
-    types = [p.get("InstanceType") for p in pools]
+    checked = [dict(p) for p in pools]
+    if not 1 <= len(checked) <= MAX_POOLS:
+        raise InvalidInput(f"{len(checked)} instance pools given; a variant takes 1 to {MAX_POOLS}")
+    types = [p.get("InstanceType", "") for p in checked]
     duplicates = sorted({t for t in types if types.count(t) > 1})
     if duplicates:
         raise InvalidInput(f"instance pools repeat {', '.join(duplicates)}; list each type once")
-    for pool in pools:
+    for pool in checked:
         check_choice(pool["InstanceType"], endpoint_instance_types(), "instance pool type")
         priority = pool.get("Priority")
         if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= MAX_POOLS:
             raise InvalidInput(
                 f"pool {pool['InstanceType']} has Priority {priority!r}; use 1 to {MAX_POOLS} (1 = first choice)"
             )
-    return pools
+    return checked
 
 
 def instance_pool_variant(model_name: str, instance_types: Sequence[str] = DEFAULT_GPU_POOLS, *,
@@ -316,8 +316,8 @@ def endpoint_config_request(name: str, variant: Mapping, *, tags: list[dict] | N
             raise InvalidInput("a variant takes InstanceType or InstancePools, not both")
         check_instance_pools(variant["InstancePools"])
         check_in_range(variant.get("VariantInstanceProvisionTimeoutInSeconds", 300), 300, 3600,
-                  "VariantInstanceProvisionTimeoutInSeconds")
-    request = {"EndpointConfigName": name, "ProductionVariants": [dict(variant)]}
+                       "VariantInstanceProvisionTimeoutInSeconds")
+    request: dict[str, object] = {"EndpointConfigName": name, "ProductionVariants": [dict(variant)]}
     if data_capture:
         request["DataCaptureConfig"] = dict(data_capture)
     if tags:
@@ -329,7 +329,7 @@ def endpoint_request(name: str, *, config_name: str | None = None, tags: list[di
     check_resource_name(name, "endpoint")
     config_name = config_name or name
     check_resource_name(config_name, "endpoint config")
-    request = {"EndpointName": name, "EndpointConfigName": config_name}
+    request: dict[str, object] = {"EndpointName": name, "EndpointConfigName": config_name}
     if tags:
         request["Tags"] = check_tags(list(tags))
     return api.validate("sagemaker", "CreateEndpoint", request)
@@ -491,4 +491,4 @@ def version_name(endpoint_name: str, when: datetime.datetime | None = None) -> s
 
 def is_version(endpoint_name: str, name: str | None) -> bool:
     """Whether ``name`` is one of ``version_name``'s names for ``endpoint_name``."""
-    return bool(name) and re.fullmatch(re.escape(endpoint_name) + r"-\d{14}", name) is not None
+    return name is not None and re.fullmatch(re.escape(endpoint_name) + r"-\d{14}", name) is not None

@@ -131,8 +131,9 @@ def deploy(sm_client, plan: DeployPlan, *, region: str | None = None, wait: bool
     hosting = hosting or SageMakerHosting(poll_s=poll_s, timeout_s=timeout_s)
     region = region or api.region_of(sm_client)
     check_deployable(plan.image, region)
-    if s3_client is not None and plan.model_data_url:
-        check_bucket_region(s3_client, names.split_s3_uri(plan.model_data_url)[0], region)
+    model_data = names.split_s3_uri(plan.model_data_url)
+    if s3_client is not None and model_data is not None:
+        check_bucket_region(s3_client, model_data[0], region)
     sent = hosting.adapt(plan)
     created: list[str] = []
     try:

@@ -211,7 +211,8 @@ def _identity_verdict(documents: Mapping | Sequence[Mapping], action: str, resou
                       context: Mapping[str, object] | None) -> Verdict:
     docs = [documents] if isinstance(documents, Mapping) else list(documents)
     context = context or {}
-    allowed_by, denied_by = [], []
+    allowed_by: list[str] = []
+    denied_by: list[str] = []
     for doc in docs:
         for i, statement in enumerate(doc["Statement"]):
             if _statement_applies(statement, action, resource, context):

@@ -264,7 +264,7 @@ def resolve_digest(ecr_client, image: ImageRef) -> ImageRef:
 
     An already pinned reference comes back pinned, without any tag, and ECR is not asked.
     """
-    if image.pinned:
+    if image.digest is not None:
         return image.at(image.digest)
     if not image.is_private_ecr:
         raise InvalidInput(f"image {image.uri!r} is not in a private ECR registry; resolve_digest needs one")
@@ -357,7 +357,7 @@ def resolve_dlc(ecr_client, region: str | None = None, variant: str = "cpu", *, 
         tagged = resolve_digest(ecr_client, dlc_image(region, variant))
         if tagged.digest != pin.digest:
             warnings.warn(
-                f"following {SAGEMAKER_TAGS[variant]} gives {tagged.digest[:19]}..., not the pinned "
+                f"following {SAGEMAKER_TAGS[variant]} gives {str(tagged.digest)[:19]}..., not the pinned "
                 f"{pin.digest[:19]}...: the bindings {pin.bindings!r} may not match its libllama. The image build's "
                 "bindings proof stops the build if they do not.", stacklevel=2)
         return tagged

@@ -55,12 +55,12 @@ def vcpus(instance_type: str) -> int:
 
 def is_gpu_instance(instance_type: str) -> bool:
     m = _INSTANCE.fullmatch(instance_type)
-    return bool(m) and m["family"][0] in "gp"
+    return m is not None and m["family"][0] in "gp"
 
 
 def has_local_nvme(instance_type: str) -> bool:
     m = _INSTANCE.fullmatch(instance_type)
-    return bool(m) and (m["family"][0] in "gp" or m["family"].endswith("d"))
+    return m is not None and (m["family"][0] in "gp" or m["family"].endswith("d"))
 
 
 def check_cuda13(instance_type: str) -> None:

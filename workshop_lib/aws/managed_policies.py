@@ -35,7 +35,7 @@ class ManagedPolicy:
 def load(name: str = SAGEMAKER_FULL_ACCESS) -> ManagedPolicy:
     """The vendored managed policy ``name`` (``workshop_lib/data/<name>.json``)."""
     try:
-        text = resources.files("workshop_lib").joinpath("data", f"{name}.json").read_text(encoding="utf-8")
+        text = resources.files("workshop_lib").joinpath("data").joinpath(f"{name}.json").read_text(encoding="utf-8")
     except FileNotFoundError:
         raise LookupError(f"no vendored copy of the managed policy {name!r} in workshop_lib/data/; "
                           f"known: {SAGEMAKER_FULL_ACCESS}") from None

@@ -66,6 +66,7 @@ class Clients:
         self.requests = requests or RequestRecorder()  # what each step sent, for the notebook to show
         self.local = mode.name == "local"
         self._made: dict[str, object] = {}
+        self._account: str | None = None
         self._builds = self._hosting = None
 
     def acting_as(self, principal: str | None):
@@ -94,9 +95,9 @@ class Clients:
 
     def account(self) -> str:
         """The account the clients act in (asked once)."""
-        if "account" not in self._made:
-            self._made["account"] = self.sts.get_caller_identity()["Account"]
-        return self._made["account"]
+        if self._account is None:
+            self._account = self.sts.get_caller_identity()["Account"]
+        return self._account
 
     sm = property(lambda self: self.get("sagemaker"))
     s3 = property(lambda self: self.get("s3"))

@@ -127,7 +127,8 @@ def deadline_calls(calls) -> list[dict]:
     ever registered for auto scaling (SageMaker deregisters them as the caller). The emulator never fires a schedule
     by itself, so the audit holds these against the role."""
     calls = [c for c in calls if not c.get("refused")]
-    tags, scaled = {}, {}
+    tags: dict[str | None, dict[str, str]] = {}
+    scaled: dict[str, set[str]] = {}
     for call in calls:
         params = call.get("params") or {}
         if call.get("service") == "sagemaker" and call.get("operation") == "CreateEndpoint":

@@ -79,8 +79,9 @@ LOG_WRITE = ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents")
 
 def allow(sid: str, actions: Iterable[str], resources: Iterable[str] | str, condition: Mapping | None = None) -> dict:
     """An Allow statement: its actions sorted and deduplicated, its resources deduplicated in order."""
-    statement = {"Sid": sid, "Effect": "Allow", "Action": sorted(set(actions)),
-                 "Resource": resources if isinstance(resources, str) else list(dict.fromkeys(resources))}
+    statement: dict[str, object] = {
+        "Sid": sid, "Effect": "Allow", "Action": sorted(set(actions)),
+        "Resource": resources if isinstance(resources, str) else list(dict.fromkeys(resources))}
     if condition:
         statement["Condition"] = {op: dict(values) for op, values in condition.items()}
     return statement

@@ -35,7 +35,7 @@ KEPT = "kept"  # exists, but is not the workshop's (or its tags could not be rea
 
 def is_workshop_tagged(tags: Mapping[str, str] | None) -> bool:
     """The resource carries ``workshop=decision-workshop``, as everything the workshop creates does."""
-    return bool(tags) and tags.get(TAG_WORKSHOP) == WORKSHOP_TAGS[TAG_WORKSHOP]
+    return tags is not None and tags.get(TAG_WORKSHOP) == WORKSHOP_TAGS[TAG_WORKSHOP]
 
 
 def not_tagged_note(kind: str, name: str, why: str = "") -> str:

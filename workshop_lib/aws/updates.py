@@ -18,6 +18,7 @@ again was rolled back, and the result says so.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -79,12 +80,13 @@ def deployment_config(rollback_alarms: Sequence[str], *, routing: str = ALL_AT_O
         if isinstance(canary_percent, bool) or not isinstance(canary_percent, int) or not 1 <= canary_percent <= 50:
             raise InvalidInput(f"canary_percent is {canary_percent!r}; it must be 1 to 50 (% of the capacity)")
         traffic["CanarySize"] = {"Type": "CAPACITY_PERCENT", "Value": canary_percent}
-    policy = {"TrafficRoutingConfiguration": traffic,
-              "TerminationWaitInSeconds": _bounded(termination_wait_s, (
-                  "DeploymentConfig", "BlueGreenUpdatePolicy", "TerminationWaitInSeconds"), "termination_wait_s"),
-              "MaximumExecutionTimeoutInSeconds": _bounded(max_execution_s, (
-                  "DeploymentConfig", "BlueGreenUpdatePolicy", "MaximumExecutionTimeoutInSeconds"), "max_execution_s")}
-    if policy["MaximumExecutionTimeoutInSeconds"] < bake_s * (2 if routing == CANARY else 1):
+    wait = _bounded(termination_wait_s, (
+        "DeploymentConfig", "BlueGreenUpdatePolicy", "TerminationWaitInSeconds"), "termination_wait_s")
+    longest = _bounded(max_execution_s, (
+        "DeploymentConfig", "BlueGreenUpdatePolicy", "MaximumExecutionTimeoutInSeconds"), "max_execution_s")
+    policy = {"TrafficRoutingConfiguration": traffic, "TerminationWaitInSeconds": wait,
+              "MaximumExecutionTimeoutInSeconds": longest}
+    if longest < bake_s * (2 if routing == CANARY else 1):
         raise InvalidInput(f"max_execution_s ({max_execution_s}) is shorter than the baking the rollout needs "
                               f"({bake_s} s{' twice, for the canary and the rest' if routing == CANARY else ''})")
     return {"BlueGreenUpdatePolicy": policy,
@@ -257,7 +259,11 @@ def roll_out(sm_client, plan: UpdatePlan, *, region: str | None = None, hosting=
         statuses = wait_rollout(sm_client, plan.endpoint_name, delay_s=delay_s, max_attempts=max_attempts,
                                 report=report, sleep=sleep)
     except (ClientError, AwsFailure) as exc:  # refused or failed: the version it made must not stay behind
-        exc.add_note(f"the update's version {plan.version}: {discard_version(sm_client, plan.endpoint_name, plan.version)}")
+        note = f"the update's version {plan.version}: {discard_version(sm_client, plan.endpoint_name, plan.version)}"
+        if sys.version_info >= (3, 11):
+            exc.add_note(note)
+        else:  # Python 3.10 has no add_note; the note is kept where 3.11's traceback would read it
+            setattr(exc, "__notes__", [*getattr(exc, "__notes__", []), note])
         raise
     after = sm_client.describe_endpoint(EndpointName=plan.endpoint_name)
     _, notes = hosting.served(plan.endpoint_name)
