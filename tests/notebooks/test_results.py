@@ -22,14 +22,14 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really a picture").decode()
 
 def test_normalise_hides_what_varies_and_keeps_what_the_code_decides():
     varies = ("ready at http://127.0.0.1:41585 (log: /tmp/workshop-results-x1_y/local/adapter.log); "
-              "client 2207 ms, p50 0.633 s, p95 1,668 ms, 12.5/s; decision-workshop-cpu-20261204152728 at "
+              "client 2207 ms, took 0.633 s, 1,668 ms; decision-workshop-cpu-20261204152728 at "
               "2026-12-04T15:27:28Z, tag cpu-20261206-102341, deleted at 14:24 UTC; request "
               "0f8e1c2a-1b2c-4d3e-8f9a-0123456789ab, models/1506de74fd8992d7360f59704f2a71e7/model; "
               "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-workshop@sha256:d006daedb738…; "
               "model.tar.gz (92,799,675 bytes); boto3 1.44.18")
     assert results.normalise(varies) == (
         "ready at http://127.0.0.1:<port> (log: <tmp>/local/adapter.log); "
-        "client <duration>, p50 <duration>, p95 <duration>, <rate>; decision-workshop-cpu-<time> at "
+        "client <duration>, took <duration>, <duration>; decision-workshop-cpu-<time> at "
         "<time>, tag cpu-<time>, deleted at <time> UTC; request "
         "<id>, models/<id>/model; "
         "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-workshop@sha256:<digest>…; "
@@ -38,6 +38,9 @@ def test_normalise_hides_what_varies_and_keeps_what_the_code_decides():
             "SmolLM2-135M-Instruct.Q4_1.gguf 98,362,432 bytes, sha256 b179c9523d0e…; 127.0.0.1 and "
             "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@sha256:1f19c220f5f1…; 4 h; C = 2")
     assert results.normalise(kept) == kept
+    timed = "C = 1: 0.83 decisions/s, p95 1,649 ms; 3 answered\nas_given 66.7% 1215.6 0.95x"
+    assert results.normalise(f"{timed}\n\n{kept}") == (
+        "C = <n>: <rate>, p95 <duration>; <n> answered\nas_given <n>% <n> <n>x\n\n" + kept)
 
 
 def notebook():
