@@ -47,6 +47,9 @@ VARIES = [
      r"\1<digest>"),
     ("size of model.tar.gz (its entries carry the time they were packed)", r"(model\.tar\.gz\s+\()[\d,]+ bytes",
      r"\1<size> bytes"),
+    ("count of what a timed phase sent or a wait polled: captured requests, their objects, AWS calls",
+     r"\b\d[\d,]* (?=captured invocations|decision tasks to label|objects deleted|permissions checked|"
+     r"recorded AWS permissions)", "<count> "),
     ("version of Python or a package", r"(?<![\w.])\d+\.\d+\.\d+(?![\w.])", "<version>"),
     ("duration", r"\b\d[\d,]*(?:\.\d+)? ?(?:ms|s|min)\b", "<duration>"),
     ("rate", r"\b\d[\d,]*(?:\.\d+)? ?(?:\w+/s|/s|per s(?:econd)?)\b", "<rate>"),

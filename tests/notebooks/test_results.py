@@ -26,14 +26,14 @@ def test_normalise_hides_what_varies_and_keeps_what_the_code_decides():
               "2026-12-04T15:27:28Z, tag cpu-20261206-102341, deleted at 14:24 UTC; request "
               "0f8e1c2a-1b2c-4d3e-8f9a-0123456789ab, models/1506de74fd8992d7360f59704f2a71e7/model; "
               "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-workshop@sha256:d006daedb738…; "
-              "model.tar.gz (92,799,675 bytes); boto3 1.44.18")
+              "model.tar.gz (92,799,675 bytes); boto3 1.44.18; 20 captured invocations, 137 objects deleted")
     assert results.normalise(varies) == (
         "ready at http://127.0.0.1:<port> (log: <tmp>/local/adapter.log); "
         "client <duration>, took <duration>, <duration>; decision-workshop-cpu-<time> at "
         "<time>, tag cpu-<time>, deleted at <time> UTC; request "
         "<id>, models/<id>/model; "
         "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-workshop@sha256:<digest>…; "
-        "model.tar.gz (<size> bytes); boto3 <version>")
+        "model.tar.gz (<size> bytes); boto3 <version>; <count> captured invocations, <count> objects deleted")
     kept = ("billing 0.991 ####; 135 input tokens, options read as 10+8+9+9 tokens; 4/6 correct; "
             "SmolLM2-135M-Instruct.Q4_1.gguf 98,362,432 bytes, sha256 b179c9523d0e…; 127.0.0.1 and "
             "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@sha256:1f19c220f5f1…; 4 h; C = 2")
