@@ -21,6 +21,7 @@ from .evaluation import load_comparison, run_benchmark
 from .evaluation.logprobs import url_client
 from .evaluation.profiles import describe, write_document
 from .evaluation.served import calibrate
+from .local.rehearsal import LOCAL_READOUT, READOUT_WHY
 from .client.endpoint import EndpointClient
 from .config import ENV_VARS, WorkshopConfig, default_path
 from .deploy_paths import DECISION_CPU, DECISION_GPU, STANDARD, decision_paths, deploy_path as path_called, for_image
@@ -358,6 +359,7 @@ def cmd_serve(args) -> int:
     import subprocess
 
     command = [sys.executable, "-m", "decision_adapter.serve", "--host", args.host, "--port", str(args.port)]
+    env = dict(os.environ)
     if args.model_dir:
         command += ["--model-dir", args.model_dir]
     else:
@@ -366,7 +368,10 @@ def cmd_serve(args) -> int:
         command += ["--threads", str(args.threads)]
     print(f"Serving on http://{args.host}:{args.port} (POST /invocations, GET /ping); Ctrl-C stops it.",
           flush=True)
-    process = subprocess.Popen(command, env=dict(os.environ))
+    if not (args.model_dir or args.model) and not set(LOCAL_READOUT) & set(env):
+        env.update(LOCAL_READOUT)  # the embedded model is served as make demo and every local endpoint serve it
+        print(f"  {READOUT_WHY}", flush=True)
+    process = subprocess.Popen(command, env=env)
     try:
         return process.wait()
     except KeyboardInterrupt:  # the terminal sent SIGINT to the adapter too; let gunicorn finish

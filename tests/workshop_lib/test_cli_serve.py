@@ -12,12 +12,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
 from workshop_lib import examples
 from workshop_lib.cli import main
-from workshop_lib.local import free_port, group_alive, stop_process_group
+from workshop_lib.local import free_port, group_alive, rehearsal, stop_process_group
 
 pytestmark = pytest.mark.slow
 
@@ -28,15 +29,14 @@ def served(tmp_path):
     log = open(tmp_path / "serve.log", "wb")
     process = subprocess.Popen([sys.executable, "-m", "workshop_lib", "serve", "--port", str(port),
                                 "--threads", "2"], stdin=subprocess.DEVNULL, stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+                               stderr=subprocess.STDOUT, start_new_session=True,
+                               env={**os.environ, "DECISION_ADAPTER_REQUEST_TIMEOUT": "120"})  # a busy machine
     log.close()
     yield process, f"http://127.0.0.1:{port}", tmp_path / "serve.log"
     stop_process_group(process.pid, timeout_s=10)
 
 
 def _wait_ready(url: str, process, log_path, timeout_s: float = 120.0) -> None:
-    import urllib.request
-
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert process.poll() is None, log_path.read_text()
@@ -64,6 +64,12 @@ def test_serve_answers_invoke_with_the_sample_files_and_stops_on_ctrl_c(served, 
             assert f"{decision['id']}: top " in out
             for option in decision["options"]:
                 assert option["id"] in out
+    # The embedded model is served with the readout make demo and every local endpoint use, and says why.
+    request = urllib.request.Request(url + "/invocations", data=json.dumps(examples.SUPPORT_ROUTE).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        assert json.load(response)["result"]["model"]["readout"] == "cloze"
+    assert rehearsal.READOUT_WHY in log_path.read_text()
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends to the foreground group
     assert process.wait(timeout=40) == 0, log_path.read_text()
     deadline = time.monotonic() + 10
