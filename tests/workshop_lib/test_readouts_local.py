@@ -43,6 +43,7 @@ def test_order_modes_ask_the_letters_on_a_cloze_default_server(cloze_server):
     view = ask_in_each_mode(EndpointClient.local(cloze_server.url), examples.SUPPORT_ROUTE)
     assert [d.raw["order"] for d in view.decisions] == ["as_given", "prior", "rotations"]
     assert all("option_tokens" not in d.raw for d in view.decisions)
+    assert str(view).splitlines()[0].startswith("order modes, read with letters")  # it says which readout
 
 
 def test_the_readout_study_sends_each_readout_both_ways(cloze_server, tmp_path):

@@ -10,8 +10,8 @@ that ranking is decided here, in plain code:
   next-best allowed option is not promoted in its place (that would let the
   model's ranking of forbidden options steer the outcome).
 
-* abstention: when the answer letters held little of the model's next-token
-  probability mass (``allowed_token_mass`` below ``min_answer_mass``, or the server
+* abstention: when the answer letters (the options' texts, under the cloze readout) held
+  little of the model's next-token probability mass (``allowed_token_mass`` below ``min_answer_mass``, or the server
   itself marked the answer ``abstained``), the model was not really answering the
   question, whatever the probabilities say.
 * a set of one: with ``require_set_of_one``, accept only an answer whose prediction
@@ -84,6 +84,12 @@ def answer_mass(decision) -> tuple[float | None, bool]:
                                                              and raw.get(wire.ABSTAINED) is True)
 
 
+def held_by(decision) -> str:
+    """What ``allowed_token_mass`` measures for the readout that answered: the options' texts under cloze, the
+    answer letters otherwise (this schema's letters answers name no readout)."""
+    return "the options' texts" if getattr(decision, "readout", None) == wire.CLOZE else "the answer letters"
+
+
 def prediction_set(decision) -> tuple[str, ...] | None:
     """The answer's prediction set (option ids; ``x_prediction_set`` for System One's answers; an OpenAI
     Decisions answer's, read into its option keys), or None for a plain mapping or an answer served without one."""
@@ -130,7 +136,7 @@ class Outcome:
     top: str  # "" for a refusal
     top_probability: float
     margin: float
-    answer_mass: float | None = None  # the answer letters' share of the next-token mass, when known
+    answer_mass: float | None = None  # the answer letters' (cloze: the options' texts') share of the mass, when known
     prediction_set: tuple[str, ...] | None = None  # the served prediction set, when there is one
 
 
@@ -184,15 +190,16 @@ class Policy:
         if self.allowed is not None and top not in self.allowed:
             return outcome(NOT_ALLOWED, f"{top} (p={p:.3f}) is not among the allowed options; "
                                         f"fell back to {self.fallback}")
+        what = held_by(decision)
         if abstained:
             held = f" held {mass:.3f} of the next-token mass" if mass is not None else ""
-            return outcome(ABSTAINED, f"the server abstained (the answer letters{held}, below its "
+            return outcome(ABSTAINED, f"the server abstained ({what}{held}, below its "
                                       f"min_answer_mass); fell back to {self.fallback}")
         if self.min_answer_mass > 0.0 and mass is None:
             return outcome(ABSTAINED, f"the answer carries no allowed_token_mass to check against "
                                       f"min_answer_mass {self.min_answer_mass:.3f}; fell back to {self.fallback}")
         if mass is not None and mass < self.min_answer_mass - TOLERANCE:
-            return outcome(ABSTAINED, f"the answer letters held {mass:.3f} of the next-token mass, below "
+            return outcome(ABSTAINED, f"{what} held {mass:.3f} of the next-token mass, below "
                                       f"min_answer_mass {self.min_answer_mass:.3f}; fell back to {self.fallback}")
         if self.require_set_of_one and members is None:
             return outcome(NOT_SET_OF_ONE, "the answer carries no prediction_set (no kept conformal threshold "

@@ -293,7 +293,9 @@ class OrderModesView(DecisionView):
     """One decision asked in each order mode: a chart each, and what each mode reports."""
 
     def lines(self) -> list[str]:
-        out = super().lines()
+        # prior and rotations are the letters readout's: the modes are asked with letters whatever the server's
+        # default readout is, and the view says so rather than switch readouts unseen.
+        out = [f"order modes, read with {LETTERS} (the readout the order modes belong to)", *super().lines()]
         for decision in self.decisions:
             raw = decision.raw or {}
             mode, sensitivity, prior = raw.get("order"), raw.get("order_sensitivity"), raw.get("prior")
@@ -308,7 +310,8 @@ class OrderModesView(DecisionView):
 
 
 def ask_in_each_mode(client, body: Mapping, modes: Sequence[str] = ORDER_MODES) -> OrderModesView:
-    """The decision ``body`` asked once in each order mode (its id gets the mode), shown side by side."""
+    """The decision ``body`` asked once in each order mode (its id gets the mode), read with letters whatever the
+    server's default readout, shown side by side."""
     answers = [client.decide({**body, "id": f"{body.get('id', 'decision')} ({mode})", "order": mode,
                              "readout": LETTERS}) for mode in modes]
     return OrderModesView(answers, latency=False)

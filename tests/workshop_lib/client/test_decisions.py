@@ -203,3 +203,10 @@ def test_the_set_rule_comes_after_the_allow_list_and_before_threshold_and_margin
 def test_require_set_of_one_must_be_a_boolean():
     with pytest.raises(ValueError, match="require_set_of_one"):
         Policy(require_set_of_one="yes")
+
+
+@pytest.mark.parametrize("raw, held", [({}, "the answer letters held 0.400"),
+                                       ({"readout_name": "cloze"}, "the options' texts held 0.400")])
+def test_an_abstention_names_what_the_answering_readout_measured(raw, held):
+    answer = Decision("t-1", tuple(ROUTE), tuple(ROUTE.values()), raw={"allowed_token_mass": 0.4, **raw})
+    assert held in Policy(min_answer_mass=0.9).apply(answer).reason
