@@ -79,7 +79,7 @@ class CapturingTransport:
         return reply
 
 
-def capture_locally(client, sm_client, s3_client, name: str, *, acting_as: Callable[[str], Any] | None = None):
+def capture_locally(client, sm_client, s3_client, name: str, *, acting_as: Callable[[str | None], Any] | None = None):
     """``client`` (for local endpoint ``name``) capturing as the endpoint's config asks; unchanged without it.
 
     ``acting_as(principal)``: the rehearsal's call log, so the writes count as the SageMaker role's."""

@@ -36,7 +36,7 @@ def _s3(call: str, params: Mapping, region: str, owner: str | None, key: str | N
 def _s3_alone(call: str, params: Mapping, region: str, owner: str | None) -> list[Need]:
     bucket = params.get("Bucket", "")
     bucket_arn = arns.s3_bucket_arn(bucket, region)
-    key = params.get("Key")
+    key = params.get("Key", "")
     owned = {"s3:ResourceAccount": owner} if owner else {}
     if call in ("PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"):
         return [("s3:PutObject", arns.s3_object_arn(bucket, key, region), owned)]
@@ -77,7 +77,7 @@ def _codebuild(call: str, params: Mapping, region: str, account: str) -> list[Ne
 def _ecr(call: str, params: Mapping, region: str, account: str) -> list[Need]:
     registry = params.get("registryId") or account
     names = params.get("repositoryNames") or [params.get("repositoryName", "")]
-    needs = [(f"ecr:{call}", arns.ecr_repository_arn(region, registry, n), {}) for n in names]
+    needs: list[Need] = [(f"ecr:{call}", arns.ecr_repository_arn(region, registry, n), {}) for n in names]
     if call == "CreateRepository" and params.get("tags"):
         needs.append(("ecr:TagResource", needs[0][1], {}))
     if call == "GetAuthorizationToken":
@@ -98,7 +98,10 @@ def _sagemaker(call: str, params: Mapping, region: str, account: str, facts: Map
         kind_and_name = params["ResourceArn"].split(":", 5)
         kind_and_name[-1] = kind_and_name[-1].lower()  # as SageMaker presents its ARNs to IAM
         return [(f"sagemaker:{call}", ":".join(kind_and_name), {})]
-    verb, kind = re.fullmatch(r"(Create|Describe|Delete|Update|Invoke)(\w+)", call).groups()
+    parsed = re.fullmatch(r"(Create|Describe|Delete|Update|Invoke)(\w+)", call)
+    if parsed is None:
+        raise ValueError(f"no IAM mapping for sagemaker:{call}; add it to iam_needs.needed")
+    verb, kind = parsed.groups()
     if call == "InvokeEndpoint":
         verb, kind = "Invoke", "Endpoint"
     name = params.get(f"{kind}Name", "")
@@ -130,7 +133,7 @@ def _scheduler(call: str, params: Mapping, region: str, account: str) -> list[Ne
         return [(f"scheduler:{call}", "*", {})]  # list actions take no resource
     group = params.get("GroupName") or "default"
     arn = f"arn:{arns.partition(region)}:scheduler:{region}:{account}:schedule/{group}/{params.get('Name', '')}"
-    needs = [(f"scheduler:{call}", arn, {})]
+    needs: list[Need] = [(f"scheduler:{call}", arn, {})]
     if call in ("CreateSchedule", "UpdateSchedule"):
         needs += _pass_role((params.get("Target") or {}).get("RoleArn"), "scheduler.amazonaws.com")
     return needs
@@ -143,7 +146,7 @@ def _cloudwatch(call: str, params: Mapping, region: str, account: str) -> list[N
     if call == "PutMetricData":
         return [("cloudwatch:PutMetricData", "*", {"cloudwatch:namespace": params.get("Namespace", "")})]
     alarms = params.get("AlarmNames") or [params.get("AlarmName", "")]
-    needs = [(f"cloudwatch:{call}", arns.cloudwatch_alarm_arn(region, account, a), {}) for a in alarms]
+    needs: list[Need] = [(f"cloudwatch:{call}", arns.cloudwatch_alarm_arn(region, account, a), {}) for a in alarms]
     if call == "PutMetricAlarm" and params.get("Tags"):
         needs.append(("cloudwatch:TagResource", needs[0][1], {}))
     return needs
@@ -250,12 +253,12 @@ def needed(call: Mapping, region: str, account: str, boundaries: Mapping[str, st
 
 def cli_needed(argv: list[str], region: str, account: str) -> list[Need]:
     """What IAM checks for a command a buildspec runs with the CodeBuild role (``aws`` and ``docker``)."""
-    def option(name: str) -> str | None:
-        return argv[argv.index(name) + 1] if name in argv else None
+    def option(name: str) -> str:
+        return argv[argv.index(name) + 1] if name in argv else ""
 
     plain = [a for a in argv if not a.startswith("--only-show-errors")]
     if plain[:3] == ["aws", "s3", "cp"]:
-        bucket, key = names.split_s3_uri(plain[4])  # the build's own bucket: IAM sees its account as the owner
+        bucket, key = names.split_s3_uri(plain[4]) or ("", "")  # the build's own bucket: its account owns it
         return [("s3:PutObject", arns.s3_object_arn(bucket, key, region), {"s3:ResourceAccount": account})]
     if plain[:3] == ["aws", "ecr", "get-login-password"]:
         return [("ecr:GetAuthorizationToken", "*", {})]
@@ -266,10 +269,11 @@ def cli_needed(argv: list[str], region: str, account: str) -> list[Need]:
         base = next(a.split("=", 1)[1] for i, a in enumerate(plain) if plain[i - 1] == "--build-arg"
                     and a.startswith("BASE_IMAGE="))
         ref = parse_image_uri(base)
-        return [(a, arns.ecr_repository_arn(region, ref.account, ref.repository), {}) for a in statements.ECR_PULL]
+        pulled = arns.ecr_repository_arn(region, ref.account or "", ref.repository)
+        return [(a, pulled, {}) for a in statements.ECR_PULL]
     if plain[:2] == ["docker", "push"]:
         ref = parse_image_uri(plain[2])
-        arn = arns.ecr_repository_arn(region, ref.account, ref.repository)
+        arn = arns.ecr_repository_arn(region, ref.account or "", ref.repository)
         return [(a, arn, {}) for a in ("ecr:BatchCheckLayerAvailability", *statements.ECR_PUSH)]
     if plain[:2] == ["docker", "login"]:
         return []  # the token from get-login-password is the permission

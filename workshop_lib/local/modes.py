@@ -129,7 +129,7 @@ class LocalMode:
         return done
 
 
-EMULATED_ACCOUNT = role_account(LOCAL_ROLE_ARN)
+EMULATED_ACCOUNT = str(role_account(LOCAL_ROLE_ARN))  # LOCAL_ROLE_ARN is a role ARN: never None
 SAGEMAKER_FULL_ACCESS_ARN = "arn:aws:iam::aws:policy/AmazonSageMakerFullAccess"
 
 

@@ -35,7 +35,7 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from botocore.exceptions import ClientError
 
@@ -91,7 +91,7 @@ class AttachedPolicies:
 
     @property
     def account(self) -> str:
-        return names.role_account(self.role_arn) or names.role_account(LOCAL_ROLE_ARN)
+        return names.role_account(self.role_arn) or str(names.role_account(LOCAL_ROLE_ARN))
 
     def attached(self) -> dict[str, dict]:
         """File name -> document, for each policy attached so far (the managed one is always there)."""
@@ -142,7 +142,7 @@ class CallLog:
 
     def __init__(self, path: str | Path, strict: Strict | None = None):
         self.path = Path(path)
-        self.principal = OPERATOR
+        self.principal: str | None = OPERATOR
         self.attached = AttachedPolicies(self.path.parent / ATTACHED_FILE)
         self.strict = strict  # AWS's rules the emulator lacks (strict.py); None: only the persona is checked
 
@@ -204,6 +204,7 @@ class CallLog:
         """The ClientError for the first permission the principal lacks for this call, or None: the operator
         as the persona, a role the workshop creates as the account holds it (its policies and boundary)."""
         boundary = None
+        documents: Sequence[Mapping]
         if entry["principal"] == OPERATOR:
             if persona() == ADMINISTRATOR:
                 return None
@@ -211,7 +212,7 @@ class CallLog:
         else:
             role = ROLE_NAMES.get(entry["principal"])
             found = self.strict.role_documents(role) if self.strict is not None and role else None
-            if found is None:  # not a role the account holds: the audit checks it afterwards
+            if found is None or role is None:  # not a role the account holds: the audit checks it afterwards
                 return None
             (documents, boundary), caller = found, caller_arn(arns.role_arn(region, self.attached.account, role))
         boundaries = role_boundaries(self.calls()) if entry["service"] == "iam" else {}
@@ -299,7 +300,8 @@ def audit(calls: Iterable[Mapping], documents: Mapping[str, Mapping], region: st
     permissions boundary (the roles the workshop creates), which caps what its document grants.
     """
     skipped = NOT_EXERCISED_LOCALLY if not_exercised is None else not_exercised
-    result, used = Audit(), {p: set() for p in documents}
+    result = Audit()
+    used: dict[str, set[str]] = {p: set() for p in documents}
     seen: list[Mapping] = []
     for call in calls:
         principal = call["principal"]

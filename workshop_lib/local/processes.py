@@ -159,6 +159,13 @@ class ServerProcess:
     def is_ready(self) -> bool:
         return self.ping() == 200
 
+    @property
+    def pid(self) -> int:
+        """The server's process id, which is also its process group's (``start_new_session``)."""
+        if self.process is None:
+            raise ServerFailedToStart(f"{self!r} was never started")
+        return self.process.pid
+
     def start(self, timeout_s: float = 120.0):
         """Launch the server and wait until it says it is ready."""
         self.launch()
@@ -191,11 +198,14 @@ class ServerProcess:
         return self
 
     def wait_ready(self, timeout_s: float) -> None:
+        process = self.process
+        if process is None:
+            raise ServerFailedToStart(f"{self!r} was never started")
         give_up_at = time.monotonic() + timeout_s
         while time.monotonic() < give_up_at:
-            if self.process.poll() is not None:
+            if process.poll() is not None:
                 raise ServerFailedToStart(
-                    f"{self!r} exited with status {self.process.returncode}; last log lines:\n{self.log_tail()}")
+                    f"{self!r} exited with status {process.returncode}; last log lines:\n{self.log_tail()}")
             if self.is_ready():
                 return
             time.sleep(0.1)

@@ -50,7 +50,8 @@ from ..config import default_path
 from ..errors import InvalidInput, WorkshopError
 from ..packaging import MAX_EXTRACT_BYTES, MAX_EXTRACT_MEMBERS, extract_model
 from .permissions import SAGEMAKER
-from .processes import AdapterProcess, EmulatorProcess, ServerFailedToStart, group_alive, stop_process_group
+from .processes import (AdapterProcess, EmulatorProcess, ServerFailedToStart, ServerProcess, group_alive,
+                        stop_process_group)
 from .. import names
 from . import dlc_server
 
@@ -72,7 +73,7 @@ READOUT_WHY = ("readout cloze (each option's text scored after the question): on
                "options are reversed); the AWS path keeps letters, the published method")
 
 # Processes started by this Python process: stopped through their Popen, so they are reaped.
-_OWNED: dict[int, object] = {}
+_OWNED: dict[int, ServerProcess] = {}
 
 
 class RehearsalError(WorkshopError, RuntimeError):
@@ -214,7 +215,7 @@ class Rehearsal:
             _stop_group(data["emulator"]["pgid"], timeout_s=10)
         emulator = EmulatorProcess(log_path=self.home / "emulator.log", keep_alive_s=keep_alive_s)
         emulator.start(timeout_s=timeout_s)
-        _OWNED[emulator.process.pid] = emulator
+        _OWNED[emulator.pid] = emulator
         data = self._read_registry()
         data["emulator"] = _record(emulator)
         data["endpoints"] = {}
@@ -238,7 +239,7 @@ class Rehearsal:
         """
         max_bytes = MAX_EXTRACT_BYTES if max_bytes is None else max_bytes
         max_members = MAX_EXTRACT_MEMBERS if max_members is None else max_members
-        bucket, key = names.split_s3_uri(model_data_url)
+        bucket, key = names.split_s3_uri(model_data_url) or ("", "")
         head = s3_client.head_object(Bucket=bucket, Key=key)
         version = hashlib.sha256(f"{model_data_url}\n{head['ETag']}".encode()).hexdigest()[:32]
         target = self.home / "models" / version
@@ -303,13 +304,15 @@ class Rehearsal:
         if log.exists():
             log.unlink()
         extra = {}
+        server: ServerProcess
         if kind == LLAMA_SERVER:
-            server = dlc_server.LlamaServerProcess(model_dir, log_path=log, settings=environment,
-                                                   work_dir=log.with_suffix(".serve"), keep_alive_s=keep_alive_s,
-                                                   timeout_s=LOCAL_REQUEST_TIMEOUT_S)
-            changed.update({k: (declared.get(k), server.settings[k]) for k in server.moved})
-            environment = server.settings
-            extra = {"private_url": server.private_url}
+            launched = dlc_server.LlamaServerProcess(model_dir, log_path=log, settings=environment,
+                                                     work_dir=log.with_suffix(".serve"), keep_alive_s=keep_alive_s,
+                                                     timeout_s=LOCAL_REQUEST_TIMEOUT_S)
+            changed.update({k: (declared.get(k), launched.settings[k]) for k in launched.moved})
+            environment = launched.settings
+            extra = {"private_url": launched.private_url}
+            server = launched
         else:
             server = AdapterProcess(model_dir, log_path=log, threads=LOCAL_THREADS, env=environment,
                                     keep_alive_s=keep_alive_s)
@@ -317,7 +320,7 @@ class Rehearsal:
             server.start(timeout_s=timeout_s)
         except (ServerFailedToStart, dlc_server.LauncherError) as exc:
             raise RehearsalError(f"the local endpoint {name} did not start: {exc}") from None
-        _OWNED[server.process.pid] = server
+        _OWNED[server.pid] = server
         data = self._read_registry()
         data["endpoints"][name] = _record(server, model_dir=str(model_dir), model_name=model_name,
                                           environment=environment, served_by=kind, fallback=fallback, **extra)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from botocore import xform_name
 from botocore.exceptions import ClientError
@@ -88,7 +88,7 @@ def _document(text) -> dict:
 class Strict:
     """The rules above for one emulator; ``reader(service, region)`` gives an unrecorded client of it."""
 
-    def __init__(self, reader: Callable[[str, str], object], account: str):
+    def __init__(self, reader: Callable[[str, str], Any], account: str):
         self.reader = reader
         self.account = account
 
@@ -143,7 +143,8 @@ class Strict:
         tagged = re.fullmatch(r"(Describe|Delete)(Endpoint|EndpointConfig|Model)", operation)
         if service == "sagemaker" and tagged:
             kind = tagged[2]
-            facts = {"resource_tags": self.resource_tags(kind, params.get(f"{kind}Name", ""), region)}
+            tags = self.resource_tags(kind, params.get(f"{kind}Name", ""), region)
+            facts: dict[str, object] = {"resource_tags": tags}
             if operation == "DeleteEndpoint":
                 facts["scaled_variants"] = self.scaled_variants(params.get("EndpointName", ""), region)
             return facts
