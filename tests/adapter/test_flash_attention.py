@@ -207,7 +207,7 @@ def test_evaluating_every_prompt_whole_answers_as_alone_where_cut_prompts_differ
 
 
 def test_calls_too_small_for_the_floor_leave_it_off(model_dir):
-    assert _engine(model_dir, SM_LLAMA_CPP_UBATCH_SIZE=100).flash_attention == "off"
+    assert _engine(model_dir, SM_LLAMA_CPP_UBATCH_SIZE=100).context.flash_attention == "off"
     with pytest.raises(EngineError, match="calls must hold 128 tokens, but SM_LLAMA_CPP_BATCH_SIZE / "
                                           "SM_LLAMA_CPP_UBATCH_SIZE allow 100"):
         _engine(model_dir, SM_LLAMA_CPP_UBATCH_SIZE=100, SM_LLAMA_CPP_FLASH_ATTN="on")
@@ -218,6 +218,6 @@ def test_a_hybrid_model_is_served_without_it(tmp_path):
     engine = _engine(tmp_path)
     assert engine.context.prefix_mode == "restore" and engine.context.flash_attention == "off"
     assert engine.llm.context_params.flash_attn_type == 0
-    assert _engine(tmp_path, DECISION_ADAPTER_PREFIX_REUSE="off").flash_attention == "off"
+    assert _engine(tmp_path, DECISION_ADAPTER_PREFIX_REUSE="off").context.flash_attention == "off"
     with pytest.raises(EngineError, match="recurrent model's memory cannot be cut back"):
         _engine(tmp_path, SM_LLAMA_CPP_FLASH_ATTN="on")

@@ -200,7 +200,7 @@ def test_different_and_identical_requests_together_equal_each_alone(lanes, kind)
 @pytest.mark.parametrize("kind", ["letters as_given", "letters rotations", "shared-state batch",
                                   "shared-state batch, cloze"])
 def test_the_hybrid_models_contexts_answer_as_alone(hybrid_lanes, kind):
-    assert len(hybrid_lanes.engines) == 2 and hybrid_lanes.engines[0].prefix_mode == "restore"
+    assert len(hybrid_lanes.engines) == 2 and hybrid_lanes.engines[0].context.prefix_mode == "restore"
     different = [KINDS[kind](i) for i in range(3)]
     alone = [probabilities(hybrid_lanes, r) for r in different]
     assert_equal_alone(at_once(hybrid_lanes, different), alone)
@@ -221,7 +221,7 @@ def test_the_opt_in_reuse_and_state_cache_answer_as_alone_under_concurrency(mode
     engine, settings = _engine(model_dir, SM_LLAMA_CPP_PARALLEL=2, DECISION_ADAPTER_CROSS_REQUEST_REUSE="on",
                                DECISION_ADAPTER_STATE_CACHE_MIB=64)
     reuse = scheduler.open_lanes(engine, settings, Gate(max_queue=8, timeout_s=120))
-    assert len(reuse.engines) == 2 and reuse.engines[1].state_cache is engine.context.state_cache  # one cache
+    assert len(reuse.engines) == 2 and reuse.engines[1].context.state_cache is engine.context.state_cache  # one cache
     requests = [body(i) for i in range(3)] + [batch(0)]
     alone = [probabilities(reuse, r) for r in requests]  # the cache holds these states now
     assert len(engine.context.state_cache) > 0
