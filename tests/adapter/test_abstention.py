@@ -46,7 +46,7 @@ def test_a_batch_threshold_is_its_questions_default(engine):
     batch = parse_decision({"id": "b", "state": STATE, "min_answer_mass": 1.0, "questions": [
         {"id": "a", "question": "What does the customer want?", "options": OPTIONS},
         {"id": "b", "question": "What does the customer want?", "options": OPTIONS, "min_answer_mass": 0}]})
-    a, b = own.decide(engine, batch)[0]
+    a, b = own.answered(engine, batch)[0]
     assert (a["abstained"], b["abstained"]) == (True, False)
 
 

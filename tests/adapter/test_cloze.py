@@ -167,7 +167,7 @@ def test_a_batch_answers_as_its_questions_asked_alone(any_engine):
 def test_readout_per_question_of_a_batch(engine):
     batch = parse_decision({"id": "b1", "state": STATE, "questions": [
         {**QUESTIONS[0], "readout": "cloze"}, QUESTIONS[1]]})
-    first, second = own.decide(engine, batch)[0]
+    first, second = own.answered(engine, batch)[0]
     assert first["readout_name"] == "cloze" and "readout_name" not in second
     assert second["answer_slots"] == ["A", "B"]
 
