@@ -308,7 +308,7 @@ def test_the_openai_decisions_api_follows_the_server_default(engine, monkeypatch
     assert [[cloze_text(o) for o in q.options] for q in batch.questions] == [
         ["yes", "no"], ["Payments, refunds", "shipping desk"], ["calm", "annoyed", "furious"]]
     results, timing = decisions.score(engine, request)
-    assert {r["readout_name"] for r in results} == {"cloze"}
+    assert {r.readout for r in results} == {"cloze"}
     body = decisions.respond(request, results, timing, engine.info)
     assert math.isclose(sum(p["probability"] for p in body["answers"][2]["probabilities"]), 1.0, abs_tol=1e-9)
     assert body["usage"]["input_tokens"] >= timing["input_tokens"] > 0
@@ -321,7 +321,7 @@ def test_the_samples_format_follows_the_server_default(engine, monkeypatch):
     batch = sample.parse_sample({"decisions": [
         {"id": "d1", "state": STATE, "question": "Which team?", "options": [{"id": "refunds"}, {"id": "shipping_desk"}]}]})
     results, _ = sample.decide(engine, batch)
-    assert results[0]["readout_name"] == "cloze"
+    assert results[0].readout == "cloze"
 
 
 def test_a_calibration_fitted_for_letters_is_not_applied_to_cloze():
