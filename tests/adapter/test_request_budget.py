@@ -24,7 +24,7 @@ def test_a_request_over_its_budget_is_refused_before_any_evaluation_naming_the_q
     budget = timing["input_tokens"]  # what three questions read: the prefix once, then each question's own tokens
     monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, max_request_tokens=budget))
     again, _ = decisions.score(engine, request(3))
-    assert [r["probabilities"] for r in again] == [r["probabilities"] for r in answered]
+    assert [r.probabilities for r in again] == [r.probabilities for r in answered]
 
     def evaluated(*args, **kwargs):
         raise AssertionError("a request over its budget was evaluated")
