@@ -58,9 +58,11 @@ TASKS = 60  # decisions per cell at most
 SECONDS = 20.0  # load per cell at most
 TIMEOUT_S = 600.0  # one decision, its retries included (a loaded machine)
 MAX_BUSY = 600  # 503s retried for one decision before it fails the cell
-ROWS = {"adapter_parallel": "adapter, PARALLEL=C, FLASH_ATTN=auto",
-        "adapter_default": "adapter, its default",
-        "llama_server": "llama-server -np C (as deployed)"}
+ROWS = {
+    "adapter_parallel": "adapter, PARALLEL=C, FLASH_ATTN=auto",
+    "adapter_default": "adapter, its default",
+    "llama_server": "llama-server -np C (as deployed)",
+}
 ADAPTER_ROWS = ("adapter_parallel", "adapter_default")
 REUSE_LEVELS = (1, 2, 4)
 REUSE_PROMPTS = 4  # the repeating set
@@ -71,12 +73,15 @@ REUSE_CACHE_MIB = 256
 # speeds up such prompts and slows down shared-state batches of short questions (docs/benchmarks.md).
 TUNED_ENV = {"SM_LLAMA_CPP_FLASH_ATTN": "auto"}
 REUSE_ENV = {"DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on", "DECISION_ADAPTER_STATE_CACHE_MIB": str(REUSE_CACHE_MIB)}
-REUSE_ROWS = {"adapter_reuse": "adapter, reuse + state cache",
-              "adapter_parallel": "adapter, no cross-request reuse",
-              "llama_server": "llama-server -np C (its prompt cache)"}
+REUSE_ROWS = {
+    "adapter_reuse": "adapter, reuse + state cache",
+    "adapter_parallel": "adapter, no cross-request reuse",
+    "llama_server": "llama-server -np C (its prompt cache)",
+}
 
 
 # ---- the prompts and the two clients ------------------------------------------------------------
+
 
 def held_out(tasks: list[Task] | None = None) -> list[Task]:
     """The packaged tasks' test split (the dev split fits calibrations), or all where none is marked."""
@@ -90,8 +95,9 @@ class LlamaServerClient:
     ``decide(body)`` answers with the reply's timing (``client.ChatResult``), a 503 retried as the adapter's."""
 
     def __init__(self, url: str, *, timeout_s: float = TIMEOUT_S, retries: int = MAX_BUSY):
-        self.endpoint = EndpointClient(LocalTransport(url, timeout_s=timeout_s, invoke_path="/v1/chat/completions"),
-                                       retries=retries)
+        self.endpoint = EndpointClient(
+            LocalTransport(url, timeout_s=timeout_s, invoke_path="/v1/chat/completions"), retries=retries
+        )
 
     def decide(self, body: dict) -> ChatResult:
         messages = decision_messages(body["state"], body["question"], [o["text"] for o in body["options"]])
@@ -113,15 +119,23 @@ def client_for(server, is_llama: bool):
 
 # ---- one cell: C callers ------------------------------------------------------------------------
 
+
 def cell(latencies_ms: list[float], elapsed_s: float, busy: int = 0, callers: int | None = None) -> dict:
     """A cell's figures: decisions answered, per second of wall time, p50/p95 latency, 503s retried."""
     n = len(latencies_ms)
-    return {"callers": callers, "decisions": n, "seconds": elapsed_s,
-            "per_s": n / elapsed_s if n and elapsed_s > 0 else None,
-            "p50_ms": percentile(latencies_ms, 50), "p95_ms": percentile(latencies_ms, 95), "busy_503": busy}
+    return {
+        "callers": callers,
+        "decisions": n,
+        "seconds": elapsed_s,
+        "per_s": n / elapsed_s if n and elapsed_s > 0 else None,
+        "p50_ms": percentile(latencies_ms, 50),
+        "p95_ms": percentile(latencies_ms, 95),
+        "busy_503": busy,
+    }
 
 
 # ---- the table's arithmetic ---------------------------------------------------------------------
+
 
 def _over(a, b) -> float | None:
     return a / b if a is not None and b else None
@@ -135,8 +149,11 @@ def _pair(a: dict, b: dict) -> dict:
 def ratios(adapter: dict, llama: dict) -> dict:
     """adapter / llama-server for one C: throughput and p95, with the CPU targets' verdicts."""
     r = _pair(adapter, llama)
-    return {**r, "throughput_meets": r["throughput"] is not None and r["throughput"] >= TARGET_THROUGHPUT,
-            "p95_meets": r["p95"] is not None and r["p95"] <= TARGET_P95}
+    return {
+        **r,
+        "throughput_meets": r["throughput"] is not None and r["throughput"] >= TARGET_THROUGHPUT,
+        "p95_meets": r["p95"] is not None and r["p95"] <= TARGET_P95,
+    }
 
 
 def scaling(row: dict) -> dict:
@@ -144,8 +161,11 @@ def scaling(row: dict) -> dict:
     target's verdict (at least ``GPU_SCALING``); no ratio with fewer than two levels."""
     levels = sorted(int(c) for c in row)
     low, high = (levels[0], levels[-1]) if levels else (None, None)
-    ratio = (_over((row.get(str(high)) or {}).get("per_s"), (row.get(str(low)) or {}).get("per_s"))
-             if len(levels) > 1 else None)
+    ratio = (
+        _over((row.get(str(high)) or {}).get("per_s"), (row.get(str(low)) or {}).get("per_s"))
+        if len(levels) > 1
+        else None
+    )
     return {"low": low, "high": high, "ratio": ratio, "meets": ratio is not None and ratio >= GPU_SCALING}
 
 
@@ -159,17 +179,24 @@ def summarise(rows: dict[str, dict[str, dict]]) -> dict:
         per_c = {c: ratios(rows[name][c], llama[c]) for c in rows[name] if c in llama}
         out["ratios"][name] = per_c
         judged = [per_c[str(c)] for c in TARGET_LEVELS if str(c) in per_c]
-        out["verdicts"][name] = {"levels": [c for c in TARGET_LEVELS if str(c) in per_c],
-                                 "throughput_meets": bool(judged) and all(r["throughput_meets"] for r in judged),
-                                 "p95_meets": bool(judged) and all(r["p95_meets"] for r in judged)}
+        out["verdicts"][name] = {
+            "levels": [c for c in TARGET_LEVELS if str(c) in per_c],
+            "throughput_meets": bool(judged) and all(r["throughput_meets"] for r in judged),
+            "p95_meets": bool(judged) and all(r["p95_meets"] for r in judged),
+        }
     return out
 
 
-REUSE_PAIRS = {"reuse_vs_llama_server": ("adapter_reuse", "llama_server"),
-               "reuse_vs_plain": ("adapter_reuse", "adapter_parallel"),
-               "plain_vs_llama_server": ("adapter_parallel", "llama_server")}
-REUSE_SHORT = {"adapter_reuse": "adapter with reuse", "adapter_parallel": "adapter without",
-               "llama_server": "llama-server"}
+REUSE_PAIRS = {
+    "reuse_vs_llama_server": ("adapter_reuse", "llama_server"),
+    "reuse_vs_plain": ("adapter_reuse", "adapter_parallel"),
+    "plain_vs_llama_server": ("adapter_parallel", "llama_server"),
+}
+REUSE_SHORT = {
+    "adapter_reuse": "adapter with reuse",
+    "adapter_parallel": "adapter without",
+    "llama_server": "llama-server",
+}
 
 
 def reuse_ratios(rows: dict[str, dict[str, dict]]) -> dict:
@@ -183,17 +210,35 @@ def reuse_ratios(rows: dict[str, dict[str, dict]]) -> dict:
 
 # ---- the run --------------------------------------------------------------------------------------
 
-def run_table(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=LEVELS, tasks: int = TASKS,
-              seconds: float = SECONDS, threads: int = 2, context: int = 4096, gpu_layers: int = 0,
-              prompts: list[Task] | None = None, start_timeout_s: float = 180.0, reuse_levels=(),
-              reuse_tasks: int = REUSE_TASKS, reuse_seconds: float = REUSE_SECONDS) -> dict:
+
+def run_table(
+    model_dir: Path,
+    gguf: Path,
+    binary: Path,
+    work: Path,
+    *,
+    levels=LEVELS,
+    tasks: int = TASKS,
+    seconds: float = SECONDS,
+    threads: int = 2,
+    context: int = 4096,
+    gpu_layers: int = 0,
+    prompts: list[Task] | None = None,
+    start_timeout_s: float = 180.0,
+    reuse_levels=(),
+    reuse_tasks: int = REUSE_TASKS,
+    reuse_seconds: float = REUSE_SECONDS,
+) -> dict:
     """Start the servers, drive every cell, stop every server (also on failure): the table's figures. At each
     C of ``reuse_levels`` also the reuse part, under ``"reuse"``: beside the C's servers an adapter with the
     reuse on, and after the table's cells the three of ``REUSE_ROWS`` driven with the first ``REUSE_PROMPTS``
     prompts repeated, at most ``reuse_tasks`` decisions or ``reuse_seconds`` a cell."""
     prompts = held_out() if prompts is None else prompts
-    adapter_env = {"SM_LLAMA_CPP_CTX_SIZE": str(context), "DECISION_ADAPTER_REQUEST_TIMEOUT": "600",
-                   "SM_LLAMA_CPP_N_GPU_LAYERS": str(gpu_layers)}
+    adapter_env = {
+        "SM_LLAMA_CPP_CTX_SIZE": str(context),
+        "DECISION_ADAPTER_REQUEST_TIMEOUT": "600",
+        "SM_LLAMA_CPP_N_GPU_LAYERS": str(gpu_layers),
+    }
     gpu_args = ("-ngl", str(gpu_layers)) if gpu_layers else ()
     rows: dict[str, dict[str, dict]] = {name: {} for name in ROWS}
     reuse_rows: dict[str, dict[str, dict]] = {name: {} for name in REUSE_ROWS}
@@ -209,12 +254,19 @@ def run_table(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=L
         for index, c in enumerate(levels):
             servers = {
                 "adapter_parallel": adapter(f"adapter-parallel-{c}", {"SM_LLAMA_CPP_PARALLEL": str(c), **TUNED_ENV}),
-                "llama_server": LlamaServerProcess(binary, gguf, log_path=work / f"llama-server-np{c}.log",
-                                                   threads=threads, context=context,
-                                                   extra_args=("-np", str(c), *gpu_args))}
+                "llama_server": LlamaServerProcess(
+                    binary,
+                    gguf,
+                    log_path=work / f"llama-server-np{c}.log",
+                    threads=threads,
+                    context=context,
+                    extra_args=("-np", str(c), *gpu_args),
+                ),
+            }
             if c in reuse_levels:
-                servers["adapter_reuse"] = adapter(f"adapter-reuse-{c}",
-                                                   {"SM_LLAMA_CPP_PARALLEL": str(c), **TUNED_ENV, **REUSE_ENV})
+                servers["adapter_reuse"] = adapter(
+                    f"adapter-reuse-{c}", {"SM_LLAMA_CPP_PARALLEL": str(c), **TUNED_ENV, **REUSE_ENV}
+                )
             try:
                 for server in servers.values():
                     server.start(timeout_s=start_timeout_s)
@@ -223,34 +275,59 @@ def run_table(model_dir: Path, gguf: Path, binary: Path, work: Path, *, levels=L
                 order.append(names)
                 for name in names:
                     server = default if name == "adapter_default" else servers[name]
-                    rows[name][str(c)] = measure(server, name == "llama_server", prompts, c,
-                                                 tasks=tasks, seconds=seconds)
+                    rows[name][str(c)] = measure(
+                        server, name == "llama_server", prompts, c, tasks=tasks, seconds=seconds
+                    )
                 if c in reuse_levels:
                     names = list(REUSE_ROWS) if len(reuse_order) % 2 == 0 else list(REUSE_ROWS)[::-1]
                     reuse_order.append(names)
                     for name in names:
-                        reuse_rows[name][str(c)] = measure(servers[name], name == "llama_server",
-                                                           prompts[:REUSE_PROMPTS], c, tasks=reuse_tasks,
-                                                           seconds=reuse_seconds, repeat=True)
+                        reuse_rows[name][str(c)] = measure(
+                            servers[name],
+                            name == "llama_server",
+                            prompts[:REUSE_PROMPTS],
+                            c,
+                            tasks=reuse_tasks,
+                            seconds=reuse_seconds,
+                            repeat=True,
+                        )
             finally:
                 for server in servers.values():
                     server.stop()
     finally:
         default.stop()
-    table = {"levels": list(levels), "tasks_per_cell": tasks, "seconds_per_cell": seconds, "threads": threads,
-             "context": context, "gpu_layers": gpu_layers, "prompts": len(prompts), "order": order,
-             "llama_server_args": ["-np", "C", *gpu_args], "rows": rows, **summarise(rows),
-             "start_up_checks": start_up_checks(work)}
+    table = {
+        "levels": list(levels),
+        "tasks_per_cell": tasks,
+        "seconds_per_cell": seconds,
+        "threads": threads,
+        "context": context,
+        "gpu_layers": gpu_layers,
+        "prompts": len(prompts),
+        "order": order,
+        "llama_server_args": ["-np", "C", *gpu_args],
+        "rows": rows,
+        **summarise(rows),
+        "start_up_checks": start_up_checks(work),
+    }
     if reuse_order:
-        table["reuse"] = {"levels": [c for c in levels if c in reuse_levels], "tasks_per_cell": reuse_tasks,
-                          "seconds_per_cell": reuse_seconds, "threads": threads,
-                          "prompts": len(prompts[:REUSE_PROMPTS]), "state_cache_mib": REUSE_CACHE_MIB,
-                          "order": reuse_order, "rows": reuse_rows, "ratios": reuse_ratios(reuse_rows)}
+        table["reuse"] = {
+            "levels": [c for c in levels if c in reuse_levels],
+            "tasks_per_cell": reuse_tasks,
+            "seconds_per_cell": reuse_seconds,
+            "threads": threads,
+            "prompts": len(prompts[:REUSE_PROMPTS]),
+            "state_cache_mib": REUSE_CACHE_MIB,
+            "order": reuse_order,
+            "rows": reuse_rows,
+            "ratios": reuse_ratios(reuse_rows),
+        }
     return table
 
 
-def measure(server, is_llama: bool, prompts: list[Task], c: int, *, tasks: int, seconds: float,
-            repeat: bool = False) -> dict:
+def measure(
+    server, is_llama: bool, prompts: list[Task], c: int, *, tasks: int, seconds: float, repeat: bool = False
+) -> dict:
     """One cell on a started server: C callers (``measure_level``) over the cell's prompts, the same for every
     server at this C. New prompts (the table): each opened by its number (``fresh_requests``), after two
     unmeasured decisions. Repeated prompts (``repeat``): each prompt sent once unmeasured, then the callers
@@ -273,6 +350,7 @@ def measure(server, is_llama: bool, prompts: list[Task], c: int, *, tasks: int, 
 
 
 # ---- the report -----------------------------------------------------------------------------------
+
 
 def _cell_text(cell_figures: dict | None) -> str:
     if not cell_figures or cell_figures.get("per_s") is None:
@@ -305,20 +383,26 @@ def start_up_checks(work: Path) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for log in sorted(work.glob("*.log")):
         text = log.read_text(errors="replace")
-        events = sorted([(m.start(), f"{m.group(1)} with flash attention {m.group(2)}") for m in CHECKED.finditer(text)]
-                        + [(m.start(), m.group(0)) for m in TURNED_OFF.finditer(text)])
+        events = sorted(
+            [(m.start(), f"{m.group(1)} with flash attention {m.group(2)}") for m in CHECKED.finditer(text)]
+            + [(m.start(), m.group(0)) for m in TURNED_OFF.finditer(text)]
+        )
         if events:
             found[log.stem] = [event for _, event in events]
     return found
 
 
 def report_checks(checks: dict[str, list[str]]) -> list[str]:
-    lines = ["start-up check of cut prompts (the largest answer difference from the prompt whole), per adapter: "
-             + ("; ".join(f"{name} {', '.join(events)}" for name, events in checks.items()) or "none logged")]
+    lines = [
+        "start-up check of cut prompts (the largest answer difference from the prompt whole), per adapter: "
+        + ("; ".join(f"{name} {', '.join(events)}" for name, events in checks.items()) or "none logged")
+    ]
     turned = [name for name, events in checks.items() if any(TURNED_OFF.fullmatch(e) for e in events)]
     if turned:
-        lines.append(f"NOTE: the check turned something off in {', '.join(turned)}: those rows are not the "
-                     "settings they name (flash attention off, or every prompt evaluated whole)")
+        lines.append(
+            f"NOTE: the check turned something off in {', '.join(turned)}: those rows are not the "
+            "settings they name (flash attention off, or every prompt evaluated whole)"
+        )
     return lines
 
 
@@ -327,19 +411,22 @@ def report(t: dict, *, gpu: bool = False) -> list[str]:
     ok = lambda good: "meets" if good else "MISSES"  # noqa: E731
     levels = [str(c) for c in t["levels"]]
     on_gpu = f", {t['gpu_layers']} GPU layers" if t.get("gpu_layers") else ""
-    lines = [f"concurrency: decisions/s (p50/p95 ms; 503s retried) with C callers, at most {t['tasks_per_cell']} "
-             f"decisions or {t['seconds_per_cell']:g} s per cell, {t['prompts']} held-out prompts each opened by a "
-             f"nonce, {t['threads']} threads{on_gpu}",
-             *_grid(t["rows"], ROWS, levels)]
+    lines = [
+        f"concurrency: decisions/s (p50/p95 ms; 503s retried) with C callers, at most {t['tasks_per_cell']} "
+        f"decisions or {t['seconds_per_cell']:g} s per cell, {t['prompts']} held-out prompts each opened by a "
+        f"nonce, {t['threads']} threads{on_gpu}",
+        *_grid(t["rows"], ROWS, levels),
+    ]
     if not gpu:
-        lines.append(f"adapter / llama-server, throughput / p95 (targets at C = {', '.join(map(str, TARGET_LEVELS))}: throughput >= "
-                     f"{TARGET_THROUGHPUT:g}x, p95 <= {TARGET_P95:g}x)")
+        lines.append(
+            f"adapter / llama-server, throughput / p95 (targets at C = {', '.join(map(str, TARGET_LEVELS))}: throughput >= "
+            f"{TARGET_THROUGHPUT:g}x, p95 <= {TARGET_P95:g}x)"
+        )
         for name in ADAPTER_ROWS:
             per_c = t["ratios"].get(name, {})
             parts = [f"C={c} {_x(per_c[c]['throughput'])} / {_x(per_c[c]['p95'])}" for c in levels if c in per_c]
             v = t["verdicts"].get(name)
-            verdict = (f": throughput {ok(v['throughput_meets'])}, p95 {ok(v['p95_meets'])}" if v and v["levels"]
-                       else "")
+            verdict = f": throughput {ok(v['throughput_meets'])}, p95 {ok(v['p95_meets'])}" if v and v["levels"] else ""
             lines.append(f"  {ROWS[name]:<{_pad(ROWS.values())}}" + ", ".join(parts) + verdict)
     for name, s in t["scaling"].items():
         if gpu or s["ratio"] is not None:
@@ -360,15 +447,19 @@ def report_reuse(t: dict) -> list[str]:
     """The reuse measurement as printed lines: its cells and its ratios."""
     levels = [str(c) for c in t["levels"]]
     labels = {key: f"{REUSE_SHORT[a]} / {REUSE_SHORT[b]}" for key, (a, b) in REUSE_PAIRS.items()}
-    lines = [f"reuse (opt-in, single-tenant endpoints): decisions/s (p50/p95 ms; 503s retried) with C callers "
-             f"repeating {t['prompts']} held-out prompts, each sent once before the cell, at most "
-             f"{t['tasks_per_cell']} decisions or {t['seconds_per_cell']:g} s per cell, {t['threads']} threads; "
-             f"the reuse row: DECISION_ADAPTER_CROSS_REQUEST_REUSE=on, "
-             f"DECISION_ADAPTER_STATE_CACHE_MIB={t['state_cache_mib']}",
-             *_grid(t["rows"], REUSE_ROWS, levels),
-             "throughput / p95"]
+    lines = [
+        f"reuse (opt-in, single-tenant endpoints): decisions/s (p50/p95 ms; 503s retried) with C callers "
+        f"repeating {t['prompts']} held-out prompts, each sent once before the cell, at most "
+        f"{t['tasks_per_cell']} decisions or {t['seconds_per_cell']:g} s per cell, {t['threads']} threads; "
+        f"the reuse row: DECISION_ADAPTER_CROSS_REQUEST_REUSE=on, "
+        f"DECISION_ADAPTER_STATE_CACHE_MIB={t['state_cache_mib']}",
+        *_grid(t["rows"], REUSE_ROWS, levels),
+        "throughput / p95",
+    ]
     for key, label in labels.items():
         per_c = t["ratios"].get(key, {})
-        lines.append(f"  {label:<{_pad(labels.values())}}" + ", ".join(f"C={c} {_g(per_c[c]['throughput'])} / {_g(per_c[c]['p95'])}"
-                                                  for c in levels if c in per_c))
+        lines.append(
+            f"  {label:<{_pad(labels.values())}}"
+            + ", ".join(f"C={c} {_g(per_c[c]['throughput'])} / {_g(per_c[c]['p95'])}" for c in levels if c in per_c)
+        )
     return lines

@@ -18,9 +18,9 @@ import platform
 import time
 from pathlib import Path
 
-from workshop_lib.evaluation import run_benchmark
 from workshop_lib.client import EndpointClient
 from workshop_lib.demo import prepare_model_dir
+from workshop_lib.evaluation import run_benchmark
 from workshop_lib.local import AdapterProcess
 
 THREADS = 2
@@ -39,12 +39,22 @@ def main(argv: list[str] | None = None) -> int:
     model_dir, _ = prepare_model_dir(work)
     with AdapterProcess(model_dir, log_path=work / "adapter.log", threads=THREADS) as adapter:
         client = EndpointClient.local(adapter.url)
-        report = run_benchmark(client, limit=args.limit, study_limit=args.study_limit, baseline=True, bias=True,
-                               debias=True, calibrate=True, label="embedded",
-                               title="Decision benchmark: embedded SmolLM2-135M, local adapter, 2 threads")
+        report = run_benchmark(
+            client,
+            limit=args.limit,
+            study_limit=args.study_limit,
+            baseline=True,
+            bias=True,
+            debias=True,
+            calibrate=True,
+            label="embedded",
+            title="Decision benchmark: embedded SmolLM2-135M, local adapter, 2 threads",
+        )
     elapsed = time.perf_counter() - started
-    report.notes.append(f"machine: {platform.machine()}, {os.cpu_count()} cores, no GPU, load average at the end "
-                        f"{os.getloadavg()[0]:.1f}; whole run {elapsed / 60:.1f} min")
+    report.notes.append(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, no GPU, load average at the end "
+        f"{os.getloadavg()[0]:.1f}; whole run {elapsed / 60:.1f} min"
+    )
     paths = report.save(args.out)
     print(report.to_markdown())
     for kind, path in paths.items():

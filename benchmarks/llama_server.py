@@ -47,25 +47,31 @@ from pathlib import Path
 from benchmarks import concurrency
 from benchmarks.servers import LlamaServerProcess, find_llama_server, timed_post
 from benchmarks.workload import QUESTIONS, ticket
-from workshop_lib.evaluation.logprobs import (TOP_LOGPROBS, decision_messages, first_token_logprobs, logprobs_payload,
-                                         read_letters)
-from workshop_lib.evaluation.report import percentile
-from workshop_lib.evaluation.tasks import load_tasks
-from workshop_lib.demo import prepare_model_dir
-from workshop_lib.local import AdapterProcess
-from workshop_lib.models import embedded_gguf_path
 from decision_adapter.apis import own
+from decision_adapter.apis.own import parse_decision
 from decision_adapter.engine import Engine
 from decision_adapter.model_files import locate_model
-from decision_adapter.apis.own import parse_decision
 from decision_adapter.questions import ScoringItem
 from decision_adapter.settings import load_settings
+from workshop_lib.demo import prepare_model_dir
+from workshop_lib.evaluation.logprobs import (
+    TOP_LOGPROBS,
+    decision_messages,
+    first_token_logprobs,
+    logprobs_payload,
+    read_letters,
+)
+from workshop_lib.evaluation.report import percentile
+from workshop_lib.evaluation.tasks import load_tasks
+from workshop_lib.local import AdapterProcess
+from workshop_lib.models import embedded_gguf_path
 
 THREADS = 2
 CTX = 4096
 CACHE_MIB = 512
 RESULTS = Path(__file__).resolve().parent / "results" / "llama_server.json"
 CONCURRENCY_RESULTS = RESULTS.with_name("concurrency.json")
+
 
 def letter_body(state, question, option_texts) -> dict:
     return logprobs_payload(decision_messages(state, question, option_texts))
@@ -83,8 +89,9 @@ def stats(values) -> dict:
 
 def in_process(model_dir: Path, bodies: list[dict]) -> dict:
     """The readout alone and the llama_decode calls per decision, from an engine fed the same requests."""
-    settings = load_settings({"SM_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": str(THREADS),
-                              "SM_LLAMA_CPP_CTX_SIZE": str(CTX)})
+    settings = load_settings(
+        {"SM_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": str(THREADS), "SM_LLAMA_CPP_CTX_SIZE": str(CTX)}
+    )
     engine = Engine(settings, locate_model(model_dir))
     engine.prove()
     decode_calls, evaluated, readout_ms, decide_ms = [], [], [], []
@@ -92,7 +99,7 @@ def in_process(model_dir: Path, bodies: list[dict]) -> dict:
         calls, before = engine.context.decode_calls, engine.context.tokens_evaluated
         start = time.perf_counter()
         batch = parse_decision(body)
-        results, _ = own.decide(engine, batch)
+        _results, _ = own.decide(engine, batch)
         decide_ms.append((time.perf_counter() - start) * 1000.0)
         decode_calls.append(engine.context.decode_calls - calls)
         evaluated.append(engine.context.tokens_evaluated - before)
@@ -104,15 +111,21 @@ def in_process(model_dir: Path, bodies: list[dict]) -> dict:
             engine.read(item, tokens, logits)
         readout_ms.append((time.perf_counter() - start) * 1000.0 / 20)
     del engine
-    return {"decode_calls_p50": p50(decode_calls), "tokens_evaluated_p50": p50(evaluated),
-            "readout_ms_p50": p50(readout_ms), "in_process_decide_ms_p50": p50(decide_ms)}
+    return {
+        "decode_calls_p50": p50(decode_calls),
+        "tokens_evaluated_p50": p50(evaluated),
+        "readout_ms_p50": p50(readout_ms),
+        "in_process_decide_ms_p50": p50(decide_ms),
+    }
 
 
 def _binary() -> Path:
     binary = find_llama_server()
     if binary is None:
-        raise SystemExit("no llama-server: build it (make; the checkout's .llama.cpp/bin/llama-server), or set "
-                         "WORKSHOP_LLAMA_SERVER to a llama-server binary")
+        raise SystemExit(
+            "no llama-server: build it (make; the checkout's .llama.cpp/bin/llama-server), or set "
+            "WORKSHOP_LLAMA_SERVER to a llama-server binary"
+        )
     return binary
 
 
@@ -125,21 +138,44 @@ def machine(binary: Path, load_before: float | None) -> dict:
         build = " ".join((version.stdout + version.stderr).split()) or None
     except (OSError, subprocess.SubprocessError):
         build = None
-    return {"cpu": _cpu_name(), "cores": _cores(), "python": platform.python_version(), "llama_server_build": build,
-            "threads": THREADS, "context": CTX, "load_average_1min": [load_before, _load()]}
+    return {
+        "cpu": _cpu_name(),
+        "cores": _cores(),
+        "python": platform.python_version(),
+        "llama_server_build": build,
+        "threads": THREADS,
+        "context": CTX,
+        "load_average_1min": [load_before, _load()],
+    }
 
 
-def run_concurrency(limit: int | None = None, out: Path | None = CONCURRENCY_RESULTS, *,
-                    levels=concurrency.LEVELS, tasks: int = concurrency.TASKS,
-                    seconds: float = concurrency.SECONDS, gpu_layers: int = 0) -> dict:
+def run_concurrency(
+    limit: int | None = None,
+    out: Path | None = CONCURRENCY_RESULTS,
+    *,
+    levels=concurrency.LEVELS,
+    tasks: int = concurrency.TASKS,
+    seconds: float = concurrency.SECONDS,
+    gpu_layers: int = 0,
+) -> dict:
     """The concurrency table alone: ``{"machine", "model", "concurrency"}``, written to ``out``."""
     binary, load_before = _binary(), _load()
     work = Path(tempfile.mkdtemp(prefix="concurrency-bench-"))
     model_dir, _ = prepare_model_dir(work)
-    table = concurrency.run_table(model_dir, embedded_gguf_path(), binary, work, levels=levels, tasks=tasks,
-                                  seconds=seconds, threads=THREADS, context=CTX, gpu_layers=gpu_layers,
-                                  prompts=concurrency.held_out(load_tasks(None, limit=limit)),
-                                  reuse_levels=() if gpu_layers else concurrency.REUSE_LEVELS)
+    table = concurrency.run_table(
+        model_dir,
+        embedded_gguf_path(),
+        binary,
+        work,
+        levels=levels,
+        tasks=tasks,
+        seconds=seconds,
+        threads=THREADS,
+        context=CTX,
+        gpu_layers=gpu_layers,
+        prompts=concurrency.held_out(load_tasks(None, limit=limit)),
+        reuse_levels=() if gpu_layers else concurrency.REUSE_LEVELS,
+    )
     figures = {"machine": machine(binary, load_before), "model": embedded_gguf_path().name, "concurrency": table}
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -147,8 +183,14 @@ def run_concurrency(limit: int | None = None, out: Path | None = CONCURRENCY_RES
     return figures
 
 
-def run(limit: int | None = None, out: Path | None = RESULTS, *, concurrency_table: bool = True,
-        cell_tasks: int = concurrency.TASKS, seconds: float = concurrency.SECONDS) -> dict:
+def run(
+    limit: int | None = None,
+    out: Path | None = RESULTS,
+    *,
+    concurrency_table: bool = True,
+    cell_tasks: int = concurrency.TASKS,
+    seconds: float = concurrency.SECONDS,
+) -> dict:
     binary = _binary()
     load_before = _load()
     work = Path(tempfile.mkdtemp(prefix="llama-server-bench-"))
@@ -157,29 +199,52 @@ def run(limit: int | None = None, out: Path | None = RESULTS, *, concurrency_tab
     bodies = [t.request() for t in tasks]
     letters = [letter_body(t.state, t.question, [text for _, text in t.presented()]) for t in tasks]
     adapter_env = {"SM_LLAMA_CPP_CTX_SIZE": str(CTX), "DECISION_ADAPTER_REQUEST_TIMEOUT": "600"}  # a loaded machine
-    cache_env = {**adapter_env, "DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on",
-                 "DECISION_ADAPTER_STATE_CACHE_MIB": str(CACHE_MIB)}
+    cache_env = {
+        **adapter_env,
+        "DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on",
+        "DECISION_ADAPTER_STATE_CACHE_MIB": str(CACHE_MIB),
+    }
     fa_env = {**adapter_env, "SM_LLAMA_CPP_FLASH_ATTN": "auto"}
-    servers = [LlamaServerProcess(binary, embedded_gguf_path(), log_path=work / "llama-server.log",
-                                  threads=THREADS, context=CTX, extra_args=("--flash-attn", "off")),
-               AdapterProcess(model_dir, log_path=work / "adapter.log", threads=THREADS, env=adapter_env),
-               AdapterProcess(model_dir, log_path=work / "adapter-cache.log", threads=THREADS, env=cache_env),
-               LlamaServerProcess(binary, embedded_gguf_path(), log_path=work / "llama-server-default.log",
-                                  threads=THREADS, context=CTX),
-               AdapterProcess(model_dir, log_path=work / "adapter-fa.log", threads=THREADS, env=fa_env)]
+    servers = [
+        LlamaServerProcess(
+            binary,
+            embedded_gguf_path(),
+            log_path=work / "llama-server.log",
+            threads=THREADS,
+            context=CTX,
+            extra_args=("--flash-attn", "off"),
+        ),
+        AdapterProcess(model_dir, log_path=work / "adapter.log", threads=THREADS, env=adapter_env),
+        AdapterProcess(model_dir, log_path=work / "adapter-cache.log", threads=THREADS, env=cache_env),
+        LlamaServerProcess(
+            binary, embedded_gguf_path(), log_path=work / "llama-server-default.log", threads=THREADS, context=CTX
+        ),
+        AdapterProcess(model_dir, log_path=work / "adapter-fa.log", threads=THREADS, env=fa_env),
+    ]
     try:
         for server in servers:
             server.start(timeout_s=180)
         llama, plain, cached, llama_default, plain_fa = servers
-        chat_url, plain_url, cached_url = (llama.url + "/v1/chat/completions", plain.url + "/invocations",
-                                           cached.url + "/invocations")
+        chat_url, plain_url, cached_url = (
+            llama.url + "/v1/chat/completions",
+            plain.url + "/invocations",
+            cached.url + "/invocations",
+        )
         default_url, fa_url = llama_default.url + "/v1/chat/completions", plain_fa.url + "/invocations"
         with urllib.request.urlopen(llama.url + "/props", timeout=10) as response:
             props = json.loads(response.read())
 
         new = {"adapter": [], "adapter_cache": [], "llama": [], "adapter_flash_attn": [], "llama_default": []}
-        parts = {"client_minus_server": [], "handling": [], "tokenize": [], "evaluate": [], "llama_prompt_ms": [],
-                 "llama_client_minus_prompt": [], "adapter_tokens": [], "llama_prompt_n": []}
+        parts = {
+            "client_minus_server": [],
+            "handling": [],
+            "tokenize": [],
+            "evaluate": [],
+            "llama_prompt_ms": [],
+            "llama_client_minus_prompt": [],
+            "adapter_tokens": [],
+            "llama_prompt_n": [],
+        }
         valid = agree = 0
         for body, letter in zip(bodies, letters):
             ms, reply = timed_post(plain_url, body)
@@ -203,7 +268,8 @@ def run(limit: int | None = None, out: Path | None = RESULTS, *, concurrency_tab
                 valid += 1
                 probs = reply["result"]["probabilities"]
                 agree += max(range(len(probs)), key=probs.__getitem__) == max(
-                    range(len(probs)), key=read["probabilities"].__getitem__)
+                    range(len(probs)), key=read["probabilities"].__getitem__
+                )
 
         warm = {"adapter_cache": [], "llama": [], "adapter": []}
         for body, letter in zip(bodies, letters):
@@ -222,32 +288,63 @@ def run(limit: int | None = None, out: Path | None = RESULTS, *, concurrency_tab
             one, separate, one_fa, separate_default = [], [], [], []
             for rep in range(3):
                 state = ticket(700 + 10 * k + rep)  # the same state to every server, new to each
-                body = {"id": f"k{k}-{rep}", "state": state,
-                        "questions": [{"id": q, "question": text, "options": opts} for q, text, opts in QUESTIONS[:k]]}
+                body = {
+                    "id": f"k{k}-{rep}",
+                    "state": state,
+                    "questions": [{"id": q, "question": text, "options": opts} for q, text, opts in QUESTIONS[:k]],
+                }
                 one.append(timed_post(plain_url, body)[0])
                 separate.append(k_requests(chat_url, state, k))
                 one_fa.append(timed_post(fa_url, body)[0])
                 separate_default.append(k_requests(default_url, state, k))
-            shared_rows.append({"k": k, "adapter_one_request_ms": p50(one), "llama_k_requests_ms": p50(separate),
-                                "adapter_flash_attn_one_request_ms": p50(one_fa),
-                                "llama_default_k_requests_ms": p50(separate_default)})
+            shared_rows.append(
+                {
+                    "k": k,
+                    "adapter_one_request_ms": p50(one),
+                    "llama_k_requests_ms": p50(separate),
+                    "adapter_flash_attn_one_request_ms": p50(one_fa),
+                    "llama_default_k_requests_ms": p50(separate_default),
+                }
+            )
     finally:
         for server in servers:
             server.stop()
 
     local = in_process(model_dir, bodies)
-    table = (concurrency.run_table(model_dir, embedded_gguf_path(), binary, work, tasks=cell_tasks,
-                                   seconds=seconds, threads=THREADS, context=CTX, prompts=concurrency.held_out(tasks),
-                                   reuse_levels=concurrency.REUSE_LEVELS)
-             if concurrency_table else None)
+    table = (
+        concurrency.run_table(
+            model_dir,
+            embedded_gguf_path(),
+            binary,
+            work,
+            tasks=cell_tasks,
+            seconds=seconds,
+            threads=THREADS,
+            context=CTX,
+            prompts=concurrency.held_out(tasks),
+            reuse_levels=concurrency.REUSE_LEVELS,
+        )
+        if concurrency_table
+        else None
+    )
     figures = {
-        "machine": {"cpu": _cpu_name(), "cores": _cores(), "python": platform.python_version(),
-                    "llama_server_build": props.get("build_info"), "threads": THREADS, "context": CTX,
-                    "load_average_1min": [load_before, _load()]},
-        "model": embedded_gguf_path().name, "tasks": len(tasks), "top_logprobs": TOP_LOGPROBS,
+        "machine": {
+            "cpu": _cpu_name(),
+            "cores": _cores(),
+            "python": platform.python_version(),
+            "llama_server_build": props.get("build_info"),
+            "threads": THREADS,
+            "context": CTX,
+            "load_average_1min": [load_before, _load()],
+        },
+        "model": embedded_gguf_path().name,
+        "tasks": len(tasks),
+        "top_logprobs": TOP_LOGPROBS,
         "state_cache_mib": CACHE_MIB,
-        "flash_attention": {"like_for_like": "off on both sides (SM_LLAMA_CPP_FLASH_ATTN unset; --flash-attn off)",
-                            "as_deployed": "llama-server's default (auto) and SM_LLAMA_CPP_FLASH_ATTN=auto"},
+        "flash_attention": {
+            "like_for_like": "off on both sides (SM_LLAMA_CPP_FLASH_ATTN unset; --flash-attn off)",
+            "as_deployed": "llama-server's default (auto) and SM_LLAMA_CPP_FLASH_ATTN=auto",
+        },
         "new_prompts": {k: stats(v) for k, v in new.items()},
         "repeated": {k: stats(v) for k, v in warm.items()},
         "letters": {"valid": valid, "agree": agree},
@@ -296,46 +393,52 @@ def _ms(v) -> str:
 
 def report(f: dict) -> str:
     m, new, warm, b = f["machine"], f["new_prompts"], f["repeated"], f["breakdown_p50_ms"]
-    lines = [f"Adapter vs llama-server: {f['model']}, {m['threads']} threads, context {m['context']}, {f['tasks']} "
-             f"tasks, alternating; {m['cpu']}, {m['cores']} cores; llama-server {m['llama_server_build']}; "
-             f"load average {' -> '.join(str(v) for v in m.get('load_average_1min') or [])}",
-             "",
-             "p50 client latency                         adapter        llama-server   adapter / llama-server",
-             f"  new prompts (cache off)                  {_ms(new['adapter']['p50']):>12}   "
-             f"{_ms(new['llama']['p50']):>12}   {_ratio(new['adapter']['p50'], new['llama']['p50'])}",
-             f"  new prompts (state cache on)             {_ms(new['adapter_cache']['p50']):>12}",
-             f"  repeated states (cache on / warm cache)  {_ms(warm['adapter_cache']['p50']):>12}   "
-             f"{_ms(warm['llama']['p50']):>12}   {_ratio(warm['adapter_cache']['p50'], warm['llama']['p50'])}",
-             f"  repeated states, adapter cache off       {_ms(warm['adapter']['p50']):>12}",
-             f"  new prompts, flash attention auto        {_ms(new['adapter_flash_attn']['p50']):>12}   "
-             f"{_ms(new['llama_default']['p50']):>12}   "
-             f"{_ratio(new['adapter_flash_attn']['p50'], new['llama_default']['p50'])}",
-             "  (the rows above run without flash attention on both sides; the last, as each is deployed with it)",
-             "",
-             f"letter probabilities from llama-server (top {f['top_logprobs']}): all options present in "
-             f"{f['letters']['valid']}/{f['tasks']} tasks; top option as the adapter's in "
-             f"{f['letters']['agree']}/{f['letters']['valid']} of those",
-             "",
-             "shared state (~400-token state): one adapter request vs k separate llama-server requests"]
+    lines = [
+        f"Adapter vs llama-server: {f['model']}, {m['threads']} threads, context {m['context']}, {f['tasks']} "
+        f"tasks, alternating; {m['cpu']}, {m['cores']} cores; llama-server {m['llama_server_build']}; "
+        f"load average {' -> '.join(str(v) for v in m.get('load_average_1min') or [])}",
+        "",
+        "p50 client latency                         adapter        llama-server   adapter / llama-server",
+        f"  new prompts (cache off)                  {_ms(new['adapter']['p50']):>12}   "
+        f"{_ms(new['llama']['p50']):>12}   {_ratio(new['adapter']['p50'], new['llama']['p50'])}",
+        f"  new prompts (state cache on)             {_ms(new['adapter_cache']['p50']):>12}",
+        f"  repeated states (cache on / warm cache)  {_ms(warm['adapter_cache']['p50']):>12}   "
+        f"{_ms(warm['llama']['p50']):>12}   {_ratio(warm['adapter_cache']['p50'], warm['llama']['p50'])}",
+        f"  repeated states, adapter cache off       {_ms(warm['adapter']['p50']):>12}",
+        f"  new prompts, flash attention auto        {_ms(new['adapter_flash_attn']['p50']):>12}   "
+        f"{_ms(new['llama_default']['p50']):>12}   "
+        f"{_ratio(new['adapter_flash_attn']['p50'], new['llama_default']['p50'])}",
+        "  (the rows above run without flash attention on both sides; the last, as each is deployed with it)",
+        "",
+        f"letter probabilities from llama-server (top {f['top_logprobs']}): all options present in "
+        f"{f['letters']['valid']}/{f['tasks']} tasks; top option as the adapter's in "
+        f"{f['letters']['agree']}/{f['letters']['valid']} of those",
+        "",
+        "shared state (~400-token state): one adapter request vs k separate llama-server requests",
+    ]
     for row in f["shared_state"]:
-        lines.append(f"  k={row['k']}: {_ms(row['adapter_one_request_ms']):>10} vs {_ms(row['llama_k_requests_ms']):>10}"
-                     f"  ({_ratio(row['adapter_one_request_ms'], row['llama_k_requests_ms'])}); with flash attention "
-                     f"{_ms(row['adapter_flash_attn_one_request_ms'])} vs {_ms(row['llama_default_k_requests_ms'])}  "
-                     f"({_ratio(row['adapter_flash_attn_one_request_ms'], row['llama_default_k_requests_ms'])})")
+        lines.append(
+            f"  k={row['k']}: {_ms(row['adapter_one_request_ms']):>10} vs {_ms(row['llama_k_requests_ms']):>10}"
+            f"  ({_ratio(row['adapter_one_request_ms'], row['llama_k_requests_ms'])}); with flash attention "
+            f"{_ms(row['adapter_flash_attn_one_request_ms'])} vs {_ms(row['llama_default_k_requests_ms'])}  "
+            f"({_ratio(row['adapter_flash_attn_one_request_ms'], row['llama_default_k_requests_ms'])})"
+        )
     local = f["in_process"]
-    lines += ["",
-              "where the time goes on new prompts (p50)",
-              f"  adapter: HTTP stack (client, nginx, gunicorn, response JSON)  {_ms(b['client_minus_server'])}",
-              f"           request handling (parse, validate, render, readout)  {_ms(b['handling'])}"
-              f" (readout alone {_ms(local['readout_ms_p50'])})",
-              f"           tokenizing in Python                                 {_ms(b['tokenize'])}",
-              f"           evaluation                                           {_ms(b['evaluate'])} for "
-              f"{b['adapter_tokens']:.0f} prompt tokens read, {local['tokens_evaluated_p50']:.0f} evaluated "
-              f"(the fixed head is kept), {local['decode_calls_p50']:.0f} llama_decode call(s)",
-              f"  llama-server: prompt evaluation                               {_ms(b['llama_prompt_ms'])} for "
-              f"{b['llama_prompt_n']:.0f} tokens evaluated (its cache keeps the common prefix)",
-              f"                everything else (HTTP, JSON, sampling 1 token)  {_ms(b['llama_client_minus_prompt'])}",
-              f"  in-process engine.decide, no HTTP                             {_ms(local['in_process_decide_ms_p50'])}"]
+    lines += [
+        "",
+        "where the time goes on new prompts (p50)",
+        f"  adapter: HTTP stack (client, nginx, gunicorn, response JSON)  {_ms(b['client_minus_server'])}",
+        f"           request handling (parse, validate, render, readout)  {_ms(b['handling'])}"
+        f" (readout alone {_ms(local['readout_ms_p50'])})",
+        f"           tokenizing in Python                                 {_ms(b['tokenize'])}",
+        f"           evaluation                                           {_ms(b['evaluate'])} for "
+        f"{b['adapter_tokens']:.0f} prompt tokens read, {local['tokens_evaluated_p50']:.0f} evaluated "
+        f"(the fixed head is kept), {local['decode_calls_p50']:.0f} llama_decode call(s)",
+        f"  llama-server: prompt evaluation                               {_ms(b['llama_prompt_ms'])} for "
+        f"{b['llama_prompt_n']:.0f} tokens evaluated (its cache keeps the common prefix)",
+        f"                everything else (HTTP, JSON, sampling 1 token)  {_ms(b['llama_client_minus_prompt'])}",
+        f"  in-process engine.decide, no HTTP                             {_ms(local['in_process_decide_ms_p50'])}",
+    ]
     if f.get("concurrency"):
         lines += ["", *concurrency.report(f["concurrency"])]
     return "\n".join(lines)
@@ -344,30 +447,52 @@ def report(f: dict) -> str:
 def report_concurrency(f: dict) -> str:
     """The table alone (``--concurrency-only``), under the machine it ran on."""
     m = f["machine"]
-    return "\n".join([f"Adapter vs llama-server under concurrency: {f['model']}; {m['cpu']}, {m['cores']} cores; "
-                      f"llama-server {m['llama_server_build']}; load average "
-                      f"{' -> '.join(str(v) for v in m.get('load_average_1min') or [])}", "",
-                      *concurrency.report(f["concurrency"])])
+    return "\n".join(
+        [
+            f"Adapter vs llama-server under concurrency: {f['model']}; {m['cpu']}, {m['cores']} cores; "
+            f"llama-server {m['llama_server_build']}; load average "
+            f"{' -> '.join(str(v) for v in m.get('load_average_1min') or [])}",
+            "",
+            *concurrency.report(f["concurrency"]),
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.llama_server", description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, help="at most this many tasks, across families (default: all)")
-    parser.add_argument("--out", type=Path, help=f"write the figures as JSON here (default {RESULTS}, or "
-                                                 f"{CONCURRENCY_RESULTS} with --concurrency-only)")
-    parser.add_argument("--concurrency-only", action="store_true",
-                        help="only the concurrency table (C = 1, 2, 4, 8 callers) and its reuse part "
-                             "(C = 1, 2, 4; repeated prompts); a few minutes")
-    parser.add_argument("--tasks", type=int, default=concurrency.TASKS,
-                        help=f"decisions per concurrency cell at most (default {concurrency.TASKS})")
-    parser.add_argument("--seconds", type=float, default=concurrency.SECONDS,
-                        help=f"seconds of load per concurrency cell at most (default {concurrency.SECONDS:g})")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help=f"write the figures as JSON here (default {RESULTS}, or {CONCURRENCY_RESULTS} with --concurrency-only)",
+    )
+    parser.add_argument(
+        "--concurrency-only",
+        action="store_true",
+        help="only the concurrency table (C = 1, 2, 4, 8 callers) and its reuse part "
+        "(C = 1, 2, 4; repeated prompts); a few minutes",
+    )
+    parser.add_argument(
+        "--tasks",
+        type=int,
+        default=concurrency.TASKS,
+        help=f"decisions per concurrency cell at most (default {concurrency.TASKS})",
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=concurrency.SECONDS,
+        help=f"seconds of load per concurrency cell at most (default {concurrency.SECONDS:g})",
+    )
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.seconds <= 0:
         parser.error("--tasks must be at least 1 and --seconds above 0")
     if args.concurrency_only:
-        print(report_concurrency(run_concurrency(args.limit, args.out or CONCURRENCY_RESULTS, tasks=args.tasks,
-                                                 seconds=args.seconds)))
+        print(
+            report_concurrency(
+                run_concurrency(args.limit, args.out or CONCURRENCY_RESULTS, tasks=args.tasks, seconds=args.seconds)
+            )
+        )
     else:
         print(report(run(args.limit, args.out or RESULTS, cell_tasks=args.tasks, seconds=args.seconds)))
     return 0

@@ -46,22 +46,33 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from workshop_lib.evaluation.report import percentile
-from workshop_lib.client import (EndpointBusy, EndpointClient, EndpointError, InvalidResponse, LocalTransport,
-                                 decision, question)
+from workshop_lib.client import (
+    EndpointBusy,
+    EndpointClient,
+    EndpointError,
+    InvalidResponse,
+    LocalTransport,
+    decision,
+    question,
+)
 from workshop_lib.demo import prepare_model_dir
+from workshop_lib.evaluation.report import percentile
 from workshop_lib.local import AdapterProcess
 
 THREADS = 2
 KINDS = ("decision", "shared", "chat")
-KIND_LABELS = {"decision": "single decision", "shared": "shared state (3 q)", "chat": "chat (8 tokens)",
-               "probe": "probe (vs lone run)"}
+KIND_LABELS = {
+    "decision": "single decision",
+    "shared": "shared state (3 q)",
+    "chat": "chat (8 tokens)",
+    "probe": "probe (vs lone run)",
+}
 # How long past the run's end a client may still be finishing its last request (retries included).
 DRAIN_S = 240.0
 
@@ -73,8 +84,12 @@ STATES = [
     "Subject: parcel\nOrder 7731 was marked delivered but nothing arrived. The neighbour has not seen it either.",
     "Subject: invoice address\nPlease put our new VAT number on the invoices from next month onwards.",
 ]
-TEAMS = [("billing", "Billing: charges, refunds, invoices"), ("tech", "Technical support: errors, outages"),
-         ("security", "Account security: logins, passwords"), ("sales", "Sales: plans, upgrades, quotes")]
+TEAMS = [
+    ("billing", "Billing: charges, refunds, invoices"),
+    ("tech", "Technical support: errors, outages"),
+    ("security", "Account security: logins, passwords"),
+    ("sales", "Sales: plans, upgrades, quotes"),
+]
 
 
 # ---- the requests -------------------------------------------------------------------------------
@@ -92,21 +107,31 @@ def decision_request(tag: str, rng: random.Random) -> dict:
 
 def shared_request(tag: str, rng: random.Random) -> tuple[str, str, list[dict]]:
     state = f"{rng.choice(STATES)}\nTicket {tag}."
-    return f"s-{tag}", state, [
-        question(f"route-{tag}", "Which team should handle this ticket?", _options(TEAMS, tag)),
-        question(f"urgent-{tag}", "How urgent is it?", _options([("low", "Low"), ("normal", "Normal"),
-                                                                ("high", "High")], tag)),
-        question(f"refund-{tag}", "Does the customer ask for money back?", _options([("no", "No"), ("yes", "Yes")],
-                                                                                   tag)),
-    ]
+    return (
+        f"s-{tag}",
+        state,
+        [
+            question(f"route-{tag}", "Which team should handle this ticket?", _options(TEAMS, tag)),
+            question(
+                f"urgent-{tag}",
+                "How urgent is it?",
+                _options([("low", "Low"), ("normal", "Normal"), ("high", "High")], tag),
+            ),
+            question(
+                f"refund-{tag}", "Does the customer ask for money back?", _options([("no", "No"), ("yes", "Yes")], tag)
+            ),
+        ],
+    )
 
 
 def chat_request(tag: str, rng: random.Random) -> list[dict]:
     return [{"role": "user", "content": f"Ticket {tag}: {rng.choice(STATES).splitlines()[1]} Reply in one line."}]
 
 
-PROBES = [decision(f"probe-{i}", STATES[i], "Which team should handle this ticket?", _options(TEAMS, f"p{i}"))
-          for i in range(3)]
+PROBES = [
+    decision(f"probe-{i}", STATES[i], "Which team should handle this ticket?", _options(TEAMS, f"p{i}"))
+    for i in range(3)
+]
 
 
 # ---- counting what crosses the wire ----------------------------------------------------------------
@@ -202,14 +227,19 @@ def worker_rss(server: AdapterProcess) -> tuple[int | None, int | None]:
 
 
 def _check_decision(made, probabilities_count: int) -> None:
-    if len(made.probabilities) != probabilities_count or not all(math.isfinite(p) for p in made.probabilities) \
-            or not math.isclose(sum(made.probabilities), 1.0, abs_tol=1e-6):
-        raise InvalidResponse(f"probabilities {made.probabilities} are not a distribution over "
-                              f"{probabilities_count} options")
+    if (
+        len(made.probabilities) != probabilities_count
+        or not all(math.isfinite(p) for p in made.probabilities)
+        or not math.isclose(sum(made.probabilities), 1.0, abs_tol=1e-6)
+    ):
+        raise InvalidResponse(
+            f"probabilities {made.probabilities} are not a distribution over {probabilities_count} options"
+        )
 
 
-def one_request(client: EndpointClient, kind: str, tag: str, rng: random.Random, tally: Tally,
-                references: dict) -> None:
+def one_request(
+    client: EndpointClient, kind: str, tag: str, rng: random.Random, tally: Tally, references: dict
+) -> None:
     started = time.perf_counter()
     with tally.lock:
         tally.sent[kind] += 1
@@ -246,8 +276,7 @@ def one_request(client: EndpointClient, kind: str, tag: str, rng: random.Random,
         tally.latencies_ms[kind].append((time.perf_counter() - started) * 1000.0)
 
 
-def run_client(index: int, url: str, args, tally: Tally, references: dict, deadline: float,
-               budget: "Budget") -> None:
+def run_client(index: int, url: str, args, tally: Tally, references: dict, deadline: float, budget: Budget) -> None:
     rng = random.Random(1000 + index)
     client = EndpointClient(CountingTransport(url, tally, timeout_s=70.0), retries=args.retries)
     weights = [args.decision_weight, args.shared_weight, args.chat_weight]
@@ -298,7 +327,7 @@ class PingSampler:
             except OSError:
                 self.failed += 1
 
-    def __enter__(self) -> "PingSampler":
+    def __enter__(self) -> PingSampler:
         self._thread.start()
         return self
 
@@ -308,8 +337,13 @@ class PingSampler:
 
     def figures(self) -> dict:
         pings = self.latencies_s
-        return {"count": len(pings), "failed": self.failed, "p50_s": percentile(pings, 50),
-                "p95_s": percentile(pings, 95), "max_s": max(pings) if pings else None}
+        return {
+            "count": len(pings),
+            "failed": self.failed,
+            "p50_s": percentile(pings, 50),
+            "p95_s": percentile(pings, 95),
+            "max_s": max(pings) if pings else None,
+        }
 
 
 class HostileClients:
@@ -321,12 +355,21 @@ class HostileClients:
     * half-open: connections that send nothing at all.
     """
 
-    def __init__(self, port: int, *, slow_headers: int = 16, tricklers: int = 4, half_open: int = 200,
-                 max_body_bytes: int = 1_048_576):
+    def __init__(
+        self,
+        port: int,
+        *,
+        slow_headers: int = 16,
+        tricklers: int = 4,
+        half_open: int = 200,
+        max_body_bytes: int = 1_048_576,
+    ):
         self.port = port
         self.groups = {"slow_header": slow_headers, "trickled_body": tricklers, "half_open": half_open}
-        self.oversized = (b"POST /invocations HTTP/1.1\r\nHost: adapter\r\nContent-Type: application/json\r\n"
-                          b"Content-Length: %d\r\n\r\n" % (max_body_bytes + 1))
+        self.oversized = (
+            b"POST /invocations HTTP/1.1\r\nHost: adapter\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (max_body_bytes + 1)
+        )
         self.counts = {"opened": 0, "closed_by_server": 0, "refused_413": 0, "other_answers": 0, "bytes_sent": 0}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="hostile-clients", daemon=True)
@@ -408,7 +451,7 @@ class HostileClients:
         for conn in conns:
             conn["sock"].close()
 
-    def __enter__(self) -> "HostileClients":
+    def __enter__(self) -> HostileClients:
         self._thread.start()
         return self
 
@@ -435,26 +478,57 @@ def worst_case_bodies() -> list[tuple[str, str, Callable[[float], dict]]]:
     long_state = (FILLER * 200)[:40_000]
     shared_state = (FILLER * 100)[:12_000]
     return [
-        ("decision, state near the context size", "/invocations",
-         lambda scale: decision("w-ctx", long_state[:int(40_000 * scale)], "Which team should handle this ticket?",
-                                _options_n(16, "ctx"))),
-        ("64 questions x 16 options on one state", "/invocations",
-         lambda scale: {"id": "w-shared", "state": shared_state[:int(12_000 * scale)],
-                        "questions": [question(f"q{i}", f"Question {i}: which option fits best?",
-                                               _options_n(16, f"q{i}")) for i in range(64)]}),
-        ("Jev choice with 255 options", "/v1/systemone",
-         lambda scale: {"state": shared_state[:int(2000 * scale)],
-                        "questions": {"pick": {"type": "choice", "instructions": "Pick the best.",
-                                               "criteria": {f"c{i}": f"Criterion {i}" for i in range(255)}}}}),
-        ("chat up to its token cap", "/invocations",
-         lambda scale: {"messages": [{"role": "user", "content": long_state[:int(20_000 * scale)]
-                                      + " Summarise at length."}], "max_tokens": 256}),
+        (
+            "decision, state near the context size",
+            "/invocations",
+            lambda scale: decision(
+                "w-ctx",
+                long_state[: int(40_000 * scale)],
+                "Which team should handle this ticket?",
+                _options_n(16, "ctx"),
+            ),
+        ),
+        (
+            "64 questions x 16 options on one state",
+            "/invocations",
+            lambda scale: {
+                "id": "w-shared",
+                "state": shared_state[: int(12_000 * scale)],
+                "questions": [
+                    question(f"q{i}", f"Question {i}: which option fits best?", _options_n(16, f"q{i}"))
+                    for i in range(64)
+                ],
+            },
+        ),
+        (
+            "Jev choice with 255 options",
+            "/v1/systemone",
+            lambda scale: {
+                "state": shared_state[: int(2000 * scale)],
+                "questions": {
+                    "pick": {
+                        "type": "choice",
+                        "instructions": "Pick the best.",
+                        "criteria": {f"c{i}": f"Criterion {i}" for i in range(255)},
+                    }
+                },
+            },
+        ),
+        (
+            "chat up to its token cap",
+            "/invocations",
+            lambda scale: {
+                "messages": [{"role": "user", "content": long_state[: int(20_000 * scale)] + " Summarise at length."}],
+                "max_tokens": 256,
+            },
+        ),
     ]
 
 
 def _post(url: str, body: dict, timeout_s: float) -> tuple[int, float]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     started = time.monotonic()
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as reply:
@@ -470,8 +544,10 @@ def worst_cases(work: Path, model_dir: Path, half_open: int = 16) -> dict:
     pings: list[float] = []
     failed_pings = 0
     results = []
-    with AdapterProcess(model_dir, log_path=work / "adapter-worst.log", threads=THREADS) as server, \
-            ExitStack() as sockets:
+    with (
+        AdapterProcess(model_dir, log_path=work / "adapter-worst.log", threads=THREADS) as server,
+        ExitStack() as sockets,
+    ):
         for _ in range(half_open):  # slow clients: each has sent half a header and waits
             sock = sockets.enter_context(socket.create_connection(("127.0.0.1", server.port), timeout=10))
             sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: adapter\r\nContent-Le")
@@ -504,10 +580,18 @@ def worst_cases(work: Path, model_dir: Path, half_open: int = 16) -> dict:
         finally:
             stop.set()
             pinger.join(10)
-    return {"requests": results, "half_open_connections": half_open,
-            "ping": {"count": len(pings), "failed": failed_pings, "p50_s": percentile(pings, 50),
-                     "p95_s": percentile(pings, 95), "max_s": max(pings) if pings else None},
-            "slowest": max(results, key=lambda r: r["seconds"]) if results else None}
+    return {
+        "requests": results,
+        "half_open_connections": half_open,
+        "ping": {
+            "count": len(pings),
+            "failed": failed_pings,
+            "p50_s": percentile(pings, 50),
+            "p95_s": percentile(pings, 95),
+            "max_s": max(pings) if pings else None,
+        },
+        "slowest": max(results, key=lambda r: r["seconds"]) if results else None,
+    }
 
 
 def run(args) -> dict:
@@ -517,8 +601,11 @@ def run(args) -> dict:
 
 def _run(args, work: Path) -> dict:
     model_dir, _ = prepare_model_dir(work)
-    env = {"SM_LLAMA_CPP_CTX_SIZE": "2048", "DECISION_ADAPTER_MAX_QUEUE": str(args.max_queue),
-           "DECISION_ADAPTER_RETRY_AFTER": "1"}
+    env = {
+        "SM_LLAMA_CPP_CTX_SIZE": "2048",
+        "DECISION_ADAPTER_MAX_QUEUE": str(args.max_queue),
+        "DECISION_ADAPTER_RETRY_AFTER": "1",
+    }
     tally = Tally()
     samples: list[tuple[float, int]] = []
     with AdapterProcess(model_dir, log_path=work / "adapter.log", threads=THREADS, env=env) as server:
@@ -547,8 +634,10 @@ def _run(args, work: Path) -> dict:
         budget = Budget(args.max_requests)
         hostile = HostileClients(server.port, half_open=args.half_open) if args.hostile else ExitStack()
         with ThreadPoolExecutor(max_workers=args.clients) as pool, hostile, PingSampler(server.url) as pings:
-            futures = [pool.submit(run_client, i, server.url, args, tally, references, deadline, budget)
-                       for i in range(args.clients)]
+            futures = [
+                pool.submit(run_client, i, server.url, args, tally, references, deadline, budget)
+                for i in range(args.clients)
+            ]
             done, pending = wait(futures, timeout=args.duration + DRAIN_S)
             if pending:  # a client stuck past the drain time: stopping the server ends its request
                 server.stop()
@@ -567,13 +656,28 @@ def _run(args, work: Path) -> dict:
     all_latencies = [v for values in tally.latencies_ms.values() for v in values]
     peak = max([rss for _, rss in samples] + [rss_start or 0, rss_end or 0])
     figures = {
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "load_average_at_end": os.getloadavg()},
-        "settings": {"clients": args.clients, "duration_s": args.duration, "max_requests": args.max_requests,
-                     "client_retries": args.retries, "adapter_threads": THREADS, "max_queue": args.max_queue,
-                     "retry_after_s": 1, "mix": {"decision": args.decision_weight, "shared": args.shared_weight,
-                                                  "chat": args.chat_weight, "probe_every": args.probe_every},
-                     "model": model},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_average_at_end": os.getloadavg(),
+        },
+        "settings": {
+            "clients": args.clients,
+            "duration_s": args.duration,
+            "max_requests": args.max_requests,
+            "client_retries": args.retries,
+            "adapter_threads": THREADS,
+            "max_queue": args.max_queue,
+            "retry_after_s": 1,
+            "mix": {
+                "decision": args.decision_weight,
+                "shared": args.shared_weight,
+                "chat": args.chat_weight,
+                "probe_every": args.probe_every,
+            },
+            "model": model,
+        },
         "elapsed_s": elapsed,
         "requests_sent": sent,
         "requests_answered": answered,
@@ -583,19 +687,37 @@ def _run(args, work: Path) -> dict:
         "other_non_2xx": tally.other_non_2xx,
         "unanswered": tally.failed,
         "crossed_answers": tally.crossed,
-        "probes": {"sent": tally.sent["probe"], "equal_to_lone_run": tally.probe_equal,
-                   "max_abs_difference": tally.probe_max_diff},
-        "by_kind": {k: {"sent": tally.sent[k], "answered": tally.answered[k],
-                        "p50_ms": percentile(tally.latencies_ms[k], 50), "p95_ms": percentile(tally.latencies_ms[k], 95)}
-                    for k in (*KINDS, "probe")},
-        "latency_ms": {"p50": percentile(all_latencies, 50), "p95": percentile(all_latencies, 95),
-                       "mean": statistics.fmean(all_latencies) if all_latencies else None},
+        "probes": {
+            "sent": tally.sent["probe"],
+            "equal_to_lone_run": tally.probe_equal,
+            "max_abs_difference": tally.probe_max_diff,
+        },
+        "by_kind": {
+            k: {
+                "sent": tally.sent[k],
+                "answered": tally.answered[k],
+                "p50_ms": percentile(tally.latencies_ms[k], 50),
+                "p95_ms": percentile(tally.latencies_ms[k], 95),
+            }
+            for k in (*KINDS, "probe")
+        },
+        "latency_ms": {
+            "p50": percentile(all_latencies, 50),
+            "p95": percentile(all_latencies, 95),
+            "mean": statistics.fmean(all_latencies) if all_latencies else None,
+        },
         "throughput_per_s": answered / elapsed if elapsed else None,
-        "worker_rss_bytes": {"pid_start": pid_start, "pid_end": pid_end, "start_after_warmup": rss_start,
-                             "end": rss_end, "peak": peak, "samples": len(samples),
-                             # one sample per ~5 s: (seconds into the run, bytes), to tell growth from a plateau
-                             "timeline": [(round(t - started, 1), rss) for t, rss in samples[::5]],
-                             "growth_fraction": (rss_end - rss_start) / rss_start if rss_start and rss_end else None},
+        "worker_rss_bytes": {
+            "pid_start": pid_start,
+            "pid_end": pid_end,
+            "start_after_warmup": rss_start,
+            "end": rss_end,
+            "peak": peak,
+            "samples": len(samples),
+            # one sample per ~5 s: (seconds into the run, bytes), to tell growth from a plateau
+            "timeline": [(round(t - started, 1), rss) for t, rss in samples[::5]],
+            "growth_fraction": (rss_end - rss_start) / rss_start if rss_start and rss_end else None,
+        },
         "adapter_log_tail": log_tail.splitlines(),
         "nginx_in_front": fronted,
         "hostile_clients": hostile.figures() if args.hostile else None,
@@ -610,14 +732,16 @@ def _run(args, work: Path) -> dict:
         "probes_equal_lone_run": tally.probe_equal == tally.answered["probe"],
         "same_worker_throughout": pid_start is not None and pid_start == pid_end,
         "rss_growth_under_5_percent": figures["worker_rss_bytes"]["growth_fraction"] is not None
-                                      and figures["worker_rss_bytes"]["growth_fraction"] < 0.05,
+        and figures["worker_rss_bytes"]["growth_fraction"] < 0.05,
     }
     ping = figures["ping_during_load"]
     figures["targets"]["ping_p95_under_1_s_during_load"] = (
-        not ping["failed"] and ping["p95_s"] is not None and ping["p95_s"] < 1.0)
+        not ping["failed"] and ping["p95_s"] is not None and ping["p95_s"] < 1.0
+    )
     if worst:
         figures["targets"]["ping_p95_under_1_s_during_worst_cases"] = (
-            not worst["ping"]["failed"] and worst["ping"]["p95_s"] is not None and worst["ping"]["p95_s"] < 1.0)
+            not worst["ping"]["failed"] and worst["ping"]["p95_s"] is not None and worst["ping"]["p95_s"] < 1.0
+        )
     return figures
 
 
@@ -647,8 +771,9 @@ def report(f: dict) -> str:
         f"  {'kind':<22}{'sent':>6}{'answered':>10}{'p50 ms':>9}{'p95 ms':>9}",
     ]
     for kind, row in f["by_kind"].items():
-        lines.append(f"  {KIND_LABELS[kind]:<22}{row['sent']:>6}{row['answered']:>10} {_ms(row['p50_ms'])} "
-                     f"{_ms(row['p95_ms'])}")
+        lines.append(
+            f"  {KIND_LABELS[kind]:<22}{row['sent']:>6}{row['answered']:>10} {_ms(row['p50_ms'])} {_ms(row['p95_ms'])}"
+        )
     lines += [
         f"  {'all':<22}{f['requests_sent']:>6}{f['requests_answered']:>10} {_ms(f['latency_ms']['p50'])} "
         f"{_ms(f['latency_ms']['p95'])}",
@@ -667,8 +792,8 @@ def report(f: dict) -> str:
         f"  worker RSS after warm-up / end  {mib(rss['start_after_warmup'])} / {mib(rss['end'])} "
         f"(peak {mib(rss['peak'])}; growth {100 * (rss['growth_fraction'] or 0):+.2f} %: "
         f"{verdict(t['rss_growth_under_5_percent'])} < 5 %)",
-        "  worker RSS during the run       " + ", ".join(f"{mib(b)} at {t:.0f} s" for t, b in
-                                                       rss["timeline"][:: max(1, len(rss["timeline"]) // 6)]),
+        "  worker RSS during the run       "
+        + ", ".join(f"{mib(b)} at {t:.0f} s" for t, b in rss["timeline"][:: max(1, len(rss["timeline"]) // 6)]),
         f"  same gunicorn worker throughout {'yes' if t['same_worker_throughout'] else 'NO'} "
         f"(pid {rss['pid_start']} -> {rss['pid_end']})",
     ]
@@ -678,27 +803,36 @@ def report(f: dict) -> str:
     if ping or hostile:
         lines.append("")
     if hostile:
-        lines += [f"Hostile clients alongside ({'nginx in front' if f['nginx_in_front'] else 'gunicorn alone'}): "
-                  f"{hostile['slow_header']} slow headers, {hostile['trickled_body']} trickled oversized bodies, "
-                  f"{hostile['half_open']} half-open connections",
-                  f"  {hostile['opened']} connections opened, {hostile['closed_by_server']} closed by the server, "
-                  f"{hostile['refused_413']} answered 413, {hostile['other_answers']} other answers"]
+        lines += [
+            f"Hostile clients alongside ({'nginx in front' if f['nginx_in_front'] else 'gunicorn alone'}): "
+            f"{hostile['slow_header']} slow headers, {hostile['trickled_body']} trickled oversized bodies, "
+            f"{hostile['half_open']} half-open connections",
+            f"  {hostile['opened']} connections opened, {hostile['closed_by_server']} closed by the server, "
+            f"{hostile['refused_413']} answered 413, {hostile['other_answers']} other answers",
+        ]
     if ping:
-        lines.append(f"  /ping during the load: {ping['count']} answered, {ping['failed']} failed; p50 "
-                     f"{1000 * (ping['p50_s'] or 0):.0f} ms, p95 {1000 * (ping['p95_s'] or 0):.0f} ms, max "
-                     f"{1000 * (ping['max_s'] or 0):.0f} ms ({verdict(t['ping_p95_under_1_s_during_load'])}: "
-                     "p95 < 1 s)")
+        lines.append(
+            f"  /ping during the load: {ping['count']} answered, {ping['failed']} failed; p50 "
+            f"{1000 * (ping['p50_s'] or 0):.0f} ms, p95 {1000 * (ping['p95_s'] or 0):.0f} ms, max "
+            f"{1000 * (ping['max_s'] or 0):.0f} ms ({verdict(t['ping_p95_under_1_s_during_load'])}: "
+            "p95 < 1 s)"
+        )
     worst = f.get("worst_cases")
     if worst:
         ping = worst["ping"]
-        lines += ["", f"Worst cases, one at a time on an adapter with the default settings, "
-                      f"{worst['half_open_connections']} connections holding half a header throughout:",
-                  f"  {'body':<42}{'bytes':>9}{'status':>8}{'seconds':>9}"]
+        lines += [
+            "",
+            f"Worst cases, one at a time on an adapter with the default settings, "
+            f"{worst['half_open_connections']} connections holding half a header throughout:",
+            f"  {'body':<42}{'bytes':>9}{'status':>8}{'seconds':>9}",
+        ]
         lines += [f"  {r['body']:<42}{r['bytes']:>9}{r['status']:>8}{r['seconds']:>9.1f}" for r in worst["requests"]]
-        lines.append(f"  /ping meanwhile: {ping['count']} answered, {ping['failed']} failed; p50 "
-                     f"{1000 * (ping['p50_s'] or 0):.0f} ms, p95 {1000 * (ping['p95_s'] or 0):.0f} ms, max "
-                     f"{1000 * (ping['max_s'] or 0):.0f} ms ({verdict(t['ping_p95_under_1_s_during_worst_cases'])}: "
-                     f"p95 < 1 s)")
+        lines.append(
+            f"  /ping meanwhile: {ping['count']} answered, {ping['failed']} failed; p50 "
+            f"{1000 * (ping['p50_s'] or 0):.0f} ms, p95 {1000 * (ping['p95_s'] or 0):.0f} ms, max "
+            f"{1000 * (ping['max_s'] or 0):.0f} ms ({verdict(t['ping_p95_under_1_s_during_worst_cases'])}: "
+            f"p95 < 1 s)"
+        )
     return "\n".join(lines)
 
 
@@ -713,13 +847,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decision-weight", type=float, default=0.6)
     parser.add_argument("--shared-weight", type=float, default=0.25)
     parser.add_argument("--chat-weight", type=float, default=0.15)
-    parser.add_argument("--probe-every", type=int, default=6,
-                        help="each client's 2nd request and every Nth after it is a probe (default 6; 0: none)")
-    parser.add_argument("--no-hostile", dest="hostile", action="store_false",
-                        help="skip the hostile clients (slow headers, trickled bodies, half-open connections)")
+    parser.add_argument(
+        "--probe-every",
+        type=int,
+        default=6,
+        help="each client's 2nd request and every Nth after it is a probe (default 6; 0: none)",
+    )
+    parser.add_argument(
+        "--no-hostile",
+        dest="hostile",
+        action="store_false",
+        help="skip the hostile clients (slow headers, trickled bodies, half-open connections)",
+    )
     parser.add_argument("--half-open", type=int, default=200, help="half-open connections held (default 200)")
-    parser.add_argument("--no-worst-cases", dest="worst_cases", action="store_false",
-                        help="skip the worst-case bodies and the /ping sampling during them")
+    parser.add_argument(
+        "--no-worst-cases",
+        dest="worst_cases",
+        action="store_false",
+        help="skip the worst-case bodies and the /ping sampling during them",
+    )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/load.json"))
     args = parser.parse_args(argv)
     if args.clients < 1 or args.duration <= 0 or args.max_requests < 1:
@@ -729,8 +875,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(figures, indent=2) + "\n")
     print(f"\nfigures written to {args.out}")
-    hard = ("every_request_answered", "no_other_non_2xx", "every_503_has_retry_after", "no_crossed_answers",
-            "probes_equal_lone_run")  # speed and memory are reported, never a failure
+    hard = (
+        "every_request_answered",
+        "no_other_non_2xx",
+        "every_503_has_retry_after",
+        "no_crossed_answers",
+        "probes_equal_lone_run",
+    )  # speed and memory are reported, never a failure
     return 0 if all(figures["targets"][k] for k in hard) else 1
 
 

@@ -29,15 +29,36 @@ class LlamaServerProcess(ServerProcess):
 
     ready_path = "/health"
 
-    def __init__(self, binary: Path, gguf: Path, *, log_path, threads: int = 2, context: int = 4096,
-                 extra_args: tuple[str, ...] = (), port: int | None = None):
+    def __init__(
+        self,
+        binary: Path,
+        gguf: Path,
+        *,
+        log_path,
+        threads: int = 2,
+        context: int = 4096,
+        extra_args: tuple[str, ...] = (),
+        port: int | None = None,
+    ):
         super().__init__(log_path=log_path, port=port)
         self.binary, self.gguf, self.threads, self.context = Path(binary), Path(gguf), threads, context
         self.extra_args = tuple(extra_args)
 
     def command(self) -> list[str]:
-        return [str(self.binary), "-m", str(self.gguf), "--host", "127.0.0.1", "--port", str(self.port),
-                "-t", str(self.threads), "-c", str(self.context), *self.extra_args]
+        return [
+            str(self.binary),
+            "-m",
+            str(self.gguf),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "-t",
+            str(self.threads),
+            "-c",
+            str(self.context),
+            *self.extra_args,
+        ]
 
     def __repr__(self) -> str:
         return f"LlamaServerProcess({self.url}, {self.gguf.name})"

@@ -19,15 +19,20 @@ def ticket(n: int, sentences: int = 8) -> str:
     """A synthetic support ticket (~400 tokens at 8 sentences); n makes it unique."""
     lines = [f"Ticket {n}. Customer account {4000 + n}, Pro plan since 2021."]
     for i in range(sentences):
-        lines.append(f"Note {i}: on day {i + 1} the customer reported that invoice {n}-{i} was charged twice "
-                     f"and asked support to check the card ending {1000 + (n * 7 + i) % 9000}.")
+        lines.append(
+            f"Note {i}: on day {i + 1} the customer reported that invoice {n}-{i} was charged twice "
+            f"and asked support to check the card ending {1000 + (n * 7 + i) % 9000}."
+        )
     return " ".join(lines)
 
 
 def shared(n: int, k: int) -> dict:
     """One shared-state request: ticket ``n`` and the first ``k`` questions."""
-    return {"id": f"batch-{n}", "state": ticket(n),
-            "questions": [{"id": q, "question": text, "options": opts} for q, text, opts in QUESTIONS[:k]]}
+    return {
+        "id": f"batch-{n}",
+        "state": ticket(n),
+        "questions": [{"id": q, "question": text, "options": opts} for q, text, opts in QUESTIONS[:k]],
+    }
 
 
 def single(n: int) -> dict:

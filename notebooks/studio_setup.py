@@ -32,20 +32,31 @@ def ensure_project(root: Path) -> str:
     loaded_before = {name for name in ("boto3", "botocore") if name in sys.modules}
     # The contract both rooms share is a distribution of its own that no index serves: naming its folder in
     # the same command lets pip meet the workshop's dependency on it from here, never from PyPI.
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--editable", f"{root}/container/contract",
-               "--editable", f"{root}[notebooks]"]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--editable",
+        f"{root}/container/contract",
+        "--editable",
+        f"{root}[notebooks]",
+    ]
     print("installing the workshop into this kernel:", " ".join(command), flush=True)
     subprocess.run(command, check=True)
     for directory in site.getsitepackages() + [site.getusersitepackages()]:
         site.addsitedir(directory)  # runs the new editable install's .pth hook in this process
     importlib.invalidate_caches()
     import decision_contract  # noqa: F401  - both fail loudly if the install did not take
-    import workshop_lib  # noqa: F401
+    import workshop_lib
 
     note = f"installed {root} (editable, [notebooks] extras, with its contract) into {sys.executable}"
     if loaded_before:
-        note += (f"; {', '.join(sorted(loaded_before))} had been imported before the install: restart the kernel "
-                 "(Kernel > Restart Kernel) and run this notebook again from the top")
+        note += (
+            f"; {', '.join(sorted(loaded_before))} had been imported before the install: restart the kernel "
+            "(Kernel > Restart Kernel) and run this notebook again from the top"
+        )
     return note
 
 
@@ -53,8 +64,10 @@ def check_boto3() -> str:
     import boto3
 
     if _version(boto3) < BOTO3_FLOOR:
-        return (f"boto3 {boto3.__version__} is older than {'.'.join(map(str, BOTO3_FLOOR))} and cannot create "
-                "instance pools: restart the kernel so the upgraded boto3 loads")
+        return (
+            f"boto3 {boto3.__version__} is older than {'.'.join(map(str, BOTO3_FLOOR))} and cannot create "
+            "instance pools: restart the kernel so the upgraded boto3 loads"
+        )
     return f"boto3 {boto3.__version__}"
 
 

@@ -55,6 +55,7 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 # -- the HTTP API, from openapi.json ----------------------------------------------------------------
 
+
 def _anchor(pointer: str) -> str | None:
     """The page anchor of a component ``$ref`` (schemas and responses get a heading each)."""
     parts = pointer.lstrip("#/").split("/")
@@ -87,8 +88,11 @@ def type_expr(schema, depth: int = 0) -> str:
         pinned = [f"{code(path)} {values}" for s in parts for path, values in _narrowing(s)]
         typed = [s for s in parts if not _narrowing(s) and not _absent(s)]
         shown = " and ".join(type_expr(s, depth + 1) for s in typed) or "object"
-        return (shown + (" with " + ", ".join(pinned) if pinned else "")
-                + (" without " + ", ".join(code(name) for name in absent) if absent else ""))
+        return (
+            shown
+            + (" with " + ", ".join(pinned) if pinned else "")
+            + (" without " + ", ".join(code(name) for name in absent) if absent else "")
+        )
     for key in ("oneOf", "anyOf"):
         if key in schema:
             return " or ".join(type_expr(s, depth + 1) for s in schema[key])
@@ -98,8 +102,7 @@ def type_expr(schema, depth: int = 0) -> str:
     for kind in kinds or ["any"]:
         if kind == "array" and "items" in schema:
             words.append(f"array of {type_expr(schema['items'], depth + 1)}")
-        elif kind == "object" and isinstance(schema.get("additionalProperties"), dict) \
-                and not schema.get("properties"):
+        elif kind == "object" and isinstance(schema.get("additionalProperties"), dict) and not schema.get("properties"):
             words.append(f"object of {type_expr(schema['additionalProperties'], depth + 1)}")
         else:
             words.append(kind)
@@ -117,8 +120,12 @@ def _narrowing(schema, path: str = "") -> list[tuple[str, str]]:
     """The fields a schema without a type of its own pins (``{"properties": {"error": {"properties":
     {"code": {"enum": [...]}}}}}``) as (dotted path, the values allowed); empty for any other schema."""
     if not isinstance(schema, dict) or set(schema) - {"properties"}:
-        if path and isinstance(schema, dict) and ("enum" in schema or "const" in schema) \
-                and not set(schema) - {"enum", "const"}:
+        if (
+            path
+            and isinstance(schema, dict)
+            and ("enum" in schema or "const" in schema)
+            and not set(schema) - {"enum", "const"}
+        ):
             return [(path, type_expr(schema))]
         return []
     found = []
@@ -131,11 +138,19 @@ def _narrowing(schema, path: str = "") -> list[tuple[str, str]]:
 
 
 _CONSTRAINTS = (
-    ("minLength", "at least {} characters"), ("maxLength", "at most {} characters"),
-    ("minItems", "at least {} items"), ("maxItems", "at most {} items"),
-    ("minProperties", "at least {} keys"), ("maxProperties", "at most {} keys"),
-    ("minimum", "≥ {}"), ("exclusiveMinimum", "> {}"), ("maximum", "≤ {}"), ("exclusiveMaximum", "< {}"),
-    ("pattern", "pattern {}"), ("format", "format {}"), ("default", "default {}"),
+    ("minLength", "at least {} characters"),
+    ("maxLength", "at most {} characters"),
+    ("minItems", "at least {} items"),
+    ("maxItems", "at most {} items"),
+    ("minProperties", "at least {} keys"),
+    ("maxProperties", "at most {} keys"),
+    ("minimum", "≥ {}"),
+    ("exclusiveMinimum", "> {}"),
+    ("maximum", "≤ {}"),
+    ("exclusiveMaximum", "< {}"),
+    ("pattern", "pattern {}"),
+    ("format", "format {}"),
+    ("default", "default {}"),
 )
 
 
@@ -158,8 +173,15 @@ def fields_table(schema) -> str:
     required = set(schema.get("required", []))
     rows = []
     for name, prop in schema.get("properties", {}).items():
-        rows.append([code(name), type_expr(prop), "yes" if name in required else "",
-                     constraints(prop), cell(prop.get("description", "") if isinstance(prop, dict) else "")])
+        rows.append(
+            [
+                code(name),
+                type_expr(prop),
+                "yes" if name in required else "",
+                constraints(prop),
+                cell(prop.get("description", "") if isinstance(prop, dict) else ""),
+            ]
+        )
     extra = schema.get("additionalProperties")
     if schema.get("properties") and extra is False:
         rows.append(["(other fields)", "refused", "", "", ""])
@@ -174,8 +196,11 @@ def schema_block(schema) -> str:
         parts.append(para(schema["description"]))
     if isinstance(schema, dict) and schema.get("properties"):
         parts.append(fields_table(schema))
-        nested = [(name, prop) for name, prop in schema["properties"].items()
-                  if isinstance(prop, dict) and prop.get("properties")]
+        nested = [
+            (name, prop)
+            for name, prop in schema["properties"].items()
+            if isinstance(prop, dict) and prop.get("properties")
+        ]
         for name, prop in nested:
             parts.append(f"`{name}`:\n\n" + fields_table(prop))
     else:
@@ -226,9 +251,16 @@ def _operation(path: str, method: str, op: dict, document: dict) -> str:
         out += ["Needs `Authorization: Bearer <key>` when the adapter runs with an API key.", ""]
     parameters = op.get("parameters", [])
     if parameters:
-        out += [table(["parameter", "in", "type", "meaning"],
-                      [[code(p["name"]), p.get("in", ""), type_expr(p.get("schema", {})),
-                        cell(p.get("description", ""))] for p in parameters]), ""]
+        out += [
+            table(
+                ["parameter", "in", "type", "meaning"],
+                [
+                    [code(p["name"]), p.get("in", ""), type_expr(p.get("schema", {})), cell(p.get("description", ""))]
+                    for p in parameters
+                ],
+            ),
+            "",
+        ]
     body = op.get("requestBody")
     if body:
         out += ["Request body" + (" (required)" if body.get("required") else "") + ":", ""]
@@ -244,10 +276,18 @@ def render_api(document: dict) -> str:
     if info.get("description"):
         out += [para(info["description"]), ""]
     out += ["## Routes", ""]
-    out += [table(["method", "path", "summary"],
-                  [[method.upper(), code(path), cell(op.get("summary", ""))]
-                   for path, ops in document.get("paths", {}).items()
-                   for method, op in ops.items() if isinstance(op, dict)]), ""]
+    out += [
+        table(
+            ["method", "path", "summary"],
+            [
+                [method.upper(), code(path), cell(op.get("summary", ""))]
+                for path, ops in document.get("paths", {}).items()
+                for method, op in ops.items()
+                if isinstance(op, dict)
+            ],
+        ),
+        "",
+    ]
     for path, ops in document.get("paths", {}).items():
         for method, op in ops.items():
             if isinstance(op, dict) and method not in ("parameters", "servers"):
@@ -256,16 +296,22 @@ def render_api(document: dict) -> str:
     if components.get("securitySchemes"):
         out += ["## Authentication", ""]
         for name, scheme in components["securitySchemes"].items():
-            out += [f"`{name}`: {scheme.get('type', '')} {scheme.get('scheme', '')}. "
-                    f"{para(scheme.get('description', ''))}", ""]
+            out += [
+                f"`{name}`: {scheme.get('type', '')} {scheme.get('scheme', '')}. {para(scheme.get('description', ''))}",
+                "",
+            ]
     if components.get("responses"):
         out += ["## Shared answers", ""]
         for name, answer in components["responses"].items():
             out += [f"### {name} {{#response-{name}}}", "", para(answer.get("description", "")), ""]
             headers = answer.get("headers", {})
             if headers:
-                out += [table(["header", "meaning"], [[code(h), cell(v.get("description", ""))]
-                                                      for h, v in headers.items()]), ""]
+                out += [
+                    table(
+                        ["header", "meaning"], [[code(h), cell(v.get("description", ""))] for h, v in headers.items()]
+                    ),
+                    "",
+                ]
             out += [line + "\n" for line in _content_lines(answer.get("content", {}))]
     if components.get("schemas"):
         out += ["## Schemas", ""]
@@ -275,6 +321,7 @@ def render_api(document: dict) -> str:
 
 
 # -- the adapter's settings, from decision_adapter.settings ----------------------------------------
+
 
 def _number(value) -> str:
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
@@ -301,8 +348,15 @@ def settings_rows(module=None) -> list[dict]:
             rules.append(f"at most {_number(spec.maximum)}")
         if spec.also:
             rules.append("also read from " + ", ".join(f"``{n}``" for n in spec.also))
-        rows.append({"names": [spec.env, *spec.also], "field": spec.name, "default": _default(spec),
-                     "meaning": meaning, "rules": "; ".join(rules)})
+        rows.append(
+            {
+                "names": [spec.env, *spec.also],
+                "field": spec.name,
+                "default": _default(spec),
+                "meaning": meaning,
+                "rules": "; ".join(rules),
+            }
+        )
     return rows
 
 
@@ -318,24 +372,33 @@ def render_settings(module=None) -> str:
 
 def render_sample_aliases(module=None) -> str:
     module = module or importlib.import_module("decision_adapter.settings")
-    rows = [[code(name), code(ours), "converted (see below)" if convert is not str else "same value"]
-            for name, (ours, convert) in module.SEMIF_ALIASES.items()]
+    rows = [
+        [code(name), code(ours), "converted (see below)" if convert is not str else "same value"]
+        for name, (ours, convert) in module.SEMIF_ALIASES.items()
+    ]
     rows += [[code(name), "not used", cell(why)] for name, why in module.SEMIF_UNUSED.items()]
     return table(["the sample's name", "read as", "value"], rows)
 
 
 # -- the workshop's configuration, from the declarations of WorkshopConfig ----------------------------
 
+
 def render_workshop_config() -> str:
     """One row per ``WorkshopConfig`` setting, in declaration order: its variable, default and use."""
     config = importlib.import_module("workshop_lib.config")
-    rows = [[code(f.metadata["env"]), code(f.default) if f.default else "unset",
-             prose(f.metadata["doc"][:1].upper() + f.metadata["doc"][1:].rstrip(".") + ".")]
-            for f in dataclasses.fields(config.WorkshopConfig)]
+    rows = [
+        [
+            code(f.metadata["env"]),
+            code(f.default) if f.default else "unset",
+            prose(f.metadata["doc"][:1].upper() + f.metadata["doc"][1:].rstrip(".") + "."),
+        ]
+        for f in dataclasses.fields(config.WorkshopConfig)
+    ]
     return table(["variable", "default", "meaning"], rows)
 
 
 # -- the command line, from the parser workshop_lib.cli builds --------------------------------------
+
 
 def _subcommands(parser: argparse.ArgumentParser):
     """(name, aliases, help, subparser) for each subcommand, each once, in the order declared."""
@@ -361,8 +424,7 @@ def _argument_row(action: argparse.Action) -> list[str]:
         value = code(action.metavar or action.dest.upper())
     if action.nargs in ("*", "+") or isinstance(action, argparse._AppendAction):
         value += " (repeatable)" if isinstance(action, argparse._AppendAction) else " …"
-    default = "" if action.default in (None, False, argparse.SUPPRESS) or action.nargs == 0 \
-        else code(action.default)
+    default = "" if action.default in (None, False, argparse.SUPPRESS) or action.nargs == 0 else code(action.default)
     return [flags, value, default, cell((action.help or "").replace("%(default)s", str(action.default)))]
 
 
@@ -373,6 +435,7 @@ def find_parser(module_name: str = "workshop_lib.cli") -> argparse.ArgumentParse
     if callable(getattr(module, "build_parser", None)):
         return module.build_parser()
     import inspect
+
     for name, function in inspect.getmembers(module, inspect.isfunction):
         if "parser" in name and function.__module__ == module.__name__:
             try:
@@ -381,16 +444,23 @@ def find_parser(module_name: str = "workshop_lib.cli") -> argparse.ArgumentParse
                 continue
             if isinstance(parser, argparse.ArgumentParser):
                 return parser
-    raise LookupError(f"{module_name} has no build_parser(): say in scripts/docs_reference.py where the "
-                      "command line's parser is built")
+    raise LookupError(
+        f"{module_name} has no build_parser(): say in scripts/docs_reference.py where the "
+        "command line's parser is built"
+    )
 
 
 def render_cli(parser: argparse.ArgumentParser | None = None) -> str:
     if parser is None:
         parser = find_parser()
     subcommands = _subcommands(parser)
-    out = [table(["command", "what it does"],
-                 [[f"[`{name}`](#command-{name})", cell(help_text)] for name, _, help_text, _ in subcommands]), ""]
+    out = [
+        table(
+            ["command", "what it does"],
+            [[f"[`{name}`](#command-{name})", cell(help_text)] for name, _, help_text, _ in subcommands],
+        ),
+        "",
+    ]
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps usage lines to the terminal's width
     try:
@@ -416,6 +486,7 @@ def render_cli(parser: argparse.ArgumentParser | None = None) -> str:
 
 
 # -- module tables, from each module's docstring ---------------------------------------------------
+
 
 def module_summary(path: Path) -> str:
     doc = ast.get_docstring(ast.parse(path.read_text())) or ""
@@ -471,13 +542,17 @@ def render_bench_adapter(results: Path = RESULTS) -> str:
         row("non-model time per request, p50 (target ≤ 3 ms)", lambda m: _ms(m["non_model_ms_p50"])),
         row("of it rendering + tokenizing (target < 1 ms)", lambda m: _ms(m["prepare_ms_p50"])),
         row("one decision on a ~400-token state", lambda m: _ms(m["one_decision_ms"])),
-        row("k questions on that state / one decision (k = 8 target ≤ 1.35)",
-            lambda m: " / ".join(f"k={k['k']}: {k['ratio']:.2f}×" for k in m["k"])),
+        row(
+            "k questions on that state / one decision (k = 8 target ≤ 1.35)",
+            lambda m: " / ".join(f"k={k['k']}: {k['ratio']:.2f}×" for k in m["k"]),
+        ),
         row("worker peak RSS (target ≤ 260 MiB)", lambda m: f"{m['peak_rss_mib']:.0f} MiB"),
     ]
-    facts = (f"Model `{run['model']}`, {run['threads']} threads, {run['context']}-token context, "
-             f"tasks: {run['tasks']}; extra buffer types {run['extra_buffers']}. Host CPU flags: "
-             f"{', '.join(run['host_cpu_flags'])}; llama.cpp features: {', '.join(run['llama_cpp_features'])}.")
+    facts = (
+        f"Model `{run['model']}`, {run['threads']} threads, {run['context']}-token context, "
+        f"tasks: {run['tasks']}; extra buffer types {run['extra_buffers']}. Host CPU flags: "
+        f"{', '.join(run['host_cpu_flags'])}; llama.cpp features: {', '.join(run['llama_cpp_features'])}."
+    )
     in_process = ", ".join(f"{n} tokens {_ms(ms)}" for n, ms in run["in_process_eval_ms"].items())
     return "\n\n".join([facts, table(header, rows), f"llama.cpp in-process for plain token runs: {in_process}."])
 
@@ -488,42 +563,72 @@ def render_bench_llama_server(results: Path = RESULTS) -> str:
     load = machine.get("load_average_1min", [])
     new, repeated = run["new_prompts"], run["repeated"]
     rows = [
-        ["new prompts (first pass)", _ms(new["adapter"]["p50"]), _ms(new["llama"]["p50"]),
-         f"{new['adapter']['p50'] / new['llama']['p50']:.2f}×"],
-        ["repeated states (adapter's state cache / llama-server's prompt cache)",
-         _ms(repeated["adapter_cache"]["p50"]), _ms(repeated["llama"]["p50"]),
-         f"{repeated['adapter_cache']['p50'] / repeated['llama']['p50']:.2f}×"],
+        [
+            "new prompts (first pass)",
+            _ms(new["adapter"]["p50"]),
+            _ms(new["llama"]["p50"]),
+            f"{new['adapter']['p50'] / new['llama']['p50']:.2f}×",
+        ],
+        [
+            "repeated states (adapter's state cache / llama-server's prompt cache)",
+            _ms(repeated["adapter_cache"]["p50"]),
+            _ms(repeated["llama"]["p50"]),
+            f"{repeated['adapter_cache']['p50'] / repeated['llama']['p50']:.2f}×",
+        ],
         ["repeated states, adapter without the cache", _ms(repeated["adapter"]["p50"]), "", ""],
     ]
     if "adapter_flash_attn" in new:
-        rows.append(["new prompts, both with flash attention (auto)", _ms(new["adapter_flash_attn"]["p50"]),
-                     _ms(new["llama_default"]["p50"]),
-                     f"{new['adapter_flash_attn']['p50'] / new['llama_default']['p50']:.2f}×"])
+        rows.append(
+            [
+                "new prompts, both with flash attention (auto)",
+                _ms(new["adapter_flash_attn"]["p50"]),
+                _ms(new["llama_default"]["p50"]),
+                f"{new['adapter_flash_attn']['p50'] / new['llama_default']['p50']:.2f}×",
+            ]
+        )
     for shared in run["shared_state"]:
-        rows.append([f"shared state, k = {shared['k']}: one request vs k requests",
-                     _ms(shared["adapter_one_request_ms"]), _ms(shared["llama_k_requests_ms"]),
-                     f"{shared['adapter_one_request_ms'] / shared['llama_k_requests_ms']:.2f}×"])
+        rows.append(
+            [
+                f"shared state, k = {shared['k']}: one request vs k requests",
+                _ms(shared["adapter_one_request_ms"]),
+                _ms(shared["llama_k_requests_ms"]),
+                f"{shared['adapter_one_request_ms'] / shared['llama_k_requests_ms']:.2f}×",
+            ]
+        )
         if "adapter_flash_attn_one_request_ms" in shared:
-            rows.append([f"shared state, k = {shared['k']}, both with flash attention (auto)",
-                         _ms(shared["adapter_flash_attn_one_request_ms"]), _ms(shared["llama_default_k_requests_ms"]),
-                         f"{shared['adapter_flash_attn_one_request_ms'] / shared['llama_default_k_requests_ms']:.2f}×"])
-    facts = (f"{run['tasks']} tasks, model `{run['model']}`, {machine['threads']} threads, {machine['context']}-token "
-             f"context on {machine['cores']} cores ({machine['cpu']}); the second adapter ran with "
-             f"DECISION\\_ADAPTER\\_STATE\\_CACHE\\_MIB={run['state_cache_mib']}"
-             + (f"; 1-minute load average {load[0]} at the start, {load[-1]} at the end" if load else "") + ".")
+            rows.append(
+                [
+                    f"shared state, k = {shared['k']}, both with flash attention (auto)",
+                    _ms(shared["adapter_flash_attn_one_request_ms"]),
+                    _ms(shared["llama_default_k_requests_ms"]),
+                    f"{shared['adapter_flash_attn_one_request_ms'] / shared['llama_default_k_requests_ms']:.2f}×",
+                ]
+            )
+    facts = (
+        f"{run['tasks']} tasks, model `{run['model']}`, {machine['threads']} threads, {machine['context']}-token "
+        f"context on {machine['cores']} cores ({machine['cpu']}); the second adapter ran with "
+        f"DECISION\\_ADAPTER\\_STATE\\_CACHE\\_MIB={run['state_cache_mib']}"
+        + (f"; 1-minute load average {load[0]} at the start, {load[-1]} at the end" if load else "")
+        + "."
+    )
     letters = run["letters"]
     breakdown = run["breakdown_p50_ms"]
-    where = (f"Where the adapter's time went on new prompts (p50): HTTP stack {_ms(breakdown['client_minus_server'])}, "
-             f"request handling {_ms(breakdown['handling'])}, tokenizing {_ms(breakdown['tokenize'])}, evaluation "
-             f"{_ms(breakdown['evaluate'])} for {breakdown['adapter_tokens']:.0f} prompt tokens; llama-server: "
-             f"{_ms(breakdown['llama_prompt_ms'])} of prompt evaluation for {breakdown['llama_prompt_n']:.0f} tokens "
-             f"and {_ms(breakdown['llama_client_minus_prompt'])} for everything else.")
-    return "\n\n".join([
-        facts,
-        table(["p50 client latency", "adapter", "llama-server", "adapter / llama-server"], rows),
-        f"Letter probabilities from llama-server (top {run['top_logprobs']}): every option's letter came back in "
-        f"{letters['valid']} of {run['tasks']} tasks; in those, its top option was the adapter's in {letters['agree']}.",
-        where])
+    where = (
+        f"Where the adapter's time went on new prompts (p50): HTTP stack {_ms(breakdown['client_minus_server'])}, "
+        f"request handling {_ms(breakdown['handling'])}, tokenizing {_ms(breakdown['tokenize'])}, evaluation "
+        f"{_ms(breakdown['evaluate'])} for {breakdown['adapter_tokens']:.0f} prompt tokens; llama-server: "
+        f"{_ms(breakdown['llama_prompt_ms'])} of prompt evaluation for {breakdown['llama_prompt_n']:.0f} tokens "
+        f"and {_ms(breakdown['llama_client_minus_prompt'])} for everything else."
+    )
+    return "\n\n".join(
+        [
+            facts,
+            table(["p50 client latency", "adapter", "llama-server", "adapter / llama-server"], rows),
+            f"Letter probabilities from llama-server (top {run['top_logprobs']}): every option's letter came back in "
+            f"{letters['valid']} of {run['tasks']} tasks; in those, its top option was the adapter's in {letters['agree']}.",
+            where,
+        ]
+    )
 
 
 def render_bench_load(results: Path = RESULTS) -> str:
@@ -533,34 +638,57 @@ def render_bench_load(results: Path = RESULTS) -> str:
     mib = 1024 * 1024
     other = run.get("other_non_2xx") or {}
     rows = [
-        ["requests sent / answered", f"{run['requests_sent']} / {run['requests_answered']} "
-                                     f"({run['http_attempts']} HTTP attempts with retries)"],
+        [
+            "requests sent / answered",
+            f"{run['requests_sent']} / {run['requests_answered']} ({run['http_attempts']} HTTP attempts with retries)",
+        ],
         ["503 busy (with Retry-After)", f"{run['busy_503']} ({run['busy_503_with_retry_after']})"],
         ["other non-2xx", str(sum(other.values()) if isinstance(other, dict) else len(other))],
-        ["crossed answers", f"{len(run['crossed_answers'])}; probes equal to a lone run: "
-                            f"{run['probes']['equal_to_lone_run']}/{run['probes']['sent']}"],
+        [
+            "crossed answers",
+            f"{len(run['crossed_answers'])}; probes equal to a lone run: "
+            f"{run['probes']['equal_to_lone_run']}/{run['probes']['sent']}",
+        ],
         ["client p50 / p95", f"{_ms(run['latency_ms']['p50'])} / {_ms(run['latency_ms']['p95'])}"],
         ["throughput", f"{run['throughput_per_s']:.2f} answered requests/s"],
         ["worker RSS after warm-up / end", f"{rss['start_after_warmup'] / mib:.1f} / {rss['end'] / mib:.1f} MiB"],
     ]
-    by_kind = table(["kind", "sent", "answered", "p50", "p95"],
-                    [[kind, str(v["sent"]), str(v["answered"]), _ms(v["p50_ms"]), _ms(v["p95_ms"])]
-                     for kind, v in run["by_kind"].items()])
+    by_kind = table(
+        ["kind", "sent", "answered", "p50", "p95"],
+        [
+            [kind, str(v["sent"]), str(v["answered"]), _ms(v["p50_ms"]), _ms(v["p95_ms"])]
+            for kind, v in run["by_kind"].items()
+        ],
+    )
     worst = run.get("worst_cases", {})
-    parts = [f"{settings['clients']} clients for {settings['duration_s']:.0f} s, mix "
-             + ", ".join(f"{kind} {100 * share:.0f} %" for kind, share in settings["mix"].items()
-                         if isinstance(share, float))
-             + f", model "
-             f"`{settings['model']}`, {run['machine']['cpus']} CPUs.",
-             table(["", "figure"], rows), by_kind]
+    parts = [
+        f"{settings['clients']} clients for {settings['duration_s']:.0f} s, mix "
+        + ", ".join(
+            f"{kind} {100 * share:.0f} %" for kind, share in settings["mix"].items() if isinstance(share, float)
+        )
+        + f", model "
+        f"`{settings['model']}`, {run['machine']['cpus']} CPUs.",
+        table(["", "figure"], rows),
+        by_kind,
+    ]
     if worst.get("requests"):
-        parts.append(table(["costliest body the limits allow", "route", "bytes", "answer", "seconds"],
-                           [[cell(r["body"]), code(r["route"]), f"{r['bytes']:,}", str(r["status"]),
-                             f"{r['seconds']:.1f}"] for r in worst["requests"]]))
+        parts.append(
+            table(
+                ["costliest body the limits allow", "route", "bytes", "answer", "seconds"],
+                [
+                    [cell(r["body"]), code(r["route"]), f"{r['bytes']:,}", str(r["status"]), f"{r['seconds']:.1f}"]
+                    for r in worst["requests"]
+                ],
+            )
+        )
     targets = run.get("targets", {})
     if targets:
-        parts.append(table(["target", "met"], [[cell(name.replace("_", " ")), "yes" if ok else "**no**"]
-                                               for name, ok in targets.items()]))
+        parts.append(
+            table(
+                ["target", "met"],
+                [[cell(name.replace("_", " ")), "yes" if ok else "**no**"] for name, ok in targets.items()],
+            )
+        )
     return "\n\n".join(parts)
 
 
@@ -570,40 +698,86 @@ def render_bench_embedded(results: Path = RESULTS) -> str:
     decision = summary["decision"]
     latency = decision["client_latency_ms"]
     reference = decision.get("reference", {})
-    parts = [f"*{report['title']}*, {report['created'][:10]}. " + " ".join(f"{n[:1].upper()}{n[1:]}." for n in report["notes"]),
-             table(["valid", "correct (accuracy)", "client p50", "client p95", "client max"],
-                   [[f"{decision['valid']}/{decision['tasks']}", _pct(decision["correct"], decision["tasks"]),
-                     _ms(latency["p50"]), _ms(latency["p95"]), _ms(latency["max"])]])]
+    parts = [
+        f"*{report['title']}*, {report['created'][:10]}. "
+        + " ".join(f"{n[:1].upper()}{n[1:]}." for n in report["notes"]),
+        table(
+            ["valid", "correct (accuracy)", "client p50", "client p95", "client max"],
+            [
+                [
+                    f"{decision['valid']}/{decision['tasks']}",
+                    _pct(decision["correct"], decision["tasks"]),
+                    _ms(latency["p50"]),
+                    _ms(latency["p95"]),
+                    _ms(latency["max"]),
+                ]
+            ],
+        ),
+    ]
     if reference:
-        parts.append(f"Chance: {100 * reference['chance']:.1f} %; always the first option shown: "
-                     f"{100 * reference['first_option']:.1f} %.")
-    compared = [(label, summary[key]) for key, label in
-                (("decision_reversed", "decision readout, options reversed"),
-                 ("debiased", "order-debiased readout"), ("generation", "generation baseline (chat, parse the reply)"))
-                if key in summary]
+        parts.append(
+            f"Chance: {100 * reference['chance']:.1f} %; always the first option shown: "
+            f"{100 * reference['first_option']:.1f} %."
+        )
+    compared = [
+        (label, summary[key])
+        for key, label in (
+            ("decision_reversed", "decision readout, options reversed"),
+            ("debiased", "order-debiased readout"),
+            ("generation", "generation baseline (chat, parse the reply)"),
+        )
+        if key in summary
+    ]
     if compared:
-        parts.append(table(["run", "valid", "correct (accuracy)", "client p50", "client p95"],
-                           [[label, f"{s['valid']}/{s['tasks']}", _pct(s["correct"], s["tasks"]),
-                             _ms(s["client_latency_ms"]["p50"]), _ms(s["client_latency_ms"]["p95"])]
-                            for label, s in compared]))
+        parts.append(
+            table(
+                ["run", "valid", "correct (accuracy)", "client p50", "client p95"],
+                [
+                    [
+                        label,
+                        f"{s['valid']}/{s['tasks']}",
+                        _pct(s["correct"], s["tasks"]),
+                        _ms(s["client_latency_ms"]["p50"]),
+                        _ms(s["client_latency_ms"]["p95"]),
+                    ]
+                    for label, s in compared
+                ],
+            )
+        )
     order = report.get("order_test")
     if order:
         rows = []
         for key in ("plain", "debiased"):
             if key in order:
                 o = order[key]
-                rows.append([key, f"{o['flips']}/{o['compared']} ({100 * o['rate']:.1f} %)",
-                             f"{100 * o['accuracy_original']:.1f} % / {100 * o['accuracy_reordered']:.1f} %",
-                             _ms(o["client_latency_ms"]["p50"])])
-        parts.append(table(["readout", f"top choice changes, options {order['order']}",
-                            "accuracy (original / reordered)", "client p50"], rows))
+                rows.append(
+                    [
+                        key,
+                        f"{o['flips']}/{o['compared']} ({100 * o['rate']:.1f} %)",
+                        f"{100 * o['accuracy_original']:.1f} % / {100 * o['accuracy_reordered']:.1f} %",
+                        _ms(o["client_latency_ms"]["p50"]),
+                    ]
+                )
+        parts.append(
+            table(
+                [
+                    "readout",
+                    f"top choice changes, options {order['order']}",
+                    "accuracy (original / reordered)",
+                    "client p50",
+                ],
+                rows,
+            )
+        )
     calibration = report.get("calibration")
     if calibration:
         before, after = calibration["before"], calibration["after"]
-        parts.append(f"Calibration ({calibration['split']}, fitted on {calibration['fit_tasks']} tasks, reported on "
-                     f"{calibration['report_tasks']}): temperature {after['temperature']:.4g}; ECE "
-                     f"{before['ece']:.3f} → {after['ece']:.3f}, Brier {before['brier']:.3f} → {after['brier']:.3f}, "
-                     f"accuracy {100 * before['accuracy']:.1f} % → {100 * after['accuracy']:.1f} %.")
+        parts.append(
+            f"Calibration ({calibration['split']}, fitted on {calibration['fit_tasks']} tasks, reported on "
+            f"{calibration['report_tasks']}): temperature {after['temperature']:.4g}; ECE "
+            f"{before['ece']:.3f} → {after['ece']:.3f}, Brier {before['brier']:.3f} → {after['brier']:.3f}, "
+            f"accuracy {100 * before['accuracy']:.1f} % → {100 * after['accuracy']:.1f} %."
+        )
     return "\n\n".join(parts)
 
 
@@ -613,8 +787,16 @@ def render_bench_conformance(results: Path = RESULTS) -> str:
         run = json.loads(path.read_text())
         summary = run["summary"]
         must, should = summary["MUST"], summary["SHOULD"]
-        rows.append([code(path.name), cell(summary["verdict"]), f"{must['passed']}/{must['tested']}",
-                     f"{should['passed']}/{should['tested']}", run["started"][:10], f"{run['seconds']:.0f} s"])
+        rows.append(
+            [
+                code(path.name),
+                cell(summary["verdict"]),
+                f"{must['passed']}/{must['tested']}",
+                f"{should['passed']}/{should['tested']}",
+                run["started"][:10],
+                f"{run['seconds']:.0f} s",
+            ]
+        )
     return table(["run", "verdict", "MUST passed", "SHOULD passed", "date", "took"], rows)
 
 
@@ -627,6 +809,7 @@ def render_results_index(results: Path = RESULTS) -> str:
 
 
 # -- the import layers, from the import-linter contracts in pyproject.toml --------------------------
+
 
 def import_contracts(pyproject: Path = ROOT / "pyproject.toml") -> list[dict]:
     try:
@@ -645,14 +828,17 @@ def render_layers(contracts: list[dict] | None = None) -> str:
         if contract["type"] != "layers":
             continue
         where = ", ".join(code(c) for c in contract.get("containers", [])) or "the packages"
-        rows = [[str(n), " \\| ".join(code(m.strip()) for m in layer.split("|"))]
-                for n, layer in enumerate(contract["layers"], 1)]
+        rows = [
+            [str(n), " \\| ".join(code(m.strip()) for m in layer.split("|"))]
+            for n, layer in enumerate(contract["layers"], 1)
+        ]
         parts.append(f"**{cell(contract['name'])}** (in {where}):\n\n" + table(["layer", "modules"], rows))
     rules = [f"- {cell(c['name'])}." for c in contracts if c["type"] != "layers"]
     return "\n\n".join(parts + ["\n".join(rules)])
 
 
 # -- pages ------------------------------------------------------------------------------------------
+
 
 def _include(relative: str) -> str:
     """Another Markdown file of the repository, its first heading dropped (the page has its own), its
@@ -670,6 +856,7 @@ def _include(relative: str) -> str:
         if docs not in resolved.parents:
             raise ValueError(f"{relative} links to {target}, outside docs/: the site cannot show it")
         return f"]({resolved.relative_to(docs).as_posix()}{'#' + anchor if anchor else ''})"
+
     return re.sub(r"\]\(([^)\s]+)\)", relink, text)
 
 
@@ -696,14 +883,17 @@ RENDERERS = {
 
 def expand(markdown: str) -> str:
     """Replace each marker line with what it names; an unknown name is an error naming it."""
+
     def replace(match):
         name = match.group(1)
         if name not in RENDERERS:
             raise KeyError(f"<!-- reference: {name} --> names no renderer; known: {', '.join(sorted(RENDERERS))}")
         return RENDERERS[name]().strip()
+
     return MARKER.sub(replace, markdown)
 
 
 if __name__ == "__main__":  # python scripts/docs_reference.py NAME: print one piece
     import sys
+
     print(RENDERERS[sys.argv[1]]())

@@ -60,8 +60,10 @@ def tensors(rng: np.random.Generator, n_vocab: int) -> dict[str, np.ndarray]:
     def ones(n: int) -> np.ndarray:
         return np.ones(n, dtype=np.float32)
 
-    out = {"token_embd.weight": (rng.standard_normal((n_vocab, N_EMBD)) * 0.5).astype(np.float16),
-           "output_norm.weight": ones(N_EMBD)}
+    out = {
+        "token_embd.weight": (rng.standard_normal((n_vocab, N_EMBD)) * 0.5).astype(np.float16),
+        "output_norm.weight": ones(N_EMBD),
+    }
     key_dim, value_dim = SSM_STATE * SSM_GROUPS, SSM_STATE * SSM_V_HEADS
     for i in range(N_LAYER):
         b = f"blk.{i}."
@@ -97,13 +99,23 @@ def write_hybrid_gguf(out: Path, tokenizer_from: Path | None = None, seed: int =
     writer = gguf.GGUFWriter(str(out), ARCH)
     writer.add_name("hybrid-test (random weights)")
     a = ARCH
-    for key, value in {"context_length": 4096, "embedding_length": N_EMBD, "block_count": N_LAYER,
-                       "feed_forward_length": N_FF, "attention.head_count": N_HEAD,
-                       "attention.head_count_kv": N_HEAD_KV, "attention.key_length": HEAD_DIM,
-                       "attention.value_length": HEAD_DIM, "rope.dimension_count": ROPE_DIMS,
-                       "full_attention_interval": FULL_ATTENTION_INTERVAL, "ssm.conv_kernel": SSM_CONV_KERNEL,
-                       "ssm.inner_size": SSM_INNER, "ssm.state_size": SSM_STATE,
-                       "ssm.time_step_rank": SSM_V_HEADS, "ssm.group_count": SSM_GROUPS}.items():
+    for key, value in {
+        "context_length": 4096,
+        "embedding_length": N_EMBD,
+        "block_count": N_LAYER,
+        "feed_forward_length": N_FF,
+        "attention.head_count": N_HEAD,
+        "attention.head_count_kv": N_HEAD_KV,
+        "attention.key_length": HEAD_DIM,
+        "attention.value_length": HEAD_DIM,
+        "rope.dimension_count": ROPE_DIMS,
+        "full_attention_interval": FULL_ATTENTION_INTERVAL,
+        "ssm.conv_kernel": SSM_CONV_KERNEL,
+        "ssm.inner_size": SSM_INNER,
+        "ssm.state_size": SSM_STATE,
+        "ssm.time_step_rank": SSM_V_HEADS,
+        "ssm.group_count": SSM_GROUPS,
+    }.items():
         writer.add_uint32(f"{a}.{key}", value)
     writer.add_float32(f"{a}.rope.freq_base", 1e7)
     writer.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
@@ -135,8 +147,11 @@ def write_hybrid_gguf(out: Path, tokenizer_from: Path | None = None, seed: int =
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
-    parser.add_argument("--tokenizer-from", type=Path, help="GGUF to copy the tokenizer and chat template from "
-                        "(default: the embedded SmolLM2)")
+    parser.add_argument(
+        "--tokenizer-from",
+        type=Path,
+        help="GGUF to copy the tokenizer and chat template from (default: the embedded SmolLM2)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     path = write_hybrid_gguf(args.out, args.tokenizer_from, args.seed)

@@ -30,9 +30,11 @@ NOTEBOOKS = ROOT / "notebooks"
 RESULTS = ROOT / "docs" / "results"
 EXCERPT_FILES = (ROOT / "README.md", ROOT / "docs" / "getting-started.md")
 REFRESH = "make results"
-SAME = (f"`{REFRESH}` wrote this page and `make test` checks it against a new run. Timings, ports,\n"
-        "paths and dates differ from run to run ([what differs](index.md#what-differs-from-your-run)); the\n"
-        "rest should match what you see.")
+SAME = (
+    f"`{REFRESH}` wrote this page and `make test` checks it against a new run. Timings, ports,\n"
+    "paths and dates differ from run to run ([what differs](index.md#what-differs-from-your-run)); the\n"
+    "rest should match what you see."
+)
 CELL_TIMEOUT_S = 900
 
 # What legitimately differs between two runs of the same tree, each replaced by a placeholder before
@@ -43,13 +45,22 @@ VARIES = [
     ("date and time", r"\b20\d\d-?[01]\d-?[0-3]\d(?:[T _-]?[0-2]\d:?[0-5]\d:?[0-5]\d(?:[.,]\d+)?Z?)?\b", "<time>"),
     ("time of day", r"\b[0-2]\d:[0-5]\d(?::[0-5]\d)?\b", "<time>"),
     ("id", r"\b(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32})\b", "<id>"),
-    ("digest of an image the emulated account's build made", r"(123456789012\.dkr\.ecr\.[\w.-]+/[\w/-]+@sha256:)[0-9a-f]+",
-     r"\1<digest>"),
-    ("size of model.tar.gz (its entries carry the time they were packed)", r"(model\.tar\.gz\s+\()[\d,]+ bytes",
-     r"\1<size> bytes"),
-    ("count of what a timed phase sent or a wait polled: captured requests, their objects, AWS calls",
-     r"\b\d[\d,]* (?=captured invocations|decision tasks to label|objects deleted|permissions checked|"
-     r"recorded AWS permissions)", "<count> "),
+    (
+        "digest of an image the emulated account's build made",
+        r"(123456789012\.dkr\.ecr\.[\w.-]+/[\w/-]+@sha256:)[0-9a-f]+",
+        r"\1<digest>",
+    ),
+    (
+        "size of model.tar.gz (its entries carry the time they were packed)",
+        r"(model\.tar\.gz\s+\()[\d,]+ bytes",
+        r"\1<size> bytes",
+    ),
+    (
+        "count of what a timed phase sent or a wait polled: captured requests, their objects, AWS calls",
+        r"\b\d[\d,]* (?=captured invocations|decision tasks to label|objects deleted|permissions checked|"
+        r"recorded AWS permissions)",
+        "<count> ",
+    ),
     ("version of Python or a package", r"(?<![\w.])\d+\.\d+\.\d+(?![\w.])", "<version>"),
     ("duration", r"\b\d[\d,]*(?:\.\d+)? ?(?:ms|s|min)\b", "<duration>"),
     ("rate", r"\b\d[\d,]*(?:\.\d+)? ?(?:\w+/s|/s|per s(?:econd)?)\b", "<rate>"),
@@ -65,15 +76,19 @@ TIMED = re.compile(r"\bp(?:50|95)\b|/s\b|/token\b|per minute|a minute")
 def normalise(text: str) -> str:
     for _, pattern, placeholder in VARIES:
         text = re.sub(pattern, placeholder, text)
-    return "\n\n".join(re.sub(r"(?<![\w.<])\d[\d,.]*", "<n>", paragraph) if TIMED.search(paragraph) else paragraph
-                       for paragraph in text.split("\n\n"))
+    return "\n\n".join(
+        re.sub(r"(?<![\w.<])\d[\d,.]*", "<n>", paragraph) if TIMED.search(paragraph) else paragraph
+        for paragraph in text.split("\n\n")
+    )
 
 
 # ---- rendering ----------------------------------------------------------------------------------
 
+
 @dataclass
 class Page:
     """One results page: its Markdown and the images it links to (file name -> PNG bytes)."""
+
     markdown: str
     images: dict[str, bytes] = field(default_factory=dict)
 
@@ -105,8 +120,12 @@ def _joined(outputs) -> list:
     joined = []
     for output in outputs:
         previous = joined[-1] if joined else None
-        if (output.get("output_type") == "stream" and previous is not None
-                and previous.get("output_type") == "stream" and previous["name"] == output["name"]):
+        if (
+            output.get("output_type") == "stream"
+            and previous is not None
+            and previous.get("output_type") == "stream"
+            and previous["name"] == output["name"]
+        ):
             joined[-1] = {**previous, "text": previous["text"] + output["text"]}
         else:
             joined.append(output)
@@ -138,8 +157,10 @@ def _output(output, stem: str, cell_no: int, images: dict[str, bytes]) -> list[s
 def render(nb, stem: str) -> Page:
     """A notebook that ran: its title, the headings of its markdown, each code cell and its outputs."""
     images: dict[str, bytes] = {}
-    title = next((h for c in nb.cells if c.cell_type == "markdown" for h in _headings(c.source)
-                  if h.startswith("# ")), f"# {stem}")
+    title = next(
+        (h for c in nb.cells if c.cell_type == "markdown" for h in _headings(c.source) if h.startswith("# ")),
+        f"# {stem}",
+    )
     blocks = [title, f"What `notebooks/{stem}.ipynb` printed in a local run.\n{SAME}"]
     number = 0
     for cell in nb.cells:
@@ -148,8 +169,10 @@ def render(nb, stem: str) -> Page:
         elif cell.cell_type == "code":
             number += 1
             blocks.append(f"**In [{number}]:**\n\n" + _fence(cell.source, "python"))
-            parts = [part for output in _joined(cell.get("outputs", [])) for part in _output(output, stem, number, images)]
-            blocks += [part for i, part in enumerate(parts) if part != WIDGET or parts[i - 1:i] != [WIDGET]]
+            parts = [
+                part for output in _joined(cell.get("outputs", [])) for part in _output(output, stem, number, images)
+            ]
+            blocks += [part for i, part in enumerate(parts) if part != WIDGET or parts[i - 1 : i] != [WIDGET]]
     return Page("\n\n".join(blocks) + "\n", images)
 
 
@@ -170,12 +193,14 @@ def drift(committed: str, fresh: str, name: str) -> str:
     old, new = compared(committed), compared(fresh)
     if old.split() == new.split():
         return ""
-    diff = difflib.unified_diff(old.splitlines(), new.splitlines(), f"{name} (committed)", f"{name} (this run)",
-                                lineterm="")
+    diff = difflib.unified_diff(
+        old.splitlines(), new.splitlines(), f"{name} (committed)", f"{name} (this run)", lineterm=""
+    )
     return "\n".join(line.rstrip() for line in diff)
 
 
 # ---- running ------------------------------------------------------------------------------------
+
 
 @contextmanager
 def workshop_folder():
@@ -184,8 +209,12 @@ def workshop_folder():
     from workshop_lib.local.rehearsal import Rehearsal
 
     with tempfile.TemporaryDirectory(prefix="workshop-results-") as run:
-        env = {**os.environ, "WORKSHOP_MODE": "local", "WORKSHOP_CONFIG": f"{run}/config.json",
-               "WORKSHOP_LOCAL_DIR": f"{run}/local"}
+        env = {
+            **os.environ,
+            "WORKSHOP_MODE": "local",
+            "WORKSHOP_CONFIG": f"{run}/config.json",
+            "WORKSHOP_LOCAL_DIR": f"{run}/local",
+        }
         try:
             yield env
         finally:
@@ -211,8 +240,9 @@ def execute(path: Path, env: dict):
     venv = str(Path(sys.prefix) / "share" / "jupyter")
     if not os.environ.get("JUPYTER_PATH", "").startswith(venv):
         os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [venv, os.environ.get("JUPYTER_PATH")]))
-    NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute(env=env)
+    NotebookClient(
+        nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute(env=env)
     return nb
 
 
@@ -223,15 +253,23 @@ def notebook_page(path: Path, env: dict) -> Page:
 
 def run_demo() -> str:
     """What ``make demo`` prints (``python -m workshop_lib demo``, run the same way)."""
-    done = subprocess.run([sys.executable, "-m", "workshop_lib", "demo"], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, "-m", "workshop_lib", "demo"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        timeout=1800,
+    )
     if done.returncode:
         raise RuntimeError(f"make demo failed (exit status {done.returncode}):\n{done.stdout}\n{done.stderr}")
     return as_participant_sees(done.stdout)
 
 
 def render_demo(output: str) -> str:
-    return f"# make demo\n\nWhat `make demo` printed, after the notebooks in the same run.\n{SAME}\n\n{_fence(output)}\n"
+    return (
+        f"# make demo\n\nWhat `make demo` printed, after the notebooks in the same run.\n{SAME}\n\n{_fence(output)}\n"
+    )
 
 
 # ---- excerpts -----------------------------------------------------------------------------------
@@ -258,6 +296,7 @@ def fill_excerpts(text: str, demo_output: str) -> str:
 
 
 # ---- the command --------------------------------------------------------------------------------
+
 
 def pages(env: dict, log=print) -> dict[str, Page]:
     """Every notebook, then the demo, run once: the pages they make, by file name under docs/results."""
@@ -293,8 +332,10 @@ def main() -> int:
     with workshop_folder() as env:
         made = pages(env)
     write(made)
-    print(f"wrote {len(made)} pages in {RESULTS.relative_to(ROOT)}/ and the excerpts in "
-          f"{', '.join(str(p.relative_to(ROOT)) for p in EXCERPT_FILES)}")
+    print(
+        f"wrote {len(made)} pages in {RESULTS.relative_to(ROOT)}/ and the excerpts in "
+        f"{', '.join(str(p.relative_to(ROOT)) for p in EXCERPT_FILES)}"
+    )
     return 0
 
 

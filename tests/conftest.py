@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import adapter_settings
+from tests.support.adapters import TEST_ENV, AdapterPool
 from workshop_lib.local import AdapterProcess
 from workshop_lib.models import EMBEDDED_MODEL, embedded_gguf_path
 from workshop_lib.packaging import extract_model, package_local
-
-from tests.support import adapter_settings
-from tests.support.adapters import TEST_ENV, AdapterPool
-
 
 
 @pytest.fixture(scope="session")

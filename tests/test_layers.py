@@ -16,10 +16,12 @@ import pytest
 from scripts.docs_reference import import_contracts
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {"decision_contract": ROOT / "container" / "contract" / "decision_contract",
-            "decision_adapter": ROOT / "container" / "decision_adapter",
-            "workshop_lib": ROOT / "workshop_lib",
-            "benchmarks": ROOT / "benchmarks"}
+PACKAGES = {
+    "decision_contract": ROOT / "container" / "contract" / "decision_contract",
+    "decision_adapter": ROOT / "container" / "decision_adapter",
+    "workshop_lib": ROOT / "workshop_lib",
+    "benchmarks": ROOT / "benchmarks",
+}
 
 
 def lint_imports() -> str:
@@ -59,8 +61,11 @@ def function_level_imports(path: Path, packages=tuple(PACKAGES)) -> list[str]:
 
 @pytest.mark.parametrize("package", sorted(PACKAGES))
 def test_no_module_imports_the_projects_code_inside_a_function(package):
-    hidden = {str(path.relative_to(ROOT)): lines for path in sorted(PACKAGES[package].rglob("*.py"))
-              if (lines := function_level_imports(path))}
+    hidden = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted(PACKAGES[package].rglob("*.py"))
+        if (lines := function_level_imports(path))
+    }
     assert not hidden, hidden
 
 
@@ -73,7 +78,8 @@ def test_the_check_finds_a_circle_and_an_import_inside_a_function(tmp_path):
     (pkg / "high.py").write_text("from circle_pkg import low\n")
     (tmp_path / "pyproject.toml").write_text(
         '[tool.importlinter]\nroot_packages = ["circle_pkg"]\n\n[[tool.importlinter.contracts]]\n'
-        'name = "no circle"\ntype = "acyclic_siblings"\nancestors = ["circle_pkg"]\n')
+        'name = "no circle"\ntype = "acyclic_siblings"\nancestors = ["circle_pkg"]\n'
+    )
     command = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     done = subprocess.run([command, "--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "BROKEN" in done.stdout, done.stdout

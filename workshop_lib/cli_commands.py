@@ -14,22 +14,22 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
+from . import demo, examples, steps
 from .aws import capture, endpoints, images
 from .aws.codebuild import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
 from .aws.requests_sent import requests_text
+from .client.endpoint import EndpointClient
+from .config import ENV_VARS, WorkshopConfig, default_path
+from .deploy_paths import DECISION_CPU, DECISION_GPU, STANDARD, decision_paths, for_image
+from .deploy_paths import deploy_path as path_called
+from .errors import InvalidInput
 from .evaluation import load_comparison, run_benchmark
 from .evaluation.logprobs import url_client
 from .evaluation.profiles import describe, write_document
 from .evaluation.served import calibrate
 from .local.rehearsal import LOCAL_READOUT, READOUT_WHY
-from .client.endpoint import EndpointClient
-from .config import ENV_VARS, WorkshopConfig, default_path
-from .deploy_paths import DECISION_CPU, DECISION_GPU, STANDARD, decision_paths, deploy_path as path_called, for_image
-from .errors import InvalidInput
 from .models import embedded_gguf_path
 from .steps import Workshop
-from . import demo, examples, steps
-
 
 EXAMPLE_BUCKET = "amzn-s3-demo-semif-artifacts"
 
@@ -60,8 +60,10 @@ def workshop_for(args, *, deploy_path: str | None = None, check: bool = True):
     if check:
         config.check()
         if config.mode == "aws" and not config.region:
-            raise InvalidInput("no AWS region: pass --region, set WORKSHOP_REGION or AWS_REGION, or save one "
-                               "with `python -m workshop_lib setup --region ...`")
+            raise InvalidInput(
+                "no AWS region: pass --region, set WORKSHOP_REGION or AWS_REGION, or save one "
+                "with `python -m workshop_lib setup --region ...`"
+            )
     return Workshop(config, path)
 
 
@@ -123,19 +125,35 @@ def cmd_build_image(args) -> int:
     variant = by_file.image_variant if by_file and by_file.gpu else args.variant  # the sample's Dockerfile.gpu
     if by_file and variant and by_file.image_variant != variant:
         wanted = for_image(variant)
-        raise InvalidInput(f"--dockerfile {by_file.dockerfile} is the {by_file.label} image; the {wanted.label} one is "
-                           f"{wanted.dockerfile} (--variant {variant})")
+        raise InvalidInput(
+            f"--dockerfile {by_file.dockerfile} is the {by_file.label} image; the {wanted.label} one is "
+            f"{wanted.dockerfile} (--variant {variant})"
+        )
     path = for_image(variant or DECISION_CPU.image_variant)
-    return _show(steps.build_decision_image(workshop_for(args, deploy_path=path.name), **_given(variant=variant),
-                                            **_given(base_image=args.base_image, image_tag=args.image_tag)))
+    return _show(
+        steps.build_decision_image(
+            workshop_for(args, deploy_path=path.name),
+            **_given(variant=variant),
+            **_given(base_image=args.base_image, image_tag=args.image_tag),
+        )
+    )
 
 
 def _deploy(args, path: str, **settings) -> int:
     """Deploy the spec the flags give with the step the notebooks call, or with --dry-run print the
     requests it would send (``steps.deploy_plan``, which sends, prints and writes nothing) and send nothing."""
-    spec = steps.DeploySpec.of(path, image_uri=args.image_uri, model_data_url=args.model_data_url,
-                               **_given(startup_timeout_s=args.startup_timeout, download_timeout_s=args.download_timeout,
-                                        ctx_size=args.ctx_size, threads=args.threads, **settings))
+    spec = steps.DeploySpec.of(
+        path,
+        image_uri=args.image_uri,
+        model_data_url=args.model_data_url,
+        **_given(
+            startup_timeout_s=args.startup_timeout,
+            download_timeout_s=args.download_timeout,
+            ctx_size=args.ctx_size,
+            threads=args.threads,
+            **settings,
+        ),
+    )
     workshop = workshop_for(args, deploy_path=path)
     if args.dry_run:
         plan = steps.deploy_plan(workshop, spec)
@@ -152,15 +170,23 @@ def cmd_deploy_standard(args) -> int:
 
 def cmd_deploy(args) -> int:
     """The sample's deploy_endpoint.py: a CPU type, one GPU type, or ordered GPU pools."""
-    pools = args.instance_pool or ([args.instance_type] if args.instance_type and
-                                   endpoints.is_gpu_instance(args.instance_type) else None)
+    pools = args.instance_pool or (
+        [args.instance_type] if args.instance_type and endpoints.is_gpu_instance(args.instance_type) else None
+    )
     if pools:
-        return _deploy(args, DECISION_GPU.name, pools=tuple(pools), n_gpu_layers=args.gpu_layers,
-                       provision_timeout_s=args.provision_timeout)
+        return _deploy(
+            args,
+            DECISION_GPU.name,
+            pools=tuple(pools),
+            n_gpu_layers=args.gpu_layers,
+            provision_timeout_s=args.provision_timeout,
+        )
     if args.gpu_layers:
-        raise InvalidInput(f"--gpu-layers {args.gpu_layers} needs a GPU instance; "
-                           f"{args.instance_type or endpoints.DECISION_CPU_INSTANCE} has none (pass GPU types "
-                           "with --instance-pool)")
+        raise InvalidInput(
+            f"--gpu-layers {args.gpu_layers} needs a GPU instance; "
+            f"{args.instance_type or endpoints.DECISION_CPU_INSTANCE} has none (pass GPU types "
+            "with --instance-pool)"
+        )
     return _deploy(args, DECISION_CPU.name, instance_type=args.instance_type)
 
 
@@ -176,15 +202,24 @@ def cmd_deadline(args) -> int:
 
 def cmd_alarms(args) -> int:
     workshop = workshop_for(args)
-    print(steps.put_alarms(workshop, args.name, **_given(latency_p95_ms=args.latency_p95_ms,
-                                                          errors_5xx=args.errors_5xx)))
+    print(
+        steps.put_alarms(workshop, args.name, **_given(latency_p95_ms=args.latency_p95_ms, errors_5xx=args.errors_5xx))
+    )
     return _show(steps.alarm_states(workshop, args.name))
 
 
 def cmd_update(args) -> int:
-    result = steps.update_endpoint(workshop_for(args), args.name, model_data_url=args.model_data_url,
-                                   image_uri=args.image_uri, bake_s=args.bake, ctx_size=args.ctx_size,
-                                   threads=args.threads, dry_run=args.dry_run, **_given(routing=args.routing))
+    result = steps.update_endpoint(
+        workshop_for(args),
+        args.name,
+        model_data_url=args.model_data_url,
+        image_uri=args.image_uri,
+        bake_s=args.bake,
+        ctx_size=args.ctx_size,
+        threads=args.threads,
+        dry_run=args.dry_run,
+        **_given(routing=args.routing),
+    )
     print(result)
     return 0 if result.ok else 1
 
@@ -206,9 +241,15 @@ def cmd_autoscale(args) -> int:
     if args.remove:
         names = [args.name] if args.name else None
         return _with_requests(steps.remove_autoscaling(workshop, names), args.show_requests)
-    return _with_requests(steps.autoscale(workshop, args.name, invocations_per_instance=args.target,
-                                          **_given(min_instances=args.min, max_instances=args.max)),
-                          args.show_requests)
+    return _with_requests(
+        steps.autoscale(
+            workshop,
+            args.name,
+            invocations_per_instance=args.target,
+            **_given(min_instances=args.min, max_instances=args.max),
+        ),
+        args.show_requests,
+    )
 
 
 def cmd_transform(args) -> int:
@@ -217,10 +258,15 @@ def cmd_transform(args) -> int:
         return _with_requests(steps.delete_transform_output(workshop), args.show_requests)
     decisions = None
     if args.decisions:
-        decisions = [json.loads(line) for line in Path(args.decisions).read_text(encoding="utf-8").splitlines()
-                     if line.strip()]
-    return _with_requests(steps.run_transform(workshop, args.name, decisions, instance_type=args.instance_type,
-                                              progress=not args.no_progress), args.show_requests)
+        decisions = [
+            json.loads(line) for line in Path(args.decisions).read_text(encoding="utf-8").splitlines() if line.strip()
+        ]
+    return _with_requests(
+        steps.run_transform(
+            workshop, args.name, decisions, instance_type=args.instance_type, progress=not args.no_progress
+        ),
+        args.show_requests,
+    )
 
 
 def cmd_placement(args) -> int:
@@ -248,10 +294,11 @@ def _request_file(path: str):
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except OSError as exc:
-        raise SystemExit(f"error: cannot read --request {path}: {exc.strerror}; pass a JSON file that exists")
+        raise SystemExit(f"error: cannot read --request {path}: {exc.strerror}; pass a JSON file that exists") from exc
     except ValueError as exc:
-        raise SystemExit(f"error: --request {path} is not JSON ({exc}); pass a decision body, or the sample's "
-                         "request file")
+        raise SystemExit(
+            f"error: --request {path} is not JSON ({exc}); pass a decision body, or the sample's request file"
+        ) from exc
 
 
 def cmd_invoke(args) -> int:
@@ -268,20 +315,33 @@ def cmd_bench(args) -> int:
     standard = None
     if "logprobs" in (args.baseline or ()):
         if not args.standard_url and args.url:
-            raise SystemExit("error: --baseline logprobs asks the standard endpoint (llama-server); with --url give "
-                             "its URL too: --standard-url http://127.0.0.1:PORT/v1/chat/completions")
+            raise SystemExit(
+                "error: --baseline logprobs asks the standard endpoint (llama-server); with --url give "
+                "its URL too: --standard-url http://127.0.0.1:PORT/v1/chat/completions"
+            )
         if args.standard_url:
             standard = url_client(args.standard_url)
         else:
             workshop = workshop_for(args)
             standard = steps.client(workshop, workshop.config.standard_endpoint_name)
     report = run_benchmark(
-        _endpoint_client(args, steps.decision_endpoint), args.tasks, progress=not args.no_progress,
-        **_given(limit=args.limit, concurrency=args.concurrency,
-                 study_limit=args.study_limit, label=args.label, schema=args.schema,
-                 compare_with=load_comparison(args.compare) if args.compare else None),
-        baseline=args.baseline or False, standard=standard, bias=args.bias, debias=args.debias,
-        calibrate=args.calibrate)
+        _endpoint_client(args, steps.decision_endpoint),
+        args.tasks,
+        progress=not args.no_progress,
+        **_given(
+            limit=args.limit,
+            concurrency=args.concurrency,
+            study_limit=args.study_limit,
+            label=args.label,
+            schema=args.schema,
+            compare_with=load_comparison(args.compare) if args.compare else None,
+        ),
+        baseline=args.baseline or False,
+        standard=standard,
+        bias=args.bias,
+        debias=args.debias,
+        calibrate=args.calibrate,
+    )
     paths = report.save(args.out or Path(args.config or default_path()).parent / "bench")
     print(report.to_markdown())
     print()
@@ -292,14 +352,26 @@ def cmd_bench(args) -> int:
 
 def cmd_calibrate(args) -> int:
     client = None if args.run else _endpoint_client(args, steps.decision_endpoint)
-    doc = calibrate(client, args.tasks, run=args.run, progress=not args.no_progress,
-                    **_given(order=args.order, limit=args.limit, alpha=args.alpha, readout=args.readout))
+    doc = calibrate(
+        client,
+        args.tasks,
+        run=args.run,
+        progress=not args.no_progress,
+        **_given(order=args.order, limit=args.limit, alpha=args.alpha, readout=args.readout),
+    )
     path = write_document(doc, args.out or Path(args.config or default_path()).parent / "calibration.json")
     print(describe(doc))
-    chosen = "as asked" if args.readout else ("the one the saved run was read with" if args.run
-                                              else "the one the endpoint serves")
-    print(f"fitted for the {doc['readout']} readout ({chosen}): the adapter applies it to {doc['readout']} answers only")
-    print(f"written: {path}; the next package carries it with `python -m workshop_lib package-model --calibration {path}`")
+    chosen = (
+        "as asked"
+        if args.readout
+        else ("the one the saved run was read with" if args.run else "the one the endpoint serves")
+    )
+    print(
+        f"fitted for the {doc['readout']} readout ({chosen}): the adapter applies it to {doc['readout']} answers only"
+    )
+    print(
+        f"written: {path}; the next package carries it with `python -m workshop_lib package-model --calibration {path}`"
+    )
     return 0
 
 
@@ -307,12 +379,15 @@ def cmd_captured(args) -> int:
     workshop = workshop_for(args)
     name = args.name or steps.decision_endpoint(workshop)
     clients = workshop.clients
-    found = capture.collect(clients.sm, clients.s3, name, limit=args.limit,
-                            default_destination=capture.destination_uri(workshop.config))
+    found = capture.collect(
+        clients.sm, clients.s3, name, limit=args.limit, default_destination=capture.destination_uri(workshop.config)
+    )
     path = capture.write_tasks(found.tasks, args.out or workshop.folder("captured") / f"{name}.jsonl")
     print(found)
-    print(f"written: {path}; fill in each line's \"expected\" (one of its labels), then `python -m workshop_lib "
-          f"calibrate --tasks {path}` fits from them")
+    print(
+        f'written: {path}; fill in each line\'s "expected" (one of its labels), then `python -m workshop_lib '
+        f"calibrate --tasks {path}` fits from them"
+    )
     return 0
 
 
@@ -324,8 +399,11 @@ def cmd_cleanup(args) -> int:
 
 def cmd_delete_builds(args) -> int:
     workshop = workshop_for(args)
-    return _show(steps.delete_build_resources(workshop, [MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT],
-                                              workshop.config.ecr_repository))
+    return _show(
+        steps.delete_build_resources(
+            workshop, [MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT], workshop.config.ecr_repository
+        )
+    )
 
 
 def cmd_delete_codebuild_role(args) -> int:
@@ -366,8 +444,7 @@ def cmd_serve(args) -> int:
         command += ["--model", args.model or str(embedded_gguf_path())]
     if args.threads:
         command += ["--threads", str(args.threads)]
-    print(f"Serving on http://{args.host}:{args.port} (POST /invocations, GET /ping); Ctrl-C stops it.",
-          flush=True)
+    print(f"Serving on http://{args.host}:{args.port} (POST /invocations, GET /ping); Ctrl-C stops it.", flush=True)
     if not (args.model_dir or args.model) and not set(LOCAL_READOUT) & set(env):
         env.update(LOCAL_READOUT)  # the embedded model is served as make demo and every local endpoint serve it
         print(f"  {READOUT_WHY}", flush=True)

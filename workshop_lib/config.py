@@ -24,18 +24,21 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Callable, Mapping
 
 from botocore.exceptions import BotoCoreError
 
-from .deploy_paths import (DECISION_CPU, DECISION_GPU, DEPLOY_PATHS, NAMES as DEPLOY_PATH_NAMES, STANDARD, DeployPath,
-                           deploy_path as path_called)
-from .errors import InvalidInput
-# check_resource_name is re-exported: aws/ checks the names it builds with the config's rules.
-from .name_checks import check_bucket_name, check_endpoint_name, check_resource_name as check_resource_name, check_role_arn
 from . import names
+from .deploy_paths import DECISION_CPU, DECISION_GPU, DEPLOY_PATHS, STANDARD, DeployPath
+from .deploy_paths import NAMES as DEPLOY_PATH_NAMES
+from .deploy_paths import deploy_path as path_called
+from .errors import InvalidInput
+
+# check_resource_name is re-exported: aws/ checks the names it builds with the config's rules.
+from .name_checks import check_bucket_name, check_endpoint_name, check_role_arn
+from .name_checks import check_resource_name as check_resource_name
 
 MODES = ("aws", "local")
 
@@ -87,9 +90,11 @@ _KMS_KEY_ARN = re.compile(r"arn:(aws|aws-cn|aws-us-gov):kms:[a-z0-9-]+:\d{12}:ke
 def check_kms_key_arn(arn: str) -> str:
     """A KMS key's ARN (IAM grants name the key, not an alias), or InvalidInput naming the setting."""
     if not _KMS_KEY_ARN.fullmatch(arn or ""):
-        raise InvalidInput(f"kms_key_arn {arn!r} is not a KMS key ARN like arn:aws:kms:<region>:<account>:key/<key-id> "
-                           "(an alias will not do: the policies grant the key itself); set WORKSHOP_KMS_KEY_ARN, or "
-                           "leave it empty for AWS's own keys")
+        raise InvalidInput(
+            f"kms_key_arn {arn!r} is not a KMS key ARN like arn:aws:kms:<region>:<account>:key/<key-id> "
+            "(an alias will not do: the policies grant the key itself); set WORKSHOP_KMS_KEY_ARN, or "
+            "leave it empty for AWS's own keys"
+        )
     return arn
 
 
@@ -103,7 +108,8 @@ def check_prefix(prefix: str) -> str:
     if not (cleaned and len(cleaned) <= 200 and _PREFIX.fullmatch(cleaned) and ".." not in cleaned):
         raise InvalidInput(
             f"prefix {prefix!r} is not a plain S3 folder: use letters, digits and . _ - in segments separated "
-            f"by /, e.g. 'decision-workshop' (set {ENV_VARS['prefix']}); no wildcards, it scopes the IAM policies")
+            f"by /, e.g. 'decision-workshop' (set {ENV_VARS['prefix']}); no wildcards, it scopes the IAM policies"
+        )
     return prefix
 
 
@@ -125,7 +131,8 @@ def check_ttl_hours(value: str | float) -> float:
     if hours != 0 and not 0.25 <= hours <= MAX_ENDPOINT_TTL_HOURS:
         raise InvalidInput(
             f"endpoint_ttl_hours {value!r} is not a number of hours between 0.25 and {MAX_ENDPOINT_TTL_HOURS} "
-            f"(or 0 for no deadline); set {ENV_VARS['endpoint_ttl_hours']}, e.g. {DEFAULT_ENDPOINT_TTL_HOURS}")
+            f"(or 0 for no deadline); set {ENV_VARS['endpoint_ttl_hours']}, e.g. {DEFAULT_ENDPOINT_TTL_HOURS}"
+        )
     return hours
 
 
@@ -133,11 +140,11 @@ def check_capture_percent(value: str | int) -> int:
     """The share of a decision endpoint's invocations SageMaker's data capture records: 0 (none) to 100."""
     text = str(value).strip()
     if not text.isdigit() or not 0 <= int(text) <= 100:
-        raise InvalidInput(f"capture_percent {value!r} is not a whole percentage between 0 and 100 (0: capture "
-                          f"nothing); set {ENV_VARS['capture_percent']}, e.g. 100")
+        raise InvalidInput(
+            f"capture_percent {value!r} is not a whole percentage between 0 and 100 (0: capture "
+            f"nothing); set {ENV_VARS['capture_percent']}, e.g. 100"
+        )
     return int(text)
-
-
 
 
 def check_mode(mode: str) -> str:
@@ -148,66 +155,129 @@ def check_mode(mode: str) -> str:
 
 def check_deploy_path(path: str) -> str:
     if path not in DEPLOY_PATH_NAMES:
-        raise InvalidInput(f"deploy path {path!r} is not one of {', '.join(DEPLOY_PATH_NAMES)}; "
-                           f"set {ENV_VARS['deploy_path']}")
+        raise InvalidInput(
+            f"deploy path {path!r} is not one of {', '.join(DEPLOY_PATH_NAMES)}; set {ENV_VARS['deploy_path']}"
+        )
     return path
 
 
-def setting(default: str, env: str, doc: str, check: Callable[[str], object] | None = None, *,
-            when_set: bool = False, flag: str | None = None, choices: tuple[str, ...] | None = None):
+def setting(
+    default: str,
+    env: str,
+    doc: str,
+    check: Callable[[str], object] | None = None,
+    *,
+    when_set: bool = False,
+    flag: str | None = None,
+    choices: tuple[str, ...] | None = None,
+):
     """One setting of ``WorkshopConfig``, declared once: its default, the environment variable that sets
     it, what it is for, and the check its value passes (``when_set``: an empty value is not checked,
     ``require`` asks for it where a step needs it). ``flag``: the command-line flag that overrides it for one
     run (``cli`` makes it from this declaration, with ``choices`` where the value is one of a few)."""
-    return field(default=default, metadata={"env": env, "doc": doc, "check": check, "when_set": when_set,
-                                            "flag": flag, "choices": choices})
+    return field(
+        default=default,
+        metadata={"env": env, "doc": doc, "check": check, "when_set": when_set, "flag": flag, "choices": choices},
+    )
 
 
 def endpoint_setting(path: DeployPath):
     """The setting naming the endpoint of deploy path ``path``, from its row."""
     what = f"{path.endpoint_field} ({path.endpoint_env})"
-    return setting(path.default_endpoint, path.endpoint_env, f"name of the {path.label} endpoint",
-                   lambda name: check_endpoint_name(name, what))
+    return setting(
+        path.default_endpoint,
+        path.endpoint_env,
+        f"name of the {path.label} endpoint",
+        lambda name: check_endpoint_name(name, what),
+    )
 
 
 @dataclass(frozen=True)
 class WorkshopConfig:
     """Every value is a string, as in the config file; ``problems()`` runs each setting's check."""
 
-    region: str = setting("", "WORKSHOP_REGION", "AWS region of every resource the workshop creates",
-                          check_region, when_set=True, flag="--region")
-    bucket: str = setting("", "WORKSHOP_BUCKET", "S3 bucket for the model package, the builds' sources and captures",
-                          check_bucket_name, when_set=True, flag="--bucket")
-    prefix: str = setting("decision-workshop", "WORKSHOP_PREFIX",
-                          "folder in the bucket the workshop and its IAM policies are scoped to", check_prefix,
-                          flag="--prefix")
-    sagemaker_role_arn: str = setting("", "WORKSHOP_ROLE_ARN", "execution role the endpoints run as",
-                                      lambda arn: check_role_arn(arn, "SageMaker execution role"), when_set=True,
-                                      flag="--role-arn")
-    codebuild_role_arn: str = setting("", "WORKSHOP_CODEBUILD_ROLE_ARN", "service role the CodeBuild projects run as",
-                                      lambda arn: check_role_arn(arn, "CodeBuild service role"), when_set=True,
-                                      flag="--codebuild-role-arn")
+    region: str = setting(
+        "",
+        "WORKSHOP_REGION",
+        "AWS region of every resource the workshop creates",
+        check_region,
+        when_set=True,
+        flag="--region",
+    )
+    bucket: str = setting(
+        "",
+        "WORKSHOP_BUCKET",
+        "S3 bucket for the model package, the builds' sources and captures",
+        check_bucket_name,
+        when_set=True,
+        flag="--bucket",
+    )
+    prefix: str = setting(
+        "decision-workshop",
+        "WORKSHOP_PREFIX",
+        "folder in the bucket the workshop and its IAM policies are scoped to",
+        check_prefix,
+        flag="--prefix",
+    )
+    sagemaker_role_arn: str = setting(
+        "",
+        "WORKSHOP_ROLE_ARN",
+        "execution role the endpoints run as",
+        lambda arn: check_role_arn(arn, "SageMaker execution role"),
+        when_set=True,
+        flag="--role-arn",
+    )
+    codebuild_role_arn: str = setting(
+        "",
+        "WORKSHOP_CODEBUILD_ROLE_ARN",
+        "service role the CodeBuild projects run as",
+        lambda arn: check_role_arn(arn, "CodeBuild service role"),
+        when_set=True,
+        flag="--codebuild-role-arn",
+    )
     # One per row of deploy_paths; a deploy command's --name sets the one of the path it deploys.
     standard_endpoint_name: str = endpoint_setting(STANDARD)
     cpu_endpoint_name: str = endpoint_setting(DECISION_CPU)
     gpu_endpoint_name: str = endpoint_setting(DECISION_GPU)
-    ecr_repository: str = setting(DEFAULT_ECR_REPOSITORY, "WORKSHOP_ECR_REPOSITORY",
-                                  "ECR repository of the decision image", check_ecr_repository_name,
-                                  flag="--repository")
-    mode: str = setting("aws", "WORKSHOP_MODE", "aws, or local for the local rehearsal", check_mode, flag="--mode",
-                        choices=MODES)
-    deploy_path: str = setting(STANDARD.name, "WORKSHOP_DEPLOY_PATH",
-                               "what the later notebooks deploy, and the endpoint a command means by default",
-                               check_deploy_path, flag="--deploy-path", choices=DEPLOY_PATH_NAMES)
-    endpoint_ttl_hours: str = setting(DEFAULT_ENDPOINT_TTL_HOURS, "WORKSHOP_ENDPOINT_TTL_HOURS",
-                                      "hours each endpoint lives before its deadline deletes it, 0.25-168, or 0 for "
-                                      "no deadline", check_ttl_hours, flag="--endpoint-ttl-hours")
-    capture_percent: str = setting("100", "WORKSHOP_CAPTURE_PERCENT",
-                                   "share of a decision endpoint's invocations data capture records (0: off)",
-                                   check_capture_percent)
-    kms_key_arn: str = setting("", "WORKSHOP_KMS_KEY_ARN",
-                               "an organisation's KMS key for the bucket, captured requests, transform output and "
-                               "endpoint volumes (empty: AWS's own keys)", check_kms_key_arn, when_set=True)
+    ecr_repository: str = setting(
+        DEFAULT_ECR_REPOSITORY,
+        "WORKSHOP_ECR_REPOSITORY",
+        "ECR repository of the decision image",
+        check_ecr_repository_name,
+        flag="--repository",
+    )
+    mode: str = setting(
+        "aws", "WORKSHOP_MODE", "aws, or local for the local rehearsal", check_mode, flag="--mode", choices=MODES
+    )
+    deploy_path: str = setting(
+        STANDARD.name,
+        "WORKSHOP_DEPLOY_PATH",
+        "what the later notebooks deploy, and the endpoint a command means by default",
+        check_deploy_path,
+        flag="--deploy-path",
+        choices=DEPLOY_PATH_NAMES,
+    )
+    endpoint_ttl_hours: str = setting(
+        DEFAULT_ENDPOINT_TTL_HOURS,
+        "WORKSHOP_ENDPOINT_TTL_HOURS",
+        "hours each endpoint lives before its deadline deletes it, 0.25-168, or 0 for no deadline",
+        check_ttl_hours,
+        flag="--endpoint-ttl-hours",
+    )
+    capture_percent: str = setting(
+        "100",
+        "WORKSHOP_CAPTURE_PERCENT",
+        "share of a decision endpoint's invocations data capture records (0: off)",
+        check_capture_percent,
+    )
+    kms_key_arn: str = setting(
+        "",
+        "WORKSHOP_KMS_KEY_ARN",
+        "an organisation's KMS key for the bucket, captured requests, transform output and "
+        "endpoint volumes (empty: AWS's own keys)",
+        check_kms_key_arn,
+        when_set=True,
+    )
 
     # ---- loading and saving -------------------------------------------------
 
@@ -271,13 +341,14 @@ class WorkshopConfig:
         """
         allowed = self.model_folder_uri
         given = (uri or "").strip()
-        if given == allowed.rstrip("/") or given.startswith(allowed) and ".." not in given.split("/"):
+        if given == allowed.rstrip("/") or (given.startswith(allowed) and ".." not in given.split("/")):
             return uri
         raise InvalidInput(
             f"{what} {uri!r} is outside the workshop's model folder {allowed}: the CodeBuild role may write, and "
             f"the SageMaker role read, only there. Use {allowed} (the default), or copy an existing package "
             f"there (aws s3 cp <your model.tar.gz> {allowed}model.tar.gz), or change the bucket and prefix in "
-            f"notebook 00 ({ENV_VARS['bucket']}, {ENV_VARS['prefix']})")
+            f"notebook 00 ({ENV_VARS['bucket']}, {ENV_VARS['prefix']})"
+        )
 
     @property
     def ttl_hours(self) -> float:
@@ -305,8 +376,7 @@ class WorkshopConfig:
         if missing:
             hints = ", ".join(f"{n} (set {ENV_VARS[n]})" for n in missing)
             raise InvalidInput(
-                f"the workshop config has no {hints}; set them, or run notebook 00 which saves them to "
-                f"{default_path()}"
+                f"the workshop config has no {hints}; set them, or run notebook 00 which saves them to {default_path()}"
             )
         return self
 
@@ -383,7 +453,8 @@ def has_aws_credentials() -> bool:
         raise InvalidInput(
             f"the AWS credentials of profile {profile!r} cannot be read ({exc}); fix or refresh that profile "
             f"(e.g. `aws sso login --profile {profile}`), pick another with AWS_PROFILE, or set "
-            f"{ENV_VARS['mode']}=local to rehearse without AWS") from None
+            f"{ENV_VARS['mode']}=local to rehearse without AWS"
+        ) from None
 
 
 def in_sagemaker_studio() -> bool:
@@ -400,18 +471,18 @@ def studio_defaults() -> dict[str, str]:
         return {}
     try:  # SageMaker Python SDK v3
         from sagemaker.core.helper.session_helper import Session, get_execution_role
-    except Exception:  # noqa: BLE001
+    except Exception:
         try:  # v2
             from sagemaker import Session, get_execution_role
-        except Exception:  # noqa: BLE001
+        except Exception:
             return {}
     found: dict[str, str] = {}
     try:
         found["region"] = Session().boto_region_name or ""
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     try:
         found["sagemaker_role_arn"] = get_execution_role() or ""
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     return {k: v for k, v in found.items() if v}

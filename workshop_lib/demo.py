@@ -14,11 +14,11 @@ from pathlib import Path
 
 from . import examples
 from .client.endpoint import Decision, EndpointClient
+from .display import DecisionView
 from .local.processes import AdapterProcess
 from .local.rehearsal import LOCAL_READOUT, READOUT_WHY
 from .models import EMBEDDED_MODEL, embedded_gguf_path
 from .packaging import extract_model, package_local
-from .display import DecisionView
 
 
 def format_decision(decision: Decision, *, latency: bool = True) -> str:
@@ -28,7 +28,10 @@ def format_decision(decision: Decision, *, latency: bool = True) -> str:
         read = f"options read as {'+'.join(str(n) for n in raw['option_tokens'])} tokens ({raw.get('normalize')})"
     else:
         read = f"allowed-token mass {raw['allowed_token_mass']:.3f}"
-    lines = [*str(DecisionView([decision], latency=latency)).splitlines(), f"  {raw['input_tokens']} input tokens, {read}"]
+    lines = [
+        *str(DecisionView([decision], latency=latency)).splitlines(),
+        f"  {raw['input_tokens']} input tokens, {read}",
+    ]
     return "\n".join("   " + line for line in lines)
 
 
@@ -49,8 +52,7 @@ def run(work_dir: str | Path = ".workshop/demo") -> int:
     print(f"   manifest: {gguf['path']}, {gguf['size']:,} bytes, sha256 {gguf['sha256'][:16]}...")
 
     print("2. Starting the decision adapter (nginx + gunicorn + llama.cpp) on a local port ...")
-    with AdapterProcess(model_dir, log_path=work_dir / "adapter.log",
-                        env=LOCAL_READOUT) as adapter:
+    with AdapterProcess(model_dir, log_path=work_dir / "adapter.log", env=LOCAL_READOUT) as adapter:
         print(f"   ready at {adapter.url} (log: {adapter.log_path})")
         print(f"   {READOUT_WHY}")
         client = EndpointClient.local(adapter.url)
@@ -64,8 +66,10 @@ def run(work_dir: str | Path = ".workshop/demo") -> int:
         for answer in answers:
             print(format_decision(answer, latency=False))
         t = answers[0].timing
-        print(f"   shared prefix {t['shared_prefix_tokens']} tokens; whole request: client "
-              f"{answers[0].client_latency_ms:.0f} ms, server {t['total_ms']:.0f} ms")
+        print(
+            f"   shared prefix {t['shared_prefix_tokens']} tokens; whole request: client "
+            f"{answers[0].client_latency_ms:.0f} ms, server {t['total_ms']:.0f} ms"
+        )
 
         print("5. Chat (OpenAI schema on the same /invocations):")
         print("   " + client.chat(**examples.CHAT).content.strip().replace("\n", "\n   "))

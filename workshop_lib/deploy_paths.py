@@ -21,20 +21,20 @@ DECISION_NOTEBOOK = "04_deploy_decision_endpoints"
 
 @dataclass(frozen=True)
 class DeployPath:
-    name: str              # as the config, the command line and DeploySpec spell it
-    label: str             # "the <label> endpoint" in messages
-    how: str               # what it runs on, said after its label
-    endpoint_field: str    # the WorkshopConfig setting that names its endpoint
+    name: str  # as the config, the command line and DeploySpec spell it
+    label: str  # "the <label> endpoint" in messages
+    how: str  # what it runs on, said after its label
+    endpoint_field: str  # the WorkshopConfig setting that names its endpoint
     default_endpoint: str  # that setting's default: the workshop's own names, never the published sample's
-    endpoint_env: str      # the environment variable that sets it
-    notebook: str          # the notebook that deploys it
-    deploy_step: str       # the step (``steps.<name>``) that deploys it
-    plan_builder: str      # the ``aws.endpoints`` function that builds its requests
-    decision: bool         # serves the decision image (data capture, the adapter's metrics), else the DLC
-    dlc_variant: str       # the llama.cpp DLC it runs, or builds its image FROM: cpu or cuda
+    endpoint_env: str  # the environment variable that sets it
+    notebook: str  # the notebook that deploys it
+    deploy_step: str  # the step (``steps.<name>``) that deploys it
+    plan_builder: str  # the ``aws.endpoints`` function that builds its requests
+    decision: bool  # serves the decision image (data capture, the adapter's metrics), else the DLC
+    dlc_variant: str  # the llama.cpp DLC it runs, or builds its image FROM: cpu or cuda
     image_variant: str | None = None  # the decision image it runs: cpu or gpu (None: the DLC itself)
-    dockerfile: str | None = None     # what that image is built from, in container/
-    gpu: bool = False      # ordered GPU instance pools (instance_pools), not one instance_type
+    dockerfile: str | None = None  # what that image is built from, in container/
+    gpu: bool = False  # ordered GPU instance pools (instance_pools), not one instance_type
     gpu_layers: bool = False  # takes n_gpu_layers (offload to a GPU type)
 
     @property
@@ -44,17 +44,51 @@ class DeployPath:
 
 
 STANDARD = DeployPath(
-    "standard", "standard", "the DLC, chat schema", "standard_endpoint_name", "decision-workshop-standard",
-    "WORKSHOP_STANDARD_ENDPOINT", STANDARD_NOTEBOOK, "deploy_standard", "standard_plan",
-    decision=False, dlc_variant="cpu", gpu_layers=True)
+    "standard",
+    "standard",
+    "the DLC, chat schema",
+    "standard_endpoint_name",
+    "decision-workshop-standard",
+    "WORKSHOP_STANDARD_ENDPOINT",
+    STANDARD_NOTEBOOK,
+    "deploy_standard",
+    "standard_plan",
+    decision=False,
+    dlc_variant="cpu",
+    gpu_layers=True,
+)
 DECISION_CPU = DeployPath(
-    "decision-cpu", "CPU decision", "one CPU instance type", "cpu_endpoint_name", "decision-workshop-cpu",
-    "WORKSHOP_CPU_ENDPOINT", DECISION_NOTEBOOK, "deploy_decision_cpu", "decision_cpu_plan",
-    decision=True, dlc_variant="cpu", image_variant="cpu", dockerfile="Dockerfile")
+    "decision-cpu",
+    "CPU decision",
+    "one CPU instance type",
+    "cpu_endpoint_name",
+    "decision-workshop-cpu",
+    "WORKSHOP_CPU_ENDPOINT",
+    DECISION_NOTEBOOK,
+    "deploy_decision_cpu",
+    "decision_cpu_plan",
+    decision=True,
+    dlc_variant="cpu",
+    image_variant="cpu",
+    dockerfile="Dockerfile",
+)
 DECISION_GPU = DeployPath(
-    "decision-gpu", "GPU decision", "ordered GPU instance pools", "gpu_endpoint_name", "decision-workshop-gpu",
-    "WORKSHOP_GPU_ENDPOINT", DECISION_NOTEBOOK, "deploy_decision_gpu", "decision_gpu_plan",
-    decision=True, dlc_variant="cuda", image_variant="gpu", dockerfile="Dockerfile.gpu", gpu=True, gpu_layers=True)
+    "decision-gpu",
+    "GPU decision",
+    "ordered GPU instance pools",
+    "gpu_endpoint_name",
+    "decision-workshop-gpu",
+    "WORKSHOP_GPU_ENDPOINT",
+    DECISION_NOTEBOOK,
+    "deploy_decision_gpu",
+    "decision_gpu_plan",
+    decision=True,
+    dlc_variant="cuda",
+    image_variant="gpu",
+    dockerfile="Dockerfile.gpu",
+    gpu=True,
+    gpu_layers=True,
+)
 
 DEPLOY_PATHS: tuple[DeployPath, ...] = (STANDARD, DECISION_CPU, DECISION_GPU)
 NAMES: tuple[str, ...] = tuple(p.name for p in DEPLOY_PATHS)
@@ -79,5 +113,6 @@ def for_image(variant: str) -> DeployPath:
     for path in decision_paths():
         if path.image_variant == variant:
             return path
-    raise InvalidInput(f"image variant {variant!r} is not one of "
-                       f"{', '.join(str(p.image_variant) for p in decision_paths())}")
+    raise InvalidInput(
+        f"image variant {variant!r} is not one of {', '.join(str(p.image_variant) for p in decision_paths())}"
+    )

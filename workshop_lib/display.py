@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import io
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
 
@@ -31,8 +31,14 @@ def row(head: str, detail: str, width: int = TEXT_WIDTH) -> str:
     indent = " " * len(head)
     if not detail:
         return head.rstrip()
-    return textwrap.fill(detail, width=max(width, len(head) + 20), initial_indent=head, subsequent_indent=indent,
-                         break_long_words=False, break_on_hyphens=False)
+    return textwrap.fill(
+        detail,
+        width=max(width, len(head) + 20),
+        initial_indent=head,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def shorten(text: str, width: int = TEXT_WIDTH) -> str:
@@ -104,8 +110,10 @@ class DecisionView:
             return None
         first = self.decisions[0]
         if self.shared:
-            return (f"one request, {len(self.decisions)} questions about the same state "
-                    f"({_timing(first)} for the whole request)")
+            return (
+                f"one request, {len(self.decisions)} questions about the same state "
+                f"({_timing(first)} for the whole request)"
+            )
         return _timing(first)
 
     def lines(self) -> list[str]:
@@ -143,8 +151,11 @@ class DecisionView:
         axes[-1].set_xlabel("probability")
         if self.latency and self.decisions:
             first = self.decisions[0]
-            fig.suptitle(f"one request, {len(self.decisions)} questions: {_timing(first)}" if self.shared
-                         else _timing(first), fontsize=10, color="#444444")
+            fig.suptitle(
+                f"one request, {len(self.decisions)} questions: {_timing(first)}" if self.shared else _timing(first),
+                fontsize=10,
+                color="#444444",
+            )
         return fig
 
     def _draw(self, ax, decision, outcome) -> None:
@@ -172,13 +183,21 @@ class DecisionView:
         if outcome is not None:
             if self.policy.threshold > 0:
                 ax.axvline(self.policy.threshold, color="#333333", linestyle="--", linewidth=1)
-                ax.text(self.policy.threshold + 0.01, 0.02, f"threshold {self.policy.threshold:.2f}", fontsize=8,
-                        va="bottom", transform=ax.get_xaxis_transform())
-            verdict = (f"act on {outcome.option_id}" if outcome.accepted
-                       else f"fall back to {outcome.option_id} ({outcome.rule.replace('_', ' ')})")
+                ax.text(
+                    self.policy.threshold + 0.01,
+                    0.02,
+                    f"threshold {self.policy.threshold:.2f}",
+                    fontsize=8,
+                    va="bottom",
+                    transform=ax.get_xaxis_transform(),
+                )
+            verdict = (
+                f"act on {outcome.option_id}"
+                if outcome.accepted
+                else f"fall back to {outcome.option_id} ({outcome.rule.replace('_', ' ')})"
+            )
             title += f"  ->  {verdict}"
-            ax.set_title(title, fontsize=11, loc="left",
-                         color=ACCEPTED_COLOUR if outcome.accepted else FALLBACK_COLOUR)
+            ax.set_title(title, fontsize=11, loc="left", color=ACCEPTED_COLOUR if outcome.accepted else FALLBACK_COLOUR)
         else:
             ax.set_title(title, fontsize=11, loc="left")
         ax.spines[["top", "right"]].set_visible(False)
@@ -196,11 +215,21 @@ class DecisionView:
 # ---- expected mistakes in a notebook ---------------------------------------------------------
 
 # AWS error codes that mean "you may not" or "not enough quota": something to ask for, not a bug.
-REFUSED_CODES = frozenset({
-    "AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnrecognizedClientException",
-    "ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "ResourceLimitExceeded",
-    "ServiceQuotaExceededException", "LimitExceededException", "ThrottlingException",
-})
+REFUSED_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AccessDeniedException",
+        "UnauthorizedOperation",
+        "UnrecognizedClientException",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "InvalidClientTokenId",
+        "ResourceLimitExceeded",
+        "ServiceQuotaExceededException",
+        "LimitExceededException",
+        "ThrottlingException",
+    }
+)
 
 
 def expected_errors() -> tuple[type[BaseException], ...]:
@@ -263,5 +292,15 @@ def _unset_in_cell(exc: BaseException, tb) -> bool:
     return name.startswith("<") or "ipykernel_" in name  # IPython's and ipykernel's names for a cell
 
 
-__all__ = ["DecisionView", "TEXT_WIDTH", "excerpt", "expected_errors", "install_error_handler", "is_expected", "one_line",
-           "outcome_line", "row", "shorten"]
+__all__ = [
+    "TEXT_WIDTH",
+    "DecisionView",
+    "excerpt",
+    "expected_errors",
+    "install_error_handler",
+    "is_expected",
+    "one_line",
+    "outcome_line",
+    "row",
+    "shorten",
+]

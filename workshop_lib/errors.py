@@ -58,9 +58,18 @@ class EndpointError(WorkshopError):
 
     hint = ""
 
-    def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
-                 field: str | None = None, endpoint: str | None = None, retry_after: float | None = None,
-                 body: str | None = None, log_stream_arn: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        field: str | None = None,
+        endpoint: str | None = None,
+        retry_after: float | None = None,
+        body: str | None = None,
+        log_stream_arn: str | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.status = status

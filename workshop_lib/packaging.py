@@ -39,8 +39,17 @@ from pathlib import Path
 
 from decision_contract import calibration as calibration_contract
 from decision_contract import manifest as manifest_contract
-from decision_contract.manifest import (CALIBRATION_NAME, MANIFEST_NAME, SAMPLE_SHAPE, WORKSHOP_SHAPE, ListedFile,
-                                        Manifest, ManifestError, calibration_entry, sha256_of)
+from decision_contract.manifest import (
+    CALIBRATION_NAME,
+    MANIFEST_NAME,
+    SAMPLE_SHAPE,
+    WORKSHOP_SHAPE,
+    ListedFile,
+    Manifest,
+    ManifestError,
+    calibration_entry,
+    sha256_of,
+)
 
 from .errors import InvalidInput
 from .models import ModelSpec
@@ -48,10 +57,24 @@ from .models import ModelSpec
 MANIFEST_FORMAT = manifest_contract.FORMAT
 _MAX_CALIBRATION_BYTES = 1024 * 1024
 
-__all__ = ["CALIBRATION_NAME", "MANIFEST_NAME", "SAMPLE_SHAPE", "WORKSHOP_SHAPE",
-           "ListedFile", "LocalPackage", "Manifest", "ManifestInvalid",
-           "build_manifest", "calibration_entry", "check_calibration", "extract_model", "package_local",
-           "parse_manifest", "sha256_of", "verify_pins"]
+__all__ = [
+    "CALIBRATION_NAME",
+    "MANIFEST_NAME",
+    "SAMPLE_SHAPE",
+    "WORKSHOP_SHAPE",
+    "ListedFile",
+    "LocalPackage",
+    "Manifest",
+    "ManifestInvalid",
+    "build_manifest",
+    "calibration_entry",
+    "check_calibration",
+    "extract_model",
+    "package_local",
+    "parse_manifest",
+    "sha256_of",
+    "verify_pins",
+]
 
 
 def check_calibration(data: bytes, gguf_sha256: str, where: str = CALIBRATION_NAME) -> dict:
@@ -70,27 +93,42 @@ def check_calibration(data: bytes, gguf_sha256: str, where: str = CALIBRATION_NA
         raise InvalidInput(
             f"{where} was fitted for the GGUF with sha256 {fitted}, but the package's GGUF has sha256 "
             f"{gguf_sha256.lower()}; the adapter would refuse to start. Fit it again against an endpoint serving "
-            "this model (`workshop calibrate`), or package without it")
+            "this model (`workshop calibrate`), or package without it"
+        )
     return doc
 
 
-def build_manifest(spec: ModelSpec, measured: dict[str, tuple[int, str]], *, build_id: str,
-                   where: str, tools: dict | None = None, now: datetime.datetime | None = None,
-                   calibration: tuple[int, str] | None = None) -> dict:
+def build_manifest(
+    spec: ModelSpec,
+    measured: dict[str, tuple[int, str]],
+    *,
+    build_id: str,
+    where: str,
+    tools: dict | None = None,
+    now: datetime.datetime | None = None,
+    calibration: tuple[int, str] | None = None,
+) -> dict:
     """The manifest for ``spec`` given each file's measured (size, sha256), and the calibration file's
     (size, sha256) when one is packaged. Pure."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     files = []
     for f in spec.files:
         size, digest = measured[f.path]
-        files.append({"path": f.path, "role": f.role, "repo": f.repo, "revision": f.revision,
-                      "size": size, "sha256": digest})
+        files.append(
+            {"path": f.path, "role": f.role, "repo": f.repo, "revision": f.revision, "size": size, "sha256": digest}
+        )
     if calibration is not None:
         files.append(calibration_entry(*calibration))
     return {
         "format": MANIFEST_FORMAT,
-        "model": {"name": spec.name, "repo": spec.gguf.repo, "revision": spec.gguf.revision,
-                  "file": spec.gguf.path, "quantization": spec.quantization, "license": spec.license},
+        "model": {
+            "name": spec.name,
+            "repo": spec.gguf.repo,
+            "revision": spec.gguf.revision,
+            "file": spec.gguf.path,
+            "quantization": spec.quantization,
+            "license": spec.license,
+        },
         "files": files,
         "tools": dict(tools or {}),
         "build": {"id": build_id, "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "where": where},
@@ -105,10 +143,10 @@ def verify_pins(spec: ModelSpec, measured: dict[str, tuple[int, str]]) -> None:
         size, digest = measured[f.path]
         if f.size is not None and size != f.size:
             raise InvalidInput(
-                f"{f.path}: {size} bytes, but {f.repo}@{f.revision[:12]} pins {f.size} bytes; nothing was packaged")
+                f"{f.path}: {size} bytes, but {f.repo}@{f.revision[:12]} pins {f.size} bytes; nothing was packaged"
+            )
         if f.sha256 is not None and digest != f.sha256:
-            raise InvalidInput(
-                f"{f.path}: sha256 {digest}, but the pin is {f.sha256}; nothing was packaged")
+            raise InvalidInput(f"{f.path}: sha256 {digest}, but the pin is {f.sha256}; nothing was packaged")
 
 
 @dataclass(frozen=True)
@@ -118,8 +156,9 @@ class LocalPackage:
     manifest: dict
 
 
-def package_local(spec: ModelSpec, sources: dict[str, Path], out_dir: str | Path, *,
-                  calibration: str | Path | None = None) -> LocalPackage:
+def package_local(
+    spec: ModelSpec, sources: dict[str, Path], out_dir: str | Path, *, calibration: str | Path | None = None
+) -> LocalPackage:
     """Check the files against their pins, then write model.tar.gz and the manifest to out_dir; with
     ``calibration`` (a calibration.json fitted for this GGUF) also that file, next to the GGUF."""
     out_dir = Path(out_dir)
@@ -134,8 +173,12 @@ def package_local(spec: ModelSpec, sources: dict[str, Path], out_dir: str | Path
         check_calibration(data, measured[spec.gguf.path][1], str(calibration))
         calibrated = (len(data), hashlib.sha256(data).hexdigest())
     manifest = build_manifest(
-        spec, measured, build_id=f"local-{datetime.datetime.now():%Y%m%d%H%M%S}", where="local",
-        tools={"python": platform.python_version(), "packager": "workshop_lib.packaging"}, calibration=calibrated,
+        spec,
+        measured,
+        build_id=f"local-{datetime.datetime.now():%Y%m%d%H%M%S}",
+        where="local",
+        tools={"python": platform.python_version(), "packager": "workshop_lib.packaging"},
+        calibration=calibrated,
     )
     manifest_path = out_dir / MANIFEST_NAME
     manifest_path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
@@ -167,7 +210,7 @@ def parse_manifest(manifest) -> Manifest:
 
 # ---- extracting with limits ---------------------------------------------------------------------
 
-MAX_EXTRACT_BYTES = 16 * 1024 ** 3  # well above the pinned model (about 3 GB) and its tokenizer
+MAX_EXTRACT_BYTES = 16 * 1024**3  # well above the pinned model (about 3 GB) and its tokenizer
 MAX_EXTRACT_MEMBERS = 10_000
 _MAX_INNER_MANIFEST = 1024 * 1024
 
@@ -182,26 +225,31 @@ def _announced_sizes(manifest) -> dict[str, set[int]]:
     return sizes
 
 
-def _scan(tar: tarfile.TarFile, model_dir: Path, max_bytes: int, max_members: int
-          ) -> tuple[list[tarfile.TarInfo], dict | None]:
+def _scan(
+    tar: tarfile.TarFile, model_dir: Path, max_bytes: int, max_members: int
+) -> tuple[list[tarfile.TarInfo], dict | None]:
     """Every member's header, checked against the limits and tarfile's 'data' filter; the inner manifest."""
     members: list[tarfile.TarInfo] = []
     total, inner = 0, None
     while (member := tar.next()) is not None:
         if len(members) >= max_members:
-            raise InvalidInput(f"model.tar.gz holds more than {max_members:,} members; nothing was "
-                                    "extracted (pass max_members= to allow more)")
+            raise InvalidInput(
+                f"model.tar.gz holds more than {max_members:,} members; nothing was "
+                "extracted (pass max_members= to allow more)"
+            )
         try:
             tarfile.data_filter(member, str(model_dir))
         except tarfile.FilterError as exc:
-            raise InvalidInput(f"model.tar.gz member {member.name!r} is refused ({exc}); nothing was "
-                                    "extracted") from None
+            raise InvalidInput(
+                f"model.tar.gz member {member.name!r} is refused ({exc}); nothing was extracted"
+            ) from None
         if member.isreg():
             total += member.size
             if total > max_bytes:
                 raise InvalidInput(
                     f"model.tar.gz would unpack to more than {max_bytes:,} bytes (member {member.name!r} "
-                    f"alone announces {member.size:,}); nothing was extracted (pass max_bytes= to allow more)")
+                    f"alone announces {member.size:,}); nothing was extracted (pass max_bytes= to allow more)"
+                )
             if member.name == MANIFEST_NAME and member.size <= _MAX_INNER_MANIFEST:
                 handle = tar.extractfile(member)  # a regular member's: never None
                 try:
@@ -212,8 +260,14 @@ def _scan(tar: tarfile.TarFile, model_dir: Path, max_bytes: int, max_members: in
     return members, inner
 
 
-def extract_model(tarball: str | Path, model_dir: str | Path, *, max_bytes: int = MAX_EXTRACT_BYTES,
-                  max_members: int = MAX_EXTRACT_MEMBERS, manifest: dict | None = None) -> Path:
+def extract_model(
+    tarball: str | Path,
+    model_dir: str | Path,
+    *,
+    max_bytes: int = MAX_EXTRACT_BYTES,
+    max_members: int = MAX_EXTRACT_MEMBERS,
+    manifest: dict | None = None,
+) -> Path:
     """Unpack model.tar.gz the way SageMaker fills /opt/ml/model, within limits.
 
     Every header is read first: more than ``max_members`` members, more than ``max_bytes`` of file
@@ -231,7 +285,8 @@ def extract_model(tarball: str | Path, model_dir: str | Path, *, max_bytes: int 
                 raise InvalidInput(
                     f"model.tar.gz member {member.name!r} is {member.size:,} bytes, but {MANIFEST_NAME} "
                     f"announces {', '.join(f'{s:,}' for s in sorted(sizes))}; nothing was extracted: "
-                    "package the model again")
+                    "package the model again"
+                )
         if model_dir.exists():
             shutil.rmtree(model_dir)
         model_dir.mkdir(parents=True)

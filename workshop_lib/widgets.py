@@ -34,7 +34,10 @@ ENV = {
     "scaling_target": "WORKSHOP_SCALING_TARGET",
     "throughput_p95_ms": "WORKSHOP_THROUGHPUT_P95_MS",
 }
-BENCH_LIMIT, BENCH_STUDY_LIMIT = 3, 2  # notebook 06's defaults: a few tasks (one held out for calibration), a couple studied
+BENCH_LIMIT, BENCH_STUDY_LIMIT = (
+    3,
+    2,
+)  # notebook 06's defaults: a few tasks (one held out for calibration), a couple studied
 _WIDE = {"description_width": "initial"}
 
 
@@ -64,8 +67,9 @@ def deploy_path(workshop: Workshop):
     """What the later notebooks deploy: one of the deploy paths (``deploy_paths``)."""
     import ipywidgets
 
-    made = ipywidgets.Dropdown(options=DEPLOY_PATHS, value=_env("deploy_path", workshop.config.deploy_path),
-                               description="Deploy path")
+    made = ipywidgets.Dropdown(
+        options=DEPLOY_PATHS, value=_env("deploy_path", workshop.config.deploy_path), description="Deploy path"
+    )
     return _kept(workshop, "deploy_path", made)
 
 
@@ -73,18 +77,26 @@ def reset_rehearsal():
     """Whether notebook 00 starts the local rehearsal over (not kept: a reset is asked for each time)."""
     import ipywidgets
 
-    return ipywidgets.Checkbox(value=_env("reset_rehearsal", "") == "1", indent=False,
-                               description="start the rehearsal over (local mode: stops its emulator and endpoints)",
-                               layout=ipywidgets.Layout(width="auto"))
+    return ipywidgets.Checkbox(
+        value=_env("reset_rehearsal", "") == "1",
+        indent=False,
+        description="start the rehearsal over (local mode: stops its emulator and endpoints)",
+        layout=ipywidgets.Layout(width="auto"),
+    )
 
 
 def endpoint_ttl(workshop: Workshop):
     """Hours each endpoint lives before its deadline deletes it (0: no deadline)."""
     import ipywidgets
 
-    made = ipywidgets.BoundedFloatText(value=float(_env("endpoint_ttl_hours", workshop.config.endpoint_ttl_hours)),
-                                       min=0, max=168, step=0.5, description="Endpoint deadline (hours)",
-                                       style=_WIDE)
+    made = ipywidgets.BoundedFloatText(
+        value=float(_env("endpoint_ttl_hours", workshop.config.endpoint_ttl_hours)),
+        min=0,
+        max=168,
+        step=0.5,
+        description="Endpoint deadline (hours)",
+        style=_WIDE,
+    )
     return _kept(workshop, "endpoint_ttl_hours", made)
 
 
@@ -92,9 +104,13 @@ def codebuild_role(workshop: Workshop):
     """An administrator's CodeBuild role ARN, or empty for notebook 00 to create the workshop's own."""
     import ipywidgets
 
-    made = ipywidgets.Text(value=_env("codebuild_role_arn", workshop.config.codebuild_role_arn or ""),
-                           placeholder="arn:aws:iam::<account>:role/<name>, or empty to create it",
-                           description="CodeBuild role", layout=ipywidgets.Layout(width="90%"), style=_WIDE)
+    made = ipywidgets.Text(
+        value=_env("codebuild_role_arn", workshop.config.codebuild_role_arn or ""),
+        placeholder="arn:aws:iam::<account>:role/<name>, or empty to create it",
+        description="CodeBuild role",
+        layout=ipywidgets.Layout(width="90%"),
+        style=_WIDE,
+    )
     return _kept(workshop, "codebuild_role_arn", made)
 
 
@@ -105,17 +121,26 @@ def follow_dlc_tag():
     """Notebook 02: follow the DLC's floating tag where the pinned digest is missing ("no" unless told)."""
     import ipywidgets
 
-    return ipywidgets.Dropdown(options=["no", "yes"], value="yes" if _yes("follow_dlc_tag") else "no",
-                               description="Follow the DLC's floating tag where the pinned digest is missing",
-                               style=_WIDE, layout=ipywidgets.Layout(width="auto"))
+    return ipywidgets.Dropdown(
+        options=["no", "yes"],
+        value="yes" if _yes("follow_dlc_tag") else "no",
+        description="Follow the DLC's floating tag where the pinned digest is missing",
+        style=_WIDE,
+        layout=ipywidgets.Layout(width="auto"),
+    )
 
 
 def capture_percent(workshop: Workshop):
     """Notebook 04: the share of each decision endpoint's invocations data capture records (0: none)."""
     import ipywidgets
 
-    made = ipywidgets.BoundedIntText(value=int(_env("capture_percent", workshop.config.capture_percent)), min=0,
-                                     max=100, description="Data capture (% of invocations)", style=_WIDE)
+    made = ipywidgets.BoundedIntText(
+        value=int(_env("capture_percent", workshop.config.capture_percent)),
+        min=0,
+        max=100,
+        description="Data capture (% of invocations)",
+        style=_WIDE,
+    )
     return _kept(workshop, "capture_percent", made)
 
 
@@ -123,12 +148,21 @@ def decision_builder(workshop: Workshop):
     """Notebook 05's builder: state, question and options (``steps.builder_request`` reads what was typed)."""
     import ipywidgets
 
-    state = ipywidgets.Textarea(value=_env("builder_state", builder_default("state")), description="State",
-                                layout=ipywidgets.Layout(width="95%", height="110px"))
-    question = ipywidgets.Text(value=_env("builder_question", builder_default("question")), description="Question",
-                               layout=ipywidgets.Layout(width="95%"))
-    options = ipywidgets.Textarea(value=_env("builder_options", builder_default("options")), description="Options",
-                                  layout=ipywidgets.Layout(width="95%"))
+    state = ipywidgets.Textarea(
+        value=_env("builder_state", builder_default("state")),
+        description="State",
+        layout=ipywidgets.Layout(width="95%", height="110px"),
+    )
+    question = ipywidgets.Text(
+        value=_env("builder_question", builder_default("question")),
+        description="Question",
+        layout=ipywidgets.Layout(width="95%"),
+    )
+    options = ipywidgets.Textarea(
+        value=_env("builder_options", builder_default("options")),
+        description="Options",
+        layout=ipywidgets.Layout(width="95%"),
+    )
     for key, made in (("builder_state", state), ("builder_question", question), ("builder_options", options)):
         _kept(workshop, key, made)
     return column(state, question, options)
@@ -138,10 +172,10 @@ def bench_limits(workshop: Workshop):
     """Notebook 06: how many tasks to run, and how many of them to study closely."""
     import ipywidgets
 
-    limit = ipywidgets.IntSlider(value=int(_env("bench_limit", str(BENCH_LIMIT))), min=2, max=72,
-                                 description="Tasks")
-    study_limit = ipywidgets.IntSlider(value=int(_env("bench_study_limit", str(BENCH_STUDY_LIMIT))), min=1, max=72,
-                                       description="Studied")
+    limit = ipywidgets.IntSlider(value=int(_env("bench_limit", str(BENCH_LIMIT))), min=2, max=72, description="Tasks")
+    study_limit = ipywidgets.IntSlider(
+        value=int(_env("bench_study_limit", str(BENCH_STUDY_LIMIT))), min=1, max=72, description="Studied"
+    )
     return _kept(workshop, "bench_limit", limit), _kept(workshop, "bench_study_limit", study_limit)
 
 
@@ -149,8 +183,14 @@ def throughput_p95(workshop: Workshop):
     """Notebook 06: the p95 (milliseconds) a sustainable rate must keep (default: 07's latency alarm, 2 s)."""
     import ipywidgets
 
-    made = ipywidgets.BoundedFloatText(value=float(_env("throughput_p95_ms", str(DEFAULT_P95_MS))), min=1,
-                                       max=600_000, step=100, description="p95 to keep (ms)", style=_WIDE)
+    made = ipywidgets.BoundedFloatText(
+        value=float(_env("throughput_p95_ms", str(DEFAULT_P95_MS))),
+        min=1,
+        max=600_000,
+        step=100,
+        description="p95 to keep (ms)",
+        style=_WIDE,
+    )
     return _kept(workshop, "throughput_p95_ms", made)
 
 
@@ -159,10 +199,15 @@ def scaling_target(workshop: Workshop):
     sustainable rate notebook 06 measured, or of one instance's pace one decision at a time)."""
     import ipywidgets
 
-    made = ipywidgets.BoundedFloatText(value=float(_env("scaling_target", str(measured_target(workshop)))), min=0.1,
-                                       max=100_000, step=1,
-                                       description="Auto scaling target (invocations per instance per minute)",
-                                       style=_WIDE, layout=ipywidgets.Layout(width="auto"))
+    made = ipywidgets.BoundedFloatText(
+        value=float(_env("scaling_target", str(measured_target(workshop)))),
+        min=0.1,
+        max=100_000,
+        step=1,
+        description="Auto scaling target (invocations per instance per minute)",
+        style=_WIDE,
+        layout=ipywidgets.Layout(width="auto"),
+    )
     return _kept(workshop, "scaling_target", made)
 
 
@@ -170,11 +215,27 @@ def delete_bucket(bucket: str):
     """Notebook 08: whether to delete ``bucket`` too (not kept: deleting is asked for each time)."""
     import ipywidgets
 
-    return ipywidgets.Checkbox(value=_env("delete_bucket", "") == "1", indent=False,
-                               description=f"also delete the bucket {bucket}",
-                               layout=ipywidgets.Layout(width="auto"))
+    return ipywidgets.Checkbox(
+        value=_env("delete_bucket", "") == "1",
+        indent=False,
+        description=f"also delete the bucket {bucket}",
+        layout=ipywidgets.Layout(width="auto"),
+    )
 
 
-__all__ = ["ENV", "bench_limits", "capture_percent", "codebuild_role", "column", "decision_builder", "delete_bucket",
-           "deploy_path", "endpoint_ttl", "follow_dlc_tag", "keep_choice", "reset_rehearsal", "scaling_target",
-           "throughput_p95"]
+__all__ = [
+    "ENV",
+    "bench_limits",
+    "capture_percent",
+    "codebuild_role",
+    "column",
+    "decision_builder",
+    "delete_bucket",
+    "deploy_path",
+    "endpoint_ttl",
+    "follow_dlc_tag",
+    "keep_choice",
+    "reset_rehearsal",
+    "scaling_target",
+    "throughput_p95",
+]

@@ -95,8 +95,9 @@ class _Holder:
         for name in self.settings.ignored_llama_settings:
             log.warning("%s is a llama-server flag the decision adapter does not use; ignored", name)
         for name in self.settings.unknown_sample_settings:
-            log.warning("%s is not a setting of the published sample nor of this adapter; ignored (check the "
-                        "spelling)", name)
+            log.warning(
+                "%s is not a setting of the published sample nor of this adapter; ignored (check the spelling)", name
+            )
         for note in self.settings.notes:
             log.info("%s", note)
         self._stage(startup.LOADING, model=model.gguf.name)
@@ -118,7 +119,7 @@ class _Holder:
     def load_or_exit(self) -> None:
         try:
             self.load()
-        except Exception as exc:  # noqa: BLE001 - any load failure ends the server
+        except Exception as exc:
             self.error = str(exc)
             log.critical("cannot serve the model: %s", exc)
             logging.shutdown()
@@ -146,8 +147,9 @@ def parse_json_body(raw: bytes):
     try:
         body = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as exc:
-        raise InvalidType(f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                          None) from None
+        raise InvalidType(
+            f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", None
+        ) from None
     except RecursionError:
         raise InvalidType("the body is nested too deeply; flatten the JSON", None) from None
     except ValueError:  # e.g. an integer literal longer than Python parses (4,300 digits)
@@ -158,16 +160,21 @@ def parse_json_body(raw: bytes):
         # \ud800-style escapes decode to strings no UTF-8 encoder (tokenizer, reply) accepts.
         json.dumps(body, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidType("the body holds an unpaired UTF-16 surrogate escape (e.g. \\ud800); send valid "
-                          "Unicode text", None) from None
+        raise InvalidType(
+            "the body holds an unpaired UTF-16 surrogate escape (e.g. \\ud800); send valid Unicode text", None
+        ) from None
     except RecursionError:
         raise InvalidType("the body is nested too deeply; flatten the JSON", None) from None
     return body
 
 
 def _too_large(max_bytes: int) -> AdapterError:
-    return AdapterError(f"the body is larger than {max_bytes} bytes; send a smaller state or raise "
-                        "DECISION_ADAPTER_MAX_BODY_BYTES", None, status=413, code="request_entity_too_large")
+    return AdapterError(
+        f"the body is larger than {max_bytes} bytes; send a smaller state or raise DECISION_ADAPTER_MAX_BODY_BYTES",
+        None,
+        status=413,
+        code="request_entity_too_large",
+    )
 
 
 def _zstd_module():
@@ -201,15 +208,19 @@ def decode_body(raw: bytes, content_encoding: str | None, max_bytes: int, *, zst
             try:
                 data = zstd.ZstdDecompressor().decompress(raw, max_length=max_bytes + 1)
             except zstd.ZstdError:
-                raise InvalidType("the body is not valid zstd data; check Content-Encoding",
-                                  "Content-Encoding") from None
+                raise InvalidType(
+                    "the body is not valid zstd data; check Content-Encoding", "Content-Encoding"
+                ) from None
             if len(data) > max_bytes:
                 raise _too_large(max_bytes)
             return data
     raise AdapterError(
         f"Content-Encoding {encoding} is not supported here; send the body uncompressed or gzip-compressed "
-        "(typesafe-sdk: TypeSafeClient(compression=False))", "Content-Encoding", status=415,
-        code="unsupported_media_type")
+        "(typesafe-sdk: TypeSafeClient(compression=False))",
+        "Content-Encoding",
+        status=415,
+        code="unsupported_media_type",
+    )
 
 
 def _bearer_token(header: str | None) -> str | None:
@@ -243,9 +254,13 @@ class Serving:
         if not (mimetype == "application/json" or mimetype.endswith("+json")):
             raise AdapterError(
                 f"Content-Type {mimetype or '(none)'} is not supported; send application/json",
-                "Content-Type", status=415, code="unsupported_media_type")
-        raw = decode_body(request.get_data(cache=False), request.headers.get("Content-Encoding"),
-                          self.settings.max_body_bytes)
+                "Content-Type",
+                status=415,
+                code="unsupported_media_type",
+            )
+        raw = decode_body(
+            request.get_data(cache=False), request.headers.get("Content-Encoding"), self.settings.max_body_bytes
+        )
         if not jev_route:
             body = parse_json_body(raw)
             facts = _facts()
@@ -264,7 +279,7 @@ class Serving:
         """``work(engine)`` on the context the gate admits the request to, inside its time limit: (its result,
         ms waited)."""
         facts = _facts()
-        self.engine  # noqa: B018 - 503 while loading, before joining the line
+        self.engine
         try:
             with self.holder.lanes.admit() as (engine, waited_ms), engine.time_limit(self.settings.request_timeout_s):
                 if facts is not None:
@@ -292,8 +307,13 @@ def _unmatched_shape(path: str, dialects: Registry):
     return project_error if dialect is None else dialect.error_response
 
 
-def create_app(settings: Settings | None = None, *, load: str = "now",
-               startup_record: StartupRecord | None = None, dialects: Registry = DIALECTS) -> Flask:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    load: str = "now",
+    startup_record: StartupRecord | None = None,
+    dialects: Registry = DIALECTS,
+) -> Flask:
     """Build the app. ``load``: "now" (in this thread), "background" (serve /ping 503 meanwhile).
 
     ``startup_record``: where the worker records its start-up stages for the arbiter (serve.py).
@@ -325,8 +345,9 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
     def request_id():
         # First, so that a refused key or body still answers with the id its log lines carry.
         if dialects.is_api_path(request.path):
-            g.request_facts = metrics.RequestFacts(choose_request_id(request.headers),
-                                                   api=dialects.metric(request.path) or "unknown")
+            g.request_facts = metrics.RequestFacts(
+                choose_request_id(request.headers), api=dialects.metric(request.path) or "unknown"
+            )
 
     @app.after_request
     def audit_trail(response):
@@ -357,10 +378,17 @@ def create_app(settings: Settings | None = None, *, load: str = "now",
         return None
 
     def details(engine: Engine) -> dict:
-        return {"status": "ready", "model": engine.info["file"], "extra_buffer_types": engine.model.runtime.extra_buffers,
-                "startup_probe": engine.startup_probe, "busy": gate.busy, "waiting": gate.waiting,
-                "in_flight": gate.in_flight, "lanes": gate.lanes,
-                **{k: engine.info.get(k) for k in ("order", "order_priors", "order_priors_jev", "calibration")}}
+        return {
+            "status": "ready",
+            "model": engine.info["file"],
+            "extra_buffer_types": engine.model.runtime.extra_buffers,
+            "startup_probe": engine.startup_probe,
+            "busy": gate.busy,
+            "waiting": gate.waiting,
+            "in_flight": gate.in_flight,
+            "lanes": gate.lanes,
+            **{k: engine.info.get(k) for k in ("order", "order_priors", "order_priors_jev", "calibration")},
+        }
 
     @app.get("/ping")
     def ping():

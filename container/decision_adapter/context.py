@@ -19,8 +19,10 @@ server. A context is not thread-safe: one request at a time uses it.
 from __future__ import annotations
 
 import ctypes
+import itertools
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +42,17 @@ PrefixTokens = Callable[[RenderedPrompt, int | None], list[int]]
 class Context:
     """A ``Llama`` context: what it holds (``prefix``), how its prompts are cut into calls, its threads."""
 
-    def __init__(self, llama_cpp: Any, llm: Any, settings: Settings, *, recurrent: bool, flash_attention: str,
-                 threads: tuple[int, int], state_cache: StateCache | None):
+    def __init__(
+        self,
+        llama_cpp: Any,
+        llm: Any,
+        settings: Settings,
+        *,
+        recurrent: bool,
+        flash_attention: str,
+        threads: tuple[int, int],
+        state_cache: StateCache | None,
+    ):
         self.llama_cpp = llama_cpp
         self.llm = llm
         self.settings = settings
@@ -54,8 +65,7 @@ class Context:
             mode = "restore" if recurrent else "trim"
         if mode == "trim" and recurrent:
             raise EngineError(
-                "DECISION_ADAPTER_PREFIX_REUSE=trim cannot work on a hybrid or recurrent model; "
-                "use auto or restore"
+                "DECISION_ADAPTER_PREFIX_REUSE=trim cannot work on a hybrid or recurrent model; use auto or restore"
             )
         self.prefix_mode = mode
         # Whether an evaluation may cut the held cells back to evaluate the last ones again (splits.py): not in a
@@ -78,11 +88,22 @@ class Context:
         """A new context on the same loaded model, with this one's settled flash attention and prefix reuse and
         nothing held."""
         llama_cpp = self.llama_cpp
-        with runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[
-                    "off" if self.flash_attention == "off" else "on"]), runtime.llama_log(llama_cpp):
+        with (
+            runtime.context_params(
+                llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES["off" if self.flash_attention == "off" else "on"]
+            ),
+            runtime.llama_log(llama_cpp),
+        ):
             llm = runtime.another_context(self.llm)
-        other = Context(llama_cpp, llm, self.settings, recurrent=self.recurrent,
-                        flash_attention=self.flash_attention, threads=threads, state_cache=self.state_cache)
+        other = Context(
+            llama_cpp,
+            llm,
+            self.settings,
+            recurrent=self.recurrent,
+            flash_attention=self.flash_attention,
+            threads=threads,
+            state_cache=self.state_cache,
+        )
         other.prefix_mode, other.cuts_back = self.prefix_mode, self.cuts_back
         return other
 
@@ -136,7 +157,8 @@ class Context:
         self.start_afresh()
         raise TimedOut(
             f"the request held the model for more than {self.deadline.seconds:g} s and was stopped "
-            "(DECISION_ADAPTER_REQUEST_TIMEOUT); send a shorter state or fewer questions, or raise the limit")
+            "(DECISION_ADAPTER_REQUEST_TIMEOUT); send a shorter state or fewer questions, or raise the limit"
+        )
 
     # -- evaluating ----------------------------------------------------------------
 
@@ -156,15 +178,18 @@ class Context:
         if not len(tokens):
             return np.empty((0, self.n_vocab), np.float32) if each else None
         least = splits.PLAIN_LEAST if appended else self.least_tokens
-        back = (splits.back_up(llm.n_tokens, len(tokens), least, short=self._short_cells)
-                if self.cuts_back and not appended else 0)
+        back = (
+            splits.back_up(llm.n_tokens, len(tokens), least, short=self._short_cells)
+            if self.cuts_back and not appended
+            else 0
+        )
         start = llm.n_tokens - back
-        run = [*llm.input_ids[start:llm.n_tokens].tolist(), *tokens]
+        run = [*llm.input_ids[start : llm.n_tokens].tolist(), *tokens]
         points = splits.cuts(len(run), min(llm.n_batch, llm.context_params.n_ubatch), least)
         self.take_thread_share()
         with self.within_limit():
             self.set_position(start)
-            for first, end in zip(points, points[1:]):
+            for first, end in itertools.pairwise(points):
                 chunk = run[first:end]
                 if not each:
                     llm.eval(chunk)
@@ -172,7 +197,7 @@ class Context:
                 llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)  # as Llama.eval: nothing past the position survives
                 llm._batch.set_batch(batch=chunk, n_past=llm.n_tokens, logits_all=True)
                 llm._ctx.decode(llm._batch)
-                llm.input_ids[llm.n_tokens:llm.n_tokens + len(chunk)] = chunk
+                llm.input_ids[llm.n_tokens : llm.n_tokens + len(chunk)] = chunk
                 llm.n_tokens += len(chunk)
                 pointer = self.llama_cpp.llama_get_logits(llm.ctx)
                 rows.append(np.ctypeslib.as_array(pointer, shape=(len(chunk), self.n_vocab)).copy())
@@ -190,8 +215,9 @@ class Context:
 
     # -- the prefix held -------------------------------------------------------------
 
-    def enter_prefix(self, first: RenderedPrompt, prefix: tuple[int, ...], tokens: list[int],
-                     prompt_tokens: PrefixTokens) -> bool:
+    def enter_prefix(
+        self, first: RenderedPrompt, prefix: tuple[int, ...], tokens: list[int], prompt_tokens: PrefixTokens
+    ) -> bool:
         """Bring the context to the end of the shared prefix, evaluating only what is not cached.
 
         With ``trim`` the first prompt (``tokens``) is evaluated whole from where it departs from the
@@ -330,8 +356,9 @@ class Context:
         flags = llama_cpp.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY if partial else 0
         size = llama_cpp.llama_state_seq_get_size_ext(ctx, 0, flags)
         state = bytearray(size)  # llama.cpp writes straight into it: no second copy of a state of megabytes
-        written = llama_cpp.llama_state_seq_get_data_ext(ctx, (ctypes.c_uint8 * size).from_buffer(state), size, 0,
-                                                         flags)
+        written = llama_cpp.llama_state_seq_get_data_ext(
+            ctx, (ctypes.c_uint8 * size).from_buffer(state), size, 0, flags
+        )
         if written == 0:
             raise EngineError("llama.cpp could not save the sequence state for prefix reuse")
         del state[written:]

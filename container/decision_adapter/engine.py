@@ -31,8 +31,9 @@ import dataclasses
 import hashlib
 import logging
 import time
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ from decision_contract.calibration import Calibration
 from decision_contract.names import PRIOR
 
 from . import chat as chat_completion
-from . import runtime, slots, split_check
+from . import readouts, runtime, slots, split_check
 from .context import Context
 from .errors import InvalidValue, PromptTooLong
 from .model import Model
@@ -49,7 +50,6 @@ from .prefix_cache import shared_prefix
 from .priors import Priors
 from .prompt import DIGITS
 from .questions import ChatRequest, RenderedPrompt, ScoringItem
-from . import readouts
 from .readouts import READOUTS
 from .scores import Reading, logsumexp
 from .seams import EngineError
@@ -67,18 +67,31 @@ class Engine:
         """Load the model and make its first lane (its context settled: flash attention where it is fit)."""
         model = Model(settings, files, rt)
         state_cache = StateCache(settings.state_cache_mib * 2**20) if settings.state_cache_mib else None
-        context = Context(model.llama_cpp, model.llm, settings, recurrent=model.recurrent,
-                          flash_attention=model.flash_attention, threads=model.loaded_threads,
-                          state_cache=state_cache)
+        context = Context(
+            model.llama_cpp,
+            model.llm,
+            settings,
+            recurrent=model.recurrent,
+            flash_attention=model.flash_attention,
+            threads=model.loaded_threads,
+            state_cache=state_cache,
+        )
         self._compose(model, context, Priors(settings.cloze_prior_cache, report=model.report_prior), 0)
         log.info("flash attention: %s (SM_LLAMA_CPP_FLASH_ATTN=%s)", context.flash_attention, settings.flash_attn)
-        log.info("loaded %s in %.2f s; llama.cpp offloaded %d/%d layers to GPU; prefix reuse: %s",
-                 files.gguf.name, model.load_seconds, model.offloaded_layers, model.offloadable_layers,
-                 context.prefix_mode)
+        log.info(
+            "loaded %s in %.2f s; llama.cpp offloaded %d/%d layers to GPU; prefix reuse: %s",
+            files.gguf.name,
+            model.load_seconds,
+            model.offloaded_layers,
+            model.offloadable_layers,
+            context.prefix_mode,
+        )
         if settings.cross_request_reuse:
-            log.warning("DECISION_ADAPTER_CROSS_REQUEST_REUSE=on: a request reuses what the previous one sent, so "
-                        "its timing tells a caller whether it guessed the previous caller's state; serve one "
-                        "tenant only")
+            log.warning(
+                "DECISION_ADAPTER_CROSS_REQUEST_REUSE=on: a request reuses what the previous one sent, so "
+                "its timing tells a caller whether it guessed the previous caller's state; serve one "
+                "tenant only"
+            )
         if context.flash_attention != "off":
             split_check.settle_flash_attention(context, split_check.flash_attention_blocker(context))
         model.info.update(model.describe(context.prefix_mode, context.flash_attention))
@@ -140,20 +153,28 @@ class Engine:
         readings, timing = self.score_items([ScoringItem(prompt, len(question.options))])
         probabilities = readings[0].scores.probabilities(1.0)
         if not (np.all(np.isfinite(probabilities)) and abs(float(probabilities.sum()) - 1.0) < 1e-6):
-            raise EngineError(f"the start-up decision returned unusable probabilities {probabilities.tolist()}; "
-                              f"llama.cpp: {self.model.runtime.system_info}")
+            raise EngineError(
+                f"the start-up decision returned unusable probabilities {probabilities.tolist()}; "
+                f"llama.cpp: {self.model.runtime.system_info}"
+            )
         if self.settings.order == PRIOR:
             readouts.readout_letters.measure_startup_priors(self, self.model, self.priors)
         self.start_afresh()  # the probe's prompt is not worth keeping as a cached prefix
         if self.context.state_cache is not None:
             self.context.state_cache.clear()
-        self.startup_probe = {"input_tokens": readings[0].input_tokens, "options": len(question.options),
-                              "seconds": round(time.perf_counter() - started, 4),
-                              "prompt_tokens_per_s": round(readings[0].input_tokens / max(
-                                  timing["evaluate_ms"] / 1000.0, 1e-9), 1)}
+        self.startup_probe = {
+            "input_tokens": readings[0].input_tokens,
+            "options": len(question.options),
+            "seconds": round(time.perf_counter() - started, 4),
+            "prompt_tokens_per_s": round(readings[0].input_tokens / max(timing["evaluate_ms"] / 1000.0, 1e-9), 1),
+        }
         self.info["startup_probe"] = self.startup_probe
-        log.info("start-up decision scored: %d tokens, %d options, %.3f s", self.startup_probe["input_tokens"],
-                 self.startup_probe["options"], self.startup_probe["seconds"])
+        log.info(
+            "start-up decision scored: %d tokens, %d options, %.3f s",
+            self.startup_probe["input_tokens"],
+            self.startup_probe["options"],
+            self.startup_probe["seconds"],
+        )
         return self.startup_probe
 
     # -- scoring items (the Evaluator seam) ---------------------------------------------
@@ -172,12 +193,19 @@ class Engine:
         for item in items:
             tokens = self._tokens_that_fit(item.prompt, item.field, loc=item.loc)
             if item.continuations:  # cloze: the longest option follows the prompt; no labels to check
-                self._check_fits(item.prompt, tokens, item.field, loc=item.loc,
-                                 extra=max(len(c) for c in item.continuations), letters=False)
+                self._check_fits(
+                    item.prompt,
+                    tokens,
+                    item.field,
+                    loc=item.loc,
+                    extra=max(len(c) for c in item.continuations),
+                    letters=False,
+                )
             else:
                 coded = item.n_options > len(self.model.slot_tokens)
-                self._check_fits(item.prompt, tokens, item.field, loc=item.loc, extra=1 if coded else 0,
-                                 n_options=item.n_options)
+                self._check_fits(
+                    item.prompt, tokens, item.field, loc=item.loc, extra=1 if coded else 0, n_options=item.n_options
+                )
             token_lists.append(tokens)
         # An item is its prompt and what its readout reads after it: identical ones are read once.
         unique: dict[tuple, int] = {}
@@ -195,15 +223,24 @@ class Engine:
             return dataclasses.replace(reading, question_eval_ms=eval_ms + (time.perf_counter() - started) * 1000.0)
 
         computed, timing = self._evaluate(items[0].prompt, prefix, distinct, visit)
-        readings = [dataclasses.replace(computed[unique[(tuple(tokens), item.continuations)]],
-                                        prompt_sha256=hashlib.sha256(item.prompt.text.encode("utf-8")).hexdigest())
-                    for item, tokens in zip(items, token_lists)]
+        readings = [
+            dataclasses.replace(
+                computed[unique[(tuple(tokens), item.continuations)]],
+                prompt_sha256=hashlib.sha256(item.prompt.text.encode("utf-8")).hexdigest(),
+            )
+            for item, tokens in zip(items, token_lists)
+        ]
         read = len(prefix) + sum(len(t) - len(prefix) + r.appended_tokens for t, r in zip(distinct, computed))
-        return readings, {"tokenize_ms": (t1 - t0) * 1000.0, **timing, "input_tokens": read,
-                          "distinct_prompts": len(distinct)}
+        return readings, {
+            "tokenize_ms": (t1 - t0) * 1000.0,
+            **timing,
+            "input_tokens": read,
+            "distinct_prompts": len(distinct),
+        }
 
-    def _evaluate(self, first: RenderedPrompt, prefix: tuple[int, ...], token_lists: list[list[int]],
-                  visit) -> tuple[list, dict]:
+    def _evaluate(
+        self, first: RenderedPrompt, prefix: tuple[int, ...], token_lists: list[list[int]], visit
+    ) -> tuple[list, dict]:
         """Evaluate the shared prefix once, then each prompt from it; ``visit`` reads each result."""
         context = self.context
         t1 = time.perf_counter()
@@ -215,7 +252,7 @@ class Engine:
             kept, context.first_logits = context.first_logits, None
             if index or not context.holds(tokens):  # trim mode evaluated the first prompt whole
                 context.rewind(prefix, context.prefix.state)
-                context.eval(tokens[len(prefix):])
+                context.eval(tokens[len(prefix) :])
                 logits = context.last_logits()
             else:
                 logits = kept[1] if kept is not None and kept[0] == tuple(tokens) else context.last_logits()
@@ -237,8 +274,11 @@ class Engine:
 
         def rewind() -> None:
             if not checkpoint:  # a recurrent memory cannot be cut back: save the sequence after the prompt once
-                checkpoint.append(context.save_sequence(partial=True)
-                                  if context.recurrent or context.prefix_mode == "restore" else None)
+                checkpoint.append(
+                    context.save_sequence(partial=True)
+                    if context.recurrent or context.prefix_mode == "restore"
+                    else None
+                )
             context.rewind(tokens, checkpoint[0])
 
         def logits_after(appended: list[int]) -> np.ndarray:
@@ -261,9 +301,13 @@ class Engine:
 
         got = READOUTS[item.readout].read(self.model, logits, item, logits_after, log_probs_after)
         if checkpoint and checkpoint[0] is None:  # cut off what was appended (read in calls of its own)
-            context.rewind(tokens, None)          # so that no later prompt starts from its cells
-        return Reading(**vars(got), input_tokens=len(tokens), top_token=int(np.argmax(logits)),
-                       option_tokens=tuple(len(c) for c in item.continuations))
+            context.rewind(tokens, None)  # so that no later prompt starts from its cells
+        return Reading(
+            **vars(got),
+            input_tokens=len(tokens),
+            top_token=int(np.argmax(logits)),
+            option_tokens=tuple(len(c) for c in item.continuations),
+        )
 
     # -- the checks before evaluating -----------------------------------------------------
 
@@ -274,16 +318,26 @@ class Engine:
         self.model.check_length(prompt, field, loc)
         return self.model.prompt_tokens(prompt)
 
-    def _check_fits(self, prompt: RenderedPrompt, tokens: list[int], field: str, *, loc: tuple | None = None,
-                    extra: int = 0, n_options: int = 0, letters: bool = True) -> None:
+    def _check_fits(
+        self,
+        prompt: RenderedPrompt,
+        tokens: list[int],
+        field: str,
+        *,
+        loc: tuple | None = None,
+        extra: int = 0,
+        n_options: int = 0,
+        letters: bool = True,
+    ) -> None:
         model, limit = self.model, self.llm.n_ctx()
         if len(tokens) + extra >= limit:
             raise PromptTooLong(
                 f"the prompt is {len(tokens)} tokens but the context holds {limit}; shorten the state or "
                 "question (prompts are never truncated) or raise SM_LLAMA_CPP_CTX_SIZE",
-                field, loc=loc,
+                field,
+                loc=loc,
             )
-        if letters and tuple(tokens[-len(model.tail):]) != model.tail:
+        if letters and tuple(tokens[-len(model.tail) :]) != model.tail:
             # The request's text merged with the template's tail; check the slots directly, on the prompt's
             # last characters only (an answer letter can only merge with what comes just before it), so a
             # long state is not tokenized again for each of up to 16 letters and 260 codes.
@@ -292,8 +346,9 @@ class Engine:
             try:
                 slots.check_letters(tail, tail_tokens, model.prompt_tokens, model.llm.detokenize)
                 if n_options > len(model.slot_tokens):
-                    slots.check_codes(tail, tail_tokens, -(-n_options // len(DIGITS)), model.prompt_tokens,
-                                      model.llm.detokenize)
+                    slots.check_codes(
+                        tail, tail_tokens, -(-n_options // len(DIGITS)), model.prompt_tokens, model.llm.detokenize
+                    )
             except EngineError as exc:
                 raise InvalidValue(f"this prompt cannot be read with answer letters: {exc}", field, loc=loc) from None
 
@@ -307,7 +362,10 @@ class Engine:
                 raise PromptTooLong(
                     f"the request's prompts come to more than {limit} tokens by this question (the request's "
                     "budget, DECISION_ADAPTER_MAX_REQUEST_TOKENS); send fewer questions or a shorter state, or "
-                    "raise the limit", None, loc=item.loc)
+                    "raise the limit",
+                    None,
+                    loc=item.loc,
+                )
 
     def _prefix_tokens(self, first: RenderedPrompt, token_lists: list[list[int]]) -> tuple[int, ...]:
         if self.context.prefix_mode == "off":
@@ -322,16 +380,22 @@ class Engine:
         closing the iterator stops generation at once and clears the context."""
         self.context.take_thread_share()
         self.start_afresh()  # the decision prefix cache is not chat's
-        tokens = chat_completion.conversation_tokens(request, self.model.template, self.model.tokenize,
-                                                     self.model.tokenizer.control_re, self.llm.n_ctx())
+        tokens = chat_completion.conversation_tokens(
+            request, self.model.template, self.model.tokenize, self.model.tokenizer.control_re, self.llm.n_ctx()
+        )
         return self._generate(request, tokens)
 
     def _generate(self, request: ChatRequest, tokens: list[int]) -> Iterator[chat_completion.Piece]:
         context, llama_cpp = self.context, self.model.llama_cpp
         vocab = self.llm._model.vocab
         pieces = chat_completion.generate(
-            self.llm, request, tokens, is_end=lambda t: llama_cpp.llama_vocab_is_eog(vocab, t),
-            last_logits=context.last_logits, text_of=self.model.token_text)
+            self.llm,
+            request,
+            tokens,
+            is_end=lambda t: llama_cpp.llama_vocab_is_eog(vocab, t),
+            last_logits=context.last_logits,
+            text_of=self.model.token_text,
+        )
         try:
             while True:
                 with context.within_limit():
@@ -345,5 +409,6 @@ class Engine:
 
     def chat(self, request: ChatRequest) -> dict:
         """The whole answer as an OpenAI chat completion."""
-        return chat_completion.chat_response(self.chat_pieces(request), self.model.files.gguf.name,
-                                             request.top_logprobs is not None)
+        return chat_completion.chat_response(
+            self.chat_pieces(request), self.model.files.gguf.name, request.top_logprobs is not None
+        )

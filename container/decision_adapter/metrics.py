@@ -27,8 +27,9 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .answer_record import AnswerRecord
 
@@ -37,8 +38,13 @@ DIMENSIONS = ("endpoint", "api")
 # The names request_kind gives the dialects, as the metric's api dimension spells them: what the workshop's
 # alarms are set on. The line itself takes the name from the API's record (apis/registry.py); a test keeps
 # the two equal.
-API_NAMES = {"decision": "own", "sample": "sample", "systemone": "systemone",
-             "openai_decisions": "openai_decisions", "chat": "chat"}
+API_NAMES = {
+    "decision": "own",
+    "sample": "sample",
+    "systemone": "systemone",
+    "openai_decisions": "openai_decisions",
+    "chat": "chat",
+}
 
 # name -> (unit, the RequestFacts attribute it reads)
 METRICS = {
@@ -103,11 +109,13 @@ def emf_line(facts: RequestFacts, *, endpoint: str, timestamp_ms: int | None = N
     line: dict = {
         "_aws": {
             "Timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
-            "CloudWatchMetrics": [{
-                "Namespace": NAMESPACE,
-                "Dimensions": [list(DIMENSIONS)],
-                "Metrics": [{"Name": name, "Unit": METRICS[name][0]} for name in values],
-            }],
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": NAMESPACE,
+                    "Dimensions": [list(DIMENSIONS)],
+                    "Metrics": [{"Name": name, "Unit": METRICS[name][0]} for name in values],
+                }
+            ],
         },
         "endpoint": endpoint,
         "api": facts.api,

@@ -53,8 +53,9 @@ class Model:
         log.info("llama.cpp system info: %s", self.runtime.system_info)
         log.info("extra buffer types: %s", self.runtime.extra_buffers_reason)
         try:  # before the model loads: a file fit for another build stops the start-up at once
-            self.calibration = calibration_file.load(files.calibration, files.sha256, files.gguf.name, PROMPT_VERSION,
-                                                     settings.calibration)
+            self.calibration = calibration_file.load(
+                files.calibration, files.sha256, files.gguf.name, PROMPT_VERSION, settings.calibration
+            )
         except calibration_file.CalibrationError as exc:
             raise EngineError(str(exc)) from None
         self.gpu_offload = bool(llama_cpp.llama_supports_gpu_offload())
@@ -63,14 +64,19 @@ class Model:
                 f"GPU offload is requested (SM_LLAMA_CPP_N_GPU_LAYERS or SEMIF_N_GPU_LAYERS = "
                 f"{settings.n_gpu_layers}) but llama.cpp loaded no GPU backend ({self.runtime.system_info}); a GPU "
                 "instance must not serve from its CPU: deploy the GPU image (container/Dockerfile.gpu) on a GPU "
-                "instance, or set the layers to 0 for a CPU endpoint")
+                "instance, or set the layers to 0 for a CPU endpoint"
+            )
         started = time.perf_counter()
         try:
-            with runtime.model_params(llama_cpp, use_extra_bufts=self.runtime.extra_buffers), \
-                    runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[settings.flash_attn]), \
-                    runtime.llama_log(llama_cpp) as load_log:
+            with (
+                runtime.model_params(llama_cpp, use_extra_bufts=self.runtime.extra_buffers),
+                runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[settings.flash_attn]),
+                runtime.llama_log(llama_cpp) as load_log,
+            ):
                 self.llm = llama_cpp.Llama(
-                    model_path=str(files.gguf), logits_all=False, verbose=False,
+                    model_path=str(files.gguf),
+                    logits_all=False,
+                    verbose=False,
                     **settings.llama_kwargs(),  # type: ignore[arg-type]  # Llama types each keyword apart
                 )
         except ValueError as exc:  # llama.cpp only says "Failed to load model from file"
@@ -83,8 +89,7 @@ class Model:
         template_source = self.metadata.get("tokenizer.chat_template")
         if not template_source:
             raise EngineError(
-                f"{files.gguf.name} carries no chat template (tokenizer.chat_template); "
-                "use an instruction-tuned GGUF"
+                f"{files.gguf.name} carries no chat template (tokenizer.chat_template); use an instruction-tuned GGUF"
             )
         vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
         self.n_vocab = self.llm.n_vocab()
@@ -94,10 +99,12 @@ class Model:
         self._template = ChatTemplate(template_source, self.tokenizer.bos_text, eos_text)
         self.max_token_chars = longest_token_chars(llama_cpp, vocab, self.n_vocab)
         self.recurrent = bool(llama_cpp.llama_model_is_recurrent(self.llm.model)) or bool(
-            llama_cpp.llama_model_is_hybrid(self.llm.model))
+            llama_cpp.llama_model_is_hybrid(self.llm.model)
+        )
         self._slot_tokens, self.tail = slots.find_slots(self._template, self.prompt_tokens, self.llm.detokenize)
-        self._code_tokens, self.codes_unavailable = slots.find_codes(self._template, self.prompt_tokens,
-                                                                     self.llm.detokenize)
+        self._code_tokens, self.codes_unavailable = slots.find_codes(
+            self._template, self.prompt_tokens, self.llm.detokenize
+        )
         self.n_layer = llama_cpp.llama_model_n_layer(self.llm.model)
         # What llama.cpp itself says it put on the GPU (it logs nothing about it without a GPU backend).
         offloaded: tuple[int, int] = runtime.offloaded_layers("".join(load_log)) or (0, self.n_layer + 1)
@@ -109,7 +116,8 @@ class Model:
             raise EngineError(
                 f"GPU offload is requested ({settings.n_gpu_layers} layers) but llama.cpp offloaded none of "
                 f"{self.offloadable_layers} ({self.runtime.system_info}); a GPU instance must not serve from its "
-                "CPU: check that the instance has a GPU and the image is the GPU one (container/Dockerfile.gpu)")
+                "CPU: check that the instance has a GPU and the image is the GPU one (container/Dockerfile.gpu)"
+            )
         self.info: dict[str, Any] = {}  # model info: filled by the engine once its context is settled
 
     # -- tokens ----------------------------------------------------------------
@@ -142,7 +150,10 @@ class Model:
             raise PromptTooLong(
                 f"the prompt is {len(prompt.text)} characters, more than a {limit}-token context can hold (no "
                 f"token of this model is longer than {self.max_token_chars} characters); shorten the state or "
-                "question (prompts are never truncated)", field, loc=loc)
+                "question (prompts are never truncated)",
+                field,
+                loc=loc,
+            )
 
     # -- the answer labels (the Labels seam) -------------------------------------
 
@@ -165,8 +176,11 @@ class Model:
     def option_labels(self, n: int, loc: tuple = ()) -> tuple[str, ...]:
         """Labels to show for n options; a clear 422 when this model cannot read that many."""
         if n > len(self._slot_tokens) and not self._code_tokens:
-            raise InvalidValue(f"{n} options: this model reads at most {len(self._slot_tokens)} "
-                               f"({self.codes_unavailable})", None, loc=loc)
+            raise InvalidValue(
+                f"{n} options: this model reads at most {len(self._slot_tokens)} ({self.codes_unavailable})",
+                None,
+                loc=loc,
+            )
         if n > self.max_options:
             raise InvalidValue(f"{n} options: at most {self.max_options} can be labelled", None, loc=loc)
         return option_labels(n)
@@ -201,12 +215,15 @@ class Model:
             "order": self.settings.order,
             "readout": self.settings.readout,
             "order_priors": {},
-            "calibration": None if self.calibration is None else {
-                **self.calibration.describe(), "manifest_verified": self.files.calibration_listed},
-            "runtime": {"llama_cpp_python": getattr(self.llama_cpp, "__version__", "unknown"),
-                        "llama_cpp_system": self.runtime.system_info,
-                        "extra_buffer_types": self.runtime.extra_buffers,
-                        "flash_attention": flash_attention},
+            "calibration": None
+            if self.calibration is None
+            else {**self.calibration.describe(), "manifest_verified": self.files.calibration_listed},
+            "runtime": {
+                "llama_cpp_python": getattr(self.llama_cpp, "__version__", "unknown"),
+                "llama_cpp_system": self.runtime.system_info,
+                "extra_buffer_types": self.runtime.extra_buffers,
+                "flash_attention": flash_attention,
+            },
         }
 
     def report_prior(self, field: str, reported: dict[str, list[float]]) -> None:

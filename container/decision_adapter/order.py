@@ -31,7 +31,6 @@ from decision_contract.names import AS_GIVEN, ORDER_MODES, PRIOR, ROTATIONS
 
 from .scores import TINY, Combined, Reading, Scores, normalised
 
-
 # -- the maths ------------------------------------------------------------------------------------------
 
 
@@ -78,8 +77,12 @@ def order_sensitivity(per_rotation: list[np.ndarray], n: int) -> dict:
     whether the top option moves."""
     table = np.asarray(per_rotation, dtype=np.float64)
     tops = {int(np.argmax(row)) for row in table}
-    return {"presentations": len(per_rotation), "of": n, "max_spread": float(np.max(table.max(0) - table.min(0))),
-            "top_changes": len(tops) > 1}
+    return {
+        "presentations": len(per_rotation),
+        "of": n,
+        "max_spread": float(np.max(table.max(0) - table.min(0))),
+        "top_changes": len(tops) > 1,
+    }
 
 
 # -- the presentations and the correction -----------------------------------------------------
@@ -92,8 +95,9 @@ def asked_in(mode: str, n: int, max_rotations: int) -> list[tuple[int, ...]]:
     return presentations(n, max_rotations) if mode == ROTATIONS else [tuple(range(n))]
 
 
-def correct(mode: str, asked: list[tuple[int, ...]], readings: list[Reading], prior_value: np.ndarray | None
-            ) -> tuple[Scores, dict]:
+def correct(
+    mode: str, asked: list[tuple[int, ...]], readings: list[Reading], prior_value: np.ndarray | None
+) -> tuple[Scores, dict]:
     """The order correction: a question's readings (one per presentation, in ``asked``'s order) as one set
     of scores in the request's option order, and what the answer reports of it (``order_sensitivity``,
     ``prior``). as_given leaves the readout's scores as they are; prior and rotations combine the

@@ -54,8 +54,9 @@ class Prefix:
     state: bytearray | None  # restore mode: the recurrent part of the sequence after the prefix (Context.save_sequence)
 
 
-def shared_prefix(first: RenderedPrompt, token_lists: list[list[int]], tokenizer: PromptTokenizer,
-                  prompt_tokens) -> tuple[int, ...]:
+def shared_prefix(
+    first: RenderedPrompt, token_lists: list[list[int]], tokenizer: PromptTokenizer, prompt_tokens
+) -> tuple[int, ...]:
     """The tokens every prompt of the list shares: up to the end of the first prompt's state for a lone
     prompt, and for several as far as they all agree (the fixed text after the state, a common question
     stem), leaving each at least two tokens of its own. ``token_lists[0]`` are ``first``'s tokens."""

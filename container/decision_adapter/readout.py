@@ -23,8 +23,9 @@ Adding a readout is one module that registers it (``register``), imported where 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -73,14 +74,22 @@ class Readout(Protocol):
 
     def presentations(self, mode: str, n: int, max_rotations: int) -> tuple[str, list[tuple[int, ...]]]: ...
 
-    def item(self, labels: Labels, family: PromptFamily, batch: DecisionBatch, question: Question,
-             shown: tuple[int, ...]) -> ScoringItem: ...
+    def item(
+        self, labels: Labels, family: PromptFamily, batch: DecisionBatch, question: Question, shown: tuple[int, ...]
+    ) -> ScoringItem: ...
 
-    def read(self, labels: Labels, logits: np.ndarray, item: ScoringItem, logits_after: LogitsAfter,
-             log_probs_after: LogProbsAfter) -> Scored: ...
+    def read(
+        self,
+        labels: Labels,
+        logits: np.ndarray,
+        item: ScoringItem,
+        logits_after: LogitsAfter,
+        log_probs_after: LogProbsAfter,
+    ) -> Scored: ...
 
-    def measure_priors(self, evaluator: Evaluator, labels: Labels, priors: Priors, questions: list[Planned],
-                       family: PromptFamily) -> tuple[dict, int]: ...
+    def measure_priors(
+        self, evaluator: Evaluator, labels: Labels, priors: Priors, questions: list[Planned], family: PromptFamily
+    ) -> tuple[dict, int]: ...
 
     def finish(self, planned: Planned, readings: list[Reading], priors: dict) -> Finished: ...
 
@@ -93,8 +102,10 @@ def register(readout: Readout) -> Readout:
     """Serve ``readout`` under its name (a later one of the same name replaces it). The contract's readouts
     stand first, in its order (what error messages list and priors are measured in), then the others."""
     READOUTS[readout.name] = readout
-    ordered = sorted(READOUTS.items(), key=lambda pair: (names.READOUTS.index(pair[0])
-                                                         if pair[0] in names.READOUTS else len(names.READOUTS)))
+    ordered = sorted(
+        READOUTS.items(),
+        key=lambda pair: names.READOUTS.index(pair[0]) if pair[0] in names.READOUTS else len(names.READOUTS),
+    )
     READOUTS.clear()
     READOUTS.update(ordered)
     READOUT_METHODS.clear()

@@ -64,19 +64,27 @@ class Cloze:
     def presentations(self, mode: str, n: int, max_rotations: int) -> tuple[str, list[tuple[int, ...]]]:
         return AS_GIVEN, [tuple(range(n))]  # one prompt for every order of the options
 
-    def item(self, labels: Labels, family: PromptFamily, batch: DecisionBatch, question: Question,
-             shown: tuple[int, ...]) -> ScoringItem:
+    def item(
+        self, labels: Labels, family: PromptFamily, batch: DecisionBatch, question: Question, shown: tuple[int, ...]
+    ) -> ScoringItem:
         """The question's cloze prompt and its options' texts as tokens (``shown`` is always as given)."""
         try:
             prompt = labels.template.render_cloze(batch.state, question.question)
         except TemplateError as exc:
             raise InvalidValue(f"the model's chat template refused the prompt: {exc}", None, loc=question.loc) from None
-        continuations = tuple(labels.continuation_tokens(cloze_text(question.options[i]), loc=question.options_loc)
-                              for i in shown)
+        continuations = tuple(
+            labels.continuation_tokens(cloze_text(question.options[i]), loc=question.options_loc) for i in shown
+        )
         return ScoringItem(prompt, len(question.options), question.loc, batch.state_field, self.name, continuations)
 
-    def read(self, labels: Labels, logits: np.ndarray, item: ScoringItem, logits_after: LogitsAfter,
-             log_probs_after: LogProbsAfter) -> Scored:
+    def read(
+        self,
+        labels: Labels,
+        logits: np.ndarray,
+        item: ScoringItem,
+        logits_after: LogitsAfter,
+        log_probs_after: LogProbsAfter,
+    ) -> Scored:
         """The options' summed log-probabilities; the mass is the probability of exactly the options' texts (at
         most 1), the passes the prompt's and one per option of more than one token."""
         log_total, sums, appended = logsumexp(logits), [], 0
@@ -88,8 +96,9 @@ class Cloze:
         mass = min(1.0, float(np.exp(scores).sum()))
         return Scored(SlotLogits(scores), names.CLOZE, mass, 1 + sum(len(c) > 1 for c in item.continuations), appended)
 
-    def measure_priors(self, evaluator: Evaluator, labels: Labels, priors: Priors, questions: list[Planned],
-                       family: PromptFamily) -> tuple[dict, int]:
+    def measure_priors(
+        self, evaluator: Evaluator, labels: Labels, priors: Priors, questions: list[Planned], family: PromptFamily
+    ) -> tuple[dict, int]:
         """The content-free sums of the questions normalised by pmi: {key: sum}, and the tokens read for them."""
         pmi = [planned.question for planned in questions if normalize_of(planned.question) == names.PMI]
         return measure(evaluator, labels, priors, pmi, family) if pmi else ({}, 0)
@@ -106,8 +115,9 @@ class Cloze:
             scores = sums - np.array([priors[key(question, cloze_text(o))] for o in question.options])
         else:
             scores = sums
-        return Finished(SlotLogits(scores), extras={"normalize": normalize,
-                                                    "option_tokens": list(reading.option_tokens)})
+        return Finished(
+            SlotLogits(scores), extras={"normalize": normalize, "option_tokens": list(reading.option_tokens)}
+        )
 
 
 CLOZE = register(Cloze())
@@ -117,8 +127,9 @@ def key(question: Question, text: str) -> ClozeKey:
     return (CLOZE_PROMPT_VERSION, render_json(question.question), text)
 
 
-def measure(evaluator: Evaluator, labels: Labels, priors: Priors, questions: list[Question], family: PromptFamily
-            ) -> tuple[dict[ClozeKey, float], int]:
+def measure(
+    evaluator: Evaluator, labels: Labels, priors: Priors, questions: list[Question], family: PromptFamily
+) -> tuple[dict[ClozeKey, float], int]:
     """The priors of every option of ``questions`` (key -> value), scoring those the cache lacks now; and the
     tokens the model read for them (0 when all came from the cache)."""
     cache = priors.cloze
@@ -137,10 +148,12 @@ def measure(evaluator: Evaluator, labels: Labels, priors: Priors, questions: lis
         return found, 0
     items, keys = [], []
     for question, options in missing.values():
-        blank = Question(question.id, question.question, tuple(options.values()), loc=question.loc,
-                         options_loc=question.options_loc)
-        item = CLOZE.item(labels, family, DecisionBatch("prior", CONTENT_FREE, (blank,)), blank,
-                          tuple(range(len(blank.options))))
+        blank = Question(
+            question.id, question.question, tuple(options.values()), loc=question.loc, options_loc=question.options_loc
+        )
+        item = CLOZE.item(
+            labels, family, DecisionBatch("prior", CONTENT_FREE, (blank,)), blank, tuple(range(len(blank.options)))
+        )
         items.append(item)
         keys.append([key(question, text) for text in options])
     readings, timing = evaluator.score_items(items)

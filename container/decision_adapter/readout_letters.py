@@ -62,28 +62,37 @@ class Letters:
     def presentations(self, mode: str, n: int, max_rotations: int) -> tuple[str, list[tuple[int, ...]]]:
         return mode, order.asked_in(mode, n, max_rotations)
 
-    def item(self, labels: Labels, family: PromptFamily, batch: DecisionBatch, question: Question,
-             shown: tuple[int, ...]) -> ScoringItem:
+    def item(
+        self, labels: Labels, family: PromptFamily, batch: DecisionBatch, question: Question, shown: tuple[int, ...]
+    ) -> ScoringItem:
         """The question's prompt with its options in the order ``shown`` (option indices)."""
         shown_labels = labels.option_labels(len(question.options), loc=question.options_loc)
         texts = (question.options[i].text for i in shown)
         try:
-            prompt = labels.template.render_question(family, batch.state, question.question,
-                                                     dict(zip(shown_labels, texts)))
+            prompt = labels.template.render_question(
+                family, batch.state, question.question, dict(zip(shown_labels, texts))
+            )
         except TemplateError as exc:
             raise InvalidValue(f"the model's chat template refused the prompt: {exc}", None, loc=question.loc) from None
         return ScoringItem(prompt, len(question.options), question.loc, batch.state_field, self.name)
 
-    def read(self, labels: Labels, logits: np.ndarray, item: ScoringItem, logits_after: LogitsAfter,
-             log_probs_after: LogProbsAfter) -> Scored:
+    def read(
+        self,
+        labels: Labels,
+        logits: np.ndarray,
+        item: ScoringItem,
+        logits_after: LogitsAfter,
+        log_probs_after: LogProbsAfter,
+    ) -> Scored:
         """Letter slots for up to 16 options, else two-level codes."""
         n = item.n_options
         if n <= len(labels.slot_tokens) or labels.code_tokens is None:
             return letter_slots(logits, labels.slot_tokens[:n])
         return two_level(logits, labels.code_tokens, n, logits_after)
 
-    def measure_priors(self, evaluator: Evaluator, labels: Labels, priors: Priors, questions: list[Planned],
-                       family: PromptFamily) -> tuple[dict, int]:
+    def measure_priors(
+        self, evaluator: Evaluator, labels: Labels, priors: Priors, questions: list[Planned], family: PromptFamily
+    ) -> tuple[dict, int]:
         """The prior of each option count asked in ``prior`` mode: {n: prior}, and the tokens read for them."""
         found, read = {}, 0
         for planned in questions:
@@ -96,8 +105,9 @@ class Letters:
     def finish(self, planned: Planned, readings: list[Reading], priors: dict) -> Finished:
         prior = priors.get(len(planned.question.options)) if planned.mode == PRIOR else None
         scores, reported = order.correct(planned.mode, list(planned.asked), readings, prior)
-        return Finished(scores, reported["order_sensitivity"],
-                        None if reported["prior"] is None else tuple(reported["prior"]))
+        return Finished(
+            scores, reported["order_sensitivity"], None if reported["prior"] is None else tuple(reported["prior"])
+        )
 
 
 LETTERS = register(Letters())
@@ -121,7 +131,7 @@ def two_level(logits: np.ndarray, code_tokens: CodeTokens, n: int, logits_after:
     members, mass = [], 0.0
     for g in range(n_groups):
         after = logits_after([groups[g]])
-        digit_logits = after[list(digits[:min(width, n - g * width)])].astype(np.float64)
+        digit_logits = after[list(digits[: min(width, n - g * width)])].astype(np.float64)
         members.append(digit_logits)
         mass += float(np.exp(group_logits[g] - log_total + logsumexp(digit_logits) - logsumexp(after)))
     return Scored(CodeLogits(group_logits, tuple(members)), READOUT_TWO_LEVEL, mass, 1 + n_groups, n_groups)
@@ -135,8 +145,9 @@ def prior(evaluator: Evaluator, labels: Labels, priors: Priors, n: int, family: 
     return measured_prior(evaluator, labels, priors, n, family)[0]
 
 
-def measured_prior(evaluator: Evaluator, labels: Labels, priors: Priors, n: int, family: PromptFamily
-                   ) -> tuple[np.ndarray, int]:
+def measured_prior(
+    evaluator: Evaluator, labels: Labels, priors: Priors, n: int, family: PromptFamily
+) -> tuple[np.ndarray, int]:
     """``prior``, and the tokens the model read to score it now (0 when it came from the cache)."""
     key = (family.version, n)
     value = priors.order.get(key)
@@ -153,8 +164,9 @@ def measured_prior(evaluator: Evaluator, labels: Labels, priors: Priors, n: int,
     return value, read
 
 
-def measure_priors(evaluator: Evaluator, labels: Labels, priors: Priors, families: tuple[PromptFamily, ...],
-                   counts=range(2, 17)) -> None:
+def measure_priors(
+    evaluator: Evaluator, labels: Labels, priors: Priors, families: tuple[PromptFamily, ...], counts=range(2, 17)
+) -> None:
     """Score the priors of ``counts`` options for each prompt family now."""
     for family in families:
         for n in counts:

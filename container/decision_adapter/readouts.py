@@ -7,5 +7,13 @@ from __future__ import annotations
 from . import readout_cloze, readout_letters
 from .readout import READOUT_METHODS, READOUTS, Planned, Readout, register, unregister
 
-__all__ = ["READOUTS", "READOUT_METHODS", "Planned", "Readout", "readout_cloze", "readout_letters", "register",
-           "unregister"]
+__all__ = [
+    "READOUTS",
+    "READOUT_METHODS",
+    "Planned",
+    "Readout",
+    "readout_cloze",
+    "readout_letters",
+    "register",
+    "unregister",
+]

@@ -28,7 +28,6 @@ import dataclasses
 import logging
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,11 +46,20 @@ TOLERANCE = 1e-4  # the largest difference in any probability between a decision
 SHARED, FIXED, ONE = "shared", "fixed", "one context"
 
 # Small on purpose (every start-up scores it five times or more): the kernels a decision takes are the same.
-PROBE = DecisionBatch("lanes-probe", PROBE_STATE, (
-    dataclasses.replace(PROBE_QUESTIONS[0], options=PROBE_QUESTIONS[0].options[:4], readout=names.LETTERS),
-    dataclasses.replace(PROBE_QUESTIONS[1], id="probe-cloze", options=PROBE_QUESTIONS[1].options[:3],
-                        readout=names.CLOZE, normalize=names.SUM),
-))
+PROBE = DecisionBatch(
+    "lanes-probe",
+    PROBE_STATE,
+    (
+        dataclasses.replace(PROBE_QUESTIONS[0], options=PROBE_QUESTIONS[0].options[:4], readout=names.LETTERS),
+        dataclasses.replace(
+            PROBE_QUESTIONS[1],
+            id="probe-cloze",
+            options=PROBE_QUESTIONS[1].options[:3],
+            readout=names.CLOZE,
+            normalize=names.SUM,
+        ),
+    ),
+)
 
 
 def lanes_that_fit(parallel: int, context_mib: float, max_kv_mib: int) -> int:
@@ -76,8 +84,7 @@ def differs(a: list[float], b: list[float]) -> float:
     return float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) if len(a) == len(b) else float("inf")
 
 
-def choose_threads(probe, lanes: int, threads: tuple[int, int], tolerance: float = TOLERANCE
-                   ) -> tuple[str, list[str]]:
+def choose_threads(probe, lanes: int, threads: tuple[int, int], tolerance: float = TOLERANCE) -> tuple[str, list[str]]:
     """The start-up check: (the policy whose answers equal a lone request's, what disagreed).
 
     ``probe(lane, threads)`` scores the probe decisions on that context with those threads and returns
@@ -100,8 +107,9 @@ def choose_threads(probe, lanes: int, threads: tuple[int, int], tolerance: float
     fixed = share(threads, lanes)
     alone = probe(0, threads)
     counts = [(f"context 0 with {t[0]} thread(s)", probe(0, t)) for t in thread_counts(threads, lanes)[1:]]
-    together = [(f"context {lane} in company with {fixed[0]} thread(s)", got)
-                for lane, got in enumerate(probe(None, fixed))]
+    together = [
+        (f"context {lane} in company with {fixed[0]} thread(s)", got) for lane, got in enumerate(probe(None, fixed))
+    ]
     if agrees(alone, counts) and agrees(alone, together):
         return SHARED, findings
     alone = probe(0, fixed) if counts else alone
@@ -148,7 +156,7 @@ def _all_at_once(engines: list[Engine], threads: tuple[int, int]) -> list[list[f
         try:
             start.wait(10)
             out[lane] = _probe(engines[lane], threads)
-        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the start-up's own thread
+        except BaseException as exc:
             failures.append(exc)
 
     workers = [threading.Thread(target=run, args=(lane,), name=f"lanes-probe-{lane}") for lane in range(len(engines))]
@@ -165,12 +173,20 @@ def open_lanes(engine: Engine, settings: Settings, gate: Gate, *, check=choose_t
     """Make the contexts the settings ask for and fit, prove them (``choose_threads``), open the gate to them."""
     count = lanes_that_fit(settings.parallel, engine.model.context_mib, settings.max_kv_mib)
     if count < settings.parallel:
-        log.warning("SM_LLAMA_CPP_PARALLEL=%d asks for %d contexts of %.0f MiB each; %d fit in "
-                    "DECISION_ADAPTER_MAX_KV_MIB=%d, so %d request(s) are evaluated at once", settings.parallel,
-                    settings.parallel, engine.model.context_mib, count, settings.max_kv_mib, count)
+        log.warning(
+            "SM_LLAMA_CPP_PARALLEL=%d asks for %d contexts of %.0f MiB each; %d fit in "
+            "DECISION_ADAPTER_MAX_KV_MIB=%d, so %d request(s) are evaluated at once",
+            settings.parallel,
+            settings.parallel,
+            engine.model.context_mib,
+            count,
+            settings.max_kv_mib,
+            count,
+        )
     engines = [engine] + [engine.twin(lane) for lane in range(1, count)]
     policy, findings = SHARED, []
     if count > 1:
+
         def probe(lane, threads):
             return _probe(engines[lane], threads) if lane is not None else _all_at_once(engines, threads)
 
@@ -183,11 +199,22 @@ def open_lanes(engine: Engine, settings: Settings, gate: Gate, *, check=choose_t
         if engine.context.state_cache is not None:
             engine.context.state_cache.clear()
     if policy == ONE:
-        log.error("the model's contexts do not answer alike on this llama.cpp build; serving one request at a "
-                  "time (SM_LLAMA_CPP_PARALLEL=%d not honoured)", settings.parallel)
+        log.error(
+            "the model's contexts do not answer alike on this llama.cpp build; serving one request at a "
+            "time (SM_LLAMA_CPP_PARALLEL=%d not honoured)",
+            settings.parallel,
+        )
         engines = engines[:1]
     lanes = Lanes(engines, gate, policy)
-    engine.info["parallel"] = {"lanes": len(engines), "threads": policy, "context_mib": round(engine.model.context_mib, 1)}
-    log.info("%d request(s) evaluated at once, each on its own context (%.0f MiB of KV each); threads: %s",
-             len(engines), engine.model.context_mib, policy)
+    engine.info["parallel"] = {
+        "lanes": len(engines),
+        "threads": policy,
+        "context_mib": round(engine.model.context_mib, 1),
+    }
+    log.info(
+        "%d request(s) evaluated at once, each on its own context (%.0f MiB of KV each); threads: %s",
+        len(engines),
+        engine.model.context_mib,
+        policy,
+    )
     return lanes

@@ -55,16 +55,29 @@ def check_readout(question: Question, readout: str, normalize: str | None, field
     order mode that moves options for a readout whose prompt lists none. ``field(name)``: the request's path
     of the field that set ``name``."""
     if readout not in READOUTS:
-        raise InvalidValue(f"{field('readout')} {readout!r} is not a readout; use one of {', '.join(READOUTS)}",
-                           field("readout"), status=400, loc=(*question.loc, "readout"))
+        raise InvalidValue(
+            f"{field('readout')} {readout!r} is not a readout; use one of {', '.join(READOUTS)}",
+            field("readout"),
+            status=400,
+            loc=(*question.loc, "readout"),
+        )
     if normalize is not None and normalize not in names.NORMALIZATIONS:
-        raise InvalidValue(f"{field('normalize')} {normalize!r} is not a normalisation; use one of "
-                           f"{', '.join(names.NORMALIZATIONS)} (cloze only)", field("normalize"), status=400,
-                           loc=(*question.loc, "normalize"))
+        raise InvalidValue(
+            f"{field('normalize')} {normalize!r} is not a normalisation; use one of "
+            f"{', '.join(names.NORMALIZATIONS)} (cloze only)",
+            field("normalize"),
+            status=400,
+            loc=(*question.loc, "normalize"),
+        )
     if not READOUTS[readout].moves_options and question.order not in (None, AS_GIVEN):
-        raise InvalidValue(f"{field('order')} {question.order!r} does not apply to the {readout} readout: its "
-                           "prompt lists no options, so their order cannot move the answer; send order as_given or "
-                           "none", field("order"), status=400, loc=(*question.loc, "order"))
+        raise InvalidValue(
+            f"{field('order')} {question.order!r} does not apply to the {readout} readout: its "
+            "prompt lists no options, so their order cannot move the answer; send order as_given or "
+            "none",
+            field("order"),
+            status=400,
+            loc=(*question.loc, "order"),
+        )
 
 
 def plan(scorer: Scorer, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT) -> Plan:
@@ -75,8 +88,9 @@ def plan(scorer: Scorer, batch: DecisionBatch, family: PromptFamily = DECISION_P
         readout = readout_of(scorer, question)
         check_readout(question, readout, question.normalize)
         reader = READOUTS[readout]
-        mode, shown = reader.presentations(question.order or scorer.settings.order, len(question.options),
-                                           max_rotations)
+        mode, shown = reader.presentations(
+            question.order or scorer.settings.order, len(question.options), max_rotations
+        )
         pairs = [(order, reader.item(scorer.model, family, batch, question, order)) for order in shown]
         pairs.sort(key=lambda pair: pair[1].prompt.text)
         planned.append(Planned(question, mode, readout, tuple(order for order, _ in pairs), len(items)))
@@ -90,59 +104,89 @@ def evaluate(scorer: Scorer, planned: Plan) -> tuple[list[Reading], dict[str, di
     for name, reader in READOUTS.items():
         questions = [q for q in planned.questions if q.readout == name]
         if questions:
-            priors[name], read = reader.measure_priors(scorer, scorer.model, scorer.priors, questions,
-                                                       planned.family)
+            priors[name], read = reader.measure_priors(scorer, scorer.model, scorer.priors, questions, planned.family)
             prior_tokens += read
     readings, timing = scorer.score_items(list(planned.items))
-    return readings, priors, {**timing, "input_tokens": timing.get("input_tokens", 0) + prior_tokens,
-                              "prior_tokens": prior_tokens}
+    return (
+        readings,
+        priors,
+        {**timing, "input_tokens": timing.get("input_tokens", 0) + prior_tokens, "prior_tokens": prior_tokens},
+    )
 
 
-def answer(planned: Planned, readings: list[Reading], priors: dict, calibration: Calibration | None,
-           min_answer_mass: float, *, label_tokens: tuple[int, ...], top_token_text: str) -> AnswerRecord:
+def answer(
+    planned: Planned,
+    readings: list[Reading],
+    priors: dict,
+    calibration: Calibration | None,
+    min_answer_mass: float,
+    *,
+    label_tokens: tuple[int, ...],
+    top_token_text: str,
+) -> AnswerRecord:
     """A question's answer from its readings (one per presentation, in ``planned.asked``'s order) and the
     priors its readout measured; ``label_tokens`` and ``top_token_text``: the answer labels' tokens and the
     top token's text, as the model has them."""
     question, n = planned.question, len(planned.question.options)
     finished = READOUTS[planned.readout].finish(planned, readings, priors)
-    temperature, used = in_force(calibration, question.question_type, n, planned.mode, question.temperature,
-                                 planned.readout)
+    temperature, used = in_force(
+        calibration, question.question_type, n, planned.mode, question.temperature, planned.readout
+    )
     probabilities = finished.scores.probabilities(temperature)
-    in_set = set_of(calibration, question.question_type, planned.mode, question.temperature, probabilities,
-                    planned.readout)
+    in_set = set_of(
+        calibration, question.question_type, planned.mode, question.temperature, probabilities, planned.readout
+    )
     as_sent = readings[planned.asked.index(tuple(range(n)))]
     mass = float(np.mean([r.allowed_token_mass for r in readings]))
     logits = finished.scores.option_logits()
     return AnswerRecord(
-        readout=planned.readout, method=as_sent.method,
+        readout=planned.readout,
+        method=as_sent.method,
         probabilities=tuple(float(v) for v in probabilities),
         option_logits=None if logits is None else tuple(logits),
-        order=planned.mode, order_sensitivity=finished.order_sensitivity, prior=finished.prior,
-        calibration=used, temperature=temperature, min_answer_mass=min_answer_mass,
-        abstained=bool(mass < min_answer_mass), prediction_set=None if in_set is None else tuple(in_set),
+        order=planned.mode,
+        order_sensitivity=finished.order_sensitivity,
+        prior=finished.prior,
+        calibration=used,
+        temperature=temperature,
+        min_answer_mass=min_answer_mass,
+        abstained=bool(mass < min_answer_mass),
+        prediction_set=None if in_set is None else tuple(in_set),
         allowed_token_mass=mass,
         forward_passes=sum(r.forward_passes for r in readings),
         input_tokens=sum(r.input_tokens for r in readings),
         read_tokens=sum(r.input_tokens + r.appended_tokens for r in readings),
-        top_token=as_sent.top_token, top_token_text=top_token_text, label_tokens=label_tokens,
+        top_token=as_sent.top_token,
+        top_token_text=top_token_text,
+        label_tokens=label_tokens,
         prompt_sha256=as_sent.prompt_sha256,
         question_eval_ms=sum(r.question_eval_ms for r in readings),
-        extras=finished.extras or {})
+        extras=finished.extras or {},
+    )
 
 
-def decide(scorer: Scorer, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT
-           ) -> tuple[list[AnswerRecord], dict]:
+def decide(
+    scorer: Scorer, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT
+) -> tuple[list[AnswerRecord], dict]:
     """One answer per question (request order), and the engine's timing for all prompts together."""
     planned = plan(scorer, batch, family)
     readings, priors, timing = evaluate(scorer, planned)
     default_mass = scorer.settings.min_answer_mass
     results = []
     for question in planned.questions:
-        own = readings[question.start:question.start + len(question.asked)]
+        own = readings[question.start : question.start + len(question.asked)]
         mass = default_mass if question.question.min_answer_mass is None else question.question.min_answer_mass
         n = len(question.question.options)
         top = own[question.asked.index(tuple(range(n)))].top_token
-        results.append(answer(question, own, priors.get(question.readout, {}), scorer.calibration, mass,
-                              label_tokens=scorer.model.label_tokens(n),
-                              top_token_text=scorer.model.token_text(top)))
+        results.append(
+            answer(
+                question,
+                own,
+                priors.get(question.readout, {}),
+                scorer.calibration,
+                mass,
+                label_tokens=scorer.model.label_tokens(n),
+                top_token_text=scorer.model.token_text(top),
+            )
+        )
     return results, timing

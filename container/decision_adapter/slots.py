@@ -26,8 +26,10 @@ log = logging.getLogger(__name__)
 # Used at start-up to find the slot tokens and the template's fixed tail, and by the start-up proof.
 PROBE_STATE = "probe state"
 PROBE_QUESTIONS = (
-    Question("probe-1", "Which option fits?", tuple(Option(l, f"option {l}") for l in LETTERS)),
-    Question("probe-2", "Pick one, please.", tuple(Option(l, f"choice number {i}") for i, l in enumerate(LETTERS))),
+    Question("probe-1", "Which option fits?", tuple(Option(letter, f"option {letter}") for letter in LETTERS)),
+    Question(
+        "probe-2", "Pick one, please.", tuple(Option(letter, f"choice number {i}") for i, letter in enumerate(LETTERS))
+    ),
 )
 
 TAIL_CHECK_CHARS = 256  # an answer label can only merge with what comes just before it
@@ -42,8 +44,10 @@ def find_slots(template, prompt_tokens, detokenize) -> tuple[tuple[int, ...], tu
         probes.append(prompt_tokens(rendered))
     first = template.render_decision(PROBE_STATE, PROBE_QUESTIONS[0])
     if first.content_span is None:
-        log.warning("the chat template does not copy the user turn verbatim; control-token text in "
-                    "requests cannot be told apart from the template's own")
+        log.warning(
+            "the chat template does not copy the user turn verbatim; control-token text in "
+            "requests cannot be told apart from the template's own"
+        )
     slots = check_letters(first, probes[0], prompt_tokens, detokenize)
     tail_len = common_prefix_len(probes[0][::-1], probes[1][::-1])
     if tail_len == 0:
@@ -51,8 +55,9 @@ def find_slots(template, prompt_tokens, detokenize) -> tuple[tuple[int, ...], tu
     return slots, tuple(probes[0][-tail_len:])
 
 
-def find_codes(template, prompt_tokens, detokenize
-               ) -> tuple[tuple[tuple[int, ...], tuple[int, ...]] | None, str | None]:
+def find_codes(
+    template, prompt_tokens, detokenize
+) -> tuple[tuple[tuple[int, ...], tuple[int, ...]] | None, str | None]:
     """Group-letter and digit tokens for the two-level readout, or (None, why not)."""
     prompt = template.render_decision(PROBE_STATE, PROBE_QUESTIONS[0])
     try:
@@ -75,8 +80,10 @@ def check_codes(prompt: RenderedPrompt, tokens: list[int], n_groups: int, prompt
     groups, digits = [], None
     for letter in GROUP_LETTERS[:n_groups]:
         group = _appended_token(prompt, tokens, letter, prompt_tokens, detokenize)
-        row = tuple(_appended_token(prompt, tokens + [group], digit, prompt_tokens, detokenize, after=letter)
-                    for digit in DIGITS)
+        row = tuple(
+            _appended_token(prompt, tokens + [group], digit, prompt_tokens, detokenize, after=letter)
+            for digit in DIGITS
+        )
         if digits is None:
             digits = row
         elif row != digits:
@@ -96,7 +103,7 @@ def label_tokens(slot_tokens: tuple[int, ...], code_tokens, n_options: int) -> t
     if code_tokens is None:
         return ()
     groups, digits = code_tokens
-    return tuple(groups[:-(-n_options // len(DIGITS))]) + tuple(digits)
+    return tuple(groups[: -(-n_options // len(DIGITS))]) + tuple(digits)
 
 
 def tail_of(prompt: RenderedPrompt, chars: int = TAIL_CHECK_CHARS) -> RenderedPrompt:
@@ -108,14 +115,17 @@ def tail_of(prompt: RenderedPrompt, chars: int = TAIL_CHECK_CHARS) -> RenderedPr
     return RenderedPrompt(prompt.text[cut:], None, span)
 
 
-def _appended_token(prompt: RenderedPrompt, tokens: list[int], piece: str, prompt_tokens, detokenize,
-                    after: str = "") -> int:
+def _appended_token(
+    prompt: RenderedPrompt, tokens: list[int], piece: str, prompt_tokens, detokenize, after: str = ""
+) -> int:
     """The one token ``piece`` adds after ``prompt.text + after`` (whose tokens are ``tokens``): appending
     it must leave those tokens as they are and add exactly one that decodes back to ``piece``."""
     extended = prompt_tokens(RenderedPrompt(prompt.text + after + piece, prompt.state_end, prompt.content_span))
     if extended[:-1] != tokens or len(extended) != len(tokens) + 1:
-        raise EngineError(f"appending {after + piece!r} to the prompt re-tokenizes it or takes more than one "
-                          "token per character; this model's tokenizer cannot use these answer labels")
+        raise EngineError(
+            f"appending {after + piece!r} to the prompt re-tokenizes it or takes more than one "
+            "token per character; this model's tokenizer cannot use these answer labels"
+        )
     token = extended[-1]
     if detokenize([token]).decode("utf-8", errors="replace") != piece:
         raise EngineError(f"the token for {piece!r} does not decode back to {piece!r}")

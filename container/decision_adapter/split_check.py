@@ -25,9 +25,9 @@ import logging
 import numpy as np
 
 from . import runtime, splits
-from .scores import logsumexp
 from .context import Context
 from .model import Model
+from .scores import logsumexp
 from .seams import EngineError
 from .slots import PROBE_QUESTIONS, PROBE_STATE
 
@@ -43,12 +43,16 @@ def flash_attention_blocker(context: Context) -> str | None:
     """Why this context cannot serve flash attention whatever the build's kernels do, if it cannot."""
     step = min(context.llm.n_batch, context.llm.context_params.n_ubatch)
     if not context.cuts_back:
-        return ("a hybrid or recurrent model's memory cannot be cut back (nor does "
-                "DECISION_ADAPTER_PREFIX_REUSE=restore cut it) to evaluate a held prompt's last tokens again, so "
-                "answers would depend on how a prompt was cut into evaluations")
+        return (
+            "a hybrid or recurrent model's memory cannot be cut back (nor does "
+            "DECISION_ADAPTER_PREFIX_REUSE=restore cut it) to evaluate a held prompt's last tokens again, so "
+            "answers would depend on how a prompt was cut into evaluations"
+        )
     if step < 2 * context.least_tokens:
-        return (f"evaluation calls must hold {2 * context.least_tokens} tokens, but SM_LLAMA_CPP_BATCH_SIZE / "
-                f"SM_LLAMA_CPP_UBATCH_SIZE allow {step}")
+        return (
+            f"evaluation calls must hold {2 * context.least_tokens} tokens, but SM_LLAMA_CPP_BATCH_SIZE / "
+            f"SM_LLAMA_CPP_UBATCH_SIZE allow {step}"
+        )
     return None
 
 
@@ -91,27 +95,36 @@ def check_and_settle(context: Context, model: Model, info: dict) -> float:
     info, which reports what was settled. Returns the last difference measured."""
     worst = _measure(context, model)
     if context.flash_attention != "off" and worst > SPLIT_TOLERANCE:
-        settle_flash_attention(context, f"{_finding(worst, model)}, so an answer would depend on what else was "
-                                        "evaluated with it")
+        settle_flash_attention(
+            context, f"{_finding(worst, model)}, so an answer would depend on what else was evaluated with it"
+        )
         info["runtime"]["flash_attention"] = context.flash_attention
         worst = _measure(context, model)
     if worst > SPLIT_TOLERANCE:
-        _settle_prefix_reuse(context, f"{_finding(worst, model)}, so an answer would depend on the other questions "
-                                      "of its request and on what the context held before it")
+        _settle_prefix_reuse(
+            context,
+            f"{_finding(worst, model)}, so an answer would depend on the other questions "
+            "of its request and on what the context held before it",
+        )
         info["prefix_reuse"] = context.prefix_mode
     return worst
 
 
 def _measure(context: Context, model: Model) -> float:
     worst = check_splits(context, model)
-    log.info("the start-up prompt cut into evaluations differs from it whole by %.3g (flash attention %s)",
-             worst, context.flash_attention)
+    log.info(
+        "the start-up prompt cut into evaluations differs from it whole by %.3g (flash attention %s)",
+        worst,
+        context.flash_attention,
+    )
     return worst
 
 
 def _finding(worst: float, model: Model) -> str:
-    return (f"this llama.cpp build gives answers up to {worst:.3g} apart for the same prompt cut into "
-            f"different evaluations ({model.runtime.system_info})")
+    return (
+        f"this llama.cpp build gives answers up to {worst:.3g} apart for the same prompt cut into "
+        f"different evaluations ({model.runtime.system_info})"
+    )
 
 
 def _settle_prefix_reuse(context: Context, why: str) -> None:
@@ -120,8 +133,12 @@ def _settle_prefix_reuse(context: Context, why: str) -> None:
     mode = context.settings.prefix_reuse
     if mode != "auto":
         raise EngineError(f"DECISION_ADAPTER_PREFIX_REUSE={mode}: {why}; set it to auto (or off)")
-    log.warning("DECISION_ADAPTER_PREFIX_REUSE=auto: prefix reuse turned off, as %s: every prompt is evaluated "
-                "whole, from its first token%s", why, "; the state cache with it" if context.state_cache else "")
+    log.warning(
+        "DECISION_ADAPTER_PREFIX_REUSE=auto: prefix reuse turned off, as %s: every prompt is evaluated "
+        "whole, from its first token%s",
+        why,
+        "; the state cache with it" if context.state_cache else "",
+    )
     context.prefix_mode = "off"
     context.state_cache = None
     context.start_afresh()

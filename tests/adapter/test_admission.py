@@ -105,8 +105,7 @@ def test_closing_refuses_the_waiting_line_at_once_and_leaves_the_holder_alone():
     for waiter in waiters:
         waiter.join(5)
     assert len(refusals) == 4 and all(r is not None for r in refusals)
-    assert all(exc.status == 503 and exc.retry_after_s == 2 and "shutting down" in exc.message
-               for exc, _ in refusals)
+    assert all(exc.status == 503 and exc.retry_after_s == 2 and "shutting down" in exc.message for exc, _ in refusals)
     assert max(at for _, at in refusals) - closed_at < 1.0  # at once, not after the 30 s wait
     assert gate.busy and gate.waiting == 0 and gate.closed  # the holder still holds the context
     with pytest.raises(Busy, match="shutting down"):  # and whoever comes later is refused too
@@ -129,6 +128,7 @@ def test_a_closed_idle_gate_admits_nobody():
 
 
 # -- lanes: one request on each of several contexts -------------------------------------------------------
+
 
 def test_each_lane_holds_one_request_and_the_line_waits_for_a_free_one():
     gate = Gate(max_queue=1, timeout_s=5, retry_after_s=2, lanes=2)

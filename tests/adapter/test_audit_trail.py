@@ -16,16 +16,24 @@ import uuid
 import pytest
 
 from decision_adapter import metrics
-from decision_adapter.answer_record import AnswerRecord
 from decision_adapter.apis.common import choose_request_id, usable_id
+from tests.support.answer_records import record
 from tests.support.http_client import call
 
-OPTIONS = [{"id": "refunds", "text": "Refunds"}, {"id": "shipping", "text": "Shipping"},
-           {"id": "billing", "text": "Billing"}]
+OPTIONS = [
+    {"id": "refunds", "text": "Refunds"},
+    {"id": "shipping", "text": "Shipping"},
+    {"id": "billing", "text": "Billing"},
+]
 DECISION = {"id": "a-1", "state": "The parcel never arrived.", "question": "Which team?", "options": OPTIONS}
-SAMPLE = {"decision": {"id": "s-1", "state": "Charged twice.", "question": "Which team?",
-                       "options": [{"id": "billing", "description": "Billing"},
-                                   {"id": "shipping", "description": "Shipping"}]}}
+SAMPLE = {
+    "decision": {
+        "id": "s-1",
+        "state": "Charged twice.",
+        "question": "Which team?",
+        "options": [{"id": "billing", "description": "Billing"}, {"id": "shipping", "description": "Shipping"}],
+    }
+}
 
 
 def app_without_model(monkeypatch):
@@ -71,11 +79,15 @@ def test_request_id_precedence():
     uuid.UUID(choose_request_id({"X-Request-Id": "bad id"}))  # made: a uuid4
 
 
-@pytest.mark.parametrize("headers, expected", [
-    ({"X-Amzn-SageMaker-Inference-Id": "inf-1", "X-Request-Id": "mine-1"}, "inf-1"),
-    ({"X-Request-Id": "mine-2"}, "mine-2"),
-    ({}, None),
-], ids=["inference-id", "caller-id", "made"])
+@pytest.mark.parametrize(
+    "headers, expected",
+    [
+        ({"X-Amzn-SageMaker-Inference-Id": "inf-1", "X-Request-Id": "mine-1"}, "inf-1"),
+        ({"X-Request-Id": "mine-2"}, "mine-2"),
+        ({}, None),
+    ],
+    ids=["inference-id", "caller-id", "made"],
+)
 def test_every_api_answer_carries_the_id_errors_too(monkeypatch, capsys, headers, expected):
     client = app_without_model(monkeypatch).test_client()
     seen = []
@@ -105,20 +117,11 @@ def test_every_api_answer_carries_the_id_errors_too(monkeypatch, capsys, headers
     assert [line["api"] for line in lines] == ["unknown", "systemone", "openai_decisions", "chat"]
 
 
-def record(probabilities, **fields) -> AnswerRecord:
-    """An answer of the scoring core with plain values wherever the test does not set one."""
-    values = dict(readout="letters", method="letter-slots", option_logits=None, order="as_given",
-                  order_sensitivity=None, prior=None, calibration={}, temperature=1.0, min_answer_mass=0.0,
-                  abstained=False, prediction_set=None, allowed_token_mass=0.9, forward_passes=1, input_tokens=20,
-                  read_tokens=20, top_token=1, top_token_text="A", label_tokens=(), prompt_sha256="0" * 64,
-                  question_eval_ms=1.0)
-    return AnswerRecord(probabilities=tuple(probabilities), **{**values, **fields})
-
-
 def test_emf_line_declares_only_what_the_request_produced():
     facts = metrics.RequestFacts("r-1", api="own")
-    facts.read_work(([record([0.5, 0.5]), record([0.2, 0.3, 0.5], abstained=True, order="rotations")],
-                     {"input_tokens": 99}))
+    facts.read_work(
+        ([record([0.5, 0.5]), record([0.2, 0.3, 0.5], abstained=True, order="rotations")], {"input_tokens": 99})
+    )
     facts.queue_wait_ms = 1.5
     facts.finish(200)
     line = metrics.emf_line(facts, endpoint="ep", timestamp_ms=123)
@@ -157,8 +160,10 @@ def test_decisions_leave_a_metric_line_and_an_access_line_with_their_id(adapter)
         status, headers, answer = call(adapter.url + "/invocations", body, headers={"X-Request-Id": ids[api]})
         assert status == 200 and answer["request_id"] == headers["X-Request-Id"] == ids[api]
     # gunicorn writes a request's access line after its answer has gone out: wait for both (at most 10 s)
-    access = {rid: re.compile(r'"POST /invocations HTTP/1\.[01]" 200 \d+ \d+ms ' + re.escape(rid) + r"$", re.MULTILINE)
-              for rid in ids.values()}
+    access = {
+        rid: re.compile(r'"POST /invocations HTTP/1\.[01]" 200 \d+ \d+ms ' + re.escape(rid) + r"$", re.MULTILINE)
+        for rid in ids.values()
+    }
     deadline = time.monotonic() + 10
     while True:
         log = adapter.log_path.read_text(errors="replace")

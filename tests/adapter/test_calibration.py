@@ -13,35 +13,76 @@ import numpy as np
 import pytest
 
 from decision_adapter import calibration
-from decision_contract import calibration as contract
 from decision_adapter.apis import own
 from decision_adapter.apis import systemone as jev
+from decision_adapter.apis.own import parse_decision
 from decision_adapter.model_files import ModelFilesError, locate_model
 from decision_adapter.prompt import PROMPT_VERSION
-from decision_adapter.apis.own import parse_decision
 from decision_adapter.seams import EngineError
+from decision_contract import calibration as contract
 
 OTHER_SHA = "ab" * 32
 STATE = "The invoice for March was charged twice and the customer asks for the money back."
 OPTIONS = ["billing", "shipping", "technical"]
-HELDOUT = {"nll_before": 1.2, "nll_after": 1.0, "ece_before": 0.5, "ece_after": 0.2, "brier_before": 0.7,
-           "brier_after": 0.6}
+HELDOUT = {
+    "nll_before": 1.2,
+    "nll_after": 1.0,
+    "ece_before": 0.5,
+    "ece_after": 0.2,
+    "brier_before": 0.7,
+    "brier_after": 0.6,
+}
 
 
 # A threshold of 0.8 puts every option of probability at least 0.2 in the set.
-SETS = {"threshold": 0.8, "kept": True, "reason": None, "heldout_n": 13, "temperature": 2.0, "fit_coverage": 0.9,
-        "fit_set_size": 2.0}
+SETS = {
+    "threshold": 0.8,
+    "kept": True,
+    "reason": None,
+    "heldout_n": 13,
+    "temperature": 2.0,
+    "fit_coverage": 0.9,
+    "fit_set_size": 2.0,
+}
 
 
-def calibration_file(gguf_sha256: str, *, prompt_version: str = PROMPT_VERSION, order: str = "as_given",
-                     profiles: dict | None = None, readout: str = "letters") -> dict:
-    return {"format": contract.FORMAT, "fit_for": {"gguf_sha256": gguf_sha256, "prompt_version": prompt_version},
-            "order": order, "readout": readout, "alpha": 0.1, "profiles": profiles if profiles is not None else {
-                "choice/3-4": {"temperature": 2.0, "kept": True, "fit_n": 30, "heldout_n": 13, "heldout": HELDOUT,
-                               "conformal": SETS},
-                "choice/2": {"temperature": 0.5, "kept": False, "fit_n": 3, "heldout_n": 0, "heldout": None,
-                             "conformal": {"threshold": None, "kept": False, "reason": "too few", "heldout_n": 0}}},
-            "data": {"tasks": "test", "fit_n": 30, "heldout_n": 13}, "created": "2026-01-01T00:00:00Z"}
+def calibration_file(
+    gguf_sha256: str,
+    *,
+    prompt_version: str = PROMPT_VERSION,
+    order: str = "as_given",
+    profiles: dict | None = None,
+    readout: str = "letters",
+) -> dict:
+    return {
+        "format": contract.FORMAT,
+        "fit_for": {"gguf_sha256": gguf_sha256, "prompt_version": prompt_version},
+        "order": order,
+        "readout": readout,
+        "alpha": 0.1,
+        "profiles": profiles
+        if profiles is not None
+        else {
+            "choice/3-4": {
+                "temperature": 2.0,
+                "kept": True,
+                "fit_n": 30,
+                "heldout_n": 13,
+                "heldout": HELDOUT,
+                "conformal": SETS,
+            },
+            "choice/2": {
+                "temperature": 0.5,
+                "kept": False,
+                "fit_n": 3,
+                "heldout_n": 0,
+                "heldout": None,
+                "conformal": {"threshold": None, "kept": False, "reason": "too few", "heldout_n": 0},
+            },
+        },
+        "data": {"tasks": "test", "fit_n": 30, "heldout_n": 13},
+        "created": "2026-01-01T00:00:00Z",
+    }
 
 
 def softmax(z):
@@ -57,11 +98,15 @@ def test_a_kept_profile_applies_in_its_order_mode_unless_the_request_sets_a_temp
     cal = contract.parse(calibration_file(OTHER_SHA), "calibration.json", "00" * 32)
     assert cal.temperatures == {"choice/3-4": 2.0}  # choice/2 was not kept
     assert calibration.in_force(cal, "choice", 3, "as_given", None) == (
-        2.0, {"profile": "choice/3-4", "temperature": 2.0, "source": "calibration"})
+        2.0,
+        {"profile": "choice/3-4", "temperature": 2.0, "source": "calibration"},
+    )
     assert calibration.in_force(cal, "choice", 3, "as_given", 0.7)[1]["source"] == "request"
     assert calibration.in_force(cal, "choice", 3, "rotations", None)[1]["source"] == "none"  # fit in another mode
     assert calibration.in_force(cal, "choice", 2, "as_given", None) == (
-        1.0, {"profile": None, "temperature": 1.0, "source": "none"})
+        1.0,
+        {"profile": None, "temperature": 1.0, "source": "none"},
+    )
     assert calibration.in_force(None, "score", 5, "as_given", None)[0] == 1.0
 
 
@@ -71,8 +116,12 @@ def _model_folder(tmp_path, listed: bool):
     cal = tmp_path / "calibration.json"
     cal.write_text(json.dumps(calibration_file(hashlib.sha256(gguf.read_bytes()).hexdigest())))
     files = [gguf] + ([cal] if listed else [])
-    manifest = {"files": [{"path": f.name, "size": f.stat().st_size,
-                           "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in files]}
+    manifest = {
+        "files": [
+            {"path": f.name, "size": f.stat().st_size, "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
+            for f in files
+        ]
+    }
     (tmp_path / "model-manifest.json").write_text(json.dumps(manifest))
     return cal
 
@@ -104,8 +153,10 @@ def test_the_engine_refuses_to_start_with_a_file_fit_for_another_gguf(engine, tm
         Engine(engine.settings, dataclasses.replace(engine.model.files, calibration=path))
     assert OTHER_SHA in str(caught.value) and engine.model.files.sha256 in str(caught.value)
     # off: the file is not read at all
-    off = Engine(dataclasses.replace(engine.settings, calibration="off"),
-                 dataclasses.replace(engine.model.files, calibration=path))
+    off = Engine(
+        dataclasses.replace(engine.settings, calibration="off"),
+        dataclasses.replace(engine.model.files, calibration=path),
+    )
     assert off.calibration is None and off.info["calibration"] is None
 
 
@@ -165,8 +216,12 @@ def test_another_question_type_or_order_mode_gets_no_profile(calibrated):
 
 
 def test_jev_confidence_uses_the_calibrated_probabilities(calibrated):
-    body = {"state": STATE, "questions": {"team": {"type": "choice", "instructions": "Which team?",
-                                                   "criteria": {name: None for name in OPTIONS}}}}
+    body = {
+        "state": STATE,
+        "questions": {
+            "team": {"type": "choice", "instructions": "Which team?", "criteria": {name: None for name in OPTIONS}}
+        },
+    }
     request = jev.parse_systemone(body)
     results, _ = jev.score(calibrated, request)
     answer = jev.answer(request.questions[0], {**results[0], "prompt_sha256": results[0]["prompt_sha256"]})
@@ -197,8 +252,12 @@ def test_no_prediction_set_without_a_calibration_file(engine):
 
 
 def test_system_one_names_the_prediction_set_criteria(calibrated):
-    body = {"state": STATE, "questions": {"team": {"type": "choice", "instructions": "Which team?",
-                                                   "criteria": {name: None for name in OPTIONS}}}}
+    body = {
+        "state": STATE,
+        "questions": {
+            "team": {"type": "choice", "instructions": "Which team?", "criteria": {name: None for name in OPTIONS}}
+        },
+    }
     request = jev.parse_systemone(body)
     results, _ = jev.score(calibrated, request)
     answer = jev.answer(request.questions[0], results[0])
@@ -222,10 +281,19 @@ TEAM = {"type": "choice", "name": "team", "instructions": "Which team?", "choice
 DECISIONS_QUESTIONS = [
     {"type": "predicate", "name": "refund", "instructions": "The customer asks for money back."},
     TEAM,
-    {"type": "choice", "name": "pair", "instructions": "Which team?",
-     "choices": [{"value": "billing"}, {"value": True, "description": "Someone else"}]},
-    {"type": "score", "name": "anger", "instructions": "How frustrated is the customer?",
-     "levels": [{"label": "calm"}, {"label": "annoyed"}, {"label": "furious"}]}]
+    {
+        "type": "choice",
+        "name": "pair",
+        "instructions": "Which team?",
+        "choices": [{"value": "billing"}, {"value": True, "description": "Someone else"}],
+    },
+    {
+        "type": "score",
+        "name": "anger",
+        "instructions": "How frustrated is the customer?",
+        "levels": [{"label": "calm"}, {"label": "annoyed"}, {"label": "furious"}],
+    },
+]
 
 
 def openai_decisions(engine, questions):
@@ -246,8 +314,11 @@ def test_the_openai_decisions_api_names_the_set_by_its_values_where_a_kept_thres
 
     profiles = calibration_file(engine.model.files.sha256)["profiles"]
     profiles["noul/2"] = profiles["choice/3-4"]
-    monkeypatch.setattr(engine, "calibration", contract.parse(
-        calibration_file(engine.model.files.sha256, profiles=profiles), "calibration.json", "00" * 32))
+    monkeypatch.setattr(
+        engine,
+        "calibration",
+        contract.parse(calibration_file(engine.model.files.sha256, profiles=profiles), "calibration.json", "00" * 32),
+    )
     body = openai_decisions(engine, DECISIONS_QUESTIONS)
     predicate, team, pair, score = body["answers"]
     assert [a["x_readout"] for a in body["answers"]] == ["letters"] * 4

@@ -15,16 +15,22 @@ from decision_adapter.errors import AdapterError, InvalidValue
 HI = [{"role": "user", "content": "hi"}]
 
 
-@pytest.mark.parametrize("text, stops, kept", [
-    ("Hello wor", ("world",), 3), ("Hello", ("world",), 0), ("ab", ("b", "bc"), 1), ("xyz", (), 0),
-    ("the end.", (".\n",), 1),
-])
+@pytest.mark.parametrize(
+    "text, stops, kept",
+    [
+        ("Hello wor", ("world",), 3),
+        ("Hello", ("world",), 0),
+        ("ab", ("b", "bc"), 1),
+        ("xyz", (), 0),
+        ("the end.", (".\n",), 1),
+    ],
+)
 def test_held_back_is_the_longest_tail_that_starts_a_stop(text, stops, kept):
     assert held_back(text, stops) == kept
 
 
 def test_a_character_cut_between_tokens_waits_for_its_last_bytes():
-    data = "naïve".encode("utf-8")
+    data = "naïve".encode()
     assert decoded(data[:3]) == "na" and decoded(data) == "naïve"
 
 
@@ -37,11 +43,19 @@ def test_logprobs_are_a_distribution_with_the_likeliest_first():
     assert np.exp([token_logprobs(logits, t, 0, str)["logprob"] for t in range(4)]).sum() == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("name, value", [
-    ("tools", [{"type": "function", "function": {"name": "f"}}]), ("tool_choice", "auto"), ("n", 3),
-    ("response_format", {"type": "json_object"}), ("logit_bias", {"5": 1}), ("functions", [{"name": "f"}]),
-    ("audio", {"voice": "x"}), ("modalities", ["text", "audio"]),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("tools", [{"type": "function", "function": {"name": "f"}}]),
+        ("tool_choice", "auto"),
+        ("n", 3),
+        ("response_format", {"type": "json_object"}),
+        ("logit_bias", {"5": 1}),
+        ("functions", [{"name": "f"}]),
+        ("audio", {"voice": "x"}),
+        ("modalities", ["text", "audio"]),
+    ],
+)
 def test_unsupported_parameters_are_400s_naming_them(name, value):
     with pytest.raises(AdapterError) as raised:
         parse_chat({"messages": HI, name: value}, 32, streaming=True)
@@ -57,8 +71,17 @@ def test_values_that_ask_for_nothing_are_accepted(name):
 def test_stream_only_where_the_route_streams_and_logprobs_parsed():
     with pytest.raises(AdapterError, match="stream"):
         parse_chat({"messages": HI, "stream": True}, 32)
-    chat = parse_chat({"messages": HI, "stream": True, "stream_options": {"include_usage": True},
-                       "logprobs": True, "top_logprobs": 3}, 32, streaming=True)
+    chat = parse_chat(
+        {
+            "messages": HI,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "logprobs": True,
+            "top_logprobs": 3,
+        },
+        32,
+        streaming=True,
+    )
     assert chat.stream and chat.include_usage and chat.top_logprobs == 3
     assert parse_chat({"messages": HI, "logprobs": True}, 32).top_logprobs == 0
     assert parse_chat({"messages": HI}, 32).top_logprobs is None
@@ -71,8 +94,7 @@ def test_stream_only_where_the_route_streams_and_logprobs_parsed():
 
 
 def test_chunks_carry_the_role_the_text_the_finish_and_the_usage_last():
-    chat = parse_chat({"messages": HI, "stream": True, "stream_options": {"include_usage": True}}, 32,
-                      streaming=True)
+    chat = parse_chat({"messages": HI, "stream": True, "stream_options": {"include_usage": True}}, 32, streaming=True)
     usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
     pieces = [Piece("He"), Piece("llo"), Piece(finish_reason="length", usage=usage)]
     made = list(chunks(chat, iter(pieces), "m"))
@@ -88,4 +110,4 @@ def test_an_event_is_one_line_whatever_the_model_generated():
     raw = event({"choices": [{"delta": {"content": text}}]})
     line = raw.decode("ascii")
     assert line.endswith("\n\n") and len(line[:-2].splitlines()) == 1
-    assert json.loads(line[len("data: "):])["choices"][0]["delta"]["content"] == text
+    assert json.loads(line[len("data: ") :])["choices"][0]["delta"]["content"] == text

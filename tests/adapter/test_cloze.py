@@ -25,17 +25,26 @@ from scripts.hybrid_gguf import write_hybrid_gguf
 from tests.support import adapter_settings
 
 STATE = "Order 4411: the parcel arrived with a cracked screen. The customer wants a replacement or the money back."
-ROUTE = [{"id": "refunds", "text": "Refunds and returns"}, {"id": "shipping", "text": "Shipping and delivery"},
-         {"id": "sales_team"}]
-QUESTIONS = [{"id": "route", "question": "Which team should handle this?", "options": ROUTE},
-             {"id": "damaged", "question": "Was the item damaged?", "options": ["no", "yes"]},
-             {"id": "tone", "question": "How does the customer sound?",
-              "options": [{"id": "calm", "text": "Calm"}, {"id": "angry", "text": "Very angry indeed"}]}]
+ROUTE = [
+    {"id": "refunds", "text": "Refunds and returns"},
+    {"id": "shipping", "text": "Shipping and delivery"},
+    {"id": "sales_team"},
+]
+QUESTIONS = [
+    {"id": "route", "question": "Which team should handle this?", "options": ROUTE},
+    {"id": "damaged", "question": "Was the item damaged?", "options": ["no", "yes"]},
+    {
+        "id": "tone",
+        "question": "How does the customer sound?",
+        "options": [{"id": "calm", "text": "Calm"}, {"id": "angry", "text": "Very angry indeed"}],
+    },
+]
 
 
 def single(question: dict, **fields) -> object:
-    return parse_decision({"id": "d1", "state": STATE, **{k: v for k, v in question.items() if k != "id"},
-                           "readout": "cloze", **fields})
+    return parse_decision(
+        {"id": "d1", "state": STATE, **{k: v for k, v in question.items() if k != "id"}, "readout": "cloze", **fields}
+    )
 
 
 def decide(engine, body):
@@ -74,9 +83,15 @@ def whole_readers():
 
     def reader(engine):
         if id(engine) not in readers:
-            with runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[engine.context.flash_attention]):
-                readers[id(engine)] = llama_cpp.Llama(model_path=str(engine.model.files.gguf), logits_all=True,
-                                                      verbose=False, **{**engine.settings.llama_kwargs(), "n_ctx": 512})
+            with runtime.context_params(
+                llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES[engine.context.flash_attention]
+            ):
+                readers[id(engine)] = llama_cpp.Llama(
+                    model_path=str(engine.model.files.gguf),
+                    logits_all=True,
+                    verbose=False,
+                    **{**engine.settings.llama_kwargs(), "n_ctx": 512},
+                )
         return readers[id(engine)]
 
     yield reader
@@ -130,12 +145,20 @@ def test_each_score_is_its_continuation_read_from_an_empty_context(any_engine, w
     assert np.allclose(mean["option_logits"], np.array(result["option_logits"]) / result["option_tokens"], atol=1e-9)
 
 
-LONG = {"id": "long", "question": "What should the agent do next?", "options": [
-    {"id": "short", "text": "Wait"},
-    {"id": "medium", "text": "Apologise, then offer a replacement screen shipped by express courier today"},
-    {"id": "long", "text": "Open a damage claim with the carrier, attach the customer's photographs of the cracked "
-                           "screen and the packaging, refund the order in full to the original card, and tell the "
-                           "customer by email that no return of the broken device is needed"}]}
+LONG = {
+    "id": "long",
+    "question": "What should the agent do next?",
+    "options": [
+        {"id": "short", "text": "Wait"},
+        {"id": "medium", "text": "Apologise, then offer a replacement screen shipped by express courier today"},
+        {
+            "id": "long",
+            "text": "Open a damage claim with the carrier, attach the customer's photographs of the cracked "
+            "screen and the packaging, refund the order in full to the original card, and tell the "
+            "customer by email that no return of the broken device is needed",
+        },
+    ],
+}
 
 
 def test_an_option_of_many_tokens_reads_as_the_whole_text_does(any_engine, whole_readers):
@@ -147,12 +170,15 @@ def test_an_option_of_many_tokens_reads_as_the_whole_text_does(any_engine, whole
     prompt = any_engine.model.prompt_tokens(any_engine.model.template.render_cloze(STATE, question.question))
     assert result.extras["option_tokens"][0] == 1 and result.extras["option_tokens"][2] > 32
     for option, score in zip(question.options, result.option_logits):
-        reference = reference_log_prob(whole_readers(any_engine), prompt,
-                                       any_engine.model.continuation_tokens(cloze_text(option)))
+        reference = reference_log_prob(
+            whole_readers(any_engine), prompt, any_engine.model.continuation_tokens(cloze_text(option))
+        )
         assert math.isclose(score, reference, abs_tol=1e-4)
     assert result.forward_passes == 1 + 2  # the prompt, then one evaluation per option of several tokens
     # each option's tokens but its last, and never one token alone: an option of two is evaluated whole
-    assert result.read_tokens == len(prompt) + sum(n - 1 if n > 2 else 2 * (n == 2) for n in result.extras["option_tokens"])
+    assert result.read_tokens == len(prompt) + sum(
+        n - 1 if n > 2 else 2 * (n == 2) for n in result.extras["option_tokens"]
+    )
 
 
 def test_a_batch_answers_as_its_questions_asked_alone(any_engine):
@@ -165,8 +191,9 @@ def test_a_batch_answers_as_its_questions_asked_alone(any_engine):
 
 
 def test_readout_per_question_of_a_batch(engine):
-    batch = parse_decision({"id": "b1", "state": STATE, "questions": [
-        {**QUESTIONS[0], "readout": "cloze"}, QUESTIONS[1]]})
+    batch = parse_decision(
+        {"id": "b1", "state": STATE, "questions": [{**QUESTIONS[0], "readout": "cloze"}, QUESTIONS[1]]}
+    )
     first, second = own.answered(engine, batch)[0]
     assert first["readout_name"] == "cloze" and "readout_name" not in second
     assert second["answer_slots"] == ["A", "B"]
@@ -210,9 +237,17 @@ def test_with_no_prior_cache_every_request_pays_its_priors_and_answers_the_same(
     monkeypatch.setattr(engine.priors, "cloze", PriorCache(0))
     _, first = scoring.decide(engine, single(QUESTIONS[0]))
     answers, again = scoring.decide(engine, single(QUESTIONS[0]))
-    assert first["prior_tokens"] > 0 and again["prior_tokens"] == first["prior_tokens"] and len(engine.priors.cloze) == 0
-    twice = parse_decision({"id": "b1", "state": STATE, "readout": "cloze",
-                            "questions": [QUESTIONS[0], {**QUESTIONS[0], "id": "route_again"}]})
+    assert (
+        first["prior_tokens"] > 0 and again["prior_tokens"] == first["prior_tokens"] and len(engine.priors.cloze) == 0
+    )
+    twice = parse_decision(
+        {
+            "id": "b1",
+            "state": STATE,
+            "readout": "cloze",
+            "questions": [QUESTIONS[0], {**QUESTIONS[0], "id": "route_again"}],
+        }
+    )
     both, paid = scoring.decide(engine, twice)
     assert paid["prior_tokens"] == first["prior_tokens"]
     monkeypatch.setattr(engine.priors, "cloze", PriorCache(8))
@@ -221,12 +256,15 @@ def test_with_no_prior_cache_every_request_pays_its_priors_and_answers_the_same(
     assert all(np.allclose(b.probabilities, cached[0].probabilities, rtol=0, atol=1e-4) for b in both)
 
 
-@pytest.mark.parametrize("fields, field", [
-    ({"order": "rotations"}, "order"),
-    ({"order": "prior"}, "order"),
-    ({"normalize": "softmax"}, "normalize"),
-    ({"readout": "words"}, "readout"),
-])
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({"order": "rotations"}, "order"),
+        ({"order": "prior"}, "order"),
+        ({"normalize": "softmax"}, "normalize"),
+        ({"readout": "words"}, "readout"),
+    ],
+)
 def test_bad_combinations_are_400s_naming_the_field(fields, field):
     with pytest.raises(AdapterError) as caught:
         single(QUESTIONS[0], **fields)
@@ -234,7 +272,12 @@ def test_bad_combinations_are_400s_naming_the_field(fields, field):
 
 
 def test_a_batch_question_at_fault_is_named_by_its_path():
-    body = {"id": "b1", "state": STATE, "readout": "cloze", "questions": [QUESTIONS[1], {**QUESTIONS[0], "order": "prior"}]}
+    body = {
+        "id": "b1",
+        "state": STATE,
+        "readout": "cloze",
+        "questions": [QUESTIONS[1], {**QUESTIONS[0], "order": "prior"}],
+    }
     with pytest.raises(AdapterError) as caught:
         parse_decision(body)
     assert caught.value.status == 400 and caught.value.field == "questions[1].order"
@@ -245,8 +288,9 @@ def test_a_batch_question_at_fault_is_named_by_its_path():
 
 def test_a_cloze_server_refuses_an_order_that_moves_options(engine, monkeypatch):
     monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, readout="cloze"))
-    batch = parse_decision({"id": "d1", "state": STATE, **{k: v for k, v in QUESTIONS[0].items() if k != "id"},
-                            "order": "rotations"})
+    batch = parse_decision(
+        {"id": "d1", "state": STATE, **{k: v for k, v in QUESTIONS[0].items() if k != "id"}, "order": "rotations"}
+    )
     with pytest.raises(AdapterError) as caught:
         own.decide(engine, batch)
     assert caught.value.status == 400 and caught.value.field == "order"
@@ -256,11 +300,23 @@ def test_a_cloze_server_refuses_an_order_that_moves_options(engine, monkeypatch)
 
 # -- every API (in-process: its parser, the core, its answer) ------------------------------------------------
 
-JEV_BODY = {"state": STATE, "x_readout": "cloze", "questions": {
-    "damaged": {"type": "noul", "instructions": "Was the item damaged?"},
-    "team": {"type": "choice", "instructions": "Which team?", "criteria": {"refunds": "Refunds and returns",
-                                                                           "shipping_desk": None}},
-    "tone": {"type": "score", "instructions": "How upset is the customer?", "criteria": ["calm", "upset", "furious"]}}}
+JEV_BODY = {
+    "state": STATE,
+    "x_readout": "cloze",
+    "questions": {
+        "damaged": {"type": "noul", "instructions": "Was the item damaged?"},
+        "team": {
+            "type": "choice",
+            "instructions": "Which team?",
+            "criteria": {"refunds": "Refunds and returns", "shipping_desk": None},
+        },
+        "tone": {
+            "type": "score",
+            "instructions": "How upset is the customer?",
+            "criteria": ["calm", "upset", "furious"],
+        },
+    },
+}
 
 
 def test_system_one_takes_x_readout_and_reports_it(engine):
@@ -279,13 +335,16 @@ def test_system_one_takes_x_readout_and_reports_it(engine):
         assert answer["x_readout"] == "cloze" and answer["x_normalize"] == "pmi" and len(answer["x_option_tokens"]) == n
     assert math.isclose(sum(body["answers"]["tone"]["probabilities"].values()), 1.0, abs_tol=1e-9)
     assert "cloze" in body["x_readout_methods"] and body["x_model"]["readout"] == "letters"
-    letters = jev.respond(*(lambda r: (r, *jev.score(engine, r)))(parse_systemone({**JEV_BODY, "x_readout": None})),
-                          engine.info)
+    letters = jev.respond(
+        *(lambda r: (r, *jev.score(engine, r)))(parse_systemone({**JEV_BODY, "x_readout": None})), engine.info
+    )
     assert letters["answers"]["damaged"]["x_readout"] == "letter-slots"
 
 
-@pytest.mark.parametrize("extra, loc", [({"x_order": "rotations"}, ["body", "x_order"]),
-                                        ({"x_normalize": "softmax"}, ["body", "x_normalize"])])
+@pytest.mark.parametrize(
+    "extra, loc",
+    [({"x_order": "rotations"}, ["body", "x_order"]), ({"x_normalize": "softmax"}, ["body", "x_normalize"])],
+)
 def test_system_one_refuses_bad_combinations_naming_the_field(extra, loc):
     from decision_adapter.apis.systemone_requests import JevValidationError, parse_systemone
 
@@ -298,15 +357,32 @@ def test_the_openai_decisions_api_follows_the_server_default(engine, monkeypatch
     from decision_adapter.apis import decisions
 
     monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, readout="cloze"))
-    request = decisions.parse_decisions({"input": STATE, "questions": [
-        {"type": "predicate", "name": "refund", "instructions": "The customer asks for a refund."},
-        {"type": "choice", "name": "team", "instructions": "Which team?",
-         "choices": [{"value": "billing", "description": "Payments, refunds"}, {"value": "shipping_desk"}]},
-        {"type": "score", "name": "anger", "instructions": "How frustrated?",
-         "levels": [{"label": "calm"}, {"label": "annoyed"}, {"label": "furious"}]}]})
+    request = decisions.parse_decisions(
+        {
+            "input": STATE,
+            "questions": [
+                {"type": "predicate", "name": "refund", "instructions": "The customer asks for a refund."},
+                {
+                    "type": "choice",
+                    "name": "team",
+                    "instructions": "Which team?",
+                    "choices": [{"value": "billing", "description": "Payments, refunds"}, {"value": "shipping_desk"}],
+                },
+                {
+                    "type": "score",
+                    "name": "anger",
+                    "instructions": "How frustrated?",
+                    "levels": [{"label": "calm"}, {"label": "annoyed"}, {"label": "furious"}],
+                },
+            ],
+        }
+    )
     batch = decisions.batch_of(request)
     assert [[cloze_text(o) for o in q.options] for q in batch.questions] == [
-        ["yes", "no"], ["Payments, refunds", "shipping desk"], ["calm", "annoyed", "furious"]]
+        ["yes", "no"],
+        ["Payments, refunds", "shipping desk"],
+        ["calm", "annoyed", "furious"],
+    ]
     results, timing = decisions.score(engine, request)
     assert {r.readout for r in results} == {"cloze"}
     body = decisions.respond(request, results, timing, engine.info)
@@ -318,8 +394,18 @@ def test_the_samples_format_follows_the_server_default(engine, monkeypatch):
     from decision_adapter.apis import sample
 
     monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, readout="cloze"))
-    batch = sample.parse_sample({"decisions": [
-        {"id": "d1", "state": STATE, "question": "Which team?", "options": [{"id": "refunds"}, {"id": "shipping_desk"}]}]})
+    batch = sample.parse_sample(
+        {
+            "decisions": [
+                {
+                    "id": "d1",
+                    "state": STATE,
+                    "question": "Which team?",
+                    "options": [{"id": "refunds"}, {"id": "shipping_desk"}],
+                }
+            ]
+        }
+    )
     results, _ = sample.decide(engine, batch)
     assert results[0].readout == "cloze"
 
@@ -331,8 +417,9 @@ def test_a_calibration_fitted_for_letters_is_not_applied_to_cloze():
     letters = Calibration("c.json", "0" * 64, "decision-prompt/1", "as_given", {"choice/2": 2.0}, ("choice/2",))
     assert in_force(letters, "choice", 2, "as_given", None)[0] == 2.0
     assert in_force(letters, "choice", 2, "as_given", None, "cloze")[1]["source"] == "none"
-    cloze = Calibration("c.json", "0" * 64, "decision-prompt/1", "as_given", {"choice/2": 3.0}, ("choice/2",),
-                        readout="cloze")
+    cloze = Calibration(
+        "c.json", "0" * 64, "decision-prompt/1", "as_given", {"choice/2": 3.0}, ("choice/2",), readout="cloze"
+    )
     assert in_force(cloze, "choice", 2, "as_given", None, "cloze")[0] == 3.0
     assert in_force(cloze, "choice", 2, "as_given", None, "letters")[0] == 1.0
 

@@ -12,15 +12,30 @@ from tests.support.http_client import call as _call
 
 pytestmark = pytest.mark.slow
 
-TICKET = ("I was charged twice for my March invoice and the refund I was promised has not arrived. "
-          "Fix it today or I will dispute the charge with my bank.")
+TICKET = (
+    "I was charged twice for my March invoice and the refund I was promised has not arrived. "
+    "Fix it today or I will dispute the charge with my bank."
+)
 PREDICATE = {"type": "predicate", "name": "refund", "instructions": "The customer asks for money back."}
-CHOICE = {"type": "choice", "name": "team", "instructions": "Which team should handle this ticket?",
-          "choices": [{"value": "billing", "description": "Payments, invoices, refunds"}, {"value": "technical"},
-                      {"value": True, "description": "Someone else"}]}
-SCORE = {"type": "score", "instructions": "How frustrated is the customer?",
-         "levels": [{"label": "calm"}, {"label": "frustrated", "description": "Unhappy, still polite"},
-                    {"label": "very angry"}]}
+CHOICE = {
+    "type": "choice",
+    "name": "team",
+    "instructions": "Which team should handle this ticket?",
+    "choices": [
+        {"value": "billing", "description": "Payments, invoices, refunds"},
+        {"value": "technical"},
+        {"value": True, "description": "Someone else"},
+    ],
+}
+SCORE = {
+    "type": "score",
+    "instructions": "How frustrated is the customer?",
+    "levels": [
+        {"label": "calm"},
+        {"label": "frustrated", "description": "Unhappy, still polite"},
+        {"label": "very angry"},
+    ],
+}
 
 
 def call(url, body=None, **kw):
@@ -91,15 +106,17 @@ def test_each_answer_depends_on_its_own_question_only(server):
         assert a["type"] == b["type"]
         assert all(math.isclose(x, y, abs_tol=1e-6) for x, y in zip(probabilities(a), probabilities(b)))
     alone = decide(server, [CHOICE])
-    assert all(math.isclose(x, y, abs_tol=1e-6) for x, y in zip(probabilities(alone["answers"][0]),
-                                                                 probabilities(together[1])))
+    assert all(
+        math.isclose(x, y, abs_tol=1e-6) for x, y in zip(probabilities(alone["answers"][0]), probabilities(together[1]))
+    )
     assert alone["usage"]["input_tokens_details"]["cached_tokens"] == 0
 
 
 def test_a_message_input_is_the_same_state_as_its_text(server):
     as_text = decide(server, [PREDICATE])
-    as_messages = decide(server, [PREDICATE], input=[
-        {"role": "user", "content": [{"type": "input_text", "text": TICKET}]}])
+    as_messages = decide(
+        server, [PREDICATE], input=[{"role": "user", "content": [{"type": "input_text", "text": TICKET}]}]
+    )
     assert as_messages["answers"] == as_text["answers"] and as_messages["usage"] == as_text["usage"]
 
 
@@ -107,40 +124,80 @@ def test_the_same_question_as_system_one_gets_the_same_probabilities(server):
     """Both dialects render a question the same way over the same readout: a predicate is a noul
     without described outcomes, a choice a choice whose criteria are the descriptions."""
     reply = decide(server, [PREDICATE, dict(CHOICE, choices=CHOICE["choices"][:2])])["answers"]
-    status, _, jev = call(server.url + "/v1/systemone", {"state": TICKET, "questions": {
-        "n": {"type": "noul", "instructions": PREDICATE["instructions"]},
-        "c": {"type": "choice", "instructions": CHOICE["instructions"],
-              "criteria": {"billing": "Payments, invoices, refunds", "technical": None}}}})
+    status, _, jev = call(
+        server.url + "/v1/systemone",
+        {
+            "state": TICKET,
+            "questions": {
+                "n": {"type": "noul", "instructions": PREDICATE["instructions"]},
+                "c": {
+                    "type": "choice",
+                    "instructions": CHOICE["instructions"],
+                    "criteria": {"billing": "Payments, invoices, refunds", "technical": None},
+                },
+            },
+        },
+    )
     assert status == 200, jev
     assert math.isclose(reply[0]["probability"], jev["answers"]["n"]["noul"], abs_tol=1e-6)
-    assert all(math.isclose(x, y, abs_tol=1e-6) for x, y in zip(probabilities(reply[1]),
-                                                                 jev["answers"]["c"]["probabilities"].values()))
+    assert all(
+        math.isclose(x, y, abs_tol=1e-6)
+        for x, y in zip(probabilities(reply[1]), jev["answers"]["c"]["probabilities"].values())
+    )
 
 
-@pytest.mark.parametrize("body, param, code", [
-    ({"input": TICKET}, "questions", "missing_required_parameter"),
-    ({"input": TICKET, "questions": []}, "questions", "invalid_value"),
-    ({"input": TICKET, "questions": [PREDICATE], "temperture": 1}, "temperture", "unknown_parameter"),
-    ({"input": 7, "questions": [PREDICATE]}, "input", "invalid_type"),
-    ({"input": " ", "questions": [PREDICATE]}, "input", "invalid_value"),
-    ({"input": TICKET, "questions": [dict(PREDICATE, type="box")]}, "questions[0].type", "invalid_value"),
-    ({"input": TICKET, "questions": [{"name": "x", "instructions": "?"}]}, "questions[0].type",
-     "missing_required_parameter"),
-    ({"input": TICKET, "questions": [dict(CHOICE, choices=[{"value": "a"}])]}, "questions[0].choices", "invalid_value"),
-    ({"input": TICKET, "questions": [dict(CHOICE, choices=[{"value": "a"}, {"value": "a"}])]},
-     "questions[0].choices", "invalid_value"),
-    ({"input": TICKET, "questions": [PREDICATE, PREDICATE]}, "questions[1].name", "invalid_value"),
-    ({"input": TICKET, "questions": [dict(SCORE, levels=[{"label": str(i)} for i in range(11)])]},
-     "questions[0].levels", "invalid_value"),
-    ({"input": TICKET, "questions": [dict(SCORE, levels=[{"label": "a", "colour": "red"}, {"label": "b"}])]},
-     "questions[0].levels[0].colour", "unknown_parameter"),
-    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "data:,"}]}],
-      "questions": [PREDICATE]}, "input[0].content[0].type", "unsupported_content"),
-    ({"input": [{"role": "tool", "content": "hi"}], "questions": [PREDICATE]}, "input[0].role", "invalid_value"),
-    ({"input": [{"type": "function_call_output", "call_id": "c9", "output": "42"}], "questions": [PREDICATE]},
-     "input[0].call_id", "invalid_value"),
-    ({"input": TICKET, "questions": [PREDICATE] * 401}, "questions", "invalid_value"),
-])
+@pytest.mark.parametrize(
+    "body, param, code",
+    [
+        ({"input": TICKET}, "questions", "missing_required_parameter"),
+        ({"input": TICKET, "questions": []}, "questions", "invalid_value"),
+        ({"input": TICKET, "questions": [PREDICATE], "temperture": 1}, "temperture", "unknown_parameter"),
+        ({"input": 7, "questions": [PREDICATE]}, "input", "invalid_type"),
+        ({"input": " ", "questions": [PREDICATE]}, "input", "invalid_value"),
+        ({"input": TICKET, "questions": [dict(PREDICATE, type="box")]}, "questions[0].type", "invalid_value"),
+        (
+            {"input": TICKET, "questions": [{"name": "x", "instructions": "?"}]},
+            "questions[0].type",
+            "missing_required_parameter",
+        ),
+        (
+            {"input": TICKET, "questions": [dict(CHOICE, choices=[{"value": "a"}])]},
+            "questions[0].choices",
+            "invalid_value",
+        ),
+        (
+            {"input": TICKET, "questions": [dict(CHOICE, choices=[{"value": "a"}, {"value": "a"}])]},
+            "questions[0].choices",
+            "invalid_value",
+        ),
+        ({"input": TICKET, "questions": [PREDICATE, PREDICATE]}, "questions[1].name", "invalid_value"),
+        (
+            {"input": TICKET, "questions": [dict(SCORE, levels=[{"label": str(i)} for i in range(11)])]},
+            "questions[0].levels",
+            "invalid_value",
+        ),
+        (
+            {"input": TICKET, "questions": [dict(SCORE, levels=[{"label": "a", "colour": "red"}, {"label": "b"}])]},
+            "questions[0].levels[0].colour",
+            "unknown_parameter",
+        ),
+        (
+            {
+                "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "data:,"}]}],
+                "questions": [PREDICATE],
+            },
+            "input[0].content[0].type",
+            "unsupported_content",
+        ),
+        ({"input": [{"role": "tool", "content": "hi"}], "questions": [PREDICATE]}, "input[0].role", "invalid_value"),
+        (
+            {"input": [{"type": "function_call_output", "call_id": "c9", "output": "42"}], "questions": [PREDICATE]},
+            "input[0].call_id",
+            "invalid_value",
+        ),
+        ({"input": TICKET, "questions": [PREDICATE] * 401}, "questions", "invalid_value"),
+    ],
+)
 def test_bad_bodies_are_400s_naming_the_field(server, body, param, code):
     status, _, reply = call(server.url + "/v1/decisions", body)
     assert status == 400, reply
@@ -153,9 +210,12 @@ def test_bad_bodies_are_400s_naming_the_field(server, body, param, code):
 def test_other_refusals_in_openais_shape(server):
     # Another model's name is answered by the served model (404 only with strict names: tests/adapter/clients).
     status, _, reply = call(server.url + "/v1/decisions", raw=b"{not json")
-    assert status == 400 and reply["error"]["code"] == "invalid_type" and reply["error"]["type"] == "invalid_request_error"
-    status, _, reply = call(server.url + "/v1/decisions", {"input": TICKET, "questions": [PREDICATE]},
-                            content_type="text/plain")
+    assert (
+        status == 400 and reply["error"]["code"] == "invalid_type" and reply["error"]["type"] == "invalid_request_error"
+    )
+    status, _, reply = call(
+        server.url + "/v1/decisions", {"input": TICKET, "questions": [PREDICATE]}, content_type="text/plain"
+    )
     assert status == 415 and reply["error"]["code"] == "unsupported_media_type"
     status, _, reply = call(server.url + "/v1/decisions", method="GET")
     assert status == 405 and reply["error"]["code"] == "method_not_allowed"

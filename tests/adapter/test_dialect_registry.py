@@ -32,13 +32,27 @@ def _error(exc: AdapterError) -> tuple[dict, int]:
     return {"stand_in_error": exc.message}, exc.status
 
 
-ECHO = Dialect("echo", _parse, lambda engine, text: ((text, engine.info["file"]), {}),
-               lambda text, scored, timing, model: {"echoed": scored[0], "model": scored[1]}, _error)
+ECHO = Dialect(
+    "echo",
+    _parse,
+    lambda engine, text: ((text, engine.info["file"]), {}),
+    lambda text, scored, timing, model: {"echoed": scored[0], "model": scored[1]},
+    _error,
+)
 ECHO_ROUTES = Blueprint("echo", __name__)
 post(ECHO_ROUTES, "/echo/v2/say", ECHO)
-ECHO_API = Api("echo", "echo_api", body=ECHO, sniff=lambda body: "echo" in body, routes=("POST /echo/v2/say",),
-               blueprint=ECHO_ROUTES, scope=Scope("/echo/"), errors=ECHO, shape="echo",
-               openapi=lambda: {"/echo/v2/say": {"post": {"operationId": "echo", "responses": {}}}})
+ECHO_API = Api(
+    "echo",
+    "echo_api",
+    body=ECHO,
+    sniff=lambda body: "echo" in body,
+    routes=("POST /echo/v2/say",),
+    blueprint=ECHO_ROUTES,
+    scope=Scope("/echo/"),
+    errors=ECHO,
+    shape="echo",
+    openapi=lambda: {"/echo/v2/say": {"post": {"operationId": "echo", "responses": {}}}},
+)
 WITH_ECHO = Registry((*DIALECTS.apis, ECHO_API))
 
 
@@ -65,8 +79,11 @@ def test_the_stand_in_is_routed_sniffed_and_metered(client, engine, capsys):
     unmatched = client.get("/echo/v2/nothing")  # a path of its scope that no route matches: its shape
     assert unmatched.status_code == 404 and "POST /echo/v2/say" in unmatched.get_json()["stand_in_error"]
     lines = emf_lines(capsys.readouterr().out)
-    assert [(line["api"], line["status"]) for line in lines] == [("echo_api", 200), ("echo_api", 200),
-                                                                  ("echo_api", 422)]
+    assert [(line["api"], line["status"]) for line in lines] == [
+        ("echo_api", 200),
+        ("echo_api", 200),
+        ("echo_api", 422),
+    ]
 
 
 def test_the_other_apis_keep_their_routes_beside_the_stand_in(client):
@@ -83,20 +100,43 @@ def test_sniffing_asks_the_registry_given():
 
 
 def test_nginx_names_the_stand_ins_route_and_answers_in_its_shape(tmp_path):
-    text = nginx.render_config(load_settings({}), host="127.0.0.1", port=8080, socket_path=tmp_path / "g.sock",
-                               prefix=tmp_path, upstream_timeout_s=120, shutdown_s=27, dialects=WITH_ECHO)
+    text = nginx.render_config(
+        load_settings({}),
+        host="127.0.0.1",
+        port=8080,
+        socket_path=tmp_path / "g.sock",
+        prefix=tmp_path,
+        upstream_timeout_s=120,
+        shutdown_s=27,
+        dialects=WITH_ECHO,
+    )
     assert '"~^([A-Z]{1,20}) /echo/v2/say(?:[? ]|$)" "$1 /echo/v2/say";' in text
     assert "        ~^/echo/ echo;\n" in text
     assert "location = /_adapter/errors/echo/404 {" in text and "POST /echo/v2/say" in text
-    assert "/echo/" not in nginx.render_config(load_settings({}), host="127.0.0.1", port=8080,
-                                               socket_path=tmp_path / "g.sock", prefix=tmp_path,
-                                               upstream_timeout_s=120, shutdown_s=27)
+    assert "/echo/" not in nginx.render_config(
+        load_settings({}),
+        host="127.0.0.1",
+        port=8080,
+        socket_path=tmp_path / "g.sock",
+        prefix=tmp_path,
+        upstream_timeout_s=120,
+        shutdown_s=27,
+    )
 
 
 def test_the_openapi_document_describes_the_stand_ins_path_among_the_others():
     paths = list(openapi.document(WITH_ECHO)["paths"])
-    assert paths == ["/ping", "/status", "/invocations", "/v1/systemone", "/v1/decisions", "/v1/chat/completions",
-                     "/echo/v2/say", "/v1/models", "/openapi.json"]  # POSTs first, each kind from z to a
+    assert paths == [
+        "/ping",
+        "/status",
+        "/invocations",
+        "/v1/systemone",
+        "/v1/decisions",
+        "/v1/chat/completions",
+        "/echo/v2/say",
+        "/v1/models",
+        "/openapi.json",
+    ]  # POSTs first, each kind from z to a
     assert "/echo/v2/say" not in openapi.document()["paths"]
 
 
@@ -106,12 +146,29 @@ def test_a_registry_refuses_a_route_declared_twice():
 
 
 def test_narrower_scopes_answer_first():
-    shapes = {path: DIALECTS.scoped(path) for path in ("/v1/decisions", "/v1/decisions/x", "/v1/decisionsx",
-                                                       "/v1/chat/completions", "/v1/chat", "/v1/", "/v1", "/x")}
+    shapes = {
+        path: DIALECTS.scoped(path)
+        for path in (
+            "/v1/decisions",
+            "/v1/decisions/x",
+            "/v1/decisionsx",
+            "/v1/chat/completions",
+            "/v1/chat",
+            "/v1/",
+            "/v1",
+            "/x",
+        )
+    }
     assert {path: dialect and dialect.name for path, dialect in shapes.items()} == {
-        "/v1/decisions": "decisions", "/v1/decisions/x": "decisions", "/v1/decisionsx": "systemone",
-        "/v1/chat/completions": "chat_completions", "/v1/chat": "systemone", "/v1/": "systemone", "/v1": None,
-        "/x": None}
+        "/v1/decisions": "decisions",
+        "/v1/decisions/x": "decisions",
+        "/v1/decisionsx": "systemone",
+        "/v1/chat/completions": "chat_completions",
+        "/v1/chat": "systemone",
+        "/v1/": "systemone",
+        "/v1": None,
+        "/x": None,
+    }
 
 
 def test_the_metric_names_are_those_the_workshops_alarms_know():

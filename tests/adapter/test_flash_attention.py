@@ -12,19 +12,25 @@ import pytest
 from decision_adapter import split_check, splits
 from decision_adapter.apis import own
 from decision_adapter.apis.own import parse_decision
-from decision_adapter.split_check import SPLIT_TOLERANCE
-from decision_adapter.seams import EngineError
 from decision_adapter.scores import logsumexp
+from decision_adapter.seams import EngineError
+from decision_adapter.split_check import SPLIT_TOLERANCE
 from scripts.hybrid_gguf import write_hybrid_gguf
 from tests.support import adapter_settings
 
 STATE = "Order 4411: the parcel arrived with a cracked screen. The customer wants a replacement."
 QUESTIONS = [
-    {"id": "route", "question": "Which team should handle this?",
-     "options": ["Refunds and returns", "Shipping and delivery", "Sales"]},
+    {
+        "id": "route",
+        "question": "Which team should handle this?",
+        "options": ["Refunds and returns", "Shipping and delivery", "Sales"],
+    },
     {"id": "damaged", "question": "Was it damaged?", "options": ["no", "yes"]},
-    {"id": "tone", "question": "How does the customer sound, judging by the words chosen in the message?",
-     "options": ["Calm", "Upset", "Angry", "Hard to say from one message"]},
+    {
+        "id": "tone",
+        "question": "How does the customer sound, judging by the words chosen in the message?",
+        "options": ["Calm", "Upset", "Angry", "Hard to say from one message"],
+    },
 ]
 
 
@@ -40,8 +46,7 @@ def _engine(folder, **env):
 
 
 def _body(question, state=STATE, **fields):
-    return parse_decision({"id": "f1", "state": state, **{k: v for k, v in question.items() if k != "id"},
-                           **fields})
+    return parse_decision({"id": "f1", "state": state, **{k: v for k, v in question.items() if k != "id"}, **fields})
 
 
 def _probabilities(engine, body):
@@ -74,8 +79,9 @@ def test_a_short_addition_takes_the_last_held_tokens_with_it():
 # ---- flash attention asked for (auto): on where it cannot change an answer -----------------------------------
 
 
-def test_flash_attention_is_off_by_default_and_auto_serves_it_after_proving_a_split_changes_nothing(engine,
-                                                                                                    flash_engine):
+def test_flash_attention_is_off_by_default_and_auto_serves_it_after_proving_a_split_changes_nothing(
+    engine, flash_engine
+):
     assert engine.settings.flash_attn == "off" and engine.context.flash_attention == "off"
     assert engine.llm.context_params.flash_attn_type == 0 and engine.context.least_tokens == splits.PLAIN_LEAST
     assert flash_engine.context.flash_attention == "on" and flash_engine.llm.context_params.flash_attn_type == -1
@@ -103,9 +109,12 @@ def whole_reader(flash_engine):
     from decision_adapter import runtime
 
     with runtime.context_params(llama_cpp, flash_attn_type=runtime.FLASH_ATTN_TYPES["on"]):
-        llm = llama_cpp.Llama(model_path=str(flash_engine.model.files.gguf), logits_all=True, verbose=False,
-                              **{**flash_engine.settings.llama_kwargs(), "n_ctx": 1024, "n_batch": 1024,
-                                 "n_ubatch": 1024})
+        llm = llama_cpp.Llama(
+            model_path=str(flash_engine.model.files.gguf),
+            logits_all=True,
+            verbose=False,
+            **{**flash_engine.settings.llama_kwargs(), "n_ctx": 1024, "n_batch": 1024, "n_ubatch": 1024},
+        )
     yield llm
     llm.close()
 
@@ -115,8 +124,10 @@ def test_every_answer_is_its_prompt_evaluated_whole(flash_engine, whole_reader):
     them), and with a prompt beyond one batch of 512: each question's letters read as from its whole prompt."""
     engine = flash_engine
     long_state = STATE + " The customer adds: " + "the box was wet and the tape was torn open. " * 40
-    bodies = [parse_decision({"id": "b", "state": STATE, "questions": QUESTIONS}),
-              parse_decision({"id": "l", "state": long_state, "questions": QUESTIONS[:2]})]
+    bodies = [
+        parse_decision({"id": "b", "state": STATE, "questions": QUESTIONS}),
+        parse_decision({"id": "l", "state": long_state, "questions": QUESTIONS[:2]}),
+    ]
     bodies += [_body(q) for q in QUESTIONS]
     for body in bodies:
         results, _ = own.answered(engine, body)
@@ -134,8 +145,9 @@ def test_every_answer_is_its_prompt_evaluated_whole(flash_engine, whole_reader):
 
 def test_cloze_answers_do_not_depend_on_the_batch_or_the_order_of_the_options(flash_engine):
     alone = [_probabilities(flash_engine, _body(q, readout="cloze"))[0] for q in QUESTIONS]
-    together = _probabilities(flash_engine, parse_decision({"id": "b", "state": STATE, "questions": QUESTIONS,
-                                                            "readout": "cloze"}))
+    together = _probabilities(
+        flash_engine, parse_decision({"id": "b", "state": STATE, "questions": QUESTIONS, "readout": "cloze"})
+    )
     for a, b in zip(alone, together):
         assert np.allclose(a, b, atol=1e-4, rtol=0)
     turned = dict(QUESTIONS[2], options=QUESTIONS[2]["options"][::-1])
@@ -176,8 +188,12 @@ def test_a_build_whose_split_check_fails_serves_without_flash_attention(model_di
     assert twin.llm.context_params.flash_attn_type == 0
     for served in (fallen, twin):  # answers as the engine without flash attention does
         for question in QUESTIONS:
-            assert np.allclose(_probabilities(served, _body(question))[0],
-                               _probabilities(engine, _body(question))[0], atol=1e-4, rtol=0)
+            assert np.allclose(
+                _probabilities(served, _body(question))[0],
+                _probabilities(engine, _body(question))[0],
+                atol=1e-4,
+                rtol=0,
+            )
     with pytest.raises(EngineError, match="SM_LLAMA_CPP_FLASH_ATTN=on: .*answers up to .* set it to"):
         _engine(model_dir, SM_LLAMA_CPP_FLASH_ATTN="on")
 
@@ -199,8 +215,9 @@ def test_evaluating_every_prompt_whole_answers_as_alone_where_cut_prompts_differ
 
     def gap(engine):
         together = _probabilities(engine, batch)
-        return max(float(np.abs(_probabilities(engine, _body(q))[0] - answer).max())
-                   for q, answer in zip(QUESTIONS, together))
+        return max(
+            float(np.abs(_probabilities(engine, _body(q))[0] - answer).max()) for q, answer in zip(QUESTIONS, together)
+        )
 
     assert gap(whole) == 0.0
     assert gap(cutting) > SPLIT_TOLERANCE  # 0.004 here
@@ -208,8 +225,10 @@ def test_evaluating_every_prompt_whole_answers_as_alone_where_cut_prompts_differ
 
 def test_calls_too_small_for_the_floor_leave_it_off(model_dir):
     assert _engine(model_dir, SM_LLAMA_CPP_UBATCH_SIZE=100).context.flash_attention == "off"
-    with pytest.raises(EngineError, match="calls must hold 128 tokens, but SM_LLAMA_CPP_BATCH_SIZE / "
-                                          "SM_LLAMA_CPP_UBATCH_SIZE allow 100"):
+    with pytest.raises(
+        EngineError,
+        match="calls must hold 128 tokens, but SM_LLAMA_CPP_BATCH_SIZE / SM_LLAMA_CPP_UBATCH_SIZE allow 100",
+    ):
         _engine(model_dir, SM_LLAMA_CPP_UBATCH_SIZE=100, SM_LLAMA_CPP_FLASH_ATTN="on")
 
 

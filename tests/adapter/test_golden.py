@@ -39,19 +39,36 @@ pytestmark = pytest.mark.slow  # about a minute on 2 cores: every order mode rea
 # -- the requests ---------------------------------------------------------------------------------------------
 
 STATE = "Order 4411: the parcel arrived with a cracked screen. The customer wants a replacement or the money back."
-ROUTE = [{"id": "refunds", "text": "Refunds and returns"}, {"id": "shipping", "text": "Shipping and delivery"},
-         {"id": "sales", "text": "Sales"}]
+ROUTE = [
+    {"id": "refunds", "text": "Refunds and returns"},
+    {"id": "shipping", "text": "Shipping and delivery"},
+    {"id": "sales", "text": "Sales"},
+]
 QUEUES = [{"id": f"q{i}", "text": f"Queue {i}: topic {i}"} for i in range(5)]
 SIXTEEN = [{"id": f"s{i}", "text": f"Desk number {i}"} for i in range(16)]
 
 
 def own_batch(**fields) -> dict:
-    return {"id": "b1", "state": STATE, **fields, "questions": [
-        {"id": "route", "question": "Which team should handle this?", "options": ROUTE},
-        {"id": "damaged", "question": "Was the item damaged?", "options": ["no", "yes"], "temperature": 0.5},
-        {"id": "tone", "question": "How does the customer sound?", "question_type": "score",
-         "options": [{"id": "calm", "text": "Calm"}, {"id": "upset", "text": "Upset"}, {"id": "angry", "text": "Angry"}]},
-        {"id": "queue", "question": "Which queue?", "options": QUEUES, "min_answer_mass": 0.9}]}
+    return {
+        "id": "b1",
+        "state": STATE,
+        **fields,
+        "questions": [
+            {"id": "route", "question": "Which team should handle this?", "options": ROUTE},
+            {"id": "damaged", "question": "Was the item damaged?", "options": ["no", "yes"], "temperature": 0.5},
+            {
+                "id": "tone",
+                "question": "How does the customer sound?",
+                "question_type": "score",
+                "options": [
+                    {"id": "calm", "text": "Calm"},
+                    {"id": "upset", "text": "Upset"},
+                    {"id": "angry", "text": "Angry"},
+                ],
+            },
+            {"id": "queue", "question": "Which queue?", "options": QUEUES, "min_answer_mass": 0.9},
+        ],
+    }
 
 
 def own_single(**fields) -> dict:
@@ -59,156 +76,318 @@ def own_single(**fields) -> dict:
 
 
 def sample_body() -> dict:
-    return {"decisions": [
-        {"id": "s1", "state": STATE, "question": "Which team should handle this?",
-         "options": [{"id": o["id"], "description": o["text"]} for o in ROUTE]},
-        {"id": "s2", "state": STATE, "question": "Is a refund asked for?",
-         "options": [{"id": "no", "description": ""}, {"id": "yes", "description": "Yes"}], "temperature": 3.0}]}
+    return {
+        "decisions": [
+            {
+                "id": "s1",
+                "state": STATE,
+                "question": "Which team should handle this?",
+                "options": [{"id": o["id"], "description": o["text"]} for o in ROUTE],
+            },
+            {
+                "id": "s2",
+                "state": STATE,
+                "question": "Is a refund asked for?",
+                "options": [{"id": "no", "description": ""}, {"id": "yes", "description": "Yes"}],
+                "temperature": 3.0,
+            },
+        ]
+    }
 
 
 def many(n: int) -> dict:
-    return {"type": "choice", "instructions": "Which queue?",
-            "criteria": {f"Queue {i}": (f"topic {i}" if i % 2 else None) for i in range(n)}}
+    return {
+        "type": "choice",
+        "instructions": "Which queue?",
+        "criteria": {f"Queue {i}": (f"topic {i}" if i % 2 else None) for i in range(n)},
+    }
 
 
 def systemone_body(big: int = 0, **extra) -> dict:
     questions = {
-        "team": {"type": "choice", "instructions": "Which team should handle this ticket?",
-                 "criteria": {"Billing": "Payments, invoices, refunds", "Technical": None, "Sales": {"area": "pricing"}}},
-        "refund": {"type": "noul", "instructions": "Is the customer asking for money back?",
-                   "criteria": {"true": "A refund", "false": None}},
-        "anger": {"type": "score", "instructions": "How frustrated is the customer?",
-                  "criteria": ["Calm", "Frustrated", {"level": "very angry"}, "Furious"]}}
+        "team": {
+            "type": "choice",
+            "instructions": "Which team should handle this ticket?",
+            "criteria": {"Billing": "Payments, invoices, refunds", "Technical": None, "Sales": {"area": "pricing"}},
+        },
+        "refund": {
+            "type": "noul",
+            "instructions": "Is the customer asking for money back?",
+            "criteria": {"true": "A refund", "false": None},
+        },
+        "anger": {
+            "type": "score",
+            "instructions": "How frustrated is the customer?",
+            "criteria": ["Calm", "Frustrated", {"level": "very angry"}, "Furious"],
+        },
+    }
     if big:
         questions["queue"] = many(big)
     return {"model": "jev-latest", "state": STATE, "questions": questions, **extra}
 
 
 def decisions_body() -> dict:
-    return {"model": "jev-latest", "input": [{"role": "user", "content": [
-        {"type": "input_text", "text": "I was charged twice for March."}, {"type": "input_text", "text": STATE}]}],
+    return {
+        "model": "jev-latest",
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "I was charged twice for March."},
+                    {"type": "input_text", "text": STATE},
+                ],
+            }
+        ],
         "questions": [
             {"type": "predicate", "name": "refund", "instructions": "The customer asks for money back."},
-            {"type": "choice", "name": "team", "instructions": "Which team should handle this ticket?",
-             "choices": [{"value": "billing", "description": "Payments, refunds"}, {"value": "technical"},
-                         {"value": True, "description": "Someone else"}]},
-            {"type": "score", "instructions": "How frustrated is the customer?",
-             "levels": [{"label": "calm"}, {"label": "annoyed", "description": "Unhappy, still polite"},
-                        {"label": "furious"}]}]}
+            {
+                "type": "choice",
+                "name": "team",
+                "instructions": "Which team should handle this ticket?",
+                "choices": [
+                    {"value": "billing", "description": "Payments, refunds"},
+                    {"value": "technical"},
+                    {"value": True, "description": "Someone else"},
+                ],
+            },
+            {
+                "type": "score",
+                "instructions": "How frustrated is the customer?",
+                "levels": [
+                    {"label": "calm"},
+                    {"label": "annoyed", "description": "Unhappy, still polite"},
+                    {"label": "furious"},
+                ],
+            },
+        ],
+    }
 
 
 def calibration(order: str, gguf_sha256: str) -> contract.Calibration:
-    heldout = {"nll_before": 1.2, "nll_after": 1.0, "ece_before": 0.5, "ece_after": 0.2, "brier_before": 0.7,
-               "brier_after": 0.6}
+    heldout = {
+        "nll_before": 1.2,
+        "nll_after": 1.0,
+        "ece_before": 0.5,
+        "ece_after": 0.2,
+        "brier_before": 0.7,
+        "brier_after": 0.6,
+    }
 
     def kept(t):
         return {"temperature": t, "kept": True, "fit_n": 30, "heldout_n": 13, "heldout": heldout}
 
-    raw = {"format": contract.FORMAT_V1, "fit_for": {"gguf_sha256": gguf_sha256, "prompt_version": "decision-prompt/1"},
-           "order": order, "profiles": {
-               "choice/3-4": kept(2.0), "choice/2": kept(1.3), "choice/5-8": kept(0.9), "choice/17+": kept(1.8),
-               "noul/2": kept(0.6), "score/3-4": kept(1.4),
-               "score/2": {"temperature": 0.5, "kept": False, "fit_n": 3, "heldout_n": 0, "heldout": None}},
-           "data": {"tasks": "golden", "fit_n": 30, "heldout_n": 13}, "created": "2026-01-01T00:00:00Z"}
+    raw = {
+        "format": contract.FORMAT_V1,
+        "fit_for": {"gguf_sha256": gguf_sha256, "prompt_version": "decision-prompt/1"},
+        "order": order,
+        "profiles": {
+            "choice/3-4": kept(2.0),
+            "choice/2": kept(1.3),
+            "choice/5-8": kept(0.9),
+            "choice/17+": kept(1.8),
+            "noul/2": kept(0.6),
+            "score/3-4": kept(1.4),
+            "score/2": {"temperature": 0.5, "kept": False, "fit_n": 3, "heldout_n": 0, "heldout": None},
+        },
+        "data": {"tasks": "golden", "fit_n": 30, "heldout_n": 13},
+        "created": "2026-01-01T00:00:00Z",
+    }
     return contract.parse(raw, "calibration.json", "00" * 32)
 
 
 # (group, settings changes, the calibration's order mode or None, [(label, path, body)])
 POST = "/invocations"
 EMBEDDED_GROUPS = [
-    ("as_given", {}, None, [
-        ("own single", POST, own_single()),
-        ("own single hot", POST, own_single(temperature=2.5)),
-        ("own sixteen", POST, own_single(options=SIXTEEN, temperature=0.8)),
-        ("own batch", POST, own_batch()),
-        ("own batch mixed orders", POST, {"id": "b2", "state": STATE, "order": "prior", "questions": [
-            {"id": "a", "question": "Which team should handle this?", "options": ROUTE, "order": "rotations",
-             "temperature": 1.7},
-            {"id": "b", "question": "Which team should handle this?", "options": ROUTE, "order": "as_given"},
-            {"id": "c", "question": "Was the item damaged?", "options": ["no", "yes"]}]}),
-        ("sample one", POST, {"decision": sample_body()["decisions"][0]}),
-        ("sample shared", POST, sample_body()),
-        ("systemone", "/v1/systemone", systemone_body(big=19)),
-        ("systemone on invocations", POST, systemone_body()),
-        ("decisions", "/v1/decisions", decisions_body()),
-        ("decisions on invocations", POST, decisions_body()),
-        ("chat", POST, {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 6}),
-        ("own too many options", POST, own_single(options=SIXTEEN + ["x"])),
-        ("own unknown field", POST, own_single(colour="red")),
-        ("systemone invalid", "/v1/systemone", {"state": STATE, "questions": {"a": {"type": "choice"}}}),
-        ("decisions invalid", "/v1/decisions", {"input": STATE, "questions": [{"type": "choice", "instructions": "?"}]}),
-        ("sample invalid", POST, {"decision": {"id": "x"}}),
-    ]),
-    ("prior", {}, None, [
-        ("own single", POST, own_single(order="prior")),
-        ("own single hot", POST, own_single(order="prior", temperature=0.5)),
-        ("own batch", POST, own_batch(order="prior")),
-        ("systemone", "/v1/systemone", systemone_body(x_order="prior")),
-    ]),
-    ("rotations", {}, None, [
-        ("own single", POST, own_single(order="rotations")),
-        ("own batch", POST, own_batch(order="rotations")),
-    ]),
-    ("server prior", {"order": "prior", "min_answer_mass": 0.2}, None, [
-        ("own single", POST, own_single()),
-        ("sample shared", POST, sample_body()),
-        ("decisions", "/v1/decisions", decisions_body()),
-    ]),
-    ("server rotations", {"order": "rotations", "max_rotations": 2}, None, [
-        ("own five", POST, own_single(options=QUEUES, temperature=0.6)),
-        ("decisions", "/v1/decisions", decisions_body()),
-        ("systemone", "/v1/systemone", systemone_body()),
-    ]),
-    ("abstention", {"min_answer_mass": 0.99}, None, [
-        ("own single", POST, own_single()),
-        ("decisions", "/v1/decisions", decisions_body()),
-        ("systemone", "/v1/systemone", systemone_body()),
-    ]),
-    ("calibrated as_given", {}, "as_given", [
-        ("own batch", POST, own_batch()),
-        ("own single request temperature", POST, own_single(temperature=0.7)),
-        ("sample shared", POST, sample_body()),
-        ("systemone", "/v1/systemone", systemone_body(big=23)),
-        ("decisions", "/v1/decisions", decisions_body()),
-        ("own rotations not fitted", POST, own_single(order="rotations")),
-    ]),
-    ("calibrated rotations", {"order": "rotations", "max_rotations": 2}, "rotations", [
-        ("own batch", POST, own_batch()),
-        ("systemone", "/v1/systemone", systemone_body()),
-    ]),
-    ("calibrated prior", {"order": "prior"}, "prior", [
-        ("own batch", POST, own_batch()),
-        ("systemone", "/v1/systemone", systemone_body(big=17)),
-    ]),
+    (
+        "as_given",
+        {},
+        None,
+        [
+            ("own single", POST, own_single()),
+            ("own single hot", POST, own_single(temperature=2.5)),
+            ("own sixteen", POST, own_single(options=SIXTEEN, temperature=0.8)),
+            ("own batch", POST, own_batch()),
+            (
+                "own batch mixed orders",
+                POST,
+                {
+                    "id": "b2",
+                    "state": STATE,
+                    "order": "prior",
+                    "questions": [
+                        {
+                            "id": "a",
+                            "question": "Which team should handle this?",
+                            "options": ROUTE,
+                            "order": "rotations",
+                            "temperature": 1.7,
+                        },
+                        {
+                            "id": "b",
+                            "question": "Which team should handle this?",
+                            "options": ROUTE,
+                            "order": "as_given",
+                        },
+                        {"id": "c", "question": "Was the item damaged?", "options": ["no", "yes"]},
+                    ],
+                },
+            ),
+            ("sample one", POST, {"decision": sample_body()["decisions"][0]}),
+            ("sample shared", POST, sample_body()),
+            ("systemone", "/v1/systemone", systemone_body(big=19)),
+            ("systemone on invocations", POST, systemone_body()),
+            ("decisions", "/v1/decisions", decisions_body()),
+            ("decisions on invocations", POST, decisions_body()),
+            ("chat", POST, {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 6}),
+            ("own too many options", POST, own_single(options=SIXTEEN + ["x"])),
+            ("own unknown field", POST, own_single(colour="red")),
+            ("systemone invalid", "/v1/systemone", {"state": STATE, "questions": {"a": {"type": "choice"}}}),
+            (
+                "decisions invalid",
+                "/v1/decisions",
+                {"input": STATE, "questions": [{"type": "choice", "instructions": "?"}]},
+            ),
+            ("sample invalid", POST, {"decision": {"id": "x"}}),
+        ],
+    ),
+    (
+        "prior",
+        {},
+        None,
+        [
+            ("own single", POST, own_single(order="prior")),
+            ("own single hot", POST, own_single(order="prior", temperature=0.5)),
+            ("own batch", POST, own_batch(order="prior")),
+            ("systemone", "/v1/systemone", systemone_body(x_order="prior")),
+        ],
+    ),
+    (
+        "rotations",
+        {},
+        None,
+        [
+            ("own single", POST, own_single(order="rotations")),
+            ("own batch", POST, own_batch(order="rotations")),
+        ],
+    ),
+    (
+        "server prior",
+        {"order": "prior", "min_answer_mass": 0.2},
+        None,
+        [
+            ("own single", POST, own_single()),
+            ("sample shared", POST, sample_body()),
+            ("decisions", "/v1/decisions", decisions_body()),
+        ],
+    ),
+    (
+        "server rotations",
+        {"order": "rotations", "max_rotations": 2},
+        None,
+        [
+            ("own five", POST, own_single(options=QUEUES, temperature=0.6)),
+            ("decisions", "/v1/decisions", decisions_body()),
+            ("systemone", "/v1/systemone", systemone_body()),
+        ],
+    ),
+    (
+        "abstention",
+        {"min_answer_mass": 0.99},
+        None,
+        [
+            ("own single", POST, own_single()),
+            ("decisions", "/v1/decisions", decisions_body()),
+            ("systemone", "/v1/systemone", systemone_body()),
+        ],
+    ),
+    (
+        "calibrated as_given",
+        {},
+        "as_given",
+        [
+            ("own batch", POST, own_batch()),
+            ("own single request temperature", POST, own_single(temperature=0.7)),
+            ("sample shared", POST, sample_body()),
+            ("systemone", "/v1/systemone", systemone_body(big=23)),
+            ("decisions", "/v1/decisions", decisions_body()),
+            ("own rotations not fitted", POST, own_single(order="rotations")),
+        ],
+    ),
+    (
+        "calibrated rotations",
+        {"order": "rotations", "max_rotations": 2},
+        "rotations",
+        [
+            ("own batch", POST, own_batch()),
+            ("systemone", "/v1/systemone", systemone_body()),
+        ],
+    ),
+    (
+        "calibrated prior",
+        {"order": "prior"},
+        "prior",
+        [
+            ("own batch", POST, own_batch()),
+            ("systemone", "/v1/systemone", systemone_body(big=17)),
+        ],
+    ),
 ]
 RESTORE_GROUPS = [
-    ("restore", {}, None, [
-        ("own batch", POST, own_batch()),
-        ("own single rotations", POST, own_single(order="rotations", temperature=1.5)),
-        ("systemone", "/v1/systemone", systemone_body(big=17, x_order="prior")),
-    ]),
+    (
+        "restore",
+        {},
+        None,
+        [
+            ("own batch", POST, own_batch()),
+            ("own single rotations", POST, own_single(order="rotations", temperature=1.5)),
+            ("systemone", "/v1/systemone", systemone_body(big=17, x_order="prior")),
+        ],
+    ),
 ]
 HYBRID_GROUPS = [
-    ("hybrid", {}, None, [
-        ("own batch", POST, own_batch()),
-        ("own batch prior", POST, own_batch(order="prior")),
-        ("own batch rotations", POST, own_batch(order="rotations")),
-        ("systemone", "/v1/systemone", systemone_body(big=23)),
-        ("systemone rotations", "/v1/systemone", systemone_body(big=17, x_order="rotations")),
-        ("decisions", "/v1/decisions", decisions_body()),
-    ]),
-    ("hybrid calibrated", {"order": "rotations", "max_rotations": 2}, "rotations", [
-        ("own batch", POST, own_batch()),
-        ("systemone", "/v1/systemone", systemone_body(big=23)),
-    ]),
-    ("hybrid calibrated as_given", {}, "as_given", [
-        ("systemone", "/v1/systemone", systemone_body(big=23)),
-    ]),
+    (
+        "hybrid",
+        {},
+        None,
+        [
+            ("own batch", POST, own_batch()),
+            ("own batch prior", POST, own_batch(order="prior")),
+            ("own batch rotations", POST, own_batch(order="rotations")),
+            ("systemone", "/v1/systemone", systemone_body(big=23)),
+            ("systemone rotations", "/v1/systemone", systemone_body(big=17, x_order="rotations")),
+            ("decisions", "/v1/decisions", decisions_body()),
+        ],
+    ),
+    (
+        "hybrid calibrated",
+        {"order": "rotations", "max_rotations": 2},
+        "rotations",
+        [
+            ("own batch", POST, own_batch()),
+            ("systemone", "/v1/systemone", systemone_body(big=23)),
+        ],
+    ),
+    (
+        "hybrid calibrated as_given",
+        {},
+        "as_given",
+        [
+            ("systemone", "/v1/systemone", systemone_body(big=23)),
+        ],
+    ),
 ]
 
 # -- asking, and what is kept of an answer ----------------------------------------------------------------------
 
-VOLATILE = {"request_id", "x_request_id", "prefill_seconds", "suffix_forward_seconds", "total_seconds", "runtime", "startup_probe"}
+VOLATILE = {
+    "request_id",
+    "x_request_id",
+    "prefill_seconds",
+    "suffix_forward_seconds",
+    "total_seconds",
+    "runtime",
+    "startup_probe",
+}
 
 
 def kept(value, parent: str | None = None):
@@ -236,20 +415,24 @@ def ask_groups(engine, groups, monkeypatch) -> dict:
         # A generous time limit: these cores are shared, and the limit is not what is compared here.
         settings = dataclasses.replace(base_settings, request_timeout_s=600.0, **changes)
         monkeypatch.setattr(engine, "settings", settings)
-        monkeypatch.setattr(engine, "calibration",
-                            None if calibrated is None else calibration(calibrated, engine.model.files.sha256))
+        monkeypatch.setattr(
+            engine, "calibration", None if calibrated is None else calibration(calibrated, engine.model.files.sha256)
+        )
         priors = Priors(settings.cloze_prior_cache, report=engine.model.report_prior)
         priors.cloze = engine.priors.cloze  # the order priors forgotten, the cloze ones kept, as ever
         monkeypatch.setattr(engine, "priors", priors)
-        monkeypatch.setattr(engine.model, "info", {**base_info, "order": settings.order, "order_priors": {},
-                                                   "order_priors_jev": {}})
+        monkeypatch.setattr(
+            engine.model, "info", {**base_info, "order": settings.order, "order_priors": {}, "order_priors_jev": {}}
+        )
         engine.start_afresh()  # every group reads its prompts from an empty context
         client = app_module.create_app(settings, load="now").test_client()
         answers = {}
         for label, path, body in requests:
             reply = client.post(path, json=body)
-            answers[label] = {"status": reply.status_code,
-                              "body": kept(reply.get_json(), "chat" if "messages" in body else None)}
+            answers[label] = {
+                "status": reply.status_code,
+                "body": kept(reply.get_json(), "chat" if "messages" in body else None),
+            }
         out[group] = answers
     return out
 
@@ -267,8 +450,13 @@ def differences(want, got, where: str = "") -> list[str]:
             return [f"{where}: {len(got)} items, recorded {len(want)}"]
         return [d for i, (a, b) in enumerate(zip(want, got)) for d in differences(a, b, f"{where}[{i}]")]
     numbers = (int, float)
-    if (isinstance(want, float) or isinstance(got, float)) and isinstance(want, numbers) and isinstance(got, numbers) \
-            and not isinstance(want, bool) and not isinstance(got, bool):
+    if (
+        (isinstance(want, float) or isinstance(got, float))
+        and isinstance(want, numbers)
+        and isinstance(got, numbers)
+        and not isinstance(want, bool)
+        and not isinstance(got, bool)
+    ):
         if math.isclose(want, got, rel_tol=REL_TOL, abs_tol=ABS_TOL):
             return []
     elif type(want) is type(got) and want == got:

@@ -51,9 +51,14 @@ def test_same_request_twice_same_probabilities(adapter):
 
 
 def test_shared_state_batch_over_http(adapter):
-    body = {"id": "b-1", "state": "The parcel never arrived.", "questions": [
-        {"id": "route", "question": "Which team?", "options": OPTIONS},
-        {"id": "lost", "question": "Is the parcel lost?", "options": ["no", "yes"]}]}
+    body = {
+        "id": "b-1",
+        "state": "The parcel never arrived.",
+        "questions": [
+            {"id": "route", "question": "Which team?", "options": OPTIONS},
+            {"id": "lost", "question": "Is the parcel lost?", "options": ["no", "yes"]},
+        ],
+    }
     status, _, reply = invoke(adapter, body)
     assert status == 200 and reply["id"] == "b-1"
     assert [r["id"] for r in reply["results"]] == ["route", "lost"]
@@ -72,13 +77,23 @@ BAD_REQUESTS = [
     # (description, kwargs for invoke, status, error code, field)
     ("not JSON", dict(raw=b"{nope"), 400, "invalid_type", None),
     ("not UTF-8", dict(raw=b'{"id": "\xff"}'), 400, "invalid_type", None),
-    ("NaN", dict(raw=b'{"id": "x", "state": "s", "question": "q", "options": ["a", "b"], "temperature": NaN}'),
-     400, "invalid_type", None),
+    (
+        "NaN",
+        dict(raw=b'{"id": "x", "state": "s", "question": "q", "options": ["a", "b"], "temperature": NaN}'),
+        400,
+        "invalid_type",
+        None,
+    ),
     ("duplicate key", dict(raw=b'{"id": "x", "id": "y"}'), 400, "invalid_type", "id"),
     ("array body", dict(body=[1, 2]), 400, "invalid_type", None),
     ("unknown shape", dict(body={"hello": "world"}), 422, "invalid_value", None),
-    ("wrong content type", dict(body=DECISION, content_type="text/plain"), 415, "unsupported_media_type",
-     "Content-Type"),
+    (
+        "wrong content type",
+        dict(body=DECISION, content_type="text/plain"),
+        415,
+        "unsupported_media_type",
+        "Content-Type",
+    ),
     ("missing id", dict(body={k: v for k, v in DECISION.items() if k != "id"}), 422, "invalid_value", "id"),
     ("state wrong type", dict(body=dict(DECISION, state=42)), 400, "invalid_type", "state"),
     ("empty state", dict(body=dict(DECISION, state=" ")), 422, "invalid_value", "state"),
@@ -87,15 +102,24 @@ BAD_REQUESTS = [
     ("17 options", dict(body=dict(DECISION, options=[str(i) for i in range(17)])), 422, "invalid_value", "options"),
     ("duplicate option ids", dict(body=dict(DECISION, options=["a", "a"])), 422, "invalid_value", "options[1].id"),
     ("prompt over the context", dict(body=dict(DECISION, state="word " * 3000)), 422, "prompt_too_long", "state"),
-    ("stream", dict(body={"messages": [{"role": "user", "content": "hi"}], "stream": True}), 400, "invalid_type",
-     "stream"),
-    ("bad role", dict(body={"messages": [{"role": "root", "content": "hi"}]}), 422, "invalid_value",
-     "messages[0].role"),
+    (
+        "stream",
+        dict(body={"messages": [{"role": "user", "content": "hi"}], "stream": True}),
+        400,
+        "invalid_type",
+        "stream",
+    ),
+    (
+        "bad role",
+        dict(body={"messages": [{"role": "root", "content": "hi"}]}),
+        422,
+        "invalid_value",
+        "messages[0].role",
+    ),
 ]
 
 
-@pytest.mark.parametrize("kwargs, status, code, field", [b[1:] for b in BAD_REQUESTS],
-                         ids=[b[0] for b in BAD_REQUESTS])
+@pytest.mark.parametrize("kwargs, status, code, field", [b[1:] for b in BAD_REQUESTS], ids=[b[0] for b in BAD_REQUESTS])
 def test_bad_input_gets_a_clear_json_error(adapter, kwargs, status, code, field):
     got_status, headers, body = invoke(adapter, **kwargs)
     assert got_status == status
@@ -146,10 +170,16 @@ def test_ping_answers_while_a_decision_runs(adapter):
 
 
 def _distinct_request(i: int) -> dict:
-    return {"id": f"req-{i}", "state": f"Customer {i} writes about invoice {7000 + i}.",
-            "question": "Which team?", "options": [{"id": f"billing-{i}", "text": "Billing"},
-                                                   {"id": f"shipping-{i}", "text": "Shipping"},
-                                                   {"id": f"sales-{i}", "text": "Sales"}]}
+    return {
+        "id": f"req-{i}",
+        "state": f"Customer {i} writes about invoice {7000 + i}.",
+        "question": "Which team?",
+        "options": [
+            {"id": f"billing-{i}", "text": "Billing"},
+            {"id": f"shipping-{i}", "text": "Shipping"},
+            {"id": f"sales-{i}", "text": "Sales"},
+        ],
+    }
 
 
 def _invoke_with_retry(adapter, body, attempts=50):

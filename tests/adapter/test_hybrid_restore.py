@@ -16,18 +16,22 @@ import numpy as np
 import pytest
 
 from decision_adapter import scoring
+from decision_adapter.apis import own
 from decision_adapter.apis import systemone as jev
-from decision_adapter.errors import TimedOut
 from decision_adapter.apis.own import parse_decision
+from decision_adapter.errors import TimedOut
 from decision_adapter.prompt import JEV_PROMPT
 from scripts.hybrid_gguf import write_hybrid_gguf
 from tests.support import adapter_settings
-from decision_adapter.apis import own
 
-STATES = ["The parcel arrived with a cracked screen and the customer wants a replacement.",
-          "Order 7: the invoice shows a double charge for the same month."]
-QUESTIONS = [{"id": "team", "question": "Which team should handle this?", "options": ["refunds", "billing", "it"]},
-             {"id": "upset", "question": "Is the customer upset?", "options": ["no", "yes"]}]
+STATES = [
+    "The parcel arrived with a cracked screen and the customer wants a replacement.",
+    "Order 7: the invoice shows a double charge for the same month.",
+]
+QUESTIONS = [
+    {"id": "team", "question": "Which team should handle this?", "options": ["refunds", "billing", "it"]},
+    {"id": "upset", "question": "Is the customer upset?", "options": ["no", "yes"]},
+]
 
 
 @pytest.fixture(scope="module")
@@ -112,9 +116,13 @@ def test_a_state_snapshot_holds_the_recurrent_part_only(hybrid, fresh):
 
 def test_two_level_readout_restores_the_prompt_for_each_group(hybrid, fresh):
     criteria = {f"Queue {i}": f"topic {i}" for i in range(23)}
-    body = {"state": STATES[0], "questions": {"q": {"type": "choice", "instructions": "Which queue?",
-                                                    "criteria": criteria},
-                                                    "n": {"type": "noul", "instructions": "Lost?"}}}
+    body = {
+        "state": STATES[0],
+        "questions": {
+            "q": {"type": "choice", "instructions": "Which queue?", "criteria": criteria},
+            "n": {"type": "noul", "instructions": "Lost?"},
+        },
+    }
     batch = jev.batch_of(jev.parse_systemone(body))
 
     def read(engine):
@@ -130,7 +138,7 @@ def test_after_a_request_stopped_mid_pass_answers_equal_fresh_evaluations(hybrid
     def trips_halfway(tokens):  # the time limit passes while llama.cpp is inside a pass
         real_eval(tokens[: len(tokens) // 2])
         hybrid.context.deadline._trip()
-        real_eval(tokens[len(tokens) // 2:])
+        real_eval(tokens[len(tokens) // 2 :])
 
     monkeypatch.setattr(hybrid.llm, "eval", trips_halfway)
     with hybrid.time_limit(600), pytest.raises(TimedOut):
@@ -147,14 +155,18 @@ SECRET = "Customer with social security number 078-05-1120 asks to close the acc
 def guess_costs(engine, fresh, monkeypatch) -> list[int]:
     """Tokens handed to llama.cpp's eval for a right and for a wrong guess, each right after the caller's."""
     right, wrong = single(SECRET, QUESTIONS[1]), single(SECRET.replace("1120", "1121"), QUESTIONS[1])
-    lengths = {len(engine.model.prompt_tokens(engine.model.template.render_decision(b.state, b.questions[0])))
-               for b in (right, wrong)}
+    lengths = {
+        len(engine.model.prompt_tokens(engine.model.template.render_decision(b.state, b.questions[0])))
+        for b in (right, wrong)
+    }
     assert len(lengths) == 1  # the same work if nothing is reused
     real_eval, costs = engine.llm.eval, []
     for guess in (right, wrong):
         probabilities(engine, single(SECRET))  # the other caller's request
         counted = []
-        monkeypatch.setattr(engine.llm, "eval", lambda tokens: (counted.append(len(tokens)), real_eval(tokens))[1])
+        monkeypatch.setattr(
+            engine.llm, "eval", lambda tokens, counted=counted: (counted.append(len(tokens)), real_eval(tokens))[1]
+        )
         got = probabilities(engine, guess)
         monkeypatch.setattr(engine.llm, "eval", real_eval)
         assert_same(got, probabilities(fresh, guess))

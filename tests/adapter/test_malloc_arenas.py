@@ -45,8 +45,14 @@ COUNT_ARENAS = textwrap.dedent("""
 
 def arenas(mode: str) -> tuple[str, int]:
     env = {"PATH": "/usr/bin:/bin"}  # no MALLOC_ARENA_MAX
-    out = subprocess.run([sys.executable, "-c", COUNT_ARENAS, str(CONTAINER), mode], env=env, capture_output=True,
-                         text=True, timeout=60, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", COUNT_ARENAS, str(CONTAINER), mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
     return out[0], int(out[1])
 
 

@@ -16,7 +16,6 @@ import pytest
 
 from decision_adapter import model_files
 from decision_adapter.model_files import ModelFilesError, find_gguf, locate_model
-
 from tests.support import model_dir_view, partial_copy
 
 
@@ -30,10 +29,13 @@ def test_first_gguf_alphabetically_then_subfolders(tmp_path):
     assert find_gguf(tmp_path, "c.gguf").name == "c.gguf"  # SM_LLAMA_CPP_MODEL wins
 
 
-@pytest.mark.parametrize("setup, needle", [
-    (lambda d: None, "no \\*.gguf"),
-    (lambda d: shutil.rmtree(d), "does not exist"),
-])
+@pytest.mark.parametrize(
+    "setup, needle",
+    [
+        (lambda d: None, "no \\*.gguf"),
+        (lambda d: shutil.rmtree(d), "does not exist"),
+    ],
+)
 def test_missing_model_is_explained(tmp_path, setup, needle):
     setup(tmp_path)
     with pytest.raises(ModelFilesError, match=needle):
@@ -85,8 +87,15 @@ def _sha(data: bytes) -> str:
 
 
 def _entry(path: str, data: bytes, **extra) -> dict:
-    return {"path": path, "role": "gguf", "repo": "test/repo", "revision": "r1", "size": len(data),
-            "sha256": _sha(data), **extra}
+    return {
+        "path": path,
+        "role": "gguf",
+        "repo": "test/repo",
+        "revision": "r1",
+        "size": len(data),
+        "sha256": _sha(data),
+        **extra,
+    }
 
 
 def _model_dir(root, files: dict, manifest) -> object:
@@ -110,14 +119,24 @@ def nothing_opened(monkeypatch):
 
 
 def test_workshop_shape_is_verified_and_said(tmp_path, caplog):
-    d = _model_dir(tmp_path / "m", {"m.gguf": GGUF, "tok.json": b"{}"},
-                   {"model": {"repo": "test/repo", "revision": "r1", "file": "m.gguf"},
-                    "files": [_entry("m.gguf", GGUF), _entry("tok.json", b"{}", role="tokenizer")]})
+    d = _model_dir(
+        tmp_path / "m",
+        {"m.gguf": GGUF, "tok.json": b"{}"},
+        {
+            "model": {"repo": "test/repo", "revision": "r1", "file": "m.gguf"},
+            "files": [_entry("m.gguf", GGUF), _entry("tok.json", b"{}", role="tokenizer")],
+        },
+    )
     with caplog.at_level(logging.INFO, logger="decision_adapter.model_files"):
         got = locate_model(d)
     assert got.shape == model_files.WORKSHOP_SHAPE and got.sha256 == _sha(GGUF) and got.size == len(GGUF)
-    assert got.entry == {"path": "m.gguf", "size": len(GGUF), "sha256": _sha(GGUF), "repo": "test/repo",
-                         "revision": "r1"}
+    assert got.entry == {
+        "path": "m.gguf",
+        "size": len(GGUF),
+        "sha256": _sha(GGUF),
+        "repo": "test/repo",
+        "revision": "r1",
+    }
     assert "manifest: workshop shape, 2 files verified" in caplog.text
 
 
@@ -149,16 +168,21 @@ def test_the_loaded_file_is_matched_by_its_relative_path_not_its_base_name(tmp_p
         locate_model(d, str(d / "b" / "m.gguf"))  # absolute, inside: still not the file verified
 
 
-@pytest.mark.parametrize("bad_path, needle", [
-    ("../../etc/passwd", r"files\[1\]: the path '\.\./\.\./etc/passwd' leaves the model directory"),
-    ("/etc/passwd", r"files\[1\]: the path '/etc/passwd' is absolute"),
-    ("sub/../../x", r"files\[1\]: .* leaves the model directory"),
-    ("./m.gguf", r"files\[1\]: the path '\./m\.gguf' is not written plainly"),
-    ("a//b", r"files\[1\]: the path 'a//b' is not written plainly"),
-    ("a\\..\\b", r"files\[1\]: .*backslash"),
-], ids=["dotdot", "absolute", "dotdot-inside", "dot", "double-slash", "backslash"])
+@pytest.mark.parametrize(
+    "bad_path, needle",
+    [
+        ("../../etc/passwd", r"files\[1\]: the path '\.\./\.\./etc/passwd' leaves the model directory"),
+        ("/etc/passwd", r"files\[1\]: the path '/etc/passwd' is absolute"),
+        ("sub/../../x", r"files\[1\]: .* leaves the model directory"),
+        ("./m.gguf", r"files\[1\]: the path '\./m\.gguf' is not written plainly"),
+        ("a//b", r"files\[1\]: the path 'a//b' is not written plainly"),
+        ("a\\..\\b", r"files\[1\]: .*backslash"),
+    ],
+    ids=["dotdot", "absolute", "dotdot-inside", "dot", "double-slash", "backslash"],
+)
 def test_paths_that_leave_or_blur_the_directory_are_refused_before_anything_is_opened(
-        tmp_path, nothing_opened, bad_path, needle):
+    tmp_path, nothing_opened, bad_path, needle
+):
     d = _model_dir(tmp_path / "m", {"m.gguf": GGUF}, {"files": [_entry("m.gguf", GGUF), _entry(bad_path, b"x")]})
     with pytest.raises(ModelFilesError, match=needle):
         locate_model(d)
@@ -168,8 +192,9 @@ def test_paths_that_leave_or_blur_the_directory_are_refused_before_anything_is_o
 def test_a_symlink_leading_out_of_the_directory_is_refused_before_anything_is_opened(tmp_path, nothing_opened):
     secret = tmp_path / "secret.txt"
     secret.write_bytes(b"not for the adapter")
-    d = _model_dir(tmp_path / "m", {"m.gguf": GGUF},
-                   {"files": [_entry("m.gguf", GGUF), _entry("notes.txt", secret.read_bytes())]})
+    d = _model_dir(
+        tmp_path / "m", {"m.gguf": GGUF}, {"files": [_entry("m.gguf", GGUF), _entry("notes.txt", secret.read_bytes())]}
+    )
     (d / "notes.txt").symlink_to(secret)
     with pytest.raises(ModelFilesError, match=r"files\[1\] \('notes\.txt'\): .*secret\.txt, outside the model"):
         locate_model(d)
@@ -205,25 +230,42 @@ def test_a_symlink_inside_the_directory_is_followed_and_the_real_file_reported(t
 
 def test_a_wrong_size_is_refused_before_hashing(tmp_path, nothing_opened):
     d = _model_dir(tmp_path / "m", {"m.gguf": GGUF}, {"files": [_entry("m.gguf", GGUF, size=len(GGUF) + 1)]})
-    with pytest.raises(ModelFilesError, match=rf"m\.gguf: size {len(GGUF)} bytes does not match the manifest's "
-                                              rf"{len(GGUF) + 1} bytes"):
+    with pytest.raises(
+        ModelFilesError,
+        match=rf"m\.gguf: size {len(GGUF)} bytes does not match the manifest's "
+        rf"{len(GGUF) + 1} bytes",
+    ):
         locate_model(d)
     assert nothing_opened == []
 
 
-@pytest.mark.parametrize("bad, needle", [
-    ("just a string", r"files\[1\] is not an object"),
-    ({"path": 7, "size": 1, "sha256": "0" * 64}, r"files\[1\]: the path must be a non-empty string, not 7"),
-    ({"path": "", "size": 1, "sha256": "0" * 64}, r"files\[1\]: the path must be a non-empty string"),
-    ({"path": "t.json", "size": -1, "sha256": "0" * 64}, r"files\[1\] \('t\.json'\): size must be a non-negative"),
-    ({"path": "t.json", "size": "12", "sha256": "0" * 64}, r"files\[1\] \('t\.json'\): size must be"),
-    ({"path": "t.json", "size": True, "sha256": "0" * 64}, r"files\[1\] \('t\.json'\): size must be"),
-    ({"path": "t.json", "sha256": "0" * 64}, r"files\[1\] \('t\.json'\): size must be .*not None"),
-    ({"path": "t.json", "size": 1, "sha256": "abc"}, r"files\[1\] \('t\.json'\): sha256 must be 64 hex"),
-    ({"path": "t.json", "size": 1, "sha256": "g" * 64}, r"files\[1\] \('t\.json'\): sha256 must be 64 hex"),
-    ({"path": "t.json", "size": 1, "sha256": "0" * 64, "repo": 5}, r"files\[1\] \('t\.json'\): 'repo' must be"),
-], ids=["not-object", "path-int", "path-empty", "size-negative", "size-string", "size-bool", "size-missing",
-        "sha-short", "sha-not-hex", "repo-int"])
+@pytest.mark.parametrize(
+    "bad, needle",
+    [
+        ("just a string", r"files\[1\] is not an object"),
+        ({"path": 7, "size": 1, "sha256": "0" * 64}, r"files\[1\]: the path must be a non-empty string, not 7"),
+        ({"path": "", "size": 1, "sha256": "0" * 64}, r"files\[1\]: the path must be a non-empty string"),
+        ({"path": "t.json", "size": -1, "sha256": "0" * 64}, r"files\[1\] \('t\.json'\): size must be a non-negative"),
+        ({"path": "t.json", "size": "12", "sha256": "0" * 64}, r"files\[1\] \('t\.json'\): size must be"),
+        ({"path": "t.json", "size": True, "sha256": "0" * 64}, r"files\[1\] \('t\.json'\): size must be"),
+        ({"path": "t.json", "sha256": "0" * 64}, r"files\[1\] \('t\.json'\): size must be .*not None"),
+        ({"path": "t.json", "size": 1, "sha256": "abc"}, r"files\[1\] \('t\.json'\): sha256 must be 64 hex"),
+        ({"path": "t.json", "size": 1, "sha256": "g" * 64}, r"files\[1\] \('t\.json'\): sha256 must be 64 hex"),
+        ({"path": "t.json", "size": 1, "sha256": "0" * 64, "repo": 5}, r"files\[1\] \('t\.json'\): 'repo' must be"),
+    ],
+    ids=[
+        "not-object",
+        "path-int",
+        "path-empty",
+        "size-negative",
+        "size-string",
+        "size-bool",
+        "size-missing",
+        "sha-short",
+        "sha-not-hex",
+        "repo-int",
+    ],
+)
 def test_malformed_entries_are_refused_naming_the_entry(tmp_path, nothing_opened, bad, needle):
     d = _model_dir(tmp_path / "m", {"m.gguf": GGUF}, {"files": [_entry("m.gguf", GGUF), bad]})
     with pytest.raises(ModelFilesError, match=needle):
@@ -231,16 +273,27 @@ def test_malformed_entries_are_refused_naming_the_entry(tmp_path, nothing_opened
     assert nothing_opened == []
 
 
-@pytest.mark.parametrize("manifest, needle", [
-    ("[1, 2]", "is not a JSON object"),
-    ({"files": "m.gguf"}, "neither a 'files' list"),
-    ({"files": []}, "empty 'files' list"),
-    ({"files": [_entry("m.gguf", GGUF)], "gguf": {"file": "m.gguf", "sha256": _sha(GGUF)}}, "both a 'files' list"),
-    ({"gguf": "m.gguf"}, "'gguf' is not an object"),
-    ({"gguf": {"file": "../m.gguf", "sha256": _sha(GGUF)}}, r"gguf\.file: the path '\.\./m\.gguf' leaves"),
-    ({"gguf": {"file": "m.gguf"}}, r"gguf \('m\.gguf'\): sha256 must be 64 hex"),
-], ids=["not-object", "files-not-list", "files-empty", "both-shapes", "gguf-not-object", "gguf-dotdot",
-        "gguf-no-digest"])
+@pytest.mark.parametrize(
+    "manifest, needle",
+    [
+        ("[1, 2]", "is not a JSON object"),
+        ({"files": "m.gguf"}, "neither a 'files' list"),
+        ({"files": []}, "empty 'files' list"),
+        ({"files": [_entry("m.gguf", GGUF)], "gguf": {"file": "m.gguf", "sha256": _sha(GGUF)}}, "both a 'files' list"),
+        ({"gguf": "m.gguf"}, "'gguf' is not an object"),
+        ({"gguf": {"file": "../m.gguf", "sha256": _sha(GGUF)}}, r"gguf\.file: the path '\.\./m\.gguf' leaves"),
+        ({"gguf": {"file": "m.gguf"}}, r"gguf \('m\.gguf'\): sha256 must be 64 hex"),
+    ],
+    ids=[
+        "not-object",
+        "files-not-list",
+        "files-empty",
+        "both-shapes",
+        "gguf-not-object",
+        "gguf-dotdot",
+        "gguf-no-digest",
+    ],
+)
 def test_malformed_manifests_are_refused(tmp_path, nothing_opened, manifest, needle):
     d = _model_dir(tmp_path / "m", {"m.gguf": GGUF}, manifest)
     with pytest.raises(ModelFilesError, match=needle):
@@ -250,22 +303,30 @@ def test_malformed_manifests_are_refused(tmp_path, nothing_opened, manifest, nee
 
 # ---- the published sample's shape (issue #24) -----------------------------------------------------
 
+
 def _sample(gguf_file="m.gguf", digest=None, **extra) -> dict:
-    return {"gguf": {"repo": "sample/repo", "revision": "s1", "file": gguf_file, "sha256": digest or _sha(GGUF)},
-            "tokenizer": {"repo": "sample/tok", "revision": "t1"}, **extra}
+    return {
+        "gguf": {"repo": "sample/repo", "revision": "s1", "file": gguf_file, "sha256": digest or _sha(GGUF)},
+        "tokenizer": {"repo": "sample/tok", "revision": "t1"},
+        **extra,
+    }
 
 
 def test_the_sample_shape_verifies_the_gguf_and_says_the_tokenizer_is_not_covered(tmp_path, caplog):
-    d = _model_dir(tmp_path / "m", {"m.gguf": GGUF, "tokenizer/tokenizer.json": b"{}",
-                                    "tokenizer/chat_template.jinja": b"x"}, _sample())
+    d = _model_dir(
+        tmp_path / "m",
+        {"m.gguf": GGUF, "tokenizer/tokenizer.json": b"{}", "tokenizer/chat_template.jinja": b"x"},
+        _sample(),
+    )
     with caplog.at_level(logging.INFO, logger="decision_adapter.model_files"):
         got = locate_model(d)
     assert got.shape == model_files.SAMPLE_SHAPE and got.sha256 == _sha(GGUF)
     assert got.entry == {"path": "m.gguf", "sha256": _sha(GGUF), "repo": "sample/repo", "revision": "s1"}
     assert got.source == {"repo": "sample/repo", "revision": "s1", "file": "m.gguf"}
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("manifest:"))
-    assert line.startswith("manifest: published sample's shape, GGUF sha256 verified; tokenizer files not "
-                           "listed with digests")
+    assert line.startswith(
+        "manifest: published sample's shape, GGUF sha256 verified; tokenizer files not listed with digests"
+    )
     assert "2 under tokenizer/ from sample/tok@t1 not covered" in line
 
 

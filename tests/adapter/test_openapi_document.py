@@ -81,14 +81,24 @@ def _sent(call) -> dict:
 
 
 def _bodies() -> dict[str, tuple[str, dict]]:
-    questions = [client.question("team", "Which team?", OPTIONS),
-                 client.question("tone", "Which tone?", [("calm", "Calm"), ("angry", "Angry")], temperature=0.5)]
-    sample = [{"id": "a", "state": "s", "question": "Which?", "options": [{"id": "x", "description": "X"},
-                                                                          {"id": "y", "description": ""}]},
-              {"id": "b", "state": "s", "question": "Other?", "options": ["p", "q"]}]
-    jev = {"refund": systemone.noul("Does the customer want money back?"),
-           "team": systemone.choice("Which team?", {"Billing": "Payments", "Shipping": None}),
-           "anger": systemone.score("How angry?", ["calm", "annoyed", "furious"])}
+    questions = [
+        client.question("team", "Which team?", OPTIONS),
+        client.question("tone", "Which tone?", [("calm", "Calm"), ("angry", "Angry")], temperature=0.5),
+    ]
+    sample = [
+        {
+            "id": "a",
+            "state": "s",
+            "question": "Which?",
+            "options": [{"id": "x", "description": "X"}, {"id": "y", "description": ""}],
+        },
+        {"id": "b", "state": "s", "question": "Other?", "options": ["p", "q"]},
+    ]
+    jev = {
+        "refund": systemone.noul("Does the customer want money back?"),
+        "team": systemone.choice("Which team?", {"Billing": "Payments", "Shipping": None}),
+        "anger": systemone.score("How angry?", ["calm", "annoyed", "furious"]),
+    }
     return {
         "decision": ("/invocations", client.decision("t-1", STATE, "Which team?", OPTIONS, temperature=0.7)),
         "decide": ("/invocations", _sent(lambda c: c.decide(client.decision("t-2", "text", "Which?", ["a", "b"])))),
@@ -96,13 +106,17 @@ def _bodies() -> dict[str, tuple[str, dict]]:
         "decide_shared": ("/invocations", _sent(lambda c: c.decide_shared(sample))),
         "decide_sample_one": ("/invocations", _sent(lambda c: c.decide({"decision": sample[0]}))),
         "chat": ("/invocations", _sent(lambda c: c.chat("Say hi", max_tokens=4))),
-        "chat_messages": ("/invocations", _sent(lambda c: c.chat([{"role": "system", "content": "Be brief."},
-                                                                  {"role": "user", "content": "hi"}]))),
+        "chat_messages": (
+            "/invocations",
+            _sent(lambda c: c.chat([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}])),
+        ),
         "systemone_request": ("/v1/systemone", systemone.request(STATE, jev)),
         "systemone_invocation": ("/invocations", systemone.request("plain text", jev, model=None)),
         "systemone_call": ("/invocations", _sent(lambda c: c.systemone(STATE, jev))),
-        **{f"examples.{name}": ("/invocations", getattr(examples, name))
-           for name in ("SUPPORT_ROUTE", "SHARED_STATE", "CHAT", "SAMPLE_DECISION", "SAMPLE_SHARED", "SAMPLE_CHAT")},
+        **{
+            f"examples.{name}": ("/invocations", getattr(examples, name))
+            for name in ("SUPPORT_ROUTE", "SHARED_STATE", "CHAT", "SAMPLE_DECISION", "SAMPLE_SHARED", "SAMPLE_CHAT")
+        },
     }
 
 
@@ -145,9 +159,14 @@ def test_a_misspelt_field_is_invalid_under_the_document_and_refused_by_the_app()
 
 
 def test_a_decisions_body_is_valid_under_the_document_and_parsed():
-    body = {"model": "jev-latest", "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}],
-            "questions": [{"type": "predicate", "name": "p", "instructions": "Is it a greeting?"},
-                          {"type": "choice", "instructions": "Which?", "choices": [{"value": "a"}, {"value": True}]},
-                          {"type": "score", "instructions": "How?", "levels": [{"label": "lo"}, {"label": "hi"}]}]}
+    body = {
+        "model": "jev-latest",
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}],
+        "questions": [
+            {"type": "predicate", "name": "p", "instructions": "Is it a greeting?"},
+            {"type": "choice", "instructions": "Which?", "choices": [{"value": "a"}, {"value": True}]},
+            {"type": "score", "instructions": "How?", "levels": [{"label": "lo"}, {"label": "hi"}]},
+        ],
+    }
     assert not list(_validator("/v1/decisions").iter_errors(body))
     assert len(decisions.parse(body, load_settings({})).questions) == 3

@@ -15,15 +15,18 @@ import pytest
 
 from decision_adapter import order, readout_letters, scores, scoring
 from decision_adapter.apis import own
+from decision_adapter.apis.own import parse_decision
 from decision_adapter.errors import TimedOut
 from decision_adapter.priors import Priors
 from decision_adapter.prompt import DECISION_PROMPT, SYSTEM_PROMPT
 from decision_adapter.questions import ScoringItem
-from decision_adapter.apis.own import parse_decision
 
 STATE = "Order 4411: the parcel arrived with a cracked screen. The customer wants a replacement."
-OPTIONS = [{"id": "refunds", "text": "Refunds and returns"}, {"id": "shipping", "text": "Shipping and delivery"},
-           {"id": "sales", "text": "Sales"}]
+OPTIONS = [
+    {"id": "refunds", "text": "Refunds and returns"},
+    {"id": "shipping", "text": "Shipping and delivery"},
+    {"id": "sales", "text": "Sales"},
+]
 QUESTION = "Which team should handle this?"
 
 
@@ -154,23 +157,43 @@ def test_prior_is_the_explicit_division_by_the_content_free_decision(engine):
 
 @pytest.mark.parametrize("mode", ["prior", "rotations"])
 def test_batched_equals_unbatched_and_the_same_request_the_same_answer(engine, mode):
-    questions = [{"id": "team", "question": QUESTION, "options": OPTIONS},
-                 {"id": "damaged", "question": "Was the item damaged?", "options": ["no", "yes"]}]
+    questions = [
+        {"id": "team", "question": QUESTION, "options": OPTIONS},
+        {"id": "damaged", "question": "Was the item damaged?", "options": ["no", "yes"]},
+    ]
     batch = parse_decision({"id": "b", "state": STATE, "questions": questions, "order": mode})
     results = own.results(batch, own.decide(engine, batch)[0])
     assert [r["id"] for r in results] == ["team", "damaged"] and {r["order"] for r in results} == {mode}
     if mode == "rotations":
         assert [r.probabilities for r in own.decide(engine, batch)[0]] == [tuple(r["probabilities"]) for r in results]
     for first, question in zip(results, questions):
-        alone = decide_one(engine, parse_decision({"id": "x", "state": STATE, "question": question["question"],
-                                                   "options": question["options"], "order": mode}))
+        alone = decide_one(
+            engine,
+            parse_decision(
+                {
+                    "id": "x",
+                    "state": STATE,
+                    "question": question["question"],
+                    "options": question["options"],
+                    "order": mode,
+                }
+            ),
+        )
         assert np.allclose(first["probabilities"], alone["probabilities"], atol=1e-4, rtol=0)
 
 
 def test_a_question_of_a_batch_overrides_the_batch_order(engine):
-    batch = parse_decision({"id": "b", "state": STATE, "order": "rotations", "questions": [
-        {"id": "a", "question": QUESTION, "options": OPTIONS},
-        {"id": "b", "question": QUESTION, "options": OPTIONS, "order": "as_given"}]})
+    batch = parse_decision(
+        {
+            "id": "b",
+            "state": STATE,
+            "order": "rotations",
+            "questions": [
+                {"id": "a", "question": QUESTION, "options": OPTIONS},
+                {"id": "b", "question": QUESTION, "options": OPTIONS, "order": "as_given"},
+            ],
+        }
+    )
     a, b = own.decide(engine, batch)[0]
     assert (a.order, b.order) == ("rotations", "as_given")
     assert a.order_sensitivity["presentations"] == 6 and b.order_sensitivity is None
@@ -238,9 +261,19 @@ def test_the_decisions_api_counts_a_first_use_prior_in_its_usage(engine, monkeyp
 
     forget_priors(engine, monkeypatch)
     monkeypatch.setattr(engine, "settings", dataclasses.replace(engine.settings, order="prior"))
-    request = decisions.parse_decisions({"input": "I was charged twice for March.", "questions": [
-        {"type": "choice", "instructions": "Which team?", "choices": [{"value": v} for v in ("billing", "tech", "sales")]},
-        {"type": "predicate", "instructions": "Does the customer ask for money back?"}]})
+    request = decisions.parse_decisions(
+        {
+            "input": "I was charged twice for March.",
+            "questions": [
+                {
+                    "type": "choice",
+                    "instructions": "Which team?",
+                    "choices": [{"value": v} for v in ("billing", "tech", "sales")],
+                },
+                {"type": "predicate", "instructions": "Does the customer ask for money back?"},
+            ],
+        }
+    )
     results, timing = decisions.score(engine, request)
     first = decisions.respond(request, results, timing, engine.info)["usage"]
     assert timing["prior_tokens"] > 0  # two option counts, both new

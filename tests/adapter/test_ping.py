@@ -14,8 +14,20 @@ import pytest
 from tests.support.http_client import call
 
 KEY = "k-" + "5" * 24
-DETAILS = {"status", "model", "extra_buffer_types", "startup_probe", "busy", "waiting", "in_flight", "lanes", "order",
-           "order_priors", "order_priors_jev", "calibration"}
+DETAILS = {
+    "status",
+    "model",
+    "extra_buffer_types",
+    "startup_probe",
+    "busy",
+    "waiting",
+    "in_flight",
+    "lanes",
+    "order",
+    "order_priors",
+    "order_priors_jev",
+    "calibration",
+}
 
 
 def app_without_model(monkeypatch, **env):

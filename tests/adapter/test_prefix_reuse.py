@@ -16,16 +16,20 @@ least 64 tokens), and test_flash_attention.py holds the opt-in reuse with it.
 import numpy as np
 import pytest
 
-from decision_adapter.errors import TimedOut
-from decision_adapter.apis.own import parse_decision
-from tests.support import adapter_settings
 from decision_adapter.apis import own
+from decision_adapter.apis.own import parse_decision
+from decision_adapter.errors import TimedOut
+from tests.support import adapter_settings
 
-STATES = ["The parcel arrived with a cracked screen and the customer wants a replacement.",
-          "Order 7: the invoice shows a double charge for the same month.",
-          {"customer": {"tier": "gold"}, "message": "My password reset link never arrives."}]
-QUESTIONS = [{"id": "team", "question": "Which team should handle this?", "options": ["refunds", "billing", "it"]},
-             {"id": "upset", "question": "Is the customer upset?", "options": ["no", "yes"]}]
+STATES = [
+    "The parcel arrived with a cracked screen and the customer wants a replacement.",
+    "Order 7: the invoice shows a double charge for the same month.",
+    {"customer": {"tier": "gold"}, "message": "My password reset link never arrives."},
+]
+QUESTIONS = [
+    {"id": "team", "question": "Which team should handle this?", "options": ["refunds", "billing", "it"]},
+    {"id": "upset", "question": "Is the customer upset?", "options": ["no", "yes"]},
+]
 # The previous caller's state, and two guesses of it differing in one digit.
 SECRET = "Customer with social security number 078-05-1120 asks to close the account."
 WRONG = SECRET.replace("1120", "1121")
@@ -107,8 +111,7 @@ _FRESH: dict = {}
 def fresh_probabilities(fresh, batch, like):
     """A fresh evaluation's answers with ``like``'s flash attention, each computed once for the module."""
     kernels = "off" if like.context.flash_attention == "off" else "on"
-    key = (kernels, repr(batch.state),
-           tuple((q.question, tuple(o.text for o in q.options)) for q in batch.questions))
+    key = (kernels, repr(batch.state), tuple((q.question, tuple(o.text for o in q.options)) for q in batch.questions))
     if key not in _FRESH:
         _FRESH[key] = probabilities(fresh[kernels], batch)
     return _FRESH[key]
@@ -214,13 +217,14 @@ def test_a_question_as_long_as_the_cached_one_is_evaluated_anew(across, fresh):
 
 
 def test_where_the_start_up_check_fails_auto_evaluates_every_prompt_whole_and_explicit_modes_refuse(
-        model_dir, fresh, monkeypatch):
+    model_dir, fresh, monkeypatch
+):
     """Reuse rests on a token's logits not depending on how its prompt was cut into llama.cpp calls: checked at
     start-up (with the kernels here it holds, bit for bit). Where it does not, ``auto`` evaluates every prompt
     from its first token in the same calls whatever else is asked, and ``trim`` / ``restore`` stop the start."""
     from decision_adapter import split_check
-    from decision_adapter.split_check import SPLIT_TOLERANCE
     from decision_adapter.seams import EngineError
+    from decision_adapter.split_check import SPLIT_TOLERANCE
 
     env = {"DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on", "DECISION_ADAPTER_STATE_CACHE_MIB": 16}
     checked = _engine(model_dir, "auto", **env)
@@ -240,10 +244,16 @@ def test_where_the_start_up_check_fails_auto_evaluates_every_prompt_whole_and_ex
             got, n = evaluated(served, batch, monkeypatch)
             assert_same(got, fresh_probabilities(fresh, batch, fallen))
             # each prompt whole, the same state again included: nothing was taken from the request before
-            assert n == sum(prompt_length(served, single(STATES[0], {"question": q.question,
-                                                                       "options": [o.text for o in q.options]}))
-                            for q in batch.questions)
+            assert n == sum(
+                prompt_length(
+                    served, single(STATES[0], {"question": q.question, "options": [o.text for o in q.options]})
+                )
+                for q in batch.questions
+            )
     for mode in ("trim", "restore"):
-        with pytest.raises(EngineError, match=f"DECISION_ADAPTER_PREFIX_REUSE={mode}: this llama.cpp build gives "
-                                              "answers up to 0.25 apart .* set it to auto"):
+        with pytest.raises(
+            EngineError,
+            match=f"DECISION_ADAPTER_PREFIX_REUSE={mode}: this llama.cpp build gives "
+            "answers up to 0.25 apart .* set it to auto",
+        ):
             _engine(model_dir, mode).prove()

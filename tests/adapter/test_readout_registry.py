@@ -14,18 +14,17 @@ import json
 import numpy as np
 import pytest
 
-from decision_contract.names import AS_GIVEN
-
 from decision_adapter import readout, scoring
 from decision_adapter.apis import own
 from decision_adapter.errors import InvalidValue
-from decision_adapter.prompt import TemplateError
 from decision_adapter.priors import Priors
+from decision_adapter.prompt import TemplateError
 from decision_adapter.questions import DecisionBatch, Option, Question, RenderedPrompt, ScoringItem
 from decision_adapter.readout import Finished
 from decision_adapter.readouts import READOUT_METHODS, READOUTS
 from decision_adapter.scores import Reading, Scored, SlotLogits, logsumexp
 from decision_adapter.settings import load_settings
+from decision_contract.names import AS_GIVEN
 
 STATE = "Order 4411: the parcel arrived with a cracked screen. The customer wants the money back."
 OPTIONS = [{"id": "refund", "text": "Refund"}, {"id": "repair", "text": "Repair"}, {"id": "ignore", "text": "Ignore"}]
@@ -75,8 +74,9 @@ def first_token():
 
 
 def ask(options, readout_name="first_token") -> DecisionBatch:
-    question = Question("q", "What does the customer want?", tuple(Option(o["id"], o["text"]) for o in options),
-                        readout=readout_name)
+    question = Question(
+        "q", "What does the customer want?", tuple(Option(o["id"], o["text"]) for o in options), readout=readout_name
+    )
     return DecisionBatch("d", STATE, (question,), single=True)
 
 
@@ -112,9 +112,15 @@ class Scorer:
     def score_items(self, items):
         self.items.extend(items)
         logits = np.arange(64, dtype=np.float32)
-        readings = [Reading(**vars(READOUTS[item.readout].read(self.model, logits, item, None, None)),
-                            input_tokens=7, top_token=63, option_tokens=tuple(len(c) for c in item.continuations))
-                    for item in items]
+        readings = [
+            Reading(
+                **vars(READOUTS[item.readout].read(self.model, logits, item, None, None)),
+                input_tokens=7,
+                top_token=63,
+                option_tokens=tuple(len(c) for c in item.continuations),
+            )
+            for item in items
+        ]
         return readings, {"input_tokens": 7 * len(items)}
 
 
@@ -136,7 +142,9 @@ def test_a_registered_readout_is_planned_read_and_finished_by_its_own_steps(engi
     assert first_token.priors_asked == 1 and timing["prior_tokens"] == 0
     assert answer.extras == {"first_tokens": [1, 1, 1]} and answer.forward_passes == 1
     p = np.array(answer.probabilities)
-    assert math_close(p.sum(), 1.0) and np.allclose(p, np.exp(answer.option_logits) / np.exp(answer.option_logits).sum())
+    assert math_close(p.sum(), 1.0) and np.allclose(
+        p, np.exp(answer.option_logits) / np.exp(answer.option_logits).sum()
+    )
     # the prompt lists no options: the same prompt for every order, the answer reordered with the options
     (reversed_,), _ = scoring.decide(engine, ask(OPTIONS[::-1]))
     assert reversed_.prompt_sha256 == answer.prompt_sha256
@@ -152,17 +160,26 @@ def test_the_own_api_serves_it_by_name_and_the_metric_line_names_it(engine, firs
 
     monkeypatch.setattr(app_module._Holder, "load", lambda holder: holder.serve(engine))
     # a generous time limit: these cores are shared, and the limit is not what is tested here
-    client = app_module.create_app(dataclasses.replace(engine.settings, request_timeout_s=600.0),
-                                   load="now").test_client()
-    body = {"id": "d1", "state": STATE, "question": "What does the customer want?", "options": OPTIONS,
-            "readout": "first_token"}
+    client = app_module.create_app(
+        dataclasses.replace(engine.settings, request_timeout_s=600.0), load="now"
+    ).test_client()
+    body = {
+        "id": "d1",
+        "state": STATE,
+        "question": "What does the customer want?",
+        "options": OPTIONS,
+        "readout": "first_token",
+    }
     reply = client.post("/invocations", json=body)
     assert reply.status_code == 200, reply.get_json()
     result = reply.get_json()["result"]
     assert result["readout_name"] == "first_token" and result["first_tokens"] == [1, 1, 1]
     assert result["readout"] == FirstToken.methods[METHOD] and result["option_ids"] == ["refund", "repair", "ignore"]
     refused = client.post("/invocations", json={**body, "order": "rotations"})
-    assert refused.status_code == 400 and "does not apply to the first_token readout" in refused.get_json()["error"]["message"]
+    assert (
+        refused.status_code == 400
+        and "does not apply to the first_token readout" in refused.get_json()["error"]["message"]
+    )
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     assert lines[0]["readout"] == "first_token" and lines[0]["Options"] == 3
 
@@ -171,6 +188,7 @@ def test_an_unregistered_readout_is_refused_naming_the_field(engine):
     with pytest.raises(InvalidValue) as refused:
         scoring.decide(engine, ask(OPTIONS))
     assert refused.value.status == 400 and "'first_token' is not a readout; use one of letters, cloze" in str(
-        refused.value.message)
+        refused.value.message
+    )
     assert "first_token" not in READOUTS and METHOD not in READOUT_METHODS
     own.parse_decision({"id": "d", "state": STATE, "question": "Which?", "options": OPTIONS, "readout": "cloze"})

@@ -14,9 +14,15 @@ STATE = "Order 1182 arrived with a cracked screen; the customer wants a refund o
 
 
 def request(n: int):
-    return decisions.parse_decisions({"input": STATE, "questions": [
-        {"type": "predicate", "name": f"q{i}", "instructions": f"Check {i}: the customer asks for money back."}
-        for i in range(n)]})
+    return decisions.parse_decisions(
+        {
+            "input": STATE,
+            "questions": [
+                {"type": "predicate", "name": f"q{i}", "instructions": f"Check {i}: the customer asks for money back."}
+                for i in range(n)
+            ],
+        }
+    )
 
 
 def test_a_request_over_its_budget_is_refused_before_any_evaluation_naming_the_question(engine, monkeypatch):

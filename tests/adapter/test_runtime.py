@@ -7,9 +7,11 @@ import pytest
 from decision_adapter import runtime
 from decision_adapter.settings import SettingsError, load_settings
 
-NATIVE_AMX = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
-              "AVX512 = 1 | AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | "
-              "OPENMP = 1 | REPACK = 1 | ")
+NATIVE_AMX = (
+    "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
+    "AVX512 = 1 | AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | "
+    "OPENMP = 1 | REPACK = 1 | "
+)
 PORTABLE = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | REPACK = 1 | "
 
 
@@ -61,8 +63,19 @@ def test_the_installed_llama_cpp_is_the_portable_build():
     assert not [f for f in features if f.startswith(("AVX512", "AMX"))], info
 
 
-@pytest.mark.parametrize("raw, mode", [(None, "off"), ("", "off"), ("auto", "auto"), ("ON", "on"), ("true", "on"),
-                                       ("1", "on"), ("false", "off"), ("disabled", "off")])
+@pytest.mark.parametrize(
+    "raw, mode",
+    [
+        (None, "off"),
+        ("", "off"),
+        ("auto", "auto"),
+        ("ON", "on"),
+        ("true", "on"),
+        ("1", "on"),
+        ("false", "off"),
+        ("disabled", "off"),
+    ],
+)
 def test_flash_attention_is_read_as_llama_server_spells_it(raw, mode):
     env = {} if raw is None else {"SM_LLAMA_CPP_FLASH_ATTN": raw}
     settings = load_settings(env)

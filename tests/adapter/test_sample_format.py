@@ -14,10 +14,9 @@ import time
 
 import pytest
 
+from tests.support.http_client import call
 from workshop_lib import examples
 from workshop_lib.client import EndpointClient
-
-from tests.support.http_client import call
 
 pytestmark = pytest.mark.slow
 
@@ -41,8 +40,13 @@ def test_the_sample_shared_request_equals_each_decision_sent_alone(adapter):
     status, _, reply = invoke(adapter, examples.SAMPLE_SHARED)
     assert status == 200 and set(reply) == {"results", "timing", "request_id"}
     timing = reply["timing"]
-    assert list(timing)[:5] == ["batch_size", "prefix_tokens", "prefill_seconds", "suffix_forward_seconds",
-                                "total_seconds"]
+    assert list(timing)[:5] == [
+        "batch_size",
+        "prefix_tokens",
+        "prefill_seconds",
+        "suffix_forward_seconds",
+        "total_seconds",
+    ]
     assert timing["batch_size"] == 2 and timing["prefix_tokens"] > 0
     assert timing["total_seconds"] >= timing["prefill_seconds"] + timing["suffix_forward_seconds"] > 0
     for asked, result in zip(examples.SAMPLE_SHARED["decisions"], reply["results"]):
@@ -64,13 +68,16 @@ def test_states_that_differ_are_refused_at_the_first_differing_index(adapter):
     assert "decisions[2].state" in reply["error"] and "decisions[0].state" in reply["error"]
 
 
-@pytest.mark.parametrize("mutate, needle", [
-    (lambda b: b.update(mode="fast"), "mode"),
-    (lambda b: b.update(decisions=[]), "decisions"),
-    (lambda b: b["decision"].pop("question"), "decision.question"),
-    (lambda b: b["decision"]["options"].pop() and b["decision"]["options"].pop(), "decision.options"),
-    (lambda b: b["decision"]["options"][1].update(id="account_access"), "options[1].id"),
-])
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda b: b.update(mode="fast"), "mode"),
+        (lambda b: b.update(decisions=[]), "decisions"),
+        (lambda b: b["decision"].pop("question"), "decision.question"),
+        (lambda b: b["decision"]["options"].pop() and b["decision"]["options"].pop(), "decision.options"),
+        (lambda b: b["decision"]["options"][1].update(id="account_access"), "options[1].id"),
+    ],
+)
 def test_malformed_sample_bodies_get_400_with_a_string_error_naming_the_field(adapter, mutate, needle):
     body = copy.deepcopy(examples.SAMPLE_DECISION)
     mutate(body)
@@ -93,8 +100,9 @@ def test_64_decisions_pass_validation():
 
 
 def test_a_non_json_content_type_gets_415(adapter):
-    status, _, _ = call(adapter.url + "/invocations", raw=json.dumps(examples.SAMPLE_DECISION).encode(),
-                        content_type="text/plain")
+    status, _, _ = call(
+        adapter.url + "/invocations", raw=json.dumps(examples.SAMPLE_DECISION).encode(), content_type="text/plain"
+    )
     assert status == 415
 
 
@@ -126,14 +134,25 @@ def test_the_client_sends_either_format_and_returns_the_same_results(adapter):
     client = EndpointClient.local(adapter.url)
     sample = client.decide(examples.SAMPLE_DECISION)
     asked = examples.SAMPLE_DECISION["decision"]
-    ours = client.decide({"id": asked["id"], "state": asked["state"], "question": asked["question"],
-                          "options": [{"id": o["id"], "text": o["description"]} for o in asked["options"]]})
+    ours = client.decide(
+        {
+            "id": asked["id"],
+            "state": asked["state"],
+            "question": asked["question"],
+            "options": [{"id": o["id"], "text": o["description"]} for o in asked["options"]],
+        }
+    )
     assert sample == ours  # same id, option ids and probabilities
     shared = client.decide_any(examples.SAMPLE_SHARED)
     first = examples.SAMPLE_SHARED["decisions"][0]
-    batch = client.decide_batch("b", first["state"], [
-        {"id": d["id"], "question": d["question"], "options": d["options"]}
-        for d in examples.SAMPLE_SHARED["decisions"]])
+    batch = client.decide_batch(
+        "b",
+        first["state"],
+        [
+            {"id": d["id"], "question": d["question"], "options": d["options"]}
+            for d in examples.SAMPLE_SHARED["decisions"]
+        ],
+    )
     assert [d.id for d in shared] == [d.id for d in batch] == ["queue-choice", "urgency"]
     for a, b in zip(shared, batch):
         assert a.probabilities == pytest.approx(b.probabilities, abs=1e-4)

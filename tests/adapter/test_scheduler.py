@@ -20,8 +20,12 @@ from scripts.hybrid_gguf import write_hybrid_gguf
 from tests.support import adapter_settings
 
 TOLERANCE = 1e-4
-OPTIONS = [{"id": "refunds", "text": "Refunds and returns"}, {"id": "shipping", "text": "Shipping and delivery"},
-           {"id": "billing", "text": "Billing and invoices"}, {"id": "tech", "text": "Technical support"}]
+OPTIONS = [
+    {"id": "refunds", "text": "Refunds and returns"},
+    {"id": "shipping", "text": "Shipping and delivery"},
+    {"id": "billing", "text": "Billing and invoices"},
+    {"id": "tech", "text": "Technical support"},
+]
 
 
 def _engine(folder, **env):
@@ -49,15 +53,26 @@ def hybrid_lanes(tmp_path_factory):
 
 
 def body(i: int, **fields) -> dict:
-    return {"id": f"d{i}", "state": f"Ticket {i}: order {4400 + i} arrived late and the invoice shows {i + 2} "
-                                    "charges. The customer asks what happens next.",
-            "question": "Which team should handle this?", "options": OPTIONS, **fields}
+    return {
+        "id": f"d{i}",
+        "state": f"Ticket {i}: order {4400 + i} arrived late and the invoice shows {i + 2} "
+        "charges. The customer asks what happens next.",
+        "question": "Which team should handle this?",
+        "options": OPTIONS,
+        **fields,
+    }
 
 
 def batch(i: int, **fields) -> dict:
-    return {"id": f"b{i}", "state": body(i)["state"], **fields,
-            "questions": [{"id": "team", "question": "Which team should handle this?", "options": OPTIONS},
-                          {"id": "late", "question": "Did the parcel arrive late?", "options": ["no", "yes"]}]}
+    return {
+        "id": f"b{i}",
+        "state": body(i)["state"],
+        **fields,
+        "questions": [
+            {"id": "team", "question": "Which team should handle this?", "options": OPTIONS},
+            {"id": "late", "question": "Did the parcel arrive late?", "options": ["no", "yes"]},
+        ],
+    }
 
 
 KINDS = {
@@ -85,7 +100,7 @@ def at_once(lanes, requests: list[dict], limits: dict[int, float] | None = None)
         start.wait(30)
         try:
             out[i] = probabilities(lanes, requests[i], limit_s=(limits or {}).get(i))
-        except Exception as exc:  # noqa: BLE001 - compared by the test
+        except Exception as exc:
             out[i] = exc
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(requests))]
@@ -107,6 +122,7 @@ def assert_equal_alone(together, alone):
 
 # -- the arithmetic ---------------------------------------------------------------------------------------
 
+
 def test_lanes_that_fit_keeps_the_first_and_stops_at_the_memory_bound():
     assert lanes_that_fit(4, 100.0, 1000) == 4
     assert lanes_that_fit(4, 300.0, 1000) == 3
@@ -121,12 +137,15 @@ def test_thread_shares():
 
 # -- the start-up check, forced ---------------------------------------------------------------------------
 
+
 def _probe(answer):
     """A fake probe: ``answer(lane, threads, together)`` -> probabilities."""
+
     def probe(lane, threads):
         if lane is None:
             return [answer(i, threads, True) for i in range(3)]
         return answer(lane, threads, False)
+
     return probe
 
 
@@ -138,6 +157,7 @@ def test_the_check_shares_threads_when_every_context_and_count_agrees():
 def test_the_check_fixes_the_threads_when_the_count_moves_an_answer():
     def answer(lane, threads, together):
         return [0.5, 0.5] if threads == (1, 1) else [0.6, 0.4]
+
     policy, findings = choose_threads(_probe(answer), 3, (4, 4))
     assert policy == FIXED and "context 0 with 1 thread(s)" in findings[0]
 
@@ -145,6 +165,7 @@ def test_the_check_fixes_the_threads_when_the_count_moves_an_answer():
 def test_the_check_fixes_the_threads_when_company_moves_an_answer_at_another_count():
     def answer(lane, threads, together):
         return [0.5, 0.5] if not together or threads == (2, 2) else [0.5 + 1e-3, 0.5 - 1e-3]
+
     policy, findings = choose_threads(_probe(answer), 2, (4, 4))
     assert policy == SHARED  # the shared policy's company runs at (2, 2) here, which agrees
     policy, findings = choose_threads(_probe(answer), 4, (4, 4))
@@ -152,14 +173,16 @@ def test_the_check_fixes_the_threads_when_company_moves_an_answer_at_another_cou
 
 
 def test_the_check_serves_one_context_when_the_contexts_disagree():
-    policy, findings = choose_threads(_probe(lambda lane, threads, together: [0.5, 0.5] if lane == 0 else [0.7, 0.3]),
-                                      3, (2, 2))
+    policy, findings = choose_threads(
+        _probe(lambda lane, threads, together: [0.5, 0.5] if lane == 0 else [0.7, 0.3]), 3, (2, 2)
+    )
     assert policy == ONE and "context 1" in findings[-1]
 
 
 def test_a_difference_within_the_tolerance_is_no_difference():
     def answer(lane, threads, together):
         return [0.5 + lane * 1e-5, 0.5 - lane * 1e-5]
+
     assert choose_threads(_probe(answer), 3, (2, 2))[0] == SHARED
 
 
@@ -167,21 +190,26 @@ def test_open_lanes_follows_the_check(model_dir):
     engine, settings = _engine(model_dir, SM_LLAMA_CPP_PARALLEL=2)
     fixed = scheduler.open_lanes(engine, settings, Gate(1, 5), check=lambda probe, n, threads: (FIXED, ["forced"]))
     assert fixed.policy == FIXED and len(fixed.engines) == 2
-    assert all(e.context._threads == share(engine.model.loaded_threads, 2) and e.context.threads_now is None for e in fixed.engines)
+    assert all(
+        e.context._threads == share(engine.model.loaded_threads, 2) and e.context.threads_now is None
+        for e in fixed.engines
+    )
     one = scheduler.open_lanes(engine, settings, Gate(1, 5), check=lambda probe, n, threads: (ONE, ["forced"]))
     assert one.policy == ONE and len(one.engines) == 1 and one.gate.lanes == 1
 
 
 def test_the_memory_bound_limits_the_contexts(model_dir):
-    engine, settings = _engine(model_dir, SM_LLAMA_CPP_PARALLEL=4)
+    engine, _settings = _engine(model_dir, SM_LLAMA_CPP_PARALLEL=4)
     assert engine.model.context_mib > 0
-    bounded = adapter_settings(model_dir, SM_LLAMA_CPP_PARALLEL=4,
-                               DECISION_ADAPTER_MAX_KV_MIB=int(engine.model.context_mib * 2.5))
+    bounded = adapter_settings(
+        model_dir, SM_LLAMA_CPP_PARALLEL=4, DECISION_ADAPTER_MAX_KV_MIB=int(engine.model.context_mib * 2.5)
+    )
     lanes = scheduler.open_lanes(engine, bounded, Gate(1, 5))
     assert len(lanes.engines) == 2 and lanes.gate.lanes == 2 and engine.info["parallel"]["lanes"] == 2
 
 
 # -- real contexts: in company as alone ---------------------------------------------------------------------
+
 
 def test_the_embedded_models_contexts_pass_the_start_up_check(lanes):
     assert len(lanes.engines) == 3 and lanes.policy in (SHARED, FIXED)
@@ -197,8 +225,9 @@ def test_different_and_identical_requests_together_equal_each_alone(lanes, kind)
     assert_equal_alone(at_once(lanes, [different[0]] * 3), [alone[0]] * 3)
 
 
-@pytest.mark.parametrize("kind", ["letters as_given", "letters rotations", "shared-state batch",
-                                  "shared-state batch, cloze"])
+@pytest.mark.parametrize(
+    "kind", ["letters as_given", "letters rotations", "shared-state batch", "shared-state batch, cloze"]
+)
 def test_the_hybrid_models_contexts_answer_as_alone(hybrid_lanes, kind):
     assert len(hybrid_lanes.engines) == 2 and hybrid_lanes.engines[0].context.prefix_mode == "restore"
     different = [KINDS[kind](i) for i in range(3)]
@@ -218,8 +247,12 @@ def test_a_request_past_its_time_limit_stops_alone(lanes):
 
 
 def test_the_opt_in_reuse_and_state_cache_answer_as_alone_under_concurrency(model_dir):
-    engine, settings = _engine(model_dir, SM_LLAMA_CPP_PARALLEL=2, DECISION_ADAPTER_CROSS_REQUEST_REUSE="on",
-                               DECISION_ADAPTER_STATE_CACHE_MIB=64)
+    engine, settings = _engine(
+        model_dir,
+        SM_LLAMA_CPP_PARALLEL=2,
+        DECISION_ADAPTER_CROSS_REQUEST_REUSE="on",
+        DECISION_ADAPTER_STATE_CACHE_MIB=64,
+    )
     reuse = scheduler.open_lanes(engine, settings, Gate(max_queue=8, timeout_s=120))
     assert len(reuse.engines) == 2 and reuse.engines[1].context.state_cache is engine.context.state_cache  # one cache
     requests = [body(i) for i in range(3)] + [batch(0)]

@@ -1,10 +1,10 @@
 import pytest
 
-from decision_adapter.errors import InvalidType, InvalidValue
-from decision_adapter.prompt import render_state, user_message
 from decision_adapter.apis.chat import parse_chat
 from decision_adapter.apis.invocations import request_kind
 from decision_adapter.apis.own import parse_decision
+from decision_adapter.errors import InvalidType, InvalidValue
+from decision_adapter.prompt import render_state, user_message
 
 OPTIONS = [{"id": "a", "text": "Alpha"}, {"id": "b", "text": "Beta"}]
 
@@ -24,37 +24,50 @@ def test_single_decision_is_a_batch_of_one_keeping_option_order():
 
 
 def test_shared_state_batch():
-    batch = parse_decision({"id": "r", "state": {"ticket": 1}, "questions": [
-        {"id": "q1", "question": "A?", "options": OPTIONS},
-        {"id": "q2", "question": "B?", "options": OPTIONS, "temperature": 0.5}]})
+    batch = parse_decision(
+        {
+            "id": "r",
+            "state": {"ticket": 1},
+            "questions": [
+                {"id": "q1", "question": "A?", "options": OPTIONS},
+                {"id": "q2", "question": "B?", "options": OPTIONS, "temperature": 0.5},
+            ],
+        }
+    )
     assert not batch.single
     assert [q.id for q in batch.questions] == ["q1", "q2"]
     assert batch.questions[1].temperature == 0.5
 
 
-@pytest.mark.parametrize("body, error, field", [
-    (decision(id=...), InvalidValue, "id"),
-    (decision(id=7), InvalidType, "id"),
-    (decision(state=""), InvalidValue, "state"),
-    (decision(state="   "), InvalidValue, "state"),
-    (decision(state={}), InvalidValue, "state"),
-    (decision(state=3), InvalidType, "state"),
-    (decision(question=""), InvalidValue, "question"),
-    (decision(question=["x"]), InvalidType, "question"),
-    (decision(options="a,b"), InvalidType, "options"),
-    (decision(options=[OPTIONS[0]]), InvalidValue, "options"),
-    (decision(options=[f"o{i}" for i in range(17)]), InvalidValue, "options"),
-    (decision(options=[{"id": "a"}, {"id": "a"}]), InvalidValue, "options[1].id"),
-    (decision(options=[{"id": "a"}, 5]), InvalidType, "options[1]"),
-    (decision(options=[{"id": "a"}, {"text": "no id"}]), InvalidValue, "options[1].id"),
-    (decision(temperature=0), InvalidValue, "temperature"),
-    (decision(temperature="hot"), InvalidType, "temperature"),
-    ({"id": "r", "state": "s", "questions": []}, InvalidValue, "questions"),
-    ({"id": "r", "state": "s", "questions": [{"id": "q", "question": "?", "options": OPTIONS}] * 2},
-     InvalidValue, "questions[1].id"),
-    ({"id": "r", "state": "s", "questions": ["q"]}, InvalidType, "questions[0]"),
-    ({"id": "r", "state": "s", "question": "?", "options": OPTIONS, "questions": []}, InvalidValue, "questions"),
-])
+@pytest.mark.parametrize(
+    "body, error, field",
+    [
+        (decision(id=...), InvalidValue, "id"),
+        (decision(id=7), InvalidType, "id"),
+        (decision(state=""), InvalidValue, "state"),
+        (decision(state="   "), InvalidValue, "state"),
+        (decision(state={}), InvalidValue, "state"),
+        (decision(state=3), InvalidType, "state"),
+        (decision(question=""), InvalidValue, "question"),
+        (decision(question=["x"]), InvalidType, "question"),
+        (decision(options="a,b"), InvalidType, "options"),
+        (decision(options=[OPTIONS[0]]), InvalidValue, "options"),
+        (decision(options=[f"o{i}" for i in range(17)]), InvalidValue, "options"),
+        (decision(options=[{"id": "a"}, {"id": "a"}]), InvalidValue, "options[1].id"),
+        (decision(options=[{"id": "a"}, 5]), InvalidType, "options[1]"),
+        (decision(options=[{"id": "a"}, {"text": "no id"}]), InvalidValue, "options[1].id"),
+        (decision(temperature=0), InvalidValue, "temperature"),
+        (decision(temperature="hot"), InvalidType, "temperature"),
+        ({"id": "r", "state": "s", "questions": []}, InvalidValue, "questions"),
+        (
+            {"id": "r", "state": "s", "questions": [{"id": "q", "question": "?", "options": OPTIONS}] * 2},
+            InvalidValue,
+            "questions[1].id",
+        ),
+        ({"id": "r", "state": "s", "questions": ["q"]}, InvalidType, "questions[0]"),
+        ({"id": "r", "state": "s", "question": "?", "options": OPTIONS, "questions": []}, InvalidValue, "questions"),
+    ],
+)
 def test_bad_decisions_name_the_field(body, error, field):
     with pytest.raises(error) as raised:
         parse_decision(body)
@@ -83,13 +96,20 @@ def test_chat_refuses_streaming_and_bad_roles():
     assert chat.max_tokens == 32 and chat.temperature == 0.0
 
 
-@pytest.mark.parametrize("extra, field", [
-    ({"stream": {}}, "stream"), ({"stream": 0}, "stream"), ({"stream": "false"}, "stream"),
-    ({"stop": 0}, "stop"), ({"stop": False}, "stop"), ({"stop": {}}, "stop"),
-    ({"max_completion_tokens": "8"}, "max_completion_tokens"),
-    ({"max_tokens": None, "max_completion_tokens": 1.5}, "max_completion_tokens"),
-    ({"max_tokens": 8, "max_completion_tokens": True}, "max_completion_tokens"),
-])
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        ({"stream": {}}, "stream"),
+        ({"stream": 0}, "stream"),
+        ({"stream": "false"}, "stream"),
+        ({"stop": 0}, "stop"),
+        ({"stop": False}, "stop"),
+        ({"stop": {}}, "stop"),
+        ({"max_completion_tokens": "8"}, "max_completion_tokens"),
+        ({"max_tokens": None, "max_completion_tokens": 1.5}, "max_completion_tokens"),
+        ({"max_tokens": 8, "max_completion_tokens": True}, "max_completion_tokens"),
+    ],
+)
 def test_chat_refuses_wrong_types_even_when_falsy_or_shadowed(extra, field):
     with pytest.raises(InvalidType) as raised:
         parse_chat({"messages": [{"role": "user", "content": "hi"}], **extra}, 32)
@@ -123,14 +143,21 @@ def test_state_comes_first_so_questions_share_a_prefix():
 # -- unknown fields are refused, naming them (a misspelt field used to be ignored silently) ----------------
 
 
-@pytest.mark.parametrize("body, field", [
-    (decision(temperture=0.5), "temperture"),
-    (decision(options=[{"id": "a", "txt": "Alpha"}, "b"]), "options[0].txt"),
-    ({"id": "r", "state": "s", "questions": [{"id": "q", "question": "?", "options": OPTIONS, "colour": 1}]},
-     "questions[0].colour"),
-    ({"id": "r", "state": "s", "questions": [{"id": "q", "question": "?", "options": OPTIONS}], "mdoel": "x"},
-     "mdoel"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        (decision(temperture=0.5), "temperture"),
+        (decision(options=[{"id": "a", "txt": "Alpha"}, "b"]), "options[0].txt"),
+        (
+            {"id": "r", "state": "s", "questions": [{"id": "q", "question": "?", "options": OPTIONS, "colour": 1}]},
+            "questions[0].colour",
+        ),
+        (
+            {"id": "r", "state": "s", "questions": [{"id": "q", "question": "?", "options": OPTIONS}], "mdoel": "x"},
+            "mdoel",
+        ),
+    ],
+)
 def test_unknown_fields_are_refused_naming_them(body, field):
     with pytest.raises(InvalidValue) as raised:
         parse_decision(body)
@@ -151,8 +178,17 @@ def test_chat_refuses_unknown_fields_but_takes_openais_and_llama_servers_own():
     with pytest.raises(InvalidValue) as raised:
         parse_chat({"messages": hi, "temprature": 0.2}, 32)
     assert raised.value.field == "temprature"
-    chat = parse_chat({"messages": [{"role": "user", "content": "hi", "name": "ann"}], "model": "gpt-x", "n": 1,
-                       "user": "u", "logprobs": False, "chat_template_kwargs": {"enable_thinking": False}}, 32)
+    chat = parse_chat(
+        {
+            "messages": [{"role": "user", "content": "hi", "name": "ann"}],
+            "model": "gpt-x",
+            "n": 1,
+            "user": "u",
+            "logprobs": False,
+            "chat_template_kwargs": {"enable_thinking": False},
+        },
+        32,
+    )
     assert chat.messages == ({"role": "user", "content": "hi"},)
 
 

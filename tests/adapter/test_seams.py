@@ -28,8 +28,9 @@ def untyped_carriers(source: str) -> list[str]:
 
 
 def test_no_function_of_the_adapter_takes_an_untyped_engine():
-    found = {str(path.relative_to(ADAPTER)): untyped_carriers(path.read_text())
-             for path in sorted(ADAPTER.rglob("*.py"))}
+    found = {
+        str(path.relative_to(ADAPTER)): untyped_carriers(path.read_text()) for path in sorted(ADAPTER.rglob("*.py"))
+    }
     assert {path: where for path, where in found.items() if where} == {}
 
 

@@ -23,7 +23,7 @@ import pytest
 from decision_adapter.startup import LOADING, PROVING, READY, StartupRecord, failure_line
 from workshop_lib.models import EMBEDDED_MODEL
 
-FAULTS = '''
+FAULTS = """
 import os, signal
 fault = os.environ.get("TEST_FORWARD_PASS_FAULT")
 if fault:
@@ -42,7 +42,7 @@ if fault:
             nan_logits.keep = row
             return ctypes.cast(row, ctypes.POINTER(ctypes.c_float))
         llama_cpp.llama_get_logits_ith = nan_logits
-'''
+"""
 
 
 def test_the_record_keeps_what_earlier_stages_wrote(tmp_path):
@@ -58,11 +58,23 @@ def test_the_record_keeps_what_earlier_stages_wrote(tmp_path):
 
 
 def test_the_failure_line_says_what_ran_and_what_to_try():
-    base = {"stage": PROVING, "model": "m.gguf", "llama_cpp_python": "0.3.36",
-            "cpu_features": ["AVX2", "AVX512", "AMX_INT8"]}
-    line = failure_line({**base, "extra_buffers": True, "extra_buffers_reason": "on (DECISION_ADAPTER_EXTRA_BUFFERS=on)"})
+    base = {
+        "stage": PROVING,
+        "model": "m.gguf",
+        "llama_cpp_python": "0.3.36",
+        "cpu_features": ["AVX2", "AVX512", "AMX_INT8"],
+    }
+    line = failure_line(
+        {**base, "extra_buffers": True, "extra_buffers_reason": "on (DECISION_ADAPTER_EXTRA_BUFFERS=on)"}
+    )
     assert "\n" not in line
-    for needle in ("first forward pass", "m.gguf", "0.3.36", "AVX2 AVX512 AMX_INT8", "DECISION_ADAPTER_EXTRA_BUFFERS=off"):
+    for needle in (
+        "first forward pass",
+        "m.gguf",
+        "0.3.36",
+        "AVX2 AVX512 AMX_INT8",
+        "DECISION_ADAPTER_EXTRA_BUFFERS=off",
+    ):
         assert needle in line
     off = failure_line({**base, "extra_buffers": False, "extra_buffers_reason": "off (auto: ...)"})
     assert "already off" in off and "portable" in off
@@ -83,8 +95,9 @@ def _watch_until_exit(server, timeout_s: float = 90.0) -> list:
 @pytest.mark.slow
 def test_a_worker_that_dies_on_its_first_forward_pass_never_reports_ready(model_dir, start_adapter, tmp_path):
     (tmp_path / "sitecustomize.py").write_text(FAULTS)
-    server = start_adapter(model_dir, wait=False, PYTHONPATH=tmp_path, TEST_FORWARD_PASS_FAULT="segv",
-                           DECISION_ADAPTER_EXTRA_BUFFERS="on")
+    server = start_adapter(
+        model_dir, wait=False, PYTHONPATH=tmp_path, TEST_FORWARD_PASS_FAULT="segv", DECISION_ADAPTER_EXTRA_BUFFERS="on"
+    )
     seen = _watch_until_exit(server)
     log = server.log_path.read_text()
     assert 200 not in seen
@@ -126,10 +139,10 @@ def test_ping_reports_the_start_up_proof_and_the_extra_buffer_choice(model_dir, 
 
 # -- GPU honesty: a GPU endpoint never serves from its CPU ----------------------------------------
 
-GPU_REPORTED = '''
+GPU_REPORTED = """
 import llama_cpp
 llama_cpp.llama_supports_gpu_offload = lambda: True  # as a CUDA build would answer
-'''
+"""
 
 
 @pytest.mark.slow
@@ -184,8 +197,10 @@ def _sample_dir(model_dir, target, *, sha256=None, link=os.link):
     (target / "tokenizer").mkdir(parents=True)
     link(source, target / source.name)
     (target / "tokenizer" / "tokenizer_config.json").write_text("{}")
-    manifest = {"gguf": {**SAMPLE_GGUF, "file": source.name, "sha256": sha256 or EMBEDDED_MODEL.gguf.sha256},
-                "tokenizer": SAMPLE_TOKENIZER}
+    manifest = {
+        "gguf": {**SAMPLE_GGUF, "file": source.name, "sha256": sha256 or EMBEDDED_MODEL.gguf.sha256},
+        "tokenizer": SAMPLE_TOKENIZER,
+    }
     (target / "model-manifest.json").write_text(json.dumps(manifest))
     return target
 
@@ -212,8 +227,10 @@ def test_the_published_samples_package_is_served_and_described_as_loaded(model_d
     assert model["manifest_verified"] is True and model["file"] == EMBEDDED_MODEL.gguf.path
     assert (model["source_repo"], model["source_revision"]) == (SAMPLE_GGUF["repo"], SAMPLE_GGUF["revision"])
     log = server.log_path.read_text()
-    assert ("manifest: published sample's shape, GGUF sha256 verified; tokenizer files not listed with digests "
-            f"(1 under tokenizer/ from {SAMPLE_TOKENIZER['repo']}@{SAMPLE_TOKENIZER['revision'][:12]}") in log
+    assert (
+        "manifest: published sample's shape, GGUF sha256 verified; tokenizer files not listed with digests "
+        f"(1 under tokenizer/ from {SAMPLE_TOKENIZER['repo']}@{SAMPLE_TOKENIZER['revision'][:12]}"
+    ) in log
 
 
 @pytest.mark.slow
@@ -225,7 +242,10 @@ def test_the_workshop_package_says_its_shape(adapter):
 def test_a_sample_manifest_with_a_tampered_digest_stops_the_adapter(model_dir, start_adapter, tmp_path):
     sample = _sample_dir(model_dir, tmp_path / "sample", sha256="ab" * 32)
     line = _refusal(start_adapter(sample, wait=False))
-    assert f"{EMBEDDED_MODEL.gguf.path}: sha256 mismatch: expected {'ab' * 32}, actual {EMBEDDED_MODEL.gguf.sha256}" in line
+    assert (
+        f"{EMBEDDED_MODEL.gguf.path}: sha256 mismatch: expected {'ab' * 32}, actual {EMBEDDED_MODEL.gguf.sha256}"
+        in line
+    )
 
 
 def _workshop_dir(model_dir, target, edit=None):
@@ -259,8 +279,9 @@ def _escaping_link(manifest, target):
     outside = target.parent / "outside.txt"
     outside.write_text("outside")
     (target / "notes.txt").symlink_to(outside)
-    manifest["files"].append(dict(_listed(manifest), path="notes.txt", size=7,
-                                  sha256=hashlib.sha256(b"outside").hexdigest()))
+    manifest["files"].append(
+        dict(_listed(manifest), path="notes.txt", size=7, sha256=hashlib.sha256(b"outside").hexdigest())
+    )
 
 
 def _wrong_size(manifest, target):
@@ -275,8 +296,11 @@ BENT = [
     pytest.param(_duplicate, r"lists '.*\.gguf' twice \(files\[0\] and files\[1\]\)", id="two-entries-for-the-gguf"),
     pytest.param(_passwd, r"files\[1\]: the path '\.\./\.\./etc/passwd' leaves the model directory", id="dotdot"),
     pytest.param(_absolute, r"files\[1\]: the path '/etc/passwd' is absolute", id="absolute"),
-    pytest.param(_escaping_link, r"files\[1\] \('notes\.txt'\): .*outside\.txt, outside the model directory",
-                 id="symlink-escaping"),
+    pytest.param(
+        _escaping_link,
+        r"files\[1\] \('notes\.txt'\): .*outside\.txt, outside the model directory",
+        id="symlink-escaping",
+    ),
     pytest.param(_wrong_size, r"size \d+ bytes does not match the manifest's \d+ bytes", id="wrong-size"),
     pytest.param(_malformed, r"files\[1\] \('tokenizer\.json'\): size must be a non-negative integer", id="malformed"),
 ]
@@ -284,15 +308,17 @@ BENT = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("edit, needle", BENT)
-def test_a_bent_manifest_stops_the_adapter_with_one_line_naming_the_entry(model_dir, start_adapter, tmp_path,
-                                                                          edit, needle):
+def test_a_bent_manifest_stops_the_adapter_with_one_line_naming_the_entry(
+    model_dir, start_adapter, tmp_path, edit, needle
+):
     line = _refusal(start_adapter(_workshop_dir(model_dir, tmp_path / "model", edit), wait=False))
     assert re.search(needle, line), line
 
 
 @pytest.mark.slow
 def test_sm_llama_cpp_model_outside_the_directory_is_refused_despite_a_same_named_listed_file(
-        model_dir, start_adapter, tmp_path):
+    model_dir, start_adapter, tmp_path
+):
     served = _workshop_dir(model_dir, tmp_path / "model")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

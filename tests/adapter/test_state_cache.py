@@ -8,16 +8,21 @@ Every answer equals a fresh evaluation of the whole prompt (1e-4), in ``trim`` a
 import numpy as np
 import pytest
 
+from decision_adapter.apis import own
 from decision_adapter.apis.own import parse_decision
 from decision_adapter.settings import Settings, SettingsError, load_settings
 from decision_adapter.state_cache import CachedState, StateCache
 from tests.support import adapter_settings
-from decision_adapter.apis import own
 
-STATES = [f"Ticket {n}: the customer with account {4000 + n} reports that invoice {n}-7 was charged twice "
-          f"and asks for the card ending {1000 + 37 * n} to be checked." for n in range(5)]
-QUESTIONS = [{"id": "team", "question": "Which team should handle this?", "options": ["refunds", "billing", "it"]},
-             {"id": "upset", "question": "Is the customer upset?", "options": ["no", "yes"]}]
+STATES = [
+    f"Ticket {n}: the customer with account {4000 + n} reports that invoice {n}-7 was charged twice "
+    f"and asks for the card ending {1000 + 37 * n} to be checked."
+    for n in range(5)
+]
+QUESTIONS = [
+    {"id": "team", "question": "Which team should handle this?", "options": ["refunds", "billing", "it"]},
+    {"id": "upset", "question": "Is the customer upset?", "options": ["no", "yes"]},
+]
 CACHE_ENV = {"DECISION_ADAPTER_CROSS_REQUEST_REUSE": "on", "DECISION_ADAPTER_STATE_CACHE_MIB": "64"}
 
 

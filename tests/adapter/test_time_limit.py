@@ -5,17 +5,25 @@ import time
 
 import pytest
 
-from decision_adapter.deadline import Deadline
-from decision_adapter.errors import TimedOut
+from decision_adapter.apis import own
 from decision_adapter.apis.chat import parse_chat
 from decision_adapter.apis.own import parse_decision
+from decision_adapter.deadline import Deadline
+from decision_adapter.errors import TimedOut
 from tests.support.http_client import call
-from decision_adapter.apis import own
 
-SHORT = {"id": "short", "state": "The parcel arrived with a cracked screen.",
-         "question": "Which team should handle this?", "options": ["refunds", "shipping", "sales"]}
-CHAT = {"messages": [{"role": "user", "content": "Count from one to one hundred in words."}],
-        "max_tokens": 400, "temperature": 0.0, "seed": 7}
+SHORT = {
+    "id": "short",
+    "state": "The parcel arrived with a cracked screen.",
+    "question": "Which team should handle this?",
+    "options": ["refunds", "shipping", "sales"],
+}
+CHAT = {
+    "messages": [{"role": "user", "content": "Count from one to one hundred in words."}],
+    "max_tokens": 400,
+    "temperature": 0.0,
+    "seed": 7,
+}
 
 
 def long_state(tokens: int) -> str:
@@ -28,6 +36,7 @@ def long_decision(tokens: int) -> dict:
 
 
 # ---- the flag --------------------------------------------------------------------------------------
+
 
 def test_a_limit_trips_the_flag_only_after_its_time():
     deadline = Deadline()
@@ -69,6 +78,7 @@ def test_a_shorter_limit_after_a_longer_one_trips_on_time():
 
 # ---- the engine, in-process ------------------------------------------------------------------------
 
+
 def test_a_decision_over_the_limit_is_stopped_and_the_next_answer_is_unchanged(engine):
     (reference,), _ = own.decide(engine, parse_decision(SHORT))
     with engine.time_limit(0.05), pytest.raises(TimedOut) as caught:
@@ -97,18 +107,24 @@ def test_a_chat_over_the_limit_is_stopped_and_the_next_chat_is_unchanged(engine)
 
 # ---- a live adapter --------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_the_adapter_answers_504_and_then_as_a_fresh_server(model_dir, start_adapter):
     # Without prefix reuse each of the 16 questions reads the whole 7,000-token state again:
     # minutes of work on any CPU, against a limit of 10 s that the short request needs a fraction of.
     # (112,000 tokens in all: past the default request budget, so the budget is raised here.)
-    settings = {"SM_LLAMA_CPP_CTX_SIZE": 8192, "DECISION_ADAPTER_PREFIX_REUSE": "off",
-                "DECISION_ADAPTER_MAX_REQUEST_TOKENS": 200_000}
+    settings = {
+        "SM_LLAMA_CPP_CTX_SIZE": 8192,
+        "DECISION_ADAPTER_PREFIX_REUSE": "off",
+        "DECISION_ADAPTER_MAX_REQUEST_TOKENS": 200_000,
+    }
     limited = start_adapter(model_dir, DECISION_ADAPTER_REQUEST_TIMEOUT=10, **settings)
     fresh = start_adapter(model_dir, DECISION_ADAPTER_REQUEST_TIMEOUT=0, **settings)
-    slow = {"id": "slow", "state": long_state(7000),
-            "questions": [{"id": f"q{i}", "question": f"Is order {i} late?", "options": ["no", "yes"]}
-                          for i in range(16)]}
+    slow = {
+        "id": "slow",
+        "state": long_state(7000),
+        "questions": [{"id": f"q{i}", "question": f"Is order {i} late?", "options": ["no", "yes"]} for i in range(16)],
+    }
 
     started = time.monotonic()
     status, headers, body = call(limited.url + "/invocations", slow)

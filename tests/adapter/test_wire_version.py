@@ -8,11 +8,10 @@ from __future__ import annotations
 import pytest
 
 from decision_contract import names, wire
-from workshop_lib.client import EndpointClient, WireVersionMismatch, decision, jev
-from workshop_lib.client import openai_decisions as od
-
 from tests.support.adapters import JEV_ENV
 from tests.support.http_client import call
+from workshop_lib.client import EndpointClient, WireVersionMismatch, decision, jev
+from workshop_lib.client import openai_decisions as od
 
 pytestmark = pytest.mark.slow
 
@@ -30,11 +29,14 @@ def _header(headers: dict, name: str) -> str | None:
     return next((value for key, value in headers.items() if key.lower() == name.lower()), None)
 
 
-@pytest.mark.parametrize("method, path, body", [
-    ("POST", "/invocations", decision("w-1", STATE, "Which team?", OPTIONS)),
-    ("POST", "/invocations", {"id": "w-2", "state": STATE}),  # refused: an error answer says it too
-    ("GET", "/ping", None),
-])
+@pytest.mark.parametrize(
+    "method, path, body",
+    [
+        ("POST", "/invocations", decision("w-1", STATE, "Which team?", OPTIONS)),
+        ("POST", "/invocations", {"id": "w-2", "state": STATE}),  # refused: an error answer says it too
+        ("GET", "/ping", None),
+    ],
+)
 def test_every_response_names_the_adapters_wire_version(adapter, method, path, body):
     status, headers, _ = call(adapter.url + path, body, method=method, timeout=300.0)
     assert status in (200, 400, 422)
@@ -59,16 +61,22 @@ def test_a_client_of_another_version_refuses_the_adapters_answer_naming_both(ada
 @pytest.mark.parametrize("readout", names.READOUTS)
 def test_each_dialects_answer_names_the_readout_that_read_it(adapter, readout):
     client = EndpointClient.local(adapter.url, timeout_s=300.0, readout=readout)
-    (made,) = client.decide_batch("w-5", STATE, [{"id": "q", "question": "Which team?",
-                                                  "options": [{"id": k, "text": v} for k, v in OPTIONS.items()]}])
+    (made,) = client.decide_batch(
+        "w-5",
+        STATE,
+        [{"id": "q", "question": "Which team?", "options": [{"id": k, "text": v} for k, v in OPTIONS.items()]}],
+    )
     assert made.readout == (readout if readout != names.LETTERS else None)
-    answered = client.systemone(STATE, {"team": jev.choice("Which team?", OPTIONS),
-                                        "refund": jev.noul("Does the customer want the money back?")})
+    answered = client.systemone(
+        STATE,
+        {"team": jev.choice("Which team?", OPTIONS), "refund": jev.noul("Does the customer want the money back?")},
+    )
     assert {a.readout for a in answered.answers.values()} == {readout}
 
 
 def test_the_openai_decisions_answer_names_the_servers_readout(adapter):
     result = EndpointClient.local(adapter.url, timeout_s=300.0).openai_decisions(
-        STATE, [od.choice("Which team?", list(OPTIONS), name="team"), od.predicate("It is about money.", name="m")])
+        STATE, [od.choice("Which team?", list(OPTIONS), name="team"), od.predicate("It is about money.", name="m")]
+    )
     served = result.answers[0].raw.get(wire.X_READOUT)
     assert served in names.READOUTS and {a.readout for a in result.answers} == {served}

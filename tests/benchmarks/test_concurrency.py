@@ -16,15 +16,16 @@ import pytest
 
 from benchmarks import concurrency
 from benchmarks.servers import find_llama_server
-from workshop_lib.evaluation.tasks import load_tasks
-from workshop_lib.local import processes
 from tests.support import adapter_settings
 from tests.support.stand_in import serving
+from workshop_lib.evaluation.tasks import load_tasks
+from workshop_lib.local import processes
 
 LLAMA_SERVER = find_llama_server()
 
 
 # ---- the arithmetic -------------------------------------------------------------------------------
+
 
 def test_a_cell_is_decisions_over_wall_time_with_numpys_percentiles():
     rng = np.random.default_rng(7)
@@ -42,12 +43,15 @@ def _cell(per_s, p95):
     return {"per_s": per_s, "p50_ms": p95 / 2, "p95_ms": p95, "busy_503": 0, "decisions": 10}
 
 
-@pytest.mark.parametrize("mine, theirs, throughput_meets, p95_meets", [
-    ((3.0, 500.0), (3.0, 500.0), True, True),       # equal: both targets are met at exactly 1.0x
-    ((2.9, 500.0), (3.0, 500.0), False, True),
-    ((3.0, 501.0), (3.0, 500.0), True, False),
-    ((4.0, 400.0), (2.0, 800.0), True, True),
-])
+@pytest.mark.parametrize(
+    "mine, theirs, throughput_meets, p95_meets",
+    [
+        ((3.0, 500.0), (3.0, 500.0), True, True),  # equal: both targets are met at exactly 1.0x
+        ((2.9, 500.0), (3.0, 500.0), False, True),
+        ((3.0, 501.0), (3.0, 500.0), True, False),
+        ((4.0, 400.0), (2.0, 800.0), True, True),
+    ],
+)
 def test_ratios_and_their_verdicts_follow_the_figures(mine, theirs, throughput_meets, p95_meets):
     r = concurrency.ratios(_cell(*mine), _cell(*theirs))
     assert r["throughput"] == pytest.approx(mine[0] / theirs[0])
@@ -62,9 +66,11 @@ def test_a_missing_figure_is_no_ratio_and_never_meets():
 
 def _rows(adapter_per_s, llama_per_s, adapter_p95=500.0, llama_p95=500.0):
     levels = ("1", "2", "4", "8")
-    return {"adapter_parallel": {c: _cell(v, adapter_p95) for c, v in zip(levels, adapter_per_s)},
-            "adapter_default": {c: _cell(v, adapter_p95) for c, v in zip(levels, adapter_per_s)},
-            "llama_server": {c: _cell(v, llama_p95) for c, v in zip(levels, llama_per_s)}}
+    return {
+        "adapter_parallel": {c: _cell(v, adapter_p95) for c, v in zip(levels, adapter_per_s)},
+        "adapter_default": {c: _cell(v, adapter_p95) for c, v in zip(levels, adapter_per_s)},
+        "llama_server": {c: _cell(v, llama_p95) for c, v in zip(levels, llama_per_s)},
+    }
 
 
 def test_the_cpu_verdicts_look_at_c_1_2_4_only():
@@ -82,15 +88,26 @@ def test_the_cpu_verdicts_look_at_c_1_2_4_only():
 
 def test_the_gpu_verdict_is_c8_throughput_at_least_three_times_c1():
     assert concurrency.scaling({"1": _cell(2.0, 1), "8": _cell(6.0, 1)}) == {
-        "low": 1, "high": 8, "ratio": pytest.approx(3.0), "meets": True}
+        "low": 1,
+        "high": 8,
+        "ratio": pytest.approx(3.0),
+        "meets": True,
+    }
     assert concurrency.scaling({"1": _cell(2.0, 1), "8": _cell(5.9, 1)})["meets"] is False
     assert concurrency.scaling({"1": _cell(2.0, 1)}) == {"low": 1, "high": 1, "ratio": None, "meets": False}
     assert concurrency.scaling({"2": _cell(2.0, 1), "1": _cell(1.0, 1), "4": _cell(4.0, 1)})["ratio"] == 4.0
 
 
 def _table(rows):
-    return {"levels": [1, 2, 4, 8], "tasks_per_cell": 10, "seconds_per_cell": 20.0, "prompts": 48, "threads": 2,
-            "rows": rows, **concurrency.summarise(rows)}
+    return {
+        "levels": [1, 2, 4, 8],
+        "tasks_per_cell": 10,
+        "seconds_per_cell": 20.0,
+        "prompts": 48,
+        "threads": 2,
+        "rows": rows,
+        **concurrency.summarise(rows),
+    }
 
 
 def test_the_report_prints_each_cell_ratio_and_verdict():
@@ -98,8 +115,9 @@ def test_the_report_prints_each_cell_ratio_and_verdict():
     text = "\n".join(concurrency.report(table))
     assert "2.00/s (225/450 ms)" in text and "3.50/s (250/500 ms)" in text
     assert "C=2 0.86x / 0.90x" in text
-    line = next(x for x in text.splitlines() if x.strip().startswith(concurrency.ROWS["adapter_parallel"])
-                and "C=1 " in x)
+    line = next(
+        x for x in text.splitlines() if x.strip().startswith(concurrency.ROWS["adapter_parallel"]) and "C=1 " in x
+    )
     assert "throughput MISSES, p95 meets" in line
     gpu = "\n".join(concurrency.report(_table(_rows([1.0, 2.0, 3.0, 3.5], [1.0, 2.0, 3.0, 2.0])), gpu=True))
     assert "C=8 throughput 3.50x C=1's (meets >= 3x on a GPU)" in gpu
@@ -124,18 +142,36 @@ def test_the_start_up_checks_are_read_from_each_adapters_log(tmp_path, model_dir
     started("adapter-default")
     (tmp_path / "llama-server-np8.log").write_text("load_tensors: offloaded 31/31 layers to GPU\n")
     assert concurrency.start_up_checks(tmp_path) == {
-        "adapter-default": ["0.25 with flash attention on", "flash attention left off", "0.25 with flash attention off",
-                            "prefix reuse turned off"],
-        "adapter-parallel-8": ["0 with flash attention on"]}
+        "adapter-default": [
+            "0.25 with flash attention on",
+            "flash attention left off",
+            "0.25 with flash attention off",
+            "prefix reuse turned off",
+        ],
+        "adapter-parallel-8": ["0 with flash attention on"],
+    }
 
 
 def _reuse_table(reuse_per_s, plain_per_s, llama_per_s):
     levels = ("1", "2", "4")
-    rows = {name: {c: _cell(v, 1000.0 / v) for c, v in zip(levels, values)}
-            for name, values in (("adapter_reuse", reuse_per_s), ("adapter_parallel", plain_per_s),
-                                 ("llama_server", llama_per_s))}
-    return {"levels": [1, 2, 4], "tasks_per_cell": 16, "seconds_per_cell": 8.0, "prompts": 4, "threads": 2,
-            "state_cache_mib": 256, "rows": rows, "ratios": concurrency.reuse_ratios(rows)}
+    rows = {
+        name: {c: _cell(v, 1000.0 / v) for c, v in zip(levels, values)}
+        for name, values in (
+            ("adapter_reuse", reuse_per_s),
+            ("adapter_parallel", plain_per_s),
+            ("llama_server", llama_per_s),
+        )
+    }
+    return {
+        "levels": [1, 2, 4],
+        "tasks_per_cell": 16,
+        "seconds_per_cell": 8.0,
+        "prompts": 4,
+        "threads": 2,
+        "state_cache_mib": 256,
+        "rows": rows,
+        "ratios": concurrency.reuse_ratios(rows),
+    }
 
 
 def test_the_reuse_part_compares_the_cached_adapter_with_both_others_and_judges_nothing():
@@ -166,6 +202,7 @@ def test_repeated_requests_cycle_the_prompts_unchanged_with_new_ids():
 
 # ---- the llama-server client ---------------------------------------------------------------------
 
+
 @pytest.fixture
 def chat_server():
     """A stand-in llama-server on a real socket: the first request gets a 503 (``Retry-After: 0``), the rest a
@@ -179,8 +216,11 @@ def chat_server():
         def do_POST(self):
             received.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
             busy = len(received) == 1
-            data = b'{"error": "busy"}' if busy else json.dumps(
-                {"choices": [{"message": {"content": "A"}, "finish_reason": "length"}]}).encode()
+            data = (
+                b'{"error": "busy"}'
+                if busy
+                else json.dumps({"choices": [{"message": {"content": "A"}, "finish_reason": "length"}]}).encode()
+            )
             self.send_response(503 if busy else 200)
             if busy:
                 self.send_header("Retry-After", "0")
@@ -223,7 +263,8 @@ def test_the_prompts_are_the_held_out_split():
 # ---- one tiny real run -------------------------------------------------------------------------
 
 needs_llama_server = pytest.mark.skipif(
-    LLAMA_SERVER is None, reason="no llama-server build (WORKSHOP_LLAMA_SERVER, .llama.cpp/bin/llama-server or PATH)")
+    LLAMA_SERVER is None, reason="no llama-server build (WORKSHOP_LLAMA_SERVER, .llama.cpp/bin/llama-server or PATH)"
+)
 
 
 @pytest.fixture
@@ -241,9 +282,20 @@ def no_server_left():
 @needs_llama_server
 def test_a_tiny_table_runs_against_both_servers_and_stops_them(model_dir, embedded_gguf, tmp_path, no_server_left):
     before = set(processes._RUNNING)
-    table = concurrency.run_table(model_dir, embedded_gguf, LLAMA_SERVER, tmp_path, levels=(1, 2), tasks=3,
-                                  seconds=60, prompts=concurrency.held_out()[:6], start_timeout_s=120,
-                                  reuse_levels=(2,), reuse_tasks=3, reuse_seconds=60)
+    table = concurrency.run_table(
+        model_dir,
+        embedded_gguf,
+        LLAMA_SERVER,
+        tmp_path,
+        levels=(1, 2),
+        tasks=3,
+        seconds=60,
+        prompts=concurrency.held_out()[:6],
+        start_timeout_s=120,
+        reuse_levels=(2,),
+        reuse_tasks=3,
+        reuse_seconds=60,
+    )
     assert set(processes._RUNNING) == before  # every server it started is stopped
     for name in concurrency.ROWS:
         for c in ("1", "2"):
@@ -282,8 +334,9 @@ def test_a_server_that_fails_to_start_leaves_none_running(model_dir, embedded_gg
     broken.chmod(0o755)
     before = set(processes._RUNNING)
     with pytest.raises(processes.ServerFailedToStart):
-        concurrency.run_table(model_dir, embedded_gguf, broken, tmp_path, levels=(1,), tasks=1, seconds=5,
-                              start_timeout_s=120)
+        concurrency.run_table(
+            model_dir, embedded_gguf, broken, tmp_path, levels=(1,), tasks=1, seconds=5, start_timeout_s=120
+        )
     assert set(processes._RUNNING) == before
 
 
@@ -298,14 +351,16 @@ def test_the_llama_server_reports_carry_the_table():
     recorded.pop("concurrency", None)  # a run with the table left out
     assert "concurrency: decisions/s" not in llama_server.report(recorded)
     full = llama_server.report({**recorded, "concurrency": table})
-    alone = llama_server.report_concurrency({"machine": recorded["machine"], "model": recorded["model"],
-                                             "concurrency": table})
+    alone = llama_server.report_concurrency(
+        {"machine": recorded["machine"], "model": recorded["model"], "concurrency": table}
+    )
     for text in (full, alone):
         assert "concurrency: decisions/s" in text and "C=2 0.86x / 1.00x" in text
         assert "reuse (opt-in" not in text
     reuse = _reuse_table([8.0, 9.0, 10.0], [2.0, 3.0, 4.0], [4.0, 4.5, 5.0])
     full = llama_server.report({**recorded, "concurrency": {**table, "reuse": reuse}})
-    alone = llama_server.report_concurrency({"machine": recorded["machine"], "model": recorded["model"],
-                                             "concurrency": {**table, "reuse": reuse}})
+    alone = llama_server.report_concurrency(
+        {"machine": recorded["machine"], "model": recorded["model"], "concurrency": {**table, "reuse": reuse}}
+    )
     for text in (full, alone):
         assert text.index("concurrency: decisions/s") < text.index("reuse (opt-in") and "C=4 2.5x / 0.4x" in text

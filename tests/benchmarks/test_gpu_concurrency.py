@@ -22,10 +22,15 @@ def makefile_var(name: str) -> str:
 
 
 def dry_run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/bin:/bin", "GPU_MODEL_STAGE": str(tmp_path / "stage"), "HOME": str(tmp_path),
-           "PYTHON": sys.executable}
-    return subprocess.run([str(SCRIPT), "--dry-run", *args], capture_output=True, text=True, timeout=60, env=env,
-                          cwd=tmp_path)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "GPU_MODEL_STAGE": str(tmp_path / "stage"),
+        "HOME": str(tmp_path),
+        "PYTHON": sys.executable,
+    }
+    return subprocess.run(
+        [str(SCRIPT), "--dry-run", *args], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path
+    )
 
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="no shellcheck (apt-get install shellcheck)")
@@ -81,29 +86,49 @@ def test_the_offload_check_reads_each_server_log(tmp_path):
     (tmp_path / "llama-server-np8.log").write_text("load_tensors: offloaded 31/31 layers to GPU\n")
     (tmp_path / "adapter-default.log").write_text("loaded x.gguf in 0.2 s; llama.cpp offloaded 0/31 layers to GPU\n")
     (tmp_path / "adapter-parallel-8.log").write_text("nothing about layers\n")
-    assert gpu_concurrency.offload(tmp_path) == {"adapter-default": "0/31", "adapter-parallel-8": None,
-                                                 "llama-server-np8": "31/31"}
+    assert gpu_concurrency.offload(tmp_path) == {
+        "adapter-default": "0/31",
+        "adapter-parallel-8": None,
+        "llama-server-np8": "31/31",
+    }
 
 
 def test_the_gpu_report_gives_the_verdict_and_warns_about_a_server_left_on_the_cpu():
     def cell(per_s):
         return {"per_s": per_s, "p50_ms": 10.0, "p95_ms": 20.0, "busy_503": 0, "decisions": 100}
 
-    rows = {name: {"1": cell(10.0), "8": cell(per_s)} for name, per_s in
-            zip(concurrency.ROWS, (35.0, 12.0, 40.0))}
-    table = {"levels": [1, 8], "tasks_per_cell": 1000, "seconds_per_cell": 10.0, "prompts": 48, "threads": 2,
-             "gpu_layers": 999, "rows": rows, **concurrency.summarise(rows),
-             "start_up_checks": {"adapter-default": ["0 with flash attention off"],
-                                 "adapter-parallel-8": ["0.4 with flash attention on", "flash attention left off",
-                                                        "0 with flash attention off"]}}
-    figures = {"machine": {"gpu": "NVIDIA H200, 580", "cpu": "x", "cores": 16, "llama_server_build": "b1"},
-               "model": "m.gguf", "offloaded": {"adapter-default": "31/31", "llama-server-np8": None},
-               "concurrency": table}
+    rows = {name: {"1": cell(10.0), "8": cell(per_s)} for name, per_s in zip(concurrency.ROWS, (35.0, 12.0, 40.0))}
+    table = {
+        "levels": [1, 8],
+        "tasks_per_cell": 1000,
+        "seconds_per_cell": 10.0,
+        "prompts": 48,
+        "threads": 2,
+        "gpu_layers": 999,
+        "rows": rows,
+        **concurrency.summarise(rows),
+        "start_up_checks": {
+            "adapter-default": ["0 with flash attention off"],
+            "adapter-parallel-8": [
+                "0.4 with flash attention on",
+                "flash attention left off",
+                "0 with flash attention off",
+            ],
+        },
+    }
+    figures = {
+        "machine": {"gpu": "NVIDIA H200, 580", "cpu": "x", "cores": 16, "llama_server_build": "b1"},
+        "model": "m.gguf",
+        "offloaded": {"adapter-default": "31/31", "llama-server-np8": None},
+        "concurrency": table,
+    }
     text = gpu_concurrency.report(figures)
     assert "NVIDIA H200" in text and "999 GPU layers" in text
     assert f"{concurrency.ROWS['adapter_parallel']}: C=8 throughput 3.50x C=1's (meets >= 3x on a GPU)" in text
     assert f"{concurrency.ROWS['adapter_default']}: C=8 throughput 1.20x C=1's (MISSES >= 3x on a GPU)" in text
     assert "WARNING: llama-server-np8 did not report offloading" in text
-    assert ("per adapter: adapter-default 0 with flash attention off; adapter-parallel-8 0.4 with flash "
-            "attention on, flash attention left off, 0 with flash attention off") in text
+    assert (
+        "per adapter: adapter-default 0 with flash attention off; adapter-parallel-8 0.4 with flash "
+        "attention on, flash attention left off, 0 with flash attention off"
+    ) in text
     assert "NOTE: the check turned something off in adapter-parallel-8:" in text

@@ -60,11 +60,18 @@ def test_the_llama_server_report_reads_its_recorded_run():
 
 def test_the_readout_verdicts_follow_their_figures():
     def study(accuracy, flips, p50, ece_after, coverage=0.88):
-        cloze = {"accuracy": accuracy, "flips": {"flips": flips, "compared": 10}, "p50_ms": p50, "tokens_mean": 100,
-                 "cost_ratio": p50 / 100.0, "heldout": {"n": 20, "before": {"ece": 0.2, "nll": 1.0},
-                                                          "after": {"ece": ece_after, "nll": 0.9}},
-                 "sets": {"alpha": 0.1, "resampled": {"coverage": coverage, "set_size": 2.0, "rounds": 200,
-                                                      "groups": 1, "answers": 39}}}
+        cloze = {
+            "accuracy": accuracy,
+            "flips": {"flips": flips, "compared": 10},
+            "p50_ms": p50,
+            "tokens_mean": 100,
+            "cost_ratio": p50 / 100.0,
+            "heldout": {"n": 20, "before": {"ece": 0.2, "nll": 1.0}, "after": {"ece": ece_after, "nll": 0.9}},
+            "sets": {
+                "alpha": 0.1,
+                "resampled": {"coverage": coverage, "set_size": 2.0, "rounds": 200, "groups": 1, "answers": 39},
+            },
+        }
         return {"figures": {"cloze": cloze}, "chance": 0.3, "rate_ms_per_token": 1.0}
 
     good = adapter.readout_verdicts(study(0.6, 0, 110.0, 0.1, coverage=0.86))

@@ -19,16 +19,16 @@ from pathlib import Path
 import pytest
 
 from decision_adapter.bindings import BindingsMismatch, bindings_path, drop_bindings
-
 from workshop_lib.models import embedded_gguf_path
 
 pytestmark = pytest.mark.slow
 
 # The Makefile's llama.cpp build, laid out as the DLC's /opt/llama.cpp/bin, and its venv (the stamp).
 LOCAL_BUILD = Path(__file__).resolve().parents[2] / ".llama.cpp" / "bin"
-makefile_venv = pytest.mark.skipif(not (Path(sys.prefix) / ".installed").exists(),
-                                   reason="not the Makefile's venv (environment.yml's bindings carry their own "
-                                          "llama.cpp)")
+makefile_venv = pytest.mark.skipif(
+    not (Path(sys.prefix) / ".installed").exists(),
+    reason="not the Makefile's venv (environment.yml's bindings carry their own llama.cpp)",
+)
 
 
 def llama_libraries(maps: str) -> list[Path]:
@@ -42,8 +42,13 @@ def without(*names: str) -> dict[str, str]:
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "decision_adapter.bindings", *args], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "decision_adapter.bindings", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def prove_with_patched_bindings(tmp_path, patch: str) -> subprocess.CompletedProcess:
@@ -57,19 +62,29 @@ def test_the_local_build_passes_the_proof_the_image_build_runs():
     assert result.returncode == 0, result.stderr
     assert "bindings proof passed" in result.stdout
     # this build passes the check of prompts cut into calls, so flash attention (auto) is served, with reuse
-    assert re.search(r"start-up check on this library: a prompt cut into calls answers within \S+ of it whole; "
-                     r"served with flash attention on, prefix reuse trim", result.stdout), result.stdout
+    assert re.search(
+        r"start-up check on this library: a prompt cut into calls answers within \S+ of it whole; "
+        r"served with flash attention on, prefix reuse trim",
+        result.stdout,
+    ), result.stdout
 
 
 @makefile_venv
 def test_every_python_of_the_venv_loads_the_checkouts_build_without_being_told():
     """No LLAMA_CPP_LIB_PATH in the environment: the venv's .pth sets it, and the bindings, ggml's own
     loader and what they pull in all come from .llama.cpp/bin, as the image's come from /opt/llama.cpp/bin."""
-    code = ("import json, os, llama_cpp, llama_cpp._ggml\n"
-            "print(json.dumps({'env': os.environ.get('LLAMA_CPP_LIB_PATH'), 'lib': llama_cpp.llama_cpp._lib._name,"
-            " 'maps': open('/proc/self/maps').read()}))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env=without("LLAMA_CPP_LIB_PATH", "LD_LIBRARY_PATH"))
+    code = (
+        "import json, os, llama_cpp, llama_cpp._ggml\n"
+        "print(json.dumps({'env': os.environ.get('LLAMA_CPP_LIB_PATH'), 'lib': llama_cpp.llama_cpp._lib._name,"
+        " 'maps': open('/proc/self/maps').read()}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=without("LLAMA_CPP_LIB_PATH", "LD_LIBRARY_PATH"),
+    )
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["env"], "the venv's .pth file did not set LLAMA_CPP_LIB_PATH (make .venv/.installed writes it)"
@@ -106,15 +121,23 @@ def test_the_build_folder_finds_its_libraries_wherever_it_is(tmp_path):
     moved = tmp_path / "bin"
     shutil.copytree(LOCAL_BUILD, moved, symlinks=True)
     for binary in ("llama-server", "libllama.so"):
-        ldd = subprocess.run(["ldd", str(moved / binary)], capture_output=True, text=True, timeout=60,
-                             env=without("LD_LIBRARY_PATH"))
+        ldd = subprocess.run(
+            ["ldd", str(moved / binary)], capture_output=True, text=True, timeout=60, env=without("LD_LIBRARY_PATH")
+        )
         assert ldd.returncode == 0, ldd.stderr
-        ours = {name.strip(): where.split(" (")[0].strip()
-                for name, where in (line.split(" => ") for line in ldd.stdout.splitlines() if " => " in line)
-                if name.strip().startswith(("libllama", "libggml", "libmtmd"))}
+        ours = {
+            name.strip(): where.split(" (")[0].strip()
+            for name, where in (line.split(" => ") for line in ldd.stdout.splitlines() if " => " in line)
+            if name.strip().startswith(("libllama", "libggml", "libmtmd"))
+        }
         assert "libggml.so.0" in ours and all(Path(w).parent == moved for w in ours.values()), ldd.stdout
-    version = subprocess.run([str(moved / "llama-server"), "--version"], capture_output=True, text=True,
-                             timeout=60, env=without("LD_LIBRARY_PATH"))
+    version = subprocess.run(
+        [str(moved / "llama-server"), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=without("LD_LIBRARY_PATH"),
+    )
     assert version.returncode == 0 and "version" in version.stdout + version.stderr, version.stderr
 
 
@@ -132,12 +155,16 @@ def test_probabilities_that_differ_from_the_reference_fail_the_proof(tmp_path, r
 
 def test_defaults_read_through_a_shifted_struct_fail_the_proof(tmp_path):
     """What a misaligned llama_context_params looks like from Python: the fields read other values."""
-    result = prove_with_patched_bindings(tmp_path, (
-        "import llama_cpp\n"
-        "real = llama_cpp.llama_context_default_params\n"
-        "def shifted():\n"
-        "    p = real(); p.n_batch, p.n_ubatch = p.n_ubatch, p.n_seq_max; return p\n"
-        "llama_cpp.llama_context_default_params = shifted\n"))
+    result = prove_with_patched_bindings(
+        tmp_path,
+        (
+            "import llama_cpp\n"
+            "real = llama_cpp.llama_context_default_params\n"
+            "def shifted():\n"
+            "    p = real(); p.n_batch, p.n_ubatch = p.n_ubatch, p.n_seq_max; return p\n"
+            "llama_cpp.llama_context_default_params = shifted\n"
+        ),
+    )
     assert result.returncode == 1
     assert "llama_context_default_params().n_batch reads 512, llama.cpp's default is 2048" in result.stderr
 
@@ -146,14 +173,18 @@ def test_sequence_states_that_do_not_round_trip_fail_the_proof(tmp_path):
     """What a library whose state calls disagree with the bindings could do: save bytes that load as other
     values. Here the last 1 % of every saved sequence (values of the last layer; the headers before them stay
     intact, so it loads) is overwritten after llama.cpp wrote it."""
-    result = prove_with_patched_bindings(tmp_path, (
-        "import ctypes, llama_cpp\n"
-        "real = llama_cpp.llama_state_seq_get_data_ext\n"
-        "def garbled(ctx, dst, size, seq_id, flags):\n"
-        "    written = real(ctx, dst, size, seq_id, flags)\n"
-        "    ctypes.memset(ctypes.addressof(dst) + written - written // 100, 0x3c, written // 100)\n"
-        "    return written\n"
-        "llama_cpp.llama_state_seq_get_data_ext = garbled\n"))
+    result = prove_with_patched_bindings(
+        tmp_path,
+        (
+            "import ctypes, llama_cpp\n"
+            "real = llama_cpp.llama_state_seq_get_data_ext\n"
+            "def garbled(ctx, dst, size, seq_id, flags):\n"
+            "    written = real(ctx, dst, size, seq_id, flags)\n"
+            "    ctypes.memset(ctypes.addressof(dst) + written - written // 100, 0x3c, written // 100)\n"
+            "    return written\n"
+            "llama_cpp.llama_state_seq_get_data_ext = garbled\n"
+        ),
+    )
     assert result.returncode == 1
     assert "bindings proof FAILED: through restore the decision scored" in result.stderr
     assert "the decision scored" not in result.stderr.replace("through restore the decision scored", "")
@@ -178,9 +209,18 @@ def test_the_drop_command_edits_the_installed_bindings_and_they_still_import(tmp
     result = run("drop", "llama_adapter_meta_val_str", env=env)
     assert result.returncode == 0, result.stderr
     assert str(tmp_path / "llama_cpp" / "llama_cpp.py") in result.stdout
-    check = subprocess.run([sys.executable, "-c", "import llama_cpp; print(llama_cpp.__file__, "
-                            "hasattr(llama_cpp, 'llama_adapter_meta_val_str'), hasattr(llama_cpp, 'llama_decode'))"],
-                           capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    check = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import llama_cpp; print(llama_cpp.__file__, "
+            "hasattr(llama_cpp, 'llama_adapter_meta_val_str'), hasattr(llama_cpp, 'llama_decode'))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
     assert check.returncode == 0, check.stderr
     where, dropped_present, kept_present = check.stdout.split()
     assert Path(where).is_relative_to(tmp_path) and (dropped_present, kept_present) == ("False", "True")

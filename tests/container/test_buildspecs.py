@@ -12,12 +12,11 @@ import subprocess
 
 import pytest
 
+from tests.support.buildspec import REPO_ROOT, load_buildspec, phase_commands, run_buildspec
 from workshop_lib.aws import build_projects, codebuild
 from workshop_lib.aws.images import DLC_PINS, parse_image_uri
-from workshop_lib.models import PINNED_MODEL
 from workshop_lib.errors import InvalidInput
-
-from tests.support.buildspec import REPO_ROOT, load_buildspec, phase_commands, run_buildspec
+from workshop_lib.models import PINNED_MODEL
 
 MODEL_PACKAGE = REPO_ROOT / codebuild.MODEL_PACKAGE_BUILDSPEC
 IMAGE_BUILD = REPO_ROOT / codebuild.IMAGE_BUILD_BUILDSPEC
@@ -27,7 +26,10 @@ REPOSITORY = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/semif-llamacpp-dlc"
 
 
 def image_env(**changes) -> dict[str, str]:
-    return {**codebuild.image_build_env(parse_image_uri(BASE), parse_image_uri(REPOSITORY), "cpu-20250101-000000"), **changes}
+    return {
+        **codebuild.image_build_env(parse_image_uri(BASE), parse_image_uri(REPOSITORY), "cpu-20250101-000000"),
+        **changes,
+    }
 
 
 @pytest.mark.parametrize("path", [MODEL_PACKAGE, IMAGE_BUILD], ids=lambda p: p.name)
@@ -45,7 +47,8 @@ def test_image_build_exports_the_digest_the_library_reads():
     spec = load_buildspec(IMAGE_BUILD)
     assert spec["env"]["exported-variables"] == ["IMAGE_DIGEST"]
     assert "IMAGE_DIGEST" in codebuild.exported_variables(
-        {"exportedEnvironmentVariables": [{"name": "IMAGE_DIGEST", "value": "sha256:00"}]})
+        {"exportedEnvironmentVariables": [{"name": "IMAGE_DIGEST", "value": "sha256:00"}]}
+    )
 
 
 def test_model_package_exports_the_model_data_url():
@@ -67,7 +70,11 @@ def test_model_package_defaults_are_the_pinned_model():
 
 
 def test_buildspec_paths_and_scripts_exist():
-    for relative in (codebuild.MODEL_PACKAGE_BUILDSPEC, codebuild.IMAGE_BUILD_BUILDSPEC, *build_projects.REQUIRED_SOURCE_FILES):
+    for relative in (
+        codebuild.MODEL_PACKAGE_BUILDSPEC,
+        codebuild.IMAGE_BUILD_BUILDSPEC,
+        *build_projects.REQUIRED_SOURCE_FILES,
+    ):
         assert (REPO_ROOT / relative).is_file(), relative
     commands = " ".join(phase_commands(load_buildspec(MODEL_PACKAGE), "build"))
     assert "bash buildspec/scripts/package_model.sh" in commands
@@ -81,13 +88,16 @@ def test_image_build_commands_match_the_reference_recipe():
     assert "--platform linux/amd64" in docker_build
     assert '--build-arg BASE_IMAGE="$BASE_IMAGE"' in docker_build
     assert docker_build.endswith(" container")  # the build context
-    order = [next(i for i, c in enumerate(build) if c.startswith(p))
-             for p in ("docker build", "docker push", "IMAGE_DIGEST=", "export IMAGE_DIGEST")]
+    order = [
+        next(i for i, c in enumerate(build) if c.startswith(p))
+        for p in ("docker build", "docker push", "IMAGE_DIGEST=", "export IMAGE_DIGEST")
+    ]
     assert order == sorted(order)
     assert "imageDetails[0].imageDigest" in build[order[2]]
 
 
 # ---------------------------------------------------------------- the image build, run with fakes
+
 
 def test_image_build_with_fake_aws_cli_and_docker(tmp_path):
     result = run_buildspec(IMAGE_BUILD, image_env(), tmp_path)
@@ -110,7 +120,9 @@ def _build_args(call: list[str]) -> dict[str, str]:
 
 
 def test_image_build_gpu_dockerfile(tmp_path):
-    env = codebuild.image_build_env(parse_image_uri(BASE), parse_image_uri(REPOSITORY), "gpu-20250101-000000", "Dockerfile.gpu")
+    env = codebuild.image_build_env(
+        parse_image_uri(BASE), parse_image_uri(REPOSITORY), "gpu-20250101-000000", "Dockerfile.gpu"
+    )
     result = run_buildspec(IMAGE_BUILD, env, tmp_path)
     assert result.returncode == 0, result.stderr
     build = next(c for c in result.calls if c[:2] == ["docker", "build"])
@@ -126,20 +138,34 @@ def test_the_cpu_build_passes_its_pinned_bindings_and_drops_nothing(tmp_path):
     assert args["LLAMA_CPP_PYTHON"] == "llama-cpp-python==0.3.35" and args["DROP_BINDINGS"] == ""
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"BASE_IMAGE": BASE.split("@")[0] + ":server-sagemaker-cpu-v1"}, "pinned by digest"),
-    ({"BASE_IMAGE": BASE.replace("763104351884", "626614931356")}, "this region's DLC registry"),
-    # a look-alike host that starts like the DLC registry must not receive the ECR login
-    ({"BASE_IMAGE": "763104351884.dkr.ecr.evil.example/x@sha256:" + "12" * 32}, "this region's DLC registry"),
-    ({"BASE_IMAGE": BASE + "x"}, "pinned by digest"),
-    ({"REPOSITORY_URI": "123456789012.dkr.ecr.us-east-1.amazonaws.com.evil.example/r"}, "this account"),
-    ({"REPOSITORY_URI": REPOSITORY.replace("123456789012", "210987654321")}, "this account"),
-    ({"IMAGE_TAG": "unset"}, "IMAGE_TAG"),
-    ({"IMAGE_TAG": "x;y"}, "IMAGE_TAG"),
-    ({"DOCKERFILE": "../Dockerfile"}, "DOCKERFILE must be"),
-    ({"LLAMA_CPP_PYTHON": "unset"}, "LLAMA_CPP_PYTHON"),
-], ids=["tag-not-digest", "other-region-dlc", "look-alike-host", "digest-suffix", "look-alike-repo",
-        "other-account-repo", "no-tag", "bad-tag", "bad-dockerfile", "no-bindings"])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"BASE_IMAGE": BASE.split("@")[0] + ":server-sagemaker-cpu-v1"}, "pinned by digest"),
+        ({"BASE_IMAGE": BASE.replace("763104351884", "626614931356")}, "this region's DLC registry"),
+        # a look-alike host that starts like the DLC registry must not receive the ECR login
+        ({"BASE_IMAGE": "763104351884.dkr.ecr.evil.example/x@sha256:" + "12" * 32}, "this region's DLC registry"),
+        ({"BASE_IMAGE": BASE + "x"}, "pinned by digest"),
+        ({"REPOSITORY_URI": "123456789012.dkr.ecr.us-east-1.amazonaws.com.evil.example/r"}, "this account"),
+        ({"REPOSITORY_URI": REPOSITORY.replace("123456789012", "210987654321")}, "this account"),
+        ({"IMAGE_TAG": "unset"}, "IMAGE_TAG"),
+        ({"IMAGE_TAG": "x;y"}, "IMAGE_TAG"),
+        ({"DOCKERFILE": "../Dockerfile"}, "DOCKERFILE must be"),
+        ({"LLAMA_CPP_PYTHON": "unset"}, "LLAMA_CPP_PYTHON"),
+    ],
+    ids=[
+        "tag-not-digest",
+        "other-region-dlc",
+        "look-alike-host",
+        "digest-suffix",
+        "look-alike-repo",
+        "other-account-repo",
+        "no-tag",
+        "bad-tag",
+        "bad-dockerfile",
+        "no-bindings",
+    ],
+)
 def test_image_build_refuses_bad_inputs_before_docker_runs(tmp_path, changes, message):
     result = run_buildspec(IMAGE_BUILD, image_env(**changes), tmp_path)
     assert result.returncode != 0
@@ -155,11 +181,11 @@ def test_image_build_fails_when_ecr_returns_no_digest(tmp_path):
 
 # ---------------------------------------------------------------- shellcheck
 
+
 def _shellcheck(path):
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed (Debian: apt-get install -y shellcheck)")
-    return subprocess.run(["shellcheck", "--shell=bash", "--severity=style", str(path)],
-                          capture_output=True, text=True)
+    return subprocess.run(["shellcheck", "--shell=bash", "--severity=style", str(path)], capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("path", sorted((REPO_ROOT / "buildspec" / "scripts").glob("*.sh")), ids=lambda p: p.name)
@@ -172,9 +198,11 @@ def test_shellcheck_scripts(path):
 def test_shellcheck_inline_commands(path, tmp_path):
     """All phases' commands as one bash script, as CodeBuild runs them in one shell."""
     spec = load_buildspec(path)
-    lines = ["#!/usr/bin/env bash",
-             "# Variables CodeBuild provides or the buildspec's env section sets:",
-             'AWS_REGION="${AWS_REGION:-}" AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-}"']
+    lines = [
+        "#!/usr/bin/env bash",
+        "# Variables CodeBuild provides or the buildspec's env section sets:",
+        'AWS_REGION="${AWS_REGION:-}" AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-}"',
+    ]
     lines += [f'{name}="${{{name}:-{value}}}"' for name, value in spec["env"]["variables"].items()]
     for phase in ("install", "pre_build", "build"):
         lines += phase_commands(spec, phase)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.support.buildspec import REPO_ROOT
 
@@ -159,8 +159,11 @@ def _ignored(relative: str, patterns: list[str]) -> bool:
 
 
 def test_copy_sources_exist_in_the_build_context(steps):
-    patterns = [line.strip() for line in (CONTEXT / ".dockerignore").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+    patterns = [
+        line.strip()
+        for line in (CONTEXT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     copies = [a.split() for k, a in steps if k == "COPY" and not a.startswith("--from=")]
     assert copies
     for *sources, _dest in copies:
@@ -209,11 +212,14 @@ def test_nginx_is_the_dlcs_own_and_is_checked_as_the_adapter_user(steps):
 
 def test_the_nginx_template_ships_with_the_adapter():
     """serve renders nginx.conf from a template in the package: it must reach the image and the wheel."""
-    patterns = [line.strip() for line in (CONTEXT / ".dockerignore").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+    patterns = [
+        line.strip()
+        for line in (CONTEXT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert (CONTEXT / "decision_adapter" / "nginx.conf.template").is_file()
     assert not _ignored("decision_adapter/nginx.conf.template", patterns)
-    package_data = re.search(r'^decision_adapter = \[(.*)\]$', (CONTEXT / "pyproject.toml").read_text(), re.M)[1]
+    package_data = re.search(r"^decision_adapter = \[(.*)\]$", (CONTEXT / "pyproject.toml").read_text(), re.M)[1]
     assert '"nginx.conf.template"' in package_data
 
 

@@ -1,9 +1,9 @@
 """environment.yml describes the same environment as pyproject.toml."""
 
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,7 +111,10 @@ def test_environment_installs_the_three_local_packages():
 
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
-    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
-          if line.strip() and not line.startswith("#") and not line.startswith(("set ", "cd "))]
+    ci = [
+        line.strip()
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line.strip() and not line.startswith("#") and not line.startswith(("set ", "cd "))
+    ]
     assert ci == ["make test"]
     assert "make test" in readme and "make demo" in readme

@@ -11,7 +11,6 @@ import re
 import sys
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "container" / "requirements.lock"
 sys.path.insert(0, str(ROOT / "scripts"))

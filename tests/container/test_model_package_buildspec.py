@@ -18,44 +18,64 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.buildspec import REPO_ROOT, make_fake_hub, run_buildspec
 from workshop_lib.aws.codebuild import model_package_env
 from workshop_lib.models import ModelFile, ModelSpec, TokenizerSource
 from workshop_lib.packaging import build_manifest, extract_model
 
-from tests.support.buildspec import REPO_ROOT, make_fake_hub, run_buildspec
-
 BUILDSPEC = REPO_ROOT / "buildspec" / "model-package.yml"
 GGUF = b"GGUF" + bytes(range(256)) * 40
-TOKENIZER = {"tokenizer.json": b'{"model": "fake"}', "tokenizer_config.json": b"{}",
-             "chat_template.jinja": b"{{ messages }}"}
+TOKENIZER = {
+    "tokenizer.json": b'{"model": "fake"}',
+    "tokenizer_config.json": b"{}",
+    "chat_template.jinja": b"{{ messages }}",
+}
 S3_PREFIX = "s3://workshop-bucket/models/fake"
 
 
 def fake_spec(*, size: int | None = len(GGUF), sha256: str | None = None, tokenizer: bool = True) -> ModelSpec:
     return ModelSpec(
         name="Fake 1B Q4_K_M",
-        gguf=ModelFile(path="fake-1b-Q4_K_M.gguf", repo="acme/fake-1b-GGUF", revision="a" * 40, role="gguf",
-                       size=size, sha256=sha256 or hashlib.sha256(GGUF).hexdigest()),
+        gguf=ModelFile(
+            path="fake-1b-Q4_K_M.gguf",
+            repo="acme/fake-1b-GGUF",
+            revision="a" * 40,
+            role="gguf",
+            size=size,
+            sha256=sha256 or hashlib.sha256(GGUF).hexdigest(),
+        ),
         tokenizer=TokenizerSource("acme/fake-1b", "b" * 40) if tokenizer else None,
-        license="apache-2.0", quantization="Q4_K_M",
+        license="apache-2.0",
+        quantization="Q4_K_M",
     )
 
 
 def with_found_tokenizer(spec: ModelSpec) -> ModelSpec:
     """The spec as packaged: the tokenizer files the patterns found, by name (sorted)."""
-    return dataclasses.replace(spec, extra_files=tuple(
-        ModelFile(path=name, repo="acme/fake-1b", revision="b" * 40, role="tokenizer") for name in sorted(TOKENIZER)))
+    return dataclasses.replace(
+        spec,
+        extra_files=tuple(
+            ModelFile(path=name, repo="acme/fake-1b", revision="b" * 40, role="tokenizer") for name in sorted(TOKENIZER)
+        ),
+    )
 
 
 @pytest.fixture
 def hub(tmp_path) -> str:
-    files = {("acme/fake-1b-GGUF", "a" * 40, "fake-1b-Q4_K_M.gguf"): GGUF,
-             # the same name under another revision must never be fetched
-             ("acme/fake-1b-GGUF", "main", "fake-1b-Q4_K_M.gguf"): b"not the pinned revision"}
+    files = {
+        ("acme/fake-1b-GGUF", "a" * 40, "fake-1b-Q4_K_M.gguf"): GGUF,
+        # the same name under another revision must never be fetched
+        ("acme/fake-1b-GGUF", "main", "fake-1b-Q4_K_M.gguf"): b"not the pinned revision",
+    }
     files.update({("acme/fake-1b", "b" * 40, name): data for name, data in TOKENIZER.items()})
     # files the patterns do not take, and a tokenizer file that exists only at another revision
-    files.update({("acme/fake-1b", "b" * 40, "model.safetensors"): b"weights", ("acme/fake-1b", "b" * 40,
-                  "README.md"): b"# card", ("acme/fake-1b", "main", "special_tokens_map.json"): b"{}"})
+    files.update(
+        {
+            ("acme/fake-1b", "b" * 40, "model.safetensors"): b"weights",
+            ("acme/fake-1b", "b" * 40, "README.md"): b"# card",
+            ("acme/fake-1b", "main", "special_tokens_map.json"): b"{}",
+        }
+    )
     return make_fake_hub(tmp_path / "hub", files)
 
 
@@ -77,8 +97,14 @@ def test_manifest_equals_build_manifest(hub, tmp_path):
     manifest = json.loads(result.s3_object(f"{S3_PREFIX}/model-manifest.json").read_text())
     when = datetime.datetime.strptime(manifest["build"]["time"], "%Y-%m-%dT%H:%M:%SZ")
     found = with_found_tokenizer(spec)  # every *.json / *.jinja at the pinned revision, nothing else
-    expected = build_manifest(found, measured(found), build_id="decision-workshop-test:00000000-0000-0000-0000-000000000000",
-                              where="codebuild", tools=manifest["tools"], now=when)
+    expected = build_manifest(
+        found,
+        measured(found),
+        build_id="decision-workshop-test:00000000-0000-0000-0000-000000000000",
+        where="codebuild",
+        tools=manifest["tools"],
+        now=when,
+    )
     assert manifest == expected
     assert {"packager", "python", "curl"} <= set(manifest["tools"])
     assert manifest["tools"]["llama_cpp_dlc"] == dlc  # the digests the package is prepared for
@@ -88,8 +114,10 @@ def test_the_library_passes_the_regions_pinned_dlc_digests():
     from workshop_lib.aws.images import pinned_dlc_uri
 
     env = model_package_env(fake_spec(), S3_PREFIX, {v: pinned_dlc_uri("eu-west-1", v) for v in ("cpu", "cuda")})
-    assert json.loads(env["LLAMA_CPP_DLC"]) == {"cpu": pinned_dlc_uri("eu-west-1", "cpu"),
-                                                "cuda": pinned_dlc_uri("eu-west-1", "cuda")}
+    assert json.loads(env["LLAMA_CPP_DLC"]) == {
+        "cpu": pinned_dlc_uri("eu-west-1", "cpu"),
+        "cuda": pinned_dlc_uri("eu-west-1", "cuda"),
+    }
     assert env["TOKENIZER_PATTERNS"] == "*.json *.jinja *.model *.txt"
 
 
@@ -100,8 +128,13 @@ def test_no_tokenizer_file_matching_the_patterns_fails(hub, tmp_path):
 
 
 def test_a_file_name_from_the_listing_that_is_not_plain_is_refused(tmp_path):
-    hub = make_fake_hub(tmp_path / "hub", {("acme/fake-1b-GGUF", "a" * 40, "fake-1b-Q4_K_M.gguf"): GGUF,
-                                           ("acme/fake-1b", "b" * 40, "tokenizer.json"): b"{}"})
+    hub = make_fake_hub(
+        tmp_path / "hub",
+        {
+            ("acme/fake-1b-GGUF", "a" * 40, "fake-1b-Q4_K_M.gguf"): GGUF,
+            ("acme/fake-1b", "b" * 40, "tokenizer.json"): b"{}",
+        },
+    )
     listing = tmp_path / "hub" / "api" / "models" / "acme" / "fake-1b" / "tree" / ("b" * 40)
     listing.write_text(json.dumps([{"type": "file", "path": "../../evil.json"}]))
     result = run(fake_spec(), hub, tmp_path)
@@ -120,7 +153,8 @@ def test_tarball_has_gguf_at_root_and_passes_the_adapters_check(hub, tmp_path, m
 
     # The adapter's own check (stdlib only), loaded from its file: the container refuses what it rejects.
     loader = importlib.util.spec_from_file_location(
-        "adapter_model_files", REPO_ROOT / "container" / "decision_adapter" / "model_files.py")
+        "adapter_model_files", REPO_ROOT / "container" / "decision_adapter" / "model_files.py"
+    )
     model_files = importlib.util.module_from_spec(loader)
     monkeypatch.setitem(sys.modules, loader.name, model_files)
     loader.loader.exec_module(model_files)

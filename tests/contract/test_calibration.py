@@ -15,14 +15,25 @@ from decision_contract import calibration
 from workshop_lib.evaluation.profiles import CalibrationFileError, check_document
 
 SHA = "ab" * 32
-FIGURES = {"nll_before": 1.2, "nll_after": 1.0, "ece_before": 0.5, "ece_after": 0.2, "brier_before": 0.7,
-           "brier_after": 0.6}
-BASE = {"format": "decision-calibration/1", "fit_for": {"gguf_sha256": SHA, "prompt_version": "decision-prompt/1"},
-        "order": "as_given",
-        "profiles": {"choice/3-4": {"temperature": 2.0, "kept": True, "fit_n": 30, "heldout_n": 13,
-                                    "heldout": FIGURES},
-                     "noul/2": {"temperature": 0.5, "kept": False, "fit_n": 3, "heldout_n": 0, "heldout": None}},
-        "data": {"tasks": "packaged", "fit_n": 33, "heldout_n": 13}, "created": "2026-12-01T00:00:00+00:00"}
+FIGURES = {
+    "nll_before": 1.2,
+    "nll_after": 1.0,
+    "ece_before": 0.5,
+    "ece_after": 0.2,
+    "brier_before": 0.7,
+    "brier_after": 0.6,
+}
+BASE = {
+    "format": "decision-calibration/1",
+    "fit_for": {"gguf_sha256": SHA, "prompt_version": "decision-prompt/1"},
+    "order": "as_given",
+    "profiles": {
+        "choice/3-4": {"temperature": 2.0, "kept": True, "fit_n": 30, "heldout_n": 13, "heldout": FIGURES},
+        "noul/2": {"temperature": 0.5, "kept": False, "fit_n": 3, "heldout_n": 0, "heldout": None},
+    },
+    "data": {"tasks": "packaged", "fit_n": 33, "heldout_n": 13},
+    "created": "2026-12-01T00:00:00+00:00",
+}
 
 
 def doc(path: str = "", value=None, *, drop: bool = False) -> dict:
@@ -48,8 +59,10 @@ GOOD = [
     pytest.param(doc("profiles.choice/3-4.temperature", 100), id="temperature-at-most"),
     pytest.param(doc("profiles.noul/2.temperature", 0.0011), id="temperature-just-above-least"),
     pytest.param(doc("profiles.noul/2.heldout", FIGURES), id="not-kept-with-figures"),
-    pytest.param(doc("profiles.score/17+", {"temperature": 1, "kept": False, "fit_n": 0, "heldout_n": 0}),
-                 id="open-band-heldout-absent"),
+    pytest.param(
+        doc("profiles.score/17+", {"temperature": 1, "kept": False, "fit_n": 0, "heldout_n": 0}),
+        id="open-band-heldout-absent",
+    ),
     pytest.param(doc("extra", {"anything": True}), id="unknown-top-level-field"),
     pytest.param(doc("profiles.noul/2.reason", "only 3 held-out answers"), id="reason"),
     pytest.param(doc("profiles.choice/3-4.reason", None), id="reason-null"),
@@ -89,7 +102,6 @@ BAD = [
 ]
 
 
-
 @pytest.mark.parametrize("document", GOOD)
 def test_a_valid_file_is_read(document):
     parsed = calibration.parse(document, "calibration.json", "00" * 32)
@@ -123,8 +135,10 @@ def test_a_file_fit_for_another_build_or_prompt_names_both():
     parsed.check_fit(SHA.upper(), "model.gguf", "decision-prompt/1")
 
 
-@pytest.mark.parametrize("n, band", [(2, "2"), (3, "3-4"), (4, "3-4"), (5, "5-8"), (8, "5-8"), (9, "9-16"),
-                                     (16, "9-16"), (17, "17+"), (255, "17+")])
+@pytest.mark.parametrize(
+    "n, band",
+    [(2, "2"), (3, "3-4"), (4, "3-4"), (5, "5-8"), (8, "5-8"), (9, "9-16"), (16, "9-16"), (17, "17+"), (255, "17+")],
+)
 def test_every_option_count_falls_in_one_band(n, band):
     assert calibration.band_of(n) == band
     assert calibration.profile_name("score", n) == f"score/{band}"
@@ -149,17 +163,28 @@ def test_the_adapter_serves_a_kept_profile_only_in_the_order_it_was_fitted_in():
 
 # -- format 2: the readout, alpha and the prediction-set thresholds -------------------------------------------------
 
-SETS = {"threshold": 0.7, "kept": True, "reason": None, "heldout_n": 13, "temperature": 2.0, "fit_coverage": 0.9,
-        "fit_set_size": 1.8}
+SETS = {
+    "threshold": 0.7,
+    "kept": True,
+    "reason": None,
+    "heldout_n": 13,
+    "temperature": 2.0,
+    "fit_coverage": 0.9,
+    "fit_set_size": 1.8,
+}
 V2 = {**copy.deepcopy(BASE), "format": calibration.FORMAT, "readout": "letters", "alpha": 0.1}
 V2["profiles"]["choice/3-4"]["conformal"] = SETS
-V2["profiles"]["noul/2"]["conformal"] = {**SETS, "threshold": None, "kept": False,
-                                        "reason": "0 held-out answers; a set covering 1 - alpha = 0.9 needs at least 9"}
+V2["profiles"]["noul/2"]["conformal"] = {
+    **SETS,
+    "threshold": None,
+    "kept": False,
+    "reason": "0 held-out answers; a set covering 1 - alpha = 0.9 needs at least 9",
+}
 
 
 def test_a_format_1_file_still_loads_as_fitted_for_the_letters_readout():
     parsed = calibration.parse(doc())
-    assert calibration.FORMAT != BASE["format"]
+    assert BASE["format"] != calibration.FORMAT
     assert (parsed.readout, parsed.alpha, parsed.thresholds) == ("letters", None, {})
     parsed.check_fit(SHA, "model.gguf", "decision-prompt/1")  # the adapter serves letters
 
@@ -172,21 +197,24 @@ def test_a_format_2_file_carries_its_readout_alpha_and_the_kept_thresholds_only(
     assert check_document(copy.deepcopy(V2)) == V2
 
 
-@pytest.mark.parametrize("change, field", [
-    (lambda d: d.pop("readout"), "readout"),
-    (lambda d: d.update(readout="Letters!"), "readout"),
-    (lambda d: d.pop("alpha"), "alpha"),
-    (lambda d: d.update(alpha=0), "alpha"),
-    (lambda d: d.update(alpha=True), "alpha"),
-    (lambda d: d["profiles"]["choice/3-4"].update(conformal=0.7), "conformal"),
-    (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(threshold=-0.1), "conformal.threshold"),
-    (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(threshold=None), "without a threshold"),
-    (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(kept="yes"), "conformal.kept"),
-    (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(heldout_n=-2), "conformal.heldout_n"),
-    (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(fit_coverage=float("inf")), "fit_coverage"),
-    (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(temperature=1.0), "serves temperature 2"),
-    (lambda d: d["profiles"]["choice/3-4"].update(kept=False), "serves temperature 1"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (lambda d: d.pop("readout"), "readout"),
+        (lambda d: d.update(readout="Letters!"), "readout"),
+        (lambda d: d.pop("alpha"), "alpha"),
+        (lambda d: d.update(alpha=0), "alpha"),
+        (lambda d: d.update(alpha=True), "alpha"),
+        (lambda d: d["profiles"]["choice/3-4"].update(conformal=0.7), "conformal"),
+        (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(threshold=-0.1), "conformal.threshold"),
+        (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(threshold=None), "without a threshold"),
+        (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(kept="yes"), "conformal.kept"),
+        (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(heldout_n=-2), "conformal.heldout_n"),
+        (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(fit_coverage=float("inf")), "fit_coverage"),
+        (lambda d: d["profiles"]["choice/3-4"]["conformal"].update(temperature=1.0), "serves temperature 2"),
+        (lambda d: d["profiles"]["choice/3-4"].update(kept=False), "serves temperature 1"),
+    ],
+)
 def test_a_broken_format_2_field_is_refused_naming_it(change, field):
     broken = copy.deepcopy(V2)
     change(broken)

@@ -26,10 +26,12 @@ def _files(*entries) -> dict:
 GOOD = [
     pytest.param(_files(), id="workshop"),
     pytest.param(_files({"path": "tok/t.json", "size": 0, "sha256": DIGEST.upper(), "repo": "r"}), id="workshop-2"),
-    pytest.param(_files({"path": "calibration.json", "role": "calibration", "size": 5, "sha256": DIGEST}),
-                 id="calibration"),
-    pytest.param({"gguf": {"file": "m.gguf", "sha256": DIGEST}, "tokenizer": {"repo": "r", "revision": "v"}},
-                 id="sample"),
+    pytest.param(
+        _files({"path": "calibration.json", "role": "calibration", "size": 5, "sha256": DIGEST}), id="calibration"
+    ),
+    pytest.param(
+        {"gguf": {"file": "m.gguf", "sha256": DIGEST}, "tokenizer": {"repo": "r", "revision": "v"}}, id="sample"
+    ),
 ]
 
 BAD = [
@@ -54,13 +56,15 @@ BAD = [
     pytest.param(["m.gguf"], id="not-a-dict"),
 ]
 
+
 @pytest.mark.parametrize("raw", GOOD)
 def test_a_valid_manifest_is_read_in_its_shape(raw):
     parsed = manifest.parse(raw)
     assert parsed.shape == (manifest.SAMPLE_SHAPE if "gguf" in raw else manifest.WORKSHOP_SHAPE)
     listed = raw["files"] if "files" in raw else [{"path": raw["gguf"]["file"], "sha256": raw["gguf"]["sha256"]}]
     assert [(f.path, f.size, f.sha256) for f in parsed.files] == [
-        (e["path"], e.get("size"), e["sha256"].lower()) for e in listed]
+        (e["path"], e.get("size"), e["sha256"].lower()) for e in listed
+    ]
     assert parsed.gguf.path == "m.gguf"
 
 
@@ -70,8 +74,9 @@ def test_a_broken_manifest_is_refused_naming_the_entry_and_the_fix(raw):
         manifest.parse(raw)
     message = str(caught.value)
     assert message.startswith(manifest.MANIFEST_NAME)
-    assert any(word in message for word in ("files[", "gguf", "tokenizer", "both", "neither", "empty",
-                                            "JSON object")), message
+    assert any(
+        word in message for word in ("files[", "gguf", "tokenizer", "both", "neither", "empty", "JSON object")
+    ), message
 
 
 @pytest.mark.parametrize("raw", BAD[:3])
@@ -85,8 +90,10 @@ def test_each_room_refuses_as_its_own_error_with_the_contract_message(raw):
 
 
 def test_the_workshop_shape_names_its_gguf_by_model_file_then_role():
-    files = [{"path": "a.json", "size": 1, "sha256": DIGEST}, {"path": "w.gguf", "size": 2, "sha256": DIGEST,
-                                                              "role": "gguf"}]
+    files = [
+        {"path": "a.json", "size": 1, "sha256": DIGEST},
+        {"path": "w.gguf", "size": 2, "sha256": DIGEST, "role": "gguf"},
+    ]
     assert manifest.parse({"files": files}).gguf.path == "w.gguf"
     assert manifest.parse({"files": files, "model": {"file": "a.json"}}).gguf.path == "a.json"
     assert manifest.parse({"files": files[:1]}).gguf.path == "a.json"

@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 
 from decision_adapter.apis.registry import DIALECTS
 from decision_contract import names, wire
-from workshop_lib.client import Decision, InvalidDecision
-from workshop_lib.client import jev
+from workshop_lib.client import Decision, InvalidDecision, jev
 from workshop_lib.client import openai_decisions as od
 
 IDS = ["refunds", "shipping", "sales"]
@@ -21,10 +20,17 @@ IDS = ["refunds", "shipping", "sales"]
 # -- the version ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("header, version", [
-    (None, None), ("", None), ("trace-7", None), (wire.WIRE_VERSION, wire.WIRE_VERSION),
-    ("trace-7, decision-wire/3", "decision-wire/3"), ("a=1; decision-wire/2 ;b", "decision-wire/2"),
-])
+@pytest.mark.parametrize(
+    "header, version",
+    [
+        (None, None),
+        ("", None),
+        ("trace-7", None),
+        (wire.WIRE_VERSION, wire.WIRE_VERSION),
+        ("trace-7, decision-wire/3", "decision-wire/3"),
+        ("a=1; decision-wire/2 ;b", "decision-wire/2"),
+    ],
+)
 def test_the_version_is_read_from_the_header_among_other_attributes(header, version):
     assert wire.version_in(header) == version
 
@@ -54,27 +60,33 @@ def test_every_method_belongs_to_a_readout_and_every_readout_has_a_method():
     assert set(wire.METHODS.values()) == set(names.READOUTS)
 
 
-@pytest.mark.parametrize("dialect, answer, readout", [
-    ("decision", {"readout_name": "cloze"}, "cloze"),
-    ("decision", {"readout": "One forward pass over the rendered prompt"}, None),  # a description names nothing
-    ("systemone", {"x_readout": "letter-slots"}, "letters"),
-    ("systemone", {"x_readout": "two-level-codes"}, "letters"),
-    ("systemone", {"x_readout": "cloze"}, "cloze"),
-    ("systemone", {}, None),
-    ("openai_decisions", {"x_readout": "letters"}, "letters"),
-    ("openai_decisions", {"x_readout": "cloze"}, "cloze"),
-])
+@pytest.mark.parametrize(
+    "dialect, answer, readout",
+    [
+        ("decision", {"readout_name": "cloze"}, "cloze"),
+        ("decision", {"readout": "One forward pass over the rendered prompt"}, None),  # a description names nothing
+        ("systemone", {"x_readout": "letter-slots"}, "letters"),
+        ("systemone", {"x_readout": "two-level-codes"}, "letters"),
+        ("systemone", {"x_readout": "cloze"}, "cloze"),
+        ("systemone", {}, None),
+        ("openai_decisions", {"x_readout": "letters"}, "letters"),
+        ("openai_decisions", {"x_readout": "cloze"}, "cloze"),
+    ],
+)
 def test_an_answer_names_its_readout_in_its_dialects_field(dialect, answer, readout):
     assert wire.readout_of(answer, dialect) == readout
 
 
-@pytest.mark.parametrize("dialect, answer, needle", [
-    ("decision", {"readout_name": "words"}, "not a readout"),
-    ("decision", {"readout_name": 3}, "not a readout's name"),
-    ("systemone", {"x_readout": "letters"}, "not a method"),  # System One names the method, not the readout
-    ("openai_decisions", {"x_readout": "letter-slots"}, "not a readout"),
-    ("chat", {}, "not a dialect"),
-])
+@pytest.mark.parametrize(
+    "dialect, answer, needle",
+    [
+        ("decision", {"readout_name": "words"}, "not a readout"),
+        ("decision", {"readout_name": 3}, "not a readout's name"),
+        ("systemone", {"x_readout": "letters"}, "not a method"),  # System One names the method, not the readout
+        ("openai_decisions", {"x_readout": "letter-slots"}, "not a readout"),
+        ("chat", {}, "not a dialect"),
+    ],
+)
 def test_a_readout_this_contract_does_not_know_is_refused(dialect, answer, needle):
     with pytest.raises(wire.WireError, match=needle):
         wire.readout_of(answer, dialect)
@@ -97,24 +109,30 @@ def test_an_unknown_readout_or_order_is_named():
 # -- the validity rule ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("probabilities, needle", [
-    ([float("nan"), 0.5, 0.5], "'refunds' is nan, not a finite number"),
-    ([0.2, -0.1, 0.9], "'shipping' is -0.1, outside [0, 1]"),
-    ([0.2, 0.5, True], "'sales' is True, not a number"),
-    ([0.5, 0.5], "2 probabilities for 3 option ids"),
-    ([0.2, 0.5, 0.4], "sum to 1.1"),
-])
+@pytest.mark.parametrize(
+    "probabilities, needle",
+    [
+        ([float("nan"), 0.5, 0.5], "'refunds' is nan, not a finite number"),
+        ([0.2, -0.1, 0.9], "'shipping' is -0.1, outside [0, 1]"),
+        ([0.2, 0.5, True], "'sales' is True, not a number"),
+        ([0.5, 0.5], "2 probabilities for 3 option ids"),
+        ([0.2, 0.5, 0.4], "sum to 1.1"),
+    ],
+)
 def test_what_is_not_one_distribution_is_named(probabilities, needle):
     assert needle in wire.distribution_problem(IDS, probabilities)
 
 
-@pytest.mark.parametrize("got, ordered, needle", [
-    (["refunds", "shipping"], True, "lacks the options ['sales']"),
-    (["refunds", "shipping", "sales", "other"], True, "has ['other'], which were not sent"),
-    (["refunds", "refunds", "sales"], True, "lists ['refunds'] more than once"),
-    (["sales", "shipping", "refunds"], True, "not in the order sent"),
-    (["sales", "shipping", "refunds"], False, None),
-])
+@pytest.mark.parametrize(
+    "got, ordered, needle",
+    [
+        (["refunds", "shipping"], True, "lacks the options ['sales']"),
+        (["refunds", "shipping", "sales", "other"], True, "has ['other'], which were not sent"),
+        (["refunds", "refunds", "sales"], True, "lists ['refunds'] more than once"),
+        (["sales", "shipping", "refunds"], True, "not in the order sent"),
+        (["sales", "shipping", "refunds"], False, None),
+    ],
+)
 def test_the_ids_are_those_sent(got, ordered, needle):
     problem = wire.ids_problem(IDS, got, ordered=ordered)
     assert problem is None if needle is None else needle in problem
@@ -126,19 +144,30 @@ def _off_by(delta: float) -> list[float]:
 
 def _readers():
     """Each dialect's reader in the client, as ``read(probabilities)``: raises on an answer it refuses."""
+
     def own(probabilities):
         Decision.from_result({"id": "d", "option_ids": IDS, "probabilities": probabilities})
 
     def systemone(probabilities):
         question = jev.choice("Which team?", IDS)
-        jev.parse_answer("q", question, {"type": "choice", "choice": "shipping",
-                                         "probabilities": dict(zip(IDS, probabilities))})
+        jev.parse_answer(
+            "q", question, {"type": "choice", "choice": "shipping", "probabilities": dict(zip(IDS, probabilities))}
+        )
 
     def decisions(probabilities):
         question = od.choice("Which team?", IDS, name="team")
-        od.parse_answer(0, question, {"type": "choice", "name": "team", "choice": "shipping", "confidence": 0.5,
-                                      "probabilities": [{"value": i, "probability": p}
-                                                        for i, p in zip(IDS, probabilities)]})
+        od.parse_answer(
+            0,
+            question,
+            {
+                "type": "choice",
+                "name": "team",
+                "choice": "shipping",
+                "confidence": 0.5,
+                "probabilities": [{"value": i, "probability": p} for i, p in zip(IDS, probabilities)],
+            },
+        )
+
     return {"own": own, "systemone": systemone, "decisions": decisions}
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -15,9 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"^```(?:bash|console|sh)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
-AWS_STEPS = ("setup|codebuild-role|package-model|verify-package|resolve-image|deploy|deploy-standard|"
-             "invoke-standard|build-image|extend|deadline|placement|invoke|bench|captured|calibrate|alarms|"
-             "update|delete-alarms|autoscale|transform|cleanup|delete-[a-z-]+|audit|stop-local|check")
+AWS_STEPS = (
+    "setup|codebuild-role|package-model|verify-package|resolve-image|deploy|deploy-standard|"
+    "invoke-standard|build-image|extend|deadline|placement|invoke|bench|captured|calibrate|alarms|"
+    "update|delete-alarms|autoscale|transform|cleanup|delete-[a-z-]+|audit|stop-local|check"
+)
 CANNOT_RUN_HERE = {
     r"^aws ": "an AWS account's command",
     r"<[^>]+>": "a placeholder the reader fills in",
@@ -60,7 +63,7 @@ def test_the_pages_hold_commands_and_most_kinds_run_here():
 def test_every_file_a_command_reads_is_in_the_repository():
     for page, command in ALL:
         words = command.split()
-        for flag, value in zip(words, words[1:]):
+        for flag, value in itertools.pairwise(words):
             if flag in READS and value.endswith((".json", ".jsonl")) and not re.search(r"[<$]|^results/", value):
                 assert (ROOT / value).is_file(), f"{page}: {command!r} reads {value}, which is not in the repository"
 
@@ -79,6 +82,14 @@ def test_the_command_runs_as_written(page, command, tmp_path):
     env = {**os.environ, "WORKSHOP_CONFIG": str(tmp_path / "config.json"), "WORKSHOP_MODE": "local"}
     log = tmp_path / "output.log"
     with log.open("w") as out:
-        done = subprocess.run(command, shell=True, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                              timeout=60, start_new_session=True)
+        done = subprocess.run(
+            command,
+            shell=True,
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=60,
+            start_new_session=True,
+        )
     assert done.returncode == 0, f"{page}: {command!r} exited {done.returncode}:\n{log.read_text()[-2000:]}"

@@ -58,7 +58,7 @@ def first_unlinked_use(text: str, anchor: str) -> re.Match | None:
     when the text never uses it."""
     prose = blank(text, NOT_PROSE)
     links = [(m.start(1), m.end(1), m.group(2)) for m in LINK.finditer(prose)]
-    prose = LINK.sub(lambda m: m.group(0)[:m.end(1) - m.start(0)] + " " * (m.end(0) - m.end(1)), prose)
+    prose = LINK.sub(lambda m: m.group(0)[: m.end(1) - m.start(0)] + " " * (m.end(0) - m.end(1)), prose)
     for use in re.finditer(TERMS[anchor], prose, flags=re.IGNORECASE):
         inside = next((target for start, end, target in links if start <= use.start() and use.end() <= end), None)
         if inside is None:
@@ -94,5 +94,5 @@ def test_the_check_finds_an_unlinked_first_use_and_accepts_a_linked_one():
 
 @pytest.mark.parametrize("name,text", sorted(documents().items()))
 def test_each_term_is_linked_to_the_glossary_where_first_used(name, text):
-    unlinked = {anchor: text[m.start():m.end()] for anchor in TERMS if (m := first_unlinked_use(text, anchor))}
+    unlinked = {anchor: text[m.start() : m.end()] for anchor in TERMS if (m := first_unlinked_use(text, anchor))}
     assert not unlinked, f"{name}: first use not linked to docs/glossary.md: {unlinked}"

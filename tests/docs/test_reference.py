@@ -73,7 +73,7 @@ def test_the_settings_page_as_built_holds_one_row_per_declared_setting():
     page = ref.expand((DOCS / "settings.md").read_text())
     specs = adapter_settings.declared()
     rows = [line for line in page.splitlines() if line.startswith("| `")]
-    assert [row.split("|")[1].strip().strip("`") for row in rows[:len(specs)]] == [s.env for s in specs]
+    assert [row.split("|")[1].strip().strip("`") for row in rows[: len(specs)]] == [s.env for s in specs]
     for spec, row in zip(specs, rows):
         assert f"| `{ref.settings_rows()[specs.index(spec)]['default']}` |" in row, row
 
@@ -111,21 +111,38 @@ def test_api_page_lists_every_route_and_schema_and_its_links_resolve():
 
 
 def test_api_page_follows_the_document_it_is_given():
-    document = {"openapi": "3.1.0", "info": {"title": "t", "version": "1"},
-                "paths": {"/v9/new": {"post": {"summary": "A route added later",
-                                               "requestBody": {"content": {"application/json": {
-                                                   "schema": {"$ref": "#/components/schemas/NewBody"}}}},
-                                               "responses": {"200": {"description": "fine"}}}}},
-                "components": {"schemas": {"NewBody": {"type": "object", "required": ["x"],
-                                                       "properties": {"x": {"type": "integer", "maximum": 3}}}}}}
+    document = {
+        "openapi": "3.1.0",
+        "info": {"title": "t", "version": "1"},
+        "paths": {
+            "/v9/new": {
+                "post": {
+                    "summary": "A route added later",
+                    "requestBody": {
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewBody"}}}
+                    },
+                    "responses": {"200": {"description": "fine"}},
+                }
+            }
+        },
+        "components": {
+            "schemas": {
+                "NewBody": {"type": "object", "required": ["x"], "properties": {"x": {"type": "integer", "maximum": 3}}}
+            }
+        },
+    }
     page = ref.render_api(document)
     assert "### `POST /v9/new`" in page and "[NewBody](#schema-NewBody)" in page
     assert "| `x` | integer | yes | ≤ 3 |" in page
 
 
 def test_a_narrowed_schema_shows_the_values_it_pins_and_the_fields_it_rules_out():
-    narrowed = {"allOf": [{"$ref": "#/components/schemas/Error"},
-                          {"properties": {"error": {"properties": {"code": {"enum": ["a", "b"]}}}}}]}
+    narrowed = {
+        "allOf": [
+            {"$ref": "#/components/schemas/Error"},
+            {"properties": {"error": {"properties": {"code": {"enum": ["a", "b"]}}}}},
+        ]
+    }
     assert ref.type_expr(narrowed) == '[Error](#schema-Error) with `error.code` `"a"` \\| `"b"`'
     excluded = {"allOf": [{"$ref": "#/components/schemas/Body"}, {"not": {"required": ["messages"]}}]}
     assert ref.type_expr(excluded) == "[Body](#schema-Body) without `messages`"
@@ -171,7 +188,8 @@ def test_generators_open_no_connection_and_import_no_server():
         "from scripts import docs_reference as ref\n"
         "for render in ref.RENDERERS.values(): render()\n"
         "loaded = [m for m in ('decision_adapter.app', 'flask', 'llama_cpp', 'gunicorn') if m in sys.modules]\n"
-        "assert not loaded, loaded\n")
+        "assert not loaded, loaded\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
 

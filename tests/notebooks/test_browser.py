@@ -28,29 +28,37 @@ from pathlib import Path
 
 import pytest
 
-from workshop_lib.local import rehearsal
 from workshop_lib.config import repo_root
+from workshop_lib.local import rehearsal
 
 pytestmark = pytest.mark.slow
 
-NOTEBOOKS = ["00_setup", "01_package_model", "02_deploy_standard_endpoint", "03_build_decision_image",
-             "04_deploy_decision_endpoints", "05_invoke_decisions", "08_cleanup"]
+NOTEBOOKS = [
+    "00_setup",
+    "01_package_model",
+    "02_deploy_standard_endpoint",
+    "03_build_decision_image",
+    "04_deploy_decision_endpoints",
+    "05_invoke_decisions",
+    "08_cleanup",
+]
 ARTEFACTS = repo_root() / ".workshop" / "browser"
 NOTEBOOK_TIMEOUT_S = 900  # a generous bound for a loaded CI machine; a stuck notebook fails, it never hangs
 # JupyterLab settings for the run: every cell attached to the page (so every cell can be checked),
 # no news or update checks (nothing fetched from the internet).
 SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
-                                                                         "checkForUpdates": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
 }
 
 
 def _chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if not found:
-        pytest.skip("the browser check needs the Debian package 'chromium' (apt-get install chromium; "
-                    "make browser installs it when run as root)")
+        pytest.skip(
+            "the browser check needs the Debian package 'chromium' (apt-get install chromium; "
+            "make browser installs it when run as root)"
+        )
     return found
 
 
@@ -69,15 +77,29 @@ class Lab:
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = open(log, "w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
-             f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={self.token}",
-             "--LabApp.expose_app_in_browser=True", "--LabApp.extension_manager=readonly",
-             "--ServerApp.allow_root=True"],
-            stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--ip=127.0.0.1",
+                f"--port={self.port}",
+                f"--ServerApp.root_dir={root}",
+                f"--IdentityProvider.token={self.token}",
+                "--LabApp.expose_app_in_browser=True",
+                "--LabApp.extension_manager=readonly",
+                "--ServerApp.allow_root=True",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
 
     def api(self, path: str, method: str = "GET"):
-        request = urllib.request.Request(f"{self.url}/api/{path}", method=method,
-                                         headers={"Authorization": f"token {self.token}"})
+        request = urllib.request.Request(
+            f"{self.url}/api/{path}", method=method, headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(request, timeout=30) as reply:
             body = reply.read()
         return json.loads(body) if body else None
@@ -123,12 +145,22 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(monkeypatch_module):
     chromium = _chromium()
-    pytest.importorskip("playwright.sync_api", reason="the browser check needs the Python package 'playwright' "
-                        "(the dev extra: pip install -e '.[dev]')")
-    run_env = {"WORKSHOP_MODE": "local", "WORKSHOP_CONFIG": str(ARTEFACTS / "config.json"),
-               "WORKSHOP_LOCAL_DIR": str(ARTEFACTS / "local")}
-    for key in ("WORKSHOP_DEPLOY_PATH", "WORKSHOP_RESET_REHEARSAL", "WORKSHOP_DELETE_BUCKET", "WORKSHOP_REGION",
-                "WORKSHOP_BUCKET"):
+    pytest.importorskip(
+        "playwright.sync_api",
+        reason="the browser check needs the Python package 'playwright' (the dev extra: pip install -e '.[dev]')",
+    )
+    run_env = {
+        "WORKSHOP_MODE": "local",
+        "WORKSHOP_CONFIG": str(ARTEFACTS / "config.json"),
+        "WORKSHOP_LOCAL_DIR": str(ARTEFACTS / "local"),
+    }
+    for key in (
+        "WORKSHOP_DEPLOY_PATH",
+        "WORKSHOP_RESET_REHEARSAL",
+        "WORKSHOP_DELETE_BUCKET",
+        "WORKSHOP_REGION",
+        "WORKSHOP_BUCKET",
+    ):
         monkeypatch_module.delenv(key, raising=False)
     for key, value in run_env.items():  # this process stops what the notebooks start, from the same registry
         monkeypatch_module.setenv(key, value)
@@ -145,10 +177,15 @@ def lab(monkeypatch_module):
         target.write_text(json.dumps(values))
     (ARTEFACTS / "screenshots").mkdir()
     venv_bin = Path(sys.executable).parent
-    env = {**os.environ, **run_env, "JUPYTER_PATH": str(venv_bin.parent / "share" / "jupyter"),
-           "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
-           "JUPYTERLAB_SETTINGS_DIR": str(ARTEFACTS / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(ARTEFACTS / "workspaces"), "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
+    env = {
+        **os.environ,
+        **run_env,
+        "JUPYTER_PATH": str(venv_bin.parent / "share" / "jupyter"),
+        "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        "JUPYTERLAB_SETTINGS_DIR": str(ARTEFACTS / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(ARTEFACTS / "workspaces"),
+        "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1",
+    }
     server = Lab(root, env, ARTEFACTS / "jupyterlab.log")
     try:
         server.wait_ready()
@@ -185,14 +222,19 @@ def run_all(page, name: str) -> dict:
     from playwright.sync_api import TimeoutError as PageTimeout
 
     for attempt in (1, 2):  # a page that never shows the opened notebook (seen once in CI) is loaded again, once
-        page.evaluate("async path => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }",
-                      f"{name}.ipynb")
+        page.evaluate(
+            "async path => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }", f"{name}.ipynb"
+        )
         try:
-            page.wait_for_function("""name => {
+            page.wait_for_function(
+                """name => {
               const panel = window.jupyterapp.shell.currentWidget;
               return panel && panel.context && panel.context.path === name && panel.sessionContext.session?.kernel
                 && panel.content.widgets.length > 0;
-            }""", arg=f"{name}.ipynb", timeout=90_000)
+            }""",
+                arg=f"{name}.ipynb",
+                timeout=90_000,
+            )
             break
         except PageTimeout:
             if attempt == 2:
@@ -201,10 +243,13 @@ def run_all(page, name: str) -> dict:
             page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=180_000)
             page.evaluate("async () => { await window.jupyterapp.started; }")
     page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.ready; }")
-    finished = page.evaluate("""async timeout_ms => {
+    finished = page.evaluate(
+        """async timeout_ms => {
       const run = window.jupyterapp.commands.execute('notebook:run-all-cells').then(() => true);
       return Promise.race([run, new Promise(done => setTimeout(() => done(false), timeout_ms))]);
-    }""", NOTEBOOK_TIMEOUT_S * 1000)  # Run All's promise settles when the last cell has run (or one failed)
+    }""",
+        NOTEBOOK_TIMEOUT_S * 1000,
+    )  # Run All's promise settles when the last cell has run (or one failed)
     state = page.evaluate(PROGRESS_JS)
     assert finished, f"{name}: still running after {NOTEBOOK_TIMEOUT_S} s: {state}"
     return state
@@ -228,14 +273,16 @@ def rerun_builder(page, question: str, options: str) -> list[dict]:
     notebook = page.locator(".jp-NotebookPanel:visible .jp-Notebook")
     notebook.locator(".widget-text input").first.fill(question)
     notebook.locator(".widget-textarea textarea").nth(1).fill(options)
-    return json.loads(page.evaluate("""async () => {
+    return json.loads(
+        page.evaluate("""async () => {
       const panel = window.jupyterapp.shell.currentWidget;
       const index = panel.content.widgets.findIndex(
         c => c.model.sharedModel.getSource().includes('decide(steps.builder_request())'));
       panel.content.activeCellIndex = index;
       await window.jupyterapp.commands.execute('notebook:run-cell');  // resolves when the cell has run
       return JSON.stringify(panel.content.widgets[index].model.outputs.toJSON());
-    }"""))
+    }""")
+    )
 
 
 def check_builder(page, shots: Path) -> list[str]:
@@ -253,12 +300,14 @@ def check_builder(page, shots: Path) -> list[str]:
         shown.first.screenshot(path=str(shots / "05_invoke_decisions-mistake.png"))
     typed = rerun_builder(page, "Which colour does the customer mention?", "red: Red\ngreen: Green\nblue: Blue")
     text = "".join(o.get("data", {}).get("text/plain", "") for o in typed)
-    if not all(f"  {colour} " in text for colour in ("red", "green", "blue")) \
-            or not any("image/png" in o.get("data", {}) for o in typed):
+    if not all(f"  {colour} " in text for colour in ("red", "green", "blue")) or not any(
+        "image/png" in o.get("data", {}) for o in typed
+    ):
         found.append(f"the values typed into the builder did not reach the kernel: {json.dumps(typed)[:300]}")
     else:
         page.locator(".jp-NotebookPanel:visible .jp-OutputArea-output img").nth(4).screenshot(
-            path=str(shots / "05_invoke_decisions-chart-typed.png"))
+            path=str(shots / "05_invoke_decisions-chart-typed.png")
+        )
     return found
 
 
@@ -289,8 +338,11 @@ def test_the_notebooks_in_jupyterlab_in_chromium(lab):
     failures: list[str] = []
     shots = ARTEFACTS / "screenshots"
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=lab.chromium, headless=True,
-                                    args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
+        browser = p.chromium.launch(
+            executable_path=lab.chromium,
+            headless=True,
+            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+        )
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.goto(f"{lab.url}/lab?token={lab.token}", timeout=180_000)

@@ -12,8 +12,17 @@ from workshop_lib import steps, widgets
 from workshop_lib.config import repo_root
 
 NOTEBOOK_DIR = repo_root() / "notebooks"
-EXPECTED = ["00_setup", "01_package_model", "02_deploy_standard_endpoint", "03_build_decision_image",
-            "04_deploy_decision_endpoints", "05_invoke_decisions", "06_benchmark", "07_operate", "08_cleanup"]
+EXPECTED = [
+    "00_setup",
+    "01_package_model",
+    "02_deploy_standard_endpoint",
+    "03_build_decision_image",
+    "04_deploy_decision_endpoints",
+    "05_invoke_decisions",
+    "06_benchmark",
+    "07_operate",
+    "08_cleanup",
+]
 
 
 def load(name: str):
@@ -26,15 +35,19 @@ def code_cells(nb) -> list[str]:
 
 def parse(source: str) -> ast.Module:
     """A code cell as Python, with IPython magics (``%...``, ``!...``) left out."""
-    return ast.parse("\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!"))))
+    return ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
 
 
 def steps_calls(sources) -> list[str]:
     found = []
     for source in sources:
         for node in ast.walk(parse(source)):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "steps"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "steps"
+            ):
                 found.append(node.func.attr)
     return found
 
@@ -92,9 +105,9 @@ def test_every_aws_call_goes_through_workshop_lib(name):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 modules = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
                 # openai: notebook 05's local call to the adapter's OpenAI Decisions API (never AWS)
-                assert all(m and m.split(".")[0] in {"workshop_lib", "os", "json", "ipywidgets", "openai"}
-                           for m in modules), \
-                    f"{name} imports {modules}"
+                assert all(
+                    m and m.split(".")[0] in {"workshop_lib", "os", "json", "ipywidgets", "openai"} for m in modules
+                ), f"{name} imports {modules}"
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -116,8 +129,9 @@ def test_every_widget_comes_from_the_helper_and_is_read_in_a_later_cell(name):
                         made.update(t.id for t in names if isinstance(t, ast.Name))
         for node in ast.walk(parse(source)):
             if isinstance(node, ast.Attribute) and node.attr == "value" and isinstance(node.value, ast.Name):
-                assert node.value.id not in made, \
+                assert node.value.id not in made, (
                     f"{name}: {node.value.id}.value is read in the cell that builds it; read it in the next cell"
+                )
 
 
 def test_notebooks_write_only_beside_their_config():
@@ -132,16 +146,23 @@ def test_notebooks_write_only_beside_their_config():
 def test_every_step_called_exists_and_is_classified(name):
     for call in steps_calls(code_cells(load(name))):
         assert callable(getattr(steps, call, None)), f"{name} calls steps.{call}, which does not exist"
-        assert call in steps.CREATES or call in steps.READ_ONLY or name == "08_cleanup", \
+        assert call in steps.CREATES or call in steps.READ_ONLY or name == "08_cleanup", (
             f"steps.{call} is neither in steps.CREATES nor in steps.READ_ONLY: say what it creates"
+        )
 
 
 def test_cleanup_names_every_resource_the_earlier_notebooks_create():
     earlier = [source for name in EXPECTED[:-1] for source in code_cells(load(name))]
     cleanup = "\n".join(code_cells(load("08_cleanup")))
     creating = {call for call in steps_calls(earlier) if call in steps.CREATES}
-    assert creating >= {"setup", "package_model", "deploy_standard", "build_decision_image",
-                        "deploy_decision_cpu", "deploy_decision_gpu"}
+    assert creating >= {
+        "setup",
+        "package_model",
+        "deploy_standard",
+        "build_decision_image",
+        "deploy_decision_cpu",
+        "deploy_decision_gpu",
+    }
     for call in sorted(creating):
         for name in steps.CREATES[call]:
             assert name in cleanup, f"steps.{call} creates {name}, which 08_cleanup never names"

@@ -9,13 +9,20 @@ import pytest
 
 from workshop_lib import display, steps
 from workshop_lib.client import ChatResult, Decision, UnprocessableRequest
-from workshop_lib.config import WorkshopConfig
 from workshop_lib.client.policy import Policy
+from workshop_lib.config import WorkshopConfig
 
-ROUTE = Decision("ticket-1", ("billing", "tech_support", "sales"), (0.465, 0.35, 0.185),
-                 timing={"total_ms": 250.0}, client_latency_ms=260.0)
-ANSWERS = [Decision(q, ("no", "yes"), (0.8, 0.2), timing={"total_ms": 900.0}, client_latency_ms=910.0)
-           for q in ("refund", "urgent", "angry")]
+ROUTE = Decision(
+    "ticket-1",
+    ("billing", "tech_support", "sales"),
+    (0.465, 0.35, 0.185),
+    timing={"total_ms": 250.0},
+    client_latency_ms=260.0,
+)
+ANSWERS = [
+    Decision(q, ("no", "yes"), (0.8, 0.2), timing={"total_ms": 900.0}, client_latency_ms=910.0)
+    for q in ("refund", "urgent", "angry")
+]
 
 
 def config(mode: str) -> steps.Workshop:
@@ -45,7 +52,7 @@ def test_a_policy_shows_its_outcome_once_and_marks_it_on_the_chart():
     assert line == ["  fall back to needs_review: billing has p=0.465, below the threshold 0.600"]
     ax = view.figure().axes[0]
     assert "fall back to needs_review" in ax.get_title(loc="left")
-    assert any(l.get_xdata()[0] == 0.6 for l in ax.get_lines())  # the threshold line
+    assert any(line.get_xdata()[0] == 0.6 for line in ax.get_lines())  # the threshold line
     accepted = steps.show_outcome(Policy(threshold=0.4).apply(ROUTE))
     assert accepted.startswith("act on billing: billing accepted with p=0.465")
 
@@ -59,22 +66,35 @@ def test_options_this_user_may_not_act_on_are_greyed():
 
 def test_check_outcome_passes_real_results_and_says_what_it_checked():
     chat = ChatResult("A model that picks one of the options it is given.")
-    checks = steps.check_outcome(config("local"), "05", route=ROUTE, answers=ANSWERS, answer=chat,
-                                 note=steps.Text("done"))
+    checks = steps.check_outcome(
+        config("local"), "05", route=ROUTE, answers=ANSWERS, answer=chat, note=steps.Text("done")
+    )
     assert checks.ok
     assert "3 probabilities summing to 1.000, top billing" in str(checks)
     assert "an answer of 11 words" in str(checks)
 
 
-@pytest.mark.parametrize("name, value, why", [
-    ("answer", ChatResult("   "), "the chat answer is empty"),
-    ("route", Decision("t", ("a", "b"), (0.9, 0.9)), "not a probability vector"),
-    ("answers", [], "none"),
-    ("deleted", steps.Text("endpoint x: already gone", problem="no endpoint was there to delete"),
-     "no endpoint was there to delete"),
-    ("report", SimpleNamespace(runs={"decision": SimpleNamespace(results=[SimpleNamespace(answered=False)])},
-                               summary={"tasks": 1, "valid": 0}), "requests failed in decision (1)"),
-])
+@pytest.mark.parametrize(
+    "name, value, why",
+    [
+        ("answer", ChatResult("   "), "the chat answer is empty"),
+        ("route", Decision("t", ("a", "b"), (0.9, 0.9)), "not a probability vector"),
+        ("answers", [], "none"),
+        (
+            "deleted",
+            steps.Text("endpoint x: already gone", problem="no endpoint was there to delete"),
+            "no endpoint was there to delete",
+        ),
+        (
+            "report",
+            SimpleNamespace(
+                runs={"decision": SimpleNamespace(results=[SimpleNamespace(answered=False)])},
+                summary={"tasks": 1, "valid": 0},
+            ),
+            "requests failed in decision (1)",
+        ),
+    ],
+)
 def test_check_outcome_stops_a_local_run_that_did_not_get_there(name, value, why):
     with pytest.raises(steps.StepError, match="notebook 06 did not get where it should") as failed:
         steps.check_outcome(config("local"), "06", **{name: value})
@@ -110,8 +130,7 @@ def run(shell, code: str, capsys) -> tuple[bool, str]:
 
 def test_an_expected_mistake_prints_one_line_and_still_fails_the_cell(shell, capsys):
     shell.user_ns.update(steps=steps, UnprocessableRequest=UnprocessableRequest)
-    ok, out = run(shell, "raise steps.StepError('no model data url recorded yet: run 01_package_model first')",
-                  capsys)
+    ok, out = run(shell, "raise steps.StepError('no model data url recorded yet: run 01_package_model first')", capsys)
     assert not ok  # Run All stops here, and nbmake fails
     expected = "StepError: no model data url recorded yet: run 01_package_model first"
     assert strip_ansi(out).strip().splitlines() == [expected]
@@ -140,14 +159,25 @@ def bench_report(*, failed: bool = False):
     from workshop_lib.evaluation.runner import Run, TaskResult
 
     def result(task_id, answered=True):
-        return TaskResult(task_id=task_id, family="routing", type="choice", expected="a", labels=["a", "b"],
-                          presented=["a", "b"], answered=answered, valid=answered, predicted="a" if answered else None,
-                          correct=answered, probabilities={"a": 0.7, "b": 0.3} if answered else None,
-                          client_latency_ms=900.0 if answered else None, server_ms=850.0 if answered else None,
-                          error=None if answered else "EndpointBusy: 503")
+        return TaskResult(
+            task_id=task_id,
+            family="routing",
+            type="choice",
+            expected="a",
+            labels=["a", "b"],
+            presented=["a", "b"],
+            answered=answered,
+            valid=answered,
+            predicted="a" if answered else None,
+            correct=answered,
+            probabilities={"a": 0.7, "b": 0.3} if answered else None,
+            client_latency_ms=900.0 if answered else None,
+            server_ms=850.0 if answered else None,
+            error=None if answered else "EndpointBusy: 503",
+        )
+
     results = [result("t1"), result("t2", answered=not failed)]
-    return ReportView(runs={"decision": Run(label="cpu", kind="decision", results=results, endpoint="x",
-                                             wall_s=2.0)})
+    return ReportView(runs={"decision": Run(label="cpu", kind="decision", results=results, endpoint="x", wall_s=2.0)})
 
 
 def test_a_benchmark_passes_only_when_every_request_was_answered():

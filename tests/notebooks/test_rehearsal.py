@@ -9,14 +9,13 @@ import sys
 
 import pytest
 
-from workshop_lib.local import dlc_server, rehearsal, stand_ins
-from workshop_lib.aws import endpoints
+from tests.support import recorded_groups
 from workshop_lib import steps
+from workshop_lib.aws import endpoints
+from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.client import ChatResult
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.aws.images import parse_image_uri
-
-from tests.support import recorded_groups
+from workshop_lib.local import dlc_server, rehearsal, stand_ins
 
 
 @pytest.fixture
@@ -32,8 +31,14 @@ def local_mode(tmp_path, monkeypatch):
 
 
 def test_llama_settings_say_what_each_variable_becomes():
-    lines = steps.llama_settings({"SM_LLAMA_CPP_CTX_SIZE": "4096", "SM_LLAMA_CPP_NO_MMAP": "true",
-                                  "SM_LLAMA_CPP_FLASH_ATTN": "false", "DECISION_ADAPTER_MAX_QUEUE": "4"})
+    lines = steps.llama_settings(
+        {
+            "SM_LLAMA_CPP_CTX_SIZE": "4096",
+            "SM_LLAMA_CPP_NO_MMAP": "true",
+            "SM_LLAMA_CPP_FLASH_ATTN": "false",
+            "DECISION_ADAPTER_MAX_QUEUE": "4",
+        }
+    )
     assert "SM_LLAMA_CPP_CTX_SIZE=4096  ->  llama-server --ctx-size 4096" in lines
     assert "SM_LLAMA_CPP_NO_MMAP=true  ->  llama-server --no-mmap" in lines
     assert "SM_LLAMA_CPP_FLASH_ATTN=false  ->  llama-server dropped" in lines
@@ -41,8 +46,10 @@ def test_llama_settings_say_what_each_variable_becomes():
 
 
 def test_widget_options_text_becomes_options():
-    assert steps.parse_options("yes: Yes, refund\n\nno\n") == [{"id": "yes", "text": "Yes, refund"},
-                                                                {"id": "no", "text": "no"}]
+    assert steps.parse_options("yes: Yes, refund\n\nno\n") == [
+        {"id": "yes", "text": "Yes, refund"},
+        {"id": "no", "text": "no"},
+    ]
 
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/x@sha256:" + "a" * 64
@@ -50,7 +57,9 @@ ROLE = "arn:aws:iam::123456789012:role/r"
 
 
 def test_the_emulator_gets_a_type_it_knows_and_the_request_stays_valid():
-    plan = endpoints.decision_cpu_plan("e", image=parse_image_uri(IMAGE), role_arn=ROLE, model_data_url="s3://bkt/m/model.tar.gz")
+    plan = endpoints.decision_cpu_plan(
+        "e", image=parse_image_uri(IMAGE), role_arn=ROLE, model_data_url="s3://bkt/m/model.tar.gz"
+    )
     hosting = stand_ins.LocalHosting(s3=None)
     sent = hosting.adapt(plan)
     assert sent.endpoint_config["ProductionVariants"][0]["InstanceType"] == "ml.c5.9xlarge"
@@ -62,7 +71,9 @@ def test_the_emulator_gets_a_type_it_knows_and_the_request_stays_valid():
 
 def test_pools_reach_the_emulator_as_the_first_pool_and_are_kept_as_validated(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path))
-    plan = endpoints.decision_gpu_plan("g", image=parse_image_uri(IMAGE), role_arn=ROLE, model_data_url="s3://bkt/m/model.tar.gz")
+    plan = endpoints.decision_gpu_plan(
+        "g", image=parse_image_uri(IMAGE), role_arn=ROLE, model_data_url="s3://bkt/m/model.tar.gz"
+    )
     hosting = stand_ins.LocalHosting(s3=None)
     variant = hosting.adapt(plan).endpoint_config["ProductionVariants"][0]
     assert "InstancePools" not in variant and variant["InstanceType"] == "ml.g4dn.2xlarge"
@@ -74,9 +85,18 @@ def test_pools_reach_the_emulator_as_the_first_pool_and_are_kept_as_validated(tm
 
 @pytest.mark.slow
 def test_an_emulator_started_by_another_process_is_found_and_stopped(local_mode):
-    started = subprocess.run([sys.executable, "-c", "from workshop_lib.local import rehearsal; "
-                              "print(rehearsal.default().ensure_emulator())"],
-                             capture_output=True, text=True, timeout=120, env=dict(os.environ), check=True)
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from workshop_lib.local import rehearsal; print(rehearsal.default().ensure_emulator())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+        check=True,
+    )
     url = started.stdout.strip()
     assert rehearsal.default().emulator_url() == url  # the first process has exited; the emulator lives on
     assert rehearsal.default().ensure_emulator() == url  # reused, not restarted
@@ -104,7 +124,8 @@ def deployed_standard(workshop):
     steps.package_model(workshop, progress=False)
     standard = steps.deploy_standard(workshop, progress=False)
     reply = steps.client(workshop, workshop.config.standard_endpoint_name).chat(
-        [{"role": "user", "content": "In one sentence: what is a decision model?"}], max_tokens=24)
+        [{"role": "user", "content": "In one sentence: what is a decision model?"}], max_tokens=24
+    )
     return standard, reply
 
 
@@ -151,7 +172,9 @@ def test_running_setup_again_keeps_the_rehearsal_unless_asked_to_reset(local_mod
     kept = f"{first.config.prefix}/model/kept"  # inside what the operator policy lets the participant write
     workshop.clients.s3.put_object(Bucket=first.config.bucket, Key=kept, Body=b"x")
     again = steps.setup(workshop)
-    assert rehearsal.default().emulator_url() == url and any(n.startswith("kept the running rehearsal") for n in again.notes)
+    assert rehearsal.default().emulator_url() == url and any(
+        n.startswith("kept the running rehearsal") for n in again.notes
+    )
     assert workshop.clients.s3.head_object(Bucket=again.config.bucket, Key=kept)  # nothing lost
     reset = steps.setup(steps.Workshop.load(), reset=True)
     assert rehearsal.default().emulator_url() != url
@@ -187,7 +210,9 @@ def test_aws_mode_steps_call_the_library_the_same_way(tmp_path, monkeypatch):
         assert standard.status == "InService" and standard.url is None
         assert standard.plan.image_uri.startswith("763104351884.dkr.ecr.eu-west-1.amazonaws.com/llama-cpp@sha256:")
         assert steps.running_endpoints(workshop).startswith("endpoint")
-        assert f"endpoint {config.standard_endpoint_name}: deleted" in steps.delete_endpoint(workshop, config.standard_endpoint_name)
+        assert f"endpoint {config.standard_endpoint_name}: deleted" in steps.delete_endpoint(
+            workshop, config.standard_endpoint_name
+        )
         assert steps.running_endpoints(workshop) == "no workshop endpoints found"
         assert "1 objects deleted" in steps.delete_artifacts(workshop, config.s3_uri())
         assert steps.stop_local(workshop) == "aws mode: no local processes were started"

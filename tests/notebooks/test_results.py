@@ -21,41 +21,75 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nnot really a picture").decode()
 
 
 def test_normalise_hides_what_varies_and_keeps_what_the_code_decides():
-    varies = ("ready at http://127.0.0.1:41585 (log: /tmp/workshop-results-x1_y/local/adapter.log); "
-              "client 2207 ms, took 0.633 s, 1,668 ms; decision-workshop-cpu-20261204152728 at "
-              "2026-12-04T15:27:28Z, tag cpu-20261206-102341, deleted at 14:24 UTC; request "
-              "0f8e1c2a-1b2c-4d3e-8f9a-0123456789ab, models/1506de74fd8992d7360f59704f2a71e7/model; "
-              "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-workshop@sha256:d006daedb738…; "
-              "model.tar.gz (92,799,675 bytes); boto3 1.44.18; 20 captured invocations, 137 objects deleted")
+    varies = (
+        "ready at http://127.0.0.1:41585 (log: /tmp/workshop-results-x1_y/local/adapter.log); "
+        "client 2207 ms, took 0.633 s, 1,668 ms; decision-workshop-cpu-20261204152728 at "
+        "2026-12-04T15:27:28Z, tag cpu-20261206-102341, deleted at 14:24 UTC; request "
+        "0f8e1c2a-1b2c-4d3e-8f9a-0123456789ab, models/1506de74fd8992d7360f59704f2a71e7/model; "
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-workshop@sha256:d006daedb738…; "
+        "model.tar.gz (92,799,675 bytes); boto3 1.44.18; 20 captured invocations, 137 objects deleted"
+    )
     assert results.normalise(varies) == (
         "ready at http://127.0.0.1:<port> (log: <tmp>/local/adapter.log); "
         "client <duration>, took <duration>, <duration>; decision-workshop-cpu-<time> at "
         "<time>, tag cpu-<time>, deleted at <time> UTC; request "
         "<id>, models/<id>/model; "
         "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-workshop@sha256:<digest>…; "
-        "model.tar.gz (<size> bytes); boto3 <version>; <count> captured invocations, <count> objects deleted")
-    kept = ("billing 0.991 ####; 135 input tokens, options read as 10+8+9+9 tokens; 4/6 correct; "
-            "SmolLM2-135M-Instruct.Q4_1.gguf 98,362,432 bytes, sha256 b179c9523d0e…; 127.0.0.1 and "
-            "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@sha256:1f19c220f5f1…; 4 h; C = 2")
+        "model.tar.gz (<size> bytes); boto3 <version>; <count> captured invocations, <count> objects deleted"
+    )
+    kept = (
+        "billing 0.991 ####; 135 input tokens, options read as 10+8+9+9 tokens; 4/6 correct; "
+        "SmolLM2-135M-Instruct.Q4_1.gguf 98,362,432 bytes, sha256 b179c9523d0e…; 127.0.0.1 and "
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@sha256:1f19c220f5f1…; 4 h; C = 2"
+    )
     assert results.normalise(kept) == kept
     timed = "C = 1: 0.83 decisions/s, p95 1,649 ms; 3 answered\nas_given 66.7% 1215.6 0.95x"
     assert results.normalise(f"{timed}\n\n{kept}") == (
-        "C = <n>: <rate>, p95 <duration>; <n> answered\nas_given <n>% <n> <n>x\n\n" + kept)
+        "C = <n>: <rate>, p95 <duration>; <n> answered\nas_given <n>% <n> <n>x\n\n" + kept
+    )
 
 
 def notebook():
-    nb = new_notebook(cells=[
-        new_markdown_cell("# 05 · Invoke decisions\n\nProse that is left out.\n\n## One ticket\n\n```\n# not a heading\n```"),
-        new_code_cell("print('hi')", outputs=[new_output("stream", name="stdout", text="hi 1.5 s\n"),
-                                              new_output("stream", name="stdout", text="there\n")]),
-        new_code_cell("table", outputs=[new_output("execute_result", execution_count=2,
-                                                   data={"text/markdown": "| a |\n|---|\n| 1 |",
-                                                         "text/plain": "<Table>"})]),
-        new_code_cell("chart", outputs=[new_output("display_data", data={"image/png": PNG, "text/plain": "billing 0.9"})]),
-        new_code_cell("widgets.builder()", outputs=[new_output("display_data", data={
-            "application/vnd.jupyter.widget-view+json": {"model_id": "abc"}, "text/plain": "VBox(...)"})]),
-        new_code_cell("x = 1"),
-    ])
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell(
+                "# 05 · Invoke decisions\n\nProse that is left out.\n\n## One ticket\n\n```\n# not a heading\n```"
+            ),
+            new_code_cell(
+                "print('hi')",
+                outputs=[
+                    new_output("stream", name="stdout", text="hi 1.5 s\n"),
+                    new_output("stream", name="stdout", text="there\n"),
+                ],
+            ),
+            new_code_cell(
+                "table",
+                outputs=[
+                    new_output(
+                        "execute_result",
+                        execution_count=2,
+                        data={"text/markdown": "| a |\n|---|\n| 1 |", "text/plain": "<Table>"},
+                    )
+                ],
+            ),
+            new_code_cell(
+                "chart", outputs=[new_output("display_data", data={"image/png": PNG, "text/plain": "billing 0.9"})]
+            ),
+            new_code_cell(
+                "widgets.builder()",
+                outputs=[
+                    new_output(
+                        "display_data",
+                        data={
+                            "application/vnd.jupyter.widget-view+json": {"model_id": "abc"},
+                            "text/plain": "VBox(...)",
+                        },
+                    )
+                ],
+            ),
+            new_code_cell("x = 1"),
+        ]
+    )
     nbformat.validate(nb)
     return nb
 
@@ -90,12 +124,16 @@ DEMO = "\n".join([f"part one {n}" for n in range(1, 16)] + [""] + [f"part two {n
 
 
 def test_excerpts_come_from_the_demo_output_and_the_rest_of_the_file_stays():
-    text = ("before\n<!-- results: demo-adapter-short -->\n\nold\n\n<!-- /results -->\nbetween\n"
-            "<!-- results: demo-rehearsal -->\nold\n<!-- /results -->\nafter\n")
+    text = (
+        "before\n<!-- results: demo-adapter-short -->\n\nold\n\n<!-- /results -->\nbetween\n"
+        "<!-- results: demo-rehearsal -->\nold\n<!-- /results -->\nafter\n"
+    )
     filled = results.fill_excerpts(text, DEMO)
     assert filled.startswith("before\n<!-- results: demo-adapter-short -->\n\n```text\npart one 4\n")
     assert "part one 12\n...\npart one 13\npart one 14\npart one 15\n```\n\n<!-- /results -->\nbetween\n" in filled
-    assert "```text\n" + "\n".join(f"part two {n}" for n in range(1, 13)) + "\n```\n\n<!-- /results -->\nafter\n" in filled
+    assert (
+        "```text\n" + "\n".join(f"part two {n}" for n in range(1, 13)) + "\n```\n\n<!-- /results -->\nafter\n" in filled
+    )
     assert "old" not in filled and results.fill_excerpts(filled, DEMO) == filled
 
 
@@ -120,6 +158,7 @@ def test_every_notebook_has_a_page_and_every_page_is_in_the_site():
 
 
 # ---- the real run -----------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def workshop_env():

@@ -25,15 +25,23 @@ pytestmark = pytest.mark.slow
 def test_a_fresh_kernel_gets_the_project_and_can_import_it_at_once(tmp_path):
     venv.create(tmp_path / "kernel", with_pip=True)
     python = tmp_path / "kernel" / "bin" / "python"
-    probe = ("import runpy, sys\n"
-             f"ns = runpy.run_path({str(SCRIPT)!r})\n"
-             f"print(ns['ensure_project']({str(ROOT)!r}))\n"
-             "import decision_contract, workshop_lib\n"
-             "print('imported from', workshop_lib.__file__)\n"
-             "print('contract from', decision_contract.__file__)\n")
+    probe = (
+        "import runpy, sys\n"
+        f"ns = runpy.run_path({str(SCRIPT)!r})\n"
+        f"print(ns['ensure_project']({str(ROOT)!r}))\n"
+        "import decision_contract, workshop_lib\n"
+        "print('imported from', workshop_lib.__file__)\n"
+        "print('contract from', decision_contract.__file__)\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
-    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=600,
-                          env={**env, "PIP_NO_DEPS": "1"}, cwd=tmp_path)
+    done = subprocess.run(
+        [str(python), "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "PIP_NO_DEPS": "1"},
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "installing the workshop into this kernel" in done.stdout
     assert f"installed {ROOT} (editable, [notebooks] extras, with its contract)" in done.stdout

@@ -23,8 +23,7 @@ THREADS = 2
 def adapter_settings(model_dir: Path, **env):
     from decision_adapter.settings import load_settings
 
-    base = {"SM_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": str(THREADS),
-            "SM_LLAMA_CPP_CTX_SIZE": "2048"}
+    base = {"SM_MODEL_DIR": str(model_dir), "SM_LLAMA_CPP_THREADS": str(THREADS), "SM_LLAMA_CPP_CTX_SIZE": "2048"}
     base.update({k: str(v) for k, v in env.items()})
     return load_settings(base)
 
@@ -34,8 +33,10 @@ def console_script(name: str) -> str:
     beside = Path(sys.executable).parent / name
     found = str(beside) if beside.exists() else shutil.which(name)
     if not found:
-        pytest.fail(f"{name} is not installed; run `make test` (it installs the dev extra) or "
-                    f"`.venv/bin/pip install -e '.[dev]'`")
+        pytest.fail(
+            f"{name} is not installed; run `make test` (it installs the dev extra) or "
+            f"`.venv/bin/pip install -e '.[dev]'`"
+        )
     return found
 
 
@@ -43,8 +44,15 @@ def run_tool(args: list[str], log_path: Path, *, timeout_s: float, env: dict | N
     """Run a command with its output in a file; on timeout it is killed and the test fails."""
     with open(log_path, "wb") as log:
         try:
-            return subprocess.run(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  timeout=timeout_s, env=env, check=False).returncode
+            return subprocess.run(
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout_s,
+                env=env,
+                check=False,
+            ).returncode
         except subprocess.TimeoutExpired:
             pytest.fail(f"{Path(args[0]).name} did not finish within {timeout_s:g} s; see {log_path}")
 

@@ -26,9 +26,8 @@ from pathlib import Path
 import pytest
 
 from decision_adapter.nginx import find_nginx
-from workshop_lib.local import AdapterProcess
-
 from tests.support import THREADS
+from workshop_lib.local import AdapterProcess
 
 # The tests' usual adapter: a 2048-token context (enough for every request they send, and a
 # smaller KV cache than the 8192 default) and a short waiting line.
@@ -45,8 +44,10 @@ JEV_API_KEY = "wk-" + secrets.token_urlsafe(24)
 # gunicorn alone on the port, without nginx in front.
 ALONE_ENV = {"DECISION_ADAPTER_NGINX": "off"}
 NGINX = find_nginx()
-needs_nginx = pytest.mark.skipif(NGINX is None, reason="nginx is not installed (make test installs Debian's "
-                                                       "nginx when run as root; apt-get install nginx)")
+needs_nginx = pytest.mark.skipif(
+    NGINX is None,
+    reason="nginx is not installed (make test installs Debian's nginx when run as root; apt-get install nginx)",
+)
 FRONTED = "in front on"  # serve's log line once nginx runs in front of gunicorn
 
 
@@ -84,8 +85,9 @@ class AdapterPool:
             process = self._shared[key] = self._start(self.model_dir, log, env, wait=True)
         return process
 
-    def fresh(self, model_dir: Path | None = None, *, log_path: Path | None = None, wait: bool = True,
-              **env) -> AdapterProcess:
+    def fresh(
+        self, model_dir: Path | None = None, *, log_path: Path | None = None, wait: bool = True, **env
+    ) -> AdapterProcess:
         """A process nobody else uses; stop it with ``stop`` (``start_adapter`` does at the test's end)."""
         log_path = log_path or self.log_dir / f"fresh-{next(self._count)}.log"
         return self._start(Path(model_dir or self.model_dir), log_path, _env(env), wait)

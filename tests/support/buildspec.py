@@ -87,7 +87,7 @@ class BuildRun:
     s3_root: Path | None = None
 
     def s3_object(self, uri: str) -> Path:
-        return self.s3_root / uri[len("s3://"):]
+        return self.s3_root / uri[len("s3://") :]
 
 
 def install_fakes(bin_dir: Path) -> Path:
@@ -114,8 +114,14 @@ def build_script(spec: dict, overrides: dict[str, str], exported_file: Path) -> 
     return "\n".join(lines) + "\n"
 
 
-def run_buildspec(path: str | Path, overrides: dict[str, str], tmp_path: Path, *,
-                  extra_env: dict[str, str] | None = None, timeout: float = 120) -> BuildRun:
+def run_buildspec(
+    path: str | Path,
+    overrides: dict[str, str],
+    tmp_path: Path,
+    *,
+    extra_env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> BuildRun:
     """Run the buildspec's commands from a copy of the repository's build source in tmp_path."""
     spec = load_buildspec(path)
     src = tmp_path / "src"
@@ -134,7 +140,7 @@ def run_buildspec(path: str | Path, overrides: dict[str, str], tmp_path: Path, *
         "AWS_DEFAULT_REGION": "us-east-1",
         "CODEBUILD_BUILD_ID": "decision-workshop-test:00000000-0000-0000-0000-000000000000",
         "CODEBUILD_BUILD_ARN": "arn:aws:codebuild:us-east-1:123456789012:build/"
-                               "decision-workshop-test:00000000-0000-0000-0000-000000000000",
+        "decision-workshop-test:00000000-0000-0000-0000-000000000000",
         "CODEBUILD_SRC_DIR": str(src),
         "FAKE_CALLS": str(calls),
         "FAKE_S3_ROOT": str(s3_root),
@@ -142,11 +148,23 @@ def run_buildspec(path: str | Path, overrides: dict[str, str], tmp_path: Path, *
         **(extra_env or {}),
     }
     script = build_script(spec, overrides, exported_file)
-    result = subprocess.run(["bash", "--noprofile", "--norc", "-c", script], cwd=src, env=env,
-                            capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", script],
+        cwd=src,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     exported = dict(line.split("=", 1) for line in exported_file.read_text().splitlines() if "=" in line)
-    return BuildRun(result.returncode, result.stdout, result.stderr,
-                    [json.loads(line) for line in calls.read_text().splitlines()], exported, s3_root)
+    return BuildRun(
+        result.returncode,
+        result.stdout,
+        result.stderr,
+        [json.loads(line) for line in calls.read_text().splitlines()],
+        exported,
+        s3_root,
+    )
 
 
 def make_fake_hub(root: Path, files: dict[tuple[str, str, str], bytes]) -> str:

@@ -20,8 +20,16 @@ def send(url, body: bytes | None = None, *, method=None, headers=None, timeout=7
             exc.close()
 
 
-def call(url, body=None, *, method=None, headers=None, content_type="application/json",
-         raw: bytes | None = None, timeout=70.0):
+def call(
+    url,
+    body=None,
+    *,
+    method=None,
+    headers=None,
+    content_type="application/json",
+    raw: bytes | None = None,
+    timeout=70.0,
+):
     """Send JSON (or ``raw`` bytes); return (status, headers, parsed JSON body or None) for any status."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     sent = {"Content-Type": content_type} if data is not None else {}

@@ -11,12 +11,12 @@ import json
 import pytest
 
 from decision_adapter import calibration as served_calibration
-from workshop_lib.evaluation import load_tasks
 from workshop_lib import examples
-from workshop_lib.evaluation.order_study import ask_in_each_mode, measure_order_modes
-from workshop_lib.evaluation.profiles import read_document
 from workshop_lib.cli import main
 from workshop_lib.client import EndpointClient
+from workshop_lib.evaluation import load_tasks
+from workshop_lib.evaluation.order_study import ask_in_each_mode, measure_order_modes
+from workshop_lib.evaluation.profiles import read_document
 
 pytestmark = pytest.mark.slow
 
@@ -33,8 +33,22 @@ def test_calibrate_writes_the_file_the_adapter_reads_for_the_served_model(adapte
     tasks_file = tmp_path / "tasks.jsonl"
     tasks_file.write_text("".join(json.dumps(t.to_record()) + "\n" for t in _tasks()))
     out = tmp_path / "calibration.json"
-    code = main(["calibrate", "--url", adapter.url, "--tasks", str(tasks_file), "--order", "prior",
-                 "--alpha", "0.5", "--out", str(out), "--no-progress"])
+    code = main(
+        [
+            "calibrate",
+            "--url",
+            adapter.url,
+            "--tasks",
+            str(tasks_file),
+            "--order",
+            "prior",
+            "--alpha",
+            "0.5",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0, printed
     doc = read_document(out)
@@ -67,8 +81,9 @@ def test_the_order_study_sends_each_mode_and_reads_what_it_reports(adapter, tmp_
     # 4 options: their 4 rotations as given and 4 of them reversed
     assert rotations["sensitivity"]["n"] == 2 and rotations["sensitivity"]["presentations"] == 8
     assert study.figures["as_given"]["sensitivity"]["n"] == 0
-    assert all(isinstance(r.extra["prior"], list) and len(r.extra["prior"]) == 4
-               for r in study.by_mode["prior"][0].results)
+    assert all(
+        isinstance(r.extra["prior"], list) and len(r.extra["prior"]) == 4 for r in study.by_mode["prior"][0].results
+    )
     # every rotation evaluates more than the plain question does
     assert rotations["tokens_mean"] > study.figures["as_given"]["tokens_mean"]
     assert rotations["rotation_cost"]["pairs"] == 2
@@ -90,8 +105,9 @@ def test_the_order_study_sends_each_mode_and_reads_what_it_reports(adapter, tmp_
 def test_one_decision_in_each_mode_as_notebook_05_shows_it(adapter):
     view = ask_in_each_mode(EndpointClient.local(adapter.url), examples.SUPPORT_ROUTE)
     assert [d.raw["order"] for d in view.decisions] == ["as_given", "prior", "rotations"]
-    assert [d.id for d in view.decisions] == [f"{examples.SUPPORT_ROUTE['id']} ({m})" for m in ("as_given", "prior",
-                                                                                                "rotations")]
+    assert [d.id for d in view.decisions] == [
+        f"{examples.SUPPORT_ROUTE['id']} ({m})" for m in ("as_given", "prior", "rotations")
+    ]
     text = str(view)
     assert "content-free prior" in text and "presentations of 4 options" in text
     assert view.figure() is not None

@@ -11,8 +11,15 @@ import pytest
 
 from workshop_lib.evaluation import profiles
 from workshop_lib.evaluation.order_study import heldout_calibration, per_token_ms, risk_coverage, rotation_cost
-from workshop_lib.evaluation.profiles import (CalibrationFileError, Labelled, calibration_document, check_document,
-                                         fit_profile, read_document, write_document)
+from workshop_lib.evaluation.profiles import (
+    CalibrationFileError,
+    Labelled,
+    calibration_document,
+    check_document,
+    fit_profile,
+    read_document,
+    write_document,
+)
 from workshop_lib.evaluation.runner import TaskResult, evaluated_tokens
 
 SHA = "ab" * 32
@@ -64,7 +71,7 @@ def test_a_profile_judged_on_fewer_than_the_minimum_held_out_answers_is_not_kept
     # not kept and says why; with the minimum it is kept.
     rng = np.random.default_rng(1)
     fit, held = _rows(rng, 60, p_top=0.98, right_share=0.6), _rows(rng, 40, p_top=0.98, right_share=0.6)
-    few = [h for h in held if h.target != int(np.argmax(h.log_probs))][:1] + held[:profiles.MIN_HELDOUT - 2]
+    few = [h for h in held if h.target != int(np.argmax(h.log_probs))][:1] + held[: profiles.MIN_HELDOUT - 2]
     assert len(few) == profiles.MIN_HELDOUT - 1
     entry = fit_profile(fit, few)
     assert entry["heldout"]["nll_after"] < entry["heldout"]["nll_before"]
@@ -87,14 +94,34 @@ def test_a_model_that_reads_positions_is_flattened_within_the_adapters_temperatu
     assert entry["temperature"] > 10
 
 
-def _result(i, *, split, kind="choice", labels=("a", "b", "c"), p=(0.7, 0.2, 0.1), expected="a", sha=SHA,
-            version="decision-prompt/1", mass=0.99, correct=None):
+def _result(
+    i,
+    *,
+    split,
+    kind="choice",
+    labels=("a", "b", "c"),
+    p=(0.7, 0.2, 0.1),
+    expected="a",
+    sha=SHA,
+    version="decision-prompt/1",
+    mass=0.99,
+    correct=None,
+):
     probabilities = dict(zip(labels, p))
     top = max(probabilities, key=probabilities.get)
-    return TaskResult(task_id=f"task-{i}", family="f", type=kind, expected=expected, labels=list(labels),
-                      split=split, valid=True, predicted=top, correct=(top == expected) if correct is None else correct,
-                      probabilities=probabilities,
-                      extra={"model_sha256": sha, "prompt_version": version, "allowed_token_mass": mass})
+    return TaskResult(
+        task_id=f"task-{i}",
+        family="f",
+        type=kind,
+        expected=expected,
+        labels=list(labels),
+        split=split,
+        valid=True,
+        predicted=top,
+        correct=(top == expected) if correct is None else correct,
+        probabilities=probabilities,
+        extra={"model_sha256": sha, "prompt_version": version, "allowed_token_mass": mass},
+    )
 
 
 def _results():
@@ -103,8 +130,16 @@ def _results():
         split = "dev" if i % 3 == 0 else "test"
         expected = "a" if i % 2 else "b"
         out.append(_result(i, split=split, expected=expected))
-        out.append(_result(100 + i, split=split, kind="noul", labels=("no", "yes"), p=(0.95, 0.05),
-                           expected="yes" if i % 4 == 0 else "no"))
+        out.append(
+            _result(
+                100 + i,
+                split=split,
+                kind="noul",
+                labels=("no", "yes"),
+                p=(0.95, 0.05),
+                expected="yes" if i % 4 == 0 else "no",
+            )
+        )
     return out
 
 
@@ -116,8 +151,17 @@ def test_the_file_holds_what_the_adapter_reads_and_round_trips(tmp_path):
     assert set(doc["profiles"]) == {"choice/3-4", "noul/2"}
     assert doc["data"] == {"tasks": "tasks.jsonl", "fit_n": 16, "heldout_n": 32}
     for entry in doc["profiles"].values():
-        assert set(entry) == {"temperature", "kept", "fit_n", "heldout_n", "heldout", "reason", "conformal",
-                              "temperature_from", "temperature_fit_n"}
+        assert set(entry) == {
+            "temperature",
+            "kept",
+            "fit_n",
+            "heldout_n",
+            "heldout",
+            "reason",
+            "conformal",
+            "temperature_from",
+            "temperature_fit_n",
+        }
         assert set(entry["heldout"]) == set(profiles.HELDOUT_KEYS)
     path = write_document(doc, tmp_path)
     assert path.name == "calibration.json"
@@ -162,22 +206,25 @@ def _doc():
     return calibration_document(_results(), order="as_given", tasks="t")
 
 
-@pytest.mark.parametrize("change, field", [
-    (lambda d: d.update(format="decision-calibration/3"), "format"),
-    (lambda d: d.update(alpha=1.0), "alpha"),
-    (lambda d: d.pop("readout"), "readout"),
-    (lambda d: d["profiles"]["noul/2"]["conformal"].update(threshold=1.5), "conformal.threshold"),
-    (lambda d: d["profiles"]["noul/2"]["conformal"].update(kept=True, threshold=None), "without a threshold"),
-    (lambda d: d["fit_for"].update(gguf_sha256="xyz"), "gguf_sha256"),
-    (lambda d: d["fit_for"].update(prompt_version=""), "prompt_version"),
-    (lambda d: d.update(order="sorted"), "order"),
-    (lambda d: d["profiles"].update({"choice/6": d["profiles"]["choice/3-4"]}), "choice/6"),
-    (lambda d: d["profiles"]["noul/2"].update(temperature=1000.0), "temperature"),
-    (lambda d: d["profiles"]["noul/2"].update(temperature=float("nan")), "temperature"),
-    (lambda d: d["profiles"]["noul/2"].update(kept="yes"), "kept"),
-    (lambda d: d["profiles"]["noul/2"].update(kept=True, heldout=None), "held-out"),
-    (lambda d: d["data"].update(fit_n=-1), "data.fit_n"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (lambda d: d.update(format="decision-calibration/3"), "format"),
+        (lambda d: d.update(alpha=1.0), "alpha"),
+        (lambda d: d.pop("readout"), "readout"),
+        (lambda d: d["profiles"]["noul/2"]["conformal"].update(threshold=1.5), "conformal.threshold"),
+        (lambda d: d["profiles"]["noul/2"]["conformal"].update(kept=True, threshold=None), "without a threshold"),
+        (lambda d: d["fit_for"].update(gguf_sha256="xyz"), "gguf_sha256"),
+        (lambda d: d["fit_for"].update(prompt_version=""), "prompt_version"),
+        (lambda d: d.update(order="sorted"), "order"),
+        (lambda d: d["profiles"].update({"choice/6": d["profiles"]["choice/3-4"]}), "choice/6"),
+        (lambda d: d["profiles"]["noul/2"].update(temperature=1000.0), "temperature"),
+        (lambda d: d["profiles"]["noul/2"].update(temperature=float("nan")), "temperature"),
+        (lambda d: d["profiles"]["noul/2"].update(kept="yes"), "kept"),
+        (lambda d: d["profiles"]["noul/2"].update(kept=True, heldout=None), "held-out"),
+        (lambda d: d["data"].update(fit_n=-1), "data.fit_n"),
+    ],
+)
 def test_a_broken_file_is_refused_naming_the_field(change, field):
     doc = json.loads(json.dumps(_doc()))
     change(doc)
@@ -198,8 +245,12 @@ def test_held_out_figures_apply_only_kept_profiles():
 
 
 def test_risk_and_coverage_over_answer_mass_thresholds():
-    results = [_result(0, split="test", mass=0.99, correct=True), _result(1, split="test", mass=0.99, correct=False),
-               _result(2, split="test", mass=0.6, correct=False), _result(3, split="test", mass=0.3, correct=True)]
+    results = [
+        _result(0, split="test", mass=0.99, correct=True),
+        _result(1, split="test", mass=0.99, correct=False),
+        _result(2, split="test", mass=0.6, correct=False),
+        _result(3, split="test", mass=0.3, correct=True),
+    ]
     failed = TaskResult("task-9", "f", "choice", "a", ["a", "b"], answered=False)
     rows = {r["min_answer_mass"]: r for r in risk_coverage([*results, failed], (0.0, 0.5, 0.9, 0.999))}
     assert (rows[0.0]["answered"], rows[0.0]["coverage"], rows[0.0]["risk"]) == (4, 4 / 5, 2 / 4)
@@ -290,8 +341,11 @@ def test_the_order_study_warms_each_option_counts_prior_before_any_timed_request
     monkeypatch.setattr(order_study, "run_mode", run_mode)
     monkeypatch.setattr(order_study, "OrderStudy", lambda by_mode, **_: by_mode)
     by_mode = order_study.measure_order_modes(Recording(), tasks, modes=("prior", "as_given"))
-    assert calls[:3] == [("warm", "t1@warm-prior", "prior", 2), ("warm", "t0@warm-prior", "prior", 3),
-                         ("warm", "t3@warm-prior", "prior", 5)]
+    assert calls[:3] == [
+        ("warm", "t1@warm-prior", "prior", 2),
+        ("warm", "t0@warm-prior", "prior", 3),
+        ("warm", "t3@warm-prior", "prior", 5),
+    ]
     # Task by task, every mode and order before the next task, as_given first: ratios compare requests made
     # moments apart.
     combos = [("as_given", "original"), ("as_given", "reversed"), ("prior", "original"), ("prior", "reversed")]
@@ -309,8 +363,14 @@ def test_interleaved_runs_join_into_one_run_per_mode_and_order_in_task_order():
 
     def one(task_id, wall):
         result = TaskResult(task_id=task_id, family="f", type="choice", expected="a", labels=["a", "b"])
-        return Run(label="x", kind="decision", results=[result], wall_s=wall, model={"file": "m.gguf"} if wall > 1 else {},
-                   settings={"order": "reversed", "order_mode": "prior"})
+        return Run(
+            label="x",
+            kind="decision",
+            results=[result],
+            wall_s=wall,
+            model={"file": "m.gguf"} if wall > 1 else {},
+            settings={"order": "reversed", "order_mode": "prior"},
+        )
 
     joined = _joined([one("t0", 1.0), one("t1", 2.0), one("t2", 0.5)], "prior (reversed)")
     assert [r.task_id for r in joined.results] == ["t0", "t1", "t2"]
@@ -327,9 +387,14 @@ def test_the_order_study_reports_the_prediction_sets_and_the_bench_judges_their_
     sets = set_figures(doc)
     entries = doc["profiles"].values()
     assert sets["alpha"] == 0.1 and sets["n"] == sum(e["fit_n"] for e in entries)
-    assert sets["coverage"] == pytest.approx(sum(e["conformal"]["fit_coverage"] * e["fit_n"] for e in entries) / sets["n"])
-    assert min(e["conformal"]["fit_set_size"] for e in entries) <= sets["mean_size"] <= max(
-        e["conformal"]["fit_set_size"] for e in entries)
+    assert sets["coverage"] == pytest.approx(
+        sum(e["conformal"]["fit_coverage"] * e["fit_n"] for e in entries) / sets["n"]
+    )
+    assert (
+        min(e["conformal"]["fit_set_size"] for e in entries)
+        <= sets["mean_size"]
+        <= max(e["conformal"]["fit_set_size"] for e in entries)
+    )
     none_kept = calibration_document(_results(), order="as_given", tasks="t", alpha=0.01)
     assert set_figures(none_kept) == {"alpha": 0.01, "n": 0, "kept": []}
 
@@ -402,8 +467,9 @@ def test_a_profile_with_few_fitting_answers_takes_the_temperature_fitted_on_all_
     many = _rows(rng, MIN_PROFILE_FIT, p_top=0.98, right_share=0.6)
     # Too few to fit alone, and fitted alone they would sharpen: always right.
     few = _rows(rng, 4, p_top=0.6, right_share=1.0, k=2, profile="noul/2")
-    held = _rows(rng, 20, p_top=0.98, right_share=0.6) + _rows(rng, 10, p_top=0.6, right_share=0.6, k=2,
-                                                             profile="noul/2")
+    held = _rows(rng, 20, p_top=0.98, right_share=0.6) + _rows(
+        rng, 10, p_top=0.6, right_share=0.6, k=2, profile="noul/2"
+    )
     entries = fit_profiles(many + few, held)
     own, pooled = entries["choice/3-4"], entries["noul/2"]
     assert own["temperature_from"] == "profile" and own["temperature_fit_n"] == MIN_PROFILE_FIT
@@ -416,8 +482,13 @@ def test_a_profile_with_few_fitting_answers_takes_the_temperature_fitted_on_all_
     assert pooled["conformal"]["heldout_n"] == 10  # the set's threshold rests on the profile's own
     assert pooled["heldout"] == fit_profile(many + few, held)["heldout"] and pooled["kept"] is True
     assert pooled["fit_n"] == 4 and "all 24 fitting answers" in profiles.describe(
-        {"fit_for": {"gguf_sha256": SHA, "prompt_version": "v"}, "data": {"fit_n": 24, "heldout_n": 30, "tasks": "t"},
-         "order": "as_given", "profiles": entries})
+        {
+            "fit_for": {"gguf_sha256": SHA, "prompt_version": "v"},
+            "data": {"fit_n": 24, "heldout_n": 30, "tasks": "t"},
+            "order": "as_given",
+            "profiles": entries,
+        }
+    )
     # With enough answers of its own, no profile is pooled.
     alone = fit_profiles(many, held[:20])
     assert alone["choice/3-4"]["temperature_from"] == "profile"

@@ -21,7 +21,7 @@ CLIENTS = {"EndpointClient", "LocalTransport", "RoutedTransport", "SageMakerTran
 # (module, function) -> why it may build a client that does not capture locally.
 ALLOWED = {
     ("steps/endpoint_clients.py", "client"): "steps.client: the rehearsal's client, wrapped by "
-                                             "capture_stand_in.capture_locally",
+    "capture_stand_in.capture_locally",
     ("local/rehearsal.py", "_follow"): "RoutedTransport re-pointed after an update: the same transport, still wrapped",
     ("client/endpoint.py", "local"): "EndpointClient.local itself",
     ("client/endpoint.py", "sagemaker"): "EndpointClient.sagemaker itself: SageMaker captures on its side",
@@ -42,8 +42,13 @@ def _calls() -> set[tuple[str, str]]:
                 if not isinstance(node, ast.Call):
                     continue
                 f = node.func
-                name = f.id if isinstance(f, ast.Name) else f.value.id if isinstance(f, ast.Attribute) and \
-                    isinstance(f.value, ast.Name) else None
+                name = (
+                    f.id
+                    if isinstance(f, ast.Name)
+                    else f.value.id
+                    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                    else None
+                )
                 if name in CLIENTS:
                     found.add((path.relative_to(ROOT).as_posix(), fn.name))
     return found
@@ -51,8 +56,10 @@ def _calls() -> set[tuple[str, str]]:
 
 def test_every_client_workshop_lib_builds_is_steps_client_or_a_documented_exception():
     found = _calls()
-    assert found == set(ALLOWED), (f"new: {sorted(found - set(ALLOWED))}; gone: {sorted(set(ALLOWED) - found)}: "
-                                   "go through steps.client, or say in docs/operate.md why it does not capture")
+    assert found == set(ALLOWED), (
+        f"new: {sorted(found - set(ALLOWED))}; gone: {sorted(set(ALLOWED) - found)}: "
+        "go through steps.client, or say in docs/operate.md why it does not capture"
+    )
     assert ("steps/endpoint_clients.py", "client") in found
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
+import operator
 import re
 from pathlib import Path
 
@@ -25,8 +27,18 @@ IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-worksho
 BUCKET = "workshop-cli-bucket"
 MODEL = f"s3://{BUCKET}/decision-workshop/model/model.tar.gz"  # the workshop's model folder: the only one allowed
 ROLE = "arn:aws:iam::123456789012:role/workshop-sagemaker"
-DEPLOY = ["--region", "us-east-1", "--image-uri", IMAGE, "--model-data-url", MODEL, "--role-arn", ROLE,
-          "--bucket", BUCKET]
+DEPLOY = [
+    "--region",
+    "us-east-1",
+    "--image-uri",
+    IMAGE,
+    "--model-data-url",
+    MODEL,
+    "--role-arn",
+    ROLE,
+    "--bucket",
+    BUCKET,
+]
 
 
 @pytest.fixture(autouse=True)
@@ -34,8 +46,14 @@ def isolated(tmp_path, monkeypatch):
     """Fake credentials inside moto (AWS mode, nothing sent anywhere), a config file of the test's own."""
     from moto import mock_aws
 
-    for name in [*ENV_VARS.values(), "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION",
-                 "AWS_DEFAULT_REGION"]:
+    for name in [
+        *ENV_VARS.values(),
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+    ]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
@@ -76,22 +94,68 @@ def test_every_command_has_readable_help(command, capsys):
 def test_one_command_per_step_the_notebooks_use():
     parser = build_parser()
     commands = set(parser._subparsers._group_actions[0].choices)
-    assert {"config", "check", "setup", "codebuild-role", "package-model", "verify-package", "resolve-image",
-            "build-image", "deploy-standard", "deploy", "extend", "deadline", "placement", "invoke-standard",
-            "invoke", "bench", "cleanup", "delete-endpoints", "delete-builds", "delete-codebuild-role",
-            "delete-deadline-role", "delete-artifacts", "running", "audit", "stop-local", "demo",
-            "serve"} <= commands
+    assert {
+        "config",
+        "check",
+        "setup",
+        "codebuild-role",
+        "package-model",
+        "verify-package",
+        "resolve-image",
+        "build-image",
+        "deploy-standard",
+        "deploy",
+        "extend",
+        "deadline",
+        "placement",
+        "invoke-standard",
+        "invoke",
+        "bench",
+        "cleanup",
+        "delete-endpoints",
+        "delete-builds",
+        "delete-codebuild-role",
+        "delete-deadline-role",
+        "delete-artifacts",
+        "running",
+        "audit",
+        "stop-local",
+        "demo",
+        "serve",
+    } <= commands
 
 
 def test_the_sample_scripts_flags_are_all_here():
     flags = {name: {o for a in sub._actions for o in a.option_strings} for name, sub in _subparsers().items()}
     assert {"--region", "--bucket", "--codebuild-role-arn", "--model-s3-uri"} <= flags["package-model"]
-    assert {"--image-uri", "--model-data-url", "--role-arn", "--instance-type", "--name", "--threads",
-            "--ctx-size", "--startup-timeout", "--download-timeout", "--dry-run", "--no-wait"} <= flags["deploy-standard"]
-    assert {"--instance-type", "--threads", "--instance-pool", "--gpu-layers", "--provision-timeout",
-            "--name", "--image-uri", "--model-data-url", "--role-arn", "--dry-run"} <= flags["deploy"]
-    assert {"--dockerfile", "--image-tag", "--bucket", "--codebuild-role-arn", "--base-image",
-            "--repository"} <= flags["build-image"]
+    assert {
+        "--image-uri",
+        "--model-data-url",
+        "--role-arn",
+        "--instance-type",
+        "--name",
+        "--threads",
+        "--ctx-size",
+        "--startup-timeout",
+        "--download-timeout",
+        "--dry-run",
+        "--no-wait",
+    } <= flags["deploy-standard"]
+    assert {
+        "--instance-type",
+        "--threads",
+        "--instance-pool",
+        "--gpu-layers",
+        "--provision-timeout",
+        "--name",
+        "--image-uri",
+        "--model-data-url",
+        "--role-arn",
+        "--dry-run",
+    } <= flags["deploy"]
+    assert {"--dockerfile", "--image-tag", "--bucket", "--codebuild-role-arn", "--base-image", "--repository"} <= flags[
+        "build-image"
+    ]
     assert {"--variant", "--image-uri"} <= flags["resolve-image"]
     assert {"--region", "--name", "--no-wait"} <= flags["cleanup"]
     for command in ("invoke", "invoke-standard", "bench"):
@@ -102,10 +166,13 @@ def test_the_sample_scripts_flags_are_all_here():
 def test_no_flag_repeats_a_default_of_the_library():
     """A flag left out is None (False for a switch): the saved config, the step's or the endpoints
     builder's default decides, in one place. demo and serve are not workshop steps and keep theirs."""
-    repeated = [f"{name} {action.option_strings[0]}={action.default!r}"
-                for name, sub in _subparsers().items() if name not in ("demo", "serve")
-                for action in sub._actions
-                if action.default not in (None, False, argparse.SUPPRESS)]
+    repeated = [
+        f"{name} {action.option_strings[0]}={action.default!r}"
+        for name, sub in _subparsers().items()
+        if name not in ("demo", "serve")
+        for action in sub._actions
+        if action.default not in (None, False, argparse.SUPPRESS)
+    ]
     assert repeated == []
     for name, sub in _subparsers().items():  # and nothing is required: the config holds it
         if name not in ("demo", "serve"):
@@ -138,11 +205,14 @@ def test_each_config_flag_is_made_from_its_settings_declaration():
 def test_the_command_line_makes_no_client_and_calls_no_flow_of_its_own():
     """Commands reach AWS only through the Workshop's clients and the steps."""
     source = Path(workshop_lib.cli.__file__).read_text()
-    forbidden = re.compile(r"\baws\.client\(|\bapi\.client\(|\bcodebuild\.|\bimport boto3|boto3\.|rehearsal\.client\(|EndpointClient\.sagemaker|"
-                           r"\bbuilds\.|endpoints\.deploy\(|endpoints\.\w+_plan\(|delete_endpoint_resources|"
-                           r"running_workshop_endpoints|package_model_in_codebuild")
-    offenders = [f"cli.py:{n}: {line.strip()}" for n, line in enumerate(source.splitlines(), 1)
-                 if forbidden.search(line)]
+    forbidden = re.compile(
+        r"\baws\.client\(|\bapi\.client\(|\bcodebuild\.|\bimport boto3|boto3\.|rehearsal\.client\(|EndpointClient\.sagemaker|"
+        r"\bbuilds\.|endpoints\.deploy\(|endpoints\.\w+_plan\(|delete_endpoint_resources|"
+        r"running_workshop_endpoints|package_model_in_codebuild"
+    )
+    offenders = [
+        f"cli.py:{n}: {line.strip()}" for n, line in enumerate(source.splitlines(), 1) if forbidden.search(line)
+    ]
     assert offenders == []
 
 
@@ -215,11 +285,22 @@ def test_a_bad_flag_value_is_the_configs_one_line_error(capsys):
 
 
 def test_gpu_pool_dry_run_keeps_the_given_order(capsys):
-    plan = _deploy_plan(capsys, *DEPLOY, "--instance-pool", "ml.g6e.xlarge", "--instance-pool", "ml.g4dn.2xlarge",
-                        "--gpu-layers=-1", "--provision-timeout", "900")
+    plan = _deploy_plan(
+        capsys,
+        *DEPLOY,
+        "--instance-pool",
+        "ml.g6e.xlarge",
+        "--instance-pool",
+        "ml.g4dn.2xlarge",
+        "--gpu-layers=-1",
+        "--provision-timeout",
+        "900",
+    )
     variant = plan["CreateEndpointConfig"]["ProductionVariants"][0]
-    assert variant["InstancePools"] == [{"InstanceType": "ml.g6e.xlarge", "Priority": 1},
-                                        {"InstanceType": "ml.g4dn.2xlarge", "Priority": 2}]
+    assert variant["InstancePools"] == [
+        {"InstanceType": "ml.g6e.xlarge", "Priority": 1},
+        {"InstanceType": "ml.g4dn.2xlarge", "Priority": 2},
+    ]
     assert variant["VariantInstanceProvisionTimeoutInSeconds"] == 900 and "InstanceType" not in variant
     assert plan["CreateModel"]["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "999"
 
@@ -232,12 +313,30 @@ def test_cpu_dry_run_sets_threads_and_no_offload(capsys):
 
 def test_the_sample_deploy_flags_verbatim(capsys):
     """deploy_endpoint.py's GPU form, verbatim: pools in order, -1 layers, 900 s timeouts."""
-    plan = _deploy_plan(capsys, *DEPLOY, "--instance-pool", "ml.g6e.xlarge", "--instance-pool", "ml.g6.2xlarge",
-                        "--instance-pool", "ml.g5.2xlarge", "--instance-pool", "ml.g4dn.2xlarge", "--gpu-layers=-1",
-                        "--provision-timeout", "1200", "--name", "my-decision-endpoint")
+    plan = _deploy_plan(
+        capsys,
+        *DEPLOY,
+        "--instance-pool",
+        "ml.g6e.xlarge",
+        "--instance-pool",
+        "ml.g6.2xlarge",
+        "--instance-pool",
+        "ml.g5.2xlarge",
+        "--instance-pool",
+        "ml.g4dn.2xlarge",
+        "--gpu-layers=-1",
+        "--provision-timeout",
+        "1200",
+        "--name",
+        "my-decision-endpoint",
+    )
     variant = plan["CreateEndpointConfig"]["ProductionVariants"][0]
     assert [p["InstanceType"] for p in variant["InstancePools"]] == [
-        "ml.g6e.xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge", "ml.g4dn.2xlarge"]
+        "ml.g6e.xlarge",
+        "ml.g6.2xlarge",
+        "ml.g5.2xlarge",
+        "ml.g4dn.2xlarge",
+    ]
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 900
     assert variant["ModelDataDownloadTimeoutInSeconds"] == 900
     assert plan["CreateEndpoint"]["EndpointName"] == "my-decision-endpoint"
@@ -249,20 +348,28 @@ def test_flags_left_out_take_the_builders_defaults(capsys):
     """No flag: the plan is the one the library builds by default (the same as the notebooks')."""
     gpu = _deploy_plan(capsys, *DEPLOY, "--instance-pool", "ml.g6e.xlarge")
     variant = gpu["CreateEndpointConfig"]["ProductionVariants"][0]
-    assert gpu["CreateModel"]["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == \
-        str(endpoints.FULL_OFFLOAD)
+    assert gpu["CreateModel"]["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == str(
+        endpoints.FULL_OFFLOAD
+    )
     assert variant["VariantInstanceProvisionTimeoutInSeconds"] == endpoints.PROVISION_TIMEOUT_S
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == endpoints.STARTUP_TIMEOUT_S
     cpu = _deploy_plan(capsys, *DEPLOY)
     variant = cpu["CreateEndpointConfig"]["ProductionVariants"][0]
     assert variant["InstanceType"] == endpoints.DECISION_CPU_INSTANCE
-    assert cpu["CreateModel"]["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == \
-        str(endpoints.vcpus(endpoints.DECISION_CPU_INSTANCE))
+    assert cpu["CreateModel"]["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == str(
+        endpoints.vcpus(endpoints.DECISION_CPU_INSTANCE)
+    )
 
 
 def test_dry_run_takes_names_role_and_model_from_the_saved_workshop(isolated, capsys):
-    config = WorkshopConfig(mode="aws", region="us-east-1", bucket=BUCKET, sagemaker_role_arn=ROLE,
-                            cpu_endpoint_name="my-cpu", gpu_endpoint_name="my-gpu")
+    config = WorkshopConfig(
+        mode="aws",
+        region="us-east-1",
+        bucket=BUCKET,
+        sagemaker_role_arn=ROLE,
+        cpu_endpoint_name="my-cpu",
+        gpu_endpoint_name="my-gpu",
+    )
     config.save(isolated / "config.json")
     (isolated / "outputs.json").write_text(json.dumps({"model_data_url": MODEL}))  # what package-model records
     cpu = _deploy_plan(capsys, "--image-uri", IMAGE)
@@ -273,8 +380,21 @@ def test_dry_run_takes_names_role_and_model_from_the_saved_workshop(isolated, ca
     assert gpu["CreateEndpoint"]["EndpointName"] == "my-gpu"
     named = _deploy_plan(capsys, "--image-uri", IMAGE, "--name", "other-cpu")
     assert named["CreateModel"]["ModelName"] == "other-cpu"
-    assert main(["deploy-standard", "--image-uri", IMAGE, "--dry-run", "--instance-type", "ml.c6i.xlarge",
-                 "--ctx-size", "2048"]) == 0
+    assert (
+        main(
+            [
+                "deploy-standard",
+                "--image-uri",
+                IMAGE,
+                "--dry-run",
+                "--instance-type",
+                "ml.c6i.xlarge",
+                "--ctx-size",
+                "2048",
+            ]
+        )
+        == 0
+    )
     standard = json.loads(capsys.readouterr().out)
     assert standard["CreateEndpoint"]["EndpointName"] == config.standard_endpoint_name
     assert standard["CreateModel"]["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_CTX_SIZE"] == "2048"
@@ -287,15 +407,30 @@ def test_dry_run_without_a_packaged_model_says_which_step_comes_first(isolated, 
 
 
 def test_dry_run_without_a_role_names_the_setting(capsys):
-    assert main(["deploy", "--region", "us-east-1", "--image-uri", IMAGE, "--model-data-url", MODEL,
-                 "--dry-run"]) == 1
+    assert main(["deploy", "--region", "us-east-1", "--image-uri", IMAGE, "--model-data-url", MODEL, "--dry-run"]) == 1
     assert "WORKSHOP_ROLE_ARN" in capsys.readouterr().err
 
 
 def test_a_region_without_instance_pools_gets_the_first_pool_fixed_and_the_dry_run_says_so(capsys):
     image = IMAGE.replace("us-east-1", "af-south-1")
-    argv = ["deploy", "--region", "af-south-1", "--image-uri", image, "--model-data-url", MODEL, "--role-arn", ROLE,
-            "--bucket", BUCKET, "--instance-pool", "ml.g6e.xlarge", "--instance-pool", "ml.g5.2xlarge", "--dry-run"]
+    argv = [
+        "deploy",
+        "--region",
+        "af-south-1",
+        "--image-uri",
+        image,
+        "--model-data-url",
+        MODEL,
+        "--role-arn",
+        ROLE,
+        "--bucket",
+        BUCKET,
+        "--instance-pool",
+        "ml.g6e.xlarge",
+        "--instance-pool",
+        "ml.g5.2xlarge",
+        "--dry-run",
+    ]
     assert main(argv) == 0
     captured = capsys.readouterr()
     variant = json.loads(captured.out)["CreateEndpointConfig"]["ProductionVariants"][0]
@@ -316,8 +451,10 @@ def test_a_model_uri_outside_the_workshops_folder_is_refused_before_any_build(ca
     assert "Traceback" not in err
     assert boto3.client("codebuild", region_name="us-east-1").list_projects()["projects"] == []  # nothing built
     assert boto3.client("s3", region_name="us-east-1").list_buckets()["Buckets"] == []  # nothing uploaded
-    assert main(["deploy", *DEPLOY[:5], "s3://someone-elses-bucket/semif-llamacpp/model.tar.gz", *DEPLOY[6:],
-                 "--dry-run"]) == 1
+    assert (
+        main(["deploy", *DEPLOY[:5], "s3://someone-elses-bucket/semif-llamacpp/model.tar.gz", *DEPLOY[6:], "--dry-run"])
+        == 1
+    )
     assert "model data URL 's3://someone-elses-bucket" in capsys.readouterr().err
 
 
@@ -340,14 +477,49 @@ def test_gpu_layers_on_a_cpu_type_are_refused(capsys):
     assert err.startswith("error: --gpu-layers -1 needs a GPU instance") and "Traceback" not in err
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["deploy", *DEPLOY[:3], IMAGE.split("@")[0] + ":latest", *DEPLOY[4:], "--dry-run"], "Pin it by digest"),
-    (["deploy", *DEPLOY, "--provision-timeout", "100", "--instance-pool", "ml.g6e.xlarge", "--gpu-layers=-1",
-      "--dry-run"], "300"),
-    (["deploy", *DEPLOY, *sum([["--instance-pool", t] for t in ["ml.g6e.xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge",
-                                                               "ml.g4dn.2xlarge", "ml.g5.xlarge", "ml.g6.xlarge"]],
-                              []), "--gpu-layers=-1", "--dry-run"], "5"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["deploy", *DEPLOY[:3], IMAGE.split("@")[0] + ":latest", *DEPLOY[4:], "--dry-run"], "Pin it by digest"),
+        (
+            [
+                "deploy",
+                *DEPLOY,
+                "--provision-timeout",
+                "100",
+                "--instance-pool",
+                "ml.g6e.xlarge",
+                "--gpu-layers=-1",
+                "--dry-run",
+            ],
+            "300",
+        ),
+        (
+            [
+                "deploy",
+                *DEPLOY,
+                *functools.reduce(
+                    operator.iadd,
+                    [
+                        ["--instance-pool", t]
+                        for t in [
+                            "ml.g6e.xlarge",
+                            "ml.g6.2xlarge",
+                            "ml.g5.2xlarge",
+                            "ml.g4dn.2xlarge",
+                            "ml.g5.xlarge",
+                            "ml.g6.xlarge",
+                        ]
+                    ],
+                    [],
+                ),
+                "--gpu-layers=-1",
+                "--dry-run",
+            ],
+            "5",
+        ),
+    ],
+)
 def test_refusals_are_one_clear_line(argv, needle, capsys):
     assert main(argv) == 1
     err = capsys.readouterr().err
@@ -369,13 +541,31 @@ def test_a_bug_keeps_its_traceback(monkeypatch):
 
 
 def test_setup_saves_the_flags_where_later_commands_read_them(isolated, capsys):
-    assert main(["setup", "--region", "us-east-1", "--bucket", "workshop-cli-bucket", "--role-arn", ROLE,
-                 "--deploy-path", "decision-cpu"]) == 0
+    assert (
+        main(
+            [
+                "setup",
+                "--region",
+                "us-east-1",
+                "--bucket",
+                "workshop-cli-bucket",
+                "--role-arn",
+                ROLE,
+                "--deploy-path",
+                "decision-cpu",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "created bucket s3://workshop-cli-bucket in us-east-1" in out
     saved = WorkshopConfig.load(isolated / "config.json")
     assert (saved.region, saved.bucket, saved.sagemaker_role_arn, saved.deploy_path) == (
-        "us-east-1", "workshop-cli-bucket", ROLE, "decision-cpu")
+        "us-east-1",
+        "workshop-cli-bucket",
+        ROLE,
+        "decision-cpu",
+    )
     assert main(["setup"]) == 0  # from the saved config alone now
     assert "bucket s3://workshop-cli-bucket exists in us-east-1" in capsys.readouterr().out
     assert main(["config"]) == 0
@@ -433,8 +623,9 @@ def test_extend_moves_the_deadline_and_deadline_shows_it(isolated, capsys):
     assert moved["Target"] == first["Target"] and moved["ActionAfterCompletion"] == "NONE"
     assert main(["deadline", "--region", "us-east-1", "--name", cpu]) == 0
     assert re.search(rf"endpoint {cpu} is deleted at .* UTC \(in (8 h 0|7 h 59) min\)", capsys.readouterr().out)
-    assert main(["extend", "--region", "us-east-1", "--bucket", BUCKET, "--name", "no-such-endpoint",
-                 "--hours", "1"]) == 1
+    assert (
+        main(["extend", "--region", "us-east-1", "--bucket", BUCKET, "--name", "no-such-endpoint", "--hours", "1"]) == 1
+    )
     assert "there is no endpoint no-such-endpoint" in capsys.readouterr().err
     assert main(["extend", "--region", "us-east-1", "--bucket", BUCKET, "--name", cpu, "--hours", "500"]) == 1
     assert "WORKSHOP_ENDPOINT_TTL_HOURS" in capsys.readouterr().err
@@ -462,8 +653,9 @@ def test_the_other_cleanup_steps_on_moto_say_what_was_already_gone(capsys):
     import boto3
 
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="workshop-cli-bucket")
-    boto3.client("s3", region_name="us-east-1").put_object(Bucket="workshop-cli-bucket",
-                                                           Key="decision-workshop/model/model.tar.gz", Body=b"x")
+    boto3.client("s3", region_name="us-east-1").put_object(
+        Bucket="workshop-cli-bucket", Key="decision-workshop/model/model.tar.gz", Body=b"x"
+    )
     assert main(["delete-builds", "--region", "us-east-1", "--repository", "my-repo"]) == 0
     assert "ECR repository my-repo: already gone" in capsys.readouterr().out
     assert main(["delete-deadline-role", "--region", "us-east-1"]) == 0
@@ -486,8 +678,20 @@ def test_setup_saves_the_endpoint_deadline_and_refuses_a_bad_one(isolated, capsy
 
 # ---- the sample's flags alone: no workshop config, no emulator -------------------------------------------
 
-SAMPLE = ["--region", "us-east-1", "--image-uri", IMAGE, "--model-data-url", "s3://my-models/llm/model.tar.gz",
-          "--role-arn", ROLE, "--instance-type", "ml.c6i.2xlarge", "--name", "my-decision-endpoint"]
+SAMPLE = [
+    "--region",
+    "us-east-1",
+    "--image-uri",
+    IMAGE,
+    "--model-data-url",
+    "s3://my-models/llm/model.tar.gz",
+    "--role-arn",
+    ROLE,
+    "--instance-type",
+    "ml.c6i.2xlarge",
+    "--name",
+    "my-decision-endpoint",
+]
 
 
 def test_the_samples_flags_alone_reach_the_mutable_tag_refusal_first(isolated, capsys):
@@ -520,7 +724,22 @@ def test_the_samples_flags_alone_plan_a_deploy_with_data_capture_off_and_a_note(
 
 def test_a_local_dry_run_needs_no_emulator(isolated, capsys):
     model = "s3://decision-workshop-local/decision-workshop/model/model.tar.gz"  # local mode's placeholder bucket
-    assert main(["deploy", "--mode", "local", "--image-uri", IMAGE, "--model-data-url", model,
-                 "--instance-type", "ml.c6i.2xlarge", "--dry-run"]) == 0
+    assert (
+        main(
+            [
+                "deploy",
+                "--mode",
+                "local",
+                "--image-uri",
+                IMAGE,
+                "--model-data-url",
+                model,
+                "--instance-type",
+                "ml.c6i.2xlarge",
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["CreateModel"]["PrimaryContainer"]["ModelDataUrl"] == model
     assert not (isolated / "local").exists() or not any((isolated / "local").iterdir())  # nothing started

@@ -7,19 +7,24 @@ import datetime as dt
 import json
 
 import pytest
+
 from workshop_lib.aws import capture, endpoints
-from workshop_lib.evaluation.tasks import load_tasks
+from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.cli import main
 from workshop_lib.config import ENV_VARS
+from workshop_lib.evaluation.tasks import load_tasks
 from workshop_lib.local import capture_stand_in
-from workshop_lib.aws.images import parse_image_uri
 
 BUCKET = "decision-workshop-cli"
 ROLE = "arn:aws:iam::123456789012:role/workshop-sagemaker"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/sagemaker-decision-workshop@sha256:" + "ab" * 32
 NAME = "decision-workshop-cpu"
-DECISION = {"id": "ticket-1", "state": "Charged twice.", "question": "Which team?",
-            "options": [{"id": "billing", "text": "Billing"}, {"id": "tech", "text": "Technical support"}]}
+DECISION = {
+    "id": "ticket-1",
+    "state": "Charged twice.",
+    "question": "Which team?",
+    "options": [{"id": "billing", "text": "Billing"}, {"id": "tech", "text": "Technical support"}],
+}
 
 
 @pytest.fixture
@@ -44,10 +49,19 @@ def test_captured_writes_tasks_to_label(aws_env, capsys):
     s3.create_bucket(Bucket=BUCKET)
     destination = f"s3://{BUCKET}/decision-workshop/{capture.CAPTURE_FOLDER}"
     config = capture.data_capture_config(destination, 100)
-    sm.create_model(**endpoints.decision_model_request(NAME, image=parse_image_uri(IMAGE), role_arn=ROLE,
-                                                       model_data_url=f"s3://{BUCKET}/decision-workshop/model/m.tar.gz"))
-    sm.create_endpoint_config(**endpoints.endpoint_config_request(
-        NAME, endpoints.fixed_instance_variant(NAME, "ml.c5.2xlarge"), data_capture=config))
+    sm.create_model(
+        **endpoints.decision_model_request(
+            NAME,
+            image=parse_image_uri(IMAGE),
+            role_arn=ROLE,
+            model_data_url=f"s3://{BUCKET}/decision-workshop/model/m.tar.gz",
+        )
+    )
+    sm.create_endpoint_config(
+        **endpoints.endpoint_config_request(
+            NAME, endpoints.fixed_instance_variant(NAME, "ml.c5.2xlarge"), data_capture=config
+        )
+    )
     sm.create_endpoint(EndpointName=NAME, EndpointConfigName=NAME)
     when = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.timezone.utc)
     writer = capture_stand_in.CaptureWriter(s3, config, NAME, endpoints.VARIANT_NAME, clock=lambda: when)

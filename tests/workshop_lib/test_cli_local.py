@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from workshop_lib.local import rehearsal
 from workshop_lib.cli import main
 from workshop_lib.config import ENV_VARS, WorkshopConfig
+from workshop_lib.local import rehearsal
 
 pytestmark = pytest.mark.slow
 

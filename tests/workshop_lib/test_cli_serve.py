@@ -27,10 +27,14 @@ pytestmark = pytest.mark.slow
 def served(tmp_path):
     port = free_port()
     log = open(tmp_path / "serve.log", "wb")
-    process = subprocess.Popen([sys.executable, "-m", "workshop_lib", "serve", "--port", str(port),
-                                "--threads", "2"], stdin=subprocess.DEVNULL, stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True,
-                               env={**os.environ, "DECISION_ADAPTER_REQUEST_TIMEOUT": "120"})  # a busy machine
+    process = subprocess.Popen(
+        [sys.executable, "-m", "workshop_lib", "serve", "--port", str(port), "--threads", "2"],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "DECISION_ADAPTER_REQUEST_TIMEOUT": "120"},
+    )  # a busy machine
     log.close()
     yield process, f"http://127.0.0.1:{port}", tmp_path / "serve.log"
     stop_process_group(process.pid, timeout_s=10)
@@ -53,8 +57,10 @@ def _wait_ready(url: str, process, log_path, timeout_s: float = 120.0) -> None:
 def test_serve_answers_invoke_with_the_sample_files_and_stops_on_ctrl_c(served, tmp_path, capsys):
     process, url, log_path = served
     _wait_ready(url, process, log_path)
-    for name, body in (("example-request.json", examples.SAMPLE_DECISION),
-                       ("example-shared-request.json", examples.SAMPLE_SHARED)):
+    for name, body in (
+        ("example-request.json", examples.SAMPLE_DECISION),
+        ("example-shared-request.json", examples.SAMPLE_SHARED),
+    ):
         path = tmp_path / name
         path.write_text(json.dumps(body, indent=2))
         assert main(["invoke", "--url", url, "--request", str(path)]) == 0
@@ -65,8 +71,11 @@ def test_serve_answers_invoke_with_the_sample_files_and_stops_on_ctrl_c(served, 
             for option in decision["options"]:
                 assert option["id"] in out
     # The embedded model is served with the readout make demo and every local endpoint use, and says why.
-    request = urllib.request.Request(url + "/invocations", data=json.dumps(examples.SUPPORT_ROUTE).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url + "/invocations",
+        data=json.dumps(examples.SUPPORT_ROUTE).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=120) as response:
         assert json.load(response)["result"]["model"]["readout"] == "cloze"
     assert rehearsal.READOUT_WHY in log_path.read_text()
@@ -80,9 +89,16 @@ def test_serve_answers_invoke_with_the_sample_files_and_stops_on_ctrl_c(served, 
 
 
 def test_the_adapter_entrypoint_prints_real_help():
-    done = subprocess.run([sys.executable, "-m", "decision_adapter.serve", "--help"], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "decision_adapter.serve", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0
-    for needle in ("usage: decision-adapter-serve", "--model", "--model-dir", "--port", "SM_LLAMA_CPP_CTX_SIZE",
-                   "SEMIF_"):
+    for needle in (
+        "usage: decision-adapter-serve",
+        "--model",
+        "--model-dir",
+        "--port",
+        "SM_LLAMA_CPP_CTX_SIZE",
+        "SEMIF_",
+    ):
         assert needle in done.stdout

@@ -20,7 +20,7 @@ def synthetic(rng, n: int, *, honest: bool):
     """n answers over K options: probabilities from a Dirichlet, the label drawn from them (``honest``) or from
     a flatter version of them (an over-confident model)."""
     rows = rng.dirichlet(np.full(K, 0.6), size=n)
-    truth = rows if honest else (rows ** 0.3) / (rows ** 0.3).sum(axis=1, keepdims=True)
+    truth = rows if honest else (rows**0.3) / (rows**0.3).sum(axis=1, keepdims=True)
     targets = [int(rng.choice(K, p=t)) for t in truth]
     return rows, targets
 
@@ -96,8 +96,9 @@ def test_resampled_coverage_reads_each_split_on_the_half_it_was_not_fitted_on():
     rng = np.random.default_rng(11)
     rows, targets = synthetic(rng, 400, honest=True)
     ragged = [r[:3] / r[:3].sum() for r in rows[:40]]  # a group of 3-option answers beside the 4-option one
-    found = conformal.resampled_coverage([(list(rows), targets), (ragged, [min(t, 2) for t in targets[:40]])], 0.1,
-                                         rounds=50)
+    found = conformal.resampled_coverage(
+        [(list(rows), targets), (ragged, [min(t, 2) for t in targets[:40]])], 0.1, rounds=50
+    )
     assert found["groups"] == 2 and found["answers"] == 440 and found["rounds"] == 50
     assert abs(found["coverage"] - 0.9) <= 0.03 and 1.0 <= found["set_size"] < K
     again = conformal.resampled_coverage([(list(rows), targets)], 0.1, rounds=50)
@@ -108,4 +109,4 @@ def test_resampled_coverage_reads_each_split_on_the_half_it_was_not_fitted_on():
     assert over["coverage"] >= 0.87 and over["set_size"] > again["set_size"]
     # A group whose half holds fewer answers than a threshold needs is left out; with none left, nothing.
     need = conformal.min_heldout(0.1)
-    assert conformal.resampled_coverage([(list(rows[:2 * need - 1]), targets[:2 * need - 1])], 0.1) is None
+    assert conformal.resampled_coverage([(list(rows[: 2 * need - 1]), targets[: 2 * need - 1])], 0.1) is None

@@ -58,12 +58,14 @@ def test_a_name_that_is_no_row_is_refused_by_the_config_and_the_command_line(cap
 
 
 @ROWS
-def test_the_command_line_takes_each_rows_name_and_a_deploy_commands_name_flag_sets_its_endpoint(path, tmp_path,
-                                                                                                 monkeypatch):
+def test_the_command_line_takes_each_rows_name_and_a_deploy_commands_name_flag_sets_its_endpoint(
+    path, tmp_path, monkeypatch
+):
     for name in ENV_VARS.values():
         monkeypatch.delenv(name, raising=False)
-    args = build_parser().parse_args(["setup", "--mode", "local", "--deploy-path", path.name,
-                                      "--config", str(tmp_path / "config.json")])
+    args = build_parser().parse_args(
+        ["setup", "--mode", "local", "--deploy-path", path.name, "--config", str(tmp_path / "config.json")]
+    )
     assert workshop_for(args, check=False).config.deploy_path == path.name
     args.name = "named-here"
     config = workshop_for(args, deploy_path=path.name, check=False).config
@@ -75,9 +77,15 @@ def test_the_spec_builds_each_row_with_its_builder_and_settings(path):
     spec = DeploySpec(path.name)
     assert spec.row is path and plan_builder(path) is getattr(endpoints, path.plan_builder)
     image = parse_image_uri(IMAGE)
-    plan = plan_for(spec, name="ep", role_arn=ROLE, region="eu-west-1", image=image,
-                    model_data_url="s3://amzn-s3-demo-bucket/p/model/model.tar.gz",
-                    data_capture=capture.data_capture_config("s3://amzn-s3-demo-bucket/p/captured", 100))
+    plan = plan_for(
+        spec,
+        name="ep",
+        role_arn=ROLE,
+        region="eu-west-1",
+        image=image,
+        model_data_url="s3://amzn-s3-demo-bucket/p/model/model.tar.gz",
+        data_capture=capture.data_capture_config("s3://amzn-s3-demo-bucket/p/captured", 100),
+    )
     environment = plan.model["PrimaryContainer"].get("Environment", {})
     assert (environment.get(ENDPOINT_NAME_ENV) == "ep") is path.decision
     assert ("DataCaptureConfig" in plan.endpoint_config) is path.decision
@@ -140,11 +148,21 @@ def test_the_decision_endpoint_is_the_rows_or_the_default_decision_path(path, tm
 def test_no_module_but_the_table_spells_a_deploy_path():
     """A path's name in quotes, or compared with (``standard`` is also botocore's retry mode), is the table's."""
     root = Path(__file__).parents[2] / "workshop_lib"
-    spelled = re.compile("|".join(rf"""[=!]= *["']{re.escape(name)}["']|["']{re.escape(name)}["']"""
-                                  if "-" in name else rf"""[=!]= *["']{re.escape(name)}["']"""
-                                  for name in deploy_paths.NAMES))
-    found = [f"{path.relative_to(root)}:{n}" for path in sorted(root.rglob("*.py")) if path.name != "deploy_paths.py"
-             for n, line in enumerate(path.read_text().splitlines(), 1) if spelled.search(line)]
+    spelled = re.compile(
+        "|".join(
+            rf"""[=!]= *["']{re.escape(name)}["']|["']{re.escape(name)}["']"""
+            if "-" in name
+            else rf"""[=!]= *["']{re.escape(name)}["']"""
+            for name in deploy_paths.NAMES
+        )
+    )
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for path in sorted(root.rglob("*.py"))
+        if path.name != "deploy_paths.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if spelled.search(line)
+    ]
     assert found == []
 
 

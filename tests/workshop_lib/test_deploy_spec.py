@@ -10,11 +10,11 @@ import json
 import pytest
 
 from workshop_lib.aws import capture, endpoints, images
-from workshop_lib.config import WorkshopConfig
 from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
-from workshop_lib.steps import StepNotRun, Workshop, deploy_plan
 from workshop_lib.aws.images import parse_image_uri
+from workshop_lib.config import WorkshopConfig
 from workshop_lib.errors import InvalidInput
+from workshop_lib.steps import StepNotRun, Workshop, deploy_plan
 
 ROLE = "arn:aws:iam::111122223333:role/sagemaker-workshop"
 BUCKET = "amzn-s3-demo-bucket"
@@ -51,8 +51,9 @@ class NoCallsMode:
 def workshop(tmp_path):
     config = WorkshopConfig(mode="aws", region="eu-west-1", bucket=BUCKET, sagemaker_role_arn=ROLE)
     made = Workshop(config, tmp_path / "config.json")
-    made.remember(model_data_url=config.model_data_url, decision_image_cpu=DECISION_IMAGE,
-                  decision_image_gpu=DECISION_IMAGE)
+    made.remember(
+        model_data_url=config.model_data_url, decision_image_cpu=DECISION_IMAGE, decision_image_gpu=DECISION_IMAGE
+    )
     made.mode = NoCallsMode()
     return made
 
@@ -61,9 +62,15 @@ def _files(root) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("spec", [DeploySpec("standard"), DeploySpec("decision-cpu", threads=8),
-                                  DeploySpec("decision-gpu", instance_pools=("ml.g5.2xlarge",), n_gpu_layers=10)],
-                         ids=lambda s: s.path)
+@pytest.mark.parametrize(
+    "spec",
+    [
+        DeploySpec("standard"),
+        DeploySpec("decision-cpu", threads=8),
+        DeploySpec("decision-gpu", instance_pools=("ml.g5.2xlarge",), n_gpu_layers=10),
+    ],
+    ids=lambda s: s.path,
+)
 def test_planning_sends_prints_and_writes_nothing(workshop, tmp_path, spec, capsys):
     before = _files(tmp_path)
     out, err = io.StringIO(), io.StringIO()
@@ -88,42 +95,65 @@ def test_the_standard_plan_takes_the_pinned_dlc_without_looking_it_up(workshop):
 
 
 def test_the_spec_is_passed_down_unchanged_to_the_builder(workshop):
-    spec = DeploySpec("decision-gpu", instance_pools=["ml.g6.2xlarge", "ml.g5.2xlarge"], provision_timeout_s=900,
-                      ctx_size=2048, startup_timeout_s=600)
+    spec = DeploySpec(
+        "decision-gpu",
+        instance_pools=["ml.g6.2xlarge", "ml.g5.2xlarge"],
+        provision_timeout_s=900,
+        ctx_size=2048,
+        startup_timeout_s=600,
+    )
     assert spec.instance_pools == ("ml.g6.2xlarge", "ml.g5.2xlarge")  # a list given becomes a tuple: hashable
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.threads = 4
     plan = deploy_plan(workshop, spec)
-    built = endpoints.decision_gpu_plan(plan.name, image=parse_image_uri(DECISION_IMAGE), role_arn=ROLE,
-                                        model_data_url=workshop.config.model_data_url, region="eu-west-1",
-                                        instance_pools=("ml.g6.2xlarge", "ml.g5.2xlarge"), provision_timeout_s=900,
-                                        ctx_size=2048, startup_timeout_s=600,
-                                        # what every decision deploy adds: its name for the adapter's metric
-                                        # lines, and data capture as the config asks
-                                        environment={ENDPOINT_NAME_ENV: plan.name},
-                                        data_capture=capture.data_capture_config(
-                                            capture.destination_uri(workshop.config), workshop.config.capture_percent))
+    built = endpoints.decision_gpu_plan(
+        plan.name,
+        image=parse_image_uri(DECISION_IMAGE),
+        role_arn=ROLE,
+        model_data_url=workshop.config.model_data_url,
+        region="eu-west-1",
+        instance_pools=("ml.g6.2xlarge", "ml.g5.2xlarge"),
+        provision_timeout_s=900,
+        ctx_size=2048,
+        startup_timeout_s=600,
+        # what every decision deploy adds: its name for the adapter's metric
+        # lines, and data capture as the config asks
+        environment={ENDPOINT_NAME_ENV: plan.name},
+        data_capture=capture.data_capture_config(
+            capture.destination_uri(workshop.config), workshop.config.capture_percent
+        ),
+    )
     assert plan.endpoint_config["DataCaptureConfig"]["InitialSamplingPercentage"] == 100  # the config's default
     assert json.loads(plan.to_json()) == json.loads(built.to_json())
 
 
 def test_settings_left_out_take_the_builders_defaults():
-    plan = plan_for(DeploySpec("decision-cpu"), name="cpu", role_arn=ROLE, region="eu-west-1",
-                    image=parse_image_uri(DECISION_IMAGE), model_data_url=f"s3://{BUCKET}/decision-workshop/model/model.tar.gz")
+    plan = plan_for(
+        DeploySpec("decision-cpu"),
+        name="cpu",
+        role_arn=ROLE,
+        region="eu-west-1",
+        image=parse_image_uri(DECISION_IMAGE),
+        model_data_url=f"s3://{BUCKET}/decision-workshop/model/model.tar.gz",
+    )
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstanceType"] == endpoints.DECISION_CPU_INSTANCE
-    assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == \
-        str(endpoints.vcpus(endpoints.DECISION_CPU_INSTANCE))
+    assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == str(
+        endpoints.vcpus(endpoints.DECISION_CPU_INSTANCE)
+    )
     assert DeploySpec("decision-cpu").settings() == {}
 
 
-@pytest.mark.parametrize("path, settings, needle", [
-    ("decision-x", {}, "not one of standard, decision-cpu, decision-gpu"),
-    ("decision-cpu", {"instance_pools": ("ml.g5.2xlarge",)}, "instance_pools is a setting of the GPU path"),
-    ("decision-cpu", {"n_gpu_layers": 10}, "n_gpu_layers is a setting of the GPU path"),
-    ("standard", {"provision_timeout_s": 600}, "provision_timeout_s is a setting of the GPU path"),
-    ("decision-gpu", {"instance_type": "ml.g5.2xlarge"}, "instance_pools=('ml.g5.2xlarge',)"),
-])
+@pytest.mark.parametrize(
+    "path, settings, needle",
+    [
+        ("decision-x", {}, "not one of standard, decision-cpu, decision-gpu"),
+        ("decision-cpu", {"instance_pools": ("ml.g5.2xlarge",)}, "instance_pools is a setting of the GPU path"),
+        ("decision-cpu", {"n_gpu_layers": 10}, "n_gpu_layers is a setting of the GPU path"),
+        ("standard", {"provision_timeout_s": 600}, "provision_timeout_s is a setting of the GPU path"),
+        ("decision-gpu", {"instance_type": "ml.g5.2xlarge"}, "instance_pools=('ml.g5.2xlarge',)"),
+    ],
+)
 def test_a_setting_its_path_does_not_take_is_refused_by_name(path, settings, needle):
     with pytest.raises(InvalidInput) as refused:
         DeploySpec(path, **settings)

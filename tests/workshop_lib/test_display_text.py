@@ -13,8 +13,10 @@ from workshop_lib.config import WorkshopConfig
 
 def test_rows_wrap_between_words_under_their_detail_column():
     head = "FAIL quotas         "
-    detail = ("ml.g6e.xlarge: 0, ml.g6.2xlarge: 0, ml.g5.2xlarge: unknown - request an increase in Service "
-              "Quotas (Amazon SageMaker) before deploying")
+    detail = (
+        "ml.g6e.xlarge: 0, ml.g6.2xlarge: 0, ml.g5.2xlarge: unknown - request an increase in Service "
+        "Quotas (Amazon SageMaker) before deploying"
+    )
     lines = display.row(head, detail, width=60).splitlines()
     assert len(lines) > 1 and lines[0].startswith(head)
     assert all(len(line) <= 60 for line in lines)
@@ -56,20 +58,26 @@ class FakeWidget:
 def test_a_kept_widget_starts_at_the_last_choice_unless_the_environment_says(tmp_path, monkeypatch):
     monkeypatch.delenv("WORKSHOP_DEPLOY_PATH", raising=False)
     workshop = steps.Workshop(WorkshopConfig(mode="local"), tmp_path / "config.json")
-    first = steps.keep_choice(workshop, "deploy_path", FakeWidget("standard", ("standard", "decision-gpu")),
-                              env="WORKSHOP_DEPLOY_PATH")
+    first = steps.keep_choice(
+        workshop, "deploy_path", FakeWidget("standard", ("standard", "decision-gpu")), env="WORKSHOP_DEPLOY_PATH"
+    )
     first.choose("decision-gpu")
     assert workshop.outputs()["choices"] == {"deploy_path": "decision-gpu"}
     # Run All builds the widget again at its default: it comes back at the choice.
     again = steps.Workshop(WorkshopConfig(mode="local"), tmp_path / "config.json")
-    rebuilt = steps.keep_choice(again, "deploy_path", FakeWidget("standard", ("standard", "decision-gpu")),
-                                env="WORKSHOP_DEPLOY_PATH")
+    rebuilt = steps.keep_choice(
+        again, "deploy_path", FakeWidget("standard", ("standard", "decision-gpu")), env="WORKSHOP_DEPLOY_PATH"
+    )
     assert rebuilt.value == "decision-gpu"
     gone = steps.keep_choice(again, "deploy_path", FakeWidget("standard", ("standard",)))  # no longer offered
     assert gone.value == "standard"
     monkeypatch.setenv("WORKSHOP_DEPLOY_PATH", "standard")  # unattended runs choose through the environment
-    assert steps.keep_choice(again, "deploy_path", FakeWidget("standard", ("standard", "decision-gpu")),
-                             env="WORKSHOP_DEPLOY_PATH").value == "standard"
+    assert (
+        steps.keep_choice(
+            again, "deploy_path", FakeWidget("standard", ("standard", "decision-gpu")), env="WORKSHOP_DEPLOY_PATH"
+        ).value
+        == "standard"
+    )
 
 
 def test_the_builder_request_reads_the_kept_text_so_it_runs_after_a_restart(tmp_path, monkeypatch):
@@ -103,8 +111,10 @@ def shell():
 def test_a_name_a_restart_forgot_is_one_line_saying_to_run_the_cells_above(shell, capsys, tmp_path, monkeypatch):
     assert not shell.run_cell("steps.show_decision(route)").success
     shown = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out).strip().splitlines()
-    assert shown == [f"NameError: name 'steps' is not defined: a cell above has not run in this kernel (a restart "
-                     f"forgets them); {display.RUN_ABOVE}"]
+    assert shown == [
+        f"NameError: name 'steps' is not defined: a cell above has not run in this kernel (a restart "
+        f"forgets them); {display.RUN_ABOVE}"
+    ]
     # A NameError raised in a module's code is a bug there, not an unrun cell: its traceback is kept.
     (tmp_path / "broken_module.py").write_text("def call():\n    return missing_name\n")
     monkeypatch.syspath_prepend(str(tmp_path))

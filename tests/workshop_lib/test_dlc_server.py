@@ -17,13 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from workshop_lib.local import dlc_server
+from tests.support import THREADS
 from workshop_lib import steps
 from workshop_lib.client import EndpointClient
+from workshop_lib.local import dlc_server, group_alive
 from workshop_lib.local.dlc_server import LauncherError, find_model, flags, launch_plan
-from workshop_lib.local import group_alive
-
-from tests.support import THREADS
 
 P = dlc_server.PREFIX
 
@@ -35,13 +33,13 @@ FLAG_RULES = [
     ("HF_REPO", "org/model-GGUF", ["--hf-repo", "org/model-GGUF"]),
     ("NO_MMAP", "true", ["--no-mmap"]),
     ("NO_MMAP", "TRUE", ["--no-mmap"]),
-    ("CONT_BATCHING", "", ["--cont-batching"]),      # empty: a bare flag
-    ("FLASH_ATTN", "false", []),                     # false: dropped
+    ("CONT_BATCHING", "", ["--cont-batching"]),  # empty: a bare flag
+    ("FLASH_ATTN", "false", []),  # false: dropped
     ("FLASH_ATTN", "False", []),
     ("ALIAS", "two words", ["--alias", "two words"]),  # one argument, never split
-    ("PORT", "8080", []),                            # nginx's port, not passed on
-    ("MODEL_DIR", "/opt/ml/model", []),              # the entrypoint's own: where it looks for the model
-    ("MODEL", "/opt/ml/model/m.gguf", []),           # becomes --model by discovery, not by this rule
+    ("PORT", "8080", []),  # nginx's port, not passed on
+    ("MODEL_DIR", "/opt/ml/model", []),  # the entrypoint's own: where it looks for the model
+    ("MODEL", "/opt/ml/model/m.gguf", []),  # becomes --model by discovery, not by this rule
 ]
 
 
@@ -61,8 +59,13 @@ def test_notebook_02s_settings_list_says_what_the_launcher_passes(name, value, e
 
 
 def test_other_variables_are_left_alone_and_flags_come_in_name_order():
-    env = {P + "THREADS": "2", "DECISION_ADAPTER_MAX_QUEUE": "4", "PATH": "/bin", P + "CTX_SIZE": "512",
-           "sm_llama_cpp_threads": "9"}
+    env = {
+        P + "THREADS": "2",
+        "DECISION_ADAPTER_MAX_QUEUE": "4",
+        "PATH": "/bin",
+        P + "CTX_SIZE": "512",
+        "sm_llama_cpp_threads": "9",
+    }
     assert flags(env) == ["--ctx-size", "512", "--threads", "2"]
 
 
@@ -92,8 +95,12 @@ def test_the_model_is_the_variable_then_the_first_gguf_then_the_first_in_a_subfo
 
 def test_the_command_line_listens_privately_whatever_the_settings_say(tmp_path):
     model = touch(tmp_path / "m.gguf")
-    plan = launch_plan({P + "HOST": "0.0.0.0", P + "PORT": "8080", P + "THREADS": "2"}, program="ls",
-                       port=8081, default_model_dir=tmp_path)
+    plan = launch_plan(
+        {P + "HOST": "0.0.0.0", P + "PORT": "8080", P + "THREADS": "2"},
+        program="ls",
+        port=8081,
+        default_model_dir=tmp_path,
+    )
     assert plan.argv[:3] == ("ls", "--model", str(model))
     assert plan.argv[-4:] == ("--host", "127.0.0.1", "--port", "8081")  # last: these win
     assert "8080" not in plan.argv and plan.notes == ()
@@ -118,8 +125,9 @@ def test_no_model_anywhere_names_the_setting(tmp_path):
 
 
 def test_the_containers_model_folder_moves_to_the_local_one(tmp_path):
-    settings, changed = dlc_server.local_settings({P + "MODEL": "/opt/ml/model/sub/m.gguf", P + "THREADS": "2"},
-                                                  tmp_path)
+    settings, changed = dlc_server.local_settings(
+        {P + "MODEL": "/opt/ml/model/sub/m.gguf", P + "THREADS": "2"}, tmp_path
+    )
     assert settings[P + "MODEL"] == f"{tmp_path}/sub/m.gguf" and settings[P + "MODEL_DIR"] == str(tmp_path)
     assert settings[P + "THREADS"] == "2" and set(changed) == {P + "MODEL", P + "MODEL_DIR"}
     elsewhere, _ = dlc_server.local_settings({P + "MODEL_DIR": "/data/models"}, tmp_path)
@@ -139,10 +147,15 @@ def test_the_server_is_found_by_setting_then_checkout_then_path(tmp_path):
 
 
 def test_answers_are_told_apart_by_what_llama_server_writes():
-    identity = dlc_server.identity_from_props({"build_info": "b9-abc", "model_alias": "/m/x.gguf", "total_slots": 4,
-                                               "default_generation_settings": {}})
-    reply = {"model": "/m/x.gguf", "system_fingerprint": "b9-abc", "timings": {"prompt_n": 3, "predicted_n": 1},
-             "choices": []}
+    identity = dlc_server.identity_from_props(
+        {"build_info": "b9-abc", "model_alias": "/m/x.gguf", "total_slots": 4, "default_generation_settings": {}}
+    )
+    reply = {
+        "model": "/m/x.gguf",
+        "system_fingerprint": "b9-abc",
+        "timings": {"prompt_n": 3, "predicted_n": 1},
+        "choices": [],
+    }
     assert dlc_server.answer_problem(reply, identity) == ""
     adapter_shaped = {k: v for k, v in reply.items() if k not in ("system_fingerprint", "timings")}
     assert "system_fingerprint" in dlc_server.answer_problem(adapter_shaped)
@@ -158,15 +171,23 @@ def test_nginx_accepts_the_configuration(tmp_path):
 
     config = tmp_path / "nginx.conf"
     config.write_text(dlc_server.nginx_config(port=1, upstream_port=2, prefix=tmp_path, run_as=dlc_server._run_as()))
-    status = run_tool([str(dlc_server.find_nginx()), "-t", "-p", str(tmp_path), "-e", "stderr", "-c", str(config)],
-                      tmp_path / "nginx-t.log", timeout_s=30)
+    status = run_tool(
+        [str(dlc_server.find_nginx()), "-t", "-p", str(tmp_path), "-e", "stderr", "-c", str(config)],
+        tmp_path / "nginx-t.log",
+        timeout_s=30,
+    )
     assert status == 0, (tmp_path / "nginx-t.log").read_text()
 
 
 # ---- the real pair --------------------------------------------------------------------------------
 
-ENDPOINT_SETTINGS = {P + "CTX_SIZE": "2048", P + "THREADS": str(THREADS), P + "N_GPU_LAYERS": "0",
-                     P + "PORT": "8080", P + "FLASH_ATTN": "false"}
+ENDPOINT_SETTINGS = {
+    P + "CTX_SIZE": "2048",
+    P + "THREADS": str(THREADS),
+    P + "N_GPU_LAYERS": "0",
+    P + "PORT": "8080",
+    P + "FLASH_ATTN": "false",
+}
 
 
 @pytest.fixture
@@ -174,8 +195,9 @@ def served(model_dir, tmp_path):
     reason = dlc_server.missing()
     if reason:
         pytest.skip(reason)
-    process = dlc_server.LlamaServerProcess(model_dir, log_path=tmp_path / "serve.log", settings=ENDPOINT_SETTINGS,
-                                            work_dir=tmp_path / "serve")
+    process = dlc_server.LlamaServerProcess(
+        model_dir, log_path=tmp_path / "serve.log", settings=ENDPOINT_SETTINGS, work_dir=tmp_path / "serve"
+    )
     try:
         yield process.start(timeout_s=180)
     finally:

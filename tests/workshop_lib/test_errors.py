@@ -33,23 +33,38 @@ def _library_exceptions():
 # really has to tell the new failure apart from its kind.
 KEPT = {
     # errors.py: the base and the kinds
-    "errors.WorkshopError", "errors.InvalidInput", "errors.StepError", "errors.StepNotRun", "errors.AwsFailure",
-    "errors.WorkshopTimeout", "errors.EndpointError",
+    "errors.WorkshopError",
+    "errors.InvalidInput",
+    "errors.StepError",
+    "errors.StepNotRun",
+    "errors.AwsFailure",
+    "errors.WorkshopTimeout",
+    "errors.EndpointError",
     # caught by name in the library (or a notebook), so a kind would lose the distinction
     "config.BucketNotFound",  # setup creates the bucket
     "aws.hosting.DeployError",  # deploy adds what it already created to the message
     "aws.images.MutableImageReference",  # notebook 03 pins the image instead
     "aws.spend_guard.NotTheWorkshops",  # a schedule of someone else's is left alone
     "packaging.ManifestInvalid",  # the build check rewords it
-    "evaluation.logprobs.NoLogprobs", "evaluation.profiles.CalibrationFileError", "evaluation.tasks.TaskFormatError",
-    "local.dlc_server.LauncherError", "local.processes.ServerFailedToStart", "local.rehearsal.RehearsalError",
-    "client.jev.SystemOneFormatError", "client.openai_decisions.DecisionsFormatError",
+    "evaluation.logprobs.NoLogprobs",
+    "evaluation.profiles.CalibrationFileError",
+    "evaluation.tasks.TaskFormatError",
+    "local.dlc_server.LauncherError",
+    "local.processes.ServerFailedToStart",
+    "local.rehearsal.RehearsalError",
+    "client.jev.SystemOneFormatError",
+    "client.openai_decisions.DecisionsFormatError",
     # an invocation's failure by HTTP status: each carries its own hint, and callers retry on some
-    "client.endpoint_errors.BadRequest", "client.endpoint_errors.EndpointBusy",
-    "client.endpoint_errors.EndpointNotFound", "client.endpoint_errors.EndpointRedirected",
-    "client.endpoint_errors.EndpointServerError", "client.endpoint_errors.EndpointTimeout",
-    "client.endpoint_errors.EndpointUnreachable", "client.endpoint_errors.InvalidDecision",
-    "client.endpoint_errors.InvalidResponse", "client.endpoint_errors.ResponseTooLarge",
+    "client.endpoint_errors.BadRequest",
+    "client.endpoint_errors.EndpointBusy",
+    "client.endpoint_errors.EndpointNotFound",
+    "client.endpoint_errors.EndpointRedirected",
+    "client.endpoint_errors.EndpointServerError",
+    "client.endpoint_errors.EndpointTimeout",
+    "client.endpoint_errors.EndpointUnreachable",
+    "client.endpoint_errors.InvalidDecision",
+    "client.endpoint_errors.InvalidResponse",
+    "client.endpoint_errors.ResponseTooLarge",
     "client.endpoint_errors.UnprocessableRequest",
 }
 

@@ -23,8 +23,7 @@ def _imports():
 CASES = list(_imports())
 
 
-@pytest.mark.parametrize("module, is_package, node", CASES,
-                         ids=[f"{m}:{n.lineno}" for m, _, n in CASES])
+@pytest.mark.parametrize("module, is_package, node", CASES, ids=[f"{m}:{n.lineno}" for m, _, n in CASES])
 def test_the_imported_name_exists(module, is_package, node):
     base = module if is_package else module.rpartition(".")[0]
     for _ in range(node.level - 1):

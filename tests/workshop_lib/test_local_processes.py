@@ -36,9 +36,13 @@ PARENT = textwrap.dedent("""
 def start_parent(tmp_path, *args: str) -> tuple[subprocess.Popen, int]:
     script = tmp_path / "parent.py"
     script.write_text(PARENT)
-    parent = subprocess.Popen([sys.executable, str(script), str(tmp_path / "server.log"), *args],
-                              stdout=subprocess.PIPE, stderr=open(tmp_path / "parent.log", "wb"), text=True,
-                              start_new_session=True)
+    parent = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "server.log"), *args],
+        stdout=subprocess.PIPE,
+        stderr=open(tmp_path / "parent.log", "wb"),
+        text=True,
+        start_new_session=True,
+    )
     line = parent.stdout.readline()
     if not line:
         parent.kill()

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from workshop_lib.aws import codebuild as builds
 from workshop_lib import display, steps
-from workshop_lib.local import rehearsal
+from workshop_lib.aws import codebuild as builds
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.errors import StepNotRun
+from workshop_lib.local import rehearsal
 
 
 @pytest.fixture
@@ -23,8 +23,13 @@ def local(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKSHOP_MODE", "local")
     monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
     monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "local"))
-    for name in ("WORKSHOP_REGION", "WORKSHOP_BUCKET", "WORKSHOP_DEPLOY_PATH", "WORKSHOP_CODEBUILD_ROLE_ARN",
-                 "WORKSHOP_REPO"):
+    for name in (
+        "WORKSHOP_REGION",
+        "WORKSHOP_BUCKET",
+        "WORKSHOP_DEPLOY_PATH",
+        "WORKSHOP_CODEBUILD_ROLE_ARN",
+        "WORKSHOP_REPO",
+    ):
         monkeypatch.delenv(name, raising=False)
     yield tmp_path
     rehearsal.Rehearsal(tmp_path / "local").stop_all()
@@ -59,11 +64,15 @@ def packaged(workshop: steps.Workshop) -> str:
 def run_cleanup(workshop: steps.Workshop) -> dict:
     """Notebook 08's cells, in order."""
     c = workshop.config
-    done = {"deleted": steps.delete_endpoints(workshop, (c.standard_endpoint_name, c.cpu_endpoint_name,
-                                                         c.gpu_endpoint_name))}
+    done = {
+        "deleted": steps.delete_endpoints(
+            workshop, (c.standard_endpoint_name, c.cpu_endpoint_name, c.gpu_endpoint_name)
+        )
+    }
     done["alarms"] = steps.delete_alarms(workshop)
-    done["builds"] = steps.delete_build_resources(workshop, [builds.MODEL_PACKAGE_PROJECT,
-                                                             builds.IMAGE_BUILD_PROJECT], c.ecr_repository)
+    done["builds"] = steps.delete_build_resources(
+        workshop, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT], c.ecr_repository
+    )
     done["deadline_role"] = steps.delete_deadline_role(workshop)
     done["role"] = steps.delete_codebuild_role(workshop)
     done["artifacts"] = steps.delete_artifacts(workshop, c.s3_uri())
@@ -82,15 +91,16 @@ def test_before_notebook_00_every_step_names_00_and_07_has_nothing_to_clean(loca
     skipped = capsys.readouterr().out
     assert skipped.startswith("letter-probability baseline skipped: ") and skipped.count("\n") == 1
 
-    for twice in range(2):  # 07 before anything, and again: every cell says so in one line and passes
+    for _twice in range(2):  # 07 before anything, and again: every cell says so in one line and passes
         workshop = notebook()
         done = run_cleanup(workshop)
         for name in ("deleted", "alarms", "builds", "deadline_role", "role", "artifacts", "left"):
             assert done[name].startswith("nothing to clean: the local rehearsal is not running"), (name, done[name])
             assert "\n" not in done[name] and done[name].ok
         assert done["stopped"].ok and not rehearsal.Rehearsal(local / "local").emulator_url()
-        checks = steps.check_outcome(workshop, "08", deleted=done["deleted"], left=done["left"],
-                                     stopped=done["stopped"])
+        checks = steps.check_outcome(
+            workshop, "08", deleted=done["deleted"], left=done["left"], stopped=done["stopped"]
+        )
         assert checks.ok
 
 
@@ -107,10 +117,11 @@ def test_steps_out_of_order_name_their_notebook_and_what_07_deleted_is_not_reuse
     # 05 with no endpoint: the notebook that deploys it, 04 for a decision endpoint, 02 for the standard one.
     no_decision = refused(steps.decision_client, notebook())
     config = notebook().config
-    assert str(no_decision) == (f"the CPU decision endpoint (one CPU instance type), {config.cpu_endpoint_name}, "
-                                "is not running locally: run notebook 04_deploy_decision_endpoints first")
-    assert refused(steps.client, notebook(), config.standard_endpoint_name).notebook == \
-        "02_deploy_standard_endpoint"
+    assert str(no_decision) == (
+        f"the CPU decision endpoint (one CPU instance type), {config.cpu_endpoint_name}, "
+        "is not running locally: run notebook 04_deploy_decision_endpoints first"
+    )
+    assert refused(steps.client, notebook(), config.standard_endpoint_name).notebook == "02_deploy_standard_endpoint"
 
     model_data_url = packaged(notebook())
     missing_image = refused(steps.deploy_decision_cpu, notebook(), progress=False)  # 04 before 03
@@ -118,15 +129,15 @@ def test_steps_out_of_order_name_their_notebook_and_what_07_deleted_is_not_reuse
     image = steps.build_decision_image(notebook(), "cpu", progress=False)
     assert image.ok
     plan = steps.deploy_plan(notebook(), steps.DeploySpec("decision-cpu"))  # both recorded: 04 has what it needs
-    assert plan.image_uri == image.image_uri and plan.model["PrimaryContainer"]["ModelDataUrl"] == \
-        model_data_url
+    assert plan.image_uri == image.image_uri and plan.model["PrimaryContainer"]["ModelDataUrl"] == model_data_url
 
     first = run_cleanup(notebook())
     assert "IAM role decision-workshop-codebuild: deleted" in first["role"]
     assert "objects deleted" in first["artifacts"] and first["stopped"].ok
     second = run_cleanup(notebook())  # 07 again: one line each, no emulator started for it
-    assert all(second[k].startswith("nothing to clean") for k in ("deleted", "alarms", "builds", "role", "artifacts",
-                                                                   "left"))
+    assert all(
+        second[k].startswith("nothing to clean") for k in ("deleted", "alarms", "builds", "role", "artifacts", "left")
+    )
     assert not rehearsal.Rehearsal(local / "local").emulator_url()
 
     # After 07: a later notebook before 00 says to run 00.
@@ -136,7 +147,9 @@ def test_steps_out_of_order_name_their_notebook_and_what_07_deleted_is_not_reuse
     steps.setup(notebook())
     assert WorkshopConfig.load().codebuild_role_arn  # still in the config file after 07
     role_gone = refused(steps.package_model, notebook(), progress=False)
-    assert role_gone.notebook == "00_setup" and "CodeBuild role" in str(role_gone) and "does not exist" in str(role_gone)
+    assert (
+        role_gone.notebook == "00_setup" and "CodeBuild role" in str(role_gone) and "does not exist" in str(role_gone)
+    )
     assert refused(steps.build_decision_image, notebook(), "cpu", progress=False).notebook == "00_setup"
 
     # The model package and image 01 and 03 recorded before 07 are gone: checked, forgotten, not reused.
@@ -149,8 +162,10 @@ def test_steps_out_of_order_name_their_notebook_and_what_07_deleted_is_not_reuse
     model_gone = refused(steps.deploy_standard, notebook(), progress=False)
     assert model_gone.notebook == "01_package_model" and "is gone" in str(model_gone)
     assert "model_data_url" not in notebook().outputs()
-    assert str(refused(steps.deploy_standard, notebook(), progress=False)) == \
-        "no model data url recorded yet: run notebook 01_package_model first"  # forgotten, so asked for again
+    assert (
+        str(refused(steps.deploy_standard, notebook(), progress=False))
+        == "no model data url recorded yet: run notebook 01_package_model first"
+    )  # forgotten, so asked for again
 
     # 00's role cell, then 03 again: the flow works as on a first run.
     steps.ensure_codebuild_role(notebook())

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.adapters import TEST_ENV
 from workshop_lib import examples
 from workshop_lib.client import EndpointClient
 from workshop_lib.evaluation import load_tasks
 from workshop_lib.evaluation.order_study import ask_in_each_mode
 from workshop_lib.evaluation.readout_study import ask_each_readout, measure_readouts, prediction_sets
 from workshop_lib.local.rehearsal import LOCAL_READOUT, LOCAL_REQUEST_TIMEOUT_S
-from tests.support.adapters import TEST_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -79,10 +79,14 @@ def test_the_readout_study_sends_each_readout_both_ways(cloze_server, tmp_path):
 
 
 def test_prediction_sets_weight_the_kept_profiles_by_their_heldout_tasks():
-    doc = {"alpha": 0.1, "profiles": {
-        "a": {"conformal": {"kept": True, "heldout_n": 30, "fit_coverage": 0.9, "fit_set_size": 1.0}},
-        "b": {"conformal": {"kept": True, "heldout_n": 10, "fit_coverage": 1.0, "fit_set_size": 3.0}},
-        "c": {"conformal": {"kept": False, "heldout_n": 2, "fit_coverage": None, "fit_set_size": None}}}}
+    doc = {
+        "alpha": 0.1,
+        "profiles": {
+            "a": {"conformal": {"kept": True, "heldout_n": 30, "fit_coverage": 0.9, "fit_set_size": 1.0}},
+            "b": {"conformal": {"kept": True, "heldout_n": 10, "fit_coverage": 1.0, "fit_set_size": 3.0}},
+            "c": {"conformal": {"kept": False, "heldout_n": 2, "fit_coverage": None, "fit_set_size": None}},
+        },
+    }
     sets = prediction_sets(doc)
     assert sets["kept"] == 2
     assert sets["coverage"] == pytest.approx(0.925) and sets["set_size"] == pytest.approx(1.5)

@@ -15,26 +15,24 @@ import time
 import pytest
 
 from workshop_lib.aws import alarms, hosting, operator_policies, policy_scope, service_roles, teardown, updates
-from workshop_lib.local import modes, permissions, rehearsal
 from workshop_lib.aws.codebuild import MANIFEST_NAME, TARBALL_NAME, upload_package
+from workshop_lib.aws.deploy_spec import DeploySpec, plan_for
+from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.client import EndpointClient
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.aws.deploy_spec import DeploySpec, plan_for
-from workshop_lib.examples import SUPPORT_ROUTE
-from workshop_lib.local import group_alive
 from workshop_lib.evaluation import profiles
+from workshop_lib.examples import SUPPORT_ROUTE
+from workshop_lib.local import group_alive, modes, permissions, rehearsal
+from workshop_lib.local.stand_ins import LocalHosting
 from workshop_lib.models import EMBEDDED_MODEL
 from workshop_lib.packaging import LocalPackage, package_local, sha256_of
-from workshop_lib.local.stand_ins import LocalHosting
-from workshop_lib.aws.images import parse_image_uri
 
 pytestmark = pytest.mark.slow
 
 REGION = "us-east-1"
 ROLE = "arn:aws:iam::123456789012:role/service-role/WorkshopSageMakerRole"
 IMAGE = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/sagemaker-decision-workshop@sha256:{'ab' * 32}"
-CONFIG = WorkshopConfig(mode="local", region=REGION, bucket="decision-workshop-update-test",
-                        sagemaker_role_arn=ROLE)
+CONFIG = WorkshopConfig(mode="local", region=REGION, bucket="decision-workshop-update-test", sagemaker_role_arn=ROLE)
 NAME = CONFIG.cpu_endpoint_name
 
 
@@ -65,15 +63,27 @@ def _package(s3, model_dir) -> str:
 def _calibrated_package(s3, embedded_gguf, work) -> str:
     """The same model packaged again with a calibration file (every choice band at T = 2), uploaded where
     steps.calibrated_package puts it."""
-    doc = {"format": "decision-calibration/1", "order": "as_given", "created": "2026-12-01T00:00:00Z",
-           "fit_for": {"gguf_sha256": sha256_of(embedded_gguf), "prompt_version": "decision-prompt/1"},
-           "data": {"tasks": "synthetic", "fit_n": 30, "heldout_n": 10},
-           "profiles": {f"choice/{band}": {"temperature": 2.0, "kept": True, "fit_n": 30, "heldout_n": 10,
-                                           "heldout": {key: 0.5 for key in profiles.HELDOUT_KEYS}}
-                        for band in ("2", "3-4", "5-8", "9-16")}}
+    doc = {
+        "format": "decision-calibration/1",
+        "order": "as_given",
+        "created": "2026-12-01T00:00:00Z",
+        "fit_for": {"gguf_sha256": sha256_of(embedded_gguf), "prompt_version": "decision-prompt/1"},
+        "data": {"tasks": "synthetic", "fit_n": 30, "heldout_n": 10},
+        "profiles": {
+            f"choice/{band}": {
+                "temperature": 2.0,
+                "kept": True,
+                "fit_n": 30,
+                "heldout_n": 10,
+                "heldout": {key: 0.5 for key in profiles.HELDOUT_KEYS},
+            }
+            for band in ("2", "3-4", "5-8", "9-16")
+        },
+    }
     path = profiles.write_document(profiles.check_document(doc), work / "calibration.json")
-    made = package_local(EMBEDDED_MODEL, {EMBEDDED_MODEL.gguf.path: embedded_gguf}, work / "calibrated",
-                         calibration=path)
+    made = package_local(
+        EMBEDDED_MODEL, {EMBEDDED_MODEL.gguf.path: embedded_gguf}, work / "calibrated", calibration=path
+    )
     return upload_package(s3, made, CONFIG.s3_uri("model", "calibrated") + "/")
 
 
@@ -85,8 +95,14 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
         package = _package(s3, model_dir)
         calibrated = _calibrated_package(s3, embedded_gguf, tmp_path)
     stand_in = LocalHosting(s3, calls=calls, local=local)  # as local mode makes it
-    plan = plan_for(DeploySpec("decision-cpu", threads=2, ctx_size=1024), name=NAME, role_arn=ROLE, region=REGION,
-                    image=parse_image_uri(IMAGE), model_data_url=package)
+    plan = plan_for(
+        DeploySpec("decision-cpu", threads=2, ctx_size=1024),
+        name=NAME,
+        role_arn=ROLE,
+        region=REGION,
+        image=parse_image_uri(IMAGE),
+        model_data_url=package,
+    )
     hosting.deploy(sm, plan, region=REGION, hosting=stand_in, progress=False)
     put = alarms.put_alarms(cloudwatch, [NAME], REGION)
     assert set(alarms.alarm_states(cloudwatch, NAME)) == set(put.alarms) == set(alarms.alarm_names(NAME))
@@ -100,9 +116,10 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
             try:
                 # letters: the readout the calibration file was fitted for (local endpoints default to cloze)
                 decision = endpoint.decide({**SUPPORT_ROUTE, "readout": "letters"})
-                answers.append((decision.model["context_size"], decision.attempts,
-                                decision.raw["calibration"]["source"]))
-            except Exception as exc:  # noqa: BLE001 - every failure is the test's finding
+                answers.append(
+                    (decision.model["context_size"], decision.attempts, decision.raw["calibration"]["source"])
+                )
+            except Exception as exc:
                 failures.append(repr(exc))
             stop.wait(0.1)  # a steady caller, leaving the new process's start-up some of the two cores
 
@@ -111,9 +128,15 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
     try:
         while not answers and not failures:
             time.sleep(0.05)
-        update = updates.update_plan(DeploySpec("decision-cpu", threads=2, ctx_size=2048), endpoint_name=NAME,
-                                     role_arn=ROLE, region=REGION, image=parse_image_uri(IMAGE), model_data_url=calibrated,
-                                     rollback_alarms=alarms.rollback_alarms(NAME))
+        update = updates.update_plan(
+            DeploySpec("decision-cpu", threads=2, ctx_size=2048),
+            endpoint_name=NAME,
+            role_arn=ROLE,
+            region=REGION,
+            image=parse_image_uri(IMAGE),
+            model_data_url=calibrated,
+            rollback_alarms=alarms.rollback_alarms(NAME),
+        )
         seen: list[str] = []
         rollout = updates.roll_out(sm, update, region=REGION, hosting=stand_in, delay_s=0.1, report=seen.append)
         during = len(answers)
@@ -151,8 +174,10 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
 
     # every call above, held against the operator's documents: nothing denied, the new statements used
     scope = policy_scope.scope(CONFIG, "123456789012")
-    documents = {permissions.OPERATOR: operator_policies.operator_documents(scope),
-                 permissions.SAGEMAKER: service_roles.sagemaker_execution_role_policy(scope)}
+    documents = {
+        permissions.OPERATOR: operator_policies.operator_documents(scope),
+        permissions.SAGEMAKER: service_roles.sagemaker_execution_role_policy(scope),
+    }
     audit = permissions.audit(calls.calls(), documents, REGION, "123456789012", not_exercised={})
     assert audit.denied == [], audit
     # auto scaling and Batch Transform (notebook 07's last steps) are exercised by test_personas' full flow
@@ -160,5 +185,11 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
     operations = {s["Sid"] for s in operator_policies.operator_operations_policy(scope)["Statement"]} - later
     assert operations and not operations & {sid for _, sid in audit.unused}, audit
     made = {c["operation"] for c in calls.calls()}
-    assert {"UpdateEndpoint", "PutMetricAlarm", "PutDashboard", "DescribeAlarms", "DeleteAlarms",
-            "DeleteDashboards"} <= made
+    assert {
+        "UpdateEndpoint",
+        "PutMetricAlarm",
+        "PutDashboard",
+        "DescribeAlarms",
+        "DeleteAlarms",
+        "DeleteDashboards",
+    } <= made

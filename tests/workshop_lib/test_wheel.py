@@ -60,8 +60,18 @@ def installed(tmp_path_factory):
         else:
             shutil.copy2(found, source / name)
     shutil.copytree(CONTRACT, contract, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
-    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(work / "dist"),
-             str(source), str(contract)]
+    build = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--quiet",
+        "--wheel-dir",
+        str(work / "dist"),
+        str(source),
+        str(contract),
+    ]
     if _bdist_wheel_here():
         build.insert(4, "--no-build-isolation")
     built = _run(build, cwd=work, timeout=300)
@@ -72,8 +82,21 @@ def installed(tmp_path_factory):
     target = work / "venv"
     venv.create(target, with_pip=False)  # pip from this venv installs into it (--python)
     python = target / "bin" / "python"
-    done = _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--quiet",
-                 str(wheel), str(contract_wheel)], cwd=work)
+    done = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--quiet",
+            str(wheel),
+            str(contract_wheel),
+        ],
+        cwd=work,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WORKSHOP_", "PYTHON"))}
     env["PYTHONPATH"] = sysconfig.get_paths()["purelib"]  # dependencies only: no .pth, so no editable checkout
@@ -87,8 +110,11 @@ def test_the_wheel_holds_every_package_and_the_data_files(installed):
     _, _, wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
     assert not [n for n in names if n.startswith("decision_contract/")]  # its own distribution's
-    wanted = {p.relative_to(CHECKOUT).as_posix() for p in (CHECKOUT / "workshop_lib").rglob("*")
-              if p.is_file() and "__pycache__" not in p.parts and (p.suffix == ".py" or p.parent.name == "data")}
+    wanted = {
+        p.relative_to(CHECKOUT).as_posix()
+        for p in (CHECKOUT / "workshop_lib").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and (p.suffix == ".py" or p.parent.name == "data")
+    }
     assert "workshop_lib/steps/__init__.py" in wanted and "workshop_lib/evaluation/data/tasks.jsonl" in wanted
     assert sorted(wanted - names) == []
 
@@ -121,9 +147,11 @@ def test_the_command_line_runs_from_the_installed_copy(installed):
 
 def test_code_that_needs_the_checkout_says_how_to_get_it(installed):
     python, env, _, outside = installed
-    code = ("from workshop_lib.aws import codebuild\nfrom workshop_lib.errors import AwsFailure\n"
-            "try:\n    print(codebuild._default_repo_root())\n"
-            "except AwsFailure as exc:\n    print('refused:', exc)\n")
+    code = (
+        "from workshop_lib.aws import codebuild\nfrom workshop_lib.errors import AwsFailure\n"
+        "try:\n    print(codebuild._default_repo_root())\n"
+        "except AwsFailure as exc:\n    print('refused:', exc)\n"
+    )
     ran = _run([str(python), "-c", code], env=env, cwd=outside)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.startswith("refused: this needs the workshop's checkout (buildspec/, container/)")

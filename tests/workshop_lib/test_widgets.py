@@ -7,17 +7,20 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-from workshop_lib import widgets  # noqa: E402
-from workshop_lib.config import WorkshopConfig  # noqa: E402
-from workshop_lib.steps import Workshop  # noqa: E402
+from workshop_lib import widgets
+from workshop_lib.config import WorkshopConfig
+from workshop_lib.steps import Workshop
 
 # What each helper makes, and a value its environment variable may choose (as the variable spells it).
 MADE = {
     "deploy_path": (lambda ws: widgets.deploy_path(ws), "decision-gpu", "decision-gpu"),
     "reset_rehearsal": (lambda ws: widgets.reset_rehearsal(), "1", True),
     "endpoint_ttl_hours": (lambda ws: widgets.endpoint_ttl(ws), "3.5", 3.5),
-    "codebuild_role_arn": (lambda ws: widgets.codebuild_role(ws), "arn:aws:iam::111122223333:role/cb",
-                           "arn:aws:iam::111122223333:role/cb"),
+    "codebuild_role_arn": (
+        lambda ws: widgets.codebuild_role(ws),
+        "arn:aws:iam::111122223333:role/cb",
+        "arn:aws:iam::111122223333:role/cb",
+    ),
     "follow_dlc_tag": (lambda ws: widgets.follow_dlc_tag(), "yes", "yes"),
     "builder_question": (lambda ws: widgets.decision_builder(ws).children[1], "Is it late?", "Is it late?"),
     "builder_options": (lambda ws: widgets.decision_builder(ws).children[2], "a: A\nb: B", "a: A\nb: B"),
@@ -53,7 +56,7 @@ def test_the_environment_chooses_the_headless_default(key, workshop, monkeypatch
 
 @pytest.mark.parametrize("key", ["deploy_path", "endpoint_ttl_hours", "bench_limit", "builder_question"])
 def test_a_kept_choice_comes_back_unless_the_environment_chooses(key, workshop, monkeypatch):
-    make, spelled, value = MADE[key]
+    make, _spelled, value = MADE[key]
     first = make(workshop)
     first.value = value  # the participant's change is written at once
     assert workshop.outputs()["choices"][key] == value
@@ -88,8 +91,12 @@ def test_the_scaling_target_starts_from_06s_sustainable_rate_when_one_was_kept(w
     from workshop_lib.aws import scaling
 
     name = steps.decision_endpoint(workshop)
-    workshop.remember(**{steps.scale.RATE_KEY: {name: 0.5},
-                         steps.scale.THROUGHPUT_KEY: {name: {"decisions_per_s": 3.5, "concurrency": 4}}})
+    workshop.remember(
+        **{
+            steps.scale.RATE_KEY: {name: 0.5},
+            steps.scale.THROUGHPUT_KEY: {name: {"decisions_per_s": 3.5, "concurrency": 4}},
+        }
+    )
     assert widgets.scaling_target(workshop).value == scaling.target_from_rate(3.5) == 147.0
 
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from workshop_lib.aws import codebuild, hosting, session
-from workshop_lib.local import modes, rehearsal, stand_ins
 from workshop_lib.config import WorkshopConfig
+from workshop_lib.local import modes, rehearsal, stand_ins
 from workshop_lib.steps import StepError, StepNotRun, Workshop
 
 
@@ -17,12 +17,15 @@ def test_outputs_live_next_to_its_config_file_and_reach_a_later_workshop(tmp_pat
     first.remember(model_data_url="s3://b/m/model.tar.gz")
     first.remember(dlc_cpu="x@sha256:1")
     assert json.loads((tmp_path / "one" / "outputs.json").read_text()) == {
-        "dlc_cpu": "x@sha256:1", "model_data_url": "s3://b/m/model.tar.gz"}
+        "dlc_cpu": "x@sha256:1",
+        "model_data_url": "s3://b/m/model.tar.gz",
+    }
     later = Workshop(WorkshopConfig(mode="aws", region="eu-west-1"), tmp_path / "one" / "config.json")
     assert later.recall("model_data_url", "01_package_model") == "s3://b/m/model.tar.gz"
     other = Workshop(WorkshopConfig(mode="aws", region="eu-west-1"), tmp_path / "two" / "config.json")
-    with pytest.raises(StepNotRun, match="^no model data url recorded yet: run notebook 01_package_model first$") \
-            as raised:
+    with pytest.raises(
+        StepNotRun, match="^no model data url recorded yet: run notebook 01_package_model first$"
+    ) as raised:
         other.recall("model_data_url", "01_package_model")
     assert raised.value.notebook == "01_package_model" and isinstance(raised.value, StepError)
 
@@ -103,8 +106,9 @@ def test_each_workshop_keeps_its_rehearsal_next_to_its_config(tmp_path, monkeypa
     two = Workshop(WorkshopConfig(mode="local"), tmp_path / "two" / "config.json")
     assert one.rehearsal.home == tmp_path / "one" / "local" and two.rehearsal.home == tmp_path / "two" / "local"
     monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "chosen"))
-    assert Workshop(WorkshopConfig(mode="local"), tmp_path / "one" / "config.json").rehearsal.home == \
-        tmp_path / "chosen"
+    assert (
+        Workshop(WorkshopConfig(mode="local"), tmp_path / "one" / "config.json").rehearsal.home == tmp_path / "chosen"
+    )
 
 
 def test_notebook_05_says_which_endpoint_it_calls(tmp_path):
@@ -113,9 +117,11 @@ def test_notebook_05_says_which_endpoint_it_calls(tmp_path):
     gpu = Workshop(WorkshopConfig(mode="aws", region="eu-west-1", deploy_path="decision-gpu"), tmp_path / "c.json")
     assert steps.which_endpoint(gpu) == (
         f"calling the GPU decision endpoint (ordered GPU instance pools): {gpu.config.gpu_endpoint_name} in "
-        "eu-west-1; the deploy path is 'decision-gpu' (notebook 00)")
+        "eu-west-1; the deploy path is 'decision-gpu' (notebook 00)"
+    )
     cpu = Workshop(WorkshopConfig(mode="local", deploy_path="decision-cpu"), tmp_path / "c.json")
     assert steps.which_endpoint(cpu).startswith(
         f"calling the CPU decision endpoint (one CPU instance type): {cpu.config.cpu_endpoint_name}, served by a "
-        "local adapter process;")
+        "local adapter process;"
+    )
     assert "standing in on the CPU" in steps.which_endpoint(cpu, cpu.config.gpu_endpoint_name)

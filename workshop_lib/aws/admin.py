@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from botocore import xform_name
 
 from ..errors import InvalidInput
 from ..names import service_model
+from . import api, policies
 from .arns import partition
 from .role_boundary import BOUNDARY_POLICY_PATH
-from . import api, policies
 
 POLICY_PATH = BOUNDARY_POLICY_PATH
 BOUNDARY_FILE = "role-boundary-policy.json"
@@ -45,25 +45,60 @@ def policy_arn(region: str, account: str, file_name: str) -> str:
 
 
 def _create(folder: Path, file_name: str) -> list[str]:
-    return ["aws", "iam", "create-policy", "--policy-name", policy_name(file_name), "--path", POLICY_PATH,
-            "--policy-document", f"file://{Path(folder) / file_name}"]
+    return [
+        "aws",
+        "iam",
+        "create-policy",
+        "--policy-name",
+        policy_name(file_name),
+        "--path",
+        POLICY_PATH,
+        "--policy-document",
+        f"file://{Path(folder) / file_name}",
+    ]
 
 
 def commands(folder: str | Path, role_name: str, region: str, account: str) -> list[list[str]]:
     """Create the boundary and each operator policy, then attach the operator policies to ``role_name``."""
     files = operator_files()
     if len(files) + 1 > MANAGED_POLICIES_PER_ROLE:  # the role's own AWS managed policy counts too
-        raise InvalidInput(f"{len(files)} operator policies and the role's own exceed IAM's "
-                           f"{MANAGED_POLICIES_PER_ROLE} managed policies per role")
-    return ([_create(Path(folder), BOUNDARY_FILE)] + [_create(Path(folder), name) for name in files]
-            + [["aws", "iam", "attach-role-policy", "--role-name", role_name, "--policy-arn",
-                policy_arn(region, account, name)] for name in files])
+        raise InvalidInput(
+            f"{len(files)} operator policies and the role's own exceed IAM's "
+            f"{MANAGED_POLICIES_PER_ROLE} managed policies per role"
+        )
+    return (
+        [_create(Path(folder), BOUNDARY_FILE)]
+        + [_create(Path(folder), name) for name in files]
+        + [
+            [
+                "aws",
+                "iam",
+                "attach-role-policy",
+                "--role-name",
+                role_name,
+                "--policy-arn",
+                policy_arn(region, account, name),
+            ]
+            for name in files
+        ]
+    )
 
 
 def update_commands(folder: str | Path, region: str, account: str, files: Iterable[str]) -> list[list[str]]:
     """A new default version of each existing policy (IAM keeps five: delete the oldest first when full)."""
-    return [["aws", "iam", "create-policy-version", "--policy-arn", policy_arn(region, account, name),
-             "--policy-document", f"file://{Path(folder) / name}", "--set-as-default"] for name in files]
+    return [
+        [
+            "aws",
+            "iam",
+            "create-policy-version",
+            "--policy-arn",
+            policy_arn(region, account, name),
+            "--policy-document",
+            f"file://{Path(folder) / name}",
+            "--set-as-default",
+        ]
+        for name in files
+    ]
 
 
 def shell(argv: Sequence[str]) -> str:
@@ -100,5 +135,14 @@ def call_of(argv: Sequence[str]) -> tuple[str, str, dict]:
     return service, operation, api.validate(service, operation, params)
 
 
-__all__ = ["BOUNDARY_FILE", "POLICY_PATH", "call_of", "commands", "operator_files", "policy_arn", "policy_name",
-           "shell", "update_commands"]
+__all__ = [
+    "BOUNDARY_FILE",
+    "POLICY_PATH",
+    "call_of",
+    "commands",
+    "operator_files",
+    "policy_arn",
+    "policy_name",
+    "shell",
+    "update_commands",
+]

@@ -21,13 +21,13 @@ CloudWatch client from the workshop's client factory.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
-from . import api
 from .. import names
-from .endpoints import VARIANT_NAME, check_tags, workshop_tags
 from ..errors import InvalidInput
+from . import api
+from .endpoints import VARIANT_NAME, check_tags, workshop_tags
 
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"
 # The adapter's embedded metric format lines, as container/decision_adapter/metrics.py writes them (the
@@ -66,8 +66,16 @@ class Thresholds:
 _ALARMS = (
     ("model-latency-p95", SAGEMAKER_NAMESPACE, "ModelLatency", "p95", "Microseconds", "latency_p95_ms", 1000, True),
     ("invocation-5xx-errors", SAGEMAKER_NAMESPACE, "Invocation5XXErrors", "Sum", "Count", "errors_5xx", 1, True),
-    ("invocations-per-instance", SAGEMAKER_NAMESPACE, "InvocationsPerInstance", "Sum", "Count",
-     "invocations_per_instance", 1, False),
+    (
+        "invocations-per-instance",
+        SAGEMAKER_NAMESPACE,
+        "InvocationsPerInstance",
+        "Sum",
+        "Count",
+        "invocations_per_instance",
+        1,
+        False,
+    ),
     ("adapter-latency-p95", ADAPTER_NAMESPACE, ADAPTER_LATENCY, "p95", "Milliseconds", "latency_p95_ms", 1, True),
     ("adapter-busy-503", ADAPTER_NAMESPACE, ADAPTER_BUSY, "Sum", "Count", "busy_503", 1, False),
     ("adapter-time-limit-stops", ADAPTER_NAMESPACE, ADAPTER_TIME_LIMIT, "Sum", "Count", "time_limit_stops", 1, True),
@@ -107,20 +115,45 @@ def _sagemaker_dimensions(endpoint_name: str, variant: str) -> list[dict]:
 def _adapter_metrics(endpoint_name: str, metric: str, statistic: str, period_s: int) -> list[dict]:
     """The endpoint's series of ``metric``, one per API, and one expression over them that the alarm
     watches: the worst p95, or the sum of counts."""
-    queries = [{"Id": f"m{i}", "ReturnData": False,
-                "MetricStat": {"Metric": {"Namespace": ADAPTER_NAMESPACE, "MetricName": metric, "Dimensions": [
-                    {"Name": "endpoint", "Value": endpoint_name}, {"Name": "api", "Value": api}]},
-                    "Period": period_s, "Stat": statistic}}
-               for i, api in enumerate(ADAPTER_APIS)]
+    queries = [
+        {
+            "Id": f"m{i}",
+            "ReturnData": False,
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": ADAPTER_NAMESPACE,
+                    "MetricName": metric,
+                    "Dimensions": [{"Name": "endpoint", "Value": endpoint_name}, {"Name": "api", "Value": api}],
+                },
+                "Period": period_s,
+                "Stat": statistic,
+            },
+        }
+        for i, api in enumerate(ADAPTER_APIS)
+    ]
     combine = "MAX" if statistic.startswith("p") else "SUM"
-    queries.append({"Id": "all", "ReturnData": True, "Label": f"{metric} ({statistic}) over every API",
-                    "Expression": f"{combine}(METRICS())"})
+    queries.append(
+        {
+            "Id": "all",
+            "ReturnData": True,
+            "Label": f"{metric} ({statistic}) over every API",
+            "Expression": f"{combine}(METRICS())",
+        }
+    )
     return queries
 
 
-def alarm_request(endpoint_name: str, suffix: str, *, thresholds: Thresholds = Thresholds(),
-                  variant: str = VARIANT_NAME, period_s: int = PERIOD_S, evaluation_periods: int = 3,
-                  datapoints_to_alarm: int = 2, tags: list[dict] | None = None) -> dict:
+def alarm_request(
+    endpoint_name: str,
+    suffix: str,
+    *,
+    thresholds: Thresholds = Thresholds(),
+    variant: str = VARIANT_NAME,
+    period_s: int = PERIOD_S,
+    evaluation_periods: int = 3,
+    datapoints_to_alarm: int = 2,
+    tags: list[dict] | None = None,
+) -> dict:
     """PutMetricAlarm for one of the endpoint's alarms: fires when ``datapoints_to_alarm`` of the last
     ``evaluation_periods`` periods pass the threshold; no data (an idle endpoint) is not a breach."""
     spec = next((a for a in _ALARMS if a[0] == suffix), None)
@@ -131,19 +164,23 @@ def alarm_request(endpoint_name: str, suffix: str, *, thresholds: Thresholds = T
     if period_s not in (10, 30) and (period_s < 60 or period_s % 60):
         raise InvalidInput(f"period_s is {period_s}; CloudWatch takes 10, 30 or a multiple of 60")
     if not 1 <= datapoints_to_alarm <= evaluation_periods:
-        raise InvalidInput(f"datapoints_to_alarm ({datapoints_to_alarm}) must be between 1 and evaluation_periods "
-                             f"({evaluation_periods})")
+        raise InvalidInput(
+            f"datapoints_to_alarm ({datapoints_to_alarm}) must be between 1 and evaluation_periods "
+            f"({evaluation_periods})"
+        )
     if period_s * evaluation_periods > 86400:
         raise InvalidInput("period_s x evaluation_periods may not exceed one day (86400 s)")
     threshold = float(getattr(thresholds, field)) * scale
     request = {
         "AlarmName": name,
         "AlarmDescription": f"decision workshop: {metric} of endpoint {endpoint_name} ({statistic}) above "
-                            f"{threshold:g} {unit.lower()} per {period_s} s",
-        "EvaluationPeriods": evaluation_periods, "DatapointsToAlarm": datapoints_to_alarm,
+        f"{threshold:g} {unit.lower()} per {period_s} s",
+        "EvaluationPeriods": evaluation_periods,
+        "DatapointsToAlarm": datapoints_to_alarm,
         "Threshold": threshold,
-        "ComparisonOperator": _check_choice("GreaterThanThreshold", "PutMetricAlarm", "ComparisonOperator",
-                                            "comparison"),
+        "ComparisonOperator": _check_choice(
+            "GreaterThanThreshold", "PutMetricAlarm", "ComparisonOperator", "comparison"
+        ),
         # No Unit: an alarm whose Unit differs from the one the data is published in never sees the data.
         "TreatMissingData": "notBreaching",
         "Tags": check_tags(list(tags if tags is not None else workshop_tags())),
@@ -151,8 +188,14 @@ def alarm_request(endpoint_name: str, suffix: str, *, thresholds: Thresholds = T
     if namespace == ADAPTER_NAMESPACE:
         request["Metrics"] = _adapter_metrics(endpoint_name, metric, statistic, period_s)
         return api.validate("cloudwatch", "PutMetricAlarm", request)
-    request.update({"Namespace": namespace, "MetricName": metric, "Period": period_s,
-                    "Dimensions": _sagemaker_dimensions(endpoint_name, variant)})
+    request.update(
+        {
+            "Namespace": namespace,
+            "MetricName": metric,
+            "Period": period_s,
+            "Dimensions": _sagemaker_dimensions(endpoint_name, variant),
+        }
+    )
     if statistic.startswith("p"):
         request["ExtendedStatistic"] = statistic
     else:
@@ -166,9 +209,21 @@ def alarm_requests(endpoint_name: str, **settings) -> list[dict]:
 
 
 def _widget(title: str, metrics: list[list], stat: str, region: str, x: int, y: int) -> dict:
-    return {"type": "metric", "x": x, "y": y, "width": 12, "height": 6,
-            "properties": {"title": title, "metrics": metrics, "stat": stat, "period": PERIOD_S,
-                           "region": region, "view": "timeSeries"}}
+    return {
+        "type": "metric",
+        "x": x,
+        "y": y,
+        "width": 12,
+        "height": 6,
+        "properties": {
+            "title": title,
+            "metrics": metrics,
+            "stat": stat,
+            "period": PERIOD_S,
+            "region": region,
+            "view": "timeSeries",
+        },
+    }
 
 
 def dashboard_body(endpoint_names: Sequence[str], region: str, *, variant: str = VARIANT_NAME) -> dict:
@@ -182,13 +237,19 @@ def dashboard_body(endpoint_names: Sequence[str], region: str, *, variant: str =
     def adapter(metric: str) -> list[list]:
         return [[ADAPTER_NAMESPACE, metric, "endpoint", n, "api", api] for n in endpoint_names for api in ADAPTER_APIS]
 
-    panels = [("ModelLatency p95 (microseconds, SageMaker)", sagemaker("ModelLatency"), "p95"),
-              ("adapter latency p95 (ms)", adapter(ADAPTER_LATENCY), "p95"),
-              ("Invocation5XXErrors (SageMaker)", sagemaker("Invocation5XXErrors"), "Sum"),
-              ("busy 503s and time-limit stops (adapter)", adapter(ADAPTER_BUSY) + adapter(ADAPTER_TIME_LIMIT), "Sum"),
-              ("InvocationsPerInstance (SageMaker)", sagemaker("InvocationsPerInstance"), "Sum")]
-    return {"widgets": [_widget(title, metrics, stat, region, x=12 * (i % 2), y=6 * (i // 2))
-                        for i, (title, metrics, stat) in enumerate(panels)]}
+    panels = [
+        ("ModelLatency p95 (microseconds, SageMaker)", sagemaker("ModelLatency"), "p95"),
+        ("adapter latency p95 (ms)", adapter(ADAPTER_LATENCY), "p95"),
+        ("Invocation5XXErrors (SageMaker)", sagemaker("Invocation5XXErrors"), "Sum"),
+        ("busy 503s and time-limit stops (adapter)", adapter(ADAPTER_BUSY) + adapter(ADAPTER_TIME_LIMIT), "Sum"),
+        ("InvocationsPerInstance (SageMaker)", sagemaker("InvocationsPerInstance"), "Sum"),
+    ]
+    return {
+        "widgets": [
+            _widget(title, metrics, stat, region, x=12 * (i % 2), y=6 * (i // 2))
+            for i, (title, metrics, stat) in enumerate(panels)
+        ]
+    }
 
 
 def dashboard_request(endpoint_names: Sequence[str], region: str, *, name: str = DASHBOARD) -> dict:
@@ -211,8 +272,13 @@ class AlarmsResult:
     rollback: tuple[str, ...]
 
     def __str__(self) -> str:
-        return "\n".join([f"alarm {name}: put{' (an update rolls back on it)' if name in self.rollback else ''}"
-                          for name in self.alarms] + [f"dashboard {self.dashboard}: put"])
+        return "\n".join(
+            [
+                f"alarm {name}: put{' (an update rolls back on it)' if name in self.rollback else ''}"
+                for name in self.alarms
+            ]
+            + [f"dashboard {self.dashboard}: put"]
+        )
 
 
 def put_alarms(cloudwatch, endpoint_names: Iterable[str], region: str | None = None, **settings) -> AlarmsResult:
@@ -237,6 +303,19 @@ def alarm_states(cloudwatch, endpoint_name: str) -> dict[str, str]:
     return {a["AlarmName"]: a["StateValue"] for a in found}
 
 
-__all__ = ["ADAPTER_NAMESPACE", "AlarmsResult", "DASHBOARD", "SUFFIXES", "Thresholds",
-           "alarm_name", "alarm_names", "alarm_request", "alarm_requests", "alarm_states", "dashboard_body",
-           "dashboard_request", "put_alarms", "rollback_alarms"]
+__all__ = [
+    "ADAPTER_NAMESPACE",
+    "DASHBOARD",
+    "SUFFIXES",
+    "AlarmsResult",
+    "Thresholds",
+    "alarm_name",
+    "alarm_names",
+    "alarm_request",
+    "alarm_requests",
+    "alarm_states",
+    "dashboard_body",
+    "dashboard_request",
+    "put_alarms",
+    "rollback_alarms",
+]

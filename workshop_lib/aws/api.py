@@ -10,7 +10,7 @@ poll-with-progress loop the senders wait with.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from botocore.config import Config
 from botocore.exceptions import ParamValidationError
@@ -37,8 +37,9 @@ def validate(service: str, operation: str, params: dict) -> dict:
 CONTROL_PLANE = Config(retries={"mode": "standard", "total_max_attempts": 5}, connect_timeout=10, read_timeout=60)
 
 
-def client(service: str, region: str | None, *, endpoint_url: str | None = None, session=None,
-           config: Config | None = None):
+def client(
+    service: str, region: str | None, *, endpoint_url: str | None = None, session=None, config: Config | None = None
+):
     """The library's one boto3 client factory; ``endpoint_url`` points a client at the local AWS
     emulator in local mode, ``config`` replaces the control-plane retry policy."""
     import boto3
@@ -52,11 +53,20 @@ def region_of(client) -> str:
     return client.meta.region_name
 
 
-def wait_for_status(describe: Callable[[], dict], key: str, *, done: str, label: str,
-                    failure: Callable[[dict], Exception | None], timeout: Callable[[str], Exception],
-                    poll_s: float, timeout_s: float, progress: bool = True,
-                    sleep: Callable[[float], None] = time.sleep,
-                    clock: Callable[[], float] = time.monotonic) -> dict:
+def wait_for_status(
+    describe: Callable[[], dict],
+    key: str,
+    *,
+    done: str,
+    label: str,
+    failure: Callable[[dict], Exception | None],
+    timeout: Callable[[str], Exception],
+    poll_s: float,
+    timeout_s: float,
+    progress: bool = True,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict:
     """Call ``describe()`` every ``poll_s`` s until ``response[key] == done``; return that response.
 
     ``failure(response)`` is the exception for a status that will not reach ``done`` (None:

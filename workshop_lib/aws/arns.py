@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 
+from .. import names
 from ..config import check_resource_name
 from ..errors import InvalidInput
-from .. import names
 
 
 def partition(region: str) -> str:
@@ -87,7 +87,7 @@ def schedule_name(endpoint_name: str) -> str:
     name = endpoint_name + SCHEDULE_SUFFIX
     if len(name) > 64:
         digest = hashlib.sha256(endpoint_name.encode()).hexdigest()[:8]
-        name = f"{endpoint_name[:64 - len(SCHEDULE_SUFFIX) - 9]}-{digest}{SCHEDULE_SUFFIX}"
+        name = f"{endpoint_name[: 64 - len(SCHEDULE_SUFFIX) - 9]}-{digest}{SCHEDULE_SUFFIX}"
     pattern, max_len = names.service_rule("scheduler", "CreateSchedule", "Name")
     if not pattern.fullmatch(name) or len(name) > (max_len or 64):  # endpoint names are letters, digits, -
         raise InvalidInput(f"no schedule name can be made from endpoint name {endpoint_name!r}")
@@ -95,8 +95,9 @@ def schedule_name(endpoint_name: str) -> str:
 
 
 def schedule_arn(region: str, account: str, endpoint_name: str) -> str:
-    return (f"arn:{partition(region)}:scheduler:{region}:{account}:schedule/{SCHEDULE_GROUP}/"
-            f"{schedule_name(endpoint_name)}")
+    return (
+        f"arn:{partition(region)}:scheduler:{region}:{account}:schedule/{SCHEDULE_GROUP}/{schedule_name(endpoint_name)}"
+    )
 
 
 def delete_endpoint_target(region: str) -> str:

@@ -13,6 +13,7 @@ def expect_owner(s3_client, account) -> None:
     """Every request of ``s3_client`` that names a bucket states ``account()`` as the bucket's expected owner,
     so S3 refuses it (403) when another account owns a bucket of that name: names are global, and a
     predictable one can be created first by anyone (S3 guide, "Verifying bucket ownership")."""
+
     def add(params, model, **_):
         if params.get("Bucket") and "ExpectedBucketOwner" in model.input_shape.members:
             params.setdefault("ExpectedBucketOwner", account())
@@ -37,7 +38,8 @@ def bucket_region(s3_client, bucket: str) -> str:
             raise InvalidInput(
                 f"bucket {bucket!r} exists but this account does not own it, or may not read it (403): bucket "
                 f"names are global, so another account may have created it first. Choose another name "
-                f"({ENV_VARS['bucket']}=<name>) and run notebook 00 again; nothing was written to it") from None
+                f"({ENV_VARS['bucket']}=<name>) and run notebook 00 again; nothing was written to it"
+            ) from None
         raise
     region = headers.get("x-amz-bucket-region")
     if not region:

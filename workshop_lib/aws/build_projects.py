@@ -12,18 +12,16 @@ import io
 import json
 import re
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Mapping
 
-
-from . import api
 from .. import names
 from ..config import check_ecr_repository_name
-from .images import ImageRef, dlc_account, dlc_pin, require_pinned
 from ..errors import AwsFailure, InvalidInput
 from ..models import ModelSpec
 from ..packaging import MANIFEST_NAME
-
+from . import api
+from .images import ImageRef, dlc_account, dlc_pin, require_pinned
 
 CODEBUILD_IMAGE = "aws/codebuild/amazonlinux-x86_64-standard:5.0"
 COMPUTE_TYPE = "BUILD_GENERAL1_MEDIUM"
@@ -40,16 +38,31 @@ DOCKERFILES = ("Dockerfile", "Dockerfile.gpu")
 # What the two buildspecs need from the repository, and what never belongs in the zip.
 SOURCE_PATHS = ("buildspec", "container")
 REQUIRED_SOURCE_FILES = (
-    MODEL_PACKAGE_BUILDSPEC, IMAGE_BUILD_BUILDSPEC, "buildspec/scripts/package_model.sh",
-    "container/Dockerfile", "container/Dockerfile.gpu", "container/pyproject.toml",
+    MODEL_PACKAGE_BUILDSPEC,
+    IMAGE_BUILD_BUILDSPEC,
+    "buildspec/scripts/package_model.sh",
+    "container/Dockerfile",
+    "container/Dockerfile.gpu",
+    "container/pyproject.toml",
     "container/decision_adapter/__init__.py",
 )
 _EXCLUDED_PARTS = {"__pycache__", ".pytest_cache", ".mypy_cache", "model-package"}
 _EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".egg-info")
 
 # CodeBuild's phases in order; the progress bar advances through them.
-PHASES = ("SUBMITTED", "QUEUED", "PROVISIONING", "DOWNLOAD_SOURCE", "INSTALL", "PRE_BUILD", "BUILD",
-          "POST_BUILD", "UPLOAD_ARTIFACTS", "FINALIZING", "COMPLETED")
+PHASES = (
+    "SUBMITTED",
+    "QUEUED",
+    "PROVISIONING",
+    "DOWNLOAD_SOURCE",
+    "INSTALL",
+    "PRE_BUILD",
+    "BUILD",
+    "POST_BUILD",
+    "UPLOAD_ARTIFACTS",
+    "FINALIZING",
+    "COMPLETED",
+)
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 _PATTERN = re.compile(r"[A-Za-z0-9_.*?-]+")
@@ -59,7 +72,8 @@ def check_project_name(name: str) -> str:
     if not names.is_codebuild_project(name):
         raise InvalidInput(
             f"CodeBuild project name {name!r} is not valid: 2-150 letters, digits, '-' or '_', "
-            "starting with a letter or digit")
+            "starting with a letter or digit"
+        )
     return name
 
 
@@ -84,7 +98,8 @@ def model_s3_prefix(uri: str) -> str:
         if name != TARBALL_NAME:
             raise InvalidInput(
                 f"{uri!r} names the file {name!r}; give the folder instead (e.g. "
-                f"s3://{bucket}/{PurePosixPath(key).parent}/), model.tar.gz and {MANIFEST_NAME} go in it")
+                f"s3://{bucket}/{PurePosixPath(key).parent}/), model.tar.gz and {MANIFEST_NAME} go in it"
+            )
         parent = str(PurePosixPath(key).parent)
         key = "" if parent == "." else parent
     return f"s3://{bucket}/{key}".rstrip("/")
@@ -101,9 +116,12 @@ def source_zip(repo_root: str | Path, paths: tuple[str, ...] = SOURCE_PATHS) -> 
     if missing:
         raise AwsFailure(
             f"{root} lacks {', '.join(missing)}; the CodeBuild jobs need a checkout of the workshop "
-            "repository (install it with `pip install -e .` and call from there, or pass repo_root)")
+            "repository (install it with `pip install -e .` and call from there, or pass repo_root)"
+        )
     files = sorted(
-        p for base in paths for p in (root / base).rglob("*")
+        p
+        for base in paths
+        for p in (root / base).rglob("*")
         if p.is_file()
         and not _EXCLUDED_PARTS.intersection(p.relative_to(root).parts)
         and not any(part.endswith(_EXCLUDED_SUFFIXES) for part in p.relative_to(root).parts)
@@ -128,16 +146,27 @@ def source_upload_request(bucket: str, repo_root: str | Path, prefix: str = SOUR
     return api.validate("s3", "PutObject", {"Bucket": bucket, "Key": source_key(body, prefix), "Body": body})
 
 
-def project_request(name: str, *, buildspec: str, source_location: str, service_role_arn: str,
-                    privileged: bool = False, compute_type: str = COMPUTE_TYPE, timeout_minutes: int = 60,
-                    log_group: str | None = None, log_stream: str = "build", description: str = "",
-                    tags: Mapping[str, str] | None = None) -> dict:
+def project_request(
+    name: str,
+    *,
+    buildspec: str,
+    source_location: str,
+    service_role_arn: str,
+    privileged: bool = False,
+    compute_type: str = COMPUTE_TYPE,
+    timeout_minutes: int = 60,
+    log_group: str | None = None,
+    log_stream: str = "build",
+    description: str = "",
+    tags: Mapping[str, str] | None = None,
+) -> dict:
     """CreateProject: S3 zip source, the AL2023 standard image, logs to CloudWatch, no artifacts."""
     check_project_name(name)
     if not names.is_role_arn(service_role_arn):
         raise InvalidInput(
             f"CodeBuild service role {service_role_arn!r} is not an IAM role ARN "
-            "(arn:aws:iam::<account>:role/<name>); pass the role CodeBuild should assume")
+            "(arn:aws:iam::<account>:role/<name>); pass the role CodeBuild should assume"
+        )
     if not 5 <= timeout_minutes <= 2160:
         raise InvalidInput(f"timeout_minutes={timeout_minutes}: CodeBuild allows 5-2160 minutes")
     request = {
@@ -154,8 +183,13 @@ def project_request(name: str, *, buildspec: str, source_location: str, service_
         },
         "serviceRole": service_role_arn,
         "timeoutInMinutes": timeout_minutes,
-        "logsConfig": {"cloudWatchLogs": {"status": "ENABLED", "groupName": log_group or f"/aws/codebuild/{name}",
-                                          "streamName": log_stream}},
+        "logsConfig": {
+            "cloudWatchLogs": {
+                "status": "ENABLED",
+                "groupName": log_group or f"/aws/codebuild/{name}",
+                "streamName": log_stream,
+            }
+        },
         "tags": _tag_list(tags),
     }
     return api.validate("codebuild", "CreateProject", request)
@@ -176,8 +210,12 @@ def start_build_request(project_name: str, env: Mapping[str, str], *, source_loc
     return api.validate("codebuild", "StartBuild", request)
 
 
-def model_package_env(spec: ModelSpec, model_s3_uri: str,
-                      dlc_images: Mapping[str, str] | None = None, calibration_s3_uri: str | None = None) -> dict[str, str]:
+def model_package_env(
+    spec: ModelSpec,
+    model_s3_uri: str,
+    dlc_images: Mapping[str, str] | None = None,
+    calibration_s3_uri: str | None = None,
+) -> dict[str, str]:
     """The buildspec variables that make buildspec/model-package.yml package ``spec``.
 
     ``dlc_images`` (variant -> pinned DLC URI) is recorded in the manifest: the images the package
@@ -187,12 +225,14 @@ def model_package_env(spec: ModelSpec, model_s3_uri: str,
     if gguf.size is None or not gguf.sha256:
         raise InvalidInput(
             f"{spec.name}: the GGUF has no pinned size and sha256; CodeBuild packaging downloads from the hub "
-            "and must verify both (pin them in workshop_lib/models.py)")
+            "and must verify both (pin them in workshop_lib/models.py)"
+        )
     not_hub = sorted({f.repo for f in spec.files if not _HUB_REPO.fullmatch(f.repo)})
     if not_hub:
         raise InvalidInput(
             f"{spec.name}: {', '.join(not_hub)} is not a Hugging Face repo (owner/name), so CodeBuild cannot "
-            "download it; package it locally with workshop_lib.packaging.package_local and upload_package")
+            "download it; package it locally with workshop_lib.packaging.package_local and upload_package"
+        )
     names = [f.path for f in spec.files]
     bad = [n for n in names if not _FILE_NAME.fullmatch(n)]
     if bad:
@@ -200,13 +240,16 @@ def model_package_env(spec: ModelSpec, model_s3_uri: str,
     if spec.extra_files:
         raise InvalidInput(
             f"{spec.name}: CodeBuild takes tokenizer files by pattern at a pinned revision (ModelSpec.tokenizer), "
-            "not by name; package named files locally with packaging.package_local")
+            "not by name; package named files locally with packaging.package_local"
+        )
     tokenizer = spec.tokenizer
     if tokenizer and not _HUB_REPO.fullmatch(tokenizer.repo):
         raise InvalidInput(f"{spec.name}: {tokenizer.repo} is not a Hugging Face repo (owner/name)")
     if tokenizer and not all(_PATTERN.fullmatch(p) for p in tokenizer.patterns):
-        raise InvalidInput(f"{spec.name}: tokenizer patterns {tokenizer.patterns} must be shell globs of "
-                             "plain names (letters, digits, . _ - * ?)")
+        raise InvalidInput(
+            f"{spec.name}: tokenizer patterns {tokenizer.patterns} must be shell globs of "
+            "plain names (letters, digits, . _ - * ?)"
+        )
     return {
         "GGUF_REPO": gguf.repo,
         "GGUF_REVISION": gguf.revision,
@@ -245,11 +288,13 @@ def check_base_image(base: ImageRef, region: str) -> ImageRef:
     if not base.is_private_ecr:
         raise InvalidInput(
             f"base image {base.uri!r} is not in a private regional ECR registry; use the DLC of the build's "
-            f"region (workshop_lib.aws.images.dlc_image_uri({region!r}), then resolve_digest)")
+            f"region (workshop_lib.aws.images.dlc_image_uri({region!r}), then resolve_digest)"
+        )
     if base.region != region:
         raise InvalidInput(
             f"base image is in {base.region} but the build and its repository are in {region}; use the DLC "
-            f"of {region} so one ECR login covers both")
+            f"of {region} so one ECR login covers both"
+        )
     return base
 
 
@@ -259,18 +304,21 @@ def check_image_tag(image_tag: str) -> str:
     return image_tag
 
 
-def image_build_env(base: ImageRef, repository: ImageRef, image_tag: str,
-                    dockerfile: str = "Dockerfile") -> dict[str, str]:
+def image_build_env(
+    base: ImageRef, repository: ImageRef, image_tag: str, dockerfile: str = "Dockerfile"
+) -> dict[str, str]:
     """The buildspec variables for buildspec/image-build.yml; the base must be a pinned regional DLC."""
     if not repository.is_private_ecr or repository.region is None or repository.tag or repository.digest:
         raise InvalidInput(
             f"repository URI {repository.uri!r} is not an ECR repository "
-            "(<account>.dkr.ecr.<region>.amazonaws.com/<name>, without tag or digest)")
+            "(<account>.dkr.ecr.<region>.amazonaws.com/<name>, without tag or digest)"
+        )
     check_base_image(base, repository.region)
     if base.account != dlc_account(repository.region):
         raise InvalidInput(
             f"base image {base.uri!r} is not in {repository.region}'s DLC registry "
-            f"({dlc_account(repository.region)}); the build logs in to that registry only (use images.resolve_dlc)")
+            f"({dlc_account(repository.region)}); the build logs in to that registry only (use images.resolve_dlc)"
+        )
     dockerfile = dockerfile_name(dockerfile)
     pin = dlc_pin("cuda" if dockerfile.endswith(".gpu") else "cpu", repository.region)
     return {

@@ -27,15 +27,16 @@ import base64
 import datetime as dt
 import json
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .. import names
 from ..config import check_capture_percent
 from ..errors import InvalidInput
-from .. import names
 from . import api
 
 CAPTURE_FOLDER = "capture"  # under the workshop prefix: the only place the SageMaker role may write captures
@@ -64,13 +65,22 @@ def data_capture_config(destination_uri: str, percent: int, *, json_types: Itera
     if percent == 0:
         return None
     names.split_s3_uri(destination_uri)  # an s3:// URI with a bucket
-    config = {"EnableCapture": True, "InitialSamplingPercentage": percent,
-              "DestinationS3Uri": destination_uri.rstrip("/"),
-              "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}],
-              "CaptureContentTypeHeader": {"JsonContentTypes": list(json_types)}}
-    api.validate("sagemaker", "CreateEndpointConfig", {
-        "EndpointConfigName": "capture-check", "DataCaptureConfig": config,
-        "ProductionVariants": [{"VariantName": "v", "ModelName": "m"}]})
+    config = {
+        "EnableCapture": True,
+        "InitialSamplingPercentage": percent,
+        "DestinationS3Uri": destination_uri.rstrip("/"),
+        "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}],
+        "CaptureContentTypeHeader": {"JsonContentTypes": list(json_types)},
+    }
+    api.validate(
+        "sagemaker",
+        "CreateEndpointConfig",
+        {
+            "EndpointConfigName": "capture-check",
+            "DataCaptureConfig": config,
+            "ProductionVariants": [{"VariantName": "v", "ModelName": "m"}],
+        },
+    )
     return config
 
 
@@ -81,8 +91,9 @@ def _base_type(content_type: str) -> str:
     return content_type.split(";")[0].strip().lower()
 
 
-def encode(body: bytes, content_type: str, *, json_types: Iterable[str] = (JSON,),
-           csv_types: Iterable[str] = ()) -> tuple[str, str]:
+def encode(
+    body: bytes, content_type: str, *, json_types: Iterable[str] = (JSON,), csv_types: Iterable[str] = ()
+) -> tuple[str, str]:
     """(data, encoding) as SageMaker records a body of ``content_type``."""
     base = _base_type(content_type)
     try:
@@ -109,18 +120,32 @@ def _iso(when: dt.datetime) -> str:
     return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def capture_record(request: bytes, response: bytes, *, when: dt.datetime, event_id: str,
-                   inference_id: str | None = None, request_type: str = JSON, response_type: str = JSON,
-                   json_types: Iterable[str] = (JSON,), csv_types: Iterable[str] = ()) -> dict:
+def capture_record(
+    request: bytes,
+    response: bytes,
+    *,
+    when: dt.datetime,
+    event_id: str,
+    inference_id: str | None = None,
+    request_type: str = JSON,
+    response_type: str = JSON,
+    json_types: Iterable[str] = (JSON,),
+    csv_types: Iterable[str] = (),
+) -> dict:
     """One invocation as SageMaker's data capture records it."""
     json_types, csv_types = tuple(json_types), tuple(csv_types)
     parts = {}
-    for side, body, content_type in (("endpointInput", request, request_type), ("endpointOutput", response,
-                                                                                 response_type)):
+    for side, body, content_type in (
+        ("endpointInput", request, request_type),
+        ("endpointOutput", response, response_type),
+    ):
         data, encoding = encode(body, content_type, json_types=json_types, csv_types=csv_types)
         parts[side] = {"observedContentType": content_type, "mode": MODES[side], "data": data, "encoding": encoding}
-    metadata = {"eventId": event_id, **({"inferenceId": inference_id} if inference_id else {}),
-                "inferenceTime": _iso(when)}
+    metadata = {
+        "eventId": event_id,
+        **({"inferenceId": inference_id} if inference_id else {}),
+        "inferenceTime": _iso(when),
+    }
     return {"captureData": parts, "eventMetadata": metadata, "eventVersion": EVENT_VERSION}
 
 
@@ -177,13 +202,19 @@ def parse_line(line: str, key: str = "") -> CapturedEvent:
         data, metadata = record["captureData"], record["eventMetadata"]
         request = data["endpointInput"]
     except (ValueError, KeyError, TypeError):
-        raise InvalidInput(f"{key or 'a capture file'} holds a line that is not a SageMaker capture record: "
-                           f"{line[:120]!r}") from None
+        raise InvalidInput(
+            f"{key or 'a capture file'} holds a line that is not a SageMaker capture record: {line[:120]!r}"
+        ) from None
     output = data.get("endpointOutput")
-    return CapturedEvent(event_id=metadata.get("eventId", ""), inference_id=metadata.get("inferenceId"),
-                         inference_time=metadata.get("inferenceTime", ""), request=decode(request),
-                         response=decode(output) if output else None,
-                         request_type=request.get("observedContentType", ""), key=key)
+    return CapturedEvent(
+        event_id=metadata.get("eventId", ""),
+        inference_id=metadata.get("inferenceId"),
+        inference_time=metadata.get("inferenceTime", ""),
+        request=decode(request),
+        response=decode(output) if output else None,
+        request_type=request.get("observedContentType", ""),
+        key=key,
+    )
 
 
 def parse_file(text: str, key: str = "") -> list[CapturedEvent]:
@@ -193,8 +224,9 @@ def parse_file(text: str, key: str = "") -> list[CapturedEvent]:
 # ---- reading (emulator and AWS alike) --------------------------------------------------------------
 
 
-def read_captured(s3_client, destination_uri: str, endpoint: str, variant: str | None = None, *,
-                  limit: int | None = None) -> list[CapturedEvent]:
+def read_captured(
+    s3_client, destination_uri: str, endpoint: str, variant: str | None = None, *, limit: int | None = None
+) -> list[CapturedEvent]:
     """Every captured invocation of ``endpoint`` under ``destination_uri``, oldest file first."""
     bucket, prefix = capture_folder(destination_uri, endpoint, variant)
     keys = []
@@ -267,10 +299,26 @@ def captured_tasks(events: Iterable[CapturedEvent]) -> list[dict]:
             task_id = qid if len(questions) == 1 and question.get("id") else f"{batch_id or event.event_id}/{qid}"
             kind = question.get("question_type", body.get("question_type"))
             spec, labels = _jevbench_question(kind, str(question.get("question", "")), options)
-            tasks.append({"id": task_id, "family": kind or "captured", "state": state, "question": spec,
-                          "labels": labels, "expected": None, "split": "test", "group": None,
-                          "provenance": {"capture": {"request_id": event.request_id, "event_id": event.event_id,
-                                                     "inference_time": event.inference_time, "file": event.key}}})
+            tasks.append(
+                {
+                    "id": task_id,
+                    "family": kind or "captured",
+                    "state": state,
+                    "question": spec,
+                    "labels": labels,
+                    "expected": None,
+                    "split": "test",
+                    "group": None,
+                    "provenance": {
+                        "capture": {
+                            "request_id": event.request_id,
+                            "event_id": event.event_id,
+                            "inference_time": event.inference_time,
+                            "file": event.key,
+                        }
+                    },
+                }
+            )
     return tasks
 
 
@@ -284,8 +332,10 @@ class Captured:
     tasks: list[dict]
 
     def __str__(self) -> str:
-        return (f"{self.events} captured invocation{'s' if self.events != 1 else ''} of {self.endpoint} under "
-                f"{self.destination}: {len(self.tasks)} decision task{'s' if len(self.tasks) != 1 else ''} to label")
+        return (
+            f"{self.events} captured invocation{'s' if self.events != 1 else ''} of {self.endpoint} under "
+            f"{self.destination}: {len(self.tasks)} decision task{'s' if len(self.tasks) != 1 else ''} to label"
+        )
 
 
 def endpoint_capture(sm_client, name: str) -> tuple[dict, str] | None:

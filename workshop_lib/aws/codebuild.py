@@ -24,26 +24,53 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 from botocore.exceptions import ClientError
 
-from . import api
-from .images import DLC_PINS, ImageRef, parse_image_uri, pinned_dlc_uri
 from ..errors import AwsFailure, InvalidInput
 from ..models import PINNED_MODEL, ModelSpec
-from ..packaging import (MANIFEST_NAME, SAMPLE_SHAPE, WORKSHOP_SHAPE, LocalPackage, ManifestInvalid,
-                         check_calibration, parse_manifest)
-from .build_projects import (ECR_REPOSITORY, IMAGE_BUILD_BUILDSPEC, IMAGE_BUILD_PROJECT,
-                             MODEL_PACKAGE_BUILDSPEC, MODEL_PACKAGE_PROJECT,
-                             PHASES, SOURCE_PATHS, SOURCE_PREFIX, TARBALL_NAME, check_base_image,
-                             check_image_tag, default_image_tag, dockerfile_name, ecr_repository_request,
-                             failure_summary, image_build_env, model_package_env, model_s3_prefix, parse_s3_uri,
-                             project_request, source_upload_request, start_build_request, update_project_request)
+from ..packaging import (
+    MANIFEST_NAME,
+    SAMPLE_SHAPE,
+    WORKSHOP_SHAPE,
+    LocalPackage,
+    ManifestInvalid,
+    check_calibration,
+    parse_manifest,
+)
+from . import api
+from .build_projects import (
+    ECR_REPOSITORY,
+    IMAGE_BUILD_BUILDSPEC,
+    IMAGE_BUILD_PROJECT,
+    MODEL_PACKAGE_BUILDSPEC,
+    MODEL_PACKAGE_PROJECT,
+    PHASES,
+    SOURCE_PATHS,
+    SOURCE_PREFIX,
+    TARBALL_NAME,
+    check_base_image,
+    check_image_tag,
+    default_image_tag,
+    dockerfile_name,
+    ecr_repository_request,
+    failure_summary,
+    image_build_env,
+    model_package_env,
+    model_s3_prefix,
+    parse_s3_uri,
+    project_request,
+    source_upload_request,
+    start_build_request,
+    update_project_request,
+)
+from .images import DLC_PINS, ImageRef, parse_image_uri, pinned_dlc_uri
 
 # ---------------------------------------------------------------- senders
+
 
 def _error_code(exc: ClientError) -> str:
     return exc.response.get("Error", {}).get("Code", "")
@@ -69,7 +96,8 @@ def ensure_project(codebuild, request: dict) -> str:
         if _error_code(exc) == "InvalidInputException":
             raise InvalidInput(
                 f"CodeBuild rejected project {request['name']!r}: {exc.response['Error'].get('Message')}. "
-                f"Check that {request['serviceRole']} exists and trusts codebuild.amazonaws.com") from None
+                f"Check that {request['serviceRole']} exists and trusts codebuild.amazonaws.com"
+            ) from None
         raise
 
 
@@ -101,8 +129,9 @@ def log_tail(logs_client, build: dict, lines: int = 40) -> list[str]:
     group, stream = logs.get("groupName"), logs.get("streamName")
     if not group or not stream:
         return ["(the build has no CloudWatch log stream yet)"]
-    request = api.validate("logs", "GetLogEvents", {"logGroupName": group, "logStreamName": stream,
-                                                    "limit": lines, "startFromHead": False})
+    request = api.validate(
+        "logs", "GetLogEvents", {"logGroupName": group, "logStreamName": stream, "limit": lines, "startFromHead": False}
+    )
     try:
         events = logs_client.get_log_events(**request)["events"]
     except ClientError as exc:
@@ -114,15 +143,28 @@ def exported_variables(build: dict) -> dict[str, str]:
     return {v["name"]: v.get("value", "") for v in build.get("exportedEnvironmentVariables", [])}
 
 
-def wait_for_build(codebuild, build_id: str, logs_client, progress: bool = True, *, poll_s: float = 10.0,
-                   timeout_s: float | None = None, tail_lines: int = 40,
-                   sleep: Callable[[float], None] = time.sleep) -> dict:
+def wait_for_build(
+    codebuild,
+    build_id: str,
+    logs_client,
+    progress: bool = True,
+    *,
+    poll_s: float = 10.0,
+    timeout_s: float | None = None,
+    tail_lines: int = 40,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict:
     """Poll until the build ends; return it if it succeeded, else raise AwsFailure ending with the log tail."""
     from tqdm.auto import tqdm
 
     started = time.monotonic()
-    bar = tqdm(total=len(PHASES) - 1, desc=f"CodeBuild {build_id.split(':')[0]}", unit="phase",
-               disable=not progress, bar_format="{desc}: {n}/{total} phases {postfix} [{elapsed}]")
+    bar = tqdm(
+        total=len(PHASES) - 1,
+        desc=f"CodeBuild {build_id.split(':')[0]}",
+        unit="phase",
+        disable=not progress,
+        bar_format="{desc}: {n}/{total} phases {postfix} [{elapsed}]",
+    )
     try:
         while True:
             build = _get_build(codebuild, build_id)
@@ -136,7 +178,8 @@ def wait_for_build(codebuild, build_id: str, logs_client, progress: bool = True,
                 raise AwsFailure(
                     f"build {build_id} is still in {phase} after {timeout_s:.0f} s; it keeps running. "
                     f"Wait again with wait_for_build(codebuild, {build_id!r}, logs) or follow "
-                    f"{(build.get('logs') or {}).get('deepLink', 'the CodeBuild console')}")
+                    f"{(build.get('logs') or {}).get('deepLink', 'the CodeBuild console')}"
+                )
             sleep(poll_s)
     finally:
         bar.close()
@@ -148,8 +191,8 @@ def wait_for_build(codebuild, build_id: str, logs_client, progress: bool = True,
     link = (build.get("logs") or {}).get("deepLink")
     raise AwsFailure(
         f"CodeBuild build {build_id} ended {status} in phase {phase}: {reason}\n"
-        f"--- last {len(tail)} log lines ---\n" + "\n".join(tail)
-        + (f"\n--- full log: {link}" if link else ""))
+        f"--- last {len(tail)} log lines ---\n" + "\n".join(tail) + (f"\n--- full log: {link}" if link else "")
+    )
 
 
 def ensure_ecr_repository(ecr, request: dict) -> str:
@@ -165,19 +208,22 @@ def ensure_ecr_repository(ecr, request: dict) -> str:
         raise AwsFailure(
             f"ECR repository {name!r} exists with mutable tags, so a tag could later name another image. "
             f"Run `aws ecr put-image-tag-mutability --repository-name {name} --image-tag-mutability IMMUTABLE` "
-            "or choose another repository name")
+            "or choose another repository name"
+        )
     return repository["repositoryUri"]
 
 
 def image_digest(ecr, repository: ImageRef, tag: str) -> ImageRef:
     """Ask ECR which image ``tag`` of ``repository`` (an ECR repository, no tag) names; return it pinned."""
     try:
-        details = ecr.describe_images(repositoryName=repository.repository, imageIds=[{"imageTag": tag}],
-                                      registryId=repository.account)["imageDetails"]
+        details = ecr.describe_images(
+            repositoryName=repository.repository, imageIds=[{"imageTag": tag}], registryId=repository.account
+        )["imageDetails"]
     except ClientError as exc:
         if _error_code(exc) in ("ImageNotFoundException", "RepositoryNotFoundException"):
-            raise AwsFailure(f"ECR has no image {repository.repository}:{tag}; the build did not push it "
-                                 "(check the build log)") from None
+            raise AwsFailure(
+                f"ECR has no image {repository.repository}:{tag}; the build did not push it (check the build log)"
+            ) from None
         raise
     return repository.at(details[0]["imageDigest"])
 
@@ -222,12 +268,15 @@ def check_manifest(manifest: dict, spec: ModelSpec) -> dict:
     wrong = [] if listed else [f"no entry for {pin.path} (it lists {[f.path for f in view.files]})"]
     if listed:
         checks: list[tuple[str, object, object]] = [
-            ("repo", listed.repo, pin.repo), ("revision", listed.revision, pin.revision),
-            ("sha256", listed.sha256, pin.sha256 and pin.sha256.lower())]
+            ("repo", listed.repo, pin.repo),
+            ("revision", listed.revision, pin.revision),
+            ("sha256", listed.sha256, pin.sha256 and pin.sha256.lower()),
+        ]
         if listed.size is not None:  # the sample's shape records no size
             checks.append(("size", listed.size, pin.size))
-        wrong += [f"{what} {got!r}, pinned {want!r}" for what, got, want in checks
-                  if want is not None and got != want]  # a pin without a value checks nothing
+        wrong += [
+            f"{what} {got!r}, pinned {want!r}" for what, got, want in checks if want is not None and got != want
+        ]  # a pin without a value checks nothing
         if view.shape == WORKSHOP_SHAPE and view.gguf.path != pin.path:
             wrong.append(f"its model is {view.gguf.path}, not {pin.path}")
     others = [f.path for f in view.files if f.path.endswith(".gguf") and f.path != pin.path]
@@ -239,13 +288,16 @@ def check_manifest(manifest: dict, spec: ModelSpec) -> dict:
             sources = {(view.tokenizer.get("repo"), view.tokenizer.get("revision"))}
         else:
             sources = {(f.repo, f.revision) for f in view.files if f.role == "tokenizer"}
-        wrong += [f"tokenizer from {repo}@{revision}, pinned {pinned[0]}@{pinned[1]}"
-                  for repo, revision in sorted(sources - {pinned}, key=str)]
+        wrong += [
+            f"tokenizer from {repo}@{revision}, pinned {pinned[0]}@{pinned[1]}"
+            for repo, revision in sorted(sources - {pinned}, key=str)
+        ]
     if wrong:
         raise AwsFailure(
             f"the uploaded manifest ({view.shape} shape) does not describe {pin.repo}@{pin.revision} {pin.path} "
             f"with sha256 {pin.sha256}: {'; '.join(wrong)}. Another build may have written the same S3 prefix: "
-            "package again or choose a new prefix")
+            "package again or choose a new prefix"
+        )
     return manifest
 
 
@@ -275,8 +327,10 @@ def _default_repo_root() -> Path:
     if all((root / part).is_dir() for part in SOURCE_PATHS):
         return root
     where = f"{REPO_VARIABLE}={given}" if given else f"{root} (where workshop_lib is installed)"
-    raise AwsFailure(f"this needs the workshop's checkout (buildspec/, container/), and {where} has none: "
-                        f"clone the workshop's repository and set {REPO_VARIABLE} to its folder")
+    raise AwsFailure(
+        f"this needs the workshop's checkout (buildspec/, container/), and {where} has none: "
+        f"clone the workshop's repository and set {REPO_VARIABLE} to its folder"
+    )
 
 
 class CodeBuildRunner:
@@ -290,8 +344,9 @@ class CodeBuildRunner:
 
     def run(self, codebuild, logs_client, build_id: str, request: dict, *, progress: bool) -> dict:
         """Wait for build ``build_id`` (started with ``request``); return it once it succeeded."""
-        return wait_for_build(codebuild, build_id, logs_client, progress=progress, poll_s=self.poll_s,
-                              timeout_s=self.timeout_s)
+        return wait_for_build(
+            codebuild, build_id, logs_client, progress=progress, poll_s=self.poll_s, timeout_s=self.timeout_s
+        )
 
     def packaged(self, spec: ModelSpec) -> ModelSpec:
         """The model a packaging build of ``spec`` leaves in S3: ``spec`` itself, on AWS."""
@@ -302,13 +357,25 @@ class CodeBuildRunner:
         return ""
 
 
-def package_model_in_codebuild(codebuild, s3, logs_client, *, model_s3_uri: str, service_role_arn: str,
-                               source_bucket: str, spec: ModelSpec = PINNED_MODEL,
-                               project_name: str = MODEL_PACKAGE_PROJECT, source_prefix: str = SOURCE_PREFIX,
-                               repo_root: str | Path | None = None, tags: Mapping[str, str] | None = None,
-                               progress: bool = True, poll_s: float = 10.0,
-                               runner: CodeBuildRunner | None = None,
-                               calibration: str | Path | None = None, region: str | None = None) -> PackagedModel:
+def package_model_in_codebuild(
+    codebuild,
+    s3,
+    logs_client,
+    *,
+    model_s3_uri: str,
+    service_role_arn: str,
+    source_bucket: str,
+    spec: ModelSpec = PINNED_MODEL,
+    project_name: str = MODEL_PACKAGE_PROJECT,
+    source_prefix: str = SOURCE_PREFIX,
+    repo_root: str | Path | None = None,
+    tags: Mapping[str, str] | None = None,
+    progress: bool = True,
+    poll_s: float = 10.0,
+    runner: CodeBuildRunner | None = None,
+    calibration: str | Path | None = None,
+    region: str | None = None,
+) -> PackagedModel:
     """Package ``spec`` in CodeBuild, upload it under ``model_s3_uri``, check the uploaded manifest.
 
     ``calibration``: a calibration.json fitted for the packaged GGUF (refused here otherwise), uploaded
@@ -323,12 +390,21 @@ def package_model_in_codebuild(codebuild, s3, logs_client, *, model_s3_uri: str,
         key = f"{source_prefix.strip('/')}/calibration-{hashlib.sha256(data).hexdigest()[:16]}.json"
         calibration_upload = api.validate("s3", "PutObject", {"Bucket": source_bucket, "Key": key, "Body": data})
     region = region or api.region_of(codebuild)
-    env = model_package_env(spec, model_s3_uri, {v: pinned_dlc_uri(region, v) for v in DLC_PINS},
-                            f"s3://{source_bucket}/{calibration_upload['Key']}" if calibration_upload else None)
+    env = model_package_env(
+        spec,
+        model_s3_uri,
+        {v: pinned_dlc_uri(region, v) for v in DLC_PINS},
+        f"s3://{source_bucket}/{calibration_upload['Key']}" if calibration_upload else None,
+    )
     upload = source_upload_request(source_bucket, repo_root or _default_repo_root(), source_prefix)
     location = f"{upload['Bucket']}/{upload['Key']}"
-    project = project_request(project_name, buildspec=MODEL_PACKAGE_BUILDSPEC, source_location=location,
-                              service_role_arn=service_role_arn, tags=tags)
+    project = project_request(
+        project_name,
+        buildspec=MODEL_PACKAGE_BUILDSPEC,
+        source_location=location,
+        service_role_arn=service_role_arn,
+        tags=tags,
+    )
     if calibration_upload:
         s3.put_object(**calibration_upload)
     s3.put_object(**upload)
@@ -341,13 +417,27 @@ def package_model_in_codebuild(codebuild, s3, logs_client, *, model_s3_uri: str,
     return PackagedModel(f"{prefix}/{TARBALL_NAME}", f"{prefix}/{MANIFEST_NAME}", manifest, build_id)
 
 
-def build_decision_image(codebuild, ecr, s3, logs_client, *, base_image: ImageRef, service_role_arn: str,
-                         source_bucket: str, dockerfile: str = "Dockerfile", image_tag: str | None = None,
-                         repository_name: str = ECR_REPOSITORY, project_name: str = IMAGE_BUILD_PROJECT,
-                         source_prefix: str = SOURCE_PREFIX, repo_root: str | Path | None = None,
-                         tags: Mapping[str, str] | None = None, progress: bool = True,
-                         poll_s: float = 10.0, runner: CodeBuildRunner | None = None,
-                         region: str | None = None) -> ImageRef:
+def build_decision_image(
+    codebuild,
+    ecr,
+    s3,
+    logs_client,
+    *,
+    base_image: ImageRef,
+    service_role_arn: str,
+    source_bucket: str,
+    dockerfile: str = "Dockerfile",
+    image_tag: str | None = None,
+    repository_name: str = ECR_REPOSITORY,
+    project_name: str = IMAGE_BUILD_PROJECT,
+    source_prefix: str = SOURCE_PREFIX,
+    repo_root: str | Path | None = None,
+    tags: Mapping[str, str] | None = None,
+    progress: bool = True,
+    poll_s: float = 10.0,
+    runner: CodeBuildRunner | None = None,
+    region: str | None = None,
+) -> ImageRef:
     """Build container/<dockerfile> FROM ``base_image`` in CodeBuild, in ``region`` (the clients', read from
     ``codebuild`` when not given); return the pushed image pinned by digest."""
     runner = runner or CodeBuildRunner(poll_s=poll_s)
@@ -357,8 +447,14 @@ def build_decision_image(codebuild, ecr, s3, logs_client, *, base_image: ImageRe
     image_tag = check_image_tag(image_tag or default_image_tag(dockerfile))
     upload = source_upload_request(source_bucket, repo_root or _default_repo_root(), source_prefix)
     location = f"{upload['Bucket']}/{upload['Key']}"
-    project = project_request(project_name, buildspec=IMAGE_BUILD_BUILDSPEC, source_location=location,
-                              service_role_arn=service_role_arn, privileged=True, tags=tags)
+    project = project_request(
+        project_name,
+        buildspec=IMAGE_BUILD_BUILDSPEC,
+        source_location=location,
+        service_role_arn=service_role_arn,
+        privileged=True,
+        tags=tags,
+    )
     # the build's output enters here: the repository URI ECR answers with
     repository = parse_image_uri(ensure_ecr_repository(ecr, ecr_repository_request(repository_name, tags)))
     env = image_build_env(base_image, repository, image_tag, dockerfile)
@@ -372,5 +468,6 @@ def build_decision_image(codebuild, ecr, s3, logs_client, *, base_image: ImageRe
     if exported and pinned.digest != exported:
         raise AwsFailure(
             f"the build exported {exported} for {repository.uri}:{image_tag}, but ECR now says {pinned.uri}; "
-            "someone pushed to this repository meanwhile: inspect it before deploying")
+            "someone pushed to this repository meanwhile: inspect it before deploying"
+        )
     return pinned

@@ -11,12 +11,12 @@ requests, is its row in ``deploy_paths``.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Callable, Sequence
 
-from . import endpoints
 from ..deploy_paths import DEPLOY_PATHS, DeployPath, deploy_path
 from ..errors import InvalidInput
+from . import endpoints
 from .images import ImageRef
 
 # Settings only an ordered-pool GPU deploy takes; n_gpu_layers is also taken where a row says gpu_layers.
@@ -32,10 +32,10 @@ def plan_builder(path: DeployPath) -> Callable[..., endpoints.DeployPlan]:
 class DeploySpec:
     """What to deploy on which path; None everywhere means "the builder's default"."""
 
-    path: str                          # a deploy path's name (deploy_paths)
-    image_uri: str | None = None       # default: the pinned DLC (standard) or the image notebook 03 built
+    path: str  # a deploy path's name (deploy_paths)
+    image_uri: str | None = None  # default: the pinned DLC (standard) or the image notebook 03 built
     model_data_url: str | None = None  # default: the model notebook 01 packaged
-    instance_type: str | None = None   # a path without pools: one fixed type
+    instance_type: str | None = None  # a path without pools: one fixed type
     instance_pools: tuple[str, ...] | None = None  # the GPU path: ordered, first = first choice
     threads: int | None = None
     ctx_size: int | None = None
@@ -51,15 +51,20 @@ class DeploySpec:
             object.__setattr__(self, "instance_pools", pools)
         if row.gpu:
             if self.instance_type is not None:
-                raise InvalidInput(f"the {row.name} path takes instance_pools, in order of preference; pass "
-                                   f"instance_pools=({self.instance_type!r},) for one type")
+                raise InvalidInput(
+                    f"the {row.name} path takes instance_pools, in order of preference; pass "
+                    f"instance_pools=({self.instance_type!r},) for one type"
+                )
             return
-        wrong = [name for name in GPU_ONLY + (() if row.gpu_layers else ("n_gpu_layers",))
-                 if getattr(self, name) is not None]
+        wrong = [
+            name for name in GPU_ONLY + (() if row.gpu_layers else ("n_gpu_layers",)) if getattr(self, name) is not None
+        ]
         if wrong:
             gpu = next(p.name for p in DEPLOY_PATHS if p.gpu)
-            raise InvalidInput(f"{', '.join(wrong)} {'is a setting' if len(wrong) == 1 else 'are settings'} of "
-                               f"the GPU path; the {row.name} path takes none (choose {gpu} for GPUs)")
+            raise InvalidInput(
+                f"{', '.join(wrong)} {'is a setting' if len(wrong) == 1 else 'are settings'} of "
+                f"the GPU path; the {row.name} path takes none (choose {gpu} for GPUs)"
+            )
 
     @property
     def row(self) -> DeployPath:
@@ -98,8 +103,16 @@ class DeploySpec:
 ENDPOINT_NAME_ENV = "DECISION_ADAPTER_ENDPOINT_NAME"
 
 
-def plan_for(spec: DeploySpec, *, name: str, role_arn: str, region: str, image: ImageRef,
-             model_data_url: str, data_capture: dict | None = None) -> endpoints.DeployPlan:
+def plan_for(
+    spec: DeploySpec,
+    *,
+    name: str,
+    role_arn: str,
+    region: str,
+    image: ImageRef,
+    model_data_url: str,
+    data_capture: dict | None = None,
+) -> endpoints.DeployPlan:
     """The validated requests for ``spec`` under the workshop's ``name`` and ``role_arn``; nothing sent.
 
     A decision endpoint also gets ``data_capture`` (a DataCaptureConfig, ``capture.data_capture_config``)
@@ -114,4 +127,4 @@ def plan_for(spec: DeploySpec, *, name: str, role_arn: str, region: str, image: 
     return plan_builder(spec.row)(name, image=image, role_arn=role_arn, model_data_url=model_data_url, **settings)
 
 
-__all__ = ["DeploySpec", "ENDPOINT_NAME_ENV", "GPU_ONLY", "plan_builder", "plan_for"]
+__all__ = ["ENDPOINT_NAME_ENV", "GPU_ONLY", "DeploySpec", "plan_builder", "plan_for"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from . import api
 
@@ -34,8 +34,14 @@ def has_local_storage(instance_type: str) -> bool:
 
 def bucket_encryption(key_arn: str) -> dict:
     """The bucket's default encryption: SSE-KMS with ``key_arn`` and an S3 bucket key (fewer KMS calls)."""
-    document = {"Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key_arn},
-                           "BucketKeyEnabled": True}]}
+    document = {
+        "Rules": [
+            {
+                "ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key_arn},
+                "BucketKeyEnabled": True,
+            }
+        ]
+    }
     api.validate("s3", "PutBucketEncryption", {"Bucket": "b", "ServerSideEncryptionConfiguration": document})
     return document
 
@@ -53,8 +59,10 @@ def encrypted_plan(plan, key_arn: str):
     config = dict(plan.endpoint_config)
     local = sorted({t for v in config["ProductionVariants"] for t in _instance_types(v) if has_local_storage(t)})
     if local:
-        note = (f"the KMS key encrypts the captured requests; the storage volume is {', '.join(local)}'s local NVMe "
-                "storage, which its hardware encrypts (SageMaker takes no key there)")
+        note = (
+            f"the KMS key encrypts the captured requests; the storage volume is {', '.join(local)}'s local NVMe "
+            "storage, which its hardware encrypts (SageMaker takes no key there)"
+        )
     else:
         config["KmsKeyId"] = key_arn
         note = "the KMS key encrypts the storage volume and the captured requests"
@@ -70,5 +78,4 @@ def encrypted_transform(request: dict, key_arn: str) -> dict:
     return api.validate("sagemaker", "CreateTransformJob", request)
 
 
-__all__ = ["BUCKET_ENCRYPTION_FILE", "bucket_encryption", "encrypted_plan", "encrypted_transform",
-           "has_local_storage"]
+__all__ = ["BUCKET_ENCRYPTION_FILE", "bucket_encryption", "encrypted_plan", "encrypted_transform", "has_local_storage"]

@@ -22,16 +22,23 @@ from __future__ import annotations
 import datetime
 import json
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
-from ..errors import InvalidInput
-from ..config import check_resource_name, check_role_arn
-from .images import ImageRef, parse_image_uri, require_pinned
-from .instance_types import (check_choice, check_cuda13, has_local_nvme,
-                             endpoint_instance_types, inference_ami_versions, is_gpu_instance, vcpus)
 from .. import names
+from ..config import check_resource_name, check_role_arn
+from ..errors import InvalidInput
 from . import api, regions
+from .images import ImageRef, parse_image_uri, require_pinned
+from .instance_types import (
+    check_choice,
+    check_cuda13,
+    endpoint_instance_types,
+    has_local_nvme,
+    inference_ami_versions,
+    is_gpu_instance,
+    vcpus,
+)
 
 VARIANT_NAME = "AllTraffic"
 STANDARD_CPU_INSTANCE = "ml.c6i.2xlarge"
@@ -76,9 +83,11 @@ def _check_environment(env: Mapping[str, str]) -> None:
             raise InvalidInput(f"environment variable {key} is {len(value)} characters long; SageMaker allows 1024")
 
 
-def workshop_tags(workshop: str = names.WORKSHOP_TAGS[names.TAG_WORKSHOP],
-                  created_by: str = names.WORKSHOP_TAGS[names.TAG_CREATED_BY],
-                  extra: Mapping[str, str] | None = None) -> list[dict]:
+def workshop_tags(
+    workshop: str = names.WORKSHOP_TAGS[names.TAG_WORKSHOP],
+    created_by: str = names.WORKSHOP_TAGS[names.TAG_CREATED_BY],
+    extra: Mapping[str, str] | None = None,
+) -> list[dict]:
     """The tags every workshop resource carries (``names.WORKSHOP_TAGS``), plus ``extra``."""
     tags = {names.TAG_WORKSHOP: workshop, names.TAG_CREATED_BY: created_by, **(extra or {})}
     return check_tags(names.tag_list(tags))
@@ -93,11 +102,13 @@ def check_tags(tags: list[dict]) -> list[dict]:
     for tag in tags:
         key, value = tag["Key"], tag["Value"]
         if not names.is_tag_key(key):
-            raise InvalidInput(f"tag key {key!r} is not valid (1-128 letters, digits, spaces, _.:/=+-@; "
-                                    "not starting with aws:)")
+            raise InvalidInput(
+                f"tag key {key!r} is not valid (1-128 letters, digits, spaces, _.:/=+-@; not starting with aws:)"
+            )
         if not names.is_tag_value(value):
-            raise InvalidInput(f"tag value {value!r} for {key!r} is not valid (up to 256 letters, digits, "
-                                    "spaces, _.:/=+-@)")
+            raise InvalidInput(
+                f"tag value {value!r} for {key!r} is not valid (up to 256 letters, digits, spaces, _.:/=+-@)"
+            )
     return tags
 
 
@@ -113,10 +124,16 @@ def _s3_tarball(url: str) -> str:
 # ---- environment ---------------------------------------------------------------------
 
 
-def llama_environment(*, ctx_size: int | None = DEFAULT_CTX_SIZE, threads: int | None = None,
-                      n_gpu_layers: int | None = None, model_file: str | None = None,
-                      hf_repo: str | None = None, hf_file: str | None = None,
-                      parallel: int | None = None) -> dict[str, str]:
+def llama_environment(
+    *,
+    ctx_size: int | None = DEFAULT_CTX_SIZE,
+    threads: int | None = None,
+    n_gpu_layers: int | None = None,
+    model_file: str | None = None,
+    hf_repo: str | None = None,
+    hf_file: str | None = None,
+    parallel: int | None = None,
+) -> dict[str, str]:
     """``SM_LLAMA_CPP_*`` variables; the DLC turns each into a llama-server flag, the adapter reads them."""
     env: dict[str, str] = {}
     if ctx_size is not None:
@@ -147,9 +164,16 @@ def llama_environment(*, ctx_size: int | None = DEFAULT_CTX_SIZE, threads: int |
 # ---- CreateModel ----------------------------------------------------------------------
 
 
-def model_request(name: str, *, image: ImageRef, role_arn: str, model_data_url: str | None = None,
-                  environment: Mapping[str, str] | None = None, tags: list[dict] | None = None,
-                  network_isolation: bool = True) -> dict:
+def model_request(
+    name: str,
+    *,
+    image: ImageRef,
+    role_arn: str,
+    model_data_url: str | None = None,
+    environment: Mapping[str, str] | None = None,
+    tags: list[dict] | None = None,
+    network_isolation: bool = True,
+) -> dict:
     """CreateModel for one container; the image must be pinned by digest. ``network_isolation``: the
     container gets no network at run time (SageMaker still downloads the model data for it)."""
     check_resource_name(name, "model")
@@ -167,24 +191,38 @@ def model_request(name: str, *, image: ImageRef, role_arn: str, model_data_url: 
     if network_isolation and hf_repo:
         raise InvalidInput(
             f"SM_LLAMA_CPP_HF_REPO={hf_repo} downloads the model at start-up, which an isolated container cannot "
-            "do: package the model instead (model_data_url), or pass network_isolation=False")
+            "do: package the model instead (model_data_url), or pass network_isolation=False"
+        )
     container: dict = {"Image": image.uri, "Mode": "SingleModel"}
     if model_data_url:
         container["ModelDataUrl"] = _s3_tarball(model_data_url)
     if env:
         container["Environment"] = env
-    request = {"ModelName": name, "ExecutionRoleArn": role_arn, "PrimaryContainer": container,
-               "EnableNetworkIsolation": bool(network_isolation)}
+    request = {
+        "ModelName": name,
+        "ExecutionRoleArn": role_arn,
+        "PrimaryContainer": container,
+        "EnableNetworkIsolation": bool(network_isolation),
+    }
     if tags:
         request["Tags"] = check_tags(list(tags))
     return api.validate("sagemaker", "CreateModel", request)
 
 
-def standard_model_request(name: str, *, image: ImageRef, role_arn: str, model_data_url: str | None = None,
-                           hf_repo: str | None = None, hf_file: str | None = None,
-                           ctx_size: int = DEFAULT_CTX_SIZE, threads: int | None = None,
-                           n_gpu_layers: int | None = None, environment: Mapping[str, str] | None = None,
-                           tags: list[dict] | None = None) -> dict:
+def standard_model_request(
+    name: str,
+    *,
+    image: ImageRef,
+    role_arn: str,
+    model_data_url: str | None = None,
+    hf_repo: str | None = None,
+    hf_file: str | None = None,
+    ctx_size: int = DEFAULT_CTX_SIZE,
+    threads: int | None = None,
+    n_gpu_layers: int | None = None,
+    environment: Mapping[str, str] | None = None,
+    tags: list[dict] | None = None,
+) -> dict:
     """The standard DLC: a model tarball in S3 (network-isolated), or instead a GGUF the DLC downloads from
     Hugging Face at start-up (which needs the network, so that model is not isolated)."""
     if model_data_url and hf_repo:
@@ -194,24 +232,42 @@ def standard_model_request(name: str, *, image: ImageRef, role_arn: str, model_d
         )
     if not model_data_url and not hf_repo:
         raise InvalidInput("the standard endpoint needs model_data_url (s3://.../model.tar.gz) or hf_repo")
-    env = llama_environment(ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers,
-                            hf_repo=hf_repo, hf_file=hf_file)
+    env = llama_environment(
+        ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers, hf_repo=hf_repo, hf_file=hf_file
+    )
     env.update(environment or {})
-    return model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
-                         environment=env, tags=tags, network_isolation=not hf_repo)
+    return model_request(
+        name,
+        image=image,
+        role_arn=role_arn,
+        model_data_url=model_data_url,
+        environment=env,
+        tags=tags,
+        network_isolation=not hf_repo,
+    )
 
 
-def decision_model_request(name: str, *, image: ImageRef, role_arn: str, model_data_url: str,
-                           ctx_size: int | None = None, threads: int | None = None, n_gpu_layers: int = 0,
-                           parallel: int | None = None, environment: Mapping[str, str] | None = None,
-                           tags: list[dict] | None = None) -> dict:
+def decision_model_request(
+    name: str,
+    *,
+    image: ImageRef,
+    role_arn: str,
+    model_data_url: str,
+    ctx_size: int | None = None,
+    threads: int | None = None,
+    n_gpu_layers: int = 0,
+    parallel: int | None = None,
+    environment: Mapping[str, str] | None = None,
+    tags: list[dict] | None = None,
+) -> dict:
     """The decision image (network-isolated); ``environment`` carries DECISION_ADAPTER_* settings if any."""
     if not model_data_url:
         raise InvalidInput("the decision endpoint needs model_data_url (s3://.../model.tar.gz)")
     env = llama_environment(ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers, parallel=parallel)
     env.update(environment or {})
-    return model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
-                         environment=env, tags=tags)
+    return model_request(
+        name, image=image, role_arn=role_arn, model_data_url=model_data_url, environment=env, tags=tags
+    )
 
 
 # ---- CreateEndpointConfig --------------------------------------------------------------
@@ -220,8 +276,10 @@ def decision_model_request(name: str, *, image: ImageRef, role_arn: str, model_d
 def _timeouts(startup_timeout_s: int, download_timeout_s: int) -> dict:
     check_in_range(startup_timeout_s, 60, 3600, "startup_timeout_s (ContainerStartupHealthCheckTimeoutInSeconds)")
     check_in_range(download_timeout_s, 60, 3600, "download_timeout_s (ModelDataDownloadTimeoutInSeconds)")
-    return {"ContainerStartupHealthCheckTimeoutInSeconds": startup_timeout_s,
-            "ModelDataDownloadTimeoutInSeconds": download_timeout_s}
+    return {
+        "ContainerStartupHealthCheckTimeoutInSeconds": startup_timeout_s,
+        "ModelDataDownloadTimeoutInSeconds": download_timeout_s,
+    }
 
 
 def _ami(ami_version: str | None, instance_types: Iterable[str]) -> dict:
@@ -235,16 +293,28 @@ def _ami(ami_version: str | None, instance_types: Iterable[str]) -> dict:
     return {"InferenceAmiVersion": ami_version}
 
 
-def fixed_instance_variant(model_name: str, instance_type: str, *, instance_count: int = 1,
-                           startup_timeout_s: int = STARTUP_TIMEOUT_S, download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
-                           volume_size_gb: int | None = None, ami_version: str | None = None,
-                           variant_name: str = VARIANT_NAME) -> dict:
+def fixed_instance_variant(
+    model_name: str,
+    instance_type: str,
+    *,
+    instance_count: int = 1,
+    startup_timeout_s: int = STARTUP_TIMEOUT_S,
+    download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
+    volume_size_gb: int | None = None,
+    ami_version: str | None = None,
+    variant_name: str = VARIANT_NAME,
+) -> dict:
     """A ProductionVariant on one instance type."""
     check_resource_name(variant_name, "endpoint")
     check_choice(instance_type, endpoint_instance_types(), "instance type")
     check_in_range(instance_count, 1, 100, "instance_count")
-    variant = {"VariantName": variant_name, "ModelName": model_name, "InstanceType": instance_type,
-               "InitialInstanceCount": instance_count, **_timeouts(startup_timeout_s, download_timeout_s)}
+    variant = {
+        "VariantName": variant_name,
+        "ModelName": model_name,
+        "InstanceType": instance_type,
+        "InitialInstanceCount": instance_count,
+        **_timeouts(startup_timeout_s, download_timeout_s),
+    }
     if volume_size_gb is not None:
         if has_local_nvme(instance_type):
             raise InvalidInput(
@@ -261,9 +331,7 @@ def instance_pools(instance_types: Sequence[str]) -> list[dict]:
     """``InstancePools`` from an ordered list: the first type gets Priority 1 (first choice)."""
     if isinstance(instance_types, str):
         instance_types = [instance_types]
-    return check_instance_pools(
-        [{"InstanceType": t, "Priority": i} for i, t in enumerate(instance_types, start=1)]
-    )
+    return check_instance_pools([{"InstanceType": t, "Priority": i} for i, t in enumerate(instance_types, start=1)])
 
 
 def check_instance_pools(pools: Sequence[Mapping]) -> list[dict]:
@@ -285,10 +353,17 @@ def check_instance_pools(pools: Sequence[Mapping]) -> list[dict]:
     return checked
 
 
-def instance_pool_variant(model_name: str, instance_types: Sequence[str] = DEFAULT_GPU_POOLS, *,
-                          instance_count: int = 1, provision_timeout_s: int = PROVISION_TIMEOUT_S,
-                          ami_version: str | None = GPU_AMI_VERSION, startup_timeout_s: int = STARTUP_TIMEOUT_S,
-                          download_timeout_s: int = DOWNLOAD_TIMEOUT_S, variant_name: str = VARIANT_NAME) -> dict:
+def instance_pool_variant(
+    model_name: str,
+    instance_types: Sequence[str] = DEFAULT_GPU_POOLS,
+    *,
+    instance_count: int = 1,
+    provision_timeout_s: int = PROVISION_TIMEOUT_S,
+    ami_version: str | None = GPU_AMI_VERSION,
+    startup_timeout_s: int = STARTUP_TIMEOUT_S,
+    download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
+    variant_name: str = VARIANT_NAME,
+) -> dict:
     """A ProductionVariant placed on the first instance pool with capacity, in the given order.
 
     No VolumeSizeInGB: the g-family types use their local NVMe storage.
@@ -301,13 +376,20 @@ def instance_pool_variant(model_name: str, instance_types: Sequence[str] = DEFAU
             check_cuda13(t)
     check_in_range(instance_count, 1, 100, "instance_count")
     check_in_range(provision_timeout_s, 300, 3600, "provision_timeout_s (VariantInstanceProvisionTimeoutInSeconds)")
-    return {"VariantName": variant_name, "ModelName": model_name, "InitialInstanceCount": instance_count,
-            "InstancePools": pools, "VariantInstanceProvisionTimeoutInSeconds": provision_timeout_s,
-            **_timeouts(startup_timeout_s, download_timeout_s), **_ami(ami_version, types)}
+    return {
+        "VariantName": variant_name,
+        "ModelName": model_name,
+        "InitialInstanceCount": instance_count,
+        "InstancePools": pools,
+        "VariantInstanceProvisionTimeoutInSeconds": provision_timeout_s,
+        **_timeouts(startup_timeout_s, download_timeout_s),
+        **_ami(ami_version, types),
+    }
 
 
-def endpoint_config_request(name: str, variant: Mapping, *, tags: list[dict] | None = None,
-                            data_capture: Mapping | None = None) -> dict:
+def endpoint_config_request(
+    name: str, variant: Mapping, *, tags: list[dict] | None = None, data_capture: Mapping | None = None
+) -> dict:
     """CreateEndpointConfig for one variant; ``data_capture``: a DataCaptureConfig (``capture``)."""
     check_resource_name(name, "endpoint config")
     check_resource_name(variant["ModelName"], "model")
@@ -315,8 +397,12 @@ def endpoint_config_request(name: str, variant: Mapping, *, tags: list[dict] | N
         if "InstanceType" in variant:
             raise InvalidInput("a variant takes InstanceType or InstancePools, not both")
         check_instance_pools(variant["InstancePools"])
-        check_in_range(variant.get("VariantInstanceProvisionTimeoutInSeconds", 300), 300, 3600,
-                       "VariantInstanceProvisionTimeoutInSeconds")
+        check_in_range(
+            variant.get("VariantInstanceProvisionTimeoutInSeconds", 300),
+            300,
+            3600,
+            "VariantInstanceProvisionTimeoutInSeconds",
+        )
     request: dict[str, object] = {"EndpointConfigName": name, "ProductionVariants": [dict(variant)]}
     if data_capture:
         request["DataCaptureConfig"] = dict(data_capture)
@@ -377,58 +463,118 @@ class DeployPlan:
         return f"{variant['InstanceType']} (fixed)"
 
     def requests(self) -> list[tuple[str, dict]]:
-        return [("CreateModel", self.model), ("CreateEndpointConfig", self.endpoint_config),
-                ("CreateEndpoint", self.endpoint)]
+        return [
+            ("CreateModel", self.model),
+            ("CreateEndpointConfig", self.endpoint_config),
+            ("CreateEndpoint", self.endpoint),
+        ]
 
     def to_json(self) -> str:
         return json.dumps(dict(self.requests()), indent=2)
 
 
-def _plan(name: str, model: dict, variant: dict, tags: list[dict] | None, notes: Sequence[str] = (),
-          data_capture: Mapping | None = None) -> DeployPlan:
+def _plan(
+    name: str,
+    model: dict,
+    variant: dict,
+    tags: list[dict] | None,
+    notes: Sequence[str] = (),
+    data_capture: Mapping | None = None,
+) -> DeployPlan:
     tags = tags if tags is not None else workshop_tags()
     config = endpoint_config_request(name, variant, tags=tags, data_capture=data_capture)
-    return DeployPlan(model=model, endpoint_config=config,
-                      endpoint=endpoint_request(name, tags=tags), notes=tuple(notes))
+    return DeployPlan(
+        model=model, endpoint_config=config, endpoint=endpoint_request(name, tags=tags), notes=tuple(notes)
+    )
 
 
-def standard_plan(name: str, *, image: ImageRef, role_arn: str, model_data_url: str | None = None,
-                  hf_repo: str | None = None, hf_file: str | None = None,
-                  instance_type: str = STANDARD_CPU_INSTANCE, instance_count: int = 1,
-                  ctx_size: int = DEFAULT_CTX_SIZE, threads: int | None = None, n_gpu_layers: int | None = None,
-                  startup_timeout_s: int = STARTUP_TIMEOUT_S, download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
-                  environment: Mapping[str, str] | None = None, tags: list[dict] | None = None) -> DeployPlan:
+def standard_plan(
+    name: str,
+    *,
+    image: ImageRef,
+    role_arn: str,
+    model_data_url: str | None = None,
+    hf_repo: str | None = None,
+    hf_file: str | None = None,
+    instance_type: str = STANDARD_CPU_INSTANCE,
+    instance_count: int = 1,
+    ctx_size: int = DEFAULT_CTX_SIZE,
+    threads: int | None = None,
+    n_gpu_layers: int | None = None,
+    startup_timeout_s: int = STARTUP_TIMEOUT_S,
+    download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
+    environment: Mapping[str, str] | None = None,
+    tags: list[dict] | None = None,
+) -> DeployPlan:
     """The published llama.cpp DLC (OpenAI chat on /invocations) on one instance type."""
     tags = tags if tags is not None else workshop_tags()
     gpu = is_gpu_instance(instance_type)
     if gpu:
         check_cuda13(instance_type)
-    model = standard_model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
-                                   hf_repo=hf_repo, hf_file=hf_file, ctx_size=ctx_size, threads=threads,
-                                   n_gpu_layers=n_gpu_layers, environment=environment, tags=tags)
-    variant = fixed_instance_variant(name, instance_type, instance_count=instance_count,
-                                     startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s,
-                                     ami_version=GPU_AMI_VERSION if gpu else None)
+    model = standard_model_request(
+        name,
+        image=image,
+        role_arn=role_arn,
+        model_data_url=model_data_url,
+        hf_repo=hf_repo,
+        hf_file=hf_file,
+        ctx_size=ctx_size,
+        threads=threads,
+        n_gpu_layers=n_gpu_layers,
+        environment=environment,
+        tags=tags,
+    )
+    variant = fixed_instance_variant(
+        name,
+        instance_type,
+        instance_count=instance_count,
+        startup_timeout_s=startup_timeout_s,
+        download_timeout_s=download_timeout_s,
+        ami_version=GPU_AMI_VERSION if gpu else None,
+    )
     return _plan(name, model, variant, tags)
 
 
-def decision_cpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_url: str,
-                      instance_type: str = DECISION_CPU_INSTANCE, instance_count: int = 1,
-                      threads: int | None = None, ctx_size: int | None = None,
-                      startup_timeout_s: int = STARTUP_TIMEOUT_S, download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
-                      environment: Mapping[str, str] | None = None, tags: list[dict] | None = None,
-                      data_capture: Mapping | None = None) -> DeployPlan:
+def decision_cpu_plan(
+    name: str,
+    *,
+    image: ImageRef,
+    role_arn: str,
+    model_data_url: str,
+    instance_type: str = DECISION_CPU_INSTANCE,
+    instance_count: int = 1,
+    threads: int | None = None,
+    ctx_size: int | None = None,
+    startup_timeout_s: int = STARTUP_TIMEOUT_S,
+    download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
+    environment: Mapping[str, str] | None = None,
+    tags: list[dict] | None = None,
+    data_capture: Mapping | None = None,
+) -> DeployPlan:
     """The decision image on a fixed CPU type; threads default to the type's vCPUs, the context to the
     adapter's default (8192 tokens: room for a 255-option Jev choice). ``data_capture``: SageMaker's
     capture of requests and answers (``capture.data_capture_config``)."""
     tags = tags if tags is not None else workshop_tags()
     if is_gpu_instance(instance_type):
         raise InvalidInput(f"{instance_type} is a GPU type; use decision_gpu_plan for GPUs")
-    model = decision_model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
-                                   ctx_size=ctx_size, threads=threads or vcpus(instance_type), n_gpu_layers=0,
-                                   environment=environment, tags=tags)
-    variant = fixed_instance_variant(name, instance_type, instance_count=instance_count,
-                                     startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
+    model = decision_model_request(
+        name,
+        image=image,
+        role_arn=role_arn,
+        model_data_url=model_data_url,
+        ctx_size=ctx_size,
+        threads=threads or vcpus(instance_type),
+        n_gpu_layers=0,
+        environment=environment,
+        tags=tags,
+    )
+    variant = fixed_instance_variant(
+        name,
+        instance_type,
+        instance_count=instance_count,
+        startup_timeout_s=startup_timeout_s,
+        download_timeout_s=download_timeout_s,
+    )
     return _plan(name, model, variant, tags, data_capture=data_capture)
 
 
@@ -441,13 +587,27 @@ def gpu_instance_types(region: str | None, pools: Sequence[str] = DEFAULT_GPU_PO
     return [FIXED_GPU_INSTANCE if tuple(types) == DEFAULT_GPU_POOLS else types[0]]
 
 
-def decision_gpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_url: str,
-                      instance_pools: Sequence[str] = DEFAULT_GPU_POOLS, instance_count: int = 1,
-                      provision_timeout_s: int = PROVISION_TIMEOUT_S, ami_version: str = GPU_AMI_VERSION,
-                      n_gpu_layers: int = FULL_OFFLOAD, ctx_size: int | None = None, threads: int | None = None,
-                      parallel: int = GPU_PARALLEL, startup_timeout_s: int = STARTUP_TIMEOUT_S, download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
-                      environment: Mapping[str, str] | None = None, tags: list[dict] | None = None,
-                      region: str | None = None, data_capture: Mapping | None = None) -> DeployPlan:
+def decision_gpu_plan(
+    name: str,
+    *,
+    image: ImageRef,
+    role_arn: str,
+    model_data_url: str,
+    instance_pools: Sequence[str] = DEFAULT_GPU_POOLS,
+    instance_count: int = 1,
+    provision_timeout_s: int = PROVISION_TIMEOUT_S,
+    ami_version: str = GPU_AMI_VERSION,
+    n_gpu_layers: int = FULL_OFFLOAD,
+    ctx_size: int | None = None,
+    threads: int | None = None,
+    parallel: int = GPU_PARALLEL,
+    startup_timeout_s: int = STARTUP_TIMEOUT_S,
+    download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
+    environment: Mapping[str, str] | None = None,
+    tags: list[dict] | None = None,
+    region: str | None = None,
+    data_capture: Mapping | None = None,
+) -> DeployPlan:
     """The decision image on ordered GPU instance pools (first with capacity wins), full offload.
 
     With ``region`` outside ``regions.INSTANCE_POOL_REGIONS``, where SageMaker refuses pools, the
@@ -458,22 +618,43 @@ def decision_gpu_plan(name: str, *, image: ImageRef, role_arn: str, model_data_u
     for t in types:
         if not is_gpu_instance(t):
             raise InvalidInput(f"{t} has no GPU; the GPU plan takes GPU types (e.g. {DEFAULT_GPU_POOLS[0]})")
-    model = decision_model_request(name, image=image, role_arn=role_arn, model_data_url=model_data_url,
-                                   ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers,
-                                   parallel=parallel, environment=environment, tags=tags)
+    model = decision_model_request(
+        name,
+        image=image,
+        role_arn=role_arn,
+        model_data_url=model_data_url,
+        ctx_size=ctx_size,
+        threads=threads,
+        n_gpu_layers=n_gpu_layers,
+        parallel=parallel,
+        environment=environment,
+        tags=tags,
+    )
     if region is not None and not regions.offers_instance_pools(region):
         # the list is checked as pools would be, though only one type is used here
         check_instance_pools([{"InstanceType": t, "Priority": i} for i, t in enumerate(types, start=1)])
         (fixed,) = gpu_instance_types(region, types)
         check_cuda13(fixed)
         check_in_range(provision_timeout_s, 300, 3600, "provision_timeout_s (VariantInstanceProvisionTimeoutInSeconds)")
-        variant = fixed_instance_variant(name, fixed, instance_count=instance_count, ami_version=ami_version,
-                                         startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
+        variant = fixed_instance_variant(
+            name,
+            fixed,
+            instance_count=instance_count,
+            ami_version=ami_version,
+            startup_timeout_s=startup_timeout_s,
+            download_timeout_s=download_timeout_s,
+        )
         note = regions.no_pools_note(region, fixed, [t for t in types if t != fixed])
         return _plan(name, model, variant, tags, [note], data_capture=data_capture)
-    variant = instance_pool_variant(name, types, instance_count=instance_count,
-                                    provision_timeout_s=provision_timeout_s, ami_version=ami_version,
-                                    startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
+    variant = instance_pool_variant(
+        name,
+        types,
+        instance_count=instance_count,
+        provision_timeout_s=provision_timeout_s,
+        ami_version=ami_version,
+        startup_timeout_s=startup_timeout_s,
+        download_timeout_s=download_timeout_s,
+    )
     return _plan(name, model, variant, tags, data_capture=data_capture)
 
 

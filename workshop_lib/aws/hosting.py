@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from botocore.exceptions import ClientError
 
+from .. import names
 from ..errors import AwsFailure, WorkshopTimeout
+from . import api
 from .buckets import check_bucket_region
 from .endpoints import DeployPlan
 from .images import check_deployable, parse_image_uri, require_pinned
-from .. import names
-from . import api
 
 
 class DeployError(AwsFailure):
@@ -35,8 +35,9 @@ def _error_code(exc) -> tuple[str, str]:
     return str(error.get("Code", "")), str(error.get("Message", ""))
 
 
-def send_request(call, operation: str, request: dict, name: str,
-                 quota: str = "this instance type 'for endpoint usage'"):
+def send_request(
+    call, operation: str, request: dict, name: str, quota: str = "this instance type 'for endpoint usage'"
+):
     """Send one request; a refusal becomes a DeployError saying what to do (``quota``: the quota a
     ResourceLimitExceeded is about, in words)."""
     try:
@@ -65,8 +66,9 @@ def create_model(sm_client, request: dict) -> str:
 
 def create_endpoint_config(sm_client, request: dict) -> str:
     api.validate("sagemaker", "CreateEndpointConfig", request)
-    response = send_request(sm_client.create_endpoint_config, "CreateEndpointConfig", request,
-                            request["EndpointConfigName"])
+    response = send_request(
+        sm_client.create_endpoint_config, "CreateEndpointConfig", request, request["EndpointConfigName"]
+    )
     return response["EndpointConfigArn"]
 
 
@@ -83,6 +85,7 @@ def update_endpoint(sm_client, request: dict) -> str:
 
 class SageMakerHosting:
     """Where ``deploy`` runs an endpoint: SageMaker, which the flow waits for."""
+
     def __init__(self, *, poll_s: float = 30, timeout_s: float = 3600):
         self.poll_s, self.timeout_s = poll_s, timeout_s
 
@@ -91,8 +94,9 @@ class SageMakerHosting:
         return plan
 
     def wait(self, sm_client, name: str, *, logs_client=None, progress: bool = True) -> dict:
-        return wait_in_service(sm_client, name, poll_s=self.poll_s, timeout_s=self.timeout_s, progress=progress,
-                               logs_client=logs_client)
+        return wait_in_service(
+            sm_client, name, poll_s=self.poll_s, timeout_s=self.timeout_s, progress=progress, logs_client=logs_client
+        )
 
     def created(self, sm_client, name: str) -> dict:
         """What ``deploy`` returns when told not to wait: the endpoint as SageMaker describes it now."""
@@ -110,17 +114,29 @@ class SageMakerHosting:
         """llama.cpp's offload lines for endpoint ``name``, and where they were read."""
         return offload_log_lines(logs_client, name), f"CloudWatch {log_group(name)}"
 
-    def transform(self, sm_client, s3_client, request: dict, *, run, endpoint_name: str | None = None,
-                  progress: bool = True) -> tuple[dict, list[str]]:
+    def transform(
+        self, sm_client, s3_client, request: dict, *, run, endpoint_name: str | None = None, progress: bool = True
+    ) -> tuple[dict, list[str]]:
         """Run a Batch Transform job to its end with ``run`` (``transform.run_transform_job``): SageMaker's
         DescribeTransformJob once Completed, and notes on how it ran (none on AWS). ``endpoint_name`` is the
         endpoint serving the job's model (the local stand-in asks its process)."""
         return run(sm_client, request, poll_s=self.poll_s, progress=progress), []
 
 
-def deploy(sm_client, plan: DeployPlan, *, region: str | None = None, wait: bool = True, logs_client=None,
-           s3_client=None, progress: bool = True, poll_s: float = 30, timeout_s: float = 3600,
-           hosting: SageMakerHosting | None = None, after_create=None) -> dict:
+def deploy(
+    sm_client,
+    plan: DeployPlan,
+    *,
+    region: str | None = None,
+    wait: bool = True,
+    logs_client=None,
+    s3_client=None,
+    progress: bool = True,
+    poll_s: float = 30,
+    timeout_s: float = 3600,
+    hosting: SageMakerHosting | None = None,
+    after_create=None,
+) -> dict:
     """Create model, endpoint config and endpoint; return the latest DescribeEndpoint response.
 
     ``region`` is the endpoint's: the clients' (read from ``sm_client`` when not given). Refuses an image
@@ -144,8 +160,10 @@ def deploy(sm_client, plan: DeployPlan, *, region: str | None = None, wait: bool
         create_endpoint(sm_client, sent.endpoint)
     except DeployError as exc:
         if created:
-            exc.args = (f"{exc.args[0]}\nAlready created: {', '.join(created)}; remove them with "
-                        f"workshop_lib.aws.teardown.delete_endpoint_resources(sm, {plan.name!r})",)
+            exc.args = (
+                f"{exc.args[0]}\nAlready created: {', '.join(created)}; remove them with "
+                f"workshop_lib.aws.teardown.delete_endpoint_resources(sm, {plan.name!r})",
+            )
         raise
     if after_create is not None:
         after_create(plan.name)
@@ -157,14 +175,24 @@ def deploy(sm_client, plan: DeployPlan, *, region: str | None = None, wait: bool
 _WAITING = ("Creating", "Updating", "SystemUpdating", "RollingBack")
 
 
-def wait_in_service(sm_client, name: str, poll_s: float = 30, timeout_s: float = 3600, progress: bool = True,
-                    *, logs_client=None, sleep=time.sleep, clock=time.monotonic) -> dict:
+def wait_in_service(
+    sm_client,
+    name: str,
+    poll_s: float = 30,
+    timeout_s: float = 3600,
+    progress: bool = True,
+    *,
+    logs_client=None,
+    sleep=time.sleep,
+    clock=time.monotonic,
+) -> dict:
     """Poll until the endpoint is InService and return DescribeEndpoint.
 
     On Failed, raise AwsFailure with SageMaker's FailureReason and, given
     ``logs_client``, the first lines of ``/aws/sagemaker/Endpoints/<name>`` (when the logs
     cannot be read, the reason still comes through, with a note saying so).
     """
+
     def failure(described: dict) -> AwsFailure | None:
         status = described["EndpointStatus"]
         if status in _WAITING:
@@ -178,8 +206,10 @@ def wait_in_service(sm_client, name: str, poll_s: float = 30, timeout_s: float =
                 unreadable = "{}: {}".format(*_error_code(exc))
         message = _failure_message(name, status, reason, lines, logs_client is not None and not unreadable)
         if unreadable:
-            message += (f"\n(the endpoint's logs could not be read: {unreadable}; open "
-                        f"/aws/sagemaker/Endpoints/{name} in the CloudWatch console)")
+            message += (
+                f"\n(the endpoint's logs could not be read: {unreadable}; open "
+                f"/aws/sagemaker/Endpoints/{name} in the CloudWatch console)"
+            )
         return AwsFailure(message)
 
     def timeout(status: str) -> WorkshopTimeout:
@@ -189,9 +219,19 @@ def wait_in_service(sm_client, name: str, poll_s: float = 30, timeout_s: float =
             f"workshop_lib.aws.teardown.delete_endpoint_resources(sm, {name!r})"
         )
 
-    return api.wait_for_status(lambda: sm_client.describe_endpoint(EndpointName=name), "EndpointStatus",
-                               done="InService", label=f"endpoint {name}", failure=failure, timeout=timeout,
-                               poll_s=poll_s, timeout_s=timeout_s, progress=progress, sleep=sleep, clock=clock)
+    return api.wait_for_status(
+        lambda: sm_client.describe_endpoint(EndpointName=name),
+        "EndpointStatus",
+        done="InService",
+        label=f"endpoint {name}",
+        failure=failure,
+        timeout=timeout,
+        poll_s=poll_s,
+        timeout_s=timeout_s,
+        progress=progress,
+        sleep=sleep,
+        clock=clock,
+    )
 
 
 def _failure_message(name: str, status: str, reason: str, lines: list[str], had_logs: bool) -> str:
@@ -252,8 +292,10 @@ def parse_offload(message: str, log_stream: str = "") -> OffloadLine | None:
 
 def offload_log_lines(logs_client, endpoint_name: str, limit: int = 50) -> list[OffloadLine]:
     """llama.cpp's offload lines from the endpoint's CloudWatch logs (one per model load)."""
-    found = (parse_offload(e["message"], e.get("logStreamName", ""))
-             for e in _log_events(logs_client, endpoint_name, limit, pattern='"offloaded"'))
+    found = (
+        parse_offload(e["message"], e.get("logStreamName", ""))
+        for e in _log_events(logs_client, endpoint_name, limit, pattern='"offloaded"')
+    )
     return [line for line in found if line]
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from botocore.exceptions import ClientError
 
+from . import api, encryption
 from .arns import s3_bucket_arn
 from .policy_scope import CAPTURE_FOLDER
-from . import api, encryption
 
 LOG_RETENTION_DAYS = 14
 CAPTURE_EXPIRY_DAYS = 30
@@ -35,24 +35,45 @@ def retention_request(group: str, days: int = LOG_RETENTION_DAYS) -> dict:
 def tls_only_policy(bucket: str, region: str) -> dict:
     """A bucket policy that denies any request made without TLS (S3 guide: "aws:SecureTransport")."""
     bucket_arn = s3_bucket_arn(bucket, region)
-    return {"Version": "2012-10-17", "Statement": [{
-        "Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
-        "Resource": [bucket_arn, f"{bucket_arn}/*"], "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "TlsOnly",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": [bucket_arn, f"{bucket_arn}/*"],
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
+        ],
+    }
 
 
 def lifecycle(prefix: str) -> dict:
     """Captured requests expire after ``CAPTURE_EXPIRY_DAYS``; unfinished multipart uploads are aborted."""
     capture = "/".join(p for p in (prefix.strip("/"), CAPTURE_FOLDER) if p) + "/"
-    return {"Rules": [
-        {"ID": "expire-captured-requests", "Status": "Enabled", "Filter": {"Prefix": capture},
-         "Expiration": {"Days": CAPTURE_EXPIRY_DAYS}},
-        {"ID": "abort-incomplete-uploads", "Status": "Enabled", "Filter": {"Prefix": ""},
-         "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": INCOMPLETE_UPLOAD_DAYS}},
-    ]}
+    return {
+        "Rules": [
+            {
+                "ID": "expire-captured-requests",
+                "Status": "Enabled",
+                "Filter": {"Prefix": capture},
+                "Expiration": {"Days": CAPTURE_EXPIRY_DAYS},
+            },
+            {
+                "ID": "abort-incomplete-uploads",
+                "Status": "Enabled",
+                "Filter": {"Prefix": ""},
+                "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": INCOMPLETE_UPLOAD_DAYS},
+            },
+        ]
+    }
 
 
-def write_bucket_documents(folder: str | Path, bucket: str, prefix: str, region: str,
-                           kms_key_arn: str = "") -> dict[str, Path]:
+def write_bucket_documents(
+    folder: str | Path, bucket: str, prefix: str, region: str, kms_key_arn: str = ""
+) -> dict[str, Path]:
     """The bucket's policy and lifecycle (and, with an organisation's key, its default encryption) as files
     beside the IAM documents, each checked by botocore."""
     folder = Path(folder)
@@ -61,8 +82,9 @@ def write_bucket_documents(folder: str | Path, bucket: str, prefix: str, region:
     if kms_key_arn:
         documents[encryption.BUCKET_ENCRYPTION_FILE] = encryption.bucket_encryption(kms_key_arn)
     api.validate("s3", "PutBucketPolicy", {"Bucket": bucket, "Policy": json.dumps(documents[BUCKET_POLICY_FILE])})
-    api.validate("s3", "PutBucketLifecycleConfiguration", {"Bucket": bucket,
-                                                           "LifecycleConfiguration": documents[LIFECYCLE_FILE]})
+    api.validate(
+        "s3", "PutBucketLifecycleConfiguration", {"Bucket": bucket, "LifecycleConfiguration": documents[LIFECYCLE_FILE]}
+    )
     written = {}
     for name, document in documents.items():
         written[name] = folder / name
@@ -75,14 +97,41 @@ def bucket_commands(folder: str | Path, bucket: str, account: str, *, encrypted:
     default encryption by the organisation's key (``encryption``)."""
     folder = Path(folder).resolve()
     owner = ["--expected-bucket-owner", account]
-    commands = [["aws", "s3api", "put-bucket-policy", "--bucket", bucket, "--policy",
-                 f"file://{folder / BUCKET_POLICY_FILE}", *owner],
-                ["aws", "s3api", "put-bucket-lifecycle-configuration", "--bucket", bucket, "--lifecycle-configuration",
-                 f"file://{folder / LIFECYCLE_FILE}", *owner]]
+    commands = [
+        [
+            "aws",
+            "s3api",
+            "put-bucket-policy",
+            "--bucket",
+            bucket,
+            "--policy",
+            f"file://{folder / BUCKET_POLICY_FILE}",
+            *owner,
+        ],
+        [
+            "aws",
+            "s3api",
+            "put-bucket-lifecycle-configuration",
+            "--bucket",
+            bucket,
+            "--lifecycle-configuration",
+            f"file://{folder / LIFECYCLE_FILE}",
+            *owner,
+        ],
+    ]
     if encrypted:
-        commands.append(["aws", "s3api", "put-bucket-encryption", "--bucket", bucket,
-                         "--server-side-encryption-configuration", f"file://{folder / encryption.BUCKET_ENCRYPTION_FILE}",
-                         *owner])
+        commands.append(
+            [
+                "aws",
+                "s3api",
+                "put-bucket-encryption",
+                "--bucket",
+                bucket,
+                "--server-side-encryption-configuration",
+                f"file://{folder / encryption.BUCKET_ENCRYPTION_FILE}",
+                *owner,
+            ]
+        )
     return commands
 
 
@@ -103,5 +152,15 @@ def keep_logs(logs_client, group: str, days: int = LOG_RETENTION_DAYS) -> str:
     return ""
 
 
-__all__ = ["BUCKET_POLICY_FILE", "CAPTURE_EXPIRY_DAYS", "LIFECYCLE_FILE", "LOG_RETENTION_DAYS", "bucket_commands",
-           "keep_logs", "lifecycle", "retention_request", "tls_only_policy", "write_bucket_documents"]
+__all__ = [
+    "BUCKET_POLICY_FILE",
+    "CAPTURE_EXPIRY_DAYS",
+    "LIFECYCLE_FILE",
+    "LOG_RETENTION_DAYS",
+    "bucket_commands",
+    "keep_logs",
+    "lifecycle",
+    "retention_request",
+    "tls_only_policy",
+    "write_bucket_documents",
+]

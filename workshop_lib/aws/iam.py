@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from ..errors import InvalidInput
 
@@ -28,13 +28,23 @@ def minified(document: Mapping) -> str:
 
 # ---- checking documents against IAM's grammar -----------------------------------------------
 
-_STATEMENT_KEYS = {"Sid", "Effect", "Principal", "NotPrincipal", "Action", "NotAction", "Resource",
-                   "NotResource", "Condition"}
+_STATEMENT_KEYS = {
+    "Sid",
+    "Effect",
+    "Principal",
+    "NotPrincipal",
+    "Action",
+    "NotAction",
+    "Resource",
+    "NotResource",
+    "Condition",
+}
 _ACTION = re.compile(r"[a-z0-9-]+:[A-Za-z0-9*?]+")
 _SID = re.compile(r"[A-Za-z0-9]*")
 _ARN = re.compile(r"arn:(aws|aws-cn|aws-us-gov):([a-z0-9-]+):([a-z0-9*-]*):(\d{12}|\*?):(.+)")
 _CONDITION_OPERATOR = re.compile(
-    r"(ForAnyValue:|ForAllValues:)?(String|Arn|Numeric|Date|Bool|IpAddress|NotIpAddress|Null|Binary)[A-Za-z]*")
+    r"(ForAnyValue:|ForAllValues:)?(String|Arn|Numeric|Date|Bool|IpAddress|NotIpAddress|Null|Binary)[A-Za-z]*"
+)
 
 
 def _listed(value) -> list:
@@ -102,8 +112,10 @@ def policy_problems(document, *, trust: bool = False) -> list[str]:
                         if not all(isinstance(v, (str, bool, int)) for v in _listed(values)):
                             problems.append(f"{where}.Condition.{operator}.{key}: values must be strings")
     if not trust and len(minified(document)) > MANAGED_POLICY_MAX_CHARS:
-        problems.append(f"the document has {len(minified(document))} characters; IAM allows "
-                        f"{MANAGED_POLICY_MAX_CHARS} for a managed policy")
+        problems.append(
+            f"the document has {len(minified(document))} characters; IAM allows "
+            f"{MANAGED_POLICY_MAX_CHARS} for a managed policy"
+        )
     return problems
 
 
@@ -191,8 +203,14 @@ class Verdict:
     matched: tuple[str, ...] = field(default=())
 
 
-def evaluate(documents: Mapping | Sequence[Mapping], action: str, resource: str,
-             context: Mapping[str, object] | None = None, *, boundary: Mapping | None = None) -> Verdict:
+def evaluate(
+    documents: Mapping | Sequence[Mapping],
+    action: str,
+    resource: str,
+    context: Mapping[str, object] | None = None,
+    *,
+    boundary: Mapping | None = None,
+) -> Verdict:
     """IAM's identity-policy logic: an explicit Deny wins, else any Allow, else an implicit deny.
 
     With ``boundary`` (the principal's permissions boundary) a call is allowed only if the boundary
@@ -207,8 +225,9 @@ def evaluate(documents: Mapping | Sequence[Mapping], action: str, resource: str,
     return verdict
 
 
-def _identity_verdict(documents: Mapping | Sequence[Mapping], action: str, resource: str,
-                      context: Mapping[str, object] | None) -> Verdict:
+def _identity_verdict(
+    documents: Mapping | Sequence[Mapping], action: str, resource: str, context: Mapping[str, object] | None
+) -> Verdict:
     docs = [documents] if isinstance(documents, Mapping) else list(documents)
     context = context or {}
     allowed_by: list[str] = []
@@ -225,12 +244,26 @@ def _identity_verdict(documents: Mapping | Sequence[Mapping], action: str, resou
     return Verdict(False, "no statement allows it")
 
 
-def allows(documents: Mapping | Sequence[Mapping], action: str, resource: str,
-           context: Mapping[str, object] | None = None, *, boundary: Mapping | None = None) -> bool:
+def allows(
+    documents: Mapping | Sequence[Mapping],
+    action: str,
+    resource: str,
+    context: Mapping[str, object] | None = None,
+    *,
+    boundary: Mapping | None = None,
+) -> bool:
     return evaluate(documents, action, resource, context, boundary=boundary).allowed
 
 
 __all__ = [
-    "MANAGED_POLICY_MAX_CHARS", "VERSION", "Verdict", "allows", "check_policy_document",
-    "conditions_hold", "evaluate", "minified", "policy_problems", "wildcard_grants",
+    "MANAGED_POLICY_MAX_CHARS",
+    "VERSION",
+    "Verdict",
+    "allows",
+    "check_policy_document",
+    "conditions_hold",
+    "evaluate",
+    "minified",
+    "policy_problems",
+    "wildcard_grants",
 ]

@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 
 from botocore.exceptions import ClientError
 
-from ..errors import InvalidInput
 from .. import names
+from ..errors import InvalidInput
 from . import api
 
 DEFAULT_DLC_ACCOUNT = "763104351884"
@@ -70,6 +70,7 @@ SAGEMAKER_TAGS = {"cpu": "server-sagemaker-cpu-v1", "cuda": "server-sagemaker-cu
 @dataclass(frozen=True)
 class DlcPin:
     """A llama.cpp DLC image by digest, and the llama-cpp-python bindings whose structs match its libllama."""
+
     variant: str
     digest: str
     bindings: str  # the pip requirement the Dockerfile installs (its LLAMA_CPP_PYTHON build argument)
@@ -82,14 +83,20 @@ class DlcPin:
 # pushed to; resolve_dlc checks that the region's registry holds it (not verifiable from here).
 # llama-cpp-python 0.3.35's llama_cpp.py is byte-identical to the sample's CPU commit 8a0810fa.
 DLC_PINS = {
-    "cpu": DlcPin("cpu", "sha256:1f19c220f5f169228f20cdddca00f4838be22a3a1ce9002bc444006adc3d6d43",
-                  "llama-cpp-python==0.3.35", (),
-                  "server-sagemaker-cpu-v1 as pinned by the published sample, with its bindings"),
-    "cuda": DlcPin("cuda", "sha256:9f2eb2d9cbdc3172c2046117c4a43401bc95dbabdc3e2aeaa35daa11565c8b36",
-                   "llama-cpp-python @ git+https://github.com/abetlen/llama-cpp-python"
-                   "@ea3b56bdc386d5a6f31120338ffe907211b0907c",
-                   ("llama_adapter_lora_init_from_file_ptr",),
-                   "server-sagemaker-cuda-v1 as pinned by the published sample, with its bindings"),
+    "cpu": DlcPin(
+        "cpu",
+        "sha256:1f19c220f5f169228f20cdddca00f4838be22a3a1ce9002bc444006adc3d6d43",
+        "llama-cpp-python==0.3.35",
+        (),
+        "server-sagemaker-cpu-v1 as pinned by the published sample, with its bindings",
+    ),
+    "cuda": DlcPin(
+        "cuda",
+        "sha256:9f2eb2d9cbdc3172c2046117c4a43401bc95dbabdc3e2aeaa35daa11565c8b36",
+        "llama-cpp-python @ git+https://github.com/abetlen/llama-cpp-python@ea3b56bdc386d5a6f31120338ffe907211b0907c",
+        ("llama_adapter_lora_init_from_file_ptr",),
+        "server-sagemaker-cuda-v1 as pinned by the published sample, with its bindings",
+    ),
 }
 
 
@@ -110,7 +117,8 @@ def dlc_account(region: str) -> str:
         raise InvalidInput(
             f"AWS publishes no llama.cpp DLC in {region}: its list of DLC registries has no region of that "
             "partition, and both of the workshop's endpoints start from that image. Run the workshop in a "
-            "commercial or China region (us-east-1, for one)")
+            "commercial or China region (us-east-1, for one)"
+        )
     return DLC_ACCOUNTS.get(region, DEFAULT_DLC_ACCOUNT)
 
 
@@ -126,6 +134,7 @@ _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 @dataclass(frozen=True)
 class ImageRef:
     """An image reference read once (``parse_image_uri``) and passed down as it is; ``uri`` writes it back."""
+
     registry: str  # host, e.g. 763104351884.dkr.ecr.us-east-1.amazonaws.com
     repository: str
     tag: str | None = None
@@ -134,8 +143,9 @@ class ImageRef:
     region: str | None = None
 
     @classmethod
-    def in_ecr(cls, account: str, region: str, repository: str, *, tag: str | None = None,
-               digest: str | None = None) -> ImageRef:
+    def in_ecr(
+        cls, account: str, region: str, repository: str, *, tag: str | None = None, digest: str | None = None
+    ) -> ImageRef:
         return cls(ecr_host(account, region), repository, tag, digest, account, region)
 
     @property
@@ -198,8 +208,12 @@ def parse_image_uri(image_uri: str) -> ImageRef:
         raise InvalidInput(f"image URI {image_uri!r}: repository {rest!r} is not a valid repository name")
     host = _ECR_HOST.fullmatch(registry)
     return ImageRef(
-        registry=registry, repository=rest, tag=tag, digest=digest,
-        account=host["account"] if host else None, region=host["region"] if host else None,
+        registry=registry,
+        repository=rest,
+        tag=tag,
+        digest=digest,
+        account=host["account"] if host else None,
+        region=host["region"] if host else None,
     )
 
 
@@ -268,8 +282,11 @@ def resolve_digest(ecr_client, image: ImageRef) -> ImageRef:
         return image.at(image.digest)
     if not image.is_private_ecr:
         raise InvalidInput(f"image {image.uri!r} is not in a private ECR registry; resolve_digest needs one")
-    if (image.repository in (DLC_REPOSITORY, DLC_ARM64_REPOSITORY) and image.tag
-            and not image.tag.startswith("server-sagemaker-")):
+    if (
+        image.repository in (DLC_REPOSITORY, DLC_ARM64_REPOSITORY)
+        and image.tag
+        and not image.tag.startswith("server-sagemaker-")
+    ):
         raise InvalidInput(
             f"tag {image.tag!r} of the llama.cpp DLC is the EC2 image, which lacks /ping and /invocations; "
             f"use {', '.join(SAGEMAKER_TAGS.values())} (dlc_image_uri() builds the right URI)"
@@ -359,7 +376,9 @@ def resolve_dlc(ecr_client, region: str | None = None, variant: str = "cpu", *, 
             warnings.warn(
                 f"following {SAGEMAKER_TAGS[variant]} gives {str(tagged.digest)[:19]}..., not the pinned "
                 f"{pin.digest[:19]}...: the bindings {pin.bindings!r} may not match its libllama. The image build's "
-                "bindings proof stops the build if they do not.", stacklevel=2)
+                "bindings proof stops the build if they do not.",
+                stacklevel=2,
+            )
         return tagged
     pinned = pinned_dlc(region, variant)
     if not pinned_dlc_present(ecr_client, variant=variant):
@@ -367,5 +386,6 @@ def resolve_dlc(ecr_client, region: str | None = None, variant: str = "cpu", *, 
             f"the llama.cpp DLC registry of {region} ({pinned.registry}) does not hold the pinned "
             f"{variant} image {pin.digest}. Deploy in a region whose registry holds it, or follow the floating tag "
             f"(notebook 02's choice, or resolve_dlc(..., follow_tag=True)): the decision image's build-time proof "
-            f"of the bindings then decides whether they match it.")
+            f"of the bindings then decides whether they match it."
+        )
     return pinned

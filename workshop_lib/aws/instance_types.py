@@ -5,14 +5,14 @@ GPUs CUDA 13 no longer supports."""
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from typing import Sequence
+from collections.abc import Sequence
+from functools import cache
 
-from . import api
 from ..errors import InvalidInput
+from . import api
 
 
-@lru_cache(maxsize=None)
+@cache
 def enum_of(service: str, operation: str, *members: str) -> tuple[str, ...]:
     """Allowed values of a request member, from botocore's model (ParamValidator skips enums)."""
     shape = api.operation_model(service, operation).input_shape
@@ -66,9 +66,7 @@ def has_local_nvme(instance_type: str) -> bool:
 def check_cuda13(instance_type: str) -> None:
     # CUDA 13 dropped Kepler to Volta: the cuda-v1 DLC cannot run on P2 (K80) or P3 (V100).
     if instance_type.startswith(("ml.p2.", "ml.p3.")):
-        raise InvalidInput(
-            f"{instance_type} has a GPU that CUDA 13 no longer supports; use g4dn, g5, g6, g6e or newer"
-        )
+        raise InvalidInput(f"{instance_type} has a GPU that CUDA 13 no longer supports; use g4dn, g5, g6, g6e or newer")
 
 
 __all__ = ["endpoint_instance_types", "inference_ami_versions", "is_gpu_instance", "vcpus"]

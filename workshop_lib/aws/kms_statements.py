@@ -5,7 +5,7 @@ With no key configured the documents carry no KMS statement at all: AWS's own ke
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from .policy_scope import Scope
 from .statements import allow
@@ -24,7 +24,9 @@ def key_statements(s: Scope, sid: str, via_s3: Iterable[str] = (), direct: Itera
         return []
     out = []
     if via_s3:
-        out.append(allow(sid + "ViaS3", via_s3, [s.kms_key_arn], {"StringEquals": {"kms:ViaService": s3_service(s.region)}}))
+        out.append(
+            allow(sid + "ViaS3", via_s3, [s.kms_key_arn], {"StringEquals": {"kms:ViaService": s3_service(s.region)}})
+        )
     direct = list(direct)
     grants = [a for a in direct if a == "kms:CreateGrant"]
     if grants:

@@ -10,10 +10,10 @@ the date it was read and where the text comes from, so a newer version is one re
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
-from typing import Mapping
 
 SAGEMAKER_FULL_ACCESS = "AmazonSageMakerFullAccess"
 
@@ -31,21 +31,28 @@ class ManagedPolicy:
         return f"{self.name} {self.version_id} ({self.created[:10]}, read {self.source.get('read_on', '?')})"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str = SAGEMAKER_FULL_ACCESS) -> ManagedPolicy:
     """The vendored managed policy ``name`` (``workshop_lib/data/<name>.json``)."""
     try:
         text = resources.files("workshop_lib").joinpath("data").joinpath(f"{name}.json").read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise LookupError(f"no vendored copy of the managed policy {name!r} in workshop_lib/data/; "
-                          f"known: {SAGEMAKER_FULL_ACCESS}") from None
+        raise LookupError(
+            f"no vendored copy of the managed policy {name!r} in workshop_lib/data/; known: {SAGEMAKER_FULL_ACCESS}"
+        ) from None
     data = json.loads(text)
-    return ManagedPolicy(name=data["PolicyName"], arn=data["PolicyArn"], version_id=data["VersionId"],
-                         created=data["CreateDate"], source=data["Source"], document=data["Document"])
+    return ManagedPolicy(
+        name=data["PolicyName"],
+        arn=data["PolicyArn"],
+        version_id=data["VersionId"],
+        created=data["CreateDate"],
+        source=data["Source"],
+        document=data["Document"],
+    )
 
 
 def sagemaker_full_access() -> ManagedPolicy:
     return load(SAGEMAKER_FULL_ACCESS)
 
 
-__all__ = ["ManagedPolicy", "SAGEMAKER_FULL_ACCESS", "load", "sagemaker_full_access"]
+__all__ = ["SAGEMAKER_FULL_ACCESS", "ManagedPolicy", "load", "sagemaker_full_access"]

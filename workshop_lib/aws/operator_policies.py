@@ -7,22 +7,49 @@ from __future__ import annotations
 
 from ..config import WorkshopConfig
 from .alarms import DASHBOARD
-from .arns import (SCHEDULE_GROUP, SCHEDULE_SUFFIX, autoscaling_alarm_arn, cloudwatch_alarm_arn,
-                   cloudwatch_dashboard_arn, codebuild_project_arn, ecr_repository_arn, role_arn, s3_bucket_arn,
-                   s3_object_arn, transform_job_arn)
+from .arns import (
+    SCHEDULE_GROUP,
+    SCHEDULE_SUFFIX,
+    autoscaling_alarm_arn,
+    cloudwatch_alarm_arn,
+    cloudwatch_dashboard_arn,
+    codebuild_project_arn,
+    ecr_repository_arn,
+    role_arn,
+    s3_bucket_arn,
+    s3_object_arn,
+    transform_job_arn,
+)
 from .kms_statements import key_statements
 from .policy_scope import Scope, as_scope
 from .role_boundary import operator_role_statements
 from .service_roles import SCHEDULER_SERVICE, codebuild_role_of, scheduler_role_arn, workshop_tagged
-from .statements import (AUTOSCALING_ACTIONS, AUTOSCALING_ROLE_PATH, AUTOSCALING_SERVICE, allow, allow_unscoped,
-                         in_account, log_group_resources, policy_document)
+from .statements import (
+    AUTOSCALING_ACTIONS,
+    AUTOSCALING_ROLE_PATH,
+    AUTOSCALING_SERVICE,
+    allow,
+    allow_unscoped,
+    in_account,
+    log_group_resources,
+    policy_document,
+)
 
 SAGEMAKER_RESOURCE_KINDS = ("model", "endpoint-config", "endpoint")
 OPERATOR_SAGEMAKER_ACTIONS = (
-    "sagemaker:CreateModel", "sagemaker:DescribeModel", "sagemaker:DeleteModel",
-    "sagemaker:CreateEndpointConfig", "sagemaker:DescribeEndpointConfig", "sagemaker:DeleteEndpointConfig",
-    "sagemaker:CreateEndpoint", "sagemaker:DescribeEndpoint", "sagemaker:DeleteEndpoint",
-    "sagemaker:InvokeEndpoint", "sagemaker:AddTags", "sagemaker:ListTags")
+    "sagemaker:CreateModel",
+    "sagemaker:DescribeModel",
+    "sagemaker:DeleteModel",
+    "sagemaker:CreateEndpointConfig",
+    "sagemaker:DescribeEndpointConfig",
+    "sagemaker:DeleteEndpointConfig",
+    "sagemaker:CreateEndpoint",
+    "sagemaker:DescribeEndpoint",
+    "sagemaker:DeleteEndpoint",
+    "sagemaker:InvokeEndpoint",
+    "sagemaker:AddTags",
+    "sagemaker:ListTags",
+)
 
 
 def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
@@ -42,33 +69,71 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
     bucket = s3_bucket_arn(s.bucket, region)
     codebuild_role = codebuild_role_of(s)
     # SageMaker presents its ARNs to IAM in lower case, whatever case a name was given in.
-    sagemaker = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name.lower()}"
-                 for name in s.endpoint_names for kind in SAGEMAKER_RESOURCE_KINDS]
+    sagemaker = [
+        f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name.lower()}"
+        for name in s.endpoint_names
+        for kind in SAGEMAKER_RESOURCE_KINDS
+    ]
     groups = [f"/aws/sagemaker/Endpoints/{n}" for n in s.endpoint_names]
     groups += [f"/aws/codebuild/{p}" for p in s.codebuild_projects]
     statements = [
-        allow("WorkshopBucket", ["s3:CreateBucket", "s3:PutBucketTagging", "s3:GetBucketLocation",
-                                      "s3:ListBucket", "s3:DeleteBucket"], [bucket], in_account(s)),
-        allow("WorkshopObjects", ["s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-                   [s3_object_arn(s.bucket, s.key_pattern(), region)], in_account(s)),
-        allow("CodeBuildProjects", ["codebuild:CreateProject", "codebuild:UpdateProject", "codebuild:DeleteProject",
-                                         "codebuild:StartBuild", "codebuild:BatchGetBuilds", "codebuild:BatchGetProjects"],
-                   [codebuild_project_arn(region, account, p) for p in s.codebuild_projects]),
+        allow(
+            "WorkshopBucket",
+            ["s3:CreateBucket", "s3:PutBucketTagging", "s3:GetBucketLocation", "s3:ListBucket", "s3:DeleteBucket"],
+            [bucket],
+            in_account(s),
+        ),
+        allow(
+            "WorkshopObjects",
+            ["s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+            [s3_object_arn(s.bucket, s.key_pattern(), region)],
+            in_account(s),
+        ),
+        allow(
+            "CodeBuildProjects",
+            [
+                "codebuild:CreateProject",
+                "codebuild:UpdateProject",
+                "codebuild:DeleteProject",
+                "codebuild:StartBuild",
+                "codebuild:BatchGetBuilds",
+                "codebuild:BatchGetProjects",
+            ],
+            [codebuild_project_arn(region, account, p) for p in s.codebuild_projects],
+        ),
         # ListTagsForResource: notebook 08 deletes the repository only if it carries the workshop's tag.
-        allow("WorkshopRepository", ["ecr:CreateRepository", "ecr:TagResource", "ecr:DescribeRepositories",
-                                          "ecr:DescribeImages", "ecr:BatchGetImage", "ecr:DeleteRepository",
-                                          "ecr:ListTagsForResource"],
-                   [ecr_repository_arn(region, account, s.ecr_repository)]),
-        allow("ResolveDlcDigests", ["ecr:DescribeImages", "ecr:BatchGetImage"],
-                   [ecr_repository_arn(region, s.dlc_account, r) for r in s.dlc_repositories]),
+        allow(
+            "WorkshopRepository",
+            [
+                "ecr:CreateRepository",
+                "ecr:TagResource",
+                "ecr:DescribeRepositories",
+                "ecr:DescribeImages",
+                "ecr:BatchGetImage",
+                "ecr:DeleteRepository",
+                "ecr:ListTagsForResource",
+            ],
+            [ecr_repository_arn(region, account, s.ecr_repository)],
+        ),
+        allow(
+            "ResolveDlcDigests",
+            ["ecr:DescribeImages", "ecr:BatchGetImage"],
+            [ecr_repository_arn(region, s.dlc_account, r) for r in s.dlc_repositories],
+        ),
         allow("WorkshopEndpoints", OPERATOR_SAGEMAKER_ACTIONS, sagemaker),
         allow_unscoped("ListEndpoints", "sagemaker:ListEndpoints"),
         # CreateLogGroup and PutRetentionPolicy: the groups made ahead of SageMaker and CodeBuild, with a retention.
-        allow("WorkshopLogs", ["logs:FilterLogEvents", "logs:DeleteLogGroup", "logs:CreateLogGroup",
-                                    "logs:PutRetentionPolicy"], log_group_resources(s, groups)),
+        allow(
+            "WorkshopLogs",
+            ["logs:FilterLogEvents", "logs:DeleteLogGroup", "logs:CreateLogGroup", "logs:PutRetentionPolicy"],
+            log_group_resources(s, groups),
+        ),
         # A failed build shows the tail of its log (builds.log_tail).
-        allow("ReadBuildLogTails", ["logs:GetLogEvents"],
-                   log_group_resources(s, (f"/aws/codebuild/{p}" for p in s.codebuild_projects))),
+        allow(
+            "ReadBuildLogTails",
+            ["logs:GetLogEvents"],
+            log_group_resources(s, (f"/aws/codebuild/{p}" for p in s.codebuild_projects)),
+        ),
         allow_unscoped("ListInstanceQuotas", "servicequotas:ListServiceQuotas"),
         allow_unscoped("ListDefaultInstanceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"),
         # Notebooks 00, 01 and 03 check that the role still exists before they use it.
@@ -76,11 +141,12 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
     ]
     # PassRole is there from the first document on, for the role's known name when no other ARN is
     # configured: the file an administrator attaches before the role exists must already let it be passed.
-    for sid, role, service in (("PassCodeBuildRole", codebuild_role, "codebuild.amazonaws.com"),
-                               ("PassSageMakerRole", s.sagemaker_role_arn, "sagemaker.amazonaws.com")):
+    for sid, role, service in (
+        ("PassCodeBuildRole", codebuild_role, "codebuild.amazonaws.com"),
+        ("PassSageMakerRole", s.sagemaker_role_arn, "sagemaker.amazonaws.com"),
+    ):
         if role:
-            statements.append(allow(sid, ["iam:PassRole"], [role],
-                                         {"StringEquals": {"iam:PassedToService": service}}))
+            statements.append(allow(sid, ["iam:PassRole"], [role], {"StringEquals": {"iam:PassedToService": service}}))
     return policy_document(statements)
 
 
@@ -91,25 +157,51 @@ def operator_operations_policy(config: WorkshopConfig | Scope, account_id: str |
     beside operator-policy.json (IAM's 6,144 characters per policy); whoever attaches one attaches all."""
     s = as_scope(config, account_id, **options)
     region, account = s.region, s.account
-    versions = [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name.lower()}-*"
-                for name in s.endpoint_names for kind in ("model", "endpoint-config")]
-    return policy_document([
-        allow("EndpointAlarms", ["cloudwatch:PutMetricAlarm", "cloudwatch:DescribeAlarms",
-                                      "cloudwatch:DeleteAlarms", "cloudwatch:TagResource"],
-                   [cloudwatch_alarm_arn(region, account, f"{name}/*") for name in s.endpoint_names]),
-        allow("WorkshopDashboard", ["cloudwatch:PutDashboard", "cloudwatch:DeleteDashboards"],
-                   [cloudwatch_dashboard_arn(region, account, DASHBOARD)]),
-        # IAM checks UpdateEndpoint against the endpoint and against the endpoint config it moves to.
-        allow("UpdateEndpoints", ["sagemaker:UpdateEndpoint"],
-                   [f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name.lower()}{suffix}"
-                    for name in s.endpoint_names for kind, suffix in (("endpoint", ""), ("endpoint-config", "-*"))]),
-        allow("EndpointVersions", OPERATOR_SAGEMAKER_ACTIONS[:6] + ("sagemaker:AddTags", "sagemaker:ListTags"),
-                   versions),
-        *autoscaling_statements(s),
-        allow("TransformJobs", ["sagemaker:CreateTransformJob", "sagemaker:DescribeTransformJob",
-                                     "sagemaker:AddTags"],
-                   [transform_job_arn(region, account, f"{name}-*") for name in s.endpoint_names]),
-    ])
+    versions = [
+        f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name.lower()}-*"
+        for name in s.endpoint_names
+        for kind in ("model", "endpoint-config")
+    ]
+    return policy_document(
+        [
+            allow(
+                "EndpointAlarms",
+                [
+                    "cloudwatch:PutMetricAlarm",
+                    "cloudwatch:DescribeAlarms",
+                    "cloudwatch:DeleteAlarms",
+                    "cloudwatch:TagResource",
+                ],
+                [cloudwatch_alarm_arn(region, account, f"{name}/*") for name in s.endpoint_names],
+            ),
+            allow(
+                "WorkshopDashboard",
+                ["cloudwatch:PutDashboard", "cloudwatch:DeleteDashboards"],
+                [cloudwatch_dashboard_arn(region, account, DASHBOARD)],
+            ),
+            # IAM checks UpdateEndpoint against the endpoint and against the endpoint config it moves to.
+            allow(
+                "UpdateEndpoints",
+                ["sagemaker:UpdateEndpoint"],
+                [
+                    f"arn:{s.partition}:sagemaker:{region}:{account}:{kind}/{name.lower()}{suffix}"
+                    for name in s.endpoint_names
+                    for kind, suffix in (("endpoint", ""), ("endpoint-config", "-*"))
+                ],
+            ),
+            allow(
+                "EndpointVersions",
+                OPERATOR_SAGEMAKER_ACTIONS[:6] + ("sagemaker:AddTags", "sagemaker:ListTags"),
+                versions,
+            ),
+            *autoscaling_statements(s),
+            allow(
+                "TransformJobs",
+                ["sagemaker:CreateTransformJob", "sagemaker:DescribeTransformJob", "sagemaker:AddTags"],
+                [transform_job_arn(region, account, f"{name}-*") for name in s.endpoint_names],
+            ),
+        ]
+    )
 
 
 def autoscaling_statements(s: Scope) -> list[dict]:
@@ -120,19 +212,32 @@ def autoscaling_statements(s: Scope) -> list[dict]:
     region, account = s.region, s.account
     return [
         *(allow_unscoped("AutoScaling" + action.split(":")[1], action) for action in AUTOSCALING_ACTIONS),
-        allow("ScaledEndpoints", ["sagemaker:DescribeEndpoint", "sagemaker:UpdateEndpointWeightsAndCapacities"],
-                   [f"arn:{s.partition}:sagemaker:{region}:{account}:endpoint/{name.lower()}"
-                    for name in s.endpoint_names]),
+        allow(
+            "ScaledEndpoints",
+            ["sagemaker:DescribeEndpoint", "sagemaker:UpdateEndpointWeightsAndCapacities"],
+            [f"arn:{s.partition}:sagemaker:{region}:{account}:endpoint/{name.lower()}" for name in s.endpoint_names],
+        ),
         # IAM checks DescribeEndpointConfig on the config's ARN: the endpoint's first config, or an update's version.
-        allow("ScaledEndpointConfigs", ["sagemaker:DescribeEndpointConfig"],
-                   [f"arn:{s.partition}:sagemaker:{region}:{account}:endpoint-config/{name.lower()}{suffix}"
-                    for name in s.endpoint_names for suffix in ("", "-*")]),
-        allow("TargetTrackingAlarms", ["cloudwatch:PutMetricAlarm", "cloudwatch:DescribeAlarms",
-                                            "cloudwatch:DeleteAlarms"],
-                   [autoscaling_alarm_arn(region, account, name) for name in s.endpoint_names]),
-        allow("AutoScalingServiceRole", ["iam:CreateServiceLinkedRole"],
-                   [role_arn(region, account, AUTOSCALING_ROLE_PATH)],
-                   {"StringEquals": {"iam:AWSServiceName": AUTOSCALING_SERVICE}}),
+        allow(
+            "ScaledEndpointConfigs",
+            ["sagemaker:DescribeEndpointConfig"],
+            [
+                f"arn:{s.partition}:sagemaker:{region}:{account}:endpoint-config/{name.lower()}{suffix}"
+                for name in s.endpoint_names
+                for suffix in ("", "-*")
+            ],
+        ),
+        allow(
+            "TargetTrackingAlarms",
+            ["cloudwatch:PutMetricAlarm", "cloudwatch:DescribeAlarms", "cloudwatch:DeleteAlarms"],
+            [autoscaling_alarm_arn(region, account, name) for name in s.endpoint_names],
+        ),
+        allow(
+            "AutoScalingServiceRole",
+            ["iam:CreateServiceLinkedRole"],
+            [role_arn(region, account, AUTOSCALING_ROLE_PATH)],
+            {"StringEquals": {"iam:AWSServiceName": AUTOSCALING_SERVICE}},
+        ),
     ]
 
 
@@ -140,8 +245,12 @@ def operator_documents(config: WorkshopConfig | Scope, account_id: str | None = 
     """Every operator document as one (IAM unites the attached policies the same way), for evaluating
     calls offline: operator-policy.json, the deadlines', the operations' and the roles' statements."""
     s = as_scope(config, account_id, **options)
-    return policy_document(operator_policy(s)["Statement"] + operator_deadline_statements(s)
-                     + operator_operations_policy(s)["Statement"] + operator_role_statements(s))
+    return policy_document(
+        operator_policy(s)["Statement"]
+        + operator_deadline_statements(s)
+        + operator_operations_policy(s)["Statement"]
+        + operator_role_statements(s)
+    )
 
 
 # ---- the endpoint deadlines (spend_guard) and the endpoints deployed under any name --------------------------
@@ -156,15 +265,28 @@ def operator_deadline_statements(s: Scope) -> list[dict]:
     # what the schedule may do is only what its role may (delete endpoints carrying the workshop's tag).
     schedules = [f"arn:{s.partition}:scheduler:*:{s.account}:schedule/{SCHEDULE_GROUP}/*{SCHEDULE_SUFFIX}"]
     return [
-        allow("EndpointDeadlines", ["scheduler:CreateSchedule", "scheduler:UpdateSchedule",
-                                         "scheduler:GetSchedule", "scheduler:DeleteSchedule"], schedules),
-        allow("PassSchedulerRole", ["iam:PassRole"], [role],
-                   {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}),
+        allow(
+            "EndpointDeadlines",
+            [
+                "scheduler:CreateSchedule",
+                "scheduler:UpdateSchedule",
+                "scheduler:GetSchedule",
+                "scheduler:DeleteSchedule",
+            ],
+            schedules,
+        ),
+        allow(
+            "PassSchedulerRole", ["iam:PassRole"], [role], {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}
+        ),
         *tagged_endpoint_statements(s),
         # The organisation's key (operator-policy.json is near IAM's 6,144 characters): the workshop's objects
         # written and read through S3, and the grant SageMaker makes for an endpoint's volume.
-        *key_statements(s, "OrganisationKey", via_s3=("kms:Decrypt", "kms:GenerateDataKey"),
-                        direct=("kms:DescribeKey", "kms:CreateGrant")),
+        *key_statements(
+            s,
+            "OrganisationKey",
+            via_s3=("kms:Decrypt", "kms:GenerateDataKey"),
+            direct=("kms:DescribeKey", "kms:CreateGrant"),
+        ),
     ]
 
 
@@ -174,9 +296,19 @@ def tagged_endpoint_statements(s: Scope) -> list[dict]:
     arns = [f"arn:{s.partition}:sagemaker:{s.region}:{s.account}:{kind}/*" for kind in SAGEMAKER_RESOURCE_KINDS]
     return [
         allow("FindWorkshopEndpoints", ["sagemaker:ListTags"], arns),
-        allow("DeleteTaggedEndpoints", ["sagemaker:DescribeEndpoint", "sagemaker:DeleteEndpoint",
-                                             "sagemaker:DescribeEndpointConfig", "sagemaker:DeleteEndpointConfig",
-                                             "sagemaker:DescribeModel", "sagemaker:DeleteModel"], arns, workshop_tagged()),
+        allow(
+            "DeleteTaggedEndpoints",
+            [
+                "sagemaker:DescribeEndpoint",
+                "sagemaker:DeleteEndpoint",
+                "sagemaker:DescribeEndpointConfig",
+                "sagemaker:DeleteEndpointConfig",
+                "sagemaker:DescribeModel",
+                "sagemaker:DeleteModel",
+            ],
+            arns,
+            workshop_tagged(),
+        ),
     ]
 
 
@@ -188,4 +320,3 @@ def operator_deadlines_policy(config, account_id: str | None = None, **options) 
     comes close to that with the longer regions' ARNs; whoever attaches the one attaches both.
     """
     return policy_document(operator_deadline_statements(as_scope(config, account_id, **options)))
-

@@ -7,16 +7,22 @@ document is ever widened by a name with a wildcard or a separator in it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
-from ..config import (WorkshopConfig, check_bucket_name, check_ecr_repository_name, check_prefix, check_region,
-                      check_resource_name)
+from .. import names
+from ..config import (
+    WorkshopConfig,
+    check_bucket_name,
+    check_ecr_repository_name,
+    check_prefix,
+    check_region,
+    check_resource_name,
+)
 from ..errors import InvalidInput
 from .arns import partition
 from .codebuild import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
 from .images import DLC_ARM64_REPOSITORY, DLC_REPOSITORY, dlc_account
-from .. import names
 
 # Folders under the workshop prefix: the model package (``WorkshopConfig.model_data_url``) and the
 # only keys Batch Transform may write (the endpoint role reads the prefix but cannot overwrite the model).
@@ -68,9 +74,14 @@ def account_of(config: WorkshopConfig) -> str | None:
     return next((account for account in accounts if account), None)
 
 
-def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transform: bool = True,
-          codebuild_projects: Sequence[str] = (MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT),
-          source_prefix: str | None = None) -> Scope:
+def scope(
+    config: WorkshopConfig,
+    account_id: str | None = None,
+    *,
+    batch_transform: bool = True,
+    codebuild_projects: Sequence[str] = (MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT),
+    source_prefix: str | None = None,
+) -> Scope:
     """The workshop's resource names from ``config``; the account from ``account_id`` or a role ARN.
 
     ``source_prefix`` is where the CodeBuild source zip goes; by default
@@ -80,7 +91,8 @@ def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transf
     if not account or not re.fullmatch(r"\d{12}", account):
         raise InvalidInput(
             f"no AWS account id to scope the policies to (got {account!r}): pass account_id='123456789012' "
-            "or set WORKSHOP_ROLE_ARN / WORKSHOP_CODEBUILD_ROLE_ARN to the roles' ARNs")
+            "or set WORKSHOP_ROLE_ARN / WORKSHOP_CODEBUILD_ROLE_ARN to the roles' ARNs"
+        )
     config.require("region", "bucket")
     check_region(config.region)
     check_bucket_name(config.bucket)
@@ -96,13 +108,25 @@ def scope(config: WorkshopConfig, account_id: str | None = None, *, batch_transf
         source_prefix = f"{prefix}/{SOURCE_PREFIX}" if prefix else SOURCE_PREFIX
     if not source_prefix.strip("/"):
         raise InvalidInput("source_prefix must name a folder; the build role would otherwise read the whole bucket")
-    names = tuple(dict.fromkeys(n for n in (config.standard_endpoint_name, config.cpu_endpoint_name,
-                                            config.gpu_endpoint_name) if n))
-    return Scope(region=config.region, account=account, bucket=config.bucket, prefix=prefix,
-                 ecr_repository=config.ecr_repository, codebuild_projects=tuple(codebuild_projects),
-                 endpoint_names=names, source_prefix=source_prefix.strip("/"), batch_transform=batch_transform,
-                 codebuild_role_arn=config.codebuild_role_arn or None,
-                 sagemaker_role_arn=config.sagemaker_role_arn or None, kms_key_arn=config.kms_key_arn or None)
+    names = tuple(
+        dict.fromkeys(
+            n for n in (config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name) if n
+        )
+    )
+    return Scope(
+        region=config.region,
+        account=account,
+        bucket=config.bucket,
+        prefix=prefix,
+        ecr_repository=config.ecr_repository,
+        codebuild_projects=tuple(codebuild_projects),
+        endpoint_names=names,
+        source_prefix=source_prefix.strip("/"),
+        batch_transform=batch_transform,
+        codebuild_role_arn=config.codebuild_role_arn or None,
+        sagemaker_role_arn=config.sagemaker_role_arn or None,
+        kms_key_arn=config.kms_key_arn or None,
+    )
 
 
 def deadline_scope(config: WorkshopConfig, account_id: str) -> Scope:
@@ -112,8 +136,11 @@ def deadline_scope(config: WorkshopConfig, account_id: str) -> Scope:
         return scope(config, account_id)
     config.require("region")
     check_region(config.region)
-    names_ = tuple(dict.fromkeys(n for n in (config.standard_endpoint_name, config.cpu_endpoint_name,
-                                             config.gpu_endpoint_name) if n))
+    names_ = tuple(
+        dict.fromkeys(
+            n for n in (config.standard_endpoint_name, config.cpu_endpoint_name, config.gpu_endpoint_name) if n
+        )
+    )
     for name in names_:
         check_resource_name(name, "endpoint")
     return Scope(region=config.region, account=account_id, bucket="", prefix="", endpoint_names=names_)

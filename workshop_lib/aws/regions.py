@@ -16,8 +16,9 @@ from __future__ import annotations
 # read on 2026-12-01. The SageMaker Developer Guide page on instance pools
 # (docs.aws.amazon.com/sagemaker/latest/dg/realtime-endpoints-heterogeneous.html), read the same day,
 # describes the feature without a region list, so the sample's table is the one written down.
-INSTANCE_POOL_REGIONS_SOURCE = ("aws-samples/sagemaker-genai-hosting-examples, "
-                                "03-features/capacity-aware-instance-pool/README.md (2026-05-01)")
+INSTANCE_POOL_REGIONS_SOURCE = (
+    "aws-samples/sagemaker-genai-hosting-examples, 03-features/capacity-aware-instance-pool/README.md (2026-05-01)"
+)
 INSTANCE_POOL_REGIONS_READ_ON = "2026-12-01"
 INSTANCE_POOL_REGIONS: dict[str, str] = {
     "us-east-1": "US East (N. Virginia)",
@@ -47,9 +48,11 @@ def offers_instance_pools(region: str | None) -> bool:
 def no_pools_note(region: str, instance_type: str, others: tuple[str, ...] | list[str] = ()) -> str:
     """The one line a plan carries when it falls back to a fixed type."""
     rest = f"; no fallback to {', '.join(others)}" if others else ""
-    return (f"instance pools are not offered in {region} (regions.INSTANCE_POOL_REGIONS, read "
-            f"{INSTANCE_POOL_REGIONS_READ_ON}): the GPU endpoint runs on one type, {instance_type}, as a fixed "
-            f"InstanceType{rest}")
+    return (
+        f"instance pools are not offered in {region} (regions.INSTANCE_POOL_REGIONS, read "
+        f"{INSTANCE_POOL_REGIONS_READ_ON}): the GPU endpoint runs on one type, {instance_type}, as a fixed "
+        f"InstanceType{rest}"
+    )
 
 
 # China and GovCloud have consoles of their own; the commercial one takes the region as a subdomain.
@@ -58,6 +61,7 @@ CONSOLE_HOSTS = {"cn-": "console.amazonaws.cn", "us-gov-": "console.amazonaws-us
 
 def console_url(region: str, service: str, fragment: str = "") -> str:
     """A page of ``service``'s console in ``region``, on the console of the region's partition."""
-    host = next((h for prefix, h in CONSOLE_HOSTS.items() if region.startswith(prefix)),
-                f"{region}.console.aws.amazon.com")
+    host = next(
+        (h for prefix, h in CONSOLE_HOSTS.items() if region.startswith(prefix)), f"{region}.console.aws.amazon.com"
+    )
     return f"https://{host}/{service}/home?region={region}" + (f"#{fragment}" if fragment else "")

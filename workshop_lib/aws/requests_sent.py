@@ -15,14 +15,15 @@ import html
 import json
 import re
 import threading
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Mapping
 
 MASK = "****"
 # Parameter names whose values are secrets, wherever they sit (an Environment map's keys included).
-SECRET_NAME = re.compile(r"secret|passw|token|credential|authoriz|api[_-]?key|private[_-]?key|session[_-]?key",
-                         re.IGNORECASE)
+SECRET_NAME = re.compile(
+    r"secret|passw|token|credential|authoriz|api[_-]?key|private[_-]?key|session[_-]?key", re.IGNORECASE
+)
 # Name/value pairs (CodeBuild's environmentVariables, Tags): the value is masked when the name is a secret's.
 _PAIR_KEYS = (("name", "value"), ("Name", "Value"), ("Key", "Value"))
 
@@ -116,11 +117,16 @@ def requests_html(requests, summary: str = "") -> str:
     requests = list(requests)
     parts = [f"<pre>{html.escape(summary)}</pre>"] if summary else []
     if requests:
-        inner = "".join(f"<details><summary><code>{html.escape(r.title)}</code></summary>"
-                        f"<pre>{html.escape(r.to_json())}</pre></details>" for r in requests)
+        inner = "".join(
+            f"<details><summary><code>{html.escape(r.title)}</code></summary>"
+            f"<pre>{html.escape(r.to_json())}</pre></details>"
+            for r in requests
+        )
         count = f"{len(requests)} AWS request" + ("s" if len(requests) != 1 else "")
-        parts.append(f"<details><summary>{count} sent (open to read each one)</summary>"
-                     f"<div style=\"margin-left:1em\">{inner}</div></details>")
+        parts.append(
+            f"<details><summary>{count} sent (open to read each one)</summary>"
+            f'<div style="margin-left:1em">{inner}</div></details>'
+        )
     return "".join(parts)
 
 
@@ -129,4 +135,4 @@ def requests_text(requests) -> str:
     return "\n".join(f"{r.title}\n{r.to_json()}" for r in requests)
 
 
-__all__ = ["MASK", "RequestRecorder", "SECRET_NAME", "SentRequest", "masked", "requests_html", "requests_text"]
+__all__ = ["MASK", "SECRET_NAME", "RequestRecorder", "SentRequest", "masked", "requests_html", "requests_text"]

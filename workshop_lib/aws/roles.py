@@ -5,14 +5,14 @@ boundary existed is given it first. Thin senders around a boto3 IAM client; refu
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from botocore.exceptions import ClientError
 
 from ..errors import AwsFailure
+from . import policies
 from .iam import minified
 from .role_boundary import BOUNDARY_POLICY_NAME, BOUNDARY_POLICY_PATH
-from . import policies
 
 
 def boundary_of(role: Mapping) -> str | None:
@@ -24,8 +24,9 @@ def create(iam, name: str, trust: Mapping, boundary: str, *, description: str = 
     """CreateRole with the boundary in the same request; returns the new ``Role``. A boundary policy that
     does not exist yet (an administrator creates it once per account) is one line saying how."""
     try:
-        return iam.create_role(**policies.create_role_request(name, trust, path="/", boundary=boundary,
-                                                              description=description))["Role"]
+        return iam.create_role(
+            **policies.create_role_request(name, trust, path="/", boundary=boundary, description=description)
+        )["Role"]
     except ClientError as exc:
         error = exc.response.get("Error", {})
         if error.get("Code") not in ("NoSuchEntity", "InvalidInput") or boundary not in str(error.get("Message")):
@@ -34,7 +35,8 @@ def create(iam, name: str, trust: Mapping, boundary: str, *, description: str = 
             f"IAM role {name} was not created: its permissions boundary {boundary} does not exist yet "
             f"({error.get('Code')}). An administrator creates it once per account from role-boundary-policy.json "
             f"(notebook 00 writes it): aws iam create-policy --policy-name {BOUNDARY_POLICY_NAME} "
-            f"--path {BOUNDARY_POLICY_PATH} --policy-document file://role-boundary-policy.json") from None
+            f"--path {BOUNDARY_POLICY_PATH} --policy-document file://role-boundary-policy.json"
+        ) from None
 
 
 def keep_bounded(iam, role: Mapping, boundary: str) -> bool:

@@ -7,8 +7,8 @@ botocore (``api.validate``); ``enable_autoscaling`` sends both.
 
 from __future__ import annotations
 
-from . import api
 from ..config import check_resource_name
+from . import api
 from .endpoints import VARIANT_NAME, check_in_range
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
@@ -37,19 +37,30 @@ def target_invocations_per_minute(seconds_per_request: float, utilisation: float
     return target_from_rate(1.0 / seconds_per_request, utilisation)
 
 
-def scalable_target_request(endpoint_name: str, *, min_instances: int = 1, max_instances: int = 2,
-                            variant_name: str = VARIANT_NAME) -> dict:
+def scalable_target_request(
+    endpoint_name: str, *, min_instances: int = 1, max_instances: int = 2, variant_name: str = VARIANT_NAME
+) -> dict:
     check_in_range(min_instances, 1, 100, "min_instances")
     check_in_range(max_instances, min_instances, 100, "max_instances (at least min_instances)")
-    request = {"ServiceNamespace": "sagemaker", "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
-               "ScalableDimension": SCALABLE_DIMENSION, "MinCapacity": min_instances,
-               "MaxCapacity": max_instances}
+    request = {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
+        "ScalableDimension": SCALABLE_DIMENSION,
+        "MinCapacity": min_instances,
+        "MaxCapacity": max_instances,
+    }
     return api.validate("application-autoscaling", "RegisterScalableTarget", request)
 
 
-def scaling_policy_request(endpoint_name: str, *, invocations_per_instance: float,
-                           scale_in_cooldown_s: int = 300, scale_out_cooldown_s: int = 60,
-                           variant_name: str = VARIANT_NAME, policy_name: str | None = None) -> dict:
+def scaling_policy_request(
+    endpoint_name: str,
+    *,
+    invocations_per_instance: float,
+    scale_in_cooldown_s: int = 300,
+    scale_out_cooldown_s: int = 60,
+    variant_name: str = VARIANT_NAME,
+    policy_name: str | None = None,
+) -> dict:
     """Target tracking on SageMakerVariantInvocationsPerInstance (invocations per instance per minute)."""
     check_in_range(invocations_per_instance, 0.1, 100_000, "invocations_per_instance")
     check_in_range(scale_in_cooldown_s, 0, 86_400, "scale_in_cooldown_s")
@@ -75,29 +86,45 @@ def scaling_policy_name(endpoint_name: str) -> str:
 
 
 def delete_policy_request(endpoint_name: str, variant_name: str = VARIANT_NAME) -> dict:
-    request = {"PolicyName": scaling_policy_name(endpoint_name), "ServiceNamespace": "sagemaker",
-               "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
-               "ScalableDimension": SCALABLE_DIMENSION}
+    request = {
+        "PolicyName": scaling_policy_name(endpoint_name),
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
+        "ScalableDimension": SCALABLE_DIMENSION,
+    }
     return api.validate("application-autoscaling", "DeleteScalingPolicy", request)
 
 
 def deregister_target_request(endpoint_name: str, variant_name: str = VARIANT_NAME) -> dict:
-    request = {"ServiceNamespace": "sagemaker", "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
-               "ScalableDimension": SCALABLE_DIMENSION}
+    request = {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
+        "ScalableDimension": SCALABLE_DIMENSION,
+    }
     return api.validate("application-autoscaling", "DeregisterScalableTarget", request)
 
 
 # ---- sender -----------------------------------------------------------------------------------
 
 
-def enable_autoscaling(autoscaling_client, endpoint_name: str, *, invocations_per_instance: float,
-                       min_instances: int = 1, max_instances: int = 2, scale_in_cooldown_s: int = 300,
-                       scale_out_cooldown_s: int = 60) -> str:
+def enable_autoscaling(
+    autoscaling_client,
+    endpoint_name: str,
+    *,
+    invocations_per_instance: float,
+    min_instances: int = 1,
+    max_instances: int = 2,
+    scale_in_cooldown_s: int = 300,
+    scale_out_cooldown_s: int = 60,
+) -> str:
     """Register the variant as scalable and attach the target-tracking policy; returns the policy ARN."""
     target = scalable_target_request(endpoint_name, min_instances=min_instances, max_instances=max_instances)
-    policy = scaling_policy_request(endpoint_name, invocations_per_instance=invocations_per_instance,
-                                    scale_in_cooldown_s=scale_in_cooldown_s,
-                                    scale_out_cooldown_s=scale_out_cooldown_s)
+    policy = scaling_policy_request(
+        endpoint_name,
+        invocations_per_instance=invocations_per_instance,
+        scale_in_cooldown_s=scale_in_cooldown_s,
+        scale_out_cooldown_s=scale_out_cooldown_s,
+    )
     autoscaling_client.register_scalable_target(**target)
     return autoscaling_client.put_scaling_policy(**policy)["PolicyARN"]
 
@@ -112,8 +139,9 @@ def disable_autoscaling(autoscaling_client, endpoint_name: str) -> dict[str, str
 
     states = {}
     for what, call, request in (
-            ("policy", autoscaling_client.delete_scaling_policy, delete_policy_request(endpoint_name)),
-            ("target", autoscaling_client.deregister_scalable_target, deregister_target_request(endpoint_name))):
+        ("policy", autoscaling_client.delete_scaling_policy, delete_policy_request(endpoint_name)),
+        ("target", autoscaling_client.deregister_scalable_target, deregister_target_request(endpoint_name)),
+    ):
         try:
             call(**request)
             states[what] = DELETED
@@ -121,7 +149,8 @@ def disable_autoscaling(autoscaling_client, endpoint_name: str) -> dict[str, str
             error = exc.response.get("Error", {})
             # AWS says ObjectNotFoundException; the emulator a ValidationException saying "No ... found".
             if error.get("Code") != "ObjectNotFoundException" and not (
-                    error.get("Code") == "ValidationException" and str(error.get("Message", "")).startswith("No ")):
+                error.get("Code") == "ValidationException" and str(error.get("Message", "")).startswith("No ")
+            ):
                 raise
             states[what] = ALREADY_GONE
     return states
@@ -132,15 +161,29 @@ def scaling_of(autoscaling_client, endpoint_name: str) -> dict | None:
     when it is not registered."""
     resource = autoscaling_resource_id(endpoint_name)
     targets = autoscaling_client.describe_scalable_targets(
-        ServiceNamespace="sagemaker", ResourceIds=[resource], ScalableDimension=SCALABLE_DIMENSION)
+        ServiceNamespace="sagemaker", ResourceIds=[resource], ScalableDimension=SCALABLE_DIMENSION
+    )
     if not targets["ScalableTargets"]:
         return None
     policies = autoscaling_client.describe_scaling_policies(
-        ServiceNamespace="sagemaker", ResourceId=resource, ScalableDimension=SCALABLE_DIMENSION)
+        ServiceNamespace="sagemaker", ResourceId=resource, ScalableDimension=SCALABLE_DIMENSION
+    )
     return {**targets["ScalableTargets"][0], "Policies": policies["ScalingPolicies"]}
 
 
-__all__ = ["ALREADY_GONE", "DELETED", "SCALABLE_DIMENSION", "autoscaling_resource_id", "delete_policy_request",
-           "deregister_target_request", "disable_autoscaling", "enable_autoscaling", "scaling_policy_name",
-           "scalable_target_request", "scaling_of", "scaling_policy_request", "target_from_rate",
-           "target_invocations_per_minute"]
+__all__ = [
+    "ALREADY_GONE",
+    "DELETED",
+    "SCALABLE_DIMENSION",
+    "autoscaling_resource_id",
+    "delete_policy_request",
+    "deregister_target_request",
+    "disable_autoscaling",
+    "enable_autoscaling",
+    "scalable_target_request",
+    "scaling_of",
+    "scaling_policy_name",
+    "scaling_policy_request",
+    "target_from_rate",
+    "target_invocations_per_minute",
+]

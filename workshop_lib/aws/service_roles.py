@@ -15,13 +15,23 @@ or a ``Scope``, and returns a policy document as a dict.
 
 from __future__ import annotations
 
+from .. import names
 from ..config import WorkshopConfig
 from .arns import cloudwatch_alarm_arn, ecr_repository_arn, role_arn, s3_bucket_arn, s3_object_arn
 from .kms_statements import key_statements
 from .policy_scope import BATCH_OUTPUT_FOLDER, CAPTURE_FOLDER, MODEL_FOLDER, Scope, as_scope
-from .statements import (ECR_PULL, ECR_PUSH, LOG_WRITE, SAGEMAKER_SCALING, allow, allow_unscoped, in_account,
-                         log_group_resources, policy_document, service_trust)
-from .. import names
+from .statements import (
+    ECR_PULL,
+    ECR_PUSH,
+    LOG_WRITE,
+    SAGEMAKER_SCALING,
+    allow,
+    allow_unscoped,
+    in_account,
+    log_group_resources,
+    policy_document,
+    service_trust,
+)
 
 # The CodeBuild service role notebook 00 creates when the operator may (steps.ensure_codebuild_role).
 CODEBUILD_ROLE_NAME = "decision-workshop-codebuild"
@@ -32,32 +42,42 @@ def codebuild_role_of(s: Scope) -> str:
     return s.codebuild_role_arn or role_arn(s.region, s.account, CODEBUILD_ROLE_NAME)
 
 
-def codebuild_service_role_policy(config: WorkshopConfig | Scope, account_id: str | None = None,
-                                  **options) -> dict:
+def codebuild_service_role_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
     """What the model-package and image-build projects do while they run, and nothing else."""
     s = as_scope(config, account_id, **options)
     bucket = s3_bucket_arn(s.bucket, s.region)
     own_repo = ecr_repository_arn(s.region, s.account, s.ecr_repository)
     dlc_repos = [ecr_repository_arn(s.region, s.dlc_account, r) for r in s.build_base_repositories]
-    return policy_document([
-        allow("BuildLogs", LOG_WRITE, log_group_resources(s, (f"/aws/codebuild/{p}" for p in s.codebuild_projects))),
-        allow("ReadBuildSource", ["s3:GetObject", "s3:GetObjectVersion"],
-                   [s3_object_arn(s.bucket, s.source_key_pattern, s.region)], in_account(s)),
-        allow("SourceBucketLocation", ["s3:GetBucketAcl", "s3:GetBucketLocation"], [bucket], in_account(s)),
-        # model-package.yml: `aws s3 cp` of model.tar.gz (multipart) and the manifest under the prefix.
-        allow("WriteModelPackage", ["s3:PutObject", "s3:AbortMultipartUpload"],
-                   [s3_object_arn(s.bucket, s.key_pattern(MODEL_FOLDER), s.region)], in_account(s)),
-        allow_unscoped("EcrLogin", "ecr:GetAuthorizationToken"),
-        # image-build.yml: FROM the digest-pinned DLC in the region's DLC registry account.
-        allow("PullDlcBaseImage", ECR_PULL, dlc_repos),
-        # image-build.yml: docker push, then describe-images for the pushed digest.
-        allow("PushDecisionImage", (*ECR_PULL, *ECR_PUSH, "ecr:DescribeImages"), [own_repo]),
-        *key_statements(s, "OrganisationKey", via_s3=("kms:Decrypt", "kms:GenerateDataKey")),
-    ])
+    return policy_document(
+        [
+            allow(
+                "BuildLogs", LOG_WRITE, log_group_resources(s, (f"/aws/codebuild/{p}" for p in s.codebuild_projects))
+            ),
+            allow(
+                "ReadBuildSource",
+                ["s3:GetObject", "s3:GetObjectVersion"],
+                [s3_object_arn(s.bucket, s.source_key_pattern, s.region)],
+                in_account(s),
+            ),
+            allow("SourceBucketLocation", ["s3:GetBucketAcl", "s3:GetBucketLocation"], [bucket], in_account(s)),
+            # model-package.yml: `aws s3 cp` of model.tar.gz (multipart) and the manifest under the prefix.
+            allow(
+                "WriteModelPackage",
+                ["s3:PutObject", "s3:AbortMultipartUpload"],
+                [s3_object_arn(s.bucket, s.key_pattern(MODEL_FOLDER), s.region)],
+                in_account(s),
+            ),
+            allow_unscoped("EcrLogin", "ecr:GetAuthorizationToken"),
+            # image-build.yml: FROM the digest-pinned DLC in the region's DLC registry account.
+            allow("PullDlcBaseImage", ECR_PULL, dlc_repos),
+            # image-build.yml: docker push, then describe-images for the pushed digest.
+            allow("PushDecisionImage", (*ECR_PULL, *ECR_PUSH, "ecr:DescribeImages"), [own_repo]),
+            *key_statements(s, "OrganisationKey", via_s3=("kms:Decrypt", "kms:GenerateDataKey")),
+        ]
+    )
 
 
-def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: str | None = None,
-                                    **options) -> dict:
+def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
     """What an endpoint and notebook 07's transform job need to start and run (without the job's input listing,
     output and logs with ``batch_transform=False``)."""
     s = as_scope(config, account_id, **options)
@@ -67,30 +87,48 @@ def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: 
     if s.batch_transform:
         groups.append("/aws/sagemaker/TransformJobs")
     statements = [
-        allow("ReadModelData", ["s3:GetObject"], [s3_object_arn(s.bucket, s.key_pattern(), s.region)],
-                   in_account(s)),
+        allow("ReadModelData", ["s3:GetObject"], [s3_object_arn(s.bucket, s.key_pattern(), s.region)], in_account(s)),
         # Data capture: SageMaker writes the decision endpoints' sampled requests and answers here.
-        allow("WriteCaptures", ["s3:PutObject"],
-                   [s3_object_arn(s.bucket, s.key_pattern(CAPTURE_FOLDER), s.region)], in_account(s)),
+        allow(
+            "WriteCaptures",
+            ["s3:PutObject"],
+            [s3_object_arn(s.bucket, s.key_pattern(CAPTURE_FOLDER), s.region)],
+            in_account(s),
+        ),
         allow_unscoped("EcrLogin", "ecr:GetAuthorizationToken"),
         # The standard endpoint runs the DLC itself; the decision endpoints run the child image.
         allow("PullImages", ECR_PULL, repos),
         allow("ContainerLogs", (*LOG_WRITE, "logs:DescribeLogStreams"), log_group_resources(s, groups)),
         allow_unscoped("EndpointMetrics", "cloudwatch:PutMetricData"),
         # A blue/green update with auto-rollback: SageMaker reads the endpoint's alarms as this role.
-        allow("RollbackAlarms", ["cloudwatch:DescribeAlarms"],
-                   [cloudwatch_alarm_arn(s.region, s.account, f"{name}/*") for name in s.endpoint_names]),
+        allow(
+            "RollbackAlarms",
+            ["cloudwatch:DescribeAlarms"],
+            [cloudwatch_alarm_arn(s.region, s.account, f"{name}/*") for name in s.endpoint_names],
+        ),
     ]
     # The organisation's key: the model read, captures and transform output written through S3, the volume's grant.
-    statements += key_statements(s, "OrganisationKey", via_s3=("kms:Decrypt", "kms:GenerateDataKey"),
-                                 direct=("kms:DescribeKey", "kms:CreateGrant"))
+    statements += key_statements(
+        s,
+        "OrganisationKey",
+        via_s3=("kms:Decrypt", "kms:GenerateDataKey"),
+        direct=("kms:DescribeKey", "kms:CreateGrant"),
+    )
     if s.batch_transform:
         listed = [s.prefix, s.key_pattern()] if s.prefix else ["*"]
         statements += [
-            allow("ListTransformInput", ["s3:ListBucket"], [s3_bucket_arn(s.bucket, s.region)],
-                       in_account(s, {"StringLike": {"s3:prefix": listed}})),
-            allow("WriteTransformOutput", ["s3:PutObject", "s3:AbortMultipartUpload"],
-                       [s3_object_arn(s.bucket, s.key_pattern(BATCH_OUTPUT_FOLDER), s.region)], in_account(s)),
+            allow(
+                "ListTransformInput",
+                ["s3:ListBucket"],
+                [s3_bucket_arn(s.bucket, s.region)],
+                in_account(s, {"StringLike": {"s3:prefix": listed}}),
+            ),
+            allow(
+                "WriteTransformOutput",
+                ["s3:PutObject", "s3:AbortMultipartUpload"],
+                [s3_object_arn(s.bucket, s.key_pattern(BATCH_OUTPUT_FOLDER), s.region)],
+                in_account(s),
+            ),
         ]
     return policy_document(statements)
 
@@ -99,11 +137,17 @@ def codebuild_trust_policy(config: WorkshopConfig | Scope, account_id: str | Non
     """Only CodeBuild, and only for the workshop's projects in this account, may assume the role: in any region
     (IAM roles are global), so a change of region never needs the trust rewritten."""
     s = as_scope(config, account_id, **options)
-    return service_trust("codebuild.amazonaws.com", {
-        "StringEquals": {"aws:SourceAccount": s.account},
-        "ArnLike": {"aws:SourceArn": [f"arn:{s.partition}:codebuild:*:{s.account}:project/{p}"
-                                      for p in s.codebuild_projects]},
-    })
+    return service_trust(
+        "codebuild.amazonaws.com",
+        {
+            "StringEquals": {"aws:SourceAccount": s.account},
+            "ArnLike": {
+                "aws:SourceArn": [
+                    f"arn:{s.partition}:codebuild:*:{s.account}:project/{p}" for p in s.codebuild_projects
+                ]
+            },
+        },
+    )
 
 
 def sagemaker_trust_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
@@ -133,12 +177,19 @@ def scheduler_role_policy(config, account_id: str | None = None, **options) -> d
     SageMaker variant's auto scaling, which deleting a scaled endpoint requires of the caller (SageMaker guide,
     "Delete endpoints configured for auto scaling")."""
     s = as_scope(config, account_id, **options)
-    return policy_document([
-        allow("DeleteWorkshopEndpoints", ["sagemaker:DeleteEndpoint"],
-                   [f"arn:{s.partition}:sagemaker:*:{s.account}:endpoint/*"], workshop_tagged()),
-        allow("DeregisterScaledVariants", ["application-autoscaling:DeregisterScalableTarget"], "*",
-                   SAGEMAKER_SCALING),
-    ])
+    return policy_document(
+        [
+            allow(
+                "DeleteWorkshopEndpoints",
+                ["sagemaker:DeleteEndpoint"],
+                [f"arn:{s.partition}:sagemaker:*:{s.account}:endpoint/*"],
+                workshop_tagged(),
+            ),
+            allow(
+                "DeregisterScaledVariants", ["application-autoscaling:DeregisterScalableTarget"], "*", SAGEMAKER_SCALING
+            ),
+        ]
+    )
 
 
 def scheduler_trust_policy(config, account_id: str | None = None, **options) -> dict:

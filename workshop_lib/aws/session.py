@@ -11,7 +11,8 @@ in that region, and the flows that take a client read the region from it (``api.
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager, Protocol
+from contextlib import AbstractContextManager
+from typing import Protocol
 
 from . import api, codebuild
 from .buckets import expect_owner
@@ -31,7 +32,7 @@ class Mode(Protocol):
 
     def hosting(self, clients: Clients): ...
 
-    def acting_as(self, principal: str | None) -> ContextManager: ...
+    def acting_as(self, principal: str | None) -> AbstractContextManager[None]: ...
 
 
 class AwsMode:

@@ -28,14 +28,14 @@ from datetime import datetime, timedelta, timezone
 
 from botocore.exceptions import ClientError
 
+from .. import names
 from ..errors import AwsFailure
-from .iam import check_policy_document
+from . import api, policies, roles
 from .arns import SCHEDULE_GROUP, delete_endpoint_target, schedule_arn, schedule_name
+from .iam import check_policy_document
 from .policy_scope import Scope, deadline_scope
 from .role_boundary import boundary_policy_arn
 from .service_roles import SCHEDULER_ROLE_NAME, scheduler_role_arn, scheduler_role_policy, scheduler_trust_policy
-from .. import names
-from . import api, policies, roles
 
 # A deadline that fires while SageMaker is busy (the endpoint still Creating, say) is retried for an hour.
 RETRY_POLICY = {"MaximumRetryAttempts": 20, "MaximumEventAgeInSeconds": 3600}
@@ -90,8 +90,9 @@ def remaining_text(when: datetime, now: datetime | None = None) -> str:
 # ---- requests ---------------------------------------------------------------------------------------
 
 
-def schedule_request(endpoint_name: str, *, role_arn: str, when: datetime, region: str,
-                     operation: str = "CreateSchedule") -> dict:
+def schedule_request(
+    endpoint_name: str, *, role_arn: str, when: datetime, region: str, operation: str = "CreateSchedule"
+) -> dict:
     """CreateSchedule (or, with ``operation="UpdateSchedule"``, the same full request that replaces it)."""
     if operation not in ("CreateSchedule", "UpdateSchedule"):
         raise ValueError("operation is CreateSchedule or UpdateSchedule")
@@ -106,8 +107,12 @@ def schedule_request(endpoint_name: str, *, role_arn: str, when: datetime, regio
         "ActionAfterCompletion": "NONE",
         "State": "ENABLED",
         "Description": f"decision workshop spend guard: delete endpoint {endpoint_name} at its deadline",
-        "Target": {"Arn": delete_endpoint_target(region), "RoleArn": role_arn,
-                   "Input": json.dumps({"EndpointName": endpoint_name}), "RetryPolicy": dict(RETRY_POLICY)},
+        "Target": {
+            "Arn": delete_endpoint_target(region),
+            "RoleArn": role_arn,
+            "Input": json.dumps({"EndpointName": endpoint_name}),
+            "RetryPolicy": dict(RETRY_POLICY),
+        },
     }
     return api.validate("scheduler", operation, request)
 
@@ -117,8 +122,9 @@ def get_request(endpoint_name: str) -> dict:
 
 
 def delete_request(endpoint_name: str) -> dict:
-    return api.validate("scheduler", "DeleteSchedule",
-                        {"Name": schedule_name(endpoint_name), "GroupName": SCHEDULE_GROUP})
+    return api.validate(
+        "scheduler", "DeleteSchedule", {"Name": schedule_name(endpoint_name), "GroupName": SCHEDULE_GROUP}
+    )
 
 
 def deadline_calls(calls) -> list[dict]:
@@ -146,10 +152,18 @@ def deadline_calls(calls) -> list[dict]:
             except ValueError:
                 endpoint = None
             if endpoint:
-                made.append({"principal": PRINCIPAL, "service": "sagemaker", "operation": "DeleteEndpoint",
-                             "params": {"EndpointName": endpoint},
-                             "facts": {"resource_tags": tags.get(endpoint, {}),
-                                       "scaled_variants": sorted(scaled.get(endpoint, ()))}})
+                made.append(
+                    {
+                        "principal": PRINCIPAL,
+                        "service": "sagemaker",
+                        "operation": "DeleteEndpoint",
+                        "params": {"EndpointName": endpoint},
+                        "facts": {
+                            "resource_tags": tags.get(endpoint, {}),
+                            "scaled_variants": sorted(scaled.get(endpoint, ())),
+                        },
+                    }
+                )
     return made
 
 
@@ -168,12 +182,16 @@ class EndpointDeadline:
         if self.when is None:
             return f"endpoint {self.endpoint_name}: schedule {self.schedule} is not a one-time deadline"
         if remaining_text(self.when, now) == "passed":
-            return (f"endpoint {self.endpoint_name}: its deadline {self.when:%Y-%m-%d %H:%M} UTC has passed; if the "
-                    "endpoint is still there, the deletion failed (EventBridge Scheduler's TargetErrorCount metric, "
-                    f"schedule {self.schedule}): delete it with python -m workshop_lib cleanup")
-        return (f"endpoint {self.endpoint_name} is deleted at {self.when:%Y-%m-%d %H:%M} UTC "
-                f"({remaining_text(self.when, now)}) unless extended: "
-                f"python -m workshop_lib extend --name {self.endpoint_name} --hours N")
+            return (
+                f"endpoint {self.endpoint_name}: its deadline {self.when:%Y-%m-%d %H:%M} UTC has passed; if the "
+                "endpoint is still there, the deletion failed (EventBridge Scheduler's TargetErrorCount metric, "
+                f"schedule {self.schedule}): delete it with python -m workshop_lib cleanup"
+            )
+        return (
+            f"endpoint {self.endpoint_name} is deleted at {self.when:%Y-%m-%d %H:%M} UTC "
+            f"({remaining_text(self.when, now)}) unless extended: "
+            f"python -m workshop_lib extend --name {self.endpoint_name} --hours N"
+        )
 
     __str__ = text
 
@@ -185,8 +203,11 @@ def is_workshop_schedule(described: dict, endpoint_name: str) -> bool:
         given = json.loads(target.get("Input") or "{}").get("EndpointName")
     except ValueError:
         return False
-    return (str(target.get("Arn", "")).endswith(":scheduler:::aws-sdk:sagemaker:deleteEndpoint")
-            and str(target.get("RoleArn", "")).endswith(f":role/{SCHEDULER_ROLE_NAME}") and given == endpoint_name)
+    return (
+        str(target.get("Arn", "")).endswith(":scheduler:::aws-sdk:sagemaker:deleteEndpoint")
+        and str(target.get("RoleArn", "")).endswith(f":role/{SCHEDULER_ROLE_NAME}")
+        and given == endpoint_name
+    )
 
 
 def _code(exc) -> str:
@@ -221,15 +242,23 @@ def ensure_role(iam, config, account_id: str) -> tuple[str, str]:
     except ClientError as exc:
         if _code(exc) != "NoSuchEntity":
             raise
-        role = roles.create(iam, SCHEDULER_ROLE_NAME, scheduler_trust_policy(s), boundary,
-                            description="decision workshop: endpoint deadlines delete the workshop's endpoints")
-        done = (f"created the IAM role {SCHEDULER_ROLE_NAME} (trusted by EventBridge Scheduler for this account, "
-                "under the workshop's permissions boundary)")
+        role = roles.create(
+            iam,
+            SCHEDULER_ROLE_NAME,
+            scheduler_trust_policy(s),
+            boundary,
+            description="decision workshop: endpoint deadlines delete the workshop's endpoints",
+        )
+        done = (
+            f"created the IAM role {SCHEDULER_ROLE_NAME} (trusted by EventBridge Scheduler for this account, "
+            "under the workshop's permissions boundary)"
+        )
         regions = []
     roles.put_permissions(iam, SCHEDULER_ROLE_NAME, document)
     if s.region not in regions:
-        iam.tag_role(RoleName=SCHEDULER_ROLE_NAME,
-                     Tags=[{"Key": REGIONS_TAG, "Value": " ".join(sorted({*regions, s.region}))}])
+        iam.tag_role(
+            RoleName=SCHEDULER_ROLE_NAME, Tags=[{"Key": REGIONS_TAG, "Value": " ".join(sorted({*regions, s.region}))}]
+        )
     return role["Arn"], done
 
 
@@ -261,13 +290,22 @@ def read_deadline(scheduler, endpoint_name: str) -> EndpointDeadline | None:
     if not is_workshop_schedule(described, endpoint_name):
         raise NotTheWorkshops(
             f"schedule {described.get('Name')} exists but does not delete endpoint {endpoint_name} as the "
-            f"workshop's role {SCHEDULER_ROLE_NAME}; it is left alone")
+            f"workshop's role {SCHEDULER_ROLE_NAME}; it is left alone"
+        )
     when = parse_at(described.get("ScheduleExpression", ""), described.get("ScheduleExpressionTimezone") or "UTC")
     return EndpointDeadline(endpoint_name, when, described["Name"])
 
 
-def set_deadline(scheduler, endpoint_name: str, *, role_arn: str, when: datetime, region: str | None = None,
-                 attempts: int = 8, sleep=time.sleep) -> EndpointDeadline:
+def set_deadline(
+    scheduler,
+    endpoint_name: str,
+    *,
+    role_arn: str,
+    when: datetime,
+    region: str | None = None,
+    attempts: int = 8,
+    sleep=time.sleep,
+) -> EndpointDeadline:
     """Create the endpoint's deadline, or move the workshop's existing one to ``when``, in the scheduler
     client's region (``region``: the same, read from the client when not given).
 
@@ -284,19 +322,29 @@ def set_deadline(scheduler, endpoint_name: str, *, role_arn: str, when: datetime
                 if _code(exc) != "ConflictException":
                     raise
                 read_deadline(scheduler, endpoint_name)  # raises NotTheWorkshops for someone else's
-                scheduler.update_schedule(**schedule_request(endpoint_name, role_arn=role_arn, when=when,
-                                                             region=region, operation="UpdateSchedule"))
+                scheduler.update_schedule(
+                    **schedule_request(
+                        endpoint_name, role_arn=role_arn, when=when, region=region, operation="UpdateSchedule"
+                    )
+                )
             at = when.astimezone(timezone.utc).replace(microsecond=0)
             return EndpointDeadline(endpoint_name, at, request["Name"])
         except ClientError as exc:
             if _code(exc) != "ValidationException" or attempt == attempts - 1:
                 raise
-            sleep(min(2 ** attempt, 15))
+            sleep(min(2**attempt, 15))
     raise AssertionError("unreachable")
 
 
-def extend(scheduler, endpoint_name: str, hours: float, *, role_arn: str, region: str | None = None,
-           now: datetime | None = None) -> EndpointDeadline:
+def extend(
+    scheduler,
+    endpoint_name: str,
+    hours: float,
+    *,
+    role_arn: str,
+    region: str | None = None,
+    now: datetime | None = None,
+) -> EndpointDeadline:
     """Move the deadline to ``hours`` from now (made again if it had gone)."""
     return set_deadline(scheduler, endpoint_name, role_arn=role_arn, when=deadline_after(hours, now), region=region)
 
@@ -318,9 +366,34 @@ def remove_deadline(scheduler, endpoint_name: str) -> str:
 
 
 __all__ = [
-    "ALREADY_GONE", "DELETED", "EndpointDeadline", "LEFT_ALONE", "NotTheWorkshops", "PRINCIPAL", "REGIONS_TAG",
-    "SCHEDULER_ROLE_NAME", "at_expression", "deadline_after", "deadline_calls", "delete_endpoint_target",
-    "delete_request", "ensure_role", "extend", "get_request", "is_workshop_schedule", "parse_at", "read_deadline",
-    "regions_of", "remaining_text", "remove_deadline", "schedule_arn", "schedule_name", "schedule_request",
-    "schedules_left", "scheduler_role_arn", "scheduler_role_policy", "scheduler_trust_policy", "set_deadline",
+    "ALREADY_GONE",
+    "DELETED",
+    "LEFT_ALONE",
+    "PRINCIPAL",
+    "REGIONS_TAG",
+    "SCHEDULER_ROLE_NAME",
+    "EndpointDeadline",
+    "NotTheWorkshops",
+    "at_expression",
+    "deadline_after",
+    "deadline_calls",
+    "delete_endpoint_target",
+    "delete_request",
+    "ensure_role",
+    "extend",
+    "get_request",
+    "is_workshop_schedule",
+    "parse_at",
+    "read_deadline",
+    "regions_of",
+    "remaining_text",
+    "remove_deadline",
+    "schedule_arn",
+    "schedule_name",
+    "schedule_request",
+    "scheduler_role_arn",
+    "scheduler_role_policy",
+    "scheduler_trust_policy",
+    "schedules_left",
+    "set_deadline",
 ]

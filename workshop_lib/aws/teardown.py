@@ -16,17 +16,17 @@ found too; a refusal becomes a note.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, Mapping
 
 from botocore.exceptions import ClientError
 
 from ..config import check_resource_name
 from ..errors import AwsFailure
 from ..names import TAG_WORKSHOP, WORKSHOP_TAGS
-from .endpoints import is_version
 from . import alarms, api, spend_guard
+from .endpoints import is_version
 
 DELETED = "deleted"
 ALREADY_GONE = "already gone"
@@ -40,8 +40,10 @@ def is_workshop_tagged(tags: Mapping[str, str] | None) -> bool:
 
 def not_tagged_note(kind: str, name: str, why: str = "") -> str:
     tag = f"{TAG_WORKSHOP}={WORKSHOP_TAGS[TAG_WORKSHOP]}"
-    return (f"note: {kind} {name} was kept: {why or f'it does not carry the workshop tag {tag}'}, so it is not "
-            "the workshop's (it may be yours, e.g. from the published sample); delete it yourself if it is not needed")
+    return (
+        f"note: {kind} {name} was kept: {why or f'it does not carry the workshop tag {tag}'}, so it is not "
+        "the workshop's (it may be yours, e.g. from the published sample); delete it yourself if it is not needed"
+    )
 
 
 @dataclass
@@ -60,9 +62,11 @@ class CleanupResult:
         return DELETED in (self.endpoint, self.endpoint_config, self.model)
 
     def __str__(self) -> str:
-        lines = [f"endpoint {self.endpoint_name}: {self.endpoint}",
-                 f"endpoint config {self.config_name}: {self.endpoint_config}",
-                 f"model {self.model_name}: {self.model}"]
+        lines = [
+            f"endpoint {self.endpoint_name}: {self.endpoint}",
+            f"endpoint config {self.config_name}: {self.endpoint_config}",
+            f"model {self.model_name}: {self.model}",
+        ]
         if self.deadline:
             lines.append(f"deadline of {self.endpoint_name}: {self.deadline}")
         return "\n".join(lines + self.notes)
@@ -113,9 +117,11 @@ def sagemaker_tags(sm_client, arn: str) -> dict[str, str]:
         kwargs["NextToken"] = page["NextToken"]
 
 
-_DESCRIBE = {"endpoint": ("describe_endpoint", "EndpointName", "EndpointArn"),
-             "endpoint config": ("describe_endpoint_config", "EndpointConfigName", "EndpointConfigArn"),
-             "model": ("describe_model", "ModelName", "ModelArn")}
+_DESCRIBE = {
+    "endpoint": ("describe_endpoint", "EndpointName", "EndpointArn"),
+    "endpoint config": ("describe_endpoint_config", "EndpointConfigName", "EndpointConfigArn"),
+    "model": ("describe_model", "ModelName", "ModelArn"),
+}
 
 
 def _described(sm_client, kind: str, name: str) -> dict | None:
@@ -139,8 +145,9 @@ def _ownership(sm_client, kind: str, name: str, described: dict) -> str | None:
     return None if is_workshop_tagged(tags) else not_tagged_note(kind, name)
 
 
-def wait_endpoint_gone(sm_client, name: str, poll_s: float = 15, timeout_s: float = 900, *,
-                       sleep=time.sleep, clock=time.monotonic) -> None:
+def wait_endpoint_gone(
+    sm_client, name: str, poll_s: float = 15, timeout_s: float = 900, *, sleep=time.sleep, clock=time.monotonic
+) -> None:
     """Poll DescribeEndpoint until SageMaker no longer knows the endpoint."""
     started = clock()
     while True:
@@ -151,14 +158,24 @@ def wait_endpoint_gone(sm_client, name: str, poll_s: float = 15, timeout_s: floa
                 return
             raise
         if clock() - started >= timeout_s:
-            raise AwsFailure(f"endpoint {name} is still {status} after {timeout_s:.0f} s; "
-                               f"check the SageMaker console and run the cleanup again")
+            raise AwsFailure(
+                f"endpoint {name} is still {status} after {timeout_s:.0f} s; "
+                f"check the SageMaker console and run the cleanup again"
+            )
         sleep(poll_s)
 
 
-def delete_endpoint_resources(sm_client, endpoint_name: str, *, config_name: str | None = None,
-                              model_name: str | None = None, wait: bool = True, poll_s: float = 15,
-                              timeout_s: float = 900, scheduler_client=None) -> CleanupResult:
+def delete_endpoint_resources(
+    sm_client,
+    endpoint_name: str,
+    *,
+    config_name: str | None = None,
+    model_name: str | None = None,
+    wait: bool = True,
+    poll_s: float = 15,
+    timeout_s: float = 900,
+    scheduler_client=None,
+) -> CleanupResult:
     """Delete the named endpoint, then (once it is gone) its endpoint config and model, each only if it
     carries the workshop's tag; with ``scheduler_client`` also the endpoint's deadline.
 
@@ -179,8 +196,10 @@ def delete_endpoint_resources(sm_client, endpoint_name: str, *, config_name: str
             # an update's version (updates.version_name), named by the endpoint itself: its config and model go too
             version = used_config
         elif used_config and used_config != config_name:
-            result.notes.append(f"note: endpoint {endpoint_name} used endpoint config {used_config}, which was not "
-                                f"named and is left alone; delete it with delete_endpoint_config(sm, {used_config!r})")
+            result.notes.append(
+                f"note: endpoint {endpoint_name} used endpoint config {used_config}, which was not "
+                f"named and is left alone; delete it with delete_endpoint_config(sm, {used_config!r})"
+            )
         kept = _ownership(sm_client, "endpoint", endpoint_name, described)
         if kept:
             result.endpoint = KEPT
@@ -189,8 +208,10 @@ def delete_endpoint_resources(sm_client, endpoint_name: str, *, config_name: str
             result.endpoint = delete_endpoint(sm_client, endpoint_name)
             if wait and result.endpoint == DELETED:
                 wait_endpoint_gone(sm_client, endpoint_name, poll_s=poll_s, timeout_s=timeout_s)
-    for kind, name, delete, attribute in (("endpoint config", config_name, delete_endpoint_config, "endpoint_config"),
-                                          ("model", model_name, delete_model, "model")):
+    for kind, name, delete, attribute in (
+        ("endpoint config", config_name, delete_endpoint_config, "endpoint_config"),
+        ("model", model_name, delete_model, "model"),
+    ):
         found = _described(sm_client, kind, name)
         kept = _ownership(sm_client, kind, name, found) if found is not None else None
         if found is None:
@@ -201,9 +222,10 @@ def delete_endpoint_resources(sm_client, endpoint_name: str, *, config_name: str
         else:
             setattr(result, attribute, delete(sm_client, name))
     if version is not None and result.endpoint == DELETED:
-        result.notes += [f"{kind} {version} (the update it served): "
-                         f"{delete_owned(sm_client, kind, version, delete, result.notes)}"
-                         for kind, delete in (("endpoint config", delete_endpoint_config), ("model", delete_model))]
+        result.notes += [
+            f"{kind} {version} (the update it served): {delete_owned(sm_client, kind, version, delete, result.notes)}"
+            for kind, delete in (("endpoint config", delete_endpoint_config), ("model", delete_model))
+        ]
     if scheduler_client is not None and result.endpoint != KEPT:
         result.deadline = remove_deadline(scheduler_client, endpoint_name)
     return result
@@ -228,8 +250,10 @@ def remove_deadline(scheduler_client, endpoint_name: str) -> str:
         return spend_guard.remove_deadline(scheduler_client, endpoint_name)
     except ClientError as exc:  # it costs nothing: a refusal is a note, never a stop
         code, message = _error(exc)
-        return f"not deleted ({code}: {message}); delete schedule {spend_guard.schedule_name(endpoint_name)} in the " \
-               "EventBridge Scheduler console"
+        return (
+            f"not deleted ({code}: {message}); delete schedule {spend_guard.schedule_name(endpoint_name)} in the "
+            "EventBridge Scheduler console"
+        )
 
 
 # ---- alarms and the dashboard ----------------------------------------------------------------------
@@ -241,7 +265,7 @@ def delete_alarms(cloudwatch, endpoint_names: Iterable[str]) -> dict[str, str]:
     wanted = [name for endpoint in dict.fromkeys(endpoint_names) for name in alarms.alarm_names(endpoint)]
     found: set[str] = set()
     for start in range(0, len(wanted), 100):  # DescribeAlarms and DeleteAlarms take 100 names each
-        chunk = wanted[start:start + 100]
+        chunk = wanted[start : start + 100]
         described = cloudwatch.describe_alarms(**api.validate("cloudwatch", "DescribeAlarms", {"AlarmNames": chunk}))
         there = [a["AlarmName"] for a in described.get("MetricAlarms", []) if a["AlarmName"] in chunk]
         if there:
@@ -294,28 +318,35 @@ def _summaries(sm_client, names: list[str] | None, notes: list[str]) -> list[dic
     """ListEndpoints filtered to ``names`` (None: every endpoint); DescribeEndpoint of each name where listing
     is refused."""
     try:
-        return [s for page in sm_client.get_paginator("list_endpoints").paginate()
-                for s in page["Endpoints"] if names is None or s["EndpointName"] in names]
+        return [
+            s
+            for page in sm_client.get_paginator("list_endpoints").paginate()
+            for s in page["Endpoints"]
+            if names is None or s["EndpointName"] in names
+        ]
     except ClientError as exc:
         code, message = _error(exc)
-        notes.append(f"note: ListEndpoints was refused ({code}: {message}); each workshop endpoint was looked up "
-                     "by name instead")
+        notes.append(
+            f"note: ListEndpoints was refused ({code}: {message}); each workshop endpoint was looked up by name instead"
+        )
     found = []
     for name in names or ():
         try:
             described = _described(sm_client, "endpoint", name)
         except ClientError as exc:
             code, message = _error(exc)
-            notes.append(f"note: endpoint {name} could not be looked up ({code}: {message}); check it in the "
-                         "SageMaker console")
+            notes.append(
+                f"note: endpoint {name} could not be looked up ({code}: {message}); check it in the SageMaker console"
+            )
             continue
         if described is not None:
             found.append(described)
     return found
 
 
-def running_workshop_endpoints(sm_client, names: Iterable[str] | None = None, *, now: datetime | None = None,
-                               tag_key: str = TAG_WORKSHOP) -> Running:
+def running_workshop_endpoints(
+    sm_client, names: Iterable[str] | None = None, *, now: datetime | None = None, tag_key: str = TAG_WORKSHOP
+) -> Running:
     """The endpoints that still exist and carry the workshop tag, oldest first: every one in the region (under
     whatever name it was deployed), or those of ``names``.
 
@@ -332,8 +363,9 @@ def running_workshop_endpoints(sm_client, names: Iterable[str] | None = None, *,
             tags = sagemaker_tags(sm_client, summary["EndpointArn"])
         except ClientError as exc:
             code, message = _error(exc)
-            notes.append(f"note: the tags of endpoint {name} could not be read ({code}: {message}); it is listed by "
-                         "its name")
+            notes.append(
+                f"note: the tags of endpoint {name} could not be read ({code}: {message}); it is listed by its name"
+            )
             tags = {}
         else:
             if tag_key not in tags:

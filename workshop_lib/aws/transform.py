@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
-from . import api
 from .. import names
 from ..config import check_resource_name
+from ..errors import AwsFailure, InvalidInput
+from . import api
 from .endpoints import DECISION_CPU_INSTANCE, check_in_range, check_tags, workshop_tags
 from .hosting import send_request
 from .instance_types import check_choice, enum_of
-
-from ..errors import AwsFailure, InvalidInput
-
 
 # ---- builders ---------------------------------------------------------------------------------
 
@@ -35,10 +33,19 @@ def transform_type(serving_type: str) -> str:
     return serving_type if serving_type in transform_instance_types() else DECISION_CPU_INSTANCE
 
 
-def transform_job_request(job_name: str, *, model_name: str, input_s3_uri: str, output_s3_uri: str,
-                          instance_type: str = DECISION_CPU_INSTANCE, instance_count: int = 1,
-                          invocation_timeout_s: int = 600, max_retries: int = 1, max_payload_mb: int = 6,
-                          tags: list[dict] | None = None) -> dict:
+def transform_job_request(
+    job_name: str,
+    *,
+    model_name: str,
+    input_s3_uri: str,
+    output_s3_uri: str,
+    instance_type: str = DECISION_CPU_INSTANCE,
+    instance_count: int = 1,
+    invocation_timeout_s: int = 600,
+    max_retries: int = 1,
+    max_payload_mb: int = 6,
+    tags: list[dict] | None = None,
+) -> dict:
     """CreateTransformJob: JSON Lines in S3, one decision request per line, one request at a time.
 
     Output lands in ``output_s3_uri`` as ``<input file>.out``, line i answering input line i.
@@ -63,8 +70,10 @@ def transform_job_request(job_name: str, *, model_name: str, input_s3_uri: str, 
         "MaxConcurrentTransforms": 1,
         "MaxPayloadInMB": max_payload_mb,
         "BatchStrategy": "SingleRecord",
-        "ModelClientConfig": {"InvocationsTimeoutInSeconds": invocation_timeout_s,
-                              "InvocationsMaxRetries": max_retries},
+        "ModelClientConfig": {
+            "InvocationsTimeoutInSeconds": invocation_timeout_s,
+            "InvocationsMaxRetries": max_retries,
+        },
         "TransformInput": {
             "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": input_s3_uri}},
             "ContentType": "application/json",
@@ -134,30 +143,52 @@ def start_transform_job(sm_client, request: dict) -> str:
     api.validate("sagemaker", "CreateTransformJob", request)
     instance_type = request["TransformResources"]["InstanceType"]
     # Batch Transform has quotas of its own, apart from the endpoints'.
-    return send_request(sm_client.create_transform_job, "CreateTransformJob", request, request["TransformJobName"],
-                        quota=f"'{instance_type} for transform job usage' (Batch Transform's, apart from the "
-                              "endpoints' quota of the type)")["TransformJobArn"]
+    return send_request(
+        sm_client.create_transform_job,
+        "CreateTransformJob",
+        request,
+        request["TransformJobName"],
+        quota=f"'{instance_type} for transform job usage' (Batch Transform's, apart from the "
+        "endpoints' quota of the type)",
+    )["TransformJobArn"]
 
 
-def wait_for_transform(sm_client, job_name: str, *, poll_s: float = 30, timeout_s: float = 6 * 3600,
-                       progress: bool = True, sleep=time.sleep) -> dict:
+def wait_for_transform(
+    sm_client,
+    job_name: str,
+    *,
+    poll_s: float = 30,
+    timeout_s: float = 6 * 3600,
+    progress: bool = True,
+    sleep=time.sleep,
+) -> dict:
     """Poll DescribeTransformJob until Completed; raise AwsFailure on Failed or Stopped."""
 
     def failure(job: dict) -> AwsFailure | None:
         status = job["TransformJobStatus"]
         if status not in ("Failed", "Stopped"):
             return None
-        return AwsFailure(f"transform job {job_name} {status.lower()}: "
-                               f"{job.get('FailureReason') or 'no reason given'}; see the CloudWatch log "
-                               f"group /aws/sagemaker/TransformJobs")
+        return AwsFailure(
+            f"transform job {job_name} {status.lower()}: "
+            f"{job.get('FailureReason') or 'no reason given'}; see the CloudWatch log "
+            f"group /aws/sagemaker/TransformJobs"
+        )
 
     def timeout(status: str) -> TimeoutError:
         return TimeoutError(f"transform job {job_name} still {status} after {timeout_s:g} s")
 
-    return api.wait_for_status(lambda: sm_client.describe_transform_job(TransformJobName=job_name),
-                               "TransformJobStatus", done="Completed", label=f"transform {job_name}",
-                               failure=failure, timeout=timeout, poll_s=poll_s, timeout_s=timeout_s,
-                               progress=progress, sleep=sleep)
+    return api.wait_for_status(
+        lambda: sm_client.describe_transform_job(TransformJobName=job_name),
+        "TransformJobStatus",
+        done="Completed",
+        label=f"transform {job_name}",
+        failure=failure,
+        timeout=timeout,
+        poll_s=poll_s,
+        timeout_s=timeout_s,
+        progress=progress,
+        sleep=sleep,
+    )
 
 
 def run_transform_job(sm_client, request: dict, *, poll_s: float = 30, progress: bool = True) -> dict:
@@ -166,6 +197,14 @@ def run_transform_job(sm_client, request: dict, *, poll_s: float = 30, progress:
     return wait_for_transform(sm_client, request["TransformJobName"], poll_s=poll_s, progress=progress)
 
 
-__all__ = ["decisions_to_jsonl", "join_transform_output", "run_transform_job",
-           "start_transform_job", "transform_instance_types", "transform_job_request", "transform_output_uri", "transform_type",
-           "wait_for_transform"]
+__all__ = [
+    "decisions_to_jsonl",
+    "join_transform_output",
+    "run_transform_job",
+    "start_transform_job",
+    "transform_instance_types",
+    "transform_job_request",
+    "transform_output_uri",
+    "transform_type",
+    "wait_for_transform",
+]

@@ -35,23 +35,42 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from botocore.config import Config
-
-from decision_contract import names, wire
 
 # The errors the client raises, importable from here as from endpoint_errors.
 import workshop_lib.client.jev as jev
 import workshop_lib.client.openai_decisions as openai_decisions
+from decision_contract import names, wire
 
 from ..aws import api
-from .endpoint_errors import (BadRequest, EndpointBusy, EndpointError, EndpointNotFound, EndpointRedirected,
-                              EndpointServerError, EndpointTimeout, EndpointUnreachable, InvalidDecision,
-                              InvalidResponse, ResponseTooLarge, UnprocessableRequest, WireVersionMismatch)
-from .transport import (BOTOCORE_TOTAL_ATTEMPTS, CONNECT_TIMEOUT_S, MAX_RESPONSE_BYTES, READ_TIMEOUT_S, Deadline,
-                        LocalTransport, SageMakerTransport)
+from .endpoint_errors import (
+    BadRequest,
+    EndpointBusy,
+    EndpointError,
+    EndpointNotFound,
+    EndpointRedirected,
+    EndpointServerError,
+    EndpointTimeout,
+    EndpointUnreachable,
+    InvalidDecision,
+    InvalidResponse,
+    ResponseTooLarge,
+    UnprocessableRequest,
+    WireVersionMismatch,
+)
+from .transport import (
+    BOTOCORE_TOTAL_ATTEMPTS,
+    CONNECT_TIMEOUT_S,
+    MAX_RESPONSE_BYTES,
+    READ_TIMEOUT_S,
+    Deadline,
+    LocalTransport,
+    SageMakerTransport,
+)
 
 DEFAULT_RETRIES = 3
 # SageMaker hands back the container's body but not its headers, so a 503 that
@@ -106,29 +125,46 @@ class Decision:
         return dict(zip(self.option_ids, self.probabilities))
 
     @classmethod
-    def from_result(cls, result: Mapping, *, timing: Mapping | None = None, model: Mapping | None = None,
-                    client_latency_ms: float = 0.0, attempts: int = 1, endpoint: str | None = None) -> Decision:
+    def from_result(
+        cls,
+        result: Mapping,
+        *,
+        timing: Mapping | None = None,
+        model: Mapping | None = None,
+        client_latency_ms: float = 0.0,
+        attempts: int = 1,
+        endpoint: str | None = None,
+    ) -> Decision:
         try:
             option_ids = tuple(str(i) for i in result[wire.OPTION_IDS])
             probabilities = tuple(result[wire.PROBABILITIES])
             rid = str(result[wire.ID])
         except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidResponse(f"the decision result lacks a usable {exc}", endpoint=endpoint,
-                                  body=json.dumps(result)[:2000]) from None
+            raise InvalidResponse(
+                f"the decision result lacks a usable {exc}", endpoint=endpoint, body=json.dumps(result)[:2000]
+            ) from None
         try:
             wire.readout_of(result)
         except wire.WireError as exc:
-            raise InvalidDecision(f"the answer to {rid!r} is unusable: {exc}", endpoint=endpoint,
-                                  body=json.dumps(result)[:2000]) from None
+            raise InvalidDecision(
+                f"the answer to {rid!r} is unusable: {exc}", endpoint=endpoint, body=json.dumps(result)[:2000]
+            ) from None
         problem = wire.distribution_problem(option_ids, probabilities)
         if problem:
-            raise InvalidDecision(f"the answer to {rid!r} is unusable: {problem}", endpoint=endpoint,
-                                  body=json.dumps(result)[:2000])
+            raise InvalidDecision(
+                f"the answer to {rid!r} is unusable: {problem}", endpoint=endpoint, body=json.dumps(result)[:2000]
+            )
         probabilities = tuple(float(p) for p in probabilities)
-        return cls(rid, option_ids, probabilities,
-                   timing=dict(timing if timing is not None else result.get("timing") or {}),
-                   model=dict(model if model is not None else result.get("model") or {}),
-                   client_latency_ms=client_latency_ms, attempts=attempts, raw=result)
+        return cls(
+            rid,
+            option_ids,
+            probabilities,
+            timing=dict(timing if timing is not None else result.get("timing") or {}),
+            model=dict(model if model is not None else result.get("model") or {}),
+            client_latency_ms=client_latency_ms,
+            attempts=attempts,
+            raw=result,
+        )
 
 
 @dataclass(frozen=True)
@@ -189,10 +225,17 @@ def _option_ids(items: Iterable) -> tuple[str, ...]:
 class EndpointClient:
     """chat / decide / decide_batch over SageMaker runtime or a local URL."""
 
-    def __init__(self, transport, *, retries: int = DEFAULT_RETRIES, max_retry_sleep_s: float = MAX_RETRY_SLEEP_S,
-                 default_retry_after_s: float = DEFAULT_RETRY_AFTER_S,
-                 sleep: Callable[[float], None] = time.sleep, readout: str | None = None,
-                 normalize: str | None = None):
+    def __init__(
+        self,
+        transport,
+        *,
+        retries: int = DEFAULT_RETRIES,
+        max_retry_sleep_s: float = MAX_RETRY_SLEEP_S,
+        default_retry_after_s: float = DEFAULT_RETRY_AFTER_S,
+        sleep: Callable[[float], None] = time.sleep,
+        readout: str | None = None,
+        normalize: str | None = None,
+    ):
         """``readout`` (letters or cloze) and ``normalize`` (cloze: pmi, sum or mean) go with every request in
         this project's schema and System One's (``x_readout``, ``x_normalize``) that does not set its own;
         None leaves them to the endpoint (DECISION_ADAPTER_READOUT). The sample's format has no field for them."""
@@ -211,27 +254,44 @@ class EndpointClient:
         self._jitter = random.Random()
 
     @classmethod
-    def local(cls, url: str, *, timeout_s: float = READ_TIMEOUT_S, max_response_bytes: int = MAX_RESPONSE_BYTES,
-              **options) -> EndpointClient:
+    def local(
+        cls, url: str, *, timeout_s: float = READ_TIMEOUT_S, max_response_bytes: int = MAX_RESPONSE_BYTES, **options
+    ) -> EndpointClient:
         """A client for a server on a URL (a local adapter process: ``AdapterProcess.url``). ``timeout_s``
         is each call's deadline, retries included; answers over ``max_response_bytes`` are refused."""
         return cls(LocalTransport(url, timeout_s=timeout_s, max_response_bytes=max_response_bytes), **options)
 
     @classmethod
-    def sagemaker(cls, endpoint_name: str, region: str | None = None, runtime_client=None, *,
-                  read_timeout_s: float = READ_TIMEOUT_S, connect_timeout_s: float = CONNECT_TIMEOUT_S,
-                  timeout_s: float = READ_TIMEOUT_S, max_response_bytes: int = MAX_RESPONSE_BYTES,
-                  endpoint_url: str | None = None, **options) -> EndpointClient:
+    def sagemaker(
+        cls,
+        endpoint_name: str,
+        region: str | None = None,
+        runtime_client=None,
+        *,
+        read_timeout_s: float = READ_TIMEOUT_S,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        timeout_s: float = READ_TIMEOUT_S,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        endpoint_url: str | None = None,
+        **options,
+    ) -> EndpointClient:
         """A client for a SageMaker endpoint; pass ``runtime_client`` to reuse (or stub) one, or
         ``endpoint_url`` for a VPC endpoint of the SageMaker runtime. ``read_timeout_s`` and
         ``connect_timeout_s`` go to botocore (per socket operation); ``timeout_s`` is the call's
         deadline as far as the transport can hold it (``SageMakerTransport`` says how far)."""
         if runtime_client is None:
-            config = Config(read_timeout=read_timeout_s, connect_timeout=connect_timeout_s,
-                            retries={"mode": "standard", "total_max_attempts": BOTOCORE_TOTAL_ATTEMPTS})
+            config = Config(
+                read_timeout=read_timeout_s,
+                connect_timeout=connect_timeout_s,
+                retries={"mode": "standard", "total_max_attempts": BOTOCORE_TOTAL_ATTEMPTS},
+            )
             runtime_client = api.client("sagemaker-runtime", region, endpoint_url=endpoint_url, config=config)
-        return cls(SageMakerTransport(endpoint_name, runtime_client, timeout_s=timeout_s,
-                                      max_response_bytes=max_response_bytes), **options)
+        return cls(
+            SageMakerTransport(
+                endpoint_name, runtime_client, timeout_s=timeout_s, max_response_bytes=max_response_bytes
+            ),
+            **options,
+        )
 
     def __repr__(self) -> str:
         return f"EndpointClient({self.transport.name}, retries={self.retries})"
@@ -279,14 +339,24 @@ class EndpointClient:
         try:
             parsed = json.loads(reply)
         except ValueError:
-            raise InvalidResponse("the reply is not JSON", endpoint=self.transport.name,
-                                  body=reply[:2000].decode("utf-8", errors="replace")) from None
+            raise InvalidResponse(
+                "the reply is not JSON",
+                endpoint=self.transport.name,
+                body=reply[:2000].decode("utf-8", errors="replace"),
+            ) from None
         if not isinstance(parsed, dict):
             raise InvalidResponse("the reply is not a JSON object", endpoint=self.transport.name)
         return parsed
 
-    def chat(self, messages: Sequence[Mapping[str, str]] | str, *, max_tokens: int | None = None,
-             temperature: float = 0.0, thinking: bool = False, **extra) -> ChatResult:
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, str]] | str,
+        *,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+        thinking: bool = False,
+        **extra,
+    ) -> ChatResult:
         """An OpenAI chat completion; a bare string is one user message.
 
         ``thinking=False`` (the default) asks a reasoning model such as Qwen3.5 to answer directly:
@@ -297,8 +367,12 @@ class EndpointClient:
         """
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
-        payload = {"messages": list(messages), "temperature": temperature,
-                   "chat_template_kwargs": {"enable_thinking": thinking}, **extra}
+        payload = {
+            "messages": list(messages),
+            "temperature": temperature,
+            "chat_template_kwargs": {"enable_thinking": thinking},
+            **extra,
+        }
         if max_tokens is not None:
             payload["max_tokens"] = max_tokens
         reply, latency, attempts = self.invoke(payload)
@@ -306,48 +380,66 @@ class EndpointClient:
             choice = reply["choices"][0]
             content = choice["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            raise InvalidResponse("the reply has no choices[0].message.content", endpoint=self.transport.name,
-                                  body=json.dumps(reply)[:2000]) from None
-        return ChatResult(content=content or "", finish_reason=choice.get("finish_reason"),
-                          usage=reply.get("usage") or {}, client_latency_ms=latency, attempts=attempts,
-                          raw=reply, reasoning=choice["message"].get("reasoning_content") or "")
+            raise InvalidResponse(
+                "the reply has no choices[0].message.content",
+                endpoint=self.transport.name,
+                body=json.dumps(reply)[:2000],
+            ) from None
+        return ChatResult(
+            content=content or "",
+            finish_reason=choice.get("finish_reason"),
+            usage=reply.get("usage") or {},
+            client_latency_ms=latency,
+            attempts=attempts,
+            raw=reply,
+            reasoning=choice["message"].get("reasoning_content") or "",
+        )
 
     def decide(self, decision: Mapping) -> Decision:
         """One decision: this project's body (e.g. from ``decision(...)``) or the published sample's
         ``{"decision": {"id", "state", "question", "options": [{"id", "description"}]}}``."""
         if "questions" in decision or "decisions" in decision:
-            raise TypeError("this is a shared-state request; call decide_batch(id, state, questions) or "
-                            "decide_shared(decisions)")
+            raise TypeError(
+                "this is a shared-state request; call decide_batch(id, state, questions) or decide_shared(decisions)"
+            )
         if "decision" not in decision:
             decision = {**self._readout_fields(), **decision}
         reply, latency, attempts = self._decision_reply(decision)
         decision = decision.get("decision", decision)
         result = reply.get(wire.RESULT)
         if not isinstance(result, dict):
-            raise InvalidResponse("the reply has no 'result' object", endpoint=self.transport.name,
-                                  body=json.dumps(reply)[:2000])
-        made = Decision.from_result(result, client_latency_ms=latency, attempts=attempts,
-                                    endpoint=self.transport.name)
+            raise InvalidResponse(
+                "the reply has no 'result' object", endpoint=self.transport.name, body=json.dumps(reply)[:2000]
+            )
+        made = Decision.from_result(result, client_latency_ms=latency, attempts=attempts, endpoint=self.transport.name)
         self._check_answers(made, decision.get("id"), decision.get("options", ()))
         return made
 
     def decide_batch(self, id: str, state, questions: Sequence[Mapping], **extra) -> list[Decision]:
         """Several questions on one state; results in question order, ids = question ids."""
-        reply, latency, attempts = self._decision_reply({"id": id, "state": state, "questions": list(questions),
-                                                         **self._readout_fields(), **extra})
+        reply, latency, attempts = self._decision_reply(
+            {"id": id, "state": state, "questions": list(questions), **self._readout_fields(), **extra}
+        )
         results = reply.get(wire.RESULTS)
         if not isinstance(results, list) or len(results) != len(questions):
-            raise InvalidResponse(f"expected {len(questions)} results, got "
-                                  f"{len(results) if isinstance(results, list) else 'none'}",
-                                  endpoint=self.transport.name, body=json.dumps(reply)[:2000])
+            raise InvalidResponse(
+                f"expected {len(questions)} results, got {len(results) if isinstance(results, list) else 'none'}",
+                endpoint=self.transport.name,
+                body=json.dumps(reply)[:2000],
+            )
         timing, model = reply.get("timing") or {}, reply.get("model") or {}
         decisions = []
         for asked, result in zip(questions, results):
             if not isinstance(result, dict):
                 raise InvalidResponse("a batch result is not an object", endpoint=self.transport.name)
             made = Decision.from_result(
-                result, timing={**timing, "question_eval_ms": result.get("question_eval_ms")}, model=model,
-                client_latency_ms=latency, attempts=attempts, endpoint=self.transport.name)
+                result,
+                timing={**timing, "question_eval_ms": result.get("question_eval_ms")},
+                model=model,
+                client_latency_ms=latency,
+                attempts=attempts,
+                endpoint=self.transport.name,
+            )
             self._check_answers(made, asked.get("id"), asked.get("options", ()))
             decisions.append(made)
         return decisions
@@ -358,16 +450,23 @@ class EndpointClient:
         reply, latency, attempts = self._decision_reply({"decisions": list(decisions)})
         results = reply.get(wire.RESULTS)
         if not isinstance(results, list) or len(results) != len(decisions):
-            raise InvalidResponse(f"expected {len(decisions)} results, got "
-                                  f"{len(results) if isinstance(results, list) else 'none'}",
-                                  endpoint=self.transport.name, body=json.dumps(reply)[:2000])
+            raise InvalidResponse(
+                f"expected {len(decisions)} results, got {len(results) if isinstance(results, list) else 'none'}",
+                endpoint=self.transport.name,
+                body=json.dumps(reply)[:2000],
+            )
         timing = reply.get("timing") or {}
         answers = []
         for asked, result in zip(decisions, results):
             if not isinstance(result, dict):
                 raise InvalidResponse("a shared result is not an object", endpoint=self.transport.name)
-            made = Decision.from_result(result, timing={**timing, "question_eval_ms": result.get("question_eval_ms")},
-                                        client_latency_ms=latency, attempts=attempts, endpoint=self.transport.name)
+            made = Decision.from_result(
+                result,
+                timing={**timing, "question_eval_ms": result.get("question_eval_ms")},
+                client_latency_ms=latency,
+                attempts=attempts,
+                endpoint=self.transport.name,
+            )
             self._check_answers(made, asked.get("id"), asked.get("options", ()))
             answers.append(made)
         return answers
@@ -421,8 +520,10 @@ class EndpointClient:
         keeps it to callers holding the key, which this client does not send."""
         get = getattr(self.transport, "get", None)
         if get is None:
-            raise NotImplementedError("SageMaker routes callers to /invocations only; /status is for a local "
-                                      "adapter (DescribeEndpoint says how a SageMaker endpoint is)")
+            raise NotImplementedError(
+                "SageMaker routes callers to /invocations only; /status is for a local "
+                "adapter (DescribeEndpoint says how a SageMaker endpoint is)"
+            )
         return self._json_reply(get("/status"))
 
     @staticmethod
@@ -446,13 +547,31 @@ class EndpointClient:
             raise InvalidDecision(f"asked {asked_id!r}, got an answer for {made.id!r}", endpoint=self.transport.name)
         problem = wire.ids_problem(expected, made.option_ids)
         if problem:
-            raise InvalidDecision(f"the answer to {asked_id!r} does not fit the options sent: {problem}",
-                                  endpoint=self.transport.name)
+            raise InvalidDecision(
+                f"the answer to {asked_id!r} does not fit the options sent: {problem}", endpoint=self.transport.name
+            )
 
 
 __all__ = [
-    "BadRequest", "ChatResult", "Decision", "EndpointBusy", "EndpointClient", "EndpointError", "EndpointNotFound",
-    "EndpointRedirected", "EndpointServerError", "EndpointTimeout", "EndpointUnreachable", "InvalidDecision",
-    "InvalidResponse", "LocalTransport", "ResponseTooLarge", "SageMakerTransport", "UnprocessableRequest",
-    "WireVersionMismatch", "decision", "option_list", "question",
+    "BadRequest",
+    "ChatResult",
+    "Decision",
+    "EndpointBusy",
+    "EndpointClient",
+    "EndpointError",
+    "EndpointNotFound",
+    "EndpointRedirected",
+    "EndpointServerError",
+    "EndpointTimeout",
+    "EndpointUnreachable",
+    "InvalidDecision",
+    "InvalidResponse",
+    "LocalTransport",
+    "ResponseTooLarge",
+    "SageMakerTransport",
+    "UnprocessableRequest",
+    "WireVersionMismatch",
+    "decision",
+    "option_list",
+    "question",
 ]

@@ -37,8 +37,10 @@ class EndpointServerError(EndpointError):
 
 
 class EndpointTimeout(EndpointError):
-    hint = ("SageMaker stops an invocation after 60 s: shorten the state, ask fewer questions per "
-            "request, or use a faster (GPU) instance")
+    hint = (
+        "SageMaker stops an invocation after 60 s: shorten the state, ask fewer questions per "
+        "request, or use a faster (GPU) instance"
+    )
 
 
 class EndpointUnreachable(EndpointError):
@@ -120,18 +122,44 @@ def parse_retry_after(value: str | None) -> float | None:
         return None
 
 
-def error_from_response(status: int, body: bytes | str | None, *, endpoint: str,
-                        retry_after: str | None = None, log_stream_arn: str | None = None) -> EndpointError:
+def error_from_response(
+    status: int,
+    body: bytes | str | None,
+    *,
+    endpoint: str,
+    retry_after: str | None = None,
+    log_stream_arn: str | None = None,
+) -> EndpointError:
     code, message, field_ = parse_error_body(body)
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
-    return error_class(status)(message, status=status, code=code, field=field_, endpoint=endpoint,
-                               retry_after=parse_retry_after(retry_after), body=text,
-                               log_stream_arn=log_stream_arn)
+    return error_class(status)(
+        message,
+        status=status,
+        code=code,
+        field=field_,
+        endpoint=endpoint,
+        retry_after=parse_retry_after(retry_after),
+        body=text,
+        log_stream_arn=log_stream_arn,
+    )
 
 
 __all__ = [
-    "BadRequest", "EndpointBusy", "EndpointError", "EndpointNotFound", "EndpointRedirected", "EndpointServerError",
-    "EndpointTimeout", "EndpointUnreachable", "InvalidDecision", "InvalidResponse", "ResponseTooLarge",
-    "UnprocessableRequest", "WireVersionMismatch", "error_class", "error_from_response", "parse_error_body",
+    "BadRequest",
+    "EndpointBusy",
+    "EndpointError",
+    "EndpointNotFound",
+    "EndpointRedirected",
+    "EndpointServerError",
+    "EndpointTimeout",
+    "EndpointUnreachable",
+    "InvalidDecision",
+    "InvalidResponse",
+    "ResponseTooLarge",
+    "UnprocessableRequest",
+    "WireVersionMismatch",
+    "error_class",
+    "error_from_response",
+    "parse_error_body",
     "parse_retry_after",
 ]

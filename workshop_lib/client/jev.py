@@ -22,8 +22,9 @@ names in ``x_readout``; None from a server that names none).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from decision_contract import wire
 
@@ -197,12 +198,14 @@ def parse_answer(qid: str, question: Mapping, raw) -> Answer:
     value = raw.get("score")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise SystemOneFormatError(f"{where}.score is {value!r}, not a number")
-    return Answer(qid, qtype, float(value), probabilities, raw.get("confidence"), raw.get("legend"), raw=raw,
-                  readout=readout)
+    return Answer(
+        qid, qtype, float(value), probabilities, raw.get("confidence"), raw.get("legend"), raw=raw, readout=readout
+    )
 
 
-def parse_response(reply: Mapping, sent: Mapping, *, client_latency_ms: float = 0.0,
-                   attempts: int = 1) -> SystemOneResult:
+def parse_response(
+    reply: Mapping, sent: Mapping, *, client_latency_ms: float = 0.0, attempts: int = 1
+) -> SystemOneResult:
     """Read a System One reply, checking it answers exactly the questions of ``sent``."""
     if not isinstance(reply, Mapping) or not isinstance(reply.get("answers"), Mapping):
         raise SystemOneFormatError("the reply has no 'answers' object; is this a System One endpoint?")
@@ -217,7 +220,10 @@ def parse_response(reply: Mapping, sent: Mapping, *, client_latency_ms: float = 
         model=str(reply.get("model", "")),
         answers={qid: parse_answer(qid, question, answers[qid]) for qid, question in questions.items()},
         usage={k: int(v) for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)},
-        client_latency_ms=client_latency_ms, attempts=attempts, raw=reply)
+        client_latency_ms=client_latency_ms,
+        attempts=attempts,
+        raw=reply,
+    )
 
 
 def error_fields(body) -> tuple[str | None, str, str | None] | None:

@@ -23,8 +23,9 @@ An answer the server abstained on is the API's refusal: ``type`` ``"refusal"``, 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from decision_contract import wire
 
@@ -67,16 +68,14 @@ def _question(kind: str, instructions: str, name: str | None) -> dict:
     return {"type": kind, **({"name": name} if name is not None else {}), "instructions": instructions}
 
 
-def request(input: str | Sequence[Mapping], questions: Sequence[Mapping], *,
-            model: str | None = DEFAULT_MODEL) -> dict:
+def request(input: str | Sequence[Mapping], questions: Sequence[Mapping], *, model: str | None = DEFAULT_MODEL) -> dict:
     """The body: one input (a string, or user messages) and its questions, answered in this order."""
     if not questions:
         raise ValueError("ask at least one question")
     names = [q.get("name") for q in questions if q.get("name") is not None]
     if len(names) != len(set(names)):
         raise ValueError("question names must be unique within a request")
-    body: dict[str, Any] = {"input": input if isinstance(input, str) else list(input),
-                            "questions": list(questions)}
+    body: dict[str, Any] = {"input": input if isinstance(input, str) else list(input), "questions": list(questions)}
     if model is not None:
         body["model"] = model
     return body
@@ -170,8 +169,11 @@ def _prediction_set(raw: Mapping, keys: dict, where: str) -> tuple[str, ...] | N
 def parse_answer(index: int, question: Mapping, raw) -> Answer:
     where = f"answers[{index}]"
     kind = question["type"]
-    if not isinstance(raw, Mapping) or raw.get("type") not in (kind, "refusal") \
-            or raw.get("name") != question.get("name"):
+    if (
+        not isinstance(raw, Mapping)
+        or raw.get("type") not in (kind, "refusal")
+        or raw.get("name") != question.get("name")
+    ):
         raise DecisionsFormatError(f"{where}: expected the {kind} question {question.get('name')!r}, got {raw!r:.200}")
     readout = _readout(raw, where)
     if raw["type"] == "refusal":
@@ -182,35 +184,59 @@ def parse_answer(index: int, question: Mapping, raw) -> Answer:
     if kind == "predicate":
         yes = _probability(raw.get("probability"), f"{where}.probability")
         members = _prediction_set(raw, {(bool, True): "yes", (bool, False): "no"}, where)
-        return Answer(kind, raw.get("name"), {"yes": yes, "no": 1.0 - yes}, readout=readout,
-                      prediction_set=members, raw=raw)
+        return Answer(
+            kind, raw.get("name"), {"yes": yes, "no": 1.0 - yes}, readout=readout, prediction_set=members, raw=raw
+        )
     confidence = _probability(raw.get("confidence"), f"{where}.confidence")
     if kind == "choice":
         values = [str(c["value"]) for c in question["choices"]]
         probabilities = _distribution(raw.get("probabilities"), values, "value", f"{where}.probabilities")
         if str(raw.get("choice")) not in probabilities:
             raise DecisionsFormatError(f"{where}.choice: {raw.get('choice')!r} is not one of the values sent")
-        members = _prediction_set(raw, {(type(c["value"]), c["value"]): str(c["value"]) for c in question["choices"]},
-                                  where)
-        return Answer(kind, raw.get("name"), probabilities, choice=str(raw["choice"]), confidence=confidence,
-                      readout=readout, prediction_set=members, raw=raw)
+        members = _prediction_set(
+            raw, {(type(c["value"]), c["value"]): str(c["value"]) for c in question["choices"]}, where
+        )
+        return Answer(
+            kind,
+            raw.get("name"),
+            probabilities,
+            choice=str(raw["choice"]),
+            confidence=confidence,
+            readout=readout,
+            prediction_set=members,
+            raw=raw,
+        )
     labels = [level["label"] for level in question["levels"]]
     probabilities = _distribution(raw.get("probabilities"), labels, "label", f"{where}.probabilities")
     value = raw.get("score")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= len(labels) - 1:
         raise DecisionsFormatError(f"{where}.score: {value!r} is not a level index between 0 and {len(labels) - 1}")
     members = _prediction_set(raw, {(int, i): label for i, label in enumerate(labels)}, where)
-    return Answer(kind, raw.get("name"), probabilities, score=float(value), confidence=confidence,
-                  readout=readout, prediction_set=members, raw=raw)
+    return Answer(
+        kind,
+        raw.get("name"),
+        probabilities,
+        score=float(value),
+        confidence=confidence,
+        readout=readout,
+        prediction_set=members,
+        raw=raw,
+    )
 
 
-def parse_response(reply: Mapping, sent: Mapping, *, client_latency_ms: float = 0.0,
-                   attempts: int = 1) -> DecisionsResult:
+def parse_response(
+    reply: Mapping, sent: Mapping, *, client_latency_ms: float = 0.0, attempts: int = 1
+) -> DecisionsResult:
     """The reply read against the request it answers: one answer per question, in order."""
     answers = reply.get("answers") if isinstance(reply, Mapping) else None
     questions = sent["questions"]
     if not isinstance(answers, list) or len(answers) != len(questions):
         raise DecisionsFormatError(f"expected {len(questions)} answers, got {answers!r:.200}")
     parsed = tuple(parse_answer(i, q, a) for i, (q, a) in enumerate(zip(questions, answers)))
-    return DecisionsResult(str(reply.get("model")), parsed, dict(reply.get("usage") or {}),
-                           client_latency_ms=client_latency_ms, attempts=attempts)
+    return DecisionsResult(
+        str(reply.get("model")),
+        parsed,
+        dict(reply.get("usage") or {}),
+        client_latency_ms=client_latency_ms,
+        attempts=attempts,
+    )

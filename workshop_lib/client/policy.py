@@ -33,8 +33,8 @@ policy with ``min_answer_mass`` above 0 falls back on it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping
 
 from decision_contract import wire
 
@@ -80,8 +80,9 @@ def answer_mass(decision) -> tuple[float | None, bool]:
     mass = raw.get(wire.ALLOWED_TOKEN_MASS) if isinstance(raw, Mapping) else None
     if wire.probability_problem(mass):
         mass = None
-    return (float(mass) if mass is not None else None), bool(isinstance(raw, Mapping)
-                                                             and raw.get(wire.ABSTAINED) is True)
+    return (float(mass) if mass is not None else None), bool(
+        isinstance(raw, Mapping) and raw.get(wire.ABSTAINED) is True
+    )
 
 
 def held_by(decision) -> str:
@@ -174,9 +175,15 @@ class Policy:
     def apply(self, decision) -> Outcome:
         refusal = getattr(decision, "refusal", None)
         if refusal is not None:  # an OpenAI Decisions answer the server abstained on: no options ranked
-            return Outcome(self.fallback, False, ABSTAINED, f"the server refused to answer ({refusal}); fell back "
-                                                            f"to {self.fallback}", top="", top_probability=0.0,
-                           margin=0.0)
+            return Outcome(
+                self.fallback,
+                False,
+                ABSTAINED,
+                f"the server refused to answer ({refusal}); fell back to {self.fallback}",
+                top="",
+                top_probability=0.0,
+                margin=0.0,
+            )
         order = ranked(decision)
         top, p = order[0]
         gap = p - (order[1][1] if len(order) > 1 else 0.0)
@@ -188,37 +195,68 @@ class Policy:
             return Outcome(top if accepted else self.fallback, accepted, rule, reason, top, p, gap, mass, members)
 
         if self.allowed is not None and top not in self.allowed:
-            return outcome(NOT_ALLOWED, f"{top} (p={p:.3f}) is not among the allowed options; "
-                                        f"fell back to {self.fallback}")
+            return outcome(
+                NOT_ALLOWED, f"{top} (p={p:.3f}) is not among the allowed options; fell back to {self.fallback}"
+            )
         what = held_by(decision)
         if abstained:
             held = f" held {mass:.3f} of the next-token mass" if mass is not None else ""
-            return outcome(ABSTAINED, f"the server abstained ({what}{held}, below its "
-                                      f"min_answer_mass); fell back to {self.fallback}")
+            return outcome(
+                ABSTAINED,
+                f"the server abstained ({what}{held}, below its min_answer_mass); fell back to {self.fallback}",
+            )
         if self.min_answer_mass > 0.0 and mass is None:
-            return outcome(ABSTAINED, f"the answer carries no allowed_token_mass to check against "
-                                      f"min_answer_mass {self.min_answer_mass:.3f}; fell back to {self.fallback}")
+            return outcome(
+                ABSTAINED,
+                f"the answer carries no allowed_token_mass to check against "
+                f"min_answer_mass {self.min_answer_mass:.3f}; fell back to {self.fallback}",
+            )
         if mass is not None and mass < self.min_answer_mass - TOLERANCE:
-            return outcome(ABSTAINED, f"{what} held {mass:.3f} of the next-token mass, below "
-                                      f"min_answer_mass {self.min_answer_mass:.3f}; fell back to {self.fallback}")
+            return outcome(
+                ABSTAINED,
+                f"{what} held {mass:.3f} of the next-token mass, below "
+                f"min_answer_mass {self.min_answer_mass:.3f}; fell back to {self.fallback}",
+            )
         if self.require_set_of_one and members is None:
-            return outcome(NOT_SET_OF_ONE, "the answer carries no prediction_set (no kept conformal threshold "
-                                           "applies: see `workshop calibrate`); fell back to " + self.fallback)
+            return outcome(
+                NOT_SET_OF_ONE,
+                "the answer carries no prediction_set (no kept conformal threshold "
+                "applies: see `workshop calibrate`); fell back to " + self.fallback,
+            )
         if self.require_set_of_one and members != (top,):
             shown = ", ".join(members) if members else "no option"
-            return outcome(NOT_SET_OF_ONE, f"the prediction set holds {shown}, not {top} alone; fell back to "
-                                           f"{self.fallback}")
+            return outcome(
+                NOT_SET_OF_ONE, f"the prediction set holds {shown}, not {top} alone; fell back to {self.fallback}"
+            )
         if p < self.threshold - TOLERANCE:
-            return outcome(BELOW_THRESHOLD, f"{top} has p={p:.3f}, below the threshold {self.threshold:.3f}; "
-                                            f"fell back to {self.fallback}")
+            return outcome(
+                BELOW_THRESHOLD,
+                f"{top} has p={p:.3f}, below the threshold {self.threshold:.3f}; fell back to {self.fallback}",
+            )
         if gap < self.min_margin - TOLERANCE:
             runner_up = order[1][0] if len(order) > 1 else "nothing"
-            return outcome(SMALL_MARGIN, f"{top} leads {runner_up} by {gap:.3f}, less than the margin "
-                                         f"{self.min_margin:.3f}; fell back to {self.fallback}")
+            return outcome(
+                SMALL_MARGIN,
+                f"{top} leads {runner_up} by {gap:.3f}, less than the margin "
+                f"{self.min_margin:.3f}; fell back to {self.fallback}",
+            )
         return outcome(ACCEPTED, f"{top} accepted with p={p:.3f} (margin {gap:.3f})")
 
 
 __all__ = [
-    "ABSTAINED", "ACCEPTED", "BELOW_THRESHOLD", "NOT_ALLOWED", "NOT_SET_OF_ONE", "SMALL_MARGIN", "Outcome", "Policy",
-    "accept_if_clear", "accept_or_fallback", "answer_mass", "margin", "prediction_set", "ranked", "scores",
+    "ABSTAINED",
+    "ACCEPTED",
+    "BELOW_THRESHOLD",
+    "NOT_ALLOWED",
+    "NOT_SET_OF_ONE",
+    "SMALL_MARGIN",
+    "Outcome",
+    "Policy",
+    "accept_if_clear",
+    "accept_or_fallback",
+    "answer_mass",
+    "margin",
+    "prediction_set",
+    "ranked",
+    "scores",
 ]

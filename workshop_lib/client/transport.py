@@ -15,18 +15,25 @@ import ssl
 import time
 import urllib.parse
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
-from botocore.exceptions import ClientError, ConnectTimeoutError, HTTPClientError, ReadTimeoutError
-from botocore.exceptions import IncompleteReadError
+from botocore.exceptions import ClientError, ConnectTimeoutError, HTTPClientError, IncompleteReadError, ReadTimeoutError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
 from decision_contract import wire
 
-from .endpoint_errors import (EndpointBusy, EndpointError, EndpointNotFound, EndpointRedirected, EndpointServerError,
-                              EndpointTimeout, EndpointUnreachable, ResponseTooLarge, error_class,
-                              error_from_response)
-
+from .endpoint_errors import (
+    EndpointBusy,
+    EndpointError,
+    EndpointNotFound,
+    EndpointRedirected,
+    EndpointServerError,
+    EndpointTimeout,
+    EndpointUnreachable,
+    ResponseTooLarge,
+    error_class,
+    error_from_response,
+)
 
 JSON = "application/json"
 READ_TIMEOUT_S = 70.0  # above SageMaker's 60 s invocation limit, so SageMaker's own error arrives first
@@ -134,13 +141,21 @@ def _tls_context() -> ssl.SSLContext:
     return context
 
 
-def read_capped(read: Callable[[int], bytes], limit: int, *, announced: int | None = None,
-                endpoint: str | None = None, deadline: Deadline | None = None) -> bytes:
+def read_capped(
+    read: Callable[[int], bytes],
+    limit: int,
+    *,
+    announced: int | None = None,
+    endpoint: str | None = None,
+    deadline: Deadline | None = None,
+) -> bytes:
     """A body read in chunks of at most READ_CHUNK_BYTES through ``read(n)``, refused once it passes
     ``limit`` bytes (at once when its announced length does); the deadline is checked between chunks."""
     if announced is not None and announced > limit:
-        raise ResponseTooLarge(f"the answer announces {announced} bytes, more than the client reads "
-                               f"(max_response_bytes={limit})", endpoint=endpoint)
+        raise ResponseTooLarge(
+            f"the answer announces {announced} bytes, more than the client reads (max_response_bytes={limit})",
+            endpoint=endpoint,
+        )
     chunks, size = [], 0
     while True:
         if deadline is not None:
@@ -150,8 +165,11 @@ def read_capped(read: Callable[[int], bytes], limit: int, *, announced: int | No
             return b"".join(chunks)
         size += len(chunk)
         if size > limit:
-            raise ResponseTooLarge(f"the answer is longer than {limit} bytes, more than the client reads "
-                                   "(max_response_bytes); it was not read further", endpoint=endpoint)
+            raise ResponseTooLarge(
+                f"the answer is longer than {limit} bytes, more than the client reads "
+                "(max_response_bytes); it was not read further",
+                endpoint=endpoint,
+            )
         chunks.append(chunk)
 
 
@@ -169,8 +187,14 @@ class LocalTransport:
     URL is a local server's (an adapter process, a tunnel's end). ``invoke_path`` posts elsewhere
     (llama-server's ``/v1/chat/completions``, which has no /invocations)."""
 
-    def __init__(self, url: str, *, timeout_s: float = READ_TIMEOUT_S,
-                 max_response_bytes: int = MAX_RESPONSE_BYTES, invoke_path: str = "/invocations"):
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float = READ_TIMEOUT_S,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        invoke_path: str = "/invocations",
+    ):
         if not invoke_path.startswith("/"):
             raise ValueError(f"invoke_path must start with '/', not {invoke_path!r}")
         self.invoke_path = invoke_path
@@ -203,8 +227,14 @@ class LocalTransport:
     def get(self, path: str, timeout_s: float = CONNECT_TIMEOUT_S) -> bytes:
         return self._send("GET", path, None, Deadline(timeout_s))
 
-    def _send(self, method: str, path: str, body: bytes | None, deadline: Deadline,
-              extra_headers: dict[str, str] | None = None) -> bytes:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        deadline: Deadline,
+        extra_headers: dict[str, str] | None = None,
+    ) -> bytes:
         headers = {"Accept": JSON, **(extra_headers or {})}
         if body is not None:
             headers["Content-Type"] = JSON
@@ -224,21 +254,26 @@ class LocalTransport:
             if 300 <= response.status < 400:
                 location = response.getheader("Location")
                 where = f"points to {location[:500]!r}" if location else "names no Location"
-                raise EndpointRedirected(f"the server answered {response.status} and {where}; the client follows "
-                                         "no redirects", status=response.status, endpoint=self.name)
-            data = read_capped(response.read, self.max_response_bytes, announced=response.length,
-                               endpoint=self.name)
+                raise EndpointRedirected(
+                    f"the server answered {response.status} and {where}; the client follows no redirects",
+                    status=response.status,
+                    endpoint=self.name,
+                )
+            data = read_capped(response.read, self.max_response_bytes, announced=response.length, endpoint=self.name)
         except TimeoutError:
-            raise EndpointTimeout(f"no complete answer within {deadline.seconds:g} s (connecting, sending and "
-                                  "reading together)", endpoint=self.name) from None
+            raise EndpointTimeout(
+                f"no complete answer within {deadline.seconds:g} s (connecting, sending and reading together)",
+                endpoint=self.name,
+            ) from None
         except (OSError, http.client.HTTPException) as exc:
             raise EndpointUnreachable(f"the connection failed: {exc!r}", endpoint=self.name) from None
         finally:
             connection.close()
         if 200 <= response.status < 300:
             return Reply(data, wire.version_in(response.getheader(wire.VERSION_HEADER)))
-        raise error_from_response(response.status, data, endpoint=self.name,
-                                  retry_after=response.getheader("Retry-After"))
+        raise error_from_response(
+            response.status, data, endpoint=self.name, retry_after=response.getheader("Retry-After")
+        )
 
 
 _STATUS_IN_MESSAGE = re.compile(r"error \((\d{3})\) from")
@@ -257,8 +292,14 @@ class SageMakerTransport:
     invocation the container has not answered within 60 s.
     """
 
-    def __init__(self, endpoint_name: str, runtime_client, *, timeout_s: float = READ_TIMEOUT_S,
-                 max_response_bytes: int = MAX_RESPONSE_BYTES):
+    def __init__(
+        self,
+        endpoint_name: str,
+        runtime_client,
+        *,
+        timeout_s: float = READ_TIMEOUT_S,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+    ):
         self.endpoint_name = endpoint_name
         self.runtime = runtime_client
         self.timeout_s = timeout_s
@@ -275,14 +316,23 @@ class SageMakerTransport:
         headers, as ``CustomAttributes``."""
         deadline = deadline or Deadline(self.timeout_s)
         try:
-            response = self.runtime.invoke_endpoint(EndpointName=self.endpoint_name, Body=body,
-                                                    ContentType=JSON, Accept=JSON,
-                                                    InferenceId=inference_id or new_inference_id())
+            response = self.runtime.invoke_endpoint(
+                EndpointName=self.endpoint_name,
+                Body=body,
+                ContentType=JSON,
+                Accept=JSON,
+                InferenceId=inference_id or new_inference_id(),
+            )
             stream = response["Body"]
             announced = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("content-length")
             try:
-                body = read_capped(stream.read, self.max_response_bytes, endpoint=self.name, deadline=deadline,
-                                   announced=int(announced) if announced and announced.isdigit() else None)
+                body = read_capped(
+                    stream.read,
+                    self.max_response_bytes,
+                    endpoint=self.name,
+                    deadline=deadline,
+                    announced=int(announced) if announced and announced.isdigit() else None,
+                )
                 return Reply(body, wire.version_in(response.get("CustomAttributes")))
             finally:
                 stream.close()
@@ -298,7 +348,8 @@ class SageMakerTransport:
     def ping(self, timeout_s: float = CONNECT_TIMEOUT_S) -> bytes:
         raise NotImplementedError(
             "SageMaker does not let callers reach /ping; it checks health itself. "
-            "Ask DescribeEndpoint for the status instead (InService = healthy)")
+            "Ask DescribeEndpoint for the status instead (InService = healthy)"
+        )
 
     def _error(self, exc: ClientError) -> EndpointError:
         response = exc.response
@@ -315,10 +366,15 @@ class SageMakerTransport:
                 original = int(match.group(1)) if match else None
             if original is None:
                 cls = EndpointTimeout if "timed out" in message.lower() else EndpointServerError
-                return cls(message, status=status, code=code, endpoint=self.name,
-                           log_stream_arn=response.get("LogStreamArn"))
-            return error_from_response(int(original), response.get("OriginalMessage") or message,
-                                       endpoint=self.name, log_stream_arn=response.get("LogStreamArn"))
+                return cls(
+                    message, status=status, code=code, endpoint=self.name, log_stream_arn=response.get("LogStreamArn")
+                )
+            return error_from_response(
+                int(original),
+                response.get("OriginalMessage") or message,
+                endpoint=self.name,
+                log_stream_arn=response.get("LogStreamArn"),
+            )
         if code == "ValidationError" and "not found" in message.lower():
             return EndpointNotFound(message, status=status, code=code, endpoint=self.name)
         if code in ("ThrottlingException", "Throttling", "ModelNotReadyException"):
@@ -326,5 +382,12 @@ class SageMakerTransport:
         return error_class(status)(message, status=status, code=code, endpoint=self.name)
 
 
-__all__ = ["CONNECT_TIMEOUT_S", "Deadline", "LocalTransport", "MAX_RESPONSE_BYTES", "READ_TIMEOUT_S",
-           "SageMakerTransport", "read_capped"]
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "MAX_RESPONSE_BYTES",
+    "READ_TIMEOUT_S",
+    "Deadline",
+    "LocalTransport",
+    "SageMakerTransport",
+    "read_capped",
+]

@@ -29,6 +29,21 @@ from .runner import Run, TaskResult, run_decisions
 from .suite import run_benchmark, run_notebook_benchmark
 from .tasks import Task, TaskFormatError, default_tasks_path, load_tasks, resolve_tasks
 
-__all__ = ["BenchReport", "ReportView", "Run", "Task", "TaskFormatError", "TaskResult", "compare", "default_tasks_path",
-           "load_comparison", "load_tasks", "percentile", "resolve_tasks", "run_benchmark", "run_decisions",
-           "run_notebook_benchmark", "summarize"]
+__all__ = [
+    "BenchReport",
+    "ReportView",
+    "Run",
+    "Task",
+    "TaskFormatError",
+    "TaskResult",
+    "compare",
+    "default_tasks_path",
+    "load_comparison",
+    "load_tasks",
+    "percentile",
+    "resolve_tasks",
+    "run_benchmark",
+    "run_decisions",
+    "run_notebook_benchmark",
+    "summarize",
+]

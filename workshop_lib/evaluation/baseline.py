@@ -20,27 +20,31 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..client import EndpointError
 from .runner import Run, TaskResult, endpoint_name, execute, failed_result, utc_now
 from .tasks import Task
 
 MAX_TOKENS = 16
-SYSTEM = ("You are a decision component inside a software system. Read the state, apply the question to it "
-          "and reply with exactly one option id from the list. Write the id only, nothing else.")
+SYSTEM = (
+    "You are a decision component inside a software system. Read the state, apply the question to it "
+    "and reply with exactly one option id from the list. Write the id only, nothing else."
+)
 
 
 def generation_messages(task: Task, order: str = "original") -> list[dict]:
     """Chat messages asking for one option id (options in ``order``)."""
-    state = task.state if isinstance(task.state, str) else json.dumps(task.state, ensure_ascii=False,
-                                                                      sort_keys=True)
+    state = task.state if isinstance(task.state, str) else json.dumps(task.state, ensure_ascii=False, sort_keys=True)
     lines = []
     for oid, text in task.presented(order):
         lines.append(f"- {oid}" if text == oid else f"- {oid}: {text}")
     ids = ", ".join(oid for oid, _ in task.presented(order))
-    user = (f"State:\n{state}\n\nQuestion: {task.question}\n\nOptions (id: meaning):\n" + "\n".join(lines)
-            + f"\n\nReply with one of these ids only: {ids}")
+    user = (
+        f"State:\n{state}\n\nQuestion: {task.question}\n\nOptions (id: meaning):\n"
+        + "\n".join(lines)
+        + f"\n\nReply with one of these ids only: {ids}"
+    )
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -68,9 +72,17 @@ def parse_answer(text: str, labels: Sequence[str]) -> tuple[str | None, str]:
 def generation_result(task: Task, text: str, *, order: str = "original", **measured) -> TaskResult:
     """Score one generated reply (pure)."""
     label, how = parse_answer(text, task.labels)
-    result = TaskResult(task_id=task.id, family=task.family, type=task.type, expected=task.expected,
-                        labels=list(task.labels), split=task.split, order=order,
-                        presented=[oid for oid, _ in task.presented(order)], **measured)
+    result = TaskResult(
+        task_id=task.id,
+        family=task.family,
+        type=task.type,
+        expected=task.expected,
+        labels=list(task.labels),
+        split=task.split,
+        order=order,
+        presented=[oid for oid, _ in task.presented(order)],
+        **measured,
+    )
     result.valid = label is not None
     result.predicted = label
     result.correct = label is not None and label == task.expected
@@ -80,8 +92,15 @@ def generation_result(task: Task, text: str, *, order: str = "original", **measu
     return result
 
 
-def run_generation_baseline(client, tasks: Sequence[Task], *, max_tokens: int = MAX_TOKENS,
-                            concurrency: int = 1, progress: bool = True, label: str = "generation") -> Run:
+def run_generation_baseline(
+    client,
+    tasks: Sequence[Task],
+    *,
+    max_tokens: int = MAX_TOKENS,
+    concurrency: int = 1,
+    progress: bool = True,
+    label: str = "generation",
+) -> Run:
     """Each task answered by generation (temperature 0) through ``client.chat``."""
 
     def attempt(task: Task) -> TaskResult:
@@ -91,18 +110,36 @@ def run_generation_baseline(client, tasks: Sequence[Task], *, max_tokens: int = 
         except EndpointError as exc:
             return failed_result(task, exc, client_latency_ms=(time.perf_counter() - t0) * 1000.0)
         usage = reply.usage or {}
-        result = generation_result(task, reply.content, client_latency_ms=reply.client_latency_ms,
-                                   input_tokens=usage.get("prompt_tokens"), attempts=reply.attempts)
+        result = generation_result(
+            task,
+            reply.content,
+            client_latency_ms=reply.client_latency_ms,
+            input_tokens=usage.get("prompt_tokens"),
+            attempts=reply.attempts,
+        )
         result.extra["completion_tokens"] = usage.get("completion_tokens")
         result.extra["finish_reason"] = reply.finish_reason
         return result
 
     started_at = utc_now()
     results, wall = execute(tasks, attempt, concurrency=concurrency, progress=progress, desc=label)
-    return Run(label=label, kind="generation", results=results, endpoint=endpoint_name(client),
-               concurrency=concurrency, wall_s=wall, started_at=started_at,
-               settings={"max_tokens": max_tokens, "temperature": 0.0})
+    return Run(
+        label=label,
+        kind="generation",
+        results=results,
+        endpoint=endpoint_name(client),
+        concurrency=concurrency,
+        wall_s=wall,
+        started_at=started_at,
+        settings={"max_tokens": max_tokens, "temperature": 0.0},
+    )
 
 
-__all__ = ["MAX_TOKENS", "SYSTEM", "generation_messages", "generation_result", "parse_answer",
-           "run_generation_baseline"]
+__all__ = [
+    "MAX_TOKENS",
+    "SYSTEM",
+    "generation_messages",
+    "generation_result",
+    "parse_answer",
+    "run_generation_baseline",
+]

@@ -11,7 +11,7 @@ rate near 0. The order-debiased readout is the adapter's own ``rotations`` mode
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from .runner import Run, TaskResult, run_decisions
 from .tasks import Task
@@ -33,12 +33,18 @@ def flip_stats(base: Iterable[TaskResult], other: Iterable[TaskResult]) -> dict:
         if r.predicted != o.predicted:
             flips += 1
             flipped.append(r.task_id)
-    return {"compared": compared, "flips": flips, "rate": flips / compared if compared else None,
-            "not_comparable": not_comparable, "flipped_tasks": flipped}
+    return {
+        "compared": compared,
+        "flips": flips,
+        "rate": flips / compared if compared else None,
+        "not_comparable": not_comparable,
+        "flipped_tasks": flipped,
+    }
 
 
-def run_order_test(client, tasks: Sequence[Task], *, order: str = "reversed", progress: bool = True,
-                   label: str = "decision") -> Run:
+def run_order_test(
+    client, tasks: Sequence[Task], *, order: str = "reversed", progress: bool = True, label: str = "decision"
+) -> Run:
     """The plain readout with the options presented in ``order`` (compare with the original run)."""
     return run_decisions(client, tasks, order=order, progress=progress, label=label)
 

@@ -11,7 +11,7 @@ adapter serves exactly the sets measured here.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -20,8 +20,9 @@ from decision_contract.calibration import prediction_set
 
 def check_alpha(alpha) -> float:
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be a number between 0 and 1 (exclusive), e.g. 0.1 for 90 % coverage; "
-                         f"got {alpha!r}")
+        raise ValueError(
+            f"alpha must be a number between 0 and 1 (exclusive), e.g. 0.1 for 90 % coverage; got {alpha!r}"
+        )
     return float(alpha)
 
 
@@ -54,7 +55,9 @@ def sets(probability_rows: Sequence[Sequence[float] | np.ndarray], q: float) -> 
     return [prediction_set(row, q) for row in probability_rows]
 
 
-def coverage(probability_rows: Sequence[Sequence[float] | np.ndarray], targets: Sequence[int], q: float) -> tuple[float, float]:
+def coverage(
+    probability_rows: Sequence[Sequence[float] | np.ndarray], targets: Sequence[int], q: float
+) -> tuple[float, float]:
     """(share of rows whose set holds the labelled answer, mean set size) at threshold ``q``."""
     if not len(probability_rows):
         raise ValueError("no rows")
@@ -63,30 +66,37 @@ def coverage(probability_rows: Sequence[Sequence[float] | np.ndarray], targets: 
     return float(np.mean(hits)), float(np.mean([len(m) for m in members]))
 
 
-def resampled_coverage(groups: Sequence[tuple[Sequence[Sequence[float]], Sequence[int]]], alpha: float, *,
-                       rounds: int = 200, seed: int = 0) -> dict | None:
+def resampled_coverage(
+    groups: Sequence[tuple[Sequence[Sequence[float]], Sequence[int]]], alpha: float, *, rounds: int = 200, seed: int = 0
+) -> dict | None:
     """The sets' coverage on answers their threshold was not fitted on, over many random splits: in each round
     every group's answers (a profile's probability rows and labelled answers) are shuffled and halved, the
     threshold fitted on one half (where it holds enough answers) and the sets read on the other. Returns the
     share of read answers covered and the mean set size over all rounds, or None when no group has enough."""
     rng = np.random.default_rng(seed)
     need = min_heldout(alpha)
-    usable = [(list(rows), list(targets)) for rows, targets in groups if len(rows) // 2 >= need]  # rows may differ in length
+    usable = [
+        (list(rows), list(targets)) for rows, targets in groups if len(rows) // 2 >= need
+    ]  # rows may differ in length
     if not usable:
         return None
     hits, sizes = [], []
     for _ in range(rounds):
         for rows, targets in usable:
             order = rng.permutation(len(rows))
-            fit, read = order[:len(rows) // 2], order[len(rows) // 2:]
+            fit, read = order[: len(rows) // 2], order[len(rows) // 2 :]
             q = threshold(nonconformity([rows[i] for i in fit], [targets[i] for i in fit]), alpha)
             assert q is not None  # each half holds at least min_heldout(alpha) answers
             members = sets([rows[i] for i in read], q)
             hits += [targets[i] in m for m, i in zip(members, read)]
             sizes += [len(m) for m in members]
-    return {"coverage": float(np.mean(hits)), "set_size": float(np.mean(sizes)), "rounds": rounds,
-            "groups": len(usable), "answers": sum(len(rows) for rows, _ in usable)}
+    return {
+        "coverage": float(np.mean(hits)),
+        "set_size": float(np.mean(sizes)),
+        "rounds": rounds,
+        "groups": len(usable),
+        "answers": sum(len(rows) for rows, _ in usable),
+    }
 
 
-__all__ = ["check_alpha", "coverage", "min_heldout", "nonconformity", "rank", "resampled_coverage", "sets",
-           "threshold"]
+__all__ = ["check_alpha", "coverage", "min_heldout", "nonconformity", "rank", "resampled_coverage", "sets", "threshold"]

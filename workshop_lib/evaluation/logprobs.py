@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..client import Deadline, EndpointClient, EndpointError, LocalTransport
 from ..errors import WorkshopError
@@ -55,8 +56,15 @@ def decision_messages(state, question, option_texts: Sequence[str]) -> list[dict
     if not 2 <= len(option_texts) <= len(LETTERS):
         raise ValueError(f"{len(option_texts)} options: the letter prompt shows 2 to {len(LETTERS)}")
     labelled = dict(zip(LETTERS, option_texts))
-    user = ('{"state": ' + _json_text(state, sort_keys=True) + ', "question": ' + _json_text(question, sort_keys=True)
-            + ', "options": ' + _json_text(labelled, sort_keys=False) + "}")
+    user = (
+        '{"state": '
+        + _json_text(state, sort_keys=True)
+        + ', "question": '
+        + _json_text(question, sort_keys=True)
+        + ', "options": '
+        + _json_text(labelled, sort_keys=False)
+        + "}"
+    )
     return [{"role": "system", "content": DECISION_SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -67,8 +75,14 @@ def task_messages(task: Task, order: str = "original") -> list[dict]:
 
 def logprobs_payload(messages: Sequence[Mapping], top_logprobs: int = TOP_LOGPROBS) -> dict:
     """The chat-completions body: one token, greedy, with the top first tokens' log-probabilities."""
-    return {"messages": list(messages), "max_tokens": 1, "temperature": 0.0, "logprobs": True,
-            "top_logprobs": top_logprobs, "chat_template_kwargs": {"enable_thinking": False}}
+    return {
+        "messages": list(messages),
+        "max_tokens": 1,
+        "temperature": 0.0,
+        "logprobs": True,
+        "top_logprobs": top_logprobs,
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
 
 
 class NoLogprobs(WorkshopError, ValueError):
@@ -80,8 +94,10 @@ def first_token_logprobs(reply: Mapping) -> dict[str, float]:
     try:
         entries = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
     except (KeyError, IndexError, TypeError):
-        raise NoLogprobs("the reply has no choices[0].logprobs.content[0].top_logprobs: this endpoint does not "
-                         "return log-probabilities (llama-server does; the decision adapter's chat does not)") from None
+        raise NoLogprobs(
+            "the reply has no choices[0].logprobs.content[0].top_logprobs: this endpoint does not "
+            "return log-probabilities (llama-server does; the decision adapter's chat does not)"
+        ) from None
     top: dict[str, float] = {}
     for entry in entries:
         token, logprob = entry.get("token"), entry.get("logprob")
@@ -107,30 +123,52 @@ def read_letters(top: Mapping[str, float], n: int) -> dict[str, Any]:
         weights = [math.exp(top[letter] - peak) for letter in letters]
         total = sum(weights)
         probabilities = [w / total for w in weights]
-    return {"letters": list(letters), "found": found, "missing": missing, "letter_mass": mass,
-            "probabilities": probabilities}
+    return {
+        "letters": list(letters),
+        "found": found,
+        "missing": missing,
+        "letter_mass": mass,
+        "probabilities": probabilities,
+    }
 
 
-def logprobs_result(task: Task, reply: Mapping, *, order: str = "original", top_logprobs: int = TOP_LOGPROBS,
-                    **measured) -> TaskResult:
+def logprobs_result(
+    task: Task, reply: Mapping, *, order: str = "original", top_logprobs: int = TOP_LOGPROBS, **measured
+) -> TaskResult:
     """Score one llama-server reply for ``task`` (pure): valid only with every option's letter in the top."""
     presented = [oid for oid, _ in task.presented(order)]
-    result = TaskResult(task_id=task.id, family=task.family, type=task.type, expected=task.expected,
-                        labels=list(task.labels), split=task.split, order=order, presented=presented, **measured)
+    result = TaskResult(
+        task_id=task.id,
+        family=task.family,
+        type=task.type,
+        expected=task.expected,
+        labels=list(task.labels),
+        split=task.split,
+        order=order,
+        presented=presented,
+        **measured,
+    )
     try:
         top = first_token_logprobs(reply)
     except NoLogprobs as exc:
         result.error = str(exc)
-        result.extra = {"found": [], "missing": list(LETTERS[:len(presented)]), "letter_mass": None}
+        result.extra = {"found": [], "missing": list(LETTERS[: len(presented)]), "letter_mass": None}
         return result
     read = read_letters(top, len(presented))
     choice = (reply.get("choices") or [{}])[0]
-    result.extra = {"found": read["found"], "missing": read["missing"], "letter_mass": read["letter_mass"],
-                    "returned": len(top), "top_logprobs": top_logprobs,
-                    "first_token": ((choice.get("message") or {}).get("content") or "")[:20]}
+    result.extra = {
+        "found": read["found"],
+        "missing": read["missing"],
+        "letter_mass": read["letter_mass"],
+        "returned": len(top),
+        "top_logprobs": top_logprobs,
+        "first_token": ((choice.get("message") or {}).get("content") or "")[:20],
+    }
     if read["probabilities"] is None:
-        result.error = (f"options {', '.join(read['missing'])} ({len(read['missing'])} of {len(presented)}) are not "
-                        f"among the top {top_logprobs} first tokens: no probability for them")
+        result.error = (
+            f"options {', '.join(read['missing'])} ({len(read['missing'])} of {len(presented)}) are not "
+            f"among the top {top_logprobs} first tokens: no probability for them"
+        )
         return result
     result.valid = True
     result.probabilities = dict(zip(presented, read["probabilities"]))
@@ -140,8 +178,9 @@ def logprobs_result(task: Task, reply: Mapping, *, order: str = "original", top_
     return result
 
 
-def run_logprobs_baseline(client, tasks: Sequence[Task], *, top_logprobs: int = TOP_LOGPROBS, progress: bool = True,
-                          label: str = "logprobs") -> Run:
+def run_logprobs_baseline(
+    client, tasks: Sequence[Task], *, top_logprobs: int = TOP_LOGPROBS, progress: bool = True, label: str = "logprobs"
+) -> Run:
     """Each task's decision prompt sent to ``client`` (the standard endpoint) for its first token's top logprobs."""
 
     def attempt(task: Task) -> TaskResult:
@@ -153,17 +192,30 @@ def run_logprobs_baseline(client, tasks: Sequence[Task], *, top_logprobs: int = 
             return failed_result(task, exc, client_latency_ms=(time.perf_counter() - t0) * 1000.0)
         usage = reply.get("usage") or {}
         timings = reply.get("timings") or {}
-        result = logprobs_result(task, reply, top_logprobs=top_logprobs, client_latency_ms=latency_ms,
-                                 input_tokens=usage.get("prompt_tokens"), attempts=attempts,
-                                 server_ms=timings.get("prompt_ms"),
-                                 timing={k: timings[k] for k in ("prompt_n", "prompt_ms", "cache_n") if k in timings})
+        result = logprobs_result(
+            task,
+            reply,
+            top_logprobs=top_logprobs,
+            client_latency_ms=latency_ms,
+            input_tokens=usage.get("prompt_tokens"),
+            attempts=attempts,
+            server_ms=timings.get("prompt_ms"),
+            timing={k: timings[k] for k in ("prompt_n", "prompt_ms", "cache_n") if k in timings},
+        )
         return result
 
     started_at = utc_now()
     results, wall = execute(tasks, attempt, concurrency=1, progress=progress, desc=label)
-    return Run(label=label, kind="logprobs", results=results, endpoint=endpoint_name(client), concurrency=1,
-               wall_s=wall, started_at=started_at,
-               settings={"max_tokens": 1, "logprobs": True, "top_logprobs": top_logprobs, "temperature": 0.0})
+    return Run(
+        label=label,
+        kind="logprobs",
+        results=results,
+        endpoint=endpoint_name(client),
+        concurrency=1,
+        wall_s=wall,
+        started_at=started_at,
+        settings={"max_tokens": 1, "logprobs": True, "top_logprobs": top_logprobs, "temperature": 0.0},
+    )
 
 
 def agreement(decision: Sequence[TaskResult], baseline: Sequence[TaskResult]) -> dict:
@@ -189,10 +241,19 @@ def agreement(decision: Sequence[TaskResult], baseline: Sequence[TaskResult]) ->
     if diffs:
         mid = len(diffs) // 2
         median = diffs[mid] if len(diffs) % 2 else (diffs[mid - 1] + diffs[mid]) / 2
-    return {"tasks": len(baseline), "valid": sum(r.valid for r in baseline), "compared": len(diffs), "agree": agree,
-            "max_abs_diff": worst, "max_abs_diff_task": worst_task, "median_task_diff": median,
-            "missing_options_mean": (sum(len(r.extra.get("missing") or []) for r in baseline if r.answered)
-                                     / max(1, sum(r.answered for r in baseline)))}
+    return {
+        "tasks": len(baseline),
+        "valid": sum(r.valid for r in baseline),
+        "compared": len(diffs),
+        "agree": agree,
+        "max_abs_diff": worst,
+        "max_abs_diff_task": worst_task,
+        "median_task_diff": median,
+        "missing_options_mean": (
+            sum(len(r.extra.get("missing") or []) for r in baseline if r.answered)
+            / max(1, sum(r.answered for r in baseline))
+        ),
+    }
 
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
@@ -216,7 +277,7 @@ def url_client(url: str) -> EndpointClient:
     return EndpointClient.local(base)
 
 
-def show_letter_request(client, decision: Mapping, *, top_logprobs: int = TOP_LOGPROBS) -> "LetterView":
+def show_letter_request(client, decision: Mapping, *, top_logprobs: int = TOP_LOGPROBS) -> LetterView:
     """Send one decision (this project's body: state, question, options) to the standard endpoint as a
     letter-probability request; the view shows what came back and what it leaves out."""
     options = decision["options"]
@@ -231,7 +292,12 @@ class LetterView:
     """One letter-probability reply: the option letters found, renormalised, and what is missing."""
 
     def __init__(self, option_ids: Sequence[str], reply: Mapping, latency_ms: float, top_logprobs: int):
-        self.option_ids, self.reply, self.latency_ms, self.top_logprobs = list(option_ids), reply, latency_ms, top_logprobs
+        self.option_ids, self.reply, self.latency_ms, self.top_logprobs = (
+            list(option_ids),
+            reply,
+            latency_ms,
+            top_logprobs,
+        )
         try:
             self.top = first_token_logprobs(reply)
             self.problem = None
@@ -244,8 +310,10 @@ class LetterView:
         if self.problem:
             return "\n".join(lines + [self.problem])
         letters = self.read["letters"]
-        lines.append(f"{len(self.top)} tokens came back; option letters among them: {len(self.read['found'])} "
-                     f"of {len(letters)}, holding {100 * self.read['letter_mass']:.1f} % of the probability")
+        lines.append(
+            f"{len(self.top)} tokens came back; option letters among them: {len(self.read['found'])} "
+            f"of {len(letters)}, holding {100 * self.read['letter_mass']:.1f} % of the probability"
+        )
         shown = self.read["probabilities"]
         for i, (letter, oid) in enumerate(zip(letters, self.option_ids)):
             if letter in self.top:
@@ -255,15 +323,33 @@ class LetterView:
             lines.append(f"    {letter} = {oid:<20} {p}")
         others = [t for t in self.top if t not in letters][:8]
         lines.append("most likely other first tokens: " + ", ".join(repr(t) for t in others))
-        lines.append("not given: a probability for letters outside the top tokens (then the answer is invalid, "
-                     "not guessed), the option ids (mapped back from letters here), one state evaluated once for "
-                     "several questions (one request per question)")
+        lines.append(
+            "not given: a probability for letters outside the top tokens (then the answer is invalid, "
+            "not guessed), the option ids (mapped back from letters here), one state evaluated once for "
+            "several questions (one request per question)"
+        )
         return "\n".join(lines)
 
     def __repr__(self) -> str:
         return str(self)
 
 
-__all__ = ["CHAT_COMPLETIONS", "ChatCompletionsTransport", "DECISION_SYSTEM", "LETTERS", "LetterView", "NoLogprobs", "TOP_LOGPROBS", "agreement", "decision_messages",
-           "first_token_logprobs", "logprobs_payload", "logprobs_result", "read_letters", "run_logprobs_baseline",
-           "show_letter_request", "task_messages", "url_client"]
+__all__ = [
+    "CHAT_COMPLETIONS",
+    "DECISION_SYSTEM",
+    "LETTERS",
+    "TOP_LOGPROBS",
+    "ChatCompletionsTransport",
+    "LetterView",
+    "NoLogprobs",
+    "agreement",
+    "decision_messages",
+    "first_token_logprobs",
+    "logprobs_payload",
+    "logprobs_result",
+    "read_letters",
+    "run_logprobs_baseline",
+    "show_letter_request",
+    "task_messages",
+    "url_client",
+]

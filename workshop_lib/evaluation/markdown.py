@@ -6,11 +6,11 @@ the report does not.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from .temperature import MIN_TASKS
 from .report import BenchReport, latency_stats, summarize
 from .runner import Run
+from .temperature import MIN_TASKS
 
 
 def fmt_s(ms: float | None) -> str:
@@ -45,17 +45,29 @@ def table(header: Sequence[str], rows: Iterable[Sequence]) -> str:
 
 def _headline(s: Mapping) -> list:
     lat = s["client_latency_ms"]
-    return [f"{s['valid']}/{s['tasks']}", f"{s['correct']}/{s['tasks']} ({fmt_pct(s['accuracy'])})",
-            fmt_s(lat["p50"]), fmt_s(lat["p95"]), fmt_s(lat["max"]),
-            "–" if s["throughput_per_s"] is None else f"{s['throughput_per_s']:.2f}"]
+    return [
+        f"{s['valid']}/{s['tasks']}",
+        f"{s['correct']}/{s['tasks']} ({fmt_pct(s['accuracy'])})",
+        fmt_s(lat["p50"]),
+        fmt_s(lat["p95"]),
+        fmt_s(lat["max"]),
+        "–" if s["throughput_per_s"] is None else f"{s['throughput_per_s']:.2f}",
+    ]
 
 
 HEADLINE = ("valid", "correct (accuracy)", "client p50", "client p95", "client max", "tasks/s")
 
 
 def comparison_markdown(rows: Sequence[Mapping], label_a: str, label_b: str) -> str:
-    body = [[r["metric"], _fmt(r["kind"], r["a"], r.get("a_total")), _fmt(r["kind"], r["b"], r.get("b_total")),
-             fmt_ratio(r["ratio"])] for r in rows]
+    body = [
+        [
+            r["metric"],
+            _fmt(r["kind"], r["a"], r.get("a_total")),
+            _fmt(r["kind"], r["b"], r.get("b_total")),
+            fmt_ratio(r["ratio"]),
+        ]
+        for r in rows
+    ]
     return table(["", label_a, label_b, f"ratio {label_a} / {label_b}"], body)
 
 
@@ -84,38 +96,68 @@ def render_markdown(report: BenchReport) -> str:
         out.append(f"- {note}")
     out += ["", "## Decision readout", "", table(HEADLINE, [_headline(d)]), ""]
     ref = d["reference"]
-    out.append(f"Reference points: chance {fmt_pct(ref['chance'])}; always picking the first option shown "
-               f"{fmt_pct(ref['first_option'])}. Server time p50 {fmt_s(d['server_ms']['p50'])}; "
-               f"input tokens mean {d['input_tokens']['mean'] or 0:.0f}; 503s: "
-               f"{d['busy']['retried_after_503']} tasks retried, {d['busy']['failed_with_503']} failed.")
+    out.append(
+        f"Reference points: chance {fmt_pct(ref['chance'])}; always picking the first option shown "
+        f"{fmt_pct(ref['first_option'])}. Server time p50 {fmt_s(d['server_ms']['p50'])}; "
+        f"input tokens mean {d['input_tokens']['mean'] or 0:.0f}; 503s: "
+        f"{d['busy']['retried_after_503']} tasks retried, {d['busy']['failed_with_503']} failed."
+    )
     if d["predicted_position"]:
         pos = ", ".join(f"#{k}: {v}" for k, v in d["predicted_position"].items())
         out.append(f"Position of the predicted option as shown: {pos}.")
-    out += ["", "By type (choice: pick one option; noul: a yes/no question answered `no` or `yes`; score: a rating "
-            "from `0` up):", "", table(["type", "tasks", "valid", "correct", "accuracy", "chance"],
-                                      [[k, v["n"], v["valid"], v["correct"], fmt_pct(v["accuracy"]),
-                                        fmt_pct(v["chance"])] for k, v in d["by_type"].items()])]
-    out += ["", "By family:", "", table(["family", "tasks", "valid", "correct", "accuracy", "chance"],
-                                        [[k, v["n"], v["valid"], v["correct"], fmt_pct(v["accuracy"]),
-                                          fmt_pct(v["chance"])] for k, v in d["by_family"].items()])]
+    out += [
+        "",
+        "By type (choice: pick one option; noul: a yes/no question answered `no` or `yes`; score: a rating "
+        "from `0` up):",
+        "",
+        table(
+            ["type", "tasks", "valid", "correct", "accuracy", "chance"],
+            [
+                [k, v["n"], v["valid"], v["correct"], fmt_pct(v["accuracy"]), fmt_pct(v["chance"])]
+                for k, v in d["by_type"].items()
+            ],
+        ),
+    ]
+    out += [
+        "",
+        "By family:",
+        "",
+        table(
+            ["family", "tasks", "valid", "correct", "accuracy", "chance"],
+            [
+                [k, v["n"], v["valid"], v["correct"], fmt_pct(v["accuracy"]), fmt_pct(v["chance"])]
+                for k, v in d["by_family"].items()
+            ],
+        ),
+    ]
 
     if "generation" in s:
         g = s["generation"]
         ids = {r.task_id for r in report.runs["generation"].results}
-        same = summarize(Run("decision", "decision", [r for r in report.decision.results if r.task_id in ids],
-                             wall_s=0.0))
+        same = summarize(
+            Run("decision", "decision", [r for r in report.decision.results if r.task_id in ids], wall_s=0.0)
+        )
         parses: dict[str, int] = {}
         for r in report.runs["generation"].results:
             parses[r.extra.get("parse", "error")] = parses.get(r.extra.get("parse", "error"), 0) + 1
-        rows = [["decision readout (one forward pass)", *_headline(same)[:5]],
-                ["generation baseline (chat, parse the reply)", *_headline(g)[:5]]]
-        out += ["", "## Decision readout vs generation baseline", "",
-                f"The same {g['tasks']} tasks on the same server; the baseline asks through the chat schema "
-                f"for an option id (temperature 0, at most {report.runs['generation'].settings.get('max_tokens')} "
-                "tokens) and parses the reply.", "",
-                table(["", *HEADLINE[:5]], rows), "",
-                "Baseline replies: " + ", ".join(f"{k} {v}" for k, v in sorted(parses.items())) +
-                " (exact = the reply is an id; found = exactly one id in the reply; none/ambiguous = invalid)."]
+        rows = [
+            ["decision readout (one forward pass)", *_headline(same)[:5]],
+            ["generation baseline (chat, parse the reply)", *_headline(g)[:5]],
+        ]
+        out += [
+            "",
+            "## Decision readout vs generation baseline",
+            "",
+            f"The same {g['tasks']} tasks on the same server; the baseline asks through the chat schema "
+            f"for an option id (temperature 0, at most {report.runs['generation'].settings.get('max_tokens')} "
+            "tokens) and parses the reply.",
+            "",
+            table(["", *HEADLINE[:5]], rows),
+            "",
+            "Baseline replies: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(parses.items()))
+            + " (exact = the reply is an id; found = exactly one id in the reply; none/ambiguous = invalid).",
+        ]
         if g["tasks"] < MIN_STUDIED:
             out += ["", too_few_note(g["tasks"], "asked both ways", "either accuracy")]
 
@@ -126,24 +168,61 @@ def render_markdown(report: BenchReport) -> str:
     order = report.order_test
     if order:
         plain = order["plain"]
-        rows = [["plain (one decision per order)", "1 decision", fmt_pct(plain["accuracy_original"]),
-                 fmt_pct(plain["accuracy_reordered"]), _flips(plain), fmt_s(plain["client_latency_ms"]["p50"]),
-                 f"{plain['input_tokens_mean'] or 0:.0f}"]]
+        rows = [
+            [
+                "plain (one decision per order)",
+                "1 decision",
+                fmt_pct(plain["accuracy_original"]),
+                fmt_pct(plain["accuracy_reordered"]),
+                _flips(plain),
+                fmt_s(plain["client_latency_ms"]["p50"]),
+                f"{plain['input_tokens_mean'] or 0:.0f}",
+            ]
+        ]
         if "debiased" in order:
             deb = order["debiased"]
             k = deb.get("presentations_mean") or 0
-            rows.append([f"debiased (the served rotations mode: {k:.1f} option orders averaged per task on average)",
-                         "1 decision",
-                         fmt_pct(deb["accuracy_original"]), fmt_pct(deb.get("accuracy_reordered")),
-                         _flips(deb) if "compared" in deb else "–", fmt_s(deb["client_latency_ms"]["p50"]),
-                         f"{deb['evaluated_tokens_mean'] or 0:.0f}"])
-            rows.append(["(k separate decisions, estimated)", f"{k:.1f} decisions", "", "", "",
-                         fmt_s(deb["k_separate_estimate_ms"]["p50"]), f"{deb['k_separate_tokens_mean'] or 0:.0f}"])
-        out += ["", "## Option order", "",
-                f"The same tasks with the options {order['order']}: how often does the top choice change?", "",
-                table(["readout", "requests per task", "accuracy (original order)",
-                       f"accuracy ({order['order']})", "top-choice flips", "client p50",
-                       "tokens evaluated per task"], rows)]
+            rows.append(
+                [
+                    f"debiased (the served rotations mode: {k:.1f} option orders averaged per task on average)",
+                    "1 decision",
+                    fmt_pct(deb["accuracy_original"]),
+                    fmt_pct(deb.get("accuracy_reordered")),
+                    _flips(deb) if "compared" in deb else "–",
+                    fmt_s(deb["client_latency_ms"]["p50"]),
+                    f"{deb['evaluated_tokens_mean'] or 0:.0f}",
+                ]
+            )
+            rows.append(
+                [
+                    "(k separate decisions, estimated)",
+                    f"{k:.1f} decisions",
+                    "",
+                    "",
+                    "",
+                    fmt_s(deb["k_separate_estimate_ms"]["p50"]),
+                    f"{deb['k_separate_tokens_mean'] or 0:.0f}",
+                ]
+            )
+        out += [
+            "",
+            "## Option order",
+            "",
+            f"The same tasks with the options {order['order']}: how often does the top choice change?",
+            "",
+            table(
+                [
+                    "readout",
+                    "requests per task",
+                    "accuracy (original order)",
+                    f"accuracy ({order['order']})",
+                    "top-choice flips",
+                    "client p50",
+                    "tokens evaluated per task",
+                ],
+                rows,
+            ),
+        ]
         if plain["compared"] < MIN_STUDIED:
             out += ["", too_few_note(plain["compared"], "compared in both orders", "the flip rate")]
 
@@ -154,14 +233,34 @@ def render_markdown(report: BenchReport) -> str:
             out.append(f"Not computed: {cal['error']} (split: {cal['split']}).")
         else:
             b, a = cal["before"], cal["after"]
-            out.append(f"Temperature fitted on {cal['fit_tasks']} tasks (by {cal['split']}) by minimising the NLL; "
-                       f"reported on the other {cal['report_tasks']} tasks."
-                       + BOUND_NOTES.get(cal.get("at_search_bound"), ""))
-            out += ["", table(["", "temperature", "NLL", "ECE", "Brier", "accuracy"],
-                              [["before", "1", f"{b['nll']:.3f}", f"{b['ece']:.3f}", f"{b['brier']:.3f}",
-                                fmt_pct(b["accuracy"])],
-                               ["after", fmt_temperature(cal), f"{a['nll']:.3f}", f"{a['ece']:.3f}",
-                                f"{a['brier']:.3f}", fmt_pct(a["accuracy"])]])]
+            out.append(
+                f"Temperature fitted on {cal['fit_tasks']} tasks (by {cal['split']}) by minimising the NLL; "
+                f"reported on the other {cal['report_tasks']} tasks." + BOUND_NOTES.get(cal.get("at_search_bound"), "")
+            )
+            out += [
+                "",
+                table(
+                    ["", "temperature", "NLL", "ECE", "Brier", "accuracy"],
+                    [
+                        [
+                            "before",
+                            "1",
+                            f"{b['nll']:.3f}",
+                            f"{b['ece']:.3f}",
+                            f"{b['brier']:.3f}",
+                            fmt_pct(b["accuracy"]),
+                        ],
+                        [
+                            "after",
+                            fmt_temperature(cal),
+                            f"{a['nll']:.3f}",
+                            f"{a['ece']:.3f}",
+                            f"{a['brier']:.3f}",
+                            fmt_pct(a["accuracy"]),
+                        ],
+                    ],
+                ),
+            ]
             if min(cal["fit_tasks"], cal["report_tasks"]) < MIN_TASKS:
                 out += ["", too_few_calibration_note(cal)]
 
@@ -185,37 +284,75 @@ def letter_section(report: BenchReport, letters: Mapping) -> list[str]:
 
     agree = f"{letters['agree']}/{letters['compared']}" if letters["compared"] else "–"
     diff = "–" if letters["max_abs_diff"] is None else f"{letters['max_abs_diff']:.3f}"
-    rows = [["decision readout (every option's logit)", f"{dec_valid}/{n}", "(itself)", "–",
-             *lat(letters["decision_client_latency_ms"])]]
+    rows = [
+        [
+            "decision readout (every option's logit)",
+            f"{dec_valid}/{n}",
+            "(itself)",
+            "–",
+            *lat(letters["decision_client_latency_ms"]),
+        ]
+    ]
     if "generation" in report.runs:
         gen = [r for r in report.runs["generation"].results if r.task_id in ids]
         by_id = {r.task_id: r for r in same}
-        gen_agree = sum(r.valid and r.task_id in by_id and by_id[r.task_id].valid
-                        and r.predicted == by_id[r.task_id].predicted for r in gen)
-        rows.append(["generation baseline (chat, parse the reply)", f"{sum(r.valid for r in gen)}/{len(gen)}",
-                     f"{gen_agree}/{len(gen)}", "(no probabilities)",
-                     *lat(latency_stats(r.client_latency_ms for r in gen if r.answered))])
-    rows.append([f"letter probabilities (standard endpoint, top {k})", f"{letters['valid']}/{n}", agree, diff,
-                 *lat(letters["client_latency_ms"])])
-    lines = ["## Decision readout vs letter probabilities from the standard endpoint", "",
-             f"The same decision prompt sent to `{run.endpoint}` as a chat completion with `max_tokens: 1, "
-             f"logprobs: true, top_logprobs: {k}`; the option letters among the returned first tokens are "
-             "renormalised. A task is valid only when every option's letter came back: a letter outside the "
-             f"top {k} has no probability, and is not guessed.", "",
-             table(["", "valid", "top option agrees with the decision readout", "largest probability difference",
-                    "client p50", "client p95"], rows), "",
-             f"Options missing from the top {k}: {letters['missing_options_mean']:.1f} per task on average."]
+        gen_agree = sum(
+            r.valid and r.task_id in by_id and by_id[r.task_id].valid and r.predicted == by_id[r.task_id].predicted
+            for r in gen
+        )
+        rows.append(
+            [
+                "generation baseline (chat, parse the reply)",
+                f"{sum(r.valid for r in gen)}/{len(gen)}",
+                f"{gen_agree}/{len(gen)}",
+                "(no probabilities)",
+                *lat(latency_stats(r.client_latency_ms for r in gen if r.answered)),
+            ]
+        )
+    rows.append(
+        [
+            f"letter probabilities (standard endpoint, top {k})",
+            f"{letters['valid']}/{n}",
+            agree,
+            diff,
+            *lat(letters["client_latency_ms"]),
+        ]
+    )
+    lines = [
+        "## Decision readout vs letter probabilities from the standard endpoint",
+        "",
+        f"The same decision prompt sent to `{run.endpoint}` as a chat completion with `max_tokens: 1, "
+        f"logprobs: true, top_logprobs: {k}`; the option letters among the returned first tokens are "
+        "renormalised. A task is valid only when every option's letter came back: a letter outside the "
+        f"top {k} has no probability, and is not guessed.",
+        "",
+        table(
+            [
+                "",
+                "valid",
+                "top option agrees with the decision readout",
+                "largest probability difference",
+                "client p50",
+                "client p95",
+            ],
+            rows,
+        ),
+        "",
+        f"Options missing from the top {k}: {letters['missing_options_mean']:.1f} per task on average.",
+    ]
     if letters["median_task_diff"] is not None:
-        lines[-1] += (f" Of the {letters['compared']} tasks valid in both, the median task's largest difference is "
-                      f"{letters['median_task_diff']:.3f} (largest: {letters['max_abs_diff_task']}).")
+        lines[-1] += (
+            f" Of the {letters['compared']} tasks valid in both, the median task's largest difference is "
+            f"{letters['median_task_diff']:.3f} (largest: {letters['max_abs_diff_task']})."
+        )
     return lines
 
 
 BOUND_NOTES: dict[str | None, str] = {  # by the fit's at_search_bound, None when inside the range
     "flatten": " The fit ran to the largest temperature searched: on the fitting tasks the model's ranking does "
-               "no better than a uniform guess, so the best it can do is flatten every answer.",
+    "no better than a uniform guess, so the best it can do is flatten every answer.",
     "sharpen": " The fit ran to the smallest temperature searched: every fitting task was answered right, so "
-               "sharper is always better there; the value says little.",
+    "sharper is always better there; the value says little.",
 }
 
 
@@ -226,16 +363,20 @@ MIN_STUDIED = 20
 
 def too_few_note(n: int, counted: str, rate: str) -> str:
     """The caveat under a study table that has too few tasks to mean anything."""
-    return (f"Too few to mean anything: {n} task{'s' if n != 1 else ''} {counted}, so each task is "
-            f"{100 / max(n, 1):.0f} points of {rate}. Study at least {MIN_STUDIED} tasks (notebook 06's "
-            "*Studied* slider, `study_limit=`) before reading it.")
+    return (
+        f"Too few to mean anything: {n} task{'s' if n != 1 else ''} {counted}, so each task is "
+        f"{100 / max(n, 1):.0f} points of {rate}. Study at least {MIN_STUDIED} tasks (notebook 06's "
+        "*Studied* slider, `study_limit=`) before reading it."
+    )
 
 
 def too_few_calibration_note(cal: Mapping) -> str:
     """The caveat under the calibration table when either side has too few tasks."""
-    return (f"Too few to mean anything: fitted on {cal['fit_tasks']} and reported on {cal['report_tasks']} "
-            f"tasks; with fewer than {MIN_TASKS} on either side a fitted temperature, ECE or Brier score is "
-            "noise. Run more tasks (notebook 06's *Tasks* slider, `limit=`) before reading it.")
+    return (
+        f"Too few to mean anything: fitted on {cal['fit_tasks']} and reported on {cal['report_tasks']} "
+        f"tasks; with fewer than {MIN_TASKS} on either side a fitted temperature, ECE or Brier score is "
+        "noise. Run more tasks (notebook 06's *Tasks* slider, `limit=`) before reading it."
+    )
 
 
 def fmt_temperature(cal: Mapping) -> str:
@@ -250,4 +391,13 @@ def _flips(section: Mapping) -> str:
     return f"{section['flips']}/{section['compared']} ({fmt_pct(section['rate'])})"
 
 
-__all__ = ["MIN_STUDIED", "comparison_markdown", "fmt_pct", "fmt_ratio", "fmt_s", "letter_section", "render_markdown", "table"]
+__all__ = [
+    "MIN_STUDIED",
+    "comparison_markdown",
+    "fmt_pct",
+    "fmt_ratio",
+    "fmt_s",
+    "letter_section",
+    "render_markdown",
+    "table",
+]

@@ -26,24 +26,27 @@ accuracy is not the point.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..display import DecisionView
 from ..errors import WorkshopError
 from .bias import flip_stats
-from .temperature import metrics, split_for_calibration
 from .profiles import LETTERS, ORDER_MODES, calibration_document, labelled, write_document
 from .runner import Run, TaskResult, evaluated_tokens, progress_bar
 from .served import run_mode
 from .tasks import resolve_tasks
+from .temperature import metrics, split_for_calibration
 
 THRESHOLDS = (0.0, 0.05, 0.1, 0.2, 0.5, 0.8, 0.9, 0.95, 0.98)  # small models put little mass on the letters
 ROTATION_COST_TARGET = 1.05  # rotations' extra time over what their extra tokens cost
-RATE_SOURCES = {"given": "the rate given", "evaluated": "as_given's time per token evaluated, the kept head left out",
-                "read": "as_given's time per token read, the kept head included: the ratio is an upper bound"}
+RATE_SOURCES = {
+    "given": "the rate given",
+    "evaluated": "as_given's time per token evaluated, the kept head left out",
+    "read": "as_given's time per token read, the kept head included: the ratio is an upper bound",
+}
 
 
 def _ms(result: TaskResult) -> float | None:
@@ -56,13 +59,19 @@ def accuracy(results: Sequence[TaskResult]) -> float | None:
 
 def mean_sensitivity(results: Iterable[TaskResult]) -> dict:
     """Mean ``max_spread`` and the share of ``top_changes`` over the answers that report ``order_sensitivity``."""
-    found = [r.extra["order_sensitivity"] for r in results
-             if r.valid and isinstance(r.extra.get("order_sensitivity"), Mapping)]
+    found = [
+        r.extra["order_sensitivity"]
+        for r in results
+        if r.valid and isinstance(r.extra.get("order_sensitivity"), Mapping)
+    ]
     if not found:
         return {"n": 0, "max_spread": None, "top_changes": None, "presentations": None}
-    return {"n": len(found), "max_spread": statistics.mean(float(s["max_spread"]) for s in found),
-            "top_changes": sum(bool(s["top_changes"]) for s in found) / len(found),
-            "presentations": statistics.mean(float(s["presentations"]) for s in found)}
+    return {
+        "n": len(found),
+        "max_spread": statistics.mean(float(s["max_spread"]) for s in found),
+        "top_changes": sum(bool(s["top_changes"]) for s in found) / len(found),
+        "presentations": statistics.mean(float(s["presentations"]) for s in found),
+    }
 
 
 def per_token_ms(tokens: Sequence[float], ms: Sequence[float]) -> float | None:
@@ -73,8 +82,12 @@ def per_token_ms(tokens: Sequence[float], ms: Sequence[float]) -> float | None:
     return float(slope)
 
 
-def rotation_cost(base: Sequence[TaskResult], rotations: Sequence[TaskResult], rate_ms: float | None = None,
-                  head_tokens: int | None = None) -> dict:
+def rotation_cost(
+    base: Sequence[TaskResult],
+    rotations: Sequence[TaskResult],
+    rate_ms: float | None = None,
+    head_tokens: int | None = None,
+) -> dict:
     """Rotations' extra time against what their extra tokens cost at ``rate_ms`` per token.
 
     Tasks answered in both runs are paired; ``ratio`` is the summed extra milliseconds over the summed
@@ -85,8 +98,11 @@ def rotation_cost(base: Sequence[TaskResult], rotations: Sequence[TaskResult], r
     left out; without, the rate is too low and the ratio too high (``rate_source`` says which).
     """
     by_id = {r.task_id: r for r in base if r.valid and _ms(r) is not None and evaluated_tokens(r) is not None}
-    pairs = [(by_id[r.task_id], r) for r in rotations
-             if r.task_id in by_id and r.valid and _ms(r) is not None and evaluated_tokens(r) is not None]
+    pairs = [
+        (by_id[r.task_id], r)
+        for r in rotations
+        if r.task_id in by_id and r.valid and _ms(r) is not None and evaluated_tokens(r) is not None
+    ]
     source = "given"
     if rate_ms is None:
         usable = list(by_id.values())
@@ -98,8 +114,16 @@ def rotation_cost(base: Sequence[TaskResult], rotations: Sequence[TaskResult], r
     extra_tokens = sum(evaluated_tokens(r) - evaluated_tokens(b) for b, r in pairs)
     cost = rate_ms * extra_tokens if rate_ms is not None else None
     ratio = extra_ms / cost if pairs and cost and cost > 0 else None
-    return {"pairs": len(pairs), "rate_ms_per_token": rate_ms, "rate_source": source, "extra_ms": extra_ms,
-            "extra_tokens": extra_tokens, "token_cost_ms": cost, "ratio": ratio, "target": ROTATION_COST_TARGET}
+    return {
+        "pairs": len(pairs),
+        "rate_ms_per_token": rate_ms,
+        "rate_source": source,
+        "extra_ms": extra_ms,
+        "extra_tokens": extra_tokens,
+        "token_cost_ms": cost,
+        "ratio": ratio,
+        "target": ROTATION_COST_TARGET,
+    }
 
 
 def risk_coverage(results: Sequence[TaskResult], thresholds: Sequence[float] = THRESHOLDS) -> list[dict]:
@@ -109,13 +133,25 @@ def risk_coverage(results: Sequence[TaskResult], thresholds: Sequence[float] = T
     total = len(results)
     rows = []
     for t in thresholds:
-        answered = [r for r in results if r.valid and (
-            t <= 0 or (isinstance(r.extra.get("allowed_token_mass"), (int, float))
-                       and r.extra["allowed_token_mass"] >= t))]
+        answered = [
+            r
+            for r in results
+            if r.valid
+            and (
+                t <= 0
+                or (isinstance(r.extra.get("allowed_token_mass"), (int, float)) and r.extra["allowed_token_mass"] >= t)
+            )
+        ]
         wrong = sum(not r.correct for r in answered)
-        rows.append({"min_answer_mass": t, "answered": len(answered), "tasks": total,
-                     "coverage": len(answered) / total if total else None,
-                     "risk": wrong / len(answered) if answered else None})
+        rows.append(
+            {
+                "min_answer_mass": t,
+                "answered": len(answered),
+                "tasks": total,
+                "coverage": len(answered) / total if total else None,
+                "risk": wrong / len(answered) if answered else None,
+            }
+        )
     return rows
 
 
@@ -131,8 +167,12 @@ def heldout_calibration(results: Sequence[TaskResult], doc: Mapping) -> dict:
     targets = [r.target for r in rows]
     b, a = metrics(before, targets, 1.0), metrics(after, targets, 1.0)
     keys = ("nll", "ece", "brier", "accuracy")
-    return {"n": len(rows), "before": {k: b[k] for k in keys}, "after": {k: a[k] for k in keys},
-            "kept": sorted(name for name, p in doc["profiles"].items() if p["kept"])}
+    return {
+        "n": len(rows),
+        "before": {k: b[k] for k in keys},
+        "after": {k: a[k] for k in keys},
+        "kept": sorted(name for name, p in doc["profiles"].items() if p["kept"]),
+    }
 
 
 def set_figures(doc: Mapping) -> dict:
@@ -143,9 +183,13 @@ def set_figures(doc: Mapping) -> dict:
     n = sum(p["fit_n"] for p in kept.values())
     if not n:
         return {"alpha": doc.get("alpha"), "n": 0, "kept": []}
-    return {"alpha": doc.get("alpha"), "n": n, "kept": sorted(kept),
-            "coverage": sum(p["conformal"]["fit_coverage"] * p["fit_n"] for p in kept.values()) / n,
-            "mean_size": sum(p["conformal"]["fit_set_size"] * p["fit_n"] for p in kept.values()) / n}
+    return {
+        "alpha": doc.get("alpha"),
+        "n": n,
+        "kept": sorted(kept),
+        "coverage": sum(p["conformal"]["fit_coverage"] * p["fit_n"] for p in kept.values()) / n,
+        "mean_size": sum(p["conformal"]["fit_set_size"] * p["fit_n"] for p in kept.values()) / n,
+    }
 
 
 def mode_figures(original: Run, reversed_run: Run, base: Run | None = None) -> dict:
@@ -153,16 +197,24 @@ def mode_figures(original: Run, reversed_run: Run, base: Run | None = None) -> d
     results = original.results
     ms = [_ms(r) for r in results if r.valid and _ms(r) is not None]
     tokens = [evaluated_tokens(r) for r in results if r.valid and evaluated_tokens(r) is not None]
-    figures = {"mode": original.settings.get("order_mode"), "tasks": len(results),
-               "valid": sum(r.valid for r in results), "accuracy": accuracy(results),
-               "flips": flip_stats(results, reversed_run.results), "sensitivity": mean_sensitivity(results),
-               "p50_ms": statistics.median(ms) if ms else None,
-               "tokens_mean": statistics.mean(tokens) if tokens else None,
-               "risk_coverage": risk_coverage(results)}
+    figures = {
+        "mode": original.settings.get("order_mode"),
+        "tasks": len(results),
+        "valid": sum(r.valid for r in results),
+        "accuracy": accuracy(results),
+        "flips": flip_stats(results, reversed_run.results),
+        "sensitivity": mean_sensitivity(results),
+        "p50_ms": statistics.median(ms) if ms else None,
+        "tokens_mean": statistics.mean(tokens) if tokens else None,
+        "risk_coverage": risk_coverage(results),
+    }
     if base is not None and base is not original:
         base_ms = [_ms(r) for r in base.results if r.valid and _ms(r) is not None]
-        figures["p50_over_as_given"] = (figures["p50_ms"] / statistics.median(base_ms)
-                                        if ms and base_ms and statistics.median(base_ms) > 0 else None)
+        figures["p50_over_as_given"] = (
+            figures["p50_ms"] / statistics.median(base_ms)
+            if ms and base_ms and statistics.median(base_ms) > 0
+            else None
+        )
     return figures
 
 
@@ -183,19 +235,23 @@ class OrderStudy:
             row["calibration"] = heldout_calibration(original.results, doc) if doc else {"n": 0}
             row["prediction_sets"] = set_figures(doc) if doc else {"alpha": None, "n": 0, "kept": []}
             if mode == "rotations" and base is not None:
-                row["rotation_cost"] = rotation_cost(base.results, original.results,
-                                                     head_tokens=self.head_tokens)
+                row["rotation_cost"] = rotation_cost(base.results, original.results, head_tokens=self.head_tokens)
             self.figures[mode] = row
 
     @property
     def ok(self) -> bool:
         """Every request of every mode came back as a valid answer."""
-        return bool(self.by_mode) and all(r.valid for pair in self.by_mode.values() for run in pair for r in run.results)
+        return bool(self.by_mode) and all(
+            r.valid for pair in self.by_mode.values() for run in pair for r in run.results
+        )
 
     @property
     def problem(self) -> str:
-        bad = {f"{mode} ({which})": sum(not r.valid for r in run.results) for mode, pair in self.by_mode.items()
-               for which, run in zip(("options as declared", "reversed"), pair)}
+        bad = {
+            f"{mode} ({which})": sum(not r.valid for r in run.results)
+            for mode, pair in self.by_mode.items()
+            for which, run in zip(("options as declared", "reversed"), pair)
+        }
         bad = {k: n for k, n in bad.items() if n}
         return "; ".join(f"{n} invalid or failed answers in {k}" for k, n in bad.items())
 
@@ -208,8 +264,10 @@ class OrderStudy:
         """Write the ``calibration.json`` of ``mode``'s run to ``path`` (a folder gets the file inside it)."""
         doc = self.calibration(mode)
         if doc is None:
-            raise WorkshopError(f"the {mode} run has no valid answer among its fitting tasks (split dev, or half "
-                                "the tasks by a hash of their id): run more tasks")
+            raise WorkshopError(
+                f"the {mode} run has no valid answer among its fitting tasks (split dev, or half "
+                "the tasks by a hash of their id): run more tasks"
+            )
         return write_document(doc, path)
 
     def calibration(self, mode: str = "as_given") -> dict | None:
@@ -222,8 +280,11 @@ class OrderStudy:
             return None
 
     def to_dict(self) -> dict:
-        return {"tasks": self.tasks, "figures": self.figures,
-                "runs": [run.to_dict() for pair in self.by_mode.values() for run in pair]}
+        return {
+            "tasks": self.tasks,
+            "figures": self.figures,
+            "runs": [run.to_dict() for pair in self.by_mode.values() for run in pair],
+        }
 
     def text(self) -> str:
         return format_study(self.figures)
@@ -251,17 +312,21 @@ def format_study(figures: Mapping[str, Mapping]) -> str:
         flip_text = f"{flips['flips']}/{flips['compared']} {_pct(flips['rate'])}"
         s = f["sensitivity"]
         ratio = f.get("p50_over_as_given")
-        lines.append(f"{mode:<12} {_pct(f['accuracy'])}   {flip_text:<16}  {_num(s['max_spread']):>11}  "
-                     f"{_pct(s['top_changes']):>11}  {_num(f['p50_ms'], 1):>6}  "
-                     f"{(_num(ratio, 2) + 'x') if ratio is not None else '-':>11}  {_num(f['tokens_mean'], 1)}")
+        lines.append(
+            f"{mode:<12} {_pct(f['accuracy'])}   {flip_text:<16}  {_num(s['max_spread']):>11}  "
+            f"{_pct(s['top_changes']):>11}  {_num(f['p50_ms'], 1):>6}  "
+            f"{(_num(ratio, 2) + 'x') if ratio is not None else '-':>11}  {_num(f['tokens_mean'], 1)}"
+        )
     for mode, f in figures.items():
         cost = f.get("rotation_cost")
         if cost:
-            lines.append(f"{mode}: extra time {_num(cost['extra_ms'], 1)} ms for {cost['extra_tokens']} extra tokens "
-                         f"over {cost['pairs']} tasks; at {_num(cost['rate_ms_per_token'], 4)} ms/token "
-                         f"({RATE_SOURCES[cost['rate_source']]}) they cost "
-                         f"{_num(cost['token_cost_ms'], 1)} ms: extra time / token cost = "
-                         f"{_num(cost['ratio'], 2)}x (target <= {cost['target']})")
+            lines.append(
+                f"{mode}: extra time {_num(cost['extra_ms'], 1)} ms for {cost['extra_tokens']} extra tokens "
+                f"over {cost['pairs']} tasks; at {_num(cost['rate_ms_per_token'], 4)} ms/token "
+                f"({RATE_SOURCES[cost['rate_source']]}) they cost "
+                f"{_num(cost['token_cost_ms'], 1)} ms: extra time / token cost = "
+                f"{_num(cost['ratio'], 2)}x (target <= {cost['target']})"
+            )
     lines.append("calibration on the held-out split (temperature 1 -> fitted profiles, kept ones applied)")
     for mode, f in figures.items():
         c = f["calibration"]
@@ -269,22 +334,29 @@ def format_study(figures: Mapping[str, Mapping]) -> str:
             lines.append(f"  {mode:<10} no held-out answers to judge a fit on")
             continue
         b, a = c["before"], c["after"]
-        lines.append(f"  {mode:<10} n={c['n']:<3} NLL {b['nll']:.3f} -> {a['nll']:.3f}  ECE {b['ece']:.3f} -> "
-                     f"{a['ece']:.3f}  Brier {b['brier']:.3f} -> {a['brier']:.3f}  kept: "
-                     f"{', '.join(c['kept']) or 'none'}")
-    lines.append("prediction sets on the fitting split (thresholds fitted on the held-out split; target coverage "
-                 "1 - alpha)")
+        lines.append(
+            f"  {mode:<10} n={c['n']:<3} NLL {b['nll']:.3f} -> {a['nll']:.3f}  ECE {b['ece']:.3f} -> "
+            f"{a['ece']:.3f}  Brier {b['brier']:.3f} -> {a['brier']:.3f}  kept: "
+            f"{', '.join(c['kept']) or 'none'}"
+        )
+    lines.append(
+        "prediction sets on the fitting split (thresholds fitted on the held-out split; target coverage 1 - alpha)"
+    )
     for mode, f in figures.items():
         sets = f.get("prediction_sets") or {}
         if not sets.get("n"):
             lines.append(f"  {mode:<10} no kept threshold (too few held-out answers per profile)")
             continue
-        lines.append(f"  {mode:<10} n={sets['n']:<3} coverage {_pct(sets['coverage']).strip()} (1 - alpha = "
-                     f"{1 - sets['alpha']:.0%})  mean size {sets['mean_size']:.2f}  kept: {', '.join(sets['kept'])}")
+        lines.append(
+            f"  {mode:<10} n={sets['n']:<3} coverage {_pct(sets['coverage']).strip()} (1 - alpha = "
+            f"{1 - sets['alpha']:.0%})  mean size {sets['mean_size']:.2f}  kept: {', '.join(sets['kept'])}"
+        )
     lines.append("risk / coverage over min_answer_mass (answered share, error rate among the answered)")
     for mode, f in figures.items():
-        cells = [f"{row['min_answer_mass']:g}: {_pct(row['coverage']).strip()} / {_pct(row['risk']).strip()}"
-                 for row in f["risk_coverage"]]
+        cells = [
+            f"{row['min_answer_mass']:g}: {_pct(row['coverage']).strip()} / {_pct(row['risk']).strip()}"
+            for row in f["risk_coverage"]
+        ]
         lines.append(f"  {mode:<10} " + ", ".join(cells))
     return "\n".join(lines)
 
@@ -300,10 +372,12 @@ class OrderModesView(DecisionView):
             raw = decision.raw or {}
             mode, sensitivity, prior = raw.get("order"), raw.get("order_sensitivity"), raw.get("prior")
             if sensitivity:
-                out.append(f"{mode}: {sensitivity['presentations']} presentations of {sensitivity['of']} options; "
-                           f"the largest spread "
-                           f"of one option's probability across them {sensitivity['max_spread']:.3f}; the top "
-                           f"option {'changes' if sensitivity['top_changes'] else 'stays the same'}")
+                out.append(
+                    f"{mode}: {sensitivity['presentations']} presentations of {sensitivity['of']} options; "
+                    f"the largest spread "
+                    f"of one option's probability across them {sensitivity['max_spread']:.3f}; the top "
+                    f"option {'changes' if sensitivity['top_changes'] else 'stays the same'}"
+                )
             elif prior:
                 out.append(f"{mode}: the content-free prior per position " + ", ".join(f"{p:.3f}" for p in prior))
         return out
@@ -312,8 +386,10 @@ class OrderModesView(DecisionView):
 def ask_in_each_mode(client, body: Mapping, modes: Sequence[str] = ORDER_MODES) -> OrderModesView:
     """The decision ``body`` asked once in each order mode (its id gets the mode), read with letters whatever the
     server's default readout, shown side by side."""
-    answers = [client.decide({**body, "id": f"{body.get('id', 'decision')} ({mode})", "order": mode,
-                             "readout": LETTERS}) for mode in modes]
+    answers = [
+        client.decide({**body, "id": f"{body.get('id', 'decision')} ({mode})", "order": mode, "readout": LETTERS})
+        for mode in modes
+    ]
     return OrderModesView(answers, latency=False)
 
 
@@ -325,13 +401,26 @@ def warm_priors(client, tasks: Sequence) -> list[int]:
     for task in tasks:
         first.setdefault(len(task.options), task)
     for _, task in sorted(first.items()):
-        client.decide({**task.request(request_id=f"{task.id}@warm-prior"), "order": "prior",
-                       "readout": LETTERS, "question_type": task.type})
+        client.decide(
+            {
+                **task.request(request_id=f"{task.id}@warm-prior"),
+                "order": "prior",
+                "readout": LETTERS,
+                "question_type": task.type,
+            }
+        )
     return sorted(first)
 
 
-def measure_order_modes(client, tasks=None, *, modes: Sequence[str] = ORDER_MODES, limit: int | None = None,
-                        head_tokens: int | None = None, progress: bool = True) -> OrderStudy:
+def measure_order_modes(
+    client,
+    tasks=None,
+    *,
+    modes: Sequence[str] = ORDER_MODES,
+    limit: int | None = None,
+    head_tokens: int | None = None,
+    progress: bool = True,
+) -> OrderStudy:
     """Every task in each order mode, options as declared and reversed, at temperature 1, task by task
     (``_interleaved``); the priors of the tasks' option counts are warmed first (``warm_priors``), so no timed
     request scores one. ``head_tokens``, when known, prices the rotations' extra tokens exactly
@@ -362,18 +451,45 @@ def _interleaved(client, tasks, modes: Sequence[str], progress: bool) -> dict[st
     finally:
         if bar is not None:
             bar.close()
-    return {mode: tuple(_joined(parts[(mode, order)], mode if order == "original" else f"{mode} (reversed)")
-                        for order in ("original", "reversed")) for mode in modes}
+    return {
+        mode: tuple(
+            _joined(parts[(mode, order)], mode if order == "original" else f"{mode} (reversed)")
+            for order in ("original", "reversed")
+        )
+        for mode in modes
+    }
 
 
 def _joined(runs: list[Run], label: str) -> Run:
     """One run from single-task runs of one mode and order, in task order."""
     first = runs[0]
-    return Run(label=label, kind=first.kind, results=[r for run in runs for r in run.results], endpoint=first.endpoint,
-               concurrency=first.concurrency, wall_s=sum(run.wall_s for run in runs), started_at=first.started_at,
-               model=next((run.model for run in runs if run.model), {}), settings=dict(first.settings))
+    return Run(
+        label=label,
+        kind=first.kind,
+        results=[r for run in runs for r in run.results],
+        endpoint=first.endpoint,
+        concurrency=first.concurrency,
+        wall_s=sum(run.wall_s for run in runs),
+        started_at=first.started_at,
+        model=next((run.model for run in runs if run.model), {}),
+        settings=dict(first.settings),
+    )
 
 
-__all__ = ["OrderModesView", "OrderStudy", "THRESHOLDS", "accuracy", "ask_in_each_mode", "format_study", "heldout_calibration", "set_figures",
-           "measure_order_modes", "mean_sensitivity", "mode_figures", "per_token_ms", "risk_coverage",
-           "rotation_cost", "warm_priors"]
+__all__ = [
+    "THRESHOLDS",
+    "OrderModesView",
+    "OrderStudy",
+    "accuracy",
+    "ask_in_each_mode",
+    "format_study",
+    "heldout_calibration",
+    "mean_sensitivity",
+    "measure_order_modes",
+    "mode_figures",
+    "per_token_ms",
+    "risk_coverage",
+    "rotation_cost",
+    "set_figures",
+    "warm_priors",
+]

@@ -16,11 +16,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .temperature import reliability_bins
 from .report import RUN_TITLES, BenchReport, percentile
+from .temperature import reliability_bins
 
-COLORS = {"decision": "#1f77b4", "generation": "#d62728", "debiased": "#2ca02c",
-          "decision_reversed": "#9467bd", "debiased_reversed": "#8c564b"}
+COLORS = {
+    "decision": "#1f77b4",
+    "generation": "#d62728",
+    "debiased": "#2ca02c",
+    "decision_reversed": "#9467bd",
+    "debiased_reversed": "#8c564b",
+}
 SHOWN = ("decision", "debiased", "generation")  # runs drawn in the latency and accuracy panels
 
 
@@ -29,8 +34,10 @@ def _runs(report: BenchReport):
 
 
 def draw_latency(ax, report: BenchReport) -> None:
-    series = [(key, [r.client_latency_ms / 1000.0 for r in run.results if r.answered and r.client_latency_ms])
-              for key, run in _runs(report)]
+    series = [
+        (key, [r.client_latency_ms / 1000.0 for r in run.results if r.answered and r.client_latency_ms])
+        for key, run in _runs(report)
+    ]
     series = [(k, v) for k, v in series if v]
     if not series:
         ax.text(0.5, 0.5, "no answered requests", ha="center", transform=ax.transAxes)
@@ -44,8 +51,14 @@ def draw_latency(ax, report: BenchReport) -> None:
         bins = np.linspace(low * 0.95, high * 1.05, 30)
     for key, values in series:
         color = COLORS.get(key)
-        ax.hist(values, bins=bins, histtype="step", linewidth=1.8, color=color,
-                label=f"{RUN_TITLES.get(key, key)} (n={len(values)})")
+        ax.hist(
+            values,
+            bins=bins,
+            histtype="step",
+            linewidth=1.8,
+            color=color,
+            label=f"{RUN_TITLES.get(key, key)} (n={len(values)})",
+        )
         for q, style in ((50, "--"), (95, ":")):
             ax.axvline(percentile(values, q), color=color, linestyle=style, linewidth=1)
     ax.set_xlabel("client latency (s); dashed p50, dotted p95")
@@ -63,12 +76,22 @@ def draw_accuracy_by_family(ax, report: BenchReport) -> None:
     for i, key in enumerate(shown):
         fam = summaries[key]["by_family"]
         values = [(fam.get(f) or {}).get("accuracy") or 0.0 for f in families]
-        ax.bar(x + (i - (len(shown) - 1) / 2) * width, values, width, color=COLORS.get(key),
-               label=f"{RUN_TITLES.get(key, key)} ({summaries[key]['tasks']} tasks)")
+        ax.bar(
+            x + (i - (len(shown) - 1) / 2) * width,
+            values,
+            width,
+            color=COLORS.get(key),
+            label=f"{RUN_TITLES.get(key, key)} ({summaries[key]['tasks']} tasks)",
+        )
     chance = [summaries["decision"]["by_family"][f]["chance"] for f in families]
     ax.scatter(x, chance, marker="_", s=400, color="black", zorder=3, label="chance")
-    ax.set_xticks(x, [f"{f}\n(n={summaries['decision']['by_family'][f]['n']})" for f in families],
-                  fontsize=9, rotation=30, ha="right")
+    ax.set_xticks(
+        x,
+        [f"{f}\n(n={summaries['decision']['by_family'][f]['n']})" for f in families],
+        fontsize=9,
+        rotation=30,
+        ha="right",
+    )
     ax.set_ylim(0, 1.3)
     ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
     ax.set_ylabel("accuracy")
@@ -80,10 +103,10 @@ def draw_reliability(ax, report: BenchReport) -> None:
     ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfectly calibrated")
     cal = report.calibration
     if cal and "error" not in cal:
-        curves = [("before", cal["before"]["bins"], "#1f77b4",
-                   f"T = 1 (ECE {cal['before']['ece']:.3f})"),
-                  ("after", cal["after"]["bins"], "#ff7f0e",
-                   f"T = {cal['temperature']:.2g} (ECE {cal['after']['ece']:.3f})")]
+        curves = [
+            ("before", cal["before"]["bins"], "#1f77b4", f"T = 1 (ECE {cal['before']['ece']:.3f})"),
+            ("after", cal["after"]["bins"], "#ff7f0e", f"T = {cal['temperature']:.2g} (ECE {cal['after']['ece']:.3f})"),
+        ]
         title = f"Reliability ({cal['report_tasks']} held-out tasks)"
     else:
         valid = [r for r in report.decision.results if r.valid]

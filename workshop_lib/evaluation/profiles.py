@@ -30,13 +30,19 @@ from __future__ import annotations
 import datetime
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from decision_contract import calibration as contract
-from decision_contract.calibration import (DEFAULT_ALPHA, FILE_NAME, FORMAT, HELDOUT_KEYS, TEMPERATURE_RANGE,
-                                           profile_name)
+from decision_contract.calibration import (
+    DEFAULT_ALPHA,
+    FILE_NAME,
+    FORMAT,
+    HELDOUT_KEYS,
+    TEMPERATURE_RANGE,
+    profile_name,
+)
 from decision_contract.names import LETTERS, ORDER_MODES, READOUTS
 
 from ..errors import WorkshopError
@@ -96,8 +102,9 @@ class Pooled:
     heldout: tuple[Labelled, ...]
 
 
-def fit_profile(fit: Sequence[Labelled], heldout: Sequence[Labelled], alpha: float = DEFAULT_ALPHA,
-                pooled: Pooled | None = None) -> dict:
+def fit_profile(
+    fit: Sequence[Labelled], heldout: Sequence[Labelled], alpha: float = DEFAULT_ALPHA, pooled: Pooled | None = None
+) -> dict:
     """One profile's entry: the temperature fitted on ``fit``, kept only if at least ``MIN_HELDOUT`` answers
     are held out and their NLL improves (with ``pooled``, its temperature judged on all its held-out answers,
     ``heldout_n`` and ``heldout`` counting those); ``reason`` says why a profile is not kept; and the
@@ -113,17 +120,29 @@ def fit_profile(fit: Sequence[Labelled], heldout: Sequence[Labelled], alpha: flo
         temperature, fitted_on, judged = pooled.temperature, pooled.fit_n, pooled.heldout
     else:
         temperature, fitted_on, judged = fit_temperature(*_rows(fit), beta_range=BETA_RANGE), len(fit), heldout
-    entry: dict[str, object] = {"temperature": float(temperature), "kept": False, "fit_n": len(fit), "heldout_n": len(judged),
-             "temperature_from": POOLED if pooled else OWN, "temperature_fit_n": fitted_on,
-             "heldout": None, "reason": "no held-out answer to judge it on"}
+    entry: dict[str, object] = {
+        "temperature": float(temperature),
+        "kept": False,
+        "fit_n": len(fit),
+        "heldout_n": len(judged),
+        "temperature_from": POOLED if pooled else OWN,
+        "temperature_fit_n": fitted_on,
+        "heldout": None,
+        "reason": "no held-out answer to judge it on",
+    }
     if judged:
         rows, targets = _rows(judged)
         before, after = metrics(rows, targets, 1.0), metrics(rows, targets, temperature)
-        entry["heldout"] = {f"{key}_{when}": float(figures[key]) for key in ("nll", "ece", "brier")
-                            for when, figures in (("before", before), ("after", after))}
+        entry["heldout"] = {
+            f"{key}_{when}": float(figures[key])
+            for key in ("nll", "ece", "brier")
+            for when, figures in (("before", before), ("after", after))
+        }
         if len(judged) < MIN_HELDOUT:
-            entry["reason"] = (f"only {len(judged)} held-out answer{'s' if len(judged) > 1 else ''}; a profile is "
-                               f"kept on at least {MIN_HELDOUT}")
+            entry["reason"] = (
+                f"only {len(judged)} held-out answer{'s' if len(judged) > 1 else ''}; a profile is "
+                f"kept on at least {MIN_HELDOUT}"
+            )
         elif after["nll"] < before["nll"]:
             entry.update(kept=True, reason=None)
         else:
@@ -136,23 +155,31 @@ def fit_threshold(fit: Sequence[Labelled], heldout: Sequence[Labelled], temperat
     """A profile's ``conformal`` entry: the split-conformal threshold on the held-out answers' probabilities
     at ``temperature`` (the one the adapter serves for the profile), kept with enough held-out answers."""
     need = conformal.min_heldout(alpha)
-    entry: dict[str, object] = {"threshold": None, "kept": False, "reason": None, "heldout_n": len(heldout),
-             "temperature": float(temperature), "fit_coverage": None, "fit_set_size": None}
+    entry: dict[str, object] = {
+        "threshold": None,
+        "kept": False,
+        "reason": None,
+        "heldout_n": len(heldout),
+        "temperature": float(temperature),
+        "fit_coverage": None,
+        "fit_set_size": None,
+    }
     q = None
     if heldout:
         probs = [softmax(r.log_probs, temperature) for r in heldout]
         q = conformal.threshold(conformal.nonconformity(probs, [r.target for r in heldout]), alpha)
     if q is None:
-        entry["reason"] = (f"{len(heldout)} held-out answer{'' if len(heldout) == 1 else 's'}; a set covering "
-                           f"1 - alpha = {1 - alpha:g} needs at least {need}")
+        entry["reason"] = (
+            f"{len(heldout)} held-out answer{'' if len(heldout) == 1 else 's'}; a set covering "
+            f"1 - alpha = {1 - alpha:g} needs at least {need}"
+        )
         return entry
     coverage, size = conformal.coverage([softmax(r.log_probs, temperature) for r in fit], [r.target for r in fit], q)
     entry.update(threshold=q, kept=True, fit_coverage=coverage, fit_set_size=size)
     return entry
 
 
-def fit_profiles(fit: Iterable[Labelled], heldout: Iterable[Labelled], alpha: float = DEFAULT_ALPHA
-                 ) -> dict[str, dict]:
+def fit_profiles(fit: Iterable[Labelled], heldout: Iterable[Labelled], alpha: float = DEFAULT_ALPHA) -> dict[str, dict]:
     """Every profile with at least one fitting answer, by name (sorted). A profile with fewer than
     ``MIN_PROFILE_FIT`` fitting answers takes the temperature fitted on all of them, every profile's together,
     judged on every held-out answer: what is fitted on all is judged on all."""
@@ -166,9 +193,10 @@ def fit_profiles(fit: Iterable[Labelled], heldout: Iterable[Labelled], alpha: fl
     pooled = None
     if any(len(rows) < MIN_PROFILE_FIT for rows in by_fit.values()):
         pooled = Pooled(fit_temperature(*_rows(fit), beta_range=BETA_RANGE), len(fit), tuple(heldout))
-    return {name: fit_profile(rows, by_heldout.get(name, []), alpha,
-                              pooled if len(rows) < MIN_PROFILE_FIT else None)
-            for name, rows in sorted(by_fit.items())}
+    return {
+        name: fit_profile(rows, by_heldout.get(name, []), alpha, pooled if len(rows) < MIN_PROFILE_FIT else None)
+        for name, rows in sorted(by_fit.items())
+    }
 
 
 def fit_for(results: Iterable) -> dict:
@@ -184,12 +212,20 @@ def fit_for(results: Iterable) -> dict:
             shown = sorted(str(v) for v in found) or ["no valid answer"]
             raise CalibrationFileError(
                 f"the answers must all report one {name} to tie the calibration to, but they report "
-                f"{', '.join(shown)}; run the tasks against one endpoint serving one model")
+                f"{', '.join(shown)}; run the tasks against one endpoint serving one model"
+            )
     return {"gguf_sha256": str(digests.pop()).lower(), "prompt_version": str(versions.pop())}
 
 
-def calibration_document(results: Sequence, *, order: str, tasks: str, alpha: float = DEFAULT_ALPHA,
-                         readout: str = LETTERS, now: datetime.datetime | None = None) -> dict:
+def calibration_document(
+    results: Sequence,
+    *,
+    order: str,
+    tasks: str,
+    alpha: float = DEFAULT_ALPHA,
+    readout: str = LETTERS,
+    now: datetime.datetime | None = None,
+) -> dict:
     """``calibration.json`` from one temperature-1 run in ``order`` mode with ``readout`` (results in any
     task order); prediction sets at level ``alpha``.
 
@@ -211,10 +247,16 @@ def calibration_document(results: Sequence, *, order: str, tasks: str, alpha: fl
     if not fit_rows:
         raise CalibrationFileError("no valid answer among the fitting tasks: nothing to fit a temperature on")
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    return {"format": FORMAT, "fit_for": fit_for(results), "order": order, "readout": readout, "alpha": alpha,
-            "profiles": fit_profiles(fit_rows, heldout_rows, alpha),
-            "data": {"tasks": tasks, "fit_n": len(fit_rows), "heldout_n": len(heldout_rows)},
-            "created": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return {
+        "format": FORMAT,
+        "fit_for": fit_for(results),
+        "order": order,
+        "readout": readout,
+        "alpha": alpha,
+        "profiles": fit_profiles(fit_rows, heldout_rows, alpha),
+        "data": {"tasks": tasks, "fit_n": len(fit_rows), "heldout_n": len(heldout_rows)},
+        "created": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
 
 
 def check_document(doc) -> dict:
@@ -249,34 +291,61 @@ def describe(doc: Mapping) -> str:
     target = doc["fit_for"]
     data = doc["data"]
     alpha = doc.get("alpha")
-    lines = [f"calibration for GGUF {target['gguf_sha256'][:16]}…, prompt {target['prompt_version']}, "
-             f"readout {doc.get('readout', LETTERS)}, order {doc['order']}"
-             + (f", prediction sets at alpha {alpha:g}" if alpha is not None else "")
-             + f"; {data['fit_n']} fitting and {data['heldout_n']} held-out answers ({data['tasks']})"]
+    lines = [
+        f"calibration for GGUF {target['gguf_sha256'][:16]}…, prompt {target['prompt_version']}, "
+        f"readout {doc.get('readout', LETTERS)}, order {doc['order']}"
+        + (f", prediction sets at alpha {alpha:g}" if alpha is not None else "")
+        + f"; {data['fit_n']} fitting and {data['heldout_n']} held-out answers ({data['tasks']})"
+    ]
     for name, entry in doc["profiles"].items():
-        line = (f"  {name:<10} T={entry['temperature']:8.3f}  {'kept   ' if entry['kept'] else 'not kept'}  "
-                f"fit {entry['fit_n']:>3}, held out {entry['heldout_n']:>3}")
+        line = (
+            f"  {name:<10} T={entry['temperature']:8.3f}  {'kept   ' if entry['kept'] else 'not kept'}  "
+            f"fit {entry['fit_n']:>3}, held out {entry['heldout_n']:>3}"
+        )
         if entry.get("temperature_from") == POOLED:
-            line += (f"  (T fitted on all {entry['temperature_fit_n']} fitting answers, judged on all held-out ones: "
-                     "too few of its own)")
+            line += (
+                f"  (T fitted on all {entry['temperature_fit_n']} fitting answers, judged on all held-out ones: "
+                "too few of its own)"
+            )
         if entry["heldout"]:
             h = entry["heldout"]
-            line += (f"  NLL {h['nll_before']:.3f} -> {h['nll_after']:.3f}, ECE {h['ece_before']:.3f} -> "
-                     f"{h['ece_after']:.3f}, Brier {h['brier_before']:.3f} -> {h['brier_after']:.3f}")
+            line += (
+                f"  NLL {h['nll_before']:.3f} -> {h['nll_after']:.3f}, ECE {h['ece_before']:.3f} -> "
+                f"{h['ece_after']:.3f}, Brier {h['brier_before']:.3f} -> {h['brier_after']:.3f}"
+            )
         if entry.get("reason"):
             line += f"  ({entry['reason']})"
         lines.append(line)
         sets = entry.get("conformal")
         if sets and sets["kept"]:
-            lines.append(f"  {'':<10} prediction set: p >= {1 - sets['threshold']:.3f} (q={sets['threshold']:.3f}); "
-                         f"on the fitting answers coverage {sets['fit_coverage']:.2f}, mean size "
-                         f"{sets['fit_set_size']:.2f}")
+            lines.append(
+                f"  {'':<10} prediction set: p >= {1 - sets['threshold']:.3f} (q={sets['threshold']:.3f}); "
+                f"on the fitting answers coverage {sets['fit_coverage']:.2f}, mean size "
+                f"{sets['fit_set_size']:.2f}"
+            )
         elif sets:
             lines.append(f"  {'':<10} prediction set: not kept ({sets['reason']})")
     return "\n".join(lines)
 
 
-__all__ = ["FILE_NAME", "FORMAT", "HELDOUT_KEYS", "MIN_HELDOUT", "ORDER_MODES", "TEMPERATURE_RANGE",
-           "CalibrationFileError", "Labelled", "calibration_document", "check_document", "describe", "fit_for", "fit_profile",
-           "fit_threshold",
-           "fit_profiles", "labelled", "profile_name", "read_document", "write_document"]
+__all__ = [
+    "FILE_NAME",
+    "FORMAT",
+    "HELDOUT_KEYS",
+    "MIN_HELDOUT",
+    "ORDER_MODES",
+    "TEMPERATURE_RANGE",
+    "CalibrationFileError",
+    "Labelled",
+    "calibration_document",
+    "check_document",
+    "describe",
+    "fit_for",
+    "fit_profile",
+    "fit_profiles",
+    "fit_threshold",
+    "labelled",
+    "profile_name",
+    "read_document",
+    "write_document",
+]

@@ -13,9 +13,9 @@ is asserted about them: a small model's accuracy is not the point.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Mapping, Sequence
 
 from decision_contract.names import READOUTS
 
@@ -24,9 +24,9 @@ from ..errors import WorkshopError
 from . import conformal
 from .order_study import heldout_calibration, mode_figures
 from .profiles import DEFAULT_ALPHA, CalibrationFileError, calibration_document, labelled, write_document
-from .temperature import softmax
 from .runner import Run, run_decisions
 from .tasks import Task, resolve_tasks
+from .temperature import softmax
 
 
 def _check(readouts: Sequence[str]) -> list[str]:
@@ -44,28 +44,39 @@ class ReadoutsView(DecisionView):
         for decision in self.decisions:
             raw = decision.raw or {}
             if raw.get("option_tokens"):
-                out.append(f"cloze: {raw['input_tokens']} input tokens; each option's text read as "
-                           f"{', '.join(map(str, raw['option_tokens']))} tokens, scores normalised by "
-                           f"{raw.get('normalize')}")
+                out.append(
+                    f"cloze: {raw['input_tokens']} input tokens; each option's text read as "
+                    f"{', '.join(map(str, raw['option_tokens']))} tokens, scores normalised by "
+                    f"{raw.get('normalize')}"
+                )
             else:
-                out.append(f"letters: {raw.get('input_tokens')} input tokens; the answer letters held "
-                           f"{raw.get('allowed_token_mass', 0.0):.3f} of the next-token probability")
+                out.append(
+                    f"letters: {raw.get('input_tokens')} input tokens; the answer letters held "
+                    f"{raw.get('allowed_token_mass', 0.0):.3f} of the next-token probability"
+                )
         return out
 
 
 def ask_each_readout(client, body: Mapping, readouts: Sequence[str] = READOUTS) -> ReadoutsView:
     """The decision ``body`` asked once with each readout (its id gets the readout's name), side by side."""
-    answers = [client.decide({**body, "id": f"{body.get('id', 'decision')} ({r})", "readout": r})
-               for r in _check(readouts)]
+    answers = [
+        client.decide({**body, "id": f"{body.get('id', 'decision')} ({r})", "readout": r}) for r in _check(readouts)
+    ]
     return ReadoutsView(answers, latency=False)
 
 
 def run_readout(client, tasks: Sequence[Task], readout: str, *, order: str = "original", progress: bool = True) -> Run:
     """Every task once with ``readout`` in order mode ``as_given`` (whatever the server's default mode), the
     options presented in ``order``, at temperature 1 (no profile)."""
-    run = run_decisions(client, tasks, order=order, temperature=1.0, progress=progress,
-                        label=readout if order == "original" else f"{readout} ({order})",
-                        fields=lambda task: {"order": "as_given", "readout": readout, "question_type": task.type})
+    run = run_decisions(
+        client,
+        tasks,
+        order=order,
+        temperature=1.0,
+        progress=progress,
+        label=readout if order == "original" else f"{readout} ({order})",
+        fields=lambda task: {"order": "as_given", "readout": readout, "question_type": task.type},
+    )
     run.settings["order_mode"], run.settings["readout"] = "as_given", readout
     return run
 
@@ -83,8 +94,12 @@ def prediction_sets(doc: Mapping) -> dict:
         return {"kept": 0, "coverage": None, "set_size": None, "alpha": doc.get("alpha")}
     weights = [c["heldout_n"] for c in kept]
     mean = lambda key: sum(c[key] * w for c, w in zip(kept, weights)) / sum(weights)  # noqa: E731
-    return {"kept": len(kept), "coverage": mean("fit_coverage"), "set_size": mean("fit_set_size"),
-            "alpha": doc.get("alpha")}
+    return {
+        "kept": len(kept),
+        "coverage": mean("fit_coverage"),
+        "set_size": mean("fit_set_size"),
+        "alpha": doc.get("alpha"),
+    }
 
 
 def resampled_sets(results, doc: Mapping) -> dict | None:
@@ -112,8 +127,13 @@ class ReadoutStudy:
     def calibration(self, readout: str) -> dict | None:
         """The ``calibration.json`` this readout's run gives, or None when it has nothing to fit on."""
         try:
-            return calibration_document(self.by_readout[readout][0].results, order="as_given", tasks=self.tasks,
-                                        alpha=self.alpha, readout=readout)
+            return calibration_document(
+                self.by_readout[readout][0].results,
+                order="as_given",
+                tasks=self.tasks,
+                alpha=self.alpha,
+                readout=readout,
+            )
         except CalibrationFileError:
             return None
 
@@ -121,8 +141,10 @@ class ReadoutStudy:
         """Write ``readout``'s ``calibration.json`` to ``path`` (a folder gets the file inside it)."""
         doc = self.calibration(readout) if readout in self.by_readout else None
         if doc is None:
-            raise WorkshopError(f"the {readout} run has no valid answer among its fitting tasks (split dev, or half "
-                                "the tasks by a hash of their id): run more tasks, with that readout among them")
+            raise WorkshopError(
+                f"the {readout} run has no valid answer among its fitting tasks (split dev, or half "
+                "the tasks by a hash of their id): run more tasks, with that readout among them"
+            )
         return write_document(doc, path)
 
     @cached_property
@@ -133,12 +155,12 @@ class ReadoutStudy:
         for readout, (original, reversed_run) in self.by_readout.items():
             f = mode_figures(original, reversed_run)
             f.pop("sensitivity", None), f.pop("risk_coverage", None), f.pop("mode", None)
-            f["ms_per_token"] = (f["p50_ms"] / f["tokens_mean"] if f["p50_ms"] is not None and f["tokens_mean"]
-                                 else None)
+            f["ms_per_token"] = f["p50_ms"] / f["tokens_mean"] if f["p50_ms"] is not None and f["tokens_mean"] else None
             doc = self.calibration(readout)
             f["heldout"] = heldout_calibration(original.results, doc) if doc else {"n": 0}
-            f["sets"] = prediction_sets(doc) if doc else {"kept": 0, "coverage": None, "set_size": None,
-                                                          "alpha": self.alpha}
+            f["sets"] = (
+                prediction_sets(doc) if doc else {"kept": 0, "coverage": None, "set_size": None, "alpha": self.alpha}
+            )
             f["sets"]["resampled"] = resampled_sets(original.results, doc) if doc else None
             out[readout] = f
         return out
@@ -147,29 +169,42 @@ class ReadoutStudy:
         def num(v, fmt=".3f"):
             return "-" if v is None else format(v, fmt)
 
-        lines = [f"{self.tasks}: each readout, options as declared and reversed, temperature 1; "
-                 f"chance {num(self.chance, '.0%')}"]
+        lines = [
+            f"{self.tasks}: each readout, options as declared and reversed, temperature 1; "
+            f"chance {num(self.chance, '.0%')}"
+        ]
         for readout, f in self.figures.items():
             flips = f["flips"]
-            lines.append(f"  {readout:<8} accuracy {num(f['accuracy'], '.0%')} of {f['tasks']} "
-                         f"({f['valid']} valid); flips {flips.get('flips', 0)}/{flips.get('compared', 0)}; "
-                         f"p50 {num(f['p50_ms'], '.0f')} ms for {num(f['tokens_mean'], '.0f')} tokens evaluated "
-                         f"({num(f['ms_per_token'], '.1f')} ms/token)")
+            lines.append(
+                f"  {readout:<8} accuracy {num(f['accuracy'], '.0%')} of {f['tasks']} "
+                f"({f['valid']} valid); flips {flips.get('flips', 0)}/{flips.get('compared', 0)}; "
+                f"p50 {num(f['p50_ms'], '.0f')} ms for {num(f['tokens_mean'], '.0f')} tokens evaluated "
+                f"({num(f['ms_per_token'], '.1f')} ms/token)"
+            )
             h = f["heldout"]
             if h.get("n"):
                 b, a = h["before"], h["after"]
-                lines.append(f"  {'':<8} held-out n={h['n']}: NLL {b['nll']:.3f} -> {a['nll']:.3f}, "
-                             f"ECE {b['ece']:.3f} -> {a['ece']:.3f} (profiles kept: {', '.join(h['kept']) or 'none'})")
+                lines.append(
+                    f"  {'':<8} held-out n={h['n']}: NLL {b['nll']:.3f} -> {a['nll']:.3f}, "
+                    f"ECE {b['ece']:.3f} -> {a['ece']:.3f} (profiles kept: {', '.join(h['kept']) or 'none'})"
+                )
             else:
                 lines.append(f"  {'':<8} no held-out answers to judge a calibration on")
             s = f["sets"]
-            lines.append(f"  {'':<8} prediction sets (1 - alpha = {1 - (s['alpha'] or self.alpha):g}): "
-                         + (f"{s['kept']} profile(s), coverage {s['coverage']:.0%}, mean size {s['set_size']:.2f}"
-                            if s["kept"] else "none kept (too few held-out tasks)"))
+            lines.append(
+                f"  {'':<8} prediction sets (1 - alpha = {1 - (s['alpha'] or self.alpha):g}): "
+                + (
+                    f"{s['kept']} profile(s), coverage {s['coverage']:.0%}, mean size {s['set_size']:.2f}"
+                    if s["kept"]
+                    else "none kept (too few held-out tasks)"
+                )
+            )
             r = s.get("resampled")
             if r:
-                lines.append(f"  {'':<8} over {r['rounds']} random half splits of {r['answers']} answers in "
-                             f"{r['groups']} profile(s): coverage {r['coverage']:.0%}, mean size {r['set_size']:.2f}")
+                lines.append(
+                    f"  {'':<8} over {r['rounds']} random half splits of {r['answers']} answers in "
+                    f"{r['groups']} profile(s): coverage {r['coverage']:.0%}, mean size {r['set_size']:.2f}"
+                )
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -179,11 +214,23 @@ class ReadoutStudy:
         return "```text\n" + self.text() + "\n```"
 
 
-def measure_readouts(client, tasks=None, *, readouts: Sequence[str] = READOUTS, limit: int | None = None,
-                     progress: bool = True, alpha: float = DEFAULT_ALPHA) -> ReadoutStudy:
+def measure_readouts(
+    client,
+    tasks=None,
+    *,
+    readouts: Sequence[str] = READOUTS,
+    limit: int | None = None,
+    progress: bool = True,
+    alpha: float = DEFAULT_ALPHA,
+) -> ReadoutStudy:
     """Every task with each readout, options as declared and reversed, at temperature 1."""
     chosen = _check(readouts)
     task_list, name = resolve_tasks(tasks, limit)
-    runs = {r: (run_readout(client, task_list, r, progress=progress),
-                run_readout(client, task_list, r, order="reversed", progress=progress)) for r in chosen}
+    runs = {
+        r: (
+            run_readout(client, task_list, r, progress=progress),
+            run_readout(client, task_list, r, order="reversed", progress=progress),
+        )
+        for r in chosen
+    }
     return ReadoutStudy(runs, tasks=name, chance=chance(task_list), alpha=alpha)

@@ -21,14 +21,15 @@ import datetime
 import json
 import math
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from .bias import flip_stats
-from .temperature import calibrate_results
 from .logprobs import agreement
 from .runner import Run, TaskResult, evaluated_tokens
+from .temperature import calibrate_results
 
 RUN_TITLES = {
     "decision": "decision readout",
@@ -61,8 +62,13 @@ def latency_stats(values_ms: Iterable[float | None]) -> dict:
     data = [float(v) for v in values_ms if v is not None]
     if not data:
         return {"n": 0, "p50": None, "p95": None, "max": None, "mean": None}
-    return {"n": len(data), "p50": percentile(data, 50), "p95": percentile(data, 95), "max": max(data),
-            "mean": statistics.fmean(data)}
+    return {
+        "n": len(data),
+        "p50": percentile(data, 50),
+        "p95": percentile(data, 95),
+        "max": max(data),
+        "mean": statistics.fmean(data),
+    }
 
 
 def _group(results: Sequence[TaskResult], key) -> dict:
@@ -75,9 +81,13 @@ def _group(results: Sequence[TaskResult], key) -> dict:
 def _counts(results: Sequence[TaskResult]) -> dict:
     n = len(results)
     correct = sum(r.correct for r in results)
-    return {"n": n, "valid": sum(r.valid for r in results), "correct": correct,
-            "accuracy": correct / n if n else None,
-            "chance": statistics.fmean(1 / len(r.labels) for r in results) if n else None}
+    return {
+        "n": n,
+        "valid": sum(r.valid for r in results),
+        "correct": correct,
+        "accuracy": correct / n if n else None,
+        "chance": statistics.fmean(1 / len(r.labels) for r in results) if n else None,
+    }
 
 
 def summarize(run: Run) -> dict:
@@ -92,9 +102,16 @@ def summarize(run: Run) -> dict:
             positions[str(r.predicted_position + 1)] = positions.get(str(r.predicted_position + 1), 0) + 1
     counts = _counts(results)
     return {
-        "label": run.label, "kind": run.kind, "endpoint": run.endpoint, "concurrency": run.concurrency,
-        "settings": run.settings, "model": run.model,
-        "tasks": n, "answered": len(answered), "valid": counts["valid"], "correct": counts["correct"],
+        "label": run.label,
+        "kind": run.kind,
+        "endpoint": run.endpoint,
+        "concurrency": run.concurrency,
+        "settings": run.settings,
+        "model": run.model,
+        "tasks": n,
+        "answered": len(answered),
+        "valid": counts["valid"],
+        "correct": counts["correct"],
         "accuracy": counts["accuracy"],
         "accuracy_of_valid": counts["correct"] / counts["valid"] if counts["valid"] else None,
         "by_family": _group(results, lambda r: r.family),
@@ -103,8 +120,10 @@ def summarize(run: Run) -> dict:
         "server_ms": latency_stats(r.server_ms for r in answered),
         "wall_s": run.wall_s,
         "throughput_per_s": n / run.wall_s if run.wall_s else None,
-        "busy": {"retried_after_503": sum(r.attempts > 1 for r in results),
-                 "failed_with_503": sum(r.busy for r in results)},
+        "busy": {
+            "retried_after_503": sum(r.attempts > 1 for r in results),
+            "failed_with_503": sum(r.busy for r in results),
+        },
         "errors": sum(not r.answered for r in results),
         "input_tokens": {"mean": statistics.fmean(tokens) if tokens else None, "max": max(tokens, default=None)},
         "reference": {
@@ -161,8 +180,9 @@ class BenchReport:
     calibrate: bool = False
     compare_with: dict | None = None  # {"label": ..., "summary": {...}} of another run
     notes: list[str] = field(default_factory=list)
-    created: str = field(default_factory=lambda: datetime.datetime.now(datetime.timezone.utc)
-                         .isoformat(timespec="seconds"))
+    created: str = field(
+        default_factory=lambda: datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    )
 
     # -- derived --
 
@@ -185,16 +205,19 @@ class BenchReport:
             return None
         subset = {r.task_id for r in self.runs["decision_reversed"].results}
         plain = [r for r in self.decision.results if r.task_id in subset]
-        out = {"order": self.runs["decision_reversed"].settings.get("order", "reversed"),
-               "plain": flip_stats(plain, self.runs["decision_reversed"].results)}
+        out = {
+            "order": self.runs["decision_reversed"].settings.get("order", "reversed"),
+            "plain": flip_stats(plain, self.runs["decision_reversed"].results),
+        }
         out["plain"]["accuracy_original"] = _accuracy(plain)
         out["plain"]["accuracy_reordered"] = _accuracy(self.runs["decision_reversed"].results)
         out["plain"]["client_latency_ms"] = latency_stats(r.client_latency_ms for r in plain if r.answered)
         out["plain"]["input_tokens_mean"] = _mean(r.input_tokens for r in plain)
         if "debiased" in self.runs:
             deb = self.runs["debiased"].results
-            section = flip_stats(deb, self.runs["debiased_reversed"].results) \
-                if "debiased_reversed" in self.runs else {}
+            section = (
+                flip_stats(deb, self.runs["debiased_reversed"].results) if "debiased_reversed" in self.runs else {}
+            )
             section["accuracy_original"] = _accuracy(deb)
             if "debiased_reversed" in self.runs:
                 section["accuracy_reordered"] = _accuracy(self.runs["debiased_reversed"].results)
@@ -204,14 +227,22 @@ class BenchReport:
             section["evaluated_tokens_mean"] = _mean(evaluated_tokens(r) for r in deb if r.valid)
             # What k separate plain decisions would have cost: k x that task's plain latency and tokens.
             by_id = {r.task_id: r for r in plain}
-            est = [latency * k for r in deb
-                   if r.answered and r.task_id in by_id and (latency := by_id[r.task_id].client_latency_ms)
-                   and (k := shown[r.task_id])]
+            est = [
+                latency * k
+                for r in deb
+                if r.answered
+                and r.task_id in by_id
+                and (latency := by_id[r.task_id].client_latency_ms)
+                and (k := shown[r.task_id])
+            ]
             section["k_separate_estimate_ms"] = latency_stats(est)
             section["k_separate_tokens_mean"] = _mean(
-                tokens * k for r in deb
-                if r.task_id in by_id and isinstance(tokens := by_id[r.task_id].input_tokens, int)
-                and (k := shown[r.task_id]))
+                tokens * k
+                for r in deb
+                if r.task_id in by_id
+                and isinstance(tokens := by_id[r.task_id].input_tokens, int)
+                and (k := shown[r.task_id])
+            )
             out["debiased"] = section
         return out
 
@@ -226,7 +257,8 @@ class BenchReport:
         out["top_logprobs"] = run.settings.get("top_logprobs")
         out["client_latency_ms"] = latency_stats(r.client_latency_ms for r in run.results if r.answered)
         out["decision_client_latency_ms"] = latency_stats(
-            r.client_latency_ms for r in self.decision.results if r.answered and r.task_id in ids)
+            r.client_latency_ms for r in self.decision.results if r.answered and r.task_id in ids
+        )
         return out
 
     @property
@@ -242,22 +274,36 @@ class BenchReport:
     # -- output --
 
     def to_dict(self) -> dict:
-        return {"title": self.title, "created": self.created, "tasks_source": self.tasks_source,
-                "endpoint": self.decision.endpoint, "model": self.decision.model, "notes": self.notes,
-                "summary": self.summaries, "order_test": self.order_test, "calibration": self.calibration,
-                "letter_baseline": self.letter_baseline,
-                "compare_with": self.compare_with, "comparison": self.comparison,
-                "runs": {key: run.to_dict() for key, run in self.runs.items()}}
+        return {
+            "title": self.title,
+            "created": self.created,
+            "tasks_source": self.tasks_source,
+            "endpoint": self.decision.endpoint,
+            "model": self.decision.model,
+            "notes": self.notes,
+            "summary": self.summaries,
+            "order_test": self.order_test,
+            "calibration": self.calibration,
+            "letter_baseline": self.letter_baseline,
+            "compare_with": self.compare_with,
+            "comparison": self.comparison,
+            "runs": {key: run.to_dict() for key, run in self.runs.items()},
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, ensure_ascii=False)
 
     @classmethod
     def from_dict(cls, data: Mapping) -> BenchReport:
-        return cls(runs={k: Run.from_dict(v) for k, v in data["runs"].items()}, title=data.get("title", ""),
-                   tasks_source=data.get("tasks_source", ""), calibrate=data.get("calibration") is not None,
-                   compare_with=data.get("compare_with"), notes=list(data.get("notes") or []),
-                   created=data.get("created", ""))
+        return cls(
+            runs={k: Run.from_dict(v) for k, v in data["runs"].items()},
+            title=data.get("title", ""),
+            tasks_source=data.get("tasks_source", ""),
+            calibrate=data.get("calibration") is not None,
+            compare_with=data.get("compare_with"),
+            notes=list(data.get("notes") or []),
+            created=data.get("created", ""),
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> BenchReport:

@@ -16,9 +16,10 @@ from __future__ import annotations
 import datetime
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -27,12 +28,28 @@ from .scoring import invalid_reason, is_correct, predicted_label
 from .tasks import Task
 
 # What a run keeps of the model metadata the adapter returns.
-MODEL_KEYS = ("file", "sha256", "size_bytes", "source_revision", "quantization", "context_size",
-              "gpu_layers_offloaded", "threads")
+MODEL_KEYS = (
+    "file",
+    "sha256",
+    "size_bytes",
+    "source_revision",
+    "quantization",
+    "context_size",
+    "gpu_layers_offloaded",
+    "threads",
+)
 # What a result keeps (in ``extra``) of the fields the adapter's order modes, calibration and
 # abstention add to each answer; absent fields are left out.
-SERVED_KEYS = ("order", "order_sensitivity", "prior", "calibration", "abstained", "min_answer_mass",
-               "allowed_token_mass", "prompt_version")
+SERVED_KEYS = (
+    "order",
+    "order_sensitivity",
+    "prior",
+    "calibration",
+    "abstained",
+    "min_answer_mass",
+    "allowed_token_mass",
+    "prompt_version",
+)
 
 
 @dataclass
@@ -45,9 +62,9 @@ class TaskResult:
     expected: str
     labels: list[str]
     split: str = "test"
-    order: str = "original"          # how the options were presented
+    order: str = "original"  # how the options were presented
     presented: list[str] = field(default_factory=list)  # option ids in the order sent
-    answered: bool = True            # the request completed (an answer came back, usable or not)
+    answered: bool = True  # the request completed (an answer came back, usable or not)
     valid: bool = False
     predicted: str | None = None
     correct: bool = False
@@ -58,9 +75,9 @@ class TaskResult:
     server_ms: float | None = None
     timing: dict[str, Any] = field(default_factory=dict)
     input_tokens: int | None = None
-    attempts: int = 1                # > 1: the request met 503s and was retried
-    busy: bool = False               # still 503 after the client's retries
-    started_s: float | None = None   # seconds after the run started
+    attempts: int = 1  # > 1: the request met 503s and was retried
+    busy: bool = False  # still 503 after the client's retries
+    started_s: float | None = None  # seconds after the run started
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -104,13 +121,28 @@ def evaluated_tokens(result: TaskResult) -> int | None:
 
 
 def _base(task: Task, order: str, presented: Sequence[str]) -> dict:
-    return {"task_id": task.id, "family": task.family, "type": task.type, "expected": task.expected,
-            "labels": list(task.labels), "split": task.split, "order": order, "presented": list(presented)}
+    return {
+        "task_id": task.id,
+        "family": task.family,
+        "type": task.type,
+        "expected": task.expected,
+        "labels": list(task.labels),
+        "split": task.split,
+        "order": order,
+        "presented": list(presented),
+    }
 
 
-def score_response(task: Task, option_ids: Sequence[str], probabilities: Sequence, *,
-                   option_logits: Sequence | None = None, order: str = "original",
-                   presented: Sequence[str] | None = None, **measured) -> TaskResult:
+def score_response(
+    task: Task,
+    option_ids: Sequence[str],
+    probabilities: Sequence,
+    *,
+    option_logits: Sequence | None = None,
+    order: str = "original",
+    presented: Sequence[str] | None = None,
+    **measured,
+) -> TaskResult:
     """A ``TaskResult`` from one probability vector (pure): validity, prediction, correctness."""
     presented = list(presented if presented is not None else option_ids)
     reason = invalid_reason(task.labels, option_ids, probabilities)
@@ -120,22 +152,32 @@ def score_response(task: Task, option_ids: Sequence[str], probabilities: Sequenc
         return result
     result.valid = True
     result.probabilities = {oid: float(p) for oid, p in zip(option_ids, probabilities)}
-    if option_logits is not None and len(option_logits) == len(option_ids) and all(
-            isinstance(v, (int, float)) and math.isfinite(v) for v in option_logits):
+    if (
+        option_logits is not None
+        and len(option_logits) == len(option_ids)
+        and all(isinstance(v, (int, float)) and math.isfinite(v) for v in option_logits)
+    ):
         result.option_logits = {oid: float(v) for oid, v in zip(option_ids, option_logits)}
     result.predicted = predicted_label(list(option_ids), [float(p) for p in probabilities])
     result.correct = is_correct(result.predicted, task.expected)
     return result
 
 
-def failed_result(task: Task, error: BaseException | str, *, order: str = "original",
-                  presented: Sequence[str] | None = None, **measured) -> TaskResult:
+def failed_result(
+    task: Task,
+    error: BaseException | str,
+    *,
+    order: str = "original",
+    presented: Sequence[str] | None = None,
+    **measured,
+) -> TaskResult:
     """A failed request: invalid, wrong, with the error's text; a 503 after retries is marked busy."""
     presented = list(presented if presented is not None else task.labels)
     busy = isinstance(error, EndpointBusy)
     attempts = getattr(error, "attempts", measured.pop("attempts", 1)) or 1
-    return TaskResult(**_base(task, order, presented), answered=False, error=str(error), busy=busy,
-                      attempts=attempts, **measured)
+    return TaskResult(
+        **_base(task, order, presented), answered=False, error=str(error), busy=busy, attempts=attempts, **measured
+    )
 
 
 def decision_result(task: Task, decision, *, order: str = "original") -> TaskResult:
@@ -143,10 +185,18 @@ def decision_result(task: Task, decision, *, order: str = "original") -> TaskRes
     to ``extra``."""
     raw = decision.raw or {}
     result = score_response(
-        task, decision.option_ids, decision.probabilities, option_logits=raw.get("option_logits"),
-        order=order, presented=decision.option_ids, client_latency_ms=decision.client_latency_ms,
-        server_ms=decision.timing.get("total_ms"), timing=dict(decision.timing),
-        input_tokens=raw.get("input_tokens"), attempts=decision.attempts)
+        task,
+        decision.option_ids,
+        decision.probabilities,
+        option_logits=raw.get("option_logits"),
+        order=order,
+        presented=decision.option_ids,
+        client_latency_ms=decision.client_latency_ms,
+        server_ms=decision.timing.get("total_ms"),
+        timing=dict(decision.timing),
+        input_tokens=raw.get("input_tokens"),
+        attempts=decision.attempts,
+    )
     result.extra = {k: raw[k] for k in SERVED_KEYS if k in raw}
     if decision.model.get("sha256"):
         result.extra["model_sha256"] = decision.model["sha256"]
@@ -162,7 +212,7 @@ class Run:
     """Results of one pass over a task list, in task order."""
 
     label: str
-    kind: str                      # decision | generation | debiased
+    kind: str  # decision | generation | debiased
     results: list[TaskResult]
     endpoint: str = ""
     concurrency: int = 1
@@ -175,17 +225,31 @@ class Run:
         return {r.task_id: r for r in self.results}
 
     def to_dict(self) -> dict:
-        return {"label": self.label, "kind": self.kind, "endpoint": self.endpoint, "concurrency": self.concurrency,
-                "wall_s": self.wall_s, "started_at": self.started_at, "model": self.model,
-                "settings": self.settings, "results": [r.to_dict() for r in self.results]}
+        return {
+            "label": self.label,
+            "kind": self.kind,
+            "endpoint": self.endpoint,
+            "concurrency": self.concurrency,
+            "wall_s": self.wall_s,
+            "started_at": self.started_at,
+            "model": self.model,
+            "settings": self.settings,
+            "results": [r.to_dict() for r in self.results],
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Run:
-        return cls(label=data["label"], kind=data["kind"], endpoint=data.get("endpoint", ""),
-                   concurrency=data.get("concurrency", 1), wall_s=data.get("wall_s", 0.0),
-                   started_at=data.get("started_at", ""), model=dict(data.get("model") or {}),
-                   settings=dict(data.get("settings") or {}),
-                   results=[TaskResult.from_dict(r) for r in data.get("results", [])])
+        return cls(
+            label=data["label"],
+            kind=data["kind"],
+            endpoint=data.get("endpoint", ""),
+            concurrency=data.get("concurrency", 1),
+            wall_s=data.get("wall_s", 0.0),
+            started_at=data.get("started_at", ""),
+            model=dict(data.get("model") or {}),
+            settings=dict(data.get("settings") or {}),
+            results=[TaskResult.from_dict(r) for r in data.get("results", [])],
+        )
 
 
 def progress_bar(total: int, desc: str, enabled: bool):
@@ -195,8 +259,14 @@ def progress_bar(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="task", leave=True)
 
 
-def execute(tasks: Sequence[Task], attempt: Callable[[Task], TaskResult], *, concurrency: int = 1,
-            progress: bool = True, desc: str = "bench") -> tuple[list[TaskResult], float]:
+def execute(
+    tasks: Sequence[Task],
+    attempt: Callable[[Task], TaskResult],
+    *,
+    concurrency: int = 1,
+    progress: bool = True,
+    desc: str = "bench",
+) -> tuple[list[TaskResult], float]:
     """Call ``attempt`` for every task with at most ``concurrency`` in flight; results in task order.
 
     ``attempt`` turns a task into a ``TaskResult``; it must catch the endpoint's errors itself.
@@ -232,9 +302,17 @@ def _timed_failure(task: Task, exc: EndpointError, t0: float, **kw) -> TaskResul
     return failed_result(task, exc, client_latency_ms=(time.perf_counter() - t0) * 1000.0, **kw)
 
 
-def run_decisions(client, tasks: Sequence[Task], *, concurrency: int = 1, order: str = "original",
-                  temperature: float | None = None, progress: bool = True, label: str = "decision",
-                  fields: Mapping | Callable[[Task], Mapping] | None = None) -> Run:
+def run_decisions(
+    client,
+    tasks: Sequence[Task],
+    *,
+    concurrency: int = 1,
+    order: str = "original",
+    temperature: float | None = None,
+    progress: bool = True,
+    label: str = "decision",
+    fields: Mapping | Callable[[Task], Mapping] | None = None,
+) -> Run:
     """One decision per task through ``client.decide``; failures are recorded, never raised.
 
     ``fields`` are added to every request body (e.g. ``{"order": "rotations"}``), or computed per task
@@ -243,8 +321,9 @@ def run_decisions(client, tasks: Sequence[Task], *, concurrency: int = 1, order:
     model: dict = {}
 
     def attempt(task: Task) -> TaskResult:
-        body = task.request(order, request_id=task.id if order == "original" else f"{task.id}@{order}",
-                            temperature=temperature)
+        body = task.request(
+            order, request_id=task.id if order == "original" else f"{task.id}@{order}", temperature=temperature
+        )
         if fields:
             body.update(fields(task) if callable(fields) else fields)
         presented = [o["id"] for o in body["options"]]
@@ -258,12 +337,28 @@ def run_decisions(client, tasks: Sequence[Task], *, concurrency: int = 1, order:
         return decision_result(task, decision, order=order)
 
     started_at = utc_now()
-    results, wall = execute(tasks, attempt, concurrency=concurrency, progress=progress,
-                            desc=f"{label} ({order})" if order != "original" else label)
-    return Run(label=label, kind="decision", results=results, endpoint=endpoint_name(client),
-               concurrency=concurrency, wall_s=wall, started_at=started_at, model=model,
-               settings={"order": order, "temperature": temperature,
-                         **({"fields": dict(fields)} if isinstance(fields, Mapping) else {})})
+    results, wall = execute(
+        tasks,
+        attempt,
+        concurrency=concurrency,
+        progress=progress,
+        desc=f"{label} ({order})" if order != "original" else label,
+    )
+    return Run(
+        label=label,
+        kind="decision",
+        results=results,
+        endpoint=endpoint_name(client),
+        concurrency=concurrency,
+        wall_s=wall,
+        started_at=started_at,
+        model=model,
+        settings={
+            "order": order,
+            "temperature": temperature,
+            **({"fields": dict(fields)} if isinstance(fields, Mapping) else {}),
+        },
+    )
 
 
 def systemone_question(task: Task) -> dict:
@@ -275,9 +370,11 @@ def systemone_question(task: Task) -> dict:
     return {"type": "choice", "instructions": task.question, "criteria": {oid: text for oid, text in task.options}}
 
 
-def run_systemone(client, tasks: Sequence[Task], *, concurrency: int = 1, progress: bool = True,
-                  label: str = "systemone") -> Run:
+def run_systemone(
+    client, tasks: Sequence[Task], *, concurrency: int = 1, progress: bool = True, label: str = "systemone"
+) -> Run:
     """The same tasks through the Jev ``/v1/systemone`` schema (``client.systemone``), scored alike."""
+
     def attempt(task: Task) -> TaskResult:
         t0 = time.perf_counter()
         try:
@@ -285,16 +382,29 @@ def run_systemone(client, tasks: Sequence[Task], *, concurrency: int = 1, progre
         except EndpointError as exc:
             return _timed_failure(task, exc, t0)
         probabilities = result[task.id].probabilities
-        labels = [oid for oid in task.labels if oid in probabilities] if task.type == "choice" else \
-            list(probabilities)
-        return score_response(task, labels, [probabilities[k] for k in labels],
-                              client_latency_ms=result.client_latency_ms, server_ms=result.server_ms,
-                              input_tokens=result.usage.get("input_tokens"), attempts=result.attempts)
+        labels = [oid for oid in task.labels if oid in probabilities] if task.type == "choice" else list(probabilities)
+        return score_response(
+            task,
+            labels,
+            [probabilities[k] for k in labels],
+            client_latency_ms=result.client_latency_ms,
+            server_ms=result.server_ms,
+            input_tokens=result.usage.get("input_tokens"),
+            attempts=result.attempts,
+        )
 
     started_at = utc_now()
     results, wall = execute(tasks, attempt, concurrency=concurrency, progress=progress, desc=label)
-    return Run(label=label, kind="decision", results=results, endpoint=endpoint_name(client),
-               concurrency=concurrency, wall_s=wall, started_at=started_at, settings={"schema": "systemone"})
+    return Run(
+        label=label,
+        kind="decision",
+        results=results,
+        endpoint=endpoint_name(client),
+        concurrency=concurrency,
+        wall_s=wall,
+        started_at=started_at,
+        settings={"schema": "systemone"},
+    )
 
 
 def utc_now() -> str:
@@ -308,5 +418,17 @@ def endpoint_name(client) -> str:
     return getattr(transport, "name", "") or repr(client)
 
 
-__all__ = ["Run", "TaskResult", "decision_result", "endpoint_name", "evaluated_tokens", "execute", "failed_result",
-           "model_summary", "progress_bar", "run_decisions", "score_response", "utc_now"]
+__all__ = [
+    "Run",
+    "TaskResult",
+    "decision_result",
+    "endpoint_name",
+    "evaluated_tokens",
+    "execute",
+    "failed_result",
+    "model_summary",
+    "progress_bar",
+    "run_decisions",
+    "score_response",
+    "utc_now",
+]

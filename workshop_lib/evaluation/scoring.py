@@ -15,13 +15,14 @@ The rules (JevBench's: docs/glossary.md#jevbench):
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 SUM_TOLERANCE = 1e-3
 
 
-def invalid_reason(labels: Sequence[str], option_ids: Sequence[str], probabilities: Sequence,
-                   tolerance: float = SUM_TOLERANCE) -> str | None:
+def invalid_reason(
+    labels: Sequence[str], option_ids: Sequence[str], probabilities: Sequence, tolerance: float = SUM_TOLERANCE
+) -> str | None:
     """Why a response is not a proper probability vector over ``labels``; ``None`` if it is one."""
     ids = list(option_ids)
     if len(ids) != len(probabilities):

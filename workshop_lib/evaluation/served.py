@@ -11,8 +11,8 @@ and the task's ``question_type``, so the adapter reads it the way it will serve 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from decision_contract.calibration import DEFAULT_ALPHA
 
@@ -29,8 +29,10 @@ def served_fields(mode: str, *, min_answer_mass: float | None = None, readout: s
     if readout not in READOUTS:
         raise ValueError(f"readout must be one of {', '.join(READOUTS)}, not {readout!r}")
     if readout != LETTERS and mode != ORDER_MODES[0]:
-        raise ValueError(f"order {mode!r} moves the options, which only the letters readout shows: use "
-                         f"{ORDER_MODES[0]!r} with readout {readout!r}")
+        raise ValueError(
+            f"order {mode!r} moves the options, which only the letters readout shows: use "
+            f"{ORDER_MODES[0]!r} with readout {readout!r}"
+        )
 
     def fields(task: Task) -> dict:
         out: dict[str, object] = {"order": mode, "readout": readout, "question_type": task.type}
@@ -41,14 +43,29 @@ def served_fields(mode: str, *, min_answer_mass: float | None = None, readout: s
     return fields
 
 
-def run_mode(client, tasks: Sequence[Task], mode: str, *, order: str = "original", temperature: float | None = 1.0,
-             min_answer_mass: float | None = None, progress: bool = True, label: str | None = None,
-             readout: str = LETTERS) -> Run:
+def run_mode(
+    client,
+    tasks: Sequence[Task],
+    mode: str,
+    *,
+    order: str = "original",
+    temperature: float | None = 1.0,
+    min_answer_mass: float | None = None,
+    progress: bool = True,
+    label: str | None = None,
+    readout: str = LETTERS,
+) -> Run:
     """Every task once in order mode ``mode``, the options presented in ``order`` (``original``,
     ``reversed``, ``rotated``); ``temperature=None`` leaves it to the server (its calibration applies)."""
-    run = run_decisions(client, tasks, order=order, temperature=temperature, progress=progress,
-                        label=label or mode, fields=served_fields(mode, min_answer_mass=min_answer_mass,
-                                                                          readout=readout))
+    run = run_decisions(
+        client,
+        tasks,
+        order=order,
+        temperature=temperature,
+        progress=progress,
+        label=label or mode,
+        fields=served_fields(mode, min_answer_mass=min_answer_mass, readout=readout),
+    )
     run.settings["order_mode"], run.settings["readout"] = mode, readout
     return run
 
@@ -64,8 +81,10 @@ def served_readout(client, tasks: Sequence[Task] = ()) -> str:
     # An answer of this schema that names no readout is a letters answer (decision-wire/1 names only cloze's).
     readout = answer.model.get("readout") or answer.readout or LETTERS
     if readout not in READOUTS:
-        raise CalibrationFileError(f"the endpoint reports the readout {readout!r}, which this client does not know "
-                                   f"({', '.join(READOUTS)}): pass the readout to fit for")
+        raise CalibrationFileError(
+            f"the endpoint reports the readout {readout!r}, which this client does not know "
+            f"({', '.join(READOUTS)}): pass the readout to fit for"
+        )
     return readout
 
 
@@ -79,9 +98,18 @@ def _saved_run(path: str | Path) -> Run:
     return Run.from_dict(data)
 
 
-def calibrate(client=None, tasks=None, *, order: str = "as_given", limit: int | None = None, run=None,
-              out: str | Path | None = None, progress: bool = True, alpha: float = DEFAULT_ALPHA,
-              readout: str | None = None) -> dict:
+def calibrate(
+    client=None,
+    tasks=None,
+    *,
+    order: str = "as_given",
+    limit: int | None = None,
+    run=None,
+    out: str | Path | None = None,
+    progress: bool = True,
+    alpha: float = DEFAULT_ALPHA,
+    readout: str | None = None,
+) -> dict:
     """``calibration.json`` for the endpoint behind ``client``, fitted for ``readout`` in order mode ``order``, with
     prediction sets covering the labelled answer in at least ``1 - alpha`` of held-out tasks. ``readout`` None:
     the one the endpoint serves (``served_readout``), or for a saved run the one it was read with.
@@ -99,25 +127,32 @@ def calibrate(client=None, tasks=None, *, order: str = "as_given", limit: int | 
             served_fields(order, readout=readout)
         except ValueError as exc:
             raise CalibrationFileError(str(exc)) from None
-        run = run_mode(client, task_list, order, progress=progress, label=f"calibrate ({readout}, {order})",
-                       readout=readout)
+        run = run_mode(
+            client, task_list, order, progress=progress, label=f"calibrate ({readout}, {order})", readout=readout
+        )
     else:
         name = str(tasks) if tasks is not None else (str(run) if isinstance(run, (str, Path)) else "saved run")
         run = run if isinstance(run, Run) else _saved_run(run)
         mode = run.settings.get("order_mode") or (run.settings.get("fields") or {}).get("order")
         if mode and mode != order:
-            raise CalibrationFileError(f"the saved run was made in order mode {mode!r}, not {order!r}; "
-                                       f"calibrate with order={mode!r} or run the tasks again")
+            raise CalibrationFileError(
+                f"the saved run was made in order mode {mode!r}, not {order!r}; "
+                f"calibrate with order={mode!r} or run the tasks again"
+            )
         made_with = run.settings.get("readout") or LETTERS  # runs saved before it was recorded read letters
         readout = readout or made_with
         if made_with != readout:
-            raise CalibrationFileError(f"the saved run was read with the {made_with!r} readout, not {readout!r}; "
-                                       f"calibrate with readout={made_with!r} or run the tasks again")
+            raise CalibrationFileError(
+                f"the saved run was read with the {made_with!r} readout, not {readout!r}; "
+                f"calibrate with readout={made_with!r} or run the tasks again"
+            )
         served = {float((r.extra.get("calibration") or {}).get("temperature", 1.0)) for r in run.results if r.valid}
         if run.settings.get("temperature") not in (None, 1, 1.0) or served - {1.0}:
             shown = run.settings.get("temperature") or sorted(served - {1.0})
-            raise CalibrationFileError(f"the saved run was answered at temperature {shown}; a fit needs the "
-                                       "temperature-1 probabilities: run the tasks again with temperature 1")
+            raise CalibrationFileError(
+                f"the saved run was answered at temperature {shown}; a fit needs the "
+                "temperature-1 probabilities: run the tasks again with temperature 1"
+            )
     doc = calibration_document(run.results, order=order, tasks=name, alpha=alpha, readout=readout)
     if out is not None:
         write_document(doc, out)

@@ -19,13 +19,12 @@ can keep them small.
 from __future__ import annotations
 
 from .baseline import MAX_TOKENS, run_generation_baseline
-from .logprobs import TOP_LOGPROBS, run_logprobs_baseline
 from .bias import run_order_test
+from .logprobs import TOP_LOGPROBS, run_logprobs_baseline
 from .report_view import ReportView
 from .runner import run_decisions, run_systemone
 from .served import run_mode
 from .tasks import resolve_tasks, select
-
 
 BASELINES = ("generation", "logprobs")
 
@@ -41,11 +40,27 @@ def baselines(baseline) -> tuple[str, ...]:
     return tuple(n for n in BASELINES if n in names)
 
 
-def run_benchmark(client, tasks=None, *, limit: int | None = None, concurrency: int = 1,
-                  baseline=False, standard=None, top_logprobs: int = TOP_LOGPROBS, bias: bool = False, debias: bool = False, calibrate: bool = False,
-                  study_limit: int | None = None, order: str = "reversed",
-                  max_tokens: int = MAX_TOKENS, label: str = "decision", compare_with: dict | None = None,
-                  title: str = "Decision benchmark", progress: bool = True, schema: str = "decision") -> ReportView:
+def run_benchmark(
+    client,
+    tasks=None,
+    *,
+    limit: int | None = None,
+    concurrency: int = 1,
+    baseline=False,
+    standard=None,
+    top_logprobs: int = TOP_LOGPROBS,
+    bias: bool = False,
+    debias: bool = False,
+    calibrate: bool = False,
+    study_limit: int | None = None,
+    order: str = "reversed",
+    max_tokens: int = MAX_TOKENS,
+    label: str = "decision",
+    compare_with: dict | None = None,
+    title: str = "Decision benchmark",
+    progress: bool = True,
+    schema: str = "decision",
+) -> ReportView:
     """Run the benchmark against ``client`` (any ``EndpointClient``) and return its ``ReportView``.
 
     ``tasks``: a JSONL path, a list of ``Task`` or None for the packaged set; ``limit`` keeps
@@ -57,8 +72,10 @@ def run_benchmark(client, tasks=None, *, limit: int | None = None, concurrency: 
     """
     wanted = baselines(baseline)
     if "logprobs" in wanted and standard is None:
-        raise ValueError("the logprobs baseline asks the standard endpoint (llama-server): pass standard= a client "
-                         "for it (workshop bench --standard-url, or the workshop's standard endpoint)")
+        raise ValueError(
+            "the logprobs baseline asks the standard endpoint (llama-server): pass standard= a client "
+            "for it (workshop bench --standard-url, or the workshop's standard endpoint)"
+        )
     chosen, source = resolve_tasks(tasks, limit)
     studied = select(chosen, study_limit)
     if schema not in ("decision", "systemone"):
@@ -69,8 +86,9 @@ def run_benchmark(client, tasks=None, *, limit: int | None = None, concurrency: 
         runs["decision_reversed"] = run_order_test(client, studied, order=order, progress=progress, label=label)
     if debias:
         for key, shown in (("debiased", "original"), ("debiased_reversed", order)):
-            runs[key] = run_mode(client, studied, "rotations", order=shown, temperature=None, progress=progress,
-                                 label="debiased")
+            runs[key] = run_mode(
+                client, studied, "rotations", order=shown, temperature=None, progress=progress, label="debiased"
+            )
     if "generation" in wanted:
         runs["generation"] = run_generation_baseline(client, studied, max_tokens=max_tokens, progress=progress)
     if "logprobs" in wanted:
@@ -78,19 +96,39 @@ def run_benchmark(client, tasks=None, *, limit: int | None = None, concurrency: 
     notes = []
     if len(studied) < len(chosen) and (bias or debias or wanted):
         notes.append(f"baseline / order studies on {len(studied)} of the {len(chosen)} tasks")
-    return ReportView(runs=runs, title=title, tasks_source=source, calibrate=calibrate,
-                       compare_with=compare_with, notes=notes)
+    return ReportView(
+        runs=runs, title=title, tasks_source=source, calibrate=calibrate, compare_with=compare_with, notes=notes
+    )
 
 
-def run_notebook_benchmark(client, tasks=None, limit: int | None = None, *, baseline=True, standard=None,
-                           bias: bool = True, debias: bool = True, calibrate: bool = True, **options) -> ReportView:
+def run_notebook_benchmark(
+    client,
+    tasks=None,
+    limit: int | None = None,
+    *,
+    baseline=True,
+    standard=None,
+    bias: bool = True,
+    debias: bool = True,
+    calibrate: bool = True,
+    **options,
+) -> ReportView:
     """Notebook 06's one call: every study switched on; ``report.plot()`` draws the figures,
     ``report.to_markdown()`` (or just showing ``report``) gives the tables, ``report.save(dir)`` writes them.
     With ``standard`` (a client for the standard endpoint) the letter-probability baseline runs as well."""
     if baseline is True:
         baseline = ("generation", "logprobs") if standard is not None else ("generation",)
-    return run_benchmark(client, tasks, limit=limit, baseline=baseline, standard=standard, bias=bias,
-                         debias=debias, calibrate=calibrate, **options)
+    return run_benchmark(
+        client,
+        tasks,
+        limit=limit,
+        baseline=baseline,
+        standard=standard,
+        bias=bias,
+        debias=debias,
+        calibrate=calibrate,
+        **options,
+    )
 
 
 __all__ = ["BASELINES", "baselines", "run_benchmark", "run_notebook_benchmark"]

@@ -23,10 +23,11 @@ Everything here is pure: reading, checking and building request bodies.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..errors import WorkshopError
 
@@ -68,26 +69,41 @@ class Task:
             raise ValueError(f"{perm} is not a permutation of {len(self.options)} options")
         return [self.options[i] for i in perm]
 
-    def request(self, order: str | Sequence[int] = "original", *, request_id: str | None = None,
-                temperature: float | None = None) -> dict:
+    def request(
+        self,
+        order: str | Sequence[int] = "original",
+        *,
+        request_id: str | None = None,
+        temperature: float | None = None,
+    ) -> dict:
         """A decision request body (``client.decide``) with the options in ``order``."""
-        body = {"id": request_id or self.id, "state": self.state, "question": self.question,
-                "options": [{"id": oid, "text": text} for oid, text in self.presented(order)]}
+        body = {
+            "id": request_id or self.id,
+            "state": self.state,
+            "question": self.question,
+            "options": [{"id": oid, "text": text} for oid, text in self.presented(order)],
+        }
         if temperature is not None:
             body["temperature"] = temperature
         return body
 
     def question_body(self, question_id: str, order: str | Sequence[int] = "original") -> dict:
         """One question of a shared-state request (``client.decide_batch``) about this task's state."""
-        return {"id": question_id, "question": self.question,
-                "options": [{"id": oid, "text": text} for oid, text in self.presented(order)]}
+        return {
+            "id": question_id,
+            "question": self.question,
+            "options": [{"id": oid, "text": text} for oid, text in self.presented(order)],
+        }
 
     def to_record(self) -> dict:
         """The task as a JevBench record (what ``task_from_record`` reads back)."""
         if self.type == "noul":
             texts = dict(self.options)
-            criteria: Any = {key: texts[label][len(label) + 2:] for label, key in (("no", "false"), ("yes", "true"))
-                             if texts[label] != label} or None
+            criteria: Any = {
+                key: texts[label][len(label) + 2 :]
+                for label, key in (("no", "false"), ("yes", "true"))
+                if texts[label] != label
+            } or None
         elif self.type == "score":
             criteria = [text for _, text in self.options]
         else:
@@ -96,9 +112,17 @@ class Task:
         if criteria is not None:
             question["criteria"] = criteria
         expected: Any = int(self.expected) if self.type == "score" else self.expected
-        return {"id": self.id, "family": self.family, "state": self.state, "question": question,
-                "labels": list(self.labels), "expected": expected, "split": self.split, "group": self.group,
-                "provenance": self.provenance}
+        return {
+            "id": self.id,
+            "family": self.family,
+            "state": self.state,
+            "question": question,
+            "labels": list(self.labels),
+            "expected": expected,
+            "split": self.split,
+            "group": self.group,
+            "provenance": self.provenance,
+        }
 
 
 def permutation(order: str, n: int) -> tuple[int, ...]:
@@ -210,8 +234,12 @@ def _from_decision(record: Mapping, where: str) -> dict:
     expected = record.get("expected")
     if qtype == "noul" and expected is not None:
         expected = _yes_no(expected, where)
-    return {"type": qtype, "question": _text(record.get("question"), where, "question"), "options": options,
-            "expected": str(expected) if expected is not None else None}
+    return {
+        "type": qtype,
+        "question": _text(record.get("question"), where, "question"),
+        "options": options,
+        "expected": str(expected) if expected is not None else None,
+    }
 
 
 def task_from_record(record: Mapping, where: str = "task") -> Task:
@@ -230,8 +258,11 @@ def task_from_record(record: Mapping, where: str = "task") -> Task:
     elif "options" in record:
         parsed = _from_decision(record, where)
     else:
-        raise _fail(where, "neither a JevBench record (question: {type, instructions, criteria}) "
-                           "nor a decision record (question, options)")
+        raise _fail(
+            where,
+            "neither a JevBench record (question: {type, instructions, criteria}) "
+            "nor a decision record (question, options)",
+        )
     options = _check_options(parsed["options"], where)
     expected = parsed["expected"]
     if expected is None:
@@ -240,10 +271,18 @@ def task_from_record(record: Mapping, where: str = "task") -> Task:
         raise _fail(where, f"expected {expected!r} is not one of the labels {[o for o, _ in options]}")
     split = record.get("split") or "test"
     group = record.get("group")
-    return Task(id=str(tid), family=str(record.get("family") or parsed["type"]), type=parsed["type"],
-                state=state, question=parsed["question"], options=options, expected=expected,
-                split=str(split), group=str(group) if group is not None else None,
-                provenance=record.get("provenance"))
+    return Task(
+        id=str(tid),
+        family=str(record.get("family") or parsed["type"]),
+        type=parsed["type"],
+        state=state,
+        question=parsed["question"],
+        options=options,
+        expected=expected,
+        split=str(split),
+        group=str(group) if group is not None else None,
+        provenance=record.get("provenance"),
+    )
 
 
 def parse_tasks(lines: Iterable[str], source: str = "tasks") -> list[Task]:
@@ -267,8 +306,9 @@ def parse_tasks(lines: Iterable[str], source: str = "tasks") -> list[Task]:
     return tasks
 
 
-def load_tasks(path: str | Path | None = None, *, limit: int | None = None,
-               families: Iterable[str] | None = None) -> list[Task]:
+def load_tasks(
+    path: str | Path | None = None, *, limit: int | None = None, families: Iterable[str] | None = None
+) -> list[Task]:
     """Tasks from a JSONL file (default: the packaged set), optionally a family filter and ``limit``."""
     source = default_tasks_path() if path is None else Path(path)
     name = "tasks.jsonl (packaged)" if path is None else str(path)
@@ -299,7 +339,6 @@ def select(tasks: Sequence[Task], limit: int | None) -> list[Task]:
     return [t for t in tasks if t.id in chosen]  # back in file order: tasks about one state stay together
 
 
-
 def resolve_tasks(tasks=None, limit: int | None = None) -> tuple[list[Task], str]:
     """(tasks, where they came from) from a path, a list of tasks, or None (the packaged set)."""
     if tasks is None:
@@ -309,5 +348,17 @@ def resolve_tasks(tasks=None, limit: int | None = None) -> tuple[list[Task], str
     return select(list(tasks), limit), "the given tasks"
 
 
-__all__ = ["ORDERS", "TYPES", "Task", "TaskFormatError", "default_tasks_path", "load_tasks", "parse_tasks",
-           "permutation", "resolve_tasks", "rotation", "select", "task_from_record"]
+__all__ = [
+    "ORDERS",
+    "TYPES",
+    "Task",
+    "TaskFormatError",
+    "default_tasks_path",
+    "load_tasks",
+    "parse_tasks",
+    "permutation",
+    "resolve_tasks",
+    "rotation",
+    "select",
+    "task_from_record",
+]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -51,8 +51,13 @@ def nll(logit_rows: Sequence[Sequence[float]], targets: Sequence[int], temperatu
     return total / len(logit_rows)
 
 
-def fit_temperature(logit_rows: Sequence[Sequence[float]], targets: Sequence[int], *,
-                    beta_range: tuple[float, float] = BETA_RANGE, tolerance: float = 1e-7) -> float:
+def fit_temperature(
+    logit_rows: Sequence[Sequence[float]],
+    targets: Sequence[int],
+    *,
+    beta_range: tuple[float, float] = BETA_RANGE,
+    tolerance: float = 1e-7,
+) -> float:
     """The temperature minimising the NLL of ``targets`` (golden-section search on 1/T)."""
     if not logit_rows:
         raise ValueError("need at least one labelled row to fit a temperature")
@@ -90,19 +95,29 @@ def reliability_bins(confidences: Sequence[float], correct: Sequence[bool], bins
     for b in range(bins):
         mask = index == b
         n = int(mask.sum())
-        out.append({"lo": b / bins, "hi": (b + 1) / bins, "n": n,
-                    "confidence": float(conf[mask].mean()) if n else None,
-                    "accuracy": float(hits[mask].mean()) if n else None})
+        out.append(
+            {
+                "lo": b / bins,
+                "hi": (b + 1) / bins,
+                "n": n,
+                "confidence": float(conf[mask].mean()) if n else None,
+                "accuracy": float(hits[mask].mean()) if n else None,
+            }
+        )
     return out
 
 
-def expected_calibration_error(confidences: Sequence[float], correct: Sequence[bool],
-                               bins: int = DEFAULT_BINS) -> float:
+def expected_calibration_error(
+    confidences: Sequence[float], correct: Sequence[bool], bins: int = DEFAULT_BINS
+) -> float:
     total = len(confidences)
     if not total:
         raise ValueError("no tasks")
-    return sum(b["n"] / total * abs(b["accuracy"] - b["confidence"])
-               for b in reliability_bins(confidences, correct, bins) if b["n"])
+    return sum(
+        b["n"] / total * abs(b["accuracy"] - b["confidence"])
+        for b in reliability_bins(confidences, correct, bins)
+        if b["n"]
+    )
 
 
 def brier_score(probability_rows: Sequence[Sequence[float] | np.ndarray], targets: Sequence[int]) -> float:
@@ -117,17 +132,24 @@ def brier_score(probability_rows: Sequence[Sequence[float] | np.ndarray], target
     return total / len(probability_rows)
 
 
-def metrics(logit_rows: Sequence[Sequence[float]], targets: Sequence[int], temperature: float = 1.0,
-            bins: int = DEFAULT_BINS) -> dict:
+def metrics(
+    logit_rows: Sequence[Sequence[float]], targets: Sequence[int], temperature: float = 1.0, bins: int = DEFAULT_BINS
+) -> dict:
     """NLL, ECE, Brier, accuracy and the reliability bins of softmax(logits / T)."""
     probs = [softmax(row, temperature) for row in logit_rows]
     top = [float(p.max()) for p in probs]
     # Rows are in sorted label order (see _rows), so argmax's first index on a tie is the
     # lexicographically smallest label: the benchmark's own tie rule.
     correct = [int(np.argmax(p)) == t for p, t in zip(probs, targets)]
-    return {"n": len(probs), "temperature": temperature, "nll": nll(logit_rows, targets, temperature),
-            "ece": expected_calibration_error(top, correct, bins), "brier": brier_score(probs, targets),
-            "accuracy": sum(correct) / len(correct), "bins": reliability_bins(top, correct, bins)}
+    return {
+        "n": len(probs),
+        "temperature": temperature,
+        "nll": nll(logit_rows, targets, temperature),
+        "ece": expected_calibration_error(top, correct, bins),
+        "brier": brier_score(probs, targets),
+        "accuracy": sum(correct) / len(correct),
+        "bins": reliability_bins(top, correct, bins),
+    }
 
 
 def _in_fit_half(key: str) -> bool:
@@ -139,8 +161,11 @@ def split_for_calibration(results: Iterable) -> tuple[list, list, str]:
     results = list(results)
     fit = [r for r in results if str(r.split).lower() in FIT_SPLITS]
     if fit and len(fit) < len(results):
-        return fit, [r for r in results if str(r.split).lower() not in FIT_SPLITS], \
-            "split field (fit on " + ", ".join(sorted({str(r.split) for r in fit})) + ")"
+        return (
+            fit,
+            [r for r in results if str(r.split).lower() not in FIT_SPLITS],
+            "split field (fit on " + ", ".join(sorted({str(r.split) for r in fit})) + ")",
+        )
     fit = [r for r in results if _in_fit_half(r.task_id)]
     return fit, [r for r in results if not _in_fit_half(r.task_id)], "stable hash of the task id (about half)"
 
@@ -165,9 +190,13 @@ def calibrate_results(results: Iterable, bins: int = DEFAULT_BINS) -> dict:
     fit, held_out, how = split_for_calibration(results)
     fit_rows, fit_targets = _rows(fit)
     rows, targets = _rows(held_out)
-    out = {"split": how, "fit_tasks": len(fit_rows), "report_tasks": len(rows),
-           "invalid_skipped": len(fit) + len(held_out) - len(fit_rows) - len(rows),
-           "too_few": min(len(fit_rows), len(rows)) < MIN_TASKS}
+    out = {
+        "split": how,
+        "fit_tasks": len(fit_rows),
+        "report_tasks": len(rows),
+        "invalid_skipped": len(fit) + len(held_out) - len(fit_rows) - len(rows),
+        "too_few": min(len(fit_rows), len(rows)) < MIN_TASKS,
+    }
     if not fit_rows or not rows:
         out["error"] = "not enough valid labelled answers to fit on one part and report on the other"
         return out
@@ -183,5 +212,16 @@ def calibrate_results(results: Iterable, bins: int = DEFAULT_BINS) -> dict:
     return out
 
 
-__all__ = ["FIT_SPLITS", "MIN_TASKS", "brier_score", "calibrate_results", "expected_calibration_error", "fit_temperature",
-           "metrics", "nll", "reliability_bins", "softmax", "split_for_calibration"]
+__all__ = [
+    "FIT_SPLITS",
+    "MIN_TASKS",
+    "brier_score",
+    "calibrate_results",
+    "expected_calibration_error",
+    "fit_temperature",
+    "metrics",
+    "nll",
+    "reliability_bins",
+    "softmax",
+    "split_for_calibration",
+]

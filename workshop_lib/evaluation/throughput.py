@@ -17,9 +17,10 @@ import itertools
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Protocol
 
 from ..aws.alarms import Thresholds
 from ..client.endpoint_errors import EndpointBusy, EndpointError
@@ -66,17 +67,31 @@ class Level:
         return self.answered > 0 and not self.refused and not self.failed
 
     def to_dict(self) -> dict:
-        return {"concurrency": self.concurrency, "decisions_per_s": round(self.decisions_per_s, 4),
-                "p50_ms": self.p50_ms, "p95_ms": self.p95_ms, "answered": self.answered, "busy_503": self.busy_503,
-                "refused": self.refused, "failed": self.failed, "error": self.error, "wall_s": self.wall_s,
-                "latencies_ms": [round(v, 3) for v in self.latencies_ms]}
+        return {
+            "concurrency": self.concurrency,
+            "decisions_per_s": round(self.decisions_per_s, 4),
+            "p50_ms": self.p50_ms,
+            "p95_ms": self.p95_ms,
+            "answered": self.answered,
+            "busy_503": self.busy_503,
+            "refused": self.refused,
+            "failed": self.failed,
+            "error": self.error,
+            "wall_s": self.wall_s,
+            "latencies_ms": [round(v, 3) for v in self.latencies_ms],
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Level:
-        return cls(concurrency=int(data["concurrency"]), latencies_ms=tuple(float(v) for v in data["latencies_ms"]),
-                   wall_s=float(data["wall_s"]), busy_503=int(data.get("busy_503", 0)),
-                   refused=int(data.get("refused", 0)), failed=int(data.get("failed", 0)),
-                   error=str(data.get("error", "")))
+        return cls(
+            concurrency=int(data["concurrency"]),
+            latencies_ms=tuple(float(v) for v in data["latencies_ms"]),
+            wall_s=float(data["wall_s"]),
+            busy_503=int(data.get("busy_503", 0)),
+            refused=int(data.get("refused", 0)),
+            failed=int(data.get("failed", 0)),
+            error=str(data.get("error", "")),
+        )
 
 
 def sustainable_level(levels: Sequence[Level], p95_ms: float) -> Level | None:
@@ -95,8 +110,18 @@ def _ms(value: float | None) -> str:
 
 
 def levels_table(levels: Sequence[Level]) -> str:
-    rows = [(f"C = {level.concurrency}", f"{level.decisions_per_s:.2f}", _ms(level.p50_ms), _ms(level.p95_ms),
-             level.answered, level.busy_503, level.refused + level.failed) for level in levels]
+    rows = [
+        (
+            f"C = {level.concurrency}",
+            f"{level.decisions_per_s:.2f}",
+            _ms(level.p50_ms),
+            _ms(level.p95_ms),
+            level.answered,
+            level.busy_503,
+            level.refused + level.failed,
+        )
+        for level in levels
+    ]
     return table(["callers", "decisions/s", "p50", "p95", "answered", "503s retried", "not answered"], rows)
 
 
@@ -115,15 +140,21 @@ class Sustainable:
 
     def lines(self) -> list[str]:
         if self.level is None:
-            measured = ", ".join(f"C = {lv.concurrency}: p95 {_ms(lv.p95_ms)}"
-                                 + ("" if lv.complete else " (requests not answered)") for lv in self.levels)
-            return [f"No measured level keeps p95 within {_ms(self.p95_limit_ms)} with every request answered "
-                    f"({measured or 'nothing measured'}): there is no sustainable rate at this limit. Raise the limit, "
-                    "or serve from a faster instance type."]
+            measured = ", ".join(
+                f"C = {lv.concurrency}: p95 {_ms(lv.p95_ms)}" + ("" if lv.complete else " (requests not answered)")
+                for lv in self.levels
+            )
+            return [
+                f"No measured level keeps p95 within {_ms(self.p95_limit_ms)} with every request answered "
+                f"({measured or 'nothing measured'}): there is no sustainable rate at this limit. Raise the limit, "
+                "or serve from a faster instance type."
+            ]
         lv = self.level
-        return [f"Sustainable rate at p95 within {_ms(self.p95_limit_ms)}: {lv.decisions_per_s:.2f} decisions/s "
-                f"per instance ({lv.decisions_per_s * 60:.0f} a minute), with {lv.concurrency} concurrent "
-                f"caller{'s' if lv.concurrency > 1 else ''} (p95 {_ms(lv.p95_ms)})."]
+        return [
+            f"Sustainable rate at p95 within {_ms(self.p95_limit_ms)}: {lv.decisions_per_s:.2f} decisions/s "
+            f"per instance ({lv.decisions_per_s * 60:.0f} a minute), with {lv.concurrency} concurrent "
+            f"caller{'s' if lv.concurrency > 1 else ''} (p95 {_ms(lv.p95_ms)})."
+        ]
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -132,9 +163,12 @@ class Sustainable:
 
     def to_dict(self) -> dict:
         level = self.level
-        return {"decisions_per_s": round(level.decisions_per_s, 4) if level else None,
-                "concurrency": level.concurrency if level else None,
-                "p95_ms": level.p95_ms if level else None, "p95_limit_ms": self.p95_limit_ms}
+        return {
+            "decisions_per_s": round(level.decisions_per_s, 4) if level else None,
+            "concurrency": level.concurrency if level else None,
+            "p95_ms": level.p95_ms if level else None,
+            "p95_limit_ms": self.p95_limit_ms,
+        }
 
 
 @dataclass(frozen=True)
@@ -157,15 +191,18 @@ class Throughput:
 
     @property
     def summary(self) -> str:
-        return "; ".join(f"C = {lv.concurrency}: {lv.decisions_per_s:.2f} decisions/s, p95 {_ms(lv.p95_ms)}"
-                         for lv in self.levels)
+        return "; ".join(
+            f"C = {lv.concurrency}: {lv.decisions_per_s:.2f} decisions/s, p95 {_ms(lv.p95_ms)}" for lv in self.levels
+        )
 
     def sustainable(self, p95_ms: float = DEFAULT_P95_MS) -> Sustainable:
         return Sustainable(self.endpoint, float(p95_ms), sustainable_level(self.levels, p95_ms), self.levels)
 
     def to_markdown(self) -> str:
-        return (f"**{self.endpoint}**: about {self.seconds:g} s of load per level; every request new to the "
-                "endpoint; client-side latency, the waits before retried 503s included\n\n" + levels_table(self.levels))
+        return (
+            f"**{self.endpoint}**: about {self.seconds:g} s of load per level; every request new to the "
+            "endpoint; client-side latency, the waits before retried 503s included\n\n" + levels_table(self.levels)
+        )
 
     def _repr_markdown_(self) -> str:
         return self.to_markdown()
@@ -230,9 +267,15 @@ class Answered(Protocol):
     def attempts(self) -> int: ...  # 503s retried, plus one
 
 
-def measure_level(send: Callable[[dict], Answered], concurrency: int, seconds: float,
-                  next_request: Callable[[], dict], *, limit: int | None = None,
-                  clock: Callable[[], float] = time.perf_counter) -> Level:
+def measure_level(
+    send: Callable[[dict], Answered],
+    concurrency: int,
+    seconds: float,
+    next_request: Callable[[], dict],
+    *,
+    limit: int | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Level:
     """``concurrency`` callers each send a request, wait for its answer, and send the next until ``seconds``
     have passed or ``limit`` requests were sent (requests sent before then are answered and counted).
 
@@ -275,12 +318,18 @@ def measure_level(send: Callable[[dict], Answered], concurrency: int, seconds: f
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"throughput-c{concurrency}") as pool:
         for running in [pool.submit(caller) for _ in range(concurrency)]:
             running.result()
-    return Level(concurrency=concurrency, latencies_ms=tuple(latencies), wall_s=clock() - started,
-                 error=errors[0][:300] if errors else "", **counts)
+    return Level(
+        concurrency=concurrency,
+        latencies_ms=tuple(latencies),
+        wall_s=clock() - started,
+        error=errors[0][:300] if errors else "",
+        **counts,
+    )
 
 
-def measure_throughput(client, tasks=None, *, concurrencies: Sequence[int] = CONCURRENCIES, seconds: float = 5.0,
-                       label: str | None = None) -> Throughput:
+def measure_throughput(
+    client, tasks=None, *, concurrencies: Sequence[int] = CONCURRENCIES, seconds: float = 5.0, label: str | None = None
+) -> Throughput:
     """Each of ``concurrencies`` in turn for about ``seconds``, after one request that is not counted (it
     wakes the endpoint). ``tasks``: a path, a list of tasks or None (``TASKS`` of the packaged set), cycled."""
     if not seconds > 0:
@@ -291,9 +340,23 @@ def measure_throughput(client, tasks=None, *, concurrencies: Sequence[int] = CON
     next_request = fresh_requests(chosen, uuid.uuid4().hex[:8])
     client.decide(next_request())  # not counted: a first request may pay for loading or warming
     levels = tuple(measure_level(client.decide, int(c), seconds, next_request) for c in concurrencies)
-    return Throughput(label or str(getattr(getattr(client, "transport", None), "name", "endpoint")), levels,
-                      float(seconds))
+    return Throughput(
+        label or str(getattr(getattr(client, "transport", None), "name", "endpoint")), levels, float(seconds)
+    )
 
 
-__all__ = ["CONCURRENCIES", "DEFAULT_P95_MS", "Level", "Sustainable", "Throughput", "cycled_requests", "fresh_request",
-           "fresh_requests", "levels_table", "measure_level", "measure_throughput", "note_tag", "sustainable_level"]
+__all__ = [
+    "CONCURRENCIES",
+    "DEFAULT_P95_MS",
+    "Level",
+    "Sustainable",
+    "Throughput",
+    "cycled_requests",
+    "fresh_request",
+    "fresh_requests",
+    "levels_table",
+    "measure_level",
+    "measure_throughput",
+    "note_tag",
+    "sustainable_level",
+]

@@ -10,8 +10,24 @@ It may import ``workshop_lib.aws`` (the flows it plugs into) and the bottom laye
 benchmarks start servers with.
 """
 
-from .processes import (AdapterProcess, EmulatorProcess, ServerFailedToStart, ServerProcess, free_port, group_alive,
-                        post_json, stop_process_group)
+from .processes import (
+    AdapterProcess,
+    EmulatorProcess,
+    ServerFailedToStart,
+    ServerProcess,
+    free_port,
+    group_alive,
+    post_json,
+    stop_process_group,
+)
 
-__all__ = ["AdapterProcess", "EmulatorProcess", "ServerFailedToStart", "ServerProcess", "free_port", "group_alive",
-           "post_json", "stop_process_group"]
+__all__ = [
+    "AdapterProcess",
+    "EmulatorProcess",
+    "ServerFailedToStart",
+    "ServerProcess",
+    "free_port",
+    "group_alive",
+    "post_json",
+    "stop_process_group",
+]

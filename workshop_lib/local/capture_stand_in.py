@@ -13,8 +13,9 @@ import json
 import logging
 import random
 import uuid
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -28,13 +29,22 @@ log = logging.getLogger(__name__)
 class CaptureWriter:
     """Writes sampled invocations of one endpoint as SageMaker would (the stand-in hosting's capture)."""
 
-    def __init__(self, s3_client, config: Mapping, endpoint: str, variant: str, *,
-                 acting_as: Callable[[], Any] = nullcontext, sample: Callable[[], float] = random.random,
-                 clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)):
+    def __init__(
+        self,
+        s3_client,
+        config: Mapping,
+        endpoint: str,
+        variant: str,
+        *,
+        acting_as: Callable[[], Any] = nullcontext,
+        sample: Callable[[], float] = random.random,
+        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc),
+    ):
         self.s3, self.endpoint, self.variant = s3_client, endpoint, variant
         self.destination = config["DestinationS3Uri"]
-        self.percent = check_percent(config.get("InitialSamplingPercentage",
-                                                config.get("CurrentSamplingPercentage", 0)))
+        self.percent = check_percent(
+            config.get("InitialSamplingPercentage", config.get("CurrentSamplingPercentage", 0))
+        )
         self.enabled = config.get("EnableCapture", True) and self.percent > 0
         header = config.get("CaptureContentTypeHeader") or {}
         self.json_types = tuple(header.get("JsonContentTypes") or ())
@@ -46,12 +56,23 @@ class CaptureWriter:
         if not self.enabled or self.sample() * 100 >= self.percent:
             return None
         when, event_id = self.clock(), str(uuid.uuid4())
-        record = capture_record(request, response, when=when, event_id=event_id, inference_id=inference_id,
-                                json_types=self.json_types, csv_types=self.csv_types)
+        record = capture_record(
+            request,
+            response,
+            when=when,
+            event_id=event_id,
+            inference_id=inference_id,
+            json_types=self.json_types,
+            csv_types=self.csv_types,
+        )
         bucket, key = capture_key(self.destination, self.endpoint, self.variant, when, event_id)
         with self.acting_as():
-            self.s3.put_object(Bucket=bucket, Key=key, Body=(json.dumps(record) + "\n").encode("utf-8"),
-                               ContentType="application/jsonl")
+            self.s3.put_object(
+                Bucket=bucket,
+                Key=key,
+                Body=(json.dumps(record) + "\n").encode("utf-8"),
+                ContentType="application/jsonl",
+            )
         return key
 
 
@@ -71,11 +92,12 @@ class CapturingTransport:
         reply = self.transport.invoke(body, deadline=deadline, inference_id=inference_id)
         try:
             self.writer.capture(body, reply, inference_id=inference_id)
-        except Exception as exc:  # noqa: BLE001 - as on SageMaker, a capture that fails never fails the call
+        except Exception as exc:
             self.failures += 1
             if self.failures == 1:
-                log.warning("data capture of %s failed (the decision itself was answered): %s",
-                            self.writer.endpoint, exc)
+                log.warning(
+                    "data capture of %s failed (the decision itself was answered): %s", self.writer.endpoint, exc
+                )
         return reply
 
 
@@ -93,6 +115,7 @@ def capture_locally(client, sm_client, s3_client, name: str, *, acting_as: Calla
         return client
     config, variant = found
     as_sagemaker = (lambda: acting_as(SAGEMAKER)) if acting_as else nullcontext
-    client.transport = CapturingTransport(client.transport, CaptureWriter(s3_client, config, name, variant,
-                                                                          acting_as=as_sagemaker))
+    client.transport = CapturingTransport(
+        client.transport, CaptureWriter(s3_client, config, name, variant, acting_as=as_sagemaker)
+    )
     return client

@@ -34,9 +34,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from ..errors import InvalidInput
 from .processes import ServerProcess, free_port
@@ -52,9 +52,11 @@ SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/sbin")  # nginx lives here, often
 UPSTREAM_TIMEOUT_S = 120  # local endpoints share two cores: slower than SageMaker's 60 s allows
 MAX_BODY = "25m"
 
-NOT_REPRODUCED = ("the DLC image itself: its /usr/bin/serve (its documented rules were applied instead), its "
-                  "llama.cpp build b10433 with a CPU variant per micro-architecture, its nginx settings and Amazon "
-                  "Linux 2023; this checkout's llama-server ran behind nginx in its place")
+NOT_REPRODUCED = (
+    "the DLC image itself: its /usr/bin/serve (its documented rules were applied instead), its "
+    "llama.cpp build b10433 with a CPU variant per micro-architecture, its nginx settings and Amazon "
+    "Linux 2023; this checkout's llama-server ran behind nginx in its place"
+)
 
 
 class LauncherError(InvalidInput):
@@ -68,7 +70,7 @@ def flag_name(variable: str) -> str:
     """``SM_LLAMA_CPP_FOO_BAR`` -> ``--foo-bar``."""
     if not variable.startswith(PREFIX) or len(variable) == len(PREFIX):
         raise LauncherError(f"{variable!r} is not an {PREFIX}<NAME> variable")
-    return "--" + variable[len(PREFIX):].lower().replace("_", "-")
+    return "--" + variable[len(PREFIX) :].lower().replace("_", "-")
 
 
 def flags(environ: Mapping[str, str]) -> list[str]:
@@ -80,7 +82,7 @@ def flags(environ: Mapping[str, str]) -> list[str]:
     """
     out: list[str] = []
     for variable in sorted(environ):
-        if not variable.startswith(PREFIX) or variable[len(PREFIX):] in CONSUMED:
+        if not variable.startswith(PREFIX) or variable[len(PREFIX) :] in CONSUMED:
             continue
         value = environ[variable]
         if value.lower() == "false":
@@ -107,16 +109,21 @@ def find_model(environ: Mapping[str, str], default_dir: str | Path = DEFAULT_MOD
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    argv: tuple[str, ...]        # llama-server's command line, the program first
-    model: str | None            # the GGUF passed as --model (None: llama-server downloads one)
+    argv: tuple[str, ...]  # llama-server's command line, the program first
+    model: str | None  # the GGUF passed as --model (None: llama-server downloads one)
     notes: tuple[str, ...] = ()  # the entrypoint's pitfalls these settings walk into
 
     def lines(self) -> list[str]:
         return [f"llama-server: {' '.join(self.argv)}", *(f"  note: {n}" for n in self.notes)]
 
 
-def launch_plan(environ: Mapping[str, str], *, program: str = "llama-server", port: int = 8081,
-                default_model_dir: str | Path = DEFAULT_MODEL_DIR) -> LaunchPlan:
+def launch_plan(
+    environ: Mapping[str, str],
+    *,
+    program: str = "llama-server",
+    port: int = 8081,
+    default_model_dir: str | Path = DEFAULT_MODEL_DIR,
+) -> LaunchPlan:
     """llama-server's command line under the DLC's rules, listening on ``127.0.0.1:port``.
 
     The listening address comes last, so a ``SM_LLAMA_CPP_HOST`` or ``_PORT`` cannot move
@@ -126,20 +133,33 @@ def launch_plan(environ: Mapping[str, str], *, program: str = "llama-server", po
     hf_repo = environ.get(PREFIX + "HF_REPO", "")
     if model is None and not hf_repo:
         folder = environ.get(PREFIX + "MODEL_DIR") or default_model_dir
-        raise LauncherError(f"no model for llama-server: {PREFIX}MODEL is unset and {folder} holds no *.gguf (nor "
-                            f"*/*.gguf); package a GGUF in the model tarball or set {PREFIX}MODEL to its path")
+        raise LauncherError(
+            f"no model for llama-server: {PREFIX}MODEL is unset and {folder} holds no *.gguf (nor "
+            f"*/*.gguf); package a GGUF in the model tarball or set {PREFIX}MODEL to its path"
+        )
     notes = []
     if model is not None and hf_repo:
-        notes.append(f"{PREFIX}HF_REPO={hf_repo} is set beside a model file, so llama-server gets both --model and "
-                     "--hf-repo (the DLC's pitfall): set one of them")
+        notes.append(
+            f"{PREFIX}HF_REPO={hf_repo} is set beside a model file, so llama-server gets both --model and "
+            "--hf-repo (the DLC's pitfall): set one of them"
+        )
     if not environ.get(PREFIX + "MODEL") and model is not None:
         folder = Path(model).parent
         others = sorted(p.name for p in folder.glob("*.gguf") if str(p) != model)
         if others:
-            notes.append(f"{folder} holds several GGUF files; the alphabetically first, {Path(model).name}, was "
-                         f"taken over {', '.join(others)} (set {PREFIX}MODEL to choose)")
-    argv = [program, *(["--model", model] if model is not None else []), *flags(environ),
-            "--host", PRIVATE_HOST, "--port", str(port)]
+            notes.append(
+                f"{folder} holds several GGUF files; the alphabetically first, {Path(model).name}, was "
+                f"taken over {', '.join(others)} (set {PREFIX}MODEL to choose)"
+            )
+    argv = [
+        program,
+        *(["--model", model] if model is not None else []),
+        *flags(environ),
+        "--host",
+        PRIVATE_HOST,
+        "--port",
+        str(port),
+    ]
     return LaunchPlan(tuple(argv), model, tuple(notes))
 
 
@@ -152,7 +172,7 @@ def local_settings(environ: Mapping[str, str], model_dir: str | Path) -> tuple[d
     for name in ("MODEL_DIR", "MODEL"):
         value = settings.get(PREFIX + name, "")
         if value == DEFAULT_MODEL_DIR or value.startswith(DEFAULT_MODEL_DIR + "/"):
-            settings[PREFIX + name] = here + value[len(DEFAULT_MODEL_DIR):]
+            settings[PREFIX + name] = here + value[len(DEFAULT_MODEL_DIR) :]
             changed[PREFIX + name] = f"{value} -> {settings[PREFIX + name]}"
     if not settings.get(PREFIX + "MODEL_DIR"):
         settings[PREFIX + "MODEL_DIR"] = here
@@ -170,8 +190,14 @@ def _run_as() -> str:
     return f"user {pwd.getpwuid(os.geteuid()).pw_name} {grp.getgrgid(os.getegid()).gr_name};"
 
 
-def nginx_config(*, port: int, upstream_port: int, prefix: str | Path, timeout_s: int = UPSTREAM_TIMEOUT_S,
-                 run_as: str = "# not root: the workers run as this user") -> str:
+def nginx_config(
+    *,
+    port: int,
+    upstream_port: int,
+    prefix: str | Path,
+    timeout_s: int = UPSTREAM_TIMEOUT_S,
+    run_as: str = "# not root: the workers run as this user",
+) -> str:
     """nginx.conf for SageMaker's routes on ``127.0.0.1:port`` onto llama-server on ``upstream_port``."""
     return f"""\
 # nginx in front of llama-server as the llama.cpp DLC runs it: SageMaker's two routes mapped onto
@@ -246,16 +272,19 @@ def find_llama_server(environ: Mapping[str, str] | None = None) -> Path:
     given = environ.get(SERVER_ENV, "").strip()
     if given:
         if not _executable(Path(given)):
-            raise LauncherError(f"{SERVER_ENV}={given} is not an executable file; point it at a llama-server "
-                                "binary or unset it")
+            raise LauncherError(
+                f"{SERVER_ENV}={given} is not an executable file; point it at a llama-server binary or unset it"
+            )
         return Path(given)
     if _executable(CHECKOUT_SERVER):
         return CHECKOUT_SERVER
     found = shutil.which("llama-server", path=environ.get("PATH"))
     if found:
         return Path(found)
-    raise LauncherError(f"no llama-server: {CHECKOUT_SERVER} is missing (`make` builds it) and none is on PATH "
-                        f"({SERVER_ENV} names another)")
+    raise LauncherError(
+        f"no llama-server: {CHECKOUT_SERVER} is missing (`make` builds it) and none is on PATH "
+        f"({SERVER_ENV} names another)"
+    )
 
 
 def find_nginx(environ: Mapping[str, str] | None = None) -> Path | None:
@@ -281,8 +310,8 @@ def missing(environ: Mapping[str, str] | None = None) -> str:
 
 @dataclass(frozen=True)
 class ServerIdentity:
-    build: str   # llama-server's build_info, e.g. b1-4df29be: its chat answers' system_fingerprint
-    model: str   # the model's alias (its path unless --alias): its answers' "model"
+    build: str  # llama-server's build_info, e.g. b1-4df29be: its chat answers' system_fingerprint
+    model: str  # the model's alias (its path unless --alias): its answers' "model"
     slots: int
 
 
@@ -292,8 +321,9 @@ def identity_from_props(props) -> ServerIdentity:
         raise LauncherError(f"/props answered {type(props).__name__}, not llama-server's object")
     lacking = [key for key in ("build_info", "model_alias", "total_slots") if key not in props]
     if lacking or not isinstance(props.get("default_generation_settings"), dict):
-        raise LauncherError("/props is not llama-server's: it lacks "
-                            + ", ".join(lacking or ["default_generation_settings"]))
+        raise LauncherError(
+            "/props is not llama-server's: it lacks " + ", ".join(lacking or ["default_generation_settings"])
+        )
     return ServerIdentity(str(props["build_info"]), str(props["model_alias"]), int(props["total_slots"]))
 
 
@@ -343,10 +373,19 @@ class LlamaServerProcess(ServerProcess):
 
     ready_path = "/ping"
 
-    def __init__(self, model_dir: str | Path, *, log_path: str | Path, port: int | None = None,
-                 settings: Mapping[str, str] | None = None, llama_server: str | Path | None = None,
-                 nginx: str | Path | None = None, work_dir: str | Path | None = None,
-                 keep_alive_s: float | None = None, timeout_s: int = UPSTREAM_TIMEOUT_S):
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        log_path: str | Path,
+        port: int | None = None,
+        settings: Mapping[str, str] | None = None,
+        llama_server: str | Path | None = None,
+        nginx: str | Path | None = None,
+        work_dir: str | Path | None = None,
+        keep_alive_s: float | None = None,
+        timeout_s: int = UPSTREAM_TIMEOUT_S,
+    ):
         super().__init__(log_path=log_path, port=port, keep_alive_s=keep_alive_s)
         self.model_dir = Path(model_dir)
         self.settings, self.moved = local_settings(settings or {}, self.model_dir)
@@ -364,15 +403,31 @@ class LlamaServerProcess(ServerProcess):
         return f"http://{PRIVATE_HOST}:{self.private_port}"
 
     def plan(self) -> LaunchPlan:
-        return launch_plan(self.settings, program=str(self.llama_server), port=self.private_port,
-                           default_model_dir=self.model_dir)
+        return launch_plan(
+            self.settings, program=str(self.llama_server), port=self.private_port, default_model_dir=self.model_dir
+        )
 
     def command(self) -> list[str]:
         self.plan()  # refuses settings the rules cannot start here, before anything runs
-        return [sys.executable, "-m", "workshop_lib.local.dlc_server", "--port", str(self.port),
-                "--private-port", str(self.private_port), "--model-dir", str(self.model_dir),
-                "--llama-server", str(self.llama_server), "--nginx", str(self.nginx),
-                "--work-dir", str(self.work_dir), "--timeout", str(self.timeout_s)]
+        return [
+            sys.executable,
+            "-m",
+            "workshop_lib.local.dlc_server",
+            "--port",
+            str(self.port),
+            "--private-port",
+            str(self.private_port),
+            "--model-dir",
+            str(self.model_dir),
+            "--llama-server",
+            str(self.llama_server),
+            "--nginx",
+            str(self.nginx),
+            "--work-dir",
+            str(self.work_dir),
+            "--timeout",
+            str(self.timeout_s),
+        ]
 
     def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith((PREFIX, "LLAMA_ARG_"))}
@@ -418,8 +473,9 @@ def serve(argv: Sequence[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda n, _frame: stopping.append(n))
     try:
-        plan = launch_plan(os.environ, program=args.llama_server, port=args.private_port,
-                           default_model_dir=args.model_dir)
+        plan = launch_plan(
+            os.environ, program=args.llama_server, port=args.private_port, default_model_dir=args.model_dir
+        )
     except LauncherError as exc:
         _say(str(exc))
         return 2
@@ -429,16 +485,23 @@ def serve(argv: Sequence[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, mode=0o700)
     config = work / "nginx.conf"
-    config.write_text(nginx_config(port=args.port, upstream_port=args.private_port, prefix=work,
-                                   timeout_s=args.timeout, run_as=_run_as()))
+    config.write_text(
+        nginx_config(
+            port=args.port, upstream_port=args.private_port, prefix=work, timeout_s=args.timeout, run_as=_run_as()
+        )
+    )
     llama = front = None
     status = 0
     try:
         llama = subprocess.Popen(list(plan.argv), stdin=subprocess.DEVNULL)
-        front = subprocess.Popen([args.nginx, "-p", str(work), "-e", "stderr", "-c", str(config),
-                                  "-g", "daemon off;"], stdin=subprocess.DEVNULL)
-        _say(f"nginx on {PRIVATE_HOST}:{args.port}: GET /ping -> /health, POST /invocations -> "
-             f"/v1/chat/completions on {PRIVATE_HOST}:{args.private_port}")
+        front = subprocess.Popen(
+            [args.nginx, "-p", str(work), "-e", "stderr", "-c", str(config), "-g", "daemon off;"],
+            stdin=subprocess.DEVNULL,
+        )
+        _say(
+            f"nginx on {PRIVATE_HOST}:{args.port}: GET /ping -> /health, POST /invocations -> "
+            f"/v1/chat/completions on {PRIVATE_HOST}:{args.private_port}"
+        )
         while not stopping:
             for name, process in (("llama-server", llama), ("nginx", front)):
                 if process.poll() is not None:

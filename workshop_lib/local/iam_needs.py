@@ -7,11 +7,11 @@ permissions (action, resource ARN, request context), as IAM's service authorizat
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
+from .. import names
 from ..aws import arns, kms_statements, role_boundary, statements
 from ..aws.images import parse_image_uri
-from .. import names
 
 Need = tuple[str, str, dict]  # (action, resource ARN, request context)
 
@@ -27,7 +27,11 @@ def _s3(call: str, params: Mapping, region: str, owner: str | None, key: str | N
     needs = _s3_alone(call, params, region, owner)
     # A new object's data key, or an object's own key decrypted (a HEAD reads no data, an upload's parts reuse
     # the key its start made).
-    kms = {"PutObject": "kms:GenerateDataKey", "CreateMultipartUpload": "kms:GenerateDataKey", "GetObject": "kms:Decrypt"}
+    kms = {
+        "PutObject": "kms:GenerateDataKey",
+        "CreateMultipartUpload": "kms:GenerateDataKey",
+        "GetObject": "kms:Decrypt",
+    }
     if key and call in kms:
         needs.append((kms[call], key, {"kms:ViaService": kms_statements.s3_service(region)}))
     return needs
@@ -47,8 +51,10 @@ def _s3_alone(call: str, params: Mapping, region: str, owner: str | None) -> lis
     if call == "DeleteObject":
         return [("s3:DeleteObject", arns.s3_object_arn(bucket, key, region), owned)]
     if call == "DeleteObjects":
-        return [("s3:DeleteObject", arns.s3_object_arn(bucket, o["Key"], region), owned)
-                for o in params.get("Delete", {}).get("Objects", [])]
+        return [
+            ("s3:DeleteObject", arns.s3_object_arn(bucket, o["Key"], region), owned)
+            for o in params.get("Delete", {}).get("Objects", [])
+        ]
     if call in ("ListObjectsV2", "ListObjects", "HeadBucket"):
         return [("s3:ListBucket", bucket_arn, {"s3:prefix": params.get("Prefix", ""), **owned})]
     if call == "ListBuckets":
@@ -63,8 +69,10 @@ def _codebuild(call: str, params: Mapping, region: str, account: str) -> list[Ne
         return arns.codebuild_project_arn(region, account, name)
 
     if call in ("CreateProject", "UpdateProject"):
-        return [(f"codebuild:{call}", project(params["name"]), {}),
-                *_pass_role(params.get("serviceRole"), "codebuild.amazonaws.com")]
+        return [
+            (f"codebuild:{call}", project(params["name"]), {}),
+            *_pass_role(params.get("serviceRole"), "codebuild.amazonaws.com"),
+        ]
     if call in ("StartBuild",):
         return [("codebuild:StartBuild", project(params["projectName"]), {})]
     if call == "BatchGetBuilds":  # a build id is "<project>:<uuid>"
@@ -87,8 +95,12 @@ def _ecr(call: str, params: Mapping, region: str, account: str) -> list[Need]:
     return needs
 
 
-_SAGEMAKER_KINDS = {"Model": "model", "EndpointConfig": "endpoint-config", "Endpoint": "endpoint",
-                    "TransformJob": "transform-job"}
+_SAGEMAKER_KINDS = {
+    "Model": "model",
+    "EndpointConfig": "endpoint-config",
+    "Endpoint": "endpoint",
+    "TransformJob": "transform-job",
+}
 
 
 def _sagemaker(call: str, params: Mapping, region: str, account: str, facts: Mapping) -> list[Need]:
@@ -109,15 +121,22 @@ def _sagemaker(call: str, params: Mapping, region: str, account: str, facts: Map
     tags = {f"aws:ResourceTag/{k}": v for k, v in (facts.get("resource_tags") or {}).items()}
     needs = [(f"sagemaker:{call}", arn, tags)]
     if call == "DeleteEndpoint" and facts.get("scaled_variants"):  # SageMaker deregisters them as the caller
-        needs += [("application-autoscaling:DeregisterScalableTarget", "*", _scaling_context("sagemaker"))
-                  for _ in facts["scaled_variants"]]
+        needs += [
+            ("application-autoscaling:DeregisterScalableTarget", "*", _scaling_context("sagemaker"))
+            for _ in facts["scaled_variants"]
+        ]
     if verb == "Create" and params.get("Tags"):
         needs.append(("sagemaker:AddTags", arn, {}))
     if call == "CreateModel":
         needs += _pass_role(params.get("ExecutionRoleArn"), "sagemaker.amazonaws.com")
     if call == "UpdateEndpoint":  # IAM checks the endpoint and the endpoint config it moves to
-        needs.append(("sagemaker:UpdateEndpoint",
-                      arns.sagemaker_arn(region, account, "endpoint-config", params.get("EndpointConfigName", "")), {}))
+        needs.append(
+            (
+                "sagemaker:UpdateEndpoint",
+                arns.sagemaker_arn(region, account, "endpoint-config", params.get("EndpointConfigName", "")),
+                {},
+            )
+        )
     return needs
 
 
@@ -157,8 +176,11 @@ def _autoscaling(call: str, params: Mapping, region: str, account: str) -> list[
     also needs the endpoint read and its capacity changed and, on first use, the service-linked role; target
     tracking makes and deletes its alarms with the caller's permission."""
     action = f"application-autoscaling:{call}"
-    context = (_scaling_context(params.get("ServiceNamespace", ""), params.get("ScalableDimension", ""))
-               if action in statements.AUTOSCALING_WRITES else {})
+    context = (
+        _scaling_context(params.get("ServiceNamespace", ""), params.get("ScalableDimension", ""))
+        if action in statements.AUTOSCALING_WRITES
+        else {}
+    )
     needs = [(action, "*", context)]
     resource = params.get("ResourceId") or ""
     match = re.fullmatch(r"endpoint/([^/]+)/variant/[^/]+", resource)
@@ -167,10 +189,16 @@ def _autoscaling(call: str, params: Mapping, region: str, account: str) -> list[
     endpoint = match[1]
     if call == "RegisterScalableTarget":
         arn = arns.sagemaker_arn(region, account, "endpoint", endpoint)
-        needs += [("sagemaker:DescribeEndpoint", arn, {}), ("sagemaker:DescribeEndpointConfig", arn, {}),
-                  ("sagemaker:UpdateEndpointWeightsAndCapacities", arn, {}),
-                  ("iam:CreateServiceLinkedRole", arns.role_arn(region, account, statements.AUTOSCALING_ROLE_PATH),
-                   {"iam:AWSServiceName": statements.AUTOSCALING_SERVICE})]
+        needs += [
+            ("sagemaker:DescribeEndpoint", arn, {}),
+            ("sagemaker:DescribeEndpointConfig", arn, {}),
+            ("sagemaker:UpdateEndpointWeightsAndCapacities", arn, {}),
+            (
+                "iam:CreateServiceLinkedRole",
+                arns.role_arn(region, account, statements.AUTOSCALING_ROLE_PATH),
+                {"iam:AWSServiceName": statements.AUTOSCALING_SERVICE},
+            ),
+        ]
     alarm = arns.autoscaling_alarm_arn(region, account, endpoint, resource.split("/", 2)[2] + "-AlarmHigh-0")
     if call == "PutScalingPolicy":
         needs += [("cloudwatch:PutMetricAlarm", alarm, {}), ("cloudwatch:DescribeAlarms", alarm, {})]
@@ -181,8 +209,10 @@ def _autoscaling(call: str, params: Mapping, region: str, account: str) -> list[
 
 def _scaling_context(namespace: str, dimension: str = statements.SCALED_DIMENSION) -> dict:
     """The condition keys Application Auto Scaling's writes carry."""
-    return {"application-autoscaling:service-namespace": namespace,
-            "application-autoscaling:scalable-dimension": dimension}
+    return {
+        "application-autoscaling:service-namespace": namespace,
+        "application-autoscaling:scalable-dimension": dimension,
+    }
 
 
 def _iam(call: str, params: Mapping, region: str, account: str, boundaries: Mapping[str, str]) -> list[Need]:
@@ -191,8 +221,11 @@ def _iam(call: str, params: Mapping, region: str, account: str, boundaries: Mapp
     context = {}
     if action in role_boundary.BOUNDED_ROLE_ACTIONS:
         # The boundary the request sets, or (changing a role's permissions) the one the role has.
-        given = params.get("PermissionsBoundary") if call in ("CreateRole", "PutRolePermissionsBoundary") \
+        given = (
+            params.get("PermissionsBoundary")
+            if call in ("CreateRole", "PutRolePermissionsBoundary")
             else boundaries.get(role)
+        )
         if given:
             context["iam:PermissionsBoundary"] = given
     arn = f"arn:{arns.partition(region)}:iam::{account}:role/{role}"
@@ -243,16 +276,22 @@ def needed(call: Mapping, region: str, account: str, boundaries: Mapping[str, st
     if service == "servicequotas" and operation in ("ListServiceQuotas", "ListAWSDefaultServiceQuotas"):
         return [(f"servicequotas:{operation}", "*", {})]  # no resource type to name
     if service == "servicequotas":
-        return [(f"servicequotas:{operation}", f"arn:{arns.partition(region)}:servicequotas:{region}:"
-                 f"{account}:{params.get('ServiceCode', '')}/{params.get('QuotaCode', '')}", {})]
+        return [
+            (
+                f"servicequotas:{operation}",
+                f"arn:{arns.partition(region)}:servicequotas:{region}:"
+                f"{account}:{params.get('ServiceCode', '')}/{params.get('QuotaCode', '')}",
+                {},
+            )
+        ]
     if service == "iam":
         return _iam(operation, params, region, account, boundaries or {})
     raise ValueError(f"no IAM mapping for {service}:{operation}; add it to iam_needs.needed")
 
 
-
 def cli_needed(argv: list[str], region: str, account: str) -> list[Need]:
     """What IAM checks for a command a buildspec runs with the CodeBuild role (``aws`` and ``docker``)."""
+
     def option(name: str) -> str:
         return argv[argv.index(name) + 1] if name in argv else ""
 
@@ -263,11 +302,19 @@ def cli_needed(argv: list[str], region: str, account: str) -> list[Need]:
     if plain[:3] == ["aws", "ecr", "get-login-password"]:
         return [("ecr:GetAuthorizationToken", "*", {})]
     if plain[:3] == ["aws", "ecr", "describe-images"]:
-        return [("ecr:DescribeImages", arns.ecr_repository_arn(region, option("--registry-id") or account,
-                                                                   option("--repository-name")), {})]
+        return [
+            (
+                "ecr:DescribeImages",
+                arns.ecr_repository_arn(region, option("--registry-id") or account, option("--repository-name")),
+                {},
+            )
+        ]
     if plain[:2] == ["docker", "build"]:  # pulls FROM the base image
-        base = next(a.split("=", 1)[1] for i, a in enumerate(plain) if plain[i - 1] == "--build-arg"
-                    and a.startswith("BASE_IMAGE="))
+        base = next(
+            a.split("=", 1)[1]
+            for i, a in enumerate(plain)
+            if plain[i - 1] == "--build-arg" and a.startswith("BASE_IMAGE=")
+        )
         ref = parse_image_uri(base)
         pulled = arns.ecr_repository_arn(region, ref.account or "", ref.repository)
         return [(a, pulled, {}) for a in statements.ECR_PULL]

@@ -12,19 +12,19 @@ first time a client is asked for and keeps its URL until ``forget()`` (after 07 
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from botocore import xform_name
 from botocore.exceptions import ClientError
 
 from ..aws import admin, api, policies, spend_guard
 from ..aws.session import AwsMode, Clients
-from ..errors import StepNotRun
 from ..config import LOCAL_ROLE_ARN
+from ..errors import StepNotRun
 from ..names import role_account
+from . import permissions, rehearsal
 from .stand_ins import EmulatedCodeBuild, LocalHosting, seed_dlc
 from .strict import Strict
-from . import permissions, rehearsal
 
 CALL_LOG = "aws-calls.jsonl"  # in the local rehearsal's folder, across the notebooks' kernels
 FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
@@ -44,6 +44,7 @@ def emulator_client(service: str, region: str, url: str):
 
 class LocalMode:
     """The local rehearsal (``rehearsal``): the emulator for the control plane, stand-ins for what it cannot do."""
+
     name = "local"
 
     def __init__(self, local: rehearsal.Rehearsal):
@@ -65,8 +66,11 @@ class LocalMode:
         if self._url is None:
             url = self.rehearsal.emulator_url()
             if not url:
-                raise StepNotRun("00_setup", "the local AWS emulator is not running (08_cleanup stops it, and it "
-                                 f"ends by itself after {rehearsal.KEEP_ALIVE_S // 3600} h)")
+                raise StepNotRun(
+                    "00_setup",
+                    "the local AWS emulator is not running (08_cleanup stops it, and it "
+                    f"ends by itself after {rehearsal.KEEP_ALIVE_S // 3600} h)",
+                )
             self._url = url
         return self._url
 
@@ -137,8 +141,12 @@ def seed_studio_role(iam) -> None:
     """The Studio execution role the rehearsal's participant acts as, as an account already holds it: trusted by
     SageMaker, carrying AmazonSageMakerFullAccess (the emulator loads AWS's managed policies). Safe to repeat."""
     name = LOCAL_ROLE_ARN.rsplit("/", 1)[1]
-    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"},
-                                                     "Action": "sts:AssumeRole"}]}
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ],
+    }
     try:
         iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))
     except ClientError as exc:

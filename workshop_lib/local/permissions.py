@@ -32,21 +32,21 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from botocore.exceptions import ClientError
 
+from .. import names
 from ..aws import arns, iam, managed_policies, service_roles
-from ..aws.requests_sent import plain
 from ..aws.policies import CODEBUILD, DEADLINES, OPERATOR, SAGEMAKER
+from ..aws.requests_sent import plain
 from ..config import LOCAL_ROLE_ARN
 from ..errors import InvalidInput
 from .iam_needs import needed, role_boundaries
 from .strict import Strict
-from .. import names
 
 # The principals that are roles the workshop creates, by the name the account holds them under.
 ROLE_NAMES = {CODEBUILD: service_roles.CODEBUILD_ROLE_NAME, DEADLINES: service_roles.SCHEDULER_ROLE_NAME}
@@ -55,7 +55,7 @@ ROLE_NAMES = {CODEBUILD: service_roles.CODEBUILD_ROLE_NAME, DEADLINES: service_r
 STUDIO_DEFAULT, ADMINISTRATOR = "studio-default", "administrator"
 PERSONAS = {
     STUDIO_DEFAULT: "a SageMaker Studio execution role with AmazonSageMakerFullAccess, plus operator-policy.json "
-                    "once notebook 00 has written it",
+    "once notebook 00 has written it",
     ADMINISTRATOR: "a principal that may do anything",
 }
 PERSONA_ENV = "WORKSHOP_PERSONA"
@@ -66,8 +66,10 @@ def persona(env: Mapping[str, str] | None = None) -> str:
     """The persona the local rehearsal runs the operator's calls as (``WORKSHOP_PERSONA``)."""
     value = (os.environ if env is None else env).get(PERSONA_ENV, "").strip() or STUDIO_DEFAULT
     if value not in PERSONAS:
-        raise InvalidInput(f"{PERSONA_ENV}={value!r} is not a persona; set it to one of {', '.join(PERSONAS)} "
-                           "(or leave it unset for studio-default)")
+        raise InvalidInput(
+            f"{PERSONA_ENV}={value!r} is not a persona; set it to one of {', '.join(PERSONAS)} "
+            "(or leave it unset for studio-default)"
+        )
     return value
 
 
@@ -126,11 +128,16 @@ def access_denied(operation_model, caller: str, action: str, resource: str, verd
     """The ClientError AWS returns for a refused call: IAM's one-line message, the protocol's error code."""
     xml = operation_model.service_model.protocol in ("query", "rest-xml", "ec2")
     code = "AccessDenied" if xml else "AccessDeniedException"
-    why = ("with an explicit deny in an identity-based policy" if verdict.matched
-           else f"because no identity-based policy allows the {action} action")
+    why = (
+        "with an explicit deny in an identity-based policy"
+        if verdict.matched
+        else f"because no identity-based policy allows the {action} action"
+    )
     message = f"User: {caller} is not authorized to perform: {action} on resource: {resource} {why}"
-    return ClientError({"Error": {"Code": code, "Message": message},
-                        "ResponseMetadata": {"HTTPStatusCode": 403 if xml else 400}}, operation_model.name)
+    return ClientError(
+        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 403 if xml else 400}},
+        operation_model.name,
+    )
 
 
 class CallLog:
@@ -289,9 +296,14 @@ class Audit:
         return "\n".join(lines)
 
 
-def audit(calls: Iterable[Mapping], documents: Mapping[str, Mapping], region: str, account: str,
-          not_exercised: Mapping[str, Mapping[str, str]] | None = None,
-          capped_by: Mapping[str, Mapping] | None = None) -> Audit:
+def audit(
+    calls: Iterable[Mapping],
+    documents: Mapping[str, Mapping],
+    region: str,
+    account: str,
+    not_exercised: Mapping[str, Mapping[str, str]] | None = None,
+    capped_by: Mapping[str, Mapping] | None = None,
+) -> Audit:
     """Evaluate every recorded call of each principal against that principal's policy document.
 
     A call the persona was refused as it was made never reached AWS: it is listed as refused, not
@@ -312,8 +324,9 @@ def audit(calls: Iterable[Mapping], documents: Mapping[str, Mapping], region: st
         seen.append(call)
         for action, resource, context in needed(call, region, account, boundaries):
             result.checked[principal] = result.checked.get(principal, 0) + 1
-            verdict = iam.evaluate(documents[principal], action, resource, context,
-                                   boundary=(capped_by or {}).get(principal))
+            verdict = iam.evaluate(
+                documents[principal], action, resource, context, boundary=(capped_by or {}).get(principal)
+            )
             if verdict.allowed:
                 used[principal].update(verdict.matched)
             else:

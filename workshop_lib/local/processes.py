@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..errors import WorkshopError
 
-_RUNNING: set["ServerProcess"] = set()
+_RUNNING: set[ServerProcess] = set()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -58,7 +58,7 @@ def _proc_groups() -> dict[int, list[str]] | None:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = stat[stat.rfind(")") + 2 :].split()
         if len(fields) > 2:
             groups.setdefault(int(fields[2]), []).append(fields[0])
     return groups
@@ -136,8 +136,14 @@ class ServerProcess:
 
     ready_path = "/"
 
-    def __init__(self, *, log_path: str | Path, port: int | None = None, env: dict[str, str] | None = None,
-                 keep_alive_s: float | None = None):
+    def __init__(
+        self,
+        *,
+        log_path: str | Path,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        keep_alive_s: float | None = None,
+    ):
         self.log_path = Path(log_path)
         self.port = port or free_port()
         self.extra_env = dict(env or {})
@@ -187,7 +193,11 @@ class ServerProcess:
             # A server that must outlive this process (keep_alive_s) ends by itself; any other dies with it.
             tied = functools.partial(_die_with, os.getpid()) if self.keep_alive_s is None else None
             self.process = subprocess.Popen(
-                command, env=self.environment(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                command,
+                env=self.environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stop() ends the server and its workers
                 preexec_fn=tied,
             )
@@ -205,12 +215,12 @@ class ServerProcess:
         while time.monotonic() < give_up_at:
             if process.poll() is not None:
                 raise ServerFailedToStart(
-                    f"{self!r} exited with status {process.returncode}; last log lines:\n{self.log_tail()}")
+                    f"{self!r} exited with status {process.returncode}; last log lines:\n{self.log_tail()}"
+                )
             if self.is_ready():
                 return
             time.sleep(0.1)
-        raise ServerFailedToStart(f"{self!r} was not ready after {timeout_s:g} s; last log lines:\n"
-                                  f"{self.log_tail()}")
+        raise ServerFailedToStart(f"{self!r} was not ready after {timeout_s:g} s; last log lines:\n{self.log_tail()}")
 
     def ping(self) -> int | None:
         """The HTTP status of GET ready_path, or None if nothing answers."""
@@ -268,8 +278,16 @@ class AdapterProcess(ServerProcess):
 
     ready_path = "/ping"
 
-    def __init__(self, model_dir: str | Path, *, log_path: str | Path, port: int | None = None,
-                 threads: int = 2, env: dict[str, str] | None = None, keep_alive_s: float | None = None):
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        log_path: str | Path,
+        port: int | None = None,
+        threads: int = 2,
+        env: dict[str, str] | None = None,
+        keep_alive_s: float | None = None,
+    ):
         super().__init__(log_path=log_path, port=port, env=env, keep_alive_s=keep_alive_s)
         self.model_dir = Path(model_dir)
         self.threads = threads
@@ -278,15 +296,16 @@ class AdapterProcess(ServerProcess):
         return [sys.executable, "-m", "decision_adapter.serve", "--host", "127.0.0.1"]
 
     def environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("SM_LLAMA_CPP_", "DECISION_ADAPTER_"))}
-        env.update({
-            "SM_MODEL_DIR": str(self.model_dir),
-            "SAGEMAKER_BIND_TO_PORT": str(self.port),
-            "SM_LLAMA_CPP_THREADS": str(self.threads),
-            "SM_LLAMA_CPP_N_GPU_LAYERS": "0",
-            "PYTHONUNBUFFERED": "1",
-        })
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_LLAMA_CPP_", "DECISION_ADAPTER_"))}
+        env.update(
+            {
+                "SM_MODEL_DIR": str(self.model_dir),
+                "SAGEMAKER_BIND_TO_PORT": str(self.port),
+                "SM_LLAMA_CPP_THREADS": str(self.threads),
+                "SM_LLAMA_CPP_N_GPU_LAYERS": "0",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         env.update(self.extra_env)
         return env
 
@@ -316,8 +335,9 @@ class EmulatorProcess(ServerProcess):
 
 def post_json(url: str, payload, timeout: float = 70.0) -> tuple[int, dict]:
     """POST JSON, return (status, parsed body) for any status. A tiny helper for demos and tests."""
-    request = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"),
-                                     headers={"Content-Type": "application/json"}, method="POST")
+    request = urllib.request.Request(
+        url, data=json.dumps(payload).encode("utf-8"), headers={"Content-Type": "application/json"}, method="POST"
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read())

@@ -44,33 +44,44 @@ from pathlib import Path
 
 from botocore.exceptions import ClientError
 
+from .. import names
 from ..aws import images
 from ..client.transport import LocalTransport
 from ..config import default_path
 from ..errors import InvalidInput, WorkshopError
 from ..packaging import MAX_EXTRACT_BYTES, MAX_EXTRACT_MEMBERS, extract_model
-from .permissions import SAGEMAKER
-from .processes import (AdapterProcess, EmulatorProcess, ServerFailedToStart, ServerProcess, group_alive,
-                        stop_process_group)
-from .. import names
 from . import dlc_server
+from .permissions import SAGEMAKER
+from .processes import (
+    AdapterProcess,
+    EmulatorProcess,
+    ServerFailedToStart,
+    ServerProcess,
+    group_alive,
+    stop_process_group,
+)
 
 KEEP_ALIVE_S = 2 * 3600
 LOCAL_THREADS = 2
 LOCAL_GPU_LAYERS = 0
 LOCAL_REQUEST_TIMEOUT_S = 120
 SWITCH_DRAIN_S = 1.0  # a replaced local endpoint's process lives on this long after the switch
-FORCED_SETTINGS = {"SM_LLAMA_CPP_THREADS": str(LOCAL_THREADS), "SM_LLAMA_CPP_N_GPU_LAYERS": str(LOCAL_GPU_LAYERS),
-                   "DECISION_ADAPTER_REQUEST_TIMEOUT": str(LOCAL_REQUEST_TIMEOUT_S)}
+FORCED_SETTINGS = {
+    "SM_LLAMA_CPP_THREADS": str(LOCAL_THREADS),
+    "SM_LLAMA_CPP_N_GPU_LAYERS": str(LOCAL_GPU_LAYERS),
+    "DECISION_ADAPTER_REQUEST_TIMEOUT": str(LOCAL_REQUEST_TIMEOUT_S),
+}
 # llama-server reads no DECISION_ADAPTER_* setting; nginx in front of it gets the same request limit.
 LLAMA_SERVER_SETTINGS = {k: v for k, v in FORCED_SETTINGS.items() if k.startswith("SM_LLAMA_CPP_")}
 ADAPTER, LLAMA_SERVER = "decision adapter", "llama-server"
 # The embedded model reads positions through the answer letters (issue #37's held-out tasks), so local decision
 # endpoints serve the cloze readout unless the endpoint's environment names one; the AWS path keeps letters.
 LOCAL_READOUT = {"DECISION_ADAPTER_READOUT": "cloze"}
-READOUT_WHY = ("readout cloze (each option's text scored after the question): on this 135M model the letters "
-               "readout reads positions (16 of 43 held-out tasks right, chance 33 %; 42 of 43 flip when the "
-               "options are reversed); the AWS path keeps letters, the published method")
+READOUT_WHY = (
+    "readout cloze (each option's text scored after the question): on this 135M model the letters "
+    "readout reads positions (16 of 43 held-out tasks right, chance 33 %; 42 of 43 flip when the "
+    "options are reversed); the AWS path keeps letters, the published method"
+)
 
 # Processes started by this Python process: stopped through their Popen, so they are reaped.
 _OWNED: dict[int, ServerProcess] = {}
@@ -119,9 +130,16 @@ def _get(url: str, timeout: float = 2.0) -> int | None:
 
 def _record(server, **extra) -> dict:
     pid = server.process.pid  # started in a new session: the group id is the leader's pid
-    return {"pid": pid, "pgid": pid, "port": server.port,
-            "url": server.url, "log": str(server.log_path), "started": _now(),
-            "keep_alive_s": server.keep_alive_s, **extra}
+    return {
+        "pid": pid,
+        "pgid": pid,
+        "port": server.port,
+        "url": server.url,
+        "log": str(server.log_path),
+        "started": _now(),
+        "keep_alive_s": server.keep_alive_s,
+        **extra,
+    }
 
 
 # ---- local endpoints --------------------------------------------------------------------------
@@ -138,7 +156,7 @@ class LocalEndpoint:
     changed: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # var -> (on AWS, here)
     seconds: float = 0.0
     server: str = ADAPTER  # what serves it: ADAPTER or LLAMA_SERVER
-    fallback: str = ""     # why the adapter stands in for the DLC's llama-server, where it does
+    fallback: str = ""  # why the adapter stands in for the DLC's llama-server, where it does
     readout_note: str = ""  # why the local adapter serves another readout than the endpoint declares, where it does
 
     def changes_text(self) -> str:
@@ -230,8 +248,9 @@ class Rehearsal:
         config = sm_client.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
         return config["ProductionVariants"][0]["ModelName"]
 
-    def _download_and_extract(self, s3_client, model_data_url: str, *, max_bytes: int | None = None,
-                              max_members: int | None = None) -> Path:
+    def _download_and_extract(
+        self, s3_client, model_data_url: str, *, max_bytes: int | None = None, max_members: int | None = None
+    ) -> Path:
         """Fetch model.tar.gz from emulated S3 once per object version and unpack it like /opt/ml/model.
 
         The cache folder is named by a digest of the URL and the object's ETag, so nothing S3 returns
@@ -249,7 +268,8 @@ class Rehearsal:
         if head.get("ContentLength", 0) > max_bytes:
             raise InvalidInput(
                 f"{model_data_url} is {head['ContentLength']:,} bytes, more than the {max_bytes:,} bytes a model "
-                "may unpack to here; nothing was downloaded")
+                "may unpack to here; nothing was downloaded"
+            )
         target.mkdir(parents=True, exist_ok=True)
         tarball = target / "model.tar.gz"
         s3_client.download_file(bucket, key, str(tarball))
@@ -262,8 +282,17 @@ class Rehearsal:
         (target / ".complete").write_text(model_data_url + "\n")
         return model_dir
 
-    def start_local_endpoint(self, name: str, sm_client, s3_client, *, keep_alive_s: float = KEEP_ALIVE_S,
-                             timeout_s: float = 180.0, calls=None, replace: bool = False) -> LocalEndpoint:
+    def start_local_endpoint(
+        self,
+        name: str,
+        sm_client,
+        s3_client,
+        *,
+        keep_alive_s: float = KEEP_ALIVE_S,
+        timeout_s: float = 180.0,
+        calls=None,
+        replace: bool = False,
+    ) -> LocalEndpoint:
         """Start a real server for endpoint ``name`` from what the emulator recorded for it: for the
         DLC's image llama-server behind nginx (the adapter where they are missing: ``fallback`` says
         why), else the decision adapter.
@@ -306,38 +335,65 @@ class Rehearsal:
         extra = {}
         server: ServerProcess
         if kind == LLAMA_SERVER:
-            launched = dlc_server.LlamaServerProcess(model_dir, log_path=log, settings=environment,
-                                                     work_dir=log.with_suffix(".serve"), keep_alive_s=keep_alive_s,
-                                                     timeout_s=LOCAL_REQUEST_TIMEOUT_S)
+            launched = dlc_server.LlamaServerProcess(
+                model_dir,
+                log_path=log,
+                settings=environment,
+                work_dir=log.with_suffix(".serve"),
+                keep_alive_s=keep_alive_s,
+                timeout_s=LOCAL_REQUEST_TIMEOUT_S,
+            )
             changed.update({k: (declared.get(k), launched.settings[k]) for k in launched.moved})
             environment = launched.settings
             extra = {"private_url": launched.private_url}
             server = launched
         else:
-            server = AdapterProcess(model_dir, log_path=log, threads=LOCAL_THREADS, env=environment,
-                                    keep_alive_s=keep_alive_s)
+            server = AdapterProcess(
+                model_dir, log_path=log, threads=LOCAL_THREADS, env=environment, keep_alive_s=keep_alive_s
+            )
         try:
             server.start(timeout_s=timeout_s)
         except (ServerFailedToStart, dlc_server.LauncherError) as exc:
             raise RehearsalError(f"the local endpoint {name} did not start: {exc}") from None
         _OWNED[server.pid] = server
         data = self._read_registry()
-        data["endpoints"][name] = _record(server, model_dir=str(model_dir), model_name=model_name,
-                                          environment=environment, served_by=kind, fallback=fallback, **extra)
+        data["endpoints"][name] = _record(
+            server,
+            model_dir=str(model_dir),
+            model_name=model_name,
+            environment=environment,
+            served_by=kind,
+            fallback=fallback,
+            **extra,
+        )
         self._write_registry(data)  # the switch: from here on, followers send to the new process
         if previous is not None:
             time.sleep(SWITCH_DRAIN_S)  # a request that read the old address just before has reached it
             _stop_group(previous["pgid"])
-        return LocalEndpoint(name, server.url, log, model_dir, model_name, environment, changed,
-                             time.perf_counter() - started, kind, fallback, READOUT_WHY if local_readout else "")
+        return LocalEndpoint(
+            name,
+            server.url,
+            log,
+            model_dir,
+            model_name,
+            environment,
+            changed,
+            time.perf_counter() - started,
+            kind,
+            fallback,
+            READOUT_WHY if local_readout else "",
+        )
 
     def endpoint_server(self, name: str) -> dict:
         """What serves the local endpoint ``name``: ``{"server": ADAPTER | LLAMA_SERVER, "fallback": why the
         adapter stands in, "private_url": llama-server's own port}``; RehearsalError if it is not running."""
         self.endpoint_url(name)
         entry = self._read_registry()["endpoints"][name]
-        return {"server": entry.get("served_by", ADAPTER), "fallback": entry.get("fallback", ""),
-                "private_url": entry.get("private_url")}
+        return {
+            "server": entry.get("served_by", ADAPTER),
+            "fallback": entry.get("fallback", ""),
+            "private_url": entry.get("private_url"),
+        }
 
     def endpoint_url(self, name: str) -> str:
         """The URL of the local endpoint ``name``; RehearsalError if it is not running."""
@@ -437,6 +493,16 @@ def default() -> Rehearsal:
 
 
 __all__ = [
-    "ADAPTER", "KEEP_ALIVE_S", "LLAMA_SERVER", "LOCAL_THREADS", "LocalEndpoint", "ProcessStatus", "Rehearsal",
-    "RehearsalError", "RoutedTransport", "default", "group_alive", "local_dir",
+    "ADAPTER",
+    "KEEP_ALIVE_S",
+    "LLAMA_SERVER",
+    "LOCAL_THREADS",
+    "LocalEndpoint",
+    "ProcessStatus",
+    "Rehearsal",
+    "RehearsalError",
+    "RoutedTransport",
+    "default",
+    "group_alive",
+    "local_dir",
 ]

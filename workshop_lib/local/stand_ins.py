@@ -29,11 +29,11 @@ from botocore.exceptions import ClientError
 
 from ..aws import api, endpoints, hosting, images, transform
 from ..aws.codebuild import MODEL_PACKAGE_PROJECT, CodeBuildRunner, ensure_project, parse_s3_uri, upload_package
+from ..errors import AwsFailure, InvalidInput
 from ..models import EMBEDDED_MODEL, ModelSpec, embedded_gguf_path
 from ..packaging import CALIBRATION_NAME, package_local
-from ..errors import AwsFailure, InvalidInput
-from .permissions import CODEBUILD, SAGEMAKER
 from . import dlc_server, rehearsal
+from .permissions import CODEBUILD, SAGEMAKER
 
 # The emulator's instance-type list predates these families; it receives the nearest type it knows.
 EMULATOR_INSTANCE_TYPES = {"ml.c6i.2xlarge": "ml.c5.2xlarge", "ml.c6i.8xlarge": "ml.c5.9xlarge"}
@@ -47,24 +47,45 @@ def stand_in_manifest(description: str, content_sha256: str) -> str:
     stand-in image's digest distinct and tied to what it stands for.
     """
     config_blob = json.dumps({"description": description}).encode()
-    return json.dumps({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config_blob),
-                   "digest": "sha256:" + hashlib.sha256(config_blob).hexdigest()},
-        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": 0,
-                    "digest": "sha256:" + content_sha256}],
-    })
+    return json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "size": len(config_blob),
+                "digest": "sha256:" + hashlib.sha256(config_blob).hexdigest(),
+            },
+            "layers": [
+                {
+                    "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                    "size": 0,
+                    "digest": "sha256:" + content_sha256,
+                }
+            ],
+        }
+    )
 
 
-def push_stand_in(ecr_client, repository: str, tag: str, description: str, content_sha256: str,
-                  registry_id: str | None = None, digest: str | None = None) -> str:
+def push_stand_in(
+    ecr_client,
+    repository: str,
+    tag: str,
+    description: str,
+    content_sha256: str,
+    registry_id: str | None = None,
+    digest: str | None = None,
+) -> str:
     """PutImage of a stand-in manifest; returns its digest (what ECR would report after docker push)."""
     kwargs = {"registryId": registry_id} if registry_id else {}
     try:
-        response = ecr_client.put_image(repositoryName=repository, imageTag=tag,
-                                        imageManifest=stand_in_manifest(description, content_sha256), **kwargs,
-                                        **({"imageDigest": digest} if digest else {}))
+        response = ecr_client.put_image(
+            repositoryName=repository,
+            imageTag=tag,
+            imageManifest=stand_in_manifest(description, content_sha256),
+            **kwargs,
+            **({"imageDigest": digest} if digest else {}),
+        )
         return response["image"]["imageId"]["imageDigest"]
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ImageAlreadyExistsException":
@@ -82,8 +103,9 @@ def seed_dlc(ecr_client) -> dict[str, str]:
     region = api.region_of(ecr_client)
     account = images.dlc_account(region)
     try:
-        ecr_client.create_repository(repositoryName=images.DLC_REPOSITORY, registryId=account,
-                                     imageTagMutability="MUTABLE")
+        ecr_client.create_repository(
+            repositoryName=images.DLC_REPOSITORY, registryId=account, imageTagMutability="MUTABLE"
+        )
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "RepositoryAlreadyExistsException":
             raise
@@ -92,9 +114,15 @@ def seed_dlc(ecr_client) -> dict[str, str]:
         # Under the pinned digest, so images.resolve_dlc finds it (the emulator takes the digest as given;
         # real ECR derives it from the manifest).
         what = f"local stand-in for {images.DLC_REPOSITORY}:{tag} (the AWS llama.cpp DLC)"
-        digests[tag] = push_stand_in(ecr_client, images.DLC_REPOSITORY, tag, what,
-                                     hashlib.sha256(what.encode()).hexdigest(), registry_id=account,
-                                     digest=images.dlc_pin(variant).digest)
+        digests[tag] = push_stand_in(
+            ecr_client,
+            images.DLC_REPOSITORY,
+            tag,
+            what,
+            hashlib.sha256(what.encode()).hexdigest(),
+            registry_id=account,
+            digest=images.dlc_pin(variant).digest,
+        )
     return digests
 
 
@@ -112,8 +140,9 @@ def answered_here(client, operation: str, request: dict, answer: dict) -> dict:
     event = f"before-send.{client.meta.service_model.service_id.hyphenize()}.{operation}"
 
     def reply(request, **_):
-        return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"},
-                           _Body(json.dumps(answer).encode()))
+        return AWSResponse(
+            request.url, 200, {"Content-Type": "application/x-amz-json-1.1"}, _Body(json.dumps(answer).encode())
+        )
 
     client.meta.events.register(event, reply)
     try:
@@ -128,6 +157,7 @@ def _acting_as(calls, principal):
 
 class EmulatedCodeBuild(CodeBuildRunner):
     """Builds in the emulator, with the buildspec's effect done here once the build has ended."""
+
     def __init__(self, s3, ecr, calls=None, local: rehearsal.Rehearsal | None = None):
         super().__init__(poll_s=0.2, timeout_s=60)
         self.s3, self.ecr, self.calls = s3, ecr, calls
@@ -160,27 +190,36 @@ class EmulatedCodeBuild(CodeBuildRunner):
             calibration = self.local.home / "package-input" / CALIBRATION_NAME
             calibration.parent.mkdir(parents=True, exist_ok=True)
             calibration.write_bytes(self.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-        package = package_local(spec, {spec.gguf.path: embedded_gguf_path()}, self.local.home / "package",
-                                calibration=calibration)
+        package = package_local(
+            spec, {spec.gguf.path: embedded_gguf_path()}, self.local.home / "package", calibration=calibration
+        )
         upload_package(self.s3, package, model_s3_uri)
 
     def _push(self, env: dict, source: str) -> str:
         # The stand-in's digest follows what the image would be built from: source zip, Dockerfile, base.
         content = hashlib.sha256(json.dumps([source, env["DOCKERFILE"], env["BASE_IMAGE"]]).encode()).hexdigest()
         repository = images.parse_image_uri(env["REPOSITORY_URI"]).repository
-        return push_stand_in(self.ecr, repository, env["IMAGE_TAG"],
-                                       f"local stand-in for container/{env['DOCKERFILE']} FROM {env['BASE_IMAGE']}",
-                                       content)
+        return push_stand_in(
+            self.ecr,
+            repository,
+            env["IMAGE_TAG"],
+            f"local stand-in for container/{env['DOCKERFILE']} FROM {env['BASE_IMAGE']}",
+            content,
+        )
 
     def packaged(self, spec: ModelSpec) -> ModelSpec:
         return EMBEDDED_MODEL
 
     def not_exercised(self, project_name: str) -> str:
         if project_name == MODEL_PACKAGE_PROJECT:
-            return ("Not exercised locally: the build's download and packaging of the pinned model (the emulator's "
-                    f"CodeBuild runs nothing); the embedded {EMBEDDED_MODEL.name} was packaged in its place.")
-        return ("Not exercised locally: docker build and push (the emulator's CodeBuild runs no Docker); a manifest "
-                "pushed to emulated ECR stands in for the image.")
+            return (
+                "Not exercised locally: the build's download and packaging of the pinned model (the emulator's "
+                f"CodeBuild runs nothing); the embedded {EMBEDDED_MODEL.name} was packaged in its place."
+            )
+        return (
+            "Not exercised locally: docker build and push (the emulator's CodeBuild runs no Docker); a manifest "
+            "pushed to emulated ECR stands in for the image."
+        )
 
 
 class LocalHosting(hosting.SageMakerHosting):
@@ -201,28 +240,35 @@ class LocalHosting(hosting.SageMakerHosting):
         notes = self._notes[plan.name] = []
         limits = self._limits[plan.name] = []
         if "InstancePools" in variant:
-            limits.append("Not exercised locally: GPU placement from the ordered pools and full GPU offload; a CPU "
-                          "adapter serving the same model and settings stands in.")
+            limits.append(
+                "Not exercised locally: GPU placement from the ordered pools and full GPU offload; a CPU "
+                "adapter serving the same model and settings stands in."
+            )
             kept = self.local.home / f"{plan.name}.requests.json"
             kept.parent.mkdir(parents=True, exist_ok=True)
             kept.write_text(plan.to_json() + "\n")
             pools = [p["InstanceType"] for p in variant.pop("InstancePools")]
             variant.pop("VariantInstanceProvisionTimeoutInSeconds", None)
             variant["InstanceType"] = pools[0]
-            notes.append(f"  CreateEndpointConfig with InstancePools ({' > '.join(pools)}) built and validated by "
-                         f"botocore and kept in {kept}; the emulator predates pools, so it was sent the first one")
+            notes.append(
+                f"  CreateEndpointConfig with InstancePools ({' > '.join(pools)}) built and validated by "
+                f"botocore and kept in {kept}; the emulator predates pools, so it was sent the first one"
+            )
         wanted = variant["InstanceType"]
         if wanted.split(".")[1] not in EMULATOR_FAMILIES:
-            sent = EMULATOR_INSTANCE_TYPES.get(wanted, "ml.g4dn.2xlarge" if endpoints.is_gpu_instance(wanted)
-                                               else "ml.c5.2xlarge")
+            sent = EMULATOR_INSTANCE_TYPES.get(
+                wanted, "ml.g4dn.2xlarge" if endpoints.is_gpu_instance(wanted) else "ml.c5.2xlarge"
+            )
             variant["InstanceType"] = sent
-            notes.append(f"  the emulator's instance-type list predates {wanted}, so it was sent {sent} "
-                         f"(validated for {wanted})")
+            notes.append(
+                f"  the emulator's instance-type list predates {wanted}, so it was sent {sent} (validated for {wanted})"
+            )
         if variant == plan.endpoint_config["ProductionVariants"][0]:
             return plan
         config = {**plan.endpoint_config, "ProductionVariants": [variant]}
-        return endpoints.DeployPlan(plan.model, api.validate("sagemaker", "CreateEndpointConfig", config),
-                                    plan.endpoint)
+        return endpoints.DeployPlan(
+            plan.model, api.validate("sagemaker", "CreateEndpointConfig", config), plan.endpoint
+        )
 
     def wait(self, sm_client, name: str, *, logs_client=None, progress: bool = True) -> dict:
         described = super().wait(sm_client, name, progress=False)  # the emulator keeps no endpoint logs
@@ -231,15 +277,18 @@ class LocalHosting(hosting.SageMakerHosting):
         self._urls[name] = local.url
         changes = local.changes_text()
         served_by = "llama-server behind nginx" if local.server == rehearsal.LLAMA_SERVER else "the decision adapter"
-        self._notes.setdefault(name, []).append(f"  local endpoint: {local.url}, served by {served_by}"
-                                                + (f" ({changes})" if changes else ""))
+        self._notes.setdefault(name, []).append(
+            f"  local endpoint: {local.url}, served by {served_by}" + (f" ({changes})" if changes else "")
+        )
         if local.readout_note:
             self._notes[name].append(f"  {local.readout_note}")
         if local.server == rehearsal.LLAMA_SERVER:
             self._servers[name] = f"Not exercised locally: {dlc_server.NOT_REPRODUCED}."
         elif local.fallback:
-            self._servers[name] = (f"Not exercised locally: the DLC's llama-server ({local.fallback}); the decision "
-                                   "adapter stands in for it and answers the same OpenAI chat schema on /invocations.")
+            self._servers[name] = (
+                f"Not exercised locally: the DLC's llama-server ({local.fallback}); the decision "
+                "adapter stands in for it and answers the same OpenAI chat schema on /invocations."
+            )
         return described
 
     def created(self, sm_client, name: str) -> dict:
@@ -261,8 +310,9 @@ class LocalHosting(hosting.SageMakerHosting):
         with _acting_as(self.calls, None):  # the emulator's housekeeping, not a call anyone makes on AWS
             tags = sm_client.list_tags(ResourceArn=described["EndpointArn"]).get("Tags", [])
             sm_client.delete_endpoint(EndpointName=name)
-            sm_client.create_endpoint(EndpointName=name, EndpointConfigName=request["EndpointConfigName"],
-                                      **({"Tags": tags} if tags else {}))
+            sm_client.create_endpoint(
+                EndpointName=name, EndpointConfigName=request["EndpointConfigName"], **({"Tags": tags} if tags else {})
+            )
         local = self.local.start_local_endpoint(name, sm_client, self.s3, calls=self.calls, replace=True)
         self._urls[name] = local.url
         self._notes[name] = [
@@ -270,7 +320,8 @@ class LocalHosting(hosting.SageMakerHosting):
             "this one was ready",
             "  Not exercised locally: SageMaker's blue/green rollout (the baking period, canary traffic and the "
             "automatic rollback on an alarm); the emulator has no UpdateEndpoint, so the request was validated "
-            "by botocore and recorded, and the local process replaced in its place."]
+            "by botocore and recorded, and the local process replaced in its place.",
+        ]
         return arn["EndpointArn"]
 
     def offload_lines(self, logs_client, name: str) -> tuple[list[hosting.OffloadLine], str]:
@@ -278,17 +329,19 @@ class LocalHosting(hosting.SageMakerHosting):
         found = (hosting.parse_offload(line, log.name) for line in log.read_text(errors="replace").splitlines())
         return [line for line in found if line], f"the local adapter's log {log} (no GPU here: 0 layers offloaded)"
 
-
-    def transform(self, sm_client, s3_client, request: dict, *, run=None, endpoint_name: str | None = None,
-                  progress: bool = True) -> tuple[dict, list[str]]:
+    def transform(
+        self, sm_client, s3_client, request: dict, *, run=None, endpoint_name: str | None = None, progress: bool = True
+    ) -> tuple[dict, list[str]]:
         """The emulator records a transform job (Completed at once) but runs nothing: here the local process
         of ``endpoint_name``, which serves the job's model, answers every record of the input in S3, one
         request each (SplitType Line, BatchStrategy SingleRecord, the job's ContentType and Accept), and
         the answers land in S3 as SageMaker writes them (``<output path>/<input file>.out``, one line each),
         with the SageMaker role's permissions."""
         if not endpoint_name:
-            raise InvalidInput("endpoint_name: the local stand-in runs a transform on the process of the endpoint "
-                               "that serves the job's model; name it")
+            raise InvalidInput(
+                "endpoint_name: the local stand-in runs a transform on the process of the endpoint "
+                "that serves the job's model; name it"
+            )
         url = self.local.endpoint_url(endpoint_name)
         transform.start_transform_job(sm_client, request)
         name = request["TransformJobName"]
@@ -298,7 +351,8 @@ class LocalHosting(hosting.SageMakerHosting):
         return described, [
             f"  local transform: {written} record(s) answered by {endpoint_name}'s local process ({url})",
             "  Not exercised locally: SageMaker's transform instances (the emulator records the job and reports it "
-            "Completed; the local endpoint that serves the same model answered each record)."]
+            "Completed; the local endpoint that serves the same model answered each record).",
+        ]
 
 
 def _run_records(s3_client, request: dict, url: str) -> int:
@@ -308,12 +362,16 @@ def _run_records(s3_client, request: dict, url: str) -> int:
 
     source, output = request["TransformInput"], request["TransformOutput"]
     if request.get("BatchStrategy") != "SingleRecord" or source.get("SplitType") != "Line":
-        raise InvalidInput("the local transform runs BatchStrategy SingleRecord with SplitType Line only (one "
-                           "decision per request, as the adapter answers them)")
+        raise InvalidInput(
+            "the local transform runs BatchStrategy SingleRecord with SplitType Line only (one "
+            "decision per request, as the adapter answers them)"
+        )
     config = request.get("ModelClientConfig", {})
     timeout_s, retries = config.get("InvocationsTimeoutInSeconds", 600), config.get("InvocationsMaxRetries", 0)
-    headers = {"Content-Type": source.get("ContentType", "application/json"),
-               "Accept": output.get("Accept", "application/json")}
+    headers = {
+        "Content-Type": source.get("ContentType", "application/json"),
+        "Accept": output.get("Accept", "application/json"),
+    }
     uri = source["DataSource"]["S3DataSource"]["S3Uri"]
     bucket, prefix = parse_s3_uri(uri)
     listed = s3_client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
@@ -324,18 +382,22 @@ def _run_records(s3_client, request: dict, url: str) -> int:
         for number, line in enumerate((ln for ln in text.splitlines() if ln.strip()), start=1):
             for attempt in range(retries + 1):
                 try:
-                    req = urllib.request.Request(url.rstrip("/") + "/invocations", data=line.encode("utf-8"),
-                                                 headers=headers, method="POST")
+                    req = urllib.request.Request(
+                        url.rstrip("/") + "/invocations", data=line.encode("utf-8"), headers=headers, method="POST"
+                    )
                     with urllib.request.urlopen(req, timeout=timeout_s) as response:
                         answers.append(response.read().decode("utf-8").strip())
                     break
                 except urllib.error.HTTPError as exc:
                     if exc.code < 500 or attempt == retries:
                         detail = exc.read().decode("utf-8", "replace")[:300]
-                        raise AwsFailure(f"transform job {request['TransformJobName']} failed: {obj['Key']} line "
-                                         f"{number} was answered {exc.code}: {detail}") from None
-        out_bucket, out_key = parse_s3_uri(transform.transform_output_uri(f"s3://{bucket}/{obj['Key']}",
-                                                                           output["S3OutputPath"]))
+                        raise AwsFailure(
+                            f"transform job {request['TransformJobName']} failed: {obj['Key']} line "
+                            f"{number} was answered {exc.code}: {detail}"
+                        ) from None
+        out_bucket, out_key = parse_s3_uri(
+            transform.transform_output_uri(f"s3://{bucket}/{obj['Key']}", output["S3OutputPath"])
+        )
         s3_client.put_object(Bucket=out_bucket, Key=out_key, Body=("\n".join(answers) + "\n").encode("utf-8"))
         answered += len(answers)
     return answered

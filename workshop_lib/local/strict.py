@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import re
 import urllib.parse
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from botocore import xform_name
 from botocore.exceptions import ClientError
@@ -27,37 +28,47 @@ from ..aws import statements
 RULES: dict[str, tuple[str, str]] = {
     "inline-policies-per-role": (
         "all inline policies of one role together at most 10,240 characters, whitespace not counted",
-        "IAM user guide, IAM and AWS STS quotas: 'Role policy size'"),
+        "IAM user guide, IAM and AWS STS quotas: 'Role policy size'",
+    ),
     "managed-policy-size": (
         "one customer managed policy at most 6,144 characters, whitespace not counted",
-        "IAM user guide, IAM and AWS STS quotas: 'Managed policy size'"),
+        "IAM user guide, IAM and AWS STS quotas: 'Managed policy size'",
+    ),
     "managed-policies-per-role": (
         "at most 10 managed policies attached to one role (the default quota)",
-        "IAM user guide, IAM and AWS STS quotas: 'Managed policies attached to an IAM role'"),
+        "IAM user guide, IAM and AWS STS quotas: 'Managed policies attached to an IAM role'",
+    ),
     "trust-policy-size": (
         "a role's trust policy at most 2,048 characters, whitespace not counted",
-        "IAM user guide, IAM and AWS STS quotas: 'Role trust policy length'"),
+        "IAM user guide, IAM and AWS STS quotas: 'Role trust policy length'",
+    ),
     "boundary-must-exist": (
         "a permissions boundary names an existing managed policy",
-        "IAM API reference, CreateRole / PutRolePermissionsBoundary: NoSuchEntity"),
+        "IAM API reference, CreateRole / PutRolePermissionsBoundary: NoSuchEntity",
+    ),
     "expected-bucket-owner": (
         "a request whose ExpectedBucketOwner is not the bucket's owner fails with 403 Access Denied",
-        "S3 user guide, 'Verifying bucket ownership with bucket owner condition'"),
+        "S3 user guide, 'Verifying bucket ownership with bucket owner condition'",
+    ),
     "bucket-owner-in-iam": (
         "IAM sees the bucket's owner as s3:ResourceAccount; a bucket of another account does not match a "
         "grant conditioned on the caller's own",
-        "S3 user guide, 'Verifying bucket ownership'; IAM condition key s3:ResourceAccount"),
+        "S3 user guide, 'Verifying bucket ownership'; IAM condition key s3:ResourceAccount",
+    ),
     "bucket-key-in-iam": (
         "writing an object to a bucket whose default encryption is SSE-KMS needs kms:GenerateDataKey on its key, "
         "reading one kms:Decrypt, as S3 calls KMS for the caller",
-        "S3 user guide, 'Using server-side encryption with AWS KMS keys (SSE-KMS)': permissions"),
+        "S3 user guide, 'Using server-side encryption with AWS KMS keys (SSE-KMS)': permissions",
+    ),
     "delete-scaled-endpoint": (
         "deleting an endpoint whose variant is registered with Application Auto Scaling needs "
         "application-autoscaling:DeregisterScalableTarget from the caller, and deregisters it",
-        "SageMaker developer guide, 'Delete endpoints configured for auto scaling'"),
+        "SageMaker developer guide, 'Delete endpoints configured for auto scaling'",
+    ),
     "resource-tags-in-iam": (
         "IAM sees a SageMaker endpoint's, endpoint config's or model's tags as aws:ResourceTag/<key>",
-        "IAM user guide, 'Controlling access to AWS resources using tags'"),
+        "IAM user guide, 'Controlling access to AWS resources using tags'",
+    ),
 }
 
 ROLE_POLICY_MAX_CHARS = 10240
@@ -73,8 +84,9 @@ def iam_length(document: str | Mapping) -> int:
 
 
 def refusal(operation: str, code: str, message: str, status: int = 400) -> ClientError:
-    return ClientError({"Error": {"Code": code, "Message": message},
-                        "ResponseMetadata": {"HTTPStatusCode": status}}, operation)
+    return ClientError(
+        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}, operation
+    )
 
 
 def _code(exc: ClientError) -> str:
@@ -109,8 +121,9 @@ class Strict:
     def bucket_key(self, bucket: str, region: str) -> str | None:
         """The KMS key of the bucket's default encryption (SSE-KMS), or None."""
         try:
-            rules = self.reader("s3", region).get_bucket_encryption(Bucket=bucket)[
-                "ServerSideEncryptionConfiguration"]["Rules"]
+            rules = self.reader("s3", region).get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"][
+                "Rules"
+            ]
         except ClientError:
             return None
         for rule in rules:
@@ -130,8 +143,11 @@ class Strict:
 
     def scaled_variants(self, endpoint: str, region: str) -> list[str]:
         """The endpoint's variants registered with Application Auto Scaling (their ResourceIds)."""
-        targets = self.reader("application-autoscaling", region).describe_scalable_targets(
-            ServiceNamespace="sagemaker").get("ScalableTargets", [])
+        targets = (
+            self.reader("application-autoscaling", region)
+            .describe_scalable_targets(ServiceNamespace="sagemaker")
+            .get("ScalableTargets", [])
+        )
         return [t["ResourceId"] for t in targets if t["ResourceId"].startswith(f"endpoint/{endpoint}/variant/")]
 
     def facts(self, service: str, operation: str, params: Mapping, region: str) -> dict:
@@ -152,50 +168,70 @@ class Strict:
 
     # ---- refusals -------------------------------------------------------------------------------------
 
-    def check(self, service: str, operation: str, params: Mapping, region: str,
-              facts: Mapping | None = None) -> ClientError | None:
+    def check(
+        self, service: str, operation: str, params: Mapping, region: str, facts: Mapping | None = None
+    ) -> ClientError | None:
         """The refusal AWS would answer this request with, by the rules above; None if it goes through."""
         facts = facts or {}
         if service == "iam":
             return self._iam(operation, params)
-        if service == "s3" and params.get("ExpectedBucketOwner") and "bucket_owner" in facts:
-            if facts["bucket_owner"] != params["ExpectedBucketOwner"]:
-                return refusal(operation, "AccessDenied", "Access Denied", 403)
+        expected = params.get("ExpectedBucketOwner") if service == "s3" else None
+        if expected and "bucket_owner" in facts and facts["bucket_owner"] != expected:
+            return refusal(operation, "AccessDenied", "Access Denied", 403)
         return None
 
     def _iam(self, operation: str, params: Mapping) -> ClientError | None:
         iam = self.reader("iam", "us-east-1")
         role = params.get("RoleName", "")
         if operation == "PutRolePolicy":
-            others = [iam_length(iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"])
-                      for name in self._inline_names(iam, role) if name != params.get("PolicyName")]
+            others = [
+                iam_length(iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"])
+                for name in self._inline_names(iam, role)
+                if name != params.get("PolicyName")
+            ]
             total = sum(others) + iam_length(params.get("PolicyDocument", ""))
             if total > ROLE_POLICY_MAX_CHARS:
-                return refusal(operation, "LimitExceeded",
-                               f"Maximum policy size of {ROLE_POLICY_MAX_CHARS} bytes exceeded for role {role}", 409)
-        if operation in ("CreatePolicy", "CreatePolicyVersion"):
-            if iam_length(params.get("PolicyDocument", "")) > MANAGED_POLICY_MAX_CHARS:
-                return refusal(operation, "LimitExceeded",
-                               f"Cannot exceed quota for PolicySize: {MANAGED_POLICY_MAX_CHARS}", 409)
+                return refusal(
+                    operation,
+                    "LimitExceeded",
+                    f"Maximum policy size of {ROLE_POLICY_MAX_CHARS} bytes exceeded for role {role}",
+                    409,
+                )
+        managed = operation in ("CreatePolicy", "CreatePolicyVersion")
+        if managed and iam_length(params.get("PolicyDocument", "")) > MANAGED_POLICY_MAX_CHARS:
+            return refusal(
+                operation, "LimitExceeded", f"Cannot exceed quota for PolicySize: {MANAGED_POLICY_MAX_CHARS}", 409
+            )
         if operation == "AttachRolePolicy":
             attached = iam.list_attached_role_policies(RoleName=role).get("AttachedPolicies", [])
-            if params.get("PolicyArn") not in {p["PolicyArn"] for p in attached} \
-                    and len(attached) >= MANAGED_POLICIES_PER_ROLE:
-                return refusal(operation, "LimitExceeded",
-                               f"Cannot exceed quota for PoliciesPerRole: {MANAGED_POLICIES_PER_ROLE}", 409)
+            if (
+                params.get("PolicyArn") not in {p["PolicyArn"] for p in attached}
+                and len(attached) >= MANAGED_POLICIES_PER_ROLE
+            ):
+                return refusal(
+                    operation,
+                    "LimitExceeded",
+                    f"Cannot exceed quota for PoliciesPerRole: {MANAGED_POLICIES_PER_ROLE}",
+                    409,
+                )
         if operation in ("CreateRole", "UpdateAssumeRolePolicy"):
             trust = params.get("AssumeRolePolicyDocument", params.get("PolicyDocument", ""))
             if iam_length(trust) > TRUST_POLICY_MAX_CHARS:
-                return refusal(operation, "LimitExceeded",
-                               f"Cannot exceed quota for ACLSizePerRole: {TRUST_POLICY_MAX_CHARS}", 409)
+                return refusal(
+                    operation, "LimitExceeded", f"Cannot exceed quota for ACLSizePerRole: {TRUST_POLICY_MAX_CHARS}", 409
+                )
         if operation in ("CreateRole", "PutRolePermissionsBoundary") and params.get("PermissionsBoundary"):
             try:
                 iam.get_policy(PolicyArn=params["PermissionsBoundary"])
             except ClientError as exc:
                 if _code(exc) != "NoSuchEntity":
                     raise
-                return refusal(operation, "NoSuchEntity", f"Scope ARN: {params['PermissionsBoundary']} does not "
-                               "exist or is not attachable.", 404)
+                return refusal(
+                    operation,
+                    "NoSuchEntity",
+                    f"Scope ARN: {params['PermissionsBoundary']} does not exist or is not attachable.",
+                    404,
+                )
         return None
 
     @staticmethod
@@ -215,12 +251,18 @@ class Strict:
             scaling = self.reader("application-autoscaling", region)
             for resource in self.scaled_variants(params.get("EndpointName", ""), region):
                 # Deregistering a target deletes its scaling policies too (Application Auto Scaling API reference).
-                for policy in scaling.describe_scaling_policies(ServiceNamespace="sagemaker", ResourceId=resource
-                                                                ).get("ScalingPolicies", []):
-                    scaling.delete_scaling_policy(PolicyName=policy["PolicyName"], ServiceNamespace="sagemaker",
-                                                  ResourceId=resource, ScalableDimension=policy["ScalableDimension"])
-                scaling.deregister_scalable_target(ServiceNamespace="sagemaker", ResourceId=resource,
-                                                   ScalableDimension=statements.SCALED_DIMENSION)
+                for policy in scaling.describe_scaling_policies(ServiceNamespace="sagemaker", ResourceId=resource).get(
+                    "ScalingPolicies", []
+                ):
+                    scaling.delete_scaling_policy(
+                        PolicyName=policy["PolicyName"],
+                        ServiceNamespace="sagemaker",
+                        ResourceId=resource,
+                        ScalableDimension=policy["ScalableDimension"],
+                    )
+                scaling.deregister_scalable_target(
+                    ServiceNamespace="sagemaker", ResourceId=resource, ScalableDimension=statements.SCALED_DIMENSION
+                )
 
     # ---- what a role may do, read from the account ----------------------------------------------------------
 
@@ -234,10 +276,14 @@ class Strict:
             if _code(exc) == "NoSuchEntity":
                 return None
             raise
-        documents = [_document(iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"])
-                     for name in self._inline_names(iam, role)]
-        documents += [self._managed(iam, p["PolicyArn"])
-                      for p in iam.list_attached_role_policies(RoleName=role).get("AttachedPolicies", [])]
+        documents = [
+            _document(iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"])
+            for name in self._inline_names(iam, role)
+        ]
+        documents += [
+            self._managed(iam, p["PolicyArn"])
+            for p in iam.list_attached_role_policies(RoleName=role).get("AttachedPolicies", [])
+        ]
         boundary = (found.get("PermissionsBoundary") or {}).get("PermissionsBoundaryArn")
         return documents, (self._managed(iam, boundary) if boundary else None)
 

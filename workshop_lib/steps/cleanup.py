@@ -4,14 +4,15 @@ tag, then the permissions audit and a last look for anything still running.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from botocore.exceptions import ClientError
 
 from ..aws import hosting, policies, spend_guard, teardown, updates
 from ..aws.codebuild import parse_s3_uri
 from ..local import permissions
-from .context import CALL_LOG, StepError, Text, Workshop, cleanup_step, shows_requests
+from ..local.modes import CALL_LOG
+from .context import StepError, Text, Workshop, cleanup_step, shows_requests
 from .recorded import UPDATE_VERSIONS
 
 
@@ -28,8 +29,10 @@ def _gone(call, *codes, **kwargs) -> str:
         error = exc.response.get("Error", {})
         if error.get("Code") in codes:
             return teardown.ALREADY_GONE
-        return (f"not deleted ({error.get('Code')}: {error.get('Message')}); it costs little or nothing, "
-                "delete it in the console or ask an administrator")
+        return (
+            f"not deleted ({error.get('Code')}: {error.get('Message')}); it costs little or nothing, "
+            "delete it in the console or ask an administrator"
+        )
 
 
 def tagged_endpoints(workshop: Workshop, names: Sequence[str] | None = None) -> list[str]:
@@ -62,25 +65,30 @@ def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = T
     lines, failed, deleted = [], [], []
     for name in names:
         try:
-            result = teardown.delete_endpoint_resources(c.sm, name, wait=wait,
-                                                       poll_s=15 if config.mode == "aws" else 0.2,
-                                                       scheduler_client=c.get("scheduler"))
+            result = teardown.delete_endpoint_resources(
+                c.sm, name, wait=wait, poll_s=15 if config.mode == "aws" else 0.2, scheduler_client=c.get("scheduler")
+            )
             lines.append(str(result))
             if result.deleted_anything:
                 deleted.append(name)
             lines += _delete_versions(workshop, name)
-        except Exception as exc:  # noqa: BLE001 - reported below, after the other endpoints were tried
+        except Exception as exc:
             failed.append(name)
             lines.append(f"endpoint {name}: NOT deleted: {exc}")
         if config.mode == "local":
-            lines.append(f"local endpoint process: {'stopped' if workshop.rehearsal.stop_endpoint(name) else 'not running'}")
+            lines.append(
+                f"local endpoint process: {'stopped' if workshop.rehearsal.stop_endpoint(name) else 'not running'}"
+            )
     for name in names:
         group = hosting.log_group(name)
-        lines.append(f"log group {group}: "
-                     f"{_gone(c.logs.delete_log_group, 'ResourceNotFoundException', logGroupName=group)}")
+        lines.append(
+            f"log group {group}: {_gone(c.logs.delete_log_group, 'ResourceNotFoundException', logGroupName=group)}"
+        )
     if failed:
-        raise StepError("\n".join(lines) + f"\n{', '.join(failed)} may still be billing: delete them in the "
-                        "SageMaker console (Inference > Endpoints) or run this cell again")
+        raise StepError(
+            "\n".join(lines) + f"\n{', '.join(failed)} may still be billing: delete them in the "
+            "SageMaker console (Inference > Endpoints) or run this cell again"
+        )
     if not deleted:  # 07 ran before, or the rehearsal started over: safe, and said so
         lines.append("nothing was there to delete: these endpoints are already gone")
     return Text("\n".join(lines))
@@ -90,8 +98,10 @@ def _delete_versions(workshop: Workshop, name: str) -> list[str]:
     """The versions the endpoint's updates made (``operate.UPDATE_VERSIONS``) that are still there: they outlive
     an endpoint a deadline deleted. Each goes only if it carries the workshop's tag."""
     made = workshop.outputs().get(UPDATE_VERSIONS, {})
-    lines = [f"update version {version}: {updates.discard_version(workshop.clients.sm, name, version)}"
-             for version in made.get(name, [])]
+    lines = [
+        f"update version {version}: {updates.discard_version(workshop.clients.sm, name, version)}"
+        for version in made.get(name, [])
+    ]
     if name in made:
         workshop.remember(**{UPDATE_VERSIONS: {k: v for k, v in made.items() if k != name}})
     return lines
@@ -99,10 +109,12 @@ def _delete_versions(workshop: Workshop, name: str) -> list[str]:
 
 def _delete_project(codebuild):
     """DeleteProject succeeds for a project that does not exist; ask first so the result says so."""
+
     def delete(name: str) -> None:
         if not codebuild.batch_get_projects(names=[name]).get("projects"):
             raise ClientError({"Error": {"Code": "ResourceNotFound", "Message": name}}, "BatchGetProjects")
         codebuild.delete_project(name=name)
+
     return delete
 
 
@@ -149,10 +161,13 @@ def delete_build_resources(workshop: Workshop, projects: Sequence[str], reposito
             lines.append(f"CodeBuild project {project}: {teardown.KEPT}")
             lines.append(teardown.not_tagged_note("CodeBuild project", project, why))
             continue
-        lines.append(f"CodeBuild project {project}: {_gone(_delete_project(c.codebuild), 'ResourceNotFound', name=project)}")
+        lines.append(
+            f"CodeBuild project {project}: {_gone(_delete_project(c.codebuild), 'ResourceNotFound', name=project)}"
+        )
         group = f"/aws/codebuild/{project}"
-        lines.append(f"log group {group}: "
-                     f"{_gone(c.logs.delete_log_group, 'ResourceNotFoundException', logGroupName=group)}")
+        lines.append(
+            f"log group {group}: {_gone(c.logs.delete_log_group, 'ResourceNotFoundException', logGroupName=group)}"
+        )
     ours, why = _owned(_repository_tags, c.ecr, repository)
     if ours is None:
         lines.append(f"ECR repository {repository}: {teardown.ALREADY_GONE}")
@@ -193,19 +208,26 @@ def delete_deadline_role(workshop: Workshop) -> Text:
     try:
         tags = iam.list_role_tags(RoleName=name).get("Tags", [])
         left = spend_guard.schedules_left(
-            lambda region: workshop.clients.get("scheduler") if region == config.region else mode.client("scheduler", region),
+            lambda region: (
+                workshop.clients.get("scheduler") if region == config.region else mode.client("scheduler", region)
+            ),
             {*spend_guard.regions_of(tags), config.region},
-            config.endpoint_names())
+            config.endpoint_names(),
+        )
     except ClientError as exc:
         error = exc.response["Error"]
         if error["Code"] == "NoSuchEntity":
             return Text(f"IAM role {name}: {teardown.ALREADY_GONE}")
-        return Text(f"IAM role {name}: kept, the deadlines that may still use it could not be checked "
-                    f"({error['Code']}: {error.get('Message')}); attach the current operator documents (notebook "
-                    "00) and run this cell again, or delete the role once no schedule uses it")
+        return Text(
+            f"IAM role {name}: kept, the deadlines that may still use it could not be checked "
+            f"({error['Code']}: {error.get('Message')}); attach the current operator documents (notebook "
+            "00) and run this cell again, or delete the role once no schedule uses it"
+        )
     if left:
-        return Text(f"IAM role {name}: kept, the deadlines still set run as it ({'; '.join(left)}); run this "
-                    "notebook in those regions (set the region in notebook 00) to delete their endpoints first")
+        return Text(
+            f"IAM role {name}: kept, the deadlines still set run as it ({'; '.join(left)}); run this "
+            "notebook in those regions (set the region in notebook 00) to delete their endpoints first"
+        )
     policy = _gone(iam.delete_role_policy, "NoSuchEntity", RoleName=name, PolicyName=name)
     role = _gone(iam.delete_role, "NoSuchEntity", RoleName=name)
     return Text(f"IAM role {name}: {role} (its inline policy: {policy})")
@@ -228,7 +250,7 @@ def delete_artifacts(workshop: Workshop, s3_uri: str, *, delete_bucket: bool = F
             raise
         return Text(f"bucket {bucket}: already gone")
     for i in range(0, len(keys), 1000):
-        c.s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]]})
+        c.s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]]})
     lines = [f"s3://{bucket}/{prefix}/: {len(keys)} objects deleted"]
     if delete_bucket:
         left = c.s3.list_objects_v2(Bucket=bucket, MaxKeys=1).get("KeyCount", 0)
@@ -252,22 +274,27 @@ def audit_permissions(workshop: Workshop) -> permissions.Audit:
     """
     config = workshop.config
     if config.mode != "local":
-        return Text("the permission audit checks the calls the local rehearsal recorded (WORKSHOP_MODE=local); "
-                    "on AWS, IAM itself is the check")
+        return Text(
+            "the permission audit checks the calls the local rehearsal recorded (WORKSHOP_MODE=local); "
+            "on AWS, IAM itself is the check"
+        )
 
     log = permissions.CallLog(workshop.rehearsal.home / CALL_LOG)
     scope = policies.scope(config)
-    documents = {permissions.OPERATOR: policies.operator_documents(scope),  # every operator-*.json together
-                 permissions.CODEBUILD: policies.codebuild_service_role_policy(scope),
-                 permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope),
-                 spend_guard.PRINCIPAL: policies.scheduler_role_policy(scope)}
+    documents = {
+        permissions.OPERATOR: policies.operator_documents(scope),  # every operator-*.json together
+        permissions.CODEBUILD: policies.codebuild_service_role_policy(scope),
+        permissions.SAGEMAKER: policies.sagemaker_execution_role_policy(scope),
+        spend_guard.PRINCIPAL: policies.scheduler_role_policy(scope),
+    }
     calls = log.calls()
     # The roles the workshop creates carry its boundary (the SageMaker role is the participant's own).
     boundary = policies.role_boundary_policy(scope)
     bounded = {permissions.CODEBUILD: boundary, spend_guard.PRINCIPAL: boundary}
     # The emulator's scheduler never fires: each deadline set is held against its role as the call it makes.
-    audit = permissions.audit([*calls, *spend_guard.deadline_calls(calls)], documents, config.region, scope.account,
-                              capped_by=bounded)
+    audit = permissions.audit(
+        [*calls, *spend_guard.deadline_calls(calls)], documents, config.region, scope.account, capped_by=bounded
+    )
     if not audit.ok:
         raise StepError(f"the generated policies deny calls the rehearsal made:\n{audit}")
     return audit
@@ -278,8 +305,9 @@ def audit_permissions(workshop: Workshop) -> permissions.Audit:
 def running_endpoints(workshop: Workshop) -> Text:
     """The endpoints still there that carry the workshop tag, under any name; should be none."""
     running = teardown.running_workshop_endpoints(workshop.clients.sm)
-    return Text(teardown.format_running(running), problem=f"{len(running)} workshop endpoint(s) still there"
-                if running else "")
+    return Text(
+        teardown.format_running(running), problem=f"{len(running)} workshop endpoint(s) still there" if running else ""
+    )
 
 
 def stop_local(workshop: Workshop) -> Text:
@@ -290,5 +318,7 @@ def stop_local(workshop: Workshop) -> Text:
     stopped = workshop.rehearsal.stop_all()
     workshop.forget_clients()
     left = [p.what for p in workshop.rehearsal.status() if p.running]
-    return Text(f"stopped: {', '.join(stopped) or 'nothing was running'}\n{workshop.rehearsal.format_status()}",
-                problem=f"still running: {', '.join(left)}" if left else "")
+    return Text(
+        f"stopped: {', '.join(stopped) or 'nothing was running'}\n{workshop.rehearsal.format_status()}",
+        problem=f"still running: {', '.join(left)}" if left else "",
+    )

@@ -17,14 +17,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ..aws import codebuild, images
 from ..aws.policies import CODEBUILD_ROLE_NAME
 from ..aws.requests_sent import RequestRecorder, requests_html, requests_text
+from ..aws.session import Clients
 from ..config import WorkshopConfig, default_path
 from ..deploy_paths import DEFAULT_DECISION, DEPLOY_PATHS, deploy_path
 from ..display import install_error_handler, row
 from ..errors import StepError, StepNotRun
 from ..local import rehearsal
-from ..aws.session import Clients
-from ..local.modes import CALL_LOG, mode_for
-from ..models import EMBEDDED_MODEL, ModelSpec, PINNED_MODEL
+from ..local.modes import mode_for
+from ..models import EMBEDDED_MODEL, PINNED_MODEL, ModelSpec
 
 BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePools
 
@@ -44,17 +44,46 @@ CREATES: dict[str, tuple[str, ...]] = {
     "run_transform": ("steps.delete_transform_output(",),  # batch-input/ and batch-output/ (the job record stays)
 }
 # Steps that only read, invoke or print.
-READ_ONLY = frozenset({
-    "show_config", "check_environment", "check_quotas", "verify_package", "resolve_dlc", "llama_settings", "client",
-    "decision_image", "refuse_mutable_tag", "placement", "decision_endpoint", "show_decision",
-    "show_outcome", "parse_options", "audit_permissions", "show_decisions", "check_outcome", "short_errors",
-    "deadline_text", "check_dlc_pins",  # check_dlc_pins records notebook 02's choice in outputs.json only
-    "set_endpoint_ttl", "set_capture_percent",  # save notebook 00's and 04's choices in the config file, nothing in AWS
-    "decision_client", "standard_client", "which_endpoint", "openai_base_url", "builder_request", "builder_default",
-    "alarm_states", "endpoint_status", "update_package", "audit_trail",  # audit_trail writes a local file only
-    "keep_choice",  # writes the widget's value to outputs.json, nothing in AWS
-    "record_rate", "record_throughput", "scaling_target",  # 06's rates in outputs.json, and the target 07 derives
-})
+READ_ONLY = frozenset(
+    {
+        "show_config",
+        "check_environment",
+        "check_quotas",
+        "verify_package",
+        "resolve_dlc",
+        "llama_settings",
+        "client",
+        "decision_image",
+        "refuse_mutable_tag",
+        "placement",
+        "decision_endpoint",
+        "show_decision",
+        "show_outcome",
+        "parse_options",
+        "audit_permissions",
+        "show_decisions",
+        "check_outcome",
+        "short_errors",
+        "deadline_text",
+        "check_dlc_pins",  # check_dlc_pins records notebook 02's choice in outputs.json only
+        "set_endpoint_ttl",
+        "set_capture_percent",  # save notebook 00's and 04's choices in the config file, nothing in AWS
+        "decision_client",
+        "standard_client",
+        "which_endpoint",
+        "openai_base_url",
+        "builder_request",
+        "builder_default",
+        "alarm_states",
+        "endpoint_status",
+        "update_package",
+        "audit_trail",  # audit_trail writes a local file only
+        "keep_choice",  # writes the widget's value to outputs.json, nothing in AWS
+        "record_rate",
+        "record_throughput",
+        "scaling_target",  # 06's rates in outputs.json, and the target 07 derives
+    }
+)
 
 
 class Text(str):
@@ -92,6 +121,7 @@ def shows_requests(step):
     that fails raises its error carrying the requests it sent before it failed (``requests``, and a note
     listing them, which the notebook's error line and the command line print): a refusal or a validation
     error is when they need reading."""
+
     @functools.wraps(step)
     def run(workshop: Workshop, *args, **kwargs):
         with workshop.requests.recording() as sent:
@@ -106,6 +136,7 @@ def shows_requests(step):
         except AttributeError:  # a result that takes no attribute (None, a tuple): shown as it is
             pass
         return result
+
     return run
 
 
@@ -156,8 +187,11 @@ class Checks(Shown):
     def summary(self) -> str:
         failed = [name for name, passed, _ in self.rows if passed is False]
         skipped = sum(passed is None for _, passed, _ in self.rows)
-        return (f"failed: {', '.join(failed)}" if failed else
-                f"{len(self.rows) - skipped} checks passed" + (f", {skipped} skipped" if skipped else ""))
+        return (
+            f"failed: {', '.join(failed)}"
+            if failed
+            else f"{len(self.rows) - skipped} checks passed" + (f", {skipped} skipped" if skipped else "")
+        )
 
     def lines(self) -> list[str]:
         mark = {True: "ok  ", False: "FAIL", None: "skip"}
@@ -172,8 +206,17 @@ RECORDED = {
     "dlc_cuda": "pinned GPU DLC",
 }
 # Error codes that mean "it is not there" (as opposed to "you may not look").
-GONE_CODES = frozenset({"404", "NoSuchKey", "NoSuchBucket", "NotFound", "NoSuchEntity", "ImageNotFoundException",
-                        "RepositoryNotFoundException"})
+GONE_CODES = frozenset(
+    {
+        "404",
+        "NoSuchKey",
+        "NoSuchBucket",
+        "NotFound",
+        "NoSuchEntity",
+        "ImageNotFoundException",
+        "RepositoryNotFoundException",
+    }
+)
 
 
 # ---- clients and saved outputs -------------------------------------------------------------
@@ -226,8 +269,10 @@ class Workshop:
         step has nothing to delete (it says so instead of starting an empty emulator). None otherwise."""
         if self.config.mode != "local" or self.rehearsal.emulator_url():
             return None
-        return Text("nothing to clean: the local rehearsal is not running, and the emulated AWS resources ended "
-                    "with it (08_cleanup already ran, or it stopped by itself)")
+        return Text(
+            "nothing to clean: the local rehearsal is not running, and the emulated AWS resources ended "
+            "with it (08_cleanup already ran, or it stopped by itself)"
+        )
 
     def save(self, config: WorkshopConfig) -> Path:
         """Take ``config`` as this workshop's and write it where the next notebook reads it."""
@@ -298,8 +343,10 @@ class Workshop:
             elif "@sha256:" in value and ".dkr.ecr." in value:
                 ref = images.parse_image_uri(value)
                 self.clients.ecr.describe_images(
-                    repositoryName=ref.repository, imageIds=[{"imageDigest": ref.digest}],
-                    **({"registryId": ref.account} if ref.account else {}))
+                    repositoryName=ref.repository,
+                    imageIds=[{"imageDigest": ref.digest}],
+                    **({"registryId": ref.account} if ref.account else {}),
+                )
         except ClientError as exc:
             return _error_code(exc) not in GONE_CODES
         except (BotoCoreError, ValueError):
@@ -310,10 +357,12 @@ class Workshop:
 def cleanup_step(step):
     """A cleanup step (notebook 08): in local mode with no emulator running it returns the workshop's
     ``nothing_to_clean`` line instead of running, so 07 can be run twice or after the rehearsal ended."""
+
     @functools.wraps(step)
     def run(workshop: Workshop, *args, **kwargs):
         gone = workshop.nothing_to_clean()
         return gone if gone is not None else step(workshop, *args, **kwargs)
+
     return run
 
 
@@ -340,8 +389,9 @@ def require_codebuild_role(workshop: Workshop) -> str:
             workshop.clients.get("iam").get_role(RoleName=CODEBUILD_ROLE_NAME)
         except ClientError as exc:
             if _error_code(exc) in GONE_CODES:
-                raise StepNotRun("00_setup", f"the CodeBuild role {arn} in the config does not exist (08_cleanup "
-                                 "deletes it)") from None
+                raise StepNotRun(
+                    "00_setup", f"the CodeBuild role {arn} in the config does not exist (08_cleanup deletes it)"
+                ) from None
     return arn
 
 
@@ -361,9 +411,11 @@ def decision_endpoint(workshop: Workshop) -> str:
     path = deploy_path(config.deploy_path)
     if not path.decision:
         if config.mode == "aws":
-            raise StepError(f"the deploy path is {path.name!r} (notebook 00), which has no decision endpoint: go on "
-                            f"to 08_cleanup, or choose {' or '.join(p.name for p in DEPLOY_PATHS if p.decision)} in "
-                            "00 and run 03 and 04")
+            raise StepError(
+                f"the deploy path is {path.name!r} (notebook 00), which has no decision endpoint: go on "
+                f"to 08_cleanup, or choose {' or '.join(p.name for p in DEPLOY_PATHS if p.decision)} in "
+                "00 and run 03 and 04"
+            )
         path = DEFAULT_DECISION
     return config.endpoint_name(path)
 

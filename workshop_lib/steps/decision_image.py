@@ -16,8 +16,11 @@ from .recorded import decision_image, resolved_dlc
 
 
 def _image_tag_of(ref: images.ImageRef, ecr) -> str | None:
-    details = ecr.describe_images(repositoryName=ref.repository, imageIds=[{"imageDigest": ref.digest}],
-                                  **({"registryId": ref.account} if ref.account else {}))["imageDetails"]
+    details = ecr.describe_images(
+        repositoryName=ref.repository,
+        imageIds=[{"imageDigest": ref.digest}],
+        **({"registryId": ref.account} if ref.account else {}),
+    )["imageDetails"]
     tags = details[0].get("imageTags") or [] if details else []
     return tags[0] if tags else None
 
@@ -37,20 +40,35 @@ class ImageResult(Shown):
     def lines(self) -> list[str]:
         if not self.image_uri:
             return self.notes
-        return [f"decision image ({self.variant}): {self.image_uri}", f"  FROM {self.base_image}",
-                f"  in {self.seconds:.1f} s", *self.notes]
+        return [
+            f"decision image ({self.variant}): {self.image_uri}",
+            f"  FROM {self.base_image}",
+            f"  in {self.seconds:.1f} s",
+            *self.notes,
+        ]
 
 
 @shows_requests
-def build_decision_image(workshop: Workshop, variant: str = "cpu", *, base_image: str | None = None,
-                         image_tag: str | None = None, progress: bool = True) -> ImageResult:
+def build_decision_image(
+    workshop: Workshop,
+    variant: str = "cpu",
+    *,
+    base_image: str | None = None,
+    image_tag: str | None = None,
+    progress: bool = True,
+) -> ImageResult:
     """CodeBuild builds container/Dockerfile (cpu) or Dockerfile.gpu FROM the pinned DLC (or ``base_image``,
     pinned by digest); returns the digest. ``image_tag`` None: ``codebuild.build_decision_image``'s default."""
     config = workshop.config
     path = for_image(variant)
     if not on_path(config, path.name):
-        return ImageResult(variant, None, None, 0.0, [f"skipped the {variant} image: the deploy path is "
-                                                      f"{config.deploy_path!r} (notebook 00)"])
+        return ImageResult(
+            variant,
+            None,
+            None,
+            0.0,
+            [f"skipped the {variant} image: the deploy path is {config.deploy_path!r} (notebook 00)"],
+        )
     started = time.perf_counter()
     c = workshop.clients
     require_bucket(workshop)
@@ -58,15 +76,26 @@ def build_decision_image(workshop: Workshop, variant: str = "cpu", *, base_image
     base = images.parse_image_uri(base_image) if base_image else resolved_dlc(workshop, path.dlc_variant)
     kept = hygiene.keep_logs(c.logs, f"/aws/codebuild/{codebuild.IMAGE_BUILD_PROJECT}")
     pinned = codebuild.build_decision_image(
-        c.codebuild, c.ecr, c.s3, c.logs, base_image=base, region=config.region,
+        c.codebuild,
+        c.ecr,
+        c.s3,
+        c.logs,
+        base_image=base,
+        region=config.region,
         service_role_arn=config.codebuild_role_arn,
-        source_bucket=config.bucket, dockerfile=path.dockerfile,
-        repository_name=config.ecr_repository, source_prefix=f"{config.prefix}/{codebuild.SOURCE_PREFIX}",
-        progress=progress, runner=c.builds, **({"image_tag": image_tag} if image_tag else {}))
+        source_bucket=config.bucket,
+        dockerfile=path.dockerfile,
+        repository_name=config.ecr_repository,
+        source_prefix=f"{config.prefix}/{codebuild.SOURCE_PREFIX}",
+        progress=progress,
+        runner=c.builds,
+        **({"image_tag": image_tag} if image_tag else {}),
+    )
     workshop.remember(**{f"decision_image_{variant}": pinned.uri})
     limits = c.builds.not_exercised(codebuild.IMAGE_BUILD_PROJECT)
-    return ImageResult(variant, pinned.uri, base.uri, time.perf_counter() - started,
-                       [note for note in (limits, kept) if note])
+    return ImageResult(
+        variant, pinned.uri, base.uri, time.perf_counter() - started, [note for note in (limits, kept) if note]
+    )
 
 
 def refuse_mutable_tag(workshop: Workshop, variant: str | None = None) -> Text:
@@ -79,8 +108,14 @@ def refuse_mutable_tag(workshop: Workshop, variant: str | None = None) -> Text:
     pinned = images.parse_image_uri(decision_image(workshop, path.image_variant))
     tagged = pinned.tagged(_image_tag_of(pinned, workshop.clients.ecr) or "latest")
     try:
-        plan_for(DeploySpec(path.name), name=config.endpoint_name(path), role_arn=config.sagemaker_role_arn,
-                 region=config.region, image=tagged, model_data_url=config.model_data_url)
+        plan_for(
+            DeploySpec(path.name),
+            name=config.endpoint_name(path),
+            role_arn=config.sagemaker_role_arn,
+            region=config.region,
+            image=tagged,
+            model_data_url=config.model_data_url,
+        )
     except images.MutableImageReference as exc:
         return Text(f"refused {tagged}:\n  {exc}")
     raise AssertionError(f"{tagged} was accepted; the deploy code must refuse tags")  # never expected

@@ -8,20 +8,30 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from botocore.exceptions import ClientError
 
+from .. import names
 from ..aws import capture, encryption, endpoints, hosting, hygiene, images, spend_guard, teardown
 from ..aws.deploy_spec import DeploySpec, plan_for
 from ..config import ENV_VARS, check_ttl_hours
 from ..deploy_paths import DECISION_CPU, DECISION_GPU, DEPLOY_PATHS, STANDARD
 from ..errors import InvalidInput, WorkshopError
-from .. import names
-from .context import (Shown, StepError, Text, Workshop, decision_endpoint, endpoint_missing, on_path, short,
-                      shows_requests)
-from .recorded import FOLLOW_DLC_TAG, model_data_url as recorded_model, recorded_image, resolved_image
+from .context import (
+    Shown,
+    StepError,
+    Text,
+    Workshop,
+    decision_endpoint,
+    endpoint_missing,
+    on_path,
+    short,
+    shows_requests,
+)
+from .recorded import FOLLOW_DLC_TAG, recorded_image, resolved_image
+from .recorded import model_data_url as recorded_model
 
 
 def llama_settings(environment: Mapping[str, str]) -> list[str]:
@@ -31,7 +41,7 @@ def llama_settings(environment: Mapping[str, str]) -> list[str]:
         if not key.startswith(endpoints.LLAMA_PREFIX):
             out.append(f"{key}={value}  (adapter setting)")
             continue
-        name = key[len(endpoints.LLAMA_PREFIX):]
+        name = key[len(endpoints.LLAMA_PREFIX) :]
         flag = "--" + name.lower().replace("_", "-")
         if name == "PORT":
             became = "not passed on (nginx listens on 8080)"
@@ -65,11 +75,15 @@ class EndpointResult(Shown):
     def lines(self) -> list[str]:
         if self.plan is None:
             return self.notes
-        return [f"endpoint {self.name}: {self.status} after {self.seconds:.1f} s ({self.where})",
-                f"  image {short(self.plan.image_uri)}", f"  instances: {self.plan.placement}",
-                *("  note: " + n for n in self.plan.notes),
-                *("  " + s for s in llama_settings(self.plan.model["PrimaryContainer"].get("Environment", {}))),
-                *([self.deadline] if self.deadline else []), *self.notes]
+        return [
+            f"endpoint {self.name}: {self.status} after {self.seconds:.1f} s ({self.where})",
+            f"  image {short(self.plan.image_uri)}",
+            f"  instances: {self.plan.placement}",
+            *("  note: " + n for n in self.plan.notes),
+            *("  " + s for s in llama_settings(self.plan.model["PrimaryContainer"].get("Environment", {}))),
+            *([self.deadline] if self.deadline else []),
+            *self.notes,
+        ]
 
 
 def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, wait: bool = True) -> EndpointResult:
@@ -78,13 +92,29 @@ def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, w
     hours = workshop.config.ttl_hours  # a bad endpoint_ttl_hours is refused here, before anything is created
     deadline: list[str] = []
     kept = hygiene.keep_logs(c.logs, hosting.log_group(plan.name))  # before SageMaker makes it without a retention
-    described = hosting.deploy(c.sm, plan, region=workshop.config.region, wait=wait, logs_client=c.logs, s3_client=c.s3, progress=progress,
-                                 hosting=c.hosting,
-                                 after_create=lambda name: deadline.append(_guard(workshop, name, hours)))
+    described = hosting.deploy(
+        c.sm,
+        plan,
+        region=workshop.config.region,
+        wait=wait,
+        logs_client=c.logs,
+        s3_client=c.s3,
+        progress=progress,
+        hosting=c.hosting,
+        after_create=lambda name: deadline.append(_guard(workshop, name, hours)),
+    )
     url, notes = c.hosting.served(plan.name)
     where = "SageMaker" if url is None else "emulator + local server"
-    return EndpointResult(plan.name, plan, described["EndpointStatus"], where, time.perf_counter() - started, url,
-                          [*notes, *([kept] if kept else [])], "\n".join(deadline))
+    return EndpointResult(
+        plan.name,
+        plan,
+        described["EndpointStatus"],
+        where,
+        time.perf_counter() - started,
+        url,
+        [*notes, *([kept] if kept else [])],
+        "\n".join(deadline),
+    )
 
 
 def _scheduler_role(workshop: Workshop) -> str:
@@ -99,23 +129,34 @@ def _guard(workshop: Workshop, name: str, hours: float | None = None) -> str:
     the line says when, or, loudly, why it has none. Never raises: the endpoint exists already."""
     hours = workshop.config.ttl_hours if hours is None else hours
     if hours == 0:
-        return (f"  deadline: none (endpoint_ttl_hours is 0): {name} bills until it is deleted "
-                f"(notebook 08, or steps.delete_endpoint(workshop, {name!r}))")
+        return (
+            f"  deadline: none (endpoint_ttl_hours is 0): {name} bills until it is deleted "
+            f"(notebook 08, or steps.delete_endpoint(workshop, {name!r}))"
+        )
     c = workshop.clients
     try:
-        deadline = spend_guard.set_deadline(c.get("scheduler"), name, role_arn=_scheduler_role(workshop),
-                                            when=spend_guard.deadline_after(hours), region=workshop.config.region)
+        deadline = spend_guard.set_deadline(
+            c.get("scheduler"),
+            name,
+            role_arn=_scheduler_role(workshop),
+            when=spend_guard.deadline_after(hours),
+            region=workshop.config.region,
+        )
     except (ClientError, WorkshopError) as exc:
         why = "{}: {}".format(*_error(exc)) if isinstance(exc, ClientError) else str(exc)
-        return (f"  deadline: NOT SET ({why}). {name} bills until it is deleted: run notebook 08 (or "
-                f"steps.delete_endpoint(workshop, {name!r})) when done; operator-deadlines-policy.json and "
-                "operator-roles-policy.json, which notebook 00 writes beside operator-policy.json, grant what the "
-                "deadline needs (with role-boundary-policy.json created as the roles' boundary)")
+        return (
+            f"  deadline: NOT SET ({why}). {name} bills until it is deleted: run notebook 08 (or "
+            f"steps.delete_endpoint(workshop, {name!r})) when done; operator-deadlines-policy.json and "
+            "operator-roles-policy.json, which notebook 00 writes beside operator-policy.json, grant what the "
+            "deadline needs (with role-boundary-policy.json created as the roles' boundary)"
+        )
     line = f"  deadline: {deadline.text()}"
     if c.local:
-        line += ("\n  Not exercised locally: the deadline firing at its time (the emulator's EventBridge Scheduler "
-                 "keeps the schedule, validated by botocore, and never runs it by itself; the rehearsal's "
-                 "LocalMode.fire_deadline runs it as the scheduler would)")
+        line += (
+            "\n  Not exercised locally: the deadline firing at its time (the emulator's EventBridge Scheduler "
+            "keeps the schedule, validated by botocore, and never runs it by itself; the rehearsal's "
+            "LocalMode.fire_deadline runs it as the scheduler would)"
+        )
     return line
 
 
@@ -134,8 +175,10 @@ def _workshop_endpoint(workshop: Workshop, name: str) -> None:
             raise StepError(f"there is no endpoint {name}: deploy it first (notebook 02 or 04)") from None
         raise
     if not teardown.is_workshop_tagged(teardown.sagemaker_tags(sm, arn)):
-        raise StepError(f"endpoint {name} does not carry the workshop's tag: it is not the workshop's, and the "
-                        "workshop gives it no deadline")
+        raise StepError(
+            f"endpoint {name} does not carry the workshop's tag: it is not the workshop's, and the "
+            "workshop gives it no deadline"
+        )
 
 
 def set_endpoint_ttl(workshop: Workshop, hours: float | str) -> Text:
@@ -145,8 +188,10 @@ def set_endpoint_ttl(workshop: Workshop, hours: float | str) -> Text:
     path = workshop.save(workshop.config.replace(endpoint_ttl_hours=f"{value:g}"))
     if value == 0:
         return Text(f"no deadline: the endpoints bill until notebook 08 deletes them (saved in {path})")
-    return Text(f"each endpoint the workshop creates is deleted {value:g} h after it was created, unless extended "
-                f"(python -m workshop_lib extend --name <endpoint> --hours N); saved in {path}")
+    return Text(
+        f"each endpoint the workshop creates is deleted {value:g} h after it was created, unless extended "
+        f"(python -m workshop_lib extend --name <endpoint> --hours N); saved in {path}"
+    )
 
 
 def set_capture_percent(workshop: Workshop, percent: int | str) -> Text:
@@ -156,8 +201,10 @@ def set_capture_percent(workshop: Workshop, percent: int | str) -> Text:
     path = workshop.save(workshop.config.replace(capture_percent=str(value)))
     if value == 0:
         return Text(f"no data capture: decision endpoints record no requests or answers (saved in {path})")
-    return Text(f"decision endpoints record {value} % of their invocations, request and answer, under "
-                f"{capture.destination_uri(workshop.config)} (saved in {path})")
+    return Text(
+        f"decision endpoints record {value} % of their invocations, request and answer, under "
+        f"{capture.destination_uri(workshop.config)} (saved in {path})"
+    )
 
 
 @shows_requests
@@ -168,8 +215,10 @@ def extend_deadline(workshop: Workshop, name: str | None = None, hours: float | 
     name = name or config.endpoint_name()
     hours = config.ttl_hours if hours is None else check_ttl_hours(hours)
     if hours == 0:
-        raise StepError("0 hours is no deadline; to keep the endpoint without one, delete its schedule "
-                        f"{spend_guard.schedule_name(name)} (steps.delete_endpoint deletes both when you are done)")
+        raise StepError(
+            "0 hours is no deadline; to keep the endpoint without one, delete its schedule "
+            f"{spend_guard.schedule_name(name)} (steps.delete_endpoint deletes both when you are done)"
+        )
     _workshop_endpoint(workshop, name)
     line = _guard(workshop, name, hours)
     return Text(line.strip(), problem="" if "NOT SET" not in line else f"the deadline of {name} was not moved")
@@ -193,8 +242,10 @@ def deadline_text(workshop: Workshop, name: str | None = None) -> Text:
             if endpoint_missing(exc):
                 return Text(f"endpoint {name} is not deployed, so it has no deadline (and bills nothing)")
             raise
-        return Text(f"endpoint {name} has no deadline: it bills until it is deleted (notebook 08); set one with "
-                    f"python -m workshop_lib extend --name {name} --hours N")
+        return Text(
+            f"endpoint {name} has no deadline: it bills until it is deleted (notebook 08); set one with "
+            f"python -m workshop_lib extend --name {name} --hours N"
+        )
     return Text(found.text())
 
 
@@ -214,19 +265,35 @@ def check_dlc_pins(workshop: Workshop, follow_tag: bool = False) -> Text:
     ecr = workshop.clients.ecr
     missing = [v for v in variants if not images.pinned_dlc_present(ecr, config.region, v)]
     workshop.remember(**{FOLLOW_DLC_TAG: bool(missing and follow_tag)})
-    lines = [f"{v}: {short(images.pinned_dlc_uri(config.region, v))} "
-             f"{'MISSING from' if v in missing else 'present in'} the {config.region} DLC registry" for v in variants]
+    lines = [
+        f"{v}: {short(images.pinned_dlc_uri(config.region, v))} "
+        f"{'MISSING from' if v in missing else 'present in'} the {config.region} DLC registry"
+        for v in variants
+    ]
     if not missing:
         return Text("\n".join(lines + ["the pinned digests are used (following the tag is not needed here)"]))
     tags = ", ".join(images.SAGEMAKER_TAGS[v] for v in missing)
     if follow_tag:
-        return Text("\n".join(lines + [
-            f"following {tags} instead, as chosen: the bindings pinned for the missing digest may not match that "
-            "build; notebook 03's image build proves them against it (it loads a model through the DLC's libllama "
-            "and scores a decision) and stops if they do not"]))
-    return Text("\n".join(lines + [f"choose 'yes' above to follow {tags} (guarded by notebook 03's build-time "
-                                    "proof), or deploy in a region whose registry holds the pinned digests"]),
-                problem=f"the pinned DLC digests are not in {config.region}'s registry")
+        return Text(
+            "\n".join(
+                lines
+                + [
+                    f"following {tags} instead, as chosen: the bindings pinned for the missing digest may not match that "
+                    "build; notebook 03's image build proves them against it (it loads a model through the DLC's libllama "
+                    "and scores a decision) and stops if they do not"
+                ]
+            )
+        )
+    return Text(
+        "\n".join(
+            lines
+            + [
+                f"choose 'yes' above to follow {tags} (guarded by notebook 03's build-time "
+                "proof), or deploy in a region whose registry holds the pinned digests"
+            ]
+        ),
+        problem=f"the pinned DLC digests are not in {config.region}'s registry",
+    )
 
 
 def deploy_plan(workshop: Workshop, spec: DeploySpec) -> endpoints.DeployPlan:
@@ -252,24 +319,39 @@ def deploy_plan(workshop: Workshop, spec: DeploySpec) -> endpoints.DeployPlan:
             raise InvalidInput(f"model data URL {model_data_url!r} is not s3://<bucket>/<key> (the model.tar.gz)")
         data_capture = None
         if spec.row.decision and config.capture_percent:
-            notes.append(f"data capture off: no workshop bucket is known to capture to (pass --bucket, or set "
-                         f"{ENV_VARS['bucket']}, to capture {config.capture_percent} % of requests)")
-    plan = plan_for(spec, name=config.endpoint_name(spec.path), role_arn=config.sagemaker_role_arn,
-                    region=config.region, image=image, model_data_url=model_data_url, data_capture=data_capture)
+            notes.append(
+                f"data capture off: no workshop bucket is known to capture to (pass --bucket, or set "
+                f"{ENV_VARS['bucket']}, to capture {config.capture_percent} % of requests)"
+            )
+    plan = plan_for(
+        spec,
+        name=config.endpoint_name(spec.path),
+        role_arn=config.sagemaker_role_arn,
+        region=config.region,
+        image=image,
+        model_data_url=model_data_url,
+        data_capture=data_capture,
+    )
     if config.kms_key_arn:
         plan = encryption.encrypted_plan(plan, config.kms_key_arn)
     return dataclasses.replace(plan, notes=(*plan.notes, *notes)) if notes else plan
 
 
 @shows_requests
-def deploy_endpoint(workshop: Workshop, spec: DeploySpec, *, wait: bool = True,
-                    progress: bool = True) -> EndpointResult:
+def deploy_endpoint(
+    workshop: Workshop, spec: DeploySpec, *, wait: bool = True, progress: bool = True
+) -> EndpointResult:
     """Deploy ``spec``: the image resolved (and checked to exist), the plan built (``deploy_plan``), sent,
     and waited for unless ``wait`` is False. A decision path other than the config's is skipped on AWS."""
     config = workshop.config
     if spec.row.decision and not on_path(config, spec.path):
-        return EndpointResult(config.endpoint_name(spec.path), None, "skipped", "", notes=[
-            f"skipped the {spec.row.label} endpoint: the deploy path is {config.deploy_path!r} (notebook 00)"])
+        return EndpointResult(
+            config.endpoint_name(spec.path),
+            None,
+            "skipped",
+            "",
+            notes=[f"skipped the {spec.row.label} endpoint: the deploy path is {config.deploy_path!r} (notebook 00)"],
+        )
     model_data_url = spec.model_data_url or recorded_model(workshop)
     image_uri = spec.image_uri or resolved_image(workshop, spec.row)
     workshop.check_recorded("model_data_url", model_data_url, "01_package_model")  # gone after 07 or a reset?
@@ -278,45 +360,98 @@ def deploy_endpoint(workshop: Workshop, spec: DeploySpec, *, wait: bool = True,
 
 
 @shows_requests
-def deploy_standard(workshop: Workshop, image_uri: str | None = None, *, instance_type: str | None = None,
-                    threads: int | None = None, ctx_size: int | None = None, startup_timeout_s: int | None = None,
-                    download_timeout_s: int | None = None, model_data_url: str | None = None, wait: bool = True,
-                    progress: bool = True) -> EndpointResult:
+def deploy_standard(
+    workshop: Workshop,
+    image_uri: str | None = None,
+    *,
+    instance_type: str | None = None,
+    threads: int | None = None,
+    ctx_size: int | None = None,
+    startup_timeout_s: int | None = None,
+    download_timeout_s: int | None = None,
+    model_data_url: str | None = None,
+    wait: bool = True,
+    progress: bool = True,
+) -> EndpointResult:
     """The published DLC (pinned by digest) serving the packaged model: OpenAI chat on /invocations.
 
     Locally llama-server behind nginx stands in for the DLC, started by its entrypoint's rules. Settings
     left at None take ``endpoints.standard_plan``'s defaults; ``wait`` False returns once SageMaker is
     creating the endpoint.
     """
-    spec = DeploySpec(STANDARD.name, image_uri, model_data_url, instance_type=instance_type, threads=threads,
-                      ctx_size=ctx_size, startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
+    spec = DeploySpec(
+        STANDARD.name,
+        image_uri,
+        model_data_url,
+        instance_type=instance_type,
+        threads=threads,
+        ctx_size=ctx_size,
+        startup_timeout_s=startup_timeout_s,
+        download_timeout_s=download_timeout_s,
+    )
     return deploy_endpoint(workshop, spec, wait=wait, progress=progress)
 
 
 @shows_requests
-def deploy_decision_cpu(workshop: Workshop, image_uri: str | None = None, *, instance_type: str | None = None,
-                        threads: int | None = None, ctx_size: int | None = None,
-                        startup_timeout_s: int | None = None, download_timeout_s: int | None = None,
-                        model_data_url: str | None = None, wait: bool = True, progress: bool = True) -> EndpointResult:
+def deploy_decision_cpu(
+    workshop: Workshop,
+    image_uri: str | None = None,
+    *,
+    instance_type: str | None = None,
+    threads: int | None = None,
+    ctx_size: int | None = None,
+    startup_timeout_s: int | None = None,
+    download_timeout_s: int | None = None,
+    model_data_url: str | None = None,
+    wait: bool = True,
+    progress: bool = True,
+) -> EndpointResult:
     """The decision image on a fixed CPU instance; llama.cpp threads = the instance's vCPUs by default
     (the settings left at None take ``endpoints.decision_cpu_plan``'s defaults)."""
-    spec = DeploySpec(DECISION_CPU.name, image_uri, model_data_url, instance_type=instance_type, threads=threads,
-                      ctx_size=ctx_size, startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
+    spec = DeploySpec(
+        DECISION_CPU.name,
+        image_uri,
+        model_data_url,
+        instance_type=instance_type,
+        threads=threads,
+        ctx_size=ctx_size,
+        startup_timeout_s=startup_timeout_s,
+        download_timeout_s=download_timeout_s,
+    )
     return deploy_endpoint(workshop, spec, wait=wait, progress=progress)
 
 
 @shows_requests
-def deploy_decision_gpu(workshop: Workshop, image_uri: str | None = None, *, pools: Sequence[str] | None = None,
-                        n_gpu_layers: int | None = None, provision_timeout_s: int | None = None,
-                        threads: int | None = None, ctx_size: int | None = None,
-                        startup_timeout_s: int | None = None, download_timeout_s: int | None = None,
-                        model_data_url: str | None = None, wait: bool = True, progress: bool = True) -> EndpointResult:
+def deploy_decision_gpu(
+    workshop: Workshop,
+    image_uri: str | None = None,
+    *,
+    pools: Sequence[str] | None = None,
+    n_gpu_layers: int | None = None,
+    provision_timeout_s: int | None = None,
+    threads: int | None = None,
+    ctx_size: int | None = None,
+    startup_timeout_s: int | None = None,
+    download_timeout_s: int | None = None,
+    model_data_url: str | None = None,
+    wait: bool = True,
+    progress: bool = True,
+) -> EndpointResult:
     """The decision image on ordered GPU instance pools (first = first choice; default
     ``endpoints.DEFAULT_GPU_POOLS``) with every layer offloaded unless ``n_gpu_layers`` says otherwise
     (settings left at None: ``endpoints.decision_gpu_plan``'s defaults)."""
-    spec = DeploySpec.of(DECISION_GPU.name, image_uri=image_uri, model_data_url=model_data_url, pools=pools,
-                         n_gpu_layers=n_gpu_layers, provision_timeout_s=provision_timeout_s, threads=threads,
-                         ctx_size=ctx_size, startup_timeout_s=startup_timeout_s, download_timeout_s=download_timeout_s)
+    spec = DeploySpec.of(
+        DECISION_GPU.name,
+        image_uri=image_uri,
+        model_data_url=model_data_url,
+        pools=pools,
+        n_gpu_layers=n_gpu_layers,
+        provision_timeout_s=provision_timeout_s,
+        threads=threads,
+        ctx_size=ctx_size,
+        startup_timeout_s=startup_timeout_s,
+        download_timeout_s=download_timeout_s,
+    )
     return deploy_endpoint(workshop, spec, wait=wait, progress=progress)
 
 
@@ -329,12 +464,14 @@ class Placement(Shown):
 
     @property
     def offloaded(self) -> str | None:
-        """"N/M layers" from llama.cpp's offload line."""
+        """ "N/M layers" from llama.cpp's offload line."""
         return f"{self.offload.offloaded}/{self.offload.total} layers" if self.offload else None
 
     def lines(self) -> list[str]:
-        placed = ", ".join(f"{t} x{n}" for t, n in self.placed.items()) or "no pool placement reported (a fixed " \
-            "instance type, or not placed yet)"
+        placed = (
+            ", ".join(f"{t} x{n}" for t, n in self.placed.items())
+            or "no pool placement reported (a fixed instance type, or not placed yet)"
+        )
         line = self.offload.message if self.offload else "(no offload line yet)"
         return [f"endpoint {self.name}: {placed}", f"  offload: {line}", *self.notes]
 

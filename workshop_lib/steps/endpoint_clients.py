@@ -39,8 +39,9 @@ def client(workshop: Workshop, name: str):
         except RehearsalError:
             raise StepNotRun(notebook, f"{kind}, {name}, is not running locally") from None
         # SageMaker captures on AWS; locally the stand-in does, on the client's side (local/capture_stand_in.py)
-        return capture_locally(made, workshop.clients.sm, workshop.clients.s3, name,
-                               acting_as=workshop.clients.acting_as)
+        return capture_locally(
+            made, workshop.clients.sm, workshop.clients.s3, name, acting_as=workshop.clients.acting_as
+        )
     require_in_service(workshop, name, kind, notebook)
     return EndpointClient.sagemaker(name, config.region)
 
@@ -54,8 +55,10 @@ def require_in_service(workshop: Workshop, name: str, kind: str, notebook: str) 
             raise StepNotRun(notebook, f"{kind}, {name}, does not exist") from None
         raise
     if status != "InService":
-        raise StepError(f"{kind}, {name}, is {status}, not InService: wait for it (Creating and Updating take "
-                        f"minutes), or run notebook {notebook} again if it Failed")
+        raise StepError(
+            f"{kind}, {name}, is {status}, not InService: wait for it (Creating and Updating take "
+            f"minutes), or run notebook {notebook} again if it Failed"
+        )
 
 
 def served_locally(workshop: Workshop, name: str) -> dict:
@@ -96,5 +99,7 @@ def answered_by(workshop: Workshop, reply, name: str | None = None) -> tuple[boo
     problem = dlc_server.answer_problem(raw, identity)
     if not problem and ping != {"status": "ok"}:
         problem = f"/ping answered {ping!r}, not llama-server's /health"
-    return not problem, problem or (f"llama-server {identity.build} answered with its model "
-                                    f"{os.path.basename(identity.model)}; /ping gave its /health through nginx")
+    return not problem, problem or (
+        f"llama-server {identity.build} answered with its model "
+        f"{os.path.basename(identity.model)}; /ping gave its /health through nginx"
+    )

@@ -102,8 +102,11 @@ BUILDER_FIELDS = {
 
 def builder_default(field: str) -> str:
     """The example a builder widget starts with when its environment variable is not set."""
-    return {"state": SUPPORT_TICKET, "question": "Does the customer ask for money back?",
-            "options": "yes: Yes, money back\nno: No refund asked"}[field]
+    return {
+        "state": SUPPORT_TICKET,
+        "question": "Does the customer ask for money back?",
+        "options": "yes: Yes, money back\nno: No refund asked",
+    }[field]
 
 
 def builder_request(workshop: Workshop | None = None, request_id: str = "builder-1") -> dict:

@@ -6,8 +6,8 @@ Notebook 08 deletes the alarms and the dashboard (``delete_alarms``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from ..aws import alarms, capture, regions, teardown, updates
 from ..aws.capture import data_capture_config, destination_uri
@@ -22,8 +22,9 @@ def _path_of(workshop: Workshop, name: str) -> DeployPath:
     path = config.path_of(name)
     if path is None or not path.decision:
         names = ", ".join(config.endpoint_name(p) for p in decision_paths())
-        raise StepError(f"{name} is not one of the workshop's decision endpoints ({names}); alarms and updates are "
-                        "for those")
+        raise StepError(
+            f"{name} is not one of the workshop's decision endpoints ({names}); alarms and updates are for those"
+        )
     return path
 
 
@@ -34,13 +35,16 @@ def put_alarms(workshop: Workshop, name: str | None = None, **thresholds) -> Tex
     name = name or decision_endpoint(workshop)
     _path_of(workshop, name)
     region = workshop.config.region
-    result = alarms.put_alarms(workshop.clients.get("cloudwatch"), [name], region,
-                               thresholds=alarms.Thresholds(**thresholds))
+    result = alarms.put_alarms(
+        workshop.clients.get("cloudwatch"), [name], region, thresholds=alarms.Thresholds(**thresholds)
+    )
     lines = [str(result)]
     if workshop.local:
-        lines.append("Not exercised locally: the alarms firing (the emulator's CloudWatch stores them, validated by "
-                     "botocore, and receives no SageMaker metrics; the adapter's metric lines are in the local "
-                     "endpoint's log)")
+        lines.append(
+            "Not exercised locally: the alarms firing (the emulator's CloudWatch stores them, validated by "
+            "botocore, and receives no SageMaker metrics; the adapter's metric lines are in the local "
+            "endpoint's log)"
+        )
     else:
         url = regions.console_url(region, "cloudwatch", f"dashboards/dashboard/{result.dashboard}")
         lines.append(f"dashboard: {url}")
@@ -53,8 +57,9 @@ def alarm_states(workshop: Workshop, name: str | None = None) -> Text:
     name = name or decision_endpoint(workshop)
     states = alarms.alarm_states(workshop.clients.get("cloudwatch"), name)
     if not states:
-        return Text(f"endpoint {name} has no alarms yet: run steps.put_alarms(workshop) first",
-                    problem=f"no alarms for {name}")
+        return Text(
+            f"endpoint {name} has no alarms yet: run steps.put_alarms(workshop) first", problem=f"no alarms for {name}"
+        )
     return Text("\n".join(f"{alarm}: {state}" for alarm, state in states.items()))
 
 
@@ -82,7 +87,7 @@ def audit_trail(workshop: Workshop, name: str | None = None, limit: int = 20) ->
     c = workshop.clients
     found = capture.collect(c.sm, c.s3, name, limit=limit, default_destination=capture.destination_uri(workshop.config))
     path = capture.write_tasks(found.tasks, workshop.folder("captured") / f"{name}.jsonl")
-    return Text(f"{found}\nwritten: {path} (fill in each line's \"expected\" to label it)")
+    return Text(f'{found}\nwritten: {path} (fill in each line\'s "expected" to label it)')
 
 
 @dataclass(repr=False)
@@ -98,16 +103,29 @@ class UpdateResult(Shown):
         return self.rollout.ok
 
     def lines(self) -> list[str]:
-        return [f"update of {self.plan.endpoint_name} to {self.plan.version}: {self.why}",
-                f"  model {self.plan.model_data_url}", f"  image {short(self.plan.image_uri)}",
-                *(() if self.printed else ("  " + line for line in self.progress)), str(self.rollout)]
+        return [
+            f"update of {self.plan.endpoint_name} to {self.plan.version}: {self.why}",
+            f"  model {self.plan.model_data_url}",
+            f"  image {short(self.plan.image_uri)}",
+            *(() if self.printed else ("  " + line for line in self.progress)),
+            str(self.rollout),
+        ]
 
 
 @shows_requests
-def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_url: str | None = None,
-                    image_uri: str | None = None, routing: str = updates.ALL_AT_ONCE, bake_s: int | None = None,
-                    ctx_size: int | None = None, threads: int | None = None, progress: bool = True,
-                    dry_run: bool = False) -> UpdateResult | Text:
+def update_endpoint(
+    workshop: Workshop,
+    name: str | None = None,
+    *,
+    model_data_url: str | None = None,
+    image_uri: str | None = None,
+    routing: str = updates.ALL_AT_ONCE,
+    bake_s: int | None = None,
+    ctx_size: int | None = None,
+    threads: int | None = None,
+    progress: bool = True,
+    dry_run: bool = False,
+) -> UpdateResult | Text:
     """Roll the decision endpoint to ``model_data_url`` (default: ``update_package``) and ``image_uri``
     (default: notebook 03's image) as a new version, blue/green, rolled back if a rollback alarm fires
     (run ``put_alarms`` first); the endpoint's status is reported as it changes. ``dry_run``: the
@@ -124,16 +142,26 @@ def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_u
     rollback = alarms.rollback_alarms(name)
     spec = DeploySpec(path.name, ctx_size=ctx_size, threads=threads)
     capture = data_capture_config(destination_uri(config), config.capture_percent)  # as the deploy sends it
-    plan = updates.update_plan(spec, endpoint_name=name, role_arn=config.sagemaker_role_arn, region=config.region,
-                               image=given_image(workshop, image_uri, path), model_data_url=model_data_url,
-                               rollback_alarms=rollback, routing=routing, data_capture=capture,
-                               **({"bake_s": bake_s} if bake_s is not None else {}))
+    plan = updates.update_plan(
+        spec,
+        endpoint_name=name,
+        role_arn=config.sagemaker_role_arn,
+        region=config.region,
+        image=given_image(workshop, image_uri, path),
+        model_data_url=model_data_url,
+        rollback_alarms=rollback,
+        routing=routing,
+        data_capture=capture,
+        **({"bake_s": bake_s} if bake_s is not None else {}),
+    )
     if dry_run:
         return Text(plan.to_json())
     c = workshop.clients
     if set(rollback) - set(alarms.alarm_states(c.get("cloudwatch"), name)):
-        raise StepError(f"endpoint {name}'s rollback alarms are missing: run steps.put_alarms(workshop) first, "
-                        "so that the update can roll back by itself")
+        raise StepError(
+            f"endpoint {name}'s rollback alarms are missing: run steps.put_alarms(workshop) first, "
+            "so that the update can roll back by itself"
+        )
     seen: list[str] = []
 
     def report(line: str) -> None:
@@ -144,7 +172,9 @@ def update_endpoint(workshop: Workshop, name: str | None = None, *, model_data_u
     # Recorded before it is made: if a deadline deletes the endpoint, notebook 08 still finds the version.
     made = workshop.outputs().get(UPDATE_VERSIONS, {})
     workshop.remember(**{UPDATE_VERSIONS: {**made, name: sorted({*made.get(name, []), plan.version})}})
-    rollout = updates.roll_out(c.sm, plan, region=config.region, hosting=c.hosting, delay_s=0.2 if workshop.local else 30, report=report)
+    rollout = updates.roll_out(
+        c.sm, plan, region=config.region, hosting=c.hosting, delay_s=0.2 if workshop.local else 30, report=report
+    )
     return UpdateResult(plan, rollout, why, seen, printed=progress)
 
 
@@ -165,5 +195,12 @@ def delete_alarms(workshop: Workshop, names: Sequence[str] | None = None) -> Tex
     return Text("\n".join(lines))
 
 
-__all__ = ["UpdateResult", "alarm_states", "audit_trail", "delete_alarms", "endpoint_status", "put_alarms",
-           "update_endpoint"]
+__all__ = [
+    "UpdateResult",
+    "alarm_states",
+    "audit_trail",
+    "delete_alarms",
+    "endpoint_status",
+    "put_alarms",
+    "update_endpoint",
+]

@@ -15,10 +15,14 @@ def _reached(value) -> tuple[bool, str]:
     if isinstance(value, Decision):
         p = value.probabilities
         total = sum(p)
-        valid = bool(p) and len(p) == len(value.option_ids) and all(0.0 <= x <= 1.0 for x in p) \
-            and abs(total - 1.0) < 1e-3
-        return valid, (f"{len(p)} probabilities summing to {total:.3f}, top {value.top}" if valid
-                       else f"not a probability vector over its options: {dict(zip(value.option_ids, p))}")
+        valid = (
+            bool(p) and len(p) == len(value.option_ids) and all(0.0 <= x <= 1.0 for x in p) and abs(total - 1.0) < 1e-3
+        )
+        return valid, (
+            f"{len(p)} probabilities summing to {total:.3f}, top {value.top}"
+            if valid
+            else f"not a probability vector over its options: {dict(zip(value.option_ids, p))}"
+        )
     if isinstance(value, ChatResult):
         words = len(value.content.split())
         return bool(words), f"an answer of {words} words" if words else "the chat answer is empty"
@@ -44,8 +48,9 @@ def _reached(value) -> tuple[bool, str]:
 def _standard_rows(workshop: Workshop, results: dict) -> list[tuple[str, bool, str]]:
     """Notebook 02: each chat answer came from llama-server (locally: the launcher's, checked against it)."""
     chats = [name for name, value in results.items() if isinstance(value, ChatResult)]
-    return [("server" if len(chats) == 1 else f"server ({name})", *answered_by(workshop, results[name]))
-            for name in chats]
+    return [
+        ("server" if len(chats) == 1 else f"server ({name})", *answered_by(workshop, results[name])) for name in chats
+    ]
 
 
 def check_outcome(workshop: Workshop, notebook: str, **results) -> Checks:

@@ -12,8 +12,16 @@ from pathlib import Path
 from ..aws import codebuild, hygiene
 from ..evaluation.profiles import LETTERS, read_document
 from ..evaluation.served import served_readout
-from .context import (Shown, Text, Workshop, decision_endpoint, model_spec, require_bucket, require_codebuild_role,
-                      shows_requests)
+from .context import (
+    Shown,
+    Text,
+    Workshop,
+    decision_endpoint,
+    model_spec,
+    require_bucket,
+    require_codebuild_role,
+    shows_requests,
+)
 from .endpoint_clients import client
 from .recorded import CALIBRATED_KEY, PACKAGE_NOTEBOOK
 
@@ -33,8 +41,10 @@ class PackageResult(Shown):
         return bool(self.model_data_url and self.manifest.get("files"))
 
     def lines(self) -> list[str]:
-        out = [f"{self.manifest['model']['name']} packaged {self.where} in {self.seconds:.1f} s",
-               f"ModelDataUrl: {self.model_data_url}"]
+        out = [
+            f"{self.manifest['model']['name']} packaged {self.where} in {self.seconds:.1f} s",
+            f"ModelDataUrl: {self.model_data_url}",
+        ]
         for f in self.manifest["files"]:
             origin = f"from {f['repo']}@{f['revision'][:12]}" if f.get("repo") else f"the {f.get('role')} file"
             out.append(f"  {f['path']}: {f['size']:,} bytes, sha256 {f['sha256'][:16]}…, {origin}")
@@ -42,8 +52,9 @@ class PackageResult(Shown):
 
 
 @shows_requests
-def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, calibration=None,
-                  progress: bool = True) -> PackageResult:
+def package_model(
+    workshop: Workshop, *, model_s3_uri: str | None = None, calibration=None, progress: bool = True
+) -> PackageResult:
     """CodeBuild downloads, verifies and packages the pinned model (locally the embedded model stands in)
     into ``model_s3_uri`` (default: ``model/`` under the workshop's S3 prefix); with ``calibration`` (the
     path of a calibration.json fitted for that GGUF, from ``workshop calibrate``) packaged next to it."""
@@ -56,13 +67,27 @@ def package_model(workshop: Workshop, *, model_s3_uri: str | None = None, calibr
         config.check_model_uri(model_s3_uri, "model_s3_uri")
     kept = hygiene.keep_logs(c.logs, f"/aws/codebuild/{codebuild.MODEL_PACKAGE_PROJECT}")
     packaged = codebuild.package_model_in_codebuild(
-        c.codebuild, c.s3, c.logs, model_s3_uri=model_s3_uri or config.s3_uri("model"), service_role_arn=config.codebuild_role_arn,
-        source_bucket=config.bucket, source_prefix=f"{config.prefix}/{codebuild.SOURCE_PREFIX}", progress=progress,
-        runner=c.builds, calibration=calibration, region=config.region)
+        c.codebuild,
+        c.s3,
+        c.logs,
+        model_s3_uri=model_s3_uri or config.s3_uri("model"),
+        service_role_arn=config.codebuild_role_arn,
+        source_bucket=config.bucket,
+        source_prefix=f"{config.prefix}/{codebuild.SOURCE_PREFIX}",
+        progress=progress,
+        runner=c.builds,
+        calibration=calibration,
+        region=config.region,
+    )
     workshop.remember(model_data_url=packaged.model_data_url)
     limits = c.builds.not_exercised(codebuild.MODEL_PACKAGE_PROJECT)
-    return PackageResult(packaged.model_data_url, packaged.manifest, f"by CodeBuild (build {packaged.build_id})",
-                         time.perf_counter() - started, [note for note in (limits, kept) if note])
+    return PackageResult(
+        packaged.model_data_url,
+        packaged.manifest,
+        f"by CodeBuild (build {packaged.build_id})",
+        time.perf_counter() - started,
+        [note for note in (limits, kept) if note],
+    )
 
 
 @shows_requests
@@ -75,9 +100,11 @@ def verify_package(workshop: Workshop, model_data_url: str | None = None) -> Tex
     manifest = codebuild.check_manifest(codebuild.read_manifest(c.s3, url), spec)
     bucket, key = codebuild.parse_s3_uri(url)
     size = c.s3.head_object(Bucket=bucket, Key=key)["ContentLength"]
-    text = (f"verified: {url} ({size:,} bytes) holds {spec.gguf.path}; the manifest is in "
-            f"{codebuild.describe_manifest(manifest)}, and the GGUF's sha256 and revision match the pin in "
-            "workshop_lib/models.py. The adapter re-checks the listed files before it serves.")
+    text = (
+        f"verified: {url} ({size:,} bytes) holds {spec.gguf.path}; the manifest is in "
+        f"{codebuild.describe_manifest(manifest)}, and the GGUF's sha256 and revision match the pin in "
+        "workshop_lib/models.py. The adapter re-checks the listed files before it serves."
+    )
     return Text(text)
 
 
@@ -95,21 +122,32 @@ def calibrated_package(workshop: Workshop, calibration=None, *, progress: bool =
         path = saved_by_06 if saved_by_06.is_file() else workshop.path.parent / "calibration.json"
     if not path.is_file():
         workshop.forget(CALIBRATED_KEY)
-        return Text(f"no calibration file at {path}: the update below rolls the endpoint to notebook 01's package "
-                    "again (fit one with `python -m workshop_lib calibrate --tasks <labelled tasks>` to roll out a "
-                    "calibration)")
+        return Text(
+            f"no calibration file at {path}: the update below rolls the endpoint to notebook 01's package "
+            "again (fit one with `python -m workshop_lib calibrate --tasks <labelled tasks>` to roll out a "
+            "calibration)"
+        )
     fitted = read_document(path).get("readout", LETTERS)
     served = served_readout(client(workshop, decision_endpoint(workshop)))
     if fitted != served and not calibration:
         workshop.forget(CALIBRATED_KEY)
-        return Text(f"{path} was fitted for the {fitted} readout, but {decision_endpoint(workshop)} serves {served} "
-                    "(the adapter applies a file to answers of its own readout only): nothing is packaged, and the "
-                    f"update below rolls the endpoint to notebook 01's package again (fit one for {served} with "
-                    "notebook 06's calibration cell or `python -m workshop_lib calibrate`, or pass this file as "
-                    "calibration= to package it anyway)")
-    packaged = package_model(workshop, model_s3_uri=workshop.config.s3_uri("model", CALIBRATED_FOLDER) + "/",
-                             calibration=path, progress=progress)
+        return Text(
+            f"{path} was fitted for the {fitted} readout, but {decision_endpoint(workshop)} serves {served} "
+            "(the adapter applies a file to answers of its own readout only): nothing is packaged, and the "
+            f"update below rolls the endpoint to notebook 01's package again (fit one for {served} with "
+            "notebook 06's calibration cell or `python -m workshop_lib calibrate`, or pass this file as "
+            "calibration= to package it anyway)"
+        )
+    packaged = package_model(
+        workshop,
+        model_s3_uri=workshop.config.s3_uri("model", CALIBRATED_FOLDER) + "/",
+        calibration=path,
+        progress=progress,
+    )
     workshop.remember(**{CALIBRATED_KEY: packaged.model_data_url})
-    applies = ("the readout the endpoint serves" if fitted == served
-               else f"it applies only to requests that ask for {fitted}; the endpoint serves {served}")
+    applies = (
+        "the readout the endpoint serves"
+        if fitted == served
+        else f"it applies only to requests that ask for {fitted}; the endpoint serves {served}"
+    )
     return Text(f"packaged with {path.name}, fitted for the {fitted} readout ({applies}): {packaged.model_data_url}")

@@ -16,7 +16,8 @@ from ..aws import admin, managed_policies, policies
 from ..config import WorkshopConfig
 from ..display import row
 from ..local import permissions
-from .context import CALL_LOG, Shown, Text, Workshop
+from ..local.modes import CALL_LOG
+from .context import Shown, Text, Workshop
 
 # What IAM's refusal looks like in each protocol (permissions.access_denied gives the same locally).
 ACCESS_DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
@@ -31,6 +32,7 @@ def policy_folder(workshop: Workshop) -> Path:
 @dataclass(repr=False)
 class PolicyFiles(Shown):
     """The documents notebook 00 wrote, and whether the operator policy is attached to the persona."""
+
     folder: Path
     files: dict[str, Path]
     attached: str  # how the operator policy reaches the participant's role
@@ -56,8 +58,9 @@ class PolicyFiles(Shown):
         for statement in json.loads(self.files[name].read_text())["Statement"]:
             actions = statement.get("Action", [])
             resources = statement.get("Resource", statement.get("NotResource", []))
-            lines.append(row(f"{statement.get('Sid', '')}: ", ", ".join([actions] if isinstance(actions, str)
-                                                                       else actions)))
+            lines.append(
+                row(f"{statement.get('Sid', '')}: ", ", ".join([actions] if isinstance(actions, str) else actions))
+            )
             lines.append(row("    on ", ", ".join([resources] if isinstance(resources, str) else resources)))
             if statement.get("Condition"):
                 lines.append(row("    if ", json.dumps(statement["Condition"])))
@@ -81,11 +84,17 @@ def attach_instruction(config: WorkshopConfig, folder: Path, account: str | None
     """What an administrator runs to create (and later update) the documents in ``folder`` as policies."""
     account = account or names.role_account(config.sagemaker_role_arn or "") or "<account-id>"
     lines = "\n".join("  " + admin.shell(argv) for argv in administrator_commands(config, folder, account))
-    update = "\n".join("  " + admin.shell(argv) for argv in admin.update_commands(
-        folder.resolve(), config.region, account, [admin.BOUNDARY_FILE, *admin.operator_files()]))
-    return (f"an administrator runs, once per account (IAM and AWS STS quotas: managed policies of 6,144 characters "
-            f"each, at most 10 per role):\n{lines}\nand, when notebook 00 wrote new versions of existing policies "
-            f"(IAM keeps five versions: delete the oldest with aws iam delete-policy-version first):\n{update}\n")
+    update = "\n".join(
+        "  " + admin.shell(argv)
+        for argv in admin.update_commands(
+            folder.resolve(), config.region, account, [admin.BOUNDARY_FILE, *admin.operator_files()]
+        )
+    )
+    return (
+        f"an administrator runs, once per account (IAM and AWS STS quotas: managed policies of 6,144 characters "
+        f"each, at most 10 per role):\n{lines}\nand, when notebook 00 wrote new versions of existing policies "
+        f"(IAM keeps five versions: delete the oldest with aws iam delete-policy-version first):\n{update}\n"
+    )
 
 
 def apply_locally(workshop: Workshop, config: WorkshopConfig, folder: Path, account: str) -> list[str]:
@@ -93,15 +102,22 @@ def apply_locally(workshop: Workshop, config: WorkshopConfig, folder: Path, acco
     administrator would: all of them the first time, a new version of each changed document afterwards."""
     iam = workshop.clients.get("iam")
     with workshop.clients.acting_as(None):
-        existing = {p["PolicyName"]: p for p in iam.list_policies(Scope="Local", PathPrefix=admin.POLICY_PATH)["Policies"]}
+        existing = {
+            p["PolicyName"]: p for p in iam.list_policies(Scope="Local", PathPrefix=admin.POLICY_PATH)["Policies"]
+        }
     commands = administrator_commands(config, folder, account)
     if existing:
-        changed = [name for name in [admin.BOUNDARY_FILE, *admin.operator_files()]
-                   if admin.policy_name(name) in existing and not _same_version(iam, existing[admin.policy_name(name)],
-                                                                              folder / name, workshop)]
-        commands = ([argv for argv in commands if argv[2] == "create-policy" and argv[4] not in existing]
-                    + admin.update_commands(folder.resolve(), config.region, account, changed)
-                    + [argv for argv in commands if argv[2] == "attach-role-policy"])
+        changed = [
+            name
+            for name in [admin.BOUNDARY_FILE, *admin.operator_files()]
+            if admin.policy_name(name) in existing
+            and not _same_version(iam, existing[admin.policy_name(name)], folder / name, workshop)
+        ]
+        commands = (
+            [argv for argv in commands if argv[2] == "create-policy" and argv[4] not in existing]
+            + admin.update_commands(folder.resolve(), config.region, account, changed)
+            + [argv for argv in commands if argv[2] == "attach-role-policy"]
+        )
     return workshop.mode.run_as_administrator(commands, config.region)
 
 
@@ -117,8 +133,7 @@ def _same_version(iam, policy: Mapping, path: Path, workshop: Workshop) -> bool:
     return False
 
 
-def write_policies(workshop: Workshop, config: WorkshopConfig | None = None,
-                   account: str | None = None) -> PolicyFiles:
+def write_policies(workshop: Workshop, config: WorkshopConfig | None = None, account: str | None = None) -> PolicyFiles:
     """Write the three principals' documents (and the two trust policies) under ``policy_folder``,
     before anything that needs them is called; in local mode run the administrator's commands against the
     emulator (``apply_locally``) and attach the operator documents to the rehearsal's Studio role (the
@@ -135,17 +150,23 @@ def write_policies(workshop: Workshop, config: WorkshopConfig | None = None,
         for path in operator:
             attached.attach(path.name, json.loads(path.read_text()), role_arn=config.sagemaker_role_arn)
         if permissions.persona() == permissions.ADMINISTRATOR:
-            how = ("local rehearsal as an administrator (WORKSHOP_PERSONA): every call is allowed; notebook 08's "
-                   "audit still holds each one to these documents")
+            how = (
+                "local rehearsal as an administrator (WORKSHOP_PERSONA): every call is allowed; notebook 08's "
+                "audit still holds each one to these documents"
+            )
         else:
-            how = (f"local rehearsal as a Studio participant: the rehearsal attached {names_} to the Studio role "
-                   f"{config.sagemaker_role_arn}, beside {managed_policies.sagemaker_full_access()}; from here a "
-                   "call goes through only if one of them allows it; the administrator's lines below ran against "
-                   f"the emulator first, as on AWS {attach_instruction(config, folder, account)}")
+            how = (
+                f"local rehearsal as a Studio participant: the rehearsal attached {names_} to the Studio role "
+                f"{config.sagemaker_role_arn}, beside {managed_policies.sagemaker_full_access()}; from here a "
+                "call goes through only if one of them allows it; the administrator's lines below ran against "
+                f"the emulator first, as on AWS {attach_instruction(config, folder, account)}"
+            )
     else:
-        how = (f"if your role has only AmazonSageMakerFullAccess (Studio's usual): "
-               f"{attach_instruction(config, folder, account)}"
-               "; without them the bucket gets no tags and the CodeBuild role cell says what is missing")
+        how = (
+            f"if your role has only AmazonSageMakerFullAccess (Studio's usual): "
+            f"{attach_instruction(config, folder, account)}"
+            "; without them the bucket gets no tags and the CodeBuild role cell says what is missing"
+        )
     return PolicyFiles(folder, files, how)
 
 

@@ -29,8 +29,10 @@ def _transform_types_for(config: WorkshopConfig) -> list[str]:
 
 
 ENDPOINT_USAGE, TRANSFORM_USAGE = "endpoint usage", "transform job usage"
-QUOTAS_AGAIN = ("read again below, once the operator documents are attached (steps.check_quotas; Service Quotas "
-                "needs servicequotas:ListServiceQuotas and servicequotas:ListAWSDefaultServiceQuotas)")
+QUOTAS_AGAIN = (
+    "read again below, once the operator documents are attached (steps.check_quotas; Service Quotas "
+    "needs servicequotas:ListServiceQuotas and servicequotas:ListAWSDefaultServiceQuotas)"
+)
 
 
 def quota_name(instance_type: str, usage: str = ENDPOINT_USAGE) -> str:
@@ -38,8 +40,12 @@ def quota_name(instance_type: str, usage: str = ENDPOINT_USAGE) -> str:
     return f"{instance_type} for {usage}"
 
 
-def quota_verdict(config: WorkshopConfig, found: Mapping[str, float], transform_found: Mapping[str, float] | None = None,
-                  defaults: Collection[str] = ()) -> tuple[bool, str]:
+def quota_verdict(
+    config: WorkshopConfig,
+    found: Mapping[str, float],
+    transform_found: Mapping[str, float] | None = None,
+    defaults: Collection[str] = (),
+) -> tuple[bool, str]:
     """What the quotas ``found`` (type -> instances "for endpoint usage") mean for the deploy path: whether
     its endpoints can start, and whether notebook 07's blue/green update can (it starts a second fleet
     of the decision endpoint while the first still serves, so it needs twice the instance count) and its Batch
@@ -50,8 +56,12 @@ def quota_verdict(config: WorkshopConfig, found: Mapping[str, float], transform_
     wanted = instance_types_for(config)
 
     def shown(values: Mapping[str, float], types: Sequence[str], usage: str) -> str:
-        return ", ".join(f"{t}: {values[t]:g}" + (" (AWS default)" if quota_name(t, usage) in defaults else "")
-                         if t in values else f"{t}: unknown" for t in types)
+        return ", ".join(
+            f"{t}: {values[t]:g}" + (" (AWS default)" if quota_name(t, usage) in defaults else "")
+            if t in values
+            else f"{t}: unknown"
+            for t in types
+        )
 
     detail = shown(found, wanted, ENDPOINT_USAGE)
     standard_ok = found.get(wanted[0], 0) >= 1
@@ -70,32 +80,41 @@ def quota_verdict(config: WorkshopConfig, found: Mapping[str, float], transform_
         unknown = [t for t in missing if t not in found]
         reasons = []
         if zero:
-            reasons.append(f"{', '.join(zero)} has no quota: request an increase in Service Quotas (Amazon SageMaker, "
-                           f"'<type> for endpoint usage') before deploying")
+            reasons.append(
+                f"{', '.join(zero)} has no quota: request an increase in Service Quotas (Amazon SageMaker, "
+                f"'<type> for endpoint usage') before deploying"
+            )
         if unknown:
-            reasons.append(f"Service Quotas lists no '{quota_name(unknown[0])}'"
-                           + (f" (nor for {', '.join(unknown[1:])})" if unknown[1:] else "")
-                           + f" in {config.region}, applied or default: SageMaker may not offer it there")
+            reasons.append(
+                f"Service Quotas lists no '{quota_name(unknown[0])}'"
+                + (f" (nor for {', '.join(unknown[1:])})" if unknown[1:] else "")
+                + f" in {config.region}, applied or default: SageMaker may not offer it there"
+            )
         return False, detail + " - " + "; ".join(reasons)
     if pooled and any(found.get(t, 0) < 1 for t in decision):
         detail += " (pools with quota 0 are skipped at placement)"
     if path.gpu and not pooled:
-        detail += (f" (instance pools are not offered in {config.region}: the GPU endpoint runs on "
-                   f"{decision[0]} alone)")
+        detail += f" (instance pools are not offered in {config.region}: the GPU endpoint runs on {decision[0]} alone)"
     if update_room < 2:
-        detail += (f"; note: notebook 07's blue/green update starts a second {' or '.join(decision)} instance "
-                   "while the first still serves, so it needs a quota of 2: request it before 07, or skip 07's update")
+        detail += (
+            f"; note: notebook 07's blue/green update starts a second {' or '.join(decision)} instance "
+            "while the first still serves, so it needs a quota of 2: request it before 07, or skip 07's update"
+        )
     transform_types = _transform_types_for(config)
     if transform_found is not None and transform_types:
         detail += f"; {TRANSFORM_USAGE}: {shown(transform_found, transform_types, TRANSFORM_USAGE)}"
         short = [t for t in transform_types if transform_found.get(t, 0) < 1]
         if short:
-            detail += (f"; note: notebook 07's Batch Transform job runs on the endpoint's type, whose quota "
-                       f"'<type> for {TRANSFORM_USAGE}' is apart from the endpoint's: {', '.join(short)} has none, "
-                       "so request it before 07, or skip 07's transform")
+            detail += (
+                f"; note: notebook 07's Batch Transform job runs on the endpoint's type, whose quota "
+                f"'<type> for {TRANSFORM_USAGE}' is apart from the endpoint's: {', '.join(short)} has none, "
+                "so request it before 07, or skip 07's transform"
+            )
     if defaults:
-        detail += ("; (AWS default): no value applied to this account, so Service Quotas' default is what holds "
-                   "(ListAWSDefaultServiceQuotas)")
+        detail += (
+            "; (AWS default): no value applied to this account, so Service Quotas' default is what holds "
+            "(ListAWSDefaultServiceQuotas)"
+        )
     return True, detail
 
 
@@ -120,8 +139,10 @@ def endpoint_quotas(workshop: Workshop) -> tuple[bool | None, str]:
         unset = [name for name in (*names[0], *names[1]) if name not in values]
         defaults = _quota_values(quotas, "list_aws_default_service_quotas", unset) if unset else {}
     except Exception as exc:
-        return None, (f"could not read Service Quotas ({type(exc).__name__}); {QUOTAS_AGAIN}, or check "
-                      f"'Amazon SageMaker' quotas for {', '.join(wanted)} 'for endpoint usage' in the console")
+        return None, (
+            f"could not read Service Quotas ({type(exc).__name__}); {QUOTAS_AGAIN}, or check "
+            f"'Amazon SageMaker' quotas for {', '.join(wanted)} 'for endpoint usage' in the console"
+        )
     values.update(defaults)
     endpoint, transform_job = ({t: values[name] for name, t in usage.items() if name in values} for usage in names)
     return quota_verdict(config, endpoint, transform_job, defaults)

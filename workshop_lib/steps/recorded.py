@@ -29,8 +29,9 @@ def update_package(workshop: Workshop) -> tuple[str, str]:
     calibrated = workshop.outputs().get(CALIBRATED_KEY)
     if isinstance(calibrated, str) and calibrated.startswith("s3://"):
         return calibrated, "the calibrated package"
-    return model_data_url(workshop), ("notebook 01's package again (no calibrated package was made: see "
-                                      "steps.calibrated_package)")
+    return model_data_url(workshop), (
+        "notebook 01's package again (no calibrated package was made: see steps.calibrated_package)"
+    )
 
 
 def follows_dlc_tag(workshop: Workshop) -> bool:

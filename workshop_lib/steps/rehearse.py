@@ -1,5 +1,4 @@
-"""``rehearse_all``: every notebook's steps in order, headless, in local mode (``make demo``).
-"""
+"""``rehearse_all``: every notebook's steps in order, headless, in local mode (``make demo``)."""
 
 from __future__ import annotations
 
@@ -8,27 +7,42 @@ from pathlib import Path
 
 from ..aws import codebuild
 from ..aws.alarms import alarm_names
-from ..evaluation import run_notebook_benchmark
-from ..evaluation.markdown import fmt_s
-from ..evaluation.throughput import DEFAULT_P95_MS, measure_throughput
 from ..client.endpoint import decision as make_decision
 from ..client.policy import Policy
 from ..config import WorkshopConfig, repo_root
 from ..deploy_paths import DECISION_CPU
+from ..evaluation import run_notebook_benchmark
+from ..evaluation.markdown import fmt_s
+from ..evaluation.throughput import DEFAULT_P95_MS, measure_throughput
 from ..examples import CHAT, SHARED_STATE, SUPPORT_ROUTE
 from ..local import permissions, rehearsal
-from .cleanup import (audit_permissions, delete_artifacts, delete_build_resources, delete_codebuild_role,
-                      delete_endpoints, running_endpoints, stop_local, tagged_endpoints)
+from .cleanup import (
+    audit_permissions,
+    delete_artifacts,
+    delete_build_resources,
+    delete_codebuild_role,
+    delete_endpoints,
+    running_endpoints,
+    stop_local,
+    tagged_endpoints,
+)
 from .context import StepError, Workshop, decision_endpoint, short
 from .decision_image import build_decision_image, refuse_mutable_tag
 from .deploy import deploy_decision_cpu, deploy_decision_gpu, deploy_standard, placement
 from .endpoint_clients import client
 from .operate import delete_alarms, put_alarms, update_endpoint
-from .scale import (autoscale, delete_transform_output, record_rate, record_throughput, remove_autoscaling,
-                    run_transform, scaling_target, target_source)
 from .package import package_model, verify_package
+from .scale import (
+    autoscale,
+    delete_transform_output,
+    record_rate,
+    record_throughput,
+    remove_autoscaling,
+    run_transform,
+    scaling_target,
+    target_source,
+)
 from .setup import check_environment, ensure_codebuild_role, setup
-
 
 DEMO_CONCURRENCIES = (1, 2)  # notebook 06 measures 1, 2 and 4 callers; the demo stays short
 DEMO_LOAD_S = 2.0  # of load per level
@@ -54,10 +68,13 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     failed = None
     started = time.perf_counter()
     persona = permissions.persona()
-    out(f"Local rehearsal of notebooks 00-08 as {persona}: AWS emulated by moto, the standard endpoint served by "
-        "llama-server, the decision endpoints by the real adapter")
+    out(
+        f"Local rehearsal of notebooks 00-08 as {persona}: AWS emulated by moto, the standard endpoint served by "
+        "llama-server, the decision endpoints by the real adapter"
+    )
     try:
         with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+
             def step(label, fn):
                 t = time.perf_counter()
                 text = fn()
@@ -70,8 +87,10 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                     raise StepError(str(checks))
                 setup(ws, DECISION_CPU.name, reset=True)
                 role = ensure_codebuild_role(ws)
-                return (f"checks passed; emulator {ws.rehearsal.emulator_url()}, bucket s3://{ws.config.bucket}; "
-                        f"{role.notes[0].split(' (')[0]}")
+                return (
+                    f"checks passed; emulator {ws.rehearsal.emulator_url()}, bucket s3://{ws.config.bucket}; "
+                    f"{role.notes[0].split(' (')[0]}"
+                )
 
             def s01():
                 p = package_model(ws, progress=False)
@@ -83,33 +102,43 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 c = ws.config
                 r = deploy_standard(ws, progress=False)
                 reply = client(ws, c.standard_endpoint_name).chat(CHAT["messages"], max_tokens=24)
-                return (f"DLC pinned {short(r.plan.image_uri)}; {r.name} {r.status}; chat: "
-                        f"{reply.content.strip()[:60]!r}")
+                return (
+                    f"DLC pinned {short(r.plan.image_uri)}; {r.name} {r.status}; chat: {reply.content.strip()[:60]!r}"
+                )
 
             def s03():
                 cpu = build_decision_image(ws, "cpu", progress=False)
                 gpu = build_decision_image(ws, "gpu", progress=False)
                 refused = "refused" in refuse_mutable_tag(ws, "cpu")
-                return (f"cpu {short(cpu.image_uri)}, gpu {short(gpu.image_uri)}; tag refused: {refused}; "
-                        "docker build not exercised")
+                return (
+                    f"cpu {short(cpu.image_uri)}, gpu {short(gpu.image_uri)}; tag refused: {refused}; "
+                    "docker build not exercised"
+                )
 
             def s04():
                 c = ws.config
                 cpu = deploy_decision_cpu(ws, progress=False)
                 gpu = deploy_decision_gpu(ws, progress=False)
                 offloaded = placement(ws, c.gpu_endpoint_name).offloaded
-                return (f"{cpu.name} {cpu.status}; {gpu.name}: pools request validated, CPU stand-in "
-                        f"({offloaded} offloaded)")
+                return (
+                    f"{cpu.name} {cpu.status}; {gpu.name}: pools request validated, CPU stand-in "
+                    f"({offloaded} offloaded)"
+                )
 
             def s05():
                 ep = client(ws, decision_endpoint(ws))
                 d = ep.decide(SUPPORT_ROUTE)
                 batch = ep.decide_batch(SHARED_STATE["id"], SHARED_STATE["state"], SHARED_STATE["questions"])
                 outcome = Policy(threshold=0.6, fallback="needs_review").apply(d)
-                built = ep.decide(make_decision("builder-1", SUPPORT_ROUTE["state"], "Is this about money?",
-                                                {"yes": "Yes", "no": "No"}))
-                return (f"{d.id}: top {d.top} {d.top_probability:.2f} -> {outcome.option_id}; "
-                        f"shared state: {len(batch)} answers; builder: {built.top}")
+                built = ep.decide(
+                    make_decision(
+                        "builder-1", SUPPORT_ROUTE["state"], "Is this about money?", {"yes": "Yes", "no": "No"}
+                    )
+                )
+                return (
+                    f"{d.id}: top {d.top} {d.top_probability:.2f} -> {outcome.option_id}; "
+                    f"shared state: {len(batch)} answers; builder: {built.top}"
+                )
 
             def s06():
                 name = decision_endpoint(ws)
@@ -118,17 +147,20 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 saved = report.save(work / "bench")
                 record_rate(ws, report, name)  # 07's fallback, as in notebook 06
                 # notebook 06's throughput cells, shorter: its sustainable rate sets 07's auto scaling target
-                throughput = measure_throughput(client(ws, name), concurrencies=DEMO_CONCURRENCIES,
-                                                seconds=DEMO_LOAD_S, label=name)
+                throughput = measure_throughput(
+                    client(ws, name), concurrencies=DEMO_CONCURRENCIES, seconds=DEMO_LOAD_S, label=name
+                )
                 if not throughput.ok:
                     raise StepError(f"throughput: {throughput.problem}")
                 record_throughput(ws, throughput.sustainable(DEFAULT_P95_MS), name)
                 head = report.summary
                 latency = head["client_latency_ms"]
-                return (f"{head['valid']}/{head['tasks']} valid, {head['correct']}/{head['tasks']} correct, client p50 "
-                        f"{fmt_s(latency['p50'])}, p95 {fmt_s(latency['p95'])}; report {saved['markdown']}; "
-                        f"{throughput.summary}; auto scaling target {scaling_target(ws, name):g} invocations per "
-                        f"instance per minute ({target_source(ws, name)})")
+                return (
+                    f"{head['valid']}/{head['tasks']} valid, {head['correct']}/{head['tasks']} correct, client p50 "
+                    f"{fmt_s(latency['p50'])}, p95 {fmt_s(latency['p95'])}; report {saved['markdown']}; "
+                    f"{throughput.summary}; auto scaling target {scaling_target(ws, name):g} invocations per "
+                    f"instance per minute ({target_source(ws, name)})"
+                )
 
             def s07():
                 put_alarms(ws)
@@ -139,10 +171,12 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 scaled, batch = autoscale(ws), run_transform(ws, progress=False)
                 if not (scaled.ok and batch.ok):
                     raise StepError(f"{scaled}\n{batch}")
-                return (f"{len(alarm_names(update.plan.endpoint_name))} alarms and a dashboard; "
-                        f"{update.rollout.endpoint_name}: {' -> '.join(update.rollout.statuses)} on "
-                        f"{update.plan.version} in {update.rollout.seconds:.1f} s; then {d.id}: top {d.top}; "
-                        f"auto scaling registered; transform: {len(batch.answers)} decisions answered")
+                return (
+                    f"{len(alarm_names(update.plan.endpoint_name))} alarms and a dashboard; "
+                    f"{update.rollout.endpoint_name}: {' -> '.join(update.rollout.statuses)} on "
+                    f"{update.plan.version} in {update.rollout.seconds:.1f} s; then {d.id}: top {d.top}; "
+                    f"auto scaling registered; transform: {len(batch.answers)} decisions answered"
+                )
 
             def s08():
                 c = ws.config
@@ -150,8 +184,9 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 delete_transform_output(ws)
                 delete_endpoints(ws, tagged_endpoints(ws))
                 delete_alarms(ws)
-                delete_build_resources(ws, [codebuild.MODEL_PACKAGE_PROJECT, codebuild.IMAGE_BUILD_PROJECT],
-                                       c.ecr_repository)
+                delete_build_resources(
+                    ws, [codebuild.MODEL_PACKAGE_PROJECT, codebuild.IMAGE_BUILD_PROJECT], c.ecr_repository
+                )
                 delete_codebuild_role(ws)
                 delete_artifacts(ws, c.s3_uri())
                 left = running_endpoints(ws)
@@ -159,16 +194,25 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 (work / "permission-audit.txt").write_text(str(audit) + "\n")
                 stop_local(ws)
                 checked = sum(audit.checked.values())
-                return (f"{left}; {ws.rehearsal.format_status()}; {checked} recorded AWS permissions allowed by the "
-                        f"three policies ({len(audit.unused)} statements unused locally, see permission-audit.txt)")
+                return (
+                    f"{left}; {ws.rehearsal.format_status()}; {checked} recorded AWS permissions allowed by the "
+                    f"three policies ({len(audit.unused)} statements unused locally, see permission-audit.txt)"
+                )
 
-            for label, fn in (("00 setup", s00), ("01 package model", s01), ("02 standard endpoint", s02),
-                              ("03 decision images", s03), ("04 decision endpoints", s04),
-                              ("05 invoke decisions", s05), ("06 benchmark", s06), ("07 operate", s07),
-                              ("08 cleanup", s08)):
+            for label, fn in (
+                ("00 setup", s00),
+                ("01 package model", s01),
+                ("02 standard endpoint", s02),
+                ("03 decision images", s03),
+                ("04 decision endpoints", s04),
+                ("05 invoke decisions", s05),
+                ("06 benchmark", s06),
+                ("07 operate", s07),
+                ("08 cleanup", s08),
+            ):
                 try:
                     step(label, fn)
-                except Exception as exc:  # noqa: BLE001 - reported in the summary, details in the log
+                except Exception as exc:
                     failed = (label, exc)
                     import traceback
 
@@ -181,9 +225,11 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     if failed:
         out(f"  {failed[0]:<22} FAILED: {failed[1]}")
         out(f"  details: {log_path}")
-    out("Not exercised locally: the CodeBuild model download, docker build/push, the DLC image itself (this "
+    out(
+        "Not exercised locally: the CodeBuild model download, docker build/push, the DLC image itself (this "
         "checkout's llama-server behind nginx stands in where it is built), "
         "GPU pool placement and offload, the endpoint deadlines firing (the emulator keeps the schedules, never runs "
-        "them).")
+        "them)."
+    )
     out(f"Everything started was stopped. Total {time.perf_counter() - started:.1f} s (log: {log_path}).")
     return 1 if failed else 0

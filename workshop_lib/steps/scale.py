@@ -8,9 +8,9 @@ decisions in S3, answers read back. Notebook 08 removes the scaling policy and t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Mapping, Sequence
 
 from ..aws import encryption, hosting, scaling, transform
 from ..aws.build_projects import parse_s3_uri
@@ -33,8 +33,11 @@ INPUT_FILE = "decisions.jsonl"
 # a shared-state request (several questions on one ticket).
 TRANSFORM_DECISIONS = (
     SUPPORT_ROUTE,
-    {**SUPPORT_ROUTE, "id": "ticket-88231-reply",
-     "state": SUPPORT_ROUTE["state"] + "\n\nUpdate: the app also crashes when I open the invoice page."},
+    {
+        **SUPPORT_ROUTE,
+        "id": "ticket-88231-reply",
+        "state": SUPPORT_ROUTE["state"] + "\n\nUpdate: the app also crashes when I open the invoice page.",
+    },
     SHARED_STATE,
 )
 
@@ -47,12 +50,16 @@ def record_rate(workshop: Workshop, report, name: str | None = None) -> Text:
     name = name or decision_endpoint(workshop)
     p50_ms = ((report.summary or {}).get("client_latency_ms") or {}).get("p50")
     if not isinstance(p50_ms, (int, float)) or p50_ms <= 0:
-        return Text("no answered decision to time: notebook 07's scaling target will use its default",
-                    problem="no latency measured")
+        return Text(
+            "no answered decision to time: notebook 07's scaling target will use its default",
+            problem="no latency measured",
+        )
     seconds = round(p50_ms / 1000.0, 4)
     workshop.remember(**{RATE_KEY: {**workshop.outputs().get(RATE_KEY, {}), name: seconds}})
-    return Text(f"{name}: {seconds:g} s per decision (median), kept for notebook 07's auto scaling target "
-                f"({scaling_target(workshop, name):g} invocations per instance per minute)")
+    return Text(
+        f"{name}: {seconds:g} s per decision (median), kept for notebook 07's auto scaling target "
+        f"({scaling_target(workshop, name):g} invocations per instance per minute)"
+    )
 
 
 def record_throughput(workshop: Workshop, sustainable, name: str | None = None) -> Text:
@@ -64,15 +71,20 @@ def record_throughput(workshop: Workshop, sustainable, name: str | None = None) 
     if sustainable.level is None:
         workshop.remember(**{THROUGHPUT_KEY: kept})
         seconds = measured_seconds(workshop, name)
-        fallback = (f"its median {seconds:g} s per decision" if seconds
-                    else f"the default {DEFAULT_SECONDS:g} s per decision")
-        return Text(f"{name}: no sustainable rate at p95 within {sustainable.p95_limit_ms:g} ms, so none kept; "
-                    f"notebook 07's auto scaling target comes from {fallback} ({scaling_target(workshop, name):g} "
-                    "invocations per instance per minute)")
+        fallback = (
+            f"its median {seconds:g} s per decision" if seconds else f"the default {DEFAULT_SECONDS:g} s per decision"
+        )
+        return Text(
+            f"{name}: no sustainable rate at p95 within {sustainable.p95_limit_ms:g} ms, so none kept; "
+            f"notebook 07's auto scaling target comes from {fallback} ({scaling_target(workshop, name):g} "
+            "invocations per instance per minute)"
+        )
     workshop.remember(**{THROUGHPUT_KEY: {**kept, name: sustainable.to_dict()}})
-    return Text(f"{name}: {sustainable.decisions_per_s:.2f} decisions/s per instance kept for notebook 07's auto "
-                f"scaling target ({scaling_target(workshop, name):g} invocations per instance per minute, "
-                f"{UTILISATION:.0%} of {sustainable.decisions_per_s * 60:.0f} a minute)")
+    return Text(
+        f"{name}: {sustainable.decisions_per_s:.2f} decisions/s per instance kept for notebook 07's auto "
+        f"scaling target ({scaling_target(workshop, name):g} invocations per instance per minute, "
+        f"{UTILISATION:.0%} of {sustainable.decisions_per_s * 60:.0f} a minute)"
+    )
 
 
 def measured_seconds(workshop: Workshop, name: str | None = None) -> float | None:
@@ -103,37 +115,53 @@ def target_source(workshop: Workshop, name: str | None = None) -> str:
     measured = measured_throughput(workshop, name)
     if measured:
         limit = measured.get("p95_limit_ms")
-        return (f"from notebook 06's sustainable {measured['decisions_per_s']:g} decisions/s at "
-                f"C = {measured.get('concurrency')}"
-                + (f", p95 within {limit:g} ms" if isinstance(limit, (int, float)) else ""))
+        return (
+            f"from notebook 06's sustainable {measured['decisions_per_s']:g} decisions/s at "
+            f"C = {measured.get('concurrency')}"
+            + (f", p95 within {limit:g} ms" if isinstance(limit, (int, float)) else "")
+        )
     seconds = measured_seconds(workshop, name)
-    return (f"from notebook 06's {seconds:g} s per decision" if seconds
-            else f"default: {DEFAULT_SECONDS:g} s per decision (06 not run)")
+    return (
+        f"from notebook 06's {seconds:g} s per decision"
+        if seconds
+        else f"default: {DEFAULT_SECONDS:g} s per decision (06 not run)"
+    )
 
 
 # ---- auto scaling --------------------------------------------------------------------------------
 
 
 @shows_requests
-def autoscale(workshop: Workshop, name: str | None = None, *, invocations_per_instance: float | None = None,
-              min_instances: int = 1, max_instances: int = 2) -> Text:
+def autoscale(
+    workshop: Workshop,
+    name: str | None = None,
+    *,
+    invocations_per_instance: float | None = None,
+    min_instances: int = 1,
+    max_instances: int = 2,
+) -> Text:
     """Register the endpoint's variant with Application Auto Scaling (``min_instances`` to ``max_instances``)
     and track ``invocations_per_instance`` a minute (default: ``scaling_target``)."""
     name = name or decision_endpoint(workshop)
     target = float(invocations_per_instance) if invocations_per_instance else scaling_target(workshop, name)
     client = workshop.clients.get("application-autoscaling")
-    arn = scaling.enable_autoscaling(client, name, invocations_per_instance=target, min_instances=min_instances,
-                                     max_instances=max_instances)
+    arn = scaling.enable_autoscaling(
+        client, name, invocations_per_instance=target, min_instances=min_instances, max_instances=max_instances
+    )
     registered = scaling.scaling_of(client, name)
     if registered is None:
         return Text(f"{name}'s variant is not registered after RegisterScalableTarget", problem="not registered")
     why = "as given" if invocations_per_instance else target_source(workshop, name)
-    lines = [f"{name}: {registered['MinCapacity']} to {registered['MaxCapacity']} instances, tracking "
-             f"{target:g} invocations per instance per minute ({why})",
-             f"  policy {arn}"]
+    lines = [
+        f"{name}: {registered['MinCapacity']} to {registered['MaxCapacity']} instances, tracking "
+        f"{target:g} invocations per instance per minute ({why})",
+        f"  policy {arn}",
+    ]
     if workshop.local:
-        lines.append("  Not exercised locally: scaling itself (the emulator keeps the registration and the policy, "
-                     "validated by botocore; it has no metrics and makes no target-tracking alarms)")
+        lines.append(
+            "  Not exercised locally: scaling itself (the emulator keeps the registration and the policy, "
+            "validated by botocore; it has no metrics and makes no target-tracking alarms)"
+        )
     return Text("\n".join(lines))
 
 
@@ -164,13 +192,20 @@ class TransformResult(Shown):
 
     @property
     def ok(self) -> bool:
-        return self.job.get("TransformJobStatus") == "Completed" and len(self.answers) == self.expected \
+        return (
+            self.job.get("TransformJobStatus") == "Completed"
+            and len(self.answers) == self.expected
             and all(_valid(a) for a in self.answers.values())
+        )
 
     def lines(self) -> list[str]:
-        return [f"transform job {self.job['TransformJobName']}: {self.job['TransformJobStatus']}",
-                f"  input  {self.input_uri}", f"  output {self.output_uri}",
-                *(f"  {did}: {_top(answer)}" for did, answer in self.answers.items()), *self.notes]
+        return [
+            f"transform job {self.job['TransformJobName']}: {self.job['TransformJobStatus']}",
+            f"  input  {self.input_uri}",
+            f"  output {self.output_uri}",
+            *(f"  {did}: {_top(answer)}" for did, answer in self.answers.items()),
+            *self.notes,
+        ]
 
 
 def _results(answer: Mapping) -> list[Mapping]:
@@ -183,7 +218,9 @@ def _valid(answer: Mapping) -> bool:
     found = _results(answer)
     return bool(found) and all(
         len(r.get("probabilities") or []) == len(r.get("option_ids") or [None])
-        and math.isclose(sum(r["probabilities"]), 1.0, abs_tol=1e-3) for r in found)
+        and math.isclose(sum(r["probabilities"]), 1.0, abs_tol=1e-3)
+        for r in found
+    )
 
 
 def _top(answer: Mapping) -> str:
@@ -208,8 +245,14 @@ def _served_model(workshop: Workshop, name: str) -> tuple[str, str | None]:
 
 
 @shows_requests
-def run_transform(workshop: Workshop, name: str | None = None, decisions: Sequence[Mapping] | None = None, *,
-                  instance_type: str | None = None, progress: bool = True) -> TransformResult:
+def run_transform(
+    workshop: Workshop,
+    name: str | None = None,
+    decisions: Sequence[Mapping] | None = None,
+    *,
+    instance_type: str | None = None,
+    progress: bool = True,
+) -> TransformResult:
     """One Batch Transform job with the model ``name`` serves, on the instance type it runs on (for ordered pools
     the one SageMaker placed it on) unless Batch Transform does not offer it: ``decisions`` (default
     ``TRANSFORM_DECISIONS``) as JSON Lines under ``batch-input/``, the
@@ -222,26 +265,36 @@ def run_transform(workshop: Workshop, name: str | None = None, decisions: Sequen
     model_name, serving_type = _served_model(workshop, name)
     if instance_type is None:
         if serving_type is None:
-            raise StepError(f"endpoint {name} reports no instance on any of its pools yet (steps.placement): run "
-                            "the transform once it is InService, or pass instance_type")
+            raise StepError(
+                f"endpoint {name} reports no instance on any of its pools yet (steps.placement): run "
+                "the transform once it is InService, or pass instance_type"
+            )
         instance_type = transform.transform_type(serving_type)
     input_prefix = config.s3_uri(BATCH_INPUT_FOLDER) + "/"
     output_prefix = config.s3_uri(BATCH_OUTPUT_FOLDER) + "/"
     input_uri = input_prefix + INPUT_FILE
     job_name = f"{name}-batch-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
-    request = transform.transform_job_request(job_name, model_name=model_name, input_s3_uri=input_prefix,
-                                              output_s3_uri=output_prefix, instance_type=instance_type)
+    request = transform.transform_job_request(
+        job_name,
+        model_name=model_name,
+        input_s3_uri=input_prefix,
+        output_s3_uri=output_prefix,
+        instance_type=instance_type,
+    )
     if config.kms_key_arn:
         request = encryption.encrypted_transform(request, config.kms_key_arn)
     s3 = workshop.clients.s3
-    s3.put_object(Bucket=bucket, Key=parse_s3_uri(input_uri)[1], Body=text.encode("utf-8"),
-                  ContentType="application/jsonlines")
-    job, notes = workshop.clients.hosting.transform(workshop.clients.sm, s3, request, run=transform.run_transform_job,
-                                                    endpoint_name=name, progress=progress)
+    s3.put_object(
+        Bucket=bucket, Key=parse_s3_uri(input_uri)[1], Body=text.encode("utf-8"), ContentType="application/jsonlines"
+    )
+    job, notes = workshop.clients.hosting.transform(
+        workshop.clients.sm, s3, request, run=transform.run_transform_job, endpoint_name=name, progress=progress
+    )
     output_uri = transform.transform_output_uri(input_uri, output_prefix)
     out_bucket, out_key = parse_s3_uri(output_uri)
-    answers = transform.join_transform_output(text, s3.get_object(Bucket=out_bucket, Key=out_key)["Body"].read()
-                                              .decode("utf-8"))
+    answers = transform.join_transform_output(
+        text, s3.get_object(Bucket=out_bucket, Key=out_key)["Body"].read().decode("utf-8")
+    )
     return TransformResult(job, input_uri, output_uri, answers, len(decisions), notes)
 
 
@@ -262,11 +315,29 @@ def delete_transform_output(workshop: Workshop) -> Text:
             keys = []
         if keys:
             s3.delete_objects(Bucket=config.bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True})
-        lines.append(f"s3://{config.bucket}/{prefix}: {len(keys)} object(s) deleted" if keys
-                     else f"s3://{config.bucket}/{prefix}: nothing there")
+        lines.append(
+            f"s3://{config.bucket}/{prefix}: {len(keys)} object(s) deleted"
+            if keys
+            else f"s3://{config.bucket}/{prefix}: nothing there"
+        )
     return Text("\n".join(lines))
 
 
-__all__ = ["DEFAULT_SECONDS", "RATE_KEY", "THROUGHPUT_KEY", "TRANSFORM_DECISIONS", "TransformResult", "UTILISATION",
-           "autoscale", "delete_transform_output", "measured_seconds", "measured_throughput", "record_rate",
-           "record_throughput", "remove_autoscaling", "run_transform", "scaling_target", "target_source"]
+__all__ = [
+    "DEFAULT_SECONDS",
+    "RATE_KEY",
+    "THROUGHPUT_KEY",
+    "TRANSFORM_DECISIONS",
+    "UTILISATION",
+    "TransformResult",
+    "autoscale",
+    "delete_transform_output",
+    "measured_seconds",
+    "measured_throughput",
+    "record_rate",
+    "record_throughput",
+    "remove_autoscaling",
+    "run_transform",
+    "scaling_target",
+    "target_source",
+]

@@ -15,24 +15,36 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from .. import names
 from ..aws import admin, api, hygiene, policies, roles
 from ..aws.buckets import check_bucket_region
-from ..config import BucketNotFound, LOCAL_BUCKET, WorkshopConfig, in_sagemaker_studio
+from ..config import LOCAL_BUCKET, BucketNotFound, WorkshopConfig, in_sagemaker_studio
 from ..local import rehearsal
 from .context import BOTO3_FLOOR, Checks, Shown, StepError, Text, Workshop, shows_requests
-from .policy_files import (ACCESS_DENIED, OPERATOR_POLICY_FILE, PolicyFiles, attach_instruction, policy_folder,
-                           role_name, same_document, write_policies)
+from .policy_files import (
+    ACCESS_DENIED,
+    OPERATOR_POLICY_FILE,
+    PolicyFiles,
+    attach_instruction,
+    policy_folder,
+    role_name,
+    same_document,
+    write_policies,
+)
 from .quotas import endpoint_quotas
-from .. import names
 
 
 def show_config(workshop: Workshop) -> Text:
     """The loaded config, one setting a line (what every notebook starts by showing)."""
     config = workshop.config
-    rows = [("mode", config.mode), ("deploy path", config.deploy_path), ("region", config.region),
-            ("bucket", config.bucket or "(not set yet: notebook 00)"),
-            ("SageMaker role", config.sagemaker_role_arn or "(not set yet: notebook 00)"),
-            ("endpoints", ", ".join(config.endpoint_names()))]
+    rows = [
+        ("mode", config.mode),
+        ("deploy path", config.deploy_path),
+        ("region", config.region),
+        ("bucket", config.bucket or "(not set yet: notebook 00)"),
+        ("SageMaker role", config.sagemaker_role_arn or "(not set yet: notebook 00)"),
+        ("endpoints", ", ".join(config.endpoint_names())),
+    ]
     text = "\n".join(f"{k:<15} {v}" for k, v in rows)
     if config.mode == "local":
         text += "\nlocal rehearsal: AWS is emulated on this machine; endpoints are local adapter processes"
@@ -51,10 +63,18 @@ def check_environment(workshop: Workshop) -> Checks:
     rows: list[tuple[str, bool | None, str]] = []
     rows.append(("python", sys.version_info >= (3, 10), f"{platform.python_version()} (3.10 or newer)"))
     floor = ".".join(map(str, BOTO3_FLOOR))
-    pools_known = "InstancePools" in (api.operation_model("sagemaker", "CreateEndpointConfig")
-                                      .input_shape.members["ProductionVariants"].member.members)
-    rows.append(("boto3", _version(boto3.__version__) >= BOTO3_FLOOR and pools_known,
-                 f"{boto3.__version__} (>= {floor}: its SageMaker model knows InstancePools)"))
+    pools_known = "InstancePools" in (
+        api.operation_model("sagemaker", "CreateEndpointConfig")
+        .input_shape.members["ProductionVariants"]
+        .member.members
+    )
+    rows.append(
+        (
+            "boto3",
+            _version(boto3.__version__) >= BOTO3_FLOOR and pools_known,
+            f"{boto3.__version__} (>= {floor}: its SageMaker model knows InstancePools)",
+        )
+    )
     problems = config.problems()
     rows.append(("config", not problems, "; ".join(str(p) for p in problems) or "names, region and ARNs are valid"))
     if config.mode == "local":
@@ -72,8 +92,15 @@ def check_environment(workshop: Workshop) -> Checks:
     rows.append(("region", bool(config.region), config.region or "not set: set WORKSHOP_REGION or AWS_REGION"))
     passed, detail = endpoint_quotas(workshop)
     rows.append(("quotas", passed, detail))
-    rows.append(("studio", None, "running in SageMaker Studio" if in_sagemaker_studio() else
-                 "not in SageMaker Studio: set WORKSHOP_ROLE_ARN to a SageMaker execution role"))
+    rows.append(
+        (
+            "studio",
+            None,
+            "running in SageMaker Studio"
+            if in_sagemaker_studio()
+            else "not in SageMaker Studio: set WORKSHOP_ROLE_ARN to a SageMaker execution role",
+        )
+    )
     return Checks(rows)
 
 
@@ -96,10 +123,15 @@ class SetupResult(Shown):
 
     def lines(self) -> list[str]:
         c = self.config
-        return [f"deploy path: {c.deploy_path}", f"region: {c.region}", f"bucket: {c.bucket}",
-                f"SageMaker role: {c.sagemaker_role_arn}",
-                f"CodeBuild role: {c.codebuild_role_arn or '(not set: needed by notebooks 01 and 03)'}",
-                *self.notes, f"saved to {self.saved_to}"]
+        return [
+            f"deploy path: {c.deploy_path}",
+            f"region: {c.region}",
+            f"bucket: {c.bucket}",
+            f"SageMaker role: {c.sagemaker_role_arn}",
+            f"CodeBuild role: {c.codebuild_role_arn or '(not set: needed by notebooks 01 and 03)'}",
+            *self.notes,
+            f"saved to {self.saved_to}",
+        ]
 
 
 @shows_requests
@@ -116,16 +148,22 @@ def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = F
     if config.mode == "local":
         running = workshop.rehearsal.emulator_url()
         if running and not reset:
-            endpoints_up = [p.what for p in workshop.rehearsal.status() if p.running and p.what.startswith("local endpoint")]
-            notes.append(f"kept the running rehearsal: AWS emulator at {running}"
-                         + (f" and {len(endpoints_up)} local endpoint(s)" if endpoints_up else "")
-                         + "; what notebooks 01-06 made is still there (tick the reset box to start over)")
+            endpoints_up = [
+                p.what for p in workshop.rehearsal.status() if p.running and p.what.startswith("local endpoint")
+            ]
+            notes.append(
+                f"kept the running rehearsal: AWS emulator at {running}"
+                + (f" and {len(endpoints_up)} local endpoint(s)" if endpoints_up else "")
+                + "; what notebooks 01-06 made is still there (tick the reset box to start over)"
+            )
         else:
             workshop.forget_clients()
             url, leftovers = workshop.mode.start_fresh()
-            notes.append(f"started a fresh rehearsal: AWS emulator (moto server) at {url}, keep-alive "
-                         f"{rehearsal.KEEP_ALIVE_S // 3600} h"
-                         + (f"; stopped the previous one ({', '.join(leftovers)})" if leftovers else ""))
+            notes.append(
+                f"started a fresh rehearsal: AWS emulator (moto server) at {url}, keep-alive "
+                f"{rehearsal.KEEP_ALIVE_S // 3600} h"
+                + (f"; stopped the previous one ({', '.join(leftovers)})" if leftovers else "")
+            )
         config = config.replace(bucket=config.bucket or LOCAL_BUCKET)
         workshop.mode.seed(config.region)
     else:
@@ -157,16 +195,20 @@ def _secure_bucket(workshop: Workshop, config: WorkshopConfig, folder: Path, acc
     operator may not change a bucket policy); in local mode the administrator's lines run against the emulator."""
     hygiene.write_bucket_documents(folder, config.bucket, config.prefix, config.region, config.kms_key_arn)
     commands = hygiene.bucket_commands(folder, config.bucket, account, encrypted=bool(config.kms_key_arn))
-    what = (f"requests over TLS only, captured requests expiring after {hygiene.CAPTURE_EXPIRY_DAYS} days and "
-            f"unfinished uploads after {hygiene.INCOMPLETE_UPLOAD_DAYS}"
-            + (", every object encrypted with the configured KMS key" if config.kms_key_arn else ""))
+    what = (
+        f"requests over TLS only, captured requests expiring after {hygiene.CAPTURE_EXPIRY_DAYS} days and "
+        f"unfinished uploads after {hygiene.INCOMPLETE_UPLOAD_DAYS}"
+        + (", every object encrypted with the configured KMS key" if config.kms_key_arn else "")
+    )
     if config.mode == "local":  # the emulator answers plain HTTP, which the TLS-only policy would refuse
         lifecycle = [argv for argv in commands if argv[2] != "put-bucket-policy"]
         workshop.mode.run_as_administrator(lifecycle, config.region)
-        return (f"the administrator's lines give the bucket {what}; the lifecycle's ran against the emulator:\n"
-                + "\n".join("  " + admin.shell(argv) for argv in commands)
-                + "\nNot exercised locally: the TLS-only bucket policy (the emulator answers plain HTTP)")
-    return (f"an administrator gives the bucket {what}:\n" + "\n".join("  " + admin.shell(argv) for argv in commands))
+        return (
+            f"the administrator's lines give the bucket {what}; the lifecycle's ran against the emulator:\n"
+            + "\n".join("  " + admin.shell(argv) for argv in commands)
+            + "\nNot exercised locally: the TLS-only bucket policy (the emulator answers plain HTTP)"
+        )
+    return f"an administrator gives the bucket {what}:\n" + "\n".join("  " + admin.shell(argv) for argv in commands)
 
 
 def tag_bucket(s3, bucket: str, written: PolicyFiles) -> str:
@@ -178,10 +220,12 @@ def tag_bucket(s3, bucket: str, written: PolicyFiles) -> str:
         error = exc.response.get("Error", {})
         if error.get("Code") not in ACCESS_DENIED:
             raise
-        return (f"the bucket has no workshop tags: s3:PutBucketTagging was refused ({error.get('Code')}). "
-                "AmazonSageMakerFullAccess does not grant it, "
-                f"{written.files[OPERATOR_POLICY_FILE].name} does; the tags only label the bucket "
-                "(08_cleanup deletes it by name), so nothing else depends on them")
+        return (
+            f"the bucket has no workshop tags: s3:PutBucketTagging was refused ({error.get('Code')}). "
+            "AmazonSageMakerFullAccess does not grant it, "
+            f"{written.files[OPERATOR_POLICY_FILE].name} does; the tags only label the bucket "
+            "(08_cleanup deletes it by name), so nothing else depends on them"
+        )
 
 
 def _error(exc) -> tuple[str, str]:
@@ -198,8 +242,9 @@ def _get_role(iam, name: str, next_step: str) -> dict | None:
         if code == "NoSuchEntity":
             return None
         if code in ACCESS_DENIED:
-            raise StepError(f"could not check that the IAM role {name} exists ({code}: {message}). "
-                            f"{next_step}") from None
+            raise StepError(
+                f"could not check that the IAM role {name} exists ({code}: {message}). {next_step}"
+            ) from None
         raise
 
 
@@ -227,23 +272,28 @@ def ensure_codebuild_role(workshop: Workshop, role_arn: str | None = None) -> Se
     wanted = given if role_arn is not None else config.codebuild_role_arn
     origin = "the ARN given above" if given else "the config (or WORKSHOP_CODEBUILD_ROLE_ARN)"
     attach = f"Next: {attach_instruction(config, folder)}, then run this cell again"
-    create_it = (f"Or an administrator creates the role from {trust} and {permissions_file} (aws iam create-role "
-                 f"--role-name {name} --assume-role-policy-document file://{trust}; aws iam put-role-policy "
-                 f"--role-name {name} --policy-name {name} --policy-document file://{permissions_file}); then paste "
-                 "its ARN into the box above and run this cell again, or set WORKSHOP_CODEBUILD_ROLE_ARN")
+    create_it = (
+        f"Or an administrator creates the role from {trust} and {permissions_file} (aws iam create-role "
+        f"--role-name {name} --assume-role-policy-document file://{trust}; aws iam put-role-policy "
+        f"--role-name {name} --policy-name {name} --policy-document file://{permissions_file}); then paste "
+        "its ARN into the box above and run this cell again, or set WORKSHOP_CODEBUILD_ROLE_ARN"
+    )
     notes: list[str] = []
     if wanted and role_name(wanted) != name:
         # Someone else's role: the operator policy must name it (to check and pass it); never changed.
         config = config.replace(codebuild_role_arn=wanted)
         config.check()
         rewritten = _policies_name(workshop, config, account, notes)
-        found = _get_role(iam, role_name(wanted), attach if not rewritten else
-                          f"{rewritten}. {attach}")
+        found = _get_role(iam, role_name(wanted), attach if not rewritten else f"{rewritten}. {attach}")
         if found is None:
-            raise StepError(f"the CodeBuild role {wanted} (from {origin}) does not exist: paste the ARN of an "
-                            f"existing role, or empty the box to let this cell create {name}")
-        notes.insert(0, f"CodeBuild role: {found['Arn']} from {origin}; it exists (the workshop changes only the "
-                     "role it creates)")
+            raise StepError(
+                f"the CodeBuild role {wanted} (from {origin}) does not exist: paste the ARN of an "
+                f"existing role, or empty the box to let this cell create {name}"
+            )
+        notes.insert(
+            0,
+            f"CodeBuild role: {found['Arn']} from {origin}; it exists (the workshop changes only the role it creates)",
+        )
     else:
         config = config.replace(codebuild_role_arn=policies.role_arn(config.region, account, name))
         _policies_name(workshop, config, account, notes)
@@ -266,14 +316,24 @@ def _policies_name(workshop: Workshop, config: WorkshopConfig, account: str, not
     except (OSError, ValueError, KeyError):
         pass
     written = write_policies(workshop, config, account)
-    note = (f"wrote {written.files[OPERATOR_POLICY_FILE]} again: it now lets you check and pass {wanted} to CodeBuild"
-            + ("" if config.mode == "local" else "; attach this version in place of the last one"))
+    note = (
+        f"wrote {written.files[OPERATOR_POLICY_FILE]} again: it now lets you check and pass {wanted} to CodeBuild"
+        + ("" if config.mode == "local" else "; attach this version in place of the last one")
+    )
     notes.append(note)
     return note
 
 
-def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[str], wanted: str,
-                       attach: str, create_it: str, trust_file: Path) -> dict:
+def _existing_own_role(
+    iam,
+    config: WorkshopConfig,
+    account: str,
+    notes: list[str],
+    wanted: str,
+    attach: str,
+    create_it: str,
+    trust_file: Path,
+) -> dict:
     """The workshop's CodeBuild role, made to exist with the current trust policy and permissions."""
     name = policies.CODEBUILD_ROLE_NAME
     trust = policies.codebuild_trust_policy(config, account)
@@ -283,15 +343,22 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
     try:
         if created:
             found = roles.create(iam, name, trust, boundary)
-            notes.append((f"the CodeBuild role {wanted} no longer existed (08_cleanup deletes it): created it again"
-                          if wanted else f"created the IAM role {name}")
-                         + " (trusted by CodeBuild for the workshop's two projects)")
+            notes.append(
+                (
+                    f"the CodeBuild role {wanted} no longer existed (08_cleanup deletes it): created it again"
+                    if wanted
+                    else f"created the IAM role {name}"
+                )
+                + " (trusted by CodeBuild for the workshop's two projects)"
+            )
         elif not same_document(found.get("AssumeRolePolicyDocument", {}), trust):
             # The operator may not rewrite a trust policy (it could make the role trust anyone): an administrator does.
-            notes.append(f"the IAM role {name} exists, but its trust policy is not the current one (made by an "
-                         "earlier version of the workshop); an administrator replaces it: aws iam "
-                         f"update-assume-role-policy --role-name {name} --policy-document "
-                         f"file://{trust_file}")
+            notes.append(
+                f"the IAM role {name} exists, but its trust policy is not the current one (made by an "
+                "earlier version of the workshop); an administrator replaces it: aws iam "
+                f"update-assume-role-policy --role-name {name} --policy-document "
+                f"file://{trust_file}"
+            )
         else:
             notes.append(f"the IAM role {name} exists and trusts CodeBuild for the workshop's two projects")
         if not created and roles.keep_bounded(iam, found, boundary):
@@ -301,8 +368,9 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
         if code not in ACCESS_DENIED:
             raise
         verb = "create" if created else "update the trust policy of"
-        raise StepError(f"could not {verb} the CodeBuild service role {name} ({code}: {message}). {attach}. "
-                        f"{create_it}") from None
+        raise StepError(
+            f"could not {verb} the CodeBuild service role {name} ({code}: {message}). {attach}. {create_it}"
+        ) from None
     try:
         roles.put_permissions(iam, name, policies.codebuild_service_role_policy(config, account))
     except ClientError as exc:
@@ -310,10 +378,14 @@ def _existing_own_role(iam, config: WorkshopConfig, account: str, notes: list[st
         if code not in ACCESS_DENIED:
             raise
         if created:
-            raise StepError(f"created the CodeBuild service role {name}, but could not give it its permissions "
-                            f"({code}: {message}). {attach}") from None
-        notes.append(f"could not bring the permissions of {name} up to date ({code}); the ones it has are kept "
-                     "(an administrator can apply codebuild-service-role-policy.json to it)")
+            raise StepError(
+                f"created the CodeBuild service role {name}, but could not give it its permissions "
+                f"({code}: {message}). {attach}"
+            ) from None
+        notes.append(
+            f"could not bring the permissions of {name} up to date ({code}); the ones it has are kept "
+            "(an administrator can apply codebuild-service-role-policy.json to it)"
+        )
     return found
 
 

@@ -98,33 +98,43 @@ class Calibration:
     thresholds: dict[str, float] = field(default_factory=dict)  # the kept conformal thresholds only
 
     def describe(self) -> dict:
-        return {"fit_for": {"gguf_sha256": self.gguf_sha256, "prompt_version": self.prompt_version},
-                "order": self.order, "readout": self.readout, "alpha": self.alpha, "profiles": list(self.profiles),
-                "temperatures": dict(self.temperatures), "set_thresholds": dict(self.thresholds),
-                "sha256": self.sha256}
+        return {
+            "fit_for": {"gguf_sha256": self.gguf_sha256, "prompt_version": self.prompt_version},
+            "order": self.order,
+            "readout": self.readout,
+            "alpha": self.alpha,
+            "profiles": list(self.profiles),
+            "temperatures": dict(self.temperatures),
+            "set_thresholds": dict(self.thresholds),
+            "sha256": self.sha256,
+        }
 
     def applies(self, order: str, readout: str) -> bool:
         """Whether the file's profiles apply to an answer read with ``readout`` in order mode ``order``."""
         return self.order == order and self.readout == readout
 
-    def check_fit(self, gguf_sha256: str, gguf_name: str, prompt_version: str,
-                  readouts: tuple[str, ...] = READOUTS) -> None:
+    def check_fit(
+        self, gguf_sha256: str, gguf_name: str, prompt_version: str, readouts: tuple[str, ...] = READOUTS
+    ) -> None:
         """Refuse a file fitted for another GGUF, prompt version, or a readout this side does not serve."""
         if self.readout not in readouts:
             raise CalibrationError(
                 f"{self.where} was fit for the readout {self.readout!r}, but this adapter serves "
                 f"{', '.join(readouts)}; fit it again with a readout it serves (`workshop calibrate`), remove it, "
-                "or set DECISION_ADAPTER_CALIBRATION=off")
+                "or set DECISION_ADAPTER_CALIBRATION=off"
+            )
         if self.gguf_sha256 != gguf_sha256.lower():
             raise CalibrationError(
                 f"{self.where} was fit for the GGUF with sha256 {self.gguf_sha256}, but {gguf_name} has sha256 "
                 f"{gguf_sha256.lower()}; fit it again for this model (`workshop calibrate`), remove it from the "
-                "model package, or set DECISION_ADAPTER_CALIBRATION=off")
+                "model package, or set DECISION_ADAPTER_CALIBRATION=off"
+            )
         if self.prompt_version != prompt_version:
             raise CalibrationError(
                 f"{self.where} was fit for the prompt version {self.prompt_version!r}, but this adapter renders "
                 f"{prompt_version!r}; fit it again with this adapter (`workshop calibrate`), remove it, or set "
-                "DECISION_ADAPTER_CALIBRATION=off")
+                "DECISION_ADAPTER_CALIBRATION=off"
+            )
 
 
 def _number(value) -> bool:
@@ -133,6 +143,7 @@ def _number(value) -> bool:
 
 def parse(raw, where: str = FILE_NAME, sha256: str | None = None) -> Calibration:
     """The document, checked field by field against the format (``sha256``: of the file, if known). Pure."""
+
     def bad(what: str) -> CalibrationError:
         return CalibrationError(f"{where}: {what}; write it again with `workshop calibrate` (format {FORMAT})")
 
@@ -183,8 +194,9 @@ def parse(raw, where: str = FILE_NAME, sha256: str | None = None) -> Calibration
             raise bad(f"profiles[{name!r}].reason must be a string or null")
         value = profile.get("temperature")
         if not (_number(value) and low < value <= high):
-            raise bad(f"profiles[{name!r}].temperature must be a number above {low:g} and at most {high:g}, "
-                      f"not {value!r}")
+            raise bad(
+                f"profiles[{name!r}].temperature must be a number above {low:g} and at most {high:g}, not {value!r}"
+            )
         # What the profile was judged on: the file says why it was kept.
         count(profile.get("fit_n"), f"profiles[{name!r}].fit_n")
         count(profile.get("heldout_n"), f"profiles[{name!r}].heldout_n")
@@ -211,8 +223,19 @@ def parse(raw, where: str = FILE_NAME, sha256: str | None = None) -> Calibration
     count(data.get("heldout_n"), "data.heldout_n")
     if not isinstance(raw.get("created"), str):
         raise bad("created must be an ISO time string")
-    return Calibration(where, gguf, version, order, temperatures, tuple(profiles), sha256, raw,
-                       readout=readout, alpha=None if alpha is None else float(alpha), thresholds=thresholds)
+    return Calibration(
+        where,
+        gguf,
+        version,
+        order,
+        temperatures,
+        tuple(profiles),
+        sha256,
+        raw,
+        readout=readout,
+        alpha=None if alpha is None else float(alpha),
+        thresholds=thresholds,
+    )
 
 
 def _conformal(entry, where: str, served: float, bad, count) -> float | None:
@@ -235,6 +258,8 @@ def _conformal(entry, where: str, served: float, bad, count) -> float | None:
         if entry.get(key) is not None and not _number(entry[key]):
             raise bad(f"{where}.{key} must be a finite number or null")
     if kept and entry.get("temperature") is not None and not math.isclose(entry["temperature"], served, rel_tol=1e-9):
-        raise bad(f"{where}.temperature is {entry['temperature']!r}, but the profile serves temperature {served:g}: "
-                  "the threshold holds only for the probabilities it was fitted on")
+        raise bad(
+            f"{where}.temperature is {entry['temperature']!r}, but the profile serves temperature {served:g}: "
+            "the threshold holds only for the probabilities it was fitted on"
+        )
     return float(threshold) if kept else None

@@ -55,8 +55,13 @@ class ListedFile:
     label: str = ""  # how messages name the entry, e.g. "files[2] ('m.gguf')"
 
     def describe(self) -> dict:
-        out = {"path": self.path, "size": self.size, "sha256": self.sha256, "repo": self.repo,
-               "revision": self.revision}
+        out = {
+            "path": self.path,
+            "size": self.size,
+            "sha256": self.sha256,
+            "repo": self.repo,
+            "revision": self.revision,
+        }
         return {k: v for k, v in out.items() if v is not None}
 
 
@@ -71,8 +76,10 @@ class Manifest:
 
     def describe(self) -> str:
         if self.shape == SAMPLE_SHAPE:
-            return ("the published sample's shape: the GGUF's sha256 is recorded; its tokenizer files are not "
-                    "listed with digests (the adapter reads the tokenizer from the GGUF)")
+            return (
+                "the published sample's shape: the GGUF's sha256 is recorded; its tokenizer files are not "
+                "listed with digests (the adapter reads the tokenizer from the GGUF)"
+            )
         return f"the workshop's shape: {len(self.files)} files listed with size and sha256"
 
 
@@ -103,8 +110,9 @@ def relative_path(value, label: str) -> str:
     if pure.is_absolute():
         raise _refuse(label, f"the path {value!r} is absolute; manifest paths are relative to the model directory")
     if ".." in pure.parts:
-        raise _refuse(label, f"the path {value!r} leaves the model directory ('..'); manifest paths name files "
-                             "inside it")
+        raise _refuse(
+            label, f"the path {value!r} leaves the model directory ('..'); manifest paths name files inside it"
+        )
     if pure.as_posix() != value:
         raise _refuse(label, f"the path {value!r} is not written plainly; write it as {pure.as_posix()!r}")
     return value
@@ -132,15 +140,26 @@ def _workshop_files(files: list) -> tuple[ListedFile, ...]:
             raise ManifestError(f"{MANIFEST_NAME} {label} is not an object ({entry!r}); {_REBUILD}")
         path = relative_path(entry.get("path"), label)
         if path in seen:
-            raise ManifestError(f"{MANIFEST_NAME} lists {path!r} twice ({seen[path]} and {label}); one entry per "
-                                f"file, or which one holds is ambiguous: {_REBUILD}")
+            raise ManifestError(
+                f"{MANIFEST_NAME} lists {path!r} twice ({seen[path]} and {label}); one entry per "
+                f"file, or which one holds is ambiguous: {_REBUILD}"
+            )
         seen[path] = label
         label = f"{label} ({path!r})"
         size = entry.get("size")
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise _refuse(label, f"size must be a non-negative integer (bytes), not {size!r}; {_REBUILD}")
-        out.append(ListedFile(path, _digest(entry.get("sha256"), label), size, _text(entry, "repo", label),
-                              _text(entry, "revision", label), _text(entry, "role", label), label))
+        out.append(
+            ListedFile(
+                path,
+                _digest(entry.get("sha256"), label),
+                size,
+                _text(entry, "repo", label),
+                _text(entry, "revision", label),
+                _text(entry, "role", label),
+                label,
+            )
+        )
     if not out:
         raise ManifestError(f"{MANIFEST_NAME} has an empty 'files' list; {_REBUILD}")
     return tuple(out)
@@ -152,8 +171,15 @@ def _sample(manifest: dict) -> Manifest:
         raise ManifestError(f"{MANIFEST_NAME} 'gguf' is not an object ({gguf!r}); {_REBUILD}")
     path = relative_path(gguf.get("file"), "gguf.file")
     label = f"gguf ({path!r})"
-    entry = ListedFile(path, _digest(gguf.get("sha256"), label), None, _text(gguf, "repo", label),
-                       _text(gguf, "revision", label), "gguf", label)
+    entry = ListedFile(
+        path,
+        _digest(gguf.get("sha256"), label),
+        None,
+        _text(gguf, "repo", label),
+        _text(gguf, "revision", label),
+        "gguf",
+        label,
+    )
     tokenizer = manifest.get("tokenizer")
     if tokenizer is not None:
         if not isinstance(tokenizer, dict):
@@ -171,13 +197,15 @@ def parse(manifest) -> Manifest:
     if "files" in manifest and "gguf" in manifest:
         raise ManifestError(
             f"{MANIFEST_NAME} has both a 'files' list (the workshop's shape) and a 'gguf' object (the published "
-            f"sample's); which one holds is ambiguous: {_REBUILD}")
+            f"sample's); which one holds is ambiguous: {_REBUILD}"
+        )
     if "gguf" in manifest:
         return _sample(manifest)
     if not isinstance(manifest.get("files"), list):
         raise ManifestError(
             f"{MANIFEST_NAME} has neither a 'files' list (the workshop's shape) nor a 'gguf' object (the "
-            f"published sample's); {_REBUILD}")
+            f"published sample's); {_REBUILD}"
+        )
     files = _workshop_files(manifest["files"])
     model = manifest.get("model") if isinstance(manifest.get("model"), dict) else {}
     named = model.get("file")

@@ -57,8 +57,12 @@ X_READOUT, X_PREDICTION_SET = "x_readout", "x_prediction_set"
 
 # Per dialect (by the name the adapter's API registry gives it), the field that says what read an answer, and
 # what it holds: a readout's name or a method's.
-READOUT_FIELDS = {"decision": (READOUT_NAME, "readout"), "sample": (READOUT_NAME, "readout"),
-                  "systemone": (X_READOUT, "method"), "openai_decisions": (X_READOUT, "readout")}
+READOUT_FIELDS = {
+    "decision": (READOUT_NAME, "readout"),
+    "sample": (READOUT_NAME, "readout"),
+    "systemone": (X_READOUT, "method"),
+    "openai_decisions": (X_READOUT, "readout"),
+}
 
 
 class WireError(ValueError):
@@ -84,10 +88,12 @@ def version_problem(spoken: str | None, *, expected: str | None = None) -> str |
     spoken, expected = spoken or FIRST_VERSION, expected or WIRE_VERSION
     if spoken == expected:
         return None
-    return (f"the endpoint's adapter speaks {spoken}, this client {expected}: its answers may not mean what this "
-            "client reads them as. Use the client and the adapter image of one checkout: update this client "
-            "(`pip install -U` the workshop library and decision-contract, or `make setup` in the checkout), or "
-            "build and deploy the adapter image of the client's checkout (`workshop build-image`, then `workshop deploy`)")
+    return (
+        f"the endpoint's adapter speaks {spoken}, this client {expected}: its answers may not mean what this "
+        "client reads them as. Use the client and the adapter image of one checkout: update this client "
+        "(`pip install -U` the workshop library and decision-contract, or `make setup` in the checkout), or "
+        "build and deploy the adapter image of the client's checkout (`workshop build-image`, then `workshop deploy`)"
+    )
 
 
 # -- readouts -----------------------------------------------------------------------------------------------
@@ -125,8 +131,10 @@ def order_problem(readout: str, order: str | None) -> str | None:
     if order is not None and order not in ORDER_MODES:
         return f"order must be one of {', '.join(ORDER_MODES)}, not {order!r}"
     if order not in (None, AS_GIVEN) and readout != LETTERS:
-        return (f"order {order!r} moves the options, which only the {LETTERS} readout's prompt lists: use "
-                f"{AS_GIVEN!r} with the {readout} readout")
+        return (
+            f"order {order!r} moves the options, which only the {LETTERS} readout's prompt lists: use "
+            f"{AS_GIVEN!r} with the {readout} readout"
+        )
     return None
 
 
@@ -178,8 +186,8 @@ def ids_problem(sent: Sequence[str], got: Sequence[str], *, ordered: bool = True
     return None
 
 
-def answer_problem(sent: Sequence[str], got: Sequence[str], probabilities: Sequence[Any], *,
-                   ordered: bool = True) -> str | None:
+def answer_problem(
+    sent: Sequence[str], got: Sequence[str], probabilities: Sequence[Any], *, ordered: bool = True
+) -> str | None:
     """The one rule: the ids sent, and one distribution over them. What breaks it, or None."""
     return ids_problem(sent, got, ordered=ordered) or distribution_problem(got, probabilities)
-

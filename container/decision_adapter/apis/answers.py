@@ -14,13 +14,20 @@ from .common import Answer
 
 
 class OrderSensitivity(BaseModel):
-    presentations: int = Field(ge=1, description="The option orders averaged: the cyclic rotations of the options "
-                                                "as given and reversed (2n; 2 for two options; past "
-                                                "DECISION_ADAPTER_MAX_ROTATIONS options, that many rotations "
-                                                "each way).")
+    presentations: int = Field(
+        ge=1,
+        description="The option orders averaged: the cyclic rotations of the options "
+        "as given and reversed (2n; 2 for two options; past "
+        "DECISION_ADAPTER_MAX_ROTATIONS options, that many rotations "
+        "each way).",
+    )
     of: int = Field(ge=2, description="The number of options.")
-    max_spread: float = Field(ge=0, le=1, description="The largest difference, over options, between an option's "
-                                                      "highest and lowest probability across the presentations.")
+    max_spread: float = Field(
+        ge=0,
+        le=1,
+        description="The largest difference, over options, between an option's "
+        "highest and lowest probability across the presentations.",
+    )
     top_changes: bool = Field(description="Whether the most probable option differs between presentations.")
 
 
@@ -63,17 +70,26 @@ class ModelInfo(Answer):
     recurrent_or_hybrid: bool | None = None
     prefix_reuse: str | None = None
     runtime: dict | None = None
-    parallel: dict | None = Field(None, description="How many requests are evaluated at once (lanes: one llama.cpp "
-                                                    "context each, SM_LLAMA_CPP_PARALLEL), how they share the CPU "
-                                                    "threads (shared or fixed, by the start-up check) and each "
-                                                    "context's KV memory in MiB.")
+    parallel: dict | None = Field(
+        None,
+        description="How many requests are evaluated at once (lanes: one llama.cpp "
+        "context each, SM_LLAMA_CPP_PARALLEL), how they share the CPU "
+        "threads (shared or fixed, by the start-up check) and each "
+        "context's KV memory in MiB.",
+    )
     order: str | None = Field(None, description="The server's default order mode (DECISION_ADAPTER_ORDER).")
     readout: Literal[READOUTS] | None = Field(  # the contract's readouts, in its order
-        None, description="The server's default readout (DECISION_ADAPTER_READOUT).")
+        None, description="The server's default readout (DECISION_ADAPTER_READOUT)."
+    )
     order_priors: dict[str, list[float]] | None = Field(
-        None, description="The content-free priors measured so far for the decision prompt, by option count.")
+        None, description="The content-free priors measured so far for the decision prompt, by option count."
+    )
     order_priors_jev: dict[str, list[float]] | None = Field(
-        None, description="The same for the prompt of System One and the OpenAI Decisions API.")
-    calibration: dict | None = Field(None, description="calibration.json in use: fit_for, order, readout, alpha, "
-                                                       "profiles, temperatures, set_thresholds, sha256; null when "
-                                                       "none.")
+        None, description="The same for the prompt of System One and the OpenAI Decisions API."
+    )
+    calibration: dict | None = Field(
+        None,
+        description="calibration.json in use: fit_for, order, readout, alpha, "
+        "profiles, temperatures, set_thresholds, sha256; null when "
+        "none.",
+    )

@@ -6,8 +6,8 @@ every API from these records (``registry.py`` lists them), never from a path wri
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from flask import Blueprint
 

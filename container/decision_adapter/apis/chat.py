@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from typing import Annotated, Any, Callable, Iterator, Literal
+from typing import Annotated, Any, Literal
 
 from flask import Blueprint, Response, current_app
-
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from .. import chat as chat_completion
@@ -40,8 +40,17 @@ MAX_MESSAGES = 256
 MAX_TOP_LOGPROBS = 20  # as OpenAI's
 
 # OpenAI chat-completion parameters that change nothing here (sent by OpenAI clients as a matter of course).
-IGNORED_OPENAI = ("user", "parallel_tool_calls", "metadata", "store", "service_tier", "reasoning_effort",
-                  "verbosity", "prompt_cache_key", "safety_identifier")
+IGNORED_OPENAI = (
+    "user",
+    "parallel_tool_calls",
+    "metadata",
+    "store",
+    "service_tier",
+    "reasoning_effort",
+    "verbosity",
+    "prompt_cache_key",
+    "safety_identifier",
+)
 
 
 def _absent(value) -> bool:
@@ -50,20 +59,33 @@ def _absent(value) -> bool:
 
 # OpenAI parameters asking for what this adapter does not do, and which of their values ask for nothing.
 UNSUPPORTED = {
-    "tools": _absent, "functions": _absent,
-    "tool_choice": lambda v: v is None or v == "none", "function_call": lambda v: v is None or v == "none",
+    "tools": _absent,
+    "functions": _absent,
+    "tool_choice": lambda v: v is None or v == "none",
+    "function_call": lambda v: v is None or v == "none",
     "n": lambda v: v is None or (type(v) is int and v == 1),
     "response_format": lambda v: v is None or v == {"type": "text"},
-    "logit_bias": _absent, "audio": _absent, "prediction": _absent, "web_search_options": _absent,
+    "logit_bias": _absent,
+    "audio": _absent,
+    "prediction": _absent,
+    "web_search_options": _absent,
     "modalities": lambda v: v is None or v == ["text"],
 }
 
 
 def unsupported(name: str) -> AdapterError:
-    what = {"n": "n above 1 (one choice per request)", "response_format": "response_format other than "
-            "{\"type\": \"text\"} (JSON output is not enforced here)"}.get(name, name)
-    return AdapterError(f"{what} is not supported by the decision adapter; remove {name} from the request",
-                        name, status=400, code="unsupported_parameter")
+    what = {
+        "n": "n above 1 (one choice per request)",
+        "response_format": 'response_format other than {"type": "text"} (JSON output is not enforced here)',
+    }.get(name, name)
+    return AdapterError(
+        f"{what} is not supported by the decision adapter; remove {name} from the request",
+        name,
+        status=400,
+        code="unsupported_parameter",
+    )
+
+
 # llama-server's own extensions that OpenAI-style clients send to it (this project's client sends
 # chat_template_kwargs to turn a reasoning model's thinking off; the adapter never renders thinking).
 IGNORED_LLAMA_SERVER = ("chat_template_kwargs", "cache_prompt", "top_k", "min_p", "repeat_penalty")
@@ -96,8 +118,9 @@ class StreamOptions(Strict):
 class _ChatFields(Strict):
     model_config = ConfigDict(title="Chat completion")
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
-    stream: bool | None = Field(None, description="true: server-sent events on /v1/chat/completions (refused on "
-                                                  "/invocations).")
+    stream: bool | None = Field(
+        None, description="true: server-sent events on /v1/chat/completions (refused on /invocations)."
+    )
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
     temperature: float | None = Field(None, ge=0, le=2)
@@ -107,12 +130,17 @@ class _ChatFields(Strict):
     top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
     frequency_penalty: float | None = Field(None, ge=-2, le=2)
     presence_penalty: float | None = Field(None, ge=-2, le=2)
-    model: str | None = Field(None, description="Any name: the served model answers, and the answer's model "
-                                                "names it (DECISION_ADAPTER_STRICT_MODEL_NAMES=on: 404 for names "
-                                                "other than the served model's).")
+    model: str | None = Field(
+        None,
+        description="Any name: the served model answers, and the answer's model "
+        "names it (DECISION_ADAPTER_STRICT_MODEL_NAMES=on: 404 for names "
+        "other than the served model's).",
+    )
     stream_options: StreamOptions | None = None
-    stop: str | list[str] | None = Field(None, description=f"Up to {MAX_STOP} strings of at most {MAX_STOP_CHARS} "
-                                                           "characters.")
+    stop: str | list[str] | None = Field(
+        None, description=f"Up to {MAX_STOP} strings of at most {MAX_STOP_CHARS} characters."
+    )
+
     @field_validator("stop", mode="plain")
     @classmethod
     def _check_stop(cls, value):
@@ -120,12 +148,23 @@ class _ChatFields(Strict):
 
 
 ChatCompletionRequest = create_model(
-    "ChatCompletionRequest", __base__=_ChatFields,
+    "ChatCompletionRequest",
+    __base__=_ChatFields,
     **{name: (Any, Field(None, description="OpenAI's parameter; accepted and ignored.")) for name in IGNORED_OPENAI},
-    **{name: (Any, Field(None, description="OpenAI's parameter; refused (400 unsupported_parameter) unless it asks "
-                                           "for nothing.")) for name in UNSUPPORTED},
-    **{name: (Any, Field(None, description="llama-server's parameter; accepted and ignored."))
-       for name in IGNORED_LLAMA_SERVER})
+    **{
+        name: (
+            Any,
+            Field(
+                None, description="OpenAI's parameter; refused (400 unsupported_parameter) unless it asks for nothing."
+            ),
+        )
+        for name in UNSUPPORTED
+    },
+    **{
+        name: (Any, Field(None, description="llama-server's parameter; accepted and ignored."))
+        for name in IGNORED_LLAMA_SERVER
+    },
+)
 
 
 def _count(field: str, error: dict):
@@ -153,12 +192,19 @@ def _range(field: str, error: dict):
     return None
 
 
-WORDING = {"too_short": _count, "too_long": _count, "literal_error": _role, "greater_than": _range,
-           "greater_than_equal": _range, "less_than_equal": _range}
+WORDING = {
+    "too_short": _count,
+    "too_long": _count,
+    "literal_error": _role,
+    "greater_than": _range,
+    "greater_than_equal": _range,
+    "less_than_equal": _range,
+}
 
 
-def parse_chat(body: dict, default_max_tokens: int, max_tokens_cap: int | None = None, *,
-               streaming: bool = False) -> ChatRequest:
+def parse_chat(
+    body: dict, default_max_tokens: int, max_tokens_cap: int | None = None, *, streaming: bool = False
+) -> ChatRequest:
     """A chat request; ``max_tokens`` above ``max_tokens_cap`` (the default's value if not given) is refused;
     ``stream: true`` only where ``streaming``."""
     max_tokens_cap = max_tokens_cap or default_max_tokens
@@ -171,16 +217,20 @@ def parse_chat(body: dict, default_max_tokens: int, max_tokens_cap: int | None =
     except ValidationError as exc:
         raise adapter_error(exc, messages=WORDING) from None
     if chat.stream and not streaming:
-        raise InvalidType("stream: true is not supported by the decision adapter; send stream: false or omit it",
-                          "stream")
+        raise InvalidType(
+            "stream: true is not supported by the decision adapter; send stream: false or omit it", "stream"
+        )
     max_tokens = None
     for key in ("max_tokens", "max_completion_tokens"):  # both checked; max_tokens wins when both are set
         value = getattr(chat, key)
         if value is None:
             continue
         if not 1 <= value <= max_tokens_cap:
-            raise InvalidValue(f"{key} must be between 1 and {max_tokens_cap} (DECISION_ADAPTER_CHAT_MAX_TOKENS); "
-                               "ask for fewer tokens", key)
+            raise InvalidValue(
+                f"{key} must be between 1 and {max_tokens_cap} (DECISION_ADAPTER_CHAT_MAX_TOKENS); "
+                "ask for fewer tokens",
+                key,
+            )
         max_tokens = value if max_tokens is None else max_tokens
     for key in ("temperature", "top_p"):
         value = getattr(chat, key)
@@ -191,13 +241,20 @@ def parse_chat(body: dict, default_max_tokens: int, max_tokens_cap: int | None =
         raise InvalidValue("top_logprobs needs logprobs: true; send both", "top_logprobs")
     if chat.stream_options is not None and not chat.stream:
         raise InvalidValue("stream_options needs stream: true; send both or neither", "stream_options")
-    return ChatRequest(messages, max_tokens or default_max_tokens, 0.0 if chat.temperature is None else
-                       float(chat.temperature), 1.0 if chat.top_p is None else float(chat.top_p), chat.seed,
-                       chat.stop or (), top_logprobs=(chat.top_logprobs or 0) if chat.logprobs else None,
-                       frequency_penalty=float(chat.frequency_penalty or 0.0),
-                       presence_penalty=float(chat.presence_penalty or 0.0), stream=bool(chat.stream),
-                       include_usage=bool(chat.stream_options and chat.stream_options.include_usage),
-                       model=chat.model)
+    return ChatRequest(
+        messages,
+        max_tokens or default_max_tokens,
+        0.0 if chat.temperature is None else float(chat.temperature),
+        1.0 if chat.top_p is None else float(chat.top_p),
+        chat.seed,
+        chat.stop or (),
+        top_logprobs=(chat.top_logprobs or 0) if chat.logprobs else None,
+        frequency_penalty=float(chat.frequency_penalty or 0.0),
+        presence_penalty=float(chat.presence_penalty or 0.0),
+        stream=bool(chat.stream),
+        include_usage=bool(chat.stream_options and chat.stream_options.include_usage),
+        model=chat.model,
+    )
 
 
 # -- answers, described -------------------------------------------------------------------------------
@@ -269,8 +326,9 @@ class ChatCompletionChunk(Answer):
     created: int
     model: str
     choices: list[ChunkChoice]
-    usage: ChatUsage | None = Field(None, description="Only on the last chunk, with stream_options.include_usage "
-                                                      "(its choices are empty).")
+    usage: ChatUsage | None = Field(
+        None, description="Only on the last chunk, with stream_options.include_usage (its choices are empty)."
+    )
 
 
 # -- the served model's name ---------------------------------------------------------------------------
@@ -281,20 +339,39 @@ def check(chat: ChatRequest, engine: Engine) -> None:
     if chat.model is None or not names_checked(engine):
         return
     if chat.model not in accepted_model_names(engine.info, engine.model.files.manifest):
-        raise ModelNotFound(f"The model {chat.model!r} does not exist here; send {served_model_name(engine.info)!r} "
-                            "or leave model out (GET /v1/models lists the names)", "model", code="model_not_found")
+        raise ModelNotFound(
+            f"The model {chat.model!r} does not exist here; send {served_model_name(engine.info)!r} "
+            "or leave model out (GET /v1/models lists the names)",
+            "model",
+            code="model_not_found",
+        )
 
 
 # -- streamed answers ---------------------------------------------------------------------------------
 
 
-def chunk(head: dict, delta: dict, *, logprobs: list[dict] | None = None, finish_reason: str | None = None,
-          usage: bool = False) -> dict:
+def chunk(
+    head: dict,
+    delta: dict,
+    *,
+    logprobs: list[dict] | None = None,
+    finish_reason: str | None = None,
+    usage: bool = False,
+) -> dict:
     """One ``chat.completion.chunk``; ``head``: the stream's id, created and model; ``usage``: the stream
     ends with a usage chunk, so every other chunk says ``usage: null`` (as OpenAI's)."""
-    body = {**head, "object": "chat.completion.chunk",
-            "choices": [{"index": 0, "delta": delta, "logprobs": None if logprobs is None else {"content": logprobs},
-                         "finish_reason": finish_reason}]}
+    body = {
+        **head,
+        "object": "chat.completion.chunk",
+        "choices": [
+            {
+                "index": 0,
+                "delta": delta,
+                "logprobs": None if logprobs is None else {"content": logprobs},
+                "finish_reason": finish_reason,
+            }
+        ],
+    }
     if usage:
         body["usage"] = None
     return body
@@ -311,8 +388,7 @@ def chunks(chat: ChatRequest, pieces, model_name: str):
             if chat.include_usage:
                 yield {**head, "object": "chat.completion.chunk", "choices": [], "usage": piece.usage}
             return
-        yield chunk(head, {"content": piece.text}, logprobs=piece.logprobs if wants else None,
-                    usage=chat.include_usage)
+        yield chunk(head, {"content": piece.text}, logprobs=piece.logprobs if wants else None, usage=chat.include_usage)
 
 
 def event(payload) -> bytes:
@@ -391,8 +467,14 @@ def openai_error(exc: AdapterError) -> tuple[dict, int]:
     return decisions.error_body(exc)
 
 
-OPENAI_DIALECT = Dialect("chat_completions", lambda body, settings: parse_chat(
-    body, settings.chat_max_tokens, streaming=True), complete, DIALECT.answer, openai_error, check)
+OPENAI_DIALECT = Dialect(
+    "chat_completions",
+    lambda body, settings: parse_chat(body, settings.chat_max_tokens, streaming=True),
+    complete,
+    DIALECT.answer,
+    openai_error,
+    check,
+)
 
 PATH = "/v1/chat/completions"
 blueprint = Blueprint("chat", __name__)
@@ -419,37 +501,70 @@ def chat_completions():
         raise
     stream = EventStream(events(chat, pieces, engine.model.files.gguf.name), held.close)
     # X-Accel-Buffering: nginx passes each event on as it comes (nginx.conf.template says so too).
-    return Response(stream, mimetype="text/event-stream",
-                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return Response(
+        stream, mimetype="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    )
 
 
 def openapi_paths() -> dict:
     """Its path of the OpenAPI document (openapi.py)."""
     return {
-        PATH: {"post": {
-            "operationId": "chat", "tags": ["OpenAI"], "summary": "Generate a chat answer (OpenAI chat completions)",
-            "description": "The same chat as on /invocations, as OpenAI's clients send it: one choice, sampling, "
-                           "stop, seed, max_completion_tokens, logprobs with top_logprobs, and stream: true as "
-                           "server-sent events (text/event-stream: data: {chunk} per event, data: [DONE] last; "
-                           "stream_options.include_usage adds a last chunk with the usage). A client that leaves "
-                           "mid-stream stops the generation. The model field may name any model: the served one "
-                           "answers and its answer says so (DECISION_ADAPTER_STRICT_MODEL_NAMES=on: 404 for other "
-                           "names). Errors use OpenAI's shape; parameters asking for what the adapter does not do "
-                           "(tools, n above 1, JSON output, audio, logit_bias) are 400 unsupported_parameter "
-                           "naming them.",
-            "requestBody": doc.body("ChatCompletionRequest"),
-            "responses": {
-                "200": {"description": "The completion; with stream: true, server-sent events of chunks.",
-                        "content": {"application/json": {"schema": doc.ref("ChatCompletion")},
-                                    "text/event-stream": {"schema": doc.ref("ChatCompletionChunk")}}},
-                "400": doc.response("The body cannot be served; param names the field.", doc.openai(
-                    "invalid_type", "invalid_value", "missing_required_parameter", "unknown_parameter",
-                    "unsupported_parameter", "context_length_exceeded", "bad_request")),
-                "404": doc.response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model "
-                                    "this endpoint does not serve.", doc.openai("model_not_found")),
-                **doc.common("Decisions")}}}}
+        PATH: {
+            "post": {
+                "operationId": "chat",
+                "tags": ["OpenAI"],
+                "summary": "Generate a chat answer (OpenAI chat completions)",
+                "description": "The same chat as on /invocations, as OpenAI's clients send it: one choice, sampling, "
+                "stop, seed, max_completion_tokens, logprobs with top_logprobs, and stream: true as "
+                "server-sent events (text/event-stream: data: {chunk} per event, data: [DONE] last; "
+                "stream_options.include_usage adds a last chunk with the usage). A client that leaves "
+                "mid-stream stops the generation. The model field may name any model: the served one "
+                "answers and its answer says so (DECISION_ADAPTER_STRICT_MODEL_NAMES=on: 404 for other "
+                "names). Errors use OpenAI's shape; parameters asking for what the adapter does not do "
+                "(tools, n above 1, JSON output, audio, logit_bias) are 400 unsupported_parameter "
+                "naming them.",
+                "requestBody": doc.body("ChatCompletionRequest"),
+                "responses": {
+                    "200": {
+                        "description": "The completion; with stream: true, server-sent events of chunks.",
+                        "content": {
+                            "application/json": {"schema": doc.ref("ChatCompletion")},
+                            "text/event-stream": {"schema": doc.ref("ChatCompletionChunk")},
+                        },
+                    },
+                    "400": doc.response(
+                        "The body cannot be served; param names the field.",
+                        doc.openai(
+                            "invalid_type",
+                            "invalid_value",
+                            "missing_required_parameter",
+                            "unknown_parameter",
+                            "unsupported_parameter",
+                            "context_length_exceeded",
+                            "bad_request",
+                        ),
+                    ),
+                    "404": doc.response(
+                        "Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model "
+                        "this endpoint does not serve.",
+                        doc.openai("model_not_found"),
+                    ),
+                    **doc.common("Decisions"),
+                },
+            }
+        }
+    }
 
 
-API = Api("chat", "chat", body=DIALECT, sniff=lambda body: "messages" in body, routes=(f"POST {PATH}",),
-          blueprint=blueprint, scope=Scope(PATH), errors=OPENAI_DIALECT, shape="decisions",
-          openapi=openapi_paths)
+API = Api(
+    "chat",
+    "chat",
+    body=DIALECT,
+    sniff=lambda body: "messages" in body,
+    routes=(f"POST {PATH}",),
+    blueprint=blueprint,
+    scope=Scope(PATH),
+    errors=OPENAI_DIALECT,
+    shape="decisions",
+    openapi=openapi_paths,
+)

@@ -38,8 +38,15 @@ class Answer(BaseModel):
 
 
 def type_name(value) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean",
-            type(None): "null", int: "integer", float: "number"}.get(type(value), type(value).__name__)
+    return {
+        dict: "object",
+        list: "array",
+        str: "string",
+        bool: "boolean",
+        type(None): "null",
+        int: "integer",
+        float: "number",
+    }.get(type(value), type(value).__name__)
 
 
 def value_error(message: str) -> PydanticCustomError:
@@ -71,6 +78,7 @@ Id = Annotated[str, AfterValidator(_short_id)]
 
 def string_or_list(what: str):
     """A discriminator for ``str | list[...]`` fields: errors come from the branch the JSON type picks."""
+
     def kind(value):
         return TAG_STRING if isinstance(value, str) else TAG_LIST if isinstance(value, list) else None
 
@@ -95,9 +103,17 @@ def finite(value: float, field: str) -> float:
     return value
 
 
-_TYPES = {"string_type": "a string", "float_type": "a number", "int_type": "an integer", "bool_type": "a boolean",
-          "list_type": "an array", "dict_type": "an object", "model_type": "an object",
-          "model_attributes_type": "an object", "tuple_type": "an array"}
+_TYPES = {
+    "string_type": "a string",
+    "float_type": "a number",
+    "int_type": "an integer",
+    "bool_type": "a boolean",
+    "list_type": "an array",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+    "tuple_type": "an array",
+}
 
 
 def adapter_error(exc: ValidationError, prefix: str = "", messages: dict | None = None) -> AdapterError:
@@ -124,11 +140,17 @@ def adapter_error(exc: ValidationError, prefix: str = "", messages: dict | None 
         return InvalidValue(f"{field} is required", field)
     if kind == "extra_forbidden":
         where = field.rpartition(".")[0] if "." in field else ""
-        names = [prefix + field_path(e["loc"]) for e in extras if field_path(e["loc"][:-1]) == field_path(first["loc"][:-1])]
+        names = [
+            prefix + field_path(e["loc"]) for e in extras if field_path(e["loc"][:-1]) == field_path(first["loc"][:-1])
+        ]
         listed = ", ".join(n.rpartition(".")[2] for n in names)
-        return InvalidValue(f"unknown field{'s' if len(names) > 1 else ''} {listed}"
-                            + (f" in {where}" if where else "") + "; check the spelling (these are not part of "
-                            "the schema)", field)
+        return InvalidValue(
+            f"unknown field{'s' if len(names) > 1 else ''} {listed}"
+            + (f" in {where}" if where else "")
+            + "; check the spelling (these are not part of "
+            "the schema)",
+            field,
+        )
     if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
         return InvalidValue(f"{field} is too large a number", field)  # an integer beyond float range
     if kind in _TYPES:
@@ -139,12 +161,14 @@ def adapter_error(exc: ValidationError, prefix: str = "", messages: dict | None 
         return InvalidType(f"{field} has the wrong type, got {type_name(value)}", field)
     if kind == "too_short":
         ctx = first.get("ctx", {})
-        return InvalidValue(f"{field} has {ctx.get('actual_length')} items; send at least {ctx.get('min_length')}",
-                            field)
+        return InvalidValue(
+            f"{field} has {ctx.get('actual_length')} items; send at least {ctx.get('min_length')}", field
+        )
     if kind == "too_long":
         ctx = first.get("ctx", {})
-        return InvalidValue(f"{field} has {ctx.get('actual_length')} items; send at most {ctx.get('max_length')}",
-                            field)
+        return InvalidValue(
+            f"{field} has {ctx.get('actual_length')} items; send at most {ctx.get('max_length')}", field
+        )
     if kind.startswith(("greater", "less")):
         return InvalidValue(f"{field} {first['msg'].replace('Input should be', 'must be')}", field)
     return InvalidValue(f"{field}: {first['msg']}" if field else first["msg"], field)

@@ -47,9 +47,7 @@ fields included (as OpenAI refuses unrecognised arguments).
 
 from __future__ import annotations
 
-
 from flask import Blueprint
-
 
 from .. import scoring
 from ..answer_record import AnswerRecord
@@ -61,16 +59,15 @@ from ..questions import Question as CoreQuestion
 from ..seams import Scorer
 from . import openapi_parts as doc
 from .api import Api, Scope
-from .dialect import Dialect, post
-from .typed import choice_confidence, score_confidence, served_model_name, unit
-from .typed import names_checked
+
 # The requests' and answers' models live beside this module; the OpenAPI document and the tests find them here.
 from .decisions_answers import DecisionsResponse as DecisionsResponse
 from .decisions_answers import OpenAIError as OpenAIError
 from .decisions_requests import DecisionsChoice, DecisionsPredicate, check_model, instructions_of, state_of
 from .decisions_requests import DecisionsRequest as DecisionsRequest
 from .decisions_requests import parse_decisions as parse_decisions
-
+from .dialect import Dialect, post
+from .typed import choice_confidence, names_checked, score_confidence, served_model_name, unit
 
 # -- questions and answers ------------------------------------------------------------------------------
 
@@ -89,8 +86,10 @@ def cloze_texts(question) -> list[str]:
     if isinstance(question, DecisionsPredicate):
         return [label.lower() for label in YES_NO]
     if isinstance(question, DecisionsChoice):
-        return [as_text(o.value).replace("_", " ") if not o.description else as_text(o.description)
-                for o in question.choices]
+        return [
+            as_text(o.value).replace("_", " ") if not o.description else as_text(o.description)
+            for o in question.choices
+        ]
     return [level.label for level in question.levels]
 
 
@@ -103,10 +102,14 @@ def batch_of(request: DecisionsRequest) -> DecisionBatch:
     questions = []
     for i, q in enumerate(request.questions):
         loc = ("body", "questions", i)
-        options = tuple(Option(str(j), text, cloze)
-                        for j, (text, cloze) in enumerate(zip(option_texts(q), cloze_texts(q))))
-        questions.append(CoreQuestion(str(i), instructions_of(q), options, question_type=QUESTION_TYPES[q.type], loc=loc,
-                                      options_loc=loc))
+        options = tuple(
+            Option(str(j), text, cloze) for j, (text, cloze) in enumerate(zip(option_texts(q), cloze_texts(q)))
+        )
+        questions.append(
+            CoreQuestion(
+                str(i), instructions_of(q), options, question_type=QUESTION_TYPES[q.type], loc=loc, options_loc=loc
+            )
+        )
     return DecisionBatch("decisions", state_of(request), tuple(questions), state_field="input")
 
 
@@ -137,45 +140,65 @@ def extensions(question, result: AnswerRecord) -> dict:
 
 def answer(question, result: AnswerRecord) -> dict:
     if result.abstained:
-        return {"type": "refusal", "name": question.name,
-                "refusal": f"the answer labels held {result.allowed_token_mass:.3g} of the model's next-token "
-                           f"probability, below this endpoint's threshold {result.min_answer_mass:g} "
-                           "(DECISION_ADAPTER_MIN_ANSWER_MASS)",
-                "x_readout": result.readout}
+        return {
+            "type": "refusal",
+            "name": question.name,
+            "refusal": f"the answer labels held {result.allowed_token_mass:.3g} of the model's next-token "
+            f"probability, below this endpoint's threshold {result.min_answer_mass:g} "
+            "(DECISION_ADAPTER_MIN_ANSWER_MASS)",
+            "x_readout": result.readout,
+        }
     p = list(result.probabilities)
     if isinstance(question, DecisionsPredicate):
-        return {"type": "predicate", "name": question.name, "probability": unit(p[0]),
-                **extensions(question, result)}
+        return {"type": "predicate", "name": question.name, "probability": unit(p[0]), **extensions(question, result)}
     if isinstance(question, DecisionsChoice):
         top = max(range(len(p)), key=p.__getitem__)  # the first option on a tie
-        return {"type": "choice", "name": question.name, "choice": question.choices[top].value,
-                "confidence": choice_confidence(p),
-                "probabilities": [{"value": o.value, "probability": v} for o, v in zip(question.choices, p)],
-                **extensions(question, result)}
-    return {"type": "score", "name": question.name, "score": sum(i * v for i, v in enumerate(p)),
-            "confidence": score_confidence(p),
-            "probabilities": [{"value": i, "label": level.label, "probability": v}
-                              for i, (level, v) in enumerate(zip(question.levels, p))],
-            **extensions(question, result)}
+        return {
+            "type": "choice",
+            "name": question.name,
+            "choice": question.choices[top].value,
+            "confidence": choice_confidence(p),
+            "probabilities": [{"value": o.value, "probability": v} for o, v in zip(question.choices, p)],
+            **extensions(question, result),
+        }
+    return {
+        "type": "score",
+        "name": question.name,
+        "score": sum(i * v for i, v in enumerate(p)),
+        "confidence": score_confidence(p),
+        "probabilities": [
+            {"value": i, "label": level.label, "probability": v} for i, (level, v) in enumerate(zip(question.levels, p))
+        ],
+        **extensions(question, result),
+    }
 
 
 def respond(request: DecisionsRequest, results: list[AnswerRecord], timing: dict, info: dict) -> dict:
     # A content-free prior scored for this request (order mode prior, first use) is paid for here too.
     prompt_tokens = sum(r.read_tokens for r in results) + timing["prior_tokens"]
     evaluated = int(timing["input_tokens"])
-    return {"model": served_model_name(info),
-            "answers": [answer(q, r) for q, r in zip(request.questions, results)],
-            "usage": {"input_tokens": prompt_tokens,
-                      "input_tokens_details": {"cached_tokens": max(0, prompt_tokens - evaluated),
-                                               "cache_write_tokens": 0},
-                      "output_tokens": 0, "output_tokens_details": {"reasoning_tokens": 0},
-                      "total_tokens": prompt_tokens}}
+    return {
+        "model": served_model_name(info),
+        "answers": [answer(q, r) for q, r in zip(request.questions, results)],
+        "usage": {
+            "input_tokens": prompt_tokens,
+            "input_tokens_details": {"cached_tokens": max(0, prompt_tokens - evaluated), "cache_write_tokens": 0},
+            "output_tokens": 0,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt_tokens,
+        },
+    }
 
 
 # -- errors ---------------------------------------------------------------------------------------------
 
-_CODES = {401: "invalid_api_key", 413: "request_too_large", 415: "unsupported_media_type", 503: "server_busy",
-          504: "timeout"}
+_CODES = {
+    401: "invalid_api_key",
+    413: "request_too_large",
+    415: "unsupported_media_type",
+    503: "server_busy",
+    504: "timeout",
+}
 
 
 def error_body(exc: AdapterError) -> tuple[dict, int]:
@@ -189,8 +212,14 @@ def error_body(exc: AdapterError) -> tuple[dict, int]:
         code = exc.code if exc.code in ("busy", "not_ready") else _CODES[status]
     param = exc.field
     if param is None and exc.loc:
-        param = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i > 1 else str(p))
-                        for i, p in enumerate(exc.loc) if i > 0) or None
+        param = (
+            "".join(
+                f"[{p}]" if isinstance(p, int) else (f".{p}" if i > 1 else str(p))
+                for i, p in enumerate(exc.loc)
+                if i > 0
+            )
+            or None
+        )
     return {"error": {"message": exc.message, "type": kind, "param": param, "code": code}}, status
 
 
@@ -218,26 +247,52 @@ post(blueprint, PATH, DIALECT)
 def openapi_paths() -> dict:
     """Its path of the OpenAPI document (openapi.py)."""
     return {
-        PATH: {"post": {
-            "operationId": "decisions", "tags": ["OpenAI"],
-            "summary": "Answer predicate, choice and score questions about one input (OpenAI Decisions API)",
-            "description": "The OpenAI Decisions API on the same model and readout as System One: answers in "
-                           "question order, nothing generated. Errors use OpenAI's {\"error\": {message, type, "
-                           "param, code}}; anything wrong with the body (" + doc.UNREADABLE.rstrip(".") + "; wrong "
-                           "types, unknown fields, values out of range, a prompt too long) is a 400 whose param "
-                           "names the field.",
-            "requestBody": doc.body("DecisionsRequest"),
-            "responses": {
-                "200": doc.ok("One answer per question, in question order.", "DecisionsResponse"),
-                "400": doc.response("The body cannot be served; param names the field.", doc.openai(
-                    "invalid_type", "invalid_value", "missing_required_parameter", "unknown_parameter",
-                    "unsupported_content", "context_length_exceeded", "bad_request")),
-                "404": doc.response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model "
-                                    "this endpoint does not serve.", doc.openai("model_not_found")),
-                **doc.common("Decisions")}}}}
+        PATH: {
+            "post": {
+                "operationId": "decisions",
+                "tags": ["OpenAI"],
+                "summary": "Answer predicate, choice and score questions about one input (OpenAI Decisions API)",
+                "description": "The OpenAI Decisions API on the same model and readout as System One: answers in "
+                'question order, nothing generated. Errors use OpenAI\'s {"error": {message, type, '
+                "param, code}}; anything wrong with the body (" + doc.UNREADABLE.rstrip(".") + "; wrong "
+                "types, unknown fields, values out of range, a prompt too long) is a 400 whose param "
+                "names the field.",
+                "requestBody": doc.body("DecisionsRequest"),
+                "responses": {
+                    "200": doc.ok("One answer per question, in question order.", "DecisionsResponse"),
+                    "400": doc.response(
+                        "The body cannot be served; param names the field.",
+                        doc.openai(
+                            "invalid_type",
+                            "invalid_value",
+                            "missing_required_parameter",
+                            "unknown_parameter",
+                            "unsupported_content",
+                            "context_length_exceeded",
+                            "bad_request",
+                        ),
+                    ),
+                    "404": doc.response(
+                        "Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model "
+                        "this endpoint does not serve.",
+                        doc.openai("model_not_found"),
+                    ),
+                    **doc.common("Decisions"),
+                },
+            }
+        }
+    }
 
 
-API = Api("openai_decisions", "openai_decisions", body=DIALECT,
-          sniff=lambda body: "input" in body and isinstance(body.get("questions"), list),
-          routes=(f"POST {PATH}",), blueprint=blueprint, scope=Scope(PATH, under=True), errors=DIALECT,
-          shape="decisions", openapi=openapi_paths)
+API = Api(
+    "openai_decisions",
+    "openai_decisions",
+    body=DIALECT,
+    sniff=lambda body: "input" in body and isinstance(body.get("questions"), list),
+    routes=(f"POST {PATH}",),
+    blueprint=blueprint,
+    scope=Scope(PATH, under=True),
+    errors=DIALECT,
+    shape="decisions",
+    openapi=openapi_paths,
+)

@@ -11,12 +11,15 @@ from decision_contract import names
 
 from .common import Answer
 
-
 Probability = Annotated[float, Field(ge=0, le=1)]
-ReadoutUsed = Annotated[Literal[names.READOUTS], Field(
-    description="This adapter's extension: the readout that read the answer (DECISION_ADAPTER_READOUT).")]
-SET_DESCRIPTION = ("This adapter's extension, only where a kept calibration threshold q applied (as the own "
-                   "schema's prediction_set): the {what} whose probability is at least 1 - q, in request order.")
+ReadoutUsed = Annotated[
+    Literal[names.READOUTS],
+    Field(description="This adapter's extension: the readout that read the answer (DECISION_ADAPTER_READOUT)."),
+]
+SET_DESCRIPTION = (
+    "This adapter's extension, only where a kept calibration threshold q applied (as the own "
+    "schema's prediction_set): the {what} whose probability is at least 1 - q, in request order."
+)
 
 
 class DecisionsPredicateAnswer(BaseModel):
@@ -25,8 +28,9 @@ class DecisionsPredicateAnswer(BaseModel):
     name: str | None
     probability: Probability = Field(description="The probability that the predicate holds (yes).")
     x_readout: ReadoutUsed
-    x_prediction_set: list[bool] | None = Field(None, description=SET_DESCRIPTION.format(
-        what="answers (true: yes, false: no)"))
+    x_prediction_set: list[bool] | None = Field(
+        None, description=SET_DESCRIPTION.format(what="answers (true: yes, false: no)")
+    )
 
 
 class DecisionsChoiceProbability(BaseModel):
@@ -59,16 +63,20 @@ class DecisionsScoreAnswer(BaseModel):
     confidence: Probability
     probabilities: list[DecisionsScoreProbability] = Field(description="One per level, in order.")
     x_readout: ReadoutUsed
-    x_prediction_set: list[Annotated[int, Field(ge=0)]] | None = Field(None, description=SET_DESCRIPTION.format(
-        what="levels' values"))
+    x_prediction_set: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None, description=SET_DESCRIPTION.format(what="levels' values")
+    )
 
 
 class DecisionsRefusalAnswer(BaseModel):
     model_config = ConfigDict(title="refusal answer")
     type: Literal["refusal"]
     name: str | None
-    refusal: str | None = Field(None, description="Why: the answer labels held less of the next-token probability "
-                                                  "than DECISION_ADAPTER_MIN_ANSWER_MASS.")
+    refusal: str | None = Field(
+        None,
+        description="Why: the answer labels held less of the next-token probability "
+        "than DECISION_ADAPTER_MIN_ANSWER_MASS.",
+    )
     x_readout: ReadoutUsed
 
 
@@ -92,9 +100,12 @@ class DecisionsUsage(BaseModel):
 class DecisionsResponse(Answer):
     model_config = ConfigDict(title="OpenAI Decisions answer")
     model: str = Field(description="The served model's name (the GGUF file name without .gguf).")
-    answers: list[Annotated[Union[DecisionsPredicateAnswer, DecisionsChoiceAnswer, DecisionsScoreAnswer,
-                                  DecisionsRefusalAnswer], Field(discriminator="type")]] = Field(
-        min_length=1, description="One answer per question, in question order.")
+    answers: list[
+        Annotated[
+            Union[DecisionsPredicateAnswer, DecisionsChoiceAnswer, DecisionsScoreAnswer, DecisionsRefusalAnswer],
+            Field(discriminator="type"),
+        ]
+    ] = Field(min_length=1, description="One answer per question, in question order.")
     usage: DecisionsUsage
 
 

@@ -9,13 +9,17 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
-
 from ..errors import InvalidType, InvalidValue, ModelNotFound
 from ..prompt import render_json
-from ..questions import MAX_CHOICE_OPTIONS, MAX_DECISION_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
+from ..questions import (
+    MAX_CHOICE_OPTIONS,
+    MAX_DECISION_QUESTIONS,
+    MAX_SCORE_LEVELS,
+    MIN_CHOICE_OPTIONS,
+    MIN_SCORE_LEVELS,
+)
 from .common import TAG_LIST, TAG_STRING, NonBlank, Strict, adapter_error, string_or_list, type_name
 from .typed import accepted_model_names, served_model_name
-
 
 MAX_NAME_CHARS = 1024
 
@@ -58,14 +62,14 @@ class RefusalPart(Strict):
 def _by_type(*members):
     """A union of part or item models told apart by their ``type`` (or a message's ``role``); the tags are
     bracketed so they never read as field names in an error's path."""
+
     def kind(value):
         if not isinstance(value, dict):
             return None
         key = value.get("role") if "role" in value else value.get("type")
         return f"<{key}>" if isinstance(key, str) else None
 
-    return Annotated[Union[tuple(Annotated[m, Tag(f"<{t}>")] for t, m in members)],
-                     Discriminator(kind)]
+    return Annotated[Union[tuple(Annotated[m, Tag(f"<{t}>")] for t, m in members)], Discriminator(kind)]
 
 
 InputPart = _by_type(("input_text", TextPart), ("input_json", JsonPart), ("input_image", ImagePart))
@@ -75,12 +79,15 @@ OutputPart = _by_type(("input_text", TextPart), ("input_image", ImagePart))
 
 
 def _content(part, what: str):
-    return Annotated[Union[Annotated[str, Tag(TAG_STRING)], Annotated[list[part], Field(min_length=1), Tag(TAG_LIST)]],
-                     string_or_list(what)]
+    return Annotated[
+        Union[Annotated[str, Tag(TAG_STRING)], Annotated[list[part], Field(min_length=1), Tag(TAG_LIST)]],
+        string_or_list(what),
+    ]
 
 
 class _Message(Strict):
     """A message item: its role and content are each subclass's own."""
+
     type: Literal["message"] | None = None
 
 
@@ -110,6 +117,7 @@ Status = Literal["in_progress", "completed", "incomplete"] | None
 
 class _ToolItem(Strict):
     """What every tool call and tool output item carries beside its own fields."""
+
     call_id: NonBlank
     id: str | None = None
     status: Status = None
@@ -142,21 +150,29 @@ class CustomToolCallOutput(_ToolOutput):
     type: Literal["custom_tool_call_output"]
 
 
-INPUT_ITEMS = (("user", UserMessage), ("system", SystemMessage), ("developer", DeveloperMessage),
-               ("assistant", AssistantMessage), ("function_call", FunctionCall),
-               ("function_call_output", FunctionCallOutput), ("custom_tool_call", CustomToolCall),
-               ("custom_tool_call_output", CustomToolCallOutput))
+INPUT_ITEMS = (
+    ("user", UserMessage),
+    ("system", SystemMessage),
+    ("developer", DeveloperMessage),
+    ("assistant", AssistantMessage),
+    ("function_call", FunctionCall),
+    ("function_call_output", FunctionCallOutput),
+    ("custom_tool_call", CustomToolCall),
+    ("custom_tool_call_output", CustomToolCallOutput),
+)
 InputItem = _by_type(*INPUT_ITEMS)
 MESSAGE_ROLES = ("user", "system", "developer", "assistant")
 ITEM_TYPES = tuple(t for t, _ in INPUT_ITEMS if t not in MESSAGE_ROLES)
 
-Input = Annotated[Union[Annotated[NonBlank, Tag(TAG_STRING)],
-                        Annotated[list[InputItem], Field(min_length=1), Tag(TAG_LIST)]],
-                  string_or_list("a string or a list of messages and tool calls")]
+Input = Annotated[
+    Union[Annotated[NonBlank, Tag(TAG_STRING)], Annotated[list[InputItem], Field(min_length=1), Tag(TAG_LIST)]],
+    string_or_list("a string or a list of messages and tool calls"),
+]
 QuestionPart = _by_type(("input_text", TextPart), ("input_json", JsonPart), ("input_image", ImagePart))
-Instructions = Annotated[Union[Annotated[NonBlank, Tag(TAG_STRING)],
-                               Annotated[list[QuestionPart], Field(min_length=1), Tag(TAG_LIST)]],
-                         string_or_list("a string or a list of input_text / input_json parts")]
+Instructions = Annotated[
+    Union[Annotated[NonBlank, Tag(TAG_STRING)], Annotated[list[QuestionPart], Field(min_length=1), Tag(TAG_LIST)]],
+    string_or_list("a string or a list of input_text / input_json parts"),
+]
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)] | None
 
 
@@ -227,8 +243,11 @@ def _drop_tags(field: str | None) -> str | None:
     field."""
     if not field:
         return field
-    parts = [p for p in field.split(".") if not (p in ("str", "bool", "predicate", "choice", "score")
-                                                  or p.startswith(("list[", "function-", "<")))]
+    parts = [
+        p
+        for p in field.split(".")
+        if not (p in ("str", "bool", "predicate", "choice", "score") or p.startswith(("list[", "function-", "<")))
+    ]
     return ".".join(parts)
 
 
@@ -249,8 +268,9 @@ def _tag(field, error):
     if not isinstance(value, dict):
         return InvalidType(f"{field} must be an object, a question", field, code="invalid_type")
     if "type" not in value:
-        return InvalidValue(f"{field}.type is required: predicate, choice or score", f"{field}.type",
-                            code="missing_required_parameter")
+        return InvalidValue(
+            f"{field}.type is required: predicate, choice or score", f"{field}.type", code="missing_required_parameter"
+        )
     return InvalidValue(f"{field}.type must be predicate, choice or score, got {render_json(kind)}", f"{field}.type")
 
 
@@ -260,13 +280,21 @@ def _part_tag(field, value):
         return InvalidType(f"{field} must be an object, got {type_name(value)}", field, code="invalid_type")
     if field and re.fullmatch(r"input\[\d+\]", field):
         if "role" in value:
-            return InvalidValue(f"{field}.role must be one of {', '.join(MESSAGE_ROLES)}, got "
-                                f"{render_json(value['role'])}", f"{field}.role")
+            return InvalidValue(
+                f"{field}.role must be one of {', '.join(MESSAGE_ROLES)}, got {render_json(value['role'])}",
+                f"{field}.role",
+            )
         if "type" not in value:
-            return InvalidValue(f"{field} needs a role (a message) or a type ({', '.join(ITEM_TYPES)})",
-                                f"{field}.type", code="missing_required_parameter")
-        return InvalidValue(f"{field}.type must be one of {', '.join(ITEM_TYPES)} (or a message with a role), got "
-                            f"{render_json(value['type'])}", f"{field}.type")
+            return InvalidValue(
+                f"{field} needs a role (a message) or a type ({', '.join(ITEM_TYPES)})",
+                f"{field}.type",
+                code="missing_required_parameter",
+            )
+        return InvalidValue(
+            f"{field}.type must be one of {', '.join(ITEM_TYPES)} (or a message with a role), got "
+            f"{render_json(value['type'])}",
+            f"{field}.type",
+        )
     if "type" not in value:
         return InvalidValue(f"{field}.type is required", f"{field}.type", code="missing_required_parameter")
     return InvalidValue(f"{field}.type {render_json(value['type'])} is not a part this field takes", f"{field}.type")
@@ -274,14 +302,22 @@ def _part_tag(field, value):
 
 def _literal(field, error):
     if error.get("input") == "input_image":
-        return InvalidValue(f"{field}: images are not supported; this endpoint serves a text model (send "
-                            "input_text parts)", field, code="unsupported_content")
+        return InvalidValue(
+            f"{field}: images are not supported; this endpoint serves a text model (send input_text parts)",
+            field,
+            code="unsupported_content",
+        )
     return None
 
 
 _ALTERNATIVES = {"value": "a string or a boolean"}
-WORDING = {"missing": _missing, "extra_forbidden": _extra, "union_tag_invalid": _tag, "union_tag_not_found": _tag,
-           "literal_error": _literal}
+WORDING = {
+    "missing": _missing,
+    "extra_forbidden": _extra,
+    "union_tag_invalid": _tag,
+    "union_tag_not_found": _tag,
+    "literal_error": _literal,
+}
 
 
 def parse_decisions(body) -> DecisionsRequest:
@@ -307,8 +343,9 @@ def parse_decisions(body) -> DecisionsRequest:
     for i, question in enumerate(request.questions):
         if question.name is not None:
             if question.name in names:
-                raise InvalidValue(f"questions[{i}].name {question.name!r} is used twice; names must be unique",
-                                   f"questions[{i}].name")
+                raise InvalidValue(
+                    f"questions[{i}].name {question.name!r} is used twice; names must be unique", f"questions[{i}].name"
+                )
             names.add(question.name)
         if isinstance(question, DecisionsChoice):
             values = [option.value for option in question.choices]
@@ -335,8 +372,11 @@ def parts_of(request: DecisionsRequest):
 def _refuse_images(request: DecisionsRequest) -> None:
     for where, part in parts_of(request):
         if isinstance(part, ImagePart):
-            raise InvalidValue(f"{where}: images are not supported; this endpoint reads text (send input_text "
-                               "or input_json parts)", f"{where}.type", code="unsupported_content")
+            raise InvalidValue(
+                f"{where}: images are not supported; this endpoint reads text (send input_text or input_json parts)",
+                f"{where}.type",
+                code="unsupported_content",
+            )
 
 
 _OUTPUT_OF = {"function_call_output": "function_call", "custom_tool_call_output": "custom_tool_call"}
@@ -352,8 +392,11 @@ def _check_calls(items) -> None:
         if kind in calls:
             calls[kind].add(item.call_id)
         elif kind in _OUTPUT_OF and item.call_id not in calls[_OUTPUT_OF[kind]]:
-            raise InvalidValue(f"input[{i}].call_id {item.call_id!r} names no {_OUTPUT_OF[kind]} before it in input; "
-                               f"put the {_OUTPUT_OF[kind]} with that call_id first", f"input[{i}].call_id")
+            raise InvalidValue(
+                f"input[{i}].call_id {item.call_id!r} names no {_OUTPUT_OF[kind]} before it in input; "
+                f"put the {_OUTPUT_OF[kind]} with that call_id first",
+                f"input[{i}].call_id",
+            )
 
 
 def _part_text(part) -> str:
@@ -400,5 +443,8 @@ def instructions_of(question) -> str:
 def check_model(requested: str | None, info: dict, manifest: dict | None) -> None:
     if requested is None or requested in accepted_model_names(info, manifest):
         return
-    raise ModelNotFound(f"The model {requested!r} does not exist here; send {served_model_name(info)!r} or leave "
-                        "model out", "model", code="model_not_found")
+    raise ModelNotFound(
+        f"The model {requested!r} does not exist here; send {served_model_name(info)!r} or leave model out",
+        "model",
+        code="model_not_found",
+    )

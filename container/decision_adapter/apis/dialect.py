@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from flask import Blueprint, Response, current_app, g, has_request_context, request
 from werkzeug.exceptions import HTTPException
@@ -62,6 +63,7 @@ def serve(ctx, dialect: Dialect, body, started: float) -> dict:
 def post(blueprint: Blueprint, rule: str, dialect: Dialect, **read) -> None:
     """``POST rule`` on ``blueprint`` serves ``dialect``; every error of the blueprint's routes answers in its
     shape. ``read``: how the body is read (the app's ``Serving.read_json``)."""
+
     def route():
         ctx = current_app.extensions[SERVING]
         started = ctx.clock()
@@ -72,15 +74,15 @@ def post(blueprint: Blueprint, rule: str, dialect: Dialect, **read) -> None:
     blueprint.register_error_handler(Exception, lambda exc: dialect.error_response(as_adapter_error(exc)))
 
 
-def json_response(payload, status: int = 200, headers: dict | None = None, *,
-                  id_field: str = "request_id") -> Response:
+def json_response(payload, status: int = 200, headers: dict | None = None, *, id_field: str = "request_id") -> Response:
     """A JSON answer; inside an API request (app.py keeps its facts) an object gains the request id, as
     ``id_field``."""
     facts = g.get("request_facts") if has_request_context() else None
     if facts is not None and isinstance(payload, dict):
         payload = {**payload, id_field: facts.request_id}
-    return Response(json.dumps(payload, ensure_ascii=False), status=status, mimetype="application/json",
-                    headers=headers)
+    return Response(
+        json.dumps(payload, ensure_ascii=False), status=status, mimetype="application/json", headers=headers
+    )
 
 
 def error_headers(exc: AdapterError) -> dict:
@@ -110,10 +112,11 @@ def as_adapter_error(exc: Exception) -> AdapterError:
             404: f"no such route; use {current_app.extensions[SERVING].dialects.described()}",
             405: f"{request.method} is not allowed on {request.path}",
             413: f"the body is larger than {current_app.config['MAX_CONTENT_LENGTH']} bytes; send a smaller state "
-                 "or raise DECISION_ADAPTER_MAX_BODY_BYTES",
+            "or raise DECISION_ADAPTER_MAX_BODY_BYTES",
         }
         message = messages.get(exc.code, exc.description or exc.name)
         return AdapterError(message, None, status=exc.code or 500, code=exc.name.lower().replace(" ", "_"))
     log.error("unexpected error while serving %s", request.path, exc_info=exc)
-    return AdapterError("the adapter failed on this request; see the endpoint logs", None, status=500,
-                        code="internal_error")
+    return AdapterError(
+        "the adapter failed on this request; see the endpoint logs", None, status=500, code="internal_error"
+    )

@@ -20,17 +20,22 @@ class StartupProbe(BaseModel):
 class PingReady(BaseModel):
     status: Literal["ready"]
     model: str | None = Field(None, description="The served GGUF file (to a caller holding the key).")
-    extra_buffer_types: bool | None = Field(None, description="Whether llama.cpp's extra buffer types (weight "
-                                                              "repacking, AMX kernels) are in use.")
+    extra_buffer_types: bool | None = Field(
+        None, description="Whether llama.cpp's extra buffer types (weight repacking, AMX kernels) are in use."
+    )
     startup_probe: StartupProbe | None = None
     busy: bool | None = Field(None, description="Whether a request holds the model right now.")
     waiting: int | None = Field(None, ge=0, description="Requests waiting for the model.")
     in_flight: int | None = Field(None, ge=0, description="Requests being evaluated now, one per context.")
-    lanes: int | None = Field(None, ge=1, description="Requests the model evaluates at once: its contexts "
-                                                      "(SM_LLAMA_CPP_PARALLEL, as many as fit).")
+    lanes: int | None = Field(
+        None,
+        ge=1,
+        description="Requests the model evaluates at once: its contexts (SM_LLAMA_CPP_PARALLEL, as many as fit).",
+    )
     order: str | None = Field(None, description="The default order mode (DECISION_ADAPTER_ORDER).")
-    order_priors: dict[str, list[float]] | None = Field(None, description="Content-free priors measured so far, "
-                                                                          "by option count (the decision prompt).")
+    order_priors: dict[str, list[float]] | None = Field(
+        None, description="Content-free priors measured so far, by option count (the decision prompt)."
+    )
     order_priors_jev: dict[str, list[float]] | None = Field(None, description="The same for the Jev prompt.")
     calibration: dict | None = Field(None, description="calibration.json in use, or null.")
 
@@ -44,14 +49,19 @@ class Status(BaseModel):
 
     status: Literal["ready"]
     model: str = Field(description="The served GGUF file.")
-    extra_buffer_types: bool = Field(description="Whether llama.cpp's extra buffer types (weight repacking, AMX "
-                                                 "kernels) are in use (DECISION_ADAPTER_EXTRA_BUFFERS).")
+    extra_buffer_types: bool = Field(
+        description="Whether llama.cpp's extra buffer types (weight repacking, AMX "
+        "kernels) are in use (DECISION_ADAPTER_EXTRA_BUFFERS)."
+    )
     startup_probe: StartupProbe
     busy: bool = Field(description="Whether a request holds the model right now.")
     waiting: int = Field(ge=0, description="Requests waiting for the model.")
     in_flight: int = Field(ge=0, description="Requests being evaluated now, one per context.")
-    lanes: int = Field(ge=1, description="Requests the model evaluates at once: its contexts (SM_LLAMA_CPP_PARALLEL, "
-                                         "as many as fit in DECISION_ADAPTER_MAX_KV_MIB).")
+    lanes: int = Field(
+        ge=1,
+        description="Requests the model evaluates at once: its contexts (SM_LLAMA_CPP_PARALLEL, "
+        "as many as fit in DECISION_ADAPTER_MAX_KV_MIB).",
+    )
     order: str | None = Field(None, description="The default order mode (DECISION_ADAPTER_ORDER).")
     order_priors: dict[str, list[float]] | None = None
     order_priors_jev: dict[str, list[float]] | None = None

@@ -25,18 +25,26 @@ def project(*codes: str) -> dict:
 
 
 def jev(*types: str) -> dict:
-    return {"allOf": [ref("JevError"), {"properties": {"detail": {"properties": {"error_type": {"enum": list(types)}}}}}]}
+    return {
+        "allOf": [ref("JevError"), {"properties": {"detail": {"properties": {"error_type": {"enum": list(types)}}}}}]
+    }
 
 
 def openai(*codes: str, kind: str = "invalid_request_error") -> dict:
-    return {"allOf": [ref("OpenAIError"), {"properties": {"error": {"properties": {
-        "type": {"const": kind}, "code": {"enum": list(codes)}}}}}]}
+    return {
+        "allOf": [
+            ref("OpenAIError"),
+            {"properties": {"error": {"properties": {"type": {"const": kind}, "code": {"enum": list(codes)}}}}},
+        ]
+    }
 
 
 SAMPLE = ref("SampleError")
-UNREADABLE = ("the body is not JSON the adapter can read: malformed JSON, invalid UTF-8, NaN or Infinity, a key twice "
-              "in one object, nesting too deep, a number too long, an unpaired surrogate escape, or compressed data "
-              "that does not decompress.")
+UNREADABLE = (
+    "the body is not JSON the adapter can read: malformed JSON, invalid UTF-8, NaN or Infinity, a key twice "
+    "in one object, nesting too deep, a number too long, an unpaired surrogate escape, or compressed data "
+    "that does not decompress."
+)
 
 
 def response(description: str, schema: dict, headers: dict | None = None) -> dict:
@@ -52,12 +60,32 @@ def any_of(*options: dict) -> dict:
 
 def common(prefix: str) -> dict:
     """The statuses every POST route of an API family answers alike, in its shapes (SageMaker, Jev, Decisions)."""
-    names = {"SageMaker": ("SageMakerUnauthorized", "SageMakerTooLarge", "SageMakerUnsupportedMediaType",
-                           "InvocationInternalError", "NotReadyOrBusy", "InvocationDeadlineExceeded"),
-             "Jev": ("JevUnauthorized", "JevTooLarge", "JevUnsupportedMediaType", "JevInternalError", "JevBusy",
-                     "JevDeadlineExceeded"),
-             "Decisions": ("DecisionsUnauthorized", "DecisionsTooLarge", "DecisionsUnsupportedMediaType",
-                           "DecisionsInternalError", "DecisionsBusy", "DecisionsDeadlineExceeded")}[prefix]
+    names = {
+        "SageMaker": (
+            "SageMakerUnauthorized",
+            "SageMakerTooLarge",
+            "SageMakerUnsupportedMediaType",
+            "InvocationInternalError",
+            "NotReadyOrBusy",
+            "InvocationDeadlineExceeded",
+        ),
+        "Jev": (
+            "JevUnauthorized",
+            "JevTooLarge",
+            "JevUnsupportedMediaType",
+            "JevInternalError",
+            "JevBusy",
+            "JevDeadlineExceeded",
+        ),
+        "Decisions": (
+            "DecisionsUnauthorized",
+            "DecisionsTooLarge",
+            "DecisionsUnsupportedMediaType",
+            "DecisionsInternalError",
+            "DecisionsBusy",
+            "DecisionsDeadlineExceeded",
+        ),
+    }[prefix]
     return {status: shared(name) for status, name in zip(("401", "413", "415", "500", "503", "504"), names)}
 
 

@@ -29,33 +29,61 @@ from pydantic.json_schema import WithJsonSchema
 from decision_contract import names
 
 from .. import scoring
+from ..answer_record import AnswerRecord
 from ..errors import AdapterError, InvalidValue
 from ..prompt import DECISION_PROMPT, LETTERS, PROMPT_VERSION
-from ..questions import MAX_OPTIONS, MAX_QUESTIONS, MAX_TEMPERATURE, MIN_OPTIONS, MIN_TEMPERATURE, DecisionBatch, \
-    Option, Question
-from ..answer_record import AnswerRecord
+from ..questions import (
+    MAX_OPTIONS,
+    MAX_QUESTIONS,
+    MAX_TEMPERATURE,
+    MIN_OPTIONS,
+    MIN_TEMPERATURE,
+    DecisionBatch,
+    Option,
+    Question,
+)
 from ..readouts import READOUT_METHODS
 from ..seams import Scorer
 from .answers import CalibrationUsed, ModelInfo, OrderSensitivity, Timing
-from .common import TAG_OBJECT, TAG_STRING, Answer, Id, NonBlank, Strict, adapter_error, type_error, type_name, \
-    value_error
 from .api import Api
+from .common import (
+    TAG_OBJECT,
+    TAG_STRING,
+    Answer,
+    Id,
+    NonBlank,
+    Strict,
+    adapter_error,
+    type_error,
+    type_name,
+    value_error,
+)
 from .dialect import Dialect, project_error_body
 
 
 def _state(value):
     if isinstance(value, (str, dict, list)):
-        if (value.strip() if isinstance(value, str) else value):
+        if value.strip() if isinstance(value, str) else value:
             return value
         raise value_error("must not be empty: pass the evidence the question is about")
     raise type_error(f"must be a string, an object or an array, got {type_name(value)}")
 
 
-State = Annotated[Any, PlainValidator(_state), WithJsonSchema({
-    "description": "The evidence the question is about: text, or any JSON object or array (objects are "
-                   "rendered with sorted keys).",
-    "anyOf": [{"type": "string", "minLength": 1, "pattern": r"\S"}, {"type": "object", "minProperties": 1},
-              {"type": "array", "minItems": 1}]})]
+State = Annotated[
+    Any,
+    PlainValidator(_state),
+    WithJsonSchema(
+        {
+            "description": "The evidence the question is about: text, or any JSON object or array (objects are "
+            "rendered with sorted keys).",
+            "anyOf": [
+                {"type": "string", "minLength": 1, "pattern": r"\S"},
+                {"type": "object", "minProperties": 1},
+                {"type": "array", "minItems": 1},
+            ],
+        }
+    ),
+]
 
 
 def _temperature(value: float) -> float:
@@ -64,29 +92,58 @@ def _temperature(value: float) -> float:
     return float(value)
 
 
-Temperature = Annotated[float, AfterValidator(_temperature), Field(
-    gt=MIN_TEMPERATURE, le=MAX_TEMPERATURE, description="Divides the option logits before the softmax (1 if absent).")]
+Temperature = Annotated[
+    float,
+    AfterValidator(_temperature),
+    Field(
+        gt=MIN_TEMPERATURE,
+        le=MAX_TEMPERATURE,
+        description="Divides the option logits before the softmax (1 if absent).",
+    ),
+]
 
 
-OrderMode = Annotated[Literal["as_given", "prior", "rotations"], Field(
-    description="How option positions are kept out of the answer: as_given (the readout as sent), prior (divided "
-                "by the content-free prior of the positions), rotations (averaged over the cyclic rotations of the "
-                "options as given and reversed). Default: DECISION_ADAPTER_ORDER.")]
-MinAnswerMass = Annotated[float, Field(ge=0, le=1, description=(
-    "Below this share of the next-token probability on the answer labels the answer says abstained. Default: "
-    "DECISION_ADAPTER_MIN_ANSWER_MASS."))]
+OrderMode = Annotated[
+    Literal["as_given", "prior", "rotations"],
+    Field(
+        description="How option positions are kept out of the answer: as_given (the readout as sent), prior (divided "
+        "by the content-free prior of the positions), rotations (averaged over the cyclic rotations of the "
+        "options as given and reversed). Default: DECISION_ADAPTER_ORDER."
+    ),
+]
+MinAnswerMass = Annotated[
+    float,
+    Field(
+        ge=0,
+        le=1,
+        description=(
+            "Below this share of the next-token probability on the answer labels the answer says abstained. Default: "
+            "DECISION_ADAPTER_MIN_ANSWER_MASS."
+        ),
+    ),
+]
 OTHER_READOUTS = tuple(name for name in names.READOUTS if name != names.LETTERS)  # those that name themselves
-ReadoutName = Annotated[str, Field(
-    json_schema_extra={"enum": list(names.READOUTS)},
-    description="How the answer is read: letters (the options listed under letters, the letters' logits read) or "
-                "cloze (each option's own text scored as what follows the state and the question; order must be "
-                "as_given or absent). Default: DECISION_ADAPTER_READOUT.")]
-Normalize = Annotated[str, Field(
-    json_schema_extra={"enum": list(names.NORMALIZATIONS)},
-    description="cloze: an option's score is the sum of its tokens' log-probabilities (sum), their mean (mean), or "
-                "the sum minus the same text's after a content-free prompt (pmi, the default).")]
-QuestionType = Annotated[Literal["choice", "noul", "score"], Field(
-    description="Picks the calibration profile <question_type>/<option-count band> (default choice).")]
+ReadoutName = Annotated[
+    str,
+    Field(
+        json_schema_extra={"enum": list(names.READOUTS)},
+        description="How the answer is read: letters (the options listed under letters, the letters' logits read) or "
+        "cloze (each option's own text scored as what follows the state and the question; order must be "
+        "as_given or absent). Default: DECISION_ADAPTER_READOUT.",
+    ),
+]
+Normalize = Annotated[
+    str,
+    Field(
+        json_schema_extra={"enum": list(names.NORMALIZATIONS)},
+        description="cloze: an option's score is the sum of its tokens' log-probabilities (sum), their mean (mean), or "
+        "the sum minus the same text's after a content-free prompt (pmi, the default).",
+    ),
+]
+QuestionType = Annotated[
+    Literal["choice", "noul", "score"],
+    Field(description="Picks the calibration profile <question_type>/<option-count band> (default choice)."),
+]
 
 
 class OptionObject(Strict):
@@ -94,8 +151,9 @@ class OptionObject(Strict):
 
     id: Id
     text: NonBlank | None = None
-    description: str | None = Field(None, description="The published sample's name for text; an empty one "
-                                                      "leaves the id as all the model sees.")
+    description: str | None = Field(
+        None, description="The published sample's name for text; an empty one leaves the id as all the model sees."
+    )
 
 
 def _option_kind(value) -> str | None:
@@ -104,11 +162,14 @@ def _option_kind(value) -> str | None:
 
 OptionItem = Annotated[
     Union[Annotated[Id, Tag(TAG_STRING)], Annotated[OptionObject, Tag(TAG_OBJECT)]],
-    Discriminator(_option_kind, custom_error_type="invalid_type",
-                  custom_error_message="must be an object {id, text} or a string"),
+    Discriminator(
+        _option_kind, custom_error_type="invalid_type", custom_error_message="must be an object {id, text} or a string"
+    ),
 ]
-Options = Annotated[list[OptionItem], Field(min_length=MIN_OPTIONS, max_length=MAX_OPTIONS,
-                                            description="In the order answers list them; ids unique.")]
+Options = Annotated[
+    list[OptionItem],
+    Field(min_length=MIN_OPTIONS, max_length=MAX_OPTIONS, description="In the order answers list them; ids unique."),
+]
 
 
 class DecisionRequest(Strict):
@@ -159,8 +220,11 @@ class BatchRequest(Strict):
 def _count_message(field: str, error: dict):
     n = error["ctx"].get("actual_length")
     if field.endswith("options"):
-        return InvalidValue(f"{field} has {n} options; a decision takes {MIN_OPTIONS} to {MAX_OPTIONS} (split larger "
-                            "sets into two decisions, e.g. a category first)", field)
+        return InvalidValue(
+            f"{field} has {n} options; a decision takes {MIN_OPTIONS} to {MAX_OPTIONS} (split larger "
+            "sets into two decisions, e.g. a category first)",
+            field,
+        )
     return None
 
 
@@ -176,15 +240,17 @@ def options_of(items, field: str) -> tuple[Option, ...]:
             option = Option(item, item)
         else:
             if item.text is not None and item.description is not None and item.text != item.description:
-                raise InvalidValue(f"{item_field} has both text and description, and they differ; send one of them",
-                                   item_field)
+                raise InvalidValue(
+                    f"{item_field} has both text and description, and they differ; send one of them", item_field
+                )
             text = item.text if item.text is not None else item.description
             if text is not None and not text.strip():
                 text = None  # the sample accepts an empty description; the id is then all the model sees
             option = Option(item.id, text if text is not None else item.id)
         if option.id in seen:
-            raise InvalidValue(f"{item_field}.id {option.id!r} is used twice; option ids must be unique",
-                               f"{item_field}.id")
+            raise InvalidValue(
+                f"{item_field}.id {option.id!r} is used twice; option ids must be unique", f"{item_field}.id"
+            )
         seen.add(option.id)
         options.append(option)
     return tuple(options)
@@ -193,16 +259,30 @@ def options_of(items, field: str) -> tuple[Option, ...]:
 def question_of(model, field_prefix: str, qid: str, defaults=None) -> Question:
     """The engine's question; ``order``, ``min_answer_mass`` and ``question_type`` from the model, else from
     ``defaults`` (a batch's own), else None (the server's defaults)."""
+
     def pick(name):
         value = getattr(model, name, None)
         return getattr(defaults, name, None) if value is None else value
 
     options = options_of(model.options, f"{field_prefix}options")
-    question = Question(qid, model.question, options, model.temperature, pick("order"), pick("min_answer_mass"),
-                        pick("question_type") or "choice", readout=pick("readout"), normalize=pick("normalize"))
+    question = Question(
+        qid,
+        model.question,
+        options,
+        model.temperature,
+        pick("order"),
+        pick("min_answer_mass"),
+        pick("question_type") or "choice",
+        readout=pick("readout"),
+        normalize=pick("normalize"),
+    )
     if question.readout is not None or question.normalize is not None:
-        scoring.check_readout(question, question.readout or names.LETTERS, question.normalize,
-                              lambda name: field_prefix + name if getattr(model, name, None) is not None else name)
+        scoring.check_readout(
+            question,
+            question.readout or names.LETTERS,
+            question.normalize,
+            lambda name: field_prefix + name if getattr(model, name, None) is not None else name,
+        )
     return question
 
 
@@ -210,20 +290,21 @@ def parse_decision(body: dict, max_questions: int = MAX_QUESTIONS) -> DecisionBa
     """A single decision or a shared-state batch, validated."""
     if "questions" in body:
         if "question" in body or "options" in body:
-            raise InvalidValue("send either question/options (one decision) or questions (a batch), not both",
-                               "questions")
+            raise InvalidValue(
+                "send either question/options (one decision) or questions (a batch), not both", "questions"
+            )
         try:
             batch = BatchRequest.model_validate(body)
         except ValidationError as exc:
             raise adapter_error(exc, messages=WORDING) from None
         if len(batch.questions) > max_questions:
-            raise InvalidValue(f"questions has {len(batch.questions)} entries; send 1 to {max_questions}",
-                               "questions")
+            raise InvalidValue(f"questions has {len(batch.questions)} entries; send 1 to {max_questions}", "questions")
         questions, seen = [], set()
         for i, item in enumerate(batch.questions):
             if item.id in seen:
-                raise InvalidValue(f"questions[{i}].id {item.id!r} is used twice; question ids must be unique",
-                                   f"questions[{i}].id")
+                raise InvalidValue(
+                    f"questions[{i}].id {item.id!r} is used twice; question ids must be unique", f"questions[{i}].id"
+                )
             seen.add(item.id)
             questions.append(question_of(item, f"questions[{i}].", item.id, batch))
         return DecisionBatch(batch.id, batch.state, tuple(questions), single=False)
@@ -242,26 +323,28 @@ def results(batch: DecisionBatch, answers: list[AnswerRecord]) -> list[dict]:
     out = []
     for question, answer in zip(batch.questions, answers):
         n = len(question.options)
-        out.append({
-            "id": question.id if not batch.single else batch.id,
-            "option_ids": [o.id for o in question.options],
-            "probabilities": list(answer.probabilities),
-            "option_logits": optional_list(answer.option_logits),
-            "answer_token_ids": list(answer.label_tokens),
-            "answer_slots": list(LETTERS[:n]),
-            "input_tokens": answer.input_tokens,
-            "allowed_token_mass": answer.allowed_token_mass,
-            "top_vocab_token": {"id": answer.top_token, "text": answer.top_token_text},
-            "temperature": answer.temperature,
-            "prompt_sha256": answer.prompt_sha256,
-            "prompt_version": PROMPT_VERSION,
-            "readout": READOUT_METHODS[answer.method],
-            "question_eval_ms": answer.question_eval_ms,
-            **order_fields(answer),
-            # another readout than the letters names itself and adds its own fields
-            **({"readout_name": answer.readout, **answer.extras} if answer.readout != names.LETTERS else {}),
-            **prediction_set(answer, [o.id for o in question.options]),
-        })
+        out.append(
+            {
+                "id": question.id if not batch.single else batch.id,
+                "option_ids": [o.id for o in question.options],
+                "probabilities": list(answer.probabilities),
+                "option_logits": optional_list(answer.option_logits),
+                "answer_token_ids": list(answer.label_tokens),
+                "answer_slots": list(LETTERS[:n]),
+                "input_tokens": answer.input_tokens,
+                "allowed_token_mass": answer.allowed_token_mass,
+                "top_vocab_token": {"id": answer.top_token, "text": answer.top_token_text},
+                "temperature": answer.temperature,
+                "prompt_sha256": answer.prompt_sha256,
+                "prompt_version": PROMPT_VERSION,
+                "readout": READOUT_METHODS[answer.method],
+                "question_eval_ms": answer.question_eval_ms,
+                **order_fields(answer),
+                # another readout than the letters names itself and adds its own fields
+                **({"readout_name": answer.readout, **answer.extras} if answer.readout != names.LETTERS else {}),
+                **prediction_set(answer, [o.id for o in question.options]),
+            }
+        )
     return out
 
 
@@ -271,9 +354,14 @@ def optional_list(values) -> list | None:
 
 def order_fields(answer: AnswerRecord) -> dict:
     """What the core adds to each answer for the order mode, calibration and abstention."""
-    return {"order": answer.order, "order_sensitivity": answer.order_sensitivity, "prior": optional_list(answer.prior),
-            "calibration": answer.calibration, "abstained": answer.abstained,
-            "min_answer_mass": answer.min_answer_mass}
+    return {
+        "order": answer.order,
+        "order_sensitivity": answer.order_sensitivity,
+        "prior": optional_list(answer.prior),
+        "calibration": answer.calibration,
+        "abstained": answer.abstained,
+        "min_answer_mass": answer.min_answer_mass,
+    }
 
 
 def prediction_set(answer: AnswerRecord, ids: list[str]) -> dict:
@@ -327,32 +415,41 @@ class DecisionResult(Answer):
     answer_token_ids: list[int]
     answer_slots: list[str] = Field(description="The letter each option was shown under (A, B, ...).")
     input_tokens: int = Field(ge=1)
-    allowed_token_mass: float = Field(ge=0, le=1, description="The share of the whole vocabulary's probability "
-                                                              "that fell on the answer slots.")
+    allowed_token_mass: float = Field(
+        ge=0, le=1, description="The share of the whole vocabulary's probability that fell on the answer slots."
+    )
     top_vocab_token: TopToken | None = None
-    temperature: float = Field(description="The temperature in force: the request's, the calibration profile's, "
-                                           "or 1 (see calibration.source).")
+    temperature: float = Field(
+        description="The temperature in force: the request's, the calibration profile's, or 1 (see calibration.source)."
+    )
     prompt_sha256: str = Field(pattern="^[0-9a-f]{64}$")
     prompt_version: str
     readout: str
     question_eval_ms: float | None = None
     order: Literal["as_given", "prior", "rotations"] | None = Field(None, description="The order mode used.")
-    order_sensitivity: OrderSensitivity | None = Field(None, description="With rotations: how much the presentations disagree.")
+    order_sensitivity: OrderSensitivity | None = Field(
+        None, description="With rotations: how much the presentations disagree."
+    )
     prior: list[Annotated[float, Field(ge=0, le=1)]] | None = Field(
-        None, description="With prior: the content-free prior per position that the readout was divided by.")
+        None, description="With prior: the content-free prior per position that the readout was divided by."
+    )
     calibration: CalibrationUsed | None = None
-    abstained: bool | None = Field(None, description="Whether allowed_token_mass fell below min_answer_mass (the "
-                                                     "probabilities are given all the same).")
+    abstained: bool | None = Field(
+        None,
+        description="Whether allowed_token_mass fell below min_answer_mass (the probabilities are given all the same).",
+    )
     min_answer_mass: float | None = Field(None, ge=0, le=1, description="The abstention threshold in force.")
     readout_name: Literal[OTHER_READOUTS] | None = Field(None, description="cloze answers only: the readout's name.")
     normalize: Literal[names.NORMALIZATIONS] | None = Field(None, description="cloze: the normalisation used.")
     option_tokens: list[int] | None = Field(None, description="cloze: the tokens of each option's text.")
     prediction_set: list[str] | None = Field(
-        None, description="The option ids (in request order) of the split-conformal prediction set: every option "
-                          "whose probability is at least 1 - the profile's threshold, which covered the labelled "
-                          "answer in at least 1 - alpha of the held-out tasks (calibration.json). Present only "
-                          "when a kept threshold applies: the file's readout and order mode, no request "
-                          "temperature. One id: a clear answer; more (or none): one for review.")
+        None,
+        description="The option ids (in request order) of the split-conformal prediction set: every option "
+        "whose probability is at least 1 - the profile's threshold, which covered the labelled "
+        "answer in at least 1 - alpha of the held-out tasks (calibration.json). Present only "
+        "when a kept threshold applies: the file's readout and order mode, no request "
+        "temperature. One id: a clear answer; more (or none): one for review.",
+    )
 
 
 class SingleResult(DecisionResult):

@@ -45,8 +45,7 @@ class Registry:
 
     def scopes(self) -> list[Api]:
         """The APIs that own paths' error shapes, narrowest scope first."""
-        return sorted((api for api in self.apis if api.scope is not None), key=lambda api: api.scope.path,
-                      reverse=True)
+        return sorted((api for api in self.apis if api.scope is not None), key=lambda api: api.scope.path, reverse=True)
 
     def scoped(self, path: str) -> Dialect | None:
         """The dialect whose error shape ``path`` answers in (None: the project's)."""

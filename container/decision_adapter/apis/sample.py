@@ -21,11 +21,11 @@ from pydantic import ConfigDict, Field, ValidationError
 from ..answer_record import AnswerRecord
 from ..errors import AdapterError, Busy, InvalidType, InvalidValue, PromptTooLong
 from ..questions import MAX_QUESTIONS, DecisionBatch
-from .answers import ModelInfo, Timing
-from .common import Answer, Id, NonBlank, Strict, adapter_error, type_name
-from .api import Api
-from .dialect import Dialect
 from . import own
+from .answers import ModelInfo, Timing
+from .api import Api
+from .common import Answer, Id, NonBlank, Strict, adapter_error, type_name
+from .dialect import Dialect
 from .own import WORDING, DecisionResult, Options, State, Temperature, decide, question_of
 
 SAMPLE_FIELDS = ("decision", "decisions")
@@ -64,8 +64,9 @@ def parse_sample(body: dict, max_decisions: int = MAX_QUESTIONS) -> DecisionBatc
     never scored one by one behind the caller's back."""
     extra = sorted(set(body) - set(SAMPLE_FIELDS))
     if extra:
-        raise InvalidValue(f"unsupported request fields {extra}; a request holds exactly one of decision or "
-                           "decisions", extra[0])
+        raise InvalidValue(
+            f"unsupported request fields {extra}; a request holds exactly one of decision or decisions", extra[0]
+        )
     if len(set(body) & set(SAMPLE_FIELDS)) != 1:
         raise InvalidValue("send exactly one of decision (one object) or decisions (a list)", None)
     if "decision" in body:
@@ -78,8 +79,11 @@ def parse_sample(body: dict, max_decisions: int = MAX_QUESTIONS) -> DecisionBatc
     if not isinstance(items, list) or not items:
         raise InvalidType("decisions must be a non-empty list of decision objects", "decisions")
     if len(items) > max_decisions:
-        raise InvalidValue(f"decisions has {len(items)} items; send at most {max_decisions} per request "
-                           "(DECISION_ADAPTER_MAX_SHARED_DECISIONS)", "decisions")
+        raise InvalidValue(
+            f"decisions has {len(items)} items; send at most {max_decisions} per request "
+            "(DECISION_ADAPTER_MAX_SHARED_DECISIONS)",
+            "decisions",
+        )
     questions, seen, state = [], set(), None
     for i, item in enumerate(items):
         field = f"decisions[{i}]"
@@ -89,9 +93,11 @@ def parse_sample(body: dict, max_decisions: int = MAX_QUESTIONS) -> DecisionBatc
         if i == 0:
             state = one.state
         elif one.state != state:
-            raise InvalidValue(f"{field}.state differs from decisions[0].state; a shared request scores one "
-                               "exact state (send decisions about other states as separate requests)",
-                               f"{field}.state")
+            raise InvalidValue(
+                f"{field}.state differs from decisions[0].state; a shared request scores one "
+                "exact state (send decisions about other states as separate requests)",
+                f"{field}.state",
+            )
         if one.id in seen:
             raise InvalidValue(f"{field}.id {one.id!r} is used twice; decision ids must be unique", f"{field}.id")
         seen.add(one.id)
@@ -103,13 +109,17 @@ def respond(batch: DecisionBatch, answers: list[AnswerRecord], timing: dict, mod
     results, timing = own.results(batch, answers), own.answered_timing(timing)
     if batch.single:
         return {"result": {**results[0], "timing": timing, "model": model}}
-    return {"results": [{**result, "model": model} for result in results], "timing": {
-        "batch_size": len(results),
-        "prefix_tokens": timing["shared_prefix_tokens"],
-        "prefill_seconds": timing["prefix_eval_ms"] / 1000.0,
-        "suffix_forward_seconds": (timing["evaluate_ms"] - timing["prefix_eval_ms"]) / 1000.0,
-        "total_seconds": timing["total_ms"] / 1000.0,
-        **timing}}
+    return {
+        "results": [{**result, "model": model} for result in results],
+        "timing": {
+            "batch_size": len(results),
+            "prefix_tokens": timing["shared_prefix_tokens"],
+            "prefill_seconds": timing["prefix_eval_ms"] / 1000.0,
+            "suffix_forward_seconds": (timing["evaluate_ms"] - timing["prefix_eval_ms"]) / 1000.0,
+            "total_seconds": timing["total_ms"] / 1000.0,
+            **timing,
+        },
+    }
 
 
 def error_body(exc: AdapterError) -> tuple[dict, int]:

@@ -60,8 +60,15 @@ from . import openapi_parts as doc
 from .api import Api, Scope
 from .dialect import SERVING, Dialect, json_response, post
 from .systemone_requests import JevQuestion, JevRequest, JevValidationError, parse_systemone
-from .typed import MODEL_ALIAS, accepted_model_names, choice_confidence, score_confidence, served_model_name, unit
-from .typed import names_checked
+from .typed import (
+    MODEL_ALIAS,
+    accepted_model_names,
+    choice_confidence,
+    names_checked,
+    score_confidence,
+    served_model_name,
+    unit,
+)
 
 # -- the served model -----------------------------------------------------------------
 
@@ -69,8 +76,11 @@ from .typed import names_checked
 def check_model(requested: str | None, info: dict, manifest: dict | None) -> None:
     if requested is None or requested in accepted_model_names(info, manifest):
         return
-    raise ModelNotFound(f"model {requested!r} is not served here; send {MODEL_ALIAS!r} or "
-                        f"{served_model_name(info)!r} (GET /v1/models lists them)", "model")
+    raise ModelNotFound(
+        f"model {requested!r} is not served here; send {MODEL_ALIAS!r} or "
+        f"{served_model_name(info)!r} (GET /v1/models lists them)",
+        "model",
+    )
 
 
 def release_date(info: dict, metadata: dict, manifest: dict | None) -> str:
@@ -85,17 +95,24 @@ def models_payload(info: dict, metadata: dict, manifest: dict | None) -> dict:
     name = served_model_name(info)
     date = release_date(info, metadata, manifest)
     source = " ".join(str(p) for p in (info.get("source_repo"), info.get("source_revision")) if p)
-    description = (f"{info.get('name') or name} ({info.get('quantization') or 'GGUF'}), scored by the decision "
-                   f"adapter on llama.cpp; sha256 {info.get('sha256')}" + (f"; from {source}" if source else ""))
+    description = (
+        f"{info.get('name') or name} ({info.get('quantization') or 'GGUF'}), scored by the decision "
+        f"adapter on llama.cpp; sha256 {info.get('sha256')}" + (f"; from {source}" if source else "")
+    )
     created = int(datetime.datetime.fromisoformat(date).replace(tzinfo=datetime.timezone.utc).timestamp())
     owner = metadata.get("general.organization") or "decision-adapter"
-    return {"object": "list",  # OpenAI's list, beside Jev's "models": one document for both kinds of client
-            "data": [{"id": n, "object": "model", "created": created, "owned_by": owner} for n in (name, MODEL_ALIAS)],
-            "models": [
-        {"name": name, "description": description, "release_date": date},
-        {"name": MODEL_ALIAS, "description": f"Alias of {name}, the one model this endpoint serves.",
-         "release_date": date},
-    ]}
+    return {
+        "object": "list",  # OpenAI's list, beside Jev's "models": one document for both kinds of client
+        "data": [{"id": n, "object": "model", "created": created, "owned_by": owner} for n in (name, MODEL_ALIAS)],
+        "models": [
+            {"name": name, "description": description, "release_date": date},
+            {
+                "name": MODEL_ALIAS,
+                "description": f"Alias of {name}, the one model this endpoint serves.",
+                "release_date": date,
+            },
+        ],
+    }
 
 
 # -- questions and answers ----------------------------------------------------------------
@@ -115,8 +132,10 @@ def cloze_texts(question: JevQuestion) -> list[str]:
     if question.type == "noul":
         return [label.lower() for label in YES_NO]
     if question.type == "choice":
-        return [name.replace("_", " ") if d is None else as_text(d)
-                for name, d in zip(question.names, question.descriptions)]
+        return [
+            name.replace("_", " ") if d is None else as_text(d)
+            for name, d in zip(question.names, question.descriptions)
+        ]
     return [as_text(d) for d in question.descriptions]
 
 
@@ -135,16 +154,41 @@ def batch_of(request: JevRequest) -> DecisionBatch:
         if q.type == "multi_label":
             for i, label in enumerate(q.names):
                 options = tuple(Option(name, text, text.lower()) for name, text in zip(("true", "false"), YES_NO))
-                questions.append(Question(f"{q.key}#{i}", label_question(q.instructions, label), options, None,
-                                          request.order, request.min_answer_mass, "noul", loc=loc,
-                                          options_loc=(*loc, "labels", i), readout=request.readout,
-                                          normalize=request.normalize))
+                questions.append(
+                    Question(
+                        f"{q.key}#{i}",
+                        label_question(q.instructions, label),
+                        options,
+                        None,
+                        request.order,
+                        request.min_answer_mass,
+                        "noul",
+                        loc=loc,
+                        options_loc=(*loc, "labels", i),
+                        readout=request.readout,
+                        normalize=request.normalize,
+                    )
+                )
             continue
         asked = q.instructions if q.instructions is not None else DEFAULT_QUESTIONS[q.type]
-        options = tuple(Option(name, text, cloze) for name, text, cloze in zip(q.names, option_texts(q), cloze_texts(q)))
-        questions.append(Question(q.key, asked, options, None, request.order, request.min_answer_mass, q.type,
-                                  loc=loc, options_loc=(*loc, "criteria"), readout=request.readout,
-                                  normalize=request.normalize))
+        options = tuple(
+            Option(name, text, cloze) for name, text, cloze in zip(q.names, option_texts(q), cloze_texts(q))
+        )
+        questions.append(
+            Question(
+                q.key,
+                asked,
+                options,
+                None,
+                request.order,
+                request.min_answer_mass,
+                q.type,
+                loc=loc,
+                options_loc=(*loc, "criteria"),
+                readout=request.readout,
+                normalize=request.normalize,
+            )
+        )
     return DecisionBatch("systemone", request.state, tuple(questions))
 
 
@@ -154,22 +198,35 @@ def score(engine: Scorer, request: JevRequest) -> tuple[list[AnswerRecord], dict
 
 
 def _extras(answer: AnswerRecord) -> dict:
-    return {"x_readout": answer.method, "x_forward_passes": answer.forward_passes,
-            "x_input_tokens": answer.input_tokens, "x_allowed_token_mass": answer.allowed_token_mass,
-            "x_prompt_sha256": answer.prompt_sha256, "x_order": answer.order,
-            "x_order_sensitivity": answer.order_sensitivity, "x_prior": None if answer.prior is None else list(answer.prior),
-            "x_calibration": answer.calibration, "x_abstained": answer.abstained,
-            "x_min_answer_mass": answer.min_answer_mass,
-            **{f"x_{key}": value for key, value in answer.extras.items()}}
+    return {
+        "x_readout": answer.method,
+        "x_forward_passes": answer.forward_passes,
+        "x_input_tokens": answer.input_tokens,
+        "x_allowed_token_mass": answer.allowed_token_mass,
+        "x_prompt_sha256": answer.prompt_sha256,
+        "x_order": answer.order,
+        "x_order_sensitivity": answer.order_sensitivity,
+        "x_prior": None if answer.prior is None else list(answer.prior),
+        "x_calibration": answer.calibration,
+        "x_abstained": answer.abstained,
+        "x_min_answer_mass": answer.min_answer_mass,
+        **{f"x_{key}": value for key, value in answer.extras.items()},
+    }
 
 
 def _audited(question: JevQuestion, answers: list[AnswerRecord]) -> dict:
     """The audit block's facts of one question (of several prompts for a multi_label one)."""
     if question.type != "multi_label":
-        return {"prompt_sha256": answers[0].prompt_sha256, "allowed_tokens": answers[0].label_tokens,
-                "input_tokens": answers[0].input_tokens}
-    return {"prompt_sha256": audit.combined_sha256([a.prompt_sha256 for a in answers]),
-            "allowed_tokens": answers[0].label_tokens, "input_tokens": sum(a.input_tokens for a in answers)}
+        return {
+            "prompt_sha256": answers[0].prompt_sha256,
+            "allowed_tokens": answers[0].label_tokens,
+            "input_tokens": answers[0].input_tokens,
+        }
+    return {
+        "prompt_sha256": audit.combined_sha256([a.prompt_sha256 for a in answers]),
+        "allowed_tokens": answers[0].label_tokens,
+        "input_tokens": sum(a.input_tokens for a in answers),
+    }
 
 
 def answer(question: JevQuestion, result: AnswerRecord) -> dict:
@@ -181,20 +238,34 @@ def answer(question: JevQuestion, result: AnswerRecord) -> dict:
         return {"type": "noul", "noul": unit(p[0]), **extras}
     if question.type == "choice":
         top = max(range(len(p)), key=p.__getitem__)  # the first option on a tie
-        return {"type": "choice", "choice": question.names[top],
-                "probabilities": dict(zip(question.names, p)), "confidence": choice_confidence(p), **extras}
-    return {"type": "score", "score": sum(i * v for i, v in enumerate(p)),
-            "legend": {name: level for name, level in zip(question.names, question.descriptions)},
-            "probabilities": dict(zip(question.names, p)), "confidence": score_confidence(p), **extras}
+        return {
+            "type": "choice",
+            "choice": question.names[top],
+            "probabilities": dict(zip(question.names, p)),
+            "confidence": choice_confidence(p),
+            **extras,
+        }
+    return {
+        "type": "score",
+        "score": sum(i * v for i, v in enumerate(p)),
+        "legend": {name: level for name, level in zip(question.names, question.descriptions)},
+        "probabilities": dict(zip(question.names, p)),
+        "confidence": score_confidence(p),
+        **extras,
+    }
 
 
 def multi_label_answer(question: JevQuestion, results: list[AnswerRecord]) -> dict:
     """P(yes) per label, the labels at or above the threshold, and those whose read abstained."""
     scores = {label: unit(r.probabilities[0]) for label, r in zip(question.names, results)}
-    return {"type": "multi_label", "scores": scores, "threshold": question.threshold,
-            "selected": [label for label, v in scores.items() if v >= question.threshold],
-            "abstained": [label for label, r in zip(question.names, results) if r.abstained],
-            "x_labels": [_extras(r) for r in results]}
+    return {
+        "type": "multi_label",
+        "scores": scores,
+        "threshold": question.threshold,
+        "selected": [label for label, v in scores.items() if v >= question.threshold],
+        "abstained": [label for label, r in zip(question.names, results) if r.abstained],
+        "x_labels": [_extras(r) for r in results],
+    }
 
 
 def grouped(request: JevRequest, results: list[AnswerRecord]) -> list[list[AnswerRecord]]:
@@ -202,7 +273,7 @@ def grouped(request: JevRequest, results: list[AnswerRecord]) -> list[list[Answe
     out, at = [], 0
     for q in request.questions:
         size = len(q.names) if q.type == "multi_label" else 1
-        out.append(results[at:at + size])
+        out.append(results[at : at + size])
         at += size
     return out
 
@@ -234,9 +305,16 @@ def check(request: JevRequest, engine: Engine) -> None:
 # -- the error shapes Jev clients read ------------------------------------------------------
 
 # error_type by HTTP status for errors that are not validation failures
-_ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
-                405: "invalid_request_error", 413: "request_too_large", 415: "invalid_request_error",
-                429: "rate_limit_error", 503: "overloaded_error"}
+_ERROR_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+}
 
 
 def _loc_from_field(field: str | None) -> list:
@@ -255,9 +333,12 @@ def error_body(exc: AdapterError) -> dict:
     if exc.status in (400, 422):
         loc = list(exc.loc) if exc.loc else _loc_from_field(exc.field)
         return {"detail": [{"loc": loc, "msg": exc.message, "type": exc.code}]}
-    return {"detail": {"error_type": _ERROR_TYPES.get(exc.status, "api_error" if exc.status >= 500
-                                                      else "invalid_request_error"),
-                       "message": exc.message}}
+    return {
+        "detail": {
+            "error_type": _ERROR_TYPES.get(exc.status, "api_error" if exc.status >= 500 else "invalid_request_error"),
+            "message": exc.message,
+        }
+    }
 
 
 def error_status(exc: AdapterError) -> int:
@@ -292,31 +373,62 @@ def models_route():
 def openapi_paths() -> dict:
     """Its paths of the OpenAPI document (openapi.py)."""
     return {
-        PATH: {"post": {
-            "operationId": "systemone", "tags": ["Jev"],
-            "summary": "Answer typed questions about one state (Jev System One)",
-            "description": "Jev's System One API on the same model: every question is scored from the logits of "
-                           "one forward pass, nothing is generated. Content-Type must be JSON or absent. Every error "
-                           "uses Jev's shapes; malformed JSON and wrong types are 422 here, not 400.",
-            "requestBody": doc.body("SystemOneRequest"),
-            "responses": {
-                "200": doc.ok("One answer per question.", "SystemOneResponse"),
-                "404": doc.response("Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model "
-                                    "this endpoint does not serve.", doc.jev("not_found_error")),
-                "422": doc.response("Every problem found in the body, each with its location: missing or mistyped "
-                                    "fields, malformed JSON, too many options for this model, a prompt that does not "
-                                    "fit the context.", doc.ref("JevValidationErrorBody")),
-                **doc.common("Jev")}}},
-        MODELS_PATH: {"get": {
-            "operationId": "models", "tags": ["Jev", "OpenAI"], "summary": "List the served model and its alias",
-            "description": "One document for both kinds of client: OpenAI's {\"object\": \"list\", \"data\": "
-                           "[...]} and Jev's {\"models\": [...]}.",
-            "responses": {"200": doc.response("The served model and the jev-latest alias.",
-                                              {"allOf": [doc.ref("ModelList"), doc.ref("OpenAIModelList")]}),
-                          "401": doc.shared("JevUnauthorized"), "500": doc.shared("JevInternalError"),
-                          "503": doc.shared("JevBusy")}}}}
+        PATH: {
+            "post": {
+                "operationId": "systemone",
+                "tags": ["Jev"],
+                "summary": "Answer typed questions about one state (Jev System One)",
+                "description": "Jev's System One API on the same model: every question is scored from the logits of "
+                "one forward pass, nothing is generated. Content-Type must be JSON or absent. Every error "
+                "uses Jev's shapes; malformed JSON and wrong types are 422 here, not 400.",
+                "requestBody": doc.body("SystemOneRequest"),
+                "responses": {
+                    "200": doc.ok("One answer per question.", "SystemOneResponse"),
+                    "404": doc.response(
+                        "Only with DECISION_ADAPTER_STRICT_MODEL_NAMES=on: the request names a model "
+                        "this endpoint does not serve.",
+                        doc.jev("not_found_error"),
+                    ),
+                    "422": doc.response(
+                        "Every problem found in the body, each with its location: missing or mistyped "
+                        "fields, malformed JSON, too many options for this model, a prompt that does not "
+                        "fit the context.",
+                        doc.ref("JevValidationErrorBody"),
+                    ),
+                    **doc.common("Jev"),
+                },
+            }
+        },
+        MODELS_PATH: {
+            "get": {
+                "operationId": "models",
+                "tags": ["Jev", "OpenAI"],
+                "summary": "List the served model and its alias",
+                "description": 'One document for both kinds of client: OpenAI\'s {"object": "list", "data": '
+                '[...]} and Jev\'s {"models": [...]}.',
+                "responses": {
+                    "200": doc.response(
+                        "The served model and the jev-latest alias.",
+                        {"allOf": [doc.ref("ModelList"), doc.ref("OpenAIModelList")]},
+                    ),
+                    "401": doc.shared("JevUnauthorized"),
+                    "500": doc.shared("JevInternalError"),
+                    "503": doc.shared("JevBusy"),
+                },
+            }
+        },
+    }
 
 
-API = Api("systemone", "systemone", body=DIALECT, sniff=lambda body: isinstance(body.get("questions"), dict),
-          routes=(f"POST {PATH}", f"GET {MODELS_PATH}"), blueprint=blueprint, scope=Scope("/v1/"), errors=DIALECT,
-          shape="jev", openapi=openapi_paths)  # Jev's shape: every path under /v1/ that no narrower scope claims
+API = Api(
+    "systemone",
+    "systemone",
+    body=DIALECT,
+    sniff=lambda body: isinstance(body.get("questions"), dict),
+    routes=(f"POST {PATH}", f"GET {MODELS_PATH}"),
+    blueprint=blueprint,
+    scope=Scope("/v1/"),
+    errors=DIALECT,
+    shape="jev",
+    openapi=openapi_paths,
+)  # Jev's shape: every path under /v1/ that no narrower scope claims

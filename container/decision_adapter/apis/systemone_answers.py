@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from decision_contract import names
 
-from .common import Answer
 from .answers import CalibrationUsed, ModelInfo, OrderSensitivity, Timing
+from .common import Answer
 
 
 class _Extras(Answer):
@@ -23,14 +23,17 @@ class _Extras(Answer):
     x_order_sensitivity: OrderSensitivity | None = None
     x_prior: list[Annotated[float, Field(ge=0, le=1)]] | None = None
     x_calibration: CalibrationUsed | None = None
-    x_abstained: bool | None = Field(None, description="Whether the answer labels held less of the next-token "
-                                                       "probability than x_min_answer_mass.")
+    x_abstained: bool | None = Field(
+        None, description="Whether the answer labels held less of the next-token probability than x_min_answer_mass."
+    )
     x_min_answer_mass: float | None = Field(None, ge=0, le=1)
     x_normalize: Literal[names.NORMALIZATIONS] | None = Field(None, description="cloze: the normalisation used.")
     x_option_tokens: list[int] | None = Field(None, description="cloze: the tokens of each option's text.")
     x_prediction_set: list[str] | None = Field(
-        None, description="The criteria names (in request order) of the split-conformal prediction set, present "
-                          "when a kept calibration threshold applies (see the own schema's prediction_set).")
+        None,
+        description="The criteria names (in request order) of the split-conformal prediction set, present "
+        "when a kept calibration threshold applies (see the own schema's prediction_set).",
+    )
 
 
 Probability = Annotated[float, Field(ge=0, le=1)]
@@ -82,9 +85,11 @@ class Audit(BaseModel):
     adapter_hash: str | None = None
     calibration_version: str = Field(description="The sha256 of the calibration.json in force, or 'none'.")
     prompt_template_sha256: list[Sha256] = Field(
-        description="Per question, the sha256 of its rendered prompt (multi_label: of its labels' prompt hashes).")
+        description="Per question, the sha256 of its rendered prompt (multi_label: of its labels' prompt hashes)."
+    )
     allowed_token_set_hash: list[Sha256] = Field(
-        description="Per question, the sha256 of the JSON list of answer-token ids its readout read.")
+        description="Per question, the sha256 of the JSON list of answer-token ids its readout read."
+    )
     input_tokens: list[Annotated[int, Field(ge=0)]] = Field(description="Per question, the prompt tokens read.")
     backend: str = Field(description="'llama.cpp cpu' or 'llama.cpp gpu'.")
     build: str = Field(description="The llama-cpp-python version the adapter runs.")
@@ -101,10 +106,13 @@ class SystemOneResponse(Answer):
     model: str = Field(description="The served model's name (the GGUF file name without .gguf).")
     answers: dict[str, JevAnswer] = Field(min_length=1, description="One answer per question id.")
     usage: JevUsage
-    audit: Audit = Field(description="The one field beside Jev's without the x_ prefix, deliberately: avrik-sdk's "
-                                     "Decision requires it under this name.")
-    x_request_id: str | None = Field(None, description="The request's id, as in the X-Request-Id header (the other "
-                                                       "APIs' request_id).")
+    audit: Audit = Field(
+        description="The one field beside Jev's without the x_ prefix, deliberately: avrik-sdk's "
+        "Decision requires it under this name."
+    )
+    x_request_id: str | None = Field(
+        None, description="The request's id, as in the X-Request-Id header (the other APIs' request_id)."
+    )
     x_prompt_version: str | None = None
     x_readout_methods: dict[str, str] | None = None
     x_timing: Timing | None = None

@@ -13,8 +13,17 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, PlainValidator, StringConstraints, Tag, \
-    ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PlainValidator,
+    StringConstraints,
+    Tag,
+    ValidationError,
+    model_validator,
+)
 from pydantic.json_schema import WithJsonSchema
 from pydantic_core import PydanticCustomError
 
@@ -35,8 +44,9 @@ class JevValidationError(InvalidValue):
 
     def __init__(self, errors: list[dict]):
         first = errors[0]
-        super().__init__("; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in errors[:5]), None,
-                         loc=tuple(first["loc"]))
+        super().__init__(
+            "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in errors[:5]), None, loc=tuple(first["loc"])
+        )
         self.errors = errors
 
 
@@ -61,8 +71,6 @@ class JevRequest:
     normalize: str | None = None  # x_normalize (cloze); None: pmi
 
 
-
-
 # -- the request, as models -------------------------------------------------------------
 
 
@@ -71,29 +79,43 @@ def _where(loc) -> str:
 
 
 def _kind(value) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null",
-            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        type(None): "null",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
 
 
 def _content(value):
     if isinstance(value, (str, dict, list)):
         return value
-    raise PydanticCustomError("content_type", "must be a string, an object or an array, got {kind}",
-                              {"kind": _kind(value)})
+    raise PydanticCustomError(
+        "content_type", "must be a string, an object or an array, got {kind}", {"kind": _kind(value)}
+    )
 
 
-_CONTENT_SCHEMA = {"description": "Text, or any JSON object or array (rendered as JSON).",
-                   "type": ["string", "object", "array"]}
+_CONTENT_SCHEMA = {
+    "description": "Text, or any JSON object or array (rendered as JSON).",
+    "type": ["string", "object", "array"],
+}
 JevContent = Annotated[Any, PlainValidator(_content), WithJsonSchema(_CONTENT_SCHEMA)]
-JevContentOrNull = Annotated[Any, PlainValidator(lambda v: v if v is None else _content(v)),
-                             WithJsonSchema({**_CONTENT_SCHEMA, "type": ["string", "object", "array", "null"]})]
+JevContentOrNull = Annotated[
+    Any,
+    PlainValidator(lambda v: v if v is None else _content(v)),
+    WithJsonSchema({**_CONTENT_SCHEMA, "type": ["string", "object", "array", "null"]}),
+]
 
 
 class _Question(BaseModel):
     """A question's fields; ``x_`` extensions are accepted (and not used), any other unknown field refused."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True,
-                              json_schema_extra={"patternProperties": {"^x_": {}}})
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, json_schema_extra={"patternProperties": {"^x_": {}}}
+    )
     instructions: JevContentOrNull = None
 
     @model_validator(mode="before")
@@ -124,8 +146,9 @@ class NoulQuestion(_Question):
         described = self.criteria is not None and (self.criteria.true is not None or self.criteria.false is not None)
         blank = self.instructions is None or (isinstance(self.instructions, str) and not self.instructions.strip())
         if not described and blank:
-            raise PydanticCustomError("missing", "a noul needs instructions or a described outcome in criteria",
-                                      {"at": "instructions"})
+            raise PydanticCustomError(
+                "missing", "a noul needs instructions or a described outcome in criteria", {"at": "instructions"}
+            )
         return self
 
 
@@ -137,8 +160,9 @@ class ChoiceQuestion(_Question):
 
     model_config = ConfigDict(title="choice question")
     type: Literal["choice"]
-    criteria: Annotated[dict[OptionName, JevContentOrNull],
-                        Field(min_length=MIN_CHOICE_OPTIONS, max_length=MAX_CHOICE_OPTIONS)]
+    criteria: Annotated[
+        dict[OptionName, JevContentOrNull], Field(min_length=MIN_CHOICE_OPTIONS, max_length=MAX_CHOICE_OPTIONS)
+    ]
 
 
 class ScoreQuestion(_Question):
@@ -173,9 +197,14 @@ def _question_type(value):
 
 
 JevQuestionModel = Annotated[
-    Union[Annotated[NoulQuestion, Tag("noul")], Annotated[ChoiceQuestion, Tag("choice")],
-          Annotated[ScoreQuestion, Tag("score")], Annotated[MultiLabelQuestion, Tag("multi_label")]],
-    Discriminator(_question_type)]
+    Union[
+        Annotated[NoulQuestion, Tag("noul")],
+        Annotated[ChoiceQuestion, Tag("choice")],
+        Annotated[ScoreQuestion, Tag("score")],
+        Annotated[MultiLabelQuestion, Tag("multi_label")],
+    ],
+    Discriminator(_question_type),
+]
 QuestionKey = Annotated[str, StringConstraints(min_length=1, max_length=MAX_KEY_CHARS)]
 
 
@@ -192,19 +221,27 @@ class SystemOneRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True, frozen=True, title="Jev System One request")
     model: str | None = Field(None, description=f"{MODEL_ALIAS!r}, the served model's name, or absent.")
     state: JevContent
-    assets: Annotated[Any, PlainValidator(_no_assets), WithJsonSchema({"type": ["object", "null"], "maxProperties": 0,
-                                                                       "description": "Images: not supported."})] = None
+    assets: Annotated[
+        Any,
+        PlainValidator(_no_assets),
+        WithJsonSchema({"type": ["object", "null"], "maxProperties": 0, "description": "Images: not supported."}),
+    ] = None
     questions: Annotated[dict[QuestionKey, JevQuestionModel], Field(min_length=1, max_length=MAX_QUESTIONS)]
     x_order: Literal["as_given", "prior", "rotations"] | None = Field(
-        None, description="This adapter's extension: the order mode (default DECISION_ADAPTER_ORDER).")
+        None, description="This adapter's extension: the order mode (default DECISION_ADAPTER_ORDER)."
+    )
     x_min_answer_mass: Annotated[float, Field(ge=0, le=1)] | None = Field(
-        None, description="This adapter's extension: the abstention threshold (default "
-                          "DECISION_ADAPTER_MIN_ANSWER_MASS).")
+        None,
+        description="This adapter's extension: the abstention threshold (default DECISION_ADAPTER_MIN_ANSWER_MASS).",
+    )
     x_readout: Literal[names.READOUTS] | None = Field(
-        None, description="This adapter's extension: the readout, letters or cloze (each option's own words scored "
-                          "as the answer; x_order must then be as_given or absent). Default DECISION_ADAPTER_READOUT.")
+        None,
+        description="This adapter's extension: the readout, letters or cloze (each option's own words scored "
+        "as the answer; x_order must then be as_given or absent). Default DECISION_ADAPTER_READOUT.",
+    )
     x_normalize: Literal[names.NORMALIZATIONS] | None = Field(
-        None, description="This adapter's extension, cloze only: pmi (default), sum or mean.")
+        None, description="This adapter's extension, cloze only: pmi (default), sum or mean."
+    )
 
 
 MAX_ERRORS = 20  # listed per response: a small body with thousands of faults must not get a huge answer
@@ -223,9 +260,14 @@ def _jev_item(error: dict) -> dict | None:
         del loc[2]  # the discriminator's tag
     if loc and loc[-1] == "[key]":
         loc.pop()
-        kind, msg = ("string_type" if len(loc) == 2 else "string_too_short"), (
-            f"a question id must be a non-empty string of at most {MAX_KEY_CHARS} characters" if len(loc) == 2
-            else "an option name must not be empty")
+        kind, msg = (
+            ("string_type" if len(loc) == 2 else "string_too_short"),
+            (
+                f"a question id must be a non-empty string of at most {MAX_KEY_CHARS} characters"
+                if len(loc) == 2
+                else "an option name must not be empty"
+            ),
+        )
     elif kind == "union_tag_not_found" or kind == "union_tag_invalid":
         qtype = value.get("type") if isinstance(value, dict) else None
         if not isinstance(value, dict):
@@ -233,16 +275,27 @@ def _jev_item(error: dict) -> dict | None:
         elif "type" not in value:
             loc, kind, msg = [*loc, "type"], "missing", "Field required: noul, choice, score or multi_label"
         elif qtype == "box":
-            loc, kind, msg = [*loc, "type"], "unsupported", "box questions need an image; this endpoint serves a text model"
+            loc, kind, msg = (
+                [*loc, "type"],
+                "unsupported",
+                "box questions need an image; this endpoint serves a text model",
+            )
         else:
-            loc, kind, msg = [*loc, "type"], "literal_error", f"must be one of noul, choice, score, multi_label; got {render_json(qtype)}"
+            loc, kind, msg = (
+                [*loc, "type"],
+                "literal_error",
+                f"must be one of noul, choice, score, multi_label; got {render_json(qtype)}",
+            )
     elif kind in ("missing", "value_error") and (error.get("ctx") or {}).get("at"):
         loc.append(error["ctx"]["at"])
     elif kind == "missing":
         msg = _MESSAGES.get((".".join(map(str, loc)), kind), msg)
     elif kind == "extra_forbidden":
-        msg = ("Extra inputs are not permitted (true and false only)" if len(loc) >= 4 and loc[2] == "criteria"
-               else "Extra inputs are not permitted (a question takes type, instructions and criteria)")
+        msg = (
+            "Extra inputs are not permitted (true and false only)"
+            if len(loc) >= 4 and loc[2] == "criteria"
+            else "Extra inputs are not permitted (a question takes type, instructions and criteria)"
+        )
     elif kind == "list_type" and loc[-1:] == ["criteria"] and isinstance(value, dict):
         msg = "score levels are an ordered array (level 0 first), not an object"
     elif kind == "dict_type" and loc[-1:] == ["criteria"] and value is None:
@@ -255,43 +308,87 @@ def _jev_errors(exc: ValidationError) -> list[dict]:
     items = [_jev_item(e) for e in exc.errors(include_url=False)]
     if len(items) > MAX_ERRORS:
         dropped = len(items) - MAX_ERRORS
-        items = items[:MAX_ERRORS] + [{"loc": ["body"], "type": "too_many_errors",
-                                       "msg": f"{dropped} more problem(s) not listed; fix the ones above and send again"}]
+        items = items[:MAX_ERRORS] + [
+            {
+                "loc": ["body"],
+                "type": "too_many_errors",
+                "msg": f"{dropped} more problem(s) not listed; fix the ones above and send again",
+            }
+        ]
     return items
 
 
 def parse_systemone(body) -> JevRequest:
     """Validate a System One request body; raise JevValidationError listing every problem."""
     if not isinstance(body, dict):
-        raise JevValidationError([{"loc": ["body"], "msg": f"the body must be a JSON object, got {_kind(body)}",
-                                   "type": "model_attributes_type"}])
+        raise JevValidationError(
+            [
+                {
+                    "loc": ["body"],
+                    "msg": f"the body must be a JSON object, got {_kind(body)}",
+                    "type": "model_attributes_type",
+                }
+            ]
+        )
     try:  # JSON may escape half a UTF-16 pair ("\ud800"): no text can be made of it
         json.dumps(body, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
-        raise JevValidationError([{"loc": ["body"], "msg": "the body holds an unpaired UTF-16 surrogate escape (such "
-                                   "as \\ud800); send valid Unicode text", "type": "string_unicode"}]) from None
+        raise JevValidationError(
+            [
+                {
+                    "loc": ["body"],
+                    "msg": "the body holds an unpaired UTF-16 surrogate escape (such "
+                    "as \\ud800); send valid Unicode text",
+                    "type": "string_unicode",
+                }
+            ]
+        ) from None
     try:
         parsed = SystemOneRequest.model_validate(body)
     except ValidationError as exc:
         raise JevValidationError(_jev_errors(exc)) from None
     if parsed.x_readout == "cloze" and parsed.x_order not in (None, "as_given"):
-        raise JevValidationError([{"loc": ["body", "x_order"], "type": "value_error", "msg": (
-            f"x_order {parsed.x_order!r} does not apply to x_readout cloze: its prompt lists no options, so their "
-            "order cannot move the answer; send x_order as_given or none")}])
-    return JevRequest(parsed.model, parsed.state, tuple(_question_of(k, q) for k, q in parsed.questions.items()),
-                      parsed.x_order, parsed.x_min_answer_mass, parsed.x_readout, parsed.x_normalize)
+        raise JevValidationError(
+            [
+                {
+                    "loc": ["body", "x_order"],
+                    "type": "value_error",
+                    "msg": (
+                        f"x_order {parsed.x_order!r} does not apply to x_readout cloze: its prompt lists no options, so their "
+                        "order cannot move the answer; send x_order as_given or none"
+                    ),
+                }
+            ]
+        )
+    return JevRequest(
+        parsed.model,
+        parsed.state,
+        tuple(_question_of(k, q) for k, q in parsed.questions.items()),
+        parsed.x_order,
+        parsed.x_min_answer_mass,
+        parsed.x_readout,
+        parsed.x_normalize,
+    )
 
 
 def _question_of(key: str, question) -> JevQuestion:
     if question.type == "noul":
         c = question.criteria
-        return JevQuestion(key, "noul", question.instructions, ("true", "false"),
-                           (None, None) if c is None else (c.true, c.false))
+        return JevQuestion(
+            key, "noul", question.instructions, ("true", "false"), (None, None) if c is None else (c.true, c.false)
+        )
     if question.type == "multi_label":
-        return JevQuestion(key, "multi_label", question.instructions, tuple(question.labels),
-                           (None,) * len(question.labels), question.threshold)
+        return JevQuestion(
+            key,
+            "multi_label",
+            question.instructions,
+            tuple(question.labels),
+            (None,) * len(question.labels),
+            question.threshold,
+        )
     if question.type == "choice":
-        return JevQuestion(key, "choice", question.instructions, tuple(question.criteria),
-                           tuple(question.criteria.values()))
+        return JevQuestion(
+            key, "choice", question.instructions, tuple(question.criteria), tuple(question.criteria.values())
+        )
     levels = question.criteria
     return JevQuestion(key, "score", question.instructions, tuple(str(i) for i in range(len(levels))), tuple(levels))

@@ -8,7 +8,6 @@ temperature 0, the stream's framing, usage, a client leaving mid-stream frees th
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -45,8 +44,9 @@ def test_models_list_gives_the_served_name_and_keeps_jevs_models(client, adapter
 
 
 def test_a_plain_chat(client):
-    answer = client.chat.completions.create(model=served_name(client), messages=ASK, max_completion_tokens=8,
-                                            temperature=0)
+    answer = client.chat.completions.create(
+        model=served_name(client), messages=ASK, max_completion_tokens=8, temperature=0
+    )
     choice = answer.choices[0]
     assert answer.object == "chat.completion" and choice.message.role == "assistant"
     assert choice.finish_reason in ("stop", "length") and isinstance(choice.message.content, str)
@@ -55,8 +55,7 @@ def test_a_plain_chat(client):
 
 
 def test_streamed_chunks_join_to_the_plain_answer_at_temperature_0(client):
-    kwargs = dict(model="anything", messages=ASK, max_tokens=24, temperature=0, seed=7, logprobs=True,
-                  top_logprobs=2)
+    kwargs = dict(model="anything", messages=ASK, max_tokens=24, temperature=0, seed=7, logprobs=True, top_logprobs=2)
     plain = client.chat.completions.create(**kwargs)
     chunks = list(client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True}))
     assert all(c.object == "chat.completion.chunk" and c.id == chunks[0].id for c in chunks)
@@ -83,18 +82,24 @@ def test_stop_ends_the_answer_before_the_stop_text(client):
     cut = client.chat.completions.create(model="x", messages=ASK, max_tokens=16, temperature=0, stop=[stop])
     assert cut.choices[0].finish_reason == "stop" and stop not in cut.choices[0].message.content
     assert text.startswith(cut.choices[0].message.content)
-    streamed = client.chat.completions.create(model="x", messages=ASK, max_tokens=16, temperature=0, stop=stop,
-                                              stream=True)
+    streamed = client.chat.completions.create(
+        model="x", messages=ASK, max_tokens=16, temperature=0, stop=stop, stream=True
+    )
     assert "".join(c.choices[0].delta.content or "" for c in streamed) == cut.choices[0].message.content
 
 
-@pytest.mark.parametrize("extra, param", [
-    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}, "tools"),
-    ({"n": 2}, "n"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}},
-     "response_format"),
-    ({"logit_bias": {"1": 5}}, "logit_bias"),
-])
+@pytest.mark.parametrize(
+    "extra, param",
+    [
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}, "tools"),
+        ({"n": 2}, "n"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}},
+            "response_format",
+        ),
+        ({"logit_bias": {"1": 5}}, "logit_bias"),
+    ],
+)
 def test_unsupported_parameters_are_400s_naming_them(client, extra, param):
     with pytest.raises(openai.BadRequestError) as raised:
         client.chat.completions.create(model="x", messages=ASK, max_tokens=2, **extra)
@@ -108,10 +113,14 @@ def test_any_model_name_is_answered_by_the_served_model(client, adapter):
     served = served_name(client)
     answer = client.chat.completions.create(model="gpt-nothing", messages=ASK, max_tokens=2)
     assert answer.model.removesuffix(".gguf") == served
-    body = {"model": "gpt-nothing", "input": "The parcel never arrived.",
-            "questions": [{"type": "predicate", "name": "late", "instructions": "Is the parcel late?"}]}
-    request = urllib.request.Request(adapter.url + "/v1/decisions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
+    body = {
+        "model": "gpt-nothing",
+        "input": "The parcel never arrived.",
+        "questions": [{"type": "predicate", "name": "late", "instructions": "Is the parcel late?"}],
+    }
+    request = urllib.request.Request(
+        adapter.url + "/v1/decisions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request) as reply:
         assert json.load(reply)["model"] == served
 
@@ -124,16 +133,23 @@ def test_strict_model_names_refuse_other_names_naming_the_served_one(adapters):
     assert raised.value.body["code"] == "model_not_found" and served in raised.value.body["message"]
     for name in (served, "jev-latest"):
         assert strict.chat.completions.create(model=name, messages=ASK, max_tokens=2).choices
-    body = {"model": "gpt-nothing", "input": "x", "questions": [{"type": "predicate", "name": "q",
-                                                                   "instructions": "Is it?"}]}
-    request = urllib.request.Request(str(strict.base_url).rstrip("/") + "/decisions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
+    body = {
+        "model": "gpt-nothing",
+        "input": "x",
+        "questions": [{"type": "predicate", "name": "q", "instructions": "Is it?"}],
+    }
+    request = urllib.request.Request(
+        str(strict.base_url).rstrip("/") + "/decisions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request)
     assert refused.value.code == 404 and json.load(refused.value)["error"]["code"] == "model_not_found"
     jev_body = {"model": "gpt-nothing", "state": "x", "questions": {"q": {"type": "noul", "instructions": "Is it?"}}}
-    jev = urllib.request.Request(str(strict.base_url).rstrip("/") + "/systemone", json.dumps(jev_body).encode(),
-                                 {"Content-Type": "application/json"})
+    jev = urllib.request.Request(
+        str(strict.base_url).rstrip("/") + "/systemone",
+        json.dumps(jev_body).encode(),
+        {"Content-Type": "application/json"},
+    )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(jev)
     assert refused.value.code == 404 and json.load(refused.value)["detail"]["error_type"] == "not_found_error"
@@ -147,8 +163,14 @@ def _status(server) -> dict:
 def test_a_client_leaving_mid_stream_frees_the_model(adapters):
     # One context and a waiting line of 0: while a request holds the model, any other is refused at once (503),
     # so a 200 for the next request proves the first one let go of the model.
-    server = adapters.shared(**{**TEST_ENV, "DECISION_ADAPTER_MAX_QUEUE": "0", "SM_LLAMA_CPP_PARALLEL": "1",
-                                "DECISION_ADAPTER_CHAT_MAX_TOKENS": "2000"})
+    server = adapters.shared(
+        **{
+            **TEST_ENV,
+            "DECISION_ADAPTER_MAX_QUEUE": "0",
+            "SM_LLAMA_CPP_PARALLEL": "1",
+            "DECISION_ADAPTER_CHAT_MAX_TOKENS": "2000",
+        }
+    )
     client = client_for(server)
     long = dict(model="x", messages=ASK, max_tokens=2000, temperature=1.0, seed=3)
     stream = client.chat.completions.create(**long, stream=True)

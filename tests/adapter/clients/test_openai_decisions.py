@@ -7,8 +7,12 @@ import math
 
 import openai
 import pytest
-from openai.types.decision import AnswerAnswerResourceChoice, AnswerAnswerResourcePredicate, \
-    AnswerAnswerResourceScore, Decision
+from openai.types.decision import (
+    AnswerAnswerResourceChoice,
+    AnswerAnswerResourcePredicate,
+    AnswerAnswerResourceScore,
+    Decision,
+)
 
 from tests.support.adapters import JEV_ENV
 
@@ -17,19 +21,31 @@ pytestmark = pytest.mark.slow
 MODEL = "jev-latest"
 TICKET = "I was charged twice for my March invoice. Please refund the second charge."
 PREDICATE = {"type": "predicate", "name": "refund", "instructions": "The customer asks for money back."}
-CHOICE = {"type": "choice", "name": "team", "instructions": "Which team should handle it?",
-          "choices": [{"value": "billing", "description": "Payments"}, {"value": "technical"},
-                      {"value": True, "description": "Someone else"}, {"value": "true"}]}
+CHOICE = {
+    "type": "choice",
+    "name": "team",
+    "instructions": "Which team should handle it?",
+    "choices": [
+        {"value": "billing", "description": "Payments"},
+        {"value": "technical"},
+        {"value": True, "description": "Someone else"},
+        {"value": "true"},
+    ],
+}
 SCORE = {"type": "score", "instructions": "How urgent is it?", "levels": [{"label": "low"}, {"label": "high"}]}
 
 # every item of the library's input union, in one conversation
 CONVERSATION = [
     {"role": "system", "content": "You triage support tickets."},
     {"role": "developer", "content": [{"type": "input_text", "text": "Refunds go to billing."}]},
-    {"role": "user", "content": [{"type": "input_text", "text": TICKET},
-                                 {"type": "input_json", "data": {"invoice": "March", "charges": 2}}]},
-    {"role": "assistant", "content": [{"type": "output_text", "text": "Let me look that up."}],
-     "phase": "commentary"},
+    {
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": TICKET},
+            {"type": "input_json", "data": {"invoice": "March", "charges": 2}},
+        ],
+    },
+    {"role": "assistant", "content": [{"type": "output_text", "text": "Let me look that up."}], "phase": "commentary"},
     {"type": "function_call", "call_id": "call_1", "name": "find_invoice", "arguments": '{"month": "March"}'},
     {"type": "function_call_output", "call_id": "call_1", "output": "two charges of 40 EUR"},
     {"type": "custom_tool_call", "call_id": "call_2", "name": "ledger", "input": "refunds March"},
@@ -98,16 +114,23 @@ def test_parts_and_strings_say_the_same(client):
     """A user message's input_text part and instructions given as parts read as their strings do."""
     as_strings = client.decisions.create(model=MODEL, input=TICKET, questions=[PREDICATE])
     as_parts = client.decisions.create(
-        model=MODEL, input=[{"role": "user", "content": [{"type": "input_text", "text": TICKET}]}],
-        questions=[dict(PREDICATE, instructions=[{"type": "input_text", "text": PREDICATE["instructions"]}])])
+        model=MODEL,
+        input=[{"role": "user", "content": [{"type": "input_text", "text": TICKET}]}],
+        questions=[dict(PREDICATE, instructions=[{"type": "input_text", "text": PREDICATE["instructions"]}])],
+    )
     assert as_parts.answers == as_strings.answers
 
 
 def test_openai_parameters_accepted_and_the_identifier_never_logged(client, server):
     marker = "user-7b1e0c4f-safety"
-    decision = client.decisions.create(model=MODEL, input=TICKET, questions=[PREDICATE], prompt_cache_key="tickets",
-                                       prompt_cache_options={"mode": "implicit", "ttl": "30m"},
-                                       safety_identifier=marker)
+    decision = client.decisions.create(
+        model=MODEL,
+        input=TICKET,
+        questions=[PREDICATE],
+        prompt_cache_key="tickets",
+        prompt_cache_options={"mode": "implicit", "ttl": "30m"},
+        safety_identifier=marker,
+    )
     check_answers(decision)
     assert marker not in server.log_path.read_text(errors="replace")
 
@@ -121,13 +144,25 @@ def test_many_questions_up_to_the_apis_limit(client):
     assert refused.value.body["param"] == "questions" and "400" in refused.value.body["message"]
 
 
-@pytest.mark.parametrize("input, param, code", [
-    ([{"role": "user", "content": [{"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]}],
-     "input[0].content[0].type", "unsupported_content"),
-    ([{"type": "function_call_output", "call_id": "nowhere", "output": "42"}], "input[0].call_id", "invalid_value"),
-    ([{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
-      {"type": "custom_tool_call_output", "call_id": "c", "output": "42"}], "input[1].call_id", "invalid_value"),
-])
+@pytest.mark.parametrize(
+    "input, param, code",
+    [
+        (
+            [{"role": "user", "content": [{"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]}],
+            "input[0].content[0].type",
+            "unsupported_content",
+        ),
+        ([{"type": "function_call_output", "call_id": "nowhere", "output": "42"}], "input[0].call_id", "invalid_value"),
+        (
+            [
+                {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+                {"type": "custom_tool_call_output", "call_id": "c", "output": "42"},
+            ],
+            "input[1].call_id",
+            "invalid_value",
+        ),
+    ],
+)
 def test_refusals_arrive_as_the_librarys_errors(client, input, param, code):
     with pytest.raises(openai.BadRequestError) as refused:
         client.decisions.create(model=MODEL, input=input, questions=[PREDICATE])
@@ -139,6 +174,11 @@ def test_refusals_arrive_as_the_librarys_errors(client, input, param, code):
 
 def test_an_image_in_the_instructions_is_refused(client):
     with pytest.raises(openai.BadRequestError) as refused:
-        client.decisions.create(model=MODEL, input=TICKET, questions=[dict(PREDICATE, instructions=[
-            {"type": "input_image", "image_url": "https://example.com/a.png"}])])
+        client.decisions.create(
+            model=MODEL,
+            input=TICKET,
+            questions=[
+                dict(PREDICATE, instructions=[{"type": "input_image", "image_url": "https://example.com/a.png"}])
+            ],
+        )
     assert refused.value.body["param"] == "questions[0].instructions[0].type"

@@ -24,8 +24,11 @@ def probabilities(reading, temperature: float = 1.0):
 
 
 def many(n: int) -> dict:
-    return {"type": "choice", "instructions": "Which queue?",
-            "criteria": {f"Queue {i}": (f"topic {i}" if i % 2 else None) for i in range(n)}}
+    return {
+        "type": "choice",
+        "instructions": "Which queue?",
+        "criteria": {f"Queue {i}": (f"topic {i}" if i % 2 else None) for i in range(n)},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -92,11 +95,11 @@ def test_restore_mode_reads_the_same_two_level_answers(engine, restore_engine):
 
 
 def test_an_item_is_scored_the_same_alone_in_a_crowd_and_twice(engine):
-    target = {"type": "score", "instructions": "How worried is the customer?",
-              "criteria": ["calm", "worried", "angry"]}
+    target = {"type": "score", "instructions": "How worried is the customer?", "criteria": ["calm", "worried", "angry"]}
     (alone,), _ = engine.score_items(items(engine, {"t": target})[1])
-    crowd, timing = engine.score_items(items(engine, {"n": {"type": "noul", "instructions": "Lost?"},
-                                                      "t": target, "copy": target, "big": many(18)})[1])
+    crowd, timing = engine.score_items(
+        items(engine, {"n": {"type": "noul", "instructions": "Lost?"}, "t": target, "copy": target, "big": many(18)})[1]
+    )
     assert timing["distinct_prompts"] == 3  # the copy is evaluated once
     assert probabilities(crowd[1]) == probabilities(alone) == probabilities(crowd[2])
 

@@ -8,16 +8,24 @@ import math
 
 import pytest
 
-from tests.support.http_client import call as _call
 from tests.support.adapters import JEV_API_KEY, JEV_ENV
+from tests.support.http_client import call as _call
 
-TICKET = ("I was charged twice for my March invoice and the refund I was promised has not arrived. "
-          "Fix it today or I will dispute the charge with my bank.")
+TICKET = (
+    "I was charged twice for my March invoice and the refund I was promised has not arrived. "
+    "Fix it today or I will dispute the charge with my bank."
+)
 NOUL = {"type": "noul", "instructions": "Is the customer asking for money back?"}
-CHOICE = {"type": "choice", "instructions": "Which team should handle this ticket?",
-          "criteria": {"Billing": "Payments, invoices, refunds", "Technical": None, "Sales": "Pricing, upgrades"}}
-SCORE = {"type": "score", "instructions": "How frustrated is the customer?",
-         "criteria": ["Calm", "Frustrated", "Very angry"]}
+CHOICE = {
+    "type": "choice",
+    "instructions": "Which team should handle this ticket?",
+    "criteria": {"Billing": "Payments, invoices, refunds", "Technical": None, "Sales": "Pricing, upgrades"},
+}
+SCORE = {
+    "type": "score",
+    "instructions": "How frustrated is the customer?",
+    "criteria": ["Calm", "Frustrated", "Very angry"],
+}
 
 
 def call(url, body=None, **kw):
@@ -89,24 +97,27 @@ def test_jevcompat_finds_only_audit_unprefixed_and_the_request_id_is_x_prefixed(
     server = adapters.shared(**JEV_ENV)
     questions = {"refund": NOUL, "team": CHOICE, "anger": SCORE}
     for path in ("/v1/systemone", "/invocations"):  # one dialect: the same body answered the same way
-        response = Client(server.url).post_json(path, {"model": "jev-latest", "state": TICKET,
-                                                      "questions": questions})
+        response = Client(server.url).post_json(path, {"model": "jev-latest", "state": TICKET, "questions": questions})
         assert response.status == 200, response.excerpt()
         body = response.data
         # audit stays unprefixed on purpose: avrik-sdk's Decision requires it under that name
         assert [(v.req, v.message) for v in validate_success({"questions": questions}, response)] == [
-            ("response.extensions", "unprefixed top-level field(s) audit")]
+            ("response.extensions", "unprefixed top-level field(s) audit")
+        ]
         assert "request_id" not in body and body["x_request_id"] == response.headers["x-request-id"]
-    status, headers, error = call(server.url + "/v1/systemone", {"state": TICKET, "questions": {}},
-                                  headers={"X-Request-Id": "jev-error-1"})
+    status, _headers, error = call(
+        server.url + "/v1/systemone", {"state": TICKET, "questions": {}}, headers={"X-Request-Id": "jev-error-1"}
+    )
     assert status == 422 and "request_id" not in error and error["x_request_id"] == "jev-error-1"
 
 
 def test_an_answer_depends_on_nothing_but_its_own_question(adapters):
     server = adapters.shared(**JEV_ENV)
     alone = ask(server, {"team": CHOICE})["answers"]["team"]
-    crowd = ask(server, {"refund": NOUL, "anger": SCORE, "team": CHOICE,
-                              "urgent": {"type": "noul", "instructions": "Is it urgent?"}})["answers"]
+    crowd = ask(
+        server,
+        {"refund": NOUL, "anger": SCORE, "team": CHOICE, "urgent": {"type": "noul", "instructions": "Is it urgent?"}},
+    )["answers"]
     renamed_reordered = ask(server, {"zz 🙂 renamed": CHOICE, "refund": NOUL})["answers"]
     assert same(alone, crowd["team"])
     assert same(alone, renamed_reordered["zz 🙂 renamed"])
@@ -118,17 +129,26 @@ def test_an_answer_depends_on_nothing_but_its_own_question(adapters):
 
 def test_structured_state_instructions_and_descriptions_render_deterministically(adapters):
     server = adapters.shared(**JEV_ENV)
-    question = {"type": "choice", "instructions": {"task": "Route the ticket", "teams": ["billing", "tech"]},
-                "criteria": {"Billing": {"owns": ["invoices", "refunds"], "sla": "1 day"}, "Technical": ["bugs"]}}
-    shuffled = {"type": "choice", "instructions": {"teams": ["billing", "tech"], "task": "Route the ticket"},
-                "criteria": {"Billing": {"sla": "1 day", "owns": ["invoices", "refunds"]}, "Technical": ["bugs"]}}
+    question = {
+        "type": "choice",
+        "instructions": {"task": "Route the ticket", "teams": ["billing", "tech"]},
+        "criteria": {"Billing": {"owns": ["invoices", "refunds"], "sla": "1 day"}, "Technical": ["bugs"]},
+    }
+    shuffled = {
+        "type": "choice",
+        "instructions": {"teams": ["billing", "tech"], "task": "Route the ticket"},
+        "criteria": {"Billing": {"sla": "1 day", "owns": ["invoices", "refunds"]}, "Technical": ["bugs"]},
+    }
     state = {"subject": "Charged twice", "customer": {"plan": "pro", "tickets": 3}, "lines": ["a", "b"]}
     first = ask(server, {"q": question}, state=state)["answers"]["q"]
     second = ask(server, {"q": shuffled}, state=dict(reversed(list(state.items()))))["answers"]["q"]
     assert first["x_prompt_sha256"] == second["x_prompt_sha256"] and same(first, second, tol=0)
     levels = [{"label": "Calm"}, {"label": "Angry", "signals": ["threats"]}]
-    score = ask(server, {"s": {"type": "score", "instructions": ["How", "angry?"], "criteria": levels}},
-                state=["one line", "two lines"])["answers"]["s"]
+    score = ask(
+        server,
+        {"s": {"type": "score", "instructions": ["How", "angry?"], "criteria": levels}},
+        state=["one line", "two lines"],
+    )["answers"]["s"]
     assert score["legend"] == {"0": levels[0], "1": levels[1]}
 
 
@@ -154,8 +174,11 @@ def test_the_same_body_on_invocations_and_the_project_batch_beside_it(adapters):
     assert status == 200
     direct = ask(server, {"team": CHOICE})
     assert same(via_invocations["answers"]["team"], direct["answers"]["team"], tol=0)
-    batch = {"id": "b-1", "state": TICKET, "questions": [
-        {"id": "team", "question": "Which team?", "options": ["billing", "tech"]}]}
+    batch = {
+        "id": "b-1",
+        "state": TICKET,
+        "questions": [{"id": "team", "question": "Which team?", "options": ["billing", "tech"]}],
+    }
     status, _, reply = call(server.url + "/invocations", batch)
     assert status == 200 and reply["results"][0]["id"] == "team"
 
@@ -174,28 +197,57 @@ INVALID = [
     ("null state", dict(body={**BASE, "state": None}), ["body", "state"]),
     ("missing questions", dict(body={"state": TICKET}), ["body", "questions"]),
     ("empty questions", dict(body={**BASE, "questions": {}}), ["body", "questions"]),
-    ("unknown type", dict(body={**BASE, "questions": {"q": {"type": "boolean", "instructions": "x?"}}}),
-     ["body", "questions", "q", "type"]),
-    ("one option", dict(body={**BASE, "questions": {"q": {"type": "choice", "criteria": {"A": None}}}}),
-     ["body", "questions", "q", "criteria"]),
-    ("256 options", dict(body={**BASE, "questions": {"q": {"type": "choice", "criteria": {
-        f"o{i}": None for i in range(256)}}}}), ["body", "questions", "q", "criteria"]),
-    ("map-form score", dict(body={**BASE, "questions": {"q": {"type": "score", "criteria": {"0": "a", "1": "b"}}}}),
-     ["body", "questions", "q", "criteria"]),
-    ("eleven levels", dict(body={**BASE, "questions": {"q": {"type": "score", "criteria": list("abcdefghijk")}}}),
-     ["body", "questions", "q", "criteria"]),
-    ("null level", dict(body={**BASE, "questions": {"q": {"type": "score", "criteria": ["a", None]}}}),
-     ["body", "questions", "q", "criteria", 1]),
-    ("noul with nothing to ask", dict(body={**BASE, "questions": {"q": {"type": "noul"}}}),
-     ["body", "questions", "q", "instructions"]),
-    ("misspelt field", dict(body={**BASE, "questions": {"q": {"type": "noul", "instruction": "x?"}}}),
-     ["body", "questions", "q", "instruction"]),
-    ("state too long for the context", dict(body={**BASE, "state": "word " * 9000}),
-     ["body", "questions", "refund"]),
-    ("unpaired surrogate",
-     dict(raw=b'{"state": "s", "questions": {"q\\udc00": {"type": "noul", "instructions": "x?"}}}'), ["body"]),
-    ("5000-digit integer", dict(raw=b'{"state": {"n": ' + b"7" * 5000 + b'}, "questions": {"q": {"type": "noul"}}}'),
-     ["body"]),
+    (
+        "unknown type",
+        dict(body={**BASE, "questions": {"q": {"type": "boolean", "instructions": "x?"}}}),
+        ["body", "questions", "q", "type"],
+    ),
+    (
+        "one option",
+        dict(body={**BASE, "questions": {"q": {"type": "choice", "criteria": {"A": None}}}}),
+        ["body", "questions", "q", "criteria"],
+    ),
+    (
+        "256 options",
+        dict(body={**BASE, "questions": {"q": {"type": "choice", "criteria": {f"o{i}": None for i in range(256)}}}}),
+        ["body", "questions", "q", "criteria"],
+    ),
+    (
+        "map-form score",
+        dict(body={**BASE, "questions": {"q": {"type": "score", "criteria": {"0": "a", "1": "b"}}}}),
+        ["body", "questions", "q", "criteria"],
+    ),
+    (
+        "eleven levels",
+        dict(body={**BASE, "questions": {"q": {"type": "score", "criteria": list("abcdefghijk")}}}),
+        ["body", "questions", "q", "criteria"],
+    ),
+    (
+        "null level",
+        dict(body={**BASE, "questions": {"q": {"type": "score", "criteria": ["a", None]}}}),
+        ["body", "questions", "q", "criteria", 1],
+    ),
+    (
+        "noul with nothing to ask",
+        dict(body={**BASE, "questions": {"q": {"type": "noul"}}}),
+        ["body", "questions", "q", "instructions"],
+    ),
+    (
+        "misspelt field",
+        dict(body={**BASE, "questions": {"q": {"type": "noul", "instruction": "x?"}}}),
+        ["body", "questions", "q", "instruction"],
+    ),
+    ("state too long for the context", dict(body={**BASE, "state": "word " * 9000}), ["body", "questions", "refund"]),
+    (
+        "unpaired surrogate",
+        dict(raw=b'{"state": "s", "questions": {"q\\udc00": {"type": "noul", "instructions": "x?"}}}'),
+        ["body"],
+    ),
+    (
+        "5000-digit integer",
+        dict(raw=b'{"state": {"n": ' + b"7" * 5000 + b'}, "questions": {"q": {"type": "noul"}}}'),
+        ["body"],
+    ),
 ]
 
 
@@ -213,17 +265,27 @@ def test_a_jev_body_on_invocations_gets_jev_errors_and_a_project_body_the_projec
     server = adapters.shared(**JEV_ENV)
     status, _, body = call(server.url + "/invocations", {"state": TICKET, "questions": {}})
     assert status == 422 and body["detail"][0]["loc"] == ["body", "questions"]
-    status, _, body = call(server.url + "/invocations", {"id": "x", "state": " ", "question": "q",
-                                                              "options": ["a", "b"]})
+    status, _, body = call(
+        server.url + "/invocations", {"id": "x", "state": " ", "question": "q", "options": ["a", "b"]}
+    )
     assert status == 422 and body["error"]["field"] == "state"
 
 
-@pytest.mark.parametrize("method, path, kwargs, status, error_type", [
-    ("POST", "/v1/systemone", dict(raw=b"{}", headers={"Content-Type": "text/plain"}), 415, "invalid_request_error"),
-    ("POST", "/v1/systemone", dict(raw=b"{}", headers={"Content-Encoding": "br"}), 415, "invalid_request_error"),
-    ("GET", "/v1/systemone", {}, 405, "invalid_request_error"),
-    ("GET", "/v1/nowhere", {}, 404, "not_found_error"),
-])
+@pytest.mark.parametrize(
+    "method, path, kwargs, status, error_type",
+    [
+        (
+            "POST",
+            "/v1/systemone",
+            dict(raw=b"{}", headers={"Content-Type": "text/plain"}),
+            415,
+            "invalid_request_error",
+        ),
+        ("POST", "/v1/systemone", dict(raw=b"{}", headers={"Content-Encoding": "br"}), 415, "invalid_request_error"),
+        ("GET", "/v1/systemone", {}, 405, "invalid_request_error"),
+        ("GET", "/v1/nowhere", {}, 404, "not_found_error"),
+    ],
+)
 def test_other_errors_carry_error_type_and_message(adapters, method, path, kwargs, status, error_type):
     server = adapters.shared(**JEV_ENV)
     got, _, body = call(server.url + path, method=method, **kwargs)
@@ -244,10 +306,18 @@ def test_with_a_key_every_route_but_ping_needs_it(adapters):
     good = {"Authorization": f"Bearer {JEV_API_KEY}"}
     assert call(url + "/v1/systemone", BASE, headers=good)[0] == 200
     assert call(url + "/v1/models", headers=good)[0] == 200
-    for headers in ({}, {"Authorization": "Bearer wrong-key"}, {"Authorization": f"Basic {JEV_API_KEY}"},
-                    {"Authorization": JEV_API_KEY}):
-        for method, path, body in (("POST", "/v1/systemone", BASE), ("GET", "/v1/models", None),
-                                   ("POST", "/invocations", BASE), ("GET", "/nowhere", None)):
+    for headers in (
+        {},
+        {"Authorization": "Bearer wrong-key"},
+        {"Authorization": f"Basic {JEV_API_KEY}"},
+        {"Authorization": JEV_API_KEY},
+    ):
+        for method, path, body in (
+            ("POST", "/v1/systemone", BASE),
+            ("GET", "/v1/models", None),
+            ("POST", "/invocations", BASE),
+            ("GET", "/nowhere", None),
+        ):
             status, got_headers, reply = call(url + path, body, method=method, headers=headers)
             assert status == 401, (path, headers)
             assert reply["detail"]["error_type"] == "authentication_error"

@@ -21,14 +21,24 @@ def connect(port: int, timeout: float = 30.0) -> socket.socket:
 
 
 def post(path: str, body: bytes, *extra: str, content_type: str = "application/json") -> bytes:
-    head = [f"POST {path} HTTP/1.1", "Host: adapter", f"Content-Type: {content_type}",
-            f"Content-Length: {len(body)}", *extra]
+    head = [
+        f"POST {path} HTTP/1.1",
+        "Host: adapter",
+        f"Content-Type: {content_type}",
+        f"Content-Length: {len(body)}",
+        *extra,
+    ]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
 def chunked_head(path: str, *extra: str) -> bytes:
-    head = [f"POST {path} HTTP/1.1", "Host: adapter", "Content-Type: application/json",
-            "Transfer-Encoding: chunked", *extra]
+    head = [
+        f"POST {path} HTTP/1.1",
+        "Host: adapter",
+        "Content-Type: application/json",
+        "Transfer-Encoding: chunked",
+        *extra,
+    ]
     return ("\r\n".join(head) + "\r\n\r\n").encode()
 
 
@@ -56,8 +66,9 @@ class Reader:
             head, _, self.pending = self.pending.partition(b"\r\n\r\n")
             lines = head.decode("latin-1").split("\r\n")
             status = int(lines[0].split()[1])
-            headers = {name.strip().lower(): value.strip() for name, _, value in
-                       (line.partition(":") for line in lines[1:])}
+            headers = {
+                name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])
+            }
             if 100 <= status < 200:
                 if interim:
                     return status, headers, b""
@@ -84,7 +95,7 @@ def closed_by_peer(sock: socket.socket, within_s: float) -> float | None:
         try:
             if sock.recv(65536) == b"":
                 return time.monotonic() - start
-        except socket.timeout:
+        except TimeoutError:
             continue
         except ConnectionResetError:
             return time.monotonic() - start
@@ -129,7 +140,7 @@ class PingWatch:
             self.answers.append(self._ask())
             self._stop.wait(self.every_s)
 
-    def __enter__(self) -> "PingWatch":
+    def __enter__(self) -> PingWatch:
         self._thread.start()
         return self
 
@@ -141,6 +152,7 @@ class PingWatch:
             self.check()
 
     def check(self) -> None:
-        late = [(status, round(seconds, 2)) for status, seconds in self.answers
-                if status != 200 or seconds > PING_LIMIT_S]
+        late = [
+            (status, round(seconds, 2)) for status, seconds in self.answers if status != 200 or seconds > PING_LIMIT_S
+        ]
         assert not late, f"/ping failed or took over {PING_LIMIT_S:g} s: {late} of {len(self.answers)}"

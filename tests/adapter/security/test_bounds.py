@@ -10,13 +10,17 @@ import time
 
 import pytest
 
-from tests.support.http_client import call
 from decision_adapter.apis import own
+from tests.support.http_client import call
 
 pytestmark = pytest.mark.slow
 
-DECISION = {"id": "d-1", "state": "The parcel never arrived.", "question": "Which team?",
-            "options": [{"id": "refunds", "text": "Refunds"}, {"id": "shipping", "text": "Shipping"}]}
+DECISION = {
+    "id": "d-1",
+    "state": "The parcel never arrived.",
+    "question": "Which team?",
+    "options": [{"id": "refunds", "text": "Refunds"}, {"id": "shipping", "text": "Shipping"}],
+}
 CHAT = [{"role": "user", "content": "Say hi."}]
 
 
@@ -44,12 +48,15 @@ def test_a_small_body_with_thousands_of_faults_gets_a_small_answer(adapter):
     assert time.monotonic() - started < 30
 
 
-@pytest.mark.parametrize("extra, field", [
-    ({"max_tokens": 100_000}, "max_tokens"),  # above DECISION_ADAPTER_CHAT_MAX_TOKENS: refused, not queued
-    ({"max_completion_tokens": 257}, "max_completion_tokens"),
-    ({"stop": ["a"] * 5}, "stop"),
-    ({"stop": ["x" * 65]}, "stop"),
-])
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        ({"max_tokens": 100_000}, "max_tokens"),  # above DECISION_ADAPTER_CHAT_MAX_TOKENS: refused, not queued
+        ({"max_completion_tokens": 257}, "max_completion_tokens"),
+        ({"stop": ["a"] * 5}, "stop"),
+        ({"stop": ["x" * 65]}, "stop"),
+    ],
+)
 def test_chat_limits_are_limits(adapter, extra, field):
     status, _, reply = invoke(adapter, {"messages": CHAT, **extra})
     assert status == 422 and reply["error"]["field"] == field
@@ -107,8 +114,8 @@ def _counting_tokenizer(engine, monkeypatch) -> list[int]:
 
 
 def test_a_state_too_long_for_any_context_is_refused_untokenized(engine, monkeypatch):
-    from decision_adapter.errors import PromptTooLong
     from decision_adapter.apis.own import parse_decision
+    from decision_adapter.errors import PromptTooLong
 
     lengths = _counting_tokenizer(engine, monkeypatch)
     chars = engine.llm.n_ctx() * engine.model.max_token_chars + 1
@@ -118,8 +125,8 @@ def test_a_state_too_long_for_any_context_is_refused_untokenized(engine, monkeyp
 
 
 def test_a_shared_request_stops_at_its_first_prompt_that_does_not_fit(engine, monkeypatch):
-    from decision_adapter.errors import PromptTooLong
     from decision_adapter.apis.own import parse_decision
+    from decision_adapter.errors import PromptTooLong
 
     lengths = _counting_tokenizer(engine, monkeypatch)
     state = " ".join(f"word{i}" for i in range(engine.llm.n_ctx()))  # more tokens than the context holds

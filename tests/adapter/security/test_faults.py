@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from workshop_lib.client import EndpointClient, EndpointError, EndpointServerError, EndpointUnreachable
-
 from tests.support import model_dir_view, partial_copy
+from workshop_lib.client import EndpointClient, EndpointError, EndpointServerError, EndpointUnreachable
 
 from .hostile import worker_pids
 

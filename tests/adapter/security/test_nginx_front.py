@@ -26,9 +26,8 @@ import pytest
 
 from decision_adapter.nginx import NginxProcess, error_pages, refusals, render_config
 from decision_adapter.settings import load_settings
-from workshop_lib.local import free_port
-
 from tests.support.adapters import NGINX, needs_nginx
+from workshop_lib.local import free_port
 
 from .raw_http import Reader, chunked_head, closed_by_peer, connect, error_of, exchange, post
 
@@ -66,8 +65,9 @@ class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 
 def _front(tmp_path: Path, *, socket: Path, env: dict | None = None, **render) -> tuple[NginxProcess, int, Path]:
-    settings = load_settings({"DECISION_ADAPTER_READ_TIMEOUT": "1", "DECISION_ADAPTER_MAX_BODY_BYTES": "4096",
-                              **(env or {})})
+    settings = load_settings(
+        {"DECISION_ADAPTER_READ_TIMEOUT": "1", "DECISION_ADAPTER_MAX_BODY_BYTES": "4096", **(env or {})}
+    )
     port = free_port()
     prefix = tmp_path / "nginx"
     prefix.mkdir()
@@ -113,24 +113,44 @@ def front(tmp_path):
 
 # -- the configuration as text ------------------------------------------------------------------------
 
+
 def test_the_rendered_configuration_keeps_every_file_in_its_directory_and_the_settings_limits(tmp_path):
     settings = load_settings({"DECISION_ADAPTER_READ_TIMEOUT": "7", "DECISION_ADAPTER_MAX_BODY_BYTES": "5000"})
-    text = render_config(settings, host="0.0.0.0", port=8080, socket_path=tmp_path / "g.sock", prefix=tmp_path,
-                         upstream_timeout_s=120, shutdown_s=27)
+    text = render_config(
+        settings,
+        host="0.0.0.0",
+        port=8080,
+        socket_path=tmp_path / "g.sock",
+        prefix=tmp_path,
+        upstream_timeout_s=120,
+        shutdown_s=27,
+    )
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
-    for directive in ("pid", "client_body_temp_path", "proxy_temp_path", "fastcgi_temp_path", "uwsgi_temp_path",
-                      "scgi_temp_path"):
+    for directive in (
+        "pid",
+        "client_body_temp_path",
+        "proxy_temp_path",
+        "fastcgi_temp_path",
+        "uwsgi_temp_path",
+        "scgi_temp_path",
+    ):
         (value,) = [line.split()[1].rstrip(";") for line in lines if line.split()[0] == directive]
         assert Path(value).parent == tmp_path, (directive, value)  # writable by the adapter's own user
     assert "listen 0.0.0.0:8080 backlog=511;" in lines and f"server unix:{tmp_path / 'g.sock'};" in lines
-    for directive in ("client_header_timeout 7s;", "client_body_timeout 7s;", "client_max_body_size 5000;",
-                      "proxy_request_buffering on;", "proxy_http_version 1.1;", "error_log stderr alert;"):
+    for directive in (
+        "client_header_timeout 7s;",
+        "client_body_timeout 7s;",
+        "client_max_body_size 5000;",
+        "proxy_request_buffering on;",
+        "proxy_http_version 1.1;",
+        "error_log stderr alert;",
+    ):
         assert directive in lines, directive
     assert not any(field in text for field in ("@PREFIX@", "@SOCKET@", "@LISTEN@"))
     run_as = [line for line in lines if line.startswith("user ")]
     assert run_as == (["user root root;"] if os.geteuid() == 0 else [])  # the workers can open the directory
     for leak in ("$remote_user", "$http_authorization", "$args", "$query_string", "$request_uri", "$http_"):
-        log_format = text[text.index("log_format"):text.index(";", text.index("log_format"))]
+        log_format = text[text.index("log_format") : text.index(";", text.index("log_format"))]
         assert leak not in log_format
 
 
@@ -155,12 +175,17 @@ def test_nginx_accepts_the_rendered_configuration(tmp_path):
     nginx.config_path.write_text(nginx.config)
     for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
         (nginx.prefix / name).mkdir()
-    done = subprocess.run([NGINX, "-t", "-p", str(nginx.prefix), "-e", "stderr", "-c", str(nginx.config_path)],
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [NGINX, "-t", "-p", str(nginx.prefix), "-e", "stderr", "-c", str(nginx.config_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
 
 
 # -- nginx's own answers, over loopback --------------------------------------------------------------
+
 
 @needs_nginx
 def test_a_missing_upstream_is_a_retryable_502_in_each_shape(front):
@@ -216,11 +241,13 @@ def test_nothing_that_identifies_a_caller_reaches_nginx_log(front):
     basic = base64.b64encode(f"{SECRETS[0]}:pw".encode()).decode()
     auth = (f"Authorization: Basic {basic}", f"Authorization: Bearer {SECRETS[1]}")
     for header in auth:
-        for raw in (post(f"/invocations?api_key={SECRETS[2]}", b"{}", header),
-                    post(f"/invocations?api_key={SECRETS[2]}", b"x" * 5000, header),    # 413 by nginx
-                    f"TRACE /ping?key={SECRETS[2]} HTTP/1.1\r\nHost: a\r\n{header}\r\n\r\n".encode(),
-                    f"GET /nowhere/{SECRETS[2]}x{'y' * 20000} HTTP/1.1\r\nHost: a\r\n\r\n".encode(),
-                    chunked_head(f"/v1/systemone?k={SECRETS[2]}", header) + b"zz\r\n{}\r\n0\r\n\r\n"):
+        for raw in (
+            post(f"/invocations?api_key={SECRETS[2]}", b"{}", header),
+            post(f"/invocations?api_key={SECRETS[2]}", b"x" * 5000, header),  # 413 by nginx
+            f"TRACE /ping?key={SECRETS[2]} HTTP/1.1\r\nHost: a\r\n{header}\r\n\r\n".encode(),
+            f"GET /nowhere/{SECRETS[2]}x{'y' * 20000} HTTP/1.1\r\nHost: a\r\n\r\n".encode(),
+            chunked_head(f"/v1/systemone?k={SECRETS[2]}", header) + b"zz\r\n{}\r\n0\r\n\r\n",
+        ):
             exchange(port, raw)
     time.sleep(0.3)
     text = log.read_text()
@@ -256,8 +283,13 @@ def test_nginx_runs_the_configuration_as_the_unprivileged_user_the_image_runs_as
         os.chown(path, nobody.pw_uid, nobody.pw_gid)
     as_nobody = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups", "--"]
     with open(log, "ab") as output:
-        process = subprocess.Popen([*as_nobody, *nginx.command()], stdin=subprocess.DEVNULL, stdout=output,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            [*as_nobody, *nginx.command()],
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         answer, deadline = None, time.monotonic() + 10
         while answer is None and time.monotonic() < deadline and process.poll() is None:
@@ -274,6 +306,7 @@ def test_nginx_runs_the_configuration_as_the_unprivileged_user_the_image_runs_as
 
 
 # -- serve's choice, without starting anything -------------------------------------------------------
+
 
 def test_serve_puts_nginx_in_front_when_found_and_says_why_not_otherwise(tmp_path, monkeypatch):
     from decision_adapter import nginx as nginx_module

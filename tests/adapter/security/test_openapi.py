@@ -46,10 +46,16 @@ CHECKS = [
     checks.response_schema_conformance,
     checks.negative_data_rejection,
 ]
-DECISION = {"id": "openapi-1", "state": "The parcel never arrived and the customer wants a refund.",
-            "question": "Which team should handle this?",
-            "options": [{"id": "refunds", "text": "Refunds"}, {"id": "shipping", "text": "Shipping"},
-                        {"id": "sales", "text": "Sales"}]}
+DECISION = {
+    "id": "openapi-1",
+    "state": "The parcel never arrived and the customer wants a refund.",
+    "question": "Which team should handle this?",
+    "options": [
+        {"id": "refunds", "text": "Refunds"},
+        {"id": "shipping", "text": "Shipping"},
+        {"id": "sales", "text": "Sales"},
+    ],
+}
 SYSTEMONE = {"state": "The parcel never arrived.", "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}}
 DECISIONS = {"input": "The parcel never arrived.", "questions": [{"type": "predicate", "instructions": "Refund?"}]}
 CHAT = {"messages": [{"role": "user", "content": "Refund?"}], "stream": True}
@@ -131,11 +137,17 @@ def test_the_description_is_valid_openapi():
 
 def test_every_route_of_the_app_is_described(monkeypatch):
     app = app_without_model(monkeypatch)
-    served = {(method, rule.rule.replace("<", "{").replace(">", "}"))
-              for rule in app.url_map.iter_rules()
-              for method in rule.methods - {"HEAD", "OPTIONS"}}
-    described = {(method.upper(), path) for path, item in description()["paths"].items()
-                 for method in item if method in HTTP_METHODS}
+    served = {
+        (method, rule.rule.replace("<", "{").replace(">", "}"))
+        for rule in app.url_map.iter_rules()
+        for method in rule.methods - {"HEAD", "OPTIONS"}
+    }
+    described = {
+        (method.upper(), path)
+        for path, item in description()["paths"].items()
+        for method in item
+        if method in HTTP_METHODS
+    }
     assert served == described
 
 
@@ -157,10 +169,15 @@ def test_every_operation_describes_its_errors():
 def test_answers_while_the_model_loads_are_described(monkeypatch):
     doc = description()
     client = app_without_model(monkeypatch).test_client()
-    for method, path, body in [("get", "/ping", None), ("post", "/invocations", DECISION),
-                               ("post", "/invocations", SYSTEMONE), ("post", "/v1/systemone", SYSTEMONE),
-                               ("post", "/v1/decisions", DECISIONS), ("post", "/v1/chat/completions", CHAT),
-                               ("get", "/v1/models", None)]:
+    for method, path, body in [
+        ("get", "/ping", None),
+        ("post", "/invocations", DECISION),
+        ("post", "/invocations", SYSTEMONE),
+        ("post", "/v1/systemone", SYSTEMONE),
+        ("post", "/v1/decisions", DECISIONS),
+        ("post", "/v1/chat/completions", CHAT),
+        ("get", "/v1/models", None),
+    ]:
         answer = client.open(path, method=method.upper(), json=body)
         assert answer.status_code == 503, (method, path)
         assert_conforms(doc, described_response(doc, path, method, 503), answer)
@@ -171,9 +188,13 @@ def test_answers_while_the_model_loads_are_described(monkeypatch):
 def test_answers_without_the_api_key_are_described(monkeypatch):
     doc = description()
     client = app_without_model(monkeypatch, DECISION_ADAPTER_API_KEY="openapi-test-key").test_client()
-    for method, path, body in [("post", "/invocations", DECISION), ("post", "/v1/systemone", SYSTEMONE),
-                               ("post", "/v1/decisions", DECISIONS), ("post", "/v1/chat/completions", CHAT),
-                               ("get", "/v1/models", None)]:
+    for method, path, body in [
+        ("post", "/invocations", DECISION),
+        ("post", "/v1/systemone", SYSTEMONE),
+        ("post", "/v1/decisions", DECISIONS),
+        ("post", "/v1/chat/completions", CHAT),
+        ("get", "/v1/models", None),
+    ]:
         for headers in ({}, {"Authorization": "Bearer another-key"}):
             answer = client.open(path, method=method.upper(), json=body, headers=headers)
             assert answer.status_code == 401, (method, path, headers)
@@ -189,14 +210,17 @@ def test_unknown_routes_and_methods_are_described(monkeypatch):
     doc = description()
     client = app_without_model(monkeypatch).test_client()
     responses = doc["components"]["responses"]
-    for method, path, status, name in [("GET", "/nope", 404, "NotFound"), ("POST", "/v1/nope", 404, "NotFound"),
-                                       ("GET", "/invocations", 405, "MethodNotAllowed"),
-                                       ("DELETE", "/ping", 405, "MethodNotAllowed"),
-                                       ("GET", "/v1/systemone", 405, "MethodNotAllowed"),
-                                       ("GET", "/v1/decisions", 405, "MethodNotAllowed"),
-                                       ("GET", "/v1/chat/completions", 405, "MethodNotAllowed"),
-                                       ("POST", "/v1/decisions/x", 404, "NotFound"),
-                                       ("POST", "/openapi.json", 405, "MethodNotAllowed")]:
+    for method, path, status, name in [
+        ("GET", "/nope", 404, "NotFound"),
+        ("POST", "/v1/nope", 404, "NotFound"),
+        ("GET", "/invocations", 405, "MethodNotAllowed"),
+        ("DELETE", "/ping", 405, "MethodNotAllowed"),
+        ("GET", "/v1/systemone", 405, "MethodNotAllowed"),
+        ("GET", "/v1/decisions", 405, "MethodNotAllowed"),
+        ("GET", "/v1/chat/completions", 405, "MethodNotAllowed"),
+        ("POST", "/v1/decisions/x", 404, "NotFound"),
+        ("POST", "/openapi.json", 405, "MethodNotAllowed"),
+    ]:
         answer = client.open(path, method=method)
         assert answer.status_code == status, (method, path)
         assert_conforms(doc, responses[name], answer)
@@ -216,10 +240,15 @@ def test_a_live_adapter_serves_the_file_byte_for_byte(adapter):
 # Loaded from the package file when the module is collected: the test above shows the live
 # adapter serves exactly these bytes. (schemathesis.pytest.from_fixture would fetch it from the
 # adapter instead, but schemathesis 4.32 sets a node attribute that pytest 9.2 no longer has.)
-described = schemathesis.openapi.from_dict(description(), config=schemathesis.Config.from_dict({
-    "generation": {"max-examples": MAX_EXAMPLES, "database": "none"},
-    "phases": {"coverage": {"generation": {"mode": "negative"}}},
-}))
+described = schemathesis.openapi.from_dict(
+    description(),
+    config=schemathesis.Config.from_dict(
+        {
+            "generation": {"max-examples": MAX_EXAMPLES, "database": "none"},
+            "phases": {"coverage": {"generation": {"mode": "negative"}}},
+        }
+    ),
+)
 
 
 @described.hook

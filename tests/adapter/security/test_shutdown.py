@@ -22,7 +22,6 @@ import pytest
 
 from decision_adapter.admission import Gate
 from decision_adapter.serve import GRACEFUL_TIMEOUT_S, SHUTDOWN_LINE, ShutdownGuard
-
 from tests.support.adapters import ALONE_ENV, FRONTED, TEST_ENV, needs_nginx
 from tests.support.http_client import call, send
 
@@ -32,14 +31,19 @@ OPTIONS = [{"id": "refunds", "text": "Refunds"}, {"id": "shipping", "text": "Shi
 SMALL = {"id": "w-1", "state": "The parcel never arrived.", "question": "Which team?", "options": OPTIONS}
 # Long enough to hold the model while four others line up behind it (seconds on two idle cores, past
 # the graceful deadline on busy ones: either ending is checked): a long state, 32 questions.
-STATE = " ".join(f"Line {i}: the customer called again about order {1000 + i} and the missing parcel."
-                 for i in range(60))
-HOLDER = {"id": "holder", "state": STATE, "questions": [
-    {"id": f"q{i}", "question": f"Which team handles point {i}?", "options": OPTIONS} for i in range(32)]}
+STATE = " ".join(
+    f"Line {i}: the customer called again about order {1000 + i} and the missing parcel." for i in range(60)
+)
+HOLDER = {
+    "id": "holder",
+    "state": STATE,
+    "questions": [{"id": f"q{i}", "question": f"Which team handles point {i}?", "options": OPTIONS} for i in range(32)],
+}
 DEADLINE_PREFIX = SHUTDOWN_LINE.split("{")[0]
 
 
 # -- the worker's guard, in this process --------------------------------------------------------------
+
 
 class _Log:
     def __init__(self):
@@ -68,6 +72,7 @@ def test_the_guard_lets_a_holder_that_finishes_in_time_go_without_a_word():
 
 
 # -- the served stack -----------------------------------------------------------------------------------
+
 
 def _load(server) -> tuple[bool, int]:
     """(busy, waiting) as the adapter reports them (/status where it has one, else /ping)."""
@@ -124,14 +129,23 @@ def _wait_fronted(server, timeout_s: float = 60) -> list[int]:
 def test_sigterm_refuses_the_full_line_at_once_and_the_pair_exits_within_the_grace(model_dir, start_adapter):
     # Two contexts, both held. No request time limit: only the shutdown may stop the holders; waiters would
     # wait a minute.
-    server = start_adapter(model_dir, **TEST_ENV, SM_LLAMA_CPP_PARALLEL="2", DECISION_ADAPTER_QUEUE_TIMEOUT="60",
-                           DECISION_ADAPTER_REQUEST_TIMEOUT="0")
+    server = start_adapter(
+        model_dir,
+        **TEST_ENV,
+        SM_LLAMA_CPP_PARALLEL="2",
+        DECISION_ADAPTER_QUEUE_TIMEOUT="60",
+        DECISION_ADAPTER_REQUEST_TIMEOUT="0",
+    )
     nginx = _nginx_pids(server.process.pid)
     held = {}
 
     def hold(i):
-        held[i] = send(server.url + "/invocations", json.dumps(dict(HOLDER, id=f"holder-{i}")).encode(),
-                       headers={"Content-Type": "application/json"}, timeout=90)
+        held[i] = send(
+            server.url + "/invocations",
+            json.dumps(dict(HOLDER, id=f"holder-{i}")).encode(),
+            headers={"Content-Type": "application/json"},
+            timeout=90,
+        )
 
     holders = [threading.Thread(target=hold, args=(i,)) for i in range(2)]
     for holder in holders:
@@ -140,8 +154,12 @@ def test_sigterm_refuses_the_full_line_at_once_and_the_pair_exits_within_the_gra
     answers = []
 
     def wait_in_line(i):
-        answer = send(server.url + "/invocations", json.dumps(dict(SMALL, id=f"w-{i}")).encode(),
-                      headers={"Content-Type": "application/json"}, timeout=90)
+        answer = send(
+            server.url + "/invocations",
+            json.dumps(dict(SMALL, id=f"w-{i}")).encode(),
+            headers={"Content-Type": "application/json"},
+            timeout=90,
+        )
         answers.append((answer, time.monotonic()))
 
     waiters = [threading.Thread(target=wait_in_line, args=(i,)) for i in range(4)]

@@ -23,8 +23,12 @@ from .raw_http import PingWatch, Reader, chunk, chunked_head, connect, error_of,
 
 pytestmark = [pytest.mark.slow, needs_nginx]
 
-DECISION = {"id": "d-1", "state": "The parcel never arrived.", "question": "Which team?",
-            "options": [{"id": "refunds", "text": "Refunds"}, {"id": "shipping", "text": "Shipping"}]}
+DECISION = {
+    "id": "d-1",
+    "state": "The parcel never arrived.",
+    "question": "Which team?",
+    "options": [{"id": "refunds", "text": "Refunds"}, {"id": "shipping", "text": "Shipping"}],
+}
 BODY = json.dumps(DECISION).encode()
 MAX_BODY = 1_048_576  # the adapter's default DECISION_ADAPTER_MAX_BODY_BYTES
 
@@ -56,8 +60,10 @@ def test_an_oversized_body_trickled_a_byte_at_a_time_is_refused_at_once(stack):
     with PingWatch(stack.url), ExitStack() as held:
         socks = [held.enter_context(connect(stack.port)) for _ in range(8)]
         for sock in socks:
-            sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: adapter\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\n\r\n" % (MAX_BODY + 1))
+            sock.sendall(
+                b"POST /invocations HTTP/1.1\r\nHost: adapter\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % (MAX_BODY + 1)
+            )
         started = time.monotonic()
         answers = [Reader(sock).response() for sock in socks]  # before a single body byte
         assert time.monotonic() - started < 2.0
@@ -104,7 +110,7 @@ def test_expect_100_continue_inside_a_body_is_body_not_header(stack):
 
 def test_a_real_expect_100_continue_gets_one_interim_answer(stack):
     with connect(stack.port) as sock:
-        sock.sendall(post("/invocations", BODY, "Expect: 100-continue")[:-len(BODY)])
+        sock.sendall(post("/invocations", BODY, "Expect: 100-continue")[: -len(BODY)])
         reader = Reader(sock)
         assert reader.response(interim=True)[0] == 100
         sock.sendall(BODY)
@@ -138,8 +144,13 @@ def test_a_malformed_chunked_body_gets_a_json_400_without_a_trace(stack):
 def test_trailers_and_a_request_pipelined_behind_a_chunked_one_are_answered_in_order(stack):
     second = json.dumps(dict(DECISION, id="d-2")).encode()
     with PingWatch(stack.url), connect(stack.port) as sock:
-        sock.sendall(chunked_head("/invocations") + chunk(BODY[:20]) + chunk(BODY[20:])
-                     + b"0\r\nX-Checksum: 1234\r\nX-More: yes\r\n\r\n" + post("/invocations", second))
+        sock.sendall(
+            chunked_head("/invocations")
+            + chunk(BODY[:20])
+            + chunk(BODY[20:])
+            + b"0\r\nX-Checksum: 1234\r\nX-More: yes\r\n\r\n"
+            + post("/invocations", second)
+        )
         reader = Reader(sock)
         assert _decided(reader.response(), "d-1") and _decided(reader.response(), "d-2")
 

@@ -11,13 +11,24 @@ import json
 
 import pytest
 
-from workshop_lib.aws import (alarms, api, arns, endpoints, hosting, iam, operator_policies, policies, policy_scope,
-                              teardown, updates)
-from workshop_lib.local import iam_needs
-from workshop_lib.config import WorkshopConfig
+from workshop_lib.aws import (
+    alarms,
+    api,
+    arns,
+    endpoints,
+    hosting,
+    iam,
+    operator_policies,
+    policies,
+    policy_scope,
+    teardown,
+    updates,
+)
 from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
 from workshop_lib.aws.images import parse_image_uri
+from workshop_lib.config import WorkshopConfig
 from workshop_lib.errors import AwsFailure, InvalidInput
+from workshop_lib.local import iam_needs
 
 from .values import DECISION_PINNED, MODEL_DATA, REGION, ROLE
 
@@ -40,10 +51,16 @@ def test_each_endpoint_gets_six_valid_alarms_named_by_the_endpoint():
 
 def test_sagemaker_alarms_watch_the_variant_and_scale_the_threshold_to_microseconds():
     latency = alarms.alarm_request(NAME, "model-latency-p95", thresholds=alarms.Thresholds(latency_p95_ms=1500))
-    assert (latency["Namespace"], latency["MetricName"], latency["ExtendedStatistic"]) == \
-        ("AWS/SageMaker", "ModelLatency", "p95")
+    assert (latency["Namespace"], latency["MetricName"], latency["ExtendedStatistic"]) == (
+        "AWS/SageMaker",
+        "ModelLatency",
+        "p95",
+    )
     assert latency["Threshold"] == 1_500_000  # ModelLatency is published in microseconds
-    assert latency["Dimensions"] == [{"Name": "EndpointName", "Value": NAME}, {"Name": "VariantName", "Value": "AllTraffic"}]
+    assert latency["Dimensions"] == [
+        {"Name": "EndpointName", "Value": NAME},
+        {"Name": "VariantName", "Value": "AllTraffic"},
+    ]
     errors = alarms.alarm_request(NAME, "invocation-5xx-errors")
     assert errors["Statistic"] == "Sum" and "ExtendedStatistic" not in errors
 
@@ -64,16 +81,21 @@ def test_the_adapter_names_are_the_ones_its_metric_lines_use():
     from decision_adapter import metrics
 
     assert alarms.ADAPTER_NAMESPACE == metrics.NAMESPACE
-    assert alarms.ADAPTER_DIMENSIONS == tuple(metrics.DIMENSIONS)
+    assert tuple(metrics.DIMENSIONS) == alarms.ADAPTER_DIMENSIONS
     assert set(alarms.ADAPTER_APIS) == set(metrics.API_NAMES.values())
     for name in (alarms.ADAPTER_LATENCY, alarms.ADAPTER_BUSY, alarms.ADAPTER_TIME_LIMIT):
         assert name in metrics.METRICS
     assert metrics.METRICS[alarms.ADAPTER_LATENCY][0] == "Milliseconds"  # the threshold's unit here
 
 
-@pytest.mark.parametrize("settings, wrong", [
-    ({"period_s": 45}, "period_s"), ({"datapoints_to_alarm": 4}, "datapoints_to_alarm"),
-    ({"period_s": 3600, "evaluation_periods": 25}, "one day")])
+@pytest.mark.parametrize(
+    "settings, wrong",
+    [
+        ({"period_s": 45}, "period_s"),
+        ({"datapoints_to_alarm": 4}, "datapoints_to_alarm"),
+        ({"period_s": 3600, "evaluation_periods": 25}, "one day"),
+    ],
+)
 def test_alarm_settings_cloudwatch_refuses_are_refused_by_name(settings, wrong):
     with pytest.raises(InvalidInput, match=wrong):
         alarms.alarm_request(NAME, "invocation-5xx-errors", **settings)
@@ -122,24 +144,33 @@ def test_an_all_at_once_update_rolls_back_on_the_endpoints_alarms():
     request = updates.update_request(NAME, f"{NAME}-20260101000000", config)
     policy = request["DeploymentConfig"]["BlueGreenUpdatePolicy"]
     assert policy["TrafficRoutingConfiguration"] == {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": updates.BAKE_S}
-    assert [a["AlarmName"] for a in request["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]] == \
-        alarms.rollback_alarms(NAME)
+    assert [
+        a["AlarmName"] for a in request["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]
+    ] == alarms.rollback_alarms(NAME)
 
 
 def test_a_canary_needs_two_instances_and_at_most_half_of_them():
     with pytest.raises(InvalidInput, match="at least 2 instances"):
         updates.deployment_config(["a"], routing="CANARY")
     made = updates.deployment_config(["a"], routing="CANARY", instance_count=2, canary_percent=25)
-    assert made["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"]["CanarySize"] == \
-        {"Type": "CAPACITY_PERCENT", "Value": 25}
+    assert made["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"]["CanarySize"] == {
+        "Type": "CAPACITY_PERCENT",
+        "Value": 25,
+    }
     with pytest.raises(InvalidInput, match="canary_percent"):
         updates.deployment_config(["a"], routing="CANARY", instance_count=2, canary_percent=60)
 
 
-@pytest.mark.parametrize("kwargs, wrong", [
-    ({"routing": "LINEAR"}, "also has LINEAR"), ({"routing": "SOMETIMES"}, "not one of"),
-    ({"bake_s": 4000}, "bake_s"), ({"max_execution_s": 100}, "max_execution_s"),
-    ({"bake_s": 900, "max_execution_s": 600}, "shorter than the baking")])
+@pytest.mark.parametrize(
+    "kwargs, wrong",
+    [
+        ({"routing": "LINEAR"}, "also has LINEAR"),
+        ({"routing": "SOMETIMES"}, "not one of"),
+        ({"bake_s": 4000}, "bake_s"),
+        ({"max_execution_s": 100}, "max_execution_s"),
+        ({"bake_s": 900, "max_execution_s": 600}, "shorter than the baking"),
+    ],
+)
 def test_deployment_settings_sagemaker_refuses_are_refused_by_name(kwargs, wrong):
     with pytest.raises(InvalidInput, match=wrong):
         updates.deployment_config(["a"], **kwargs)
@@ -154,9 +185,16 @@ def test_an_update_needs_between_one_and_ten_rollback_alarms():
 
 def test_the_update_plan_is_a_new_version_of_the_deploys_shape():
     when = datetime.datetime(2026, 12, 1, 15, 36, 4, tzinfo=datetime.timezone.utc)
-    plan = updates.update_plan(DeploySpec("decision-cpu", threads=4), endpoint_name=NAME, role_arn=ROLE,
-                               region=REGION, image=parse_image_uri(DECISION_PINNED), model_data_url=MODEL_DATA,
-                               rollback_alarms=alarms.rollback_alarms(NAME), version=updates.version_name(NAME, when))
+    plan = updates.update_plan(
+        DeploySpec("decision-cpu", threads=4),
+        endpoint_name=NAME,
+        role_arn=ROLE,
+        region=REGION,
+        image=parse_image_uri(DECISION_PINNED),
+        model_data_url=MODEL_DATA,
+        rollback_alarms=alarms.rollback_alarms(NAME),
+        version=updates.version_name(NAME, when),
+    )
     assert plan.version == f"{NAME}-20261201153604" and updates.is_version(NAME, plan.version)
     assert plan.model["ModelName"] == plan.version
     assert plan.endpoint_config["ProductionVariants"][0]["ModelName"] == plan.version
@@ -177,9 +215,15 @@ def test_the_update_keeps_the_instance_count_auto_scaling_reached():
     # SageMaker guide, "Update endpoints that use auto scaling": with RetainAllVariantProperties, a variant of the
     # same name keeps DescribeEndpoint's DesiredInstanceCount whatever the new config's InitialInstanceCount says;
     # without it an endpoint scaled out to 3 would drop to the version's 1 during the update.
-    plan = updates.update_plan(DeploySpec("decision-cpu"), endpoint_name=NAME, role_arn=ROLE, region=REGION,
-                               image=parse_image_uri(DECISION_PINNED), model_data_url=MODEL_DATA,
-                               rollback_alarms=alarms.rollback_alarms(NAME))
+    plan = updates.update_plan(
+        DeploySpec("decision-cpu"),
+        endpoint_name=NAME,
+        role_arn=ROLE,
+        region=REGION,
+        image=parse_image_uri(DECISION_PINNED),
+        model_data_url=MODEL_DATA,
+        rollback_alarms=alarms.rollback_alarms(NAME),
+    )
     (variant,) = plan.endpoint_config["ProductionVariants"]
     assert variant["InitialInstanceCount"] == 1 and variant["VariantName"] == endpoints.VARIANT_NAME
     assert plan.update["RetainAllVariantProperties"] is True
@@ -188,9 +232,15 @@ def test_the_update_keeps_the_instance_count_auto_scaling_reached():
 
 
 def _describe(status, config="v1", **extra):
-    return {"EndpointName": NAME, "EndpointArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{NAME}",
-            "EndpointConfigName": config, "EndpointStatus": status,
-            "CreationTime": datetime.datetime(2026, 1, 1), "LastModifiedTime": datetime.datetime(2026, 1, 1), **extra}
+    return {
+        "EndpointName": NAME,
+        "EndpointArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{NAME}",
+        "EndpointConfigName": config,
+        "EndpointStatus": status,
+        "CreationTime": datetime.datetime(2026, 1, 1),
+        "LastModifiedTime": datetime.datetime(2026, 1, 1),
+        **extra,
+    }
 
 
 def test_the_wait_reports_each_status_once_and_ends_in_service(stub_sm):
@@ -206,8 +256,9 @@ def test_the_wait_reports_each_status_once_and_ends_in_service(stub_sm):
 def test_a_failed_endpoint_stops_the_wait_with_its_reason(stub_sm):
     sm, stubber = stub_sm
     stubber.add_response("describe_endpoint", _describe("Updating"), {"EndpointName": NAME})
-    stubber.add_response("describe_endpoint", _describe("Failed", FailureReason="image not found"),
-                         {"EndpointName": NAME})
+    stubber.add_response(
+        "describe_endpoint", _describe("Failed", FailureReason="image not found"), {"EndpointName": NAME}
+    )
     with pytest.raises(AwsFailure, match="Failed during the update: image not found"):
         updates.wait_rollout(sm, NAME, delay_s=0, sleep=lambda s: None)
 
@@ -223,8 +274,9 @@ def test_a_rollout_back_on_its_old_config_says_it_was_rolled_back():
 
 
 def _scope():
-    return policy_scope.scope(WorkshopConfig(region=REGION, bucket="decision-workshop-test", sagemaker_role_arn=ROLE),
-                              ACCOUNT)
+    return policy_scope.scope(
+        WorkshopConfig(region=REGION, bucket="decision-workshop-test", sagemaker_role_arn=ROLE), ACCOUNT
+    )
 
 
 def test_the_operations_document_grants_these_calls_and_no_others():
@@ -234,13 +286,20 @@ def test_the_operations_document_grants_these_calls_and_no_others():
     assert len(iam.minified(document)) < 6144  # IAM's size quota for one managed policy
     version = f"{NAME}-20261201153604"
     allowed = [
-        {"service": "monitoring", "operation": "PutMetricAlarm", "params": alarms.alarm_request(NAME, "adapter-busy-503")},
+        {
+            "service": "monitoring",
+            "operation": "PutMetricAlarm",
+            "params": alarms.alarm_request(NAME, "adapter-busy-503"),
+        },
         {"service": "monitoring", "operation": "DeleteAlarms", "params": {"AlarmNames": alarms.alarm_names(NAME)}},
         {"service": "monitoring", "operation": "DescribeAlarms", "params": {"AlarmNames": alarms.alarm_names(NAME)}},
         {"service": "monitoring", "operation": "PutDashboard", "params": alarms.dashboard_request([NAME], REGION)},
         {"service": "monitoring", "operation": "DeleteDashboards", "params": {"DashboardNames": [alarms.DASHBOARD]}},
-        {"service": "sagemaker", "operation": "UpdateEndpoint", "params": {"EndpointName": NAME,
-                                                                          "EndpointConfigName": version}},
+        {
+            "service": "sagemaker",
+            "operation": "UpdateEndpoint",
+            "params": {"EndpointName": NAME, "EndpointConfigName": version},
+        },
         {"service": "sagemaker", "operation": "CreateEndpointConfig", "params": {"EndpointConfigName": version}},
         {"service": "sagemaker", "operation": "DeleteModel", "params": {"ModelName": version}},
     ]
@@ -249,10 +308,12 @@ def test_the_operations_document_grants_these_calls_and_no_others():
         assert needs, call
         for action, resource, context in needs:
             assert iam.evaluate(document, action, resource, context).allowed, (action, resource)
-    refused = [("cloudwatch:PutMetricAlarm", arns.cloudwatch_alarm_arn(REGION, ACCOUNT, "someone-else/alarm")),
-               ("cloudwatch:PutDashboard", arns.cloudwatch_dashboard_arn(REGION, ACCOUNT, "other")),
-               ("sagemaker:UpdateEndpoint", f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/other"),
-               ("cloudwatch:PutMetricData", "*")]
+    refused = [
+        ("cloudwatch:PutMetricAlarm", arns.cloudwatch_alarm_arn(REGION, ACCOUNT, "someone-else/alarm")),
+        ("cloudwatch:PutDashboard", arns.cloudwatch_dashboard_arn(REGION, ACCOUNT, "other")),
+        ("sagemaker:UpdateEndpoint", f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/other"),
+        ("cloudwatch:PutMetricData", "*"),
+    ]
     for action, resource in refused:
         assert not iam.evaluate(document, action, resource, {}).allowed, (action, resource)
 
@@ -272,21 +333,35 @@ class EmulatorOnlyRollout(hosting.SageMakerHosting):
     def update_endpoint(self, sm_client, request: dict) -> str:
         api.validate("sagemaker", "UpdateEndpoint", request)
         sm_client.delete_endpoint(EndpointName=request["EndpointName"])
-        return sm_client.create_endpoint(EndpointName=request["EndpointName"], Tags=endpoints.workshop_tags(),
-                                         EndpointConfigName=request["EndpointConfigName"])["EndpointArn"]
+        return sm_client.create_endpoint(
+            EndpointName=request["EndpointName"],
+            Tags=endpoints.workshop_tags(),
+            EndpointConfigName=request["EndpointConfigName"],
+        )["EndpointArn"]
 
 
 def test_a_second_update_deletes_the_version_it_replaced_and_cleanup_the_one_served(clients):
     sm = clients.sm
     spec = DeploySpec("decision-cpu", instance_type="ml.c5.2xlarge")
-    first = plan_for(spec, name=NAME, role_arn=ROLE, region=REGION, image=parse_image_uri(DECISION_PINNED), model_data_url=MODEL_DATA)
+    first = plan_for(
+        spec, name=NAME, role_arn=ROLE, region=REGION, image=parse_image_uri(DECISION_PINNED), model_data_url=MODEL_DATA
+    )
     hosting.deploy(sm, first, region=REGION, progress=False, poll_s=0)
     versions = []
     for second in (1, 2):
-        plan = updates.update_plan(spec, endpoint_name=NAME, role_arn=ROLE, region=REGION, image=parse_image_uri(DECISION_PINNED),
-                                   model_data_url=MODEL_DATA, rollback_alarms=alarms.rollback_alarms(NAME),
-                                   version=f"{NAME}-2026120115360{second}")
-        rollout = updates.roll_out(sm, plan, region=REGION, hosting=EmulatorOnlyRollout(), delay_s=0, sleep=lambda s: None)
+        plan = updates.update_plan(
+            spec,
+            endpoint_name=NAME,
+            role_arn=ROLE,
+            region=REGION,
+            image=parse_image_uri(DECISION_PINNED),
+            model_data_url=MODEL_DATA,
+            rollback_alarms=alarms.rollback_alarms(NAME),
+            version=f"{NAME}-2026120115360{second}",
+        )
+        rollout = updates.roll_out(
+            sm, plan, region=REGION, hosting=EmulatorOnlyRollout(), delay_s=0, sleep=lambda s: None
+        )
         assert rollout.ok and rollout.config_name == plan.version
         versions.append(plan.version)
     assert f"the version it replaced, {versions[0]}: endpoint config deleted; model deleted" in str(rollout)
@@ -315,17 +390,27 @@ class IgnoredUpdate(EmulatorOnlyRollout):
 
 def _deployed_and_planned(sm):
     spec = DeploySpec("decision-cpu", instance_type="ml.c5.2xlarge")
-    first = plan_for(spec, name=NAME, role_arn=ROLE, region=REGION, image=parse_image_uri(DECISION_PINNED),
-                     model_data_url=MODEL_DATA)
+    first = plan_for(
+        spec, name=NAME, role_arn=ROLE, region=REGION, image=parse_image_uri(DECISION_PINNED), model_data_url=MODEL_DATA
+    )
     hosting.deploy(sm, first, region=REGION, progress=False, poll_s=0)
-    return updates.update_plan(spec, endpoint_name=NAME, role_arn=ROLE, region=REGION,
-                               image=parse_image_uri(DECISION_PINNED), model_data_url=MODEL_DATA,
-                               rollback_alarms=alarms.rollback_alarms(NAME), version=f"{NAME}-20261201153601")
+    return updates.update_plan(
+        spec,
+        endpoint_name=NAME,
+        role_arn=ROLE,
+        region=REGION,
+        image=parse_image_uri(DECISION_PINNED),
+        model_data_url=MODEL_DATA,
+        rollback_alarms=alarms.rollback_alarms(NAME),
+        version=f"{NAME}-20261201153601",
+    )
 
 
 def _left(sm):
-    return (sorted(m["ModelName"] for m in sm.list_models()["Models"]),
-            sorted(c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]))
+    return (
+        sorted(m["ModelName"] for m in sm.list_models()["Models"]),
+        sorted(c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]),
+    )
 
 
 def test_a_refused_update_leaves_no_version_behind(clients):
@@ -353,8 +438,9 @@ def test_a_failed_update_leaves_no_version_behind(clients, monkeypatch):
 
 def test_a_rolled_back_update_deletes_the_version_it_rolled_back_from(clients):
     plan = _deployed_and_planned(clients.sm)
-    rollout = updates.roll_out(clients.sm, plan, region=REGION, hosting=IgnoredUpdate(), delay_s=0,
-                               sleep=lambda s: None)
+    rollout = updates.roll_out(
+        clients.sm, plan, region=REGION, hosting=IgnoredUpdate(), delay_s=0, sleep=lambda s: None
+    )
     assert rollout.rolled_back and not rollout.ok
     assert f"the version rolled back from, {plan.version}: endpoint config deleted; model deleted" in str(rollout)
     assert _left(clients.sm) == ([NAME], [NAME])
@@ -363,11 +449,20 @@ def test_a_rolled_back_update_deletes_the_version_it_rolled_back_from(clients):
 def test_a_version_the_endpoint_serves_or_may_still_use_is_kept(stub_sm):
     sm, stubber = stub_sm
     version = f"{NAME}-20261201153601"
-    for status, config, expected in (("InService", version, "kept: the endpoint serves it"),
-                                     ("Updating", NAME, "kept: the endpoint is Updating")):
-        stubber.add_response("describe_endpoint", {
-            "EndpointName": NAME, "EndpointArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{NAME}",
-            "EndpointConfigName": config, "EndpointStatus": status,
-            "CreationTime": datetime.datetime(2026, 12, 1), "LastModifiedTime": datetime.datetime(2026, 12, 1)},
-            {"EndpointName": NAME})
+    for status, config, expected in (
+        ("InService", version, "kept: the endpoint serves it"),
+        ("Updating", NAME, "kept: the endpoint is Updating"),
+    ):
+        stubber.add_response(
+            "describe_endpoint",
+            {
+                "EndpointName": NAME,
+                "EndpointArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{NAME}",
+                "EndpointConfigName": config,
+                "EndpointStatus": status,
+                "CreationTime": datetime.datetime(2026, 12, 1),
+                "LastModifiedTime": datetime.datetime(2026, 12, 1),
+            },
+            {"EndpointName": NAME},
+        )
         assert updates.discard_version(sm, NAME, version).startswith(expected)

@@ -8,12 +8,12 @@ import zipfile
 
 import pytest
 
-from workshop_lib.aws import api, build_projects, codebuild as builds
-from workshop_lib.aws.images import DLC_PINS, MutableImageReference, parse_image_uri
-from workshop_lib.models import EMBEDDED_MODEL, PINNED_MODEL, ModelFile, ModelSpec, TokenizerSource
-from workshop_lib.errors import AwsFailure, InvalidInput
-
 from tests.support.buildspec import REPO_ROOT
+from workshop_lib.aws import api, build_projects
+from workshop_lib.aws import codebuild as builds
+from workshop_lib.aws.images import DLC_PINS, MutableImageReference, parse_image_uri
+from workshop_lib.errors import AwsFailure, InvalidInput
+from workshop_lib.models import EMBEDDED_MODEL, PINNED_MODEL, ModelFile, ModelSpec, TokenizerSource
 
 ROLE = "arn:aws:iam::123456789012:role/decision-workshop-codebuild"
 BASE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp@sha256:" + "12" * 32
@@ -21,28 +21,44 @@ REPOSITORY = "123456789012.dkr.ecr.us-east-1.amazonaws.com/semif-llamacpp-dlc"
 
 
 def image_project(**kw):
-    return builds.project_request("decision-workshop-image-build", buildspec=builds.IMAGE_BUILD_BUILDSPEC,
-                                  source_location="bucket/codebuild-source/source-x.zip",
-                                  service_role_arn=ROLE, privileged=True, **kw)
+    return builds.project_request(
+        "decision-workshop-image-build",
+        buildspec=builds.IMAGE_BUILD_BUILDSPEC,
+        source_location="bucket/codebuild-source/source-x.zip",
+        service_role_arn=ROLE,
+        privileged=True,
+        **kw,
+    )
 
 
 def test_project_request_shape():
     request = image_project()
-    assert request["source"] == {"type": "S3", "location": "bucket/codebuild-source/source-x.zip",
-                                 "buildspec": "buildspec/image-build.yml"}
+    assert request["source"] == {
+        "type": "S3",
+        "location": "bucket/codebuild-source/source-x.zip",
+        "buildspec": "buildspec/image-build.yml",
+    }
     env = request["environment"]
     assert env["image"] == "aws/codebuild/amazonlinux-x86_64-standard:5.0"
     assert env["privilegedMode"] is True and env["type"] == "LINUX_CONTAINER"
     assert request["serviceRole"] == ROLE
     assert request["logsConfig"]["cloudWatchLogs"] == {
-        "status": "ENABLED", "groupName": "/aws/codebuild/decision-workshop-image-build", "streamName": "build"}
+        "status": "ENABLED",
+        "groupName": "/aws/codebuild/decision-workshop-image-build",
+        "streamName": "build",
+    }
     assert {"key": "workshop", "value": "decision-workshop"} in request["tags"]
     assert request["artifacts"] == {"type": "NO_ARTIFACTS"}
 
 
 def test_model_project_is_not_privileged():
-    request = builds.project_request("decision-workshop-model-package", buildspec=builds.MODEL_PACKAGE_BUILDSPEC,
-                                     source_location="b/k.zip", service_role_arn=ROLE, tags={"team": "ml"})
+    request = builds.project_request(
+        "decision-workshop-model-package",
+        buildspec=builds.MODEL_PACKAGE_BUILDSPEC,
+        source_location="b/k.zip",
+        service_role_arn=ROLE,
+        tags={"team": "ml"},
+    )
     assert request["environment"]["privilegedMode"] is False
     assert request["tags"] == [{"key": "team", "value": "ml"}]
 
@@ -59,11 +75,14 @@ def test_builder_output_is_checked_by_botocore():
         builds.update_project_request(request)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"name": "-bad name"}, "project name"),
-    ({"service_role_arn": "decision-workshop-codebuild"}, "not an IAM role ARN"),
-    ({"timeout_minutes": 3000}, "5-2160"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"name": "-bad name"}, "project name"),
+        ({"service_role_arn": "decision-workshop-codebuild"}, "not an IAM role ARN"),
+        ({"timeout_minutes": 3000}, "5-2160"),
+    ],
+)
 def test_project_request_refuses(kwargs, message):
     args = {"name": "ok-name", "buildspec": "b.yml", "source_location": "b/k.zip", "service_role_arn": ROLE}
     args.update(kwargs)
@@ -73,11 +92,13 @@ def test_project_request_refuses(kwargs, message):
 
 
 def test_start_build_request_overrides_environment():
-    request = builds.start_build_request("decision-workshop-image-build",
-                                         {"IMAGE_TAG": "cpu-1", "BASE_IMAGE": BASE}, source_location="b/k.zip")
+    request = builds.start_build_request(
+        "decision-workshop-image-build", {"IMAGE_TAG": "cpu-1", "BASE_IMAGE": BASE}, source_location="b/k.zip"
+    )
     assert request["environmentVariablesOverride"] == [
         {"name": "IMAGE_TAG", "value": "cpu-1", "type": "PLAINTEXT"},
-        {"name": "BASE_IMAGE", "value": BASE, "type": "PLAINTEXT"}]
+        {"name": "BASE_IMAGE", "value": BASE, "type": "PLAINTEXT"},
+    ]
     assert request["sourceLocationOverride"] == "b/k.zip"
 
 
@@ -92,13 +113,16 @@ def test_ecr_repository_request_is_immutable_and_scanned():
 
 # ---------------------------------------------------------------- model packaging inputs
 
+
 def test_model_package_env_for_the_pinned_model():
     env = builds.model_package_env(PINNED_MODEL, "s3://bucket/semif-llamacpp/model.tar.gz")
     assert env["GGUF_SHA256"] == PINNED_MODEL.gguf.sha256
     assert env["GGUF_SIZE"] == "3013027808"
     # the tokenizer by pattern at its pinned revision, as the published sample takes it
-    assert (env["TOKENIZER_REPO"], env["TOKENIZER_REVISION"]) == ("Qwen/Qwen3.5-4B",
-                                                                  "851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a")
+    assert (env["TOKENIZER_REPO"], env["TOKENIZER_REVISION"]) == (
+        "Qwen/Qwen3.5-4B",
+        "851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a",
+    )
     assert env["TOKENIZER_PATTERNS"] == "*.json *.jinja *.model *.txt"
     assert env["MODEL_S3_URI"] == "s3://bucket/semif-llamacpp/"
     api.validate("codebuild", "StartBuild", builds.start_build_request("p1", env))
@@ -110,32 +134,40 @@ def test_model_package_env_refuses_unpinned_or_unsupported_specs():
         builds.model_package_env(unpinned, "s3://bucket/p/")
     with pytest.raises(InvalidInput, match="package_local"):
         builds.model_package_env(EMBEDDED_MODEL, "s3://bucket/p/")
-    named = ModelSpec(name="x", gguf=PINNED_MODEL.gguf, extra_files=(
-        ModelFile(path="a.json", repo="r/one", revision="1", role="tokenizer"),))
+    named = ModelSpec(
+        name="x",
+        gguf=PINNED_MODEL.gguf,
+        extra_files=(ModelFile(path="a.json", repo="r/one", revision="1", role="tokenizer"),),
+    )
     with pytest.raises(InvalidInput, match="by pattern"):
         builds.model_package_env(named, "s3://bucket/p/")
     odd = ModelSpec(name="x", gguf=PINNED_MODEL.gguf, tokenizer=TokenizerSource("r/x", "1", ("../*.json",)))
     with pytest.raises(InvalidInput, match="globs of plain names"):
         builds.model_package_env(odd, "s3://bucket/p/")
-    in_folder = ModelSpec(name="x", gguf=ModelFile(path="q4/x.gguf", repo="r/x", revision="1", role="gguf",
-                                                   size=1, sha256="0" * 64))
+    in_folder = ModelSpec(
+        name="x", gguf=ModelFile(path="q4/x.gguf", repo="r/x", revision="1", role="gguf", size=1, sha256="0" * 64)
+    )
     with pytest.raises(InvalidInput, match="plain names"):
         builds.model_package_env(in_folder, "s3://bucket/p/")
 
 
-@pytest.mark.parametrize("uri, prefix", [
-    ("s3://bucket/models/qwen/", "s3://bucket/models/qwen"),
-    ("s3://bucket/models/qwen", "s3://bucket/models/qwen"),
-    ("s3://bucket/models/qwen/model.tar.gz", "s3://bucket/models/qwen"),
-    ("s3://bucket/model.tar.gz", "s3://bucket"),
-    ("s3://bucket", "s3://bucket"),
-])
+@pytest.mark.parametrize(
+    "uri, prefix",
+    [
+        ("s3://bucket/models/qwen/", "s3://bucket/models/qwen"),
+        ("s3://bucket/models/qwen", "s3://bucket/models/qwen"),
+        ("s3://bucket/models/qwen/model.tar.gz", "s3://bucket/models/qwen"),
+        ("s3://bucket/model.tar.gz", "s3://bucket"),
+        ("s3://bucket", "s3://bucket"),
+    ],
+)
 def test_model_s3_prefix(uri, prefix):
     assert builds.model_s3_prefix(uri) == prefix
 
 
-@pytest.mark.parametrize("uri", ["bucket/key", "s3://", "https://bucket.s3.amazonaws.com/k",
-                                 "s3://bucket/other.tar.gz"])
+@pytest.mark.parametrize(
+    "uri", ["bucket/key", "s3://", "https://bucket.s3.amazonaws.com/k", "s3://bucket/other.tar.gz"]
+)
 def test_model_s3_prefix_refuses(uri):
     with pytest.raises(InvalidInput):
         builds.model_s3_prefix(uri)
@@ -143,17 +175,22 @@ def test_model_s3_prefix_refuses(uri):
 
 # ---------------------------------------------------------------- image build inputs
 
+
 def _build_env(base: str, repository: str, *args):
     return builds.image_build_env(parse_image_uri(base), parse_image_uri(repository), *args)
 
 
 def test_image_build_env():
     env = _build_env(BASE, REPOSITORY, "gpu-20250101-120000", "container/Dockerfile.gpu")
-    assert env == {"BASE_IMAGE": BASE, "REPOSITORY_URI": REPOSITORY,
-                   "IMAGE_TAG": "gpu-20250101-120000", "DOCKERFILE": "Dockerfile.gpu",
-                   # the CUDA DLC's matching bindings travel with the build, minus what its libllama lacks
-                   "LLAMA_CPP_PYTHON": DLC_PINS["cuda"].bindings,
-                   "DROP_BINDINGS": "llama_adapter_lora_init_from_file_ptr"}
+    assert env == {
+        "BASE_IMAGE": BASE,
+        "REPOSITORY_URI": REPOSITORY,
+        "IMAGE_TAG": "gpu-20250101-120000",
+        "DOCKERFILE": "Dockerfile.gpu",
+        # the CUDA DLC's matching bindings travel with the build, minus what its libllama lacks
+        "LLAMA_CPP_PYTHON": DLC_PINS["cuda"].bindings,
+        "DROP_BINDINGS": "llama_adapter_lora_init_from_file_ptr",
+    }
     cpu = _build_env(BASE, REPOSITORY, "cpu-1", "Dockerfile")
     assert (cpu["LLAMA_CPP_PYTHON"], cpu["DROP_BINDINGS"]) == ("llama-cpp-python==0.3.35", "")
 
@@ -172,8 +209,7 @@ def test_image_build_env_refuses():
     with pytest.raises(InvalidInput, match="us-east-1 but the build and its repository are in eu-west-1"):
         _build_env(BASE, REPOSITORY.replace("us-east-1", "eu-west-1"), "cpu-1")
     with pytest.raises(InvalidInput, match="private regional ECR"):
-        _build_env("public.ecr.aws/deep-learning-containers/llama-cpp@sha256:" + "12" * 32,
-                               REPOSITORY, "cpu-1")
+        _build_env("public.ecr.aws/deep-learning-containers/llama-cpp@sha256:" + "12" * 32, REPOSITORY, "cpu-1")
     with pytest.raises(InvalidInput, match="not an ECR repository"):
         _build_env(BASE, REPOSITORY + ":latest", "cpu-1")
     with pytest.raises(InvalidInput, match="image tag"):
@@ -189,14 +225,23 @@ def test_default_image_tag():
 
 
 def test_failure_summary():
-    build = {"currentPhase": "COMPLETED", "buildStatus": "FAILED", "phases": [
-        {"phaseType": "PRE_BUILD", "phaseStatus": "SUCCEEDED"},
-        {"phaseType": "BUILD", "phaseStatus": "FAILED",
-         "contexts": [{"statusCode": "COMMAND_EXECUTION_ERROR", "message": "exit status 1"}]}]}
+    build = {
+        "currentPhase": "COMPLETED",
+        "buildStatus": "FAILED",
+        "phases": [
+            {"phaseType": "PRE_BUILD", "phaseStatus": "SUCCEEDED"},
+            {
+                "phaseType": "BUILD",
+                "phaseStatus": "FAILED",
+                "contexts": [{"statusCode": "COMMAND_EXECUTION_ERROR", "message": "exit status 1"}],
+            },
+        ],
+    }
     assert builds.failure_summary(build) == ("BUILD", "exit status 1")
 
 
 # ---------------------------------------------------------------- source zip
+
 
 def zip_names(data: bytes) -> list[str]:
     with zipfile.ZipFile(io.BytesIO(data)) as archive:

@@ -22,13 +22,12 @@ from botocore.exceptions import ClientError
 from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
-from workshop_lib.aws.images import DLC_PINS, parse_image_uri
+from tests.support.buildspec import REPO_ROOT
 from workshop_lib.aws import codebuild as builds
+from workshop_lib.aws.images import DLC_PINS, parse_image_uri
+from workshop_lib.errors import AwsFailure, InvalidInput
 from workshop_lib.models import PINNED_MODEL, ModelFile, ModelSpec
 from workshop_lib.packaging import build_manifest, package_local
-from workshop_lib.errors import AwsFailure, InvalidInput
-
-from tests.support.buildspec import REPO_ROOT
 
 REGION = "us-east-1"
 ROLE = "arn:aws:iam::123456789012:role/decision-workshop-codebuild"  # moto's default account
@@ -38,8 +37,12 @@ BASE = f"763104351884.dkr.ecr.{REGION}.amazonaws.com/llama-cpp@sha256:" + "12" *
 
 @pytest.fixture
 def clients(monkeypatch):
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
         monkeypatch.setenv(name, value)
     with mock_aws():
         s3 = boto3.client("s3", region_name=REGION)
@@ -50,19 +53,30 @@ def clients(monkeypatch):
 def capture(client, operation: str) -> list[dict]:
     """Record the parameters of every `operation` call the client sends."""
     sent: list[dict] = []
-    client.meta.events.register(f"provide-client-params.{client.meta.service_model.service_name}.{operation}",
-                                lambda params, **_: sent.append(dict(params)))
+    client.meta.events.register(
+        f"provide-client-params.{client.meta.service_model.service_name}.{operation}",
+        lambda params, **_: sent.append(dict(params)),
+    )
     return sent
 
 
 def push_image(ecr, repository: str, tag: str) -> str:
     """What `docker push` in the build would do; returns the digest ECR assigns."""
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                           "config": {"digest": "sha256:" + "cd" * 32, "size": 1, "mediaType": "x"}, "layers": []})
-    return ecr.put_image(repositoryName=repository, imageManifest=manifest, imageTag=tag)["image"]["imageId"]["imageDigest"]
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {"digest": "sha256:" + "cd" * 32, "size": 1, "mediaType": "x"},
+            "layers": [],
+        }
+    )
+    return ecr.put_image(repositoryName=repository, imageManifest=manifest, imageTag=tag)["image"]["imageId"][
+        "imageDigest"
+    ]
 
 
 # ---------------------------------------------------------------- ECR
+
 
 def test_ensure_ecr_repository_creates_an_immutable_scanned_repository(clients):
     ecr = clients["ecr"]
@@ -92,9 +106,19 @@ def test_image_digest_pins_the_pushed_tag_of_a_repository(clients):
 
 # ---------------------------------------------------------------- S3
 
+
 def small_spec() -> ModelSpec:
-    return ModelSpec(name="tiny", gguf=ModelFile(path="tiny.gguf", repo="acme/tiny", revision="1" * 40,
-                                                 role="gguf", size=8, sha256=hashlib.sha256(b"GGUFdata").hexdigest()))
+    return ModelSpec(
+        name="tiny",
+        gguf=ModelFile(
+            path="tiny.gguf",
+            repo="acme/tiny",
+            revision="1" * 40,
+            role="gguf",
+            size=8,
+            sha256=hashlib.sha256(b"GGUFdata").hexdigest(),
+        ),
+    )
 
 
 def test_upload_package(clients, tmp_path):
@@ -117,17 +141,27 @@ def test_upload_source(clients):
 
 # ---------------------------------------------------------------- CodeBuild (moto)
 
+
 def test_create_project_start_and_wait_moto(clients):
     codebuild = clients["codebuild"]
-    request = builds.project_request("decision-workshop-image-build", buildspec=builds.IMAGE_BUILD_BUILDSPEC,
-                                     source_location=f"{BUCKET}/src.zip", service_role_arn=ROLE, privileged=True)
+    request = builds.project_request(
+        "decision-workshop-image-build",
+        buildspec=builds.IMAGE_BUILD_BUILDSPEC,
+        source_location=f"{BUCKET}/src.zip",
+        service_role_arn=ROLE,
+        privileged=True,
+    )
     arn = builds.ensure_project(codebuild, request)
     assert arn.endswith(":project/decision-workshop-image-build")
     project = codebuild.batch_get_projects(names=["decision-workshop-image-build"])["projects"][0]
     assert project["environment"]["privilegedMode"] is True
     sent = capture(codebuild, "StartBuild")
-    build_id = builds.start_build(codebuild, builds.start_build_request(
-        "decision-workshop-image-build", {"IMAGE_TAG": "cpu-1"}, source_location=f"{BUCKET}/src.zip"))
+    build_id = builds.start_build(
+        codebuild,
+        builds.start_build_request(
+            "decision-workshop-image-build", {"IMAGE_TAG": "cpu-1"}, source_location=f"{BUCKET}/src.zip"
+        ),
+    )
     assert sent[0]["environmentVariablesOverride"] == [{"name": "IMAGE_TAG", "value": "cpu-1", "type": "PLAINTEXT"}]
     build = builds.wait_for_build(codebuild, build_id, clients["logs"], progress=False, sleep=lambda s: None)
     assert build["buildStatus"] == "SUCCEEDED"
@@ -142,8 +176,16 @@ def test_package_model_in_codebuild_moto_with_manifest_written_by_the_test(clien
     sent = capture(codebuild, "StartBuild")
 
     packaged = builds.package_model_in_codebuild(
-        codebuild, s3, clients["logs"], model_s3_uri=f"s3://{BUCKET}/semif-llamacpp/model.tar.gz",
-        service_role_arn=ROLE, source_bucket=BUCKET, progress=False, poll_s=0, region=REGION)
+        codebuild,
+        s3,
+        clients["logs"],
+        model_s3_uri=f"s3://{BUCKET}/semif-llamacpp/model.tar.gz",
+        service_role_arn=ROLE,
+        source_bucket=BUCKET,
+        progress=False,
+        poll_s=0,
+        region=REGION,
+    )
 
     assert packaged.model_data_url == f"s3://{BUCKET}/semif-llamacpp/model.tar.gz"
     assert packaged.manifest == manifest
@@ -160,16 +202,32 @@ def test_package_model_in_codebuild_moto_refuses_a_foreign_manifest(clients):
     manifest = build_manifest(PINNED_MODEL, measured, build_id="b:1", where="codebuild")
     clients["s3"].put_object(Bucket=BUCKET, Key="m/model-manifest.json", Body=json.dumps(manifest).encode())
     with pytest.raises(AwsFailure, match=PINNED_MODEL.gguf.sha256):
-        builds.package_model_in_codebuild(clients["codebuild"], clients["s3"], clients["logs"],
-                                          model_s3_uri=f"s3://{BUCKET}/m/", service_role_arn=ROLE,
-                                          source_bucket=BUCKET, progress=False, poll_s=0, region=REGION)
+        builds.package_model_in_codebuild(
+            clients["codebuild"],
+            clients["s3"],
+            clients["logs"],
+            model_s3_uri=f"s3://{BUCKET}/m/",
+            service_role_arn=ROLE,
+            source_bucket=BUCKET,
+            progress=False,
+            poll_s=0,
+            region=REGION,
+        )
 
 
 def test_package_model_in_codebuild_moto_without_upload(clients):
     with pytest.raises(AwsFailure, match="did not upload"):
-        builds.package_model_in_codebuild(clients["codebuild"], clients["s3"], clients["logs"],
-                                          model_s3_uri=f"s3://{BUCKET}/empty/", service_role_arn=ROLE,
-                                          source_bucket=BUCKET, progress=False, poll_s=0, region=REGION)
+        builds.package_model_in_codebuild(
+            clients["codebuild"],
+            clients["s3"],
+            clients["logs"],
+            model_s3_uri=f"s3://{BUCKET}/empty/",
+            service_role_arn=ROLE,
+            source_bucket=BUCKET,
+            progress=False,
+            poll_s=0,
+            region=REGION,
+        )
 
 
 def test_build_decision_image_moto_reads_the_digest_of_the_pushed_tag(clients):
@@ -179,33 +237,59 @@ def test_build_decision_image_moto_reads_the_digest_of_the_pushed_tag(clients):
     digest = push_image(ecr, builds.ECR_REPOSITORY, "gpu-1")
     sent = capture(codebuild, "StartBuild")
 
-    pinned = builds.build_decision_image(codebuild, ecr, clients["s3"], clients["logs"],
-                                         base_image=parse_image_uri(BASE), region=REGION, service_role_arn=ROLE,
-                                         source_bucket=BUCKET, dockerfile="Dockerfile.gpu",
-                                         image_tag="gpu-1", progress=False, poll_s=0)
+    pinned = builds.build_decision_image(
+        codebuild,
+        ecr,
+        clients["s3"],
+        clients["logs"],
+        base_image=parse_image_uri(BASE),
+        region=REGION,
+        service_role_arn=ROLE,
+        source_bucket=BUCKET,
+        dockerfile="Dockerfile.gpu",
+        image_tag="gpu-1",
+        progress=False,
+        poll_s=0,
+    )
     assert pinned.uri == f"{uri}@{digest}"
     overrides = {v["name"]: v["value"] for v in sent[0]["environmentVariablesOverride"]}
-    assert overrides == {"BASE_IMAGE": BASE, "REPOSITORY_URI": uri,
-                         "IMAGE_TAG": "gpu-1", "DOCKERFILE": "Dockerfile.gpu",
-                         "LLAMA_CPP_PYTHON": DLC_PINS["cuda"].bindings,
-                         "DROP_BINDINGS": "llama_adapter_lora_init_from_file_ptr"}
+    assert overrides == {
+        "BASE_IMAGE": BASE,
+        "REPOSITORY_URI": uri,
+        "IMAGE_TAG": "gpu-1",
+        "DOCKERFILE": "Dockerfile.gpu",
+        "LLAMA_CPP_PYTHON": DLC_PINS["cuda"].bindings,
+        "DROP_BINDINGS": "llama_adapter_lora_init_from_file_ptr",
+    }
 
 
-@pytest.mark.parametrize("base, kwargs, message", [
-    (BASE.split("@")[0] + ":server-sagemaker-cpu-v1", {}, "Pin it by digest"),
-    (BASE.replace(REGION, "eu-west-1").replace("763104351884", "123456789012"), {}, "use the DLC of us-east-1"),
-    (BASE, {"image_tag": "no spaces allowed"}, "image tag"),
-    (BASE, {"dockerfile": "Dockerfile.arm64"}, "Dockerfile.gpu"),
-    (BASE, {"dockerfile": "Dockerfile.arm64", "image_tag": "cpu-1"}, "Dockerfile.gpu"),
-    (BASE, {"service_role_arn": "codebuild-role"}, "not an IAM role ARN"),
-], ids=["tagged-base", "base-in-other-region", "bad-tag", "bad-dockerfile", "bad-dockerfile-with-tag", "bad-role"])
+@pytest.mark.parametrize(
+    "base, kwargs, message",
+    [
+        (BASE.split("@")[0] + ":server-sagemaker-cpu-v1", {}, "Pin it by digest"),
+        (BASE.replace(REGION, "eu-west-1").replace("763104351884", "123456789012"), {}, "use the DLC of us-east-1"),
+        (BASE, {"image_tag": "no spaces allowed"}, "image tag"),
+        (BASE, {"dockerfile": "Dockerfile.arm64"}, "Dockerfile.gpu"),
+        (BASE, {"dockerfile": "Dockerfile.arm64", "image_tag": "cpu-1"}, "Dockerfile.gpu"),
+        (BASE, {"service_role_arn": "codebuild-role"}, "not an IAM role ARN"),
+    ],
+    ids=["tagged-base", "base-in-other-region", "bad-tag", "bad-dockerfile", "bad-dockerfile-with-tag", "bad-role"],
+)
 def test_build_decision_image_refuses_bad_inputs_before_any_call(clients, base, kwargs, message):
     sent = capture(clients["codebuild"], "StartBuild")
     kwargs = {"service_role_arn": ROLE, **kwargs}
     with pytest.raises(ValueError, match=message):
-        builds.build_decision_image(clients["codebuild"], clients["ecr"], clients["s3"], clients["logs"],
-                                    base_image=parse_image_uri(base), region=REGION, source_bucket=BUCKET,
-                                    progress=False, **kwargs)
+        builds.build_decision_image(
+            clients["codebuild"],
+            clients["ecr"],
+            clients["s3"],
+            clients["logs"],
+            base_image=parse_image_uri(base),
+            region=REGION,
+            source_bucket=BUCKET,
+            progress=False,
+            **kwargs,
+        )
     assert sent == []
     assert clients["ecr"].describe_repositories()["repositories"] == []
     assert clients["s3"].list_objects_v2(Bucket=BUCKET).get("KeyCount") == 0
@@ -213,18 +297,25 @@ def test_build_decision_image_refuses_bad_inputs_before_any_call(clients, base, 
 
 # ---------------------------------------------------------------- CodeBuild (Stubber)
 
+
 def build_record(status: str, phase: str, **extra) -> dict:
     return {"id": "decision-workshop-image-build:1234", "buildStatus": status, "currentPhase": phase, **extra}
 
 
 def test_ensure_project_updates_an_existing_project_stubber():
     codebuild = boto3.client("codebuild", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
-    request = builds.project_request("decision-workshop-image-build", buildspec=builds.IMAGE_BUILD_BUILDSPEC,
-                                     source_location=f"{BUCKET}/new.zip", service_role_arn=ROLE, privileged=True)
+    request = builds.project_request(
+        "decision-workshop-image-build",
+        buildspec=builds.IMAGE_BUILD_BUILDSPEC,
+        source_location=f"{BUCKET}/new.zip",
+        service_role_arn=ROLE,
+        privileged=True,
+    )
     with Stubber(codebuild) as stub:
         stub.add_client_error("create_project", "ResourceAlreadyExistsException", expected_params=request)
-        stub.add_response("update_project", {"project": {"arn": "arn:aws:codebuild:us-east-1:1:project/p"}},
-                          expected_params=request)
+        stub.add_response(
+            "update_project", {"project": {"arn": "arn:aws:codebuild:us-east-1:1:project/p"}}, expected_params=request
+        )
         assert builds.ensure_project(codebuild, request) == "arn:aws:codebuild:us-east-1:1:project/p"
         stub.assert_no_pending_responses()
 
@@ -233,8 +324,9 @@ def test_ensure_project_explains_a_role_problem_stubber():
     codebuild = boto3.client("codebuild", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
     request = builds.project_request("p1", buildspec="b.yml", source_location="b/k.zip", service_role_arn=ROLE)
     with Stubber(codebuild) as stub:
-        stub.add_client_error("create_project", "InvalidInputException",
-                              "CodeBuild is not authorized to perform: sts:AssumeRole")
+        stub.add_client_error(
+            "create_project", "InvalidInputException", "CodeBuild is not authorized to perform: sts:AssumeRole"
+        )
         with pytest.raises(InvalidInput, match="trusts codebuild.amazonaws.com"):
             builds.ensure_project(codebuild, request)
 
@@ -245,23 +337,48 @@ def test_wait_for_build_failure_shows_the_log_tail_stubber(clients):
     logs.create_log_stream(logGroupName="/aws/codebuild/decision-workshop-image-build", logStreamName="build/1234")
     now = int(datetime.datetime.now().timestamp() * 1000)
     lines = [f"line {i}" for i in range(60)] + ["ERROR: fake-1b.gguf has sha256 00..., but the pin is 13c1..."]
-    logs.put_log_events(logGroupName="/aws/codebuild/decision-workshop-image-build", logStreamName="build/1234",
-                        logEvents=[{"timestamp": now + i, "message": m + "\n"} for i, m in enumerate(lines)])
+    logs.put_log_events(
+        logGroupName="/aws/codebuild/decision-workshop-image-build",
+        logStreamName="build/1234",
+        logEvents=[{"timestamp": now + i, "message": m + "\n"} for i, m in enumerate(lines)],
+    )
     codebuild = boto3.client("codebuild", region_name=REGION)
-    failed = build_record("FAILED", "COMPLETED", phases=[
-        {"phaseType": "PRE_BUILD", "phaseStatus": "SUCCEEDED"},
-        {"phaseType": "BUILD", "phaseStatus": "FAILED", "contexts": [
-            {"statusCode": "COMMAND_EXECUTION_ERROR",
-             "message": "Error while executing command: bash buildspec/scripts/package_model.sh. Reason: exit status 1"}]}],
-        logs={"groupName": "/aws/codebuild/decision-workshop-image-build", "streamName": "build/1234",
-              "deepLink": "https://console.aws.amazon.com/cloudwatch/fake"})
+    failed = build_record(
+        "FAILED",
+        "COMPLETED",
+        phases=[
+            {"phaseType": "PRE_BUILD", "phaseStatus": "SUCCEEDED"},
+            {
+                "phaseType": "BUILD",
+                "phaseStatus": "FAILED",
+                "contexts": [
+                    {
+                        "statusCode": "COMMAND_EXECUTION_ERROR",
+                        "message": "Error while executing command: bash buildspec/scripts/package_model.sh. Reason: exit status 1",
+                    }
+                ],
+            },
+        ],
+        logs={
+            "groupName": "/aws/codebuild/decision-workshop-image-build",
+            "streamName": "build/1234",
+            "deepLink": "https://console.aws.amazon.com/cloudwatch/fake",
+        },
+    )
     naps = []
     with Stubber(codebuild) as stub:
         for record in (build_record("IN_PROGRESS", "PROVISIONING"), build_record("IN_PROGRESS", "BUILD"), failed):
             stub.add_response("batch_get_builds", {"builds": [record]}, {"ids": ["decision-workshop-image-build:1234"]})
         with pytest.raises(AwsFailure) as caught:
-            builds.wait_for_build(codebuild, "decision-workshop-image-build:1234", logs, progress=True,
-                                  poll_s=7, tail_lines=20, sleep=naps.append)
+            builds.wait_for_build(
+                codebuild,
+                "decision-workshop-image-build:1234",
+                logs,
+                progress=True,
+                poll_s=7,
+                tail_lines=20,
+                sleep=naps.append,
+            )
     error = caught.value
     assert naps == [7, 7]
     message = str(error)
@@ -290,8 +407,14 @@ def test_wait_for_build_gives_up_waiting_stubber(clients, monkeypatch):
         for _ in range(3):
             stub.add_response("batch_get_builds", {"builds": [build_record("IN_PROGRESS", "BUILD")]}, {"ids": [ANY]})
         with pytest.raises(AwsFailure, match="still in BUILD"):
-            builds.wait_for_build(codebuild, "decision-workshop-image-build:1234", clients["logs"], progress=False,
-                                  timeout_s=150, sleep=lambda s: None)
+            builds.wait_for_build(
+                codebuild,
+                "decision-workshop-image-build:1234",
+                clients["logs"],
+                progress=False,
+                timeout_s=150,
+                sleep=lambda s: None,
+            )
 
 
 def test_build_decision_image_digest_mismatch_stubber(clients):
@@ -304,12 +427,24 @@ def test_build_decision_image_digest_mismatch_stubber(clients):
         stub.add_client_error("create_project", "ResourceAlreadyExistsException")
         stub.add_response("update_project", {"project": {"arn": "arn:p"}})
         stub.add_response("start_build", {"build": {"id": "decision-workshop-image-build:1"}})
-        stub.add_response("batch_get_builds", {"builds": [
-            build_record("SUCCEEDED", "COMPLETED", exportedEnvironmentVariables=exported)]})
+        stub.add_response(
+            "batch_get_builds",
+            {"builds": [build_record("SUCCEEDED", "COMPLETED", exportedEnvironmentVariables=exported)]},
+        )
         with pytest.raises(AwsFailure, match="sha256:" + "99" * 32):
-            builds.build_decision_image(codebuild, ecr, clients["s3"], clients["logs"],
-                                        base_image=parse_image_uri(BASE), region=REGION, service_role_arn=ROLE, source_bucket=BUCKET, image_tag="cpu-7",
-                                        progress=False, poll_s=0)
+            builds.build_decision_image(
+                codebuild,
+                ecr,
+                clients["s3"],
+                clients["logs"],
+                base_image=parse_image_uri(BASE),
+                region=REGION,
+                service_role_arn=ROLE,
+                source_bucket=BUCKET,
+                image_tag="cpu-7",
+                progress=False,
+                poll_s=0,
+            )
 
 
 def test_a_new_accounts_build_limit_is_one_line_naming_the_cause_and_the_fix_stubber(monkeypatch):
@@ -318,8 +453,12 @@ def test_a_new_accounts_build_limit_is_one_line_naming_the_cause_and_the_fix_stu
     codebuild = boto3.client("codebuild", region_name=REGION)
     request = builds.start_build_request(builds.IMAGE_BUILD_PROJECT, {"X": "1"})
     with Stubber(codebuild) as stubber:
-        stubber.add_client_error("start_build", "AccountLimitExceededException",
-                                 "Cannot have more than 0 builds in queue for the account", expected_params=request)
+        stubber.add_client_error(
+            "start_build",
+            "AccountLimitExceededException",
+            "Cannot have more than 0 builds in queue for the account",
+            expected_params=request,
+        )
         with pytest.raises(AwsFailure) as raised:
             builds.start_build(codebuild, request)
     text = str(raised.value)

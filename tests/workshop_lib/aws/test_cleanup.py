@@ -4,25 +4,33 @@ import pytest
 
 from workshop_lib import names
 from workshop_lib.aws import teardown as cleanup
-from workshop_lib.aws.teardown import ALREADY_GONE, DELETED, KEPT, delete_endpoint_resources, running_workshop_endpoints
 from workshop_lib.aws.endpoints import standard_plan, workshop_tags
 from workshop_lib.aws.hosting import deploy
 from workshop_lib.aws.images import parse_image_uri
+from workshop_lib.aws.teardown import ALREADY_GONE, DELETED, KEPT, delete_endpoint_resources, running_workshop_endpoints
 from workshop_lib.errors import AwsFailure, InvalidInput
 
 from .values import DLC_PINNED, MODEL_DATA, REGION, ROLE
 
 
 def _deploy(sm, name, tags=None):
-    plan = standard_plan(name, image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
-                         instance_type="ml.c5.2xlarge", tags=tags)
+    plan = standard_plan(
+        name,
+        image=parse_image_uri(DLC_PINNED),
+        role_arn=ROLE,
+        model_data_url=MODEL_DATA,
+        instance_type="ml.c5.2xlarge",
+        tags=tags,
+    )
     deploy(sm, plan, region=REGION, progress=False, poll_s=0)
 
 
 def _names(sm):
-    return ({e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]},
-            {c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]},
-            {m["ModelName"] for m in sm.list_models()["Models"]})
+    return (
+        {e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]},
+        {c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]},
+        {m["ModelName"] for m in sm.list_models()["Models"]},
+    )
 
 
 def test_cleanup_deletes_only_what_it_was_named(clients):
@@ -30,7 +38,11 @@ def test_cleanup_deletes_only_what_it_was_named(clients):
     _deploy(clients.sm, "decision-workshop-standard-2")  # shares a prefix: a pattern delete would take it too
     result = delete_endpoint_resources(clients.sm, "decision-workshop-standard", poll_s=0)
     assert (result.endpoint, result.endpoint_config, result.model) == (DELETED, DELETED, DELETED)
-    assert _names(clients.sm) == ({"decision-workshop-standard-2"}, {"decision-workshop-standard-2"}, {"decision-workshop-standard-2"})
+    assert _names(clients.sm) == (
+        {"decision-workshop-standard-2"},
+        {"decision-workshop-standard-2"},
+        {"decision-workshop-standard-2"},
+    )
     assert clients.sm.describe_endpoint(EndpointName="decision-workshop-standard-2")["EndpointStatus"] == "InService"
 
 
@@ -40,14 +52,22 @@ def test_cleanup_twice_reports_already_gone(clients):
     again = delete_endpoint_resources(clients.sm, "e1", poll_s=0)
     assert (again.endpoint, again.endpoint_config, again.model) == (ALREADY_GONE,) * 3
     assert not again.deleted_anything
-    assert str(again).splitlines() == ["endpoint e1: already gone", "endpoint config e1: already gone",
-                                       "model e1: already gone"]
+    assert str(again).splitlines() == [
+        "endpoint e1: already gone",
+        "endpoint config e1: already gone",
+        "model e1: already gone",
+    ]
 
 
 def test_cleanup_of_a_half_made_deployment(clients):
     # a model left behind by a deploy that stopped early, no config and no endpoint
-    plan = standard_plan("half", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
-                         instance_type="ml.c5.2xlarge")
+    plan = standard_plan(
+        "half",
+        image=parse_image_uri(DLC_PINNED),
+        role_arn=ROLE,
+        model_data_url=MODEL_DATA,
+        instance_type="ml.c5.2xlarge",
+    )
     clients.sm.create_model(**plan.model)
     result = delete_endpoint_resources(clients.sm, "half", poll_s=0)
     assert (result.endpoint, result.endpoint_config, result.model) == (ALREADY_GONE, ALREADY_GONE, DELETED)
@@ -56,8 +76,13 @@ def test_cleanup_of_a_half_made_deployment(clients):
 
 def test_cleanup_leaves_an_unnamed_config_alone_and_says_so(clients):
     # an endpoint made outside the library, whose config is named differently
-    plan = standard_plan("outside", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
-                         instance_type="ml.c5.2xlarge")
+    plan = standard_plan(
+        "outside",
+        image=parse_image_uri(DLC_PINNED),
+        role_arn=ROLE,
+        model_data_url=MODEL_DATA,
+        instance_type="ml.c5.2xlarge",
+    )
     clients.sm.create_model(**plan.model)
     clients.sm.create_endpoint_config(**{**plan.endpoint_config, "EndpointConfigName": "other-config"})
     clients.sm.create_endpoint(EndpointName="outside", EndpointConfigName="other-config", Tags=workshop_tags())
@@ -68,21 +93,36 @@ def test_cleanup_leaves_an_unnamed_config_alone_and_says_so(clients):
 
 
 ARN = f"arn:aws:sagemaker:{REGION}:123456789012"
-DESCRIBED = {"EndpointName": "e", "EndpointArn": f"{ARN}:endpoint/e", "EndpointConfigName": "e",
-             "CreationTime": "2026-01-01T00:00:00Z", "LastModifiedTime": "2026-01-01T00:00:00Z"}
+DESCRIBED = {
+    "EndpointName": "e",
+    "EndpointArn": f"{ARN}:endpoint/e",
+    "EndpointConfigName": "e",
+    "CreationTime": "2026-01-01T00:00:00Z",
+    "LastModifiedTime": "2026-01-01T00:00:00Z",
+}
 TAGS = {"Tags": [{"Key": "workshop", "Value": "decision-workshop"}]}
 
 
 def _stub_owned(stub, kind: str) -> None:
     """DescribeX and ListTags of a workshop-tagged config or model named "e"."""
     if kind == "config":
-        stub.add_response("describe_endpoint_config", {
-            "EndpointConfigName": "e", "EndpointConfigArn": f"{ARN}:endpoint-config/e", "CreationTime": "2026-01-01",
-            "ProductionVariants": [{"VariantName": "AllTraffic", "ModelName": "e"}]}, {"EndpointConfigName": "e"})
+        stub.add_response(
+            "describe_endpoint_config",
+            {
+                "EndpointConfigName": "e",
+                "EndpointConfigArn": f"{ARN}:endpoint-config/e",
+                "CreationTime": "2026-01-01",
+                "ProductionVariants": [{"VariantName": "AllTraffic", "ModelName": "e"}],
+            },
+            {"EndpointConfigName": "e"},
+        )
         stub.add_response("list_tags", TAGS, {"ResourceArn": f"{ARN}:endpoint-config/e"})
     else:
-        stub.add_response("describe_model", {"ModelName": "e", "ModelArn": f"{ARN}:model/e",
-                                             "CreationTime": "2026-01-01"}, {"ModelName": "e"})
+        stub.add_response(
+            "describe_model",
+            {"ModelName": "e", "ModelArn": f"{ARN}:model/e", "CreationTime": "2026-01-01"},
+            {"ModelName": "e"},
+        )
         stub.add_response("list_tags", TAGS, {"ResourceArn": f"{ARN}:model/e"})
 
 
@@ -94,8 +134,9 @@ def test_cleanup_waits_until_the_endpoint_is_gone_stubber(stub_sm):
     stub.add_response("delete_endpoint", {}, name)
     stub.add_response("describe_endpoint", {**DESCRIBED, "EndpointStatus": "Deleting"}, name)
     stub.add_response("describe_endpoint", {**DESCRIBED, "EndpointStatus": "Deleting"}, name)
-    stub.add_client_error("describe_endpoint", "ValidationException", "Could not find endpoint \"e\".", 400,
-                          expected_params=name)
+    stub.add_client_error(
+        "describe_endpoint", "ValidationException", 'Could not find endpoint "e".', 400, expected_params=name
+    )
     _stub_owned(stub, "config")
     stub.add_response("delete_endpoint_config", {}, {"EndpointConfigName": "e"})
     _stub_owned(stub, "model")
@@ -108,8 +149,7 @@ def test_cleanup_errors_other_than_not_found_are_raised_stubber(stub_sm):
     sm, stub = stub_sm
     stub.add_response("describe_endpoint", {**DESCRIBED, "EndpointStatus": "InService"}, {"EndpointName": "e"})
     stub.add_response("list_tags", TAGS, {"ResourceArn": f"{ARN}:endpoint/e"})
-    stub.add_client_error("delete_endpoint", "AccessDeniedException", "not authorized to sagemaker:DeleteEndpoint",
-                          400)
+    stub.add_client_error("delete_endpoint", "AccessDeniedException", "not authorized to sagemaker:DeleteEndpoint", 400)
     with pytest.raises(AwsFailure, match="DeleteEndpoint"):
         delete_endpoint_resources(sm, "e", poll_s=0)
 
@@ -147,8 +187,9 @@ def test_tags_that_may_not_be_read_keep_the_resource_and_say_why(clients):
 
 def test_only_could_not_find_counts_as_already_gone_stubber(stub_sm):
     sm, stub = stub_sm
-    stub.add_client_error("delete_model", "ValidationException",
-                          'Cannot delete model "m": it is in use by a transform job', 400)
+    stub.add_client_error(
+        "delete_model", "ValidationException", 'Cannot delete model "m": it is in use by a transform job', 400
+    )
     with pytest.raises(AwsFailure, match="in use"):
         cleanup.delete_model(sm, "m")
     stub.add_client_error("delete_model", "ValidationException", 'Could not find model "m".', 400)
@@ -184,8 +225,9 @@ def test_running_report_when_nothing_runs(clients):
 
 def _listed_tags_of(client) -> list[str]:
     seen = []
-    client.meta.events.register("before-parameter-build.sagemaker.ListTags",
-                                lambda params, **_: seen.append(params["ResourceArn"]))
+    client.meta.events.register(
+        "before-parameter-build.sagemaker.ListTags", lambda params, **_: seen.append(params["ResourceArn"])
+    )
     return seen
 
 
@@ -221,6 +263,7 @@ def test_running_report_without_listendpoints_looks_each_name_up(clients):
 
 def _deny(client, operation: str, only_for: str | None = None):
     """Make one operation of a real boto3 client answer AccessDenied, through botocore's own call path."""
+
     class Denied:
         status_code = 403
 
@@ -326,9 +369,15 @@ def test_an_untagged_codebuild_project_of_the_same_name_is_kept(aws_mode_steps):
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients
     for project, tags in (("theirs", {}), ("ours", None)):
-        c.codebuild.create_project(**builds.project_request(
-            project, buildspec=builds.IMAGE_BUILD_BUILDSPEC, source_location="b/src.zip",
-            service_role_arn=ROLE, tags=tags))
+        c.codebuild.create_project(
+            **builds.project_request(
+                project,
+                buildspec=builds.IMAGE_BUILD_BUILDSPEC,
+                source_location="b/src.zip",
+                service_role_arn=ROLE,
+                tags=tags,
+            )
+        )
     text = str(aws_mode_steps.delete_build_resources(workshop, ["theirs", "ours"], "no-such-repository"))
     assert "CodeBuild project theirs: kept" in text and "CodeBuild project ours: deleted" in text
     assert "ECR repository no-such-repository: already gone" in text
@@ -342,9 +391,13 @@ def test_deleting_an_endpoint_through_the_library_removes_its_deadline(aws_mode_
     c = workshop.clients
     scheduler = c.get("scheduler")
     _deploy(c.sm, "decision-workshop-cpu")
-    spend_guard.set_deadline(scheduler, "decision-workshop-cpu", region=REGION,
-                             role_arn=spend_guard.scheduler_role_arn(REGION, "123456789012"),
-                             when=spend_guard.deadline_after(4))
+    spend_guard.set_deadline(
+        scheduler,
+        "decision-workshop-cpu",
+        region=REGION,
+        role_arn=spend_guard.scheduler_role_arn(REGION, "123456789012"),
+        when=spend_guard.deadline_after(4),
+    )
     assert spend_guard.read_deadline(scheduler, "decision-workshop-cpu") is not None
     text = str(aws_mode_steps.delete_endpoint(workshop, "decision-workshop-cpu"))
     assert "deadline of decision-workshop-cpu: deleted" in text
@@ -365,8 +418,7 @@ def test_a_kept_endpoint_keeps_its_schedule_too(aws_mode_steps):
     assert spend_guard.read_deadline(c.get("scheduler"), "decision-workshop-gpu") is None
 
 
-def test_deadlines_in_two_regions_share_the_role_and_cleanup_in_one_keeps_it_for_the_other(aws_mode_steps,
-                                                                                          monkeypatch):
+def test_deadlines_in_two_regions_share_the_role_and_cleanup_in_one_keeps_it_for_the_other(aws_mode_steps, monkeypatch):
     import json
 
     from workshop_lib.aws import iam, spend_guard
@@ -395,8 +447,12 @@ def test_deadlines_in_two_regions_share_the_role_and_cleanup_in_one_keeps_it_for
     inline = json.loads(inline) if isinstance(inline, str) else inline
     # what the first region's deadline does when it fires is still allowed after the second region's deploy
     endpoint = f"arn:aws:sagemaker:{REGION}:123456789012:endpoint/{name}"
-    assert iam.allows(inline, "sagemaker:DeleteEndpoint", endpoint,
-                      {f"aws:ResourceTag/{k}": v for k, v in names.WORKSHOP_TAGS.items()})
+    assert iam.allows(
+        inline,
+        "sagemaker:DeleteEndpoint",
+        endpoint,
+        {f"aws:ResourceTag/{k}": v for k, v in names.WORKSHOP_TAGS.items()},
+    )
 
     # notebook 08 in the first region: nothing needs the role any more
     aws_mode_steps.delete_endpoints(first, [name])

@@ -25,6 +25,11 @@ def test_the_rehearsal_clients_retry_like_the_real_ones():
 def test_no_module_makes_a_boto3_client_around_the_factory():
     root = Path(workshop_lib.__file__).parent
     pattern = re.compile(r"boto3\.client\(|[Ss]ession\(\)\.client\(|\bsession\.client\(")
-    offenders = [f"{p.relative_to(root)}:{n}" for p in root.rglob("*.py") if p.relative_to(root).as_posix() != "aws/api.py"
-                 for n, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    offenders = [
+        f"{p.relative_to(root)}:{n}"
+        for p in root.rglob("*.py")
+        if p.relative_to(root).as_posix() != "aws/api.py"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert offenders == []

@@ -8,8 +8,8 @@ import pytest
 from workshop_lib import config, name_checks
 from workshop_lib.aws.buckets import check_bucket_region
 from workshop_lib.config import BucketNotFound, WorkshopConfig
-from workshop_lib.name_checks import check_bucket_name, check_resource_name, check_role_arn
 from workshop_lib.errors import InvalidInput
+from workshop_lib.name_checks import check_bucket_name, check_resource_name, check_role_arn
 
 from .values import ROLE
 
@@ -54,18 +54,33 @@ def test_region_falls_back_to_aws_region_then_aws_default_region(tmp_path, crede
 
 def test_all_documented_environment_variables_are_read(tmp_path, credentials):
     env = {
-        "WORKSHOP_REGION": "us-west-2", "WORKSHOP_BUCKET": "b-123", "WORKSHOP_PREFIX": "p",
-        "WORKSHOP_ROLE_ARN": ROLE, "WORKSHOP_CODEBUILD_ROLE_ARN": "arn:aws:iam::123456789012:role/cb",
-        "WORKSHOP_STANDARD_ENDPOINT": "s-ep", "WORKSHOP_CPU_ENDPOINT": "c-ep", "WORKSHOP_GPU_ENDPOINT": "g-ep",
-        "WORKSHOP_ECR_REPOSITORY": "my/repo", "WORKSHOP_MODE": "aws", "WORKSHOP_DEPLOY_PATH": "decision-gpu",
+        "WORKSHOP_REGION": "us-west-2",
+        "WORKSHOP_BUCKET": "b-123",
+        "WORKSHOP_PREFIX": "p",
+        "WORKSHOP_ROLE_ARN": ROLE,
+        "WORKSHOP_CODEBUILD_ROLE_ARN": "arn:aws:iam::123456789012:role/cb",
+        "WORKSHOP_STANDARD_ENDPOINT": "s-ep",
+        "WORKSHOP_CPU_ENDPOINT": "c-ep",
+        "WORKSHOP_GPU_ENDPOINT": "g-ep",
+        "WORKSHOP_ECR_REPOSITORY": "my/repo",
+        "WORKSHOP_MODE": "aws",
+        "WORKSHOP_DEPLOY_PATH": "decision-gpu",
         "WORKSHOP_ENDPOINT_TTL_HOURS": "2.5",
     }
     cfg = load(tmp_path, env)
     assert cfg == WorkshopConfig(
-        region="us-west-2", bucket="b-123", prefix="p", sagemaker_role_arn=ROLE,
-        codebuild_role_arn="arn:aws:iam::123456789012:role/cb", standard_endpoint_name="s-ep",
-        cpu_endpoint_name="c-ep", gpu_endpoint_name="g-ep", ecr_repository="my/repo", mode="aws",
-        deploy_path="decision-gpu", endpoint_ttl_hours="2.5",
+        region="us-west-2",
+        bucket="b-123",
+        prefix="p",
+        sagemaker_role_arn=ROLE,
+        codebuild_role_arn="arn:aws:iam::123456789012:role/cb",
+        standard_endpoint_name="s-ep",
+        cpu_endpoint_name="c-ep",
+        gpu_endpoint_name="g-ep",
+        ecr_repository="my/repo",
+        mode="aws",
+        deploy_path="decision-gpu",
+        endpoint_ttl_hours="2.5",
     )
     assert cfg.ttl_hours == 2.5
     assert cfg.endpoint_name() == "g-ep"
@@ -85,8 +100,12 @@ def test_default_names_are_the_workshops_own_not_the_published_samples():
     cfg = WorkshopConfig()
     defaults = {cfg.standard_endpoint_name, cfg.cpu_endpoint_name, cfg.gpu_endpoint_name, cfg.ecr_repository}
     assert len(defaults) == 4 and not defaults & config.SAMPLE_NAMES
-    assert config.SAMPLE_NAMES == {"semif-llamacpp-dlc", "llamacpp-gguf", "llamacpp-standard",
-                                   "semif-decision-workflows"}
+    assert {
+        "semif-llamacpp-dlc",
+        "llamacpp-gguf",
+        "llamacpp-standard",
+        "semif-decision-workflows",
+    } == config.SAMPLE_NAMES
     # no default is one of the sample's with a suffix either (semif-decision-workflows-gpu, say)
     assert not [d for d in defaults for s in config.SAMPLE_NAMES if d.startswith(s)]
     # AmazonSageMakerFullAccess lets a Studio role write to ECR repositories named *sagemaker*
@@ -95,7 +114,8 @@ def test_default_names_are_the_workshops_own_not_the_published_samples():
 
 
 def test_builds_constants_follow_the_studio_roles_patterns():
-    from workshop_lib.aws import codebuild as builds, policy_scope
+    from workshop_lib.aws import codebuild as builds
+    from workshop_lib.aws import policy_scope
 
     assert builds.ECR_REPOSITORY == config.DEFAULT_ECR_REPOSITORY
     # AmazonSageMakerFullAccess: codebuild:StartBuild/BatchGetBuilds on projects named sagemaker*
@@ -121,7 +141,10 @@ def test_mode_is_local_without_credentials_and_fills_local_placeholders(tmp_path
     cfg = load(tmp_path)
     assert cfg.mode == "local"
     assert (cfg.region, cfg.bucket, cfg.sagemaker_role_arn) == (
-        config.LOCAL_REGION, config.LOCAL_BUCKET, config.LOCAL_ROLE_ARN)
+        config.LOCAL_REGION,
+        config.LOCAL_BUCKET,
+        config.LOCAL_ROLE_ARN,
+    )
     assert cfg.problems() == []
 
 
@@ -165,8 +188,9 @@ def test_credentials_that_fail_are_an_error_naming_the_profile_not_local_mode(mo
 
 def test_save_then_load_round_trips_through_workshop_config_env(tmp_path, credentials):
     path = tmp_path / "sub" / "cfg.json"
-    cfg = WorkshopConfig(region="eu-west-1", bucket="my-bucket-1", sagemaker_role_arn=ROLE, mode="aws",
-                         deploy_path="decision-cpu")
+    cfg = WorkshopConfig(
+        region="eu-west-1", bucket="my-bucket-1", sagemaker_role_arn=ROLE, mode="aws", deploy_path="decision-cpu"
+    )
     assert cfg.save(path) == path
     assert json.loads(path.read_text())["bucket"] == "my-bucket-1"
     assert WorkshopConfig.load(env={"WORKSHOP_CONFIG": str(path)}) == cfg
@@ -198,19 +222,33 @@ def test_s3_uris():
         WorkshopConfig().s3_uri("x")
 
 
-@pytest.mark.parametrize("uri", ["s3://bkt-1/decision-workshop/model/", "s3://bkt-1/decision-workshop/model",
-                                 "s3://bkt-1/decision-workshop/model/model.tar.gz",
-                                 "s3://bkt-1/decision-workshop/model/v2/"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "s3://bkt-1/decision-workshop/model/",
+        "s3://bkt-1/decision-workshop/model",
+        "s3://bkt-1/decision-workshop/model/model.tar.gz",
+        "s3://bkt-1/decision-workshop/model/v2/",
+    ],
+)
 def test_model_uris_inside_the_model_folder_are_accepted(uri):
     cfg = WorkshopConfig(bucket="bkt-1", prefix="decision-workshop")
     assert cfg.model_folder_uri == "s3://bkt-1/decision-workshop/model/"
     assert cfg.check_model_uri(uri) == uri
 
 
-@pytest.mark.parametrize("uri", ["s3://amzn-s3-demo-semif-artifacts/semif-llamacpp/model.tar.gz",
-                                 "s3://bkt-1/decision-workshop/model.tar.gz", "s3://bkt-1/decision-workshop/models/",
-                                 "s3://bkt-1/decision-workshop/model/../codebuild-source/x.tar.gz",
-                                 "s3://bkt-2/decision-workshop/model/model.tar.gz", "s3://bkt-1/other/model/", ""])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "s3://amzn-s3-demo-semif-artifacts/semif-llamacpp/model.tar.gz",
+        "s3://bkt-1/decision-workshop/model.tar.gz",
+        "s3://bkt-1/decision-workshop/models/",
+        "s3://bkt-1/decision-workshop/model/../codebuild-source/x.tar.gz",
+        "s3://bkt-2/decision-workshop/model/model.tar.gz",
+        "s3://bkt-1/other/model/",
+        "",
+    ],
+)
 def test_model_uris_outside_the_model_folder_are_refused_naming_it(uri):
     cfg = WorkshopConfig(bucket="bkt-1", prefix="decision-workshop")
     with pytest.raises(InvalidInput) as refused:
@@ -271,14 +309,19 @@ def test_valid_role_arns(arn):
     assert check_role_arn(arn) == arn
 
 
-@pytest.mark.parametrize("arn, hint", [
-    ("arn:aws:sts::123456789012:assumed-role/WorkshopRole/botocore-session-1",
-     "arn:aws:iam::123456789012:role/WorkshopRole"),
-    ("arn:aws:iam::123456789012:user/alice", "IAM user"),
-    ("", "empty"),
-    ("arn:aws:iam::12345:role/short-account", "12-digit"),
-    ("WorkshopRole", "12-digit"),
-])
+@pytest.mark.parametrize(
+    "arn, hint",
+    [
+        (
+            "arn:aws:sts::123456789012:assumed-role/WorkshopRole/botocore-session-1",
+            "arn:aws:iam::123456789012:role/WorkshopRole",
+        ),
+        ("arn:aws:iam::123456789012:user/alice", "IAM user"),
+        ("", "empty"),
+        ("arn:aws:iam::12345:role/short-account", "12-digit"),
+        ("WorkshopRole", "12-digit"),
+    ],
+)
 def test_malformed_role_arns_say_what_to_use(arn, hint):
     with pytest.raises(InvalidInput) as err:
         check_role_arn(arn)
@@ -291,11 +334,17 @@ def test_names_sagemaker_accepts(name):
         assert check_resource_name(name, kind) == name
 
 
-@pytest.mark.parametrize("field, env", [("standard_endpoint_name", "WORKSHOP_STANDARD_ENDPOINT"),
-                                        ("cpu_endpoint_name", "WORKSHOP_CPU_ENDPOINT"),
-                                        ("gpu_endpoint_name", "WORKSHOP_GPU_ENDPOINT")])
-def test_an_endpoint_name_with_capitals_is_refused_naming_its_setting_and_the_lower_case_name(tmp_path, credentials,
-                                                                                              field, env):
+@pytest.mark.parametrize(
+    "field, env",
+    [
+        ("standard_endpoint_name", "WORKSHOP_STANDARD_ENDPOINT"),
+        ("cpu_endpoint_name", "WORKSHOP_CPU_ENDPOINT"),
+        ("gpu_endpoint_name", "WORKSHOP_GPU_ENDPOINT"),
+    ],
+)
+def test_an_endpoint_name_with_capitals_is_refused_naming_its_setting_and_the_lower_case_name(
+    tmp_path, credentials, field, env
+):
     # SageMaker's ARNs are lower case, and IAM matches the grants (scaling, Batch Transform) against them
     loaded = load(tmp_path, {"WORKSHOP_MODE": "local", env: "Decision-Endpoint"})
     with pytest.raises(InvalidInput) as refused:
@@ -305,8 +354,14 @@ def test_an_endpoint_name_with_capitals_is_refused_naming_its_setting_and_the_lo
     assert not WorkshopConfig(**{field: "decision-endpoint"}).problems()
 
 
-@pytest.mark.parametrize("command", [["deploy", "--name", "Decision-CPU"], ["autoscale", "--name", "Decision-CPU"],
-                                     ["transform", "--name", "Decision-CPU"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["deploy", "--name", "Decision-CPU"],
+        ["autoscale", "--name", "Decision-CPU"],
+        ["transform", "--name", "Decision-CPU"],
+    ],
+)
 def test_the_command_lines_name_flag_refuses_capitals(capsys, command):
     from workshop_lib.cli import build_parser
 
@@ -318,14 +373,17 @@ def test_the_command_lines_name_flag_refuses_capitals(capsys, command):
     assert build_parser().parse_args([command[0], "--name", "decision-cpu"]).name == "decision-cpu"
 
 
-@pytest.mark.parametrize("name, fragment", [
-    ("my_endpoint", "try 'my-endpoint'"),
-    ("-leading", "letters, digits and hyphens"),
-    ("trailing-", "letters, digits and hyphens"),
-    ("has.dot", "try 'has-dot'"),
-    ("x" * 64, "at most 63"),
-    ("", "empty"),
-])
+@pytest.mark.parametrize(
+    "name, fragment",
+    [
+        ("my_endpoint", "try 'my-endpoint'"),
+        ("-leading", "letters, digits and hyphens"),
+        ("trailing-", "letters, digits and hyphens"),
+        ("has.dot", "try 'has-dot'"),
+        ("x" * 64, "at most 63"),
+        ("", "empty"),
+    ],
+)
 def test_names_sagemaker_rejects(name, fragment):
     with pytest.raises(InvalidInput) as err:
         check_resource_name(name, "endpoint")
@@ -345,18 +403,21 @@ def test_valid_bucket_names(bucket):
     assert check_bucket_name(bucket) == bucket
 
 
-@pytest.mark.parametrize("bucket, fragment", [
-    ("ab", "3 to 63"),
-    ("x" * 64, "3 to 63"),
-    ("My-Bucket", "upper-case"),
-    ("bucket_name", "lower-case letters, digits"),
-    ("-bucket", "starting and ending"),
-    ("a..b", "dots"),
-    ("192.168.1.10", "IP address"),
-    ("amzn-s3-demo-semif-artifacts", "documentation examples"),
-    ("xn--bucket", "reserves"),
-    ("mybucket-s3alias", "reserves"),
-])
+@pytest.mark.parametrize(
+    "bucket, fragment",
+    [
+        ("ab", "3 to 63"),
+        ("x" * 64, "3 to 63"),
+        ("My-Bucket", "upper-case"),
+        ("bucket_name", "lower-case letters, digits"),
+        ("-bucket", "starting and ending"),
+        ("a..b", "dots"),
+        ("192.168.1.10", "IP address"),
+        ("amzn-s3-demo-semif-artifacts", "documentation examples"),
+        ("xn--bucket", "reserves"),
+        ("mybucket-s3alias", "reserves"),
+    ],
+)
 def test_invalid_bucket_names(bucket, fragment):
     with pytest.raises(InvalidInput) as err:
         check_bucket_name(bucket)
@@ -364,8 +425,9 @@ def test_invalid_bucket_names(bucket, fragment):
 
 
 def test_check_reports_every_problem_at_once():
-    cfg = WorkshopConfig(region="useast1", bucket="Bad_Bucket", sagemaker_role_arn="nope",
-                         cpu_endpoint_name="bad_name", mode="cloud")
+    cfg = WorkshopConfig(
+        region="useast1", bucket="Bad_Bucket", sagemaker_role_arn="nope", cpu_endpoint_name="bad_name", mode="cloud"
+    )
     with pytest.raises(InvalidInput) as err:
         cfg.check()
     message = str(err.value)
@@ -402,7 +464,7 @@ def test_each_setting_is_declared_once_with_its_variable_doc_and_check():
     from dataclasses import fields
 
     declared = {f.name: f.metadata for f in fields(WorkshopConfig)}
-    assert config.ENV_VARS == {name: meta["env"] for name, meta in declared.items()}
+    assert {name: meta["env"] for name, meta in declared.items()} == config.ENV_VARS
     assert len(set(config.ENV_VARS.values())) == len(declared)
     assert all(meta["doc"] and meta["env"].startswith("WORKSHOP_") for meta in declared.values())
     # a bad value of any checked setting is reported by problems(), naming its variable where the check does

@@ -7,8 +7,7 @@ import pytest
 
 from workshop_lib.aws import api, endpoints, hosting, regions
 from workshop_lib.aws.endpoints import decision_cpu_plan, decision_gpu_plan, standard_plan
-from workshop_lib.aws.images import MutableImageReference
-from workshop_lib.aws.images import parse_image_uri
+from workshop_lib.aws.images import MutableImageReference, parse_image_uri
 from workshop_lib.errors import InvalidInput
 
 from .values import DECISION_PINNED, DLC_PINNED, MODEL_DATA, ROLE
@@ -58,7 +57,9 @@ def test_default_instance_types_are_in_botocores_enum():
 
 
 def test_standard_plan_with_model_tarball():
-    plan = standard_plan("decision-workshop-standard", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
+    plan = standard_plan(
+        "decision-workshop-standard", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA
+    )
     _revalidate(plan)
     container = plan.model["PrimaryContainer"]
     assert container["Image"] == DLC_PINNED
@@ -68,32 +69,58 @@ def test_standard_plan_with_model_tarball():
     assert variant["InstanceType"] == "ml.c6i.2xlarge"
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 900
     assert "InferenceAmiVersion" not in variant and "InstancePools" not in variant
-    assert plan.endpoint == {"EndpointName": "decision-workshop-standard", "EndpointConfigName": "decision-workshop-standard",
-                             "Tags": endpoints.workshop_tags()}
+    assert plan.endpoint == {
+        "EndpointName": "decision-workshop-standard",
+        "EndpointConfigName": "decision-workshop-standard",
+        "Tags": endpoints.workshop_tags(),
+    }
 
 
 def test_every_resource_carries_the_workshop_tags():
-    plan = standard_plan("decision-workshop-standard", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
+    plan = standard_plan(
+        "decision-workshop-standard", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA
+    )
     for _, request in plan.requests():
         tags = {t["Key"]: t["Value"] for t in request["Tags"]}
         assert tags == {"workshop": "decision-workshop", "created-by": "workshop_lib"}
     custom = endpoints.workshop_tags("ws-2026", "alice", {"team": "ml"})
     plan = standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, tags=custom)
-    assert plan.endpoint["Tags"] == custom == [{"Key": "workshop", "Value": "ws-2026"},
-                                               {"Key": "created-by", "Value": "alice"},
-                                               {"Key": "team", "Value": "ml"}]
+    assert (
+        plan.endpoint["Tags"]
+        == custom
+        == [
+            {"Key": "workshop", "Value": "ws-2026"},
+            {"Key": "created-by", "Value": "alice"},
+            {"Key": "team", "Value": "ml"},
+        ]
+    )
 
 
 def test_standard_plan_sets_llama_settings_from_arguments():
-    plan = standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
-                         ctx_size=8192, threads=8, environment={"SM_LLAMA_CPP_PARALLEL": "1"})
+    plan = standard_plan(
+        "e",
+        image=parse_image_uri(DLC_PINNED),
+        role_arn=ROLE,
+        model_data_url=MODEL_DATA,
+        ctx_size=8192,
+        threads=8,
+        environment={"SM_LLAMA_CPP_PARALLEL": "1"},
+    )
     assert plan.model["PrimaryContainer"]["Environment"] == {
-        "SM_LLAMA_CPP_CTX_SIZE": "8192", "SM_LLAMA_CPP_THREADS": "8", "SM_LLAMA_CPP_PARALLEL": "1"}
+        "SM_LLAMA_CPP_CTX_SIZE": "8192",
+        "SM_LLAMA_CPP_THREADS": "8",
+        "SM_LLAMA_CPP_PARALLEL": "1",
+    }
 
 
 def test_standard_plan_hugging_face_alternative():
-    plan = standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, hf_repo="bartowski/Qwen_Qwen3.5-4B-GGUF",
-                         hf_file="Qwen_Qwen3.5-4B-Q4_K_M.gguf")
+    plan = standard_plan(
+        "e",
+        image=parse_image_uri(DLC_PINNED),
+        role_arn=ROLE,
+        hf_repo="bartowski/Qwen_Qwen3.5-4B-GGUF",
+        hf_file="Qwen_Qwen3.5-4B-Q4_K_M.gguf",
+    )
     _revalidate(plan)
     container = plan.model["PrimaryContainer"]
     assert "ModelDataUrl" not in container
@@ -117,10 +144,16 @@ def test_both_models_are_network_isolated_in_the_validated_request():
 
 def test_an_isolated_model_cannot_download_from_hugging_face():
     with pytest.raises(InvalidInput, match="network_isolation=False"):
-        endpoints.model_request("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE,
-                                environment={"SM_LLAMA_CPP_HF_REPO": "a/b"})
-    made = endpoints.model_request("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, network_isolation=False,
-                                   environment={"SM_LLAMA_CPP_HF_REPO": "a/b"})
+        endpoints.model_request(
+            "e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, environment={"SM_LLAMA_CPP_HF_REPO": "a/b"}
+        )
+    made = endpoints.model_request(
+        "e",
+        image=parse_image_uri(DLC_PINNED),
+        role_arn=ROLE,
+        network_isolation=False,
+        environment={"SM_LLAMA_CPP_HF_REPO": "a/b"},
+    )
     assert made["EnableNetworkIsolation"] is False
 
 
@@ -129,8 +162,13 @@ def test_hugging_face_download_is_refused_together_with_a_tarball():
         standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, hf_repo="a/b")
     # also when smuggled in through the raw environment
     with pytest.raises(InvalidInput):
-        endpoints.model_request("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
-                                environment={"SM_LLAMA_CPP_HF_REPO": "a/b"})
+        endpoints.model_request(
+            "e",
+            image=parse_image_uri(DLC_PINNED),
+            role_arn=ROLE,
+            model_data_url=MODEL_DATA,
+            environment={"SM_LLAMA_CPP_HF_REPO": "a/b"},
+        )
 
 
 def test_standard_plan_needs_a_model_source():
@@ -141,8 +179,14 @@ def test_standard_plan_needs_a_model_source():
 
 
 def test_standard_plan_on_a_gpu_type_gets_the_cuda13_ami():
-    plan = standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
-                         instance_type="ml.g6.xlarge", n_gpu_layers=-1)
+    plan = standard_plan(
+        "e",
+        image=parse_image_uri(DLC_PINNED),
+        role_arn=ROLE,
+        model_data_url=MODEL_DATA,
+        instance_type="ml.g6.xlarge",
+        n_gpu_layers=-1,
+    )
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InferenceAmiVersion"] == endpoints.GPU_AMI_VERSION
     assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "999"
@@ -164,47 +208,77 @@ def test_bad_names_and_roles_are_refused_before_sending():
     with pytest.raises(InvalidInput):
         standard_plan("my_endpoint", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA)
     with pytest.raises(InvalidInput):
-        standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn="arn:aws:iam::123456789012:user/bob",
-                      model_data_url=MODEL_DATA)
+        standard_plan(
+            "e",
+            image=parse_image_uri(DLC_PINNED),
+            role_arn="arn:aws:iam::123456789012:user/bob",
+            model_data_url=MODEL_DATA,
+        )
 
 
 def test_unknown_instance_type_is_refused_with_the_family_offered():
     with pytest.raises(InvalidInput, match="ml.c6i.2xlarge"):
-        standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
-                      instance_type="ml.c6i.3xlarge")
+        standard_plan(
+            "e",
+            image=parse_image_uri(DLC_PINNED),
+            role_arn=ROLE,
+            model_data_url=MODEL_DATA,
+            instance_type="ml.c6i.3xlarge",
+        )
 
 
 # ---- decision image on CPU -------------------------------------------------------------------------
 
 
 def test_decision_cpu_plan():
-    plan = decision_cpu_plan("decision-workshop-cpu", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE,
-                             model_data_url=MODEL_DATA, environment={"DECISION_ADAPTER_MAX_QUEUE": "8"})
+    plan = decision_cpu_plan(
+        "decision-workshop-cpu",
+        image=parse_image_uri(DECISION_PINNED),
+        role_arn=ROLE,
+        model_data_url=MODEL_DATA,
+        environment={"DECISION_ADAPTER_MAX_QUEUE": "8"},
+    )
     _revalidate(plan)
     assert plan.model["PrimaryContainer"]["Environment"] == {
-        "SM_LLAMA_CPP_THREADS": "32", "SM_LLAMA_CPP_N_GPU_LAYERS": "0",  # the context: the adapter's default
-        "DECISION_ADAPTER_MAX_QUEUE": "8"}
+        "SM_LLAMA_CPP_THREADS": "32",
+        "SM_LLAMA_CPP_N_GPU_LAYERS": "0",  # the context: the adapter's default
+        "DECISION_ADAPTER_MAX_QUEUE": "8",
+    }
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstanceType"] == "ml.c6i.8xlarge"
     assert not plan.uses_instance_pools
 
 
 def test_decision_cpu_threads_follow_the_instance_or_the_caller():
-    plan = decision_cpu_plan("e", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
-                             instance_type="ml.c6i.2xlarge")
+    plan = decision_cpu_plan(
+        "e",
+        image=parse_image_uri(DECISION_PINNED),
+        role_arn=ROLE,
+        model_data_url=MODEL_DATA,
+        instance_type="ml.c6i.2xlarge",
+    )
     assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == "8"
-    plan = decision_cpu_plan("e", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, threads=12)
+    plan = decision_cpu_plan(
+        "e", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, threads=12
+    )
     assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == "12"
 
 
 def test_decision_cpu_refuses_gpu_types():
     with pytest.raises(InvalidInput, match="decision_gpu_plan"):
-        decision_cpu_plan("e", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
-                          instance_type="ml.g5.xlarge")
+        decision_cpu_plan(
+            "e",
+            image=parse_image_uri(DECISION_PINNED),
+            role_arn=ROLE,
+            model_data_url=MODEL_DATA,
+            instance_type="ml.g5.xlarge",
+        )
 
 
-@pytest.mark.parametrize("instance_type, expected", [
-    ("ml.c6i.large", 2), ("ml.c6i.xlarge", 4), ("ml.c6i.8xlarge", 32), ("ml.c5.9xlarge", 36), ("ml.t2.medium", 1)])
+@pytest.mark.parametrize(
+    "instance_type, expected",
+    [("ml.c6i.large", 2), ("ml.c6i.xlarge", 4), ("ml.c6i.8xlarge", 32), ("ml.c5.9xlarge", 36), ("ml.t2.medium", 1)],
+)
 def test_vcpus(instance_type, expected):
     assert endpoints.vcpus(instance_type) == expected
 
@@ -217,8 +291,11 @@ def test_decision_gpu_plan_defaults():
     _revalidate(plan)
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstancePools"] == [
-        {"InstanceType": "ml.g6e.xlarge", "Priority": 1}, {"InstanceType": "ml.g6.2xlarge", "Priority": 2},
-        {"InstanceType": "ml.g5.2xlarge", "Priority": 3}, {"InstanceType": "ml.g4dn.2xlarge", "Priority": 4}]
+        {"InstanceType": "ml.g6e.xlarge", "Priority": 1},
+        {"InstanceType": "ml.g6.2xlarge", "Priority": 2},
+        {"InstanceType": "ml.g5.2xlarge", "Priority": 3},
+        {"InstanceType": "ml.g4dn.2xlarge", "Priority": 4},
+    ]
     assert "InstanceType" not in variant
     assert "VolumeSizeInGB" not in variant
     assert variant["VariantInstanceProvisionTimeoutInSeconds"] == 1200
@@ -285,14 +362,19 @@ def test_pool_priorities_follow_the_given_order():
     assert pools == [{"InstanceType": "ml.g5.2xlarge", "Priority": 1}, {"InstanceType": "ml.g6e.xlarge", "Priority": 2}]
 
 
-@pytest.mark.parametrize("pools, fragment", [
-    ([], "1 to 5"),
-    (["ml.g6e.xlarge", "ml.g6e.2xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge", "ml.g4dn.2xlarge", "ml.g5.4xlarge"],
-     "1 to 5"),
-    (["ml.g6e.xlarge", "ml.g6e.xlarge"], "repeat ml.g6e.xlarge"),
-    (["ml.g6e.xlarge", "ml.c6i.8xlarge"], "no GPU"),
-    (["ml.g9.xlarge"], "not one SageMaker accepts"),
-])
+@pytest.mark.parametrize(
+    "pools, fragment",
+    [
+        ([], "1 to 5"),
+        (
+            ["ml.g6e.xlarge", "ml.g6e.2xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge", "ml.g4dn.2xlarge", "ml.g5.4xlarge"],
+            "1 to 5",
+        ),
+        (["ml.g6e.xlarge", "ml.g6e.xlarge"], "repeat ml.g6e.xlarge"),
+        (["ml.g6e.xlarge", "ml.c6i.8xlarge"], "no GPU"),
+        (["ml.g9.xlarge"], "not one SageMaker accepts"),
+    ],
+)
 def test_invalid_pool_lists(pools, fragment):
     with pytest.raises(InvalidInput) as err:
         gpu_plan(instance_pools=pools)
@@ -336,24 +418,33 @@ def test_unknown_ami_is_refused():
         gpu_plan(ami_version="al2023-ami-sagemaker-inference-gpu-9-9")
 
 
-@pytest.mark.parametrize("kw, fragment", [
-    ({"provision_timeout_s": 299}, "provision_timeout_s"),
-    ({"provision_timeout_s": 3601}, "provision_timeout_s"),
-    ({"startup_timeout_s": 59}, "startup_timeout_s"),
-    ({"startup_timeout_s": 3601}, "startup_timeout_s"),
-    ({"download_timeout_s": 59}, "download_timeout_s"),
-    ({"download_timeout_s": 3601}, "download_timeout_s"),
-    ({"instance_count": 0}, "instance_count"),
-    ({"n_gpu_layers": -2}, "n_gpu_layers"),
-    ({"ctx_size": 16}, "ctx_size"),
-])
+@pytest.mark.parametrize(
+    "kw, fragment",
+    [
+        ({"provision_timeout_s": 299}, "provision_timeout_s"),
+        ({"provision_timeout_s": 3601}, "provision_timeout_s"),
+        ({"startup_timeout_s": 59}, "startup_timeout_s"),
+        ({"startup_timeout_s": 3601}, "startup_timeout_s"),
+        ({"download_timeout_s": 59}, "download_timeout_s"),
+        ({"download_timeout_s": 3601}, "download_timeout_s"),
+        ({"instance_count": 0}, "instance_count"),
+        ({"n_gpu_layers": -2}, "n_gpu_layers"),
+        ({"ctx_size": 16}, "ctx_size"),
+    ],
+)
 def test_ranges(kw, fragment):
     with pytest.raises(InvalidInput, match=fragment):
         gpu_plan(**kw)
 
 
-@pytest.mark.parametrize("kw", [{"provision_timeout_s": 300}, {"provision_timeout_s": 3600},
-                                {"startup_timeout_s": 60, "download_timeout_s": 3600}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"provision_timeout_s": 300},
+        {"provision_timeout_s": 3600},
+        {"startup_timeout_s": 60, "download_timeout_s": 3600},
+    ],
+)
 def test_range_limits_are_inclusive(kw):
     _revalidate(gpu_plan(**kw))
 
@@ -369,11 +460,17 @@ def test_volume_size_only_where_sagemaker_takes_it():
 
 def test_environment_limits():
     with pytest.raises(InvalidInput, match="1024"):
-        endpoints.model_request("m", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
-                                environment={"X": "y" * 1025})
+        endpoints.model_request(
+            "m",
+            image=parse_image_uri(DLC_PINNED),
+            role_arn=ROLE,
+            model_data_url=MODEL_DATA,
+            environment={"X": "y" * 1025},
+        )
     with pytest.raises(InvalidInput, match="not valid"):
-        endpoints.model_request("m", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA,
-                                environment={"1BAD": "x"})
+        endpoints.model_request(
+            "m", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, environment={"1BAD": "x"}
+        )
 
 
 def test_tag_rules():
@@ -387,9 +484,16 @@ def test_tag_rules():
 
 
 def test_placed_instance_types_reads_the_pool_summary():
-    described = {"ProductionVariants": [{
-        "VariantName": "AllTraffic",
-        "InstancePools": [{"InstanceType": "ml.g6e.xlarge", "CurrentInstanceCount": 0},
-                          {"InstanceType": "ml.g6.2xlarge", "CurrentInstanceCount": 1}]}]}
+    described = {
+        "ProductionVariants": [
+            {
+                "VariantName": "AllTraffic",
+                "InstancePools": [
+                    {"InstanceType": "ml.g6e.xlarge", "CurrentInstanceCount": 0},
+                    {"InstanceType": "ml.g6.2xlarge", "CurrentInstanceCount": 1},
+                ],
+            }
+        ]
+    }
     assert hosting.placed_instance_types(described) == {"ml.g6.2xlarge": 1}
     assert hosting.placed_instance_types({"ProductionVariants": [{"VariantName": "AllTraffic"}]}) == {}

@@ -17,15 +17,20 @@ from pathlib import Path
 
 import pytest
 
-from workshop_lib.packaging import MANIFEST_NAME, MAX_EXTRACT_BYTES, extract_model
-from workshop_lib.local.rehearsal import Rehearsal
 from workshop_lib.errors import InvalidInput
+from workshop_lib.local.rehearsal import Rehearsal
+from workshop_lib.packaging import MANIFEST_NAME, MAX_EXTRACT_BYTES, extract_model
 
-GIB = 1024 ** 3
+GIB = 1024**3
 
 
-def _tarball(path: Path, members: list[tuple[str, bytes]], *, lie: dict[str, int] | None = None,
-             kind: dict[str, bytes] | None = None) -> Path:
+def _tarball(
+    path: Path,
+    members: list[tuple[str, bytes]],
+    *,
+    lie: dict[str, int] | None = None,
+    kind: dict[str, bytes] | None = None,
+) -> Path:
     """A gzipped tar of ``members``; ``lie`` gives a member a header size its data does not have (the
     stream ends after the header: nothing past it is needed to refuse); ``kind`` sets a member's type."""
     raw = io.BytesIO()
@@ -50,8 +55,9 @@ def _tarball(path: Path, members: list[tuple[str, bytes]], *, lie: dict[str, int
 
 
 def _manifest(**sizes: int) -> bytes:
-    return json.dumps({"files": [{"path": p.replace("_", "."), "size": s, "sha256": "0" * 64}
-                                 for p, s in sizes.items()]}).encode()
+    return json.dumps(
+        {"files": [{"path": p.replace("_", "."), "size": s, "sha256": "0" * 64} for p, s in sizes.items()]}
+    ).encode()
 
 
 @pytest.fixture
@@ -70,8 +76,11 @@ def _untouched(model_dir: Path) -> bool:
 def test_a_small_tarball_announcing_2_gib_is_refused_before_writing(tmp_path, existing):
     tarball = _tarball(tmp_path / "bomb.tar.gz", [("m.gguf", b"\0" * 512)], lie={"m.gguf": 2 * GIB})
     assert tarball.stat().st_size < 2 * 1024 * 1024
-    with pytest.raises(InvalidInput, match=r"more than 1,073,741,824 bytes \(member 'm\.gguf' alone "
-                                                r"announces 2,147,483,648\); nothing was extracted"):
+    with pytest.raises(
+        InvalidInput,
+        match=r"more than 1,073,741,824 bytes \(member 'm\.gguf' alone "
+        r"announces 2,147,483,648\); nothing was extracted",
+    ):
         extract_model(tarball, existing, max_bytes=GIB)
     assert _untouched(existing)
 
@@ -79,7 +88,7 @@ def test_a_small_tarball_announcing_2_gib_is_refused_before_writing(tmp_path, ex
 def test_the_default_cap_sits_above_the_pinned_model_and_is_enforced(tmp_path, existing):
     from workshop_lib.models import PINNED_MODEL
 
-    assert MAX_EXTRACT_BYTES >= 4 * PINNED_MODEL.gguf.size
+    assert 4 * PINNED_MODEL.gguf.size <= MAX_EXTRACT_BYTES
     tarball = _tarball(tmp_path / "bomb.tar.gz", [("m.gguf", b"")], lie={"m.gguf": MAX_EXTRACT_BYTES + 1})
     with pytest.raises(InvalidInput, match="pass max_bytes= to allow more"):
         extract_model(tarball, existing)
@@ -92,7 +101,8 @@ def test_the_cap_counts_every_member_together(tmp_path, existing):
         extract_model(tarball, existing, max_bytes=1500)
     assert _untouched(existing)
     assert sorted(p.name for p in extract_model(tarball, existing, max_bytes=2000).iterdir()) == [
-        f"part{i}.bin" for i in range(5)]
+        f"part{i}.bin" for i in range(5)
+    ]
 
 
 def test_too_many_members_are_refused(tmp_path, existing):
@@ -118,11 +128,15 @@ def test_a_manifest_passed_in_is_checked_instead_of_the_inner_one(tmp_path, exis
     assert (extract_model(tarball, existing) / "m.gguf").stat().st_size == 64  # the inner one agrees
 
 
-@pytest.mark.parametrize("members, kind, needle", [
-    ([("../escape.txt", b"x")], None, r"'\.\./escape\.txt' is refused"),
-    ([("link", b"")], {"link": tarfile.SYMTYPE}, r"'link' is refused"),
-    ([("dev", b"")], {"dev": tarfile.CHRTYPE}, r"'dev' is refused"),
-], ids=["dotdot", "symlink-out", "device"])
+@pytest.mark.parametrize(
+    "members, kind, needle",
+    [
+        ([("../escape.txt", b"x")], None, r"'\.\./escape\.txt' is refused"),
+        ([("link", b"")], {"link": tarfile.SYMTYPE}, r"'link' is refused"),
+        ([("dev", b"")], {"dev": tarfile.CHRTYPE}, r"'dev' is refused"),
+    ],
+    ids=["dotdot", "symlink-out", "device"],
+)
 def test_members_the_data_filter_refuses_stop_everything_before_writing(tmp_path, existing, members, kind, needle):
     tarball = _tarball(tmp_path / "m.tar.gz", [("ok.txt", b"fine"), *members], kind=kind)
     with pytest.raises(InvalidInput, match=needle):
@@ -147,7 +161,7 @@ class HostileS3Fake:
         self.length = tarball.stat().st_size if length is None else length
         self.downloads = 0
 
-    def head_object(self, Bucket, Key):  # noqa: N803 - boto3's parameter names
+    def head_object(self, Bucket, Key):
         return {"ETag": self.etag, "ContentLength": self.length}
 
     def download_file(self, bucket, key, filename):

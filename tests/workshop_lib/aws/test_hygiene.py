@@ -8,8 +8,17 @@ import json
 import pytest
 from botocore.stub import Stubber
 
-from workshop_lib.aws import (admin, arns, hygiene, iam, operator_policies, policies, policy_scope, role_boundary,
-                              service_roles)
+from workshop_lib.aws import (
+    admin,
+    arns,
+    hygiene,
+    iam,
+    operator_policies,
+    policies,
+    policy_scope,
+    role_boundary,
+    service_roles,
+)
 
 from .values import REGION
 
@@ -39,7 +48,9 @@ def test_the_administrators_bucket_lines_are_the_calls_they_name(tmp_path):
     written = hygiene.write_bucket_documents(tmp_path, BUCKET, "decision-workshop", REGION)
     calls = [admin.call_of(argv) for argv in hygiene.bucket_commands(tmp_path, BUCKET, "123456789012")]
     assert [(service, operation) for service, operation, _ in calls] == [
-        ("s3", "PutBucketPolicy"), ("s3", "PutBucketLifecycleConfiguration")]
+        ("s3", "PutBucketPolicy"),
+        ("s3", "PutBucketLifecycleConfiguration"),
+    ]
     assert json.loads(calls[0][2]["Policy"]) == json.loads(written[hygiene.BUCKET_POLICY_FILE].read_text())
     assert calls[1][2]["LifecycleConfiguration"] == hygiene.lifecycle("decision-workshop")
     assert all(params["ExpectedBucketOwner"] == "123456789012" for _, _, params in calls)
@@ -89,25 +100,42 @@ def test_the_key_encrypts_a_cpu_volume_but_not_the_local_storage_of_the_gpu_pool
 
     from .values import DECISION_PINNED
 
-    capture = {"EnableCapture": True, "InitialSamplingPercentage": 100, "DestinationS3Uri": "s3://b/p/capture",
-               "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}]}
-    kwargs = dict(image=parse_image_uri(DECISION_PINNED), role_arn="arn:aws:iam::123456789012:role/r",
-                  model_data_url=f"s3://{BUCKET}/decision-workshop/model/model.tar.gz", data_capture=capture)
+    capture = {
+        "EnableCapture": True,
+        "InitialSamplingPercentage": 100,
+        "DestinationS3Uri": "s3://b/p/capture",
+        "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}],
+    }
+    kwargs = dict(
+        image=parse_image_uri(DECISION_PINNED),
+        role_arn="arn:aws:iam::123456789012:role/r",
+        model_data_url=f"s3://{BUCKET}/decision-workshop/model/model.tar.gz",
+        data_capture=capture,
+    )
     cpu = encryption.encrypted_plan(endpoints.decision_cpu_plan("c", instance_type="ml.c5.2xlarge", **kwargs), KEY)
     assert cpu.endpoint_config["KmsKeyId"] == KEY and cpu.endpoint_config["DataCaptureConfig"]["KmsKeyId"] == KEY
     gpu = encryption.encrypted_plan(endpoints.decision_gpu_plan("g", **kwargs), KEY)
     assert "KmsKeyId" not in gpu.endpoint_config  # SageMaker refuses a key on local NVMe storage
     assert gpu.endpoint_config["DataCaptureConfig"]["KmsKeyId"] == KEY and "local NVMe" in gpu.notes[-1]
-    assert [encryption.has_local_storage(t) for t in ("ml.g4dn.xlarge", "ml.g6e.2xlarge", "ml.c5d.xlarge",
-                                                      "ml.m6id.large", "ml.c5.2xlarge", "ml.c7i.4xlarge")] == \
-        [True, True, True, True, False, False]
+    assert [
+        encryption.has_local_storage(t)
+        for t in (
+            "ml.g4dn.xlarge",
+            "ml.g6e.2xlarge",
+            "ml.c5d.xlarge",
+            "ml.m6id.large",
+            "ml.c5.2xlarge",
+            "ml.c7i.4xlarge",
+        )
+    ] == [True, True, True, True, False, False]
 
 
 def test_each_principal_may_use_the_key_only_as_the_workshop_does():
     from workshop_lib.config import WorkshopConfig
 
-    config = WorkshopConfig(region=REGION, bucket=BUCKET, sagemaker_role_arn="arn:aws:iam::123456789012:role/studio",
-                            kms_key_arn=KEY)
+    config = WorkshopConfig(
+        region=REGION, bucket=BUCKET, sagemaker_role_arn="arn:aws:iam::123456789012:role/studio", kms_key_arn=KEY
+    )
     via_s3 = {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}
     build = service_roles.codebuild_service_role_policy(config, "123456789012")
     assert iam.allows(build, "kms:GenerateDataKey", KEY, via_s3)
@@ -119,8 +147,13 @@ def test_each_principal_may_use_the_key_only_as_the_workshop_does():
     boundary = role_boundary.role_boundary_policy(config.replace(kms_key_arn=""), "123456789012")  # written before
     assert iam.allows(build, "kms:GenerateDataKey", KEY, via_s3, boundary=boundary)
     plain = WorkshopConfig(region=REGION, bucket=BUCKET, sagemaker_role_arn="arn:aws:iam::123456789012:role/studio")
-    granted = {a for name, d in policies.policies(plain, "123456789012").items() if name != "role-boundary-policy.json"
-               for st in d["Statement"] for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
+    granted = {
+        a
+        for name, d in policies.policies(plain, "123456789012").items()
+        if name != "role-boundary-policy.json"
+        for st in d["Statement"]
+        for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+    }
     assert granted and not any(a.startswith("kms:") for a in granted)  # no key configured: no KMS grant
 
 

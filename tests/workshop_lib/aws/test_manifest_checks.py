@@ -12,9 +12,9 @@ import copy
 import pytest
 
 from workshop_lib.aws import codebuild as builds
+from workshop_lib.errors import AwsFailure
 from workshop_lib.models import PINNED_MODEL
 from workshop_lib.packaging import SAMPLE_SHAPE, WORKSHOP_SHAPE, build_manifest, parse_manifest
-from workshop_lib.errors import AwsFailure
 
 PIN = PINNED_MODEL.gguf
 TOKENIZER = PINNED_MODEL.tokenizer
@@ -23,14 +23,24 @@ TOKENIZER = PINNED_MODEL.tokenizer
 def workshop_manifest() -> dict:
     measured = {f.path: (f.size, f.sha256) for f in PINNED_MODEL.files}
     manifest = build_manifest(PINNED_MODEL, measured, build_id="b:1", where="codebuild")
-    manifest["files"].append({"path": "tokenizer.json", "role": "tokenizer", "repo": TOKENIZER.repo,
-                              "revision": TOKENIZER.revision, "size": 11, "sha256": "1f" * 32})
+    manifest["files"].append(
+        {
+            "path": "tokenizer.json",
+            "role": "tokenizer",
+            "repo": TOKENIZER.repo,
+            "revision": TOKENIZER.revision,
+            "size": 11,
+            "sha256": "1f" * 32,
+        }
+    )
     return manifest
 
 
 def sample_manifest() -> dict:
-    return {"gguf": {"repo": PIN.repo, "revision": PIN.revision, "file": PIN.path, "sha256": PIN.sha256},
-            "tokenizer": {"repo": TOKENIZER.repo, "revision": TOKENIZER.revision}}
+    return {
+        "gguf": {"repo": PIN.repo, "revision": PIN.revision, "file": PIN.path, "sha256": PIN.sha256},
+        "tokenizer": {"repo": TOKENIZER.repo, "revision": TOKENIZER.revision},
+    }
 
 
 def test_the_workshop_shape_is_accepted_and_named():
@@ -49,15 +59,19 @@ def test_the_published_samples_shape_is_accepted_and_named():
     assert "tokenizer files are not listed with digests" in builds.describe_manifest(manifest)
 
 
-@pytest.mark.parametrize("change, needle", [
-    (lambda m: m["gguf"].update(sha256="ab" * 32), f"sha256 '{'ab' * 32}', pinned '{PIN.sha256}'"),
-    (lambda m: m["gguf"].update(revision="main"), f"revision 'main', pinned '{PIN.revision}'"),
-    (lambda m: m["gguf"].update(repo="someone/else"), "repo 'someone/else'"),
-    (lambda m: m["gguf"].update(file="Other.gguf"), f"no entry for {PIN.path}"),
-    (lambda m: m["tokenizer"].update(revision="main"), f"tokenizer from {TOKENIZER.repo}@main"),
-    (lambda m: m["gguf"].update(sha256="xyz"), r"gguf \('.*'\): sha256 must be 64 hexadecimal"),
-    (lambda m: m["gguf"].update(file="../x.gguf"), r"gguf\.file: the path '\.\./x\.gguf' leaves"),
-], ids=["sha256", "revision", "repo", "file", "tokenizer-revision", "sha256-malformed", "file-dotdot"])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (lambda m: m["gguf"].update(sha256="ab" * 32), f"sha256 '{'ab' * 32}', pinned '{PIN.sha256}'"),
+        (lambda m: m["gguf"].update(revision="main"), f"revision 'main', pinned '{PIN.revision}'"),
+        (lambda m: m["gguf"].update(repo="someone/else"), "repo 'someone/else'"),
+        (lambda m: m["gguf"].update(file="Other.gguf"), f"no entry for {PIN.path}"),
+        (lambda m: m["tokenizer"].update(revision="main"), f"tokenizer from {TOKENIZER.repo}@main"),
+        (lambda m: m["gguf"].update(sha256="xyz"), r"gguf \('.*'\): sha256 must be 64 hexadecimal"),
+        (lambda m: m["gguf"].update(file="../x.gguf"), r"gguf\.file: the path '\.\./x\.gguf' leaves"),
+    ],
+    ids=["sha256", "revision", "repo", "file", "tokenizer-revision", "sha256-malformed", "file-dotdot"],
+)
 def test_a_sample_shape_that_differs_from_the_pin_is_refused(change, needle):
     manifest = sample_manifest()
     change(manifest)
@@ -96,16 +110,23 @@ def test_a_tokenizer_from_another_revision_is_refused():
         builds.check_manifest(manifest, PINNED_MODEL)
 
 
-@pytest.mark.parametrize("entry, needle", [
-    ({"path": "../../etc/passwd", "size": 1, "sha256": "0" * 64}, r"files\[2\]: the path '\.\./\.\./etc/passwd' leaves"),
-    ({"path": "/etc/passwd", "size": 1, "sha256": "0" * 64}, r"files\[2\]: the path '/etc/passwd' is absolute"),
-    ({"path": "./tokenizer.json", "size": 1, "sha256": "0" * 64}, r"files\[2\]: .* is not written plainly"),
-    ("tokenizer.json", r"files\[2\] is not an object"),
-    ({"path": ["x"], "size": 1, "sha256": "0" * 64}, r"files\[2\]: the path must be a non-empty string"),
-    ({"path": "x.txt", "size": -3, "sha256": "0" * 64}, r"files\[2\] \('x\.txt'\): size must be a non-negative"),
-    ({"path": "x.txt", "size": 1.5, "sha256": "0" * 64}, r"files\[2\] \('x\.txt'\): size must be"),
-    ({"path": "x.txt", "size": 1, "sha256": "0" * 63}, r"files\[2\] \('x\.txt'\): sha256 must be 64 hexadecimal"),
-], ids=["dotdot", "absolute", "dot", "not-object", "path-list", "size-negative", "size-float", "sha-short"])
+@pytest.mark.parametrize(
+    "entry, needle",
+    [
+        (
+            {"path": "../../etc/passwd", "size": 1, "sha256": "0" * 64},
+            r"files\[2\]: the path '\.\./\.\./etc/passwd' leaves",
+        ),
+        ({"path": "/etc/passwd", "size": 1, "sha256": "0" * 64}, r"files\[2\]: the path '/etc/passwd' is absolute"),
+        ({"path": "./tokenizer.json", "size": 1, "sha256": "0" * 64}, r"files\[2\]: .* is not written plainly"),
+        ("tokenizer.json", r"files\[2\] is not an object"),
+        ({"path": ["x"], "size": 1, "sha256": "0" * 64}, r"files\[2\]: the path must be a non-empty string"),
+        ({"path": "x.txt", "size": -3, "sha256": "0" * 64}, r"files\[2\] \('x\.txt'\): size must be a non-negative"),
+        ({"path": "x.txt", "size": 1.5, "sha256": "0" * 64}, r"files\[2\] \('x\.txt'\): size must be"),
+        ({"path": "x.txt", "size": 1, "sha256": "0" * 63}, r"files\[2\] \('x\.txt'\): sha256 must be 64 hexadecimal"),
+    ],
+    ids=["dotdot", "absolute", "dot", "not-object", "path-list", "size-negative", "size-float", "sha-short"],
+)
 def test_bent_or_malformed_entries_are_refused_naming_the_entry(entry, needle):
     manifest = workshop_manifest()
     manifest["files"].append(entry)
@@ -113,11 +134,15 @@ def test_bent_or_malformed_entries_are_refused_naming_the_entry(entry, needle):
         builds.check_manifest(manifest, PINNED_MODEL)
 
 
-@pytest.mark.parametrize("manifest, needle", [
-    ([], "is not a JSON object"),
-    ({"model": {}}, "neither a 'files' list"),
-    ({**workshop_manifest(), **sample_manifest()}, "both a 'files' list"),
-], ids=["not-object", "no-shape", "both-shapes"])
+@pytest.mark.parametrize(
+    "manifest, needle",
+    [
+        ([], "is not a JSON object"),
+        ({"model": {}}, "neither a 'files' list"),
+        ({**workshop_manifest(), **sample_manifest()}, "both a 'files' list"),
+    ],
+    ids=["not-object", "no-shape", "both-shapes"],
+)
 def test_a_manifest_of_no_known_shape_is_refused(manifest, needle):
     with pytest.raises(AwsFailure, match=needle):
         builds.check_manifest(copy.deepcopy(manifest), PINNED_MODEL)

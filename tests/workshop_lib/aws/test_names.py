@@ -11,8 +11,17 @@ import workshop_lib
 from workshop_lib import names
 
 
-@pytest.mark.parametrize("name, ok", [("semif-llamacpp-dlc", True), ("team/semif.dlc_2", True), ("a", False),
-                                      ("Semif", False), ("semif--/x", False), ("x" * 257, False)])
+@pytest.mark.parametrize(
+    "name, ok",
+    [
+        ("semif-llamacpp-dlc", True),
+        ("team/semif.dlc_2", True),
+        ("a", False),
+        ("Semif", False),
+        ("semif--/x", False),
+        ("x" * 257, False),
+    ],
+)
 def test_ecr_repository_names_follow_the_ecr_model(name, ok):
     assert names.is_ecr_repository(name) is ok
 
@@ -20,24 +29,34 @@ def test_ecr_repository_names_follow_the_ecr_model(name, ok):
 def test_the_rules_come_from_botocore_not_from_copies():
     pattern, max_len = names.service_rule("codebuild", "CreateProject", "name")
     assert names.is_codebuild_project("decision-workshop-image") and not names.is_codebuild_project("-x")
-    assert pattern.pattern and max_len is None or max_len >= 150
+    assert (pattern.pattern and max_len is None) or max_len >= 150
 
 
-@pytest.mark.parametrize("arn, account", [
-    ("arn:aws:iam::111122223333:role/workshop-codebuild", "111122223333"),
-    ("arn:aws:iam::111122223333:role/service-role/x", "111122223333"),
-    ("arn:aws:sts::111122223333:assumed-role/x/session", None),
-    ("arn:aws:iam::111122223333:user/alice", None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    "arn, account",
+    [
+        ("arn:aws:iam::111122223333:role/workshop-codebuild", "111122223333"),
+        ("arn:aws:iam::111122223333:role/service-role/x", "111122223333"),
+        ("arn:aws:sts::111122223333:assumed-role/x/session", None),
+        ("arn:aws:iam::111122223333:user/alice", None),
+        ("", None),
+    ],
+)
 def test_role_arns(arn, account):
     assert names.role_account(arn) == account
     assert names.is_role_arn(arn) is (account is not None)
 
 
-@pytest.mark.parametrize("uri, parts", [("s3://my-bucket/models/qwen/", ("my-bucket", "models/qwen/")),
-                                        ("s3://my-bucket", ("my-bucket", "")), ("s3:/my-bucket/x", None),
-                                        ("s3://My_Bucket/x", None), ("https://my-bucket/x", None)])
+@pytest.mark.parametrize(
+    "uri, parts",
+    [
+        ("s3://my-bucket/models/qwen/", ("my-bucket", "models/qwen/")),
+        ("s3://my-bucket", ("my-bucket", "")),
+        ("s3:/my-bucket/x", None),
+        ("s3://My_Bucket/x", None),
+        ("https://my-bucket/x", None),
+    ],
+)
 def test_s3_uris_are_taken_apart_once(uri, parts):
     assert names.split_s3_uri(uri) == parts
 
@@ -53,9 +72,16 @@ def test_image_tags_follow_docker_grammar():
 
 def test_no_other_module_keeps_its_own_copy_of_these_rules():
     root = Path(workshop_lib.__file__).parent
-    copies = re.compile(r"""r["']s3://|len\(["']s3://|\{0,127\}|iam::\\d\{12\}:role|["']created-by["']|startswith\(["']aws:""")
-    found = [f"{p.relative_to(root)}:{n}" for p in root.rglob("*.py") if p.name != "names.py"
-             for n, line in enumerate(p.read_text().splitlines(), 1) if copies.search(line)]
+    copies = re.compile(
+        r"""r["']s3://|len\(["']s3://|\{0,127\}|iam::\\d\{12\}:role|["']created-by["']|startswith\(["']aws:"""
+    )
+    found = [
+        f"{p.relative_to(root)}:{n}"
+        for p in root.rglob("*.py")
+        if p.name != "names.py"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if copies.search(line)
+    ]
     assert found == []
 
 
@@ -67,11 +93,16 @@ def test_tags_follow_the_resource_tag_rules():
 
 
 def test_every_workshop_resource_gets_the_same_tags_in_each_apis_spelling():
-    from workshop_lib.aws import codebuild as builds, endpoints
+    from workshop_lib.aws import codebuild as builds
+    from workshop_lib.aws import endpoints
 
     pairs = {(t["Key"], t["Value"]) for t in endpoints.workshop_tags()}
     assert pairs == set(names.WORKSHOP_TAGS.items())
-    project = builds.project_request(builds.IMAGE_BUILD_PROJECT, buildspec=builds.IMAGE_BUILD_BUILDSPEC,
-                                     source_location="b/k.zip", service_role_arn="arn:aws:iam::123456789012:role/r")
+    project = builds.project_request(
+        builds.IMAGE_BUILD_PROJECT,
+        buildspec=builds.IMAGE_BUILD_BUILDSPEC,
+        source_location="b/k.zip",
+        service_role_arn="arn:aws:iam::123456789012:role/r",
+    )
     assert {(t["key"], t["value"]) for t in project["tags"]} == pairs  # CodeBuild spells it key/value
     assert {(t["Key"], t["Value"]) for t in builds.ecr_repository_request()["tags"]} == pairs

@@ -17,24 +17,41 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from workshop_lib.aws import (arns, codebuild as builds, endpoints, hygiene, iam, managed_policies, operator_policies,
-                              policies, policy_scope, service_roles, statements)
-from workshop_lib.local import iam_needs, modes, permissions, rehearsal
+from tests.support import recorded_groups
 from workshop_lib import names, steps
+from workshop_lib.aws import (
+    arns,
+    endpoints,
+    hygiene,
+    iam,
+    managed_policies,
+    operator_policies,
+    policies,
+    policy_scope,
+    service_roles,
+    statements,
+)
+from workshop_lib.aws import codebuild as builds
 from workshop_lib.config import ENV_VARS, LOCAL_ROLE_ARN, WorkshopConfig
+from workshop_lib.errors import InvalidInput
 from workshop_lib.examples import SUPPORT_ROUTE
+from workshop_lib.local import iam_needs, modes, permissions, rehearsal
 from workshop_lib.steps.policy_files import PolicyFiles, policy_folder
 from workshop_lib.steps.setup import tag_bucket
-from workshop_lib.errors import InvalidInput
-
-from tests.support import recorded_groups
 
 REGION, ACCOUNT = "us-east-1", "123456789012"
 STUDIO_ROLE = f"arn:aws:iam::{ACCOUNT}:role/service-role/AmazonSageMaker-ExecutionRole-20260101T000000"
-CONFIG = WorkshopConfig(mode="aws", region=REGION, bucket=f"sagemaker-decision-workshop-{ACCOUNT}-{REGION}",
-                        prefix="decision-workshop", sagemaker_role_arn=STUDIO_ROLE)
-SELF_DENIED = re.compile(r"User: (\S+) is not authorized to perform: (\S+) on resource: (\S+) because no "
-                         r"identity-based policy allows the \2 action")
+CONFIG = WorkshopConfig(
+    mode="aws",
+    region=REGION,
+    bucket=f"sagemaker-decision-workshop-{ACCOUNT}-{REGION}",
+    prefix="decision-workshop",
+    sagemaker_role_arn=STUDIO_ROLE,
+)
+SELF_DENIED = re.compile(
+    r"User: (\S+) is not authorized to perform: (\S+) on resource: (\S+) because no "
+    r"identity-based policy allows the \2 action"
+)
 
 MANAGED = managed_policies.sagemaker_full_access()
 
@@ -53,30 +70,35 @@ def test_the_managed_policy_is_vendored_with_its_version_date_and_source():
     assert re.fullmatch(r"\d{4}-\d\d-\d\d", MANAGED.source["read_on"]) and MANAGED.source["text_from"]
     statements = MANAGED.document["Statement"]
     assert MANAGED.document["Version"] == iam.VERSION and len(statements) > 20
-    assert all(s["Effect"] == "Allow" and ("Action" in s) != ("NotAction" in s)
-               and ("Resource" in s) != ("NotResource" in s) for s in statements)
+    assert all(
+        s["Effect"] == "Allow" and ("Action" in s) != ("NotAction" in s) and ("Resource" in s) != ("NotResource" in s)
+        for s in statements
+    )
     assert MANAGED.version_id in str(MANAGED)
 
 
-@pytest.mark.parametrize("action, resource, context, allowed", [
-    # What AmazonSageMakerFullAccess allows a Studio role (AWS managed policy reference,
-    # docs.aws.amazon.com/aws-managed-policy/latest/reference/AmazonSageMakerFullAccess.html), held against
-    # the vendored document.
-    ("s3:CreateBucket", "arn:aws:s3:::decision-workshop-local", {}, True),
-    ("s3:PutBucketTagging", "arn:aws:s3:::sagemaker-decision-workshop-1-us-east-1", {}, False),
-    ("s3:PutObject", "arn:aws:s3:::sagemaker-decision-workshop-1-us-east-1/decision-workshop/k", {}, True),
-    ("s3:PutObject", "arn:aws:s3:::decision-workshop-local/decision-workshop/k", {}, False),
-    ("codebuild:CreateProject", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/sagemaker-x", {}, False),
-    ("codebuild:StartBuild", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/sagemaker-x", {}, True),
-    ("codebuild:StartBuild", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/decision-workshop-x", {}, False),
-    ("iam:PassRole", STUDIO_ROLE, {"iam:PassedToService": "sagemaker.amazonaws.com"}, True),
-    ("iam:PassRole", STUDIO_ROLE, {"iam:PassedToService": "codebuild.amazonaws.com"}, False),
-    ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/{service_roles.CODEBUILD_ROLE_NAME}", {}, False),
-    ("ecr:TagResource", f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/sagemaker-decision-workshop", {}, False),
-    ("logs:GetLogEvents", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/codebuild/p:log-stream:s", {}, True),
-    ("logs:FilterLogEvents", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/Endpoints/e", {}, False),
-    ("servicequotas:ListServiceQuotas", "*", {}, False),
-])
+@pytest.mark.parametrize(
+    "action, resource, context, allowed",
+    [
+        # What AmazonSageMakerFullAccess allows a Studio role (AWS managed policy reference,
+        # docs.aws.amazon.com/aws-managed-policy/latest/reference/AmazonSageMakerFullAccess.html), held against
+        # the vendored document.
+        ("s3:CreateBucket", "arn:aws:s3:::decision-workshop-local", {}, True),
+        ("s3:PutBucketTagging", "arn:aws:s3:::sagemaker-decision-workshop-1-us-east-1", {}, False),
+        ("s3:PutObject", "arn:aws:s3:::sagemaker-decision-workshop-1-us-east-1/decision-workshop/k", {}, True),
+        ("s3:PutObject", "arn:aws:s3:::decision-workshop-local/decision-workshop/k", {}, False),
+        ("codebuild:CreateProject", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/sagemaker-x", {}, False),
+        ("codebuild:StartBuild", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/sagemaker-x", {}, True),
+        ("codebuild:StartBuild", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/decision-workshop-x", {}, False),
+        ("iam:PassRole", STUDIO_ROLE, {"iam:PassedToService": "sagemaker.amazonaws.com"}, True),
+        ("iam:PassRole", STUDIO_ROLE, {"iam:PassedToService": "codebuild.amazonaws.com"}, False),
+        ("iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/{service_roles.CODEBUILD_ROLE_NAME}", {}, False),
+        ("ecr:TagResource", f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/sagemaker-decision-workshop", {}, False),
+        ("logs:GetLogEvents", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/codebuild/p:log-stream:s", {}, True),
+        ("logs:FilterLogEvents", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/Endpoints/e", {}, False),
+        ("servicequotas:ListServiceQuotas", "*", {}, False),
+    ],
+)
 def test_what_the_studio_role_may_do_on_its_own(action, resource, context, allowed):
     assert managed_allows(action, resource, **context) is allowed
 
@@ -90,7 +112,8 @@ def test_pass_role_for_the_codebuild_role_is_there_before_the_role_exists():
     statements = {s["Sid"]: s for s in document["Statement"]}
     assert statements["PassCodeBuildRole"]["Resource"] == [known]
     assert statements["PassCodeBuildRole"]["Condition"] == {
-        "StringEquals": {"iam:PassedToService": "codebuild.amazonaws.com"}}
+        "StringEquals": {"iam:PassedToService": "codebuild.amazonaws.com"}
+    }
     assert statements["PassSageMakerRole"]["Resource"] == [STUDIO_ROLE]
     assert iam.allows(document, "iam:PassRole", known, {"iam:PassedToService": "codebuild.amazonaws.com"})
     assert not iam.allows(document, "iam:PassRole", known, {"iam:PassedToService": "ec2.amazonaws.com"})
@@ -104,8 +127,9 @@ def test_the_operator_policy_grants_the_reads_the_code_makes():
     document = operator_policies.operator_policy(CONFIG, ACCOUNT)
     stream = arns.log_stream_arn(REGION, ACCOUNT, f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "x/1")
     assert iam.allows(document, "logs:GetLogEvents", stream)
-    assert not iam.allows(document, "logs:GetLogEvents",
-                               arns.log_stream_arn(REGION, ACCOUNT, "/aws/codebuild/other", "x/1"))
+    assert not iam.allows(
+        document, "logs:GetLogEvents", arns.log_stream_arn(REGION, ACCOUNT, "/aws/codebuild/other", "x/1")
+    )
     assert iam.allows(document, "servicequotas:ListServiceQuotas", "*")
     bucket = arns.s3_bucket_arn(CONFIG.bucket)
     assert iam.allows(document, "s3:PutBucketTagging", bucket, {"s3:ResourceAccount": ACCOUNT})
@@ -115,8 +139,11 @@ def test_the_operator_policy_grants_the_reads_the_code_makes():
     role = arns.role_arn(REGION, ACCOUNT, service_roles.CODEBUILD_ROLE_NAME)
     assert not iam.allows(operator_policies.operator_documents(CONFIG, ACCOUNT), "iam:UpdateAssumeRolePolicy", role)
     # the calls those grants are for, as the call log records them
-    log_call = {"service": "logs", "operation": "GetLogEvents",
-                "params": {"logGroupName": f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "logStreamName": "x/1"}}
+    log_call = {
+        "service": "logs",
+        "operation": "GetLogEvents",
+        "params": {"logGroupName": f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "logStreamName": "x/1"},
+    }
     assert iam_needs.needed(log_call, REGION, ACCOUNT) == [("logs:GetLogEvents", stream, {})]
     quota_call = {"service": "servicequotas", "operation": "ListServiceQuotas", "params": {"ServiceCode": "sagemaker"}}
     assert iam_needs.needed(quota_call, REGION, ACCOUNT) == [("servicequotas:ListServiceQuotas", "*", {})]
@@ -124,9 +151,11 @@ def test_the_operator_policy_grants_the_reads_the_code_makes():
 
 def test_every_statement_the_rehearsal_cannot_exercise_exists_and_says_why():
     scope = policy_scope.scope(CONFIG.replace(codebuild_role_arn=arns.role_arn(REGION, ACCOUNT, "cb")), ACCOUNT)
-    documents = {permissions.OPERATOR: operator_policies.operator_policy(scope),
-                 permissions.CODEBUILD: service_roles.codebuild_service_role_policy(scope),
-                 permissions.SAGEMAKER: service_roles.sagemaker_execution_role_policy(scope)}
+    documents = {
+        permissions.OPERATOR: operator_policies.operator_policy(scope),
+        permissions.CODEBUILD: service_roles.codebuild_service_role_policy(scope),
+        permissions.SAGEMAKER: service_roles.sagemaker_execution_role_policy(scope),
+    }
     for principal, reasons in permissions.NOT_EXERCISED_LOCALLY.items():
         sids = {s["Sid"] for s in documents[principal]["Statement"]}
         assert set(reasons) <= sids, f"{principal}: {set(reasons) - sids} named but not in its policy"
@@ -142,21 +171,29 @@ def studio(tmp_path, monkeypatch, fake_credentials):
     monkeypatch.setenv(permissions.PERSONA_ENV, permissions.STUDIO_DEFAULT)
     log = permissions.CallLog(tmp_path / "local" / "aws-calls.jsonl")
     with mock_aws():
+
         def client(service):
             made = boto3.client(service, region_name=REGION)
             log.attach(made)
             return made
+
         yield log, client
 
 
 def test_a_refused_call_raises_what_aws_returns_and_is_never_sent(studio):
     log, client = studio
     codebuild = client("codebuild")
-    request = {"name": "decision-workshop-x", "source": {"type": "S3", "location": "decision-workshop-local/src.zip"},
-               "artifacts": {"type": "NO_ARTIFACTS"},
-               "serviceRole": arns.role_arn(REGION, ACCOUNT, service_roles.CODEBUILD_ROLE_NAME),
-               "environment": {"type": "LINUX_CONTAINER", "image": "aws/codebuild/standard:7.0",
-                               "computeType": "BUILD_GENERAL1_SMALL"}}
+    request = {
+        "name": "decision-workshop-x",
+        "source": {"type": "S3", "location": "decision-workshop-local/src.zip"},
+        "artifacts": {"type": "NO_ARTIFACTS"},
+        "serviceRole": arns.role_arn(REGION, ACCOUNT, service_roles.CODEBUILD_ROLE_NAME),
+        "environment": {
+            "type": "LINUX_CONTAINER",
+            "image": "aws/codebuild/standard:7.0",
+            "computeType": "BUILD_GENERAL1_SMALL",
+        },
+    }
     with pytest.raises(ClientError) as refused:
         codebuild.create_project(**request)
     error = refused.value.response["Error"]
@@ -164,16 +201,22 @@ def test_a_refused_call_raises_what_aws_returns_and_is_never_sent(studio):
     assert error["Message"] == (
         f"User: arn:aws:sts::{ACCOUNT}:assumed-role/decision-workshop-local/SageMaker is not authorized to "
         f"perform: codebuild:CreateProject on resource: arn:aws:codebuild:{REGION}:{ACCOUNT}:project/"
-        "decision-workshop-x because no identity-based policy allows the codebuild:CreateProject action")
+        "decision-workshop-x because no identity-based policy allows the codebuild:CreateProject action"
+    )
     assert "\n" not in str(refused.value)
     assert boto3.client("codebuild", region_name=REGION).list_projects()["projects"] == []  # never sent
     (entry,) = log.calls()
     assert entry["operation"] == "CreateProject" and entry["refused"] == error["Message"]
 
     # The operator policy attached: the same call goes through.
-    log.attached.attach("operator-policy.json", operator_policies.operator_policy(
-        CONFIG.replace(bucket="decision-workshop-local", sagemaker_role_arn=LOCAL_ROLE_ARN),
-        ACCOUNT, codebuild_projects=("decision-workshop-x",)))
+    log.attached.attach(
+        "operator-policy.json",
+        operator_policies.operator_policy(
+            CONFIG.replace(bucket="decision-workshop-local", sagemaker_role_arn=LOCAL_ROLE_ARN),
+            ACCOUNT,
+            codebuild_projects=("decision-workshop-x",),
+        ),
+    )
     codebuild.create_project(**request)
     assert boto3.client("codebuild", region_name=REGION).list_projects()["projects"] == ["decision-workshop-x"]
 
@@ -186,10 +229,15 @@ def test_query_and_xml_services_refuse_with_access_denied(studio):
         s3.put_bucket_tagging(Bucket="decision-workshop-local", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
     assert refused.value.response["Error"]["Code"] == "AccessDenied"
     assert SELF_DENIED.fullmatch(refused.value.response["Error"]["Message"]).groups()[1:] == (
-        "s3:PutBucketTagging", "arn:aws:s3:::decision-workshop-local")
+        "s3:PutBucketTagging",
+        "arn:aws:s3:::decision-workshop-local",
+    )
     with pytest.raises(ClientError) as refused:
-        client("iam").create_role(**policies.create_role_request(
-            service_roles.CODEBUILD_ROLE_NAME, service_roles.codebuild_trust_policy(CONFIG, ACCOUNT)))
+        client("iam").create_role(
+            **policies.create_role_request(
+                service_roles.CODEBUILD_ROLE_NAME, service_roles.codebuild_trust_policy(CONFIG, ACCOUNT)
+            )
+        )
     assert refused.value.response["Error"]["Code"] == "AccessDenied"
     assert "iam:CreateRole" in refused.value.response["Error"]["Message"]
 
@@ -209,8 +257,11 @@ def test_a_refused_bucket_tagging_becomes_a_note(studio, tmp_path):
     _, client = studio
     s3 = client("s3")
     s3.create_bucket(Bucket="decision-workshop-local")
-    written = PolicyFiles(tmp_path, policies.write_policies(
-        CONFIG.replace(bucket="decision-workshop-local"), tmp_path / "policies", ACCOUNT), "")
+    written = PolicyFiles(
+        tmp_path,
+        policies.write_policies(CONFIG.replace(bucket="decision-workshop-local"), tmp_path / "policies", ACCOUNT),
+        "",
+    )
     note = tag_bucket(s3, "decision-workshop-local", written)
     assert "s3:PutBucketTagging was refused (AccessDenied)" in note and "operator-policy.json" in note
     unrecorded = boto3.client("s3", region_name=REGION)
@@ -221,8 +272,9 @@ def test_a_refused_bucket_tagging_becomes_a_note(studio, tmp_path):
 def test_the_audit_lists_a_refused_call_apart_and_fails(studio):
     log, client = studio
     with pytest.raises(ClientError):
-        client("ecr").create_repository(repositoryName="sagemaker-decision-workshop",
-                                        tags=[{"Key": "workshop", "Value": "decision-workshop"}])
+        client("ecr").create_repository(
+            repositoryName="sagemaker-decision-workshop", tags=[{"Key": "workshop", "Value": "decision-workshop"}]
+        )
     documents = {permissions.OPERATOR: operator_policies.operator_policy(CONFIG, ACCOUNT)}
     audit = permissions.audit(log.calls(), documents, REGION, ACCOUNT, not_exercised={})
     assert not audit.ok and audit.denied == []
@@ -286,8 +338,9 @@ def test_a_role_is_ok_only_while_it_exists(local_workshop):
     again = steps.ensure_codebuild_role(ws)  # the config still names the deleted role
     assert "no longer existed" in again.notes[0] and ws.config.codebuild_role_arn == arn
     assert _iam(ws).get_role(RoleName=service_roles.CODEBUILD_ROLE_NAME)["Role"]["Arn"] == arn
-    checked = [c for c in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
-               if c["operation"] == "GetRole"]
+    checked = [
+        c for c in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls() if c["operation"] == "GetRole"
+    ]
     assert len(checked) == 2 and not any(c.get("refused") for c in checked)
 
 
@@ -312,9 +365,13 @@ def test_the_codebuild_trust_holds_in_every_region():
     assert here == service_roles.codebuild_trust_policy(CONFIG.replace(region="eu-west-1"), ACCOUNT)
     arns = here["Statement"][0]["Condition"]["ArnLike"]["aws:SourceArn"]
     project = f"arn:aws:codebuild:ap-southeast-2:{ACCOUNT}:project/{builds.IMAGE_BUILD_PROJECT}"
-    assert iam.conditions_hold(here["Statement"][0]["Condition"], {"aws:SourceArn": project, "aws:SourceAccount": ACCOUNT})
-    assert not iam.conditions_hold(here["Statement"][0]["Condition"],
-                                   {"aws:SourceArn": project.replace(ACCOUNT, "210987654321"), "aws:SourceAccount": ACCOUNT})
+    assert iam.conditions_hold(
+        here["Statement"][0]["Condition"], {"aws:SourceArn": project, "aws:SourceAccount": ACCOUNT}
+    )
+    assert not iam.conditions_hold(
+        here["Statement"][0]["Condition"],
+        {"aws:SourceArn": project.replace(ACCOUNT, "210987654321"), "aws:SourceAccount": ACCOUNT},
+    )
     assert len(arns) == 2
 
 
@@ -324,14 +381,21 @@ def test_an_old_trust_policy_is_left_to_the_administrator(local_workshop):
     steps.setup(ws, reset=True)
     steps.ensure_codebuild_role(ws)
     client = _iam(ws)
-    old = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"},
-                                                   "Action": "sts:AssumeRole"}]}
+    old = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ],
+    }
     client.update_assume_role_policy(RoleName=service_roles.CODEBUILD_ROLE_NAME, PolicyDocument=iam.minified(old))
     noted = steps.ensure_codebuild_role(ws)
     assert any("aws iam update-assume-role-policy --role-name decision-workshop-codebuild" in n for n in noted.notes)
     assert client.get_role(RoleName=service_roles.CODEBUILD_ROLE_NAME)["Role"]["AssumeRolePolicyDocument"] == old
-    sent = [c for c in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
-            if c["operation"] == "UpdateAssumeRolePolicy"]
+    sent = [
+        c
+        for c in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
+        if c["operation"] == "UpdateAssumeRolePolicy"
+    ]
     assert sent == []
 
 
@@ -346,9 +410,13 @@ def test_refused_role_creation_points_to_the_written_documents(local_workshop, m
     folder = policy_folder(ws)
     assert "iam:GetRole" in message and "because no identity-based policy allows" in message
     assert str(folder / "operator-policy.json") in message and str(folder / "codebuild-trust-policy.json") in message
-    assert "aws iam attach-role-policy --role-name decision-workshop-local" in message and "run this cell again" in message
-    assert (f"--path /decision-workshop/ --policy-document file://{folder.resolve() / 'role-boundary-policy.json'}"
-            in message)
+    assert (
+        "aws iam attach-role-policy --role-name decision-workshop-local" in message and "run this cell again" in message
+    )
+    assert (
+        f"--path /decision-workshop/ --policy-document file://{folder.resolve() / 'role-boundary-policy.json'}"
+        in message
+    )
 
 
 # ---- the notebooks' flow, as each persona ---------------------------------------------------------------
@@ -375,7 +443,8 @@ def notebook_flow(ws) -> permissions.Audit:
         assert [b["buildStatus"] for b in ws.clients.codebuild.batch_get_builds(ids=ids)["builds"]] == ["SUCCEEDED"]
         # the build's log group, made ahead of CodeBuild with a retention; the administrator's lifecycle on the bucket
         (group,) = ws.clients.logs.describe_log_groups(
-            logGroupNamePrefix=f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}")["logGroups"]
+            logGroupNamePrefix=f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}"
+        )["logGroups"]
         assert group["retentionInDays"] == hygiene.LOG_RETENTION_DAYS
         rules = ws.clients.s3.get_bucket_lifecycle_configuration(Bucket=config.bucket)["Rules"]
         assert {r["ID"] for r in rules} == {"expire-captured-requests", "abort-incomplete-uploads"}
@@ -391,20 +460,27 @@ def notebook_flow(ws) -> permissions.Audit:
     entry = json.loads(ws.rehearsal.registry_path().read_text())["endpoints"][c.cpu_endpoint_name]
     # THREADS as planned for the instance (its vCPUs) on AWS, 2 here; no GPU layers here.
     assert cpu.plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == "32"
-    assert entry["environment"]["SM_LLAMA_CPP_THREADS"] == "2" and entry["environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "0"
+    assert (
+        entry["environment"]["SM_LLAMA_CPP_THREADS"] == "2" and entry["environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "0"
+    )
     gpu = steps.deploy_decision_gpu(ws, progress=False)
     assert gpu.status == "InService" and "Not exercised locally" in gpu.notes[-1]
     kept = json.loads((ws.rehearsal.home / f"{c.gpu_endpoint_name}.requests.json").read_text())
-    assert [p["InstanceType"] for p in kept["CreateEndpointConfig"]["ProductionVariants"][0]["InstancePools"]] \
-        == list(endpoints.DEFAULT_GPU_POOLS)
+    assert [p["InstanceType"] for p in kept["CreateEndpointConfig"]["ProductionVariants"][0]["InstancePools"]] == list(
+        endpoints.DEFAULT_GPU_POOLS
+    )
     assert steps.placement(ws, c.gpu_endpoint_name).offloaded.startswith("0/")
     made = steps.client(ws, steps.decision_endpoint(ws)).decide(SUPPORT_ROUTE)
-    assert made.option_ids == tuple(o["id"] for o in SUPPORT_ROUTE["options"]) and abs(sum(made.probabilities) - 1) < 1e-6
+    assert (
+        made.option_ids == tuple(o["id"] for o in SUPPORT_ROUTE["options"]) and abs(sum(made.probabilities) - 1) < 1e-6
+    )
     assert steps.put_alarms(ws).ok and steps.update_endpoint(ws, progress=False).ok  # notebook 07
     scaled = steps.autoscale(ws, invocations_per_instance=12)
     assert scaled.ok and "1 to 2 instances, tracking 12 invocations" in scaled
-    assert [r.operation for r in scaled.requests if r.service == "application-autoscaling"][:2] == \
-        ["RegisterScalableTarget", "PutScalingPolicy"]
+    assert [r.operation for r in scaled.requests if r.service == "application-autoscaling"][:2] == [
+        "RegisterScalableTarget",
+        "PutScalingPolicy",
+    ]
     batch = steps.run_transform(ws, progress=False)  # the local adapter answers each line read from S3
     assert batch.ok and list(batch.answers) == [d["id"] for d in steps.scale.TRANSFORM_DECISIONS], batch
     assert batch.output_uri.endswith("/batch-output/decisions.jsonl.out")
@@ -464,11 +540,13 @@ def test_a_missing_statement_stops_the_studio_participant_once_with_the_aws_mess
         "An error occurred (AccessDeniedException) when calling the CreateProject operation: User: "
         f"arn:aws:sts::{ACCOUNT}:assumed-role/decision-workshop-local/SageMaker is not authorized to perform: "
         f"codebuild:CreateProject on resource: {project} because no identity-based policy allows the "
-        "codebuild:CreateProject action")
+        "codebuild:CreateProject action"
+    )
     calls = permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
     assert [c["operation"] for c in calls if c.get("refused")] == ["CreateProject"]  # once: not retried
-    assert not any(c["service"] == "codebuild" for c in calls[calls.index(
-        next(c for c in calls if c.get("refused"))) + 1:])  # nothing of the build after it
+    assert not any(
+        c["service"] == "codebuild" for c in calls[calls.index(next(c for c in calls if c.get("refused"))) + 1 :]
+    )  # nothing of the build after it
 
 
 @pytest.mark.slow  # starts the rehearsal's emulator
@@ -500,8 +578,9 @@ def test_notebook_00_writes_the_policies_before_the_cells_that_need_them(local_w
 
 
 @pytest.mark.parametrize("persona", [permissions.STUDIO_DEFAULT, permissions.ADMINISTRATOR])
-def test_autoscale_and_transform_pass_as_each_persona_and_the_operator_documents_cover_them(studio, monkeypatch,
-                                                                                            persona):
+def test_autoscale_and_transform_pass_as_each_persona_and_the_operator_documents_cover_them(
+    studio, monkeypatch, persona
+):
     from workshop_lib.aws import hosting, scaling, transform
     from workshop_lib.aws.images import parse_image_uri
 
@@ -510,8 +589,13 @@ def test_autoscale_and_transform_pass_as_each_persona_and_the_operator_documents
     log, client = studio
     monkeypatch.setenv(permissions.PERSONA_ENV, persona)
     name = CONFIG.cpu_endpoint_name
-    plan = endpoints.decision_cpu_plan(name, image=parse_image_uri(DECISION_PINNED), role_arn=STUDIO_ROLE,
-                                       model_data_url=CONFIG.model_data_url, instance_type="ml.c5.2xlarge")
+    plan = endpoints.decision_cpu_plan(
+        name,
+        image=parse_image_uri(DECISION_PINNED),
+        role_arn=STUDIO_ROLE,
+        model_data_url=CONFIG.model_data_url,
+        instance_type="ml.c5.2xlarge",
+    )
     setup = boto3.client("sagemaker", region_name=REGION)  # nobody's: not recorded
     hosting.create_model(setup, plan.model)
     setup.create_endpoint_config(**plan.endpoint_config)
@@ -519,24 +603,35 @@ def test_autoscale_and_transform_pass_as_each_persona_and_the_operator_documents
     autoscaling, sm = client("application-autoscaling"), client("sagemaker")
     scaling.enable_autoscaling(autoscaling, name, invocations_per_instance=20)
     assert scaling.scaling_of(autoscaling, name)["Policies"][0]["PolicyName"] == scaling.scaling_policy_name(name)
-    job = transform.transform_job_request(f"{name}-batch-1", model_name=name,
-                                          input_s3_uri=CONFIG.s3_uri("batch-input") + "/",
-                                          output_s3_uri=CONFIG.s3_uri(policy_scope.BATCH_OUTPUT_FOLDER) + "/",
-                                          instance_type="ml.c5.2xlarge")
+    job = transform.transform_job_request(
+        f"{name}-batch-1",
+        model_name=name,
+        input_s3_uri=CONFIG.s3_uri("batch-input") + "/",
+        output_s3_uri=CONFIG.s3_uri(policy_scope.BATCH_OUTPUT_FOLDER) + "/",
+        instance_type="ml.c5.2xlarge",
+    )
     assert transform.run_transform_job(sm, job, poll_s=0, progress=False)["TransformJobStatus"] == "Completed"
     assert scaling.disable_autoscaling(autoscaling, name) == {"policy": "deleted", "target": "deleted"}
     calls = log.calls()
     assert not any(c.get("refused") for c in calls)  # the managed policy (Studio) or anything (administrator)
-    assert {c["operation"] for c in calls} >= {"RegisterScalableTarget", "PutScalingPolicy", "CreateTransformJob",
-                                               "DescribeTransformJob", "DeleteScalingPolicy",
-                                               "DeregisterScalableTarget"}
+    assert {c["operation"] for c in calls} >= {
+        "RegisterScalableTarget",
+        "PutScalingPolicy",
+        "CreateTransformJob",
+        "DescribeTransformJob",
+        "DeleteScalingPolicy",
+        "DeregisterScalableTarget",
+    }
     # What a participant outside Studio is given: the operator documents alone allow every one of these calls.
     documents = {permissions.OPERATOR: operator_policies.operator_documents(CONFIG, ACCOUNT)}
     audit = permissions.audit(calls, documents, REGION, ACCOUNT, not_exercised={})
     assert audit.ok and audit.denied == [], audit
     needs = [n for c in calls for n in iam_needs.needed(c, REGION, ACCOUNT)]
-    assert ("iam:CreateServiceLinkedRole", arns.role_arn(REGION, ACCOUNT, statements.AUTOSCALING_ROLE_PATH),
-            {"iam:AWSServiceName": statements.AUTOSCALING_SERVICE}) in needs
+    assert (
+        "iam:CreateServiceLinkedRole",
+        arns.role_arn(REGION, ACCOUNT, statements.AUTOSCALING_ROLE_PATH),
+        {"iam:AWSServiceName": statements.AUTOSCALING_SERVICE},
+    ) in needs
     assert ("sagemaker:CreateTransformJob", arns.transform_job_arn(REGION, ACCOUNT, f"{name}-batch-1"), {}) in needs
 
 
@@ -546,13 +641,19 @@ def test_the_operator_documents_scale_and_transform_only_the_workshops_endpoints
     ours = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{CONFIG.cpu_endpoint_name}"
     assert iam.allows(documents, "sagemaker:UpdateEndpointWeightsAndCapacities", ours)
     assert not iam.allows(documents, "sagemaker:UpdateEndpointWeightsAndCapacities", other)
-    assert not iam.allows(documents, "sagemaker:CreateTransformJob",
-                          arns.transform_job_arn(REGION, ACCOUNT, "someone-elses-job"))
-    assert not iam.allows(documents, "cloudwatch:DeleteAlarms",
-                          arns.autoscaling_alarm_arn(REGION, ACCOUNT, "someone-elses"))
+    assert not iam.allows(
+        documents, "sagemaker:CreateTransformJob", arns.transform_job_arn(REGION, ACCOUNT, "someone-elses-job")
+    )
+    assert not iam.allows(
+        documents, "cloudwatch:DeleteAlarms", arns.autoscaling_alarm_arn(REGION, ACCOUNT, "someone-elses")
+    )
     role = arns.role_arn(REGION, ACCOUNT, statements.AUTOSCALING_ROLE_PATH)
-    assert not iam.allows(documents, "iam:CreateServiceLinkedRole", role,
-                          {"iam:AWSServiceName": "ec2.application-autoscaling.amazonaws.com"})
+    assert not iam.allows(
+        documents,
+        "iam:CreateServiceLinkedRole",
+        role,
+        {"iam:AWSServiceName": "ec2.application-autoscaling.amazonaws.com"},
+    )
 
 
 @pytest.mark.slow  # starts the rehearsal's emulator
@@ -569,8 +670,13 @@ def test_a_deadline_firing_deletes_a_scaled_endpoint_as_the_account_holds_its_ro
     steps.setup(ws, reset=True)  # runs the administrator's printed commands against the emulator
     config, c = ws.config, ws.clients
     name = config.cpu_endpoint_name
-    plan = endpoints.decision_cpu_plan(name, image=parse_image_uri(DECISION_PINNED), role_arn=config.sagemaker_role_arn,
-                                       model_data_url=config.model_data_url, instance_type="ml.c5.2xlarge")
+    plan = endpoints.decision_cpu_plan(
+        name,
+        image=parse_image_uri(DECISION_PINNED),
+        role_arn=config.sagemaker_role_arn,
+        model_data_url=config.model_data_url,
+        instance_type="ml.c5.2xlarge",
+    )
     with c.acting_as(None):  # the endpoint as 04 leaves it, tagged
         c.sm.create_model(**plan.model)
         c.sm.create_endpoint_config(**plan.endpoint_config)
@@ -578,17 +684,29 @@ def test_a_deadline_firing_deletes_a_scaled_endpoint_as_the_account_holds_its_ro
     assert names.WORKSHOP_TAGS.items() <= {t["Key"]: t["Value"] for t in plan.endpoint["Tags"]}.items()
     account = c.sts.get_caller_identity()["Account"]
     role, _ = spend_guard.ensure_role(c.get("iam"), config, account)
-    spend_guard.set_deadline(c.get("scheduler"), name, role_arn=role, when=spend_guard.deadline_after(1),
-                             region=config.region)
+    spend_guard.set_deadline(
+        c.get("scheduler"), name, role_arn=role, when=spend_guard.deadline_after(1), region=config.region
+    )
     autoscaling = c.get("application-autoscaling")
     scaling.enable_autoscaling(autoscaling, name, invocations_per_instance=20)
 
     iam_client = _iam(ws)
-    old = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint",
-                                                   "Resource": f"arn:aws:sagemaker:*:{account}:endpoint/{name}"}]}
+    old = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": "sagemaker:DeleteEndpoint",
+                "Resource": f"arn:aws:sagemaker:*:{account}:endpoint/{name}",
+            }
+        ],
+    }
     with c.acting_as(None):
-        iam_client.put_role_policy(RoleName=spend_guard.SCHEDULER_ROLE_NAME, PolicyName=spend_guard.SCHEDULER_ROLE_NAME,
-                                   PolicyDocument=json.dumps(old))
+        iam_client.put_role_policy(
+            RoleName=spend_guard.SCHEDULER_ROLE_NAME,
+            PolicyName=spend_guard.SCHEDULER_ROLE_NAME,
+            PolicyDocument=json.dumps(old),
+        )
     with pytest.raises(ClientError) as refused:
         ws.mode.fire_deadline(name, config.region)
     assert "application-autoscaling:DeregisterScalableTarget" in str(refused.value)
@@ -599,8 +717,11 @@ def test_a_deadline_firing_deletes_a_scaled_endpoint_as_the_account_holds_its_ro
     with pytest.raises(ClientError):
         c.sm.describe_endpoint(EndpointName=name)
     assert scaling.scaling_of(autoscaling, name) is None  # SageMaker deregistered it with the deletion
-    fired = [e for e in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
-             if e["principal"] == spend_guard.PRINCIPAL]
+    fired = [
+        e
+        for e in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
+        if e["principal"] == spend_guard.PRINCIPAL
+    ]
     assert [bool(e.get("refused")) for e in fired] == [True, False]
     assert fired[1]["facts"]["scaled_variants"] == [f"endpoint/{name}/variant/AllTraffic"]
 
@@ -621,8 +742,20 @@ def test_the_printed_administrator_commands_run_against_the_strict_rehearsal(loc
     client = _iam(ws)
     attached = client.list_attached_role_policies(RoleName=role)["AttachedPolicies"]
     assert len(attached) == 1 + len(admin.operator_files())  # AmazonSageMakerFullAccess and the operator's
-    old = [["aws", "iam", "put-role-policy", "--role-name", role, "--policy-name", f"decision-workshop-operator-{i}",
-            "--policy-document", f"file://{folder / name}"] for i, name in enumerate(admin.operator_files())]
+    old = [
+        [
+            "aws",
+            "iam",
+            "put-role-policy",
+            "--role-name",
+            role,
+            "--policy-name",
+            f"decision-workshop-operator-{i}",
+            "--policy-document",
+            f"file://{folder / name}",
+        ]
+        for i, name in enumerate(admin.operator_files())
+    ]
     with pytest.raises(ClientError) as refused:
         ws.mode.run_as_administrator(old, ws.config.region)
     assert refused.value.response["Error"]["Code"] == "LimitExceeded"
@@ -641,12 +774,19 @@ def test_cleanup_finds_and_deletes_an_endpoint_deployed_under_another_name(local
     steps.setup(ws, reset=True)
     c = ws.clients
     for name, tagged in (("sample-flags-endpoint", True), ("someone-elses", False)):
-        plan = endpoints.decision_cpu_plan(name, image=parse_image_uri(DECISION_PINNED),
-                                           role_arn=ws.config.sagemaker_role_arn, model_data_url=ws.config.model_data_url,
-                                           instance_type="ml.c5.2xlarge")
+        plan = endpoints.decision_cpu_plan(
+            name,
+            image=parse_image_uri(DECISION_PINNED),
+            role_arn=ws.config.sagemaker_role_arn,
+            model_data_url=ws.config.model_data_url,
+            instance_type="ml.c5.2xlarge",
+        )
         with c.acting_as(None):
-            for request, create in ((plan.model, c.sm.create_model), (plan.endpoint_config, c.sm.create_endpoint_config),
-                                    (plan.endpoint, c.sm.create_endpoint)):
+            for request, create in (
+                (plan.model, c.sm.create_model),
+                (plan.endpoint_config, c.sm.create_endpoint_config),
+                (plan.endpoint, c.sm.create_endpoint),
+            ):
                 create(**(request if tagged else {k: v for k, v in request.items() if k != "Tags"}))
     found = steps.tagged_endpoints(ws)
     assert "sample-flags-endpoint" in found and "someone-elses" not in found
@@ -658,8 +798,9 @@ def test_cleanup_finds_and_deletes_an_endpoint_deployed_under_another_name(local
     # only its log group is refused (a grant on every endpoint's logs would reach beyond the workshop); it costs
     # next to nothing, and the result says so
     refused = [e for e in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls() if e.get("refused")]
-    assert [(e["operation"], e["params"]["logGroupName"]) for e in refused] == \
-        [("DeleteLogGroup", "/aws/sagemaker/Endpoints/sample-flags-endpoint")]
+    assert [(e["operation"], e["params"]["logGroupName"]) for e in refused] == [
+        ("DeleteLogGroup", "/aws/sagemaker/Endpoints/sample-flags-endpoint")
+    ]
     assert "log group /aws/sagemaker/Endpoints/sample-flags-endpoint: not deleted (AccessDenied" in deleted
 
 
@@ -674,13 +815,22 @@ def test_a_bucket_another_account_created_first_is_refused_and_nothing_is_writte
     url, _ = ws.mode.start_fresh()
     sts = modes.emulator_client("sts", REGION, url)
     other = sts.assume_role(RoleArn="arn:aws:iam::210987654321:role/sniper", RoleSessionName="sniper")["Credentials"]
-    sniper = boto3.client("s3", region_name=REGION, endpoint_url=url, aws_access_key_id=other["AccessKeyId"],
-                          aws_secret_access_key=other["SecretAccessKey"], aws_session_token=other["SessionToken"])
+    sniper = boto3.client(
+        "s3",
+        region_name=REGION,
+        endpoint_url=url,
+        aws_access_key_id=other["AccessKeyId"],
+        aws_secret_access_key=other["SecretAccessKey"],
+        aws_session_token=other["SessionToken"],
+    )
     sniper.create_bucket(Bucket=LOCAL_BUCKET)
     with pytest.raises(InvalidInput, match="does not own it"):
         steps.setup(ws)
-    sent = [(e["operation"], e["params"]) for e in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
-            if e["service"] == "s3"]
+    sent = [
+        (e["operation"], e["params"])
+        for e in permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG).calls()
+        if e["service"] == "s3"
+    ]
     assert sent and all(params.get("ExpectedBucketOwner") == "123456789012" for _, params in sent)
     assert not any(operation.startswith("Put") for operation, _ in sent)
 
@@ -698,12 +848,16 @@ def test_an_organisations_key_encrypts_the_bucket_and_each_principal_needs_it(lo
     config = steps.setup(ws).config
     assert config.kms_key_arn == key
     with ws.clients.acting_as(None):
-        rule = ws.clients.s3.get_bucket_encryption(Bucket=config.bucket)["ServerSideEncryptionConfiguration"]["Rules"][0]
+        rule = ws.clients.s3.get_bucket_encryption(Bucket=config.bucket)["ServerSideEncryptionConfiguration"]["Rules"][
+            0
+        ]
     assert rule["ApplyServerSideEncryptionByDefault"] == {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key}
     steps.ensure_codebuild_role(ws)
     steps.package_model(ws, progress=False)  # the operator uploads the source, CodeBuild's role the model
     log = permissions.CallLog(ws.rehearsal.home / steps.CALL_LOG)
-    writes = [e for e in log.calls() if e["service"] == "s3" and e["operation"] in ("PutObject", "CreateMultipartUpload")]
+    writes = [
+        e for e in log.calls() if e["service"] == "s3" and e["operation"] in ("PutObject", "CreateMultipartUpload")
+    ]
     assert {e["principal"] for e in writes} >= {permissions.OPERATOR, permissions.CODEBUILD}
     assert all(e["facts"]["bucket_key"] == key and not e.get("refused") for e in writes)
     # the operator's documents without the key's statements: the same upload is refused, as on AWS

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 
 import pytest
+
 from workshop_lib import steps
 from workshop_lib.aws import endpoints
 from workshop_lib.config import WorkshopConfig
@@ -33,13 +34,16 @@ def test_without_pools_only_the_fixed_type_counts():
     assert passed is True and "skipped at placement" in detail
 
 
-@pytest.mark.parametrize("path, found, note", [
-    ("decision-cpu", {STANDARD: 1, CPU: 1}, True),
-    ("decision-cpu", {STANDARD: 1, CPU: 2}, False),
-    ("decision-gpu", {STANDARD: 1, POOLS[0]: 1}, True),
-    ("decision-gpu", {STANDARD: 1, POOLS[0]: 1, POOLS[2]: 1}, False),  # the new fleet may start on another pool
-    ("standard", {STANDARD: 1}, False),  # 07 updates a decision endpoint only
-])
+@pytest.mark.parametrize(
+    "path, found, note",
+    [
+        ("decision-cpu", {STANDARD: 1, CPU: 1}, True),
+        ("decision-cpu", {STANDARD: 1, CPU: 2}, False),
+        ("decision-gpu", {STANDARD: 1, POOLS[0]: 1}, True),
+        ("decision-gpu", {STANDARD: 1, POOLS[0]: 1, POOLS[2]: 1}, False),  # the new fleet may start on another pool
+        ("standard", {STANDARD: 1}, False),  # 07 updates a decision endpoint only
+    ],
+)
 def test_a_blue_green_update_needs_twice_the_instance_count(path, found, note):
     passed, detail = quota_check.quota_verdict(_config(path), found)
     assert passed is True
@@ -47,7 +51,9 @@ def test_a_blue_green_update_needs_twice_the_instance_count(path, found, note):
 
 
 def test_the_fixed_gpu_type_needs_two_for_the_update_where_pools_are_not_offered():
-    passed, detail = quota_check.quota_verdict(_config("decision-gpu", "af-south-1"), {STANDARD: 1, FIXED: 1, POOLS[1]: 5})
+    passed, detail = quota_check.quota_verdict(
+        _config("decision-gpu", "af-south-1"), {STANDARD: 1, FIXED: 1, POOLS[1]: 5}
+    )
     assert passed is True and "needs a quota of 2" in detail
 
 
@@ -100,8 +106,12 @@ def _read(tmp_path, monkeypatch, path, applied, defaults):
 def test_a_quota_never_applied_to_the_account_is_read_as_aws_default_not_as_zero(tmp_path, monkeypatch):
     # Service Quotas: a quota with no applied value is absent from ListServiceQuotas; its default holds
     applied = [_quota(f"{STANDARD} for endpoint usage", 1.0)]
-    defaults = [_quota(f"{STANDARD} for endpoint usage", 0.0), _quota(f"{CPU} for endpoint usage", 2.0),
-                _quota(f"{CPU} for transform job usage", 1.0), _quota("ml.p5.48xlarge for endpoint usage", 0.0)]
+    defaults = [
+        _quota(f"{STANDARD} for endpoint usage", 0.0),
+        _quota(f"{CPU} for endpoint usage", 2.0),
+        _quota(f"{CPU} for transform job usage", 1.0),
+        _quota("ml.p5.48xlarge for endpoint usage", 0.0),
+    ]
     passed, detail = _read(tmp_path, monkeypatch, "decision-cpu", applied, defaults)
     assert passed is True and "has no quota" not in detail
     assert f"{STANDARD}: 1, {CPU}: 2 (AWS default)" in detail  # the applied value wins over the default
@@ -109,10 +119,14 @@ def test_a_quota_never_applied_to_the_account_is_read_as_aws_default_not_as_zero
     assert "Batch Transform" not in detail  # the transform job has its instance
 
 
-def test_applied_quotas_are_not_called_defaults_and_the_defaults_are_not_read_when_none_is_missing(tmp_path,
-                                                                                                   monkeypatch):
-    applied = [_quota(f"{STANDARD} for endpoint usage", 1.0), _quota(f"{CPU} for endpoint usage", 2.0),
-               _quota(f"{CPU} for transform job usage", 1.0)]
+def test_applied_quotas_are_not_called_defaults_and_the_defaults_are_not_read_when_none_is_missing(
+    tmp_path, monkeypatch
+):
+    applied = [
+        _quota(f"{STANDARD} for endpoint usage", 1.0),
+        _quota(f"{CPU} for endpoint usage", 2.0),
+        _quota(f"{CPU} for transform job usage", 1.0),
+    ]
     passed, detail = _read(tmp_path, monkeypatch, "decision-cpu", applied, None)
     assert passed is True and "AWS default" not in detail and f"transform job usage: {CPU}: 1" in detail
 
@@ -123,8 +137,9 @@ def test_a_transform_quota_of_zero_is_a_note_for_notebook_07():
     assert f"transform job usage: {CPU}: 0" in detail and "Batch Transform job runs on the endpoint's type" in detail
     assert f"{CPU} has none" in detail
     # pools: the job runs on whichever pool type the endpoint was placed on, each counted for transform
-    passed, detail = quota_check.quota_verdict(_config("decision-gpu"), {STANDARD: 1, POOLS[0]: 1},
-                                               {POOLS[0]: 1, POOLS[1]: 1, POOLS[2]: 1})
+    passed, detail = quota_check.quota_verdict(
+        _config("decision-gpu"), {STANDARD: 1, POOLS[0]: 1}, {POOLS[0]: 1, POOLS[1]: 1, POOLS[2]: 1}
+    )
     assert passed is True and f"{POOLS[3]}: unknown" in detail and f"{POOLS[3]} has none" in detail
     # the standard path runs no transform
     passed, detail = quota_check.quota_verdict(_config("standard"), {STANDARD: 1}, {})
@@ -144,6 +159,10 @@ def test_the_operator_may_read_the_default_quotas():
     config = _config("decision-cpu").replace(bucket="decision-workshop-b")
     document = operator_policies.operator_policy(config, "123456789012")
     assert iam.allows(document, "servicequotas:ListAWSDefaultServiceQuotas", "*")
-    call = {"service": "servicequotas", "operation": "ListAWSDefaultServiceQuotas", "params": {"ServiceCode": "sagemaker"}}
+    call = {
+        "service": "servicequotas",
+        "operation": "ListAWSDefaultServiceQuotas",
+        "params": {"ServiceCode": "sagemaker"},
+    }
     needs = iam_needs.needed(call, "us-east-1", "123456789012")
     assert needs == [("servicequotas:ListAWSDefaultServiceQuotas", "*", {})]

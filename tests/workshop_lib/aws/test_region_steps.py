@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-from workshop_lib.errors import InvalidInput
 from workshop_lib.aws import images, spend_guard
-from workshop_lib.local import stand_ins
 from workshop_lib.config import WorkshopConfig
+from workshop_lib.errors import InvalidInput
+from workshop_lib.local import stand_ins
 
 from .values import DECISION_PINNED, ROLE
 
@@ -29,9 +29,11 @@ def workshop_in(tmp_path, monkeypatch, fake_credentials):
     monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
     monkeypatch.setenv("WORKSHOP_MODE", "aws")
     with mock_aws():
+
         def make(region: str, **fields):
-            config = WorkshopConfig(mode="aws", region=region, bucket=BUCKET, sagemaker_role_arn=ROLE,
-                                    codebuild_role_arn=ROLE, **fields)
+            config = WorkshopConfig(
+                mode="aws", region=region, bucket=BUCKET, sagemaker_role_arn=ROLE, codebuild_role_arn=ROLE, **fields
+            )
             workshop = steps.Workshop(config, tmp_path / "config.json")
             s3 = workshop.clients.s3
             if region == "us-east-1":
@@ -39,6 +41,7 @@ def workshop_in(tmp_path, monkeypatch, fake_credentials):
                 s3.put_object(Bucket=BUCKET, Key="decision-workshop/model/model.tar.gz", Body=b"packaged")
             workshop.remember(model_data_url=config.model_data_url)
             return workshop
+
         yield make
 
 
@@ -58,8 +61,14 @@ def test_a_missing_pin_stops_unless_following_the_tag_was_chosen(workshop_in):
     workshop = workshop_in("us-east-1")
     ecr = workshop.clients.ecr
     ecr.create_repository(repositoryName="llama-cpp", registryId=images.DEFAULT_DLC_ACCOUNT)
-    stand_ins.push_stand_in(ecr, "llama-cpp", "server-sagemaker-cpu-v1", "another build of the tag", "3" * 64,
-                            registry_id=images.DEFAULT_DLC_ACCOUNT)
+    stand_ins.push_stand_in(
+        ecr,
+        "llama-cpp",
+        "server-sagemaker-cpu-v1",
+        "another build of the tag",
+        "3" * 64,
+        registry_id=images.DEFAULT_DLC_ACCOUNT,
+    )
     refused = steps.check_dlc_pins(workshop)  # the notebook's headless default: "no"
     assert not refused.ok and "MISSING from the us-east-1 DLC registry" in refused
     assert "choose 'yes' above" in refused and workshop.outputs()["follow_dlc_tag"] is False
@@ -79,21 +88,24 @@ def test_a_missing_pin_stops_unless_following_the_tag_was_chosen(workshop_in):
 
 
 def test_the_gpu_plan_in_a_region_without_pools(workshop_in):
-    from workshop_lib.aws import api
     from workshop_lib import steps
+    from workshop_lib.aws import api
 
     workshop = workshop_in("af-south-1", deploy_path="decision-gpu")
     image = DECISION_PINNED.replace("us-east-1", "af-south-1")
-    plan = steps.deploy_plan(workshop, steps.DeploySpec("decision-gpu", image,
-                                                  instance_pools=("ml.g5.2xlarge", "ml.g4dn.2xlarge")))
+    plan = steps.deploy_plan(
+        workshop, steps.DeploySpec("decision-gpu", image, instance_pools=("ml.g5.2xlarge", "ml.g4dn.2xlarge"))
+    )
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstanceType"] == "ml.g5.2xlarge" and "InstancePools" not in variant
     api.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
     assert "not offered in af-south-1" in plan.notes[0]
     shown = str(steps.EndpointResult(plan.name, plan, "Creating", "SageMaker"))
     assert "instances: ml.g5.2xlarge (fixed)" in shown and "note: instance pools are not offered" in shown
-    pooled = steps.deploy_plan(workshop_in("eu-west-1", deploy_path="decision-gpu"),
-                               steps.DeploySpec("decision-gpu", DECISION_PINNED.replace("us-east-1", "eu-west-1")))
+    pooled = steps.deploy_plan(
+        workshop_in("eu-west-1", deploy_path="decision-gpu"),
+        steps.DeploySpec("decision-gpu", DECISION_PINNED.replace("us-east-1", "eu-west-1")),
+    )
     assert pooled.uses_instance_pools and pooled.notes == ()
 
 
@@ -142,10 +154,21 @@ def test_no_deadline_when_the_config_says_0_and_a_loud_note_when_it_may_not_be_s
     class Denied:
         status_code = 400
 
-    scheduler.meta.events.register("before-call.scheduler.CreateSchedule", lambda **_: (Denied(), {
-        "Error": {"Code": "AccessDeniedException", "Message": "not authorized to perform scheduler:CreateSchedule"}}))
-    result = steps.deploy_standard(guarded, images.pinned_dlc_uri("us-east-1"), instance_type="ml.c5.2xlarge",
-                                   wait=False)
+    scheduler.meta.events.register(
+        "before-call.scheduler.CreateSchedule",
+        lambda **_: (
+            Denied(),
+            {
+                "Error": {
+                    "Code": "AccessDeniedException",
+                    "Message": "not authorized to perform scheduler:CreateSchedule",
+                }
+            },
+        ),
+    )
+    result = steps.deploy_standard(
+        guarded, images.pinned_dlc_uri("us-east-1"), instance_type="ml.c5.2xlarge", wait=False
+    )
     text = str(result)
     assert result.status and "deadline: NOT SET (AccessDeniedException" in text and "bills until it is deleted" in text
 
@@ -194,7 +217,8 @@ def test_a_bad_deadline_setting_is_refused_before_the_endpoint_is_created(worksh
 
 
 def test_outside_the_pool_regions_the_gpu_endpoint_gets_the_widely_offered_type_and_the_quota_row_counts_it(
-        workshop_in):
+    workshop_in,
+):
     import importlib
 
     from workshop_lib import steps
@@ -202,15 +226,17 @@ def test_outside_the_pool_regions_the_gpu_endpoint_gets_the_widely_offered_type_
 
     quotas = importlib.import_module("workshop_lib.steps.quotas")
     workshop = workshop_in("af-south-1", deploy_path="decision-gpu")
-    plan = steps.deploy_plan(workshop, steps.DeploySpec("decision-gpu", DECISION_PINNED.replace("us-east-1",
-                                                                                                "af-south-1")))
+    plan = steps.deploy_plan(
+        workshop, steps.DeploySpec("decision-gpu", DECISION_PINNED.replace("us-east-1", "af-south-1"))
+    )
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstanceType"] == endpoints.FIXED_GPU_INSTANCE != endpoints.DEFAULT_GPU_POOLS[0]  # not g6e
     assert f"runs on one type, {endpoints.FIXED_GPU_INSTANCE}" in plan.notes[0]
     assert quotas.instance_types_for(workshop.config)[1:] == [variant["InstanceType"]]  # the quota the plan needs
-    passed, detail = quotas.quota_verdict(workshop.config, {endpoints.STANDARD_CPU_INSTANCE: 1,
-                                                           endpoints.DEFAULT_GPU_POOLS[0]: 4,
-                                                           endpoints.FIXED_GPU_INSTANCE: 0})
+    passed, detail = quotas.quota_verdict(
+        workshop.config,
+        {endpoints.STANDARD_CPU_INSTANCE: 1, endpoints.DEFAULT_GPU_POOLS[0]: 4, endpoints.FIXED_GPU_INSTANCE: 0},
+    )
     assert passed is False and f"{endpoints.FIXED_GPU_INSTANCE} has no quota" in detail
 
 
@@ -229,14 +255,21 @@ def test_me_west_1_has_its_own_dlc_registry():
     assert images.dlc_image_uri("me-west-1").startswith("124382933778.dkr.ecr.me-west-1.amazonaws.com/llama-cpp:")
 
 
-@pytest.mark.parametrize("region, host", [("us-east-1", "us-east-1.console.aws.amazon.com"),
-                                          ("us-gov-west-1", "console.amazonaws-us-gov.com"),
-                                          ("cn-north-1", "console.amazonaws.cn")])
+@pytest.mark.parametrize(
+    "region, host",
+    [
+        ("us-east-1", "us-east-1.console.aws.amazon.com"),
+        ("us-gov-west-1", "console.amazonaws-us-gov.com"),
+        ("cn-north-1", "console.amazonaws.cn"),
+    ],
+)
 def test_the_dashboard_link_opens_the_console_of_the_regions_partition(workshop_in, region, host):
     from workshop_lib import steps
 
     workshop = workshop_in(region, deploy_path="decision-cpu")
     shown = steps.put_alarms(workshop)
     link = next(line for line in shown.splitlines() if line.startswith("dashboard: "))
-    assert link == (f"dashboard: https://{host}/cloudwatch/home?region={region}"
-                    f"#dashboards/dashboard/{steps.operate.alarms.DASHBOARD}")
+    assert link == (
+        f"dashboard: https://{host}/cloudwatch/home?region={region}"
+        f"#dashboards/dashboard/{steps.operate.alarms.DASHBOARD}"
+    )

@@ -9,11 +9,10 @@ import re
 import pytest
 from botocore.exceptions import ParamValidationError
 
+from tests.support.wire import StreamedBody
 from workshop_lib.aws import requests_sent, scaling
 from workshop_lib.aws.requests_sent import MASK, RequestRecorder, masked, plain
 from workshop_lib.config import WorkshopConfig
-
-from tests.support.wire import StreamedBody
 
 from .values import DECISION_PINNED, REGION, ROLE
 
@@ -21,9 +20,13 @@ BUCKET = "sagemaker-decision-workshop-test"
 
 
 def test_masked_hides_secrets_wherever_they_sit():
-    params = {"Environment": {"HF_TOKEN": "hf_live", "SM_LLAMA_CPP_THREADS": "2", "API_KEY": "k"},
-              "environmentVariables": [{"name": "GITHUB_TOKEN", "value": "ghp_x"}, {"name": "STAGE", "value": "a"}],
-              "Body": b"12345", "SecretString": "s", "Tags": [{"Key": "workshop", "Value": "decision-workshop"}]}
+    params = {
+        "Environment": {"HF_TOKEN": "hf_live", "SM_LLAMA_CPP_THREADS": "2", "API_KEY": "k"},
+        "environmentVariables": [{"name": "GITHUB_TOKEN", "value": "ghp_x"}, {"name": "STAGE", "value": "a"}],
+        "Body": b"12345",
+        "SecretString": "s",
+        "Tags": [{"Key": "workshop", "Value": "decision-workshop"}],
+    }
     shown = masked(params)
     assert shown["Environment"] == {"HF_TOKEN": MASK, "SM_LLAMA_CPP_THREADS": "2", "API_KEY": MASK}
     assert shown["environmentVariables"] == [{"name": "GITHUB_TOKEN", "value": MASK}, {"name": "STAGE", "value": "a"}]
@@ -36,9 +39,15 @@ def test_plain_is_masked_without_the_masking():
     import datetime
     import io
 
-    params = {"Environment": {"HF_TOKEN": "hf_live", "A": "1"}, "Pairs": [{"Name": "API_KEY", "Value": "k"}],
-              "Body": io.BytesIO(b"123"), "Data": bytearray(b"12"), "When": datetime.datetime(2026, 1, 2, 3, 4),
-              "Nested": [[1, 2.5, None, True]], "Other": object()}
+    params = {
+        "Environment": {"HF_TOKEN": "hf_live", "A": "1"},
+        "Pairs": [{"Name": "API_KEY", "Value": "k"}],
+        "Body": io.BytesIO(b"123"),
+        "Data": bytearray(b"12"),
+        "When": datetime.datetime(2026, 1, 2, 3, 4),
+        "Nested": [[1, 2.5, None, True]],
+        "Other": object(),
+    }
     shown = plain(params)
     assert shown["Environment"] == params["Environment"] and shown["Pairs"] == params["Pairs"]
     assert shown["Body"] == "<3 bytes>" and shown["Data"] == "<2 bytes>"
@@ -48,7 +57,8 @@ def test_plain_is_masked_without_the_masking():
     hidden = masked(params)
     assert hidden["Environment"]["HF_TOKEN"] == MASK and hidden["Pairs"] == [{"Name": "API_KEY", "Value": MASK}]
     assert {k: v for k, v in hidden.items() if k not in ("Environment", "Pairs")} == {
-        k: v for k, v in shown.items() if k not in ("Environment", "Pairs")}
+        k: v for k, v in shown.items() if k not in ("Environment", "Pairs")
+    }
 
 
 def test_the_recorder_keeps_what_botocore_validated_and_nothing_it_refused(moto_aws):
@@ -58,8 +68,11 @@ def test_the_recorder_keeps_what_botocore_validated_and_nothing_it_refused(moto_
     recorder = RequestRecorder()
     recorder.attach(sm)
     recorder.attach(sm)  # attaching twice records once
-    model = {"ModelName": "m-1", "ExecutionRoleArn": ROLE,
-             "PrimaryContainer": {"Image": DECISION_PINNED, "Environment": {"HF_TOKEN": "hf_secret", "A": "1"}}}
+    model = {
+        "ModelName": "m-1",
+        "ExecutionRoleArn": ROLE,
+        "PrimaryContainer": {"Image": DECISION_PINNED, "Environment": {"HF_TOKEN": "hf_secret", "A": "1"}},
+    }
     sm.list_endpoints()  # outside a recording: not kept
     with recorder.recording() as outer:
         sm.create_model(**model)
@@ -94,8 +107,15 @@ def workshop(tmp_path, monkeypatch, fake_credentials):
     monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
     monkeypatch.setenv("WORKSHOP_MODE", "aws")
     with mock_aws():
-        config = WorkshopConfig(mode="aws", region=REGION, bucket=BUCKET, sagemaker_role_arn=ROLE,
-                                codebuild_role_arn=ROLE, deploy_path="decision-gpu", endpoint_ttl_hours="0")
+        config = WorkshopConfig(
+            mode="aws",
+            region=REGION,
+            bucket=BUCKET,
+            sagemaker_role_arn=ROLE,
+            codebuild_role_arn=ROLE,
+            deploy_path="decision-gpu",
+            endpoint_ttl_hours="0",
+        )
         made = steps.Workshop(config, tmp_path / "config.json")
         made.clients.s3.create_bucket(Bucket=BUCKET)
         made.clients.s3.put_object(Bucket=BUCKET, Key="decision-workshop/model/model.tar.gz", Body=b"packaged")
@@ -111,12 +131,19 @@ def _wire(client, answers):
     seen = {}
 
     def capture(request, operation_name=None, **_):
-        operation = request.headers["X-Amz-Target"].decode().split(".")[-1] if isinstance(
-            request.headers["X-Amz-Target"], bytes) else request.headers["X-Amz-Target"].split(".")[-1]
+        operation = (
+            request.headers["X-Amz-Target"].decode().split(".")[-1]
+            if isinstance(request.headers["X-Amz-Target"], bytes)
+            else request.headers["X-Amz-Target"].split(".")[-1]
+        )
         seen[operation] = json.loads(request.body)
         if operation in answers:
-            return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"},
-                               StreamedBody(json.dumps(answers[operation]).encode()))
+            return AWSResponse(
+                request.url,
+                200,
+                {"Content-Type": "application/x-amz-json-1.1"},
+                StreamedBody(json.dumps(answers[operation]).encode()),
+            )
         return None
 
     client.meta.events.register("before-send.sagemaker", capture)
@@ -128,11 +155,21 @@ def test_the_gpu_deploy_shows_the_create_endpoint_config_it_sent(workshop):
 
     name = workshop.config.gpu_endpoint_name
     arn = f"arn:aws:sagemaker:{REGION}:123456789012:endpoint/{name}"
-    wire = _wire(workshop.clients.sm, {
-        "CreateEndpointConfig": {"EndpointConfigArn": arn.replace(":endpoint/", ":endpoint-config/")},
-        "CreateEndpoint": {"EndpointArn": arn},
-        "DescribeEndpoint": {"EndpointName": name, "EndpointArn": arn, "EndpointConfigName": name,
-                             "EndpointStatus": "Creating", "CreationTime": 0, "LastModifiedTime": 0}})
+    wire = _wire(
+        workshop.clients.sm,
+        {
+            "CreateEndpointConfig": {"EndpointConfigArn": arn.replace(":endpoint/", ":endpoint-config/")},
+            "CreateEndpoint": {"EndpointArn": arn},
+            "DescribeEndpoint": {
+                "EndpointName": name,
+                "EndpointArn": arn,
+                "EndpointConfigName": name,
+                "EndpointStatus": "Creating",
+                "CreationTime": 0,
+                "LastModifiedTime": 0,
+            },
+        },
+    )
     result = steps.deploy_decision_gpu(workshop, DECISION_PINNED, wait=False, progress=False)
     shown = {r.operation: r.params for r in result.requests if r.service == "sagemaker"}
     assert {"CreateModel", "CreateEndpointConfig", "CreateEndpoint"} <= set(shown)
@@ -140,8 +177,9 @@ def test_the_gpu_deploy_shows_the_create_endpoint_config_it_sent(workshop):
         assert shown[operation] == wire[operation], operation  # what was shown is what went out
     config = shown["CreateEndpointConfig"]
     assert config == result.plan.endpoint_config
-    assert [p["InstanceType"] for p in config["ProductionVariants"][0]["InstancePools"]] == \
-        [p["InstanceType"] for p in result.plan.endpoint_config["ProductionVariants"][0]["InstancePools"]]
+    assert [p["InstanceType"] for p in config["ProductionVariants"][0]["InstancePools"]] == [
+        p["InstanceType"] for p in result.plan.endpoint_config["ProductionVariants"][0]["InstancePools"]
+    ]
     page = result._repr_html_()
     assert "sagemaker CreateEndpointConfig" in page and "InstancePools" in page
     assert not hasattr(steps.show_config(workshop), "requests")  # a step that sends nothing shows nothing
@@ -152,8 +190,13 @@ def _served(workshop, name):
     from workshop_lib.aws import endpoints, hosting
     from workshop_lib.aws.images import parse_image_uri
 
-    plan = endpoints.decision_cpu_plan(name, image=parse_image_uri(DECISION_PINNED), role_arn=ROLE,
-                                       model_data_url=workshop.config.model_data_url, instance_type="ml.c5.2xlarge")
+    plan = endpoints.decision_cpu_plan(
+        name,
+        image=parse_image_uri(DECISION_PINNED),
+        role_arn=ROLE,
+        model_data_url=workshop.config.model_data_url,
+        instance_type="ml.c5.2xlarge",
+    )
     sm = workshop.clients.sm
     hosting.create_model(sm, plan.model)
     sm.create_endpoint_config(**plan.endpoint_config)
@@ -258,22 +301,29 @@ def test_run_transform_on_aws_sends_the_job_and_reads_the_answers_back(workshop,
         described = sent_to_sagemaker(self, sm_client, s3_client, request, **options)
         prefix = request["TransformInput"]["DataSource"]["S3DataSource"]["S3Uri"]
         text = s3.get_object(Bucket=BUCKET, Key=prefix.split("/", 3)[3] + "decisions.jsonl")["Body"].read().decode()
-        lines = [json.dumps({"result": {"id": json.loads(line)["id"], "option_ids": ["a", "b"],
-                                        "probabilities": [0.25, 0.75]}}) for line in text.splitlines()]
-        key = transform.transform_output_uri(prefix + "decisions.jsonl",
-                                             request["TransformOutput"]["S3OutputPath"]).split("/", 3)[3]
+        lines = [
+            json.dumps(
+                {"result": {"id": json.loads(line)["id"], "option_ids": ["a", "b"], "probabilities": [0.25, 0.75]}}
+            )
+            for line in text.splitlines()
+        ]
+        key = transform.transform_output_uri(
+            prefix + "decisions.jsonl", request["TransformOutput"]["S3OutputPath"]
+        ).split("/", 3)[3]
         s3.put_object(Bucket=BUCKET, Key=key, Body="\n".join(lines).encode())
         return described
 
     monkeypatch.setattr(hosting.SageMakerHosting, "transform", answered_by_sagemaker)
-    decisions = [{"id": "d-1", "state": "s", "question": "q?", "options": ["a", "b"]},
-                 {"id": "d-2", "state": "t", "question": "q?", "options": ["a", "b"]}]
+    decisions = [
+        {"id": "d-1", "state": "s", "question": "q?", "options": ["a", "b"]},
+        {"id": "d-2", "state": "t", "question": "q?", "options": ["a", "b"]},
+    ]
     result = steps.run_transform(workshop, name, decisions, progress=False)
     assert result.ok and list(result.answers) == ["d-1", "d-2"] and "d-2: b (0.75)" in str(result)
     [job] = [r.params for r in result.requests if r.operation == "CreateTransformJob"]
     assert job["ModelName"] == name and job["TransformJobName"].startswith(f"{name}-batch-")
     assert job["TransformResources"]["InstanceType"] == "ml.c5.2xlarge"  # the endpoint's, offered for transform
-    put = [r.params for r in result.requests if r.operation == "PutObject"][0]  # then the test's stand-in's
+    put = next(r.params for r in result.requests if r.operation == "PutObject")  # then the test's stand-in's
     assert put["Key"] == "decision-workshop/batch-input/decisions.jsonl" and put["Body"].endswith(" bytes>")
     described = workshop.clients.sm.describe_transform_job(TransformJobName=job["TransformJobName"])
     assert described["TransformInput"] == job["TransformInput"]
@@ -282,14 +332,15 @@ def test_run_transform_on_aws_sends_the_job_and_reads_the_answers_back(workshop,
 
 
 @pytest.mark.parametrize("fitted", ["letters", "cloze"])
-def test_the_calibrated_package_takes_06s_file_only_when_it_was_fitted_for_the_served_readout(workshop, monkeypatch,
-                                                                                             fitted):
+def test_the_calibrated_package_takes_06s_file_only_when_it_was_fitted_for_the_served_readout(
+    workshop, monkeypatch, fitted
+):
     from types import SimpleNamespace
 
+    from tests.workshop_lib.test_calibrate_profiles import _Answering, _results
     from workshop_lib import steps
     from workshop_lib.evaluation.profiles import calibration_document, write_document
     from workshop_lib.steps import package, recorded
-    from tests.workshop_lib.test_calibrate_profiles import _Answering, _results
 
     name = steps.decision_endpoint(workshop)
     doc = calibration_document(_results(), order="as_given", tasks="t", readout=fitted)
@@ -298,8 +349,13 @@ def test_the_calibrated_package_takes_06s_file_only_when_it_was_fitted_for_the_s
     saved = write_document(doc, folder)
     packaged = []
     monkeypatch.setattr(package, "client", lambda ws, endpoint: _Answering("cloze"))  # the endpoint serves cloze
-    monkeypatch.setattr(package, "package_model", lambda ws, **kw: packaged.append(kw["calibration"])
-                        or SimpleNamespace(model_data_url="s3://b/calibrated/model.tar.gz"))
+    monkeypatch.setattr(
+        package,
+        "package_model",
+        lambda ws, **kw: (
+            packaged.append(kw["calibration"]) or SimpleNamespace(model_data_url="s3://b/calibrated/model.tar.gz")
+        ),
+    )
     made = steps.calibrated_package(workshop)
     if fitted == "cloze":
         assert packaged == [saved] and "fitted for the cloze readout (the readout the endpoint serves)" in made
@@ -311,8 +367,9 @@ def test_the_calibrated_package_takes_06s_file_only_when_it_was_fitted_for_the_s
         assert packaged == [saved] and "applies only to requests that ask for letters" in named
 
 
-def test_a_refused_step_raises_its_error_with_the_requests_it_sent_and_both_shells_show_them(workshop, capsys,
-                                                                                             monkeypatch):
+def test_a_refused_step_raises_its_error_with_the_requests_it_sent_and_both_shells_show_them(
+    workshop, capsys, monkeypatch
+):
     """AWS refuses notebook 07's scaling policy (the variant was registered first): the error the notebook and
     the command line show carries both requests, the refused one included, as AWS received them."""
     from botocore.awsrequest import AWSResponse
@@ -327,8 +384,12 @@ def test_a_refused_step_raises_its_error_with_the_requests_it_sent_and_both_shel
     def refuse(request, **_):
         if request.headers["X-Amz-Target"].decode().endswith(".PutScalingPolicy"):
             body = {"__type": "AccessDeniedException", "Message": "not authorized to perform: PutScalingPolicy"}
-            return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.1"},
-                               StreamedBody(json.dumps(body).encode()))
+            return AWSResponse(
+                request.url,
+                400,
+                {"Content-Type": "application/x-amz-json-1.1"},
+                StreamedBody(json.dumps(body).encode()),
+            )
         return None
 
     client.meta.events.register("before-send.application-autoscaling", refuse)

@@ -5,6 +5,7 @@ workshop needs: held against the documents with the evaluator, and through the r
 from __future__ import annotations
 
 import pytest
+
 from workshop_lib import names
 from workshop_lib.aws import arns, iam, operator_policies, role_boundary, service_roles, spend_guard
 from workshop_lib.config import WorkshopConfig
@@ -16,7 +17,10 @@ ACCOUNT = "123456789012"
 CONFIG = WorkshopConfig(mode="aws", region=REGION, bucket="sagemaker-decision-workshop-test", sagemaker_role_arn=ROLE)
 BOUNDARY = role_boundary.boundary_policy_arn(REGION, ACCOUNT)
 OPERATOR = operator_policies.operator_documents(CONFIG, ACCOUNT)
-ROLES = [arns.role_arn(REGION, ACCOUNT, service_roles.CODEBUILD_ROLE_NAME), spend_guard.scheduler_role_arn(REGION, ACCOUNT)]
+ROLES = [
+    arns.role_arn(REGION, ACCOUNT, service_roles.CODEBUILD_ROLE_NAME),
+    spend_guard.scheduler_role_arn(REGION, ACCOUNT),
+]
 EVERYTHING = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
 
 
@@ -31,7 +35,9 @@ def _own_grants(document) -> list[tuple[str, str, dict]]:
 
 
 # Another region, bucket and endpoint names than the boundary was written with.
-ELSEWHERE = CONFIG.replace(region="ap-southeast-3", bucket="another-bucket-of-this-account", cpu_endpoint_name="renamed")
+ELSEWHERE = CONFIG.replace(
+    region="ap-southeast-3", bucket="another-bucket-of-this-account", cpu_endpoint_name="renamed"
+)
 
 
 @pytest.mark.parametrize("config", [CONFIG, ELSEWHERE], ids=["as-written", "after-a-change-of-region"])
@@ -72,12 +78,14 @@ def test_a_role_given_everything_by_the_operator_can_still_do_only_the_workshops
     # the operator may write "*" into the deadlines' role: the role carries the boundary...
     assert iam.allows(OPERATOR, "iam:PutRolePolicy", ROLES[1], {"iam:PermissionsBoundary": BOUNDARY})
     # ...and what the role may then do, as the scheduler or a build runs it, is capped by the boundary
-    for action, resource in (("iam:CreateUser", f"arn:aws:iam::{ACCOUNT}:user/backdoor"),
-                             ("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/Admin"),
-                             ("s3:GetObject", "arn:aws:s3:::someone-elses-bucket/secrets.txt"),
-                             ("sagemaker:DeleteEndpoint", f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/production"),
-                             ("s3:GetObject", "arn:aws:s3:::decision-workshop-sniped/model.tar.gz"),
-                             ("ecr:PutImage", f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/production")):
+    for action, resource in (
+        ("iam:CreateUser", f"arn:aws:iam::{ACCOUNT}:user/backdoor"),
+        ("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/Admin"),
+        ("s3:GetObject", "arn:aws:s3:::someone-elses-bucket/secrets.txt"),
+        ("sagemaker:DeleteEndpoint", f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/production"),
+        ("s3:GetObject", "arn:aws:s3:::decision-workshop-sniped/model.tar.gz"),
+        ("ecr:PutImage", f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/production"),
+    ):
         assert iam.allows(EVERYTHING, action, resource)
         verdict = iam.evaluate(EVERYTHING, action, resource, boundary=boundary)
         assert not verdict.allowed and verdict.reason.startswith("outside the permissions boundary"), action
@@ -86,8 +94,9 @@ def test_a_role_given_everything_by_the_operator_can_still_do_only_the_workshops
     assert iam.allows(EVERYTHING, "sagemaker:DeleteEndpoint", endpoint, tagged, boundary=boundary)
     own_bucket = {"s3:ResourceAccount": ACCOUNT}
     assert iam.allows(EVERYTHING, "s3:PutObject", "arn:aws:s3:::any-bucket/x", own_bucket, boundary=boundary)
-    assert not iam.allows(EVERYTHING, "s3:PutObject", "arn:aws:s3:::any-bucket/x", {"s3:ResourceAccount": "2" * 12},
-                          boundary=boundary)
+    assert not iam.allows(
+        EVERYTHING, "s3:PutObject", "arn:aws:s3:::any-bucket/x", {"s3:ResourceAccount": "2" * 12}, boundary=boundary
+    )
     # the boundary grants nothing by itself
     listing = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "*"}]}
     assert not iam.allows(listing, "sagemaker:DeleteEndpoint", endpoint, tagged, boundary=boundary)
@@ -114,17 +123,25 @@ def test_the_rehearsals_audit_reads_the_boundary_from_the_calls():
 
 
 def test_the_update_endpoint_is_checked_and_granted_on_the_endpoint_and_its_new_config():
-    call = {"principal": permissions.OPERATOR, "service": "sagemaker", "operation": "UpdateEndpoint",
-            "params": {"EndpointName": CONFIG.gpu_endpoint_name, "EndpointConfigName": f"{CONFIG.gpu_endpoint_name}-v2"}}
+    call = {
+        "principal": permissions.OPERATOR,
+        "service": "sagemaker",
+        "operation": "UpdateEndpoint",
+        "params": {"EndpointName": CONFIG.gpu_endpoint_name, "EndpointConfigName": f"{CONFIG.gpu_endpoint_name}-v2"},
+    }
     needs = iam_needs.needed(call, REGION, ACCOUNT)
     arns = [resource for action, resource, _ in needs if action == "sagemaker:UpdateEndpoint"]
-    assert arns == [f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{CONFIG.gpu_endpoint_name}",
-                    f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint-config/{CONFIG.gpu_endpoint_name}-v2"]
+    assert arns == [
+        f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{CONFIG.gpu_endpoint_name}",
+        f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint-config/{CONFIG.gpu_endpoint_name}-v2",
+    ]
     audit = permissions.audit([call], {permissions.OPERATOR: OPERATOR}, REGION, ACCOUNT)
     assert not audit.denied, str(audit)
     foreign = {**call, "params": {**call["params"], "EndpointConfigName": "someone-elses-config"}}
     denied = permissions.audit([foreign], {permissions.OPERATOR: OPERATOR}, REGION, ACCOUNT).denied
-    assert [(a, r.rsplit("/", 1)[-1]) for _, a, r, _ in denied] == [("sagemaker:UpdateEndpoint", "someone-elses-config")]
+    assert [(a, r.rsplit("/", 1)[-1]) for _, a, r, _ in denied] == [
+        ("sagemaker:UpdateEndpoint", "someone-elses-config")
+    ]
 
 
 def test_the_sagemaker_role_may_read_the_endpoints_rollback_alarms_only():
@@ -138,6 +155,7 @@ def test_the_sagemaker_role_may_read_the_endpoints_rollback_alarms_only():
 def test_a_boundary_policy_not_created_yet_is_one_line_saying_how(monkeypatch):
     import boto3
     from botocore.stub import ANY, Stubber
+
     from workshop_lib.aws import roles
     from workshop_lib.errors import AwsFailure
 
@@ -146,9 +164,18 @@ def test_a_boundary_policy_not_created_yet_is_one_line_saying_how(monkeypatch):
     client = boto3.client("iam", region_name="us-east-1")
     trust = service_roles.scheduler_trust_policy(CONFIG, ACCOUNT)
     with Stubber(client) as stub:
-        stub.add_client_error("create_role", "NoSuchEntity", f"Policy {BOUNDARY} does not exist or is not attachable.",
-                              expected_params={"RoleName": "r", "Path": "/", "AssumeRolePolicyDocument": ANY,
-                                               "Description": ANY, "PermissionsBoundary": BOUNDARY})
+        stub.add_client_error(
+            "create_role",
+            "NoSuchEntity",
+            f"Policy {BOUNDARY} does not exist or is not attachable.",
+            expected_params={
+                "RoleName": "r",
+                "Path": "/",
+                "AssumeRolePolicyDocument": ANY,
+                "Description": ANY,
+                "PermissionsBoundary": BOUNDARY,
+            },
+        )
         with pytest.raises(AwsFailure) as raised:
             roles.create(client, "r", trust, BOUNDARY)
     text = str(raised.value)
@@ -158,13 +185,22 @@ def test_a_boundary_policy_not_created_yet_is_one_line_saying_how(monkeypatch):
 
 def test_the_audit_holds_the_workshops_roles_to_their_boundary():
     """A call the role's own policy allows but its boundary does not is denied in the audit, as IAM would."""
-    everything = {"Version": "2012-10-17", "Statement": [{"Sid": "All", "Effect": "Allow", "Action": "*", "Resource": "*"}]}
+    everything = {
+        "Version": "2012-10-17",
+        "Statement": [{"Sid": "All", "Effect": "Allow", "Action": "*", "Resource": "*"}],
+    }
     boundary = role_boundary.role_boundary_policy(CONFIG, ACCOUNT)
-    push = {"principal": permissions.CODEBUILD, "service": "ecr", "operation": "PutImage",
-            "params": {"repositoryName": "production"}}
+    push = {
+        "principal": permissions.CODEBUILD,
+        "service": "ecr",
+        "operation": "PutImage",
+        "params": {"repositoryName": "production"},
+    }
     documents = {permissions.CODEBUILD: everything}
     assert permissions.audit([push], documents, REGION, ACCOUNT, not_exercised={}).ok
-    capped = permissions.audit([push], documents, REGION, ACCOUNT, not_exercised={},
-                               capped_by={permissions.CODEBUILD: boundary})
+    capped = permissions.audit(
+        [push], documents, REGION, ACCOUNT, not_exercised={}, capped_by={permissions.CODEBUILD: boundary}
+    )
     assert [(a, why.split(" (")[0]) for _, a, _, why in capped.denied] == [
-        ("ecr:PutImage", "outside the permissions boundary")]
+        ("ecr:PutImage", "outside the permissions boundary")
+    ]

@@ -3,34 +3,41 @@ import json
 
 import pytest
 
-from workshop_lib.aws import api, endpoints, hosting, scaling, transform
-from workshop_lib.aws.scaling import scalable_target_request, scaling_policy_request
-from workshop_lib.aws.transform import decisions_to_jsonl, join_transform_output, transform_job_request
-from workshop_lib.aws.images import parse_image_uri
-from workshop_lib.errors import AwsFailure, InvalidInput
 from tests.support.stand_in import serving
 from tests.support.wire import StreamedBody
+from workshop_lib.aws import api, endpoints, hosting, scaling, transform
+from workshop_lib.aws.images import parse_image_uri
+from workshop_lib.aws.scaling import scalable_target_request, scaling_policy_request
+from workshop_lib.aws.transform import decisions_to_jsonl, join_transform_output, transform_job_request
+from workshop_lib.errors import AwsFailure, InvalidInput
 
 # ---- Application Auto Scaling ------------------------------------------------------------------
 
 
 def test_scalable_target_request():
     request = scalable_target_request("semif-decision-workflows", min_instances=1, max_instances=6)
-    assert request == {"ServiceNamespace": "sagemaker",
-                       "ResourceId": "endpoint/semif-decision-workflows/variant/AllTraffic",
-                       "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
-                       "MinCapacity": 1, "MaxCapacity": 6}
+    assert request == {
+        "ServiceNamespace": "sagemaker",
+        "ResourceId": "endpoint/semif-decision-workflows/variant/AllTraffic",
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+        "MinCapacity": 1,
+        "MaxCapacity": 6,
+    }
     api.validate("application-autoscaling", "RegisterScalableTarget", request)
 
 
 def test_scaling_policy_request_tracks_invocations_per_instance():
-    request = scaling_policy_request("semif-decision-workflows", invocations_per_instance=20,
-                                     scale_in_cooldown_s=900, scale_out_cooldown_s=120)
+    request = scaling_policy_request(
+        "semif-decision-workflows", invocations_per_instance=20, scale_in_cooldown_s=900, scale_out_cooldown_s=120
+    )
     config = request["TargetTrackingScalingPolicyConfiguration"]
     assert request["PolicyType"] == "TargetTrackingScaling"
-    assert config == {"TargetValue": 20.0,
-                      "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
-                      "ScaleInCooldown": 900, "ScaleOutCooldown": 120}
+    assert config == {
+        "TargetValue": 20.0,
+        "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+        "ScaleInCooldown": 900,
+        "ScaleOutCooldown": 120,
+    }
     api.validate("application-autoscaling", "PutScalingPolicy", request)
 
 
@@ -41,15 +48,20 @@ def test_scaling_policy_misspelt_field_fails_validation():
         api.validate("application-autoscaling", "PutScalingPolicy", request)
 
 
-@pytest.mark.parametrize("kw", [{"min_instances": 0}, {"min_instances": 3, "max_instances": 2},
-                                {"max_instances": 101}])
+@pytest.mark.parametrize("kw", [{"min_instances": 0}, {"min_instances": 3, "max_instances": 2}, {"max_instances": 101}])
 def test_scalable_target_ranges(kw):
     with pytest.raises(InvalidInput):
         scalable_target_request("e", **kw)
 
 
-@pytest.mark.parametrize("kw", [{"invocations_per_instance": 0}, {"invocations_per_instance": 5, "scale_in_cooldown_s": -1},
-                                {"invocations_per_instance": 5, "scale_out_cooldown_s": -5}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"invocations_per_instance": 0},
+        {"invocations_per_instance": 5, "scale_in_cooldown_s": -1},
+        {"invocations_per_instance": 5, "scale_out_cooldown_s": -5},
+    ],
+)
 def test_scaling_policy_ranges(kw):
     with pytest.raises(InvalidInput):
         scaling_policy_request("e", **kw)
@@ -75,17 +87,26 @@ def test_target_from_a_measured_rate():
 
 
 def test_transform_job_request():
-    request = transform_job_request("decisions-2026-01-01", model_name="semif-decision-workflows",
-                                    input_s3_uri="s3://bkt/decision-workshop/batch/in/",
-                                    output_s3_uri="s3://bkt/decision-workshop/batch/out/", instance_count=4)
+    request = transform_job_request(
+        "decisions-2026-01-01",
+        model_name="semif-decision-workflows",
+        input_s3_uri="s3://bkt/decision-workshop/batch/in/",
+        output_s3_uri="s3://bkt/decision-workshop/batch/out/",
+        instance_count=4,
+    )
     api.validate("sagemaker", "CreateTransformJob", request)
     assert request["BatchStrategy"] == "SingleRecord"
     assert request["MaxConcurrentTransforms"] == 1
     assert request["TransformInput"] == {
         "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://bkt/decision-workshop/batch/in/"}},
-        "ContentType": "application/json", "SplitType": "Line"}
-    assert request["TransformOutput"] == {"S3OutputPath": "s3://bkt/decision-workshop/batch/out/",
-                                          "Accept": "application/json", "AssembleWith": "Line"}
+        "ContentType": "application/json",
+        "SplitType": "Line",
+    }
+    assert request["TransformOutput"] == {
+        "S3OutputPath": "s3://bkt/decision-workshop/batch/out/",
+        "Accept": "application/json",
+        "AssembleWith": "Line",
+    }
     assert request["TransformResources"] == {"InstanceType": "ml.c6i.8xlarge", "InstanceCount": 4}
     assert {t["Key"] for t in request["Tags"]} == {"workshop", "created-by"}
 
@@ -95,8 +116,9 @@ def test_transform_refuses_types_batch_transform_does_not_offer():
     hosting_only = sorted(set(endpoints.endpoint_instance_types()) - set(transform.transform_instance_types()))
     assert hosting_only, "botocore lists no hosting-only instance type"
     with pytest.raises(InvalidInput, match="Batch Transform instance type"):
-        transform_job_request("j", model_name="m", input_s3_uri="s3://b/in/", output_s3_uri="s3://b/out/",
-                              instance_type=hosting_only[0])
+        transform_job_request(
+            "j", model_name="m", input_s3_uri="s3://b/in/", output_s3_uri="s3://b/out/", instance_type=hosting_only[0]
+        )
 
 
 @pytest.mark.parametrize("kw", [{"invocation_timeout_s": 3601}, {"max_retries": 4}, {"instance_count": 0}])
@@ -113,11 +135,13 @@ def test_transform_wants_s3_uris():
 def test_transform_job_starts_against_moto(clients):
     from .values import DLC_PINNED, MODEL_DATA, ROLE
 
-    plan = endpoints.decision_cpu_plan("semif-decision-workflows", image=parse_image_uri(DLC_PINNED), role_arn=ROLE,
-                                       model_data_url=MODEL_DATA)
+    plan = endpoints.decision_cpu_plan(
+        "semif-decision-workflows", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA
+    )
     hosting.create_model(clients.sm, plan.model)
-    request = transform_job_request("decisions-1", model_name="semif-decision-workflows",
-                                    input_s3_uri="s3://bkt/in/", output_s3_uri="s3://bkt/out/")
+    request = transform_job_request(
+        "decisions-1", model_name="semif-decision-workflows", input_s3_uri="s3://bkt/in/", output_s3_uri="s3://bkt/out/"
+    )
     arn = transform.start_transform_job(clients.sm, request)
     assert arn.endswith("transform-job/decisions-1")
     described = clients.sm.describe_transform_job(TransformJobName="decisions-1")
@@ -166,8 +190,9 @@ def test_jsonl_needs_unique_string_ids():
 
 
 def test_transform_output_uri():
-    assert transform.transform_output_uri("s3://b/in/decisions.jsonl", "s3://b/out/") == \
-        "s3://b/out/decisions.jsonl.out"
+    assert (
+        transform.transform_output_uri("s3://b/in/decisions.jsonl", "s3://b/out/") == "s3://b/out/decisions.jsonl.out"
+    )
 
 
 def _transform_stubber(statuses, reason=None):
@@ -177,12 +202,16 @@ def _transform_stubber(statuses, reason=None):
     sm = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(sm)
     for status in statuses:
-        response = {"TransformJobName": "decisions-1", "TransformJobArn":
-                    "arn:aws:sagemaker:us-east-1:123456789012:transform-job/decisions-1",
-                    "TransformJobStatus": status, "ModelName": "m", "CreationTime": "2026-11-29T00:00:00Z",
-                    "TransformInput": {"DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://b/in/"}}},
-                    "TransformOutput": {"S3OutputPath": "s3://b/out/"},
-                    "TransformResources": {"InstanceType": "ml.c5.2xlarge", "InstanceCount": 1}}
+        response = {
+            "TransformJobName": "decisions-1",
+            "TransformJobArn": "arn:aws:sagemaker:us-east-1:123456789012:transform-job/decisions-1",
+            "TransformJobStatus": status,
+            "ModelName": "m",
+            "CreationTime": "2026-11-29T00:00:00Z",
+            "TransformInput": {"DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://b/in/"}}},
+            "TransformOutput": {"S3OutputPath": "s3://b/out/"},
+            "TransformResources": {"InstanceType": "ml.c5.2xlarge", "InstanceCount": 1},
+        }
         if reason and status == "Failed":
             response["FailureReason"] = reason
         stub.add_response("describe_transform_job", response, {"TransformJobName": "decisions-1"})
@@ -249,15 +278,17 @@ def test_the_local_transform_answers_every_record_and_writes_sagemakers_layout(c
     clients.s3.create_bucket(Bucket="bkt")
     text = decisions_to_jsonl(DECISIONS)
     clients.s3.put_object(Bucket="bkt", Key="w/batch-input/decisions.jsonl", Body=text.encode())
-    request = transform_job_request("j-1", model_name="m", input_s3_uri="s3://bkt/w/batch-input/",
-                                    output_s3_uri="s3://bkt/w/batch-output/")
+    request = transform_job_request(
+        "j-1", model_name="m", input_s3_uri="s3://bkt/w/batch-input/", output_s3_uri="s3://bkt/w/batch-output/"
+    )
     assert _run_records(clients.s3, request, url) == 3
     assert [r[3]["id"] for r in received] == ["t-1", "t-2", "t-3"]  # one request a record, in order
     assert {(r[0], r[1], r[2]) for r in received} == {("/invocations", "application/json", "application/json")}
     out = clients.s3.get_object(Bucket="bkt", Key="w/batch-output/decisions.jsonl.out")["Body"].read().decode()
     joined = join_transform_output(text, out)
-    assert list(joined) == ["t-1", "t-2", "t-3"] and all(sum(a["result"]["probabilities"]) == 1.0
-                                                        for a in joined.values())
+    assert list(joined) == ["t-1", "t-2", "t-3"] and all(
+        sum(a["result"]["probabilities"]) == 1.0 for a in joined.values()
+    )
 
 
 def test_the_local_transform_fails_the_job_on_a_refused_record(clients, answering_server):
@@ -265,7 +296,9 @@ def test_the_local_transform_fails_the_job_on_a_refused_record(clients, answerin
 
     url, _ = answering_server
     clients.s3.create_bucket(Bucket="bkt")
-    clients.s3.put_object(Bucket="bkt", Key="in/d.jsonl", Body=decisions_to_jsonl([DECISIONS[0], {"id": "bad"}]).encode())
+    clients.s3.put_object(
+        Bucket="bkt", Key="in/d.jsonl", Body=decisions_to_jsonl([DECISIONS[0], {"id": "bad"}]).encode()
+    )
     request = transform_job_request("j-2", model_name="m", input_s3_uri="s3://bkt/in/", output_s3_uri="s3://bkt/out/")
     with pytest.raises(AwsFailure, match=r"in/d.jsonl line 2 was answered 400: .*at least two"):
         _run_records(clients.s3, request, url)
@@ -293,8 +326,9 @@ def _answered(client, answers):
             return None
         given = answers[operation]
         status, body = (400, {"__type": given, "message": "limit reached"}) if isinstance(given, str) else (200, given)
-        return AWSResponse(request.url, status, {"Content-Type": "application/x-amz-json-1.1"},
-                           StreamedBody(json.dumps(body).encode()))
+        return AWSResponse(
+            request.url, status, {"Content-Type": "application/x-amz-json-1.1"}, StreamedBody(json.dumps(body).encode())
+        )
 
     client.meta.events.register("before-send.sagemaker", answer)
     return seen
@@ -307,12 +341,19 @@ def aws_workshop(tmp_path, monkeypatch, fake_credentials):
 
     from workshop_lib import steps
     from workshop_lib.config import WorkshopConfig
+
     from .values import REGION, ROLE
 
     monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
     with mock_aws():
-        config = WorkshopConfig(mode="aws", region=REGION, bucket="decision-workshop-test", sagemaker_role_arn=ROLE,
-                                deploy_path="decision-gpu", endpoint_ttl_hours="0")
+        config = WorkshopConfig(
+            mode="aws",
+            region=REGION,
+            bucket="decision-workshop-test",
+            sagemaker_role_arn=ROLE,
+            deploy_path="decision-gpu",
+            endpoint_ttl_hours="0",
+        )
         made = steps.Workshop(config, tmp_path / "config.json")
         made.clients.s3.create_bucket(Bucket=config.bucket)
         yield made
@@ -323,18 +364,37 @@ def test_the_transform_runs_on_the_pool_the_endpoint_was_placed_on_and_names_the
 
     name = aws_workshop.config.gpu_endpoint_name
     pools = endpoints.DEFAULT_GPU_POOLS
-    wire = _answered(aws_workshop.clients.sm, {
-        "DescribeEndpoint": {
-            "EndpointName": name, "EndpointArn": f"arn:aws:sagemaker:us-east-1:123456789012:endpoint/{name}",
-            "EndpointConfigName": name, "EndpointStatus": "InService", "CreationTime": 0, "LastModifiedTime": 0,
-            "ProductionVariants": [{"VariantName": "AllTraffic", "InstancePools": [
-                {"InstanceType": pools[0], "CurrentInstanceCount": 0},
-                {"InstanceType": pools[1], "CurrentInstanceCount": 1}]}]},
-        "DescribeEndpointConfig": {
-            "EndpointConfigName": name, "EndpointConfigArn": "arn:aws:sagemaker:us-east-1:123456789012:x/y",
-            "CreationTime": 0, "ProductionVariants": [{"VariantName": "AllTraffic", "ModelName": name,
-                                                       "InstancePools": endpoints.instance_pools(pools)}]},
-        "CreateTransformJob": "ResourceLimitExceeded"})
+    wire = _answered(
+        aws_workshop.clients.sm,
+        {
+            "DescribeEndpoint": {
+                "EndpointName": name,
+                "EndpointArn": f"arn:aws:sagemaker:us-east-1:123456789012:endpoint/{name}",
+                "EndpointConfigName": name,
+                "EndpointStatus": "InService",
+                "CreationTime": 0,
+                "LastModifiedTime": 0,
+                "ProductionVariants": [
+                    {
+                        "VariantName": "AllTraffic",
+                        "InstancePools": [
+                            {"InstanceType": pools[0], "CurrentInstanceCount": 0},
+                            {"InstanceType": pools[1], "CurrentInstanceCount": 1},
+                        ],
+                    }
+                ],
+            },
+            "DescribeEndpointConfig": {
+                "EndpointConfigName": name,
+                "EndpointConfigArn": "arn:aws:sagemaker:us-east-1:123456789012:x/y",
+                "CreationTime": 0,
+                "ProductionVariants": [
+                    {"VariantName": "AllTraffic", "ModelName": name, "InstancePools": endpoints.instance_pools(pools)}
+                ],
+            },
+            "CreateTransformJob": "ResourceLimitExceeded",
+        },
+    )
     with pytest.raises(hosting.DeployError) as refused:
         steps.run_transform(aws_workshop, name, progress=False)
     assert wire["CreateTransformJob"]["TransformResources"]["InstanceType"] == pools[1]  # placed there, not on g6e
@@ -344,10 +404,16 @@ def test_the_transform_runs_on_the_pool_the_endpoint_was_placed_on_and_names_the
 
 def test_a_refused_transform_job_names_the_transform_quota_not_the_endpoints(stub_sm):
     sm, stub = stub_sm
-    request = transform_job_request("decisions-1", model_name="m", input_s3_uri="s3://bkt/in/",
-                                    output_s3_uri="s3://bkt/out/", instance_type="ml.g5.2xlarge")
-    stub.add_client_error("create_transform_job", "ResourceLimitExceeded", "account-level service limit", 400,
-                          expected_params=request)
+    request = transform_job_request(
+        "decisions-1",
+        model_name="m",
+        input_s3_uri="s3://bkt/in/",
+        output_s3_uri="s3://bkt/out/",
+        instance_type="ml.g5.2xlarge",
+    )
+    stub.add_client_error(
+        "create_transform_job", "ResourceLimitExceeded", "account-level service limit", 400, expected_params=request
+    )
     with pytest.raises(hosting.DeployError, match="'ml.g5.2xlarge for transform job usage'") as refused:
         transform.start_transform_job(sm, request)
     assert "endpoint usage" not in str(refused.value)

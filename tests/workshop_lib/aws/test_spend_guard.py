@@ -12,11 +12,12 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
+
 from workshop_lib import names
 from workshop_lib.aws import api, iam, operator_policies, policies, role_boundary, service_roles, spend_guard
 from workshop_lib.config import WorkshopConfig
-from workshop_lib.local import iam_needs, permissions
 from workshop_lib.errors import AwsFailure, InvalidInput
+from workshop_lib.local import iam_needs, permissions
 
 from .values import REGION, ROLE
 
@@ -28,8 +29,9 @@ SCHEDULER_ROLE = spend_guard.scheduler_role_arn(REGION, ACCOUNT)
 
 
 def _request(name="decision-workshop-cpu", operation="CreateSchedule", hours=4):
-    return spend_guard.schedule_request(name, role_arn=SCHEDULER_ROLE, when=spend_guard.deadline_after(hours, NOW),
-                                        region=REGION, operation=operation)
+    return spend_guard.schedule_request(
+        name, role_arn=SCHEDULER_ROLE, when=spend_guard.deadline_after(hours, NOW), region=REGION, operation=operation
+    )
 
 
 # ---- the requests, through botocore's model ------------------------------------------------------------
@@ -66,8 +68,10 @@ def test_botocore_would_refuse_what_the_builder_never_sends():
 
 
 def test_schedule_names_fit_the_schedulers_pattern_even_for_the_longest_endpoint_names():
-    pattern, max_len = api.operation_model("scheduler", "CreateSchedule").input_shape.members["Name"].metadata[
-        "pattern"], 64
+    pattern, max_len = (
+        api.operation_model("scheduler", "CreateSchedule").input_shape.members["Name"].metadata["pattern"],
+        64,
+    )
     import re
 
     long_a, long_b = "a" * 63, "a" * 62 + "b"
@@ -79,8 +83,9 @@ def test_schedule_names_fit_the_schedulers_pattern_even_for_the_longest_endpoint
 
 def test_deadlines_and_their_text():
     assert spend_guard.deadline_after(4, NOW) == datetime(2026, 12, 1, 13, 31, tzinfo=timezone.utc)
-    assert spend_guard.deadline_after(0.25, NOW.replace(second=0, microsecond=0)) == \
-        datetime(2026, 12, 1, 9, 45, tzinfo=timezone.utc)
+    assert spend_guard.deadline_after(0.25, NOW.replace(second=0, microsecond=0)) == datetime(
+        2026, 12, 1, 9, 45, tzinfo=timezone.utc
+    )
     with pytest.raises(AwsFailure, match="a deadline needs a positive number of hours, got 0"):
         spend_guard.deadline_after(0, NOW)
     when = spend_guard.parse_at("at(2026-12-01T13:31:00)")
@@ -106,13 +111,17 @@ def test_the_role_and_trust_documents_pass_the_policy_checks():
     assert statement["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
     # the one "*": deregistering a scaled variant, which deleting it requires, held to SageMaker's variants
-    assert iam.wildcard_grants(role) == [("DeregisterScaledVariants", "application-autoscaling:DeregisterScalableTarget")]
+    assert iam.wildcard_grants(role) == [
+        ("DeregisterScaledVariants", "application-autoscaling:DeregisterScalableTarget")
+    ]
     api.validate("iam", "CreateRole", policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME, trust))
 
 
 TAGGED = {f"aws:ResourceTag/{k}": v for k, v in names.WORKSHOP_TAGS.items()}
-SCALING = {"application-autoscaling:service-namespace": "sagemaker",
-           "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount"}
+SCALING = {
+    "application-autoscaling:service-namespace": "sagemaker",
+    "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount",
+}
 
 
 def test_the_role_may_delete_exactly_the_endpoints_that_carry_the_workshops_tag():
@@ -133,9 +142,13 @@ def test_the_role_may_delete_a_scaled_endpoint():
     assert iam.allows(role, "application-autoscaling:DeregisterScalableTarget", "*", SCALING)
     ecs = {**SCALING, "application-autoscaling:service-namespace": "ecs"}
     assert not iam.allows(role, "application-autoscaling:DeregisterScalableTarget", "*", ecs)
-    call = {"principal": spend_guard.PRINCIPAL, "service": "sagemaker", "operation": "DeleteEndpoint",
-            "params": {"EndpointName": "e"},
-            "facts": {"resource_tags": dict(names.WORKSHOP_TAGS), "scaled_variants": ["endpoint/e/variant/AllTraffic"]}}
+    call = {
+        "principal": spend_guard.PRINCIPAL,
+        "service": "sagemaker",
+        "operation": "DeleteEndpoint",
+        "params": {"EndpointName": "e"},
+        "facts": {"resource_tags": dict(names.WORKSHOP_TAGS), "scaled_variants": ["endpoint/e/variant/AllTraffic"]},
+    }
     needs = iam_needs.needed(call, REGION, ACCOUNT)
     assert [a for a, _, _ in needs] == ["sagemaker:DeleteEndpoint", "application-autoscaling:DeregisterScalableTarget"]
     assert all(iam.allows(role, *need) for need in needs)
@@ -150,8 +163,9 @@ def test_the_operator_may_manage_the_deadlines_and_pass_the_role_to_the_schedule
     schedule = spend_guard.schedule_arn(REGION, ACCOUNT, CONFIG.cpu_endpoint_name)
     for action in ("CreateSchedule", "UpdateSchedule", "GetSchedule", "DeleteSchedule"):
         assert iam.allows(document, f"scheduler:{action}", schedule)
-    assert not iam.allows(document, "scheduler:DeleteSchedule",
-                               f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/default/someone-elses")
+    assert not iam.allows(
+        document, "scheduler:DeleteSchedule", f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/default/someone-elses"
+    )
     assert iam.allows(document, "iam:PassRole", SCHEDULER_ROLE, {"iam:PassedToService": "scheduler.amazonaws.com"})
     assert not iam.allows(document, "iam:PassRole", SCHEDULER_ROLE, {"iam:PassedToService": "ec2.amazonaws.com"})
     assert not iam.allows(document, "iam:PassRole", ROLE, {"iam:PassedToService": "scheduler.amazonaws.com"})
@@ -173,16 +187,22 @@ def test_a_deadline_set_before_a_change_of_region_keeps_its_permissions():
     for region in (REGION, "us-west-2", "ap-southeast-3"):
         endpoint = f"arn:aws:sagemaker:{region}:{ACCOUNT}:endpoint/{CONFIG.gpu_endpoint_name}"
         assert iam.allows(role, "sagemaker:DeleteEndpoint", endpoint, TAGGED)
-        assert iam.allows(operator, "scheduler:GetSchedule",
-                          spend_guard.schedule_arn(region, ACCOUNT, CONFIG.gpu_endpoint_name))
-    assert not iam.allows(role, "sagemaker:DeleteEndpoint", f"arn:aws:sagemaker:{REGION}:{OTHER}:endpoint/"
-                                                            f"{CONFIG.gpu_endpoint_name}", TAGGED)
+        assert iam.allows(
+            operator, "scheduler:GetSchedule", spend_guard.schedule_arn(region, ACCOUNT, CONFIG.gpu_endpoint_name)
+        )
+    assert not iam.allows(
+        role,
+        "sagemaker:DeleteEndpoint",
+        f"arn:aws:sagemaker:{REGION}:{OTHER}:endpoint/{CONFIG.gpu_endpoint_name}",
+        TAGGED,
+    )
 
 
 def test_the_documents_are_written_with_the_others_and_each_fits_iams_quota():
     written = policies.policies(CONFIG, ACCOUNT)
-    assert {"scheduler-role-policy.json", "scheduler-trust-policy.json", "operator-deadlines-policy.json"} <= \
-        set(written)
+    assert {"scheduler-role-policy.json", "scheduler-trust-policy.json", "operator-deadlines-policy.json"} <= set(
+        written
+    )
     for region in ("us-east-1", "ap-southeast-3", "eu-central-2"):  # the longer regions lengthen every ARN
         config = CONFIG.replace(region=region, bucket=f"sagemaker-decision-workshop-{ACCOUNT}-{region}")
         for name, document in policies.policies(config, ACCOUNT).items():
@@ -190,32 +210,61 @@ def test_the_documents_are_written_with_the_others_and_each_fits_iams_quota():
 
 
 def test_the_audit_holds_the_deadline_calls_to_the_documents():
-    documents = {permissions.OPERATOR: operator_policies.operator_documents(CONFIG, ACCOUNT),
-                 spend_guard.PRINCIPAL: service_roles.scheduler_role_policy(CONFIG, ACCOUNT)}
+    documents = {
+        permissions.OPERATOR: operator_policies.operator_documents(CONFIG, ACCOUNT),
+        spend_guard.PRINCIPAL: service_roles.scheduler_role_policy(CONFIG, ACCOUNT),
+    }
     request = _request(CONFIG.gpu_endpoint_name)
-    made = [{"principal": permissions.OPERATOR, "service": "scheduler", "operation": "CreateSchedule",
-             "params": request},
-            {"principal": permissions.OPERATOR, "service": "scheduler", "operation": "DeleteSchedule",
-             "params": spend_guard.delete_request(CONFIG.gpu_endpoint_name)},
-            {"principal": permissions.OPERATOR, "service": "iam", "operation": "CreateRole",
-             "params": {"RoleName": spend_guard.SCHEDULER_ROLE_NAME,
-                        "PermissionsBoundary": role_boundary.boundary_policy_arn(REGION, ACCOUNT)}},
-            {"principal": permissions.OPERATOR, "service": "iam", "operation": "PutRolePolicy",
-             "params": {"RoleName": spend_guard.SCHEDULER_ROLE_NAME}}]
-    created = {"principal": permissions.OPERATOR, "service": "sagemaker", "operation": "CreateEndpoint",
-               "params": {"EndpointName": CONFIG.gpu_endpoint_name, "Tags": names.tag_list(names.WORKSHOP_TAGS)}}
+    made = [
+        {"principal": permissions.OPERATOR, "service": "scheduler", "operation": "CreateSchedule", "params": request},
+        {
+            "principal": permissions.OPERATOR,
+            "service": "scheduler",
+            "operation": "DeleteSchedule",
+            "params": spend_guard.delete_request(CONFIG.gpu_endpoint_name),
+        },
+        {
+            "principal": permissions.OPERATOR,
+            "service": "iam",
+            "operation": "CreateRole",
+            "params": {
+                "RoleName": spend_guard.SCHEDULER_ROLE_NAME,
+                "PermissionsBoundary": role_boundary.boundary_policy_arn(REGION, ACCOUNT),
+            },
+        },
+        {
+            "principal": permissions.OPERATOR,
+            "service": "iam",
+            "operation": "PutRolePolicy",
+            "params": {"RoleName": spend_guard.SCHEDULER_ROLE_NAME},
+        },
+    ]
+    created = {
+        "principal": permissions.OPERATOR,
+        "service": "sagemaker",
+        "operation": "CreateEndpoint",
+        "params": {"EndpointName": CONFIG.gpu_endpoint_name, "Tags": names.tag_list(names.WORKSHOP_TAGS)},
+    }
     fired = spend_guard.deadline_calls([created, *made])
-    assert fired == [{"principal": spend_guard.PRINCIPAL, "service": "sagemaker", "operation": "DeleteEndpoint",
-                      "params": {"EndpointName": CONFIG.gpu_endpoint_name},
-                      "facts": {"resource_tags": dict(names.WORKSHOP_TAGS), "scaled_variants": []}}]
+    assert fired == [
+        {
+            "principal": spend_guard.PRINCIPAL,
+            "service": "sagemaker",
+            "operation": "DeleteEndpoint",
+            "params": {"EndpointName": CONFIG.gpu_endpoint_name},
+            "facts": {"resource_tags": dict(names.WORKSHOP_TAGS), "scaled_variants": []},
+        }
+    ]
     audit = permissions.audit([*made, *fired], documents, REGION, ACCOUNT)
     assert audit.ok, str(audit)
     assert audit.checked[spend_guard.PRINCIPAL] == 1
     # a deadline for an endpoint that is not the workshop's (no workshop tag) would be refused to the role
-    foreign = {**request, "Name": "theirs-deadline", "Target": {**request["Target"],
-                                                               "Input": json.dumps({"EndpointName": "theirs"})}}
-    call = {"principal": permissions.OPERATOR, "service": "scheduler", "operation": "CreateSchedule",
-            "params": foreign}
+    foreign = {
+        **request,
+        "Name": "theirs-deadline",
+        "Target": {**request["Target"], "Input": json.dumps({"EndpointName": "theirs"})},
+    }
+    call = {"principal": permissions.OPERATOR, "service": "scheduler", "operation": "CreateSchedule", "params": foreign}
     audit = permissions.audit([call, *spend_guard.deadline_calls([call])], documents, REGION, ACCOUNT)
     assert {(p, a) for p, a, _, _ in audit.denied} == {(spend_guard.PRINCIPAL, "sagemaker:DeleteEndpoint")}
 
@@ -234,8 +283,9 @@ def test_set_read_extend_and_remove_a_deadline(aws_clients):
     scheduler = aws_clients["scheduler"]
     name = CONFIG.cpu_endpoint_name
     assert spend_guard.read_deadline(scheduler, name) is None
-    made = spend_guard.set_deadline(scheduler, name, role_arn=SCHEDULER_ROLE, region=REGION,
-                                    when=spend_guard.deadline_after(4, NOW))
+    made = spend_guard.set_deadline(
+        scheduler, name, role_arn=SCHEDULER_ROLE, region=REGION, when=spend_guard.deadline_after(4, NOW)
+    )
     assert made.when == datetime(2026, 12, 1, 13, 31, tzinfo=timezone.utc)
     assert spend_guard.read_deadline(scheduler, name) == made
     stored = scheduler.get_schedule(Name=made.schedule)
@@ -243,8 +293,9 @@ def test_set_read_extend_and_remove_a_deadline(aws_clients):
     moved = spend_guard.extend(scheduler, name, 8, role_arn=SCHEDULER_ROLE, region=REGION, now=NOW)
     assert moved.when == made.when + timedelta(hours=4)
     assert scheduler.get_schedule(Name=made.schedule)["ScheduleExpression"] == "at(2026-12-01T17:31:00)"
-    again = spend_guard.set_deadline(scheduler, name, role_arn=SCHEDULER_ROLE, region=REGION,
-                                     when=spend_guard.deadline_after(1, NOW))  # an existing one is moved
+    again = spend_guard.set_deadline(
+        scheduler, name, role_arn=SCHEDULER_ROLE, region=REGION, when=spend_guard.deadline_after(1, NOW)
+    )  # an existing one is moved
     assert spend_guard.read_deadline(scheduler, name).when == again.when
     assert spend_guard.remove_deadline(scheduler, name) == spend_guard.DELETED
     assert spend_guard.remove_deadline(scheduler, name) == spend_guard.ALREADY_GONE
@@ -254,10 +305,15 @@ def test_set_read_extend_and_remove_a_deadline(aws_clients):
 def test_a_schedule_of_the_same_name_that_is_not_the_workshops_is_left_alone(aws_clients):
     scheduler = aws_clients["scheduler"]
     name = CONFIG.gpu_endpoint_name
-    scheduler.create_schedule(Name=spend_guard.schedule_name(name), ScheduleExpression="rate(1 day)",
-                              FlexibleTimeWindow={"Mode": "OFF"},
-                              Target={"Arn": "arn:aws:lambda:us-east-1:123456789012:function:nightly",
-                                      "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/their-role"})
+    scheduler.create_schedule(
+        Name=spend_guard.schedule_name(name),
+        ScheduleExpression="rate(1 day)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={
+            "Arn": "arn:aws:lambda:us-east-1:123456789012:function:nightly",
+            "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/their-role",
+        },
+    )
     with pytest.raises(spend_guard.NotTheWorkshops):
         spend_guard.read_deadline(scheduler, name)
     with pytest.raises(spend_guard.NotTheWorkshops):
@@ -276,14 +332,20 @@ def test_a_new_role_the_scheduler_cannot_use_yet_is_retried(aws_clients):
     def first_refuse(**_):
         code = next(answers)
         if code:
-            return Denied(), {"Error": {"Code": code, "Message": "The execution role you provide must allow AWS "
-                                                                 "EventBridge Scheduler to assume the role."}}
+            return Denied(), {
+                "Error": {
+                    "Code": code,
+                    "Message": "The execution role you provide must allow AWS "
+                    "EventBridge Scheduler to assume the role.",
+                }
+            }
         return None
 
     scheduler.meta.events.register("before-call.scheduler.CreateSchedule", first_refuse)
     slept = []
-    made = spend_guard.set_deadline(scheduler, "e", role_arn=SCHEDULER_ROLE, region=REGION, when=NOW,
-                                    sleep=slept.append)
+    made = spend_guard.set_deadline(
+        scheduler, "e", role_arn=SCHEDULER_ROLE, region=REGION, when=NOW, sleep=slept.append
+    )
     assert slept == [1, 2] and spend_guard.read_deadline(scheduler, "e") == made
 
 
@@ -298,16 +360,20 @@ def test_ensure_role_creates_the_role_once_and_keeps_its_permissions_current(aws
     renamed = CONFIG.replace(cpu_endpoint_name="renamed-cpu")
     arn, done = spend_guard.ensure_role(iam, renamed, ACCOUNT)
     assert "exists" in done
-    inline = iam.get_role_policy(RoleName=spend_guard.SCHEDULER_ROLE_NAME,
-                                 PolicyName=spend_guard.SCHEDULER_ROLE_NAME)["PolicyDocument"]
+    inline = iam.get_role_policy(RoleName=spend_guard.SCHEDULER_ROLE_NAME, PolicyName=spend_guard.SCHEDULER_ROLE_NAME)[
+        "PolicyDocument"
+    ]
     # keyed on the workshop's tag, not on names: a deploy under another name leaves the role as it was
     assert inline == service_roles.scheduler_role_policy(CONFIG, ACCOUNT) and "renamed" not in json.dumps(inline)
 
 
 def test_ensure_role_adds_each_region_and_bounds_a_role_made_without_a_boundary(aws_clients):
     iam = aws_clients["iam"]
-    iam.create_role(**policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME,
-                                                   service_roles.scheduler_trust_policy(CONFIG, ACCOUNT), path="/"))
+    iam.create_role(
+        **policies.create_role_request(
+            spend_guard.SCHEDULER_ROLE_NAME, service_roles.scheduler_trust_policy(CONFIG, ACCOUNT), path="/"
+        )
+    )
     _, done = spend_guard.ensure_role(iam, CONFIG, ACCOUNT)
     assert "boundary" in done
     role = iam.get_role(RoleName=spend_guard.SCHEDULER_ROLE_NAME)["Role"]

@@ -47,7 +47,10 @@ def test_inline_policies_of_a_role_together_at_most_10240_characters(strict):
     iam.create_role(RoleName="r", AssumeRolePolicyDocument="{}")
     first = _doc(6000)
     assert iam_length(first) == 6000 and len(first) > 6000  # whitespace is not counted
-    assert rules.check("iam", "PutRolePolicy", {"RoleName": "r", "PolicyName": "a", "PolicyDocument": first}, REGION) is None
+    assert (
+        rules.check("iam", "PutRolePolicy", {"RoleName": "r", "PolicyName": "a", "PolicyDocument": first}, REGION)
+        is None
+    )
     iam.put_role_policy(RoleName="r", PolicyName="a", PolicyDocument=first)
     second = {"RoleName": "r", "PolicyName": "b", "PolicyDocument": _doc(4300)}
     assert _code(rules.check("iam", "PutRolePolicy", second, REGION)) == "LimitExceeded"
@@ -59,16 +62,20 @@ def test_inline_policies_of_a_role_together_at_most_10240_characters(strict):
 def test_a_managed_policy_at_most_6144_and_ten_per_role(strict):
     rules, reader = strict
     iam = reader("iam", REGION)
-    assert _code(rules.check("iam", "CreatePolicy", {"PolicyName": "p", "PolicyDocument": _doc(6145)}, REGION)) \
+    assert (
+        _code(rules.check("iam", "CreatePolicy", {"PolicyName": "p", "PolicyDocument": _doc(6145)}, REGION))
         == "LimitExceeded"
+    )
     assert rules.check("iam", "CreatePolicy", {"PolicyName": "p", "PolicyDocument": _doc(6144)}, REGION) is None
     iam.create_role(RoleName="r", AssumeRolePolicyDocument="{}")
     arns = [iam.create_policy(PolicyName=f"p{i}", PolicyDocument=_doc(200))["Policy"]["Arn"] for i in range(11)]
     for arn in arns[:10]:
         assert rules.check("iam", "AttachRolePolicy", {"RoleName": "r", "PolicyArn": arn}, REGION) is None
         iam.attach_role_policy(RoleName="r", PolicyArn=arn)
-    assert _code(rules.check("iam", "AttachRolePolicy", {"RoleName": "r", "PolicyArn": arns[10]}, REGION)) \
+    assert (
+        _code(rules.check("iam", "AttachRolePolicy", {"RoleName": "r", "PolicyArn": arns[10]}, REGION))
         == "LimitExceeded"
+    )
     assert rules.check("iam", "AttachRolePolicy", {"RoleName": "r", "PolicyArn": arns[0]}, REGION) is None  # again
 
 
@@ -89,8 +96,9 @@ def test_a_request_to_another_accounts_bucket_with_the_owner_stated_is_refused(s
     assert rules.facts("s3", "PutObject", {"Bucket": "ours"}, REGION) == {"bucket_owner": ACCOUNT}
     assert rules.facts("s3", "PutObject", {"Bucket": "nobodys"}, REGION) == {"bucket_owner": ACCOUNT}
     for owner, refused in ((ACCOUNT, False), (None, True)):
-        error = rules.check("s3", "PutObject", {"Bucket": "b", "ExpectedBucketOwner": ACCOUNT}, REGION,
-                            {"bucket_owner": owner})
+        error = rules.check(
+            "s3", "PutObject", {"Bucket": "b", "ExpectedBucketOwner": ACCOUNT}, REGION, {"bucket_owner": owner}
+        )
         assert (error is not None) == refused
     assert rules.check("s3", "PutObject", {"Bucket": "b"}, REGION, {"bucket_owner": None}) is None  # not stated
 
@@ -99,13 +107,24 @@ def test_deleting_a_scaled_endpoint_deregisters_its_scaling(strict):
     rules, reader = strict
     scaling = reader("application-autoscaling", REGION)
     resource = "endpoint/e/variant/AllTraffic"
-    scaling.register_scalable_target(ServiceNamespace="sagemaker", ResourceId=resource, MinCapacity=1, MaxCapacity=2,
-                                     ScalableDimension="sagemaker:variant:DesiredInstanceCount")
-    scaling.put_scaling_policy(PolicyName="p", ServiceNamespace="sagemaker", ResourceId=resource,
-                               ScalableDimension="sagemaker:variant:DesiredInstanceCount", PolicyType="TargetTrackingScaling",
-                               TargetTrackingScalingPolicyConfiguration={
-                                   "TargetValue": 10.0, "PredefinedMetricSpecification": {
-                                       "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"}})
+    scaling.register_scalable_target(
+        ServiceNamespace="sagemaker",
+        ResourceId=resource,
+        MinCapacity=1,
+        MaxCapacity=2,
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+    )
+    scaling.put_scaling_policy(
+        PolicyName="p",
+        ServiceNamespace="sagemaker",
+        ResourceId=resource,
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+        PolicyType="TargetTrackingScaling",
+        TargetTrackingScalingPolicyConfiguration={
+            "TargetValue": 10.0,
+            "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+        },
+    )
     assert rules.facts("sagemaker", "DeleteEndpoint", {"EndpointName": "e"}, REGION)["scaled_variants"] == [resource]
     rules.after("sagemaker", "DeleteEndpoint", {"EndpointName": "e"}, REGION)
     assert scaling.describe_scalable_targets(ServiceNamespace="sagemaker")["ScalableTargets"] == []

@@ -7,35 +7,61 @@ from email.utils import formatdate
 
 import pytest
 
-from workshop_lib.client import (BadRequest, Decision, EndpointBusy, EndpointClient, EndpointError,
-                                 EndpointNotFound, EndpointServerError, UnprocessableRequest, decision, option_list,
-                                 question)
+from workshop_lib.client import (
+    BadRequest,
+    Decision,
+    EndpointBusy,
+    EndpointClient,
+    EndpointError,
+    EndpointNotFound,
+    EndpointServerError,
+    UnprocessableRequest,
+    decision,
+    option_list,
+    question,
+)
 from workshop_lib.client.endpoint_errors import error_class, error_from_response, parse_error_body, parse_retry_after
 
 
 def test_decision_helper_builds_the_readme_schema():
-    body = decision("t-1", "charged twice", "Which team?", {"billing": "Billing", "sales": "Sales"},
-                    temperature=0.7)
-    assert body == {"id": "t-1", "state": "charged twice", "question": "Which team?",
-                    "options": [{"id": "billing", "text": "Billing"}, {"id": "sales", "text": "Sales"}],
-                    "temperature": 0.7}
+    body = decision("t-1", "charged twice", "Which team?", {"billing": "Billing", "sales": "Sales"}, temperature=0.7)
+    assert body == {
+        "id": "t-1",
+        "state": "charged twice",
+        "question": "Which team?",
+        "options": [{"id": "billing", "text": "Billing"}, {"id": "sales", "text": "Sales"}],
+        "temperature": 0.7,
+    }
     assert "temperature" not in decision("t-1", {"k": 1}, "q?", ["yes", "no"])
 
 
 def test_option_list_accepts_every_shape_the_schema_does():
     assert option_list([("a", "Alpha"), "b", {"id": "c", "text": "Gamma"}]) == [
-        {"id": "a", "text": "Alpha"}, "b", {"id": "c", "text": "Gamma"}]
+        {"id": "a", "text": "Alpha"},
+        "b",
+        {"id": "c", "text": "Gamma"},
+    ]
 
 
 def test_question_helper():
-    assert question("route", "Which team?", ["a", "b"]) == {"id": "route", "question": "Which team?",
-                                                             "options": ["a", "b"]}
+    assert question("route", "Which team?", ["a", "b"]) == {
+        "id": "route",
+        "question": "Which team?",
+        "options": ["a", "b"],
+    }
 
 
 def test_decision_result_type():
-    made = Decision.from_result({"id": "t-1", "option_ids": ["a", "b", "c"], "probabilities": [0.2, 0.5, 0.3],
-                                 "timing": {"total_ms": 12.5}, "model": {"file": "m.gguf"}},
-                                client_latency_ms=20.0)
+    made = Decision.from_result(
+        {
+            "id": "t-1",
+            "option_ids": ["a", "b", "c"],
+            "probabilities": [0.2, 0.5, 0.3],
+            "timing": {"total_ms": 12.5},
+            "model": {"file": "m.gguf"},
+        },
+        client_latency_ms=20.0,
+    )
     assert made.top == "b" and made.top_probability == 0.5
     assert made.as_dict() == {"a": 0.2, "b": 0.5, "c": 0.3}
     assert made.server_ms == 12.5 and made.model["file"] == "m.gguf" and made.client_latency_ms == 20.0
@@ -50,8 +76,9 @@ def test_top_on_a_tie_is_the_first_option():
 
 
 def test_parse_error_body_reads_the_adapter_error():
-    body = json.dumps({"error": {"code": "invalid_value", "message": "options[1].id is used twice",
-                                 "field": "options[1].id"}})
+    body = json.dumps(
+        {"error": {"code": "invalid_value", "message": "options[1].id is used twice", "field": "options[1].id"}}
+    )
     assert parse_error_body(body.encode()) == ("invalid_value", "options[1].id is used twice", "options[1].id")
 
 
@@ -68,17 +95,26 @@ def test_parse_retry_after():
     assert 0 <= parse_retry_after(formatdate(usegmt=True)) <= 1.0
 
 
-@pytest.mark.parametrize("status, cls", [(400, BadRequest), (413, BadRequest), (415, BadRequest),
-                                         (422, UnprocessableRequest), (404, EndpointNotFound),
-                                         (503, EndpointBusy), (429, EndpointBusy), (500, EndpointServerError),
-                                         (502, EndpointServerError)])
+@pytest.mark.parametrize(
+    "status, cls",
+    [
+        (400, BadRequest),
+        (413, BadRequest),
+        (415, BadRequest),
+        (422, UnprocessableRequest),
+        (404, EndpointNotFound),
+        (503, EndpointBusy),
+        (429, EndpointBusy),
+        (500, EndpointServerError),
+        (502, EndpointServerError),
+    ],
+)
 def test_status_to_error_class(status, cls):
     assert error_class(status) is cls and issubclass(cls, EndpointError)
 
 
 def test_error_message_is_actionable():
-    body = json.dumps({"error": {"code": "invalid_value", "message": "options has 17 options",
-                                 "field": "options"}})
+    body = json.dumps({"error": {"code": "invalid_value", "message": "options has 17 options", "field": "options"}})
     exc = error_from_response(422, body, endpoint="http://127.0.0.1:1")
     assert isinstance(exc, UnprocessableRequest)
     assert (exc.status, exc.code, exc.field, exc.message) == (422, "invalid_value", "options", "options has 17 options")
@@ -88,8 +124,9 @@ def test_error_message_is_actionable():
 
 
 def test_busy_error_carries_retry_after():
-    exc = error_from_response(503, b'{"error": {"code": "busy", "message": "m", "field": null}}',
-                              endpoint="e", retry_after="3")
+    exc = error_from_response(
+        503, b'{"error": {"code": "busy", "message": "m", "field": null}}', endpoint="e", retry_after="3"
+    )
     assert isinstance(exc, EndpointBusy) and exc.retry_after == 3.0
 
 
@@ -114,8 +151,13 @@ def test_the_clients_readout_goes_with_own_and_system_one_bodies_only():
             payload = json.loads(body)
             sent.append(payload)
             if "questions" in payload:
-                return json.dumps({"results": [{"id": "q", "option_ids": ["a", "b"], "probabilities": [0.4, 0.6],
-                                                "readout_name": "cloze"}]}).encode()
+                return json.dumps(
+                    {
+                        "results": [
+                            {"id": "q", "option_ids": ["a", "b"], "probabilities": [0.4, 0.6], "readout_name": "cloze"}
+                        ]
+                    }
+                ).encode()
             return json.dumps({"result": {"id": "d", "option_ids": ["a", "b"], "probabilities": [0.5, 0.5]}}).encode()
 
     client = EndpointClient(Recording(), readout="cloze", normalize="sum")

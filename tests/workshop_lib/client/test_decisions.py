@@ -7,8 +7,20 @@ import math
 import pytest
 
 from workshop_lib.client import Decision
-from workshop_lib.client.policy import (ACCEPTED, BELOW_THRESHOLD, NOT_ALLOWED, NOT_SET_OF_ONE, SMALL_MARGIN, Policy,
-                                    accept_if_clear, accept_or_fallback, margin, prediction_set, ranked, scores)
+from workshop_lib.client.policy import (
+    ACCEPTED,
+    BELOW_THRESHOLD,
+    NOT_ALLOWED,
+    NOT_SET_OF_ONE,
+    SMALL_MARGIN,
+    Policy,
+    accept_if_clear,
+    accept_or_fallback,
+    margin,
+    prediction_set,
+    ranked,
+    scores,
+)
 
 ROUTE = {"billing": 0.62, "tech_support": 0.25, "sales": 0.13}
 CLOSE = {"billing": 0.41, "tech_support": 0.39, "sales": 0.20}
@@ -21,8 +33,17 @@ def test_scores_accepts_a_client_decision_and_a_mapping_alike():
     assert list(scores(made)) == ["billing", "tech_support", "sales"]
 
 
-@pytest.mark.parametrize("bad", [{}, {"a": math.nan, "b": 0.5}, {"a": 1.2, "b": 0.0}, {"a": -0.1, "b": 0.3},
-                                 {"a": "0.5", "b": 0.5}, {"a": True, "b": 0.0}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {},
+        {"a": math.nan, "b": 0.5},
+        {"a": 1.2, "b": 0.0},
+        {"a": -0.1, "b": 0.3},
+        {"a": "0.5", "b": 0.5},
+        {"a": True, "b": 0.0},
+    ],
+)
 def test_unusable_probabilities_are_refused(bad):
     with pytest.raises(ValueError):
         scores(bad)
@@ -41,8 +62,10 @@ def test_margin_is_top_minus_runner_up():
     assert margin({"only": 0.9}) == pytest.approx(0.9)
 
 
-@pytest.mark.parametrize("threshold, expected", [(0.5, "billing"), (0.62, "billing"), (0.63, "needs_review"),
-                                                 (0.0, "billing"), (1.0, "needs_review")])
+@pytest.mark.parametrize(
+    "threshold, expected",
+    [(0.5, "billing"), (0.62, "billing"), (0.63, "needs_review"), (0.0, "billing"), (1.0, "needs_review")],
+)
 def test_accept_or_fallback(threshold, expected):
     assert accept_or_fallback(ROUTE, threshold, "needs_review") == expected
 
@@ -53,15 +76,18 @@ def test_accept_or_fallback_on_a_client_decision():
     assert accept_or_fallback(made, 0.8, "human") == "human"
 
 
-@pytest.mark.parametrize("probabilities, min_margin, expected", [
-    (ROUTE, 0.3, "billing"),
-    (ROUTE, 0.37, "billing"),  # exactly on the boundary: met (float rounding absorbed)
-    (ROUTE, 0.38, "manual"),
-    (CLOSE, 0.05, "manual"),
-    (CLOSE, 0.02, "billing"),
-    (TIE, 0.0, "low"),
-    (TIE, 0.01, "manual"),
-])
+@pytest.mark.parametrize(
+    "probabilities, min_margin, expected",
+    [
+        (ROUTE, 0.3, "billing"),
+        (ROUTE, 0.37, "billing"),  # exactly on the boundary: met (float rounding absorbed)
+        (ROUTE, 0.38, "manual"),
+        (CLOSE, 0.05, "manual"),
+        (CLOSE, 0.02, "billing"),
+        (TIE, 0.0, "low"),
+        (TIE, 0.01, "manual"),
+    ],
+)
 def test_accept_if_clear(probabilities, min_margin, expected):
     assert accept_if_clear(probabilities, min_margin, "manual") == expected
 
@@ -113,9 +139,18 @@ def test_allowing_derives_a_restricted_policy():
     assert base.allowing(["billing"]).apply(ROUTE).accepted
 
 
-@pytest.mark.parametrize("kwargs", [{"threshold": 1.5}, {"threshold": -0.1}, {"min_margin": 2},
-                                    {"fallback": ""}, {"fallback": None}, {"allowed": "billing"},
-                                    {"threshold": True}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"threshold": 1.5},
+        {"threshold": -0.1},
+        {"min_margin": 2},
+        {"fallback": ""},
+        {"fallback": None},
+        {"allowed": "billing"},
+        {"threshold": True},
+    ],
+)
 def test_policy_refuses_unusable_settings(kwargs):
     with pytest.raises(ValueError):
         Policy(**kwargs)
@@ -205,8 +240,9 @@ def test_require_set_of_one_must_be_a_boolean():
         Policy(require_set_of_one="yes")
 
 
-@pytest.mark.parametrize("raw, held", [({}, "the answer letters held 0.400"),
-                                       ({"readout_name": "cloze"}, "the options' texts held 0.400")])
+@pytest.mark.parametrize(
+    "raw, held", [({}, "the answer letters held 0.400"), ({"readout_name": "cloze"}, "the options' texts held 0.400")]
+)
 def test_an_abstention_names_what_the_answering_readout_measured(raw, held):
     answer = Decision("t-1", tuple(ROUTE), tuple(ROUTE.values()), raw={"allowed_token_mass": 0.4, **raw})
     assert held in Policy(min_answer_mass=0.9).apply(answer).reason

@@ -17,14 +17,24 @@ import time
 import pytest
 
 from decision_contract import wire
-from workshop_lib.client import (MAX_RESPONSE_BYTES, EndpointBusy, EndpointClient, EndpointRedirected,
-                                 EndpointTimeout, InvalidDecision, ResponseTooLarge, WireVersionMismatch, decision,
-                                 question)
-from workshop_lib.client import jev
+from workshop_lib.client import (
+    MAX_RESPONSE_BYTES,
+    EndpointBusy,
+    EndpointClient,
+    EndpointRedirected,
+    EndpointTimeout,
+    InvalidDecision,
+    ResponseTooLarge,
+    WireVersionMismatch,
+    decision,
+    jev,
+    question,
+)
 from workshop_lib.client import openai_decisions as od
 
-DECISION = decision("d-1", "The parcel never arrived.", "Which team?",
-                    {"refunds": "Refunds", "shipping": "Shipping", "sales": "Sales"})
+DECISION = decision(
+    "d-1", "The parcel never arrived.", "Which team?", {"refunds": "Refunds", "shipping": "Shipping", "sales": "Sales"}
+)
 GOOD = {"id": "d-1", "option_ids": ["refunds", "shipping", "sales"], "probabilities": [0.2, 0.5, 0.3]}
 
 
@@ -89,8 +99,9 @@ def _read_request(conn: socket.socket) -> bytes:
             return data
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
-    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"content-length:")), 0)
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0
+    )
     while len(body) < length:
         chunk = conn.recv(65536)
         if not chunk:
@@ -116,17 +127,20 @@ def hostile():
 def sends(data: bytes):
     def behave(conn, stop):
         conn.sendall(data)
+
     return behave
 
 
 def trickles(data: bytes, *, first: int, every_s: float):
     """The first ``first`` bytes at once, then one byte every ``every_s`` seconds."""
+
     def behave(conn, stop):
         conn.sendall(data[:first])
         for i in range(first, len(data)):
             if stop.wait(every_s):
                 return
-            conn.sendall(data[i:i + 1])
+            conn.sendall(data[i : i + 1])
+
     return behave
 
 
@@ -154,8 +168,11 @@ def test_a_server_trickling_its_answer_is_stopped_at_the_call_deadline(hostile, 
 
 
 def test_busy_answers_are_retried_only_while_the_deadline_allows(hostile):
-    server = hostile(sends(http_response(503, b'{"error": {"code": "busy", "message": "busy", "field": null}}',
-                                         {"Retry-After": "1"})))
+    server = hostile(
+        sends(
+            http_response(503, b'{"error": {"code": "busy", "message": "busy", "field": null}}', {"Retry-After": "1"})
+        )
+    )
     client = EndpointClient.local(server.url, timeout_s=2.5, retries=50)
     started = time.monotonic()
     with pytest.raises(EndpointBusy) as caught:
@@ -165,10 +182,11 @@ def test_busy_answers_are_retried_only_while_the_deadline_allows(hostile):
 
 
 def test_an_announced_body_over_the_cap_is_refused_unread(hostile):
-    head = http_response(200, headers={"Content-Length": str(2 * 1024 ** 3)})  # 2 GiB announced, none sent
+    head = http_response(200, headers={"Content-Length": str(2 * 1024**3)})  # 2 GiB announced, none sent
     server = hostile(sends(head))
-    with pytest.raises(ResponseTooLarge, match=f"announces {2 * 1024 ** 3} bytes.*max_response_bytes="
-                                               f"{MAX_RESPONSE_BYTES}"):
+    with pytest.raises(
+        ResponseTooLarge, match=f"announces {2 * 1024**3} bytes.*max_response_bytes={MAX_RESPONSE_BYTES}"
+    ):
         EndpointClient.local(server.url, retries=0).decide(DECISION)
 
 
@@ -186,24 +204,31 @@ def test_a_streamed_body_over_the_cap_is_refused_once_it_passes_it(hostile):
         EndpointClient.local(server.url, retries=0, max_response_bytes=cap).decide(DECISION)
     # the same body under the cap is read whole
     small = hostile(sends(answer(GOOD)))
-    assert EndpointClient.local(small.url, retries=0, max_response_bytes=len(json.dumps({"result": GOOD})) + 1
-                                ).decide(DECISION).top == "shipping"
+    assert (
+        EndpointClient.local(small.url, retries=0, max_response_bytes=len(json.dumps({"result": GOOD})) + 1)
+        .decide(DECISION)
+        .top
+        == "shipping"
+    )
 
 
-@pytest.mark.parametrize("change, needle", [
-    ({"probabilities": [float("nan"), 0.5, 0.5]}, "'refunds' is nan, not a finite number"),
-    ({"probabilities": [float("inf"), 0.0, 0.0]}, "'refunds' is inf, not a finite number"),
-    ({"probabilities": [-0.2, 0.7, 0.5]}, "'refunds' is -0.2, outside \\[0, 1\\]"),
-    ({"probabilities": [0.2, 0.5, 0.4]}, "sum to 1.1"),
-    ({"probabilities": [0.2, 0.2, 0.2]}, "sum to 0.6"),
-    ({"probabilities": ["0.2", 0.5, 0.3]}, "'refunds' is '0.2', not a number"),
-    ({"probabilities": [0.5, 0.5]}, "2 probabilities for 3 option ids"),
-    ({"option_ids": ["refunds", "shipping"], "probabilities": [0.5, 0.5]}, "lacks the options \\['sales'\\]"),
-    ({"option_ids": ["shipping", "refunds", "sales"]}, "not in the order sent"),
-    ({"option_ids": ["refunds", "shipping", "other"]}, "has \\['other'\\], which were not sent"),
-    ({"option_ids": ["refunds", "refunds", "sales"]}, "lists \\['refunds'\\] more than once"),
-    ({"id": "someone-else"}, "got an answer for 'someone-else'"),
-])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"probabilities": [float("nan"), 0.5, 0.5]}, "'refunds' is nan, not a finite number"),
+        ({"probabilities": [float("inf"), 0.0, 0.0]}, "'refunds' is inf, not a finite number"),
+        ({"probabilities": [-0.2, 0.7, 0.5]}, "'refunds' is -0.2, outside \\[0, 1\\]"),
+        ({"probabilities": [0.2, 0.5, 0.4]}, "sum to 1.1"),
+        ({"probabilities": [0.2, 0.2, 0.2]}, "sum to 0.6"),
+        ({"probabilities": ["0.2", 0.5, 0.3]}, "'refunds' is '0.2', not a number"),
+        ({"probabilities": [0.5, 0.5]}, "2 probabilities for 3 option ids"),
+        ({"option_ids": ["refunds", "shipping"], "probabilities": [0.5, 0.5]}, "lacks the options \\['sales'\\]"),
+        ({"option_ids": ["shipping", "refunds", "sales"]}, "not in the order sent"),
+        ({"option_ids": ["refunds", "shipping", "other"]}, "has \\['other'\\], which were not sent"),
+        ({"option_ids": ["refunds", "refunds", "sales"]}, "lists \\['refunds'\\] more than once"),
+        ({"id": "someone-else"}, "got an answer for 'someone-else'"),
+    ],
+)
 def test_unusable_decision_answers_are_refused_naming_the_fault(hostile, change, needle):
     server = hostile(sends(answer({**GOOD, **change})))
     with pytest.raises(InvalidDecision, match=needle):
@@ -212,8 +237,13 @@ def test_unusable_decision_answers_are_refused_naming_the_fault(hostile, change,
 
 def test_a_batch_answer_is_checked_question_by_question(hostile):
     questions = [question("a", "A?", ["yes", "no"]), question("b", "B?", ["x", "y"])]
-    reply = {"id": "b", "results": [{"id": "a", "option_ids": ["yes", "no"], "probabilities": [0.5, 0.5]},
-                                    {"id": "b", "option_ids": ["x", "y"], "probabilities": [0.9, 0.3]}]}
+    reply = {
+        "id": "b",
+        "results": [
+            {"id": "a", "option_ids": ["yes", "no"], "probabilities": [0.5, 0.5]},
+            {"id": "b", "option_ids": ["x", "y"], "probabilities": [0.9, 0.3]},
+        ],
+    }
     server = hostile(sends(http_response(200, json.dumps(reply).encode())))
     with pytest.raises(InvalidDecision, match="answer to 'b'.*sum to 1.2"):
         EndpointClient.local(server.url, retries=0).decide_batch("b", "s", questions)
@@ -231,8 +261,11 @@ def test_a_redirect_is_not_followed_and_names_where_it_pointed(hostile):
 # -- the wire version (decision_contract.wire) ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("header", [None, wire.WIRE_VERSION, f"trace-7, {wire.WIRE_VERSION}"],
-                         ids=["absent", "this-version", "among-other-attributes"])
+@pytest.mark.parametrize(
+    "header",
+    [None, wire.WIRE_VERSION, f"trace-7, {wire.WIRE_VERSION}"],
+    ids=["absent", "this-version", "among-other-attributes"],
+)
 def test_an_answer_of_this_clients_wire_version_is_read(hostile, header):
     server = hostile(sends(http_response(200, json.dumps({"result": GOOD}).encode(), {wire.VERSION_HEADER: header})))
     assert EndpointClient.local(server.url, retries=0).decide(DECISION).top == "shipping"
@@ -243,10 +276,12 @@ def test_an_adapter_of_another_wire_version_is_refused_naming_both(hostile, ask)
     other = "decision-wire/999"
     server = hostile(sends(http_response(200, json.dumps({"result": GOOD}).encode(), {wire.VERSION_HEADER: other})))
     client = EndpointClient.local(server.url, retries=0)
-    calls = {"decide": lambda: client.decide(DECISION),
-             "decide_batch": lambda: client.decide_batch("b", "s", [question("a", "A?", ["yes", "no"])]),
-             "systemone": lambda: client.systemone("s", {"q": jev.noul("Is it?")}),
-             "openai_decisions": lambda: client.openai_decisions("s", [od.predicate("It is.")])}
+    calls = {
+        "decide": lambda: client.decide(DECISION),
+        "decide_batch": lambda: client.decide_batch("b", "s", [question("a", "A?", ["yes", "no"])]),
+        "systemone": lambda: client.systemone("s", {"q": jev.noul("Is it?")}),
+        "openai_decisions": lambda: client.openai_decisions("s", [od.predicate("It is.")]),
+    }
     with pytest.raises(WireVersionMismatch) as caught:
         calls[ask]()
     message = str(caught.value)

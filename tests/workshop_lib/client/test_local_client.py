@@ -8,8 +8,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from workshop_lib.client import (BadRequest, EndpointBusy, EndpointClient, EndpointUnreachable,
-                                 UnprocessableRequest, decision, question)
+from workshop_lib.client import (
+    BadRequest,
+    EndpointBusy,
+    EndpointClient,
+    EndpointUnreachable,
+    UnprocessableRequest,
+    decision,
+    question,
+)
 from workshop_lib.local import free_port
 
 STATE = "Order 4411: the parcel never arrived and the tracking page has not changed for ten days."
@@ -41,8 +48,10 @@ def test_decide(client):
 
 
 def test_batch_keeps_order_and_matches_single_decisions(client):
-    questions = [question("urgency", "How urgent is this?", URGENCY),
-                 question("team", "Which team should handle this?", TEAMS)]
+    questions = [
+        question("urgency", "How urgent is this?", URGENCY),
+        question("team", "Which team should handle this?", TEAMS),
+    ]
     batch = client.decide_batch("c-batch", STATE, questions)
     assert [d.id for d in batch] == ["urgency", "team"]
     assert [d.option_ids for d in batch] == [("low", "normal", "high"), ("refunds", "shipping")]
@@ -59,8 +68,11 @@ def test_openai_decisions_through_invocations_equal_the_v1_route(client, adapter
 
     from workshop_lib.client import openai_decisions as od
 
-    questions = [od.predicate("The parcel is lost.", name="lost"), od.choice("Which team?", list(TEAMS), name="team"),
-                 od.score("How urgent?", [label for _, label in URGENCY], name="urgency")]
+    questions = [
+        od.predicate("The parcel is lost.", name="lost"),
+        od.choice("Which team?", list(TEAMS), name="team"),
+        od.score("How urgent?", [label for _, label in URGENCY], name="urgency"),
+    ]
     result = client.openai_decisions(STATE, questions)
     assert [a.name for a in result.answers] == ["lost", "team", "urgency"]
     for answer in result.answers:
@@ -68,8 +80,11 @@ def test_openai_decisions_through_invocations_equal_the_v1_route(client, adapter
         assert answer.readout in ("letters", "cloze") and answer.readout == answer.raw["x_readout"]
         assert answer.prediction_set is None  # the embedded model's package keeps no conformal threshold
     assert result.usage["input_tokens"] > 0 and result.usage["output_tokens"] == 0
-    direct = urllib.request.Request(adapter.url + "/v1/decisions", json.dumps(od.request(STATE, questions)).encode(),
-                                    {"Content-Type": "application/json"})
+    direct = urllib.request.Request(
+        adapter.url + "/v1/decisions",
+        json.dumps(od.request(STATE, questions)).encode(),
+        {"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(direct, timeout=120) as response:
         same = od.parse_response(json.loads(response.read()), od.request(STATE, questions))
     assert [a.probabilities for a in same.answers] == [a.probabilities for a in result.answers]
@@ -80,10 +95,14 @@ def test_openai_decisions_through_invocations_equal_the_v1_route(client, adapter
 def test_systemone_through_invocations(client):
     from workshop_lib.client import jev
 
-    result = client.systemone(STATE, {
-        "lost": jev.noul("Is the parcel lost?"),
-        "team": jev.choice("Which team should handle this?", TEAMS),
-        "urgency": jev.score("How urgent is this?", [text for _, text in URGENCY])})
+    result = client.systemone(
+        STATE,
+        {
+            "lost": jev.noul("Is the parcel lost?"),
+            "team": jev.choice("Which team should handle this?", TEAMS),
+            "urgency": jev.score("How urgent is this?", [text for _, text in URGENCY]),
+        },
+    )
     assert set(result.answers) == {"lost", "team", "urgency"}
     assert result.model.endswith("SmolLM2-135M-Instruct.Q4_1")  # the real model, not the alias
     assert result.usage["input_tokens"] > 0 and result.usage["output_tokens"] == 0
@@ -122,8 +141,12 @@ def test_nothing_listening_is_unreachable():
 
 
 def _own_request(i: int) -> dict:
-    return decision(f"busy-{i}", f"Ticket {i}: {STATE}", "Which team should handle this?",
-                    {f"team-{i}-a": "Refunds", f"team-{i}-b": "Shipping"})
+    return decision(
+        f"busy-{i}",
+        f"Ticket {i}: {STATE}",
+        "Which team should handle this?",
+        {f"team-{i}-a": "Refunds", f"team-{i}-b": "Shipping"},
+    )
 
 
 def test_busy_server_retries_until_every_request_gets_its_own_answer(model_dir, start_adapter):
@@ -145,12 +168,14 @@ def test_busy_server_retries_until_every_request_gets_its_own_answer(model_dir, 
 
 
 def test_busy_server_without_retries_raises_busy_with_retry_after(model_dir, start_adapter):
-    server = start_adapter(model_dir, SM_LLAMA_CPP_PARALLEL=1, DECISION_ADAPTER_MAX_QUEUE=0,
-                           DECISION_ADAPTER_RETRY_AFTER=1)
+    server = start_adapter(
+        model_dir, SM_LLAMA_CPP_PARALLEL=1, DECISION_ADAPTER_MAX_QUEUE=0, DECISION_ADAPTER_RETRY_AFTER=1
+    )
     client = EndpointClient.local(server.url, retries=0)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        long_one = pool.submit(EndpointClient.local(server.url).decide,
-                               decision("long", LONG_STATE, "Which team?", TEAMS))
+        long_one = pool.submit(
+            EndpointClient.local(server.url).decide, decision("long", LONG_STATE, "Which team?", TEAMS)
+        )
         deadline = time.monotonic() + 30
         while not client.status()["busy"]:
             assert time.monotonic() < deadline and not long_one.done(), "the long request never held the model"

@@ -19,19 +19,43 @@ from urllib3.response import HTTPResponse
 
 from decision_contract import wire
 from tests.support.stand_in import serving
-from workshop_lib.client import (READ_TIMEOUT_S, EndpointBusy, EndpointClient, EndpointNotFound,
-                                 EndpointServerError, EndpointTimeout, InvalidDecision, InvalidResponse,
-                                 ResponseTooLarge, UnprocessableRequest, WireVersionMismatch, decision)
+from workshop_lib.client import (
+    READ_TIMEOUT_S,
+    EndpointBusy,
+    EndpointClient,
+    EndpointNotFound,
+    EndpointServerError,
+    EndpointTimeout,
+    InvalidDecision,
+    InvalidResponse,
+    ResponseTooLarge,
+    UnprocessableRequest,
+    WireVersionMismatch,
+    decision,
+)
 
 REGION = "us-east-1"
 ENDPOINT = "semif-decision-workflows"
-LOG_STREAM = (f"arn:aws:logs:{REGION}:123456789012:log-group:/aws/sagemaker/Endpoints/{ENDPOINT}"
-              ":log-stream:AllTraffic/i-0")
+LOG_STREAM = (
+    f"arn:aws:logs:{REGION}:123456789012:log-group:/aws/sagemaker/Endpoints/{ENDPOINT}:log-stream:AllTraffic/i-0"
+)
 DECISION = decision("t-1", "The parcel never arrived.", "Which team?", {"refunds": "Refunds", "shipping": "Shipping"})
-RESULT = {"result": {"id": "t-1", "option_ids": ["refunds", "shipping"], "probabilities": [0.3, 0.7],
-                     "timing": {"total_ms": 80.0}, "model": {"file": "model.gguf"}}}
-BUSY = {"error": {"code": "busy", "message": "the model is busy and 0 request(s) are already waiting; "
-                                            "retry after 1 s or add instances", "field": None}}
+RESULT = {
+    "result": {
+        "id": "t-1",
+        "option_ids": ["refunds", "shipping"],
+        "probabilities": [0.3, 0.7],
+        "timing": {"total_ms": 80.0},
+        "model": {"file": "model.gguf"},
+    }
+}
+BUSY = {
+    "error": {
+        "code": "busy",
+        "message": "the model is busy and 0 request(s) are already waiting; retry after 1 s or add instances",
+        "field": None,
+    }
+}
 
 
 class JsonBytes:
@@ -48,23 +72,34 @@ class JsonBytes:
 
 
 def expected_request(payload) -> dict:
-    return {"EndpointName": ENDPOINT, "Body": JsonBytes(payload), "ContentType": "application/json",
-            "Accept": "application/json", "InferenceId": ANY}
+    return {
+        "EndpointName": ENDPOINT,
+        "Body": JsonBytes(payload),
+        "ContentType": "application/json",
+        "Accept": "application/json",
+        "InferenceId": ANY,
+    }
 
 
 def reply(payload) -> dict:
     raw = json.dumps(payload).encode()
-    return {"Body": StreamingBody(io.BytesIO(raw), len(raw)), "ContentType": "application/json",
-            "InvokedProductionVariant": "AllTraffic"}
+    return {
+        "Body": StreamingBody(io.BytesIO(raw), len(raw)),
+        "ContentType": "application/json",
+        "InvokedProductionVariant": "AllTraffic",
+    }
 
 
 def model_error(stubber, status: int, body, payload=DECISION):
     text = body if isinstance(body, str) else json.dumps(body)
     stubber.add_client_error(
-        "invoke_endpoint", service_error_code="ModelError", http_status_code=424,
+        "invoke_endpoint",
+        service_error_code="ModelError",
+        http_status_code=424,
         service_message=f'Received server error ({status}) from primary with message "{text}". See the logs.',
         modeled_fields={"OriginalStatusCode": status, "OriginalMessage": text, "LogStreamArn": LOG_STREAM},
-        expected_params=expected_request(payload))
+        expected_params=expected_request(payload),
+    )
 
 
 @pytest.fixture
@@ -107,8 +142,13 @@ def test_stubber_model_error_503_then_success(runtime):
 
 def test_stubber_service_unavailable_is_retried_too(runtime):
     sm, stubber = runtime
-    stubber.add_client_error("invoke_endpoint", service_error_code="ServiceUnavailable", http_status_code=503,
-                             service_message="Service Unavailable", expected_params=expected_request(DECISION))
+    stubber.add_client_error(
+        "invoke_endpoint",
+        service_error_code="ServiceUnavailable",
+        http_status_code=503,
+        service_message="Service Unavailable",
+        expected_params=expected_request(DECISION),
+    )
     stubber.add_response("invoke_endpoint", reply(RESULT), expected_request(DECISION))
     client, sleeps = make_client(sm, default_retry_after_s=2.0)
     assert client.decide(DECISION).attempts == 2 and 2.0 <= sleeps[0] <= 2.5
@@ -130,8 +170,13 @@ def test_stubber_busy_after_the_last_retry_raises(runtime):
 def test_stubber_model_error_422_carries_the_adapters_field(runtime):
     sm, stubber = runtime
     bad = decision("t-2", "s", "q?", ["same", "same"])
-    error = {"error": {"code": "invalid_value", "message": "options[1].id 'same' is used twice; option ids "
-                                                           "must be unique", "field": "options[1].id"}}
+    error = {
+        "error": {
+            "code": "invalid_value",
+            "message": "options[1].id 'same' is used twice; option ids must be unique",
+            "field": "options[1].id",
+        }
+    }
     model_error(stubber, 422, error, payload=bad)
     client, sleeps = make_client(sm)
     with pytest.raises(UnprocessableRequest) as caught:
@@ -152,8 +197,12 @@ def test_stubber_model_error_with_a_non_json_body(runtime):
 
 def test_stubber_unknown_endpoint(runtime):
     sm, stubber = runtime
-    stubber.add_client_error("invoke_endpoint", service_error_code="ValidationError", http_status_code=400,
-                             service_message=f"Endpoint {ENDPOINT} of account 123456789012 not found.")
+    stubber.add_client_error(
+        "invoke_endpoint",
+        service_error_code="ValidationError",
+        http_status_code=400,
+        service_message=f"Endpoint {ENDPOINT} of account 123456789012 not found.",
+    )
     client, _ = make_client(sm)
     with pytest.raises(EndpointNotFound, match="Check the endpoint name and region"):
         client.decide(DECISION)
@@ -171,19 +220,31 @@ def test_stubber_an_answer_to_another_request_is_refused(runtime):
 def test_stubber_chat_and_batch(runtime):
     sm, stubber = runtime
     # thinking off by default: a reasoning model (Qwen3.5 on the standard DLC) answers in content
-    chat_body = {"messages": [{"role": "user", "content": "hi"}], "temperature": 0.0,
-                 "chat_template_kwargs": {"enable_thinking": False}, "max_tokens": 8}
-    completion = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello."},
-                               "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+    chat_body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "temperature": 0.0,
+        "chat_template_kwargs": {"enable_thinking": False},
+        "max_tokens": 8,
+    }
+    completion = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello."}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+    }
     stubber.add_response("invoke_endpoint", reply(completion), expected_request(chat_body))
-    questions = [{"id": "q1", "question": "A?", "options": ["yes", "no"]},
-                 {"id": "q2", "question": "B?", "options": ["x", "y", "z"]}]
+    questions = [
+        {"id": "q1", "question": "A?", "options": ["yes", "no"]},
+        {"id": "q2", "question": "B?", "options": ["x", "y", "z"]},
+    ]
     batch_body = {"id": "b", "state": "s", "questions": questions}
-    batch_reply = {"id": "b", "timing": {"total_ms": 9.0}, "model": {"file": "m.gguf"},
-                   "results": [{"id": "q1", "option_ids": ["yes", "no"], "probabilities": [0.9, 0.1],
-                                "question_eval_ms": 3.0},
-                               {"id": "q2", "option_ids": ["x", "y", "z"], "probabilities": [0.2, 0.3, 0.5],
-                                "question_eval_ms": 4.0}]}
+    batch_reply = {
+        "id": "b",
+        "timing": {"total_ms": 9.0},
+        "model": {"file": "m.gguf"},
+        "results": [
+            {"id": "q1", "option_ids": ["yes", "no"], "probabilities": [0.9, 0.1], "question_eval_ms": 3.0},
+            {"id": "q2", "option_ids": ["x", "y", "z"], "probabilities": [0.2, 0.3, 0.5], "question_eval_ms": 4.0},
+        ],
+    }
     stubber.add_response("invoke_endpoint", reply(batch_reply), expected_request(batch_body))
     client, _ = make_client(sm)
     chat = client.chat("hi", max_tokens=8)
@@ -240,18 +301,32 @@ def runtime_api(monkeypatch):
 
 
 def _answer(decision):
-    return {"result": {"id": decision["id"], "option_ids": [o if isinstance(o, str) else o["id"]
-                                                            for o in decision["options"]],
-                       "probabilities": [0.5] * len(decision["options"])}}
+    return {
+        "result": {
+            "id": decision["id"],
+            "option_ids": [o if isinstance(o, str) else o["id"] for o in decision["options"]],
+            "probabilities": [0.5] * len(decision["options"]),
+        }
+    }
 
 
-@pytest.mark.parametrize("busy", [
-    (503, {}, {"message": "Service Unavailable"}),  # SageMaker itself, briefly unavailable
-    (400, {"x-amzn-ErrorType": "ThrottlingException"}, {"message": "Rate exceeded"}),
-    (424, {"x-amzn-ErrorType": "ModelError"}, {  # the container's own 503: the model was busy
-        "Message": 'Received server error (503) from primary with message "busy".', "OriginalStatusCode": 503,
-        "OriginalMessage": json.dumps({"error": "model is busy; retry the request", "retryable": True})}),
-], ids=["service-unavailable", "throttling", "container-busy"])
+@pytest.mark.parametrize(
+    "busy",
+    [
+        (503, {}, {"message": "Service Unavailable"}),  # SageMaker itself, briefly unavailable
+        (400, {"x-amzn-ErrorType": "ThrottlingException"}, {"message": "Rate exceeded"}),
+        (
+            424,
+            {"x-amzn-ErrorType": "ModelError"},
+            {  # the container's own 503: the model was busy
+                "Message": 'Received server error (503) from primary with message "busy".',
+                "OriginalStatusCode": 503,
+                "OriginalMessage": json.dumps({"error": "model is busy; retry the request", "retryable": True}),
+            },
+        ),
+    ],
+    ids=["service-unavailable", "throttling", "container-busy"],
+)
 def test_retries_through_botocore_are_counted_once_and_truly(runtime_api, busy):
     """Real botocore (serialisation, its retry handler, parsing) against a local HTTP stand-in."""
     api, url = runtime_api
@@ -277,18 +352,23 @@ def test_fake_http_model_error_is_parsed_where_the_client_looks(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     sm = boto3.client("sagemaker-runtime", region_name=REGION, config=Config(retries={"max_attempts": 0}))
-    original = json.dumps({"error": {"code": "invalid_value", "message": "state must not be empty",
-                                     "field": "state"}})
-    wire = json.dumps({"LogStreamArn": LOG_STREAM,
-                       "Message": f'Received client error (422) from primary with message "{original}".',
-                       "OriginalMessage": original, "OriginalStatusCode": 422}).encode()
+    original = json.dumps({"error": {"code": "invalid_value", "message": "state must not be empty", "field": "state"}})
+    wire = json.dumps(
+        {
+            "LogStreamArn": LOG_STREAM,
+            "Message": f'Received client error (422) from primary with message "{original}".',
+            "OriginalMessage": original,
+            "OriginalStatusCode": 422,
+        }
+    ).encode()
     sent = []
 
     def fake_sagemaker(request, **kwargs):
         sent.append(request)
         raw = HTTPResponse(body=io.BytesIO(wire), status=424, preload_content=False)
-        return AWSResponse(request.url, 424, {"x-amzn-ErrorType": "ModelError", "Content-Type": "application/json"},
-                           raw)
+        return AWSResponse(
+            request.url, 424, {"x-amzn-ErrorType": "ModelError", "Content-Type": "application/json"}, raw
+        )
 
     sm.meta.events.register("before-send.sagemaker-runtime.InvokeEndpoint", fake_sagemaker)
     client = EndpointClient.sagemaker(ENDPOINT, REGION, sm)
@@ -325,8 +405,11 @@ def test_stubber_a_trickling_body_is_stopped_at_the_call_deadline(runtime):
     sm, stubber = runtime
     raw = json.dumps(RESULT).encode()
     slow = _Trickle(raw, every_s=0.25)
-    stubber.add_response("invoke_endpoint", {"Body": StreamingBody(slow, len(raw)), "ContentType": "application/json"},
-                         expected_request(DECISION))
+    stubber.add_response(
+        "invoke_endpoint",
+        {"Body": StreamingBody(slow, len(raw)), "ContentType": "application/json"},
+        expected_request(DECISION),
+    )
     client, _ = make_client(sm, timeout_s=1.0, retries=0)
     started = time.monotonic()
     with pytest.raises(EndpointTimeout, match="within 1 s"):
@@ -339,8 +422,11 @@ def test_stubber_a_trickling_body_is_stopped_at_the_call_deadline(runtime):
 def test_stubber_a_body_over_the_cap_is_refused(runtime):
     sm, stubber = runtime
     big = json.dumps({"result": dict(RESULT["result"], padding="x" * 5000)}).encode()
-    stubber.add_response("invoke_endpoint", {"Body": StreamingBody(io.BytesIO(big), len(big)),
-                                             "ContentType": "application/json"}, expected_request(DECISION))
+    stubber.add_response(
+        "invoke_endpoint",
+        {"Body": StreamingBody(io.BytesIO(big), len(big)), "ContentType": "application/json"},
+        expected_request(DECISION),
+    )
     client, _ = make_client(sm, max_response_bytes=4096)
     with pytest.raises(ResponseTooLarge, match="longer than 4096 bytes"):
         client.decide(DECISION)
@@ -356,15 +442,21 @@ def test_an_announced_body_over_the_cap_is_refused_through_botocore(runtime_api)
 
 def test_stubber_an_unnormalised_answer_is_refused(runtime):
     sm, stubber = runtime
-    stubber.add_response("invoke_endpoint", reply({"result": dict(RESULT["result"], probabilities=[0.3, 0.3])}),
-                         expected_request(DECISION))
+    stubber.add_response(
+        "invoke_endpoint",
+        reply({"result": dict(RESULT["result"], probabilities=[0.3, 0.3])}),
+        expected_request(DECISION),
+    )
     client, _ = make_client(sm)
     with pytest.raises(InvalidDecision, match="sum to 0.6"):
         client.decide(DECISION)
 
 
-@pytest.mark.parametrize("attributes, refused", [(None, False), (wire.WIRE_VERSION, False),
-                                                 ("decision-wire/999", True)], ids=["absent", "same", "other"])
+@pytest.mark.parametrize(
+    "attributes, refused",
+    [(None, False), (wire.WIRE_VERSION, False), ("decision-wire/999", True)],
+    ids=["absent", "same", "other"],
+)
 def test_the_adapters_wire_version_comes_back_through_invoke_endpoint(runtime_api, attributes, refused):
     """SageMaker hands back the container's wire.VERSION_HEADER as InvokeEndpoint's CustomAttributes: real
     botocore parses it from the runtime API's answer, and the client judges it as it does a local adapter's."""

@@ -8,18 +8,21 @@ from workshop_lib.evaluation.tasks import Task
 LABELS = ["billing", "tech_support", "account_security"]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("billing", ("billing", "exact")),
-    ("  `Tech_Support`.\n", ("tech_support", "exact")),
-    ("tech support", ("tech_support", "exact")),
-    ("**account-security**", ("account_security", "exact")),
-    ("The answer is billing.", ("billing", "found")),
-    ("- tech_support: Technical support", ("tech_support", "found")),
-    ("billing or tech_support", (None, "ambiguous")),
-    ("I cannot tell.", (None, "none")),
-    ("", (None, "none")),
-    ("billingual", (None, "none")),  # whole words only
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("billing", ("billing", "exact")),
+        ("  `Tech_Support`.\n", ("tech_support", "exact")),
+        ("tech support", ("tech_support", "exact")),
+        ("**account-security**", ("account_security", "exact")),
+        ("The answer is billing.", ("billing", "found")),
+        ("- tech_support: Technical support", ("tech_support", "found")),
+        ("billing or tech_support", (None, "ambiguous")),
+        ("I cannot tell.", (None, "none")),
+        ("", (None, "none")),
+        ("billingual", (None, "none")),  # whole words only
+    ],
+)
 def test_parse_answer(text, expected):
     assert parse_answer(text, LABELS) == expected
 
@@ -33,8 +36,15 @@ def test_yes_no_and_levels():
 
 
 def test_messages_list_every_id_and_the_state():
-    task = Task("t", "routing", "choice", {"ticket": "refund please"}, "Which team?",
-                (("billing", "Billing: money"), ("sales", "sales")), "billing")
+    task = Task(
+        "t",
+        "routing",
+        "choice",
+        {"ticket": "refund please"},
+        "Which team?",
+        (("billing", "Billing: money"), ("sales", "sales")),
+        "billing",
+    )
     system, user = generation_messages(task)
     assert system["role"] == "system" and "id" in system["content"]
     assert '{"ticket": "refund please"}' in user["content"] and "Which team?" in user["content"]

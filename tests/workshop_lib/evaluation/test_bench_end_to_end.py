@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from workshop_lib.evaluation import load_tasks
 from workshop_lib.cli import main
+from workshop_lib.evaluation import load_tasks
 
 pytestmark = pytest.mark.slow
 
@@ -23,9 +23,27 @@ def test_bench_cli_against_the_local_adapter(adapter, tmp_path, capsys):
     tasks_file.write_text("".join(json.dumps(by_id[i].to_record()) + "\n" for i in TASK_IDS))
     out = tmp_path / "out"
 
-    code = main(["bench", "--url", adapter.url, "--tasks", str(tasks_file), "--concurrency", "2",
-                 "--baseline", "--debias", "--calibrate", "--study-limit", "2", "--label", "local",
-                 "--out", str(out), "--no-progress"])
+    code = main(
+        [
+            "bench",
+            "--url",
+            adapter.url,
+            "--tasks",
+            str(tasks_file),
+            "--concurrency",
+            "2",
+            "--baseline",
+            "--debias",
+            "--calibrate",
+            "--study-limit",
+            "2",
+            "--label",
+            "local",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "## Decision readout" in printed and "## Option order" in printed and "## Calibration" in printed

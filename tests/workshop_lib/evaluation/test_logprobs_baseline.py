@@ -15,24 +15,36 @@ import math
 import pytest
 
 from benchmarks.servers import LlamaServerProcess, find_llama_server
+from workshop_lib.client import EndpointClient
 from workshop_lib.evaluation import run_benchmark
-from workshop_lib.evaluation.logprobs import (LETTERS, NoLogprobs, agreement, decision_messages, first_token_logprobs,
-                                         logprobs_payload, logprobs_result, read_letters, run_logprobs_baseline,
-                                         task_messages, url_client)
+from workshop_lib.evaluation.logprobs import (
+    LETTERS,
+    NoLogprobs,
+    agreement,
+    decision_messages,
+    first_token_logprobs,
+    logprobs_payload,
+    logprobs_result,
+    read_letters,
+    run_logprobs_baseline,
+    task_messages,
+    url_client,
+)
 from workshop_lib.evaluation.runner import TaskResult
 from workshop_lib.evaluation.tasks import Task, load_tasks
-from workshop_lib.client import EndpointClient
 from workshop_lib.local import post_json
 
 LLAMA_SERVER = find_llama_server()
 needs_llama_server = pytest.mark.skipif(
-    LLAMA_SERVER is None, reason="no llama-server build (WORKSHOP_LLAMA_SERVER, .llama.cpp/bin/llama-server or PATH)")
+    LLAMA_SERVER is None, reason="no llama-server build (WORKSHOP_LLAMA_SERVER, .llama.cpp/bin/llama-server or PATH)"
+)
 
 
 @pytest.fixture(scope="module")
 def llama_server(embedded_gguf, tmp_path_factory):
-    server = LlamaServerProcess(LLAMA_SERVER, embedded_gguf, log_path=tmp_path_factory.mktemp("llama") / "server.log",
-                                threads=2, context=4096)
+    server = LlamaServerProcess(
+        LLAMA_SERVER, embedded_gguf, log_path=tmp_path_factory.mktemp("llama") / "server.log", threads=2, context=4096
+    )
     try:
         server.start(timeout_s=120)
         yield server
@@ -42,16 +54,36 @@ def llama_server(embedded_gguf, tmp_path_factory):
 
 def task(n: int, tid: str = "t") -> Task:
     options = tuple((f"opt{i}", f"the option numbered {i}") for i in range(n))
-    return Task(id=f"{tid}{n}", family="synthetic", type="choice", state="A customer writes about an invoice.",
-                question="Which option fits the message?", options=options, expected="opt0")
+    return Task(
+        id=f"{tid}{n}",
+        family="synthetic",
+        type="choice",
+        state="A customer writes about an invoice.",
+        question="Which option fits the message?",
+        options=options,
+        expected="opt0",
+    )
 
 
 def reply_with(top: dict[str, float]) -> dict:
     """An OpenAI chat reply's shape, with these first-token logprobs (for the pure parts)."""
     first = next(iter(top))
-    return {"choices": [{"message": {"content": first}, "logprobs": {"content": [{
-        "token": first, "logprob": top[first],
-        "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top.items()]}]}}]}
+    return {
+        "choices": [
+            {
+                "message": {"content": first},
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": first,
+                            "logprob": top[first],
+                            "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top.items()],
+                        }
+                    ]
+                },
+            }
+        ]
+    }
 
 
 # -- pure parts ---------------------------------------------------------------------------
@@ -124,7 +156,7 @@ def test_real_answers_are_parsed_and_valid_exactly_when_every_letter_came_back(l
         reply_top = r.extra["returned"]
         assert 0 < reply_top <= 20
         assert r.valid == (r.extra["missing"] == [])
-        assert sorted(r.extra["found"] + r.extra["missing"]) == list(LETTERS[:len(t.options)])
+        assert sorted(r.extra["found"] + r.extra["missing"]) == list(LETTERS[: len(t.options)])
         if r.valid:
             assert sum(r.probabilities.values()) == pytest.approx(1.0)
             assert r.predicted == max(r.probabilities, key=r.probabilities.get)
@@ -152,9 +184,20 @@ def test_options_outside_the_returned_tokens_in_a_real_answer_are_missing(llama_
 def test_the_messages_render_to_the_adapters_own_prompt(llama_server, adapter):
     """llama-server renders the client's messages with the model's template; their sha256 is the adapter's
     prompt_sha256 for the same decision (state string or object, 2 to 16 options, non-ASCII text)."""
-    tasks = [task(2), task(16), load_tasks(None, limit=1)[0],
-             Task(id="obj", family="f", type="choice", state={"zeta": 1, "alpha": ["ü", "x"]},
-                  question="Wählen Sie: which one?", options=(("y", "yes \"quoted\""), ("n", "no")), expected="y")]
+    tasks = [
+        task(2),
+        task(16),
+        load_tasks(None, limit=1)[0],
+        Task(
+            id="obj",
+            family="f",
+            type="choice",
+            state={"zeta": 1, "alpha": ["ü", "x"]},
+            question="Wählen Sie: which one?",
+            options=(("y", 'yes "quoted"'), ("n", "no")),
+            expected="y",
+        ),
+    ]
     for t in tasks:
         status, rendered = post_json(llama_server.url + "/apply-template", {"messages": task_messages(t)})
         assert status == 200
@@ -167,8 +210,13 @@ def test_the_messages_render_to_the_adapters_own_prompt(llama_server, adapter):
 @pytest.mark.slow
 def test_the_benchmark_reports_the_baseline_beside_the_decision_readout(llama_server, adapter):
     tasks = [task(3), task(16)]
-    report = run_benchmark(EndpointClient.local(adapter.url), tasks, baseline="logprobs",
-                           standard=url_client(llama_server.url + "/v1/chat/completions"), progress=False)
+    report = run_benchmark(
+        EndpointClient.local(adapter.url),
+        tasks,
+        baseline="logprobs",
+        standard=url_client(llama_server.url + "/v1/chat/completions"),
+        progress=False,
+    )
     letters = report.letter_baseline
     valid = [r for r in report.runs["logprobs"].results if r.valid]
     assert letters["valid"] == len(valid) and letters["compared"] == len(valid)

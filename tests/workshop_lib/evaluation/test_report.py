@@ -22,15 +22,41 @@ def test_percentile_known_values_and_numpy_agreement():
         percentile([1], 101)
 
 
-def _r(task_id, family, type_, expected, predicted, *, latency, valid=True, answered=True, attempts=1,
-       busy=False, presented=("a", "b"), tokens=100):
+def _r(
+    task_id,
+    family,
+    type_,
+    expected,
+    predicted,
+    *,
+    latency,
+    valid=True,
+    answered=True,
+    attempts=1,
+    busy=False,
+    presented=("a", "b"),
+    tokens=100,
+):
     labels = list(presented)
-    probs = {l: (0.9 if l == predicted else 0.1 / (len(labels) - 1)) for l in labels} if valid else None
-    return TaskResult(task_id=task_id, family=family, type=type_, expected=expected, labels=labels,
-                      presented=list(presented), valid=valid, answered=answered,
-                      predicted=predicted if valid else None, correct=valid and predicted == expected,
-                      probabilities=probs, client_latency_ms=latency, server_ms=latency and latency * 0.9,
-                      input_tokens=tokens, attempts=attempts, busy=busy)
+    probs = {label: (0.9 if label == predicted else 0.1 / (len(labels) - 1)) for label in labels} if valid else None
+    return TaskResult(
+        task_id=task_id,
+        family=family,
+        type=type_,
+        expected=expected,
+        labels=labels,
+        presented=list(presented),
+        valid=valid,
+        answered=answered,
+        predicted=predicted if valid else None,
+        correct=valid and predicted == expected,
+        probabilities=probs,
+        client_latency_ms=latency,
+        server_ms=latency and latency * 0.9,
+        input_tokens=tokens,
+        attempts=attempts,
+        busy=busy,
+    )
 
 
 def _run(label="cpu", wall_s=10.0, scale=1.0):
@@ -39,8 +65,19 @@ def _run(label="cpu", wall_s=10.0, scale=1.0):
         _r("r2", "routing", "choice", "b", "a", latency=2000 * scale),
         _r("p1", "policy", "noul", "yes", "yes", latency=3000 * scale, presented=("no", "yes")),
         _r("p2", "policy", "noul", "no", None, latency=4000 * scale, valid=False, presented=("no", "yes")),
-        _r("s1", "scoring", "score", "0", None, latency=50 * scale, valid=False, answered=False, attempts=4,
-           busy=True, presented=("0", "1", "2", "3")),
+        _r(
+            "s1",
+            "scoring",
+            "score",
+            "0",
+            None,
+            latency=50 * scale,
+            valid=False,
+            answered=False,
+            attempts=4,
+            busy=True,
+            presented=("0", "1", "2", "3"),
+        ),
     ]
     return Run(label=label, kind="decision", results=results, endpoint="http://x", wall_s=wall_s)
 
@@ -113,9 +150,17 @@ def _order_runs(n: int) -> dict:
     """A decision run and its reversed-order run over n tasks, every other top choice flipped."""
     plain = [_r(f"t{i}", "routing", "choice", "a", "a", latency=100) for i in range(n)]
     flipped = [_r(f"t{i}", "routing", "choice", "a", "b" if i % 2 else "a", latency=100) for i in range(n)]
-    return {"decision": Run(label="cpu", kind="decision", results=plain, endpoint="http://x", wall_s=1.0),
-            "decision_reversed": Run(label="cpu", kind="decision", results=flipped, endpoint="http://x", wall_s=1.0,
-                                     settings={"order": "reversed"})}
+    return {
+        "decision": Run(label="cpu", kind="decision", results=plain, endpoint="http://x", wall_s=1.0),
+        "decision_reversed": Run(
+            label="cpu",
+            kind="decision",
+            results=flipped,
+            endpoint="http://x",
+            wall_s=1.0,
+            settings={"order": "reversed"},
+        ),
+    }
 
 
 def test_the_option_order_table_says_when_too_few_tasks_were_compared():
@@ -123,8 +168,9 @@ def test_the_option_order_table_says_when_too_few_tasks_were_compared():
 
     small = ReportView(runs=_order_runs(2)).to_markdown()
     assert "| 1/2 (" in small  # the flip count is still shown, under the caveat
-    assert "Too few to mean anything: 2 tasks compared in both orders, so each task is 50 points of the flip rate" \
-        in small
+    assert (
+        "Too few to mean anything: 2 tasks compared in both orders, so each task is 50 points of the flip rate" in small
+    )
     enough = ReportView(runs=_order_runs(MIN_STUDIED)).to_markdown()
     assert "## Option order" in enough and "Too few to mean anything" not in enough
 
@@ -134,19 +180,31 @@ def test_the_calibration_table_marks_a_temperature_at_the_search_bound_and_too_f
 
     def result(task_id, split, correct):
         logits = {"a": 0.0, "b": 3.0}
-        return TaskResult(task_id=task_id, family="f", type="choice", expected="b" if correct else "a",
-                          labels=["a", "b"], presented=["a", "b"], valid=True, answered=True, predicted="b",
-                          correct=correct, split=split, option_logits=logits,
-                          probabilities={k: math.exp(v) / (1 + math.exp(3.0)) for k, v in logits.items()},
-                          client_latency_ms=100.0)
+        return TaskResult(
+            task_id=task_id,
+            family="f",
+            type="choice",
+            expected="b" if correct else "a",
+            labels=["a", "b"],
+            presented=["a", "b"],
+            valid=True,
+            answered=True,
+            predicted="b",
+            correct=correct,
+            split=split,
+            option_logits=logits,
+            probabilities={k: math.exp(v) / (1 + math.exp(3.0)) for k, v in logits.items()},
+            client_latency_ms=100.0,
+        )
 
     wrong = [result("d0", "dev", False), result("t0", "test", False)]  # always wrong: T runs to its bound
     text = ReportView(runs={"decision": Run("cpu", "decision", wrong, wall_s=1.0)}, calibrate=True).to_markdown()
     after = next(line for line in text.splitlines() if line.startswith("| after"))
     assert "(search bound)" in after
     assert "Too few to mean anything: fitted on 1 and reported on 1 tasks" in text
-    mixed = [result(f"d{i}", "dev", i % 3 != 0) for i in range(20)] + \
-        [result(f"t{i}", "test", i % 3 != 0) for i in range(20)]
+    mixed = [result(f"d{i}", "dev", i % 3 != 0) for i in range(20)] + [
+        result(f"t{i}", "test", i % 3 != 0) for i in range(20)
+    ]
     text = ReportView(runs={"decision": Run("cpu", "decision", mixed, wall_s=1.0)}, calibrate=True).to_markdown()
     after = next(line for line in text.splitlines() if line.startswith("| after"))
     assert "(search bound)" not in after and "Too few to mean anything" not in text

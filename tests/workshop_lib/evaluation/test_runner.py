@@ -3,9 +3,9 @@
 import threading
 import time
 
+from workshop_lib.client import EndpointBusy
 from workshop_lib.evaluation.runner import TaskResult, execute, run_decisions
 from workshop_lib.evaluation.tasks import Task
-from workshop_lib.client import EndpointBusy
 
 TASKS = [Task(f"t{i}", "f", "choice", "s", "q", (("a", "A"), ("b", "B")), "a") for i in range(8)]
 

@@ -4,10 +4,10 @@ import math
 
 import pytest
 
+from workshop_lib.client import Decision, EndpointBusy, InvalidResponse
 from workshop_lib.evaluation.runner import decision_result, failed_result, score_response
 from workshop_lib.evaluation.scoring import invalid_reason, predicted_label
 from workshop_lib.evaluation.tasks import Task
-from workshop_lib.client import Decision, EndpointBusy, InvalidResponse
 
 TASK = Task("t1", "routing", "choice", "state", "Which?", (("b", "B"), ("a", "A"), ("c", "C")), "a")
 
@@ -17,16 +17,19 @@ def test_a_proper_vector_is_valid():
     assert invalid_reason(["a", "b"], ["a", "b"], [0.3, 0.7000004]) is None  # within the tolerance
 
 
-@pytest.mark.parametrize("ids, probs, reason", [
-    (["a", "b"], [0.5, 0.5], "missing ['c']"),
-    (["a", "b", "c", "d"], [0.25] * 4, "unexpected ['d']"),
-    (["a", "a", "c"], [0.3, 0.3, 0.4], "duplicate"),
-    (["a", "b", "c"], [0.5, 0.5], "3 option ids but 2"),
-    (["a", "b", "c"], [0.5, math.nan, 0.5], "not a finite number"),
-    (["a", "b", "c"], [1.2, -0.2, 0.0], "outside [0, 1]"),
-    (["a", "b", "c"], [0.2, 0.2, 0.2], "sum to 0.6"),
-    (["a", "b", "c"], [0.5, "0.5", 0.0], "not a finite number"),
-])
+@pytest.mark.parametrize(
+    "ids, probs, reason",
+    [
+        (["a", "b"], [0.5, 0.5], "missing ['c']"),
+        (["a", "b", "c", "d"], [0.25] * 4, "unexpected ['d']"),
+        (["a", "a", "c"], [0.3, 0.3, 0.4], "duplicate"),
+        (["a", "b", "c"], [0.5, 0.5], "3 option ids but 2"),
+        (["a", "b", "c"], [0.5, math.nan, 0.5], "not a finite number"),
+        (["a", "b", "c"], [1.2, -0.2, 0.0], "outside [0, 1]"),
+        (["a", "b", "c"], [0.2, 0.2, 0.2], "sum to 0.6"),
+        (["a", "b", "c"], [0.5, "0.5", 0.0], "not a finite number"),
+    ],
+)
 def test_improper_vectors_are_invalid(ids, probs, reason):
     assert reason in invalid_reason(["a", "b", "c"], ids, probs)
 
@@ -39,8 +42,9 @@ def test_argmax_and_ties_go_to_the_smallest_label_not_the_first_shown():
 
 
 def test_score_response_correct_and_wrong():
-    right = score_response(TASK, ["b", "a", "c"], [0.1, 0.8, 0.1], option_logits=[1.0, 3.0, 1.0],
-                           client_latency_ms=12.0)
+    right = score_response(
+        TASK, ["b", "a", "c"], [0.1, 0.8, 0.1], option_logits=[1.0, 3.0, 1.0], client_latency_ms=12.0
+    )
     assert right.valid and right.correct and right.predicted == "a" and right.top_probability == 0.8
     assert right.option_logits == {"b": 1.0, "a": 3.0, "c": 1.0} and right.predicted_position == 1
     wrong = score_response(TASK, ["b", "a", "c"], [0.6, 0.3, 0.1])
@@ -64,10 +68,16 @@ def test_a_failed_request_is_invalid_and_a_503_is_counted():
 
 
 def test_decision_result_reads_the_adapters_fields():
-    raw = {"id": "t1", "option_ids": ["b", "a", "c"], "probabilities": [0.2, 0.5, 0.3],
-           "option_logits": [0.1, 1.0, 0.5], "input_tokens": 123}
-    decision = Decision.from_result(raw, timing={"total_ms": 80.0, "evaluate_ms": 70.0}, client_latency_ms=95.0,
-                                    attempts=2)
+    raw = {
+        "id": "t1",
+        "option_ids": ["b", "a", "c"],
+        "probabilities": [0.2, 0.5, 0.3],
+        "option_logits": [0.1, 1.0, 0.5],
+        "input_tokens": 123,
+    }
+    decision = Decision.from_result(
+        raw, timing={"total_ms": 80.0, "evaluate_ms": 70.0}, client_latency_ms=95.0, attempts=2
+    )
     result = decision_result(TASK, decision)
     assert result.correct and result.input_tokens == 123 and result.server_ms == 80.0
     assert result.client_latency_ms == 95.0 and result.attempts == 2 and result.timing["evaluate_ms"] == 70.0

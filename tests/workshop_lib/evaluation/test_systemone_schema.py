@@ -2,21 +2,27 @@
 
 import pytest
 
+from workshop_lib.client import EndpointClient
 from workshop_lib.evaluation import load_tasks, run_benchmark
 from workshop_lib.evaluation.runner import systemone_question
 from workshop_lib.evaluation.tasks import Task
-from workshop_lib.client import EndpointClient
 
 
 def test_each_task_type_maps_to_its_jev_question():
     choice = Task("c", "routing", "choice", "s", "Which team?", (("billing", "Billing"), ("tech", "Tech")), "tech")
     noul = Task("n", "policy", "noul", "s", "Refund asked?", (("no", "No"), ("yes", "Yes")), "yes")
     score = Task("s", "scoring", "score", "s", "How urgent?", (("0", "Low"), ("1", "Mid"), ("2", "High")), "2")
-    assert systemone_question(choice) == {"type": "choice", "instructions": "Which team?",
-                                          "criteria": {"billing": "Billing", "tech": "Tech"}}
+    assert systemone_question(choice) == {
+        "type": "choice",
+        "instructions": "Which team?",
+        "criteria": {"billing": "Billing", "tech": "Tech"},
+    }
     assert systemone_question(noul) == {"type": "noul", "instructions": "Refund asked?"}
-    assert systemone_question(score) == {"type": "score", "instructions": "How urgent?",
-                                         "criteria": ["Low", "Mid", "High"]}
+    assert systemone_question(score) == {
+        "type": "score",
+        "instructions": "How urgent?",
+        "criteria": ["Low", "Mid", "High"],
+    }
 
 
 def test_unknown_schema_is_refused():

@@ -5,23 +5,48 @@ from collections import Counter
 
 import pytest
 
-from workshop_lib.evaluation.tasks import (Task, TaskFormatError, load_tasks, parse_tasks, permutation, rotation,
-                                      select, task_from_record)
+from workshop_lib.evaluation.tasks import (
+    Task,
+    TaskFormatError,
+    load_tasks,
+    parse_tasks,
+    permutation,
+    rotation,
+    select,
+    task_from_record,
+)
 
-CHOICE = {"id": "c1", "family": "routing", "state": "Charged twice.",
-          "question": {"type": "choice", "instructions": "Which team?",
-                       "criteria": {"billing": "Billing: charges", "tech": None, "sales": "Sales"}},
-          "labels": ["billing", "tech", "sales"], "expected": "billing", "split": "dev", "group": "g1",
-          "provenance": "test"}
+CHOICE = {
+    "id": "c1",
+    "family": "routing",
+    "state": "Charged twice.",
+    "question": {
+        "type": "choice",
+        "instructions": "Which team?",
+        "criteria": {"billing": "Billing: charges", "tech": None, "sales": "Sales"},
+    },
+    "labels": ["billing", "tech", "sales"],
+    "expected": "billing",
+    "split": "dev",
+    "group": "g1",
+    "provenance": "test",
+}
 
 
 def test_choice_record_keeps_label_order_and_uses_the_id_when_the_description_is_null():
     task = task_from_record(CHOICE)
     assert task.type == "choice" and task.family == "routing" and task.split == "dev" and task.group == "g1"
     assert task.options == (("billing", "Billing: charges"), ("tech", "tech"), ("sales", "Sales"))
-    assert task.request() == {"id": "c1", "state": "Charged twice.", "question": "Which team?",
-                              "options": [{"id": "billing", "text": "Billing: charges"},
-                                          {"id": "tech", "text": "tech"}, {"id": "sales", "text": "Sales"}]}
+    assert task.request() == {
+        "id": "c1",
+        "state": "Charged twice.",
+        "question": "Which team?",
+        "options": [
+            {"id": "billing", "text": "Billing: charges"},
+            {"id": "tech", "text": "tech"},
+            {"id": "sales", "text": "Sales"},
+        ],
+    }
 
 
 def test_choice_labels_decide_the_order_not_the_criteria():
@@ -35,9 +60,17 @@ def test_choice_without_labels_takes_the_criteria_order():
 
 
 def test_noul_maps_to_no_then_yes_with_descriptions():
-    record = {"id": "n1", "state": "s", "expected": True, "labels": ["no", "yes"],
-              "question": {"type": "noul", "instructions": "Refund allowed?",
-                           "criteria": {"true": "the refund is allowed", "false": "it is not"}}}
+    record = {
+        "id": "n1",
+        "state": "s",
+        "expected": True,
+        "labels": ["no", "yes"],
+        "question": {
+            "type": "noul",
+            "instructions": "Refund allowed?",
+            "criteria": {"true": "the refund is allowed", "false": "it is not"},
+        },
+    }
     task = task_from_record(record)
     assert task.labels == ("no", "yes") and task.expected == "yes" and task.family == "noul"
     assert task.options == (("no", "no: it is not"), ("yes", "yes: the refund is allowed"))
@@ -46,39 +79,67 @@ def test_noul_maps_to_no_then_yes_with_descriptions():
 
 
 def test_noul_without_criteria_shows_plain_yes_and_no():
-    task = task_from_record({"id": "n2", "state": "s", "expected": "yes",
-                             "question": {"type": "noul", "instructions": "Is it?"}})
+    task = task_from_record(
+        {"id": "n2", "state": "s", "expected": "yes", "question": {"type": "noul", "instructions": "Is it?"}}
+    )
     assert task.options == (("no", "no"), ("yes", "yes"))
 
 
 def test_score_maps_to_ordered_levels_and_an_int_expected():
-    record = {"id": "s1", "state": "s", "expected": 2, "labels": ["0", "1", "2"],
-              "question": {"type": "score", "instructions": "How bad?", "criteria": ["fine", "bad", "awful"]}}
+    record = {
+        "id": "s1",
+        "state": "s",
+        "expected": 2,
+        "labels": ["0", "1", "2"],
+        "question": {"type": "score", "instructions": "How bad?", "criteria": ["fine", "bad", "awful"]},
+    }
     task = task_from_record(record)
     assert task.labels == ("0", "1", "2") and task.expected == "2"
     assert [o["text"] for o in task.request()["options"]] == ["fine", "bad", "awful"]
 
 
 def test_decision_format_record():
-    task = task_from_record({"id": "d1", "state": {"ticket": 7}, "question": "Which?", "expected": "b",
-                             "options": ["a", {"id": "b", "text": "Bee"}]})
+    task = task_from_record(
+        {
+            "id": "d1",
+            "state": {"ticket": 7},
+            "question": "Which?",
+            "expected": "b",
+            "options": ["a", {"id": "b", "text": "Bee"}],
+        }
+    )
     assert task.type == "choice" and task.family == "choice" and task.split == "test"
     assert task.options == (("a", "a"), ("b", "Bee")) and task.state == {"ticket": 7}
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"expected": "nope"}, "not one of the labels"),
-    ({"expected": None}, "expected"),
-    ({"state": ""}, "state"),
-    ({"labels": ["billing", "tech"]}, "not labels"),
-    ({"question": {"type": "ranking", "instructions": "x"}}, "question.type"),
-    ({"question": {"type": "noul", "instructions": "x"}, "labels": ["yes", "no"]}, '["no", "yes"]'),
-    ({"question": {"type": "score", "instructions": "x", "criteria": ["a", "b"]}, "labels": ["1", "2"],
-      "expected": 1}, "labels"),
-    ({"question": {"type": "score", "instructions": "x", "criteria": ["a"]}}, "2 to 10"),
-    ({"question": {"type": "choice", "instructions": "x", "criteria": {"a": None}}, "labels": ["a"],
-      "expected": "a"}, "2 to 16"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"expected": "nope"}, "not one of the labels"),
+        ({"expected": None}, "expected"),
+        ({"state": ""}, "state"),
+        ({"labels": ["billing", "tech"]}, "not labels"),
+        ({"question": {"type": "ranking", "instructions": "x"}}, "question.type"),
+        ({"question": {"type": "noul", "instructions": "x"}, "labels": ["yes", "no"]}, '["no", "yes"]'),
+        (
+            {
+                "question": {"type": "score", "instructions": "x", "criteria": ["a", "b"]},
+                "labels": ["1", "2"],
+                "expected": 1,
+            },
+            "labels",
+        ),
+        ({"question": {"type": "score", "instructions": "x", "criteria": ["a"]}}, "2 to 10"),
+        (
+            {
+                "question": {"type": "choice", "instructions": "x", "criteria": {"a": None}},
+                "labels": ["a"],
+                "expected": "a",
+            },
+            "2 to 16",
+        ),
+    ],
+)
 def test_bad_records_are_refused_with_the_reason(change, message):
     with pytest.raises(TaskFormatError, match=message.replace("[", r"\[").replace("]", r"\]")):
         task_from_record(dict(CHOICE, **change), "tasks.jsonl:3")
@@ -104,18 +165,30 @@ def test_named_orders_and_rotations():
 
 
 def test_select_spreads_a_limit_across_families_and_keeps_file_order():
-    tasks = [Task(f"{fam}{i}", fam, "choice", "s", "q", (("a", "a"), ("b", "b")), "a")
-             for fam in "xyz" for i in range(3)]
+    tasks = [
+        Task(f"{fam}{i}", fam, "choice", "s", "q", (("a", "a"), ("b", "b")), "a") for fam in "xyz" for i in range(3)
+    ]
     picked = select(tasks, 4)
     assert [t.id for t in picked] == ["x0", "x1", "y0", "z0"]
     assert select(tasks, None) == tasks and select(tasks, 99) == tasks
 
 
 def test_to_record_round_trips():
-    for record in (CHOICE, {"id": "s1", "state": "s", "expected": 1,
-                            "question": {"type": "score", "instructions": "q", "criteria": ["a", "b"]}},
-                   {"id": "n1", "state": "s", "expected": "no",
-                    "question": {"type": "noul", "instructions": "q", "criteria": {"true": "T", "false": "F"}}}):
+    for record in (
+        CHOICE,
+        {
+            "id": "s1",
+            "state": "s",
+            "expected": 1,
+            "question": {"type": "score", "instructions": "q", "criteria": ["a", "b"]},
+        },
+        {
+            "id": "n1",
+            "state": "s",
+            "expected": "no",
+            "question": {"type": "noul", "instructions": "q", "criteria": {"true": "T", "false": "F"}},
+        },
+    ):
         task = task_from_record(record)
         assert task_from_record(json.loads(json.dumps(task.to_record()))) == task
 

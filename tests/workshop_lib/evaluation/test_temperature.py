@@ -4,9 +4,16 @@ import math
 
 import pytest
 
-from workshop_lib.evaluation.temperature import (brier_score, calibrate_results, expected_calibration_error,
-                                            fit_temperature, nll, reliability_bins, softmax)
 from workshop_lib.evaluation.runner import TaskResult
+from workshop_lib.evaluation.temperature import (
+    brier_score,
+    calibrate_results,
+    expected_calibration_error,
+    fit_temperature,
+    nll,
+    reliability_bins,
+    softmax,
+)
 
 
 def test_fitted_temperature_matches_the_closed_form():
@@ -48,18 +55,30 @@ def _result(task_id, split, logits, expected, correct=None):
     probs = softmax(list(logits.values()))
     p = dict(zip(logits, probs.tolist()))
     top = max(p, key=p.get)
-    return TaskResult(task_id=task_id, family="f", type="choice", expected=expected, labels=list(logits),
-                      split=split, valid=True, predicted=top, correct=top == expected, probabilities=p,
-                      option_logits=dict(logits))
+    return TaskResult(
+        task_id=task_id,
+        family="f",
+        type="choice",
+        expected=expected,
+        labels=list(logits),
+        split=split,
+        valid=True,
+        predicted=top,
+        correct=top == expected,
+        probabilities=p,
+        option_logits=dict(logits),
+    )
 
 
 def test_calibrate_results_fits_on_dev_and_reports_on_test():
     overconfident = {"a": 0.0, "b": 6.0}
-    results = ([_result(f"d{i}", "dev", overconfident, "b") for i in range(3)]
-               + [_result("d3", "dev", overconfident, "a")]
-               + [_result(f"t{i}", "test", overconfident, "b") for i in range(3)]
-               + [_result("t3", "test", overconfident, "a")]
-               + [TaskResult(task_id="bad", family="f", type="choice", expected="a", labels=["a", "b"], split="test")])
+    results = (
+        [_result(f"d{i}", "dev", overconfident, "b") for i in range(3)]
+        + [_result("d3", "dev", overconfident, "a")]
+        + [_result(f"t{i}", "test", overconfident, "b") for i in range(3)]
+        + [_result("t3", "test", overconfident, "a")]
+        + [TaskResult(task_id="bad", family="f", type="choice", expected="a", labels=["a", "b"], split="test")]
+    )
     cal = calibrate_results(results)
     assert cal["fit_tasks"] == 4 and cal["report_tasks"] == 4 and cal["invalid_skipped"] == 1
     assert cal["temperature"] == pytest.approx(6 / math.log(3), rel=1e-4)

@@ -12,8 +12,17 @@ from workshop_lib.client.endpoint import Decision
 from workshop_lib.client.endpoint_errors import BadRequest, EndpointBusy
 from workshop_lib.evaluation import load_tasks
 from workshop_lib.evaluation.report import percentile
-from workshop_lib.evaluation.throughput import (Level, Sustainable, Throughput, fresh_request, fresh_requests,
-                                                measure_level, measure_throughput, note_tag, sustainable_level)
+from workshop_lib.evaluation.throughput import (
+    Level,
+    Sustainable,
+    Throughput,
+    fresh_request,
+    fresh_requests,
+    measure_level,
+    measure_throughput,
+    note_tag,
+    sustainable_level,
+)
 
 
 def level(concurrency: int, *, rate: float, p95: float, refused: int = 0, failed: int = 0, n: int = 20) -> Level:
@@ -44,7 +53,11 @@ def test_none_fits_when_every_p95_is_above_the_limit():
 
 
 def test_a_faster_level_that_left_requests_unanswered_does_not_count():
-    levels = (level(1, rate=2.0, p95=500), level(2, rate=3.0, p95=900, refused=1), level(4, rate=3.5, p95=900, failed=1))
+    levels = (
+        level(1, rate=2.0, p95=500),
+        level(2, rate=3.0, p95=900, refused=1),
+        level(4, rate=3.5, p95=900, failed=1),
+    )
     assert sustainable_level(levels, 2000).concurrency == 1
     assert "requests not answered" in str(Sustainable("e", 400.0, None, levels))
 
@@ -64,8 +77,12 @@ def test_the_sustainable_rate_says_what_it_picked_and_keeps_it_as_data():
     chosen = Throughput("e", LEVELS, 1.0).sustainable(1000)
     assert chosen.decisions_per_s == pytest.approx(3.0)
     assert "3.00 decisions/s" in str(chosen) and "180 a minute" in str(chosen) and "2 concurrent callers" in str(chosen)
-    assert chosen.to_dict() == {"decisions_per_s": 3.0, "concurrency": 2, "p95_ms": pytest.approx(900),
-                                "p95_limit_ms": 1000.0}
+    assert chosen.to_dict() == {
+        "decisions_per_s": 3.0,
+        "concurrency": 2,
+        "p95_ms": pytest.approx(900),
+        "p95_limit_ms": 1000.0,
+    }
 
 
 def test_a_measurement_reads_back_as_it_was_saved():
@@ -87,7 +104,7 @@ def test_requests_near_each_other_share_nothing_after_the_head():
     # with C callers, the prompts in flight and in its C slots are a few consecutive ones.
     task = load_tasks()[0]
     firsts = [fresh_request(task, n, "c8")["state"][0] for n in range(64)]
-    assert all(len(set(firsts[i:i + 16])) == 16 for i in range(len(firsts) - 15))
+    assert all(len(set(firsts[i : i + 16])) == 16 for i in range(len(firsts) - 15))
     assert fresh_request(task, 3, "c8") == fresh_request(task, 3, "c8")  # both servers get the same prompts
     assert note_tag("c8", 3) != note_tag("c4", 3)
 
@@ -118,8 +135,13 @@ class FakeClient:
                 error.attempts = 4
                 raise error
             ids = tuple(o["id"] for o in body["options"])
-            return Decision(body["id"], ids, tuple(1 / len(ids) for _ in ids), client_latency_ms=self.delay * 1000,
-                            attempts=3 if n <= self.busy else 1)
+            return Decision(
+                body["id"],
+                ids,
+                tuple(1 / len(ids) for _ in ids),
+                client_latency_ms=self.delay * 1000,
+                attempts=3 if n <= self.busy else 1,
+            )
         finally:
             with self.lock:
                 self.in_flight -= 1
