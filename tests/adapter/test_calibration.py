@@ -224,9 +224,9 @@ def test_jev_confidence_uses_the_calibrated_probabilities(calibrated):
     }
     request = jev.parse_systemone(body)
     results, _ = jev.score(calibrated, request)
-    answer = jev.answer(request.questions[0], {**results[0], "prompt_sha256": results[0]["prompt_sha256"]})
+    answer = jev.answer(request.questions[0], results[0])
     assert answer["x_calibration"]["profile"] == "choice/3-4"
-    raw = np.asarray(results[0]["option_logits"])
+    raw = np.asarray(results[0].option_logits)
     assert np.allclose(list(answer["probabilities"].values()), softmax(raw / 2.0), atol=1e-9)
     assert answer["confidence"] == pytest.approx(jev.choice_confidence(list(softmax(raw / 2.0))), abs=1e-9)
 
