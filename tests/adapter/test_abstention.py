@@ -108,7 +108,7 @@ def app_on(engine, monkeypatch):
         # A generous time limit: these 2 cores are shared, and the limit is not what is tested here.
         settings = dataclasses.replace(engine.settings, request_timeout_s=600.0, **changes)
         monkeypatch.setattr(engine, "settings", settings)
-        monkeypatch.setattr(engine, "info", {**engine.info, "order": settings.order})  # as at start-up
+        monkeypatch.setattr(engine.model, "info", {**engine.info, "order": settings.order})  # as at start-up
 
         def load(holder):
             holder.serve(engine)  # on its own context
