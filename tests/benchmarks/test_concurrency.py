@@ -128,6 +128,7 @@ def test_the_report_prints_each_cell_ratio_and_verdict():
 def test_the_start_up_checks_are_read_from_each_adapters_log(tmp_path, model_dir, caplog, monkeypatch):
     """From the lines a real engine logs at start-up: one whose check passes with flash attention, and one whose
     check is made to fail (flash attention left off, then prefix reuse)."""
+    from decision_adapter import split_check
     from decision_adapter.engine import Engine
     from decision_adapter.model_files import locate_model
 
@@ -138,7 +139,7 @@ def test_the_start_up_checks_are_read_from_each_adapters_log(tmp_path, model_dir
         (tmp_path / f"{name}.log").write_text(caplog.text)
 
     started("adapter-parallel-8")
-    monkeypatch.setattr(Engine, "check_splits", lambda self: 0.25)
+    monkeypatch.setattr(split_check, "check_splits", lambda context, model: 0.25)
     started("adapter-default")
     (tmp_path / "llama-server-np8.log").write_text("load_tensors: offloaded 31/31 layers to GPU\n")
     assert concurrency.start_up_checks(tmp_path) == {
