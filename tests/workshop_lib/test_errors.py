@@ -65,6 +65,7 @@ KEPT = {
     "client.endpoint_errors.InvalidDecision",
     "client.endpoint_errors.InvalidResponse",
     "client.endpoint_errors.ResponseTooLarge",
+    "client.endpoint_errors.WireVersionMismatch",  # the fix is an update of the client or the image, not a retry
     "client.endpoint_errors.UnprocessableRequest",
 }
 
