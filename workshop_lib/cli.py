@@ -29,7 +29,7 @@ import sys
 
 from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
 
-from .aws import endpoints
+from .aws import endpoints, variants
 from .cli_commands import (
     EXAMPLE_BUCKET,
     cmd_alarms,
@@ -329,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--provision-timeout",
         type=int,
-        help=f"seconds to find pool capacity, 300-3600 (default {endpoints.PROVISION_TIMEOUT_S})",
+        help=f"seconds to find pool capacity, 300-3600 (default {variants.PROVISION_TIMEOUT_S})",
     )
 
     p = add(

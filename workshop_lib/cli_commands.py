@@ -15,7 +15,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from . import demo, examples, steps
-from .aws import capture, endpoints, images
+from .aws import capture, endpoints, images, instance_types
 from .aws.codebuild import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
 from .aws.requests_sent import requests_text
 from .client.endpoint import EndpointClient
@@ -171,7 +171,7 @@ def cmd_deploy_standard(args) -> int:
 def cmd_deploy(args) -> int:
     """The sample's deploy_endpoint.py: a CPU type, one GPU type, or ordered GPU pools."""
     pools = args.instance_pool or (
-        [args.instance_type] if args.instance_type and endpoints.is_gpu_instance(args.instance_type) else None
+        [args.instance_type] if args.instance_type and instance_types.is_gpu_instance(args.instance_type) else None
     )
     if pools:
         return _deploy(

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import workshop_lib.cli
-from workshop_lib.aws import endpoints
+from workshop_lib.aws import endpoints, instance_types, model_requests, variants
 from workshop_lib.cli import build_parser, main
 from workshop_lib.cli_commands import CONFIG_FLAGS
 from workshop_lib.config import ENV_VARS, WorkshopConfig
@@ -349,15 +349,15 @@ def test_flags_left_out_take_the_builders_defaults(capsys):
     gpu = _deploy_plan(capsys, *DEPLOY, "--instance-pool", "ml.g6e.xlarge")
     variant = gpu["CreateEndpointConfig"]["ProductionVariants"][0]
     assert gpu["CreateModel"]["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == str(
-        endpoints.FULL_OFFLOAD
+        model_requests.FULL_OFFLOAD
     )
-    assert variant["VariantInstanceProvisionTimeoutInSeconds"] == endpoints.PROVISION_TIMEOUT_S
-    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == endpoints.STARTUP_TIMEOUT_S
+    assert variant["VariantInstanceProvisionTimeoutInSeconds"] == variants.PROVISION_TIMEOUT_S
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == variants.STARTUP_TIMEOUT_S
     cpu = _deploy_plan(capsys, *DEPLOY)
     variant = cpu["CreateEndpointConfig"]["ProductionVariants"][0]
     assert variant["InstanceType"] == endpoints.DECISION_CPU_INSTANCE
     assert cpu["CreateModel"]["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == str(
-        endpoints.vcpus(endpoints.DECISION_CPU_INSTANCE)
+        instance_types.vcpus(endpoints.DECISION_CPU_INSTANCE)
     )
 
 

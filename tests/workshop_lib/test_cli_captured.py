@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from workshop_lib.aws import capture, endpoints
+from workshop_lib.aws import capture, model_requests, variants
 from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.cli import main
 from workshop_lib.config import ENV_VARS
@@ -50,7 +50,7 @@ def test_captured_writes_tasks_to_label(aws_env, capsys):
     destination = f"s3://{BUCKET}/decision-workshop/{capture.CAPTURE_FOLDER}"
     config = capture.data_capture_config(destination, 100)
     sm.create_model(
-        **endpoints.decision_model_request(
+        **model_requests.decision_model_request(
             NAME,
             image=parse_image_uri(IMAGE),
             role_arn=ROLE,
@@ -58,13 +58,13 @@ def test_captured_writes_tasks_to_label(aws_env, capsys):
         )
     )
     sm.create_endpoint_config(
-        **endpoints.endpoint_config_request(
-            NAME, endpoints.fixed_instance_variant(NAME, "ml.c5.2xlarge"), data_capture=config
+        **variants.endpoint_config_request(
+            NAME, variants.fixed_instance_variant(NAME, "ml.c5.2xlarge"), data_capture=config
         )
     )
     sm.create_endpoint(EndpointName=NAME, EndpointConfigName=NAME)
     when = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.timezone.utc)
-    writer = capture_stand_in.CaptureWriter(s3, config, NAME, endpoints.VARIANT_NAME, clock=lambda: when)
+    writer = capture_stand_in.CaptureWriter(s3, config, NAME, variants.VARIANT_NAME, clock=lambda: when)
     for n in range(3):
         asked = {**DECISION, "id": f"ticket-{n}"}
         writer.capture(json.dumps(asked).encode(), json.dumps({"result": {}, "request_id": f"r-{n}"}).encode())

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from workshop_lib.aws import capture, endpoints, images
+from workshop_lib.aws import capture, endpoints, images, instance_types
 from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
 from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.config import WorkshopConfig
@@ -139,7 +139,7 @@ def test_settings_left_out_take_the_builders_defaults():
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstanceType"] == endpoints.DECISION_CPU_INSTANCE
     assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == str(
-        endpoints.vcpus(endpoints.DECISION_CPU_INSTANCE)
+        instance_types.vcpus(endpoints.DECISION_CPU_INSTANCE)
     )
     assert DeploySpec("decision-cpu").settings() == {}
 

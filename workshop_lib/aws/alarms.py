@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from .. import names
 from ..errors import InvalidInput
 from . import api
-from .endpoints import VARIANT_NAME, check_tags, workshop_tags
+from .model_requests import check_tags, workshop_tags
+from .variants import VARIANT_NAME
 
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"
 # The adapter's embedded metric format lines, as container/decision_adapter/metrics.py writes them (the

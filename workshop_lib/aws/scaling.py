@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..config import check_resource_name
 from . import api
-from .endpoints import VARIANT_NAME, check_in_range
+from .model_requests import check_in_range
+from .variants import VARIANT_NAME
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 

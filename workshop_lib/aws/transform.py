@@ -16,9 +16,10 @@ from .. import names
 from ..config import check_resource_name
 from ..errors import AwsFailure, InvalidInput
 from . import api
-from .endpoints import DECISION_CPU_INSTANCE, check_in_range, check_tags, workshop_tags
+from .endpoints import DECISION_CPU_INSTANCE
 from .hosting import send_request
 from .instance_types import check_choice, enum_of
+from .model_requests import check_in_range, check_tags, workshop_tags
 
 # ---- builders ---------------------------------------------------------------------------------
 

@@ -30,8 +30,9 @@ from ..errors import AwsFailure, InvalidInput
 from . import api, teardown
 from . import hosting as hosting_module
 from .deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
-from .endpoints import DeployPlan, endpoint_request, is_version, version_name
+from .endpoints import DeployPlan, is_version, version_name
 from .images import ImageRef, check_deployable
+from .variants import endpoint_request
 
 ALL_AT_ONCE, CANARY = "ALL_AT_ONCE", "CANARY"
 ROUTINGS = (ALL_AT_ONCE, CANARY)

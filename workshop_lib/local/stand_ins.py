@@ -27,7 +27,7 @@ from botocore import xform_name
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
-from ..aws import api, endpoints, hosting, images, transform
+from ..aws import api, endpoints, hosting, images, instance_types, transform
 from ..aws.codebuild import MODEL_PACKAGE_PROJECT, CodeBuildRunner, ensure_project, parse_s3_uri, upload_package
 from ..errors import AwsFailure, InvalidInput
 from ..models import EMBEDDED_MODEL, ModelSpec, embedded_gguf_path
@@ -257,7 +257,7 @@ class LocalHosting(hosting.SageMakerHosting):
         wanted = variant["InstanceType"]
         if wanted.split(".")[1] not in EMULATOR_FAMILIES:
             sent = EMULATOR_INSTANCE_TYPES.get(
-                wanted, "ml.g4dn.2xlarge" if endpoints.is_gpu_instance(wanted) else "ml.c5.2xlarge"
+                wanted, "ml.g4dn.2xlarge" if instance_types.is_gpu_instance(wanted) else "ml.c5.2xlarge"
             )
             variant["InstanceType"] = sent
             notes.append(

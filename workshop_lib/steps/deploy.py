@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from botocore.exceptions import ClientError
 
 from .. import names
-from ..aws import capture, encryption, endpoints, hosting, hygiene, images, spend_guard, teardown
+from ..aws import capture, encryption, endpoints, hosting, hygiene, images, model_requests, spend_guard, teardown
 from ..aws.deploy_spec import DeploySpec, plan_for
 from ..config import ENV_VARS, check_ttl_hours
 from ..deploy_paths import DECISION_CPU, DECISION_GPU, DEPLOY_PATHS, STANDARD
@@ -38,10 +38,10 @@ def llama_settings(environment: Mapping[str, str]) -> list[str]:
     """What each SM_LLAMA_CPP_* variable becomes: the DLC's llama-server flag (the adapter reads the same)."""
     out = []
     for key, value in sorted(environment.items()):
-        if not key.startswith(endpoints.LLAMA_PREFIX):
+        if not key.startswith(model_requests.LLAMA_PREFIX):
             out.append(f"{key}={value}  (adapter setting)")
             continue
-        name = key[len(endpoints.LLAMA_PREFIX) :]
+        name = key[len(model_requests.LLAMA_PREFIX) :]
         flag = "--" + name.lower().replace("_", "-")
         if name == "PORT":
             became = "not passed on (nginx listens on 8080)"

@@ -15,14 +15,15 @@ from workshop_lib.aws import (
     alarms,
     api,
     arns,
-    endpoints,
     hosting,
     iam,
+    model_requests,
     operator_policies,
     policies,
     policy_scope,
     teardown,
     updates,
+    variants,
 )
 from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
 from workshop_lib.aws.images import parse_image_uri
@@ -225,7 +226,7 @@ def test_the_update_keeps_the_instance_count_auto_scaling_reached():
         rollback_alarms=alarms.rollback_alarms(NAME),
     )
     (variant,) = plan.endpoint_config["ProductionVariants"]
-    assert variant["InitialInstanceCount"] == 1 and variant["VariantName"] == endpoints.VARIANT_NAME
+    assert variant["InitialInstanceCount"] == 1 and variant["VariantName"] == variants.VARIANT_NAME
     assert plan.update["RetainAllVariantProperties"] is True
     assert "ExcludeRetainedVariantProperties" not in plan.update  # the count is not taken from the config
     api.validate("sagemaker", "UpdateEndpoint", plan.update)
@@ -335,7 +336,7 @@ class EmulatorOnlyRollout(hosting.SageMakerHosting):
         sm_client.delete_endpoint(EndpointName=request["EndpointName"])
         return sm_client.create_endpoint(
             EndpointName=request["EndpointName"],
-            Tags=endpoints.workshop_tags(),
+            Tags=model_requests.workshop_tags(),
             EndpointConfigName=request["EndpointConfigName"],
         )["EndpointArn"]
 

@@ -11,7 +11,16 @@ import re
 
 import pytest
 
-from workshop_lib.aws import api, arns, capture, endpoints, operator_policies, policy_scope, service_roles
+from workshop_lib.aws import (
+    api,
+    arns,
+    capture,
+    model_requests,
+    operator_policies,
+    policy_scope,
+    service_roles,
+    variants,
+)
 from workshop_lib.aws.deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
 from workshop_lib.aws.iam import evaluate
 from workshop_lib.aws.images import parse_image_uri
@@ -137,7 +146,7 @@ def test_decision_plans_capture_request_and_answer_and_botocore_accepts_them():
     missing = {k: v for k, v in config.items() if k != "CaptureOptions"}
     for bad in (missing, dict(config, InitialSamplingPercentage="25")):  # botocore's model: required, types
         with pytest.raises(InvalidInput, match="CaptureOptions|InitialSamplingPercentage"):
-            endpoints.endpoint_config_request("x", variant, data_capture=bad)
+            variants.endpoint_config_request("x", variant, data_capture=bad)
 
 
 @pytest.mark.parametrize("value", ["101", "-1", "half", "2.5"])
@@ -241,18 +250,18 @@ def test_sampling_and_a_disabled_config_write_nothing(clients):
 
 
 def test_the_endpoint_config_says_whether_and_where_an_endpoint_captures(clients):
-    model = endpoints.decision_model_request(
+    model = model_requests.decision_model_request(
         "m", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA
     )
     clients.sm.create_model(**model)
-    variant = endpoints.fixed_instance_variant("m", "ml.c5.2xlarge")
+    variant = variants.fixed_instance_variant("m", "ml.c5.2xlarge")
     config = capture.data_capture_config(DESTINATION, 50)
     for name, data_capture in (("with", config), ("without", None)):
-        clients.sm.create_endpoint_config(**endpoints.endpoint_config_request(name, variant, data_capture=data_capture))
+        clients.sm.create_endpoint_config(**variants.endpoint_config_request(name, variant, data_capture=data_capture))
         clients.sm.create_endpoint(EndpointName=name, EndpointConfigName=name)
     found, variant_name = capture.endpoint_capture(clients.sm, "with")
     assert found["DestinationS3Uri"] == DESTINATION and found["InitialSamplingPercentage"] == 50
-    assert variant_name == endpoints.VARIANT_NAME
+    assert variant_name == variants.VARIANT_NAME
     assert capture.endpoint_capture(clients.sm, "without") is None
 
 
@@ -339,13 +348,13 @@ def test_a_local_client_captures_only_for_an_endpoint_whose_config_asks(clients)
     class Client:
         transport = object()
 
-    model = endpoints.decision_model_request(
+    model = model_requests.decision_model_request(
         "m", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA
     )
     clients.sm.create_model(**model)
-    variant = endpoints.fixed_instance_variant("m", "ml.c5.2xlarge")
+    variant = variants.fixed_instance_variant("m", "ml.c5.2xlarge")
     clients.sm.create_endpoint_config(
-        **endpoints.endpoint_config_request("with", variant, data_capture=capture.data_capture_config(DESTINATION, 100))
+        **variants.endpoint_config_request("with", variant, data_capture=capture.data_capture_config(DESTINATION, 100))
     )
     clients.sm.create_endpoint(EndpointName="with", EndpointConfigName="with")
     made = capture_stand_in.capture_locally(Client(), clients.sm, clients.s3, "with")

@@ -4,9 +4,10 @@ import pytest
 
 from workshop_lib import names
 from workshop_lib.aws import teardown as cleanup
-from workshop_lib.aws.endpoints import standard_plan, workshop_tags
+from workshop_lib.aws.endpoints import standard_plan
 from workshop_lib.aws.hosting import deploy
 from workshop_lib.aws.images import parse_image_uri
+from workshop_lib.aws.model_requests import workshop_tags
 from workshop_lib.aws.teardown import ALREADY_GONE, DELETED, KEPT, delete_endpoint_resources, running_workshop_endpoints
 from workshop_lib.errors import AwsFailure, InvalidInput
 

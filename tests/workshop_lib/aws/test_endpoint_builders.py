@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from workshop_lib.aws import api, endpoints, hosting, regions
+from workshop_lib.aws import api, endpoints, hosting, instance_types, model_requests, regions, variants
 from workshop_lib.aws.endpoints import decision_cpu_plan, decision_gpu_plan, standard_plan
 from workshop_lib.aws.images import MutableImageReference, parse_image_uri
 from workshop_lib.errors import InvalidInput
@@ -43,12 +43,12 @@ def test_validate_catches_a_misspelt_field():
 
 
 def test_the_gpu_ami_is_in_botocores_enum():
-    assert endpoints.GPU_AMI_VERSION in endpoints.inference_ami_versions()
-    assert endpoints.GPU_AMI_VERSION.startswith("al2023-")  # the AL2023 AMI carries driver 580 / CUDA 13
+    assert variants.GPU_AMI_VERSION in instance_types.inference_ami_versions()
+    assert variants.GPU_AMI_VERSION.startswith("al2023-")  # the AL2023 AMI carries driver 580 / CUDA 13
 
 
 def test_default_instance_types_are_in_botocores_enum():
-    allowed = endpoints.endpoint_instance_types()
+    allowed = instance_types.endpoint_instance_types()
     for t in (endpoints.STANDARD_CPU_INSTANCE, endpoints.DECISION_CPU_INSTANCE, *endpoints.DEFAULT_GPU_POOLS):
         assert t in allowed
 
@@ -72,7 +72,7 @@ def test_standard_plan_with_model_tarball():
     assert plan.endpoint == {
         "EndpointName": "decision-workshop-standard",
         "EndpointConfigName": "decision-workshop-standard",
-        "Tags": endpoints.workshop_tags(),
+        "Tags": model_requests.workshop_tags(),
     }
 
 
@@ -83,7 +83,7 @@ def test_every_resource_carries_the_workshop_tags():
     for _, request in plan.requests():
         tags = {t["Key"]: t["Value"] for t in request["Tags"]}
         assert tags == {"workshop": "decision-workshop", "created-by": "workshop_lib"}
-    custom = endpoints.workshop_tags("ws-2026", "alice", {"team": "ml"})
+    custom = model_requests.workshop_tags("ws-2026", "alice", {"team": "ml"})
     plan = standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, tags=custom)
     assert (
         plan.endpoint["Tags"]
@@ -144,10 +144,10 @@ def test_both_models_are_network_isolated_in_the_validated_request():
 
 def test_an_isolated_model_cannot_download_from_hugging_face():
     with pytest.raises(InvalidInput, match="network_isolation=False"):
-        endpoints.model_request(
+        model_requests.model_request(
             "e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, environment={"SM_LLAMA_CPP_HF_REPO": "a/b"}
         )
-    made = endpoints.model_request(
+    made = model_requests.model_request(
         "e",
         image=parse_image_uri(DLC_PINNED),
         role_arn=ROLE,
@@ -162,7 +162,7 @@ def test_hugging_face_download_is_refused_together_with_a_tarball():
         standard_plan("e", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, hf_repo="a/b")
     # also when smuggled in through the raw environment
     with pytest.raises(InvalidInput):
-        endpoints.model_request(
+        model_requests.model_request(
             "e",
             image=parse_image_uri(DLC_PINNED),
             role_arn=ROLE,
@@ -188,7 +188,7 @@ def test_standard_plan_on_a_gpu_type_gets_the_cuda13_ami():
         n_gpu_layers=-1,
     )
     variant = plan.endpoint_config["ProductionVariants"][0]
-    assert variant["InferenceAmiVersion"] == endpoints.GPU_AMI_VERSION
+    assert variant["InferenceAmiVersion"] == variants.GPU_AMI_VERSION
     assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_N_GPU_LAYERS"] == "999"
 
 
@@ -280,7 +280,7 @@ def test_decision_cpu_refuses_gpu_types():
     [("ml.c6i.large", 2), ("ml.c6i.xlarge", 4), ("ml.c6i.8xlarge", 32), ("ml.c5.9xlarge", 36), ("ml.t2.medium", 1)],
 )
 def test_vcpus(instance_type, expected):
-    assert endpoints.vcpus(instance_type) == expected
+    assert instance_types.vcpus(instance_type) == expected
 
 
 # ---- decision image on GPU instance pools ---------------------------------------------------------------
@@ -390,7 +390,7 @@ def test_five_pools_are_accepted():
 @pytest.mark.parametrize("priority", [0, 6, "1", None])
 def test_pool_priorities_outside_1_to_5_are_refused(priority):
     with pytest.raises(InvalidInput, match="Priority"):
-        endpoints.check_instance_pools([{"InstanceType": "ml.g6e.xlarge", "Priority": priority}])
+        variants.check_instance_pools([{"InstanceType": "ml.g6e.xlarge", "Priority": priority}])
 
 
 def test_priority_6_passes_botocore_but_not_this_library():
@@ -400,7 +400,7 @@ def test_priority_6_passes_botocore_but_not_this_library():
     request["ProductionVariants"][0]["InstancePools"][0]["Priority"] = 6
     api.validate("sagemaker", "CreateEndpointConfig", request)
     with pytest.raises(InvalidInput):
-        endpoints.endpoint_config_request("e", request["ProductionVariants"][0])
+        variants.endpoint_config_request("e", request["ProductionVariants"][0])
 
 
 def test_cuda13_refuses_volta_gpus():
@@ -410,7 +410,7 @@ def test_cuda13_refuses_volta_gpus():
 
 def test_gpu_ami_on_cpu_types_is_refused():
     with pytest.raises(InvalidInput, match="no GPU"):
-        endpoints.fixed_instance_variant("m", "ml.c6i.2xlarge", ami_version=endpoints.GPU_AMI_VERSION)
+        variants.fixed_instance_variant("m", "ml.c6i.2xlarge", ami_version=variants.GPU_AMI_VERSION)
 
 
 def test_unknown_ami_is_refused():
@@ -450,17 +450,17 @@ def test_range_limits_are_inclusive(kw):
 
 
 def test_volume_size_only_where_sagemaker_takes_it():
-    variant = endpoints.fixed_instance_variant("m", "ml.c6i.2xlarge", volume_size_gb=64)
+    variant = variants.fixed_instance_variant("m", "ml.c6i.2xlarge", volume_size_gb=64)
     assert variant["VolumeSizeInGB"] == 64
     with pytest.raises(InvalidInput, match="NVMe"):
-        endpoints.fixed_instance_variant("m", "ml.g5.2xlarge", volume_size_gb=64)
+        variants.fixed_instance_variant("m", "ml.g5.2xlarge", volume_size_gb=64)
     with pytest.raises(InvalidInput):
-        endpoints.fixed_instance_variant("m", "ml.c6i.2xlarge", volume_size_gb=513)
+        variants.fixed_instance_variant("m", "ml.c6i.2xlarge", volume_size_gb=513)
 
 
 def test_environment_limits():
     with pytest.raises(InvalidInput, match="1024"):
-        endpoints.model_request(
+        model_requests.model_request(
             "m",
             image=parse_image_uri(DLC_PINNED),
             role_arn=ROLE,
@@ -468,16 +468,16 @@ def test_environment_limits():
             environment={"X": "y" * 1025},
         )
     with pytest.raises(InvalidInput, match="not valid"):
-        endpoints.model_request(
+        model_requests.model_request(
             "m", image=parse_image_uri(DLC_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, environment={"1BAD": "x"}
         )
 
 
 def test_tag_rules():
     with pytest.raises(InvalidInput, match="aws:"):
-        endpoints.workshop_tags(extra={"aws:owner": "x"})
+        model_requests.workshop_tags(extra={"aws:owner": "x"})
     with pytest.raises(InvalidInput, match="not valid"):
-        endpoints.workshop_tags(created_by="alice<script>")
+        model_requests.workshop_tags(created_by="alice<script>")
 
 
 # ---- reading DescribeEndpoint ------------------------------------------------------------------------

@@ -94,9 +94,9 @@ def test_tags_follow_the_resource_tag_rules():
 
 def test_every_workshop_resource_gets_the_same_tags_in_each_apis_spelling():
     from workshop_lib.aws import codebuild as builds
-    from workshop_lib.aws import endpoints
+    from workshop_lib.aws import model_requests
 
-    pairs = {(t["Key"], t["Value"]) for t in endpoints.workshop_tags()}
+    pairs = {(t["Key"], t["Value"]) for t in model_requests.workshop_tags()}
     assert pairs == set(names.WORKSHOP_TAGS.items())
     project = builds.project_request(
         builds.IMAGE_BUILD_PROJECT,

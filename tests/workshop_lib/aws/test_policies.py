@@ -26,6 +26,7 @@ from workshop_lib.aws import (
     service_roles,
     statements,
     transform,
+    variants,
 )
 from workshop_lib.aws import codebuild as builds
 from workshop_lib.aws.arns import ecr_repository_arn, log_group_arn, log_stream_arn, s3_bucket_arn, s3_object_arn
@@ -207,7 +208,7 @@ def sagemaker_calls(config: WorkshopConfig = CONFIG, *, batch_transform: bool = 
         for action in statements.ECR_PULL:
             calls.append((action, ecr_repository_arn(region, image.account, image.repository), {}))
         group = hosting.log_group(plan.name)
-        stream = f"{endpoints.VARIANT_NAME}/i-0123456789abcdef0"
+        stream = f"{variants.VARIANT_NAME}/i-0123456789abcdef0"
         calls += [
             ("logs:CreateLogGroup", log_group_arn(region, ACCOUNT, group), {}),
             ("logs:CreateLogStream", log_group_arn(region, ACCOUNT, group), {}),

@@ -5,7 +5,7 @@ import pytest
 
 from tests.support.stand_in import serving
 from tests.support.wire import StreamedBody
-from workshop_lib.aws import api, endpoints, hosting, scaling, transform
+from workshop_lib.aws import api, endpoints, hosting, instance_types, scaling, transform, variants
 from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.aws.scaling import scalable_target_request, scaling_policy_request
 from workshop_lib.aws.transform import decisions_to_jsonl, join_transform_output, transform_job_request
@@ -113,7 +113,7 @@ def test_transform_job_request():
 
 def test_transform_refuses_types_batch_transform_does_not_offer():
     # botocore's lists change between releases: pick a hosting-only type from the installed model
-    hosting_only = sorted(set(endpoints.endpoint_instance_types()) - set(transform.transform_instance_types()))
+    hosting_only = sorted(set(instance_types.endpoint_instance_types()) - set(transform.transform_instance_types()))
     assert hosting_only, "botocore lists no hosting-only instance type"
     with pytest.raises(InvalidInput, match="Batch Transform instance type"):
         transform_job_request(
@@ -389,7 +389,7 @@ def test_the_transform_runs_on_the_pool_the_endpoint_was_placed_on_and_names_the
                 "EndpointConfigArn": "arn:aws:sagemaker:us-east-1:123456789012:x/y",
                 "CreationTime": 0,
                 "ProductionVariants": [
-                    {"VariantName": "AllTraffic", "ModelName": name, "InstancePools": endpoints.instance_pools(pools)}
+                    {"VariantName": "AllTraffic", "ModelName": name, "InstancePools": variants.instance_pools(pools)}
                 ],
             },
             "CreateTransformJob": "ResourceLimitExceeded",
