@@ -1,20 +1,9 @@
-"""SageMaker endpoints for both paths: the pure request builders and the three deploy plans.
+"""The three deploy plans (standard, CPU decision, GPU decision): each the CreateModel, CreateEndpointConfig and
+CreateEndpoint requests of one endpoint, from the builders in ``model_requests`` and ``variants``.
 
-Builders return plain request dicts for CreateModel, CreateEndpointConfig and
-CreateEndpoint, each checked by botocore against the real service model
-(``api.validate``). botocore checks types, required members and minimums only,
-so this module also checks what SageMaker would reject later: maximums, enums,
-name patterns, pool rules (instance types: ``instance_types``). Sending a plan and
-waiting for it is ``hosting``; scaling an endpoint out is in ``scaling``, offline
-decisions (Batch Transform) in ``transform``.
-
-The llama.cpp settings use the DLC's own ``SM_LLAMA_CPP_*`` variables; the
-decision adapter reads the same names, so one code path configures both images.
-
-Both models run with ``EnableNetworkIsolation``: SageMaker downloads ``model.tar.gz`` itself, and
-neither image needs the network at run time (the standard DLC only when told to download from
-Hugging Face instead, which therefore leaves isolation off). The GPU plan uses instance pools where
-SageMaker offers them (``regions``) and one fixed type elsewhere (``gpu_instance_types``), with a note.
+Sending a plan and waiting for it is ``hosting``; scaling an endpoint out is in ``scaling``, offline decisions
+(Batch Transform) in ``transform``. The GPU plan uses instance pools where SageMaker offers them (``regions``) and
+one fixed type elsewhere (``gpu_instance_types``), with a note.
 """
 
 from __future__ import annotations
