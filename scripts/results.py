@@ -61,6 +61,12 @@ VARIES = [
         r"recorded AWS permissions)",
         "<count> ",
     ),
+    (
+        "checksum of a file fitted on the run's answers (calibration.json)",
+        r"('sha256': ')[0-9a-f]{64}'",
+        r"\1<sha256>'",
+    ),
+    ("plural of a count of callers the load decides", r"\bconcurrent callers?\b", "concurrent caller(s)"),
     ("version of Python or a package", r"(?<![\w.])\d+\.\d+\.\d+(?![\w.])", "<version>"),
     ("duration", r"\b\d[\d,]*(?:\.\d+)? ?(?:ms|s|min)\b", "<duration>"),
     ("rate", r"\b\d[\d,]*(?:\.\d+)? ?(?:\w+/s|/s|per s(?:econd)?)\b", "<rate>"),
