@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from typing import Any
+
+import numpy as np
 
 from . import calibration as calibration_file
 from . import runtime, slots
@@ -119,6 +122,7 @@ class Model:
                 "CPU: check that the instance has a GPU and the image is the GPU one (container/Dockerfile.gpu)"
             )
         self.info: dict[str, Any] = {}  # model info: filled by the engine once its context is settled
+        self._info_lock = threading.Lock()  # the lanes report priors into it
 
     # -- tokens ----------------------------------------------------------------
 
@@ -226,6 +230,13 @@ class Model:
             },
         }
 
-    def report_prior(self, field: str, reported: dict[str, list[float]]) -> None:
-        """The order priors measured so far for one prompt, as model info reports them (priors.py)."""
-        self.info[field] = reported
+    def report_prior(self, field: str, n: int, value: np.ndarray) -> None:
+        """Show the order prior of ``n`` options in model info (priors.py) unless it already does. The check
+        reads the info itself, so what it shows follows the cache whichever context measured the prior."""
+        with self._info_lock:
+            reported = self.info.get(field) or {}
+            if str(n) in reported:
+                return
+            reported = {**reported, str(n): [float(v) for v in value]}
+            # Replaced, never changed in place: an answer being written out may hold the old one.
+            self.info[field] = dict(sorted(reported.items(), key=lambda kv: int(kv[0])))

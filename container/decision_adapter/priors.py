@@ -48,18 +48,7 @@ class PriorCache:
 class Priors:
     """The order priors (kept for good: at most one per prompt version and option count) and the cloze LRU."""
 
-    def __init__(self, cloze_size: int, report: Callable[[str, dict[str, list[float]]], None] = lambda f, v: None):
+    def __init__(self, cloze_size: int, report: Callable[[str, int, np.ndarray], None] = lambda f, n, v: None):
         self.order: dict[OrderKey, np.ndarray] = {}
         self.cloze = PriorCache(cloze_size)
-        self._report = report
-        self._reported: dict[str, dict[str, list[float]]] = {}
-
-    def report(self, field: str, n: int, value: np.ndarray) -> None:
-        """Report the prior of ``n`` options under ``field`` unless it is already, whichever context measured it."""
-        reported = self._reported.get(field) or {}
-        if str(n) in reported:
-            return
-        reported = {**reported, str(n): [float(v) for v in value]}
-        # Replaced, never changed in place: an answer being written out may hold the old one.
-        self._reported[field] = dict(sorted(reported.items(), key=lambda kv: int(kv[0])))
-        self._report(field, self._reported[field])
+        self.report = report  # (field, option count, prior): model info shows it unless it already does
