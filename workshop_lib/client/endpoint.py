@@ -273,10 +273,12 @@ class EndpointClient:
         timeout_s: float = READ_TIMEOUT_S,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         endpoint_url: str | None = None,
+        inference_component: str | None = None,
         **options,
     ) -> EndpointClient:
         """A client for a SageMaker endpoint; pass ``runtime_client`` to reuse (or stub) one, or
-        ``endpoint_url`` for a VPC endpoint of the SageMaker runtime. ``read_timeout_s`` and
+        ``endpoint_url`` for a VPC endpoint of the SageMaker runtime, ``inference_component`` for the model of an endpoint
+        that hosts inference components. ``read_timeout_s`` and
         ``connect_timeout_s`` go to botocore (per socket operation); ``timeout_s`` is the call's
         deadline as far as the transport can hold it (``SageMakerTransport`` says how far)."""
         if runtime_client is None:
@@ -288,7 +290,11 @@ class EndpointClient:
             runtime_client = api.client("sagemaker-runtime", region, endpoint_url=endpoint_url, config=config)
         return cls(
             SageMakerTransport(
-                endpoint_name, runtime_client, timeout_s=timeout_s, max_response_bytes=max_response_bytes
+                endpoint_name,
+                runtime_client,
+                timeout_s=timeout_s,
+                max_response_bytes=max_response_bytes,
+                inference_component=inference_component,
             ),
             **options,
         )

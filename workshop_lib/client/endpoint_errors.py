@@ -32,6 +32,15 @@ class EndpointBusy(EndpointError):
     hint = "Retry later, raise the client's retries, or add instances to the endpoint"
 
 
+class NoCapacity(EndpointError):
+    """An endpoint scaled to zero: its inference component has no copy, so SageMaker refused the request
+    (ValidationError, HTTP 400) without waiting. Raised at once, never retried here: an instance takes
+    minutes to start, which ``retry_after`` estimates; the refusal itself is what makes the endpoint's
+    step-scaling alarm add one."""
+
+    hint = "The endpoint is starting an instance for its model; send the request again after retry_after seconds"
+
+
 class EndpointServerError(EndpointError):
     hint = "The server failed on this request; read the endpoint's logs"
 
@@ -77,6 +86,17 @@ class EndpointRedirected(EndpointError):
     """A 3xx: the client follows no redirects (a redirect could send the request to another host)."""
 
     hint = "Use the final URL yourself if you trust it; a decision server answers on its own URL"
+
+
+# The words of SageMaker's refusal while an inference component has no copy ("Inference Component has no
+# capacity to process this request. ApplicationAutoScaling may be in-progress ...").
+NO_CAPACITY_WORDS = "has no capacity to process this request"
+# Minutes SageMaker takes to give a scaled-to-zero endpoint an instance and a copy again (its guide: "several").
+NO_CAPACITY_WAIT_S = 300.0
+
+
+def is_no_capacity(code: str | None, message: str) -> bool:
+    return code == "ValidationError" and NO_CAPACITY_WORDS in message.lower()
 
 
 def error_class(status: int | None) -> type[EndpointError]:
@@ -145,6 +165,7 @@ def error_from_response(
 
 
 __all__ = [
+    "NO_CAPACITY_WAIT_S",
     "BadRequest",
     "EndpointBusy",
     "EndpointError",
@@ -155,11 +176,13 @@ __all__ = [
     "EndpointUnreachable",
     "InvalidDecision",
     "InvalidResponse",
+    "NoCapacity",
     "ResponseTooLarge",
     "UnprocessableRequest",
     "WireVersionMismatch",
     "error_class",
     "error_from_response",
+    "is_no_capacity",
     "parse_error_body",
     "parse_retry_after",
 ]

@@ -23,6 +23,7 @@ from botocore.exceptions import ConnectionError as BotocoreConnectionError
 from decision_contract import wire
 
 from .endpoint_errors import (
+    NO_CAPACITY_WAIT_S,
     EndpointBusy,
     EndpointError,
     EndpointNotFound,
@@ -30,9 +31,11 @@ from .endpoint_errors import (
     EndpointServerError,
     EndpointTimeout,
     EndpointUnreachable,
+    NoCapacity,
     ResponseTooLarge,
     error_class,
     error_from_response,
+    is_no_capacity,
 )
 
 JSON = "application/json"
@@ -299,8 +302,10 @@ class SageMakerTransport:
         *,
         timeout_s: float = READ_TIMEOUT_S,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        inference_component: str | None = None,
     ):
         self.endpoint_name = endpoint_name
+        self.inference_component = inference_component  # the model on an endpoint hosting inference components
         self.runtime = runtime_client
         self.timeout_s = timeout_s
         self.max_response_bytes = max_response_bytes
@@ -322,6 +327,7 @@ class SageMakerTransport:
                 ContentType=JSON,
                 Accept=JSON,
                 InferenceId=inference_id or new_inference_id(),
+                **({"InferenceComponentName": self.inference_component} if self.inference_component else {}),
             )
             stream = response["Body"]
             announced = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("content-length")
@@ -375,6 +381,8 @@ class SageMakerTransport:
                 endpoint=self.name,
                 log_stream_arn=response.get("LogStreamArn"),
             )
+        if is_no_capacity(code, message):
+            return NoCapacity(message, status=status, code=code, endpoint=self.name, retry_after=NO_CAPACITY_WAIT_S)
         if code == "ValidationError" and "not found" in message.lower():
             return EndpointNotFound(message, status=status, code=code, endpoint=self.name)
         if code in ("ThrottlingException", "Throttling", "ModelNotReadyException"):
