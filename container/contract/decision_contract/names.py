@@ -18,3 +18,7 @@ PMI, SUM, MEAN = NORMALIZATIONS = ("pmi", "sum", "mean")
 # The question types a calibration profile is fitted for (System One's names; the OpenAI Decisions API's
 # predicate is a noul).
 QUESTION_TYPES = ("choice", "noul", "score")
+
+# The chat-completions body's field that asks a decision instead of a generated answer (the openai library
+# sends it as extra_body), and the answer's field that carries the decision's result.
+CHAT_DECISION = "decision"

@@ -1,0 +1,104 @@
+"""A streamed chat completion (``stream: true`` on POST /v1/chat/completions): its chunks from the engine's
+pieces, as server-sent events, in a body that holds the model until the stream ends or the client leaves."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+
+from .. import chat as chat_completion
+from ..errors import AdapterError
+from ..questions import ChatRequest
+from .decisions import error_body as openai_error
+
+
+def chunk(
+    head: dict,
+    delta: dict,
+    *,
+    logprobs: list[dict] | None = None,
+    finish_reason: str | None = None,
+    usage: bool = False,
+) -> dict:
+    """One ``chat.completion.chunk``; ``head``: the stream's id, created and model; ``usage``: the stream
+    ends with a usage chunk, so every other chunk says ``usage: null`` (as OpenAI's)."""
+    body = {
+        **head,
+        "object": "chat.completion.chunk",
+        "choices": [
+            {
+                "index": 0,
+                "delta": delta,
+                "logprobs": None if logprobs is None else {"content": logprobs},
+                "finish_reason": finish_reason,
+            }
+        ],
+    }
+    if usage:
+        body["usage"] = None
+    return body
+
+
+def chunks(chat: ChatRequest, pieces, model_name: str):
+    """The chunks of a streamed completion, from the engine's pieces (core chat.py's ``Piece``)."""
+    head = {"id": chat_completion.completion_id(), "created": int(time.time()), "model": model_name}
+    wants = chat.top_logprobs is not None
+    yield chunk(head, {"role": "assistant", "content": ""}, logprobs=[] if wants else None, usage=chat.include_usage)
+    for piece in pieces:
+        if piece.finish_reason is not None:
+            yield chunk(head, {}, finish_reason=piece.finish_reason, usage=chat.include_usage)
+            if chat.include_usage:
+                yield {**head, "object": "chat.completion.chunk", "choices": [], "usage": piece.usage}
+            return
+        yield chunk(head, {"content": piece.text}, logprobs=piece.logprobs if wants else None, usage=chat.include_usage)
+
+
+def event(payload) -> bytes:
+    # ASCII only: a generated U+2028, U+0085 or U+001C is a line break to readers that split lines as Python's
+    # str.splitlines does, which would cut the event's JSON in two.
+    return b"data: " + json.dumps(payload).encode("ascii") + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+class EventStream:
+    """A streamed answer's body, holding the model until it ends or is closed: the WSGI server closes it when
+    the client goes away (its next write fails), which stops generation and lets the next request in."""
+
+    def __init__(self, events: Iterator[bytes], release: Callable[[], None]):
+        self._events = events
+        self._release = release
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._events)
+        except BaseException:  # the end, or a failure: either way the model is free now
+            self.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            self._events.close()
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
+
+
+def events(chat: ChatRequest, pieces, model_name: str) -> Iterator[bytes]:
+    """Server-sent events: ``data: {chunk}`` each, ``data: [DONE]`` at the end; an error once the answer has
+    started (the time limit) is a last ``data: {"error": ...}`` event in OpenAI's shape."""
+    try:
+        for body in chunks(chat, pieces, model_name):
+            yield event(body)
+    except AdapterError as exc:
+        yield event(openai_error(exc)[0])
+        return
+    finally:
+        pieces.close()
+    yield DONE
