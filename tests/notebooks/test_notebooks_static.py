@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -81,10 +82,58 @@ def test_starts_by_loading_the_shared_config(name):
 
 @pytest.mark.parametrize("name", EXPECTED)
 def test_ends_by_checking_its_own_outcome(name):
-    """The last code cell asserts the notebook's outcome through the library (nbmake fails on it)."""
+    """The last code cell asserts the notebook's outcome through the library (nbmake fails on it); notebook 06
+    checks each of its parts at the part's end (test_the_benchmark_checks_part_1_before_its_optional_studies)."""
     cells = code_cells(load(name))
     assert steps_calls(cells[-1:]) == ["check_outcome"], cells[-1]
     assert f'steps.check_outcome(workshop,"{name[:2]}",' in "".join(cells[-1].split())  # however it is wrapped
+
+
+def assigned(sources) -> set[str]:
+    """The names the cells bind (assignments, imports, loop targets)."""
+    names = set()
+    for source in sources:
+        for node in ast.walk(parse(source)):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def checked(source: str) -> set[str]:
+    """The names a cell's ``steps.check_outcome`` call reads for its results (its keyword arguments)."""
+    calls = [
+        node
+        for node in ast.walk(parse(source))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "check_outcome"
+    ]
+    assert len(calls) == 1, source
+    return {n.id for kw in calls[0].keywords for n in ast.walk(kw.value) if isinstance(n, ast.Name)}
+
+
+def test_the_benchmark_checks_part_1_before_its_optional_studies():
+    """Notebook 06's Part 2 (the studies) is optional: Part 1 ends with a check of Part 1's results, and Part 2
+    ends with its own check of what Part 2 made, so a participant who stops after Part 1 has a passing closing
+    check, and one who skips Part 2's cells never meets a check that reads their results."""
+    nb = load("06_benchmark")
+    start = next(
+        i for i, cell in enumerate(nb.cells) if cell.cell_type == "markdown" and cell.source.startswith("## Part 2")
+    )
+    part1, part2 = (
+        code_cells(SimpleNamespace(cells=nb.cells[:start])),
+        code_cells(SimpleNamespace(cells=nb.cells[start:])),
+    )
+    assert "optional" in nb.cells[start].source.splitlines()[0]
+    for part, earlier in ((part1, []), (part2, part1)):
+        assert steps_calls(part[-1:]) == ["check_outcome"], part[-1]
+        assert 'steps.check_outcome(workshop,"06",' in "".join(part[-1].split())
+        results = checked(part[-1])
+        made_here = assigned(part[:-1]) - assigned(earlier)
+        assert results and results <= made_here, (
+            f"the check {part[-1]!r} reads {sorted(results - made_here)}, not made in its own part"
+        )
+    assert {"report", "throughput"} <= checked(part1[-1]) and {"study", "readouts"} <= checked(part2[-1])
 
 
 @pytest.mark.parametrize("name", EXPECTED)

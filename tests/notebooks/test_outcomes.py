@@ -194,3 +194,24 @@ def test_the_benchmark_figure_is_drawn_once_and_fits_a_notebook():
     assert plt.get_fignums() == before  # not a pyplot figure: the notebook shows the returned one only
     width, height = fig.get_size_inches()
     assert width <= 8 and len(fig.axes) == 3 and height > width  # stacked, readable at notebook width
+
+
+def readout_study(*, failed: bool = False):
+    from workshop_lib.evaluation.readout_study import ReadoutStudy
+    from workshop_lib.evaluation.runner import Run
+
+    def run(readout, broken=False):
+        results = bench_report(failed=broken).runs["decision"].results
+        return Run(label=readout, kind="decision", results=results, endpoint="x", wall_s=1.0)
+
+    pairs = {"letters": (run("letters"), run("letters")), "cloze": (run("cloze"), run("cloze", broken=failed))}
+    return ReadoutStudy(pairs, tasks="2 tasks", chance=0.5)
+
+
+def test_the_studies_have_their_own_closing_check():
+    """Notebook 06's Part 2 ends with a check of its studies alone (Part 1's report and rate are checked
+    before it), so the check passes on the studies' answers and names the run that failed."""
+    checks = steps.check_outcome(config("local"), "06", readouts=readout_study())
+    assert checks.ok and "8 answers with 2 readouts, each valid" in str(checks)
+    with pytest.raises(steps.StepError, match=r"1 invalid or failed answers in cloze \(reversed\)"):
+        steps.check_outcome(config("local"), "06", readouts=readout_study(failed=True))

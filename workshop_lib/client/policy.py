@@ -13,7 +13,10 @@ that ranking is decided here, in plain code:
 * abstention: when the answer letters (the options' texts, under the cloze readout) held
   little of the model's next-token probability mass (``allowed_token_mass`` below ``min_answer_mass``, or the server
   itself marked the answer ``abstained``), the model was not really answering the
-  question, whatever the probabilities say.
+  question, whatever the probabilities say. The mass means something else per readout (under cloze, the
+  probability of exactly the options' texts, small for any text of several tokens), so ``min_answer_mass``
+  may name a floor per readout (``{"letters": 0.5}``); an answer of a readout it does not name is not held
+  to one.
 * a set of one: with ``require_set_of_one``, accept only an answer whose prediction
   set (``prediction_set``, served where ``workshop calibrate`` kept a split-conformal
   threshold for the question's profile) is the top option alone. A set of several
@@ -37,6 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from decision_contract import wire
+from decision_contract.names import READOUTS
 
 # Boundary values count as met; this absorbs float rounding (0.7 - 0.5 < 0.2).
 TOLERANCE = 1e-12
@@ -153,13 +157,24 @@ class Policy:
     min_margin: float = 0.0
     allowed: frozenset[str] | None = None  # None: every option id may be acted on
     fallback: str = "needs_review"
-    min_answer_mass: float = 0.0  # 0: only the server's own abstention counts
+    # 0: only the server's own abstention counts; {readout: floor}: a floor for the readouts named, none for others
+    min_answer_mass: float | Mapping[str, float] = 0.0
     require_set_of_one: bool = False  # True: anything but a prediction set of one option needs review
 
     def __post_init__(self):
         _check_unit("threshold", self.threshold)
         _check_unit("min_margin", self.min_margin)
-        _check_unit("min_answer_mass", self.min_answer_mass)
+        if isinstance(self.min_answer_mass, Mapping):
+            unknown = sorted(set(self.min_answer_mass) - set(READOUTS))
+            if unknown:
+                raise ValueError(
+                    f"min_answer_mass names readouts {unknown}; name only {', '.join(READOUTS)}, or give one number"
+                )
+            for readout, floor in self.min_answer_mass.items():
+                _check_unit(f"min_answer_mass[{readout!r}]", floor)
+            object.__setattr__(self, "min_answer_mass", dict(self.min_answer_mass))
+        else:
+            _check_unit("min_answer_mass", self.min_answer_mass)
         _check_fallback(self.fallback)
         if not isinstance(self.require_set_of_one, bool):
             raise ValueError(f"require_set_of_one must be true or false, got {self.require_set_of_one!r}")
@@ -167,6 +182,17 @@ class Policy:
             if isinstance(self.allowed, str):
                 raise ValueError("allowed must be a collection of option ids, not one string")
             object.__setattr__(self, "allowed", frozenset(self.allowed))
+
+    def answer_mass_floor(self, readout: str | None) -> float:
+        """The ``min_answer_mass`` an answer read by ``readout`` is held to: the one number, or the floor named
+        for that readout (0 for one not named); for an answer that does not say its readout, the highest floor
+        named."""
+        floors = self.min_answer_mass
+        if not isinstance(floors, Mapping):
+            return floors
+        if readout is None:
+            return max(floors.values(), default=0.0)
+        return floors.get(readout, 0.0)
 
     def allowing(self, ids: Iterable[str]) -> Policy:
         """The same rules restricted to ``ids`` (e.g. what this user is authorised for)."""
@@ -199,23 +225,24 @@ class Policy:
                 NOT_ALLOWED, f"{top} (p={p:.3f}) is not among the allowed options; fell back to {self.fallback}"
             )
         what = held_by(decision)
+        floor = self.answer_mass_floor(getattr(decision, "readout", None))
         if abstained:
             held = f" held {mass:.3f} of the next-token mass" if mass is not None else ""
             return outcome(
                 ABSTAINED,
                 f"the server abstained ({what}{held}, below its min_answer_mass); fell back to {self.fallback}",
             )
-        if self.min_answer_mass > 0.0 and mass is None:
+        if floor > 0.0 and mass is None:
             return outcome(
                 ABSTAINED,
                 f"the answer carries no allowed_token_mass to check against "
-                f"min_answer_mass {self.min_answer_mass:.3f}; fell back to {self.fallback}",
+                f"min_answer_mass {floor:.3f}; fell back to {self.fallback}",
             )
-        if mass is not None and mass < self.min_answer_mass - TOLERANCE:
+        if mass is not None and mass < floor - TOLERANCE:
             return outcome(
                 ABSTAINED,
                 f"{what} held {mass:.3f} of the next-token mass, below "
-                f"min_answer_mass {self.min_answer_mass:.3f}; fell back to {self.fallback}",
+                f"min_answer_mass {floor:.3f}; fell back to {self.fallback}",
             )
         if self.require_set_of_one and members is None:
             return outcome(

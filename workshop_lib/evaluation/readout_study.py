@@ -137,6 +137,27 @@ class ReadoutStudy:
         except CalibrationFileError:
             return None
 
+    @property
+    def ok(self) -> bool:
+        """Every request with every readout came back as a valid answer (notebook 06's closing check)."""
+        return bool(self.by_readout) and all(
+            r.valid for pair in self.by_readout.values() for run in pair for r in run.results
+        )
+
+    @property
+    def problem(self) -> str:
+        bad = {
+            f"{readout} ({which})": sum(not r.valid for r in run.results)
+            for readout, pair in self.by_readout.items()
+            for which, run in zip(("options as declared", "reversed"), pair)
+        }
+        return "; ".join(f"{n} invalid or failed answers in {k}" for k, n in bad.items() if n)
+
+    @property
+    def summary(self) -> str:
+        n = sum(len(run.results) for pair in self.by_readout.values() for run in pair)
+        return f"{n} answers with {len(self.by_readout)} readouts, each valid" if self.ok else self.problem
+
     def save_calibration(self, path, readout: str):
         """Write ``readout``'s ``calibration.json`` to ``path`` (a folder gets the file inside it)."""
         doc = self.calibration(readout) if readout in self.by_readout else None

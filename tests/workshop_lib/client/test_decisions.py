@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -246,3 +247,29 @@ def test_require_set_of_one_must_be_a_boolean():
 def test_an_abstention_names_what_the_answering_readout_measured(raw, held):
     answer = Decision("t-1", tuple(ROUTE), tuple(ROUTE.values()), raw={"allowed_token_mass": 0.4, **raw})
     assert held in Policy(min_answer_mass=0.9).apply(answer).reason
+
+
+def _read_by(readout_name, mass):
+    raw = {"allowed_token_mass": mass, **({"readout_name": readout_name} if readout_name else {})}
+    return Decision("t-1", tuple(ROUTE), tuple(ROUTE.values()), raw=raw)
+
+
+def test_a_floor_per_readout_holds_only_the_answers_of_the_readouts_it_names():
+    from workshop_lib.client.policy import ABSTAINED
+
+    policy = Policy(min_answer_mass={"letters": 0.5})
+    letters, cloze = _read_by(None, 0.1), _read_by("cloze", 0.0001)  # this schema's letters answers name no readout
+    assert policy.apply(letters).rule == ABSTAINED and "below min_answer_mass 0.500" in policy.apply(letters).reason
+    assert policy.apply(cloze).rule == ACCEPTED  # no floor named for cloze: its mass is not held to one
+    assert Policy(min_answer_mass={"letters": 0.5, "cloze": 0.001}).apply(cloze).rule == ABSTAINED
+    assert Policy(min_answer_mass=0.5).apply(cloze).rule == ABSTAINED  # one number holds every readout
+    # An answer that does not say its readout (a plain mapping) is held to the highest floor named.
+    assert policy.answer_mass_floor(None) == 0.5 and policy.apply(ROUTE).rule == ABSTAINED
+
+
+@pytest.mark.parametrize(
+    "floors, says", [({"logits": 0.5}, "names readouts ['logits']"), ({"letters": 1.5}, "min_answer_mass['letters']")]
+)
+def test_a_floor_per_readout_names_known_readouts_and_shares(floors, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        Policy(min_answer_mass=floors)
