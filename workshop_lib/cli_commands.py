@@ -27,7 +27,7 @@ from .evaluation import load_comparison, run_benchmark
 from .evaluation.logprobs import url_client
 from .evaluation.profiles import describe, write_document
 from .evaluation.served import calibrate
-from .local.rehearsal import LOCAL_READOUT, READOUT_WHY
+from .local.rehearsal import READOUT_WHY, readout_env
 from .models import embedded_gguf_path
 from .steps import Workshop
 
@@ -445,8 +445,9 @@ def cmd_serve(args) -> int:
     if args.threads:
         command += ["--threads", str(args.threads)]
     print(f"Serving on http://{args.host}:{args.port} (POST /invocations, GET /ping); Ctrl-C stops it.", flush=True)
-    if not (args.model_dir or args.model) and not set(LOCAL_READOUT) & set(env):
-        env.update(LOCAL_READOUT)  # the embedded model is served as make demo and every local endpoint serve it
+    added = {} if args.model_dir or args.model else readout_env(env)  # the embedded model: as every local endpoint
+    if added:
+        env.update(added)
         print(f"  {READOUT_WHY}", flush=True)
     process = subprocess.Popen(command, env=env)
     try:

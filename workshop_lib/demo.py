@@ -16,7 +16,7 @@ from . import examples
 from .client.endpoint import Decision, EndpointClient
 from .display import DecisionView
 from .local.processes import AdapterProcess
-from .local.rehearsal import LOCAL_READOUT, READOUT_WHY
+from .local.rehearsal import READOUT_WHY, readout_env
 from .models import EMBEDDED_MODEL, embedded_gguf_path
 from .packaging import extract_model, package_local
 
@@ -52,9 +52,12 @@ def run(work_dir: str | Path = ".workshop/demo") -> int:
     print(f"   manifest: {gguf['path']}, {gguf['size']:,} bytes, sha256 {gguf['sha256'][:16]}...")
 
     print("2. Starting the decision adapter (nginx + gunicorn + llama.cpp) on a local port ...")
-    with AdapterProcess(model_dir, log_path=work_dir / "adapter.log", env=LOCAL_READOUT) as adapter:
+    # Declared with nothing, as a local endpoint of the embedded model is (the adapter reads no setting of the shell).
+    added = readout_env({})
+    with AdapterProcess(model_dir, log_path=work_dir / "adapter.log", env=added) as adapter:
         print(f"   ready at {adapter.url} (log: {adapter.log_path})")
-        print(f"   {READOUT_WHY}")
+        if added:
+            print(f"   {READOUT_WHY}")
         client = EndpointClient.local(adapter.url)
 
         print(f"3. Decision: {examples.SUPPORT_ROUTE['question']}")

@@ -144,6 +144,21 @@ def _glob(pattern: str, value: str, *, ignore_case: bool) -> bool:
     return re.fullmatch(regex, value, re.DOTALL | (re.IGNORECASE if ignore_case else 0)) is not None
 
 
+def _substituted(value: str, lowered: Mapping[str, object]) -> str | None:
+    """A condition value with its policy variables (``${aws:PrincipalAccount}``) taken from the request
+    context; None where the context lacks one, so that value matches nothing (as IAM reads it)."""
+    missing = False
+
+    def fill(match: re.Match) -> str:
+        nonlocal missing
+        found = lowered.get(match.group(1).lower())
+        missing = missing or found is None
+        return str(found)
+
+    filled = re.sub(r"\$\{([^}]+)\}", fill, value)
+    return None if missing else filled
+
+
 def conditions_hold(condition: Mapping, context: Mapping[str, object]) -> bool:
     """A statement's Condition against a request context, as IAM reads it.
 
@@ -168,7 +183,7 @@ def conditions_hold(condition: Mapping, context: Mapping[str, object]) -> bool:
                     continue
                 return False
             values = [str(v) for v in _listed(lowered[key.lower()])]
-            wanted = [str(w) for w in _listed(wanted)]
+            wanted = [w for w in (_substituted(str(w), lowered) for w in _listed(wanted)) if w is not None]
             if base in ("StringEquals", "StringNotEquals", "ArnEquals", "ArnNotEquals"):
                 hit = any(v == w for v in values for w in wanted)
             elif base in ("StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase", "Bool"):

@@ -122,6 +122,9 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
         ),
         allow("WorkshopEndpoints", OPERATOR_SAGEMAKER_ACTIONS, sagemaker),
         allow_unscoped("ListEndpoints", "sagemaker:ListEndpoints"),
+        # Notebook 05's decision through SageMaker's OpenAI-compatible route (client/openai_route.py): its bearer
+        # token; the call it carries is checked as InvokeEndpoint on the endpoint (WorkshopEndpoints).
+        allow_unscoped("OpenAiRouteToken", "sagemaker:CallWithBearerToken"),
         # CreateLogGroup and PutRetentionPolicy: the groups made ahead of SageMaker and CodeBuild, with a retention.
         allow(
             "WorkshopLogs",

@@ -59,6 +59,14 @@ SERVICE_REQUIRED_WILDCARDS: tuple[ServiceWildcard, ...] = (
         "nothing inside them; the operator needs it for the report of workshop endpoints still running.",
     ),
     ServiceWildcard(
+        "sagemaker:CallWithBearerToken",
+        "SageMaker's OpenAI-compatible route takes a bearer token instead of a SigV4 signature; the action names "
+        'no resource type (AWS\'s own AmazonSageMakerJobRuntimeAccess grants it on "*" under this condition), so '
+        'IAM accepts only "*", held to the caller\'s own account. The token reaches nothing by itself: every call '
+        "through the route is still checked as sagemaker:InvokeEndpoint on the endpoint's ARN.",
+        {"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}},
+    ),
+    ServiceWildcard(
         "cloudwatch:PutMetricData",
         'CloudWatch metrics have no resource ARN, so IAM accepts only "*"; the grant is limited to the '
         "SageMaker namespaces by the cloudwatch:namespace condition.",

@@ -106,6 +106,10 @@ _SAGEMAKER_KINDS = {
 def _sagemaker(call: str, params: Mapping, region: str, account: str, facts: Mapping) -> list[Need]:
     if call == "ListEndpoints":
         return [("sagemaker:ListEndpoints", "*", {})]  # list actions take no resource
+    if call == "CallWithBearerToken":  # the route's bearer token names no resource; AWS scopes it by account
+        return [
+            ("sagemaker:CallWithBearerToken", "*", {"aws:ResourceAccount": account, "aws:PrincipalAccount": account})
+        ]
     if call in ("ListTags", "AddTags"):
         kind_and_name = params["ResourceArn"].split(":", 5)
         kind_and_name[-1] = kind_and_name[-1].lower()  # as SageMaker presents its ARNs to IAM

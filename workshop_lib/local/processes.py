@@ -333,6 +333,29 @@ class EmulatorProcess(ServerProcess):
         return env
 
 
+class RouteProcess(ServerProcess):
+    """SageMaker's OpenAI-compatible route for a rehearsal's local endpoints (``openai_route``): it reads the
+    rehearsal's ``registry`` for each request, so it follows the endpoints as they start, stop and are replaced."""
+
+    ready_path = "/ping"
+
+    def __init__(self, registry: str | Path, region: str, **options):
+        super().__init__(**options)
+        self.registry, self.region = Path(registry), region
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            *("-m", "workshop_lib.local.openai_route", "--registry", str(self.registry)),
+            *("--region", self.region, "--port", str(self.port)),
+        ]
+
+    def environment(self) -> dict[str, str]:
+        env = super().environment()
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+
 def post_json(url: str, payload, timeout: float = 70.0) -> tuple[int, dict]:
     """POST JSON, return (status, parsed body) for any status. A tiny helper for demos and tests."""
     request = urllib.request.Request(

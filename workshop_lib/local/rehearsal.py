@@ -31,35 +31,34 @@ sharply when they cannot each have a core. ``start_local_endpoint`` reports ever
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 import shutil
-import tarfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from botocore.exceptions import ClientError
 
-from .. import names
 from ..aws import images
-from ..client.transport import LocalTransport
 from ..config import default_path
-from ..errors import InvalidInput, WorkshopError
-from ..packaging import MAX_EXTRACT_BYTES, MAX_EXTRACT_MEMBERS, extract_model
+from ..errors import WorkshopError
 from . import dlc_server
+from .model_cache import download_and_extract
 from .permissions import SAGEMAKER
 from .processes import (
     AdapterProcess,
     EmulatorProcess,
+    RouteProcess,
     ServerFailedToStart,
     ServerProcess,
     group_alive,
     stop_process_group,
 )
+from .routed_transport import RoutedTransport
 
 KEEP_ALIVE_S = 2 * 3600
 LOCAL_THREADS = 2
@@ -82,6 +81,14 @@ READOUT_WHY = (
     "readout reads positions (16 of 43 held-out tasks right, chance 33 %; 42 of 43 flip when the "
     "options are reversed); the AWS path keeps letters, the published method"
 )
+
+
+def readout_env(declared: Mapping[str, str]) -> dict[str, str]:
+    """What a local adapter serving the embedded model adds to the environment it was declared with: the cloze
+    readout (``READOUT_WHY`` says why), or nothing where ``declared`` names a readout, which then wins. The one
+    rule for the rehearsal's endpoints, ``workshop serve`` and ``make demo``."""
+    return {} if set(LOCAL_READOUT) & set(declared) else dict(LOCAL_READOUT)
+
 
 # Processes started by this Python process: stopped through their Popen, so they are reaped.
 _OWNED: dict[int, ServerProcess] = {}
@@ -202,6 +209,7 @@ class Rehearsal:
             data = {}
         data.setdefault("emulator", None)
         data.setdefault("endpoints", {})
+        data.setdefault("openai_route", None)
         return data
 
     def _write_registry(self, data: dict) -> None:
@@ -248,39 +256,8 @@ class Rehearsal:
         config = sm_client.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
         return config["ProductionVariants"][0]["ModelName"]
 
-    def _download_and_extract(
-        self, s3_client, model_data_url: str, *, max_bytes: int | None = None, max_members: int | None = None
-    ) -> Path:
-        """Fetch model.tar.gz from emulated S3 once per object version and unpack it like /opt/ml/model.
-
-        The cache folder is named by a digest of the URL and the object's ETag, so nothing S3 returns
-        becomes part of a path; extraction keeps packaging.extract_model's limits.
-        """
-        max_bytes = MAX_EXTRACT_BYTES if max_bytes is None else max_bytes
-        max_members = MAX_EXTRACT_MEMBERS if max_members is None else max_members
-        bucket, key = names.split_s3_uri(model_data_url) or ("", "")
-        head = s3_client.head_object(Bucket=bucket, Key=key)
-        version = hashlib.sha256(f"{model_data_url}\n{head['ETag']}".encode()).hexdigest()[:32]
-        target = self.home / "models" / version
-        model_dir = target / "model"
-        if (target / ".complete").is_file():
-            return model_dir
-        if head.get("ContentLength", 0) > max_bytes:
-            raise InvalidInput(
-                f"{model_data_url} is {head['ContentLength']:,} bytes, more than the {max_bytes:,} bytes a model "
-                "may unpack to here; nothing was downloaded"
-            )
-        target.mkdir(parents=True, exist_ok=True)
-        tarball = target / "model.tar.gz"
-        s3_client.download_file(bucket, key, str(tarball))
-        with tarfile.open(tarball, "r:gz"):
-            pass  # fails early with a clear tarfile error if the object is not a tarball
-        try:
-            extract_model(tarball, model_dir, max_bytes=max_bytes, max_members=max_members)
-        finally:
-            tarball.unlink()
-        (target / ".complete").write_text(model_data_url + "\n")
-        return model_dir
+    def _download_and_extract(self, s3_client, model_data_url: str, **limits) -> Path:
+        return download_and_extract(self.home, s3_client, model_data_url, **limits)
 
     def start_local_endpoint(
         self,
@@ -325,7 +302,7 @@ class Rehearsal:
         fallback = dlc_server.missing() if dlc else ""
         kind = LLAMA_SERVER if dlc and not fallback else ADAPTER
         forced = LLAMA_SERVER_SETTINGS if kind == LLAMA_SERVER else FORCED_SETTINGS
-        local_readout = LOCAL_READOUT if kind == ADAPTER and not set(LOCAL_READOUT) & set(declared) else {}
+        local_readout = readout_env(declared) if kind == ADAPTER else {}
         environment = {**declared, **local_readout, **forced}
         changed = {k: (declared.get(k), v) for k, v in forced.items() if declared.get(k) != v}
         previous = self._read_registry()["endpoints"].get(name) if replace else None
@@ -369,6 +346,7 @@ class Rehearsal:
             **extra,
         )
         self._write_registry(data)  # the switch: from here on, followers send to the new process
+        self.ensure_openai_route(sm_client.meta.region_name, keep_alive_s)
         if previous is not None:
             time.sleep(SWITCH_DRAIN_S)  # a request that read the old address just before has reached it
             _stop_group(previous["pgid"])
@@ -411,19 +389,51 @@ class Rehearsal:
         return Path(entry["log"])
 
     def stop_endpoint(self, name: str) -> bool:
-        """Stop the local endpoint ``name``; False if it was not running."""
+        """Stop the local endpoint ``name`` (and the OpenAI-compatible route with the last one); False if it
+        was not running."""
         data = self._read_registry()
         entry = data["endpoints"].pop(name, None)
         stopped = _stop_group(entry["pgid"]) if entry else False
         if entry:
+            if not data["endpoints"] and data["openai_route"]:
+                _stop_group(data["openai_route"]["pgid"], timeout_s=10)
+                data["openai_route"] = None
             self._write_registry(data)
         return stopped
+
+    def ensure_openai_route(self, region: str, keep_alive_s: float = KEEP_ALIVE_S) -> str:
+        """The URL of SageMaker's OpenAI-compatible route for this rehearsal's endpoints in ``region``
+        (``openai_route``), started first if it is not running there."""
+        entry = self._read_registry()["openai_route"]
+        if entry and entry.get("region") == region and group_alive(entry["pgid"]):
+            return entry["url"]
+        if entry:
+            _stop_group(entry["pgid"], timeout_s=10)
+        route = RouteProcess(
+            self.registry_path(), region, log_path=self.home / "openai-route.log", keep_alive_s=keep_alive_s
+        )
+        route.start(timeout_s=60)
+        _OWNED[route.pid] = route
+        data = self._read_registry()
+        data["openai_route"] = _record(route, region=region)
+        self._write_registry(data)
+        return route.url
+
+    def openai_route_url(self) -> str:
+        """The running OpenAI-compatible route's URL; RehearsalError if no local endpoint runs (nor the route)."""
+        entry = self._read_registry()["openai_route"]
+        if not entry or not group_alive(entry["pgid"]):
+            raise RehearsalError("the OpenAI-compatible route runs with the local endpoints: deploy one (notebook 04)")
+        return entry["url"]
 
     def stop_all(self) -> list[str]:
         """Stop every local endpoint and the emulator; returns what was running. Safe to call twice."""
         data = self._read_registry()
         stopped = [f"local endpoint {name}" for name in list(data["endpoints"]) if self.stop_endpoint(name)]
         data = self._read_registry()
+        if data["openai_route"]:
+            _stop_group(data["openai_route"]["pgid"], timeout_s=10)
+            data["openai_route"] = None
         if data["emulator"]:
             if _stop_group(data["emulator"]["pgid"]):
                 stopped.append("AWS emulator")
@@ -444,6 +454,10 @@ class Rehearsal:
             found.append(ProcessStatus("AWS emulator (moto server)", e["url"], group_alive(e["pgid"]), e["log"]))
         for name, e in sorted(data["endpoints"].items()):
             found.append(ProcessStatus(f"local endpoint {name}", e["url"], group_alive(e["pgid"]), e["log"]))
+        if route := data["openai_route"]:
+            found.append(
+                ProcessStatus("OpenAI-compatible route", route["url"], group_alive(route["pgid"]), route["log"])
+            )
         return found
 
     def format_status(self, found: list[ProcessStatus] | None = None) -> str:
@@ -452,37 +466,6 @@ class Rehearsal:
         if not running:
             return "no local rehearsal processes are running"
         return "\n".join(str(p) for p in running)
-
-
-class RoutedTransport(LocalTransport):
-    """``LocalTransport`` to whichever process serves local endpoint ``name`` now: before each request
-    it looks at the registry (its size and time, re-read only when they change) and follows a
-    replacement (``start_local_endpoint(..., replace=True)``), as SageMaker's router follows an update."""
-
-    def __init__(self, local: Rehearsal, name: str, **options):
-        self._local, self._endpoint, self._stamp, self._options = local, name, None, options
-        super().__init__(local.endpoint_url(name), **options)
-        self._stamp = self._registry_stamp()
-
-    def _registry_stamp(self):
-        try:
-            stat = self._local.registry_path().stat()
-        except OSError:
-            return None
-        return stat.st_mtime_ns, stat.st_size, stat.st_ino
-
-    def _follow(self) -> None:
-        stamp = self._registry_stamp()
-        if stamp == self._stamp:
-            return
-        self._stamp = stamp
-        entry = self._local._read_registry()["endpoints"].get(self._endpoint)
-        if entry and entry["url"].rstrip("/") != self.url:
-            LocalTransport.__init__(self, entry["url"], **self._options)
-
-    def _send(self, method: str, path: str, body, deadline, extra_headers=None):
-        self._follow()
-        return super()._send(method, path, body, deadline, extra_headers)
 
 
 def _is_dlc(image_uri: str) -> bool:
