@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict
 
@@ -173,7 +173,7 @@ def generate(
     is_end: Callable[[int], bool],
     last_logits: Callable[[], npt.NDArray[np.float32]],
     text_of: Callable[[int], str],
-) -> Iterator[Piece]:
+) -> Generator[Piece, None, None]:
     """The completion as it is sampled, token by token: each piece carries text no stop sequence can
     still claim; the last one says why it ended and the usage. Closing the iterator stops sampling."""
     llm.set_seed(seed_of(request))

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-from collections.abc import Callable
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import numpy as np
@@ -29,14 +29,12 @@ import numpy as np
 from . import runtime, splits
 from .deadline import Deadline
 from .errors import TimedOut
-from .prefix_cache import Prefix
+from .prefix_cache import Prefix, PrefixTokens
 from .questions import RenderedPrompt
 from .seams import EngineError
 from .settings import Settings
 from .state_cache import CachedState, StateCache
 from .tokens import MAX_HEADS, common_prefix_len
-
-PrefixTokens = Callable[[RenderedPrompt, int | None], list[int]]
 
 
 class Context:
@@ -131,12 +129,12 @@ class Context:
 
     # -- time limit --------------------------------------------------------------
 
-    def time_limit(self, seconds: float | None):
+    def time_limit(self, seconds: float | None) -> AbstractContextManager[Deadline]:
         """Context manager: evaluations inside it stop with TimedOut once ``seconds`` have passed."""
         return self.deadline.limit(seconds)
 
     @contextmanager
-    def within_limit(self):
+    def within_limit(self) -> Iterator[None]:
         """Run llama.cpp work; past the time limit, raise TimedOut (before it, or when it was aborted).
 
         Whatever else goes wrong inside, the context and the held prefix are dropped too: a half-written
@@ -162,19 +160,21 @@ class Context:
 
     # -- evaluating ----------------------------------------------------------------
 
-    def eval(self, tokens, *, appended: bool = False) -> None:
+    def eval(self, tokens: Sequence[int], *, appended: bool = False) -> None:
         """Evaluate ``tokens`` after what the context holds, in calls cut as splits.py says. What a readout
         ``appended`` to a whole prompt is evaluated in the same calls in every request, so it needs no floor
         but two tokens, and never evaluates the prompt's cells again (another kernel would rewrite them)."""
         self._decode(tokens, appended, each=False)
 
-    def eval_reading_each(self, tokens, *, appended: bool = False) -> np.ndarray:
+    def eval_reading_each(self, tokens: Sequence[int], *, appended: bool = False) -> np.ndarray:
         """As ``eval``, returning the logits at each of the tokens' positions (one float32 row per token).
         ``Llama.eval`` keeps only the last position's logits unless the whole model was loaded with ``logits_all``."""
-        return self._decode(tokens, appended, each=True)
+        rows = self._decode(tokens, appended, each=True)
+        assert rows is not None  # each=True reads the rows
+        return rows
 
-    def _decode(self, tokens, appended: bool, *, each: bool) -> Any:
-        llm, rows = self.llm, []
+    def _decode(self, tokens: Sequence[int], appended: bool, *, each: bool) -> np.ndarray | None:
+        llm, rows = self.llm, list[np.ndarray]()
         if not len(tokens):
             return np.empty((0, self.n_vocab), np.float32) if each else None
         least = splits.PLAIN_LEAST if appended else self.least_tokens
@@ -211,7 +211,8 @@ class Context:
         """The last position's logits over the vocabulary, float32 as llama.cpp wrote them (a copy: the next
         evaluation overwrites its buffer); readouts take the slots' logits as float64."""
         pointer = self.llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
-        return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)).copy()
+        logits: np.ndarray = np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)).copy()
+        return logits
 
     # -- the prefix held -------------------------------------------------------------
 
@@ -304,7 +305,7 @@ class Context:
             self._heads[text] = head
         return head if prefix[: len(head.tokens)] == head.tokens else None
 
-    def rewind(self, tokens, saved: bytearray | None) -> None:
+    def rewind(self, tokens: Sequence[int], saved: bytearray | None) -> None:
         """Return to the state right after ``tokens``: cut the KV cache back, or load the recurrent part saved
         there (a partial snapshot) and cut the attention cells past ``tokens``."""
         if self.holds(tokens):
@@ -317,7 +318,7 @@ class Context:
             self.load_sequence(saved, partial=True)
             self.set_position(len(tokens), tokens)  # eval() removes the attention cells past it
 
-    def holds(self, tokens) -> bool:
+    def holds(self, tokens: Sequence[int]) -> bool:
         """Whether the context holds exactly ``tokens``. The same length is not enough: with ``restore`` a
         cached state may be followed by another question of the same length."""
         n = self.llm.n_tokens
@@ -330,7 +331,7 @@ class Context:
         self.reset()
         self.prefix = None
 
-    def set_position(self, n: int, tokens=None) -> None:
+    def set_position(self, n: int, tokens: Sequence[int] | None = None) -> None:
         # Llama.eval() continues from n_tokens and records what it evaluated in input_ids; it has no public
         # way to move back but reset() (to 0), so the context sets them (and only here and in reset).
         if tokens is not None:

@@ -31,7 +31,7 @@ import dataclasses
 import hashlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -43,16 +43,17 @@ from decision_contract.names import PRIOR
 from . import chat as chat_completion
 from . import readouts, runtime, slots, split_check
 from .context import Context
+from .deadline import Deadline
 from .errors import InvalidValue, PromptTooLong
 from .model import Model
 from .model_files import ModelFiles
 from .prefix_cache import shared_prefix
 from .priors import Priors
 from .prompt import DIGITS
-from .questions import ChatRequest, RenderedPrompt, ScoringItem
+from .questions import ChatRequest, Loc, RenderedPrompt, ScoringItem
 from .readouts import READOUTS
 from .scores import Reading, logsumexp
-from .seams import EngineError
+from .seams import EngineError, Timing
 from .settings import Settings
 from .slots import PROBE_QUESTIONS, PROBE_STATE
 from .state_cache import StateCache
@@ -104,7 +105,7 @@ class Engine:
         self.settings: Settings = model.settings
         self.calibration: Calibration | None = model.calibration
         self.split_check: float | None = None  # the start-up check's finding (prove; none with prefix reuse off)
-        self.startup_probe: dict | None = None
+        self.startup_probe: dict[str, Any] | None = None
 
     def twin(self, lane: int) -> Engine:
         """Another lane on this engine's model, for one more request at a time (scheduler.py): the same model
@@ -126,7 +127,7 @@ class Engine:
         """This lane's ``Llama`` (its context on the model's weights)."""
         return self.context.llm
 
-    def time_limit(self, seconds: float | None) -> AbstractContextManager[None]:
+    def time_limit(self, seconds: float | None) -> AbstractContextManager[Deadline]:
         """Context manager: evaluations inside it stop with TimedOut once ``seconds`` have passed."""
         return self.context.time_limit(seconds)
 
@@ -136,7 +137,7 @@ class Engine:
 
     # -- the start-up proof ------------------------------------------------------
 
-    def prove(self) -> dict:
+    def prove(self) -> dict[str, Any]:
         """Score one decision through the real path; the server is ready only after this returned.
 
         A model can load and still fail on its first forward pass (a CPU kernel that
@@ -179,7 +180,7 @@ class Engine:
 
     # -- scoring items (the Evaluator seam) ---------------------------------------------
 
-    def score_items(self, items: list[ScoringItem]) -> tuple[list[Reading], dict]:
+    def score_items(self, items: list[ScoringItem]) -> tuple[list[Reading], Timing]:
         """What each item's readout reads at its prompt's end; every item shares the prefix up to the state.
 
         The one evaluation path: decisions and Jev questions, letter slots and two-level codes.
@@ -208,8 +209,8 @@ class Engine:
                 )
             token_lists.append(tokens)
         # An item is its prompt and what its readout reads after it: identical ones are read once.
-        unique: dict[tuple, int] = {}
-        first_item = {}
+        unique: dict[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]], int] = {}
+        first_item: dict[int, ScoringItem] = {}
         for tokens, item in zip(token_lists, items):
             first_item.setdefault(unique.setdefault((tuple(tokens), item.continuations), len(unique)), item)
         distinct = [list(t) for t, _ in unique]
@@ -239,19 +240,25 @@ class Engine:
         }
 
     def _evaluate(
-        self, first: RenderedPrompt, prefix: tuple[int, ...], token_lists: list[list[int]], visit
-    ) -> tuple[list, dict]:
+        self,
+        first: RenderedPrompt,
+        prefix: tuple[int, ...],
+        token_lists: list[list[int]],
+        visit: Callable[[int, list[int], np.ndarray, float], Reading],
+    ) -> tuple[list[Reading], Timing]:
         """Evaluate the shared prefix once, then each prompt from it; ``visit`` reads each result."""
         context = self.context
         t1 = time.perf_counter()
         prefix_reused = context.enter_prefix(first, prefix, token_lists[0], self.model.prompt_tokens)
         t2 = time.perf_counter()
+        held = context.prefix
+        assert held is not None  # enter_prefix leaves the context at the prefix
         results = []
         for index, tokens in enumerate(token_lists):
             q_start = time.perf_counter()
             kept, context.first_logits = context.first_logits, None
             if index or not context.holds(tokens):  # trim mode evaluated the first prompt whole
-                context.rewind(prefix, context.prefix.state)
+                context.rewind(prefix, held.state)
                 context.eval(tokens[len(prefix) :])
                 logits = context.last_logits()
             else:
@@ -270,7 +277,7 @@ class Engine:
     def read(self, item: ScoringItem, tokens: list[int], logits: np.ndarray) -> Reading:
         """The item's readout at its prompt's end; what it evaluates past the prompt starts from the prompt."""
         context = self.context
-        checkpoint: list = []
+        checkpoint: list[bytearray | None] = []
 
         def rewind() -> None:
             if not checkpoint:  # a recurrent memory cannot be cut back: save the sequence after the prompt once
@@ -311,7 +318,7 @@ class Engine:
 
     # -- the checks before evaluating -----------------------------------------------------
 
-    def _tokens_that_fit(self, prompt: RenderedPrompt, field: str, *, loc: tuple | None = None) -> list[int]:
+    def _tokens_that_fit(self, prompt: RenderedPrompt, field: str | None, *, loc: Loc | None = None) -> list[int]:
         """The prompt's tokens, with the cheap checks first: the time limit (checked between prompts, as
         tokenizing runs in Python time the abort callback cannot stop), and a text too long to tokenize."""
         self.context.stop_if_expired()
@@ -322,9 +329,9 @@ class Engine:
         self,
         prompt: RenderedPrompt,
         tokens: list[int],
-        field: str,
+        field: str | None,
         *,
-        loc: tuple | None = None,
+        loc: Loc | None = None,
         extra: int = 0,
         n_options: int = 0,
         letters: bool = True,
@@ -407,7 +414,7 @@ class Engine:
             pieces.close()
             context.reset()
 
-    def chat(self, request: ChatRequest) -> dict:
+    def chat(self, request: ChatRequest) -> dict[str, object]:
         """The whole answer as an OpenAI chat completion."""
         return chat_completion.chat_response(
             self.chat_pieces(request), self.model.files.gguf.name, request.top_logprobs is not None

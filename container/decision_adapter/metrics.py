@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from .answer_record import AnswerRecord
 
@@ -102,11 +102,11 @@ class RequestFacts:
             self.readout = readouts.pop() if len(readouts) == 1 else "mixed"
 
 
-def emf_line(facts: RequestFacts, *, endpoint: str, timestamp_ms: int | None = None) -> dict:
+def emf_line(facts: RequestFacts, *, endpoint: str, timestamp_ms: int | None = None) -> dict[str, Any]:
     """The EMF object for one request (pure): declared metrics are exactly the values present."""
     values = {name: getattr(facts, attribute) for name, (_, attribute) in METRICS.items()}
     values = {name: value for name, value in values.items() if value is not None}
-    line: dict = {
+    line: dict[str, Any] = {
         "_aws": {
             "Timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
             "CloudWatchMetrics": [
@@ -130,7 +130,7 @@ def emf_line(facts: RequestFacts, *, endpoint: str, timestamp_ms: int | None = N
     return line
 
 
-def write(line: dict, stream=None) -> None:
+def write(line: dict[str, Any], stream: TextIO | None = None) -> None:
     """One line, whole: worker threads never interleave their lines."""
     text = json.dumps(line, ensure_ascii=True, separators=(",", ":")) + "\n"
     stream = stream or sys.stdout

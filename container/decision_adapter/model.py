@@ -26,7 +26,7 @@ from . import runtime, slots
 from .errors import InvalidValue, PromptTooLong
 from .model_files import ModelFiles
 from .prompt import DIGITS, GROUP_LETTERS, PROMPT_VERSION, ChatTemplate, option_labels
-from .questions import RenderedPrompt
+from .questions import Loc, RenderedPrompt
 from .seams import CodeTokens, EngineError
 from .settings import Settings
 from .tokens import PromptTokenizer, longest_token_chars
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 _QUANT_RE = re.compile(r"(?:^|[._-])((?:IQ|Q)\d[A-Z0-9_]*?|BF16|F16|F32)(?:\.gguf$|[.-])", re.IGNORECASE)
 
 
-def quantization_of(file_name: str, metadata: dict) -> str | None:
+def quantization_of(file_name: str, metadata: dict[str, Any]) -> str | None:
     match = _QUANT_RE.search(file_name)
     if match:
         return match.group(1).upper()
@@ -139,14 +139,14 @@ class Model:
         """One token's text, control tokens as their text."""
         return self.llm.detokenize([token], special=True).decode("utf-8", errors="replace")
 
-    def continuation_tokens(self, text: str, loc: tuple = ()) -> tuple[int, ...]:
+    def continuation_tokens(self, text: str, loc: Loc = ()) -> tuple[int, ...]:
         """An option's text as the tokens that follow a cloze prompt: plain text, no BOS."""
         tokens = tuple(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
         if not tokens:
             raise InvalidValue(f"an option's text {text!r} has no tokens to score; give it words", None, loc=loc)
         return tokens
 
-    def check_length(self, prompt: RenderedPrompt, field: str | None, loc: tuple | None) -> None:
+    def check_length(self, prompt: RenderedPrompt, field: str | None, loc: Loc | None) -> None:
         """Refuse untokenized a text so long that not even the context's worth of the vocabulary's longest
         tokens could hold it."""
         limit = self.llm.n_ctx()
@@ -177,7 +177,7 @@ class Model:
     def max_options(self) -> int:
         return len(GROUP_LETTERS) * len(DIGITS) if self._code_tokens else len(self._slot_tokens)
 
-    def option_labels(self, n: int, loc: tuple = ()) -> tuple[str, ...]:
+    def option_labels(self, n: int, loc: Loc = ()) -> tuple[str, ...]:
         """Labels to show for n options; a clear 422 when this model cannot read that many."""
         if n > len(self._slot_tokens) and not self._code_tokens:
             raise InvalidValue(

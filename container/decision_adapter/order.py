@@ -25,6 +25,8 @@ mode: softmax(log p / T) of a combination, the logits over T of a readout as giv
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from decision_contract.names import AS_GIVEN, ORDER_MODES, PRIOR, ROTATIONS
@@ -72,7 +74,7 @@ def divide_by_prior(p: np.ndarray, prior: np.ndarray) -> np.ndarray:
     return normalised(np.asarray(p, dtype=np.float64) / np.asarray(prior, dtype=np.float64))
 
 
-def order_sensitivity(per_rotation: list[np.ndarray], n: int) -> dict:
+def order_sensitivity(per_rotation: list[np.ndarray], n: int) -> dict[str, Any]:
     """How much the presentations disagree: how many were averaged, the largest per-option spread, and
     whether the top option moves."""
     table = np.asarray(per_rotation, dtype=np.float64)
@@ -97,7 +99,7 @@ def asked_in(mode: str, n: int, max_rotations: int) -> list[tuple[int, ...]]:
 
 def correct(
     mode: str, asked: list[tuple[int, ...]], readings: list[Reading], prior_value: np.ndarray | None
-) -> tuple[Scores, dict]:
+) -> tuple[Scores, dict[str, Any]]:
     """The order correction: a question's readings (one per presentation, in ``asked``'s order) as one set
     of scores in the request's option order, and what the answer reports of it (``order_sensitivity``,
     ``prior``). as_given leaves the readout's scores as they are; prior and rotations combine the
@@ -105,6 +107,8 @@ def correct(
     if mode == AS_GIVEN:
         return readings[0].scores, {"order_sensitivity": None, "prior": None}
     if mode == PRIOR:
+        if prior_value is None:
+            raise ValueError(f"the prior mode needs the content-free prior of {len(asked[0])} options")
         combined = divide_by_prior(readings[0].scores.probabilities(1.0), prior_value)
         return Combined(combined), {"order_sensitivity": None, "prior": [float(v) for v in prior_value]}
     ordered = sorted(zip(asked, readings), key=lambda pair: pair[0])  # by presentation: the same whatever the text

@@ -37,12 +37,15 @@ Bringing a context to it and back is context.py's (``Context.enter_prefix``, ``C
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from .questions import RenderedPrompt
 from .tokens import PromptTokenizer, common_prefix_len
+
+PrefixTokens = Callable[[RenderedPrompt, int | None], list[int]]  # the model's prompt_tokens: the text up to an end
 
 
 @dataclass
@@ -55,7 +58,7 @@ class Prefix:
 
 
 def shared_prefix(
-    first: RenderedPrompt, token_lists: list[list[int]], tokenizer: PromptTokenizer, prompt_tokens
+    first: RenderedPrompt, token_lists: list[list[int]], tokenizer: PromptTokenizer, prompt_tokens: PrefixTokens
 ) -> tuple[int, ...]:
     """The tokens every prompt of the list shares: up to the end of the first prompt's state for a lone
     prompt, and for several as far as they all agree (the fixed text after the state, a common question

@@ -18,6 +18,8 @@ prefix), and pays for their tokens. Its answer extras: the normalisation and eac
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from decision_contract import names
@@ -98,12 +100,12 @@ class Cloze:
 
     def measure_priors(
         self, evaluator: Evaluator, labels: Labels, priors: Priors, questions: list[Planned], family: PromptFamily
-    ) -> tuple[dict, int]:
+    ) -> tuple[dict[ClozeKey, float], int]:
         """The content-free sums of the questions normalised by pmi: {key: sum}, and the tokens read for them."""
         pmi = [planned.question for planned in questions if normalize_of(planned.question) == names.PMI]
         return measure(evaluator, labels, priors, pmi, family) if pmi else ({}, 0)
 
-    def finish(self, planned: Planned, readings: list[Reading], priors: dict) -> Finished:
+    def finish(self, planned: Planned, readings: list[Reading], priors: Mapping[ClozeKey, float]) -> Finished:
         """The reading's summed log-probabilities, normalised as the question asks."""
         question, reading = planned.question, readings[0]
         assert isinstance(reading.scores, SlotLogits)  # as read() made it
@@ -134,7 +136,7 @@ def measure(
     tokens the model read for them (0 when all came from the cache)."""
     cache = priors.cloze
     found: dict[ClozeKey, float] = {}
-    missing: dict[str, list] = {}  # the question as rendered -> (its question, its options still to score)
+    missing: dict[str, tuple[Question, dict[str, Option]]] = {}  # the question as rendered -> (it, options to score)
     for question in questions:
         for option in question.options:
             k = key(question, cloze_text(option))
@@ -142,7 +144,7 @@ def measure(
             if value is not None:
                 found[k] = value
             elif k not in found:
-                entry = missing.setdefault(k[1], [question, {}])
+                entry = missing.setdefault(k[1], (question, {}))
                 entry[1].setdefault(k[2], option)
     if not missing:
         return found, 0

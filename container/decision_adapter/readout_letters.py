@@ -17,6 +17,8 @@ correction.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+
 import numpy as np
 
 from decision_contract import names
@@ -92,9 +94,10 @@ class Letters:
 
     def measure_priors(
         self, evaluator: Evaluator, labels: Labels, priors: Priors, questions: list[Planned], family: PromptFamily
-    ) -> tuple[dict, int]:
+    ) -> tuple[dict[int, np.ndarray], int]:
         """The prior of each option count asked in ``prior`` mode: {n: prior}, and the tokens read for them."""
-        found, read = {}, 0
+        found: dict[int, np.ndarray] = {}
+        read = 0
         for planned in questions:
             if planned.mode == PRIOR:
                 n = len(planned.question.options)
@@ -102,7 +105,7 @@ class Letters:
                 read += tokens
         return found, read
 
-    def finish(self, planned: Planned, readings: list[Reading], priors: dict) -> Finished:
+    def finish(self, planned: Planned, readings: list[Reading], priors: Mapping[int, np.ndarray]) -> Finished:
         prior = priors.get(len(planned.question.options)) if planned.mode == PRIOR else None
         scores, reported = order.correct(planned.mode, list(planned.asked), readings, prior)
         return Finished(
@@ -113,7 +116,7 @@ class Letters:
 LETTERS = register(Letters())
 
 
-def letter_slots(logits: np.ndarray, slot_tokens) -> Scored:
+def letter_slots(logits: np.ndarray, slot_tokens: Sequence[int]) -> Scored:
     """The given letter tokens' logits, and the probability mass they hold."""
     slot_logits = logits[list(slot_tokens)].astype(np.float64)
     mass = float(np.exp(logsumexp(slot_logits) - logsumexp(logits)))
@@ -165,7 +168,11 @@ def measured_prior(
 
 
 def measure_priors(
-    evaluator: Evaluator, labels: Labels, priors: Priors, families: tuple[PromptFamily, ...], counts=range(2, 17)
+    evaluator: Evaluator,
+    labels: Labels,
+    priors: Priors,
+    families: tuple[PromptFamily, ...],
+    counts: Iterable[int] = range(2, 17),
 ) -> None:
     """Score the priors of ``counts`` options for each prompt family now."""
     for family in families:

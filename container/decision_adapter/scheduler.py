@@ -27,7 +27,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Protocol, overload
 
 import numpy as np
 
@@ -62,6 +64,20 @@ PROBE = DecisionBatch(
 )
 
 
+class Probe(Protocol):
+    """Scores the probe decisions with ``threads``: on context ``lane`` (their probabilities, one flat list),
+    or with ``lane`` None on every context at once (a list per context)."""
+
+    @overload
+    def __call__(self, lane: int, threads: tuple[int, int]) -> list[float]: ...
+
+    @overload
+    def __call__(self, lane: None, threads: tuple[int, int]) -> list[list[float]]: ...
+
+
+Check = Callable[[Probe, int, tuple[int, int]], tuple[str, list[str]]]  # (probe, contexts, threads) -> policy
+
+
 def lanes_that_fit(parallel: int, context_mib: float, max_kv_mib: int) -> int:
     """How many contexts to make: ``parallel``, fewer if their memory together would pass the bound; at
     least one (the first context is the model's own)."""
@@ -72,7 +88,9 @@ def lanes_that_fit(parallel: int, context_mib: float, max_kv_mib: int) -> int:
 
 def share(threads: tuple[int, int], among: int) -> tuple[int, int]:
     """One request's share of (generation, prompt) threads when ``among`` requests are in flight."""
-    return tuple(max(1, n // max(1, among)) for n in threads)
+    generation, prompt = threads
+    among = max(1, among)
+    return max(1, generation // among), max(1, prompt // among)
 
 
 def thread_counts(threads: tuple[int, int], lanes: int) -> list[tuple[int, int]]:
@@ -84,7 +102,9 @@ def differs(a: list[float], b: list[float]) -> float:
     return float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) if len(a) == len(b) else float("inf")
 
 
-def choose_threads(probe, lanes: int, threads: tuple[int, int], tolerance: float = TOLERANCE) -> tuple[str, list[str]]:
+def choose_threads(
+    probe: Probe, lanes: int, threads: tuple[int, int], tolerance: float = TOLERANCE
+) -> tuple[str, list[str]]:
     """The start-up check: (the policy whose answers equal a lone request's, what disagreed).
 
     ``probe(lane, threads)`` scores the probe decisions on that context with those threads and returns
@@ -96,7 +116,7 @@ def choose_threads(probe, lanes: int, threads: tuple[int, int], tolerance: float
     """
     findings: list[str] = []
 
-    def agrees(reference: list[float], runs) -> bool:
+    def agrees(reference: list[float], runs: list[tuple[str, list[float]]]) -> bool:
         for what, got in runs:
             worst = differs(reference, got)
             if worst > tolerance:
@@ -135,7 +155,7 @@ class Lanes:
         gate.set_lanes(len(engines))
 
     @contextmanager
-    def admit(self):
+    def admit(self) -> Iterator[tuple[Engine, float]]:
         """A free context for the ``with`` block (or the line, or 503): yields (its engine, ms waited)."""
         with self.gate.admit() as admission:
             yield self.engines[admission.lane], admission.waited_ms
@@ -148,7 +168,7 @@ def _probe(engine: Engine, threads: tuple[int, int]) -> list[float]:
 
 
 def _all_at_once(engines: list[Engine], threads: tuple[int, int]) -> list[list[float]]:
-    out: list = [None] * len(engines)
+    out: list[list[float]] = [[] for _ in engines]
     failures: list[BaseException] = []
     start = threading.Barrier(len(engines))
 
@@ -169,7 +189,7 @@ def _all_at_once(engines: list[Engine], threads: tuple[int, int]) -> list[list[f
     return out
 
 
-def open_lanes(engine: Engine, settings: Settings, gate: Gate, *, check=choose_threads) -> Lanes:
+def open_lanes(engine: Engine, settings: Settings, gate: Gate, *, check: Check = choose_threads) -> Lanes:
     """Make the contexts the settings ask for and fit, prove them (``choose_threads``), open the gate to them."""
     count = lanes_that_fit(settings.parallel, engine.model.context_mib, settings.max_kv_mib)
     if count < settings.parallel:
@@ -184,10 +204,16 @@ def open_lanes(engine: Engine, settings: Settings, gate: Gate, *, check=choose_t
             count,
         )
     engines = [engine] + [engine.twin(lane) for lane in range(1, count)]
-    policy, findings = SHARED, []
+    policy, findings = SHARED, list[str]()
     if count > 1:
 
-        def probe(lane, threads):
+        @overload
+        def probe(lane: int, threads: tuple[int, int]) -> list[float]: ...
+
+        @overload
+        def probe(lane: None, threads: tuple[int, int]) -> list[list[float]]: ...
+
+        def probe(lane: int | None, threads: tuple[int, int]) -> list[float] | list[list[float]]:
             return _probe(engines[lane], threads) if lane is not None else _all_at_once(engines, threads)
 
         policy, findings = check(probe, count, engine.model.loaded_threads)

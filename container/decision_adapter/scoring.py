@@ -21,7 +21,9 @@ readout registry (readout.py) for everything a readout decides, and names no rea
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +37,7 @@ from .prompt import DECISION_PROMPT, PromptFamily
 from .questions import DecisionBatch, Question, ScoringItem
 from .readouts import READOUTS, Planned
 from .scores import Reading
-from .seams import Scorer
+from .seams import Scorer, Timing
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,9 @@ def readout_of(scorer: Scorer, question: Question) -> str:
     return question.readout or scorer.settings.readout
 
 
-def check_readout(question: Question, readout: str, normalize: str | None, field=lambda name: name) -> None:
+def check_readout(
+    question: Question, readout: str, normalize: str | None, field: Callable[[str], str] = lambda name: name
+) -> None:
     """A 400 naming the field for what the readout cannot take: an unknown readout or normalisation, or an
     order mode that moves options for a readout whose prompt lists none. ``field(name)``: the request's path
     of the field that set ``name``."""
@@ -83,7 +87,8 @@ def check_readout(question: Question, readout: str, normalize: str | None, field
 def plan(scorer: Scorer, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT) -> Plan:
     """Every question's prompts, rendered (errors in a question's options or prompt are raised here)."""
     max_rotations = scorer.settings.max_rotations
-    planned, items = [], []
+    planned: list[Planned] = []
+    items: list[ScoringItem] = []
     for question in batch.questions:
         readout = readout_of(scorer, question)
         check_readout(question, readout, question.normalize)
@@ -98,9 +103,10 @@ def plan(scorer: Scorer, batch: DecisionBatch, family: PromptFamily = DECISION_P
     return Plan(family, tuple(planned), tuple(items))
 
 
-def evaluate(scorer: Scorer, planned: Plan) -> tuple[list[Reading], dict[str, dict], dict]:
+def evaluate(scorer: Scorer, planned: Plan) -> tuple[list[Reading], dict[str, dict[Any, Any]], Timing]:
     """(a reading per item, the priors each readout's questions need (by readout name), the engine's timing)."""
-    priors, prior_tokens = {}, 0
+    priors: dict[str, dict[Any, Any]] = {}
+    prior_tokens = 0
     for name, reader in READOUTS.items():
         questions = [q for q in planned.questions if q.readout == name]
         if questions:
@@ -117,7 +123,7 @@ def evaluate(scorer: Scorer, planned: Plan) -> tuple[list[Reading], dict[str, di
 def answer(
     planned: Planned,
     readings: list[Reading],
-    priors: dict,
+    priors: Mapping[Any, Any],
     calibration: Calibration | None,
     min_answer_mass: float,
     *,
@@ -167,7 +173,7 @@ def answer(
 
 def decide(
     scorer: Scorer, batch: DecisionBatch, family: PromptFamily = DECISION_PROMPT
-) -> tuple[list[AnswerRecord], dict]:
+) -> tuple[list[AnswerRecord], Timing]:
     """One answer per question (request order), and the engine's timing for all prompts together."""
     planned = plan(scorer, batch, family)
     readings, priors, timing = evaluate(scorer, planned)

@@ -20,11 +20,12 @@ from decision_contract.calibration import Calibration
 
 from .priors import Priors
 from .prompt import ChatTemplate
-from .questions import ScoringItem
+from .questions import Loc, ScoringItem
 from .scores import Reading
 from .settings import Settings
 
 CodeTokens = tuple[tuple[int, ...], tuple[int, ...]]  # the group letters' tokens and the digits'
+Timing = dict[str, float]  # what evaluating took (milliseconds, ``*_ms``) and read (token and prompt counts)
 
 
 class EngineError(RuntimeError):
@@ -44,9 +45,9 @@ class Labels(Protocol):
     @property
     def max_options(self) -> int: ...
 
-    def option_labels(self, n: int, loc: tuple = ()) -> tuple[str, ...]: ...
+    def option_labels(self, n: int, loc: Loc = ()) -> tuple[str, ...]: ...
 
-    def continuation_tokens(self, text: str, loc: tuple = ()) -> tuple[int, ...]: ...
+    def continuation_tokens(self, text: str, loc: Loc = ()) -> tuple[int, ...]: ...
 
     def label_tokens(self, n: int) -> tuple[int, ...]: ...
 
@@ -54,7 +55,7 @@ class Labels(Protocol):
 
 
 class Evaluator(Protocol):
-    def score_items(self, items: list[ScoringItem]) -> tuple[list[Reading], dict]: ...
+    def score_items(self, items: list[ScoringItem]) -> tuple[list[Reading], Timing]: ...
 
 
 class Scorer(Evaluator, Protocol):

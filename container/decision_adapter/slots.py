@@ -14,13 +14,17 @@ The functions take the model's ``prompt_tokens`` and ``detokenize``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
-from .prompt import DIGITS, GROUP_LETTERS, LETTERS
+from .prompt import DIGITS, GROUP_LETTERS, LETTERS, ChatTemplate
 from .questions import Option, Question, RenderedPrompt
-from .seams import EngineError
+from .seams import CodeTokens, EngineError
 from .tokens import common_prefix_len
 
 log = logging.getLogger(__name__)
+
+PromptTokens = Callable[[RenderedPrompt], list[int]]  # the model's prompt_tokens
+Detokenize = Callable[[list[int]], bytes]  # the model's detokenize
 
 
 # Used at start-up to find the slot tokens and the template's fixed tail, and by the start-up proof.
@@ -35,7 +39,9 @@ PROBE_QUESTIONS = (
 TAIL_CHECK_CHARS = 256  # an answer label can only merge with what comes just before it
 
 
-def find_slots(template, prompt_tokens, detokenize) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def find_slots(
+    template: ChatTemplate, prompt_tokens: PromptTokens, detokenize: Detokenize
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The letters' tokens, each one distinct token appended without re-tokenizing, and the template's
     fixed tail (the tokens every probe prompt ends with)."""
     probes = []
@@ -56,8 +62,8 @@ def find_slots(template, prompt_tokens, detokenize) -> tuple[tuple[int, ...], tu
 
 
 def find_codes(
-    template, prompt_tokens, detokenize
-) -> tuple[tuple[tuple[int, ...], tuple[int, ...]] | None, str | None]:
+    template: ChatTemplate, prompt_tokens: PromptTokens, detokenize: Detokenize
+) -> tuple[CodeTokens | None, str | None]:
     """Group-letter and digit tokens for the two-level readout, or (None, why not)."""
     prompt = template.render_decision(PROBE_STATE, PROBE_QUESTIONS[0])
     try:
@@ -67,7 +73,9 @@ def find_codes(
         return None, str(exc)
 
 
-def check_letters(prompt: RenderedPrompt, tokens: list[int], prompt_tokens, detokenize) -> tuple[int, ...]:
+def check_letters(
+    prompt: RenderedPrompt, tokens: list[int], prompt_tokens: PromptTokens, detokenize: Detokenize
+) -> tuple[int, ...]:
     """Each letter's one token after ``prompt`` (whose tokens are ``tokens``), all distinct."""
     slots = tuple(_appended_token(prompt, tokens, letter, prompt_tokens, detokenize) for letter in LETTERS)
     if len(set(slots)) != len(slots):
@@ -75,9 +83,12 @@ def check_letters(prompt: RenderedPrompt, tokens: list[int], prompt_tokens, deto
     return slots
 
 
-def check_codes(prompt: RenderedPrompt, tokens: list[int], n_groups: int, prompt_tokens, detokenize):
+def check_codes(
+    prompt: RenderedPrompt, tokens: list[int], n_groups: int, prompt_tokens: PromptTokens, detokenize: Detokenize
+) -> CodeTokens:
     """Each code (group letter + digit) must be exactly those two tokens appended to the prompt."""
-    groups, digits = [], None
+    groups: list[int] = []
+    digits: tuple[int, ...] | None = None
     for letter in GROUP_LETTERS[:n_groups]:
         group = _appended_token(prompt, tokens, letter, prompt_tokens, detokenize)
         row = tuple(
@@ -89,12 +100,14 @@ def check_codes(prompt: RenderedPrompt, tokens: list[int], n_groups: int, prompt
         elif row != digits:
             raise EngineError(f"the digits after {letter!r} are tokenized differently from those after 'A'")
         groups.append(group)
+    if digits is None:
+        raise EngineError("no group letters to check")
     if len(set(groups)) != len(groups) or len(set(digits)) != len(digits):
         raise EngineError("two group letters or two digits map to the same token")
     return tuple(groups), digits
 
 
-def label_tokens(slot_tokens: tuple[int, ...], code_tokens, n_options: int) -> tuple[int, ...]:
+def label_tokens(slot_tokens: tuple[int, ...], code_tokens: CodeTokens | None, n_options: int) -> tuple[int, ...]:
     """The token ids a letters readout of an n-option question reads: the first n answer letters, or the
     group letters in use and the digits (``code_tokens``: the groups' and the digits' tokens; none where the
     model has no codes)."""
@@ -116,7 +129,12 @@ def tail_of(prompt: RenderedPrompt, chars: int = TAIL_CHECK_CHARS) -> RenderedPr
 
 
 def _appended_token(
-    prompt: RenderedPrompt, tokens: list[int], piece: str, prompt_tokens, detokenize, after: str = ""
+    prompt: RenderedPrompt,
+    tokens: list[int],
+    piece: str,
+    prompt_tokens: PromptTokens,
+    detokenize: Detokenize,
+    after: str = "",
 ) -> int:
     """The one token ``piece`` adds after ``prompt.text + after`` (whose tokens are ``tokens``): appending
     it must leave those tokens as they are and add exactly one that decodes back to ``piece``."""

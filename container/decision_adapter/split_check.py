@@ -21,6 +21,7 @@ Here as functions of the context they settle (context.py) and the model whose st
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def check_splits(context: Context, model: Model) -> float:
     return worst
 
 
-def check_and_settle(context: Context, model: Model, info: dict) -> float:
+def check_and_settle(context: Context, model: Model, info: dict[str, Any]) -> float:
     """The start-up check of how prompts are cut into calls: with flash attention (which ``auto`` leaves off
     where it fails), then without it (where that fails, ``auto`` turns prefix reuse off). ``info``: the model
     info, which reports what was settled. Returns the last difference measured."""
