@@ -146,7 +146,10 @@ def openapi_paths() -> dict:
                 "answers and its answer says so (DECISION_ADAPTER_STRICT_MODEL_NAMES=on: 404 for other "
                 "names). Errors use OpenAI's shape; parameters asking for what the adapter does not do "
                 "(tools, n above 1, JSON output, audio, logit_bias) are 400 unsupported_parameter "
-                "naming them.",
+                "naming them. A body carrying decision (the openai library's extra_body) asks that decision "
+                "instead, scored as POST /invocations scores it: the message's content is the chosen option's "
+                "id, the logprobs' top_logprobs every option, the answer's decision the result; stream: true "
+                "is refused with it.",
                 "requestBody": doc.body("ChatCompletionRequest"),
                 "responses": {
                     "200": {
