@@ -22,6 +22,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from workshop_lib.aws import iam, operator_policies, policies
+from workshop_lib.client import EndpointClient, LocalTransport, decision
 from workshop_lib.client import openai_route as client_route
 from workshop_lib.errors import InvalidInput
 from workshop_lib.local import openai_route, permissions
@@ -293,3 +294,19 @@ def test_a_principal_denied_the_bearer_token_action_is_refused_with_iams_message
 def test_without_a_running_route_the_local_client_says_what_to_run(tmp_path):
     with pytest.raises(RehearsalError, match="notebook 04"):
         Rehearsal(tmp_path).openai_route_url()
+
+
+TICKET = "Subject: charged twice\n\nMy card was billed two times for the March invoice."
+TEAMS = {"billing": "Billing: charges, refunds, invoices", "tech": "Technical support", "sales": "Sales"}
+
+
+@pytest.mark.parametrize("readout", ["letters", "cloze"])
+def test_a_decision_through_the_route_has_the_endpoints_own_numbers(route, adapter, readout):
+    routed_answer = client_route.decide(routed(route), TICKET, "Which team should handle it?", TEAMS, readout=readout)
+    own = EndpointClient(LocalTransport(adapter.url)).decide(
+        {**decision("t-own", TICKET, "Which team should handle it?", TEAMS), "readout": readout}
+    )
+    assert list(routed_answer.probabilities) == list(own.option_ids) == list(TEAMS)
+    assert list(routed_answer.probabilities.values()) == pytest.approx(own.probabilities, abs=1e-6)
+    assert routed_answer.readout == readout
+    assert routed_answer.choice == max(routed_answer.probabilities, key=routed_answer.probabilities.get)

@@ -9,7 +9,7 @@ request, at most 12 h long) and needs ``sagemaker:CallWithBearerToken`` and ``sa
 
     client = openai_client("decision-workshop-cpu", "us-east-1", boto3.Session())
     client.chat.completions.create(model="any", messages=[{"role": "user", "content": "Hello"}])
-    decide(client, "I was charged twice.", "Which team?", {"billing": "Billing", "tech": "Tech support"})
+    decide(client, "I was charged twice.", "Which team?", {"billing": "Billing", "tech": "Tech support"}).choice
 
 The token is minted again before it runs out (``BearerToken``), so a long-lived client keeps working. The
 local rehearsal serves the same path with the same token check (``workshop_lib.local.openai_route``): the
@@ -30,6 +30,8 @@ from botocore.credentials import CredentialProvider
 from botocore.exceptions import UnknownRegionError
 
 from ..errors import InvalidInput, WorkshopError
+from . import chat_decisions
+from .endpoint import OptionsLike
 
 MAX_TOKEN_S = 12 * 3600  # the SDK refuses a longer token
 DEFAULT_TOKEN_S = 3600
@@ -170,12 +172,21 @@ def openai_client(
     return openai.OpenAI(base_url=url, api_key=session_token(session, region, lifetime_s), **options)
 
 
+def decide(client: Any, state: Any, question: str, options: OptionsLike, **knobs: Any) -> chat_decisions.ChatDecision:
+    """One decision through an ``openai.OpenAI`` client (``openai_client``, or any pointed at a decision endpoint's
+    chat completions): ``state`` and ``question`` over ``options``, as ``chat_decisions.create_kwargs`` takes them
+    (``knobs``: its readout, order, normalize, ...); the chosen option and every option's probability."""
+    asked = chat_decisions.create_kwargs(state, question, options, **knobs)
+    return chat_decisions.read(client.chat.completions.create(**asked), asked)
+
+
 __all__ = [
     "DEFAULT_TOKEN_S",
     "MAX_TOKEN_S",
     "ROUTE_PARTITIONS",
     "BearerToken",
     "RouteNotOffered",
+    "decide",
     "mint_token",
     "openai_client",
     "route_base_url",
