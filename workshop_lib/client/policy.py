@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from decision_contract import wire
-from decision_contract.names import READOUTS
+from decision_contract.names import CLOZE, LETTERS, READOUTS
 
 # Boundary values count as met; this absorbs float rounding (0.7 - 0.5 < 0.2).
 TOLERANCE = 1e-12
@@ -89,10 +89,14 @@ def answer_mass(decision) -> tuple[float | None, bool]:
     )
 
 
+# What ``allowed_token_mass`` measures, per readout.
+HELD_BY = {LETTERS: "the answer letters", CLOZE: "the options' texts"}
+
+
 def held_by(decision) -> str:
-    """What ``allowed_token_mass`` measures for the readout that answered: the options' texts under cloze, the
-    answer letters otherwise (this schema's letters answers name no readout)."""
-    return "the options' texts" if getattr(decision, "readout", None) == wire.CLOZE else "the answer letters"
+    """What ``allowed_token_mass`` measures for the readout that answered (the answer's ``readout``, as
+    ``wire.readout_of`` reads it): the answer letters or the options' texts; "the answer" where it does not say."""
+    return HELD_BY.get(getattr(decision, "readout", None) or "", "the answer")
 
 
 def prediction_set(decision) -> tuple[str, ...] | None:

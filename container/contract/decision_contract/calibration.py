@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, TypeGuard
 
 from .names import LETTERS, ORDER_MODES, QUESTION_TYPES, READOUTS
 
@@ -74,7 +76,7 @@ def profile_name(question_type: str, n_options: int) -> str:
     return f"{question_type}/{band_of(n_options)}"
 
 
-def prediction_set(probabilities, threshold: float) -> list[int]:
+def prediction_set(probabilities: Iterable[float], threshold: float) -> list[int]:
     """The indices (in the given order) of the options whose probability is at least ``1 - threshold``:
     the split-conformal set for nonconformity ``1 - p``. It may hold every option, or none."""
     floor = 1.0 - threshold - SET_TOLERANCE
@@ -92,12 +94,12 @@ class Calibration:
     temperatures: dict[str, float]  # the kept profiles only
     profiles: tuple[str, ...]  # every profile the file names, kept or not
     sha256: str | None = None  # of the file's bytes, where the reader has them
-    raw: dict = field(default_factory=dict, compare=False, repr=False)
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     readout: str = LETTERS
     alpha: float | None = None  # None: a format 1 file, no prediction sets
     thresholds: dict[str, float] = field(default_factory=dict)  # the kept conformal thresholds only
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "fit_for": {"gguf_sha256": self.gguf_sha256, "prompt_version": self.prompt_version},
             "order": self.order,
@@ -137,17 +139,17 @@ class Calibration:
             )
 
 
-def _number(value) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def parse(raw, where: str = FILE_NAME, sha256: str | None = None) -> Calibration:
+def parse(raw: object, where: str = FILE_NAME, sha256: str | None = None) -> Calibration:
     """The document, checked field by field against the format (``sha256``: of the file, if known). Pure."""
 
     def bad(what: str) -> CalibrationError:
         return CalibrationError(f"{where}: {what}; write it again with `workshop calibrate` (format {FORMAT})")
 
-    def count(value, what: str) -> int:
+    def count(value: object, what: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise bad(f"{what} must be a non-negative integer, not {value!r}")
         return value
@@ -171,17 +173,20 @@ def parse(raw, where: str = FILE_NAME, sha256: str | None = None) -> Calibration
         raise bad(f"order must be one of {', '.join(ORDER_MODES)}, not {order!r}")
     readout, alpha = LETTERS, None
     if not v1:
-        readout = raw.get("readout")
-        if not isinstance(readout, str) or not _NAME.fullmatch(readout):
-            raise bad(f"readout must name the readout it was fitted for (e.g. {LETTERS!r}), not {readout!r}")
-        alpha = raw.get("alpha")
-        if not (_number(alpha) and 0 < alpha < 1):
-            raise bad(f"alpha must be a number between 0 and 1 (exclusive), not {alpha!r}")
+        named = raw.get("readout")
+        if not isinstance(named, str) or not _NAME.fullmatch(named):
+            raise bad(f"readout must name the readout it was fitted for (e.g. {LETTERS!r}), not {named!r}")
+        readout = named
+        given = raw.get("alpha")
+        if not (_number(given) and 0 < given < 1):
+            raise bad(f"alpha must be a number between 0 and 1 (exclusive), not {given!r}")
+        alpha = float(given)
     profiles = raw.get("profiles")
     if not isinstance(profiles, dict):
         raise bad("profiles must be an object keyed by <question_type>/<band>")
     low, high = TEMPERATURE_RANGE
-    temperatures, thresholds = {}, {}
+    temperatures: dict[str, float] = {}
+    thresholds: dict[str, float] = {}
     for name, profile in profiles.items():
         if name not in PROFILE_NAMES:
             raise bad(f"profile {name!r} is not one of <{'|'.join(QUESTION_TYPES)}>/<{'|'.join(BAND_NAMES)}>")
@@ -233,12 +238,18 @@ def parse(raw, where: str = FILE_NAME, sha256: str | None = None) -> Calibration
         sha256,
         raw,
         readout=readout,
-        alpha=None if alpha is None else float(alpha),
+        alpha=alpha,
         thresholds=thresholds,
     )
 
 
-def _conformal(entry, where: str, served: float, bad, count) -> float | None:
+def _conformal(
+    entry: object,
+    where: str,
+    served: float,
+    bad: Callable[[str], CalibrationError],
+    count: Callable[[object, str], int],
+) -> float | None:
     """A profile's ``conformal`` entry, checked: its threshold when kept, else None. A kept threshold holds for
     the probabilities at the temperature the adapter serves for the profile (``served``), so it must say so."""
     if not isinstance(entry, dict):
@@ -262,4 +273,4 @@ def _conformal(entry, where: str, served: float, bad, count) -> float | None:
             f"{where}.temperature is {entry['temperature']!r}, but the profile serves temperature {served:g}: "
             "the threshold holds only for the probabilities it was fitted on"
         )
-    return float(threshold) if kept else None
+    return float(threshold) if kept and threshold is not None else None

@@ -25,6 +25,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 MANIFEST_NAME = "model-manifest.json"
 FORMAT = 1
@@ -54,7 +55,7 @@ class ListedFile:
     role: str | None = None
     label: str = ""  # how messages name the entry, e.g. "files[2] ('m.gguf')"
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         out = {
             "path": self.path,
             "size": self.size,
@@ -70,9 +71,9 @@ class Manifest:
     shape: str  # WORKSHOP_SHAPE or SAMPLE_SHAPE
     files: tuple[ListedFile, ...]
     gguf: ListedFile  # the workshop's: the entry of model.file (else role gguf, else the first); the sample's: gguf
-    source: dict  # where the model comes from: repo, revision, file (and name etc. in the workshop's shape)
-    tokenizer: dict | None = None  # the sample's {"repo", "revision"}
-    raw: dict = field(default_factory=dict, compare=False, repr=False)
+    source: dict[str, Any]  # where the model comes from: repo, revision, file (and name etc. in the workshop's shape)
+    tokenizer: dict[str, Any] | None = None  # the sample's {"repo", "revision"}
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def describe(self) -> str:
         if self.shape == SAMPLE_SHAPE:
@@ -91,7 +92,7 @@ def sha256_of(path: str | Path, chunk: int = 8 * 1024 * 1024) -> str:
     return digest.hexdigest()
 
 
-def calibration_entry(size: int, sha256: str) -> dict:
+def calibration_entry(size: int, sha256: str) -> dict[str, Any]:
     """The workshop manifest's entry of a packaged calibration file."""
     return {"path": CALIBRATION_NAME, "role": CALIBRATION_ROLE, "size": size, "sha256": sha256}
 
@@ -100,7 +101,7 @@ def _refuse(label: str, what: str) -> ManifestError:
     return ManifestError(f"{MANIFEST_NAME} {label}: {what}")
 
 
-def relative_path(value, label: str) -> str:
+def relative_path(value: object, label: str) -> str:
     """A manifest path as given, refused unless it is a plain relative path inside the directory."""
     if not isinstance(value, str) or not value:
         raise _refuse(label, f"the path must be a non-empty string, not {value!r}; {_REBUILD}")
@@ -118,20 +119,20 @@ def relative_path(value, label: str) -> str:
     return value
 
 
-def _digest(value, label: str) -> str:
+def _digest(value: object, label: str) -> str:
     if not isinstance(value, str) or not _SHA256.fullmatch(value):
         raise _refuse(label, f"sha256 must be 64 hexadecimal digits, not {value!r}; {_REBUILD}")
     return value.lower()
 
 
-def _text(entry: dict, key: str, label: str) -> str | None:
+def _text(entry: dict[str, Any], key: str, label: str) -> str | None:
     value = entry.get(key)
     if value is not None and not isinstance(value, str):
         raise _refuse(label, f"{key!r} must be a string, not {value!r}")
     return value
 
 
-def _workshop_files(files: list) -> tuple[ListedFile, ...]:
+def _workshop_files(files: list[Any]) -> tuple[ListedFile, ...]:
     out: list[ListedFile] = []
     seen: dict[str, str] = {}
     for index, entry in enumerate(files):
@@ -165,7 +166,7 @@ def _workshop_files(files: list) -> tuple[ListedFile, ...]:
     return tuple(out)
 
 
-def _sample(manifest: dict) -> Manifest:
+def _sample(manifest: dict[str, Any]) -> Manifest:
     gguf = manifest["gguf"]
     if not isinstance(gguf, dict):
         raise ManifestError(f"{MANIFEST_NAME} 'gguf' is not an object ({gguf!r}); {_REBUILD}")
@@ -190,7 +191,7 @@ def _sample(manifest: dict) -> Manifest:
     return Manifest(SAMPLE_SHAPE, (entry,), entry, source, tokenizer, manifest)
 
 
-def parse(manifest) -> Manifest:
+def parse(manifest: object) -> Manifest:
     """The manifest's entries, every one checked against the rules; nothing on disk is touched."""
     if not isinstance(manifest, dict):
         raise ManifestError(f"{MANIFEST_NAME} is not a JSON object; {_REBUILD}")
@@ -207,7 +208,9 @@ def parse(manifest) -> Manifest:
             f"published sample's); {_REBUILD}"
         )
     files = _workshop_files(manifest["files"])
-    model = manifest.get("model") if isinstance(manifest.get("model"), dict) else {}
+    model = manifest.get("model")
+    if not isinstance(model, dict):
+        model = {}
     named = model.get("file")
     gguf = next((f for f in files if f.path == named), None) if named else None
     gguf = gguf or next((f for f in files if f.role == "gguf"), None) or files[0]
