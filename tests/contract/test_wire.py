@@ -64,13 +64,17 @@ def test_every_method_belongs_to_a_readout_and_every_readout_has_a_method():
     "dialect, answer, readout",
     [
         ("decision", {"readout_name": "cloze"}, "cloze"),
-        ("decision", {"readout": "One forward pass over the rendered prompt"}, None),  # a description names nothing
+        ("decision", {"readout": "One forward pass over the rendered prompt"}, "letters"),  # a description names none
+        ("decision", {}, "letters"),  # this version names only cloze: an answer that names none read letters
+        ("sample", {}, "letters"),
+        ("decision", {"readout_name": "letters"}, "letters"),
         ("systemone", {"x_readout": "letter-slots"}, "letters"),
         ("systemone", {"x_readout": "two-level-codes"}, "letters"),
         ("systemone", {"x_readout": "cloze"}, "cloze"),
         ("systemone", {}, None),
         ("openai_decisions", {"x_readout": "letters"}, "letters"),
         ("openai_decisions", {"x_readout": "cloze"}, "cloze"),
+        ("openai_decisions", {}, None),
     ],
 )
 def test_an_answer_names_its_readout_in_its_dialects_field(dialect, answer, readout):

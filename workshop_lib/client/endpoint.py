@@ -118,7 +118,8 @@ class Decision:
 
     @property
     def readout(self) -> str | None:
-        """The readout that answered, as the answer names it (``wire.readout_of``); None where it names none."""
+        """The readout that answered (``wire.readout_of``: letters where the answer names none, as this version's
+        letters answers do)."""
         return wire.readout_of(self.raw)
 
     def as_dict(self) -> dict[str, float]:

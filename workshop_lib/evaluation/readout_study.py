@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from decision_contract.names import READOUTS
+from decision_contract.names import CLOZE, READOUTS
 
 from ..display import DecisionView
 from ..errors import WorkshopError
@@ -43,7 +43,7 @@ class ReadoutsView(DecisionView):
         out = super().lines()
         for decision in self.decisions:
             raw = decision.raw or {}
-            if raw.get("option_tokens"):
+            if decision.readout == CLOZE:
                 out.append(
                     f"cloze: {raw['input_tokens']} input tokens; each option's text read as "
                     f"{', '.join(map(str, raw['option_tokens']))} tokens, scores normalised by "

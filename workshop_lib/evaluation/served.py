@@ -73,13 +73,12 @@ def run_mode(
 def served_readout(client, tasks: Sequence[Task] = ()) -> str:
     """The readout ``client``'s requests are answered with when they name none: the client's own readout where it
     sets one, else the server's default, which every answer reports in its ``model`` block (one decision asks,
-    the first of ``tasks`` or a packaged one). An answer without that field is read as its own readout, letters where it names none."""
+    the first of ``tasks`` or a packaged one), or where that block lacks it the readout the answer was read with."""
     if getattr(client, "readout", None):
         return client.readout
     task = tasks[0] if tasks else resolve_tasks(None, 1)[0][0]
     answer = client.decide(task.request(request_id=f"{task.id}@served-readout"))
-    # An answer of this schema that names no readout is a letters answer (decision-wire/1 names only cloze's).
-    readout = answer.model.get("readout") or answer.readout or LETTERS
+    readout = answer.model.get("readout") or answer.readout  # the wire's reading: one that names none read letters
     if readout not in READOUTS:
         raise CalibrationFileError(
             f"the endpoint reports the readout {readout!r}, which this client does not know "

@@ -12,7 +12,9 @@ without it comes from an adapter that predates the header, which spoke ``FIRST_V
 **Readouts and methods.** A readout (``names.READOUTS``: ``letters``, ``cloze``) is how a question is put to
 the model; a method is how one presentation was read: ``letter-slots`` and ``two-level-codes`` (more than 16
 options) are the letters readout's, ``cloze`` the cloze readout's (``METHODS``). The dialects say which
-produced an answer in different fields, named here with what each holds (``READOUT_FIELDS``).
+produced an answer in different fields, named here with what each holds (``READOUT_FIELDS``). In this version
+this project's schema (and the sample's) names only cloze's: an answer of theirs that names none was read with
+letters (``UNNAMED_READOUT``); ``readout_of`` is the one place that applies that rule.
 
 **The validity rule.** An answer is one distribution over exactly the options sent: the ids as sent (in their
 order where the wire carries a list), one probability per option, each a finite number in [0, 1], summing to 1
@@ -49,7 +51,7 @@ METHODS = {LETTER_SLOTS: LETTERS, TWO_LEVEL_CODES: LETTERS, CLOZE: CLOZE}
 # these fields.
 RESULT, RESULTS = "result", "results"
 ID, OPTION_IDS, PROBABILITIES = "id", "option_ids", "probabilities"
-READOUT_NAME = "readout_name"  # the readout's name (cloze answers only, in this version)
+READOUT_NAME = "readout_name"  # the readout's name (cloze answers only, in this version: UNNAMED_READOUT)
 METHOD_TEXT = "readout"  # a description of the method, for a reader
 ALLOWED_TOKEN_MASS, ABSTAINED, PREDICTION_SET = "allowed_token_mass", "abstained", "prediction_set"
 # Jev's System One API and the OpenAI Decisions API: the adapter's fields beside theirs.
@@ -63,6 +65,9 @@ READOUT_FIELDS = {
     "systemone": (X_READOUT, "method"),
     "openai_decisions": (X_READOUT, "readout"),
 }
+# Per dialect, the readout of an answer that names none where this version says which: the letters, as the only
+# readout the published sample has; System One's and the Decisions API's answers from other servers do not say.
+UNNAMED_READOUT = {"decision": LETTERS, "sample": LETTERS}
 
 
 class WireError(ValueError):
@@ -107,14 +112,15 @@ def readout_of_method(method: str) -> str:
 
 
 def readout_of(answer: Mapping[str, Any], dialect: str = "decision") -> str | None:
-    """The readout that produced ``answer``, read from the field its dialect names it in (``READOUT_FIELDS``);
-    None where the answer does not say (in this version, a letters answer of this project's schema)."""
+    """The readout that produced ``answer``, read from the field its dialect names it in (``READOUT_FIELDS``); for
+    an answer that names none, the dialect's ``UNNAMED_READOUT`` (letters, for this project's schema and the
+    sample's), or None where the dialect does not say (System One's or the Decisions API's from another server)."""
     if dialect not in READOUT_FIELDS:
         raise WireError(f"{dialect!r} is not a dialect of this contract ({', '.join(READOUT_FIELDS)})")
     key, holds = READOUT_FIELDS[dialect]
     value = answer.get(key)
     if value is None:
-        return None
+        return UNNAMED_READOUT.get(dialect)
     if not isinstance(value, str):
         raise WireError(f"{key} is {value!r}, not a {holds}'s name")
     if holds == "method":
