@@ -3,7 +3,8 @@
 Each setting is declared once, as a field of ``Settings`` made by ``setting(...)``: its environment
 variable, default, bounds or choices, the published sample's alias and one line of documentation.
 ``load_settings`` reads the environment from those declarations, and the docs site's settings page
-is generated from the same declarations (``declared()``).
+is generated from the same declarations (``declared()``). How one setting is declared, read and checked is
+setting_spec.py's; reading the published sample's names is sample_aliases.py's.
 
 llama.cpp settings use the DLC's own names (``SM_LLAMA_CPP_THREADS``, ``SM_LLAMA_CPP_CTX_SIZE``, ...)
 so that one deploy code path configures both the standard DLC and this child image. Settings that
@@ -21,16 +22,15 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+from dataclasses import dataclass
+from typing import Any
 
 from decision_contract.names import LETTERS, ORDER_MODES, READOUTS
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
+from .sample_aliases import IN_FLIGHT, divide_in_flight, in_flight, read_as_ours
+from .setting_spec import ADAPTER_PREFIX, LLAMA_PREFIX, Setting, read, setting
+from .setting_spec import SettingsError as SettingsError  # what load_settings raises, importable from here
 
-LLAMA_PREFIX = "SM_LLAMA_CPP_"
-ADAPTER_PREFIX = "DECISION_ADAPTER_"
 L, A = LLAMA_PREFIX, ADAPTER_PREFIX
 
 # SM_LLAMA_CPP_* names that the entrypoint reads, or that mean nothing for the adapter.
@@ -38,71 +38,6 @@ L, A = LLAMA_PREFIX, ADAPTER_PREFIX
 # it is logged once at start-up, never silently dropped.
 LLAMA_HANDLED_ELSEWHERE = {"PORT", "HOST", "HF_REPO", "HF_FILE"}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
-class SettingsError(ValueError):
-    """An environment variable holds a value the adapter cannot use."""
-
-
-@dataclass(frozen=True)
-class Setting:
-    """How one field of ``Settings`` is read from the environment and documented."""
-
-    env: str
-    doc: str
-    kind: str  # int | float | text | choice | switch (off/on as a bool) | level | key
-    default: object = None
-    also: tuple[str, ...] = ()  # read, in this order, when ``env`` is unset
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[str, ...] = ()
-    spellings: Mapping[str, str] = field(default_factory=dict)  # other words for a choice
-    sample: str | None = None  # the published sample's name for the same setting
-    sample_value: Callable[[str], str] | None = None  # the sample's value in our terms, when not the same
-    llama: str | None = None  # the llama-cpp-python keyword it becomes
-    name: str = ""  # the field's name, filled in by declared()
-
-
-class Rules(TypedDict, total=False):
-    """What ``setting`` passes on to ``Setting``, beyond its name, default, documentation and kind."""
-
-    also: tuple[str, ...]
-    minimum: float
-    maximum: float
-    choices: tuple[str, ...]
-    spellings: Mapping[str, str]
-    sample: str
-    sample_value: Callable[[str], str]
-    llama: str
-
-
-T = TypeVar("T")
-Number = TypeVar("Number", int, float)
-
-
-def setting(env: str, default: T, doc: str, *, kind: str | None = None, **rules: Unpack[Rules]) -> T:
-    """A ``Settings`` field read from ``env`` (``kind`` follows the default's type when not given); typed as
-    its default, as ``dataclasses.field`` is."""
-    if kind is None:
-        kind = {bool: "switch", int: "int", float: "float"}.get(
-            type(default), "choice" if "choices" in rules else "text"
-        )
-    if kind == "switch":
-        rules.setdefault("choices", ("off", "on"))
-    if "choices" in rules and kind != "switch" and default not in rules["choices"]:
-        raise AssertionError(f"{env}: default {default!r} is not one of its choices")
-    spec = Setting(env=env, doc=doc, kind=kind, default=default, **rules)
-    return field(default=default, metadata={"setting": spec}, repr=kind != "key")
-
-
-IN_FLIGHT = "SEMIF_MAX_IN_FLIGHT"
-
-
-def _in_flight(raw: str) -> str:
-    # The sample admits n requests at once and answers the rest 503; here one request per context is
-    # evaluated and up to MAX_QUEUE wait, so n is the contexts and the line together (load_settings
-    # divides it between them).
-    return str(_parse_int(raw, IN_FLIGHT, minimum=1))
 
 
 @dataclass(frozen=True)
@@ -195,7 +130,7 @@ class Settings:
         "requests that may wait for a context when every one is busy",
         minimum=0,
         sample=IN_FLIGHT,
-        sample_value=_in_flight,
+        sample_value=in_flight,
     )
     queue_timeout_s: float = setting(A + "QUEUE_TIMEOUT", 30.0, "seconds a request may wait before a 503", minimum=0.0)
     request_timeout_s: float = setting(
@@ -367,122 +302,15 @@ SEMIF_UNUSED = {
     "SEMIF_MAX_REQUEST_TOKENS": "a prompt is limited by the context size (SM_LLAMA_CPP_CTX_SIZE)",
 }
 # The published sample's names -> (this adapter's name, the sample's value in our terms).
-SEMIF_ALIASES = {s.sample: (s.env, s.sample_value or str) for s in declared() if s.sample}
-
-
-def _parse_int(raw: str, name: str, minimum: float | None = None, maximum: float | None = None) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not an integer; set it to a whole number or unset it") from None
-    return _bounded(value, name, minimum, maximum)
-
-
-def _bounded(value: Number, name: str, minimum: float | None, maximum: float | None) -> Number:
-    if minimum is not None and not value >= minimum:
-        raise SettingsError(f"{name}={value} is below {minimum}; set it to at least {minimum}")
-    if maximum is not None and value > maximum:
-        raise SettingsError(f"{name}={value} is above {maximum}; set it to at most {maximum}")
-    return value
-
-
-def _read(spec: Setting, env: Mapping[str, str]) -> object:
-    """The value of one setting in ``env``: its default when unset or blank."""
-    name = next((n for n in (spec.env, *spec.also) if (env.get(n) or "").strip()), spec.env)
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return spec.default
-    if spec.kind == "int":
-        return _parse_int(raw, name, spec.minimum, spec.maximum)
-    if spec.kind == "float":
-        try:
-            number = float(raw)
-        except ValueError:
-            raise SettingsError(
-                f"{name}={raw!r} is not a number; set it to a number (seconds, for the time limits) or unset it"
-            ) from None
-        return _bounded(number, name, spec.minimum, spec.maximum)
-    if spec.kind in ("choice", "switch", "level"):
-        word = raw.upper() if spec.kind == "level" else raw.lower()
-        word = spec.spellings.get(word, word)
-        if word not in spec.choices:
-            raise SettingsError(f"{name}={word!r} is not one of {', '.join(spec.choices)}")
-        return word == "on" if spec.kind == "switch" else word
-    if spec.kind == "key" and not (raw.isascii() and raw.isprintable() and " " not in raw):
-        raise SettingsError(f"{name} must be printable ASCII without spaces (it travels in an HTTP header)")
-    return raw
-
-
-def _meaning(value: str, name: str) -> str | int:
-    """A value as it will be used, so that "-1" and "999" GPU layers (both "all") compare equal."""
-    value = value.strip()
-    try:
-        number = int(value)
-    except ValueError:
-        return os.path.normpath(value)
-    return "all" if name.endswith("N_GPU_LAYERS") and (number < 0 or number >= 999) else number
+SEMIF_ALIASES: dict[str, tuple[str, Callable[[str], str]]] = {
+    s.sample: (s.env, s.sample_value or str) for s in declared() if s.sample
+}
 
 
 def with_sample_aliases(env: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
-    """The environment with the sample's SEMIF_* names read as ours; a note per known SEMIF_* name,
-    and the SEMIF_* names nobody knows."""
-    merged = dict(env)
-    notes: list[str] = []
-    unknown: list[str] = []
-    for name in sorted(n for n in env if n.startswith("SEMIF_")):
-        raw = env[name]
-        if name in SEMIF_UNUSED:
-            notes.append(f"{name} is the published sample's setting; not used here: {SEMIF_UNUSED[name]}")
-            continue
-        if name not in SEMIF_ALIASES:
-            unknown.append(name)
-            continue
-        ours, convert = SEMIF_ALIASES[name]
-        value = convert(raw.strip())
-        if name == IN_FLIGHT:
-            continue  # contexts and line together: divided and checked by load_settings, which knows both
-        if env.get(ours, "").strip() and _meaning(env[ours], ours) != _meaning(value, ours):
-            raise SettingsError(
-                f"{name}={raw} (the published sample's name) and {ours}={env[ours]} disagree; set one of them"
-            )
-        merged[ours] = value
-        notes.append(f"{name}={raw} (the published sample's name) read as {ours}={value}")
-    return merged, tuple(notes), tuple(unknown)
-
-
-def _divide_in_flight(given: Mapping[str, str], values: dict[str, Any]) -> str:
-    """The sample's n requests in flight in all as contexts (evaluated) plus the line (waiting): the contexts
-    are the default, at most n, unless set; the line is the rest unless set. A combination whose contexts and
-    line do not add up to n stops the start, naming the settings and a fix. Returns the log's note."""
-    n = int(given[IN_FLIGHT].strip())
-    parallel_name, queue_name = L + "PARALLEL", A + "MAX_QUEUE"
-    parallel_set, queue_set = ((given.get(name) or "").strip() != "" for name in (parallel_name, queue_name))
-    if not parallel_set:
-        values["parallel"] = min(values["parallel"], n)
-    parallel = values["parallel"]
-    queue = values["max_queue"] if queue_set else n - parallel
-    said = f"{IN_FLIGHT}={n} (the published sample's name: requests in flight in all, evaluated and waiting)"
-    contexts = f"{parallel_name}={parallel}" + ("" if parallel_set else " (its default)")
-    if queue < 0:  # only a context count set above n leaves less than nothing to wait
-        raise SettingsError(
-            f"{said} is fewer than {contexts} evaluated at once; set {IN_FLIGHT} to at least "
-            f"{parallel} or {parallel_name} to at most {n}, or unset one of them"
-        )
-    if parallel + queue != n:
-        fixes = [f"{queue_name}={n - parallel}"] if n >= parallel else []
-        if n > queue:
-            fixes.append(f"{parallel_name}={n - queue}")
-        raise SettingsError(
-            f"{said} and {contexts} evaluated plus {queue_name}={queue} waiting "
-            f"({parallel + queue} in all) disagree; set "
-            + " or ".join(fixes + [f"{IN_FLIGHT}={parallel + queue}"])
-            + f", or unset {IN_FLIGHT}"
-        )
-    values["max_queue"] = queue
-    return (
-        f"{IN_FLIGHT}={n} (the published sample's name) read as {parallel_name}={parallel} evaluated and "
-        f"{queue_name}={queue} waiting"
-    )
+    """The environment with the sample's SEMIF_* names read as ours (sample_aliases.py); a note per known
+    SEMIF_* name, and the SEMIF_* names nobody knows."""
+    return read_as_ours(env, SEMIF_ALIASES, SEMIF_UNUSED)
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -490,9 +318,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     given = os.environ if env is None else env
     env, notes, unknown = with_sample_aliases(given)
     specs = declared()
-    values: dict[str, Any] = {spec.name: _read(spec, env) for spec in specs}  # each of its field's type
+    values: dict[str, Any] = {spec.name: read(spec, env) for spec in specs}  # each of its field's type
     if IN_FLIGHT in given:
-        notes += (_divide_in_flight(given, values),)
+        notes += (divide_in_flight(given, values),)
     if values["n_gpu_layers"] < 0:
         values["n_gpu_layers"] = 999  # -1 means "all layers", as in llama-cpp-python
     if values["state_cache_mib"] and not values["cross_request_reuse"]:
