@@ -14,25 +14,21 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from decision_contract import wire
 from decision_contract.calibration import DEFAULT_ALPHA
 
-from .profiles import LETTERS, ORDER_MODES, READOUTS, CalibrationFileError, calibration_document, write_document
+from .profiles import LETTERS, READOUTS, CalibrationFileError, calibration_document, write_document
 from .runner import Run, run_decisions
 from .tasks import Task, resolve_tasks
 
 
 def served_fields(mode: str, *, min_answer_mass: float | None = None, readout: str = LETTERS):
     """The request fields of one task in order mode ``mode`` with ``readout`` (a function of the task, for
-    ``run_decisions``). The readout is always named, so a server whose default is the other one answers the same."""
-    if mode not in ORDER_MODES:
-        raise ValueError(f"order must be one of {', '.join(ORDER_MODES)}, not {mode!r}")
-    if readout not in READOUTS:
-        raise ValueError(f"readout must be one of {', '.join(READOUTS)}, not {readout!r}")
-    if readout != LETTERS and mode != ORDER_MODES[0]:
-        raise ValueError(
-            f"order {mode!r} moves the options, which only the letters readout shows: use "
-            f"{ORDER_MODES[0]!r} with readout {readout!r}"
-        )
+    ``run_decisions``). The readout is always named, so a server whose default is the other one answers the same;
+    a mode the readout cannot take is refused as the adapter refuses it (``wire.order_problem``)."""
+    problem = wire.order_problem(readout, mode)
+    if problem:
+        raise ValueError(problem)
 
     def fields(task: Task) -> dict:
         out: dict[str, object] = {"order": mode, "readout": readout, "question_type": task.type}

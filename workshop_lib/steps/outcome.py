@@ -4,6 +4,10 @@ expected mistakes shown in one line instead of a traceback.
 
 from __future__ import annotations
 
+import math
+
+from decision_contract import wire
+
 from ..client.endpoint import ChatResult, Decision
 from ..display import shorten
 from .context import Checks, StepError, Workshop
@@ -14,14 +18,11 @@ def _reached(value) -> tuple[bool, str]:
     """Whether one result shows the step got where the participant needs to be, and what was checked."""
     if isinstance(value, Decision):
         p = value.probabilities
-        total = sum(p)
-        valid = (
-            bool(p) and len(p) == len(value.option_ids) and all(0.0 <= x <= 1.0 for x in p) and abs(total - 1.0) < 1e-3
-        )
-        return valid, (
-            f"{len(p)} probabilities summing to {total:.3f}, top {value.top}"
-            if valid
-            else f"not a probability vector over its options: {dict(zip(value.option_ids, p))}"
+        problem = wire.distribution_problem(value.option_ids, p)
+        return problem is None, (
+            f"{len(p)} probabilities summing to {math.fsum(p):.3f}, top {value.top}"
+            if problem is None
+            else f"not a probability vector over its options ({problem}): {dict(zip(value.option_ids, p))}"
         )
     if isinstance(value, ChatResult):
         words = len(value.content.split())

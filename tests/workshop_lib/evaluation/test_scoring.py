@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from decision_contract import wire
 from workshop_lib.client import Decision, EndpointBusy, InvalidResponse
 from workshop_lib.evaluation.runner import decision_result, failed_result, score_response
 from workshop_lib.evaluation.scoring import invalid_reason, predicted_label
@@ -13,21 +14,27 @@ TASK = Task("t1", "routing", "choice", "state", "Which?", (("b", "B"), ("a", "A"
 
 
 def test_a_proper_vector_is_valid():
-    assert invalid_reason(["a", "b", "c"], ["b", "a", "c"], [0.2, 0.5, 0.3]) is None
+    assert invalid_reason(["a", "b", "c"], ["b", "a", "c"], [0.2, 0.5, 0.3]) is None  # the labels in any order
     assert invalid_reason(["a", "b"], ["a", "b"], [0.3, 0.7000004]) is None  # within the tolerance
+
+
+def test_the_benchmark_holds_answers_to_the_wires_one_tolerance():
+    off = 1.5 * wire.SUM_TOLERANCE  # what a looser tolerance of the benchmark's own would have let through
+    assert "not 1" in invalid_reason(["a", "b"], ["a", "b"], [0.3, 0.7 + off])
+    assert invalid_reason(["a", "b"], ["a", "b"], [0.3, 0.7 + 0.5 * wire.SUM_TOLERANCE]) is None
 
 
 @pytest.mark.parametrize(
     "ids, probs, reason",
     [
-        (["a", "b"], [0.5, 0.5], "missing ['c']"),
-        (["a", "b", "c", "d"], [0.25] * 4, "unexpected ['d']"),
-        (["a", "a", "c"], [0.3, 0.3, 0.4], "duplicate"),
-        (["a", "b", "c"], [0.5, 0.5], "3 option ids but 2"),
+        (["a", "b"], [0.5, 0.5], "lacks the options ['c']"),
+        (["a", "b", "c", "d"], [0.25] * 4, "has ['d'], which were not sent"),
+        (["a", "a", "c"], [0.3, 0.3, 0.4], "more than once"),
+        (["a", "b", "c"], [0.5, 0.5], "2 probabilities for 3 option ids"),
         (["a", "b", "c"], [0.5, math.nan, 0.5], "not a finite number"),
         (["a", "b", "c"], [1.2, -0.2, 0.0], "outside [0, 1]"),
         (["a", "b", "c"], [0.2, 0.2, 0.2], "sum to 0.6"),
-        (["a", "b", "c"], [0.5, "0.5", 0.0], "not a finite number"),
+        (["a", "b", "c"], [0.5, "0.5", 0.0], "not a number"),
     ],
 )
 def test_improper_vectors_are_invalid(ids, probs, reason):
@@ -54,7 +61,7 @@ def test_score_response_correct_and_wrong():
 def test_an_invalid_response_counts_as_wrong_even_if_its_argmax_is_right():
     result = score_response(TASK, ["b", "a"], [0.1, 0.9])
     assert not result.valid and not result.correct and result.predicted is None
-    assert result.answered and "missing ['c']" in result.error
+    assert result.answered and "lacks the options ['c']" in result.error
 
 
 def test_a_failed_request_is_invalid_and_a_503_is_counted():
