@@ -252,6 +252,32 @@ def cmd_autoscale(args) -> int:
     )
 
 
+def cmd_scale_to_zero(args) -> int:
+    workshop = workshop_for(args)
+    if args.remove:
+        return _with_requests(steps.remove_scale_to_zero(workshop, args.name), args.show_requests)
+    options = _given(
+        instance_type=args.instance_type,
+        max_instances=args.max_instances,
+        image_uri=args.image_uri,
+        model_data_url=args.model_data_url,
+    )
+    if args.dry_run:
+        plan = steps.zero_plan(workshop, args.name, **options)
+        why = steps.scale_to_zero_refusal(workshop, plan.instance_type)
+        if why:
+            print(f"note: not deployable here: {why}", file=sys.stderr)
+        for note in plan.notes:
+            print(f"note: {note}", file=sys.stderr)
+        return _show(json.dumps([{"operation": f"{s} {o}", "request": r} for s, o, r in plan.requests()], indent=2))
+    status = 0
+    if not args.show_only:
+        status |= _with_requests(steps.deploy_scale_to_zero(workshop, args.name, **options), args.show_requests)
+    if not args.deploy_only:
+        status |= _with_requests(steps.show_scale_to_zero(workshop, args.name), args.show_requests)
+    return status
+
+
 def cmd_transform(args) -> int:
     workshop = workshop_for(args)
     if args.delete_output:

@@ -33,6 +33,7 @@ from .instance_types import check_choice, endpoint_instance_types, is_gpu_instan
 from .model_requests import check_in_range, check_tags, decision_model_request, workshop_tags
 from .variants import DOWNLOAD_TIMEOUT_S, STARTUP_TIMEOUT_S, VARIANT_NAME, endpoint_request
 
+ZERO_ENDPOINT = "decision-workshop-zero"  # the workshop's scale-to-zero endpoint, unless named otherwise
 ZERO_INSTANCE = "ml.c6i.8xlarge"  # the CPU decision endpoint's type
 SCALABLE_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
 NO_CAPACITY_METRIC = "NoCapacityInvocationFailures"
@@ -248,8 +249,6 @@ def no_capacity_alarm_request(
         "ComparisonOperator": "GreaterThanOrEqualToThreshold",
         "TreatMissingData": "missing",
     }
-    if tags:
-        request["Tags"] = list(tags)
     return api.validate("cloudwatch", "PutMetricAlarm", request)
 
 
@@ -289,6 +288,7 @@ class ZeroPlan:
     scalable_target: dict
     target_tracking: dict
     step_scaling: dict
+    notes: tuple[str, ...] = ()  # what the builder or a wrapper (encryption.encrypted_plan) chose
 
     @property
     def name(self) -> str:
@@ -303,7 +303,7 @@ class ZeroPlan:
         return self.endpoint_config["ProductionVariants"][0]["InstanceType"]
 
     def alarm(self, policy_arn: str) -> dict:
-        return no_capacity_alarm_request(self.name, self.component_name, policy_arn, tags=self.endpoint.get("Tags"))
+        return no_capacity_alarm_request(self.name, self.component_name, policy_arn)
 
     def requests(self) -> list[tuple[str, str, dict]]:
         """(service, operation, request) in the order they are sent; the alarm's action is a placeholder."""
@@ -386,6 +386,7 @@ __all__ = [
     "HOURLY_PRICE_USD",
     "NO_CAPACITY_METRIC",
     "SCALABLE_DIMENSION",
+    "ZERO_ENDPOINT",
     "ZERO_INSTANCE",
     "ZeroPlan",
     "alarm_name",

@@ -23,6 +23,7 @@ One module per notebook, each importing only what the steps share (never another
 ``invoke``           05: the decision client, decisions shown as charts
 ``operate``          07: alarms and the dashboard, a safe (blue/green) update, the endpoint's status
 ``scale``            07: auto scaling from 06's rate, one Batch Transform job; 08 removes both
+``scale_to_zero``    an endpoint that scales to zero (inference components), shown going to zero and back
 ``cleanup``          08: deletion by name, the permissions audit, what is still running
 ``outcome``          every notebook's closing check; expected mistakes in one line
 ``rehearse``         every step in order, headless (``make demo``)
@@ -132,6 +133,14 @@ from .scale import (
     run_transform,
     scaling_target,
 )
+from .scale_to_zero import (
+    ZeroResult,
+    deploy_scale_to_zero,
+    remove_scale_to_zero,
+    show_scale_to_zero,
+    zero_plan,
+)
+from .scale_to_zero import refusal as scale_to_zero_refusal
 from .setup import SetupResult, check_environment, ensure_codebuild_role, setup, show_config
 
 __all__ = [
@@ -153,6 +162,7 @@ __all__ = [
     "TransformResult",
     "UpdateResult",
     "Workshop",
+    "ZeroResult",
     "alarm_states",
     "audit_permissions",
     "audit_trail",
@@ -182,6 +192,7 @@ __all__ = [
     "deploy_decision_gpu",
     "deploy_endpoint",
     "deploy_plan",
+    "deploy_scale_to_zero",
     "deploy_standard",
     "endpoint_status",
     "ensure_codebuild_role",
@@ -199,9 +210,11 @@ __all__ = [
     "refuse_mutable_tag",
     "rehearse_all",
     "remove_autoscaling",
+    "remove_scale_to_zero",
     "resolve_dlc",
     "run_transform",
     "running_endpoints",
+    "scale_to_zero_refusal",
     "scaling_target",
     "set_capture_percent",
     "set_endpoint_ttl",
@@ -211,6 +224,7 @@ __all__ = [
     "show_decision",
     "show_decisions",
     "show_outcome",
+    "show_scale_to_zero",
     "shows_requests",
     "standard_client",
     "stop_local",
@@ -219,4 +233,5 @@ __all__ = [
     "update_package",
     "verify_package",
     "which_endpoint",
+    "zero_plan",
 ]

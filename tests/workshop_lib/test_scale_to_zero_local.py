@@ -1,0 +1,100 @@
+"""Scale to zero, rehearsed locally through the command line: the dry run shows the inference component and the
+managed instance scaling down to 0; one deploy; the copies go to zero, a decision is refused with SageMaker's
+retryable error and nothing is left serving it; one copy back answers again; removal deletes the component, then
+the endpoint, and leaves no process. The stand-in's recorded calls pass the rehearsal's strict IAM as they go.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workshop_lib.aws import inference_components as ic
+from workshop_lib.cli import main
+from workshop_lib.client.endpoint import EndpointClient
+from workshop_lib.client.endpoint_errors import NoCapacity
+from workshop_lib.config import ENV_VARS
+from workshop_lib.examples import SUPPORT_ROUTE
+from workshop_lib.local import rehearsal
+from workshop_lib.local.component_stand_in import LocalComponents
+from workshop_lib.steps import Workshop
+
+pytestmark = pytest.mark.slow
+
+NAME = ic.ZERO_ENDPOINT
+COMPONENT = ic.component_name(NAME)
+
+
+@pytest.fixture
+def local_mode(tmp_path, monkeypatch):
+    for name in ENV_VARS.values():
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORKSHOP_MODE", "local")
+    monkeypatch.setenv("WORKSHOP_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.setenv("WORKSHOP_LOCAL_DIR", str(tmp_path / "local"))
+    yield tmp_path
+    rehearsal.default().stop_all()
+
+
+def _run(capsys, *argv) -> str:
+    status = main(list(argv))
+    out = capsys.readouterr()
+    assert status == 0, [line for line in out.err.splitlines() if line.startswith("error")] or out.err[-3000:]
+    return out.out
+
+
+def _running() -> list[str]:
+    return [p.what for p in rehearsal.default().status() if p.running]
+
+
+def test_scale_to_zero_and_back_then_removal_leaves_nothing(local_mode, capsys):
+    _run(capsys, "setup", "--deploy-path", "decision-cpu")
+    _run(capsys, "codebuild-role")
+    _run(capsys, "package-model")
+    _run(capsys, "build-image")
+
+    dry = json.loads(_run(capsys, "scale-to-zero", "--dry-run"))
+    sent = {item["operation"]: item["request"] for item in dry}
+    variant = sent["sagemaker CreateEndpointConfig"]["ProductionVariants"][0]
+    assert variant["ManagedInstanceScaling"]["MinInstanceCount"] == 0 and "ModelName" not in variant
+    assert sent["sagemaker CreateInferenceComponent"]["RuntimeConfig"]["CopyCount"] == 1
+    assert sent["application-autoscaling RegisterScalableTarget"]["MinCapacity"] == 0
+    assert not rehearsal.default().status() or f"local endpoint {COMPONENT}" not in _running()  # sent nothing
+
+    out = _run(capsys, "scale-to-zero", "--deploy-only", "--show-requests")
+    assert f"inference component {COMPONENT}: the decision model, 1 copy" in out
+    assert "sagemaker CreateInferenceComponent" in out and "cloudwatch PutMetricAlarm" in out
+    assert f"local endpoint {COMPONENT}" in _running()
+
+    out = _run(capsys, "scale-to-zero", "--show-only")
+    assert "refused at once, 400 ValidationError" in out and "retry after about 300 s" in out
+    assert "cold start" in out and "the decision: " in out
+    assert "a day always on (24 h)" in out
+    assert f"local endpoint {COMPONENT}" in _running()  # one copy again after the show
+
+    workshop = Workshop.load()  # the same refusal, read by the client directly while no copy runs
+    components = LocalComponents(workshop.rehearsal, workshop.clients.s3, workshop.mode.calls)
+    components.set_copies(workshop.clients.sm, COMPONENT, 0)
+    assert f"local endpoint {COMPONENT}" not in _running()
+    client = EndpointClient.sagemaker(
+        NAME, runtime_client=components.runtime(workshop.clients.get), inference_component=COMPONENT, retries=2
+    )
+    with pytest.raises(NoCapacity) as refused:
+        client.decide(SUPPORT_ROUTE)
+    assert refused.value.retry_after and refused.value.attempts == 1
+    refused_before = components.refused(COMPONENT)
+    assert refused_before >= 2  # the show's refusal and this one: what NoCapacityInvocationFailures counts
+
+    out = _run(capsys, "scale-to-zero", "--remove")
+    assert out.index(f"inference component {COMPONENT}: deleted") < out.index(f"endpoint {NAME}: deleted")
+    assert f"scalable target inference-component/{COMPONENT}: deleted" in out
+    assert f"local endpoint {COMPONENT}" not in _running()
+    assert json.loads((local_mode / "local" / "inference-components.json").read_text())["components"] == {}
+    sm = Workshop.load().clients.sm
+    assert NAME not in [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
+    again = _run(capsys, "scale-to-zero", "--remove")
+    assert f"inference component {COMPONENT}: already gone" in again
+
+    _run(capsys, "stop-local")
+    assert _running() == []
