@@ -304,19 +304,22 @@ def test_rotations_count_their_shared_prefix_once_unless_the_server_says():
 
 
 def test_notebook_06s_closing_check_reads_an_order_study():
+    from workshop_lib import steps
+    from workshop_lib.config import WorkshopConfig
     from workshop_lib.evaluation.order_study import OrderStudy
     from workshop_lib.evaluation.runner import Run
-    from workshop_lib.steps.outcome import _reached
 
     def run(results):
         return Run(label="x", kind="decision", results=results, settings={"order_mode": "as_given"})
 
+    aws = steps.Workshop(WorkshopConfig(mode="aws"))  # the rows as a participant reads them; nothing raised
     good = OrderStudy({"as_given": (run(_results()), run(_results()))}, tasks="t")
-    assert _reached(good) == (True, f"{2 * len(_results())} answers in 1 order modes, each valid")
+    checks = steps.check_outcome(aws, "06", orders=good)
+    assert checks.ok and f"{2 * len(_results())} answers in 1 order modes, each valid" in str(checks)
     failed = TaskResult("task-9", "f", "choice", "a", ["a", "b"], answered=False)
     bad = OrderStudy({"as_given": (run([*_results(), failed]), run(_results()))}, tasks="t")
-    ok, detail = _reached(bad)
-    assert not ok and "1 invalid or failed answers" in detail
+    checks = steps.check_outcome(aws, "06", orders=bad)
+    assert not checks.ok and "1 invalid or failed answers" in str(checks)
 
 
 def test_the_order_study_warms_each_option_counts_prior_before_any_timed_request(monkeypatch):
@@ -358,7 +361,7 @@ def test_the_order_study_warms_each_option_counts_prior_before_any_timed_request
 
 
 def test_interleaved_runs_join_into_one_run_per_mode_and_order_in_task_order():
-    from workshop_lib.evaluation.order_study import _joined
+    from workshop_lib.evaluation.order_study import join_runs
     from workshop_lib.evaluation.runner import Run, TaskResult
 
     def one(task_id, wall):
@@ -372,7 +375,7 @@ def test_interleaved_runs_join_into_one_run_per_mode_and_order_in_task_order():
             settings={"order": "reversed", "order_mode": "prior"},
         )
 
-    joined = _joined([one("t0", 1.0), one("t1", 2.0), one("t2", 0.5)], "prior (reversed)")
+    joined = join_runs([one("t0", 1.0), one("t1", 2.0), one("t2", 0.5)], "prior (reversed)")
     assert [r.task_id for r in joined.results] == ["t0", "t1", "t2"]
     assert joined.label == "prior (reversed)" and joined.wall_s == 3.5 and joined.model == {"file": "m.gguf"}
     assert joined.settings == {"order": "reversed", "order_mode": "prior"}

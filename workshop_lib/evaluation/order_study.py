@@ -453,14 +453,14 @@ def _interleaved(client, tasks, modes: Sequence[str], progress: bool) -> dict[st
             bar.close()
     return {
         mode: tuple(
-            _joined(parts[(mode, order)], mode if order == "original" else f"{mode} (reversed)")
+            join_runs(parts[(mode, order)], mode if order == "original" else f"{mode} (reversed)")
             for order in ("original", "reversed")
         )
         for mode in modes
     }
 
 
-def _joined(runs: list[Run], label: str) -> Run:
+def join_runs(runs: list[Run], label: str) -> Run:
     """One run from single-task runs of one mode and order, in task order."""
     first = runs[0]
     return Run(
@@ -484,6 +484,7 @@ __all__ = [
     "ask_in_each_mode",
     "format_study",
     "heldout_calibration",
+    "join_runs",
     "mean_sensitivity",
     "measure_order_modes",
     "mode_figures",

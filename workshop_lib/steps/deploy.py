@@ -101,7 +101,7 @@ def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, w
         s3_client=c.s3,
         progress=progress,
         hosting=c.hosting,
-        after_create=lambda name: deadline.append(_guard(workshop, name, hours)),
+        after_create=lambda name: deadline.append(give_deadline(workshop, name, hours)),
     )
     url, notes = c.hosting.served(plan.name)
     where = "SageMaker" if url is None else "emulator + local server"
@@ -124,7 +124,7 @@ def _scheduler_role(workshop: Workshop) -> str:
     return spend_guard.ensure_role(c.get("iam"), workshop.config, account)[0]
 
 
-def _guard(workshop: Workshop, name: str, hours: float | None = None) -> str:
+def give_deadline(workshop: Workshop, name: str, hours: float | None = None) -> str:
     """Give endpoint ``name`` its deadline ``hours`` (default: the config's endpoint_ttl_hours) from now;
     the line says when, or, loudly, why it has none. Never raises: the endpoint exists already."""
     hours = workshop.config.ttl_hours if hours is None else hours
@@ -220,7 +220,7 @@ def extend_deadline(workshop: Workshop, name: str | None = None, hours: float | 
             f"{spend_guard.schedule_name(name)} (steps.delete_endpoint deletes both when you are done)"
         )
     _workshop_endpoint(workshop, name)
-    line = _guard(workshop, name, hours)
+    line = give_deadline(workshop, name, hours)
     return Text(line.strip(), problem="" if "NOT SET" not in line else f"the deadline of {name} was not moved")
 
 

@@ -428,10 +428,10 @@ def test_deadlines_in_two_regions_share_the_role_and_cleanup_in_one_keeps_it_for
     monkeypatch.setenv("WORKSHOP_BUCKET", "sagemaker-decision-workshop-test")
     first = aws_mode_steps.Workshop.load()
     name = first.config.gpu_endpoint_name
-    assert "deleted at" in deploy._guard(first, name, 4)
+    assert "deleted at" in deploy.give_deadline(first, name, 4)
     monkeypatch.setenv("WORKSHOP_REGION", "us-west-2")  # the participant moves region
     second = aws_mode_steps.Workshop.load()
-    assert second.config.region == "us-west-2" and "deleted at" in deploy._guard(second, name, 4)
+    assert second.config.region == "us-west-2" and "deleted at" in deploy.give_deadline(second, name, 4)
 
     role_iam = second.clients.get("iam")
     role = spend_guard.SCHEDULER_ROLE_NAME
@@ -479,7 +479,7 @@ def test_a_deadline_role_whose_schedules_cannot_be_checked_is_kept_with_a_note(a
 
     monkeypatch.setenv("WORKSHOP_BUCKET", "sagemaker-decision-workshop-test")
     workshop = aws_mode_steps.Workshop.load()
-    assert "deleted at" in deploy._guard(workshop, workshop.config.cpu_endpoint_name, 4)
+    assert "deleted at" in deploy.give_deadline(workshop, workshop.config.cpu_endpoint_name, 4)
     _deny(workshop.clients.get("scheduler"), "GetSchedule")
     text = str(aws_mode_steps.delete_deadline_role(workshop))
     assert "kept, the deadlines that may still use it could not be checked (AccessDeniedException" in text
