@@ -1,4 +1,4 @@
-"""The DLC's entrypoint rules (workshop_lib.local.dlc_server) and llama-server behind nginx started by them.
+"""The DLC's entrypoint rules (workshop_lib.local.dlc_rules) and llama-server behind nginx started by them.
 
 The flag mapping and model discovery are checked row by row against the DLC's entrypoint
 (``scripts/docker/llama_cpp/sagemaker_entrypoint.sh`` in github.com/aws/deep-learning-containers); the real
@@ -20,10 +20,10 @@ import pytest
 from tests.support import THREADS
 from workshop_lib import steps
 from workshop_lib.client import EndpointClient
-from workshop_lib.local import dlc_server, group_alive
-from workshop_lib.local.dlc_server import LauncherError, find_model, flags, launch_plan
+from workshop_lib.local import dlc_rules, dlc_server, group_alive
+from workshop_lib.local.dlc_rules import LauncherError, find_model, flags, launch_plan
 
-P = dlc_server.PREFIX
+P = dlc_rules.PREFIX
 
 # (variable, value, the flags the DLC makes of it): the entrypoint's rules, one row each.
 FLAG_RULES = [
@@ -125,12 +125,12 @@ def test_no_model_anywhere_names_the_setting(tmp_path):
 
 
 def test_the_containers_model_folder_moves_to_the_local_one(tmp_path):
-    settings, changed = dlc_server.local_settings(
+    settings, changed = dlc_rules.local_settings(
         {P + "MODEL": "/opt/ml/model/sub/m.gguf", P + "THREADS": "2"}, tmp_path
     )
     assert settings[P + "MODEL"] == f"{tmp_path}/sub/m.gguf" and settings[P + "MODEL_DIR"] == str(tmp_path)
     assert settings[P + "THREADS"] == "2" and set(changed) == {P + "MODEL", P + "MODEL_DIR"}
-    elsewhere, _ = dlc_server.local_settings({P + "MODEL_DIR": "/data/models"}, tmp_path)
+    elsewhere, _ = dlc_rules.local_settings({P + "MODEL_DIR": "/data/models"}, tmp_path)
     assert elsewhere[P + "MODEL_DIR"] == "/data/models"  # not the container's folder: left as it is
 
 
@@ -170,7 +170,7 @@ def test_nginx_accepts_the_configuration(tmp_path):
     from tests.support import run_tool
 
     config = tmp_path / "nginx.conf"
-    config.write_text(dlc_server.nginx_config(port=1, upstream_port=2, prefix=tmp_path, run_as=dlc_server._run_as()))
+    config.write_text(dlc_rules.nginx_config(port=1, upstream_port=2, prefix=tmp_path, run_as=dlc_rules.run_as()))
     status = run_tool(
         [str(dlc_server.find_nginx()), "-t", "-p", str(tmp_path), "-e", "stderr", "-c", str(config)],
         tmp_path / "nginx-t.log",

@@ -49,7 +49,7 @@ KEPT = {
     "evaluation.logprobs.NoLogprobs",
     "evaluation.profiles.CalibrationFileError",
     "evaluation.tasks.TaskFormatError",
-    "local.dlc_server.LauncherError",
+    "local.dlc_rules.LauncherError",
     "local.processes.ServerFailedToStart",
     "local.rehearsal.RehearsalError",
     "client.jev.SystemOneFormatError",
