@@ -149,7 +149,7 @@ def test_code_that_needs_the_checkout_says_how_to_get_it(installed):
     python, env, _, outside = installed
     code = (
         "from workshop_lib.aws import codebuild\nfrom workshop_lib.errors import AwsFailure\n"
-        "try:\n    print(codebuild._default_repo_root())\n"
+        "try:\n    print(codebuild.default_repo_root())\n"
         "except AwsFailure as exc:\n    print('refused:', exc)\n"
     )
     ran = _run([str(python), "-c", code], env=env, cwd=outside)

@@ -317,7 +317,7 @@ class PackagedModel:
 REPO_VARIABLE = "WORKSHOP_REPO"
 
 
-def _default_repo_root() -> Path:
+def default_repo_root() -> Path:
     """The workshop's checkout, whose buildspec/ and container/ the builds upload: ``$WORKSHOP_REPO``, else
     the checkout this package runs from. An installed copy (a wheel) has neither: the error says so."""
     import os
@@ -396,7 +396,7 @@ def package_model_in_codebuild(
         {v: pinned_dlc_uri(region, v) for v in DLC_PINS},
         f"s3://{source_bucket}/{calibration_upload['Key']}" if calibration_upload else None,
     )
-    upload = source_upload_request(source_bucket, repo_root or _default_repo_root(), source_prefix)
+    upload = source_upload_request(source_bucket, repo_root or default_repo_root(), source_prefix)
     location = f"{upload['Bucket']}/{upload['Key']}"
     project = project_request(
         project_name,
@@ -445,7 +445,7 @@ def build_decision_image(
     check_base_image(base_image, region or api.region_of(codebuild))
     dockerfile = dockerfile_name(dockerfile)
     image_tag = check_image_tag(image_tag or default_image_tag(dockerfile))
-    upload = source_upload_request(source_bucket, repo_root or _default_repo_root(), source_prefix)
+    upload = source_upload_request(source_bucket, repo_root or default_repo_root(), source_prefix)
     location = f"{upload['Bucket']}/{upload['Key']}"
     project = project_request(
         project_name,

@@ -346,7 +346,7 @@ class LocalHosting(hosting.SageMakerHosting):
         transform.start_transform_job(sm_client, request)
         name = request["TransformJobName"]
         with _acting_as(self.calls, SAGEMAKER):  # what the job does with the model's execution role on AWS
-            written = _run_records(s3_client, request, url)
+            written = run_records(s3_client, request, url)
         described = transform.wait_for_transform(sm_client, name, poll_s=self.poll_s, progress=False)
         return described, [
             f"  local transform: {written} record(s) answered by {endpoint_name}'s local process ({url})",
@@ -355,7 +355,7 @@ class LocalHosting(hosting.SageMakerHosting):
         ]
 
 
-def _run_records(s3_client, request: dict, url: str) -> int:
+def run_records(s3_client, request: dict, url: str) -> int:
     """Each line of each input object POSTed to ``url``/invocations, the answers written beside as ``.out``."""
     import urllib.error
     import urllib.request

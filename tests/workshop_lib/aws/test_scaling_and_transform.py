@@ -272,7 +272,7 @@ def answering_server():
 
 
 def test_the_local_transform_answers_every_record_and_writes_sagemakers_layout(clients, answering_server):
-    from workshop_lib.local.stand_ins import _run_records
+    from workshop_lib.local.stand_ins import run_records
 
     url, received = answering_server
     clients.s3.create_bucket(Bucket="bkt")
@@ -281,7 +281,7 @@ def test_the_local_transform_answers_every_record_and_writes_sagemakers_layout(c
     request = transform_job_request(
         "j-1", model_name="m", input_s3_uri="s3://bkt/w/batch-input/", output_s3_uri="s3://bkt/w/batch-output/"
     )
-    assert _run_records(clients.s3, request, url) == 3
+    assert run_records(clients.s3, request, url) == 3
     assert [r[3]["id"] for r in received] == ["t-1", "t-2", "t-3"]  # one request a record, in order
     assert {(r[0], r[1], r[2]) for r in received} == {("/invocations", "application/json", "application/json")}
     out = clients.s3.get_object(Bucket="bkt", Key="w/batch-output/decisions.jsonl.out")["Body"].read().decode()
@@ -292,7 +292,7 @@ def test_the_local_transform_answers_every_record_and_writes_sagemakers_layout(c
 
 
 def test_the_local_transform_fails_the_job_on_a_refused_record(clients, answering_server):
-    from workshop_lib.local.stand_ins import _run_records
+    from workshop_lib.local.stand_ins import run_records
 
     url, _ = answering_server
     clients.s3.create_bucket(Bucket="bkt")
@@ -301,11 +301,11 @@ def test_the_local_transform_fails_the_job_on_a_refused_record(clients, answerin
     )
     request = transform_job_request("j-2", model_name="m", input_s3_uri="s3://bkt/in/", output_s3_uri="s3://bkt/out/")
     with pytest.raises(AwsFailure, match=r"in/d.jsonl line 2 was answered 400: .*at least two"):
-        _run_records(clients.s3, request, url)
+        run_records(clients.s3, request, url)
     assert "Contents" not in clients.s3.list_objects_v2(Bucket="bkt", Prefix="out/")
     request["BatchStrategy"] = "MultiRecord"
     with pytest.raises(InvalidInput, match="SingleRecord"):
-        _run_records(clients.s3, request, url)
+        run_records(clients.s3, request, url)
 
 
 # ---- notebook 07's transform step on AWS: where it runs, and its quota ----------------------------------------------
