@@ -346,7 +346,7 @@ def roll_out(
         if sys.version_info >= (3, 11):
             exc.add_note(note)
         else:  # Python 3.10 has no add_note; the note is kept where 3.11's traceback would read it
-            exc.__notes__ = [*getattr(exc, "__notes__", []), note]
+            exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[union-attr]  # not in 3.10's stubs
         raise
     after = sm_client.describe_endpoint(EndpointName=plan.endpoint_name)
     _, notes = hosting.served(plan.endpoint_name)
