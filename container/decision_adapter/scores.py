@@ -35,7 +35,8 @@ def softmax(values: np.ndarray) -> np.ndarray:
 
 def normalised(p: np.ndarray) -> np.ndarray:
     p = np.asarray(p, dtype=np.float64)
-    return p / p.sum()
+    shares: np.ndarray = p / p.sum()
+    return shares
 
 
 def with_temperature(p: np.ndarray, temperature: float) -> np.ndarray:
