@@ -95,6 +95,11 @@ def test_order_sensitivity_reports_spread_and_top_changes():
     assert moved["top_changes"] is True and abs(moved["max_spread"] - 0.4) < 1e-12
 
 
+def test_the_prior_mode_without_its_prior_says_which_prior_is_missing():
+    with pytest.raises(ValueError, match="content-free prior of 3 options"):
+        order.correct("prior", [(0, 1, 2)], [], None)
+
+
 # -- on the embedded model ------------------------------------------------------------------------------------
 
 
