@@ -37,19 +37,20 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .dlc_rules import (
     DEFAULT_MODEL_DIR,
     PREFIX,
     PRIVATE_HOST,
     UPSTREAM_TIMEOUT_S,
-    LauncherError,
     LaunchPlan,
     launch_plan,
     local_settings,
     nginx_config,
     run_as,
 )
+from .dlc_rules import LauncherError as LauncherError  # raised here too: callers catch it from here
 from .processes import ServerProcess, free_port
 
 SERVER_ENV = "WORKSHOP_LLAMA_SERVER"
@@ -116,7 +117,7 @@ class ServerIdentity:
     slots: int
 
 
-def identity_from_props(props) -> ServerIdentity:
+def identity_from_props(props: object) -> ServerIdentity:
     """llama-server's ``GET /props`` read; LauncherError naming what is missing when it is not one."""
     if not isinstance(props, dict):
         raise LauncherError(f"/props answered {type(props).__name__}, not llama-server's object")
@@ -128,7 +129,7 @@ def identity_from_props(props) -> ServerIdentity:
     return ServerIdentity(str(props["build_info"]), str(props["model_alias"]), int(props["total_slots"]))
 
 
-def answer_problem(reply, identity: ServerIdentity | None = None) -> str:
+def answer_problem(reply: object, identity: ServerIdentity | None = None) -> str:
     """Why a chat completion did not come from llama-server (from that one, with ``identity``); empty if it did."""
     if not isinstance(reply, dict):
         return "the reply is not a JSON object"
@@ -145,7 +146,7 @@ def answer_problem(reply, identity: ServerIdentity | None = None) -> str:
     return ""
 
 
-def get_json(url: str, timeout_s: float = 5.0):
+def get_json(url: str, timeout_s: float = 5.0) -> Any:
     """GET ``url`` on a loopback server and parse its JSON; LauncherError if it does not answer 200."""
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
@@ -247,7 +248,7 @@ def _say(text: str) -> None:
     print(f"serve: {text}", flush=True)
 
 
-def _end(process: subprocess.Popen | None, signum: int, timeout_s: float = 10.0) -> None:
+def _end(process: subprocess.Popen[bytes] | None, signum: int, timeout_s: float = 10.0) -> None:
     if process is None or process.poll() is not None:
         return
     process.send_signal(signum)
