@@ -14,7 +14,7 @@ import pkgutil
 import pytest
 
 import workshop_lib
-from workshop_lib import cli, cli_commands
+from workshop_lib import cli, cli_commands, cli_operate
 from workshop_lib.errors import WorkshopError
 
 
@@ -57,6 +57,7 @@ KEPT = {
     # an invocation's failure by HTTP status: each carries its own hint, and callers retry on some
     "client.endpoint_errors.BadRequest",
     "client.endpoint_errors.EndpointBusy",
+    "client.endpoint_errors.NoCapacity",  # a scaled-to-zero endpoint: retry after minutes, not in a loop
     "client.endpoint_errors.EndpointNotFound",
     "client.endpoint_errors.EndpointRedirected",
     "client.endpoint_errors.EndpointServerError",
@@ -92,7 +93,7 @@ def test_the_cli_prints_a_workshop_error_in_one_line(monkeypatch, capsys):
     def refuse(args):
         raise WorkshopError("the bucket is in another region; set WORKSHOP_BUCKET to one in us-east-1")
 
-    monkeypatch.setattr(cli, "cmd_running", refuse)
+    monkeypatch.setattr(cli_operate, "cmd_running", refuse)
     assert cli.main(["running", "--region", "us-east-1"]) == 1
     err = capsys.readouterr().err
     assert err == "error: the bucket is in another region; set WORKSHOP_BUCKET to one in us-east-1\n"
@@ -102,7 +103,7 @@ def test_the_cli_lets_a_bug_show_its_traceback(monkeypatch):
     def broken(args):
         return {}["missing"]
 
-    monkeypatch.setattr(cli, "cmd_running", broken)
+    monkeypatch.setattr(cli_operate, "cmd_running", broken)
     with pytest.raises(KeyError):
         cli.main(["running", "--region", "us-east-1"])
 

@@ -1,6 +1,6 @@
 """Scale to zero, rehearsed locally through the command line: the dry run shows the inference component and the
 managed instance scaling down to 0; one deploy; the copies go to zero, a decision is refused with SageMaker's
-retryable error and nothing is left serving it; one copy back answers again; removal deletes the component, then
+retryable error and nothing is left serving it; one copy back answers again; the cleanup deletes the component, then
 the endpoint, and leaves no process. The stand-in's recorded calls pass the rehearsal's strict IAM as they go.
 """
 
@@ -86,7 +86,7 @@ def test_scale_to_zero_and_back_then_removal_leaves_nothing(local_mode, capsys):
     refused_before = components.refused(COMPONENT)
     assert refused_before >= 2  # the show's refusal and this one: what NoCapacityInvocationFailures counts
 
-    out = _run(capsys, "scale-to-zero", "--remove")
+    out = _run(capsys, "cleanup", "--name", NAME)  # notebook 08's cleanup: the component goes before the endpoint
     assert out.index(f"inference component {COMPONENT}: deleted") < out.index(f"endpoint {NAME}: deleted")
     assert f"scalable target inference-component/{COMPONENT}: deleted" in out
     assert f"local endpoint {COMPONENT}" not in _running()
@@ -94,7 +94,7 @@ def test_scale_to_zero_and_back_then_removal_leaves_nothing(local_mode, capsys):
     sm = Workshop.load().clients.sm
     assert NAME not in [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
     again = _run(capsys, "scale-to-zero", "--remove")
-    assert f"inference component {COMPONENT}: already gone" in again
+    assert f"endpoint {NAME}: already gone" in again and "inference component" not in again
 
     _run(capsys, "stop-local")
     assert _running() == []

@@ -137,22 +137,16 @@ def _gone(exc: ClientError) -> bool:
     )
 
 
-def remove(
-    clients: Callable[[str], object],
-    endpoint: str,
-    components: ComponentHosting,
-    *,
-    scheduler_client=None,
-    wait: bool = True,
-) -> tuple[list[tuple[str, str]], teardown.CleanupResult]:
-    """Remove what a scale-to-zero deployment of ``endpoint`` made, in SageMaker's order: the alarm, the scaling
-    policies and target, the component (waited for until gone), then the endpoint, its config and model and its
-    deadline (``teardown.delete_endpoint_resources``: only what carries the workshop's tag). Returns (what, state)
-    for the first part, ``deleted`` or ``already gone``, and the endpoint's result; other refusals are raised."""
+def remove_components(
+    clients: Callable[[str], object], endpoint: str, components: ComponentHosting, *, wait: bool = True
+) -> list[tuple[str, str]]:
+    """What a scale-to-zero deployment of ``endpoint`` made beside the endpoint, in SageMaker's order: the alarm,
+    the scaling policies and target, then the component (waited for until gone, so the endpoint may go next).
+    (what, ``deleted`` or ``already gone``) each; other refusals are raised. ``clients(service)``: the mode's."""
     done = []
     for service, operation, request in removal_requests(endpoint):
         if service == "sagemaker" and operation != "DeleteInferenceComponent":
-            continue  # the endpoint, config and model: teardown, below
+            continue  # the endpoint, its config and model: teardown's
         if operation == "DeleteScalingPolicy":
             what = f"scaling policy {request['PolicyName']}"
         elif operation == "DeregisterScalableTarget":
@@ -162,21 +156,54 @@ def remove(
         else:
             what = f"inference component {request['InferenceComponentName']}"
         try:
-            if operation == "DeleteInferenceComponent":
-                components.delete_component(clients("sagemaker"), request["InferenceComponentName"])
-                if wait:
-                    components.wait_gone(clients("sagemaker"), request["InferenceComponentName"])
-            else:
-                components.call(clients(service), operation, request)
+            components.call(clients(service), operation, request)
+            if operation == "DeleteInferenceComponent" and wait:
+                components.wait_gone(clients("sagemaker"), request["InferenceComponentName"])
             done.append((what, DELETED))
         except ClientError as exc:
             if not _gone(exc):
                 raise
             done.append((what, ALREADY_GONE))
+    return done
+
+
+def remove(
+    clients: Callable[[str], object],
+    endpoint: str,
+    components: ComponentHosting,
+    *,
+    scheduler_client=None,
+    wait: bool = True,
+) -> tuple[list[tuple[str, str]], teardown.CleanupResult]:
+    """``remove_components``, then the endpoint, its config and model and its deadline
+    (``teardown.delete_endpoint_resources``: only what carries the workshop's tag)."""
+    done = remove_components(clients, endpoint, components, wait=wait)
     result = teardown.delete_endpoint_resources(
         clients("sagemaker"), endpoint, wait=wait, poll_s=components.poll_s, scheduler_client=scheduler_client
     )
     return done, result
 
 
-__all__ = ["ALREADY_GONE", "DELETED", "ComponentHosting", "current_copies", "remove", "wait_copies"]
+def hosts_components(sm_client, endpoint: str) -> bool:
+    """Whether ``endpoint`` is one that hosts inference components: its variant names no model, or has its
+    instances managed (``ManagedInstanceScaling``); False when there is no such endpoint."""
+    try:
+        config_name = sm_client.describe_endpoint(EndpointName=endpoint)["EndpointConfigName"]
+        variants = sm_client.describe_endpoint_config(EndpointConfigName=config_name)["ProductionVariants"]
+    except ClientError as exc:
+        if _gone(exc):
+            return False
+        raise
+    return any("ModelName" not in v or "ManagedInstanceScaling" in v for v in variants)
+
+
+__all__ = [
+    "ALREADY_GONE",
+    "DELETED",
+    "ComponentHosting",
+    "current_copies",
+    "hosts_components",
+    "remove",
+    "remove_components",
+    "wait_copies",
+]

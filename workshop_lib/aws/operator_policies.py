@@ -20,6 +20,7 @@ from .arns import (
     s3_object_arn,
     transform_job_arn,
 )
+from .inference_components import ZERO_ENDPOINT, alarm_name, component_name
 from .kms_statements import key_statements
 from .policy_scope import Scope, as_scope
 from .role_boundary import operator_role_statements
@@ -282,6 +283,7 @@ def operator_deadline_statements(s: Scope) -> list[dict]:
             "PassSchedulerRole", ["iam:PassRole"], [role], {"StringEquals": {"iam:PassedToService": SCHEDULER_SERVICE}}
         ),
         *tagged_endpoint_statements(s),
+        *scale_to_zero_statements(s),
         # The organisation's key (operator-policy.json is near IAM's 6,144 characters): the workshop's objects
         # written and read through S3, and the grant SageMaker makes for an endpoint's volume.
         *key_statements(
@@ -311,6 +313,43 @@ def tagged_endpoint_statements(s: Scope) -> list[dict]:
             ],
             arns,
             workshop_tagged(),
+        ),
+    ]
+
+
+def scale_to_zero_statements(s: Scope) -> list[dict]:
+    """The scale-to-zero endpoint (``inference_components``): its model, config and endpoint, its one inference
+    component and the alarm that scales it out from zero; and reading any component, since cleaning up an endpoint
+    first looks whether it hosts one (a component must go before its endpoint)."""
+    name = ZERO_ENDPOINT
+
+    def arn(kind: str, resource: str) -> str:
+        return f"arn:{s.partition}:sagemaker:{s.region}:{s.account}:{kind}/{resource}"
+
+    return [
+        allow(
+            "ScaleToZeroEndpoint", OPERATOR_SAGEMAKER_ACTIONS, [arn(kind, name) for kind in SAGEMAKER_RESOURCE_KINDS]
+        ),
+        # IAM checks CreateInferenceComponent on the component and on the endpoint and model it names.
+        allow(
+            "CreateScaleToZeroComponent",
+            ["sagemaker:CreateInferenceComponent"],
+            [arn("inference-component", component_name(name)), arn("endpoint", name), arn("model", name)],
+        ),
+        allow(
+            "ScaleToZeroComponent",
+            [
+                "sagemaker:UpdateInferenceComponentRuntimeConfig",
+                "sagemaker:DeleteInferenceComponent",
+                "sagemaker:AddTags",
+            ],
+            [arn("inference-component", component_name(name))],
+        ),
+        allow("ReadComponents", ["sagemaker:DescribeInferenceComponent"], [arn("inference-component", "*")]),
+        allow(
+            "ScaleToZeroAlarm",
+            ["cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"],
+            [cloudwatch_alarm_arn(s.region, s.account, alarm_name(name))],
         ),
     ]
 

@@ -38,10 +38,12 @@ AUTOSCALING_ROLE_PATH = (
     f"aws-service-role/{AUTOSCALING_SERVICE}/AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
 )
 SCALED_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+# The scale-to-zero endpoint's inference component scales its copies (inference_components).
+SCALED_COPIES = "sagemaker:inference-component:DesiredCopyCount"
 SAGEMAKER_SCALING = {
     "StringEquals": {
         "application-autoscaling:service-namespace": "sagemaker",
-        "application-autoscaling:scalable-dimension": SCALED_DIMENSION,
+        "application-autoscaling:scalable-dimension": [SCALED_DIMENSION, SCALED_COPIES],
     }
 }
 
@@ -87,9 +89,9 @@ SERVICE_REQUIRED_WILDCARDS: tuple[ServiceWildcard, ...] = (
         ServiceWildcard(
             action,
             "A scalable target's ARN carries an id Application Auto Scaling assigns when the target is registered, so "
-            "no policy can name it beforehand. The grant holds only for SageMaker variants' instance counts (the "
-            "service-namespace and scalable-dimension conditions), and every change of capacity still goes through "
-            "SageMaker on the endpoint's ARN.",
+            "no policy can name it beforehand. The grant holds only for SageMaker variants' instance counts and "
+            "inference components' copy counts (the service-namespace and scalable-dimension conditions), and every "
+            "change of capacity still goes through SageMaker on the endpoint's or the component's ARN.",
             SAGEMAKER_SCALING,
         )
         for action in AUTOSCALING_WRITES

@@ -20,6 +20,7 @@ import urllib.request
 from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 from botocore import xform_name
 from botocore.awsrequest import AWSResponse
@@ -85,10 +86,12 @@ def _bytes(body) -> bytes:
     return str(body or "").encode()
 
 
-class _Refused(Exception):
-    def __init__(self, code: str, message: str, status: int = 400):
-        super().__init__(message)
-        self.code, self.message, self.status = code, message, status
+class Refusal(NamedTuple):
+    """An error answer, as the service would give it (returned, not raised: the reply carries it)."""
+
+    code: str
+    message: str
+    status: int = 400
 
 
 class LocalComponents(component_hosting.ComponentHosting):
@@ -166,10 +169,10 @@ class LocalComponents(component_hosting.ComponentHosting):
 
         def answer(request: object, **_) -> AWSResponse:
             url = getattr(request, "url", "")
-            try:
-                return _reply(url, 200, self._answer(client, service, operation, sent))
-            except _Refused as refused:
-                return _reply(url, refused.status, {"__type": refused.code, "message": refused.message})
+            answered = self._answer(client, service, operation, sent)
+            if isinstance(answered, Refusal):
+                return _reply(url, answered.status, {"__type": answered.code, "message": answered.message})
+            return _reply(url, 200, answered)
 
         sent = request
         client.meta.events.register(event, answer)
@@ -178,13 +181,13 @@ class LocalComponents(component_hosting.ComponentHosting):
         finally:
             client.meta.events.unregister(event, answer)
 
-    def _answer(self, client, service: str, operation: str, request: dict) -> dict:
+    def _answer(self, client, service: str, operation: str, request: dict) -> dict | Refusal:
         region = client.meta.region_name
         if service == "sagemaker":
             return self._sagemaker(client, operation, request, region)
         return self._scaling(operation, request, region)
 
-    def _sagemaker(self, sm_client, operation: str, request: dict, region: str) -> dict:
+    def _sagemaker(self, sm_client, operation: str, request: dict, region: str) -> dict | Refusal:
         data = self._read()
         components = data["components"]
         if operation == "ListInferenceComponents":
@@ -195,8 +198,10 @@ class LocalComponents(component_hosting.ComponentHosting):
         arn = arns.sagemaker_arn(region, ACCOUNT, "inference-component", name)
         if operation == "CreateInferenceComponent":
             if name in components:
-                raise _Refused("ValidationException", f"Cannot create already existing inference component {arn}.")
-            self._require_endpoint(sm_client, request["EndpointName"])
+                return Refusal("ValidationException", f"Cannot create already existing inference component {arn}.")
+            missing = self._require_endpoint(sm_client, request["EndpointName"])
+            if missing is not None:
+                return missing
             components[name] = {
                 "InferenceComponentName": name,
                 "InferenceComponentArn": arn,
@@ -212,7 +217,7 @@ class LocalComponents(component_hosting.ComponentHosting):
             return {"InferenceComponentArn": arn}
         found = components.get(name)
         if found is None:
-            raise _Refused("ValidationException", f"Could not find inference component '{arn}'.")
+            return Refusal("ValidationException", f"Could not find inference component '{arn}'.")
         if operation == "DescribeInferenceComponent":
             return self._described(found)
         if operation == "DeleteInferenceComponent":
@@ -227,14 +232,15 @@ class LocalComponents(component_hosting.ComponentHosting):
             self._serve(sm_client, name, found)
         return {"InferenceComponentArn": arn}
 
-    def _require_endpoint(self, sm_client, endpoint: str) -> None:
+    def _require_endpoint(self, sm_client, endpoint: str) -> Refusal | None:
         with self._as(None):  # the stand-in's own look-up, no call AWS would see
             try:
                 status = sm_client.describe_endpoint(EndpointName=endpoint)["EndpointStatus"]
             except ClientError:
-                raise _Refused("ValidationException", f"Could not find endpoint '{endpoint}'.") from None
+                return Refusal("ValidationException", f"Could not find endpoint '{endpoint}'.")
         if status != "InService":
-            raise _Refused("ValidationException", f"Endpoint {endpoint} is {status}, not InService.")
+            return Refusal("ValidationException", f"Endpoint {endpoint} is {status}, not InService.")
+        return None
 
     def _running(self, name: str) -> bool:
         try:
@@ -280,7 +286,7 @@ class LocalComponents(component_hosting.ComponentHosting):
             "LastModifiedTime": described["LastModifiedTime"],
         }
 
-    def _scaling(self, operation: str, request: dict, region: str) -> dict:
+    def _scaling(self, operation: str, request: dict, region: str) -> dict | Refusal:
         data = self._read()
         targets = data["targets"]
         if operation == "DescribeScalableTargets":
@@ -297,7 +303,7 @@ class LocalComponents(component_hosting.ComponentHosting):
             self._write(data)
             return {"ScalableTargetARN": arn}
         if found is None:
-            raise _Refused("ObjectNotFoundException", f"No scalable target registered for {resource}")
+            return Refusal("ObjectNotFoundException", f"No scalable target registered for {resource}")
         if operation == "DeregisterScalableTarget":
             del targets[resource]
             self._write(data)
@@ -305,7 +311,7 @@ class LocalComponents(component_hosting.ComponentHosting):
         name = request["PolicyName"]
         if operation == "DeleteScalingPolicy":
             if found["policies"].pop(name, None) is None:
-                raise _Refused(
+                return Refusal(
                     "ObjectNotFoundException",
                     f"No scaling policy found for service namespace "
                     f"sagemaker, resource ID {resource}, policy name {name}",

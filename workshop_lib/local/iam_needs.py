@@ -100,12 +100,13 @@ _SAGEMAKER_KINDS = {
     "EndpointConfig": "endpoint-config",
     "Endpoint": "endpoint",
     "TransformJob": "transform-job",
+    "InferenceComponent": "inference-component",
 }
 
 
 def _sagemaker(call: str, params: Mapping, region: str, account: str, facts: Mapping) -> list[Need]:
-    if call == "ListEndpoints":
-        return [("sagemaker:ListEndpoints", "*", {})]  # list actions take no resource
+    if call in ("ListEndpoints", "ListInferenceComponents"):
+        return [(f"sagemaker:{call}", "*", {})]  # list actions take no resource
     if call == "CallWithBearerToken":  # the route's bearer token names no resource; AWS scopes it by account
         return [
             ("sagemaker:CallWithBearerToken", "*", {"aws:ResourceAccount": account, "aws:PrincipalAccount": account})
@@ -120,6 +121,8 @@ def _sagemaker(call: str, params: Mapping, region: str, account: str, facts: Map
     verb, kind = parsed.groups()
     if call == "InvokeEndpoint":
         verb, kind = "Invoke", "Endpoint"
+    if call == "UpdateInferenceComponentRuntimeConfig":  # checked on the component it changes
+        kind = "InferenceComponent"
     name = params.get(f"{kind}Name", "")
     arn = arns.sagemaker_arn(region, account, _SAGEMAKER_KINDS.get(kind, kind.lower()), name)
     tags = {f"aws:ResourceTag/{k}": v for k, v in (facts.get("resource_tags") or {}).items()}

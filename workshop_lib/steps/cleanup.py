@@ -12,6 +12,7 @@ from ..aws import hosting, policies, spend_guard, teardown, updates
 from ..aws.codebuild import parse_s3_uri
 from ..local import permissions
 from ..local.modes import CALL_LOG
+from .components import components_first
 from .context import StepError, Text, Workshop, cleanup_step, shows_requests
 from .recorded import UPDATE_VERSIONS
 
@@ -54,7 +55,8 @@ def delete_endpoint(workshop: Workshop, name: str) -> Text:
 @cleanup_step
 @shows_requests
 def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = True) -> Text:
-    """Every named endpoint (with its config and model) first, since they bill; then their log groups.
+    """Every named endpoint (with its config and model, and first its inference component where it hosts one)
+    first, since they bill; then their log groups.
 
     An endpoint that cannot be deleted does not stop the others: each failure is reported and the
     step raises only after all were tried. ``wait`` False: the endpoint config and model are deleted
@@ -65,6 +67,7 @@ def delete_endpoints(workshop: Workshop, names: Sequence[str], *, wait: bool = T
     lines, failed, deleted = [], [], []
     for name in names:
         try:
+            lines += components_first(workshop, name, wait=wait)  # an inference component goes before its endpoint
             result = teardown.delete_endpoint_resources(
                 c.sm, name, wait=wait, poll_s=15 if config.mode == "aws" else 0.2, scheduler_client=c.get("scheduler")
             )

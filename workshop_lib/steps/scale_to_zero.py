@@ -18,28 +18,20 @@ from dataclasses import dataclass, field
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..aws import component_hosting, encryption, images, inference_components, spend_guard
+from ..aws import encryption, images, inference_components, spend_guard, teardown
 from ..aws.inference_components import ZeroPlan
 from ..client.endpoint import EndpointClient
 from ..client.endpoint_errors import NoCapacity
 from ..deploy_paths import DECISION_CPU
 from ..errors import StepError, WorkshopError
 from ..examples import SUPPORT_ROUTE
-from ..local.component_stand_in import LocalComponents
+from .components import components_first, components_for
 from .context import Shown, Text, Workshop, cleanup_step, shows_requests
 from .quotas import quota_name
 from .recorded import decision_image
 from .recorded import model_data_url as recorded_model
 
 DEFAULT_NAME = inference_components.ZERO_ENDPOINT
-
-
-def components_for(workshop: Workshop) -> component_hosting.ComponentHosting:
-    """Where the component runs in the workshop's mode: SageMaker, or the local stand-in."""
-    c = workshop.clients
-    if workshop.local:
-        return LocalComponents(workshop.rehearsal, c.s3, workshop.mode.calls)
-    return component_hosting.ComponentHosting()
 
 
 def refusal(workshop: Workshop, instance_type: str) -> str | None:
@@ -237,12 +229,12 @@ def remove_scale_to_zero(workshop: Workshop, name: str | None = None, *, wait: b
     """The alarm, scaling policies and target, the component (gone first), then the endpoint, its config, model and
     deadline. Safe to run twice."""
     name = name or DEFAULT_NAME
-    c, components = workshop.clients, components_for(workshop)
-    done, result = component_hosting.remove(c.get, name, components, scheduler_client=c.get("scheduler"), wait=wait)
-    lines = [f"{what}: {state}" for what, state in done]
+    c = workshop.clients
+    lines = components_first(workshop, name, wait=wait)
+    result = teardown.delete_endpoint_resources(
+        c.sm, name, wait=wait, poll_s=0.2 if workshop.local else 15, scheduler_client=c.get("scheduler")
+    )
     lines.append(str(result))
-    if workshop.local:
-        workshop.rehearsal.stop_endpoint(inference_components.component_name(name))
     return Text("\n".join(lines))
 
 

@@ -376,7 +376,7 @@ def test_a_refused_step_raises_its_error_with_the_requests_it_sent_and_both_shel
     from botocore.exceptions import ClientError
     from IPython.core.interactiveshell import InteractiveShell
 
-    from workshop_lib import cli, display, steps
+    from workshop_lib import cli, cli_operate, display, steps
 
     name = workshop.config.cpu_endpoint_name
     client = workshop.clients.get("application-autoscaling")
@@ -414,7 +414,7 @@ def test_a_refused_step_raises_its_error_with_the_requests_it_sent_and_both_shel
     assert "Traceback" not in shown and shown.startswith("ClientError: An error occurred (AccessDeniedException)")
     assert note in shown
     # the command line: the same
-    monkeypatch.setattr(cli, "cmd_autoscale", lambda args: (_ for _ in ()).throw(error))
+    monkeypatch.setattr(cli_operate, "cmd_autoscale", lambda args: (_ for _ in ()).throw(error))
     assert cli.main(["autoscale", "--region", REGION]) == 1
     printed = capsys.readouterr().err
     assert printed.startswith("error: An error occurred (AccessDeniedException)") and note in printed

@@ -1,0 +1,39 @@
+"""What the scale-to-zero step and the cleanup share: where an inference component runs in the workshop's mode
+(SageMaker, or the local stand-in), and removing one before its endpoint, as SageMaker requires."""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+from ..aws import component_hosting
+from ..aws.inference_components import component_name
+from ..local.component_stand_in import LocalComponents
+from .context import Workshop
+
+
+def components_for(workshop: Workshop) -> component_hosting.ComponentHosting:
+    """Where the component runs in the workshop's mode: SageMaker, or the local stand-in."""
+    if workshop.local:
+        return LocalComponents(workshop.rehearsal, workshop.clients.s3, workshop.mode.calls)
+    return component_hosting.ComponentHosting(poll_s=15)
+
+
+def components_first(workshop: Workshop, name: str, *, wait: bool = True) -> list[str]:
+    """Before endpoint ``name`` is deleted, where it hosts inference components: the workshop's component
+    (``component_name``), its scaling and alarm, one line each; [] for an endpoint of one model. A refused look is
+    said, not raised: the endpoint's deletion then says more."""
+    c = workshop.clients
+    try:
+        if not component_hosting.hosts_components(c.sm, name):
+            return []
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        return [f"inference component of {name}: not looked for ({error.get('Code')}: {error.get('Message')})"]
+    components = components_for(workshop)
+    done = component_hosting.remove_components(c.get, name, components, wait=wait)
+    if workshop.local:
+        workshop.rehearsal.stop_endpoint(component_name(name))
+    return [f"{what}: {state}" for what, state in done]
+
+
+__all__ = ["components_first", "components_for"]
