@@ -19,7 +19,7 @@ BLOCK = re.compile(r"^```(?:bash|console|sh)\n(.*?)^```", re.MULTILINE | re.DOTA
 AWS_STEPS = (
     "setup|codebuild-role|package-model|verify-package|resolve-image|deploy|deploy-standard|"
     "invoke-standard|build-image|extend|deadline|placement|invoke|bench|captured|calibrate|alarms|"
-    "update|delete-alarms|autoscale|transform|cleanup|delete-[a-z-]+|audit|stop-local|check"
+    "update|delete-alarms|autoscale|transform|scale-to-zero|cleanup|delete-[a-z-]+|audit|stop-local|check"
 )
 CANNOT_RUN_HERE = {
     r"^aws ": "an AWS account's command",
