@@ -205,14 +205,14 @@ def route(adapter, tmp_path_factory):
     """The rehearsal's route process, with the shared adapter registered as local endpoint ENDPOINT."""
     home = tmp_path_factory.mktemp("route-rehearsal")
     local = Rehearsal(home)
-    data = local._read_registry()
+    data = local.read_registry()
     data["endpoints"][ENDPOINT] = {"url": adapter.url, "pgid": adapter.pid, "log": str(adapter.log_path)}
-    local._write_registry(data)
+    local.write_registry(data)
     url = local.ensure_openai_route(REGION, keep_alive_s=900)
     yield local, url
-    data = local._read_registry()
+    data = local.read_registry()
     data["endpoints"] = {}  # the shared adapter is the pool's to stop
-    local._write_registry(data)
+    local.write_registry(data)
     assert local.stop_all() == []  # the route is stopped with the endpoints, whatever stop_all reports
     assert not local.status() or not any(p.running for p in local.status())
 

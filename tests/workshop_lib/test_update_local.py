@@ -106,7 +106,7 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
     hosting.deploy(sm, plan, region=REGION, hosting=stand_in, progress=False)
     put = alarms.put_alarms(cloudwatch, [NAME], REGION)
     assert set(alarms.alarm_states(cloudwatch, NAME)) == set(put.alarms) == set(alarms.alarm_names(NAME))
-    old = local._read_registry()["endpoints"][NAME]
+    old = local.read_registry()["endpoints"][NAME]
 
     answers, failures, stop = [], [], threading.Event()
 
@@ -155,7 +155,7 @@ def test_an_update_replaces_the_local_endpoint_without_a_failed_request(local, m
     switched = versions.index(after)
     assert set(versions[:switched]) == {before} and set(versions[switched:]) == {after}  # one switch, never back
     assert {attempts for _, attempts, _ in answers} == {1}
-    new = local._read_registry()["endpoints"][NAME]
+    new = local.read_registry()["endpoints"][NAME]
     assert new["url"] != old["url"] and new["model_name"] == update.version
     assert not group_alive(old["pgid"]) and group_alive(new["pgid"])
     described = sm.describe_endpoint(EndpointName=NAME)

@@ -201,7 +201,9 @@ class Rehearsal:
     def registry_path(self) -> Path:
         return self.home / "rehearsal.json"
 
-    def _read_registry(self) -> dict:
+    def read_registry(self) -> dict:
+        """The local endpoints, the emulator and the route as the registry file holds them (followers such as
+        ``RoutedTransport`` and the route process read it for each request)."""
         path = self.registry_path()
         try:
             data = json.loads(path.read_text())
@@ -212,7 +214,8 @@ class Rehearsal:
         data.setdefault("openai_route", None)
         return data
 
-    def _write_registry(self, data: dict) -> None:
+    def write_registry(self, data: dict) -> None:
+        """Replace the registry file with ``data`` in one rename, so a follower never reads half of it."""
         path = self.registry_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -221,7 +224,7 @@ class Rehearsal:
 
     def emulator_url(self) -> str | None:
         """The running emulator's URL, or None."""
-        entry = self._read_registry()["emulator"]
+        entry = self.read_registry()["emulator"]
         if entry and group_alive(entry["pgid"]) and _get(entry["url"] + "/moto-api/") == 200:
             return entry["url"]
         return None
@@ -234,7 +237,7 @@ class Rehearsal:
         url = self.emulator_url()
         if url:
             return url
-        data = self._read_registry()
+        data = self.read_registry()
         for name in list(data["endpoints"]):
             self.stop_endpoint(name)
         if data["emulator"]:
@@ -242,10 +245,10 @@ class Rehearsal:
         emulator = EmulatorProcess(log_path=self.home / "emulator.log", keep_alive_s=keep_alive_s)
         emulator.start(timeout_s=timeout_s)
         _OWNED[emulator.pid] = emulator
-        data = self._read_registry()
+        data = self.read_registry()
         data["emulator"] = _record(emulator)
         data["endpoints"] = {}
-        self._write_registry(data)
+        self.write_registry(data)
         return emulator.url
 
     def _model_for_endpoint(self, sm_client, name: str) -> str:
@@ -305,7 +308,7 @@ class Rehearsal:
         local_readout = readout_env(declared) if kind == ADAPTER else {}
         environment = {**declared, **local_readout, **forced}
         changed = {k: (declared.get(k), v) for k, v in forced.items() if declared.get(k) != v}
-        previous = self._read_registry()["endpoints"].get(name) if replace else None
+        previous = self.read_registry()["endpoints"].get(name) if replace else None
         if previous is None:
             self.stop_endpoint(name)
         log = self.home / "endpoints" / (f"{name}.{model_name}.log" if previous else f"{name}.log")
@@ -335,7 +338,7 @@ class Rehearsal:
         except (ServerFailedToStart, dlc_server.LauncherError) as exc:
             raise RehearsalError(f"the local endpoint {name} did not start: {exc}") from None
         _OWNED[server.pid] = server
-        data = self._read_registry()
+        data = self.read_registry()
         data["endpoints"][name] = _record(
             server,
             model_dir=str(model_dir),
@@ -345,7 +348,7 @@ class Rehearsal:
             fallback=fallback,
             **extra,
         )
-        self._write_registry(data)  # the switch: from here on, followers send to the new process
+        self.write_registry(data)  # the switch: from here on, followers send to the new process
         self.ensure_openai_route(sm_client.meta.region_name, keep_alive_s)
         if previous is not None:
             time.sleep(SWITCH_DRAIN_S)  # a request that read the old address just before has reached it
@@ -368,7 +371,7 @@ class Rehearsal:
         """What serves the local endpoint ``name``: ``{"server": ADAPTER | LLAMA_SERVER, "fallback": why the
         adapter stands in, "private_url": llama-server's own port}``; RehearsalError if it is not running."""
         self.endpoint_url(name)
-        entry = self._read_registry()["endpoints"][name]
+        entry = self.read_registry()["endpoints"][name]
         return {
             "server": entry.get("served_by", ADAPTER),
             "fallback": entry.get("fallback", ""),
@@ -377,13 +380,13 @@ class Rehearsal:
 
     def endpoint_url(self, name: str) -> str:
         """The URL of the local endpoint ``name``; RehearsalError if it is not running."""
-        entry = self._read_registry()["endpoints"].get(name)
+        entry = self.read_registry()["endpoints"].get(name)
         if not entry or not group_alive(entry["pgid"]):
             raise RehearsalError(f"no local endpoint {name!r} is running; deploy it (notebooks 02 and 04) first")
         return entry["url"]
 
     def endpoint_log(self, name: str) -> Path:
-        entry = self._read_registry()["endpoints"].get(name)
+        entry = self.read_registry()["endpoints"].get(name)
         if not entry:
             raise RehearsalError(f"no local endpoint {name!r} was started")
         return Path(entry["log"])
@@ -391,20 +394,20 @@ class Rehearsal:
     def stop_endpoint(self, name: str) -> bool:
         """Stop the local endpoint ``name`` (and the OpenAI-compatible route with the last one); False if it
         was not running."""
-        data = self._read_registry()
+        data = self.read_registry()
         entry = data["endpoints"].pop(name, None)
         stopped = _stop_group(entry["pgid"]) if entry else False
         if entry:
             if not data["endpoints"] and data["openai_route"]:
                 _stop_group(data["openai_route"]["pgid"], timeout_s=10)
                 data["openai_route"] = None
-            self._write_registry(data)
+            self.write_registry(data)
         return stopped
 
     def ensure_openai_route(self, region: str, keep_alive_s: float = KEEP_ALIVE_S) -> str:
         """The URL of SageMaker's OpenAI-compatible route for this rehearsal's endpoints in ``region``
         (``openai_route``), started first if it is not running there."""
-        entry = self._read_registry()["openai_route"]
+        entry = self.read_registry()["openai_route"]
         if entry and entry.get("region") == region and group_alive(entry["pgid"]):
             return entry["url"]
         if entry:
@@ -414,23 +417,23 @@ class Rehearsal:
         )
         route.start(timeout_s=60)
         _OWNED[route.pid] = route
-        data = self._read_registry()
+        data = self.read_registry()
         data["openai_route"] = _record(route, region=region)
-        self._write_registry(data)
+        self.write_registry(data)
         return route.url
 
     def openai_route_url(self) -> str:
         """The running OpenAI-compatible route's URL; RehearsalError if no local endpoint runs (nor the route)."""
-        entry = self._read_registry()["openai_route"]
+        entry = self.read_registry()["openai_route"]
         if not entry or not group_alive(entry["pgid"]):
             raise RehearsalError("the OpenAI-compatible route runs with the local endpoints: deploy one (notebook 04)")
         return entry["url"]
 
     def stop_all(self) -> list[str]:
         """Stop every local endpoint and the emulator; returns what was running. Safe to call twice."""
-        data = self._read_registry()
+        data = self.read_registry()
         stopped = [f"local endpoint {name}" for name in list(data["endpoints"]) if self.stop_endpoint(name)]
-        data = self._read_registry()
+        data = self.read_registry()
         if data["openai_route"]:
             _stop_group(data["openai_route"]["pgid"], timeout_s=10)
             data["openai_route"] = None
@@ -440,14 +443,14 @@ class Rehearsal:
             data["emulator"] = None
         data["endpoints"] = {}
         if self.registry_path().exists() or stopped:
-            self._write_registry(data)
+            self.write_registry(data)
         # Extracted model copies are only for running endpoints; none runs now.
         shutil.rmtree(self.home / "models", ignore_errors=True)
         return stopped
 
     def status(self) -> list[ProcessStatus]:
         """What the registry records, and whether each process still runs."""
-        data = self._read_registry()
+        data = self.read_registry()
         found = []
         if data["emulator"]:
             e = data["emulator"]

@@ -16,7 +16,7 @@ class Registry(Protocol):
 
     def registry_path(self) -> Path: ...
 
-    def _read_registry(self) -> dict: ...
+    def read_registry(self) -> dict: ...
 
 
 class RoutedTransport(LocalTransport):
@@ -41,7 +41,7 @@ class RoutedTransport(LocalTransport):
         if stamp == self._stamp:
             return
         self._stamp = stamp
-        entry = self._local._read_registry()["endpoints"].get(self._endpoint)
+        entry = self._local.read_registry()["endpoints"].get(self._endpoint)
         if entry and entry["url"].rstrip("/") != self.url:
             LocalTransport.__init__(self, entry["url"], **self._options)
 
