@@ -22,9 +22,11 @@ from ..aws import encryption, images, inference_components, spend_guard, teardow
 from ..aws.inference_components import ZeroPlan
 from ..client.endpoint import EndpointClient
 from ..client.endpoint_errors import NoCapacity
+from ..client.transport import READ_TIMEOUT_S
 from ..deploy_paths import DECISION_CPU
 from ..errors import StepError, WorkshopError
 from ..examples import SUPPORT_ROUTE
+from ..local.rehearsal import LOCAL_REQUEST_TIMEOUT_S
 from .components import components_first, components_for
 from .context import Shown, Text, Workshop, cleanup_step, shows_requests
 from .quotas import quota_name
@@ -178,7 +180,11 @@ def _deadline(workshop: Workshop, name: str) -> str:
 def _client(workshop: Workshop, components, name: str) -> EndpointClient:
     runtime = components.runtime(workshop.clients.get)
     component = inference_components.component_name(name)
-    return EndpointClient.sagemaker(name, runtime_client=runtime, inference_component=component, retries=0)
+    # Locally a cold adapter's first decision shares two cores; it gets the local endpoints' request limit.
+    timeout_s = LOCAL_REQUEST_TIMEOUT_S + 10.0 if workshop.local else READ_TIMEOUT_S
+    return EndpointClient.sagemaker(
+        name, runtime_client=runtime, inference_component=component, retries=0, timeout_s=timeout_s
+    )
 
 
 @shows_requests
