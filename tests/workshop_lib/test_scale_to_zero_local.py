@@ -65,6 +65,7 @@ def test_scale_to_zero_and_back_then_removal_leaves_nothing(local_mode, capsys):
     out = _run(capsys, "scale-to-zero", "--deploy-only", "--show-requests")
     assert f"inference component {COMPONENT}: the decision model, 1 copy" in out
     assert "sagemaker CreateInferenceComponent" in out and "cloudwatch PutMetricAlarm" in out
+    assert "deadline: none" in out and "scheduler CreateSchedule" not in out  # DeleteEndpoint would be refused
     assert f"local endpoint {COMPONENT}" in _running()
 
     out = _run(capsys, "scale-to-zero", "--show-only")

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..aws import encryption, images, inference_components, spend_guard, teardown
+from ..aws import encryption, images, inference_components, teardown
 from ..aws.inference_components import ZeroPlan
 from ..client.endpoint import EndpointClient
 from ..client.endpoint_errors import NoCapacity
 from ..client.transport import READ_TIMEOUT_S
 from ..deploy_paths import DECISION_CPU
-from ..errors import StepError, WorkshopError
+from ..errors import StepError
 from ..examples import SUPPORT_ROUTE
 from ..local.rehearsal import LOCAL_REQUEST_TIMEOUT_S
 from .components import components_first, components_for
@@ -135,7 +135,6 @@ def deploy_scale_to_zero(
     c, components = workshop.clients, components_for(workshop)
     started = time.perf_counter()
     notes = components.create_endpoint(c.sm, plan, progress=progress)
-    deadline = _deadline(workshop, plan.name)
     components.create_component(c.sm, plan.component)
     components.wait_copies(c.sm, plan.component_name, 1, progress=progress)
     scaling = c.get("application-autoscaling")
@@ -153,7 +152,7 @@ def deploy_scale_to_zero(
             "target tracking on requests per copy)",
             f"  scale out from zero: alarm {inference_components.alarm_name(plan.name)} on "
             f"{inference_components.NO_CAPACITY_METRIC} runs the step policy (one copy more)",
-            deadline,
+            NO_DEADLINE,
             *(f"  {note}" for note in plan.notes),
             *notes,
             *components.not_exercised(),
@@ -161,20 +160,14 @@ def deploy_scale_to_zero(
     )
 
 
-def _deadline(workshop: Workshop, name: str) -> str:
-    hours = workshop.config.ttl_hours
-    if not hours:
-        return "  deadline: none (endpoint_ttl_hours is 0); idle it costs nothing once its copies are at zero"
-    c = workshop.clients
-    try:
-        account = c.sts.get_caller_identity()["Account"]
-        role = spend_guard.ensure_role(c.get("iam"), workshop.config, account)[0]
-        set_at = spend_guard.set_deadline(
-            c.get("scheduler"), name, role_arn=role, when=spend_guard.deadline_after(hours), region=c.region
-        )
-    except (ClientError, WorkshopError) as exc:  # the endpoint exists already: say why it has none, never raise
-        return f"  deadline: NOT SET ({exc}); remove it with `scale-to-zero --remove` when done"
-    return f"  deadline: {set_at.text()}"
+# Why this endpoint gets no deadline schedule: the workshop's deadlines call DeleteEndpoint, which SageMaker refuses
+# while the endpoint still hosts an inference component (the component goes first), and the endpoint's own target
+# tracking already stops the bill of a forgotten one.
+NO_DEADLINE = (
+    "  deadline: none; idle, target tracking takes the copies to 0 after 15 minutes and SageMaker releases the "
+    "instance about 10 minutes later, so a forgotten endpoint costs nothing (a DeleteEndpoint deadline would be "
+    "refused while the component exists); remove it with `scale-to-zero --remove` or notebook 08"
+)
 
 
 def _client(workshop: Workshop, components, name: str) -> EndpointClient:
