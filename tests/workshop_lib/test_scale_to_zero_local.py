@@ -40,7 +40,7 @@ def local_mode(tmp_path, monkeypatch):
 def _run(capsys, *argv) -> str:
     status = main(list(argv))
     out = capsys.readouterr()
-    assert status == 0, [line for line in out.err.splitlines() if line.startswith("error")] or out.err[-3000:]
+    assert status == 0, out.err[out.err.find("error:") :][:3000] if "error:" in out.err else out.err[-3000:]
     return out.out
 
 
@@ -97,5 +97,7 @@ def test_scale_to_zero_and_back_then_removal_leaves_nothing(local_mode, capsys):
     again = _run(capsys, "scale-to-zero", "--remove")
     assert f"endpoint {NAME}: already gone" in again and "inference component" not in again
 
+    audit = _run(capsys, "audit")  # every call above, the stand-in's included, held against the generated policies
+    assert "permissions checked against its policy" in audit and "DENIED" not in audit, audit
     _run(capsys, "stop-local")
     assert _running() == []

@@ -318,9 +318,8 @@ def tagged_endpoint_statements(s: Scope) -> list[dict]:
 
 
 def scale_to_zero_statements(s: Scope) -> list[dict]:
-    """The scale-to-zero endpoint (``inference_components``): its model, config and endpoint, its one inference
-    component and the alarm that scales it out from zero; and reading any component, since cleaning up an endpoint
-    first looks whether it hosts one (a component must go before its endpoint)."""
+    """The scale-to-zero endpoint (``inference_components``): its model, config and endpoint (and the log group
+    notebook 08 deletes), its one inference component, and the alarms that scale the component's copies."""
     name = ZERO_ENDPOINT
 
     def arn(kind: str, resource: str) -> str:
@@ -339,17 +338,28 @@ def scale_to_zero_statements(s: Scope) -> list[dict]:
         allow(
             "ScaleToZeroComponent",
             [
+                "sagemaker:DescribeInferenceComponent",
                 "sagemaker:UpdateInferenceComponentRuntimeConfig",
                 "sagemaker:DeleteInferenceComponent",
                 "sagemaker:AddTags",
             ],
             [arn("inference-component", component_name(name))],
         ),
-        allow("ReadComponents", ["sagemaker:DescribeInferenceComponent"], [arn("inference-component", "*")]),
         allow(
-            "ScaleToZeroAlarm",
-            ["cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"],
-            [cloudwatch_alarm_arn(s.region, s.account, alarm_name(name))],
+            "ScaleToZeroLogs",
+            ["logs:DeleteLogGroup"],
+            log_group_resources(s, [f"/aws/sagemaker/Endpoints/{name}"]),
+        ),
+        # The step policy's alarm, and those target tracking makes (and deletes) with the caller's permission.
+        allow(
+            "ScaleToZeroAlarms",
+            ["cloudwatch:PutMetricAlarm", "cloudwatch:DescribeAlarms", "cloudwatch:DeleteAlarms"],
+            [
+                cloudwatch_alarm_arn(s.region, s.account, alarm_name(name)),
+                cloudwatch_alarm_arn(
+                    s.region, s.account, f"TargetTracking-inference-component/{component_name(name)}-*"
+                ),
+            ],
         ),
     ]
 

@@ -190,6 +190,14 @@ def _autoscaling(call: str, params: Mapping, region: str, account: str) -> list[
     )
     needs = [(action, "*", context)]
     resource = params.get("ResourceId") or ""
+    if resource.startswith("inference-component/") and params.get("PolicyType") != "StepScaling":
+        # target tracking on a component's copies: its alarms, TargetTracking-inference-component/<name>-...
+        alarm = arns.cloudwatch_alarm_arn(region, account, f"TargetTracking-{resource}-AlarmHigh-0")
+        if call == "PutScalingPolicy":
+            needs += [("cloudwatch:PutMetricAlarm", alarm, {}), ("cloudwatch:DescribeAlarms", alarm, {})]
+        if call == "DeleteScalingPolicy":
+            needs += [("cloudwatch:DeleteAlarms", alarm, {})]
+        return needs
     match = re.fullmatch(r"endpoint/([^/]+)/variant/[^/]+", resource)
     if not match:
         return needs
