@@ -207,7 +207,12 @@ def show_scale_to_zero(
     components.wait_copies(c.sm, component, 1, progress=progress)
     decision = client.decide(SUPPORT_ROUTE)
     cold = time.perf_counter() - started
-    where = "a local process started" if workshop.local else "SageMaker provisioned an instance and the copy"
+    where = (
+        "a local process started"
+        if workshop.local
+        else "a copy started; SageMaker releases an idle instance about 10 minutes after its last copy, so a start "
+        "from no instance at all adds the instance's provisioning, several minutes"
+    )
     lines += [
         f"  copies: 1 again; cold start {cold:.1f} s until a decision was answered ({where})",
         f"  the decision: {decision.top} ({decision.top_probability:.2f})",
