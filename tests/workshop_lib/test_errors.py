@@ -52,8 +52,10 @@ KEPT = {
     "local.dlc_rules.LauncherError",
     "local.processes.ServerFailedToStart",
     "local.rehearsal.RehearsalError",
+    "local.openai_route.Refusal",  # the rehearsal's route answers it as AWS's HTTP refusal
     "client.jev.SystemOneFormatError",
     "client.openai_decisions.DecisionsFormatError",
+    "client.chat_decisions.ChatDecisionFormatError",
     # an invocation's failure by HTTP status: each carries its own hint, and callers retry on some
     "client.endpoint_errors.BadRequest",
     "client.endpoint_errors.EndpointBusy",

@@ -29,7 +29,7 @@ import botocore.session
 from botocore.credentials import CredentialProvider
 from botocore.exceptions import UnknownRegionError
 
-from ..errors import InvalidInput, WorkshopError
+from ..errors import InvalidInput
 from . import chat_decisions
 from .endpoint import OptionsLike
 
@@ -48,35 +48,31 @@ ROUTE_PARTITIONS = {
 ROUTE_PATH = "/endpoints/{name}/openai/v1"
 
 
-class RouteNotOffered(WorkshopError, ValueError):
-    """SageMaker's OpenAI-compatible route is not known to exist where it was asked for."""
-
-
 def _botocore():
     return botocore.session.get_session()
 
 
 def runtime_url(region: str) -> str:
     """SageMaker runtime's URL in ``region`` as botocore resolves it (the partition's DNS suffix included);
-    RouteNotOffered where the route is not documented or botocore knows no SageMaker runtime there."""
+    InvalidInput where the route is not documented or botocore knows no SageMaker runtime there."""
     if not isinstance(region, str) or not region.strip():
         raise InvalidInput("region is empty: name the AWS region the endpoint is in (for example us-east-1)")
     session = _botocore()
     try:
         partition = session.get_partition_for_region(region)
     except UnknownRegionError:
-        raise RouteNotOffered(
+        raise InvalidInput(
             f"botocore knows no partition for region {region!r}; check the region's name "
             "(aws ec2 describe-regions lists them)"
         ) from None
     if partition not in ROUTE_PARTITIONS:
-        raise RouteNotOffered(
+        raise InvalidInput(
             f"SageMaker's OpenAI-compatible route is not documented in the {partition} partition ({region}); "
             f"it is in {', '.join(sorted(ROUTE_PARTITIONS))}. Call the endpoint with InvokeEndpoint "
             "(EndpointClient.sagemaker) instead"
         )
     if region not in session.get_available_regions("sagemaker-runtime", partition):
-        raise RouteNotOffered(
+        raise InvalidInput(
             f"botocore knows no SageMaker runtime in region {region!r}; check the region's name "
             "(aws ec2 describe-regions lists them)"
         )
@@ -185,7 +181,6 @@ __all__ = [
     "MAX_TOKEN_S",
     "ROUTE_PARTITIONS",
     "BearerToken",
-    "RouteNotOffered",
     "decide",
     "mint_token",
     "openai_client",

@@ -39,6 +39,7 @@ from botocore.credentials import Credentials
 from ..aws import iam
 from ..aws.policies import OPERATOR
 from ..client.openai_route import MAX_TOKEN_S, ROUTE_PATH, openai_client
+from ..errors import AwsFailure
 from .iam_needs import needed
 from .modes import CALL_LOG, FAKE_CREDENTIALS, LocalMode, emulator_session
 from .permissions import ADMINISTRATOR, ATTACHED_FILE, AttachedPolicies, caller_arn, persona
@@ -55,7 +56,7 @@ CHAT_PATH = "/v1/chat/completions"
 FORWARD_TIMEOUT_S = 300
 
 
-class Refusal(Exception):
+class Refusal(AwsFailure):
     """What AWS answers instead of the endpoint's answer: the status, a code and the reason."""
 
     def __init__(self, status: int, code: str, message: str):
