@@ -18,6 +18,7 @@ from __future__ import annotations
 from .. import names
 from ..config import WorkshopConfig
 from .arns import cloudwatch_alarm_arn, ecr_repository_arn, role_arn, s3_bucket_arn, s3_object_arn
+from .inference_components import component_name
 from .kms_statements import key_statements
 from .policy_scope import BATCH_OUTPUT_FOLDER, CAPTURE_FOLDER, MODEL_FOLDER, Scope, as_scope
 from .statements import (
@@ -175,8 +176,13 @@ def scheduler_role_policy(config, account_id: str | None = None, **options) -> d
     """What the deadlines' role may do: delete endpoints that carry the workshop's tag, whatever their name and
     region (the role is one per account, so it never changes from one deploy to the next), and deregister a
     SageMaker variant's auto scaling, which deleting a scaled endpoint requires of the caller (SageMaker guide,
-    "Delete endpoints configured for auto scaling")."""
+    "Delete endpoints configured for auto scaling"); and delete the decision model's inference component that a
+    scale-to-zero endpoint hosts (its deadline's first schedule), by the component's name in any region.
+
+    The component is scoped by name, not by tag: the local rehearsal cannot read an inference component's tags (its
+    stand-in answers what the emulator lacks), and a grant it cannot audit would be one the rehearsal never checks."""
     s = as_scope(config, account_id, **options)
+    components = "*" + component_name("e").removeprefix("e")  # every endpoint's: <endpoint>-decision
     return policy_document(
         [
             allow(
@@ -184,6 +190,11 @@ def scheduler_role_policy(config, account_id: str | None = None, **options) -> d
                 ["sagemaker:DeleteEndpoint"],
                 [f"arn:{s.partition}:sagemaker:*:{s.account}:endpoint/*"],
                 workshop_tagged(),
+            ),
+            allow(
+                "DeleteWorkshopComponents",
+                ["sagemaker:DeleteInferenceComponent"],
+                [f"arn:{s.partition}:sagemaker:*:{s.account}:inference-component/{components}"],
             ),
             allow(
                 "DeregisterScaledVariants", ["application-autoscaling:DeregisterScalableTarget"], "*", SAGEMAKER_SCALING

@@ -16,6 +16,11 @@ requests, each validated by botocore's EventBridge Scheduler model, the role's t
 senders around a boto3 client. Schedules carry no tags, so a schedule counts as the workshop's only when
 its target is DeleteEndpoint of that endpoint with the workshop's scheduler role; any other schedule of
 the same name is left alone.
+
+An endpoint that hosts an inference component (``steps.scale_to_zero``) cannot be deleted while the component
+exists: SageMaker refuses DeleteEndpoint then. Its deadline is two schedules (``set_deadlines``): one named after the
+component (``<component>-deadline``) calls DeleteInferenceComponent at the deadline, and the endpoint's own calls
+DeleteEndpoint ``COMPONENT_MARGIN`` later, once the component's deletion has had time to finish.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ from botocore.exceptions import ClientError
 
 from .. import names
 from ..errors import AwsFailure
-from . import api, policies, roles
+from . import api, roles
 from .arns import SCHEDULE_GROUP, delete_endpoint_target, schedule_arn, schedule_name
+from .deadline_targets import COMPONENT, COMPONENT_MARGIN, DELETIONS, ENDPOINT, PRINCIPAL, Deletion, deadline_calls
 from .iam import check_policy_document
 from .policy_scope import Scope, deadline_scope
 from .role_boundary import boundary_policy_arn
@@ -40,8 +46,6 @@ from .service_roles import SCHEDULER_ROLE_NAME, scheduler_role_arn, scheduler_ro
 # A deadline that fires while SageMaker is busy (the endpoint still Creating, say) is retried for an hour.
 RETRY_POLICY = {"MaximumRetryAttempts": 20, "MaximumEventAgeInSeconds": 3600}
 DELETED, ALREADY_GONE, LEFT_ALONE = "deleted", "already gone", "left alone"
-# The principal the deadlines act as, in the local rehearsal's permission audit (permissions.audit).
-PRINCIPAL = policies.DEADLINES
 
 
 class NotTheWorkshops(AwsFailure):
@@ -91,9 +95,16 @@ def remaining_text(when: datetime, now: datetime | None = None) -> str:
 
 
 def schedule_request(
-    endpoint_name: str, *, role_arn: str, when: datetime, region: str, operation: str = "CreateSchedule"
+    endpoint_name: str,
+    *,
+    role_arn: str,
+    when: datetime,
+    region: str,
+    operation: str = "CreateSchedule",
+    deletes: Deletion = ENDPOINT,
 ) -> dict:
-    """CreateSchedule (or, with ``operation="UpdateSchedule"``, the same full request that replaces it)."""
+    """CreateSchedule (or, with ``operation="UpdateSchedule"``, the same full request that replaces it) that
+    deletes ``endpoint_name`` (with ``deletes=COMPONENT``: the inference component of that name) at ``when``."""
     if operation not in ("CreateSchedule", "UpdateSchedule"):
         raise ValueError("operation is CreateSchedule or UpdateSchedule")
     if not names.is_role_arn(role_arn):
@@ -106,11 +117,11 @@ def schedule_request(
         "FlexibleTimeWindow": {"Mode": "OFF"},
         "ActionAfterCompletion": "NONE",
         "State": "ENABLED",
-        "Description": f"decision workshop spend guard: delete endpoint {endpoint_name} at its deadline",
+        "Description": f"decision workshop spend guard: delete {deletes.what} {endpoint_name} at its deadline",
         "Target": {
-            "Arn": delete_endpoint_target(region),
+            "Arn": deletes.target(region),
             "RoleArn": role_arn,
-            "Input": json.dumps({"EndpointName": endpoint_name}),
+            "Input": json.dumps({deletes.parameter: endpoint_name}),
             "RetryPolicy": dict(RETRY_POLICY),
         },
     }
@@ -127,68 +138,36 @@ def delete_request(endpoint_name: str) -> dict:
     )
 
 
-def deadline_calls(calls) -> list[dict]:
-    """The call each recorded deadline makes when it fires (SageMaker DeleteEndpoint as ``PRINCIPAL``), in
-    the call log's form, with what IAM reads then: the endpoint's tags (from its CreateEndpoint) and its variants
-    ever registered for auto scaling (SageMaker deregisters them as the caller). The emulator never fires a schedule
-    by itself, so the audit holds these against the role."""
-    calls = [c for c in calls if not c.get("refused")]
-    tags: dict[str | None, dict[str, str]] = {}
-    scaled: dict[str, set[str]] = {}
-    for call in calls:
-        params = call.get("params") or {}
-        if call.get("service") == "sagemaker" and call.get("operation") == "CreateEndpoint":
-            tags[params.get("EndpointName")] = {t["Key"]: t["Value"] for t in params.get("Tags") or []}
-        # A deadline may fire at any time while the endpoint lives, so while it is scaled too.
-        if call.get("service") == "application-autoscaling" and call.get("operation") == "RegisterScalableTarget":
-            for name in str(params.get("ResourceId", "")).split("/")[1:2]:
-                scaled.setdefault(name, set()).add(params["ResourceId"])
-    made = []
-    for call in calls:
-        if call.get("service") == "scheduler" and call.get("operation") in ("CreateSchedule", "UpdateSchedule"):
-            target = (call.get("params") or {}).get("Target") or {}
-            try:
-                endpoint = json.loads(target.get("Input") or "{}").get("EndpointName")
-            except ValueError:
-                endpoint = None
-            if endpoint:
-                made.append(
-                    {
-                        "principal": PRINCIPAL,
-                        "service": "sagemaker",
-                        "operation": "DeleteEndpoint",
-                        "params": {"EndpointName": endpoint},
-                        "facts": {
-                            "resource_tags": tags.get(endpoint, {}),
-                            "scaled_variants": sorted(scaled.get(endpoint, ())),
-                        },
-                    }
-                )
-    return made
-
-
 # ---- what a schedule says ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class EndpointDeadline:
-    """When an endpoint's schedule deletes it (not a request's time limit: ``client.Deadline``)."""
+    """When an endpoint's schedule deletes it (not a request's time limit: ``client.Deadline``); with
+    ``component``, when the schedule of the component it hosts deletes that component."""
 
     endpoint_name: str
     when: datetime | None  # None: a schedule whose expression is not a one-time at(...)
     schedule: str
+    component: str = ""
+
+    @property
+    def what(self) -> str:
+        if self.component:
+            return f"inference component {self.component} (on endpoint {self.endpoint_name})"
+        return f"endpoint {self.endpoint_name}"
 
     def text(self, now: datetime | None = None) -> str:
         if self.when is None:
-            return f"endpoint {self.endpoint_name}: schedule {self.schedule} is not a one-time deadline"
+            return f"{self.what}: schedule {self.schedule} is not a one-time deadline"
         if remaining_text(self.when, now) == "passed":
             return (
-                f"endpoint {self.endpoint_name}: its deadline {self.when:%Y-%m-%d %H:%M} UTC has passed; if the "
-                "endpoint is still there, the deletion failed (EventBridge Scheduler's TargetErrorCount metric, "
+                f"{self.what}: its deadline {self.when:%Y-%m-%d %H:%M} UTC has passed; if it is still there, "
+                "the deletion failed (EventBridge Scheduler's TargetErrorCount metric, "
                 f"schedule {self.schedule}): delete it with python -m workshop_lib cleanup"
             )
         return (
-            f"endpoint {self.endpoint_name} is deleted at {self.when:%Y-%m-%d %H:%M} UTC "
+            f"{self.what} is deleted at {self.when:%Y-%m-%d %H:%M} UTC "
             f"({remaining_text(self.when, now)}) unless extended: "
             f"python -m workshop_lib extend --name {self.endpoint_name} --hours N"
         )
@@ -196,15 +175,16 @@ class EndpointDeadline:
     __str__ = text
 
 
-def is_workshop_schedule(described: dict, endpoint_name: str) -> bool:
-    """The schedule deletes exactly this endpoint, as the workshop's scheduler role."""
+def is_workshop_schedule(described: dict, endpoint_name: str, deletes: Deletion = ENDPOINT) -> bool:
+    """The schedule deletes exactly this endpoint (``deletes=COMPONENT``: this inference component), as the
+    workshop's scheduler role."""
     target = described.get("Target") or {}
     try:
-        given = json.loads(target.get("Input") or "{}").get("EndpointName")
+        given = json.loads(target.get("Input") or "{}").get(deletes.parameter)
     except ValueError:
         return False
     return (
-        str(target.get("Arn", "")).endswith(":scheduler:::aws-sdk:sagemaker:deleteEndpoint")
+        str(target.get("Arn", "")).endswith(f":scheduler:::aws-sdk:sagemaker:{deletes.action}")
         and str(target.get("RoleArn", "")).endswith(f":role/{SCHEDULER_ROLE_NAME}")
         and given == endpoint_name
     )
@@ -279,21 +259,27 @@ def schedules_left(scheduler_for, regions, endpoint_names) -> list[str]:
     return left
 
 
-def read_deadline(scheduler, endpoint_name: str) -> EndpointDeadline | None:
-    """The endpoint's deadline, or None when it has none (never set, already fired, or removed)."""
+def _deletes(component: str) -> Deletion:
+    return COMPONENT if component else ENDPOINT
+
+
+def read_deadline(scheduler, endpoint_name: str, component: str = "") -> EndpointDeadline | None:
+    """The endpoint's deadline (with ``component``: that component's schedule), or None when it has none (never set,
+    already fired, or removed)."""
+    name = component or endpoint_name
     try:
-        described = scheduler.get_schedule(**get_request(endpoint_name))
+        described = scheduler.get_schedule(**get_request(name))
     except ClientError as exc:
         if _code(exc) == "ResourceNotFoundException":
             return None
         raise
-    if not is_workshop_schedule(described, endpoint_name):
+    if not is_workshop_schedule(described, name, _deletes(component)):
         raise NotTheWorkshops(
-            f"schedule {described.get('Name')} exists but does not delete endpoint {endpoint_name} as the "
+            f"schedule {described.get('Name')} exists but does not delete {_deletes(component).what} {name} as the "
             f"workshop's role {SCHEDULER_ROLE_NAME}; it is left alone"
         )
     when = parse_at(described.get("ScheduleExpression", ""), described.get("ScheduleExpressionTimezone") or "UTC")
-    return EndpointDeadline(endpoint_name, when, described["Name"])
+    return EndpointDeadline(endpoint_name, when, described["Name"], component)
 
 
 def set_deadline(
@@ -303,17 +289,20 @@ def set_deadline(
     role_arn: str,
     when: datetime,
     region: str | None = None,
+    component: str = "",
     attempts: int = 8,
     sleep=time.sleep,
 ) -> EndpointDeadline:
-    """Create the endpoint's deadline, or move the workshop's existing one to ``when``, in the scheduler
-    client's region (``region``: the same, read from the client when not given).
+    """Create the endpoint's deadline (with ``component``: the schedule that deletes that component of it), or move
+    the workshop's existing one to ``when``, in the scheduler client's region (``region``: the same, read from the
+    client when not given).
 
     A role created moments ago may not be usable by the scheduler yet (IAM is eventually consistent):
     the scheduler then answers ValidationException, and the request is retried with backoff.
     """
     region = region or api.region_of(scheduler)
-    request = schedule_request(endpoint_name, role_arn=role_arn, when=when, region=region)
+    name, deletes = component or endpoint_name, _deletes(component)
+    request = schedule_request(name, role_arn=role_arn, when=when, region=region, deletes=deletes)
     for attempt in range(attempts):
         try:
             try:
@@ -321,19 +310,46 @@ def set_deadline(
             except ClientError as exc:
                 if _code(exc) != "ConflictException":
                     raise
-                read_deadline(scheduler, endpoint_name)  # raises NotTheWorkshops for someone else's
+                read_deadline(scheduler, endpoint_name, component)  # raises NotTheWorkshops for someone else's
                 scheduler.update_schedule(
                     **schedule_request(
-                        endpoint_name, role_arn=role_arn, when=when, region=region, operation="UpdateSchedule"
+                        name, role_arn=role_arn, when=when, region=region, operation="UpdateSchedule", deletes=deletes
                     )
                 )
             at = when.astimezone(timezone.utc).replace(microsecond=0)
-            return EndpointDeadline(endpoint_name, at, request["Name"])
+            return EndpointDeadline(endpoint_name, at, request["Name"], component)
         except ClientError as exc:
             if _code(exc) != "ValidationException" or attempt == attempts - 1:
                 raise
             sleep(min(2**attempt, 15))
     raise AssertionError("unreachable")
+
+
+def deadline_times(when: datetime, component: str = "") -> list[tuple[str, datetime]]:
+    """(component, time) of each schedule an endpoint's deadline at ``when`` is made of, in the order they fire:
+    the endpoint's alone (component ""), or first its component's at ``when``, then its own ``COMPONENT_MARGIN``
+    later (SageMaker refuses DeleteEndpoint while the endpoint hosts a component)."""
+    if not component:
+        return [("", when)]
+    return [(component, when), ("", when + COMPONENT_MARGIN)]
+
+
+def set_deadlines(
+    scheduler,
+    endpoint_name: str,
+    *,
+    role_arn: str,
+    when: datetime,
+    region: str | None = None,
+    component: str = "",
+    sleep=time.sleep,
+) -> list[EndpointDeadline]:
+    """``set_deadline`` for each schedule of ``deadline_times``: the component's first, so an endpoint is never
+    left with a deadline that would be refused."""
+    return [
+        set_deadline(scheduler, endpoint_name, role_arn=role_arn, when=at, region=region, component=part, sleep=sleep)
+        for part, at in deadline_times(when, component)
+    ]
 
 
 def extend(
@@ -343,21 +359,27 @@ def extend(
     *,
     role_arn: str,
     region: str | None = None,
+    component: str = "",
     now: datetime | None = None,
 ) -> EndpointDeadline:
-    """Move the deadline to ``hours`` from now (made again if it had gone)."""
-    return set_deadline(scheduler, endpoint_name, role_arn=role_arn, when=deadline_after(hours, now), region=region)
+    """Move the deadline (both schedules, with ``component``) to ``hours`` from now (made again if it had gone);
+    the endpoint's own schedule is returned."""
+    made = set_deadlines(
+        scheduler, endpoint_name, role_arn=role_arn, when=deadline_after(hours, now), region=region, component=component
+    )
+    return made[-1]
 
 
-def remove_deadline(scheduler, endpoint_name: str) -> str:
-    """Delete the endpoint's deadline: DELETED, ALREADY_GONE, or LEFT_ALONE for a schedule not the workshop's."""
+def remove_deadline(scheduler, endpoint_name: str, component: str = "") -> str:
+    """Delete the endpoint's deadline (with ``component``: that component's schedule): DELETED, ALREADY_GONE, or
+    LEFT_ALONE for a schedule not the workshop's."""
     try:
-        if read_deadline(scheduler, endpoint_name) is None:
+        if read_deadline(scheduler, endpoint_name, component) is None:
             return ALREADY_GONE
     except NotTheWorkshops:
         return LEFT_ALONE
     try:
-        scheduler.delete_schedule(**delete_request(endpoint_name))
+        scheduler.delete_schedule(**delete_request(component or endpoint_name))
     except ClientError as exc:
         if _code(exc) == "ResourceNotFoundException":
             return ALREADY_GONE
@@ -367,16 +389,22 @@ def remove_deadline(scheduler, endpoint_name: str) -> str:
 
 __all__ = [
     "ALREADY_GONE",
+    "COMPONENT",
+    "COMPONENT_MARGIN",
     "DELETED",
+    "DELETIONS",
+    "ENDPOINT",
     "LEFT_ALONE",
     "PRINCIPAL",
     "REGIONS_TAG",
     "SCHEDULER_ROLE_NAME",
+    "Deletion",
     "EndpointDeadline",
     "NotTheWorkshops",
     "at_expression",
     "deadline_after",
     "deadline_calls",
+    "deadline_times",
     "delete_endpoint_target",
     "delete_request",
     "ensure_role",
@@ -396,4 +424,5 @@ __all__ = [
     "scheduler_trust_policy",
     "schedules_left",
     "set_deadline",
+    "set_deadlines",
 ]

@@ -1,0 +1,170 @@
+"""The deadline of an endpoint that hosts an inference component: two one-time schedules, the component's
+DeleteInferenceComponent at the deadline and the endpoint's DeleteEndpoint ``COMPONENT_MARGIN`` later, both run as
+the deadlines' role, which may delete exactly those. Pure builders through botocore's model, the senders against
+moto's scheduler, the fired calls held against the role by the audit."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from workshop_lib import names
+from workshop_lib.aws import api, iam, inference_components, service_roles, spend_guard
+from workshop_lib.config import WorkshopConfig
+from workshop_lib.local import permissions
+
+from .values import REGION, ROLE
+
+ACCOUNT = "123456789012"
+CONFIG = WorkshopConfig(mode="aws", region=REGION, bucket="sagemaker-decision-workshop-test", sagemaker_role_arn=ROLE)
+NOW = datetime(2026, 12, 1, 9, 30, 5, tzinfo=timezone.utc)
+SCHEDULER_ROLE = spend_guard.scheduler_role_arn(REGION, ACCOUNT)
+ENDPOINT = inference_components.ZERO_ENDPOINT
+COMPONENT = inference_components.component_name(ENDPOINT)
+
+
+def _component_request(operation="CreateSchedule", when=NOW, region=REGION):
+    return spend_guard.schedule_request(
+        COMPONENT,
+        role_arn=SCHEDULER_ROLE,
+        when=when,
+        region=region,
+        operation=operation,
+        deletes=spend_guard.COMPONENT,
+    )
+
+
+def test_the_components_schedule_calls_delete_inference_component_with_its_name():
+    for operation in ("CreateSchedule", "UpdateSchedule"):
+        request = _component_request(operation)
+        api.validate("scheduler", operation, request)
+        assert request["Name"] == f"{COMPONENT}-deadline" != spend_guard.schedule_name(ENDPOINT)
+        assert request["Target"]["Arn"] == "arn:aws:scheduler:::aws-sdk:sagemaker:deleteInferenceComponent"
+        assert json.loads(request["Target"]["Input"]) == {"InferenceComponentName": COMPONENT}
+        assert request["Target"]["RoleArn"] == SCHEDULER_ROLE and request["ActionAfterCompletion"] == "NONE"
+    china = _component_request(region="cn-north-1")["Target"]["Arn"]
+    assert china == "arn:aws-cn:scheduler:::aws-sdk:sagemaker:deleteInferenceComponent"
+
+
+def test_the_endpoint_goes_a_margin_after_its_component_and_alone_at_the_deadline():
+    assert spend_guard.deadline_times(NOW) == [("", NOW)]
+    (first, at_first), (second, at_second) = spend_guard.deadline_times(NOW, COMPONENT)
+    assert (first, second) == (COMPONENT, "") and at_first == NOW
+    assert at_second - at_first == spend_guard.COMPONENT_MARGIN >= timedelta(minutes=10)
+
+
+def test_only_the_workshops_schedule_for_that_component_counts():
+    request = _component_request()
+    described = {**request, "Target": request["Target"]}
+    assert spend_guard.is_workshop_schedule(described, COMPONENT, spend_guard.COMPONENT)
+    assert not spend_guard.is_workshop_schedule(described, COMPONENT)  # not DeleteEndpoint
+    assert not spend_guard.is_workshop_schedule(described, "other-decision", spend_guard.COMPONENT)
+    theirs = {**request, "Target": {**request["Target"], "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/their-role"}}
+    assert not spend_guard.is_workshop_schedule(theirs, COMPONENT, spend_guard.COMPONENT)
+
+
+def test_the_role_deletes_the_workshops_components_and_tagged_endpoints_only():
+    document = iam.check_policy_document(service_roles.scheduler_role_policy(CONFIG, ACCOUNT))
+    tags = {f"aws:ResourceTag/{k}": v for k, v in names.WORKSHOP_TAGS.items()}
+
+    def allowed(action, resource, context=None):
+        return iam.evaluate([document], action, resource, context or {}).allowed
+
+    component = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:inference-component/{COMPONENT}"
+    assert allowed("sagemaker:DeleteInferenceComponent", component)
+    assert not allowed("sagemaker:DeleteInferenceComponent", component.replace(ACCOUNT, "210987654321"))
+    assert not allowed("sagemaker:DeleteInferenceComponent", component.replace("-decision", "-theirs"))
+    assert not allowed("sagemaker:DeleteEndpoint", component, tags)
+    assert not allowed("sagemaker:UpdateInferenceComponent", component)
+    endpoint = f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:endpoint/{ENDPOINT}"
+    assert allowed("sagemaker:DeleteEndpoint", endpoint, tags) and not allowed("sagemaker:DeleteEndpoint", endpoint)
+    assert not allowed("sagemaker:DeleteInferenceComponent", endpoint, tags)
+
+
+def test_the_audit_holds_both_fired_calls_to_the_role():
+    def sent(operation, params):
+        return {"principal": permissions.OPERATOR, "service": "sagemaker", "operation": operation, "params": params}
+
+    tagged = names.tag_list(names.WORKSHOP_TAGS)
+    calls = [
+        sent("CreateEndpoint", {"EndpointName": ENDPOINT, "Tags": tagged}),
+        sent("CreateInferenceComponent", {"InferenceComponentName": COMPONENT, "EndpointName": ENDPOINT}),
+        {
+            "principal": permissions.OPERATOR,
+            "service": "scheduler",
+            "operation": "CreateSchedule",
+            "params": _component_request(),
+        },
+        {
+            "principal": permissions.OPERATOR,
+            "service": "scheduler",
+            "operation": "CreateSchedule",
+            "params": spend_guard.schedule_request(ENDPOINT, role_arn=SCHEDULER_ROLE, when=NOW, region=REGION),
+        },
+    ]
+    fired = spend_guard.deadline_calls(calls)
+    assert [(c["operation"], c["params"]) for c in fired] == [
+        ("DeleteInferenceComponent", {"InferenceComponentName": COMPONENT}),
+        ("DeleteEndpoint", {"EndpointName": ENDPOINT}),
+    ]
+    assert {c["principal"] for c in fired} == {spend_guard.PRINCIPAL}
+    documents = {spend_guard.PRINCIPAL: service_roles.scheduler_role_policy(CONFIG, ACCOUNT)}
+    audit = permissions.audit(fired, documents, REGION, ACCOUNT)
+    assert audit.ok and audit.checked[spend_guard.PRINCIPAL] == 2, str(audit)
+    without = {spend_guard.PRINCIPAL: service_roles.scheduler_role_policy(CONFIG, ACCOUNT)}
+    without[spend_guard.PRINCIPAL]["Statement"] = [
+        s for s in without[spend_guard.PRINCIPAL]["Statement"] if s["Sid"] != "DeleteWorkshopComponents"
+    ]
+    refused = permissions.audit(fired, without, REGION, ACCOUNT)
+    assert {a for _, a, _, _ in refused.denied} == {"sagemaker:DeleteInferenceComponent"}
+
+
+# ---- the senders, against moto's scheduler -----------------------------------------------------------
+
+
+@pytest.fixture
+def scheduler(moto_aws):
+    import boto3
+
+    return boto3.client("scheduler", region_name=REGION)
+
+
+def test_both_schedules_are_set_moved_and_removed(scheduler):
+    when = spend_guard.deadline_after(4, NOW)
+    made = spend_guard.set_deadlines(
+        scheduler, ENDPOINT, role_arn=SCHEDULER_ROLE, region=REGION, when=when, component=COMPONENT
+    )
+    assert [(d.component, d.when) for d in made] == [(COMPONENT, when), ("", when + spend_guard.COMPONENT_MARGIN)]
+    assert spend_guard.read_deadline(scheduler, ENDPOINT, COMPONENT) == made[0]
+    assert spend_guard.read_deadline(scheduler, ENDPOINT) == made[1]
+    assert f"inference component {COMPONENT} (on endpoint {ENDPOINT}) is deleted at" in made[0].text(NOW)
+    assert f"extend --name {ENDPOINT} " in made[0].text(NOW)
+
+    moved = spend_guard.extend(
+        scheduler, ENDPOINT, 8, role_arn=SCHEDULER_ROLE, region=REGION, component=COMPONENT, now=NOW
+    )
+    assert moved.component == "" and moved.when == when + timedelta(hours=4) + spend_guard.COMPONENT_MARGIN
+    assert spend_guard.read_deadline(scheduler, ENDPOINT, COMPONENT).when == when + timedelta(hours=4)
+    stored = scheduler.get_schedule(Name=f"{COMPONENT}-deadline")
+    assert stored["Target"]["Arn"].endswith(":deleteInferenceComponent")
+
+    assert spend_guard.remove_deadline(scheduler, ENDPOINT, COMPONENT) == spend_guard.DELETED
+    assert spend_guard.read_deadline(scheduler, ENDPOINT) is not None  # the endpoint's is its own
+    assert spend_guard.remove_deadline(scheduler, ENDPOINT) == spend_guard.DELETED
+    assert spend_guard.remove_deadline(scheduler, ENDPOINT, COMPONENT) == spend_guard.ALREADY_GONE
+    assert scheduler.list_schedules()["Schedules"] == []
+
+
+def test_an_endpoint_schedule_under_the_components_name_is_left_alone(scheduler):
+    # An endpoint named like the component has a schedule of the same name that deletes an endpoint.
+    spend_guard.set_deadline(scheduler, COMPONENT, role_arn=SCHEDULER_ROLE, region=REGION, when=NOW)
+    with pytest.raises(spend_guard.NotTheWorkshops):
+        spend_guard.read_deadline(scheduler, ENDPOINT, COMPONENT)
+    with pytest.raises(spend_guard.NotTheWorkshops):
+        spend_guard.set_deadlines(
+            scheduler, ENDPOINT, role_arn=SCHEDULER_ROLE, region=REGION, when=NOW, component=COMPONENT
+        )
+    assert spend_guard.remove_deadline(scheduler, ENDPOINT, COMPONENT) == spend_guard.LEFT_ALONE
+    assert spend_guard.read_deadline(scheduler, COMPONENT) is not None
