@@ -1,7 +1,9 @@
 """Scale to zero, rehearsed locally through the command line: the dry run shows the inference component and the
-managed instance scaling down to 0; one deploy; the copies go to zero, a decision is refused with SageMaker's
-retryable error and nothing is left serving it; one copy back answers again; the cleanup deletes the component, then
-the endpoint, and leaves no process. The stand-in's recorded calls pass the rehearsal's strict IAM as they go.
+managed instance scaling down to 0; one deploy, with its deadline of two schedules; a decision is refused with
+SageMaker's retryable error while no copy runs; the show goes to zero and back; the deadline, moved and then fired
+as EventBridge Scheduler would, deletes the component (its process stopped), then the endpoint; the cleanup removes
+what the deadline left (scaling, alarm, config, model, schedules) and no process remains. The stand-in's recorded
+calls, the deadline's included, pass the rehearsal's strict IAM as they go.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import pytest
 
 from workshop_lib.aws import inference_components as ic
+from workshop_lib.aws import spend_guard
 from workshop_lib.cli import main
 from workshop_lib.client.endpoint import EndpointClient
 from workshop_lib.client.endpoint_errors import NoCapacity
@@ -65,16 +68,12 @@ def test_scale_to_zero_and_back_then_removal_leaves_nothing(local_mode, capsys):
     out = _run(capsys, "scale-to-zero", "--deploy-only", "--show-requests")
     assert f"inference component {COMPONENT}: the decision model, 1 copy" in out
     assert "sagemaker CreateInferenceComponent" in out and "cloudwatch PutMetricAlarm" in out
-    assert "deadline: none" in out and "scheduler CreateSchedule" not in out  # DeleteEndpoint would be refused
+    assert out.count("scheduler CreateSchedule") == 2  # the component's deadline, then the endpoint's
+    assert f"deadline: inference component {COMPONENT} (on endpoint {NAME}) is deleted at" in out
+    assert f"deadline: endpoint {NAME} is deleted at" in out
     assert f"local endpoint {COMPONENT}" in _running()
 
-    out = _run(capsys, "scale-to-zero", "--show-only")
-    assert "refused at once, 400 ValidationError" in out and "retry after about 300 s" in out
-    assert "cold start" in out and "the decision: " in out
-    assert "a day always on (24 h)" in out
-    assert f"local endpoint {COMPONENT}" in _running()  # one copy again after the show
-
-    workshop = Workshop.load()  # the same refusal, read by the client directly while no copy runs
+    workshop = Workshop.load()  # the refusal, read by the client directly while no copy runs
     components = LocalComponents(workshop.rehearsal, workshop.clients.s3, workshop.mode.calls)
     components.set_copies(workshop.clients.sm, COMPONENT, 0)
     assert f"local endpoint {COMPONENT}" not in _running()
@@ -84,16 +83,32 @@ def test_scale_to_zero_and_back_then_removal_leaves_nothing(local_mode, capsys):
     with pytest.raises(NoCapacity) as refused:
         client.decide(SUPPORT_ROUTE)
     assert refused.value.retry_after and refused.value.attempts == 1
-    refused_before = components.refused(COMPONENT)
-    assert refused_before >= 2  # the show's refusal and this one: what NoCapacityInvocationFailures counts
 
-    out = _run(capsys, "cleanup", "--name", NAME)  # notebook 08's cleanup: the component goes before the endpoint
-    assert out.index(f"inference component {COMPONENT}: deleted") < out.index(f"endpoint {NAME}: deleted")
-    assert f"scalable target inference-component/{COMPONENT}: deleted" in out
+    out = _run(capsys, "scale-to-zero", "--show-only")
+    assert "refused at once, 400 ValidationError" in out and "retry after about 300 s" in out
+    assert "cold start" in out and "the decision: " in out
+    assert "a day always on (24 h)" in out
+    assert components.refused(COMPONENT) >= 2  # this one and the show's: what NoCapacityInvocationFailures counts
+    assert f"local endpoint {COMPONENT}" in _running()  # one copy again after the show
+
+    scheduler = workshop.clients.get("scheduler")
+    before = spend_guard.read_deadline(scheduler, NAME, COMPONENT).when
+    out = _run(capsys, "extend", "--name", NAME, "--hours", "48")  # moves both schedules
+    moved = [spend_guard.read_deadline(scheduler, NAME, part).when for part in (COMPONENT, "")]
+    assert moved[0] > before and moved[1] - moved[0] == spend_guard.COMPONENT_MARGIN, out
+    workshop.mode.fire_deadline(NAME, workshop.config.region)  # the component's schedule, then the endpoint's
     assert f"local endpoint {COMPONENT}" not in _running()
     assert json.loads((local_mode / "local" / "inference-components.json").read_text())["components"] == {}
-    sm = Workshop.load().clients.sm
+    sm = workshop.clients.sm
     assert NAME not in [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]]
+
+    out = _run(capsys, "cleanup", "--name", NAME)  # notebook 08's cleanup: what the deadline left
+    assert f"scalable target inference-component/{COMPONENT}: deleted" in out
+    assert f"inference component {COMPONENT}: already gone" in out and f"endpoint {NAME}: already gone" in out
+    assert f"deadline of {COMPONENT}: deleted" in out
+    assert spend_guard.read_deadline(scheduler, NAME) is None
+    assert spend_guard.read_deadline(scheduler, NAME, COMPONENT) is None
+    assert f"local endpoint {COMPONENT}" not in _running()
     again = _run(capsys, "scale-to-zero", "--remove")
     assert f"endpoint {NAME}: already gone" in again and "inference component" not in again
 

@@ -243,17 +243,16 @@ def delete_owned(sm_client, kind: str, name: str, delete, notes: list[str]) -> s
     return delete(sm_client, name)
 
 
-def remove_deadline(scheduler_client, endpoint_name: str) -> str:
-    """The endpoint's spend-guard schedule removed: what ``spend_guard.remove_deadline`` says, or why not."""
+def remove_deadline(scheduler_client, endpoint_name: str, component: str = "") -> str:
+    """The endpoint's spend-guard schedule (with ``component``: its inference component's) removed: what
+    ``spend_guard.remove_deadline`` says, or why not."""
 
     try:
-        return spend_guard.remove_deadline(scheduler_client, endpoint_name)
+        return spend_guard.remove_deadline(scheduler_client, endpoint_name, component)
     except ClientError as exc:  # it costs nothing: a refusal is a note, never a stop
         code, message = _error(exc)
-        return (
-            f"not deleted ({code}: {message}); delete schedule {spend_guard.schedule_name(endpoint_name)} in the "
-            "EventBridge Scheduler console"
-        )
+        schedule = spend_guard.schedule_name(component or endpoint_name)
+        return f"not deleted ({code}: {message}); delete schedule {schedule} in the EventBridge Scheduler console"
 
 
 # ---- alarms and the dashboard ----------------------------------------------------------------------

@@ -366,6 +366,10 @@ class LocalComponents(component_hosting.ComponentHosting):
         extra = {_CUSTOM: custom} if custom else {}
         return AWSResponse(request.url, status, {"Content-Type": "application/json", **extra}, _Body(body))
 
+    def hosted_by(self, endpoint: str) -> list[str]:
+        """The inference components ``endpoint`` hosts (SageMaker refuses its DeleteEndpoint while there are any)."""
+        return sorted(n for n, c in self._read()["components"].items() if c["EndpointName"] == endpoint)
+
     def refused(self, component: str) -> int:
         """How many invocations found ``component`` with no copy (NoCapacityInvocationFailures' count here)."""
         return int(self._read()["components"].get(component, {}).get("Refused", 0))

@@ -18,11 +18,13 @@ from botocore import xform_name
 from botocore.exceptions import ClientError
 
 from ..aws import admin, api, policies, spend_guard
+from ..aws.inference_components import component_name
 from ..aws.session import AwsMode, Clients
 from ..config import LOCAL_ROLE_ARN
-from ..errors import StepNotRun
+from ..errors import InvalidInput, StepNotRun
 from ..names import role_account
 from . import permissions, rehearsal
+from .component_stand_in import LocalComponents
 from .stand_ins import EmulatedCodeBuild, LocalHosting, seed_dlc
 from .strict import Strict
 
@@ -110,15 +112,47 @@ class LocalMode:
         seed_studio_role(emulator_client("iam", region, self.emulator_url))
 
     def fire_deadline(self, endpoint_name: str, region: str) -> None:
-        """What EventBridge Scheduler does at an endpoint's deadline (the emulator never fires one): call the
-        schedule's target, DeleteEndpoint, as the schedule's role, which the account holds with its policies and
-        boundary (strict.py), and the rules of a deletion enforced. A refusal is raised, and the schedule stays."""
-        described = self._reader("scheduler", region).get_schedule(**spend_guard.get_request(endpoint_name))
+        """What EventBridge Scheduler does at an endpoint's deadline (the emulator never fires one): call each
+        schedule's target as the schedule's role, which the account holds with its policies and boundary
+        (strict.py), and the rules of a deletion enforced. An endpoint that hosts an inference component has two
+        schedules, fired in their order: the component's DeleteInferenceComponent (answered by the stand-in, which
+        stops the component's process), then the endpoint's DeleteEndpoint, which SageMaker refuses while a
+        component remains. A refusal is raised, and the schedules stay."""
+        reader = self._reader("scheduler", region)
+        sagemaker = self.client("sagemaker", region)
+        components = LocalComponents(self.rehearsal, None, self.calls)
+        component = self._component_schedule(reader, endpoint_name)
+        if component:
+            with self.acting_as(policies.DEADLINES):
+                components.call(sagemaker, "DeleteInferenceComponent", json.loads(component["Target"]["Input"]))
+        described = reader.get_schedule(**spend_guard.get_request(endpoint_name))
         if not spend_guard.is_workshop_schedule(described, endpoint_name):
             raise spend_guard.NotTheWorkshops(f"schedule {described['Name']} is not the workshop's deadline")
-        sagemaker = self.client("sagemaker", region)
+        hosted = components.hosted_by(endpoint_name)
+        if hosted:
+            raise ClientError(
+                {
+                    "Error": {
+                        "Code": "ValidationException",
+                        "Message": f"Endpoint {endpoint_name} cannot be deleted while it hosts inference components "
+                        f"({', '.join(hosted)}); delete them first.",
+                    },
+                    "ResponseMetadata": {"HTTPStatusCode": 400},
+                },
+                "DeleteEndpoint",
+            )
         with self.acting_as(policies.DEADLINES):
             sagemaker.delete_endpoint(**json.loads(described["Target"]["Input"]))
+
+    @staticmethod
+    def _component_schedule(reader, endpoint_name: str) -> dict | None:
+        """The workshop's schedule that deletes the endpoint's inference component, or None when it has none."""
+        try:
+            component = component_name(endpoint_name)
+            described = reader.get_schedule(**spend_guard.get_request(component))
+        except (InvalidInput, ClientError):
+            return None
+        return described if spend_guard.is_workshop_schedule(described, component, spend_guard.COMPONENT) else None
 
     def run_as_administrator(self, commands: Sequence[Sequence[str]], region: str) -> list[str]:
         """Run AWS CLI lines (``admin.commands``) as an administrator would: each through an emulator client,

@@ -15,10 +15,12 @@ from botocore.exceptions import ClientError
 
 from .. import names
 from ..aws import capture, encryption, endpoints, hosting, hygiene, images, model_requests, spend_guard, teardown
+from ..aws.component_hosting import hosts_components
 from ..aws.deploy_spec import DeploySpec, plan_for
+from ..aws.inference_components import component_name
 from ..config import ENV_VARS, check_ttl_hours
 from ..deploy_paths import DECISION_CPU, DECISION_GPU, DEPLOY_PATHS, STANDARD
-from ..errors import InvalidInput, WorkshopError
+from ..errors import InvalidInput
 from .context import (
     Shown,
     StepError,
@@ -30,6 +32,7 @@ from .context import (
     short,
     shows_requests,
 )
+from .deadlines import give_deadline
 from .recorded import FOLLOW_DLC_TAG, recorded_image, resolved_image
 from .recorded import model_data_url as recorded_model
 
@@ -117,49 +120,6 @@ def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, w
     )
 
 
-def _scheduler_role(workshop: Workshop) -> str:
-    """The deadlines' role (spend_guard.ensure_role): created from its documents when missing."""
-    c = workshop.clients
-    account = c.sts.get_caller_identity()["Account"]
-    return spend_guard.ensure_role(c.get("iam"), workshop.config, account)[0]
-
-
-def give_deadline(workshop: Workshop, name: str, hours: float | None = None) -> str:
-    """Give endpoint ``name`` its deadline ``hours`` (default: the config's endpoint_ttl_hours) from now;
-    the line says when, or, loudly, why it has none. Never raises: the endpoint exists already."""
-    hours = workshop.config.ttl_hours if hours is None else hours
-    if hours == 0:
-        return (
-            f"  deadline: none (endpoint_ttl_hours is 0): {name} bills until it is deleted "
-            f"(notebook 08, or steps.delete_endpoint(workshop, {name!r}))"
-        )
-    c = workshop.clients
-    try:
-        deadline = spend_guard.set_deadline(
-            c.get("scheduler"),
-            name,
-            role_arn=_scheduler_role(workshop),
-            when=spend_guard.deadline_after(hours),
-            region=workshop.config.region,
-        )
-    except (ClientError, WorkshopError) as exc:
-        why = "{}: {}".format(*_error(exc)) if isinstance(exc, ClientError) else str(exc)
-        return (
-            f"  deadline: NOT SET ({why}). {name} bills until it is deleted: run notebook 08 (or "
-            f"steps.delete_endpoint(workshop, {name!r})) when done; operator-deadlines-policy.json and "
-            "operator-roles-policy.json, which notebook 00 writes beside operator-policy.json, grant what the "
-            "deadline needs (with role-boundary-policy.json created as the roles' boundary)"
-        )
-    line = f"  deadline: {deadline.text()}"
-    if c.local:
-        line += (
-            "\n  Not exercised locally: the deadline firing at its time (the emulator's EventBridge Scheduler "
-            "keeps the schedule, validated by botocore, and never runs it by itself; the rehearsal's "
-            "LocalMode.fire_deadline runs it as the scheduler would)"
-        )
-    return line
-
-
 def _error(exc) -> tuple[str, str]:
     error = exc.response.get("Error", {})
     return str(error.get("Code", "")), str(error.get("Message", ""))
@@ -220,7 +180,8 @@ def extend_deadline(workshop: Workshop, name: str | None = None, hours: float | 
             f"{spend_guard.schedule_name(name)} (steps.delete_endpoint deletes both when you are done)"
         )
     _workshop_endpoint(workshop, name)
-    line = give_deadline(workshop, name, hours)
+    component = component_name(name) if hosts_components(workshop.clients.sm, name) else ""
+    line = give_deadline(workshop, name, hours, component=component)
     return Text(line.strip(), problem="" if "NOT SET" not in line else f"the deadline of {name} was not moved")
 
 

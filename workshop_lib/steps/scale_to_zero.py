@@ -4,9 +4,11 @@ SageMaker's rules).
 
 ``deploy_scale_to_zero`` sends the plan (model, endpoint config, endpoint, component, the copies' scalable
 target from 0, target tracking, the step policy and its no-capacity alarm) after saying, before anything is
-sent, where the region or the quota rules it out. ``show_scale_to_zero`` then takes the copies to zero, shows
-the invocation SageMaker refuses meanwhile (``NoCapacity``: retryable, with the expected wait), brings a copy
-back and times the cold start until a decision is answered, and shows what the endpoint costs idle and busy.
+sent, where the region or the quota rules it out, then gives it a deadline of two schedules: the component's
+deletion, and the endpoint's a margin later (``spend_guard.set_deadlines``). ``show_scale_to_zero`` then takes
+the copies to zero, shows the invocation SageMaker refuses meanwhile (``NoCapacity``: retryable, with the
+expected wait), brings a copy back and times the cold start until a decision is answered, and shows what the
+endpoint costs idle and busy.
 ``remove_scale_to_zero`` deletes it all, the component before the endpoint. Locally the stand-in
 (``local.component_stand_in``) answers what the emulator lacks and runs each copy as a local process.
 """
@@ -29,6 +31,7 @@ from ..examples import SUPPORT_ROUTE
 from ..local.rehearsal import LOCAL_REQUEST_TIMEOUT_S
 from .components import components_first, components_for
 from .context import Shown, Text, Workshop, cleanup_step, shows_requests
+from .deadlines import give_deadline
 from .quotas import quota_name
 from .recorded import decision_image
 from .recorded import model_data_url as recorded_model
@@ -152,22 +155,12 @@ def deploy_scale_to_zero(
             "target tracking on requests per copy)",
             f"  scale out from zero: alarm {inference_components.alarm_name(plan.name)} on "
             f"{inference_components.NO_CAPACITY_METRIC} runs the step policy (one copy more)",
-            NO_DEADLINE,
+            give_deadline(workshop, plan.name, component=plan.component_name),
             *(f"  {note}" for note in plan.notes),
             *notes,
             *components.not_exercised(),
         ],
     )
-
-
-# Why this endpoint gets no deadline schedule: the workshop's deadlines call DeleteEndpoint, which SageMaker refuses
-# while the endpoint still hosts an inference component (the component goes first), and the endpoint's own target
-# tracking already stops the bill of a forgotten one.
-NO_DEADLINE = (
-    "  deadline: none; idle, target tracking takes the copies to 0 after 15 minutes and SageMaker releases the "
-    "instance about 10 minutes later, so a forgotten endpoint costs nothing (a DeleteEndpoint deadline would be "
-    "refused while the component exists); remove it with `scale-to-zero --remove` or notebook 08"
-)
 
 
 def _client(workshop: Workshop, components, name: str) -> EndpointClient:
