@@ -19,7 +19,7 @@ from workshop_lib.client.endpoint import EndpointClient
 from workshop_lib.client.endpoint_errors import NoCapacity
 from workshop_lib.config import ENV_VARS
 from workshop_lib.examples import SUPPORT_ROUTE
-from workshop_lib.local import rehearsal
+from workshop_lib.local import permissions, rehearsal
 from workshop_lib.local.component_stand_in import LocalComponents
 from workshop_lib.steps import Workshop
 
@@ -114,5 +114,9 @@ def test_scale_to_zero_and_back_then_removal_leaves_nothing(local_mode, capsys):
 
     audit = _run(capsys, "audit")  # every call above, the stand-in's included, held against the generated policies
     assert "permissions checked against its policy" in audit and "DENIED" not in audit, audit
+    assert "unused statement in the operator policy: " in audit  # the notebooks' own are unused here
+    for principal, sids in permissions.SCALE_TO_ZERO_ONLY.items():  # what the notebooks' flow leaves unused
+        for sid in sids:
+            assert f"unused statement in the {principal} policy: {sid}\n" not in audit + "\n", sid
     _run(capsys, "stop-local")
     assert _running() == []

@@ -269,6 +269,22 @@ NOT_EXERCISED_LOCALLY: dict[str, dict[str, str]] = {
 }
 
 
+# Statements only the scale-to-zero command uses (no notebook deploys an inference component): the notebooks'
+# rehearsal leaves them unused, and the command's own rehearsal uses each (tests/workshop_lib/test_scale_to_zero_local.py).
+SCALE_TO_ZERO_ONLY: dict[str, frozenset[str]] = {
+    OPERATOR: frozenset(
+        {
+            "ScaleToZeroEndpoint",
+            "CreateScaleToZeroComponent",
+            "ScaleToZeroComponent",
+            "ScaleToZeroLogs",
+            "ScaleToZeroAlarms",
+        }
+    ),
+    DEADLINES: frozenset({"DeleteWorkshopComponents"}),
+}
+
+
 @dataclass(repr=False)
 class Audit:
     """Denied calls per principal (each fails the check), calls the persona was refused as they were
