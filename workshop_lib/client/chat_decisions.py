@@ -27,8 +27,8 @@ from typing import Any
 from decision_contract import names, wire
 
 from ..errors import InvalidInput
-from .endpoint import OptionsLike, option_list
 from .openai_decisions import DEFAULT_MODEL
+from .request_bodies import OptionsLike, option_list
 
 FIELD = names.CHAT_DECISION  # the body's (extra_body's) field, and the completion's
 

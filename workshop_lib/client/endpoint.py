@@ -35,9 +35,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 from botocore.config import Config
 
@@ -62,6 +60,13 @@ from .endpoint_errors import (
     UnprocessableRequest,
     WireVersionMismatch,
 )
+from .request_bodies import OptionsLike as OptionsLike
+from .request_bodies import decision as decision
+from .request_bodies import option_ids
+from .request_bodies import option_list as option_list
+from .request_bodies import question as question
+from .results import ChatResult as ChatResult
+from .results import Decision as Decision
 from .transport import (
     BOTOCORE_TOTAL_ATTEMPTS,
     CONNECT_TIMEOUT_S,
@@ -77,147 +82,6 @@ DEFAULT_RETRIES = 3
 # came through SageMaker has no Retry-After; wait this long instead.
 DEFAULT_RETRY_AFTER_S = 1.0
 MAX_RETRY_SLEEP_S = 30.0
-
-
-# -- results ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Decision:
-    """Probabilities over the caller's option ids, in the order the options were sent.
-
-    Equality looks at id, option ids and probabilities only.
-    """
-
-    id: str
-    option_ids: tuple[str, ...]
-    probabilities: tuple[float, ...]
-    timing: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    model: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    client_latency_ms: float = field(default=0.0, compare=False)
-    attempts: int = field(default=1, compare=False)
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def top(self) -> str:
-        """The most probable option id (the first one on a tie)."""
-        return self.option_ids[self._top_index]
-
-    @property
-    def top_probability(self) -> float:
-        return self.probabilities[self._top_index]
-
-    @property
-    def _top_index(self) -> int:
-        return max(range(len(self.probabilities)), key=self.probabilities.__getitem__)
-
-    @property
-    def server_ms(self) -> float | None:
-        """Server-side time for the whole request (for a batch: the whole batch)."""
-        return self.timing.get("total_ms")
-
-    @property
-    def readout(self) -> str | None:
-        """The readout that answered (``wire.readout_of``: letters where the answer names none, as this version's
-        letters answers do)."""
-        return wire.readout_of(self.raw)
-
-    def as_dict(self) -> dict[str, float]:
-        return dict(zip(self.option_ids, self.probabilities))
-
-    @classmethod
-    def from_result(
-        cls,
-        result: Mapping,
-        *,
-        timing: Mapping | None = None,
-        model: Mapping | None = None,
-        client_latency_ms: float = 0.0,
-        attempts: int = 1,
-        endpoint: str | None = None,
-    ) -> Decision:
-        try:
-            option_ids = tuple(str(i) for i in result[wire.OPTION_IDS])
-            probabilities = tuple(result[wire.PROBABILITIES])
-            rid = str(result[wire.ID])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidResponse(
-                f"the decision result lacks a usable {exc}", endpoint=endpoint, body=json.dumps(result)[:2000]
-            ) from None
-        try:
-            wire.readout_of(result)
-        except wire.WireError as exc:
-            raise InvalidDecision(
-                f"the answer to {rid!r} is unusable: {exc}", endpoint=endpoint, body=json.dumps(result)[:2000]
-            ) from None
-        problem = wire.distribution_problem(option_ids, probabilities)
-        if problem:
-            raise InvalidDecision(
-                f"the answer to {rid!r} is unusable: {problem}", endpoint=endpoint, body=json.dumps(result)[:2000]
-            )
-        probabilities = tuple(float(p) for p in probabilities)
-        return cls(
-            rid,
-            option_ids,
-            probabilities,
-            timing=dict(timing if timing is not None else result.get("timing") or {}),
-            model=dict(model if model is not None else result.get("model") or {}),
-            client_latency_ms=client_latency_ms,
-            attempts=attempts,
-            raw=result,
-        )
-
-
-@dataclass(frozen=True)
-class ChatResult:
-    content: str
-    finish_reason: str | None = None
-    usage: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    client_latency_ms: float = field(default=0.0, compare=False)
-    attempts: int = field(default=1, compare=False)
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    reasoning: str = field(default="", compare=False, repr=False)  # a reasoning model's reasoning_content
-
-
-# -- request helpers ----------------------------------------------------------------
-
-OptionsLike = Mapping[str, str] | Sequence["str | tuple[str, str] | Mapping[str, str]"]
-
-
-def option_list(items: OptionsLike) -> list:
-    """Options in the request schema from ``{id: text}``, ``[(id, text)]``, ``[{"id", "text"}]`` or ``[id]``."""
-    if isinstance(items, Mapping):
-        return [{"id": oid, "text": text} for oid, text in items.items()]
-    out = []
-    for item in items:
-        if isinstance(item, tuple):
-            oid, text = item
-            out.append({"id": oid, "text": text})
-        elif isinstance(item, Mapping):
-            out.append(dict(item))
-        else:
-            out.append(item)
-    return out
-
-
-def question(id: str, question: str, options: OptionsLike, *, temperature: float | None = None) -> dict:
-    """One question of a shared-state request."""
-    body = {"id": id, "question": question, "options": option_list(options)}
-    if temperature is not None:
-        body["temperature"] = temperature
-    return body
-
-
-def decision(id: str, state, question: str, options: OptionsLike, *, temperature: float | None = None) -> dict:
-    """A single decision request: ``decision("t-1", ticket, "Which team?", {"billing": "Billing", ...})``."""
-    body = {"id": id, "state": state, "question": question, "options": option_list(options)}
-    if temperature is not None:
-        body["temperature"] = temperature
-    return body
-
-
-def _option_ids(items: Iterable) -> tuple[str, ...]:
-    return tuple(item if isinstance(item, str) else item.get("id") for item in items)
 
 
 # -- the client -----------------------------------------------------------------------
@@ -549,7 +413,7 @@ class EndpointClient:
 
     def _check_answers(self, made: Decision, asked_id, asked_options) -> None:
         """The answer must be to this request: same id, exactly the option ids sent, in their order."""
-        expected = _option_ids(asked_options)
+        expected = option_ids(asked_options)
         if made.id != asked_id:
             raise InvalidDecision(f"asked {asked_id!r}, got an answer for {made.id!r}", endpoint=self.transport.name)
         problem = wire.ids_problem(expected, made.option_ids)

@@ -31,7 +31,7 @@ from botocore.exceptions import UnknownRegionError
 
 from ..errors import InvalidInput
 from . import chat_decisions
-from .endpoint import OptionsLike
+from .request_bodies import OptionsLike
 
 MAX_TOKEN_S = 12 * 3600  # the SDK refuses a longer token
 DEFAULT_TOKEN_S = 3600
