@@ -29,13 +29,17 @@ a key configured, ``/status`` is as open as ``/invocations``, whose own timings 
 from __future__ import annotations
 
 import hmac
+import importlib
 import json
 import logging
 import os
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from importlib import resources
+from types import ModuleType
+from typing import Any, NoReturn, TypeVar
 
 from flask import Flask, Response, g, has_request_context, request
 
@@ -45,7 +49,7 @@ from . import metrics, runtime, startup
 from .admission import Gate
 from .apis import invocations
 from .apis.common import REQUEST_ID_HEADER, choose_request_id
-from .apis.dialect import SERVING, as_adapter_error, json_response
+from .apis.dialect import SERVING, Body, as_adapter_error, json_response
 from .apis.invocations import body_api, project_error
 from .apis.registry import DIALECTS, INVOCATIONS, Registry
 from .engine import Engine
@@ -64,6 +68,8 @@ WORKER_BOOT_ERROR = 3
 # Routes that never need the API key: SageMaker's health check and the OpenAPI description.
 OPEN_ROUTES = ("/ping", "/openapi.json")
 
+T = TypeVar("T")
+
 
 def _facts() -> metrics.RequestFacts | None:
     """The current API request's facts (None outside one)."""
@@ -77,16 +83,16 @@ class _Holder:
     so that a crash inside llama.cpp still leaves a word on what was running.
     """
 
-    def __init__(self, settings: Settings, gate: Gate, record: StartupRecord | None = None):
+    def __init__(self, settings: Settings, gate: Gate, record: StartupRecord | None = None) -> None:
         self.settings = settings
         self.gate = gate
         self.record = record
-        self.engine = None  # the first context's engine: what is served (model info, checks)
+        self.engine: Engine | None = None  # the first context's engine: what is served (model info, checks)
         self.lanes: Lanes | None = None  # every context, one request on each (scheduler.py)
         self.error: str | None = None
         self.ready = threading.Event()
 
-    def _stage(self, stage: str, **details) -> None:
+    def _stage(self, stage: str, **details: Any) -> None:
         if self.record is not None:
             self.record.write(stage, **details)
 
@@ -126,12 +132,12 @@ class _Holder:
             os._exit(WORKER_BOOT_ERROR)
 
 
-def _reject_constant(name):
+def _reject_constant(name: str) -> NoReturn:
     raise InvalidType(f"{name} is not valid JSON; send finite numbers only", None)
 
 
-def _no_duplicate_keys(pairs):
-    obj = {}
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
     for key, value in pairs:
         if key in obj:
             raise InvalidType(f"the key {key!r} appears twice in one JSON object; send it once", key)
@@ -139,7 +145,7 @@ def _no_duplicate_keys(pairs):
     return obj
 
 
-def parse_json_body(raw: bytes):
+def parse_json_body(raw: bytes) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -177,18 +183,18 @@ def _too_large(max_bytes: int) -> AdapterError:
     )
 
 
-def _zstd_module():
-    try:
-        from compression import zstd  # Python 3.14+
-    except ImportError:
+def _zstd_module() -> ModuleType | None:
+    for name in ("compression.zstd", "backports.zstd"):  # Python 3.14+, else the backport
         try:
-            from backports import zstd
+            return importlib.import_module(name)
         except ImportError:
-            return None
-    return zstd
+            continue
+    return None
 
 
-def decode_body(raw: bytes, content_encoding: str | None, max_bytes: int, *, zstd_module=None) -> bytes:
+def decode_body(
+    raw: bytes, content_encoding: str | None, max_bytes: int, *, zstd_module: ModuleType | None = None
+) -> bytes:
     """The body with its Content-Encoding undone (gzip; zstd where Python has it), size-limited."""
     encoding = (content_encoding or "identity").strip().lower()
     if encoding in ("", "identity"):
@@ -196,7 +202,7 @@ def decode_body(raw: bytes, content_encoding: str | None, max_bytes: int, *, zst
     if encoding in ("gzip", "x-gzip"):
         inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
         try:
-            data = inflater.decompress(raw, max_bytes + 1)
+            data: bytes = inflater.decompress(raw, max_bytes + 1)
         except zlib.error:
             raise InvalidType("the body is not valid gzip data; check Content-Encoding", "Content-Encoding") from None
         if len(data) > max_bytes or inflater.unconsumed_tail:
@@ -235,18 +241,18 @@ class Serving:
 
     clock = staticmethod(time.perf_counter)
 
-    def __init__(self, settings: Settings, holder: _Holder, dialects: Registry = DIALECTS):
+    def __init__(self, settings: Settings, holder: _Holder, dialects: Registry = DIALECTS) -> None:
         self.settings = settings
         self.holder = holder
         self.dialects = dialects
 
     @property
-    def engine(self):
-        if not self.holder.ready.is_set():
+    def engine(self) -> Engine:
+        if not self.holder.ready.is_set() or self.holder.engine is None:
             raise NotReady("the model is still loading; retry shortly")
         return self.holder.engine
 
-    def read_json(self, *, jev_route: bool = False):
+    def read_json(self, *, jev_route: bool = False) -> Any:
         """The request's JSON body: a JSON content type, Content-Encoding undone, size-limited."""
         mimetype = request.mimetype
         # Every route wants a JSON type: a browser page can post text/plain (or nothing) to a keyless
@@ -275,13 +281,16 @@ class Serving:
         except ValueError:  # an integer literal over Python's 4,300-digit limit
             raise InvalidType("a number in the body has too many digits; send at most 4,300", None) from None
 
-    def run(self, work):
+    def run(self, work: Callable[[Engine], T]) -> tuple[T, float]:
         """``work(engine)`` on the context the gate admits the request to, inside its time limit: (its result,
         ms waited)."""
         facts = _facts()
         self.engine
+        lanes = self.holder.lanes
+        if lanes is None:  # set with the engine, before ready
+            raise NotReady("the model is still loading; retry shortly")
         try:
-            with self.holder.lanes.admit() as (engine, waited_ms), engine.time_limit(self.settings.request_timeout_s):
+            with lanes.admit() as (engine, waited_ms), engine.time_limit(self.settings.request_timeout_s):
                 if facts is not None:
                     facts.queue_wait_ms = waited_ms
                 result = work(engine)
@@ -297,12 +306,12 @@ class Serving:
             facts.read_work(result)
         return result, waited_ms
 
-    def timing(self, timing: dict, waited_ms: float, started: float) -> dict:
+    def timing(self, timing: dict[str, Any], waited_ms: float, started: float) -> dict[str, Any]:
         return {"queue_wait_ms": waited_ms, **timing, "total_ms": (time.perf_counter() - started) * 1000.0}
 
 
 # Routes no blueprint matched (404, 405) answer in the shape of the API their path belongs to.
-def _unmatched_shape(path: str, dialects: Registry):
+def _unmatched_shape(path: str, dialects: Registry) -> Callable[[AdapterError], Response]:
     dialect = dialects.scoped(path)
     return project_error if dialect is None else dialect.error_response
 
@@ -342,7 +351,7 @@ def create_app(
     endpoint = settings.endpoint_name
 
     @app.before_request
-    def request_id():
+    def request_id() -> None:
         # First, so that a refused key or body still answers with the id its log lines carry.
         if dialects.is_api_path(request.path):
             g.request_facts = metrics.RequestFacts(
@@ -350,7 +359,7 @@ def create_app(
             )
 
     @app.after_request
-    def audit_trail(response):
+    def audit_trail(response: Response) -> Response:
         facts = _facts()
         if facts is None:
             return response
@@ -361,14 +370,14 @@ def create_app(
         return response
 
     @app.after_request
-    def wire_version(response):
+    def wire_version(response: Response) -> Response:
         # Every answer names the version of the decision wire it speaks (decision_contract.wire), in the one
         # header SageMaker hands back to the caller of InvokeEndpoint (as CustomAttributes).
         response.headers[wire.VERSION_HEADER] = wire.WIRE_VERSION
         return response
 
     @app.before_request
-    def authenticate():
+    def authenticate() -> None:
         if settings.api_key is None or request.path in OPEN_ROUTES:
             return None
         if _bearer_token(request.headers.get("Authorization")) is None:
@@ -377,7 +386,7 @@ def create_app(
             raise Unauthorized("the API key is not valid")
         return None
 
-    def details(engine: Engine) -> dict:
+    def details(engine: Engine) -> Body:
         return {
             "status": "ready",
             "model": engine.info["file"],
@@ -391,27 +400,28 @@ def create_app(
         }
 
     @app.get("/ping")
-    def ping():
-        if not holder.ready.is_set():
+    def ping() -> Response:
+        if not holder.ready.is_set() or holder.engine is None:
             return json_response({"status": "loading"}, status=503)
         if settings.api_key is not None and _has_key(request.headers.get("Authorization")):
             return json_response(details(holder.engine))
         return json_response({"status": "ready"})
 
     @app.get("/status")
-    def status():
+    def status() -> Response:
         return json_response(details(serving.engine))  # behind the key when one is configured (authenticate)
 
     def _has_key(header: str | None) -> bool:
         token = _bearer_token(header)
-        return token is not None and hmac.compare_digest(token.encode("utf-8"), settings.api_key.encode("utf-8"))
+        key = settings.api_key
+        return token is not None and key is not None and hmac.compare_digest(token.encode("utf-8"), key.encode("utf-8"))
 
     @app.get("/openapi.json")
-    def openapi():
+    def openapi() -> Response:
         return Response(openapi_description, mimetype="application/json")
 
     @app.errorhandler(Exception)
-    def error(exc: Exception):
+    def error(exc: Exception) -> Response:
         # The app's own routes, and requests no route matched: blueprints answer for their own routes.
         shape = _unmatched_shape(request.path, dialects) if request.url_rule is None else project_error
         return shape(as_adapter_error(exc))

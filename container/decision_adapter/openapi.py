@@ -16,6 +16,7 @@ import json
 import sys
 from pathlib import Path
 
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from . import __name__ as _package
@@ -39,7 +40,7 @@ from .apis.registry import DIALECTS, Registry
 
 FILE = Path(__file__).with_name("openapi.json")
 
-MODELS = [
+MODELS: list[type[BaseModel]] = [
     own.DecisionRequest,
     own.BatchRequest,
     own.DecisionResponse,

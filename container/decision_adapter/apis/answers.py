@@ -4,13 +4,11 @@ answers themselves are built as plain dicts)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from decision_contract.names import READOUTS
-
-from .common import Answer
+from .common import Answer, ReadoutChoice
 
 
 class OrderSensitivity(BaseModel):
@@ -69,8 +67,8 @@ class ModelInfo(Answer):
     threads: int | None = None
     recurrent_or_hybrid: bool | None = None
     prefix_reuse: str | None = None
-    runtime: dict | None = None
-    parallel: dict | None = Field(
+    runtime: dict[str, Any] | None = None
+    parallel: dict[str, Any] | None = Field(
         None,
         description="How many requests are evaluated at once (lanes: one llama.cpp "
         "context each, SM_LLAMA_CPP_PARALLEL), how they share the CPU "
@@ -78,7 +76,7 @@ class ModelInfo(Answer):
         "context's KV memory in MiB.",
     )
     order: str | None = Field(None, description="The server's default order mode (DECISION_ADAPTER_ORDER).")
-    readout: Literal[READOUTS] | None = Field(  # the contract's readouts, in its order
+    readout: ReadoutChoice | None = Field(  # the contract's readouts, in its order
         None, description="The server's default readout (DECISION_ADAPTER_READOUT)."
     )
     order_priors: dict[str, list[float]] | None = Field(
@@ -87,7 +85,7 @@ class ModelInfo(Answer):
     order_priors_jev: dict[str, list[float]] | None = Field(
         None, description="The same for the prompt of System One and the OpenAI Decisions API."
     )
-    calibration: dict | None = Field(
+    calibration: dict[str, Any] | None = Field(
         None,
         description="calibration.json in use: fit_for, order, readout, alpha, "
         "profiles, temperatures, set_thresholds, sha256; null when "

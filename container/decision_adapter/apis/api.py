@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from flask import Blueprint
 
@@ -41,21 +42,37 @@ class Api:
     name: str  # what /invocations calls its bodies (request_kind)
     metric: str  # the metric line's api dimension
     body: Dialect | None = None  # how /invocations serves its bodies
-    sniff: Callable[[dict], bool] | None = None  # whether a JSON object sent to /invocations is its body
+    sniff: Callable[[dict[str, Any]], bool] | None = None  # whether a JSON object sent to /invocations is its body
     routes: tuple[str, ...] = ()  # its own routes, "METHOD /path"; a POST writes a metric line
     blueprint: Blueprint | None = None  # those routes
     scope: Scope | None = None  # the paths that answer in its error shape
     errors: Dialect | None = None  # the dialect whose error shape they answer in
     shape: str | None = None  # that shape's name among nginx's error pages (APIs may share one)
-    openapi: Callable[[], dict] | None = None  # its paths of the OpenAPI document (with apis/openapi_parts.py)
+    openapi: Callable[[], dict[str, Any]] | None = (
+        None  # its paths of the OpenAPI document (with apis/openapi_parts.py)
+    )
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if (self.body is None) != (self.sniff is None):
             raise ValueError(f"{self.name}: a body served on /invocations needs a sniffer, and a sniffer a body")
         if (self.scope is None) != (self.errors is None) or (self.scope is None) != (self.shape is None):
             raise ValueError(f"{self.name}: a scope needs its error dialect and shape name, and they a scope")
         if self.routes and self.blueprint is None:
             raise ValueError(f"{self.name}: routes need the blueprint that serves them")
+
+    @property
+    def served(self) -> Dialect:
+        """The dialect that serves its bodies on /invocations (an API the registry's sniffing picked has one)."""
+        if self.body is None:
+            raise ValueError(f"{self.name} serves no bodies on /invocations")
+        return self.body
+
+    @property
+    def error_scope(self) -> tuple[Scope, Dialect, str]:
+        """Its scope, the dialect answering errors there and the shape's name (for an API that has a scope)."""
+        if self.scope is None or self.errors is None or self.shape is None:
+            raise ValueError(f"{self.name} owns no paths' error shape")
+        return self.scope, self.errors, self.shape
 
     @property
     def posts(self) -> tuple[str, ...]:

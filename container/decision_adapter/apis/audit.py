@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
+from typing import Any
 
 UNCALIBRATED = "none"  # the calibration version when no calibration.json is in force
 
 
-def token_set_hash(tokens) -> str:
+def token_set_hash(tokens: Iterable[int]) -> str:
     return hashlib.sha256(json.dumps(list(tokens)).encode("ascii")).hexdigest()
 
 
@@ -25,13 +27,13 @@ def combined_sha256(hashes: list[str]) -> str:
     return hashlib.sha256("\n".join(hashes).encode("ascii")).hexdigest()
 
 
-def calibration_version(info: dict) -> str:
+def calibration_version(info: dict[str, Any]) -> str:
     """The sha256 of the calibration.json in force, or ``none``."""
     calibration = info.get("calibration") or {}
     return calibration.get("sha256") or UNCALIBRATED
 
 
-def audit_block(per_question: list[dict], info: dict) -> dict:
+def audit_block(per_question: list[dict[str, Any]], info: dict[str, Any]) -> dict[str, Any]:
     """``per_question``: {prompt_sha256, allowed_tokens, input_tokens} per question, in question order."""
     runtime = info.get("runtime") or {}
     return {

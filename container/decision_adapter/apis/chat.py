@@ -15,12 +15,14 @@ A body carrying ``decision`` asks a decision instead, on both routes (apis/chat_
 from __future__ import annotations
 
 from contextlib import ExitStack
+from typing import Any
 
 from flask import Blueprint, Response, current_app
 
 from ..engine import Engine
 from ..errors import AdapterError, ModelNotFound
 from ..questions import ChatRequest
+from ..settings import Settings
 from . import chat_decisions, decisions
 from . import openapi_parts as doc
 from .api import Api, Scope
@@ -36,7 +38,7 @@ from .chat_requests import parse_chat as parse_chat
 from .chat_stream import EventStream, events
 from .chat_stream import chunks as chunks
 from .chat_stream import event as event
-from .dialect import SERVING, Dialect, as_adapter_error, json_response, project_error_body, serve
+from .dialect import SERVING, Body, Dialect, as_adapter_error, json_response, project_error_body, serve
 from .typed import accepted_model_names, names_checked, served_model_name
 
 # -- the served model's name ---------------------------------------------------------------------------
@@ -58,32 +60,34 @@ def check(chat: ChatRequest | ChatDecision, engine: Engine) -> None:
 # -- the dialect and the route -----------------------------------------------------------------------
 
 
-def parse(body, settings, *, streaming: bool = False) -> ChatRequest | ChatDecision:
+def parse(body: Any, settings: Settings, *, streaming: bool = False) -> ChatRequest | ChatDecision:
     """A chat request, or a decision where the body carries one."""
     if chat_decisions.asks_decision(body):
         return chat_decisions.parse(body, settings)
     return parse_chat(body, settings.chat_max_tokens, streaming=streaming)
 
 
-def complete(engine: Engine, chat: ChatRequest) -> tuple[dict, dict]:
+def complete(engine: Engine, chat: ChatRequest) -> tuple[Body, dict[str, Any]]:
     """The completion, and the prompt's tokens for the metric line (chat answers no timing of its own)."""
     completion = engine.chat(chat)
-    return completion, {"input_tokens": completion["usage"]["prompt_tokens"]}
+    usage: Any = completion["usage"]  # chat.py's chat_response: the completion's usage object
+    return completion, {"input_tokens": usage["prompt_tokens"]}
 
 
-def work(engine: Engine, request: ChatRequest | ChatDecision) -> tuple:
+def work(engine: Engine, request: ChatRequest | ChatDecision) -> tuple[Any, dict[str, Any]]:
     if isinstance(request, ChatDecision):
         return chat_decisions.work(engine, request)
     return complete(engine, request)
 
 
-def answer(request: ChatRequest | ChatDecision, done, timing: dict, info: dict) -> dict:
+def answer(request: ChatRequest | ChatDecision, done: Any, timing: dict[str, Any], info: dict[str, Any]) -> Body:
     if isinstance(request, ChatDecision):
         return chat_decisions.answer(request, done, timing, info)
-    return done
+    completion: Body = done
+    return completion
 
 
-def error(exc: AdapterError) -> tuple[dict, int]:
+def error(exc: AdapterError) -> tuple[Body, int]:
     """Chat's errors on /invocations come in this project's shape."""
     return project_error_body(exc), exc.status
 
@@ -91,7 +95,7 @@ def error(exc: AdapterError) -> tuple[dict, int]:
 DIALECT = Dialect("chat", parse, work, answer, error, check)
 
 
-def openai_error(exc: AdapterError) -> tuple[dict, int]:
+def openai_error(exc: AdapterError) -> tuple[Body, int]:
     """OpenAI's error shape, as /v1/decisions answers it."""
     return decisions.error_body(exc)
 
@@ -106,7 +110,7 @@ blueprint.register_error_handler(Exception, lambda exc: OPENAI_DIALECT.error_res
 
 
 @blueprint.post(PATH)
-def chat_completions():
+def chat_completions() -> Response:
     ctx = current_app.extensions[SERVING]
     started = ctx.clock()
     engine = ctx.engine  # 503 while loading, before the body is read
@@ -130,7 +134,7 @@ def chat_completions():
     )
 
 
-def openapi_paths() -> dict:
+def openapi_paths() -> Body:
     """Its path of the OpenAPI document (openapi.py)."""
     return {
         PATH: {

@@ -7,9 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from decision_contract import names
-
-from .common import Answer
+from .common import Answer, ReadoutChoice
 from .own import SingleResult
 
 
@@ -49,7 +47,7 @@ class ChatDecisionResult(SingleResult):
     """A decision's result as this project's schema answers it, with the chosen option and the readout named."""
 
     choice: str = Field(description="The chosen option's id: the likeliest, the first of equals.")
-    readout_name: Literal[names.READOUTS] = Field(description="The readout that read it: letters or cloze.")
+    readout_name: ReadoutChoice = Field(description="The readout that read it: letters or cloze.")
 
 
 class ChatCompletion(Answer):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from decision_contract import names
 
@@ -38,8 +39,10 @@ from ..answer_record import AnswerRecord
 from ..errors import InvalidValue
 from ..questions import DecisionBatch, Message
 from ..seams import Scorer
+from ..settings import Settings
 from . import own
 from .chat_requests import chat_request, validate_chat
+from .dialect import Body
 
 FIELD = names.CHAT_DECISION
 NO_PROBABILITY = -9999.0  # the logprob written for a probability of 0 (OpenAI's value for an impossible token)
@@ -54,7 +57,7 @@ class ChatDecision:
     model: str | None  # the model the request named (checked as chat's)
 
 
-def asks_decision(body) -> bool:
+def asks_decision(body: object) -> bool:
     return isinstance(body, dict) and body.get(FIELD) is not None
 
 
@@ -70,7 +73,7 @@ def _last_user(messages: tuple[Message, ...]) -> tuple[str, int]:
     )
 
 
-def parse(body, settings) -> ChatDecision:
+def parse(body: Any, settings: Settings) -> ChatDecision:
     fields = validate_chat(body)
     if fields.stream:
         raise InvalidValue(
@@ -79,6 +82,8 @@ def parse(body, settings) -> ChatDecision:
         )
     chat = chat_request(fields, settings.chat_max_tokens)  # chat's values checked as for chat, then unused
     decision = fields.decision
+    if decision is None:  # not a decision after all (asks_decision chose this parse)
+        raise InvalidValue(f"{FIELD} must be an object", FIELD)
     state, state_field = decision.state, f"{FIELD}.state"
     if state is None:
         state, i = _last_user(chat.messages)
@@ -95,7 +100,7 @@ def parse(body, settings) -> ChatDecision:
     return ChatDecision(completion_id, batch, chat.model)
 
 
-def work(engine: Scorer, request: ChatDecision) -> tuple[list[AnswerRecord], dict]:
+def work(engine: Scorer, request: ChatDecision) -> tuple[list[AnswerRecord], dict[str, Any]]:
     return own.decide(engine, request.batch)
 
 
@@ -103,11 +108,11 @@ def _logprob(p: float) -> float:
     return math.log(p) if p > 0 else NO_PROBABILITY
 
 
-def _token(option_id: str, p: float) -> dict:
+def _token(option_id: str, p: float) -> Body:
     return {"token": option_id, "logprob": _logprob(p), "bytes": list(option_id.encode("utf-8"))}
 
 
-def answer(request: ChatDecision, answers: list[AnswerRecord], timing: dict, info: dict) -> dict:
+def answer(request: ChatDecision, answers: list[AnswerRecord], timing: dict[str, Any], info: dict[str, Any]) -> Body:
     """The chat completion that answers the decision."""
     result = own.respond(request.batch, answers, timing, info)["result"]
     ids, p = result["option_ids"], result["probabilities"]

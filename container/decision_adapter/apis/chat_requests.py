@@ -8,16 +8,18 @@ chat; its fields are described here with the rest of the body so that one valida
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic_core import ErrorDetails
 
 from decision_contract import names
 
 from ..errors import AdapterError, InvalidType, InvalidValue
 from ..questions import CHAT_ROLES, ChatRequest
 from . import own
-from .common import Id, NonBlank, Strict, adapter_error, type_error, value_error
+from .common import ErrorWording, Id, NonBlank, Strict, adapter_error, type_error, value_error
 
 MAX_STOP = 4  # as OpenAI's chat completions
 MAX_STOP_CHARS = 64
@@ -39,12 +41,12 @@ IGNORED_OPENAI = (
 )
 
 
-def _absent(value) -> bool:
+def _absent(value: object) -> bool:
     return value is None or value == [] or value == {}
 
 
 # OpenAI parameters asking for what this adapter does not do, and which of their values ask for nothing.
-UNSUPPORTED = {
+UNSUPPORTED: dict[str, Callable[[Any], bool]] = {
     "tools": _absent,
     "functions": _absent,
     "tool_choice": lambda v: v is None or v == "none",
@@ -84,7 +86,7 @@ class ChatMessage(BaseModel):
     content: str
 
 
-def _stop(value):
+def _stop(value: object) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
@@ -154,13 +156,11 @@ class _ChatFields(Strict):
 
     @field_validator("stop", mode="plain")
     @classmethod
-    def _check_stop(cls, value):
+    def _check_stop(cls, value: object) -> tuple[str, ...]:
         return _stop(value)
 
 
-ChatCompletionRequest = create_model(
-    "ChatCompletionRequest",
-    __base__=_ChatFields,
+_PASSED_OVER: dict[str, Any] = {  # accepted for OpenAI's and llama-server's clients, and not used
     **{name: (Any, Field(None, description="OpenAI's parameter; accepted and ignored.")) for name in IGNORED_OPENAI},
     **{
         name: (
@@ -175,23 +175,24 @@ ChatCompletionRequest = create_model(
         name: (Any, Field(None, description="llama-server's parameter; accepted and ignored."))
         for name in IGNORED_LLAMA_SERVER
     },
-)
+}
+ChatCompletionRequest: type[_ChatFields] = create_model("ChatCompletionRequest", __base__=_ChatFields, **_PASSED_OVER)
 
 
-def _count(field: str, error: dict):
+def _count(field: str | None, error: ErrorDetails) -> AdapterError | None:
     if field != "messages":
         return own.WORDING[error["type"]](field, error)  # a decision's options, worded as this project's schema
-    n = error["ctx"].get("actual_length")
+    n = error.get("ctx", {}).get("actual_length")
     if not n:
         return InvalidValue("messages must hold at least one message", "messages")
     return InvalidValue(f"messages holds {n} messages; send at most {MAX_MESSAGES}", "messages")
 
 
-def _role(field: str, error: dict):
+def _role(field: str | None, error: ErrorDetails) -> AdapterError:
     return InvalidValue(f"{field} must be one of {', '.join(CHAT_ROLES)}", field)
 
 
-def _range(field: str, error: dict):
+def _range(field: str | None, error: ErrorDetails) -> AdapterError | None:
     if field == "temperature":
         return InvalidValue("temperature must be between 0 and 2", field)
     if field == "top_p":
@@ -203,7 +204,7 @@ def _range(field: str, error: dict):
     return None
 
 
-WORDING = {
+WORDING: dict[str, ErrorWording] = {
     "too_short": _count,
     "too_long": _count,
     "literal_error": _role,
@@ -213,7 +214,7 @@ WORDING = {
 }
 
 
-def validate_chat(body) -> Any:
+def validate_chat(body: Any) -> _ChatFields:
     """The body as ``ChatCompletionRequest``: parameters asking for what the adapter does not do are refused
     first, naming them."""
     if isinstance(body, dict):
@@ -227,14 +228,16 @@ def validate_chat(body) -> Any:
 
 
 def parse_chat(
-    body: dict, default_max_tokens: int, max_tokens_cap: int | None = None, *, streaming: bool = False
+    body: Any, default_max_tokens: int, max_tokens_cap: int | None = None, *, streaming: bool = False
 ) -> ChatRequest:
     """A chat request; ``max_tokens`` above ``max_tokens_cap`` (the default's value if not given) is refused;
     ``stream: true`` only where ``streaming``."""
     return chat_request(validate_chat(body), default_max_tokens, max_tokens_cap, streaming=streaming)
 
 
-def chat_request(chat, default_max_tokens: int, max_tokens_cap: int | None = None, *, streaming: bool = False):
+def chat_request(
+    chat: Any, default_max_tokens: int, max_tokens_cap: int | None = None, *, streaming: bool = False
+) -> ChatRequest:
     """The core's ``ChatRequest`` from a validated body, its values checked."""
     max_tokens_cap = max_tokens_cap or default_max_tokens
     if chat.stream and not streaming:

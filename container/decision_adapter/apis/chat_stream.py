@@ -5,22 +5,24 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 
 from .. import chat as chat_completion
+from ..chat import Piece
 from ..errors import AdapterError
 from ..questions import ChatRequest
 from .decisions import error_body as openai_error
+from .dialect import Body
 
 
 def chunk(
-    head: dict,
-    delta: dict,
+    head: Body,
+    delta: Body,
     *,
-    logprobs: list[dict] | None = None,
+    logprobs: Sequence[Mapping[str, object]] | None = None,
     finish_reason: str | None = None,
     usage: bool = False,
-) -> dict:
+) -> Body:
     """One ``chat.completion.chunk``; ``head``: the stream's id, created and model; ``usage``: the stream
     ends with a usage chunk, so every other chunk says ``usage: null`` (as OpenAI's)."""
     body = {
@@ -40,7 +42,7 @@ def chunk(
     return body
 
 
-def chunks(chat: ChatRequest, pieces, model_name: str):
+def chunks(chat: ChatRequest, pieces: Iterable[Piece], model_name: str) -> Iterator[Body]:
     """The chunks of a streamed completion, from the engine's pieces (core chat.py's ``Piece``)."""
     head = {"id": chat_completion.completion_id(), "created": int(time.time()), "model": model_name}
     wants = chat.top_logprobs is not None
@@ -54,7 +56,7 @@ def chunks(chat: ChatRequest, pieces, model_name: str):
         yield chunk(head, {"content": piece.text}, logprobs=piece.logprobs if wants else None, usage=chat.include_usage)
 
 
-def event(payload) -> bytes:
+def event(payload: object) -> bytes:
     # ASCII only: a generated U+2028, U+0085 or U+001C is a line break to readers that split lines as Python's
     # str.splitlines does, which would cut the event's JSON in two.
     return b"data: " + json.dumps(payload).encode("ascii") + b"\n\n"
@@ -67,11 +69,11 @@ class EventStream:
     """A streamed answer's body, holding the model until it ends or is closed: the WSGI server closes it when
     the client goes away (its next write fails), which stops generation and lets the next request in."""
 
-    def __init__(self, events: Iterator[bytes], release: Callable[[], None]):
+    def __init__(self, events: Generator[bytes, None, None], release: Callable[[], None]) -> None:
         self._events = events
-        self._release = release
+        self._release: Callable[[], None] | None = release
 
-    def __iter__(self):
+    def __iter__(self) -> EventStream:
         return self
 
     def __next__(self) -> bytes:
@@ -90,7 +92,7 @@ class EventStream:
                 release()
 
 
-def events(chat: ChatRequest, pieces, model_name: str) -> Iterator[bytes]:
+def events(chat: ChatRequest, pieces: Iterator[Piece], model_name: str) -> Generator[bytes, None, None]:
     """Server-sent events: ``data: {chunk}`` each, ``data: [DONE]`` at the end; an error once the answer has
     started (the time limit) is a last ``data: {"error": ...}`` event in OpenAI's shape."""
     try:
@@ -100,5 +102,7 @@ def events(chat: ChatRequest, pieces, model_name: str) -> Iterator[bytes]:
         yield event(openai_error(exc)[0])
         return
     finally:
-        pieces.close()
+        close = getattr(pieces, "close", None)  # the engine's generator: stops generation
+        if close is not None:
+            close()
     yield DONE

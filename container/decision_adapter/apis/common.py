@@ -12,10 +12,14 @@ from __future__ import annotations
 import math
 import re
 import uuid
-from typing import Annotated
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, ValidationError
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
+from werkzeug.datastructures import Headers
+
+from decision_contract.names import LETTERS, NORMALIZATIONS, READOUTS
 
 from ..errors import AdapterError, InvalidType, InvalidValue
 from ..questions import MAX_ID_CHARS
@@ -37,7 +41,7 @@ class Answer(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def type_name(value) -> str:
+def type_name(value: object) -> str:
     return {
         dict: "object",
         list: "array",
@@ -75,17 +79,29 @@ def _short_id(value: str) -> str:
 NonBlank = Annotated[str, AfterValidator(_non_blank)]
 Id = Annotated[str, AfterValidator(_short_id)]
 
+# The contract's vocabularies as pydantic's choices: pydantic checks (and the OpenAPI document lists) the
+# contract's values; mypy, which cannot read a Literal built from a tuple, sees strings.
+OTHER_READOUTS = tuple(name for name in READOUTS if name != LETTERS)  # the readouts that name themselves
+if TYPE_CHECKING:
+    ReadoutChoice: TypeAlias = str
+    OtherReadoutChoice: TypeAlias = str
+    NormalizationChoice: TypeAlias = str
+else:
+    ReadoutChoice = Literal[READOUTS]
+    OtherReadoutChoice = Literal[OTHER_READOUTS]
+    NormalizationChoice = Literal[NORMALIZATIONS]
 
-def string_or_list(what: str):
+
+def string_or_list(what: str) -> Discriminator:
     """A discriminator for ``str | list[...]`` fields: errors come from the branch the JSON type picks."""
 
-    def kind(value):
+    def kind(value: object) -> str | None:
         return TAG_STRING if isinstance(value, str) else TAG_LIST if isinstance(value, list) else None
 
     return Discriminator(kind, custom_error_type="invalid_type", custom_error_message=f"must be {what}")
 
 
-def field_path(loc) -> str:
+def field_path(loc: Sequence[str | int]) -> str:
     path = ""
     for part in loc:
         if part in (TAG_STRING, TAG_OBJECT, TAG_LIST):
@@ -116,7 +132,12 @@ _TYPES = {
 }
 
 
-def adapter_error(exc: ValidationError, prefix: str = "", messages: dict | None = None) -> AdapterError:
+ErrorWording = Callable[[str | None, ErrorDetails], AdapterError | None]
+
+
+def adapter_error(
+    exc: ValidationError, prefix: str = "", messages: Mapping[str, ErrorWording] | None = None
+) -> AdapterError:
     """The first problem pydantic found, as the adapter's error naming its field.
 
     ``messages``: per error type, a function (field, error) -> AdapterError for wording a dialect owns.
@@ -139,7 +160,7 @@ def adapter_error(exc: ValidationError, prefix: str = "", messages: dict | None 
     if kind == "missing":
         return InvalidValue(f"{field} is required", field)
     if kind == "extra_forbidden":
-        where = field.rpartition(".")[0] if "." in field else ""
+        where = (field or "").rpartition(".")[0]
         names = [
             prefix + field_path(e["loc"]) for e in extras if field_path(e["loc"][:-1]) == field_path(first["loc"][:-1])
         ]
@@ -189,6 +210,6 @@ def usable_id(value: str | None) -> str | None:
     return value if _SAFE_ID.fullmatch(value) else None
 
 
-def choose_request_id(headers, make=lambda: str(uuid.uuid4())) -> str:
+def choose_request_id(headers: Headers | Mapping[str, str], make: Callable[[], str] = lambda: str(uuid.uuid4())) -> str:
     """SageMaker's inference id, else the caller's X-Request-Id, else a new uuid4."""
     return usable_id(headers.get(INFERENCE_ID_HEADER)) or usable_id(headers.get(REQUEST_ID_HEADER)) or make()

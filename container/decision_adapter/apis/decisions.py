@@ -47,6 +47,8 @@ fields included (as OpenAI refuses unrecognised arguments).
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint
 
 from .. import scoring
@@ -57,22 +59,30 @@ from ..prompt import JEV_PROMPT, YES_NO, as_text, option_text
 from ..questions import DecisionBatch, Option
 from ..questions import Question as CoreQuestion
 from ..seams import Scorer
+from ..settings import Settings
 from . import openapi_parts as doc
 from .api import Api, Scope
 
 # The requests' and answers' models live beside this module; the OpenAPI document and the tests find them here.
 from .decisions_answers import DecisionsResponse as DecisionsResponse
 from .decisions_answers import OpenAIError as OpenAIError
-from .decisions_requests import DecisionsChoice, DecisionsPredicate, check_model, instructions_of, state_of
+from .decisions_requests import (
+    DecisionsChoice,
+    DecisionsPredicate,
+    DecisionsQuestion,
+    check_model,
+    instructions_of,
+    state_of,
+)
 from .decisions_requests import DecisionsRequest as DecisionsRequest
 from .decisions_requests import parse_decisions as parse_decisions
-from .dialect import Dialect, post
+from .dialect import Body, Dialect, post
 from .typed import choice_confidence, names_checked, score_confidence, served_model_name, unit
 
 # -- questions and answers ------------------------------------------------------------------------------
 
 
-def option_texts(question) -> list[str]:
+def option_texts(question: DecisionsQuestion) -> list[str]:
     if isinstance(question, DecisionsPredicate):
         return list(YES_NO)
     if isinstance(question, DecisionsChoice):
@@ -80,7 +90,7 @@ def option_texts(question) -> list[str]:
     return [option_text(level.label, level.description) for level in question.levels]
 
 
-def cloze_texts(question) -> list[str]:
+def cloze_texts(question: DecisionsQuestion) -> list[str]:
     """What the cloze readout scores: yes and no; a choice's description, else its value made readable; a
     score's level labels."""
     if isinstance(question, DecisionsPredicate):
@@ -113,12 +123,12 @@ def batch_of(request: DecisionsRequest) -> DecisionBatch:
     return DecisionBatch("decisions", state_of(request), tuple(questions), state_field="input")
 
 
-def score(engine: Scorer, request: DecisionsRequest) -> tuple[list[AnswerRecord], dict]:
+def score(engine: Scorer, request: DecisionsRequest) -> tuple[list[AnswerRecord], dict[str, Any]]:
     """Every question in the server's order mode, calibrated, with the server's abstention threshold."""
     return scoring.decide(engine, batch_of(request), JEV_PROMPT)
 
 
-def values_of(question) -> list:
+def values_of(question: DecisionsQuestion) -> list[Any]:
     """What a prediction set names, in request order: a predicate's true (yes) and false (no), a choice's
     values, a score's level values (indices)."""
     if isinstance(question, DecisionsPredicate):
@@ -128,17 +138,18 @@ def values_of(question) -> list:
     return list(range(len(question.levels)))
 
 
-def extensions(question, result: AnswerRecord) -> dict:
+def extensions(question: DecisionsQuestion, result: AnswerRecord) -> Body:
     """This adapter's fields beside the API's: the readout that read the answer, and the prediction set where a
     kept calibration threshold applied."""
-    out, members = {"x_readout": result.readout}, result.prediction_set
+    out: Body = {"x_readout": result.readout}
+    members = result.prediction_set
     if members is not None:
         values = values_of(question)
         out["x_prediction_set"] = [values[i] for i in members]
     return out
 
 
-def answer(question, result: AnswerRecord) -> dict:
+def answer(question: DecisionsQuestion, result: AnswerRecord) -> Body:
     if result.abstained:
         return {
             "type": "refusal",
@@ -173,7 +184,9 @@ def answer(question, result: AnswerRecord) -> dict:
     }
 
 
-def respond(request: DecisionsRequest, results: list[AnswerRecord], timing: dict, info: dict) -> dict:
+def respond(
+    request: DecisionsRequest, results: list[AnswerRecord], timing: dict[str, Any], info: dict[str, Any]
+) -> Body:
     # A content-free prior scored for this request (order mode prior, first use) is paid for here too.
     prompt_tokens = sum(r.read_tokens for r in results) + timing["prior_tokens"]
     evaluated = int(timing["input_tokens"])
@@ -201,7 +214,7 @@ _CODES = {
 }
 
 
-def error_body(exc: AdapterError) -> tuple[dict, int]:
+def error_body(exc: AdapterError) -> tuple[Body, int]:
     """OpenAI's error object; every problem with the body is a 400, as OpenAI sends them."""
     status = 400 if isinstance(exc, (InvalidType, InvalidValue, PromptTooLong)) else exc.status
     kind = "server_error" if status >= 500 else "invalid_request_error"
@@ -226,7 +239,7 @@ def error_body(exc: AdapterError) -> tuple[dict, int]:
 # -- the dialect and its route -------------------------------------------------------------------------
 
 
-def parse(body, settings) -> DecisionsRequest:
+def parse(body: Any, settings: Settings) -> DecisionsRequest:
     return parse_decisions(body)
 
 
@@ -244,7 +257,7 @@ blueprint = Blueprint("decisions", __name__)
 post(blueprint, PATH, DIALECT)
 
 
-def openapi_paths() -> dict:
+def openapi_paths() -> Body:
     """Its path of the OpenAPI document (openapi.py)."""
     return {
         PATH: {

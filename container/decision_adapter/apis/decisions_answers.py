@@ -7,13 +7,11 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from decision_contract import names
-
-from .common import Answer
+from .common import Answer, ReadoutChoice
 
 Probability = Annotated[float, Field(ge=0, le=1)]
 ReadoutUsed = Annotated[
-    Literal[names.READOUTS],
+    ReadoutChoice,
     Field(description="This adapter's extension: the readout that read the answer (DECISION_ADAPTER_READOUT)."),
 ]
 SET_DESCRIPTION = (

@@ -5,11 +5,13 @@ parsing a body into them with errors in the API's words, and what the core reads
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic_core import ErrorDetails
 
-from ..errors import InvalidType, InvalidValue, ModelNotFound
+from ..errors import AdapterError, InvalidType, InvalidValue, ModelNotFound
 from ..prompt import render_json
 from ..questions import (
     MAX_CHOICE_OPTIONS,
@@ -18,7 +20,7 @@ from ..questions import (
     MIN_CHOICE_OPTIONS,
     MIN_SCORE_LEVELS,
 )
-from .common import TAG_LIST, TAG_STRING, NonBlank, Strict, adapter_error, string_or_list, type_name
+from .common import TAG_LIST, TAG_STRING, ErrorWording, NonBlank, Strict, adapter_error, string_or_list, type_name
 from .typed import accepted_model_names, served_model_name
 
 MAX_NAME_CHARS = 1024
@@ -59,11 +61,11 @@ class RefusalPart(Strict):
     refusal: str
 
 
-def _by_type(*members):
+def _by_type(*members: tuple[str, type[BaseModel]]) -> Any:
     """A union of part or item models told apart by their ``type`` (or a message's ``role``); the tags are
     bracketed so they never read as field names in an error's path."""
 
-    def kind(value):
+    def kind(value: object) -> str | None:
         if not isinstance(value, dict):
             return None
         key = value.get("role") if "role" in value else value.get("type")
@@ -72,17 +74,32 @@ def _by_type(*members):
     return Annotated[Union[tuple(Annotated[m, Tag(f"<{t}>")] for t, m in members)], Discriminator(kind)]
 
 
-InputPart = _by_type(("input_text", TextPart), ("input_json", JsonPart), ("input_image", ImagePart))
-TextOnlyPart = _by_type(("input_text", TextPart))
-AssistantPart = _by_type(("output_text", OutputTextPart), ("refusal", RefusalPart))
-OutputPart = _by_type(("input_text", TextPart), ("input_image", ImagePart))
-
-
-def _content(part, what: str):
+def _content(part: Any, what: str) -> Any:
     return Annotated[
         Union[Annotated[str, Tag(TAG_STRING)], Annotated[list[part], Field(min_length=1), Tag(TAG_LIST)]],
         string_or_list(what),
     ]
+
+
+# The parts and contents are unions built for pydantic (tags, discriminators, error wording); mypy, which
+# cannot evaluate them, reads the plain unions they stand for.
+if TYPE_CHECKING:
+    InputPart: TypeAlias = TextPart | JsonPart | ImagePart
+    AssistantPart: TypeAlias = OutputTextPart | RefusalPart
+    OutputPart: TypeAlias = TextPart | ImagePart
+    UserContent: TypeAlias = str | list[InputPart]
+    TextOnlyContent: TypeAlias = str | list[TextPart]
+    AssistantContent: TypeAlias = str | list[AssistantPart]
+    OutputContent: TypeAlias = str | list[OutputPart]
+else:
+    InputPart = _by_type(("input_text", TextPart), ("input_json", JsonPart), ("input_image", ImagePart))
+    TextOnlyPart = _by_type(("input_text", TextPart))
+    AssistantPart = _by_type(("output_text", OutputTextPart), ("refusal", RefusalPart))
+    OutputPart = _by_type(("input_text", TextPart), ("input_image", ImagePart))
+    UserContent = _content(InputPart, "a string or a list of input_text / input_json parts")
+    TextOnlyContent = _content(TextOnlyPart, "a string or a list of input_text parts")
+    AssistantContent = _content(AssistantPart, "a string or a list of output_text / refusal parts")
+    OutputContent = _content(OutputPart, "a string or a list of input_text parts")
 
 
 class _Message(Strict):
@@ -93,22 +110,22 @@ class _Message(Strict):
 
 class UserMessage(_Message):
     role: Literal["user"]
-    content: _content(InputPart, "a string or a list of input_text / input_json parts")
+    content: UserContent
 
 
 class SystemMessage(_Message):
     role: Literal["system"]
-    content: _content(TextOnlyPart, "a string or a list of input_text parts")
+    content: TextOnlyContent
 
 
 class DeveloperMessage(_Message):
     role: Literal["developer"]
-    content: _content(TextOnlyPart, "a string or a list of input_text parts")
+    content: TextOnlyContent
 
 
 class AssistantMessage(_Message):
     role: Literal["assistant"]
-    content: _content(AssistantPart, "a string or a list of output_text / refusal parts")
+    content: AssistantContent
     phase: Literal["commentary", "final_answer"] | None = None
 
 
@@ -129,7 +146,7 @@ class _ToolCall(_ToolItem):
 
 
 class _ToolOutput(_ToolItem):
-    output: _content(OutputPart, "a string or a list of input_text parts")
+    output: OutputContent
 
 
 class FunctionCall(_ToolCall):
@@ -160,15 +177,28 @@ INPUT_ITEMS = (
     ("custom_tool_call", CustomToolCall),
     ("custom_tool_call_output", CustomToolCallOutput),
 )
-InputItem = _by_type(*INPUT_ITEMS)
 MESSAGE_ROLES = ("user", "system", "developer", "assistant")
 ITEM_TYPES = tuple(t for t, _ in INPUT_ITEMS if t not in MESSAGE_ROLES)
 
+if TYPE_CHECKING:
+    InputItem: TypeAlias = (
+        UserMessage
+        | SystemMessage
+        | DeveloperMessage
+        | AssistantMessage
+        | FunctionCall
+        | FunctionCallOutput
+        | CustomToolCall
+        | CustomToolCallOutput
+    )
+    QuestionPart: TypeAlias = InputPart
+else:
+    InputItem = _by_type(*INPUT_ITEMS)
+    QuestionPart = _by_type(("input_text", TextPart), ("input_json", JsonPart), ("input_image", ImagePart))
 Input = Annotated[
     Union[Annotated[NonBlank, Tag(TAG_STRING)], Annotated[list[InputItem], Field(min_length=1), Tag(TAG_LIST)]],
     string_or_list("a string or a list of messages and tool calls"),
 ]
-QuestionPart = _by_type(("input_text", TextPart), ("input_json", JsonPart), ("input_image", ImagePart))
 Instructions = Annotated[
     Union[Annotated[NonBlank, Tag(TAG_STRING)], Annotated[list[QuestionPart], Field(min_length=1), Tag(TAG_LIST)]],
     string_or_list("a string or a list of input_text / input_json parts"),
@@ -214,6 +244,7 @@ class DecisionsScore(_Question):
     levels: Annotated[list[ScoreLevel], Field(min_length=MIN_SCORE_LEVELS, max_length=MAX_SCORE_LEVELS)]
 
 
+DecisionsQuestion = DecisionsPredicate | DecisionsChoice | DecisionsScore
 Question = Annotated[Union[DecisionsPredicate, DecisionsChoice, DecisionsScore], Field(discriminator="type")]
 
 
@@ -251,15 +282,15 @@ def _drop_tags(field: str | None) -> str | None:
     return ".".join(parts)
 
 
-def _missing(field, error):
+def _missing(field: str | None, error: ErrorDetails) -> AdapterError:
     return InvalidValue(f"{field} is required", field, code="missing_required_parameter")
 
 
-def _extra(field, error):
+def _extra(field: str | None, error: ErrorDetails) -> AdapterError:
     return InvalidValue(f"Unrecognized request argument supplied: {field}", field, code="unknown_parameter")
 
 
-def _tag(field, error):
+def _tag(field: str | None, error: ErrorDetails) -> AdapterError:
     value = error.get("input")
     field = _drop_tags(field)
     if not re.fullmatch(r"questions\[\d+\]", field or ""):
@@ -274,7 +305,7 @@ def _tag(field, error):
     return InvalidValue(f"{field}.type must be predicate, choice or score, got {render_json(kind)}", f"{field}.type")
 
 
-def _part_tag(field, value):
+def _part_tag(field: str | None, value: object) -> AdapterError:
     """An input item or a content part of no type this API reads."""
     if not isinstance(value, dict):
         return InvalidType(f"{field} must be an object, got {type_name(value)}", field, code="invalid_type")
@@ -300,7 +331,7 @@ def _part_tag(field, value):
     return InvalidValue(f"{field}.type {render_json(value['type'])} is not a part this field takes", f"{field}.type")
 
 
-def _literal(field, error):
+def _literal(field: str | None, error: ErrorDetails) -> AdapterError | None:
     if error.get("input") == "input_image":
         return InvalidValue(
             f"{field}: images are not supported; this endpoint serves a text model (send input_text parts)",
@@ -311,7 +342,7 @@ def _literal(field, error):
 
 
 _ALTERNATIVES = {"value": "a string or a boolean"}
-WORDING = {
+WORDING: dict[str, ErrorWording] = {
     "missing": _missing,
     "extra_forbidden": _extra,
     "union_tag_invalid": _tag,
@@ -320,7 +351,7 @@ WORDING = {
 }
 
 
-def parse_decisions(body) -> DecisionsRequest:
+def parse_decisions(body: Any) -> DecisionsRequest:
     if not isinstance(body, dict):
         raise InvalidType("the body must be a JSON object", None)
     try:
@@ -329,8 +360,9 @@ def parse_decisions(body) -> DecisionsRequest:
         error = adapter_error(exc, messages=WORDING)
         field = _drop_tags(error.field)
         if field != error.field:
-            if isinstance(error, InvalidType) and field.rpartition(".")[2] in _ALTERNATIVES:
-                message = f"{field} must be {_ALTERNATIVES[field.rpartition('.')[2]]}"
+            leaf = (field or "").rpartition(".")[2]
+            if isinstance(error, InvalidType) and leaf in _ALTERNATIVES:
+                message = f"{field} must be {_ALTERNATIVES[leaf]}"
             else:
                 message = error.message.replace(error.field or "", field or "", 1)
             error = type(error)(message, field, code=error.code)
@@ -339,7 +371,7 @@ def parse_decisions(body) -> DecisionsRequest:
     _check_calls(request.input)
     if not state_of(request).strip():
         raise InvalidValue("input holds no text; send the text the questions are about", "input")
-    names = set()
+    names: set[str] = set()
     for i, question in enumerate(request.questions):
         if question.name is not None:
             if question.name in names:
@@ -356,7 +388,7 @@ def parse_decisions(body) -> DecisionsRequest:
     return request
 
 
-def parts_of(request: DecisionsRequest):
+def parts_of(request: DecisionsRequest) -> Iterator[tuple[str, BaseModel]]:
     """(field path, part) of every part list in the request."""
     if isinstance(request.input, list):
         for i, item in enumerate(request.input):
@@ -382,7 +414,7 @@ def _refuse_images(request: DecisionsRequest) -> None:
 _OUTPUT_OF = {"function_call_output": "function_call", "custom_tool_call_output": "custom_tool_call"}
 
 
-def _check_calls(items) -> None:
+def _check_calls(items: str | list[Any]) -> None:
     """Every tool output names a call of its kind earlier in the input."""
     if isinstance(items, str):
         return
@@ -399,22 +431,23 @@ def _check_calls(items) -> None:
             )
 
 
-def _part_text(part) -> str:
+def _part_text(part: Any) -> str:
     if isinstance(part, JsonPart):
         return render_json(part.data)
     if isinstance(part, RefusalPart):
         return f"(refused) {part.refusal}"
-    return part.text
+    text: str = part.text
+    return text
 
 
-def _text(content) -> str:
+def _text(content: str | list[Any]) -> str:
     return content if isinstance(content, str) else "\n\n".join(_part_text(p) for p in content)
 
 
 _SPEAKERS = {"system": "System", "developer": "Developer", "assistant": "Assistant"}
 
 
-def _item_text(item) -> str:
+def _item_text(item: Any) -> str:
     """One input item as the state reads it: a user's text as it is, anything else under who said it."""
     role = getattr(item, "role", None)
     if role == "user":
@@ -436,11 +469,11 @@ def state_of(request: DecisionsRequest) -> str:
     return "\n\n".join(_item_text(item) for item in request.input)
 
 
-def instructions_of(question) -> str:
+def instructions_of(question: DecisionsQuestion) -> str:
     return _text(question.instructions)
 
 
-def check_model(requested: str | None, info: dict, manifest: dict | None) -> None:
+def check_model(requested: str | None, info: dict[str, Any], manifest: dict[str, Any] | None) -> None:
     if requested is None or requested in accepted_model_names(info, manifest):
         return
     raise ModelNotFound(

@@ -19,16 +19,39 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from flask import Blueprint, Response, current_app, g, has_request_context, request
 from werkzeug.exceptions import HTTPException
 
+from ..engine import Engine
 from ..errors import AdapterError, Busy, NotReady, Unauthorized
+from ..settings import Settings
 
 log = logging.getLogger("decision_adapter.app")
 
 SERVING = "decision_adapter.serving"  # the app's Serving (its settings, its dialects' registry), in app.extensions
+
+Body = dict[str, Any]  # an answer's (or an error's) JSON object
+Headers = dict[str, str]
+T = TypeVar("T")
+
+
+class Serving(Protocol):
+    """What the dialects use of the app's ``Serving`` (app.py, a layer above them)."""
+
+    settings: Settings
+
+    @property
+    def engine(self) -> Engine: ...
+
+    def clock(self) -> float: ...
+
+    def read_json(self, *, jev_route: bool = False) -> Any: ...
+
+    def run(self, work: Callable[[Engine], T]) -> tuple[T, float]: ...
+
+    def timing(self, timing: dict[str, Any], waited_ms: float, started: float) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -37,21 +60,21 @@ class Dialect:
 
     name: str
     parse: Callable[[Any, Any], Any]  # (body, settings) -> its request
-    work: Callable[[Any, Any], tuple[Any, dict]]  # (engine, request) -> (what it scored, timing): holds the model
-    answer: Callable[[Any, Any, dict, dict], dict]  # (request, what it scored, timing, model info) -> the body
-    error: Callable[[AdapterError], tuple[dict, int]]  # an error as (body, status) in this API's shape
+    work: Callable[[Any, Any], tuple[Any, dict[str, Any]]]  # (engine, request) -> (what it scored, timing)
+    answer: Callable[[Any, Any, dict[str, Any], dict[str, Any]], Body]  # (request, scored, timing, model info)
+    error: Callable[[AdapterError], tuple[Body, int]]  # an error as (body, status) in this API's shape
     check: Callable[[Any, Any], None] | None = None  # (request, engine): after parsing, before waiting
     # the body's field for the request id: System One's x_request_id, as its spec wants extra fields x_-prefixed
     id_field: str = "request_id"
 
-    def response(self, payload, status: int = 200, headers: dict | None = None) -> Response:
+    def response(self, payload: Any, status: int = 200, headers: Headers | None = None) -> Response:
         return json_response(payload, status, headers, id_field=self.id_field)
 
     def error_response(self, exc: AdapterError) -> Response:
         return self.response(*self.error(exc), error_headers(exc))
 
 
-def serve(ctx, dialect: Dialect, body, started: float) -> dict:
+def serve(ctx: Serving, dialect: Dialect, body: Any, started: float) -> Body:
     """One request of ``dialect``, from its parsed body to its answer (``ctx``: the app's Serving)."""
     parsed = dialect.parse(body, ctx.settings)
     if dialect.check is not None:
@@ -60,12 +83,12 @@ def serve(ctx, dialect: Dialect, body, started: float) -> dict:
     return dialect.answer(parsed, scored, ctx.timing(timing, waited_ms, started), ctx.engine.info)
 
 
-def post(blueprint: Blueprint, rule: str, dialect: Dialect, **read) -> None:
+def post(blueprint: Blueprint, rule: str, dialect: Dialect, **read: bool) -> None:
     """``POST rule`` on ``blueprint`` serves ``dialect``; every error of the blueprint's routes answers in its
     shape. ``read``: how the body is read (the app's ``Serving.read_json``)."""
 
-    def route():
-        ctx = current_app.extensions[SERVING]
+    def route() -> Response:
+        ctx: Serving = current_app.extensions[SERVING]
         started = ctx.clock()
         ctx.engine  # 503 while loading, before the body is read
         return dialect.response(serve(ctx, dialect, ctx.read_json(**read), started))
@@ -74,7 +97,9 @@ def post(blueprint: Blueprint, rule: str, dialect: Dialect, **read) -> None:
     blueprint.register_error_handler(Exception, lambda exc: dialect.error_response(as_adapter_error(exc)))
 
 
-def json_response(payload, status: int = 200, headers: dict | None = None, *, id_field: str = "request_id") -> Response:
+def json_response(
+    payload: Any, status: int = 200, headers: Headers | None = None, *, id_field: str = "request_id"
+) -> Response:
     """A JSON answer; inside an API request (app.py keeps its facts) an object gains the request id, as
     ``id_field``."""
     facts = g.get("request_facts") if has_request_context() else None
@@ -85,8 +110,8 @@ def json_response(payload, status: int = 200, headers: dict | None = None, *, id
     )
 
 
-def error_headers(exc: AdapterError) -> dict:
-    headers = {}
+def error_headers(exc: AdapterError) -> Headers:
+    headers: Headers = {}
     if isinstance(exc, (Busy, NotReady)):
         headers["Retry-After"] = str(exc.retry_after_s)
     if isinstance(exc, Unauthorized):
@@ -94,7 +119,7 @@ def error_headers(exc: AdapterError) -> dict:
     return headers
 
 
-def project_error_body(exc: AdapterError) -> dict:
+def project_error_body(exc: AdapterError) -> Body:
     """This project's error shape: ``{"error": {"code", "message", "field"}}``, retryable when busy."""
     body = exc.to_json()
     if exc.status == 503:
@@ -114,7 +139,7 @@ def as_adapter_error(exc: Exception) -> AdapterError:
             413: f"the body is larger than {current_app.config['MAX_CONTENT_LENGTH']} bytes; send a smaller state "
             "or raise DECISION_ADAPTER_MAX_BODY_BYTES",
         }
-        message = messages.get(exc.code, exc.description or exc.name)
+        message = messages.get(exc.code or 0, exc.description or exc.name)
         return AdapterError(message, None, status=exc.code or 500, code=exc.name.lower().replace(" ", "_"))
     log.error("unexpected error while serving %s", request.path, exc_info=exc)
     return AdapterError(

@@ -9,19 +9,22 @@ key also carries Jev's ``detail``, as such a caller may be either kind of client
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app
+from typing import Any
+
+from flask import Blueprint, Response, current_app
 
 from ..errors import AdapterError, InvalidType, InvalidValue, Unauthorized
+from ..settings import Settings
 from . import systemone
 from .api import Api
 from .common import type_name
-from .dialect import SERVING, as_adapter_error, error_headers, json_response, project_error_body, serve
+from .dialect import SERVING, Serving, as_adapter_error, error_headers, json_response, project_error_body, serve
 from .registry import DIALECTS, INVOCATIONS, Registry
 
 blueprint = Blueprint("invocations", __name__)
 
 
-def body_api(body, dialects: Registry = DIALECTS) -> Api:
+def body_api(body: Any, dialects: Registry = DIALECTS) -> Api:
     """The API whose body this is (the first in ``dialects`` whose sniffer takes it), or raise."""
     if not isinstance(body, dict):
         raise InvalidType(f"the request body must be a JSON object, got {type_name(body)}", None)
@@ -37,12 +40,12 @@ def body_api(body, dialects: Registry = DIALECTS) -> Api:
     return api
 
 
-def request_kind(body, dialects: Registry = DIALECTS) -> str:
+def request_kind(body: Any, dialects: Registry = DIALECTS) -> str:
     """'chat', 'systemone', 'openai_decisions', 'sample', 'decision' (or another registered API's name) or raise."""
     return body_api(body, dialects).name
 
 
-def project_error(exc: AdapterError):
+def project_error(exc: AdapterError) -> Response:
     body = project_error_body(exc)
     if isinstance(exc, Unauthorized):  # sent before the body is read: readable by either kind of client
         body.update(systemone.error_body(exc))
@@ -50,22 +53,23 @@ def project_error(exc: AdapterError):
 
 
 @blueprint.errorhandler(Exception)
-def _error(exc: Exception):
+def _error(exc: Exception) -> Response:
     return project_error(as_adapter_error(exc))
 
 
-def parse(body, settings, dialects: Registry = DIALECTS):
+def parse(body: Any, settings: Settings, dialects: Registry = DIALECTS) -> Any:
     """What /invocations validates before a request waits for the model: the dialect's parsed request."""
-    return body_api(body, dialects).body.parse(body, settings)
+    return body_api(body, dialects).served.parse(body, settings)
 
 
 @blueprint.post(INVOCATIONS)
-def invocations():
-    ctx = current_app.extensions[SERVING]
+def invocations() -> Response:
+    ctx: Serving = current_app.extensions[SERVING]
+    dialects: Registry = current_app.extensions[SERVING].dialects
     started = ctx.clock()
     ctx.engine  # 503 while loading, before the body is read
     body = ctx.read_json()
-    dialect = body_api(body, ctx.dialects).body
+    dialect = body_api(body, dialects).served
     try:
         return dialect.response(serve(ctx, dialect, body, started))
     except Exception as exc:

@@ -3,7 +3,7 @@ serves it), described for the OpenAPI document."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -37,7 +37,7 @@ class PingReady(BaseModel):
         None, description="Content-free priors measured so far, by option count (the decision prompt)."
     )
     order_priors_jev: dict[str, list[float]] | None = Field(None, description="The same for the Jev prompt.")
-    calibration: dict | None = Field(None, description="calibration.json in use, or null.")
+    calibration: dict[str, Any] | None = Field(None, description="calibration.json in use, or null.")
 
 
 class PingLoading(BaseModel):
@@ -65,7 +65,7 @@ class Status(BaseModel):
     order: str | None = Field(None, description="The default order mode (DECISION_ADAPTER_ORDER).")
     order_priors: dict[str, list[float]] | None = None
     order_priors_jev: dict[str, list[float]] | None = None
-    calibration: dict | None = None
+    calibration: dict[str, Any] | None = None
 
 
 class OpenAIModel(BaseModel):

@@ -5,14 +5,18 @@ own paths with these (its record's ``openapi``, apis/api.py).
 
 from __future__ import annotations
 
+from typing import Any
+
+Schema = dict[str, Any]  # a part of the OpenAPI document
+
 REF = "#/components/schemas/{model}"
 
 
-def ref(name: str) -> dict:
+def ref(name: str) -> Schema:
     return {"$ref": REF.format(model=name)}
 
 
-def shared(name: str) -> dict:
+def shared(name: str) -> Schema:
     """One of the document's shared responses (components.responses)."""
     return {"$ref": f"#/components/responses/{name}"}
 
@@ -20,17 +24,17 @@ def shared(name: str) -> dict:
 # -- error bodies, narrowed to the codes a response may carry ----------------------------------------
 
 
-def project(*codes: str) -> dict:
+def project(*codes: str) -> Schema:
     return {"allOf": [ref("Error"), {"properties": {"error": {"properties": {"code": {"enum": list(codes)}}}}}]}
 
 
-def jev(*types: str) -> dict:
+def jev(*types: str) -> Schema:
     return {
         "allOf": [ref("JevError"), {"properties": {"detail": {"properties": {"error_type": {"enum": list(types)}}}}}]
     }
 
 
-def openai(*codes: str, kind: str = "invalid_request_error") -> dict:
+def openai(*codes: str, kind: str = "invalid_request_error") -> Schema:
     return {
         "allOf": [
             ref("OpenAIError"),
@@ -47,18 +51,18 @@ UNREADABLE = (
 )
 
 
-def response(description: str, schema: dict, headers: dict | None = None) -> dict:
-    out = {"description": description, "content": {"application/json": {"schema": schema}}}
+def response(description: str, schema: Schema, headers: Schema | None = None) -> Schema:
+    out: Schema = {"description": description, "content": {"application/json": {"schema": schema}}}
     if headers:
         out["headers"] = headers
     return out
 
 
-def any_of(*options: dict) -> dict:
+def any_of(*options: Schema) -> Schema:
     return options[0] if len(options) == 1 else {"anyOf": list(options)}
 
 
-def common(prefix: str) -> dict:
+def common(prefix: str) -> Schema:
     """The statuses every POST route of an API family answers alike, in its shapes (SageMaker, Jev, Decisions)."""
     names = {
         "SageMaker": (
@@ -89,9 +93,9 @@ def common(prefix: str) -> dict:
     return {status: shared(name) for status, name in zip(("401", "413", "415", "500", "503", "504"), names)}
 
 
-def body(schema: str) -> dict:
+def body(schema: str) -> Schema:
     return {"required": True, "content": {"application/json": {"schema": ref(schema)}}}
 
 
-def ok(description: str, schema: str) -> dict:
+def ok(description: str, schema: str) -> Schema:
     return response(description, ref(schema))

@@ -21,10 +21,12 @@ both come as ``{"error": {"code", "message", "field"}}`` naming the field.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal, Union
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any, Literal, Protocol, TypeVar, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PlainValidator, Tag, ValidationError
 from pydantic.json_schema import WithJsonSchema
+from pydantic_core import ErrorDetails
 
 from decision_contract import names
 
@@ -44,24 +46,30 @@ from ..questions import (
 )
 from ..readouts import READOUT_METHODS
 from ..seams import Scorer
+from ..settings import Settings
 from .answers import CalibrationUsed, ModelInfo, OrderSensitivity, Timing
 from .api import Api
 from .common import (
     TAG_OBJECT,
     TAG_STRING,
     Answer,
+    ErrorWording,
     Id,
     NonBlank,
+    NormalizationChoice,
+    OtherReadoutChoice,
     Strict,
     adapter_error,
     type_error,
     type_name,
     value_error,
 )
-from .dialect import Dialect, project_error_body
+from .dialect import Body, Dialect, project_error_body
+
+T = TypeVar("T")
 
 
-def _state(value):
+def _state(value: object) -> object:
     if isinstance(value, (str, dict, list)):
         if value.strip() if isinstance(value, str) else value:
             return value
@@ -122,7 +130,6 @@ MinAnswerMass = Annotated[
         ),
     ),
 ]
-OTHER_READOUTS = tuple(name for name in names.READOUTS if name != names.LETTERS)  # those that name themselves
 ReadoutName = Annotated[
     str,
     Field(
@@ -156,7 +163,7 @@ class OptionObject(Strict):
     )
 
 
-def _option_kind(value) -> str | None:
+def _option_kind(value: object) -> str | None:
     return TAG_STRING if isinstance(value, str) else TAG_OBJECT if isinstance(value, dict) else None
 
 
@@ -217,9 +224,9 @@ class BatchRequest(Strict):
 # -- parsing ------------------------------------------------------------------------------------------
 
 
-def _count_message(field: str, error: dict):
-    n = error["ctx"].get("actual_length")
-    if field.endswith("options"):
+def _count_message(field: str | None, error: ErrorDetails) -> AdapterError | None:
+    n = error.get("ctx", {}).get("actual_length")
+    if field is not None and field.endswith("options"):
         return InvalidValue(
             f"{field} has {n} options; a decision takes {MIN_OPTIONS} to {MAX_OPTIONS} (split larger "
             "sets into two decisions, e.g. a category first)",
@@ -228,12 +235,13 @@ def _count_message(field: str, error: dict):
     return None
 
 
-WORDING = {"too_short": _count_message, "too_long": _count_message}
+WORDING: dict[str, ErrorWording] = {"too_short": _count_message, "too_long": _count_message}
 
 
-def options_of(items, field: str) -> tuple[Option, ...]:
+def options_of(items: Sequence[str | OptionObject], field: str) -> tuple[Option, ...]:
     """Validated option models as the engine's options; ids unique, text or description (not both differing)."""
-    options, seen = [], set()
+    options: list[Option] = []
+    seen: set[str] = set()
     for i, item in enumerate(items):
         item_field = f"{field}[{i}]"
         if isinstance(item, str):
@@ -256,11 +264,24 @@ def options_of(items, field: str) -> tuple[Option, ...]:
     return tuple(options)
 
 
-def question_of(model, field_prefix: str, qid: str, defaults=None) -> Question:
+class DecisionFields(Protocol):
+    """What ``question_of`` reads of a validated decision, whichever dialect's model it is."""
+
+    @property
+    def question(self) -> str: ...
+
+    @property
+    def options(self) -> Sequence[str | OptionObject]: ...
+
+    @property
+    def temperature(self) -> float | None: ...
+
+
+def question_of(model: DecisionFields, field_prefix: str, qid: str, defaults: BatchRequest | None = None) -> Question:
     """The engine's question; ``order``, ``min_answer_mass`` and ``question_type`` from the model, else from
     ``defaults`` (a batch's own), else None (the server's defaults)."""
 
-    def pick(name):
+    def pick(name: str) -> Any:
         value = getattr(model, name, None)
         return getattr(defaults, name, None) if value is None else value
 
@@ -286,7 +307,7 @@ def question_of(model, field_prefix: str, qid: str, defaults=None) -> Question:
     return question
 
 
-def parse_decision(body: dict, max_questions: int = MAX_QUESTIONS) -> DecisionBatch:
+def parse_decision(body: dict[str, Any], max_questions: int = MAX_QUESTIONS) -> DecisionBatch:
     """A single decision or a shared-state batch, validated."""
     if "questions" in body:
         if "question" in body or "options" in body:
@@ -299,7 +320,8 @@ def parse_decision(body: dict, max_questions: int = MAX_QUESTIONS) -> DecisionBa
             raise adapter_error(exc, messages=WORDING) from None
         if len(batch.questions) > max_questions:
             raise InvalidValue(f"questions has {len(batch.questions)} entries; send 1 to {max_questions}", "questions")
-        questions, seen = [], set()
+        questions: list[Question] = []
+        seen: set[str] = set()
         for i, item in enumerate(batch.questions):
             if item.id in seen:
                 raise InvalidValue(
@@ -318,7 +340,7 @@ def parse_decision(body: dict, max_questions: int = MAX_QUESTIONS) -> DecisionBa
 # -- answers ----------------------------------------------------------------------------------------
 
 
-def results(batch: DecisionBatch, answers: list[AnswerRecord]) -> list[dict]:
+def results(batch: DecisionBatch, answers: list[AnswerRecord]) -> list[Body]:
     """One result per question, in request order, options in the order they were sent."""
     out = []
     for question, answer in zip(batch.questions, answers):
@@ -348,11 +370,11 @@ def results(batch: DecisionBatch, answers: list[AnswerRecord]) -> list[dict]:
     return out
 
 
-def optional_list(values) -> list | None:
+def optional_list(values: Iterable[T] | None) -> list[T] | None:
     return None if values is None else list(values)
 
 
-def order_fields(answer: AnswerRecord) -> dict:
+def order_fields(answer: AnswerRecord) -> Body:
     """What the core adds to each answer for the order mode, calibration and abstention."""
     return {
         "order": answer.order,
@@ -364,7 +386,7 @@ def order_fields(answer: AnswerRecord) -> dict:
     }
 
 
-def prediction_set(answer: AnswerRecord, ids: list[str]) -> dict:
+def prediction_set(answer: AnswerRecord, ids: list[str]) -> Body:
     """``{"prediction_set": [ids in request order]}`` where a kept calibration threshold applied, else nothing."""
     members = answer.prediction_set
     return {} if members is None else {"prediction_set": [ids[i] for i in members]}
@@ -373,23 +395,23 @@ def prediction_set(answer: AnswerRecord, ids: list[str]) -> dict:
 TIMING_KEYS = ("tokenize_ms", "prefix_eval_ms", "evaluate_ms", "shared_prefix_tokens")
 
 
-def answered_timing(timing: dict) -> dict:
+def answered_timing(timing: dict[str, Any]) -> dict[str, Any]:
     """The timing this API answers: the wait, the engine's ``TIMING_KEYS`` and the total."""
     return {k: timing[k] for k in ("queue_wait_ms", *TIMING_KEYS, "total_ms") if k in timing}
 
 
-def decide(engine: Scorer, batch: DecisionBatch) -> tuple[list[AnswerRecord], dict]:
+def decide(engine: Scorer, batch: DecisionBatch) -> tuple[list[AnswerRecord], dict[str, Any]]:
     """Score the batch in each question's order mode: (answers, the engine's timing in ms)."""
     return scoring.decide(engine, batch, DECISION_PROMPT)
 
 
-def answered(engine: Scorer, batch: DecisionBatch) -> tuple[list[dict], dict]:
+def answered(engine: Scorer, batch: DecisionBatch) -> tuple[list[Body], dict[str, Any]]:
     """``decide``, its answers rendered as this API's results (without the model info and timing it adds)."""
     answers, timing = decide(engine, batch)
     return results(batch, answers), timing
 
 
-def respond(batch: DecisionBatch, answers: list[AnswerRecord], timing: dict, model: dict) -> dict:
+def respond(batch: DecisionBatch, answers: list[AnswerRecord], timing: dict[str, Any], model: Body) -> Body:
     results_ = results(batch, answers)
     timing = answered_timing(timing)
     if batch.single:
@@ -439,8 +461,8 @@ class DecisionResult(Answer):
         description="Whether allowed_token_mass fell below min_answer_mass (the probabilities are given all the same).",
     )
     min_answer_mass: float | None = Field(None, ge=0, le=1, description="The abstention threshold in force.")
-    readout_name: Literal[OTHER_READOUTS] | None = Field(None, description="cloze answers only: the readout's name.")
-    normalize: Literal[names.NORMALIZATIONS] | None = Field(None, description="cloze: the normalisation used.")
+    readout_name: OtherReadoutChoice | None = Field(None, description="cloze answers only: the readout's name.")
+    normalize: NormalizationChoice | None = Field(None, description="cloze: the normalisation used.")
     option_tokens: list[int] | None = Field(None, description="cloze: the tokens of each option's text.")
     prediction_set: list[str] | None = Field(
         None,
@@ -486,11 +508,11 @@ class Error(Answer):
 # -- errors, and the dialect -------------------------------------------------------------------------
 
 
-def error(exc: AdapterError) -> tuple[dict, int]:
+def error(exc: AdapterError) -> tuple[Body, int]:
     return project_error_body(exc), exc.status
 
 
-def parse(body, settings) -> DecisionBatch:
+def parse(body: dict[str, Any], settings: Settings) -> DecisionBatch:
     return parse_decision(body, settings.max_shared_decisions)
 
 

@@ -12,7 +12,11 @@ that matches is the narrowest.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
+
+from flask import Blueprint
 
 from . import chat, decisions, own, sample, systemone
 from .api import Api
@@ -23,7 +27,7 @@ FIRST_ROUTES = ("GET /ping", f"POST {INVOCATIONS}")  # SageMaker's, served by th
 META_ROUTES = ("GET /status", "GET /openapi.json")  # the app's own, not named by nginx's 404
 
 
-def _descending(routes) -> list[str]:
+def _descending(routes: Iterable[str]) -> list[str]:
     return sorted(routes, key=lambda route: route.split(" ", 1)[-1], reverse=True)
 
 
@@ -31,7 +35,7 @@ def _descending(routes) -> list[str]:
 class Registry:
     apis: tuple[Api, ...]
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         names = [api.name for api in self.apis]
         paths = [route.split(" ", 1)[1] for api in self.apis for route in api.routes]
         for what, seen in (("name", names), ("route path", paths)):
@@ -39,17 +43,19 @@ class Registry:
             if twice:
                 raise ValueError(f"two APIs declare the {what} {sorted(twice)[0]}")
 
-    def sniff(self, body: dict) -> Api | None:
+    def sniff(self, body: dict[str, Any]) -> Api | None:
         """The API whose body this JSON object is on /invocations, or None."""
         return next((api for api in self.apis if api.sniff is not None and api.sniff(body)), None)
 
     def scopes(self) -> list[Api]:
         """The APIs that own paths' error shapes, narrowest scope first."""
-        return sorted((api for api in self.apis if api.scope is not None), key=lambda api: api.scope.path, reverse=True)
+        return sorted(
+            (api for api in self.apis if api.scope is not None), key=lambda api: api.error_scope[0].path, reverse=True
+        )
 
     def scoped(self, path: str) -> Dialect | None:
         """The dialect whose error shape ``path`` answers in (None: the project's)."""
-        return next((api.errors for api in self.scopes() if api.scope.matches(path)), None)
+        return next((api.error_scope[1] for api in self.scopes() if api.error_scope[0].matches(path)), None)
 
     def metric(self, path: str) -> str | None:
         """The metric line's api name for a POST to ``path``: None for /invocations (its body says) and for
@@ -83,16 +89,17 @@ class Registry:
         """Each error shape's name (nginx's error pages) and a dialect that answers in it."""
         found: dict[str, Dialect] = {}
         for api in self.scopes():
-            found.setdefault(api.shape, api.errors)
+            _, errors, shape = api.error_scope
+            found.setdefault(shape, errors)
         return dict(sorted(found.items(), reverse=True))
 
-    def openapi_paths(self) -> dict:
+    def openapi_paths(self) -> dict[str, Any]:
         """The APIs' paths of the OpenAPI document, in ``routes()``' order."""
         parts = {path: item for api in self.apis if api.openapi is not None for path, item in api.openapi().items()}
         order = [route.split(" ", 1)[1] for route in self.routes(meta=False)]
         return {path: parts[path] for path in dict.fromkeys(order) if path in parts}
 
-    def blueprints(self) -> list:
+    def blueprints(self) -> list[Blueprint]:
         return [api.blueprint for api in self.apis if api.blueprint is not None]
 
 

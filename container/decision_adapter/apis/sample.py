@@ -14,18 +14,19 @@ calibration.json's ``choice`` profiles), and its answers carry the same fields a
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, ValidationError
 
 from ..answer_record import AnswerRecord
 from ..errors import AdapterError, Busy, InvalidType, InvalidValue, PromptTooLong
 from ..questions import MAX_QUESTIONS, DecisionBatch
+from ..settings import Settings
 from . import own
 from .answers import ModelInfo, Timing
 from .api import Api
 from .common import Answer, Id, NonBlank, Strict, adapter_error, type_name
-from .dialect import Dialect
+from .dialect import Body, Dialect
 from .own import WORDING, DecisionResult, Options, State, Temperature, decide, question_of
 
 SAMPLE_FIELDS = ("decision", "decisions")
@@ -52,14 +53,14 @@ class SampleDecisionsRequest(Strict):
     decisions: Annotated[list[SampleDecision], Field(min_length=1, json_schema_extra={"maxItems": MAX_QUESTIONS})]
 
 
-def _validated(model, value, field: str):
+def _validated(model: type[SampleDecision], value: object, field: str) -> SampleDecision:
     try:
         return model.model_validate(value)
     except ValidationError as exc:
         raise adapter_error(exc, prefix=field + ".", messages=WORDING) from None
 
 
-def parse_sample(body: dict, max_decisions: int = MAX_QUESTIONS) -> DecisionBatch:
+def parse_sample(body: dict[str, Any], max_decisions: int = MAX_QUESTIONS) -> DecisionBatch:
     """The sample's body as a batch; states that differ are refused at the first differing index,
     never scored one by one behind the caller's back."""
     extra = sorted(set(body) - set(SAMPLE_FIELDS))
@@ -105,7 +106,7 @@ def parse_sample(body: dict, max_decisions: int = MAX_QUESTIONS) -> DecisionBatc
     return DecisionBatch("decisions", state, tuple(questions), single=False)
 
 
-def respond(batch: DecisionBatch, answers: list[AnswerRecord], timing: dict, model: dict) -> dict:
+def respond(batch: DecisionBatch, answers: list[AnswerRecord], timing: dict[str, Any], model: Body) -> Body:
     results, timing = own.results(batch, answers), own.answered_timing(timing)
     if batch.single:
         return {"result": {**results[0], "timing": timing, "model": model}}
@@ -122,7 +123,7 @@ def respond(batch: DecisionBatch, answers: list[AnswerRecord], timing: dict, mod
     }
 
 
-def error_body(exc: AdapterError) -> tuple[dict, int]:
+def error_body(exc: AdapterError) -> tuple[Body, int]:
     """The sample's ``{"error": "..."}``: 400 for anything wrong with the body, 503 retryable when busy."""
     if isinstance(exc, Busy):
         return {"error": SAMPLE_BUSY, "retryable": True, "detail": exc.message}, 503
@@ -164,7 +165,7 @@ class SampleError(Answer):
     detail: str | None = None
 
 
-def parse(body, settings) -> DecisionBatch:
+def parse(body: Any, settings: Settings) -> DecisionBatch:
     return parse_sample(body, settings.max_shared_decisions)
 
 

@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import datetime
 import re
+from typing import Any
 
-from flask import Blueprint, current_app
+from flask import Blueprint, Response, current_app
 
 from .. import scoring
 from ..answer_record import AnswerRecord
@@ -55,11 +56,12 @@ from ..prompt import DEFAULT_QUESTIONS, JEV_PROMPT, JEV_PROMPT_VERSION, YES_NO, 
 from ..questions import DecisionBatch, Option, Question
 from ..readouts import READOUT_METHODS
 from ..seams import Scorer
+from ..settings import Settings
 from . import audit
 from . import openapi_parts as doc
 from .api import Api, Scope
-from .dialect import SERVING, Dialect, json_response, post
-from .systemone_requests import JevQuestion, JevRequest, JevValidationError, parse_systemone
+from .dialect import SERVING, Body, Dialect, json_response, post
+from .systemone_requests import DEFAULT_THRESHOLD, JevQuestion, JevRequest, JevValidationError, parse_systemone
 from .typed import (
     MODEL_ALIAS,
     accepted_model_names,
@@ -73,7 +75,7 @@ from .typed import (
 # -- the served model -----------------------------------------------------------------
 
 
-def check_model(requested: str | None, info: dict, manifest: dict | None) -> None:
+def check_model(requested: str | None, info: dict[str, Any], manifest: dict[str, Any] | None) -> None:
     if requested is None or requested in accepted_model_names(info, manifest):
         return
     raise ModelNotFound(
@@ -83,7 +85,7 @@ def check_model(requested: str | None, info: dict, manifest: dict | None) -> Non
     )
 
 
-def release_date(info: dict, metadata: dict, manifest: dict | None) -> str:
+def release_date(info: dict[str, Any], metadata: dict[str, Any], manifest: dict[str, Any] | None) -> str:
     """YYYY-MM-DD: the GGUF's own date if it has one, else when the model was packaged, else today."""
     for raw in (metadata.get("general.date"), ((manifest or {}).get("build") or {}).get("time")):
         if isinstance(raw, str) and re.match(r"\d{4}-\d{2}-\d{2}", raw):
@@ -91,7 +93,7 @@ def release_date(info: dict, metadata: dict, manifest: dict | None) -> str:
     return datetime.date.today().isoformat()
 
 
-def models_payload(info: dict, metadata: dict, manifest: dict | None) -> dict:
+def models_payload(info: dict[str, Any], metadata: dict[str, Any], manifest: dict[str, Any] | None) -> Body:
     name = served_model_name(info)
     date = release_date(info, metadata, manifest)
     source = " ".join(str(p) for p in (info.get("source_repo"), info.get("source_revision")) if p)
@@ -139,7 +141,7 @@ def cloze_texts(question: JevQuestion) -> list[str]:
     return [as_text(d) for d in question.descriptions]
 
 
-def label_question(instructions, label: str) -> str:
+def label_question(instructions: object, label: str) -> str:
     """What a multi_label question asks of one label: its own yes/no."""
     asked = as_text(instructions) if instructions is not None else "Which labels apply to the state?"
     return f"{asked}\nDoes this label apply: {label}?"
@@ -192,12 +194,12 @@ def batch_of(request: JevRequest) -> DecisionBatch:
     return DecisionBatch("systemone", request.state, tuple(questions))
 
 
-def score(engine: Scorer, request: JevRequest) -> tuple[list[AnswerRecord], dict]:
+def score(engine: Scorer, request: JevRequest) -> tuple[list[AnswerRecord], dict[str, Any]]:
     """Every question in the request's (or the server's) order mode, in Jev's prompt."""
     return scoring.decide(engine, batch_of(request), JEV_PROMPT)
 
 
-def _extras(answer: AnswerRecord) -> dict:
+def _extras(answer: AnswerRecord) -> Body:
     return {
         "x_readout": answer.method,
         "x_forward_passes": answer.forward_passes,
@@ -214,7 +216,7 @@ def _extras(answer: AnswerRecord) -> dict:
     }
 
 
-def _audited(question: JevQuestion, answers: list[AnswerRecord]) -> dict:
+def _audited(question: JevQuestion, answers: list[AnswerRecord]) -> Body:
     """The audit block's facts of one question (of several prompts for a multi_label one)."""
     if question.type != "multi_label":
         return {
@@ -229,7 +231,7 @@ def _audited(question: JevQuestion, answers: list[AnswerRecord]) -> dict:
     }
 
 
-def answer(question: JevQuestion, result: AnswerRecord) -> dict:
+def answer(question: JevQuestion, result: AnswerRecord) -> Body:
     p = list(result.probabilities)
     extras = _extras(result)
     if result.prediction_set is not None:
@@ -255,14 +257,15 @@ def answer(question: JevQuestion, result: AnswerRecord) -> dict:
     }
 
 
-def multi_label_answer(question: JevQuestion, results: list[AnswerRecord]) -> dict:
+def multi_label_answer(question: JevQuestion, results: list[AnswerRecord]) -> Body:
     """P(yes) per label, the labels at or above the threshold, and those whose read abstained."""
     scores = {label: unit(r.probabilities[0]) for label, r in zip(question.names, results)}
+    threshold = DEFAULT_THRESHOLD if question.threshold is None else question.threshold  # always set for these
     return {
         "type": "multi_label",
         "scores": scores,
-        "threshold": question.threshold,
-        "selected": [label for label, v in scores.items() if v >= question.threshold],
+        "threshold": threshold,
+        "selected": [label for label, v in scores.items() if v >= threshold],
         "abstained": [label for label, r in zip(question.names, results) if r.abstained],
         "x_labels": [_extras(r) for r in results],
     }
@@ -278,7 +281,7 @@ def grouped(request: JevRequest, results: list[AnswerRecord]) -> list[list[Answe
     return out
 
 
-def respond(request: JevRequest, results: list[AnswerRecord], timing: dict, info: dict) -> dict:
+def respond(request: JevRequest, results: list[AnswerRecord], timing: dict[str, Any], info: dict[str, Any]) -> Body:
     answers, audited = {}, []
     for q, own in zip(request.questions, grouped(request, results)):
         answers[q.key] = multi_label_answer(q, own) if q.type == "multi_label" else answer(q, own[0])
@@ -317,16 +320,16 @@ _ERROR_TYPES = {
 }
 
 
-def _loc_from_field(field: str | None) -> list:
+def _loc_from_field(field: str | None) -> list[str | int]:
     if not field:
         return ["body"]
-    parts: list = ["body"]
+    parts: list[str | int] = ["body"]
     for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", field):
         parts.append(int(index) if index else name)
     return parts
 
 
-def error_body(exc: AdapterError) -> dict:
+def error_body(exc: AdapterError) -> Body:
     """``{"detail": [...]}`` for validation failures, ``{"detail": {"error_type", "message"}}`` otherwise."""
     if isinstance(exc, JevValidationError):
         return {"detail": exc.errors}
@@ -349,11 +352,11 @@ def error_status(exc: AdapterError) -> int:
 # -- the dialect and its routes ------------------------------------------------------------------------
 
 
-def parse(body, settings) -> JevRequest:
+def parse(body: Any, settings: Settings) -> JevRequest:
     return parse_systemone(body)
 
 
-def error(exc: AdapterError) -> tuple[dict, int]:
+def error(exc: AdapterError) -> tuple[Body, int]:
     return error_body(exc), error_status(exc)
 
 
@@ -365,12 +368,12 @@ post(blueprint, PATH, DIALECT, jev_route=True)
 
 
 @blueprint.get(MODELS_PATH)
-def models_route():
+def models_route() -> Response:
     engine = current_app.extensions[SERVING].engine
     return json_response(models_payload(engine.info, engine.model.metadata, engine.model.files.manifest))
 
 
-def openapi_paths() -> dict:
+def openapi_paths() -> Body:
     """Its paths of the OpenAPI document (openapi.py)."""
     return {
         PATH: {

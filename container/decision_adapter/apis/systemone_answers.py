@@ -7,10 +7,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from decision_contract import names
-
 from .answers import CalibrationUsed, ModelInfo, OrderSensitivity, Timing
-from .common import Answer
+from .common import Answer, NormalizationChoice
 
 
 class _Extras(Answer):
@@ -27,7 +25,7 @@ class _Extras(Answer):
         None, description="Whether the answer labels held less of the next-token probability than x_min_answer_mass."
     )
     x_min_answer_mass: float | None = Field(None, ge=0, le=1)
-    x_normalize: Literal[names.NORMALIZATIONS] | None = Field(None, description="cloze: the normalisation used.")
+    x_normalize: NormalizationChoice | None = Field(None, description="cloze: the normalisation used.")
     x_option_tokens: list[int] | None = Field(None, description="cloze: the tokens of each option's text.")
     x_prediction_set: list[str] | None = Field(
         None,

@@ -10,6 +10,7 @@ than ``x_`` extensions.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
@@ -25,13 +26,13 @@ from pydantic import (
     model_validator,
 )
 from pydantic.json_schema import WithJsonSchema
-from pydantic_core import PydanticCustomError
-
-from decision_contract import names
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from ..errors import InvalidValue
 from ..prompt import render_json
 from ..questions import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
+from .common import NormalizationChoice, ReadoutChoice
+from .dialect import Body
 from .typed import MODEL_ALIAS
 
 QUESTION_TYPES = ("noul", "choice", "score", "multi_label")
@@ -42,7 +43,7 @@ MAX_KEY_CHARS = 1024
 class JevValidationError(InvalidValue):
     """One or more problems with a System One request, each with its location."""
 
-    def __init__(self, errors: list[dict]):
+    def __init__(self, errors: list[Body]):
         first = errors[0]
         super().__init__(
             "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in errors[:5]), None, loc=tuple(first["loc"])
@@ -74,11 +75,11 @@ class JevRequest:
 # -- the request, as models -------------------------------------------------------------
 
 
-def _where(loc) -> str:
+def _where(loc: Sequence[str | int]) -> str:
     return ".".join(str(part) for part in loc[1:]) or "body"
 
 
-def _kind(value) -> str:
+def _kind(value: object) -> str:
     return {
         dict: "an object",
         list: "an array",
@@ -90,7 +91,7 @@ def _kind(value) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def _content(value):
+def _content(value: object) -> object:
     if isinstance(value, (str, dict, list)):
         return value
     raise PydanticCustomError(
@@ -120,7 +121,7 @@ class _Question(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _drop_extensions(cls, data):
+    def _drop_extensions(cls, data: Any) -> Any:
         if isinstance(data, dict):
             return {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("x_"))}
         return data
@@ -142,7 +143,7 @@ class NoulQuestion(_Question):
     criteria: NoulCriteria | None = None
 
     @model_validator(mode="after")
-    def _needs_something_to_ask(self):
+    def _needs_something_to_ask(self) -> NoulQuestion:
         described = self.criteria is not None and (self.criteria.true is not None or self.criteria.false is not None)
         blank = self.instructions is None or (isinstance(self.instructions, str) and not self.instructions.strip())
         if not described and blank:
@@ -185,13 +186,13 @@ class MultiLabelQuestion(_Question):
     threshold: Annotated[float, Field(ge=0, le=1)] = DEFAULT_THRESHOLD
 
     @model_validator(mode="after")
-    def _distinct_labels(self):
+    def _distinct_labels(self) -> MultiLabelQuestion:
         if len(set(self.labels)) != len(self.labels):
             raise PydanticCustomError("value_error", "every label must be distinct", {"at": "labels"})
         return self
 
 
-def _question_type(value):
+def _question_type(value: object) -> str | None:
     kind = value.get("type") if isinstance(value, dict) else None
     return kind if isinstance(kind, str) and kind in QUESTION_TYPES else None
 
@@ -208,7 +209,7 @@ JevQuestionModel = Annotated[
 QuestionKey = Annotated[str, StringConstraints(min_length=1, max_length=MAX_KEY_CHARS)]
 
 
-def _no_assets(value):
+def _no_assets(value: object) -> object:
     if value in (None, {}):
         return value
     raise PydanticCustomError("unsupported", "images are not supported: this endpoint serves a text model")
@@ -234,12 +235,12 @@ class SystemOneRequest(BaseModel):
         None,
         description="This adapter's extension: the abstention threshold (default DECISION_ADAPTER_MIN_ANSWER_MASS).",
     )
-    x_readout: Literal[names.READOUTS] | None = Field(
+    x_readout: ReadoutChoice | None = Field(
         None,
         description="This adapter's extension: the readout, letters or cloze (each option's own words scored "
         "as the answer; x_order must then be as_given or absent). Default DECISION_ADAPTER_READOUT.",
     )
-    x_normalize: Literal[names.NORMALIZATIONS] | None = Field(
+    x_normalize: NormalizationChoice | None = Field(
         None, description="This adapter's extension, cloze only: pmi (default), sum or mean."
     )
 
@@ -252,9 +253,9 @@ _MESSAGES = {
 }
 
 
-def _jev_item(error: dict) -> dict | None:
+def _jev_item(error: ErrorDetails) -> Body:
     """One pydantic error as Jev's ``{"loc", "msg", "type"}``: discriminator tags dropped, our wording."""
-    loc = list(error["loc"])
+    loc: list[str | int] = list(error["loc"])
     kind, msg, value = error["type"], error["msg"], error.get("input")
     if len(loc) >= 3 and loc[0] == "questions" and loc[2] in QUESTION_TYPES:
         del loc[2]  # the discriminator's tag
@@ -287,7 +288,7 @@ def _jev_item(error: dict) -> dict | None:
                 f"must be one of noul, choice, score, multi_label; got {render_json(qtype)}",
             )
     elif kind in ("missing", "value_error") and (error.get("ctx") or {}).get("at"):
-        loc.append(error["ctx"]["at"])
+        loc.append(error.get("ctx", {})["at"])
     elif kind == "missing":
         msg = _MESSAGES.get((".".join(map(str, loc)), kind), msg)
     elif kind == "extra_forbidden":
@@ -304,7 +305,7 @@ def _jev_item(error: dict) -> dict | None:
     return {"loc": ["body", *parts], "msg": msg, "type": kind}
 
 
-def _jev_errors(exc: ValidationError) -> list[dict]:
+def _jev_errors(exc: ValidationError) -> list[Body]:
     items = [_jev_item(e) for e in exc.errors(include_url=False)]
     if len(items) > MAX_ERRORS:
         dropped = len(items) - MAX_ERRORS
@@ -318,7 +319,7 @@ def _jev_errors(exc: ValidationError) -> list[dict]:
     return items
 
 
-def parse_systemone(body) -> JevRequest:
+def parse_systemone(body: Any) -> JevRequest:
     """Validate a System One request body; raise JevValidationError listing every problem."""
     if not isinstance(body, dict):
         raise JevValidationError(
@@ -371,7 +372,7 @@ def parse_systemone(body) -> JevRequest:
     )
 
 
-def _question_of(key: str, question) -> JevQuestion:
+def _question_of(key: str, question: Any) -> JevQuestion:
     if question.type == "noul":
         c = question.criteria
         return JevQuestion(

@@ -8,18 +8,19 @@ Both ask noul (predicate) / choice / score questions in Jev's prompt (prompt.py)
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..seams import Scorer
 
 MODEL_ALIAS = "jev-latest"
 
 
-def served_model_name(info: dict) -> str:
+def served_model_name(info: dict[str, Any]) -> str:
     """The name the reply carries: the pinned GGUF's file name without ``.gguf``."""
     return re.sub(r"\.gguf$", "", info["file"], flags=re.IGNORECASE)
 
 
-def accepted_model_names(info: dict, manifest: dict | None) -> set[str]:
+def accepted_model_names(info: dict[str, Any], manifest: dict[str, Any] | None) -> set[str]:
     names = {MODEL_ALIAS, served_model_name(info), info["file"]}
     listed = ((manifest or {}).get("model") or {}).get("name")
     if isinstance(listed, str) and listed:
