@@ -60,13 +60,13 @@ from .endpoint_errors import (
     UnprocessableRequest,
     WireVersionMismatch,
 )
+from .endpoint_results import ChatResult as ChatResult
+from .endpoint_results import Decision as Decision
 from .request_bodies import OptionsLike as OptionsLike
 from .request_bodies import decision as decision
 from .request_bodies import option_ids
 from .request_bodies import option_list as option_list
 from .request_bodies import question as question
-from .results import ChatResult as ChatResult
-from .results import Decision as Decision
 from .transport import (
     BOTOCORE_TOTAL_ATTEMPTS,
     CONNECT_TIMEOUT_S,
