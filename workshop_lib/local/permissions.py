@@ -288,13 +288,15 @@ SCALE_TO_ZERO_ONLY: dict[str, frozenset[str]] = {
 @dataclass(repr=False)
 class Audit:
     """Denied calls per principal (each fails the check), calls the persona was refused as they were
-    made, and statements no recorded call used (apart from those the rehearsal cannot exercise)."""
+    made, and statements no recorded call used (apart from those the rehearsal cannot exercise, and those
+    only the scale-to-zero command uses, when it was not run)."""
 
     checked: dict[str, int] = field(default_factory=dict)  # principal -> permissions checked
     denied: list[tuple[str, str, str, str]] = field(default_factory=list)  # principal, action, resource, why
     unused: list[tuple[str, str]] = field(default_factory=list)  # principal, statement Sid
     refused: list[tuple[str, str, str]] = field(default_factory=list)  # principal, service:operation, message
     not_exercised: list[tuple[str, str, str]] = field(default_factory=list)  # principal, Sid, why
+    command_only: list[tuple[str, str]] = field(default_factory=list)  # principal, Sid: scale-to-zero's, not run
 
     @property
     def ok(self) -> bool:
@@ -309,6 +311,7 @@ class Audit:
         lines += [f"REFUSED as it was made ({p}, {op}): {message}" for p, op, message in self.refused]
         lines += [f"unused statement in the {p} policy: {sid}" for p, sid in self.unused]
         lines += [f"not exercised locally, {p} policy {sid}: {why}" for p, sid, why in self.not_exercised]
+        lines += [f"for the scale-to-zero command, not run here, {p} policy {sid}" for p, sid in self.command_only]
         return "\n".join(lines)
 
 
@@ -355,6 +358,8 @@ def audit(
             why = skipped.get(principal, {}).get(sid)
             if why:
                 result.not_exercised.append((principal, sid, why))
+            elif sid in SCALE_TO_ZERO_ONLY.get(principal, ()):
+                result.command_only.append((principal, sid))
             else:
                 result.unused.append((principal, sid))
     return result
