@@ -22,7 +22,9 @@ CLIENTS = {"EndpointClient", "LocalTransport", "RoutedTransport", "SageMakerTran
 ALLOWED = {
     ("steps/endpoint_clients.py", "client"): "steps.client: the rehearsal's client, wrapped by "
     "capture_stand_in.capture_locally",
-    ("local/rehearsal.py", "_follow"): "RoutedTransport re-pointed after an update: the same transport, still wrapped",
+    ("local/routed_transport.py", "_follow"): "RoutedTransport re-pointed after an update: the same transport, "
+    "still wrapped",
+    ("steps/scale_to_zero.py", "_client"): "the scale-to-zero endpoint's config captures nothing, on AWS or here",
     ("client/endpoint.py", "local"): "EndpointClient.local itself",
     ("client/endpoint.py", "sagemaker"): "EndpointClient.sagemaker itself: SageMaker captures on its side",
     ("cli_commands.py", "_endpoint_client"): "--url: a bare adapter URL, no endpoint config to capture by",
@@ -65,5 +67,5 @@ def test_every_client_workshop_lib_builds_is_steps_client_or_a_documented_except
 
 def test_operate_md_names_each_path_that_does_not_capture_locally():
     text = DOCS.read_text(encoding="utf-8")
-    for phrase in ("steps.client", "`--url`", "`--standard-url`", "make demo", "curl"):
+    for phrase in ("steps.client", "`--url`", "`--standard-url`", "make demo", "scale-to-zero", "route", "curl"):
         assert phrase in text, phrase
