@@ -480,7 +480,7 @@ def notebook_flow(ws) -> permissions.Audit:
     assert routed.chat.completions.create(model="local", messages=hello, max_tokens=2).choices
     assert steps.put_alarms(ws).ok and steps.update_endpoint(ws, progress=False).ok  # notebook 07
     scaled = steps.autoscale(ws, invocations_per_instance=12)
-    assert scaled.ok and "1 to 2 instances, tracking 12 invocations" in scaled
+    assert scaled.ok and "1 to 2 instances, tracking 12 a minute per instance" in scaled
     assert [r.operation for r in scaled.requests if r.service == "application-autoscaling"][:2] == [
         "RegisterScalableTarget",
         "PutScalingPolicy",

@@ -216,7 +216,7 @@ def test_autoscale_registers_the_variant_from_the_rate_06_measured(workshop):
     assert kept.ok and "0.5 s per decision" in kept
     assert steps.scaling_target(workshop, name) == scaling.target_invocations_per_minute(0.5) == 84.0
     result = steps.autoscale(workshop, name, max_instances=3)
-    assert result.ok and "1 to 3 instances, tracking 84 invocations" in result and "06's 0.5 s" in result
+    assert result.ok and "1 to 3 instances, tracking 84 a minute per instance" in result and "06's 0.5 s" in result
     client = workshop.clients.get("application-autoscaling")
     registered = scaling.scaling_of(client, name)
     assert registered["MaxCapacity"] == 3
@@ -264,13 +264,17 @@ def test_autoscale_tracks_the_sustainable_rate_06_measured_before_its_seconds_pe
     assert expected == 147.0 and steps.scaling_target(workshop, name) == expected
     assert steps.scaling_target(workshop, workshop.config.cpu_endpoint_name) != expected  # kept per endpoint
     result = steps.autoscale(workshop, name)
-    assert result.ok and "tracking 147 invocations" in result and "sustainable 3.5 decisions/s at C = 2" in result
+    assert (
+        result.ok
+        and "tracking 147 a minute per instance" in result
+        and "sustainable 3.5 decisions/s at C = 2" in result
+    )
     shown = {r.operation: r.params for r in result.requests}
     assert shown["PutScalingPolicy"] == scaling.scaling_policy_request(name, invocations_per_instance=expected)
     policy = scaling.scaling_of(workshop.clients.get("application-autoscaling"), name)["Policies"][0]
     assert policy["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] == expected
     given = steps.autoscale(workshop, name, invocations_per_instance=30)  # the widget's or --target's value wins
-    assert "tracking 30 invocations" in given and "as given" in given
+    assert "tracking 30 a minute per instance" in given and "as given" in given
 
 
 def test_no_sustainable_rate_drops_the_kept_one_and_falls_back_to_the_seconds_per_decision(workshop):
