@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from . import __name__ as _package
-from .apis import chat, decisions, meta, own, sample, systemone_answers, systemone_requests
+from .apis import chat, decisions, meta, own, own_answers, sample, systemone_answers, systemone_requests
 from .apis.openapi_parts import (
     REF,
     SAMPLE,
@@ -43,9 +43,9 @@ FILE = Path(__file__).with_name("openapi.json")
 MODELS: list[type[BaseModel]] = [
     own.DecisionRequest,
     own.BatchRequest,
-    own.DecisionResponse,
-    own.BatchResponse,
-    own.Error,
+    own_answers.DecisionResponse,
+    own_answers.BatchResponse,
+    own_answers.Error,
     sample.SampleDecisionRequest,
     sample.SampleDecisionsRequest,
     sample.SampleSharedResponse,

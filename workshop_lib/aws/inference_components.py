@@ -26,12 +26,11 @@ from dataclasses import dataclass
 
 from .. import names
 from ..errors import InvalidInput
-from ..name_checks import check_resource_name
 from . import api, arns
 from .images import ImageRef
 from .instance_types import check_choice, endpoint_instance_types, is_gpu_instance, vcpus
 from .model_requests import check_in_range, check_tags, decision_model_request, workshop_tags
-from .variants import DOWNLOAD_TIMEOUT_S, STARTUP_TIMEOUT_S, VARIANT_NAME, endpoint_request
+from .variants import DOWNLOAD_TIMEOUT_S, STARTUP_TIMEOUT_S, VARIANT_NAME, endpoint_config_request, endpoint_request
 
 ZERO_ENDPOINT = "decision-workshop-zero"  # the workshop's scale-to-zero endpoint, unless named otherwise
 ZERO_INSTANCE = "ml.c6i.8xlarge"  # the CPU decision endpoint's type
@@ -115,20 +114,6 @@ def zero_variant(instance_type: str = ZERO_INSTANCE, *, max_instances: int = 1) 
         "ManagedInstanceScaling": {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": max_instances},
         "RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"},
     }
-
-
-def zero_endpoint_config(name: str, variant: Mapping, *, role_arn: str, tags: list[dict] | None = None) -> dict:
-    check_resource_name(name, "endpoint config")
-    if "ModelName" in variant:
-        raise InvalidInput("a variant that hosts inference components names no model; the component does")
-    request: dict[str, object] = {
-        "EndpointConfigName": name,
-        "ExecutionRoleArn": role_arn,
-        "ProductionVariants": [dict(variant)],
-    }
-    if tags:
-        request["Tags"] = check_tags(list(tags))
-    return api.validate("sagemaker", "CreateEndpointConfig", request)
 
 
 def component_request(
@@ -347,8 +332,8 @@ def zero_plan(
     )
     return ZeroPlan(
         model=model,
-        endpoint_config=zero_endpoint_config(
-            name, zero_variant(instance_type, max_instances=max_instances), role_arn=role_arn, tags=tags
+        endpoint_config=endpoint_config_request(
+            name, zero_variant(instance_type, max_instances=max_instances), execution_role=role_arn, tags=tags
         ),
         endpoint=endpoint_request(name, tags=tags),
         component=component_request(component, endpoint=name, model_name=name, instance_type=instance_type, tags=tags),

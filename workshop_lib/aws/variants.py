@@ -151,11 +151,20 @@ def instance_pool_variant(
 
 
 def endpoint_config_request(
-    name: str, variant: Mapping, *, tags: list[dict] | None = None, data_capture: Mapping | None = None
+    name: str,
+    variant: Mapping,
+    *,
+    tags: list[dict] | None = None,
+    data_capture: Mapping | None = None,
+    execution_role: str | None = None,
 ) -> dict:
-    """CreateEndpointConfig for one variant; ``data_capture``: a DataCaptureConfig (``capture``)."""
+    """CreateEndpointConfig for one variant; ``data_capture``: a DataCaptureConfig (``capture``).
+    ``execution_role``: the config of an endpoint that hosts inference components, whose variant names no model."""
     check_resource_name(name, "endpoint config")
-    check_resource_name(variant["ModelName"], "model")
+    if execution_role is None:
+        check_resource_name(variant["ModelName"], "model")
+    elif "ModelName" in variant:
+        raise InvalidInput("a variant that hosts inference components names no model; the component does")
     if "InstancePools" in variant:
         if "InstanceType" in variant:
             raise InvalidInput("a variant takes InstanceType or InstancePools, not both")
@@ -167,6 +176,8 @@ def endpoint_config_request(
             "VariantInstanceProvisionTimeoutInSeconds",
         )
     request: dict[str, object] = {"EndpointConfigName": name, "ProductionVariants": [dict(variant)]}
+    if execution_role:
+        request["ExecutionRoleArn"] = execution_role
     if data_capture:
         request["DataCaptureConfig"] = dict(data_capture)
     if tags:

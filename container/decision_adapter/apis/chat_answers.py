@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .common import Answer, ReadoutChoice
-from .own import SingleResult
+from .own_answers import SingleResult
 
 
 class AssistantMessage(BaseModel):

@@ -27,7 +27,8 @@ from .answers import ModelInfo, Timing
 from .api import Api
 from .common import Answer, Id, NonBlank, Strict, adapter_error, type_name
 from .dialect import Body, Dialect
-from .own import WORDING, DecisionResult, Options, State, Temperature, decide, question_of
+from .own import WORDING, Options, State, Temperature, decide, question_of
+from .own_answers import DecisionResult
 
 SAMPLE_FIELDS = ("decision", "decisions")
 SAMPLE_BUSY = "model is busy; retry the request"
