@@ -128,18 +128,40 @@ def test_what_is_not_one_distribution_is_named(probabilities, needle):
 
 
 @pytest.mark.parametrize(
-    "got, ordered, needle",
+    "got, ordered, problem",
     [
-        (["refunds", "shipping"], True, "lacks the options ['sales']"),
-        (["refunds", "shipping", "sales", "other"], True, "has ['other'], which were not sent"),
-        (["refunds", "refunds", "sales"], True, "lists ['refunds'] more than once"),
-        (["sales", "shipping", "refunds"], True, "not in the order sent"),
+        (["refunds", "shipping"], True, "it lacks the options ['sales']"),
+        (["shipping"], False, "it lacks the options ['refunds', 'sales']"),
+        (["refunds", "shipping", "sales", "other"], True, "it has ['other'], which were not sent"),
+        (
+            ["refunds", "shipping", "other"],
+            True,
+            "it lacks the options ['sales'] and has ['other'], which were not sent",
+        ),
+        (
+            ["refunds", "refunds", "sales"],
+            True,
+            "it lists ['refunds'] more than once and lacks the options ['shipping']",
+        ),
+        (["refunds", "shipping", "sales", "sales"], False, "it lists ['sales'] more than once"),
+        (
+            ["sales", "shipping", "refunds"],
+            True,
+            "it lists the options as ['sales', 'shipping', 'refunds'], not in the order sent "
+            "['refunds', 'shipping', 'sales']",
+        ),
         (["sales", "shipping", "refunds"], False, None),
+        (IDS, True, None),
     ],
 )
-def test_the_ids_are_those_sent(got, ordered, needle):
-    problem = wire.ids_problem(IDS, got, ordered=ordered)
-    assert problem is None if needle is None else needle in problem
+def test_the_ids_are_those_sent(got, ordered, problem):
+    assert wire.ids_problem(IDS, got, ordered=ordered) == problem
+
+
+@pytest.mark.parametrize("got", [["refunds", "shipping"], ["shipping", "refunds", "sales"], ["sales", "refunds"]])
+def test_what_was_not_sent_is_named_only_when_something_was(got):
+    problem = wire.ids_problem(IDS, got)
+    assert "not sent" not in problem and "[]" not in problem
 
 
 def _off_by(delta: float) -> list[float]:

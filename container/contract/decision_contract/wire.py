@@ -183,11 +183,14 @@ def ids_problem(sent: Sequence[str], got: Sequence[str], *, ordered: bool = True
     doubled = sorted({i for i in got if got.count(i) > 1})
     missing = [i for i in sent if i not in got]
     extra = [i for i in got if i not in sent]
-    if doubled:
-        return f"it lists {doubled} more than once"
-    if missing or extra:
-        return f"it lacks the options {missing} and has {extra}, which were not sent"
-    if ordered:
+    wrong = [
+        *([f"lists {doubled} more than once"] if doubled else []),
+        *([f"lacks the options {missing}"] if missing else []),
+        *([f"has {extra}, which were not sent"] if extra else []),
+    ]
+    if wrong:
+        return "it " + " and ".join(wrong)
+    if ordered:  # the very ids sent, each once: only their order differs
         return f"it lists the options as {got}, not in the order sent {sent}"
     return None
 
