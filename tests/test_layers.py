@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.docs_reference import import_contracts
+from scripts.docs_modules import import_contracts
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {

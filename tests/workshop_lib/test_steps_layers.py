@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from scripts.docs_reference import import_contracts
+from scripts.docs_modules import import_contracts
 
 STEPS = Path(__file__).resolve().parents[2] / "workshop_lib" / "steps"
 
