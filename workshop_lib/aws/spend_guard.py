@@ -34,11 +34,12 @@ from datetime import datetime, timedelta, timezone
 from botocore.exceptions import ClientError
 
 from .. import names
-from ..errors import AwsFailure
+from ..errors import AwsFailure, InvalidInput
 from . import api, roles
 from .arns import SCHEDULE_GROUP, delete_endpoint_target, schedule_arn, schedule_name
 from .deadline_targets import COMPONENT, COMPONENT_MARGIN, DELETIONS, ENDPOINT, PRINCIPAL, Deletion, deadline_calls
 from .iam import check_policy_document
+from .inference_components import component_name
 from .policy_scope import Scope, deadline_scope
 from .role_boundary import boundary_policy_arn
 from .service_roles import SCHEDULER_ROLE_NAME, scheduler_role_arn, scheduler_role_policy, scheduler_trust_policy
@@ -242,20 +243,32 @@ def ensure_role(iam, config, account_id: str) -> tuple[str, str]:
     return role["Arn"], done
 
 
+def deadline_parts(endpoint_name: str) -> list[str]:
+    """What a deadline of ``endpoint_name`` may be made of, as ``read_deadline`` takes it: the schedule of the
+    workshop's inference component on it (``component_name``; none for a name too long to carry one), then the
+    endpoint's own ("")."""
+    try:
+        return [component_name(endpoint_name), ""]
+    except InvalidInput:
+        return [""]
+
+
 def schedules_left(scheduler_for, regions, endpoint_names) -> list[str]:
     """The workshop's deadlines still set in ``regions`` (those the role's tags name, ``regions_of``, and the
     current one): ``scheduler_for(region)`` gives that region's Scheduler client. Each as
-    ``<region>: <schedule>``; a schedule that is not the workshop's does not count."""
+    ``<region>: <schedule>``, an endpoint's component's schedule before its own (``deadline_parts``); a schedule
+    that is not the workshop's does not count."""
     left = []
     for region in sorted(set(regions)):
         client = scheduler_for(region)
         for name in dict.fromkeys(n for n in endpoint_names if n):
-            try:
-                deadline = read_deadline(client, name)
-            except NotTheWorkshops:
-                continue
-            if deadline is not None:
-                left.append(f"{region}: {deadline.schedule}")
+            for component in deadline_parts(name):
+                try:
+                    deadline = read_deadline(client, name, component)
+                except NotTheWorkshops:
+                    continue
+                if deadline is not None:
+                    left.append(f"{region}: {deadline.schedule}")
     return left
 
 
@@ -404,6 +417,7 @@ __all__ = [
     "at_expression",
     "deadline_after",
     "deadline_calls",
+    "deadline_parts",
     "deadline_times",
     "delete_endpoint_target",
     "delete_request",

@@ -10,6 +10,7 @@ from botocore.exceptions import ClientError
 
 from ..aws import hosting, policies, spend_guard, teardown, updates
 from ..aws.codebuild import parse_s3_uri
+from ..aws.inference_components import ZERO_ENDPOINT
 from ..local import permissions
 from ..local.modes import CALL_LOG
 from .components import components_first
@@ -215,7 +216,7 @@ def delete_deadline_role(workshop: Workshop) -> Text:
                 workshop.clients.get("scheduler") if region == config.region else mode.client("scheduler", region)
             ),
             {*spend_guard.regions_of(tags), config.region},
-            config.endpoint_names(),
+            [*config.endpoint_names(), ZERO_ENDPOINT],  # each with its component's schedule, where it has one
         )
     except ClientError as exc:
         error = exc.response["Error"]

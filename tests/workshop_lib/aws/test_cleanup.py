@@ -461,6 +461,26 @@ def test_deadlines_in_two_regions_share_the_role_and_cleanup_in_one_keeps_it_for
     assert str(aws_mode_steps.delete_deadline_role(first)) == f"IAM role {role}: already gone"
 
 
+def test_a_scale_to_zero_components_deadline_left_over_keeps_the_deadline_role(aws_mode_steps, monkeypatch):
+    from workshop_lib.aws import inference_components, spend_guard
+    from workshop_lib.steps import deploy
+
+    monkeypatch.setenv("WORKSHOP_BUCKET", "sagemaker-decision-workshop-test")
+    workshop = aws_mode_steps.Workshop.load()
+    name = inference_components.ZERO_ENDPOINT
+    component = inference_components.component_name(name)
+    assert "deleted at" in deploy.give_deadline(workshop, name, 4, component=component)
+    scheduler = workshop.clients.get("scheduler")
+    assert spend_guard.remove_deadline(scheduler, name) == spend_guard.DELETED  # the component's schedule remains
+
+    kept = str(aws_mode_steps.delete_deadline_role(workshop))
+    assert kept.startswith("IAM role decision-workshop-scheduler: kept") and f"{REGION}: {component}-deadline" in kept
+    assert spend_guard.remove_deadline(scheduler, name, component) == spend_guard.DELETED
+    assert str(aws_mode_steps.delete_deadline_role(workshop)).startswith(
+        "IAM role decision-workshop-scheduler: deleted"
+    )
+
+
 def test_the_versions_an_update_made_go_even_after_a_deadline_deleted_the_endpoint(aws_mode_steps):
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients

@@ -168,3 +168,29 @@ def test_an_endpoint_schedule_under_the_components_name_is_left_alone(scheduler)
         )
     assert spend_guard.remove_deadline(scheduler, ENDPOINT, COMPONENT) == spend_guard.LEFT_ALONE
     assert spend_guard.read_deadline(scheduler, COMPONENT) is not None
+
+
+def test_a_components_schedule_left_over_is_reported_with_its_endpoints(scheduler):
+    assert spend_guard.schedules_left(lambda region: scheduler, [REGION], [ENDPOINT]) == []
+    spend_guard.set_deadlines(
+        scheduler, ENDPOINT, role_arn=SCHEDULER_ROLE, region=REGION, when=NOW, component=COMPONENT
+    )
+    left = spend_guard.schedules_left(lambda region: scheduler, [REGION], [ENDPOINT, "decision-workshop-cpu"])
+    assert left == [f"{REGION}: {COMPONENT}-deadline", f"{REGION}: {spend_guard.schedule_name(ENDPOINT)}"]
+    spend_guard.remove_deadline(scheduler, ENDPOINT)  # the endpoint's own gone, the component's still set
+    left = spend_guard.schedules_left(lambda region: scheduler, [REGION], [ENDPOINT])
+    assert left == [f"{REGION}: {COMPONENT}-deadline"]
+
+
+def test_a_schedule_of_the_components_name_that_is_not_the_workshops_is_not_counted(scheduler):
+    # An endpoint named like the component: its schedule deletes an endpoint, not the component.
+    spend_guard.set_deadline(scheduler, COMPONENT, role_arn=SCHEDULER_ROLE, region=REGION, when=NOW)
+    assert spend_guard.schedules_left(lambda region: scheduler, [REGION], [ENDPOINT]) == []
+    assert spend_guard.schedules_left(lambda region: scheduler, [REGION], [COMPONENT]) == [
+        f"{REGION}: {COMPONENT}-deadline"
+    ]
+
+
+def test_the_deadline_parts_of_a_name_too_long_for_a_component_are_the_endpoints_alone():
+    assert spend_guard.deadline_parts(ENDPOINT) == [COMPONENT, ""]
+    assert spend_guard.deadline_parts("e" * 63) == [""]  # a valid endpoint name, with no room for "-decision"
