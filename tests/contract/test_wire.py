@@ -145,6 +145,11 @@ def test_what_is_not_one_distribution_is_named(probabilities, needle):
         ),
         (["refunds", "shipping", "sales", "sales"], False, "it lists ['sales'] more than once"),
         (
+            ["refunds", "shipping", "sales", "other", "other"],
+            True,
+            "it lists ['other'] more than once and has ['other'], which were not sent",
+        ),
+        (
             ["sales", "shipping", "refunds"],
             True,
             "it lists the options as ['sales', 'shipping', 'refunds'], not in the order sent "

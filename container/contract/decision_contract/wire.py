@@ -182,7 +182,7 @@ def ids_problem(sent: Sequence[str], got: Sequence[str], *, ordered: bool = True
         return None
     doubled = sorted({i for i in got if got.count(i) > 1})
     missing = [i for i in sent if i not in got]
-    extra = [i for i in got if i not in sent]
+    extra = list(dict.fromkeys(i for i in got if i not in sent))
     wrong = [
         *([f"lists {doubled} more than once"] if doubled else []),
         *([f"lacks the options {missing}"] if missing else []),
