@@ -14,7 +14,7 @@ import pkgutil
 import pytest
 
 import workshop_lib
-from workshop_lib import cli, cli_commands, cli_operate
+from workshop_lib import cli, cli_operate
 from workshop_lib.errors import WorkshopError
 
 
@@ -115,9 +115,11 @@ def test_a_bad_request_file_is_one_line(tmp_path, content, needle):
     path = tmp_path / "request.json"
     if content is not None:
         path.write_text(content)
+    # the file is read before any client is made: nothing listens at this --url, and nothing is sent to it
     with pytest.raises(SystemExit) as done:
-        cli_commands._request_file(str(path))
-    assert needle in str(done.value.code) and str(path) in str(done.value.code)
+        cli.main(["invoke", "--request", str(path), "--url", "http://127.0.0.1:9/invocations"])
+    message = str(done.value.code)
+    assert needle in message and str(path) in message and "\n" not in message
 
 
 def test_the_kinds_a_caller_tells_apart_hold_each_modules_errors():
