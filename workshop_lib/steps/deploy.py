@@ -187,27 +187,43 @@ def extend_deadline(workshop: Workshop, name: str | None = None, hours: float | 
 
 @shows_requests
 def deadline_text(workshop: Workshop, name: str | None = None) -> Text:
-    """When endpoint ``name`` (default: the decision endpoint notebook 05 calls) is deleted by its deadline,
-    as one line (notebooks 04 and 05 show it). Read-only."""
+    """When endpoint ``name`` (default: the decision endpoint notebook 05 calls) is deleted by its deadline, one
+    line per schedule: for an endpoint that hosts the workshop's inference component (scale to zero), when the
+    component goes, then when the endpoint does. Read-only."""
     name = name or decision_endpoint(workshop)
-    try:
-        found = spend_guard.read_deadline(workshop.clients.get("scheduler"), name)
-    except ClientError as exc:
-        return Text("endpoint {}: its deadline could not be read ({}: {})".format(name, *_error(exc)))
-    except spend_guard.NotTheWorkshops as exc:
-        return Text(str(exc))
-    if found is None:
+    lines = []
+    for component in spend_guard.deadline_parts(name):
         try:
-            workshop.clients.sm.describe_endpoint(EndpointName=name)
+            found = spend_guard.read_deadline(workshop.clients.get("scheduler"), name, component)
         except ClientError as exc:
-            if endpoint_missing(exc):
-                return Text(f"endpoint {name} is not deployed, so it has no deadline (and bills nothing)")
-            raise
-        return Text(
-            f"endpoint {name} has no deadline: it bills until it is deleted (notebook 08); set one with "
-            f"python -m workshop_lib extend --name {name} --hours N"
-        )
-    return Text(found.text())
+            return Text("endpoint {}: its deadline could not be read ({}: {})".format(name, *_error(exc)))
+        except spend_guard.NotTheWorkshops as exc:
+            lines.append(str(exc))
+            continue
+        if found is not None:
+            lines.append(found.text())
+        elif not component:
+            lines.append(_no_deadline(workshop, name))
+        elif hosts_components(workshop.clients.sm, name):
+            lines.append(
+                f"inference component {component} (on endpoint {name}) has no deadline, and while it stays SageMaker "
+                f"refuses the endpoint's deletion at its deadline; set both with python -m workshop_lib extend --name "
+                f"{name} --hours N"
+            )
+    return Text("\n".join(lines))
+
+
+def _no_deadline(workshop: Workshop, name: str) -> str:
+    try:
+        workshop.clients.sm.describe_endpoint(EndpointName=name)
+    except ClientError as exc:
+        if endpoint_missing(exc):
+            return f"endpoint {name} is not deployed, so it has no deadline (and bills nothing)"
+        raise
+    return (
+        f"endpoint {name} has no deadline: it bills until it is deleted (notebook 08); set one with "
+        f"python -m workshop_lib extend --name {name} --hours N"
+    )
 
 
 @shows_requests

@@ -273,3 +273,28 @@ def test_the_dashboard_link_opens_the_console_of_the_regions_partition(workshop_
         f"dashboard: https://{host}/cloudwatch/home?region={region}"
         f"#dashboards/dashboard/{steps.operate.alarms.DASHBOARD}"
     )
+
+
+def test_a_scale_to_zero_endpoints_deadline_text_says_when_its_component_goes_then_when_it_does(workshop_in):
+    from datetime import datetime
+
+    from workshop_lib import steps
+    from workshop_lib.aws import inference_components
+    from workshop_lib.steps.deadlines import give_deadline
+
+    workshop = workshop_in("us-east-1")
+    name = inference_components.ZERO_ENDPOINT
+    component = inference_components.component_name(name)
+    assert "deleted at" in give_deadline(workshop, name, 4, component=component)
+    first, second = str(steps.deadline_text(workshop, name)).splitlines()
+    assert first.startswith(f"inference component {component} (on endpoint {name}) is deleted at ")
+    assert second.startswith(f"endpoint {name} is deleted at ")
+    at = [
+        datetime.strptime(re.search(r"deleted at (\S+ \S+) UTC", line)[1], "%Y-%m-%d %H:%M") for line in (first, second)
+    ]
+    assert at[1] - at[0] == spend_guard.COMPONENT_MARGIN  # the endpoint's goes a margin after its component's
+
+    spend_guard.remove_deadline(workshop.clients.get("scheduler"), name, component)
+    # no endpoint of that name hosts a component here: its own schedule alone is said
+    assert str(steps.deadline_text(workshop, name)).startswith(f"endpoint {name} is deleted at ")
+    assert "\n" not in str(steps.deadline_text(workshop, name))
