@@ -101,19 +101,24 @@ class PromptTokenizer:
         """
         cut = self._head_cut(text, protect)
         if not cut:
-            return self._with_bos(self._tokenize_pieces(text, protect))
+            return self.tokenize_whole(text, protect)
         head = self._head_tokens.get(text[:cut])
         if head == []:  # checked before: this head is never cut
-            return self._with_bos(self._tokenize_pieces(text, protect))
+            return self.tokenize_whole(text, protect)
         rest = self._tokenize_pieces(text[cut:], tuple((a - cut, b - cut) for a, b in protect))
         if head is None:
-            head = self._with_bos(self._tokenize_pieces(text[:cut], ()))
-            whole = self._with_bos(self._tokenize_pieces(text, protect))
+            head = self.tokenize_whole(text[:cut])
+            whole = self.tokenize_whole(text, protect)
             if len(self._head_tokens) >= MAX_HEADS:
                 self._head_tokens.pop(next(iter(self._head_tokens)))
             self._head_tokens[text[:cut]] = head if whole == head + rest else []
             return whole
         return head + rest
+
+    def tokenize_whole(self, text: str, protect: tuple[tuple[int, int], ...] = ()) -> list[int]:
+        """The text's tokens, tokenized in one go with no cached head: what ``tokenize`` returns for any text,
+        and what a cut prompt is checked against."""
+        return self._with_bos(self._tokenize_pieces(text, protect))
 
     def prompt_tokens(self, prompt: RenderedPrompt, end: int | None = None) -> list[int]:
         """Tokens of ``prompt.text[:end]``, the caller's content kept as plain text."""
