@@ -269,7 +269,8 @@ def cmd_scale_to_zero(args) -> int:
             print(f"note: not deployable here: {why}", file=sys.stderr)
         for note in plan.notes:
             print(f"note: {note}", file=sys.stderr)
-        return _show(json.dumps([{"operation": f"{s} {o}", "request": r} for s, o, r in plan.requests()], indent=2))
+        sent = steps.zero_requests(workshop, plan)
+        return _show(json.dumps([{"operation": f"{s} {o}", "request": r} for s, o, r in sent], indent=2))
     status = 0
     if not args.show_only:
         status |= _with_requests(steps.deploy_scale_to_zero(workshop, args.name, **options), args.show_requests)

@@ -347,6 +347,17 @@ def deadline_times(when: datetime, component: str = "") -> list[tuple[str, datet
     return [(component, when), ("", when + COMPONENT_MARGIN)]
 
 
+def deadline_requests(
+    endpoint_name: str, *, role_arn: str, when: datetime, region: str, component: str = ""
+) -> list[dict]:
+    """The CreateSchedule request of each schedule of ``deadline_times``, in the order ``set_deadlines`` sends them
+    (what a dry run shows; nothing is sent)."""
+    return [
+        schedule_request(part or endpoint_name, role_arn=role_arn, when=at, region=region, deletes=_deletes(part))
+        for part, at in deadline_times(when, component)
+    ]
+
+
 def set_deadlines(
     scheduler,
     endpoint_name: str,
@@ -418,6 +429,7 @@ __all__ = [
     "deadline_after",
     "deadline_calls",
     "deadline_parts",
+    "deadline_requests",
     "deadline_times",
     "delete_endpoint_target",
     "delete_request",

@@ -139,6 +139,7 @@ from .scale_to_zero import (
     remove_scale_to_zero,
     show_scale_to_zero,
     zero_plan,
+    zero_requests,
 )
 from .scale_to_zero import refusal as scale_to_zero_refusal
 from .setup import SetupResult, check_environment, ensure_codebuild_role, setup, show_config
@@ -234,4 +235,5 @@ __all__ = [
     "verify_package",
     "which_endpoint",
     "zero_plan",
+    "zero_requests",
 ]

@@ -5,7 +5,8 @@ SageMaker's rules).
 ``deploy_scale_to_zero`` sends the plan (model, endpoint config, endpoint, component, the copies' scalable
 target from 0, target tracking, the step policy and its no-capacity alarm) after saying, before anything is
 sent, where the region or the quota rules it out, then gives it a deadline of two schedules: the component's
-deletion, and the endpoint's a margin later (``spend_guard.set_deadlines``). ``show_scale_to_zero`` then takes
+deletion, and the endpoint's a margin later (``spend_guard.set_deadlines``); ``zero_requests`` lists all it sends,
+those two schedules included, for the dry run. ``show_scale_to_zero`` then takes
 the copies to zero, shows the invocation SageMaker refuses meanwhile (``NoCapacity``: retryable, with the
 expected wait), brings a copy back and times the cold start until a decision is answered, and shows what the
 endpoint costs idle and busy.
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..aws import encryption, images, inference_components, teardown
+from .. import names
+from ..aws import encryption, images, inference_components, spend_guard, teardown
 from ..aws.inference_components import ZeroPlan
 from ..client.endpoint import EndpointClient
 from ..client.endpoint_errors import NoCapacity
@@ -95,6 +97,26 @@ def zero_plan(
     if config.kms_key_arn:
         plan = encryption.encrypted_plan(plan, config.kms_key_arn)
     return plan
+
+
+def zero_requests(workshop: Workshop, plan: ZeroPlan) -> list[tuple[str, str, dict]]:
+    """(service, operation, request) of each request the deploy of ``plan`` makes something with, in order, each
+    validated by botocore (nothing is sent): the plan's, then its deadline's two CreateSchedule, the component's and
+    the endpoint's (none where endpoint_ttl_hours is 0), counted from now, run as the deadlines' role in the
+    execution role's account. Not listed: the polls while it waits, and the IAM requests that make the deadlines'
+    role or bring it up to date (``spend_guard.ensure_role``)."""
+    config = workshop.config
+    if config.ttl_hours == 0:
+        return plan.requests()
+    account = names.role_account(config.sagemaker_role_arn) or ""
+    schedules = spend_guard.deadline_requests(
+        plan.name,
+        role_arn=spend_guard.scheduler_role_arn(config.region, account),
+        when=spend_guard.deadline_after(config.ttl_hours),
+        region=config.region,
+        component=plan.component_name,
+    )
+    return [*plan.requests(), *(("scheduler", "CreateSchedule", request) for request in schedules)]
 
 
 @dataclass(repr=False)
@@ -243,4 +265,5 @@ __all__ = [
     "remove_scale_to_zero",
     "show_scale_to_zero",
     "zero_plan",
+    "zero_requests",
 ]

@@ -194,3 +194,59 @@ def test_a_schedule_of_the_components_name_that_is_not_the_workshops_is_not_coun
 def test_the_deadline_parts_of_a_name_too_long_for_a_component_are_the_endpoints_alone():
     assert spend_guard.deadline_parts(ENDPOINT) == [COMPONENT, ""]
     assert spend_guard.deadline_parts("e" * 63) == [""]  # a valid endpoint name, with no room for "-decision"
+
+
+# ---- the dry run: the two schedules listed with the rest, built as the senders build them ----------------
+
+
+def test_the_requests_listed_are_those_set_deadlines_sends(scheduler):
+    listed = spend_guard.deadline_requests(
+        ENDPOINT, role_arn=SCHEDULER_ROLE, when=NOW, region=REGION, component=COMPONENT
+    )
+    spend_guard.set_deadlines(
+        scheduler, ENDPOINT, role_arn=SCHEDULER_ROLE, when=NOW, region=REGION, component=COMPONENT
+    )
+    assert [r["Name"] for r in listed] == [f"{COMPONENT}-deadline", spend_guard.schedule_name(ENDPOINT)]
+    for request in listed:
+        stored = scheduler.get_schedule(Name=request["Name"])
+        assert {k: stored[k] for k in ("ScheduleExpression", "Target")} == {
+            "ScheduleExpression": request["ScheduleExpression"],
+            "Target": request["Target"],
+        }
+    alone = spend_guard.deadline_requests(ENDPOINT, role_arn=SCHEDULER_ROLE, when=NOW, region=REGION)
+    assert [(r["Name"], r["Target"]) for r in alone] == [(listed[1]["Name"], listed[1]["Target"])]
+    assert alone[0]["ScheduleExpression"] == spend_guard.at_expression(NOW)  # an endpoint alone goes at the deadline
+
+
+def _zero_workshop(tmp_path, ttl_hours: str):
+    from workshop_lib.steps import Workshop
+
+    config = WorkshopConfig(mode="aws", region=REGION, sagemaker_role_arn=ROLE, endpoint_ttl_hours=ttl_hours)
+    return Workshop(config, tmp_path / "config.json")
+
+
+def test_the_dry_run_lists_the_deadlines_two_schedules_after_the_plan(tmp_path):
+    from workshop_lib import steps
+
+    workshop = _zero_workshop(tmp_path, "4")
+    model = "s3://amzn-s3-demo-bucket/decision-workshop/model/model.tar.gz"
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/decision-workshop@sha256:" + "a" * 64
+    plan = steps.zero_plan(workshop, image_uri=image, model_data_url=model)
+    before = datetime.now(timezone.utc)
+    listed = steps.zero_requests(workshop, plan)
+    after = datetime.now(timezone.utc)
+    assert listed[: len(plan.requests())] == plan.requests()
+    schedules = listed[len(plan.requests()) :]
+    assert [(s, o) for s, o, _ in schedules] == [("scheduler", "CreateSchedule")] * 2
+    component, endpoint = (r for _, _, r in schedules)
+    for request in (component, endpoint):
+        api.validate("scheduler", "CreateSchedule", request)
+        assert request["Target"]["RoleArn"] == spend_guard.scheduler_role_arn(REGION, names.role_account(ROLE))
+    assert json.loads(component["Target"]["Input"]) == {"InferenceComponentName": COMPONENT}
+    assert json.loads(endpoint["Target"]["Input"]) == {"EndpointName": ENDPOINT}
+    at = [spend_guard.parse_at(r["ScheduleExpression"]) for r in (component, endpoint)]
+    assert before + timedelta(hours=4) <= at[0] <= after + timedelta(hours=4, minutes=1)
+    assert at[1] - at[0] == spend_guard.COMPONENT_MARGIN
+
+    no_deadline = _zero_workshop(tmp_path, "0")
+    assert steps.zero_requests(no_deadline, plan) == plan.requests()  # endpoint_ttl_hours 0: no schedule is sent
