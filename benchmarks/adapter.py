@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import llama_server
+from benchmarks import llama_server, llama_server_report
 from benchmarks.servers import find_llama_server, timed_post
 from benchmarks.workload import shared, single, ticket
 from decision_adapter import runtime
@@ -460,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
                 "WORKSHOP_LLAMA_SERVER or PATH)"
             )
         else:
-            print(llama_server.report(llama_server.run(args.limit)))
+            print(llama_server_report.report(llama_server.run(args.limit)))
     return 0
 
 

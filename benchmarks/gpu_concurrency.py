@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 
 from benchmarks import concurrency
-from benchmarks.llama_server import _load, machine
+from benchmarks.llama_server import machine
+from benchmarks.machine import load_average
 from benchmarks.servers import find_llama_server
 from workshop_lib.errors import WorkshopError
 from workshop_lib.models import embedded_gguf_path
@@ -91,7 +92,7 @@ def default_gguf() -> Path | None:
 
 
 def run(args, binary: Path, gguf: Path) -> dict:
-    load_before = _load()
+    load_before = load_average()
     work = Path(tempfile.mkdtemp(prefix="gpu-concurrency-"))
     model_dir = work / "model"
     model_dir.mkdir()

@@ -345,22 +345,22 @@ def test_the_llama_server_reports_carry_the_table():
     import json
     from pathlib import Path
 
-    from benchmarks import llama_server
+    from benchmarks import llama_server_report
 
     table = _table(_rows([2.0, 3.0, 4.0, 4.0], [2.0, 3.5, 4.0, 5.0]))
-    recorded = json.loads((Path(llama_server.__file__).parent / "results" / "llama_server.json").read_text())
+    recorded = json.loads((Path(llama_server_report.__file__).parent / "results" / "llama_server.json").read_text())
     recorded.pop("concurrency", None)  # a run with the table left out
-    assert "concurrency: decisions/s" not in llama_server.report(recorded)
-    full = llama_server.report({**recorded, "concurrency": table})
-    alone = llama_server.report_concurrency(
+    assert "concurrency: decisions/s" not in llama_server_report.report(recorded)
+    full = llama_server_report.report({**recorded, "concurrency": table})
+    alone = llama_server_report.report_concurrency(
         {"machine": recorded["machine"], "model": recorded["model"], "concurrency": table}
     )
     for text in (full, alone):
         assert "concurrency: decisions/s" in text and "C=2 0.86x / 1.00x" in text
         assert "reuse (opt-in" not in text
     reuse = _reuse_table([8.0, 9.0, 10.0], [2.0, 3.0, 4.0], [4.0, 4.5, 5.0])
-    full = llama_server.report({**recorded, "concurrency": {**table, "reuse": reuse}})
-    alone = llama_server.report_concurrency(
+    full = llama_server_report.report({**recorded, "concurrency": {**table, "reuse": reuse}})
+    alone = llama_server_report.report_concurrency(
         {"machine": recorded["machine"], "model": recorded["model"], "concurrency": {**table, "reuse": reuse}}
     )
     for text in (full, alone):

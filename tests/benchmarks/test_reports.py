@@ -6,7 +6,7 @@ import copy
 import json
 from pathlib import Path
 
-from benchmarks import adapter, load
+from benchmarks import adapter, llama_server_report, load_report
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
@@ -39,17 +39,15 @@ def test_the_adapter_report_reads_its_recorded_run_and_each_verdict_follows_its_
 
 def test_the_load_report_reads_its_recorded_run():
     figures = recorded("load.json")
-    text = load.report(figures)
+    text = load_report.report(figures)
     rss = figures["worker_rss_bytes"]
     assert f"{100 * rss['growth_fraction']:+.2f} %" in text
     assert str(figures["requests_sent"]) in text
 
 
 def test_the_llama_server_report_reads_its_recorded_run():
-    from benchmarks import llama_server
-
     figures = recorded("llama_server.json")
-    text = llama_server.report(figures)
+    text = llama_server_report.report(figures)
     assert figures["machine"]["cpu"] in text and f"{figures['tasks']} tasks" in text
     new = figures["new_prompts"]
     assert f"{new['adapter']['p50'] / new['llama']['p50']:.2f}x" in text
