@@ -35,7 +35,8 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from botocore.config import Config
 
@@ -74,7 +75,9 @@ from .transport import (
     READ_TIMEOUT_S,
     Deadline,
     LocalTransport,
+    RuntimeClient,
     SageMakerTransport,
+    Transport,
 )
 
 DEFAULT_RETRIES = 3
@@ -92,7 +95,7 @@ class EndpointClient:
 
     def __init__(
         self,
-        transport,
+        transport: Transport,
         *,
         retries: int = DEFAULT_RETRIES,
         max_retry_sleep_s: float = MAX_RETRY_SLEEP_S,
@@ -100,7 +103,7 @@ class EndpointClient:
         sleep: Callable[[float], None] = time.sleep,
         readout: str | None = None,
         normalize: str | None = None,
-    ):
+    ) -> None:
         """``readout`` (letters or cloze) and ``normalize`` (cloze: pmi, sum or mean) go with every request in
         this project's schema and System One's (``x_readout``, ``x_normalize``) that does not set its own;
         None leaves them to the endpoint (DECISION_ADAPTER_READOUT). The sample's format has no field for them."""
@@ -120,7 +123,12 @@ class EndpointClient:
 
     @classmethod
     def local(
-        cls, url: str, *, timeout_s: float = READ_TIMEOUT_S, max_response_bytes: int = MAX_RESPONSE_BYTES, **options
+        cls,
+        url: str,
+        *,
+        timeout_s: float = READ_TIMEOUT_S,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        **options: Any,
     ) -> EndpointClient:
         """A client for a server on a URL (a local adapter process: ``AdapterProcess.url``). ``timeout_s``
         is each call's deadline, retries included; answers over ``max_response_bytes`` are refused."""
@@ -131,7 +139,7 @@ class EndpointClient:
         cls,
         endpoint_name: str,
         region: str | None = None,
-        runtime_client=None,
+        runtime_client: RuntimeClient | None = None,
         *,
         read_timeout_s: float = READ_TIMEOUT_S,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
@@ -139,7 +147,7 @@ class EndpointClient:
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         endpoint_url: str | None = None,
         inference_component: str | None = None,
-        **options,
+        **options: Any,
     ) -> EndpointClient:
         """A client for a SageMaker endpoint; pass ``runtime_client`` to reuse (or stub) one, or
         ``endpoint_url`` for a VPC endpoint of the SageMaker runtime, ``inference_component`` for the model of an endpoint
@@ -167,19 +175,19 @@ class EndpointClient:
     def __repr__(self) -> str:
         return f"EndpointClient({self.transport.name}, retries={self.retries})"
 
-    def _readout_fields(self, prefix: str = "") -> dict:
+    def _readout_fields(self, prefix: str = "") -> dict[str, str]:
         """The client's readout and normalize, as fields of a body (``prefix``: System One's ``x_``)."""
         fields = {"readout": self.readout, "normalize": self.normalize}
         return {prefix + k: v for k, v in fields.items() if v is not None}
 
     # -- calls --
 
-    def invoke(self, payload: Mapping) -> tuple[dict, float, int]:
+    def invoke(self, payload: Mapping[str, Any]) -> tuple[dict[str, Any], float, int]:
         """Send one JSON body; return (parsed reply, client latency in ms incl. retries, attempts)."""
         reply, latency_ms, attempts = self._send(payload)
         return self._parsed(reply), latency_ms, attempts
 
-    def _decision_reply(self, payload: Mapping) -> tuple[dict, float, int]:
+    def _decision_reply(self, payload: Mapping[str, Any]) -> tuple[dict[str, Any], float, int]:
         """``invoke`` for a decision answer: refused unless its adapter speaks this client's wire version."""
         reply, latency_ms, attempts = self._send(payload)
         problem = wire.version_problem(getattr(reply, "wire_version", None))
@@ -187,7 +195,7 @@ class EndpointClient:
             raise WireVersionMismatch(problem, endpoint=self.transport.name)
         return self._parsed(reply), latency_ms, attempts
 
-    def _send(self, payload: Mapping) -> tuple[bytes, float, int]:
+    def _send(self, payload: Mapping[str, Any]) -> tuple[bytes, float, int]:
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         started = time.perf_counter()
         timeout_s = getattr(self.transport, "timeout_s", None)
@@ -206,7 +214,7 @@ class EndpointClient:
                 attempt += 1
         return reply, (time.perf_counter() - started) * 1000.0, attempt
 
-    def _parsed(self, reply: bytes) -> dict:
+    def _parsed(self, reply: bytes) -> dict[str, Any]:
         try:
             parsed = json.loads(reply)
         except ValueError:
@@ -226,7 +234,7 @@ class EndpointClient:
         max_tokens: int | None = None,
         temperature: float = 0.0,
         thinking: bool = False,
-        **extra,
+        **extra: Any,
     ) -> ChatResult:
         """An OpenAI chat completion; a bare string is one user message.
 
@@ -238,7 +246,7 @@ class EndpointClient:
         """
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
-        payload = {
+        payload: dict[str, Any] = {
             "messages": list(messages),
             "temperature": temperature,
             "chat_template_kwargs": {"enable_thinking": thinking},
@@ -266,7 +274,7 @@ class EndpointClient:
             reasoning=choice["message"].get("reasoning_content") or "",
         )
 
-    def decide(self, decision: Mapping) -> Decision:
+    def decide(self, decision: Mapping[str, Any]) -> Decision:
         """One decision: this project's body (e.g. from ``decision(...)``) or the published sample's
         ``{"decision": {"id", "state", "question", "options": [{"id", "description"}]}}``."""
         if "questions" in decision or "decisions" in decision:
@@ -286,7 +294,9 @@ class EndpointClient:
         self._check_answers(made, decision.get("id"), decision.get("options", ()))
         return made
 
-    def decide_batch(self, id: str, state, questions: Sequence[Mapping], **extra) -> list[Decision]:
+    def decide_batch(
+        self, id: str, state: object, questions: Sequence[Mapping[str, Any]], **extra: Any
+    ) -> list[Decision]:
         """Several questions on one state; results in question order, ids = question ids."""
         reply, latency, attempts = self._decision_reply(
             {"id": id, "state": state, "questions": list(questions), **self._readout_fields(), **extra}
@@ -315,7 +325,7 @@ class EndpointClient:
             decisions.append(made)
         return decisions
 
-    def decide_shared(self, decisions: Sequence[Mapping]) -> list[Decision]:
+    def decide_shared(self, decisions: Sequence[Mapping[str, Any]]) -> list[Decision]:
         """The published sample's shared-state request, ``{"decisions": [...]}``: every decision carries
         the same state (evaluated once); results in request order."""
         reply, latency, attempts = self._decision_reply({"decisions": list(decisions)})
@@ -342,7 +352,7 @@ class EndpointClient:
             answers.append(made)
         return answers
 
-    def decide_any(self, body: Mapping) -> list[Decision]:
+    def decide_any(self, body: Mapping[str, Any]) -> list[Decision]:
         """Any decision body, this project's (single or ``questions``) or the sample's (``decision`` or
         ``decisions``), e.g. read from a file; one Decision per question, in request order."""
         if "decisions" in body:
@@ -352,7 +362,14 @@ class EndpointClient:
             return self.decide_batch(body["id"], body["state"], body["questions"], **extra)
         return [self.decide(body)]
 
-    def systemone(self, state, questions: Mapping[str, Mapping], *, model: str | None = "jev-latest", **extra):
+    def systemone(
+        self,
+        state: jev.Content,
+        questions: Mapping[str, Mapping[str, Any]],
+        *,
+        model: str | None = "jev-latest",
+        **extra: Any,
+    ) -> jev.SystemOneResult:
         """Jev System One questions (``workshop_lib.client.jev``: noul / choice / score) on one state.
 
         Sent to ``/invocations`` (the adapter tells the shape apart), so it travels through SageMaker's
@@ -365,7 +382,13 @@ class EndpointClient:
         except jev.SystemOneFormatError as exc:
             raise InvalidResponse(str(exc), endpoint=self.transport.name, body=json.dumps(reply)[:2000]) from None
 
-    def openai_decisions(self, input, questions: Sequence[Mapping], *, model: str | None = "jev-latest"):
+    def openai_decisions(
+        self,
+        input: str | Sequence[Mapping[str, Any]],
+        questions: Sequence[Mapping[str, Any]],
+        *,
+        model: str | None = "jev-latest",
+    ) -> openai_decisions.DecisionsResult:
         """Predicate, choice and score questions in the OpenAI Decisions format (``workshop_lib.client.openai_decisions``)
         about one input, answered in order.
 
@@ -380,12 +403,12 @@ class EndpointClient:
         except openai_decisions.DecisionsFormatError as exc:
             raise InvalidResponse(str(exc), endpoint=self.transport.name, body=json.dumps(reply)[:2000]) from None
 
-    def ping(self) -> dict:
+    def ping(self) -> dict[str, Any]:
         """The server's /ping reply (local servers only: SageMaker keeps /ping to itself). The adapter
         says only ``{"status": "ready"}`` there to a caller without its key; ``status()`` says more."""
         return self._json_reply(self.transport.ping())
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         """The adapter's ``GET /status`` (local servers only): the model file, the start-up proof, and
         whether a request holds the model (``busy``) and how many wait. An adapter with an API key
         keeps it to callers holding the key, which this client does not send."""
@@ -398,11 +421,15 @@ class EndpointClient:
         return self._json_reply(get("/status"))
 
     @staticmethod
-    def _json_reply(reply: bytes) -> dict:
+    def _json_reply(reply: bytes) -> dict[str, Any]:
+        """The reply's JSON object; a reply that is not one comes back as its text (``body``)."""
+        if not reply.strip():
+            return {}
         try:
-            return json.loads(reply) if reply.strip() else {}
+            parsed = json.loads(reply)
         except ValueError:
-            return {"body": reply.decode("utf-8", errors="replace")}
+            parsed = None
+        return parsed if isinstance(parsed, dict) else {"body": reply.decode("utf-8", errors="replace")}
 
     # -- internals --
 
@@ -411,7 +438,7 @@ class EndpointClient:
         # A little jitter so clients told "1 s" together do not all come back together.
         return min(self.max_retry_sleep_s, base * (1.0 + 0.25 * self._jitter.random()))
 
-    def _check_answers(self, made: Decision, asked_id, asked_options) -> None:
+    def _check_answers(self, made: Decision, asked_id: object, asked_options: Iterable[Any]) -> None:
         """The answer must be to this request: same id, exactly the option ids sent, in their order."""
         expected = option_ids(asked_options)
         if made.id != asked_id:

@@ -36,6 +36,10 @@ MIN_OPTIONS, MAX_OPTIONS = 2, 255
 MIN_LEVELS, MAX_LEVELS = 2, 10
 
 
+# What a state, an instruction, a description or a level may be: text, or structured content the adapter renders.
+Content = str | dict[str, Any] | list[Any]
+
+
 class SystemOneFormatError(InvalidInput):
     """A System One reply that does not answer the request it was sent for."""
 
@@ -43,13 +47,15 @@ class SystemOneFormatError(InvalidInput):
 # -- requests -------------------------------------------------------------------------
 
 
-def _content(value, what: str):
-    if value is not None and not isinstance(value, (str, dict, list)):
-        raise TypeError(f"{what} must be a string, a dict or a list, got {type(value).__name__}")
-    return value
+def _content(value: object, what: str) -> Content | None:
+    if value is None or isinstance(value, (str, dict, list)):
+        return value
+    raise TypeError(f"{what} must be a string, a dict or a list, got {type(value).__name__}")
 
 
-def noul(instructions=None, *, true=None, false=None) -> dict:
+def noul(
+    instructions: Content | None = None, *, true: Content | None = None, false: Content | None = None
+) -> dict[str, Any]:
     """A yes/no question; ``true``/``false`` optionally describe the two outcomes."""
     if instructions is None and true is None and false is None:
         raise ValueError("a noul needs instructions or a description of one outcome")
@@ -62,7 +68,7 @@ def noul(instructions=None, *, true=None, false=None) -> dict:
     return question
 
 
-def choice(instructions, options: Mapping[str, Any] | Sequence[str]) -> dict:
+def choice(instructions: Content | None, options: Mapping[str, Content | None] | Sequence[str]) -> dict[str, Any]:
     """One of 2-255 named options: ``{name: description or None}``, or a list of names."""
     if isinstance(options, Mapping):
         criteria = {str(k): _content(v, f"the description of {k!r}") for k, v in options.items()}
@@ -81,18 +87,24 @@ def choice(instructions, options: Mapping[str, Any] | Sequence[str]) -> dict:
     return question
 
 
-def score(instructions, levels: Sequence) -> dict:
+def score(instructions: Content | None, levels: Sequence[Content]) -> dict[str, Any]:
     """A rating on 2-10 ordered levels, level 0 first."""
-    levels = [_content(level, "a level") for level in levels]
-    if not MIN_LEVELS <= len(levels) <= MAX_LEVELS or any(level is None for level in levels):
+    checked = [_content(level, "a level") for level in levels]
+    if not MIN_LEVELS <= len(checked) <= MAX_LEVELS or any(level is None for level in checked):
         raise ValueError(f"a score takes {MIN_LEVELS} to {MAX_LEVELS} levels (none of them null)")
-    question: dict[str, Any] = {"type": "score", "criteria": levels}
+    question: dict[str, Any] = {"type": "score", "criteria": checked}
     if instructions is not None:
         question["instructions"] = _content(instructions, "instructions")
     return question
 
 
-def request(state, questions: Mapping[str, Mapping], *, model: str | None = DEFAULT_MODEL, **extra) -> dict:
+def request(
+    state: Content,
+    questions: Mapping[str, Mapping[str, Any]],
+    *,
+    model: str | None = DEFAULT_MODEL,
+    **extra: Any,
+) -> dict[str, Any]:
     """The request body: ``{"model", "state", "questions": {id: question}}`` (plus ``x_``-style extras)."""
     _content(state, "state")
     if state is None:
@@ -104,7 +116,7 @@ def request(state, questions: Mapping[str, Mapping], *, model: str | None = DEFA
             raise ValueError(f"question ids must be non-empty strings, got {qid!r}")
         if not isinstance(question, Mapping) or question.get("type") not in QUESTION_TYPES:
             raise ValueError(f"question {qid!r} needs a type: one of {', '.join(QUESTION_TYPES)}")
-    body = {"state": state, "questions": {qid: dict(q) for qid, q in questions.items()}, **extra}
+    body: dict[str, Any] = {"state": state, "questions": {qid: dict(q) for qid, q in questions.items()}, **extra}
     if model is not None:
         body["model"] = model
     return body
@@ -151,14 +163,14 @@ class SystemOneResult:
         return (self.raw.get("x_timing") or {}).get("total_ms")
 
 
-def _probability(value, where: str) -> float:
+def _probability(value: Any, where: str) -> float:
     problem = wire.probability_problem(value)
     if problem:
         raise SystemOneFormatError(f"{where} {problem}, not a probability")
     return float(value)
 
 
-def _distribution(raw, keys: list[str], where: str) -> dict[str, float]:
+def _distribution(raw: object, keys: list[str], where: str) -> dict[str, float]:
     """The answer's ``probabilities``, an object keyed by exactly ``keys`` (in any order), by the contract's rule."""
     if not isinstance(raw, Mapping):
         raise SystemOneFormatError(f"{where}.probabilities is a {type(raw).__name__}, not an object keyed by {keys}")
@@ -169,14 +181,14 @@ def _distribution(raw, keys: list[str], where: str) -> dict[str, float]:
     return {key: float(raw[key]) for key in keys}
 
 
-def _readout(raw: Mapping, where: str) -> str | None:
+def _readout(raw: Mapping[str, Any], where: str) -> str | None:
     try:
         return wire.readout_of(raw, "systemone")
     except wire.WireError as exc:
         raise SystemOneFormatError(f"{where}: {exc}") from None
 
 
-def parse_answer(qid: str, question: Mapping, raw) -> Answer:
+def parse_answer(qid: str, question: Mapping[str, Any], raw: object) -> Answer:
     where = f"answers[{qid!r}]"
     qtype = question.get("type")
     if not isinstance(raw, Mapping) or raw.get("type") != qtype:
@@ -193,18 +205,20 @@ def parse_answer(qid: str, question: Mapping, raw) -> Answer:
         if picked not in probabilities:
             raise SystemOneFormatError(f"{where}.choice {picked!r} is not one of the options")
         return Answer(qid, qtype, picked, probabilities, raw.get("confidence"), raw=raw, readout=readout)
+    if qtype != "score":
+        raise SystemOneFormatError(f"{where}: the question's type {qtype!r} is none of {', '.join(QUESTION_TYPES)}")
     levels = [str(i) for i in range(len(question["criteria"]))]
     probabilities = _distribution(raw.get("probabilities"), levels, where)
     value = raw.get("score")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise SystemOneFormatError(f"{where}.score is {value!r}, not a number")
     return Answer(
-        qid, qtype, float(value), probabilities, raw.get("confidence"), raw.get("legend"), raw=raw, readout=readout
+        qid, "score", float(value), probabilities, raw.get("confidence"), raw.get("legend"), raw=raw, readout=readout
     )
 
 
 def parse_response(
-    reply: Mapping, sent: Mapping, *, client_latency_ms: float = 0.0, attempts: int = 1
+    reply: Mapping[str, Any], sent: Mapping[str, Any], *, client_latency_ms: float = 0.0, attempts: int = 1
 ) -> SystemOneResult:
     """Read a System One reply, checking it answers exactly the questions of ``sent``."""
     if not isinstance(reply, Mapping) or not isinstance(reply.get("answers"), Mapping):
@@ -226,7 +240,7 @@ def parse_response(
     )
 
 
-def error_fields(body) -> tuple[str | None, str, str | None] | None:
+def error_fields(body: object) -> tuple[str | None, str, str | None] | None:
     """(code, message, field) from a Jev error body (``{"detail": [...]}`` or ``{"detail": {...}}``),
     or None when the body is not one."""
     detail = body.get("detail") if isinstance(body, Mapping) else None
@@ -243,12 +257,12 @@ def error_fields(body) -> tuple[str | None, str, str | None] | None:
 # -- JevBench task records (docs/glossary.md) --------------------------------------------------
 
 
-def task_request(task: Mapping, *, model: str | None = DEFAULT_MODEL) -> dict:
+def task_request(task: Mapping[str, Any], *, model: str | None = DEFAULT_MODEL) -> dict[str, Any]:
     """A one-question System One request for a JevBench task ``{id, state, question, labels, ...}``."""
     return request(task["state"], {str(task["id"]): dict(task["question"])}, model=model)
 
 
-def task_probabilities(task: Mapping, answer: Answer) -> dict[str, float]:
+def task_probabilities(task: Mapping[str, Any], answer: Answer) -> dict[str, float]:
     """The answer's probabilities keyed by the task's labels (noul ``no``/``yes``, score ``"0"``.., options)."""
     labels = [str(label) for label in task["labels"]]
     if set(labels) != set(answer.probabilities):

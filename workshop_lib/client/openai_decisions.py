@@ -41,12 +41,14 @@ class DecisionsFormatError(InvalidInput):
 # -- requests -------------------------------------------------------------------------
 
 
-def predicate(instructions: str, *, name: str | None = None) -> dict:
+def predicate(instructions: str, *, name: str | None = None) -> dict[str, Any]:
     """Is the instruction true of the input? Answered with the probability of yes."""
     return _question("predicate", instructions, name)
 
 
-def choice(instructions: str, values: Sequence[str] | Mapping[str, str | None], *, name: str | None = None) -> dict:
+def choice(
+    instructions: str, values: Sequence[str] | Mapping[str, str | None], *, name: str | None = None
+) -> dict[str, Any]:
     """One of a fixed set of values; a mapping gives each value a description."""
     items = values.items() if isinstance(values, Mapping) else ((value, None) for value in values)
     choices = [{"value": value, **({"description": text} if text else {})} for value, text in items]
@@ -55,20 +57,25 @@ def choice(instructions: str, values: Sequence[str] | Mapping[str, str | None], 
     return {**_question("choice", instructions, name), "choices": choices}
 
 
-def score(instructions: str, levels: Sequence[str], *, name: str | None = None) -> dict:
+def score(instructions: str, levels: Sequence[str], *, name: str | None = None) -> dict[str, Any]:
     """A level of an ordered rubric, the first level lowest."""
     if len(levels) < 2:
         raise ValueError("a score needs at least two levels")
     return {**_question("score", instructions, name), "levels": [{"label": label} for label in levels]}
 
 
-def _question(kind: str, instructions: str, name: str | None) -> dict:
+def _question(kind: str, instructions: str, name: str | None) -> dict[str, Any]:
     if not isinstance(instructions, str) or not instructions.strip():
         raise ValueError(f"a {kind} question needs instructions: a non-blank string")
     return {"type": kind, **({"name": name} if name is not None else {}), "instructions": instructions}
 
 
-def request(input: str | Sequence[Mapping], questions: Sequence[Mapping], *, model: str | None = DEFAULT_MODEL) -> dict:
+def request(
+    input: str | Sequence[Mapping[str, Any]],
+    questions: Sequence[Mapping[str, Any]],
+    *,
+    model: str | None = DEFAULT_MODEL,
+) -> dict[str, Any]:
     """The body: one input (a string, or user messages) and its questions, answered in this order."""
     if not questions:
         raise ValueError("ask at least one question")
@@ -122,14 +129,14 @@ class DecisionsResult:
         raise KeyError(name)
 
 
-def _probability(value, where: str) -> float:
+def _probability(value: Any, where: str) -> float:
     problem = wire.probability_problem(value)
     if problem:
         raise DecisionsFormatError(f"{where}: {value!r} is not a probability ({problem.removeprefix('is ')})")
     return float(value)
 
 
-def _distribution(raw, keys: list[str], key_field: str, where: str) -> dict[str, float]:
+def _distribution(raw: object, keys: list[str], key_field: str, where: str) -> dict[str, float]:
     """The answer's list of ``{key_field, probability}``, one per key in the question's order, by the contract's
     rule."""
     if not isinstance(raw, list) or not all(isinstance(item, Mapping) for item in raw):
@@ -142,14 +149,16 @@ def _distribution(raw, keys: list[str], key_field: str, where: str) -> dict[str,
     return {key: float(p) for key, p in zip(got, probabilities)}
 
 
-def _readout(raw: Mapping, where: str) -> str | None:
+def _readout(raw: Mapping[str, Any], where: str) -> str | None:
     try:
         return wire.readout_of(raw, "openai_decisions")
     except wire.WireError as exc:
         raise DecisionsFormatError(f"{where}: {exc}") from None
 
 
-def _prediction_set(raw: Mapping, keys: dict, where: str) -> tuple[str, ...] | None:
+def _prediction_set(
+    raw: Mapping[str, Any], keys: Mapping[tuple[type, object], str], where: str
+) -> tuple[str, ...] | None:
     """``x_prediction_set`` in the answer's own keys; ``keys`` maps each value the API names a member by
     (tagged with its type, as true and "true" differ) to the key ``probabilities`` uses."""
     members = raw.get(wire.X_PREDICTION_SET)
@@ -166,7 +175,7 @@ def _prediction_set(raw: Mapping, keys: dict, where: str) -> tuple[str, ...] | N
     return tuple(found)
 
 
-def parse_answer(index: int, question: Mapping, raw) -> Answer:
+def parse_answer(index: int, question: Mapping[str, Any], raw: object) -> Answer:
     where = f"answers[{index}]"
     kind = question["type"]
     if (
@@ -225,7 +234,7 @@ def parse_answer(index: int, question: Mapping, raw) -> Answer:
 
 
 def parse_response(
-    reply: Mapping, sent: Mapping, *, client_latency_ms: float = 0.0, attempts: int = 1
+    reply: Mapping[str, Any], sent: Mapping[str, Any], *, client_latency_ms: float = 0.0, attempts: int = 1
 ) -> DecisionsResult:
     """The reply read against the request it answers: one answer per question, in order."""
     answers = reply.get("answers") if isinstance(reply, Mapping) else None

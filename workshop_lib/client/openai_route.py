@@ -20,18 +20,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import botocore.session
-from botocore.credentials import CredentialProvider
+from botocore.credentials import CredentialProvider, Credentials
 from botocore.exceptions import UnknownRegionError
 
 from ..errors import InvalidInput
-from . import chat_decisions
+from . import chat_decisions, openai_decisions
 from .request_bodies import OptionsLike
+
+if TYPE_CHECKING:
+    import openai
 
 MAX_TOKEN_S = 12 * 3600  # the SDK refuses a longer token
 DEFAULT_TOKEN_S = 3600
@@ -48,7 +51,7 @@ ROUTE_PARTITIONS = {
 ROUTE_PATH = "/endpoints/{name}/openai/v1"
 
 
-def _botocore():
+def _botocore() -> botocore.session.Session:
     return botocore.session.get_session()
 
 
@@ -90,7 +93,7 @@ def route_base_url(endpoint_name: str, region: str) -> str:
     return runtime_url(region) + ROUTE_PATH.format(name=endpoint_name)
 
 
-class _SessionCredentials(CredentialProvider):
+class _SessionCredentials(CredentialProvider):  # type: ignore[misc]  # botocore ships no types
     """The SDK's token generator asks a credential provider; this one hands it a boto3 session's credentials."""
 
     METHOD = "workshop-session"
@@ -99,7 +102,7 @@ class _SessionCredentials(CredentialProvider):
         super().__init__()
         self._session = session
 
-    def load(self):
+    def load(self) -> Credentials | None:
         return self._session.get_credentials()
 
 
@@ -157,7 +160,7 @@ def openai_client(
     base_url: str | None = None,
     lifetime_s: int = DEFAULT_TOKEN_S,
     **options: Any,
-):
+) -> openai.OpenAI:
     """An ``openai.OpenAI`` client for endpoint ``endpoint_name`` through SageMaker's OpenAI-compatible route,
     its bearer token minted from ``session`` (a boto3 Session) and renewed before it ends. ``base_url``: another
     server of the same route (the local rehearsal's); ``options`` go to ``openai.OpenAI`` (timeout, max_retries).
@@ -176,11 +179,19 @@ def decide(client: Any, state: Any, question: str, options: OptionsLike, **knobs
     return chat_decisions.read(client.chat.completions.create(**asked), asked)
 
 
+def ask(client: Any, input: Any, question: Mapping[str, Any], **options: Any) -> openai_decisions.Answer:
+    """One OpenAI Decisions question (``openai_decisions.predicate`` / ``choice`` / ``score``) about ``input``
+    through an ``openai.OpenAI`` client: the answer ``/v1/decisions`` gives it (``options``: ``model``)."""
+    asked = chat_decisions.question_kwargs(input, question, **options)
+    return chat_decisions.read_question(client.chat.completions.create(**asked), asked)
+
+
 __all__ = [
     "DEFAULT_TOKEN_S",
     "MAX_TOKEN_S",
     "ROUTE_PARTITIONS",
     "BearerToken",
+    "ask",
     "decide",
     "mint_token",
     "openai_client",

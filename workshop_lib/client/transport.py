@@ -16,6 +16,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from botocore.exceptions import ClientError, ConnectTimeoutError, HTTPClientError, IncompleteReadError, ReadTimeoutError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
@@ -58,7 +59,7 @@ class Reply(bytes):
 
     wire_version: str | None
 
-    def __new__(cls, body: bytes, wire_version: str | None = None):
+    def __new__(cls, body: bytes, wire_version: str | None = None) -> Reply:
         reply = super().__new__(cls, body)
         reply.wire_version = wire_version
         return reply
@@ -82,9 +83,28 @@ class Deadline:
         return left
 
 
-class _DeadlineIO:
+class Transport(Protocol):
+    """What ``EndpointClient`` asks of a transport (``LocalTransport``, ``SageMakerTransport``, a test's
+    stand-in): a name for messages, one invocation within a deadline, and /ping."""
+
+    @property
+    def name(self) -> str: ...
+
+    def invoke(self, body: bytes, *, deadline: Deadline | None = None) -> bytes: ...
+
+    def ping(self) -> bytes: ...
+
+
+class RuntimeClient(Protocol):
+    """The one call ``SageMakerTransport`` makes of a boto3 ``sagemaker-runtime`` client (or a stub of it)."""
+
+    def invoke_endpoint(self, **request: Any) -> dict[str, Any]: ...
+
+
+class _DeadlineIO(socket.socket):
     """Every send and receive gets only the time left until the call's deadline. A socket timeout
-    alone starts again with each operation, so a server sending a byte at a time would never trip it."""
+    alone starts again with each operation, so a server sending a byte at a time would never trip it.
+    Placed before ``ssl.SSLSocket`` in a subclass's bases, its methods wrap the TLS socket's own."""
 
     deadline: Deadline | None = None
 
@@ -92,24 +112,26 @@ class _DeadlineIO:
         if self.deadline is not None:
             self.settimeout(self.deadline.remaining())
 
-    def recv(self, *args):
+    # The arguments pass through unchanged: plain and TLS sockets name and default them differently.
+    def recv(self, *args: Any, **kwargs: Any) -> bytes:
         self._time_left()
-        return super().recv(*args)
+        return super().recv(*args, **kwargs)
 
-    def recv_into(self, *args):
+    def recv_into(self, *args: Any, **kwargs: Any) -> int:
         self._time_left()
-        return super().recv_into(*args)
+        return super().recv_into(*args, **kwargs)
 
-    def send(self, *args):
+    def send(self, *args: Any, **kwargs: Any) -> int:
         self._time_left()
-        return super().send(*args)
+        return super().send(*args, **kwargs)
 
-    def sendall(self, *args):  # a plain socket's sendall holds its timeout for the whole send
+    # a plain socket's sendall holds its timeout for the whole send
+    def sendall(self, *args: Any, **kwargs: Any) -> None:
         self._time_left()
-        return super().sendall(*args)
+        super().sendall(*args, **kwargs)
 
 
-class _DeadlineSocket(_DeadlineIO, socket.socket):
+class _DeadlineSocket(_DeadlineIO):
     pass
 
 
@@ -128,13 +150,15 @@ class _Connection(http.client.HTTPConnection):
     def connect(self) -> None:
         raw = socket.create_connection((self.host, self.port), self.deadline.remaining())
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock: socket.socket
         if self.tls is not None:
             # The handshake runs with the time left when it starts, per operation (ssl does it in C).
             raw.settimeout(self.deadline.remaining())
-            sock = self.tls.wrap_socket(raw, server_hostname=self.host)
+            sock = self.tls.wrap_socket(raw, server_hostname=self.host)  # a _DeadlineSSLSocket: _tls_context's class
         else:
             sock = _DeadlineSocket(fileno=raw.detach())
-        sock.deadline = self.deadline
+        if isinstance(sock, _DeadlineIO):
+            sock.deadline = self.deadline
         self.sock = sock
 
 
@@ -159,7 +183,8 @@ def read_capped(
             f"the answer announces {announced} bytes, more than the client reads (max_response_bytes={limit})",
             endpoint=endpoint,
         )
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         if deadline is not None:
             deadline.remaining()
@@ -298,7 +323,7 @@ class SageMakerTransport:
     def __init__(
         self,
         endpoint_name: str,
-        runtime_client,
+        runtime_client: RuntimeClient,
         *,
         timeout_s: float = READ_TIMEOUT_S,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
@@ -396,6 +421,8 @@ __all__ = [
     "READ_TIMEOUT_S",
     "Deadline",
     "LocalTransport",
+    "RuntimeClient",
     "SageMakerTransport",
+    "Transport",
     "read_capped",
 ]

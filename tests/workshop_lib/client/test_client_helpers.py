@@ -173,3 +173,27 @@ def test_the_clients_readout_goes_with_own_and_system_one_bodies_only():
         EndpointClient.local("http://127.0.0.1:9", readout="words")
     with pytest.raises(ValueError, match="normalize"):
         EndpointClient.local("http://127.0.0.1:9", normalize="softmax")
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (b'{"status": "ready"}', {"status": "ready"}),
+        (b"  \n", {}),
+        (b"pong", {"body": "pong"}),
+        (b'["ready"]', {"body": '["ready"]'}),  # JSON, but not an object
+    ],
+)
+def test_ping_and_status_give_the_json_object_else_the_text(reply, expected):
+    class Answering:
+        name = "answering"
+
+        def ping(self):
+            return reply
+
+        def get(self, path):
+            assert path == "/status"
+            return reply
+
+    client = EndpointClient(Answering())
+    assert client.ping() == expected and client.status() == expected

@@ -171,3 +171,10 @@ def test_the_packaged_benchmark_tasks_all_make_valid_jev_requests():
             assert labels == ["no", "yes"]
         else:
             assert list(question.names) == labels
+
+
+def test_an_answer_to_a_question_of_no_known_type_is_refused():
+    sent, answered = body(), reply()
+    sent["questions"]["anger"]["type"] = answered["answers"]["anger"]["type"] = "rank"
+    with pytest.raises(SystemOneFormatError, match=r"answers\['anger'\]: the question's type 'rank' is none of"):
+        parse_response(answered, sent)
