@@ -1,5 +1,6 @@
-"""Scale to zero, rehearsed locally through the command line: the dry run shows the inference component and the
-managed instance scaling down to 0; one deploy, with its deadline of two schedules; a decision is refused with
+"""Scale to zero, rehearsed locally through the command line: the dry run shows the inference component, the
+managed instance scaling down to 0 and the deadline's two schedules; one deploy, with its deadline of two schedules,
+both of which ``deadline`` shows (and a component left without one, said); a decision is refused with
 SageMaker's retryable error while no copy runs; the show goes to zero and back; the deadline, moved and then fired
 as EventBridge Scheduler would, deletes the component (its process stopped), then the endpoint; the cleanup removes
 what the deadline left (scaling, alarm, config, model, schedules) and no process remains. The stand-in's recorded
@@ -63,7 +64,13 @@ def test_scale_to_zero_and_back_then_removal_leaves_nothing(local_mode, capsys):
     assert variant["ManagedInstanceScaling"]["MinInstanceCount"] == 0 and "ModelName" not in variant
     assert sent["sagemaker CreateInferenceComponent"]["RuntimeConfig"]["CopyCount"] == 1
     assert sent["application-autoscaling RegisterScalableTarget"]["MinCapacity"] == 0
+    schedules = [item["request"] for item in dry if item["operation"] == "scheduler CreateSchedule"]
+    assert [json.loads(r["Target"]["Input"]) for r in schedules] == [  # the deadline: the component's, then its own
+        {"InferenceComponentName": COMPONENT},
+        {"EndpointName": NAME},
+    ]
     assert not rehearsal.default().status() or f"local endpoint {COMPONENT}" not in _running()  # sent nothing
+    assert spend_guard.read_deadline(Workshop.load().clients.get("scheduler"), NAME, COMPONENT) is None
 
     out = _run(capsys, "scale-to-zero", "--deploy-only", "--show-requests")
     assert f"inference component {COMPONENT}: the decision model, 1 copy" in out
@@ -72,6 +79,9 @@ def test_scale_to_zero_and_back_then_removal_leaves_nothing(local_mode, capsys):
     assert f"deadline: inference component {COMPONENT} (on endpoint {NAME}) is deleted at" in out
     assert f"deadline: endpoint {NAME} is deleted at" in out
     assert f"local endpoint {COMPONENT}" in _running()
+    component_line, endpoint_line = _run(capsys, "deadline", "--name", NAME).splitlines()
+    assert component_line.startswith(f"inference component {COMPONENT} (on endpoint {NAME}) is deleted at ")
+    assert endpoint_line.startswith(f"endpoint {NAME} is deleted at ")
 
     workshop = Workshop.load()  # the refusal, read by the client directly while no copy runs
     components = LocalComponents(workshop.rehearsal, workshop.clients.s3, workshop.mode.calls)
@@ -93,7 +103,11 @@ def test_scale_to_zero_and_back_then_removal_leaves_nothing(local_mode, capsys):
 
     scheduler = workshop.clients.get("scheduler")
     before = spend_guard.read_deadline(scheduler, NAME, COMPONENT).when
-    out = _run(capsys, "extend", "--name", NAME, "--hours", "48")  # moves both schedules
+    spend_guard.remove_deadline(scheduler, NAME, COMPONENT)  # the endpoint's deletion would then be refused: said
+    assert f"inference component {COMPONENT} (on endpoint {NAME}) has no deadline" in _run(
+        capsys, "deadline", "--name", NAME
+    )
+    out = _run(capsys, "extend", "--name", NAME, "--hours", "48")  # moves both schedules, the gone one made again
     moved = [spend_guard.read_deadline(scheduler, NAME, part).when for part in (COMPONENT, "")]
     assert moved[0] > before and moved[1] - moved[0] == spend_guard.COMPONENT_MARGIN, out
     workshop.mode.fire_deadline(NAME, workshop.config.region)  # the component's schedule, then the endpoint's
