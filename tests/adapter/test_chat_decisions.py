@@ -20,6 +20,7 @@ from decision_adapter.apis import chat, chat_decisions, decisions
 from decision_adapter.errors import AdapterError
 from tests.support.answer_records import record
 from workshop_lib.client import chat_decisions as client_side
+from workshop_lib.client import openai_decisions
 
 SETTINGS = SimpleNamespace(chat_max_tokens=64)
 STATE = "Subject: charged twice\n\nMy card was billed two times for the March invoice. Please refund one."
@@ -60,6 +61,28 @@ BAD = [
     ({**body(), "max_tokens": 10**6}, "max_tokens"),
 ]
 
+TEAM = {"type": "choice", "instructions": QUESTION, "choices": [{"value": "billing"}, {"value": "tech"}]}
+
+
+def asked(**question) -> dict:
+    return {"model": "any", "messages": USER, "decision": {**TEAM, **question}}
+
+
+BAD += [
+    (asked(choices=[{"value": "billing"}]), "decision.choices"),
+    (asked(choices=[{"value": "billing"}, {"value": "billing"}]), "decision.choices"),
+    (asked(colour="red"), "decision.colour"),
+    (asked(type="guess"), "decision.type"),
+    (asked(instructions=""), "decision.instructions"),
+    (asked(input=""), "decision.input"),
+    (
+        asked(input=[{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]),
+        "decision.input[0].content[0].type",
+    ),
+    ({**asked(), "messages": [{"role": "system", "content": "You route tickets."}]}, "decision.input"),
+    ({**asked(), "stream": True}, "stream"),
+]
+
 
 @pytest.mark.parametrize(("payload", "field"), BAD, ids=[field + f"-{i}" for i, (_, field) in enumerate(BAD)])
 def test_a_bad_decision_is_a_400_naming_the_field(payload, field):
@@ -83,6 +106,24 @@ def test_the_state_is_the_last_user_message_unless_the_decision_carries_one():
     assert given.batch.state == {"ticket": 1} and given.batch.state_field == "decision.state"
     assert given.batch.id == "t-9" and given.batch.questions[0].id == "t-9"
     assert parsed.batch.id == parsed.completion_id and parsed.completion_id.startswith("chatcmpl-")
+
+
+def test_a_typed_question_is_read_as_v1_decisions_reads_it():
+    """A decision with a type is a Decisions-API question: the same core batch /v1/decisions makes of it, about
+    the last user message or the question's own input."""
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": STATE}]
+    parsed = chat.OPENAI_DIALECT.parse({**asked(name="team"), "messages": messages}, SETTINGS)
+    direct = decisions.batch_of(decisions.parse_decisions({"input": STATE, "questions": [{**TEAM, "name": "team"}]}))
+    assert isinstance(parsed, chat_decisions.ChatDecision) and parsed.question is not None
+    assert parsed.batch.state == direct.state == STATE and parsed.batch.state_field == "messages[1].content"
+    mine, theirs = parsed.batch.questions[0], direct.questions[0]
+    assert (mine.question, mine.options, mine.question_type) == (theirs.question, theirs.options, theirs.question_type)
+    items = [{"role": "developer", "content": "Route tickets."}, {"role": "user", "content": STATE}]
+    given = chat.OPENAI_DIALECT.parse(asked(input=items), SETTINGS)
+    assert (
+        given.batch.state == decisions.batch_of(decisions.parse_decisions({"input": items, "questions": [TEAM]})).state
+    )
+    assert given.batch.state_field == "decision.input" and given.batch.id == given.completion_id
 
 
 def test_without_a_decision_the_body_is_a_chat():
@@ -116,6 +157,40 @@ def test_the_answer_names_the_likeliest_option_and_lists_every_option_as_a_logpr
     json.dumps(answer, allow_nan=False)  # no infinite logprob for a probability of 0
     equal = chat.OPENAI_DIALECT.answer(parsed, [record((0.5, 0.5, 0.0))], timing, {"file": "m.gguf"})
     assert equal["choices"][0]["message"]["content"] == "billing"  # the first of equals
+
+
+@pytest.mark.parametrize(
+    ("question", "labels"),
+    [
+        (TEAM, ["billing", "tech"]),
+        ({"type": "predicate", "instructions": "The customer asks for a refund."}, ["true", "false"]),
+        (
+            {"type": "score", "instructions": "How upset?", "levels": [{"label": "calm"}, {"label": "angry"}]},
+            ["0", "1"],
+        ),
+    ],
+    ids=["choice", "predicate", "score"],
+)
+def test_a_typed_question_is_answered_with_the_v1_decisions_answer(question, labels):
+    parsed = chat.OPENAI_DIALECT.parse(
+        {"messages": [{"role": "user", "content": STATE}], "decision": question}, SETTINGS
+    )
+    timing = {"input_tokens": 12, "prior_tokens": 0, "queue_wait_ms": 0.0, "total_ms": 1.0}
+    records = [record((0.3, 0.7), read_tokens=20)]
+    answer = chat.OPENAI_DIALECT.answer(parsed, records, timing, {"file": "m.gguf"})
+    assert answer["decision"] == decisions.answer(parsed.question, records[0])  # /v1/decisions' answers[0]
+    choice = answer["choices"][0]
+    assert choice["message"] == {"role": "assistant", "content": labels[1]}
+    tops = choice["logprobs"]["content"][0]["top_logprobs"]
+    assert [t["token"] for t in tops] == [labels[1], labels[0]]
+    assert [t["logprob"] for t in tops] == [math.log(0.7), math.log(0.3)]
+
+    refused = chat.OPENAI_DIALECT.answer(
+        parsed, [record((0.3, 0.7), abstained=True, min_answer_mass=0.5, allowed_token_mass=0.2)], timing, {"file": "m"}
+    )
+    message = refused["choices"][0]["message"]
+    assert refused["decision"]["type"] == "refusal" and message["content"] is None
+    assert message["refusal"] == refused["decision"]["refusal"] and refused["choices"][0]["logprobs"] is None
 
 
 # -- the client's builder and reader ----------------------------------------------------------------------
@@ -194,6 +269,21 @@ def test_the_openai_library_gets_the_numbers_of_the_projects_own_decision(adapte
     invoked = post(adapter.url + "/invocations", {"messages": messages, "decision": decision})
     assert invoked["choices"][0]["message"]["content"] == invoked["decision"]["choice"]
     assert invoked["decision"]["probabilities"] == pytest.approx(list(p.values()), abs=1e-6)
+
+    # one OpenAI Decisions question through chat: the answer /v1/decisions gives for it
+    for question in (
+        openai_decisions.choice(QUESTION, OPTIONS, name="team"),
+        openai_decisions.predicate("The customer asks for a refund."),
+    ):
+        kwargs = client_side.question_kwargs(STATE, question)
+        via_chat = client_side.read_question(client.chat.completions.create(**kwargs), kwargs)
+        sent = openai_decisions.request(STATE, [question])
+        direct = openai_decisions.parse_response(post(adapter.url + "/v1/decisions", sent), sent)
+        assert list(via_chat.probabilities) == list(direct.answers[0].probabilities)
+        assert list(via_chat.probabilities.values()) == pytest.approx(
+            list(direct.answers[0].probabilities.values()), abs=1e-6
+        )
+        assert via_chat.readout == direct.answers[0].readout and via_chat.type == question["type"]
 
     # plain chat, whole and streamed, still chats
     plain = client.chat.completions.create(model="x", messages=USER, max_completion_tokens=4, temperature=0)

@@ -13,6 +13,7 @@ import base64
 import datetime
 import json
 import urllib.parse
+import urllib.request
 
 import boto3
 import openai
@@ -22,7 +23,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from workshop_lib.aws import iam, operator_policies, policies
-from workshop_lib.client import EndpointClient, LocalTransport, decision
+from workshop_lib.client import EndpointClient, LocalTransport, decision, openai_decisions
 from workshop_lib.client import openai_route as client_route
 from workshop_lib.errors import InvalidInput
 from workshop_lib.local import openai_route, permissions
@@ -310,3 +311,21 @@ def test_a_decision_through_the_route_has_the_endpoints_own_numbers(route, adapt
     assert list(routed_answer.probabilities.values()) == pytest.approx(own.probabilities, abs=1e-6)
     assert routed_answer.readout == readout
     assert routed_answer.choice == max(routed_answer.probabilities, key=routed_answer.probabilities.get)
+
+
+def test_a_decisions_question_through_the_route_has_the_v1_decisions_numbers(route, adapter):
+    """The Done-when of the route: the openai library, through the route with a bearer token, gets for one
+    OpenAI Decisions question the probabilities POST /v1/decisions gives for it."""
+    question = openai_decisions.choice("Which team should handle it?", TEAMS, name="team")
+    routed_answer = client_route.ask(routed(route), TICKET, question)
+    sent = openai_decisions.request(TICKET, [question])
+    reply = urllib.request.urlopen(
+        urllib.request.Request(
+            adapter.url + "/v1/decisions", json.dumps(sent).encode(), {"Content-Type": "application/json"}
+        ),
+        timeout=300,
+    )
+    direct = openai_decisions.parse_response(json.load(reply), sent).answers[0]
+    assert list(routed_answer.probabilities) == list(direct.probabilities) == list(TEAMS)
+    assert list(routed_answer.probabilities.values()) == pytest.approx(list(direct.probabilities.values()), abs=1e-6)
+    assert routed_answer.choice == direct.choice and routed_answer.readout == direct.readout

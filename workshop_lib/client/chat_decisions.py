@@ -16,6 +16,13 @@ them::
 
 ``read`` checks the answer by the rule the adapter writes every decision to (``decision_contract.wire``):
 exactly the option ids sent, in their order, one distribution over them.
+
+One question of the OpenAI Decisions API (``openai_decisions.predicate``, ``choice`` or ``score``) travels the
+same way, and comes back as the answer ``POST /v1/decisions`` gives it::
+
+    kwargs = question_kwargs("I was charged twice this month.", choice("Which team?", ["billing", "tech"]))
+    answer = read_question(client.chat.completions.create(**kwargs), kwargs)
+    answer.choice, answer.probabilities  # 'billing', {'billing': 0.71, 'tech': 0.29}
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Any
 from decision_contract import names, wire
 
 from ..errors import InvalidInput
+from . import openai_decisions
 from .openai_decisions import DEFAULT_MODEL
 from .request_bodies import OptionsLike, option_list
 
@@ -121,3 +129,38 @@ def read(completion: Any, asked: Mapping[str, Any] | None = None) -> ChatDecisio
     except wire.WireError as exc:
         raise ChatDecisionFormatError(f"the completion's {FIELD}: {exc}") from None
     return ChatDecision(str(found.get("id")), choice, by_id, readout, bool(found.get("abstained")), found)
+
+
+def question_kwargs(input: Any, question: Mapping[str, Any], *, model: str = DEFAULT_MODEL) -> dict[str, Any]:
+    """``client.chat.completions.create(**kwargs)``'s arguments asking one OpenAI Decisions question (as
+    ``openai_decisions.predicate`` / ``choice`` / ``score`` build it) about ``input``: a text travels as the user
+    message, a list of the API's input items in ``decision.input``."""
+    if not isinstance(question, Mapping) or question.get("type") not in ("predicate", "choice", "score"):
+        raise ValueError("question must be one OpenAI Decisions question: a predicate, choice or score")
+    decision = dict(question)
+    if isinstance(input, str):
+        if not input.strip():
+            raise ValueError("input must hold the text the question is about")
+        messages = [{"role": "user", "content": input}]
+    else:
+        decision["input"] = list(input)
+        instructions = question.get("instructions")
+        messages = [{"role": "user", "content": instructions if isinstance(instructions, str) else "Decide."}]
+    return {"model": model, "messages": messages, "extra_body": {FIELD: decision}}
+
+
+def read_question(completion: Any, asked: Mapping[str, Any]) -> openai_decisions.Answer:
+    """The Decisions-API answer a chat completion carries, checked against the question ``asked`` (the kwargs
+    ``question_kwargs`` made): the same ``Answer`` that ``openai_decisions.parse_response`` gives."""
+    data = completion if isinstance(completion, Mapping) else completion.model_dump()
+    found = data.get(FIELD)
+    if not isinstance(found, Mapping):
+        raise ChatDecisionFormatError(
+            f"the completion carries no {FIELD!r} object: the server answered a plain chat (is it the decision "
+            f"adapter, and did the request carry extra_body={{{FIELD!r}: ...}}?)"
+        )
+    question = asked["extra_body"][FIELD]
+    try:
+        return openai_decisions.parse_answer(0, question, found)
+    except openai_decisions.DecisionsFormatError as exc:
+        raise ChatDecisionFormatError(f"the completion's {FIELD} does not answer the question sent: {exc}") from None

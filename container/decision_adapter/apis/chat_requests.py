@@ -1,17 +1,18 @@
 """OpenAI chat-completion requests (apis/chat.py serves them): the body's model, what is served, ignored or
 refused, and parsing a body into the core's ``ChatRequest`` with errors naming the field.
 
-A body may carry ``decision`` (apis/chat_decisions.py): one decision of this project's schema, asked through
-chat; its fields are described here with the rest of the body so that one validation names any field.
+A body may carry ``decision`` (apis/chat_decisions.py): one decision of this project's schema, or one question
+of the OpenAI Decisions API (told apart by its ``type``), asked through chat; both are described here with the
+rest of the body.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, create_model, field_validator
 from pydantic_core import ErrorDetails
 
 from decision_contract import names
@@ -19,7 +20,18 @@ from decision_contract import names
 from ..errors import AdapterError, InvalidType, InvalidValue
 from ..questions import CHAT_ROLES, ChatRequest
 from . import own
-from .common import ErrorWording, Id, NonBlank, Strict, adapter_error, type_error, value_error
+from .common import (
+    TAG_OBJECT,
+    TAG_QUESTION,
+    ErrorWording,
+    Id,
+    NonBlank,
+    Strict,
+    adapter_error,
+    type_error,
+    value_error,
+)
+from .decisions_requests import DecisionsChoice, DecisionsPredicate, DecisionsScore, Input
 
 MAX_STOP = 4  # as OpenAI's chat completions
 MAX_STOP_CHARS = 64
@@ -122,6 +134,44 @@ class ChatDecisionFields(Strict):
     normalize: own.Normalize | None = None
 
 
+_INPUT = Field(
+    None,
+    description="What the question is about, as /v1/decisions takes its input; default: the content of the last "
+    "user message in messages.",
+)
+
+
+class ChatPredicate(DecisionsPredicate):
+    model_config = ConfigDict(title="Chat predicate question")
+    input: Input | None = _INPUT
+
+
+class ChatChoice(DecisionsChoice):
+    model_config = ConfigDict(title="Chat choice question")
+    input: Input | None = _INPUT
+
+
+class ChatScore(DecisionsScore):
+    model_config = ConfigDict(title="Chat score question")
+    input: Input | None = _INPUT
+
+
+def _decision_kind(value: object) -> str:
+    """A decision with a ``type`` is a Decisions-API question; anything else is read as this project's."""
+    return TAG_QUESTION if isinstance(value, dict) and "type" in value else TAG_OBJECT
+
+
+ChatDecisionBody = Annotated[
+    Union[
+        Annotated[ChatDecisionFields, Tag(TAG_OBJECT)],
+        Annotated[
+            Annotated[Union[ChatPredicate, ChatChoice, ChatScore], Field(discriminator="type")], Tag(TAG_QUESTION)
+        ],
+    ],
+    Discriminator(_decision_kind),
+]
+
+
 class _ChatFields(Strict):
     model_config = ConfigDict(title="Chat completion")
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
@@ -147,11 +197,12 @@ class _ChatFields(Strict):
     stop: str | list[str] | None = Field(
         None, description=f"Up to {MAX_STOP} strings of at most {MAX_STOP_CHARS} characters."
     )
-    decision: ChatDecisionFields | None = Field(
+    decision: ChatDecisionBody | None = Field(
         None,
         description=f"Ask a decision instead of generating (the openai library: extra_body={{'{names.CHAT_DECISION}': "
-        "{...}}): the answer's content is the chosen option's id, its logprobs one entry per option, and its "
-        "decision field this project's decision result.",
+        "{...}}): this project's decision (the answer's content is the chosen option's id and its decision field "
+        "this project's result), or one OpenAI Decisions question with a type (the content is the chosen value "
+        "and the decision field the answer /v1/decisions gives); the logprobs hold one entry per option.",
     )
 
     @field_validator("stop", mode="plain")

@@ -24,9 +24,10 @@ from decision_contract.names import LETTERS, NORMALIZATIONS, READOUTS
 from ..errors import AdapterError, InvalidType, InvalidValue
 from ..questions import MAX_ID_CHARS
 
-# Tags of the callable discriminators (a bare-string option or an object): they show in pydantic's
-# error locations and are dropped from field paths. No field of any request is spelt like them.
-TAG_STRING, TAG_OBJECT, TAG_LIST = "<string>", "<object>", "<list>"
+# Tags of the callable discriminators (a bare-string option or an object; a chat decision that is a typed
+# question): they show in pydantic's error locations and are dropped from field paths. No field of any
+# request is spelt like them.
+TAG_STRING, TAG_OBJECT, TAG_LIST, TAG_QUESTION = "<string>", "<object>", "<list>", "<question>"
 
 
 class Strict(BaseModel):
@@ -104,7 +105,7 @@ def string_or_list(what: str) -> Discriminator:
 def field_path(loc: Sequence[str | int]) -> str:
     path = ""
     for part in loc:
-        if part in (TAG_STRING, TAG_OBJECT, TAG_LIST):
+        if part in (TAG_STRING, TAG_OBJECT, TAG_LIST, TAG_QUESTION):
             continue
         if isinstance(part, int):
             path += f"[{part}]"

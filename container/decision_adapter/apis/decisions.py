@@ -123,9 +123,14 @@ def batch_of(request: DecisionsRequest) -> DecisionBatch:
     return DecisionBatch("decisions", state_of(request), tuple(questions), state_field="input")
 
 
+def decide(engine: Scorer, batch: DecisionBatch) -> tuple[list[AnswerRecord], dict[str, Any]]:
+    """A batch of this API's questions (``batch_of``) on its prompt: (answers, the engine's timing in ms)."""
+    return scoring.decide(engine, batch, JEV_PROMPT)
+
+
 def score(engine: Scorer, request: DecisionsRequest) -> tuple[list[AnswerRecord], dict[str, Any]]:
     """Every question in the server's order mode, calibrated, with the server's abstention threshold."""
-    return scoring.decide(engine, batch_of(request), JEV_PROMPT)
+    return decide(engine, batch_of(request))
 
 
 def values_of(question: DecisionsQuestion) -> list[Any]:
