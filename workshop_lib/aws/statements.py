@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .arns import log_group_arn
 from .iam import VERSION
 from .policy_scope import Scope
+
+# A statement's Condition: operator -> {condition key: value or values}.
+Condition = Mapping[str, Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -18,7 +22,7 @@ class ServiceWildcard:
 
     action: str
     reason: str
-    condition: Mapping | None = None
+    condition: Condition | None = None
 
 
 # Notebook 07's auto scaling of the decision endpoint's variant, and 08's removal of it. The writes take
@@ -111,7 +115,9 @@ ECR_PUSH = ("ecr:InitiateLayerUpload", "ecr:UploadLayerPart", "ecr:CompleteLayer
 LOG_WRITE = ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents")
 
 
-def allow(sid: str, actions: Iterable[str], resources: Iterable[str] | str, condition: Mapping | None = None) -> dict:
+def allow(
+    sid: str, actions: Iterable[str], resources: Iterable[str] | str, condition: Condition | None = None
+) -> dict[str, Any]:
     """An Allow statement: its actions sorted and deduplicated, its resources deduplicated in order."""
     statement: dict[str, object] = {
         "Sid": sid,
@@ -124,7 +130,7 @@ def allow(sid: str, actions: Iterable[str], resources: Iterable[str] | str, cond
     return statement
 
 
-def in_account(s: Scope, condition: Mapping | None = None) -> dict:
+def in_account(s: Scope, condition: Condition | None = None) -> dict[str, dict[str, Any]]:
     """``condition`` and the bucket's owner held to the workshop's account: a bucket of the workshop's name
     that another account created first is never read or written (S3 guide, "Verifying bucket ownership")."""
     merged = {op: dict(values) for op, values in (condition or {}).items()}
@@ -132,7 +138,7 @@ def in_account(s: Scope, condition: Mapping | None = None) -> dict:
     return merged
 
 
-def allow_unscoped(sid: str, action: str) -> dict:
+def allow_unscoped(sid: str, action: str) -> dict[str, Any]:
     """``action`` on ``"*"``, with its condition: only for an action ``SERVICE_REQUIRED_WILDCARDS`` lists."""
     entry = next(w for w in SERVICE_REQUIRED_WILDCARDS if w.action == action)
     return allow(sid, [action], "*", entry.condition)
@@ -147,12 +153,12 @@ def log_group_resources(s: Scope, groups: Iterable[str]) -> list[str]:
     return out
 
 
-def policy_document(statements: list[dict]) -> dict:
+def policy_document(statements: list[dict[str, Any]]) -> dict[str, Any]:
     """A policy document of ``statements``, in the IAM policy language version."""
     return {"Version": VERSION, "Statement": statements}
 
 
-def service_trust(service: str, condition: Mapping) -> dict:
+def service_trust(service: str, condition: Condition) -> dict[str, Any]:
     """A trust policy: only ``service``, under ``condition``, may assume the role."""
     return {
         "Version": VERSION,

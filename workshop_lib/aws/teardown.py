@@ -16,9 +16,10 @@ found too; a refusal becomes a note.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -72,17 +73,17 @@ class CleanupResult:
         return "\n".join(lines + self.notes)
 
 
-def _error(exc) -> tuple[str, str]:
+def _error(exc: ClientError) -> tuple[str, str]:
     error = exc.response.get("Error", {})
     return str(error.get("Code", "")), str(error.get("Message", ""))
 
 
-def _is_not_found(exc) -> bool:
+def _is_not_found(exc: ClientError) -> bool:
     code, message = _error(exc)
     return code == "ValidationException" and "Could not find" in message
 
 
-def _delete(call, **name) -> str:
+def _delete(call: Callable[..., object], **name: str) -> str:
     try:
         call(**name)
     except ClientError as exc:
@@ -93,19 +94,19 @@ def _delete(call, **name) -> str:
     return DELETED
 
 
-def delete_endpoint(sm_client, name: str) -> str:
+def delete_endpoint(sm_client: Any, name: str) -> str:
     return _delete(sm_client.delete_endpoint, EndpointName=check_resource_name(name, "endpoint"))
 
 
-def delete_endpoint_config(sm_client, name: str) -> str:
+def delete_endpoint_config(sm_client: Any, name: str) -> str:
     return _delete(sm_client.delete_endpoint_config, EndpointConfigName=check_resource_name(name, "endpoint config"))
 
 
-def delete_model(sm_client, name: str) -> str:
+def delete_model(sm_client: Any, name: str) -> str:
     return _delete(sm_client.delete_model, ModelName=check_resource_name(name, "model"))
 
 
-def sagemaker_tags(sm_client, arn: str) -> dict[str, str]:
+def sagemaker_tags(sm_client: Any, arn: str) -> dict[str, str]:
     """A SageMaker resource's tags (ListTags, every page)."""
     tags: dict[str, str] = {}
     kwargs = {"ResourceArn": arn}
@@ -124,18 +125,19 @@ _DESCRIBE = {
 }
 
 
-def _described(sm_client, kind: str, name: str) -> dict | None:
+def _described(sm_client: Any, kind: str, name: str) -> dict[str, Any] | None:
     """DescribeX of a named resource, or None when SageMaker does not know it."""
     operation, key, _ = _DESCRIBE[kind]
     try:
-        return getattr(sm_client, operation)(**{key: check_resource_name(name, kind)})
+        described: dict[str, Any] = getattr(sm_client, operation)(**{key: check_resource_name(name, kind)})
+        return described
     except ClientError as exc:
         if _is_not_found(exc):
             return None
         raise
 
 
-def _ownership(sm_client, kind: str, name: str, described: dict) -> str | None:
+def _ownership(sm_client: Any, kind: str, name: str, described: Mapping[str, Any]) -> str | None:
     """None when the resource is the workshop's, else the note that says why it is kept."""
     try:
         tags = sagemaker_tags(sm_client, described[_DESCRIBE[kind][2]])
@@ -146,7 +148,13 @@ def _ownership(sm_client, kind: str, name: str, described: dict) -> str | None:
 
 
 def wait_endpoint_gone(
-    sm_client, name: str, poll_s: float = 15, timeout_s: float = 900, *, sleep=time.sleep, clock=time.monotonic
+    sm_client: Any,
+    name: str,
+    poll_s: float = 15,
+    timeout_s: float = 900,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Poll DescribeEndpoint until SageMaker no longer knows the endpoint."""
     started = clock()
@@ -166,7 +174,7 @@ def wait_endpoint_gone(
 
 
 def delete_endpoint_resources(
-    sm_client,
+    sm_client: Any,
     endpoint_name: str,
     *,
     config_name: str | None = None,
@@ -174,7 +182,7 @@ def delete_endpoint_resources(
     wait: bool = True,
     poll_s: float = 15,
     timeout_s: float = 900,
-    scheduler_client=None,
+    scheduler_client: Any = None,
 ) -> CleanupResult:
     """Delete the named endpoint, then (once it is gone) its endpoint config and model, each only if it
     carries the workshop's tag; with ``scheduler_client`` also the endpoint's deadline.
@@ -231,7 +239,7 @@ def delete_endpoint_resources(
     return result
 
 
-def delete_owned(sm_client, kind: str, name: str, delete, notes: list[str]) -> str:
+def delete_owned(sm_client: Any, kind: str, name: str, delete: Callable[[Any, str], str], notes: list[str]) -> str:
     """DELETED, ALREADY_GONE or KEPT (with a note saying why) for one named resource."""
     found = _described(sm_client, kind, name)
     if found is None:
@@ -243,7 +251,7 @@ def delete_owned(sm_client, kind: str, name: str, delete, notes: list[str]) -> s
     return delete(sm_client, name)
 
 
-def remove_deadline(scheduler_client, endpoint_name: str, component: str = "") -> str:
+def remove_deadline(scheduler_client: Any, endpoint_name: str, component: str = "") -> str:
     """The endpoint's spend-guard schedule (with ``component``: its inference component's) removed: what
     ``spend_guard.remove_deadline`` says, or why not."""
 
@@ -258,7 +266,7 @@ def remove_deadline(scheduler_client, endpoint_name: str, component: str = "") -
 # ---- alarms and the dashboard ----------------------------------------------------------------------
 
 
-def delete_alarms(cloudwatch, endpoint_names: Iterable[str]) -> dict[str, str]:
+def delete_alarms(cloudwatch: Any, endpoint_names: Iterable[str]) -> dict[str, str]:
     """The endpoints' alarms (``alarms.alarm_names``, nothing else), each DELETED or ALREADY_GONE."""
 
     wanted = [name for endpoint in dict.fromkeys(endpoint_names) for name in alarms.alarm_names(endpoint)]
@@ -273,7 +281,7 @@ def delete_alarms(cloudwatch, endpoint_names: Iterable[str]) -> dict[str, str]:
     return {name: DELETED if name in found else ALREADY_GONE for name in wanted}
 
 
-def delete_dashboard(cloudwatch, name: str | None = None) -> str:
+def delete_dashboard(cloudwatch: Any, name: str | None = None) -> str:
     """The workshop's dashboard (``alarms.DASHBOARD`` unless named), DELETED or ALREADY_GONE."""
 
     request = api.validate("cloudwatch", "DeleteDashboards", {"DashboardNames": [name or alarms.DASHBOARD]})
@@ -305,7 +313,7 @@ class RunningEndpoint:
         return f"{days} d {hours} h" if days else f"{hours} h {rest // 60} min"
 
 
-class Running(list):
+class Running(list[RunningEndpoint]):
     """The workshop's endpoints still there (a list of RunningEndpoint), with the report's notes."""
 
     def __init__(self, endpoints: Iterable[RunningEndpoint] = (), notes: Iterable[str] = ()):
@@ -313,7 +321,7 @@ class Running(list):
         self.notes = list(notes)
 
 
-def _summaries(sm_client, names: list[str] | None, notes: list[str]) -> list[dict]:
+def _summaries(sm_client: Any, names: list[str] | None, notes: list[str]) -> list[dict[str, Any]]:
     """ListEndpoints filtered to ``names`` (None: every endpoint); DescribeEndpoint of each name where listing
     is refused."""
     try:
@@ -344,7 +352,7 @@ def _summaries(sm_client, names: list[str] | None, notes: list[str]) -> list[dic
 
 
 def running_workshop_endpoints(
-    sm_client, names: Iterable[str] | None = None, *, now: datetime | None = None, tag_key: str = TAG_WORKSHOP
+    sm_client: Any, names: Iterable[str] | None = None, *, now: datetime | None = None, tag_key: str = TAG_WORKSHOP
 ) -> Running:
     """The endpoints that still exist and carry the workshop tag, oldest first: every one in the region (under
     whatever name it was deployed), or those of ``names``.
