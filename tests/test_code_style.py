@@ -35,3 +35,18 @@ def test_ruff_finds_nothing(check, tmp_path):
 def test_mypy_finds_nothing(tmp_path):
     status, output = run(["mypy"], tmp_path / "mypy.log")
     assert status == 0, output
+
+
+MAX_MODULE_LINES = 500  # issue #53: a module longer than this holds more than one thing; split it by what it holds
+CODE = ("container", "workshop_lib", "benchmarks", "scripts", "notebooks", "examples")
+
+
+def test_no_module_is_over_the_line_limit():
+    """Every Python module of the code (the tests apart) stays within the limit."""
+    long = {
+        str(path.relative_to(ROOT)): n
+        for folder in CODE
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if "__pycache__" not in path.parts and (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"over {MAX_MODULE_LINES} lines, split by what each part holds: {long}"
