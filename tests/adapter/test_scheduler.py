@@ -186,13 +186,18 @@ def test_a_difference_within_the_tolerance_is_no_difference():
     assert choose_threads(_probe(answer), 3, (2, 2))[0] == SHARED
 
 
+def threads_of(engine) -> tuple[int, int]:
+    """The (generation, prompt) threads llama.cpp's context was last given."""
+    llama_cpp = engine.context.llama_cpp
+    return llama_cpp.llama_n_threads(engine.llm.ctx), llama_cpp.llama_n_threads_batch(engine.llm.ctx)
+
+
 def test_open_lanes_follows_the_check(model_dir):
     engine, settings = _engine(model_dir, SM_LLAMA_CPP_PARALLEL=2)
     fixed = scheduler.open_lanes(engine, settings, Gate(1, 5), check=lambda probe, n, threads: (FIXED, ["forced"]))
     assert fixed.policy == FIXED and len(fixed.engines) == 2
     assert all(
-        e.context._threads == share(engine.model.loaded_threads, 2) and e.context.threads_now is None
-        for e in fixed.engines
+        threads_of(e) == share(engine.model.loaded_threads, 2) and e.context.threads_now is None for e in fixed.engines
     )
     one = scheduler.open_lanes(engine, settings, Gate(1, 5), check=lambda probe, n, threads: (ONE, ["forced"]))
     assert one.policy == ONE and len(one.engines) == 1 and one.gate.lanes == 1
