@@ -28,12 +28,15 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from .. import names
+from ..config import WorkshopConfig
 from ..errors import AwsFailure, InvalidInput
 from . import api, roles
 from .arns import SCHEDULE_GROUP, delete_endpoint_target, schedule_arn, schedule_name
@@ -103,7 +106,7 @@ def schedule_request(
     region: str,
     operation: str = "CreateSchedule",
     deletes: Deletion = ENDPOINT,
-) -> dict:
+) -> dict[str, Any]:
     """CreateSchedule (or, with ``operation="UpdateSchedule"``, the same full request that replaces it) that
     deletes ``endpoint_name`` (with ``deletes=COMPONENT``: the inference component of that name) at ``when``."""
     if operation not in ("CreateSchedule", "UpdateSchedule"):
@@ -129,11 +132,11 @@ def schedule_request(
     return api.validate("scheduler", operation, request)
 
 
-def get_request(endpoint_name: str) -> dict:
+def get_request(endpoint_name: str) -> dict[str, Any]:
     return api.validate("scheduler", "GetSchedule", {"Name": schedule_name(endpoint_name), "GroupName": SCHEDULE_GROUP})
 
 
-def delete_request(endpoint_name: str) -> dict:
+def delete_request(endpoint_name: str) -> dict[str, Any]:
     return api.validate(
         "scheduler", "DeleteSchedule", {"Name": schedule_name(endpoint_name), "GroupName": SCHEDULE_GROUP}
     )
@@ -176,7 +179,7 @@ class EndpointDeadline:
     __str__ = text
 
 
-def is_workshop_schedule(described: dict, endpoint_name: str, deletes: Deletion = ENDPOINT) -> bool:
+def is_workshop_schedule(described: Mapping[str, Any], endpoint_name: str, deletes: Deletion = ENDPOINT) -> bool:
     """The schedule deletes exactly this endpoint (``deletes=COMPONENT``: this inference component), as the
     workshop's scheduler role."""
     target = described.get("Target") or {}
@@ -191,7 +194,7 @@ def is_workshop_schedule(described: dict, endpoint_name: str, deletes: Deletion 
     )
 
 
-def _code(exc) -> str:
+def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
@@ -201,13 +204,13 @@ def _code(exc) -> str:
 REGIONS_TAG = "decision-workshop:deadline-regions"  # on the role: where deadlines were set (notebook 08 reads it)
 
 
-def regions_of(role_tags) -> list[str]:
+def regions_of(role_tags: Iterable[Mapping[str, str]] | None) -> list[str]:
     """The regions a ListRoleTags answer (or a role's ``Tags``) says deadlines were set in."""
     found = next((t["Value"] for t in role_tags or [] if t.get("Key") == REGIONS_TAG), "")
     return sorted(set(found.split()))
 
 
-def ensure_role(iam, config, account_id: str) -> tuple[str, str]:
+def ensure_role(iam: Any, config: Scope | WorkshopConfig, account_id: str) -> tuple[str, str]:
     """The deadlines' role, created from its documents (under the workshop's permissions boundary) if
     missing, its permissions brought up to date (the endpoint names may have changed), and the config's
     region added to the regions it serves (``REGIONS_TAG``). Returns (ARN, what was done). Refusals are raised."""
@@ -253,7 +256,9 @@ def deadline_parts(endpoint_name: str) -> list[str]:
         return [""]
 
 
-def schedules_left(scheduler_for, regions, endpoint_names) -> list[str]:
+def schedules_left(
+    scheduler_for: Callable[[str], Any], regions: Iterable[str], endpoint_names: Iterable[str]
+) -> list[str]:
     """The workshop's deadlines still set in ``regions`` (those the role's tags name, ``regions_of``, and the
     current one): ``scheduler_for(region)`` gives that region's Scheduler client. Each as
     ``<region>: <schedule>``, an endpoint's component's schedule before its own (``deadline_parts``); a schedule
@@ -276,7 +281,7 @@ def _deletes(component: str) -> Deletion:
     return COMPONENT if component else ENDPOINT
 
 
-def read_deadline(scheduler, endpoint_name: str, component: str = "") -> EndpointDeadline | None:
+def read_deadline(scheduler: Any, endpoint_name: str, component: str = "") -> EndpointDeadline | None:
     """The endpoint's deadline (with ``component``: that component's schedule), or None when it has none (never set,
     already fired, or removed)."""
     name = component or endpoint_name
@@ -296,7 +301,7 @@ def read_deadline(scheduler, endpoint_name: str, component: str = "") -> Endpoin
 
 
 def set_deadline(
-    scheduler,
+    scheduler: Any,
     endpoint_name: str,
     *,
     role_arn: str,
@@ -304,7 +309,7 @@ def set_deadline(
     region: str | None = None,
     component: str = "",
     attempts: int = 8,
-    sleep=time.sleep,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> EndpointDeadline:
     """Create the endpoint's deadline (with ``component``: the schedule that deletes that component of it), or move
     the workshop's existing one to ``when``, in the scheduler client's region (``region``: the same, read from the
@@ -349,7 +354,7 @@ def deadline_times(when: datetime, component: str = "") -> list[tuple[str, datet
 
 def deadline_requests(
     endpoint_name: str, *, role_arn: str, when: datetime, region: str, component: str = ""
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The CreateSchedule request of each schedule of ``deadline_times``, in the order ``set_deadlines`` sends them
     (what a dry run shows; nothing is sent)."""
     return [
@@ -359,14 +364,14 @@ def deadline_requests(
 
 
 def set_deadlines(
-    scheduler,
+    scheduler: Any,
     endpoint_name: str,
     *,
     role_arn: str,
     when: datetime,
     region: str | None = None,
     component: str = "",
-    sleep=time.sleep,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> list[EndpointDeadline]:
     """``set_deadline`` for each schedule of ``deadline_times``: the component's first, so an endpoint is never
     left with a deadline that would be refused."""
@@ -377,7 +382,7 @@ def set_deadlines(
 
 
 def extend(
-    scheduler,
+    scheduler: Any,
     endpoint_name: str,
     hours: float,
     *,
@@ -394,7 +399,7 @@ def extend(
     return made[-1]
 
 
-def remove_deadline(scheduler, endpoint_name: str, component: str = "") -> str:
+def remove_deadline(scheduler: Any, endpoint_name: str, component: str = "") -> str:
     """Delete the endpoint's deadline (with ``component``: that component's schedule): DELETED, ALREADY_GONE, or
     LEFT_ALONE for a schedule not the workshop's."""
     try:
