@@ -10,7 +10,9 @@ the server.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from . import examples
 from .client.endpoint import Decision, EndpointClient
@@ -35,7 +37,7 @@ def format_decision(decision: Decision, *, latency: bool = True) -> str:
     return "\n".join("   " + line for line in lines)
 
 
-def prepare_model_dir(work_dir: Path) -> tuple[Path, dict]:
+def prepare_model_dir(work_dir: Path) -> tuple[Path, dict[str, Any]]:
     gguf = embedded_gguf_path()
     package = package_local(EMBEDDED_MODEL, {EMBEDDED_MODEL.gguf.path: gguf}, work_dir / "package")
     model_dir = extract_model(package.tarball, work_dir / "model")
@@ -63,7 +65,7 @@ def run(work_dir: str | Path = ".workshop/demo") -> int:
         print(f"3. Decision: {examples.SUPPORT_ROUTE['question']}")
         print(format_decision(client.decide(examples.SUPPORT_ROUTE)))
 
-        shared = examples.SHARED_STATE
+        shared: Mapping[str, Any] = examples.SHARED_STATE
         print(f"4. Shared-state request: {len(shared['questions'])} questions, state evaluated once")
         answers = client.decide_batch(shared["id"], shared["state"], shared["questions"])
         for answer in answers:
@@ -75,7 +77,8 @@ def run(work_dir: str | Path = ".workshop/demo") -> int:
         )
 
         print("5. Chat (OpenAI schema on the same /invocations):")
-        print("   " + client.chat(**examples.CHAT).content.strip().replace("\n", "\n   "))
+        chat: Mapping[str, Any] = examples.CHAT
+        print("   " + client.chat(**chat).content.strip().replace("\n", "\n   "))
         print("6. Stopping the adapter ...")
     print(f"   stopped (exit status {adapter.process.returncode}). Demo took {time.perf_counter() - started:.1f} s.")
     print("   The embedded model is tiny: its answers show the mechanics, not the 4B model's quality.")

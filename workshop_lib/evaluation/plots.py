@@ -12,12 +12,20 @@ figure so a notebook shows it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .report import RUN_TITLES, BenchReport, percentile
+from .runner import Run
 from .temperature import reliability_bins
+
+if TYPE_CHECKING:  # matplotlib is imported only where a figure is made (_matplotlib)
+    from matplotlib.axes import Axes
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
 COLORS = {
     "decision": "#1f77b4",
@@ -29,11 +37,11 @@ COLORS = {
 SHOWN = ("decision", "debiased", "generation")  # runs drawn in the latency and accuracy panels
 
 
-def _runs(report: BenchReport):
+def _runs(report: BenchReport) -> list[tuple[str, Run]]:
     return [(key, report.runs[key]) for key in SHOWN if key in report.runs]
 
 
-def draw_latency(ax, report: BenchReport) -> None:
+def draw_latency(ax: Axes, report: BenchReport) -> None:
     series = [
         (key, [r.client_latency_ms / 1000.0 for r in run.results if r.answered and r.client_latency_ms])
         for key, run in _runs(report)
@@ -45,10 +53,11 @@ def draw_latency(ax, report: BenchReport) -> None:
     low = min(min(v) for _, v in series)
     high = max(max(v) for _, v in series)
     if high / max(low, 1e-9) > 20:
-        bins = np.geomspace(low * 0.95, high * 1.05, 30)
+        edges = np.geomspace(low * 0.95, high * 1.05, 30)
         ax.set_xscale("log")
     else:
-        bins = np.linspace(low * 0.95, high * 1.05, 30)
+        edges = np.linspace(low * 0.95, high * 1.05, 30)
+    bins: list[float] = edges.tolist()  # matplotlib's annotations take a sequence (an array works too)
     for key, values in series:
         color = COLORS.get(key)
         ax.hist(
@@ -60,14 +69,16 @@ def draw_latency(ax, report: BenchReport) -> None:
             label=f"{RUN_TITLES.get(key, key)} (n={len(values)})",
         )
         for q, style in ((50, "--"), (95, ":")):
-            ax.axvline(percentile(values, q), color=color, linestyle=style, linewidth=1)
+            at = percentile(values, q)
+            if at is not None:  # always: every series kept has values
+                ax.axvline(at, color=color, linestyle=style, linewidth=1)
     ax.set_xlabel("client latency (s); dashed p50, dotted p95")
     ax.set_ylabel("tasks")
     ax.set_title("Latency distribution")
     ax.legend(fontsize=9)
 
 
-def draw_accuracy_by_family(ax, report: BenchReport) -> None:
+def draw_accuracy_by_family(ax: Axes, report: BenchReport) -> None:
     summaries = report.summaries
     shown = [key for key, _ in _runs(report)]
     families = list(summaries["decision"]["by_family"])
@@ -99,7 +110,7 @@ def draw_accuracy_by_family(ax, report: BenchReport) -> None:
     ax.legend(fontsize=9, ncol=2, loc="upper center")
 
 
-def draw_reliability(ax, report: BenchReport) -> None:
+def draw_reliability(ax: Axes, report: BenchReport) -> None:
     ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfectly calibrated")
     cal = report.calibration
     if cal and "error" not in cal:
@@ -110,7 +121,8 @@ def draw_reliability(ax, report: BenchReport) -> None:
         title = f"Reliability ({cal['report_tasks']} held-out tasks)"
     else:
         valid = [r for r in report.decision.results if r.valid]
-        bins = reliability_bins([r.top_probability for r in valid], [r.correct for r in valid])
+        scored = [(p, r.correct) for r in valid if (p := r.top_probability) is not None]  # those with probabilities
+        bins = reliability_bins([p for p, _ in scored], [right for _, right in scored])
         curves = [("all", bins, "#1f77b4", f"decision readout ({len(valid)} tasks)")]
         title = "Reliability"
     for _, bins, color, label in curves:
@@ -130,7 +142,7 @@ def draw_reliability(ax, report: BenchReport) -> None:
     ax.legend(fontsize=9, loc="upper left")
 
 
-def _matplotlib():
+def _matplotlib() -> tuple[type[Figure], type[FigureCanvasAgg]]:
     # matplotlib is optional (the notebooks extra) and slow to import: only the functions that make a
     # figure import it, so the report's tables and JSON work without it.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -139,7 +151,11 @@ def _matplotlib():
     return Figure, FigureCanvasAgg
 
 
-PANELS = {"latency": draw_latency, "accuracy_by_family": draw_accuracy_by_family, "reliability": draw_reliability}
+PANELS: dict[str, Callable[[Axes, BenchReport], None]] = {
+    "latency": draw_latency,
+    "accuracy_by_family": draw_accuracy_by_family,
+    "reliability": draw_reliability,
+}
 
 
 def save_figures(report: BenchReport, out_dir: str | Path, dpi: int = 120) -> dict[str, Path]:
@@ -159,7 +175,7 @@ def save_figures(report: BenchReport, out_dir: str | Path, dpi: int = 120) -> di
     return paths
 
 
-def plot_report(report: BenchReport):
+def plot_report(report: BenchReport) -> Figure:
     """The three panels one above the other, sized for a notebook's width (text stays readable
     without scaling down); a Figure outside pyplot, so a notebook shows it exactly once."""
     Figure, FigureCanvasAgg = _matplotlib()
