@@ -11,8 +11,11 @@ import contextlib
 import json
 import os
 import sys
+from argparse import Namespace
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from . import demo, examples, steps
 from .aws import capture, endpoints, images, instance_types
@@ -37,12 +40,12 @@ EXAMPLE_BUCKET = "amzn-s3-demo-semif-artifacts"
 CONFIG_FLAGS = {f.name: f.metadata["flag"] for f in fields(WorkshopConfig) if f.metadata["flag"]}
 
 
-def _given(**values) -> dict:
+def _given(**values: Any) -> dict[str, Any]:
     """The values a flag gave; the rest are left to the step's (or builder's) own defaults."""
     return {k: v for k, v in values.items() if v is not None}
 
 
-def workshop_for(args, *, deploy_path: str | None = None, check: bool = True):
+def workshop_for(args: Namespace, *, deploy_path: str | None = None, check: bool = True) -> Workshop:
     """The ``steps.Workshop`` a command runs with: the config loaded as the notebooks load it, with the
     flags given over the ``WORKSHOP_*`` variables (so they also decide the mode and its local
     placeholders), and ``--name`` as the endpoint name of ``deploy_path``. The command's own path, if it
@@ -67,12 +70,12 @@ def workshop_for(args, *, deploy_path: str | None = None, check: bool = True):
     return Workshop(config, path)
 
 
-def _show(result) -> int:
+def _show(result: object) -> int:
     print(result)
     return 0
 
 
-def cmd_demo(args) -> int:
+def cmd_demo(args: Namespace) -> int:
     status = demo.run(args.work_dir)
     if status or args.adapter_only:
         return status
@@ -80,37 +83,37 @@ def cmd_demo(args) -> int:
     return steps.rehearse_all()
 
 
-def cmd_config(args) -> int:
+def cmd_config(args: Namespace) -> int:
     workshop = workshop_for(args, check=False)
     return _show(f"{steps.show_config(workshop)}\nconfig file: {workshop.path}")
 
 
-def cmd_check(args) -> int:
+def cmd_check(args: Namespace) -> int:
     checks = steps.check_environment(workshop_for(args, check=False))
     print(checks)
     return 0 if checks.ok else 1
 
 
-def cmd_setup(args) -> int:
+def cmd_setup(args: Namespace) -> int:
     return _show(steps.setup(workshop_for(args), **_given(deploy_path=args.deploy_path), reset=args.reset))
 
 
-def cmd_codebuild_role(args) -> int:
+def cmd_codebuild_role(args: Namespace) -> int:
     return _show(steps.ensure_codebuild_role(workshop_for(args)))
 
 
-def cmd_package_model(args) -> int:
+def cmd_package_model(args: Namespace) -> int:
     workshop = workshop_for(args)
     if args.model_s3_uri:  # refused before anything is created: the CodeBuild role writes only the model folder
         workshop.config.check_model_uri(args.model_s3_uri, "--model-s3-uri")
     return _show(steps.package_model(workshop, **_given(model_s3_uri=args.model_s3_uri, calibration=args.calibration)))
 
 
-def cmd_verify_package(args) -> int:
+def cmd_verify_package(args: Namespace) -> int:
     return _show(steps.verify_package(workshop_for(args), args.model_data_url))
 
 
-def cmd_resolve_image(args) -> int:
+def cmd_resolve_image(args: Namespace) -> int:
     """The digest alone on stdout (for ``$(...)``); what was resolved, and how, on stderr."""
     workshop = workshop_for(args)
     if args.image_uri:
@@ -120,7 +123,7 @@ def cmd_resolve_image(args) -> int:
     return _show(pinned)
 
 
-def cmd_build_image(args) -> int:
+def cmd_build_image(args: Namespace) -> int:
     by_file = next((p for p in decision_paths() if p.dockerfile == args.dockerfile), None)
     variant = by_file.image_variant if by_file and by_file.gpu else args.variant  # the sample's Dockerfile.gpu
     if by_file and variant and by_file.image_variant != variant:
@@ -129,7 +132,7 @@ def cmd_build_image(args) -> int:
             f"--dockerfile {by_file.dockerfile} is the {by_file.label} image; the {wanted.label} one is "
             f"{wanted.dockerfile} (--variant {variant})"
         )
-    path = for_image(variant or DECISION_CPU.image_variant)
+    path = for_image(variant) if variant else DECISION_CPU
     return _show(
         steps.build_decision_image(
             workshop_for(args, deploy_path=path.name),
@@ -139,7 +142,7 @@ def cmd_build_image(args) -> int:
     )
 
 
-def _deploy(args, path: str, **settings) -> int:
+def _deploy(args: Namespace, path: str, **settings: Any) -> int:
     """Deploy the spec the flags give with the step the notebooks call, or with --dry-run print the
     requests it would send (``steps.deploy_plan``, which sends, prints and writes nothing) and send nothing."""
     spec = steps.DeploySpec.of(
@@ -164,11 +167,11 @@ def _deploy(args, path: str, **settings) -> int:
     return _show(steps.deploy_endpoint(workshop, spec, wait=not args.no_wait))
 
 
-def cmd_deploy_standard(args) -> int:
+def cmd_deploy_standard(args: Namespace) -> int:
     return _deploy(args, STANDARD.name, instance_type=args.instance_type)
 
 
-def cmd_deploy(args) -> int:
+def cmd_deploy(args: Namespace) -> int:
     """The sample's deploy_endpoint.py: a CPU type, one GPU type, or ordered GPU pools."""
     pools = args.instance_pool or (
         [args.instance_type] if args.instance_type and instance_types.is_gpu_instance(args.instance_type) else None
@@ -190,17 +193,17 @@ def cmd_deploy(args) -> int:
     return _deploy(args, DECISION_CPU.name, instance_type=args.instance_type)
 
 
-def cmd_extend(args) -> int:
+def cmd_extend(args: Namespace) -> int:
     result = steps.extend_deadline(workshop_for(args), args.name, args.hours)
     print(result)
     return 0 if result.ok else 1
 
 
-def cmd_deadline(args) -> int:
+def cmd_deadline(args: Namespace) -> int:
     return _show(steps.deadline_text(workshop_for(args), args.name))
 
 
-def cmd_alarms(args) -> int:
+def cmd_alarms(args: Namespace) -> int:
     workshop = workshop_for(args)
     print(
         steps.put_alarms(workshop, args.name, **_given(latency_p95_ms=args.latency_p95_ms, errors_5xx=args.errors_5xx))
@@ -208,7 +211,7 @@ def cmd_alarms(args) -> int:
     return _show(steps.alarm_states(workshop, args.name))
 
 
-def cmd_update(args) -> int:
+def cmd_update(args: Namespace) -> int:
     result = steps.update_endpoint(
         workshop_for(args),
         args.name,
@@ -224,19 +227,20 @@ def cmd_update(args) -> int:
     return 0 if result.ok else 1
 
 
-def cmd_delete_alarms(args) -> int:
+def cmd_delete_alarms(args: Namespace) -> int:
     return _show(steps.delete_alarms(workshop_for(args), args.name))
 
 
-def _with_requests(result, show: bool) -> int:
+def _with_requests(result: object, show: bool) -> int:
     """Print a step's result, then (``--show-requests``) the AWS requests it sent."""
     print(result)
-    if show and getattr(result, "requests", ()):
-        print("\nrequests sent:\n" + requests_text(result.requests))
+    sent = getattr(result, "requests", None)
+    if show and sent:
+        print("\nrequests sent:\n" + requests_text(sent))
     return 0 if getattr(result, "ok", True) else 1
 
 
-def cmd_autoscale(args) -> int:
+def cmd_autoscale(args: Namespace) -> int:
     workshop = workshop_for(args)
     if args.remove:
         names = [args.name] if args.name else None
@@ -252,7 +256,7 @@ def cmd_autoscale(args) -> int:
     )
 
 
-def cmd_scale_to_zero(args) -> int:
+def cmd_scale_to_zero(args: Namespace) -> int:
     workshop = workshop_for(args)
     if args.remove:
         return _with_requests(steps.remove_scale_to_zero(workshop, args.name), args.show_requests)
@@ -279,7 +283,7 @@ def cmd_scale_to_zero(args) -> int:
     return status
 
 
-def cmd_transform(args) -> int:
+def cmd_transform(args: Namespace) -> int:
     workshop = workshop_for(args)
     if args.delete_output:
         return _with_requests(steps.delete_transform_output(workshop), args.show_requests)
@@ -296,27 +300,29 @@ def cmd_transform(args) -> int:
     )
 
 
-def cmd_placement(args) -> int:
+def cmd_placement(args: Namespace) -> int:
     return _show(steps.placement(workshop_for(args), args.name))
 
 
-def _endpoint_client(args, default_name):
+def _endpoint_client(args: Namespace, default_name: Callable[[Workshop], str]) -> EndpointClient:
     """A client for --url (a local adapter: no config needed), else for the named endpoint, by default
     ``default_name(workshop)``, through the step the notebooks use (SageMaker or the local rehearsal)."""
     if args.url:
         return EndpointClient.local(args.url)
     workshop = workshop_for(args)
-    return steps.client(workshop, args.endpoint_name or default_name(workshop))
+    client: EndpointClient = steps.client(workshop, args.endpoint_name or default_name(workshop))
+    return client
 
 
-def cmd_invoke_standard(args) -> int:
-    messages = [{"role": "user", "content": args.message}] if args.message else examples.CHAT["messages"]
+def cmd_invoke_standard(args: Namespace) -> int:
+    chat: Mapping[str, Any] = examples.CHAT
+    messages = [{"role": "user", "content": args.message}] if args.message else chat["messages"]
     client = _endpoint_client(args, lambda workshop: workshop.config.standard_endpoint_name)
-    result = client.chat(messages, max_tokens=args.max_tokens or examples.CHAT["max_tokens"])
+    result = client.chat(messages, max_tokens=args.max_tokens or chat["max_tokens"])
     return _show(result.content)
 
 
-def _request_file(path: str):
+def _request_file(path: str) -> Any:
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -328,7 +334,7 @@ def _request_file(path: str):
         ) from exc
 
 
-def cmd_invoke(args) -> int:
+def cmd_invoke(args: Namespace) -> int:
     body = _request_file(args.request) if args.request else examples.SUPPORT_ROUTE
     decisions = _endpoint_client(args, steps.decision_endpoint).decide_any(body)
     for d in decisions:
@@ -338,7 +344,7 @@ def cmd_invoke(args) -> int:
     return 0
 
 
-def cmd_bench(args) -> int:
+def cmd_bench(args: Namespace) -> int:
     standard = None
     if "logprobs" in (args.baseline or ()):
         if not args.standard_url and args.url:
@@ -377,7 +383,7 @@ def cmd_bench(args) -> int:
     return 0
 
 
-def cmd_calibrate(args) -> int:
+def cmd_calibrate(args: Namespace) -> int:
     client = None if args.run else _endpoint_client(args, steps.decision_endpoint)
     doc = calibrate(
         client,
@@ -402,7 +408,7 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
-def cmd_captured(args) -> int:
+def cmd_captured(args: Namespace) -> int:
     workshop = workshop_for(args)
     name = args.name or steps.decision_endpoint(workshop)
     clients = workshop.clients
@@ -418,13 +424,13 @@ def cmd_captured(args) -> int:
     return 0
 
 
-def cmd_cleanup(args) -> int:
+def cmd_cleanup(args: Namespace) -> int:
     workshop = workshop_for(args)
     names = args.name or steps.tagged_endpoints(workshop)  # the config's, and any other carrying the tag
     return _show(steps.delete_endpoints(workshop, names, wait=not args.no_wait))
 
 
-def cmd_delete_builds(args) -> int:
+def cmd_delete_builds(args: Namespace) -> int:
     workshop = workshop_for(args)
     return _show(
         steps.delete_build_resources(
@@ -433,32 +439,32 @@ def cmd_delete_builds(args) -> int:
     )
 
 
-def cmd_delete_codebuild_role(args) -> int:
+def cmd_delete_codebuild_role(args: Namespace) -> int:
     return _show(steps.delete_codebuild_role(workshop_for(args)))
 
 
-def cmd_delete_deadline_role(args) -> int:
+def cmd_delete_deadline_role(args: Namespace) -> int:
     return _show(steps.delete_deadline_role(workshop_for(args)))
 
 
-def cmd_delete_artifacts(args) -> int:
+def cmd_delete_artifacts(args: Namespace) -> int:
     workshop = workshop_for(args)
     return _show(steps.delete_artifacts(workshop, workshop.config.s3_uri(), delete_bucket=args.delete_bucket))
 
 
-def cmd_running(args) -> int:
+def cmd_running(args: Namespace) -> int:
     return _show(steps.running_endpoints(workshop_for(args)))
 
 
-def cmd_audit(args) -> int:
+def cmd_audit(args: Namespace) -> int:
     return _show(steps.audit_permissions(workshop_for(args)))
 
 
-def cmd_stop_local(args) -> int:
+def cmd_stop_local(args: Namespace) -> int:
     return _show(steps.stop_local(workshop_for(args, check=False)))
 
 
-def cmd_serve(args) -> int:
+def cmd_serve(args: Namespace) -> int:
     """The real adapter in the foreground (its own process: the client side never imports the server)."""
     import signal
     import subprocess

@@ -7,20 +7,17 @@ declared, then reversed), at temperature 1, and returns an ``OrderStudy``: its f
 ``calibration.json`` each mode's run would give (``study.calibration("as_given")``). The rest of the
 module is pure arithmetic on runs, tested on fixed inputs:
 
-* ``flip_stats`` (bias.py): the share of tasks whose top option changes when only the order of
-  the options changes;
+* ``flip_stats`` (bias.py): the share of tasks whose top option changes when only the order of the options changes;
 * ``mean_sensitivity``: the rotations' own measure of disagreement (``order_sensitivity``);
 * ``per_token_ms`` and ``rotation_cost``: rotations evaluate the state and question once and one
   options block per rotation; their extra time is compared with what their extra tokens cost at
   the engine's per-token rate (a measured rate, else the ``as_given`` answers' evaluation time per
   token they evaluated, or per token read when nobody counted those);
-* ``heldout_calibration``: NLL, ECE and Brier before and after the fitted profiles, on the
-  held-out tasks;
+* ``heldout_calibration``: NLL, ECE and Brier before and after the fitted profiles, on the held-out tasks;
 * ``risk_coverage``: for each ``min_answer_mass`` threshold, the share of tasks answered (the
   answer letters held at least that much of the next-token mass) and the error rate among them.
 
-Figures are printed, never asserted: speed on a shared machine is noise, and a small model's
-accuracy is not the point.
+Figures are printed, never asserted: speed on a shared machine is noise, and a small model's accuracy is not the point.
 """
 
 from __future__ import annotations
@@ -28,16 +25,19 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from ..client.endpoint import EndpointClient
 from ..display import DecisionView
 from ..errors import WorkshopError
 from .bias import flip_stats
 from .profiles import LETTERS, ORDER_MODES, calibration_document, labelled, write_document
 from .runner import Run, TaskResult, evaluated_tokens, progress_bar
 from .served import run_mode
-from .tasks import resolve_tasks
+from .tasks import Task, resolve_tasks
 from .temperature import metrics, split_for_calibration
 
 THRESHOLDS = (0.0, 0.05, 0.1, 0.2, 0.5, 0.8, 0.9, 0.95, 0.98)  # small models put little mass on the letters
@@ -53,11 +53,17 @@ def _ms(result: TaskResult) -> float | None:
     return result.server_ms if isinstance(result.server_ms, (int, float)) else result.client_latency_ms
 
 
+def _measured(result: TaskResult) -> tuple[float, int] | None:
+    """(milliseconds, evaluated tokens) of a valid answer that has both."""
+    ms, tokens = _ms(result), evaluated_tokens(result)
+    return (ms, tokens) if result.valid and ms is not None and tokens is not None else None
+
+
 def accuracy(results: Sequence[TaskResult]) -> float | None:
     return sum(r.correct for r in results) / len(results) if results else None
 
 
-def mean_sensitivity(results: Iterable[TaskResult]) -> dict:
+def mean_sensitivity(results: Iterable[TaskResult]) -> dict[str, Any]:
     """Mean ``max_spread`` and the share of ``top_changes`` over the answers that report ``order_sensitivity``."""
     found = [
         r.extra["order_sensitivity"]
@@ -87,7 +93,7 @@ def rotation_cost(
     rotations: Sequence[TaskResult],
     rate_ms: float | None = None,
     head_tokens: int | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Rotations' extra time against what their extra tokens cost at ``rate_ms`` per token.
 
     Tasks answered in both runs are paired; ``ratio`` is the summed extra milliseconds over the summed
@@ -97,21 +103,17 @@ def rotation_cost(
     ``head_tokens`` (its length, which an in-process engine fed the same requests shows) those are
     left out; without, the rate is too low and the ratio too high (``rate_source`` says which).
     """
-    by_id = {r.task_id: r for r in base if r.valid and _ms(r) is not None and evaluated_tokens(r) is not None}
-    pairs = [
-        (by_id[r.task_id], r)
-        for r in rotations
-        if r.task_id in by_id and r.valid and _ms(r) is not None and evaluated_tokens(r) is not None
-    ]
+    by_id = {r.task_id: (r, m) for r in base if (m := _measured(r))}
+    pairs = [(by_id[r.task_id][1], m) for r in rotations if r.task_id in by_id and (m := _measured(r))]
     source = "given"
     if rate_ms is None:
         usable = list(by_id.values())
         source = "read" if head_tokens is None else "evaluated"
-        spent = sum(float(r.timing.get("evaluate_ms", _ms(r))) for r in usable)
-        read = sum(evaluated_tokens(r) - (head_tokens or 0) for r in usable)
+        spent = sum(float(r.timing.get("evaluate_ms", ms)) for r, (ms, _) in usable)
+        read = sum(tokens - (head_tokens or 0) for _, (_, tokens) in usable)
         rate_ms = spent / read if usable and read > 0 else None
-    extra_ms = sum(_ms(r) - _ms(b) for b, r in pairs)
-    extra_tokens = sum(evaluated_tokens(r) - evaluated_tokens(b) for b, r in pairs)
+    extra_ms = sum(r_ms - b_ms for (b_ms, _), (r_ms, _) in pairs)
+    extra_tokens = sum(r_tokens - b_tokens for (_, b_tokens), (_, r_tokens) in pairs)
     cost = rate_ms * extra_tokens if rate_ms is not None else None
     ratio = extra_ms / cost if pairs and cost and cost > 0 else None
     return {
@@ -126,7 +128,7 @@ def rotation_cost(
     }
 
 
-def risk_coverage(results: Sequence[TaskResult], thresholds: Sequence[float] = THRESHOLDS) -> list[dict]:
+def risk_coverage(results: Sequence[TaskResult], thresholds: Sequence[float] = THRESHOLDS) -> list[dict[str, Any]]:
     """Per threshold: answered (mass at least the threshold), coverage (answered / tasks) and risk (wrong /
     answered). An invalid or failed answer counts as a task never answered; an answer without
     ``allowed_token_mass`` is answered only at threshold 0."""
@@ -155,7 +157,7 @@ def risk_coverage(results: Sequence[TaskResult], thresholds: Sequence[float] = T
     return rows
 
 
-def heldout_calibration(results: Sequence[TaskResult], doc: Mapping) -> dict:
+def heldout_calibration(results: Sequence[TaskResult], doc: Mapping[str, Any]) -> dict[str, Any]:
     """NLL, ECE, Brier and accuracy on the held-out answers at temperature 1 and with the file's kept profiles."""
     _, heldout, _ = split_for_calibration(results)
     rows = [row for row in map(labelled, heldout) if row is not None]
@@ -175,7 +177,7 @@ def heldout_calibration(results: Sequence[TaskResult], doc: Mapping) -> dict:
     }
 
 
-def set_figures(doc: Mapping) -> dict:
+def set_figures(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The prediction sets of a calibration document, over its kept thresholds: alpha, and the coverage and
     mean set size on the fitting split (each profile's threshold was fitted on the held-out one), weighted by
     each profile's fitting answers."""
@@ -192,12 +194,12 @@ def set_figures(doc: Mapping) -> dict:
     }
 
 
-def mode_figures(original: Run, reversed_run: Run, base: Run | None = None) -> dict:
+def mode_figures(original: Run, reversed_run: Run, base: Run | None = None) -> dict[str, Any]:
     """One order mode's figures; ``base`` is the ``as_given`` run its latency is compared with."""
     results = original.results
-    ms = [_ms(r) for r in results if r.valid and _ms(r) is not None]
-    tokens = [evaluated_tokens(r) for r in results if r.valid and evaluated_tokens(r) is not None]
-    figures = {
+    ms = [m for r in results if r.valid and (m := _ms(r)) is not None]
+    tokens = [n for r in results if r.valid and (n := evaluated_tokens(r)) is not None]
+    figures: dict[str, Any] = {
         "mode": original.settings.get("order_mode"),
         "tasks": len(results),
         "valid": sum(r.valid for r in results),
@@ -209,7 +211,7 @@ def mode_figures(original: Run, reversed_run: Run, base: Run | None = None) -> d
         "risk_coverage": risk_coverage(results),
     }
     if base is not None and base is not original:
-        base_ms = [_ms(r) for r in base.results if r.valid and _ms(r) is not None]
+        base_ms = [m for r in base.results if r.valid and (m := _ms(r)) is not None]
         figures["p50_over_as_given"] = (
             figures["p50_ms"] / statistics.median(base_ms)
             if ms and base_ms and statistics.median(base_ms) > 0
@@ -225,9 +227,9 @@ class OrderStudy:
     by_mode: dict[str, tuple[Run, Run]]  # mode -> (options as declared, reversed)
     tasks: str = "tasks"
     head_tokens: int | None = None  # the fixed head the server keeps between requests, if known
-    figures: dict = field(default_factory=dict)
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         base = self.by_mode.get("as_given", (None, None))[0]
         for mode, (original, reversed_run) in self.by_mode.items():
             row = mode_figures(original, reversed_run, base)
@@ -260,7 +262,7 @@ class OrderStudy:
         n = sum(len(run.results) for pair in self.by_mode.values() for run in pair)
         return f"{n} answers in {len(self.by_mode)} order modes, each valid" if self.ok else self.problem
 
-    def save_calibration(self, path, mode: str = "as_given"):
+    def save_calibration(self, path: str | Path, mode: str = "as_given") -> Path:
         """Write the ``calibration.json`` of ``mode``'s run to ``path`` (a folder gets the file inside it)."""
         doc = self.calibration(mode)
         if doc is None:
@@ -270,7 +272,7 @@ class OrderStudy:
             )
         return write_document(doc, path)
 
-    def calibration(self, mode: str = "as_given") -> dict | None:
+    def calibration(self, mode: str = "as_given") -> dict[str, Any] | None:
         """The ``calibration.json`` this study's run in ``mode`` gives (None when it has nothing to fit)."""
         if mode not in self.by_mode:
             return None
@@ -279,7 +281,7 @@ class OrderStudy:
         except ValueError:  # CalibrationFileError: no valid fitting answer, or answers from several models
             return None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "tasks": self.tasks,
             "figures": self.figures,
@@ -296,15 +298,15 @@ class OrderStudy:
         return "```\n" + self.text() + "\n```"
 
 
-def _pct(value) -> str:
+def _pct(value: float | None) -> str:
     return "   -  " if value is None else f"{100 * value:5.1f}%"
 
 
-def _num(value, digits: int = 3) -> str:
+def _num(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def format_study(figures: Mapping[str, Mapping]) -> str:
+def format_study(figures: Mapping[str, Mapping[str, Any]]) -> str:
     """The figures as a few aligned lines per mode."""
     lines = ["order mode   accuracy  flips (reversed)  mean spread  top changes  p50 ms  vs as_given  tokens"]
     for mode, f in figures.items():
@@ -383,7 +385,9 @@ class OrderModesView(DecisionView):
         return out
 
 
-def ask_in_each_mode(client, body: Mapping, modes: Sequence[str] = ORDER_MODES) -> OrderModesView:
+def ask_in_each_mode(
+    client: EndpointClient, body: Mapping[str, Any], modes: Sequence[str] = ORDER_MODES
+) -> OrderModesView:
     """The decision ``body`` asked once in each order mode (its id gets the mode), read with letters whatever the
     server's default readout, shown side by side."""
     answers = [
@@ -393,11 +397,11 @@ def ask_in_each_mode(client, body: Mapping, modes: Sequence[str] = ORDER_MODES) 
     return OrderModesView(answers, latency=False)
 
 
-def warm_priors(client, tasks: Sequence) -> list[int]:
+def warm_priors(client: EndpointClient, tasks: Sequence[Task]) -> list[int]:
     """One untimed ``prior`` decision per option count among ``tasks`` (the first task of each), so that the
     adapter has scored and cached each count's content-free prior before a timed run: an adapter whose
     default is ``prior`` measures them at start-up, and the first request of a count would otherwise pay."""
-    first = {}
+    first: dict[int, Task] = {}
     for task in tasks:
         first.setdefault(len(task.options), task)
     for _, task in sorted(first.items()):
@@ -413,8 +417,8 @@ def warm_priors(client, tasks: Sequence) -> list[int]:
 
 
 def measure_order_modes(
-    client,
-    tasks=None,
+    client: EndpointClient,
+    tasks: str | Path | Iterable[Task] | None = None,
     *,
     modes: Sequence[str] = ORDER_MODES,
     limit: int | None = None,
@@ -435,7 +439,9 @@ def measure_order_modes(
     return OrderStudy(_interleaved(client, task_list, ordered, progress), tasks=name, head_tokens=head_tokens)
 
 
-def _interleaved(client, tasks, modes: Sequence[str], progress: bool) -> dict[str, tuple[Run, Run]]:
+def _interleaved(
+    client: EndpointClient, tasks: Sequence[Task], modes: Sequence[str], progress: bool
+) -> dict[str, tuple[Run, Run]]:
     """(as declared, reversed) runs per mode, made task by task: each task is asked in every mode and order
     before the next one, so a latency ratio between modes compares requests made moments apart (a shared
     machine's load changes over a mode's whole pass)."""
@@ -452,10 +458,7 @@ def _interleaved(client, tasks, modes: Sequence[str], progress: bool) -> dict[st
         if bar is not None:
             bar.close()
     return {
-        mode: tuple(
-            join_runs(parts[(mode, order)], mode if order == "original" else f"{mode} (reversed)")
-            for order in ("original", "reversed")
-        )
+        mode: (join_runs(parts[(mode, "original")], mode), join_runs(parts[(mode, "reversed")], f"{mode} (reversed)"))
         for mode in modes
     }
 
