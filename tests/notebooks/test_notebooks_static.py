@@ -112,11 +112,18 @@ def checked(source: str) -> set[str]:
     return {n.id for kw in calls[0].keywords for n in ast.walk(kw.value) if isinstance(n, ast.Name)}
 
 
-def test_the_benchmark_checks_part_1_before_its_optional_studies():
-    """Notebook 06's Part 2 (the studies) is optional: Part 1 ends with a check of Part 1's results, and Part 2
-    ends with its own check of what Part 2 made, so a participant who stops after Part 1 has a passing closing
-    check, and one who skips Part 2's cells never meets a check that reads their results."""
-    nb = load("06_benchmark")
+OPTIONAL_PARTS = {  # notebook: (what Part 1's check reads at least, what Part 2's check reads at least)
+    "06_benchmark": ({"report", "throughput"}, {"study", "readouts"}),
+    "07_operate": ({"update", "scaled", "batch"}, {"zero", "back"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONAL_PARTS))
+def test_an_optional_part_2_comes_after_part_1s_check_and_checks_only_its_own_results(name):
+    """Notebook 06's studies and 07's scale to zero are optional: Part 1 ends with a check of Part 1's results,
+    and Part 2 ends with its own check of what Part 2 made, so a participant who stops after Part 1 has a
+    passing closing check, and one who skips Part 2's cells never meets a check that reads their results."""
+    nb = load(name)
     start = next(
         i for i, cell in enumerate(nb.cells) if cell.cell_type == "markdown" and cell.source.startswith("## Part 2")
     )
@@ -127,13 +134,14 @@ def test_the_benchmark_checks_part_1_before_its_optional_studies():
     assert "optional" in nb.cells[start].source.splitlines()[0]
     for part, earlier in ((part1, []), (part2, part1)):
         assert steps_calls(part[-1:]) == ["check_outcome"], part[-1]
-        assert 'steps.check_outcome(workshop,"06",' in "".join(part[-1].split())
+        assert f'steps.check_outcome(workshop,"{name[:2]}",' in "".join(part[-1].split())
         results = checked(part[-1])
         made_here = assigned(part[:-1]) - assigned(earlier)
         assert results and results <= made_here, (
             f"the check {part[-1]!r} reads {sorted(results - made_here)}, not made in its own part"
         )
-    assert {"report", "throughput"} <= checked(part1[-1]) and {"study", "readouts"} <= checked(part2[-1])
+    first, second = OPTIONAL_PARTS[name]
+    assert first <= checked(part1[-1]) and second <= checked(part2[-1])
 
 
 @pytest.mark.parametrize("name", EXPECTED)

@@ -269,8 +269,8 @@ NOT_EXERCISED_LOCALLY: dict[str, dict[str, str]] = {
 }
 
 
-# Statements only the scale-to-zero command uses (no notebook deploys an inference component): the notebooks'
-# rehearsal leaves them unused, and the command's own rehearsal uses each (tests/workshop_lib/test_scale_to_zero_local.py).
+# Statements only scale to zero uses (notebook 07's optional Part 2, or the scale-to-zero command): a rehearsal
+# without it leaves them unused, and the command's own rehearsal uses each (tests/workshop_lib/test_scale_to_zero_local.py).
 SCALE_TO_ZERO_ONLY: dict[str, frozenset[str]] = {
     OPERATOR: frozenset(
         {
@@ -289,7 +289,7 @@ SCALE_TO_ZERO_ONLY: dict[str, frozenset[str]] = {
 class Audit:
     """Denied calls per principal (each fails the check), calls the persona was refused as they were
     made, and statements no recorded call used (apart from those the rehearsal cannot exercise, and those
-    only the scale-to-zero command uses, when it was not run)."""
+    only scale to zero uses, when it was not run)."""
 
     checked: dict[str, int] = field(default_factory=dict)  # principal -> permissions checked
     denied: list[tuple[str, str, str, str]] = field(default_factory=list)  # principal, action, resource, why
@@ -311,7 +311,10 @@ class Audit:
         lines += [f"REFUSED as it was made ({p}, {op}): {message}" for p, op, message in self.refused]
         lines += [f"unused statement in the {p} policy: {sid}" for p, sid in self.unused]
         lines += [f"not exercised locally, {p} policy {sid}: {why}" for p, sid, why in self.not_exercised]
-        lines += [f"for the scale-to-zero command, not run here, {p} policy {sid}" for p, sid in self.command_only]
+        lines += [
+            f"for scale to zero (07's Part 2, the command), not used here, {p} policy {sid}"
+            for p, sid in self.command_only
+        ]
         return "\n".join(lines)
 
 

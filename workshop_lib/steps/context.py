@@ -42,6 +42,8 @@ CREATES: dict[str, tuple[str, ...]] = {
     "calibrated_package": ("config.s3_uri()",),  # under the model folder, with notebook 01's package
     "autoscale": ("steps.remove_autoscaling(",),  # the scalable target and its policy
     "run_transform": ("steps.delete_transform_output(",),  # batch-input/ and batch-output/ (the job record stays)
+    # the zero endpoint carries the workshop's tag; its component, scaling and alarm go before it
+    "deploy_scale_to_zero": ("steps.tagged_endpoints(", "steps.delete_deadline_role("),
 }
 # Steps that only read, invoke or print.
 READ_ONLY = frozenset(
@@ -82,6 +84,7 @@ READ_ONLY = frozenset(
         "record_rate",
         "record_throughput",
         "scaling_target",  # 06's rates in outputs.json, and the target 07 derives
+        "show_scale_to_zero",  # moves the zero endpoint's copies to 0 and back to 1: creates nothing
     }
 )
 
