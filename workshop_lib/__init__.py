@@ -11,7 +11,7 @@ By concern, from the bottom up (a module imports only from its own layer or the 
    pinned and embedded models) and ``packaging`` (``model.tar.gz`` and its manifest);
 2. ``aws/``: what runs against AWS: the request builders, the IAM policies and the flows that send
    them; ``client/``: the caller's side of an endpoint (``EndpointClient``, its transports and errors,
-   the Jev and OpenAI Decisions helpers, ``policy``), which uses only ``aws.api``'s client factory;
+   the Jev and OpenAI Decisions helpers, ``policy``), which uses only ``aws.calls``'s client factory;
 3. ``local/``: what stands in for AWS on this machine (the emulator, the local endpoints and their
    registry, the stand-ins, the permission audit, and the choice of mode); ``evaluation/``: decisions measured
    against labelled tasks (the notebooks' benchmark and calibration fit);

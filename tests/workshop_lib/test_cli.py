@@ -217,7 +217,7 @@ def test_the_command_line_makes_no_client_and_calls_no_flow_of_its_own():
 
 
 def test_no_command_makes_a_boto3_client_at_run_time(monkeypatch, capsys):
-    """The same, at run time: every client a command uses is made by the one factory, aws.api.client."""
+    """The same, at run time: every client a command uses is made by the one factory, aws.calls.client."""
     import inspect
 
     import boto3
@@ -227,7 +227,7 @@ def test_no_command_makes_a_boto3_client_at_run_time(monkeypatch, capsys):
 
     def watched(self, service, *args, **kwargs):
         caller = inspect.stack()[1]
-        (made if caller.filename.endswith("workshop_lib/aws/api.py") else outside).append((service, caller.filename))
+        (made if caller.filename.endswith("workshop_lib/aws/calls.py") else outside).append((service, caller.filename))
         return real(self, service, *args, **kwargs)
 
     monkeypatch.setattr(boto3.session.Session, "client", watched)

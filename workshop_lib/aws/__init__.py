@@ -2,7 +2,7 @@
 policies, and the flows that send them (CodeBuild and ECR, SageMaker hosting, data capture, alarms,
 updates, scaling, Batch Transform, the endpoint deadline, teardown).
 
-``api`` holds the one boto3 client factory and request validation; ``session`` the real-AWS mode and
+``calls`` holds the one boto3 client factory and request validation; ``session`` the real-AWS mode and
 ``Clients``, a mode's clients for one region. The IAM documents are built by ``policies`` from
 ``policy_scope``, ``statements``, ``arns`` and the documents' own modules. The modules here import each
 other and the bottom layer (``errors``, ``config``, ``names``, ``models``, ``packaging``), never

@@ -20,7 +20,7 @@ from botocore import xform_name
 
 from ..errors import InvalidInput
 from ..names import service_model
-from . import api, policies
+from . import calls, policies
 from .arns import partition
 from .role_boundary import BOUNDARY_POLICY_PATH
 
@@ -132,7 +132,7 @@ def call_of(argv: Sequence[str]) -> tuple[str, str, dict]:
             value = Path(value.removeprefix("file://")).read_text()
         # a structure (a lifecycle configuration, say) is given as JSON, as the CLI takes it
         params[member] = json.loads(value) if members[member].type_name in ("structure", "list") else value
-    return service, operation, api.validate(service, operation, params)
+    return service, operation, calls.validate(service, operation, params)
 
 
 __all__ = [

@@ -13,7 +13,7 @@ Two sources of metrics are watched:
 Every alarm is named ``<endpoint>/<what>`` (``alarm_name``), so the operator policy grants them by
 the endpoint's name and cleanup deletes exactly these names. The dashboard is the workshop's one
 (``DASHBOARD``). ``rollback_alarms`` are the ones a blue/green update watches (``updates``): errors
-and latency, not load. Builders return request dicts checked by botocore's model (``api.validate``)
+and latency, not load. Builders return request dicts checked by botocore's model (``calls.validate``)
 plus the enums and bounds botocore leaves to the service; ``put_alarms`` sends them through a
 CloudWatch client from the workshop's client factory.
 """
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from .. import names
 from ..errors import InvalidInput
-from . import api
+from . import calls
 from .model_requests import check_tags, workshop_tags
 from .variants import VARIANT_NAME
 
@@ -85,7 +85,7 @@ SUFFIXES = tuple(a[0] for a in _ALARMS)
 
 
 def _check_choice(value: str, operation: str, member: str, what: str) -> str:
-    allowed = api.operation_model("cloudwatch", operation).input_shape.members[member].enum
+    allowed = calls.operation_model("cloudwatch", operation).input_shape.members[member].enum
     if value not in allowed:
         raise InvalidInput(f"{what} {value!r} is not one of {', '.join(allowed)}")
     return value
@@ -188,7 +188,7 @@ def alarm_request(
     }
     if namespace == ADAPTER_NAMESPACE:
         request["Metrics"] = _adapter_metrics(endpoint_name, metric, statistic, period_s)
-        return api.validate("cloudwatch", "PutMetricAlarm", request)
+        return calls.validate("cloudwatch", "PutMetricAlarm", request)
     request.update(
         {
             "Namespace": namespace,
@@ -201,7 +201,7 @@ def alarm_request(
         request["ExtendedStatistic"] = statistic
     else:
         request["Statistic"] = _check_choice(statistic, "PutMetricAlarm", "Statistic", "statistic")
-    return api.validate("cloudwatch", "PutMetricAlarm", request)
+    return calls.validate("cloudwatch", "PutMetricAlarm", request)
 
 
 def alarm_requests(endpoint_name: str, **settings) -> list[dict]:
@@ -260,7 +260,7 @@ def dashboard_request(endpoint_names: Sequence[str], region: str, *, name: str =
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,255}", name):
         raise InvalidInput(f"dashboard name {name!r} is not valid: 1-255 letters, digits, - and _")
     body = json.dumps(dashboard_body(endpoint_names, region), separators=(",", ":"))
-    return api.validate("cloudwatch", "PutDashboard", {"DashboardName": name, "DashboardBody": body})
+    return calls.validate("cloudwatch", "PutDashboard", {"DashboardName": name, "DashboardBody": body})
 
 
 # ---- sending --------------------------------------------------------------------------------------
@@ -292,14 +292,14 @@ def put_alarms(cloudwatch, endpoint_names: Iterable[str], region: str | None = N
             cloudwatch.put_metric_alarm(**request)
             sent.append(request["AlarmName"])
         rollback += rollback_alarms(endpoint)
-    dashboard = dashboard_request(endpoint_names, region or api.region_of(cloudwatch))
+    dashboard = dashboard_request(endpoint_names, region or calls.region_of(cloudwatch))
     cloudwatch.put_dashboard(**dashboard)
     return AlarmsResult(tuple(sent), dashboard["DashboardName"], tuple(rollback))
 
 
 def alarm_states(cloudwatch, endpoint_name: str) -> dict[str, str]:
     """Alarm name -> state (OK, ALARM, INSUFFICIENT_DATA) for the endpoint's alarms that exist."""
-    request = api.validate("cloudwatch", "DescribeAlarms", {"AlarmNames": alarm_names(endpoint_name)})
+    request = calls.validate("cloudwatch", "DescribeAlarms", {"AlarmNames": alarm_names(endpoint_name)})
     found = cloudwatch.describe_alarms(**request).get("MetricAlarms", [])
     return {a["AlarmName"]: a["StateValue"] for a in found}
 

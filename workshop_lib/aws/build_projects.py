@@ -1,6 +1,6 @@
 """What a CodeBuild job of the workshop is, as pure builders: the two projects, their source zip, the
 start-build requests and their environment, the decision image's repository, and the names and inputs
-those requests take (pinned, checked). Each request is checked by botocore (``api.validate``) plus the
+those requests take (pinned, checked). Each request is checked by botocore (``calls.validate``) plus the
 rules botocore does not check. ``builds`` sends them.
 """
 
@@ -20,7 +20,7 @@ from ..config import check_ecr_repository_name
 from ..errors import AwsFailure, InvalidInput
 from ..models import ModelSpec
 from ..packaging import MANIFEST_NAME
-from . import api
+from . import calls
 from .images import ImageRef, dlc_account, dlc_pin, require_pinned
 
 CODEBUILD_IMAGE = "aws/codebuild/amazonlinux-x86_64-standard:5.0"
@@ -143,7 +143,7 @@ def source_key(zip_bytes: bytes, prefix: str = SOURCE_PREFIX) -> str:
 def source_upload_request(bucket: str, repo_root: str | Path, prefix: str = SOURCE_PREFIX) -> dict:
     """PutObject for the source zip; CodeBuild's location for it is ``Bucket/Key``."""
     body = source_zip(repo_root)
-    return api.validate("s3", "PutObject", {"Bucket": bucket, "Key": source_key(body, prefix), "Body": body})
+    return calls.validate("s3", "PutObject", {"Bucket": bucket, "Key": source_key(body, prefix), "Body": body})
 
 
 def project_request(
@@ -192,12 +192,12 @@ def project_request(
         },
         "tags": _tag_list(tags),
     }
-    return api.validate("codebuild", "CreateProject", request)
+    return calls.validate("codebuild", "CreateProject", request)
 
 
 def update_project_request(create_request: dict) -> dict:
     """UpdateProject with everything CreateProject set (UpdateProject takes the same members)."""
-    return api.validate("codebuild", "UpdateProject", dict(create_request))
+    return calls.validate("codebuild", "UpdateProject", dict(create_request))
 
 
 def start_build_request(project_name: str, env: Mapping[str, str], *, source_location: str | None = None) -> dict:
@@ -207,7 +207,7 @@ def start_build_request(project_name: str, env: Mapping[str, str], *, source_loc
     }
     if source_location:
         request["sourceLocationOverride"] = source_location
-    return api.validate("codebuild", "StartBuild", request)
+    return calls.validate("codebuild", "StartBuild", request)
 
 
 def model_package_env(
@@ -339,7 +339,7 @@ def ecr_repository_request(name: str = ECR_REPOSITORY, tags: Mapping[str, str] |
         "imageScanningConfiguration": {"scanOnPush": True},
         "tags": _tag_list(tags, "Key", "Value"),
     }
-    return api.validate("ecr", "CreateRepository", request)
+    return calls.validate("ecr", "CreateRepository", request)
 
 
 def failure_summary(build: dict) -> tuple[str | None, str]:

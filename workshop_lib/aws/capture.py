@@ -37,7 +37,7 @@ from botocore.exceptions import ClientError
 from .. import names
 from ..config import check_capture_percent
 from ..errors import InvalidInput
-from . import api
+from . import calls
 
 CAPTURE_FOLDER = "capture"  # under the workshop prefix: the only place the SageMaker role may write captures
 JSON = "application/json"
@@ -72,7 +72,7 @@ def data_capture_config(destination_uri: str, percent: int, *, json_types: Itera
         "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}],
         "CaptureContentTypeHeader": {"JsonContentTypes": list(json_types)},
     }
-    api.validate(
+    calls.validate(
         "sagemaker",
         "CreateEndpointConfig",
         {

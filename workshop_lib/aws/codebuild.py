@@ -41,7 +41,7 @@ from ..packaging import (
     check_calibration,
     parse_manifest,
 )
-from . import api
+from . import calls
 from .build_projects import (
     ECR_REPOSITORY,
     IMAGE_BUILD_BUILDSPEC,
@@ -129,7 +129,7 @@ def log_tail(logs_client, build: dict, lines: int = 40) -> list[str]:
     group, stream = logs.get("groupName"), logs.get("streamName")
     if not group or not stream:
         return ["(the build has no CloudWatch log stream yet)"]
-    request = api.validate(
+    request = calls.validate(
         "logs", "GetLogEvents", {"logGroupName": group, "logStreamName": stream, "limit": lines, "startFromHead": False}
     )
     try:
@@ -234,7 +234,7 @@ def upload_package(s3, local_package: LocalPackage, s3_uri: str) -> str:
     keys = {}
     for path, name in ((local_package.tarball, TARBALL_NAME), (local_package.manifest_path, MANIFEST_NAME)):
         key = f"{prefix}/{name}" if prefix else name
-        api.validate("s3", "PutObject", {"Bucket": bucket, "Key": key})
+        calls.validate("s3", "PutObject", {"Bucket": bucket, "Key": key})
         s3.upload_file(str(path), bucket, key)
         keys[name] = key
     return f"s3://{bucket}/{keys[TARBALL_NAME]}"
@@ -388,8 +388,8 @@ def package_model_in_codebuild(
         data = Path(calibration).read_bytes()
         check_calibration(data, runner.packaged(spec).gguf.sha256 or "", str(calibration))
         key = f"{source_prefix.strip('/')}/calibration-{hashlib.sha256(data).hexdigest()[:16]}.json"
-        calibration_upload = api.validate("s3", "PutObject", {"Bucket": source_bucket, "Key": key, "Body": data})
-    region = region or api.region_of(codebuild)
+        calibration_upload = calls.validate("s3", "PutObject", {"Bucket": source_bucket, "Key": key, "Body": data})
+    region = region or calls.region_of(codebuild)
     env = model_package_env(
         spec,
         model_s3_uri,
@@ -442,7 +442,7 @@ def build_decision_image(
     ``codebuild`` when not given); return the pushed image pinned by digest."""
     runner = runner or CodeBuildRunner(poll_s=poll_s)
     # Everything checkable is checked before the first resource is created.
-    check_base_image(base_image, region or api.region_of(codebuild))
+    check_base_image(base_image, region or calls.region_of(codebuild))
     dockerfile = dockerfile_name(dockerfile)
     image_tag = check_image_tag(image_tag or default_image_tag(dockerfile))
     upload = source_upload_request(source_bucket, repo_root or default_repo_root(), source_prefix)

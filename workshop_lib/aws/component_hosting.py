@@ -12,7 +12,7 @@ from botocore import xform_name
 from botocore.exceptions import ClientError
 
 from ..errors import AwsFailure, WorkshopTimeout
-from . import api, hosting, teardown
+from . import calls, hosting, teardown
 from .inference_components import ZeroPlan, copies_request, removal_requests
 
 DELETED, ALREADY_GONE = "deleted", "already gone"
@@ -114,7 +114,7 @@ def wait_copies(
             f"after {timeout_s:.0f} s (now {status}); it keeps going: look again with DescribeInferenceComponent"
         )
 
-    return api.wait_for_status(
+    return calls.wait_for_status(
         look,
         "Ready",
         done="ready",

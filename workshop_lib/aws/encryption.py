@@ -20,7 +20,7 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
-from . import api
+from . import calls
 
 BUCKET_ENCRYPTION_FILE = "bucket-encryption.json"
 # Instance families with local NVMe instance storage: SageMaker refuses a KmsKeyId on their endpoint configs.
@@ -42,7 +42,7 @@ def bucket_encryption(key_arn: str) -> dict:
             }
         ]
     }
-    api.validate("s3", "PutBucketEncryption", {"Bucket": "b", "ServerSideEncryptionConfiguration": document})
+    calls.validate("s3", "PutBucketEncryption", {"Bucket": "b", "ServerSideEncryptionConfiguration": document})
     return document
 
 
@@ -68,14 +68,14 @@ def encrypted_plan(plan, key_arn: str):
         note = "the KMS key encrypts the storage volume and the captured requests"
     if config.get("DataCaptureConfig"):
         config["DataCaptureConfig"] = {**config["DataCaptureConfig"], "KmsKeyId": key_arn}
-    api.validate("sagemaker", "CreateEndpointConfig", config)
+    calls.validate("sagemaker", "CreateEndpointConfig", config)
     return dataclasses.replace(plan, endpoint_config=config, notes=(*plan.notes, note))
 
 
 def encrypted_transform(request: dict, key_arn: str) -> dict:
     """A CreateTransformJob request whose output ``key_arn`` encrypts."""
     request = {**request, "TransformOutput": {**request["TransformOutput"], "KmsKeyId": key_arn}}
-    return api.validate("sagemaker", "CreateTransformJob", request)
+    return calls.validate("sagemaker", "CreateTransformJob", request)
 
 
 __all__ = ["BUCKET_ENCRYPTION_FILE", "bucket_encryption", "encrypted_plan", "encrypted_transform", "has_local_storage"]

@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 
 from .. import names
 from ..errors import AwsFailure, WorkshopTimeout
-from . import api
+from . import calls
 from .buckets import check_bucket_region
 from .endpoints import DeployPlan
 from .images import check_deployable, parse_image_uri, require_pinned
@@ -60,12 +60,12 @@ def send_request(
 def create_model(sm_client, request: dict) -> str:
     # a request may be made by hand: its image is read here, where it enters
     require_pinned(parse_image_uri(request["PrimaryContainer"]["Image"]))
-    api.validate("sagemaker", "CreateModel", request)
+    calls.validate("sagemaker", "CreateModel", request)
     return send_request(sm_client.create_model, "CreateModel", request, request["ModelName"])["ModelArn"]
 
 
 def create_endpoint_config(sm_client, request: dict) -> str:
-    api.validate("sagemaker", "CreateEndpointConfig", request)
+    calls.validate("sagemaker", "CreateEndpointConfig", request)
     response = send_request(
         sm_client.create_endpoint_config, "CreateEndpointConfig", request, request["EndpointConfigName"]
     )
@@ -73,13 +73,13 @@ def create_endpoint_config(sm_client, request: dict) -> str:
 
 
 def create_endpoint(sm_client, request: dict) -> str:
-    api.validate("sagemaker", "CreateEndpoint", request)
+    calls.validate("sagemaker", "CreateEndpoint", request)
     return send_request(sm_client.create_endpoint, "CreateEndpoint", request, request["EndpointName"])["EndpointArn"]
 
 
 def update_endpoint(sm_client, request: dict) -> str:
     """UpdateEndpoint (``updates`` builds it): SageMaker rolls the endpoint onto another config while it serves."""
-    api.validate("sagemaker", "UpdateEndpoint", request)
+    calls.validate("sagemaker", "UpdateEndpoint", request)
     return send_request(sm_client.update_endpoint, "UpdateEndpoint", request, request["EndpointName"])["EndpointArn"]
 
 
@@ -145,7 +145,7 @@ def deploy(
     spend guard sets the endpoint's deadline there, so it exists however the wait ends).
     """
     hosting = hosting or SageMakerHosting(poll_s=poll_s, timeout_s=timeout_s)
-    region = region or api.region_of(sm_client)
+    region = region or calls.region_of(sm_client)
     check_deployable(plan.image, region)
     model_data = names.split_s3_uri(plan.model_data_url)
     if s3_client is not None and model_data is not None:
@@ -219,7 +219,7 @@ def wait_in_service(
             f"workshop_lib.aws.teardown.delete_endpoint_resources(sm, {name!r})"
         )
 
-    return api.wait_for_status(
+    return calls.wait_for_status(
         lambda: sm_client.describe_endpoint(EndpointName=name),
         "EndpointStatus",
         done="InService",

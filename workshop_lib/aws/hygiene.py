@@ -17,7 +17,7 @@ from pathlib import Path
 
 from botocore.exceptions import ClientError
 
-from . import api, encryption
+from . import calls, encryption
 from .arns import s3_bucket_arn
 from .policy_scope import CAPTURE_FOLDER
 
@@ -29,7 +29,7 @@ BUCKET_POLICY_FILE, LIFECYCLE_FILE = "bucket-policy.json", "bucket-lifecycle.jso
 
 
 def retention_request(group: str, days: int = LOG_RETENTION_DAYS) -> dict:
-    return api.validate("logs", "PutRetentionPolicy", {"logGroupName": group, "retentionInDays": days})
+    return calls.validate("logs", "PutRetentionPolicy", {"logGroupName": group, "retentionInDays": days})
 
 
 def tls_only_policy(bucket: str, region: str) -> dict:
@@ -81,8 +81,8 @@ def write_bucket_documents(
     documents = {BUCKET_POLICY_FILE: tls_only_policy(bucket, region), LIFECYCLE_FILE: lifecycle(prefix)}
     if kms_key_arn:
         documents[encryption.BUCKET_ENCRYPTION_FILE] = encryption.bucket_encryption(kms_key_arn)
-    api.validate("s3", "PutBucketPolicy", {"Bucket": bucket, "Policy": json.dumps(documents[BUCKET_POLICY_FILE])})
-    api.validate(
+    calls.validate("s3", "PutBucketPolicy", {"Bucket": bucket, "Policy": json.dumps(documents[BUCKET_POLICY_FILE])})
+    calls.validate(
         "s3", "PutBucketLifecycleConfiguration", {"Bucket": bucket, "LifecycleConfiguration": documents[LIFECYCLE_FILE]}
     )
     written = {}

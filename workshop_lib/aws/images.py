@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError
 
 from .. import names
 from ..errors import InvalidInput
-from . import api
+from . import calls
 
 DEFAULT_DLC_ACCOUNT = "763104351884"
 # Regions whose DLC registry is not the default account (AWS DLC "available images" list; its region table,
@@ -346,7 +346,7 @@ def pinned_dlc_present(ecr_client, region: str | None = None, variant: str = "cp
     """Whether the DLC registry of ``region`` (the client's when not given) holds the pinned digest
     (DescribeImages, else BatchGetImage, which pulling needs anyway). Other errors (throttling, a broken
     endpoint) are raised."""
-    ref = pinned_dlc(region or api.region_of(ecr_client), variant)
+    ref = pinned_dlc(region or calls.region_of(ecr_client), variant)
     ids = [{"imageDigest": ref.digest}]
     try:
         ecr_client.describe_images(registryId=ref.account, repositoryName=ref.repository, imageIds=ids)
@@ -368,7 +368,7 @@ def resolve_dlc(ecr_client, region: str | None = None, variant: str = "cpu", *, 
     ``follow_tag=True`` resolves the floating SageMaker tag instead, with a warning: the bindings
     pinned for the variant were proven against the pinned digest only.
     """
-    region = region or api.region_of(ecr_client)
+    region = region or calls.region_of(ecr_client)
     pin = dlc_pin(variant, region)
     if follow_tag:
         tagged = resolve_digest(ecr_client, dlc_image(region, variant))

@@ -1,7 +1,7 @@
 """The requests of an endpoint that scales to zero: the decision model as an inference component on an
 endpoint whose instances SageMaker manages down to none, and the scaling that takes its copies to zero and back.
 
-Pure builders, no I/O; each request is checked by botocore against the real service model (``api.validate``).
+Pure builders, no I/O; each request is checked by botocore against the real service model (``calls.validate``).
 SageMaker's rules this module holds to (the SageMaker Developer Guide, "Scale an endpoint to zero instances",
 and the AWS blog of 2024-12-03 that introduced it):
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from .. import names
 from ..errors import InvalidInput
-from . import api, arns
+from . import arns, calls
 from .images import ImageRef
 from .instance_types import check_choice, endpoint_instance_types, is_gpu_instance, vcpus
 from .model_requests import check_in_range, check_tags, decision_model_request, workshop_tags
@@ -151,14 +151,14 @@ def component_request(
     }
     if tags:
         request["Tags"] = check_tags(list(tags))
-    return api.validate("sagemaker", "CreateInferenceComponent", request)
+    return calls.validate("sagemaker", "CreateInferenceComponent", request)
 
 
 def copies_request(name: str, copies: int) -> dict:
     """UpdateInferenceComponentRuntimeConfig: 0 copies frees the instances, 1 brings one back."""
     check_in_range(copies, 0, 20, "copies")
     request = {"InferenceComponentName": check_component_name(name), "DesiredRuntimeConfig": {"CopyCount": copies}}
-    return api.validate("sagemaker", "UpdateInferenceComponentRuntimeConfig", request)
+    return calls.validate("sagemaker", "UpdateInferenceComponentRuntimeConfig", request)
 
 
 # ---- the scaling -------------------------------------------------------------------------------------
@@ -175,7 +175,7 @@ def _scaled(component: str) -> dict:
 def scalable_target_request(component: str, *, max_copies: int = 1) -> dict:
     check_in_range(max_copies, 1, 20, "max_copies")
     request = {**_scaled(component), "MinCapacity": 0, "MaxCapacity": max_copies}
-    return api.validate("application-autoscaling", "RegisterScalableTarget", request)
+    return calls.validate("application-autoscaling", "RegisterScalableTarget", request)
 
 
 def policy_names(component: str) -> tuple[str, str]:
@@ -196,7 +196,7 @@ def target_tracking_request(component: str, *, requests_per_copy: float = REQUES
             "ScaleOutCooldown": SCALE_OUT_COOLDOWN_S,
         },
     }
-    return api.validate("application-autoscaling", "PutScalingPolicy", request)
+    return calls.validate("application-autoscaling", "PutScalingPolicy", request)
 
 
 def step_scaling_request(component: str) -> dict:
@@ -212,7 +212,7 @@ def step_scaling_request(component: str) -> dict:
             "StepAdjustments": [{"MetricIntervalLowerBound": 0.0, "ScalingAdjustment": 1}],
         },
     }
-    return api.validate("application-autoscaling", "PutScalingPolicy", request)
+    return calls.validate("application-autoscaling", "PutScalingPolicy", request)
 
 
 def no_capacity_alarm_request(
@@ -234,7 +234,7 @@ def no_capacity_alarm_request(
         "ComparisonOperator": "GreaterThanOrEqualToThreshold",
         "TreatMissingData": "missing",
     }
-    return api.validate("cloudwatch", "PutMetricAlarm", request)
+    return calls.validate("cloudwatch", "PutMetricAlarm", request)
 
 
 # ---- removal, in the order SageMaker needs ---------------------------------------------------------------
@@ -256,7 +256,7 @@ def removal_requests(endpoint: str) -> list[tuple[str, str, dict]]:
         ("sagemaker", "DeleteEndpointConfig", {"EndpointConfigName": endpoint}),
         ("sagemaker", "DeleteModel", {"ModelName": endpoint}),
     ]
-    return [(service, operation, api.validate(service, operation, request)) for service, operation, request in steps]
+    return [(service, operation, calls.validate(service, operation, request)) for service, operation, request in steps]
 
 
 # ---- the plan -------------------------------------------------------------------------------------------

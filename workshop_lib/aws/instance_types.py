@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from functools import cache
 
 from ..errors import InvalidInput
-from . import api
+from . import calls
 
 
 @cache
 def enum_of(service: str, operation: str, *members: str) -> tuple[str, ...]:
     """Allowed values of a request member, from botocore's model (ParamValidator skips enums)."""
-    shape = api.operation_model(service, operation).input_shape
+    shape = calls.operation_model(service, operation).input_shape
     for member in members:
         shape = shape.member if member == "[]" else shape.members[member]
     return tuple(shape.enum)

@@ -1,7 +1,7 @@
 """The CreateModel requests of both paths: the llama.cpp settings every image reads, the tags every resource
 carries, and the standard DLC's and the decision image's models.
 
-Each builder returns a plain request checked by botocore against the real service model (``api.validate``), and
+Each builder returns a plain request checked by botocore against the real service model (``calls.validate``), and
 checks here what SageMaker would reject later (maximums, name patterns, the environment's limits). The llama.cpp
 settings use the DLC's own ``SM_LLAMA_CPP_*`` variables; the decision adapter reads the same names, so one code
 path configures both images. Both models run with ``EnableNetworkIsolation``: SageMaker downloads
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from .. import names
 from ..config import check_resource_name, check_role_arn
 from ..errors import InvalidInput
-from . import api
+from . import calls
 from .images import ImageRef, require_pinned
 
 FULL_OFFLOAD = 999  # llama.cpp: "all layers"
@@ -168,7 +168,7 @@ def model_request(
     }
     if tags:
         request["Tags"] = check_tags(list(tags))
-    return api.validate("sagemaker", "CreateModel", request)
+    return calls.validate("sagemaker", "CreateModel", request)
 
 
 def standard_model_request(

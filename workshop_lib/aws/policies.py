@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..config import WorkshopConfig
 from ..errors import InvalidInput
-from . import api
+from . import calls
 from .arns import role_arn
 from .iam import check_policy_document, minified
 from .operator_policies import (
@@ -120,7 +120,7 @@ def create_policy_request(
         "PolicyDocument": text,
         "Description": description or f"decision workshop: {name}",
     }
-    return api.validate("iam", "CreatePolicy", request)
+    return calls.validate("iam", "CreatePolicy", request)
 
 
 def create_role_request(
@@ -139,7 +139,7 @@ def create_role_request(
     }
     if boundary:
         request["PermissionsBoundary"] = boundary
-    return api.validate("iam", "CreateRole", request)
+    return calls.validate("iam", "CreateRole", request)
 
 
 # What the notebooks' steps reach through this module, beside its own names.

@@ -2,13 +2,13 @@
 
 The target is what one instance sustains (notebook 06 measures it under concurrent callers), times a
 utilisation below 1 so that scaling starts before the instance is full. The builders return RegisterScalableTarget and PutScalingPolicy requests, checked by
-botocore (``api.validate``); ``enable_autoscaling`` sends both.
+botocore (``calls.validate``); ``enable_autoscaling`` sends both.
 """
 
 from __future__ import annotations
 
 from ..config import check_resource_name
-from . import api
+from . import calls
 from .model_requests import check_in_range
 from .variants import VARIANT_NAME
 
@@ -50,7 +50,7 @@ def scalable_target_request(
         "MinCapacity": min_instances,
         "MaxCapacity": max_instances,
     }
-    return api.validate("application-autoscaling", "RegisterScalableTarget", request)
+    return calls.validate("application-autoscaling", "RegisterScalableTarget", request)
 
 
 def scaling_policy_request(
@@ -79,7 +79,7 @@ def scaling_policy_request(
             "ScaleOutCooldown": scale_out_cooldown_s,
         },
     }
-    return api.validate("application-autoscaling", "PutScalingPolicy", request)
+    return calls.validate("application-autoscaling", "PutScalingPolicy", request)
 
 
 def scaling_policy_name(endpoint_name: str) -> str:
@@ -93,7 +93,7 @@ def delete_policy_request(endpoint_name: str, variant_name: str = VARIANT_NAME) 
         "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
         "ScalableDimension": SCALABLE_DIMENSION,
     }
-    return api.validate("application-autoscaling", "DeleteScalingPolicy", request)
+    return calls.validate("application-autoscaling", "DeleteScalingPolicy", request)
 
 
 def deregister_target_request(endpoint_name: str, variant_name: str = VARIANT_NAME) -> dict:
@@ -102,7 +102,7 @@ def deregister_target_request(endpoint_name: str, variant_name: str = VARIANT_NA
         "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
         "ScalableDimension": SCALABLE_DIMENSION,
     }
-    return api.validate("application-autoscaling", "DeregisterScalableTarget", request)
+    return calls.validate("application-autoscaling", "DeregisterScalableTarget", request)
 
 
 # ---- sender -----------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ A mode says where clients come from and who does what only AWS can do (running b
 endpoints); ``Mode`` is what ``Clients`` asks of one. On AWS, CodeBuild runs the builds and SageMaker
 hosts the endpoints; the local rehearsal's mode (``workshop_lib.local.modes.LocalMode``) supplies
 emulator clients and stand-ins instead. ``Clients`` is given the region once: every client it makes is
-in that region, and the flows that take a client read the region from it (``api.region_of``).
+in that region, and the flows that take a client read the region from it (``calls.region_of``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import contextlib
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from . import api, codebuild
+from . import calls, codebuild
 from .buckets import expect_owner
 from .hosting import SageMakerHosting
 from .requests_sent import RequestRecorder
@@ -42,7 +42,7 @@ class AwsMode:
     calls = None  # IAM itself checks every call; nothing is recorded
 
     def client(self, service: str, region: str):
-        return api.client(service, region)
+        return calls.client(service, region)
 
     def build_runner(self, clients: Clients) -> codebuild.CodeBuildRunner:
         return codebuild.CodeBuildRunner()

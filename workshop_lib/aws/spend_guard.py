@@ -38,7 +38,7 @@ from botocore.exceptions import ClientError
 from .. import names
 from ..config import WorkshopConfig
 from ..errors import AwsFailure, InvalidInput
-from . import api, roles
+from . import calls, roles
 from .arns import SCHEDULE_GROUP, delete_endpoint_target, schedule_arn, schedule_name
 from .deadline_targets import COMPONENT, COMPONENT_MARGIN, DELETIONS, ENDPOINT, PRINCIPAL, Deletion, deadline_calls
 from .iam import check_policy_document
@@ -129,15 +129,17 @@ def schedule_request(
             "RetryPolicy": dict(RETRY_POLICY),
         },
     }
-    return api.validate("scheduler", operation, request)
+    return calls.validate("scheduler", operation, request)
 
 
 def get_request(endpoint_name: str) -> dict[str, Any]:
-    return api.validate("scheduler", "GetSchedule", {"Name": schedule_name(endpoint_name), "GroupName": SCHEDULE_GROUP})
+    return calls.validate(
+        "scheduler", "GetSchedule", {"Name": schedule_name(endpoint_name), "GroupName": SCHEDULE_GROUP}
+    )
 
 
 def delete_request(endpoint_name: str) -> dict[str, Any]:
-    return api.validate(
+    return calls.validate(
         "scheduler", "DeleteSchedule", {"Name": schedule_name(endpoint_name), "GroupName": SCHEDULE_GROUP}
     )
 
@@ -318,7 +320,7 @@ def set_deadline(
     A role created moments ago may not be usable by the scheduler yet (IAM is eventually consistent):
     the scheduler then answers ValidationException, and the request is retried with backoff.
     """
-    region = region or api.region_of(scheduler)
+    region = region or calls.region_of(scheduler)
     name, deletes = component or endpoint_name, _deletes(component)
     request = schedule_request(name, role_arn=role_arn, when=when, region=region, deletes=deletes)
     for attempt in range(attempts):

@@ -26,7 +26,7 @@ from botocore.exceptions import ClientError
 from ..config import check_resource_name
 from ..errors import AwsFailure
 from ..names import TAG_WORKSHOP, WORKSHOP_TAGS
-from . import alarms, api, spend_guard
+from . import alarms, calls, spend_guard
 from .endpoints import is_version
 
 DELETED = "deleted"
@@ -273,10 +273,10 @@ def delete_alarms(cloudwatch: Any, endpoint_names: Iterable[str]) -> dict[str, s
     found: set[str] = set()
     for start in range(0, len(wanted), 100):  # DescribeAlarms and DeleteAlarms take 100 names each
         chunk = wanted[start : start + 100]
-        described = cloudwatch.describe_alarms(**api.validate("cloudwatch", "DescribeAlarms", {"AlarmNames": chunk}))
+        described = cloudwatch.describe_alarms(**calls.validate("cloudwatch", "DescribeAlarms", {"AlarmNames": chunk}))
         there = [a["AlarmName"] for a in described.get("MetricAlarms", []) if a["AlarmName"] in chunk]
         if there:
-            cloudwatch.delete_alarms(**api.validate("cloudwatch", "DeleteAlarms", {"AlarmNames": there}))
+            cloudwatch.delete_alarms(**calls.validate("cloudwatch", "DeleteAlarms", {"AlarmNames": there}))
         found.update(there)
     return {name: DELETED if name in found else ALREADY_GONE for name in wanted}
 
@@ -284,7 +284,7 @@ def delete_alarms(cloudwatch: Any, endpoint_names: Iterable[str]) -> dict[str, s
 def delete_dashboard(cloudwatch: Any, name: str | None = None) -> str:
     """The workshop's dashboard (``alarms.DASHBOARD`` unless named), DELETED or ALREADY_GONE."""
 
-    request = api.validate("cloudwatch", "DeleteDashboards", {"DashboardNames": [name or alarms.DASHBOARD]})
+    request = calls.validate("cloudwatch", "DeleteDashboards", {"DashboardNames": [name or alarms.DASHBOARD]})
     try:
         cloudwatch.delete_dashboards(**request)
     except ClientError as exc:

@@ -1,6 +1,6 @@
 """Offline decisions: Batch Transform from JSON Lines in S3 to JSON Lines in S3.
 
-Builders first: the CreateTransformJob request (checked by botocore, ``api.validate``),
+Builders first: the CreateTransformJob request (checked by botocore, ``calls.validate``),
 the input file (one decision request per line), where the output lands, and the
 output joined back to the decisions by id. Then the senders: start the job, wait
 for it. The job runs the decision image's SageMaker model (``hosting.create_model``).
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from .. import names
 from ..config import check_resource_name
 from ..errors import AwsFailure, InvalidInput
-from . import api
+from . import calls
 from .endpoints import DECISION_CPU_INSTANCE
 from .hosting import send_request
 from .instance_types import check_choice, enum_of
@@ -84,7 +84,7 @@ def transform_job_request(
         "TransformResources": {"InstanceType": instance_type, "InstanceCount": instance_count},
     }
     request["Tags"] = check_tags(list(tags if tags is not None else workshop_tags()))
-    return api.validate("sagemaker", "CreateTransformJob", request)
+    return calls.validate("sagemaker", "CreateTransformJob", request)
 
 
 def decisions_to_jsonl(decisions: Iterable[Mapping]) -> str:
@@ -141,7 +141,7 @@ def join_transform_output(input_jsonl: str, output_jsonl: str) -> dict[str, dict
 
 
 def start_transform_job(sm_client, request: dict) -> str:
-    api.validate("sagemaker", "CreateTransformJob", request)
+    calls.validate("sagemaker", "CreateTransformJob", request)
     instance_type = request["TransformResources"]["InstanceType"]
     # Batch Transform has quotas of its own, apart from the endpoints'.
     return send_request(
@@ -178,7 +178,7 @@ def wait_for_transform(
     def timeout(status: str) -> TimeoutError:
         return TimeoutError(f"transform job {job_name} still {status} after {timeout_s:g} s")
 
-    return api.wait_for_status(
+    return calls.wait_for_status(
         lambda: sm_client.describe_transform_job(TransformJobName=job_name),
         "TransformJobStatus",
         done="Completed",

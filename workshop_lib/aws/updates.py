@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError, WaiterError
 
 from ..config import check_resource_name
 from ..errors import AwsFailure, InvalidInput
-from . import api, teardown
+from . import calls, teardown
 from . import hosting as hosting_module
 from .deploy_spec import ENDPOINT_NAME_ENV, DeploySpec, plan_for
 from .endpoints import DeployPlan, is_version, version_name
@@ -43,7 +43,7 @@ CANARY_PERCENT = 50  # at most half the fleet takes the canary's traffic
 
 
 def _shape(*members: str):
-    shape = api.operation_model("sagemaker", "UpdateEndpoint").input_shape
+    shape = calls.operation_model("sagemaker", "UpdateEndpoint").input_shape
     for member in members:
         shape = shape.members[member]
     return shape
@@ -136,7 +136,7 @@ def update_request(endpoint_name: str, config_name: str, deployment: dict) -> di
         "RetainAllVariantProperties": True,
         "DeploymentConfig": deployment,
     }
-    return api.validate("sagemaker", "UpdateEndpoint", request)
+    return calls.validate("sagemaker", "UpdateEndpoint", request)
 
 
 @dataclass(frozen=True)
@@ -217,7 +217,7 @@ def update_plan(
     env = model["PrimaryContainer"].get("Environment") or {}
     if ENDPOINT_NAME_ENV in env and env[ENDPOINT_NAME_ENV] != endpoint_name:
         container = {**model["PrimaryContainer"], "Environment": {**env, ENDPOINT_NAME_ENV: endpoint_name}}
-        model = api.validate("sagemaker", "CreateModel", {**model, "PrimaryContainer": container})
+        model = calls.validate("sagemaker", "CreateModel", {**model, "PrimaryContainer": container})
     config = made.endpoint_config
     count = config["ProductionVariants"][0].get("InitialInstanceCount", instance_count)
     update = update_request(
@@ -321,7 +321,7 @@ def roll_out(
 
     hosting = hosting or hosting_module.SageMakerHosting()
     started = time.perf_counter()
-    check_deployable(plan.version_plan.image, region or api.region_of(sm_client))
+    check_deployable(plan.version_plan.image, region or calls.region_of(sm_client))
     before = sm_client.describe_endpoint(EndpointName=plan.endpoint_name)
     if before["EndpointStatus"] != "InService":
         raise AwsFailure(

@@ -1,7 +1,7 @@
 """The CreateEndpointConfig and CreateEndpoint requests: a production variant on one instance type or on ordered
 instance pools, and the endpoint config and endpoint that carry it.
 
-Each builder returns a plain request checked by botocore against the real service model (``api.validate``), and
+Each builder returns a plain request checked by botocore against the real service model (``calls.validate``), and
 checks here the rules botocore leaves to the service: pool counts and priorities, instance types
 (``instance_types``), timeouts' ranges, an AMI that fits the types.
 """
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..config import check_resource_name
 from ..errors import InvalidInput
-from . import api
+from . import calls
 from .instance_types import (
     check_choice,
     check_cuda13,
@@ -182,7 +182,7 @@ def endpoint_config_request(
         request["DataCaptureConfig"] = dict(data_capture)
     if tags:
         request["Tags"] = check_tags(list(tags))
-    return api.validate("sagemaker", "CreateEndpointConfig", request)
+    return calls.validate("sagemaker", "CreateEndpointConfig", request)
 
 
 def endpoint_request(name: str, *, config_name: str | None = None, tags: list[dict] | None = None) -> dict:
@@ -192,4 +192,4 @@ def endpoint_request(name: str, *, config_name: str | None = None, tags: list[di
     request: dict[str, object] = {"EndpointName": name, "EndpointConfigName": config_name}
     if tags:
         request["Tags"] = check_tags(list(tags))
-    return api.validate("sagemaker", "CreateEndpoint", request)
+    return calls.validate("sagemaker", "CreateEndpoint", request)

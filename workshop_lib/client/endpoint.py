@@ -45,7 +45,7 @@ import workshop_lib.client.jev as jev
 import workshop_lib.client.openai_decisions as openai_decisions
 from decision_contract import names, wire
 
-from ..aws import api
+from ..aws import calls
 from .endpoint_errors import (
     BadRequest,
     EndpointBusy,
@@ -160,7 +160,7 @@ class EndpointClient:
                 connect_timeout=connect_timeout_s,
                 retries={"mode": "standard", "total_max_attempts": BOTOCORE_TOTAL_ATTEMPTS},
             )
-            runtime_client = api.client("sagemaker-runtime", region, endpoint_url=endpoint_url, config=config)
+            runtime_client = calls.client("sagemaker-runtime", region, endpoint_url=endpoint_url, config=config)
         return cls(
             SageMakerTransport(
                 endpoint_name,

@@ -26,7 +26,7 @@ from botocore import xform_name
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
-from ..aws import api, arns, component_hosting, hosting
+from ..aws import arns, calls, component_hosting, hosting
 from ..aws.inference_components import SCALABLE_DIMENSION, ZeroPlan
 from ..config import LOCAL_ROLE_ARN
 from ..names import role_account
@@ -136,7 +136,7 @@ class LocalComponents(component_hosting.ComponentHosting):
         variant["ModelName"] = plan.model["ModelName"]
         config = {**plan.endpoint_config, "ProductionVariants": [variant]}
         hosting.create_model(sm_client, plan.model)
-        hosting.create_endpoint_config(sm_client, api.validate("sagemaker", "CreateEndpointConfig", config))
+        hosting.create_endpoint_config(sm_client, calls.validate("sagemaker", "CreateEndpointConfig", config))
         hosting.create_endpoint(sm_client, plan.endpoint)
         hosting.wait_in_service(sm_client, plan.name, poll_s=self.poll_s, timeout_s=self.timeout_s, progress=False)
         return [

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from botocore import xform_name
 from botocore.exceptions import ClientError
 
-from ..aws import admin, api, policies, spend_guard
+from ..aws import admin, calls, policies, spend_guard
 from ..aws.inference_components import component_name
 from ..aws.session import AwsMode, Clients
 from ..config import LOCAL_ROLE_ARN
@@ -41,7 +41,7 @@ def emulator_session():
 
 def emulator_client(service: str, region: str, url: str):
     """A boto3 client for ``service`` pointed at the emulator at ``url``."""
-    return api.client(service, region, endpoint_url=url, session=emulator_session())
+    return calls.client(service, region, endpoint_url=url, session=emulator_session())
 
 
 class LocalMode:

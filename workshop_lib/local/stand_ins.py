@@ -27,7 +27,7 @@ from botocore import xform_name
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
-from ..aws import api, endpoints, hosting, images, instance_types, transform
+from ..aws import calls, endpoints, hosting, images, instance_types, transform
 from ..aws.codebuild import MODEL_PACKAGE_PROJECT, CodeBuildRunner, ensure_project, parse_s3_uri, upload_package
 from ..errors import AwsFailure, InvalidInput
 from ..models import EMBEDDED_MODEL, ModelSpec, embedded_gguf_path
@@ -100,7 +100,7 @@ def seed_dlc(ecr_client) -> dict[str, str]:
     The repository is created under the DLC's registry id, so ``images.resolve_digest``
     runs unchanged on ``images.dlc_image_uri(region)``. Returns tag -> digest.
     """
-    region = api.region_of(ecr_client)
+    region = calls.region_of(ecr_client)
     account = images.dlc_account(region)
     try:
         ecr_client.create_repository(
@@ -267,7 +267,7 @@ class LocalHosting(hosting.SageMakerHosting):
             return plan
         config = {**plan.endpoint_config, "ProductionVariants": [variant]}
         return endpoints.DeployPlan(
-            plan.model, api.validate("sagemaker", "CreateEndpointConfig", config), plan.endpoint
+            plan.model, calls.validate("sagemaker", "CreateEndpointConfig", config), plan.endpoint
         )
 
     def wait(self, sm_client, name: str, *, logs_client=None, progress: bool = True) -> dict:
@@ -303,7 +303,7 @@ class LocalHosting(hosting.SageMakerHosting):
         emulator's endpoint record is pointed at the new config, and the local endpoint's process is
         replaced once its successor is ready (``Rehearsal.start_local_endpoint(..., replace=True)``)."""
         name = request["EndpointName"]
-        api.validate("sagemaker", "UpdateEndpoint", request)
+        calls.validate("sagemaker", "UpdateEndpoint", request)
         with _acting_as(self.calls, None):
             described = sm_client.describe_endpoint(EndpointName=name)
         arn = answered_here(sm_client, "UpdateEndpoint", request, {"EndpointArn": described["EndpointArn"]})

@@ -16,7 +16,7 @@ from pathlib import Path
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import names
-from ..aws import admin, api, hygiene, policies, roles
+from ..aws import admin, calls, hygiene, policies, roles
 from ..aws.buckets import check_bucket_region
 from ..config import LOCAL_BUCKET, BucketNotFound, WorkshopConfig, in_sagemaker_studio
 from ..local import rehearsal
@@ -64,7 +64,7 @@ def check_environment(workshop: Workshop) -> Checks:
     rows.append(("python", sys.version_info >= (3, 10), f"{platform.python_version()} (3.10 or newer)"))
     floor = ".".join(map(str, BOTO3_FLOOR))
     pools_known = "InstancePools" in (
-        api.operation_model("sagemaker", "CreateEndpointConfig")
+        calls.operation_model("sagemaker", "CreateEndpointConfig")
         .input_shape.members["ProductionVariants"]
         .member.members
     )
@@ -397,4 +397,4 @@ def _create_bucket_request(config: WorkshopConfig) -> dict:
     request = {"Bucket": config.bucket}
     if config.region != "us-east-1":
         request["CreateBucketConfiguration"] = {"LocationConstraint": config.region}
-    return api.validate("s3", "CreateBucket", request)
+    return calls.validate("s3", "CreateBucket", request)

@@ -1,5 +1,5 @@
 """Alarms, the dashboard and safe updates: every request built here validated by botocore's models (the
-builders call api.validate; these tests also hold the bounds botocore leaves to the services), sent to
+builders call calls.validate; these tests also hold the bounds botocore leaves to the services), sent to
 moto's CloudWatch where it stands in, and the waiter driven by botocore's Stubber; the operator's
 documents grant exactly these calls."""
 
@@ -13,8 +13,8 @@ import pytest
 
 from workshop_lib.aws import (
     alarms,
-    api,
     arns,
+    calls,
     hosting,
     iam,
     model_requests,
@@ -44,7 +44,7 @@ def test_each_endpoint_gets_six_valid_alarms_named_by_the_endpoint():
     requests = alarms.alarm_requests(NAME)
     assert [r["AlarmName"] for r in requests] == [f"{NAME}/{s}" for s in alarms.SUFFIXES] == alarms.alarm_names(NAME)
     for request in requests:
-        api.validate("cloudwatch", "PutMetricAlarm", request)
+        calls.validate("cloudwatch", "PutMetricAlarm", request)
         assert request["TreatMissingData"] == "notBreaching" and request["Tags"]
     rollback = alarms.rollback_alarms(NAME)
     assert set(rollback) < set(alarms.alarm_names(NAME)) and f"{NAME}/invocations-per-instance" not in rollback
@@ -203,12 +203,12 @@ def test_the_update_plan_is_a_new_version_of_the_deploys_shape():
     env = plan.model["PrimaryContainer"]["Environment"]
     assert env[ENDPOINT_NAME_ENV] == NAME and env["SM_LLAMA_CPP_THREADS"] == "4"  # metrics stay the endpoint's
     for operation, request in plan.requests():
-        api.validate("sagemaker", operation, request)
+        calls.validate("sagemaker", operation, request)
     # What the version serves is read from its one deploy plan, so the two cannot disagree.
     assert [f.name for f in dataclasses.fields(plan)] == ["endpoint_name", "version_plan", "update"]
     assert (plan.image_uri, plan.model_data_url) == (DECISION_PINNED, MODEL_DATA)
     assert plan.model is plan.version_plan.model and plan.version_plan.name == plan.version
-    api.validate("sagemaker", "CreateEndpoint", plan.version_plan.endpoint)
+    calls.validate("sagemaker", "CreateEndpoint", plan.version_plan.endpoint)
     assert not updates.is_version(NAME, NAME) and not updates.is_version(NAME, f"{NAME}-2-20261201153604")
 
 
@@ -229,7 +229,7 @@ def test_the_update_keeps_the_instance_count_auto_scaling_reached():
     assert variant["InitialInstanceCount"] == 1 and variant["VariantName"] == variants.VARIANT_NAME
     assert plan.update["RetainAllVariantProperties"] is True
     assert "ExcludeRetainedVariantProperties" not in plan.update  # the count is not taken from the config
-    api.validate("sagemaker", "UpdateEndpoint", plan.update)
+    calls.validate("sagemaker", "UpdateEndpoint", plan.update)
 
 
 def _describe(status, config="v1", **extra):
@@ -332,7 +332,7 @@ class EmulatorOnlyRollout(hosting.SageMakerHosting):
     new config at once and serves nothing."""
 
     def update_endpoint(self, sm_client, request: dict) -> str:
-        api.validate("sagemaker", "UpdateEndpoint", request)
+        calls.validate("sagemaker", "UpdateEndpoint", request)
         sm_client.delete_endpoint(EndpointName=request["EndpointName"])
         return sm_client.create_endpoint(
             EndpointName=request["EndpointName"],
@@ -385,7 +385,7 @@ class IgnoredUpdate(EmulatorOnlyRollout):
     """An update the endpoint comes back from on its old config, as after an auto-rollback."""
 
     def update_endpoint(self, sm_client, request: dict) -> str:
-        api.validate("sagemaker", "UpdateEndpoint", request)
+        calls.validate("sagemaker", "UpdateEndpoint", request)
         return ""
 
 

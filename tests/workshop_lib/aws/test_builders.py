@@ -9,7 +9,7 @@ import zipfile
 import pytest
 
 from tests.support.buildspec import REPO_ROOT
-from workshop_lib.aws import api, build_projects
+from workshop_lib.aws import build_projects, calls
 from workshop_lib.aws import codebuild as builds
 from workshop_lib.aws.images import DLC_PINS, MutableImageReference, parse_image_uri
 from workshop_lib.errors import AwsFailure, InvalidInput
@@ -65,7 +65,7 @@ def test_model_project_is_not_privileged():
 
 def test_update_request_validates_as_update_project():
     update = builds.update_project_request(image_project())
-    assert api.validate("codebuild", "UpdateProject", update) is update
+    assert calls.validate("codebuild", "UpdateProject", update) is update
 
 
 def test_builder_output_is_checked_by_botocore():
@@ -125,7 +125,7 @@ def test_model_package_env_for_the_pinned_model():
     )
     assert env["TOKENIZER_PATTERNS"] == "*.json *.jinja *.model *.txt"
     assert env["MODEL_S3_URI"] == "s3://bucket/semif-llamacpp/"
-    api.validate("codebuild", "StartBuild", builds.start_build_request("p1", env))
+    calls.validate("codebuild", "StartBuild", builds.start_build_request("p1", env))
 
 
 def test_model_package_env_refuses_unpinned_or_unsupported_specs():

@@ -12,8 +12,8 @@ import re
 import pytest
 
 from workshop_lib.aws import (
-    api,
     arns,
+    calls,
     capture,
     model_requests,
     operator_policies,
@@ -127,7 +127,7 @@ def test_decision_plans_capture_request_and_answer_and_botocore_accepts_them():
             model_data_url=MODEL_DATA,
             data_capture=config,
         )
-        api.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
+        calls.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
         assert plan.endpoint_config["DataCaptureConfig"] == config
         assert plan.model["PrimaryContainer"]["Environment"][ENDPOINT_NAME_ENV] == f"e-{spec.path}"
     standard = plan_for(

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from workshop_lib import names
-from workshop_lib.aws import api, iam, inference_components, service_roles, spend_guard
+from workshop_lib.aws import calls, iam, inference_components, service_roles, spend_guard
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.local import permissions
 
@@ -39,7 +39,7 @@ def _component_request(operation="CreateSchedule", when=NOW, region=REGION):
 def test_the_components_schedule_calls_delete_inference_component_with_its_name():
     for operation in ("CreateSchedule", "UpdateSchedule"):
         request = _component_request(operation)
-        api.validate("scheduler", operation, request)
+        calls.validate("scheduler", operation, request)
         assert request["Name"] == f"{COMPONENT}-deadline" != spend_guard.schedule_name(ENDPOINT)
         assert request["Target"]["Arn"] == "arn:aws:scheduler:::aws-sdk:sagemaker:deleteInferenceComponent"
         assert json.loads(request["Target"]["Input"]) == {"InferenceComponentName": COMPONENT}
@@ -240,7 +240,7 @@ def test_the_dry_run_lists_the_deadlines_two_schedules_after_the_plan(tmp_path):
     assert [(s, o) for s, o, _ in schedules] == [("scheduler", "CreateSchedule")] * 2
     component, endpoint = (r for _, _, r in schedules)
     for request in (component, endpoint):
-        api.validate("scheduler", "CreateSchedule", request)
+        calls.validate("scheduler", "CreateSchedule", request)
         assert request["Target"]["RoleArn"] == spend_guard.scheduler_role_arn(REGION, names.role_account(ROLE))
     assert json.loads(component["Target"]["Input"]) == {"InferenceComponentName": COMPONENT}
     assert json.loads(endpoint["Target"]["Input"]) == {"EndpointName": ENDPOINT}

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from workshop_lib.aws import api, endpoints, hosting, instance_types, model_requests, regions, variants
+from workshop_lib.aws import calls, endpoints, hosting, instance_types, model_requests, regions, variants
 from workshop_lib.aws.endpoints import decision_cpu_plan, decision_gpu_plan, standard_plan
 from workshop_lib.aws.images import MutableImageReference, parse_image_uri
 from workshop_lib.errors import InvalidInput
@@ -17,7 +17,7 @@ TAGGED = "763104351884.dkr.ecr.us-east-1.amazonaws.com/llama-cpp:server-sagemake
 
 def _revalidate(plan):
     for operation, request in plan.requests():
-        api.validate("sagemaker", operation, request)
+        calls.validate("sagemaker", operation, request)
 
 
 def gpu_plan(**kw):
@@ -35,11 +35,11 @@ def test_validate_catches_a_misspelt_field():
     variant = misspelt["ProductionVariants"][0]
     variant["InstancePool"] = variant.pop("InstancePools")
     with pytest.raises(InvalidInput, match="InstancePool"):
-        api.validate("sagemaker", "CreateEndpointConfig", misspelt)
+        calls.validate("sagemaker", "CreateEndpointConfig", misspelt)
     misspelt = copy.deepcopy(plan.model)
     misspelt["PrimaryContainer"]["ModelDataURL"] = misspelt["PrimaryContainer"].pop("ModelDataUrl")
     with pytest.raises(InvalidInput, match="ModelDataURL"):
-        api.validate("sagemaker", "CreateModel", misspelt)
+        calls.validate("sagemaker", "CreateModel", misspelt)
 
 
 def test_the_gpu_ami_is_in_botocores_enum():
@@ -138,8 +138,8 @@ def test_both_models_are_network_isolated_in_the_validated_request():
     gpu = gpu_plan()
     for plan in (standard, cpu, gpu):
         assert plan.model["EnableNetworkIsolation"] is True
-        api.validate("sagemaker", "CreateModel", plan.model)  # a member botocore's model knows
-    assert "EnableNetworkIsolation" in api.operation_model("sagemaker", "CreateModel").input_shape.members
+        calls.validate("sagemaker", "CreateModel", plan.model)  # a member botocore's model knows
+    assert "EnableNetworkIsolation" in calls.operation_model("sagemaker", "CreateModel").input_shape.members
 
 
 def test_an_isolated_model_cannot_download_from_hugging_face():
@@ -398,7 +398,7 @@ def test_priority_6_passes_botocore_but_not_this_library():
     plan = gpu_plan(instance_pools=["ml.g6e.xlarge"])
     request = copy.deepcopy(plan.endpoint_config)
     request["ProductionVariants"][0]["InstancePools"][0]["Priority"] = 6
-    api.validate("sagemaker", "CreateEndpointConfig", request)
+    calls.validate("sagemaker", "CreateEndpointConfig", request)
     with pytest.raises(InvalidInput):
         variants.endpoint_config_request("e", request["ProductionVariants"][0])
 

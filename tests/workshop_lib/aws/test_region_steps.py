@@ -89,7 +89,7 @@ def test_a_missing_pin_stops_unless_following_the_tag_was_chosen(workshop_in):
 
 def test_the_gpu_plan_in_a_region_without_pools(workshop_in):
     from workshop_lib import steps
-    from workshop_lib.aws import api
+    from workshop_lib.aws import calls
 
     workshop = workshop_in("af-south-1", deploy_path="decision-gpu")
     image = DECISION_PINNED.replace("us-east-1", "af-south-1")
@@ -98,7 +98,7 @@ def test_the_gpu_plan_in_a_region_without_pools(workshop_in):
     )
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstanceType"] == "ml.g5.2xlarge" and "InstancePools" not in variant
-    api.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
+    calls.validate("sagemaker", "CreateEndpointConfig", plan.endpoint_config)
     assert "not offered in af-south-1" in plan.notes[0]
     shown = str(steps.EndpointResult(plan.name, plan, "Creating", "SageMaker"))
     assert "instances: ml.g5.2xlarge (fixed)" in shown and "note: instance pools are not offered" in shown

@@ -5,7 +5,7 @@ import pytest
 
 from tests.support.stand_in import serving
 from tests.support.wire import StreamedBody
-from workshop_lib.aws import api, endpoints, hosting, instance_types, scaling, transform, variants
+from workshop_lib.aws import calls, endpoints, hosting, instance_types, scaling, transform, variants
 from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.aws.scaling import scalable_target_request, scaling_policy_request
 from workshop_lib.aws.transform import decisions_to_jsonl, join_transform_output, transform_job_request
@@ -23,7 +23,7 @@ def test_scalable_target_request():
         "MinCapacity": 1,
         "MaxCapacity": 6,
     }
-    api.validate("application-autoscaling", "RegisterScalableTarget", request)
+    calls.validate("application-autoscaling", "RegisterScalableTarget", request)
 
 
 def test_scaling_policy_request_tracks_invocations_per_instance():
@@ -38,14 +38,14 @@ def test_scaling_policy_request_tracks_invocations_per_instance():
         "ScaleInCooldown": 900,
         "ScaleOutCooldown": 120,
     }
-    api.validate("application-autoscaling", "PutScalingPolicy", request)
+    calls.validate("application-autoscaling", "PutScalingPolicy", request)
 
 
 def test_scaling_policy_misspelt_field_fails_validation():
     request = copy.deepcopy(scaling_policy_request("e", invocations_per_instance=5))
     request["TargetTrackingScalingPolicyConfiguration"]["ScaleInCoolDown"] = 10
     with pytest.raises(InvalidInput, match="ScaleInCoolDown"):
-        api.validate("application-autoscaling", "PutScalingPolicy", request)
+        calls.validate("application-autoscaling", "PutScalingPolicy", request)
 
 
 @pytest.mark.parametrize("kw", [{"min_instances": 0}, {"min_instances": 3, "max_instances": 2}, {"max_instances": 101}])
@@ -94,7 +94,7 @@ def test_transform_job_request():
         output_s3_uri="s3://bkt/decision-workshop/batch/out/",
         instance_count=4,
     )
-    api.validate("sagemaker", "CreateTransformJob", request)
+    calls.validate("sagemaker", "CreateTransformJob", request)
     assert request["BatchStrategy"] == "SingleRecord"
     assert request["MaxConcurrentTransforms"] == 1
     assert request["TransformInput"] == {

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from workshop_lib import names
-from workshop_lib.aws import api, iam, operator_policies, policies, role_boundary, service_roles, spend_guard
+from workshop_lib.aws import calls, iam, operator_policies, policies, role_boundary, service_roles, spend_guard
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.errors import AwsFailure, InvalidInput
 from workshop_lib.local import iam_needs, permissions
@@ -39,7 +39,7 @@ def _request(name="decision-workshop-cpu", operation="CreateSchedule", hours=4):
 
 def test_the_create_request_is_a_one_time_schedule_that_deletes_the_endpoint():
     request = _request()
-    api.validate("scheduler", "CreateSchedule", request)
+    calls.validate("scheduler", "CreateSchedule", request)
     assert request["ScheduleExpression"] == "at(2026-12-01T13:31:00)"  # 4 h on, rounded up to the minute
     assert request["ScheduleExpressionTimezone"] == "UTC"
     assert request["ActionAfterCompletion"] == "NONE" and request["FlexibleTimeWindow"] == {"Mode": "OFF"}
@@ -52,7 +52,7 @@ def test_the_create_request_is_a_one_time_schedule_that_deletes_the_endpoint():
 
 def test_update_get_and_delete_requests_pass_botocores_model():
     update = _request(operation="UpdateSchedule", hours=8)
-    api.validate("scheduler", "UpdateSchedule", update)
+    calls.validate("scheduler", "UpdateSchedule", update)
     assert update["ScheduleExpression"] == "at(2026-12-01T17:31:00)"
     assert spend_guard.get_request("e") == {"Name": "e-deadline", "GroupName": "default"}
     assert spend_guard.delete_request("e") == {"Name": "e-deadline", "GroupName": "default"}
@@ -62,14 +62,14 @@ def test_botocore_would_refuse_what_the_builder_never_sends():
     broken = _request()
     del broken["FlexibleTimeWindow"]
     with pytest.raises(InvalidInput, match="FlexibleTimeWindow"):
-        api.validate("scheduler", "CreateSchedule", broken)
+        calls.validate("scheduler", "CreateSchedule", broken)
     with pytest.raises(AwsFailure, match="not an IAM role ARN"):
         spend_guard.schedule_request("e", role_arn="arn:aws:iam::1:user/x", when=NOW, region=REGION)
 
 
 def test_schedule_names_fit_the_schedulers_pattern_even_for_the_longest_endpoint_names():
     pattern, max_len = (
-        api.operation_model("scheduler", "CreateSchedule").input_shape.members["Name"].metadata["pattern"],
+        calls.operation_model("scheduler", "CreateSchedule").input_shape.members["Name"].metadata["pattern"],
         64,
     )
     import re
@@ -114,7 +114,7 @@ def test_the_role_and_trust_documents_pass_the_policy_checks():
     assert iam.wildcard_grants(role) == [
         ("DeregisterScaledVariants", "application-autoscaling:DeregisterScalableTarget")
     ]
-    api.validate("iam", "CreateRole", policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME, trust))
+    calls.validate("iam", "CreateRole", policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME, trust))
 
 
 TAGGED = {f"aws:ResourceTag/{k}": v for k, v in names.WORKSHOP_TAGS.items()}
