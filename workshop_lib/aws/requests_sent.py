@@ -75,7 +75,7 @@ def masked(value, name: str = ""):
 class RequestRecorder:
     """Records the requests the attached clients send while a ``recording()`` is open."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._open: list[list[SentRequest]] = []
         self._pending = threading.local()
         self._attached: set[int] = set()

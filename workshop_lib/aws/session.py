@@ -24,7 +24,10 @@ class Mode(Protocol):
     """What ``Clients`` needs of a mode."""
 
     name: str
-    calls: object  # the mode's call record (None on AWS, where IAM itself checks every call)
+
+    @property
+    def calls(self) -> object:
+        """The mode's call record (None on AWS, where IAM itself checks every call)."""
 
     def client(self, service: str, region: str): ...
 

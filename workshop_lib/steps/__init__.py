@@ -50,6 +50,8 @@ and botocore's validated parameters, secrets masked); a notebook shows them fold
 from __future__ import annotations
 
 from ..aws.deploy_spec import DeploySpec
+from ..aws.session import Clients
+from ..errors import StepError, StepNotRun
 from ..local.modes import CALL_LOG
 from .cleanup import (
     audit_permissions,
@@ -68,9 +70,6 @@ from .context import (
     CREATES,
     READ_ONLY,
     Checks,
-    Clients,
-    StepError,
-    StepNotRun,
     Text,
     Workshop,
     decision_endpoint,

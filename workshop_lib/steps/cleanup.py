@@ -11,10 +11,11 @@ from botocore.exceptions import ClientError
 from ..aws import hosting, policies, spend_guard, teardown, updates
 from ..aws.codebuild import parse_s3_uri
 from ..aws.inference_components import ZERO_ENDPOINT
+from ..errors import StepError
 from ..local import permissions
 from ..local.modes import CALL_LOG
 from .components import components_first
-from .context import StepError, Text, Workshop, cleanup_step, shows_requests
+from .context import Text, Workshop, cleanup_step, shows_requests
 from .recorded import UPDATE_VERSIONS
 
 

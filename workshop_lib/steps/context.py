@@ -9,22 +9,27 @@ import functools
 import json
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..aws import codebuild, images
 from ..aws.policies import CODEBUILD_ROLE_NAME
-from ..aws.requests_sent import RequestRecorder, requests_html, requests_text
+from ..aws.requests_sent import RequestRecorder, SentRequest, requests_html, requests_text
 from ..aws.session import Clients
 from ..config import WorkshopConfig, default_path
 from ..deploy_paths import DEFAULT_DECISION, DEPLOY_PATHS, deploy_path
 from ..display import install_error_handler, row
 from ..errors import StepError, StepNotRun
 from ..local import rehearsal
-from ..local.modes import mode_for
+from ..local.modes import LocalMode, mode_for
 from ..models import EMBEDDED_MODEL, PINNED_MODEL, ModelSpec
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePools
 
@@ -95,7 +100,9 @@ class Text(str):
     ``problem`` is set when the step ran but did not reach its outcome (``check_outcome`` reports it).
     """
 
-    def __new__(cls, text: str = "", *, problem: str = ""):
+    problem: str
+
+    def __new__(cls, text: str = "", *, problem: str = "") -> Text:
         made = super().__new__(cls, text)
         made.problem = problem
         return made
@@ -111,14 +118,14 @@ class Text(str):
         return _html(self, str(self))
 
 
-def _html(result, text: str) -> str | None:
+def _html(result: object, text: str) -> str | None:
     """A result with the requests its step sent, as HTML: the text, then the requests folded. None (the
     notebook shows the plain text) when the step sent none."""
     sent = getattr(result, "requests", ())
     return requests_html(sent, text) if sent else None
 
 
-def shows_requests(step):
+def shows_requests(step: Callable[Concatenate[Workshop, P], R]) -> Callable[Concatenate[Workshop, P], R]:
     """A step that sends AWS requests returns, on its result's ``requests``, the ones it sent (botocore's
     validated parameters, secrets masked), which the notebook shows folded under the result's text. A step
     that fails raises its error carrying the requests it sent before it failed (``requests``, and a note
@@ -126,7 +133,7 @@ def shows_requests(step):
     error is when they need reading."""
 
     @functools.wraps(step)
-    def run(workshop: Workshop, *args, **kwargs):
+    def run(workshop: Workshop, /, *args: P.args, **kwargs: P.kwargs) -> R:
         with workshop.requests.recording() as sent:
             try:
                 result = step(workshop, *args, **kwargs)
@@ -135,7 +142,8 @@ def shows_requests(step):
                     _carry(exc, tuple(sent))
                 raise
         try:
-            result.requests = tuple(sent)
+            shown: Any = result  # whatever type the step returns may carry them
+            shown.requests = tuple(sent)
         except AttributeError:  # a result that takes no attribute (None, a tuple): shown as it is
             pass
         return result
@@ -143,14 +151,15 @@ def shows_requests(step):
     return run
 
 
-def _carry(exc: Exception, sent: tuple) -> None:
+def _carry(exc: Exception, sent: tuple[SentRequest, ...]) -> None:
     """``exc`` with the requests ``sent`` as its ``requests`` and as one note; a step around another one, which
     saw more of them, replaces the inner step's note."""
     note = "AWS requests sent before it failed:\n" + requests_text(sent)
     earlier = getattr(exc, "requests_note", None)
+    carrier: Any = exc  # attributes no exception class declares (``__notes__`` is 3.11's)
     try:
-        exc.__notes__ = [*(n for n in getattr(exc, "__notes__", []) if n != earlier), note]
-        exc.requests, exc.requests_note = sent, note
+        carrier.__notes__ = [*(n for n in getattr(exc, "__notes__", []) if n != earlier), note]
+        carrier.requests, carrier.requests_note = sent, note
     except AttributeError:  # an exception that takes no attribute: raised as it is
         pass
 
@@ -253,6 +262,7 @@ class Workshop:
         started (StepNotRun naming 00 when none runs)."""
         if self._clients is None or self._clients.region != self.config.region:
             if self.mode.name == "local":
+                assert isinstance(self.mode, LocalMode)
                 self.mode.emulator_url  # before any client is made: say which notebook starts it
             self._clients = Clients(self.mode, self.config.region, self.requests)
         return self._clients
@@ -294,13 +304,14 @@ class Workshop:
         with its own config (nbmake's, the demo's) writes nothing into a participant's ``.workshop/``."""
         return self.path.parent / name
 
-    def outputs(self) -> dict:
+    def outputs(self) -> dict[str, Any]:
         try:
-            return json.loads(self.outputs_path.read_text())
+            recorded: dict[str, Any] = json.loads(self.outputs_path.read_text())
+            return recorded
         except (OSError, ValueError):
             return {}
 
-    def remember(self, **values) -> None:
+    def remember(self, **values: Any) -> None:
         data = self.outputs()
         data.update(values)
         self.outputs_path.parent.mkdir(parents=True, exist_ok=True)
@@ -313,7 +324,7 @@ class Workshop:
                 data.pop(key, None)
             self.outputs_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
-    def recall(self, key: str, first: str, *, check: bool = False):
+    def recall(self, key: str, first: str, *, check: bool = False) -> Any:
         """The value notebook ``first`` recorded under ``key``; StepNotRun if there is none.
 
         With ``check`` a recorded S3 object or ECR image is looked up first (``check_recorded``).
@@ -357,12 +368,12 @@ class Workshop:
         return True
 
 
-def cleanup_step(step):
+def cleanup_step(step: Callable[Concatenate[Workshop, P], R]) -> Callable[Concatenate[Workshop, P], R | Text]:
     """A cleanup step (notebook 08): in local mode with no emulator running it returns the workshop's
     ``nothing_to_clean`` line instead of running, so 07 can be run twice or after the rehearsal ended."""
 
     @functools.wraps(step)
-    def run(workshop: Workshop, *args, **kwargs):
+    def run(workshop: Workshop, /, *args: P.args, **kwargs: P.kwargs) -> R | Text:
         gone = workshop.nothing_to_clean()
         return gone if gone is not None else step(workshop, *args, **kwargs)
 
@@ -423,7 +434,7 @@ def decision_endpoint(workshop: Workshop) -> str:
     return config.endpoint_name(path)
 
 
-def _error_code(exc) -> str:
+def _error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
@@ -439,7 +450,7 @@ def short(uri: str) -> str:
     return re.sub(r"(sha256:[0-9a-f]{12})[0-9a-f]{52}", r"\1…", uri)
 
 
-def keep_choice(workshop: Workshop, key: str, widget, *, env: str | None = None):
+def keep_choice(workshop: Workshop, key: str, widget: Any, *, env: str | None = None) -> Any:
     """Let a notebook widget keep what the participant chose across Run All and kernel restarts.
 
     The cell that builds a widget runs again on Run All and would start it over at its default; kept,
@@ -453,7 +464,7 @@ def keep_choice(workshop: Workshop, key: str, widget, *, env: str | None = None)
         if options is None or kept[key] in [o[1] if isinstance(o, tuple) else o for o in options]:
             widget.value = kept[key]
 
-    def changed(change) -> None:
+    def changed(change: Mapping[str, Any]) -> None:
         workshop.remember(choices={**workshop.outputs().get("choices", {}), key: change["new"]})
 
     widget.observe(changed, names="value")

@@ -20,10 +20,9 @@ from ..aws.deploy_spec import DeploySpec, plan_for
 from ..aws.inference_components import component_name
 from ..config import ENV_VARS, check_ttl_hours
 from ..deploy_paths import DECISION_CPU, DECISION_GPU, DEPLOY_PATHS, STANDARD
-from ..errors import InvalidInput
+from ..errors import InvalidInput, StepError
 from .context import (
     Shown,
-    StepError,
     Text,
     Workshop,
     decision_endpoint,

@@ -9,11 +9,11 @@ import os
 from botocore.exceptions import ClientError
 
 from ..client.endpoint import EndpointClient
-from ..errors import StepNotRun
+from ..errors import StepError, StepNotRun
 from ..local import dlc_server
 from ..local.capture_stand_in import capture_locally
 from ..local.rehearsal import LLAMA_SERVER, RehearsalError, RoutedTransport
-from .context import StepError, Workshop
+from .context import Workshop
 
 
 def endpoint_kind(workshop: Workshop, name: str) -> tuple[str, str]:

@@ -13,7 +13,8 @@ from ..aws import alarms, capture, regions, teardown, updates
 from ..aws.capture import data_capture_config, destination_uri
 from ..aws.deploy_spec import DeploySpec
 from ..deploy_paths import DeployPath, decision_paths
-from .context import Shown, StepError, Text, Workshop, decision_endpoint, short, shows_requests
+from ..errors import StepError
+from .context import Shown, Text, Workshop, decision_endpoint, short, shows_requests
 from .recorded import UPDATE_VERSIONS, given_image, update_package
 
 

@@ -10,7 +10,8 @@ from decision_contract import wire
 
 from ..client.endpoint import ChatResult, Decision
 from ..display import shorten
-from .context import Checks, StepError, Workshop
+from ..errors import StepError
+from .context import Checks, Workshop
 from .endpoint_clients import answered_by
 
 

@@ -11,6 +11,7 @@ from ..client.endpoint import decision as make_decision
 from ..client.policy import Policy
 from ..config import WorkshopConfig, repo_root
 from ..deploy_paths import DECISION_CPU
+from ..errors import StepError
 from ..evaluation import run_notebook_benchmark
 from ..evaluation.markdown import fmt_s
 from ..evaluation.throughput import DEFAULT_P95_MS, measure_throughput
@@ -26,7 +27,7 @@ from .cleanup import (
     stop_local,
     tagged_endpoints,
 )
-from .context import StepError, Workshop, decision_endpoint, short
+from .context import Workshop, decision_endpoint, short
 from .decision_image import build_decision_image, refuse_mutable_tag
 from .deploy import deploy_decision_cpu, deploy_decision_gpu, deploy_standard, placement
 from .endpoint_clients import client

@@ -19,8 +19,9 @@ from .. import names
 from ..aws import admin, calls, hygiene, policies, roles
 from ..aws.buckets import check_bucket_region
 from ..config import LOCAL_BUCKET, BucketNotFound, WorkshopConfig, in_sagemaker_studio
+from ..errors import StepError
 from ..local import rehearsal
-from .context import BOTO3_FLOOR, Checks, Shown, StepError, Text, Workshop, shows_requests
+from .context import BOTO3_FLOOR, Checks, Shown, Text, Workshop, shows_requests
 from .policy_files import (
     ACCESS_DENIED,
     OPERATOR_POLICY_FILE,
