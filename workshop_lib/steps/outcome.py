@@ -5,6 +5,7 @@ expected mistakes shown in one line instead of a traceback.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from decision_contract import wire
 
@@ -15,7 +16,7 @@ from .context import Checks, Workshop
 from .endpoint_clients import answered_by
 
 
-def _reached(value) -> tuple[bool, str]:
+def _reached(value: Any) -> tuple[bool, str]:
     """Whether one result shows the step got where the participant needs to be, and what was checked."""
     if isinstance(value, Decision):
         p = value.probabilities
@@ -47,7 +48,7 @@ def _reached(value) -> tuple[bool, str]:
     raise TypeError(f"check_outcome does not know how to check a {type(value).__name__}")
 
 
-def _standard_rows(workshop: Workshop, results: dict) -> list[tuple[str, bool, str]]:
+def _standard_rows(workshop: Workshop, results: dict[str, Any]) -> list[tuple[str, bool, str]]:
     """Notebook 02: each chat answer came from llama-server (locally: the launcher's, checked against it)."""
     chats = [name for name, value in results.items() if isinstance(value, ChatResult)]
     return [
@@ -55,12 +56,12 @@ def _standard_rows(workshop: Workshop, results: dict) -> list[tuple[str, bool, s
     ]
 
 
-def check_outcome(workshop: Workshop, notebook: str, **results) -> Checks:
+def check_outcome(workshop: Workshop, notebook: str, **results: Any) -> Checks:
     """A notebook's closing check: one row per named result (valid probabilities, an answer with
     content, something deleted, nothing left running). In local mode (CI, the rehearsal) a failed row
     stops the notebook with the reason, so a run a participant would be stuck after never passes."""
     config = workshop.config
-    rows = [(name, *_reached(value)) for name, value in results.items()]
+    rows: list[tuple[str, bool | None, str]] = [(name, *_reached(value)) for name, value in results.items()]
     if notebook == "02":
         rows += _standard_rows(workshop, results)
     checks = Checks(rows)

@@ -6,6 +6,7 @@ Service Quotas, AWS's defaults where the account has none applied), and what the
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 from ..aws import regions, transform
 from ..aws.deploy_spec import DeploySpec
@@ -67,6 +68,7 @@ def quota_verdict(
     standard_ok = found.get(wanted[0], 0) >= 1
     pooled = path.gpu and regions.offers_instance_pools(config.region)
     decision = list(wanted[1:])
+    update_room: float  # instances of room for the update's second fleet
     if not decision:
         update_room = 2  # 07 updates a decision endpoint only
     elif pooled:  # the new fleet may start on any pool type with room
@@ -118,7 +120,7 @@ def quota_verdict(
     return True, detail
 
 
-def _quota_values(quotas, operation: str, names: Collection[str]) -> dict[str, float]:
+def _quota_values(quotas: Any, operation: str, names: Collection[str]) -> dict[str, float]:
     """Quota name -> value for the ``names`` SageMaker's quotas list under ``operation`` (a paginated listing)."""
     values: dict[str, float] = {}
     for page in quotas.get_paginator(operation).paginate(ServiceCode="sagemaker"):
@@ -152,6 +154,7 @@ def check_quotas(workshop: Workshop, checks: Checks | None = None) -> Checks:
     """The quota row read again (after an administrator attached the operator documents, which grant the
     read): ``checks`` with its quotas row replaced, or a Checks of that row alone."""
     config = workshop.config
+    row: tuple[str, bool | None, str]
     if config.mode == "local":
         row = ("quotas", None, "local mode: no instance quotas to read; on AWS endpoint quotas are often 0")
     else:
