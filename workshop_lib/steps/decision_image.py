@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..aws import codebuild, hygiene, images
 from ..aws.deploy_spec import DeploySpec, plan_for
@@ -15,7 +16,7 @@ from .context import Shown, Text, Workshop, on_path, require_bucket, require_cod
 from .recorded import decision_image, resolved_dlc
 
 
-def _image_tag_of(ref: images.ImageRef, ecr) -> str | None:
+def _image_tag_of(ref: images.ImageRef, ecr: Any) -> str | None:
     details = ecr.describe_images(
         repositoryName=ref.repository,
         imageIds=[{"imageDigest": ref.digest}],
@@ -75,6 +76,8 @@ def build_decision_image(
     require_codebuild_role(workshop)
     base = images.parse_image_uri(base_image) if base_image else resolved_dlc(workshop, path.dlc_variant)
     kept = hygiene.keep_logs(c.logs, f"/aws/codebuild/{codebuild.IMAGE_BUILD_PROJECT}")
+    assert path.dockerfile is not None  # every path with an image names its Dockerfile
+    tag: dict[str, Any] = {"image_tag": image_tag} if image_tag else {}
     pinned = codebuild.build_decision_image(
         c.codebuild,
         c.ecr,
@@ -89,7 +92,7 @@ def build_decision_image(
         source_prefix=f"{config.prefix}/{codebuild.SOURCE_PREFIX}",
         progress=progress,
         runner=c.builds,
-        **({"image_tag": image_tag} if image_tag else {}),
+        **tag,
     )
     workshop.remember(**{f"decision_image_{variant}": pinned.uri})
     limits = c.builds.not_exercised(codebuild.IMAGE_BUILD_PROJECT)
@@ -105,6 +108,7 @@ def refuse_mutable_tag(workshop: Workshop, variant: str | None = None) -> Text:
     if config.mode == "aws" and chosen.image_variant is None:
         return Text(f"skipped: the {chosen.name} path builds no image (notebook 00)")
     path = for_image(variant) if variant else chosen if chosen.image_variant else DEFAULT_DECISION
+    assert path.image_variant is not None  # for_image's, the chosen one's (checked above) or the default's
     pinned = images.parse_image_uri(decision_image(workshop, path.image_variant))
     tagged = pinned.tagged(_image_tag_of(pinned, workshop.clients.ecr) or "latest")
     try:

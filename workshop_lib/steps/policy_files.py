@@ -10,13 +10,14 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import names
 from ..aws import admin, managed_policies, policies
 from ..config import WorkshopConfig
 from ..display import row
 from ..local import permissions
-from ..local.modes import CALL_LOG
+from ..local.modes import CALL_LOG, LocalMode
 from .context import Shown, Text, Workshop
 
 # What IAM's refusal looks like in each protocol (permissions.access_denied gives the same locally).
@@ -118,10 +119,11 @@ def apply_locally(workshop: Workshop, config: WorkshopConfig, folder: Path, acco
             + admin.update_commands(folder.resolve(), config.region, account, changed)
             + [argv for argv in commands if argv[2] == "attach-role-policy"]
         )
+    assert isinstance(workshop.mode, LocalMode)  # called in local mode only
     return workshop.mode.run_as_administrator(commands, config.region)
 
 
-def _same_version(iam, policy: Mapping, path: Path, workshop: Workshop) -> bool:
+def _same_version(iam: Any, policy: Mapping[str, Any], path: Path, workshop: Workshop) -> bool:
     with workshop.clients.acting_as(None):
         version = iam.get_policy_version(PolicyArn=policy["Arn"], VersionId=policy["DefaultVersionId"])["PolicyVersion"]
         if same_document(version["Document"], json.loads(path.read_text())):
@@ -175,7 +177,7 @@ def role_name(arn: str) -> str:
     return arn.rsplit("/", 1)[-1]
 
 
-def same_document(found, wanted: dict) -> bool:
+def same_document(found: Any, wanted: dict[str, Any]) -> bool:
     """Whether a policy document IAM returned (a dict, or URL-encoded JSON) is ``wanted``."""
     if isinstance(found, str):
         found = json.loads(urllib.parse.unquote(found))
