@@ -58,7 +58,9 @@ def destination_uri(config) -> str:
     return config.s3_uri(CAPTURE_FOLDER)
 
 
-def data_capture_config(destination_uri: str, percent: int, *, json_types: Iterable[str] = (JSON,)) -> dict | None:
+def data_capture_config(
+    destination_uri: str, percent: str | int, *, json_types: Iterable[str] = (JSON,)
+) -> dict | None:
     """The endpoint config's DataCaptureConfig: request and answer, ``percent`` of invocations, under
     ``destination_uri``; None for 0 %. Checked by botocore as a member of CreateEndpointConfig."""
     percent = check_percent(percent)

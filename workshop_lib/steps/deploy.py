@@ -119,7 +119,7 @@ def _deploy(workshop: Workshop, plan: endpoints.DeployPlan, *, progress: bool, w
     )
 
 
-def _error(exc) -> tuple[str, str]:
+def _error(exc: ClientError) -> tuple[str, str]:
     error = exc.response.get("Error", {})
     return str(error.get("Code", "")), str(error.get("Message", ""))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..aws import alarms, capture, regions, teardown, updates
 from ..aws.capture import data_capture_config, destination_uri
@@ -30,7 +31,7 @@ def _path_of(workshop: Workshop, name: str) -> DeployPath:
 
 
 @shows_requests
-def put_alarms(workshop: Workshop, name: str | None = None, **thresholds) -> Text:
+def put_alarms(workshop: Workshop, /, name: str | None = None, **thresholds: float) -> Text:
     """The decision endpoint's alarms (SageMaker's latency, errors and load; the adapter's latency, busy
     answers and time-limit stops) and the workshop's dashboard; ``thresholds`` as ``alarms.Thresholds``."""
     name = name or decision_endpoint(workshop)
@@ -143,6 +144,7 @@ def update_endpoint(
     rollback = alarms.rollback_alarms(name)
     spec = DeploySpec(path.name, ctx_size=ctx_size, threads=threads)
     capture = data_capture_config(destination_uri(config), config.capture_percent)  # as the deploy sends it
+    deployment: dict[str, Any] = {"bake_s": bake_s} if bake_s is not None else {}
     plan = updates.update_plan(
         spec,
         endpoint_name=name,
@@ -153,7 +155,7 @@ def update_endpoint(
         rollback_alarms=rollback,
         routing=routing,
         data_capture=capture,
-        **({"bake_s": bake_s} if bake_s is not None else {}),
+        **deployment,
     )
     if dry_run:
         return Text(plan.to_json())
