@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, cast
 
 from ..aws import encryption, hosting, scaling, transform
 from ..aws.build_projects import parse_s3_uri
@@ -19,6 +20,10 @@ from ..deploy_paths import decision_paths
 from ..errors import StepError
 from ..examples import SHARED_STATE, SUPPORT_ROUTE
 from .context import Shown, Text, Workshop, cleanup_step, decision_endpoint, require_bucket, shows_requests
+
+if TYPE_CHECKING:
+    from ..evaluation.report import BenchReport
+    from ..evaluation.throughput import Sustainable
 
 RATE_KEY = "decision_seconds"  # outputs.json: endpoint name -> seconds per decision (p50) notebook 06 measured
 # outputs.json: endpoint name -> the sustainable rate notebook 06 measured under concurrent callers
@@ -36,7 +41,7 @@ TRANSFORM_DECISIONS = (
     {
         **SUPPORT_ROUTE,
         "id": "ticket-88231-reply",
-        "state": SUPPORT_ROUTE["state"] + "\n\nUpdate: the app also crashes when I open the invoice page.",
+        "state": cast(str, SUPPORT_ROUTE["state"]) + "\n\nUpdate: the app also crashes when I open the invoice page.",
     },
     SHARED_STATE,
 )
@@ -45,7 +50,7 @@ TRANSFORM_DECISIONS = (
 # ---- the rate 06 measured -----------------------------------------------------------------------
 
 
-def record_rate(workshop: Workshop, report, name: str | None = None) -> Text:
+def record_rate(workshop: Workshop, report: BenchReport, name: str | None = None) -> Text:
     """Notebook 06: keep the benchmark's median seconds per decision for notebook 07's scaling target."""
     name = name or decision_endpoint(workshop)
     p50_ms = ((report.summary or {}).get("client_latency_ms") or {}).get("p50")
@@ -62,7 +67,7 @@ def record_rate(workshop: Workshop, report, name: str | None = None) -> Text:
     )
 
 
-def record_throughput(workshop: Workshop, sustainable, name: str | None = None) -> Text:
+def record_throughput(workshop: Workshop, sustainable: Sustainable, name: str | None = None) -> Text:
     """Notebook 06: keep the sustainable rate (``evaluation.throughput.Sustainable``) for notebook 07's scaling
     target. When no measured level fits the chosen p95, an earlier rate kept for the endpoint is dropped and 07
     falls back to the median time per decision."""
@@ -79,6 +84,7 @@ def record_throughput(workshop: Workshop, sustainable, name: str | None = None) 
             f"notebook 07's auto scaling target comes from {fallback} ({scaling_target(workshop, name):g} "
             "invocations per instance per minute)"
         )
+    assert sustainable.decisions_per_s is not None  # a level fits, so it has a rate
     workshop.remember(**{THROUGHPUT_KEY: {**kept, name: sustainable.to_dict()}})
     return Text(
         f"{name}: {sustainable.decisions_per_s:.2f} decisions/s per instance kept for notebook 07's auto "
@@ -92,7 +98,7 @@ def measured_seconds(workshop: Workshop, name: str | None = None) -> float | Non
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def measured_throughput(workshop: Workshop, name: str | None = None) -> dict | None:
+def measured_throughput(workshop: Workshop, name: str | None = None) -> dict[str, Any] | None:
     """The sustainable rate 06 kept for the endpoint (decisions_per_s, concurrency, p95_ms, p95_limit_ms)."""
     kept = workshop.outputs().get(THROUGHPUT_KEY, {}).get(name or decision_endpoint(workshop))
     rate = kept.get("decisions_per_s") if isinstance(kept, dict) else None
@@ -185,10 +191,10 @@ def remove_autoscaling(workshop: Workshop, names: Sequence[str] | None = None) -
 
 @dataclass(repr=False)
 class TransformResult(Shown):
-    job: dict
+    job: dict[str, Any]
     input_uri: str
     output_uri: str
-    answers: dict[str, dict]
+    answers: dict[str, dict[str, Any]]
     expected: int
     notes: list[str] = field(default_factory=list)
 
@@ -210,13 +216,13 @@ class TransformResult(Shown):
         ]
 
 
-def _results(answer: Mapping) -> list[Mapping]:
+def _results(answer: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     if isinstance(answer.get("result"), Mapping):
         return [answer["result"]]
     return [r for r in answer.get("results") or [] if isinstance(r, Mapping)]
 
 
-def _valid(answer: Mapping) -> bool:
+def _valid(answer: Mapping[str, Any]) -> bool:
     found = _results(answer)
     return bool(found) and all(
         len(r.get("probabilities") or []) == len(r.get("option_ids") or [None])
@@ -225,7 +231,7 @@ def _valid(answer: Mapping) -> bool:
     )
 
 
-def _top(answer: Mapping) -> str:
+def _top(answer: Mapping[str, Any]) -> str:
     tops, found = [], _results(answer)
     for r in found:
         p, ids = r.get("probabilities") or [], r.get("option_ids") or []
@@ -243,14 +249,14 @@ def _served_model(workshop: Workshop, name: str) -> tuple[str, str | None]:
     described = sm.describe_endpoint(EndpointName=name)
     variant = sm.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])["ProductionVariants"][0]
     placed = hosting.placed_instance_types(described)
-    return variant["ModelName"], variant.get("InstanceType") or max(placed, key=placed.get, default=None)
+    return variant["ModelName"], variant.get("InstanceType") or max(placed, key=placed.__getitem__, default=None)
 
 
 @shows_requests
 def run_transform(
     workshop: Workshop,
     name: str | None = None,
-    decisions: Sequence[Mapping] | None = None,
+    decisions: Sequence[Mapping[str, Any]] | None = None,
     *,
     instance_type: str | None = None,
     progress: bool = True,
