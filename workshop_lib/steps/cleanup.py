@@ -4,7 +4,8 @@ tag, then the permissions audit and a last look for anything still running.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -19,7 +20,7 @@ from .context import Text, Workshop, cleanup_step, shows_requests
 from .recorded import UPDATE_VERSIONS
 
 
-def _gone(call, *codes, **kwargs) -> str:
+def _gone(call: Callable[..., object], *codes: str, **kwargs: Any) -> str:
     """Delete something that costs nothing while it stays: "deleted", "already gone", or why not.
 
     A refusal (AccessDenied, say, when the role may not delete log groups) becomes a note in the
@@ -112,7 +113,7 @@ def _delete_versions(workshop: Workshop, name: str) -> list[str]:
     return lines
 
 
-def _delete_project(codebuild):
+def _delete_project(codebuild: Any) -> Callable[[str], None]:
     """DeleteProject succeeds for a project that does not exist; ask first so the result says so."""
 
     def delete(name: str) -> None:
@@ -123,13 +124,13 @@ def _delete_project(codebuild):
     return delete
 
 
-def _project_tags(codebuild, name: str) -> dict[str, str] | None:
+def _project_tags(codebuild: Any, name: str) -> dict[str, str] | None:
     """A CodeBuild project's tags, or None when there is no such project."""
     found = codebuild.batch_get_projects(names=[name]).get("projects") or []
     return {t["key"]: t["value"] for t in found[0].get("tags") or []} if found else None
 
 
-def _repository_tags(ecr, name: str) -> dict[str, str] | None:
+def _repository_tags(ecr: Any, name: str) -> dict[str, str] | None:
     """An ECR repository's tags, or None when there is no such repository."""
     try:
         arn = ecr.describe_repositories(repositoryNames=[name])["repositories"][0]["repositoryArn"]
@@ -140,7 +141,7 @@ def _repository_tags(ecr, name: str) -> dict[str, str] | None:
     return {t["Key"]: t["Value"] for t in ecr.list_tags_for_resource(resourceArn=arn).get("tags", [])}
 
 
-def _owned(read, *args) -> tuple[bool | None, str]:
+def _owned(read: Callable[..., dict[str, str] | None], *args: Any) -> tuple[bool | None, str]:
     """(True: the workshop's / False: someone else's / None: gone, why) from a tag reader."""
     try:
         tags = read(*args)
@@ -269,7 +270,7 @@ def delete_artifacts(workshop: Workshop, s3_uri: str, *, delete_bucket: bool = F
     return Text("\n".join(lines))
 
 
-def audit_permissions(workshop: Workshop) -> permissions.Audit:
+def audit_permissions(workshop: Workshop) -> permissions.Audit | Text:
     """Local mode: every AWS call the rehearsal recorded, held against the policy of whoever made it.
 
     The operator's calls (these notebooks) against ``policies.operator_policy``, the image push and
