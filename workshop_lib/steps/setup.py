@@ -12,6 +12,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -21,6 +22,7 @@ from ..aws.buckets import check_bucket_region
 from ..config import LOCAL_BUCKET, BucketNotFound, WorkshopConfig, in_sagemaker_studio
 from ..errors import StepError
 from ..local import rehearsal
+from ..local.modes import LocalMode
 from .context import BOTO3_FLOOR, Checks, Shown, Text, Workshop, shows_requests
 from .policy_files import (
     ACCESS_DENIED,
@@ -147,6 +149,7 @@ def setup(workshop: Workshop, deploy_path: str | None = None, *, reset: bool = F
     config = config.replace(deploy_path=deploy_path or config.deploy_path)
     notes: list[str] = []
     if config.mode == "local":
+        assert isinstance(workshop.mode, LocalMode)  # the config's mode chose it
         running = workshop.rehearsal.emulator_url()
         if running and not reset:
             endpoints_up = [
@@ -203,6 +206,7 @@ def _secure_bucket(workshop: Workshop, config: WorkshopConfig, folder: Path, acc
     )
     if config.mode == "local":  # the emulator answers plain HTTP, which the TLS-only policy would refuse
         lifecycle = [argv for argv in commands if argv[2] != "put-bucket-policy"]
+        assert isinstance(workshop.mode, LocalMode)  # the config's mode chose it
         workshop.mode.run_as_administrator(lifecycle, config.region)
         return (
             f"the administrator's lines give the bucket {what}; the lifecycle's ran against the emulator:\n"
@@ -212,7 +216,7 @@ def _secure_bucket(workshop: Workshop, config: WorkshopConfig, folder: Path, acc
     return f"an administrator gives the bucket {what}:\n" + "\n".join("  " + admin.shell(argv) for argv in commands)
 
 
-def tag_bucket(s3, bucket: str, written: PolicyFiles) -> str:
+def tag_bucket(s3: Any, bucket: str, written: PolicyFiles) -> str:
     """Tag a bucket just created; a refusal becomes a note (the tags only label it: nothing deletes by tag)."""
     try:
         s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": names.tag_list(names.WORKSHOP_TAGS)})
@@ -229,15 +233,16 @@ def tag_bucket(s3, bucket: str, written: PolicyFiles) -> str:
         )
 
 
-def _error(exc) -> tuple[str, str]:
+def _error(exc: ClientError) -> tuple[str, str]:
     error = exc.response.get("Error", {})
     return str(error.get("Code", "")), str(error.get("Message", ""))
 
 
-def _get_role(iam, name: str, next_step: str) -> dict | None:
+def _get_role(iam: Any, name: str, next_step: str) -> dict[str, Any] | None:
     """The role (GetRole), None if it does not exist; a refusal stops with what to do next."""
     try:
-        return iam.get_role(RoleName=name)["Role"]
+        role: dict[str, Any] = iam.get_role(RoleName=name)["Role"]
+        return role
     except ClientError as exc:
         code, message = _error(exc)
         if code == "NoSuchEntity":
@@ -326,7 +331,7 @@ def _policies_name(workshop: Workshop, config: WorkshopConfig, account: str, not
 
 
 def _existing_own_role(
-    iam,
+    iam: Any,
     config: WorkshopConfig,
     account: str,
     notes: list[str],
@@ -334,7 +339,7 @@ def _existing_own_role(
     attach: str,
     create_it: str,
     trust_file: Path,
-) -> dict:
+) -> dict[str, Any]:
     """The workshop's CodeBuild role, made to exist with the current trust policy and permissions."""
     name = policies.CODEBUILD_ROLE_NAME
     trust = policies.codebuild_trust_policy(config, account)
@@ -342,7 +347,7 @@ def _existing_own_role(
     created = found is None
     boundary = policies.boundary_policy_arn(config.region, account)
     try:
-        if created:
+        if found is None:  # the same as created, said so the checker narrows found below
             found = roles.create(iam, name, trust, boundary)
             notes.append(
                 (
@@ -394,8 +399,8 @@ def _local(workshop: Workshop) -> rehearsal.Rehearsal | None:
     return workshop.rehearsal if workshop.config.mode == "local" else None
 
 
-def _create_bucket_request(config: WorkshopConfig) -> dict:
-    request = {"Bucket": config.bucket}
+def _create_bucket_request(config: WorkshopConfig) -> dict[str, Any]:
+    request: dict[str, Any] = {"Bucket": config.bucket}
     if config.region != "us-east-1":
         request["CreateBucketConfiguration"] = {"LocationConstraint": config.region}
     return calls.validate("s3", "CreateBucket", request)
