@@ -89,6 +89,9 @@ def test_a_bad_decision_is_a_400_naming_the_field(payload, field):
     error, status = openai_error_of(payload)
     assert status == 400 and error["error"]["param"] == field, error
     assert error["error"]["type"] == "invalid_request_error" and error["error"]["message"]
+    with pytest.raises(AdapterError) as caught:  # on /invocations, in the project's shape and its codes
+        chat.DIALECT.parse(payload, SETTINGS)
+    assert caught.value.code in ("invalid_value", "invalid_type", "unsupported_parameter"), caught.value.code
 
 
 def test_the_state_is_the_last_user_message_unless_the_decision_carries_one():

@@ -3,17 +3,26 @@ dicts): the completion, a streamed chunk, and the decision a completion carries 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .common import Answer, ReadoutChoice
+from .decisions_answers import (
+    DecisionsChoiceAnswer,
+    DecisionsPredicateAnswer,
+    DecisionsRefusalAnswer,
+    DecisionsScoreAnswer,
+)
 from .own_answers import SingleResult
 
 
 class AssistantMessage(BaseModel):
     role: Literal["assistant"]
     content: str | None
+    refusal: str | None = Field(
+        None, description="Only where a Decisions question asked through chat was abstained on: why (content null)."
+    )
 
 
 class TopLogprob(BaseModel):
@@ -61,8 +70,17 @@ class ChatCompletion(Answer):
     model: str
     choices: list[ChatChoice] = Field(min_length=1)
     usage: ChatUsage
-    decision: ChatDecisionResult | None = Field(
-        None, description="Only when the request asked a decision: its result, as POST /invocations answers it."
+    decision: (
+        ChatDecisionResult
+        | Annotated[
+            Union[DecisionsPredicateAnswer, DecisionsChoiceAnswer, DecisionsScoreAnswer, DecisionsRefusalAnswer],
+            Field(discriminator="type"),
+        ]
+        | None
+    ) = Field(
+        None,
+        description="Only when the request asked a decision: its result as POST /invocations answers it, or, for "
+        "an OpenAI Decisions question, the answer POST /v1/decisions gives it.",
     )
 
 

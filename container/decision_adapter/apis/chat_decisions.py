@@ -98,13 +98,14 @@ def _user_state(chat: ChatRequest, own_field: str) -> tuple[str, str]:
 
 
 def _moved(exc: AdapterError, input_field: str) -> AdapterError:
-    """An error of the Decisions API's parse, its field and message naming where the chat body holds it."""
+    """An error of the Decisions API's parse, its field and message naming where the chat body holds it, and its
+    code chat's own for the kind of error (that API's codes are not chat's, nor /invocations')."""
 
     def move(text: str) -> str:
         text = text.replace("questions[0]", FIELD)
         return re.sub(r"(?<![\w.\[])input(?=[\[.:\s]|$)", input_field, text)  # not input_text, input_json
 
-    return type(exc)(move(exc.message), exc.field and move(exc.field), status=exc.status, code=exc.code)
+    return type(exc)(move(exc.message), exc.field and move(exc.field), status=exc.status)
 
 
 def _question(sent: dict[str, Any], chat: ChatRequest) -> ChatDecision:
