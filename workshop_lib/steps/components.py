@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from botocore.exceptions import ClientError
 
 from ..aws import component_hosting, spend_guard, teardown
@@ -45,7 +47,7 @@ def components_first(workshop: Workshop, name: str, *, wait: bool = True) -> lis
     return [f"{what}: {state}" for what, state in done]
 
 
-def _component_deadline(scheduler, name: str, component: str) -> bool:
+def _component_deadline(scheduler: Any, name: str, component: str) -> bool:
     """Whether the workshop's schedule that deletes ``component`` is there (kept after it fired); False when it
     cannot be read (the endpoint's own deadline removal then says why)."""
     try:

@@ -60,7 +60,7 @@ def give_deadline(workshop: Workshop, name: str, hours: float | None = None, *, 
     return line
 
 
-def _error(exc) -> tuple[str, str]:
+def _error(exc: ClientError) -> tuple[str, str]:
     error = exc.response.get("Error", {})
     return str(error.get("Code", "")), str(error.get("Message", ""))
 

@@ -5,10 +5,12 @@ locally), what each endpoint is, and whether a chat answer came from llama-serve
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..client.endpoint import EndpointClient
+from ..client.endpoint import ChatResult, EndpointClient
 from ..errors import StepError, StepNotRun
 from ..local import dlc_server
 from ..local.capture_stand_in import capture_locally
@@ -24,7 +26,7 @@ def endpoint_kind(workshop: Workshop, name: str) -> tuple[str, str]:
     return path.described, path.notebook
 
 
-def client(workshop: Workshop, name: str):
+def client(workshop: Workshop, name: str) -> EndpointClient:
     """An EndpointClient for endpoint ``name``: SageMaker runtime on AWS, the local adapter's URL locally.
 
     An endpoint that is not serving stops here in one line naming the notebook that deploys it.
@@ -39,9 +41,10 @@ def client(workshop: Workshop, name: str):
         except RehearsalError:
             raise StepNotRun(notebook, f"{kind}, {name}, is not running locally") from None
         # SageMaker captures on AWS; locally the stand-in does, on the client's side (local/capture_stand_in.py)
-        return capture_locally(
+        captured: EndpointClient = capture_locally(
             made, workshop.clients.sm, workshop.clients.s3, name, acting_as=workshop.clients.acting_as
         )
+        return captured
     require_in_service(workshop, name, kind, notebook)
     return EndpointClient.sagemaker(name, config.region)
 
@@ -61,7 +64,7 @@ def require_in_service(workshop: Workshop, name: str, kind: str, notebook: str) 
         )
 
 
-def served_locally(workshop: Workshop, name: str) -> dict:
+def served_locally(workshop: Workshop, name: str) -> dict[str, Any]:
     """What the rehearsal records serving local endpoint ``name`` (its server, fallback and private URL)."""
     try:
         return workshop.rehearsal.endpoint_server(name)
@@ -69,7 +72,7 @@ def served_locally(workshop: Workshop, name: str) -> dict:
         return {"server": None, "fallback": "", "private_url": None}
 
 
-def answered_by(workshop: Workshop, reply, name: str | None = None) -> tuple[bool, str]:
+def answered_by(workshop: Workshop, reply: ChatResult | Mapping[str, Any], name: str | None = None) -> tuple[bool, str]:
     """Whether chat ``reply`` (a ChatResult) from endpoint ``name`` (default: the standard endpoint) came
     from llama-server, and what showed it.
 
@@ -82,7 +85,7 @@ def answered_by(workshop: Workshop, reply, name: str | None = None) -> tuple[boo
     """
     config = workshop.config
     name = name or config.standard_endpoint_name
-    raw = getattr(reply, "raw", reply)
+    raw = reply.raw if isinstance(reply, ChatResult) else reply
     if config.mode != "local":
         problem = dlc_server.answer_problem(raw)
         return not problem, problem or f"a llama-server answer (build {raw['system_fingerprint']})"

@@ -9,8 +9,10 @@ their text in ``outputs.json`` (``keep_choice``).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from ..client.endpoint import decision
+from ..client.endpoint import Decision, EndpointClient, decision
 from ..deploy_paths import DECISION_NOTEBOOK
 from ..display import DecisionView, outcome_line
 from ..errors import StepNotRun, WorkshopError
@@ -18,6 +20,9 @@ from ..examples import SUPPORT_TICKET
 from ..local.rehearsal import LLAMA_SERVER, RehearsalError
 from .context import Text, Workshop, decision_endpoint, short_errors
 from .endpoint_clients import client, endpoint_kind, served_locally
+
+if TYPE_CHECKING:
+    from ..client.policy import Outcome, Policy
 
 
 def _loaded(workshop: Workshop | None) -> Workshop:
@@ -30,7 +35,7 @@ def _loaded(workshop: Workshop | None) -> Workshop:
     return Workshop.load()
 
 
-def decision_client(workshop: Workshop | None = None):
+def decision_client(workshop: Workshop | None = None) -> EndpointClient:
     """A client for the decision endpoint notebooks 05 and 06 use (``decision_endpoint``), checked to be
     serving; with no ``workshop``, the saved one (so the cell also runs after a kernel restart)."""
     workshop = _loaded(workshop)
@@ -50,7 +55,7 @@ def openai_base_url(workshop: Workshop | None = None) -> str | None:
         raise StepNotRun(DECISION_NOTEBOOK, f"the decision endpoint, {name}, is not running locally") from None
 
 
-def standard_client(workshop: Workshop):
+def standard_client(workshop: Workshop) -> EndpointClient | None:
     """A client for the standard endpoint (notebook 06's letter-probability baseline), or None, with why in one
     line, where it is not serving."""
     try:
@@ -76,18 +81,18 @@ def which_endpoint(workshop: Workshop | None = None, name: str | None = None) ->
     return Text(f"calling {kind}: {name} in {config.region}; {why}")
 
 
-def show_decision(decision, *, latency: bool = True, policy=None) -> DecisionView:
+def show_decision(decision: Decision, *, latency: bool = True, policy: Policy | None = None) -> DecisionView:
     """A client.Decision's probabilities as a bar chart (text in logs), most probable first, then its
     latency; with ``policy`` (a ``decisions.Policy``) also its threshold and what the application does."""
     return DecisionView([decision], policy=policy, latency=latency)
 
 
-def show_decisions(answers) -> DecisionView:
+def show_decisions(answers: Sequence[Decision]) -> DecisionView:
     """The answers of one shared-state request: a chart each, and the request's time once."""
     return DecisionView(answers, shared=True)
 
 
-def show_outcome(outcome) -> Text:
+def show_outcome(outcome: Outcome) -> Text:
     """A decisions.Outcome in one line: what the application does, and why."""
     return Text(outcome_line(outcome))
 
@@ -109,7 +114,7 @@ def builder_default(field: str) -> str:
     }[field]
 
 
-def builder_request(workshop: Workshop | None = None, request_id: str = "builder-1") -> dict:
+def builder_request(workshop: Workshop | None = None, request_id: str = "builder-1") -> dict[str, Any]:
     """The decision request the builder's widgets hold: their last text (``keep_choice`` writes it to
     outputs.json as it is typed), else their environment variables, else the example; so the cell that
     sends it also runs after a kernel restart."""
@@ -122,7 +127,7 @@ def builder_request(workshop: Workshop | None = None, request_id: str = "builder
     return decision(request_id, text["state"], text["question"], parse_options(text["options"]))
 
 
-def parse_options(text: str) -> list[dict]:
+def parse_options(text: str) -> list[dict[str, str]]:
     """Options from widget text, one per line: ``id: description`` (or just ``id``)."""
     options = []
     for line in text.splitlines():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..aws import codebuild, hygiene
 from ..evaluation.profiles import LETTERS, read_document
@@ -31,7 +32,7 @@ CALIBRATED_FOLDER = "calibrated"  # under the model folder: s3://<bucket>/<prefi
 @dataclass(repr=False)
 class PackageResult(Shown):
     model_data_url: str
-    manifest: dict
+    manifest: dict[str, Any]
     where: str
     seconds: float
     notes: list[str] = field(default_factory=list)
@@ -53,7 +54,11 @@ class PackageResult(Shown):
 
 @shows_requests
 def package_model(
-    workshop: Workshop, *, model_s3_uri: str | None = None, calibration=None, progress: bool = True
+    workshop: Workshop,
+    *,
+    model_s3_uri: str | None = None,
+    calibration: str | Path | None = None,
+    progress: bool = True,
 ) -> PackageResult:
     """CodeBuild downloads, verifies and packages the pinned model (locally the embedded model stands in)
     into ``model_s3_uri`` (default: ``model/`` under the workshop's S3 prefix); with ``calibration`` (the
@@ -109,7 +114,7 @@ def verify_package(workshop: Workshop, model_data_url: str | None = None) -> Tex
 
 
 @shows_requests
-def calibrated_package(workshop: Workshop, calibration=None, *, progress: bool = True) -> Text:
+def calibrated_package(workshop: Workshop, calibration: str | Path | None = None, *, progress: bool = True) -> Text:
     """Package the model again with ``calibration`` (default: the calibration.json notebook 06 saved for the
     decision endpoint, else the one ``workshop calibrate`` wrote beside the config) under ``model/calibrated/``,
     for ``update_endpoint`` to roll out; without a calibration file, or when the default one was fitted for another

@@ -20,7 +20,8 @@ UPDATE_VERSIONS = "update_versions"  # endpoint -> the versions its updates made
 
 def model_data_url(workshop: Workshop) -> str:
     """The package notebook 01 recorded (StepNotRun naming 01 when there is none)."""
-    return workshop.recall("model_data_url", PACKAGE_NOTEBOOK)
+    url: str = workshop.recall("model_data_url", PACKAGE_NOTEBOOK)
+    return url
 
 
 def update_package(workshop: Workshop) -> tuple[str, str]:
@@ -62,7 +63,8 @@ def resolved_dlc(workshop: Workshop, variant: str, *, follow_tag: bool = False) 
 
 def decision_image(workshop: Workshop, variant: str = "cpu") -> str:
     """The pinned decision image notebook 03 built, checked to be in ECR still (``Workshop.recall``)."""
-    return workshop.recall(f"decision_image_{variant}", IMAGE_NOTEBOOK, check=True)
+    uri: str = workshop.recall(f"decision_image_{variant}", IMAGE_NOTEBOOK, check=True)
+    return uri
 
 
 def recorded_image(workshop: Workshop, path: DeployPath | str) -> images.ImageRef:

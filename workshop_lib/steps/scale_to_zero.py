@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import names
 from ..aws import encryption, images, inference_components, spend_guard, teardown
+from ..aws.component_hosting import ComponentHosting
 from ..aws.inference_components import ZeroPlan
 from ..client.endpoint import EndpointClient
 from ..client.endpoint_errors import NoCapacity
@@ -99,7 +101,7 @@ def zero_plan(
     return plan
 
 
-def zero_requests(workshop: Workshop, plan: ZeroPlan) -> list[tuple[str, str, dict]]:
+def zero_requests(workshop: Workshop, plan: ZeroPlan) -> list[tuple[str, str, dict[str, Any]]]:
     """(service, operation, request) of each request the deploy of ``plan`` makes something with, in order, each
     validated by botocore (nothing is sent): the plan's, then its deadline's two CreateSchedule, the component's and
     the endpoint's (none where endpoint_ttl_hours is 0), counted from now, run as the deadlines' role in the
@@ -185,7 +187,7 @@ def deploy_scale_to_zero(
     )
 
 
-def _client(workshop: Workshop, components, name: str) -> EndpointClient:
+def _client(workshop: Workshop, components: ComponentHosting, name: str) -> EndpointClient:
     runtime = components.runtime(workshop.clients.get)
     component = inference_components.component_name(name)
     # Locally a cold adapter's first decision shares two cores; it gets the local endpoints' request limit.
