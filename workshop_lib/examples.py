@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 SUPPORT_TICKET = (
     "Subject: charged twice this month\n"
     "Hi, my card statement shows two charges of 49.00 EUR for the Pro plan on 3 March. "
     "I only have one workspace. Can you refund the duplicate? Order ref PRO-88231."
 )
 
-SUPPORT_ROUTE = {
+# JSON request bodies: each value is whatever the wire format holds there.
+SUPPORT_ROUTE: dict[str, Any] = {
     "id": "ticket-88231",
     "state": SUPPORT_TICKET,
     "question": "Which team should handle this ticket?",
@@ -20,7 +23,7 @@ SUPPORT_ROUTE = {
     ],
 }
 
-SHARED_STATE = {
+SHARED_STATE: dict[str, Any] = {
     "id": "ticket-88231-triage",
     "state": SUPPORT_TICKET,
     "questions": [
@@ -42,7 +45,7 @@ SHARED_STATE = {
     ],
 }
 
-CHAT = {
+CHAT: dict[str, Any] = {
     "messages": [
         {"role": "system", "content": "You are a concise assistant."},
         {"role": "user", "content": "In one sentence: why route support tickets automatically?"},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..aws import codebuild
@@ -29,9 +30,9 @@ from .cleanup import (
 )
 from .context import Workshop, decision_endpoint, short
 from .decision_image import build_decision_image, refuse_mutable_tag
-from .deploy import deploy_decision_cpu, deploy_decision_gpu, deploy_standard, placement
+from .deploy import Placement, deploy_decision_cpu, deploy_decision_gpu, deploy_standard, placement
 from .endpoint_clients import client
-from .operate import delete_alarms, put_alarms, update_endpoint
+from .operate import UpdateResult, delete_alarms, put_alarms, update_endpoint
 from .package import package_model, verify_package
 from .scale import (
     autoscale,
@@ -49,7 +50,7 @@ DEMO_CONCURRENCIES = (1, 2)  # notebook 06 measures 1, 2 and 4 callers; the demo
 DEMO_LOAD_S = 2.0  # of load per level
 
 
-def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
+def rehearse_all(work_dir: str | Path | None = None, out: Callable[[str], object] = print) -> int:
     """Run the notebooks' local path (00-08) in this process and print a short summary.
 
     Uses its own directory (default ``.workshop/rehearsal``) for the config, outputs and
@@ -76,13 +77,13 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
     try:
         with open(log_path, "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
 
-            def step(label, fn):
+            def step(label: str, fn: Callable[[], str]) -> None:
                 t = time.perf_counter()
                 text = fn()
                 summary.append((label, text, time.perf_counter() - t))
                 print(f"== {label}\n{text}\n", file=log, flush=True)
 
-            def s00():
+            def s00() -> str:
                 checks = check_environment(ws)
                 if not checks.ok:
                     raise StepError(str(checks))
@@ -93,40 +94,44 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                     f"{role.notes[0].split(' (')[0]}"
                 )
 
-            def s01():
+            def s01() -> str:
                 p = package_model(ws, progress=False)
                 f = p.manifest["files"][0]
                 verify_package(ws)
                 return f"{f['path']} {f['size']:,} bytes, sha256 {f['sha256'][:12]}… in emulated S3; verified"
 
-            def s02():
+            def s02() -> str:
                 c = ws.config
                 r = deploy_standard(ws, progress=False)
+                assert r.plan is not None  # a deploy that returns made its plan
                 reply = client(ws, c.standard_endpoint_name).chat(CHAT["messages"], max_tokens=24)
                 return (
                     f"DLC pinned {short(r.plan.image_uri)}; {r.name} {r.status}; chat: {reply.content.strip()[:60]!r}"
                 )
 
-            def s03():
+            def s03() -> str:
                 cpu = build_decision_image(ws, "cpu", progress=False)
                 gpu = build_decision_image(ws, "gpu", progress=False)
                 refused = "refused" in refuse_mutable_tag(ws, "cpu")
+                assert cpu.image_uri is not None and gpu.image_uri is not None  # local mode builds both
                 return (
                     f"cpu {short(cpu.image_uri)}, gpu {short(gpu.image_uri)}; tag refused: {refused}; "
                     "docker build not exercised"
                 )
 
-            def s04():
+            def s04() -> str:
                 c = ws.config
                 cpu = deploy_decision_cpu(ws, progress=False)
                 gpu = deploy_decision_gpu(ws, progress=False)
-                offloaded = placement(ws, c.gpu_endpoint_name).offloaded
+                placed = placement(ws, c.gpu_endpoint_name)
+                assert isinstance(placed, Placement)  # the rehearsal's GPU endpoint is running
+                offloaded = placed.offloaded
                 return (
                     f"{cpu.name} {cpu.status}; {gpu.name}: pools request validated, CPU stand-in "
                     f"({offloaded} offloaded)"
                 )
 
-            def s05():
+            def s05() -> str:
                 ep = client(ws, decision_endpoint(ws))
                 d = ep.decide(SUPPORT_ROUTE)
                 batch = ep.decide_batch(SHARED_STATE["id"], SHARED_STATE["state"], SHARED_STATE["questions"])
@@ -141,7 +146,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                     f"shared state: {len(batch)} answers; builder: {built.top}"
                 )
 
-            def s06():
+            def s06() -> str:
                 name = decision_endpoint(ws)
                 # notebook 06's defaults: 6 tasks, every study on the first 2
                 report = run_notebook_benchmark(client(ws, name), limit=6, study_limit=2, label=name, progress=False)
@@ -163,11 +168,12 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                     f"instance per minute ({target_source(ws, name)})"
                 )
 
-            def s07():
+            def s07() -> str:
                 put_alarms(ws)
                 update = update_endpoint(ws, progress=False)
                 if not update.ok:
                     raise StepError(str(update))
+                assert isinstance(update, UpdateResult)  # not a dry run
                 d = client(ws, decision_endpoint(ws)).decide(SUPPORT_ROUTE)
                 scaled, batch = autoscale(ws), run_transform(ws, progress=False)
                 if not (scaled.ok and batch.ok):
@@ -179,7 +185,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                     f"auto scaling registered; transform: {len(batch.answers)} decisions answered"
                 )
 
-            def s08():
+            def s08() -> str:
                 c = ws.config
                 remove_autoscaling(ws)
                 delete_transform_output(ws)
@@ -192,6 +198,7 @@ def rehearse_all(work_dir: str | Path | None = None, out=print) -> int:
                 delete_artifacts(ws, c.s3_uri())
                 left = running_endpoints(ws)
                 audit = audit_permissions(ws)
+                assert isinstance(audit, permissions.Audit)  # local mode records the calls
                 (work / "permission-audit.txt").write_text(str(audit) + "\n")
                 stop_local(ws)
                 checked = sum(audit.checked.values())

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ..aws import encryption, hosting, scaling, transform
 from ..aws.build_projects import parse_s3_uri
@@ -41,7 +41,7 @@ TRANSFORM_DECISIONS = (
     {
         **SUPPORT_ROUTE,
         "id": "ticket-88231-reply",
-        "state": cast(str, SUPPORT_ROUTE["state"]) + "\n\nUpdate: the app also crashes when I open the invoice page.",
+        "state": SUPPORT_ROUTE["state"] + "\n\nUpdate: the app also crashes when I open the invoice page.",
     },
     SHARED_STATE,
 )
