@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from tests.support.calibration_results import SHA, AnsweringClient, mixed_results, task_result
 from workshop_lib.evaluation import profiles
 from workshop_lib.evaluation.order_study import heldout_calibration, per_token_ms, risk_coverage, rotation_cost
 from workshop_lib.evaluation.profiles import (
@@ -21,8 +22,6 @@ from workshop_lib.evaluation.profiles import (
     write_document,
 )
 from workshop_lib.evaluation.runner import TaskResult, evaluated_tokens
-
-SHA = "ab" * 32
 
 
 def _rows(rng, n, *, p_top, right_share, k=3, profile="choice/3-4"):
@@ -94,57 +93,8 @@ def test_a_model_that_reads_positions_is_flattened_within_the_adapters_temperatu
     assert entry["temperature"] > 10
 
 
-def _result(
-    i,
-    *,
-    split,
-    kind="choice",
-    labels=("a", "b", "c"),
-    p=(0.7, 0.2, 0.1),
-    expected="a",
-    sha=SHA,
-    version="decision-prompt/1",
-    mass=0.99,
-    correct=None,
-):
-    probabilities = dict(zip(labels, p))
-    top = max(probabilities, key=probabilities.get)
-    return TaskResult(
-        task_id=f"task-{i}",
-        family="f",
-        type=kind,
-        expected=expected,
-        labels=list(labels),
-        split=split,
-        valid=True,
-        predicted=top,
-        correct=(top == expected) if correct is None else correct,
-        probabilities=probabilities,
-        extra={"model_sha256": sha, "prompt_version": version, "allowed_token_mass": mass},
-    )
-
-
-def _results():
-    out = []
-    for i in range(24):
-        split = "dev" if i % 3 == 0 else "test"
-        expected = "a" if i % 2 else "b"
-        out.append(_result(i, split=split, expected=expected))
-        out.append(
-            _result(
-                100 + i,
-                split=split,
-                kind="noul",
-                labels=("no", "yes"),
-                p=(0.95, 0.05),
-                expected="yes" if i % 4 == 0 else "no",
-            )
-        )
-    return out
-
-
 def test_the_file_holds_what_the_adapter_reads_and_round_trips(tmp_path):
-    doc = calibration_document(_results(), order="rotations", tasks="tasks.jsonl")
+    doc = calibration_document(mixed_results(), order="rotations", tasks="tasks.jsonl")
     assert doc["format"] == "decision-calibration/2"
     assert doc["fit_for"] == {"gguf_sha256": SHA, "prompt_version": "decision-prompt/1"}
     assert doc["order"] == "rotations" and doc["readout"] == "letters" and doc["alpha"] == 0.1
@@ -169,21 +119,21 @@ def test_the_file_holds_what_the_adapter_reads_and_round_trips(tmp_path):
 
 
 def test_each_profile_keeps_a_prediction_set_only_with_enough_held_out_answers_for_its_alpha():
-    at_10 = calibration_document(_results(), order="as_given", tasks="t")  # 16 held out per profile; 9 needed
+    at_10 = calibration_document(mixed_results(), order="as_given", tasks="t")  # 16 held out per profile; 9 needed
     assert all(entry["conformal"]["kept"] for entry in at_10["profiles"].values())
-    at_5 = calibration_document(_results(), order="as_given", tasks="t", alpha=0.05)  # 19 needed
+    at_5 = calibration_document(mixed_results(), order="as_given", tasks="t", alpha=0.05)  # 19 needed
     assert at_5["alpha"] == 0.05
     for entry in at_5["profiles"].values():
         assert not entry["conformal"]["kept"] and "needs at least 19" in entry["conformal"]["reason"]
     assert "prediction set: not kept (16 held-out answers" in profiles.describe(at_5)
     with pytest.raises(CalibrationFileError, match="alpha"):
-        calibration_document(_results(), order="as_given", tasks="t", alpha=1.0)
+        calibration_document(mixed_results(), order="as_given", tasks="t", alpha=1.0)
     with pytest.raises(CalibrationFileError, match="readout"):
-        calibration_document(_results(), order="as_given", tasks="t", readout="tea-leaves")
+        calibration_document(mixed_results(), order="as_given", tasks="t", readout="tea-leaves")
 
 
 def test_the_split_falls_back_to_a_stable_hash_when_tasks_carry_none():
-    results = [_result(i, split="test") for i in range(40)]
+    results = [task_result(i, split="test") for i in range(40)]
     first = calibration_document(results, order="as_given", tasks="t")
     again = calibration_document(list(reversed(results)), order="as_given", tasks="t")
     assert first["data"] == again["data"]
@@ -191,7 +141,7 @@ def test_the_split_falls_back_to_a_stable_hash_when_tasks_carry_none():
 
 
 def test_answers_from_two_models_cannot_be_fitted_together():
-    results = _results()
+    results = mixed_results()
     results[5].extra["model_sha256"] = "cd" * 32
     with pytest.raises(CalibrationFileError, match="model.sha256"):
         calibration_document(results, order="as_given", tasks="t")
@@ -199,11 +149,11 @@ def test_answers_from_two_models_cannot_be_fitted_together():
 
 def test_an_unknown_order_mode_is_refused():
     with pytest.raises(CalibrationFileError, match="order"):
-        calibration_document(_results(), order="shuffled", tasks="t")
+        calibration_document(mixed_results(), order="shuffled", tasks="t")
 
 
 def _doc():
-    return calibration_document(_results(), order="as_given", tasks="t")
+    return calibration_document(mixed_results(), order="as_given", tasks="t")
 
 
 @pytest.mark.parametrize(
@@ -233,7 +183,7 @@ def test_a_broken_file_is_refused_naming_the_field(change, field):
 
 
 def test_held_out_figures_apply_only_kept_profiles():
-    results = _results()
+    results = mixed_results()
     doc = _doc()
     for entry in doc["profiles"].values():
         entry["kept"] = False
@@ -246,10 +196,10 @@ def test_held_out_figures_apply_only_kept_profiles():
 
 def test_risk_and_coverage_over_answer_mass_thresholds():
     results = [
-        _result(0, split="test", mass=0.99, correct=True),
-        _result(1, split="test", mass=0.99, correct=False),
-        _result(2, split="test", mass=0.6, correct=False),
-        _result(3, split="test", mass=0.3, correct=True),
+        task_result(0, split="test", mass=0.99, correct=True),
+        task_result(1, split="test", mass=0.99, correct=False),
+        task_result(2, split="test", mass=0.6, correct=False),
+        task_result(3, split="test", mass=0.3, correct=True),
     ]
     failed = TaskResult("task-9", "f", "choice", "a", ["a", "b"], answered=False)
     rows = {r["min_answer_mass"]: r for r in risk_coverage([*results, failed], (0.0, 0.5, 0.9, 0.999))}
@@ -260,7 +210,7 @@ def test_risk_and_coverage_over_answer_mass_thresholds():
 
 
 def _timed(i, ms, tokens):
-    r = _result(i, split="test")
+    r = task_result(i, split="test")
     r.server_ms, r.input_tokens = ms, tokens
     return r
 
@@ -313,11 +263,11 @@ def test_notebook_06s_closing_check_reads_an_order_study():
         return Run(label="x", kind="decision", results=results, settings={"order_mode": "as_given"})
 
     aws = steps.Workshop(WorkshopConfig(mode="aws"))  # the rows as a participant reads them; nothing raised
-    good = OrderStudy({"as_given": (run(_results()), run(_results()))}, tasks="t")
+    good = OrderStudy({"as_given": (run(mixed_results()), run(mixed_results()))}, tasks="t")
     checks = steps.check_outcome(aws, "06", orders=good)
-    assert checks.ok and f"{2 * len(_results())} answers in 1 order modes, each valid" in str(checks)
+    assert checks.ok and f"{2 * len(mixed_results())} answers in 1 order modes, each valid" in str(checks)
     failed = TaskResult("task-9", "f", "choice", "a", ["a", "b"], answered=False)
-    bad = OrderStudy({"as_given": (run([*_results(), failed]), run(_results()))}, tasks="t")
+    bad = OrderStudy({"as_given": (run([*mixed_results(), failed]), run(mixed_results()))}, tasks="t")
     checks = steps.check_outcome(aws, "06", orders=bad)
     assert not checks.ok and "1 invalid or failed answers" in str(checks)
 
@@ -386,7 +336,7 @@ def test_the_order_study_reports_the_prediction_sets_and_the_bench_judges_their_
     from workshop_lib.evaluation.order_study import OrderStudy, set_figures
     from workshop_lib.evaluation.runner import Run
 
-    doc = calibration_document(_results(), order="as_given", tasks="t")
+    doc = calibration_document(mixed_results(), order="as_given", tasks="t")
     sets = set_figures(doc)
     entries = doc["profiles"].values()
     assert sets["alpha"] == 0.1 and sets["n"] == sum(e["fit_n"] for e in entries)
@@ -398,10 +348,10 @@ def test_the_order_study_reports_the_prediction_sets_and_the_bench_judges_their_
         <= sets["mean_size"]
         <= max(e["conformal"]["fit_set_size"] for e in entries)
     )
-    none_kept = calibration_document(_results(), order="as_given", tasks="t", alpha=0.01)
+    none_kept = calibration_document(mixed_results(), order="as_given", tasks="t", alpha=0.01)
     assert set_figures(none_kept) == {"alpha": 0.01, "n": 0, "kept": []}
 
-    run = Run(label="x", kind="decision", results=_results(), settings={"order_mode": "as_given"})
+    run = Run(label="x", kind="decision", results=mixed_results(), settings={"order_mode": "as_given"})
     study = OrderStudy({"as_given": (run, run)}, tasks="t")
     assert study.figures["as_given"]["prediction_sets"] == sets
     assert "prediction sets on the fitting split" in study.text()
@@ -419,7 +369,7 @@ def test_calibrate_fits_for_the_readout_it_is_asked_for_and_names_it_in_every_re
     assert served_fields("prior")(task)["readout"] == "letters"  # named even when it is the default
     with pytest.raises(ValueError, match="only the letters readout"):
         served_fields("rotations", readout="cloze")
-    saved = Run("calibrate", "decision", _results(), settings={"order_mode": "as_given", "readout": "cloze"})
+    saved = Run("calibrate", "decision", mixed_results(), settings={"order_mode": "as_given", "readout": "cloze"})
     assert calibrate(run=saved, readout="cloze")["readout"] == "cloze"
     assert calibrate(run=saved)["readout"] == "cloze"  # unnamed: the readout the run was read with
     with pytest.raises(CalibrationFileError, match="'cloze' readout, not 'letters'"):
@@ -428,26 +378,11 @@ def test_calibrate_fits_for_the_readout_it_is_asked_for_and_names_it_in_every_re
         calibrate(client=object(), order="prior", readout="cloze")
 
 
-class _Answering:
-    """A client whose answers report ``reported`` as the server's readout in their model block."""
-
-    def __init__(self, reported, readout=None):
-        self.reported, self.readout, self.sent = reported, readout, []
-
-    def decide(self, body):
-        from workshop_lib.client.endpoint import Decision
-
-        self.sent.append(body)
-        ids = [o["id"] for o in body["options"]]
-        model = {} if self.reported is None else {"readout": self.reported}
-        return Decision(body["id"], tuple(ids), tuple(1 / len(ids) for _ in ids), model=model)
-
-
 @pytest.mark.parametrize("reported", ["cloze", "letters"])
 def test_the_served_readout_is_read_from_an_answers_model_block(reported):
     from workshop_lib.evaluation.served import served_readout
 
-    client = _Answering(reported)
+    client = AnsweringClient(reported)
     assert served_readout(client) == reported
     assert len(client.sent) == 1 and "readout" not in client.sent[0]  # asked as any caller asks
 
@@ -455,11 +390,11 @@ def test_the_served_readout_is_read_from_an_answers_model_block(reported):
 def test_the_served_readout_is_the_clients_own_where_it_names_one_and_letters_for_an_older_server():
     from workshop_lib.evaluation.served import served_readout
 
-    named = _Answering("letters", readout="cloze")
+    named = AnsweringClient("letters", readout="cloze")
     assert served_readout(named) == "cloze" and named.sent == []
-    assert served_readout(_Answering(None)) == "letters"  # no readout reported, no cloze fields in the answer
+    assert served_readout(AnsweringClient(None)) == "letters"  # no readout reported, no cloze fields in the answer
     with pytest.raises(CalibrationFileError, match="'logits'"):
-        served_readout(_Answering("logits"))
+        served_readout(AnsweringClient("logits"))
 
 
 def test_a_profile_with_few_fitting_answers_takes_the_temperature_fitted_on_all_of_them():

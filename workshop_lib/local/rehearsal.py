@@ -259,9 +259,6 @@ class Rehearsal:
         config = sm_client.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
         return config["ProductionVariants"][0]["ModelName"]
 
-    def _download_and_extract(self, s3_client, model_data_url: str, **limits) -> Path:
-        return download_and_extract(self.home, s3_client, model_data_url, **limits)
-
     def start_local_endpoint(
         self,
         name: str,
@@ -299,7 +296,7 @@ class Rehearsal:
         if not container.get("ModelDataUrl"):
             raise RehearsalError(f"model {model_name} has no ModelDataUrl; local endpoints serve a packaged model")
         with as_(SAGEMAKER):
-            model_dir = self._download_and_extract(s3_client, container["ModelDataUrl"])
+            model_dir = download_and_extract(self.home, s3_client, container["ModelDataUrl"])
         declared = dict(container.get("Environment") or {})
         dlc = _is_dlc(container["Image"])
         fallback = dlc_server.missing() if dlc else ""

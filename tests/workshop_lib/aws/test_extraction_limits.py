@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from workshop_lib.errors import InvalidInput
-from workshop_lib.local.rehearsal import Rehearsal
+from workshop_lib.local.model_cache import download_and_extract
 from workshop_lib.packaging import MANIFEST_NAME, MAX_EXTRACT_BYTES, extract_model
 
 GIB = 1024**3
@@ -177,23 +177,23 @@ def test_the_cache_folder_is_a_digest_of_url_and_etag_never_the_etag(tmp_path):
     home = tmp_path / "home"
     etag = '"../../../outside"'
     s3 = HostileS3Fake(tarball, etag)
-    model_dir = Rehearsal(home)._download_and_extract(s3, URL)
+    model_dir = download_and_extract(home, s3, URL)
     expected = hashlib.sha256(f"{URL}\n{etag}".encode()).hexdigest()[:32]
     assert model_dir == home / "models" / expected / "model" and (model_dir / "m.gguf").is_file()
     assert not (tmp_path / "outside").exists() and sorted(p.name for p in (home / "models").iterdir()) == [expected]
-    assert Rehearsal(home)._download_and_extract(s3, URL) == model_dir and s3.downloads == 1  # cached
+    assert download_and_extract(home, s3, URL) == model_dir and s3.downloads == 1  # cached
     s3.etag = '"v2"'  # a new object version is fetched again, into its own folder
-    assert Rehearsal(home)._download_and_extract(s3, URL) != model_dir and s3.downloads == 2
+    assert download_and_extract(home, s3, URL) != model_dir and s3.downloads == 2
 
 
 def test_the_rehearsal_keeps_the_limits(tmp_path):
     tarball = _tarball(tmp_path / "m.tar.gz", [("m.gguf", b"")], lie={"m.gguf": 2 * GIB})
     home = tmp_path / "home"
     with pytest.raises(InvalidInput, match="nothing was extracted"):
-        Rehearsal(home)._download_and_extract(HostileS3Fake(tarball, '"a"'), URL, max_bytes=GIB)
+        download_and_extract(home, HostileS3Fake(tarball, '"a"'), URL, max_bytes=GIB)
     folder = next((home / "models").iterdir())
     assert sorted(p.name for p in folder.iterdir()) == []  # no tarball left, no .complete, no model
     too_big = HostileS3Fake(tarball, '"b"', length=GIB + 1)
     with pytest.raises(InvalidInput, match="nothing was downloaded"):
-        Rehearsal(home)._download_and_extract(too_big, URL, max_bytes=GIB)
+        download_and_extract(home, too_big, URL, max_bytes=GIB)
     assert too_big.downloads == 0

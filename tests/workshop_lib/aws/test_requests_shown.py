@@ -341,18 +341,18 @@ def test_the_calibrated_package_takes_06s_file_only_when_it_was_fitted_for_the_s
 ):
     from types import SimpleNamespace
 
-    from tests.workshop_lib.test_calibrate_profiles import _Answering, _results
+    from tests.support.calibration_results import AnsweringClient, mixed_results
     from workshop_lib import steps
     from workshop_lib.evaluation.profiles import calibration_document, write_document
     from workshop_lib.steps import package, recorded
 
     name = steps.decision_endpoint(workshop)
-    doc = calibration_document(_results(), order="as_given", tasks="t", readout=fitted)
+    doc = calibration_document(mixed_results(), order="as_given", tasks="t", readout=fitted)
     folder = workshop.folder("bench") / name  # where notebook 06 saves its report and this file
     folder.mkdir(parents=True)
     saved = write_document(doc, folder)
     packaged = []
-    monkeypatch.setattr(package, "client", lambda ws, endpoint: _Answering("cloze"))  # the endpoint serves cloze
+    monkeypatch.setattr(package, "client", lambda ws, endpoint: AnsweringClient("cloze"))  # the endpoint serves cloze
     monkeypatch.setattr(
         package,
         "package_model",
