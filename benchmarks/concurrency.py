@@ -224,6 +224,7 @@ def run_table(
     context: int = 4096,
     gpu_layers: int = 0,
     prompts: list[Task] | None = None,
+    prompt_set: str = "held-out",
     start_timeout_s: float = 180.0,
     reuse_levels=(),
     reuse_tasks: int = REUSE_TASKS,
@@ -304,6 +305,7 @@ def run_table(
         "context": context,
         "gpu_layers": gpu_layers,
         "prompts": len(prompts),
+        "prompt_set": prompt_set,
         "order": order,
         "llama_server_args": ["-np", "C", *gpu_args],
         "rows": rows,
@@ -413,7 +415,8 @@ def report(t: dict, *, gpu: bool = False) -> list[str]:
     on_gpu = f", {t['gpu_layers']} GPU layers" if t.get("gpu_layers") else ""
     lines = [
         f"concurrency: decisions/s (p50/p95 ms; 503s retried) with C callers, at most {t['tasks_per_cell']} "
-        f"decisions or {t['seconds_per_cell']:g} s per cell, {t['prompts']} held-out prompts each opened by a "
+        f"decisions or {t['seconds_per_cell']:g} s per cell, {t['prompts']} {t.get('prompt_set', 'held-out')} prompts "
+        "each opened by a "
         f"nonce, {t['threads']} threads{on_gpu}",
         *_grid(t["rows"], ROWS, levels),
     ]

@@ -48,7 +48,7 @@ from benchmarks import concurrency
 from benchmarks.llama_server_report import report, report_concurrency
 from benchmarks.machine import cores, cpu_name, load_average
 from benchmarks.servers import LlamaServerProcess, find_llama_server, timed_post
-from benchmarks.workload import QUESTIONS, ticket
+from benchmarks.workload import QUESTIONS, short_tickets, ticket
 from decision_adapter.apis import own
 from decision_adapter.apis.own import parse_decision
 from decision_adapter.engine import Engine
@@ -73,6 +73,7 @@ CTX = 4096
 CACHE_MIB = 512
 RESULTS = Path(__file__).resolve().parent / "results" / "llama_server.json"
 CONCURRENCY_RESULTS = RESULTS.with_name("concurrency.json")
+SHORT_RESULTS = RESULTS.with_name("concurrency_short.json")
 
 
 def letter_body(state, question, option_texts) -> dict:
@@ -159,8 +160,10 @@ def run_concurrency(
     tasks: int = concurrency.TASKS,
     seconds: float = concurrency.SECONDS,
     gpu_layers: int = 0,
+    short: bool = False,
 ) -> dict:
-    """The concurrency table alone: ``{"machine", "model", "concurrency"}``, written to ``out``."""
+    """The concurrency table alone: ``{"machine", "model", "concurrency"}``, written to ``out``. ``short``: on
+    short tickets (``workload.short_tickets``) instead of the packaged tasks, without the reuse part."""
     binary, load_before = _binary(), load_average()
     work = Path(tempfile.mkdtemp(prefix="concurrency-bench-"))
     model_dir, _ = prepare_model_dir(work)
@@ -175,8 +178,10 @@ def run_concurrency(
         threads=THREADS,
         context=CTX,
         gpu_layers=gpu_layers,
-        prompts=concurrency.held_out(load_tasks(None, limit=limit)),
-        reuse_levels=() if gpu_layers else concurrency.REUSE_LEVELS,
+        prompts=short_tickets(limit or concurrency.TASKS)
+        if short
+        else concurrency.held_out(load_tasks(None, limit=limit)),
+        reuse_levels=() if gpu_layers or short else concurrency.REUSE_LEVELS,
     )
     figures = {"machine": machine(binary, load_before), "model": embedded_gguf_path().name, "concurrency": table}
     if out:
@@ -377,6 +382,12 @@ def main(argv: list[str] | None = None) -> int:
         "(C = 1, 2, 4; repeated prompts); a few minutes",
     )
     parser.add_argument(
+        "--short-tickets",
+        action="store_true",
+        help=f"with --concurrency-only: the table on short tickets (a state of 6 to 30 tokens, 2 to 5 options) "
+        f"at C = 1, 2, 4, without the reuse part (default --out {SHORT_RESULTS})",
+    )
+    parser.add_argument(
         "--tasks",
         type=int,
         default=concurrency.TASKS,
@@ -391,12 +402,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.seconds <= 0:
         parser.error("--tasks must be at least 1 and --seconds above 0")
+    if args.short_tickets and not args.concurrency_only:
+        parser.error("--short-tickets goes with --concurrency-only")
     if args.concurrency_only:
-        print(
-            report_concurrency(
-                run_concurrency(args.limit, args.out or CONCURRENCY_RESULTS, tasks=args.tasks, seconds=args.seconds)
-            )
-        )
+        short = {"short": True, "levels": concurrency.TARGET_LEVELS} if args.short_tickets else {}
+        out = args.out or (SHORT_RESULTS if args.short_tickets else CONCURRENCY_RESULTS)
+        print(report_concurrency(run_concurrency(args.limit, out, tasks=args.tasks, seconds=args.seconds, **short)))
     else:
         print(report(run(args.limit, args.out or RESULTS, cell_tasks=args.tasks, seconds=args.seconds)))
     return 0
