@@ -101,9 +101,9 @@ class ChatDecision:
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # the completion's decision
 
 
-def read(completion: Any, asked: Mapping[str, Any] | None = None) -> ChatDecision:
-    """The decision a chat completion carries: the ``openai`` library's ``ChatCompletion`` or its JSON as a
-    dict. ``asked``: the kwargs it was created with, to check that it answers exactly their options."""
+def carried(completion: Any) -> Mapping[str, Any]:
+    """The ``decision`` object of a chat completion (the ``openai`` library's ``ChatCompletion`` or its JSON as a
+    dict); a plain chat answer is refused."""
     data = completion if isinstance(completion, Mapping) else completion.model_dump()
     found = data.get(FIELD)
     if not isinstance(found, Mapping):
@@ -111,6 +111,13 @@ def read(completion: Any, asked: Mapping[str, Any] | None = None) -> ChatDecisio
             f"the completion carries no {FIELD!r} object: the server answered a plain chat (is it the decision "
             f"adapter, and did the request carry extra_body={{{FIELD!r}: ...}}?)"
         )
+    return found
+
+
+def read(completion: Any, asked: Mapping[str, Any] | None = None) -> ChatDecision:
+    """The decision a chat completion carries: the ``openai`` library's ``ChatCompletion`` or its JSON as a
+    dict. ``asked``: the kwargs it was created with, to check that it answers exactly their options."""
+    found = carried(completion)
     ids, probabilities = found.get("option_ids"), found.get("probabilities")
     if not isinstance(ids, list) or not isinstance(probabilities, list):
         raise ChatDecisionFormatError(f"the completion's {FIELD} lacks option_ids or probabilities")
@@ -152,13 +159,7 @@ def question_kwargs(input: Any, question: Mapping[str, Any], *, model: str = DEF
 def read_question(completion: Any, asked: Mapping[str, Any]) -> openai_decisions.Answer:
     """The Decisions-API answer a chat completion carries, checked against the question ``asked`` (the kwargs
     ``question_kwargs`` made): the same ``Answer`` that ``openai_decisions.parse_response`` gives."""
-    data = completion if isinstance(completion, Mapping) else completion.model_dump()
-    found = data.get(FIELD)
-    if not isinstance(found, Mapping):
-        raise ChatDecisionFormatError(
-            f"the completion carries no {FIELD!r} object: the server answered a plain chat (is it the decision "
-            f"adapter, and did the request carry extra_body={{{FIELD!r}: ...}}?)"
-        )
+    found = carried(completion)
     question = asked["extra_body"][FIELD]
     try:
         return openai_decisions.parse_answer(0, question, found)
