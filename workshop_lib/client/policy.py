@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol, TypeAlias
 
 from decision_contract import wire
 from decision_contract.names import CLOZE, LETTERS, READOUTS
@@ -53,7 +54,16 @@ ABSTAINED = "abstained"
 NOT_SET_OF_ONE = "not_set_of_one"
 
 
-def scores(decision) -> dict[str, float]:
+class Answered(Protocol):
+    """An answer a policy reads: a ``client.Decision`` or an ``openai_decisions.Answer``."""
+
+    def as_dict(self) -> dict[str, float]: ...
+
+
+DecisionLike: TypeAlias = "Answered | Mapping[str, float]"
+
+
+def scores(decision: DecisionLike) -> dict[str, float]:
     """``{option_id: probability}`` in option order, each checked to be a probability (a plain mapping may
     hold some of an answer's options only, so its sum is not checked)."""
     values = dict(decision) if isinstance(decision, Mapping) else decision.as_dict()
@@ -66,18 +76,18 @@ def scores(decision) -> dict[str, float]:
     return values
 
 
-def ranked(decision) -> list[tuple[str, float]]:
+def ranked(decision: DecisionLike) -> list[tuple[str, float]]:
     """Options from most to least probable; ties keep option order."""
     return sorted(scores(decision).items(), key=lambda item: -item[1])
 
 
-def margin(decision) -> float:
+def margin(decision: DecisionLike) -> float:
     """Top probability minus the runner-up's (the top one's own probability if there is one option)."""
     order = ranked(decision)
     return order[0][1] - (order[1][1] if len(order) > 1 else 0.0)
 
 
-def answer_mass(decision) -> tuple[float | None, bool]:
+def answer_mass(decision: DecisionLike) -> tuple[float | None, bool]:
     """(``allowed_token_mass``, whether the server marked the answer abstained) of a decision;
     (None, False) for a plain mapping or an answer without the fields."""
     raw = getattr(decision, "raw", None) or {}
@@ -93,13 +103,13 @@ def answer_mass(decision) -> tuple[float | None, bool]:
 HELD_BY = {LETTERS: "the answer letters", CLOZE: "the options' texts"}
 
 
-def held_by(decision) -> str:
+def held_by(decision: DecisionLike) -> str:
     """What ``allowed_token_mass`` measures for the readout that answered (the answer's ``readout``, as
     ``wire.readout_of`` reads it): the answer letters or the options' texts; "the answer" where it does not say."""
     return HELD_BY.get(getattr(decision, "readout", None) or "", "the answer")
 
 
-def prediction_set(decision) -> tuple[str, ...] | None:
+def prediction_set(decision: DecisionLike) -> tuple[str, ...] | None:
     """The answer's prediction set (option ids; ``x_prediction_set`` for System One's answers; an OpenAI
     Decisions answer's, read into its option keys), or None for a plain mapping or an answer served without one."""
     parsed = getattr(decision, "prediction_set", None)
@@ -124,12 +134,12 @@ def _check_fallback(fallback: str) -> None:
         raise ValueError("fallback must be a non-empty option id, e.g. 'needs_review'")
 
 
-def accept_or_fallback(decision, threshold: float, fallback: str) -> str:
+def accept_or_fallback(decision: DecisionLike, threshold: float, fallback: str) -> str:
     """The top option id if its probability is at least ``threshold``, else ``fallback``."""
     return Policy(threshold=threshold, fallback=fallback).apply(decision).option_id
 
 
-def accept_if_clear(decision, min_margin: float, fallback: str) -> str:
+def accept_if_clear(decision: DecisionLike, min_margin: float, fallback: str) -> str:
     """The top option id if it beats the runner-up by at least ``min_margin``, else ``fallback``."""
     return Policy(min_margin=min_margin, fallback=fallback).apply(decision).option_id
 
@@ -165,7 +175,7 @@ class Policy:
     min_answer_mass: float | Mapping[str, float] = 0.0
     require_set_of_one: bool = False  # True: anything but a prediction set of one option needs review
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_unit("threshold", self.threshold)
         _check_unit("min_margin", self.min_margin)
         if isinstance(self.min_answer_mass, Mapping):
@@ -202,7 +212,7 @@ class Policy:
         """The same rules restricted to ``ids`` (e.g. what this user is authorised for)."""
         return replace(self, allowed=frozenset(ids))
 
-    def apply(self, decision) -> Outcome:
+    def apply(self, decision: DecisionLike) -> Outcome:
         refusal = getattr(decision, "refusal", None)
         if refusal is not None:  # an OpenAI Decisions answer the server abstained on: no options ranked
             return Outcome(
