@@ -21,8 +21,9 @@ import json
 import re
 import time
 from collections.abc import Sequence
+from typing import Any
 
-from ..client import EndpointError
+from ..client import EndpointClient, EndpointError
 from .runner import Run, TaskResult, endpoint_name, execute, failed_result, utc_now
 from .tasks import Task
 
@@ -33,7 +34,7 @@ SYSTEM = (
 )
 
 
-def generation_messages(task: Task, order: str = "original") -> list[dict]:
+def generation_messages(task: Task, order: str = "original") -> list[dict[str, str]]:
     """Chat messages asking for one option id (options in ``order``)."""
     state = task.state if isinstance(task.state, str) else json.dumps(task.state, ensure_ascii=False, sort_keys=True)
     lines = []
@@ -48,7 +49,7 @@ def generation_messages(task: Task, order: str = "original") -> list[dict]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def _label_pattern(label: str) -> re.Pattern:
+def _label_pattern(label: str) -> re.Pattern[str]:
     parts = [re.escape(p) for p in re.split(r"[\s_\-]+", label.strip()) if p]
     return re.compile(r"(?<![0-9A-Za-z])" + r"[\s_\-]+".join(parts) + r"(?![0-9A-Za-z])", re.IGNORECASE)
 
@@ -69,7 +70,7 @@ def parse_answer(text: str, labels: Sequence[str]) -> tuple[str | None, str]:
     return None, "ambiguous" if hits else "none"
 
 
-def generation_result(task: Task, text: str, *, order: str = "original", **measured) -> TaskResult:
+def generation_result(task: Task, text: str, *, order: str = "original", **measured: Any) -> TaskResult:
     """Score one generated reply (pure)."""
     label, how = parse_answer(text, task.labels)
     result = TaskResult(
@@ -93,7 +94,7 @@ def generation_result(task: Task, text: str, *, order: str = "original", **measu
 
 
 def run_generation_baseline(
-    client,
+    client: EndpointClient,
     tasks: Sequence[Task],
     *,
     max_tokens: int = MAX_TOKENS,

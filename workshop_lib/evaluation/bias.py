@@ -12,12 +12,14 @@ rate near 0. The order-debiased readout is the adapter's own ``rotations`` mode
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
+from ..client import EndpointClient
 from .runner import Run, TaskResult, run_decisions
 from .tasks import Task
 
 
-def flip_stats(base: Iterable[TaskResult], other: Iterable[TaskResult]) -> dict:
+def flip_stats(base: Iterable[TaskResult], other: Iterable[TaskResult]) -> dict[str, Any]:
     """How often the top choice differs between two runs over the same tasks (valid pairs only)."""
     other_by_id = {r.task_id: r for r in other}
     compared = flips = not_comparable = 0
@@ -43,7 +45,12 @@ def flip_stats(base: Iterable[TaskResult], other: Iterable[TaskResult]) -> dict:
 
 
 def run_order_test(
-    client, tasks: Sequence[Task], *, order: str = "reversed", progress: bool = True, label: str = "decision"
+    client: EndpointClient,
+    tasks: Sequence[Task],
+    *,
+    order: str = "reversed",
+    progress: bool = True,
+    label: str = "decision",
 ) -> Run:
     """The plain readout with the options presented in ``order`` (compare with the original run)."""
     return run_decisions(client, tasks, order=order, progress=progress, label=label)

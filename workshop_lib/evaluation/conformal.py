@@ -18,7 +18,7 @@ import numpy as np
 from decision_contract.calibration import prediction_set
 
 
-def check_alpha(alpha) -> float:
+def check_alpha(alpha: object) -> float:
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha < 1.0:
         raise ValueError(
             f"alpha must be a number between 0 and 1 (exclusive), e.g. 0.1 for 90 % coverage; got {alpha!r}"
@@ -68,7 +68,7 @@ def coverage(
 
 def resampled_coverage(
     groups: Sequence[tuple[Sequence[Sequence[float]], Sequence[int]]], alpha: float, *, rounds: int = 200, seed: int = 0
-) -> dict | None:
+) -> dict[str, float | int] | None:
     """The sets' coverage on answers their threshold was not fitted on, over many random splits: in each round
     every group's answers (a profile's probability rows and labelled answers) are shuffled and halved, the
     threshold fitted on one half (where it holds enough answers) and the sets read on the other. Returns the

@@ -8,10 +8,14 @@ renderings attached: shown as Markdown in a notebook (``markdown.render_markdown
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .markdown import render_markdown
 from .plots import plot_report, save_figures
 from .report import BenchReport
+
+if TYPE_CHECKING:  # matplotlib is an optional dependency
+    from matplotlib.figure import Figure
 
 
 class ReportView(BenchReport):
@@ -34,7 +38,7 @@ class ReportView(BenchReport):
                 self.notes.append("matplotlib is not installed: no figures")
         return paths
 
-    def plot(self):
+    def plot(self) -> Figure:
         """The three figures in one matplotlib figure, for a notebook to show."""
         return plot_report(self)
 

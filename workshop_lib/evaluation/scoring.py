@@ -22,7 +22,7 @@ from decision_contract import wire
 from decision_contract.wire import SUM_TOLERANCE
 
 
-def invalid_reason(labels: Sequence[str], option_ids: Sequence[str], probabilities: Sequence) -> str | None:
+def invalid_reason(labels: Sequence[str], option_ids: Sequence[str], probabilities: Sequence[float]) -> str | None:
     """Why a response is not a proper probability vector over ``labels`` (in any order); ``None`` if it is one."""
     return wire.answer_problem(list(labels), list(option_ids), list(probabilities), ordered=False)
 

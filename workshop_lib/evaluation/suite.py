@@ -18,18 +18,23 @@ can keep them small.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..client import EndpointClient
 from .baseline import MAX_TOKENS, run_generation_baseline
 from .bias import run_order_test
 from .logprobs import TOP_LOGPROBS, run_logprobs_baseline
 from .report_view import ReportView
 from .runner import run_decisions, run_systemone
 from .served import run_mode
-from .tasks import resolve_tasks, select
+from .tasks import Task, resolve_tasks, select
 
 BASELINES = ("generation", "logprobs")
 
 
-def baselines(baseline) -> tuple[str, ...]:
+def baselines(baseline: bool | str | Iterable[str] | None) -> tuple[str, ...]:
     """Which baselines ``baseline`` asks for: False/None (none), True (generation), a name or several."""
     if not baseline:
         return ()
@@ -41,13 +46,13 @@ def baselines(baseline) -> tuple[str, ...]:
 
 
 def run_benchmark(
-    client,
-    tasks=None,
+    client: EndpointClient,
+    tasks: str | Path | Sequence[Task] | None = None,
     *,
     limit: int | None = None,
     concurrency: int = 1,
-    baseline=False,
-    standard=None,
+    baseline: bool | str | Iterable[str] | None = False,
+    standard: EndpointClient | None = None,
     top_logprobs: int = TOP_LOGPROBS,
     bias: bool = False,
     debias: bool = False,
@@ -56,7 +61,7 @@ def run_benchmark(
     order: str = "reversed",
     max_tokens: int = MAX_TOKENS,
     label: str = "decision",
-    compare_with: dict | None = None,
+    compare_with: dict[str, Any] | None = None,
     title: str = "Decision benchmark",
     progress: bool = True,
     schema: str = "decision",
@@ -102,16 +107,16 @@ def run_benchmark(
 
 
 def run_notebook_benchmark(
-    client,
-    tasks=None,
+    client: EndpointClient,
+    tasks: str | Path | Sequence[Task] | None = None,
     limit: int | None = None,
     *,
-    baseline=True,
-    standard=None,
+    baseline: bool | str | Iterable[str] | None = True,
+    standard: EndpointClient | None = None,
     bias: bool = True,
     debias: bool = True,
     calibrate: bool = True,
-    **options,
+    **options: Any,
 ) -> ReportView:
     """Notebook 06's one call: every study switched on; ``report.plot()`` draws the figures,
     ``report.to_markdown()`` (or just showing ``report``) gives the tables, ``report.save(dir)`` writes them.
