@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,8 @@ def softmax(logits: Sequence[float], temperature: float = 1.0) -> np.ndarray:
     z = np.asarray(logits, dtype=float) / temperature
     z = z - z.max()
     e = np.exp(z)
-    return e / e.sum()
+    probabilities: np.ndarray = e / e.sum()
+    return probabilities
 
 
 def nll(logit_rows: Sequence[Sequence[float]], targets: Sequence[int], temperature: float = 1.0) -> float:
@@ -83,7 +85,9 @@ def fit_temperature(
     return 1.0 / beta
 
 
-def reliability_bins(confidences: Sequence[float], correct: Sequence[bool], bins: int = DEFAULT_BINS) -> list[dict]:
+def reliability_bins(
+    confidences: Sequence[float], correct: Sequence[bool], bins: int = DEFAULT_BINS
+) -> list[dict[str, Any]]:
     """Equal-width bins over [0, 1] of the top probability: count, mean confidence, accuracy.
 
     A confidence of exactly 1.0 falls in the last bin; empty bins are kept (n = 0).
@@ -113,11 +117,12 @@ def expected_calibration_error(
     total = len(confidences)
     if not total:
         raise ValueError("no tasks")
-    return sum(
+    ece: float = sum(
         b["n"] / total * abs(b["accuracy"] - b["confidence"])
         for b in reliability_bins(confidences, correct, bins)
         if b["n"]
     )
+    return ece
 
 
 def brier_score(probability_rows: Sequence[Sequence[float] | np.ndarray], targets: Sequence[int]) -> float:
@@ -134,7 +139,7 @@ def brier_score(probability_rows: Sequence[Sequence[float] | np.ndarray], target
 
 def metrics(
     logit_rows: Sequence[Sequence[float]], targets: Sequence[int], temperature: float = 1.0, bins: int = DEFAULT_BINS
-) -> dict:
+) -> dict[str, Any]:
     """NLL, ECE, Brier, accuracy and the reliability bins of softmax(logits / T)."""
     probs = [softmax(row, temperature) for row in logit_rows]
     top = [float(p.max()) for p in probs]
@@ -156,7 +161,7 @@ def _in_fit_half(key: str) -> bool:
     return hashlib.sha256(key.encode("utf-8")).digest()[0] % 2 == 0
 
 
-def split_for_calibration(results: Iterable) -> tuple[list, list, str]:
+def split_for_calibration(results: Iterable[Any]) -> tuple[list[Any], list[Any], str]:
     """(fit results, report results, how): by split name, else a stable hash of group or task id."""
     results = list(results)
     fit = [r for r in results if str(r.split).lower() in FIT_SPLITS]
@@ -170,7 +175,7 @@ def split_for_calibration(results: Iterable) -> tuple[list, list, str]:
     return fit, [r for r in results if not _in_fit_half(r.task_id)], "stable hash of the task id (about half)"
 
 
-def _rows(results) -> tuple[list[list[float]], list[int]]:
+def _rows(results: Iterable[Any]) -> tuple[list[list[float]], list[int]]:
     rows, targets = [], []
     for r in results:
         if not r.valid or not r.probabilities:
@@ -185,12 +190,12 @@ def _rows(results) -> tuple[list[list[float]], list[int]]:
     return rows, targets
 
 
-def calibrate_results(results: Iterable, bins: int = DEFAULT_BINS) -> dict:
+def calibrate_results(results: Iterable[Any], bins: int = DEFAULT_BINS) -> dict[str, Any]:
     """Fit a temperature on the fitting tasks, report before/after on the others (valid answers only)."""
     fit, held_out, how = split_for_calibration(results)
     fit_rows, fit_targets = _rows(fit)
     rows, targets = _rows(held_out)
-    out = {
+    out: dict[str, Any] = {
         "split": how,
         "fit_tasks": len(fit_rows),
         "report_tasks": len(rows),
