@@ -15,6 +15,7 @@ import json
 import shlex
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from botocore import xform_name
 
@@ -105,7 +106,7 @@ def shell(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
-def call_of(argv: Sequence[str]) -> tuple[str, str, dict]:
+def call_of(argv: Sequence[str]) -> tuple[str, str, dict[str, Any]]:
     """``aws <service> <command> --option value ...`` as (service, Operation, params), checked by botocore;
     ``file://`` values are read as the CLI reads them, flags without a value are True."""
     if len(argv) < 3 or argv[0] != "aws":
@@ -117,7 +118,7 @@ def call_of(argv: Sequence[str]) -> tuple[str, str, dict]:
         raise InvalidInput(f"{service} has no command {argv[2]!r}")
     members = model.operation_model(operation).input_shape.members
     options = {xform_name(name, "-"): name for name in members}
-    params: dict = {}
+    params: dict[str, Any] = {}
     rest = list(argv[3:])
     while rest:
         option = rest.pop(0)

@@ -14,6 +14,7 @@ import re
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from .. import names
 from ..config import check_ecr_repository_name
@@ -105,7 +106,7 @@ def model_s3_prefix(uri: str) -> str:
     return f"s3://{bucket}/{key}".rstrip("/")
 
 
-def _tag_list(tags: Mapping[str, str] | None, key: str = "key", value: str = "value") -> list[dict]:
+def _tag_list(tags: Mapping[str, str] | None, key: str = "key", value: str = "value") -> list[dict[str, Any]]:
     return names.tag_list(dict(names.WORKSHOP_TAGS if tags is None else tags), key, value)
 
 
@@ -140,7 +141,7 @@ def source_key(zip_bytes: bytes, prefix: str = SOURCE_PREFIX) -> str:
     return f"{prefix.strip('/')}/source-{hashlib.sha256(zip_bytes).hexdigest()[:16]}.zip"
 
 
-def source_upload_request(bucket: str, repo_root: str | Path, prefix: str = SOURCE_PREFIX) -> dict:
+def source_upload_request(bucket: str, repo_root: str | Path, prefix: str = SOURCE_PREFIX) -> dict[str, Any]:
     """PutObject for the source zip; CodeBuild's location for it is ``Bucket/Key``."""
     body = source_zip(repo_root)
     return calls.validate("s3", "PutObject", {"Bucket": bucket, "Key": source_key(body, prefix), "Body": body})
@@ -159,7 +160,7 @@ def project_request(
     log_stream: str = "build",
     description: str = "",
     tags: Mapping[str, str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """CreateProject: S3 zip source, the AL2023 standard image, logs to CloudWatch, no artifacts."""
     check_project_name(name)
     if not names.is_role_arn(service_role_arn):
@@ -195,12 +196,14 @@ def project_request(
     return calls.validate("codebuild", "CreateProject", request)
 
 
-def update_project_request(create_request: dict) -> dict:
+def update_project_request(create_request: dict[str, Any]) -> dict[str, Any]:
     """UpdateProject with everything CreateProject set (UpdateProject takes the same members)."""
     return calls.validate("codebuild", "UpdateProject", dict(create_request))
 
 
-def start_build_request(project_name: str, env: Mapping[str, str], *, source_location: str | None = None) -> dict:
+def start_build_request(
+    project_name: str, env: Mapping[str, str], *, source_location: str | None = None
+) -> dict[str, Any]:
     request = {
         "projectName": check_project_name(project_name),
         "environmentVariablesOverride": [{"name": k, "value": str(v), "type": "PLAINTEXT"} for k, v in env.items()],
@@ -331,7 +334,7 @@ def image_build_env(
     }
 
 
-def ecr_repository_request(name: str = ECR_REPOSITORY, tags: Mapping[str, str] | None = None) -> dict:
+def ecr_repository_request(name: str = ECR_REPOSITORY, tags: Mapping[str, str] | None = None) -> dict[str, Any]:
     """CreateRepository with immutable tags (a pushed tag never moves) and scan on push."""
     request = {
         "repositoryName": check_ecr_repository_name(name),
@@ -342,7 +345,7 @@ def ecr_repository_request(name: str = ECR_REPOSITORY, tags: Mapping[str, str] |
     return calls.validate("ecr", "CreateRepository", request)
 
 
-def failure_summary(build: dict) -> tuple[str | None, str]:
+def failure_summary(build: dict[str, Any]) -> tuple[str | None, str]:
     """(failed phase, CodeBuild's reason) from a BatchGetBuilds build."""
     for phase in build.get("phases", []):
         if phase.get("phaseStatus") not in (None, "SUCCEEDED"):

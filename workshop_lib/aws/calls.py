@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from botocore.config import Config
 from botocore.exceptions import ParamValidationError
@@ -20,7 +21,7 @@ from ..errors import InvalidInput
 from ..names import operation_model
 
 
-def validate(service: str, operation: str, params: dict) -> dict:
+def validate(service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
     """Return params unchanged if botocore accepts them for service.operation, else raise."""
     model = operation_model(service, operation)
     report = ParamValidator().validate(params, model.input_shape)
@@ -38,8 +39,13 @@ CONTROL_PLANE = Config(retries={"mode": "standard", "total_max_attempts": 5}, co
 
 
 def client(
-    service: str, region: str | None, *, endpoint_url: str | None = None, session=None, config: Config | None = None
-):
+    service: str,
+    region: str | None,
+    *,
+    endpoint_url: str | None = None,
+    session: Any = None,
+    config: Config | None = None,
+) -> Any:
     """The library's one boto3 client factory; ``endpoint_url`` points a client at the local AWS
     emulator in local mode, ``config`` replaces the control-plane retry policy."""
     import boto3
@@ -48,25 +54,26 @@ def client(
     return session.client(service, region_name=region, endpoint_url=endpoint_url, config=config or CONTROL_PLANE)
 
 
-def region_of(client) -> str:
+def region_of(client: Any) -> str:
     """The region a boto3 client was made for: the flows that take a client read it here, not from a caller."""
-    return client.meta.region_name
+    region: str = client.meta.region_name
+    return region
 
 
 def wait_for_status(
-    describe: Callable[[], dict],
+    describe: Callable[[], dict[str, Any]],
     key: str,
     *,
     done: str,
     label: str,
-    failure: Callable[[dict], Exception | None],
+    failure: Callable[[dict[str, Any]], Exception | None],
     timeout: Callable[[str], Exception],
     poll_s: float,
     timeout_s: float,
     progress: bool = True,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> dict:
+) -> dict[str, Any]:
     """Call ``describe()`` every ``poll_s`` s until ``response[key] == done``; return that response.
 
     ``failure(response)`` is the exception for a status that will not reach ``done`` (None:

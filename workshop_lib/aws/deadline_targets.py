@@ -5,8 +5,10 @@ local rehearsal's permission audit holds against the deadlines' role."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from . import policies
 from .arns import partition
@@ -42,7 +44,7 @@ COMPONENT = Deletion("deleteInferenceComponent", "InferenceComponentName", "infe
 DELETIONS = (ENDPOINT, COMPONENT)
 
 
-def deadline_calls(calls) -> list[dict]:
+def deadline_calls(calls: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The call each recorded deadline makes when it fires (SageMaker DeleteEndpoint, or DeleteInferenceComponent
     for a component's, as ``PRINCIPAL``), in the call log's form, with what IAM reads then: the resource's tags (from
     its create call) and, for an endpoint, its variants ever registered for auto scaling (SageMaker deregisters them

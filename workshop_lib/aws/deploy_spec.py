@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from ..deploy_paths import DEPLOY_PATHS, DeployPath, deploy_path
 from ..errors import InvalidInput
@@ -25,7 +26,8 @@ GPU_ONLY = ("instance_pools", "provision_timeout_s")
 
 def plan_builder(path: DeployPath) -> Callable[..., endpoints.DeployPlan]:
     """The ``endpoints`` function that builds ``path``'s requests (its row names it)."""
-    return getattr(endpoints, path.plan_builder)
+    builder: Callable[..., endpoints.DeployPlan] = getattr(endpoints, path.plan_builder)
+    return builder
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class DeploySpec:
     startup_timeout_s: int | None = None
     download_timeout_s: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         row = self.row
         if self.instance_pools is not None:
             pools = (self.instance_pools,) if isinstance(self.instance_pools, str) else tuple(self.instance_pools)
@@ -72,7 +74,7 @@ class DeploySpec:
         return deploy_path(self.path)
 
     @classmethod
-    def of(cls, path: str, *, pools: Sequence[str] | None = None, **settings) -> DeploySpec:
+    def of(cls, path: str, *, pools: Sequence[str] | None = None, **settings: Any) -> DeploySpec:
         """A spec from keyword settings (``pools`` is the steps' name for ``instance_pools``)."""
         if pools is not None:
             settings["instance_pools"] = pools
@@ -82,7 +84,7 @@ class DeploySpec:
         """The same spec with its image and model named (by the step that resolved them)."""
         return replace(self, image_uri=image_uri, model_data_url=model_data_url)
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         """The builder's keyword arguments this spec sets (image and model are passed on their own)."""
         given = asdict(self)
         for own in ("path", "image_uri", "model_data_url"):
@@ -111,7 +113,7 @@ def plan_for(
     region: str,
     image: ImageRef,
     model_data_url: str,
-    data_capture: dict | None = None,
+    data_capture: dict[str, Any] | None = None,
 ) -> endpoints.DeployPlan:
     """The validated requests for ``spec`` under the workshop's ``name`` and ``role_arn``; nothing sent.
 

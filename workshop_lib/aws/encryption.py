@@ -19,8 +19,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable
+from typing import Any, TypeVar
 
 from . import calls
+from .endpoints import DeployPlan
+from .inference_components import ZeroPlan
 
 BUCKET_ENCRYPTION_FILE = "bucket-encryption.json"
 # Instance families with local NVMe instance storage: SageMaker refuses a KmsKeyId on their endpoint configs.
@@ -32,7 +35,7 @@ def has_local_storage(instance_type: str) -> bool:
     return bool(_LOCAL_STORAGE.match(instance_type))
 
 
-def bucket_encryption(key_arn: str) -> dict:
+def bucket_encryption(key_arn: str) -> dict[str, Any]:
     """The bucket's default encryption: SSE-KMS with ``key_arn`` and an S3 bucket key (fewer KMS calls)."""
     document = {
         "Rules": [
@@ -46,14 +49,18 @@ def bucket_encryption(key_arn: str) -> dict:
     return document
 
 
-def _instance_types(variant: dict) -> Iterable[str]:
+def _instance_types(variant: dict[str, Any]) -> Iterable[str]:
     if variant.get("InstanceType"):
         yield variant["InstanceType"]
     for pool in variant.get("InstancePools") or ():
         yield pool["InstanceType"]
 
 
-def encrypted_plan(plan, key_arn: str):
+# an endpoint's plan, or a scale-to-zero endpoint's (both carry endpoint_config and notes)
+PlanT = TypeVar("PlanT", DeployPlan, ZeroPlan)
+
+
+def encrypted_plan(plan: PlanT, key_arn: str) -> PlanT:
     """``plan`` (``endpoints.DeployPlan``) with ``key_arn`` on its captured requests and, where SageMaker accepts
     one, on its storage volume; a note says what the key covers."""
     config = dict(plan.endpoint_config)
@@ -72,7 +79,7 @@ def encrypted_plan(plan, key_arn: str):
     return dataclasses.replace(plan, endpoint_config=config, notes=(*plan.notes, note))
 
 
-def encrypted_transform(request: dict, key_arn: str) -> dict:
+def encrypted_transform(request: dict[str, Any], key_arn: str) -> dict[str, Any]:
     """A CreateTransformJob request whose output ``key_arn`` encrypts."""
     request = {**request, "TransformOutput": {**request["TransformOutput"], "KmsKeyId": key_arn}}
     return calls.validate("sagemaker", "CreateTransformJob", request)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -28,11 +29,11 @@ REFUSED = frozenset({"AccessDenied", "AccessDeniedException"})
 BUCKET_POLICY_FILE, LIFECYCLE_FILE = "bucket-policy.json", "bucket-lifecycle.json"
 
 
-def retention_request(group: str, days: int = LOG_RETENTION_DAYS) -> dict:
+def retention_request(group: str, days: int = LOG_RETENTION_DAYS) -> dict[str, Any]:
     return calls.validate("logs", "PutRetentionPolicy", {"logGroupName": group, "retentionInDays": days})
 
 
-def tls_only_policy(bucket: str, region: str) -> dict:
+def tls_only_policy(bucket: str, region: str) -> dict[str, Any]:
     """A bucket policy that denies any request made without TLS (S3 guide: "aws:SecureTransport")."""
     bucket_arn = s3_bucket_arn(bucket, region)
     return {
@@ -50,7 +51,7 @@ def tls_only_policy(bucket: str, region: str) -> dict:
     }
 
 
-def lifecycle(prefix: str) -> dict:
+def lifecycle(prefix: str) -> dict[str, Any]:
     """Captured requests expire after ``CAPTURE_EXPIRY_DAYS``; unfinished multipart uploads are aborted."""
     capture = "/".join(p for p in (prefix.strip("/"), CAPTURE_FOLDER) if p) + "/"
     return {
@@ -135,7 +136,7 @@ def bucket_commands(folder: str | Path, bucket: str, account: str, *, encrypted:
     return commands
 
 
-def keep_logs(logs_client, group: str, days: int = LOG_RETENTION_DAYS) -> str:
+def keep_logs(logs_client: Any, group: str, days: int = LOG_RETENTION_DAYS) -> str:
     """Create ``group`` if missing and set its retention; "" when done, else a note saying why not."""
     try:
         try:

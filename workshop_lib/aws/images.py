@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -273,7 +275,7 @@ def check_deployable(image: ImageRef, region: str) -> ImageRef:
     return image
 
 
-def resolve_digest(ecr_client, image: ImageRef) -> ImageRef:
+def resolve_digest(ecr_client: Any, image: ImageRef) -> ImageRef:
     """Ask ECR which digest a tag points at now; return the image pinned to it (without its tag).
 
     An already pinned reference comes back pinned, without any tag, and ECR is not asked.
@@ -327,7 +329,7 @@ def dlc_pin(variant: str, region: str | None = None) -> DlcPin:
     return REGIONAL_DLC_PINS.get(region or "", {}).get(variant, DLC_PINS[variant])
 
 
-def dlc_digest_table(regions) -> dict[str, dict[str, str]]:
+def dlc_digest_table(regions: Iterable[str]) -> dict[str, dict[str, str]]:
     """Region -> variant -> pinned digest, as the deploys would use them (for a notebook or the docs)."""
     return {region: {variant: dlc_pin(variant, region).digest for variant in DLC_PINS} for region in regions}
 
@@ -342,7 +344,7 @@ def pinned_dlc_uri(region: str, variant: str = "cpu") -> str:
     return pinned_dlc(region, variant).uri
 
 
-def pinned_dlc_present(ecr_client, region: str | None = None, variant: str = "cpu") -> bool:
+def pinned_dlc_present(ecr_client: Any, region: str | None = None, variant: str = "cpu") -> bool:
     """Whether the DLC registry of ``region`` (the client's when not given) holds the pinned digest
     (DescribeImages, else BatchGetImage, which pulling needs anyway). Other errors (throttling, a broken
     endpoint) are raised."""
@@ -361,7 +363,9 @@ def pinned_dlc_present(ecr_client, region: str | None = None, variant: str = "cp
     return bool(found.get("images"))
 
 
-def resolve_dlc(ecr_client, region: str | None = None, variant: str = "cpu", *, follow_tag: bool = False) -> ImageRef:
+def resolve_dlc(
+    ecr_client: Any, region: str | None = None, variant: str = "cpu", *, follow_tag: bool = False
+) -> ImageRef:
     """The DLC to build and deploy on: the pinned digest, checked to exist in the registry of ``region``
     (the client's when not given).
 

@@ -6,6 +6,7 @@ With no key configured the documents carry no KMS statement at all: AWS's own ke
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from .policy_scope import Scope
 from .statements import allow
@@ -16,7 +17,7 @@ def s3_service(region: str) -> str:
     return f"s3.{region}.amazonaws.com" + (".cn" if region.startswith("cn-") else "")
 
 
-def key_statements(s: Scope, sid: str, via_s3: Iterable[str] = (), direct: Iterable[str] = ()) -> list[dict]:
+def key_statements(s: Scope, sid: str, via_s3: Iterable[str] = (), direct: Iterable[str] = ()) -> list[dict[str, Any]]:
     """The organisation's key, when one is configured: ``via_s3`` actions only as S3 uses it for the bucket's
     objects, ``direct`` ones (SageMaker's volume and captures) on the key itself, a grant only for an AWS
     resource. Nothing without a key."""

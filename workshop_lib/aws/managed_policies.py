@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 SAGEMAKER_FULL_ACCESS = "AmazonSageMakerFullAccess"
 
@@ -25,7 +26,7 @@ class ManagedPolicy:
     version_id: str  # IAM's default version when read, e.g. "v29"
     created: str  # that version's CreateDate
     source: Mapping[str, str]  # published page, where the text was read, when, how to refresh it
-    document: Mapping
+    document: Mapping[str, Any]
 
     def __str__(self) -> str:
         return f"{self.name} {self.version_id} ({self.created[:10]}, read {self.source.get('read_on', '?')})"

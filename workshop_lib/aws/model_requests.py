@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from .. import names
 from ..config import check_resource_name, check_role_arn
@@ -28,7 +29,7 @@ LLAMA_PREFIX = "SM_LLAMA_CPP_"
 # ---- small checks ---------------------------------------------------------------
 
 
-def check_in_range(value, low, high, what: str) -> None:
+def check_in_range(value: object, low: float, high: float, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise InvalidInput(f"{what} is {value!r}; it must be between {low} and {high}")
 
@@ -49,13 +50,13 @@ def workshop_tags(
     workshop: str = names.WORKSHOP_TAGS[names.TAG_WORKSHOP],
     created_by: str = names.WORKSHOP_TAGS[names.TAG_CREATED_BY],
     extra: Mapping[str, str] | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The tags every workshop resource carries (``names.WORKSHOP_TAGS``), plus ``extra``."""
     tags = {names.TAG_WORKSHOP: workshop, names.TAG_CREATED_BY: created_by, **(extra or {})}
     return check_tags(names.tag_list(tags))
 
 
-def check_tags(tags: list[dict]) -> list[dict]:
+def check_tags(tags: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if len(tags) > 50:
         raise InvalidInput(f"{len(tags)} tags; SageMaker allows 50 per resource")
     keys = [t["Key"] for t in tags]
@@ -133,9 +134,9 @@ def model_request(
     role_arn: str,
     model_data_url: str | None = None,
     environment: Mapping[str, str] | None = None,
-    tags: list[dict] | None = None,
+    tags: list[dict[str, Any]] | None = None,
     network_isolation: bool = True,
-) -> dict:
+) -> dict[str, Any]:
     """CreateModel for one container; the image must be pinned by digest. ``network_isolation``: the
     container gets no network at run time (SageMaker still downloads the model data for it)."""
     check_resource_name(name, "model")
@@ -155,7 +156,7 @@ def model_request(
             f"SM_LLAMA_CPP_HF_REPO={hf_repo} downloads the model at start-up, which an isolated container cannot "
             "do: package the model instead (model_data_url), or pass network_isolation=False"
         )
-    container: dict = {"Image": image.uri, "Mode": "SingleModel"}
+    container: dict[str, Any] = {"Image": image.uri, "Mode": "SingleModel"}
     if model_data_url:
         container["ModelDataUrl"] = _s3_tarball(model_data_url)
     if env:
@@ -183,8 +184,8 @@ def standard_model_request(
     threads: int | None = None,
     n_gpu_layers: int | None = None,
     environment: Mapping[str, str] | None = None,
-    tags: list[dict] | None = None,
-) -> dict:
+    tags: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The standard DLC: a model tarball in S3 (network-isolated), or instead a GGUF the DLC downloads from
     Hugging Face at start-up (which needs the network, so that model is not isolated)."""
     if model_data_url and hf_repo:
@@ -220,8 +221,8 @@ def decision_model_request(
     n_gpu_layers: int = 0,
     parallel: int | None = None,
     environment: Mapping[str, str] | None = None,
-    tags: list[dict] | None = None,
-) -> dict:
+    tags: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The decision image (network-isolated); ``environment`` carries DECISION_ADAPTER_* settings if any."""
     if not model_data_url:
         raise InvalidInput("the decision endpoint needs model_data_url (s3://.../model.tar.gz)")

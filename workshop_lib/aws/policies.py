@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..config import WorkshopConfig
 from ..errors import InvalidInput
@@ -85,14 +86,16 @@ POLICY_FILES = {
 }
 
 
-def policies(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict[str, dict]:
+def policies(
+    config: WorkshopConfig | Scope, account_id: str | None = None, **options: Any
+) -> dict[str, dict[str, Any]]:
     """Every document, by file name."""
     s = as_scope(config, account_id, **options)
     return {name: builder(s) for name, (builder, _) in POLICY_FILES.items()}
 
 
 def write_policies(
-    config: WorkshopConfig | Scope, out_dir: str | Path, account_id: str | None = None, **options
+    config: WorkshopConfig | Scope, out_dir: str | Path, account_id: str | None = None, **options: Any
 ) -> dict[str, Path]:
     """Write the four documents as JSON under ``out_dir`` (checked first); returns name -> path."""
     out = Path(out_dir)
@@ -107,8 +110,8 @@ def write_policies(
 
 
 def create_policy_request(
-    name: str, document: Mapping, *, description: str = "", path: str = "/decision-workshop/"
-) -> dict:
+    name: str, document: Mapping[str, Any], *, description: str = "", path: str = "/decision-workshop/"
+) -> dict[str, Any]:
     """IAM CreatePolicy for a permissions document, checked by botocore and by IAM's own rules."""
     check_policy_document(document)
     if not re.fullmatch(r"[\w+=,.@-]{1,128}", name):
@@ -124,8 +127,13 @@ def create_policy_request(
 
 
 def create_role_request(
-    name: str, trust: Mapping, *, description: str = "", path: str = "/decision-workshop/", boundary: str | None = None
-) -> dict:
+    name: str,
+    trust: Mapping[str, Any],
+    *,
+    description: str = "",
+    path: str = "/decision-workshop/",
+    boundary: str | None = None,
+) -> dict[str, Any]:
     """IAM CreateRole; ``boundary`` (the roles the operator creates: ``boundary_policy_arn``) sets the
     permissions boundary in the same request, as the operator's documents require."""
     check_policy_document(trust, trust=True)

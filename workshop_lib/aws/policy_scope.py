@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .. import names
 from ..config import (
@@ -21,7 +22,7 @@ from ..config import (
 )
 from ..errors import InvalidInput
 from .arns import partition
-from .codebuild import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
+from .build_projects import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
 from .images import DLC_ARM64_REPOSITORY, DLC_REPOSITORY, dlc_account
 
 # Folders under the workshop prefix: the model package (``WorkshopConfig.model_data_url``) and the
@@ -146,7 +147,7 @@ def deadline_scope(config: WorkshopConfig, account_id: str) -> Scope:
     return Scope(region=config.region, account=account_id, bucket="", prefix="", endpoint_names=names_)
 
 
-def as_scope(config_or_scope, account_id: str | None, **options) -> Scope:
+def as_scope(config_or_scope: WorkshopConfig | Scope, account_id: str | None, **options: Any) -> Scope:
     """A ``Scope`` as given, or made from a config by ``scope``: what every document's builder accepts."""
     if isinstance(config_or_scope, Scope):
         return config_or_scope

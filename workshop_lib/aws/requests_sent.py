@@ -15,9 +15,10 @@ import html
 import json
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 MASK = "****"
 # Parameter names whose values are secrets, wherever they sit (an Environment map's keys included).
@@ -32,7 +33,7 @@ _PAIR_KEYS = (("name", "value"), ("Name", "Value"), ("Key", "Value"))
 class SentRequest:
     service: str  # botocore's service name (``sagemaker``, ``application-autoscaling``)
     operation: str  # the API's operation name (``CreateEndpointConfig``)
-    params: dict  # the parameters as validated, secrets masked
+    params: dict[str, Any]  # the parameters as validated, secrets masked
 
     @property
     def title(self) -> str:
@@ -42,7 +43,7 @@ class SentRequest:
         return json.dumps(self.params, indent=2, ensure_ascii=False)
 
 
-def plain(value, *, mask: bool = False, name: str = ""):
+def plain(value: Any, *, mask: bool = False, name: str = "") -> Any:
     """``value`` (a call's parameters) as plain JSON: nested maps and lists kept, bytes and streams shown by
     size, times as ISO text, anything else by its type's name. With ``mask``, as ``masked``."""
     if mask and name and SECRET_NAME.search(name) and not isinstance(value, (Mapping, list, tuple)):
@@ -66,7 +67,7 @@ def plain(value, *, mask: bool = False, name: str = ""):
     return f"<{type(value).__name__}>"
 
 
-def masked(value, name: str = ""):
+def masked(value: Any, name: str = "") -> Any:
     """``value`` as ``plain`` JSON with every secret's value replaced by ``MASK``: a parameter whose name
     looks like a secret's, a map entry whose key does, a name/value pair whose name does."""
     return plain(value, mask=True, name=name)
@@ -80,16 +81,16 @@ class RequestRecorder:
         self._pending = threading.local()
         self._attached: set[int] = set()
 
-    def attach(self, client) -> None:
+    def attach(self, client: Any) -> None:
         if id(client) in self._attached:
             return
         self._attached.add(id(client))
         service = client.meta.service_model.service_name
 
-        def built(model, params, **_):
+        def built(model: Any, params: Any, **_: Any) -> None:
             self._pending.call = (model.name, masked(params)) if self._open else None
 
-        def validated(model, **_):
+        def validated(model: Any, **_: Any) -> None:
             pending = getattr(self._pending, "call", None)
             self._pending.call = None
             if pending is None or pending[0] != model.name:
@@ -111,7 +112,7 @@ class RequestRecorder:
             self._open.remove(sent)
 
 
-def requests_html(requests, summary: str = "") -> str:
+def requests_html(requests: Iterable[SentRequest], summary: str = "") -> str:
     """``summary`` as preformatted text, then the requests folded: one ``<details>`` for all of them,
     and inside it one per request with its parameters as JSON."""
     requests = list(requests)
@@ -130,7 +131,7 @@ def requests_html(requests, summary: str = "") -> str:
     return "".join(parts)
 
 
-def requests_text(requests) -> str:
+def requests_text(requests: Iterable[SentRequest]) -> str:
     """The requests as plain text, one JSON block each (what the CLI prints with ``--show-requests``)."""
     return "\n".join(f"{r.title}\n{r.to_json()}" for r in requests)
 

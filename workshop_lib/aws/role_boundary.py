@@ -5,6 +5,9 @@ them, and the boundary caps whatever their own policies grant.
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..config import WorkshopConfig
 from .arns import partition, role_arn
 from .images import DEFAULT_DLC_ACCOUNT, DLC_ACCOUNTS
 from .policy_scope import Scope, as_scope
@@ -35,7 +38,9 @@ def workshop_role_arns(s: Scope) -> list[str]:
     return [role_arn(s.region, s.account, CODEBUILD_ROLE_NAME), scheduler_role_arn(s.region, s.account)]
 
 
-def role_boundary_policy(config, account_id: str | None = None, **options) -> dict:
+def role_boundary_policy(
+    config: WorkshopConfig | Scope, account_id: str | None = None, **options: Any
+) -> dict[str, Any]:
     """The permissions boundary of the roles the operator creates: what their own policies may ever grant,
     written from patterns (any region, any bucket of this account, endpoints by the workshop's tag), so the one
     boundary an administrator creates per account still holds after a change of region, bucket or endpoint
@@ -92,7 +97,7 @@ def role_boundary_policy(config, account_id: str | None = None, **options) -> di
     )
 
 
-def operator_role_statements(s: Scope) -> list[dict]:
+def operator_role_statements(s: Scope) -> list[dict[str, Any]]:
     """What the operator may do with the workshop's roles: create them and change their permissions only
     with the workshop's boundary on them, never remove or replace that boundary; read, tag and delete them
     (actions IAM gives no boundary key, and which add no permission to a role)."""
@@ -124,6 +129,8 @@ def operator_role_statements(s: Scope) -> list[dict]:
     ]
 
 
-def operator_roles_policy(config, account_id: str | None = None, **options) -> dict:
+def operator_roles_policy(
+    config: WorkshopConfig | Scope, account_id: str | None = None, **options: Any
+) -> dict[str, Any]:
     """The operator's permissions on the workshop's roles, attached beside operator-policy.json."""
     return policy_document(operator_role_statements(as_scope(config, account_id, **options)))

@@ -6,6 +6,7 @@ boundary existed is given it first. Thin senders around a boto3 IAM client; refu
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -15,18 +16,19 @@ from .iam import minified
 from .role_boundary import BOUNDARY_POLICY_NAME, BOUNDARY_POLICY_PATH
 
 
-def boundary_of(role: Mapping) -> str | None:
+def boundary_of(role: Mapping[str, Any]) -> str | None:
     """The permissions boundary's ARN of a GetRole/CreateRole ``Role``, or None."""
     return (role.get("PermissionsBoundary") or {}).get("PermissionsBoundaryArn")
 
 
-def create(iam, name: str, trust: Mapping, boundary: str, *, description: str = "") -> dict:
+def create(iam: Any, name: str, trust: Mapping[str, Any], boundary: str, *, description: str = "") -> dict[str, Any]:
     """CreateRole with the boundary in the same request; returns the new ``Role``. A boundary policy that
     does not exist yet (an administrator creates it once per account) is one line saying how."""
     try:
-        return iam.create_role(
+        role: dict[str, Any] = iam.create_role(
             **policies.create_role_request(name, trust, path="/", boundary=boundary, description=description)
         )["Role"]
+        return role
     except ClientError as exc:
         error = exc.response.get("Error", {})
         if error.get("Code") not in ("NoSuchEntity", "InvalidInput") or boundary not in str(error.get("Message")):
@@ -39,7 +41,7 @@ def create(iam, name: str, trust: Mapping, boundary: str, *, description: str = 
         ) from None
 
 
-def keep_bounded(iam, role: Mapping, boundary: str) -> bool:
+def keep_bounded(iam: Any, role: Mapping[str, Any], boundary: str) -> bool:
     """Put ``boundary`` on an existing role that lacks it (made before the workshop used one); True if it did."""
     if boundary_of(role) == boundary:
         return False
@@ -47,7 +49,7 @@ def keep_bounded(iam, role: Mapping, boundary: str) -> bool:
     return True
 
 
-def put_permissions(iam, name: str, document: Mapping) -> None:
+def put_permissions(iam: Any, name: str, document: Mapping[str, Any]) -> None:
     """The role's one inline policy, named after it, replaced by ``document``."""
     iam.put_role_policy(RoleName=name, PolicyName=name, PolicyDocument=minified(document))
 

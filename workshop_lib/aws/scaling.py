@@ -7,6 +7,8 @@ botocore (``calls.validate``); ``enable_autoscaling`` sends both.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..config import check_resource_name
 from . import calls
 from .model_requests import check_in_range
@@ -40,7 +42,7 @@ def target_invocations_per_minute(seconds_per_request: float, utilisation: float
 
 def scalable_target_request(
     endpoint_name: str, *, min_instances: int = 1, max_instances: int = 2, variant_name: str = VARIANT_NAME
-) -> dict:
+) -> dict[str, Any]:
     check_in_range(min_instances, 1, 100, "min_instances")
     check_in_range(max_instances, min_instances, 100, "max_instances (at least min_instances)")
     request = {
@@ -61,7 +63,7 @@ def scaling_policy_request(
     scale_out_cooldown_s: int = 60,
     variant_name: str = VARIANT_NAME,
     policy_name: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Target tracking on SageMakerVariantInvocationsPerInstance (invocations per instance per minute)."""
     check_in_range(invocations_per_instance, 0.1, 100_000, "invocations_per_instance")
     check_in_range(scale_in_cooldown_s, 0, 86_400, "scale_in_cooldown_s")
@@ -86,7 +88,7 @@ def scaling_policy_name(endpoint_name: str) -> str:
     return f"{endpoint_name}-invocations-per-instance"
 
 
-def delete_policy_request(endpoint_name: str, variant_name: str = VARIANT_NAME) -> dict:
+def delete_policy_request(endpoint_name: str, variant_name: str = VARIANT_NAME) -> dict[str, Any]:
     request = {
         "PolicyName": scaling_policy_name(endpoint_name),
         "ServiceNamespace": "sagemaker",
@@ -96,7 +98,7 @@ def delete_policy_request(endpoint_name: str, variant_name: str = VARIANT_NAME) 
     return calls.validate("application-autoscaling", "DeleteScalingPolicy", request)
 
 
-def deregister_target_request(endpoint_name: str, variant_name: str = VARIANT_NAME) -> dict:
+def deregister_target_request(endpoint_name: str, variant_name: str = VARIANT_NAME) -> dict[str, Any]:
     request = {
         "ServiceNamespace": "sagemaker",
         "ResourceId": autoscaling_resource_id(endpoint_name, variant_name),
@@ -109,7 +111,7 @@ def deregister_target_request(endpoint_name: str, variant_name: str = VARIANT_NA
 
 
 def enable_autoscaling(
-    autoscaling_client,
+    autoscaling_client: Any,
     endpoint_name: str,
     *,
     invocations_per_instance: float,
@@ -127,13 +129,14 @@ def enable_autoscaling(
         scale_out_cooldown_s=scale_out_cooldown_s,
     )
     autoscaling_client.register_scalable_target(**target)
-    return autoscaling_client.put_scaling_policy(**policy)["PolicyARN"]
+    policy_arn: str = autoscaling_client.put_scaling_policy(**policy)["PolicyARN"]
+    return policy_arn
 
 
 DELETED, ALREADY_GONE = "deleted", "already gone"
 
 
-def disable_autoscaling(autoscaling_client, endpoint_name: str) -> dict[str, str]:
+def disable_autoscaling(autoscaling_client: Any, endpoint_name: str) -> dict[str, str]:
     """Delete the target-tracking policy (and with it the alarms Application Auto Scaling made for it), then
     deregister the variant: ``{"policy": state, "target": state}``, each ``deleted`` or ``already gone``."""
     from botocore.exceptions import ClientError
@@ -157,7 +160,7 @@ def disable_autoscaling(autoscaling_client, endpoint_name: str) -> dict[str, str
     return states
 
 
-def scaling_of(autoscaling_client, endpoint_name: str) -> dict | None:
+def scaling_of(autoscaling_client: Any, endpoint_name: str) -> dict[str, Any] | None:
     """The variant's registration (MinCapacity, MaxCapacity, ...) with its policies under ``Policies``; None
     when it is not registered."""
     resource = autoscaling_resource_id(endpoint_name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Any, Protocol
 
 from . import calls, codebuild
 from .buckets import expect_owner
@@ -29,11 +29,11 @@ class Mode(Protocol):
     def calls(self) -> object:
         """The mode's call record (None on AWS, where IAM itself checks every call)."""
 
-    def client(self, service: str, region: str): ...
+    def client(self, service: str, region: str) -> Any: ...
 
-    def build_runner(self, clients: Clients): ...
+    def build_runner(self, clients: Clients) -> Any: ...
 
-    def hosting(self, clients: Clients): ...
+    def hosting(self, clients: Clients) -> Any: ...
 
     def acting_as(self, principal: str | None) -> AbstractContextManager[None]: ...
 
@@ -44,7 +44,7 @@ class AwsMode:
     name = "aws"
     calls = None  # IAM itself checks every call; nothing is recorded
 
-    def client(self, service: str, region: str):
+    def client(self, service: str, region: str) -> Any:
         return calls.client(service, region)
 
     def build_runner(self, clients: Clients) -> codebuild.CodeBuildRunner:
@@ -53,7 +53,7 @@ class AwsMode:
     def hosting(self, clients: Clients) -> SageMakerHosting:
         return SageMakerHosting()
 
-    def acting_as(self, principal: str | None):
+    def acting_as(self, principal: str | None) -> AbstractContextManager[None]:
         return contextlib.nullcontext()
 
     def forget(self) -> None:
@@ -73,11 +73,11 @@ class Clients:
         self._account: str | None = None
         self._builds = self._hosting = None
 
-    def acting_as(self, principal: str | None):
+    def acting_as(self, principal: str | None) -> AbstractContextManager[None]:
         """Record the block's calls as another principal's (local mode; a no-op on AWS)."""
         return self.mode.acting_as(principal)
 
-    def get(self, service: str):
+    def get(self, service: str) -> Any:
         if service not in self._made:
             made = self._made[service] = self.mode.client(service, self.region)
             if service == "s3":
@@ -86,13 +86,13 @@ class Clients:
         return self._made[service]
 
     @property
-    def builds(self):
+    def builds(self) -> Any:
         if self._builds is None:
             self._builds = self.mode.build_runner(self)
         return self._builds
 
     @property
-    def hosting(self):
+    def hosting(self) -> Any:
         if self._hosting is None:
             self._hosting = self.mode.hosting(self)
         return self._hosting
