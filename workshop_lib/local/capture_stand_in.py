@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 
 from ..aws.capture import capture_key, capture_record, check_percent, endpoint_capture
 from ..aws.policies import SAGEMAKER
-from ..client.transport import new_inference_id
+from ..client.transport import Deadline, new_inference_id
 
 log = logging.getLogger(__name__)
 
@@ -31,15 +31,15 @@ class CaptureWriter:
 
     def __init__(
         self,
-        s3_client,
-        config: Mapping,
+        s3_client: Any,
+        config: Mapping[str, Any],
         endpoint: str,
         variant: str,
         *,
         acting_as: Callable[[], Any] = nullcontext,
         sample: Callable[[], float] = random.random,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc),
-    ):
+    ) -> None:
         self.s3, self.endpoint, self.variant = s3_client, endpoint, variant
         self.destination = config["DestinationS3Uri"]
         self.percent = check_percent(
@@ -79,17 +79,17 @@ class CaptureWriter:
 class CapturingTransport:
     """A transport whose successful invocations are also captured (local rehearsal only)."""
 
-    def __init__(self, transport, writer: CaptureWriter):
+    def __init__(self, transport: Any, writer: CaptureWriter) -> None:
         self.transport, self.writer = transport, writer
         self.failures = 0
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.transport, name)
 
-    def invoke(self, body: bytes, *, deadline=None, inference_id: str | None = None) -> bytes:
+    def invoke(self, body: bytes, *, deadline: Deadline | None = None, inference_id: str | None = None) -> bytes:
         # As SageMaker does: the invocation's id reaches the adapter and the capture record alike.
         inference_id = inference_id or new_inference_id()
-        reply = self.transport.invoke(body, deadline=deadline, inference_id=inference_id)
+        reply: bytes = self.transport.invoke(body, deadline=deadline, inference_id=inference_id)
         try:
             self.writer.capture(body, reply, inference_id=inference_id)
         except Exception as exc:
@@ -101,7 +101,14 @@ class CapturingTransport:
         return reply
 
 
-def capture_locally(client, sm_client, s3_client, name: str, *, acting_as: Callable[[str | None], Any] | None = None):
+def capture_locally(
+    client: Any,
+    sm_client: Any,
+    s3_client: Any,
+    name: str,
+    *,
+    acting_as: Callable[[str | None], Any] | None = None,
+) -> Any:
     """``client`` (for local endpoint ``name``) capturing as the endpoint's config asks; unchanged without it.
 
     ``acting_as(principal)``: the rehearsal's call log, so the writes count as the SageMaker role's."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import tarfile
 from pathlib import Path
+from typing import Any
 
 from .. import names
 from ..errors import InvalidInput
@@ -13,7 +14,7 @@ from ..packaging import MAX_EXTRACT_BYTES, MAX_EXTRACT_MEMBERS, extract_model
 
 
 def download_and_extract(
-    home: Path, s3_client, model_data_url: str, *, max_bytes: int | None = None, max_members: int | None = None
+    home: Path, s3_client: Any, model_data_url: str, *, max_bytes: int | None = None, max_members: int | None = None
 ) -> Path:
     """Fetch model.tar.gz from emulated S3 once per object version and unpack it like /opt/ml/model.
 

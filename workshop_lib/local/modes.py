@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
 
 from botocore import xform_name
 from botocore.exceptions import ClientError
@@ -32,14 +34,14 @@ CALL_LOG = "aws-calls.jsonl"  # in the local rehearsal's folder, across the note
 FAKE_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
 
-def emulator_session():
+def emulator_session() -> Any:
     """A boto3 session with fake credentials: whatever it reaches, it can never be a real account."""
     import boto3
 
     return boto3.session.Session(**FAKE_CREDENTIALS)
 
 
-def emulator_client(service: str, region: str, url: str):
+def emulator_client(service: str, region: str, url: str) -> Any:
     """A boto3 client for ``service`` pointed at the emulator at ``url``."""
     return calls.client(service, region, endpoint_url=url, session=emulator_session())
 
@@ -53,9 +55,9 @@ class LocalMode:
         self.rehearsal = local
         self.calls = permissions.CallLog(local.home / CALL_LOG, Strict(self._reader, EMULATED_ACCOUNT))
         self._url: str | None = None
-        self._readers: dict[tuple, object] = {}
+        self._readers: dict[tuple[str, str, str], Any] = {}
 
-    def _reader(self, service: str, region: str):
+    def _reader(self, service: str, region: str) -> Any:
         """An unrecorded client, for the strict rules' reads of the emulator's state."""
         key = (service, region, self.emulator_url)
         if key not in self._readers:
@@ -76,18 +78,18 @@ class LocalMode:
             self._url = url
         return self._url
 
-    def client(self, service: str, region: str):
+    def client(self, service: str, region: str) -> Any:
         made = emulator_client(service, region, self.emulator_url)
         self.calls.attach(made)
         return made
 
-    def build_runner(self, clients: Clients):
+    def build_runner(self, clients: Clients) -> EmulatedCodeBuild:
         return EmulatedCodeBuild(clients.s3, clients.ecr, self.calls, self.rehearsal)
 
-    def hosting(self, clients: Clients):
+    def hosting(self, clients: Clients) -> LocalHosting:
         return LocalHosting(clients.s3, self.calls, self.rehearsal)
 
-    def acting_as(self, principal: str | None):
+    def acting_as(self, principal: str | None) -> AbstractContextManager[None]:
         """Record the block's calls as another principal's (None: AWS's own doing, not recorded)."""
         return self.calls.acting_as(principal)
 
@@ -145,7 +147,7 @@ class LocalMode:
             sagemaker.delete_endpoint(**json.loads(described["Target"]["Input"]))
 
     @staticmethod
-    def _component_schedule(reader, endpoint_name: str) -> dict | None:
+    def _component_schedule(reader: Any, endpoint_name: str) -> dict[str, Any] | None:
         """The workshop's schedule that deletes the endpoint's inference component, or None when it has none."""
         try:
             component = component_name(endpoint_name)
@@ -171,7 +173,7 @@ EMULATED_ACCOUNT = str(role_account(LOCAL_ROLE_ARN))  # LOCAL_ROLE_ARN is a role
 SAGEMAKER_FULL_ACCESS_ARN = "arn:aws:iam::aws:policy/AmazonSageMakerFullAccess"
 
 
-def seed_studio_role(iam) -> None:
+def seed_studio_role(iam: Any) -> None:
     """The Studio execution role the rehearsal's participant acts as, as an account already holds it: trusted by
     SageMaker, carrying AmazonSageMakerFullAccess (the emulator loads AWS's managed policies). Safe to repeat."""
     name = LOCAL_ROLE_ARN.rsplit("/", 1)[1]

@@ -333,7 +333,7 @@ class RouteServer(ThreadingHTTPServer):
 # ---- the client, whichever mode the workshop is in ------------------------------------------------------------
 
 
-def route_client(mode: Any, endpoint_name: str, region: str, **options: Any):
+def route_client(mode: Any, endpoint_name: str, region: str, **options: Any) -> Any:
     """An ``openai.OpenAI`` client for endpoint ``endpoint_name`` through SageMaker's OpenAI-compatible route: on
     AWS the route itself, with a token from the default credentials; in the local rehearsal (``mode`` a
     ``LocalMode``) the rehearsal's route, with a token minted the same way from the local emulator's credentials."""

@@ -4,9 +4,9 @@ as SageMaker's router does (the rehearsal's registry, rehearsal.py, says which p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from ..client.transport import LocalTransport
+from ..client.transport import Deadline, LocalTransport
 
 
 class Registry(Protocol):
@@ -16,7 +16,7 @@ class Registry(Protocol):
 
     def registry_path(self) -> Path: ...
 
-    def read_registry(self) -> dict: ...
+    def read_registry(self) -> dict[str, Any]: ...
 
 
 class RoutedTransport(LocalTransport):
@@ -24,12 +24,12 @@ class RoutedTransport(LocalTransport):
     it looks at the registry (its size and time, re-read only when they change) and follows a
     replacement (``start_local_endpoint(..., replace=True)``), as SageMaker's router follows an update."""
 
-    def __init__(self, local: Registry, name: str, **options):
+    def __init__(self, local: Registry, name: str, **options: Any):
         self._local, self._endpoint, self._stamp, self._options = local, name, None, options
         super().__init__(local.endpoint_url(name), **options)
         self._stamp = self._registry_stamp()
 
-    def _registry_stamp(self):
+    def _registry_stamp(self) -> tuple[int, int, int] | None:
         try:
             stat = self._local.registry_path().stat()
         except OSError:
@@ -45,6 +45,13 @@ class RoutedTransport(LocalTransport):
         if entry and entry["url"].rstrip("/") != self.url:
             LocalTransport.__init__(self, entry["url"], **self._options)
 
-    def _send(self, method: str, path: str, body, deadline, extra_headers=None):
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        deadline: Deadline,
+        extra_headers: dict[str, str] | None = None,
+    ) -> bytes:
         self._follow()
         return super()._send(method, path, body, deadline, extra_headers)
