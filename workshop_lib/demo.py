@@ -80,6 +80,7 @@ def run(work_dir: str | Path = ".workshop/demo") -> int:
         chat: Mapping[str, Any] = examples.CHAT
         print("   " + client.chat(**chat).content.strip().replace("\n", "\n   "))
         print("6. Stopping the adapter ...")
+    assert adapter.process is not None  # the with block started it
     print(f"   stopped (exit status {adapter.process.returncode}). Demo took {time.perf_counter() - started:.1f} s.")
     print("   The embedded model is tiny: its answers show the mechanics, not the 4B model's quality.")
     return 0

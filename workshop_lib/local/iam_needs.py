@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .. import names
 from ..aws import arns, kms_statements, role_boundary, statements
 from ..aws.images import parse_image_uri
 
-Need = tuple[str, str, dict]  # (action, resource ARN, request context)
+Need = tuple[str, str, dict[str, Any]]  # (action, resource ARN, request context)
 
 
 def _pass_role(role_arn: str | None, service: str) -> list[Need]:
     return [("iam:PassRole", role_arn, {"iam:PassedToService": service})] if role_arn else []
 
 
-def _s3(call: str, params: Mapping, region: str, owner: str | None, key: str | None = None) -> list[Need]:
+def _s3(call: str, params: Mapping[str, Any], region: str, owner: str | None, key: str | None = None) -> list[Need]:
     """``owner``: the bucket's account as IAM sees it (s3:ResourceAccount); None for another account's bucket,
     whose account the emulator does not name (no grant conditioned on the caller's account matches it).
     ``key``: the KMS key of the bucket's default encryption, which S3 uses as the caller."""
@@ -37,7 +38,7 @@ def _s3(call: str, params: Mapping, region: str, owner: str | None, key: str | N
     return needs
 
 
-def _s3_alone(call: str, params: Mapping, region: str, owner: str | None) -> list[Need]:
+def _s3_alone(call: str, params: Mapping[str, Any], region: str, owner: str | None) -> list[Need]:
     bucket = params.get("Bucket", "")
     bucket_arn = arns.s3_bucket_arn(bucket, region)
     key = params.get("Key", "")
@@ -64,7 +65,7 @@ def _s3_alone(call: str, params: Mapping, region: str, owner: str | None) -> lis
     return [(f"s3:{call}", bucket_arn, owned)]  # CreateBucket, PutBucketTagging, GetBucketLocation, DeleteBucket
 
 
-def _codebuild(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+def _codebuild(call: str, params: Mapping[str, Any], region: str, account: str) -> list[Need]:
     def project(name: str) -> str:
         return arns.codebuild_project_arn(region, account, name)
 
@@ -82,7 +83,7 @@ def _codebuild(call: str, params: Mapping, region: str, account: str) -> list[Ne
     return [(f"codebuild:{call}", project(params.get("name", "")), {})]  # DeleteProject
 
 
-def _ecr(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+def _ecr(call: str, params: Mapping[str, Any], region: str, account: str) -> list[Need]:
     registry = params.get("registryId") or account
     names = params.get("repositoryNames") or [params.get("repositoryName", "")]
     needs: list[Need] = [(f"ecr:{call}", arns.ecr_repository_arn(region, registry, n), {}) for n in names]
@@ -104,7 +105,7 @@ _SAGEMAKER_KINDS = {
 }
 
 
-def _sagemaker(call: str, params: Mapping, region: str, account: str, facts: Mapping) -> list[Need]:
+def _sagemaker(call: str, params: Mapping[str, Any], region: str, account: str, facts: Mapping[str, Any]) -> list[Need]:
     if call in ("ListEndpoints", "ListInferenceComponents"):
         return [(f"sagemaker:{call}", "*", {})]  # list actions take no resource
     if call == "CallWithBearerToken":  # the route's bearer token names no resource; AWS scopes it by account
@@ -147,14 +148,14 @@ def _sagemaker(call: str, params: Mapping, region: str, account: str, facts: Map
     return needs
 
 
-def _logs(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+def _logs(call: str, params: Mapping[str, Any], region: str, account: str) -> list[Need]:
     group = params.get("logGroupName", "")
     if params.get("logStreamName"):  # GetLogEvents reads one stream
         return [(f"logs:{call}", arns.log_stream_arn(region, account, group, params["logStreamName"]), {})]
     return [(f"logs:{call}", arns.log_group_arn(region, account, group), {})]
 
 
-def _scheduler(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+def _scheduler(call: str, params: Mapping[str, Any], region: str, account: str) -> list[Need]:
     if call in ("ListSchedules", "ListScheduleGroups"):
         return [(f"scheduler:{call}", "*", {})]  # list actions take no resource
     group = params.get("GroupName") or "default"
@@ -165,7 +166,7 @@ def _scheduler(call: str, params: Mapping, region: str, account: str) -> list[Ne
     return needs
 
 
-def _cloudwatch(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+def _cloudwatch(call: str, params: Mapping[str, Any], region: str, account: str) -> list[Need]:
     if call in ("PutDashboard", "GetDashboard", "DeleteDashboards"):  # dashboards are global: no region
         dashboards = params.get("DashboardNames") or [params.get("DashboardName", "")]
         return [(f"cloudwatch:{call}", arns.cloudwatch_dashboard_arn(region, account, d), {}) for d in dashboards]
@@ -178,7 +179,7 @@ def _cloudwatch(call: str, params: Mapping, region: str, account: str) -> list[N
     return needs
 
 
-def _autoscaling(call: str, params: Mapping, region: str, account: str) -> list[Need]:
+def _autoscaling(call: str, params: Mapping[str, Any], region: str, account: str) -> list[Need]:
     """Application Auto Scaling names no resource IAM can know beforehand ("*"); registering a SageMaker variant
     also needs the endpoint read and its capacity changed and, on first use, the service-linked role; target
     tracking makes and deletes its alarms with the caller's permission."""
@@ -222,7 +223,7 @@ def _autoscaling(call: str, params: Mapping, region: str, account: str) -> list[
     return needs
 
 
-def _scaling_context(namespace: str, dimension: str = statements.SCALED_DIMENSION) -> dict:
+def _scaling_context(namespace: str, dimension: str = statements.SCALED_DIMENSION) -> dict[str, Any]:
     """The condition keys Application Auto Scaling's writes carry."""
     return {
         "application-autoscaling:service-namespace": namespace,
@@ -230,7 +231,7 @@ def _scaling_context(namespace: str, dimension: str = statements.SCALED_DIMENSIO
     }
 
 
-def _iam(call: str, params: Mapping, region: str, account: str, boundaries: Mapping[str, str]) -> list[Need]:
+def _iam(call: str, params: Mapping[str, Any], region: str, account: str, boundaries: Mapping[str, str]) -> list[Need]:
     role = params.get("RoleName", "")
     action = f"iam:{call}"
     context = {}
@@ -250,7 +251,7 @@ def _iam(call: str, params: Mapping, region: str, account: str, boundaries: Mapp
     return needs
 
 
-def role_boundaries(calls: Iterable[Mapping]) -> dict[str, str]:
+def role_boundaries(calls: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """Each role's permissions boundary as the recorded calls (those not refused) left it."""
     found: dict[str, str] = {}
     for call in calls:
@@ -265,7 +266,9 @@ def role_boundaries(calls: Iterable[Mapping]) -> dict[str, str]:
     return found
 
 
-def needed(call: Mapping, region: str, account: str, boundaries: Mapping[str, str] | None = None) -> list[Need]:
+def needed(
+    call: Mapping[str, Any], region: str, account: str, boundaries: Mapping[str, str] | None = None
+) -> list[Need]:
     """What IAM checks for one recorded call; [] for calls IAM always allows (sts:GetCallerIdentity).
     ``boundaries`` (role name -> boundary ARN, ``role_boundaries``) gives the roles' boundaries so far."""
     service, operation, params = call["service"], call["operation"], call.get("params") or {}

@@ -25,17 +25,21 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ..errors import WorkshopError
 
 _RUNNING: set[ServerProcess] = set()
+_Server = TypeVar("_Server", bound="ServerProcess")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 class ServerFailedToStart(WorkshopError, RuntimeError):
@@ -108,7 +112,7 @@ def stop_process_group(pgid: int, timeout_s: float = 30.0) -> bool:
     return True
 
 
-def _libc_prctl():
+def _libc_prctl() -> Callable[..., object] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -148,7 +152,7 @@ class ServerProcess:
         self.port = port or free_port()
         self.extra_env = dict(env or {})
         self.keep_alive_s = keep_alive_s
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -172,7 +176,7 @@ class ServerProcess:
             raise ServerFailedToStart(f"{self!r} was never started")
         return self.process.pid
 
-    def start(self, timeout_s: float = 120.0):
+    def start(self: _Server, timeout_s: float = 120.0) -> _Server:
         """Launch the server and wait until it says it is ready."""
         self.launch()
         try:
@@ -182,7 +186,7 @@ class ServerProcess:
             raise
         return self
 
-    def launch(self):
+    def launch(self: _Server) -> _Server:
         """Launch the server without waiting for it."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
@@ -226,7 +230,8 @@ class ServerProcess:
         """The HTTP status of GET ready_path, or None if nothing answers."""
         try:
             with urllib.request.urlopen(self.url + self.ready_path, timeout=2) as response:
-                return response.status
+                status: int = response.status
+                return status
         except urllib.error.HTTPError as exc:
             return exc.code
         except (urllib.error.URLError, OSError):
@@ -263,10 +268,10 @@ class ServerProcess:
             pass
         return process.returncode
 
-    def __enter__(self):
+    def __enter__(self: _Server) -> _Server:
         return self.start() if self.process is None else self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def __repr__(self) -> str:
@@ -339,7 +344,7 @@ class RouteProcess(ServerProcess):
 
     ready_path = "/ping"
 
-    def __init__(self, registry: str | Path, region: str, **options):
+    def __init__(self, registry: str | Path, region: str, **options: Any) -> None:
         super().__init__(**options)
         self.registry, self.region = Path(registry), region
 
@@ -356,7 +361,7 @@ class RouteProcess(ServerProcess):
         return env
 
 
-def post_json(url: str, payload, timeout: float = 70.0) -> tuple[int, dict]:
+def post_json(url: str, payload: Any, timeout: float = 70.0) -> tuple[int, dict[str, Any]]:
     """POST JSON, return (status, parsed body) for any status. A tiny helper for demos and tests."""
     request = urllib.request.Request(
         url, data=json.dumps(payload).encode("utf-8"), headers={"Content-Type": "application/json"}, method="POST"
