@@ -77,7 +77,7 @@ MANAGED_POLICIES_PER_ROLE = 10
 TRUST_POLICY_MAX_CHARS = 2048
 
 
-def iam_length(document: str | Mapping) -> int:
+def iam_length(document: str | Mapping[str, Any]) -> int:
     """A policy's length as IAM counts it against its quotas: without whitespace."""
     text = document if isinstance(document, str) else json.dumps(document)
     return len(re.sub(r"\s", "", text))
@@ -93,8 +93,9 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def _document(text) -> dict:
-    return json.loads(urllib.parse.unquote(text)) if isinstance(text, str) else dict(text)
+def _document(text: Any) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(urllib.parse.unquote(text)) if isinstance(text, str) else dict(text)
+    return document
 
 
 class Strict:
@@ -129,7 +130,8 @@ class Strict:
         for rule in rules:
             default = rule.get("ApplyServerSideEncryptionByDefault") or {}
             if default.get("SSEAlgorithm") == "aws:kms" and default.get("KMSMasterKeyID"):
-                return default["KMSMasterKeyID"]
+                key: str = default["KMSMasterKeyID"]
+                return key
         return None
 
     def resource_tags(self, kind: str, name: str, region: str) -> dict[str, str]:
@@ -150,7 +152,7 @@ class Strict:
         )
         return [t["ResourceId"] for t in targets if t["ResourceId"].startswith(f"endpoint/{endpoint}/variant/")]
 
-    def facts(self, service: str, operation: str, params: Mapping, region: str) -> dict:
+    def facts(self, service: str, operation: str, params: Mapping[str, Any], region: str) -> dict[str, Any]:
         """What IAM reads from the account for this call, beyond the request (``iam_needs.needed`` uses it)."""
         if service == "s3" and params.get("Bucket") and operation != "CreateBucket":
             owner = self.bucket_owner(params["Bucket"], region)
@@ -169,7 +171,12 @@ class Strict:
     # ---- refusals -------------------------------------------------------------------------------------
 
     def check(
-        self, service: str, operation: str, params: Mapping, region: str, facts: Mapping | None = None
+        self,
+        service: str,
+        operation: str,
+        params: Mapping[str, Any],
+        region: str,
+        facts: Mapping[str, Any] | None = None,
     ) -> ClientError | None:
         """The refusal AWS would answer this request with, by the rules above; None if it goes through."""
         facts = facts or {}
@@ -180,7 +187,7 @@ class Strict:
             return refusal(operation, "AccessDenied", "Access Denied", 403)
         return None
 
-    def _iam(self, operation: str, params: Mapping) -> ClientError | None:
+    def _iam(self, operation: str, params: Mapping[str, Any]) -> ClientError | None:
         iam = self.reader("iam", "us-east-1")
         role = params.get("RoleName", "")
         if operation == "PutRolePolicy":
@@ -235,9 +242,10 @@ class Strict:
         return None
 
     @staticmethod
-    def _inline_names(iam, role: str) -> list[str]:
+    def _inline_names(iam: Any, role: str) -> list[str]:
         try:
-            return iam.list_role_policies(RoleName=role).get("PolicyNames", [])
+            names: list[str] = iam.list_role_policies(RoleName=role).get("PolicyNames", [])
+            return names
         except ClientError as exc:
             if _code(exc) == "NoSuchEntity":
                 return []
@@ -245,7 +253,7 @@ class Strict:
 
     # ---- side effects ---------------------------------------------------------------------------------
 
-    def after(self, service: str, operation: str, params: Mapping, region: str) -> None:
+    def after(self, service: str, operation: str, params: Mapping[str, Any], region: str) -> None:
         """What AWS does by itself once this call succeeded."""
         if service == "sagemaker" and operation == "DeleteEndpoint":
             scaling = self.reader("application-autoscaling", region)
@@ -266,7 +274,7 @@ class Strict:
 
     # ---- what a role may do, read from the account ----------------------------------------------------------
 
-    def role_documents(self, role: str) -> tuple[list[dict], dict | None] | None:
+    def role_documents(self, role: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None] | None:
         """A role's permission documents (inline and attached) and its boundary's, as IAM holds them; None
         when the account has no such role."""
         iam = self.reader("iam", "us-east-1")
@@ -288,7 +296,7 @@ class Strict:
         return documents, (self._managed(iam, boundary) if boundary else None)
 
     @staticmethod
-    def _managed(iam, arn: str) -> dict:
+    def _managed(iam: Any, arn: str) -> dict[str, Any]:
         version = iam.get_policy(PolicyArn=arn)["Policy"]["DefaultVersionId"]
         return _document(iam.get_policy_version(PolicyArn=arn, VersionId=version)["PolicyVersion"]["Document"])
 
