@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from decision_adapter import openapi
-from decision_adapter.apis import chat, decisions, decisions_requests, invocations, systemone
+from decision_adapter.apis import chat, chat_decisions, decisions, decisions_requests, invocations, systemone
 from decision_adapter.apis.chat import parse_chat
 from decision_adapter.apis.invocations import request_kind
 from decision_adapter.apis.own import parse_decision
@@ -79,6 +79,12 @@ def _nonempty(value) -> bool:
 
 def check_validated(parsed) -> None:
     """What the parser promises the engine about a request it accepts."""
+    if isinstance(parsed, chat_decisions.ChatDecision):  # a decision asked through chat: its batch of one
+        assert len(parsed.batch.questions) == 1 and parsed.batch.single
+        if parsed.question is not None:  # a Decisions question: its options as /v1/decisions makes them
+            assert len(parsed.batch.questions[0].options) == len(decisions.option_texts(parsed.question))
+        check_validated(parsed.batch)
+        return
     if isinstance(parsed, decisions.DecisionsRequest):
         assert 1 <= len(parsed.questions) <= MAX_DECISION_QUESTIONS
         state = decisions.state_of(parsed)
