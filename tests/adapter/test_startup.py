@@ -3,7 +3,7 @@
 The crash that motivated this (ggml's AMX kernels dying on the first forward pass)
 needs an AMX CPU and a native build, so the failing forward pass is simulated: a
 ``sitecustomize`` module on the adapter's PYTHONPATH makes llama.cpp's evaluation
-kill the process with SIGSEGV, or return NaN logits. Everything else is the real
+fault with SIGSEGV in native code, or return NaN logits. Everything else is the real
 server: gunicorn, the real model, the real start-up path.
 
 Below, the model files a real adapter starts on: the published sample's package is served and
@@ -24,13 +24,16 @@ from decision_adapter.startup import LOADING, PROVING, READY, StartupRecord, fai
 from workshop_lib.models import EMBEDDED_MODEL
 
 FAULTS = """
-import os, signal
+import os
 fault = os.environ.get("TEST_FORWARD_PASS_FAULT")
 if fault:
     import llama_cpp
     if fault == "segv":
         def eval(self, tokens):
-            os.kill(os.getpid(), signal.SIGSEGV)  # what the AMX kernel did on its first call
+            # A real fault in the calling thread, as the AMX kernel's was: os.kill would signal the process, and
+            # while the kernel woke another thread to take it, this one could go on and fail otherwise.
+            import ctypes
+            ctypes.string_at(0)
         llama_cpp.Llama.eval = eval
     elif fault == "nan":
         import ctypes
@@ -102,7 +105,7 @@ def test_a_worker_that_dies_on_its_first_forward_pass_never_reports_ready(model_
     log = server.log_path.read_text()
     assert 200 not in seen
     assert server.process.returncode != 0
-    assert "SIGSEGV" in log  # gunicorn saw the worker die by the signal, not by an exception
+    assert "SIGSEGV" in log, log  # gunicorn saw the worker die by the signal, not by an exception
     lines = [line for line in log.splitlines() if "decision adapter did not start" in line]
     assert len(lines) == 1, log  # one clear line, and no second worker booted to die the same way
     assert "first forward pass" in lines[0] and "DECISION_ADAPTER_EXTRA_BUFFERS=off" in lines[0]
