@@ -161,6 +161,9 @@ def _decision_kind(value: object) -> str:
     return TAG_QUESTION if isinstance(value, dict) and "type" in value else TAG_OBJECT
 
 
+# The question branch is the schema the OpenAPI document shows; at run time chat_decisions.parse takes a decision with
+# a ``type`` out of the body and parses it by the Decisions API's own rules (its models are these classes' bases), so
+# that its errors are worded as /v1/decisions words them.
 ChatDecisionBody = Annotated[
     Union[
         Annotated[ChatDecisionFields, Tag(TAG_OBJECT)],
