@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from botocore.exceptions import BotoCoreError
 
@@ -36,9 +37,11 @@ from .deploy_paths import NAMES as DEPLOY_PATH_NAMES
 from .deploy_paths import deploy_path as path_called
 from .errors import InvalidInput
 
-# check_resource_name is re-exported: aws/ checks the names it builds with the config's rules.
-from .name_checks import check_bucket_name, check_endpoint_name, check_role_arn
+# Re-exported (the ``as`` marks them so): aws/ and the command line check names with the config's rules.
+from .name_checks import check_bucket_name as check_bucket_name
+from .name_checks import check_endpoint_name as check_endpoint_name
 from .name_checks import check_resource_name as check_resource_name
+from .name_checks import check_role_arn as check_role_arn
 
 MODES = ("aws", "local")
 
@@ -170,7 +173,7 @@ def setting(
     when_set: bool = False,
     flag: str | None = None,
     choices: tuple[str, ...] | None = None,
-):
+) -> str:
     """One setting of ``WorkshopConfig``, declared once: its default, the environment variable that sets
     it, what it is for, and the check its value passes (``when_set``: an empty value is not checked,
     ``require`` asks for it where a step needs it). ``flag``: the command-line flag that overrides it for one
@@ -181,7 +184,7 @@ def setting(
     )
 
 
-def endpoint_setting(path: DeployPath):
+def endpoint_setting(path: DeployPath) -> str:
     """The setting naming the endpoint of deploy path ``path``, from its row."""
     what = f"{path.endpoint_field} ({path.endpoint_env})"
     return setting(
@@ -313,7 +316,7 @@ class WorkshopConfig:
         file.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
         return file
 
-    def replace(self, **changes) -> WorkshopConfig:
+    def replace(self, **changes: Any) -> WorkshopConfig:
         return replace(self, **changes)
 
     # ---- derived values -------------------------------------------------------
@@ -358,7 +361,8 @@ class WorkshopConfig:
     def endpoint_name(self, deploy_path: str | DeployPath | None = None) -> str:
         """The endpoint name of ``deploy_path`` (a row or its name; default: the config's deploy path)."""
         path = deploy_path if isinstance(deploy_path, DeployPath) else path_called(deploy_path or self.deploy_path)
-        return getattr(self, path.endpoint_field)
+        name: str = getattr(self, path.endpoint_field)
+        return name
 
     def path_of(self, endpoint_name: str) -> DeployPath | None:
         """The deploy path whose endpoint is called ``endpoint_name``, or None."""

@@ -37,7 +37,8 @@ class StepNotRun(StepError):
         self.notebook, self.what = notebook, what
         super().__init__(f"{what}: run notebook {notebook} first")
 
-    def __reduce__(self):  # pickles (pytest-xdist, multiprocessing) with both fields
+    # pickles (pytest-xdist, multiprocessing) with both fields
+    def __reduce__(self) -> tuple[type[StepNotRun], tuple[str, str]]:
         return type(self), (self.notebook, self.what)
 
 

@@ -15,7 +15,7 @@ from .errors import InvalidInput
 
 
 @cache
-def sagemaker_rule(shape_path: tuple[str, ...]) -> tuple[re.Pattern, int]:
+def sagemaker_rule(shape_path: tuple[str, ...]) -> tuple[re.Pattern[str], int]:
     """(compiled pattern, max length) of a SageMaker request member, read from botocore."""
     pattern, max_len = names.service_rule("sagemaker", *shape_path)
     return pattern, max_len or 63

@@ -12,24 +12,25 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from typing import Any
 
 import botocore.session
 
 _session = botocore.session.get_session()
 
 
-def service_model(service: str):
+def service_model(service: str) -> Any:
     """botocore's model of one service (its operations by name)."""
     return _session.get_service_model(service)
 
 
-def operation_model(service: str, operation: str):
+def operation_model(service: str, operation: str) -> Any:
     """botocore's model of one operation: its members, their patterns and limits."""
     return service_model(service).operation_model(operation)
 
 
 @cache
-def service_rule(service: str, operation: str, *members: str) -> tuple[re.Pattern, int | None]:
+def service_rule(service: str, operation: str, *members: str) -> tuple[re.Pattern[str], int | None]:
     """(compiled pattern, max length or None) of a request member, read from botocore's model."""
     shape = operation_model(service, operation).input_shape
     for member in members:
@@ -37,7 +38,7 @@ def service_rule(service: str, operation: str, *members: str) -> tuple[re.Patter
     return re.compile(shape.metadata["pattern"]), shape.metadata.get("max")
 
 
-def _fits(value: str | None, rule: tuple[re.Pattern, int | None], min_len: int = 1) -> bool:
+def _fits(value: str | None, rule: tuple[re.Pattern[str], int | None], min_len: int = 1) -> bool:
     pattern, max_len = rule
     value = value or ""
     return min_len <= len(value) <= (max_len or len(value)) and pattern.fullmatch(value) is not None
@@ -109,7 +110,7 @@ def is_tag_value(value: str | None) -> bool:
     return len(value) <= 256 and _TAG_TEXT.fullmatch(value) is not None
 
 
-def tag_list(tags: dict[str, str], key: str = "Key", value: str = "Value") -> list[dict]:
+def tag_list(tags: dict[str, str], key: str = "Key", value: str = "Value") -> list[dict[str, Any]]:
     """``{k: v}`` as the list of pairs AWS APIs take (SageMaker, S3 and ECR spell it Key/Value,
     CodeBuild key/value)."""
     return [{key: k, value: v} for k, v in tags.items()]
