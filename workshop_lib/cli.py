@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
 
@@ -50,7 +51,7 @@ from .cli_commands import (
     cmd_setup,
     cmd_verify_package,
 )
-from .cli_flags import deploy_flags, name_flag, target_flags, workshop_flags
+from .cli_flags import Command, deploy_flags, name_flag, target_flags, workshop_flags
 from .cli_operate import add_cleanup_commands, add_measure_commands, add_operate_commands
 from .deploy_paths import DECISION_CPU, DECISION_GPU, DEPLOY_PATHS, STANDARD, decision_paths
 from .errors import WorkshopError
@@ -67,7 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name, func, help_text, description=None, aliases=()):
+    def add(
+        name: str,
+        func: Command,
+        help_text: str,
+        description: str | None = None,
+        aliases: Sequence[str] = (),
+    ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=description or help_text, aliases=list(aliases))
         sub.set_defaults(func=func)
         return sub
@@ -281,7 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        status: int = args.func(args)
+        return status
     except KeyboardInterrupt:
         return 130
     except (

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from .config import WorkshopConfig, check_endpoint_name
 from .errors import InvalidInput
@@ -16,8 +18,23 @@ from .errors import InvalidInput
 SETTINGS = {f.name: f for f in dataclasses.fields(WorkshopConfig)}
 EVERY_COMMAND = ("mode", "region")  # the settings every workshop command takes a flag for
 
+Command = Callable[[argparse.Namespace], int]  # a ``cli_commands.cmd_*``: the parsed flags in, the exit status out
 
-def setting_flag(group, name: str) -> None:
+
+class AddCommand(Protocol):
+    """``cli.build_parser``'s ``add``: a sub-command whose flags the caller adds to the parser it returns."""
+
+    def __call__(
+        self,
+        name: str,
+        func: Command,
+        help_text: str,
+        description: str | None = None,
+        aliases: Sequence[str] = (),
+    ) -> argparse.ArgumentParser: ...
+
+
+def setting_flag(group: argparse._ArgumentGroup, name: str) -> None:
     """The flag of setting ``name``, from its declaration: flag, choices and meaning; its value is the setting's
     for this run (``cli_commands.workshop_for``), so it defaults to None."""
     declared = SETTINGS[name].metadata
@@ -32,7 +49,7 @@ def setting_flag(group, name: str) -> None:
     )
 
 
-def workshop_flags(parser, *settings: str) -> None:
+def workshop_flags(parser: argparse.ArgumentParser, *settings: str) -> None:
     """The flags every workshop command takes (``--config`` and those of ``EVERY_COMMAND``), and those of the
     ``settings`` (WorkshopConfig fields) it uses."""
     group = parser.add_argument_group("workshop config (flags override the saved config for this run)")
@@ -53,7 +70,7 @@ def endpoint_name_type(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def deploy_flags(parser, *, default_name: str) -> None:
+def deploy_flags(parser: argparse.ArgumentParser, *, default_name: str) -> None:
     parser.add_argument(
         "--image-uri",
         help="image pinned by digest: repo@sha256:... (tags are refused); default: "
@@ -76,12 +93,17 @@ def deploy_flags(parser, *, default_name: str) -> None:
     parser.add_argument("--no-wait", action="store_true", help="return once the endpoint is being created (AWS)")
 
 
-def name_flag(parser, *, default: str = "the deploy path's decision endpoint", what: str = "endpoint name") -> None:
+def name_flag(
+    parser: argparse.ArgumentParser,
+    *,
+    default: str = "the deploy path's decision endpoint",
+    what: str = "endpoint name",
+) -> None:
     """``--name``: the one endpoint a command acts on."""
     parser.add_argument("--name", type=endpoint_name_type, help=f"{what} (default: {default})")
 
 
-def target_flags(parser, *, default: str) -> None:
+def target_flags(parser: argparse.ArgumentParser, *, default: str) -> None:
     target = parser.add_mutually_exclusive_group()
     target.add_argument(
         "--endpoint-name",
@@ -94,7 +116,9 @@ def target_flags(parser, *, default: str) -> None:
     target.add_argument("--url", help="a local adapter's base URL, e.g. http://127.0.0.1:8080 (no config needed)")
 
 
-def task_flags(parser, *, out: str, tasks: bool = True, limit: str = "use N tasks, spread across families") -> None:
+def task_flags(
+    parser: argparse.ArgumentParser, *, out: str, tasks: bool = True, limit: str = "use N tasks, spread across families"
+) -> None:
     """``--tasks`` (unless ``tasks=False``), ``--limit`` and ``--out``: the commands that read tasks and write a file."""
     if tasks:
         parser.add_argument("--tasks", metavar="PATH", help="JSONL task file (default: the packaged task set)")

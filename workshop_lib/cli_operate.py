@@ -24,10 +24,10 @@ from .cli_commands import (
     cmd_transform,
     cmd_update,
 )
-from .cli_flags import name_flag, target_flags, task_flags, workshop_flags
+from .cli_flags import AddCommand, name_flag, target_flags, task_flags, workshop_flags
 
 
-def add_measure_commands(add) -> None:
+def add_measure_commands(add: AddCommand) -> None:
     """bench, captured, calibrate (06)."""
     p = add(
         "bench",
@@ -141,7 +141,7 @@ def add_measure_commands(add) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def add_operate_commands(add) -> None:
+def add_operate_commands(add: AddCommand) -> None:
     """alarms, update, delete-alarms, autoscale, transform (07), scale-to-zero."""
     p = add(
         "alarms",
@@ -259,7 +259,7 @@ def add_operate_commands(add) -> None:
     p.add_argument("--show-requests", action="store_true", help="print the AWS requests sent, secrets masked")
 
 
-def add_cleanup_commands(add) -> None:
+def add_cleanup_commands(add: AddCommand) -> None:
     """cleanup, the builds, roles and artifacts, what is running, the audit, stop-local (08)."""
     p = add(
         "cleanup",
