@@ -33,6 +33,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from decision_contract import calibration as contract
 from decision_contract.calibration import (
@@ -79,7 +80,7 @@ class Labelled:
     target: int
 
 
-def labelled(result) -> Labelled | None:
+def labelled(result: Any) -> Labelled | None:
     """A benchmark ``TaskResult`` as a fitting row; None for an invalid answer (it has nothing to fit)."""
     if not result.valid or not result.probabilities:
         return None
@@ -104,7 +105,7 @@ class Pooled:
 
 def fit_profile(
     fit: Sequence[Labelled], heldout: Sequence[Labelled], alpha: float = DEFAULT_ALPHA, pooled: Pooled | None = None
-) -> dict:
+) -> dict[str, object]:
     """One profile's entry: the temperature fitted on ``fit``, kept only if at least ``MIN_HELDOUT`` answers
     are held out and their NLL improves (with ``pooled``, its temperature judged on all its held-out answers,
     ``heldout_n`` and ``heldout`` counting those); ``reason`` says why a profile is not kept; and the
@@ -151,7 +152,9 @@ def fit_profile(
     return entry
 
 
-def fit_threshold(fit: Sequence[Labelled], heldout: Sequence[Labelled], temperature: float, alpha: float) -> dict:
+def fit_threshold(
+    fit: Sequence[Labelled], heldout: Sequence[Labelled], temperature: float, alpha: float
+) -> dict[str, object]:
     """A profile's ``conformal`` entry: the split-conformal threshold on the held-out answers' probabilities
     at ``temperature`` (the one the adapter serves for the profile), kept with enough held-out answers."""
     need = conformal.min_heldout(alpha)
@@ -179,7 +182,9 @@ def fit_threshold(fit: Sequence[Labelled], heldout: Sequence[Labelled], temperat
     return entry
 
 
-def fit_profiles(fit: Iterable[Labelled], heldout: Iterable[Labelled], alpha: float = DEFAULT_ALPHA) -> dict[str, dict]:
+def fit_profiles(
+    fit: Iterable[Labelled], heldout: Iterable[Labelled], alpha: float = DEFAULT_ALPHA
+) -> dict[str, dict[str, object]]:
     """Every profile with at least one fitting answer, by name (sorted). A profile with fewer than
     ``MIN_PROFILE_FIT`` fitting answers takes the temperature fitted on all of them, every profile's together,
     judged on every held-out answer: what is fitted on all is judged on all."""
@@ -199,7 +204,7 @@ def fit_profiles(fit: Iterable[Labelled], heldout: Iterable[Labelled], alpha: fl
     }
 
 
-def fit_for(results: Iterable) -> dict:
+def fit_for(results: Iterable[Any]) -> dict[str, str]:
     """The GGUF sha256 and prompt version every answer reports (``model.sha256``, ``prompt_version``)."""
     digests, versions = set(), set()
     for r in results:
@@ -218,14 +223,14 @@ def fit_for(results: Iterable) -> dict:
 
 
 def calibration_document(
-    results: Sequence,
+    results: Sequence[Any],
     *,
     order: str,
     tasks: str,
     alpha: float = DEFAULT_ALPHA,
     readout: str = LETTERS,
     now: datetime.datetime | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """``calibration.json`` from one temperature-1 run in ``order`` mode with ``readout`` (results in any
     task order); prediction sets at level ``alpha``.
 
@@ -259,7 +264,7 @@ def calibration_document(
     }
 
 
-def check_document(doc) -> dict:
+def check_document(doc: Any) -> dict[str, Any]:
     """The document, checked field by field against the contract's rules (returned unchanged)."""
     try:
         contract.parse(dict(doc) if isinstance(doc, Mapping) else doc, FILE_NAME)
@@ -268,7 +273,7 @@ def check_document(doc) -> dict:
     return dict(doc)
 
 
-def write_document(doc: Mapping, path: str | Path) -> Path:
+def write_document(doc: Mapping[str, Any], path: str | Path) -> Path:
     """Check and write ``doc``; a folder gets ``calibration.json`` inside it."""
     path = Path(path)
     if path.is_dir():
@@ -277,7 +282,7 @@ def write_document(doc: Mapping, path: str | Path) -> Path:
     return path
 
 
-def read_document(path: str | Path) -> dict:
+def read_document(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -286,7 +291,7 @@ def read_document(path: str | Path) -> dict:
     return check_document(doc)
 
 
-def describe(doc: Mapping) -> str:
+def describe(doc: Mapping[str, Any]) -> str:
     """The file in a few lines: what it was fitted for, and per profile the temperature and held-out figures."""
     target = doc["fit_for"]
     data = doc["data"]
@@ -329,11 +334,14 @@ def describe(doc: Mapping) -> str:
 
 
 __all__ = [
+    "DEFAULT_ALPHA",
     "FILE_NAME",
     "FORMAT",
     "HELDOUT_KEYS",
+    "LETTERS",
     "MIN_HELDOUT",
     "ORDER_MODES",
+    "READOUTS",
     "TEMPERATURE_RANGE",
     "CalibrationFileError",
     "Labelled",

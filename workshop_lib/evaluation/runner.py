@@ -23,7 +23,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ..client import EndpointBusy, EndpointError
+from ..client import Decision, EndpointBusy, EndpointClient, EndpointError
 from .scoring import invalid_reason, is_correct, predicted_label
 from .tasks import Task
 
@@ -91,16 +91,16 @@ class TaskResult:
             return None
         return self.presented.index(self.predicted)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> TaskResult:
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskResult:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def _int(value) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -120,7 +120,7 @@ def evaluated_tokens(result: TaskResult) -> int | None:
     return tokens
 
 
-def _base(task: Task, order: str, presented: Sequence[str]) -> dict:
+def _base(task: Task, order: str, presented: Sequence[str]) -> dict[str, Any]:
     return {
         "task_id": task.id,
         "family": task.family,
@@ -136,12 +136,12 @@ def _base(task: Task, order: str, presented: Sequence[str]) -> dict:
 def score_response(
     task: Task,
     option_ids: Sequence[str],
-    probabilities: Sequence,
+    probabilities: Sequence[float],
     *,
-    option_logits: Sequence | None = None,
+    option_logits: Sequence[Any] | None = None,
     order: str = "original",
     presented: Sequence[str] | None = None,
-    **measured,
+    **measured: Any,
 ) -> TaskResult:
     """A ``TaskResult`` from one probability vector (pure): validity, prediction, correctness."""
     presented = list(presented if presented is not None else option_ids)
@@ -169,7 +169,7 @@ def failed_result(
     *,
     order: str = "original",
     presented: Sequence[str] | None = None,
-    **measured,
+    **measured: Any,
 ) -> TaskResult:
     """A failed request: invalid, wrong, with the error's text; a 503 after retries is marked busy."""
     presented = list(presented if presented is not None else task.labels)
@@ -180,7 +180,7 @@ def failed_result(
     )
 
 
-def decision_result(task: Task, decision, *, order: str = "original") -> TaskResult:
+def decision_result(task: Task, decision: Decision, *, order: str = "original") -> TaskResult:
     """Score a ``client.Decision`` for ``task``; the served order, calibration and abstention fields go
     to ``extra``."""
     raw = decision.raw or {}
@@ -203,7 +203,7 @@ def decision_result(task: Task, decision, *, order: str = "original") -> TaskRes
     return result
 
 
-def model_summary(model: Mapping | None) -> dict:
+def model_summary(model: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: model[k] for k in MODEL_KEYS if model and k in model}
 
 
@@ -218,13 +218,13 @@ class Run:
     concurrency: int = 1
     wall_s: float = 0.0
     started_at: str = ""
-    model: dict = field(default_factory=dict)
-    settings: dict = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def by_task(self) -> dict[str, TaskResult]:
         return {r.task_id: r for r in self.results}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "label": self.label,
             "kind": self.kind,
@@ -238,7 +238,7 @@ class Run:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Run:
+    def from_dict(cls, data: Mapping[str, Any]) -> Run:
         return cls(
             label=data["label"],
             kind=data["kind"],
@@ -252,7 +252,7 @@ class Run:
         )
 
 
-def progress_bar(total: int, desc: str, enabled: bool):
+def progress_bar(total: int, desc: str, enabled: bool) -> Any:
     """A tqdm bar over ``total`` tasks, or None when ``enabled`` is false."""
     if not enabled:
         return None
@@ -298,12 +298,12 @@ def execute(
     return results, time.perf_counter() - started
 
 
-def _timed_failure(task: Task, exc: EndpointError, t0: float, **kw) -> TaskResult:
+def _timed_failure(task: Task, exc: EndpointError, t0: float, **kw: Any) -> TaskResult:
     return failed_result(task, exc, client_latency_ms=(time.perf_counter() - t0) * 1000.0, **kw)
 
 
 def run_decisions(
-    client,
+    client: EndpointClient,
     tasks: Sequence[Task],
     *,
     concurrency: int = 1,
@@ -311,14 +311,14 @@ def run_decisions(
     temperature: float | None = None,
     progress: bool = True,
     label: str = "decision",
-    fields: Mapping | Callable[[Task], Mapping] | None = None,
+    fields: Mapping[str, Any] | Callable[[Task], Mapping[str, Any]] | None = None,
 ) -> Run:
     """One decision per task through ``client.decide``; failures are recorded, never raised.
 
     ``fields`` are added to every request body (e.g. ``{"order": "rotations"}``), or computed per task
     by a function of the task.
     """
-    model: dict = {}
+    model: dict[str, Any] = {}
 
     def attempt(task: Task) -> TaskResult:
         body = task.request(
@@ -361,7 +361,7 @@ def run_decisions(
     )
 
 
-def systemone_question(task: Task) -> dict:
+def systemone_question(task: Task) -> dict[str, Any]:
     """The task as one Jev System One question (answers keyed by the task's labels)."""
     if task.type == "noul":
         return {"type": "noul", "instructions": task.question}
@@ -371,7 +371,12 @@ def systemone_question(task: Task) -> dict:
 
 
 def run_systemone(
-    client, tasks: Sequence[Task], *, concurrency: int = 1, progress: bool = True, label: str = "systemone"
+    client: EndpointClient,
+    tasks: Sequence[Task],
+    *,
+    concurrency: int = 1,
+    progress: bool = True,
+    label: str = "systemone",
 ) -> Run:
     """The same tasks through the Jev ``/v1/systemone`` schema (``client.systemone``), scored alike."""
 
@@ -412,7 +417,7 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def endpoint_name(client) -> str:
+def endpoint_name(client: object) -> str:
     """What a run calls the endpoint behind ``client``: its transport's name, else the client's repr."""
     transport = getattr(client, "transport", None)
     return getattr(transport, "name", "") or repr(client)

@@ -11,18 +11,22 @@ and the task's ``question_type``, so the adapter reads it the way it will serve 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from decision_contract import wire
 from decision_contract.calibration import DEFAULT_ALPHA
 
+from ..client import EndpointClient
 from .profiles import LETTERS, READOUTS, CalibrationFileError, calibration_document, write_document
 from .runner import Run, run_decisions
 from .tasks import Task, resolve_tasks
 
 
-def served_fields(mode: str, *, min_answer_mass: float | None = None, readout: str = LETTERS):
+def served_fields(
+    mode: str, *, min_answer_mass: float | None = None, readout: str = LETTERS
+) -> Callable[[Task], dict[str, object]]:
     """The request fields of one task in order mode ``mode`` with ``readout`` (a function of the task, for
     ``run_decisions``). The readout is always named, so a server whose default is the other one answers the same;
     a mode the readout cannot take is refused as the adapter refuses it (``wire.order_problem``)."""
@@ -30,7 +34,7 @@ def served_fields(mode: str, *, min_answer_mass: float | None = None, readout: s
     if problem:
         raise ValueError(problem)
 
-    def fields(task: Task) -> dict:
+    def fields(task: Task) -> dict[str, object]:
         out: dict[str, object] = {"order": mode, "readout": readout, "question_type": task.type}
         if min_answer_mass is not None:
             out["min_answer_mass"] = min_answer_mass
@@ -40,7 +44,7 @@ def served_fields(mode: str, *, min_answer_mass: float | None = None, readout: s
 
 
 def run_mode(
-    client,
+    client: EndpointClient,
     tasks: Sequence[Task],
     mode: str,
     *,
@@ -66,12 +70,13 @@ def run_mode(
     return run
 
 
-def served_readout(client, tasks: Sequence[Task] = ()) -> str:
+def served_readout(client: EndpointClient, tasks: Sequence[Task] = ()) -> str:
     """The readout ``client``'s requests are answered with when they name none: the client's own readout where it
     sets one, else the server's default, which every answer reports in its ``model`` block (one decision asks,
     the first of ``tasks`` or a packaged one), or where that block lacks it the readout the answer was read with."""
-    if getattr(client, "readout", None):
-        return client.readout
+    own: str | None = getattr(client, "readout", None)
+    if own:
+        return own
     task = tasks[0] if tasks else resolve_tasks(None, 1)[0][0]
     answer = client.decide(task.request(request_id=f"{task.id}@served-readout"))
     readout = answer.model.get("readout") or answer.readout  # the wire's reading: one that names none read letters
@@ -94,17 +99,17 @@ def _saved_run(path: str | Path) -> Run:
 
 
 def calibrate(
-    client=None,
-    tasks=None,
+    client: EndpointClient | None = None,
+    tasks: str | Path | Iterable[Task] | None = None,
     *,
     order: str = "as_given",
     limit: int | None = None,
-    run=None,
+    run: Run | str | Path | None = None,
     out: str | Path | None = None,
     progress: bool = True,
     alpha: float = DEFAULT_ALPHA,
     readout: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """``calibration.json`` for the endpoint behind ``client``, fitted for ``readout`` in order mode ``order``, with
     prediction sets covering the labelled answer in at least ``1 - alpha`` of held-out tasks. ``readout`` None:
     the one the endpoint serves (``served_readout``), or for a saved run the one it was read with.

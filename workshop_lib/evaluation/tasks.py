@@ -27,9 +27,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import WorkshopError
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
 TYPES = ("choice", "noul", "score")
 ORDERS = ("original", "reversed", "rotated")
@@ -40,7 +43,7 @@ class TaskFormatError(WorkshopError, ValueError):
     """A task record that cannot be turned into a decision (the message names the line and field)."""
 
 
-def default_tasks_path():
+def default_tasks_path() -> Traversable:
     """The task set shipped with the package (``workshop_lib/evaluation/data/tasks.jsonl``)."""
     return resources.files("workshop_lib.evaluation") / "data" / "tasks.jsonl"
 
@@ -75,9 +78,9 @@ class Task:
         *,
         request_id: str | None = None,
         temperature: float | None = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """A decision request body (``client.decide``) with the options in ``order``."""
-        body = {
+        body: dict[str, Any] = {
             "id": request_id or self.id,
             "state": self.state,
             "question": self.question,
@@ -87,7 +90,7 @@ class Task:
             body["temperature"] = temperature
         return body
 
-    def question_body(self, question_id: str, order: str | Sequence[int] = "original") -> dict:
+    def question_body(self, question_id: str, order: str | Sequence[int] = "original") -> dict[str, Any]:
         """One question of a shared-state request (``client.decide_batch``) about this task's state."""
         return {
             "id": question_id,
@@ -95,7 +98,7 @@ class Task:
             "options": [{"id": oid, "text": text} for oid, text in self.presented(order)],
         }
 
-    def to_record(self) -> dict:
+    def to_record(self) -> dict[str, Any]:
         """The task as a JevBench record (what ``task_from_record`` reads back)."""
         if self.type == "noul":
             texts = dict(self.options)
@@ -149,13 +152,13 @@ def _fail(where: str, message: str) -> TaskFormatError:
     return TaskFormatError(f"{where}: {message}")
 
 
-def _text(value, where: str, name: str) -> str:
+def _text(value: object, where: str, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise _fail(where, f"{name} must be a non-empty string")
     return value
 
 
-def _yes_no(value, where: str) -> str:
+def _yes_no(value: object, where: str) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, str) and value.strip().lower() in ("yes", "no", "true", "false"):
@@ -172,7 +175,7 @@ def _check_options(options: list[tuple[str, str]], where: str) -> tuple[tuple[st
     return tuple(options)
 
 
-def _from_jevbench(record: Mapping, where: str) -> dict:
+def _from_jevbench(record: Mapping[str, Any], where: str) -> dict[str, Any]:
     q = record["question"]
     qtype = q.get("type")
     if qtype not in TYPES:
@@ -216,7 +219,7 @@ def _from_jevbench(record: Mapping, where: str) -> dict:
     return {"type": qtype, "question": instructions, "options": options, "expected": expected}
 
 
-def _from_decision(record: Mapping, where: str) -> dict:
+def _from_decision(record: Mapping[str, Any], where: str) -> dict[str, Any]:
     items = record["options"]
     if not isinstance(items, list):
         raise _fail(where, "options must be a list")
@@ -242,7 +245,7 @@ def _from_decision(record: Mapping, where: str) -> dict:
     }
 
 
-def task_from_record(record: Mapping, where: str = "task") -> Task:
+def task_from_record(record: Mapping[str, Any], where: str = "task") -> Task:
     """One task from a JevBench record or a decision-format record; raises ``TaskFormatError``."""
     if not isinstance(record, Mapping):
         raise _fail(where, "a task record must be a JSON object")
@@ -339,7 +342,7 @@ def select(tasks: Sequence[Task], limit: int | None) -> list[Task]:
     return [t for t in tasks if t.id in chosen]  # back in file order: tasks about one state stay together
 
 
-def resolve_tasks(tasks=None, limit: int | None = None) -> tuple[list[Task], str]:
+def resolve_tasks(tasks: str | Path | Iterable[Task] | None = None, limit: int | None = None) -> tuple[list[Task], str]:
     """(tasks, where they came from) from a path, a list of tasks, or None (the packaged set)."""
     if tasks is None:
         return load_tasks(None, limit=limit), "the packaged task set (workshop_lib/evaluation/data/tasks.jsonl)"
