@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import io
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import ClientError, NoCredentialsError, ProfileNotFound
 
 from .errors import WorkshopError
+
+if TYPE_CHECKING:  # matplotlib and IPython (the notebooks extra) are imported only where they are used
+    from IPython.core.interactiveshell import InteractiveShell
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 TEXT_WIDTH = 100  # characters of a notebook's text output that fit without the browser breaking them
 
@@ -65,21 +72,62 @@ NOT_ALLOWED_COLOUR = "#b0b0b0"
 WIDTH_IN = 6.4  # inches at 100 dpi: fits a notebook's output area without scaling the text down
 
 
+# What a chart (and the evaluation's views built on it) reads of a ``client.Decision``, a ``decisions.Outcome`` and
+# a ``decisions.Policy``: the client is a layer above this module, so these say the shape, not import the classes.
+class ShownDecision(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def option_ids(self) -> Sequence[str]: ...
+    @property
+    def probabilities(self) -> Sequence[float]: ...
+    @property
+    def client_latency_ms(self) -> float: ...
+    @property
+    def server_ms(self) -> float | None: ...
+    @property
+    def raw(self) -> Mapping[str, Any]: ...
+    @property
+    def readout(self) -> str | None: ...
+
+
+class ShownOutcome(Protocol):
+    @property
+    def option_id(self) -> str: ...
+    @property
+    def accepted(self) -> bool: ...
+    @property
+    def rule(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def top(self) -> str: ...
+
+
+class ShownPolicy(Protocol):
+    @property
+    def threshold(self) -> float: ...
+    @property
+    def allowed(self) -> Collection[str] | None: ...
+
+    def apply(self, decision: Any) -> ShownOutcome: ...  # Any: the policy takes more than a chart's decisions
+
+
 def _bar(p: float, width: int = 24) -> str:
     filled = round(p * width)
     return "#" * filled + "." * (width - filled)
 
 
-def _ranked(decision) -> list[tuple[str, float]]:
+def _ranked(decision: ShownDecision) -> list[tuple[str, float]]:
     return sorted(zip(decision.option_ids, decision.probabilities), key=lambda r: -r[1])
 
 
-def _timing(decision) -> str:
+def _timing(decision: ShownDecision) -> str:
     server = decision.server_ms
     return f"client {decision.client_latency_ms:.0f} ms" + (f", server {server:.0f} ms" if server else "")
 
 
-def outcome_line(outcome) -> str:
+def outcome_line(outcome: ShownOutcome) -> str:
     """A ``decisions.Outcome`` in one line: what the application does, and why."""
     reason = outcome.reason.removesuffix(f"; fell back to {outcome.option_id}")  # said once, up front
     return f"{'act on' if outcome.accepted else 'fall back to'} {outcome.option_id}: {reason}"
@@ -92,12 +140,21 @@ class DecisionView:
     shared-state request, so the request's time is shown once for all of them.
     """
 
-    def __init__(self, decisions: Sequence, *, policy=None, latency: bool = True, shared: bool = False):
+    def __init__(
+        self,
+        decisions: Sequence[ShownDecision],
+        *,
+        policy: ShownPolicy | None = None,
+        latency: bool = True,
+        shared: bool = False,
+    ):
         self.decisions = list(decisions)
         self.policy = policy
         self.latency = latency
         self.shared = shared
-        self.outcomes = [policy.apply(d) for d in self.decisions] if policy is not None else [None] * len(decisions)
+        self.outcomes: list[ShownOutcome | None] = (
+            [policy.apply(d) for d in self.decisions] if policy is not None else [None] * len(decisions)
+        )
 
     @property
     def ok(self) -> bool:
@@ -117,7 +174,7 @@ class DecisionView:
         return _timing(first)
 
     def lines(self) -> list[str]:
-        out = []
+        out: list[str] = []
         heading = self._heading()
         if self.shared and heading:
             out.append(heading)
@@ -137,7 +194,7 @@ class DecisionView:
 
     # -- picture --
 
-    def figure(self):
+    def figure(self) -> Figure:
         """A matplotlib Figure (not registered with pyplot, so a notebook shows it exactly once)."""
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -158,7 +215,7 @@ class DecisionView:
             )
         return fig
 
-    def _draw(self, ax, decision, outcome) -> None:
+    def _draw(self, ax: Axes, decision: ShownDecision, outcome: ShownOutcome | None) -> None:
         rows = _ranked(decision)
         ids = [oid for oid, _ in rows]
         values = [p for _, p in rows]
@@ -181,6 +238,7 @@ class DecisionView:
             ax.text(p + 0.01, i, f"{p:.3f}", va="center", fontsize=9)
         title = decision.id
         if outcome is not None:
+            assert self.policy is not None  # outcomes come from the policy
             if self.policy.threshold > 0:
                 ax.axvline(self.policy.threshold, color="#333333", linestyle="--", linewidth=1)
                 ax.text(
@@ -251,7 +309,7 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def install_error_handler(shell=None) -> bool:
+def install_error_handler(shell: InteractiveShell | None = None) -> bool:
     """In IPython, show expected mistakes as one line, then the notes they carry (a failing step's: the AWS
     requests it sent before it failed), the cell still counting as failed, so Run All stops there and nbmake
     still fails; other exceptions keep their full traceback. Returns whether it was installed (False outside
@@ -265,14 +323,21 @@ def install_error_handler(shell=None) -> bool:
     if shell is None:
         return False
 
-    def handler(self, etype, value, tb, tb_offset=None):
+    def handler(
+        self: InteractiveShell,
+        etype: type[BaseException],
+        value: BaseException,
+        tb: TracebackType | None,
+        tb_offset: int | None = None,
+    ) -> None:
+        shown: BaseException | str = value
         if _unset_in_cell(value, tb):
-            value = f"{value}: a cell above has not run in this kernel (a restart forgets them); {RUN_ABOVE}"
+            shown = f"{value}: a cell above has not run in this kernel (a restart forgets them); {RUN_ABOVE}"
         elif not is_expected(value):
             self.showtraceback((etype, value, tb), tb_offset=tb_offset)
             return None
-        stb = [f"\x1b[1;31m{etype.__name__}\x1b[0m: {value}", *getattr(value, "__notes__", ())]
-        self._showtraceback(etype, value, stb)
+        stb = [f"\x1b[1;31m{etype.__name__}\x1b[0m: {shown}", *getattr(shown, "__notes__", ())]
+        self._showtraceback(etype, shown, stb)
         return None
 
     shell.set_custom_exc((*expected_errors(), NameError), handler)
@@ -282,7 +347,7 @@ def install_error_handler(shell=None) -> bool:
 RUN_ABOVE = "run the cells above this one (Run > Run All Above Selected Cell), then this one again"
 
 
-def _unset_in_cell(exc: BaseException, tb) -> bool:
+def _unset_in_cell(exc: BaseException, tb: TracebackType | None) -> bool:
     """A NameError raised by a notebook cell's own code (a name an unrun cell defines), not deeper down."""
     if not isinstance(exc, NameError) or tb is None:
         return False

@@ -36,6 +36,7 @@ import shutil
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from decision_contract import calibration as calibration_contract
 from decision_contract import manifest as manifest_contract
@@ -77,12 +78,12 @@ __all__ = [
 ]
 
 
-def check_calibration(data: bytes, gguf_sha256: str, where: str = CALIBRATION_NAME) -> dict:
+def check_calibration(data: bytes, gguf_sha256: str, where: str = CALIBRATION_NAME) -> dict[str, Any]:
     """The calibration document in ``data``, checked to be fitted for the GGUF with ``gguf_sha256``. Pure."""
     if len(data) > _MAX_CALIBRATION_BYTES:
         raise InvalidInput(f"{where} is {len(data):,} bytes; a calibration file is a few kB")
     try:
-        doc = json.loads(data.decode("utf-8"))
+        doc: dict[str, Any] = json.loads(data.decode("utf-8"))  # parse() below refuses any other shape
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidInput(f"{where} is not JSON ({exc}); write it with `workshop calibrate`") from None
     try:
@@ -104,10 +105,10 @@ def build_manifest(
     *,
     build_id: str,
     where: str,
-    tools: dict | None = None,
+    tools: dict[str, Any] | None = None,
     now: datetime.datetime | None = None,
     calibration: tuple[int, str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The manifest for ``spec`` given each file's measured (size, sha256), and the calibration file's
     (size, sha256) when one is packaged. Pure."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
@@ -153,7 +154,7 @@ def verify_pins(spec: ModelSpec, measured: dict[str, tuple[int, str]]) -> None:
 class LocalPackage:
     tarball: Path
     manifest_path: Path
-    manifest: dict
+    manifest: dict[str, Any]
 
 
 def package_local(
@@ -200,7 +201,7 @@ class ManifestInvalid(InvalidInput):
     """A manifest breaks a rule (shape, duplicate path, path leaving the directory); nothing is trusted."""
 
 
-def parse_manifest(manifest) -> Manifest:
+def parse_manifest(manifest: object) -> Manifest:
     """The manifest's entries, each checked against the contract's rules, in either shape. Pure."""
     try:
         return manifest_contract.parse(manifest)
@@ -215,7 +216,7 @@ MAX_EXTRACT_MEMBERS = 10_000
 _MAX_INNER_MANIFEST = 1024 * 1024
 
 
-def _announced_sizes(manifest) -> dict[str, set[int]]:
+def _announced_sizes(manifest: object) -> dict[str, set[int]]:
     """Sizes by path from a manifest's 'files' list, as far as it is readable (the adapter judges the rest)."""
     sizes: dict[str, set[int]] = {}
     files = manifest.get("files") if isinstance(manifest, dict) else None
@@ -227,7 +228,7 @@ def _announced_sizes(manifest) -> dict[str, set[int]]:
 
 def _scan(
     tar: tarfile.TarFile, model_dir: Path, max_bytes: int, max_members: int
-) -> tuple[list[tarfile.TarInfo], dict | None]:
+) -> tuple[list[tarfile.TarInfo], object]:
     """Every member's header, checked against the limits and tarfile's 'data' filter; the inner manifest."""
     members: list[tarfile.TarInfo] = []
     total, inner = 0, None
@@ -266,7 +267,7 @@ def extract_model(
     *,
     max_bytes: int = MAX_EXTRACT_BYTES,
     max_members: int = MAX_EXTRACT_MEMBERS,
-    manifest: dict | None = None,
+    manifest: dict[str, Any] | None = None,
 ) -> Path:
     """Unpack model.tar.gz the way SageMaker fills /opt/ml/model, within limits.
 
