@@ -10,6 +10,7 @@ the config's or the step's default. ipywidgets is imported only when a widget is
 from __future__ import annotations
 
 import os
+from typing import Any, TypeAlias
 
 from .deploy_paths import NAMES as DEPLOY_PATHS
 from .evaluation.throughput import DEFAULT_P95_MS
@@ -40,6 +41,8 @@ BENCH_LIMIT, BENCH_STUDY_LIMIT = (
 )  # notebook 06's defaults: a few tasks (one held out for calibration), a couple studied
 _WIDE = {"description_width": "initial"}
 
+Widget: TypeAlias = Any  # an ipywidgets widget: ipywidgets ships no type annotations
+
 
 def _env(key: str, default: str) -> str:
     return os.environ.get(ENV[key], default)
@@ -49,11 +52,11 @@ def _yes(key: str) -> bool:
     return _env(key, "").strip().lower() in ("1", "yes", "true")
 
 
-def _kept(workshop: Workshop, key: str, widget):
+def _kept(workshop: Workshop, key: str, widget: Widget) -> Widget:
     return keep_choice(workshop, key, widget, env=ENV[key])
 
 
-def column(*made):
+def column(*made: Widget) -> Widget:
     """The widgets one under the other (what a cell shows)."""
     import ipywidgets
 
@@ -63,7 +66,7 @@ def column(*made):
 # ---- 00_setup ---------------------------------------------------------------------------
 
 
-def deploy_path(workshop: Workshop):
+def deploy_path(workshop: Workshop) -> Widget:
     """What the later notebooks deploy: one of the deploy paths (``deploy_paths``)."""
     import ipywidgets
 
@@ -73,7 +76,7 @@ def deploy_path(workshop: Workshop):
     return _kept(workshop, "deploy_path", made)
 
 
-def reset_rehearsal():
+def reset_rehearsal() -> Widget:
     """Whether notebook 00 starts the local rehearsal over (not kept: a reset is asked for each time)."""
     import ipywidgets
 
@@ -85,7 +88,7 @@ def reset_rehearsal():
     )
 
 
-def endpoint_ttl(workshop: Workshop):
+def endpoint_ttl(workshop: Workshop) -> Widget:
     """Hours each endpoint lives before its deadline deletes it (0: no deadline)."""
     import ipywidgets
 
@@ -100,7 +103,7 @@ def endpoint_ttl(workshop: Workshop):
     return _kept(workshop, "endpoint_ttl_hours", made)
 
 
-def codebuild_role(workshop: Workshop):
+def codebuild_role(workshop: Workshop) -> Widget:
     """An administrator's CodeBuild role ARN, or empty for notebook 00 to create the workshop's own."""
     import ipywidgets
 
@@ -117,7 +120,7 @@ def codebuild_role(workshop: Workshop):
 # ---- 02, 04, 05, 06, 07 ---------------------------------------------------------------------
 
 
-def follow_dlc_tag():
+def follow_dlc_tag() -> Widget:
     """Notebook 02: follow the DLC's floating tag where the pinned digest is missing ("no" unless told)."""
     import ipywidgets
 
@@ -130,7 +133,7 @@ def follow_dlc_tag():
     )
 
 
-def capture_percent(workshop: Workshop):
+def capture_percent(workshop: Workshop) -> Widget:
     """Notebook 04: the share of each decision endpoint's invocations data capture records (0: none)."""
     import ipywidgets
 
@@ -144,7 +147,7 @@ def capture_percent(workshop: Workshop):
     return _kept(workshop, "capture_percent", made)
 
 
-def decision_builder(workshop: Workshop):
+def decision_builder(workshop: Workshop) -> Widget:
     """Notebook 05's builder: state, question and options (``steps.builder_request`` reads what was typed)."""
     import ipywidgets
 
@@ -168,7 +171,7 @@ def decision_builder(workshop: Workshop):
     return column(state, question, options)
 
 
-def bench_limits(workshop: Workshop):
+def bench_limits(workshop: Workshop) -> tuple[Widget, Widget]:
     """Notebook 06: how many tasks to run, and how many of them to study closely."""
     import ipywidgets
 
@@ -179,7 +182,7 @@ def bench_limits(workshop: Workshop):
     return _kept(workshop, "bench_limit", limit), _kept(workshop, "bench_study_limit", study_limit)
 
 
-def throughput_p95(workshop: Workshop):
+def throughput_p95(workshop: Workshop) -> Widget:
     """Notebook 06: the p95 (milliseconds) a sustainable rate must keep (default: 07's latency alarm, 2 s)."""
     import ipywidgets
 
@@ -194,7 +197,7 @@ def throughput_p95(workshop: Workshop):
     return _kept(workshop, "throughput_p95_ms", made)
 
 
-def scaling_target(workshop: Workshop):
+def scaling_target(workshop: Workshop) -> Widget:
     """Notebook 07: the invocations per instance per minute auto scaling tracks (default: 70 % of the
     sustainable rate notebook 06 measured, or of one instance's pace one decision at a time)."""
     import ipywidgets
@@ -211,7 +214,7 @@ def scaling_target(workshop: Workshop):
     return _kept(workshop, "scaling_target", made)
 
 
-def delete_bucket(bucket: str):
+def delete_bucket(bucket: str) -> Widget:
     """Notebook 08: whether to delete ``bucket`` too (not kept: deleting is asked for each time)."""
     import ipywidgets
 
