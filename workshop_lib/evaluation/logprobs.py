@@ -47,11 +47,11 @@ DECISION_SYSTEM = (
 )
 
 
-def _json_text(value, *, sort_keys: bool) -> str:
+def _json_text(value: object, *, sort_keys: bool) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, separators=(", ", ": "))
 
 
-def decision_messages(state, question, option_texts: Sequence[str]) -> list[dict]:
+def decision_messages(state: Any, question: Any, option_texts: Sequence[str]) -> list[dict[str, str]]:
     """The decision prompt's chat messages for options shown in this order (at most 16)."""
     if not 2 <= len(option_texts) <= len(LETTERS):
         raise ValueError(f"{len(option_texts)} options: the letter prompt shows 2 to {len(LETTERS)}")
@@ -68,12 +68,12 @@ def decision_messages(state, question, option_texts: Sequence[str]) -> list[dict
     return [{"role": "system", "content": DECISION_SYSTEM}, {"role": "user", "content": user}]
 
 
-def task_messages(task: Task, order: str = "original") -> list[dict]:
+def task_messages(task: Task, order: str = "original") -> list[dict[str, str]]:
     """``decision_messages`` for a benchmark task, options in ``order`` (as ``task.request`` sends them)."""
     return decision_messages(task.state, task.question, [text for _, text in task.presented(order)])
 
 
-def logprobs_payload(messages: Sequence[Mapping], top_logprobs: int = TOP_LOGPROBS) -> dict:
+def logprobs_payload(messages: Sequence[Mapping[str, Any]], top_logprobs: int = TOP_LOGPROBS) -> dict[str, Any]:
     """The chat-completions body: one token, greedy, with the top first tokens' log-probabilities."""
     return {
         "messages": list(messages),
@@ -89,7 +89,7 @@ class NoLogprobs(WorkshopError, ValueError):
     """The reply carries no ``choices[0].logprobs.content[0].top_logprobs`` (the server does not give them)."""
 
 
-def first_token_logprobs(reply: Mapping) -> dict[str, float]:
+def first_token_logprobs(reply: Mapping[str, Any]) -> dict[str, float]:
     """token text -> log-probability of the first generated position's top tokens (an OpenAI chat reply)."""
     try:
         entries = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
@@ -133,7 +133,12 @@ def read_letters(top: Mapping[str, float], n: int) -> dict[str, Any]:
 
 
 def logprobs_result(
-    task: Task, reply: Mapping, *, order: str = "original", top_logprobs: int = TOP_LOGPROBS, **measured
+    task: Task,
+    reply: Mapping[str, Any],
+    *,
+    order: str = "original",
+    top_logprobs: int = TOP_LOGPROBS,
+    **measured: Any,
 ) -> TaskResult:
     """Score one llama-server reply for ``task`` (pure): valid only with every option's letter in the top."""
     presented = [oid for oid, _ in task.presented(order)]
@@ -179,7 +184,12 @@ def logprobs_result(
 
 
 def run_logprobs_baseline(
-    client, tasks: Sequence[Task], *, top_logprobs: int = TOP_LOGPROBS, progress: bool = True, label: str = "logprobs"
+    client: EndpointClient,
+    tasks: Sequence[Task],
+    *,
+    top_logprobs: int = TOP_LOGPROBS,
+    progress: bool = True,
+    label: str = "logprobs",
 ) -> Run:
     """Each task's decision prompt sent to ``client`` (the standard endpoint) for its first token's top logprobs."""
 
@@ -218,7 +228,7 @@ def run_logprobs_baseline(
     )
 
 
-def agreement(decision: Sequence[TaskResult], baseline: Sequence[TaskResult]) -> dict:
+def agreement(decision: Sequence[TaskResult], baseline: Sequence[TaskResult]) -> dict[str, Any]:
     """The baseline against the decision readout, task by task (pure).
 
     ``compared``: tasks both answered validly; ``agree``: of those, the same top option;
@@ -277,7 +287,9 @@ def url_client(url: str) -> EndpointClient:
     return EndpointClient.local(base)
 
 
-def show_letter_request(client, decision: Mapping, *, top_logprobs: int = TOP_LOGPROBS) -> LetterView:
+def show_letter_request(
+    client: EndpointClient, decision: Mapping[str, Any], *, top_logprobs: int = TOP_LOGPROBS
+) -> LetterView:
     """Send one decision (this project's body: state, question, options) to the standard endpoint as a
     letter-probability request; the view shows what came back and what it leaves out."""
     options = decision["options"]
@@ -291,7 +303,9 @@ def show_letter_request(client, decision: Mapping, *, top_logprobs: int = TOP_LO
 class LetterView:
     """One letter-probability reply: the option letters found, renormalised, and what is missing."""
 
-    def __init__(self, option_ids: Sequence[str], reply: Mapping, latency_ms: float, top_logprobs: int):
+    def __init__(
+        self, option_ids: Sequence[str], reply: Mapping[str, Any], latency_ms: float, top_logprobs: int
+    ) -> None:
         self.option_ids, self.reply, self.latency_ms, self.top_logprobs = (
             list(option_ids),
             reply,

@@ -7,6 +7,7 @@ the report does not.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from .report import BenchReport, latency_stats, summarize
 from .runner import Run
@@ -25,7 +26,7 @@ def fmt_ratio(x: float | None) -> str:
     return "–" if x is None else f"{x:.2f}×"
 
 
-def _fmt(kind: str, value, total=None) -> str:
+def _fmt(kind: str, value: Any, total: object = None) -> str:
     if value is None:
         return "–"
     if kind == "count":
@@ -37,13 +38,13 @@ def _fmt(kind: str, value, total=None) -> str:
     return f"{value:.2f}"
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence]) -> str:
+def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
-def _headline(s: Mapping) -> list:
+def _headline(s: Mapping[str, Any]) -> list[str]:
     lat = s["client_latency_ms"]
     return [
         f"{s['valid']}/{s['tasks']}",
@@ -58,7 +59,7 @@ def _headline(s: Mapping) -> list:
 HEADLINE = ("valid", "correct (accuracy)", "client p50", "client p95", "client max", "tasks/s")
 
 
-def comparison_markdown(rows: Sequence[Mapping], label_a: str, label_b: str) -> str:
+def comparison_markdown(rows: Sequence[Mapping[str, Any]], label_a: str, label_b: str) -> str:
     body = [
         [
             r["metric"],
@@ -71,7 +72,7 @@ def comparison_markdown(rows: Sequence[Mapping], label_a: str, label_b: str) -> 
     return table(["", label_a, label_b, f"ratio {label_a} / {label_b}"], body)
 
 
-def _model_line(model: Mapping) -> str:
+def _model_line(model: Mapping[str, Any]) -> str:
     if not model:
         return "model: (not reported)"
     parts = [str(model.get("file", "?"))]
@@ -271,7 +272,7 @@ def render_markdown(report: BenchReport) -> str:
     return "\n".join(out)
 
 
-def letter_section(report: BenchReport, letters: Mapping) -> list[str]:
+def letter_section(report: BenchReport, letters: Mapping[str, Any]) -> list[str]:
     """Markdown lines: the decision readout, the generation baseline (if run) and the letter probabilities."""
     run = report.runs["logprobs"]
     n, k = letters["tasks"], letters["top_logprobs"]
@@ -279,7 +280,7 @@ def letter_section(report: BenchReport, letters: Mapping) -> list[str]:
     same = [r for r in report.decision.results if r.task_id in ids]
     dec_valid = sum(r.valid for r in same)
 
-    def lat(stats):
+    def lat(stats: Mapping[str, Any]) -> list[str]:
         return [fmt_s(stats["p50"]), fmt_s(stats["p95"])]
 
     agree = f"{letters['agree']}/{letters['compared']}" if letters["compared"] else "–"
@@ -370,7 +371,7 @@ def too_few_note(n: int, counted: str, rate: str) -> str:
     )
 
 
-def too_few_calibration_note(cal: Mapping) -> str:
+def too_few_calibration_note(cal: Mapping[str, Any]) -> str:
     """The caveat under the calibration table when either side has too few tasks."""
     return (
         f"Too few to mean anything: fitted on {cal['fit_tasks']} and reported on {cal['report_tasks']} "
@@ -379,13 +380,13 @@ def too_few_calibration_note(cal: Mapping) -> str:
     )
 
 
-def fmt_temperature(cal: Mapping) -> str:
+def fmt_temperature(cal: Mapping[str, Any]) -> str:
     """The fitted temperature, marked when the search stopped at its bound (the value is then the bound)."""
     text = f"{cal['temperature']:.3g}"
     return f"{text} (search bound)" if cal.get("at_search_bound") else text
 
 
-def _flips(section: Mapping) -> str:
+def _flips(section: Mapping[str, Any]) -> str:
     if section.get("rate") is None:
         return "–"
     return f"{section['flips']}/{section['compared']} ({fmt_pct(section['rate'])})"

@@ -21,7 +21,7 @@ import datetime
 import json
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,7 @@ def percentile(values: Iterable[float | None], q: float) -> float | None:
     return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
-def latency_stats(values_ms: Iterable[float | None]) -> dict:
+def latency_stats(values_ms: Iterable[float | None]) -> dict[str, Any]:
     data = [float(v) for v in values_ms if v is not None]
     if not data:
         return {"n": 0, "p50": None, "p95": None, "max": None, "mean": None}
@@ -71,14 +71,14 @@ def latency_stats(values_ms: Iterable[float | None]) -> dict:
     }
 
 
-def _group(results: Sequence[TaskResult], key) -> dict:
+def _group(results: Sequence[TaskResult], key: Callable[[TaskResult], str]) -> dict[str, dict[str, Any]]:
     groups: dict[str, list[TaskResult]] = {}
     for r in results:
         groups.setdefault(key(r), []).append(r)
     return {name: _counts(rs) for name, rs in sorted(groups.items())}
 
 
-def _counts(results: Sequence[TaskResult]) -> dict:
+def _counts(results: Sequence[TaskResult]) -> dict[str, Any]:
     n = len(results)
     correct = sum(r.correct for r in results)
     return {
@@ -90,7 +90,7 @@ def _counts(results: Sequence[TaskResult]) -> dict:
     }
 
 
-def summarize(run: Run) -> dict:
+def summarize(run: Run) -> dict[str, Any]:
     """The headline numbers of one run (pure)."""
     results = run.results
     n = len(results)
@@ -145,7 +145,7 @@ COMPARED = (
 )
 
 
-def _get(summary: Mapping, key):
+def _get(summary: Mapping[str, Any], key: str | tuple[str, ...]) -> Any:
     if isinstance(key, tuple):
         value: Any = summary  # a JSON object, then whatever its keys lead to
         for k in key:
@@ -154,7 +154,7 @@ def _get(summary: Mapping, key):
     return summary.get(key)
 
 
-def compare(a: Mapping, b: Mapping) -> list[dict]:
+def compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Rows ``{metric, a, b, ratio = a / b}`` for two summaries (e.g. CPU vs GPU)."""
     rows = []
     for name, key, kind in COMPARED:
@@ -178,7 +178,7 @@ class BenchReport:
     title: str = "Decision benchmark"
     tasks_source: str = ""
     calibrate: bool = False
-    compare_with: dict | None = None  # {"label": ..., "summary": {...}} of another run
+    compare_with: dict[str, Any] | None = None  # {"label": ..., "summary": {...}} of another run
     notes: list[str] = field(default_factory=list)
     created: str = field(
         default_factory=lambda: datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -191,16 +191,16 @@ class BenchReport:
         return self.runs["decision"]
 
     @property
-    def summaries(self) -> dict[str, dict]:
+    def summaries(self) -> dict[str, dict[str, Any]]:
         return {key: summarize(run) for key, run in self.runs.items()}
 
     @property
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """The decision readout's summary (the headline numbers)."""
         return summarize(self.decision)
 
     @property
-    def order_test(self) -> dict | None:
+    def order_test(self) -> dict[str, Any] | None:
         if "decision_reversed" not in self.runs:
             return None
         subset = {r.task_id for r in self.runs["decision_reversed"].results}
@@ -247,7 +247,7 @@ class BenchReport:
         return out
 
     @property
-    def letter_baseline(self) -> dict | None:
+    def letter_baseline(self) -> dict[str, Any] | None:
         """The letter-probability baseline against the decision readout on the same tasks."""
         if "logprobs" not in self.runs:
             return None
@@ -262,18 +262,18 @@ class BenchReport:
         return out
 
     @property
-    def calibration(self) -> dict | None:
+    def calibration(self) -> dict[str, Any] | None:
         return calibrate_results(self.decision.results) if self.calibrate else None
 
     @property
-    def comparison(self) -> list[dict] | None:
+    def comparison(self) -> list[dict[str, Any]] | None:
         if not self.compare_with:
             return None
         return compare(self.compare_with["summary"], self.summary)
 
     # -- output --
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "title": self.title,
             "created": self.created,
@@ -294,7 +294,7 @@ class BenchReport:
         return json.dumps(self.to_dict(), indent=1, ensure_ascii=False)
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> BenchReport:
+    def from_dict(cls, data: Mapping[str, Any]) -> BenchReport:
         return cls(
             runs={k: Run.from_dict(v) for k, v in data["runs"].items()},
             title=data.get("title", ""),
@@ -321,12 +321,12 @@ def _presentations(result: TaskResult) -> int | None:
     return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
-def _mean(values) -> float | None:
+def _mean(values: Iterable[object]) -> float | None:
     data = [v for v in values if isinstance(v, (int, float))]
     return statistics.fmean(data) if data else None
 
 
-def load_comparison(path: str | Path) -> dict:
+def load_comparison(path: str | Path) -> dict[str, Any]:
     """``{"label", "summary"}`` of the decision run in a saved report.json, for ``compare_with``."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     summary = (data.get("summary") or {}).get("decision")

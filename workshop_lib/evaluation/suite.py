@@ -97,6 +97,7 @@ def run_benchmark(
     if "generation" in wanted:
         runs["generation"] = run_generation_baseline(client, studied, max_tokens=max_tokens, progress=progress)
     if "logprobs" in wanted:
+        assert standard is not None  # refused above
         runs["logprobs"] = run_logprobs_baseline(standard, studied, top_logprobs=top_logprobs, progress=progress)
     notes = []
     if len(studied) < len(chosen) and (bias or debias or wanted):
