@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .. import names
 from ..errors import InvalidInput
@@ -57,7 +58,7 @@ class Thresholds:
     busy_503: float = 20.0
     time_limit_stops: float = 1.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name, value in vars(self).items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise InvalidInput(f"Thresholds.{name} is {value!r}; it must be a number above 0")
@@ -109,11 +110,11 @@ def rollback_alarms(endpoint_name: str) -> list[str]:
     return [alarm_name(endpoint_name, a[0]) for a in _ALARMS if a[7]]
 
 
-def _sagemaker_dimensions(endpoint_name: str, variant: str) -> list[dict]:
+def _sagemaker_dimensions(endpoint_name: str, variant: str) -> list[dict[str, Any]]:
     return [{"Name": "EndpointName", "Value": endpoint_name}, {"Name": "VariantName", "Value": variant}]
 
 
-def _adapter_metrics(endpoint_name: str, metric: str, statistic: str, period_s: int) -> list[dict]:
+def _adapter_metrics(endpoint_name: str, metric: str, statistic: str, period_s: int) -> list[dict[str, Any]]:
     """The endpoint's series of ``metric``, one per API, and one expression over them that the alarm
     watches: the worst p95, or the sum of counts."""
     queries = [
@@ -153,8 +154,8 @@ def alarm_request(
     period_s: int = PERIOD_S,
     evaluation_periods: int = 3,
     datapoints_to_alarm: int = 2,
-    tags: list[dict] | None = None,
-) -> dict:
+    tags: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """PutMetricAlarm for one of the endpoint's alarms: fires when ``datapoints_to_alarm`` of the last
     ``evaluation_periods`` periods pass the threshold; no data (an idle endpoint) is not a breach."""
     spec = next((a for a in _ALARMS if a[0] == suffix), None)
@@ -204,12 +205,12 @@ def alarm_request(
     return calls.validate("cloudwatch", "PutMetricAlarm", request)
 
 
-def alarm_requests(endpoint_name: str, **settings) -> list[dict]:
+def alarm_requests(endpoint_name: str, **settings: Any) -> list[dict[str, Any]]:
     """Every alarm of one endpoint, as PutMetricAlarm requests."""
     return [alarm_request(endpoint_name, suffix, **settings) for suffix in SUFFIXES]
 
 
-def _widget(title: str, metrics: list[list], stat: str, region: str, x: int, y: int) -> dict:
+def _widget(title: str, metrics: list[list[Any]], stat: str, region: str, x: int, y: int) -> dict[str, Any]:
     return {
         "type": "metric",
         "x": x,
@@ -227,15 +228,15 @@ def _widget(title: str, metrics: list[list], stat: str, region: str, x: int, y: 
     }
 
 
-def dashboard_body(endpoint_names: Sequence[str], region: str, *, variant: str = VARIANT_NAME) -> dict:
+def dashboard_body(endpoint_names: Sequence[str], region: str, *, variant: str = VARIANT_NAME) -> dict[str, Any]:
     """The dashboard's widgets: per endpoint, SageMaker's latency, errors and load beside the adapter's."""
     if not endpoint_names:
         raise InvalidInput("the dashboard needs at least one endpoint name")
 
-    def sagemaker(metric: str) -> list[list]:
+    def sagemaker(metric: str) -> list[list[Any]]:
         return [[SAGEMAKER_NAMESPACE, metric, "EndpointName", n, "VariantName", variant] for n in endpoint_names]
 
-    def adapter(metric: str) -> list[list]:
+    def adapter(metric: str) -> list[list[Any]]:
         return [[ADAPTER_NAMESPACE, metric, "endpoint", n, "api", api] for n in endpoint_names for api in ADAPTER_APIS]
 
     panels = [
@@ -253,7 +254,7 @@ def dashboard_body(endpoint_names: Sequence[str], region: str, *, variant: str =
     }
 
 
-def dashboard_request(endpoint_names: Sequence[str], region: str, *, name: str = DASHBOARD) -> dict:
+def dashboard_request(endpoint_names: Sequence[str], region: str, *, name: str = DASHBOARD) -> dict[str, Any]:
     """PutDashboard for the workshop's one dashboard (names: letters, digits, - and _, up to 255)."""
     import re
 
@@ -282,7 +283,9 @@ class AlarmsResult:
         )
 
 
-def put_alarms(cloudwatch, endpoint_names: Iterable[str], region: str | None = None, **settings) -> AlarmsResult:
+def put_alarms(
+    cloudwatch: Any, endpoint_names: Iterable[str], region: str | None = None, **settings: Any
+) -> AlarmsResult:
     """PutMetricAlarm for every alarm of each endpoint, then PutDashboard (its graphs in the client's region,
     or ``region``); both replace what is there."""
     endpoint_names = list(dict.fromkeys(endpoint_names))
@@ -297,7 +300,7 @@ def put_alarms(cloudwatch, endpoint_names: Iterable[str], region: str | None = N
     return AlarmsResult(tuple(sent), dashboard["DashboardName"], tuple(rollback))
 
 
-def alarm_states(cloudwatch, endpoint_name: str) -> dict[str, str]:
+def alarm_states(cloudwatch: Any, endpoint_name: str) -> dict[str, str]:
     """Alarm name -> state (OK, ALARM, INSUFFICIENT_DATA) for the endpoint's alarms that exist."""
     request = calls.validate("cloudwatch", "DescribeAlarms", {"AlarmNames": alarm_names(endpoint_name)})
     found = cloudwatch.describe_alarms(**request).get("MetricAlarms", [])

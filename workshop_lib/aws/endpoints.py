@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..config import check_resource_name
 from ..errors import InvalidInput
@@ -58,18 +59,20 @@ GPU_PARALLEL = 4
 class DeployPlan:
     """The three requests that make an endpoint; model, config and endpoint share ``name``."""
 
-    model: dict
-    endpoint_config: dict
-    endpoint: dict
+    model: dict[str, Any]
+    endpoint_config: dict[str, Any]
+    endpoint: dict[str, Any]
     notes: tuple[str, ...] = ()  # what the builder chose that the requests alone do not say
 
     @property
     def name(self) -> str:
-        return self.endpoint["EndpointName"]
+        name: str = self.endpoint["EndpointName"]
+        return name
 
     @property
     def image_uri(self) -> str:
-        return self.model["PrimaryContainer"]["Image"]
+        uri: str = self.model["PrimaryContainer"]["Image"]
+        return uri
 
     @property
     def image(self) -> ImageRef:
@@ -78,7 +81,8 @@ class DeployPlan:
 
     @property
     def model_data_url(self) -> str | None:
-        return self.model["PrimaryContainer"].get("ModelDataUrl")
+        url: str | None = self.model["PrimaryContainer"].get("ModelDataUrl")
+        return url
 
     @property
     def uses_instance_pools(self) -> bool:
@@ -92,7 +96,7 @@ class DeployPlan:
             return " > ".join(p["InstanceType"] for p in variant["InstancePools"]) + " (ordered pools)"
         return f"{variant['InstanceType']} (fixed)"
 
-    def requests(self) -> list[tuple[str, dict]]:
+    def requests(self) -> list[tuple[str, dict[str, Any]]]:
         return [
             ("CreateModel", self.model),
             ("CreateEndpointConfig", self.endpoint_config),
@@ -105,11 +109,11 @@ class DeployPlan:
 
 def _plan(
     name: str,
-    model: dict,
-    variant: dict,
-    tags: list[dict] | None,
+    model: dict[str, Any],
+    variant: dict[str, Any],
+    tags: list[dict[str, Any]] | None,
     notes: Sequence[str] = (),
-    data_capture: Mapping | None = None,
+    data_capture: Mapping[str, Any] | None = None,
 ) -> DeployPlan:
     tags = tags if tags is not None else workshop_tags()
     config = endpoint_config_request(name, variant, tags=tags, data_capture=data_capture)
@@ -134,7 +138,7 @@ def standard_plan(
     startup_timeout_s: int = STARTUP_TIMEOUT_S,
     download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
     environment: Mapping[str, str] | None = None,
-    tags: list[dict] | None = None,
+    tags: list[dict[str, Any]] | None = None,
 ) -> DeployPlan:
     """The published llama.cpp DLC (OpenAI chat on /invocations) on one instance type."""
     tags = tags if tags is not None else workshop_tags()
@@ -178,8 +182,8 @@ def decision_cpu_plan(
     startup_timeout_s: int = STARTUP_TIMEOUT_S,
     download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
     environment: Mapping[str, str] | None = None,
-    tags: list[dict] | None = None,
-    data_capture: Mapping | None = None,
+    tags: list[dict[str, Any]] | None = None,
+    data_capture: Mapping[str, Any] | None = None,
 ) -> DeployPlan:
     """The decision image on a fixed CPU type; threads default to the type's vCPUs, the context to the
     adapter's default (8192 tokens: room for a 255-option Jev choice). ``data_capture``: SageMaker's
@@ -234,9 +238,9 @@ def decision_gpu_plan(
     startup_timeout_s: int = STARTUP_TIMEOUT_S,
     download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
     environment: Mapping[str, str] | None = None,
-    tags: list[dict] | None = None,
+    tags: list[dict[str, Any]] | None = None,
     region: str | None = None,
-    data_capture: Mapping | None = None,
+    data_capture: Mapping[str, Any] | None = None,
 ) -> DeployPlan:
     """The decision image on ordered GPU instance pools (first with capacity wins), full offload.
 

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import InvalidInput
 
@@ -22,7 +23,7 @@ VERSION = "2012-10-17"
 MANAGED_POLICY_MAX_CHARS = 6144
 
 
-def minified(document: Mapping) -> str:
+def minified(document: Mapping[str, Any]) -> str:
     return json.dumps(document, separators=(",", ":"))
 
 
@@ -47,11 +48,11 @@ _CONDITION_OPERATOR = re.compile(
 )
 
 
-def _listed(value) -> list:
+def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def policy_problems(document, *, trust: bool = False) -> list[str]:
+def policy_problems(document: Any, *, trust: bool = False) -> list[str]:
     """What IAM's policy grammar (and the 6,144-character quota) would reject in ``document``."""
     problems: list[str] = []
     if not isinstance(document, dict):
@@ -119,14 +120,15 @@ def policy_problems(document, *, trust: bool = False) -> list[str]:
     return problems
 
 
-def check_policy_document(document, *, trust: bool = False) -> dict:
+def check_policy_document(document: Any, *, trust: bool = False) -> dict[str, Any]:
     found = policy_problems(document, trust=trust)
     if found:
         raise InvalidInput("the policy document is not valid IAM: " + "; ".join(found))
-    return document
+    valid: dict[str, Any] = document
+    return valid
 
 
-def wildcard_grants(document: Mapping) -> list[tuple[str, str]]:
+def wildcard_grants(document: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(statement Sid, action) for every action granted on ``"Resource": "*"``."""
     found = []
     for statement in document["Statement"]:
@@ -149,7 +151,7 @@ def _substituted(value: str, lowered: Mapping[str, object]) -> str | None:
     context; None where the context lacks one, so that value matches nothing (as IAM reads it)."""
     missing = False
 
-    def fill(match: re.Match) -> str:
+    def fill(match: re.Match[str]) -> str:
         nonlocal missing
         found = lowered.get(match.group(1).lower())
         missing = missing or found is None
@@ -159,7 +161,7 @@ def _substituted(value: str, lowered: Mapping[str, object]) -> str | None:
     return None if missing else filled
 
 
-def conditions_hold(condition: Mapping, context: Mapping[str, object]) -> bool:
+def conditions_hold(condition: Mapping[str, Any], context: Mapping[str, object]) -> bool:
     """A statement's Condition against a request context, as IAM reads it.
 
     Every operator and key must hold (AND); any of a key's values may match (OR). A key
@@ -197,7 +199,7 @@ def conditions_hold(condition: Mapping, context: Mapping[str, object]) -> bool:
     return True
 
 
-def _statement_applies(statement: Mapping, action: str, resource: str, context: Mapping) -> bool:
+def _statement_applies(statement: Mapping[str, Any], action: str, resource: str, context: Mapping[str, Any]) -> bool:
     if "Action" in statement:
         if not any(_glob(p, action, ignore_case=True) for p in _listed(statement["Action"])):
             return False
@@ -219,12 +221,12 @@ class Verdict:
 
 
 def evaluate(
-    documents: Mapping | Sequence[Mapping],
+    documents: Mapping[str, Any] | Sequence[Mapping[str, Any]],
     action: str,
     resource: str,
     context: Mapping[str, object] | None = None,
     *,
-    boundary: Mapping | None = None,
+    boundary: Mapping[str, Any] | None = None,
 ) -> Verdict:
     """IAM's identity-policy logic: an explicit Deny wins, else any Allow, else an implicit deny.
 
@@ -241,7 +243,10 @@ def evaluate(
 
 
 def _identity_verdict(
-    documents: Mapping | Sequence[Mapping], action: str, resource: str, context: Mapping[str, object] | None
+    documents: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    action: str,
+    resource: str,
+    context: Mapping[str, object] | None,
 ) -> Verdict:
     docs = [documents] if isinstance(documents, Mapping) else list(documents)
     context = context or {}
@@ -260,12 +265,12 @@ def _identity_verdict(
 
 
 def allows(
-    documents: Mapping | Sequence[Mapping],
+    documents: Mapping[str, Any] | Sequence[Mapping[str, Any]],
     action: str,
     resource: str,
     context: Mapping[str, object] | None = None,
     *,
-    boundary: Mapping | None = None,
+    boundary: Mapping[str, Any] | None = None,
 ) -> bool:
     return evaluate(documents, action, resource, context, boundary=boundary).allowed
 

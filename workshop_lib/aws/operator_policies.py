@@ -5,6 +5,8 @@ managed policy) the operations', the deadlines' and the roles' documents.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..config import WorkshopConfig
 from .alarms import DASHBOARD
 from .arns import (
@@ -53,7 +55,7 @@ OPERATOR_SAGEMAKER_ACTIONS = (
 )
 
 
-def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
+def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options: Any) -> dict[str, Any]:
     """What whoever runs the notebooks (a Studio execution role, a laptop's user) does, and nothing else.
 
     Every call the notebooks make, held against this document in the local rehearsal
@@ -154,7 +156,9 @@ def operator_policy(config: WorkshopConfig | Scope, account_id: str | None = Non
     return policy_document(statements)
 
 
-def operator_operations_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
+def operator_operations_policy(
+    config: WorkshopConfig | Scope, account_id: str | None = None, **options: Any
+) -> dict[str, Any]:
     """The operator's permissions for notebook 07 (operate): the endpoints' alarms (``<endpoint>/*``) and
     the workshop's dashboard, and the safe updates (``updates``): UpdateEndpoint on the workshop's
     endpoints, and the versions' models and configs, named ``<endpoint>-<version>``. A document of its own
@@ -208,7 +212,7 @@ def operator_operations_policy(config: WorkshopConfig | Scope, account_id: str |
     )
 
 
-def autoscaling_statements(s: Scope) -> list[dict]:
+def autoscaling_statements(s: Scope) -> list[dict[str, Any]]:
     """Registering the decision endpoints' variants with Application Auto Scaling and tracking invocations per
     instance (notebook 07), and removing both (08): what the caller needs beside Application Auto Scaling's own
     actions: the endpoint read and its capacity changed, the alarms target tracking makes, and the service-
@@ -245,7 +249,7 @@ def autoscaling_statements(s: Scope) -> list[dict]:
     ]
 
 
-def operator_documents(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
+def operator_documents(config: WorkshopConfig | Scope, account_id: str | None = None, **options: Any) -> dict[str, Any]:
     """Every operator document as one (IAM unites the attached policies the same way), for evaluating
     calls offline: operator-policy.json, the deadlines', the operations' and the roles' statements."""
     s = as_scope(config, account_id, **options)
@@ -260,7 +264,7 @@ def operator_documents(config: WorkshopConfig | Scope, account_id: str | None = 
 # ---- the endpoint deadlines (spend_guard) and the endpoints deployed under any name --------------------------
 
 
-def operator_deadline_statements(s: Scope) -> list[dict]:
+def operator_deadline_statements(s: Scope) -> list[dict[str, Any]]:
     """What the operator needs for the deadlines: the workshop's schedules in any region (notebook 08 looks
     for those a region used earlier still holds), and passing their role to the scheduler only. The role
     itself is managed under ``operator_role_statements``. ``operator_deadlines_policy`` holds them."""
@@ -295,7 +299,7 @@ def operator_deadline_statements(s: Scope) -> list[dict]:
     ]
 
 
-def tagged_endpoint_statements(s: Scope) -> list[dict]:
+def tagged_endpoint_statements(s: Scope) -> list[dict[str, Any]]:
     """Endpoints deployed under any name (the sample's ``--name``, say) are the workshop's by its tag: notebook 08
     and ``workshop cleanup`` find them by their tags and delete them, with their configs and models."""
     arns = [f"arn:{s.partition}:sagemaker:{s.region}:{s.account}:{kind}/*" for kind in SAGEMAKER_RESOURCE_KINDS]
@@ -317,7 +321,7 @@ def tagged_endpoint_statements(s: Scope) -> list[dict]:
     ]
 
 
-def scale_to_zero_statements(s: Scope) -> list[dict]:
+def scale_to_zero_statements(s: Scope) -> list[dict[str, Any]]:
     """The scale-to-zero endpoint (``inference_components``): its model, config and endpoint (and the log group
     notebook 08 deletes), its one inference component, and the alarms that scale the component's copies."""
     name = ZERO_ENDPOINT
@@ -364,7 +368,9 @@ def scale_to_zero_statements(s: Scope) -> list[dict]:
     ]
 
 
-def operator_deadlines_policy(config, account_id: str | None = None, **options) -> dict:
+def operator_deadlines_policy(
+    config: WorkshopConfig | Scope, account_id: str | None = None, **options: Any
+) -> dict[str, Any]:
     """The operator's permissions for the endpoint deadlines and the endpoints deployed under any name, attached
     beside operator-policy.json.
 

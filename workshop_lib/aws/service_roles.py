@@ -15,6 +15,8 @@ or a ``Scope``, and returns a policy document as a dict.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import names
 from ..config import WorkshopConfig
 from .arns import cloudwatch_alarm_arn, ecr_repository_arn, role_arn, s3_bucket_arn, s3_object_arn
@@ -43,7 +45,9 @@ def codebuild_role_of(s: Scope) -> str:
     return s.codebuild_role_arn or role_arn(s.region, s.account, CODEBUILD_ROLE_NAME)
 
 
-def codebuild_service_role_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
+def codebuild_service_role_policy(
+    config: WorkshopConfig | Scope, account_id: str | None = None, **options: Any
+) -> dict[str, Any]:
     """What the model-package and image-build projects do while they run, and nothing else."""
     s = as_scope(config, account_id, **options)
     bucket = s3_bucket_arn(s.bucket, s.region)
@@ -78,7 +82,9 @@ def codebuild_service_role_policy(config: WorkshopConfig | Scope, account_id: st
     )
 
 
-def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
+def sagemaker_execution_role_policy(
+    config: WorkshopConfig | Scope, account_id: str | None = None, **options: Any
+) -> dict[str, Any]:
     """What an endpoint and notebook 07's transform job need to start and run (without the job's input listing,
     output and logs with ``batch_transform=False``)."""
     s = as_scope(config, account_id, **options)
@@ -134,7 +140,9 @@ def sagemaker_execution_role_policy(config: WorkshopConfig | Scope, account_id: 
     return policy_document(statements)
 
 
-def codebuild_trust_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
+def codebuild_trust_policy(
+    config: WorkshopConfig | Scope, account_id: str | None = None, **options: Any
+) -> dict[str, Any]:
     """Only CodeBuild, and only for the workshop's projects in this account, may assume the role: in any region
     (IAM roles are global), so a change of region never needs the trust rewritten."""
     s = as_scope(config, account_id, **options)
@@ -151,7 +159,9 @@ def codebuild_trust_policy(config: WorkshopConfig | Scope, account_id: str | Non
     )
 
 
-def sagemaker_trust_policy(config: WorkshopConfig | Scope, account_id: str | None = None, **options) -> dict:
+def sagemaker_trust_policy(
+    config: WorkshopConfig | Scope, account_id: str | None = None, **options: Any
+) -> dict[str, Any]:
     """Only SageMaker, acting for this account, may assume the role."""
     s = as_scope(config, account_id, **options)
     return service_trust("sagemaker.amazonaws.com", {"StringEquals": {"aws:SourceAccount": s.account}})
@@ -167,12 +177,14 @@ def scheduler_role_arn(region: str, account: str) -> str:
     return role_arn(region, account, SCHEDULER_ROLE_NAME)
 
 
-def workshop_tagged() -> dict:
+def workshop_tagged() -> dict[str, Any]:
     """The condition that a resource carries the workshop's tag (``names.WORKSHOP_TAGS``)."""
     return {"StringEquals": {f"aws:ResourceTag/{names.TAG_WORKSHOP}": names.WORKSHOP_TAGS[names.TAG_WORKSHOP]}}
 
 
-def scheduler_role_policy(config, account_id: str | None = None, **options) -> dict:
+def scheduler_role_policy(
+    config: WorkshopConfig | Scope, account_id: str | None = None, **options: Any
+) -> dict[str, Any]:
     """What the deadlines' role may do: delete endpoints that carry the workshop's tag, whatever their name and
     region (the role is one per account, so it never changes from one deploy to the next), and deregister a
     SageMaker variant's auto scaling, which deleting a scaled endpoint requires of the caller (SageMaker guide,
@@ -203,7 +215,9 @@ def scheduler_role_policy(config, account_id: str | None = None, **options) -> d
     )
 
 
-def scheduler_trust_policy(config, account_id: str | None = None, **options) -> dict:
+def scheduler_trust_policy(
+    config: WorkshopConfig | Scope, account_id: str | None = None, **options: Any
+) -> dict[str, Any]:
     """Only EventBridge Scheduler, acting for this account, may assume the deadlines' role."""
     s = as_scope(config, account_id, **options)
     return service_trust(SCHEDULER_SERVICE, {"StringEquals": {"aws:SourceAccount": s.account}})

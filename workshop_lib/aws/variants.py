@@ -9,6 +9,7 @@ checks here the rules botocore leaves to the service: pool counts and priorities
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..config import check_resource_name
 from ..errors import InvalidInput
@@ -36,7 +37,7 @@ MAX_POOLS = 5
 # ---- CreateEndpointConfig --------------------------------------------------------------
 
 
-def _timeouts(startup_timeout_s: int, download_timeout_s: int) -> dict:
+def _timeouts(startup_timeout_s: int, download_timeout_s: int) -> dict[str, Any]:
     check_in_range(startup_timeout_s, 60, 3600, "startup_timeout_s (ContainerStartupHealthCheckTimeoutInSeconds)")
     check_in_range(download_timeout_s, 60, 3600, "download_timeout_s (ModelDataDownloadTimeoutInSeconds)")
     return {
@@ -45,7 +46,7 @@ def _timeouts(startup_timeout_s: int, download_timeout_s: int) -> dict:
     }
 
 
-def _ami(ami_version: str | None, instance_types: Iterable[str]) -> dict:
+def _ami(ami_version: str | None, instance_types: Iterable[str]) -> dict[str, Any]:
     if ami_version is None:
         return {}
     check_choice(ami_version, inference_ami_versions(), "InferenceAmiVersion")
@@ -66,7 +67,7 @@ def fixed_instance_variant(
     volume_size_gb: int | None = None,
     ami_version: str | None = None,
     variant_name: str = VARIANT_NAME,
-) -> dict:
+) -> dict[str, Any]:
     """A ProductionVariant on one instance type."""
     check_resource_name(variant_name, "endpoint")
     check_choice(instance_type, endpoint_instance_types(), "instance type")
@@ -90,14 +91,14 @@ def fixed_instance_variant(
     return variant
 
 
-def instance_pools(instance_types: Sequence[str]) -> list[dict]:
+def instance_pools(instance_types: Sequence[str]) -> list[dict[str, Any]]:
     """``InstancePools`` from an ordered list: the first type gets Priority 1 (first choice)."""
     if isinstance(instance_types, str):
         instance_types = [instance_types]
     return check_instance_pools([{"InstanceType": t, "Priority": i} for i, t in enumerate(instance_types, start=1)])
 
 
-def check_instance_pools(pools: Sequence[Mapping]) -> list[dict]:
+def check_instance_pools(pools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The rules botocore leaves to the service: 1-5 pools, distinct types, priorities 1-5."""
     checked = [dict(p) for p in pools]
     if not 1 <= len(checked) <= MAX_POOLS:
@@ -126,7 +127,7 @@ def instance_pool_variant(
     startup_timeout_s: int = STARTUP_TIMEOUT_S,
     download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
     variant_name: str = VARIANT_NAME,
-) -> dict:
+) -> dict[str, Any]:
     """A ProductionVariant placed on the first instance pool with capacity, in the given order.
 
     No VolumeSizeInGB: the g-family types use their local NVMe storage.
@@ -152,12 +153,12 @@ def instance_pool_variant(
 
 def endpoint_config_request(
     name: str,
-    variant: Mapping,
+    variant: Mapping[str, Any],
     *,
-    tags: list[dict] | None = None,
-    data_capture: Mapping | None = None,
+    tags: list[dict[str, Any]] | None = None,
+    data_capture: Mapping[str, Any] | None = None,
     execution_role: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """CreateEndpointConfig for one variant; ``data_capture``: a DataCaptureConfig (``capture``).
     ``execution_role``: the config of an endpoint that hosts inference components, whose variant names no model."""
     check_resource_name(name, "endpoint config")
@@ -185,7 +186,9 @@ def endpoint_config_request(
     return calls.validate("sagemaker", "CreateEndpointConfig", request)
 
 
-def endpoint_request(name: str, *, config_name: str | None = None, tags: list[dict] | None = None) -> dict:
+def endpoint_request(
+    name: str, *, config_name: str | None = None, tags: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     check_resource_name(name, "endpoint")
     config_name = config_name or name
     check_resource_name(config_name, "endpoint config")
