@@ -35,7 +35,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from .. import names
-from ..config import check_capture_percent
+from ..config import WorkshopConfig, check_capture_percent
 from ..errors import InvalidInput
 from . import calls
 
@@ -53,14 +53,14 @@ log = logging.getLogger(__name__)
 check_percent = check_capture_percent  # 0-100, else an InvalidInput naming WORKSHOP_CAPTURE_PERCENT
 
 
-def destination_uri(config) -> str:
+def destination_uri(config: WorkshopConfig) -> str:
     """``s3://<bucket>/<prefix>/capture``: where the workshop's endpoints capture (the SageMaker role's only write)."""
     return config.s3_uri(CAPTURE_FOLDER)
 
 
 def data_capture_config(
     destination_uri: str, percent: str | int, *, json_types: Iterable[str] = (JSON,)
-) -> dict | None:
+) -> dict[str, Any] | None:
     """The endpoint config's DataCaptureConfig: request and answer, ``percent`` of invocations, under
     ``destination_uri``; None for 0 %. Checked by botocore as a member of CreateEndpointConfig."""
     percent = check_percent(percent)
@@ -108,9 +108,10 @@ def encode(
     return base64.b64encode(body).decode("ascii"), "BASE64"
 
 
-def decode(part: Mapping) -> bytes:
+def decode(part: Mapping[str, Any]) -> bytes:
     """The body one side of a record holds, whatever its encoding."""
-    data, encoding = part.get("data", ""), str(part.get("encoding", "")).upper()
+    data: str = part.get("data", "")
+    encoding = str(part.get("encoding", "")).upper()
     if encoding in ("JSON", "CSV"):
         return data.encode("utf-8")
     if encoding == "BASE64":
@@ -133,7 +134,7 @@ def capture_record(
     response_type: str = JSON,
     json_types: Iterable[str] = (JSON,),
     csv_types: Iterable[str] = (),
-) -> dict:
+) -> dict[str, Any]:
     """One invocation as SageMaker's data capture records it."""
     json_types, csv_types = tuple(json_types), tuple(csv_types)
     parts = {}
@@ -227,7 +228,7 @@ def parse_file(text: str, key: str = "") -> list[CapturedEvent]:
 
 
 def read_captured(
-    s3_client, destination_uri: str, endpoint: str, variant: str | None = None, *, limit: int | None = None
+    s3_client: Any, destination_uri: str, endpoint: str, variant: str | None = None, *, limit: int | None = None
 ) -> list[CapturedEvent]:
     """Every captured invocation of ``endpoint`` under ``destination_uri``, oldest file first."""
     bucket, prefix = capture_folder(destination_uri, endpoint, variant)
@@ -246,7 +247,7 @@ def read_captured(
 # ---- captured decisions as tasks to label ----------------------------------------------------------
 
 
-def _questions(body: Mapping) -> tuple[str, Any, list[Mapping]]:
+def _questions(body: Mapping[str, Any]) -> tuple[str, Any, list[Mapping[str, Any]]]:
     """(batch id, state, questions) of a captured decision: this project's schema or the sample's."""
     if isinstance(body.get("decision"), Mapping):
         one = body["decision"]
@@ -261,7 +262,7 @@ def _questions(body: Mapping) -> tuple[str, Any, list[Mapping]]:
     return "", None, []  # chat, Jev or OpenAI Decisions: not decisions of this schema
 
 
-def _options(question: Mapping) -> list[tuple[str, str]]:
+def _options(question: Mapping[str, Any]) -> list[tuple[str, str]]:
     out = []
     for option in question.get("options") or []:
         if isinstance(option, str):
@@ -271,7 +272,9 @@ def _options(question: Mapping) -> list[tuple[str, str]]:
     return out
 
 
-def _jevbench_question(kind: str | None, instructions: str, options: list[tuple[str, str]]) -> tuple[dict, list]:
+def _jevbench_question(
+    kind: str | None, instructions: str, options: list[tuple[str, str]]
+) -> tuple[dict[str, Any], list[Any]]:
     ids = [oid for oid, _ in options]
     if kind == "noul" and ids == ["no", "yes"]:
         return {"type": "noul", "instructions": instructions}, ids
@@ -280,7 +283,7 @@ def _jevbench_question(kind: str | None, instructions: str, options: list[tuple[
     return {"type": "choice", "instructions": instructions, "criteria": dict(options)}, ids
 
 
-def captured_tasks(events: Iterable[CapturedEvent]) -> list[dict]:
+def captured_tasks(events: Iterable[CapturedEvent]) -> list[dict[str, Any]]:
     """Captured decisions as JevBench task records (``evaluation/tasks.py``) with ``expected`` null, to be
     labelled by a person; ``provenance`` says which capture each came from. Answers of other APIs
     (chat, Jev, the OpenAI Decisions API) are skipped."""
@@ -331,7 +334,7 @@ class Captured:
     endpoint: str
     destination: str
     events: int
-    tasks: list[dict]
+    tasks: list[dict[str, Any]]
 
     def __str__(self) -> str:
         return (
@@ -340,7 +343,7 @@ class Captured:
         )
 
 
-def endpoint_capture(sm_client, name: str) -> tuple[dict, str] | None:
+def endpoint_capture(sm_client: Any, name: str) -> tuple[dict[str, Any], str] | None:
     """(the DataCaptureConfig, the variant name) of endpoint ``name``'s config when it captures, else None.
 
     Read from DescribeEndpointConfig, which holds the config as created, on AWS and in the emulator
@@ -354,7 +357,9 @@ def endpoint_capture(sm_client, name: str) -> tuple[dict, str] | None:
     return capture, config["ProductionVariants"][0]["VariantName"]
 
 
-def collect(sm_client, s3_client, name: str, *, default_destination: str, limit: int | None = None) -> Captured:
+def collect(
+    sm_client: Any, s3_client: Any, name: str, *, default_destination: str, limit: int | None = None
+) -> Captured:
     """Endpoint ``name``'s captured decisions as tasks to label; its config names where they are (the
     workshop's ``<prefix>/capture`` once the endpoint is gone)."""
     try:
@@ -366,7 +371,7 @@ def collect(sm_client, s3_client, name: str, *, default_destination: str, limit:
     return Captured(name, destination, len(events), captured_tasks(events))
 
 
-def write_tasks(tasks: Iterable[Mapping], path) -> Path:
+def write_tasks(tasks: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
     """The tasks as JSON Lines (one JevBench record a line), ready for a person to fill in ``expected``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from botocore import xform_name
 from botocore.exceptions import ClientError
@@ -22,10 +23,10 @@ _GONE_CODES = ("ValidationException", "ValidationError", "ObjectNotFoundExceptio
 class ComponentHosting:
     """Where the component runs: SageMaker, which the flows poll until it has the copies asked for."""
 
-    def __init__(self, *, poll_s: float = 30, timeout_s: float = 3600):
+    def __init__(self, *, poll_s: float = 30, timeout_s: float = 3600) -> None:
         self.poll_s, self.timeout_s = poll_s, timeout_s
 
-    def create_endpoint(self, sm_client, plan: ZeroPlan, *, progress: bool = True) -> list[str]:
+    def create_endpoint(self, sm_client: Any, plan: ZeroPlan, *, progress: bool = True) -> list[str]:
         """CreateModel, CreateEndpointConfig and CreateEndpoint, waited for; notes on how it was served."""
         hosting.create_model(sm_client, plan.model)
         hosting.create_endpoint_config(sm_client, plan.endpoint_config)
@@ -33,23 +34,25 @@ class ComponentHosting:
         hosting.wait_in_service(sm_client, plan.name, poll_s=self.poll_s, timeout_s=self.timeout_s, progress=progress)
         return []
 
-    def call(self, client, operation: str, request: dict) -> dict:
+    def call(self, client: Any, operation: str, request: dict[str, Any]) -> dict[str, Any]:
         """Send ``operation`` with ``request`` through ``client`` (the stand-in answers what the emulator lacks)."""
-        return getattr(client, xform_name(operation))(**request)
+        response: dict[str, Any] = getattr(client, xform_name(operation))(**request)
+        return response
 
-    def create_component(self, sm_client, request: dict) -> str:
-        return self.call(sm_client, "CreateInferenceComponent", request)["InferenceComponentArn"]
+    def create_component(self, sm_client: Any, request: dict[str, Any]) -> str:
+        arn: str = self.call(sm_client, "CreateInferenceComponent", request)["InferenceComponentArn"]
+        return arn
 
-    def set_copies(self, sm_client, component: str, copies: int) -> None:
+    def set_copies(self, sm_client: Any, component: str, copies: int) -> None:
         self.call(sm_client, "UpdateInferenceComponentRuntimeConfig", copies_request(component, copies))
 
-    def describe(self, sm_client, component: str) -> dict:
+    def describe(self, sm_client: Any, component: str) -> dict[str, Any]:
         return self.call(sm_client, "DescribeInferenceComponent", {"InferenceComponentName": component})
 
-    def delete_component(self, sm_client, component: str) -> None:
+    def delete_component(self, sm_client: Any, component: str) -> None:
         self.call(sm_client, "DeleteInferenceComponent", {"InferenceComponentName": component})
 
-    def wait_gone(self, sm_client, component: str) -> None:
+    def wait_gone(self, sm_client: Any, component: str) -> None:
         """Poll until DescribeInferenceComponent no longer finds ``component`` (the endpoint may go only then)."""
         started = time.monotonic()
         while True:
@@ -63,11 +66,11 @@ class ComponentHosting:
                 raise WorkshopTimeout(f"inference component {component} is still there after {self.timeout_s:.0f} s")
             time.sleep(self.poll_s)
 
-    def runtime(self, make_client: Callable[[str], object]):
+    def runtime(self, make_client: Callable[[str], object]) -> Any:
         """The sagemaker-runtime client invocations go through (``make_client(service)`` makes the mode's)."""
         return make_client("sagemaker-runtime")
 
-    def wait_copies(self, sm_client, component: str, copies: int, *, progress: bool = True) -> dict:
+    def wait_copies(self, sm_client: Any, component: str, copies: int, *, progress: bool = True) -> dict[str, Any]:
         """Poll until the component is InService with ``copies`` copies; AwsFailure on Failed, a timeout after
         ``timeout_s``."""
         return wait_copies(
@@ -83,12 +86,12 @@ class ComponentHosting:
         return []
 
 
-def current_copies(described: dict) -> int:
+def current_copies(described: dict[str, Any]) -> int:
     return int((described.get("RuntimeConfig") or {}).get("CurrentCopyCount") or 0)
 
 
 def wait_copies(
-    describe: Callable[[], dict],
+    describe: Callable[[], dict[str, Any]],
     component: str,
     copies: int,
     *,
@@ -97,13 +100,13 @@ def wait_copies(
     progress: bool = True,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> dict:
-    def look() -> dict:
+) -> dict[str, Any]:
+    def look() -> dict[str, Any]:
         described = describe()
         ready = described["InferenceComponentStatus"] == "InService" and current_copies(described) == copies
         return {**described, "Ready": "ready" if ready else described["InferenceComponentStatus"]}
 
-    def failure(described: dict) -> Exception | None:
+    def failure(described: dict[str, Any]) -> Exception | None:
         if described["InferenceComponentStatus"] == "Failed":
             return AwsFailure(f"inference component {component} failed: {described.get('FailureReason', '')}")
         return None
@@ -172,7 +175,7 @@ def remove(
     endpoint: str,
     components: ComponentHosting,
     *,
-    scheduler_client=None,
+    scheduler_client: Any = None,
     wait: bool = True,
 ) -> tuple[list[tuple[str, str]], teardown.CleanupResult]:
     """``remove_components``, then the endpoint, its config and model and its deadline
@@ -184,7 +187,7 @@ def remove(
     return done, result
 
 
-def hosts_components(sm_client, endpoint: str) -> bool:
+def hosts_components(sm_client: Any, endpoint: str) -> bool:
     """Whether ``endpoint`` is one that hosts inference components: its variant names no model, or has its
     instances managed (``ManagedInstanceScaling``); False when there is no such endpoint."""
     try:

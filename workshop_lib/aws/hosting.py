@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -30,18 +31,23 @@ class DeployError(AwsFailure):
     """SageMaker refused a request; the message says what to do."""
 
 
-def _error_code(exc) -> tuple[str, str]:
+def _error_code(exc: ClientError) -> tuple[str, str]:
     error = exc.response.get("Error", {})
     return str(error.get("Code", "")), str(error.get("Message", ""))
 
 
 def send_request(
-    call, operation: str, request: dict, name: str, quota: str = "this instance type 'for endpoint usage'"
-):
+    call: Callable[..., Any],
+    operation: str,
+    request: dict[str, Any],
+    name: str,
+    quota: str = "this instance type 'for endpoint usage'",
+) -> dict[str, Any]:
     """Send one request; a refusal becomes a DeployError saying what to do (``quota``: the quota a
     ResourceLimitExceeded is about, in words)."""
     try:
-        return call(**request)
+        response: dict[str, Any] = call(**request)
+        return response
     except ClientError as exc:
         code, message = _error_code(exc)
         if code == "ResourceLimitExceeded":
@@ -57,66 +63,80 @@ def send_request(
         raise DeployError(f"{operation} for {name!r} failed: {code}: {message}") from None
 
 
-def create_model(sm_client, request: dict) -> str:
+def create_model(sm_client: Any, request: dict[str, Any]) -> str:
     # a request may be made by hand: its image is read here, where it enters
     require_pinned(parse_image_uri(request["PrimaryContainer"]["Image"]))
     calls.validate("sagemaker", "CreateModel", request)
-    return send_request(sm_client.create_model, "CreateModel", request, request["ModelName"])["ModelArn"]
+    arn: str = send_request(sm_client.create_model, "CreateModel", request, request["ModelName"])["ModelArn"]
+    return arn
 
 
-def create_endpoint_config(sm_client, request: dict) -> str:
+def create_endpoint_config(sm_client: Any, request: dict[str, Any]) -> str:
     calls.validate("sagemaker", "CreateEndpointConfig", request)
     response = send_request(
         sm_client.create_endpoint_config, "CreateEndpointConfig", request, request["EndpointConfigName"]
     )
-    return response["EndpointConfigArn"]
+    arn: str = response["EndpointConfigArn"]
+    return arn
 
 
-def create_endpoint(sm_client, request: dict) -> str:
+def create_endpoint(sm_client: Any, request: dict[str, Any]) -> str:
     calls.validate("sagemaker", "CreateEndpoint", request)
-    return send_request(sm_client.create_endpoint, "CreateEndpoint", request, request["EndpointName"])["EndpointArn"]
+    response = send_request(sm_client.create_endpoint, "CreateEndpoint", request, request["EndpointName"])
+    arn: str = response["EndpointArn"]
+    return arn
 
 
-def update_endpoint(sm_client, request: dict) -> str:
+def update_endpoint(sm_client: Any, request: dict[str, Any]) -> str:
     """UpdateEndpoint (``updates`` builds it): SageMaker rolls the endpoint onto another config while it serves."""
     calls.validate("sagemaker", "UpdateEndpoint", request)
-    return send_request(sm_client.update_endpoint, "UpdateEndpoint", request, request["EndpointName"])["EndpointArn"]
+    response = send_request(sm_client.update_endpoint, "UpdateEndpoint", request, request["EndpointName"])
+    arn: str = response["EndpointArn"]
+    return arn
 
 
 class SageMakerHosting:
     """Where ``deploy`` runs an endpoint: SageMaker, which the flow waits for."""
 
-    def __init__(self, *, poll_s: float = 30, timeout_s: float = 3600):
+    def __init__(self, *, poll_s: float = 30, timeout_s: float = 3600) -> None:
         self.poll_s, self.timeout_s = poll_s, timeout_s
 
     def adapt(self, plan: DeployPlan) -> DeployPlan:
         """The plan as sent (as built, on AWS)."""
         return plan
 
-    def wait(self, sm_client, name: str, *, logs_client=None, progress: bool = True) -> dict:
+    def wait(self, sm_client: Any, name: str, *, logs_client: Any = None, progress: bool = True) -> dict[str, Any]:
         return wait_in_service(
             sm_client, name, poll_s=self.poll_s, timeout_s=self.timeout_s, progress=progress, logs_client=logs_client
         )
 
-    def created(self, sm_client, name: str) -> dict:
+    def created(self, sm_client: Any, name: str) -> dict[str, Any]:
         """What ``deploy`` returns when told not to wait: the endpoint as SageMaker describes it now."""
-        return sm_client.describe_endpoint(EndpointName=name)
+        described: dict[str, Any] = sm_client.describe_endpoint(EndpointName=name)
+        return described
 
     def served(self, name: str) -> tuple[str | None, list[str]]:
         """A URL to reach endpoint ``name`` directly and notes on how it is served (none on AWS)."""
         return None, []
 
-    def update_endpoint(self, sm_client, request: dict) -> str:
+    def update_endpoint(self, sm_client: Any, request: dict[str, Any]) -> str:
         """Send an update (``updates.roll_out`` waits for it); on AWS SageMaker runs the blue/green rollout."""
         return update_endpoint(sm_client, request)
 
-    def offload_lines(self, logs_client, name: str) -> tuple[list[OffloadLine], str]:
+    def offload_lines(self, logs_client: Any, name: str) -> tuple[list[OffloadLine], str]:
         """llama.cpp's offload lines for endpoint ``name``, and where they were read."""
         return offload_log_lines(logs_client, name), f"CloudWatch {log_group(name)}"
 
     def transform(
-        self, sm_client, s3_client, request: dict, *, run, endpoint_name: str | None = None, progress: bool = True
-    ) -> tuple[dict, list[str]]:
+        self,
+        sm_client: Any,
+        s3_client: Any,
+        request: dict[str, Any],
+        *,
+        run: Callable[..., dict[str, Any]],
+        endpoint_name: str | None = None,
+        progress: bool = True,
+    ) -> tuple[dict[str, Any], list[str]]:
         """Run a Batch Transform job to its end with ``run`` (``transform.run_transform_job``): SageMaker's
         DescribeTransformJob once Completed, and notes on how it ran (none on AWS). ``endpoint_name`` is the
         endpoint serving the job's model (the local stand-in asks its process)."""
@@ -124,19 +144,19 @@ class SageMakerHosting:
 
 
 def deploy(
-    sm_client,
+    sm_client: Any,
     plan: DeployPlan,
     *,
     region: str | None = None,
     wait: bool = True,
-    logs_client=None,
-    s3_client=None,
+    logs_client: Any = None,
+    s3_client: Any = None,
     progress: bool = True,
     poll_s: float = 30,
     timeout_s: float = 3600,
     hosting: SageMakerHosting | None = None,
-    after_create=None,
-) -> dict:
+    after_create: Callable[[str], object] | None = None,
+) -> dict[str, Any]:
     """Create model, endpoint config and endpoint; return the latest DescribeEndpoint response.
 
     ``region`` is the endpoint's: the clients' (read from ``sm_client`` when not given). Refuses an image
@@ -176,16 +196,16 @@ _WAITING = ("Creating", "Updating", "SystemUpdating", "RollingBack")
 
 
 def wait_in_service(
-    sm_client,
+    sm_client: Any,
     name: str,
     poll_s: float = 30,
     timeout_s: float = 3600,
     progress: bool = True,
     *,
-    logs_client=None,
-    sleep=time.sleep,
-    clock=time.monotonic,
-) -> dict:
+    logs_client: Any = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
     """Poll until the endpoint is InService and return DescribeEndpoint.
 
     On Failed, raise AwsFailure with SageMaker's FailureReason and, given
@@ -193,7 +213,7 @@ def wait_in_service(
     cannot be read, the reason still comes through, with a note saying so).
     """
 
-    def failure(described: dict) -> AwsFailure | None:
+    def failure(described: dict[str, Any]) -> AwsFailure | None:
         status = described["EndpointStatus"]
         if status in _WAITING:
             return None
@@ -249,11 +269,11 @@ def log_group(endpoint_name: str) -> str:
     return f"/aws/sagemaker/Endpoints/{endpoint_name}"
 
 
-def _log_events(logs_client, endpoint_name: str, limit: int, pattern: str | None = None) -> list[dict]:
+def _log_events(logs_client: Any, endpoint_name: str, limit: int, pattern: str | None = None) -> list[dict[str, Any]]:
     kwargs = {"logGroupName": log_group(endpoint_name), "limit": min(limit, 10_000)}
     if pattern:
         kwargs["filterPattern"] = pattern
-    events: list[dict] = []
+    events: list[dict[str, Any]] = []
     try:
         while len(events) < limit:
             response = logs_client.filter_log_events(**kwargs)
@@ -268,7 +288,7 @@ def _log_events(logs_client, endpoint_name: str, limit: int, pattern: str | None
     return events[:limit]
 
 
-def endpoint_log_lines(logs_client, endpoint_name: str, limit: int = 20) -> list[str]:
+def endpoint_log_lines(logs_client: Any, endpoint_name: str, limit: int = 20) -> list[str]:
     """The first ``limit`` lines the endpoint's containers logged (oldest first)."""
     return [e["message"].rstrip() for e in _log_events(logs_client, endpoint_name, limit)]
 
@@ -290,7 +310,7 @@ def parse_offload(message: str, log_stream: str = "") -> OffloadLine | None:
     return OffloadLine(log_stream, message.strip(), int(m[1]), int(m[2])) if m else None
 
 
-def offload_log_lines(logs_client, endpoint_name: str, limit: int = 50) -> list[OffloadLine]:
+def offload_log_lines(logs_client: Any, endpoint_name: str, limit: int = 50) -> list[OffloadLine]:
     """llama.cpp's offload lines from the endpoint's CloudWatch logs (one per model load)."""
     found = (
         parse_offload(e["message"], e.get("logStreamName", ""))
@@ -299,7 +319,7 @@ def offload_log_lines(logs_client, endpoint_name: str, limit: int = 50) -> list[
     return [line for line in found if line]
 
 
-def placed_instance_types(describe_endpoint_response: Mapping) -> dict[str, int]:
+def placed_instance_types(describe_endpoint_response: Mapping[str, Any]) -> dict[str, int]:
     """Instance type -> running count for pooled variants (which pool SageMaker placed on).
 
     Fixed-type variants do not report their type in DescribeEndpoint: they give ``{}``.

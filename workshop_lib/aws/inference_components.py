@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .. import names
 from ..errors import InvalidInput
@@ -88,7 +89,7 @@ def offered_in(region: str) -> str | None:
 # ---- the endpoint and its component --------------------------------------------------------------------
 
 
-def compute_requirements(instance_type: str) -> dict:
+def compute_requirements(instance_type: str) -> dict[str, Any]:
     """One copy per instance: half its vCPUs as cores and half its memory, the rest left to the host's agents."""
     family = instance_type.split(".")[1][0] if instance_type.count(".") == 2 else ""
     if is_gpu_instance(instance_type) or family not in GIB_PER_VCPU:
@@ -103,7 +104,7 @@ def compute_requirements(instance_type: str) -> dict:
     }
 
 
-def zero_variant(instance_type: str = ZERO_INSTANCE, *, max_instances: int = 1) -> dict:
+def zero_variant(instance_type: str = ZERO_INSTANCE, *, max_instances: int = 1) -> dict[str, Any]:
     """A variant with no model, its instances managed between 0 and ``max_instances``."""
     check_choice(instance_type, endpoint_instance_types(), "instance type")
     check_in_range(max_instances, 1, 20, "max_instances")
@@ -125,8 +126,8 @@ def component_request(
     copies: int = 1,
     startup_timeout_s: int = STARTUP_TIMEOUT_S,
     download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
-    tags: list[dict] | None = None,
-) -> dict:
+    tags: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """CreateInferenceComponent: the decision model on ``endpoint``'s variant, ``copies`` copies (at least 1)."""
     check_component_name(name)
     if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
@@ -154,7 +155,7 @@ def component_request(
     return calls.validate("sagemaker", "CreateInferenceComponent", request)
 
 
-def copies_request(name: str, copies: int) -> dict:
+def copies_request(name: str, copies: int) -> dict[str, Any]:
     """UpdateInferenceComponentRuntimeConfig: 0 copies frees the instances, 1 brings one back."""
     check_in_range(copies, 0, 20, "copies")
     request = {"InferenceComponentName": check_component_name(name), "DesiredRuntimeConfig": {"CopyCount": copies}}
@@ -164,7 +165,7 @@ def copies_request(name: str, copies: int) -> dict:
 # ---- the scaling -------------------------------------------------------------------------------------
 
 
-def _scaled(component: str) -> dict:
+def _scaled(component: str) -> dict[str, Any]:
     return {
         "ServiceNamespace": "sagemaker",
         "ResourceId": f"inference-component/{check_component_name(component)}",
@@ -172,7 +173,7 @@ def _scaled(component: str) -> dict:
     }
 
 
-def scalable_target_request(component: str, *, max_copies: int = 1) -> dict:
+def scalable_target_request(component: str, *, max_copies: int = 1) -> dict[str, Any]:
     check_in_range(max_copies, 1, 20, "max_copies")
     request = {**_scaled(component), "MinCapacity": 0, "MaxCapacity": max_copies}
     return calls.validate("application-autoscaling", "RegisterScalableTarget", request)
@@ -183,7 +184,7 @@ def policy_names(component: str) -> tuple[str, str]:
     return f"{component}-requests-per-copy", f"{component}-out-from-zero"
 
 
-def target_tracking_request(component: str, *, requests_per_copy: float = REQUESTS_PER_COPY) -> dict:
+def target_tracking_request(component: str, *, requests_per_copy: float = REQUESTS_PER_COPY) -> dict[str, Any]:
     check_in_range(requests_per_copy, 0.1, 1000, "requests_per_copy")
     request = {
         **_scaled(component),
@@ -199,7 +200,7 @@ def target_tracking_request(component: str, *, requests_per_copy: float = REQUES
     return calls.validate("application-autoscaling", "PutScalingPolicy", request)
 
 
-def step_scaling_request(component: str) -> dict:
+def step_scaling_request(component: str) -> dict[str, Any]:
     """One copy more whenever the no-capacity alarm fires (its threshold is one refused invocation)."""
     request = {
         **_scaled(component),
@@ -216,8 +217,8 @@ def step_scaling_request(component: str) -> dict:
 
 
 def no_capacity_alarm_request(
-    endpoint: str, component: str, policy_arn: str, *, tags: list[dict] | None = None
-) -> dict:
+    endpoint: str, component: str, policy_arn: str, *, tags: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """The alarm on one refused invocation in 30 s that runs the step policy (``policy_arn``)."""
     request = {
         "AlarmName": alarm_name(endpoint),
@@ -240,7 +241,7 @@ def no_capacity_alarm_request(
 # ---- removal, in the order SageMaker needs ---------------------------------------------------------------
 
 
-def removal_requests(endpoint: str) -> list[tuple[str, str, dict]]:
+def removal_requests(endpoint: str) -> list[tuple[str, str, dict[str, Any]]]:
     """(service, operation, request) to remove everything ``ZeroPlan`` made, components before the endpoint."""
     component = component_name(endpoint)
     scaled = _scaled(component)
@@ -266,31 +267,34 @@ def removal_requests(endpoint: str) -> list[tuple[str, str, dict]]:
 class ZeroPlan:
     """Every request of a scale-to-zero deployment except the alarm, which names the step policy's ARN."""
 
-    model: dict
-    endpoint_config: dict
-    endpoint: dict
-    component: dict
-    scalable_target: dict
-    target_tracking: dict
-    step_scaling: dict
+    model: dict[str, Any]
+    endpoint_config: dict[str, Any]
+    endpoint: dict[str, Any]
+    component: dict[str, Any]
+    scalable_target: dict[str, Any]
+    target_tracking: dict[str, Any]
+    step_scaling: dict[str, Any]
     notes: tuple[str, ...] = ()  # what the builder or a wrapper (encryption.encrypted_plan) chose
 
     @property
     def name(self) -> str:
-        return self.endpoint["EndpointName"]
+        name: str = self.endpoint["EndpointName"]
+        return name
 
     @property
     def component_name(self) -> str:
-        return self.component["InferenceComponentName"]
+        name: str = self.component["InferenceComponentName"]
+        return name
 
     @property
     def instance_type(self) -> str:
-        return self.endpoint_config["ProductionVariants"][0]["InstanceType"]
+        instance_type: str = self.endpoint_config["ProductionVariants"][0]["InstanceType"]
+        return instance_type
 
-    def alarm(self, policy_arn: str) -> dict:
+    def alarm(self, policy_arn: str) -> dict[str, Any]:
         return no_capacity_alarm_request(self.name, self.component_name, policy_arn)
 
-    def requests(self) -> list[tuple[str, str, dict]]:
+    def requests(self) -> list[tuple[str, str, dict[str, Any]]]:
         """(service, operation, request) in the order they are sent; the alarm's action is a placeholder."""
         return [
             ("sagemaker", "CreateModel", self.model),
@@ -313,7 +317,7 @@ def zero_plan(
     instance_type: str = ZERO_INSTANCE,
     max_instances: int = 1,
     environment: Mapping[str, str] | None = None,
-    tags: list[dict] | None = None,
+    tags: list[dict[str, Any]] | None = None,
 ) -> ZeroPlan:
     """The decision image's model as the one component of endpoint ``name`` (model, config and endpoint share
     the name), managed between 0 and ``max_instances`` instances, one copy per instance."""

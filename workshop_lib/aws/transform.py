@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from .. import names
 from ..config import check_resource_name
@@ -45,8 +46,8 @@ def transform_job_request(
     invocation_timeout_s: int = 600,
     max_retries: int = 1,
     max_payload_mb: int = 6,
-    tags: list[dict] | None = None,
-) -> dict:
+    tags: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """CreateTransformJob: JSON Lines in S3, one decision request per line, one request at a time.
 
     Output lands in ``output_s3_uri`` as ``<input file>.out``, line i answering input line i.
@@ -87,7 +88,7 @@ def transform_job_request(
     return calls.validate("sagemaker", "CreateTransformJob", request)
 
 
-def decisions_to_jsonl(decisions: Iterable[Mapping]) -> str:
+def decisions_to_jsonl(decisions: Iterable[Mapping[str, Any]]) -> str:
     """One decision request per line, as Batch Transform's SplitType=Line expects; ids must be unique."""
     lines, seen = [], set()
     for i, decision in enumerate(decisions):
@@ -106,13 +107,13 @@ def transform_output_uri(input_file_uri: str, output_s3_uri: str) -> str:
     return output_s3_uri.rstrip("/") + "/" + input_file_uri.rsplit("/", 1)[-1] + ".out"
 
 
-def _response_id(response: Mapping) -> str | None:
+def _response_id(response: Mapping[str, Any]) -> str | None:
     if "result" in response and isinstance(response["result"], Mapping):
         return response["result"].get("id")
     return response.get("id")
 
 
-def join_transform_output(input_jsonl: str, output_jsonl: str) -> dict[str, dict]:
+def join_transform_output(input_jsonl: str, output_jsonl: str) -> dict[str, dict[str, Any]]:
     """Decision id -> response, pairing output line i with input line i (AssembleWith=Line keeps order).
 
     Where a response carries an id, it must match the input's; a mismatch or a
@@ -125,7 +126,7 @@ def join_transform_output(input_jsonl: str, output_jsonl: str) -> dict[str, dict
             f"{len(inputs)} input lines but {len(outputs)} output lines; the job did not answer every "
             "decision (check its CloudWatch logs under /aws/sagemaker/TransformJobs)"
         )
-    joined: dict[str, dict] = {}
+    joined: dict[str, dict[str, Any]] = {}
     for i, (request, response) in enumerate(zip(inputs, outputs)):
         did = request.get("id")
         if did in joined:
@@ -140,11 +141,11 @@ def join_transform_output(input_jsonl: str, output_jsonl: str) -> dict[str, dict
 # ---- senders ----------------------------------------------------------------------------------
 
 
-def start_transform_job(sm_client, request: dict) -> str:
+def start_transform_job(sm_client: Any, request: dict[str, Any]) -> str:
     calls.validate("sagemaker", "CreateTransformJob", request)
     instance_type = request["TransformResources"]["InstanceType"]
     # Batch Transform has quotas of its own, apart from the endpoints'.
-    return send_request(
+    arn: str = send_request(
         sm_client.create_transform_job,
         "CreateTransformJob",
         request,
@@ -152,20 +153,21 @@ def start_transform_job(sm_client, request: dict) -> str:
         quota=f"'{instance_type} for transform job usage' (Batch Transform's, apart from the "
         "endpoints' quota of the type)",
     )["TransformJobArn"]
+    return arn
 
 
 def wait_for_transform(
-    sm_client,
+    sm_client: Any,
     job_name: str,
     *,
     poll_s: float = 30,
     timeout_s: float = 6 * 3600,
     progress: bool = True,
-    sleep=time.sleep,
-) -> dict:
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
     """Poll DescribeTransformJob until Completed; raise AwsFailure on Failed or Stopped."""
 
-    def failure(job: dict) -> AwsFailure | None:
+    def failure(job: dict[str, Any]) -> AwsFailure | None:
         status = job["TransformJobStatus"]
         if status not in ("Failed", "Stopped"):
             return None
@@ -192,7 +194,9 @@ def wait_for_transform(
     )
 
 
-def run_transform_job(sm_client, request: dict, *, poll_s: float = 30, progress: bool = True) -> dict:
+def run_transform_job(
+    sm_client: Any, request: dict[str, Any], *, poll_s: float = 30, progress: bool = True
+) -> dict[str, Any]:
     """Start the job and wait until it is Completed (``wait_for_transform``)."""
     start_transform_job(sm_client, request)
     return wait_for_transform(sm_client, request["TransformJobName"], poll_s=poll_s, progress=progress)

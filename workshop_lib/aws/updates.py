@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from botocore.exceptions import ClientError, WaiterError
 
@@ -42,14 +43,14 @@ MAX_EXECUTION_S = 3600  # the whole rollout, after which SageMaker rolls back
 CANARY_PERCENT = 50  # at most half the fleet takes the canary's traffic
 
 
-def _shape(*members: str):
+def _shape(*members: str) -> Any:
     shape = calls.operation_model("sagemaker", "UpdateEndpoint").input_shape
     for member in members:
         shape = shape.members[member]
     return shape
 
 
-def _bounded(value, members: Sequence[str], what: str) -> int:
+def _bounded(value: object, members: Sequence[str], what: str) -> int:
     meta = _shape(*members).metadata
     low, high = meta.get("min", 0), meta.get("max", 2**31 - 1)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -66,7 +67,7 @@ def deployment_config(
     bake_s: int = BAKE_S,
     termination_wait_s: int = TERMINATION_WAIT_S,
     max_execution_s: int = MAX_EXECUTION_S,
-) -> dict:
+) -> dict[str, Any]:
     """A blue/green DeploymentConfig: ``routing`` ALL_AT_ONCE (every request moves to the new fleet, which
     is then watched for ``bake_s``) or CANARY (``canary_percent`` of the capacity first, watched for
     ``bake_s``, then the rest); any of ``rollback_alarms`` firing rolls the endpoint back."""
@@ -124,7 +125,7 @@ def deployment_config(
     }
 
 
-def update_request(endpoint_name: str, config_name: str, deployment: dict) -> dict:
+def update_request(endpoint_name: str, config_name: str, deployment: dict[str, Any]) -> dict[str, Any]:
     """UpdateEndpoint onto ``config_name`` with ``deployment`` (``deployment_config``), keeping the variant's
     instance count and weight as they are now (``RetainAllVariantProperties``): the version's config says 1
     instance, and without it an endpoint auto scaling had scaled out would drop to one instance in the update
@@ -147,18 +148,19 @@ class UpdatePlan:
 
     endpoint_name: str
     version_plan: DeployPlan
-    update: dict
+    update: dict[str, Any]
 
     @property
     def version(self) -> str:
-        return self.version_plan.endpoint_config["EndpointConfigName"]
+        name: str = self.version_plan.endpoint_config["EndpointConfigName"]
+        return name
 
     @property
-    def model(self) -> dict:
+    def model(self) -> dict[str, Any]:
         return self.version_plan.model
 
     @property
-    def endpoint_config(self) -> dict:
+    def endpoint_config(self) -> dict[str, Any]:
         return self.version_plan.endpoint_config
 
     @property
@@ -173,7 +175,7 @@ class UpdatePlan:
     def model_data_url(self) -> str | None:
         return self.version_plan.model_data_url
 
-    def requests(self) -> list[tuple[str, dict]]:
+    def requests(self) -> list[tuple[str, dict[str, Any]]]:
         return [
             ("CreateModel", self.model),
             ("CreateEndpointConfig", self.endpoint_config),
@@ -196,8 +198,8 @@ def update_plan(
     version: str | None = None,
     routing: str = ALL_AT_ONCE,
     instance_count: int = 1,
-    data_capture: dict | None = None,
-    **deployment,
+    data_capture: dict[str, Any] | None = None,
+    **deployment: Any,
 ) -> UpdatePlan:
     """The requests that roll ``endpoint_name`` to ``image`` and ``model_data_url`` with ``spec``'s
     settings (and ``data_capture``, as the deploy sends it), as a new version (``version_name``); pure:
@@ -265,13 +267,13 @@ class Rollout:
 
 
 def wait_rollout(
-    sm_client,
+    sm_client: Any,
     endpoint_name: str,
     *,
     delay_s: float = 30,
     max_attempts: int = 240,
     report: Callable[[str], None] | None = None,
-    sleep=time.sleep,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> list[str]:
     """Wait with botocore's ``endpoint_in_service`` waiter (its acceptors decide: InService succeeds, Failed
     fails), one attempt at a time so each new status is reported; returns the statuses seen."""
@@ -305,15 +307,15 @@ def wait_rollout(
 
 
 def roll_out(
-    sm_client,
+    sm_client: Any,
     plan: UpdatePlan,
     *,
     region: str | None = None,
-    hosting=None,
+    hosting: hosting_module.SageMakerHosting | None = None,
     delay_s: float = 30,
     max_attempts: int = 240,
     report: Callable[[str], None] | None = None,
-    sleep=time.sleep,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> Rollout:
     """Create the version's model and endpoint config, send UpdateEndpoint, and wait for the endpoint to be
     InService again; the result says which config it serves (the old one: rolled back). ``region`` is the
@@ -373,7 +375,7 @@ def roll_out(
 _BUSY = ("Creating", "Updating", "SystemUpdating", "RollingBack", "UpdateRollbackFailed")
 
 
-def discard_version(sm_client, endpoint_name: str, version: str) -> str:
+def discard_version(sm_client: Any, endpoint_name: str, version: str) -> str:
     """Delete an update's version (config and model) unless the endpoint serves it or is still moving."""
     try:
         described = sm_client.describe_endpoint(EndpointName=endpoint_name)
@@ -391,7 +393,7 @@ def discard_version(sm_client, endpoint_name: str, version: str) -> str:
     return _delete_version(sm_client, version)
 
 
-def _delete_version(sm_client, version: str) -> str:
+def _delete_version(sm_client: Any, version: str) -> str:
     """An earlier version's endpoint config and model (each only if it carries the workshop's tag)."""
     notes: list[str] = []
     done = [
