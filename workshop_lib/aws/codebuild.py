@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -73,25 +74,28 @@ from .images import DLC_PINS, ImageRef, parse_image_uri, pinned_dlc_uri
 
 
 def _error_code(exc: ClientError) -> str:
-    return exc.response.get("Error", {}).get("Code", "")
+    code: str = exc.response.get("Error", {}).get("Code", "")
+    return code
 
 
-def upload_source(s3, bucket: str, repo_root: str | Path, prefix: str = SOURCE_PREFIX) -> str:
+def upload_source(s3: Any, bucket: str, repo_root: str | Path, prefix: str = SOURCE_PREFIX) -> str:
     """Upload the source zip; return its CodeBuild location, ``bucket/key``."""
     request = source_upload_request(bucket, repo_root, prefix)
     s3.put_object(**request)
     return f"{bucket}/{request['Key']}"
 
 
-def ensure_project(codebuild, request: dict) -> str:
+def ensure_project(codebuild: Any, request: dict[str, Any]) -> str:
     """Create the project, or update it to ``request`` if it exists; return its ARN."""
     try:
         try:
-            return codebuild.create_project(**request)["project"]["arn"]
+            arn: str = codebuild.create_project(**request)["project"]["arn"]
+            return arn
         except ClientError as exc:
             if _error_code(exc) != "ResourceAlreadyExistsException":
                 raise
-        return codebuild.update_project(**update_project_request(request))["project"]["arn"]
+        arn = codebuild.update_project(**update_project_request(request))["project"]["arn"]
+        return arn
     except ClientError as exc:
         if _error_code(exc) == "InvalidInputException":
             raise InvalidInput(
@@ -101,10 +105,11 @@ def ensure_project(codebuild, request: dict) -> str:
         raise
 
 
-def start_build(codebuild, request: dict) -> str:
+def start_build(codebuild: Any, request: dict[str, Any]) -> str:
     """StartBuild; a new account's build limit (its concurrent builds start at 0) becomes one line saying so."""
     try:
-        return codebuild.start_build(**request)["build"]["id"]
+        build_id: str = codebuild.start_build(**request)["build"]["id"]
+        return build_id
     except ClientError as exc:
         if _error_code(exc) != "AccountLimitExceededException":
             raise
@@ -116,14 +121,15 @@ def start_build(codebuild, request: dict) -> str:
         ) from None
 
 
-def _get_build(codebuild, build_id: str) -> dict:
+def _get_build(codebuild: Any, build_id: str) -> dict[str, Any]:
     response = codebuild.batch_get_builds(ids=[build_id])
     if not response.get("builds"):
         raise AwsFailure(f"CodeBuild does not know build {build_id!r}")
-    return response["builds"][0]
+    build: dict[str, Any] = response["builds"][0]
+    return build
 
 
-def log_tail(logs_client, build: dict, lines: int = 40) -> list[str]:
+def log_tail(logs_client: Any, build: dict[str, Any], lines: int = 40) -> list[str]:
     """The last ``lines`` lines of the build's CloudWatch log (or why there are none)."""
     logs = build.get("logs") or {}
     group, stream = logs.get("groupName"), logs.get("streamName")
@@ -139,21 +145,21 @@ def log_tail(logs_client, build: dict, lines: int = 40) -> list[str]:
     return [e["message"].rstrip("\n") for e in events]
 
 
-def exported_variables(build: dict) -> dict[str, str]:
+def exported_variables(build: dict[str, Any]) -> dict[str, str]:
     return {v["name"]: v.get("value", "") for v in build.get("exportedEnvironmentVariables", [])}
 
 
 def wait_for_build(
-    codebuild,
+    codebuild: Any,
     build_id: str,
-    logs_client,
+    logs_client: Any,
     progress: bool = True,
     *,
     poll_s: float = 10.0,
     timeout_s: float | None = None,
     tail_lines: int = 40,
     sleep: Callable[[float], None] = time.sleep,
-) -> dict:
+) -> dict[str, Any]:
     """Poll until the build ends; return it if it succeeded, else raise AwsFailure ending with the log tail."""
     from tqdm.auto import tqdm
 
@@ -195,11 +201,12 @@ def wait_for_build(
     )
 
 
-def ensure_ecr_repository(ecr, request: dict) -> str:
+def ensure_ecr_repository(ecr: Any, request: dict[str, Any]) -> str:
     """Create the repository (or find it, if its tags are immutable); return its URI."""
     name = request["repositoryName"]
     try:
-        return ecr.create_repository(**request)["repository"]["repositoryUri"]
+        uri: str = ecr.create_repository(**request)["repository"]["repositoryUri"]
+        return uri
     except ClientError as exc:
         if _error_code(exc) != "RepositoryAlreadyExistsException":
             raise
@@ -210,10 +217,11 @@ def ensure_ecr_repository(ecr, request: dict) -> str:
             f"Run `aws ecr put-image-tag-mutability --repository-name {name} --image-tag-mutability IMMUTABLE` "
             "or choose another repository name"
         )
-    return repository["repositoryUri"]
+    uri = repository["repositoryUri"]
+    return uri
 
 
-def image_digest(ecr, repository: ImageRef, tag: str) -> ImageRef:
+def image_digest(ecr: Any, repository: ImageRef, tag: str) -> ImageRef:
     """Ask ECR which image ``tag`` of ``repository`` (an ECR repository, no tag) names; return it pinned."""
     try:
         details = ecr.describe_images(
@@ -228,7 +236,7 @@ def image_digest(ecr, repository: ImageRef, tag: str) -> ImageRef:
     return repository.at(details[0]["imageDigest"])
 
 
-def upload_package(s3, local_package: LocalPackage, s3_uri: str) -> str:
+def upload_package(s3: Any, local_package: LocalPackage, s3_uri: str) -> str:
     """Upload model.tar.gz and its manifest under ``s3_uri``; return the ModelDataUrl."""
     bucket, prefix = parse_s3_uri(model_s3_prefix(s3_uri))
     keys = {}
@@ -240,7 +248,7 @@ def upload_package(s3, local_package: LocalPackage, s3_uri: str) -> str:
     return f"s3://{bucket}/{keys[TARBALL_NAME]}"
 
 
-def read_manifest(s3, s3_uri: str) -> dict:
+def read_manifest(s3: Any, s3_uri: str) -> dict[str, Any]:
     bucket, prefix = parse_s3_uri(model_s3_prefix(s3_uri))
     key = f"{prefix}/{MANIFEST_NAME}" if prefix else MANIFEST_NAME
     try:
@@ -249,10 +257,11 @@ def read_manifest(s3, s3_uri: str) -> dict:
         if _error_code(exc) in ("NoSuchKey", "404", "NoSuchBucket"):
             raise AwsFailure(f"s3://{bucket}/{key} does not exist; the packaging build did not upload it") from None
         raise
-    return json.loads(body)
+    manifest: dict[str, Any] = json.loads(body)
+    return manifest
 
 
-def check_manifest(manifest: dict, spec: ModelSpec) -> dict:
+def check_manifest(manifest: dict[str, Any], spec: ModelSpec) -> dict[str, Any]:
     """The uploaded manifest must follow the manifest rules and describe ``spec``'s GGUF as pinned.
 
     Either shape is read (packaging.parse_manifest): the workshop's, whose GGUF entry must match the
@@ -301,7 +310,7 @@ def check_manifest(manifest: dict, spec: ModelSpec) -> dict:
     return manifest
 
 
-def describe_manifest(manifest: dict) -> str:
+def describe_manifest(manifest: dict[str, Any]) -> str:
     """Which shape a manifest that passed ``check_manifest`` was read in, and what it records."""
     return parse_manifest(manifest).describe()
 
@@ -310,7 +319,7 @@ def describe_manifest(manifest: dict) -> str:
 class PackagedModel:
     model_data_url: str
     manifest_url: str
-    manifest: dict
+    manifest: dict[str, Any]
     build_id: str
 
 
@@ -336,13 +345,15 @@ def default_repo_root() -> Path:
 class CodeBuildRunner:
     """How a flow's build runs: on AWS, CodeBuild does the work and the flow waits for it."""
 
-    def __init__(self, *, poll_s: float = 10.0, timeout_s: float | None = None):
+    def __init__(self, *, poll_s: float = 10.0, timeout_s: float | None = None) -> None:
         self.poll_s, self.timeout_s = poll_s, timeout_s
 
-    def ensure_project(self, codebuild, request: dict) -> str:
+    def ensure_project(self, codebuild: Any, request: dict[str, Any]) -> str:
         return ensure_project(codebuild, request)
 
-    def run(self, codebuild, logs_client, build_id: str, request: dict, *, progress: bool) -> dict:
+    def run(
+        self, codebuild: Any, logs_client: Any, build_id: str, request: dict[str, Any], *, progress: bool
+    ) -> dict[str, Any]:
         """Wait for build ``build_id`` (started with ``request``); return it once it succeeded."""
         return wait_for_build(
             codebuild, build_id, logs_client, progress=progress, poll_s=self.poll_s, timeout_s=self.timeout_s
@@ -358,9 +369,9 @@ class CodeBuildRunner:
 
 
 def package_model_in_codebuild(
-    codebuild,
-    s3,
-    logs_client,
+    codebuild: Any,
+    s3: Any,
+    logs_client: Any,
     *,
     model_s3_uri: str,
     service_role_arn: str,
@@ -418,10 +429,10 @@ def package_model_in_codebuild(
 
 
 def build_decision_image(
-    codebuild,
-    ecr,
-    s3,
-    logs_client,
+    codebuild: Any,
+    ecr: Any,
+    s3: Any,
+    logs_client: Any,
     *,
     base_image: ImageRef,
     service_role_arn: str,
@@ -471,3 +482,15 @@ def build_decision_image(
             "someone pushed to this repository meanwhile: inspect it before deploying"
         )
     return pinned
+
+
+# With the names built in build_projects that the steps and the tests read from here; packed, since one name a
+# line would take this module past the line limit.
+__all__ = [
+    "IMAGE_BUILD_BUILDSPEC", "IMAGE_BUILD_PROJECT", "MANIFEST_NAME", "MODEL_PACKAGE_BUILDSPEC",
+    "MODEL_PACKAGE_PROJECT", "REPO_VARIABLE", "SOURCE_PREFIX", "TARBALL_NAME", "CodeBuildRunner", "PackagedModel",
+    "build_decision_image", "check_manifest", "default_repo_root", "describe_manifest", "ensure_ecr_repository",
+    "ensure_project", "exported_variables", "image_build_env", "image_digest", "log_tail", "model_package_env",
+    "package_model_in_codebuild", "parse_s3_uri", "read_manifest", "start_build", "upload_package", "upload_source",
+    "wait_for_build",
+]  # fmt: skip
