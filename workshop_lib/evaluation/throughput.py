@@ -17,12 +17,14 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from ..aws.alarms import Thresholds
+from ..client.endpoint import EndpointClient
 from ..client.endpoint_errors import EndpointBusy, EndpointError
 from .markdown import table
 from .report import percentile
@@ -66,7 +68,7 @@ class Level:
         """Every request sent was answered (a 503 that a retry got past counts as answered)."""
         return self.answered > 0 and not self.refused and not self.failed
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "concurrency": self.concurrency,
             "decisions_per_s": round(self.decisions_per_s, 4),
@@ -82,7 +84,7 @@ class Level:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Level:
+    def from_dict(cls, data: Mapping[str, Any]) -> Level:
         return cls(
             concurrency=int(data["concurrency"]),
             latencies_ms=tuple(float(v) for v in data["latencies_ms"]),
@@ -161,7 +163,7 @@ class Sustainable:
 
     __repr__ = __str__
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         level = self.level
         return {
             "decisions_per_s": round(level.decisions_per_s, 4) if level else None,
@@ -210,11 +212,11 @@ class Throughput:
     def __str__(self) -> str:
         return self.to_markdown()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"endpoint": self.endpoint, "seconds": self.seconds, "levels": [lv.to_dict() for lv in self.levels]}
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> Throughput:
+    def from_dict(cls, data: Mapping[str, Any]) -> Throughput:
         return cls(str(data["endpoint"]), tuple(Level.from_dict(lv) for lv in data["levels"]), float(data["seconds"]))
 
 
@@ -228,7 +230,7 @@ def note_tag(run: str, n: int) -> str:
     return "0123456789abcdef"[n * 5 % 16] + hashlib.sha256(f"{run}-{n}".encode()).hexdigest()[:7]
 
 
-def fresh_request(task: Task, n: int, run: str) -> dict:
+def fresh_request(task: Task, n: int, run: str) -> dict[str, Any]:
     """The task's request with a unique id and a note opening its state, so that no cache the endpoint
     may keep (the adapter's opt-in state cache, llama-server's prompt cache) answers it from an earlier one."""
     body = task.request(request_id=f"throughput-{run}-{n}")
@@ -237,13 +239,15 @@ def fresh_request(task: Task, n: int, run: str) -> dict:
     return body
 
 
-def cycled_requests(tasks: Sequence[Task], request: Callable[[Task, int], dict]) -> Callable[[], dict]:
+def cycled_requests(
+    tasks: Sequence[Task], request: Callable[[Task, int], dict[str, Any]]
+) -> Callable[[], dict[str, Any]]:
     """A thread-safe source of requests: ``tasks`` in turn, cycled, the n-th (from 0) made by ``request(task, n)``."""
     if not tasks:
         raise ValueError("no tasks to send")
     cycle, numbers, lock = itertools.cycle(tasks), itertools.count(), threading.Lock()
 
-    def next_request() -> dict:
+    def next_request() -> dict[str, Any]:
         with lock:
             task, n = next(cycle), next(numbers)
         return request(task, n)
@@ -251,7 +255,7 @@ def cycled_requests(tasks: Sequence[Task], request: Callable[[Task, int], dict])
     return next_request
 
 
-def fresh_requests(tasks: Sequence[Task], run: str) -> Callable[[], dict]:
+def fresh_requests(tasks: Sequence[Task], run: str) -> Callable[[], dict[str, Any]]:
     """``tasks`` cycled, the n-th opened by ``fresh_request``, so two sources of the same ``run`` give two servers
     the same prompts in the same order."""
     return cycled_requests(tasks, lambda task, n: fresh_request(task, n, run))
@@ -268,10 +272,10 @@ class Answered(Protocol):
 
 
 def measure_level(
-    send: Callable[[dict], Answered],
+    send: Callable[[dict[str, Any]], Answered],
     concurrency: int,
     seconds: float,
-    next_request: Callable[[], dict],
+    next_request: Callable[[], dict[str, Any]],
     *,
     limit: int | None = None,
     clock: Callable[[], float] = time.perf_counter,
@@ -328,7 +332,12 @@ def measure_level(
 
 
 def measure_throughput(
-    client, tasks=None, *, concurrencies: Sequence[int] = CONCURRENCIES, seconds: float = 5.0, label: str | None = None
+    client: EndpointClient,
+    tasks: str | Path | Iterable[Task] | None = None,
+    *,
+    concurrencies: Sequence[int] = CONCURRENCIES,
+    seconds: float = 5.0,
+    label: str | None = None,
 ) -> Throughput:
     """Each of ``concurrencies`` in turn for about ``seconds``, after one request that is not counted (it
     wakes the endpoint). ``tasks``: a path, a list of tasks or None (``TASKS`` of the packaged set), cycled."""
