@@ -17,10 +17,11 @@ import io
 import json
 import urllib.error
 import urllib.request
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from botocore import xform_name
 from botocore.awsrequest import AWSResponse
@@ -31,6 +32,7 @@ from ..aws.inference_components import SCALABLE_DIMENSION, ZeroPlan
 from ..config import LOCAL_ROLE_ARN
 from ..names import role_account
 from . import rehearsal
+from .permissions import CallLog
 from .stand_ins import EMULATOR_FAMILIES, EMULATOR_INSTANCE_TYPES
 
 STATE_FILE = "inference-components.json"
@@ -65,7 +67,7 @@ SCALING_CALLS = frozenset(
 class _Body(io.BytesIO):
     """A raw HTTP body as botocore reads it: whole (``stream``) or in chunks (a streaming answer's ``read``)."""
 
-    def stream(self, **_):
+    def stream(self, **_: Any) -> Iterator[bytes]:
         yield self.getvalue()
 
 
@@ -73,16 +75,17 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def _reply(url: str, status: int, body: dict | bytes, headers: dict | None = None) -> AWSResponse:
+def _reply(url: str, status: int, body: dict[str, Any] | bytes, headers: dict[str, str] | None = None) -> AWSResponse:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     return AWSResponse(url, status, {"Content-Type": "application/x-amz-json-1.1", **(headers or {})}, _Body(data))
 
 
-def _bytes(body) -> bytes:
+def _bytes(body: Any) -> bytes:
     if isinstance(body, bytes):
         return body
     if hasattr(body, "read"):
-        return body.read()
+        read: bytes = body.read()
+        return read
     return str(body or "").encode()
 
 
@@ -97,7 +100,7 @@ class Refusal(NamedTuple):
 class LocalComponents(component_hosting.ComponentHosting):
     """Inference components and their scaling answered here, each copy a local process."""
 
-    def __init__(self, local: rehearsal.Rehearsal, s3_client, calls=None):
+    def __init__(self, local: rehearsal.Rehearsal, s3_client: Any, calls: CallLog | None = None):
         super().__init__(poll_s=0.2, timeout_s=180)
         self.local, self.s3, self.calls = local, s3_client, calls
         self.cold_starts: dict[str, float] = {}  # component -> seconds its last process took to start
@@ -108,27 +111,27 @@ class LocalComponents(component_hosting.ComponentHosting):
     def path(self) -> Path:
         return self.local.home / STATE_FILE
 
-    def _read(self) -> dict:
+    def _read(self) -> dict[str, Any]:
         try:
-            data = json.loads(self.path.read_text())
+            data: dict[str, Any] = json.loads(self.path.read_text())  # as _write left it
         except (OSError, ValueError):
             data = {}
         data.setdefault("components", {})
         data.setdefault("targets", {})
         return data
 
-    def _write(self, data: dict) -> None:
+    def _write(self, data: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
         tmp.replace(self.path)
 
-    def _as(self, principal):
+    def _as(self, principal: str | None) -> AbstractContextManager[None]:
         return self.calls.acting_as(principal) if self.calls is not None else nullcontext()
 
     # ---- the endpoint: to the emulator, which wants a model on every variant ----------------------
 
-    def create_endpoint(self, sm_client, plan: ZeroPlan, *, progress: bool = True) -> list[str]:
+    def create_endpoint(self, sm_client: Any, plan: ZeroPlan, *, progress: bool = True) -> list[str]:
         variant = dict(plan.endpoint_config["ProductionVariants"][0])
         wanted = variant["InstanceType"]
         if wanted.split(".")[1] not in EMULATOR_FAMILIES:
@@ -154,7 +157,7 @@ class LocalComponents(component_hosting.ComponentHosting):
 
     # ---- calls answered here ------------------------------------------------------------------------
 
-    def call(self, client, operation: str, request: dict) -> dict:
+    def call(self, client: Any, operation: str, request: dict[str, Any]) -> dict[str, Any]:
         """``operation`` through ``client`` (validated by botocore, recorded), answered here when the emulator
         lacks it, sent to the emulator otherwise."""
         service = client.meta.service_model.service_name
@@ -164,10 +167,11 @@ class LocalComponents(component_hosting.ComponentHosting):
             and (request.get("ScalableDimension") == SCALABLE_DIMENSION or operation.startswith("Describe"))
         )
         if not handled:
-            return getattr(client, xform_name(operation))(**request)
+            response: dict[str, Any] = getattr(client, xform_name(operation))(**request)
+            return response
         event = f"before-send.{client.meta.service_model.service_id.hyphenize()}.{operation}"
 
-        def answer(request: object, **_) -> AWSResponse:
+        def answer(request: object, **_: Any) -> AWSResponse:
             url = getattr(request, "url", "")
             answered = self._answer(client, service, operation, sent)
             if isinstance(answered, Refusal):
@@ -177,17 +181,20 @@ class LocalComponents(component_hosting.ComponentHosting):
         sent = request
         client.meta.events.register(event, answer)
         try:
-            return getattr(client, xform_name(operation))(**request)
+            answered: dict[str, Any] = getattr(client, xform_name(operation))(**request)
+            return answered
         finally:
             client.meta.events.unregister(event, answer)
 
-    def _answer(self, client, service: str, operation: str, request: dict) -> dict | Refusal:
+    def _answer(self, client: Any, service: str, operation: str, request: dict[str, Any]) -> dict[str, Any] | Refusal:
         region = client.meta.region_name
         if service == "sagemaker":
             return self._sagemaker(client, operation, request, region)
         return self._scaling(operation, request, region)
 
-    def _sagemaker(self, sm_client, operation: str, request: dict, region: str) -> dict | Refusal:
+    def _sagemaker(
+        self, sm_client: Any, operation: str, request: dict[str, Any], region: str
+    ) -> dict[str, Any] | Refusal:
         data = self._read()
         components = data["components"]
         if operation == "ListInferenceComponents":
@@ -232,7 +239,7 @@ class LocalComponents(component_hosting.ComponentHosting):
             self._serve(sm_client, name, found)
         return {"InferenceComponentArn": arn}
 
-    def _require_endpoint(self, sm_client, endpoint: str) -> Refusal | None:
+    def _require_endpoint(self, sm_client: Any, endpoint: str) -> Refusal | None:
         with self._as(None):  # the stand-in's own look-up, no call AWS would see
             try:
                 status = sm_client.describe_endpoint(EndpointName=endpoint)["EndpointStatus"]
@@ -249,7 +256,7 @@ class LocalComponents(component_hosting.ComponentHosting):
             return False
         return True
 
-    def _serve(self, sm_client, name: str, component: dict) -> None:
+    def _serve(self, sm_client: Any, name: str, component: dict[str, Any]) -> None:
         """Start or stop the component's process to match its copies (one process serves any copies here)."""
         if component["DesiredCopyCount"] == 0:
             self.local.stop_endpoint(name)
@@ -261,7 +268,7 @@ class LocalComponents(component_hosting.ComponentHosting):
         )
         self.cold_starts[name] = started.seconds
 
-    def _described(self, component: dict) -> dict:
+    def _described(self, component: dict[str, Any]) -> dict[str, Any]:
         current = 1 if component["DesiredCopyCount"] and self._running(component["InferenceComponentName"]) else 0
         return {
             **{k: component[k] for k in ("InferenceComponentName", "InferenceComponentArn", "EndpointName")},
@@ -276,7 +283,7 @@ class LocalComponents(component_hosting.ComponentHosting):
             "InferenceComponentStatus": "InService",
         }
 
-    def _summary(self, component: dict) -> dict:
+    def _summary(self, component: dict[str, Any]) -> dict[str, Any]:
         described = self._described(component)
         keep = ("InferenceComponentName", "InferenceComponentArn", "EndpointName", "EndpointArn", "VariantName")
         return {
@@ -286,7 +293,7 @@ class LocalComponents(component_hosting.ComponentHosting):
             "LastModifiedTime": described["LastModifiedTime"],
         }
 
-    def _scaling(self, operation: str, request: dict, region: str) -> dict | Refusal:
+    def _scaling(self, operation: str, request: dict[str, Any], region: str) -> dict[str, Any] | Refusal:
         data = self._read()
         targets = data["targets"]
         if operation == "DescribeScalableTargets":
@@ -328,12 +335,12 @@ class LocalComponents(component_hosting.ComponentHosting):
 
     # ---- InvokeEndpoint with InferenceComponentName --------------------------------------------------
 
-    def runtime(self, make_client):
-        client = make_client("sagemaker-runtime")
+    def runtime(self, make_client: Callable[[str], object]) -> Any:
+        client: Any = make_client("sagemaker-runtime")
         client.meta.events.register("before-send.sagemaker-runtime.InvokeEndpoint", self._invoke)
         return client
 
-    def _invoke(self, request, **_) -> AWSResponse | None:
+    def _invoke(self, request: Any, **_: Any) -> AWSResponse | None:
         component = request.headers.get(COMPONENT_HEADER)
         name = component.decode() if isinstance(component, bytes) else component
         data = self._read()

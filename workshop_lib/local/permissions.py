@@ -32,16 +32,22 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from .. import names
 from ..aws import arns, iam, managed_policies, service_roles
-from ..aws.policies import CODEBUILD, DEADLINES, OPERATOR, SAGEMAKER
+
+# The principals are re-exported (the ``as`` marks them so): the rehearsal and the audit step name them from here.
+from ..aws.policies import CODEBUILD as CODEBUILD
+from ..aws.policies import DEADLINES
+from ..aws.policies import OPERATOR as OPERATOR
+from ..aws.policies import SAGEMAKER as SAGEMAKER
 from ..aws.requests_sent import plain
 from ..config import LOCAL_ROLE_ARN
 from ..errors import InvalidInput
@@ -80,26 +86,28 @@ class AttachedPolicies:
     def __init__(self, path: str | Path):
         self.path = Path(path)
 
-    def _read(self) -> dict:
+    def _read(self) -> dict[str, Any]:
         try:
-            return json.loads(self.path.read_text(encoding="utf-8"))
+            data: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))  # written by attach()
+            return data
         except (FileNotFoundError, ValueError):
             return {}
 
     @property
     def role_arn(self) -> str:
         """The Studio execution role the persona acts as (the config's SageMaker role)."""
-        return self._read().get("role_arn") or LOCAL_ROLE_ARN
+        role_arn: str = self._read().get("role_arn") or LOCAL_ROLE_ARN
+        return role_arn
 
     @property
     def account(self) -> str:
         return names.role_account(self.role_arn) or str(names.role_account(LOCAL_ROLE_ARN))
 
-    def attached(self) -> dict[str, dict]:
+    def attached(self) -> dict[str, dict[str, Any]]:
         """File name -> document, for each policy attached so far (the managed one is always there)."""
         return dict(self._read().get("attached", {}))
 
-    def attach(self, name: str, document: Mapping, *, role_arn: str | None = None) -> None:
+    def attach(self, name: str, document: Mapping[str, Any], *, role_arn: str | None = None) -> None:
         """Attach ``document`` (a copy, as IAM keeps the version attached) under ``name``."""
         data = self._read()
         data["attached"] = {**data.get("attached", {}), name: json.loads(json.dumps(document))}
@@ -108,7 +116,7 @@ class AttachedPolicies:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
-    def documents(self) -> list[Mapping]:
+    def documents(self) -> list[Mapping[str, Any]]:
         return [managed_policies.sagemaker_full_access().document, *self.attached().values()]
 
     def clear(self) -> None:
@@ -124,7 +132,7 @@ def caller_arn(role_arn: str) -> str:
     return f"arn:{part}:sts::{account}:assumed-role/{name}/SageMaker"
 
 
-def access_denied(operation_model, caller: str, action: str, resource: str, verdict: iam.Verdict):
+def access_denied(operation_model: Any, caller: str, action: str, resource: str, verdict: iam.Verdict) -> ClientError:
     """The ClientError AWS returns for a refused call: IAM's one-line message, the protocol's error code."""
     xml = operation_model.service_model.protocol in ("query", "rest-xml", "ec2")
     code = "AccessDenied" if xml else "AccessDeniedException"
@@ -153,13 +161,13 @@ class CallLog:
         self.attached = AttachedPolicies(self.path.parent / ATTACHED_FILE)
         self.strict = strict  # AWS's rules the emulator lacks (strict.py); None: only the persona is checked
 
-    def attach(self, client) -> None:
+    def attach(self, client: Any) -> None:
         region = client.meta.region_name
-        sent: dict[str, Mapping] = {}
+        sent: dict[str, Mapping[str, Any]] = {}
         refused: dict[str, ClientError] = {}
 
         # before-parameter-build sees the call's own parameters (Bucket, Key, ...), as IAM reads them.
-        def record(model, params, **_):
+        def record(model: Any, params: Mapping[str, Any], **_: Any) -> None:
             refusal = self._record(model, params, region)
             sent[model.name] = dict(params)
             if refusal is not None:
@@ -167,12 +175,12 @@ class CallLog:
 
         # The refusal comes where AWS's would, once the request is built and validated: last of before-call,
         # so whoever shows the requests sent (requests_sent.RequestRecorder) has the refused one too.
-        def refuse(model, **_):
+        def refuse(model: Any, **_: Any) -> None:
             refusal = refused.pop(model.name, None)
             if refusal is not None:
                 raise refusal
 
-        def done(http_response, model, **_):
+        def done(http_response: Any, model: Any, **_: Any) -> None:
             if self.strict is not None and http_response.status_code < 300 and model.name in sent:
                 self.strict.after(model.service_model.signing_name, model.name, sent.pop(model.name), region)
 
@@ -181,7 +189,7 @@ class CallLog:
         client.meta.events.register("after-call", done)
 
     @contextmanager
-    def acting_as(self, principal: str | None):
+    def acting_as(self, principal: str | None) -> Iterator[None]:
         """Record the block's calls as ``principal``'s; ``None``: the emulator's own setup, not recorded."""
         before, self.principal = self.principal, principal
         try:
@@ -189,7 +197,7 @@ class CallLog:
         finally:
             self.principal = before
 
-    def _record(self, model, params, region: str | None = None) -> ClientError | None:
+    def _record(self, model: Any, params: Mapping[str, Any], region: str | None = None) -> ClientError | None:
         """Record the call; the refusal AWS would answer it with, or None."""
         service, region = model.service_model.signing_name, region or "us-east-1"
         facts = self.strict.facts(service, model.name, params, region) if self.strict else {}
@@ -207,11 +215,11 @@ class CallLog:
             handle.write(json.dumps(entry) + "\n")
         return refusal
 
-    def _refusal(self, entry: Mapping, model, region: str):
+    def _refusal(self, entry: Mapping[str, Any], model: Any, region: str) -> ClientError | None:
         """The ClientError for the first permission the principal lacks for this call, or None: the operator
         as the persona, a role the workshop creates as the account holds it (its policies and boundary)."""
         boundary = None
-        documents: Sequence[Mapping]
+        documents: Sequence[Mapping[str, Any]]
         if entry["principal"] == OPERATOR:
             if persona() == ADMINISTRATOR:
                 return None
@@ -229,7 +237,7 @@ class CallLog:
                 return access_denied(model, caller, action, resource, verdict)
         return None
 
-    def calls(self) -> list[dict]:
+    def calls(self) -> list[dict[str, Any]]:
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
@@ -319,12 +327,12 @@ class Audit:
 
 
 def audit(
-    calls: Iterable[Mapping],
-    documents: Mapping[str, Mapping],
+    calls: Iterable[Mapping[str, Any]],
+    documents: Mapping[str, Mapping[str, Any]],
     region: str,
     account: str,
     not_exercised: Mapping[str, Mapping[str, str]] | None = None,
-    capped_by: Mapping[str, Mapping] | None = None,
+    capped_by: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Audit:
     """Evaluate every recorded call of each principal against that principal's policy document.
 
@@ -336,7 +344,7 @@ def audit(
     skipped = NOT_EXERCISED_LOCALLY if not_exercised is None else not_exercised
     result = Audit()
     used: dict[str, set[str]] = {p: set() for p in documents}
-    seen: list[Mapping] = []
+    seen: list[Mapping[str, Any]] = []
     for call in calls:
         principal = call["principal"]
         if call.get("refused"):

@@ -38,8 +38,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
@@ -48,7 +50,7 @@ from ..config import default_path
 from ..errors import WorkshopError
 from . import dlc_server
 from .model_cache import download_and_extract
-from .permissions import SAGEMAKER
+from .permissions import SAGEMAKER, CallLog
 from .processes import (
     AdapterProcess,
     EmulatorProcess,
@@ -128,14 +130,15 @@ def _stop_group(pgid: int, timeout_s: float = 30.0) -> bool:
 def _get(url: str, timeout: float = 2.0) -> int | None:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status
+            return cast(int, response.status)
     except urllib.error.HTTPError as exc:
         return exc.code
     except (urllib.error.URLError, OSError):
         return None
 
 
-def _record(server, **extra) -> dict:
+def _record(server: ServerProcess, **extra: object) -> dict[str, Any]:
+    assert server.process is not None  # recorded once started
     pid = server.process.pid  # started in a new session: the group id is the leader's pid
     return {
         "pid": pid,
@@ -201,12 +204,12 @@ class Rehearsal:
     def registry_path(self) -> Path:
         return self.home / "rehearsal.json"
 
-    def read_registry(self) -> dict:
+    def read_registry(self) -> dict[str, Any]:
         """The local endpoints, the emulator and the route as the registry file holds them (followers such as
         ``RoutedTransport`` and the route process read it for each request)."""
         path = self.registry_path()
         try:
-            data = json.loads(path.read_text())
+            data: dict[str, Any] = json.loads(path.read_text())  # as write_registry left it
         except (OSError, ValueError):
             data = {}
         data.setdefault("emulator", None)
@@ -214,7 +217,7 @@ class Rehearsal:
         data.setdefault("openai_route", None)
         return data
 
-    def write_registry(self, data: dict) -> None:
+    def write_registry(self, data: dict[str, Any]) -> None:
         """Replace the registry file with ``data`` in one rename, so a follower never reads half of it."""
         path = self.registry_path()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -226,7 +229,7 @@ class Rehearsal:
         """The running emulator's URL, or None."""
         entry = self.read_registry()["emulator"]
         if entry and group_alive(entry["pgid"]) and _get(entry["url"] + "/moto-api/") == 200:
-            return entry["url"]
+            return cast(str, entry["url"])
         return None
 
     def ensure_emulator(self, keep_alive_s: float = KEEP_ALIVE_S, timeout_s: float = 60.0) -> str:
@@ -251,23 +254,23 @@ class Rehearsal:
         self.write_registry(data)
         return emulator.url
 
-    def _model_for_endpoint(self, sm_client, name: str) -> str:
+    def _model_for_endpoint(self, sm_client: Any, name: str) -> str:
         try:
             described = sm_client.describe_endpoint(EndpointName=name)
         except ClientError as exc:
             raise RehearsalError(f"the emulator has no endpoint {name!r}; deploy it first") from exc
         config = sm_client.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
-        return config["ProductionVariants"][0]["ModelName"]
+        return cast(str, config["ProductionVariants"][0]["ModelName"])
 
     def start_local_endpoint(
         self,
         name: str,
-        sm_client,
-        s3_client,
+        sm_client: Any,
+        s3_client: Any,
         *,
         keep_alive_s: float = KEEP_ALIVE_S,
         timeout_s: float = 180.0,
-        calls=None,
+        calls: CallLog | None = None,
         replace: bool = False,
         model_name: str | None = None,
     ) -> LocalEndpoint:
@@ -286,7 +289,7 @@ class Rehearsal:
         """
         from contextlib import nullcontext
 
-        def as_(principal):
+        def as_(principal: str | None) -> AbstractContextManager[None]:
             return calls.acting_as(principal) if calls is not None else nullcontext()
 
         started = time.perf_counter()
@@ -364,7 +367,7 @@ class Rehearsal:
             READOUT_WHY if local_readout else "",
         )
 
-    def endpoint_server(self, name: str) -> dict:
+    def endpoint_server(self, name: str) -> dict[str, Any]:
         """What serves the local endpoint ``name``: ``{"server": ADAPTER | LLAMA_SERVER, "fallback": why the
         adapter stands in, "private_url": llama-server's own port}``; RehearsalError if it is not running."""
         self.endpoint_url(name)
@@ -380,7 +383,7 @@ class Rehearsal:
         entry = self.read_registry()["endpoints"].get(name)
         if not entry or not group_alive(entry["pgid"]):
             raise RehearsalError(f"no local endpoint {name!r} is running; deploy it (notebooks 02 and 04) first")
-        return entry["url"]
+        return cast(str, entry["url"])
 
     def endpoint_log(self, name: str) -> Path:
         entry = self.read_registry()["endpoints"].get(name)
@@ -406,7 +409,7 @@ class Rehearsal:
         (``openai_route``), started first if it is not running there."""
         entry = self.read_registry()["openai_route"]
         if entry and entry.get("region") == region and group_alive(entry["pgid"]):
-            return entry["url"]
+            return cast(str, entry["url"])
         if entry:
             _stop_group(entry["pgid"], timeout_s=10)
         route = RouteProcess(
@@ -424,7 +427,7 @@ class Rehearsal:
         entry = self.read_registry()["openai_route"]
         if not entry or not group_alive(entry["pgid"]):
             raise RehearsalError("the OpenAI-compatible route runs with the local endpoints: deploy one (notebook 04)")
-        return entry["url"]
+        return cast(str, entry["url"])
 
     def stop_all(self) -> list[str]:
         """Stop every local endpoint and the emulator; returns what was running. Safe to call twice."""

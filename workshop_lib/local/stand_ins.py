@@ -22,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 from botocore import xform_name
 from botocore.awsrequest import AWSResponse
@@ -33,7 +35,7 @@ from ..errors import AwsFailure, InvalidInput
 from ..models import EMBEDDED_MODEL, ModelSpec, embedded_gguf_path
 from ..packaging import CALIBRATION_NAME, package_local
 from . import dlc_server, rehearsal
-from .permissions import CODEBUILD, SAGEMAKER
+from .permissions import CODEBUILD, SAGEMAKER, CallLog
 
 # The emulator's instance-type list predates these families; it receives the nearest type it knows.
 EMULATOR_INSTANCE_TYPES = {"ml.c6i.2xlarge": "ml.c5.2xlarge", "ml.c6i.8xlarge": "ml.c5.9xlarge"}
@@ -68,7 +70,7 @@ def stand_in_manifest(description: str, content_sha256: str) -> str:
 
 
 def push_stand_in(
-    ecr_client,
+    ecr_client: Any,
     repository: str,
     tag: str,
     description: str,
@@ -86,15 +88,15 @@ def push_stand_in(
             **kwargs,
             **({"imageDigest": digest} if digest else {}),
         )
-        return response["image"]["imageId"]["imageDigest"]
+        return cast(str, response["image"]["imageId"]["imageDigest"])
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ImageAlreadyExistsException":
             raise
     found = ecr_client.describe_images(repositoryName=repository, imageIds=[{"imageTag": tag}], **kwargs)
-    return found["imageDetails"][0]["imageDigest"]
+    return cast(str, found["imageDetails"][0]["imageDigest"])
 
 
-def seed_dlc(ecr_client) -> dict[str, str]:
+def seed_dlc(ecr_client: Any) -> dict[str, str]:
     """Put stand-ins for the llama.cpp DLC's SageMaker tags into the emulated DLC registry of the client's region.
 
     The repository is created under the DLC's registry id, so ``images.resolve_digest``
@@ -130,47 +132,50 @@ class _Body:
     def __init__(self, data: bytes):
         self.data = data
 
-    def stream(self, **_):
+    def stream(self, **_: Any) -> Iterator[bytes]:
         yield self.data
 
 
-def answered_here(client, operation: str, request: dict, answer: dict) -> dict:
+def answered_here(client: Any, operation: str, request: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
     """Call ``operation`` through ``client`` (validated by botocore and recorded like any call) but answer
     it here with ``answer`` instead of sending it: for the few calls the emulator does not implement."""
     event = f"before-send.{client.meta.service_model.service_id.hyphenize()}.{operation}"
 
-    def reply(request, **_):
+    def reply(request: Any, **_: Any) -> AWSResponse:
         return AWSResponse(
             request.url, 200, {"Content-Type": "application/x-amz-json-1.1"}, _Body(json.dumps(answer).encode())
         )
 
     client.meta.events.register(event, reply)
     try:
-        return getattr(client, xform_name(operation))(**request)
+        response: dict[str, Any] = getattr(client, xform_name(operation))(**request)
+        return response
     finally:
         client.meta.events.unregister(event, reply)
 
 
-def _acting_as(calls, principal):
+def _acting_as(calls: CallLog | None, principal: str | None) -> contextlib.AbstractContextManager[None]:
     return calls.acting_as(principal) if calls is not None else contextlib.nullcontext()
 
 
 class EmulatedCodeBuild(CodeBuildRunner):
     """Builds in the emulator, with the buildspec's effect done here once the build has ended."""
 
-    def __init__(self, s3, ecr, calls=None, local: rehearsal.Rehearsal | None = None):
+    def __init__(self, s3: Any, ecr: Any, calls: CallLog | None = None, local: rehearsal.Rehearsal | None = None):
         super().__init__(poll_s=0.2, timeout_s=60)
         self.s3, self.ecr, self.calls = s3, ecr, calls
         self.local = local or rehearsal.default()
 
-    def ensure_project(self, codebuild, request: dict) -> str:
+    def ensure_project(self, codebuild: Any, request: dict[str, Any]) -> str:
         # The emulator has CreateProject but not UpdateProject: replace instead of update. The delete is
         # the emulator's housekeeping, not a call the participant makes on AWS, so it is not recorded.
         with _acting_as(self.calls, None):
             codebuild.delete_project(name=request["name"])
         return ensure_project(codebuild, request)
 
-    def run(self, codebuild, logs_client, build_id: str, request: dict, *, progress: bool) -> dict:
+    def run(
+        self, codebuild: Any, logs_client: Any, build_id: str, request: dict[str, Any], *, progress: bool
+    ) -> dict[str, Any]:
         build = super().run(codebuild, logs_client, build_id, request, progress=False)
         env = {v["name"]: v["value"] for v in request.get("environmentVariablesOverride", [])}
 
@@ -195,7 +200,7 @@ class EmulatedCodeBuild(CodeBuildRunner):
         )
         upload_package(self.s3, package, model_s3_uri)
 
-    def _push(self, env: dict, source: str) -> str:
+    def _push(self, env: dict[str, str], source: str) -> str:
         # The stand-in's digest follows what the image would be built from: source zip, Dockerfile, base.
         content = hashlib.sha256(json.dumps([source, env["DOCKERFILE"], env["BASE_IMAGE"]]).encode()).hexdigest()
         repository = images.parse_image_uri(env["REPOSITORY_URI"]).repository
@@ -226,7 +231,7 @@ class LocalHosting(hosting.SageMakerHosting):
     """Endpoints created in the emulator and served by a local process each: the DLC's by llama-server
     behind nginx (the decision adapter where either is missing), the decision image's by the adapter."""
 
-    def __init__(self, s3, calls=None, local: rehearsal.Rehearsal | None = None):
+    def __init__(self, s3: Any, calls: CallLog | None = None, local: rehearsal.Rehearsal | None = None):
         super().__init__(poll_s=0.2, timeout_s=60)
         self.s3, self.calls = s3, calls
         self.local = local or rehearsal.default()
@@ -270,7 +275,7 @@ class LocalHosting(hosting.SageMakerHosting):
             plan.model, calls.validate("sagemaker", "CreateEndpointConfig", config), plan.endpoint
         )
 
-    def wait(self, sm_client, name: str, *, logs_client=None, progress: bool = True) -> dict:
+    def wait(self, sm_client: Any, name: str, *, logs_client: Any = None, progress: bool = True) -> dict[str, Any]:
         described = super().wait(sm_client, name, progress=False)  # the emulator keeps no endpoint logs
         self._servers.pop(name, None)
         local = self.local.start_local_endpoint(name, sm_client, self.s3, calls=self.calls)
@@ -291,14 +296,14 @@ class LocalHosting(hosting.SageMakerHosting):
             )
         return described
 
-    def created(self, sm_client, name: str) -> dict:
+    def created(self, sm_client: Any, name: str) -> dict[str, Any]:
         return self.wait(sm_client, name)  # a local endpoint exists once its process runs: always waited for
 
     def served(self, name: str) -> tuple[str | None, list[str]]:
         server = [self._servers[name]] if name in self._servers else []
         return self._urls.get(name), [*self._notes.get(name, []), *self._limits.get(name, []), *server]
 
-    def update_endpoint(self, sm_client, request: dict) -> str:
+    def update_endpoint(self, sm_client: Any, request: dict[str, Any]) -> str:
         """The emulator has no UpdateEndpoint: the request is validated, recorded and answered here, the
         emulator's endpoint record is pointed at the new config, and the local endpoint's process is
         replaced once its successor is ready (``Rehearsal.start_local_endpoint(..., replace=True)``)."""
@@ -322,16 +327,23 @@ class LocalHosting(hosting.SageMakerHosting):
             "automatic rollback on an alarm); the emulator has no UpdateEndpoint, so the request was validated "
             "by botocore and recorded, and the local process replaced in its place.",
         ]
-        return arn["EndpointArn"]
+        return cast(str, arn["EndpointArn"])
 
-    def offload_lines(self, logs_client, name: str) -> tuple[list[hosting.OffloadLine], str]:
+    def offload_lines(self, logs_client: Any, name: str) -> tuple[list[hosting.OffloadLine], str]:
         log = self.local.endpoint_log(name)
         found = (hosting.parse_offload(line, log.name) for line in log.read_text(errors="replace").splitlines())
         return [line for line in found if line], f"the local adapter's log {log} (no GPU here: 0 layers offloaded)"
 
     def transform(
-        self, sm_client, s3_client, request: dict, *, run=None, endpoint_name: str | None = None, progress: bool = True
-    ) -> tuple[dict, list[str]]:
+        self,
+        sm_client: Any,
+        s3_client: Any,
+        request: dict[str, Any],
+        *,
+        run: Callable[..., dict[str, Any]] | None = None,
+        endpoint_name: str | None = None,
+        progress: bool = True,
+    ) -> tuple[dict[str, Any], list[str]]:
         """The emulator records a transform job (Completed at once) but runs nothing: here the local process
         of ``endpoint_name``, which serves the job's model, answers every record of the input in S3, one
         request each (SplitType Line, BatchStrategy SingleRecord, the job's ContentType and Accept), and
@@ -355,7 +367,7 @@ class LocalHosting(hosting.SageMakerHosting):
         ]
 
 
-def run_records(s3_client, request: dict, url: str) -> int:
+def run_records(s3_client: Any, request: dict[str, Any], url: str) -> int:
     """Each line of each input object POSTed to ``url``/invocations, the answers written beside as ``.out``."""
     import urllib.error
     import urllib.request
