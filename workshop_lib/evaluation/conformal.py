@@ -67,7 +67,11 @@ def coverage(
 
 
 def resampled_coverage(
-    groups: Sequence[tuple[Sequence[Sequence[float]], Sequence[int]]], alpha: float, *, rounds: int = 200, seed: int = 0
+    groups: Sequence[tuple[Sequence[Sequence[float] | np.ndarray], Sequence[int]]],
+    alpha: float,
+    *,
+    rounds: int = 200,
+    seed: int = 0,
 ) -> dict[str, float | int] | None:
     """The sets' coverage on answers their threshold was not fitted on, over many random splits: in each round
     every group's answers (a profile's probability rows and labelled answers) are shuffled and halved, the

@@ -13,18 +13,23 @@ is asserted about them: a small model's accuracy is not the point.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from decision_contract.names import CLOZE, READOUTS
 
+from ..client import EndpointClient
 from ..display import DecisionView
 from ..errors import WorkshopError
 from . import conformal
 from .order_study import heldout_calibration, mode_figures
 from .profiles import DEFAULT_ALPHA, CalibrationFileError, calibration_document, labelled, write_document
-from .runner import Run, run_decisions
+from .runner import Run, TaskResult, run_decisions
 from .tasks import Task, resolve_tasks
 from .temperature import softmax
 
@@ -57,7 +62,9 @@ class ReadoutsView(DecisionView):
         return out
 
 
-def ask_each_readout(client, body: Mapping, readouts: Sequence[str] = READOUTS) -> ReadoutsView:
+def ask_each_readout(
+    client: EndpointClient, body: Mapping[str, Any], readouts: Sequence[str] = READOUTS
+) -> ReadoutsView:
     """The decision ``body`` asked once with each readout (its id gets the readout's name), side by side."""
     answers = [
         client.decide({**body, "id": f"{body.get('id', 'decision')} ({r})", "readout": r}) for r in _check(readouts)
@@ -65,7 +72,9 @@ def ask_each_readout(client, body: Mapping, readouts: Sequence[str] = READOUTS) 
     return ReadoutsView(answers, latency=False)
 
 
-def run_readout(client, tasks: Sequence[Task], readout: str, *, order: str = "original", progress: bool = True) -> Run:
+def run_readout(
+    client: EndpointClient, tasks: Sequence[Task], readout: str, *, order: str = "original", progress: bool = True
+) -> Run:
     """Every task once with ``readout`` in order mode ``as_given`` (whatever the server's default mode), the
     options presented in ``order``, at temperature 1 (no profile)."""
     run = run_decisions(
@@ -86,14 +95,14 @@ def chance(tasks: Sequence[Task]) -> float | None:
     return statistics.mean(1.0 / len(t.options) for t in tasks) if tasks else None
 
 
-def prediction_sets(doc: Mapping) -> dict:
+def prediction_sets(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The kept prediction sets of a calibration document: how many profiles keep one, and their coverage and
     mean size on the fitting answers (weighted by the held-out answers each was fitted on)."""
     kept = [p["conformal"] for p in doc["profiles"].values() if (p.get("conformal") or {}).get("kept")]
     if not kept:
         return {"kept": 0, "coverage": None, "set_size": None, "alpha": doc.get("alpha")}
     weights = [c["heldout_n"] for c in kept]
-    mean = lambda key: sum(c[key] * w for c, w in zip(kept, weights)) / sum(weights)  # noqa: E731
+    mean: Callable[[str], float] = lambda key: sum(c[key] * w for c, w in zip(kept, weights)) / sum(weights)  # noqa: E731
     return {
         "kept": len(kept),
         "coverage": mean("fit_coverage"),
@@ -102,12 +111,12 @@ def prediction_sets(doc: Mapping) -> dict:
     }
 
 
-def resampled_sets(results, doc: Mapping) -> dict | None:
+def resampled_sets(results: Iterable[TaskResult], doc: Mapping[str, Any]) -> dict[str, float | int] | None:
     """The prediction sets' coverage judged on answers their threshold was not fitted on
     (``conformal.resampled_coverage``): every labelled answer of the run, by profile, at the temperature the
     document serves for it; the served split's 18 or so fitting answers are too few to read a coverage on."""
     served = {name: p["temperature"] if p["kept"] else 1.0 for name, p in doc["profiles"].items()}
-    groups: dict[str, tuple[list, list]] = {}
+    groups: dict[str, tuple[list[np.ndarray], list[int]]] = {}
     for row in filter(None, map(labelled, results)):
         rows, targets = groups.setdefault(row.profile, ([], []))
         rows.append(softmax(row.log_probs, served.get(row.profile, 1.0)))
@@ -124,7 +133,7 @@ class ReadoutStudy:
     chance: float | None
     alpha: float = DEFAULT_ALPHA
 
-    def calibration(self, readout: str) -> dict | None:
+    def calibration(self, readout: str) -> dict[str, Any] | None:
         """The ``calibration.json`` this readout's run gives, or None when it has nothing to fit on."""
         try:
             return calibration_document(
@@ -158,7 +167,7 @@ class ReadoutStudy:
         n = sum(len(run.results) for pair in self.by_readout.values() for run in pair)
         return f"{n} answers with {len(self.by_readout)} readouts, each valid" if self.ok else self.problem
 
-    def save_calibration(self, path, readout: str):
+    def save_calibration(self, path: str | Path, readout: str) -> Path:
         """Write ``readout``'s ``calibration.json`` to ``path`` (a folder gets the file inside it)."""
         doc = self.calibration(readout) if readout in self.by_readout else None
         if doc is None:
@@ -169,10 +178,10 @@ class ReadoutStudy:
         return write_document(doc, path)
 
     @cached_property
-    def figures(self) -> dict[str, dict]:
+    def figures(self) -> dict[str, dict[str, Any]]:
         """Per readout: its runs' figures, the calibration it gives and that calibration's sets (fitted and
         resampled once: ``text()``, the benchmark and the notebook read them again)."""
-        out = {}
+        out: dict[str, dict[str, Any]] = {}
         for readout, (original, reversed_run) in self.by_readout.items():
             f = mode_figures(original, reversed_run)
             f.pop("sensitivity", None), f.pop("risk_coverage", None), f.pop("mode", None)
@@ -187,7 +196,7 @@ class ReadoutStudy:
         return out
 
     def text(self) -> str:
-        def num(v, fmt=".3f"):
+        def num(v: float | None, fmt: str = ".3f") -> str:
             return "-" if v is None else format(v, fmt)
 
         lines = [
@@ -236,8 +245,8 @@ class ReadoutStudy:
 
 
 def measure_readouts(
-    client,
-    tasks=None,
+    client: EndpointClient,
+    tasks: str | Path | Iterable[Task] | None = None,
     *,
     readouts: Sequence[str] = READOUTS,
     limit: int | None = None,
