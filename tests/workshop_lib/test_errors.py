@@ -52,7 +52,7 @@ KEPT = {
     "local.dlc_rules.LauncherError",
     "local.processes.ServerFailedToStart",
     "local.rehearsal.RehearsalError",
-    "local.openai_route.Refusal",  # the rehearsal's route answers it as AWS's HTTP refusal
+    "local.route_stand_in.Refusal",  # the rehearsal's route answers it as AWS's HTTP refusal
     "client.jev.SystemOneFormatError",
     "client.openai_decisions.DecisionsFormatError",
     "client.chat_decisions.ChatDecisionFormatError",

@@ -1,5 +1,5 @@
-"""SageMaker's OpenAI-compatible route: the caller's transport (workshop_lib/client/openai_route.py) and the
-rehearsal's route (workshop_lib/local/openai_route.py), with real tokens from the SageMaker Python SDK.
+"""SageMaker's OpenAI-compatible route: the caller's transport (workshop_lib/client/route_stand_in.py) and the
+rehearsal's route (workshop_lib/local/route_stand_in.py), with real tokens from the SageMaker Python SDK.
 
 The token checks run in-process on tokens ``generate_token`` minted (and on tokens broken one way each). Then
 the official ``openai`` library goes through the rehearsal's route process to a real adapter: the module's one
@@ -26,13 +26,13 @@ from workshop_lib.aws import iam, operator_policies, policies
 from workshop_lib.client import EndpointClient, LocalTransport, decision, openai_decisions
 from workshop_lib.client import openai_route as client_route
 from workshop_lib.errors import InvalidInput
-from workshop_lib.local import openai_route, permissions
+from workshop_lib.local import permissions, route_stand_in
 from workshop_lib.local.modes import CALL_LOG, FAKE_CREDENTIALS, emulator_session
 from workshop_lib.local.rehearsal import Rehearsal, RehearsalError
 
 REGION = "us-east-1"
 ENDPOINT = "decision-workshop-route"
-SECRETS = openai_route.LOCAL_SECRETS
+SECRETS = route_stand_in.LOCAL_SECRETS
 
 
 def token(region: str = REGION, expiry_s: int = 600, session=None) -> str:
@@ -44,16 +44,16 @@ def bearer(value: str) -> str:
 
 
 def presigned(token_value: str) -> str:
-    return base64.b64decode(token_value.removeprefix(openai_route.TOKEN_PREFIX)).decode()
+    return base64.b64decode(token_value.removeprefix(route_stand_in.TOKEN_PREFIX)).decode()
 
 
 def repacked(url: str) -> str:
-    return openai_route.TOKEN_PREFIX + base64.b64encode(url.encode()).decode()
+    return route_stand_in.TOKEN_PREFIX + base64.b64encode(url.encode()).decode()
 
 
-def refusal(authorization, **options) -> openai_route.Refusal:
-    with pytest.raises(openai_route.Refusal) as refused:
-        openai_route.check_token(authorization, secrets=SECRETS, region=options.pop("region", REGION), **options)
+def refusal(authorization, **options) -> route_stand_in.Refusal:
+    with pytest.raises(route_stand_in.Refusal) as refused:
+        route_stand_in.check_token(authorization, secrets=SECRETS, region=options.pop("region", REGION), **options)
     return refused.value
 
 
@@ -108,14 +108,14 @@ def test_a_token_is_minted_again_only_near_its_end():
 
 
 def test_a_token_the_sdk_minted_passes_and_names_its_signer():
-    signer = openai_route.check_token(bearer(token()), secrets=SECRETS, region=REGION)
+    signer = route_stand_in.check_token(bearer(token()), secrets=SECRETS, region=REGION)
     assert signer.access_key == FAKE_CREDENTIALS["aws_access_key_id"] and signer.region == REGION
 
 
 def test_a_token_minted_with_a_session_token_passes_too():
     session = boto3.session.Session(aws_session_token="a-session-token", **FAKE_CREDENTIALS)
     assert "X-Amz-Security-Token=a-session-token" in presigned(token(session=session))
-    assert openai_route.check_token(bearer(token(session=session)), secrets=SECRETS, region=REGION)
+    assert route_stand_in.check_token(bearer(token(session=session)), secrets=SECRETS, region=REGION)
 
 
 @pytest.mark.parametrize(
@@ -124,7 +124,7 @@ def test_a_token_minted_with_a_session_token_passes_too():
         (None, "MissingToken"),
         ("Basic abc", "MissingToken"),
         (bearer("sk-not-sagemakers"), "MalformedToken"),
-        (bearer(openai_route.TOKEN_PREFIX + "not base64!"), "MalformedToken"),
+        (bearer(route_stand_in.TOKEN_PREFIX + "not base64!"), "MalformedToken"),
     ],
 )
 def test_no_token_or_a_malformed_one_is_401(authorization, code):
@@ -157,7 +157,7 @@ def test_an_expired_token_is_401():
     later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=601)
     refused = refusal(bearer(token(expiry_s=600)), now=later)
     assert (refused.status, refused.code) == (401, "ExpiredToken")
-    assert openai_route.check_token(bearer(token(expiry_s=700)), secrets=SECRETS, region=REGION, now=later)
+    assert route_stand_in.check_token(bearer(token(expiry_s=700)), secrets=SECRETS, region=REGION, now=later)
 
 
 def test_a_token_for_another_region_is_403_naming_both():

@@ -12,7 +12,7 @@ request, at most 12 h long) and needs ``sagemaker:CallWithBearerToken`` and ``sa
     decide(client, "I was charged twice.", "Which team?", {"billing": "Billing", "tech": "Tech support"}).choice
 
 The token is minted again before it runs out (``BearerToken``), so a long-lived client keeps working. The
-local rehearsal serves the same path with the same token check (``workshop_lib.local.openai_route``): the
+local rehearsal serves the same path with the same token check (``workshop_lib.local.route_stand_in``): the
 same call with its ``base_url`` reaches a local endpoint.
 """
 

@@ -339,7 +339,7 @@ class EmulatorProcess(ServerProcess):
 
 
 class RouteProcess(ServerProcess):
-    """SageMaker's OpenAI-compatible route for a rehearsal's local endpoints (``openai_route``): it reads the
+    """SageMaker's OpenAI-compatible route for a rehearsal's local endpoints (``route_stand_in``): it reads the
     rehearsal's ``registry`` for each request, so it follows the endpoints as they start, stop and are replaced."""
 
     ready_path = "/ping"
@@ -351,7 +351,7 @@ class RouteProcess(ServerProcess):
     def command(self) -> list[str]:
         return [
             sys.executable,
-            *("-m", "workshop_lib.local.openai_route", "--registry", str(self.registry)),
+            *("-m", "workshop_lib.local.route_stand_in", "--registry", str(self.registry)),
             *("--region", self.region, "--port", str(self.port)),
         ]
 

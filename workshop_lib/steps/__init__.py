@@ -95,7 +95,7 @@ from .deploy import (
     set_capture_percent,
     set_endpoint_ttl,
 )
-from .endpoint_clients import client
+from .endpoint_clients import client, route_client
 from .invoke import (
     builder_default,
     builder_request,
@@ -212,6 +212,7 @@ __all__ = [
     "remove_autoscaling",
     "remove_scale_to_zero",
     "resolve_dlc",
+    "route_client",
     "run_transform",
     "running_endpoints",
     "scale_to_zero_refusal",

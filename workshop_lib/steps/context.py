@@ -60,6 +60,7 @@ READ_ONLY = frozenset(
         "resolve_dlc",
         "llama_settings",
         "client",
+        "route_client",  # a client; the bearer token it mints is not stored in AWS
         "decision_image",
         "refuse_mutable_tag",
         "placement",

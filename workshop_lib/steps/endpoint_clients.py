@@ -1,5 +1,6 @@
 """A client for each of the workshop's endpoints (SageMaker runtime on AWS, the local adapter's URL
-locally), what each endpoint is, and whether a chat answer came from llama-server (``answered_by``).
+locally), an ``openai`` client through SageMaker's OpenAI-compatible route (``route_client``), what each endpoint
+is, and whether a chat answer came from llama-server (``answered_by``).
 """
 
 from __future__ import annotations
@@ -8,12 +9,15 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import boto3
 from botocore.exceptions import ClientError
 
 from ..client.endpoint import ChatResult, EndpointClient
+from ..client.openai_route import ROUTE_PATH, openai_client
 from ..errors import StepError, StepNotRun
 from ..local import dlc_server
 from ..local.capture_stand_in import capture_locally
+from ..local.modes import emulator_session
 from ..local.rehearsal import LLAMA_SERVER, RehearsalError, RoutedTransport
 from .context import Workshop
 
@@ -47,6 +51,25 @@ def client(workshop: Workshop, name: str) -> EndpointClient:
         return captured
     require_in_service(workshop, name, kind, notebook)
     return EndpointClient.sagemaker(name, config.region)
+
+
+def route_client(workshop: Workshop, name: str, **options: Any) -> Any:
+    """An ``openai.OpenAI`` client for endpoint ``name`` through SageMaker's OpenAI-compatible route, with a bearer
+    token: on AWS the route itself, the token minted from the default credentials; locally the rehearsal's stand-in
+    for the route (local/route_stand_in.py), the token minted the same way from the emulator's credentials.
+    ``options``: the ``openai.OpenAI`` arguments (``max_retries``, ``timeout``)."""
+    config = workshop.config
+    if config.mode == "local":
+        workshop.clients  # no emulator: notebook 00 comes first, and this says so
+        try:
+            front = workshop.rehearsal.openai_route_url()
+        except RehearsalError as exc:
+            kind, notebook = endpoint_kind(workshop, name)
+            raise StepNotRun(notebook, f"{kind}, {name}, is not reachable through the route: {exc}") from None
+        return openai_client(
+            name, config.region, emulator_session(), base_url=front + ROUTE_PATH.format(name=name), **options
+        )
+    return openai_client(name, config.region, boto3.session.Session(region_name=config.region), **options)
 
 
 def require_in_service(workshop: Workshop, name: str, kind: str, notebook: str) -> None:

@@ -35,7 +35,7 @@ from workshop_lib.aws import codebuild as builds
 from workshop_lib.config import ENV_VARS, LOCAL_ROLE_ARN, WorkshopConfig
 from workshop_lib.errors import InvalidInput
 from workshop_lib.examples import SUPPORT_ROUTE
-from workshop_lib.local import iam_needs, modes, openai_route, permissions, rehearsal
+from workshop_lib.local import iam_needs, modes, permissions, rehearsal
 from workshop_lib.steps.policy_files import PolicyFiles, policy_folder
 from workshop_lib.steps.setup import tag_bucket
 
@@ -475,7 +475,7 @@ def notebook_flow(ws) -> permissions.Audit:
         made.option_ids == tuple(o["id"] for o in SUPPORT_ROUTE["options"]) and abs(sum(made.probabilities) - 1) < 1e-6
     )
     # 05 also asks through SageMaker's OpenAI-compatible route: the rehearsal's route checks the token and the grant
-    routed = openai_route.route_client(ws.clients.mode, steps.decision_endpoint(ws), c.region, max_retries=0)
+    routed = steps.route_client(ws, steps.decision_endpoint(ws), max_retries=0)
     hello = [{"role": "user", "content": "Hello"}]
     assert routed.chat.completions.create(model="local", messages=hello, max_tokens=2).choices
     assert steps.put_alarms(ws).ok and steps.update_endpoint(ws, progress=False).ok  # notebook 07

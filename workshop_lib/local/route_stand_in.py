@@ -1,4 +1,4 @@
-"""SageMaker's OpenAI-compatible route in the local rehearsal: ``POST /endpoints/<name>/openai/v1/chat/completions``
+"""The rehearsal's stand-in for SageMaker's OpenAI-compatible route: ``POST /endpoints/<name>/openai/v1/chat/completions``
 on a loopback port, checked as AWS checks it as far as the rehearsal can, then passed to the local endpoint's
 own ``/v1/chat/completions`` (a streamed answer streams through).
 
@@ -38,10 +38,10 @@ from botocore.credentials import Credentials
 
 from ..aws import iam
 from ..aws.policies import OPERATOR
-from ..client.openai_route import MAX_TOKEN_S, ROUTE_PATH, openai_client
+from ..client.openai_route import MAX_TOKEN_S, ROUTE_PATH
 from ..errors import AwsFailure
 from .iam_needs import needed
-from .modes import CALL_LOG, FAKE_CREDENTIALS, LocalMode, emulator_session
+from .modes import CALL_LOG, FAKE_CREDENTIALS
 from .permissions import ADMINISTRATOR, ATTACHED_FILE, AttachedPolicies, caller_arn, persona
 from .processes import group_alive
 
@@ -328,22 +328,6 @@ class RouteServer(ThreadingHTTPServer):
     def __init__(self, port: int, registry: Path, region: str):
         super().__init__(("127.0.0.1", port), RouteHandler)
         self.registry, self.home, self.region = registry, registry.parent, region
-
-
-# ---- the client, whichever mode the workshop is in ------------------------------------------------------------
-
-
-def route_client(mode: Any, endpoint_name: str, region: str, **options: Any) -> Any:
-    """An ``openai.OpenAI`` client for endpoint ``endpoint_name`` through SageMaker's OpenAI-compatible route: on
-    AWS the route itself, with a token from the default credentials; in the local rehearsal (``mode`` a
-    ``LocalMode``) the rehearsal's route, with a token minted the same way from the local emulator's credentials."""
-    if isinstance(mode, LocalMode):
-        front = mode.rehearsal.openai_route_url()
-        base_url = front + ROUTE_PATH.format(name=endpoint_name)
-        return openai_client(endpoint_name, region, emulator_session(), base_url=base_url, **options)
-    import boto3
-
-    return openai_client(endpoint_name, region, boto3.session.Session(region_name=region), **options)
 
 
 def main(argv: list[str] | None = None) -> None:
