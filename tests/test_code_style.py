@@ -1,5 +1,6 @@
 """The code holds to the tools the field runs on every change, as pyproject.toml configures them: ruff's lint
-rules and its formatting, and mypy's types (strict on the modules typed through, mypy's defaults on the rest)."""
+rules and its formatting, and mypy's strict types on every module of the adapter, the contract and the
+workshop library."""
 
 from __future__ import annotations
 
