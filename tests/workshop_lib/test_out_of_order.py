@@ -87,6 +87,7 @@ def test_before_notebook_00_every_step_names_00_and_07_has_nothing_to_clean(loca
     assert refused(steps.build_decision_image, notebook(), "cpu", progress=False).notebook == "00_setup"
     assert refused(steps.deploy_standard, notebook(), progress=False).notebook == "00_setup"
     assert refused(steps.decision_client, notebook()).notebook == "00_setup"
+    assert refused(steps.route_client, notebook(), "any-endpoint").notebook == "00_setup"
     assert steps.standard_client(notebook()) is None  # 06 runs on without its letter-probability baseline
     skipped = capsys.readouterr().out
     assert skipped.startswith("letter-probability baseline skipped: ") and skipped.count("\n") == 1
@@ -122,6 +123,8 @@ def test_steps_out_of_order_name_their_notebook_and_what_07_deleted_is_not_reuse
         "is not running locally: run notebook 04_deploy_decision_endpoints first"
     )
     assert refused(steps.client, notebook(), config.standard_endpoint_name).notebook == "02_deploy_standard_endpoint"
+    # SageMaker's OpenAI-compatible route runs locally with the endpoints: none yet, so the notebook that deploys one
+    assert refused(steps.route_client, notebook(), config.cpu_endpoint_name).notebook == "04_deploy_decision_endpoints"
 
     model_data_url = packaged(notebook())
     missing_image = refused(steps.deploy_decision_cpu, notebook(), progress=False)  # 04 before 03
