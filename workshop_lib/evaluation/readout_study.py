@@ -13,7 +13,7 @@ is asserted about them: a small model's accuracy is not the point.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -102,7 +102,10 @@ def prediction_sets(doc: Mapping[str, Any]) -> dict[str, Any]:
     if not kept:
         return {"kept": 0, "coverage": None, "set_size": None, "alpha": doc.get("alpha")}
     weights = [c["heldout_n"] for c in kept]
-    mean: Callable[[str], float] = lambda key: sum(c[key] * w for c, w in zip(kept, weights)) / sum(weights)  # noqa: E731
+
+    def mean(key: str) -> float:
+        return float(sum(c[key] * w for c, w in zip(kept, weights)) / sum(weights))
+
     return {
         "kept": len(kept),
         "coverage": mean("fit_coverage"),
