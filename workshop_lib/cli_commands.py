@@ -19,7 +19,7 @@ from typing import Any
 
 from . import demo, examples, steps
 from .aws import capture, endpoints, images, instance_types
-from .aws.codebuild import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
+from .aws.build_projects import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
 from .aws.requests_sent import requests_text
 from .client.endpoint import EndpointClient
 from .config import ENV_VARS, WorkshopConfig, default_path

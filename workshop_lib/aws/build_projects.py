@@ -1,7 +1,7 @@
 """What a CodeBuild job of the workshop is, as pure builders: the two projects, their source zip, the
 start-build requests and their environment, the decision image's repository, and the names and inputs
 those requests take (pinned, checked). Each request is checked by botocore (``calls.validate``) plus the
-rules botocore does not check. ``builds`` sends them.
+rules botocore does not check. ``codebuild`` sends them.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ the repository and uploads to S3 under a content-addressed key: the image build
 needs ``container/`` as its Docker build context, which an inline buildspec
 (``NO_SOURCE``) could not provide.
 
-The pure builders are in ``build_requests`` (request dicts checked by botocore plus the rules
-botocore does not check). The senders here take boto3 clients and do one thing each;
+The pure builders are in ``build_projects`` (request dicts checked by botocore plus the rules
+botocore does not check), with the names callers read: the projects, the buildspecs, the source
+prefix, the tarball. The senders here take boto3 clients and do one thing each;
 ``package_model_in_codebuild`` and ``build_decision_image`` chain them into the two flows the
 notebooks run.
 
@@ -482,15 +483,3 @@ def build_decision_image(
             "someone pushed to this repository meanwhile: inspect it before deploying"
         )
     return pinned
-
-
-# With the names built in build_projects that the steps and the tests read from here; packed, since one name a
-# line would take this module past the line limit.
-__all__ = [
-    "IMAGE_BUILD_BUILDSPEC", "IMAGE_BUILD_PROJECT", "MANIFEST_NAME", "MODEL_PACKAGE_BUILDSPEC",
-    "MODEL_PACKAGE_PROJECT", "REPO_VARIABLE", "SOURCE_PREFIX", "TARBALL_NAME", "CodeBuildRunner", "PackagedModel",
-    "build_decision_image", "check_manifest", "default_repo_root", "describe_manifest", "ensure_ecr_repository",
-    "ensure_project", "exported_variables", "image_build_env", "image_digest", "log_tail", "model_package_env",
-    "package_model_in_codebuild", "parse_s3_uri", "read_manifest", "start_build", "upload_package", "upload_source",
-    "wait_for_build",
-]  # fmt: skip

@@ -30,7 +30,8 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
 from ..aws import calls, endpoints, hosting, images, instance_types, transform
-from ..aws.codebuild import MODEL_PACKAGE_PROJECT, CodeBuildRunner, ensure_project, parse_s3_uri, upload_package
+from ..aws.build_projects import MODEL_PACKAGE_PROJECT, parse_s3_uri
+from ..aws.codebuild import CodeBuildRunner, ensure_project, upload_package
 from ..errors import AwsFailure, InvalidInput
 from ..models import EMBEDDED_MODEL, ModelSpec, embedded_gguf_path
 from ..packaging import CALIBRATION_NAME, package_local

@@ -10,7 +10,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..aws import hosting, policies, spend_guard, teardown, updates
-from ..aws.codebuild import parse_s3_uri
+from ..aws.build_projects import parse_s3_uri
 from ..aws.inference_components import ZERO_ENDPOINT
 from ..errors import StepError
 from ..local import permissions

@@ -16,7 +16,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..aws import codebuild, images
+from ..aws import build_projects, images
 from ..aws.policies import CODEBUILD_ROLE_NAME
 from ..aws.requests_sent import RequestRecorder, SentRequest, requests_html, requests_text
 from ..aws.session import Clients
@@ -353,7 +353,7 @@ class Workshop:
         look-up itself fails or is refused (the step that uses the value then shows why)."""
         try:
             if value.startswith("s3://"):
-                bucket, key = codebuild.parse_s3_uri(value)
+                bucket, key = build_projects.parse_s3_uri(value)
                 self.clients.s3.head_object(Bucket=bucket, Key=key)
             elif "@sha256:" in value and ".dkr.ecr." in value:
                 ref = images.parse_image_uri(value)

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..aws import codebuild, hygiene, images
+from ..aws import build_projects, codebuild, hygiene, images
 from ..aws.deploy_spec import DeploySpec, plan_for
 from ..deploy_paths import DEFAULT_DECISION, deploy_path, for_image
 from .context import Shown, Text, Workshop, on_path, require_bucket, require_codebuild_role, shows_requests
@@ -75,7 +75,7 @@ def build_decision_image(
     require_bucket(workshop)
     require_codebuild_role(workshop)
     base = images.parse_image_uri(base_image) if base_image else resolved_dlc(workshop, path.dlc_variant)
-    kept = hygiene.keep_logs(c.logs, f"/aws/codebuild/{codebuild.IMAGE_BUILD_PROJECT}")
+    kept = hygiene.keep_logs(c.logs, f"/aws/codebuild/{build_projects.IMAGE_BUILD_PROJECT}")
     assert path.dockerfile is not None  # every path with an image names its Dockerfile
     tag: dict[str, Any] = {"image_tag": image_tag} if image_tag else {}
     pinned = codebuild.build_decision_image(
@@ -89,13 +89,13 @@ def build_decision_image(
         source_bucket=config.bucket,
         dockerfile=path.dockerfile,
         repository_name=config.ecr_repository,
-        source_prefix=f"{config.prefix}/{codebuild.SOURCE_PREFIX}",
+        source_prefix=f"{config.prefix}/{build_projects.SOURCE_PREFIX}",
         progress=progress,
         runner=c.builds,
         **tag,
     )
     workshop.remember(**{f"decision_image_{variant}": pinned.uri})
-    limits = c.builds.not_exercised(codebuild.IMAGE_BUILD_PROJECT)
+    limits = c.builds.not_exercised(build_projects.IMAGE_BUILD_PROJECT)
     return ImageResult(
         variant, pinned.uri, base.uri, time.perf_counter() - started, [note for note in (limits, kept) if note]
     )

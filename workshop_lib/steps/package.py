@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..aws import codebuild, hygiene
+from ..aws import build_projects, codebuild, hygiene
 from ..evaluation.profiles import LETTERS, read_document
 from ..evaluation.served import served_readout
 from .context import (
@@ -70,7 +70,7 @@ def package_model(
     require_codebuild_role(workshop)
     if model_s3_uri:  # refused before any build: the CodeBuild role may write only the workshop's model folder
         config.check_model_uri(model_s3_uri, "model_s3_uri")
-    kept = hygiene.keep_logs(c.logs, f"/aws/codebuild/{codebuild.MODEL_PACKAGE_PROJECT}")
+    kept = hygiene.keep_logs(c.logs, f"/aws/codebuild/{build_projects.MODEL_PACKAGE_PROJECT}")
     packaged = codebuild.package_model_in_codebuild(
         c.codebuild,
         c.s3,
@@ -78,14 +78,14 @@ def package_model(
         model_s3_uri=model_s3_uri or config.s3_uri("model"),
         service_role_arn=config.codebuild_role_arn,
         source_bucket=config.bucket,
-        source_prefix=f"{config.prefix}/{codebuild.SOURCE_PREFIX}",
+        source_prefix=f"{config.prefix}/{build_projects.SOURCE_PREFIX}",
         progress=progress,
         runner=c.builds,
         calibration=calibration,
         region=config.region,
     )
     workshop.remember(model_data_url=packaged.model_data_url)
-    limits = c.builds.not_exercised(codebuild.MODEL_PACKAGE_PROJECT)
+    limits = c.builds.not_exercised(build_projects.MODEL_PACKAGE_PROJECT)
     return PackageResult(
         packaged.model_data_url,
         packaged.manifest,
@@ -103,7 +103,7 @@ def verify_package(workshop: Workshop, model_data_url: str | None = None) -> Tex
     url = model_data_url or workshop.recall("model_data_url", PACKAGE_NOTEBOOK, check=True)
     spec = model_spec(workshop)
     manifest = codebuild.check_manifest(codebuild.read_manifest(c.s3, url), spec)
-    bucket, key = codebuild.parse_s3_uri(url)
+    bucket, key = build_projects.parse_s3_uri(url)
     size = c.s3.head_object(Bucket=bucket, Key=key)["ContentLength"]
     text = (
         f"verified: {url} ({size:,} bytes) holds {spec.gguf.path}; the manifest is in "
