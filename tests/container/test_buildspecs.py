@@ -18,8 +18,8 @@ from workshop_lib.aws.images import DLC_PINS, parse_image_uri
 from workshop_lib.errors import InvalidInput
 from workshop_lib.models import PINNED_MODEL
 
-MODEL_PACKAGE = REPO_ROOT / codebuild.MODEL_PACKAGE_BUILDSPEC
-IMAGE_BUILD = REPO_ROOT / codebuild.IMAGE_BUILD_BUILDSPEC
+MODEL_PACKAGE = REPO_ROOT / build_projects.MODEL_PACKAGE_BUILDSPEC
+IMAGE_BUILD = REPO_ROOT / build_projects.IMAGE_BUILD_BUILDSPEC
 REGION = "us-east-1"
 BASE = f"763104351884.dkr.ecr.{REGION}.amazonaws.com/llama-cpp@sha256:" + "12" * 32
 REPOSITORY = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/semif-llamacpp-dlc"
@@ -27,7 +27,7 @@ REPOSITORY = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/semif-llamacpp-dlc"
 
 def image_env(**changes) -> dict[str, str]:
     return {
-        **codebuild.image_build_env(parse_image_uri(BASE), parse_image_uri(REPOSITORY), "cpu-20250101-000000"),
+        **build_projects.image_build_env(parse_image_uri(BASE), parse_image_uri(REPOSITORY), "cpu-20250101-000000"),
         **changes,
     }
 
@@ -58,21 +58,21 @@ def test_model_package_exports_the_model_data_url():
 def test_library_overrides_are_buildspec_variables():
     model_vars = set(load_buildspec(MODEL_PACKAGE)["env"]["variables"])
     image_vars = set(load_buildspec(IMAGE_BUILD)["env"]["variables"])
-    assert set(codebuild.model_package_env(PINNED_MODEL, "s3://bucket/prefix/")) <= model_vars
+    assert set(build_projects.model_package_env(PINNED_MODEL, "s3://bucket/prefix/")) <= model_vars
     assert set(image_env()) <= image_vars
 
 
 def test_model_package_defaults_are_the_pinned_model():
     defaults = load_buildspec(MODEL_PACKAGE)["env"]["variables"]
-    pinned = codebuild.model_package_env(PINNED_MODEL, "s3://bucket/prefix/")
+    pinned = build_projects.model_package_env(PINNED_MODEL, "s3://bucket/prefix/")
     pinned.pop("MODEL_S3_URI")
     assert {k: defaults[k] for k in pinned} == pinned
 
 
 def test_buildspec_paths_and_scripts_exist():
     for relative in (
-        codebuild.MODEL_PACKAGE_BUILDSPEC,
-        codebuild.IMAGE_BUILD_BUILDSPEC,
+        build_projects.MODEL_PACKAGE_BUILDSPEC,
+        build_projects.IMAGE_BUILD_BUILDSPEC,
         *build_projects.REQUIRED_SOURCE_FILES,
     ):
         assert (REPO_ROOT / relative).is_file(), relative
@@ -120,7 +120,7 @@ def _build_args(call: list[str]) -> dict[str, str]:
 
 
 def test_image_build_gpu_dockerfile(tmp_path):
-    env = codebuild.image_build_env(
+    env = build_projects.image_build_env(
         parse_image_uri(BASE), parse_image_uri(REPOSITORY), "gpu-20250101-000000", "Dockerfile.gpu"
     )
     result = run_buildspec(IMAGE_BUILD, env, tmp_path)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.buildspec import REPO_ROOT, make_fake_hub, run_buildspec
-from workshop_lib.aws.codebuild import model_package_env
+from workshop_lib.aws.build_projects import model_package_env
 from workshop_lib.models import ModelFile, ModelSpec, TokenizerSource
 from workshop_lib.packaging import build_manifest, extract_model
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from workshop_lib import display, steps
-from workshop_lib.aws import codebuild as builds
+from workshop_lib.aws import build_projects
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.errors import StepNotRun
 from workshop_lib.local import rehearsal
@@ -53,8 +53,8 @@ def refused(call, *args, **kwargs) -> StepNotRun:
 def packaged(workshop: steps.Workshop) -> str:
     """What notebook 01 leaves behind (a model.tar.gz under the prefix, its URL recorded), without the
     packaging itself (tests/notebooks/test_rehearsal.py runs that): only its traces matter here."""
-    url = workshop.config.s3_uri("model", builds.TARBALL_NAME)
-    bucket, key = builds.parse_s3_uri(url)
+    url = workshop.config.s3_uri("model", build_projects.TARBALL_NAME)
+    bucket, key = build_projects.parse_s3_uri(url)
     with workshop.clients.acting_as(None):  # the test's doing, not a participant's call
         workshop.clients.s3.put_object(Bucket=bucket, Key=key, Body=b"stands in for the package")
     workshop.remember(model_data_url=url)
@@ -71,7 +71,7 @@ def run_cleanup(workshop: steps.Workshop) -> dict:
     }
     done["alarms"] = steps.delete_alarms(workshop)
     done["builds"] = steps.delete_build_resources(
-        workshop, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT], c.ecr_repository
+        workshop, [build_projects.MODEL_PACKAGE_PROJECT, build_projects.IMAGE_BUILD_PROJECT], c.ecr_repository
     )
     done["deadline_role"] = steps.delete_deadline_role(workshop)
     done["role"] = steps.delete_codebuild_role(workshop)

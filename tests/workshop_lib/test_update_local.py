@@ -15,7 +15,8 @@ import time
 import pytest
 
 from workshop_lib.aws import alarms, hosting, operator_policies, policy_scope, service_roles, teardown, updates
-from workshop_lib.aws.codebuild import MANIFEST_NAME, TARBALL_NAME, upload_package
+from workshop_lib.aws.build_projects import TARBALL_NAME
+from workshop_lib.aws.codebuild import upload_package
 from workshop_lib.aws.deploy_spec import DeploySpec, plan_for
 from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.client import EndpointClient
@@ -25,7 +26,7 @@ from workshop_lib.examples import SUPPORT_ROUTE
 from workshop_lib.local import group_alive, modes, permissions, rehearsal
 from workshop_lib.local.stand_ins import LocalHosting
 from workshop_lib.models import EMBEDDED_MODEL
-from workshop_lib.packaging import LocalPackage, package_local, sha256_of
+from workshop_lib.packaging import MANIFEST_NAME, LocalPackage, package_local, sha256_of
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,6 @@ import pytest
 
 from tests.support.buildspec import REPO_ROOT
 from workshop_lib.aws import build_projects, calls
-from workshop_lib.aws import codebuild as builds
 from workshop_lib.aws.images import DLC_PINS, MutableImageReference, parse_image_uri
 from workshop_lib.errors import AwsFailure, InvalidInput
 from workshop_lib.models import EMBEDDED_MODEL, PINNED_MODEL, ModelFile, ModelSpec, TokenizerSource
@@ -21,9 +20,9 @@ REPOSITORY = "123456789012.dkr.ecr.us-east-1.amazonaws.com/semif-llamacpp-dlc"
 
 
 def image_project(**kw):
-    return builds.project_request(
+    return build_projects.project_request(
         "decision-workshop-image-build",
-        buildspec=builds.IMAGE_BUILD_BUILDSPEC,
+        buildspec=build_projects.IMAGE_BUILD_BUILDSPEC,
         source_location="bucket/codebuild-source/source-x.zip",
         service_role_arn=ROLE,
         privileged=True,
@@ -52,9 +51,9 @@ def test_project_request_shape():
 
 
 def test_model_project_is_not_privileged():
-    request = builds.project_request(
+    request = build_projects.project_request(
         "decision-workshop-model-package",
-        buildspec=builds.MODEL_PACKAGE_BUILDSPEC,
+        buildspec=build_projects.MODEL_PACKAGE_BUILDSPEC,
         source_location="b/k.zip",
         service_role_arn=ROLE,
         tags={"team": "ml"},
@@ -64,7 +63,7 @@ def test_model_project_is_not_privileged():
 
 
 def test_update_request_validates_as_update_project():
-    update = builds.update_project_request(image_project())
+    update = build_projects.update_project_request(image_project())
     assert calls.validate("codebuild", "UpdateProject", update) is update
 
 
@@ -72,7 +71,7 @@ def test_builder_output_is_checked_by_botocore():
     request = image_project()
     request["environment"]["privilegedMod"] = True  # what a typo would look like
     with pytest.raises(InvalidInput, match="privilegedMod"):
-        builds.update_project_request(request)
+        build_projects.update_project_request(request)
 
 
 @pytest.mark.parametrize(
@@ -88,11 +87,11 @@ def test_project_request_refuses(kwargs, message):
     args.update(kwargs)
     name = args.pop("name")
     with pytest.raises(InvalidInput, match=message):
-        builds.project_request(name, **args)
+        build_projects.project_request(name, **args)
 
 
 def test_start_build_request_overrides_environment():
-    request = builds.start_build_request(
+    request = build_projects.start_build_request(
         "decision-workshop-image-build", {"IMAGE_TAG": "cpu-1", "BASE_IMAGE": BASE}, source_location="b/k.zip"
     )
     assert request["environmentVariablesOverride"] == [
@@ -103,19 +102,19 @@ def test_start_build_request_overrides_environment():
 
 
 def test_ecr_repository_request_is_immutable_and_scanned():
-    request = builds.ecr_repository_request("semif-llamacpp-dlc")
+    request = build_projects.ecr_repository_request("semif-llamacpp-dlc")
     assert request["imageTagMutability"] == "IMMUTABLE"
     assert request["imageScanningConfiguration"] == {"scanOnPush": True}
     assert {"Key": "created-by", "Value": "workshop_lib"} in request["tags"]
     with pytest.raises(InvalidInput, match="repository name"):
-        builds.ecr_repository_request("Semif_LlamaCpp")
+        build_projects.ecr_repository_request("Semif_LlamaCpp")
 
 
 # ---------------------------------------------------------------- model packaging inputs
 
 
 def test_model_package_env_for_the_pinned_model():
-    env = builds.model_package_env(PINNED_MODEL, "s3://bucket/semif-llamacpp/model.tar.gz")
+    env = build_projects.model_package_env(PINNED_MODEL, "s3://bucket/semif-llamacpp/model.tar.gz")
     assert env["GGUF_SHA256"] == PINNED_MODEL.gguf.sha256
     assert env["GGUF_SIZE"] == "3013027808"
     # the tokenizer by pattern at its pinned revision, as the published sample takes it
@@ -125,30 +124,30 @@ def test_model_package_env_for_the_pinned_model():
     )
     assert env["TOKENIZER_PATTERNS"] == "*.json *.jinja *.model *.txt"
     assert env["MODEL_S3_URI"] == "s3://bucket/semif-llamacpp/"
-    calls.validate("codebuild", "StartBuild", builds.start_build_request("p1", env))
+    calls.validate("codebuild", "StartBuild", build_projects.start_build_request("p1", env))
 
 
 def test_model_package_env_refuses_unpinned_or_unsupported_specs():
     unpinned = ModelSpec(name="x", gguf=ModelFile(path="x.gguf", repo="r/x", revision="1", role="gguf"))
     with pytest.raises(InvalidInput, match="no pinned size and sha256"):
-        builds.model_package_env(unpinned, "s3://bucket/p/")
+        build_projects.model_package_env(unpinned, "s3://bucket/p/")
     with pytest.raises(InvalidInput, match="package_local"):
-        builds.model_package_env(EMBEDDED_MODEL, "s3://bucket/p/")
+        build_projects.model_package_env(EMBEDDED_MODEL, "s3://bucket/p/")
     named = ModelSpec(
         name="x",
         gguf=PINNED_MODEL.gguf,
         extra_files=(ModelFile(path="a.json", repo="r/one", revision="1", role="tokenizer"),),
     )
     with pytest.raises(InvalidInput, match="by pattern"):
-        builds.model_package_env(named, "s3://bucket/p/")
+        build_projects.model_package_env(named, "s3://bucket/p/")
     odd = ModelSpec(name="x", gguf=PINNED_MODEL.gguf, tokenizer=TokenizerSource("r/x", "1", ("../*.json",)))
     with pytest.raises(InvalidInput, match="globs of plain names"):
-        builds.model_package_env(odd, "s3://bucket/p/")
+        build_projects.model_package_env(odd, "s3://bucket/p/")
     in_folder = ModelSpec(
         name="x", gguf=ModelFile(path="q4/x.gguf", repo="r/x", revision="1", role="gguf", size=1, sha256="0" * 64)
     )
     with pytest.raises(InvalidInput, match="plain names"):
-        builds.model_package_env(in_folder, "s3://bucket/p/")
+        build_projects.model_package_env(in_folder, "s3://bucket/p/")
 
 
 @pytest.mark.parametrize(
@@ -162,7 +161,7 @@ def test_model_package_env_refuses_unpinned_or_unsupported_specs():
     ],
 )
 def test_model_s3_prefix(uri, prefix):
-    assert builds.model_s3_prefix(uri) == prefix
+    assert build_projects.model_s3_prefix(uri) == prefix
 
 
 @pytest.mark.parametrize(
@@ -170,14 +169,14 @@ def test_model_s3_prefix(uri, prefix):
 )
 def test_model_s3_prefix_refuses(uri):
     with pytest.raises(InvalidInput):
-        builds.model_s3_prefix(uri)
+        build_projects.model_s3_prefix(uri)
 
 
 # ---------------------------------------------------------------- image build inputs
 
 
 def _build_env(base: str, repository: str, *args):
-    return builds.image_build_env(parse_image_uri(base), parse_image_uri(repository), *args)
+    return build_projects.image_build_env(parse_image_uri(base), parse_image_uri(repository), *args)
 
 
 def test_image_build_env():
@@ -220,8 +219,8 @@ def test_image_build_env_refuses():
 
 def test_default_image_tag():
     now = datetime.datetime(2025, 1, 2, 3, 4, 5)
-    assert builds.default_image_tag("Dockerfile.gpu", now) == "gpu-20250102-030405"
-    assert builds.default_image_tag("container/Dockerfile", now) == "cpu-20250102-030405"
+    assert build_projects.default_image_tag("Dockerfile.gpu", now) == "gpu-20250102-030405"
+    assert build_projects.default_image_tag("container/Dockerfile", now) == "cpu-20250102-030405"
 
 
 def test_failure_summary():
@@ -237,7 +236,7 @@ def test_failure_summary():
             },
         ],
     }
-    assert builds.failure_summary(build) == ("BUILD", "exit status 1")
+    assert build_projects.failure_summary(build) == ("BUILD", "exit status 1")
 
 
 # ---------------------------------------------------------------- source zip

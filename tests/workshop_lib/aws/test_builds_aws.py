@@ -23,6 +23,7 @@ from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
 from tests.support.buildspec import REPO_ROOT
+from workshop_lib.aws import build_projects
 from workshop_lib.aws import codebuild as builds
 from workshop_lib.aws.images import DLC_PINS, parse_image_uri
 from workshop_lib.errors import AwsFailure, InvalidInput
@@ -80,23 +81,23 @@ def push_image(ecr, repository: str, tag: str) -> str:
 
 def test_ensure_ecr_repository_creates_an_immutable_scanned_repository(clients):
     ecr = clients["ecr"]
-    uri = builds.ensure_ecr_repository(ecr, builds.ecr_repository_request("semif-llamacpp-dlc"))
+    uri = builds.ensure_ecr_repository(ecr, build_projects.ecr_repository_request("semif-llamacpp-dlc"))
     assert uri == f"123456789012.dkr.ecr.{REGION}.amazonaws.com/semif-llamacpp-dlc"
     repo = ecr.describe_repositories(repositoryNames=["semif-llamacpp-dlc"])["repositories"][0]
     assert repo["imageTagMutability"] == "IMMUTABLE"
     assert repo["imageScanningConfiguration"] == {"scanOnPush": True}
-    assert builds.ensure_ecr_repository(ecr, builds.ecr_repository_request("semif-llamacpp-dlc")) == uri
+    assert builds.ensure_ecr_repository(ecr, build_projects.ecr_repository_request("semif-llamacpp-dlc")) == uri
 
 
 def test_ensure_ecr_repository_refuses_an_existing_mutable_one(clients):
     clients["ecr"].create_repository(repositoryName="shared-repo", imageTagMutability="MUTABLE")
     with pytest.raises(AwsFailure, match="put-image-tag-mutability"):
-        builds.ensure_ecr_repository(clients["ecr"], builds.ecr_repository_request("shared-repo"))
+        builds.ensure_ecr_repository(clients["ecr"], build_projects.ecr_repository_request("shared-repo"))
 
 
 def test_image_digest_pins_the_pushed_tag_of_a_repository(clients):
     ecr = clients["ecr"]
-    uri = builds.ensure_ecr_repository(ecr, builds.ecr_repository_request("semif-llamacpp-dlc"))
+    uri = builds.ensure_ecr_repository(ecr, build_projects.ecr_repository_request("semif-llamacpp-dlc"))
     digest = push_image(ecr, "semif-llamacpp-dlc", "cpu-1")
     repository = parse_image_uri(uri)
     assert builds.image_digest(ecr, repository, "cpu-1").uri == f"{uri}@{digest}"
@@ -144,9 +145,9 @@ def test_upload_source(clients):
 
 def test_create_project_start_and_wait_moto(clients):
     codebuild = clients["codebuild"]
-    request = builds.project_request(
+    request = build_projects.project_request(
         "decision-workshop-image-build",
-        buildspec=builds.IMAGE_BUILD_BUILDSPEC,
+        buildspec=build_projects.IMAGE_BUILD_BUILDSPEC,
         source_location=f"{BUCKET}/src.zip",
         service_role_arn=ROLE,
         privileged=True,
@@ -158,7 +159,7 @@ def test_create_project_start_and_wait_moto(clients):
     sent = capture(codebuild, "StartBuild")
     build_id = builds.start_build(
         codebuild,
-        builds.start_build_request(
+        build_projects.start_build_request(
             "decision-workshop-image-build", {"IMAGE_TAG": "cpu-1"}, source_location=f"{BUCKET}/src.zip"
         ),
     )
@@ -193,7 +194,7 @@ def test_package_model_in_codebuild_moto_with_manifest_written_by_the_test(clien
     assert overrides["MODEL_S3_URI"] == f"s3://{BUCKET}/semif-llamacpp/"
     assert overrides["GGUF_SHA256"] == PINNED_MODEL.gguf.sha256
     assert sent[0]["sourceLocationOverride"].startswith(f"{BUCKET}/codebuild-source/source-")
-    project = codebuild.batch_get_projects(names=[builds.MODEL_PACKAGE_PROJECT])["projects"][0]
+    project = codebuild.batch_get_projects(names=[build_projects.MODEL_PACKAGE_PROJECT])["projects"][0]
     assert project["source"]["buildspec"] == "buildspec/model-package.yml"
 
 
@@ -232,9 +233,9 @@ def test_package_model_in_codebuild_moto_without_upload(clients):
 
 def test_build_decision_image_moto_reads_the_digest_of_the_pushed_tag(clients):
     ecr, codebuild = clients["ecr"], clients["codebuild"]
-    uri = builds.ensure_ecr_repository(ecr, builds.ecr_repository_request())
+    uri = builds.ensure_ecr_repository(ecr, build_projects.ecr_repository_request())
     # moto does not run the buildspec: push the tag its build phase would have pushed.
-    digest = push_image(ecr, builds.ECR_REPOSITORY, "gpu-1")
+    digest = push_image(ecr, build_projects.ECR_REPOSITORY, "gpu-1")
     sent = capture(codebuild, "StartBuild")
 
     pinned = builds.build_decision_image(
@@ -304,9 +305,9 @@ def build_record(status: str, phase: str, **extra) -> dict:
 
 def test_ensure_project_updates_an_existing_project_stubber():
     codebuild = boto3.client("codebuild", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
-    request = builds.project_request(
+    request = build_projects.project_request(
         "decision-workshop-image-build",
-        buildspec=builds.IMAGE_BUILD_BUILDSPEC,
+        buildspec=build_projects.IMAGE_BUILD_BUILDSPEC,
         source_location=f"{BUCKET}/new.zip",
         service_role_arn=ROLE,
         privileged=True,
@@ -322,7 +323,7 @@ def test_ensure_project_updates_an_existing_project_stubber():
 
 def test_ensure_project_explains_a_role_problem_stubber():
     codebuild = boto3.client("codebuild", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
-    request = builds.project_request("p1", buildspec="b.yml", source_location="b/k.zip", service_role_arn=ROLE)
+    request = build_projects.project_request("p1", buildspec="b.yml", source_location="b/k.zip", service_role_arn=ROLE)
     with Stubber(codebuild) as stub:
         stub.add_client_error(
             "create_project", "InvalidInputException", "CodeBuild is not authorized to perform: sts:AssumeRole"
@@ -419,8 +420,8 @@ def test_wait_for_build_gives_up_waiting_stubber(clients, monkeypatch):
 
 def test_build_decision_image_digest_mismatch_stubber(clients):
     ecr = clients["ecr"]
-    builds.ensure_ecr_repository(ecr, builds.ecr_repository_request())
-    push_image(ecr, builds.ECR_REPOSITORY, "cpu-7")
+    builds.ensure_ecr_repository(ecr, build_projects.ecr_repository_request())
+    push_image(ecr, build_projects.ECR_REPOSITORY, "cpu-7")
     codebuild = boto3.client("codebuild", region_name=REGION)
     exported = [{"name": "IMAGE_DIGEST", "value": "sha256:" + "99" * 32}]
     with Stubber(codebuild) as stub:
@@ -451,7 +452,7 @@ def test_a_new_accounts_build_limit_is_one_line_naming_the_cause_and_the_fix_stu
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     codebuild = boto3.client("codebuild", region_name=REGION)
-    request = builds.start_build_request(builds.IMAGE_BUILD_PROJECT, {"X": "1"})
+    request = build_projects.start_build_request(build_projects.IMAGE_BUILD_PROJECT, {"X": "1"})
     with Stubber(codebuild) as stubber:
         stubber.add_client_error(
             "start_build",

@@ -323,7 +323,7 @@ def _images(ecr, repository):
 
 
 def test_an_untagged_repository_of_the_same_name_keeps_its_images_and_says_why(aws_mode_steps):
-    from workshop_lib.aws import codebuild as builds
+    from workshop_lib.aws import build_projects
     from workshop_lib.local import stand_ins
 
     workshop = aws_mode_steps.Workshop.load()
@@ -331,20 +331,21 @@ def test_an_untagged_repository_of_the_same_name_keeps_its_images_and_says_why(a
     repository = workshop.config.ecr_repository
     c.ecr.create_repository(repositoryName=repository)  # as the sample's prepare_build.py does: no tags
     stand_ins.push_stand_in(c.ecr, repository, "cpu-1", "a reader's own image", "0" * 64)
-    text = str(aws_mode_steps.delete_build_resources(workshop, [builds.IMAGE_BUILD_PROJECT], repository))
+    text = str(aws_mode_steps.delete_build_resources(workshop, [build_projects.IMAGE_BUILD_PROJECT], repository))
     assert f"ECR repository {repository}: kept, with its images" in text
     assert "does not carry the workshop tag workshop=decision-workshop" in text and "not the workshop's" in text
     assert _images(c.ecr, repository) == [["cpu-1"]]  # nothing deleted, no force=True
 
 
 def test_the_workshops_tagged_repository_goes_with_its_images(aws_mode_steps):
+    from workshop_lib.aws import build_projects
     from workshop_lib.aws import codebuild as builds
     from workshop_lib.local import stand_ins
 
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients
     repository = workshop.config.ecr_repository
-    builds.ensure_ecr_repository(c.ecr, builds.ecr_repository_request(repository))  # tagged, as notebook 03
+    builds.ensure_ecr_repository(c.ecr, build_projects.ecr_repository_request(repository))  # tagged, as notebook 03
     stand_ins.push_stand_in(c.ecr, repository, "cpu-1", "the decision image", "1" * 64)
     text = str(aws_mode_steps.delete_build_resources(workshop, [], repository))
     assert f"ECR repository {repository} (and its images): deleted" in text
@@ -352,12 +353,13 @@ def test_the_workshops_tagged_repository_goes_with_its_images(aws_mode_steps):
 
 
 def test_a_repository_whose_tags_may_not_be_read_is_kept(aws_mode_steps):
+    from workshop_lib.aws import build_projects
     from workshop_lib.aws import codebuild as builds
 
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients
     repository = workshop.config.ecr_repository
-    builds.ensure_ecr_repository(c.ecr, builds.ecr_repository_request(repository))
+    builds.ensure_ecr_repository(c.ecr, build_projects.ecr_repository_request(repository))
     _deny(c.ecr, "ListTagsForResource")
     text = str(aws_mode_steps.delete_build_resources(workshop, [], repository))
     assert "kept, with its images" in text and "its tags could not be read (AccessDeniedException" in text
@@ -365,15 +367,15 @@ def test_a_repository_whose_tags_may_not_be_read_is_kept(aws_mode_steps):
 
 
 def test_an_untagged_codebuild_project_of_the_same_name_is_kept(aws_mode_steps):
-    from workshop_lib.aws import codebuild as builds
+    from workshop_lib.aws import build_projects
 
     workshop = aws_mode_steps.Workshop.load()
     c = workshop.clients
     for project, tags in (("theirs", {}), ("ours", None)):
         c.codebuild.create_project(
-            **builds.project_request(
+            **build_projects.project_request(
                 project,
-                buildspec=builds.IMAGE_BUILD_BUILDSPEC,
+                buildspec=build_projects.IMAGE_BUILD_BUILDSPEC,
                 source_location="b/src.zip",
                 service_role_arn=ROLE,
                 tags=tags,

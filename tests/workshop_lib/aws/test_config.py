@@ -114,13 +114,13 @@ def test_default_names_are_the_workshops_own_not_the_published_samples():
 
 
 def test_builds_constants_follow_the_studio_roles_patterns():
-    from workshop_lib.aws import codebuild as builds
-    from workshop_lib.aws import policy_scope
+    from workshop_lib.aws import build_projects, policy_scope
 
-    assert builds.ECR_REPOSITORY == config.DEFAULT_ECR_REPOSITORY
+    assert build_projects.ECR_REPOSITORY == config.DEFAULT_ECR_REPOSITORY
     # AmazonSageMakerFullAccess: codebuild:StartBuild/BatchGetBuilds on projects named sagemaker*
-    assert builds.MODEL_PACKAGE_PROJECT.startswith("sagemaker") and builds.IMAGE_BUILD_PROJECT.startswith("sagemaker")
-    assert not {builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT} & config.SAMPLE_NAMES
+    projects = (build_projects.MODEL_PACKAGE_PROJECT, build_projects.IMAGE_BUILD_PROJECT)
+    assert all(project.startswith("sagemaker") for project in projects)
+    assert not set(projects) & config.SAMPLE_NAMES
     assert policy_scope.MODEL_FOLDER == config.MODEL_FOLDER
 
 

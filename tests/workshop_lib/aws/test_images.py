@@ -270,7 +270,7 @@ def test_following_the_tag_is_an_opt_in_that_warns(clients):
 
 
 def test_a_regional_pin_replaces_the_default_there_only(monkeypatch):
-    from workshop_lib.aws import codebuild
+    from workshop_lib.aws import build_projects
 
     other = images.DlcPin("cpu", "sha256:" + "c" * 64, "llama-cpp-python==0.3.36", (), "a region's own build")
     monkeypatch.setitem(images.REGIONAL_DLC_PINS, "af-south-1", {"cpu": other})
@@ -283,7 +283,7 @@ def test_a_regional_pin_replaces_the_default_there_only(monkeypatch):
     table = images.dlc_digest_table(["us-east-1", "af-south-1"])
     assert table["af-south-1"]["cpu"] == other.digest and table["us-east-1"]["cpu"] == images.DLC_PINS["cpu"].digest
     # the image build installs the bindings proven against the region's build
-    env = codebuild.image_build_env(
+    env = build_projects.image_build_env(
         images.pinned_dlc("af-south-1"),
         parse_image_uri("123456789012.dkr.ecr.af-south-1.amazonaws.com/sagemaker-decision-workshop"),
         "cpu-1",

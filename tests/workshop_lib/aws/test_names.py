@@ -93,16 +93,15 @@ def test_tags_follow_the_resource_tag_rules():
 
 
 def test_every_workshop_resource_gets_the_same_tags_in_each_apis_spelling():
-    from workshop_lib.aws import codebuild as builds
-    from workshop_lib.aws import model_requests
+    from workshop_lib.aws import build_projects, model_requests
 
     pairs = {(t["Key"], t["Value"]) for t in model_requests.workshop_tags()}
     assert pairs == set(names.WORKSHOP_TAGS.items())
-    project = builds.project_request(
-        builds.IMAGE_BUILD_PROJECT,
-        buildspec=builds.IMAGE_BUILD_BUILDSPEC,
+    project = build_projects.project_request(
+        build_projects.IMAGE_BUILD_PROJECT,
+        buildspec=build_projects.IMAGE_BUILD_BUILDSPEC,
         source_location="b/k.zip",
         service_role_arn="arn:aws:iam::123456789012:role/r",
     )
     assert {(t["key"], t["value"]) for t in project["tags"]} == pairs  # CodeBuild spells it key/value
-    assert {(t["Key"], t["Value"]) for t in builds.ecr_repository_request()["tags"]} == pairs
+    assert {(t["Key"], t["Value"]) for t in build_projects.ecr_repository_request()["tags"]} == pairs

@@ -162,8 +162,7 @@ def test_every_command_the_buildspecs_run_is_allowed_by_the_codebuild_role(tmp_p
     import hashlib
 
     from tests.support.buildspec import REPO_ROOT, make_fake_hub, run_buildspec
-    from workshop_lib.aws import codebuild as builds
-    from workshop_lib.aws import images
+    from workshop_lib.aws import build_projects, images
     from workshop_lib.models import ModelFile, ModelSpec, TokenizerSource
 
     gguf = b"GGUF" + bytes(200)
@@ -184,14 +183,14 @@ def test_every_command_the_buildspecs_run_is_allowed_by_the_codebuild_role(tmp_p
         {("acme/fake-GGUF", "a" * 40, "fake.gguf"): gguf, ("acme/fake", "b" * 40, "tokenizer.json"): b"{}"},
     )
     package = run_buildspec(
-        REPO_ROOT / builds.MODEL_PACKAGE_BUILDSPEC,
-        {**builds.model_package_env(spec, CONFIG.s3_uri("model")), "HF_ENDPOINT": hub},
+        REPO_ROOT / build_projects.MODEL_PACKAGE_BUILDSPEC,
+        {**build_projects.model_package_env(spec, CONFIG.s3_uri("model")), "HF_ENDPOINT": hub},
         tmp_path / "package",
     )
     repository = f"{images.ecr_host(ACCOUNT, REGION)}/{CONFIG.ecr_repository}"
     image = run_buildspec(
-        REPO_ROOT / builds.IMAGE_BUILD_BUILDSPEC,
-        builds.image_build_env(
+        REPO_ROOT / build_projects.IMAGE_BUILD_BUILDSPEC,
+        build_projects.image_build_env(
             images.pinned_dlc(REGION, "cuda"), images.parse_image_uri(repository), "gpu-1", "Dockerfile.gpu"
         ),
         tmp_path / "image",

@@ -21,6 +21,7 @@ from tests.support import recorded_groups
 from workshop_lib import names, steps
 from workshop_lib.aws import (
     arns,
+    build_projects,
     endpoints,
     hygiene,
     iam,
@@ -31,7 +32,6 @@ from workshop_lib.aws import (
     service_roles,
     statements,
 )
-from workshop_lib.aws import codebuild as builds
 from workshop_lib.config import ENV_VARS, LOCAL_ROLE_ARN, WorkshopConfig
 from workshop_lib.errors import InvalidInput
 from workshop_lib.examples import SUPPORT_ROUTE
@@ -125,7 +125,7 @@ def test_pass_role_for_the_codebuild_role_is_there_before_the_role_exists():
 
 def test_the_operator_policy_grants_the_reads_the_code_makes():
     document = operator_policies.operator_policy(CONFIG, ACCOUNT)
-    stream = arns.log_stream_arn(REGION, ACCOUNT, f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "x/1")
+    stream = arns.log_stream_arn(REGION, ACCOUNT, f"/aws/codebuild/{build_projects.MODEL_PACKAGE_PROJECT}", "x/1")
     assert iam.allows(document, "logs:GetLogEvents", stream)
     assert not iam.allows(
         document, "logs:GetLogEvents", arns.log_stream_arn(REGION, ACCOUNT, "/aws/codebuild/other", "x/1")
@@ -142,7 +142,7 @@ def test_the_operator_policy_grants_the_reads_the_code_makes():
     log_call = {
         "service": "logs",
         "operation": "GetLogEvents",
-        "params": {"logGroupName": f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}", "logStreamName": "x/1"},
+        "params": {"logGroupName": f"/aws/codebuild/{build_projects.MODEL_PACKAGE_PROJECT}", "logStreamName": "x/1"},
     }
     assert iam_needs.needed(log_call, REGION, ACCOUNT) == [("logs:GetLogEvents", stream, {})]
     quota_call = {"service": "servicequotas", "operation": "ListServiceQuotas", "params": {"ServiceCode": "sagemaker"}}
@@ -364,7 +364,7 @@ def test_the_codebuild_trust_holds_in_every_region():
     here = service_roles.codebuild_trust_policy(CONFIG, ACCOUNT)
     assert here == service_roles.codebuild_trust_policy(CONFIG.replace(region="eu-west-1"), ACCOUNT)
     arns = here["Statement"][0]["Condition"]["ArnLike"]["aws:SourceArn"]
-    project = f"arn:aws:codebuild:ap-southeast-2:{ACCOUNT}:project/{builds.IMAGE_BUILD_PROJECT}"
+    project = f"arn:aws:codebuild:ap-southeast-2:{ACCOUNT}:project/{build_projects.IMAGE_BUILD_PROJECT}"
     assert iam.conditions_hold(
         here["Statement"][0]["Condition"], {"aws:SourceArn": project, "aws:SourceAccount": ACCOUNT}
     )
@@ -435,15 +435,15 @@ def notebook_flow(ws) -> permissions.Audit:
     package = steps.package_model(ws, progress=False)
     assert "by CodeBuild" in package.where and "Not exercised locally" in package.notes[-1]
     with ws.clients.acting_as(None):  # the test's own look at the emulator, not a participant's call
-        [project] = ws.clients.codebuild.batch_get_projects(names=[builds.MODEL_PACKAGE_PROJECT])["projects"]
+        [project] = ws.clients.codebuild.batch_get_projects(names=[build_projects.MODEL_PACKAGE_PROJECT])["projects"]
         assert project["serviceRole"] == config.codebuild_role_arn
         bucket, key = project["source"]["location"].split("/", 1)
         assert ws.clients.s3.head_object(Bucket=bucket, Key=key)["ContentLength"] > 0
-        ids = ws.clients.codebuild.list_builds_for_project(projectName=builds.MODEL_PACKAGE_PROJECT)["ids"]
+        ids = ws.clients.codebuild.list_builds_for_project(projectName=build_projects.MODEL_PACKAGE_PROJECT)["ids"]
         assert [b["buildStatus"] for b in ws.clients.codebuild.batch_get_builds(ids=ids)["builds"]] == ["SUCCEEDED"]
         # the build's log group, made ahead of CodeBuild with a retention; the administrator's lifecycle on the bucket
         (group,) = ws.clients.logs.describe_log_groups(
-            logGroupNamePrefix=f"/aws/codebuild/{builds.MODEL_PACKAGE_PROJECT}"
+            logGroupNamePrefix=f"/aws/codebuild/{build_projects.MODEL_PACKAGE_PROJECT}"
         )["logGroups"]
         assert group["retentionInDays"] == hygiene.LOG_RETENTION_DAYS
         rules = ws.clients.s3.get_bucket_lifecycle_configuration(Bucket=config.bucket)["Rules"]
@@ -502,7 +502,9 @@ def notebook_flow(ws) -> permissions.Audit:
     # deleting the scaled endpoint deregistered its scaling, as SageMaker does (the rehearsal's strict rules)
     assert f"{c.cpu_endpoint_name}: scaling policy already gone, scalable target already gone" in removed
     assert "1 object(s) deleted" in steps.delete_transform_output(ws)
-    steps.delete_build_resources(ws, [builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT], c.ecr_repository)
+    steps.delete_build_resources(
+        ws, [build_projects.MODEL_PACKAGE_PROJECT, build_projects.IMAGE_BUILD_PROJECT], c.ecr_repository
+    )
     steps.delete_codebuild_role(ws)
     steps.delete_artifacts(ws, c.s3_uri())
     assert steps.running_endpoints(ws) == "no workshop endpoints found"
@@ -541,7 +543,7 @@ def test_a_missing_statement_stops_the_studio_participant_once_with_the_aws_mess
     attached.attach("operator-policy.json", operator)  # what an administrator attached, one statement short
     with pytest.raises(ClientError) as refused:
         steps.package_model(ws, progress=False)
-    project = f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/{builds.MODEL_PACKAGE_PROJECT}"
+    project = f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/{build_projects.MODEL_PACKAGE_PROJECT}"
     assert str(refused.value) == (
         "An error occurred (AccessDeniedException) when calling the CreateProject operation: User: "
         f"arn:aws:sts::{ACCOUNT}:assumed-role/decision-workshop-local/SageMaker is not authorized to perform: "

@@ -16,6 +16,7 @@ import pytest
 
 from workshop_lib.aws import (
     arns,
+    build_projects,
     endpoints,
     hosting,
     iam,
@@ -28,13 +29,13 @@ from workshop_lib.aws import (
     transform,
     variants,
 )
-from workshop_lib.aws import codebuild as builds
 from workshop_lib.aws.arns import ecr_repository_arn, log_group_arn, log_stream_arn, s3_bucket_arn, s3_object_arn
 from workshop_lib.aws.iam import allows, evaluate
 from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.config import WorkshopConfig, repo_root
 from workshop_lib.errors import InvalidInput
 from workshop_lib.models import PINNED_MODEL
+from workshop_lib.packaging import MANIFEST_NAME
 
 ACCOUNT = "111122223333"
 OWN = {"s3:ResourceAccount": ACCOUNT}  # the bucket's owner, as IAM sees it
@@ -111,7 +112,7 @@ def test_evaluator_says_which_statement_decided():
 
 
 def _s3(uri: str) -> tuple[str, str]:
-    return builds.parse_s3_uri(uri)
+    return build_projects.parse_s3_uri(uri)
 
 
 def _pinned(uri_with_tag: str) -> str:
@@ -122,27 +123,31 @@ def codebuild_calls(config: WorkshopConfig = CONFIG) -> list[tuple[str, str, dic
     """(action, resource ARN, request context) for each call the two buildspecs make."""
     region, calls = config.region, []
     # Source: steps.package_model / steps.build_decision_image upload the zip here; CodeBuild reads it.
-    source_prefix = f"{config.prefix}/{builds.SOURCE_PREFIX}"
-    upload = builds.source_upload_request(config.bucket, repo_root(), source_prefix)
+    source_prefix = f"{config.prefix}/{build_projects.SOURCE_PREFIX}"
+    upload = build_projects.source_upload_request(config.bucket, repo_root(), source_prefix)
     calls += [
         ("s3:GetObject", s3_object_arn(upload["Bucket"], upload["Key"], region), OWN),
         ("s3:GetObjectVersion", s3_object_arn(upload["Bucket"], upload["Key"], region), OWN),
         ("s3:GetBucketLocation", s3_bucket_arn(upload["Bucket"], region), OWN),
     ]
     # model-package.yml: aws s3 cp of model.tar.gz (multipart) and the manifest to MODEL_S3_URI.
-    env = builds.model_package_env(PINNED_MODEL, config.s3_uri("model"))
+    env = build_projects.model_package_env(PINNED_MODEL, config.s3_uri("model"))
     bucket, prefix = _s3(env["MODEL_S3_URI"])
-    for name in (builds.TARBALL_NAME, builds.MANIFEST_NAME):
+    for name in (build_projects.TARBALL_NAME, MANIFEST_NAME):
         calls.append(("s3:PutObject", s3_object_arn(bucket, prefix.rstrip("/") + "/" + name, region), OWN))
     calls.append(
-        ("s3:AbortMultipartUpload", s3_object_arn(bucket, f"{prefix.rstrip('/')}/{builds.TARBALL_NAME}", region), OWN)
+        (
+            "s3:AbortMultipartUpload",
+            s3_object_arn(bucket, f"{prefix.rstrip('/')}/{build_projects.TARBALL_NAME}", region),
+            OWN,
+        )
     )
     # Both projects log to the group and stream their CreateProject request names.
     for project, spec in (
-        (builds.MODEL_PACKAGE_PROJECT, builds.MODEL_PACKAGE_BUILDSPEC),
-        (builds.IMAGE_BUILD_PROJECT, builds.IMAGE_BUILD_BUILDSPEC),
+        (build_projects.MODEL_PACKAGE_PROJECT, build_projects.MODEL_PACKAGE_BUILDSPEC),
+        (build_projects.IMAGE_BUILD_PROJECT, build_projects.IMAGE_BUILD_BUILDSPEC),
     ):
-        request = builds.project_request(
+        request = build_projects.project_request(
             project,
             buildspec=spec,
             source_location=f"{bucket}/{upload['Key']}",
@@ -159,7 +164,7 @@ def codebuild_calls(config: WorkshopConfig = CONFIG) -> list[tuple[str, str, dic
     calls.append(("ecr:GetAuthorizationToken", "*", {}))
     repository_uri = f"{images.ecr_host(ACCOUNT, region)}/{config.ecr_repository}"
     for variant in ("cpu", "cuda"):
-        build_env = builds.image_build_env(
+        build_env = build_projects.image_build_env(
             parse_image_uri(_pinned(images.dlc_image_uri(region, variant))),
             parse_image_uri(repository_uri),
             "cpu-20250101-120000",
@@ -385,7 +390,7 @@ _SCOPED_ARN = re.compile(
 @pytest.mark.parametrize("name, document", ALL, ids=[n for n, _ in ALL])
 def test_every_other_resource_names_a_workshop_resource(name, document):
     dlc_account = images.dlc_account(REGION)
-    groups = {f"/aws/codebuild/{p}" for p in (builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT)}
+    groups = {f"/aws/codebuild/{p}" for p in (build_projects.MODEL_PACKAGE_PROJECT, build_projects.IMAGE_BUILD_PROJECT)}
     groups |= {
         hosting.log_group(n)
         for n in (CONFIG.standard_endpoint_name, CONFIG.cpu_endpoint_name, CONFIG.gpu_endpoint_name)
@@ -425,7 +430,7 @@ def test_every_other_resource_names_a_workshop_resource(name, document):
                     CONFIG.gpu_endpoint_name,
                 )
             if match["project"]:
-                assert match["project"] in (builds.MODEL_PACKAGE_PROJECT, builds.IMAGE_BUILD_PROJECT)
+                assert match["project"] in (build_projects.MODEL_PACKAGE_PROJECT, build_projects.IMAGE_BUILD_PROJECT)
             if match["role"]:
                 assert f"arn:aws:iam::{match['iam_account']}:role/{match['role']}" in (
                     CONFIG.codebuild_role_arn,
@@ -452,7 +457,7 @@ def test_trust_policies_name_one_service_and_this_account():
     assert sm["Principal"] == {"Service": "sagemaker.amazonaws.com"} and sm["Action"] == "sts:AssumeRole"
     assert cb["Condition"]["StringEquals"] == {"aws:SourceAccount": ACCOUNT}
     assert sm["Condition"]["StringEquals"] == {"aws:SourceAccount": ACCOUNT}
-    project = f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/{builds.IMAGE_BUILD_PROJECT}"
+    project = f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/{build_projects.IMAGE_BUILD_PROJECT}"
     assert iam.conditions_hold(cb["Condition"], {"aws:SourceAccount": ACCOUNT, "aws:SourceArn": project})
     assert not iam.conditions_hold(cb["Condition"], {"aws:SourceAccount": OTHER, "aws:SourceArn": project})
     assert not iam.conditions_hold(
