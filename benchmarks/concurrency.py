@@ -17,7 +17,10 @@ The callers are the workshop's own load driver (``workshop_lib.evaluation.throug
 notebook 06 runs against an endpoint), over an ``EndpointClient`` for the adapter and ``LlamaServerClient``
 for llama-server: 503s are retried after their ``Retry-After`` and counted; a decision's latency includes its
 retries. Throughput is answered decisions over the cell's wall time. The servers of one C run one after
-another, the order alternating from one C to the next. Speed is printed, never asserted. Each adapter's log is
+another, the order alternating from one C to the next; with ``rounds`` above 1, each C's cells are measured
+that many times, the order alternating from round to round, each round on prompts new to every server, and a
+cell pools its rounds (decisions over the rounds' wall time, percentiles of every latency), so that a drift of
+the machine's speed during a run falls on every server alike. Speed is printed, never asserted. Each adapter's log is
 read back for its start-up check of prompts cut into calls (``start_up_checks``): a row whose check turned
 flash attention or prefix reuse off is not the settings it names.
 
@@ -43,7 +46,7 @@ from workshop_lib.client.transport import LocalTransport
 from workshop_lib.evaluation.logprobs import TOP_LOGPROBS, decision_messages
 from workshop_lib.evaluation.report import percentile
 from workshop_lib.evaluation.tasks import Task, load_tasks
-from workshop_lib.evaluation.throughput import cycled_requests, fresh_requests, measure_level
+from workshop_lib.evaluation.throughput import Level, cycled_requests, fresh_requests, measure_level
 from workshop_lib.local import AdapterProcess
 
 LEVELS = (1, 2, 4, 8)
@@ -229,8 +232,10 @@ def run_table(
     reuse_levels=(),
     reuse_tasks: int = REUSE_TASKS,
     reuse_seconds: float = REUSE_SECONDS,
+    rounds: int = 1,
 ) -> dict:
-    """Start the servers, drive every cell, stop every server (also on failure): the table's figures. At each
+    """Start the servers, drive every cell ``rounds`` times, stop every server (also on failure): the table's
+    figures. At each
     C of ``reuse_levels`` also the reuse part, under ``"reuse"``: beside the C's servers an adapter with the
     reuse on, and after the table's cells the three of ``REUSE_ROWS`` driven with the first ``REUSE_PROMPTS``
     prompts repeated, at most ``reuse_tasks`` decisions or ``reuse_seconds`` a cell."""
@@ -271,19 +276,24 @@ def run_table(
             try:
                 for server in servers.values():
                     server.start(timeout_s=start_timeout_s)
-                names = ["adapter_parallel", "llama_server", "adapter_default"]
-                names = names if index % 2 == 0 else names[::-1]
-                order.append(names)
-                for name in names:
-                    server = default if name == "adapter_default" else servers[name]
-                    rows[name][str(c)] = measure(
-                        server, name == "llama_server", prompts, c, tasks=tasks, seconds=seconds
-                    )
+                levels_measured: dict[str, list[Level]] = {name: [] for name in ROWS}
+                for round_ in range(rounds):
+                    names = ["adapter_parallel", "llama_server", "adapter_default"]
+                    names = names if (index + round_) % 2 == 0 else names[::-1]
+                    order.append(names)
+                    for name in names:
+                        server = default if name == "adapter_default" else servers[name]
+                        run = f"c{c}" if round_ == 0 else f"c{c}-r{round_}"
+                        levels_measured[name].append(
+                            measure(server, name == "llama_server", prompts, c, tasks=tasks, seconds=seconds, run=run)
+                        )
+                for name, measured in levels_measured.items():
+                    rows[name][str(c)] = pooled(measured, c)
                 if c in reuse_levels:
                     names = list(REUSE_ROWS) if len(reuse_order) % 2 == 0 else list(REUSE_ROWS)[::-1]
                     reuse_order.append(names)
                     for name in names:
-                        reuse_rows[name][str(c)] = measure(
+                        reuse_level = measure(
                             servers[name],
                             name == "llama_server",
                             prompts[:REUSE_PROMPTS],
@@ -292,6 +302,7 @@ def run_table(
                             seconds=reuse_seconds,
                             repeat=True,
                         )
+                        reuse_rows[name][str(c)] = pooled([reuse_level], c)
             finally:
                 for server in servers.values():
                     server.stop()
@@ -301,6 +312,7 @@ def run_table(
         "levels": list(levels),
         "tasks_per_cell": tasks,
         "seconds_per_cell": seconds,
+        "rounds": rounds,
         "threads": threads,
         "context": context,
         "gpu_layers": gpu_layers,
@@ -328,27 +340,46 @@ def run_table(
 
 
 def measure(
-    server, is_llama: bool, prompts: list[Task], c: int, *, tasks: int, seconds: float, repeat: bool = False
-) -> dict:
-    """One cell on a started server: C callers (``measure_level``) over the cell's prompts, the same for every
-    server at this C. New prompts (the table): each opened by its number (``fresh_requests``), after two
-    unmeasured decisions. Repeated prompts (``repeat``): each prompt sent once unmeasured, then the callers
-    cycle them unchanged (``repeated_requests``). A decision that fails, or is still refused after its
-    retries, fails the cell."""
+    server,
+    is_llama: bool,
+    prompts: list[Task],
+    c: int,
+    *,
+    tasks: int,
+    seconds: float,
+    repeat: bool = False,
+    run: str | None = None,
+) -> Level:
+    """One cell's round on a started server: C callers (``measure_level``) over the cell's prompts, the same for
+    every server at this C. New prompts (the table): each opened by its number in ``run`` (``fresh_requests``;
+    default ``c<C>``), after two unmeasured decisions. Repeated prompts (``repeat``): each prompt sent once
+    unmeasured, then the callers cycle them unchanged (``repeated_requests``). A decision that fails, or is
+    still refused after its retries, fails the cell."""
+    run = run or f"c{c}"
     client = client_for(server, is_llama)
     if repeat:
         for task in prompts:
             client.decide(task.request(request_id=f"seen-c{c}"))
         source = repeated_requests(prompts, f"c{c}")
     else:
-        warm = fresh_requests(prompts, f"warm-c{c}")
+        warm = fresh_requests(prompts, f"warm-{run}")
         for _ in range(2):
             client.decide(warm())
-        source = fresh_requests(prompts, f"c{c}")
+        source = fresh_requests(prompts, run)
     level = measure_level(client.decide, c, seconds, source, limit=tasks)
     if level.failed or level.refused:
         raise RuntimeError(f"C={c} on {server.url}: {level.error or f'{level.refused} requests still refused (503)'}")
-    return cell(list(level.latencies_ms), level.wall_s, level.busy_503, c)
+    return level
+
+
+def pooled(levels: list[Level], c: int) -> dict:
+    """A cell of one or more rounds: every latency, over the rounds' wall time together."""
+    return cell(
+        [ms for level in levels for ms in level.latencies_ms],
+        sum(level.wall_s for level in levels),
+        sum(level.busy_503 for level in levels),
+        c,
+    )
 
 
 # ---- the report -----------------------------------------------------------------------------------

@@ -161,9 +161,11 @@ def run_concurrency(
     seconds: float = concurrency.SECONDS,
     gpu_layers: int = 0,
     short: bool = False,
+    rounds: int = 1,
 ) -> dict:
     """The concurrency table alone: ``{"machine", "model", "concurrency"}``, written to ``out``. ``short``: on
-    short tickets (``workload.short_tickets``) instead of the packaged tasks, without the reuse part."""
+    short tickets (``workload.short_tickets``) instead of the packaged tasks, without the reuse part; ``rounds``:
+    each C's cells measured that many times (``concurrency.run_table``)."""
     binary, load_before = _binary(), load_average()
     work = Path(tempfile.mkdtemp(prefix="concurrency-bench-"))
     model_dir, _ = prepare_model_dir(work)
@@ -182,6 +184,7 @@ def run_concurrency(
         if short
         else concurrency.held_out(load_tasks(None, limit=limit)),
         reuse_levels=() if gpu_layers or short else concurrency.REUSE_LEVELS,
+        rounds=rounds,
     )
     figures = {"machine": machine(binary, load_before), "model": embedded_gguf_path().name, "concurrency": table}
     if out:
@@ -399,15 +402,28 @@ def main(argv: list[str] | None = None) -> int:
         default=concurrency.SECONDS,
         help=f"seconds of load per concurrency cell at most (default {concurrency.SECONDS:g})",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --concurrency-only: measure each C's cells this many times, the servers' order alternating, "
+        "and pool them (default 1)",
+    )
     args = parser.parse_args(argv)
-    if args.tasks < 1 or args.seconds <= 0:
-        parser.error("--tasks must be at least 1 and --seconds above 0")
+    if args.tasks < 1 or args.seconds <= 0 or args.rounds < 1:
+        parser.error("--tasks and --rounds must be at least 1 and --seconds above 0")
+    if args.rounds > 1 and not args.concurrency_only:
+        parser.error("--rounds goes with --concurrency-only")
     if args.short_tickets and not args.concurrency_only:
         parser.error("--short-tickets goes with --concurrency-only")
     if args.concurrency_only:
         short = {"short": True, "levels": concurrency.TARGET_LEVELS} if args.short_tickets else {}
         out = args.out or (SHORT_RESULTS if args.short_tickets else CONCURRENCY_RESULTS)
-        print(report_concurrency(run_concurrency(args.limit, out, tasks=args.tasks, seconds=args.seconds, **short)))
+        print(
+            report_concurrency(
+                run_concurrency(args.limit, out, tasks=args.tasks, seconds=args.seconds, rounds=args.rounds, **short)
+            )
+        )
     else:
         print(report(run(args.limit, args.out or RESULTS, cell_tasks=args.tasks, seconds=args.seconds)))
     return 0

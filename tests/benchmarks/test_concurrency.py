@@ -39,6 +39,18 @@ def test_a_cell_is_decisions_over_wall_time_with_numpys_percentiles():
     assert empty["decisions"] == 0 and empty["per_s"] is None and empty["p95_ms"] is None
 
 
+def test_a_cell_of_several_rounds_pools_their_latencies_over_their_wall_time_together():
+    rounds = [
+        concurrency.Level(concurrency=2, latencies_ms=(100.0, 300.0, 500.0), wall_s=1.0, busy_503=1),
+        concurrency.Level(concurrency=2, latencies_ms=(200.0, 900.0), wall_s=4.0),
+    ]
+    figures = concurrency.pooled(rounds, 2)
+    assert figures["decisions"] == 5 and figures["busy_503"] == 1 and figures["callers"] == 2
+    assert figures["per_s"] == pytest.approx(5 / 5.0)  # not the mean of 3/s and 0.5/s
+    assert figures["p50_ms"] == pytest.approx(300.0)
+    assert concurrency.pooled(rounds[:1], 2) == concurrency.cell([100.0, 300.0, 500.0], 1.0, 1, 2)
+
+
 def _cell(per_s, p95):
     return {"per_s": per_s, "p50_ms": p95 / 2, "p95_ms": p95, "busy_503": 0, "decisions": 10}
 
@@ -296,14 +308,21 @@ def test_a_tiny_table_runs_against_both_servers_and_stops_them(model_dir, embedd
         reuse_levels=(2,),
         reuse_tasks=3,
         reuse_seconds=60,
+        rounds=2,
     )
     assert set(processes._RUNNING) == before  # every server it started is stopped
     for name in concurrency.ROWS:
         for c in ("1", "2"):
             figures = table["rows"][name][c]
-            assert figures["decisions"] == 3 and figures["callers"] == int(c)
+            assert figures["decisions"] == 2 * 3 and figures["callers"] == int(c)  # both rounds pooled
             assert figures["per_s"] > 0 and figures["p50_ms"] <= figures["p95_ms"]
-    assert table["order"][0][0] == "adapter_parallel" and table["order"][1][0] == "adapter_default"
+    # the order alternates from round to round and from one C to the next
+    assert table["rounds"] == 2 and [names[0] for names in table["order"]] == [
+        "adapter_parallel",
+        "adapter_default",
+        "adapter_default",
+        "adapter_parallel",
+    ]
     assert set(table["ratios"]["adapter_default"]) == {"1", "2"}
     assert table["verdicts"]["adapter_parallel"]["levels"] == [1, 2]
     logs = {p.name for p in tmp_path.iterdir()}
