@@ -183,6 +183,7 @@ def run_concurrency(
         prompts=short_tickets(limit or concurrency.TASKS)
         if short
         else concurrency.held_out(load_tasks(None, limit=limit)),
+        prompt_set="short-ticket" if short else "held-out",
         reuse_levels=() if gpu_layers or short else concurrency.REUSE_LEVELS,
         rounds=rounds,
     )
