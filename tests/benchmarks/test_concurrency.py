@@ -8,6 +8,7 @@ asked, the report reads the figures back, and every server it started is stopped
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import re
 
@@ -384,3 +385,39 @@ def test_the_llama_server_reports_carry_the_table():
     )
     for text in (full, alone):
         assert text.index("concurrency: decisions/s") < text.index("reuse (opt-in") and "C=4 2.5x / 0.4x" in text
+
+
+# ---- the command line's table (benchmarks.llama_server) ------------------------------------------------------
+
+
+@pytest.mark.parametrize("short", [True, False])
+def test_the_table_alone_names_its_prompts_and_passes_its_rounds(short, tmp_path, monkeypatch):
+    from benchmarks import llama_server
+    from benchmarks.workload import short_tickets
+
+    asked = {}
+
+    def run_table(*args, **kwargs):
+        asked.update(kwargs)
+        return {"prompt_set": kwargs["prompt_set"], "rounds": kwargs["rounds"]}
+
+    monkeypatch.setattr(llama_server.concurrency, "run_table", run_table)
+    monkeypatch.setattr(llama_server, "_binary", lambda: tmp_path / "llama-server")
+    monkeypatch.setattr(llama_server, "prepare_model_dir", lambda work: (work, None))
+    monkeypatch.setattr(llama_server, "machine", lambda binary, load_before: {})
+    out = tmp_path / "table.json"
+    llama_server.run_concurrency(5, out, levels=(1,), short=short, rounds=2)
+    assert asked["rounds"] == 2
+    assert asked["prompts"] == (short_tickets(5) if short else concurrency.held_out(load_tasks(None, limit=5)))
+    assert asked["prompt_set"] == ("short-ticket" if short else "held-out")
+    assert asked["reuse_levels"] == (() if short else concurrency.REUSE_LEVELS)
+    assert json.loads(out.read_text())["concurrency"] == {"prompt_set": asked["prompt_set"], "rounds": 2}
+
+
+def test_rounds_go_with_the_table_alone(capsys):
+    from benchmarks import llama_server
+
+    for argv in (["--rounds", "2"], ["--concurrency-only", "--rounds", "0"]):
+        with pytest.raises(SystemExit):
+            llama_server.main(argv)
+    assert "--rounds" in capsys.readouterr().err
