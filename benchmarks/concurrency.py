@@ -283,10 +283,10 @@ def run_table(
                     order.append(names)
                     for name in names:
                         server = default if name == "adapter_default" else servers[name]
-                        run = f"c{c}" if round_ == 0 else f"c{c}-r{round_}"
-                        levels_measured[name].append(
-                            measure(server, name == "llama_server", prompts, c, tasks=tasks, seconds=seconds, run=run)
+                        level = measure(
+                            server, name == "llama_server", prompts, c, tasks=tasks, seconds=seconds, round_=round_
                         )
+                        levels_measured[name].append(level)
                 for name, measured in levels_measured.items():
                     rows[name][str(c)] = pooled(measured, c)
                 if c in reuse_levels:
@@ -348,14 +348,14 @@ def measure(
     tasks: int,
     seconds: float,
     repeat: bool = False,
-    run: str | None = None,
+    round_: int = 0,
 ) -> Level:
     """One cell's round on a started server: C callers (``measure_level``) over the cell's prompts, the same for
-    every server at this C. New prompts (the table): each opened by its number in ``run`` (``fresh_requests``;
-    default ``c<C>``), after two unmeasured decisions. Repeated prompts (``repeat``): each prompt sent once
+    every server at this C. New prompts (the table): each opened by its number in the round's run (``fresh_requests``:
+    ``c<C>``, then ``c<C>-r<round>``, so each round's prompts are new), after two unmeasured decisions. Repeated prompts (``repeat``): each prompt sent once
     unmeasured, then the callers cycle them unchanged (``repeated_requests``). A decision that fails, or is
     still refused after its retries, fails the cell."""
-    run = run or f"c{c}"
+    run = f"c{c}-r{round_}" if round_ else f"c{c}"
     client = client_for(server, is_llama)
     if repeat:
         for task in prompts:
@@ -444,9 +444,10 @@ def report(t: dict, *, gpu: bool = False) -> list[str]:
     ok = lambda good: "meets" if good else "MISSES"  # noqa: E731
     levels = [str(c) for c in t["levels"]]
     on_gpu = f", {t['gpu_layers']} GPU layers" if t.get("gpu_layers") else ""
+    rounds = f" in each of {t['rounds']} rounds" if t.get("rounds", 1) > 1 else ""
     lines = [
         f"concurrency: decisions/s (p50/p95 ms; 503s retried) with C callers, at most {t['tasks_per_cell']} "
-        f"decisions or {t['seconds_per_cell']:g} s per cell, {t['prompts']} {t.get('prompt_set', 'held-out')} prompts "
+        f"decisions or {t['seconds_per_cell']:g} s per cell{rounds}, {t['prompts']} {t.get('prompt_set', 'held-out')} prompts "
         "each opened by a "
         f"nonce, {t['threads']} threads{on_gpu}",
         *_grid(t["rows"], ROWS, levels),

@@ -345,6 +345,7 @@ def test_a_tiny_table_runs_against_both_servers_and_stops_them(model_dir, embedd
     assert re.fullmatch(r"\S+ with flash attention on", *checks["adapter-parallel-2"])
     text = "\n".join(concurrency.report(table))
     assert concurrency.ROWS["llama_server"] in text and "per adapter: adapter-default " in text
+    assert "at most 3 decisions or 60 s per cell in each of 2 rounds" in text
     assert text.index(concurrency.ROWS["llama_server"]) < text.index(concurrency.REUSE_ROWS["adapter_reuse"])
 
 
