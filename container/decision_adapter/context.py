@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -31,7 +31,7 @@ from .deadline import Deadline
 from .errors import TimedOut
 from .prefix_cache import Prefix, PrefixTokens
 from .questions import RenderedPrompt
-from .seams import EngineError
+from .seams import EngineError, ThreadSource
 from .settings import Settings
 from .state_cache import CachedState, StateCache
 from .tokens import MAX_HEADS, common_prefix_len
@@ -80,7 +80,7 @@ class Context:
         self.tokens_evaluated = 0  # every token given to llama.cpp for decisions, for the benchmarks
         self.decode_calls = 0  # and the llama_decode calls they took
         self._threads = threads
-        self.threads_now: Callable[[], tuple[int, int]] | None = None  # scheduler.py: the next evaluation's
+        self.thread_source: ThreadSource | None = None  # scheduler.py: where each call takes its threads
 
     def another(self, threads: tuple[int, int]) -> Context:
         """A new context on the same loaded model, with this one's settled flash attention and prefix reuse and
@@ -117,9 +117,16 @@ class Context:
             self.llama_cpp.llama_set_n_threads(self.llm.ctx, *threads)
             self._threads = threads
 
-    def take_thread_share(self) -> None:
-        if self.threads_now is not None:
-            self.set_threads(self.threads_now())
+    @contextmanager
+    def thread_share(self) -> Iterator[None]:
+        """Run one llama.cpp call on this context's share of the server's threads (scheduler.py), waiting while
+        none is free; without a source, on the threads it was given."""
+        if self.thread_source is None:
+            yield
+            return
+        with self.thread_source.take(self.stop_if_expired) as threads:
+            self.set_threads(threads)
+            yield
 
     def replace(self, **fields: Any) -> None:
         """A new llama.cpp context in place of this one, made with these ``llama_context_params`` fields."""
@@ -186,17 +193,18 @@ class Context:
         start = llm.n_tokens - back
         run = [*llm.input_ids[start : llm.n_tokens].tolist(), *tokens]
         points = splits.cuts(len(run), min(llm.n_batch, llm.context_params.n_ubatch), least)
-        self.take_thread_share()
         with self.within_limit():
             self.set_position(start)
             for first, end in itertools.pairwise(points):
                 chunk = run[first:end]
                 if not each:
-                    llm.eval(chunk)
+                    with self.thread_share():
+                        llm.eval(chunk)
                     continue
                 llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)  # as Llama.eval: nothing past the position survives
                 llm._batch.set_batch(batch=chunk, n_past=llm.n_tokens, logits_all=True)
-                llm._ctx.decode(llm._batch)
+                with self.thread_share():
+                    llm._ctx.decode(llm._batch)
                 llm.input_ids[llm.n_tokens : llm.n_tokens + len(chunk)] = chunk
                 llm.n_tokens += len(chunk)
                 pointer = self.llama_cpp.llama_get_logits(llm.ctx)

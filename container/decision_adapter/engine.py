@@ -385,7 +385,6 @@ class Engine:
         """Generate an answer, piece by piece (chat.py's ``Piece``); message contents are tokenized as plain
         text, as decisions are. The conversation is checked now (a 422 before anything is generated);
         closing the iterator stops generation at once and clears the context."""
-        self.context.take_thread_share()
         self.start_afresh()  # the decision prefix cache is not chat's
         tokens = chat_completion.conversation_tokens(
             request, self.model.template, self.model.tokenize, self.model.tokenizer.control_re, self.llm.n_ctx()
@@ -405,7 +404,7 @@ class Engine:
         )
         try:
             while True:
-                with context.within_limit():
+                with context.within_limit(), context.thread_share():
                     piece = next(pieces, None)
                 if piece is None:
                     return

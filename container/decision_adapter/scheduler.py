@@ -9,8 +9,9 @@ exactly as it would be alone. ``SM_LLAMA_CPP_PARALLEL`` contexts are made, as ma
 ``DECISION_ADAPTER_MAX_KV_MIB``; admission.py gives each request a free one or a place in the bounded line.
 
 The CPU threads (``SM_LLAMA_CPP_THREADS``) are divided between the requests in flight. ``shared``: each
-evaluation takes its share of them at that moment (all of them when alone), which needs the answers not
-to depend on the thread count. ``fixed``: each context always uses its share of a full server. The
+llama.cpp call takes its request's share of them at that moment (all of them when alone) from those free
+(``ThreadShares``), waiting while none is, which needs the answers not to depend on the thread count.
+``fixed``: each context always uses its share of a full server. The
 start-up check (``open_lanes``) scores probe decisions, letters and cloze, on the first context at each
 thread count a request could be given, and on all contexts at once, against the same decisions alone on
 the first context with every thread: ``shared`` only if all agree within ``TOLERANCE``, else ``fixed`` if
@@ -45,6 +46,7 @@ from .slots import PROBE_QUESTIONS, PROBE_STATE
 log = logging.getLogger(__name__)
 
 TOLERANCE = 1e-4  # the largest difference in any probability between a decision in company and alone
+WAIT_CHECK_S = 0.05  # how often a call waiting for threads checks its request's time limit
 SHARED, FIXED, ONE = "shared", "fixed", "one context"
 
 # Small on purpose (every start-up scores it five times or more): the kernels a decision takes are the same.
@@ -138,6 +140,45 @@ def choose_threads(
     return ONE, findings
 
 
+class ThreadShares:
+    """The server's CPU threads, shared by the llama.cpp calls in flight (policy ``shared``).
+
+    A call takes the largest of the checked shares (``thread_counts``) that both its request's share of the
+    requests in flight and the free threads allow, waiting while no share fits, and gives them back when
+    it returns: the calls at once never run more threads than the server was given. Running more would
+    leave each call's threads waiting at every graph node for one the kernel has set aside
+    (docs/benchmarks.md); two requests at once on one thread each answer more per second than one at a
+    time on two.
+    """
+
+    def __init__(self, threads: tuple[int, int], lanes: int, in_flight: Callable[[], int]):
+        self.threads = threads
+        self.counts = thread_counts(threads, lanes)  # every share, most threads first
+        self.in_flight = in_flight
+        self.free = threads[1]  # prompt threads: a share's generation threads follow its prompt threads
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def take(self, give_up: Callable[[], None]) -> Iterator[tuple[int, int]]:
+        """Hold a share for the ``with`` block; ``give_up`` is called while waiting (it raises to stop)."""
+        with self._cond:
+            while True:
+                allowed = min(share(self.threads, self.in_flight())[1], self.free)
+                fits = [count for count in self.counts if count[1] <= allowed]
+                if fits:
+                    break
+                self._cond.wait(WAIT_CHECK_S)
+                give_up()
+            taken = fits[0]
+            self.free -= taken[1]
+        try:
+            yield taken
+        finally:
+            with self._cond:
+                self.free += taken[1]
+                self._cond.notify_all()
+
+
 class Lanes:
     """The model's contexts and the gate in front of them."""
 
@@ -147,8 +188,9 @@ class Lanes:
         self.policy = policy
         base = engines[0].model.loaded_threads
         if policy == SHARED:
+            shares = ThreadShares(base, len(engines), lambda: gate.in_flight)
             for engine in engines:
-                engine.context.threads_now = lambda: share(base, gate.in_flight)
+                engine.context.thread_source = shares
         else:
             for engine in engines:
                 engine.context.set_threads(share(base, len(engines)))

@@ -6,7 +6,9 @@ module below it receives the engine itself, so none can reach past these.
   labels' tokens, option texts as tokens (model.py's ``Model``);
 * ``Evaluator``: where scoring items meet one context of the model (``Engine.score_items``);
 * ``Scorer``: what scoring.py is handed for a request: an evaluator, the model's labels, the settings and
-  calibration in force, and the content-free priors' cache (priors.py).
+  calibration in force, and the content-free priors' cache (priors.py);
+* ``ThreadSource``: where a context takes its share of the server's CPU threads for one llama.cpp call
+  (scheduler.py's ``ThreadShares``).
 
 ``EngineError`` is the engine's own error: the model cannot be served (no usable answer labels, a context
 that cannot save its state, a start-up check that fails).
@@ -14,6 +16,8 @@ that cannot save its state, a start-up check that fails).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from decision_contract.calibration import Calibration
@@ -70,3 +74,7 @@ class Scorer(Evaluator, Protocol):
 
     @property
     def priors(self) -> Priors: ...
+
+
+class ThreadSource(Protocol):
+    def take(self, give_up: Callable[[], None]) -> AbstractContextManager[tuple[int, int]]: ...

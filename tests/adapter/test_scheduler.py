@@ -15,7 +15,16 @@ from decision_adapter.admission import Gate
 from decision_adapter.apis import own
 from decision_adapter.apis.own import parse_decision
 from decision_adapter.errors import TimedOut
-from decision_adapter.scheduler import FIXED, ONE, SHARED, choose_threads, lanes_that_fit, share, thread_counts
+from decision_adapter.scheduler import (
+    FIXED,
+    ONE,
+    SHARED,
+    ThreadShares,
+    choose_threads,
+    lanes_that_fit,
+    share,
+    thread_counts,
+)
 from scripts.hybrid_gguf import write_hybrid_gguf
 from tests.support import adapter_settings
 
@@ -135,6 +144,57 @@ def test_thread_shares():
     assert thread_counts((4, 4), 4) == [(4, 4), (2, 2), (1, 1)]
 
 
+def test_calls_at_once_never_hold_more_threads_than_the_server():
+    in_flight = [2]
+    shares = ThreadShares((4, 4), 4, lambda: in_flight[0])
+    with shares.take(lambda: None) as first, shares.take(lambda: None) as second:
+        assert first == second == (2, 2) and shares.free == 0
+        waited = threading.Event()
+        got = []
+
+        def third():
+            waited.set()
+            with shares.take(lambda: None) as threads:
+                got.append(threads)
+
+        worker = threading.Thread(target=third)
+        worker.start()
+        waited.wait(5)
+        worker.join(0.3)
+        assert worker.is_alive() and not got  # no thread is free: it waits
+    worker.join(5)
+    assert got == [(2, 2)] and shares.free == 4
+
+
+def test_a_lone_call_takes_every_thread_and_a_newcomer_waits_for_them():
+    in_flight = [1]
+    shares = ThreadShares((2, 2), 2, lambda: in_flight[0])
+    got, held = [], shares.take(lambda: None)
+    with shares.take(lambda: None) as alone:
+        assert alone == (2, 2)
+        in_flight[0] = 2
+        worker = threading.Thread(target=lambda: got.append(held.__enter__()))
+        worker.start()
+        worker.join(0.3)
+        assert not got
+    worker.join(5)
+    assert got == [(1, 1)] and shares.free == 1  # its share of two in flight, held until it exits
+
+
+def test_a_call_waiting_for_threads_gives_up_and_a_failed_call_gives_them_back():
+    shares = ThreadShares((2, 2), 2, lambda: 1)
+
+    def expired():
+        raise TimedOut("past its limit")
+
+    with pytest.raises(RuntimeError, match="failed"), shares.take(lambda: None):
+        with pytest.raises(TimedOut):
+            with shares.take(expired):
+                pass
+        raise RuntimeError("failed")
+    assert shares.free == 2
+
+
 # -- the start-up check, forced ---------------------------------------------------------------------------
 
 
@@ -197,7 +257,8 @@ def test_open_lanes_follows_the_check(model_dir):
     fixed = scheduler.open_lanes(engine, settings, Gate(1, 5), check=lambda probe, n, threads: (FIXED, ["forced"]))
     assert fixed.policy == FIXED and len(fixed.engines) == 2
     assert all(
-        threads_of(e) == share(engine.model.loaded_threads, 2) and e.context.threads_now is None for e in fixed.engines
+        threads_of(e) == share(engine.model.loaded_threads, 2) and e.context.thread_source is None
+        for e in fixed.engines
     )
     one = scheduler.open_lanes(engine, settings, Gate(1, 5), check=lambda probe, n, threads: (ONE, ["forced"]))
     assert one.policy == ONE and len(one.engines) == 1 and one.gate.lanes == 1
