@@ -5,24 +5,24 @@ fixed time has passed, whichever comes first:
 
 * the adapter tuned for this load of one-question prompts: ``SM_LLAMA_CPP_PARALLEL=C`` and
   ``SM_LLAMA_CPP_FLASH_ATTN=auto`` (flash attention, as llama-server runs it);
-* the adapter at its default (one process for every C: the row a deployment that sets nothing gets);
+* the adapter as its endpoint deploys it (one process for every C; on a CPU the CPU decision endpoint's
+  ``SM_LLAMA_CPP_PARALLEL=4`` and ``SM_LLAMA_CPP_FLASH_ATTN=auto``, ``endpoints.decision_cpu_settings``);
 * llama-server ``-np C`` as the DLC starts it with ``SM_LLAMA_CPP_PARALLEL=C`` (flash attention auto, its
   default; the context divided between the slots, 512 tokens each at C=8, over twice the longest of these
   prompts), asked the same messages with ``max_tokens: 1, top_logprobs: 20``.
 
-Same model, threads and context on both sides, the same prompts in the same order to each server, every one
-new to every server: a note opens each state whose first character differs between any 16 requests in a row
-(``throughput.note_tag``), so only the template's fixed head can be reused.
-The callers are the workshop's own load driver (``workshop_lib.evaluation.throughput.measure_level``, which
-notebook 06 runs against an endpoint), over an ``EndpointClient`` for the adapter and ``LlamaServerClient``
-for llama-server: 503s are retried after their ``Retry-After`` and counted; a decision's latency includes its
-retries. Throughput is answered decisions over the cell's wall time. The servers of one C run one after
-another, the order alternating from one C to the next; with ``rounds`` above 1, each C's cells are measured
-that many times, the order alternating from round to round, each round on prompts new to every server, and a
-cell pools its rounds (decisions over the rounds' wall time, percentiles of every latency), so that a drift of
-the machine's speed during a run falls on every server alike. Speed is printed, never asserted. Each adapter's log is
-read back for its start-up check of prompts cut into calls (``start_up_checks``): a row whose check turned
-flash attention or prefix reuse off is not the settings it names.
+Same model, threads and context on both sides, the same prompts in the same order to each server, every one new to
+every server: a note opens each state whose first character differs between any 16 requests in a row
+(``throughput.note_tag``), so only the template's fixed head can be reused. The callers are the workshop's own load
+driver (``workshop_lib.evaluation.throughput.measure_level``, which notebook 06 runs against an endpoint), over an
+``EndpointClient`` for the adapter and ``LlamaServerClient`` for llama-server: 503s are retried after their
+``Retry-After`` and counted; a decision's latency includes its retries. Throughput is answered decisions over the
+cell's wall time. The servers of one C run one after another, the order alternating from one C to the next; with
+``rounds`` above 1, each C's cells are measured that many times, the order alternating from round to round, each
+round on prompts new to every server, and a cell pools its rounds (decisions over the rounds' wall time,
+percentiles of every latency), so that a drift of the machine's speed during a run falls on every server alike.
+Speed is printed, never asserted. Each adapter's log is read back for its start-up check of prompts cut into calls
+(``start_up_checks``): a row whose check turned flash attention or prefix reuse off is not the settings it names.
 
 After the table's cells of a C in ``reuse_levels`` (``make bench``: 1, 2, 4), a smaller measurement of the
 opt-in reuse for single-tenant endpoints, reported apart: the callers repeat a few prompts unchanged, each
@@ -37,10 +37,11 @@ sent once unmeasured before the cell, to
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from benchmarks.servers import LlamaServerProcess
+from workshop_lib.aws import endpoints
 from workshop_lib.client import ChatResult, EndpointClient
 from workshop_lib.client.transport import LocalTransport
 from workshop_lib.evaluation.logprobs import TOP_LOGPROBS, decision_messages
@@ -63,10 +64,10 @@ TIMEOUT_S = 600.0  # one decision, its retries included (a loaded machine)
 MAX_BUSY = 600  # 503s retried for one decision before it fails the cell
 ROWS = {
     "adapter_parallel": "adapter, PARALLEL=C, FLASH_ATTN=auto",
-    "adapter_default": "adapter, its default",
+    "adapter_deployed": "adapter as deployed",
     "llama_server": "llama-server -np C (as deployed)",
 }
-ADAPTER_ROWS = ("adapter_parallel", "adapter_default")
+ADAPTER_ROWS = ("adapter_parallel", "adapter_deployed")
 REUSE_LEVELS = (1, 2, 4)
 REUSE_PROMPTS = 4  # the repeating set
 REUSE_TASKS = 12  # decisions per reuse cell at most
@@ -98,9 +99,8 @@ class LlamaServerClient:
     ``decide(body)`` answers with the reply's timing (``client.ChatResult``), a 503 retried as the adapter's."""
 
     def __init__(self, url: str, *, timeout_s: float = TIMEOUT_S, retries: int = MAX_BUSY):
-        self.endpoint = EndpointClient(
-            LocalTransport(url, timeout_s=timeout_s, invoke_path="/v1/chat/completions"), retries=retries
-        )
+        transport = LocalTransport(url, timeout_s=timeout_s, invoke_path="/v1/chat/completions")
+        self.endpoint = EndpointClient(transport, retries=retries)
 
     def decide(self, body: dict) -> ChatResult:
         messages = decision_messages(body["state"], body["question"], [o["text"] for o in body["options"]])
@@ -164,11 +164,8 @@ def scaling(row: dict) -> dict:
     target's verdict (at least ``GPU_SCALING``); no ratio with fewer than two levels."""
     levels = sorted(int(c) for c in row)
     low, high = (levels[0], levels[-1]) if levels else (None, None)
-    ratio = (
-        _over((row.get(str(high)) or {}).get("per_s"), (row.get(str(low)) or {}).get("per_s"))
-        if len(levels) > 1
-        else None
-    )
+    most, fewest = ((row.get(str(c)) or {}).get("per_s") for c in (high, low))
+    ratio = _over(most, fewest) if len(levels) > 1 else None
     return {"low": low, "high": high, "ratio": ratio, "meets": ratio is not None and ratio >= GPU_SCALING}
 
 
@@ -228,17 +225,18 @@ def run_table(
     gpu_layers: int = 0,
     prompts: list[Task] | None = None,
     prompt_set: str = "held-out",
+    deployed: Mapping[str, str] | None = None,
     start_timeout_s: float = 180.0,
     reuse_levels=(),
     reuse_tasks: int = REUSE_TASKS,
     reuse_seconds: float = REUSE_SECONDS,
     rounds: int = 1,
 ) -> dict:
-    """Start the servers, drive every cell ``rounds`` times, stop every server (also on failure): the table's
-    figures. At each
-    C of ``reuse_levels`` also the reuse part, under ``"reuse"``: beside the C's servers an adapter with the
-    reuse on, and after the table's cells the three of ``REUSE_ROWS`` driven with the first ``REUSE_PROMPTS``
-    prompts repeated, at most ``reuse_tasks`` decisions or ``reuse_seconds`` a cell."""
+    """Start the servers, drive every cell ``rounds`` times, stop every server (also on failure): the table's figures.
+    ``deployed``: the settings of the row "as deployed" (None: the CPU decision endpoint's). At each C of
+    ``reuse_levels`` also the reuse part, under ``"reuse"``: beside the C's servers an adapter with the reuse on,
+    and after the table's cells the three of ``REUSE_ROWS`` driven with the first ``REUSE_PROMPTS`` prompts
+    repeated, at most ``reuse_tasks`` decisions or ``reuse_seconds`` a cell."""
     prompts = held_out() if prompts is None else prompts
     adapter_env = {
         "SM_LLAMA_CPP_CTX_SIZE": str(context),
@@ -254,9 +252,10 @@ def run_table(
     def adapter(name: str, env: dict) -> AdapterProcess:
         return AdapterProcess(model_dir, log_path=work / f"{name}.log", threads=threads, env={**adapter_env, **env})
 
-    default = adapter("adapter-default", {})
+    deployed = dict(endpoints.decision_cpu_settings() if deployed is None else deployed)
+    deployed_adapter = adapter("adapter-deployed", deployed)
     try:
-        default.start(timeout_s=start_timeout_s)
+        deployed_adapter.start(timeout_s=start_timeout_s)
         for index, c in enumerate(levels):
             servers = {
                 "adapter_parallel": adapter(f"adapter-parallel-{c}", {"SM_LLAMA_CPP_PARALLEL": str(c), **TUNED_ENV}),
@@ -278,11 +277,11 @@ def run_table(
                     server.start(timeout_s=start_timeout_s)
                 levels_measured: dict[str, list[Level]] = {name: [] for name in ROWS}
                 for round_ in range(rounds):
-                    names = ["adapter_parallel", "llama_server", "adapter_default"]
+                    names = ["adapter_parallel", "llama_server", "adapter_deployed"]
                     names = names if (index + round_) % 2 == 0 else names[::-1]
                     order.append(names)
                     for name in names:
-                        server = default if name == "adapter_default" else servers[name]
+                        server = deployed_adapter if name == "adapter_deployed" else servers[name]
                         level = measure(
                             server, name == "llama_server", prompts, c, tasks=tasks, seconds=seconds, round_=round_
                         )
@@ -307,7 +306,7 @@ def run_table(
                 for server in servers.values():
                     server.stop()
     finally:
-        default.stop()
+        deployed_adapter.stop()
     table = {
         "levels": list(levels),
         "tasks_per_cell": tasks,
@@ -320,6 +319,7 @@ def run_table(
         "prompt_set": prompt_set,
         "order": order,
         "llama_server_args": ["-np", "C", *gpu_args],
+        "deployed_settings": deployed,
         "rows": rows,
         **summarise(rows),
         "start_up_checks": start_up_checks(work),
@@ -350,11 +350,11 @@ def measure(
     repeat: bool = False,
     round_: int = 0,
 ) -> Level:
-    """One cell's round on a started server: C callers (``measure_level``) over the cell's prompts, the same for
-    every server at this C. New prompts (the table): each opened by its number in the round's run (``fresh_requests``:
-    ``c<C>``, then ``c<C>-r<round>``, so each round's prompts are new), after two unmeasured decisions. Repeated prompts (``repeat``): each prompt sent once
-    unmeasured, then the callers cycle them unchanged (``repeated_requests``). A decision that fails, or is
-    still refused after its retries, fails the cell."""
+    """One cell's round on a started server: C callers (``measure_level``) over the cell's prompts, the same for every
+    server at this C. New prompts (the table): each opened by its number in the round's run (``fresh_requests``:
+    ``c<C>``, then ``c<C>-r<round>``, so each round's prompts are new), after two unmeasured decisions. Repeated
+    prompts (``repeat``): each prompt sent once unmeasured, then the callers cycle them unchanged
+    (``repeated_requests``). A decision that fails, or is still refused after its retries, fails the cell."""
     run = f"c{c}-r{round_}" if round_ else f"c{c}"
     client = client_for(server, is_llama)
     if repeat:
@@ -443,6 +443,7 @@ def report(t: dict, *, gpu: bool = False) -> list[str]:
     """The table, the ratios and the verdicts as printed lines."""
     ok = lambda good: "meets" if good else "MISSES"  # noqa: E731
     levels = [str(c) for c in t["levels"]]
+    labels = {name: ROWS.get(name, name.replace("_", " ")) for name in t["rows"]}  # a recorded run's own rows
     on_gpu = f", {t['gpu_layers']} GPU layers" if t.get("gpu_layers") else ""
     rounds = f" in each of {t['rounds']} rounds" if t.get("rounds", 1) > 1 else ""
     lines = [
@@ -450,23 +451,22 @@ def report(t: dict, *, gpu: bool = False) -> list[str]:
         f"decisions or {t['seconds_per_cell']:g} s per cell{rounds}, {t['prompts']} {t.get('prompt_set', 'held-out')} prompts "
         "each opened by a "
         f"nonce, {t['threads']} threads{on_gpu}",
-        *_grid(t["rows"], ROWS, levels),
+        *_grid(t["rows"], labels, levels),
     ]
     if not gpu:
         lines.append(
             f"adapter / llama-server, throughput / p95 (targets at C = {', '.join(map(str, TARGET_LEVELS))}: throughput >= "
             f"{TARGET_THROUGHPUT:g}x, p95 <= {TARGET_P95:g}x)"
         )
-        for name in ADAPTER_ROWS:
-            per_c = t["ratios"].get(name, {})
+        for name, per_c in t["ratios"].items():
             parts = [f"C={c} {_x(per_c[c]['throughput'])} / {_x(per_c[c]['p95'])}" for c in levels if c in per_c]
             v = t["verdicts"].get(name)
             verdict = f": throughput {ok(v['throughput_meets'])}, p95 {ok(v['p95_meets'])}" if v and v["levels"] else ""
-            lines.append(f"  {ROWS[name]:<{_pad(ROWS.values())}}" + ", ".join(parts) + verdict)
+            lines.append(f"  {labels[name]:<{_pad(labels.values())}}" + ", ".join(parts) + verdict)
     for name, s in t["scaling"].items():
         if gpu or s["ratio"] is not None:
             target = f" ({ok(s['meets'])} >= {GPU_SCALING:g}x on a GPU)" if gpu else ""
-            lines.append(f"  {ROWS[name]}: C={s['high']} throughput {_x(s['ratio'])} C={s['low']}'s{target}")
+            lines.append(f"  {labels[name]}: C={s['high']} throughput {_x(s['ratio'])} C={s['low']}'s{target}")
     if "start_up_checks" in t:
         lines += report_checks(t["start_up_checks"])
     if t.get("reuse"):

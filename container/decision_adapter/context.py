@@ -19,8 +19,9 @@ server. A context is not thread-safe: one request at a time uses it.
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -31,7 +32,7 @@ from .deadline import Deadline
 from .errors import TimedOut
 from .prefix_cache import Prefix, PrefixTokens
 from .questions import RenderedPrompt
-from .seams import EngineError, ThreadSource
+from .seams import EngineError, R, ThreadSource
 from .settings import Settings
 from .state_cache import CachedState, StateCache
 from .tokens import MAX_HEADS, common_prefix_len
@@ -117,16 +118,17 @@ class Context:
             self.llama_cpp.llama_set_n_threads(self.llm.ctx, *threads)
             self._threads = threads
 
-    @contextmanager
-    def thread_share(self) -> Iterator[None]:
+    def on_share(self, call: Callable[[], R]) -> R:
         """Run one llama.cpp call on this context's share of the server's threads (scheduler.py), waiting while
-        none is free; without a source, on the threads it was given."""
+        none is free; without a source, here on the threads it was given."""
         if self.thread_source is None:
-            yield
-            return
-        with self.thread_source.take(self.stop_if_expired) as threads:
+            return call()
+
+        def on(threads: tuple[int, int]) -> R:
             self.set_threads(threads)
-            yield
+            return call()
+
+        return self.thread_source.run(on, self.stop_if_expired)
 
     def replace(self, **fields: Any) -> None:
         """A new llama.cpp context in place of this one, made with these ``llama_context_params`` fields."""
@@ -198,13 +200,11 @@ class Context:
             for first, end in itertools.pairwise(points):
                 chunk = run[first:end]
                 if not each:
-                    with self.thread_share():
-                        llm.eval(chunk)
+                    self.on_share(functools.partial(llm.eval, chunk))
                     continue
                 llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)  # as Llama.eval: nothing past the position survives
                 llm._batch.set_batch(batch=chunk, n_past=llm.n_tokens, logits_all=True)
-                with self.thread_share():
-                    llm._ctx.decode(llm._batch)
+                self.on_share(lambda: llm._ctx.decode(llm._batch))
                 llm.input_ids[llm.n_tokens : llm.n_tokens + len(chunk)] = chunk
                 llm.n_tokens += len(chunk)
                 pointer = self.llama_cpp.llama_get_logits(llm.ctx)

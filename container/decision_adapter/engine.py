@@ -404,8 +404,8 @@ class Engine:
         )
         try:
             while True:
-                with context.within_limit(), context.thread_share():
-                    piece = next(pieces, None)
+                with context.within_limit():
+                    piece = context.on_share(lambda: next(pieces, None))
                 if piece is None:
                     return
                 yield piece

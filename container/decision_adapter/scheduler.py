@@ -29,6 +29,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Protocol, overload
 
@@ -40,6 +41,7 @@ from . import scoring
 from .admission import Gate
 from .engine import Engine
 from .questions import DecisionBatch
+from .seams import R
 from .settings import Settings
 from .slots import PROBE_QUESTIONS, PROBE_STATE
 
@@ -146,9 +148,14 @@ class ThreadShares:
     A call takes the largest of the checked shares (``thread_counts``) that both its request's share of the
     requests in flight and the free threads allow, waiting while no share fits, and gives them back when
     it returns: the calls at once never run more threads than the server was given. Running more would
-    leave each call's threads waiting at every graph node for one the kernel has set aside
-    (docs/benchmarks.md); two requests at once on one thread each answer more per second than one at a
-    time on two.
+    leave each call's threads waiting at every graph node for one the kernel has set aside; two requests
+    at once on one thread each answer more per second than one at a time on two (docs/benchmarks.md).
+
+    A call of more than one thread runs on the first idle of a few long-lived threads, one per context, so
+    that a lone caller's calls always come from the same thread. llama.cpp's OpenMP build waits at each
+    graph node by spinning, but only while the process holds no more OpenMP threads than CPUs; every
+    thread that starts a parallel call keeps helpers of its own, and gunicorn hands requests to whichever
+    of its threads is free: calls from those slowed a lone request's evaluation by about 5 %.
     """
 
     def __init__(self, threads: tuple[int, int], lanes: int, in_flight: Callable[[], int]):
@@ -157,10 +164,11 @@ class ThreadShares:
         self.in_flight = in_flight
         self.free = threads[1]  # prompt threads: a share's generation threads follow its prompt threads
         self._cond = threading.Condition()
+        self._callers = [ThreadPoolExecutor(1, thread_name_prefix=f"llama-calls-{n}") for n in range(lanes)]
+        self._busy: set[int] = set()
 
-    @contextmanager
-    def take(self, give_up: Callable[[], None]) -> Iterator[tuple[int, int]]:
-        """Hold a share for the ``with`` block; ``give_up`` is called while waiting (it raises to stop)."""
+    def run(self, call: Callable[[tuple[int, int]], R], give_up: Callable[[], None]) -> R:
+        """``call(threads)`` on a share; ``give_up`` is called while waiting (it raises to stop)."""
         with self._cond:
             while True:
                 allowed = min(share(self.threads, self.in_flight())[1], self.free)
@@ -171,11 +179,15 @@ class ThreadShares:
                 give_up()
             taken = fits[0]
             self.free -= taken[1]
+            caller = next((n for n in range(len(self._callers)) if n not in self._busy), None) if taken[1] > 1 else None
+            if caller is not None:
+                self._busy.add(caller)
         try:
-            yield taken
+            return call(taken) if caller is None else self._callers[caller].submit(call, taken).result()
         finally:
             with self._cond:
                 self.free += taken[1]
+                self._busy.discard(caller)
                 self._cond.notify_all()
 
 

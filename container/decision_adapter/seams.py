@@ -7,7 +7,7 @@ module below it receives the engine itself, so none can reach past these.
 * ``Evaluator``: where scoring items meet one context of the model (``Engine.score_items``);
 * ``Scorer``: what scoring.py is handed for a request: an evaluator, the model's labels, the settings and
   calibration in force, and the content-free priors' cache (priors.py);
-* ``ThreadSource``: where a context takes its share of the server's CPU threads for one llama.cpp call
+* ``ThreadSource``: what runs one llama.cpp call of a context on its share of the server's CPU threads
   (scheduler.py's ``ThreadShares``).
 
 ``EngineError`` is the engine's own error: the model cannot be served (no usable answer labels, a context
@@ -17,8 +17,7 @@ that cannot save its state, a start-up check that fails).
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from decision_contract.calibration import Calibration
 
@@ -29,6 +28,7 @@ from .scores import Reading
 from .settings import Settings
 
 CodeTokens = tuple[tuple[int, ...], tuple[int, ...]]  # the group letters' tokens and the digits'
+R = TypeVar("R")
 Timing = dict[str, float]  # what evaluating took (milliseconds, ``*_ms``) and read (token and prompt counts)
 
 
@@ -77,4 +77,4 @@ class Scorer(Evaluator, Protocol):
 
 
 class ThreadSource(Protocol):
-    def take(self, give_up: Callable[[], None]) -> AbstractContextManager[tuple[int, int]]: ...
+    def run(self, call: Callable[[tuple[int, int]], R], give_up: Callable[[], None]) -> R: ...

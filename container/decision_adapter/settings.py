@@ -96,7 +96,8 @@ class Settings:
         "flash attention in llama.cpp, as llama-server's --flash-attn. With it every "
         "prompt is evaluated in calls of 64 tokens or more, so that how a prompt was cut cannot change its answer "
         "(checked at start-up: auto leaves it off where that cannot hold, on refuses to start): on a CPU a new "
-        "prompt a few percent faster, a shared-state batch of short questions up to a third slower. Off by default",
+        "prompt a few percent faster, a shared-state batch of short questions up to a third slower. Off by default; "
+        "the workshop's CPU endpoint sets auto",
         choices=("off", "on", "auto"),
         spellings={"true": "on", "1": "on", "enabled": "on", "false": "off", "0": "off", "disabled": "off"},
     )
@@ -111,8 +112,9 @@ class Settings:
         L + "PARALLEL",
         1,
         "requests evaluated at once, each on its own llama.cpp context over the one loaded "
-        "model (llama-server's --parallel; scheduler.py). 1 by measurement on a CPU, where more gained nothing; "
-        "the workshop's GPU endpoint sets 4. Unlike llama-server, each context holds the whole "
+        "model (llama-server's --parallel; scheduler.py), the threads shared between them. The workshop's "
+        "endpoints set 4: on a CPU, two requests at once on a thread each answer more per second than one at a "
+        "time on two. Unlike llama-server, each context holds the whole "
         "SM_LLAMA_CPP_CTX_SIZE: the contexts' memory together is bounded by DECISION_ADAPTER_MAX_KV_MIB",
         minimum=1,
         maximum=64,

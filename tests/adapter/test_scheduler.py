@@ -6,6 +6,7 @@ test GGUF, restore); the start-up check's choices forced with fake probes; the g
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -144,41 +145,63 @@ def test_thread_shares():
     assert thread_counts((4, 4), 4) == [(4, 4), (2, 2), (1, 1)]
 
 
+def _held(shares, release, started):
+    """A call that holds its share until ``release`` is set: records the threads it was given."""
+
+    def call(threads):
+        started.append(threads)
+        release.wait(10)
+        return threads
+
+    return lambda: shares.run(call, lambda: None)
+
+
 def test_calls_at_once_never_hold_more_threads_than_the_server():
-    in_flight = [2]
-    shares = ThreadShares((4, 4), 4, lambda: in_flight[0])
-    with shares.take(lambda: None) as first, shares.take(lambda: None) as second:
-        assert first == second == (2, 2) and shares.free == 0
-        waited = threading.Event()
-        got = []
-
-        def third():
-            waited.set()
-            with shares.take(lambda: None) as threads:
-                got.append(threads)
-
-        worker = threading.Thread(target=third)
+    shares = ThreadShares((4, 4), 4, lambda: 2)
+    release, started, results = threading.Event(), [], []
+    workers = [threading.Thread(target=lambda: results.append(_held(shares, release, started)())) for _ in range(3)]
+    for worker in workers:
         worker.start()
-        waited.wait(5)
-        worker.join(0.3)
-        assert worker.is_alive() and not got  # no thread is free: it waits
-    worker.join(5)
-    assert got == [(2, 2)] and shares.free == 4
+    deadline = time.monotonic() + 5
+    while len(started) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    assert started == [(2, 2), (2, 2)] and shares.free == 0  # the third waits: no thread is free
+    release.set()
+    for worker in workers:
+        worker.join(5)
+    assert results == [(2, 2)] * 3 and shares.free == 4
 
 
-def test_a_lone_call_takes_every_thread_and_a_newcomer_waits_for_them():
+def test_a_lone_callers_calls_run_on_one_long_lived_thread_and_a_one_thread_call_where_it_is():
     in_flight = [1]
     shares = ThreadShares((2, 2), 2, lambda: in_flight[0])
-    got, held = [], shares.take(lambda: None)
-    with shares.take(lambda: None) as alone:
-        assert alone == (2, 2)
-        in_flight[0] = 2
-        worker = threading.Thread(target=lambda: got.append(held.__enter__()))
-        worker.start()
-        worker.join(0.3)
-        assert not got
-    worker.join(5)
-    assert got == [(1, 1)] and shares.free == 1  # its share of two in flight, held until it exits
+    here = threading.current_thread().name
+    alone = [shares.run(lambda threads: (threads, threading.current_thread().name), lambda: None) for _ in range(3)]
+    assert [threads for threads, _ in alone] == [(2, 2)] * 3
+    assert len({name for _, name in alone}) == 1 and alone[0][1] != here
+    in_flight[0] = 2
+    assert shares.run(lambda threads: (threads, threading.current_thread().name), lambda: None) == ((1, 1), here)
+
+
+def test_a_newcomer_waits_for_a_lone_calls_threads_then_takes_its_share():
+    in_flight = [1]
+    shares = ThreadShares((2, 2), 2, lambda: in_flight[0])
+    release, started = threading.Event(), []
+    first = threading.Thread(target=_held(shares, release, started))
+    first.start()
+    while not started:
+        time.sleep(0.01)
+    in_flight[0] = 2
+    got = []
+    second = threading.Thread(target=lambda: got.append(shares.run(lambda threads: threads, lambda: None)))
+    second.start()
+    second.join(0.3)
+    assert started == [(2, 2)] and not got  # every thread is held: it waits
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert got == [(1, 1)] and shares.free == 2
 
 
 def test_a_call_waiting_for_threads_gives_up_and_a_failed_call_gives_them_back():
@@ -187,12 +210,14 @@ def test_a_call_waiting_for_threads_gives_up_and_a_failed_call_gives_them_back()
     def expired():
         raise TimedOut("past its limit")
 
-    with pytest.raises(RuntimeError, match="failed"), shares.take(lambda: None):
+    def holds_all(threads):
         with pytest.raises(TimedOut):
-            with shares.take(expired):
-                pass
+            shares.run(lambda threads: threads, expired)
         raise RuntimeError("failed")
-    assert shares.free == 2
+
+    with pytest.raises(RuntimeError, match="failed"):
+        shares.run(holds_all, lambda: None)
+    assert shares.free == 2 and shares.run(lambda threads: threads, lambda: None) == (2, 2)
 
 
 # -- the start-up check, forced ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from benchmarks import concurrency
 from benchmarks.servers import find_llama_server
 from tests.support import adapter_settings
 from tests.support.stand_in import serving
+from workshop_lib.aws import endpoints
 from workshop_lib.evaluation.tasks import load_tasks
 from workshop_lib.local import processes
 
@@ -81,7 +82,7 @@ def _rows(adapter_per_s, llama_per_s, adapter_p95=500.0, llama_p95=500.0):
     levels = ("1", "2", "4", "8")
     return {
         "adapter_parallel": {c: _cell(v, adapter_p95) for c, v in zip(levels, adapter_per_s)},
-        "adapter_default": {c: _cell(v, adapter_p95) for c, v in zip(levels, adapter_per_s)},
+        "adapter_deployed": {c: _cell(v, adapter_p95) for c, v in zip(levels, adapter_per_s)},
         "llama_server": {c: _cell(v, llama_p95) for c, v in zip(levels, llama_per_s)},
     }
 
@@ -94,9 +95,9 @@ def test_the_cpu_verdicts_look_at_c_1_2_4_only():
     assert s["ratios"]["adapter_parallel"]["8"]["throughput"] == pytest.approx(0.2)
     # one miss at C=2 fails the verdict
     s = concurrency.summarise(_rows([2.0, 2.9, 4.0, 5.0], [2.0, 3.0, 4.0, 5.0]))
-    assert s["verdicts"]["adapter_default"]["throughput_meets"] is False
+    assert s["verdicts"]["adapter_deployed"]["throughput_meets"] is False
     s = concurrency.summarise(_rows([2.0, 3.0, 4.0, 5.0], [2.0, 3.0, 4.0, 5.0], adapter_p95=600.0))
-    assert s["verdicts"]["adapter_default"]["p95_meets"] is False
+    assert s["verdicts"]["adapter_deployed"]["p95_meets"] is False
 
 
 def test_the_gpu_verdict_is_c8_throughput_at_least_three_times_c1():
@@ -320,14 +321,18 @@ def test_a_tiny_table_runs_against_both_servers_and_stops_them(model_dir, embedd
     # the order alternates from round to round and from one C to the next
     assert table["rounds"] == 2 and [names[0] for names in table["order"]] == [
         "adapter_parallel",
-        "adapter_default",
-        "adapter_default",
+        "adapter_deployed",
+        "adapter_deployed",
         "adapter_parallel",
     ]
-    assert set(table["ratios"]["adapter_default"]) == {"1", "2"}
+    assert set(table["ratios"]["adapter_deployed"]) == {"1", "2"}
     assert table["verdicts"]["adapter_parallel"]["levels"] == [1, 2]
     logs = {p.name for p in tmp_path.iterdir()}
-    assert {"adapter-default.log", "adapter-parallel-2.log", "llama-server-np2.log"} <= logs
+    assert {"adapter-deployed.log", "adapter-parallel-2.log", "llama-server-np2.log"} <= logs
+    # the row "as deployed" runs the CPU decision endpoint's settings: its contexts, its flash attention
+    assert table["deployed_settings"] == endpoints.decision_cpu_settings()
+    deployed_log = (tmp_path / "adapter-deployed.log").read_text()
+    assert f"{endpoints.CPU_PARALLEL} request(s) evaluated at once" in deployed_log
     assert "n_slots = 2" in (tmp_path / "llama-server-np2.log").read_text()
     reuse = table["reuse"]  # at C=2 only, on the first REUSE_PROMPTS prompts repeated
     assert reuse["levels"] == [2] and reuse["prompts"] == concurrency.REUSE_PROMPTS
@@ -340,11 +345,11 @@ def test_a_tiny_table_runs_against_both_servers_and_stops_them(model_dir, embedd
     # each adapter's own start-up check (flash attention on for the tuned ones, here where it passes); not
     # llama-server's
     checks = table["start_up_checks"]
-    assert set(checks) == {"adapter-default", "adapter-parallel-1", "adapter-parallel-2", "adapter-reuse-2"}
-    assert re.fullmatch(r"\S+ with flash attention off", *checks["adapter-default"])
+    assert set(checks) == {"adapter-deployed", "adapter-parallel-1", "adapter-parallel-2", "adapter-reuse-2"}
+    assert re.fullmatch(r"\S+ with flash attention on", *checks["adapter-deployed"])
     assert re.fullmatch(r"\S+ with flash attention on", *checks["adapter-parallel-2"])
     text = "\n".join(concurrency.report(table))
-    assert concurrency.ROWS["llama_server"] in text and "per adapter: adapter-default " in text
+    assert concurrency.ROWS["llama_server"] in text and "per adapter: adapter-deployed " in text
     assert "at most 3 decisions or 60 s per cell in each of 2 rounds" in text
     assert text.index(concurrency.ROWS["llama_server"]) < text.index(concurrency.REUSE_ROWS["adapter_reuse"])
 

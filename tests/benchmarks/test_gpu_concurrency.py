@@ -125,7 +125,7 @@ def test_the_gpu_report_gives_the_verdict_and_warns_about_a_server_left_on_the_c
     text = gpu_concurrency.report(figures)
     assert "NVIDIA H200" in text and "999 GPU layers" in text
     assert f"{concurrency.ROWS['adapter_parallel']}: C=8 throughput 3.50x C=1's (meets >= 3x on a GPU)" in text
-    assert f"{concurrency.ROWS['adapter_default']}: C=8 throughput 1.20x C=1's (MISSES >= 3x on a GPU)" in text
+    assert f"{concurrency.ROWS['adapter_deployed']}: C=8 throughput 1.20x C=1's (MISSES >= 3x on a GPU)" in text
     assert "WARNING: llama-server-np8 did not report offloading" in text
     assert (
         "per adapter: adapter-default 0 with flash attention off; adapter-parallel-8 0.4 with flash "

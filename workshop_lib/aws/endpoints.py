@@ -25,6 +25,7 @@ from .model_requests import (
     FULL_OFFLOAD,
     check_in_range,
     decision_model_request,
+    llama_environment,
     standard_model_request,
     workshop_tags,
 )
@@ -47,6 +48,12 @@ DEFAULT_GPU_POOLS = ("ml.g6e.xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge", "ml.g4dn
 # the scarcest) but their last resort, the GPU type SageMaker offers in the most regions (its T4's 16 GB hold
 # the pinned 4B model).
 FIXED_GPU_INSTANCE = "ml.g4dn.2xlarge"
+# The CPU decision endpoint: up to four requests evaluated at once, each llama.cpp call on its share of the
+# instance's threads, and flash attention where the adapter's start-up check finds it fit. On short tickets
+# (2 threads) two requests at once, one thread each, answer about 15 % more per second than one at a time
+# on both, and flash attention reads a new prompt about 7 % faster (docs/benchmarks.md, "On short tickets").
+CPU_PARALLEL = 4
+CPU_FLASH_ATTN = "auto"
 # Requests the GPU decision endpoint evaluates at once (SM_LLAMA_CPP_PARALLEL): one 200-token decision leaves a
 # GPU mostly idle. llama-server's own default slot count; not yet measured on a GPU (benchmarks/gpu_concurrency.sh).
 GPU_PARALLEL = 4
@@ -179,6 +186,8 @@ def decision_cpu_plan(
     instance_count: int = 1,
     threads: int | None = None,
     ctx_size: int | None = None,
+    parallel: int = CPU_PARALLEL,
+    flash_attn: str = CPU_FLASH_ATTN,
     startup_timeout_s: int = STARTUP_TIMEOUT_S,
     download_timeout_s: int = DOWNLOAD_TIMEOUT_S,
     environment: Mapping[str, str] | None = None,
@@ -186,8 +195,9 @@ def decision_cpu_plan(
     data_capture: Mapping[str, Any] | None = None,
 ) -> DeployPlan:
     """The decision image on a fixed CPU type; threads default to the type's vCPUs, the context to the
-    adapter's default (8192 tokens: room for a 255-option Jev choice). ``data_capture``: SageMaker's
-    capture of requests and answers (``capture.data_capture_config``)."""
+    adapter's default (8192 tokens: room for a 255-option Jev choice), ``parallel`` and ``flash_attn`` to the
+    CPU endpoint's (``decision_cpu_settings``). ``data_capture``: SageMaker's capture of requests and answers
+    (``capture.data_capture_config``)."""
     tags = tags if tags is not None else workshop_tags()
     if is_gpu_instance(instance_type):
         raise InvalidInput(f"{instance_type} is a GPU type; use decision_gpu_plan for GPUs")
@@ -199,6 +209,8 @@ def decision_cpu_plan(
         ctx_size=ctx_size,
         threads=threads or vcpus(instance_type),
         n_gpu_layers=0,
+        parallel=parallel,
+        flash_attn=flash_attn,
         environment=environment,
         tags=tags,
     )
@@ -210,6 +222,17 @@ def decision_cpu_plan(
         download_timeout_s=download_timeout_s,
     )
     return _plan(name, model, variant, tags, data_capture=data_capture)
+
+
+def decision_cpu_settings() -> dict[str, str]:
+    """The adapter settings the CPU decision endpoint deploys besides its threads and context (the benchmarks
+    start their adapter "as deployed" with them)."""
+    return llama_environment(ctx_size=None, parallel=CPU_PARALLEL, flash_attn=CPU_FLASH_ATTN)
+
+
+def decision_gpu_settings() -> dict[str, str]:
+    """As ``decision_cpu_settings``, the GPU decision endpoint's (its layers offloaded besides)."""
+    return llama_environment(ctx_size=None, parallel=GPU_PARALLEL)
 
 
 def gpu_instance_types(region: str | None, pools: Sequence[str] = DEFAULT_GPU_POOLS) -> list[str]:

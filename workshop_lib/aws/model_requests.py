@@ -24,6 +24,7 @@ from .images import ImageRef, require_pinned
 FULL_OFFLOAD = 999  # llama.cpp: "all layers"
 DEFAULT_CTX_SIZE = 4096  # the standard DLC's; the decision image's default (8192) is the adapter's own
 LLAMA_PREFIX = "SM_LLAMA_CPP_"
+FLASH_ATTN_CHOICES = ("on", "off", "auto")  # llama-server --flash-attn; the adapter reads the same
 
 
 # ---- small checks ---------------------------------------------------------------
@@ -96,6 +97,7 @@ def llama_environment(
     hf_repo: str | None = None,
     hf_file: str | None = None,
     parallel: int | None = None,
+    flash_attn: str | None = None,
 ) -> dict[str, str]:
     """``SM_LLAMA_CPP_*`` variables; the DLC turns each into a llama-server flag, the adapter reads them."""
     env: dict[str, str] = {}
@@ -113,6 +115,10 @@ def llama_environment(
     if parallel is not None:
         check_in_range(parallel, 1, 64, "parallel (requests evaluated at once)")
         env["PARALLEL"] = str(parallel)
+    if flash_attn is not None:
+        if flash_attn not in FLASH_ATTN_CHOICES:
+            raise InvalidInput(f"flash_attn {flash_attn!r} is not one of {', '.join(FLASH_ATTN_CHOICES)}")
+        env["FLASH_ATTN"] = flash_attn
     if model_file:
         env["MODEL"] = model_file
     if hf_file and not hf_repo:
@@ -220,13 +226,16 @@ def decision_model_request(
     threads: int | None = None,
     n_gpu_layers: int = 0,
     parallel: int | None = None,
+    flash_attn: str | None = None,
     environment: Mapping[str, str] | None = None,
     tags: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The decision image (network-isolated); ``environment`` carries DECISION_ADAPTER_* settings if any."""
     if not model_data_url:
         raise InvalidInput("the decision endpoint needs model_data_url (s3://.../model.tar.gz)")
-    env = llama_environment(ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers, parallel=parallel)
+    env = llama_environment(
+        ctx_size=ctx_size, threads=threads, n_gpu_layers=n_gpu_layers, parallel=parallel, flash_attn=flash_attn
+    )
     env.update(environment or {})
     return model_request(
         name, image=image, role_arn=role_arn, model_data_url=model_data_url, environment=env, tags=tags

@@ -6,7 +6,7 @@ import copy
 import pytest
 
 from workshop_lib.aws import calls, endpoints, hosting, instance_types, model_requests, regions, variants
-from workshop_lib.aws.endpoints import decision_cpu_plan, decision_gpu_plan, standard_plan
+from workshop_lib.aws.endpoints import decision_cpu_plan, decision_cpu_settings, decision_gpu_plan, standard_plan
 from workshop_lib.aws.images import MutableImageReference, parse_image_uri
 from workshop_lib.errors import InvalidInput
 
@@ -242,8 +242,11 @@ def test_decision_cpu_plan():
     assert plan.model["PrimaryContainer"]["Environment"] == {
         "SM_LLAMA_CPP_THREADS": "32",
         "SM_LLAMA_CPP_N_GPU_LAYERS": "0",  # the context: the adapter's default
+        "SM_LLAMA_CPP_PARALLEL": "4",
+        "SM_LLAMA_CPP_FLASH_ATTN": "auto",
         "DECISION_ADAPTER_MAX_QUEUE": "8",
     }
+    assert decision_cpu_settings() == {"SM_LLAMA_CPP_PARALLEL": "4", "SM_LLAMA_CPP_FLASH_ATTN": "auto"}
     variant = plan.endpoint_config["ProductionVariants"][0]
     assert variant["InstanceType"] == "ml.c6i.8xlarge"
     assert not plan.uses_instance_pools
@@ -262,6 +265,23 @@ def test_decision_cpu_threads_follow_the_instance_or_the_caller():
         "e", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, threads=12
     )
     assert plan.model["PrimaryContainer"]["Environment"]["SM_LLAMA_CPP_THREADS"] == "12"
+
+
+def test_decision_cpu_parallel_and_flash_attention_are_the_callers_to_change():
+    plan = decision_cpu_plan(
+        "e",
+        image=parse_image_uri(DECISION_PINNED),
+        role_arn=ROLE,
+        model_data_url=MODEL_DATA,
+        parallel=1,
+        flash_attn="off",
+    )
+    env = plan.model["PrimaryContainer"]["Environment"]
+    assert env["SM_LLAMA_CPP_PARALLEL"] == "1" and env["SM_LLAMA_CPP_FLASH_ATTN"] == "off"
+    with pytest.raises(InvalidInput, match="flash_attn 'yes' is not one of on, off, auto"):
+        decision_cpu_plan(
+            "e", image=parse_image_uri(DECISION_PINNED), role_arn=ROLE, model_data_url=MODEL_DATA, flash_attn="yes"
+        )
 
 
 def test_decision_cpu_refuses_gpu_types():
