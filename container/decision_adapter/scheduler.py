@@ -155,7 +155,7 @@ class ThreadShares:
     that a lone caller's calls always come from the same thread. llama.cpp's OpenMP build waits at each
     graph node by spinning, but only while the process holds no more OpenMP threads than CPUs; every
     thread that starts a parallel call keeps helpers of its own, and gunicorn hands requests to whichever
-    of its threads is free: calls from those slowed a lone request's evaluation by about 5 %.
+    of its threads is free: calls from those slowed a lone request's evaluation (docs/benchmarks.md).
     """
 
     def __init__(self, threads: tuple[int, int], lanes: int, in_flight: Callable[[], int]):

@@ -49,9 +49,9 @@ DEFAULT_GPU_POOLS = ("ml.g6e.xlarge", "ml.g6.2xlarge", "ml.g5.2xlarge", "ml.g4dn
 # the pinned 4B model).
 FIXED_GPU_INSTANCE = "ml.g4dn.2xlarge"
 # The CPU decision endpoint: up to four requests evaluated at once, each llama.cpp call on its share of the
-# instance's threads, and flash attention where the adapter's start-up check finds it fit. On short tickets
-# (2 threads) two requests at once, one thread each, answer about 15 % more per second than one at a time
-# on both, and flash attention reads a new prompt about 7 % faster (docs/benchmarks.md, "On short tickets").
+# instance's threads, and flash attention where the adapter's start-up check finds it fit: on short tickets
+# two requests at once on a thread each answer more per second than one at a time on both, and flash
+# attention reads a new prompt faster (docs/benchmarks.md, "On short tickets").
 CPU_PARALLEL = 4
 CPU_FLASH_ATTN = "auto"
 # Requests the GPU decision endpoint evaluates at once (SM_LLAMA_CPP_PARALLEL): one 200-token decision leaves a
