@@ -19,7 +19,6 @@ from typing import Any
 
 from . import demo, examples, steps
 from .aws import capture, endpoints, images, instance_types
-from .aws.build_projects import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
 from .aws.requests_sent import requests_text
 from .client.endpoint import EndpointClient
 from .config import ENV_VARS, WorkshopConfig, default_path
@@ -431,12 +430,7 @@ def cmd_cleanup(args: Namespace) -> int:
 
 
 def cmd_delete_builds(args: Namespace) -> int:
-    workshop = workshop_for(args)
-    return _show(
-        steps.delete_build_resources(
-            workshop, [MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT], workshop.config.ecr_repository
-        )
-    )
+    return _show(steps.delete_build_resources(workshop_for(args)))
 
 
 def cmd_delete_codebuild_role(args: Namespace) -> int:

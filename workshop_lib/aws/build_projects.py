@@ -31,6 +31,7 @@ IMAGE_BUILD_BUILDSPEC = "buildspec/image-build.yml"
 # "sagemaker*": the projects AmazonSageMakerFullAccess lets a Studio role start and read builds of.
 MODEL_PACKAGE_PROJECT = "sagemaker-decision-workshop-model-package"
 IMAGE_BUILD_PROJECT = "sagemaker-decision-workshop-image-build"
+BUILD_PROJECTS = (MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT)  # what the cleanup deletes, the policies name
 ECR_REPOSITORY = "sagemaker-decision-workshop"
 SOURCE_PREFIX = "codebuild-source"
 TARBALL_NAME = "model.tar.gz"

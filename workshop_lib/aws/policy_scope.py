@@ -22,7 +22,7 @@ from ..config import (
 )
 from ..errors import InvalidInput
 from .arns import partition
-from .build_projects import ECR_REPOSITORY, IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT, SOURCE_PREFIX
+from .build_projects import BUILD_PROJECTS, ECR_REPOSITORY, SOURCE_PREFIX
 from .images import DLC_ARM64_REPOSITORY, DLC_REPOSITORY, dlc_account
 
 # Folders under the workshop prefix: the model package (``WorkshopConfig.model_data_url``) and the
@@ -41,7 +41,7 @@ class Scope:
     bucket: str
     prefix: str
     ecr_repository: str = ECR_REPOSITORY
-    codebuild_projects: tuple[str, ...] = (MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT)
+    codebuild_projects: tuple[str, ...] = BUILD_PROJECTS
     endpoint_names: tuple[str, ...] = ()
     source_prefix: str = ""
     dlc_repositories: tuple[str, ...] = (DLC_REPOSITORY, DLC_ARM64_REPOSITORY)  # endpoints may run either
@@ -80,7 +80,7 @@ def scope(
     account_id: str | None = None,
     *,
     batch_transform: bool = True,
-    codebuild_projects: Sequence[str] = (MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT),
+    codebuild_projects: Sequence[str] = BUILD_PROJECTS,
     source_prefix: str | None = None,
 ) -> Scope:
     """The workshop's resource names from ``config``; the account from ``account_id`` or a role ARN.

@@ -10,7 +10,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..aws import hosting, policies, spend_guard, teardown, updates
-from ..aws.build_projects import parse_s3_uri
+from ..aws.build_projects import BUILD_PROJECTS, parse_s3_uri
 from ..aws.inference_components import ZERO_ENDPOINT
 from ..errors import StepError
 from ..local import permissions
@@ -155,11 +155,15 @@ def _owned(read: Callable[..., dict[str, str] | None], *args: Any) -> tuple[bool
 
 @cleanup_step
 @shows_requests
-def delete_build_resources(workshop: Workshop, projects: Sequence[str], repository: str) -> Text:
-    """Delete the named CodeBuild projects (and their log groups) and the ECR repository with its images,
-    each only if it carries the workshop's tag: a repository of the same name without it (the published
-    sample's, say) is kept with every image in it, and the result says why."""
+def delete_build_resources(
+    workshop: Workshop, projects: Sequence[str] = BUILD_PROJECTS, repository: str | None = None
+) -> Text:
+    """Delete the CodeBuild projects (by default the workshop's two, and their log groups) and the ECR
+    repository with its images (by default the config's), each only if it carries the workshop's tag: a
+    repository of the same name without it (the published sample's, say) is kept with every image in it,
+    and the result says why."""
     c = workshop.clients
+    repository = workshop.config.ecr_repository if repository is None else repository
     lines = []
     for project in projects:
         ours, why = _owned(_project_tags, c.codebuild, project)

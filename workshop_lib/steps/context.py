@@ -37,8 +37,8 @@ BOTO3_FLOOR = (1, 43, 1)  # first boto3 whose SageMaker model knows InstancePool
 # tests/notebooks checks that 07 mentions every name of every creating step 00-06 call.
 CREATES: dict[str, tuple[str, ...]] = {
     "setup": ("config.bucket", "steps.stop_local("),
-    "package_model": ("config.s3_uri()", "codebuild.MODEL_PACKAGE_PROJECT"),
-    "build_decision_image": ("config.ecr_repository", "codebuild.IMAGE_BUILD_PROJECT", "config.s3_uri()"),
+    "package_model": ("config.s3_uri()", "BUILD_PROJECTS"),
+    "build_decision_image": ("config.ecr_repository", "BUILD_PROJECTS", "config.s3_uri()"),
     **{path.deploy_step: (f"config.{path.endpoint_field}", "steps.delete_deadline_role(") for path in DEPLOY_PATHS},
     "extend_deadline": ("steps.delete_endpoints(",),  # moves a deadline, which goes with its endpoint
     "ensure_codebuild_role": ("steps.delete_codebuild_role(",),

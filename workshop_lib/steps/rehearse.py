@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..aws.alarms import alarm_names
-from ..aws.build_projects import IMAGE_BUILD_PROJECT, MODEL_PACKAGE_PROJECT
 from ..client.endpoint import decision as make_decision
 from ..client.policy import Policy
 from ..config import WorkshopConfig, repo_root
@@ -191,7 +190,7 @@ def rehearse_all(work_dir: str | Path | None = None, out: Callable[[str], object
                 delete_transform_output(ws)
                 delete_endpoints(ws, tagged_endpoints(ws))
                 delete_alarms(ws)
-                delete_build_resources(ws, [MODEL_PACKAGE_PROJECT, IMAGE_BUILD_PROJECT], c.ecr_repository)
+                delete_build_resources(ws)
                 delete_codebuild_role(ws)
                 delete_artifacts(ws, c.s3_uri())
                 left = running_endpoints(ws)

@@ -347,9 +347,12 @@ def test_the_workshops_tagged_repository_goes_with_its_images(aws_mode_steps):
     repository = workshop.config.ecr_repository
     builds.ensure_ecr_repository(c.ecr, build_projects.ecr_repository_request(repository))  # tagged, as notebook 03
     stand_ins.push_stand_in(c.ecr, repository, "cpu-1", "the decision image", "1" * 64)
-    text = str(aws_mode_steps.delete_build_resources(workshop, [], repository))
+    text = str(aws_mode_steps.delete_build_resources(workshop))  # by default the workshop's projects and repository
     assert f"ECR repository {repository} (and its images): deleted" in text
     assert c.ecr.describe_repositories()["repositories"] == []
+    assert [line.split(":")[0] for line in text.splitlines() if line.startswith("CodeBuild project")] == [
+        f"CodeBuild project {project}" for project in build_projects.BUILD_PROJECTS
+    ]
 
 
 def test_a_repository_whose_tags_may_not_be_read_is_kept(aws_mode_steps):
