@@ -146,7 +146,7 @@ bench: setup
 # bounded jevbench run; reports in benchmarks/results/. CI checks the Jev API with tests/adapter/jev (over HTTP);
 # these suites take minutes each on 2 cores, so they run here only.
 conformance: setup
-	$(PY) -m benchmarks.jev
+	$(PY) -m benchmarks.jev_suites
 
 clean-venv:
 	rm -rf $(VENV)

@@ -51,3 +51,15 @@ def test_no_module_is_over_the_line_limit():
         if "__pycache__" not in path.parts and (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert not long, f"over {MAX_MODULE_LINES} lines, split by what each part holds: {long}"
+
+
+def test_no_file_name_is_spelt_in_two_places():
+    """A module's file name says its room: no two modules of the code share one (a package's __init__.py
+    apart), so a name in a traceback, a log line or a doc points at one file."""
+    seen: dict[str, list[str]] = {}
+    for folder in CODE:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "__pycache__" not in path.parts and path.name != "__init__.py":
+                seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    twice = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert not twice, f"file names spelt in more than one place, rename one for what it holds: {twice}"

@@ -31,7 +31,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError
 
-from . import names
+from . import name_rules
 from .deploy_paths import DECISION_CPU, DECISION_GPU, DEPLOY_PATHS, STANDARD, DeployPath
 from .deploy_paths import NAMES as DEPLOY_PATH_NAMES
 from .deploy_paths import deploy_path as path_called
@@ -117,7 +117,7 @@ def check_prefix(prefix: str) -> str:
 
 
 def check_ecr_repository_name(name: str) -> str:
-    if not names.is_ecr_repository(name):
+    if not name_rules.is_ecr_repository(name):
         raise InvalidInput(
             f"ECR repository name {name!r} is not valid: use lower-case letters, digits and . _ - / "
             f"(2 to 256 characters), e.g. {DEFAULT_ECR_REPOSITORY!r}"

@@ -1,7 +1,7 @@
 """The checks of the names AWS gives the workshop's resources: SageMaker names, role ARNs, buckets.
 
 Each raises ``InvalidInput`` whose message names what was wrong and what to use instead; the patterns
-and lengths come from botocore's service models (``names.service_rule``), so they follow the real API.
+and lengths come from botocore's service models (``name_rules.service_rule``), so they follow the real API.
 The config checks its settings with them, and the command line its ``--name`` flags.
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from . import names
+from . import name_rules
 from .errors import InvalidInput
 
 
 @cache
 def sagemaker_rule(shape_path: tuple[str, ...]) -> tuple[re.Pattern[str], int]:
     """(compiled pattern, max length) of a SageMaker request member, read from botocore."""
-    pattern, max_len = names.service_rule("sagemaker", *shape_path)
+    pattern, max_len = name_rules.service_rule("sagemaker", *shape_path)
     return pattern, max_len or 63
 
 

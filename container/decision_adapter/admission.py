@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .errors import Busy
+from .caller_errors import Busy
 
 
 @dataclass(frozen=True)

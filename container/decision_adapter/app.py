@@ -52,8 +52,8 @@ from .apis.common import REQUEST_ID_HEADER, choose_request_id
 from .apis.dialect import SERVING, Body, as_adapter_error, json_response
 from .apis.invocations import body_api, project_error
 from .apis.registry import DIALECTS, INVOCATIONS, Registry
+from .caller_errors import AdapterError, Busy, InvalidType, NotReady, TimedOut, Unauthorized
 from .engine import Engine
-from .errors import AdapterError, Busy, InvalidType, NotReady, TimedOut, Unauthorized
 from .model_files import locate_model
 from .scheduler import SHARED, Lanes, open_lanes
 from .settings import Settings, load_settings

@@ -9,7 +9,7 @@ An engine composes three parts, by how long each lives:
 
 * ``model`` (model.py): the weights, tokenizer, template, answer labels and calibration, loaded once and
   shared read-only by every lane;
-* ``context`` (context.py): one llama.cpp context, what it holds (the prefix, the saved heads) and its
+* ``context`` (llama_context.py): one llama.cpp context, what it holds (the prefix, the saved heads) and its
   time limit, one per lane;
 * ``priors`` (priors.py): the content-free priors of the order mode and the cloze readout, one cache for
   every lane, handed to scoring (each readout measures the priors it needs through the ``Evaluator`` seam).
@@ -40,11 +40,10 @@ import numpy as np
 from decision_contract.calibration import Calibration
 from decision_contract.names import PRIOR
 
-from . import chat as chat_completion
-from . import readouts, runtime, slots, split_check
-from .context import Context
+from . import chat_completion, readouts, runtime, slots, split_check
+from .caller_errors import InvalidValue, PromptTooLong
 from .deadline import Deadline
-from .errors import InvalidValue, PromptTooLong
+from .llama_context import Context
 from .model import Model
 from .model_files import ModelFiles
 from .prefix_cache import shared_prefix
@@ -382,7 +381,7 @@ class Engine:
     # -- chat ------------------------------------------------------------------
 
     def chat_pieces(self, request: ChatRequest) -> Iterator[chat_completion.Piece]:
-        """Generate an answer, piece by piece (chat.py's ``Piece``); message contents are tokenized as plain
+        """Generate an answer, piece by piece (chat_completion.py's ``Piece``); message contents are tokenized as plain
         text, as decisions are. The conversation is checked now (a 422 before anything is generated);
         closing the iterator stops generation at once and clears the context."""
         self.start_afresh()  # the decision prefix cache is not chat's

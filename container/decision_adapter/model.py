@@ -5,7 +5,7 @@ model info says of them.
 Loading checks what would otherwise fail later: a calibration fit for another model, GPU offload asked of a
 build without a GPU backend (or one that offloaded nothing), a GGUF llama.cpp cannot load, a model without a
 chat template, a tokenizer that cannot read the answer letters. The ``Llama`` object that loads the weights
-also holds the first context (llama-cpp-python makes one per load); context.py's ``Context`` takes it over,
+also holds the first context (llama-cpp-python makes one per load); llama_context.py's ``Context`` takes it over,
 and ``runtime.another_context`` makes the others on the same weights.
 
 The model answers the ``Labels`` seam (seams.py): what a readout renders a question with and reads.
@@ -21,9 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from . import calibration as calibration_file
-from . import runtime, slots
-from .errors import InvalidValue, PromptTooLong
+from . import runtime, served_calibration, slots
+from .caller_errors import InvalidValue, PromptTooLong
 from .model_files import ModelFiles
 from .prompt import DIGITS, GROUP_LETTERS, PROMPT_VERSION, ChatTemplate, option_labels
 from .questions import Loc, RenderedPrompt
@@ -56,10 +55,10 @@ class Model:
         log.info("llama.cpp system info: %s", self.runtime.system_info)
         log.info("extra buffer types: %s", self.runtime.extra_buffers_reason)
         try:  # before the model loads: a file fit for another build stops the start-up at once
-            self.calibration = calibration_file.load(
+            self.calibration = served_calibration.load(
                 files.calibration, files.sha256, files.gguf.name, PROMPT_VERSION, settings.calibration
             )
-        except calibration_file.CalibrationError as exc:
+        except served_calibration.CalibrationError as exc:
             raise EngineError(str(exc)) from None
         self.gpu_offload = bool(llama_cpp.llama_supports_gpu_offload())
         if settings.n_gpu_layers and not self.gpu_offload:

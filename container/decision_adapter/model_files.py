@@ -10,7 +10,7 @@ two shapes (``decision_contract.manifest``: the workshop's, every file with size
 published sample's, the GGUF's sha256 only), every entry checked against its rules before any
 listed file is opened, and the GGUF about to be loaded must be one of the files it verifies.
 
-``calibration.json`` (calibration.py) is looked for next to the GGUF, then at the top of the
+``calibration.json`` (served_calibration.py) is looked for next to the GGUF, then at the top of the
 model directory; when the manifest lists it, its size and sha256 are checked like every listed
 file's (``calibration_listed``), and a manifest that lists it while it is missing stops the start.
 """

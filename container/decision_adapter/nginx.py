@@ -36,7 +36,7 @@ from typing import BinaryIO
 from werkzeug.http import HTTP_STATUS_CODES
 
 from .apis.registry import DIALECTS, INVOCATIONS, Registry
-from .errors import AdapterError
+from .caller_errors import AdapterError
 from .settings import Settings, load_settings
 
 CONNECTIONS = 2048  # open at once, clients and upstream together

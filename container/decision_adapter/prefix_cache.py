@@ -32,7 +32,7 @@ lone token in a batch takes another path in llama.cpp: ``trim`` never evaluates 
 last token alone (the two-level readout reads its appended letter alone in every mode alike).
 
 Here: what a request's prompts share (``shared_prefix``) and what a context holds of it (``Prefix``).
-Bringing a context to it and back is context.py's (``Context.enter_prefix``, ``Context.rewind``).
+Bringing a context to it and back is llama_context.py's (``Context.enter_prefix``, ``Context.rewind``).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from typing import NoReturn
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .errors import InvalidValue
+from .caller_errors import InvalidValue
 from .questions import Message, Question, RenderedPrompt
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from decision_contract import names
 from decision_contract.names import AS_GIVEN
 
-from .errors import InvalidValue
+from .caller_errors import InvalidValue
 from .priors import ClozeKey, Priors
 from .prompt import CLOZE_PROMPT_VERSION, PromptFamily, TemplateError, render_json
 from .questions import DecisionBatch, Option, Question, ScoringItem

@@ -25,7 +25,7 @@ from decision_contract import names
 from decision_contract.names import PRIOR
 
 from . import order
-from .errors import InvalidValue
+from .caller_errors import InvalidValue
 from .priors import Priors
 from .prompt import DECISION_PROMPT, JEV_PROMPT, PromptFamily, TemplateError
 from .questions import DecisionBatch, Option, Question, ScoringItem

@@ -15,7 +15,7 @@ readout registry (readout.py) for everything a readout decides, and names no rea
    and ``prior_tokens``: it paid for them.
 3. ``answer``: per question, the readout's finishing step (its readings and priors as raw per-option
    scores: the order correction, or cloze's normalisation) → the temperature in force (the request's, else
-   its calibration profile's, else 1: calibration.py) → probabilities (scores.py) → abstention below the
+   its calibration profile's, else 1: served_calibration.py) → probabilities (scores.py) → abstention below the
    question's ``min_answer_mass``; one frozen ``AnswerRecord`` (answer_record.py) that every API renders.
 """
 
@@ -31,13 +31,13 @@ from decision_contract import names
 from decision_contract.names import AS_GIVEN
 
 from .answer_record import AnswerRecord
-from .calibration import Calibration, in_force, set_of
-from .errors import InvalidValue
+from .caller_errors import InvalidValue
 from .prompt import DECISION_PROMPT, PromptFamily
 from .questions import DecisionBatch, Question, ScoringItem
 from .readouts import READOUTS, Planned
 from .scores import Reading
 from .seams import Scorer, Timing
+from .served_calibration import Calibration, in_force, set_of
 
 
 @dataclass(frozen=True)

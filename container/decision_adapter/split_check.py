@@ -15,7 +15,7 @@ settles what is served:
   is evaluated whole from its first token, in the same calls whatever else is asked; ``trim`` and ``restore``
   stop the start-up.
 
-Here as functions of the context they settle (context.py) and the model whose start-up prompt they cut.
+Here as functions of the context they settle (llama_context.py) and the model whose start-up prompt they cut.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import runtime, splits
-from .context import Context
+from .llama_context import Context
 from .model import Model
 from .scores import logsumexp
 from .seams import EngineError

@@ -11,7 +11,7 @@ import pytest
 
 from decision_adapter.apis import own
 from decision_adapter.apis.own import parse_decision
-from decision_adapter.errors import InvalidValue
+from decision_adapter.caller_errors import InvalidValue
 from decision_adapter.settings import SettingsError, load_settings
 
 STATE = "The parcel arrived with a cracked screen and the customer wants a replacement."

@@ -4,7 +4,7 @@ import time
 import pytest
 
 from decision_adapter.admission import Gate
-from decision_adapter.errors import Busy
+from decision_adapter.caller_errors import Busy
 
 
 def _hold(gate, entered, release):

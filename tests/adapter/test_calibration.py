@@ -1,4 +1,4 @@
-"""Served calibration (calibration.py; the file's rules are the contract's, tests/contract): where the model folder's
+"""Served calibration (served_calibration.py; the file's rules are the contract's, tests/contract): where the model folder's
 manifest vouches for it (model_files.py), the refusal to start for another build or readout, which
 temperature an answer gets (the request's, the profile's, or 1) and when it carries a prediction set, on the
 embedded model in-process."""
@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from decision_adapter import calibration
+from decision_adapter import served_calibration
 from decision_adapter.apis import own
 from decision_adapter.apis import systemone as jev
 from decision_adapter.apis.own import parse_decision
@@ -97,17 +97,19 @@ def softmax(z):
 def test_a_kept_profile_applies_in_its_order_mode_unless_the_request_sets_a_temperature():
     cal = contract.parse(calibration_file(OTHER_SHA), "calibration.json", "00" * 32)
     assert cal.temperatures == {"choice/3-4": 2.0}  # choice/2 was not kept
-    assert calibration.in_force(cal, "choice", 3, "as_given", None) == (
+    assert served_calibration.in_force(cal, "choice", 3, "as_given", None) == (
         2.0,
         {"profile": "choice/3-4", "temperature": 2.0, "source": "calibration"},
     )
-    assert calibration.in_force(cal, "choice", 3, "as_given", 0.7)[1]["source"] == "request"
-    assert calibration.in_force(cal, "choice", 3, "rotations", None)[1]["source"] == "none"  # fit in another mode
-    assert calibration.in_force(cal, "choice", 2, "as_given", None) == (
+    assert served_calibration.in_force(cal, "choice", 3, "as_given", 0.7)[1]["source"] == "request"
+    assert (
+        served_calibration.in_force(cal, "choice", 3, "rotations", None)[1]["source"] == "none"
+    )  # fit in another mode
+    assert served_calibration.in_force(cal, "choice", 2, "as_given", None) == (
         1.0,
         {"profile": None, "temperature": 1.0, "source": "none"},
     )
-    assert calibration.in_force(None, "score", 5, "as_given", None)[0] == 1.0
+    assert served_calibration.in_force(None, "score", 5, "as_given", None)[0] == 1.0
 
 
 def _model_folder(tmp_path, listed: bool):

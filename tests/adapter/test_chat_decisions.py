@@ -1,5 +1,5 @@
 """Decisions through chat completions (apis/chat_decisions.py): the parse and its errors, the answer built from
-the core's records, the client's builder and reader (workshop_lib/client/chat_decisions.py), and the official
+the core's records, the client's builder and reader (workshop_lib/client/chat_decision_calls.py), and the official
 ``openai`` library against a live adapter getting the numbers POST /invocations gives for the same decision.
 
 The tiny test model has no signal: these check mechanics (the same numbers as the project's own decision,
@@ -17,9 +17,9 @@ import openai
 import pytest
 
 from decision_adapter.apis import chat, chat_decisions, decisions
-from decision_adapter.errors import AdapterError
+from decision_adapter.caller_errors import AdapterError
 from tests.support.answer_records import record
-from workshop_lib.client import chat_decisions as client_side
+from workshop_lib.client import chat_decision_calls as client_side
 from workshop_lib.client import openai_decisions
 
 SETTINGS = SimpleNamespace(chat_max_tokens=64)

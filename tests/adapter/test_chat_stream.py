@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from decision_adapter.apis.chat import UNSUPPORTED, chunks, event, parse_chat
-from decision_adapter.chat import Piece, decoded, held_back, token_logprobs
-from decision_adapter.errors import AdapterError, InvalidValue
+from decision_adapter.caller_errors import AdapterError, InvalidValue
+from decision_adapter.chat_completion import Piece, decoded, held_back, token_logprobs
 
 HI = [{"role": "user", "content": "hi"}]
 

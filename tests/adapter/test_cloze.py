@@ -18,7 +18,7 @@ import pytest
 from decision_adapter import scoring
 from decision_adapter.apis import own
 from decision_adapter.apis.own import parse_decision
-from decision_adapter.errors import AdapterError
+from decision_adapter.caller_errors import AdapterError
 from decision_adapter.readout_cloze import cloze_text
 from decision_adapter.scores import logsumexp
 from scripts.hybrid_gguf import write_hybrid_gguf
@@ -411,7 +411,7 @@ def test_the_samples_format_follows_the_server_default(engine, monkeypatch):
 
 
 def test_a_calibration_fitted_for_letters_is_not_applied_to_cloze():
-    from decision_adapter.calibration import in_force
+    from decision_adapter.served_calibration import in_force
     from decision_contract.calibration import Calibration
 
     letters = Calibration("c.json", "0" * 64, "decision-prompt/1", "as_given", {"choice/2": 2.0}, ("choice/2",))

@@ -18,7 +18,7 @@ from decision_adapter.apis.api import Api, Scope
 from decision_adapter.apis.dialect import Dialect, post
 from decision_adapter.apis.invocations import request_kind
 from decision_adapter.apis.registry import DIALECTS, Registry
-from decision_adapter.errors import AdapterError, InvalidValue
+from decision_adapter.caller_errors import AdapterError, InvalidValue
 from decision_adapter.settings import load_settings
 
 

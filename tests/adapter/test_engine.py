@@ -8,7 +8,7 @@ import pytest
 from decision_adapter.apis import own
 from decision_adapter.apis.chat import parse_chat
 from decision_adapter.apis.own import parse_decision
-from decision_adapter.errors import PromptTooLong
+from decision_adapter.caller_errors import PromptTooLong
 from decision_adapter.prompt import LETTERS
 from decision_adapter.readouts import READOUT_METHODS
 from tests.support import adapter_settings

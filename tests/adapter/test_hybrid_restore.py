@@ -21,7 +21,7 @@ from decision_adapter import scoring
 from decision_adapter.apis import own
 from decision_adapter.apis import systemone as jev
 from decision_adapter.apis.own import parse_decision
-from decision_adapter.errors import TimedOut
+from decision_adapter.caller_errors import TimedOut
 from decision_adapter.prompt import JEV_PROMPT
 from scripts.hybrid_gguf import write_hybrid_gguf
 from tests.support import adapter_settings

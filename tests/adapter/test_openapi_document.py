@@ -149,7 +149,7 @@ def test_the_app_accepts_the_clients_bodies(name):
 
 
 def test_a_misspelt_field_is_invalid_under_the_document_and_refused_by_the_app():
-    from decision_adapter.errors import InvalidValue
+    from decision_adapter.caller_errors import InvalidValue
 
     body = dict(client.decision("t-1", "s", "Which?", OPTIONS), temperture=0.5)
     assert list(_validator("/invocations").iter_errors(body))

@@ -16,7 +16,7 @@ import pytest
 from decision_adapter import order, readout_letters, scores, scoring
 from decision_adapter.apis import own
 from decision_adapter.apis.own import parse_decision
-from decision_adapter.errors import TimedOut
+from decision_adapter.caller_errors import TimedOut
 from decision_adapter.priors import Priors
 from decision_adapter.prompt import DECISION_PROMPT, SYSTEM_PROMPT
 from decision_adapter.questions import ScoringItem

@@ -18,7 +18,7 @@ import pytest
 
 from decision_adapter.apis import own
 from decision_adapter.apis.own import parse_decision
-from decision_adapter.errors import TimedOut
+from decision_adapter.caller_errors import TimedOut
 from tests.support import adapter_settings
 
 STATES = [

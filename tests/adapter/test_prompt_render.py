@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from decision_adapter import prompt
-from decision_adapter.errors import InvalidValue
+from decision_adapter.caller_errors import InvalidValue
 
 
 def test_a_state_too_deep_to_render_is_refused_naming_the_field():

@@ -16,7 +16,7 @@ import pytest
 
 from decision_adapter import readout, scoring
 from decision_adapter.apis import own
-from decision_adapter.errors import InvalidValue
+from decision_adapter.caller_errors import InvalidValue
 from decision_adapter.priors import Priors
 from decision_adapter.prompt import TemplateError
 from decision_adapter.questions import DecisionBatch, Option, Question, RenderedPrompt, ScoringItem

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from decision_adapter.apis import decisions
-from decision_adapter.errors import PromptTooLong
+from decision_adapter.caller_errors import PromptTooLong
 
 STATE = "Order 1182 arrived with a cracked screen; the customer wants a refund or a replacement."
 

@@ -15,7 +15,7 @@ from decision_adapter import scheduler
 from decision_adapter.admission import Gate
 from decision_adapter.apis import own
 from decision_adapter.apis.own import parse_decision
-from decision_adapter.errors import TimedOut
+from decision_adapter.caller_errors import TimedOut
 from decision_adapter.scheduler import (
     FIXED,
     ONE,

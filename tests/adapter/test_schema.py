@@ -3,7 +3,7 @@ import pytest
 from decision_adapter.apis.chat import parse_chat
 from decision_adapter.apis.invocations import request_kind
 from decision_adapter.apis.own import parse_decision
-from decision_adapter.errors import InvalidType, InvalidValue
+from decision_adapter.caller_errors import InvalidType, InvalidValue
 from decision_adapter.prompt import render_state, user_message
 
 OPTIONS = [{"id": "a", "text": "Alpha"}, {"id": "b", "text": "Beta"}]

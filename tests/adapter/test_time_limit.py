@@ -8,8 +8,8 @@ import pytest
 from decision_adapter.apis import own
 from decision_adapter.apis.chat import parse_chat
 from decision_adapter.apis.own import parse_decision
+from decision_adapter.caller_errors import TimedOut
 from decision_adapter.deadline import Deadline
-from decision_adapter.errors import TimedOut
 from tests.support.http_client import call
 
 SHORT = {

@@ -10,7 +10,7 @@ import copy
 
 import pytest
 
-from decision_adapter import calibration as served
+from decision_adapter import served_calibration as served
 from decision_contract import calibration
 from workshop_lib.evaluation.profiles import CalibrationFileError, check_document
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from decision_adapter import calibration as served_calibration
+from decision_adapter import served_calibration
 from workshop_lib import examples
 from workshop_lib.cli import main
 from workshop_lib.client import EndpointClient

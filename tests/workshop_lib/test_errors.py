@@ -55,7 +55,7 @@ KEPT = {
     "local.route_stand_in.Refusal",  # the rehearsal's route answers it as AWS's HTTP refusal
     "client.jev.SystemOneFormatError",
     "client.openai_decisions.DecisionsFormatError",
-    "client.chat_decisions.ChatDecisionFormatError",
+    "client.chat_decision_calls.ChatDecisionFormatError",
     # an invocation's failure by HTTP status: each carries its own hint, and callers retry on some
     "client.endpoint_errors.BadRequest",
     "client.endpoint_errors.EndpointBusy",

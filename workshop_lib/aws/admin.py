@@ -20,7 +20,7 @@ from typing import Any
 from botocore import xform_name
 
 from ..errors import InvalidInput
-from ..names import service_model
+from ..name_rules import service_model
 from . import calls, policies
 from .arns import partition
 from .role_boundary import BOUNDARY_POLICY_PATH

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import names
+from .. import name_rules
 from ..errors import InvalidInput
 from . import calls
 from .model_requests import check_tags, workshop_tags
@@ -42,7 +42,7 @@ ADAPTER_LATENCY = "Latency"
 ADAPTER_BUSY = "Busy"
 ADAPTER_TIME_LIMIT = "TimeLimitStops"
 
-DASHBOARD = names.WORKSHOP_TAGS[names.TAG_WORKSHOP]  # "decision-workshop"
+DASHBOARD = name_rules.WORKSHOP_TAGS[name_rules.TAG_WORKSHOP]  # "decision-workshop"
 PERIOD_S = 60
 MAX_ROLLBACK_ALARMS = 10  # UpdateEndpoint's AutoRollbackConfiguration takes at most 10
 

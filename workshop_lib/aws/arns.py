@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .. import names
+from .. import name_rules
 from ..config import check_resource_name
 from ..errors import InvalidInput
 
@@ -88,7 +88,7 @@ def schedule_name(endpoint_name: str) -> str:
     if len(name) > 64:
         digest = hashlib.sha256(endpoint_name.encode()).hexdigest()[:8]
         name = f"{endpoint_name[: 64 - len(SCHEDULE_SUFFIX) - 9]}-{digest}{SCHEDULE_SUFFIX}"
-    pattern, max_len = names.service_rule("scheduler", "CreateSchedule", "Name")
+    pattern, max_len = name_rules.service_rule("scheduler", "CreateSchedule", "Name")
     if not pattern.fullmatch(name) or len(name) > (max_len or 64):  # endpoint names are letters, digits, -
         raise InvalidInput(f"no schedule name can be made from endpoint name {endpoint_name!r}")
     return name

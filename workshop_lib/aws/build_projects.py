@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .. import names
+from .. import name_rules
 from ..config import check_ecr_repository_name
 from ..errors import AwsFailure, InvalidInput
 from ..models import ModelSpec
@@ -71,7 +71,7 @@ _PATTERN = re.compile(r"[A-Za-z0-9_.*?-]+")
 
 
 def check_project_name(name: str) -> str:
-    if not names.is_codebuild_project(name):
+    if not name_rules.is_codebuild_project(name):
         raise InvalidInput(
             f"CodeBuild project name {name!r} is not valid: 2-150 letters, digits, '-' or '_', "
             "starting with a letter or digit"
@@ -81,7 +81,7 @@ def check_project_name(name: str) -> str:
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
     """``s3://bucket/key`` -> (bucket, key); the key may be empty."""
-    parts = names.split_s3_uri(uri)
+    parts = name_rules.split_s3_uri(uri)
     if parts is None:
         raise InvalidInput(f"{uri!r} is not an S3 URI like 's3://my-bucket/models/qwen/'")
     return parts
@@ -108,7 +108,7 @@ def model_s3_prefix(uri: str) -> str:
 
 
 def _tag_list(tags: Mapping[str, str] | None, key: str = "key", value: str = "value") -> list[dict[str, Any]]:
-    return names.tag_list(dict(names.WORKSHOP_TAGS if tags is None else tags), key, value)
+    return name_rules.tag_list(dict(name_rules.WORKSHOP_TAGS if tags is None else tags), key, value)
 
 
 def source_zip(repo_root: str | Path, paths: tuple[str, ...] = SOURCE_PATHS) -> bytes:
@@ -164,7 +164,7 @@ def project_request(
 ) -> dict[str, Any]:
     """CreateProject: S3 zip source, the AL2023 standard image, logs to CloudWatch, no artifacts."""
     check_project_name(name)
-    if not names.is_role_arn(service_role_arn):
+    if not name_rules.is_role_arn(service_role_arn):
         raise InvalidInput(
             f"CodeBuild service role {service_role_arn!r} is not an IAM role ARN "
             "(arn:aws:iam::<account>:role/<name>); pass the role CodeBuild should assume"
@@ -303,7 +303,7 @@ def check_base_image(base: ImageRef, region: str) -> ImageRef:
 
 
 def check_image_tag(image_tag: str) -> str:
-    if not names.is_image_tag(image_tag):
+    if not name_rules.is_image_tag(image_tag):
         raise InvalidInput(f"image tag {image_tag!r} is not valid (letters, digits, _ . -; up to 128)")
     return image_tag
 

@@ -18,7 +18,7 @@ from botocore.exceptions import ParamValidationError
 from botocore.validate import ParamValidator
 
 from ..errors import InvalidInput
-from ..names import operation_model
+from ..name_rules import operation_model
 
 
 def validate(service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .. import names
+from .. import name_rules
 from ..config import WorkshopConfig, check_capture_percent
 from ..errors import InvalidInput
 from . import calls
@@ -66,7 +66,7 @@ def data_capture_config(
     percent = check_percent(percent)
     if percent == 0:
         return None
-    names.split_s3_uri(destination_uri)  # an s3:// URI with a bucket
+    name_rules.split_s3_uri(destination_uri)  # an s3:// URI with a bucket
     config = {
         "EnableCapture": True,
         "InitialSamplingPercentage": percent,
@@ -154,7 +154,7 @@ def capture_record(
 
 def capture_folder(destination_uri: str, endpoint: str, variant: str | None = None) -> tuple[str, str]:
     """(bucket, key prefix) of one endpoint's captures (one variant's, given ``variant``)."""
-    split = names.split_s3_uri(destination_uri.rstrip("/"))
+    split = name_rules.split_s3_uri(destination_uri.rstrip("/"))
     if split is None:
         raise InvalidInput(f"capture destination {destination_uri!r} is not an s3://bucket/prefix URI")
     bucket, key = split

@@ -19,7 +19,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .. import names
+from .. import name_rules
 from ..errors import AwsFailure, WorkshopTimeout
 from . import calls
 from .buckets import check_bucket_region
@@ -167,7 +167,7 @@ def deploy(
     hosting = hosting or SageMakerHosting(poll_s=poll_s, timeout_s=timeout_s)
     region = region or calls.region_of(sm_client)
     check_deployable(plan.image, region)
-    model_data = names.split_s3_uri(plan.model_data_url)
+    model_data = name_rules.split_s3_uri(plan.model_data_url)
     if s3_client is not None and model_data is not None:
         check_bucket_region(s3_client, model_data[0], region)
     sent = hosting.adapt(plan)

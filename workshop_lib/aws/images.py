@@ -29,7 +29,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .. import names
+from .. import name_rules
 from ..errors import InvalidInput
 from . import calls
 
@@ -204,9 +204,9 @@ def parse_image_uri(image_uri: str) -> ImageRef:
     tag = None
     if ":" in rest:
         rest, tag = rest.rsplit(":", 1)
-        if not names.is_image_tag(tag):
+        if not name_rules.is_image_tag(tag):
             raise InvalidInput(f"image URI {image_uri!r}: tag {tag!r} is not a valid image tag")
-    if not names.IMAGE_REPOSITORY.fullmatch(rest):
+    if not name_rules.IMAGE_REPOSITORY.fullmatch(rest):
         raise InvalidInput(f"image URI {image_uri!r}: repository {rest!r} is not a valid repository name")
     host = _ECR_HOST.fullmatch(registry)
     return ImageRef(

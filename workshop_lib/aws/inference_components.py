@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import names
+from .. import name_rules
 from ..errors import InvalidInput
 from . import arns, calls
 from .images import ImageRef
@@ -61,7 +61,7 @@ def component_name(endpoint: str) -> str:
 
 
 def check_component_name(name: str) -> str:
-    pattern, max_len = names.service_rule("sagemaker", "CreateInferenceComponent", "InferenceComponentName")
+    pattern, max_len = name_rules.service_rule("sagemaker", "CreateInferenceComponent", "InferenceComponentName")
     if not name or len(name) > (max_len or 63) or not pattern.fullmatch(name):
         raise InvalidInput(
             f"inference component name {name!r} is not one SageMaker takes: letters, digits and hyphens, "

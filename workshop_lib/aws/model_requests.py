@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .. import names
+from .. import name_rules
 from ..config import check_resource_name, check_role_arn
 from ..errors import InvalidInput
 from . import calls
@@ -48,13 +48,13 @@ def _check_environment(env: Mapping[str, str]) -> None:
 
 
 def workshop_tags(
-    workshop: str = names.WORKSHOP_TAGS[names.TAG_WORKSHOP],
-    created_by: str = names.WORKSHOP_TAGS[names.TAG_CREATED_BY],
+    workshop: str = name_rules.WORKSHOP_TAGS[name_rules.TAG_WORKSHOP],
+    created_by: str = name_rules.WORKSHOP_TAGS[name_rules.TAG_CREATED_BY],
     extra: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """The tags every workshop resource carries (``names.WORKSHOP_TAGS``), plus ``extra``."""
-    tags = {names.TAG_WORKSHOP: workshop, names.TAG_CREATED_BY: created_by, **(extra or {})}
-    return check_tags(names.tag_list(tags))
+    """The tags every workshop resource carries (``name_rules.WORKSHOP_TAGS``), plus ``extra``."""
+    tags = {name_rules.TAG_WORKSHOP: workshop, name_rules.TAG_CREATED_BY: created_by, **(extra or {})}
+    return check_tags(name_rules.tag_list(tags))
 
 
 def check_tags(tags: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -65,11 +65,11 @@ def check_tags(tags: list[dict[str, Any]]) -> list[dict[str, Any]]:
         raise InvalidInput(f"tag keys must be unique, got {keys}")
     for tag in tags:
         key, value = tag["Key"], tag["Value"]
-        if not names.is_tag_key(key):
+        if not name_rules.is_tag_key(key):
             raise InvalidInput(
                 f"tag key {key!r} is not valid (1-128 letters, digits, spaces, _.:/=+-@; not starting with aws:)"
             )
-        if not names.is_tag_value(value):
+        if not name_rules.is_tag_value(value):
             raise InvalidInput(
                 f"tag value {value!r} for {key!r} is not valid (up to 256 letters, digits, spaces, _.:/=+-@)"
             )
@@ -77,7 +77,7 @@ def check_tags(tags: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _s3_tarball(url: str) -> str:
-    if not names.is_s3_tarball(url):
+    if not name_rules.is_s3_tarball(url):
         raise InvalidInput(
             f"model data {url!r} must be one s3://<bucket>/<key>.tar.gz object (SageMaker extracts it "
             "into /opt/ml/model); package the model first"

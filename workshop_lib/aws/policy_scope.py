@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import names
+from .. import name_rules
 from ..config import (
     WorkshopConfig,
     check_bucket_name,
@@ -71,7 +71,7 @@ class Scope:
 
 def account_of(config: WorkshopConfig) -> str | None:
     """The account id in the config's role ARNs (both roles live in the workshop's account)."""
-    accounts = (names.role_account(arn) for arn in (config.codebuild_role_arn, config.sagemaker_role_arn))
+    accounts = (name_rules.role_account(arn) for arn in (config.codebuild_role_arn, config.sagemaker_role_arn))
     return next((account for account in accounts if account), None)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import names
+from .. import name_rules
 from ..config import WorkshopConfig
 from .arns import cloudwatch_alarm_arn, ecr_repository_arn, role_arn, s3_bucket_arn, s3_object_arn
 from .inference_components import component_name
@@ -178,8 +178,12 @@ def scheduler_role_arn(region: str, account: str) -> str:
 
 
 def workshop_tagged() -> dict[str, Any]:
-    """The condition that a resource carries the workshop's tag (``names.WORKSHOP_TAGS``)."""
-    return {"StringEquals": {f"aws:ResourceTag/{names.TAG_WORKSHOP}": names.WORKSHOP_TAGS[names.TAG_WORKSHOP]}}
+    """The condition that a resource carries the workshop's tag (``name_rules.WORKSHOP_TAGS``)."""
+    return {
+        "StringEquals": {
+            f"aws:ResourceTag/{name_rules.TAG_WORKSHOP}": name_rules.WORKSHOP_TAGS[name_rules.TAG_WORKSHOP]
+        }
+    }
 
 
 def scheduler_role_policy(

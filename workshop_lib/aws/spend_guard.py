@@ -35,7 +35,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .. import names
+from .. import name_rules
 from ..config import WorkshopConfig
 from ..errors import AwsFailure, InvalidInput
 from . import calls, roles
@@ -111,7 +111,7 @@ def schedule_request(
     deletes ``endpoint_name`` (with ``deletes=COMPONENT``: the inference component of that name) at ``when``."""
     if operation not in ("CreateSchedule", "UpdateSchedule"):
         raise ValueError("operation is CreateSchedule or UpdateSchedule")
-    if not names.is_role_arn(role_arn):
+    if not name_rules.is_role_arn(role_arn):
         raise AwsFailure(f"scheduler role ARN {role_arn!r} is not an IAM role ARN")
     request = {
         "Name": schedule_name(endpoint_name),

@@ -25,7 +25,7 @@ from botocore.exceptions import ClientError
 
 from ..config import check_resource_name
 from ..errors import AwsFailure
-from ..names import TAG_WORKSHOP, WORKSHOP_TAGS
+from ..name_rules import TAG_WORKSHOP, WORKSHOP_TAGS
 from . import alarms, calls, spend_guard
 from .endpoints import is_version
 

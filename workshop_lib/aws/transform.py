@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .. import names
+from .. import name_rules
 from ..config import check_resource_name
 from ..errors import AwsFailure, InvalidInput
 from . import calls
@@ -63,7 +63,7 @@ def transform_job_request(
     check_in_range(max_retries, 0, 3, "max_retries")
     check_in_range(max_payload_mb, 1, 100, "max_payload_mb")
     for uri in (input_s3_uri, output_s3_uri):
-        if names.split_s3_uri(uri) is None:
+        if name_rules.split_s3_uri(uri) is None:
             raise InvalidInput(f"{uri!r} is not an s3://bucket/prefix URI")
     request = {
         "TransformJobName": job_name,

@@ -30,7 +30,7 @@ from botocore.credentials import CredentialProvider, Credentials
 from botocore.exceptions import UnknownRegionError
 
 from ..errors import InvalidInput
-from . import chat_decisions, openai_decisions
+from . import chat_decision_calls, openai_decisions
 from .request_bodies import OptionsLike
 
 if TYPE_CHECKING:
@@ -171,19 +171,21 @@ def openai_client(
     return openai.OpenAI(base_url=url, api_key=session_token(session, region, lifetime_s), **options)
 
 
-def decide(client: Any, state: Any, question: str, options: OptionsLike, **knobs: Any) -> chat_decisions.ChatDecision:
+def decide(
+    client: Any, state: Any, question: str, options: OptionsLike, **knobs: Any
+) -> chat_decision_calls.ChatDecision:
     """One decision through an ``openai.OpenAI`` client (``openai_client``, or any pointed at a decision endpoint's
-    chat completions): ``state`` and ``question`` over ``options``, as ``chat_decisions.create_kwargs`` takes them
+    chat completions): ``state`` and ``question`` over ``options``, as ``chat_decision_calls.create_kwargs`` takes them
     (``knobs``: its readout, order, normalize, ...); the chosen option and every option's probability."""
-    asked = chat_decisions.create_kwargs(state, question, options, **knobs)
-    return chat_decisions.read(client.chat.completions.create(**asked), asked)
+    asked = chat_decision_calls.create_kwargs(state, question, options, **knobs)
+    return chat_decision_calls.read(client.chat.completions.create(**asked), asked)
 
 
 def ask(client: Any, input: Any, question: Mapping[str, Any], **options: Any) -> openai_decisions.Answer:
     """One OpenAI Decisions question (``openai_decisions.predicate`` / ``choice`` / ``score``) about ``input``
     through an ``openai.OpenAI`` client: the answer ``/v1/decisions`` gives it (``options``: ``model``)."""
-    asked = chat_decisions.question_kwargs(input, question, **options)
-    return chat_decisions.read_question(client.chat.completions.create(**asked), asked)
+    asked = chat_decision_calls.question_kwargs(input, question, **options)
+    return chat_decision_calls.read_question(client.chat.completions.create(**asked), asked)
 
 
 __all__ = [

@@ -30,8 +30,8 @@ from typing import Any
 
 from ..client import Deadline, EndpointClient, EndpointError, LocalTransport
 from ..errors import WorkshopError
+from .grading import is_correct, predicted_label
 from .runner import Run, TaskResult, endpoint_name, execute, failed_result, utc_now
-from .scoring import is_correct, predicted_label
 from .tasks import Task
 
 TOP_LOGPROBS = 20  # the most llama-server (and OpenAI's schema) return per position

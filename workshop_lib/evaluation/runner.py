@@ -24,7 +24,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..client import Decision, EndpointBusy, EndpointClient, EndpointError
-from .scoring import invalid_reason, is_correct, predicted_label
+from .grading import invalid_reason, is_correct, predicted_label
 from .tasks import Task
 
 # What a run keeps of the model metadata the adapter returns.

@@ -30,7 +30,7 @@ from botocore.exceptions import ClientError
 from ..aws import arns, calls, component_hosting, hosting
 from ..aws.inference_components import SCALABLE_DIMENSION, ZeroPlan
 from ..config import LOCAL_ROLE_ARN
-from ..names import role_account
+from ..name_rules import role_account
 from . import rehearsal
 from .permissions import CallLog
 from .stand_ins import EMULATOR_FAMILIES, EMULATOR_INSTANCE_TYPES

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .. import names
+from .. import name_rules
 from ..aws import arns, kms_statements, role_boundary, statements
 from ..aws.images import parse_image_uri
 
@@ -315,7 +315,7 @@ def cli_needed(argv: list[str], region: str, account: str) -> list[Need]:
 
     plain = [a for a in argv if not a.startswith("--only-show-errors")]
     if plain[:3] == ["aws", "s3", "cp"]:
-        bucket, key = names.split_s3_uri(plain[4]) or ("", "")  # the build's own bucket: its account owns it
+        bucket, key = name_rules.split_s3_uri(plain[4]) or ("", "")  # the build's own bucket: its account owns it
         return [("s3:PutObject", arns.s3_object_arn(bucket, key, region), {"s3:ResourceAccount": account})]
     if plain[:3] == ["aws", "ecr", "get-login-password"]:
         return [("ecr:GetAuthorizationToken", "*", {})]

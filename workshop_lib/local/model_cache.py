@@ -8,7 +8,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from .. import names
+from .. import name_rules
 from ..errors import InvalidInput
 from ..packaging import MAX_EXTRACT_BYTES, MAX_EXTRACT_MEMBERS, extract_model
 
@@ -23,7 +23,7 @@ def download_and_extract(
     """
     max_bytes = MAX_EXTRACT_BYTES if max_bytes is None else max_bytes
     max_members = MAX_EXTRACT_MEMBERS if max_members is None else max_members
-    bucket, key = names.split_s3_uri(model_data_url) or ("", "")
+    bucket, key = name_rules.split_s3_uri(model_data_url) or ("", "")
     head = s3_client.head_object(Bucket=bucket, Key=key)
     version = hashlib.sha256(f"{model_data_url}\n{head['ETag']}".encode()).hexdigest()[:32]
     target = home / "models" / version

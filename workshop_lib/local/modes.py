@@ -24,7 +24,7 @@ from ..aws.inference_components import component_name
 from ..aws.session import AwsMode, Clients
 from ..config import LOCAL_ROLE_ARN
 from ..errors import InvalidInput, StepNotRun
-from ..names import role_account
+from ..name_rules import role_account
 from . import permissions, rehearsal
 from .component_stand_in import LocalComponents
 from .stand_ins import EmulatedCodeBuild, LocalHosting, seed_dlc

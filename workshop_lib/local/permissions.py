@@ -40,7 +40,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .. import names
+from .. import name_rules
 from ..aws import arns, iam, managed_policies, service_roles
 
 # The principals are re-exported (the ``as`` marks them so): the rehearsal and the audit step name them from here.
@@ -101,7 +101,7 @@ class AttachedPolicies:
 
     @property
     def account(self) -> str:
-        return names.role_account(self.role_arn) or str(names.role_account(LOCAL_ROLE_ARN))
+        return name_rules.role_account(self.role_arn) or str(name_rules.role_account(LOCAL_ROLE_ARN))
 
     def attached(self) -> dict[str, dict[str, Any]]:
         """File name -> document, for each policy attached so far (the managed one is always there)."""

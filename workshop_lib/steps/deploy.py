@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from botocore.exceptions import ClientError
 
-from .. import names
+from .. import name_rules
 from ..aws import capture, encryption, endpoints, hosting, hygiene, images, model_requests, spend_guard, teardown
 from ..aws.component_hosting import hosts_components
 from ..aws.deploy_spec import DeploySpec, plan_for
@@ -291,7 +291,7 @@ def deploy_plan(workshop: Workshop, spec: DeploySpec) -> endpoints.DeployPlan:
         data_capture = capture.data_capture_config(capture.destination_uri(config), config.capture_percent)
     else:
         # The sample's flags alone (no workshop bucket): the model URL is the caller's, and nothing to capture to.
-        if not (names.split_s3_uri(model_data_url) or ("", ""))[1]:
+        if not (name_rules.split_s3_uri(model_data_url) or ("", ""))[1]:
             raise InvalidInput(f"model data URL {model_data_url!r} is not s3://<bucket>/<key> (the model.tar.gz)")
         data_capture = None
         if spec.row.decision and config.capture_percent:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import names
+from .. import name_rules
 from ..aws import admin, managed_policies, policies
 from ..config import WorkshopConfig
 from ..display import row
@@ -83,7 +83,7 @@ def administrator_commands(config: WorkshopConfig, folder: Path, account: str) -
 
 def attach_instruction(config: WorkshopConfig, folder: Path, account: str | None = None) -> str:
     """What an administrator runs to create (and later update) the documents in ``folder`` as policies."""
-    account = account or names.role_account(config.sagemaker_role_arn or "") or "<account-id>"
+    account = account or name_rules.role_account(config.sagemaker_role_arn or "") or "<account-id>"
     lines = "\n".join("  " + admin.shell(argv) for argv in administrator_commands(config, folder, account))
     update = "\n".join(
         "  " + admin.shell(argv)

@@ -22,7 +22,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .. import names
+from .. import name_rules
 from ..aws import encryption, images, inference_components, spend_guard, teardown
 from ..aws.component_hosting import ComponentHosting
 from ..aws.inference_components import ZeroPlan
@@ -110,7 +110,7 @@ def zero_requests(workshop: Workshop, plan: ZeroPlan) -> list[tuple[str, str, di
     config = workshop.config
     if config.ttl_hours == 0:
         return plan.requests()
-    account = names.role_account(config.sagemaker_role_arn) or ""
+    account = name_rules.role_account(config.sagemaker_role_arn) or ""
     schedules = spend_guard.deadline_requests(
         plan.name,
         role_arn=spend_guard.scheduler_role_arn(config.region, account),

@@ -16,7 +16,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .. import names
+from .. import name_rules
 from ..aws import admin, calls, hygiene, policies, roles
 from ..aws.buckets import check_bucket_region
 from ..config import LOCAL_BUCKET, BucketNotFound, WorkshopConfig, in_sagemaker_studio
@@ -219,7 +219,7 @@ def _secure_bucket(workshop: Workshop, config: WorkshopConfig, folder: Path, acc
 def tag_bucket(s3: Any, bucket: str, written: PolicyFiles) -> str:
     """Tag a bucket just created; a refusal becomes a note (the tags only label it: nothing deletes by tag)."""
     try:
-        s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": names.tag_list(names.WORKSHOP_TAGS)})
+        s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": name_rules.tag_list(name_rules.WORKSHOP_TAGS)})
         return ""
     except ClientError as exc:
         error = exc.response.get("Error", {})

@@ -19,8 +19,8 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app
 
+from ..caller_errors import AdapterError, ModelNotFound
 from ..engine import Engine
-from ..errors import AdapterError, ModelNotFound
 from ..questions import ChatRequest
 from ..settings import Settings
 from . import chat_decisions, decisions
@@ -70,7 +70,7 @@ def parse(body: Any, settings: Settings, *, streaming: bool = False) -> ChatRequ
 def complete(engine: Engine, chat: ChatRequest) -> tuple[Body, dict[str, Any]]:
     """The completion, and the prompt's tokens for the metric line (chat answers no timing of its own)."""
     completion = engine.chat(chat)
-    usage: Any = completion["usage"]  # chat.py's chat_response: the completion's usage object
+    usage: Any = completion["usage"]  # chat_completion.py's chat_response: the completion's usage object
     return completion, {"input_tokens": usage["prompt_tokens"]}
 
 

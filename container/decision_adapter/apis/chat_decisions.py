@@ -44,9 +44,9 @@ from typing import Any
 
 from decision_contract import names
 
-from .. import chat as chat_completion
+from .. import chat_completion
 from ..answer_record import AnswerRecord
-from ..errors import AdapterError, InvalidValue
+from ..caller_errors import AdapterError, InvalidValue
 from ..prompt import as_text
 from ..questions import ChatRequest, DecisionBatch
 from ..seams import Scorer

@@ -17,7 +17,7 @@ from pydantic_core import ErrorDetails
 
 from decision_contract import names
 
-from ..errors import AdapterError, InvalidType, InvalidValue
+from ..caller_errors import AdapterError, InvalidType, InvalidValue
 from ..questions import CHAT_ROLES, ChatRequest
 from . import own
 from .common import (

@@ -7,9 +7,9 @@ import json
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 
-from .. import chat as chat_completion
-from ..chat import Piece
-from ..errors import AdapterError
+from .. import chat_completion
+from ..caller_errors import AdapterError
+from ..chat_completion import Piece
 from ..questions import ChatRequest
 from .decisions import error_body as openai_error
 from .dialect import Body
@@ -43,7 +43,7 @@ def chunk(
 
 
 def chunks(chat: ChatRequest, pieces: Iterable[Piece], model_name: str) -> Iterator[Body]:
-    """The chunks of a streamed completion, from the engine's pieces (core chat.py's ``Piece``)."""
+    """The chunks of a streamed completion, from the engine's pieces (chat_completion.py's ``Piece``)."""
     head = {"id": chat_completion.completion_id(), "created": int(time.time()), "model": model_name}
     wants = chat.top_logprobs is not None
     yield chunk(head, {"role": "assistant", "content": ""}, logprobs=[] if wants else None, usage=chat.include_usage)

@@ -21,7 +21,7 @@ from werkzeug.datastructures import Headers
 
 from decision_contract.names import LETTERS, NORMALIZATIONS, READOUTS
 
-from ..errors import AdapterError, InvalidType, InvalidValue
+from ..caller_errors import AdapterError, InvalidType, InvalidValue
 from ..questions import MAX_ID_CHARS
 
 # Tags of the callable discriminators (a bare-string option or an object; a chat decision that is a typed

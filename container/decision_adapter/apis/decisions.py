@@ -53,8 +53,8 @@ from flask import Blueprint
 
 from .. import scoring
 from ..answer_record import AnswerRecord
+from ..caller_errors import AdapterError, InvalidType, InvalidValue, PromptTooLong
 from ..engine import Engine
-from ..errors import AdapterError, InvalidType, InvalidValue, PromptTooLong
 from ..prompt import JEV_PROMPT, YES_NO, as_text, option_text
 from ..questions import DecisionBatch, Option
 from ..questions import Question as CoreQuestion

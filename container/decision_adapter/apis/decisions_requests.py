@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 from pydantic_core import ErrorDetails
 
-from ..errors import AdapterError, InvalidType, InvalidValue, ModelNotFound
+from ..caller_errors import AdapterError, InvalidType, InvalidValue, ModelNotFound
 from ..prompt import render_json
 from ..questions import (
     MAX_CHOICE_OPTIONS,

@@ -24,8 +24,8 @@ from typing import Any, Protocol, TypeVar
 from flask import Blueprint, Response, current_app, g, has_request_context, request
 from werkzeug.exceptions import HTTPException
 
+from ..caller_errors import AdapterError, Busy, NotReady, Unauthorized
 from ..engine import Engine
-from ..errors import AdapterError, Busy, NotReady, Unauthorized
 from ..settings import Settings
 
 log = logging.getLogger("decision_adapter.app")

@@ -13,7 +13,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app
 
-from ..errors import AdapterError, InvalidType, InvalidValue, Unauthorized
+from ..caller_errors import AdapterError, InvalidType, InvalidValue, Unauthorized
 from ..settings import Settings
 from . import systemone
 from .api import Api

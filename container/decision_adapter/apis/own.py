@@ -10,7 +10,7 @@
 ``min_answer_mass`` (0 to 1) to ``DECISION_ADAPTER_MIN_ANSWER_MASS``: an answer whose labels hold
 less of the next-token probability says ``abstained`` (its probabilities are still given);
 ``question_type`` (``choice``, ``noul``, ``score``) picks the calibration profile, which applies
-unless the request sets a ``temperature`` (calibration.py).
+unless the request sets a ``temperature`` (served_calibration.py).
 
 Options are ``{"id": "billing", "text": "Billing and refunds"}`` (``description``, the sample's
 name, works as well as ``text``); a bare string is an option whose id and text are that string.
@@ -32,7 +32,7 @@ from decision_contract import names
 
 from .. import scoring
 from ..answer_record import AnswerRecord
-from ..errors import AdapterError, InvalidValue
+from ..caller_errors import AdapterError, InvalidValue
 from ..prompt import DECISION_PROMPT, LETTERS, PROMPT_VERSION
 from ..questions import (
     MAX_OPTIONS,

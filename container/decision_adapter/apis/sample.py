@@ -19,7 +19,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, ValidationError
 
 from ..answer_record import AnswerRecord
-from ..errors import AdapterError, Busy, InvalidType, InvalidValue, PromptTooLong
+from ..caller_errors import AdapterError, Busy, InvalidType, InvalidValue, PromptTooLong
 from ..questions import MAX_QUESTIONS, DecisionBatch
 from ..settings import Settings
 from . import own

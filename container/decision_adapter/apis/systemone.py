@@ -50,8 +50,8 @@ from flask import Blueprint, Response, current_app
 
 from .. import scoring
 from ..answer_record import AnswerRecord
+from ..caller_errors import AdapterError, ModelNotFound
 from ..engine import Engine
-from ..errors import AdapterError, ModelNotFound
 from ..prompt import DEFAULT_QUESTIONS, JEV_PROMPT, JEV_PROMPT_VERSION, YES_NO, as_text, option_text
 from ..questions import DecisionBatch, Option, Question
 from ..readouts import READOUT_METHODS

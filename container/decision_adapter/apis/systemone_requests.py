@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic.json_schema import WithJsonSchema
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from ..errors import InvalidValue
+from ..caller_errors import InvalidValue
 from ..prompt import render_json
 from ..questions import MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MIN_CHOICE_OPTIONS, MIN_SCORE_LEVELS
 from .common import NormalizationChoice, ReadoutChoice

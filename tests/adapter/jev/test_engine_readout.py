@@ -105,7 +105,7 @@ def test_an_item_is_scored_the_same_alone_in_a_crowd_and_twice(engine):
 
 
 def test_too_many_options_for_a_model_without_codes_is_a_422(engine, monkeypatch):
-    from decision_adapter.errors import InvalidValue
+    from decision_adapter.caller_errors import InvalidValue
 
     monkeypatch.setattr(engine.model, "_code_tokens", None)
     monkeypatch.setattr(engine.model, "codes_unavailable", "the codes are not two tokens")

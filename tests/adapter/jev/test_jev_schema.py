@@ -12,7 +12,7 @@ from decision_adapter.apis.systemone import answer, check_model, error_body, err
 from decision_adapter.apis.systemone_requests import JevValidationError, parse_systemone
 from decision_adapter.apis.typed import choice_confidence, score_confidence
 from decision_adapter.app import decode_body
-from decision_adapter.errors import AdapterError, Busy, InvalidType, PromptTooLong, Unauthorized
+from decision_adapter.caller_errors import AdapterError, Busy, InvalidType, PromptTooLong, Unauthorized
 from decision_adapter.prompt import option_labels
 from tests.support.answer_records import record
 

@@ -115,7 +115,7 @@ def _counting_tokenizer(engine, monkeypatch) -> list[int]:
 
 def test_a_state_too_long_for_any_context_is_refused_untokenized(engine, monkeypatch):
     from decision_adapter.apis.own import parse_decision
-    from decision_adapter.errors import PromptTooLong
+    from decision_adapter.caller_errors import PromptTooLong
 
     lengths = _counting_tokenizer(engine, monkeypatch)
     chars = engine.llm.n_ctx() * engine.model.max_token_chars + 1
@@ -126,7 +126,7 @@ def test_a_state_too_long_for_any_context_is_refused_untokenized(engine, monkeyp
 
 def test_a_shared_request_stops_at_its_first_prompt_that_does_not_fit(engine, monkeypatch):
     from decision_adapter.apis.own import parse_decision
-    from decision_adapter.errors import PromptTooLong
+    from decision_adapter.caller_errors import PromptTooLong
 
     lengths = _counting_tokenizer(engine, monkeypatch)
     state = " ".join(f"word{i}" for i in range(engine.llm.n_ctx()))  # more tokens than the context holds

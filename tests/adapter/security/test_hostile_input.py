@@ -27,7 +27,7 @@ from decision_adapter.apis.chat import parse_chat
 from decision_adapter.apis.invocations import request_kind
 from decision_adapter.apis.own import parse_decision
 from decision_adapter.app import parse_json_body
-from decision_adapter.errors import AdapterError, InvalidValue
+from decision_adapter.caller_errors import AdapterError, InvalidValue
 from decision_adapter.questions import (
     CHAT_ROLES,
     MAX_CHOICE_OPTIONS,

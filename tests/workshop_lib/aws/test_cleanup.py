@@ -2,7 +2,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from workshop_lib import names
+from workshop_lib import name_rules
 from workshop_lib.aws import teardown as cleanup
 from workshop_lib.aws.endpoints import standard_plan
 from workshop_lib.aws.hosting import deploy
@@ -457,7 +457,7 @@ def test_deadlines_in_two_regions_share_the_role_and_cleanup_in_one_keeps_it_for
         inline,
         "sagemaker:DeleteEndpoint",
         endpoint,
-        {f"aws:ResourceTag/{k}": v for k, v in names.WORKSHOP_TAGS.items()},
+        {f"aws:ResourceTag/{k}": v for k, v in name_rules.WORKSHOP_TAGS.items()},
     )
 
     # notebook 08 in the first region: nothing needs the role any more

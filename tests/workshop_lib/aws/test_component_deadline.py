@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from workshop_lib import names
+from workshop_lib import name_rules
 from workshop_lib.aws import calls, iam, inference_components, service_roles, spend_guard
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.local import permissions
@@ -67,7 +67,7 @@ def test_only_the_workshops_schedule_for_that_component_counts():
 
 def test_the_role_deletes_the_workshops_components_and_tagged_endpoints_only():
     document = iam.check_policy_document(service_roles.scheduler_role_policy(CONFIG, ACCOUNT))
-    tags = {f"aws:ResourceTag/{k}": v for k, v in names.WORKSHOP_TAGS.items()}
+    tags = {f"aws:ResourceTag/{k}": v for k, v in name_rules.WORKSHOP_TAGS.items()}
 
     def allowed(action, resource, context=None):
         return iam.evaluate([document], action, resource, context or {}).allowed
@@ -87,7 +87,7 @@ def test_the_audit_holds_both_fired_calls_to_the_role():
     def sent(operation, params):
         return {"principal": permissions.OPERATOR, "service": "sagemaker", "operation": operation, "params": params}
 
-    tagged = names.tag_list(names.WORKSHOP_TAGS)
+    tagged = name_rules.tag_list(name_rules.WORKSHOP_TAGS)
     calls = [
         sent("CreateEndpoint", {"EndpointName": ENDPOINT, "Tags": tagged}),
         sent("CreateInferenceComponent", {"InferenceComponentName": COMPONENT, "EndpointName": ENDPOINT}),
@@ -241,7 +241,7 @@ def test_the_dry_run_lists_the_deadlines_two_schedules_after_the_plan(tmp_path):
     component, endpoint = (r for _, _, r in schedules)
     for request in (component, endpoint):
         calls.validate("scheduler", "CreateSchedule", request)
-        assert request["Target"]["RoleArn"] == spend_guard.scheduler_role_arn(REGION, names.role_account(ROLE))
+        assert request["Target"]["RoleArn"] == spend_guard.scheduler_role_arn(REGION, name_rules.role_account(ROLE))
     assert json.loads(component["Target"]["Input"]) == {"InferenceComponentName": COMPONENT}
     assert json.loads(endpoint["Target"]["Input"]) == {"EndpointName": ENDPOINT}
     at = [spend_guard.parse_at(r["ScheduleExpression"]) for r in (component, endpoint)]

@@ -9,7 +9,7 @@ from botocore.validate import ParamValidator
 from workshop_lib.aws import inference_components as ic
 from workshop_lib.aws.images import parse_image_uri
 from workshop_lib.errors import InvalidInput
-from workshop_lib.names import operation_model
+from workshop_lib.name_rules import operation_model
 
 IMAGE = parse_image_uri("123456789012.dkr.ecr.us-east-1.amazonaws.com/decision-workshop@sha256:" + "a" * 64)
 ROLE = "arn:aws:iam::123456789012:role/workshop-sagemaker"

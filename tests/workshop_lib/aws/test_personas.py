@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from tests.support import recorded_groups
-from workshop_lib import names, steps
+from workshop_lib import name_rules, steps
 from workshop_lib.aws import (
     arns,
     build_projects,
@@ -321,7 +321,7 @@ def test_setup_writes_and_attaches_the_policies_before_the_bucket(local_workshop
     assert tagging and not tagging[0].get("refused")  # allowed: the operator policy was attached first
     s3 = modes.emulator_client("s3", ws.config.region, ws.rehearsal.emulator_url())
     tags = s3.get_bucket_tagging(Bucket=ws.config.bucket)["TagSet"]
-    assert names.tag_list(names.WORKSHOP_TAGS) == tags
+    assert name_rules.tag_list(name_rules.WORKSHOP_TAGS) == tags
     assert "PassCodeBuildRole" in saved.policies.statements() and "attached" in saved.policies.attached
 
 
@@ -689,7 +689,7 @@ def test_a_deadline_firing_deletes_a_scaled_endpoint_as_the_account_holds_its_ro
         c.sm.create_model(**plan.model)
         c.sm.create_endpoint_config(**plan.endpoint_config)
         c.sm.create_endpoint(**plan.endpoint)
-    assert names.WORKSHOP_TAGS.items() <= {t["Key"]: t["Value"] for t in plan.endpoint["Tags"]}.items()
+    assert name_rules.WORKSHOP_TAGS.items() <= {t["Key"]: t["Value"] for t in plan.endpoint["Tags"]}.items()
     account = c.sts.get_caller_identity()["Account"]
     role, _ = spend_guard.ensure_role(c.get("iam"), config, account)
     spend_guard.set_deadline(

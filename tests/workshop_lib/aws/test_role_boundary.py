@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from workshop_lib import names
+from workshop_lib import name_rules
 from workshop_lib.aws import arns, iam, operator_policies, role_boundary, service_roles, spend_guard
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.local import iam_needs, permissions
@@ -90,7 +90,7 @@ def test_a_role_given_everything_by_the_operator_can_still_do_only_the_workshops
         verdict = iam.evaluate(EVERYTHING, action, resource, boundary=boundary)
         assert not verdict.allowed and verdict.reason.startswith("outside the permissions boundary"), action
     endpoint = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{CONFIG.gpu_endpoint_name}"
-    tagged = {f"aws:ResourceTag/{k}": v for k, v in names.WORKSHOP_TAGS.items()}
+    tagged = {f"aws:ResourceTag/{k}": v for k, v in name_rules.WORKSHOP_TAGS.items()}
     assert iam.allows(EVERYTHING, "sagemaker:DeleteEndpoint", endpoint, tagged, boundary=boundary)
     own_bucket = {"s3:ResourceAccount": ACCOUNT}
     assert iam.allows(EVERYTHING, "s3:PutObject", "arn:aws:s3:::any-bucket/x", own_bucket, boundary=boundary)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from workshop_lib import names
+from workshop_lib import name_rules
 from workshop_lib.aws import calls, iam, operator_policies, policies, role_boundary, service_roles, spend_guard
 from workshop_lib.config import WorkshopConfig
 from workshop_lib.errors import AwsFailure, InvalidInput
@@ -117,7 +117,7 @@ def test_the_role_and_trust_documents_pass_the_policy_checks():
     calls.validate("iam", "CreateRole", policies.create_role_request(spend_guard.SCHEDULER_ROLE_NAME, trust))
 
 
-TAGGED = {f"aws:ResourceTag/{k}": v for k, v in names.WORKSHOP_TAGS.items()}
+TAGGED = {f"aws:ResourceTag/{k}": v for k, v in name_rules.WORKSHOP_TAGS.items()}
 SCALING = {
     "application-autoscaling:service-namespace": "sagemaker",
     "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount",
@@ -147,7 +147,10 @@ def test_the_role_may_delete_a_scaled_endpoint():
         "service": "sagemaker",
         "operation": "DeleteEndpoint",
         "params": {"EndpointName": "e"},
-        "facts": {"resource_tags": dict(names.WORKSHOP_TAGS), "scaled_variants": ["endpoint/e/variant/AllTraffic"]},
+        "facts": {
+            "resource_tags": dict(name_rules.WORKSHOP_TAGS),
+            "scaled_variants": ["endpoint/e/variant/AllTraffic"],
+        },
     }
     needs = iam_needs.needed(call, REGION, ACCOUNT)
     assert [a for a, _, _ in needs] == ["sagemaker:DeleteEndpoint", "application-autoscaling:DeregisterScalableTarget"]
@@ -243,7 +246,7 @@ def test_the_audit_holds_the_deadline_calls_to_the_documents():
         "principal": permissions.OPERATOR,
         "service": "sagemaker",
         "operation": "CreateEndpoint",
-        "params": {"EndpointName": CONFIG.gpu_endpoint_name, "Tags": names.tag_list(names.WORKSHOP_TAGS)},
+        "params": {"EndpointName": CONFIG.gpu_endpoint_name, "Tags": name_rules.tag_list(name_rules.WORKSHOP_TAGS)},
     }
     fired = spend_guard.deadline_calls([created, *made])
     assert fired == [
@@ -252,7 +255,7 @@ def test_the_audit_holds_the_deadline_calls_to_the_documents():
             "service": "sagemaker",
             "operation": "DeleteEndpoint",
             "params": {"EndpointName": CONFIG.gpu_endpoint_name},
-            "facts": {"resource_tags": dict(names.WORKSHOP_TAGS), "scaled_variants": []},
+            "facts": {"resource_tags": dict(name_rules.WORKSHOP_TAGS), "scaled_variants": []},
         }
     ]
     audit = permissions.audit([*made, *fired], documents, REGION, ACCOUNT)

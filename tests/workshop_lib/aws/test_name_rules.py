@@ -1,4 +1,4 @@
-"""names.py: the one home of naming rules; botocore's models where they state the rule."""
+"""name_rules.py: the one home of naming rules; botocore's models where they state the rule."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import workshop_lib
-from workshop_lib import names
+from workshop_lib import name_rules
 
 
 @pytest.mark.parametrize(
@@ -23,12 +23,12 @@ from workshop_lib import names
     ],
 )
 def test_ecr_repository_names_follow_the_ecr_model(name, ok):
-    assert names.is_ecr_repository(name) is ok
+    assert name_rules.is_ecr_repository(name) is ok
 
 
 def test_the_rules_come_from_botocore_not_from_copies():
-    pattern, max_len = names.service_rule("codebuild", "CreateProject", "name")
-    assert names.is_codebuild_project("decision-workshop-image") and not names.is_codebuild_project("-x")
+    pattern, max_len = name_rules.service_rule("codebuild", "CreateProject", "name")
+    assert name_rules.is_codebuild_project("decision-workshop-image") and not name_rules.is_codebuild_project("-x")
     assert (pattern.pattern and max_len is None) or max_len >= 150
 
 
@@ -43,8 +43,8 @@ def test_the_rules_come_from_botocore_not_from_copies():
     ],
 )
 def test_role_arns(arn, account):
-    assert names.role_account(arn) == account
-    assert names.is_role_arn(arn) is (account is not None)
+    assert name_rules.role_account(arn) == account
+    assert name_rules.is_role_arn(arn) is (account is not None)
 
 
 @pytest.mark.parametrize(
@@ -58,16 +58,20 @@ def test_role_arns(arn, account):
     ],
 )
 def test_s3_uris_are_taken_apart_once(uri, parts):
-    assert names.split_s3_uri(uri) == parts
+    assert name_rules.split_s3_uri(uri) == parts
 
 
 def test_a_model_archive_is_one_tar_gz_object():
-    assert names.is_s3_tarball("s3://b-1/semif/model.tar.gz")
-    assert not names.is_s3_tarball("s3://b-1/semif/") and not names.is_s3_tarball("s3://b-1/.tar.gz")
+    assert name_rules.is_s3_tarball("s3://b-1/semif/model.tar.gz")
+    assert not name_rules.is_s3_tarball("s3://b-1/semif/") and not name_rules.is_s3_tarball("s3://b-1/.tar.gz")
 
 
 def test_image_tags_follow_docker_grammar():
-    assert names.is_image_tag("cpu-2026-11-30") and not names.is_image_tag("-x") and not names.is_image_tag("x" * 129)
+    assert (
+        name_rules.is_image_tag("cpu-2026-11-30")
+        and not name_rules.is_image_tag("-x")
+        and not name_rules.is_image_tag("x" * 129)
+    )
 
 
 def test_no_other_module_keeps_its_own_copy_of_these_rules():
@@ -78,7 +82,7 @@ def test_no_other_module_keeps_its_own_copy_of_these_rules():
     found = [
         f"{p.relative_to(root)}:{n}"
         for p in root.rglob("*.py")
-        if p.name != "names.py"
+        if p.name != "name_rules.py"
         for n, line in enumerate(p.read_text().splitlines(), 1)
         if copies.search(line)
     ]
@@ -86,17 +90,21 @@ def test_no_other_module_keeps_its_own_copy_of_these_rules():
 
 
 def test_tags_follow_the_resource_tag_rules():
-    assert names.is_tag_key("team") and names.is_tag_key("cost-center:ml/1") and not names.is_tag_key("")
-    assert not names.is_tag_key("aws:owner") and not names.is_tag_key("k" * 129) and not names.is_tag_key("a<b")
-    assert names.is_tag_value("") and names.is_tag_value("v" * 256) and not names.is_tag_value("v" * 257)
-    assert not names.is_tag_value("alice<script>")
+    assert name_rules.is_tag_key("team") and name_rules.is_tag_key("cost-center:ml/1") and not name_rules.is_tag_key("")
+    assert (
+        not name_rules.is_tag_key("aws:owner")
+        and not name_rules.is_tag_key("k" * 129)
+        and not name_rules.is_tag_key("a<b")
+    )
+    assert name_rules.is_tag_value("") and name_rules.is_tag_value("v" * 256) and not name_rules.is_tag_value("v" * 257)
+    assert not name_rules.is_tag_value("alice<script>")
 
 
 def test_every_workshop_resource_gets_the_same_tags_in_each_apis_spelling():
     from workshop_lib.aws import build_projects, model_requests
 
     pairs = {(t["Key"], t["Value"]) for t in model_requests.workshop_tags()}
-    assert pairs == set(names.WORKSHOP_TAGS.items())
+    assert pairs == set(name_rules.WORKSHOP_TAGS.items())
     project = build_projects.project_request(
         build_projects.IMAGE_BUILD_PROJECT,
         buildspec=build_projects.IMAGE_BUILD_BUILDSPEC,

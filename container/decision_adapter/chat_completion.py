@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypedDict
 import numpy as np
 import numpy.typing as npt
 
-from .errors import InvalidValue, PromptTooLong
+from .caller_errors import InvalidValue, PromptTooLong
 from .prompt import ChatTemplate, TemplateError
 from .questions import ChatRequest
 

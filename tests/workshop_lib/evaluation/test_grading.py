@@ -6,8 +6,8 @@ import pytest
 
 from decision_contract import wire
 from workshop_lib.client import Decision, EndpointBusy, InvalidResponse
+from workshop_lib.evaluation.grading import invalid_reason, predicted_label
 from workshop_lib.evaluation.runner import decision_result, failed_result, score_response
-from workshop_lib.evaluation.scoring import invalid_reason, predicted_label
 from workshop_lib.evaluation.tasks import Task
 
 TASK = Task("t1", "routing", "choice", "state", "Which?", (("b", "B"), ("a", "A"), ("c", "C")), "a")

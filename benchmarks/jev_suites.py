@@ -1,4 +1,4 @@
-"""Outside suites against the local adapter: ``python -m benchmarks.jev`` (or ``make conformance``).
+"""Outside suites against the local adapter: ``python -m benchmarks.jev_suites`` (or ``make conformance``).
 
 1. ``jevcompat test`` (pinned conformance suite for Jev's System One API) against a real adapter
    process without an API key, then against one with ``DECISION_ADAPTER_API_KEY`` set;

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from . import runtime, splits
+from .caller_errors import TimedOut
 from .deadline import Deadline
-from .errors import TimedOut
 from .prefix_cache import Prefix, PrefixTokens
 from .questions import RenderedPrompt
 from .seams import EngineError, R, ThreadSource
