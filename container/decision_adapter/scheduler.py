@@ -187,7 +187,8 @@ class ThreadShares:
         finally:
             with self._cond:
                 self.free += taken[1]
-                self._busy.discard(caller)
+                if caller is not None:
+                    self._busy.discard(caller)
                 self._cond.notify_all()
 
 
